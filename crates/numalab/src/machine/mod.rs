@@ -1,0 +1,285 @@
+//! Layer 1, the machine model: what this machine (or a machine described by a
+//! topology file) is made of, keyed by OS indexes.
+//!
+//! The model is plain data, filled once from hwloc (`hwloc.rs`) and then
+//! queried without hwloc: every later layer works the same on the live machine
+//! and on a topology file. Derived facts (interconnect graph, hop counts,
+//! firmware sanity warnings) live in `graph.rs`.
+
+mod graph;
+mod hwloc;
+
+pub use graph::{hop_matrix, interconnect_graph, Link};
+
+use crate::IdSet;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Version of the JSON produced by [`Machine`] (`numalab topology --json`).
+/// Bump the major part when a key changes meaning or disappears.
+pub const TOPOLOGY_SCHEMA_VERSION: &str = "1.0";
+
+/// Where a machine model came from.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// The running machine, discovered by hwloc.
+    Live,
+    /// An hwloc XML topology file.
+    File { path: PathBuf },
+}
+
+/// What kind of memory a NUMA node holds, where the firmware or hwloc says.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    Dram,
+    Hbm,
+    Nvm,
+    GpuMemory,
+    Cxl,
+    /// Specific-purpose memory (EFI_MEMORY_SP) of unknown technology.
+    SpecificPurpose,
+    Unknown,
+}
+
+/// One NUMA node.
+#[derive(Debug, Clone, Serialize)]
+pub struct Node {
+    pub os_index: u32,
+    /// OS indexes of the PUs (hardware threads) local to this node; empty when CPU-less.
+    pub cpus: IdSet,
+    pub memory_bytes: u64,
+    /// Free memory when live (from the kernel), `None` for topology files.
+    pub free_bytes: Option<u64>,
+    pub cpuless: bool,
+    pub kind: MemoryKind,
+    /// hwloc's subtype when present (e.g. "MCDRAM", "GPUMemory"), for display.
+    pub subtype: Option<String>,
+    /// Memory tier rank reported by the kernel/hwloc, when known.
+    pub tier: Option<u32>,
+    /// Whether this process may allocate here (cgroup cpuset.mems).
+    pub allowed: bool,
+}
+
+/// One processor package (socket).
+#[derive(Debug, Clone, Serialize)]
+pub struct Package {
+    pub os_index: Option<u32>,
+    pub logical_index: u32,
+    pub cpus: IdSet,
+    /// NUMA nodes whose CPUs lie inside this package.
+    pub nodes: IdSet,
+}
+
+/// One core and its PUs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Core {
+    pub logical_index: u32,
+    pub os_index: Option<u32>,
+    pub cpus: IdSet,
+    pub package: u32,
+}
+
+/// One CPU cache.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cache {
+    /// 1 for L1 ... 5.
+    pub level: u8,
+    /// "data", "instruction" or "unified".
+    pub kind: String,
+    pub logical_index: u32,
+    pub size_bytes: u64,
+    pub line_bytes: u32,
+    pub associativity: Option<i32>,
+    /// PUs sharing this cache.
+    pub cpus: IdSet,
+}
+
+/// The SLIT-style distance matrix between NUMA nodes.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Distances {
+    /// OS indexes of the nodes, in row (and column) order.
+    pub nodes: Vec<u32>,
+    /// `matrix[i][j]`: distance from `nodes[i]` to `nodes[j]`.
+    pub matrix: Vec<Vec<u64>>,
+    /// Where the values came from (hwloc's distances name, e.g. "NUMALatency").
+    pub source: String,
+}
+
+impl Distances {
+    /// Distance between two nodes by OS index.
+    pub fn get(&self, from: u32, to: u32) -> Option<u64> {
+        let i = self.nodes.iter().position(|&n| n == from)?;
+        let j = self.nodes.iter().position(|&n| n == to)?;
+        Some(self.matrix[i][j])
+    }
+}
+
+/// One HMAT-style memory attribute value: performance of `target` node as seen
+/// from the CPUs in `initiator`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MemoryAttributeValue {
+    /// "latency_ns", "read_latency_ns", "write_latency_ns", "bandwidth_mib_s",
+    /// "read_bandwidth_mib_s", "write_bandwidth_mib_s".
+    pub attribute: String,
+    pub target: u32,
+    /// CPUs of the initiator.
+    pub initiator_cpus: IdSet,
+    /// The NUMA node(s) whose CPUs are the initiator, when it maps onto nodes.
+    pub initiator_nodes: IdSet,
+    pub value: u64,
+}
+
+/// A PCI or OS device with a locality.
+#[derive(Debug, Clone, Serialize)]
+pub struct Device {
+    /// "gpu", "network", "storage", "coprocessor", "dma", "other".
+    pub kind: String,
+    pub name: String,
+    /// PCI bus id "dddd:bb:dd.f" when known.
+    pub pci_bus_id: Option<String>,
+    /// NUMA nodes local to the device (the nodeset of its nearest non-I/O ancestor).
+    pub local_nodes: IdSet,
+    pub local_cpus: IdSet,
+}
+
+/// The whole machine model.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub schema_version: &'static str,
+    pub source: Source,
+    /// NUMA nodes sorted by OS index, including disallowed ones.
+    pub nodes: Vec<Node>,
+    pub packages: Vec<Package>,
+    pub cores: Vec<Core>,
+    /// All PUs (complete set).
+    pub complete_cpus: IdSet,
+    pub complete_nodes: IdSet,
+    /// PUs and nodes this process may use (cgroup restrictions applied).
+    pub allowed_cpus: IdSet,
+    pub allowed_nodes: IdSet,
+    /// Whether the allowed sets are smaller than the complete ones.
+    pub restricted: bool,
+    /// Hardware threads per core (max over cores).
+    pub smt: u32,
+    pub caches: Vec<Cache>,
+    pub distances: Option<Distances>,
+    pub memory_attributes: Vec<MemoryAttributeValue>,
+    pub devices: Vec<Device>,
+    /// Direct links of the interconnect graph (inferred from distances).
+    pub links: Vec<Link>,
+    /// Hop counts between nodes, same row order as `hop_nodes`.
+    pub hops: HopMatrix,
+    /// Things in the firmware data that look wrong, in plain sentences.
+    pub warnings: Vec<String>,
+}
+
+/// Hop counts between nodes (BFS over the interconnect graph).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HopMatrix {
+    pub nodes: Vec<u32>,
+    /// `matrix[i][j]`: hops from `nodes[i]` to `nodes[j]`; `None` when unreachable.
+    pub matrix: Vec<Vec<Option<u32>>>,
+}
+
+impl HopMatrix {
+    /// Hops between two nodes by OS index.
+    pub fn get(&self, from: u32, to: u32) -> Option<u32> {
+        let i = self.nodes.iter().position(|&n| n == from)?;
+        let j = self.nodes.iter().position(|&n| n == to)?;
+        self.matrix[i][j]
+    }
+}
+
+/// Errors while building a machine model.
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    #[error("cannot read topology file {path}: {reason}")]
+    Unreadable { path: PathBuf, reason: String },
+    #[error("topology file {path} is not a valid hwloc XML topology (hwloc 2.x, XML v2): {reason}")]
+    Malformed { path: PathBuf, reason: String },
+    #[error("hwloc could not discover this machine: {0}")]
+    Discovery(String),
+}
+
+impl Machine {
+    /// Discovers the running machine.
+    pub fn live() -> Result<Self, MachineError> {
+        hwloc::load(None)
+    }
+
+    /// Reads an hwloc XML topology file.
+    pub fn from_xml_file(path: &Path) -> Result<Self, MachineError> {
+        hwloc::load(Some(path))
+    }
+
+    /// The live machine, or the file when one is given.
+    pub fn load(path: Option<&Path>) -> Result<Self, MachineError> {
+        hwloc::load(path)
+    }
+
+    /// Whether this model describes the machine we run on (placement possible).
+    pub fn is_live(&self) -> bool {
+        self.source == Source::Live
+    }
+
+    /// A node by OS index.
+    pub fn node(&self, os_index: u32) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.os_index == os_index)
+    }
+
+    /// The node whose CPUs include `cpu`.
+    pub fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
+        self.nodes
+            .iter()
+            .find(|n| n.cpus.contains(cpu))
+            .map(|n| n.os_index)
+    }
+
+    /// All node OS indexes.
+    pub fn node_ids(&self) -> IdSet {
+        self.nodes.iter().map(|n| n.os_index).collect()
+    }
+
+    /// Allowed nodes that have CPUs.
+    pub fn cpu_nodes(&self) -> IdSet {
+        self.nodes
+            .iter()
+            .filter(|n| !n.cpuless && n.allowed)
+            .map(|n| n.os_index)
+            .collect()
+    }
+
+    /// Distance between two nodes; falls back to 10 (local) / 20 (remote)
+    /// when the machine has no distance matrix, as the kernel does.
+    pub fn distance(&self, from: u32, to: u32) -> u64 {
+        self.distances
+            .as_ref()
+            .and_then(|d| d.get(from, to))
+            .unwrap_or(if from == to { 10 } else { 20 })
+    }
+
+    /// Hop count between two nodes (0 for the same node).
+    pub fn hops_between(&self, from: u32, to: u32) -> Option<u32> {
+        if from == to {
+            return Some(0);
+        }
+        self.hops.get(from, to)
+    }
+
+    /// The largest last-level (data or unified) cache size, in bytes.
+    pub fn last_level_cache_bytes(&self) -> Option<u64> {
+        let lvl = self
+            .caches
+            .iter()
+            .filter(|c| c.kind != "instruction")
+            .map(|c| c.level)
+            .max()?;
+        self.caches
+            .iter()
+            .filter(|c| c.level == lvl && c.kind != "instruction")
+            .map(|c| c.size_bytes)
+            .max()
+    }
+}
