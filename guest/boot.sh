@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Boot the numalab multi-node test guest under QEMU (TCG) and run a script inside it.
+#
+#   guest/boot.sh --machine quartet|ring4-cpuless [--timeout SECONDS] [--file HOSTPATH]...
+#                 [--script FILE] [--append KERNEL_ARGS]
+#
+# The guest's serial console is streamed to stdout (CR stripped). The script runs under
+# busybox /bin/sh as root in /tmp (a tmpfs); every --file is in /bin. The last line the guest
+# prints is `NUMALAB-GUEST-EXIT <rc>`; boot.sh exits with that rc, 124 on timeout, 125 when the
+# marker never appeared (kernel panic, init crash), 2 on usage errors, 1 on host errors.
+# Without --script, a built-in script prints the guest's NUMA topology.
+# Needs guest/cache/vmlinuz (run guest/fetch-kernel.sh first) and qemu-system-x86_64.
+set -euo pipefail
+
+GUEST_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CACHE="$GUEST_DIR/cache"
+KERNEL="$CACHE/vmlinuz"
+BUSYBOX=/bin/busybox
+QEMU=qemu-system-x86_64
+MARKER=NUMALAB-GUEST-EXIT
+
+die() { echo "boot.sh: error: $*" >&2; exit "${2:-1}"; }
+usage() {
+    sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    exit 2
+}
+
+machine="" timeout_s=300 script="" append=""
+files=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --machine) [ $# -ge 2 ] || usage; machine=$2; shift 2 ;;
+        --machine=*) machine=${1#*=}; shift ;;
+        --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
+        --timeout=*) timeout_s=${1#*=}; shift ;;
+        --file) [ $# -ge 2 ] || usage; files+=("$2"); shift 2 ;;
+        --file=*) files+=("${1#*=}"); shift ;;
+        --script) [ $# -ge 2 ] || usage; script=$2; shift 2 ;;
+        --script=*) script=${1#*=}; shift ;;
+        --append) [ $# -ge 2 ] || usage; append=$2; shift 2 ;;
+        --append=*) append=${1#*=}; shift ;;
+        -h|--help) usage ;;
+        *) echo "boot.sh: unknown argument: $1" >&2; usage ;;
+    esac
+done
+case "$machine" in
+    quartet|ring4-cpuless) ;;
+    "") echo "boot.sh: --machine is required" >&2; usage ;;
+    *) die "unknown machine '$machine' (quartet or ring4-cpuless)" 2 ;;
+esac
+[[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a positive number of seconds, got '$timeout_s'" 2
+
+# ---- host prerequisites (fail early, one line each) ----
+[ -s "$KERNEL" ] || die "$KERNEL is missing: run guest/fetch-kernel.sh"
+command -v "$QEMU" >/dev/null 2>&1 || die "$QEMU is not installed: run guest/fetch-kernel.sh (installs qemu-system-x86)"
+[ -x "$BUSYBOX" ] || die "$BUSYBOX is missing: run guest/fetch-kernel.sh (installs busybox-static)"
+for tool in cpio gzip ldd readelf strip timeout; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed: run guest/fetch-kernel.sh"
+done
+[ -z "$script" ] || [ -r "$script" ] || die "cannot read script $script"
+for f in ${files[@]+"${files[@]}"}; do
+    [ -f "$f" ] && [ -r "$f" ] || die "cannot read --file $f"
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/numalab-guest.XXXXXX")
+qemu_pidfile="$tmp/qemu.pid"
+cleanup() {
+    if [ -s "$qemu_pidfile" ]; then kill "$(cat "$qemu_pidfile")" 2>/dev/null || true; fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- initramfs ----
+root="$tmp/root"
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,run,etc,root,numalab}
+cp "$BUSYBOX" "$root/bin/busybox"
+"$BUSYBOX" --list-full | while read -r applet; do
+    [ -e "$root/$applet" ] || ln -s /bin/busybox "$root/$applet"
+done
+# /dev/console for the kernel to open before /init runs (the kernel's built-in cpio has one too).
+if [ "$(id -u)" -eq 0 ]; then mknod -m 600 "$root/dev/console" c 5 1; fi
+: > "$root/etc/passwd"; echo 'root:x:0:0:root:/root:/bin/sh' > "$root/etc/passwd"
+echo 'root:x:0:' > "$root/etc/group"
+
+is_elf() { [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = '177ELF' ]; }
+libs_of() {  # absolute paths of the shared objects (and loader) an ELF needs, per ldd
+    ldd "$1" 2>/dev/null | sed -n -e 's/^.*=> \(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p' \
+                                  -e 's/^[[:space:]]*\(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p' || true
+}
+declare -A libs=()
+for f in ${files[@]+"${files[@]}"}; do
+    dest="$root/bin/$(basename "$f")"
+    rm -f "$dest"
+    if is_elf "$f"; then
+        if readelf -S "$f" 2>/dev/null | grep -q ' \.debug_'; then
+            strip --strip-debug -o "$dest" "$f"
+        else
+            cp "$f" "$dest"
+        fi
+        chmod 755 "$dest"
+        while read -r lib; do [ -n "$lib" ] && libs["$lib"]=1; done < <(libs_of "$f")
+    else
+        cp "$f" "$dest"
+        chmod 755 "$dest"
+    fi
+done
+for lib in ${!libs[@]+"${!libs[@]}"}; do
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+done
+
+if [ -n "$script" ]; then
+    cp "$script" "$root/numalab/script.sh"
+else
+    cat > "$root/numalab/script.sh" <<'EOS'
+echo "kernel: $(uname -r)"
+echo "online nodes: $(cat /sys/devices/system/node/online)"
+for n in /sys/devices/system/node/node[0-9]*; do
+    echo "${n##*/}: cpus=[$(cat $n/cpulist)] distance=[$(cat $n/distance)]" \
+         "mem=$(sed -n 's/.*MemTotal: *//p' $n/meminfo)"
+done
+echo "thp: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+echo "weighted_interleave: $(ls /sys/kernel/mm/mempolicy/weighted_interleave/ 2>/dev/null | tr '\n' ' ')"
+EOS
+fi
+
+cat > "$root/init" <<EOS
+#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs tmpfs /run
+[ -c /dev/console ] && exec </dev/null >/dev/console 2>&1
+# Keep kernel chatter (warnings) out of the script's output; 'dmesg' still has it all.
+echo 1 > /proc/sys/kernel/printk
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root TERM=dumb
+hostname numalab-guest
+cd /tmp
+# Start on a fresh line: the firmware's last line has no newline.
+echo
+echo "NUMALAB-GUEST-START"
+/bin/sh /numalab/script.sh </dev/null
+rc=\$?
+sync
+echo "$MARKER \$rc"
+# Let the UART drain the marker before the machine goes away.
+sleep 0.2
+poweroff -f
+EOS
+chmod 755 "$root/init"
+(cd "$root" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0 | gzip -1) > "$tmp/initrd.gz"
+
+# ---- topology ----
+# Both machines: a ring of 4 CPU nodes, SLIT 10 local / 16 one hop / 22 two hops.
+numa=()
+dist() {  # dist A B D: symmetric SLIT entry
+    numa+=(-numa "dist,src=$1,dst=$2,val=$3" -numa "dist,src=$2,dst=$1,val=$3")
+}
+case "$machine" in
+    quartet)
+        # 4 sockets x 2 cores, node N = socket N (CPUs 2N, 2N+1), 512M each.
+        # Ring 0-1-3-2-0: direct 0-1, 0-2, 1-3, 2-3; two hops 0-3, 1-2.
+        machine_opt=q35
+        smp="8,sockets=4,cores=2,threads=1"
+        mem_mb=2048
+        for n in 0 1 2 3; do
+            numa+=(-object "memory-backend-ram,size=512M,id=m$n"
+                   -numa "node,nodeid=$n,memdev=m$n"
+                   -numa "cpu,node-id=$n,socket-id=$n")
+        done
+        dist 0 1 16; dist 0 2 16; dist 1 3 16; dist 2 3 16; dist 0 3 22; dist 1 2 22
+        ;;
+    ring4-cpuless)
+        # 4 sockets x 1 core, node N = socket N (CPU N), + CPU-less node 4 (initiator 0), 512M each.
+        # Ring 0-1-2-3-0: direct 0-1, 1-2, 2-3, 3-0; two hops 0-2, 1-3.
+        # Node 4 hangs off node 0: 0-4 20, 1-4 26, 3-4 26, 2-4 32.
+        # HMAT: every CPU node local 90 ns / 20 GiB/s; node 4 from initiator 0: 250 ns / 8 GiB/s.
+        machine_opt=q35,hmat=on
+        smp="4,sockets=4,cores=1,threads=1"
+        mem_mb=2560
+        for n in 0 1 2 3; do
+            numa+=(-object "memory-backend-ram,size=512M,id=m$n"
+                   -numa "node,nodeid=$n,memdev=m$n"
+                   -numa "cpu,node-id=$n,socket-id=$n")
+        done
+        numa+=(-object "memory-backend-ram,size=512M,id=m4" -numa "node,nodeid=4,memdev=m4,initiator=0")
+        dist 0 1 16; dist 1 2 16; dist 2 3 16; dist 0 3 16; dist 0 2 22; dist 1 3 22
+        dist 0 4 20; dist 1 4 26; dist 2 4 32; dist 3 4 26
+        lb() {  # lb INITIATOR TARGET LATENCY_NS BANDWIDTH
+            numa+=(-numa "hmat-lb,initiator=$1,target=$2,hierarchy=memory,data-type=access-latency,latency=$3"
+                   -numa "hmat-lb,initiator=$1,target=$2,hierarchy=memory,data-type=access-bandwidth,bandwidth=$4")
+        }
+        for n in 0 1 2 3; do lb "$n" "$n" 90 20G; done
+        lb 0 4 250 8G
+        ;;
+esac
+
+cmdline="console=ttyS0 quiet panic=-1 transparent_hugepage=madvise numa_balancing=disable"
+[ -z "$append" ] || cmdline="$cmdline $append"
+
+qemu_cmd=("$QEMU" -accel tcg -cpu max -machine "$machine_opt" -smp "$smp" -m "${mem_mb}M"
+          "${numa[@]}"
+          -kernel "$KERNEL" -initrd "$tmp/initrd.gz" -append "$cmdline"
+          -nic none -vga none -nographic -no-reboot -pidfile "$qemu_pidfile")
+
+# ---- run ----
+start=$(date +%s.%N)
+set +e
+timeout -k 5 "$timeout_s" "${qemu_cmd[@]}" </dev/null \
+    | sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\x1b[()][0-9A-Za-z]//g' \
+    | tee "$tmp/serial.log"
+rcs=("${PIPESTATUS[@]}")
+# The kernel's last line (power down) has no newline: end the stream on a line boundary.
+[ ! -s "$tmp/serial.log" ] || [ -z "$(tail -c 1 "$tmp/serial.log")" ] || echo
+set -e
+rm -f "$qemu_pidfile"
+elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+
+marker_rc=$(sed -n "s/^$MARKER \([0-9][0-9]*\)\$/\1/p" "$tmp/serial.log" | tail -n1)
+if [ "${rcs[0]}" -eq 124 ] || [ "${rcs[0]}" -eq 137 ]; then
+    if [ -n "$marker_rc" ]; then
+        echo "boot.sh: warning: guest script exited $marker_rc but qemu did not power off within ${timeout_s}s" >&2
+        exit "$marker_rc"
+    fi
+    echo "boot.sh: error: timeout: guest ($machine) still running after ${timeout_s}s, qemu killed" >&2
+    exit 124
+fi
+if [ -z "$marker_rc" ]; then
+    echo "boot.sh: error: guest ($machine) ended without '$MARKER' (qemu rc ${rcs[0]}; kernel panic or init failure?) after ${elapsed}s" >&2
+    exit 125
+fi
+echo "boot.sh: guest ($machine) script exited $marker_rc after ${elapsed}s" >&2
+exit "$marker_rc"
