@@ -1,0 +1,512 @@
+//! `PlacedBuffer`: memory mapped with a policy, a page size choice, and a
+//! prefault by a chosen pinned thread, so its placement is decided before any
+//! measurement runs (and then checked by `verify`).
+
+use super::memory_policy::{MemoryPolicy, Realization, WeightedImpl};
+use super::sys::{self, Mode};
+use super::verify::PageHistogram;
+use super::{PlacementError, PlacementError as E};
+use crate::machine::Machine;
+use crate::IdSet;
+use serde::Serialize;
+use std::io;
+
+/// Transparent huge pages for one buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Thp {
+    /// Leave the system setting (/sys/kernel/mm/transparent_hugepage/enabled).
+    System,
+    /// `madvise(MADV_HUGEPAGE)` on a 2 MiB-aligned mapping.
+    On,
+    /// `madvise(MADV_NOHUGEPAGE)`: page-granular placement stays page-granular.
+    Off,
+}
+
+impl Thp {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            "system" => Ok(Self::System),
+            _ => Err(format!("unknown THP choice '{text}'; valid: on, off, system")),
+        }
+    }
+}
+
+/// What to allocate and how.
+#[derive(Debug, Clone)]
+pub struct BufferSpec {
+    pub size: usize,
+    pub policy: MemoryPolicy,
+    /// `None`: off for page-granular policies (interleave, weighted), else the system setting.
+    pub thp: Option<Thp>,
+    /// Back the buffer with hugetlbfs pages (2 MiB) instead of base pages.
+    pub hugetlb: bool,
+    /// CPU of the thread that first touches every page; `None` = the caller, unpinned.
+    pub toucher: Option<u32>,
+    pub weighted: WeightedImpl,
+}
+
+const HUGE_2M: usize = 2 << 20;
+
+/// A buffer whose pages were placed on purpose.
+#[derive(Debug)]
+pub struct PlacedBuffer {
+    ptr: *mut u8,
+    len: usize,
+    map_ptr: *mut u8,
+    map_len: usize,
+    page_size: usize,
+    thp: Thp,
+    realization: Realization,
+    toucher_cpu_seen: Option<u32>,
+    notes: Vec<String>,
+}
+
+// SAFETY: the buffer is plain memory owned by this value; sharing it between
+// threads is the caller's business exactly as for a Vec<u8>.
+unsafe impl Send for PlacedBuffer {}
+unsafe impl Sync for PlacedBuffer {}
+
+impl PlacedBuffer {
+    /// Maps, applies the policy and prefaults. Fails cleanly (never an OOM
+    /// kill) when a strict placement asks for more than the nodes have free.
+    pub fn new(m: &Machine, spec: &BufferSpec) -> Result<Self, PlacementError> {
+        if spec.size == 0 {
+            return Err(E::Invalid("buffer size must be at least 1 byte".into()));
+        }
+        let toucher_node = match spec.toucher {
+            Some(cpu) => Some(m.node_of_cpu(cpu).ok_or_else(|| {
+                E::Invalid(format!("CPU {cpu} belongs to no NUMA node of this machine"))
+            })?),
+            None => sys::current_cpu().and_then(|c| m.node_of_cpu(c)),
+        };
+        let realization = spec
+            .policy
+            .realize(m, toucher_node, spec.weighted)
+            .map_err(E::Invalid)?;
+        let thp = spec.thp.unwrap_or(if spec.policy.is_page_granular() {
+            Thp::Off
+        } else {
+            Thp::System
+        });
+        let page_size = if spec.hugetlb { HUGE_2M } else { sys::page_size() };
+        let len = spec.size.div_ceil(page_size) * page_size;
+        check_capacity(m, &realization, len, spec.hugetlb)?;
+
+        let mut buf = map(len, page_size, spec.hugetlb, thp)?;
+        buf.realization = realization.clone();
+        if len != spec.size {
+            buf.notes.push(format!(
+                "size rounded up from {} to {} bytes (whole {} pages)",
+                spec.size,
+                len,
+                crate::placement::format_bytes(page_size as u64)
+            ));
+        }
+        let restore = buf.apply(&realization)?;
+        let touched = buf.prefault(spec.toucher);
+        if let Some(r) = restore {
+            r.restore();
+        }
+        buf.toucher_cpu_seen = touched?;
+        Ok(buf)
+    }
+
+    /// Applies the realization to the mapping; returns sysfs weights to put
+    /// back after the prefault when the kernel's weighted interleave was used.
+    fn apply(&mut self, r: &Realization) -> Result<Option<WeightGuard>, PlacementError> {
+        match r {
+            Realization::Kernel { mode: Mode::Default, .. } => Ok(None),
+            Realization::Kernel { mode, nodes } => {
+                if let Err(msg) = sys::kernel_supports(*mode) {
+                    return Err(E::Unsupported(msg));
+                }
+                // SAFETY: the range is our own fresh mapping.
+                unsafe { sys::mbind(self.ptr, self.len, *mode, nodes, 0) }
+                    .map_err(|e| mbind_error(e, *mode, nodes))?;
+                Ok(None)
+            }
+            Realization::KernelWeighted { nodes, weights } => {
+                sys::kernel_supports(Mode::WeightedInterleave).map_err(E::Unsupported)?;
+                let guard = WeightGuard::set(weights)?;
+                // SAFETY: as above.
+                unsafe { sys::mbind(self.ptr, self.len, Mode::WeightedInterleave, nodes, 0) }
+                    .map_err(|e| mbind_error(e, Mode::WeightedInterleave, nodes))?;
+                self.notes.push(format!(
+                    "kernel weighted interleave; weights written to /sys/kernel/mm/mempolicy/weighted_interleave for the prefault, then restored ({})",
+                    guard.describe()
+                ));
+                Ok(Some(guard))
+            }
+            Realization::Chunks { pattern } => {
+                let pages = self.len / self.page_size;
+                let mut page = 0usize;
+                'outer: loop {
+                    for &(node, n) in pattern {
+                        if page >= pages {
+                            break 'outer;
+                        }
+                        let count = (n as usize).min(pages - page);
+                        let set = IdSet::single(node);
+                        // SAFETY: the chunk lies inside our mapping.
+                        unsafe {
+                            sys::mbind(
+                                self.ptr.add(page * self.page_size),
+                                count * self.page_size,
+                                Mode::Bind,
+                                &set,
+                                0,
+                            )
+                        }
+                        .map_err(|e| mbind_error(e, Mode::Bind, &set))?;
+                        page += count;
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Writes one byte per page from a thread pinned to `cpu`; returns the
+    /// CPU the toucher was seen on.
+    fn prefault(&self, cpu: Option<u32>) -> Result<Option<u32>, PlacementError> {
+        let (addr, len, step) = (self.ptr as usize, self.len, self.page_size);
+        let touch = move || {
+            let p = addr as *mut u8;
+            for off in (0..len).step_by(step) {
+                // SAFETY: inside our mapping; volatile so the store is not elided.
+                unsafe { p.add(off).write_volatile(0) };
+            }
+        };
+        match cpu {
+            None => {
+                touch();
+                Ok(sys::current_cpu())
+            }
+            Some(cpu) => std::thread::scope(|s| {
+                s.spawn(move || -> Result<Option<u32>, PlacementError> {
+                    pin_current_thread(cpu)?;
+                    touch();
+                    Ok(sys::current_cpu())
+                })
+                .join()
+                .map_err(|_| E::Invalid("the toucher thread panicked".into()))?
+            }),
+        }
+    }
+
+    /// Start of the buffer.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Length in bytes (a whole number of pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size of the pages backing the buffer (4 KiB, or 2 MiB with hugetlb).
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// THP setting applied.
+    pub fn thp(&self) -> Thp {
+        self.thp
+    }
+
+    /// What the kernel was asked to do.
+    pub fn realization(&self) -> &Realization {
+        &self.realization
+    }
+
+    /// The CPU the prefault thread ran on.
+    pub fn toucher_cpu(&self) -> Option<u32> {
+        self.toucher_cpu_seen
+    }
+
+    /// Remarks worth showing the user (rounding, sysfs weights...).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Where every page is now (move_pages query mode).
+    pub fn histogram(&self) -> Result<PageHistogram, PlacementError> {
+        PageHistogram::of_range(0, self.ptr, self.len, self.page_size)
+    }
+
+    /// The buffer as a byte slice.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: mapped, initialized by the prefault, alive while `self` is.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The buffer as a mutable byte slice.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, uniquely borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for PlacedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped.
+        unsafe { libc::munmap(self.map_ptr as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// Pins the calling thread to one CPU and checks it got there.
+pub fn pin_current_thread(cpu: u32) -> Result<(), PlacementError> {
+    sys::set_affinity(0, &IdSet::single(cpu)).map_err(|e| match e.raw_os_error() {
+        Some(libc::EINVAL) => E::Invalid(format!(
+            "cannot pin to CPU {cpu}: not online or not allowed for this process (allowed: {})",
+            sys::get_affinity(0).map(|s| s.to_string()).unwrap_or_default()
+        )),
+        Some(libc::EPERM) => E::Permission(format!("pinning to CPU {cpu}: {e}")),
+        _ => E::Os(format!("sched_setaffinity to CPU {cpu}: {e}")),
+    })?;
+    Ok(())
+}
+
+fn map(len: usize, page_size: usize, hugetlb: bool, thp: Thp) -> Result<PlacedBuffer, PlacementError> {
+    // THP needs 2 MiB-aligned ranges: over-map and trim.
+    let align = if thp == Thp::On || hugetlb { HUGE_2M } else { page_size };
+    let map_len = if hugetlb { len } else { len + align };
+    let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    if hugetlb {
+        flags |= libc::MAP_HUGETLB;
+    }
+    // SAFETY: anonymous mapping, no file.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let e = io::Error::last_os_error();
+        return Err(if hugetlb {
+            E::Unsupported(format!(
+                "cannot map {} of hugetlbfs pages ({e}): reserve 2 MiB pages first, e.g. echo {} > /proc/sys/vm/nr_hugepages",
+                crate::placement::format_bytes(len as u64),
+                len / HUGE_2M
+            ))
+        } else {
+            E::Os(format!("mmap of {len} bytes: {e}"))
+        });
+    }
+    let base = p as usize;
+    let start = base.next_multiple_of(align);
+    let ptr = start as *mut u8;
+    let advice = match thp {
+        Thp::On => Some(libc::MADV_HUGEPAGE),
+        Thp::Off => Some(libc::MADV_NOHUGEPAGE),
+        Thp::System => None,
+    };
+    if let (Some(a), false) = (advice, hugetlb) {
+        // SAFETY: inside our mapping.
+        if unsafe { libc::madvise(ptr as *mut libc::c_void, len, a) } != 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: our own mapping.
+            unsafe { libc::munmap(p, map_len) };
+            return Err(E::Unsupported(format!(
+                "madvise for THP {:?} failed ({e}); is transparent_hugepage disabled in this kernel?",
+                thp
+            )));
+        }
+    }
+    Ok(PlacedBuffer {
+        ptr,
+        len,
+        map_ptr: p as *mut u8,
+        map_len,
+        page_size,
+        thp,
+        realization: Realization::Kernel {
+            mode: Mode::Default,
+            nodes: IdSet::new(),
+        },
+        toucher_cpu_seen: None,
+        notes: Vec::new(),
+    })
+}
+
+fn mbind_error(e: io::Error, mode: Mode, nodes: &IdSet) -> PlacementError {
+    match e.raw_os_error() {
+        Some(libc::EINVAL) => E::Invalid(format!(
+            "the kernel refused {} on nodes {{{nodes}}}: a node without memory or not allowed, or a mode this kernel lacks ({e})",
+            mode.kernel_name()
+        )),
+        Some(libc::EPERM) => E::Permission(format!("{} on nodes {{{nodes}}}: {e}", mode.kernel_name())),
+        _ => E::Os(format!("mbind {} on nodes {{{nodes}}}: {e}", mode.kernel_name())),
+    }
+}
+
+/// Refuses strict placements that cannot fit: the kernel would OOM-kill us.
+fn check_capacity(
+    m: &Machine,
+    r: &Realization,
+    len: usize,
+    hugetlb: bool,
+) -> Result<(), PlacementError> {
+    if !m.is_live() {
+        return Err(E::Invalid(
+            "placing memory needs the live machine, not a topology file".into(),
+        ));
+    }
+    // Bytes each node must supply on its own.
+    let mut need: Vec<(u32, u64)> = Vec::new();
+    match r {
+        Realization::Kernel { mode: Mode::Bind, nodes } => {
+            // Any node of the set may supply; check the sum.
+            let free: u64 = nodes.iter().map(|n| node_free(n, hugetlb)).sum();
+            return if (len as u64) > usable(free) {
+                Err(too_big(len as u64, nodes, free, hugetlb))
+            } else {
+                Ok(())
+            };
+        }
+        Realization::KernelWeighted { weights, .. } => {
+            let total: u64 = weights.iter().map(|w| w.1 as u64).sum();
+            for &(n, w) in weights {
+                need.push((n, (len as u64) * w as u64 / total.max(1)));
+            }
+        }
+        Realization::Chunks { pattern } => {
+            let round: u64 = pattern.iter().map(|p| p.1).sum();
+            for &(n, pages) in pattern {
+                need.push((n, (len as u64) * pages / round.max(1)));
+            }
+        }
+        Realization::Kernel { .. } => return Ok(()),
+    }
+    for (n, bytes) in need {
+        let free = node_free(n, hugetlb);
+        if bytes > usable(free) {
+            return Err(too_big(bytes, &IdSet::single(n), free, hugetlb));
+        }
+    }
+    Ok(())
+}
+
+fn node_free(n: u32, hugetlb: bool) -> u64 {
+    if hugetlb {
+        let p = format!(
+            "/sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/free_hugepages"
+        );
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(|pages| pages * HUGE_2M as u64)
+            .unwrap_or(0)
+    } else {
+        sys::node_free_bytes(n).unwrap_or(0)
+    }
+}
+
+/// Free memory a strict placement may take without pushing the node into
+/// reclaim storms: keep a margin for the kernel's watermarks.
+fn usable(free: u64) -> u64 {
+    free.saturating_sub((free / 20).max(32 << 20))
+}
+
+fn too_big(bytes: u64, nodes: &IdSet, free: u64, hugetlb: bool) -> PlacementError {
+    let fb = crate::placement::format_bytes;
+    E::Capacity(format!(
+        "strict placement of {} on node{} {{{nodes}}} cannot fit: {} {} free there (keeping a margin for the kernel), so the kernel would OOM-kill; ask for less or add nodes",
+        fb(bytes),
+        if nodes.len() > 1 { "s" } else { "" },
+        fb(free),
+        if hugetlb { "of hugetlbfs pages" } else { "" }
+    ))
+}
+
+/// Saved sysfs weights, restored on `restore`.
+struct WeightGuard {
+    saved: Vec<(u32, String)>,
+    set: Vec<(u32, u32)>,
+}
+
+impl WeightGuard {
+    fn path(n: u32) -> String {
+        format!("/sys/kernel/mm/mempolicy/weighted_interleave/node{n}")
+    }
+
+    fn set(weights: &[(u32, u32)]) -> Result<Self, PlacementError> {
+        let mut g = Self {
+            saved: Vec::new(),
+            set: weights.to_vec(),
+        };
+        for &(n, w) in weights {
+            let old = std::fs::read_to_string(Self::path(n)).map_err(|e| {
+                E::Unsupported(format!("cannot read {}: {e}", Self::path(n)))
+            })?;
+            g.saved.push((n, old.trim().to_string()));
+            std::fs::write(Self::path(n), w.to_string()).map_err(|e| {
+                g.restore_ref();
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    E::Permission(format!(
+                        "kernel weighted interleave needs root to write {} ({e}); use --weighted-impl emulate",
+                        Self::path(n)
+                    ))
+                } else {
+                    E::Os(format!("writing {}: {e}", Self::path(n)))
+                }
+            })?;
+        }
+        Ok(g)
+    }
+
+    fn describe(&self) -> String {
+        self.set
+            .iter()
+            .map(|(n, w)| {
+                let old = self.saved.iter().find(|s| s.0 == *n).map(|s| s.1.as_str()).unwrap_or("?");
+                format!("node{n}={w} (was {old})")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn restore_ref(&self) {
+        for (n, old) in &self.saved {
+            let _ = std::fs::write(Self::path(*n), old);
+        }
+    }
+
+    fn restore(self) {
+        self.restore_ref();
+    }
+}
+
+/// Sets kernel weighted-interleave weights for the life of the returned guard
+/// (used by `numalab run` around the child). Restores the old weights on drop.
+pub struct SysfsWeights(Option<WeightGuard>);
+
+impl SysfsWeights {
+    pub fn set(weights: &[(u32, u32)]) -> Result<Self, PlacementError> {
+        Ok(Self(Some(WeightGuard::set(weights)?)))
+    }
+
+    pub fn describe(&self) -> String {
+        self.0.as_ref().map(|g| g.describe()).unwrap_or_default()
+    }
+}
+
+impl Drop for SysfsWeights {
+    fn drop(&mut self) {
+        if let Some(g) = self.0.take() {
+            g.restore();
+        }
+    }
+}

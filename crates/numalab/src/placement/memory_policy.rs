@@ -1,0 +1,303 @@
+//! `MemoryPolicy`: where a buffer's (or a process's) pages go, by the names
+//! every command accepts (docs/policies.md):
+//!
+//! | text | meaning |
+//! |---|---|
+//! | `first-touch` (`default`) | OS default: the node of the thread that first writes a page |
+//! | `local` | the toucher's node (MPOL_LOCAL) |
+//! | `bind:NODES` | strictly on NODES (MPOL_BIND) |
+//! | `preferred:NODE` | NODE first, elsewhere when full; several nodes = MPOL_PREFERRED_MANY |
+//! | `interleave:NODES[@PAGES]` | round robin over NODES in chunks of PAGES pages (default 1) |
+//! | `weighted:N=W,N=W[@PAGES]` | weighted round robin: W chunks on node N per round |
+//! | `remote[:near\|:far]` | the nearest (default) or farthest node other than the toucher's |
+
+use super::resource_set::{ListMeaning, ResourceSet};
+use super::sys::Mode;
+use crate::machine::Machine;
+use crate::IdSet;
+use serde::Serialize;
+use std::fmt;
+
+/// A memory policy as the user wrote it (node sets already resolved).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "policy", rename_all = "kebab-case")]
+pub enum MemoryPolicy {
+    FirstTouch,
+    Local,
+    Bind { nodes: IdSet },
+    Preferred { nodes: IdSet },
+    Interleave { nodes: IdSet, chunk_pages: u64 },
+    Weighted { weights: Vec<(u32, u32)>, chunk_pages: u64 },
+    Remote { far: bool },
+}
+
+/// How weighted interleave is carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum WeightedImpl {
+    /// The kernel's MPOL_WEIGHTED_INTERLEAVE when it has it, else chunk-wise emulation.
+    #[default]
+    Auto,
+    /// The kernel policy; an error on kernels older than 6.9.
+    Kernel,
+    /// Exact chunk-wise binding, on any kernel.
+    Emulate,
+}
+
+impl WeightedImpl {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "auto" => Ok(Self::Auto),
+            "kernel" => Ok(Self::Kernel),
+            "emulate" => Ok(Self::Emulate),
+            _ => Err(format!(
+                "unknown weighted-interleave implementation '{text}'; valid: auto, kernel, emulate"
+            )),
+        }
+    }
+}
+
+/// What the kernel is actually asked to do for a buffer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "mechanism", rename_all = "kebab-case")]
+pub enum Realization {
+    /// One policy over the whole range (or none for first-touch).
+    Kernel {
+        #[serde(serialize_with = "ser_mode")]
+        mode: Mode,
+        nodes: IdSet,
+    },
+    /// The kernel's weighted interleave; weights must be written to
+    /// /sys/kernel/mm/mempolicy/weighted_interleave for the duration.
+    KernelWeighted { nodes: IdSet, weights: Vec<(u32, u32)> },
+    /// Chunk-wise strict binding: `pattern` repeats, each entry `(node, pages)`.
+    Chunks { pattern: Vec<(u32, u64)> },
+}
+
+fn ser_mode<S: serde::Serializer>(m: &Mode, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(m.kernel_name())
+}
+
+pub const POLICY_CHOICES: &str = "first-touch, local, bind:NODES, preferred:NODE, interleave:NODES[@PAGES], weighted:NODE=W,...[@PAGES], remote[:near|:far]";
+
+impl MemoryPolicy {
+    /// Parses a policy; node sets use the resource-set grammar with bare lists
+    /// meaning nodes (`bind:0-1`, `bind:package:0`, `interleave:all`).
+    pub fn parse(m: &Machine, text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let (name, arg) = match text.split_once(':') {
+            Some((n, a)) => (n.trim(), Some(a.trim())),
+            None => (text, None),
+        };
+        let need_arg = |what: &str| -> Result<&str, String> {
+            arg.filter(|a| !a.is_empty())
+                .ok_or_else(|| format!("policy '{name}' needs {what}, e.g. {name}:0; policies: {POLICY_CHOICES}"))
+        };
+        let no_arg = |p: MemoryPolicy| -> Result<MemoryPolicy, String> {
+            match arg {
+                Some(a) => Err(format!("policy '{name}' takes no argument (got '{a}')")),
+                None => Ok(p),
+            }
+        };
+        match name {
+            "first-touch" | "firsttouch" | "default" => no_arg(Self::FirstTouch),
+            "local" | "localalloc" => no_arg(Self::Local),
+            "bind" | "membind" => {
+                let nodes = node_set(m, need_arg("nodes")?)?;
+                Ok(Self::Bind { nodes })
+            }
+            "preferred" | "prefer" => {
+                let nodes = node_set(m, need_arg("a node")?)?;
+                Ok(Self::Preferred { nodes })
+            }
+            "interleave" => {
+                let (set, chunk_pages) = split_chunk(need_arg("nodes")?)?;
+                let nodes = node_set(m, set)?;
+                Ok(Self::Interleave { nodes, chunk_pages })
+            }
+            "weighted" => {
+                let (spec, chunk_pages) = split_chunk(need_arg("weights")?)?;
+                Ok(Self::Weighted {
+                    weights: parse_weights(m, spec)?,
+                    chunk_pages,
+                })
+            }
+            "remote" => match arg {
+                None | Some("near") => Ok(Self::Remote { far: false }),
+                Some("far") => Ok(Self::Remote { far: true }),
+                Some(other) => Err(format!(
+                    "unknown remote choice '{other}'; valid: remote, remote:near, remote:far"
+                )),
+            },
+            _ => Err(format!(
+                "unknown memory policy '{text}'; valid: {POLICY_CHOICES}"
+            )),
+        }
+    }
+
+    /// Whether the policy places single pages differently from their
+    /// neighbours (so THP, which allocates 2 MiB at once, would blur it).
+    pub fn is_page_granular(&self) -> bool {
+        matches!(self, Self::Interleave { .. } | Self::Weighted { .. })
+    }
+
+    /// The node a page should land on when this policy is followed
+    /// exactly, or `None` when the answer depends on more than the policy.
+    pub fn nodes_expected(&self, m: &Machine, toucher_node: Option<u32>) -> Option<IdSet> {
+        match self {
+            Self::FirstTouch | Self::Local => toucher_node.map(IdSet::single),
+            Self::Bind { nodes } | Self::Interleave { nodes, .. } => Some(nodes.clone()),
+            Self::Preferred { nodes } => Some(nodes.clone()),
+            Self::Weighted { weights, .. } => Some(weights.iter().map(|w| w.0).collect()),
+            Self::Remote { far } => remote_node(m, toucher_node?, *far).ok().map(IdSet::single),
+        }
+    }
+
+    /// Turns the policy into what the kernel is asked to do, for a buffer
+    /// first touched from `toucher_node`.
+    pub fn realize(
+        &self,
+        m: &Machine,
+        toucher_node: Option<u32>,
+        weighted: WeightedImpl,
+    ) -> Result<Realization, String> {
+        let kernel = |mode: Mode, nodes: IdSet| Realization::Kernel { mode, nodes };
+        Ok(match self {
+            Self::FirstTouch => kernel(Mode::Default, IdSet::new()),
+            Self::Local => kernel(Mode::Local, IdSet::new()),
+            Self::Bind { nodes } => kernel(Mode::Bind, nodes.clone()),
+            Self::Preferred { nodes } if nodes.len() == 1 => kernel(Mode::Preferred, nodes.clone()),
+            Self::Preferred { nodes } => kernel(Mode::PreferredMany, nodes.clone()),
+            Self::Interleave { nodes, chunk_pages: 1 } => kernel(Mode::Interleave, nodes.clone()),
+            Self::Interleave { nodes, chunk_pages } => Realization::Chunks {
+                pattern: nodes.iter().map(|n| (n, *chunk_pages)).collect(),
+            },
+            Self::Weighted {
+                weights,
+                chunk_pages,
+            } => {
+                let have_kernel = super::sys::kernel_supports(Mode::WeightedInterleave);
+                let use_kernel = match weighted {
+                    WeightedImpl::Kernel => {
+                        have_kernel?;
+                        if *chunk_pages != 1 {
+                            return Err("the kernel's weighted interleave works page by page: @PAGES needs --weighted-impl emulate".into());
+                        }
+                        true
+                    }
+                    WeightedImpl::Auto => have_kernel.is_ok() && *chunk_pages == 1,
+                    WeightedImpl::Emulate => false,
+                };
+                if use_kernel {
+                    Realization::KernelWeighted {
+                        nodes: weights.iter().map(|w| w.0).collect(),
+                        weights: weights.clone(),
+                    }
+                } else {
+                    Realization::Chunks {
+                        pattern: weights
+                            .iter()
+                            .map(|&(n, w)| (n, w as u64 * chunk_pages))
+                            .collect(),
+                    }
+                }
+            }
+            Self::Remote { far } => {
+                let from = toucher_node
+                    .ok_or("remote placement needs a toucher CPU on one node (use --cpu)")?;
+                kernel(Mode::Bind, IdSet::single(remote_node(m, from, *far)?))
+            }
+        })
+    }
+}
+
+/// The node other than `from` at the smallest (or largest) distance; ties go
+/// to the lowest OS index so experiments are repeatable.
+pub fn remote_node(m: &Machine, from: u32, far: bool) -> Result<u32, String> {
+    let candidates: Vec<u32> = m.allowed_nodes.iter().filter(|&n| n != from).collect();
+    let pick = if far {
+        candidates
+            .iter()
+            .copied()
+            .max_by_key(|&n| (m.distance(from, n), std::cmp::Reverse(n)))
+    } else {
+        candidates
+            .iter()
+            .copied()
+            .min_by_key(|&n| (m.distance(from, n), n))
+    };
+    pick.ok_or_else(|| {
+        format!(
+            "remote placement needs a second memory node; this machine has only node {from} (allowed nodes: {})",
+            m.allowed_nodes
+        )
+    })
+}
+
+fn node_set(m: &Machine, text: &str) -> Result<IdSet, String> {
+    let s = ResourceSet::parse(m, text, ListMeaning::Nodes)?;
+    if s.nodes.is_empty() {
+        return Err(format!("'{text}' names no memory node; allowed nodes: {}", m.allowed_nodes));
+    }
+    Ok(s.nodes)
+}
+
+fn split_chunk(text: &str) -> Result<(&str, u64), String> {
+    match text.rsplit_once('@') {
+        None => Ok((text, 1)),
+        Some((set, pages)) => {
+            let n: u64 = pages.trim().parse().ok().filter(|&n| n >= 1 && n <= 1 << 30).ok_or_else(|| {
+                format!("'@{pages}' is not a chunk size: write @PAGES with PAGES a whole number of pages >= 1, e.g. interleave:0-3@4")
+            })?;
+            Ok((set, n))
+        }
+    }
+}
+
+fn parse_weights(m: &Machine, text: &str) -> Result<Vec<(u32, u32)>, String> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for item in text.split(',') {
+        let (node, w) = item.split_once('=').ok_or_else(|| {
+            format!("'{item}' is not NODE=WEIGHT; write e.g. weighted:0=3,1=1")
+        })?;
+        let nodes = node_set(m, node.trim())?;
+        let w: u32 = w
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&w| (1..=255).contains(&w))
+            .ok_or_else(|| format!("weight '{}' of node {} must be a whole number from 1 to 255 (the kernel's range)", w.trim(), node.trim()))?;
+        for n in nodes.iter() {
+            if out.iter().any(|o| o.0 == n) {
+                return Err(format!("node {n} has two weights in '{text}'"));
+            }
+            out.push((n, w));
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+impl fmt::Display for MemoryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let chunk = |c: u64| if c == 1 { String::new() } else { format!("@{c}") };
+        match self {
+            Self::FirstTouch => write!(f, "first-touch"),
+            Self::Local => write!(f, "local"),
+            Self::Bind { nodes } => write!(f, "bind:{nodes}"),
+            Self::Preferred { nodes } => write!(f, "preferred:{nodes}"),
+            Self::Interleave { nodes, chunk_pages } => {
+                write!(f, "interleave:{nodes}{}", chunk(*chunk_pages))
+            }
+            Self::Weighted {
+                weights,
+                chunk_pages,
+            } => {
+                let w: Vec<String> = weights.iter().map(|(n, w)| format!("{n}={w}")).collect();
+                write!(f, "weighted:{}{}", w.join(","), chunk(*chunk_pages))
+            }
+            Self::Remote { far: false } => write!(f, "remote:near"),
+            Self::Remote { far: true } => write!(f, "remote:far"),
+        }
+    }
+}

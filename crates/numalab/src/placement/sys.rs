@@ -1,0 +1,324 @@
+//! Thin, checked wrappers over the Linux calls placement needs.
+//!
+//! hwloc's memory binding cannot express every policy we need (it turns a
+//! non-strict bind into MPOL_PREFERRED_MANY and has no weighted interleave),
+//! so memory policy goes straight to the kernel (DESIGN.md section 2).
+
+use crate::IdSet;
+use std::io;
+
+/// Kernel memory policy modes (include/uapi/linux/mempolicy.h).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Mode {
+    Default = 0,
+    Preferred = 1,
+    Bind = 2,
+    Interleave = 3,
+    Local = 4,
+    PreferredMany = 5,
+    WeightedInterleave = 6,
+}
+
+impl Mode {
+    /// The kernel's name of the mode, as /proc/PID/numa_maps prints it.
+    pub fn kernel_name(self) -> &'static str {
+        match self {
+            Mode::Default => "default",
+            Mode::Preferred => "prefer",
+            Mode::Bind => "bind",
+            Mode::Interleave => "interleave",
+            Mode::Local => "local",
+            Mode::PreferredMany => "prefer (many)",
+            Mode::WeightedInterleave => "weighted interleave",
+        }
+    }
+
+    /// The first Linux version that has this mode.
+    pub fn min_kernel(self) -> (u32, u32) {
+        match self {
+            Mode::Local => (3, 8),
+            Mode::PreferredMany => (5, 15),
+            Mode::WeightedInterleave => (6, 9),
+            _ => (2, 6),
+        }
+    }
+}
+
+/// `mbind` flag: fail when existing pages do not follow the policy.
+pub const MPOL_MF_STRICT: u32 = 1;
+/// `mbind` flag: move existing pages to follow the policy.
+pub const MPOL_MF_MOVE: u32 = 2;
+
+/// Node masks handed to the kernel are this many bits wide: enough for any
+/// real machine (the kernel rejects masks wider than a page of bits).
+const MASK_BITS: usize = 1024;
+
+fn last_os_error() -> io::Error {
+    io::Error::last_os_error()
+}
+
+/// The kernel's `maxnode` is one more than the mask width it reads
+/// (it decrements before use).
+fn mask(nodes: &IdSet) -> Vec<u64> {
+    nodes.to_words(MASK_BITS)
+}
+
+/// Applies a memory policy to `[addr, addr+len)`. `addr` must be page aligned.
+///
+/// # Safety
+/// The range must be a mapping this process owns.
+pub unsafe fn mbind(
+    addr: *mut u8,
+    len: usize,
+    mode: Mode,
+    nodes: &IdSet,
+    flags: u32,
+) -> io::Result<()> {
+    let m = mask(nodes);
+    let (ptr, maxnode) = if nodes.is_empty() {
+        (std::ptr::null(), 0)
+    } else {
+        (m.as_ptr(), m.len() * 64 + 1)
+    };
+    // SAFETY: caller guarantees the range; the mask outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            addr as libc::c_ulong,
+            len as libc::c_ulong,
+            mode as libc::c_ulong,
+            ptr,
+            maxnode as libc::c_ulong,
+            flags as libc::c_ulong,
+        )
+    };
+    if r != 0 {
+        return Err(last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets the calling thread's memory policy (inherited by children and exec).
+pub fn set_mempolicy(mode: Mode, nodes: &IdSet) -> io::Result<()> {
+    let m = mask(nodes);
+    let (ptr, maxnode) = if nodes.is_empty() {
+        (std::ptr::null(), 0)
+    } else {
+        (m.as_ptr(), m.len() * 64 + 1)
+    };
+    // SAFETY: plain syscall with a mask that outlives it.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_set_mempolicy,
+            mode as libc::c_int,
+            ptr,
+            maxnode as libc::c_ulong,
+        )
+    };
+    if r != 0 {
+        return Err(last_os_error());
+    }
+    Ok(())
+}
+
+/// The calling thread's memory policy: raw mode number and node mask.
+pub fn get_mempolicy() -> io::Result<(i32, IdSet)> {
+    let mut mode: libc::c_int = 0;
+    let mut m = vec![0u64; MASK_BITS / 64];
+    // SAFETY: output buffers are sized for MASK_BITS bits.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_get_mempolicy,
+            &mut mode as *mut libc::c_int,
+            m.as_mut_ptr(),
+            (MASK_BITS + 1) as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            0 as libc::c_ulong,
+        )
+    };
+    if r != 0 {
+        return Err(last_os_error());
+    }
+    Ok((mode, IdSet::from_words(&m)))
+}
+
+/// Asks the kernel where each page is, without moving anything
+/// (`move_pages` with a null node array). Entries are a node id, or a negative
+/// errno: `-ENOENT` for a page never touched.
+pub fn query_page_nodes(pid: i32, pages: &[*mut u8], status: &mut [i32]) -> io::Result<()> {
+    assert_eq!(pages.len(), status.len());
+    if pages.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: query mode reads `pages` and writes `status`, both sized `len`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            pid as libc::c_long,
+            pages.len() as libc::c_ulong,
+            pages.as_ptr(),
+            std::ptr::null::<libc::c_int>(),
+            status.as_mut_ptr(),
+            0 as libc::c_int,
+        )
+    };
+    if r < 0 {
+        return Err(last_os_error());
+    }
+    Ok(())
+}
+
+/// Pins the calling thread (tid 0) or thread `tid` to `cpus`.
+pub fn set_affinity(tid: i32, cpus: &IdSet) -> io::Result<()> {
+    let words = cpus.to_words(MASK_BITS);
+    // SAFETY: the mask is `words.len() * 8` bytes.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setaffinity,
+            tid as libc::c_long,
+            words.len() * 8,
+            words.as_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(last_os_error());
+    }
+    Ok(())
+}
+
+/// The CPUs thread `tid` (0: the caller) may run on.
+pub fn get_affinity(tid: i32) -> io::Result<IdSet> {
+    let mut words = vec![0u64; MASK_BITS / 64];
+    // SAFETY: the buffer is `words.len() * 8` bytes.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getaffinity,
+            tid as libc::c_long,
+            words.len() * 8,
+            words.as_mut_ptr(),
+        )
+    };
+    if r < 0 {
+        return Err(last_os_error());
+    }
+    Ok(IdSet::from_words(&words))
+}
+
+/// The CPU the calling thread runs on now.
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: no arguments.
+    let c = unsafe { libc::sched_getcpu() };
+    (c >= 0).then_some(c as u32)
+}
+
+/// The running kernel's (major, minor) version and full release string.
+pub fn kernel_version() -> ((u32, u32), String) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    (parse_kernel_version(&release), release)
+}
+
+fn parse_kernel_version(release: &str) -> (u32, u32) {
+    let mut it = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// Whether the running kernel has `mode`, with a message naming the needed
+/// version when it does not.
+pub fn kernel_supports(mode: Mode) -> Result<(), String> {
+    let ((maj, min), release) = kernel_version();
+    let (need_maj, need_min) = mode.min_kernel();
+    let present = match mode {
+        // The sysfs weights directory appears with the mode itself.
+        Mode::WeightedInterleave => {
+            std::path::Path::new("/sys/kernel/mm/mempolicy/weighted_interleave").is_dir()
+        }
+        _ => (maj, min) >= (need_maj, need_min),
+    };
+    if present {
+        Ok(())
+    } else {
+        Err(format!(
+            "the {} memory policy needs Linux >= {need_maj}.{need_min}; this kernel is {release}",
+            mode.kernel_name()
+        ))
+    }
+}
+
+/// Free memory of a node right now, from /sys/devices/system/node/nodeN/meminfo.
+pub fn node_free_bytes(node: u32) -> Option<u64> {
+    node_meminfo(node, "MemFree:")
+}
+
+/// Total memory of a node, from /sys/devices/system/node/nodeN/meminfo.
+pub fn node_total_bytes(node: u32) -> Option<u64> {
+    node_meminfo(node, "MemTotal:")
+}
+
+fn node_meminfo(node: u32, key: &str) -> Option<u64> {
+    let text =
+        std::fs::read_to_string(format!("/sys/devices/system/node/node{node}/meminfo")).ok()?;
+    text.lines().find_map(|l| {
+        let rest = l.split_once(key)?.1.trim();
+        let kb: u64 = rest.split_whitespace().next()?.parse().ok()?;
+        Some(kb * 1024)
+    })
+}
+
+/// The base page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_version_parsing() {
+        assert_eq!(parse_kernel_version("6.12.9+bpo-amd64"), (6, 12));
+        assert_eq!(parse_kernel_version("5.15.0-91-generic"), (5, 15));
+        assert_eq!(parse_kernel_version(""), (0, 0));
+    }
+
+    #[test]
+    fn affinity_roundtrip_on_this_machine() {
+        let before = get_affinity(0).unwrap();
+        let first = before.first().unwrap();
+        set_affinity(0, &IdSet::single(first)).unwrap();
+        assert_eq!(get_affinity(0).unwrap(), IdSet::single(first));
+        assert_eq!(current_cpu(), Some(first));
+        set_affinity(0, &before).unwrap();
+        assert_eq!(get_affinity(0).unwrap(), before);
+    }
+
+    #[test]
+    fn mempolicy_roundtrip() {
+        set_mempolicy(Mode::Bind, &IdSet::single(0)).unwrap();
+        let (mode, nodes) = get_mempolicy().unwrap();
+        assert_eq!(mode, Mode::Bind as i32);
+        assert_eq!(nodes, IdSet::single(0));
+        set_mempolicy(Mode::Default, &IdSet::new()).unwrap();
+        assert_eq!(get_mempolicy().unwrap().0, Mode::Default as i32);
+    }
+
+    #[test]
+    fn node_zero_meminfo_is_readable() {
+        let total = node_total_bytes(0).unwrap();
+        let free = node_free_bytes(0).unwrap();
+        assert!(total > 64 << 20, "node 0 total {total}");
+        assert!(free <= total);
+    }
+}
