@@ -1,1 +1,49 @@
-fn main() {}
+//! `numalab`: the command-line front end. Each subcommand lives in
+//! `cmd/<name>.rs`; the engine is the `numalab` library crate.
+
+mod cmd;
+mod output;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// numalab: describe a NUMA machine, place threads and memory on it on
+/// purpose, and prove where they landed.
+#[derive(Parser)]
+#[command(name = "numalab", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show the machine: nodes, CPUs, memory, caches, distances, hops, HMAT, devices.
+    Topology(cmd::topology::Args),
+    /// Allocate a buffer with a memory policy, touch it from a pinned thread, show where its pages landed.
+    Place(cmd::place::Args),
+    /// Show where a running process's memory and threads are.
+    Verify(cmd::verify::Args),
+    /// Run a command with CPU and memory placement (numactl-compatible options).
+    Run(cmd::run::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return output::clap_error(e),
+    };
+    let result = match cli.command {
+        Command::Topology(a) => cmd::topology::run(a),
+        Command::Place(a) => cmd::place::run(a),
+        Command::Verify(a) => cmd::verify::run(a),
+        Command::Run(a) => cmd::run::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("numalab: {e}");
+            ExitCode::from(e.code)
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! `numalab verify --pid PID`: where a running process's memory and threads are.
+
+use crate::output::{print_json, CliError, CliResult};
+use numalab::placement::{format_bytes, ProcessPlacement};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The process to inspect.
+    #[arg(long, value_name = "PID")]
+    pid: String,
+    /// List every mapping, also those with no resident page.
+    #[arg(long)]
+    all: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> CliResult {
+    let pid: i32 = a
+        .pid
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| CliError::usage(format!("--pid '{}' is not a process id (a positive number)", a.pid)))?;
+    let p = ProcessPlacement::read(pid)?;
+    if a.json {
+        print_json(&p)?;
+    } else {
+        print!("{}", render(&p, a.all));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text view, shared with `numalab run --verify`.
+pub fn render(p: &ProcessPlacement, all: bool) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "process {} ({})", p.pid, p.command);
+    if let Some(pol) = &p.process_policy {
+        let _ = writeln!(s, "memory policy: {pol}");
+    }
+    let total: u64 = p.bytes_by_node.values().sum();
+    let _ = writeln!(s, "resident memory by node ({} in all):", format_bytes(total));
+    for (n, b) in &p.bytes_by_node {
+        let _ = writeln!(
+            s,
+            "  node {n:>3}  {:>10}  {:>5.1}%",
+            format_bytes(*b),
+            100.0 * *b as f64 / total.max(1) as f64
+        );
+    }
+    let _ = writeln!(s, "threads:");
+    for t in &p.threads {
+        let _ = writeln!(
+            s,
+            "  {:>7} {:<16} last on CPU {:<4} allowed CPUs {{{}}} nodes {{{}}}",
+            t.tid,
+            t.name,
+            t.last_cpu.map(|c| c.to_string()).unwrap_or("?".into()),
+            t.cpus_allowed,
+            t.mems_allowed
+        );
+    }
+    let _ = writeln!(s, "mappings{}:", if all { "" } else { " with resident pages" });
+    for m in p.mappings.iter().filter(|m| all || m.pages_total > 0) {
+        let nodes: Vec<String> = m
+            .pages_by_node
+            .iter()
+            .map(|(n, c)| format!("N{n}={c}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {:>14} {:<18} {:>8} pages  {:<24} {}",
+            m.address,
+            m.policy,
+            m.pages_total,
+            nodes.join(" "),
+            m.name
+        );
+    }
+    s
+}

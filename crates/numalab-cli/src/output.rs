@@ -1,0 +1,93 @@
+//! Errors and output helpers shared by the commands.
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// A failure reported to the user as one line, with an exit code:
+/// 2 for bad input (usage), 1 for everything else.
+#[derive(Debug)]
+pub struct CliError {
+    pub msg: String,
+    pub code: u8,
+}
+
+impl CliError {
+    /// Bad input: exit code 2.
+    pub fn usage(msg: impl Into<String>) -> Self {
+        Self { msg: msg.into(), code: 2 }
+    }
+
+    /// The request was fine but could not be carried out: exit code 1.
+    pub fn failed(msg: impl Into<String>) -> Self {
+        Self { msg: msg.into(), code: 1 }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One line, whatever the source said.
+        f.write_str(&self.msg.replace('\n', " "))
+    }
+}
+
+impl From<numalab::machine::MachineError> for CliError {
+    fn from(e: numalab::machine::MachineError) -> Self {
+        Self::usage(e.to_string())
+    }
+}
+
+impl From<numalab::placement::PlacementError> for CliError {
+    fn from(e: numalab::placement::PlacementError) -> Self {
+        use numalab::placement::PlacementError as P;
+        match e {
+            P::Invalid(_) => Self::usage(e.to_string()),
+            _ => Self::failed(e.to_string()),
+        }
+    }
+}
+
+pub type CliResult = Result<ExitCode, CliError>;
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(v)
+        .map_err(|e| CliError::failed(format!("cannot encode JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// Clap's errors are several lines with usage; ours are one line.
+pub fn clap_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments")
+                .trim()
+                .trim_start_matches("error: ");
+            let tip = rendered
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("tip: "))
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default();
+            eprintln!("numalab: {first}{tip}; see numalab --help");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Loads the machine model: live or from `--topology FILE`.
+pub fn load_machine(
+    path: Option<&std::path::Path>,
+) -> Result<numalab::Machine, CliError> {
+    Ok(numalab::Machine::load(path)?)
+}

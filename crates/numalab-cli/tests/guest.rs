@@ -1,0 +1,456 @@
+//! Multi-node tests for real: numalab runs inside a QEMU guest (stock Linux
+//! 6.12 kernel, TCG) with emulated NUMA nodes (guest/boot.sh). Each machine
+//! boots once; its script runs every step and prints the output between
+//! markers; each `#[test]` below asserts on one step. Timings inside the guest
+//! mean nothing and are never asserted; placement, topology and errors are real.
+//!
+//! Needs guest/cache/vmlinuz (guest/fetch-kernel.sh, run by the README's
+//! test command) and qemu-system-x86_64.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone)]
+struct Step {
+    out: String,
+    err: String,
+    rc: i32,
+}
+
+struct Guest {
+    steps: HashMap<String, Step>,
+    console: String,
+}
+
+impl Guest {
+    fn step(&self, name: &str) -> &Step {
+        self.steps.get(name).unwrap_or_else(|| {
+            panic!(
+                "step '{name}' missing from the guest output; console tail:\n{}",
+                tail(&self.console, 60)
+            )
+        })
+    }
+
+    /// The step's stdout as JSON, with its exit code checked.
+    fn json(&self, name: &str, rc: i32) -> Value {
+        let s = self.step(name);
+        assert_eq!(s.rc, rc, "step {name}: exit code; stderr: {}", s.err);
+        serde_json::from_str(&s.out)
+            .unwrap_or_else(|e| panic!("step {name}: stdout is not JSON ({e}):\n{}", s.out))
+    }
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Boots `machine` with `steps` (name, shell command) and parses the output.
+fn boot(machine: &str, steps: &[(&str, &str)]) -> Guest {
+    let root = repo_root();
+    let kernel = root.join("guest/cache/vmlinuz");
+    assert!(
+        kernel.exists(),
+        "{} is missing: run guest/fetch-kernel.sh (the README test command does)",
+        kernel.display()
+    );
+    let mut script = String::from(
+        "step() { name=$1; shift; echo \"@@@BEGIN $name\"; \"$@\" >/tmp/o 2>/tmp/e; rc=$?; \
+         echo '@@@OUT'; cat /tmp/o; echo '@@@ERR'; cat /tmp/e; echo \"@@@END $name $rc\"; }\n",
+    );
+    for (name, cmd) in steps {
+        script.push_str(&format!("step {name} sh -c '{}'\n", cmd.replace('\'', "'\\''")));
+    }
+    let dir = std::env::temp_dir().join(format!("numalab-guest-test-{machine}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script_path = dir.join("script.sh");
+    std::fs::write(&script_path, script).unwrap();
+    let out = Command::new("bash")
+        .arg(root.join("guest/boot.sh"))
+        .args(["--machine", machine, "--timeout", "900"])
+        .arg("--file")
+        .arg(env!("CARGO_BIN_EXE_numalab"))
+        .arg("--script")
+        .arg(&script_path)
+        .output()
+        .expect("run guest/boot.sh");
+    let console = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(
+        out.status.success(),
+        "guest {machine} failed ({}): {}\nconsole tail:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        tail(&console, 80)
+    );
+    Guest {
+        steps: parse_steps(&console),
+        console,
+    }
+}
+
+fn parse_steps(console: &str) -> HashMap<String, Step> {
+    let mut steps = HashMap::new();
+    let mut cur: Option<(String, String, String, u8)> = None; // name, out, err, section
+    for line in console.lines() {
+        if let Some(name) = line.strip_prefix("@@@BEGIN ") {
+            cur = Some((name.trim().to_string(), String::new(), String::new(), 0));
+        } else if line == "@@@OUT" {
+            if let Some(c) = cur.as_mut() {
+                c.3 = 1;
+            }
+        } else if line == "@@@ERR" {
+            if let Some(c) = cur.as_mut() {
+                c.3 = 2;
+            }
+        } else if let Some(rest) = line.strip_prefix("@@@END ") {
+            if let Some((name, out, err, _)) = cur.take() {
+                let rc = rest.rsplit(' ').next().and_then(|r| r.parse().ok()).unwrap_or(-1);
+                steps.insert(name, Step { out, err, rc });
+            }
+        } else if let Some(c) = cur.as_mut() {
+            match c.3 {
+                1 => {
+                    c.1.push_str(line);
+                    c.1.push('\n');
+                }
+                2 => {
+                    c.2.push_str(line);
+                    c.2.push('\n');
+                }
+                _ => {}
+            }
+        }
+    }
+    steps
+}
+
+const QUARTET_STEPS: &[(&str, &str)] = &[
+    ("topology", "numalab topology --json"),
+    ("topology_text", "numalab topology"),
+    ("bind", "numalab place --size 16M --mem bind:2 --cpu 0 --json"),
+    ("bind_two", "numalab place --size 16M --mem bind:1-2 --cpu 0 --json"),
+    ("interleave", "numalab place --size 16M --mem interleave:0-3 --thp off --cpu 0 --json"),
+    ("interleave_stride", "numalab place --size 16M --mem interleave:all@4 --cpu 2 --json"),
+    ("interleave_thp", "numalab place --size 64M --mem interleave:0-1 --thp on --cpu 0 --json"),
+    ("weighted_kernel", "numalab place --size 16M --mem weighted:0=3,1=1 --weighted-impl kernel --cpu 0 --json"),
+    ("weighted_emulated", "numalab place --size 16M --mem weighted:0=3,1=1 --weighted-impl emulate --cpu 0 --json"),
+    ("weights_after", "cat /sys/kernel/mm/mempolicy/weighted_interleave/node0 /sys/kernel/mm/mempolicy/weighted_interleave/node1"),
+    ("preferred", "numalab place --size 16M --mem preferred:3 --cpu 0 --json"),
+    ("local", "numalab place --size 16M --mem local --cpu 4 --json"),
+    ("remote_far", "numalab place --size 16M --mem remote:far --cpu 0 --json"),
+    ("remote_near", "numalab place --size 16M --mem remote:near --cpu 6 --json"),
+    ("first_touch_mistake", "numalab place --size 16M --mem first-touch --cpu 0 --workers 2,4,6 --json"),
+    ("first_touch_right", "numalab place --size 16M --mem first-touch --cpu 5 --json"),
+    ("place_text", "numalab place --size 8M --mem interleave:0-1"),
+    ("run_membind_verify", "numalab run --membind 2 --cpus node:1 --verify --verify-json /tmp/v.json -- dd if=/dev/zero of=/dev/null bs=32M count=1 && cat /tmp/v.json"),
+    ("run_interleave_verify", "numalab run -i 0-3 -C 6 --verify --verify-json /tmp/v.json -- dd if=/dev/zero of=/dev/null bs=32M count=1 && cat /tmp/v.json"),
+    ("run_text_verify", "numalab run -N 3 -l --verify -- dd if=/dev/zero of=/dev/null bs=8M count=1"),
+    ("run_exit_code", "numalab run --cpus 1 -- sh -c \"exit 7\""),
+    ("run_signal", "numalab run -- sh -c \"kill -TERM \\$\\$\"; echo rc=$?"),
+    ("run_forward", "numalab run -- sleep 60 & p=$!; sleep 2; kill -TERM $p; wait $p; echo rc=$?"),
+    ("verify_pid", "numalab run --membind 1 --cpus 3 -- dd if=/dev/zero of=/dev/null bs=16M count=100000000 & sleep 4; d=$(pidof dd); numalab verify --pid $d --json; kill $d"),
+    ("err_unknown_node", "numalab place --size 1M --mem bind:7"),
+    ("err_unknown_cpu", "numalab place --size 1M --cpu 12"),
+    ("err_too_big", "numalab place --size 1G --mem bind:1 --cpu 0; echo rc=$?"),
+    ("err_bad_policy", "numalab place --size 1M --mem scatter:0"),
+    ("err_bad_set", "numalab run --cpus 0-3x -- true"),
+    ("err_weighted_run_emulate", "numalab run --mem weighted:0=3,1=1 --weighted-impl emulate -- true"),
+    ("err_no_command", "numalab run --cpus 0 -- /no/such/program"),
+];
+
+fn quartet() -> &'static Guest {
+    static G: OnceLock<Guest> = OnceLock::new();
+    G.get_or_init(|| boot("quartet", QUARTET_STEPS))
+}
+
+fn nodes_of(v: &Value) -> Vec<(u32, u64)> {
+    let mut out: Vec<(u32, u64)> = v["pages_by_node"]
+        .as_object()
+        .expect("pages_by_node")
+        .iter()
+        .map(|(k, v)| (k.parse().unwrap(), v.as_u64().unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn quartet_topology_equals_qemu_spec() {
+    let t = quartet().json("topology", 0);
+    let nodes = t["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 4);
+    for (i, n) in nodes.iter().enumerate() {
+        assert_eq!(n["os_index"], i as u64);
+        assert_eq!(n["cpus"], serde_json::json!([2 * i, 2 * i + 1]));
+        assert_eq!(n["cpuless"], false);
+        let mem = n["memory_bytes"].as_u64().unwrap();
+        assert!(mem > 400 << 20 && mem <= 512 << 20, "node {i} memory {mem}");
+    }
+    let expect = serde_json::json!([[10, 16, 16, 22], [16, 10, 22, 16], [16, 22, 10, 16], [22, 16, 16, 10]]);
+    assert_eq!(t["distances"]["nodes"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(t["distances"]["matrix"], expect);
+    let hops = serde_json::json!([[0, 1, 1, 2], [1, 0, 2, 1], [1, 2, 0, 1], [2, 1, 1, 0]]);
+    assert_eq!(t["hops"]["matrix"], hops);
+    assert_eq!(t["packages"].as_array().unwrap().len(), 4);
+    assert_eq!(t["smt"], 1);
+    assert_eq!(t["restricted"], false);
+    let text = &quartet().step("topology_text").out;
+    assert!(text.contains("22"), "text view shows the distance matrix:\n{text}");
+}
+
+#[test]
+fn quartet_bind_puts_every_page_on_the_node() {
+    let v = quartet().json("bind", 0);
+    assert_eq!(v["pages_total"], 4096);
+    assert_eq!(nodes_of(&v), vec![(2, 4096)]);
+    assert_eq!(v["untouched_pages"], 0);
+    assert_eq!(v["verified"], true);
+    let v = quartet().json("bind_two", 0);
+    let n = nodes_of(&v);
+    assert!(n.iter().all(|(node, _)| *node == 1 || *node == 2), "{n:?}");
+    assert_eq!(n.iter().map(|x| x.1).sum::<u64>(), 4096);
+}
+
+#[test]
+fn quartet_interleave_is_even_and_page_granular() {
+    let v = quartet().json("interleave", 0);
+    let n = nodes_of(&v);
+    assert_eq!(n.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    for (node, c) in &n {
+        assert!((1023..=1025).contains(c), "node {node}: {c} pages");
+    }
+    assert_eq!(v["run_lengths"]["max"], 1, "THP off: single-page runs");
+    assert_eq!(v["thp"], "off");
+}
+
+#[test]
+fn quartet_interleave_stride_runs_are_exactly_the_chunk() {
+    let v = quartet().json("interleave_stride", 0);
+    assert_eq!(nodes_of(&v), vec![(0, 1024), (1, 1024), (2, 1024), (3, 1024)]);
+    assert_eq!(v["run_lengths"]["min"], 4);
+    assert_eq!(v["run_lengths"]["max"], 4);
+    assert_eq!(v["run_lengths"]["runs"], 1024);
+    assert_eq!(v["realization"]["mechanism"], "chunks");
+}
+
+#[test]
+fn quartet_thp_turns_interleave_into_huge_runs() {
+    let v = quartet().json("interleave_thp", 0);
+    assert_eq!(v["thp"], "on");
+    // With THP the kernel interleaves 2 MiB pages: runs of 512 base pages.
+    assert_eq!(v["run_lengths"]["mode"], 512, "{}", v["run_lengths"]);
+    let n = nodes_of(&v);
+    assert_eq!(n.len(), 2);
+    assert!((n[0].1 as i64 - n[1].1 as i64).abs() <= 512, "{n:?}");
+}
+
+#[test]
+fn quartet_weighted_interleave_kernel_gives_three_to_one() {
+    let v = quartet().json("weighted_kernel", 0);
+    assert_eq!(v["realization"]["mechanism"], "kernel-weighted");
+    let n = nodes_of(&v);
+    assert_eq!(n.len(), 2, "{n:?}");
+    let (a, b) = (n[0].1 as i64, n[1].1 as i64);
+    assert_eq!(a + b, 4096);
+    assert!((a - 3 * b).abs() <= 4, "3:1 within one chunk: {a}:{b}");
+    // The sysfs weights were put back after the prefault.
+    assert_eq!(quartet().step("weights_after").out.split_whitespace().collect::<Vec<_>>(), vec!["1", "1"]);
+}
+
+#[test]
+fn quartet_weighted_interleave_emulation_is_exact() {
+    let v = quartet().json("weighted_emulated", 0);
+    assert_eq!(v["realization"]["mechanism"], "chunks");
+    assert_eq!(nodes_of(&v), vec![(0, 3072), (1, 1024)]);
+    assert_eq!(v["run_lengths"]["histogram"], serde_json::json!({"1": 1024, "3": 1024}));
+}
+
+#[test]
+fn quartet_preferred_local_and_remote() {
+    let g = quartet();
+    assert_eq!(nodes_of(&g.json("preferred", 0)), vec![(3, 4096)]);
+    let local = g.json("local", 0);
+    assert_eq!(local["toucher_cpu"], 4);
+    assert_eq!(nodes_of(&local), vec![(2, 4096)]);
+    // Node 3 is two hops from node 0 in the ring.
+    assert_eq!(nodes_of(&g.json("remote_far", 0)), vec![(3, 4096)]);
+    // From node 3 the nearest others are 1 and 2 (distance 16): lowest id wins.
+    assert_eq!(nodes_of(&g.json("remote_near", 0)), vec![(1, 4096)]);
+}
+
+#[test]
+fn quartet_first_touch_by_main_thread_is_the_classic_mistake() {
+    let g = quartet();
+    let v = g.json("first_touch_mistake", 0);
+    // Workers on nodes 1, 2, 3 did the work, yet every page stayed on node 0.
+    assert_eq!(nodes_of(&v), vec![(0, 4096)]);
+    let w = v["workers"].as_array().unwrap();
+    assert_eq!(w.len(), 3);
+    for (wk, cpu) in w.iter().zip([2, 4, 6]) {
+        assert_eq!(wk["requested_cpu"], cpu);
+        assert_eq!(wk["seen_cpu"], cpu, "worker ran where it was pinned");
+    }
+    let right = g.json("first_touch_right", 0);
+    assert_eq!(nodes_of(&right), vec![(2, 4096)]);
+    assert_eq!(right["toucher_cpu"], 5);
+}
+
+#[test]
+fn quartet_place_text_view() {
+    let s = quartet().step("place_text");
+    assert_eq!(s.rc, 0, "{}", s.err);
+    assert!(s.out.contains("interleave:0-1"), "{}", s.out);
+    assert!(s.out.contains("verified"), "{}", s.out);
+    assert!(s.out.contains("50.0%"), "{}", s.out);
+}
+
+fn verify_bytes_on(v: &Value, node: &str) -> u64 {
+    v["bytes_by_node"][node].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn quartet_run_applies_and_verifies_placement() {
+    let g = quartet();
+    let v = g.json("run_membind_verify", 0);
+    assert!(verify_bytes_on(&v, "2") >= 32 << 20, "dd's 32 MiB buffer on node 2: {}", v["bytes_by_node"]);
+    for n in ["0", "1", "3"] {
+        assert_eq!(verify_bytes_on(&v, n), 0, "nothing on node {n}: {}", v["bytes_by_node"]);
+    }
+    assert_eq!(v["threads"][0]["cpus_allowed"], serde_json::json!([2, 3]));
+    assert!(v["process_policy"].as_str().unwrap().starts_with("bind:2"), "{}", v["process_policy"]);
+
+    let v = g.json("run_interleave_verify", 0);
+    for n in ["0", "1", "2", "3"] {
+        let b = verify_bytes_on(&v, n);
+        assert!(b >= 8 << 20, "interleaved dd buffer: node {n} has {b} bytes");
+    }
+    assert_eq!(v["threads"][0]["cpus_allowed"], serde_json::json!([6]));
+    assert_eq!(v["threads"][0]["last_cpu"], 6);
+
+    let s = g.step("run_text_verify");
+    assert_eq!(s.rc, 0, "{}", s.err);
+    assert!(s.err.contains("placement of 'dd' at exit"), "{}", s.err);
+    assert!(s.err.contains("node   3"), "{}", s.err);
+}
+
+#[test]
+fn quartet_run_propagates_exit_status_and_signals() {
+    let g = quartet();
+    assert_eq!(g.step("run_exit_code").rc, 7);
+    assert!(g.step("run_signal").out.contains("rc=143"), "{:?}", g.step("run_signal"));
+    assert!(g.step("run_forward").out.contains("rc=143"), "{:?}", g.step("run_forward"));
+}
+
+#[test]
+fn quartet_verify_pid_of_a_running_process() {
+    let v = quartet().json("verify_pid", 0);
+    assert!(verify_bytes_on(&v, "1") >= 16 << 20, "{}", v["bytes_by_node"]);
+    assert_eq!(verify_bytes_on(&v, "0"), 0, "{}", v["bytes_by_node"]);
+    assert_eq!(v["command"], "dd");
+    assert_eq!(v["threads"][0]["cpus_allowed"], serde_json::json!([3]));
+    assert_eq!(v["threads"][0]["last_cpu"], 3);
+}
+
+fn one_line_error(s: &Step, rc: i32, needle: &str) {
+    assert_eq!(s.rc, rc, "stderr: {}", s.err);
+    let lines: Vec<&str> = s.err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {:?}", s.err);
+    assert!(lines[0].starts_with("numalab: "), "{}", lines[0]);
+    assert!(lines[0].contains(needle), "'{needle}' in: {}", lines[0]);
+}
+
+#[test]
+fn quartet_bad_input_gets_one_line_errors() {
+    let g = quartet();
+    one_line_error(g.step("err_unknown_node"), 2, "node 7 does not exist; valid nodes: 0-3");
+    one_line_error(g.step("err_unknown_cpu"), 2, "CPU 12 does not exist; valid CPUs: 0-7");
+    one_line_error(g.step("err_bad_policy"), 2, "valid: first-touch, local, bind:NODES");
+    one_line_error(g.step("err_bad_set"), 2, "--cpus");
+    one_line_error(g.step("err_weighted_run_emulate"), 2, "valid: auto, kernel");
+    one_line_error(g.step("err_no_command"), 127, "cannot run '/no/such/program'");
+    // A strict bind larger than the node: clean refusal, not an OOM kill.
+    let s = g.step("err_too_big");
+    assert!(s.out.contains("rc=1"), "{s:?}");
+    assert!(s.err.contains("cannot fit"), "{}", s.err);
+    assert!(!g.console.contains("Out of memory"), "the OOM killer ran");
+}
+
+const RING_STEPS: &[(&str, &str)] = &[
+    ("topology", "numalab topology --json"),
+    ("topology_text", "numalab topology"),
+    ("hmat_sysfs", "cat /sys/devices/system/node/node4/access0/initiators/read_latency /sys/devices/system/node/node4/access0/initiators/read_bandwidth"),
+    ("bind_cpuless", "numalab place --size 16M --mem bind:4 --cpu 0 --json"),
+    ("interleave_all", "numalab place --size 20M --mem interleave:all --cpu 1 --json"),
+    ("remote_far", "numalab place --size 8M --mem remote:far --cpu 0 --json"),
+    ("run_cpuless", "numalab run --membind 4 --cpus 1 --verify --verify-json /tmp/v.json -- dd if=/dev/zero of=/dev/null bs=16M count=1 && cat /tmp/v.json"),
+    ("err_cpu_on_cpuless", "numalab place --size 1M --cpu node:4"),
+    ("err_run_on_cpuless", "numalab run --cpus node:4 -- true"),
+    ("err_run_nodebind_cpuless", "numalab run -N 4 -- true"),
+];
+
+fn ring() -> &'static Guest {
+    static G: OnceLock<Guest> = OnceLock::new();
+    G.get_or_init(|| boot("ring4-cpuless", RING_STEPS))
+}
+
+#[test]
+fn ring_topology_has_the_cpuless_hmat_node() {
+    let t = ring().json("topology", 0);
+    let nodes = t["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 5);
+    for (i, n) in nodes.iter().take(4).enumerate() {
+        assert_eq!(n["cpus"], serde_json::json!([i]));
+    }
+    assert_eq!(nodes[4]["os_index"], 4);
+    assert_eq!(nodes[4]["cpuless"], true);
+    assert_eq!(nodes[4]["cpus"], serde_json::json!([]));
+    assert_eq!(
+        t["distances"]["matrix"],
+        serde_json::json!([[10, 16, 22, 16, 20], [16, 10, 16, 22, 26], [22, 16, 10, 16, 32], [16, 22, 16, 10, 26], [20, 26, 32, 26, 10]])
+    );
+    let attrs = t["memory_attributes"].as_array().unwrap();
+    let find = |attr: &str, target: u64| {
+        attrs
+            .iter()
+            .find(|a| a["attribute"] == attr && a["target"] == target && a["initiator_nodes"] == serde_json::json!([0]))
+            .map(|a| a["value"].as_u64().unwrap())
+    };
+    assert_eq!(find("latency_ns", 4), Some(250));
+    assert_eq!(find("bandwidth_mib_s", 4), Some(8192));
+    assert_eq!(find("latency_ns", 0), Some(90));
+    assert_eq!(find("bandwidth_mib_s", 0), Some(20480));
+    let sys = &ring().step("hmat_sysfs").out;
+    assert_eq!(sys.split_whitespace().collect::<Vec<_>>(), vec!["250", "8192"]);
+}
+
+#[test]
+fn ring_memory_goes_to_the_cpuless_node() {
+    let g = ring();
+    assert_eq!(nodes_of(&g.json("bind_cpuless", 0)), vec![(4, 4096)]);
+    let v = g.json("interleave_all", 0);
+    let n = nodes_of(&v);
+    assert_eq!(n.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert!(n.iter().all(|(_, c)| (1023..=1025).contains(c)), "{n:?}");
+    // From node 0 the farthest node is 2 (22), farther than CPU-less node 4 (20).
+    assert_eq!(nodes_of(&g.json("remote_far", 0)), vec![(2, 2048)]);
+    let v = g.json("run_cpuless", 0);
+    assert!(verify_bytes_on(&v, "4") >= 16 << 20, "{}", v["bytes_by_node"]);
+}
+
+#[test]
+fn ring_cpu_sets_on_a_cpuless_node_are_refused() {
+    let g = ring();
+    one_line_error(g.step("err_cpu_on_cpuless"), 2, "node 4 is CPU-less");
+    one_line_error(g.step("err_run_on_cpuless"), 2, "node 4 is CPU-less");
+    one_line_error(g.step("err_run_nodebind_cpuless"), 2, "node 4 is CPU-less");
+    let text = &g.step("topology_text").out;
+    assert!(text.contains('4'), "{text}");
+}
