@@ -169,7 +169,8 @@ fn remote_near_and_far_follow_distances() {
         .unwrap();
     assert!(matches!(r, Realization::Kernel { nodes, .. } if nodes == ids("3")));
     let one = fixture("offline-cpu0-node0.xml");
-    assert!(remote_node(&one, 0, false).unwrap_err().contains("needs a second memory node"));
+    assert_eq!(one.node_ids(), ids("1"), "the only node is OS node 1");
+    assert!(remote_node(&one, 1, false).unwrap_err().contains("needs a second memory node"));
 }
 
 #[test]

@@ -340,7 +340,7 @@ impl Parser<'_> {
         let mut acc = ResourceSet::empty();
         match kind {
             "node" | "numa" | "numanode" => {
-                let ids = pick(m.node_ids(), "node", ids)?;
+                let ids = pick(existing_nodes(m), "node", ids)?;
                 return self.nodes(&ids);
             }
             "cpu" | "pu" => {
@@ -401,7 +401,7 @@ impl Parser<'_> {
 
     fn nodes(&self, ids: &IdSet) -> Result<ResourceSet, String> {
         let m = self.m;
-        let all = m.node_ids();
+        let all = existing_nodes(m);
         if let Some(bad) = ids.difference(&all).first() {
             return Err(format!("node {bad} does not exist; valid nodes: {all}"));
         }
@@ -413,6 +413,12 @@ impl Parser<'_> {
         }
         Ok(restrict(m, ResourceSet::from_nodes(m, ids)))
     }
+}
+
+/// Nodes that exist, allowed or not: a restricted topology may describe
+/// only the allowed nodes as objects and the rest in its complete nodeset.
+fn existing_nodes(m: &Machine) -> IdSet {
+    m.complete_nodes.union(&m.node_ids())
 }
 
 /// Named domains may span disallowed CPUs or nodes: keep the allowed part.
