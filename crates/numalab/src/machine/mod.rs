@@ -9,7 +9,10 @@
 mod graph;
 mod hwloc;
 
-pub use graph::{hop_matrix, interconnect_graph, Link};
+pub use graph::{
+    distance_warnings, fully_connected, hop_matrix, hop_matrix_with, interconnect_graph,
+    interconnect_graph_with, Link, DEFAULT_REMOTE_DISTANCE,
+};
 
 use crate::IdSet;
 use serde::Serialize;
@@ -159,7 +162,9 @@ pub struct Machine {
     /// PUs and nodes this process may use (cgroup restrictions applied).
     pub allowed_cpus: IdSet,
     pub allowed_nodes: IdSet,
-    /// Whether the allowed sets are smaller than the complete ones.
+    /// Whether a cgroup (cpuset) keeps this process from some CPUs or nodes
+    /// the topology describes. Offline CPUs and memoryless nodes, which are in
+    /// the complete sets but usable by nobody, do not make a view restricted.
     pub restricted: bool,
     /// Hardware threads per core (max over cores).
     pub smt: u32,
@@ -197,7 +202,9 @@ impl HopMatrix {
 pub enum MachineError {
     #[error("cannot read topology file {path}: {reason}")]
     Unreadable { path: PathBuf, reason: String },
-    #[error("topology file {path} is not a valid hwloc XML topology (hwloc 2.x, XML v2): {reason}")]
+    #[error(
+        "topology file {path} is not a valid hwloc XML topology (hwloc 2.x, XML v2): {reason}"
+    )]
     Malformed { path: PathBuf, reason: String },
     #[error("hwloc could not discover this machine: {0}")]
     Discovery(String),
