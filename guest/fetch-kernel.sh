@@ -87,7 +87,10 @@ work=$(mktemp -d "$CACHE/.fetch.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"   # apt-get download drops to user _apt
 log "apt-get download $pkgver"
-(cd "$work" && apt-get download -qq "$pkgver")
+# As root, apt would drop to user _apt, which may not reach this directory: download as root.
+sandbox=()
+[ "$(id -u)" -ne 0 ] || sandbox=(-o APT::Sandbox::User=root)
+(cd "$work" && apt-get download -qq "${sandbox[@]}" "$pkgver")
 deb=$(ls "$work"/*.deb)
 log "unpacking $(basename "$deb") with dpkg -x"
 dpkg -x "$deb" "$work/root"
