@@ -8,6 +8,7 @@
 pub mod idset;
 pub mod machine;
 pub mod placement;
+pub mod report;
 
 pub use idset::IdSet;
 pub use machine::Machine;

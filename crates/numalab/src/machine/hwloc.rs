@@ -103,7 +103,30 @@ fn read_xml(path: &Path) -> Result<String, MachineError> {
     if !text.contains("<topology") {
         return Err(malformed("no <topology> element"));
     }
+    if !text.trim_end().ends_with("</topology>") {
+        // Checked here because hwloc's libxml2 importer prints a screenful
+        // of parser errors for a truncated file.
+        return Err(malformed(
+            "the file is truncated (it does not end with </topology>)",
+        ));
+    }
+    if let Some(bad) = bad_cache_associativity(&text) {
+        // hwlocality panics on these (hwloc itself stores them as given).
+        return Err(malformed(&format!(
+            "cache_associativity=\"{bad}\" is not valid (-1 fully associative, 0 unknown, N ways)"
+        )));
+    }
     Ok(text)
+}
+
+/// The first `cache_associativity` attribute below -1, if any.
+fn bad_cache_associativity(text: &str) -> Option<i64> {
+    const KEY: &str = "cache_associativity=\"";
+    text.match_indices(KEY).find_map(|(at, _)| {
+        let rest = &text[at + KEY.len()..];
+        let value: i64 = rest[..rest.find('"')?].trim().parse().ok()?;
+        (value < -1).then_some(value)
+    })
 }
 
 /// Configures and loads a topology: live when `xml` is `None`.
@@ -488,20 +511,18 @@ fn kind_order(kind: &str) -> u8 {
     }
 }
 
-/// The NUMA latency matrix: prefer hwloc's "NUMALatency", else any latency
-/// matrix between NUMA nodes, else any matrix between NUMA nodes.
+/// The NUMA latency matrix: prefer hwloc's "NUMALatency" (the SLIT), else
+/// the first other matrix between NUMA nodes.
 fn read_distances(topology: &Topology, model: &mut Model) -> Result<(), String> {
-    use hwlocality::object::distance::DistancesKind;
+    // Matrices "by type" hold only NUMA nodes (heterogeneous ones have no
+    // single type). `Distances::kind()` is not used: hwlocality asserts on
+    // kinds it does not expect, which a crafted file can contain.
     let Ok(all) = topology.distances_with_type(None, ObjectType::NUMANode) else {
         return Ok(());
     };
     let mut best: Option<(u8, Distances)> = None;
     for d in &all {
         let name = cstr(d.name()).unwrap_or_default();
-        let kind = d.kind();
-        if kind.contains(DistancesKind::HETEROGENEOUS_TYPES) {
-            continue;
-        }
         let mut os = Vec::with_capacity(d.num_objects());
         for obj in d.objects() {
             match obj {
@@ -526,13 +547,7 @@ fn read_distances(topology: &Topology, model: &mut Model) -> Result<(), String> 
             .iter()
             .map(|&i| order.iter().map(|&j| values[i * n + j]).collect())
             .collect();
-        let rank = if name == "NUMALatency" {
-            0
-        } else if kind.contains(DistancesKind::MEANS_LATENCY) {
-            1
-        } else {
-            2
-        };
+        let rank = if name == "NUMALatency" { 0 } else { 1 };
         if best.as_ref().is_none_or(|(r, _)| rank < *r) {
             best = Some((
                 rank,
@@ -732,6 +747,18 @@ mod tests {
         assert_eq!(xml_major_version("<topology version='3.0'>"), Some(3));
         assert_eq!(xml_major_version("<topology>"), None);
         assert_eq!(xml_major_version("<topology version="), None);
+    }
+
+    #[test]
+    fn cache_associativity_check() {
+        assert_eq!(
+            bad_cache_associativity(r#"a cache_associativity="-7" b"#),
+            Some(-7)
+        );
+        assert_eq!(bad_cache_associativity(r#"cache_associativity="-1""#), None);
+        assert_eq!(bad_cache_associativity(r#"cache_associativity="16""#), None);
+        assert_eq!(bad_cache_associativity(r#"cache_associativity="x""#), None);
+        assert_eq!(bad_cache_associativity(r#"cache_associativity="-3"#), None);
     }
 
     #[test]

@@ -1,0 +1,732 @@
+//! The compact human view of a machine model (`numalab topology`).
+//!
+//! Readable from one node to a few hundred: matrices wider than
+//! [`MAX_MATRIX_COLUMNS`] are summarized by their values, long lists are cut
+//! with a count of what was left out. The JSON form (`--json`) has everything.
+
+use crate::machine::{Cache, Machine, MemoryAttributeValue, MemoryKind, Source};
+use crate::IdSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// Matrices with more nodes than this are summarized instead of printed.
+pub const MAX_MATRIX_COLUMNS: usize = 16;
+/// Devices listed before "... and N more".
+const MAX_DEVICES: usize = 24;
+/// HMAT rows listed before "... and N more".
+const MAX_HMAT_ROWS: usize = 48;
+/// CPU lists longer than this many characters are cut.
+const MAX_CPU_LIST: usize = 40;
+
+/// Renders the machine as compact text: header, nodes, caches, distances,
+/// hops, HMAT attributes, devices, interconnect drawing and warnings.
+pub fn render_topology_text(m: &Machine) -> String {
+    let mut out = String::new();
+    header(&mut out, m);
+    nodes(&mut out, m);
+    caches(&mut out, m);
+    distances(&mut out, m);
+    hops(&mut out, m);
+    hmat(&mut out, m);
+    devices(&mut out, m);
+    interconnect(&mut out, m);
+    warnings(&mut out, m);
+    out
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+fn header(out: &mut String, m: &Machine) {
+    let source = match &m.source {
+        Source::Live => "this machine (live)".to_string(),
+        Source::File { path } => format!("file {}", path.display()),
+    };
+    let _ = writeln!(out, "Machine: {source}");
+    let known: IdSet = m
+        .nodes
+        .iter()
+        .map(|n| &n.cpus)
+        .chain(m.cores.iter().map(|c| &c.cpus))
+        .fold(IdSet::new(), |acc, s| acc.union(s));
+    let pus = if known.is_empty() {
+        m.complete_cpus.len()
+    } else {
+        known.len()
+    };
+    let cpuless = m.nodes.iter().filter(|n| n.cpuless).count();
+    let _ = writeln!(
+        out,
+        "  {}, {}, {} (SMT {}), {}{}",
+        plural(m.packages.len(), "package", "packages"),
+        plural(m.cores.len(), "core", "cores"),
+        plural(pus, "PU", "PUs"),
+        m.smt,
+        plural(m.nodes.len(), "NUMA node", "NUMA nodes"),
+        if cpuless > 0 {
+            format!(" ({cpuless} CPU-less)")
+        } else {
+            String::new()
+        }
+    );
+    if m.restricted {
+        let _ = writeln!(
+            out,
+            "  view: restricted by a cgroup: allowed CPUs {} of {}, nodes {} of {}",
+            list_or_none(&m.allowed_cpus),
+            list_or_none(&m.complete_cpus),
+            list_or_none(&m.allowed_nodes),
+            list_or_none(&m.complete_nodes)
+        );
+    } else {
+        let _ = writeln!(out, "  view: not restricted");
+    }
+}
+
+fn list_or_none(set: &IdSet) -> String {
+    if set.is_empty() {
+        "none".to_string()
+    } else {
+        set.to_string()
+    }
+}
+
+fn kind_label(kind: MemoryKind) -> &'static str {
+    match kind {
+        MemoryKind::Dram => "DRAM",
+        MemoryKind::Hbm => "HBM",
+        MemoryKind::Nvm => "NVM",
+        MemoryKind::GpuMemory => "GPU memory",
+        MemoryKind::Cxl => "CXL",
+        MemoryKind::SpecificPurpose => "SPM",
+        MemoryKind::Unknown => "unknown",
+    }
+}
+
+/// A CPU list cut to [`MAX_CPU_LIST`] characters, with the count.
+fn cpu_list(set: &IdSet) -> String {
+    if set.is_empty() {
+        return "none".to_string();
+    }
+    let text = set.to_string();
+    if text.len() <= MAX_CPU_LIST {
+        return format!("{text} ({})", set.len());
+    }
+    let mut cut = text[..MAX_CPU_LIST].to_string();
+    if let Some(p) = cut.rfind(',') {
+        cut.truncate(p);
+    }
+    format!("{cut},… ({})", set.len())
+}
+
+fn gib(bytes: u64) -> String {
+    let g = bytes as f64 / (1u64 << 30) as f64;
+    if g < 10.0 {
+        format!("{g:.2} GiB")
+    } else if g < 100.0 {
+        format!("{g:.1} GiB")
+    } else {
+        format!("{g:.0} GiB")
+    }
+}
+
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Prints rows as left-aligned (or right-aligned, per column) columns.
+fn table(out: &mut String, indent: &str, rows: &[Vec<String>], right: &[bool]) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = indent.to_string();
+        for (c, cell) in row.iter().enumerate() {
+            let w = widths[c];
+            let pad = w.saturating_sub(cell.chars().count());
+            if c > 0 {
+                line.push_str("  ");
+            }
+            if right.get(c).copied().unwrap_or(false) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                if c + 1 < row.len() {
+                    line.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+fn nodes(out: &mut String, m: &Machine) {
+    let _ = writeln!(out, "\nNodes");
+    let live_free = m.nodes.iter().any(|n| n.free_bytes.is_some());
+    let mut head = vec!["node".to_string(), "CPUs".to_string(), "memory".to_string()];
+    if live_free {
+        head.push("free".to_string());
+    }
+    head.push("kind".to_string());
+    head.push("notes".to_string());
+    let mut rows = vec![head];
+    for n in &m.nodes {
+        let mut row = vec![
+            n.os_index.to_string(),
+            cpu_list(&n.cpus),
+            gib(n.memory_bytes),
+        ];
+        if live_free {
+            row.push(n.free_bytes.map_or_else(|| "?".to_string(), gib));
+        }
+        let mut kind = kind_label(n.kind).to_string();
+        if let Some(sub) = &n.subtype {
+            if !sub.eq_ignore_ascii_case(kind_label(n.kind)) {
+                kind = format!("{kind} ({sub})");
+            }
+        }
+        row.push(kind);
+        let mut notes = Vec::new();
+        if n.cpuless {
+            notes.push("CPU-less".to_string());
+        }
+        if let Some(t) = n.tier {
+            notes.push(format!("tier {t}"));
+        }
+        if !n.allowed {
+            notes.push("not allowed".to_string());
+        }
+        row.push(notes.join(", "));
+        rows.push(row);
+    }
+    let right = [true, false, true, live_free];
+    table(out, "  ", &rows, &right);
+}
+
+fn cache_label(c: &Cache) -> String {
+    let suffix = match c.kind.as_str() {
+        "data" => "d",
+        "instruction" => "i",
+        _ => "",
+    };
+    format!("L{}{suffix}", c.level)
+}
+
+/// Identical caches: level, kind order, size, line, associativity, PUs sharing.
+type CacheGroup = (u8, String, u64, u32, Option<i32>, usize);
+
+fn caches(out: &mut String, m: &Machine) {
+    if m.caches.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nCaches");
+    // Group identical caches: (level, kind, size, line, associativity, sharing).
+    let mut groups: BTreeMap<CacheGroup, Vec<&Cache>> = BTreeMap::new();
+    for c in &m.caches {
+        let kind_key = match c.kind.as_str() {
+            "data" => "0",
+            "instruction" => "1",
+            _ => "2",
+        };
+        groups
+            .entry((
+                c.level,
+                kind_key.to_string(),
+                c.size_bytes,
+                c.line_bytes,
+                c.associativity,
+                c.cpus.len(),
+            ))
+            .or_default()
+            .push(c);
+    }
+    let mut rows = Vec::new();
+    for ((_, _, bytes, line, assoc, share), list) in &groups {
+        let first = list[0];
+        let ways = match assoc {
+            Some(-1) => "fully assoc.".to_string(),
+            Some(w) => format!("{w}-way"),
+            None => String::new(),
+        };
+        let sharing = if *share <= 1 {
+            "private (1 PU each)".to_string()
+        } else if list.len() <= 4 {
+            let sets: Vec<String> = list.iter().map(|c| list_or_none(&c.cpus)).collect();
+            format!("shared by {}", sets.join(" | "))
+        } else {
+            format!("each shared by {}", plural(*share, "PU", "PUs"))
+        };
+        rows.push(vec![
+            cache_label(first),
+            size(*bytes),
+            format!("x{}", list.len()),
+            if *line > 0 {
+                format!("line {line} B")
+            } else {
+                String::new()
+            },
+            ways,
+            sharing,
+        ]);
+    }
+    table(out, "  ", &rows, &[false, true, true, false, true, false]);
+}
+
+/// Counts of each value over the pairs i < j (and the diagonal apart).
+fn value_summary<T: Ord + Copy>(matrix: &[Vec<T>], show: impl Fn(T) -> String) -> String {
+    let mut diag: BTreeSet<String> = BTreeSet::new();
+    let mut counts: BTreeMap<T, usize> = BTreeMap::new();
+    for (i, row) in matrix.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            if i == j {
+                diag.insert(show(*v));
+            } else if i < j {
+                *counts.entry(*v).or_default() += 1;
+            }
+        }
+    }
+    let remote: Vec<String> = counts
+        .iter()
+        .map(|(v, c)| format!("{} x{}", show(*v), c))
+        .collect();
+    format!(
+        "local {}; pairs: {}",
+        diag.into_iter().collect::<Vec<_>>().join("/"),
+        remote.join(", ")
+    )
+}
+
+fn matrix_text(out: &mut String, ids: &[u32], cell: impl Fn(usize, usize) -> String) {
+    let mut rows = Vec::with_capacity(ids.len() + 1);
+    let mut head = vec![String::new()];
+    head.extend(ids.iter().map(u32::to_string));
+    rows.push(head);
+    for (i, id) in ids.iter().enumerate() {
+        let mut row = vec![id.to_string()];
+        row.extend((0..ids.len()).map(|j| cell(i, j)));
+        rows.push(row);
+    }
+    let right = vec![true; ids.len() + 1];
+    table(out, "  ", &rows, &right);
+}
+
+fn distances(out: &mut String, m: &Machine) {
+    let Some(d) = &m.distances else {
+        if m.nodes.len() > 1 {
+            let _ = writeln!(out, "\nDistances: none (no SLIT table)");
+        }
+        return;
+    };
+    let _ = writeln!(out, "\nDistances ({})", d.source);
+    if d.nodes.len() > MAX_MATRIX_COLUMNS {
+        let _ = writeln!(
+            out,
+            "  {} nodes, matrix omitted (use --json); {}",
+            d.nodes.len(),
+            value_summary(&d.matrix, |v| v.to_string())
+        );
+        return;
+    }
+    matrix_text(out, &d.nodes, |i, j| {
+        d.matrix
+            .get(i)
+            .and_then(|r| r.get(j))
+            .map_or_else(|| "?".to_string(), u64::to_string)
+    });
+}
+
+fn hops(out: &mut String, m: &Machine) {
+    let h = &m.hops;
+    if h.nodes.len() < 2 {
+        return;
+    }
+    let _ = writeln!(out, "\nHops (inferred)");
+    let show = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |x| x.to_string());
+    if h.nodes.len() > MAX_MATRIX_COLUMNS {
+        let _ = writeln!(
+            out,
+            "  {} nodes, matrix omitted (use --json); {}",
+            h.nodes.len(),
+            value_summary(&h.matrix, show)
+        );
+        return;
+    }
+    matrix_text(out, &h.nodes, |i, j| {
+        h.matrix
+            .get(i)
+            .and_then(|r| r.get(j))
+            .map_or_else(|| "?".to_string(), |v| show(*v))
+    });
+}
+
+const HMAT_COLUMNS: [(&str, &str); 6] = [
+    ("latency_ns", "latency"),
+    ("read_latency_ns", "read lat."),
+    ("write_latency_ns", "write lat."),
+    ("bandwidth_mib_s", "bandwidth"),
+    ("read_bandwidth_mib_s", "read bw"),
+    ("write_bandwidth_mib_s", "write bw"),
+];
+
+fn hmat_value(attribute: &str, v: u64) -> String {
+    if attribute.ends_with("_ns") {
+        format!("{v} ns")
+    } else if v >= 1024 {
+        let g = v as f64 / 1024.0;
+        format!("{g:.1} GiB/s")
+    } else {
+        format!("{v} MiB/s")
+    }
+}
+
+fn hmat(out: &mut String, m: &Machine) {
+    if m.memory_attributes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nMemory attributes (HMAT)");
+    let present: Vec<(&str, &str)> = HMAT_COLUMNS
+        .iter()
+        .copied()
+        .filter(|(key, _)| m.memory_attributes.iter().any(|a| a.attribute == *key))
+        .collect();
+    // Row key: (target, first initiator CPU, initiator CPUs as text).
+    let mut rows_by_key: BTreeMap<(u32, Option<u32>, String), Vec<&MemoryAttributeValue>> =
+        BTreeMap::new();
+    for a in &m.memory_attributes {
+        rows_by_key
+            .entry((
+                a.target,
+                a.initiator_cpus.first(),
+                a.initiator_cpus.to_string(),
+            ))
+            .or_default()
+            .push(a);
+    }
+    let mut rows = Vec::new();
+    let mut head = vec!["target".to_string(), "from".to_string()];
+    head.extend(present.iter().map(|(_, label)| (*label).to_string()));
+    rows.push(head);
+    let total = rows_by_key.len();
+    for ((target, _, _), values) in rows_by_key.iter().take(MAX_HMAT_ROWS) {
+        let first = values[0];
+        let from = match first.initiator_nodes.len() {
+            0 => format!("CPUs {}", list_or_none(&first.initiator_cpus)),
+            1 => format!("node {}", first.initiator_nodes),
+            _ => format!("nodes {}", first.initiator_nodes),
+        };
+        let mut row = vec![target.to_string(), from];
+        for (key, _) in &present {
+            row.push(
+                values
+                    .iter()
+                    .find(|v| v.attribute == *key)
+                    .map_or_else(String::new, |v| hmat_value(key, v.value)),
+            );
+        }
+        rows.push(row);
+    }
+    let mut right = vec![true, false];
+    right.extend(present.iter().map(|_| true));
+    table(out, "  ", &rows, &right);
+    if total > MAX_HMAT_ROWS {
+        let _ = writeln!(out, "  ... and {} more (use --json)", total - MAX_HMAT_ROWS);
+    }
+}
+
+fn devices(out: &mut String, m: &Machine) {
+    if m.devices.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nDevices");
+    let mut rows = Vec::new();
+    for d in m.devices.iter().take(MAX_DEVICES) {
+        let local = match d.local_nodes.len() {
+            0 => "no local node".to_string(),
+            1 => format!("node {}", d.local_nodes),
+            _ => format!("nodes {}", d.local_nodes),
+        };
+        rows.push(vec![
+            d.kind.clone(),
+            d.name.clone(),
+            d.pci_bus_id.clone().unwrap_or_else(|| "-".to_string()),
+            local,
+        ]);
+    }
+    table(out, "  ", &rows, &[]);
+    if m.devices.len() > MAX_DEVICES {
+        let _ = writeln!(
+            out,
+            "  ... and {} more (use --json)",
+            m.devices.len() - MAX_DEVICES
+        );
+    }
+}
+
+/// Adjacency of the interconnect graph.
+fn adjacency(m: &Machine) -> BTreeMap<u32, BTreeSet<u32>> {
+    let mut adj: BTreeMap<u32, BTreeSet<u32>> = m
+        .nodes
+        .iter()
+        .map(|n| (n.os_index, BTreeSet::new()))
+        .collect();
+    for l in &m.links {
+        adj.entry(l.a).or_default().insert(l.b);
+        adj.entry(l.b).or_default().insert(l.a);
+    }
+    adj
+}
+
+/// The cycle through all of `nodes` when their subgraph is one ring.
+fn ring_order(nodes: &[u32], adj: &BTreeMap<u32, BTreeSet<u32>>) -> Option<Vec<u32>> {
+    if nodes.len() < 3 {
+        return None;
+    }
+    let inside: BTreeSet<u32> = nodes.iter().copied().collect();
+    let nb = |n: u32| -> Vec<u32> {
+        adj.get(&n)
+            .map(|s| s.iter().copied().filter(|x| inside.contains(x)).collect())
+            .unwrap_or_default()
+    };
+    if nodes.iter().any(|&n| nb(n).len() != 2) {
+        return None;
+    }
+    let start = nodes[0];
+    let mut order = vec![start];
+    let mut prev = start;
+    let mut cur = *nb(start).first()?;
+    while cur != start {
+        order.push(cur);
+        let next = nb(cur).into_iter().find(|&x| x != prev)?;
+        prev = cur;
+        cur = next;
+        if order.len() > nodes.len() {
+            return None;
+        }
+    }
+    (order.len() == nodes.len()).then_some(order)
+}
+
+/// The path through all of `nodes` when their subgraph is one chain.
+fn chain_order(nodes: &[u32], adj: &BTreeMap<u32, BTreeSet<u32>>) -> Option<Vec<u32>> {
+    if nodes.len() < 3 {
+        return None;
+    }
+    let inside: BTreeSet<u32> = nodes.iter().copied().collect();
+    let nb = |n: u32| -> Vec<u32> {
+        adj.get(&n)
+            .map(|s| s.iter().copied().filter(|x| inside.contains(x)).collect())
+            .unwrap_or_default()
+    };
+    let ends: Vec<u32> = nodes
+        .iter()
+        .copied()
+        .filter(|&n| nb(n).len() == 1)
+        .collect();
+    if ends.len() != 2 || nodes.iter().any(|&n| nb(n).len() > 2) {
+        return None;
+    }
+    let mut order = vec![ends[0]];
+    let mut prev = ends[0];
+    let mut cur = nb(ends[0])[0];
+    loop {
+        order.push(cur);
+        if order.len() > nodes.len() {
+            return None;
+        }
+        match nb(cur).into_iter().find(|&x| x != prev) {
+            Some(next) => {
+                prev = cur;
+                cur = next;
+            }
+            None => break,
+        }
+    }
+    (order.len() == nodes.len()).then_some(order)
+}
+
+fn interconnect(out: &mut String, m: &Machine) {
+    if m.nodes.len() < 2 {
+        return;
+    }
+    let how = if m.distances.is_some() {
+        "inferred from distances"
+    } else {
+        "assumed, no distance table"
+    };
+    let _ = writeln!(out, "\nInterconnect ({how})");
+    let adj = adjacency(m);
+    let cpu_nodes: Vec<u32> = m
+        .nodes
+        .iter()
+        .filter(|n| !n.cpuless)
+        .map(|n| n.os_index)
+        .collect();
+    let memory_nodes: Vec<u32> = m
+        .nodes
+        .iter()
+        .filter(|n| n.cpuless)
+        .map(|n| n.os_index)
+        .collect();
+    let dash = " ─ ";
+    let join = |order: &[u32]| {
+        order
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(dash)
+    };
+    let cpu_pairs = cpu_nodes.len() * cpu_nodes.len().saturating_sub(1) / 2;
+    let cpu_links = m
+        .links
+        .iter()
+        .filter(|l| cpu_nodes.contains(&l.a) && cpu_nodes.contains(&l.b))
+        .count();
+    if let Some(order) = ring_order(&cpu_nodes, &adj) {
+        if order.len() == 4 {
+            // a ── b
+            // │    │
+            // d ── c
+            let (a, b, c, d) = (order[0], order[1], order[2], order[3]);
+            let w = a.to_string().len().max(d.to_string().len());
+            let _ = writeln!(out, "  {a:<w$} ── {b}");
+            let _ = writeln!(out, "  {:<w$}    │", "│");
+            let _ = writeln!(out, "  {d:<w$} ── {c}");
+        }
+        let _ = writeln!(out, "  ring: {}{dash}{}", join(&order), order[0]);
+    } else if let Some(order) = chain_order(&cpu_nodes, &adj) {
+        let _ = writeln!(out, "  chain: {}", join(&order));
+    } else if cpu_nodes.len() > 1 && cpu_links == cpu_pairs {
+        let _ = writeln!(
+            out,
+            "  fully connected: every node with CPUs is one hop from every other"
+        );
+    } else if cpu_nodes.len() > MAX_MATRIX_COLUMNS {
+        let degrees: Vec<usize> = cpu_nodes
+            .iter()
+            .map(|n| {
+                adj.get(n)
+                    .map_or(0, |s| s.iter().filter(|x| cpu_nodes.contains(x)).count())
+            })
+            .collect();
+        let max_hops = m.hops.matrix.iter().flatten().flatten().max().copied();
+        let _ = writeln!(
+            out,
+            "  {} nodes with CPUs, {} links, {}-{} direct neighbours per node, at most {} hop(s) apart; list omitted (use --json)",
+            cpu_nodes.len(),
+            cpu_links,
+            degrees.iter().min().copied().unwrap_or(0),
+            degrees.iter().max().copied().unwrap_or(0),
+            max_hops.map_or_else(|| "?".to_string(), |h| h.to_string())
+        );
+    } else {
+        for n in &cpu_nodes {
+            let nb: IdSet = adj
+                .get(n)
+                .map(|s| {
+                    s.iter()
+                        .copied()
+                        .filter(|x| cpu_nodes.contains(x))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let _ = writeln!(out, "  {n:>4} ── {}", list_or_none(&nb));
+        }
+    }
+    for n in memory_nodes.iter().take(MAX_DEVICES) {
+        let nb: IdSet = adj
+            .get(n)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {n:>4} ── {}   (CPU-less, memory only)",
+            list_or_none(&nb)
+        );
+    }
+    if memory_nodes.len() > MAX_DEVICES {
+        let _ = writeln!(
+            out,
+            "  ... and {} more CPU-less nodes (use --json)",
+            memory_nodes.len() - MAX_DEVICES
+        );
+    }
+}
+
+fn warnings(out: &mut String, m: &Machine) {
+    if m.warnings.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nWarnings");
+    for w in &m.warnings {
+        let _ = writeln!(out, "  ! {w}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size(32 * 1024), "32 KiB");
+        assert_eq!(size(1536 * 1024), "1.5 MiB");
+        assert_eq!(size(32 << 20), "32 MiB");
+        assert_eq!(size(100), "100 B");
+        assert_eq!(gib(1 << 30), "1.00 GiB");
+        assert_eq!(gib(128 << 30), "128 GiB");
+    }
+
+    #[test]
+    fn cut_cpu_lists() {
+        let s: IdSet = (0..200).step_by(2).collect();
+        let t = cpu_list(&s);
+        assert!(t.ends_with("(100)"), "{t}");
+        assert!(t.chars().count() < MAX_CPU_LIST + 12, "{t}");
+        assert_eq!(cpu_list(&IdSet::new()), "none");
+        assert_eq!(cpu_list(&IdSet::parse_list("0-3").unwrap()), "0-3 (4)");
+    }
+
+    #[test]
+    fn rings_and_chains() {
+        let adj = |pairs: &[(u32, u32)]| {
+            let mut a: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+            for &(x, y) in pairs {
+                a.entry(x).or_default().insert(y);
+                a.entry(y).or_default().insert(x);
+            }
+            a
+        };
+        let ring = adj(&[(0, 1), (0, 2), (1, 3), (2, 3)]);
+        assert_eq!(ring_order(&[0, 1, 2, 3], &ring), Some(vec![0, 1, 3, 2]));
+        assert_eq!(chain_order(&[0, 1, 2, 3], &ring), None);
+        let chain = adj(&[(0, 1), (1, 2), (2, 3)]);
+        assert_eq!(chain_order(&[0, 1, 2, 3], &chain), Some(vec![0, 1, 2, 3]));
+        assert_eq!(ring_order(&[0, 1, 2, 3], &chain), None);
+        let two_rings = adj(&[(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3)]);
+        assert_eq!(ring_order(&[0, 1, 2, 3, 4, 5], &two_rings), None);
+    }
+}
