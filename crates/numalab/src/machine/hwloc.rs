@@ -15,6 +15,11 @@
 //!   crafted file). We read files ourselves, hand hwloc a buffer, and run the
 //!   extraction under `catch_unwind` as a last line of defence so that no
 //!   input can crash the program.
+//! - In debug builds hwlocality runs `hwloc_topology_check` after loading,
+//!   which *aborts* on an internally inconsistent tree (e.g. a NUMA node
+//!   whose os_index disagrees with its nodeset in a hand-edited file). Release
+//!   builds do not run it; `[profile.dev.package.hwlocality]
+//!   debug-assertions = false` turns it off in debug builds too.
 
 use super::graph;
 use super::{
@@ -93,7 +98,7 @@ fn read_xml(path: &Path) -> Result<String, MachineError> {
     if text.contains('\0') {
         return Err(malformed("the file contains NUL bytes"));
     }
-    let head = text.trim_start();
+    let head = text.trim_start_matches('\u{feff}').trim_start();
     if head.is_empty() {
         return Err(malformed("the file is empty"));
     }

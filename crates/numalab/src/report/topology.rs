@@ -619,6 +619,8 @@ fn interconnect(out: &mut String, m: &Machine) {
         let _ = writeln!(out, "  ring: {}{dash}{}", join(&order), order[0]);
     } else if let Some(order) = chain_order(&cpu_nodes, &adj) {
         let _ = writeln!(out, "  chain: {}", join(&order));
+    } else if cpu_nodes.len() == 2 && cpu_links == 1 {
+        let _ = writeln!(out, "  {} ── {}", cpu_nodes[0], cpu_nodes[1]);
     } else if cpu_nodes.len() > 1 && cpu_links == cpu_pairs {
         let _ = writeln!(
             out,
