@@ -29,6 +29,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A bug must still end in one line, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("numalab: internal error{at}: {} (please report this)", msg.replace('\n', " "));
+    }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => return output::clap_error(e),

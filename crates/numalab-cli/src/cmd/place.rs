@@ -286,10 +286,10 @@ fn print_text(r: &PlaceResult, hist: &PageHistogram) {
         }
     };
     println!(
-        "placed {} with {} ({mech}), THP {:?}{}, page size {}",
+        "placed {} with {} ({mech}), THP {}{}, page size {}",
         format_bytes(r.size_bytes),
         r.policy,
-        r.thp,
+        r.thp.describe(),
         if r.hugetlb { ", hugetlbfs" } else { "" },
         format_bytes(r.page_size as u64)
     );

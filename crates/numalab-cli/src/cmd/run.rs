@@ -259,7 +259,7 @@ pub fn run(a: Args) -> CliResult {
     if trace {
         match (&report, &a.verify_json) {
             (Some(Ok(p)), Some(path)) => {
-                let text = serde_json::to_string_pretty(p).unwrap_or_default();
+                let text = serde_json::to_string_pretty(p).unwrap_or_default() + "\n";
                 if let Err(e) = std::fs::write(path, text) {
                     eprintln!("numalab: cannot write {}: {e}", path.display());
                 }

@@ -52,6 +52,16 @@ pub fn render(p: &ProcessPlacement, all: bool) -> String {
             100.0 * *b as f64 / total.max(1) as f64
         );
     }
+    let private: u64 = p.private_bytes_by_node.values().sum();
+    let _ = writeln!(
+        s,
+        "  of which allocated by the process (anon, heap, stack; follows its policy): {}",
+        p.private_bytes_by_node
+            .iter()
+            .map(|(n, b)| format!("node {n} {} ({:.1}%)", format_bytes(*b), 100.0 * *b as f64 / private.max(1) as f64))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let _ = writeln!(s, "threads:");
     for t in &p.threads {
         let _ = writeln!(

@@ -24,6 +24,15 @@ pub enum Thp {
 }
 
 impl Thp {
+    /// "on", "off", or "system (madvise)" with the system's current mode.
+    pub fn describe(self) -> String {
+        match self {
+            Self::On => "on".into(),
+            Self::Off => "off".into(),
+            Self::System => format!("system ({})", system_thp_mode().unwrap_or_else(|| "unknown".into())),
+        }
+    }
+
     pub fn parse(text: &str) -> Result<Self, String> {
         match text {
             "on" => Ok(Self::On),
@@ -32,6 +41,14 @@ impl Thp {
             _ => Err(format!("unknown THP choice '{text}'; valid: on, off, system")),
         }
     }
+}
+
+/// The bracketed choice of /sys/kernel/mm/transparent_hugepage/enabled.
+pub fn system_thp_mode() -> Option<String> {
+    let t = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    let start = t.find('[')? + 1;
+    let end = t[start..].find(']')? + start;
+    Some(t[start..end].to_string())
 }
 
 /// What to allocate and how.

@@ -201,6 +201,13 @@ pub struct Mapping {
     pub pages_total: u64,
 }
 
+impl Mapping {
+    /// Whether the pages were allocated by the process (not file page cache).
+    pub fn is_private(&self) -> bool {
+        matches!(self.name.as_str(), "anon" | "heap" | "stack" | "")
+    }
+}
+
 /// Parses the text of /proc/PID/numa_maps.
 pub fn parse_numa_maps(text: &str) -> Vec<Mapping> {
     let mut out = Vec::new();
@@ -262,6 +269,10 @@ pub struct ProcessPlacement {
     pub mappings: Vec<Mapping>,
     /// Sum over mappings, in bytes per node.
     pub bytes_by_node: BTreeMap<u32, u64>,
+    /// Memory the process allocated itself (anonymous, heap, stack): what its
+    /// memory policy decides. File pages are in the page cache, placed by
+    /// whoever first read the file, and are left out here.
+    pub private_bytes_by_node: BTreeMap<u32, u64>,
     /// The task policy, read from the stack/heap mapping that carries no
     /// policy of its own (numa_maps prints the task policy there).
     pub process_policy: Option<String>,
@@ -286,9 +297,13 @@ impl ProcessPlacement {
         let maps_text = read("numa_maps")?;
         let mappings = parse_numa_maps(&maps_text);
         let mut bytes_by_node = BTreeMap::new();
+        let mut private_bytes_by_node = BTreeMap::new();
         for m in &mappings {
             for (n, c) in &m.pages_by_node {
                 *bytes_by_node.entry(*n).or_insert(0) += c * m.page_size;
+                if m.is_private() {
+                    *private_bytes_by_node.entry(*n).or_insert(0) += c * m.page_size;
+                }
             }
         }
         let process_policy = mappings
@@ -322,6 +337,7 @@ impl ProcessPlacement {
             threads,
             mappings,
             bytes_by_node,
+            private_bytes_by_node,
             process_policy,
         })
     }
@@ -387,6 +403,8 @@ mod tests {
         assert_eq!(m[1].name, "heap");
         assert_eq!(m[2].pages_by_node, BTreeMap::from([(1, 5)]));
         assert_eq!(m[3].name, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert!(m[0].is_private() && m[1].is_private() && m[2].is_private());
+        assert!(!m[3].is_private());
         assert_eq!(m[4].page_size, 2 << 20);
     }
 
@@ -402,6 +420,8 @@ mod tests {
         assert!(!p.threads.is_empty());
         assert!(p.mappings.iter().any(|m| m.name == "stack"));
         assert!(p.bytes_by_node.values().sum::<u64>() > 0);
+        let private: u64 = p.private_bytes_by_node.values().sum();
+        assert!(private > 0 && private <= p.bytes_by_node.values().sum::<u64>());
         assert!(p.threads.iter().all(|t| !t.cpus_allowed.is_empty()));
     }
 }
