@@ -37,8 +37,14 @@ fn main() -> ExitCode {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        eprintln!("numalab: internal error{at}: {} (please report this)", msg.replace('\n', " "));
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "numalab: internal error{at}: {} (please report this)",
+            msg.replace('\n', " ")
+        );
     }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,

@@ -14,12 +14,18 @@ pub struct CliError {
 impl CliError {
     /// Bad input: exit code 2.
     pub fn usage(msg: impl Into<String>) -> Self {
-        Self { msg: msg.into(), code: 2 }
+        Self {
+            msg: msg.into(),
+            code: 2,
+        }
     }
 
     /// The request was fine but could not be carried out: exit code 1.
     pub fn failed(msg: impl Into<String>) -> Self {
-        Self { msg: msg.into(), code: 1 }
+        Self {
+            msg: msg.into(),
+            code: 1,
+        }
     }
 }
 
@@ -86,8 +92,6 @@ pub fn clap_error(e: clap::Error) -> ExitCode {
 }
 
 /// Loads the machine model: live or from `--topology FILE`.
-pub fn load_machine(
-    path: Option<&std::path::Path>,
-) -> Result<numalab::Machine, CliError> {
+pub fn load_machine(path: Option<&std::path::Path>) -> Result<numalab::Machine, CliError> {
     Ok(numalab::Machine::load(path)?)
 }

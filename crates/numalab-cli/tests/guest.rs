@@ -67,9 +67,15 @@ fn boot(machine: &str, steps: &[(&str, &str)]) -> Guest {
          echo '@@@OUT'; cat /tmp/o; echo '@@@ERR'; cat /tmp/e; echo \"@@@END $name $rc\"; }\n",
     );
     for (name, cmd) in steps {
-        script.push_str(&format!("step {name} sh -c '{}'\n", cmd.replace('\'', "'\\''")));
+        script.push_str(&format!(
+            "step {name} sh -c '{}'\n",
+            cmd.replace('\'', "'\\''")
+        ));
     }
-    let dir = std::env::temp_dir().join(format!("numalab-guest-test-{machine}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "numalab-guest-test-{machine}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let script_path = dir.join("script.sh");
     std::fs::write(&script_path, script).unwrap();
@@ -112,7 +118,11 @@ fn parse_steps(console: &str) -> HashMap<String, Step> {
             }
         } else if let Some(rest) = line.strip_prefix("@@@END ") {
             if let Some((name, out, err, _)) = cur.take() {
-                let rc = rest.rsplit(' ').next().and_then(|r| r.parse().ok()).unwrap_or(-1);
+                let rc = rest
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(-1);
                 steps.insert(name, Step { out, err, rc });
             }
         } else if let Some(c) = cur.as_mut() {
@@ -194,7 +204,12 @@ fn quartet_topology_equals_qemu_spec() {
         let mem = n["memory_bytes"].as_u64().unwrap();
         assert!(mem > 400 << 20 && mem <= 512 << 20, "node {i} memory {mem}");
     }
-    let expect = serde_json::json!([[10, 16, 16, 22], [16, 10, 22, 16], [16, 22, 10, 16], [22, 16, 16, 10]]);
+    let expect = serde_json::json!([
+        [10, 16, 16, 22],
+        [16, 10, 22, 16],
+        [16, 22, 10, 16],
+        [22, 16, 16, 10]
+    ]);
     assert_eq!(t["distances"]["nodes"], serde_json::json!([0, 1, 2, 3]));
     assert_eq!(t["distances"]["matrix"], expect);
     let hops = serde_json::json!([[0, 1, 1, 2], [1, 0, 2, 1], [1, 2, 0, 1], [2, 1, 1, 0]]);
@@ -203,7 +218,10 @@ fn quartet_topology_equals_qemu_spec() {
     assert_eq!(t["smt"], 1);
     assert_eq!(t["restricted"], false);
     let text = &quartet().step("topology_text").out;
-    assert!(text.contains("22"), "text view shows the distance matrix:\n{text}");
+    assert!(
+        text.contains("22"),
+        "text view shows the distance matrix:\n{text}"
+    );
 }
 
 #[test]
@@ -234,7 +252,10 @@ fn quartet_interleave_is_even_and_page_granular() {
 #[test]
 fn quartet_interleave_stride_runs_are_exactly_the_chunk() {
     let v = quartet().json("interleave_stride", 0);
-    assert_eq!(nodes_of(&v), vec![(0, 1024), (1, 1024), (2, 1024), (3, 1024)]);
+    assert_eq!(
+        nodes_of(&v),
+        vec![(0, 1024), (1, 1024), (2, 1024), (3, 1024)]
+    );
     assert_eq!(v["run_lengths"]["min"], 4);
     assert_eq!(v["run_lengths"]["max"], 4);
     assert_eq!(v["run_lengths"]["runs"], 1024);
@@ -262,7 +283,14 @@ fn quartet_weighted_interleave_kernel_gives_three_to_one() {
     assert_eq!(a + b, 4096);
     assert!((a - 3 * b).abs() <= 4, "3:1 within one chunk: {a}:{b}");
     // The sysfs weights were put back after the prefault.
-    assert_eq!(quartet().step("weights_after").out.split_whitespace().collect::<Vec<_>>(), vec!["1", "1"]);
+    assert_eq!(
+        quartet()
+            .step("weights_after")
+            .out
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        vec!["1", "1"]
+    );
 }
 
 #[test]
@@ -270,7 +298,10 @@ fn quartet_weighted_interleave_emulation_is_exact() {
     let v = quartet().json("weighted_emulated", 0);
     assert_eq!(v["realization"]["mechanism"], "chunks");
     assert_eq!(nodes_of(&v), vec![(0, 3072), (1, 1024)]);
-    assert_eq!(v["run_lengths"]["histogram"], serde_json::json!({"1": 1024, "3": 1024}));
+    assert_eq!(
+        v["run_lengths"]["histogram"],
+        serde_json::json!({"1": 1024, "3": 1024})
+    );
 }
 
 #[test]
@@ -322,17 +353,33 @@ fn verify_bytes_on(v: &Value, node: &str) -> u64 {
 fn quartet_run_applies_and_verifies_placement() {
     let g = quartet();
     let v = g.json("run_membind_verify", 0);
-    assert!(verify_bytes_on(&v, "2") >= 32 << 20, "dd's 32 MiB buffer on node 2: {}", v["bytes_by_node"]);
+    assert!(
+        verify_bytes_on(&v, "2") >= 32 << 20,
+        "dd's 32 MiB buffer on node 2: {}",
+        v["bytes_by_node"]
+    );
     for n in ["0", "1", "3"] {
-        assert_eq!(verify_bytes_on(&v, n), 0, "nothing on node {n}: {}", v["private_bytes_by_node"]);
+        assert_eq!(
+            verify_bytes_on(&v, n),
+            0,
+            "nothing on node {n}: {}",
+            v["private_bytes_by_node"]
+        );
     }
     assert_eq!(v["threads"][0]["cpus_allowed"], serde_json::json!([2, 3]));
-    assert!(v["process_policy"].as_str().unwrap().starts_with("bind:2"), "{}", v["process_policy"]);
+    assert!(
+        v["process_policy"].as_str().unwrap().starts_with("bind:2"),
+        "{}",
+        v["process_policy"]
+    );
 
     let v = g.json("run_interleave_verify", 0);
     for n in ["0", "1", "2", "3"] {
         let b = verify_bytes_on(&v, n);
-        assert!(b >= 8 << 20, "interleaved dd buffer: node {n} has {b} bytes");
+        assert!(
+            b >= 8 << 20,
+            "interleaved dd buffer: node {n} has {b} bytes"
+        );
     }
     assert_eq!(v["threads"][0]["cpus_allowed"], serde_json::json!([6]));
     assert_eq!(v["threads"][0]["last_cpu"], 6);
@@ -347,14 +394,26 @@ fn quartet_run_applies_and_verifies_placement() {
 fn quartet_run_propagates_exit_status_and_signals() {
     let g = quartet();
     assert_eq!(g.step("run_exit_code").rc, 7);
-    assert!(g.step("run_signal").out.contains("rc=143"), "{:?}", g.step("run_signal"));
-    assert!(g.step("run_forward").out.contains("rc=143"), "{:?}", g.step("run_forward"));
+    assert!(
+        g.step("run_signal").out.contains("rc=143"),
+        "{:?}",
+        g.step("run_signal")
+    );
+    assert!(
+        g.step("run_forward").out.contains("rc=143"),
+        "{:?}",
+        g.step("run_forward")
+    );
 }
 
 #[test]
 fn quartet_verify_pid_of_a_running_process() {
     let v = quartet().json("verify_pid", 0);
-    assert!(verify_bytes_on(&v, "1") >= 16 << 20, "{}", v["bytes_by_node"]);
+    assert!(
+        verify_bytes_on(&v, "1") >= 16 << 20,
+        "{}",
+        v["bytes_by_node"]
+    );
     assert_eq!(verify_bytes_on(&v, "0"), 0, "{}", v["bytes_by_node"]);
     assert_eq!(v["command"], "dd");
     assert_eq!(v["threads"][0]["cpus_allowed"], serde_json::json!([3]));
@@ -372,12 +431,28 @@ fn one_line_error(s: &Step, rc: i32, needle: &str) {
 #[test]
 fn quartet_bad_input_gets_one_line_errors() {
     let g = quartet();
-    one_line_error(g.step("err_unknown_node"), 2, "node 7 does not exist; valid nodes: 0-3");
-    one_line_error(g.step("err_unknown_cpu"), 2, "CPU 12 does not exist; valid CPUs: 0-7");
-    one_line_error(g.step("err_bad_policy"), 2, "valid: first-touch, local, bind:NODES");
+    one_line_error(
+        g.step("err_unknown_node"),
+        2,
+        "node 7 does not exist; valid nodes: 0-3",
+    );
+    one_line_error(
+        g.step("err_unknown_cpu"),
+        2,
+        "CPU 12 does not exist; valid CPUs: 0-7",
+    );
+    one_line_error(
+        g.step("err_bad_policy"),
+        2,
+        "valid: first-touch, local, bind:NODES",
+    );
     one_line_error(g.step("err_bad_set"), 2, "--cpus");
     one_line_error(g.step("err_weighted_run_emulate"), 2, "valid: auto, kernel");
-    one_line_error(g.step("err_no_command"), 127, "cannot run '/no/such/program'");
+    one_line_error(
+        g.step("err_no_command"),
+        127,
+        "cannot run '/no/such/program'",
+    );
     // A strict bind larger than the node: clean refusal, not an OOM kill.
     let s = g.step("err_too_big");
     assert!(s.out.contains("rc=1"), "{s:?}");
@@ -416,13 +491,23 @@ fn ring_topology_has_the_cpuless_hmat_node() {
     assert_eq!(nodes[4]["cpus"], serde_json::json!([]));
     assert_eq!(
         t["distances"]["matrix"],
-        serde_json::json!([[10, 16, 22, 16, 20], [16, 10, 16, 22, 26], [22, 16, 10, 16, 32], [16, 22, 16, 10, 26], [20, 26, 32, 26, 10]])
+        serde_json::json!([
+            [10, 16, 22, 16, 20],
+            [16, 10, 16, 22, 26],
+            [22, 16, 10, 16, 32],
+            [16, 22, 16, 10, 26],
+            [20, 26, 32, 26, 10]
+        ])
     );
     let attrs = t["memory_attributes"].as_array().unwrap();
     let find = |attr: &str, target: u64| {
         attrs
             .iter()
-            .find(|a| a["attribute"] == attr && a["target"] == target && a["initiator_nodes"] == serde_json::json!([0]))
+            .find(|a| {
+                a["attribute"] == attr
+                    && a["target"] == target
+                    && a["initiator_nodes"] == serde_json::json!([0])
+            })
             .map(|a| a["value"].as_u64().unwrap())
     };
     assert_eq!(find("latency_ns", 4), Some(250));
@@ -430,7 +515,10 @@ fn ring_topology_has_the_cpuless_hmat_node() {
     assert_eq!(find("latency_ns", 0), Some(90));
     assert_eq!(find("bandwidth_mib_s", 0), Some(20480));
     let sys = &ring().step("hmat_sysfs").out;
-    assert_eq!(sys.split_whitespace().collect::<Vec<_>>(), vec!["250", "8192"]);
+    assert_eq!(
+        sys.split_whitespace().collect::<Vec<_>>(),
+        vec!["250", "8192"]
+    );
 }
 
 #[test]
@@ -439,12 +527,19 @@ fn ring_memory_goes_to_the_cpuless_node() {
     assert_eq!(nodes_of(&g.json("bind_cpuless", 0)), vec![(4, 4096)]);
     let v = g.json("interleave_all", 0);
     let n = nodes_of(&v);
-    assert_eq!(n.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(
+        n.iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
     assert!(n.iter().all(|(_, c)| (1023..=1025).contains(c)), "{n:?}");
     // From node 0 the farthest node is 2 (22), farther than CPU-less node 4 (20).
     assert_eq!(nodes_of(&g.json("remote_far", 0)), vec![(2, 2048)]);
     let v = g.json("run_cpuless", 0);
-    assert!(verify_bytes_on(&v, "4") >= 16 << 20, "{}", v["bytes_by_node"]);
+    assert!(
+        verify_bytes_on(&v, "4") >= 16 << 20,
+        "{}",
+        v["bytes_by_node"]
+    );
 }
 
 #[test]

@@ -200,7 +200,11 @@ fn parse_id(s: &str, item: &str) -> Result<u32, String> {
     s.parse::<u32>()
         .ok()
         .filter(|v| *v < 1 << 24)
-        .ok_or_else(|| format!("'{s}' in '{item}' is not an id (expected a number like 0, 3 or a range like 0-3)"))
+        .ok_or_else(|| {
+            format!(
+                "'{s}' in '{item}' is not an id (expected a number like 0, 3 or a range like 0-3)"
+            )
+        })
 }
 
 impl FromIterator<u32> for IdSet {

@@ -2,8 +2,8 @@
 //! against real machines' topology files; plus placed buffers on this machine.
 
 use numalab::placement::{
-    BufferSpec, ListMeaning, MemoryPolicy, PlacedBuffer, Realization, ResourceSet, ThreadPolicy,
-    Thp, WeightedImpl,
+    BufferSpec, ListMeaning, MemoryPolicy, PlacedBuffer, Realization, ResourceSet, Thp,
+    ThreadPolicy, WeightedImpl,
 };
 use numalab::{IdSet, Machine};
 use proptest::prelude::*;
@@ -52,7 +52,10 @@ fn grammar_terms_and_operations() {
     let s = ResourceSet::parse(&m, "1,6", ListMeaning::Cpus).unwrap();
     assert_eq!(s.nodes, ids("0,3"));
     let s = ResourceSet::parse(&m, "1-2", ListMeaning::Nodes).unwrap();
-    assert_eq!((s.cpus.to_string(), s.nodes.to_string()), ("2-5".into(), "1-2".into()));
+    assert_eq!(
+        (s.cpus.to_string(), s.nodes.to_string()),
+        ("2-5".into(), "1-2".into())
+    );
 }
 
 #[test]
@@ -92,7 +95,10 @@ fn grammar_respects_cgroup_restrictions() {
     assert_eq!(all.nodes, m.allowed_nodes);
     assert_eq!(all.nodes.to_string(), "0-5");
     let e = ResourceSet::parse(&m, "7", ListMeaning::Nodes).unwrap_err();
-    assert!(e.contains("node 7 exists but this process may not use it"), "{e}");
+    assert!(
+        e.contains("node 7 exists but this process may not use it"),
+        "{e}"
+    );
     assert!(e.contains("allowed nodes: 0-5"), "{e}");
 }
 
@@ -135,11 +141,17 @@ fn policies_parse_and_print() {
     assert_eq!(p("bind:package:3"), MemoryPolicy::Bind { nodes: ids("3") });
     assert_eq!(
         p("interleave:all@4"),
-        MemoryPolicy::Interleave { nodes: ids("0-3"), chunk_pages: 4 }
+        MemoryPolicy::Interleave {
+            nodes: ids("0-3"),
+            chunk_pages: 4
+        }
     );
     assert_eq!(
         p("weighted:1=1,0=3"),
-        MemoryPolicy::Weighted { weights: vec![(0, 3), (1, 1)], chunk_pages: 1 }
+        MemoryPolicy::Weighted {
+            weights: vec![(0, 3), (1, 1)],
+            chunk_pages: 1
+        }
     );
     assert_eq!(p("remote"), MemoryPolicy::Remote { far: false });
     assert_eq!(p("interleave:0-3@8").to_string(), "interleave:0-3@8");
@@ -170,7 +182,9 @@ fn remote_near_and_far_follow_distances() {
     assert!(matches!(r, Realization::Kernel { nodes, .. } if nodes == ids("3")));
     let one = fixture("offline-cpu0-node0.xml");
     assert_eq!(one.node_ids(), ids("1"), "the only node is OS node 1");
-    assert!(remote_node(&one, 1, false).unwrap_err().contains("needs a second memory node"));
+    assert!(remote_node(&one, 1, false)
+        .unwrap_err()
+        .contains("needs a second memory node"));
 }
 
 #[test]
@@ -180,27 +194,57 @@ fn interleave_stride_and_weights_become_chunk_patterns() {
         .unwrap()
         .realize(&m, None, WeightedImpl::Auto)
         .unwrap();
-    assert_eq!(r, Realization::Chunks { pattern: vec![(0, 4), (1, 4), (2, 4)] });
+    assert_eq!(
+        r,
+        Realization::Chunks {
+            pattern: vec![(0, 4), (1, 4), (2, 4)]
+        }
+    );
     let r = MemoryPolicy::parse(&m, "weighted:0=3,1=1@2")
         .unwrap()
         .realize(&m, None, WeightedImpl::Emulate)
         .unwrap();
-    assert_eq!(r, Realization::Chunks { pattern: vec![(0, 6), (1, 2)] });
+    assert_eq!(
+        r,
+        Realization::Chunks {
+            pattern: vec![(0, 6), (1, 2)]
+        }
+    );
 }
 
 #[test]
 fn thread_placement_compact_and_scatter() {
     let m = quartet();
     let all = m.allowed_cpus.clone();
-    assert_eq!(ThreadPolicy::Compact.assign(&m, &all, 5, false).unwrap(), vec![0, 1, 2, 3, 4]);
-    assert_eq!(ThreadPolicy::Scatter.assign(&m, &all, 6, false).unwrap(), vec![0, 2, 4, 6, 1, 3]);
-    let e = ThreadPolicy::Compact.assign(&m, &all, 9, false).unwrap_err();
+    assert_eq!(
+        ThreadPolicy::Compact.assign(&m, &all, 5, false).unwrap(),
+        vec![0, 1, 2, 3, 4]
+    );
+    assert_eq!(
+        ThreadPolicy::Scatter.assign(&m, &all, 6, false).unwrap(),
+        vec![0, 2, 4, 6, 1, 3]
+    );
+    let e = ThreadPolicy::Compact
+        .assign(&m, &all, 9, false)
+        .unwrap_err();
     assert!(e.contains("9 threads but only 8 CPUs"), "{e}");
-    assert_eq!(ThreadPolicy::Scatter.assign(&m, &ids("2-5"), 3, false).unwrap(), vec![2, 4, 3]);
-    assert_eq!(ThreadPolicy::Compact.assign(&m, &ids("0-1"), 3, true).unwrap(), vec![0, 1, 0]);
+    assert_eq!(
+        ThreadPolicy::Scatter
+            .assign(&m, &ids("2-5"), 3, false)
+            .unwrap(),
+        vec![2, 4, 3]
+    );
+    assert_eq!(
+        ThreadPolicy::Compact
+            .assign(&m, &ids("0-1"), 3, true)
+            .unwrap(),
+        vec![0, 1, 0]
+    );
     let ex = ThreadPolicy::parse("6,1,3").unwrap();
     assert_eq!(ex.assign(&m, &all, 3, false).unwrap(), vec![6, 1, 3]);
-    assert!(ThreadPolicy::parse("zigzag").unwrap_err().contains("valid: compact"));
+    assert!(ThreadPolicy::parse("zigzag")
+        .unwrap_err()
+        .contains("valid: compact"));
 }
 
 #[test]
@@ -208,12 +252,23 @@ fn thread_placement_puts_smt_siblings_last() {
     let m = fixture("256ppc-8n8s4t.xml");
     assert_eq!(m.smt, 4);
     let node0 = &m.nodes[0];
-    let order = ThreadPolicy::Compact.assign(&m, &node0.cpus, node0.cpus.len(), false).unwrap();
+    let order = ThreadPolicy::Compact
+        .assign(&m, &node0.cpus, node0.cpus.len(), false)
+        .unwrap();
     // One hardware thread of every core of node 0 before any second thread.
-    let cores = m.cores.iter().filter(|c| c.cpus.is_subset(&node0.cpus)).count();
+    let cores = m
+        .cores
+        .iter()
+        .filter(|c| c.cpus.is_subset(&node0.cpus))
+        .count();
     let first: Vec<u32> = order[..cores].to_vec();
     for c in m.cores.iter().filter(|c| c.cpus.is_subset(&node0.cpus)) {
-        assert_eq!(first.iter().filter(|x| c.cpus.contains(**x)).count(), 1, "core {:?}", c.cpus);
+        assert_eq!(
+            first.iter().filter(|x| c.cpus.contains(**x)).count(),
+            1,
+            "core {:?}",
+            c.cpus
+        );
     }
 }
 
@@ -251,8 +306,16 @@ fn strict_bind_beyond_free_memory_is_refused_cleanly() {
     let m = Machine::live().unwrap();
     let node = m.allowed_nodes.first().unwrap();
     let huge = (m.node(node).unwrap().memory_bytes * 2) as usize;
-    let e = PlacedBuffer::new(&m, &live_spec(MemoryPolicy::Bind { nodes: IdSet::single(node) }, huge))
-        .unwrap_err();
+    let e = PlacedBuffer::new(
+        &m,
+        &live_spec(
+            MemoryPolicy::Bind {
+                nodes: IdSet::single(node),
+            },
+            huge,
+        ),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("cannot fit"), "{e}");
 }
 

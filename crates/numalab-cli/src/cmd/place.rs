@@ -117,7 +117,12 @@ pub fn run(a: Args) -> CliResult {
     let size = parse_size(&a.size).map_err(CliError::usage)?;
     let policy = MemoryPolicy::parse(&m, &a.mem).map_err(CliError::usage)?;
     let cpu = a.cpu.as_deref().map(|c| parse_one_cpu(&m, c)).transpose()?;
-    let thp = a.thp.as_deref().map(Thp::parse).transpose().map_err(CliError::usage)?;
+    let thp = a
+        .thp
+        .as_deref()
+        .map(Thp::parse)
+        .transpose()
+        .map_err(CliError::usage)?;
     let weighted = WeightedImpl::parse(&a.weighted_impl).map_err(CliError::usage)?;
     let workers: Vec<u32> = match a.workers.as_deref() {
         None => Vec::new(),
@@ -152,7 +157,15 @@ pub fn run(a: Args) -> CliResult {
     let toucher_cpu = cpu.or(buf.toucher_cpu());
     let toucher_node = toucher_cpu.and_then(|c| m.node_of_cpu(c));
     let expected = policy.nodes_expected(&m, toucher_node);
-    let problems = check(&m, &policy, &hist, expected.as_ref(), cpu, buf.toucher_cpu(), &worker_checks);
+    let problems = check(
+        &m,
+        &policy,
+        &hist,
+        expected.as_ref(),
+        cpu,
+        buf.toucher_cpu(),
+        &worker_checks,
+    );
     let result = PlaceResult {
         schema_version: PLACE_SCHEMA_VERSION,
         size_bytes: buf.len() as u64,
@@ -263,8 +276,14 @@ fn check(
         }
         // Interleave must spread evenly (within one chunk per node).
         if let MemoryPolicy::Interleave { nodes, chunk_pages } = policy {
-            let counts: Vec<u64> = nodes.iter().map(|n| *hist.pages_by_node.get(&n).unwrap_or(&0)).collect();
-            let (lo, hi) = (counts.iter().min().copied().unwrap_or(0), counts.iter().max().copied().unwrap_or(0));
+            let counts: Vec<u64> = nodes
+                .iter()
+                .map(|n| *hist.pages_by_node.get(&n).unwrap_or(&0))
+                .collect();
+            let (lo, hi) = (
+                counts.iter().min().copied().unwrap_or(0),
+                counts.iter().max().copied().unwrap_or(0),
+            );
             if hi - lo > *chunk_pages && hist.untouched_pages == 0 {
                 p.push(format!(
                     "interleave is uneven: {lo} to {hi} pages per node (allowed difference {chunk_pages})"
@@ -296,10 +315,15 @@ fn print_text(r: &PlaceResult, hist: &PageHistogram) {
     if let Some(c) = r.toucher_cpu {
         println!(
             "touched by CPU {c}{}",
-            r.toucher_node.map(|n| format!(" (node {n})")).unwrap_or_default()
+            r.toucher_node
+                .map(|n| format!(" (node {n})"))
+                .unwrap_or_default()
         );
     }
-    println!("pages: {} total, {} untouched", r.pages_total, r.untouched_pages);
+    println!(
+        "pages: {} total, {} untouched",
+        r.pages_total, r.untouched_pages
+    );
     println!("  node       pages   share");
     let touched: u64 = hist.pages_by_node.values().sum();
     for (n, c) in &hist.pages_by_node {
@@ -323,7 +347,10 @@ fn print_text(r: &PlaceResult, hist: &PageHistogram) {
     }
     if r.verified {
         match &r.expected_nodes {
-            Some(e) => println!("verified: pages are where {} puts them (nodes {{{e}}})", r.policy),
+            Some(e) => println!(
+                "verified: pages are where {} puts them (nodes {{{e}}})",
+                r.policy
+            ),
             None => println!("verified: every page is touched"),
         }
     } else {

@@ -91,7 +91,11 @@ fn plan(m: &Machine, a: &Args) -> Result<Plan, CliError> {
     if cpu_opts.len() > 1 {
         return Err(CliError::usage(format!(
             "give one CPU placement, not {}",
-            cpu_opts.iter().map(|o| o.0).collect::<Vec<_>>().join(" and ")
+            cpu_opts
+                .iter()
+                .map(|o| o.0)
+                .collect::<Vec<_>>()
+                .join(" and ")
         )));
     }
     let cpus = match cpu_opts.first() {
@@ -134,8 +138,9 @@ fn plan(m: &Machine, a: &Args) -> Result<Plan, CliError> {
     }
     let policy = match mems.first() {
         None => MemoryPolicy::FirstTouch,
-        Some((name, text)) => MemoryPolicy::parse(m, text)
-            .map_err(|e| CliError::usage(format!("{name}: {e}")))?,
+        Some((name, text)) => {
+            MemoryPolicy::parse(m, text).map_err(|e| CliError::usage(format!("{name}: {e}")))?
+        }
     };
     let weighted = match a.weighted_impl.as_str() {
         "auto" | "kernel" => WeightedImpl::Kernel,
@@ -244,7 +249,11 @@ pub fn run(a: Args) -> CliResult {
         });
     }
     let child = cmd.spawn().map_err(|e| {
-        let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+        let code = if e.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        };
         CliError {
             msg: format!("cannot run '{}' with {}: {e}", a.command[0], plan.describe),
             code,
@@ -265,11 +274,18 @@ pub fn run(a: Args) -> CliResult {
                 }
             }
             (Some(Ok(p)), None) => {
-                eprintln!("numalab: placement of '{}' at exit ({}):", a.command[0], plan.describe);
+                eprintln!(
+                    "numalab: placement of '{}' at exit ({}):",
+                    a.command[0], plan.describe
+                );
                 eprint!("{}", render(p, false));
             }
-            (Some(Err(e)), _) => eprintln!("numalab: could not read the command's placement at exit: {e}"),
-            (None, _) => eprintln!("numalab: the command's exit was not seen, so its placement was not read"),
+            (Some(Err(e)), _) => {
+                eprintln!("numalab: could not read the command's placement at exit: {e}")
+            }
+            (None, _) => {
+                eprintln!("numalab: the command's exit was not seen, so its placement was not read")
+            }
         }
     }
     drop(_weights);
@@ -332,7 +348,10 @@ fn forward_signals(pid: i32) {
 fn wait_child(
     pid: i32,
     trace: bool,
-) -> (i32, Option<Result<ProcessPlacement, numalab::placement::PlacementError>>) {
+) -> (
+    i32,
+    Option<Result<ProcessPlacement, numalab::placement::PlacementError>>,
+) {
     let mut report = None;
     let mut first_stop = trace;
     loop {

@@ -24,7 +24,12 @@ pub fn run(a: Args) -> CliResult {
         .parse()
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| CliError::usage(format!("--pid '{}' is not a process id (a positive number)", a.pid)))?;
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "--pid '{}' is not a process id (a positive number)",
+                a.pid
+            ))
+        })?;
     let p = ProcessPlacement::read(pid)?;
     if a.json {
         print_json(&p)?;
@@ -43,7 +48,11 @@ pub fn render(p: &ProcessPlacement, all: bool) -> String {
         let _ = writeln!(s, "memory policy: {pol}");
     }
     let total: u64 = p.bytes_by_node.values().sum();
-    let _ = writeln!(s, "resident memory by node ({} in all):", format_bytes(total));
+    let _ = writeln!(
+        s,
+        "resident memory by node ({} in all):",
+        format_bytes(total)
+    );
     for (n, b) in &p.bytes_by_node {
         let _ = writeln!(
             s,
@@ -58,7 +67,11 @@ pub fn render(p: &ProcessPlacement, all: bool) -> String {
         "  of which allocated by the process (anon, heap, stack; follows its policy): {}",
         p.private_bytes_by_node
             .iter()
-            .map(|(n, b)| format!("node {n} {} ({:.1}%)", format_bytes(*b), 100.0 * *b as f64 / private.max(1) as f64))
+            .map(|(n, b)| format!(
+                "node {n} {} ({:.1}%)",
+                format_bytes(*b),
+                100.0 * *b as f64 / private.max(1) as f64
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -74,7 +87,11 @@ pub fn render(p: &ProcessPlacement, all: bool) -> String {
             t.mems_allowed
         );
     }
-    let _ = writeln!(s, "mappings{}:", if all { "" } else { " with resident pages" });
+    let _ = writeln!(
+        s,
+        "mappings{}:",
+        if all { "" } else { " with resident pages" }
+    );
     for m in p.mappings.iter().filter(|m| all || m.pages_total > 0) {
         let nodes: Vec<String> = m
             .pages_by_node

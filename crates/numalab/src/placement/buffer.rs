@@ -29,7 +29,10 @@ impl Thp {
         match self {
             Self::On => "on".into(),
             Self::Off => "off".into(),
-            Self::System => format!("system ({})", system_thp_mode().unwrap_or_else(|| "unknown".into())),
+            Self::System => format!(
+                "system ({})",
+                system_thp_mode().unwrap_or_else(|| "unknown".into())
+            ),
         }
     }
 
@@ -38,7 +41,9 @@ impl Thp {
             "on" => Ok(Self::On),
             "off" => Ok(Self::Off),
             "system" => Ok(Self::System),
-            _ => Err(format!("unknown THP choice '{text}'; valid: on, off, system")),
+            _ => Err(format!(
+                "unknown THP choice '{text}'; valid: on, off, system"
+            )),
         }
     }
 }
@@ -108,7 +113,11 @@ impl PlacedBuffer {
         } else {
             Thp::System
         });
-        let page_size = if spec.hugetlb { HUGE_2M } else { sys::page_size() };
+        let page_size = if spec.hugetlb {
+            HUGE_2M
+        } else {
+            sys::page_size()
+        };
         let len = spec.size.div_ceil(page_size) * page_size;
         check_capacity(m, &realization, len, spec.hugetlb)?;
 
@@ -135,7 +144,10 @@ impl PlacedBuffer {
     /// back after the prefault when the kernel's weighted interleave was used.
     fn apply(&mut self, r: &Realization) -> Result<Option<WeightGuard>, PlacementError> {
         match r {
-            Realization::Kernel { mode: Mode::Default, .. } => Ok(None),
+            Realization::Kernel {
+                mode: Mode::Default,
+                ..
+            } => Ok(None),
             Realization::Kernel { mode, nodes } => {
                 if let Err(msg) = sys::kernel_supports(*mode) {
                     return Err(E::Unsupported(msg));
@@ -283,7 +295,9 @@ pub fn pin_current_thread(cpu: u32) -> Result<(), PlacementError> {
     sys::set_affinity(0, &IdSet::single(cpu)).map_err(|e| match e.raw_os_error() {
         Some(libc::EINVAL) => E::Invalid(format!(
             "cannot pin to CPU {cpu}: not online or not allowed for this process (allowed: {})",
-            sys::get_affinity(0).map(|s| s.to_string()).unwrap_or_default()
+            sys::get_affinity(0)
+                .map(|s| s.to_string())
+                .unwrap_or_default()
         )),
         Some(libc::EPERM) => E::Permission(format!("pinning to CPU {cpu}: {e}")),
         _ => E::Os(format!("sched_setaffinity to CPU {cpu}: {e}")),
@@ -291,9 +305,18 @@ pub fn pin_current_thread(cpu: u32) -> Result<(), PlacementError> {
     Ok(())
 }
 
-fn map(len: usize, page_size: usize, hugetlb: bool, thp: Thp) -> Result<PlacedBuffer, PlacementError> {
+fn map(
+    len: usize,
+    page_size: usize,
+    hugetlb: bool,
+    thp: Thp,
+) -> Result<PlacedBuffer, PlacementError> {
     // THP needs 2 MiB-aligned ranges: over-map and trim.
-    let align = if thp == Thp::On || hugetlb { HUGE_2M } else { page_size };
+    let align = if thp == Thp::On || hugetlb {
+        HUGE_2M
+    } else {
+        page_size
+    };
     let map_len = if hugetlb { len } else { len + align };
     let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
     if hugetlb {
@@ -384,7 +407,10 @@ fn check_capacity(
     // Bytes each node must supply on its own.
     let mut need: Vec<(u32, u64)> = Vec::new();
     match r {
-        Realization::Kernel { mode: Mode::Bind, nodes } => {
+        Realization::Kernel {
+            mode: Mode::Bind,
+            nodes,
+        } => {
             // Any node of the set may supply; check the sum.
             let free: u64 = nodes.iter().map(|n| node_free(n, hugetlb)).sum();
             return if (len as u64) > usable(free) {
@@ -418,9 +444,8 @@ fn check_capacity(
 
 fn node_free(n: u32, hugetlb: bool) -> u64 {
     if hugetlb {
-        let p = format!(
-            "/sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/free_hugepages"
-        );
+        let p =
+            format!("/sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/free_hugepages");
         std::fs::read_to_string(p)
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
@@ -465,9 +490,8 @@ impl WeightGuard {
             set: weights.to_vec(),
         };
         for &(n, w) in weights {
-            let old = std::fs::read_to_string(Self::path(n)).map_err(|e| {
-                E::Unsupported(format!("cannot read {}: {e}", Self::path(n)))
-            })?;
+            let old = std::fs::read_to_string(Self::path(n))
+                .map_err(|e| E::Unsupported(format!("cannot read {}: {e}", Self::path(n))))?;
             g.saved.push((n, old.trim().to_string()));
             std::fs::write(Self::path(n), w.to_string()).map_err(|e| {
                 g.restore_ref();
@@ -488,7 +512,12 @@ impl WeightGuard {
         self.set
             .iter()
             .map(|(n, w)| {
-                let old = self.saved.iter().find(|s| s.0 == *n).map(|s| s.1.as_str()).unwrap_or("?");
+                let old = self
+                    .saved
+                    .iter()
+                    .find(|s| s.0 == *n)
+                    .map(|s| s.1.as_str())
+                    .unwrap_or("?");
                 format!("node{n}={w} (was {old})")
             })
             .collect::<Vec<_>>()

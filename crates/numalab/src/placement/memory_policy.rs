@@ -24,11 +24,23 @@ use std::fmt;
 pub enum MemoryPolicy {
     FirstTouch,
     Local,
-    Bind { nodes: IdSet },
-    Preferred { nodes: IdSet },
-    Interleave { nodes: IdSet, chunk_pages: u64 },
-    Weighted { weights: Vec<(u32, u32)>, chunk_pages: u64 },
-    Remote { far: bool },
+    Bind {
+        nodes: IdSet,
+    },
+    Preferred {
+        nodes: IdSet,
+    },
+    Interleave {
+        nodes: IdSet,
+        chunk_pages: u64,
+    },
+    Weighted {
+        weights: Vec<(u32, u32)>,
+        chunk_pages: u64,
+    },
+    Remote {
+        far: bool,
+    },
 }
 
 /// How weighted interleave is carried out.
@@ -69,7 +81,10 @@ pub enum Realization {
     },
     /// The kernel's weighted interleave; weights must be written to
     /// /sys/kernel/mm/mempolicy/weighted_interleave for the duration.
-    KernelWeighted { nodes: IdSet, weights: Vec<(u32, u32)> },
+    KernelWeighted {
+        nodes: IdSet,
+        weights: Vec<(u32, u32)>,
+    },
     /// Chunk-wise strict binding: `pattern` repeats, each entry `(node, pages)`.
     Chunks { pattern: Vec<(u32, u64)> },
 }
@@ -90,8 +105,9 @@ impl MemoryPolicy {
             None => (text, None),
         };
         let need_arg = |what: &str| -> Result<&str, String> {
-            arg.filter(|a| !a.is_empty())
-                .ok_or_else(|| format!("policy '{name}' needs {what}, e.g. {name}:0; policies: {POLICY_CHOICES}"))
+            arg.filter(|a| !a.is_empty()).ok_or_else(|| {
+                format!("policy '{name}' needs {what}, e.g. {name}:0; policies: {POLICY_CHOICES}")
+            })
         };
         let no_arg = |p: MemoryPolicy| -> Result<MemoryPolicy, String> {
             match arg {
@@ -168,7 +184,10 @@ impl MemoryPolicy {
             Self::Bind { nodes } => kernel(Mode::Bind, nodes.clone()),
             Self::Preferred { nodes } if nodes.len() == 1 => kernel(Mode::Preferred, nodes.clone()),
             Self::Preferred { nodes } => kernel(Mode::PreferredMany, nodes.clone()),
-            Self::Interleave { nodes, chunk_pages: 1 } => kernel(Mode::Interleave, nodes.clone()),
+            Self::Interleave {
+                nodes,
+                chunk_pages: 1,
+            } => kernel(Mode::Interleave, nodes.clone()),
             Self::Interleave { nodes, chunk_pages } => Realization::Chunks {
                 pattern: nodes.iter().map(|n| (n, *chunk_pages)).collect(),
             },
@@ -237,7 +256,10 @@ pub fn remote_node(m: &Machine, from: u32, far: bool) -> Result<u32, String> {
 fn node_set(m: &Machine, text: &str) -> Result<IdSet, String> {
     let s = ResourceSet::parse(m, text, ListMeaning::Nodes)?;
     if s.nodes.is_empty() {
-        return Err(format!("'{text}' names no memory node; allowed nodes: {}", m.allowed_nodes));
+        return Err(format!(
+            "'{text}' names no memory node; allowed nodes: {}",
+            m.allowed_nodes
+        ));
     }
     Ok(s.nodes)
 }
@@ -246,7 +268,7 @@ fn split_chunk(text: &str) -> Result<(&str, u64), String> {
     match text.rsplit_once('@') {
         None => Ok((text, 1)),
         Some((set, pages)) => {
-            let n: u64 = pages.trim().parse().ok().filter(|&n| n >= 1 && n <= 1 << 30).ok_or_else(|| {
+            let n: u64 = pages.trim().parse().ok().filter(|n| (1..=1 << 30).contains(n)).ok_or_else(|| {
                 format!("'@{pages}' is not a chunk size: write @PAGES with PAGES a whole number of pages >= 1, e.g. interleave:0-3@4")
             })?;
             Ok((set, n))
@@ -257,9 +279,9 @@ fn split_chunk(text: &str) -> Result<(&str, u64), String> {
 fn parse_weights(m: &Machine, text: &str) -> Result<Vec<(u32, u32)>, String> {
     let mut out: Vec<(u32, u32)> = Vec::new();
     for item in text.split(',') {
-        let (node, w) = item.split_once('=').ok_or_else(|| {
-            format!("'{item}' is not NODE=WEIGHT; write e.g. weighted:0=3,1=1")
-        })?;
+        let (node, w) = item
+            .split_once('=')
+            .ok_or_else(|| format!("'{item}' is not NODE=WEIGHT; write e.g. weighted:0=3,1=1"))?;
         let nodes = node_set(m, node.trim())?;
         let w: u32 = w
             .trim()
@@ -280,7 +302,13 @@ fn parse_weights(m: &Machine, text: &str) -> Result<Vec<(u32, u32)>, String> {
 
 impl fmt::Display for MemoryPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let chunk = |c: u64| if c == 1 { String::new() } else { format!("@{c}") };
+        let chunk = |c: u64| {
+            if c == 1 {
+                String::new()
+            } else {
+                format!("@{c}")
+            }
+        };
         match self {
             Self::FirstTouch => write!(f, "first-touch"),
             Self::Local => write!(f, "local"),

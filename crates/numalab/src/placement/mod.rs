@@ -49,7 +49,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .parse()
         .ok()
         .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-        .ok_or_else(|| format!("'{text}' is not a size; write e.g. 4096, 64K, 256M, 1G (binary units)"))?;
+        .ok_or_else(|| {
+            format!("'{text}' is not a size; write e.g. 4096, 64K, 256M, 1G (binary units)")
+        })?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -95,7 +97,9 @@ mod tests {
         assert_eq!(parse_size("64K").unwrap(), 65536);
         assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
         assert_eq!(parse_size("1.5m").unwrap(), 3 << 19);
-        assert!(parse_size("12Q").unwrap_err().contains("valid: B, K, M, G, T"));
+        assert!(parse_size("12Q")
+            .unwrap_err()
+            .contains("valid: B, K, M, G, T"));
         assert!(parse_size("-3").is_err());
         assert!(parse_size("").is_err());
         assert_eq!(format_bytes(512 << 10), "512 KiB");

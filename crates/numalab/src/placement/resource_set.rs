@@ -311,7 +311,9 @@ impl Parser<'_> {
     }
 
     fn domain(&mut self, kind: &str, start: usize) -> Result<ResourceSet, String> {
-        let all = self.text[self.pos..].to_ascii_lowercase().starts_with("all");
+        let all = self.text[self.pos..]
+            .to_ascii_lowercase()
+            .starts_with("all");
         let m = self.m;
         let ids = if all {
             self.pos += 3;

@@ -20,7 +20,8 @@ pub enum ThreadPolicy {
     Explicit(Vec<u32>),
 }
 
-pub const THREAD_POLICY_CHOICES: &str = "compact (fill), scatter (round-robin), or a CPU list like 0,2,4";
+pub const THREAD_POLICY_CHOICES: &str =
+    "compact (fill), scatter (round-robin), or a CPU list like 0,2,4";
 
 impl ThreadPolicy {
     /// Parses `compact`/`fill`, `scatter`/`round-robin`, or an explicit CPU
@@ -61,9 +62,7 @@ impl ThreadPolicy {
             Self::Scatter => scatter_order(m, cpus),
             Self::Explicit(list) => {
                 if let Some(bad) = list.iter().find(|c| !cpus.contains(**c)) {
-                    return Err(format!(
-                        "CPU {bad} is not in the usable set {cpus}"
-                    ));
+                    return Err(format!("CPU {bad} is not in the usable set {cpus}"));
                 }
                 list.clone()
             }

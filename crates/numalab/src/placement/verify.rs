@@ -284,9 +284,9 @@ impl ProcessPlacement {
         let base = format!("/proc/{pid}");
         let read = |p: &str| -> Result<String, PlacementError> {
             std::fs::read_to_string(format!("{base}/{p}")).map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    PlacementError::Invalid(format!("no process {pid} (it has exited or never existed)"))
-                }
+                std::io::ErrorKind::NotFound => PlacementError::Invalid(format!(
+                    "no process {pid} (it has exited or never existed)"
+                )),
                 std::io::ErrorKind::PermissionDenied => PlacementError::Permission(format!(
                     "reading {base}/{p} needs the same user or root: {e}"
                 )),
@@ -325,7 +325,10 @@ impl ProcessPlacement {
             };
             threads.push(ThreadPlacement {
                 tid,
-                name: read(&format!("{t}/comm")).unwrap_or_default().trim().to_string(),
+                name: read(&format!("{t}/comm"))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
                 last_cpu: stat_last_cpu(&stat),
                 cpus_allowed: status_list(&status, "Cpus_allowed_list:"),
                 mems_allowed: status_list(&status, "Mems_allowed_list:"),
@@ -375,7 +378,8 @@ mod tests {
 
     #[test]
     fn untouched_pages_break_runs() {
-        let h = PageHistogram::from_page_nodes(vec![0, 0, -libc::ENOENT, 0, 1, -libc::EFAULT], 4096);
+        let h =
+            PageHistogram::from_page_nodes(vec![0, 0, -libc::ENOENT, 0, 1, -libc::EFAULT], 4096);
         assert_eq!(h.pages_total, 6);
         assert_eq!(h.untouched_pages, 1);
         assert_eq!(h.pages_by_node, BTreeMap::from([(0, 3), (1, 1)]));
