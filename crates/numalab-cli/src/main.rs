@@ -22,6 +22,8 @@ enum Command {
     Topology(cmd::topology::Args),
     /// Allocate a buffer with a memory policy, touch it from a pinned thread, show where its pages landed.
     Place(cmd::place::Args),
+    /// Evaluate a CPU/node set expression; lay threads out over it.
+    Set(cmd::set::Args),
     /// Show where a running process's memory and threads are.
     Verify(cmd::verify::Args),
     /// Run a command with CPU and memory placement (numactl-compatible options).
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Place(a) => cmd::place::run(a),
+        Command::Set(a) => cmd::set::run(a),
         Command::Verify(a) => cmd::verify::run(a),
         Command::Run(a) => cmd::run::run(a),
     };

@@ -47,6 +47,11 @@ fn grammar_terms_and_operations() {
     assert_eq!(cpus(&m, "node:0-2 & 1-4"), "1-4");
     assert_eq!(cpus(&m, "(node:0 + node:1) ~ cpu:2"), "0-1,3");
     assert_eq!(cpus(&m, "core:5"), "5");
+    // Removing a core keeps its node's memory when the node still has CPUs.
+    let s = ResourceSet::parse(&m, "node:0-1 ~ core:0", ListMeaning::Cpus).unwrap();
+    assert_eq!((s.cpus.to_string(), s.nodes.to_string()), ("1-3".into(), "0-1".into()));
+    let s = ResourceSet::parse(&m, "node:0-1 ~ node:0", ListMeaning::Nodes).unwrap();
+    assert_eq!((s.cpus.to_string(), s.nodes.to_string()), ("2-3".into(), "1".into()));
     assert_eq!(cpus(&m, "none + 3"), "3");
     // Sets carry both halves: CPUs bring their nodes, nodes their CPUs.
     let s = ResourceSet::parse(&m, "1,6", ListMeaning::Cpus).unwrap();
@@ -56,6 +61,17 @@ fn grammar_terms_and_operations() {
         (s.cpus.to_string(), s.nodes.to_string()),
         ("2-5".into(), "1-2".into())
     );
+}
+
+#[test]
+fn grammar_cpuless_nodes() {
+    let m = fixture("qemu-ring4-cpuless-hmat.xml");
+    let s = ResourceSet::parse(&m, "node:4", ListMeaning::Cpus).unwrap();
+    assert!(s.cpus.is_empty());
+    assert_eq!(s.nodes, ids("4"));
+    let s = ResourceSet::parse(&m, "!node:0", ListMeaning::Nodes).unwrap();
+    assert_eq!(s.nodes, ids("1-4"));
+    assert_eq!(s.cpus, ids("1-3"));
 }
 
 #[test]

@@ -2,5 +2,6 @@
 
 pub mod place;
 pub mod run;
+pub mod set;
 pub mod topology;
 pub mod verify;

@@ -8,7 +8,6 @@ use numalab::placement::{
 };
 use numalab::{IdSet, Machine};
 use serde::Serialize;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Version of the JSON `numalab place --json` prints.
@@ -40,9 +39,6 @@ pub struct Args {
     /// buffer, as a parallel program's workers would (shows what first touch did).
     #[arg(long, value_name = "CPUS")]
     workers: Option<String>,
-    /// Machine description to check the request against (placing needs the live machine).
-    #[arg(long, value_name = "FILE")]
-    topology: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -113,7 +109,7 @@ pub fn cpuless_hint(m: &Machine, s: &ResourceSet) -> String {
 }
 
 pub fn run(a: Args) -> CliResult {
-    let m = load_machine(a.topology.as_deref())?;
+    let m = load_machine(None)?;
     let size = parse_size(&a.size).map_err(CliError::usage)?;
     let policy = MemoryPolicy::parse(&m, &a.mem).map_err(CliError::usage)?;
     let cpu = a.cpu.as_deref().map(|c| parse_one_cpu(&m, c)).transpose()?;
@@ -137,11 +133,6 @@ pub fn run(a: Args) -> CliResult {
             s.cpus.iter().collect()
         }
     };
-    if a.topology.is_some() {
-        return Err(CliError::usage(
-            "place allocates real memory: it needs the live machine, not --topology",
-        ));
-    }
     let spec = BufferSpec {
         size: usize::try_from(size).map_err(|_| CliError::usage("size too large"))?,
         policy: policy.clone(),

@@ -15,7 +15,10 @@
 //! A bare LIST means CPUs or nodes depending on where the set is used
 //! (`--cpus 0-3` vs `bind:0-1`). `!` complements within `all`.
 //! Every term yields CPUs and nodes together: a node brings its CPUs, CPUs
-//! bring the nodes they are local to.
+//! bring the nodes they are local to. Operations work on both halves; at the
+//! end, the half the context is not about is derived from the other (CPU
+//! context: nodes local to the resulting CPUs, plus CPU-less nodes named;
+//! node context: the CPUs of the resulting nodes).
 
 use crate::machine::Machine;
 use crate::IdSet;
@@ -158,7 +161,22 @@ impl ResourceSet {
         if p.pos != p.s.len() {
             return Err(p.err_here("unexpected text"));
         }
-        Ok(v)
+        // The half the context is not about follows from the half it is
+        // about (as hwloc-calc does): `node:0-1 ~ core:0` keeps node 0's
+        // memory because CPU 1 is still there.
+        Ok(match meaning {
+            ListMeaning::Cpus => {
+                let cpuless: IdSet = v
+                    .nodes
+                    .iter()
+                    .filter(|n| m.node(*n).is_some_and(|x| x.cpus.is_empty()))
+                    .collect();
+                let mut s = Self::from_cpus(m, &v.cpus);
+                s.nodes = s.nodes.union(&cpuless);
+                s
+            }
+            ListMeaning::Nodes => restrict(m, Self::from_nodes(m, &v.nodes)),
+        })
     }
 }
 

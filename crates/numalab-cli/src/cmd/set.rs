@@ -1,0 +1,91 @@
+//! `numalab set EXPR`: evaluate a resource-set expression (docs/resource-sets.md)
+//! and, with `--threads N`, lay N threads out over it with a thread policy.
+//! Needs no hardware: works on `--topology FILE` too.
+
+use crate::output::{load_machine, print_json, CliError, CliResult};
+use numalab::placement::thread_policy::THREAD_POLICY_CHOICES;
+use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
+use numalab::IdSet;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The set, e.g. 'node:0-1 ~ core:0', 'l3:0', '!node:0', '0-3,7'.
+    #[arg(value_name = "EXPR")]
+    expr: String,
+    /// Bare numbers in EXPR are nodes (default: CPUs).
+    #[arg(long)]
+    nodes: bool,
+    /// Lay this many threads out over the set's CPUs.
+    #[arg(long, value_name = "N")]
+    threads: Option<String>,
+    /// compact (fill), scatter (round-robin), or an explicit CPU list.
+    #[arg(long, value_name = "POLICY", default_value = "compact")]
+    threads_policy: String,
+    /// Allow more threads than CPUs (they then share CPUs).
+    #[arg(long)]
+    oversubscribe: bool,
+    /// Read this hwloc XML topology file instead of the live machine.
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct ThreadSlot {
+    thread: usize,
+    cpu: u32,
+    node: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct SetResult {
+    expression: String,
+    cpus: IdSet,
+    nodes: IdSet,
+    threads: Vec<ThreadSlot>,
+}
+
+pub fn run(a: Args) -> CliResult {
+    let m = load_machine(a.topology.as_deref())?;
+    let meaning = if a.nodes { ListMeaning::Nodes } else { ListMeaning::Cpus };
+    let set = ResourceSet::parse(&m, &a.expr, meaning).map_err(CliError::usage)?;
+    let mut threads = Vec::new();
+    if let Some(t) = &a.threads {
+        let n: usize = t.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            CliError::usage(format!("--threads '{t}' is not a thread count (a whole number >= 1)"))
+        })?;
+        let policy = ThreadPolicy::parse(&a.threads_policy).map_err(|e| {
+            CliError::usage(format!("--threads-policy: {e}; valid: {THREAD_POLICY_CHOICES}"))
+        })?;
+        let cpus = policy
+            .assign(&m, &set.cpus, n, a.oversubscribe)
+            .map_err(CliError::usage)?;
+        threads = cpus
+            .into_iter()
+            .enumerate()
+            .map(|(i, cpu)| ThreadSlot { thread: i, cpu, node: m.node_of_cpu(cpu) })
+            .collect();
+    }
+    let r = SetResult {
+        expression: a.expr.clone(),
+        cpus: set.cpus,
+        nodes: set.nodes,
+        threads,
+    };
+    if a.json {
+        print_json(&r)?;
+    } else {
+        println!("cpus  {{{}}} ({})", r.cpus, r.cpus.len());
+        println!("nodes {{{}}} ({})", r.nodes, r.nodes.len());
+        for t in &r.threads {
+            let node = t.node.map(|n| format!(" (node {n})")).unwrap_or_default();
+            println!("thread {:>3} -> CPU {}{node}", t.thread, t.cpu);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
