@@ -74,18 +74,23 @@ pub fn clap_error(e: clap::Error) -> ExitCode {
         }
         _ => {
             let rendered = e.render().to_string();
-            let first = rendered
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments")
-                .trim()
-                .trim_start_matches("error: ");
-            let tip = rendered
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("tip: "))
-                .map(|t| format!(" ({t})"))
-                .unwrap_or_default();
-            eprintln!("numalab: {first}{tip}; see numalab --help");
+            // Everything clap says before its usage block, on one line.
+            let mut parts: Vec<String> = Vec::new();
+            for l in rendered.lines() {
+                let l = l.trim();
+                if l.starts_with("Usage:") || l.starts_with("For more information") {
+                    break;
+                }
+                if l.is_empty() {
+                    continue;
+                }
+                match l.strip_prefix("tip: ") {
+                    Some(t) => parts.push(format!("({t})")),
+                    None => parts.push(l.trim_start_matches("error: ").to_string()),
+                }
+            }
+            let msg = if parts.is_empty() { "invalid arguments".to_string() } else { parts.join(" ") };
+            eprintln!("numalab: {msg}; see numalab --help");
             ExitCode::from(2)
         }
     }
