@@ -89,7 +89,11 @@ pub fn clap_error(e: clap::Error) -> ExitCode {
                     None => parts.push(l.trim_start_matches("error: ").to_string()),
                 }
             }
-            let msg = if parts.is_empty() { "invalid arguments".to_string() } else { parts.join(" ") };
+            let msg = if parts.is_empty() {
+                "invalid arguments".to_string()
+            } else {
+                parts.join(" ")
+            };
             eprintln!("numalab: {msg}; see numalab --help");
             ExitCode::from(2)
         }

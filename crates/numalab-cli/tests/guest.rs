@@ -167,6 +167,14 @@ const QUARTET_STEPS: &[(&str, &str)] = &[
     ("run_signal", "numalab run -- sh -c \"kill -TERM \\$\\$\"; echo rc=$?"),
     ("run_forward", "numalab run -- sleep 60 & p=$!; sleep 2; kill -TERM $p; wait $p; echo rc=$?"),
     ("verify_pid", "numalab run --membind 1 --cpus 3 -- dd if=/dev/zero of=/dev/null bs=16M count=100000000 & sleep 4; d=$(pidof dd); numalab verify --pid $d --json; kill $d"),
+    ("hugetlb_none_reserved", "numalab place --size 8M --hugetlb --cpu 0"),
+    ("hugetlb", "echo 32 > /proc/sys/vm/nr_hugepages && cat /sys/devices/system/node/node*/hugepages/hugepages-2048kB/nr_hugepages >&2 && numalab place --size 16M --hugetlb --mem bind:3 --cpu 0 --json"),
+    ("hugetlb_too_big", "numalab place --size 64M --hugetlb --mem bind:3 --cpu 0"),
+    ("run_preferred_alias", "numalab run -p 3 -C 0 --verify --verify-json /tmp/v.json -- dd if=/dev/zero of=/dev/null bs=8M count=1 && cat /tmp/v.json"),
+    ("add_user", "echo nobody:x:65534:65534:nobody:/tmp:/bin/sh >> /etc/passwd && echo nogroup:x:65534: >> /etc/group"),
+    ("err_perm_weights", "su nobody -c \"numalab place --size 4M --mem weighted:0=1,1=1 --weighted-impl kernel\""),
+    ("perm_weights_emulated", "su nobody -c \"numalab place --size 4M --mem weighted:0=1,1=1 --weighted-impl emulate --json\""),
+    ("err_perm_verify", "su nobody -c \"numalab verify --pid 1\""),
     ("err_unknown_node", "numalab place --size 1M --mem bind:7"),
     ("err_unknown_cpu", "numalab place --size 1M --cpu 12"),
     ("err_too_big", "numalab place --size 1G --mem bind:1 --cpu 0; echo rc=$?"),
@@ -345,6 +353,43 @@ fn quartet_place_text_view() {
 
 /// Bytes the process allocated itself on `node` (file page cache excluded:
 /// it was placed by whoever first read the file).
+#[test]
+fn quartet_hugetlb_pages_are_placed_and_counted() {
+    let g = quartet();
+    one_line_error(
+        g.step("hugetlb_none_reserved"),
+        1,
+        "echo 4 > /proc/sys/vm/nr_hugepages",
+    );
+    let v = g.json("hugetlb", 0);
+    assert_eq!(v["page_size"], 2 << 20);
+    assert_eq!(v["hugetlb"], true);
+    assert_eq!(nodes_of(&v), vec![(3, 8)]);
+    // 32 pages reserved over 4 nodes: 8 on node 3, all taken by the 16M buffer above
+    // only while it lived; 64M (32 pages) cannot fit on node 3 alone.
+    one_line_error(g.step("hugetlb_too_big"), 1, "cannot fit");
+}
+
+#[test]
+fn quartet_permissions_are_explained() {
+    let g = quartet();
+    one_line_error(g.step("err_perm_weights"), 1, "use --weighted-impl emulate");
+    let v = g.json("perm_weights_emulated", 0);
+    assert_eq!(nodes_of(&v), vec![(0, 512), (1, 512)]);
+    one_line_error(g.step("err_perm_verify"), 1, "needs the same user or root");
+    let v = g.json("run_preferred_alias", 0);
+    assert!(
+        verify_bytes_on(&v, "3") >= 8 << 20,
+        "{}",
+        v["private_bytes_by_node"]
+    );
+    assert!(
+        v["process_policy"].as_str().unwrap().starts_with("prefer"),
+        "{}",
+        v["process_policy"]
+    );
+}
+
 fn verify_bytes_on(v: &Value, node: &str) -> u64 {
     v["private_bytes_by_node"][node].as_u64().unwrap_or(0)
 }

@@ -49,9 +49,15 @@ fn grammar_terms_and_operations() {
     assert_eq!(cpus(&m, "core:5"), "5");
     // Removing a core keeps its node's memory when the node still has CPUs.
     let s = ResourceSet::parse(&m, "node:0-1 ~ core:0", ListMeaning::Cpus).unwrap();
-    assert_eq!((s.cpus.to_string(), s.nodes.to_string()), ("1-3".into(), "0-1".into()));
+    assert_eq!(
+        (s.cpus.to_string(), s.nodes.to_string()),
+        ("1-3".into(), "0-1".into())
+    );
     let s = ResourceSet::parse(&m, "node:0-1 ~ node:0", ListMeaning::Nodes).unwrap();
-    assert_eq!((s.cpus.to_string(), s.nodes.to_string()), ("2-3".into(), "1".into()));
+    assert_eq!(
+        (s.cpus.to_string(), s.nodes.to_string()),
+        ("2-3".into(), "1".into())
+    );
     assert_eq!(cpus(&m, "none + 3"), "3");
     // Sets carry both halves: CPUs bring their nodes, nodes their CPUs.
     let s = ResourceSet::parse(&m, "1,6", ListMeaning::Cpus).unwrap();

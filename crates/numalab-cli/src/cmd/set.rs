@@ -52,15 +52,23 @@ struct SetResult {
 
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(a.topology.as_deref())?;
-    let meaning = if a.nodes { ListMeaning::Nodes } else { ListMeaning::Cpus };
+    let meaning = if a.nodes {
+        ListMeaning::Nodes
+    } else {
+        ListMeaning::Cpus
+    };
     let set = ResourceSet::parse(&m, &a.expr, meaning).map_err(CliError::usage)?;
     let mut threads = Vec::new();
     if let Some(t) = &a.threads {
         let n: usize = t.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-            CliError::usage(format!("--threads '{t}' is not a thread count (a whole number >= 1)"))
+            CliError::usage(format!(
+                "--threads '{t}' is not a thread count (a whole number >= 1)"
+            ))
         })?;
         let policy = ThreadPolicy::parse(&a.threads_policy).map_err(|e| {
-            CliError::usage(format!("--threads-policy: {e}; valid: {THREAD_POLICY_CHOICES}"))
+            CliError::usage(format!(
+                "--threads-policy: {e}; valid: {THREAD_POLICY_CHOICES}"
+            ))
         })?;
         let cpus = policy
             .assign(&m, &set.cpus, n, a.oversubscribe)
@@ -68,7 +76,11 @@ pub fn run(a: Args) -> CliResult {
         threads = cpus
             .into_iter()
             .enumerate()
-            .map(|(i, cpu)| ThreadSlot { thread: i, cpu, node: m.node_of_cpu(cpu) })
+            .map(|(i, cpu)| ThreadSlot {
+                thread: i,
+                cpu,
+                node: m.node_of_cpu(cpu),
+            })
             .collect();
     }
     let r = SetResult {

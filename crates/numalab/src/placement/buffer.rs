@@ -318,10 +318,15 @@ fn map(
         page_size
     };
     let map_len = if hugetlb { len } else { len + align };
-    let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
-    if hugetlb {
-        flags |= libc::MAP_HUGETLB;
-    }
+    // hugetlbfs pages must be reserved at mmap time: with MAP_NORESERVE an
+    // empty pool only shows up as SIGBUS at the first touch.
+    let flags = libc::MAP_PRIVATE
+        | libc::MAP_ANONYMOUS
+        | if hugetlb {
+            libc::MAP_HUGETLB
+        } else {
+            libc::MAP_NORESERVE
+        };
     // SAFETY: anonymous mapping, no file.
     let p = unsafe {
         libc::mmap(
@@ -413,7 +418,7 @@ fn check_capacity(
         } => {
             // Any node of the set may supply; check the sum.
             let free: u64 = nodes.iter().map(|n| node_free(n, hugetlb)).sum();
-            return if (len as u64) > usable(free) {
+            return if (len as u64) > usable(free, hugetlb) {
                 Err(too_big(len as u64, nodes, free, hugetlb))
             } else {
                 Ok(())
@@ -435,7 +440,7 @@ fn check_capacity(
     }
     for (n, bytes) in need {
         let free = node_free(n, hugetlb);
-        if bytes > usable(free) {
+        if bytes > usable(free, hugetlb) {
             return Err(too_big(bytes, &IdSet::single(n), free, hugetlb));
         }
     }
@@ -457,8 +462,12 @@ fn node_free(n: u32, hugetlb: bool) -> u64 {
 }
 
 /// Free memory a strict placement may take without pushing the node into
-/// reclaim storms: keep a margin for the kernel's watermarks.
-fn usable(free: u64) -> u64 {
+/// reclaim storms: keep a margin for the kernel's watermarks. Reserved
+/// hugetlbfs pages are all usable.
+fn usable(free: u64, hugetlb: bool) -> u64 {
+    if hugetlb {
+        return free;
+    }
     free.saturating_sub((free / 20).max(32 << 20))
 }
 
