@@ -15,3 +15,10 @@ echo
 cpu=$("$bin" topology --json | python3 -c 'import json,sys; m=json.load(sys.stdin); print(m["allowed_cpus"][-1])' 2>/dev/null || echo 0)
 echo "== numalab place --size 256M --mem local --cpu $cpu"
 "$bin" place --size 256M --mem local --cpu "$cpu"
+nodes=$("$bin" topology --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))' 2>/dev/null || echo 1)
+if [ "$nodes" -le 1 ]; then
+    echo
+    echo "== this machine has one NUMA node; here is a 4-node ring (the classic Quartet) from a topology file:"
+    echo "== numalab topology --topology tests/fixtures/topologies/qemu-quartet-4n2c-ring.xml"
+    "$bin" topology --topology tests/fixtures/topologies/qemu-quartet-4n2c-ring.xml
+fi
