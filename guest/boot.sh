@@ -1,36 +1,39 @@
 #!/usr/bin/env bash
 # Boot the numalab multi-node test guest under QEMU (TCG) and run a script inside it.
 #
-#   guest/boot.sh --machine quartet|ring4-cpuless [--timeout SECONDS] [--file HOSTPATH]...
-#                 [--script FILE] [--append KERNEL_ARGS]
+#   guest/boot.sh --machine quartet|ring4-cpuless [--kernel 6.12|6.1] [--timeout SECONDS]
+#                 [--file HOSTPATH]... [--script FILE] [--append KERNEL_ARGS]
 #
+# --kernel 6.12 (default, guest/cache/vmlinuz, weighted interleave) or 6.1 (Debian 12's stock
+# kernel, guest/cache/vmlinuz-6.1, no weighted interleave).
 # The guest's serial console is streamed to stdout (CR stripped). The script runs under
 # busybox /bin/sh as root in /tmp (a tmpfs); every --file is in /bin. The last line the guest
 # prints is `NUMALAB-GUEST-EXIT <rc>`; boot.sh exits with that rc, 124 on timeout, 125 when the
 # marker never appeared (kernel panic, init crash), 2 on usage errors, 1 on host errors.
 # Without --script, a built-in script prints the guest's NUMA topology.
-# Needs guest/cache/vmlinuz (run guest/fetch-kernel.sh first) and qemu-system-x86_64.
+# Needs guest/cache/vmlinuz[-6.1] (run guest/fetch-kernel.sh first) and qemu-system-x86_64.
 set -euo pipefail
 
 GUEST_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="$GUEST_DIR/cache"
-KERNEL="$CACHE/vmlinuz"
 BUSYBOX=/bin/busybox
 QEMU=qemu-system-x86_64
 MARKER=NUMALAB-GUEST-EXIT
 
 die() { echo "boot.sh: error: $1" >&2; exit "${2:-1}"; }
 usage() {
-    sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
     exit 2
 }
 
-machine="" timeout_s=300 script="" append=""
+machine="" kernel_ver=6.12 timeout_s=300 script="" append=""
 files=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --machine) [ $# -ge 2 ] || usage; machine=$2; shift 2 ;;
         --machine=*) machine=${1#*=}; shift ;;
+        --kernel) [ $# -ge 2 ] || usage; kernel_ver=$2; shift 2 ;;
+        --kernel=*) kernel_ver=${1#*=}; shift ;;
         --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
         --timeout=*) timeout_s=${1#*=}; shift ;;
         --file) [ $# -ge 2 ] || usage; files+=("$2"); shift 2 ;;
@@ -48,10 +51,15 @@ case "$machine" in
     "") echo "boot.sh: --machine is required" >&2; usage ;;
     *) die "unknown machine '$machine' (quartet or ring4-cpuless)" 2 ;;
 esac
+case "$kernel_ver" in
+    6.12) KERNEL="$CACHE/vmlinuz" ;;
+    6.1) KERNEL="$CACHE/vmlinuz-6.1" ;;
+    *) die "unknown kernel '$kernel_ver' (6.12 or 6.1)" 2 ;;
+esac
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a positive number of seconds, got '$timeout_s'" 2
 
 # ---- host prerequisites (fail early, one line each) ----
-[ -s "$KERNEL" ] || die "$KERNEL is missing: run guest/fetch-kernel.sh"
+[ -s "$KERNEL" ] || die "$KERNEL (kernel $kernel_ver) is missing: run guest/fetch-kernel.sh"
 command -v "$QEMU" >/dev/null 2>&1 || die "$QEMU is not installed: run guest/fetch-kernel.sh (installs qemu-system-x86)"
 [ -x "$BUSYBOX" ] || die "$BUSYBOX is missing: run guest/fetch-kernel.sh (installs busybox-static)"
 for tool in cpio gzip ldd readelf strip timeout; do
