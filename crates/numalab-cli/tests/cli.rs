@@ -236,7 +236,8 @@ fn bad_input_gets_one_line_errors() {
         2,
         "cannot read topology file /no/such/file.xml",
     );
-    let bad = std::env::temp_dir().join(format!("numalab-bad-{}.xml", std::process::id()));
+    let bad = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("numalab-bad-{}.xml", std::process::id()));
     std::fs::write(&bad, "<topology version=\"2.0\"><object type=\"Machine\"").unwrap();
     fails(
         &["topology", "--topology", bad.to_str().unwrap()],

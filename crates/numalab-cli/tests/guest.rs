@@ -53,10 +53,14 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Boots `machine` with `steps` (name, shell command) and parses the output.
-fn boot(machine: &str, steps: &[(&str, &str)]) -> Guest {
+/// Boots `machine` on `kernel` ("6.12" or "6.1") with `steps` (name, shell
+/// command) and parses the output.
+fn boot(machine: &str, kernel_version: &str, steps: &[(&str, &str)]) -> Guest {
     let root = repo_root();
-    let kernel = root.join("guest/cache/vmlinuz");
+    let kernel = root.join(match kernel_version {
+        "6.12" => "guest/cache/vmlinuz".to_string(),
+        v => format!("guest/cache/vmlinuz-{v}"),
+    });
     assert!(
         kernel.exists(),
         "{} is missing: run guest/fetch-kernel.sh (the README test command does)",
@@ -72,8 +76,8 @@ fn boot(machine: &str, steps: &[(&str, &str)]) -> Guest {
             cmd.replace('\'', "'\\''")
         ));
     }
-    let dir = std::env::temp_dir().join(format!(
-        "numalab-guest-test-{machine}-{}",
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "numalab-guest-test-{machine}-{kernel_version}-{}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
@@ -81,7 +85,14 @@ fn boot(machine: &str, steps: &[(&str, &str)]) -> Guest {
     std::fs::write(&script_path, script).unwrap();
     let out = Command::new("bash")
         .arg(root.join("guest/boot.sh"))
-        .args(["--machine", machine, "--timeout", "900"])
+        .args([
+            "--machine",
+            machine,
+            "--kernel",
+            kernel_version,
+            "--timeout",
+            "900",
+        ])
         .arg("--file")
         .arg(env!("CARGO_BIN_EXE_numalab"))
         .arg("--script")
@@ -89,6 +100,7 @@ fn boot(machine: &str, steps: &[(&str, &str)]) -> Guest {
         .output()
         .expect("run guest/boot.sh");
     let console = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    std::fs::remove_dir_all(&dir).ok();
     assert!(
         out.status.success(),
         "guest {machine} failed ({}): {}\nconsole tail:\n{}",
@@ -154,6 +166,7 @@ const QUARTET_STEPS: &[(&str, &str)] = &[
     ("weighted_emulated", "numalab place --size 16M --mem weighted:0=3,1=1 --weighted-impl emulate --cpu 0 --json"),
     ("weights_after", "cat /sys/kernel/mm/mempolicy/weighted_interleave/node0 /sys/kernel/mm/mempolicy/weighted_interleave/node1"),
     ("preferred", "numalab place --size 16M --mem preferred:3 --cpu 0 --json"),
+    ("preferred_many", "numalab place --size 16M --mem preferred:1-2 --cpu 0 --json"),
     ("local", "numalab place --size 16M --mem local --cpu 4 --json"),
     ("remote_far", "numalab place --size 16M --mem remote:far --cpu 0 --json"),
     ("remote_near", "numalab place --size 16M --mem remote:near --cpu 6 --json"),
@@ -186,7 +199,7 @@ const QUARTET_STEPS: &[(&str, &str)] = &[
 
 fn quartet() -> &'static Guest {
     static G: OnceLock<Guest> = OnceLock::new();
-    G.get_or_init(|| boot("quartet", QUARTET_STEPS))
+    G.get_or_init(|| boot("quartet", "6.12", QUARTET_STEPS))
 }
 
 fn nodes_of(v: &Value) -> Vec<(u32, u64)> {
@@ -316,6 +329,11 @@ fn quartet_weighted_interleave_emulation_is_exact() {
 fn quartet_preferred_local_and_remote() {
     let g = quartet();
     assert_eq!(nodes_of(&g.json("preferred", 0)), vec![(3, 4096)]);
+    let many = g.json("preferred_many", 0);
+    assert_eq!(many["realization"]["mode"], "prefer (many)");
+    let n = nodes_of(&many);
+    assert!(n.iter().all(|(node, _)| *node == 1 || *node == 2), "{n:?}");
+    assert_eq!(n.iter().map(|x| x.1).sum::<u64>(), 4096);
     let local = g.json("local", 0);
     assert_eq!(local["toucher_cpu"], 4);
     assert_eq!(nodes_of(&local), vec![(2, 4096)]);
@@ -520,7 +538,7 @@ const RING_STEPS: &[(&str, &str)] = &[
 
 fn ring() -> &'static Guest {
     static G: OnceLock<Guest> = OnceLock::new();
-    G.get_or_init(|| boot("ring4-cpuless", RING_STEPS))
+    G.get_or_init(|| boot("ring4-cpuless", "6.12", RING_STEPS))
 }
 
 #[test]
@@ -595,4 +613,55 @@ fn ring_cpu_sets_on_a_cpuless_node_are_refused() {
     one_line_error(g.step("err_run_nodebind_cpuless"), 2, "node 4 is CPU-less");
     let text = &g.step("topology_text").out;
     assert!(text.contains('4'), "{text}");
+}
+
+const OLD_KERNEL_STEPS: &[(&str, &str)] = &[
+    ("uname", "uname -r"),
+    (
+        "weighted_kernel",
+        "numalab place --size 16M --mem weighted:0=3,1=1 --weighted-impl kernel --cpu 0",
+    ),
+    (
+        "weighted_auto",
+        "numalab place --size 16M --mem weighted:0=3,1=1 --cpu 0 --json",
+    ),
+    ("run_weighted", "numalab run --mem weighted:0=3,1=1 -- true"),
+    (
+        "preferred_many",
+        "numalab place --size 16M --mem preferred:2-3 --cpu 0 --json",
+    ),
+    (
+        "bind",
+        "numalab place --size 16M --mem bind:3 --cpu 0 --json",
+    ),
+];
+
+/// Debian 12's stock kernel (6.1): no weighted interleave (Linux >= 6.9).
+fn old_kernel() -> &'static Guest {
+    static G: OnceLock<Guest> = OnceLock::new();
+    G.get_or_init(|| boot("quartet", "6.1", OLD_KERNEL_STEPS))
+}
+
+#[test]
+fn old_kernel_lacks_weighted_interleave_and_says_so() {
+    let g = old_kernel();
+    assert!(
+        g.step("uname").out.starts_with("6.1."),
+        "{}",
+        g.step("uname").out
+    );
+    one_line_error(
+        g.step("weighted_kernel"),
+        1,
+        "the weighted interleave memory policy needs Linux >= 6.9; this kernel is 6.1.",
+    );
+    one_line_error(g.step("run_weighted"), 1, "needs Linux >= 6.9");
+    // auto falls back to the exact emulation.
+    let v = g.json("weighted_auto", 0);
+    assert_eq!(v["realization"]["mechanism"], "chunks");
+    assert_eq!(nodes_of(&v), vec![(0, 3072), (1, 1024)]);
+    // Everything older still works there.
+    assert_eq!(nodes_of(&g.json("bind", 0)), vec![(3, 4096)]);
+    let n = nodes_of(&g.json("preferred_many", 0));
+    assert!(n.iter().all(|(node, _)| *node == 2 || *node == 3), "{n:?}");
 }

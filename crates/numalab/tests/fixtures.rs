@@ -539,7 +539,8 @@ fn missing_file_is_unreadable_and_named() {
 }
 
 fn scratch(name: &str, content: &[u8]) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("numalab-fixtures-{}", std::process::id()));
+    let d =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fixtures-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     let p = d.join(name);
     std::fs::write(&p, content).unwrap();

@@ -160,7 +160,7 @@ fn plan(m: &Machine, a: &Args) -> Result<Plan, CliError> {
             "remote placement for run needs the command's CPUs on one node: add --cpus node:N",
         ));
     }
-    let r = policy.realize(m, home, weighted).map_err(CliError::usage)?;
+    let r = policy.realize(m, home, weighted)?;
     let (mode, nodes, weights) = match r {
         Realization::Kernel { mode, nodes } => (mode, nodes, None),
         Realization::KernelWeighted { nodes, weights } => {

@@ -104,10 +104,7 @@ impl PlacedBuffer {
             })?),
             None => sys::current_cpu().and_then(|c| m.node_of_cpu(c)),
         };
-        let realization = spec
-            .policy
-            .realize(m, toucher_node, spec.weighted)
-            .map_err(E::Invalid)?;
+        let realization = spec.policy.realize(m, toucher_node, spec.weighted)?;
         let thp = spec.thp.unwrap_or(if spec.policy.is_page_granular() {
             Thp::Off
         } else {

@@ -13,6 +13,7 @@
 
 use super::resource_set::{ListMeaning, ResourceSet};
 use super::sys::Mode;
+use super::PlacementError;
 use crate::machine::Machine;
 use crate::IdSet;
 use serde::Serialize;
@@ -176,7 +177,7 @@ impl MemoryPolicy {
         m: &Machine,
         toucher_node: Option<u32>,
         weighted: WeightedImpl,
-    ) -> Result<Realization, String> {
+    ) -> Result<Realization, PlacementError> {
         let kernel = |mode: Mode, nodes: IdSet| Realization::Kernel { mode, nodes };
         Ok(match self {
             Self::FirstTouch => kernel(Mode::Default, IdSet::new()),
@@ -198,9 +199,9 @@ impl MemoryPolicy {
                 let have_kernel = super::sys::kernel_supports(Mode::WeightedInterleave);
                 let use_kernel = match weighted {
                     WeightedImpl::Kernel => {
-                        have_kernel?;
+                        have_kernel.map_err(PlacementError::Unsupported)?;
                         if *chunk_pages != 1 {
-                            return Err("the kernel's weighted interleave works page by page: @PAGES needs --weighted-impl emulate".into());
+                            return Err(PlacementError::Invalid("the kernel's weighted interleave works page by page: @PAGES needs --weighted-impl emulate".into()));
                         }
                         true
                     }
@@ -222,9 +223,13 @@ impl MemoryPolicy {
                 }
             }
             Self::Remote { far } => {
-                let from = toucher_node
-                    .ok_or("remote placement needs a toucher CPU on one node (use --cpu)")?;
-                kernel(Mode::Bind, IdSet::single(remote_node(m, from, *far)?))
+                let from = toucher_node.ok_or_else(|| {
+                    PlacementError::Invalid(
+                        "remote placement needs a toucher CPU on one node (use --cpu)".into(),
+                    )
+                })?;
+                let node = remote_node(m, from, *far).map_err(PlacementError::Invalid)?;
+                kernel(Mode::Bind, IdSet::single(node))
             }
         })
     }
