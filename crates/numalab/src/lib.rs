@@ -7,6 +7,7 @@
 
 pub mod idset;
 pub mod machine;
+pub mod measure;
 pub mod placement;
 pub mod report;
 

@@ -1,0 +1,1 @@
+//! Dependent-load pointer chase for latency. (Being written.)

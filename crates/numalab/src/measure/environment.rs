@@ -1,0 +1,1 @@
+//! What a result depends on. (Being written.)

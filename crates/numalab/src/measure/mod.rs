@@ -1,0 +1,8 @@
+//! Layer 3, measurement: kernels (bandwidth and pointer-chase latency), a
+//! statistics engine, the environment a result depends on, and a harness of
+//! pinned workers started together.
+
+pub mod chase;
+pub mod environment;
+pub mod kernels;
+pub mod stats;

@@ -1,0 +1,1 @@
+//! Statistics of repeated measurements. (Being written.)
