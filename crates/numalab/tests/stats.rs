@@ -1,0 +1,374 @@
+//! Statistics of repeated measurements (measure::stats) on fixed sample sets,
+//! the adaptive repetition loop with deterministic closures, and a live
+//! capture of the environment (measure::environment).
+
+use numalab::measure::stats::{
+    measure, median_ci_ranks, Better, Measurement, StopReason, StopRule, Summary,
+};
+use proptest::prelude::*;
+use std::time::{Duration, Instant};
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * (1.0 + a.abs().max(b.abs()))
+}
+
+#[test]
+fn median_and_quartiles_odd_n() {
+    // Unsorted on purpose.
+    let s = Summary::of(&[9.0, 1.0, 5.0, 3.0, 7.0, 2.0, 8.0, 4.0, 6.0]).unwrap();
+    assert_eq!(s.n, 9);
+    assert_eq!(s.median, 5.0);
+    assert_eq!(s.q1, 3.0);
+    assert_eq!(s.q3, 7.0);
+    assert_eq!((s.min, s.max), (1.0, 9.0));
+    assert_eq!(s.mean, 5.0);
+    assert!(close(s.stddev, 7.5f64.sqrt()));
+    assert!(close(s.spread, 8.0 / 5.0));
+}
+
+#[test]
+fn median_and_quartiles_even_n() {
+    let v: Vec<f64> = (1..=10).rev().map(f64::from).collect();
+    let s = Summary::of(&v).unwrap();
+    assert_eq!(s.median, 5.5);
+    assert_eq!(s.q1, 3.25);
+    assert_eq!(s.q3, 7.75);
+    assert_eq!(s.mean, 5.5);
+    // Sample variance of 1..10 = 55/6.
+    assert!(close(s.stddev, (55.0f64 / 6.0).sqrt()));
+}
+
+#[test]
+fn single_sample() {
+    let s = Summary::of(&[4.0]).unwrap();
+    assert_eq!(
+        (s.median, s.q1, s.q3, s.min, s.max),
+        (4.0, 4.0, 4.0, 4.0, 4.0)
+    );
+    assert_eq!((s.stddev, s.spread, s.rel_ci), (0.0, 0.0, 0.0));
+    assert_eq!((s.ci_low, s.ci_high), (4.0, 4.0));
+}
+
+#[test]
+fn median_ci_from_binomial_ranks() {
+    // n = 10: P(Bin(10, 1/2) <= 1) = 11/1024 = 1.07% <= 2.5% and
+    // P(<= 2) = 56/1024 = 5.5% > 2.5%, so the CI is [x(2), x(9)].
+    assert_eq!(median_ci_ranks(10), Some((2, 9)));
+    let v = [70.0, 10.0, 100.0, 40.0, 20.0, 90.0, 30.0, 60.0, 50.0, 80.0];
+    let s = Summary::of(&v).unwrap();
+    assert_eq!((s.ci_low, s.ci_high), (20.0, 90.0));
+    assert!(close(s.rel_ci, (90.0 - 20.0) / 2.0 / 55.0));
+    // n = 20: P(<= 5) = 2.07%, P(<= 6) = 5.77% -> [x(6), x(15)].
+    assert_eq!(median_ci_ranks(20), Some((6, 15)));
+    // n = 6: P(<= 0) = 1/64 = 1.6% -> [x(1), x(6)]; n = 7: P(<= 1) = 8/128 = 6.25% -> still [x(1), x(7)].
+    assert_eq!(median_ci_ranks(6), Some((1, 6)));
+    assert_eq!(median_ci_ranks(7), Some((1, 7)));
+    assert_eq!(median_ci_ranks(9), Some((2, 8)));
+}
+
+#[test]
+fn median_ci_below_six_samples_is_min_max() {
+    for n in 1..6 {
+        assert_eq!(median_ci_ranks(n), None);
+        let v: Vec<f64> = (0..n).map(|i| 10.0 + i as f64).collect();
+        let s = Summary::of(&v).unwrap();
+        assert_eq!((s.ci_low, s.ci_high), (s.min, s.max), "n={n}");
+    }
+}
+
+#[test]
+fn tukey_outliers() {
+    let v = [
+        10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 30.0, 100.0,
+    ];
+    let s = Summary::of(&v).unwrap();
+    // q1 = 12.75, q3 = 18.25, IQR = 5.5: fences [4.5, 26.5] and [-3.75, 34.75].
+    assert!(close(s.q1, 12.75) && close(s.q3, 18.25));
+    assert_eq!(s.outliers, 2);
+    assert_eq!(s.severe_outliers, 1);
+    let low = [-100.0, 10.0, 11.0, 12.0, 13.0, 14.0];
+    let s = Summary::of(&low).unwrap();
+    assert_eq!((s.outliers, s.severe_outliers), (1, 1));
+    let none = Summary::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+    assert_eq!((none.outliers, none.severe_outliers), (0, 0));
+}
+
+#[test]
+fn empty_and_non_finite_are_refused() {
+    assert_eq!(Summary::of(&[]), None);
+    assert_eq!(Summary::of(&[1.0, f64::NAN, 2.0]), None);
+    assert_eq!(Summary::of(&[1.0, f64::INFINITY]), None);
+    assert_eq!(Summary::of(&[f64::NEG_INFINITY]), None);
+}
+
+#[test]
+fn best_follows_the_direction() {
+    let s = Summary::of(&[3.0, 1.0, 2.0]).unwrap();
+    assert_eq!(s.best(Better::Higher), 3.0);
+    assert_eq!(s.best(Better::Lower), 1.0);
+}
+
+#[test]
+fn zero_median_relative_values() {
+    let s = Summary::of(&[0.0, 0.0, 0.0]).unwrap();
+    assert_eq!((s.spread, s.rel_ci), (0.0, 0.0));
+    let s = Summary::of(&[-1.0, 0.0, 1.0]).unwrap();
+    assert_eq!(s.spread, f64::INFINITY);
+}
+
+#[test]
+fn json_shape() {
+    let s = Summary::of(&[1.0, 2.0, 3.0]).unwrap();
+    let j = serde_json::to_value(&s).unwrap();
+    for key in [
+        "n",
+        "median",
+        "mean",
+        "min",
+        "max",
+        "stddev",
+        "q1",
+        "q3",
+        "spread",
+        "ci_low",
+        "ci_high",
+        "rel_ci",
+        "outliers",
+        "severe_outliers",
+    ] {
+        assert!(j.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(
+        serde_json::to_value(StopReason::MaxReps).unwrap(),
+        serde_json::json!("max_reps")
+    );
+    assert_eq!(
+        serde_json::to_value(Better::Higher).unwrap(),
+        serde_json::json!("higher")
+    );
+    let m = measure(&StopRule::default(), || 1.0);
+    let j = serde_json::to_value(&m).unwrap();
+    assert_eq!(j["stop_reason"], "converged");
+    assert_eq!(j["rule"]["budget"], 3.0);
+}
+
+/// A closure returning the values of `list` in turn (cycling).
+fn from_list(list: &[f64]) -> impl FnMut() -> f64 + '_ {
+    let mut i = 0;
+    move || {
+        let x = list[i % list.len()];
+        i += 1;
+        x
+    }
+}
+
+fn rule(warmup: usize, min_reps: usize, max_reps: usize, target: f64, budget_ms: u64) -> StopRule {
+    StopRule {
+        warmup,
+        min_reps,
+        max_reps,
+        target_rel_ci: target,
+        budget: Duration::from_millis(budget_ms),
+    }
+}
+
+#[test]
+fn defaults() {
+    let r = StopRule::default();
+    assert_eq!((r.warmup, r.min_reps, r.max_reps), (1, 5, 1000));
+    assert_eq!(r.target_rel_ci, 0.01);
+    assert_eq!(r.budget, Duration::from_secs(3));
+    assert!(r.validate().is_ok());
+    assert!(rule(0, 0, 5, 0.01, 1).validate().is_err());
+    assert!(rule(0, 5, 4, 0.01, 1).validate().is_err());
+    assert!(rule(0, 5, 5, f64::NAN, 1).validate().is_err());
+}
+
+#[test]
+fn constant_values_converge_at_min_reps() {
+    let m = measure(&StopRule::default(), || 5.0);
+    assert_eq!(m.stop_reason, StopReason::Converged);
+    assert_eq!(m.samples, vec![5.0; 5]);
+    assert_eq!(m.warmup_samples, vec![5.0]);
+    assert_eq!(m.summary.n, 5);
+    assert_eq!(m.summary.rel_ci, 0.0);
+    assert!(m.warnings().is_empty(), "{:?}", m.warnings());
+}
+
+#[test]
+fn warmup_values_are_discarded_in_order() {
+    let list = [100.0, 90.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0];
+    let m = measure(&rule(2, 5, 100, 0.01, 60_000), from_list(&list));
+    assert_eq!(m.warmup_samples, vec![100.0, 90.0]);
+    assert_eq!(m.samples, vec![10.0; 5]);
+    assert_eq!(m.stop_reason, StopReason::Converged);
+    let w = m.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("first warm-up run differs from the median by +900%"),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn slow_first_sample_is_reported() {
+    let list = [5.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0];
+    let m = measure(&rule(0, 6, 6, 0.01, 60_000), from_list(&list));
+    assert!(m.warmup_samples.is_empty());
+    let w = m.warnings();
+    assert!(
+        w.iter()
+            .any(|s| s.contains("first measured sample differs from the median by -50%")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn converges_once_precise_enough() {
+    // 1% noise around 100: [x(l), x(u)] narrows as n grows; a 2% target is met
+    // only after the CI stops spanning the extremes.
+    let list = [99.0, 101.0, 100.0, 99.5, 100.5, 100.2, 99.8, 100.1, 99.9];
+    let m = measure(&rule(0, 3, 1000, 0.006, 60_000), from_list(&list));
+    assert_eq!(m.stop_reason, StopReason::Converged);
+    // n < 6 uses min..max = ±1%; n = 6..8 still [min, max]; n = 9 -> [x(2), x(8)] = [99.5, 100.5].
+    assert_eq!(m.summary.n, 9);
+    assert!(m.summary.rel_ci <= 0.006);
+}
+
+#[test]
+fn noisy_values_hit_max_reps() {
+    let m = measure(&rule(1, 5, 50, 0.01, 60_000), from_list(&[1.0, 2.0]));
+    assert_eq!(m.stop_reason, StopReason::MaxReps);
+    assert_eq!(m.samples.len(), 50);
+    let w = m.warnings();
+    assert!(
+        w.iter().any(|s| s.starts_with("median not precise: ±")
+            && s.contains("after 50 repetitions (the maximum) (target ±1%)")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn budget_is_honored() {
+    let budget = Duration::from_millis(150);
+    let start = Instant::now();
+    let mut flip = false;
+    let m = measure(&rule(1, 5, 1000, 0.0, 150), || {
+        std::thread::sleep(Duration::from_millis(20));
+        flip = !flip;
+        if flip {
+            1.0
+        } else {
+            1.5
+        }
+    });
+    let wall = start.elapsed();
+    assert_eq!(m.stop_reason, StopReason::Budget);
+    assert!(m.elapsed_s >= budget.as_secs_f64());
+    // At most one run past the budget (and slack for a loaded machine).
+    assert!(wall < budget + Duration::from_millis(200), "{wall:?}");
+    assert!(
+        m.samples.len() >= 2 && m.samples.len() <= 8,
+        "{}",
+        m.samples.len()
+    );
+    let w = m.warnings();
+    assert!(
+        w.iter()
+            .any(|s| s.contains("repetitions in the 150 ms budget (target ±0%)")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn budget_smaller_than_one_run_still_gives_two_samples() {
+    let m = measure(&rule(3, 5, 1000, 0.01, 30), || {
+        std::thread::sleep(Duration::from_millis(40));
+        2.0
+    });
+    // One warm-up (the others are skipped once the budget is spent), two samples.
+    assert_eq!(m.warmup_samples.len(), 1);
+    assert_eq!(m.samples.len(), 2);
+    assert_eq!(m.stop_reason, StopReason::Budget);
+    let w = m.warnings();
+    assert!(
+        w.iter()
+            .any(|s| s.starts_with("only 2 repetitions fit in the 30 ms budget (minimum 5)")),
+        "{w:?}"
+    );
+    // Constant values: precise, so no "not precise" warning.
+    assert!(!w.iter().any(|s| s.contains("not precise")), "{w:?}");
+}
+
+#[test]
+fn outlier_warning() {
+    let list = [
+        10.0, 10.1, 9.9, 10.0, 10.2, 9.8, 10.0, 10.1, 9.9, 10.0, 10.05, 9.95, 10.0, 10.1, 9.9,
+        10.0, 10.0, 10.1, 30.0, 50.0,
+    ];
+    let m = measure(&rule(0, 20, 20, 0.0, 60_000), from_list(&list));
+    assert_eq!(m.summary.n, 20);
+    // q1 = 9.9875, q3 = 10.1, IQR = 0.1125: 9.8 is below q1 - 1.5 IQR = 9.81875,
+    // 30 and 50 are above q3 + 3 IQR = 10.4375.
+    assert_eq!((m.summary.outliers, m.summary.severe_outliers), (3, 2));
+    let w = m.warnings();
+    assert!(
+        w.iter().any(|s| s.starts_with(
+            "3 of 20 samples are outliers (Tukey 1.5 IQR), 2 severe (3 IQR); the system may be noisy"
+        )),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn non_finite_values_are_counted_not_summarized() {
+    let list = [1.0, f64::NAN, 1.0, f64::INFINITY, 1.0, 1.0, 1.0];
+    let m = measure(&rule(0, 5, 1000, 0.01, 60_000), from_list(&list));
+    assert_eq!(m.stop_reason, StopReason::Converged);
+    assert_eq!(m.samples, vec![1.0; 5]);
+    assert_eq!(m.non_finite, 2);
+    let w = m.warnings();
+    assert!(
+        w[0].starts_with("2 of 7 repetitions gave no finite value"),
+        "{w:?}"
+    );
+
+    let m: Measurement = measure(&rule(0, 5, 10, 0.01, 60_000), || f64::NAN);
+    assert_eq!(m.stop_reason, StopReason::MaxReps);
+    assert_eq!(m.summary.n, 0);
+    assert!(m.summary.median.is_nan());
+    assert_eq!(m.non_finite, 10);
+    assert!(serde_json::to_value(&m).unwrap()["summary"]["median"].is_null());
+}
+
+#[test]
+fn odd_rules_do_not_hang() {
+    // max_reps 0 counts as 1; max_reps below min_reps lowers the minimum.
+    let m = measure(&rule(0, 5, 0, 0.01, 60_000), || 1.0);
+    assert_eq!(m.samples.len(), 1);
+    let m = measure(&rule(0, 5, 3, 0.01, 60_000), || 1.0);
+    assert_eq!((m.samples.len(), m.stop_reason), (3, StopReason::Converged));
+}
+
+proptest! {
+    #[test]
+    fn order_of_statistics(v in prop::collection::vec(-1e6f64..1e6, 1..300)) {
+        let s = Summary::of(&v).unwrap();
+        prop_assert_eq!(s.n, v.len());
+        prop_assert!(s.min <= s.ci_low);
+        prop_assert!(s.ci_low <= s.median);
+        prop_assert!(s.median <= s.ci_high);
+        prop_assert!(s.ci_high <= s.max);
+        prop_assert!(s.min <= s.q1 && s.q1 <= s.median && s.median <= s.q3 && s.q3 <= s.max);
+        prop_assert!(s.min <= s.mean && s.mean <= s.max);
+        prop_assert!(s.severe_outliers <= s.outliers && s.outliers <= s.n);
+        prop_assert!(s.stddev >= 0.0);
+    }
+
+    #[test]
+    fn ranks_are_symmetric_and_inside(n in 6usize..3000) {
+        let (l, u) = median_ci_ranks(n).unwrap();
+        prop_assert!(1 <= l && l <= u && u <= n);
+        prop_assert_eq!(l + u, n + 1);
+    }
+}
