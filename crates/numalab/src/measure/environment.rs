@@ -1,1 +1,765 @@
-//! What a result depends on. (Being written.)
+//! What a result depends on (DESIGN.md, section 4: "every result records what
+//! can change it"): kernel, CPU model and flags, SMT, transparent huge pages,
+//! automatic NUMA balancing, the frequency governor, cgroup limits, the hwloc
+//! and numalab versions and the command line, with plain-sentence warnings
+//! about the settings that make timings move.
+//!
+//! [`Environment::capture`] never fails: whatever cannot be read is `None`
+//! (or empty). Everything except the hwloc version, the command line and the
+//! time is read from files, so [`Environment::capture_from`] can read a fake
+//! tree (`<root>/proc/...`, `<root>/sys/...`) in tests.
+//!
+//! Decisions:
+//! - `kernel` is `uname -r` (`/proc/sys/kernel/osrelease`); `kernel_version` is
+//!   `uname -v`, the build string (`/proc/sys/kernel/version`, else the part of
+//!   `/proc/version` from ` #` on), e.g. `#1 SMP PREEMPT_DYNAMIC Debian
+//!   6.1.76-1 (2024-02-01)`: with the release it identifies the exact build.
+//! - `hwloc_version` is the release of the hwloc library loaded at run time
+//!   (`2.9.0`), from the `hwlocVersion` info hwloc puts on every topology it
+//!   loads (a one-PU synthetic topology, built once per process);
+//!   `hwloc_api_version` is `hwloc_get_api_version()` (`2.8.0` for hwloc 2.9:
+//!   the API version only changes when the API does).
+//! - `logical_cpus` counts the online CPUs (`/sys/devices/system/cpu/online`).
+//! - `cpufreq_mhz` is the frequency range the governor may use
+//!   (`scaling_min_freq`, `scaling_max_freq`), else the hardware range.
+//! - Active SMT is recorded (`smt_active`) but is not a warning: it is a
+//!   property of the machine, and placements pin threads to PUs anyway.
+//! - cgroup v2 is used when `/proc/self/cgroup` has no v1 line for the
+//!   controller in question (so hybrid systems read v1 controllers). Effective
+//!   cpusets come from the cgroup or its nearest ancestor that has them;
+//!   `memory_max` and `cpu_max` are the tightest limits over the cgroup and
+//!   its ancestors, written the v2 way (`max`, `bytes`, `quota period`) on v1
+//!   too.
+
+use crate::IdSet;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The environment a result was measured in.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    pub numalab_version: String,
+    /// Release of the hwloc library in use, e.g. "2.9.0" ("unknown" if hwloc cannot say).
+    pub hwloc_version: String,
+    /// hwloc's API version, e.g. "2.8.0".
+    pub hwloc_api_version: String,
+    /// Kernel release (`uname -r`), e.g. "6.1.0-18-amd64".
+    pub kernel: String,
+    /// Kernel build (`uname -v`), e.g. "#1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01)".
+    pub kernel_version: String,
+    pub hostname: String,
+    /// `model name` from /proc/cpuinfo (or the nearest equivalent on other architectures).
+    pub cpu_model: String,
+    /// `vendor_id` from /proc/cpuinfo, or the implementer's name on Arm.
+    pub cpu_vendor: String,
+    /// The flags among [`RELEVANT_CPU_FLAGS`] this CPU has, in that order.
+    pub cpu_flags: Vec<String>,
+    /// Online logical CPUs (PUs).
+    pub logical_cpus: usize,
+    /// Whether simultaneous multithreading is on (`/sys/devices/system/cpu/smt/active`).
+    pub smt_active: Option<bool>,
+    /// Transparent huge pages mode: "always", "madvise" or "never".
+    pub thp_enabled: Option<String>,
+    /// THP defrag mode, e.g. "madvise".
+    pub thp_defrag: Option<String>,
+    /// Whether automatic NUMA balancing may migrate pages (`/proc/sys/kernel/numa_balancing` != 0).
+    pub numa_balancing: Option<bool>,
+    /// cpufreq governor of the first online CPU, e.g. "performance".
+    pub governor: Option<String>,
+    /// (min, max) frequency in MHz the governor may choose from.
+    pub cpufreq_mhz: Option<(f64, f64)>,
+    pub cgroup: CgroupLimits,
+    pub command_line: Vec<String>,
+    /// Capture time, RFC 3339 in UTC: "2024-05-01T12:34:56Z".
+    pub timestamp_utc: String,
+    /// Plain sentences about settings that can change results.
+    pub warnings: Vec<String>,
+}
+
+/// Limits the process's control group puts on it.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct CgroupLimits {
+    /// 2 for the unified hierarchy, 1 when the limits come from v1 controllers.
+    pub version: Option<u32>,
+    /// The cgroup path: the v2 path, or on v1 the common path of the cpuset,
+    /// cpu and memory controllers (`cpuset:/a,cpu:/b,memory:/c` when they differ).
+    pub path: Option<String>,
+    /// CPUs the cgroup allows, as a list ("0-3").
+    pub cpuset_cpus: Option<String>,
+    /// Memory nodes the cgroup allows, as a list ("0").
+    pub cpuset_mems: Option<String>,
+    /// Memory limit in bytes, or "max".
+    pub memory_max: Option<String>,
+    /// CPU bandwidth limit "quota period" in microseconds, or "max".
+    pub cpu_max: Option<String>,
+}
+
+/// CPU flags that change what kernels can do or how they are timed: vector
+/// widths, fast string copies, cache flushes, 1 GiB pages, invariant TSC (x86);
+/// SIMD and atomics (Arm).
+pub const RELEVANT_CPU_FLAGS: &[&str] = &[
+    // x86
+    "sse2",
+    "sse4_1",
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512dq",
+    "avx512cd",
+    "avx512bw",
+    "avx512vl",
+    "erms",
+    "fsrm",
+    "clflushopt",
+    "clwb",
+    "movdiri",
+    "movdir64b",
+    "pdpe1gb",
+    "ht",
+    "constant_tsc",
+    "nonstop_tsc",
+    // aarch64
+    "asimd",
+    "sve",
+    "sve2",
+    "atomics",
+];
+
+impl Environment {
+    /// The environment of this process on this machine, now.
+    pub fn capture() -> Environment {
+        let mut env = Self::capture_from(Path::new("/"));
+        if env.logical_cpus == 0 {
+            env.logical_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        }
+        env
+    }
+
+    /// Like [`Environment::capture`], but reads `<root>/proc/...` and
+    /// `<root>/sys/...` instead of `/proc` and `/sys` (the hwloc version, the
+    /// command line and the time are still this process's).
+    pub fn capture_from(root: &Path) -> Environment {
+        let fs = Fs(root.to_path_buf());
+        let cpuinfo = fs.read("proc/cpuinfo").unwrap_or_default();
+        let info = CpuInfo::parse(&cpuinfo);
+        let online = fs
+            .read("sys/devices/system/cpu/online")
+            .and_then(|t| IdSet::parse_list(&t).ok());
+        let logical_cpus = online.as_ref().map_or(info.processors, IdSet::len);
+        let first_cpu = online.as_ref().and_then(IdSet::first).unwrap_or(0);
+        let cpufreq = format!("sys/devices/system/cpu/cpu{first_cpu}/cpufreq");
+        let khz = |name: &str| fs.read(&format!("{cpufreq}/{name}"))?.parse::<f64>().ok();
+        let mhz_pair = |lo: &str, hi: &str| Some((khz(lo)? / 1000.0, khz(hi)? / 1000.0));
+        let cpufreq_mhz = mhz_pair("scaling_min_freq", "scaling_max_freq")
+            .or_else(|| mhz_pair("cpuinfo_min_freq", "cpuinfo_max_freq"));
+        let hardware_max_mhz = khz("cpuinfo_max_freq").map(|k| k / 1000.0);
+        let (hwloc_version, hwloc_api_version) = hwloc_versions();
+
+        let mut env = Environment {
+            numalab_version: env!("CARGO_PKG_VERSION").to_string(),
+            hwloc_version,
+            hwloc_api_version,
+            kernel: fs.read("proc/sys/kernel/osrelease").unwrap_or_default(),
+            kernel_version: fs
+                .read("proc/sys/kernel/version")
+                .or_else(|| fs.read("proc/version").map(|v| build_string(&v)))
+                .unwrap_or_default(),
+            hostname: fs.read("proc/sys/kernel/hostname").unwrap_or_default(),
+            cpu_model: info.model,
+            cpu_vendor: info.vendor,
+            cpu_flags: RELEVANT_CPU_FLAGS
+                .iter()
+                .filter(|f| info.flags.iter().any(|g| g == *f))
+                .map(|f| f.to_string())
+                .collect(),
+            logical_cpus,
+            smt_active: fs
+                .read("sys/devices/system/cpu/smt/active")
+                .and_then(|t| parse_flag(&t)),
+            thp_enabled: fs
+                .read("sys/kernel/mm/transparent_hugepage/enabled")
+                .and_then(|t| bracketed(&t)),
+            thp_defrag: fs
+                .read("sys/kernel/mm/transparent_hugepage/defrag")
+                .and_then(|t| bracketed(&t)),
+            numa_balancing: fs
+                .read("proc/sys/kernel/numa_balancing")
+                .and_then(|t| parse_flag(&t)),
+            governor: fs.read(&format!("{cpufreq}/scaling_governor")),
+            cpufreq_mhz,
+            cgroup: cgroup_limits(&fs),
+            command_line: std::env::args().collect(),
+            timestamp_utc: rfc3339_utc(SystemTime::now()),
+            warnings: Vec::new(),
+        };
+        let numa_balancing_value = fs.read("proc/sys/kernel/numa_balancing");
+        env.warnings = env.compute_warnings(numa_balancing_value.as_deref(), hardware_max_mhz);
+        env
+    }
+
+    fn compute_warnings(
+        &self,
+        numa_balancing: Option<&str>,
+        hardware_max_mhz: Option<f64>,
+    ) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.numa_balancing == Some(true) {
+            w.push(format!(
+                "automatic NUMA balancing is on (/proc/sys/kernel/numa_balancing={}): pages may \
+                 migrate during the experiment; turn it off with echo 0 > \
+                 /proc/sys/kernel/numa_balancing",
+                numa_balancing.unwrap_or("1")
+            ));
+        }
+        if let Some(g) = self.governor.as_deref().filter(|g| *g != "performance") {
+            w.push(format!(
+                "the CPU frequency governor is '{g}', not 'performance': the clock may change \
+                 during the experiment; for steady numbers: cpupower frequency-set -g performance"
+            ));
+        }
+        if let (Some((_, max)), Some(hw)) = (self.cpufreq_mhz, hardware_max_mhz) {
+            if max < hw {
+                w.push(format!(
+                    "the CPU frequency is capped at {max:.0} MHz (the hardware allows {hw:.0} MHz, \
+                     see scaling_max_freq)"
+                ));
+            }
+        }
+        if self.thp_enabled.as_deref() == Some("always") {
+            w.push(
+                "transparent huge pages are 'always': the kernel may back buffers with 2 MiB \
+                 pages, which turns page-granular placement (interleave, weights) into 2 MiB runs \
+                 unless THP is disabled per buffer"
+                    .to_string(),
+            );
+        }
+        let cg = &self.cgroup;
+        if let Some(cpu_max) = cg.cpu_max.as_deref().filter(|c| *c != "max") {
+            let cpus = cpu_quota(cpu_max).map_or(String::new(), |q| format!(" ({q:.2} CPUs)"));
+            w.push(format!(
+                "the cgroup limits CPU time: cpu.max = {cpu_max}{cpus}; the process may be \
+                 throttled, which distorts timings"
+            ));
+        }
+        if let Some(cpus) = cg.cpuset_cpus.as_deref() {
+            let allowed = IdSet::parse_list(cpus).map(|s| s.len()).ok();
+            if allowed.is_some_and(|a| a < self.logical_cpus) {
+                let mems = cg
+                    .cpuset_mems
+                    .as_deref()
+                    .map_or(String::new(), |m| format!(" and memory nodes {m}"));
+                w.push(format!(
+                    "the cgroup cpuset allows CPUs {cpus} ({} of {} online){mems}: experiments \
+                     run inside these sets only",
+                    allowed.unwrap_or(0),
+                    self.logical_cpus
+                ));
+            }
+        }
+        if let Some(bytes) = cg.memory_max.as_deref().and_then(|m| m.parse::<u64>().ok()) {
+            w.push(format!(
+                "the cgroup limits memory to {} (memory.max): larger buffers are reclaimed, \
+                 swapped or killed",
+                fmt_bytes(bytes)
+            ));
+        }
+        w
+    }
+}
+
+/// Files under a root directory.
+struct Fs(PathBuf);
+
+impl Fs {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.0.join(rel.trim_start_matches('/'))
+    }
+
+    /// Trimmed contents; `None` when unreadable or empty.
+    fn read(&self, rel: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.path(rel)).ok()?;
+        let text = text.trim();
+        (!text.is_empty()).then(|| text.to_string())
+    }
+}
+
+/// What /proc/cpuinfo says about the first CPU.
+#[derive(Debug, Default, PartialEq)]
+struct CpuInfo {
+    model: String,
+    vendor: String,
+    flags: Vec<String>,
+    processors: usize,
+}
+
+impl CpuInfo {
+    fn parse(text: &str) -> CpuInfo {
+        let mut out = CpuInfo::default();
+        let mut first: Vec<(&str, &str)> = Vec::new();
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if key == "processor" {
+                out.processors += 1;
+            }
+            if !first.iter().any(|(k, _)| *k == key) {
+                first.push((key, value));
+            }
+        }
+        let get = |key: &str| {
+            first
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| *v)
+                .filter(|v| !v.is_empty())
+        };
+        // x86: "model name"; some Arm kernels: "model name" or "Processor";
+        // POWER: "cpu"; s390x: "machine"; RISC-V: "uarch".
+        let implementer = get("CPU implementer");
+        let part = get("CPU part");
+        out.model = get("model name")
+            .or_else(|| get("Processor"))
+            .or_else(|| get("cpu model"))
+            .or_else(|| get("cpu"))
+            .or_else(|| get("uarch"))
+            .map(str::to_string)
+            .or_else(|| Some(format!("implementer {} part {}", implementer?, part?)))
+            .unwrap_or_default();
+        out.vendor = get("vendor_id")
+            .map(str::to_string)
+            .or_else(|| implementer.map(arm_implementer))
+            .or_else(|| get("mvendorid").map(str::to_string))
+            .unwrap_or_default();
+        out.flags = get("flags")
+            .or_else(|| get("Features"))
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        out
+    }
+}
+
+/// The name of an Arm "CPU implementer" code.
+fn arm_implementer(code: &str) -> String {
+    let name = match code.to_ascii_lowercase().as_str() {
+        "0x41" => "ARM",
+        "0x42" => "Broadcom",
+        "0x43" => "Cavium",
+        "0x46" => "Fujitsu",
+        "0x48" => "HiSilicon",
+        "0x4e" => "NVIDIA",
+        "0x50" => "APM",
+        "0x51" => "Qualcomm",
+        "0x61" => "Apple",
+        "0x6d" => "Microsoft",
+        "0xc0" => "Ampere",
+        _ => return format!("implementer {code}"),
+    };
+    name.to_string()
+}
+
+/// `uname -v` out of a /proc/version line: from " #" on (the whole line if absent).
+fn build_string(proc_version: &str) -> String {
+    let line = proc_version.lines().next().unwrap_or("").trim();
+    match line.find(" #") {
+        Some(at) => line[at + 1..].to_string(),
+        None => line.to_string(),
+    }
+}
+
+/// The selected value of a sysfs choice: "always [madvise] never" -> "madvise".
+fn bracketed(text: &str) -> Option<String> {
+    let start = text.find('[')? + 1;
+    let end = start + text[start..].find(']')?;
+    Some(text[start..end].trim().to_string())
+}
+
+/// "0" -> false, any other integer -> true.
+fn parse_flag(text: &str) -> Option<bool> {
+    text.trim().parse::<i64>().ok().map(|v| v != 0)
+}
+
+/// CPUs' worth of a "quota period" cpu.max value.
+fn cpu_quota(cpu_max: &str) -> Option<f64> {
+    let mut it = cpu_max.split_whitespace();
+    let quota: f64 = it.next()?.parse().ok()?;
+    let period: f64 = it.next().unwrap_or("100000").parse().ok()?;
+    (period > 0.0).then(|| quota / period)
+}
+
+fn fmt_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    for (name, size) in UNITS {
+        if bytes >= size {
+            let v = bytes as f64 / size as f64;
+            let text = format!("{v:.1}");
+            return format!("{} {name}", text.strip_suffix(".0").unwrap_or(&text));
+        }
+    }
+    format!("{bytes} B")
+}
+
+/// One line of /proc/self/cgroup: "hierarchy-ID:controller-list:path".
+fn parse_cgroup_line(line: &str) -> Option<(&str, Vec<&str>, &str)> {
+    let mut it = line.splitn(3, ':');
+    let id = it.next()?;
+    let controllers = it.next()?;
+    let path = it.next()?;
+    let controllers = controllers.split(',').filter(|c| !c.is_empty()).collect();
+    Some((id, controllers, path))
+}
+
+/// `path` and its ancestors, nearest first: "/a/b" -> "/a/b", "/a", "/".
+fn ancestors(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut p = path.trim_end_matches('/').to_string();
+    loop {
+        if p.is_empty() {
+            out.push("/".to_string());
+            return out;
+        }
+        out.push(p.clone());
+        match p.rfind('/') {
+            Some(at) => p.truncate(at),
+            None => p.clear(),
+        }
+    }
+}
+
+/// A controller hierarchy mounted at `mount` (relative to the root), with this
+/// process's cgroup at `path` inside it.
+struct Hierarchy<'a> {
+    fs: &'a Fs,
+    mount: String,
+    path: String,
+}
+
+impl Hierarchy<'_> {
+    /// Directories of the cgroup and its ancestors that exist, nearest first.
+    /// In a container the host path may not exist under the mount; its
+    /// nearest existing ancestor (the mount, i.e. the container's cgroup) is
+    /// then the cgroup.
+    fn dirs(&self) -> Vec<String> {
+        ancestors(&self.path)
+            .into_iter()
+            .map(|p| format!("{}{}", self.mount, if p == "/" { "" } else { p.as_str() }))
+            .filter(|d| self.fs.path(d).is_dir())
+            .collect()
+    }
+
+    /// The value of the first of `names` in the nearest directory holding one.
+    fn nearest(&self, names: &[&str]) -> Option<String> {
+        self.dirs()
+            .iter()
+            .find_map(|d| names.iter().find_map(|n| self.fs.read(&format!("{d}/{n}"))))
+    }
+
+    /// Values of `name` from the cgroup and every ancestor that has it.
+    fn all(&self, name: &str) -> Vec<String> {
+        self.dirs()
+            .iter()
+            .filter_map(|d| self.fs.read(&format!("{d}/{name}")))
+            .collect()
+    }
+}
+
+/// The smallest of byte limits written as numbers or "max".
+fn tightest_bytes(values: &[u64]) -> String {
+    // v1 writes "no limit" as a huge page-aligned number (2^63 - 4096).
+    match values.iter().copied().filter(|&v| v < 1 << 62).min() {
+        Some(v) => v.to_string(),
+        None => "max".to_string(),
+    }
+}
+
+/// The tightest of "quota period" / "max" values (smallest quota / period).
+fn tightest_cpu(values: &[String]) -> String {
+    values
+        .iter()
+        .filter_map(|v| Some((cpu_quota(v)?, v)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or("max".to_string(), |(_, v)| v.clone())
+}
+
+fn cgroup_limits(fs: &Fs) -> CgroupLimits {
+    let Some(text) = fs.read("proc/self/cgroup") else {
+        return CgroupLimits::default();
+    };
+    let lines: Vec<_> = text.lines().filter_map(parse_cgroup_line).collect();
+    let v1_path = |controller: &str| {
+        lines
+            .iter()
+            .find(|(id, cs, _)| *id != "0" && cs.contains(&controller))
+            .map(|(_, cs, p)| (cs.join(","), p.to_string()))
+    };
+    let v2_path = lines
+        .iter()
+        .find(|(id, cs, _)| *id == "0" && cs.is_empty())
+        .map(|(_, _, p)| p.to_string());
+    let v2 = |path: &str| Hierarchy {
+        fs,
+        mount: "sys/fs/cgroup".to_string(),
+        path: path.to_string(),
+    };
+    // A v1 controller is mounted at /sys/fs/cgroup/<its controller list>,
+    // usually with a symlink per controller ("cpu" -> "cpu,cpuacct").
+    let v1 = |controller: &str| {
+        let (list, path) = v1_path(controller)?;
+        let mount = [controller.to_string(), list]
+            .into_iter()
+            .map(|m| format!("sys/fs/cgroup/{m}"))
+            .find(|m| fs.path(m).is_dir())?;
+        Some((
+            Hierarchy {
+                fs,
+                mount,
+                path: path.clone(),
+            },
+            path,
+        ))
+    };
+
+    let mut out = CgroupLimits::default();
+    let mut v1_paths: Vec<(&str, String)> = Vec::new();
+    let mut used_v1 = false;
+
+    // cpuset
+    if let Some((h, path)) = v1("cpuset") {
+        used_v1 = true;
+        v1_paths.push(("cpuset", path));
+        out.cpuset_cpus = h.nearest(&["cpuset.effective_cpus", "cpuset.cpus"]);
+        out.cpuset_mems = h.nearest(&["cpuset.effective_mems", "cpuset.mems"]);
+    } else if let Some(p) = &v2_path {
+        let h = v2(p);
+        out.cpuset_cpus = h.nearest(&["cpuset.cpus.effective"]);
+        out.cpuset_mems = h.nearest(&["cpuset.mems.effective"]);
+    }
+    // memory
+    if let Some((h, path)) = v1("memory") {
+        used_v1 = true;
+        v1_paths.push(("memory", path));
+        let limits: Vec<u64> = h
+            .all("memory.limit_in_bytes")
+            .iter()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        out.memory_max = (!limits.is_empty()).then(|| tightest_bytes(&limits));
+    } else if let Some(p) = &v2_path {
+        let values = v2(p).all("memory.max");
+        if !values.is_empty() {
+            let limits: Vec<u64> = values.iter().filter_map(|v| v.parse().ok()).collect();
+            out.memory_max = Some(tightest_bytes(&limits));
+        }
+    }
+    // cpu
+    if let Some((h, path)) = v1("cpu") {
+        used_v1 = true;
+        v1_paths.push(("cpu", path));
+        let values: Vec<String> = h
+            .dirs()
+            .iter()
+            .filter_map(|d| {
+                let quota = fs.read(&format!("{d}/cpu.cfs_quota_us"))?;
+                let period = fs.read(&format!("{d}/cpu.cfs_period_us"));
+                Some(match quota.parse::<i64>() {
+                    Ok(q) if q >= 0 => format!("{q} {}", period.as_deref().unwrap_or("100000")),
+                    _ => "max".to_string(),
+                })
+            })
+            .collect();
+        out.cpu_max = (!values.is_empty()).then(|| tightest_cpu(&values));
+    } else if let Some(p) = &v2_path {
+        let values = v2(p).all("cpu.max");
+        out.cpu_max = (!values.is_empty()).then(|| tightest_cpu(&values));
+    }
+
+    if used_v1 {
+        out.version = Some(1);
+        let first = &v1_paths[0].1;
+        out.path = Some(if v1_paths.iter().all(|(_, p)| p == first) {
+            first.clone()
+        } else {
+            v1_paths
+                .iter()
+                .map(|(c, p)| format!("{c}:{p}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        });
+    } else if v2_path.is_some() {
+        out.version = Some(2);
+        out.path = v2_path;
+    }
+    out
+}
+
+/// (hwloc release, hwloc API version), computed once per process.
+fn hwloc_versions() -> (String, String) {
+    static VERSIONS: OnceLock<(String, String)> = OnceLock::new();
+    VERSIONS
+        .get_or_init(|| {
+            let api = hwlocality::hwloc_api_version();
+            let api = format!("{}.{}.{}", api >> 16, (api >> 8) & 0xff, api & 0xff);
+            let release = hwlocality::Topology::builder()
+                .from_synthetic("pu:1")
+                .ok()
+                .and_then(|b| b.build().ok())
+                .and_then(|t| {
+                    let v = t.root_object().info("hwlocVersion")?;
+                    Some(v.to_string_lossy().into_owned())
+                })
+                .unwrap_or_else(|| "unknown".to_string());
+            (release, api)
+        })
+        .clone()
+}
+
+/// `t` as RFC 3339 in UTC with whole seconds: "2024-02-29T23:59:59Z".
+pub fn rfc3339_utc(t: SystemTime) -> String {
+    let secs: i64 = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => {
+            // Before 1970: round down to the whole second.
+            let d = e.duration();
+            -(d.as_secs() as i64) - i64::from(d.subsec_nanos() > 0)
+        }
+    };
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(secs: i64) -> String {
+        let t = if secs >= 0 {
+            UNIX_EPOCH + Duration::from_secs(secs as u64)
+        } else {
+            UNIX_EPOCH - Duration::from_secs((-secs) as u64)
+        };
+        rfc3339_utc(t)
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_709_251_199), "2024-02-29T23:59:59Z");
+        assert_eq!(at(1_735_689_600), "2025-01-01T00:00:00Z");
+        assert_eq!(at(4_102_444_800), "2100-01-01T00:00:00Z");
+        assert_eq!(at(-1), "1969-12-31T23:59:59Z");
+        let just_before = UNIX_EPOCH - Duration::from_millis(1);
+        assert_eq!(rfc3339_utc(just_before), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn sysfs_choices() {
+        assert_eq!(
+            bracketed("always [madvise] never").as_deref(),
+            Some("madvise")
+        );
+        assert_eq!(
+            bracketed("[always] madvise never").as_deref(),
+            Some("always")
+        );
+        assert_eq!(bracketed("always madvise"), None);
+        assert_eq!(parse_flag("0"), Some(false));
+        assert_eq!(parse_flag("2\n"), Some(true));
+        assert_eq!(parse_flag("on"), None);
+    }
+
+    #[test]
+    fn kernel_build_string() {
+        let v = "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian \
+                 12.2.0-14) 12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC \
+                 Debian 6.1.76-1 (2024-02-01)\n";
+        assert_eq!(
+            build_string(v),
+            "#1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01)"
+        );
+        assert_eq!(build_string("odd"), "odd");
+    }
+
+    #[test]
+    fn cpuinfo_x86_and_arm() {
+        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763\n\
+                   flags\t\t: fpu sse2 avx2 fma\n\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\n";
+        let i = CpuInfo::parse(x86);
+        assert_eq!(
+            (i.model.as_str(), i.vendor.as_str()),
+            ("AMD EPYC 7763", "AuthenticAMD")
+        );
+        assert_eq!(i.flags, ["fpu", "sse2", "avx2", "fma"]);
+        assert_eq!(i.processors, 2);
+        let arm = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd atomics sve\n\
+                   CPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd0c\n";
+        let i = CpuInfo::parse(arm);
+        assert_eq!(i.vendor, "ARM");
+        assert_eq!(i.model, "implementer 0x41 part 0xd0c");
+        assert!(i.flags.contains(&"sve".to_string()));
+        assert_eq!(CpuInfo::parse(""), CpuInfo::default());
+    }
+
+    #[test]
+    fn cgroup_helpers() {
+        assert_eq!(
+            parse_cgroup_line("4:memory:/a/b"),
+            Some(("4", vec!["memory"], "/a/b"))
+        );
+        assert_eq!(parse_cgroup_line("0::/"), Some(("0", vec![], "/")));
+        assert_eq!(
+            parse_cgroup_line("1:cpu,cpuacct:/x:y"),
+            Some(("1", vec!["cpu", "cpuacct"], "/x:y"))
+        );
+        assert_eq!(ancestors("/a/b"), ["/a/b", "/a", "/"]);
+        assert_eq!(ancestors("/"), ["/"]);
+        assert_eq!(tightest_bytes(&[9_223_372_036_854_771_712]), "max");
+        assert_eq!(tightest_bytes(&[1 << 30, 1 << 20]), "1048576");
+        let cpu = [
+            "max".to_string(),
+            "50000 100000".to_string(),
+            "200000 100000".to_string(),
+        ];
+        assert_eq!(tightest_cpu(&cpu), "50000 100000");
+        assert_eq!(tightest_cpu(&["max".to_string()]), "max");
+        assert_eq!(cpu_quota("50000 100000"), Some(0.5));
+        assert_eq!(fmt_bytes(2 << 30), "2 GiB");
+        assert_eq!(fmt_bytes(1536 << 20), "1.5 GiB");
+        assert_eq!(fmt_bytes(100), "100 B");
+    }
+}
