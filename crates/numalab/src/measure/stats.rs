@@ -424,7 +424,9 @@ impl Measurement {
                 fmt_duration(self.rule.budget)
             ));
         }
-        if self.stop_reason != StopReason::Converged && !(s.rel_ci <= self.rule.target_rel_ci) {
+        // NaN (no data) counts as not precise.
+        let precise = s.rel_ci <= self.rule.target_rel_ci;
+        if self.stop_reason != StopReason::Converged && !precise {
             let why = match self.stop_reason {
                 StopReason::Budget => format!("in the {} budget", fmt_duration(self.rule.budget)),
                 _ => "(the maximum)".to_string(),
