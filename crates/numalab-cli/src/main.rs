@@ -18,6 +18,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Measure bandwidth or latency under verified placement.
+    #[command(subcommand)]
+    Bench(cmd::bench::Bench),
+    /// Latency and bandwidth from every CPU node to every memory node.
+    Matrix(cmd::matrix::Args),
+    /// Bandwidth and latency from L1-sized to DRAM-sized working sets.
+    Sizes(cmd::sizes::Args),
+    /// Bandwidth for 1..N threads, packed vs spread, and the contention split.
+    Scaling(cmd::scaling::Args),
     /// Show the machine: nodes, CPUs, memory, caches, distances, hops, HMAT, devices.
     Topology(cmd::topology::Args),
     /// Allocate a buffer with a memory policy, touch it from a pinned thread, show where its pages landed.
@@ -53,6 +62,10 @@ fn main() -> ExitCode {
         Err(e) => return output::clap_error(e),
     };
     let result = match cli.command {
+        Command::Bench(b) => cmd::bench::run(b),
+        Command::Matrix(a) => cmd::matrix::run(a),
+        Command::Sizes(a) => cmd::sizes::run(a),
+        Command::Scaling(a) => cmd::scaling::run(a),
         Command::Topology(a) => cmd::topology::run(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Set(a) => cmd::set::run(a),

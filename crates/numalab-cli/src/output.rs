@@ -104,3 +104,50 @@ pub fn clap_error(e: clap::Error) -> ExitCode {
 pub fn load_machine(path: Option<&std::path::Path>) -> Result<numalab::Machine, CliError> {
     Ok(numalab::Machine::load(path)?)
 }
+
+/// A progress indicator on stderr, drawn only when stderr is a terminal, so
+/// piped and redirected runs stay quiet.
+pub struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    /// A spinner with a message, for measurements of unknown length.
+    pub fn spinner(msg: &str) -> Self {
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Self(None);
+        }
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.set_message(msg.to_string());
+        pb.enable_steady_tick(std::time::Duration::from_millis(120));
+        Self(Some(pb))
+    }
+
+    /// A bar of `len` steps.
+    pub fn bar(len: u64, msg: &str) -> Self {
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Self(None);
+        }
+        let pb = indicatif::ProgressBar::new(len);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {pos}/{len} ({elapsed}, ~{eta} left)",
+        ) {
+            pb.set_style(style.progress_chars("=> "));
+        }
+        pb.set_message(msg.to_string());
+        Self(Some(pb))
+    }
+
+    /// Advances the bar by one step, naming what is being done.
+    pub fn step(&self, what: &str) {
+        if let Some(pb) = &self.0 {
+            pb.set_message(what.to_string());
+            pb.inc(1);
+        }
+    }
+
+    /// Removes the indicator from the terminal.
+    pub fn finish(&self) {
+        if let Some(pb) = &self.0 {
+            pb.finish_and_clear();
+        }
+    }
+}

@@ -531,6 +531,10 @@ const RING_STEPS: &[(&str, &str)] = &[
     ("interleave_all", "numalab place --size 20M --mem interleave:all --cpu 1 --json"),
     ("remote_far", "numalab place --size 8M --mem remote:far --cpu 0 --json"),
     ("run_cpuless", "numalab run --membind 4 --cpus 1 --verify --verify-json /tmp/v.json -- dd if=/dev/zero of=/dev/null bs=16M count=1 && cat /tmp/v.json"),
+    ("matrix", "numalab matrix --size 2M --budget 0.05 --min-reps 2 --warmup 0 --json"),
+    ("bench_bw_cpuless", "numalab bench bandwidth --kernel triad --threads 2 --cpus node:0-1 --mem bind:4 --size 2M --budget 0.2 --min-reps 2 --json"),
+    ("bench_lat_cpuless", "numalab bench latency --cpu 3 --mem bind:4 --size 2M --budget 0.2 --min-reps 2 --json"),
+    ("err_bench_cpuless", "numalab bench bandwidth --cpus node:4 --size 1M"),
     ("err_cpu_on_cpuless", "numalab place --size 1M --cpu node:4"),
     ("err_run_on_cpuless", "numalab run --cpus node:4 -- true"),
     ("err_run_nodebind_cpuless", "numalab run -N 4 -- true"),
@@ -603,6 +607,81 @@ fn ring_memory_goes_to_the_cpuless_node() {
         "{}",
         v["bytes_by_node"]
     );
+}
+
+#[test]
+fn ring_matrix_covers_every_pair_including_the_cpuless_node() {
+    let v = ring().json("matrix", 0);
+    assert_eq!(v["cpu_nodes"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(v["mem_nodes"], serde_json::json!([0, 1, 2, 3, 4]));
+    assert_eq!(v["verified"], true);
+    for table in ["latency", "bandwidth"] {
+        let rows = v[table]
+            .as_array()
+            .unwrap_or_else(|| panic!("{table} missing"));
+        assert_eq!(rows.len(), 4);
+        for (r, row) in rows.iter().enumerate() {
+            let row = row.as_array().unwrap();
+            assert_eq!(row.len(), 5, "{table} row {r}");
+            for (c, cell) in row.iter().enumerate() {
+                assert_eq!(cell["cpu_node"], r as u64);
+                assert_eq!(cell["mem_node"], c as u64);
+                assert!(cell["value"]["median"].as_f64().unwrap() > 0.0);
+                let w = &cell["verification"]["workers"][0];
+                assert_eq!(
+                    w["requested_cpu"], r as u64,
+                    "{table} {r}->{c}: thread on node {r}'s CPU"
+                );
+                for b in w["buffers"].as_array().unwrap() {
+                    let pages = b["pages_by_node"].as_object().unwrap();
+                    assert_eq!(
+                        pages.keys().collect::<Vec<_>>(),
+                        vec![&c.to_string()],
+                        "{table} {r}->{c}: pages on node {c}"
+                    );
+                }
+            }
+            // The local cell is the reference of the NUMA ratio.
+            assert_eq!(row[r]["numa_ratio"], 1.0);
+        }
+    }
+}
+
+#[test]
+fn ring_bench_results_carry_verified_placement() {
+    let g = ring();
+    let v = g.json("bench_bw_cpuless", 0);
+    assert_eq!(v["verification"]["verified"], true);
+    let workers = v["verification"]["workers"].as_array().unwrap();
+    assert_eq!(
+        workers
+            .iter()
+            .map(|w| w["requested_cpu"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    for w in workers {
+        assert_eq!(
+            w["buffers"].as_array().unwrap().len(),
+            3,
+            "triad: three buffers"
+        );
+        for b in w["buffers"].as_array().unwrap() {
+            assert_eq!(b["pages_by_node"], serde_json::json!({"4": 512}));
+        }
+    }
+    assert!(v["gbps"]["median"].as_f64().unwrap() > 0.0);
+    assert!(v["environment"]["kernel"]
+        .as_str()
+        .unwrap()
+        .starts_with("6.12"));
+    let v = g.json("bench_lat_cpuless", 0);
+    assert_eq!(
+        v["verification"]["workers"][0]["buffers"][0]["pages_by_node"],
+        serde_json::json!({"4": 512})
+    );
+    assert!(v["ns"]["median"].as_f64().unwrap() > 0.0);
+    one_line_error(g.step("err_bench_cpuless"), 2, "node 4 is CPU-less");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //!    and verification of where threads and pages really are.
 
 pub mod idset;
+pub mod experiments;
 pub mod machine;
 pub mod measure;
 pub mod placement;

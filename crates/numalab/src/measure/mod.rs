@@ -4,5 +4,6 @@
 
 pub mod chase;
 pub mod environment;
+pub mod harness;
 pub mod kernels;
 pub mod stats;

@@ -1,0 +1,250 @@
+//! `numalab matrix`: latency and bandwidth from every CPU node to every memory
+//! node (CPU-less memory nodes included as targets), with NUMA ratios.
+
+use crate::machine::Machine;
+use crate::measure::chase::ChasePattern;
+use crate::measure::harness::{
+    run_bandwidth, run_latency, BandwidthRequest, Figure, LatencyRequest, Verification, WorkerPlan,
+};
+use crate::measure::kernels::{BandwidthKernel, Isa};
+use crate::measure::stats::StopRule;
+use crate::placement::{MemoryPolicy, PlacementError, Thp};
+use crate::IdSet;
+use serde::Serialize;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct MatrixRequest {
+    pub latency: bool,
+    pub bandwidth: bool,
+    /// One thread per CPU node, or every CPU of the node.
+    pub all_threads_per_node: bool,
+    pub kernel: BandwidthKernel,
+    pub isa: Isa,
+    pub pattern: ChasePattern,
+    pub latency_bytes: usize,
+    pub bandwidth_bytes: usize,
+    /// Rule for each cell (its budget is per cell).
+    pub rule: StopRule,
+}
+
+/// One cell: a CPU node reading a memory node.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell<T> {
+    pub cpu_node: u32,
+    pub mem_node: u32,
+    pub value: T,
+    /// Value relative to the CPU node's local value (the NUMA ratio); for
+    /// bandwidth, local / this, so that > 1 means "remote is worse" for both.
+    pub numa_ratio: Option<f64>,
+    pub verification: Verification,
+}
+
+/// The whole matrix. Rows: CPU nodes; columns: memory nodes.
+#[derive(Debug, Clone, Serialize)]
+pub struct MatrixResult {
+    pub cpu_nodes: Vec<u32>,
+    pub mem_nodes: Vec<u32>,
+    pub threads_per_node: String,
+    /// ns per dependent load, `latency[row][col]`.
+    pub latency: Option<Vec<Vec<Cell<Figure>>>>,
+    /// Aggregate GB/s (program bytes), `bandwidth[row][col]`.
+    pub bandwidth: Option<Vec<Vec<Cell<Figure>>>>,
+    pub kernel: BandwidthKernel,
+    pub pattern: ChasePattern,
+    pub verified: bool,
+    pub warnings: Vec<String>,
+}
+
+/// Rows and columns: allowed nodes with CPUs, and every allowed memory node.
+pub fn matrix_nodes(m: &Machine) -> (Vec<u32>, Vec<u32>) {
+    let rows: Vec<u32> = m.cpu_nodes().iter().collect();
+    let cols: Vec<u32> = m
+        .nodes
+        .iter()
+        .filter(|n| n.allowed && n.memory_bytes > 0)
+        .map(|n| n.os_index)
+        .collect();
+    (rows, cols)
+}
+
+/// Number of measurements `req` implies on `m` (for progress and budgets).
+pub fn cell_count(m: &Machine, req: &MatrixRequest) -> usize {
+    let (r, c) = matrix_nodes(m);
+    r.len() * c.len() * (req.latency as usize + req.bandwidth as usize)
+}
+
+/// Runs the matrix; `progress` is called before each cell with its name.
+pub fn run_matrix(
+    m: &Machine,
+    req: &MatrixRequest,
+    progress: &mut dyn FnMut(&str),
+) -> Result<MatrixResult, PlacementError> {
+    let (rows, cols) = matrix_nodes(m);
+    if rows.is_empty() || cols.is_empty() {
+        return Err(PlacementError::Invalid(
+            "no allowed node with CPUs or memory to measure".into(),
+        ));
+    }
+    let mut warnings = Vec::new();
+    let mut latency = None;
+    let mut bandwidth = None;
+    if req.latency {
+        let mut table = Vec::new();
+        for &r in &rows {
+            let cpu = first_cpu(m, r)?;
+            let mut row = Vec::new();
+            for &c in &cols {
+                progress(&format!("latency node {r} -> node {c}"));
+                let lr = run_latency(
+                    m,
+                    &LatencyRequest {
+                        cpu,
+                        policy: MemoryPolicy::Bind {
+                            nodes: IdSet::single(c),
+                        },
+                        pattern: req.pattern,
+                        chains: 1,
+                        buffer_bytes: req.latency_bytes,
+                        thp: Some(Thp::Off),
+                        hugetlb: false,
+                        rule: req.rule.clone(),
+                    },
+                )?;
+                warnings.extend(lr.warnings.iter().map(|w| format!("latency {r}->{c}: {w}")));
+                row.push(Cell {
+                    cpu_node: r,
+                    mem_node: c,
+                    value: lr.ns,
+                    numa_ratio: None,
+                    verification: lr.verification,
+                });
+            }
+            table.push(row);
+        }
+        set_ratios(&mut table, |local, x| x / local);
+        latency = Some(table);
+    }
+    if req.bandwidth {
+        let mut table = Vec::new();
+        for &r in &rows {
+            let cpus: Vec<u32> = if req.all_threads_per_node {
+                let node_cpus = m
+                    .node(r)
+                    .map(|n| n.cpus.intersection(&m.allowed_cpus))
+                    .unwrap_or_default();
+                crate::placement::thread_policy::compact_order(m, &node_cpus)
+            } else {
+                vec![first_cpu(m, r)?]
+            };
+            let mut row = Vec::new();
+            for &c in &cols {
+                progress(&format!("bandwidth node {r} -> node {c}"));
+                let policy = MemoryPolicy::Bind {
+                    nodes: IdSet::single(c),
+                };
+                let br = run_bandwidth(
+                    m,
+                    &BandwidthRequest {
+                        kernel: req.kernel,
+                        isa: req.isa,
+                        workers: cpus
+                            .iter()
+                            .map(|&cpu| WorkerPlan {
+                                cpu,
+                                policy: policy.clone(),
+                                toucher: None,
+                            })
+                            .collect(),
+                        buffer_bytes: req.bandwidth_bytes,
+                        thp: Some(Thp::On),
+                        rule: req.rule.clone(),
+                    },
+                )?;
+                warnings.extend(
+                    br.warnings
+                        .iter()
+                        .map(|w| format!("bandwidth {r}->{c}: {w}")),
+                );
+                row.push(Cell {
+                    cpu_node: r,
+                    mem_node: c,
+                    value: br.gbps,
+                    numa_ratio: None,
+                    verification: br.verification,
+                });
+            }
+            table.push(row);
+        }
+        set_ratios(&mut table, |local, x| local / x);
+        bandwidth = Some(table);
+    }
+    let verified = [&latency, &bandwidth]
+        .iter()
+        .filter_map(|t| t.as_ref())
+        .all(|t| t.iter().flatten().all(|c| c.verification.verified));
+    Ok(MatrixResult {
+        cpu_nodes: rows,
+        mem_nodes: cols,
+        threads_per_node: if req.all_threads_per_node {
+            "all".into()
+        } else {
+            "1".into()
+        },
+        latency,
+        bandwidth,
+        kernel: req.kernel,
+        pattern: req.pattern,
+        verified,
+        warnings,
+    })
+}
+
+fn first_cpu(m: &Machine, node: u32) -> Result<u32, PlacementError> {
+    m.node(node)
+        .and_then(|n| n.cpus.intersection(&m.allowed_cpus).first())
+        .ok_or_else(|| PlacementError::Invalid(format!("node {node} has no allowed CPU")))
+}
+
+/// Ratio of each cell's median to its row's local (same node) median; rows
+/// without a local column (none here: every CPU node has memory) stay None.
+fn set_ratios(table: &mut [Vec<Cell<Figure>>], ratio: impl Fn(f64, f64) -> f64) {
+    for row in table.iter_mut() {
+        let local = row
+            .iter()
+            .find(|c| c.cpu_node == c.mem_node)
+            .map(|c| c.value.median);
+        if let Some(l) = local.filter(|l| *l > 0.0) {
+            for c in row.iter_mut() {
+                if c.value.median > 0.0 {
+                    c.numa_ratio = Some(ratio(l, c.value.median));
+                }
+            }
+        }
+    }
+}
+
+/// The classic table: rows are thread nodes, columns memory nodes.
+pub fn render_table(
+    title: &str,
+    cols: &[u32],
+    table: &[Vec<Cell<Figure>>],
+    fmt_value: &dyn Fn(f64) -> String,
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "{title}");
+    let _ = write!(s, "  {:>10}", "CPU node");
+    for c in cols {
+        let _ = write!(s, " {:>10}", format!("mem {c}"));
+    }
+    let _ = writeln!(s);
+    for row in table {
+        let _ = write!(s, "  {:>10}", row.first().map(|c| c.cpu_node).unwrap_or(0));
+        for c in row {
+            let _ = write!(s, " {:>10}", fmt_value(c.value.median));
+        }
+        let _ = writeln!(s);
+    }
+    s
+}

@@ -1,0 +1,559 @@
+//! The harness: pinned workers with placed, verified buffers, started
+//! together at a barrier, each timing itself; repeated under a [`StopRule`].
+//!
+//! Aggregate bandwidth is the total bytes of all workers divided by the
+//! slowest worker's time (the classic convention: the job is done when the
+//! last worker is). Per-worker figures are kept.
+
+use super::chase::{Chase, ChasePattern};
+use super::kernels::{run_pass, BandwidthKernel, ByteCount, Isa};
+use super::stats::{measure, Better, Measurement, StopRule, Summary};
+use crate::machine::Machine;
+use crate::placement::{
+    pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Realization,
+    Thp,
+};
+use crate::IdSet;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// Shortest time one sample should take: below this, timer resolution and
+/// barrier skew dominate.
+const MIN_SAMPLE_SECONDS: f64 = 0.02;
+
+/// Where one buffer is and whether that is what was asked.
+#[derive(Debug, Clone, Serialize)]
+pub struct BufferCheck {
+    pub policy: String,
+    pub realization: Realization,
+    pub thp: String,
+    pub bytes: u64,
+    pub page_size: usize,
+    pub pages_by_node: BTreeMap<u32, u64>,
+    pub untouched_pages: u64,
+    pub expected_nodes: Option<IdSet>,
+    pub verified: bool,
+    pub problems: Vec<String>,
+}
+
+/// One worker's placement and figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerReport {
+    pub requested_cpu: u32,
+    /// CPU seen by the worker at the start and end of the run.
+    pub seen_cpus: Vec<u32>,
+    pub node: Option<u32>,
+    pub buffers: Vec<BufferCheck>,
+    /// The worker's own bandwidth (program bytes, GB/s) per sample.
+    pub gbps: Vec<f64>,
+    pub verified: bool,
+}
+
+/// The placement proof attached to every result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    pub verified: bool,
+    pub workers: Vec<WorkerReport>,
+    pub problems: Vec<String>,
+}
+
+/// One worker of a bandwidth run: its CPU and its memory policy.
+#[derive(Debug, Clone)]
+pub struct WorkerPlan {
+    pub cpu: u32,
+    pub policy: MemoryPolicy,
+    /// CPU of the thread that first touches the buffers; `None` = the worker itself.
+    pub toucher: Option<u32>,
+}
+
+/// A bandwidth measurement request.
+#[derive(Debug, Clone)]
+pub struct BandwidthRequest {
+    pub kernel: BandwidthKernel,
+    pub isa: Isa,
+    pub workers: Vec<WorkerPlan>,
+    /// Bytes per buffer (each worker has `kernel.arrays()` buffers).
+    pub buffer_bytes: usize,
+    pub thp: Option<Thp>,
+    pub rule: StopRule,
+}
+
+/// Figures of one quantity: median and best plus the full summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub median: f64,
+    pub best: f64,
+    pub min: f64,
+    pub max: f64,
+    pub spread: f64,
+    pub rel_ci: f64,
+}
+
+impl Figure {
+    fn of(s: &Summary, better: Better, scale: f64) -> Self {
+        Self {
+            median: s.median * scale,
+            best: s.best(better) * scale,
+            min: s.min * scale,
+            max: s.max * scale,
+            spread: s.spread,
+            rel_ci: s.rel_ci,
+        }
+    }
+}
+
+/// The outcome of a bandwidth run.
+#[derive(Debug, Clone, Serialize)]
+pub struct BandwidthResult {
+    pub kernel: BandwidthKernel,
+    pub isa: Isa,
+    pub threads: usize,
+    pub buffer_bytes: u64,
+    pub passes_per_sample: usize,
+    /// Bytes of one pass of all workers, counted both ways.
+    pub bytes_per_pass: ByteCount,
+    /// Program bytes (STREAM convention) per second, 1e9 B/s.
+    pub gbps: Figure,
+    /// Bytes the memory system moves (write-allocate included), 1e9 B/s.
+    pub memory_gbps: Figure,
+    pub measurement: Measurement,
+    pub warnings: Vec<String>,
+    pub verification: Verification,
+}
+
+fn check_buffer(
+    m: &Machine,
+    policy: &MemoryPolicy,
+    buf: &PlacedBuffer,
+    toucher_node: Option<u32>,
+) -> Result<BufferCheck, PlacementError> {
+    let h = buf.histogram()?;
+    let expected = policy.nodes_expected(m, toucher_node);
+    let mut problems = Vec::new();
+    if h.untouched_pages > 0 {
+        problems.push(format!("{} pages never touched", h.untouched_pages));
+    }
+    if let (Some(e), false) = (&expected, matches!(policy, MemoryPolicy::Preferred { .. })) {
+        let out = h.pages_outside(e);
+        if out > 0 {
+            problems.push(format!(
+                "{out} of {} pages outside the requested nodes {{{e}}}",
+                h.pages_total
+            ));
+        }
+    }
+    Ok(BufferCheck {
+        policy: policy.to_string(),
+        realization: buf.realization().clone(),
+        thp: buf.thp().describe(),
+        bytes: buf.len() as u64,
+        page_size: h.page_size,
+        pages_by_node: h.pages_by_node.clone(),
+        untouched_pages: h.untouched_pages,
+        expected_nodes: expected,
+        verified: problems.is_empty(),
+        problems,
+    })
+}
+
+/// Views a placed buffer as f64s (it is page aligned).
+fn as_f64(buf: &mut PlacedBuffer) -> &mut [f64] {
+    // SAFETY: page-aligned, initialized memory owned by `buf`; any bit pattern is a valid f64.
+    let (pre, mid, _) = unsafe { buf.as_mut_slice().align_to_mut::<f64>() };
+    debug_assert!(pre.is_empty());
+    mid
+}
+
+/// Runs a bandwidth measurement. Workers allocate and verify their buffers
+/// first; a placement that does not verify is reported, not hidden.
+pub fn run_bandwidth(
+    m: &Machine,
+    req: &BandwidthRequest,
+) -> Result<BandwidthResult, PlacementError> {
+    req.isa
+        .check_available()
+        .map_err(PlacementError::Unsupported)?;
+    let n = req.workers.len();
+    let elems = req.buffer_bytes / 8;
+    if elems < 8 {
+        return Err(PlacementError::Invalid(
+            "buffers must be at least 64 bytes".into(),
+        ));
+    }
+    // ready: every worker finished setup (or failed); start/done: one sample.
+    let ready = Barrier::new(n + 1);
+    let start = Barrier::new(n + 1);
+    let done = Barrier::new(n + 1);
+    let stop = AtomicBool::new(false);
+    let passes = AtomicUsize::new(1);
+    let times: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let reports: Mutex<Vec<Option<Result<WorkerReport, PlacementError>>>> =
+        Mutex::new((0..n).map(|_| None).collect());
+    let per_pass_worker = req.kernel.bytes_per_pass(elems);
+
+    let outcome = std::thread::scope(|s| {
+        for (i, plan) in req.workers.iter().enumerate() {
+            let (ready, start, done, stop, passes, times, reports) =
+                (&ready, &start, &done, &stop, &passes, &times, &reports);
+            s.spawn(move || {
+                let setup = (|| -> Result<(Vec<PlacedBuffer>, WorkerReport), PlacementError> {
+                    pin_current_thread(plan.cpu)?;
+                    let spec = BufferSpec {
+                        size: req.buffer_bytes,
+                        policy: plan.policy.clone(),
+                        thp: req.thp,
+                        hugetlb: false,
+                        toucher: Some(plan.toucher.unwrap_or(plan.cpu)),
+                        weighted: Default::default(),
+                    };
+                    let toucher_node = m.node_of_cpu(spec.toucher.unwrap_or(plan.cpu));
+                    let mut bufs = Vec::new();
+                    let mut checks = Vec::new();
+                    for _ in 0..req.kernel.arrays() {
+                        let mut b = PlacedBuffer::new(m, &spec)?;
+                        as_f64(&mut b).fill(1.0);
+                        checks.push(check_buffer(m, &plan.policy, &b, toucher_node)?);
+                        bufs.push(b);
+                    }
+                    let report = WorkerReport {
+                        requested_cpu: plan.cpu,
+                        seen_cpus: sys::current_cpu().into_iter().collect(),
+                        node: m.node_of_cpu(plan.cpu),
+                        verified: checks.iter().all(|c| c.verified),
+                        buffers: checks,
+                        gbps: Vec::new(),
+                    };
+                    Ok((bufs, report))
+                })();
+                let (mut bufs, report) = match setup {
+                    Ok(x) => x,
+                    Err(e) => {
+                        reports.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(Err(e));
+                        // Keep the barrier protocol so the others are not stuck:
+                        // the main thread stops everyone after `ready`.
+                        ready.wait();
+                        start.wait();
+                        return;
+                    }
+                };
+                reports.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(Ok(report));
+                ready.wait();
+                let mut slices: Vec<&mut [f64]> = bufs.iter_mut().map(as_f64).collect();
+                loop {
+                    start.wait();
+                    if stop.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let k = passes.load(Ordering::Acquire);
+                    let t0 = Instant::now();
+                    let mut sink = 0.0;
+                    for _ in 0..k {
+                        sink += run_pass(req.kernel, req.isa, &mut slices, 3.0);
+                    }
+                    std::hint::black_box(sink);
+                    times[i].store(t0.elapsed().as_secs_f64().to_bits(), Ordering::Release);
+                    done.wait();
+                }
+                let mut r = reports.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(Ok(rep)) = r[i].as_mut() {
+                    if let Some(c) = sys::current_cpu() {
+                        rep.seen_cpus.push(c);
+                    }
+                }
+            });
+        }
+        let failed = || {
+            reports
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|r| matches!(r, Some(Err(_))))
+        };
+        let mut per_worker: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut run_sample = |record: bool| -> f64 {
+            start.wait();
+            done.wait();
+            let ts: Vec<f64> = times
+                .iter()
+                .map(|t| f64::from_bits(t.load(Ordering::Acquire)))
+                .collect();
+            let k = passes.load(Ordering::Acquire) as f64;
+            let slowest = ts.iter().cloned().fold(0.0, f64::max).max(1e-9);
+            if record {
+                for (w, t) in ts.iter().enumerate() {
+                    per_worker[w].push(per_pass_worker.program as f64 * k / t.max(1e-9) / 1e9);
+                }
+            }
+            per_pass_worker.program as f64 * n as f64 * k / slowest / 1e9
+        };
+        ready.wait();
+        if failed() {
+            stop.store(true, Ordering::Release);
+            start.wait();
+            return None;
+        }
+        {
+            let gbps1 = run_sample(false);
+            let one_pass = per_pass_worker.program as f64 * n as f64 / (gbps1 * 1e9);
+            let k = (MIN_SAMPLE_SECONDS / one_pass.max(1e-9))
+                .ceil()
+                .clamp(1.0, 1e6) as usize;
+            passes.store(k, Ordering::Release);
+            let meas = measure(&req.rule, || run_sample(true));
+            // Per-worker figures of warm-up samples are not kept either.
+            for w in per_worker.iter_mut() {
+                w.drain(..meas.warmup_samples.len().min(w.len()));
+            }
+            stop.store(true, Ordering::Release);
+            start.wait();
+            Some((meas, per_worker))
+        }
+    });
+    let mut reps = Vec::new();
+    for r in reports.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        match r {
+            Some(Ok(rep)) => reps.push(rep),
+            Some(Err(e)) => return Err(e),
+            None => return Err(PlacementError::Os("a worker did not start".into())),
+        }
+    }
+    let (meas, per_worker) = outcome.ok_or_else(|| PlacementError::Os("workers failed".into()))?;
+    for (rep, g) in reps.iter_mut().zip(per_worker) {
+        rep.gbps = g;
+    }
+    let total = ByteCount {
+        program: per_pass_worker.program * n as u64,
+        memory: per_pass_worker.memory * n as u64,
+    };
+    let mem_scale = total.memory as f64 / total.program as f64;
+    let verification = verification_of(reps);
+    let mut warnings = meas.warnings();
+    if !verification.verified {
+        warnings.push(format!(
+            "placement did not verify: {}",
+            verification.problems.join("; ")
+        ));
+    }
+    Ok(BandwidthResult {
+        kernel: req.kernel,
+        isa: req.isa,
+        threads: n,
+        buffer_bytes: req.buffer_bytes as u64,
+        passes_per_sample: passes.load(Ordering::Acquire),
+        bytes_per_pass: total,
+        gbps: Figure::of(&meas.summary, Better::Higher, 1.0),
+        memory_gbps: Figure::of(&meas.summary, Better::Higher, mem_scale),
+        measurement: meas,
+        warnings,
+        verification,
+    })
+}
+
+fn verification_of(workers: Vec<WorkerReport>) -> Verification {
+    let mut problems = Vec::new();
+    for w in &workers {
+        if w.seen_cpus.iter().any(|c| *c != w.requested_cpu) {
+            problems.push(format!(
+                "worker pinned to CPU {} was seen on CPU(s) {:?}",
+                w.requested_cpu, w.seen_cpus
+            ));
+        }
+        for b in &w.buffers {
+            for p in &b.problems {
+                problems.push(format!("worker on CPU {}: {p}", w.requested_cpu));
+            }
+        }
+    }
+    Verification {
+        verified: problems.is_empty(),
+        workers,
+        problems,
+    }
+}
+
+/// A latency measurement request.
+#[derive(Debug, Clone)]
+pub struct LatencyRequest {
+    pub cpu: u32,
+    pub policy: MemoryPolicy,
+    pub pattern: ChasePattern,
+    pub chains: usize,
+    pub buffer_bytes: usize,
+    pub thp: Option<Thp>,
+    pub hugetlb: bool,
+    pub rule: StopRule,
+}
+
+/// The outcome of a latency run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyResult {
+    pub pattern: ChasePattern,
+    pub chains: usize,
+    pub buffer_bytes: u64,
+    pub steps_per_sample: u64,
+    /// Nanoseconds per dependent load (each chain advances once per step).
+    pub ns: Figure,
+    /// Core cycles per dependent load, at the core clock measured alongside.
+    pub cycles: Figure,
+    pub core_ghz: f64,
+    /// Nanoseconds per load over all chains (throughput view, `ns / chains`).
+    pub ns_per_access: f64,
+    pub measurement: Measurement,
+    pub warnings: Vec<String>,
+    pub verification: Verification,
+}
+
+/// Runs a pointer chase on one pinned CPU over a placed buffer.
+pub fn run_latency(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, PlacementError> {
+    std::thread::scope(|s| {
+        s.spawn(|| run_latency_pinned(m, req))
+            .join()
+            .map_err(|_| PlacementError::Os("the latency worker panicked".into()))?
+    })
+}
+
+fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, PlacementError> {
+    pin_current_thread(req.cpu)?;
+    let spec = BufferSpec {
+        size: req.buffer_bytes,
+        policy: req.policy.clone(),
+        thp: req.thp,
+        hugetlb: req.hugetlb,
+        toucher: Some(req.cpu),
+        weighted: Default::default(),
+    };
+    let buf = PlacedBuffer::new(m, &spec)?;
+    let check = check_buffer(m, &req.policy, &buf, m.node_of_cpu(req.cpu))?;
+    let chase = Chase::build(
+        buf.as_ptr(),
+        buf.len(),
+        req.pattern,
+        req.chains,
+        0x5eed_1234,
+    )
+    .map_err(PlacementError::Invalid)?;
+    let ghz = core_ghz();
+    // Calibrate steps so one sample takes about MIN_SAMPLE_SECONDS.
+    let probe = chase.run(10_000);
+    let per_step = probe.elapsed.as_secs_f64() / 10_000.0;
+    let steps = ((MIN_SAMPLE_SECONDS / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32);
+    let meas = measure(&req.rule, || {
+        let r = chase.run(steps);
+        std::hint::black_box(r.sum);
+        r.elapsed.as_secs_f64() * 1e9 / steps as f64
+    });
+    let seen = sys::current_cpu();
+    let report = WorkerReport {
+        requested_cpu: req.cpu,
+        seen_cpus: seen.into_iter().collect(),
+        node: m.node_of_cpu(req.cpu),
+        verified: check.verified,
+        buffers: vec![check],
+        gbps: Vec::new(),
+    };
+    let verification = verification_of(vec![report]);
+    let mut warnings = meas.warnings();
+    if !verification.verified {
+        warnings.push(format!(
+            "placement did not verify: {}",
+            verification.problems.join("; ")
+        ));
+    }
+    let ns = Figure::of(&meas.summary, Better::Lower, 1.0);
+    Ok(LatencyResult {
+        pattern: req.pattern,
+        chains: chase.chains(),
+        buffer_bytes: buf.len() as u64,
+        steps_per_sample: steps,
+        ns_per_access: ns.median / chase.chains() as f64,
+        cycles: Figure::of(&meas.summary, Better::Lower, ghz),
+        core_ghz: ghz,
+        ns,
+        measurement: meas,
+        warnings,
+        verification,
+    })
+}
+
+/// The core clock in GHz, from a chain of dependent integer operations of
+/// known latency; 0 when it cannot be measured. x86-64 uses `imul` (3 cycles
+/// on every core since Core 2 and on Zen): plain `add reg, imm` chains are
+/// folded at rename by recent Intel cores and would overstate the clock.
+pub fn core_ghz() -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let cycles = dependent_cycles(500_000);
+        let s = t.elapsed().as_secs_f64();
+        if cycles > 0 {
+            best = best.min(s / cycles as f64);
+        }
+    }
+    if best == f64::MAX || best <= 0.0 {
+        0.0
+    } else {
+        1e-9 / best
+    }
+}
+
+/// Runs a dependent chain and returns how many cycles it takes.
+#[cfg(target_arch = "x86_64")]
+fn dependent_cycles(rounds: u64) -> u64 {
+    let mut x: u64 = 3;
+    for _ in 0..rounds {
+        // SAFETY: register arithmetic only.
+        unsafe {
+            std::arch::asm!(
+                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
+                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
+                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
+                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
+                inout(reg) x,
+                options(nomem, nostack)
+            );
+        }
+    }
+    std::hint::black_box(x);
+    rounds * 16 * 3
+}
+
+/// aarch64: dependent adds, one cycle each.
+#[cfg(target_arch = "aarch64")]
+fn dependent_cycles(rounds: u64) -> u64 {
+    let mut x: u64 = 0;
+    for _ in 0..rounds {
+        // SAFETY: register arithmetic only.
+        unsafe {
+            std::arch::asm!(
+                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
+                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
+                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
+                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
+                inout(reg) x,
+                options(nomem, nostack)
+            );
+        }
+    }
+    std::hint::black_box(x);
+    rounds * 16
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn dependent_cycles(_rounds: u64) -> u64 {
+    0
+}
+
+/// Default buffer size: at least 4x the last-level cache (from the machine
+/// model), never below 64 MiB; rounded to 2 MiB so THP can back it.
+pub fn default_buffer_bytes(m: &Machine) -> usize {
+    let llc = m.last_level_cache_bytes().unwrap_or(32 << 20) as usize;
+    (4 * llc).max(64 << 20).next_multiple_of(2 << 20)
+}
+
+/// Convenience for time budgets given in seconds.
+pub fn seconds(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
