@@ -151,3 +151,20 @@ impl Progress {
         }
     }
 }
+
+/// Prints warnings; a long list is summarized (`--json` keeps them all).
+pub fn print_warnings(ws: &[String]) {
+    if ws.len() <= 3 {
+        for w in ws {
+            println!("warning: {w}");
+        }
+        return;
+    }
+    let imprecise = ws.iter().filter(|w| w.contains("not precise")).count();
+    let outliers = ws.iter().filter(|w| w.contains("outliers")).count();
+    let other = ws.len() - imprecise - outliers;
+    println!(
+        "warning: {} warnings: {imprecise} measurements did not reach the target precision in their budget, {outliers} had outliers, {other} other; the machine is noisy or the budget short (raise --budget); --json lists them all",
+        ws.len()
+    );
+}

@@ -5,8 +5,8 @@
 //! 2. [`placement`]: resource sets, thread and memory policies, placed buffers
 //!    and verification of where threads and pages really are.
 
-pub mod idset;
 pub mod experiments;
+pub mod idset;
 pub mod machine;
 pub mod measure;
 pub mod placement;

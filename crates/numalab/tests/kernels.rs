@@ -507,19 +507,22 @@ fn host_cache_chase_is_faster_than_dram_chase() {
 #[test]
 #[ignore = "timing report: run with --release -- --ignored --nocapture"]
 fn speed_report() {
-    let bytes: usize = std::env::var("NUMALAB_SPEED_MIB")
+    // Array size: NUMALAB_SPEED_KIB (default 400 MiB); passes are repeated
+    // so that each timed sample moves about 1 GiB.
+    let bytes: usize = std::env::var("NUMALAB_SPEED_KIB")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(400)
-        << 20;
+        .unwrap_or(400 << 10)
+        << 10;
+    let reps = ((1usize << 30) / bytes).max(1);
     let n = bytes / 8;
     let mut arrays: Vec<Aligned> = (0..3).map(|_| Aligned::new(bytes)).collect();
     for a in arrays.iter_mut() {
         a.f64s().fill(1.0);
     }
     println!(
-        "{} MiB per array; GB/s of program bytes (memory bytes), best of 5 passes",
-        bytes >> 20
+        "{} KiB per array; GB/s of program bytes (memory bytes), best of 5 samples of {reps} pass(es)",
+        bytes >> 10
     );
     let kernels = [
         K::Read,
@@ -550,8 +553,10 @@ fn speed_report() {
             let mut best = f64::MAX;
             for _ in 0..5 {
                 let t = std::time::Instant::now();
-                std::hint::black_box(run_pass(k, isa, &mut slices, 1.0));
-                best = best.min(t.elapsed().as_secs_f64());
+                for _ in 0..reps {
+                    std::hint::black_box(run_pass(k, isa, &mut slices, 1.0));
+                }
+                best = best.min(t.elapsed().as_secs_f64() / reps as f64);
             }
             let b = k.bytes_per_pass(n);
             let cell = format!(
@@ -562,6 +567,9 @@ fn speed_report() {
             print!("{cell:>20}");
         }
         println!();
+    }
+    if std::env::var_os("NUMALAB_SPEED_NO_CHASE").is_some() {
+        return;
     }
     for (name, p) in [
         ("random", ChasePattern::Random),

@@ -130,9 +130,7 @@ pub fn run(a: Args) -> CliResult {
         } else {
             println!("NOT VERIFIED in some cells: see --json");
         }
-        for w in &r.warnings {
-            println!("warning: {w}");
-        }
+        crate::output::print_warnings(&r.warnings);
     }
     Ok(exit_for(r.verified))
 }

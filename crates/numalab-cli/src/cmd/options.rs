@@ -8,10 +8,15 @@ use std::time::Duration;
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatOptions {
     /// Stop when the median's 95% confidence interval is within this many percent.
-    #[arg(long, value_name = "PERCENT", default_value = "1")]
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value = "1",
+        allow_hyphen_values = true
+    )]
     pub target_ci: String,
     /// Time budget per measurement, in seconds.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
     pub budget: Option<String>,
     /// Repetitions at least (after warm-up).
     #[arg(long, value_name = "N", default_value = "5")]

@@ -119,9 +119,7 @@ pub fn run(a: Args) -> CliResult {
                 "contention split needs at least two thread counts (this machine allows one CPU)"
             ),
         }
-        for w in &r.warnings {
-            println!("warning: {w}");
-        }
+        crate::output::print_warnings(&r.warnings);
     }
     let ok = r.packed.iter().chain(&r.spread).all(|p| p.verified);
     Ok(if ok {

@@ -118,9 +118,7 @@ pub fn run(a: Args) -> CliResult {
                 p.latency_ns
             );
         }
-        for w in &r.warnings {
-            println!("warning: {w}");
-        }
+        crate::output::print_warnings(&r.warnings);
     }
     Ok(if r.points.iter().all(|p| p.verified) {
         ExitCode::SUCCESS

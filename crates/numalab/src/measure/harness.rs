@@ -436,9 +436,16 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
     )
     .map_err(PlacementError::Invalid)?;
     let ghz = core_ghz();
-    // Calibrate steps so one sample takes about MIN_SAMPLE_SECONDS.
-    let probe = chase.run(10_000);
-    let per_step = probe.elapsed.as_secs_f64() / 10_000.0;
+    // Warm up and calibrate in one go. Building the chase wrote every line,
+    // so the last-written ones sit in the caches: chase twice the LLC's worth
+    // of lines (or one full lap) first, so samples see the steady state.
+    let llc_lines = m.last_level_cache_bytes().unwrap_or(32 << 20) / 64;
+    let warm = (chase.lines_per_chain() as u64)
+        .min(2 * llc_lines)
+        .max(10_000);
+    let probe = chase.run(warm);
+    std::hint::black_box(probe.sum);
+    let per_step = probe.elapsed.as_secs_f64() / warm as f64;
     let steps = ((MIN_SAMPLE_SECONDS / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32);
     let meas = measure(&req.rule, || {
         let r = chase.run(steps);

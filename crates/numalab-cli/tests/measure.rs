@@ -1,0 +1,325 @@
+//! The measuring commands end to end on this machine. Timings on a shared
+//! machine are noisy, so assertions are on orders of magnitude (L1 vs DRAM),
+//! on byte accounting, on structure and on placement proofs, never on a
+//! tight speed figure (speed targets live in bench/compare.sh).
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+/// Measurements in this file take turns: on a 2-core machine, two at once
+/// would measure each other.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn numalab(args: &[&str]) -> Output {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args(args)
+        .output()
+        .expect("run numalab")
+}
+
+fn json(args: &[&str]) -> Value {
+    let o = numalab(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
+}
+
+fn fails(args: &[&str], code: i32, needle: &str) {
+    let o = numalab(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err:?}");
+    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
+}
+
+const QUICK: [&str; 6] = ["--budget", "0.3", "--min-reps", "3", "--target-ci", "5"];
+
+fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = base.to_vec();
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn bandwidth_result_has_figures_verification_and_environment() {
+    let v = json(&with(
+        &[
+            "bench",
+            "bandwidth",
+            "--kernel",
+            "triad",
+            "--size",
+            "16M",
+            "--json",
+        ],
+        &QUICK,
+    ));
+    assert_eq!(v["schema_version"], "1.0");
+    assert_eq!(v["command"], "bench bandwidth");
+    assert_eq!(v["kernel"], "triad");
+    let (med, best) = (
+        v["gbps"]["median"].as_f64().unwrap(),
+        v["gbps"]["best"].as_f64().unwrap(),
+    );
+    assert!(med > 0.1 && best >= med, "median {med} best {best}");
+    // Triad moves 24 bytes per element for the program, 32 with write-allocate.
+    let ratio = v["memory_gbps"]["median"].as_f64().unwrap() / med;
+    assert!((ratio - 32.0 / 24.0).abs() < 1e-9, "{ratio}");
+    assert_eq!(v["bytes_per_pass"]["program"], 24 * (16 << 20) / 8);
+    let w = &v["verification"]["workers"][0];
+    assert_eq!(v["verification"]["verified"], true);
+    assert_eq!(w["buffers"].as_array().unwrap().len(), 3);
+    assert_eq!(w["buffers"][0]["pages_by_node"]["0"], 4096);
+    assert!(v["measurement"]["samples"].as_array().unwrap().len() >= 3);
+    for key in [
+        "kernel",
+        "cpu_model",
+        "thp_enabled",
+        "numa_balancing",
+        "hwloc_version",
+        "numalab_version",
+        "command_line",
+    ] {
+        assert!(
+            !v["environment"][key].is_null() || key == "numa_balancing",
+            "environment.{key}"
+        );
+    }
+    assert!(v["environment"]["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "triad"));
+}
+
+#[test]
+fn write_nt_moves_fewer_memory_bytes_than_write() {
+    let w = json(&with(
+        &[
+            "bench",
+            "bandwidth",
+            "--kernel",
+            "write",
+            "--size",
+            "16M",
+            "--json",
+        ],
+        &QUICK,
+    ));
+    let nt = json(&with(
+        &[
+            "bench",
+            "bandwidth",
+            "--kernel",
+            "write-nt",
+            "--size",
+            "16M",
+            "--json",
+        ],
+        &QUICK,
+    ));
+    assert_eq!(w["bytes_per_pass"]["memory"], 2 * (16u64 << 20));
+    assert_eq!(nt["bytes_per_pass"]["memory"], 16u64 << 20);
+    assert_eq!(
+        w["bytes_per_pass"]["program"],
+        nt["bytes_per_pass"]["program"]
+    );
+}
+
+#[test]
+fn latency_rises_from_l1_to_dram() {
+    let small = json(&with(
+        &["bench", "latency", "--size", "16K", "--json"],
+        &QUICK,
+    ));
+    let big = json(&with(
+        &["bench", "latency", "--size", "512M", "--json"],
+        &QUICK,
+    ));
+    let (s, b) = (
+        small["ns"]["median"].as_f64().unwrap(),
+        big["ns"]["median"].as_f64().unwrap(),
+    );
+    assert!(s > 0.3 && s < 10.0, "L1 latency {s} ns");
+    assert!(b > 5.0 * s, "DRAM {b} ns vs L1 {s} ns");
+    assert!(
+        big["cycles"]["median"].as_f64().unwrap() > big["ns"]["median"].as_f64().unwrap() * 0.5
+    );
+    assert_eq!(big["verification"]["verified"], true);
+    // Several chains overlap their misses: the time per access drops.
+    let chains = json(&with(
+        &[
+            "bench", "latency", "--size", "512M", "--chains", "4", "--json",
+        ],
+        &QUICK,
+    ));
+    assert_eq!(chains["chains"], 4);
+    assert!(
+        chains["ns_per_access"].as_f64().unwrap() < b,
+        "{} vs {b}",
+        chains["ns_per_access"]
+    );
+}
+
+#[test]
+fn sizes_marks_cache_boundaries() {
+    let v = json(&with(
+        &["sizes", "--max-size", "4M", "--json"],
+        &["--budget", "0.1", "--min-reps", "2", "--target-ci", "10"],
+    ));
+    let points = v["points"].as_array().unwrap();
+    assert!(points.len() >= 6, "{}", points.len());
+    assert_eq!(points[0]["fits_in"], "L1");
+    let caches = v["caches"].as_array().unwrap();
+    assert_eq!(caches[0]["name"], "L1");
+    for p in points {
+        assert_eq!(p["gbps"].as_array().unwrap().len(), 3);
+        let bytes = p["bytes"].as_u64().unwrap();
+        let fits = p["fits_in"].as_str().unwrap();
+        let first_fit = caches
+            .iter()
+            .find(|c| bytes <= c["bytes"].as_u64().unwrap())
+            .map(|c| c["name"].as_str().unwrap())
+            .unwrap_or("memory");
+        assert_eq!(fits, first_fit, "{bytes}");
+    }
+}
+
+#[test]
+fn scaling_single_thread_matches_bench_bandwidth() {
+    let sc = json(&with(
+        &["scaling", "--kernel", "read", "--size", "64M", "--json"],
+        &QUICK,
+    ));
+    let packed = sc["packed"].as_array().unwrap();
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    assert_eq!(packed.len(), n.min(packed.len()).max(1));
+    assert_eq!(packed[0]["threads"], 1);
+    let bw = json(&with(
+        &[
+            "bench",
+            "bandwidth",
+            "--kernel",
+            "read",
+            "--size",
+            "64M",
+            "--json",
+        ],
+        &QUICK,
+    ));
+    let (a, b) = (
+        packed[0]["gbps"]["best"].as_f64().unwrap(),
+        bw["gbps"]["best"].as_f64().unwrap(),
+    );
+    // Same kernel, size, CPU and placement: the same figure up to this
+    // machine's noise.
+    assert!(
+        (a / b - 1.0).abs() < 0.35,
+        "scaling 1 thread {a} vs bench {b}"
+    );
+    if packed.len() >= 2 {
+        assert!(sc["model"]["core_seconds"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            sc["model"]["fitted_on"],
+            serde_json::json!([1, packed.len()])
+        );
+    }
+}
+
+#[test]
+fn matrix_on_this_machine() {
+    let v = json(&with(&["matrix", "--size", "32M", "--json"], &QUICK));
+    let nodes = v["cpu_nodes"].as_array().unwrap().len();
+    assert_eq!(v["latency"].as_array().unwrap().len(), nodes);
+    assert_eq!(v["bandwidth"].as_array().unwrap().len(), nodes);
+    assert_eq!(v["latency"][0][0]["numa_ratio"], 1.0);
+    assert_eq!(v["verified"], true);
+}
+
+#[test]
+fn measuring_commands_reject_bad_options() {
+    fails(
+        &["bench", "bandwidth", "--kernel", "stream"],
+        2,
+        "unknown kernel 'stream'; valid: read, read-prefetch, write",
+    );
+    fails(
+        &["bench", "bandwidth", "--size", "0"],
+        2,
+        "--size 0 is too small",
+    );
+    fails(
+        &["bench", "bandwidth", "--threads", "4096"],
+        2,
+        "4096 threads but only",
+    );
+    fails(
+        &["bench", "bandwidth", "--threads", "0"],
+        2,
+        "not a thread count",
+    );
+    fails(&["bench", "bandwidth", "--isa", "mmx"], 2, "valid:");
+    fails(
+        &["bench", "bandwidth", "--units", "furlongs"],
+        2,
+        "valid: gb",
+    );
+    fails(
+        &["bench", "bandwidth", "--target-ci", "0"],
+        2,
+        "--target-ci",
+    );
+    fails(&["bench", "bandwidth", "--budget", "-1"], 2, "--budget");
+    fails(
+        &["bench", "latency", "--pattern", "zigzag"],
+        2,
+        "valid: random, page, stride",
+    );
+    fails(&["bench", "latency", "--chains", "0"], 2, "--chains");
+    fails(&["matrix", "--threads-per-node", "2"], 2, "valid: 1, all");
+    fails(
+        &["scaling", "--max-threads", "9999"],
+        2,
+        "--max-threads 9999 but only",
+    );
+    fails(
+        &["sizes", "--max-size", "1K"],
+        2,
+        "smaller than the smallest size",
+    );
+}
+
+#[test]
+fn forcing_an_isa_the_cpu_lacks_is_a_clean_error() {
+    use numalab::measure::kernels::Isa;
+    let missing: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Sse2, Isa::Neon]
+        .into_iter()
+        .filter(|i| !Isa::available().contains(i))
+        .collect();
+    for isa in missing {
+        let o = numalab(&["bench", "bandwidth", "--isa", isa.name(), "--size", "1M"]);
+        assert_eq!(o.status.code(), Some(2), "{}", isa.name());
+        assert!(String::from_utf8_lossy(&o.stderr).contains(isa.name()));
+    }
+    // The best available ISA runs.
+    let best = Isa::detect_best();
+    let v = json(&with(
+        &[
+            "bench",
+            "bandwidth",
+            "--isa",
+            best.name(),
+            "--size",
+            "4M",
+            "--json",
+        ],
+        &QUICK,
+    ));
+    assert_eq!(v["isa"], best.name());
+}
