@@ -185,6 +185,18 @@ pub fn run_bandwidth(
     }
     // ready: every worker finished setup (or failed); start/done: one sample.
     let ready = Barrier::new(n + 1);
+    // All workers' buffers together must fit, or the last ones to fault
+    // would bring the OOM killer.
+    let total = (req.buffer_bytes as u64) * (req.kernel.arrays() * n) as u64;
+    if m.is_live() && total > crate::placement::usable_free_bytes(m) {
+        return Err(PlacementError::Capacity(format!(
+            "{n} thread(s) x {} buffer(s) x {} = {} do not fit in the {} free on the allowed nodes; use a smaller --size or fewer threads",
+            req.kernel.arrays(),
+            crate::placement::format_bytes(req.buffer_bytes as u64),
+            crate::placement::format_bytes(total),
+            crate::placement::format_bytes(crate::placement::usable_free_bytes(m))
+        )));
+    }
     let start = Barrier::new(n + 1);
     let done = Barrier::new(n + 1);
     let stop = AtomicBool::new(false);

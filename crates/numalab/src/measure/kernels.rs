@@ -562,7 +562,7 @@ mod portable {
 
 /// A read prefetch hint for the line holding `p` (any address: never faults).
 #[inline(always)]
-fn prefetch(p: *const u8) {
+pub(crate) fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetch is a hint; SSE is baseline on x86-64.
     unsafe {

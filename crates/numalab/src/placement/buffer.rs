@@ -288,6 +288,15 @@ impl Drop for PlacedBuffer {
 }
 
 /// Pins the calling thread to one CPU and checks it got there.
+/// Bytes free on the allowed nodes that placements may use (margins kept).
+pub fn usable_free_bytes(m: &Machine) -> u64 {
+    usable(
+        m.allowed_nodes.iter().map(|n| node_free(n, false)).sum(),
+        false,
+    )
+}
+
+/// Pins the calling thread to one CPU and checks it got there.
 pub fn pin_current_thread(cpu: u32) -> Result<(), PlacementError> {
     sys::set_affinity(0, &IdSet::single(cpu)).map_err(|e| match e.raw_os_error() {
         Some(libc::EINVAL) => E::Invalid(format!(
@@ -394,7 +403,8 @@ fn mbind_error(e: io::Error, mode: Mode, nodes: &IdSet) -> PlacementError {
     }
 }
 
-/// Refuses strict placements that cannot fit: the kernel would OOM-kill us.
+/// Refuses placements that cannot fit: the kernel would OOM-kill us. Strict
+/// ones are checked against their nodes, the others against all allowed nodes.
 fn check_capacity(
     m: &Machine,
     r: &Realization,
@@ -433,7 +443,16 @@ fn check_capacity(
                 need.push((n, (len as u64) * pages / round.max(1)));
             }
         }
-        Realization::Kernel { .. } => return Ok(()),
+        // Non-strict policies may use any allowed node, but not more than
+        // all of them have: beyond that the OOM killer picks us.
+        Realization::Kernel { .. } => {
+            let free: u64 = m.allowed_nodes.iter().map(|n| node_free(n, hugetlb)).sum();
+            return if (len as u64) > usable(free, hugetlb) {
+                Err(too_big(len as u64, &m.allowed_nodes, free, hugetlb))
+            } else {
+                Ok(())
+            };
+        }
     }
     for (n, bytes) in need {
         let free = node_free(n, hugetlb);
@@ -471,7 +490,7 @@ fn usable(free: u64, hugetlb: bool) -> u64 {
 fn too_big(bytes: u64, nodes: &IdSet, free: u64, hugetlb: bool) -> PlacementError {
     let fb = crate::placement::format_bytes;
     E::Capacity(format!(
-        "strict placement of {} on node{} {{{nodes}}} cannot fit: {} {} free there (keeping a margin for the kernel), so the kernel would OOM-kill; ask for less or add nodes",
+        "placing {} on node{} {{{nodes}}} cannot fit: {} {} free there (keeping a margin for the kernel), so the kernel would OOM-kill; ask for less or add nodes",
         fb(bytes),
         if nodes.len() > 1 { "s" } else { "" },
         fb(free),

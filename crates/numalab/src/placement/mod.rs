@@ -11,7 +11,9 @@ pub mod sys;
 pub mod thread_policy;
 pub mod verify;
 
-pub use buffer::{pin_current_thread, BufferSpec, PlacedBuffer, SysfsWeights, Thp};
+pub use buffer::{
+    pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, SysfsWeights, Thp,
+};
 pub use memory_policy::{remote_node, MemoryPolicy, Realization, WeightedImpl};
 pub use resource_set::{ListMeaning, ResourceSet};
 pub use thread_policy::ThreadPolicy;
