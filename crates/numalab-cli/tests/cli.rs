@@ -298,6 +298,12 @@ fn bad_input_gets_one_line_errors() {
         1,
         "cannot fit",
     );
+    fails(
+        &["place", "--size", "100T", "--mem", "first-touch"],
+        1,
+        "cannot fit",
+    );
+    fails(&["bench", "bandwidth", "--size", "100T"], 1, "do not fit");
     fails(&["place", "--mem", "local"], 2, "--size");
     fails(&["set", "node:0 +", "--topology", &q], 2, "expected a set");
     fails(

@@ -339,7 +339,12 @@ impl Chase {
                     }
                 }
                 if elements <= u32::MAX as usize {
-                    link_all(&random_order::<u32>(elements, &mut rng), &mut link);
+                    let t = Instant::now();
+                    let o = random_order::<u32>(elements, &mut rng);
+                    eprintln!("shuffle {:?}", t.elapsed());
+                    let t = Instant::now();
+                    link_all(&o, &mut link);
+                    eprintln!("link {:?}", t.elapsed());
                 } else {
                     link_all(&random_order::<usize>(elements, &mut rng), &mut link);
                 }
