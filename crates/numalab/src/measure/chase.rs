@@ -122,6 +122,7 @@ pub struct Chase {
 }
 
 /// splitmix64: a tiny, fast, good-enough PRNG.
+#[derive(Clone)]
 struct SplitMix64(u64);
 
 impl SplitMix64 {
@@ -139,13 +140,16 @@ impl SplitMix64 {
     }
 }
 
-/// An index type for the permutation (u32 halves the memory when it fits).
-trait Idx: Copy {
+/// An element index (u32 halves the memory and cache misses when it fits).
+trait Idx: Copy + Eq {
+    /// "No element": marks the elements no chain visits.
+    const NONE: Self;
     fn from(i: usize) -> Self;
     fn get(self) -> usize;
 }
 
 impl Idx for u32 {
+    const NONE: Self = u32::MAX;
     fn from(i: usize) -> Self {
         i as u32
     }
@@ -155,6 +159,7 @@ impl Idx for u32 {
 }
 
 impl Idx for usize {
+    const NONE: Self = usize::MAX;
     fn from(i: usize) -> Self {
         i
     }
@@ -163,88 +168,205 @@ impl Idx for usize {
     }
 }
 
-/// Fisher-Yates shuffle. For large arrays the random index of each swap is
-/// drawn 16 swaps ahead and its line prefetched, so the cache misses of the
-/// random accesses overlap (a 16 M-element shuffle is several times faster).
+/// A temporary array of `n` copies of `fill`; when large, backed by
+/// transparent huge pages (asked for before the first touch), which saves
+/// most page faults and TLB misses of the random accesses that follow.
+fn scratch<T: Copy>(n: usize, fill: T) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    let bytes = n * std::mem::size_of::<T>();
+    #[cfg(target_os = "linux")]
+    if bytes >= 4 << 20 {
+        let p = v.as_mut_ptr() as usize;
+        let lo = p.next_multiple_of(PAGE);
+        let hi = (p + bytes) & !(PAGE - 1);
+        if hi > lo {
+            // SAFETY: advice on pages of our own, still untouched, allocation;
+            // failure (THP disabled) only loses the speed-up.
+            unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
+        }
+    }
+    let _ = bytes;
+    v.resize(n, fill);
+    v
+}
+
+/// Fisher-Yates shuffle.
 fn shuffle<T>(v: &mut [T], rng: &mut SplitMix64) {
-    const AHEAD: usize = 16;
-    let n = v.len();
-    if n < 4 * AHEAD {
-        for i in (1..n).rev() {
-            let j = rng.below(i + 1);
-            v.swap(i, j);
-        }
-        return;
-    }
-    // ring[k % AHEAD] holds the partner of i = n - 1 - k.
-    let mut ring = [0usize; AHEAD];
-    for (k, r) in ring.iter_mut().enumerate() {
-        *r = rng.below(n - k);
-    }
-    for i in (1..n).rev() {
-        let slot = (n - 1 - i) % AHEAD;
-        let j = ring[slot];
-        if i > AHEAD {
-            let ahead = rng.below(i - AHEAD + 1);
-            ring[slot] = ahead;
-            crate::measure::kernels::prefetch(v.as_ptr().wrapping_add(ahead) as *const u8);
-        }
+    for i in (1..v.len()).rev() {
+        let j = rng.below(i + 1);
         v.swap(i, j);
     }
 }
 
-/// A uniformly random order of `0..n`.
+/// A uniformly random order of `0..n`, cache friendly for large n: every
+/// element goes to a uniformly random bucket (sequential appends to a few
+/// hundred streams), then each bucket, small enough for L2, is shuffled.
+/// Independent uniform buckets plus uniform shuffles inside them give a
+/// uniform permutation (Sanders' scatter-shuffle), without the cache and TLB
+/// miss per swap of a Fisher-Yates over a large array.
 fn random_order<T: Idx>(n: usize, rng: &mut SplitMix64) -> Vec<T> {
-    let mut v: Vec<T> = (0..n).map(T::from).collect();
-    shuffle(&mut v, rng);
-    v
+    const BUCKET: usize = 1 << 15;
+    let buckets = n.div_ceil(BUCKET);
+    if buckets <= 1 {
+        let mut v: Vec<T> = (0..n).map(T::from).collect();
+        shuffle(&mut v, rng);
+        return v;
+    }
+    // Draw the buckets twice from the same stream: once to count, once to place.
+    let replay = rng.clone();
+    let mut start = vec![0usize; buckets + 1];
+    for _ in 0..n {
+        start[rng.below(buckets) + 1] += 1;
+    }
+    for b in 0..buckets {
+        start[b + 1] += start[b];
+    }
+    let mut fill = start.clone();
+    let mut out: Vec<T> = scratch(n, T::NONE);
+    let mut r = replay;
+    for e in 0..n {
+        let b = r.below(buckets);
+        out[fill[b]] = T::from(e);
+        fill[b] += 1;
+    }
+    for b in 0..buckets {
+        shuffle(&mut out[start[b]..start[b + 1]], rng);
+    }
+    out
 }
 
-/// Writes the links of the chains from the visit order of the elements:
-/// position p of the order goes to chain p / per; each chain's last element
-/// points back to its first.
-struct Linker {
-    base: usize,
-    elem: usize,
+/// Builds the successor table of the chains from the visit order of the
+/// elements: position p of the order goes to chain p / per; each chain's
+/// last element points back to its first; elements past `total` stay NONE.
+struct Linker<T> {
+    succ: Vec<T>,
     per: usize,
     total: usize,
     pos: usize,
     /// Position inside the current chain.
     k: usize,
     prev: usize,
+    /// First element of each chain.
     heads: Vec<usize>,
 }
 
-impl Linker {
+impl<T: Idx> Linker<T> {
+    fn new(elements: usize, per: usize, chains: usize) -> Self {
+        Linker {
+            succ: scratch(elements, T::NONE),
+            per,
+            total: per * chains,
+            pos: 0,
+            k: 0,
+            prev: 0,
+            heads: Vec::with_capacity(chains),
+        }
+    }
+
     #[inline(always)]
-    fn push(&mut self, index: usize) {
+    fn push(&mut self, e: usize) {
         if self.pos >= self.total {
             return;
         }
-        let addr = self.base + index * self.elem;
         if self.k == 0 {
-            self.heads.push(addr);
+            self.heads.push(e);
         } else {
-            // SAFETY: `prev` is an 8-byte aligned element of the buffer
-            // (checked by `build`), which the caller lets the chase write.
-            unsafe { (self.prev as *mut usize).write(addr) };
+            self.succ[self.prev] = T::from(e);
         }
         self.k += 1;
         if self.k == self.per {
-            let head = *self.heads.last().expect("chain head");
-            // SAFETY: as above.
-            unsafe { (addr as *mut usize).write(head) };
+            self.succ[e] = T::from(self.heads[self.heads.len() - 1]);
             self.k = 0;
         }
-        self.prev = addr;
+        self.prev = e;
         self.pos += 1;
     }
+}
 
-    /// Hints that the element `index` will be linked soon.
-    #[inline(always)]
-    fn prefetch(&self, index: usize) {
-        crate::measure::kernels::prefetch((self.base + index * self.elem) as *const u8);
+/// Geometry of the elements of a chase.
+struct Geometry {
+    base: usize,
+    elem: usize,
+    elements: usize,
+    per: usize,
+    chains: usize,
+}
+
+/// Successor table and chain heads (element indexes) of a random or page
+/// chase.
+fn successors<T: Idx>(
+    g: &Geometry,
+    pattern: ChasePattern,
+    rng: &mut SplitMix64,
+) -> (Vec<T>, Vec<usize>) {
+    let mut link = Linker::<T>::new(g.elements, g.per, g.chains);
+    match pattern {
+        ChasePattern::Random => {
+            // A random order closed into a ring is a uniformly random cyclic
+            // permutation, as Sattolo's algorithm would give.
+            let order = random_order::<T>(g.elements, rng);
+            for (p, e) in order.iter().enumerate() {
+                if let Some(ahead) = order.get(p + 16) {
+                    // The successor table is written at random: overlap the misses.
+                    let at = link.succ.as_ptr().wrapping_add(ahead.get());
+                    crate::measure::kernels::prefetch(at as *const u8);
+                }
+                link.push(e.get());
+            }
+        }
+        ChasePattern::Page { pages_per_group } => {
+            // Groups are aligned to pages of the address space, so a group is
+            // exactly `pages_per_group` real pages.
+            let gbytes = pages_per_group * PAGE;
+            let gbase = g.base & !(PAGE - 1);
+            let end = g.base + g.elements * LINE;
+            let groups = (end - gbase).div_ceil(gbytes);
+            let at = |k: usize| gbase.saturating_add(k.saturating_mul(gbytes));
+            let mut lines: Vec<usize> = Vec::with_capacity((gbytes / LINE).min(g.elements));
+            for k in random_order::<T>(groups, rng) {
+                let lo = at(k.get()).max(g.base);
+                let hi = at(k.get() + 1).min(end);
+                let first = (lo - g.base) / LINE;
+                lines.clear();
+                lines.extend(first..first + (hi - lo) / LINE);
+                shuffle(&mut lines, rng);
+                for &l in &lines {
+                    link.push(l);
+                }
+            }
+        }
+        ChasePattern::Stride { .. } => unreachable!("stride chases need no table"),
     }
+    (link.succ, link.heads)
+}
+
+/// Writes the pointers of a successor table into the buffer, in address
+/// order (sequential writes, unlike following the visit order).
+fn write_links<T: Idx>(g: &Geometry, succ: &[T]) {
+    for (e, &s) in succ.iter().enumerate() {
+        if s != T::NONE {
+            // SAFETY: e < elements: an 8-byte aligned element inside the
+            // buffer, which the caller of `build` lets the chase write.
+            unsafe { ((g.base + e * g.elem) as *mut usize).write(g.base + s.get() * g.elem) };
+        }
+    }
+}
+
+/// Writes a stride chase: chain k is elements [k*per, (k+1)*per) in order.
+fn write_stride(g: &Geometry) -> Vec<usize> {
+    let mut heads = Vec::with_capacity(g.chains);
+    for c in 0..g.chains {
+        let first = c * g.per;
+        heads.push(first);
+        let addr = |e: usize| g.base + e * g.elem;
+        for e in first..first + g.per - 1 {
+            // SAFETY: as in `write_links`.
+            unsafe { (addr(e) as *mut usize).write(addr(e + 1)) };
+        }
+        // SAFETY: as above.
+        unsafe { (addr(first + g.per - 1) as *mut usize).write(addr(first)) };
+    }
+    heads
 }
 
 impl Chase {
@@ -314,86 +436,36 @@ impl Chase {
                 2 * chains
             ));
         }
-        let per = elements / chains;
-        let mut link = Linker {
+        let g = Geometry {
             base,
             elem,
-            per,
-            total: per * chains,
-            pos: 0,
-            k: 0,
-            prev: 0,
-            heads: Vec::with_capacity(chains),
+            elements,
+            per: elements / chains,
+            chains,
         };
         let mut rng = SplitMix64(seed);
-        match pattern {
-            ChasePattern::Random => {
-                // A random order closed into a ring is a uniformly random
-                // cyclic permutation, as Sattolo's algorithm would give.
-                fn link_all<T: Idx>(order: &[T], link: &mut Linker) {
-                    for (p, i) in order.iter().enumerate() {
-                        if let Some(ahead) = order.get(p + 16) {
-                            link.prefetch(ahead.get());
-                        }
-                        link.push(i.get());
-                    }
-                }
-                if elements <= u32::MAX as usize {
-                    let t = Instant::now();
-                    let o = random_order::<u32>(elements, &mut rng);
-                    eprintln!("shuffle {:?}", t.elapsed());
-                    let t = Instant::now();
-                    link_all(&o, &mut link);
-                    eprintln!("link {:?}", t.elapsed());
-                } else {
-                    link_all(&random_order::<usize>(elements, &mut rng), &mut link);
-                }
+        let heads = match pattern {
+            ChasePattern::Stride { .. } => write_stride(&g),
+            _ if elements < u32::MAX as usize => {
+                let (succ, heads) = successors::<u32>(&g, pattern, &mut rng);
+                write_links(&g, &succ);
+                heads
             }
-            ChasePattern::Page { pages_per_group } => {
-                // Groups are aligned to pages of the address space, so a
-                // group is exactly `pages_per_group` real pages.
-                let gbytes = pages_per_group * PAGE;
-                let gbase = base & !(PAGE - 1);
-                let end = base + elements * LINE;
-                let groups = (end - gbase).div_ceil(gbytes);
-                let mut lines: Vec<usize> = Vec::with_capacity((gbytes / LINE).min(elements));
-                let mut visit = |g: usize, link: &mut Linker, rng: &mut SplitMix64| {
-                    let at = |g: usize| gbase.saturating_add(g.saturating_mul(gbytes));
-                    let lo = at(g).max(base);
-                    let hi = at(g + 1).min(end);
-                    let first = (lo - base) / LINE;
-                    lines.clear();
-                    lines.extend(first..first + (hi - lo) / LINE);
-                    shuffle(&mut lines, rng);
-                    for &l in &lines {
-                        link.push(l);
-                    }
-                };
-                if groups <= u32::MAX as usize {
-                    for g in random_order::<u32>(groups, &mut rng) {
-                        visit(g.get(), &mut link, &mut rng);
-                    }
-                } else {
-                    for g in random_order::<usize>(groups, &mut rng) {
-                        visit(g.get(), &mut link, &mut rng);
-                    }
-                }
+            _ => {
+                let (succ, heads) = successors::<usize>(&g, pattern, &mut rng);
+                write_links(&g, &succ);
+                heads
             }
-            ChasePattern::Stride { .. } => {
-                for i in 0..link.total {
-                    link.push(i);
-                }
-            }
-        }
-        debug_assert_eq!(link.heads.len(), chains);
+        };
+        debug_assert_eq!(heads.len(), chains);
         Ok(Chase {
             buf,
             base,
             elem,
             elements,
             pattern,
-            heads: link.heads,
-            per_chain: per,
+            heads: heads.into_iter().map(|e| base + e * elem).collect(),
+            per_chain: g.per,
         })
     }
 
