@@ -653,6 +653,45 @@ mod tests {
     }
 
     #[test]
+    fn bucket_shuffle_is_a_well_mixed_permutation() {
+        let n = 300_001; // 10 buckets
+        let order = random_order::<u32>(n, &mut SplitMix64(9));
+        let mut seen = vec![false; n];
+        for &e in &order {
+            assert!(!std::mem::replace(&mut seen[e as usize], true));
+        }
+        assert!(seen.iter().all(|&s| s));
+        // Position and element are uncorrelated, and every tenth of the
+        // positions holds elements from every tenth of the range.
+        let (nf, mean) = (n as f64, (n as f64 - 1.0) / 2.0);
+        let cov: f64 = order
+            .iter()
+            .enumerate()
+            .map(|(p, &e)| (p as f64 - mean) * (e as f64 - mean))
+            .sum::<f64>()
+            / nf;
+        let var = (nf * nf - 1.0) / 12.0;
+        assert!((cov / var).abs() < 0.01, "correlation {}", cov / var);
+        for chunk in order.chunks_exact(n / 10) {
+            let mut tenths = [0usize; 10];
+            for &e in chunk {
+                tenths[(e as usize * 10 / n).min(9)] += 1;
+            }
+            let expect = chunk.len() as f64 / 10.0;
+            assert!(
+                tenths
+                    .iter()
+                    .all(|&t| (t as f64 - expect).abs() < 0.05 * expect),
+                "{tenths:?}"
+            );
+        }
+        // Small orders (one bucket) are plain Fisher-Yates permutations.
+        let mut small = random_order::<usize>(1000, &mut SplitMix64(1));
+        small.sort();
+        assert_eq!(small, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn parse_patterns() {
         assert_eq!(ChasePattern::parse("random"), Ok(ChasePattern::Random));
         assert_eq!(
