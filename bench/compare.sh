@@ -189,7 +189,8 @@ try:
     best = float(d["gbps"]["best"])
     median = float(d["gbps"].get("median", "nan"))
     mem = d.get("memory_gbps", {}).get("best", "nan")
-    print(f"{best:.3f} {median:.3f} {float(mem):.3f}")
+    ws = (d.get("bytes_per_pass") or {}).get("program", 0)
+    print(f"{best:.3f} {median:.3f} {float(mem):.3f} {int(ws)}")
 except Exception as e:
     print(f"ERROR bad JSON ({type(e).__name__}: {e}) in {sys.argv[1]}")
 EOF
@@ -219,15 +220,16 @@ for ((r = 1; r <= ROUNDS; r++)); do
         for pair in "${PAIRS[@]}"; do
             IFS=: read -r nk lk_want nbuf lstreams kind <<<"$pair"
             lk=$(likwid_kernel "$lk_want")
-            per_buffer=$(( TOTAL_KB * 1000 / nbuf / 64 * 64 ))
+            # numalab's --size is per buffer of each worker: every thread has its own buffers.
+            per_buffer=$(( TOTAL_KB * 1000 / nbuf / t / 64 * 64 ))
             # A: numalab (once per numalab kernel and round; the info pair reuses the triad run)
             if [ "$last_nl" != "$nk" ]; then
                 res=$(numalab_bw "$nk" "$t" "$per_buffer" "bw-r$r-t$t-numalab-$nk")
                 last_nl=$nk
                 if [[ "$res" == ERROR* ]]; then
-                    nl_best=""; nl_med=""; nl_mem=""; nl_err=${res#ERROR }
+                    nl_best=""; nl_med=""; nl_mem=""; nl_ws=""; nl_err=${res#ERROR }
                 else
-                    read -r nl_best nl_med nl_mem <<<"$res"; nl_err=""
+                    read -r nl_best nl_med nl_mem nl_ws <<<"$res"; nl_err=""
                 fi
             fi
             # B: likwid-bench
@@ -241,7 +243,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
             else
                 read -r lw lw_bytes <<<"$res"; lw_err=""
             fi
-            record bw "$nk" "${lk:-$lk_want}" "$t" "$r" "$kind" "$nbuf" "$lstreams" "$per_buffer" \
+            record bw "$nk" "${lk:-$lk_want}" "$t" "$r" "$kind" "$nbuf" "$lstreams" "${nl_ws:-}" \
                 "${lw_bytes:-}" "${nl_best:-}" "${nl_med:-}" "${nl_mem:-}" "${lw:-}" "${nl_err:-}" "${lw_err:-}"
             printf 'compare: round %d/%d  T=%-3s %-9s numalab %8s GB/s (median %s, memory %s)  |  %-14s likwid %8s GB/s%s\n' \
                 "$r" "$ROUNDS" "$t" "$nk" "${nl_best:-ERR}" "${nl_med:-?}" "${nl_mem:-?}" "${lk:-$lk_want}" "${lw:-ERR}" \
@@ -358,6 +360,10 @@ for r in rows:
         continue
     _, nk, lk, t, rnd, kind, nbuf, lstreams, per_buffer, lw_bytes, nl_best, nl_med, nl_mem, lw, nl_err, lw_err = (r + [""] * 16)[:16]
     g = groups.setdefault((nk, lk, int(t)), {"kind": kind, "nbuf": nbuf, "ls": lstreams, "nl": [], "med": [], "mem": [], "lw": []})
+    a, b = num(per_buffer), num(lw_bytes)
+    if a and b and abs(a - b) / b > 0.01:
+        errors.append(f"working sets differ for {nk} vs {lk}, {t} threads (round {rnd}): "
+                      f"numalab {int(a)} B per pass, likwid-bench {int(b)} B")
     for key, val in (("nl", nl_best), ("med", nl_med), ("mem", nl_mem), ("lw", lw)):
         v = num(val)
         if v is not None:
