@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what numalab needs to build on Debian 12, non-interactively and
 # idempotently: pkg-config, libhwloc-dev (hwloc >= 2.8), libudev-dev, a C
-# toolchain, and a Rust toolchain (>= 1.85) when none is present.
+# toolchain, and a Rust toolchain (>= 1.89) when none is present.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 log() { echo "install-deps: $*"; }
@@ -19,15 +19,15 @@ for pkg in pkg-config libhwloc-dev libudev-dev gcc libc6-dev; do
 done
 
 # Rust: rustup's toolchain when there is one, else Debian's rustc-web/cargo-web
-# (1.7x+ in bookworm; hwlocality needs >= 1.85).
+# (1.96 in bookworm; the AVX-512 kernels need >= 1.89).
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 rust_ok() {
     command -v cargo >/dev/null 2>&1 || return 1
     local v; v=$(rustc --version 2>/dev/null | awk '{print $2}')
-    [ -n "$v" ] && [ "$(printf '%s\n1.85.0\n' "$v" | sort -V | head -n1)" = "1.85.0" ]
+    [ -n "$v" ] && [ "$(printf '%s\n1.89.0\n' "$v" | sort -V | head -n1)" = "1.89.0" ]
 }
 if ! rust_ok; then
-    log "no Rust >= 1.85 found: installing Debian's rustc-web and cargo-web"
+    log "no Rust >= 1.89 found: installing Debian's rustc-web and cargo-web"
     need+=(rustc-web cargo-web)
 fi
 
@@ -38,5 +38,5 @@ if [ ${#need[@]} -gt 0 ]; then
 else
     log "build packages present (pkg-config, libhwloc-dev, libudev-dev, gcc)"
 fi
-rust_ok || { echo "install-deps: error: no Rust >= 1.85 after installing; install rustup's stable toolchain" >&2; exit 1; }
+rust_ok || { echo "install-deps: error: no Rust >= 1.89 after installing; install rustup's stable toolchain" >&2; exit 1; }
 log "using $(rustc --version), hwloc $(pkg-config --modversion hwloc)"

@@ -807,9 +807,7 @@ x86_simd! {
     /// AVX-512F, 512-bit.
     ///
     /// Needs Rust 1.89 (the `avx512f` target feature and the AVX-512
-    /// intrinsics were stabilized there), above the workspace's declared
-    /// `rust-version`, which has to be raised to 1.89.
-    #[allow(clippy::incompatible_msrv)]
+    /// intrinsics were stabilized there): the workspace's `rust-version`.
     mod avx512, feature = "avx512f", vec = __m512d, lanes = 8,
     zero = _mm512_setzero_pd, set1 = _mm512_set1_pd, load = _mm512_load_pd,
     loadu = _mm512_loadu_pd, store = _mm512_store_pd, storeu = _mm512_storeu_pd,
