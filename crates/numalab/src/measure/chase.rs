@@ -517,7 +517,7 @@ impl Chase {
             let mut p = head;
             let mut count = 0;
             loop {
-                if p < self.base || p >= end || (p - self.base) % self.elem != 0 {
+                if p < self.base || p >= end || !(p - self.base).is_multiple_of(self.elem) {
                     return false;
                 }
                 let i = (p - self.base) / self.elem;
@@ -554,7 +554,7 @@ impl Chase {
         let mut p = self.heads[chain];
         let mut out = Vec::with_capacity(max_steps.min(self.per_chain + 1));
         for _ in 0..max_steps {
-            if p < self.base || p >= end || p % 8 != 0 {
+            if p < self.base || p >= end || !p.is_multiple_of(8) {
                 break;
             }
             out.push(p - start);
