@@ -242,7 +242,7 @@ pub fn bandwidth_text(r: &BandwidthResult, policy: &MemoryPolicy, u: Units) -> S
         format_bytes(r.buffer_bytes),
         r.isa.name()
     );
-    let f = |x: f64| format!("{:.2}", u.from_gb(x));
+    let f = |x: f64| format!("{:.2}", u.convert(x));
     let _ = writeln!(
         s,
         "  program bytes  median {} {}  best {}  (min {}, max {}; ±{:.1}% CI; {} samples, {:?})",

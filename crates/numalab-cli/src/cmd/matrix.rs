@@ -119,7 +119,7 @@ pub fn run(a: Args) -> CliResult {
                 "{}",
                 render_table(&title, &r.mem_nodes, t, &|v| format!(
                     "{:.2}",
-                    units.from_gb(v)
+                    units.convert(v)
                 ))
             );
             println!("NUMA ratio (local bandwidth / bandwidth):");

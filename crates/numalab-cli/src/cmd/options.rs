@@ -90,7 +90,7 @@ impl Units {
     }
 
     /// Converts a figure in GB/s (1e9) to these units.
-    pub fn from_gb(self, gb: f64) -> f64 {
+    pub fn convert(self, gb: f64) -> f64 {
         match self {
             Self::Gb => gb,
             Self::Gib => gb * 1e9 / (1u64 << 30) as f64,

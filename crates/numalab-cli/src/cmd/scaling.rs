@@ -91,10 +91,10 @@ pub fn run(a: Args) -> CliResult {
             println!(
                 "  {:>7}  {:>9.2} {u:<5}{:>9.2} {u:<5}  {:>9.2} {u:<5}{:>9.2} {u:<5}",
                 p.threads,
-                units.from_gb(p.gbps.median),
-                units.from_gb(p.per_thread_gbps),
-                units.from_gb(s.gbps.median),
-                units.from_gb(s.per_thread_gbps)
+                units.convert(p.gbps.median),
+                units.convert(p.per_thread_gbps),
+                units.convert(s.gbps.median),
+                units.convert(s.per_thread_gbps)
             );
         }
         match &r.model {
@@ -107,7 +107,7 @@ pub fn run(a: Args) -> CliResult {
                     .predictions
                     .iter()
                     .map(|(n, per, tot)| {
-                        format!("{n}: {:.2}/{:.2}", units.from_gb(*per), units.from_gb(*tot))
+                        format!("{n}: {:.2}/{:.2}", units.convert(*per), units.convert(*tot))
                     })
                     .collect();
                 println!(

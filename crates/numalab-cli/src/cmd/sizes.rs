@@ -112,9 +112,9 @@ pub fn run(a: Args) -> CliResult {
                 "  {:>10}  {:>6}  {:>9.2} {:>9.2} {:>9.2}  {:>9.1}",
                 format_bytes(p.bytes),
                 p.fits_in,
-                units.from_gb(p.gbps[0]),
-                units.from_gb(p.gbps[1]),
-                units.from_gb(p.gbps[2]),
+                units.convert(p.gbps[0]),
+                units.convert(p.gbps[1]),
+                units.convert(p.gbps[2]),
                 p.latency_ns
             );
         }
