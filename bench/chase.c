@@ -10,11 +10,12 @@
  * numalab's default (no --huge). The thread is pinned before the buffer is touched, so the
  * pages are local to that CPU (first touch).
  *
- * Usage: chase [-s SIZE] [-c CPU] [-r RUNS] [-t SECONDS] [-S SEED]
+ * Usage: chase [-s SIZE] [-c CPU] [-r RUNS] [-t SECONDS | -n LOADS] [-S SEED]
  *   SIZE     buffer bytes, suffix K, M, G (binary: K = 1024); default 1G
  *   CPU      CPU to pin to; default: do not pin
- *   RUNS     timed runs; the best (lowest) and the median are reported; default 7
- *   SECONDS  length of one timed run, at least; default 0.25
+ *   RUNS     timed runs; the best (lowest) and the median are reported; default 31
+ *   SECONDS  length of one timed run, at least; default 0.02 (short runs, as numalab's samples)
+ *   LOADS    loads per timed run instead (rounded up to a multiple of 16)
  * Prints one line: size=BYTES lines=N loads=N runs=N ns_best=X ns_median=Y
  *
  * Build: gcc -O2 -o chase chase.c
@@ -97,19 +98,21 @@ static int cmp_double(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     uint64_t size = 1ull << 30;
-    int cpu = -1, runs = 7, opt;
-    double seconds = 0.25;
+    int cpu = -1, runs = 31, opt;
+    double seconds = 0.02;
+    uint64_t fixed_loads = 0;
     uint64_t seed = 0x12345678abcdefull;
 
-    while ((opt = getopt(argc, argv, "s:c:r:t:S:h")) != -1) {
+    while ((opt = getopt(argc, argv, "s:c:r:t:n:S:h")) != -1) {
         switch (opt) {
         case 's': size = parse_size(optarg); break;
         case 'c': cpu = atoi(optarg); break;
         case 'r': runs = atoi(optarg); break;
         case 't': seconds = atof(optarg); break;
+        case 'n': fixed_loads = strtoull(optarg, NULL, 0); break;
         case 'S': seed = strtoull(optarg, NULL, 0); break;
         default:
-            fprintf(stderr, "usage: %s [-s SIZE] [-c CPU] [-r RUNS] [-t SECONDS] [-S SEED]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-s SIZE] [-c CPU] [-r RUNS] [-t SECONDS | -n LOADS] [-S SEED]\n", argv[0]);
             return opt == 'h' ? 0 : 2;
         }
     }
@@ -171,6 +174,8 @@ int main(int argc, char **argv)
     loads = (loads + 15) / 16 * 16;
     if (loads < (1u << 16))
         loads = 1u << 16;
+    if (fixed_loads > 0)
+        loads = (fixed_loads + 15) / 16 * 16;
 
     double *ns = malloc((size_t)runs * sizeof *ns);
     if (!ns)
