@@ -305,7 +305,7 @@ fn chase_cycles_for_every_pattern_and_chain_count() {
     ];
     for p in patterns {
         for chains in [1, 2, 4, 7] {
-            let c = build(&a, len, p, chains);
+            let mut c = build(&a, len, p, chains);
             assert_eq!(c.chains(), chains);
             let elem = c.element_bytes();
             let elems = if elem == 64 { len / 64 } else { len / elem };
@@ -485,7 +485,7 @@ fn chase_pattern_parse() {
 /// best of 3 runs (other processes only ever make a run slower).
 fn chase_ns(bytes: usize, steps: u64) -> f64 {
     let a = Aligned::new(bytes);
-    let c = build(&a, bytes, ChasePattern::Random, 1);
+    let mut c = build(&a, bytes, ChasePattern::Random, 1);
     c.run(steps / 4); // warm caches and TLB
     (0..3)
         .map(|_| {
@@ -587,11 +587,11 @@ fn speed_report() {
         // SAFETY: len bytes allocated.
         unsafe { std::ptr::write_bytes(a.ptr, 1, len) };
         let t = std::time::Instant::now();
-        let c = Chase::build(a.ptr, len, p, 1, 7).unwrap();
+        let mut c = Chase::build(a.ptr, len, p, 1, 7).unwrap();
         let built = t.elapsed();
         let steps = 2_000_000;
         let one = c.run(steps).ns_per_step();
-        let c8 = Chase::build(a.ptr, len, p, 8, 7).unwrap();
+        let mut c8 = Chase::build(a.ptr, len, p, 8, 7).unwrap();
         let eight = c8.run(steps).ns_per_step() / 8.0;
         println!(
             "chase {name:<7} 1 GiB: build {:.2} s, {one:.1} ns/load (1 chain), {eight:.1} ns/load (8 chains)",

@@ -118,6 +118,10 @@ pub struct Chase {
     pattern: ChasePattern,
     /// Address of the first element of each chain.
     heads: Vec<usize>,
+    /// Where each chain stopped: the next `run` goes on from there, as a
+    /// standard chase that is sampled would, instead of replaying the same
+    /// first lines (which a short chase could find still cached).
+    at: Vec<usize>,
     per_chain: usize,
 }
 
@@ -464,6 +468,7 @@ impl Chase {
             elem,
             elements,
             pattern,
+            at: Vec::new(),
             heads: heads.into_iter().map(|e| base + e * elem).collect(),
             per_chain: g.per,
         })
@@ -488,14 +493,19 @@ impl Chase {
         self.pattern
     }
 
-    /// Follows every chain `steps` times from its first element and times it.
-    pub fn run(&self, steps: u64) -> ChaseRun {
-        let heads = std::hint::black_box(&self.heads[..]);
+    /// Follows every chain `steps` times from where the previous `run` left
+    /// it (from its first element the first time, or after [`Chase::rewind`])
+    /// and times it.
+    pub fn run(&mut self, steps: u64) -> ChaseRun {
+        if self.at.len() != self.heads.len() {
+            self.at = self.heads.clone();
+        }
+        let at = std::hint::black_box(&mut self.at[..]);
         macro_rules! fixed {
             ($($n:literal)*) => {
-                match heads.len() {
-                    $($n => time(|| run_fixed::<$n>(heads, steps)),)*
-                    _ => time(|| run_any(heads, steps)),
+                match at.len() {
+                    $($n => time(|| run_fixed::<$n>(at, steps)),)*
+                    _ => time(|| run_any(at, steps)),
                 }
             };
         }
@@ -505,6 +515,11 @@ impl Chase {
             steps,
             sum,
         }
+    }
+
+    /// Puts every chain back on its first element.
+    pub fn rewind(&mut self) {
+        self.at.clear();
     }
 
     /// Walks each chain and checks that it visits only elements of the
@@ -590,8 +605,8 @@ fn step<const N: usize>(p: &mut [usize; N]) {
 
 /// The chase for a fixed number of chains: pointers stay in registers.
 #[inline(never)]
-fn run_fixed<const N: usize>(heads: &[usize], steps: u64) -> usize {
-    let mut p: [usize; N] = heads.try_into().expect("chain count");
+fn run_fixed<const N: usize>(at: &mut [usize], steps: u64) -> usize {
+    let mut p: [usize; N] = (&*at).try_into().expect("chain count");
     let mut left = steps;
     while left >= 8 {
         step(&mut p);
@@ -608,14 +623,14 @@ fn run_fixed<const N: usize>(heads: &[usize], steps: u64) -> usize {
         step(&mut p);
         left -= 1;
     }
+    at.copy_from_slice(&p);
     p.iter().fold(0usize, |a, &x| a.wrapping_add(x))
 }
 
 /// The chase for any number of chains (pointers in memory: for many chains,
 /// where throughput, not single-load latency, is measured).
 #[inline(never)]
-fn run_any(heads: &[usize], steps: u64) -> usize {
-    let mut p = heads.to_vec();
+fn run_any(p: &mut [usize], steps: u64) -> usize {
     for _ in 0..steps {
         for x in p.iter_mut() {
             // SAFETY: as in `step`.
@@ -724,7 +739,7 @@ mod tests {
     fn unaligned_buffer_and_leftovers() {
         let b = Buf::new(64 * 1024);
         // Start 8 bytes in: lines start at the next 64-byte boundary.
-        let c = Chase::build(
+        let mut c = Chase::build(
             b.ptr.wrapping_add(8),
             64 * 1024 - 8,
             ChasePattern::Random,
@@ -742,13 +757,34 @@ mod tests {
     #[test]
     fn fixed_and_dynamic_chain_counts_agree() {
         let b = Buf::new(1 << 20);
-        let c = Chase::build(b.ptr, 1 << 20, ChasePattern::Random, 17, 5).unwrap();
+        let mut c = Chase::build(b.ptr, 1 << 20, ChasePattern::Random, 17, 5).unwrap();
         assert!(c.verify_cycle());
         // After lines_per_chain steps every chain is back at its head.
         let heads: usize = c.heads.iter().fold(0, |a, &x| a.wrapping_add(x));
         assert_eq!(c.run(c.lines_per_chain() as u64).sum, heads);
-        let c = Chase::build(b.ptr, 1 << 20, ChasePattern::Random, 4, 5).unwrap();
+        let mut c = Chase::build(b.ptr, 1 << 20, ChasePattern::Random, 4, 5).unwrap();
         let heads: usize = c.heads.iter().fold(0, |a, &x| a.wrapping_add(x));
         assert_eq!(c.run(3 * c.lines_per_chain() as u64).sum, heads);
+    }
+
+    #[test]
+    fn runs_continue_where_the_last_one_stopped() {
+        let b = Buf::new(1 << 20);
+        let mut c = Chase::build(b.ptr, 1 << 20, ChasePattern::Random, 3, 9).unwrap();
+        let per = c.lines_per_chain() as u64;
+        let offset = |c: &Chase, k: usize, n: usize| c.walk(k, n + 1)[n] + b.ptr as usize;
+        // 10 + 15 steps end where 25 steps from the heads end, not at step 15.
+        c.run(10);
+        let sum = c.run(15).sum;
+        let want: usize = (0..3).fold(0, |a, k| a.wrapping_add(offset(&c, k, 25)));
+        assert_eq!(sum, want);
+        assert_ne!(offset(&c, 0, 25), offset(&c, 0, 15));
+        // Going round the rest of the lap brings every chain home.
+        let heads: usize = c.heads.iter().fold(0, |a, &x| a.wrapping_add(x));
+        assert_eq!(c.run(per - 25).sum, heads);
+        c.run(7);
+        c.rewind();
+        let first: usize = (0..3).fold(0, |a, k| a.wrapping_add(offset(&c, k, 1)));
+        assert_eq!(c.run(1).sum, first);
     }
 }

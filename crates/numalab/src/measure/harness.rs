@@ -439,7 +439,7 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
     };
     let buf = PlacedBuffer::new(m, &spec)?;
     let check = check_buffer(m, &req.policy, &buf, m.node_of_cpu(req.cpu))?;
-    let chase = Chase::build(
+    let mut chase = Chase::build(
         buf.as_ptr(),
         buf.len(),
         req.pattern,

@@ -489,12 +489,20 @@ fn usable(free: u64, hugetlb: bool) -> u64 {
 
 fn too_big(bytes: u64, nodes: &IdSet, free: u64, hugetlb: bool) -> PlacementError {
     let fb = crate::placement::format_bytes;
+    let plural = if nodes.len() > 1 { "s" } else { "" };
+    if hugetlb {
+        // The pool is the limit, not memory: say how to grow it.
+        let pages = bytes.div_ceil(HUGE_2M as u64);
+        return E::Capacity(format!(
+            "placing {} on node{plural} {{{nodes}}} cannot fit: {} of hugetlbfs 2 MiB pages free there; reserve more first, e.g. echo {pages} > /proc/sys/vm/nr_hugepages (or per node under /sys/devices/system/node/nodeN/hugepages/hugepages-2048kB/nr_hugepages)",
+            fb(bytes),
+            fb(free),
+        ));
+    }
     E::Capacity(format!(
-        "placing {} on node{} {{{nodes}}} cannot fit: {} {} free there (keeping a margin for the kernel), so the kernel would OOM-kill; ask for less or add nodes",
+        "placing {} on node{plural} {{{nodes}}} cannot fit: {} free there (keeping a margin for the kernel), so the kernel would OOM-kill; ask for less or add nodes",
         fb(bytes),
-        if nodes.len() > 1 { "s" } else { "" },
         fb(free),
-        if hugetlb { "of hugetlbfs pages" } else { "" }
     ))
 }
 
