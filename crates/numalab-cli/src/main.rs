@@ -27,6 +27,16 @@ enum Command {
     Sizes(cmd::sizes::Args),
     /// Bandwidth for 1..N threads, packed vs spread, and the contention split.
     Scaling(cmd::scaling::Args),
+    /// The placement truth table: every thread x CPU x memory node x read/write case.
+    Sweep(cmd::sweep::Args),
+    /// Chase latency while injector threads add traffic, idle to saturation.
+    LoadedLatency(cmd::loaded_latency::Args),
+    /// Cache-line transfer latency between every pair of CPUs.
+    C2c(cmd::c2c::Args),
+    /// The Apex-MAP locality map: temporal x spatial locality, with the simple model's fit.
+    Apexmap(cmd::apexmap::Args),
+    /// Memory and thread policies compared for canonical workloads, with advice.
+    Policies(cmd::policies::Args),
     /// Show the machine: nodes, CPUs, memory, caches, distances, hops, HMAT, devices.
     Topology(cmd::topology::Args),
     /// Allocate a buffer with a memory policy, touch it from a pinned thread, show where its pages landed.
@@ -66,6 +76,11 @@ fn main() -> ExitCode {
         Command::Matrix(a) => cmd::matrix::run(a),
         Command::Sizes(a) => cmd::sizes::run(a),
         Command::Scaling(a) => cmd::scaling::run(a),
+        Command::Sweep(a) => cmd::sweep::run(a),
+        Command::LoadedLatency(a) => cmd::loaded_latency::run(a),
+        Command::C2c(a) => cmd::c2c::run(a),
+        Command::Apexmap(a) => cmd::apexmap::run(a),
+        Command::Policies(a) => cmd::policies::run(a),
         Command::Topology(a) => cmd::topology::run(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Set(a) => cmd::set::run(a),

@@ -1,12 +1,17 @@
 //! One module per subcommand, named like the command.
 
+pub mod apexmap;
 pub mod bench;
+pub mod c2c;
+pub mod loaded_latency;
 pub mod matrix;
 pub mod options;
 pub mod place;
+pub mod policies;
 pub mod run;
 pub mod scaling;
 pub mod set;
 pub mod sizes;
+pub mod sweep;
 pub mod topology;
 pub mod verify;

@@ -1,0 +1,53 @@
+//! Multi-node tests of the placement experiments (sweep, loaded-latency,
+//! c2c, apexmap, policies) inside the QEMU guest, as in guest.rs: each
+//! machine boots once and runs the steps of every experiment; the tests of
+//! each experiment live in guest_experiments/<command>.rs. Timings inside the
+//! guest mean nothing and are never asserted; placement and counts are real.
+
+mod common;
+
+#[path = "guest_experiments/apexmap.rs"]
+mod apexmap;
+#[path = "guest_experiments/c2c.rs"]
+mod c2c;
+#[path = "guest_experiments/loaded_latency.rs"]
+mod loaded_latency;
+#[path = "guest_experiments/policies.rs"]
+mod policies;
+#[path = "guest_experiments/sweep.rs"]
+mod sweep;
+
+use common::{boot, Guest};
+use std::sync::OnceLock;
+
+/// The Quartet guest (4 nodes in a ring, 2 CPUs each) with every experiment's steps.
+fn quartet() -> &'static Guest {
+    static G: OnceLock<Guest> = OnceLock::new();
+    G.get_or_init(|| {
+        let steps: Vec<(&str, &str)> = [
+            sweep::QUARTET_STEPS,
+            loaded_latency::QUARTET_STEPS,
+            c2c::QUARTET_STEPS,
+            apexmap::QUARTET_STEPS,
+            policies::QUARTET_STEPS,
+        ]
+        .concat();
+        boot("quartet", "6.12", &steps)
+    })
+}
+
+/// The ring guest with CPU-less node 4 (HMAT) with every experiment's steps.
+fn ring() -> &'static Guest {
+    static G: OnceLock<Guest> = OnceLock::new();
+    G.get_or_init(|| {
+        let steps: Vec<(&str, &str)> = [
+            sweep::RING_STEPS,
+            loaded_latency::RING_STEPS,
+            c2c::RING_STEPS,
+            apexmap::RING_STEPS,
+            policies::RING_STEPS,
+        ]
+        .concat();
+        boot("ring4-cpuless", "6.12", &steps)
+    })
+}

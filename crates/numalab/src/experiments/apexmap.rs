@@ -1,0 +1,1 @@
+//! `numalab apexmap`: the Apex-MAP locality map and its simple model.

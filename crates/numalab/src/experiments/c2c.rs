@@ -1,0 +1,1 @@
+//! `numalab c2c`: cache-line transfer latency between every pair of CPUs.

@@ -1,0 +1,1 @@
+//! `numalab loaded-latency`: chase latency while injectors add traffic.

@@ -1,0 +1,1 @@
+//! `numalab policies`: memory and thread policies for canonical workloads.

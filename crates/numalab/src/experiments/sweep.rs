@@ -1,0 +1,1 @@
+//! `numalab sweep`: the placement truth table of the classic ccNUMA studies.
