@@ -1,10 +1,628 @@
-//! `numalab sweep`.
+//! `numalab sweep`: the placement truth table, folded by the machine's
+//! symmetry, with background load, and `--findings` mining it for the
+//! classic questions.
 
-use crate::output::{CliError, CliResult};
+use crate::cmd::bench::{exit_for, RESULT_SCHEMA_VERSION};
+use crate::output::{load_machine, print_json, print_warnings, CliError, CliResult, Progress};
+use numalab::experiments::sweep::{
+    findings, plan, run_sweep, Access, Background, Findings, Subscription, SweepRequest,
+    SweepResult, SweepSpace,
+};
+use numalab::measure::environment::Environment;
+use numalab::measure::harness::default_buffer_bytes;
+use numalab::measure::kernels::{BandwidthKernel, Isa};
+use numalab::measure::pacing::background_rate;
+use numalab::measure::stats::StopRule;
+use numalab::placement::resource_set::{ListMeaning, ResourceSet};
+use numalab::placement::Thp;
+use numalab::Machine;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Foreground thread counts, each swept on its own (e.g. 2 or 1,2).
+    #[arg(long, value_name = "LIST", default_value = "1,2")]
+    threads: String,
+    /// CPUs the foreground threads may use (resource-set grammar).
+    #[arg(long, value_name = "SET", default_value = "all")]
+    cpus: String,
+    /// Memory nodes the buffers may be on (default: every allowed node with memory).
+    #[arg(long, value_name = "NODES")]
+    mem_nodes: Option<String>,
+    /// r (read-only threads), w (write-only) or rw (every mix).
+    #[arg(long, value_name = "r|w|rw", default_value = "rw")]
+    access: String,
+    /// Kernel of read-only threads.
+    #[arg(long, value_name = "KERNEL", default_value = "line-read")]
+    read_kernel: String,
+    /// Kernel of write-only threads.
+    #[arg(long, value_name = "KERNEL", default_value = "line-write")]
+    write_kernel: String,
+    /// Bytes per buffer (default: 4x the last-level cache, at least 64 MiB).
+    #[arg(long, value_name = "SIZE")]
+    size: Option<String>,
+    /// Transparent huge pages for the buffers: on, off, system.
+    #[arg(long, value_name = "MODE", default_value = "on")]
+    thp: String,
+    /// Run every case instead of one per symmetry class.
+    #[arg(long)]
+    full: bool,
+    /// Whole-sweep time budget in seconds: runs a subset covering every hop class.
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
+    budget: Option<String>,
+    /// Time budget of one case, in seconds (default: shared out of about 40 s).
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
+    case_budget: Option<String>,
+    /// Background levels, comma-separated, each a sweep of its own: none, low (0.5 GB/s per
+    /// thread), medium (1), high (2), very-high (4) or a number of GB/s.
+    #[arg(long, value_name = "LEVELS", default_value = "none")]
+    background: String,
+    /// How many of the CPUs a case leaves free carry background threads: under, high, full
+    /// (comma-separated for several).
+    #[arg(long, value_name = "LIST", default_value = "full")]
+    subscription: String,
+    /// Put the background threads on these CPUs instead (those a case does not use).
+    #[arg(long, value_name = "SET")]
+    background_cpus: Option<String>,
+    /// Bytes per background buffer (default: as --size).
+    #[arg(long, value_name = "SIZE")]
+    background_size: Option<String>,
+    /// Mine the sweep for the classic questions and print what holds on this machine.
+    #[arg(long)]
+    findings: bool,
+    /// Read a saved `sweep --json` result instead of running (with --findings or alone).
+    #[arg(long, value_name = "FILE")]
+    from: Option<PathBuf>,
+    /// Only print the case and class counts (and the cases) that would run.
+    #[arg(long)]
+    list: bool,
+    /// Samples per case (default: until the median is within 1% or the case budget is spent).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    reps: Option<String>,
+    /// Shortest sample in milliseconds (passes repeat up to it); 0 = one pass per sample.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value = "20",
+        allow_hyphen_values = true
+    )]
+    sample_ms: String,
+    /// Most cases --full may run.
+    #[arg(long, value_name = "N", default_value = "100000")]
+    full_limit: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_a: Args) -> CliResult {
-    Err(CliError::failed("`numalab sweep` is being built"))
+#[derive(Serialize)]
+struct Envelope {
+    schema_version: String,
+    command: String,
+    #[serde(flatten)]
+    result: SweepResult,
+    findings: Vec<Findings>,
+    environment: serde_json::Value,
+}
+
+fn seconds_option(opt: &str, text: &str) -> Result<f64, CliError> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "{opt} '{text}' is not a positive number of seconds"
+            ))
+        })
+}
+
+fn size_of(m: &Machine, opt: &str, text: Option<&str>) -> Result<usize, CliError> {
+    match text {
+        None => Ok(default_buffer_bytes(m)),
+        Some(t) => {
+            let v = numalab::placement::parse_size(t)
+                .map_err(|e| CliError::usage(format!("{opt}: {e}")))?;
+            if v < 4096 {
+                return Err(CliError::usage(format!(
+                    "{opt} {t} is too small: at least 4K (one page) per buffer"
+                )));
+            }
+            usize::try_from(v).map_err(|_| CliError::usage(format!("{opt} {t} is too large")))
+        }
+    }
+}
+
+fn backgrounds(m: &Machine, a: &Args) -> Result<Vec<Option<Background>>, CliError> {
+    let cpus = a
+        .background_cpus
+        .as_deref()
+        .map(|t| {
+            ResourceSet::parse(m, t, ListMeaning::Cpus)
+                .map(|s| s.cpus)
+                .map_err(|e| CliError::usage(format!("--background-cpus: {e}")))
+        })
+        .transpose()?;
+    if cpus.as_ref().is_some_and(|c| c.is_empty()) {
+        return Err(CliError::usage("--background-cpus names no CPU"));
+    }
+    let subs: Vec<Subscription> = a
+        .subscription
+        .split(',')
+        .map(|s| {
+            Subscription::parse(s).map_err(|e| CliError::usage(format!("--subscription: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut out = Vec::new();
+    for level in a.background.split(',').map(str::trim) {
+        if level == "none" || level == "idle" {
+            out.push(None);
+            continue;
+        }
+        let rate =
+            background_rate(level).map_err(|e| CliError::usage(format!("--background: {e}")))?;
+        if cpus.is_some() {
+            out.push(Some(Background {
+                level: level.into(),
+                bytes_per_second: rate,
+                subscription: Subscription::Full,
+                cpus: cpus.clone(),
+            }));
+        } else {
+            for &s in &subs {
+                out.push(Some(Background {
+                    level: level.into(),
+                    bytes_per_second: rate,
+                    subscription: s,
+                    cpus: None,
+                }));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn thread_counts(text: &str, n_cpus: usize) -> Result<Vec<usize>, CliError> {
+    let mut out = Vec::new();
+    for t in text.split(',') {
+        let v: usize = t.trim().parse().ok().filter(|v| (1..=8).contains(v)).ok_or_else(|| {
+            CliError::usage(format!(
+                "--threads '{t}' is not a thread count from 1 to 8 (the space grows as (CPUs x nodes x 2)^threads)"
+            ))
+        })?;
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    let _ = n_cpus;
+    Ok(out)
+}
+
+fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
+    let cpus = ResourceSet::parse(m, &a.cpus, ListMeaning::Cpus)
+        .map_err(|e| CliError::usage(format!("--cpus: {e}")))?
+        .cpus;
+    if cpus.is_empty() {
+        return Err(CliError::usage(format!(
+            "--cpus '{}' holds no CPU; nodes with CPUs: {}",
+            a.cpus,
+            m.cpu_nodes()
+        )));
+    }
+    let mem_nodes = match &a.mem_nodes {
+        None => {
+            let mut s = numalab::IdSet::new();
+            for n in &m.nodes {
+                if n.allowed && n.memory_bytes > 0 {
+                    s.insert(n.os_index);
+                }
+            }
+            s
+        }
+        Some(t) => {
+            ResourceSet::parse(m, t, ListMeaning::Nodes)
+                .map_err(|e| CliError::usage(format!("--mem-nodes: {e}")))?
+                .nodes
+        }
+    };
+    let accesses =
+        Access::parse_set(&a.access).map_err(|e| CliError::usage(format!("--access: {e}")))?;
+    let kernel = |opt: &str, t: &str| -> Result<BandwidthKernel, CliError> {
+        let k = BandwidthKernel::parse(t).map_err(|e| CliError::usage(format!("{opt}: {e}")))?;
+        if k.arrays() != 1 {
+            return Err(CliError::usage(format!(
+                "{opt} {t}: a sweep thread streams one buffer; use a one-array kernel (read, read-prefetch, write, write-nt, line-read, line-write, random-read)"
+            )));
+        }
+        Ok(k)
+    };
+    let read_kernel = kernel("--read-kernel", &a.read_kernel)?;
+    let write_kernel = kernel("--write-kernel", &a.write_kernel)?;
+    let size = size_of(m, "--size", a.size.as_deref())?;
+    let background_bytes = match &a.background_size {
+        None => size,
+        Some(t) => size_of(m, "--background-size", Some(t))?,
+    };
+    let full_limit: u64 = a.full_limit.trim().parse().map_err(|_| {
+        CliError::usage(format!(
+            "--full-limit '{}' is not a whole number",
+            a.full_limit
+        ))
+    })?;
+    let budget = a
+        .budget
+        .as_deref()
+        .map(|t| seconds_option("--budget", t))
+        .transpose()?
+        .map(Duration::from_secs_f64);
+    let case_budget = a
+        .case_budget
+        .as_deref()
+        .map(|t| seconds_option("--case-budget", t))
+        .transpose()?;
+    Ok(SweepRequest {
+        threads: thread_counts(&a.threads, cpus.len())?,
+        cpus,
+        mem_nodes,
+        accesses,
+        read_kernel,
+        write_kernel,
+        isa: Isa::detect_best(),
+        buffer_bytes: size,
+        thp: Some(Thp::parse(&a.thp).map_err(CliError::usage)?),
+        full: a.full,
+        budget,
+        rule: match &a.reps {
+            None => StopRule {
+                warmup: 1,
+                min_reps: 3,
+                max_reps: 50,
+                target_rel_ci: 0.01,
+                budget: Duration::from_secs_f64(case_budget.unwrap_or(1.0)),
+            },
+            Some(t) => {
+                let n: usize = t
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| {
+                        CliError::usage(format!(
+                            "--reps '{t}' is not a number of samples from 1 to 1000"
+                        ))
+                    })?;
+                StopRule {
+                    warmup: 0,
+                    min_reps: n,
+                    max_reps: n,
+                    target_rel_ci: 0.0,
+                    budget: Duration::from_secs_f64(case_budget.unwrap_or(3600.0)),
+                }
+            }
+        },
+        min_sample_s: a
+            .sample_ms
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 10_000.0)
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "--sample-ms '{}' is not a number of milliseconds from 0 to 10000",
+                    a.sample_ms
+                ))
+            })?
+            / 1e3,
+        backgrounds: backgrounds(m, a)?,
+        background_bytes,
+        full_limit,
+    })
+}
+
+pub fn run(a: Args) -> CliResult {
+    if let Some(path) = &a.from {
+        return from_file(path, &a);
+    }
+    let m = load_machine(None)?;
+    let mut req = request(&m, &a)?;
+    let space =
+        SweepSpace::new(&m, &req.cpus, &req.mem_nodes, &req.accesses).map_err(CliError::usage)?;
+    let plans = plan(&space, &req).map_err(CliError::usage)?;
+    let mut announce = String::new();
+    for (t, total, cases) in &plans {
+        let _ = writeln!(
+            announce,
+            "sweep: {t} thread(s): {total} cases ({} CPUs x {} memory nodes x {} access(es), per thread){}",
+            space_cpus(&req),
+            req.mem_nodes.len(),
+            req.accesses.len(),
+            if req.full {
+                String::new()
+            } else {
+                format!(
+                    ", {} classes under {} node symmetr{} and core swaps",
+                    cases.len(),
+                    space.automorphism_count(),
+                    if space.automorphism_count() == 1 { "y" } else { "ies" }
+                )
+            }
+        );
+    }
+    let n_cases: usize = plans.iter().map(|p| p.2.len()).sum::<usize>() * req.backgrounds.len();
+    if a.list && a.json {
+        #[derive(Serialize)]
+        struct Listed<'a> {
+            threads: usize,
+            total_cases: u64,
+            classes: usize,
+            node_automorphisms: usize,
+            cases: Vec<ListedCase<'a>>,
+        }
+        #[derive(Serialize)]
+        struct ListedCase<'a> {
+            labels: Vec<String>,
+            threads: &'a [numalab::experiments::sweep::ThreadCase],
+            hop_class: String,
+            class_size: u64,
+            class_key: &'a str,
+        }
+        let listed: Vec<Listed> = plans
+            .iter()
+            .map(|(t, total, cases)| Listed {
+                threads: *t,
+                total_cases: *total,
+                classes: cases.len(),
+                node_automorphisms: space.automorphism_count(),
+                cases: cases
+                    .iter()
+                    .map(|c| ListedCase {
+                        labels: c.threads.iter().map(|t| t.label()).collect(),
+                        threads: &c.threads,
+                        hop_class: c.hop_class(),
+                        class_size: c.class_size,
+                        class_key: &c.class_key,
+                    })
+                    .collect(),
+            })
+            .collect();
+        print_json(&serde_json::json!({
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "command": "sweep --list",
+            "plans": listed,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.list {
+        print!("{announce}");
+        for (t, _, cases) in &plans {
+            println!(
+                "\n{t} thread(s): {:<28} {:>6} {:>10}",
+                "case", "hops", "class size"
+            );
+            for c in cases {
+                println!(
+                    "  {:<36} {:>6} {:>10}",
+                    c.label(),
+                    c.hop_class(),
+                    c.class_size
+                );
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.case_budget.is_none() && req.budget.is_none() {
+        // About 40 s of measuring in all by default.
+        req.rule.budget = Duration::from_secs_f64((40.0 / n_cases.max(1) as f64).clamp(0.1, 1.0));
+    }
+    eprint!("{announce}");
+    let progress = Progress::bar(n_cases as u64, "sweep");
+    let r = run_sweep(&m, &req, &mut |_, _, label| progress.step(label))?;
+    progress.finish();
+    let f = findings(&r);
+    let verified = r.verified;
+    if a.json {
+        print_json(&Envelope {
+            schema_version: RESULT_SCHEMA_VERSION.into(),
+            command: "sweep".into(),
+            result: r,
+            findings: f,
+            environment: serde_json::to_value(Environment::capture())
+                .map_err(|e| CliError::failed(format!("environment: {e}")))?,
+        })?;
+    } else {
+        print!("{}", render(&r));
+        if a.findings {
+            print!("{}", render_findings(&f));
+        }
+        print_warnings(&r.warnings);
+    }
+    Ok(exit_for(verified))
+}
+
+fn space_cpus(req: &SweepRequest) -> usize {
+    req.cpus.len()
+}
+
+fn from_file(path: &std::path::Path, a: &Args) -> CliResult {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("--from {}: {e}", path.display())))?;
+    let not_sweep = |why: String| {
+        CliError::usage(format!(
+            "--from {}: not a `numalab sweep --json` result ({why})",
+            path.display()
+        ))
+    };
+    let mut v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| not_sweep(e.to_string()))?;
+    let command = v["command"].as_str().unwrap_or("").to_string();
+    if command != "sweep" {
+        return Err(not_sweep(format!("its command is '{command}'")));
+    }
+    // Not through a flattened struct: serde cannot read numeric map keys
+    // (pages by node) back through `flatten`.
+    if let Some(o) = v.as_object_mut() {
+        for k in ["schema_version", "command", "findings", "environment"] {
+            o.remove(k);
+        }
+    }
+    let result: SweepResult = serde_json::from_value(v).map_err(|e| not_sweep(e.to_string()))?;
+    let f = findings(&result);
+    if a.json {
+        print_json(&f)?;
+    } else {
+        if !a.findings {
+            print!("{}", render(&result));
+        }
+        print!("{}", render_findings(&f));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The truth table of every run, fastest case first.
+pub fn render(r: &SweepResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "placement sweep: kernels {} / {}, {} per buffer, {} node symmetr{}{}",
+        r.read_kernel,
+        r.write_kernel,
+        numalab::placement::format_bytes(r.buffer_bytes),
+        r.node_automorphisms,
+        if r.node_automorphisms == 1 {
+            "y"
+        } else {
+            "ies"
+        },
+        if r.folded {
+            ", folded"
+        } else {
+            ", every case (--full)"
+        }
+    );
+    for run in &r.runs {
+        let cond = match &run.background {
+            None => "idle".to_string(),
+            Some(b) => format!(
+                "background {} ({:.2} GB/s per thread, {})",
+                b.level,
+                b.bytes_per_second / 1e9,
+                b.cpus.as_ref().map_or(
+                    format!("{} subscription", b.subscription.name()),
+                    |c| format!("CPUs {c}")
+                )
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "\n{} thread(s), {cond}: {} of {} classes run ({} cases in all; {} of {} hop classes), {:.1} s",
+            run.threads,
+            run.cases_run,
+            run.classes,
+            run.total_cases,
+            run.hop_classes_run,
+            run.hop_classes,
+            run.elapsed_s
+        );
+        let width = run
+            .cases
+            .iter()
+            .map(|c| c.labels.join(" ").len())
+            .max()
+            .unwrap_or(0)
+            .max(26);
+        let _ = writeln!(
+            s,
+            "  {:<width$} {:>9} {:>7} {:>6} {:>10} {:>9}  {}",
+            "labels (node.core.r|w.mem)",
+            "hops",
+            "class",
+            "norm",
+            "ms/pass",
+            "mem GB/s",
+            "verified"
+        );
+        let mut order: Vec<&numalab::experiments::sweep::CaseResult> = run.cases.iter().collect();
+        order.sort_by(|a, b| a.normalized.total_cmp(&b.normalized));
+        for c in order {
+            let gbps: f64 = c.threads.iter().map(|t| t.memory_gbps).sum();
+            let bg = if c.background_achieved.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "  bg {:.2} GB/s x{}",
+                    c.background_achieved.iter().sum::<f64>()
+                        / c.background_achieved.len() as f64
+                        / 1e9,
+                    c.background_achieved.len()
+                )
+            };
+            // Threads taking turns on one CPU, or SMT siblings, are marked.
+            let share = match c.sharing.as_str() {
+                "cpu" => "  (one CPU)",
+                "core" => "  (SMT siblings)",
+                _ => "",
+            };
+            let _ = writeln!(
+                s,
+                "  {:<width$} {:>9} {:>7} {:>6.2} {:>10.2} {:>9.2}  {}{bg}{share}",
+                c.labels.join(" "),
+                c.hop_class,
+                c.class_size,
+                c.normalized,
+                c.seconds.median * 1e3,
+                gbps,
+                if c.verified {
+                    "yes".to_string()
+                } else {
+                    format!("NO: {}", c.problems.join("; "))
+                },
+            );
+        }
+    }
+    let bad: Vec<String> = r
+        .buffers
+        .iter()
+        .filter(|b| !b.at_start.verified || !b.at_end.verified)
+        .map(|b| format!("thread {} node {}", b.thread, b.node))
+        .collect();
+    let _ = writeln!(
+        s,
+        "\nbuffers: {} ({} per thread), {}",
+        r.buffers.len(),
+        r.mem_nodes.len(),
+        if bad.is_empty() {
+            "every page on its node at the start and at the end".to_string()
+        } else {
+            format!("NOT where asked: {}", bad.join(", "))
+        }
+    );
+    s
+}
+
+/// The findings as a table: question, answer, ratio, detail.
+pub fn render_findings(f: &[Findings]) -> String {
+    let mut s = String::new();
+    for set in f {
+        let _ = writeln!(s, "\nfindings, {}:", set.condition);
+        for x in &set.findings {
+            let answer = match x.holds {
+                Some(true) => "holds",
+                Some(false) => "does not hold",
+                None => "cannot tell",
+            };
+            let _ = writeln!(
+                s,
+                "  ({}) {}\n      {answer}{}: {}",
+                x.question,
+                x.title,
+                x.ratio.map_or(String::new(), |r| format!(" ({r:.2}x)")),
+                x.detail
+            );
+        }
+    }
+    s
 }

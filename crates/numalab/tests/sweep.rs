@@ -1,0 +1,195 @@
+//! The placement sweep's enumeration and symmetry folding, over real
+//! machines' topologies (no measurement: these run on any host).
+
+use numalab::experiments::sweep::{coverage_order, Access, PlannedCase, SweepSpace};
+use numalab::{IdSet, Machine};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn load(name: &str) -> Machine {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/topologies")
+        .join(name);
+    Machine::from_xml_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn set(text: &str) -> IdSet {
+    IdSet::parse_list(text).unwrap()
+}
+
+const RW: &[Access] = &[Access::Read, Access::Write];
+
+fn sizes_by_key(cases: &[PlannedCase]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for c in cases {
+        *out.entry(c.class_key.clone()).or_insert(0) += c.class_size;
+    }
+    out
+}
+
+/// Folding must give exactly the classes (and class sizes) that grouping
+/// the full enumeration by canonical form gives.
+fn folding_matches_full(space: &SweepSpace, threads: usize) -> usize {
+    let folded = space.folded(threads);
+    let full = space.full(threads, 1 << 22).unwrap();
+    assert_eq!(full.len() as u128, space.total_cases(threads));
+    let f = sizes_by_key(&folded);
+    assert_eq!(f.len(), folded.len(), "one representative per class");
+    assert_eq!(f, sizes_by_key(&full));
+    assert_eq!(
+        folded.iter().map(|c| c.class_size as u128).sum::<u128>(),
+        space.total_cases(threads)
+    );
+    folded.len()
+}
+
+#[test]
+fn quartet_two_threads_is_the_classic_4096_and_folds_exactly() {
+    let m = load("qemu-quartet-4n2c-ring.xml");
+    let space = SweepSpace::new(&m, &set("0-7"), &set("0-3"), RW).unwrap();
+    assert_eq!(space.total_cases(2), 4096);
+    // The symmetries of a 4-node ring: 4 rotations x 2 reflections.
+    assert_eq!(space.automorphism_count(), 8);
+    let classes = folding_matches_full(&space, 2);
+    assert!(classes < 4096 / 8, "{classes} classes");
+    // Every full case has a well-formed label and the ring's hop count.
+    for c in space.full(2, 1 << 20).unwrap() {
+        for t in &c.threads {
+            assert_eq!(t.node, t.cpu / 2);
+            assert_eq!(t.core, t.cpu % 2);
+            let want = if t.node == t.mem {
+                0
+            } else if t.node + t.mem == 3 {
+                2
+            } else {
+                1
+            };
+            assert_eq!(t.hops, Some(want), "{}", t.label());
+        }
+    }
+}
+
+#[test]
+fn quartet_one_thread_classes_are_the_hop_counts() {
+    let m = load("qemu-quartet-4n2c-ring.xml");
+    let space = SweepSpace::new(&m, &set("0-7"), &set("0-3"), RW).unwrap();
+    let folded = space.folded(1);
+    let mut got: Vec<(String, u64)> = folded
+        .iter()
+        .map(|c| (c.hop_class(), c.class_size))
+        .collect();
+    got.sort();
+    // 8 CPUs x (1 local, 2 one-hop, 1 two-hop nodes), per access.
+    assert_eq!(
+        got,
+        vec![
+            ("r0".to_string(), 8),
+            ("r1".to_string(), 16),
+            ("r2".to_string(), 8),
+            ("w0".to_string(), 8),
+            ("w1".to_string(), 16),
+            ("w2".to_string(), 8),
+        ]
+    );
+    let rep = folded.iter().find(|c| c.hop_class() == "w1").unwrap();
+    assert_eq!(rep.label(), "0.0.w.1");
+}
+
+#[test]
+fn the_cpuless_node_is_a_target_but_never_swapped_with_a_cpu_node() {
+    let m = load("qemu-ring4-cpuless-hmat.xml");
+    let space = SweepSpace::new(&m, &set("0-3"), &set("0-4"), &[Access::Read]).unwrap();
+    assert_eq!(space.total_cases(1), 20);
+    folding_matches_full(&space, 1);
+    folding_matches_full(&space, 2);
+    let folded = space.folded(1);
+    // Node 4 hangs off node 0 only (HMAT initiator), so no rotation fixes it:
+    // every automorphism keeps node 4 where it is.
+    let to4: u64 = folded
+        .iter()
+        .filter(|c| c.threads[0].mem == 4)
+        .map(|c| c.class_size)
+        .sum();
+    assert_eq!(to4, 4);
+}
+
+#[test]
+fn eight_nodes_two_cores_fold_exactly() {
+    let m = load("16amd64-8n2c.xml");
+    let cpus = m.allowed_cpus.clone();
+    let nodes = m.node_ids();
+    let space = SweepSpace::new(&m, &cpus, &nodes, RW).unwrap();
+    assert_eq!(space.total_cases(1), 16 * 8 * 2);
+    folding_matches_full(&space, 1);
+    folding_matches_full(&space, 2);
+}
+
+#[test]
+fn smt_machines_fold_without_enumerating_everything() {
+    // 24 nodes x 8 cores x 2 threads: (384 x 24 x 2)^2 = 339 million cases.
+    let m = load("192em64t-24n8c2t.xml");
+    let space = SweepSpace::new(&m, &m.allowed_cpus, &m.node_ids(), RW).unwrap();
+    let total = space.total_cases(2);
+    assert_eq!(total, (384u128 * 24 * 2).pow(2));
+    let t = std::time::Instant::now();
+    let folded = space.folded(2);
+    assert_eq!(
+        folded.iter().map(|c| c.class_size as u128).sum::<u128>(),
+        total
+    );
+    assert!(t.elapsed().as_secs() < 60, "{:?}", t.elapsed());
+    // SMT siblings are their own kind of case: same core, different PU.
+    let cpus: Vec<u32> = folded[0].threads.iter().map(|t| t.cpu).collect();
+    assert_eq!(cpus.len(), 2);
+    // And a one-thread sweep of one node's CPUs (8 cores x 2 PUs) folds them
+    // into one class.
+    let node0 = m.node(0).unwrap().cpus.clone();
+    assert_eq!(node0.len(), 16);
+    let space = SweepSpace::new(&m, &node0, &set("0"), &[Access::Read]).unwrap();
+    let f = space.folded(1);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].class_size, 16);
+    // Two threads there: same PU, SMT siblings, or two cores.
+    let mut f: Vec<u64> = space.folded(2).iter().map(|c| c.class_size).collect();
+    f.sort();
+    assert_eq!(f, vec![16, 16, 16 * 14]);
+}
+
+#[test]
+fn without_distances_no_node_symmetry_is_assumed() {
+    let mut m = load("qemu-quartet-4n2c-ring.xml");
+    m.distances = None;
+    let space = SweepSpace::new(&m, &set("0-7"), &set("0-3"), RW).unwrap();
+    assert_eq!(space.automorphism_count(), 1);
+    folding_matches_full(&space, 1);
+    // Only core swaps fold now: 2 cores per node.
+    assert_eq!(space.folded(1).len(), 4 * 4 * 2);
+}
+
+#[test]
+fn coverage_order_visits_every_hop_class_first() {
+    let m = load("qemu-quartet-4n2c-ring.xml");
+    let space = SweepSpace::new(&m, &set("0-7"), &set("0-3"), RW).unwrap();
+    let cases = space.folded(2);
+    let order = coverage_order(&cases);
+    assert_eq!(order.len(), cases.len());
+    let mut seen = std::collections::BTreeSet::new();
+    let classes: std::collections::BTreeSet<String> = cases.iter().map(|c| c.hop_class()).collect();
+    for &i in order.iter().take(classes.len()) {
+        seen.insert(cases[i].hop_class());
+    }
+    assert_eq!(seen, classes);
+}
+
+#[test]
+fn bad_spaces_are_refused_with_the_valid_choices() {
+    let m = load("qemu-ring4-cpuless-hmat.xml");
+    let e = SweepSpace::new(&m, &set("0-3"), &set("7"), RW).unwrap_err();
+    assert!(e.contains("memory node 7 does not exist"), "{e}");
+    assert!(e.contains("0-4"), "{e}");
+    let e = SweepSpace::new(&m, &IdSet::new(), &set("0"), RW).unwrap_err();
+    assert!(e.contains("no CPUs"), "{e}");
+    let space = SweepSpace::new(&m, &set("0-3"), &set("0-4"), RW).unwrap();
+    let e = space.full(3, 1000).unwrap_err();
+    assert!(e.contains("more than the limit of 1000"), "{e}");
+}
