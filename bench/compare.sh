@@ -26,6 +26,7 @@ usage: bash bench/compare.sh [options]
   --likwid-seconds S  likwid-bench -s: minimal run time of one likwid-bench test (default 1;
                       --quick: 0.5)
   --skip-time         do not time numalab's commands (part 3)
+  --skip-bandwidth    do not run the bandwidth comparison (part 1)
   --log-dir DIR       keep every raw output there (default: a new directory under /tmp)
   --bin PATH          measure this numalab binary instead of building target/release/numalab
   --quick             smoke run: 2 rounds, smaller sizes
@@ -34,7 +35,7 @@ EOF
 }
 
 ROUNDS="" SIZE="" LAT_SIZE="" THREADS="1,all" NUMALAB_THP="system" LIKWID_S="" SKIP_TIME=0
-LOG_DIR="" QUICK=0 BIN=""
+LOG_DIR="" QUICK=0 BIN="" SKIP_BW=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS="${2:?--rounds needs a number}"; shift 2 ;;
@@ -44,6 +45,7 @@ while [ $# -gt 0 ]; do
         --numalab-thp) NUMALAB_THP="${2:?--numalab-thp needs on, off or system}"; shift 2 ;;
         --likwid-seconds) LIKWID_S="${2:?--likwid-seconds needs a number}"; shift 2 ;;
         --skip-time) SKIP_TIME=1; shift ;;
+        --skip-bandwidth) SKIP_BW=1; shift ;;
         --log-dir) LOG_DIR="${2:?--log-dir needs a directory}"; shift 2 ;;
         --bin) BIN="${2:?--bin needs a path}"; shift 2 ;;
         --quick) QUICK=1; shift ;;
@@ -215,6 +217,7 @@ likwid_bw() {
 log ""
 log "== 1. bandwidth: $ROUNDS rounds, threads ${thread_counts[*]}, working set $TOTAL_KB kB over all streams for both tools, numalab --thp $NUMALAB_THP, likwid-bench -s $LIKWID_S"
 for ((r = 1; r <= ROUNDS; r++)); do
+    [ "$SKIP_BW" = 0 ] || break
     for t in "${thread_counts[@]}"; do
         last_nl=""
         for pair in "${PAIRS[@]}"; do
