@@ -5,7 +5,7 @@
 //! machine two loads at once would measure each other.
 
 use numalab::measure::pacing::{
-    PaceOptions, PacedLoad, PacedSpec, Pace, TrafficMix, RATE_TOLERANCE,
+    Pace, PaceOptions, PacedLoad, PacedSpec, TrafficMix, RATE_TOLERANCE,
 };
 use numalab::placement::{MemoryPolicy, PlacementError, Thp};
 use numalab::Machine;
@@ -66,8 +66,13 @@ fn one_paced_thread_is_within_ten_percent_at_half_one_and_two_gbps() {
     let load = PacedLoad::start(&m, &spec(&m, Some(0.5e9), TrafficMix::Read)).unwrap();
     for gbps in [0.5, 1.0, 2.0] {
         let rate = gbps * 1e9;
-        load.set(Pace::Rate { bytes_per_second: rate }, TrafficMix::Read)
-            .unwrap();
+        load.set(
+            Pace::Rate {
+                bytes_per_second: rate,
+            },
+            TrafficMix::Read,
+        )
+        .unwrap();
         std::thread::sleep(Duration::from_millis(30));
         let rs = ratio(&load, rate, 0.4, 3);
         let best = rs
@@ -144,13 +149,22 @@ fn unpaced_outruns_paced_and_delays_slow_it_down() {
     );
     // A 16 KiB chunk every >= 20 us is at most 0.82 GB/s.
     assert!(slowed.total < 0.85e9, "{}", slowed.total);
-    assert!(free.total > 2.0 * slowed.total, "{} vs {}", free.total, slowed.total);
+    assert!(
+        free.total > 2.0 * slowed.total,
+        "{} vs {}",
+        free.total,
+        slowed.total
+    );
     assert_eq!(idle.total, 0.0);
     assert_eq!(free.per_thread.len(), 1);
     let rep = load.stop();
     let w = &rep.threads[0].worker;
     assert_eq!(w.requested_cpu, cpu(&m));
-    assert!(w.seen_cpus.iter().all(|c| *c == cpu(&m)), "{:?}", w.seen_cpus);
+    assert!(
+        w.seen_cpus.iter().all(|c| *c == cpu(&m)),
+        "{:?}",
+        w.seen_cpus
+    );
     assert_eq!(w.seen_cpus.len(), 2, "seen at start and end");
     assert_eq!(w.buffers[0].bytes, 32 << 20);
     assert!(w.buffers[0].verified);
@@ -171,7 +185,9 @@ fn drop_and_errors_leave_no_thread_behind() {
     // A CPU that does not exist, after one that does: an error, no thread left.
     let mut bad = spec(&m, Some(1e9), TrafficMix::Read);
     bad.cpus.push(4000);
-    let e = PacedLoad::start(&m, &bad).err().expect("unknown CPU refused");
+    let e = PacedLoad::start(&m, &bad)
+        .err()
+        .expect("unknown CPU refused");
     assert!(matches!(e, PlacementError::Invalid(_)), "{e}");
     // A placement that fails inside the threads: memory on a node that does not exist.
     let mut bad = spec(&m, Some(1e9), TrafficMix::Read);
@@ -193,7 +209,12 @@ fn drop_and_errors_leave_no_thread_behind() {
     };
     let load = PacedLoad::start_with(&m, &spec(&m, Some(1e9), TrafficMix::Read), &opts).unwrap();
     assert!(load
-        .set(Pace::Rate { bytes_per_second: -5.0 }, TrafficMix::Read)
+        .set(
+            Pace::Rate {
+                bytes_per_second: -5.0
+            },
+            TrafficMix::Read
+        )
         .is_err());
     drop(load);
     assert_eq!(threads_of_this_process(), before);

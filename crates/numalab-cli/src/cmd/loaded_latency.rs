@@ -6,8 +6,8 @@ use crate::cmd::options::{StatOptions, Units};
 use crate::cmd::place::{cpuless_hint, parse_one_cpu};
 use crate::output::{load_machine, print_json, print_warnings, CliError, CliResult, Progress};
 use numalab::experiments::loaded_latency::{
-    measurements, run_loaded_latency, Ladder, LoadStep, LoadedLatencyRequest,
-    LoadedLatencyResult, MixCurve,
+    measurements, run_loaded_latency, Ladder, LoadStep, LoadedLatencyRequest, LoadedLatencyResult,
+    MixCurve,
 };
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::environment::Environment;
@@ -40,7 +40,12 @@ pub struct Args {
     #[arg(long, value_name = "LIST", default_value = "read,3:1,2:1,1:1,write-nt")]
     mix: String,
     /// Load steps as GB/s per injector thread, comma separated; max = unpaced (default: unpaced, then 1/16, 1/8, 1/4, 1/2, 0.71 of its rate).
-    #[arg(long, value_name = "LIST", conflicts_with = "delays", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "LIST",
+        conflicts_with = "delays",
+        allow_hyphen_values = true
+    )]
     rates: Option<String>,
     /// Load steps as ns of pause after every injector chunk, comma separated (0 = no pause).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
@@ -214,8 +219,8 @@ pub fn run(a: Args) -> CliResult {
             .first()
             .ok_or_else(|| CliError::failed("no CPU is allowed for this process"))?,
     };
-    let policy = MemoryPolicy::parse(&m, &a.mem)
-        .map_err(|e| CliError::usage(format!("--mem: {e}")))?;
+    let policy =
+        MemoryPolicy::parse(&m, &a.mem).map_err(|e| CliError::usage(format!("--mem: {e}")))?;
     let injector_policy = a
         .injector_mem
         .as_deref()
@@ -231,8 +236,8 @@ pub fn run(a: Args) -> CliResult {
         ));
     }
     let units = Units::parse(&a.units)?;
-    let injector_thp = Thp::parse(&a.injector_thp)
-        .map_err(|e| CliError::usage(format!("--injector-thp: {e}")))?;
+    let injector_thp =
+        Thp::parse(&a.injector_thp).map_err(|e| CliError::usage(format!("--injector-thp: {e}")))?;
     let injectors = injector_cpus(&m, cpu, a.injector_cpus.as_deref())?;
     let size = size_option(&m, a.size.as_deref())?;
     let injector_size = match (a.injector_size.as_deref(), a.size.as_deref()) {

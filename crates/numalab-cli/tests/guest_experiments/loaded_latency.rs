@@ -54,7 +54,9 @@ fn all_on(b: &Value, node: u32, what: &str) {
 fn check_workers(v: &Value, chase: u64, injectors: &[u64]) -> Vec<Value> {
     let ws = v["verification"]["workers"].as_array().unwrap().clone();
     assert_eq!(ws.len(), 1 + injectors.len(), "chase + injectors");
-    let want: Vec<u64> = std::iter::once(chase).chain(injectors.iter().copied()).collect();
+    let want: Vec<u64> = std::iter::once(chase)
+        .chain(injectors.iter().copied())
+        .collect();
     for (w, cpu) in ws.iter().zip(&want) {
         assert_eq!(w["requested_cpu"], *cpu);
         let seen = w["seen_cpus"].as_array().unwrap();
@@ -73,7 +75,11 @@ fn check_workers(v: &Value, chase: u64, injectors: &[u64]) -> Vec<Value> {
 fn ring_loaded_latency_targets_the_cpuless_node() {
     let v = ring().json("ll_cpuless", 0);
     assert_eq!(v["command"], "loaded-latency");
-    assert_eq!(v["verification"]["verified"], true, "{}", v["verification"]["problems"]);
+    assert_eq!(
+        v["verification"]["verified"], true,
+        "{}",
+        v["verification"]["problems"]
+    );
     // The chase buffer: every page on the CPU-less node 4.
     assert_eq!(v["chase"]["cpu"], 0);
     assert_eq!(v["chase"]["node"], 0);
@@ -94,7 +100,10 @@ fn ring_loaded_latency_targets_the_cpuless_node() {
     assert_eq!(steps.len(), 2);
     assert_eq!(steps[0]["load"]["kind"], "rate");
     assert_eq!(steps[1]["step"], "max");
-    assert!(steps[1]["injected_gbps"].as_f64().unwrap() > 0.0, "injectors moved bytes");
+    assert!(
+        steps[1]["injected_gbps"].as_f64().unwrap() > 0.0,
+        "injectors moved bytes"
+    );
     assert_eq!(c["idle"]["injected_gbps"].as_f64(), Some(0.0));
     assert_eq!(steps[1]["per_thread_gbps"].as_array().unwrap().len(), 2);
 }
@@ -102,7 +111,11 @@ fn ring_loaded_latency_targets_the_cpuless_node() {
 #[test]
 fn ring_loaded_latency_places_injectors_where_asked() {
     let v = ring().json("ll_cpuless_injector_mem", 0);
-    assert_eq!(v["verification"]["verified"], true, "{}", v["verification"]["problems"]);
+    assert_eq!(
+        v["verification"]["verified"], true,
+        "{}",
+        v["verification"]["problems"]
+    );
     assert_eq!(v["chase"]["pages_by_node"], serde_json::json!({"4": 1024}));
     assert_eq!(v["injectors"]["policy"], "bind:2");
     assert_eq!(v["injectors"]["policy_from_chase"], false);
@@ -122,17 +135,17 @@ fn ring_loaded_latency_refuses_impossible_cpus() {
         2,
         "includes the chasing CPU 0",
     );
-    one_line_error(
-        ring().step("ll_err_cpuless_injectors"),
-        2,
-        "CPU-less",
-    );
+    one_line_error(ring().step("ll_err_cpuless_injectors"), 2, "CPU-less");
 }
 
 #[test]
 fn quartet_loaded_latency_with_a_remote_target() {
     let v = quartet().json("ll_remote", 0);
-    assert_eq!(v["verification"]["verified"], true, "{}", v["verification"]["problems"]);
+    assert_eq!(
+        v["verification"]["verified"], true,
+        "{}",
+        v["verification"]["problems"]
+    );
     assert_eq!(v["chase"]["node"], 0);
     assert_eq!(v["chase"]["pages_by_node"], serde_json::json!({"3": 2048}));
     assert_eq!(v["injectors"]["policy"], "bind:3");

@@ -31,7 +31,7 @@ use crate::machine::Machine;
 use crate::measure::chase::{Chase, ChasePattern};
 use crate::measure::harness::{check_buffer, verification_of, Figure, Verification, WorkerReport};
 use crate::measure::pacing::{Pace, PaceOptions, PacedLoad, PacedSpec, TrafficMix};
-use crate::measure::stats::{measure, Measurement, StopRule, StopReason};
+use crate::measure::stats::{measure, Measurement, StopReason, StopRule};
 use crate::placement::{
     format_bytes, pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy,
     PlacedBuffer, PlacementError, Thp,
@@ -55,7 +55,13 @@ pub const KNEE_RULE: &str = "first step from which every step's median latency i
 
 /// Fractions of the injectors' unpaced rate of the default ladder
 /// (geometric: halving down from the top, plus one half-step, 1/sqrt 2, below it).
-pub const DEFAULT_LADDER: [f64; 5] = [1.0 / 16.0, 1.0 / 8.0, 0.25, 0.5, std::f64::consts::FRAC_1_SQRT_2];
+pub const DEFAULT_LADDER: [f64; 5] = [
+    1.0 / 16.0,
+    1.0 / 8.0,
+    0.25,
+    0.5,
+    std::f64::consts::FRAC_1_SQRT_2,
+];
 
 /// One load level.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -96,6 +102,17 @@ impl LoadStep {
             Self::Max => (2, 0.0),
         }
     }
+}
+
+/// `steps` ordered from idle to saturation: rates ascending, then delays
+/// descending (a long pause is a light load), then max.
+pub fn idle_to_saturation(steps: &[LoadStep]) -> Vec<LoadStep> {
+    let mut v = steps.to_vec();
+    v.sort_by(|a, b| {
+        let (x, y) = (a.load_order(), b.load_order());
+        x.0.cmp(&y.0).then(x.1.total_cmp(&y.1))
+    });
+    v
 }
 
 /// The load levels of each mix.
@@ -291,7 +308,7 @@ fn thread_cpu_seconds() -> Option<f64> {
     };
     // SAFETY: clock_gettime writes the timespec we own.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
 }
 
 /// The chase thread: pins, places and verifies the buffer, builds and
@@ -384,7 +401,9 @@ fn chase_thread(
 fn validate(m: &Machine, req: &LoadedLatencyRequest) -> Result<(), PlacementError> {
     let bad = |s: String| Err(PlacementError::Invalid(s));
     if req.injector_cpus.is_empty() {
-        return bad("loaded latency needs at least one injector CPU besides the chasing one".into());
+        return bad(
+            "loaded latency needs at least one injector CPU besides the chasing one".into(),
+        );
     }
     if req.injector_cpus.contains(&req.cpu) {
         return bad(format!(
@@ -393,7 +412,10 @@ fn validate(m: &Machine, req: &LoadedLatencyRequest) -> Result<(), PlacementErro
         ));
     }
     if req.mixes.is_empty() {
-        return bad(format!("no traffic mix given; valid: {}", TrafficMix::CHOICES));
+        return bad(format!(
+            "no traffic mix given; valid: {}",
+            TrafficMix::CHOICES
+        ));
     }
     if let Ladder::Steps(steps) = &req.ladder {
         if steps.is_empty() {
@@ -409,8 +431,8 @@ fn validate(m: &Machine, req: &LoadedLatencyRequest) -> Result<(), PlacementErro
             }
         }
     }
-    let total = req.buffer_bytes as u64
-        + req.injector_buffer_bytes as u64 * req.injector_cpus.len() as u64;
+    let total =
+        req.buffer_bytes as u64 + req.injector_buffer_bytes as u64 * req.injector_cpus.len() as u64;
     if m.is_live() && total > usable_free_bytes(m) {
         return Err(PlacementError::Capacity(format!(
             "the chase buffer ({}) and {} injector buffer(s) of {} need {}, more than the {} free on the allowed nodes; use a smaller --size or --injector-size",
@@ -541,7 +563,9 @@ fn drive(
     };
     let threads = req.injector_cpus.len() as f64;
     let mut warnings = Vec::new();
-    let mut point = |mix: TrafficMix, step: Option<LoadStep>| -> Result<LoadPoint, PlacementError> {
+    let mut point = |mix: TrafficMix,
+                     step: Option<LoadStep>|
+     -> Result<LoadPoint, PlacementError> {
         let pace = step.map(|s| s.pace()).unwrap_or(Pace::Idle);
         load.set(pace, mix)?;
         std::thread::sleep(req.settle);
@@ -606,12 +630,7 @@ fn drive(
                 steps.push(max);
             }
             Ladder::Steps(list) => {
-                let mut list = list.clone();
-                list.sort_by(|a, b| {
-                    let (x, y) = (a.load_order(), b.load_order());
-                    x.0.cmp(&y.0).then(x.1.total_cmp(&y.1))
-                });
-                for step in list {
+                for step in idle_to_saturation(list) {
                     progress(&format!("{mix}: {}", step.label()));
                     steps.push(point(mix, Some(step))?);
                 }
@@ -630,10 +649,13 @@ fn drive(
             steps,
         });
     }
-    drop(point);
     let shared = curves
         .iter()
-        .flat_map(|c| std::iter::once(&c.idle).chain(&c.steps).map(move |p| (c.mix, p)))
+        .flat_map(|c| {
+            std::iter::once(&c.idle)
+                .chain(&c.steps)
+                .map(move |p| (c.mix, p))
+        })
         .filter(|(_, p)| p.cpu_share.is_finite())
         .min_by(|a, b| a.1.cpu_share.total_cmp(&b.1.cpu_share));
     if let Some((mix, p)) = shared.filter(|(_, p)| p.cpu_share < 0.9) {
@@ -682,7 +704,14 @@ mod tests {
     fn the_knee_is_where_latency_stays_clearly_above_idle() {
         let idle = p(100.0, 1.0);
         // 105: under 10%; 130: rises; 104: noise back down; 112, 150, 300: rise.
-        let mut s = vec![p(105.0, 1.0), p(130.0, 2.0), p(104.0, 1.0), p(112.0, 1.0), p(150.0, 5.0), p(300.0, 20.0)];
+        let mut s = vec![
+            p(105.0, 1.0),
+            p(130.0, 2.0),
+            p(104.0, 1.0),
+            p(112.0, 1.0),
+            p(150.0, 5.0),
+            p(300.0, 20.0),
+        ];
         assert_eq!(mark_knee(&idle, &mut s), Some(3));
         assert!(s[1].rises && !s[1].knee, "a lone rise is not the knee");
         assert!(s[3].knee);
@@ -699,21 +728,27 @@ mod tests {
 
     #[test]
     fn steps_are_ordered_from_idle_to_saturation() {
-        let mut v = vec![
+        let v = idle_to_saturation(&[
             LoadStep::Max,
-            LoadStep::Rate { bytes_per_second: 2e9 },
+            LoadStep::Rate {
+                bytes_per_second: 2e9,
+            },
             LoadStep::Delay { ns_per_chunk: 100 },
-            LoadStep::Rate { bytes_per_second: 0.5e9 },
+            LoadStep::Rate {
+                bytes_per_second: 0.5e9,
+            },
             LoadStep::Delay { ns_per_chunk: 5000 },
-        ];
-        v.sort_by(|a, b| {
-            let (x, y) = (a.load_order(), b.load_order());
-            x.0.cmp(&y.0).then(x.1.total_cmp(&y.1))
-        });
+        ]);
         let labels: Vec<String> = v.iter().map(|s| s.label()).collect();
         assert_eq!(
             labels,
-            ["0.50 GB/s", "2.00 GB/s", "delay 5000 ns", "delay 100 ns", "max"]
+            [
+                "0.50 GB/s",
+                "2.00 GB/s",
+                "delay 5000 ns",
+                "delay 100 ns",
+                "max"
+            ]
         );
     }
 

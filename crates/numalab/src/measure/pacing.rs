@@ -394,7 +394,9 @@ impl PacedLoad {
         spec: &PacedSpec,
         opts: &PaceOptions,
     ) -> Result<PacedLoad, PlacementError> {
-        let pace = opts.initial.unwrap_or(Pace::from_rate(spec.bytes_per_second));
+        let pace = opts
+            .initial
+            .unwrap_or(Pace::from_rate(spec.bytes_per_second));
         pace.check()?;
         Pace::from_rate(spec.bytes_per_second).check()?;
         opts.isa
@@ -528,7 +530,10 @@ impl PacedLoad {
         let c = &self.shared.counters;
         PacedMark {
             at,
-            program: c.iter().map(|c| c.program.load(Ordering::Relaxed)).collect(),
+            program: c
+                .iter()
+                .map(|c| c.program.load(Ordering::Relaxed))
+                .collect(),
             memory: c.iter().map(|c| c.memory.load(Ordering::Relaxed)).collect(),
         }
     }
@@ -579,7 +584,11 @@ impl PacedLoad {
                 "a read:write mix needs at least one write".into(),
             ));
         }
-        *self.shared.control.lock().unwrap_or_else(|p| p.into_inner()) = Control { pace, mix };
+        *self
+            .shared
+            .control
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Control { pace, mix };
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         self.pace_changes.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -600,14 +609,17 @@ impl PacedLoad {
             let (report, seconds) = match end {
                 Some(e) => (e.report, e.seconds),
                 None => (
-                    self.workers.get(i).cloned().unwrap_or_else(|| WorkerReport {
-                        requested_cpu: self.cpus[i],
-                        seen_cpus: Vec::new(),
-                        node: None,
-                        buffers: Vec::new(),
-                        gbps: Vec::new(),
-                        verified: false,
-                    }),
+                    self.workers
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_else(|| WorkerReport {
+                            requested_cpu: self.cpus[i],
+                            seen_cpus: Vec::new(),
+                            node: None,
+                            buffers: Vec::new(),
+                            gbps: Vec::new(),
+                            verified: false,
+                        }),
                     self.started.elapsed().as_secs_f64(),
                 ),
             };
@@ -918,18 +930,12 @@ mod tests {
                 writes: 2
             }
         );
-        assert_eq!(
-            TrafficMix::parse("0:1").unwrap().memory_per_program(),
-            2.0
-        );
+        assert_eq!(TrafficMix::parse("0:1").unwrap().memory_per_program(), 2.0);
         for bad in ["", "write", "3:", ":1", "a:b", "3:0", "1:2:3", "-1:1"] {
             let e = TrafficMix::parse(bad).unwrap_err();
             assert!(e.contains("write-nt"), "{bad}: {e}");
         }
-        assert_eq!(
-            TrafficMix::parse("3:1").unwrap().memory_per_program(),
-            1.25
-        );
+        assert_eq!(TrafficMix::parse("3:1").unwrap().memory_per_program(), 1.25);
     }
 
     #[test]
