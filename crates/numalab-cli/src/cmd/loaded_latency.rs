@@ -148,6 +148,7 @@ fn ladder(rates: Option<&str>, delays: Option<&str>) -> Result<Ladder, CliError>
     } else {
         return Ok(Ladder::Auto);
     }
+    let mut steps = numalab::experiments::loaded_latency::idle_to_saturation(&steps);
     steps.dedup();
     Ok(Ladder::Steps(steps))
 }
@@ -349,12 +350,7 @@ fn curve_text(c: &MixCurve, u: Units) -> String {
     let _ = writeln!(
         s,
         "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
-        "step",
-        format!("injected"),
-        "(memory)",
-        "latency",
-        "95% CI",
-        "x idle"
+        "step", "injected", "(memory)", "latency", "95% CI", "x idle"
     );
     let _ = writeln!(
         s,

@@ -939,6 +939,13 @@ mod tests {
     }
 
     #[test]
+    fn a_load_can_be_shared_and_sent() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<PacedLoad>();
+        send_sync::<PacedMark>();
+    }
+
+    #[test]
     fn background_levels() {
         assert_eq!(background_rate("low").unwrap(), 0.5e9);
         assert_eq!(background_rate("medium").unwrap(), 1e9);
