@@ -164,9 +164,18 @@ impl fmt::Display for TrafficMix {
     }
 }
 
+/// As its name: "read", "3:1", "write-nt".
 impl Serialize for TrafficMix {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.name())
+    }
+}
+
+/// From its name (for saved results).
+impl<'de> serde::Deserialize<'de> for TrafficMix {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        TrafficMix::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 
@@ -190,7 +199,7 @@ pub fn background_rate(level: &str) -> Result<f64, String> {
 }
 
 /// How fast the threads of a [`PacedLoad`] go.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Pace {
     /// No traffic: the threads sleep (buffers stay allocated).
@@ -936,6 +945,22 @@ mod tests {
             assert!(e.contains("write-nt"), "{bad}: {e}");
         }
         assert_eq!(TrafficMix::parse("3:1").unwrap().memory_per_program(), 1.25);
+    }
+
+    #[test]
+    fn mixes_and_paces_survive_json() {
+        for m in TrafficMix::CLASSIC {
+            let j = serde_json::to_string(&m).unwrap();
+            assert_eq!(j, format!("\"{}\"", m.name()));
+            assert_eq!(serde_json::from_str::<TrafficMix>(&j).unwrap(), m);
+        }
+        assert!(serde_json::from_str::<TrafficMix>("\"sideways\"").is_err());
+        let p = Pace::Rate {
+            bytes_per_second: 1.5e9,
+        };
+        let j = serde_json::to_string(&p).unwrap();
+        assert_eq!(j, r#"{"kind":"rate","bytes_per_second":1500000000.0}"#);
+        assert_eq!(serde_json::from_str::<Pace>(&j).unwrap(), p);
     }
 
     #[test]
