@@ -1,10 +1,395 @@
-//! `numalab loaded-latency`.
+//! `numalab loaded-latency`: chase latency while injector threads add
+//! traffic, idle to saturation, per traffic mix, with the knee marked.
 
-use crate::output::{CliError, CliResult};
+use crate::cmd::bench::{exit_for, size_option, verification_text, RESULT_SCHEMA_VERSION};
+use crate::cmd::options::{StatOptions, Units};
+use crate::cmd::place::{cpuless_hint, parse_one_cpu};
+use crate::output::{load_machine, print_json, print_warnings, CliError, CliResult, Progress};
+use numalab::experiments::loaded_latency::{
+    measurements, run_loaded_latency, Ladder, LoadStep, LoadedLatencyRequest, LoadedLatencyResult,
+    MixCurve,
+};
+use numalab::measure::chase::ChasePattern;
+use numalab::measure::environment::Environment;
+use numalab::measure::harness::default_buffer_bytes;
+use numalab::measure::pacing::TrafficMix;
+use numalab::placement::{format_bytes, ListMeaning, MemoryPolicy, ResourceSet, Thp};
+use numalab::{IdSet, Machine};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Default per-step budget, seconds: five mixes of seven measurements stay
+/// under ~20 s on a small machine.
+const DEFAULT_STEP_BUDGET: f64 = 0.3;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// CPU that chases (default: the first allowed CPU).
+    #[arg(long, value_name = "CPU")]
+    cpu: Option<String>,
+    /// Memory policy of the chase buffer (CPU-less nodes welcome: bind:4).
+    #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
+    mem: String,
+    /// CPUs of the injector threads, one each (set grammar; default: every other allowed CPU, SMT siblings of the chasing CPU left out when others remain).
+    #[arg(long, value_name = "SET")]
+    injector_cpus: Option<String>,
+    /// Memory policy of the injector buffers (default: bound to the node(s) holding the chase buffer, so both load the same memory controller).
+    #[arg(long = "injector-mem", value_name = "POLICY")]
+    injector_mem: Option<String>,
+    /// Traffic mixes, comma separated: read, R:W (reads:writes with ordinary stores), write-nt.
+    #[arg(long, value_name = "LIST", default_value = "read,3:1,2:1,1:1,write-nt")]
+    mix: String,
+    /// Load steps as GB/s per injector thread, comma separated; max = unpaced (default: unpaced, then 1/16, 1/8, 1/4, 1/2, 0.71 of its rate).
+    #[arg(
+        long,
+        value_name = "LIST",
+        conflicts_with = "delays",
+        allow_hyphen_values = true
+    )]
+    rates: Option<String>,
+    /// Load steps as ns of pause after every injector chunk, comma separated (0 = no pause).
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    delays: Option<String>,
+    /// Chase buffer size (default: 4x the last-level cache).
+    #[arg(long, value_name = "SIZE")]
+    size: Option<String>,
+    /// Buffer size per injector (default: --size when given, else 4x the last-level cache shared among the injectors, at least 64M each).
+    #[arg(long, value_name = "SIZE")]
+    injector_size: Option<String>,
+    /// Chase pattern: random (TLB misses included) or page (random within pages).
+    #[arg(long, value_name = "PATTERN", default_value = "random")]
+    pattern: String,
+    /// Back the chase buffer with transparent huge pages (fewer TLB misses).
+    #[arg(long)]
+    huge: bool,
+    /// Transparent huge pages for the injector buffers: on, off, system.
+    #[arg(long, value_name = "on|off|system", default_value = "on")]
+    injector_thp: String,
+    /// gb (1e9 B/s) or gib (2^30 B/s).
+    #[arg(long, value_name = "UNITS", default_value = "gb")]
+    units: String,
+    /// Per measurement (idle and each step); --budget defaults to 0.3 s per step.
+    #[command(flatten)]
+    stats: StatOptions,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_a: Args) -> CliResult {
-    Err(CliError::failed("`numalab loaded-latency` is being built"))
+#[derive(Serialize)]
+struct Envelope<'a> {
+    schema_version: &'static str,
+    command: &'static str,
+    #[serde(flatten)]
+    result: &'a LoadedLatencyResult,
+    environment: Environment,
+}
+
+/// Parses `--mix`: a comma-separated list, duplicates dropped.
+fn mixes(text: &str) -> Result<Vec<TrafficMix>, CliError> {
+    let mut out: Vec<TrafficMix> = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(CliError::usage(format!(
+                "--mix '{text}' has an empty entry; valid: {}",
+                TrafficMix::CHOICES
+            )));
+        }
+        let m = TrafficMix::parse(part).map_err(|e| CliError::usage(format!("--mix: {e}")))?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `--rates` (GB/s per injector, or max) or `--delays` (ns).
+fn ladder(rates: Option<&str>, delays: Option<&str>) -> Result<Ladder, CliError> {
+    let items = |opt: &str, t: &str| -> Result<Vec<String>, CliError> {
+        let v: Vec<String> = t.split(',').map(|s| s.trim().to_string()).collect();
+        if v.iter().any(|s| s.is_empty()) {
+            return Err(CliError::usage(format!("{opt} '{t}' has an empty entry")));
+        }
+        Ok(v)
+    };
+    let mut steps = Vec::new();
+    if let Some(t) = rates {
+        for s in items("--rates", t)? {
+            if s == "max" {
+                steps.push(LoadStep::Max);
+                continue;
+            }
+            let gb = s.strip_suffix("GB/s").unwrap_or(&s).trim();
+            match gb.parse::<f64>() {
+                Ok(v) if v.is_finite() && v > 0.0 => steps.push(LoadStep::Rate {
+                    bytes_per_second: v * 1e9,
+                }),
+                Ok(_) => {
+                    return Err(CliError::usage(format!(
+                        "--rates: '{s}' must be a positive number of GB/s per injector thread (or max)"
+                    )))
+                }
+                Err(_) => {
+                    return Err(CliError::usage(format!(
+                        "--rates: '{s}' is not a rate; give GB/s per injector thread like 0.5,1,2 or max (unpaced)"
+                    )))
+                }
+            }
+        }
+    } else if let Some(t) = delays {
+        for s in items("--delays", t)? {
+            let ns: u64 = s.parse().map_err(|_| {
+                CliError::usage(format!(
+                    "--delays: '{s}' is not a whole number of nanoseconds (>= 0)"
+                ))
+            })?;
+            steps.push(LoadStep::Delay { ns_per_chunk: ns });
+        }
+    } else {
+        return Ok(Ladder::Auto);
+    }
+    let mut steps = numalab::experiments::loaded_latency::idle_to_saturation(&steps);
+    steps.dedup();
+    Ok(Ladder::Steps(steps))
+}
+
+/// The CPUs this process may run on: the machine's allowed set (cgroup)
+/// within the process's affinity mask (taskset).
+fn usable_cpus(m: &Machine) -> IdSet {
+    match numalab::placement::sys::get_affinity(0) {
+        Ok(mask) if mask.intersects(&m.allowed_cpus) => m.allowed_cpus.intersection(&mask),
+        _ => m.allowed_cpus.clone(),
+    }
+}
+
+/// The injector CPUs: the option's set, or every other allowed CPU (SMT
+/// siblings of the chasing CPU left out when other CPUs remain).
+fn injector_cpus(m: &Machine, chase: u32, text: Option<&str>) -> Result<Vec<u32>, CliError> {
+    let usable = usable_cpus(m);
+    let Some(t) = text else {
+        let others: IdSet = usable.iter().filter(|c| *c != chase).collect();
+        if others.is_empty() {
+            return Err(CliError::usage(format!(
+                "loaded-latency needs a CPU to chase and at least one more for injectors, but this process may use only CPU {usable}; run it where 2 or more CPUs are allowed (cgroup cpuset, taskset)"
+            )));
+        }
+        let siblings: IdSet = m
+            .cores
+            .iter()
+            .filter(|c| c.cpus.contains(chase))
+            .flat_map(|c| c.cpus.iter().collect::<Vec<_>>())
+            .collect();
+        let apart = others.difference(&siblings);
+        let set = if apart.is_empty() { others } else { apart };
+        return Ok(set.iter().collect());
+    };
+    let set = ResourceSet::parse(m, t, ListMeaning::Cpus)
+        .map_err(|e| CliError::usage(format!("--injector-cpus: {e}")))?;
+    if set.cpus.is_empty() {
+        return Err(CliError::usage(format!(
+            "--injector-cpus '{t}' holds no CPU{}; allowed CPUs: {}",
+            cpuless_hint(m, &set),
+            m.allowed_cpus
+        )));
+    }
+    if set.cpus.contains(chase) {
+        let rest = set.cpus.difference(&IdSet::single(chase));
+        let hint = if rest.is_empty() {
+            format!("name other CPUs (allowed: {})", m.allowed_cpus)
+        } else {
+            format!("use --injector-cpus '{rest}' (or '{t} ~ cpu:{chase}')")
+        };
+        return Err(CliError::usage(format!(
+            "--injector-cpus '{t}' includes the chasing CPU {chase}, which needs its CPU to itself; {hint}"
+        )));
+    }
+    let outside = set.cpus.difference(&usable);
+    if !outside.is_empty() {
+        return Err(CliError::usage(format!(
+            "--injector-cpus '{t}': CPU {outside} not allowed for this process (allowed: {usable})"
+        )));
+    }
+    Ok(set.cpus.iter().collect())
+}
+
+pub fn run(a: Args) -> CliResult {
+    let m = load_machine(None)?;
+    let cpu = match a.cpu.as_deref() {
+        Some(c) => parse_one_cpu(&m, c)?,
+        None => usable_cpus(&m)
+            .first()
+            .ok_or_else(|| CliError::failed("no CPU is allowed for this process"))?,
+    };
+    let policy =
+        MemoryPolicy::parse(&m, &a.mem).map_err(|e| CliError::usage(format!("--mem: {e}")))?;
+    let injector_policy = a
+        .injector_mem
+        .as_deref()
+        .map(|t| MemoryPolicy::parse(&m, t))
+        .transpose()
+        .map_err(|e| CliError::usage(format!("--injector-mem: {e}")))?;
+    let mixes = mixes(&a.mix)?;
+    let ladder = ladder(a.rates.as_deref(), a.delays.as_deref())?;
+    let pattern = ChasePattern::parse(&a.pattern).map_err(CliError::usage)?;
+    if matches!(pattern, ChasePattern::Stride { .. }) {
+        return Err(CliError::usage(
+            "--pattern stride is prefetched, not a latency; valid: random, page, page:N",
+        ));
+    }
+    let units = Units::parse(&a.units)?;
+    let injector_thp =
+        Thp::parse(&a.injector_thp).map_err(|e| CliError::usage(format!("--injector-thp: {e}")))?;
+    let injectors = injector_cpus(&m, cpu, a.injector_cpus.as_deref())?;
+    let size = size_option(&m, a.size.as_deref())?;
+    let injector_size = match (a.injector_size.as_deref(), a.size.as_deref()) {
+        (Some(t), _) => size_option(&m, Some(t))?,
+        (None, Some(_)) => size,
+        (None, None) => (default_buffer_bytes(&m) / injectors.len())
+            .max(64 << 20)
+            .next_multiple_of(2 << 20),
+    };
+    let mut rule = a.stats.rule(DEFAULT_STEP_BUDGET)?;
+    // A short budget per step: the first sample after a change of load is
+    // the warm-up, not a separate wait.
+    rule.warmup = rule.warmup.max(1);
+    let req = LoadedLatencyRequest {
+        cpu,
+        policy,
+        pattern,
+        buffer_bytes: size,
+        thp: Some(if a.huge { Thp::On } else { Thp::Off }),
+        injector_cpus: injectors,
+        injector_policy,
+        injector_buffer_bytes: injector_size,
+        injector_thp: Some(injector_thp),
+        mixes,
+        ladder,
+        rule,
+        settle: Duration::from_millis(20),
+    };
+    let progress = Progress::bar(measurements(&req) as u64, "loaded-latency");
+    let r = run_loaded_latency(&m, &req, &mut |w| progress.step(w))?;
+    progress.finish();
+    if a.json {
+        print_json(&Envelope {
+            schema_version: RESULT_SCHEMA_VERSION,
+            command: "loaded-latency",
+            result: &r,
+            environment: Environment::capture(),
+        })?;
+    } else {
+        print!("{}", text(&r, &m, units));
+        print_warnings(&r.warnings);
+    }
+    Ok(exit_for(r.verification.verified))
+}
+
+/// "node 0 100%" style share of pages per node.
+fn page_shares(pages: &std::collections::BTreeMap<u32, u64>) -> String {
+    let total: u64 = pages.values().sum();
+    let parts: Vec<String> = pages
+        .iter()
+        .filter(|(_, p)| **p > 0)
+        .map(|(n, p)| format!("node {n} {:.0}%", 100.0 * *p as f64 / total.max(1) as f64))
+        .collect();
+    parts.join(", ")
+}
+
+/// The text view: setup, then one table per mix with the knee marked.
+fn text(r: &LoadedLatencyResult, m: &Machine, u: Units) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let c = &r.chase;
+    let node = c.node.map(|n| format!(" (node {n})")).unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "loaded latency: {} chase on CPU {}{node} over {}, memory {} (pages: {})",
+        c.pattern,
+        c.cpu,
+        format_bytes(c.buffer_bytes),
+        c.policy,
+        page_shares(&c.pages_by_node)
+    );
+    let i = &r.injectors;
+    let cpus: IdSet = i.cpus.iter().copied().collect();
+    let nodes: IdSet = i.cpus.iter().filter_map(|c| m.node_of_cpu(*c)).collect();
+    let _ = writeln!(
+        s,
+        "injectors: {} thread{} on CPU {cpus} (node {nodes}), {} each, memory {}{}, {} chunks",
+        i.cpus.len(),
+        if i.cpus.len() == 1 { "" } else { "s" },
+        format_bytes(i.buffer_bytes),
+        i.policy,
+        if i.policy_from_chase {
+            " (the chase buffer's node)"
+        } else {
+            ""
+        },
+        format_bytes(i.chunk_bytes)
+    );
+    let _ = writeln!(
+        s,
+        "{:.1} s per step budget; knee: {}",
+        r.budget_per_step_s, r.knee_rule
+    );
+    for curve in &r.mixes {
+        s.push('\n');
+        s.push_str(&curve_text(curve, u));
+    }
+    s.push('\n');
+    s.push_str(&verification_text(&r.verification));
+    let _ = writeln!(s, "  ({:.1} s)", r.elapsed_s);
+    s
+}
+
+fn curve_text(c: &MixCurve, u: Units) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let l = u.label();
+    let _ = writeln!(s, "mix {} ({})", c.mix, c.description);
+    let _ = writeln!(
+        s,
+        "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
+        "step", "injected", "(memory)", "latency", "95% CI", "x idle"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
+        "", l, l, "ns", "ns", ""
+    );
+    for p in std::iter::once(&c.idle).chain(&c.steps) {
+        let _ = writeln!(
+            s,
+            "  {:<13} {:>10.2} {:>10}  {:>10.1}  {:>17}  {:>6.2}{}",
+            p.step,
+            u.convert(p.injected_gbps),
+            format!("({:.2})", u.convert(p.injected_memory_gbps)),
+            p.latency_ns.median,
+            format!("{:.1}-{:.1}", p.ci_low_ns, p.ci_high_ns),
+            p.vs_idle,
+            if p.knee { "  <- knee" } else { "" }
+        );
+    }
+    match c.knee {
+        Some(k) => {
+            let p = &c.steps[k];
+            let _ = writeln!(
+                s,
+                "  knee at {:.2} {l} injected ({:.0}% of the curve's highest, {:.2} {l}): {:.1} ns, {:.2} x idle",
+                u.convert(p.injected_gbps),
+                100.0 * p.injected_gbps / c.max_injected_gbps.max(1e-12),
+                u.convert(c.max_injected_gbps),
+                p.latency_ns.median,
+                p.vs_idle
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "  no knee: latency did not stay clearly above idle up to {:.2} {l} injected (memory not loaded enough to show; add injectors or raise the load)",
+                u.convert(c.max_injected_gbps)
+            );
+        }
+    }
+    s
 }

@@ -1,1 +1,770 @@
 //! `numalab loaded-latency`: chase latency while injectors add traffic.
+//!
+//! One pinned thread follows a random pointer chase over a buffer placed on
+//! the memory target (any node, CPU-less ones included) while injector
+//! threads, pinned to other CPUs, stream over buffers of their own (by
+//! default on the same node(s), so both load the same memory controller)
+//! with a [`TrafficMix`], stepped from idle to saturation by target rate or
+//! by delay ([`crate::measure::pacing`]). Per step: the injected bandwidth,
+//! measured over exactly the chase's measurement window (all injectors
+//! together, program and memory bytes), and the chase latency (median and
+//! 95% CI from the statistics engine under a short per-step budget). The
+//! injectors keep their buffers for the whole run: between steps only their
+//! pace (and between mixes their mix) changes; idle means they sleep.
+//!
+//! Chase samples are timed on the chase thread's CPU clock
+//! (`CLOCK_THREAD_CPUTIME_ID`), so that time the thread spends descheduled
+//! (other processes on a shared machine) does not pass for memory latency;
+//! the wall-clock median and the share of the wall time the chase ran are
+//! kept beside it, and a share below 90% draws a warning.
+//!
+//! # The knee
+//! With `L0` the idle median, `h0` the half-width of its 95% CI, and for
+//! step `i` (in ladder order, idle to saturation) `Li`, `hi` the same, step
+//! `i` *rises* when `Li >= 1.10 * L0` and `Li - L0 > 2 * (h0 + hi)`: at least
+//! 10% above idle, and further from it than twice the two medians'
+//! uncertainty together. The knee is the first step from which every step
+//! rises (one noisy step alone is not a knee); none when the last step does
+//! not rise (the injectors did not load memory enough to show).
+
+use crate::machine::Machine;
+use crate::measure::chase::{Chase, ChasePattern};
+use crate::measure::harness::{check_buffer, verification_of, Figure, Verification, WorkerReport};
+use crate::measure::pacing::{Pace, PaceOptions, PacedLoad, PacedSpec, TrafficMix};
+use crate::measure::stats::{measure, Measurement, StopReason, StopRule};
+use crate::placement::{
+    format_bytes, pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy,
+    PlacedBuffer, PlacementError, Thp,
+};
+use crate::IdSet;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Shortest chase sample: long against the timer, short enough for many
+/// samples in a per-step budget of a few tenths of a second.
+const SAMPLE_SECONDS: f64 = 0.01;
+
+/// Minimum rise over idle for a knee (fraction of the idle median).
+pub const KNEE_MIN_RISE: f64 = 0.10;
+/// The rise must exceed this many times the two medians' CI half-widths together.
+pub const KNEE_CI_FACTOR: f64 = 2.0;
+/// The knee rule in one sentence (also in the JSON result).
+pub const KNEE_RULE: &str = "first step from which every step's median latency is >= 1.10 x idle and above idle by more than 2 x (idle CI half-width + step CI half-width)";
+
+/// Fractions of the injectors' unpaced rate of the default ladder
+/// (geometric: halving down from the top, plus one half-step, 1/sqrt 2, below it).
+pub const DEFAULT_LADDER: [f64; 5] = [
+    1.0 / 16.0,
+    1.0 / 8.0,
+    0.25,
+    0.5,
+    std::f64::consts::FRAC_1_SQRT_2,
+];
+
+/// One load level.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum LoadStep {
+    /// Program bytes/s per injector thread.
+    Rate { bytes_per_second: f64 },
+    /// Unpaced: as fast as the injectors go.
+    Max,
+    /// A pause of this many ns after every chunk of injector work.
+    Delay { ns_per_chunk: u64 },
+}
+
+impl LoadStep {
+    /// "0.50 GB/s", "max", "delay 500 ns".
+    pub fn label(&self) -> String {
+        match *self {
+            Self::Rate { bytes_per_second } => format!("{:.2} GB/s", bytes_per_second / 1e9),
+            Self::Max => "max".into(),
+            Self::Delay { ns_per_chunk } => format!("delay {ns_per_chunk} ns"),
+        }
+    }
+
+    fn pace(&self) -> Pace {
+        match *self {
+            Self::Rate { bytes_per_second } => Pace::Rate { bytes_per_second },
+            Self::Max => Pace::Unpaced,
+            Self::Delay { ns_per_chunk } => Pace::Delay { ns_per_chunk },
+        }
+    }
+
+    /// Ordering key from idle to saturation: rates ascending, then delays
+    /// descending (a long pause is a light load), then max.
+    fn load_order(&self) -> (u8, f64) {
+        match *self {
+            Self::Rate { bytes_per_second } => (0, bytes_per_second),
+            Self::Delay { ns_per_chunk } => (1, -(ns_per_chunk as f64)),
+            Self::Max => (2, 0.0),
+        }
+    }
+}
+
+/// `steps` ordered from idle to saturation: rates ascending, then delays
+/// descending (a long pause is a light load), then max.
+pub fn idle_to_saturation(steps: &[LoadStep]) -> Vec<LoadStep> {
+    let mut v = steps.to_vec();
+    v.sort_by(|a, b| {
+        let (x, y) = (a.load_order(), b.load_order());
+        x.0.cmp(&y.0).then(x.1.total_cmp(&y.1))
+    });
+    v
+}
+
+/// The load levels of each mix.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ladder {
+    /// Unpaced first, then [`DEFAULT_LADDER`] fractions of the per-thread
+    /// rate it achieved; reported from idle to saturation.
+    Auto,
+    /// These steps, ordered from idle to saturation (see [`LoadStep`]).
+    Steps(Vec<LoadStep>),
+}
+
+/// A loaded-latency experiment.
+#[derive(Debug, Clone)]
+pub struct LoadedLatencyRequest {
+    /// The chasing CPU.
+    pub cpu: u32,
+    /// The chase buffer's placement (first touched by `cpu`).
+    pub policy: MemoryPolicy,
+    pub pattern: ChasePattern,
+    pub buffer_bytes: usize,
+    pub thp: Option<Thp>,
+    pub injector_cpus: Vec<u32>,
+    /// `None`: the node(s) the chase buffer landed on (bound), or the chase
+    /// policy itself when it is page-granular (interleave, weighted).
+    pub injector_policy: Option<MemoryPolicy>,
+    /// Per injector thread.
+    pub injector_buffer_bytes: usize,
+    pub injector_thp: Option<Thp>,
+    pub mixes: Vec<TrafficMix>,
+    pub ladder: Ladder,
+    /// Per measurement (idle and each step).
+    pub rule: StopRule,
+    /// Wait after every change of pace, before measuring.
+    pub settle: Duration,
+}
+
+/// The chase side of the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChaseSetup {
+    pub cpu: u32,
+    pub node: Option<u32>,
+    pub policy: String,
+    pub pattern: ChasePattern,
+    pub buffer_bytes: u64,
+    pub steps_per_sample: u64,
+    /// Where the chase buffer's pages are.
+    pub pages_by_node: BTreeMap<u32, u64>,
+}
+
+/// The injector side of the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct InjectorSetup {
+    pub cpus: Vec<u32>,
+    pub policy: String,
+    /// Whether the policy was derived from the chase buffer (no `injector_policy` given).
+    pub policy_from_chase: bool,
+    pub buffer_bytes: u64,
+    pub chunk_bytes: u64,
+}
+
+/// One measurement: the chase latency under one load level.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadPoint {
+    /// "idle", "0.50 GB/s", "max", "delay 500 ns".
+    pub step: String,
+    /// `None` for idle.
+    pub load: Option<LoadStep>,
+    /// All injectors together over the chase's measurement, program bytes, 1e9 B/s.
+    pub injected_gbps: f64,
+    /// The same in memory bytes (write-allocate included).
+    pub injected_memory_gbps: f64,
+    pub per_thread_gbps: Vec<f64>,
+    /// Nanoseconds per dependent load, on the chase thread's CPU clock.
+    pub latency_ns: Figure,
+    pub ci_low_ns: f64,
+    pub ci_high_ns: f64,
+    pub samples: usize,
+    pub stop_reason: StopReason,
+    /// Median latency on the wall clock (descheduled time included).
+    pub wall_latency_ns: f64,
+    /// `latency_ns.median / wall_latency_ns`: the share of the wall time the
+    /// chase thread ran (1 on a quiet machine).
+    pub cpu_share: f64,
+    /// Median over the idle median.
+    pub vs_idle: f64,
+    /// Whether this step is at least 10% and 2 CIs above idle (see the knee rule).
+    pub rises: bool,
+    pub knee: bool,
+}
+
+/// The latency-bandwidth curve of one mix.
+#[derive(Debug, Clone, Serialize)]
+pub struct MixCurve {
+    pub mix: TrafficMix,
+    pub description: String,
+    pub memory_per_program_byte: f64,
+    pub idle: LoadPoint,
+    /// From idle to saturation.
+    pub steps: Vec<LoadPoint>,
+    /// Index in `steps` of the knee.
+    pub knee: Option<usize>,
+    pub knee_injected_gbps: Option<f64>,
+    pub knee_latency_ns: Option<f64>,
+    /// Highest injected bandwidth of the curve (program bytes).
+    pub max_injected_gbps: f64,
+}
+
+/// The outcome of a loaded-latency run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadedLatencyResult {
+    pub chase: ChaseSetup,
+    pub injectors: InjectorSetup,
+    pub knee_rule: &'static str,
+    pub budget_per_step_s: f64,
+    pub mixes: Vec<MixCurve>,
+    pub elapsed_s: f64,
+    pub warnings: Vec<String>,
+    /// The chase thread and buffer, then each injector and its buffer.
+    pub verification: Verification,
+}
+
+/// Number of measurements a request makes (for progress bars): per mix,
+/// idle plus each step.
+pub fn measurements(req: &LoadedLatencyRequest) -> usize {
+    let steps = match &req.ladder {
+        Ladder::Auto => DEFAULT_LADDER.len() + 1,
+        Ladder::Steps(s) => s.len(),
+    };
+    req.mixes.len() * (1 + steps)
+}
+
+/// Marks `rises`, `knee` and `vs_idle` on the steps of a curve; returns the knee index.
+pub fn mark_knee(idle: &LoadPoint, steps: &mut [LoadPoint]) -> Option<usize> {
+    let l0 = idle.latency_ns.median;
+    let h0 = (idle.ci_high_ns - idle.ci_low_ns) / 2.0;
+    for s in steps.iter_mut() {
+        let l = s.latency_ns.median;
+        let h = (s.ci_high_ns - s.ci_low_ns) / 2.0;
+        s.vs_idle = l / l0;
+        s.rises = l >= (1.0 + KNEE_MIN_RISE) * l0 && l - l0 > KNEE_CI_FACTOR * (h0 + h);
+        s.knee = false;
+    }
+    let mut knee = None;
+    for i in (0..steps.len()).rev() {
+        if steps[i].rises {
+            knee = Some(i);
+        } else {
+            break;
+        }
+    }
+    if let Some(k) = knee {
+        steps[k].knee = true;
+    }
+    knee
+}
+
+/// Why the default injector placement is what it is: bound to the nodes
+/// holding the chase buffer's pages, or the chase policy itself when
+/// page-granular.
+fn injector_policy_for(chase: &MemoryPolicy, pages: &BTreeMap<u32, u64>) -> MemoryPolicy {
+    if chase.is_page_granular() {
+        return chase.clone();
+    }
+    let nodes: IdSet = pages
+        .iter()
+        .filter(|(_, p)| **p > 0)
+        .map(|(n, _)| *n)
+        .collect();
+    if nodes.is_empty() {
+        chase.clone()
+    } else {
+        MemoryPolicy::Bind { nodes }
+    }
+}
+
+enum Cmd {
+    Measure(StopRule),
+}
+
+struct ChaseReady {
+    report: WorkerReport,
+    steps: u64,
+    buffer_bytes: u64,
+    pages_by_node: BTreeMap<u32, u64>,
+}
+
+/// CPU time of the calling thread, in seconds.
+fn thread_cpu_seconds() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
+/// The chase thread: pins, places and verifies the buffer, builds and
+/// warms the chase, then measures on command until the command channel
+/// closes; returns its report with the CPU seen at the end.
+fn chase_thread(
+    m: &Machine,
+    req: &LoadedLatencyRequest,
+    ready: mpsc::Sender<Result<ChaseReady, PlacementError>>,
+    cmds: mpsc::Receiver<Cmd>,
+    out: mpsc::Sender<(Measurement, Vec<f64>)>,
+) -> Option<WorkerReport> {
+    let setup = (|| -> Result<(PlacedBuffer, Chase, ChaseReady), PlacementError> {
+        pin_current_thread(req.cpu)?;
+        let spec = BufferSpec {
+            size: req.buffer_bytes,
+            policy: req.policy.clone(),
+            thp: req.thp,
+            hugetlb: false,
+            toucher: Some(req.cpu),
+            weighted: Default::default(),
+        };
+        let buf = PlacedBuffer::new(m, &spec)?;
+        let check = check_buffer(m, &req.policy, &buf, m.node_of_cpu(req.cpu))?;
+        let mut chase = Chase::build(buf.as_ptr(), buf.len(), req.pattern, 1, 0x5eed_1234)
+            .map_err(PlacementError::Invalid)?;
+        // Warm up over twice the LLC's worth of lines (as run_latency does),
+        // then size samples to SAMPLE_SECONDS at idle.
+        let llc_lines = m.last_level_cache_bytes().unwrap_or(32 << 20) / 64;
+        let warm = (chase.lines_per_chain() as u64)
+            .min(2 * llc_lines)
+            .max(10_000);
+        let probe = chase.run(warm);
+        std::hint::black_box(probe.sum);
+        let per_step = probe.elapsed.as_secs_f64() / warm as f64;
+        let steps = ((SAMPLE_SECONDS / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32);
+        let ready = ChaseReady {
+            report: WorkerReport {
+                requested_cpu: req.cpu,
+                seen_cpus: sys::current_cpu().into_iter().collect(),
+                node: m.node_of_cpu(req.cpu),
+                verified: check.verified,
+                buffers: vec![check.clone()],
+                gbps: Vec::new(),
+            },
+            steps,
+            buffer_bytes: buf.len() as u64,
+            pages_by_node: check.pages_by_node.clone(),
+        };
+        Ok((buf, chase, ready))
+    })();
+    let (_buf, mut chase, r) = match setup {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return None;
+        }
+    };
+    let steps = r.steps;
+    let mut report = r.report.clone();
+    let _ = ready.send(Ok(r));
+    while let Ok(Cmd::Measure(rule)) = cmds.recv() {
+        let mut wall = Vec::new();
+        let meas = measure(&rule, || {
+            let c0 = thread_cpu_seconds();
+            let run = chase.run(steps);
+            let c1 = thread_cpu_seconds();
+            std::hint::black_box(run.sum);
+            let w = run.elapsed.as_secs_f64();
+            wall.push(w * 1e9 / steps as f64);
+            // On the thread's CPU clock: time spent descheduled is not latency.
+            match (c0, c1) {
+                (Some(a), Some(b)) if b > a => (b - a).min(w) * 1e9 / steps as f64,
+                _ => w * 1e9 / steps as f64,
+            }
+        });
+        // The wall figures of the measured samples (warm-up ones dropped).
+        let wall = wall.split_off(wall.len() - meas.samples.len().min(wall.len()));
+        if out.send((meas, wall)).is_err() {
+            break;
+        }
+    }
+    if let Some(c) = sys::current_cpu() {
+        report.seen_cpus.push(c);
+    }
+    Some(report)
+}
+
+/// Refuses requests that cannot mean anything, with one-line reasons.
+fn validate(m: &Machine, req: &LoadedLatencyRequest) -> Result<(), PlacementError> {
+    let bad = |s: String| Err(PlacementError::Invalid(s));
+    if req.injector_cpus.is_empty() {
+        return bad(
+            "loaded latency needs at least one injector CPU besides the chasing one".into(),
+        );
+    }
+    if req.injector_cpus.contains(&req.cpu) {
+        return bad(format!(
+            "the chasing CPU {} is also an injector CPU: the chase needs its CPU to itself",
+            req.cpu
+        ));
+    }
+    if req.mixes.is_empty() {
+        return bad(format!(
+            "no traffic mix given; valid: {}",
+            TrafficMix::CHOICES
+        ));
+    }
+    if let Ladder::Steps(steps) = &req.ladder {
+        if steps.is_empty() {
+            return bad("no load step given".into());
+        }
+        for s in steps {
+            if let LoadStep::Rate { bytes_per_second } = s {
+                if !(bytes_per_second.is_finite() && *bytes_per_second > 0.0) {
+                    return bad(format!(
+                        "injection rates must be positive, not {bytes_per_second} bytes/s"
+                    ));
+                }
+            }
+        }
+    }
+    let total =
+        req.buffer_bytes as u64 + req.injector_buffer_bytes as u64 * req.injector_cpus.len() as u64;
+    if m.is_live() && total > usable_free_bytes(m) {
+        return Err(PlacementError::Capacity(format!(
+            "the chase buffer ({}) and {} injector buffer(s) of {} need {}, more than the {} free on the allowed nodes; use a smaller --size or --injector-size",
+            format_bytes(req.buffer_bytes as u64),
+            req.injector_cpus.len(),
+            format_bytes(req.injector_buffer_bytes as u64),
+            format_bytes(total),
+            format_bytes(usable_free_bytes(m))
+        )));
+    }
+    Ok(())
+}
+
+/// A [`Figure`] of latency samples (lower is better).
+fn latency_figure(meas: &Measurement) -> Figure {
+    let s = &meas.summary;
+    Figure {
+        median: s.median,
+        best: s.min,
+        min: s.min,
+        max: s.max,
+        spread: s.spread,
+        rel_ci: s.rel_ci,
+    }
+}
+
+/// Runs the experiment: every mix, idle then every step.
+pub fn run_loaded_latency(
+    m: &Machine,
+    req: &LoadedLatencyRequest,
+    progress: &mut dyn FnMut(&str),
+) -> Result<LoadedLatencyResult, PlacementError> {
+    validate(m, req)?;
+    let started = std::time::Instant::now();
+    std::thread::scope(|s| {
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (cmd_tx, cmd_rx) = mpsc::channel();
+        let (out_tx, out_rx) = mpsc::channel();
+        let chase = s.spawn(move || chase_thread(m, req, ready_tx, cmd_rx, out_tx));
+        let ready = match ready_rx.recv() {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(PlacementError::Os(
+                    "the chase thread ended during setup".into(),
+                ))
+            }
+        };
+        let outcome = drive(m, req, &ready, &cmd_tx, &out_rx, progress);
+        // Closing the command channel ends the chase thread.
+        drop(cmd_tx);
+        let chase_end = chase.join().ok().flatten();
+        let (mixes, injectors, load_report, mut warnings) = outcome?;
+        let mut workers = vec![chase_end.unwrap_or_else(|| ready.report.clone())];
+        workers.extend(load_report.threads.iter().map(|t| t.worker.clone()));
+        let verification = verification_of(workers);
+        if !verification.verified {
+            warnings.push(format!(
+                "placement did not verify: {}",
+                verification.problems.join("; ")
+            ));
+        }
+        Ok(LoadedLatencyResult {
+            chase: ChaseSetup {
+                cpu: req.cpu,
+                node: m.node_of_cpu(req.cpu),
+                policy: req.policy.to_string(),
+                pattern: req.pattern,
+                buffer_bytes: ready.buffer_bytes,
+                steps_per_sample: ready.steps,
+                pages_by_node: ready.pages_by_node.clone(),
+            },
+            injectors,
+            knee_rule: KNEE_RULE,
+            budget_per_step_s: req.rule.budget.as_secs_f64(),
+            mixes,
+            elapsed_s: started.elapsed().as_secs_f64(),
+            warnings,
+            verification,
+        })
+    })
+}
+
+type Driven = (
+    Vec<MixCurve>,
+    InjectorSetup,
+    crate::measure::pacing::PacedReport,
+    Vec<String>,
+);
+
+/// The main thread's part: starts the injectors, steps them through every
+/// mix and load level, and asks the chase thread for a measurement at each.
+fn drive(
+    m: &Machine,
+    req: &LoadedLatencyRequest,
+    ready: &ChaseReady,
+    cmds: &mpsc::Sender<Cmd>,
+    results: &mpsc::Receiver<(Measurement, Vec<f64>)>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Driven, PlacementError> {
+    let policy_from_chase = req.injector_policy.is_none();
+    let inj_policy = req
+        .injector_policy
+        .clone()
+        .unwrap_or_else(|| injector_policy_for(&req.policy, &ready.pages_by_node));
+    let spec = PacedSpec {
+        cpus: req.injector_cpus.clone(),
+        bytes_per_second: None,
+        mix: req.mixes[0],
+        buffer_bytes: req.injector_buffer_bytes,
+        policy: inj_policy.clone(),
+        thp: req.injector_thp,
+    };
+    let load = PacedLoad::start_with(
+        m,
+        &spec,
+        &PaceOptions {
+            initial: Some(Pace::Idle),
+            ..PaceOptions::default()
+        },
+    )?;
+    let injectors = InjectorSetup {
+        cpus: req.injector_cpus.clone(),
+        policy: inj_policy.to_string(),
+        policy_from_chase,
+        buffer_bytes: req.injector_buffer_bytes as u64,
+        chunk_bytes: load.chunk_bytes() as u64,
+    };
+    let threads = req.injector_cpus.len() as f64;
+    let mut warnings = Vec::new();
+    let mut point = |mix: TrafficMix,
+                     step: Option<LoadStep>|
+     -> Result<LoadPoint, PlacementError> {
+        let pace = step.map(|s| s.pace()).unwrap_or(Pace::Idle);
+        load.set(pace, mix)?;
+        std::thread::sleep(req.settle);
+        let mark = load.mark();
+        let lost = || PlacementError::Os("the chase thread ended unexpectedly".into());
+        cmds.send(Cmd::Measure(req.rule.clone()))
+            .map_err(|_| lost())?;
+        let (meas, wall) = results.recv().map_err(|_| lost())?;
+        let wall_median = crate::measure::stats::Summary::of(&wall)
+            .map(|w| w.median)
+            .unwrap_or(f64::NAN);
+        let t = load.traffic_since(&mark);
+        let label = step.map(|s| s.label()).unwrap_or_else(|| "idle".into());
+        for w in meas.warnings() {
+            warnings.push(format!("mix {mix}, {label}: {w}"));
+        }
+        if let Some(LoadStep::Rate { bytes_per_second }) = step {
+            let per = t.total / threads;
+            if per < bytes_per_second * (1.0 - crate::measure::pacing::RATE_TOLERANCE) {
+                warnings.push(format!(
+                    "mix {mix}: requested {:.2} GB/s per injector, achieved {:.2}: more than the injectors could supply (or they were descheduled)",
+                    bytes_per_second / 1e9,
+                    per / 1e9
+                ));
+            }
+        }
+        Ok(LoadPoint {
+            step: label,
+            load: step,
+            injected_gbps: t.total / 1e9,
+            injected_memory_gbps: t.total_memory / 1e9,
+            per_thread_gbps: t.per_thread.iter().map(|r| r / 1e9).collect(),
+            latency_ns: latency_figure(&meas),
+            ci_low_ns: meas.summary.ci_low,
+            ci_high_ns: meas.summary.ci_high,
+            samples: meas.samples.len(),
+            stop_reason: meas.stop_reason,
+            wall_latency_ns: wall_median,
+            cpu_share: meas.summary.median / wall_median,
+            vs_idle: 1.0,
+            rises: false,
+            knee: false,
+        })
+    };
+    let mut curves = Vec::new();
+    for &mix in &req.mixes {
+        progress(&format!("{mix}: idle"));
+        let idle = point(mix, None)?;
+        let mut steps = Vec::new();
+        match &req.ladder {
+            Ladder::Auto => {
+                progress(&format!("{mix}: max"));
+                let max = point(mix, Some(LoadStep::Max))?;
+                let per = (max.injected_gbps * 1e9 / threads).max(1e6);
+                for f in DEFAULT_LADDER {
+                    let step = LoadStep::Rate {
+                        bytes_per_second: per * f,
+                    };
+                    progress(&format!("{mix}: {}", step.label()));
+                    steps.push(point(mix, Some(step))?);
+                }
+                steps.push(max);
+            }
+            Ladder::Steps(list) => {
+                for step in idle_to_saturation(list) {
+                    progress(&format!("{mix}: {}", step.label()));
+                    steps.push(point(mix, Some(step))?);
+                }
+            }
+        }
+        let knee = mark_knee(&idle, &mut steps);
+        curves.push(MixCurve {
+            mix,
+            description: mix.describe(),
+            memory_per_program_byte: mix.memory_per_program(),
+            knee,
+            knee_injected_gbps: knee.map(|k| steps[k].injected_gbps),
+            knee_latency_ns: knee.map(|k| steps[k].latency_ns.median),
+            max_injected_gbps: steps.iter().map(|p| p.injected_gbps).fold(0.0, f64::max),
+            idle,
+            steps,
+        });
+    }
+    let shared = curves
+        .iter()
+        .flat_map(|c| {
+            std::iter::once(&c.idle)
+                .chain(&c.steps)
+                .map(move |p| (c.mix, p))
+        })
+        .filter(|(_, p)| p.cpu_share.is_finite())
+        .min_by(|a, b| a.1.cpu_share.total_cmp(&b.1.cpu_share));
+    if let Some((mix, p)) = shared.filter(|(_, p)| p.cpu_share < 0.9) {
+        warnings.push(format!(
+            "the chasing CPU was shared with other processes: the chase ran as little as {:.0}% of the wall time (mix {mix}, {}); latencies are on its own CPU clock, but their traffic and cache use still add noise",
+            p.cpu_share * 100.0,
+            p.step
+        ));
+    }
+    let report = load.stop();
+    Ok((curves, injectors, report, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(median: f64, half: f64) -> LoadPoint {
+        LoadPoint {
+            step: String::new(),
+            load: None,
+            injected_gbps: 0.0,
+            injected_memory_gbps: 0.0,
+            per_thread_gbps: Vec::new(),
+            latency_ns: Figure {
+                median,
+                best: median,
+                min: median,
+                max: median,
+                spread: 0.0,
+                rel_ci: half / median,
+            },
+            ci_low_ns: median - half,
+            ci_high_ns: median + half,
+            samples: 10,
+            stop_reason: StopReason::Budget,
+            wall_latency_ns: median,
+            cpu_share: 1.0,
+            vs_idle: 1.0,
+            rises: false,
+            knee: false,
+        }
+    }
+
+    #[test]
+    fn the_knee_is_where_latency_stays_clearly_above_idle() {
+        let idle = p(100.0, 1.0);
+        // 105: under 10%; 130: rises; 104: noise back down; 112, 150, 300: rise.
+        let mut s = vec![
+            p(105.0, 1.0),
+            p(130.0, 2.0),
+            p(104.0, 1.0),
+            p(112.0, 1.0),
+            p(150.0, 5.0),
+            p(300.0, 20.0),
+        ];
+        assert_eq!(mark_knee(&idle, &mut s), Some(3));
+        assert!(s[1].rises && !s[1].knee, "a lone rise is not the knee");
+        assert!(s[3].knee);
+        assert_eq!(s.iter().filter(|x| x.knee).count(), 1);
+        assert!((s[5].vs_idle - 3.0).abs() < 1e-12);
+        // 12% above idle but inside twice the uncertainty: no rise.
+        let mut s = vec![p(112.0, 5.0)];
+        assert_eq!(mark_knee(&idle, &mut s), None);
+        assert!(!s[0].rises);
+        // A curve whose last step falls back has no knee.
+        let mut s = vec![p(150.0, 1.0), p(101.0, 1.0)];
+        assert_eq!(mark_knee(&idle, &mut s), None);
+    }
+
+    #[test]
+    fn steps_are_ordered_from_idle_to_saturation() {
+        let v = idle_to_saturation(&[
+            LoadStep::Max,
+            LoadStep::Rate {
+                bytes_per_second: 2e9,
+            },
+            LoadStep::Delay { ns_per_chunk: 100 },
+            LoadStep::Rate {
+                bytes_per_second: 0.5e9,
+            },
+            LoadStep::Delay { ns_per_chunk: 5000 },
+        ]);
+        let labels: Vec<String> = v.iter().map(|s| s.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "0.50 GB/s",
+                "2.00 GB/s",
+                "delay 5000 ns",
+                "delay 100 ns",
+                "max"
+            ]
+        );
+    }
+
+    #[test]
+    fn injectors_follow_the_chase_buffer() {
+        let pages: BTreeMap<u32, u64> = [(4, 2048), (1, 0)].into_iter().collect();
+        assert_eq!(
+            injector_policy_for(&MemoryPolicy::Local, &pages),
+            MemoryPolicy::Bind {
+                nodes: IdSet::single(4)
+            }
+        );
+        let il = MemoryPolicy::Interleave {
+            nodes: [0, 1].into_iter().collect(),
+            chunk_pages: 1,
+        };
+        assert_eq!(injector_policy_for(&il, &pages), il);
+    }
+}
