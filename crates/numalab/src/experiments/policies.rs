@@ -408,9 +408,7 @@ pub fn run_policies(
     }
     let interleave = memory_nodes(m);
     if interleave.is_empty() {
-        return Err(PlacementError::Invalid(
-            "no allowed node has memory".into(),
-        ));
+        return Err(PlacementError::Invalid("no allowed node has memory".into()));
     }
     if !m.allowed_nodes.contains(req.node) {
         return Err(PlacementError::Invalid(format!(
@@ -606,7 +604,8 @@ fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, Placement
         Thp::Off => 1,
     };
     for (i, wr) in r.verification.workers.iter().enumerate() {
-        cell.seen_cpus.push(wr.seen_cpus.clone());
+        let seen: IdSet = wr.seen_cpus.iter().copied().collect();
+        cell.seen_cpus.push(seen.iter().collect());
         if wr.migrations.is_some() {
             cell.migrations = wr.migrations;
         }
@@ -629,9 +628,7 @@ fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, Placement
             };
             if let (Some(want), Some(got)) = (want_toucher, b.toucher_cpu) {
                 if want != got {
-                    problems.push(format!(
-                        "{who}: first touched on CPU {got}, not CPU {want}"
-                    ));
+                    problems.push(format!("{who}: first touched on CPU {got}, not CPU {want}"));
                 }
             }
             if p == PolicyColumn::Interleave {
@@ -768,7 +765,14 @@ pub fn recommend(
         let get = |p: PolicyColumn| figs.iter().find(|f| f.0 == p).map(|f| &f.1);
         let mut pairs = vec![(first, second)];
         for p in [P::OneNode] {
-            pairs.push((if w == W::SerialInit { P::Interleave } else { P::Local }, p));
+            pairs.push((
+                if w == W::SerialInit {
+                    P::Interleave
+                } else {
+                    P::Local
+                },
+                p,
+            ));
         }
         let mut sentences = Vec::new();
         for (a, b) in pairs {
@@ -886,7 +890,11 @@ pub fn recommend(
             (W::NumaAware, P::Local),
             (W::SerialInit, P::Local),
             &|c, aware_wins| {
-                let caveat = if single_node { degenerate } else { "" };
+                let caveat = if single_node {
+                    " (one memory node: every page is on it either way, so this is noise)"
+                } else {
+                    ""
+                };
                 if !c.significant {
                     format!(
                         "initializing in parallel vs from the main thread (first touch): no measurable difference ({} apart, noise {}){}",
@@ -908,10 +916,9 @@ pub fn recommend(
             },
             &mut out,
         );
-        if let (Some(one), Some(all)) = (
-            fig(W::SinglePinned, P::Local),
-            fig(W::NumaAware, P::Local),
-        ) {
+        if let (Some(one), Some(all)) =
+            (fig(W::SinglePinned, P::Local), fig(W::NumaAware, P::Local))
+        {
             let ratio = all.median / one.median;
             out.push(Recommendation {
                 topic: "scaling".into(),
@@ -967,7 +974,10 @@ mod tests {
         assert_eq!(uneven(&even, &nodes, 1), None);
         let skewed: BTreeMap<u32, u64> = [(0, 300), (1, 256), (2, 256), (3, 212)].into();
         let msg = uneven(&skewed, &nodes, 1).unwrap();
-        assert!(msg.contains("0:300 1:256 2:256 3:212") && msg.contains("by 88"), "{msg}");
+        assert!(
+            msg.contains("0:300 1:256 2:256 3:212") && msg.contains("by 88"),
+            "{msg}"
+        );
         // A node that got nothing is uneven too.
         let missing: BTreeMap<u32, u64> = [(0, 512), (1, 512)].into();
         assert!(uneven(&missing, &nodes, 1).is_some());
@@ -1014,7 +1024,11 @@ mod tests {
         let ind = text("independent");
         assert_eq!(ind.best, Some(P::Local));
         assert!(ind.text.contains("keep local"), "{}", ind.text);
-        assert!(ind.text.contains("local beats interleave by 60%"), "{}", ind.text);
+        assert!(
+            ind.text.contains("local beats interleave by 60%"),
+            "{}",
+            ind.text
+        );
         let ser = text("serial-init");
         assert_eq!(ser.best, Some(P::Interleave));
         assert!(
@@ -1024,12 +1038,20 @@ mod tests {
             ser.text
         );
         let aware = text("numa-aware");
-        assert!(aware.text.contains("local beats interleave by 56%"), "{}", aware.text);
+        assert!(
+            aware.text.contains("local beats interleave by 56%"),
+            "{}",
+            aware.text
+        );
         // Pinned single thread: local and node 0 tie, so no single winner,
         // and the default is kept.
         let pinned = text("single-pinned");
         assert_eq!(pinned.best, None);
-        assert!(pinned.text.contains("keep local (the default)"), "{}", pinned.text);
+        assert!(
+            pinned.text.contains("keep local (the default)"),
+            "{}",
+            pinned.text
+        );
         assert!(pinned.text.contains("within noise"), "{}", pinned.text);
         assert!(text("pinning").text.contains("pays: +25%"));
         assert!(text("initialization")
@@ -1056,14 +1078,20 @@ mod tests {
 
     #[test]
     fn names_parse_and_lists_keep_table_order() {
-        let l = parse_list("numa-aware,single-pinned,numa-aware", &Workload::ALL, Workload::parse)
-            .unwrap();
+        let l = parse_list(
+            "numa-aware,single-pinned,numa-aware",
+            &Workload::ALL,
+            Workload::parse,
+        )
+        .unwrap();
         assert_eq!(l, vec![Workload::SinglePinned, Workload::NumaAware]);
         assert_eq!(
             parse_list("all", &PolicyColumn::ALL, PolicyColumn::parse).unwrap(),
             PolicyColumn::ALL.to_vec()
         );
-        assert!(Workload::parse("bogus").unwrap_err().contains("valid: single-unpinned"));
+        assert!(Workload::parse("bogus")
+            .unwrap_err()
+            .contains("valid: single-unpinned"));
         assert!(parse_list("local,", &PolicyColumn::ALL, PolicyColumn::parse).is_err());
         assert_eq!(PolicyColumn::parse("bind").unwrap(), PolicyColumn::OneNode);
     }

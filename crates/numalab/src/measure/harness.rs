@@ -336,10 +336,7 @@ pub fn run_bandwidth_with(
     // The serial initializer touches everybody's data before anyone starts.
     let mut premade: Vec<Option<Vec<PlacedBuffer>>> = match opts.initializer {
         None => (0..n).map(|_| None).collect(),
-        Some(cpu) => initialize_all(m, req, cpu)?
-            .into_iter()
-            .map(Some)
-            .collect(),
+        Some(cpu) => initialize_all(m, req, cpu)?.into_iter().map(Some).collect(),
     };
     let init_node = opts.initializer.and_then(|c| m.node_of_cpu(c));
     let unpinned = opts.unpinned.as_ref();
