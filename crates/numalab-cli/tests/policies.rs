@@ -113,6 +113,7 @@ fn policies_runs_here_with_every_cell_verified_on_node_0() {
             serde_json::json!({"0": pages}),
             "{what}"
         );
+        assert_eq!(c["local_percent"], 100.0, "{what}");
         let run = &c["run"];
         assert!(run["measurement"]["samples"].as_array().unwrap().len() >= 2);
         let workers = run["verification"]["workers"].as_array().unwrap();
@@ -215,7 +216,7 @@ fn policies_text_is_a_table_with_advice() {
         "1 thread, pinned",
         "threads, main thread inits",
         "where the pages are",
-        "n0 100%",
+        "n0 100% (local 100%)",
         "all data first touched by the main thread on CPU",
         "placement verified in every cell",
         "recommendation for this machine",

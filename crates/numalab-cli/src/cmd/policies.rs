@@ -182,17 +182,23 @@ pub fn run(a: Args) -> CliResult {
     Ok(exit_for(r.verified))
 }
 
-/// "n0 25% n1 75%": each node's share of the pages.
+/// "n0 25% n1 75% (local 50%)": each node's share of the pages, and the
+/// share on the node of the worker that streams them.
 fn shares(c: &Cell) -> String {
     let total: u64 = c.pages_by_node.values().sum();
     if total == 0 {
         return "-".into();
     }
-    c.pages_by_node
+    let nodes = c
+        .pages_by_node
         .iter()
         .map(|(n, p)| format!("n{n} {:.0}%", 100.0 * *p as f64 / total as f64))
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    match c.local_percent {
+        Some(l) => format!("{nodes} (local {l:.0}%)"),
+        None => nodes,
+    }
 }
 
 fn cpu_list(cpus: impl IntoIterator<Item = u32>) -> String {
@@ -283,7 +289,10 @@ pub fn text(m: &Machine, r: &PoliciesResult, u: Units) -> String {
         })
         .collect();
     grid(&mut s, &head, &rows);
-    let _ = writeln!(s, "\nwhere the pages are (share of the data per node)");
+    let _ = writeln!(
+        s,
+        "\nwhere the pages are: share of the data per node (and on the node of the worker that streams it)"
+    );
     let rows: Vec<Vec<String>> = r
         .workloads
         .iter()

@@ -156,6 +156,15 @@ fn policies_runs_on_every_node_and_places_every_cell_as_asked() {
             }
         }
     }
+    // Only the NUMA-aware and independent programs stream local data; with
+    // the main thread's first touch, only the 2 workers of node 0 do.
+    let local = |w: &str, p: &str| cell(&v, w, p)["local_percent"].as_f64().unwrap();
+    assert_eq!(local("numa-aware", "local"), 100.0);
+    assert_eq!(local("independent", "local"), 100.0);
+    assert_eq!(local("serial-init", "local"), 25.0);
+    assert_eq!(local("numa-aware", "interleave"), 25.0);
+    assert_eq!(local("numa-aware", "one-node"), 25.0);
+    assert_eq!(local("single-pinned", "one-node"), 0.0);
     // Interleave: every buffer evenly over nodes 0-3, whatever the workload.
     for wl in [
         "single-unpinned",

@@ -261,6 +261,9 @@ pub struct Cell {
     pub worker_gbps: Vec<f64>,
     /// Pages of all the cell's data, per node.
     pub pages_by_node: BTreeMap<u32, u64>,
+    /// Share of the data (percent) on the node of the worker that streams
+    /// it (for the unpinned worker: on a node it was seen running on).
+    pub local_percent: Option<f64>,
     pub page_size: usize,
     /// Where the pages should be, in words.
     pub expected: String,
@@ -551,6 +554,7 @@ fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, Placement
         memory_gbps: None,
         worker_gbps: Vec::new(),
         pages_by_node: BTreeMap::new(),
+        local_percent: None,
         page_size: sys::page_size(),
         expected: plan.expected(w, p),
         verified: false,
@@ -603,8 +607,14 @@ fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, Placement
         Thp::On | Thp::System => ((2u64 << 20) / cell.page_size as u64).max(1),
         Thp::Off => 1,
     };
+    let (mut local_pages, mut all_pages) = (0u64, 0u64);
     for (i, wr) in r.verification.workers.iter().enumerate() {
         let seen: IdSet = wr.seen_cpus.iter().copied().collect();
+        let home: IdSet = if wr.pinned {
+            m.node_of_cpu(wr.requested_cpu).into_iter().collect()
+        } else {
+            seen.iter().filter_map(|c| m.node_of_cpu(c)).collect()
+        };
         cell.seen_cpus.push(seen.iter().collect());
         if wr.migrations.is_some() {
             cell.migrations = wr.migrations;
@@ -614,6 +624,10 @@ fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, Placement
         for (j, b) in wr.buffers.iter().enumerate() {
             for (n, k) in &b.pages_by_node {
                 *cell.pages_by_node.entry(*n).or_insert(0) += k;
+                all_pages += k;
+                if home.contains(*n) {
+                    local_pages += k;
+                }
             }
             cell.page_size = b.page_size;
             if let Some(t) = b.toucher_cpu {
@@ -639,6 +653,9 @@ fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, Placement
         }
     }
     cell.toucher_cpus = touchers.iter().collect();
+    if all_pages > 0 {
+        cell.local_percent = Some(100.0 * local_pages as f64 / all_pages as f64);
+    }
     cell.gbps = Some(r.gbps.clone());
     cell.memory_gbps = Some(r.memory_gbps.clone());
     cell.warnings = r
@@ -763,22 +780,17 @@ pub fn recommend(
         };
         let mut comparisons = Vec::new();
         let get = |p: PolicyColumn| figs.iter().find(|f| f.0 == p).map(|f| &f.1);
-        let mut pairs = vec![(first, second)];
-        for p in [P::OneNode] {
-            pairs.push((
-                if w == W::SerialInit {
-                    P::Interleave
-                } else {
-                    P::Local
-                },
-                p,
-            ));
-        }
+        // The classic pair and the one-node column against the first; when
+        // a column was not run, whichever pair is left.
+        let pairs = [(first, second), (first, P::OneNode), (second, P::OneNode)];
         let mut sentences = Vec::new();
         for (a, b) in pairs {
             let (Some(fa), Some(fb)) = (get(a), get(b)) else {
                 continue;
             };
+            if comparisons.len() == 2 {
+                break;
+            }
             let c = compare((&label(w, a), fa), (&label(w, b), fb));
             let a_wins = c.better == label(w, a);
             let (win, lose) = if a_wins { (a, b) } else { (b, a) };
@@ -1074,6 +1086,28 @@ mod tests {
         assert_eq!(r[0].best, None);
         assert!(r[0].text.contains("any policy (one node)"), "{}", r[0].text);
         assert!(r[0].text.contains("this is noise"), "{}", r[0].text);
+    }
+
+    #[test]
+    fn advice_uses_whichever_columns_ran() {
+        use PolicyColumn as P;
+        use Workload as W;
+        let cells = [
+            (W::SerialInit, P::Local, 10.0),
+            (W::SerialInit, P::OneNode, 20.0),
+        ];
+        let r = recommend(&table(&cells), 4, false, 3);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0].best, Some(P::OneNode));
+        assert_eq!(r[0].comparisons.len(), 1);
+        assert!(
+            r[0].text
+                .contains("node 3 only beats main-thread first touch by 100%"),
+            "{}",
+            r[0].text
+        );
+        // A single column gives nothing to compare.
+        assert!(recommend(&table(&cells[..1]), 4, false, 3).is_empty());
     }
 
     #[test]
