@@ -309,7 +309,14 @@ pub fn text(m: &Machine, r: &PoliciesResult, u: Units) -> String {
             .iter()
             .filter(|c| c.workload == w.name && c.run.is_some())
             .collect();
-        let touchers = cpu_list(cells.iter().flat_map(|c| c.toucher_cpus.iter().copied()));
+        let toucher_set: IdSet = cells
+            .iter()
+            .flat_map(|c| c.toucher_cpus.iter().copied())
+            .collect();
+        let touchers = format!(
+            "CPU{} {toucher_set}",
+            if toucher_set.len() == 1 { "" } else { "s" }
+        );
         let ran = if w.name == Workload::SingleUnpinned {
             let per: Vec<String> = cells
                 .iter()
@@ -356,11 +363,11 @@ pub fn text(m: &Machine, r: &PoliciesResult, u: Units) -> String {
         };
         let who = match w.name {
             Workload::SerialInit => {
-                format!("all data first touched by the main thread on CPU {touchers}")
+                format!("all data first touched by the main thread on {touchers}")
             }
-            Workload::SingleUnpinned => format!("data first touched on CPU {touchers}"),
-            _ if w.threads == 1 => format!("data first touched on CPU {touchers}"),
-            _ => format!("each worker first touched its own data (CPUs {touchers})"),
+            Workload::SingleUnpinned => format!("data first touched on {touchers}"),
+            _ if w.threads == 1 => format!("data first touched on {touchers}"),
+            _ => format!("each worker first touched its own data ({touchers})"),
         };
         let _ = writeln!(s, "  {}: {ran}; {who}", w.title);
     }

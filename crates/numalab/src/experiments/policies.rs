@@ -814,22 +814,27 @@ pub fn recommend(
             comparisons.push(c);
         }
         // The best policy: the fastest cell when it beats every other one by
-        // more than noise; otherwise the default when it is among the tied.
+        // more than noise. Otherwise the policies tied with the fastest: the
+        // default when it is among them, else all of them.
         let (best_p, best_f) = figs
             .iter()
             .max_by(|x, y| x.1.median.total_cmp(&y.1.median))
             .map(|(p, f)| (*p, f.clone()))
             .expect("two figures");
-        let clear = figs
+        let top: Vec<PolicyColumn> = figs
             .iter()
-            .filter(|(p, _)| *p != best_p)
-            .all(|(p, f)| compare((&label(w, best_p), &best_f), (&label(w, *p), f)).significant);
-        let best = if single_node {
-            None
-        } else if clear {
-            Some(best_p)
-        } else {
-            None
+            .filter(|(p, f)| {
+                *p == best_p
+                    || !compare((&label(w, best_p), &best_f), (&label(w, *p), f)).significant
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        let best = (!single_node && top.len() == 1).then_some(best_p);
+        let tied = || {
+            top.iter()
+                .map(|p| name_of(*p))
+                .collect::<Vec<_>>()
+                .join(" or ")
         };
         let advice = match (best, w) {
             _ if single_node => "any policy (one node)".to_string(),
@@ -844,8 +849,17 @@ pub fn recommend(
                 "interleave (against the classic advice: check the verification, rerun with a larger --budget)".into()
             }
             (Some(P::OneNode), _) => format!("bind to node {node}"),
-            (None, W::SerialInit) => "no clear winner; initializing in parallel is the real fix".into(),
-            (None, _) => "no clear winner: keep local (the default)".into(),
+            (None, W::SerialInit) if top.contains(&P::Local) => {
+                "no clear winner; initializing in parallel is the real fix".into()
+            }
+            (None, W::SerialInit) => format!(
+                "{} (tied, both ahead of main-thread first touch), or better, initialize in parallel",
+                tied()
+            ),
+            (None, _) if top.contains(&P::Local) => {
+                "no clear winner: keep local (the default)".into()
+            }
+            (None, _) => format!("{} (tied, both ahead of local)", tied()),
         };
         out.push(Recommendation {
             topic: w.name().to_string(),
@@ -1103,6 +1117,20 @@ mod tests {
         assert!(
             r[0].text
                 .contains("node 3 only beats main-thread first touch by 100%"),
+            "{}",
+            r[0].text
+        );
+        // Two columns tied ahead of local: both named, no single winner.
+        let cells = [
+            (W::SinglePinned, P::Local, 10.0),
+            (W::SinglePinned, P::Interleave, 20.0),
+            (W::SinglePinned, P::OneNode, 20.2),
+        ];
+        let r = recommend(&table(&cells), 4, false, 3);
+        assert_eq!(r[0].best, None);
+        assert!(
+            r[0].text
+                .contains("interleave or node 3 only (tied, both ahead of local)"),
             "{}",
             r[0].text
         );
