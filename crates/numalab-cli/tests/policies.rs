@@ -179,7 +179,7 @@ fn policies_runs_here_with_every_cell_verified_on_node_0() {
     assert!(serial["text"]
         .as_str()
         .unwrap()
-        .contains("any policy (one node)"));
+        .contains("any policy (one memory node"));
     assert!(serial["best"].is_null());
     for key in ["kernel", "cpu_model", "numa_balancing", "command_line"] {
         assert!(v["environment"].get(key).is_some(), "environment.{key}");

@@ -752,7 +752,6 @@ pub fn recommend(
     use PolicyColumn as P;
     use Workload as W;
     let mut out = Vec::new();
-    let degenerate = " (one memory node: the policies are the same memory, so this is noise)";
     for w in Workload::ALL {
         let figs: Vec<(PolicyColumn, Figure)> = PolicyColumn::ALL
             .into_iter()
@@ -796,11 +795,10 @@ pub fn recommend(
             let (win, lose) = if a_wins { (a, b) } else { (b, a) };
             sentences.push(if c.significant {
                 format!(
-                    "{} beats {} by {}{}",
+                    "{} beats {} by {}",
                     name_of(win),
                     name_of(lose),
-                    pct(c.percent),
-                    if single_node { degenerate } else { "" }
+                    pct(c.percent)
                 )
             } else {
                 format!(
@@ -837,7 +835,9 @@ pub fn recommend(
                 .join(" or ")
         };
         let advice = match (best, w) {
-            _ if single_node => "any policy (one node)".to_string(),
+            _ if single_node => {
+                "any policy (one memory node: the policies are the same memory, so any difference here is noise)".to_string()
+            }
             (Some(P::Local), W::SerialInit) => {
                 "keep first touch (the main thread's node copes at this thread count)".into()
             }
@@ -1098,8 +1098,17 @@ mod tests {
         let r = recommend(&table(&cells), 2, true, 0);
         assert_eq!(r.len(), 1, "{r:?}");
         assert_eq!(r[0].best, None);
-        assert!(r[0].text.contains("any policy (one node)"), "{}", r[0].text);
-        assert!(r[0].text.contains("this is noise"), "{}", r[0].text);
+        assert!(
+            r[0].text.contains("any policy (one memory node"),
+            "{}",
+            r[0].text
+        );
+        assert!(r[0].text.contains("is noise)"), "{}", r[0].text);
+        assert!(
+            r[0].text.contains("local beats interleave by 25%"),
+            "{}",
+            r[0].text
+        );
     }
 
     #[test]
