@@ -3,7 +3,13 @@
 //!
 //! Aggregate bandwidth is the total bytes of all workers divided by the
 //! slowest worker's time (the classic convention: the job is done when the
-//! last worker is). Per-worker figures are kept.
+//! last worker is), or with [`Aggregate::Sum`] the sum of each worker's own
+//! rate (independent programs). Per-worker figures are kept.
+//!
+//! [`run_bandwidth_with`] adds what the canonical workloads of
+//! `numalab policies` need: unpinned workers (the scheduler places and may
+//! move them; every CPU they are seen on is recorded) and one initializer
+//! thread that touches every worker's data before the workers start.
 
 use super::chase::{Chase, ChasePattern};
 use super::kernels::{run_pass, BandwidthKernel, ByteCount, Isa};
@@ -35,6 +41,8 @@ pub struct BufferCheck {
     pub pages_by_node: BTreeMap<u32, u64>,
     pub untouched_pages: u64,
     pub expected_nodes: Option<IdSet>,
+    /// CPU the thread that first touched the pages ran on.
+    pub toucher_cpu: Option<u32>,
     pub verified: bool,
     pub problems: Vec<String>,
 }
@@ -42,9 +50,17 @@ pub struct BufferCheck {
 /// One worker's placement and figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerReport {
+    /// The CPU the worker was pinned to; for an unpinned worker (`pinned`
+    /// false), the CPU it started on.
     pub requested_cpu: u32,
-    /// CPU seen by the worker at the start and end of the run.
+    /// CPU seen by the worker at the start and end of the run; for an
+    /// unpinned worker, every CPU it was seen on (sorted).
     pub seen_cpus: Vec<u32>,
+    pub pinned: bool,
+    /// Unpinned workers: how often the worker was seen on another CPU than at
+    /// its previous look (looks around each buffer's setup and after each pass).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<u64>,
     pub node: Option<u32>,
     pub buffers: Vec<BufferCheck>,
     /// The worker's own bandwidth (program bytes, GB/s) per sample.
@@ -81,6 +97,36 @@ pub struct BandwidthRequest {
     pub rule: StopRule,
 }
 
+/// How the workers' figures add up to the aggregate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Aggregate {
+    /// All workers' bytes over the slowest worker's time: one program, done
+    /// when its last thread is.
+    #[default]
+    Slowest,
+    /// The sum of each worker's own rate: independent programs, each at its
+    /// own pace.
+    Sum,
+}
+
+/// What a run does beyond pinned workers touching their own buffers.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Workers are not pinned: each may run on any CPU of this set (the
+    /// scheduler chooses and may move it), touches its own buffers wherever it
+    /// runs, and records every CPU it is seen on. First-touch and local pages
+    /// are expected on the nodes of the CPUs it was seen on while touching.
+    /// `WorkerPlan::cpu` and `toucher` are ignored.
+    pub unpinned: Option<IdSet>,
+    /// One thread pinned to this CPU allocates, touches and initializes every
+    /// worker's buffers, one after another, before the workers start (a
+    /// program whose main thread initializes all data). Overrides
+    /// `WorkerPlan::toucher`.
+    pub initializer: Option<u32>,
+    pub aggregate: Aggregate,
+}
+
 /// Figures of one quantity: median and best plus the full summary.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figure {
@@ -93,7 +139,8 @@ pub struct Figure {
 }
 
 impl Figure {
-    fn of(s: &Summary, better: Better, scale: f64) -> Self {
+    /// Figures of a summary in the direction `better`, scaled by `scale`.
+    pub fn of(s: &Summary, better: Better, scale: f64) -> Self {
         Self {
             median: s.median * scale,
             best: s.best(better) * scale,
@@ -113,6 +160,7 @@ pub struct BandwidthResult {
     pub threads: usize,
     pub buffer_bytes: u64,
     pub passes_per_sample: usize,
+    pub aggregate: Aggregate,
     /// Bytes of one pass of all workers, counted both ways.
     pub bytes_per_pass: ByteCount,
     /// Program bytes (STREAM convention) per second, 1e9 B/s.
@@ -130,8 +178,16 @@ pub(crate) fn check_buffer(
     buf: &PlacedBuffer,
     toucher_node: Option<u32>,
 ) -> Result<BufferCheck, PlacementError> {
+    check_buffer_against(policy, buf, policy.nodes_expected(m, toucher_node))
+}
+
+/// Checks a buffer's pages against an explicit set of expected nodes.
+fn check_buffer_against(
+    policy: &MemoryPolicy,
+    buf: &PlacedBuffer,
+    expected: Option<IdSet>,
+) -> Result<BufferCheck, PlacementError> {
     let h = buf.histogram()?;
-    let expected = policy.nodes_expected(m, toucher_node);
     let mut problems = Vec::new();
     if h.untouched_pages > 0 {
         problems.push(format!("{} pages never touched", h.untouched_pages));
@@ -154,6 +210,7 @@ pub(crate) fn check_buffer(
         pages_by_node: h.pages_by_node.clone(),
         untouched_pages: h.untouched_pages,
         expected_nodes: expected,
+        toucher_cpu: buf.toucher_cpu(),
         verified: problems.is_empty(),
         problems,
     })
@@ -173,14 +230,93 @@ pub fn run_bandwidth(
     m: &Machine,
     req: &BandwidthRequest,
 ) -> Result<BandwidthResult, PlacementError> {
+    run_bandwidth_with(m, req, &RunOptions::default())
+}
+
+/// Where a worker was seen running: looks around its setup and after every
+/// pass (unpinned workers).
+#[derive(Debug, Default)]
+struct CpuLooks {
+    first: Option<u32>,
+    last: Option<u32>,
+    seen: IdSet,
+    migrations: u64,
+}
+
+impl CpuLooks {
+    fn look(&mut self) {
+        if let Some(c) = sys::current_cpu() {
+            self.first.get_or_insert(c);
+            if self.last.is_some_and(|l| l != c) {
+                self.migrations += 1;
+            }
+            self.last = Some(c);
+            self.seen.insert(c);
+        }
+    }
+}
+
+/// The serial initializer of [`RunOptions::initializer`]: one thread pinned
+/// to `cpu` makes every worker's buffers, worker after worker (policy
+/// applied, every page first touched and every element written by it).
+fn initialize_all(
+    m: &Machine,
+    req: &BandwidthRequest,
+    cpu: u32,
+) -> Result<Vec<Vec<PlacedBuffer>>, PlacementError> {
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<Vec<Vec<PlacedBuffer>>, PlacementError> {
+            pin_current_thread(cpu)?;
+            let mut all = Vec::with_capacity(req.workers.len());
+            for plan in &req.workers {
+                let spec = BufferSpec {
+                    size: req.buffer_bytes,
+                    policy: plan.policy.clone(),
+                    thp: req.thp,
+                    hugetlb: false,
+                    toucher: None,
+                    weighted: Default::default(),
+                };
+                let mut mine = Vec::with_capacity(req.kernel.arrays());
+                for _ in 0..req.kernel.arrays() {
+                    let mut b = PlacedBuffer::new(m, &spec)?;
+                    as_f64(&mut b).fill(1.0);
+                    mine.push(b);
+                }
+                all.push(mine);
+            }
+            Ok(all)
+        })
+        .join()
+        .map_err(|_| PlacementError::Os("the initializer thread panicked".into()))?
+    })
+}
+
+/// [`run_bandwidth`] with unpinned workers, a serial initializer thread or
+/// summed rates (see [`RunOptions`]).
+pub fn run_bandwidth_with(
+    m: &Machine,
+    req: &BandwidthRequest,
+    opts: &RunOptions,
+) -> Result<BandwidthResult, PlacementError> {
     req.isa
         .check_available()
         .map_err(PlacementError::Unsupported)?;
     let n = req.workers.len();
+    if n == 0 {
+        return Err(PlacementError::Invalid(
+            "a bandwidth run needs at least one worker".into(),
+        ));
+    }
     let elems = req.buffer_bytes / 8;
     if elems < 8 {
         return Err(PlacementError::Invalid(
             "buffers must be at least 64 bytes".into(),
+        ));
+    }
+    if opts.unpinned.as_ref().is_some_and(|s| s.is_empty()) {
+        return Err(PlacementError::Invalid(
+            "unpinned workers need at least one CPU to run on".into(),
         ));
     }
     // ready: every worker finished setup (or failed); start/done: one sample.
@@ -197,6 +333,13 @@ pub fn run_bandwidth(
             crate::placement::format_bytes(crate::placement::usable_free_bytes(m))
         )));
     }
+    // The serial initializer touches everybody's data before anyone starts.
+    let mut premade: Vec<Option<Vec<PlacedBuffer>>> = match opts.initializer {
+        None => (0..n).map(|_| None).collect(),
+        Some(cpu) => initialize_all(m, req, cpu)?.into_iter().map(Some).collect(),
+    };
+    let init_node = opts.initializer.and_then(|c| m.node_of_cpu(c));
+    let unpinned = opts.unpinned.as_ref();
     let start = Barrier::new(n + 1);
     let done = Barrier::new(n + 1);
     let stop = AtomicBool::new(false);
@@ -210,30 +353,83 @@ pub fn run_bandwidth(
         for (i, plan) in req.workers.iter().enumerate() {
             let (ready, start, done, stop, passes, times, reports) =
                 (&ready, &start, &done, &stop, &passes, &times, &reports);
+            let made = premade[i].take();
             s.spawn(move || {
+                let mut looks = CpuLooks::default();
                 let setup = (|| -> Result<(Vec<PlacedBuffer>, WorkerReport), PlacementError> {
-                    pin_current_thread(plan.cpu)?;
-                    let spec = BufferSpec {
-                        size: req.buffer_bytes,
-                        policy: plan.policy.clone(),
-                        thp: req.thp,
-                        hugetlb: false,
-                        toucher: Some(plan.toucher.unwrap_or(plan.cpu)),
-                        weighted: Default::default(),
-                    };
-                    let toucher_node = m.node_of_cpu(spec.toucher.unwrap_or(plan.cpu));
+                    match unpinned {
+                        Some(set) => sys::set_affinity(0, set).map_err(|e| {
+                            PlacementError::Os(format!(
+                                "letting an unpinned worker run on CPUs {set}: {e}"
+                            ))
+                        })?,
+                        None => pin_current_thread(plan.cpu)?,
+                    }
+                    looks.look();
                     let mut bufs = Vec::new();
                     let mut checks = Vec::new();
-                    for _ in 0..req.kernel.arrays() {
-                        let mut b = PlacedBuffer::new(m, &spec)?;
-                        as_f64(&mut b).fill(1.0);
-                        checks.push(check_buffer(m, &plan.policy, &b, toucher_node)?);
-                        bufs.push(b);
+                    match made {
+                        Some(made) => {
+                            for b in made {
+                                checks.push(check_buffer(m, &plan.policy, &b, init_node)?);
+                                bufs.push(b);
+                            }
+                        }
+                        None => {
+                            let spec = BufferSpec {
+                                size: req.buffer_bytes,
+                                policy: plan.policy.clone(),
+                                thp: req.thp,
+                                hugetlb: false,
+                                // Unpinned: touched by the worker wherever it runs.
+                                toucher: match unpinned {
+                                    Some(_) => None,
+                                    None => Some(plan.toucher.unwrap_or(plan.cpu)),
+                                },
+                                weighted: Default::default(),
+                            };
+                            let toucher_node = m.node_of_cpu(spec.toucher.unwrap_or(plan.cpu));
+                            for _ in 0..req.kernel.arrays() {
+                                let mut b = PlacedBuffer::new(m, &spec)?;
+                                as_f64(&mut b).fill(1.0);
+                                if unpinned.is_some() {
+                                    looks.look();
+                                } else {
+                                    checks.push(check_buffer(m, &plan.policy, &b, toucher_node)?);
+                                }
+                                bufs.push(b);
+                            }
+                            if unpinned.is_some() {
+                                // First touch happened wherever the worker ran meanwhile.
+                                let nodes: IdSet =
+                                    looks.seen.iter().filter_map(|c| m.node_of_cpu(c)).collect();
+                                let expected = match plan.policy {
+                                    MemoryPolicy::FirstTouch | MemoryPolicy::Local => Some(nodes),
+                                    _ => plan.policy.nodes_expected(
+                                        m,
+                                        looks.first.and_then(|c| m.node_of_cpu(c)),
+                                    ),
+                                };
+                                for b in &bufs {
+                                    checks.push(check_buffer_against(
+                                        &plan.policy,
+                                        b,
+                                        expected.clone(),
+                                    )?);
+                                }
+                            }
+                        }
                     }
+                    let cpu = match unpinned {
+                        Some(_) => looks.first.unwrap_or(plan.cpu),
+                        None => plan.cpu,
+                    };
                     let report = WorkerReport {
-                        requested_cpu: plan.cpu,
+                        requested_cpu: cpu,
                         seen_cpus: sys::current_cpu().into_iter().collect(),
-                        node: m.node_of_cpu(plan.cpu),
+                        pinned: unpinned.is_none(),
+                        migrations: None,
+                        node: m.node_of_cpu(cpu),
                         verified: checks.iter().all(|c| c.verified),
                         buffers: checks,
                         gbps: Vec::new(),
@@ -264,6 +460,9 @@ pub fn run_bandwidth(
                     let mut sink = 0.0;
                     for _ in 0..k {
                         sink += run_pass(req.kernel, req.isa, &mut slices, 3.0);
+                        if unpinned.is_some() {
+                            looks.look();
+                        }
                     }
                     std::hint::black_box(sink);
                     times[i].store(t0.elapsed().as_secs_f64().to_bits(), Ordering::Release);
@@ -271,7 +470,11 @@ pub fn run_bandwidth(
                 }
                 let mut r = reports.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(Ok(rep)) = r[i].as_mut() {
-                    if let Some(c) = sys::current_cpu() {
+                    if unpinned.is_some() {
+                        looks.look();
+                        rep.seen_cpus = looks.seen.iter().collect();
+                        rep.migrations = Some(looks.migrations);
+                    } else if let Some(c) = sys::current_cpu() {
                         rep.seen_cpus.push(c);
                     }
                 }
@@ -293,13 +496,19 @@ pub fn run_bandwidth(
                 .map(|t| f64::from_bits(t.load(Ordering::Acquire)))
                 .collect();
             let k = passes.load(Ordering::Acquire) as f64;
-            let slowest = ts.iter().cloned().fold(0.0, f64::max).max(1e-9);
+            let own = |t: f64| per_pass_worker.program as f64 * k / t.max(1e-9) / 1e9;
             if record {
                 for (w, t) in ts.iter().enumerate() {
-                    per_worker[w].push(per_pass_worker.program as f64 * k / t.max(1e-9) / 1e9);
+                    per_worker[w].push(own(*t));
                 }
             }
-            per_pass_worker.program as f64 * n as f64 * k / slowest / 1e9
+            match opts.aggregate {
+                Aggregate::Slowest => {
+                    let slowest = ts.iter().cloned().fold(0.0, f64::max).max(1e-9);
+                    per_pass_worker.program as f64 * n as f64 * k / slowest / 1e9
+                }
+                Aggregate::Sum => ts.iter().map(|t| own(*t)).sum(),
+            }
         };
         ready.wait();
         if failed() {
@@ -355,6 +564,7 @@ pub fn run_bandwidth(
         threads: n,
         buffer_bytes: req.buffer_bytes as u64,
         passes_per_sample: passes.load(Ordering::Acquire),
+        aggregate: opts.aggregate,
         bytes_per_pass: total,
         gbps: Figure::of(&meas.summary, Better::Higher, 1.0),
         memory_gbps: Figure::of(&meas.summary, Better::Higher, mem_scale),
@@ -367,15 +577,20 @@ pub fn run_bandwidth(
 pub(crate) fn verification_of(workers: Vec<WorkerReport>) -> Verification {
     let mut problems = Vec::new();
     for w in &workers {
-        if w.seen_cpus.iter().any(|c| *c != w.requested_cpu) {
+        if w.pinned && w.seen_cpus.iter().any(|c| *c != w.requested_cpu) {
             problems.push(format!(
                 "worker pinned to CPU {} was seen on CPU(s) {:?}",
                 w.requested_cpu, w.seen_cpus
             ));
         }
+        let who = if w.pinned {
+            format!("worker on CPU {}", w.requested_cpu)
+        } else {
+            format!("unpinned worker (seen on CPUs {:?})", w.seen_cpus)
+        };
         for b in &w.buffers {
             for p in &b.problems {
-                problems.push(format!("worker on CPU {}: {p}", w.requested_cpu));
+                problems.push(format!("{who}: {p}"));
             }
         }
     }
@@ -468,6 +683,8 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
     let report = WorkerReport {
         requested_cpu: req.cpu,
         seen_cpus: seen.into_iter().collect(),
+        pinned: true,
+        migrations: None,
         node: m.node_of_cpu(req.cpu),
         verified: check.verified,
         buffers: vec![check],

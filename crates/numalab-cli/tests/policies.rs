@@ -1,0 +1,303 @@
+//! `numalab policies` end to end on this machine (one node, two CPUs here:
+//! the comparison is degenerate but must run, verify and say so). Runs are
+//! short and take turns; bandwidth is only asserted positive.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn numalab(args: &[&str]) -> Output {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args(args)
+        .output()
+        .expect("run numalab")
+}
+
+fn json(args: &[&str], code: i32) -> Value {
+    let o = numalab(args);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
+}
+
+fn fails(args: &[&str], needle: &str) {
+    let o = numalab(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err:?}");
+    assert!(err.starts_with("numalab: "), "{err}");
+    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
+    assert!(o.stdout.is_empty());
+}
+
+fn allowed_cpus() -> Vec<u64> {
+    let v = json(&["topology", "--json"], 0);
+    let text = v["allowed_cpus"].to_string();
+    serde_json::from_str::<Vec<u64>>(&text).unwrap_or_else(|_| panic!("allowed_cpus: {text}"))
+}
+
+#[test]
+fn policies_runs_here_with_every_cell_verified_on_node_0() {
+    let cpus = allowed_cpus();
+    let v = json(
+        &[
+            "policies",
+            "--json",
+            "--size",
+            "8M",
+            "--budget",
+            "0.2",
+            "--min-reps",
+            "3",
+        ],
+        0,
+    );
+    assert_eq!(v["schema_version"], "1.0");
+    assert_eq!(v["command"], "policies");
+    assert_eq!(v["kernel"], "triad");
+    assert_eq!(v["buffer_bytes"], 8 << 20);
+    assert_eq!(v["threads"], cpus.len(), "default: every allowed CPU");
+    assert_eq!(v["thread_policy"], "scatter");
+    assert_eq!(v["single_node"], true);
+    assert_eq!(v["node"], 0);
+    assert_eq!(v["rule"]["budget"], 0.2);
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("degenerate"), "{notes}");
+    let names = |key: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names("workloads"),
+        [
+            "single-unpinned",
+            "single-pinned",
+            "independent",
+            "serial-init",
+            "numa-aware"
+        ]
+    );
+    assert_eq!(names("policies"), ["local", "interleave", "one-node"]);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 15);
+    for c in cells {
+        let what = format!("{}/{}", c["workload"], c["policy"]);
+        let g = &c["gbps"];
+        assert!(g["median"].as_f64().unwrap() > 0.0, "{what}");
+        assert!(g["spread"].as_f64().unwrap() >= 0.0, "{what}");
+        // Triad: memory moves 32 bytes for the program's 24.
+        let ratio = c["memory_gbps"]["median"].as_f64().unwrap() / g["median"].as_f64().unwrap();
+        assert!((ratio - 32.0 / 24.0).abs() < 1e-9, "{what}: {ratio}");
+        assert_eq!(c["verified"], true, "{what}: {}", c["problems"]);
+        assert!(c["problems"].as_array().unwrap().is_empty());
+        let threads = if c["workload"].as_str().unwrap().starts_with("single") {
+            1
+        } else {
+            cpus.len()
+        };
+        assert_eq!(c["threads"], threads, "{what}");
+        // Every page of the cell's data on node 0: 3 arrays x 8 MiB per worker.
+        let pages = (3 * 2048 * threads) as u64;
+        assert_eq!(
+            c["pages_by_node"],
+            serde_json::json!({"0": pages}),
+            "{what}"
+        );
+        assert_eq!(c["local_percent"], 100.0, "{what}");
+        let run = &c["run"];
+        assert!(run["measurement"]["samples"].as_array().unwrap().len() >= 2);
+        let workers = run["verification"]["workers"].as_array().unwrap();
+        assert_eq!(workers.len(), threads);
+        for w in workers {
+            for b in w["buffers"].as_array().unwrap() {
+                assert_eq!(b["pages_by_node"], serde_json::json!({"0": 2048}), "{what}");
+                assert_eq!(b["verified"], true);
+            }
+        }
+    }
+    let cell = |w: &str, p: &str| {
+        cells
+            .iter()
+            .find(|c| c["workload"] == w && c["policy"] == p)
+            .unwrap()
+    };
+    // The main thread initializes everything: one toucher, the main CPU.
+    let main = v["main_cpu"].as_u64().unwrap();
+    assert_eq!(main, v["cpus"][0].as_u64().unwrap());
+    for p in ["local", "interleave", "one-node"] {
+        let serial = cell("serial-init", p);
+        assert_eq!(serial["toucher_cpus"], serde_json::json!([main]), "{p}");
+        // Workers still ran on their own CPUs.
+        assert_eq!(
+            serial["seen_cpus"],
+            serde_json::json!(cpus.iter().map(|c| vec![*c]).collect::<Vec<_>>())
+        );
+    }
+    // NUMA-aware and independent workers touch their own data.
+    for w in ["numa-aware", "independent"] {
+        assert_eq!(cell(w, "local")["toucher_cpus"], serde_json::json!(cpus));
+    }
+    assert_eq!(cell("independent", "local")["aggregate"], "sum");
+    assert_eq!(cell("serial-init", "local")["aggregate"], "slowest");
+    // The pinned thread is on the first CPU; the unpinned one anywhere allowed.
+    assert_eq!(
+        cell("single-pinned", "local")["seen_cpus"],
+        serde_json::json!([[main]])
+    );
+    let free = cell("single-unpinned", "local");
+    assert_eq!(free["requested_cpus"], serde_json::json!([null]));
+    for c in free["seen_cpus"][0].as_array().unwrap() {
+        assert!(cpus.contains(&c.as_u64().unwrap()));
+    }
+    assert!(free["migrations"].is_u64());
+    // Advice per workload, and the one-node caveat.
+    let recs = v["recommendations"].as_array().unwrap();
+    for topic in [
+        "single-pinned",
+        "independent",
+        "serial-init",
+        "numa-aware",
+        "pinning",
+    ] {
+        let r = recs
+            .iter()
+            .find(|r| r["topic"] == topic)
+            .unwrap_or_else(|| panic!("no {topic} advice: {recs:?}"));
+        assert!(!r["text"].as_str().unwrap().is_empty());
+    }
+    let serial = recs.iter().find(|r| r["topic"] == "serial-init").unwrap();
+    assert!(serial["text"]
+        .as_str()
+        .unwrap()
+        .contains("any policy (one memory node"));
+    assert!(serial["best"].is_null());
+    for key in ["kernel", "cpu_model", "numa_balancing", "command_line"] {
+        assert!(v["environment"].get(key).is_some(), "environment.{key}");
+    }
+}
+
+#[test]
+fn policies_text_is_a_table_with_advice() {
+    let o = numalab(&[
+        "policies",
+        "--size",
+        "4M",
+        "--budget",
+        "0.1",
+        "--min-reps",
+        "2",
+        "--workloads",
+        "serial-init,single-pinned",
+        "--policies",
+        "interleave,local",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for needle in [
+        "policies: triad over 3 x 4 MiB per worker (THP off",
+        "note: this machine has one memory node",
+        "aggregate bandwidth, GB/s",
+        "local (first touch)   interleave 0",
+        "1 thread, pinned",
+        "threads, main thread inits",
+        "where the pages are",
+        "n0 100% (local 100%)",
+        "all data first touched by the main thread on CPU",
+        "placement verified in every cell",
+        "recommendation for this machine",
+    ] {
+        assert!(out.contains(needle), "'{needle}' in:\n{out}");
+    }
+    assert!(!out.contains("one node ("), "column not asked for:\n{out}");
+    // Rows in table order, whatever order they were asked in.
+    assert!(out.find("1 thread, pinned").unwrap() < out.find("main thread inits").unwrap());
+}
+
+#[test]
+fn a_cell_that_cannot_be_placed_is_flagged_and_exits_3() {
+    // 1 TiB per array fits nowhere: refused before anything is allocated.
+    let v = json(
+        &[
+            "policies",
+            "--json",
+            "--size",
+            "1T",
+            "--kernel",
+            "read",
+            "--workloads",
+            "single-pinned",
+            "--policies",
+            "one-node,local",
+        ],
+        3,
+    );
+    assert_eq!(v["verified"], false);
+    for c in v["cells"].as_array().unwrap() {
+        assert_eq!(c["verified"], false);
+        assert!(c["gbps"].is_null());
+        assert!(c["problems"][0].as_str().unwrap().starts_with("not run: "));
+    }
+    let o = numalab(&[
+        "policies",
+        "--size",
+        "1T",
+        "--kernel",
+        "read",
+        "--workloads",
+        "single-pinned",
+        "--policies",
+        "one-node",
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("not run !") && out.contains("NOT VERIFIED"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_options_are_one_line_errors() {
+    fails(&["policies", "--kernel", "bogus"], "unknown kernel 'bogus'");
+    fails(&["policies", "--threads", "0"], "--threads '0'");
+    fails(
+        &["policies", "--threads", "999"],
+        "--threads 999 but --cpus holds",
+    );
+    fails(
+        &["policies", "--threads-policy", "spread"],
+        "valid: scatter",
+    );
+    fails(&["policies", "--node", "7"], "--node");
+    fails(&["policies", "--node", "0-1"], "--node");
+    fails(&["policies", "--size", "1"], "too small");
+    fails(
+        &["policies", "--workloads", "bogus"],
+        "valid: single-unpinned",
+    );
+    fails(
+        &["policies", "--policies", "preferred"],
+        "valid: local, interleave, one-node",
+    );
+    fails(&["policies", "--policies", "local,"], "--policies");
+    fails(&["policies", "--thp", "maybe"], "--thp");
+    fails(&["policies", "--cpus", "99"], "--cpus");
+    fails(&["policies", "--budget", "-1"], "--budget");
+    fails(&["policies", "--units", "mb"], "unknown unit");
+    fails(&["policies", "--frobnicate"], "--frobnicate");
+}
