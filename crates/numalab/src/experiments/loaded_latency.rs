@@ -347,6 +347,8 @@ fn chase_thread(
         let steps = ((SAMPLE_SECONDS / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32);
         let ready = ChaseReady {
             report: WorkerReport {
+                pinned: true,
+                migrations: None,
                 requested_cpu: req.cpu,
                 seen_cpus: sys::current_cpu().into_iter().collect(),
                 node: m.node_of_cpu(req.cpu),

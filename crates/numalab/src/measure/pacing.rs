@@ -622,6 +622,8 @@ impl PacedLoad {
                         .get(i)
                         .cloned()
                         .unwrap_or_else(|| WorkerReport {
+                            pinned: true,
+                            migrations: None,
                             requested_cpu: self.cpus[i],
                             seen_cpus: Vec::new(),
                             node: None,
@@ -712,6 +714,8 @@ fn thread_main(
         as_f64(&mut buf).fill(1.0);
         let check = check_buffer(m, &spec.policy, &buf, m.node_of_cpu(cpu))?;
         let report = WorkerReport {
+            pinned: true,
+            migrations: None,
             requested_cpu: cpu,
             seen_cpus: sys::current_cpu().into_iter().collect(),
             node: m.node_of_cpu(cpu),
@@ -728,6 +732,8 @@ fn thread_main(
         }
         Err(e) => {
             let report = WorkerReport {
+                pinned: true,
+                migrations: None,
                 requested_cpu: cpu,
                 seen_cpus: Vec::new(),
                 node: m.node_of_cpu(cpu),
