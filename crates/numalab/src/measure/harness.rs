@@ -93,7 +93,7 @@ pub struct Figure {
 }
 
 impl Figure {
-    fn of(s: &Summary, better: Better, scale: f64) -> Self {
+    pub(crate) fn of(s: &Summary, better: Better, scale: f64) -> Self {
         Self {
             median: s.median * scale,
             best: s.best(better) * scale,
@@ -124,7 +124,7 @@ pub struct BandwidthResult {
     pub verification: Verification,
 }
 
-fn check_buffer(
+pub(crate) fn check_buffer(
     m: &Machine,
     policy: &MemoryPolicy,
     buf: &PlacedBuffer,
@@ -364,7 +364,7 @@ pub fn run_bandwidth(
     })
 }
 
-fn verification_of(workers: Vec<WorkerReport>) -> Verification {
+pub(crate) fn verification_of(workers: Vec<WorkerReport>) -> Verification {
     let mut problems = Vec::new();
     for w in &workers {
         if w.seen_cpus.iter().any(|c| *c != w.requested_cpu) {
