@@ -253,9 +253,9 @@ fn text(r: &ApexResult) -> String {
             s,
             "  rms residual {:.0}%, largest {:+.0}% at alpha {} L {}",
             mo.rms_residual * 100.0,
-            mo.worst.0 * 100.0,
-            mo.worst.1,
-            mo.worst.2
+            mo.worst.residual * 100.0,
+            mo.worst.alpha,
+            mo.worst.l
         );
     }
     s

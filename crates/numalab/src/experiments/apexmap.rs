@@ -150,8 +150,17 @@ pub struct ApexModel {
     pub levels: Vec<ModelLevel>,
     /// Root mean square of the residuals.
     pub rms_residual: f64,
-    /// The residual of largest magnitude and its point.
-    pub worst: (f64, f64, usize),
+    /// The point whose residual has the largest magnitude.
+    pub worst: WorstPoint,
+}
+
+/// Where the machine departs most from the model.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorstPoint {
+    pub alpha: f64,
+    pub l: usize,
+    /// `measured / model - 1`.
+    pub residual: f64,
 }
 
 /// The outcome of [`run_apexmap`].
@@ -581,7 +590,11 @@ fn fit_points(levels: &[(String, Option<u64>)], points: &mut [ApexPoint]) -> Opt
             })
             .collect(),
         rms_residual: (ss / points.len().max(1) as f64).sqrt(),
-        worst,
+        worst: WorstPoint {
+            alpha: worst.1,
+            l: worst.2,
+            residual: worst.0,
+        },
     })
 }
 
