@@ -74,10 +74,7 @@ pub fn run(a: Args) -> CliResult {
         C2cFigures::parse(&a.figures).map_err(|e| CliError::usage(format!("--figures: {e}")))?;
     let cpus: Vec<u32> = set.cpus.iter().collect();
     let pairs = pair_count(cpus.len());
-    let mut rule = a.stats.rule(default_pair_budget(pairs))?;
-    if a.stats.budget.is_none() {
-        rule.budget = std::time::Duration::from_secs_f64(default_pair_budget(pairs));
-    }
+    let rule = a.stats.rule(default_pair_budget(pairs))?;
     let budget = rule.budget.as_secs_f64();
     let estimate = format!(
         "{pairs} pair{} x {budget:.2} s: about {}",
