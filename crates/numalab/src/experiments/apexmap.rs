@@ -445,7 +445,7 @@ fn run_pinned(
     let mut perm: (usize, Vec<u32>) = (0, Vec::new());
     let rule = &req.rule;
     // Samples as long as the harness's (20 ms), shorter for small budgets.
-    let sample_target = (rule.budget.as_secs_f64() / 20.0).clamp(0.001, 0.02);
+    let sample_target = (rule.budget.as_secs_f64() / 10.0).clamp(0.001, 0.02);
     for (li, &l) in ls.iter().enumerate() {
         let blocks = (buffer_bytes / 8 / l) as u64;
         let slen = stream_len(buffer_bytes, l);
