@@ -13,6 +13,9 @@ use numalab::placement::{format_bytes, MemoryPolicy, Thp};
 use serde::Serialize;
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "--budget is the time per (alpha, L) point (default 0.4 s: the default 45 points take about 25 s). Block index = floor(M * r^(1/alpha)), r uniform in [0, 1); each access reads L contiguous words and depends on the previous one. See docs/apexmap.md."
+)]
 pub struct Args {
     /// CPU that runs the accesses (default: the first allowed CPU).
     #[arg(long, value_name = "CPU")]

@@ -12,6 +12,9 @@ use numalab::placement::{ListMeaning, ResourceSet};
 use serde::Serialize;
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "--budget is the time per pair of CPUs (default: about 60 s in all, 0.05 to 0.5 s per pair). Figures: modified (one-way latency of a written line, ping-pong / 2), clean (a reader loads lines held clean by the other CPU), false-sharing (atomic increments of two words of one line vs separate lines). See docs/c2c.md."
+)]
 pub struct Args {
     /// CPUs to pair (set grammar; default all allowed).
     #[arg(long, value_name = "SET", default_value = "all")]

@@ -36,7 +36,9 @@ fn square(v: &Value, n: usize) {
             if i == j {
                 assert!(x.is_null(), "diagonal [{i}][{j}] = {x}");
             } else {
-                assert!(x.as_f64().is_some_and(|x| x > 0.0), "[{i}][{j}] = {x}");
+                // A number, nothing more: TCG timings mean nothing (a clean
+                // round can even come out below the clock's own cost: 0).
+                assert!(x.as_f64().is_some_and(|x| x >= 0.0), "[{i}][{j}] = {x}");
             }
         }
     }
@@ -80,7 +82,7 @@ fn quartet_c2c_measures_every_pair_on_every_node() {
     for s in ns {
         let within = s["nodes"][0] == s["nodes"][1];
         assert_eq!(s["pairs"], if within { 1 } else { 4 }, "{s}");
-        assert!(s["modified_ns"].as_f64().is_some_and(|x| x > 0.0));
+        assert!(s["modified_ns"].is_number(), "{s}");
     }
 }
 
