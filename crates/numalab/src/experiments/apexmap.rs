@@ -1,1 +1,766 @@
 //! `numalab apexmap`: the Apex-MAP locality map and its simple model.
+//!
+//! Apex-MAP (Strohmaier and Shan) describes a workload by two numbers: the
+//! temporal locality `alpha` and the spatial locality `L`. The buffer of `M`
+//! blocks of `L` 8-byte words is accessed one block at a time; the block index
+//! is `floor(M * r^(1/alpha))` with `r` uniform in `[0, 1)`: `alpha = 1` is
+//! uniform random over the buffer, small `alpha` concentrates the accesses at
+//! its start (`P(index < k) = (k / M)^alpha`; at `alpha = 0.001` over 10^6
+//! blocks, 98.6% of the accesses go to block 0).
+//!
+//! How it is measured here:
+//! - The block indexes are computed before the timed loop: a stream of `S`
+//!   indexes, `S` = the number of units of the buffer (a unit is a 64-byte line,
+//!   or a block when blocks are larger), at least 2^16 and at most 2^25. The
+//!   `r` are drawn stratified: one uniform draw in each of `S` equal strata
+//!   of `[0, 1)`, the strata in a random order. Each `r` is still uniform, so
+//!   the index distribution is exactly the power law, and at `alpha = 1` every
+//!   unit is visited exactly once per lap of the stream in random order, which
+//!   is what the engine's random pointer chase does: `(alpha = 1, L = 1)` and the
+//!   chase see the same cache reuse and measure the same latency.
+//! - Accesses are dependent: the address of the next block adds
+//!   `first word of this block & zero` (`zero` is 0 at run time but opaque to
+//!   the compiler) to the next index, so the next block cannot be reached
+//!   before this block's first word arrived. At `L = 1` a step is one
+//!   dependent load, exactly a pointer chase step (latency). The `L` words of
+//!   a block are read with the `read` bandwidth kernel, whose sum goes to a
+//!   sink, not into the next address: the block's reads overlap the next
+//!   block's first load as far as the core's window allows, so large `L`
+//!   gives bandwidth and small `L` is latency plus the kernel's fixed cost.
+//! - A sample is a fixed number of steps continuing along the stream; the
+//!   statistics engine repeats samples under the point's [`StopRule`].
+//!
+//! The model (DESIGN.md: "latency + bytes / bandwidth for memory and
+//! cache"): the levels are the data caches of the machine model (the largest
+//! cache of each level) and memory. A cache of `C` bytes is assumed to hold
+//! the `floor(C / 8L)` hottest blocks, which are the first ones, so the share
+//! of accesses it serves is `F(C) = min(1, floor(C / 8L) / M)^alpha` minus
+//! what the smaller levels serve; memory serves the rest. The time of one
+//! access is `sum over levels of P(level) * (latency(level) + 8L /
+//! bandwidth(level))`. The `P` come from the power law and the cache sizes;
+//! the latency and bandwidth of each level are fitted by non-negative least
+//! squares on the relative error over all points (the model is linear in
+//! latency and 1/bandwidth). The residual of a point is `measured / model - 1`.
+
+use crate::machine::Machine;
+use crate::measure::harness::{check_buffer, verification_of, Figure, Verification, WorkerReport};
+use crate::measure::kernels::{run_pass, BandwidthKernel, Isa};
+use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
+use crate::placement::{
+    pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Thp,
+};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// Largest spatial locality, in 8-byte words per access.
+pub const MAX_L: usize = 65536;
+/// Default temporal localities.
+pub const DEFAULT_ALPHAS: [f64; 5] = [0.001, 0.01, 0.1, 0.5, 1.0];
+/// Default spatial localities: powers of 4 from 1 to 65536 words.
+pub const DEFAULT_LS: [usize; 9] = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536];
+/// From this `L` on (2 KiB blocks), a block is read with the `read`
+/// bandwidth kernel; shorter blocks with an inline integer loop, which
+/// avoids the kernel's fixed cost of some 50 cycles per call.
+pub const KERNEL_MIN_L: usize = 256;
+/// Fewest and most indexes in a point's stream.
+pub const MIN_STREAM: usize = 1 << 16;
+pub const MAX_STREAM: usize = 1 << 25;
+
+/// Checks a temporal locality: in (0, 1].
+pub fn check_alpha(a: f64) -> Result<f64, String> {
+    if a.is_finite() && a > 0.0 && a <= 1.0 {
+        Ok(a)
+    } else {
+        Err(format!(
+            "alpha {a} is not in (0, 1] (1 = uniform random over the buffer, small = concentrated)"
+        ))
+    }
+}
+
+/// Checks a spatial locality: a whole number of words from 1 to [`MAX_L`].
+pub fn check_l(l: usize) -> Result<usize, String> {
+    if (1..=MAX_L).contains(&l) {
+        Ok(l)
+    } else {
+        Err(format!("L {l} is not a number of words from 1 to {MAX_L}"))
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct ApexRequest {
+    pub cpu: u32,
+    pub policy: MemoryPolicy,
+    pub buffer_bytes: usize,
+    pub thp: Option<Thp>,
+    pub alphas: Vec<f64>,
+    pub ls: Vec<usize>,
+    pub isa: Isa,
+    /// Rule of each point (its budget is per point).
+    pub rule: StopRule,
+    pub seed: u64,
+}
+
+/// One (alpha, L) point.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApexPoint {
+    pub alpha: f64,
+    /// Words per access.
+    pub l: usize,
+    pub block_bytes: u64,
+    /// Blocks in the buffer (`M`).
+    pub blocks: u64,
+    pub stream_len: usize,
+    pub steps_per_sample: u64,
+    /// ns per access (per block of L words).
+    pub ns: Figure,
+    /// Program bytes per second of the block reads, 1e9 B/s.
+    pub gbps: Figure,
+    /// Bytes of the distinct lines (or blocks) the stream touches.
+    pub footprint_bytes: u64,
+    /// Bytes of the first blocks, which take 99% of the accesses (power law).
+    pub hot99_bytes: u64,
+    /// Share of the accesses each model level serves (same order as the model's levels).
+    pub level_share: Vec<f64>,
+    /// The fitted model's ns per access; `None` without a fit.
+    pub model_ns: Option<f64>,
+    /// `ns.median / model_ns - 1`.
+    pub residual: Option<f64>,
+    pub samples: usize,
+    pub stop_reason: crate::measure::stats::StopReason,
+}
+
+/// One level of the model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelLevel {
+    pub name: String,
+    /// Capacity in bytes (`None`: memory).
+    pub capacity_bytes: Option<u64>,
+    /// Fitted latency, ns; `None` when no point depends on this level.
+    pub latency_ns: Option<f64>,
+    /// Fitted bandwidth, 1e9 B/s; `None` when no point depends on it or the
+    /// fit gives its bytes no cost (unbounded).
+    pub bandwidth_gbps: Option<f64>,
+}
+
+/// The fitted model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApexModel {
+    pub method: String,
+    pub levels: Vec<ModelLevel>,
+    /// Root mean square of the residuals.
+    pub rms_residual: f64,
+    /// The point whose residual has the largest magnitude.
+    pub worst: WorstPoint,
+}
+
+/// Where the machine departs most from the model.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorstPoint {
+    pub alpha: f64,
+    pub l: usize,
+    /// `measured / model - 1`.
+    pub residual: f64,
+}
+
+/// The outcome of [`run_apexmap`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ApexResult {
+    pub cpu: u32,
+    pub policy: String,
+    pub buffer_bytes: u64,
+    pub isa: Isa,
+    pub alphas: Vec<f64>,
+    pub ls: Vec<usize>,
+    /// Row-major: every L of the first alpha, then the next alpha.
+    pub points: Vec<ApexPoint>,
+    pub model: Option<ApexModel>,
+    pub elapsed_s: f64,
+    pub warnings: Vec<String>,
+    pub verification: Verification,
+}
+
+impl ApexResult {
+    /// The point of (alpha, L), if measured.
+    pub fn point(&self, alpha: f64, l: usize) -> Option<&ApexPoint> {
+        self.points.iter().find(|p| p.alpha == alpha && p.l == l)
+    }
+}
+
+/// Model levels: the data caches of the machine, smallest first, then memory.
+pub fn model_levels(m: &Machine) -> Vec<(String, Option<u64>)> {
+    let mut v: Vec<(String, Option<u64>)> = crate::experiments::sizes::cache_marks(m)
+        .into_iter()
+        .map(|c| (c.name, Some(c.bytes)))
+        .collect();
+    v.push(("memory".into(), None));
+    v
+}
+
+/// Share of accesses served by each level for a point (capacities of
+/// `levels`, the last being memory).
+pub fn level_shares(
+    levels: &[(String, Option<u64>)],
+    alpha: f64,
+    l: usize,
+    blocks: u64,
+) -> Vec<f64> {
+    let mut out = Vec::with_capacity(levels.len());
+    let mut below = 0.0;
+    for (_, cap) in levels {
+        let f = match cap {
+            None => 1.0,
+            Some(c) => {
+                let k = c / (8 * l as u64);
+                if k == 0 {
+                    0.0
+                } else {
+                    (k as f64 / blocks.max(1) as f64).min(1.0).powf(alpha)
+                }
+            }
+        };
+        let f = f.max(below);
+        out.push(f - below);
+        below = f;
+    }
+    out
+}
+
+/// splitmix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1) with 53 bits.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+/// A random permutation of `0..n`.
+fn permutation(n: usize, rng: &mut Rng) -> Vec<u32> {
+    let mut v: Vec<u32> = (0..n as u32).collect();
+    for i in (1..n).rev() {
+        v.swap(i, rng.below(i + 1));
+    }
+    v
+}
+
+/// Stream length for a point: units of the buffer, within the bounds.
+pub fn stream_len(buffer_bytes: usize, l: usize) -> usize {
+    (buffer_bytes / (8 * l).max(64)).clamp(MIN_STREAM, MAX_STREAM)
+}
+
+/// The block indexes of a point (`seed` picks the draws): element `k` is
+/// the power law applied to a uniform draw in stratum `perm[k]` of the
+/// `perm.len()` equal strata of [0, 1).
+pub fn power_law_stream(alpha: f64, blocks: u64, perm: &[u32], seed: u64) -> Vec<u32> {
+    let mut rng = Rng(seed);
+    let s = perm.len() as f64;
+    let inv = 1.0 / alpha;
+    let top = blocks.saturating_sub(1);
+    perm.iter()
+        .map(|&p| {
+            let r = (p as f64 + rng.unit()) / s;
+            let x = if alpha == 1.0 { r } else { r.powf(inv) };
+            ((blocks as f64 * x) as u64).min(top) as u32
+        })
+        .collect()
+}
+
+/// A seeded random permutation of `0..n` (the strata order of [`power_law_stream`]).
+pub fn random_permutation(n: usize, seed: u64) -> Vec<u32> {
+    permutation(n, &mut Rng(seed))
+}
+
+/// Blocks that take 99% of the accesses: the smallest k with (k/M)^alpha >= 0.99.
+pub fn hot99_blocks(alpha: f64, blocks: u64) -> u64 {
+    ((blocks as f64 * 0.99f64.powf(1.0 / alpha)).ceil() as u64).clamp(1, blocks.max(1))
+}
+
+/// Bytes of the distinct units (lines, or blocks when larger) the stream touches.
+fn footprint(stream: &[u32], l: usize, buffer_bytes: usize) -> u64 {
+    let unit = (8 * l).max(64);
+    let units = buffer_bytes / unit + 1;
+    let mut seen = vec![0u64; units.div_ceil(64)];
+    let mut count = 0u64;
+    for &b in stream {
+        let u = b as usize * 8 * l / unit;
+        let (w, bit) = (u / 64, 1u64 << (u % 64));
+        if seen[w] & bit == 0 {
+            seen[w] |= bit;
+            count += 1;
+        }
+    }
+    count * unit as u64
+}
+
+/// `steps` dependent block reads from `pos` on (wrapping along the stream).
+/// The next block's address depends on the first word of the current one;
+/// the block itself is read with the `read` kernel, whose result only feeds
+/// a sink (so a block's reads overlap the next block's first load, as far as
+/// the core's window allows).
+#[inline(never)]
+fn run_steps(
+    buf: &mut [f64],
+    stream: &[u32],
+    pos: &mut usize,
+    steps: u64,
+    l: usize,
+    isa: Isa,
+    zero: u64,
+) -> u64 {
+    let n = stream.len();
+    let mut p = *pos;
+    let mut dep = 0u64;
+    let mut sink = 0u64;
+    if l == 1 {
+        for _ in 0..steps {
+            let off = stream[p] as usize + dep as usize;
+            dep = buf[off].to_bits() & zero;
+            p += 1;
+            if p == n {
+                p = 0;
+            }
+        }
+    } else if l < KERNEL_MIN_L {
+        for _ in 0..steps {
+            let off = stream[p] as usize * l + dep as usize;
+            dep = buf[off].to_bits() & zero;
+            let mut s = 0u64;
+            for w in &buf[off..off + l] {
+                s = s.wrapping_add(w.to_bits());
+            }
+            sink = sink.wrapping_add(s);
+            p += 1;
+            if p == n {
+                p = 0;
+            }
+        }
+    } else {
+        for _ in 0..steps {
+            let off = stream[p] as usize * l + dep as usize;
+            dep = buf[off].to_bits() & zero;
+            let mut blk = [&mut buf[off..off + l]];
+            let v = run_pass(BandwidthKernel::Read, isa, &mut blk, 0.0);
+            sink = sink.wrapping_add(v.to_bits());
+            p += 1;
+            if p == n {
+                p = 0;
+            }
+        }
+    }
+    *pos = p;
+    dep ^ sink
+}
+
+/// Runs the map on the request's CPU; `progress` is called before each point.
+pub fn run_apexmap(
+    m: &Machine,
+    req: &ApexRequest,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<ApexResult, PlacementError> {
+    req.isa
+        .check_available()
+        .map_err(PlacementError::Unsupported)?;
+    if req.alphas.is_empty() || req.ls.is_empty() {
+        return Err(PlacementError::Invalid(
+            "apexmap needs at least one alpha and one L".into(),
+        ));
+    }
+    for &a in &req.alphas {
+        check_alpha(a).map_err(PlacementError::Invalid)?;
+    }
+    for &l in &req.ls {
+        check_l(l).map_err(PlacementError::Invalid)?;
+    }
+    let words = req.buffer_bytes / 8;
+    let max_l = req.ls.iter().copied().max().unwrap_or(1);
+    if max_l > words {
+        return Err(PlacementError::Invalid(format!(
+            "L = {max_l} words ({}) does not fit in the {} buffer; use a larger --size or smaller --ls",
+            crate::placement::format_bytes(8 * max_l as u64),
+            crate::placement::format_bytes(req.buffer_bytes as u64)
+        )));
+    }
+    let min_l = req.ls.iter().copied().min().unwrap_or(1);
+    if (words / min_l) as u64 > u32::MAX as u64 + 1 {
+        return Err(PlacementError::Invalid(format!(
+            "a {} buffer holds more than 2^32 blocks of L = {min_l}: use --size of at most {} or a larger L",
+            crate::placement::format_bytes(req.buffer_bytes as u64),
+            crate::placement::format_bytes(8 * min_l as u64 * (1 << 32))
+        )));
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| run_pinned(m, req, progress))
+            .join()
+            .map_err(|_| PlacementError::Os("the apexmap worker panicked".into()))?
+    })
+}
+
+fn run_pinned(
+    m: &Machine,
+    req: &ApexRequest,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<ApexResult, PlacementError> {
+    let start = Instant::now();
+    pin_current_thread(req.cpu)?;
+    let spec = BufferSpec {
+        size: req.buffer_bytes,
+        policy: req.policy.clone(),
+        thp: req.thp,
+        hugetlb: false,
+        toucher: Some(req.cpu),
+        weighted: Default::default(),
+    };
+    let mut buf = PlacedBuffer::new(m, &spec)?;
+    let check = check_buffer(m, &req.policy, &buf, m.node_of_cpu(req.cpu))?;
+    let mut seen: Vec<u32> = sys::current_cpu().into_iter().collect();
+    let buffer_bytes = req.buffer_bytes;
+    // SAFETY: page-aligned memory owned by `buf`; any bit pattern is an f64.
+    let (_, data, _) = unsafe { buf.as_mut_slice().align_to_mut::<f64>() };
+    let data = &mut data[..buffer_bytes / 8];
+    let levels = model_levels(m);
+    let llc = m.last_level_cache_bytes().unwrap_or(32 << 20);
+    let zero = std::hint::black_box(0u64);
+    let mut alphas = req.alphas.clone();
+    alphas.sort_by(f64::total_cmp);
+    alphas.dedup();
+    let mut ls = req.ls.clone();
+    ls.sort_unstable();
+    ls.dedup();
+    let mut grid: Vec<Option<ApexPoint>> = vec![None; alphas.len() * ls.len()];
+    let mut warnings = Vec::new();
+    let mut perm: (usize, Vec<u32>) = (0, Vec::new());
+    let rule = &req.rule;
+    // Samples as long as the harness's (20 ms), shorter for small budgets.
+    let sample_target = (rule.budget.as_secs_f64() / 10.0).clamp(0.001, 0.02);
+    for (li, &l) in ls.iter().enumerate() {
+        let blocks = (buffer_bytes / 8 / l) as u64;
+        let slen = stream_len(buffer_bytes, l);
+        if perm.0 != slen {
+            perm = (slen, random_permutation(slen, req.seed ^ slen as u64));
+        }
+        let unit = (8 * l).max(64);
+        // Larger alphas first: each point then starts from caches holding
+        // more than it needs, not less.
+        for (ai, &alpha) in alphas.iter().enumerate().rev() {
+            progress(&format!("apexmap alpha {alpha} L {l}"));
+            let seed = req.seed ^ ((l as u64) << 20) ^ alpha.to_bits();
+            let stream = power_law_stream(alpha, blocks, &perm.1, seed);
+            let mut pos = 0usize;
+            // Warm up: two LLCs' worth of units or one lap, at most half the budget.
+            let warm_steps = (slen as u64).min((2 * llc / unit as u64).max(1024));
+            let warm_until = Instant::now() + rule.budget.mul_f64(0.5);
+            let mut done = 0u64;
+            let mut chunk = 64u64;
+            while done < warm_steps && Instant::now() < warm_until {
+                let k = chunk.min(warm_steps - done);
+                std::hint::black_box(run_steps(data, &stream, &mut pos, k, l, req.isa, zero));
+                done += k;
+                chunk = (chunk * 2).min(1 << 16);
+            }
+            // Calibrate: steps per sample of about `sample_target` seconds.
+            let mut steps = 16u64;
+            let per_step = loop {
+                let t0 = Instant::now();
+                std::hint::black_box(run_steps(data, &stream, &mut pos, steps, l, req.isa, zero));
+                let t = t0.elapsed().as_secs_f64();
+                if t >= 0.002 || steps >= 1 << 30 {
+                    break t / steps as f64;
+                }
+                steps *= 4;
+            };
+            let steps = ((sample_target / per_step.max(1e-10)) as u64).clamp(16, 1 << 32);
+            let meas: Measurement = measure(rule, || {
+                let t0 = Instant::now();
+                std::hint::black_box(run_steps(data, &stream, &mut pos, steps, l, req.isa, zero));
+                t0.elapsed().as_secs_f64() * 1e9 / steps as f64
+            });
+            for w in meas.warnings() {
+                warnings.push(format!("alpha {alpha} L {l}: {w}"));
+            }
+            let bytes = (8 * l) as f64;
+            let gb: Vec<f64> = meas.samples.iter().map(|ns| bytes / ns).collect();
+            let gbps = Summary::of(&gb)
+                .map(|s| Figure::of(&s, Better::Higher, 1.0))
+                .unwrap_or_else(|| Figure::of(&meas.summary, Better::Higher, 1.0));
+            grid[ai * ls.len() + li] = Some(ApexPoint {
+                alpha,
+                l,
+                block_bytes: 8 * l as u64,
+                blocks,
+                stream_len: slen,
+                steps_per_sample: steps,
+                ns: Figure::of(&meas.summary, Better::Lower, 1.0),
+                gbps,
+                footprint_bytes: footprint(&stream, l, buffer_bytes),
+                hot99_bytes: hot99_blocks(alpha, blocks) * 8 * l as u64,
+                level_share: level_shares(&levels, alpha, l, blocks),
+                model_ns: None,
+                residual: None,
+                samples: meas.samples.len(),
+                stop_reason: meas.stop_reason,
+            });
+        }
+    }
+    seen.extend(sys::current_cpu());
+    let mut points: Vec<ApexPoint> = grid.into_iter().flatten().collect();
+    let model = fit_points(&levels, &mut points);
+    if model.is_none() {
+        warnings.push("too few points for the model fit (needs 2)".into());
+    }
+    let report = WorkerReport {
+        requested_cpu: req.cpu,
+        seen_cpus: seen,
+        node: m.node_of_cpu(req.cpu),
+        verified: check.verified,
+        buffers: vec![check],
+        gbps: Vec::new(),
+    };
+    let verification = verification_of(vec![report]);
+    if !verification.verified {
+        warnings.push(format!(
+            "placement did not verify: {}",
+            verification.problems.join("; ")
+        ));
+    }
+    Ok(ApexResult {
+        cpu: req.cpu,
+        policy: req.policy.to_string(),
+        buffer_bytes: buffer_bytes as u64,
+        isa: req.isa,
+        alphas,
+        ls,
+        points,
+        model,
+        elapsed_s: start.elapsed().as_secs_f64(),
+        warnings,
+        verification,
+    })
+}
+
+/// Fits the model to the points (filling their `model_ns` and `residual`).
+fn fit_points(levels: &[(String, Option<u64>)], points: &mut [ApexPoint]) -> Option<ApexModel> {
+    let data: Vec<(Vec<f64>, f64, f64)> = points
+        .iter()
+        .map(|p| (p.level_share.clone(), (8 * p.l) as f64, p.ns.median))
+        .collect();
+    let (lat, inv_bw) = fit_model(levels.len(), &data)?;
+    let mut worst = (0.0f64, 0.0, 0);
+    let mut ss = 0.0;
+    for p in points.iter_mut() {
+        let model: f64 = p
+            .level_share
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s * (lat[i].unwrap_or(0.0) + (8 * p.l) as f64 * inv_bw[i].unwrap_or(0.0)))
+            .sum();
+        if model > 0.0 {
+            let r = p.ns.median / model - 1.0;
+            p.model_ns = Some(model);
+            p.residual = Some(r);
+            ss += r * r;
+            if r.abs() > worst.0.abs() {
+                worst = (r, p.alpha, p.l);
+            }
+        }
+    }
+    Some(ApexModel {
+        method: "shares of each level from the power law and the machine's cache sizes; latency and 1/bandwidth of each level by non-negative least squares on the relative error".into(),
+        levels: levels
+            .iter()
+            .enumerate()
+            .map(|(i, (name, cap))| ModelLevel {
+                name: name.clone(),
+                capacity_bytes: *cap,
+                latency_ns: lat[i],
+                bandwidth_gbps: inv_bw[i].and_then(|x| (x > 0.0).then(|| 1.0 / x)),
+            })
+            .collect(),
+        rms_residual: (ss / points.len().max(1) as f64).sqrt(),
+        worst: WorstPoint {
+            alpha: worst.1,
+            l: worst.2,
+            residual: worst.0,
+        },
+    })
+}
+
+/// Latency (ns) and inverse bandwidth (ns per byte) of `n` levels from
+/// points `(shares, bytes per access, measured ns)`, minimizing the squared
+/// relative error with both non-negative. `None` for a parameter no point
+/// depends on; `None` overall with fewer than 2 points.
+#[allow(clippy::type_complexity)]
+pub fn fit_model(
+    n: usize,
+    points: &[(Vec<f64>, f64, f64)],
+) -> Option<(Vec<Option<f64>>, Vec<Option<f64>>)> {
+    let pts: Vec<&(Vec<f64>, f64, f64)> = points
+        .iter()
+        .filter(|p| p.2.is_finite() && p.2 > 0.0)
+        .collect();
+    if pts.len() < 2 {
+        return None;
+    }
+    let k = 2 * n;
+    // Rows: [shares..., bytes * shares...] / measured; target 1.
+    let rows: Vec<Vec<f64>> = pts
+        .iter()
+        .map(|(sh, bytes, t)| {
+            let mut r = Vec::with_capacity(k);
+            r.extend(sh.iter().map(|s| s / t));
+            r.extend(sh.iter().map(|s| s * bytes / t));
+            r
+        })
+        .collect();
+    let norm: Vec<f64> = (0..k)
+        .map(|j| rows.iter().map(|r| r[j] * r[j]).sum::<f64>().sqrt())
+        .collect();
+    let mut g = vec![vec![0.0; k]; k];
+    let mut h = vec![0.0; k];
+    for r in &rows {
+        for i in 0..k {
+            if norm[i] == 0.0 {
+                continue;
+            }
+            let ri = r[i] / norm[i];
+            h[i] += ri;
+            for j in 0..k {
+                if norm[j] > 0.0 {
+                    g[i][j] += ri * r[j] / norm[j];
+                }
+            }
+        }
+    }
+    // Coordinate descent for min 1/2 x'Gx - h'x, x >= 0 (convex: converges).
+    let mut x = vec![0.0; k];
+    for _ in 0..200_000 {
+        let mut change = 0.0f64;
+        for i in 0..k {
+            if g[i][i] <= 0.0 {
+                continue;
+            }
+            let grad: f64 = (0..k).map(|j| g[i][j] * x[j]).sum::<f64>() - h[i];
+            let new = (x[i] - grad / g[i][i]).max(0.0);
+            change = change.max((new - x[i]).abs());
+            x[i] = new;
+        }
+        if change < 1e-13 {
+            break;
+        }
+    }
+    let param = |j: usize| (norm[j] > 0.0).then(|| x[j] / norm[j]);
+    Some(((0..n).map(param).collect(), (n..k).map(param).collect()))
+}
+
+/// Default per-point budget so that the default grid takes about 20 s of
+/// measuring: 0.4 s.
+pub const DEFAULT_POINT_BUDGET: Duration = Duration::from_millis(400);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alpha_and_l_ranges() {
+        assert!(check_alpha(1.0).is_ok() && check_alpha(0.001).is_ok());
+        for bad in [0.0, -0.5, 1.5, f64::NAN] {
+            assert!(check_alpha(bad).unwrap_err().contains("(0, 1]"));
+        }
+        assert!(check_l(1).is_ok() && check_l(65536).is_ok());
+        assert!(check_l(0).is_err() && check_l(65537).is_err());
+    }
+
+    #[test]
+    fn uniform_stream_visits_every_line_once_per_lap() {
+        // alpha = 1, L = 1: 8 words per line, one index per line.
+        let lines = MIN_STREAM;
+        let blocks = 8 * lines as u64;
+        let perm = random_permutation(lines, 7);
+        let s = power_law_stream(1.0, blocks, &perm, 3);
+        let mut per_line = vec![0u32; lines];
+        for &b in &s {
+            per_line[b as usize / 8] += 1;
+        }
+        assert!(per_line.iter().all(|&c| c == 1));
+        assert_eq!(footprint(&s, 1, lines * 64), (lines * 64) as u64);
+    }
+
+    #[test]
+    fn power_law_histogram_matches_the_cdf() {
+        let n = 1 << 18;
+        let blocks = 1000u64;
+        let perm = random_permutation(n, 1);
+        for alpha in [0.01, 0.1, 0.5] {
+            let s = power_law_stream(alpha, blocks, &perm, 9);
+            for k in [1u64, 10, 100, 500] {
+                let got = s.iter().filter(|&&b| (b as u64) < k).count() as f64 / n as f64;
+                let want = (k as f64 / blocks as f64).powf(alpha);
+                assert!(
+                    (got - want).abs() < 2e-3,
+                    "alpha {alpha} k {k}: {got} vs {want}"
+                );
+            }
+        }
+        assert_eq!(hot99_blocks(0.001, 128), 1);
+        assert_eq!(hot99_blocks(1.0, 100), 99);
+    }
+
+    #[test]
+    fn shares_follow_cache_sizes() {
+        let levels = vec![
+            ("L1".to_string(), Some(32 << 10)),
+            ("L2".to_string(), Some(1 << 20)),
+            ("memory".to_string(), None),
+        ];
+        // Uniform over 4 MiB of 8-byte words: L1 1/128, L2 1/4 - 1/128, memory 3/4.
+        let sh = level_shares(&levels, 1.0, 1, 1 << 19);
+        assert!((sh[0] - 1.0 / 128.0).abs() < 1e-12);
+        assert!((sh[1] - (0.25 - 1.0 / 128.0)).abs() < 1e-12);
+        assert!((sh[2] - 0.75).abs() < 1e-12);
+        // A block larger than L1 never counts as served by it.
+        let sh = level_shares(&levels, 0.001, 8192, 64);
+        assert_eq!(sh[0], 0.0);
+        assert!((sh.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fit_recovers_a_synthetic_machine() {
+        let levels = vec![
+            ("L1".to_string(), Some(32 << 10)),
+            ("L2".to_string(), Some(1 << 20)),
+            ("memory".to_string(), None),
+        ];
+        let (lat, bw) = ([1.0, 5.0, 90.0], [100.0, 40.0, 10.0]);
+        let mut pts = Vec::new();
+        for alpha in DEFAULT_ALPHAS {
+            for l in DEFAULT_LS {
+                let blocks = ((64u64 << 20) / 8 / l as u64).max(1);
+                let sh = level_shares(&levels, alpha, l, blocks);
+                let bytes = 8.0 * l as f64;
+                let t: f64 = (0..3).map(|i| sh[i] * (lat[i] + bytes / bw[i])).sum();
+                pts.push((sh, bytes, t));
+            }
+        }
+        let (fl, fi) = fit_model(3, &pts).unwrap();
+        for i in 0..3 {
+            let l = fl[i].unwrap();
+            let b = 1.0 / fi[i].unwrap();
+            assert!((l - lat[i]).abs() < 0.05 * lat[i] + 0.05, "lat {i}: {l}");
+            assert!((b - bw[i]).abs() < 0.05 * bw[i], "bw {i}: {b}");
+        }
+        assert!(fit_model(3, &pts[..1]).is_none());
+    }
+}

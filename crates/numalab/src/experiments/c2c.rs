@@ -1,1 +1,989 @@
 //! `numalab c2c`: cache-line transfer latency between every pair of CPUs.
+//!
+//! Two threads pinned to CPUs `a` and `b` pass one 64-byte line back and
+//! forth. Three figures per pair, each a [`measure`]d median:
+//!
+//! - **modified** (one-way latency, symmetric): one 8-byte counter on its own
+//!   line. `a` stores `v + 1` and spins until it reads `v + 2`; `b` spins until
+//!   it reads an odd value and stores that value + 1. Every hand-over is a load
+//!   of a line the other core has just written (Modified in its cache),
+//!   followed by a store (ownership back): the classic flag ping-pong. A sample
+//!   is `n` round trips; the figure is round trip / 2.
+//! - **clean** (directional: `clean[r][o]` = reader `r`, owner `o`): 64 lines,
+//!   each on its own 4 KiB page at a different offset (no two in one L1 set,
+//!   no two adjacent: hardware prefetchers stay out), linked in a random cycle
+//!   of pointers, in memory local to the owner. One round: the owner flushes the
+//!   64 lines from every cache (`clflush` on x86-64, `dc civac` on aarch64),
+//!   reads them back from memory (so each line is clean, Exclusive, in the
+//!   owner's cache and in no other core's), then raises a flag; the reader
+//!   follows the 64 pointers, timed: 64 dependent loads, each of a clean line
+//!   held by the other core. The figure is the reader's time / 64 (minus the
+//!   clock's own overhead). Not available on other architectures.
+//! - **false sharing** (symmetric): both threads do `n` atomic increments
+//!   (`lock xadd` on x86-64) of their own 8-byte word, at once; once with the
+//!   two words in one line (bytes 0 and 8), once with them 2 KiB apart. The
+//!   threads start together (the second signals the first, which then
+//!   starts); the figures are ns per increment (slower thread) and their
+//!   ratio.
+//!
+//! The lines live in pages first touched with the `local` policy by the row
+//! CPU (`a`; for clean, the owner). The diagonal (a CPU with itself) is not
+//! measured: `None` (`null` in JSON). Each pair's time budget is shared by
+//! its figures (modified 30%, clean 20% per direction, false sharing 15% per
+//! layout).
+
+use crate::machine::Machine;
+use crate::measure::harness::{core_ghz, Figure};
+use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
+use crate::placement::{
+    pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError,
+};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+/// Lines followed by the reader in one clean round.
+pub const CLEAN_LINES: usize = 64;
+
+/// The figures to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct C2cFigures {
+    pub modified: bool,
+    pub clean: bool,
+    pub false_sharing: bool,
+}
+
+impl Default for C2cFigures {
+    fn default() -> Self {
+        Self {
+            modified: true,
+            clean: true,
+            false_sharing: true,
+        }
+    }
+}
+
+impl C2cFigures {
+    /// The names [`C2cFigures::parse`] reads.
+    pub const CHOICES: &'static str = "modified, clean, false-sharing, all";
+
+    /// Parses a comma-separated list of figure names.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut f = Self {
+            modified: false,
+            clean: false,
+            false_sharing: false,
+        };
+        for part in text.split(',').map(str::trim) {
+            match part {
+                "modified" => f.modified = true,
+                "clean" => f.clean = true,
+                "false-sharing" => f.false_sharing = true,
+                "all" => f = Self::default(),
+                _ => return Err(format!("unknown figure '{part}'; valid: {}", Self::CHOICES)),
+            }
+        }
+        if !(f.modified || f.clean || f.false_sharing) {
+            return Err(format!("no figure chosen; valid: {}", Self::CHOICES));
+        }
+        Ok(f)
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct C2cRequest {
+    /// CPUs to pair (any order; the result orders them by node, then id).
+    pub cpus: Vec<u32>,
+    pub figures: C2cFigures,
+    /// Stop rule of one pair: its budget is the pair's, shared by the figures.
+    pub rule: StopRule,
+}
+
+/// Whether the two threads of a pair ran where they were pinned.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairVerification {
+    /// The CPUs asked for: `[a, b]`.
+    pub requested: [u32; 2],
+    /// CPUs each thread saw itself on (start and end of every phase), deduplicated.
+    pub seen: [Vec<u32>; 2],
+    pub verified: bool,
+}
+
+/// False-sharing figures of a pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct FalseSharing {
+    /// ns per atomic increment, both words in one line (the slower thread).
+    pub shared_line_ns: Figure,
+    /// ns per atomic increment, words on separate lines.
+    pub separate_lines_ns: Figure,
+    /// `shared_line_ns.median / separate_lines_ns.median`.
+    pub ratio: f64,
+}
+
+/// One pair of CPUs.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairResult {
+    /// `[a, b]`, `a` before `b` in the matrix order.
+    pub cpus: [u32; 2],
+    pub nodes: [u32; 2],
+    /// One-way latency of a modified line, ns.
+    pub modified_ns: Option<Figure>,
+    /// Reader `a`, owner `b`: ns per load of a clean line held by `b`.
+    pub clean_ab_ns: Option<Figure>,
+    /// Reader `b`, owner `a`.
+    pub clean_ba_ns: Option<Figure>,
+    pub false_sharing: Option<FalseSharing>,
+    /// Samples taken per figure, in the order modified, clean a<-b, clean b<-a,
+    /// false sharing shared, separate (0 when not measured).
+    pub samples: [usize; 5],
+    pub verification: PairVerification,
+    pub warnings: Vec<String>,
+}
+
+/// Medians of the pairs between two nodes.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodePairSummary {
+    /// `[p, q]` with `p <= q`; `p == q` is "within the node".
+    pub nodes: [u32; 2],
+    /// Pairs of distinct CPUs between (or within) the nodes.
+    pub pairs: usize,
+    pub modified_ns: Option<f64>,
+    pub modified_cycles: Option<f64>,
+    /// Both directions pooled.
+    pub clean_ns: Option<f64>,
+    pub clean_cycles: Option<f64>,
+    pub false_sharing_ns: Option<f64>,
+    pub false_sharing_ratio: Option<f64>,
+}
+
+/// A CPU x CPU matrix of medians in the order of [`C2cResult::cpus`]:
+/// `rows[i][j]`; the diagonal is `None` (not measured).
+pub type CpuMatrix = Vec<Vec<Option<f64>>>;
+
+/// The matrices of the result (`None` when the figure was not measured).
+#[derive(Debug, Clone, Serialize)]
+pub struct C2cMatrices {
+    pub modified_ns: Option<CpuMatrix>,
+    pub modified_cycles: Option<CpuMatrix>,
+    /// Row = reader, column = owner.
+    pub clean_ns: Option<CpuMatrix>,
+    pub clean_cycles: Option<CpuMatrix>,
+    /// ns per increment with both words in one line.
+    pub false_sharing_ns: Option<CpuMatrix>,
+    /// Shared line / separate lines.
+    pub false_sharing_ratio: Option<CpuMatrix>,
+}
+
+/// Whole-run placement proof.
+#[derive(Debug, Clone, Serialize)]
+pub struct C2cVerification {
+    pub verified: bool,
+    pub problems: Vec<String>,
+}
+
+/// The outcome of [`run_c2c`].
+#[derive(Debug, Clone, Serialize)]
+pub struct C2cResult {
+    /// CPUs in matrix order: by node, then id.
+    pub cpus: Vec<u32>,
+    /// Node of each CPU of `cpus`.
+    pub nodes: Vec<u32>,
+    pub figures: C2cFigures,
+    /// Core clock used for the cycle figures (0 when it could not be measured).
+    pub core_ghz: f64,
+    pub budget_per_pair_s: f64,
+    /// Pairs of distinct CPUs measured (each unordered pair once).
+    pub pair_count: usize,
+    pub elapsed_s: f64,
+    pub matrices: C2cMatrices,
+    pub node_summary: Vec<NodePairSummary>,
+    pub pairs: Vec<PairResult>,
+    pub verification: C2cVerification,
+    pub warnings: Vec<String>,
+}
+
+/// Number of pairs `n` CPUs give.
+pub fn pair_count(n: usize) -> usize {
+    n * n.saturating_sub(1) / 2
+}
+
+/// The matrix order: CPUs sorted by node, then id; error for a CPU without node.
+pub fn matrix_order(m: &Machine, cpus: &[u32]) -> Result<Vec<(u32, u32)>, PlacementError> {
+    let mut v = Vec::with_capacity(cpus.len());
+    for &c in cpus {
+        let n = m.node_of_cpu(c).ok_or_else(|| {
+            PlacementError::Invalid(format!("CPU {c} belongs to no NUMA node of this machine"))
+        })?;
+        v.push((n, c));
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}
+
+/// Measures every pair of `req.cpus`; `progress` is called before each pair.
+pub fn run_c2c(
+    m: &Machine,
+    req: &C2cRequest,
+    progress: &mut dyn FnMut(&str),
+) -> Result<C2cResult, PlacementError> {
+    let order = matrix_order(m, &req.cpus)?;
+    if order.len() < 2 {
+        return Err(PlacementError::Invalid(format!(
+            "c2c needs at least two CPUs, got {}",
+            order.len()
+        )));
+    }
+    let start = Instant::now();
+    let ghz = core_ghz();
+    let cpus: Vec<u32> = order.iter().map(|x| x.1).collect();
+    let nodes: Vec<u32> = order.iter().map(|x| x.0).collect();
+    let mut pairs = Vec::new();
+    for i in 0..cpus.len() {
+        for j in i + 1..cpus.len() {
+            progress(&format!("c2c CPU {} <-> CPU {}", cpus[i], cpus[j]));
+            let mut p = measure_pair(m, [cpus[i], cpus[j]], req)?;
+            p.nodes = [nodes[i], nodes[j]];
+            pairs.push(p);
+        }
+    }
+    let n = cpus.len();
+    let idx = |c: u32| cpus.iter().position(|x| *x == c).unwrap_or(0);
+    let mut mats: [CpuMatrix; 4] = std::array::from_fn(|_| vec![vec![None; n]; n]);
+    for p in &pairs {
+        let (i, j) = (idx(p.cpus[0]), idx(p.cpus[1]));
+        if let Some(f) = &p.modified_ns {
+            mats[0][i][j] = Some(f.median);
+            mats[0][j][i] = Some(f.median);
+        }
+        if let Some(f) = &p.clean_ab_ns {
+            mats[1][i][j] = Some(f.median);
+        }
+        if let Some(f) = &p.clean_ba_ns {
+            mats[1][j][i] = Some(f.median);
+        }
+        if let Some(fs) = &p.false_sharing {
+            mats[2][i][j] = Some(fs.shared_line_ns.median);
+            mats[2][j][i] = Some(fs.shared_line_ns.median);
+            mats[3][i][j] = Some(fs.ratio);
+            mats[3][j][i] = Some(fs.ratio);
+        }
+    }
+    let cycles = |mx: &CpuMatrix| -> Option<CpuMatrix> {
+        (ghz > 0.0).then(|| {
+            mx.iter()
+                .map(|r| r.iter().map(|v| v.map(|x| x * ghz)).collect())
+                .collect()
+        })
+    };
+    let f = req.figures;
+    let clean_ok = f.clean && clean_supported();
+    let [mod_ns, clean_ns, fs_ns, fs_ratio] = mats;
+    let matrices = C2cMatrices {
+        modified_cycles: if f.modified { cycles(&mod_ns) } else { None },
+        modified_ns: f.modified.then_some(mod_ns),
+        clean_cycles: if clean_ok { cycles(&clean_ns) } else { None },
+        clean_ns: clean_ok.then_some(clean_ns),
+        false_sharing_ns: f.false_sharing.then_some(fs_ns),
+        false_sharing_ratio: f.false_sharing.then_some(fs_ratio),
+    };
+    let node_summary = summarize_nodes(&nodes, &pairs, ghz);
+    let mut problems = Vec::new();
+    let mut warnings = Vec::new();
+    if f.clean && !clean_supported() {
+        warnings.push(format!(
+            "the clean-line figure needs a cache-flush instruction (x86-64 clflush, aarch64 dc civac); not measured on {}",
+            std::env::consts::ARCH
+        ));
+    }
+    for p in &pairs {
+        let v = &p.verification;
+        for k in 0..2 {
+            if v.seen[k].iter().any(|c| *c != v.requested[k]) {
+                problems.push(format!(
+                    "pair {}-{}: thread pinned to CPU {} was seen on CPU(s) {:?}",
+                    p.cpus[0], p.cpus[1], v.requested[k], v.seen[k]
+                ));
+            }
+        }
+        warnings.extend(p.warnings.iter().cloned());
+    }
+    Ok(C2cResult {
+        cpus,
+        nodes,
+        figures: f,
+        core_ghz: ghz,
+        budget_per_pair_s: req.rule.budget.as_secs_f64(),
+        pair_count: pairs.len(),
+        elapsed_s: start.elapsed().as_secs_f64(),
+        matrices,
+        node_summary,
+        pairs,
+        verification: C2cVerification {
+            verified: problems.is_empty(),
+            problems,
+        },
+        warnings,
+    })
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    Summary::of(v).map(|s| s.median)
+}
+
+/// Per node pair (p <= q), the medians of the pair figures.
+fn summarize_nodes(nodes: &[u32], pairs: &[PairResult], ghz: f64) -> Vec<NodePairSummary> {
+    let mut ids: Vec<u32> = nodes.to_vec();
+    ids.dedup();
+    let mut out = Vec::new();
+    for (x, &p) in ids.iter().enumerate() {
+        for &q in &ids[x..] {
+            let sel: Vec<&PairResult> = pairs
+                .iter()
+                .filter(|r| {
+                    let [u, v] = r.nodes;
+                    (u, v) == (p, q) || (u, v) == (q, p)
+                })
+                .collect();
+            if sel.is_empty() {
+                // A node with one CPU has no pair within itself.
+                if p == q {
+                    out.push(NodePairSummary {
+                        nodes: [p, q],
+                        pairs: 0,
+                        modified_ns: None,
+                        modified_cycles: None,
+                        clean_ns: None,
+                        clean_cycles: None,
+                        false_sharing_ns: None,
+                        false_sharing_ratio: None,
+                    });
+                }
+                continue;
+            }
+            let mut modified: Vec<f64> = sel
+                .iter()
+                .filter_map(|r| r.modified_ns.as_ref().map(|f| f.median))
+                .collect();
+            let mut clean: Vec<f64> = sel
+                .iter()
+                .flat_map(|r| [&r.clean_ab_ns, &r.clean_ba_ns])
+                .filter_map(|f| f.as_ref().map(|f| f.median))
+                .collect();
+            let mut fs: Vec<f64> = sel
+                .iter()
+                .filter_map(|r| r.false_sharing.as_ref().map(|f| f.shared_line_ns.median))
+                .collect();
+            let mut fr: Vec<f64> = sel
+                .iter()
+                .filter_map(|r| r.false_sharing.as_ref().map(|f| f.ratio))
+                .collect();
+            let cyc = |v: Option<f64>| v.filter(|_| ghz > 0.0).map(|x| x * ghz);
+            let modified_ns = median(&mut modified);
+            let clean_ns = median(&mut clean);
+            out.push(NodePairSummary {
+                nodes: [p, q],
+                pairs: sel.len(),
+                modified_ns,
+                modified_cycles: cyc(modified_ns),
+                clean_ns,
+                clean_cycles: cyc(clean_ns),
+                false_sharing_ns: median(&mut fs),
+                false_sharing_ratio: median(&mut fr),
+            });
+        }
+    }
+    out
+}
+
+/// Budget shares of the figures (modified, clean per direction, false sharing per layout).
+const SHARE: [f64; 5] = [0.30, 0.20, 0.20, 0.15, 0.15];
+
+fn measure_pair(
+    m: &Machine,
+    cpus: [u32; 2],
+    req: &C2cRequest,
+) -> Result<PairResult, PlacementError> {
+    let f = req.figures;
+    let clean = f.clean && clean_supported();
+    let on = [f.modified, clean, clean, f.false_sharing, f.false_sharing];
+    let total: f64 = SHARE
+        .iter()
+        .zip(on)
+        .filter(|(_, o)| *o)
+        .map(|(s, _)| s)
+        .sum();
+    let rule_for = |k: usize| {
+        let mut r = req.rule.clone();
+        r.budget = req.rule.budget.mul_f64(SHARE[k] / total.max(1e-9));
+        r
+    };
+    let mut seen: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    let mut note = |s: [Vec<u32>; 2], swap: bool| {
+        let (x, y) = if swap { (1, 0) } else { (0, 1) };
+        seen[x].extend(&s[0]);
+        seen[y].extend(&s[1]);
+    };
+    let mut warnings = Vec::new();
+    let label = format!("pair {}-{}", cpus[0], cpus[1]);
+    let mut samples = [0usize; 5];
+    let mut warn = |what: &str, meas: &Measurement| {
+        for w in meas.warnings() {
+            warnings.push(format!("{label} {what}: {w}"));
+        }
+    };
+    let mut modified_ns = None;
+    if f.modified {
+        let (meas, s) = measure_modified(m, cpus, &rule_for(0))?;
+        note(s, false);
+        warn("modified", &meas);
+        samples[0] = meas.samples.len();
+        modified_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
+    }
+    let (mut clean_ab_ns, mut clean_ba_ns) = (None, None);
+    if clean {
+        let (meas, s) = measure_clean(m, cpus[0], cpus[1], &rule_for(1))?;
+        note(s, false);
+        warn("clean", &meas);
+        samples[1] = meas.samples.len();
+        clean_ab_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
+        let (meas, s) = measure_clean(m, cpus[1], cpus[0], &rule_for(2))?;
+        note(s, true);
+        warn("clean", &meas);
+        samples[2] = meas.samples.len();
+        clean_ba_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
+    }
+    let mut false_sharing = None;
+    if f.false_sharing {
+        let (shared, s) = measure_false_sharing(m, cpus, &rule_for(3), true)?;
+        note(s, false);
+        warn("false sharing", &shared);
+        let (separate, s) = measure_false_sharing(m, cpus, &rule_for(4), false)?;
+        note(s, false);
+        warn("separate lines", &separate);
+        samples[3] = shared.samples.len();
+        samples[4] = separate.samples.len();
+        let sh = Figure::of(&shared.summary, Better::Lower, 1.0);
+        let se = Figure::of(&separate.summary, Better::Lower, 1.0);
+        false_sharing = Some(FalseSharing {
+            ratio: if se.median > 0.0 {
+                sh.median / se.median
+            } else {
+                f64::NAN
+            },
+            shared_line_ns: sh,
+            separate_lines_ns: se,
+        });
+    }
+    for s in seen.iter_mut() {
+        s.sort_unstable();
+        s.dedup();
+    }
+    let verified = seen[0].iter().all(|c| *c == cpus[0]) && seen[1].iter().all(|c| *c == cpus[1]);
+    Ok(PairResult {
+        cpus,
+        nodes: [0, 0],
+        modified_ns,
+        clean_ab_ns,
+        clean_ba_ns,
+        false_sharing,
+        samples,
+        verification: PairVerification {
+            requested: cpus,
+            seen,
+            verified,
+        },
+        warnings,
+    })
+}
+
+/// An atomic on its own 128-byte block (two lines: the adjacent-line
+/// prefetcher pairs lines by 128 bytes).
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// Spins until `a` is nonzero and returns it.
+fn wait_nonzero(a: &AtomicU8) -> u8 {
+    loop {
+        let v = a.load(Ordering::Acquire);
+        if v != 0 {
+            return v;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Sets `stop` when dropped, so a follower never spins forever.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Runs `driver` on a thread pinned to `cpus[0]` and `follower` on one
+/// pinned to `cpus[1]`; the follower gets a flag set once the driver is
+/// done. Returns the driver's value and the CPUs each thread saw itself on.
+fn run_on_pair<R: Send>(
+    cpus: [u32; 2],
+    driver: impl FnOnce() -> R + Send,
+    follower: impl FnOnce(&AtomicBool) + Send,
+) -> Result<(R, [Vec<u32>; 2]), PlacementError> {
+    let ready = [AtomicU8::new(0), AtomicU8::new(0)];
+    let stop = AtomicBool::new(false);
+    let (ready, stop) = (&ready, &stop);
+    std::thread::scope(|s| {
+        let d = s.spawn(move || -> Result<(Option<R>, Vec<u32>), PlacementError> {
+            let _guard = StopOnDrop(stop);
+            let pinned = pin_current_thread(cpus[0]);
+            ready[0].store(if pinned.is_ok() { 1 } else { 2 }, Ordering::Release);
+            let other = wait_nonzero(&ready[1]);
+            pinned?;
+            if other != 1 {
+                return Ok((None, Vec::new()));
+            }
+            let mut seen: Vec<u32> = sys::current_cpu().into_iter().collect();
+            let r = driver();
+            seen.extend(sys::current_cpu());
+            Ok((Some(r), seen))
+        });
+        let f = s.spawn(move || -> Result<Vec<u32>, PlacementError> {
+            let pinned = pin_current_thread(cpus[1]);
+            ready[1].store(if pinned.is_ok() { 1 } else { 2 }, Ordering::Release);
+            let other = wait_nonzero(&ready[0]);
+            pinned?;
+            if other != 1 {
+                return Ok(Vec::new());
+            }
+            let mut seen: Vec<u32> = sys::current_cpu().into_iter().collect();
+            follower(stop);
+            seen.extend(sys::current_cpu());
+            Ok(seen)
+        });
+        let panicked = || PlacementError::Os("a c2c thread panicked".into());
+        let dr = d.join().map_err(|_| panicked())?;
+        let fr = f.join().map_err(|_| panicked())?;
+        let (r, seen_d) = dr?;
+        let seen_f = fr?;
+        let r = r.ok_or_else(|| PlacementError::Os("the partner thread failed to start".into()))?;
+        Ok((r, [seen_d, seen_f]))
+    })
+}
+
+/// One page in memory local to `cpu`, first touched there.
+fn page_local_to(m: &Machine, cpu: u32, bytes: usize) -> Result<PlacedBuffer, PlacementError> {
+    PlacedBuffer::new(
+        m,
+        &BufferSpec {
+            size: bytes,
+            policy: MemoryPolicy::Local,
+            thp: Some(crate::placement::Thp::Off),
+            hugetlb: false,
+            toucher: Some(cpu),
+            weighted: Default::default(),
+        },
+    )
+}
+
+/// Repetitions so that a sample lasts about `target` given `per_unit` ns each.
+fn reps_for(per_unit_ns: f64, target: Duration, lo: u64, hi: u64) -> u64 {
+    ((target.as_secs_f64() * 1e9 / per_unit_ns.max(0.1)) as u64).clamp(lo, hi)
+}
+
+/// Length of one sample for a figure with this budget: a hundredth of it,
+/// 20 to 250 us. Short samples rarely straddle a preemption (on a busy
+/// machine the other thread of the pair may be off its CPU for
+/// milliseconds), and the median ignores the few that do.
+fn sample_target(rule: &StopRule) -> Duration {
+    Duration::from_secs_f64((rule.budget.as_secs_f64() / 100.0).clamp(20e-6, 250e-6))
+}
+
+type Seen = [Vec<u32>; 2];
+
+fn measure_modified(
+    m: &Machine,
+    cpus: [u32; 2],
+    rule: &StopRule,
+) -> Result<(Measurement, Seen), PlacementError> {
+    let buf = page_local_to(m, cpus[0], 4096)?;
+    // SAFETY: the page is zeroed, 4096-byte aligned, lives until the end of
+    // this function, and is only accessed through this atomic.
+    let flag: &AtomicU64 = unsafe { &*(buf.as_ptr() as *const AtomicU64) };
+    flag.store(0, Ordering::Release);
+    let target = sample_target(rule);
+    run_on_pair(
+        cpus,
+        || {
+            let mut v = 0u64;
+            let mut trips = |n: u64| -> f64 {
+                let t0 = Instant::now();
+                for _ in 0..n {
+                    flag.store(v + 1, Ordering::Release);
+                    v += 2;
+                    while flag.load(Ordering::Acquire) != v {}
+                }
+                t0.elapsed().as_secs_f64() * 1e9 / (2 * n) as f64
+            };
+            let one_way = trips(64);
+            let n = reps_for(2.0 * one_way, target, 16, 1 << 24);
+            measure(rule, || trips(n))
+        },
+        |stop| {
+            let mut expect = 1u64;
+            loop {
+                let x = flag.load(Ordering::Acquire);
+                if x == expect {
+                    flag.store(x + 1, Ordering::Release);
+                    expect += 2;
+                } else if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        },
+    )
+}
+
+/// True where the clean-line figure can be measured.
+pub fn clean_supported() -> bool {
+    cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
+}
+
+/// Writes back and invalidates the line at `p` in every cache.
+#[inline(always)]
+fn flush_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: clflush of a mapped address of ours; SSE2 is baseline on x86-64.
+    unsafe {
+        std::arch::x86_64::_mm_clflush(p)
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: clean+invalidate by address of a mapped line of ours; Linux
+    // lets user space do it (SCTLR_EL1.UCI).
+    unsafe {
+        std::arch::asm!("dc civac, {0}", in(reg) p, options(nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
+}
+
+/// Waits for earlier flushes to finish.
+#[inline(always)]
+fn flush_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a fence.
+    unsafe {
+        std::arch::x86_64::_mm_mfence()
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: a barrier.
+    unsafe {
+        std::arch::asm!("dsb ish", options(nostack, preserves_flags))
+    };
+}
+
+/// Follows `steps` pointers from `p`.
+#[inline(always)]
+fn follow(mut p: usize, steps: usize) -> usize {
+    for _ in 0..steps {
+        // SAFETY: every pointer of the chain is the address of a line of the
+        // chain's buffer holding the next pointer.
+        p = unsafe { std::ptr::read_volatile(p as *const usize) };
+    }
+    p
+}
+
+/// Median cost of reading the clock twice, in ns (subtracted from short timings).
+fn timer_overhead_ns() -> f64 {
+    let mut v: Vec<f64> = (0..201)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(&t);
+            t.elapsed().as_secs_f64() * 1e9
+        })
+        .collect();
+    median(&mut v).unwrap_or(0.0)
+}
+
+fn measure_clean(
+    m: &Machine,
+    reader: u32,
+    owner: u32,
+    rule: &StopRule,
+) -> Result<(Measurement, Seen), PlacementError> {
+    const PAGE: usize = 4096;
+    let buf = page_local_to(m, owner, CLEAN_LINES * PAGE)?;
+    let base = buf.as_ptr() as usize;
+    let line = |k: usize| base + k * PAGE + (k % (PAGE / 64)) * 64;
+    let mut order: Vec<usize> = (0..CLEAN_LINES).collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ ((reader as u64) << 32 | owner as u64);
+    for i in (1..order.len()).rev() {
+        let j = (splitmix(&mut rng) % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    for i in 0..CLEAN_LINES {
+        let next = line(order[(i + 1) % CLEAN_LINES]);
+        // SAFETY: line(k) is 8-byte aligned inside the buffer.
+        unsafe { (line(order[i]) as *mut usize).write_volatile(next) };
+    }
+    let head = line(order[0]);
+    let lines: Vec<usize> = (0..CLEAN_LINES).map(line).collect();
+    let cmd = Padded(AtomicU64::new(0));
+    let ack = Padded(AtomicU64::new(0));
+    let overhead = timer_overhead_ns();
+    run_on_pair(
+        [reader, owner],
+        || {
+            let mut round = 0u64;
+            measure(rule, || {
+                round += 1;
+                cmd.0.store(round, Ordering::Release);
+                while ack.0.load(Ordering::Acquire) != round {}
+                let t0 = Instant::now();
+                let p = follow(head, CLEAN_LINES);
+                let ns = t0.elapsed().as_secs_f64() * 1e9;
+                std::hint::black_box(p);
+                (ns - overhead).max(0.0) / CLEAN_LINES as f64
+            })
+        },
+        |stop| {
+            let mut done = 0u64;
+            loop {
+                let c = cmd.0.load(Ordering::Acquire);
+                if c != done {
+                    for &l in &lines {
+                        flush_line(l as *const u8);
+                    }
+                    flush_fence();
+                    std::hint::black_box(follow(head, CLEAN_LINES));
+                    // Release: the loads above are done before the reader starts.
+                    ack.0.store(c, Ordering::Release);
+                    done = c;
+                } else if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        },
+    )
+}
+
+fn measure_false_sharing(
+    m: &Machine,
+    cpus: [u32; 2],
+    rule: &StopRule,
+    shared: bool,
+) -> Result<(Measurement, Seen), PlacementError> {
+    let buf = page_local_to(m, cpus[0], 4096)?;
+    let base = buf.as_ptr() as usize;
+    // SAFETY: both words are 8-byte aligned inside the zeroed page, which
+    // outlives the threads, and are only accessed as atomics.
+    let a: &AtomicU64 = unsafe { &*(base as *const AtomicU64) };
+    let b: &AtomicU64 = unsafe { &*((base + if shared { 8 } else { 2048 }) as *const AtomicU64) };
+    let go = Padded(AtomicU64::new(0));
+    let count = Padded(AtomicU64::new(0));
+    let started = Padded(AtomicU64::new(0));
+    let done = Padded(AtomicU64::new(0));
+    let their_ns = Padded(AtomicU64::new(0));
+    let target = sample_target(rule);
+    run_on_pair(
+        cpus,
+        || {
+            let mut round = 0u64;
+            let mut run = |n: u64| -> f64 {
+                round += 1;
+                count.0.store(n, Ordering::Relaxed);
+                go.0.store(round, Ordering::Release);
+                // Start together: both threads must be on their CPUs at once.
+                while started.0.load(Ordering::Acquire) != round {}
+                let t0 = Instant::now();
+                for _ in 0..n {
+                    a.fetch_add(1, Ordering::Relaxed);
+                }
+                let mine = t0.elapsed().as_secs_f64() * 1e9;
+                while done.0.load(Ordering::Acquire) != round {}
+                let theirs = f64::from_bits(their_ns.0.load(Ordering::Acquire));
+                mine.max(theirs) / n as f64
+            };
+            let per = run(256);
+            let n = reps_for(per, target, 64, 1 << 24);
+            measure(rule, || run(n))
+        },
+        |stop| {
+            let mut last = 0u64;
+            loop {
+                let g = go.0.load(Ordering::Acquire);
+                if g != last {
+                    let n = count.0.load(Ordering::Relaxed);
+                    started.0.store(g, Ordering::Release);
+                    let t0 = Instant::now();
+                    for _ in 0..n {
+                        b.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let ns = t0.elapsed().as_secs_f64() * 1e9;
+                    their_ns.0.store(ns.to_bits(), Ordering::Release);
+                    done.0.store(g, Ordering::Release);
+                    last = g;
+                } else if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        },
+    )
+}
+
+fn splitmix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The text view of a CPU x CPU matrix: node labels, CPU ids, separator
+/// lines between nodes, "-" on the diagonal and for missing values.
+pub fn render_matrix(
+    title: &str,
+    cpus: &[u32],
+    nodes: &[u32],
+    rows: &CpuMatrix,
+    fmt_value: &dyn Fn(f64) -> String,
+) -> String {
+    use std::fmt::Write;
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|v| v.map(fmt_value).unwrap_or_else(|| "-".into()))
+                .collect()
+        })
+        .collect();
+    let w = cells
+        .iter()
+        .flatten()
+        .map(|s| s.len())
+        .chain(cpus.iter().map(|c| c.to_string().len()))
+        .max()
+        .unwrap_or(1)
+        .max(3);
+    // Left margin: "node N" then the CPU id.
+    let node_w = nodes
+        .iter()
+        .map(|n| format!("node {n}").len())
+        .max()
+        .unwrap_or(6);
+    let cpu_w = cpus
+        .iter()
+        .map(|c| c.to_string().len())
+        .max()
+        .unwrap_or(1)
+        .max(3);
+    let margin = 2 + node_w + 1 + cpu_w;
+    let boundary = |j: usize| j > 0 && nodes[j] != nodes[j - 1];
+    let mut s = String::new();
+    let _ = writeln!(s, "{title}");
+    // Node labels over the column groups.
+    let mut line = " ".repeat(margin);
+    let mut j = 0;
+    while j < cpus.len() {
+        let k = (j..cpus.len())
+            .take_while(|&x| nodes[x] == nodes[j])
+            .count();
+        let width = k * (w + 1);
+        if boundary(j) {
+            line.push_str(" |");
+        }
+        let label = format!("node {}", nodes[j]);
+        let _ = write!(line, " {:<width$}", label, width = width.saturating_sub(1));
+        j += k;
+    }
+    let _ = writeln!(s, "{}", line.trim_end());
+    let mut line = format!("  {:>node_w$} {:>cpu_w$}", "", "CPU");
+    for (j, c) in cpus.iter().enumerate() {
+        if boundary(j) {
+            line.push_str(" |");
+        }
+        let _ = write!(line, " {c:>w$}");
+    }
+    let _ = writeln!(s, "{line}");
+    let rule_len = line.len();
+    for (i, row) in cells.iter().enumerate() {
+        if boundary(i) {
+            let mut sep = String::from("  ");
+            sep.push_str(&"-".repeat(rule_len - 2));
+            // Crosses where the column separators are.
+            let mut bytes: Vec<u8> = sep.into_bytes();
+            for (pos, ch) in line.char_indices() {
+                if ch == '|' && pos < bytes.len() {
+                    bytes[pos] = b'+';
+                }
+            }
+            let _ = writeln!(s, "{}", String::from_utf8_lossy(&bytes));
+        }
+        let label = if i == 0 || boundary(i) {
+            format!("node {}", nodes[i])
+        } else {
+            String::new()
+        };
+        let _ = write!(s, "  {label:>node_w$} {:>cpu_w$}", cpus[i]);
+        for (j, v) in row.iter().enumerate() {
+            if boundary(j) {
+                s.push_str(" |");
+            }
+            let _ = write!(s, " {v:>w$}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_parse() {
+        assert_eq!(C2cFigures::parse("all").unwrap(), C2cFigures::default());
+        let f = C2cFigures::parse("modified, clean").unwrap();
+        assert!(f.modified && f.clean && !f.false_sharing);
+        assert!(C2cFigures::parse("dirty")
+            .unwrap_err()
+            .contains("valid: modified"));
+    }
+
+    #[test]
+    fn pair_counts() {
+        assert_eq!(pair_count(2), 1);
+        assert_eq!(pair_count(8), 28);
+        assert_eq!(pair_count(64), 2016);
+        assert_eq!(pair_count(1), 0);
+    }
+
+    #[test]
+    fn matrix_text_marks_nodes() {
+        let rows = vec![
+            vec![None, Some(50.0), Some(120.0), Some(121.0)],
+            vec![Some(50.0), None, Some(119.0), Some(118.0)],
+            vec![Some(120.0), Some(119.0), None, Some(51.0)],
+            vec![Some(121.0), Some(118.0), Some(51.0), None],
+        ];
+        let t = render_matrix("T", &[0, 1, 2, 3], &[0, 0, 1, 1], &rows, &|v| {
+            format!("{v:.0}")
+        });
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "T");
+        assert!(
+            lines[1].contains("node 0") && lines[1].contains("node 1"),
+            "{t}"
+        );
+        assert!(lines[2].contains("CPU") && lines[2].contains('|'), "{t}");
+        // Header, 2 rows, separator, 2 rows.
+        assert!(lines[3].contains("node 0") && lines[3].contains('-'), "{t}");
+        assert!(lines[5].contains("---") && lines[5].contains('+'), "{t}");
+        assert!(
+            lines[6].contains("node 1") && lines[6].contains("120"),
+            "{t}"
+        );
+        assert_eq!(lines.len(), 8, "{t}");
+    }
+}

@@ -1,0 +1,219 @@
+//! `numalab c2c` and `numalab apexmap` on this host: JSON shape, text
+//! views, plausible magnitudes and one-line errors. Timed runs are short and
+//! serialized.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn numalab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args(args)
+        .output()
+        .expect("run numalab")
+}
+
+fn json(args: &[&str]) -> Value {
+    let o = numalab(args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "numalab {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+}
+
+fn one_line_error(args: &[&str], needle: &str) {
+    let o = numalab(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "numalab {args:?}: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(lines[0].starts_with("numalab: "), "{err}");
+    assert!(lines[0].contains(needle), "'{needle}' in {err}");
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("a number: {v}"))
+}
+
+fn cpus_of_host() -> Vec<u64> {
+    let v = json(&["topology", "--json"]);
+    let mut c: Vec<u64> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| {
+            n["cpus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+        })
+        .collect();
+    c.sort();
+    assert!(!c.is_empty());
+    c
+}
+
+#[test]
+fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let v = json(&["c2c", "--cpus", "0-1", "--budget", "0.3", "--json"]);
+    assert_eq!(v["command"], "c2c");
+    assert!(v["schema_version"].is_string() && v["environment"].is_object());
+    assert_eq!(v["cpus"], serde_json::json!([0, 1]));
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 2);
+    assert_eq!(v["pair_count"], 1);
+    let mx = &v["matrices"];
+    for key in ["modified_ns", "clean_ns", "false_sharing_ns"] {
+        let rows = mx[key].as_array().unwrap_or_else(|| panic!("{key}"));
+        assert_eq!(rows.len(), 2, "{key}");
+        for (i, r) in rows.iter().enumerate() {
+            let r = r.as_array().unwrap();
+            assert_eq!(r.len(), 2, "{key}");
+            assert!(r[i].is_null(), "{key}: the diagonal is not measured");
+            assert!(r[1 - i].is_number(), "{key}: off-diagonal measured");
+        }
+    }
+    let m = &mx["modified_ns"];
+    let (a, b) = (f(&m[0][1]), f(&m[1][0]));
+    assert_eq!(a, b, "the modified ping-pong is one figure per pair");
+    assert!((10.0..2000.0).contains(&a), "modified one-way {a} ns");
+    let c = &mx["clean_ns"];
+    let (x, y) = (f(&c[0][1]), f(&c[1][0]));
+    for z in [x, y] {
+        assert!((5.0..2000.0).contains(&z), "clean {z} ns");
+    }
+    assert!(x / y < 4.0 && y / x < 4.0, "clean both ways alike: {x} {y}");
+    if f(&v["core_ghz"]) > 0.0 {
+        let cyc = f(&mx["modified_cycles"][0][1]);
+        assert!((cyc / (a * f(&v["core_ghz"])) - 1.0).abs() < 1e-9);
+    }
+    let p = &v["pairs"][0];
+    assert_eq!(p["verification"]["requested"], serde_json::json!([0, 1]));
+    assert_eq!(p["verification"]["seen"], serde_json::json!([[0], [1]]));
+    assert_eq!(v["verification"]["verified"], true);
+    let fs = &p["false_sharing"];
+    assert!(
+        f(&fs["shared_line_ns"]["median"]) > 0.0 && f(&fs["separate_lines_ns"]["median"]) > 0.0
+    );
+    let ns = v["node_summary"].as_array().unwrap();
+    assert_eq!(ns[0]["pairs"], 1);
+    assert_eq!(f(&ns[0]["modified_ns"]), a);
+}
+
+#[test]
+fn c2c_text_marks_nodes_and_the_diagonal() {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let o = numalab(&["c2c", "--figures", "modified", "--budget", "0.1"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("one-way latency (ns)"), "{out}");
+    assert!(out.contains("node 0") && out.contains("CPU"), "{out}");
+    assert!(out.contains("not measured"), "{out}");
+    assert!(out.contains("Per node pair"), "{out}");
+    assert!(
+        !out.contains("Clean line"),
+        "only the figure asked for: {out}"
+    );
+    let cpus = cpus_of_host();
+    // One matrix row per CPU: "  node 0   0     -  ..." rows carry a "-" diagonal.
+    let rows = out
+        .lines()
+        .skip_while(|l| !l.contains("one-way latency (ns)"))
+        .skip(3)
+        .take(cpus.len())
+        .filter(|l| l.split_whitespace().any(|w| w == "-"))
+        .count();
+    assert_eq!(rows, cpus.len(), "{out}");
+}
+
+#[test]
+fn apexmap_small_grid_json_and_text() {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let args = [
+        "apexmap", "--size", "8M", "--alphas", "1,0.01", "--ls", "1024,1", "--budget", "0.1",
+    ];
+    let mut ja = args.to_vec();
+    ja.push("--json");
+    let v = json(&ja);
+    assert_eq!(v["command"], "apexmap");
+    assert_eq!(v["alphas"], serde_json::json!([0.01, 1.0]), "sorted");
+    assert_eq!(v["ls"], serde_json::json!([1, 1024]));
+    let pts = v["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 4);
+    let order: Vec<(f64, u64)> = pts
+        .iter()
+        .map(|p| (f(&p["alpha"]), p["l"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(order, vec![(0.01, 1), (0.01, 1024), (1.0, 1), (1.0, 1024)]);
+    for p in pts {
+        let ns = f(&p["ns"]["median"]);
+        let gb = f(&p["gbps"]["median"]);
+        let l = p["l"].as_u64().unwrap() as f64;
+        assert!(ns > 0.0 && gb > 0.0);
+        // GB/s is 8L bytes per access: medians of samples, not exactly reciprocal.
+        assert!((gb * ns / (8.0 * l) - 1.0).abs() < 0.5, "{p}");
+        assert_eq!(p["blocks"].as_u64().unwrap(), (8u64 << 20) / 8 / l as u64);
+        let share: f64 = p["level_share"].as_array().unwrap().iter().map(f).sum();
+        assert!((share - 1.0).abs() < 1e-9);
+        assert!(p["residual"].is_number() && p["model_ns"].is_number());
+    }
+    // Uniform random single words: slower per access than concentrated ones.
+    assert!(f(&pts[2]["ns"]["median"]) > f(&pts[0]["ns"]["median"]));
+    let levels = v["model"]["levels"].as_array().unwrap();
+    assert_eq!(levels.last().unwrap()["name"], "memory");
+    let w = &v["verification"]["workers"][0];
+    assert_eq!(w["requested_cpu"], 0);
+    assert_eq!(w["buffers"][0]["bytes"], 8 << 20);
+    assert_eq!(v["verification"]["verified"], true);
+
+    let o = numalab(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0));
+    for needle in [
+        "ns per access",
+        "GB/s",
+        "alpha \\ L",
+        "Residual",
+        "memory",
+        "placement verified",
+    ] {
+        assert!(out.contains(needle), "'{needle}' in {out}");
+    }
+}
+
+#[test]
+fn bad_options_get_one_line_errors() {
+    one_line_error(&["apexmap", "--alphas", "0.5,1.5"], "(0, 1]");
+    one_line_error(&["apexmap", "--alphas", "0"], "(0, 1]");
+    one_line_error(&["apexmap", "--alphas", "high"], "not a number");
+    one_line_error(
+        &["apexmap", "--ls", "1,3.5"],
+        "whole number of words from 1 to 65536",
+    );
+    one_line_error(&["apexmap", "--ls", "65537"], "from 1 to 65536");
+    one_line_error(&["apexmap", "--ls", "0"], "from 1 to 65536");
+    one_line_error(&["apexmap", "--ls", ""], "whole number");
+    one_line_error(
+        &["apexmap", "--size", "64K", "--ls", "65536"],
+        "does not fit",
+    );
+    one_line_error(&["apexmap", "--cpu", "99"], "CPU");
+    one_line_error(&["apexmap", "--mem", "bind:9"], "node");
+    one_line_error(&["c2c", "--cpus", "0"], "at least two");
+    one_line_error(
+        &["c2c", "--figures", "dirty"],
+        "valid: modified, clean, false-sharing",
+    );
+    one_line_error(&["c2c", "--budget", "0"], "--budget");
+}
