@@ -522,6 +522,8 @@ fn run_pinned(
         warnings.push("too few points for the model fit (needs 2)".into());
     }
     let report = WorkerReport {
+        pinned: true,
+        migrations: None,
         requested_cpu: req.cpu,
         seen_cpus: seen,
         node: m.node_of_cpu(req.cpu),
