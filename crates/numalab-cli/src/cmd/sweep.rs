@@ -536,14 +536,8 @@ pub fn render(r: &SweepResult) -> String {
             .max(26);
         let _ = writeln!(
             s,
-            "  {:<width$} {:>9} {:>7} {:>6} {:>10} {:>9}  {}",
-            "labels (node.core.r|w.mem)",
-            "hops",
-            "class",
-            "norm",
-            "ms/pass",
-            "mem GB/s",
-            "verified"
+            "  {:<width$} {:>9} {:>7} {:>6} {:>10} {:>9}  verified",
+            "labels (node.core.r|w.mem)", "hops", "class", "norm", "ms/pass", "mem GB/s",
         );
         let mut order: Vec<&numalab::experiments::sweep::CaseResult> = run.cases.iter().collect();
         order.sort_by(|a, b| a.normalized.total_cmp(&b.normalized));

@@ -83,6 +83,13 @@ struct SweepCpu {
 /// access, memory node. Cores and PUs are concrete indexes or slots.
 type Key = (u32, u16, u16, u16, Access, u32);
 
+/// A node's cores grouped by (last-level cache, PUs per core), each core
+/// its PU list.
+type CoreGroups = BTreeMap<(u32, usize), Vec<Vec<u32>>>;
+
+/// Per thread of a case: median seconds per pass and the CPUs it was seen on.
+type ThreadTimes = Vec<(f64, Vec<u32>)>;
+
 /// The space a sweep enumerates, and the machine's symmetry over it.
 #[derive(Debug, Clone)]
 pub struct SweepSpace {
@@ -163,6 +170,47 @@ impl PlannedCase {
     }
 }
 
+/// Backtracking over node permutations that keep distances and signatures.
+struct AutomorphismSearch<'a> {
+    nodes: &'a [u32],
+    sig: &'a [String],
+    dist: &'a crate::machine::Distances,
+    perm: Vec<usize>,
+    used: Vec<bool>,
+    out: Vec<Vec<u32>>,
+}
+
+impl AutomorphismSearch<'_> {
+    fn extend(&mut self, i: usize) {
+        let n = self.nodes.len();
+        if self.out.len() > MAX_AUTOMORPHISMS {
+            return;
+        }
+        if i == n {
+            self.out
+                .push(self.perm.iter().map(|&j| self.nodes[j]).collect());
+            return;
+        }
+        let nodes = self.nodes;
+        let d = |a: usize, b: usize| self.dist.get(nodes[a], nodes[b]);
+        for j in 0..n {
+            if self.used[j] || self.sig[i] != self.sig[j] {
+                continue;
+            }
+            let ok = (0..i).all(|k| d(k, i) == d(self.perm[k], j) && d(i, k) == d(j, self.perm[k]))
+                && d(i, i) == d(j, j);
+            if !ok {
+                continue;
+            }
+            self.used[j] = true;
+            self.perm.push(j);
+            self.extend(i + 1);
+            self.perm.pop();
+            self.used[j] = false;
+        }
+    }
+}
+
 /// Beyond this many node automorphisms the sweep folds core swaps only.
 const MAX_AUTOMORPHISMS: usize = 5000;
 
@@ -207,7 +255,7 @@ impl SweepSpace {
                 .unwrap_or(u32::MAX)
         };
         // node -> (llc, pus in core) -> core -> pus
-        let mut shape: BTreeMap<u32, BTreeMap<(u32, usize), Vec<Vec<u32>>>> = BTreeMap::new();
+        let mut shape: BTreeMap<u32, CoreGroups> = BTreeMap::new();
         let mut seen = IdSet::new();
         for core in &m.cores {
             let pus: Vec<u32> = core.cpus.intersection(cpus).iter().collect();
@@ -311,7 +359,7 @@ impl SweepSpace {
             "{:?}|{}|{:?}|{}",
             shapes,
             self.mem_nodes.contains(&n),
-            node.map(|x| (x.cpuless, x.kind.clone(), x.subtype.clone())),
+            node.map(|x| (x.cpuless, x.kind, x.subtype.clone())),
             node.map_or(0, |x| x.memory_bytes >> 30)
         )
     }
@@ -329,55 +377,16 @@ impl SweepSpace {
             .iter()
             .map(|&x| self.node_signature(m, x))
             .collect();
-        let dist = |a: u32, b: u32| d.get(a, b);
-        let mut out = Vec::new();
-        let mut perm: Vec<usize> = Vec::with_capacity(n);
-        let mut used = vec![false; n];
-        fn rec(
-            i: usize,
-            n: usize,
-            nodes: &[u32],
-            sig: &[String],
-            dist: &dyn Fn(u32, u32) -> Option<u64>,
-            perm: &mut Vec<usize>,
-            used: &mut [bool],
-            out: &mut Vec<Vec<u32>>,
-        ) {
-            if out.len() > MAX_AUTOMORPHISMS {
-                return;
-            }
-            if i == n {
-                out.push(perm.iter().map(|&j| nodes[j]).collect());
-                return;
-            }
-            for j in 0..n {
-                if used[j] || sig[i] != sig[j] {
-                    continue;
-                }
-                let ok = (0..i).all(|k| {
-                    dist(nodes[k], nodes[i]) == dist(nodes[perm[k]], nodes[j])
-                        && dist(nodes[i], nodes[k]) == dist(nodes[j], nodes[perm[k]])
-                }) && dist(nodes[i], nodes[i]) == dist(nodes[j], nodes[j]);
-                if !ok {
-                    continue;
-                }
-                used[j] = true;
-                perm.push(j);
-                rec(i + 1, n, nodes, sig, dist, perm, used, out);
-                perm.pop();
-                used[j] = false;
-            }
-        }
-        rec(
-            0,
-            n,
-            &self.nodes,
-            &sig,
-            &dist,
-            &mut perm,
-            &mut used,
-            &mut out,
-        );
+        let mut search = AutomorphismSearch {
+            nodes: &self.nodes,
+            sig: &sig,
+            dist: d,
+            perm: Vec::with_capacity(n),
+            used: vec![false; n],
+            out: Vec::new(),
+        };
+        search.extend(0);
+        let out = search.out;
         // Too many to use (or none): fold core swaps only, which is still exact.
         if out.is_empty() || out.len() > MAX_AUTOMORPHISMS {
             return vec![identity];
@@ -966,7 +975,7 @@ fn run_case(
     case: &PlannedCase,
     bufs: &mut [ThreadBuffers],
     rule: &StopRule,
-) -> Result<(CaseTime, Vec<(f64, Vec<u32>)>), PlacementError> {
+) -> Result<(CaseTime, ThreadTimes), PlacementError> {
     let n = case.threads.len();
     let start = Barrier::new(n + 1);
     let done = Barrier::new(n + 1);
