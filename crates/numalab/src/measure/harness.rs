@@ -719,10 +719,12 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
 /// on every core since Core 2 and on Zen): plain `add reg, imm` chains are
 /// folded at rename by recent Intel cores and would overstate the clock.
 pub fn core_ghz() -> f64 {
+    // Many short runs (~1 ms each), the fastest kept: on a busy machine a
+    // long run is rarely free of preemption or steal time, a short one often is.
     let mut best = f64::MAX;
-    for _ in 0..5 {
+    for _ in 0..60 {
         let t = Instant::now();
-        let cycles = dependent_cycles(500_000);
+        let cycles = dependent_cycles(50_000);
         let s = t.elapsed().as_secs_f64();
         if cycles > 0 {
             best = best.min(s / cycles as f64);
