@@ -50,6 +50,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `numalab ... | head` must end quietly when the reader goes away, as
+    // other command-line tools do, not as a failed write.
+    // SAFETY: restoring the default disposition of one signal at start-up.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // A bug must still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info

@@ -268,3 +268,25 @@ fn background_threads_run_on_the_free_cpu_at_the_asked_rate() {
         "background 1 (1.00 GB/s per thread), full subscription"
     );
 }
+
+#[test]
+fn the_plan_of_a_machine_from_a_topology_file() {
+    let quartet = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/topologies/qemu-quartet-4n2c-ring.xml"
+    );
+    let (rc, text, err) = numalab(&["sweep", "--list", "--topology", quartet]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        text.contains("2 thread(s): 4096 cases (8 CPUs x 4 memory nodes x 2 access(es), per thread), 184 classes under 8 node symmetries"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0.0.w.1 1.0.w.0"),
+        "crossfire is listed: {text}"
+    );
+    one_line_error(
+        &["sweep", "--topology", quartet],
+        "--topology only goes with --list",
+    );
+}

@@ -80,6 +80,9 @@ pub struct Args {
     /// Only print the case and class counts (and the cases) that would run.
     #[arg(long)]
     list: bool,
+    /// With --list: plan for the machine of this hwloc XML file instead of the live one.
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
     /// Samples per case (default: until the median is within 1% or the case budget is spent).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     reps: Option<String>,
@@ -327,7 +330,12 @@ pub fn run(a: Args) -> CliResult {
     if let Some(path) = &a.from {
         return from_file(path, &a);
     }
-    let m = load_machine(None)?;
+    if a.topology.is_some() && !a.list {
+        return Err(CliError::usage(
+            "--topology only goes with --list: measuring needs the live machine",
+        ));
+    }
+    let m = load_machine(a.topology.as_deref())?;
     let mut req = request(&m, &a)?;
     let space =
         SweepSpace::new(&m, &req.cpus, &req.mem_nodes, &req.accesses).map_err(CliError::usage)?;
