@@ -3,6 +3,7 @@
 pub mod apexmap;
 pub mod bench;
 pub mod c2c;
+pub mod compare;
 pub mod loaded_latency;
 pub mod matrix;
 pub mod options;

@@ -1,0 +1,492 @@
+//! `numalab compare`: two results side by side (two machines, BIOS
+//! settings, kernels, policies).
+//!
+//! Works on any numalab JSON result (`bench`, `matrix`, `sizes`, `scaling`,
+//! `sweep`, ..., and a report's results.json): every *figure* (an object
+//! with a `median` and a measured spread, `rel_ci` or `spread`) is a metric,
+//! named by its path with array elements named by their identifying fields
+//! (`bandwidth[cpu_node=0,mem_node=1].value`). A difference is significant
+//! when it exceeds the two medians' 95% confidence half-widths added (or,
+//! without a CI, their interquartile spreads added).
+
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Subtrees that hold no comparable figures (raw samples, proofs, the
+/// environment, which is compared field by field instead).
+const SKIP: &[&str] = &[
+    "environment",
+    "measurement",
+    "samples",
+    "warmup_samples",
+    "verification",
+    "buffers",
+    "machine",
+    "rule",
+];
+
+/// Fields that name an element of an array, in the order they are used.
+const ID_KEYS: &[&str] = &[
+    "name",
+    "part",
+    "kernel",
+    "pattern",
+    "mix",
+    "workload",
+    "policy",
+    "condition",
+    "threads",
+    "layout",
+    "cpu_node",
+    "mem_node",
+    "node",
+    "cpu",
+    "bytes",
+    "labels",
+    "label",
+    "alpha",
+    "l",
+    "level",
+    "step",
+];
+
+/// Environment fields worth showing when they differ.
+const ENV_KEYS: &[&str] = &[
+    "numalab_version",
+    "hwloc_version",
+    "kernel",
+    "hostname",
+    "cpu_model",
+    "logical_cpus",
+    "smt_active",
+    "thp_enabled",
+    "thp_defrag",
+    "numa_balancing",
+    "governor",
+    "cpufreq_mhz",
+];
+
+/// One figure of a result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figure {
+    pub median: f64,
+    /// Half-width of the median's 95% confidence interval, absolute.
+    pub ci: Option<f64>,
+    /// Interquartile range, absolute.
+    pub spread: Option<f64>,
+}
+
+/// A metric of both results.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub metric: String,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// b / a.
+    pub ratio: Option<f64>,
+    /// The difference exceeds the measured spread (None: one side missing
+    /// or no spread known).
+    pub significant: Option<bool>,
+}
+
+/// The comparison of two results.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub command_a: String,
+    pub command_b: String,
+    pub rows: Vec<Row>,
+    /// Environment fields that differ: (field, a, b).
+    pub environment: Vec<(String, String, String)>,
+    pub warnings: Vec<String>,
+}
+
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Array(a) if a.len() <= 8 && a.iter().all(|x| !x.is_object() && !x.is_array()) => {
+            Some(
+                a.iter()
+                    .filter_map(scalar_text)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// The name of array element `i`: its identifying fields, or its index.
+fn element_name(v: &Value, i: usize) -> String {
+    if let Value::Object(o) = v {
+        let ids: Vec<String> = ID_KEYS
+            .iter()
+            .filter_map(|k| o.get(*k).and_then(scalar_text).map(|t| format!("{k}={t}")))
+            .collect();
+        if !ids.is_empty() {
+            return ids.join(",");
+        }
+    }
+    i.to_string()
+}
+
+fn figure_of(o: &serde_json::Map<String, Value>) -> Option<Figure> {
+    let median = o.get("median")?.as_f64()?;
+    let rel_ci = o.get("rel_ci").and_then(Value::as_f64);
+    let spread = o.get("spread").and_then(Value::as_f64);
+    if rel_ci.is_none() && spread.is_none() {
+        return None;
+    }
+    Some(Figure {
+        median,
+        ci: rel_ci.map(|r| (r * median).abs()),
+        spread: spread.map(|s| (s * median).abs()),
+    })
+}
+
+fn walk(v: &Value, path: &str, out: &mut BTreeMap<String, Figure>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(f) = figure_of(o) {
+                out.insert(path.to_string(), f);
+                return;
+            }
+            for (k, x) in o {
+                if SKIP.contains(&k.as_str()) {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                walk(x, &p, out);
+            }
+        }
+        Value::Array(a) => {
+            let names: Vec<String> = a
+                .iter()
+                .enumerate()
+                .map(|(i, x)| element_name(x, i))
+                .collect();
+            for (i, x) in a.iter().enumerate() {
+                // Elements the identifying fields cannot tell apart (a sweep's
+                // runs under several backgrounds) keep their index too.
+                let name = if names.iter().filter(|n| **n == names[i]).count() > 1 {
+                    format!("{}#{i}", names[i])
+                } else {
+                    names[i].clone()
+                };
+                walk(x, &format!("{path}[{name}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every figure of a result, by metric name.
+pub fn figures(v: &Value) -> BTreeMap<String, Figure> {
+    let mut out = BTreeMap::new();
+    walk(v, "", &mut out);
+    out
+}
+
+/// Whether `a` and `b` differ by more than their measured spread.
+pub fn significant(a: &Figure, b: &Figure) -> Option<bool> {
+    let d = (b.median - a.median).abs();
+    let bound = match (a.ci, b.ci) {
+        (Some(x), Some(y)) => x + y,
+        _ => match (a.spread, b.spread) {
+            (Some(x), Some(y)) => x + y,
+            _ => return None,
+        },
+    };
+    Some(d > bound)
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Compares two results. Results of different commands are compared on the
+/// metrics they share, with a warning.
+pub fn compare(a: &Value, b: &Value) -> Comparison {
+    let command = |v: &Value| v["command"].as_str().unwrap_or("?").to_string();
+    let (ca, cb) = (command(a), command(b));
+    let mut warnings = Vec::new();
+    if ca != cb {
+        warnings.push(format!(
+            "comparing a `{ca}` result with a `{cb}` result: only metrics both have are paired"
+        ));
+    }
+    if a["schema_version"] != b["schema_version"] {
+        warnings.push(format!(
+            "schema versions differ ({} vs {})",
+            text(&a["schema_version"]),
+            text(&b["schema_version"])
+        ));
+    }
+    let fa = figures(a);
+    let fb = figures(b);
+    let mut names: Vec<&String> = fa.keys().chain(fb.keys()).collect();
+    names.sort();
+    names.dedup();
+    let rows = names
+        .into_iter()
+        .map(|n| {
+            let (x, y) = (fa.get(n), fb.get(n));
+            Row {
+                metric: n.clone(),
+                a: x.map(|f| f.median),
+                b: y.map(|f| f.median),
+                ratio: match (x, y) {
+                    (Some(x), Some(y)) if x.median != 0.0 => Some(y.median / x.median),
+                    _ => None,
+                },
+                significant: match (x, y) {
+                    (Some(x), Some(y)) => significant(x, y),
+                    _ => None,
+                },
+            }
+        })
+        .collect();
+    let mut environment = Vec::new();
+    for k in ENV_KEYS {
+        let (x, y) = (&a["environment"][k], &b["environment"][k]);
+        if x != y {
+            environment.push((k.to_string(), text(x), text(y)));
+        }
+    }
+    Comparison {
+        command_a: ca,
+        command_b: cb,
+        rows,
+        environment,
+        warnings,
+    }
+}
+
+/// Four significant digits (a second per pass and a GB/s alike).
+fn num(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v == 0.0 || !v.is_finite() => format!("{v}"),
+        Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
+        Some(v) => {
+            let decimals = (3 - v.abs().log10().floor() as i32).clamp(0, 12) as usize;
+            format!("{v:.decimals$}")
+        }
+        None => "-".into(),
+    }
+}
+
+fn verdict(s: Option<bool>) -> &'static str {
+    match s {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    }
+}
+
+/// The comparison as a text table.
+pub fn render_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "A: {a_name} ({})\nB: {b_name} ({})",
+        c.command_a, c.command_b
+    );
+    if !c.environment.is_empty() {
+        let _ = writeln!(s, "\nenvironment differences:");
+        for (k, x, y) in &c.environment {
+            let _ = writeln!(s, "  {k:<16} A: {x}\n  {:<16} B: {y}", "");
+        }
+    }
+    let w = c
+        .rows
+        .iter()
+        .map(|r| r.metric.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        s,
+        "\n{:<w$} {:>12} {:>12} {:>8}  beyond spread",
+        "metric", "A", "B", "B/A"
+    );
+    for r in &c.rows {
+        let _ = writeln!(
+            s,
+            "{:<w$} {:>12} {:>12} {:>8}  {}",
+            r.metric,
+            num(r.a),
+            num(r.b),
+            r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
+            verdict(r.significant)
+        );
+    }
+    let n_sig = c
+        .rows
+        .iter()
+        .filter(|r| r.significant == Some(true))
+        .count();
+    let _ = writeln!(
+        s,
+        "\n{} metric(s), {n_sig} differ by more than the measured spread",
+        c.rows.len()
+    );
+    s
+}
+
+fn escape(t: &str) -> String {
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The comparison as one self-contained HTML page (inline CSS, light and
+/// dark mode).
+pub fn render_html(c: &Comparison, a_name: &str, b_name: &str) -> String {
+    let mut rows = String::new();
+    for r in &c.rows {
+        let class = match (r.significant, r.ratio) {
+            (Some(true), Some(x)) if x > 1.0 => " class=\"up\"",
+            (Some(true), _) => " class=\"down\"",
+            _ => "",
+        };
+        rows.push_str(&format!(
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            escape(&r.metric),
+            num(r.a),
+            num(r.b),
+            r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
+            verdict(r.significant)
+        ));
+    }
+    let mut env = String::new();
+    for (k, x, y) in &c.environment {
+        env.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            escape(k),
+            escape(x),
+            escape(y)
+        ));
+    }
+    let warnings: String = c
+        .warnings
+        .iter()
+        .map(|w| format!("<p class=\"warn\">{}</p>\n", escape(w)))
+        .collect();
+    format!(
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>numalab compare</title>
+<style>
+:root {{ color-scheme: light dark; --fg:#1a1a1a; --bg:#fff; --line:#ddd; --up:#1b7f3b; --down:#b3261e; }}
+@media (prefers-color-scheme: dark) {{ :root {{ --fg:#e6e6e6; --bg:#161616; --line:#333; --up:#6fdc8c; --down:#ff8a80; }} }}
+body {{ font: 14px/1.4 system-ui, sans-serif; color: var(--fg); background: var(--bg); margin: 2em; }}
+table {{ border-collapse: collapse; }} td, th {{ border-bottom: 1px solid var(--line); padding: .25em .8em; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; font-family: ui-monospace, monospace; }}
+tr.up td {{ color: var(--up); }} tr.down td {{ color: var(--down); }} .warn {{ color: var(--down); }}
+</style></head><body>
+<h1>numalab compare</h1>
+<p>A: {a} ({ca})<br>B: {b} ({cb})</p>
+{warnings}<h2>Environment differences</h2>
+<table id="table-environment"><tr><th>field</th><th>A</th><th>B</th></tr>
+{env}</table>
+<h2>Metrics</h2>
+<p>B/A per figure (medians); "beyond spread": the difference exceeds the two 95% confidence half-widths added.</p>
+<table id="table-metrics"><tr><th>metric</th><th>A</th><th>B</th><th>B/A</th><th>beyond spread</th></tr>
+{rows}</table>
+</body></html>
+"#,
+        a = escape(a_name),
+        b = escape(b_name),
+        ca = escape(&c.command_a),
+        cb = escape(&c.command_b),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fig(m: f64, ci: f64) -> Value {
+        json!({"median": m, "best": m, "min": m, "max": m, "spread": 0.01, "rel_ci": ci})
+    }
+
+    #[test]
+    fn figures_are_named_by_path_and_identifying_fields() {
+        let dup = json!({"runs": [{"threads": 2, "t": fig(1.0, 0.1)}, {"threads": 2, "t": fig(2.0, 0.1)}]});
+        let names: Vec<String> = figures(&dup).into_keys().collect();
+        assert_eq!(names, ["runs[threads=2#0].t", "runs[threads=2#1].t"]);
+        let v = json!({
+            "command": "matrix",
+            "gbps": fig(10.0, 0.01),
+            "measurement": {"summary": {"median": 1.0, "rel_ci": 0.1}},
+            "bandwidth": [[{"cpu_node": 0, "mem_node": 1, "value": fig(5.0, 0.02)}]],
+            "points": [{"bytes": 4096, "x": fig(1.0, 0.1)}, {"x": fig(2.0, 0.1)}],
+        });
+        let f = figures(&v);
+        let names: Vec<&str> = f.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "bandwidth[0][cpu_node=0,mem_node=1].value",
+                "gbps",
+                "points[1].x",
+                "points[bytes=4096].x"
+            ]
+        );
+        assert_eq!(f["gbps"].ci, Some(0.1));
+    }
+
+    #[test]
+    fn significance_is_the_difference_beyond_both_cis() {
+        let a = json!({"command": "bench bandwidth", "gbps": fig(10.0, 0.01), "x": fig(1.0, 0.5)});
+        let b = json!({"command": "bench bandwidth", "gbps": fig(11.0, 0.01), "x": fig(1.2, 0.5)});
+        let c = compare(&a, &b);
+        assert!(c.warnings.is_empty());
+        let g = c.rows.iter().find(|r| r.metric == "gbps").unwrap();
+        assert!((g.ratio.unwrap() - 1.1).abs() < 1e-12);
+        assert_eq!(g.significant, Some(true)); // 1.0 > 0.1 + 0.11
+        let x = c.rows.iter().find(|r| r.metric == "x").unwrap();
+        assert_eq!(x.significant, Some(false)); // 0.2 < 0.5 + 0.6
+        let same = compare(&a, &a);
+        assert!(same
+            .rows
+            .iter()
+            .all(|r| r.significant == Some(false) && r.ratio == Some(1.0)));
+    }
+
+    #[test]
+    fn different_commands_and_environments_are_said() {
+        let a = json!({"command": "matrix", "schema_version": "1.0", "environment": {"kernel": "6.1", "thp_enabled": "always"}, "y": fig(1.0, 0.1)});
+        let b = json!({"command": "sizes", "schema_version": "1.0", "environment": {"kernel": "6.12", "thp_enabled": "always"}, "z": fig(1.0, 0.1)});
+        let c = compare(&a, &b);
+        assert_eq!(c.warnings.len(), 1);
+        assert!(c.warnings[0].contains("`matrix` result with a `sizes` result"));
+        assert_eq!(
+            c.environment,
+            vec![("kernel".to_string(), "6.1".to_string(), "6.12".to_string())]
+        );
+        assert_eq!(c.rows.len(), 2);
+        assert!(c
+            .rows
+            .iter()
+            .all(|r| r.ratio.is_none() && r.significant.is_none()));
+        let html = render_html(&c, "a<1>.json", "b.json");
+        assert!(html.contains("a&lt;1&gt;.json"));
+        assert!(html.contains("id=\"table-metrics\""));
+        let t = render_text(&c, "a", "b");
+        assert!(t.contains("kernel"), "{t}");
+        assert!(t.contains("2 metric(s), 0 differ"), "{t}");
+    }
+}
