@@ -11,6 +11,7 @@ pub mod machine;
 pub mod measure;
 pub mod placement;
 pub mod report;
+pub mod serde_util;
 
 pub use idset::IdSet;
 pub use machine::Machine;

@@ -41,15 +41,21 @@
 //! the latency and bandwidth of each level are fitted by non-negative least
 //! squares on the relative error over all points (the model is linear in
 //! latency and 1/bandwidth). The residual of a point is `measured / model - 1`.
+//!
+//! Cancellation ([`crate::measure::cancel`]) ends the map after the point in
+//! progress: `points` then holds the points measured so far (and the model
+//! is fitted to them when there are enough).
 
 use crate::machine::Machine;
+use crate::measure::cancel;
 use crate::measure::harness::{check_buffer, verification_of, Figure, Verification, WorkerReport};
 use crate::measure::kernels::{run_pass, BandwidthKernel, Isa};
 use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Thp,
 };
-use serde::Serialize;
+use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// Largest spatial locality, in 8-byte words per access.
@@ -102,8 +108,9 @@ pub struct ApexRequest {
 }
 
 /// One (alpha, L) point.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApexPoint {
+    #[serde(deserialize_with = "f64_or_nan")]
     pub alpha: f64,
     /// Words per access.
     pub l: usize,
@@ -121,6 +128,7 @@ pub struct ApexPoint {
     /// Bytes of the first blocks, which take 99% of the accesses (power law).
     pub hot99_bytes: u64,
     /// Share of the accesses each model level serves (same order as the model's levels).
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub level_share: Vec<f64>,
     /// The fitted model's ns per access; `None` without a fit.
     pub model_ns: Option<f64>,
@@ -131,7 +139,7 @@ pub struct ApexPoint {
 }
 
 /// One level of the model.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModelLevel {
     pub name: String,
     /// Capacity in bytes (`None`: memory).
@@ -144,37 +152,42 @@ pub struct ModelLevel {
 }
 
 /// The fitted model.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApexModel {
     pub method: String,
     pub levels: Vec<ModelLevel>,
     /// Root mean square of the residuals.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub rms_residual: f64,
     /// The point whose residual has the largest magnitude.
     pub worst: WorstPoint,
 }
 
 /// Where the machine departs most from the model.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorstPoint {
+    #[serde(deserialize_with = "f64_or_nan")]
     pub alpha: f64,
     pub l: usize,
     /// `measured / model - 1`.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub residual: f64,
 }
 
 /// The outcome of [`run_apexmap`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApexResult {
     pub cpu: u32,
     pub policy: String,
     pub buffer_bytes: u64,
     pub isa: Isa,
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub alphas: Vec<f64>,
     pub ls: Vec<usize>,
     /// Row-major: every L of the first alpha, then the next alpha.
     pub points: Vec<ApexPoint>,
     pub model: Option<ApexModel>,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
     pub warnings: Vec<String>,
     pub verification: Verification,
@@ -446,7 +459,7 @@ fn run_pinned(
     let rule = &req.rule;
     // Samples as long as the harness's (20 ms), shorter for small budgets.
     let sample_target = (rule.budget.as_secs_f64() / 10.0).clamp(0.001, 0.02);
-    for (li, &l) in ls.iter().enumerate() {
+    'points: for (li, &l) in ls.iter().enumerate() {
         let blocks = (buffer_bytes / 8 / l) as u64;
         let slen = stream_len(buffer_bytes, l);
         if perm.0 != slen {
@@ -456,6 +469,9 @@ fn run_pinned(
         // Larger alphas first: each point then starts from caches holding
         // more than it needs, not less.
         for (ai, &alpha) in alphas.iter().enumerate().rev() {
+            if cancel::requested() {
+                break 'points;
+            }
             progress(&format!("apexmap alpha {alpha} L {l}"));
             let seed = req.seed ^ ((l as u64) << 20) ^ alpha.to_bits();
             let stream = power_law_stream(alpha, blocks, &perm.1, seed);
@@ -465,7 +481,7 @@ fn run_pinned(
             let warm_until = Instant::now() + rule.budget.mul_f64(0.5);
             let mut done = 0u64;
             let mut chunk = 64u64;
-            while done < warm_steps && Instant::now() < warm_until {
+            while done < warm_steps && Instant::now() < warm_until && !cancel::requested() {
                 let k = chunk.min(warm_steps - done);
                 std::hint::black_box(run_steps(data, &stream, &mut pos, k, l, req.isa, zero));
                 done += k;
@@ -520,6 +536,9 @@ fn run_pinned(
     let model = fit_points(&levels, &mut points);
     if model.is_none() {
         warnings.push("too few points for the model fit (needs 2)".into());
+    }
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
     }
     let report = WorkerReport {
         pinned: true,

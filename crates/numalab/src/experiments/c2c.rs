@@ -31,14 +31,20 @@
 //! measured: `None` (`null` in JSON). Each pair's time budget is shared by
 //! its figures (modified 30%, clean 20% per direction, false sharing 15% per
 //! layout).
+//!
+//! Cancellation ([`crate::measure::cancel`]) ends the run within one sample:
+//! the pair in progress keeps the figures measured so far (the rest `None`),
+//! and the matrices and summaries cover the pairs measured.
 
 use crate::machine::Machine;
+use crate::measure::cancel;
 use crate::measure::harness::{core_ghz, Figure};
 use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError,
 };
-use serde::Serialize;
+use crate::serde_util::f64_or_nan;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
@@ -46,7 +52,7 @@ use std::time::{Duration, Instant};
 pub const CLEAN_LINES: usize = 64;
 
 /// The figures to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct C2cFigures {
     pub modified: bool,
     pub clean: bool,
@@ -101,7 +107,7 @@ pub struct C2cRequest {
 }
 
 /// Whether the two threads of a pair ran where they were pinned.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairVerification {
     /// The CPUs asked for: `[a, b]`.
     pub requested: [u32; 2],
@@ -111,18 +117,20 @@ pub struct PairVerification {
 }
 
 /// False-sharing figures of a pair.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FalseSharing {
     /// ns per atomic increment, both words in one line (the slower thread).
     pub shared_line_ns: Figure,
     /// ns per atomic increment, words on separate lines.
     pub separate_lines_ns: Figure,
-    /// `shared_line_ns.median / separate_lines_ns.median`.
+    /// `shared_line_ns.median / separate_lines_ns.median` (NaN, `null`, when
+    /// the latter is not positive).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub ratio: f64,
 }
 
 /// One pair of CPUs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairResult {
     /// `[a, b]`, `a` before `b` in the matrix order.
     pub cpus: [u32; 2],
@@ -142,7 +150,7 @@ pub struct PairResult {
 }
 
 /// Medians of the pairs between two nodes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodePairSummary {
     /// `[p, q]` with `p <= q`; `p == q` is "within the node".
     pub nodes: [u32; 2],
@@ -162,7 +170,7 @@ pub struct NodePairSummary {
 pub type CpuMatrix = Vec<Vec<Option<f64>>>;
 
 /// The matrices of the result (`None` when the figure was not measured).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct C2cMatrices {
     pub modified_ns: Option<CpuMatrix>,
     pub modified_cycles: Option<CpuMatrix>,
@@ -176,14 +184,14 @@ pub struct C2cMatrices {
 }
 
 /// Whole-run placement proof.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct C2cVerification {
     pub verified: bool,
     pub problems: Vec<String>,
 }
 
 /// The outcome of [`run_c2c`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct C2cResult {
     /// CPUs in matrix order: by node, then id.
     pub cpus: Vec<u32>,
@@ -191,10 +199,13 @@ pub struct C2cResult {
     pub nodes: Vec<u32>,
     pub figures: C2cFigures,
     /// Core clock used for the cycle figures (0 when it could not be measured).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub core_ghz: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub budget_per_pair_s: f64,
     /// Pairs of distinct CPUs measured (each unordered pair once).
     pub pair_count: usize,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
     pub matrices: C2cMatrices,
     pub node_summary: Vec<NodePairSummary>,
@@ -240,8 +251,11 @@ pub fn run_c2c(
     let cpus: Vec<u32> = order.iter().map(|x| x.1).collect();
     let nodes: Vec<u32> = order.iter().map(|x| x.0).collect();
     let mut pairs = Vec::new();
-    for i in 0..cpus.len() {
+    'pairs: for i in 0..cpus.len() {
         for j in i + 1..cpus.len() {
+            if cancel::requested() {
+                break 'pairs;
+            }
             progress(&format!("c2c CPU {} <-> CPU {}", cpus[i], cpus[j]));
             let mut p = measure_pair(m, [cpus[i], cpus[j]], req)?;
             p.nodes = [nodes[i], nodes[j]];
@@ -308,6 +322,9 @@ pub fn run_c2c(
             }
         }
         warnings.extend(p.warnings.iter().cloned());
+    }
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
     }
     Ok(C2cResult {
         cpus,
@@ -442,23 +459,26 @@ fn measure_pair(
         modified_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
     }
     let (mut clean_ab_ns, mut clean_ba_ns) = (None, None);
-    if clean {
+    if clean && !cancel::requested() {
         let (meas, s) = measure_clean(m, cpus[0], cpus[1], &rule_for(1))?;
         note(s, false);
         warn("clean", &meas);
         samples[1] = meas.samples.len();
         clean_ab_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
-        let (meas, s) = measure_clean(m, cpus[1], cpus[0], &rule_for(2))?;
-        note(s, true);
-        warn("clean", &meas);
-        samples[2] = meas.samples.len();
-        clean_ba_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
+        if !cancel::requested() {
+            let (meas, s) = measure_clean(m, cpus[1], cpus[0], &rule_for(2))?;
+            note(s, true);
+            warn("clean", &meas);
+            samples[2] = meas.samples.len();
+            clean_ba_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
+        }
     }
     let mut false_sharing = None;
-    if f.false_sharing {
+    if f.false_sharing && !cancel::requested() {
         let (shared, s) = measure_false_sharing(m, cpus, &rule_for(3), true)?;
         note(s, false);
         warn("false sharing", &shared);
+        // Both layouts or neither: the figure is their ratio.
         let (separate, s) = measure_false_sharing(m, cpus, &rule_for(4), false)?;
         note(s, false);
         warn("separate lines", &separate);

@@ -26,8 +26,13 @@
 //! uncertainty together. The knee is the first step from which every step
 //! rises (one noisy step alone is not a knee); none when the last step does
 //! not rise (the injectors did not load memory enough to show).
+//!
+//! Cancellation ([`crate::measure::cancel`]) ends the run after the
+//! measurement in progress: the curves then hold the mixes and steps
+//! measured so far (a mix whose idle point was not measured is left out).
 
 use crate::machine::Machine;
+use crate::measure::cancel;
 use crate::measure::chase::{Chase, ChasePattern};
 use crate::measure::harness::{check_buffer, verification_of, Figure, Verification, WorkerReport};
 use crate::measure::pacing::{Pace, PaceOptions, PacedLoad, PacedSpec, TrafficMix};
@@ -36,8 +41,9 @@ use crate::placement::{
     format_bytes, pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy,
     PlacedBuffer, PlacementError, Thp,
 };
+use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -64,11 +70,14 @@ pub const DEFAULT_LADDER: [f64; 5] = [
 ];
 
 /// One load level.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum LoadStep {
     /// Program bytes/s per injector thread.
-    Rate { bytes_per_second: f64 },
+    Rate {
+        #[serde(deserialize_with = "f64_or_nan")]
+        bytes_per_second: f64,
+    },
     /// Unpaced: as fast as the injectors go.
     Max,
     /// A pause of this many ns after every chunk of injector work.
@@ -151,7 +160,7 @@ pub struct LoadedLatencyRequest {
 }
 
 /// The chase side of the result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChaseSetup {
     pub cpu: u32,
     pub node: Option<u32>,
@@ -160,11 +169,12 @@ pub struct ChaseSetup {
     pub buffer_bytes: u64,
     pub steps_per_sample: u64,
     /// Where the chase buffer's pages are.
+    #[serde(deserialize_with = "int_keyed_map")]
     pub pages_by_node: BTreeMap<u32, u64>,
 }
 
 /// The injector side of the result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InjectorSetup {
     pub cpus: Vec<u32>,
     pub policy: String,
@@ -175,29 +185,37 @@ pub struct InjectorSetup {
 }
 
 /// One measurement: the chase latency under one load level.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadPoint {
     /// "idle", "0.50 GB/s", "max", "delay 500 ns".
     pub step: String,
     /// `None` for idle.
     pub load: Option<LoadStep>,
     /// All injectors together over the chase's measurement, program bytes, 1e9 B/s.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub injected_gbps: f64,
     /// The same in memory bytes (write-allocate included).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub injected_memory_gbps: f64,
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub per_thread_gbps: Vec<f64>,
     /// Nanoseconds per dependent load, on the chase thread's CPU clock.
     pub latency_ns: Figure,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub ci_low_ns: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub ci_high_ns: f64,
     pub samples: usize,
     pub stop_reason: StopReason,
     /// Median latency on the wall clock (descheduled time included).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub wall_latency_ns: f64,
     /// `latency_ns.median / wall_latency_ns`: the share of the wall time the
     /// chase thread ran (1 on a quiet machine).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub cpu_share: f64,
     /// Median over the idle median.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub vs_idle: f64,
     /// Whether this step is at least 10% and 2 CIs above idle (see the knee rule).
     pub rises: bool,
@@ -205,10 +223,11 @@ pub struct LoadPoint {
 }
 
 /// The latency-bandwidth curve of one mix.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MixCurve {
     pub mix: TrafficMix,
     pub description: String,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub memory_per_program_byte: f64,
     pub idle: LoadPoint,
     /// From idle to saturation.
@@ -218,17 +237,21 @@ pub struct MixCurve {
     pub knee_injected_gbps: Option<f64>,
     pub knee_latency_ns: Option<f64>,
     /// Highest injected bandwidth of the curve (program bytes).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub max_injected_gbps: f64,
 }
 
 /// The outcome of a loaded-latency run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadedLatencyResult {
     pub chase: ChaseSetup,
     pub injectors: InjectorSetup,
-    pub knee_rule: &'static str,
+    /// [`KNEE_RULE`] when measured; as read back when deserialized.
+    pub knee_rule: String,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub budget_per_step_s: f64,
     pub mixes: Vec<MixCurve>,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
     pub warnings: Vec<String>,
     /// The chase thread and buffer, then each injector and its buffer.
@@ -508,7 +531,7 @@ pub fn run_loaded_latency(
                 pages_by_node: ready.pages_by_node.clone(),
             },
             injectors,
-            knee_rule: KNEE_RULE,
+            knee_rule: KNEE_RULE.into(),
             budget_per_step_s: req.rule.budget.as_secs_f64(),
             mixes,
             elapsed_s: started.elapsed().as_secs_f64(),
@@ -614,15 +637,22 @@ fn drive(
     };
     let mut curves = Vec::new();
     for &mix in &req.mixes {
+        if cancel::requested() {
+            break;
+        }
         progress(&format!("{mix}: idle"));
         let idle = point(mix, None)?;
         let mut steps = Vec::new();
         match &req.ladder {
+            Ladder::Auto if cancel::requested() => {}
             Ladder::Auto => {
                 progress(&format!("{mix}: max"));
                 let max = point(mix, Some(LoadStep::Max))?;
                 let per = (max.injected_gbps * 1e9 / threads).max(1e6);
                 for f in DEFAULT_LADDER {
+                    if cancel::requested() {
+                        break;
+                    }
                     let step = LoadStep::Rate {
                         bytes_per_second: per * f,
                     };
@@ -633,6 +663,9 @@ fn drive(
             }
             Ladder::Steps(list) => {
                 for step in idle_to_saturation(list) {
+                    if cancel::requested() {
+                        break;
+                    }
                     progress(&format!("{mix}: {}", step.label()));
                     steps.push(point(mix, Some(step))?);
                 }
@@ -666,6 +699,9 @@ fn drive(
             p.cpu_share * 100.0,
             p.step
         ));
+    }
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
     }
     let report = load.stop();
     Ok((curves, injectors, report, warnings))

@@ -1,7 +1,12 @@
 //! `numalab matrix`: latency and bandwidth from every CPU node to every memory
 //! node (CPU-less memory nodes included as targets), with NUMA ratios.
+//!
+//! Cancellation ([`crate::measure::cancel`]) ends the run after the cell in
+//! progress: the tables then hold the cells measured so far (rows may be
+//! short, later rows and the bandwidth table missing).
 
 use crate::machine::Machine;
+use crate::measure::cancel;
 use crate::measure::chase::ChasePattern;
 use crate::measure::harness::{
     run_bandwidth, run_latency, BandwidthRequest, Figure, LatencyRequest, Verification, WorkerPlan,
@@ -10,7 +15,7 @@ use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
 use crate::placement::{MemoryPolicy, PlacementError, Thp};
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -29,7 +34,7 @@ pub struct MatrixRequest {
 }
 
 /// One cell: a CPU node reading a memory node.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell<T> {
     pub cpu_node: u32,
     pub mem_node: u32,
@@ -41,7 +46,7 @@ pub struct Cell<T> {
 }
 
 /// The whole matrix. Rows: CPU nodes; columns: memory nodes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MatrixResult {
     pub cpu_nodes: Vec<u32>,
     pub mem_nodes: Vec<u32>,
@@ -91,10 +96,16 @@ pub fn run_matrix(
     let mut bandwidth = None;
     if req.latency {
         let mut table = Vec::new();
-        for &r in &rows {
+        'rows: for &r in &rows {
             let cpu = first_cpu(m, r)?;
             let mut row = Vec::new();
             for &c in &cols {
+                if cancel::requested() {
+                    if !row.is_empty() {
+                        table.push(row);
+                    }
+                    break 'rows;
+                }
                 progress(&format!("latency node {r} -> node {c}"));
                 let lr = run_latency(
                     m,
@@ -125,9 +136,9 @@ pub fn run_matrix(
         set_ratios(&mut table, |local, x| x / local);
         latency = Some(table);
     }
-    if req.bandwidth {
+    if req.bandwidth && !cancel::requested() {
         let mut table = Vec::new();
-        for &r in &rows {
+        'rows: for &r in &rows {
             let cpus: Vec<u32> = if req.all_threads_per_node {
                 let node_cpus = m
                     .node(r)
@@ -139,6 +150,12 @@ pub fn run_matrix(
             };
             let mut row = Vec::new();
             for &c in &cols {
+                if cancel::requested() {
+                    if !row.is_empty() {
+                        table.push(row);
+                    }
+                    break 'rows;
+                }
                 progress(&format!("bandwidth node {r} -> node {c}"));
                 let policy = MemoryPolicy::Bind {
                     nodes: IdSet::single(c),
@@ -178,6 +195,9 @@ pub fn run_matrix(
         }
         set_ratios(&mut table, |local, x| local / x);
         bandwidth = Some(table);
+    }
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
     }
     let verified = [&latency, &bandwidth]
         .iter()

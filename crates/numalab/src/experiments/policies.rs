@@ -27,8 +27,12 @@
 //! is checked: each buffer's page histogram against what the policy should
 //! give (toucher's node, even round robin, the bound node), who touched the
 //! data, and where the workers ran.
+//!
+//! Cancellation ([`crate::measure::cancel`]) ends the run after the cell in
+//! progress: `cells` then holds the cells run so far.
 
 use crate::machine::Machine;
+use crate::measure::cancel;
 use crate::measure::harness::{
     run_bandwidth_with, Aggregate, BandwidthRequest, BandwidthResult, Figure, RunOptions,
     WorkerPlan,
@@ -36,12 +40,13 @@ use crate::measure::harness::{
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::{StopRule, Summary};
 use crate::placement::{format_bytes, sys, MemoryPolicy, PlacementError, Thp};
+use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A canonical workload: a row of the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Workload {
     SingleUnpinned,
@@ -122,7 +127,7 @@ impl Workload {
 }
 
 /// A memory policy column of the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyColumn {
     /// The OS default: first touch (MPOL_DEFAULT).
@@ -219,17 +224,18 @@ pub fn memory_nodes(m: &Machine) -> IdSet {
 }
 
 /// A row of the table as run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkloadInfo {
     pub name: Workload,
     pub title: String,
-    pub description: &'static str,
+    /// [`Workload::description`] when run; as read back when deserialized.
+    pub description: String,
     pub threads: usize,
     pub aggregate: Aggregate,
 }
 
 /// A column of the table as run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PolicyInfo {
     pub name: PolicyColumn,
     pub title: String,
@@ -238,7 +244,7 @@ pub struct PolicyInfo {
 }
 
 /// One workload under one policy.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
     pub workload: Workload,
     pub policy: PolicyColumn,
@@ -258,8 +264,10 @@ pub struct Cell {
     /// Aggregate bandwidth in bytes memory moves (write-allocate included).
     pub memory_gbps: Option<Figure>,
     /// Median of each worker's own rate, in worker order.
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub worker_gbps: Vec<f64>,
     /// Pages of all the cell's data, per node.
+    #[serde(deserialize_with = "int_keyed_map")]
     pub pages_by_node: BTreeMap<u32, u64>,
     /// Share of the data (percent) on the node of the worker that streams
     /// it (for the unpinned worker: on a node it was seen running on).
@@ -275,21 +283,23 @@ pub struct Cell {
 }
 
 /// Two cells compared: how much faster `better` is than `worse`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Comparison {
     /// "workload/policy".
     pub better: String,
     pub worse: String,
     /// `(better / worse - 1) * 100`.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub percent: f64,
     /// Differences up to this many percent are noise: 5%, or the two medians'
     /// confidence half-widths added, whichever is larger.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub noise_percent: f64,
     pub significant: bool,
 }
 
 /// One piece of advice for this machine.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recommendation {
     /// A workload name, or "pinning", "initialization", "scaling".
     pub topic: String,
@@ -299,7 +309,8 @@ pub struct Recommendation {
     pub comparisons: Vec<Comparison>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The outcome of [`run_policies`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PoliciesResult {
     pub kernel: BandwidthKernel,
     pub isa: Isa,
@@ -426,8 +437,11 @@ pub fn run_policies(
     };
     let arrays = req.kernel.arrays();
     let mut cells = Vec::new();
-    for &w in &req.workloads {
+    'cells: for &w in &req.workloads {
         for &p in &req.policies {
+            if cancel::requested() {
+                break 'cells;
+            }
             progress(&format!("{} / {}", w.name(), p.name()));
             cells.push(run_cell(&plan, w, p)?);
         }
@@ -471,6 +485,9 @@ pub fn run_policies(
             warnings.push(format!("{} / {}: {w}", c.workload.name(), c.policy.name()));
         }
     }
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
+    }
     Ok(PoliciesResult {
         kernel: req.kernel,
         isa: req.isa,
@@ -492,7 +509,7 @@ pub fn run_policies(
             .map(|&w| WorkloadInfo {
                 name: w,
                 title: w.title(threads),
-                description: w.description(),
+                description: w.description().into(),
                 threads: if w.threaded() { threads } else { 1 },
                 aggregate: aggregate_of(w),
             })

@@ -9,41 +9,59 @@
 //! `T_core = T(1)`, `T_c = (T(n2) - T(1)) / (n2 - 1)`. The model then
 //! predicts `T(n)` (and the per-thread bandwidth `bytes / T(n)`) for core
 //! counts nobody ran.
+//!
+//! Cancellation ([`crate::measure::cancel`]) ends the run after the thread
+//! count in progress: `packed` and `spread` then hold the counts run so far
+//! (`spread` possibly one shorter).
 
 use crate::machine::Machine;
+use crate::measure::cancel;
 use crate::measure::harness::{run_bandwidth, BandwidthRequest, Figure, WorkerPlan};
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::{compact_order, scatter_order};
 use crate::placement::{MemoryPolicy, PlacementError, Thp};
-use serde::Serialize;
+use crate::serde_util::{f64_or_nan, NanF64};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// One thread count under one layout.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScalingPoint {
     pub threads: usize,
     pub cpus: Vec<u32>,
     /// Aggregate GB/s (program bytes).
     pub gbps: Figure,
     /// Aggregate divided by threads.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub per_thread_gbps: f64,
     /// Seconds one thread takes for one pass over its buffers (slowest thread).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub seconds_per_pass: f64,
     pub verified: bool,
 }
 
 /// The contention split and its predictions.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ContentionModel {
     /// Thread counts the model was fitted on.
     pub fitted_on: (usize, usize),
+    #[serde(deserialize_with = "f64_or_nan")]
     pub core_seconds: f64,
     /// Extra seconds per pass for each additional thread.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub contention_seconds_per_thread: f64,
     /// Share of the time at the larger fitted count that is contention.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub contention_share: f64,
     /// (threads, predicted per-thread GB/s, predicted aggregate GB/s).
+    #[serde(deserialize_with = "de_predictions")]
     pub predictions: Vec<(usize, f64, f64)>,
+}
+
+/// `predictions` with `null` (non-finite) figures read back as NaN.
+fn de_predictions<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(usize, f64, f64)>, D::Error> {
+    let v = Vec::<(usize, NanF64, NanF64)>::deserialize(d)?;
+    Ok(v.into_iter().map(|(n, a, b)| (n, a.0, b.0)).collect())
 }
 
 impl ContentionModel {
@@ -79,7 +97,8 @@ impl ContentionModel {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The outcome of [`run_scaling`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScalingResult {
     pub kernel: BandwidthKernel,
     pub buffer_bytes: u64,
@@ -101,12 +120,35 @@ pub fn run_scaling(
     rule: &StopRule,
     progress: &mut dyn FnMut(&str),
 ) -> Result<ScalingResult, PlacementError> {
+    let counts: Vec<usize> = (1..=max_threads).collect();
+    run_scaling_at(m, kernel, isa, buffer_bytes, &counts, rule, progress)
+}
+
+/// [`run_scaling`] at these thread counts only (sorted, duplicates and
+/// counts beyond the allowed CPUs dropped): a large machine measured at
+/// 1, 2, 4, ... and at multiples of a node's CPUs instead of every count.
+#[allow(clippy::too_many_arguments)]
+pub fn run_scaling_at(
+    m: &Machine,
+    kernel: BandwidthKernel,
+    isa: Isa,
+    buffer_bytes: usize,
+    counts: &[usize],
+    rule: &StopRule,
+    progress: &mut dyn FnMut(&str),
+) -> Result<ScalingResult, PlacementError> {
     let packed_order = compact_order(m, &m.allowed_cpus);
     let spread_order = scatter_order(m, &m.allowed_cpus);
-    let max = max_threads.min(packed_order.len());
-    if max == 0 {
+    let mut counts: Vec<usize> = counts
+        .iter()
+        .copied()
+        .filter(|&n| n >= 1 && n <= packed_order.len())
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let Some(&max) = counts.last() else {
         return Err(PlacementError::Invalid("no allowed CPU".into()));
-    }
+    };
     let mut warnings = Vec::new();
     let mut run = |order: &[u32], n: usize, layout: &str| -> Result<ScalingPoint, PlacementError> {
         progress(&format!(
@@ -145,9 +187,15 @@ pub fn run_scaling(
     };
     let mut packed = Vec::new();
     let mut spread = Vec::new();
-    for n in 1..=max {
+    for &n in &counts {
+        if cancel::requested() {
+            break;
+        }
         packed.push(run(&packed_order, n, "packed")?);
         // With one node, or one thread, spread is the same placement.
+        if cancel::requested() && n > 1 {
+            break;
+        }
         if n == 1 || packed_order[..n] == spread_order[..n] {
             let same = packed.last().cloned();
             spread.extend(same);
@@ -174,6 +222,9 @@ pub fn run_scaling(
     } else {
         None
     };
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
+    }
     Ok(ScalingResult {
         kernel,
         buffer_bytes: buffer_bytes as u64,

@@ -1,8 +1,12 @@
 //! `numalab sizes`: the Membench sweep. Bandwidth (read, write, copy) and
 //! chase latency from L1-sized to DRAM-sized working sets, with the cache
 //! boundaries of the machine model marked.
+//!
+//! Cancellation ([`crate::measure::cancel`]) ends the sweep after the
+//! measurement in progress; only sizes measured completely are kept.
 
 use crate::machine::Machine;
+use crate::measure::cancel;
 use crate::measure::chase::ChasePattern;
 use crate::measure::harness::{
     run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
@@ -10,7 +14,8 @@ use crate::measure::harness::{
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
 use crate::placement::{MemoryPolicy, PlacementError, Thp};
-use serde::Serialize;
+use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
+use serde::{Deserialize, Serialize};
 
 /// The kernels of the sweep.
 pub const SIZE_KERNELS: [BandwidthKernel; 3] = [
@@ -20,7 +25,7 @@ pub const SIZE_KERNELS: [BandwidthKernel; 3] = [
 ];
 
 /// A cache boundary to mark on the size axis.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CacheMark {
     pub name: String,
     /// Capacity one thread sees: the cache size (a shared cache is not
@@ -29,19 +34,22 @@ pub struct CacheMark {
 }
 
 /// One working-set size.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SizePoint {
     /// Working set: all arrays of a kernel together are this large.
     pub bytes: u64,
     /// The smallest cache level this working set fits in, or "memory".
     pub fits_in: String,
     /// GB/s (program bytes) per kernel, in the order of `kernels`.
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub gbps: Vec<f64>,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub latency_ns: f64,
     pub verified: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The outcome of [`run_sizes`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SizesResult {
     pub cpu: u32,
     pub kernels: Vec<BandwidthKernel>,
@@ -119,10 +127,13 @@ pub fn run_sizes(
     let marks = cache_marks(m);
     let mut points = Vec::new();
     let mut warnings = Vec::new();
-    for &bytes in sizes {
+    'sizes: for &bytes in sizes {
         let mut gbps = Vec::new();
         let mut verified = true;
         for k in SIZE_KERNELS {
+            if cancel::requested() {
+                break 'sizes;
+            }
             progress(&format!(
                 "{} {}",
                 k.name(),
@@ -155,6 +166,9 @@ pub fn run_sizes(
             );
             gbps.push(r.gbps.median);
         }
+        if cancel::requested() {
+            break;
+        }
         progress(&format!(
             "latency {}",
             crate::placement::format_bytes(bytes)
@@ -172,6 +186,9 @@ pub fn run_sizes(
                 rule: rule.clone(),
             },
         )?;
+        if cancel::requested() {
+            break;
+        }
         verified &= l.verification.verified;
         points.push(SizePoint {
             bytes,
@@ -180,6 +197,9 @@ pub fn run_sizes(
             latency_ns: l.ns.median,
             verified,
         });
+    }
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
     }
     Ok(SizesResult {
         cpu,

@@ -17,8 +17,13 @@
 //! node automorphism gives a smaller form, and a class's size is the number
 //! of its distinct node images times the number of ways to pick concrete
 //! cores and PUs for the slots.
+//!
+//! Cancellation ([`crate::measure::cancel`]) ends the sweep after the case in
+//! progress: `runs` then holds the cases run so far (a run for every thread
+//! count and background reached).
 
 use crate::machine::Machine;
+use crate::measure::cancel;
 use crate::measure::harness::BufferCheck;
 use crate::measure::kernels::{run_pass, BandwidthKernel, ByteCount, Isa};
 use crate::measure::pacing::{PacedLoad, PacedReport, PacedSpec, TrafficMix};
@@ -26,6 +31,7 @@ use crate::measure::stats::{measure, StopRule, Summary};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Thp,
 };
+use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -660,6 +666,7 @@ pub struct Background {
     /// The level as asked (`low`, `2`, ...).
     pub level: String,
     /// Per background thread, bytes/s (program bytes).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub bytes_per_second: f64,
     /// How many of the free CPUs carry a background thread.
     pub subscription: Subscription,
@@ -746,13 +753,18 @@ pub struct SweepRequest {
 /// Seconds per pass of a case (its slowest thread), over the samples.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct CaseTime {
+    #[serde(deserialize_with = "f64_or_nan")]
     pub median: f64,
     /// Fastest sample.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub best: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub max: f64,
     /// Interquartile range over the median.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub spread: f64,
     /// Half-width of the median's 95% confidence interval over the median.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub rel_ci: f64,
     pub samples: usize,
 }
@@ -777,12 +789,15 @@ pub struct ThreadResult {
     pub case: ThreadCase,
     pub label: String,
     /// Seconds per pass over its buffer (median over samples).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub seconds: f64,
     /// Program bytes per second / 1e9 (median): for the line kernels one
     /// word per 64-byte line.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub gbps: f64,
     /// Bytes memory moves per second / 1e9: whole lines, write-allocate
     /// included for ordinary stores.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub memory_gbps: f64,
     /// CPUs the thread was seen on.
     pub seen_cpus: Vec<u32>,
@@ -801,9 +816,11 @@ pub struct CaseResult {
     /// Seconds per pass of the slowest thread: the case's time.
     pub seconds: CaseTime,
     /// `seconds.median` over the fastest case of the same thread count.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub normalized: f64,
     pub threads: Vec<ThreadResult>,
     /// Background achieved, bytes/s per background thread, while this case ran.
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub background_achieved: Vec<f64>,
     pub background_cpus: Vec<u32>,
     /// Threads on their CPUs, buffers on their nodes (and background verified).
@@ -825,6 +842,7 @@ pub struct SweepRun {
     /// Hop classes present in the space and how many of them were run.
     pub hop_classes: u64,
     pub hop_classes_run: u64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
     pub cases: Vec<CaseResult>,
 }
@@ -847,6 +865,7 @@ pub struct SweepResult {
     pub buffers: Vec<SweepBuffer>,
     pub verified: bool,
     pub warnings: Vec<String>,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
 }
 
@@ -862,6 +881,7 @@ pub struct SweepBuffer {
 /// The part of a [`BufferCheck`] a sweep keeps (and can read back).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BufferCheckLite {
+    #[serde(deserialize_with = "int_keyed_map")]
     pub pages_by_node: BTreeMap<u32, u64>,
     pub untouched_pages: u64,
     pub verified: bool,
@@ -1142,6 +1162,10 @@ pub fn run_sweep(
     let mut bufs: Vec<ThreadBuffers> = Vec::new();
     let mut buffers = Vec::new();
     for t in 0..max_threads {
+        // Thread by thread, so that `bufs` and `buffers` stay in step.
+        if cancel::requested() {
+            break;
+        }
         let mut by_node = BTreeMap::new();
         for &node in &space.mem_nodes {
             let spec = BufferSpec {
@@ -1167,6 +1191,8 @@ pub fn run_sweep(
         }
         bufs.push(ThreadBuffers { by_node });
     }
+    // Cancelled during the set-up: no case may run without its buffers.
+    let setup_cut = bufs.len() < max_threads;
     let setup_s = t_start.elapsed().as_secs_f64();
 
     // How many cases fit the budget, and how long each may take.
@@ -1217,13 +1243,19 @@ pub fn run_sweep(
     let deadline = req.budget.map(|b| t_start + b);
     let mut case_seconds_sum = 0.0;
     let mut cases_timed = 0usize;
-    for bg in &req.backgrounds {
+    'runs: for bg in &req.backgrounds {
         for ((threads, total, cases), &k) in plans.iter().zip(&take) {
+            if setup_cut || cancel::requested() {
+                break 'runs;
+            }
             let t_run = Instant::now();
             let order = coverage_order(cases);
             let hop_classes: BTreeSet<String> = cases.iter().map(|c| c.hop_class()).collect();
             let mut results: Vec<CaseResult> = Vec::new();
             for &i in order.iter().take(k) {
+                if cancel::requested() {
+                    break;
+                }
                 if let Some(d) = deadline {
                     // Stop when the next case, as long as the cases so far
                     // took on average, would not end in time.
@@ -1362,6 +1394,9 @@ pub fn run_sweep(
                 cases: results,
             });
         }
+    }
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
     }
     // Pages can move while a sweep runs (NUMA balancing, migration): check again.
     for b in buffers.iter_mut() {

@@ -25,7 +25,7 @@
 
 use super::{Distances, HopMatrix};
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Remote distance assumed when the machine has no distance table (the
@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub const DEFAULT_REMOTE_DISTANCE: u64 = 20;
 
 /// A direct link between two nodes of the interconnect graph.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Link {
     pub a: u32,
     pub b: u32,

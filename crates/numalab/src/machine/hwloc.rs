@@ -718,7 +718,7 @@ fn finish(model: Model, source: Source) -> Machine {
         .unwrap_or(1)
         .max(1);
     Machine {
-        schema_version: TOPOLOGY_SCHEMA_VERSION,
+        schema_version: TOPOLOGY_SCHEMA_VERSION.into(),
         source,
         nodes: model.nodes,
         packages: model.packages,

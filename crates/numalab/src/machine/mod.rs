@@ -15,7 +15,7 @@ pub use graph::{
 };
 
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Version of the JSON produced by [`Machine`] (`numalab topology --json`).
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 pub const TOPOLOGY_SCHEMA_VERSION: &str = "1.0";
 
 /// Where a machine model came from.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Source {
     /// The running machine, discovered by hwloc.
@@ -33,7 +33,7 @@ pub enum Source {
 }
 
 /// What kind of memory a NUMA node holds, where the firmware or hwloc says.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryKind {
     Dram,
@@ -47,7 +47,7 @@ pub enum MemoryKind {
 }
 
 /// One NUMA node.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Node {
     pub os_index: u32,
     /// OS indexes of the PUs (hardware threads) local to this node; empty when CPU-less.
@@ -66,7 +66,7 @@ pub struct Node {
 }
 
 /// One processor package (socket).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Package {
     pub os_index: Option<u32>,
     pub logical_index: u32,
@@ -76,7 +76,7 @@ pub struct Package {
 }
 
 /// One core and its PUs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Core {
     pub logical_index: u32,
     pub os_index: Option<u32>,
@@ -85,7 +85,7 @@ pub struct Core {
 }
 
 /// One CPU cache.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cache {
     /// 1 for L1 ... 5.
     pub level: u8,
@@ -100,7 +100,7 @@ pub struct Cache {
 }
 
 /// The SLIT-style distance matrix between NUMA nodes.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Distances {
     /// OS indexes of the nodes, in row (and column) order.
     pub nodes: Vec<u32>,
@@ -121,7 +121,7 @@ impl Distances {
 
 /// One HMAT-style memory attribute value: performance of `target` node as seen
 /// from the CPUs in `initiator`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MemoryAttributeValue {
     /// "latency_ns", "read_latency_ns", "write_latency_ns", "bandwidth_mib_s",
     /// "read_bandwidth_mib_s", "write_bandwidth_mib_s".
@@ -135,7 +135,7 @@ pub struct MemoryAttributeValue {
 }
 
 /// A PCI or OS device with a locality.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Device {
     /// "gpu", "network", "storage", "coprocessor", "dma", "other".
     pub kind: String,
@@ -148,9 +148,10 @@ pub struct Device {
 }
 
 /// The whole machine model.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
-    pub schema_version: &'static str,
+    /// [`TOPOLOGY_SCHEMA_VERSION`] when built; as read back when deserialized.
+    pub schema_version: String,
     pub source: Source,
     /// NUMA nodes sorted by OS index, including disallowed ones.
     pub nodes: Vec<Node>,
@@ -181,7 +182,7 @@ pub struct Machine {
 }
 
 /// Hop counts between nodes (BFS over the interconnect graph).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HopMatrix {
     pub nodes: Vec<u32>,
     /// `matrix[i][j]`: hops from `nodes[i]` to `nodes[j]`; `None` when unreachable.

@@ -10,7 +10,7 @@
 //! followed together in one loop: N independent dependent chains measure
 //! memory-level parallelism (the time per step then covers N accesses).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ pub const PAGE: usize = 4096;
 pub const MAX_CHAINS: usize = 64;
 
 /// Order in which the chase visits the buffer's elements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ChasePattern {
     /// One random cycle over all lines of the buffer (TLB misses included).

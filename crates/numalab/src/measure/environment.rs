@@ -32,13 +32,13 @@
 //!   too.
 
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The environment a result was measured in.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Environment {
     pub numalab_version: String,
     /// Release of the hwloc library in use, e.g. "2.9.0" ("unknown" if hwloc cannot say).
@@ -79,7 +79,7 @@ pub struct Environment {
 }
 
 /// Limits the process's control group puts on it.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CgroupLimits {
     /// 2 for the unified hierarchy, 1 when the limits come from v1 controllers.
     pub version: Option<u32>,

@@ -19,8 +19,9 @@ use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Realization,
     Thp,
 };
+use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
@@ -31,13 +32,14 @@ use std::time::{Duration, Instant};
 const MIN_SAMPLE_SECONDS: f64 = 0.02;
 
 /// Where one buffer is and whether that is what was asked.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BufferCheck {
     pub policy: String,
     pub realization: Realization,
     pub thp: String,
     pub bytes: u64,
     pub page_size: usize,
+    #[serde(deserialize_with = "int_keyed_map")]
     pub pages_by_node: BTreeMap<u32, u64>,
     pub untouched_pages: u64,
     pub expected_nodes: Option<IdSet>,
@@ -48,7 +50,7 @@ pub struct BufferCheck {
 }
 
 /// One worker's placement and figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerReport {
     /// The CPU the worker was pinned to; for an unpinned worker (`pinned`
     /// false), the CPU it started on.
@@ -59,17 +61,18 @@ pub struct WorkerReport {
     pub pinned: bool,
     /// Unpinned workers: how often the worker was seen on another CPU than at
     /// its previous look (looks around each buffer's setup and after each pass).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migrations: Option<u64>,
     pub node: Option<u32>,
     pub buffers: Vec<BufferCheck>,
     /// The worker's own bandwidth (program bytes, GB/s) per sample.
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub gbps: Vec<f64>,
     pub verified: bool,
 }
 
 /// The placement proof attached to every result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verification {
     pub verified: bool,
     pub workers: Vec<WorkerReport>,
@@ -98,7 +101,7 @@ pub struct BandwidthRequest {
 }
 
 /// How the workers' figures add up to the aggregate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Aggregate {
     /// All workers' bytes over the slowest worker's time: one program, done
@@ -127,14 +130,21 @@ pub struct RunOptions {
     pub aggregate: Aggregate,
 }
 
-/// Figures of one quantity: median and best plus the full summary.
-#[derive(Debug, Clone, Serialize)]
+/// Figures of one quantity: median and best plus the full summary (`null`
+/// in JSON, NaN here, without data).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Figure {
+    #[serde(deserialize_with = "f64_or_nan")]
     pub median: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub best: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub min: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub max: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub spread: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub rel_ci: f64,
 }
 
@@ -153,7 +163,7 @@ impl Figure {
 }
 
 /// The outcome of a bandwidth run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BandwidthResult {
     pub kernel: BandwidthKernel,
     pub isa: Isa,
@@ -615,7 +625,7 @@ pub struct LatencyRequest {
 }
 
 /// The outcome of a latency run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LatencyResult {
     pub pattern: ChasePattern,
     pub chains: usize,
@@ -625,8 +635,10 @@ pub struct LatencyResult {
     pub ns: Figure,
     /// Core cycles per dependent load, at the core clock measured alongside.
     pub cycles: Figure,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub core_ghz: f64,
     /// Nanoseconds per load over all chains (throughput view, `ns / chains`).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub ns_per_access: f64,
     pub measurement: Measurement,
     pub warnings: Vec<String>,

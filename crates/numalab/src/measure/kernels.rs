@@ -16,7 +16,7 @@
 //! to the scalar reference: no FMA (`triad` is a multiply then an add), so
 //! changing the ISA changes speed, never values.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A bandwidth kernel. Array roles (`bufs[i]` of [`run_pass`]) follow STREAM:
 /// `copy` b0 = b1, `scale` b0 = s*b1, `add` b0 = b1 + b2, `triad` b0 = b1 + s*b2;
@@ -39,7 +39,7 @@ use serde::Serialize;
 ///
 /// `line-*` and `random-read` make one scalar access per line, so they are
 /// the same code for every ISA.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BandwidthKernel {
     Read,
@@ -77,7 +77,7 @@ pub enum BandwidthKernel {
 /// | `line-read`              | 64 per line  | 64 per line   |
 /// | `line-write`             | 64 per line  | 128 per line  |
 /// | `random-read`            | 64 per read  | 64 per read   |
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ByteCount {
     pub program: u64,
     pub memory: u64,
@@ -162,7 +162,7 @@ impl BandwidthKernel {
 }
 
 /// Instruction set a kernel is compiled for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum Isa {
     /// Plain Rust loops, vectorized by LLVM for the target's baseline

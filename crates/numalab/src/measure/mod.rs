@@ -1,7 +1,8 @@
 //! Layer 3, measurement: kernels (bandwidth and pointer-chase latency), a
-//! statistics engine, rate-paced background traffic, the environment a result depends on, and a harness of
-//! pinned workers started together.
+//! statistics engine, rate-paced background traffic, the environment a result depends on, a harness of
+//! pinned workers started together, and cooperative cancellation of all of it.
 
+pub mod cancel;
 pub mod chase;
 pub mod environment;
 pub mod harness;

@@ -20,8 +20,14 @@
 //!   (returns `None`) instead of silently dropping them, and [`measure`] keeps
 //!   them out of the statistics, counts them in [`Measurement::non_finite`] and
 //!   says so in [`Measurement::warnings`].
+//! - [`measure`] honours [`super::cancel`]: once cancellation is requested it
+//!   takes no further run and returns what it has ([`StopReason::Cancelled`]).
+//! - Everything here reads back from its JSON (`Deserialize`); statistics
+//!   written as `null` (NaN, infinity) read back as NaN.
 
-use serde::Serialize;
+use super::cancel;
+use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// Two-sided confidence level of [`Summary::ci_low`]..[`Summary::ci_high`].
@@ -38,27 +44,38 @@ pub const SEVERE_OUTLIER_FENCE: f64 = 3.0;
 pub const FIRST_RUN_DEVIATION: f64 = 0.20;
 
 /// Descriptive statistics of a set of finite samples.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
     /// Number of samples.
     pub n: usize,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub median: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub mean: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub min: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub max: f64,
     /// Sample standard deviation (divisor n - 1; 0 for a single sample).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub stddev: f64,
     /// First quartile (type 7 interpolation).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub q1: f64,
     /// Third quartile (type 7 interpolation).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub q3: f64,
     /// `(max - min) / |median|`.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub spread: f64,
     /// Lower end of the 95% distribution-free confidence interval of the median.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub ci_low: f64,
     /// Upper end of the 95% distribution-free confidence interval of the median.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub ci_high: f64,
     /// Half the confidence interval relative to the median: `(ci_high - ci_low) / 2 / |median|`.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub rel_ci: f64,
     /// Samples outside the Tukey fences `[q1 - 1.5 IQR, q3 + 1.5 IQR]` (severe ones included).
     pub outliers: usize,
@@ -69,7 +86,7 @@ pub struct Summary {
 /// Which direction is good for a quantity, for picking the "best" sample
 /// (STREAM convention: the best of a bandwidth is its maximum, the best of a
 /// time or a latency its minimum).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Better {
     /// Bandwidth, throughput, operations per second.
@@ -222,15 +239,17 @@ fn median_ci_sorted(sorted: &[f64]) -> (f64, f64) {
 ///
 /// Order of the checks after each repetition: converged (`rel_ci <=
 /// target_rel_ci` with at least `min_reps` samples), then `max_reps` reached,
-/// then budget spent. The budget only stops a measurement after at least two
+/// then cancellation requested ([`super::cancel`]), then budget spent. The
+/// budget only stops a measurement after at least two
 /// repetitions, so that every measurement has a spread; a budget too small for
 /// `min_reps` repetitions yields fewer samples (at least 2) and a warning, and
 /// a single run longer than the budget makes the call last about
 /// `warm-up + 2` runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StopRule {
     /// Runs before the measurement whose values are discarded (cold caches,
-    /// page faults, frequency ramp-up). The first always runs when > 0; later
+    /// page faults, frequency ramp-up). The first always runs when > 0
+    /// (unless cancellation was requested before the call); later
     /// ones are skipped once the budget is spent.
     pub warmup: usize,
     /// Repetitions before convergence may stop the measurement.
@@ -240,14 +259,27 @@ pub struct StopRule {
     pub max_reps: usize,
     /// Wanted half-width of the median's 95% confidence interval relative to
     /// the median (0.01 = ±1%).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub target_rel_ci: f64,
-    /// Wall time of the whole [`measure`] call, warm-up included.
-    #[serde(serialize_with = "ser_secs")]
+    /// Wall time of the whole [`measure`] call, warm-up included; in JSON,
+    /// seconds as a number.
+    #[serde(serialize_with = "ser_secs", deserialize_with = "de_secs")]
     pub budget: Duration,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
+}
+
+/// The inverse of `ser_secs`: seconds (a non-negative number) to a
+/// duration, to the nearest nanosecond (exact for what `ser_secs` wrote).
+fn de_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let secs = f64::deserialize(d)?;
+    Duration::try_from_secs_f64(secs).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{secs} is not a duration in seconds (a number >= 0): {e}"
+        ))
+    })
 }
 
 impl Default for StopRule {
@@ -286,7 +318,7 @@ impl StopRule {
 }
 
 /// Why [`measure`] stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The median is as precise as asked, after at least `min_reps` samples.
@@ -295,20 +327,26 @@ pub enum StopReason {
     Budget,
     /// `max_reps` repetitions ran.
     MaxReps,
+    /// Cancellation was requested ([`super::cancel`]): the samples taken
+    /// until then (possibly none) are not a valid measurement.
+    Cancelled,
 }
 
 /// Samples of one quantity and their statistics.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurement {
     /// The measured samples, in the order they were taken (finite only).
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub samples: Vec<f64>,
-    /// The discarded warm-up values, in order.
+    /// The discarded warm-up values, in order (NaN and infinities included).
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub warmup_samples: Vec<f64>,
     /// Statistics of `samples`; `n` = 0 with NaN (`null`) statistics when no
     /// repetition gave a finite value.
     pub summary: Summary,
     pub stop_reason: StopReason,
     /// Wall time of the whole measurement, warm-up included, in seconds.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
     /// Repetitions whose value was NaN or infinite (left out of `samples`,
     /// counted against `max_reps`).
@@ -325,18 +363,26 @@ pub struct Measurement {
 ///
 /// A repetition returning NaN or an infinity counts as a repetition but not
 /// as a sample (see [`Measurement::non_finite`]).
+///
+/// Cancellation ([`super::cancel::request`]) is looked at before the first
+/// run and after every warm-up run and repetition: once requested, no
+/// further run is made and the summary of the samples taken so far comes
+/// back with [`StopReason::Cancelled`] (the no-data summary when there is no
+/// finite sample).
 pub fn measure<F: FnMut() -> f64>(rule: &StopRule, mut sample: F) -> Measurement {
     let start = Instant::now();
     let spent = || start.elapsed() >= rule.budget;
     let max_reps = rule.max_reps.max(1);
     let min_reps = rule.min_reps.clamp(1, max_reps);
 
+    let mut cancelled = cancel::requested();
     let mut warmup_samples = Vec::with_capacity(rule.warmup);
     for i in 0..rule.warmup {
-        if i > 0 && spent() {
+        if cancelled || (i > 0 && spent()) {
             break;
         }
         warmup_samples.push(sample());
+        cancelled = cancel::requested();
     }
 
     let mut samples = Vec::new();
@@ -344,6 +390,9 @@ pub fn measure<F: FnMut() -> f64>(rule: &StopRule, mut sample: F) -> Measurement
     let mut non_finite = 0;
     let mut reps = 0;
     let stop_reason = loop {
+        if cancelled {
+            break StopReason::Cancelled;
+        }
         let x = sample();
         reps += 1;
         if x.is_finite() {
@@ -358,6 +407,9 @@ pub fn measure<F: FnMut() -> f64>(rule: &StopRule, mut sample: F) -> Measurement
         }
         if reps >= max_reps {
             break StopReason::MaxReps;
+        }
+        if cancel::requested() {
+            break StopReason::Cancelled;
         }
         if reps >= 2 && spent() {
             break StopReason::Budget;
@@ -401,6 +453,12 @@ impl Measurement {
                 self.non_finite + n
             ));
         }
+        if self.stop_reason == StopReason::Cancelled {
+            out.push(format!(
+                "cancelled after {n} repetition{}: not a valid measurement",
+                if n == 1 { "" } else { "s" }
+            ));
+        }
         if n == 0 {
             return out;
         }
@@ -426,7 +484,8 @@ impl Measurement {
         }
         // NaN (no data) counts as not precise.
         let precise = s.rel_ci <= self.rule.target_rel_ci;
-        if self.stop_reason != StopReason::Converged && !precise {
+        let incomplete = matches!(self.stop_reason, StopReason::Budget | StopReason::MaxReps);
+        if incomplete && !precise {
             let why = match self.stop_reason {
                 StopReason::Budget => format!("in the {} budget", fmt_duration(self.rule.budget)),
                 _ => "(the maximum)".to_string(),

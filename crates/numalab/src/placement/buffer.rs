@@ -8,11 +8,11 @@ use super::verify::PageHistogram;
 use super::{PlacementError, PlacementError as E};
 use crate::machine::Machine;
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io;
 
 /// Transparent huge pages for one buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Thp {
     /// Leave the system setting (/sys/kernel/mm/transparent_hugepage/enabled).

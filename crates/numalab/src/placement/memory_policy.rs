@@ -16,7 +16,7 @@ use super::sys::Mode;
 use super::PlacementError;
 use crate::machine::Machine;
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A memory policy as the user wrote it (node sets already resolved).
@@ -71,12 +71,13 @@ impl WeightedImpl {
 }
 
 /// What the kernel is actually asked to do for a buffer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mechanism", rename_all = "kebab-case")]
 pub enum Realization {
-    /// One policy over the whole range (or none for first-touch).
+    /// One policy over the whole range (or none for first-touch); the mode
+    /// by its kernel name (`bind`, `prefer (many)`...).
     Kernel {
-        #[serde(serialize_with = "ser_mode")]
+        #[serde(serialize_with = "ser_mode", deserialize_with = "de_mode")]
         mode: Mode,
         nodes: IdSet,
     },
@@ -92,6 +93,14 @@ pub enum Realization {
 
 fn ser_mode<S: serde::Serializer>(m: &Mode, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(m.kernel_name())
+}
+
+/// The inverse of `ser_mode`.
+fn de_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+    let name = String::deserialize(d)?;
+    Mode::from_kernel_name(&name).ok_or_else(|| {
+        serde::de::Error::custom(format!("unknown kernel memory policy mode '{name}'"))
+    })
 }
 
 pub const POLICY_CHOICES: &str = "first-touch, local, bind:NODES, preferred:NODE, interleave:NODES[@PAGES], weighted:NODE=W,...[@PAGES], remote[:near|:far]";

@@ -21,6 +21,22 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in the kernel's numbering.
+    pub const ALL: [Mode; 7] = [
+        Mode::Default,
+        Mode::Preferred,
+        Mode::Bind,
+        Mode::Interleave,
+        Mode::Local,
+        Mode::PreferredMany,
+        Mode::WeightedInterleave,
+    ];
+
+    /// The mode of a [`Mode::kernel_name`].
+    pub fn from_kernel_name(name: &str) -> Option<Mode> {
+        Self::ALL.into_iter().find(|m| m.kernel_name() == name)
+    }
+
     /// The kernel's name of the mode, as /proc/PID/numa_maps prints it.
     pub fn kernel_name(self) -> &'static str {
         match self {
