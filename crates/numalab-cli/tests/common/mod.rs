@@ -2,6 +2,8 @@
 //! shell steps and parses what each printed; shared by the guest test files.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod browser;
+
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
