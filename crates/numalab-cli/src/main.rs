@@ -37,6 +37,8 @@ enum Command {
     Apexmap(cmd::apexmap::Args),
     /// Memory and thread policies compared for canonical workloads, with advice.
     Policies(cmd::policies::Args),
+    /// The full characterization of this machine as one self-contained HTML report.
+    Report(cmd::report::Args),
     /// Two results side by side: per metric both values, the ratio, and whether it exceeds the spread.
     Compare(cmd::compare::Args),
     /// Show the machine: nodes, CPUs, memory, caches, distances, hops, HMAT, devices.
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::C2c(a) => cmd::c2c::run(a),
         Command::Apexmap(a) => cmd::apexmap::run(a),
         Command::Policies(a) => cmd::policies::run(a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Topology(a) => cmd::topology::run(a),
         Command::Place(a) => cmd::place::run(a),

@@ -9,6 +9,7 @@ pub mod matrix;
 pub mod options;
 pub mod place;
 pub mod policies;
+pub mod report;
 pub mod run;
 pub mod scaling;
 pub mod set;

@@ -1,0 +1,454 @@
+//! `numalab report`: the full characterization of a machine, within a time
+//! budget, as DIR/results.json, one CSV per table and a self-contained
+//! DIR/report.html. Interrupted or failing half way, it keeps what it
+//! measured; `--resume` measures only what is missing.
+
+use crate::output::{load_machine, CliError, CliResult};
+use numalab::measure::cancel;
+use numalab::measure::environment::Environment;
+use numalab::measure::harness::default_buffer_bytes;
+use numalab::measure::kernels::Isa;
+use numalab::placement::{format_bytes, parse_size};
+use numalab::report::files::{read_dir, write_dir, HTML_FILE, RESULTS_FILE};
+use numalab::report::plan::{default_budget, weight};
+use numalab::report::results::{Mode, PartName, PartStatus, ReportResults};
+use numalab::report::session::{self, Observer, RunOutcome};
+use numalab::Machine;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Instant;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Parts (run in this order): latency-matrix, bandwidth-matrix, sizes, scaling, c2c, loaded-latency-local, loaded-latency-far, policies, sweep, sweep-background. \
+The default budget is 80 s on a one-node machine plus 40 s per further memory node (at most 300 s); --quick takes a third of it, --full four times. \
+Ctrl-C (or SIGTERM) stops the report and keeps what was measured; a second Ctrl-C kills it at once. \
+Exit codes: 0 done (parts skipped for the budget are listed), 1 a part failed or the report could not be written, 2 bad input, 3 some placement did not verify, 130/143 interrupted. See docs/report.md."
+)]
+pub struct Args {
+    /// Directory for results.json, the CSV files and report.html.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        default_value = "numalab-report"
+    )]
+    output: PathBuf,
+    /// A third of the default budget: fewer sizes, one traffic mix.
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// Four times the default budget: every size, every mix, every background level.
+    #[arg(long)]
+    full: bool,
+    /// Time budget of the whole report in seconds (default: by machine size and mode).
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
+    budget: Option<String>,
+    /// Describe the machine of this hwloc XML file (no measurement: the report says which parts need the machine).
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
+    /// Complete the report in DIR: measure only the parts it is missing.
+    #[arg(long)]
+    resume: bool,
+    /// Overwrite a report already in DIR.
+    #[arg(long, conflicts_with = "resume")]
+    force: bool,
+    /// Only these parts (comma-separated; matrix, loaded-latency and sweeps name both of a kind; default all).
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    parts: String,
+    /// Bytes per buffer of the memory-bound measurements (default: 4x the last-level cache, at least 64M).
+    #[arg(long, value_name = "SIZE")]
+    size: Option<String>,
+}
+
+/// The signal that interrupted the report (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only async-signal-safe work here: two atomic stores. SA_RESETHAND has
+    // already restored the default action, so a second Ctrl-C kills.
+    SIGNAL.store(sig, Ordering::SeqCst);
+    cancel::request();
+}
+
+fn install_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction with a valid handler and flags.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+fn budget_of(text: &str) -> Result<f64, CliError> {
+    let v: f64 = text.trim().parse().map_err(|_| {
+        CliError::usage(format!(
+            "--budget '{text}' is not a number of seconds (e.g. 60)"
+        ))
+    })?;
+    if !(v.is_finite() && v >= 1.0) {
+        return Err(CliError::usage(format!(
+            "--budget {text} must be at least 1 second"
+        )));
+    }
+    Ok(v)
+}
+
+fn mode_of(a: &Args) -> Mode {
+    if a.quick {
+        Mode::Quick
+    } else if a.full {
+        Mode::Full
+    } else {
+        Mode::Default
+    }
+}
+
+fn size_of(m: &Machine, text: Option<&str>) -> Result<usize, CliError> {
+    match text {
+        None => Ok(default_buffer_bytes(m)),
+        Some(t) => {
+            let v = parse_size(t).map_err(|e| CliError::usage(format!("--size: {e}")))?;
+            if v < (1 << 20) {
+                return Err(CliError::usage(format!(
+                    "--size {t} is too small: at least 1M (the memory-bound measurements need buffers well beyond the caches; default 4x the last-level cache)"
+                )));
+            }
+            let v = usize::try_from(v)
+                .map_err(|_| CliError::usage(format!("--size {t} is too large")))?;
+            Ok(v.next_multiple_of(2 << 20))
+        }
+    }
+}
+
+/// Progress on stderr: a bar on a terminal, one line per part otherwise.
+struct Progress {
+    dir: PathBuf,
+    bar: Option<indicatif::ProgressBar>,
+    start: Instant,
+    budget: f64,
+    save_error: Option<String>,
+}
+
+impl Progress {
+    fn new(dir: &Path, budget: f64) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let pb = indicatif::ProgressBar::new((budget * 10.0).ceil() as u64);
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("report [{bar:30}] {elapsed}/{msg}")
+            {
+                pb.set_style(style.progress_chars("=> "));
+            }
+            pb.enable_steady_tick(std::time::Duration::from_millis(200));
+            pb
+        });
+        Progress {
+            dir: dir.to_path_buf(),
+            bar,
+            start: Instant::now(),
+            budget,
+            save_error: None,
+        }
+    }
+
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn tick(&self, msg: String) {
+        if let Some(b) = &self.bar {
+            let t = self.start.elapsed().as_secs_f64();
+            b.set_position(((t * 10.0) as u64).min(b.length().unwrap_or(0)));
+            b.set_message(format!("{:.0}s {msg}", self.budget));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn calibrating(&mut self) {
+        self.tick("calibrating".into());
+    }
+
+    fn part_started(&mut self, part: PartName, index: usize, count: usize, budget_s: f64) {
+        self.say(&format!(
+            "report: [{}/{count}] {} ({budget_s:.1} s)",
+            index + 1,
+            part.name()
+        ));
+        self.tick(part.name().into());
+    }
+
+    fn step(&mut self, part: PartName, what: &str) {
+        self.tick(format!("{}: {what}", part.name()));
+    }
+
+    fn part_ended(&mut self, doc: &ReportResults, part: PartName) {
+        let m = doc.parts.meta(part);
+        if m.status != PartStatus::Done {
+            self.say(&format!(
+                "report: {} {}: {}",
+                part.name(),
+                m.status.name(),
+                m.reason.as_deref().unwrap_or("")
+            ));
+        }
+        if let Err(e) = write_dir(&self.dir, doc) {
+            // Keep measuring: the next save may work; the end reports it.
+            self.save_error = Some(format!("writing {}: {e}", self.dir.display()));
+        }
+    }
+}
+
+/// Refuses to resume a report of another machine (it would mix machines).
+fn check_same_machine(doc: &ReportResults, m: &Machine, dir: &Path) -> Result<(), CliError> {
+    if !doc.machine.is_live() {
+        return Err(CliError::usage(format!(
+            "{} describes a topology file, not this machine: there is nothing to measure or resume; make a new report with -o",
+            dir.join(RESULTS_FILE).display()
+        )));
+    }
+    let host_then = doc
+        .environment
+        .as_ref()
+        .map(|e| e.hostname.clone())
+        .unwrap_or_default();
+    let host_now = Environment::capture().hostname;
+    let shape = |x: &Machine| {
+        (
+            x.nodes
+                .iter()
+                .map(|n| (n.os_index, n.cpus.to_string()))
+                .collect::<Vec<_>>(),
+            x.allowed_cpus.to_string(),
+            x.allowed_nodes.to_string(),
+        )
+    };
+    if host_then != host_now || shape(&doc.machine) != shape(m) {
+        return Err(CliError::usage(format!(
+            "{} was measured on {} ({} node(s), CPUs {}), this is {} ({} node(s), CPUs {}): resuming would mix two machines; make a new report with another -o",
+            dir.join(RESULTS_FILE).display(),
+            if host_then.is_empty() { "another host" } else { &host_then },
+            doc.machine.nodes.len(),
+            doc.machine.allowed_cpus,
+            host_now,
+            m.nodes.len(),
+            m.allowed_cpus
+        )));
+    }
+    Ok(())
+}
+
+pub fn run(a: Args) -> CliResult {
+    let mode = mode_of(&a);
+    let selected =
+        PartName::parse_list(&a.parts).map_err(|e| CliError::usage(format!("--parts: {e}")))?;
+    let budget_opt = a.budget.as_deref().map(budget_of).transpose()?;
+    let dir = a.output.clone();
+    let existing = dir.join(RESULTS_FILE);
+    if a.topology.is_some() {
+        if a.resume || budget_opt.is_some() || a.size.is_some() {
+            return Err(CliError::usage(
+                "--topology describes a machine from a file and measures nothing: --resume, --budget and --size need the live machine",
+            ));
+        }
+    } else if !a.resume && existing.exists() && !a.force {
+        return Err(CliError::usage(format!(
+            "{} already holds a report: --resume completes it, --force overwrites it, or choose another -o DIR",
+            dir.display()
+        )));
+    }
+    if a.topology.is_some() && existing.exists() && !a.force {
+        return Err(CliError::usage(format!(
+            "{} already holds a report: --force overwrites it, or choose another -o DIR",
+            dir.display()
+        )));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(CliError::usage(format!(
+            "-o {}: not a directory",
+            dir.display()
+        )));
+    }
+    let command_line: Vec<String> = std::env::args().collect();
+    let m = load_machine(a.topology.as_deref())?;
+
+    // A report of a topology file: the machine model only.
+    if a.topology.is_some() {
+        let doc = session::new_document(
+            &m,
+            None,
+            mode,
+            default_budget(&m, mode),
+            default_buffer_bytes(&m),
+            &selected,
+        );
+        write_dir(&dir, &doc)
+            .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
+        print_summary(&doc, &dir);
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let (mut doc, budget) = if a.resume {
+        if !existing.exists() {
+            return Err(CliError::usage(format!(
+                "--resume: {} holds no report ({} is missing); run without --resume to start one",
+                dir.display(),
+                existing.display()
+            )));
+        }
+        if a.quick || a.full || a.size.is_some() || a.parts != "all" {
+            return Err(CliError::usage(
+                "--resume continues a report with its own mode, parts and buffer size: drop --quick, --full, --parts and --size (--budget may be given)",
+            ));
+        }
+        let doc = read_dir(&dir).map_err(|e| CliError::usage(format!("--resume: {e}")))?;
+        check_same_machine(&doc, &m, &dir)?;
+        let todo = session::parts_to_measure(&doc);
+        if todo.is_empty() {
+            write_dir(&dir, &doc)
+                .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
+            println!(
+                "numalab report: nothing to resume: every part of {} is done",
+                dir.display()
+            );
+            print_summary(&doc, &dir);
+            return Ok(ExitCode::SUCCESS);
+        }
+        // The missing parts' share of the original budget.
+        let all: f64 = doc
+            .selected_parts
+            .iter()
+            .filter(|&&p| doc.parts.meta(p).status != PartStatus::NotApplicable)
+            .map(|&p| weight(p, doc.mode))
+            .sum();
+        let missing: f64 = todo.iter().map(|&p| weight(p, doc.mode)).sum();
+        let budget = budget_opt.unwrap_or((doc.budget_s * missing / all.max(1e-9)).max(5.0));
+        eprintln!(
+            "report: resuming {}: {} part(s) missing ({}), budget {budget:.0} s",
+            dir.display(),
+            todo.len(),
+            todo.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+        );
+        (doc, budget)
+    } else {
+        let size = size_of(&m, a.size.as_deref())?;
+        let budget = budget_opt.unwrap_or_else(|| default_budget(&m, mode));
+        let doc = session::new_document(&m, None, mode, budget, size, &selected);
+        eprintln!(
+            "report: {} report of {} into {} within {budget:.0} s ({} per memory buffer)",
+            mode.name(),
+            doc.summary.headline.trim_end_matches('.'),
+            dir.display(),
+            format_bytes(size as u64)
+        );
+        (doc, budget)
+    };
+    // The directory must be writable before anything is measured.
+    write_dir(&dir, &doc)
+        .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
+
+    cancel::reset();
+    install_handlers();
+    let mut progress = Progress::new(&dir, budget);
+    let outcome = session::run(
+        &m,
+        &mut doc,
+        budget,
+        Isa::detect_best(),
+        command_line,
+        &mut progress,
+    );
+    progress.finish();
+    let saved = write_dir(&dir, &doc);
+    if let Err(e) = saved {
+        return Err(CliError::failed(format!(
+            "writing {}: {e} (the measurements are lost)",
+            dir.display()
+        )));
+    }
+    if let Some(e) = progress.save_error {
+        eprintln!("numalab: warning: {e} (saved at the end)");
+    }
+    print_summary(&doc, &dir);
+    let run = doc.runs.last();
+    match outcome {
+        RunOutcome::Interrupted => {
+            let sig = SIGNAL.load(Ordering::SeqCst);
+            eprintln!(
+                "numalab: interrupted after {:.1} s: kept {} measured part(s) in {}; `numalab report -o {} --resume` measures the rest",
+                run.map(|r| r.elapsed_s).unwrap_or(0.0),
+                run.map(|r| r.measured.len()).unwrap_or(0),
+                dir.display(),
+                dir.display()
+            );
+            Ok(ExitCode::from(if sig == libc::SIGTERM { 143 } else { 130 }))
+        }
+        _ => {
+            let failed = doc
+                .parts
+                .statuses()
+                .iter()
+                .any(|(_, s)| *s == PartStatus::Failed);
+            Ok(if failed {
+                ExitCode::from(1)
+            } else if !doc.verification.verified {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}
+
+/// The summary on stdout, and where the files are.
+fn print_summary(doc: &ReportResults, dir: &Path) {
+    let s = &doc.summary;
+    let state = if doc.complete {
+        "complete".to_string()
+    } else {
+        format!("incomplete ({} part(s) missing)", doc.missing().len())
+    };
+    let last = doc.runs.last();
+    println!(
+        "numalab report: {state}{}",
+        last.map(|r| format!(" in {:.1} s (budget {:.0} s)", r.elapsed_s, r.budget_s))
+            .unwrap_or_default()
+    );
+    println!("{}", s.headline);
+    for f in &s.findings {
+        println!("  - {}", f.text);
+    }
+    if !s.advice.is_empty() {
+        println!("advice:");
+        for f in &s.advice {
+            println!("  - {}", f.text);
+        }
+    }
+    for w in &s.warnings {
+        println!("warning: {w}");
+    }
+    for w in &s.missing {
+        println!("missing: {w}");
+    }
+    println!(
+        "wrote {} (open it in a browser), {} and {} CSV file(s) in {}",
+        dir.join(HTML_FILE).display(),
+        RESULTS_FILE,
+        numalab::report::csv::tables(doc).len(),
+        dir.display()
+    );
+}
