@@ -95,13 +95,13 @@ fn what_differs_beyond_the_spread_and_the_environment() {
     assert!(text.contains("kernel"), "{text}");
     assert!(text.contains("6.1.0") && text.contains("6.12.0"), "{text}");
     let line = |m: &str| text.lines().find(|l| l.starts_with(m)).unwrap().to_string();
-    let lat = line("latency[0][cpu_node=0,mem_node=1].value");
+    let lat = line("latency[cpu_node=0,mem_node=1].value");
     assert!(
         lat.contains("100.0") && lat.contains("130.0") && lat.contains("1.300"),
         "{lat}"
     );
     assert!(lat.trim_end().ends_with("yes"), "{lat}");
-    assert!(line("bandwidth[0][cpu_node=0,mem_node=1].value")
+    assert!(line("bandwidth[cpu_node=0,mem_node=1].value")
         .trim_end()
         .ends_with("no"));
     assert!(text.contains("2 metric(s), 1 differ"), "{text}");

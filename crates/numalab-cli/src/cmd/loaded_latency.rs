@@ -6,8 +6,8 @@ use crate::cmd::options::{StatOptions, Units};
 use crate::cmd::place::{cpuless_hint, parse_one_cpu};
 use crate::output::{load_machine, print_json, print_warnings, CliError, CliResult, Progress};
 use numalab::experiments::loaded_latency::{
-    measurements, run_loaded_latency, Ladder, LoadStep, LoadedLatencyRequest, LoadedLatencyResult,
-    MixCurve,
+    default_injectors, measurements, run_loaded_latency, usable_cpus, Ladder, LoadStep,
+    LoadedLatencyRequest, LoadedLatencyResult, MixCurve,
 };
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::environment::Environment;
@@ -153,35 +153,18 @@ fn ladder(rates: Option<&str>, delays: Option<&str>) -> Result<Ladder, CliError>
     Ok(Ladder::Steps(steps))
 }
 
-/// The CPUs this process may run on: the machine's allowed set (cgroup)
-/// within the process's affinity mask (taskset).
-fn usable_cpus(m: &Machine) -> IdSet {
-    match numalab::placement::sys::get_affinity(0) {
-        Ok(mask) if mask.intersects(&m.allowed_cpus) => m.allowed_cpus.intersection(&mask),
-        _ => m.allowed_cpus.clone(),
-    }
-}
-
 /// The injector CPUs: the option's set, or every other allowed CPU (SMT
 /// siblings of the chasing CPU left out when other CPUs remain).
 fn injector_cpus(m: &Machine, chase: u32, text: Option<&str>) -> Result<Vec<u32>, CliError> {
     let usable = usable_cpus(m);
     let Some(t) = text else {
-        let others: IdSet = usable.iter().filter(|c| *c != chase).collect();
-        if others.is_empty() {
+        let injectors = default_injectors(m, chase);
+        if injectors.is_empty() {
             return Err(CliError::usage(format!(
                 "loaded-latency needs a CPU to chase and at least one more for injectors, but this process may use only CPU {usable}; run it where 2 or more CPUs are allowed (cgroup cpuset, taskset)"
             )));
         }
-        let siblings: IdSet = m
-            .cores
-            .iter()
-            .filter(|c| c.cpus.contains(chase))
-            .flat_map(|c| c.cpus.iter().collect::<Vec<_>>())
-            .collect();
-        let apart = others.difference(&siblings);
-        let set = if apart.is_empty() { others } else { apart };
-        return Ok(set.iter().collect());
+        return Ok(injectors);
     };
     let set = ResourceSet::parse(m, t, ListMeaning::Cpus)
         .map_err(|e| CliError::usage(format!("--injector-cpus: {e}")))?;

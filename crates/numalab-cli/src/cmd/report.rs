@@ -200,10 +200,9 @@ impl Observer for Progress {
         let m = doc.parts.meta(part);
         if m.status != PartStatus::Done {
             self.say(&format!(
-                "report: {} {}: {}",
+                "report: {}: {}",
                 part.name(),
-                m.status.name(),
-                m.reason.as_deref().unwrap_or("")
+                m.reason.as_deref().unwrap_or(m.status.name())
             ));
         }
         if let Err(e) = write_dir(&self.dir, doc) {
@@ -283,6 +282,8 @@ pub fn run(a: Args) -> CliResult {
             dir.display()
         )));
     }
+    // --force removes the old report only once the new one is sure to start.
+    let clear_old = a.force && existing.exists();
     let command_line: Vec<String> = std::env::args().collect();
     let m = load_machine(a.topology.as_deref())?;
 
@@ -296,6 +297,9 @@ pub fn run(a: Args) -> CliResult {
             default_buffer_bytes(&m),
             &selected,
         );
+        if clear_old {
+            clear_report(&dir)?;
+        }
         write_dir(&dir, &doc)
             .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
         print_summary(&doc, &dir);
@@ -349,15 +353,19 @@ pub fn run(a: Args) -> CliResult {
         let budget = budget_opt.unwrap_or_else(|| default_budget(&m, mode));
         let doc = session::new_document(&m, None, mode, budget, size, &selected);
         eprintln!(
-            "report: {} report of {} into {} within {budget:.0} s ({} per memory buffer)",
+            "report: {} report into {} within {budget:.0} s ({} per memory buffer, {} part(s)): {}",
             mode.name(),
-            doc.summary.headline.trim_end_matches('.'),
             dir.display(),
-            format_bytes(size as u64)
+            format_bytes(size as u64),
+            session::parts_to_measure(&doc).len(),
+            doc.summary.headline
         );
         (doc, budget)
     };
     // The directory must be writable before anything is measured.
+    if clear_old {
+        clear_report(&dir)?;
+    }
     write_dir(&dir, &doc)
         .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
 
@@ -414,10 +422,32 @@ pub fn run(a: Args) -> CliResult {
     }
 }
 
+/// Removes the files of the report in `dir` (results.json, report.html, the
+/// CSVs and unfinished temporary files), nothing else.
+fn clear_report(dir: &Path) -> Result<(), CliError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| CliError::failed(format!("--force: reading {}: {e}", dir.display())))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = name == RESULTS_FILE
+            || name == HTML_FILE
+            || name.ends_with(".csv")
+            || (name.starts_with('.') && name.ends_with(".partial"));
+        if ours && e.path().is_file() {
+            std::fs::remove_file(e.path()).map_err(|err| {
+                CliError::failed(format!("--force: removing {}: {err}", e.path().display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// The summary on stdout, and where the files are.
 fn print_summary(doc: &ReportResults, dir: &Path) {
     let s = &doc.summary;
-    let state = if doc.complete {
+    let state = if !doc.machine.is_live() {
+        "the machine model of a topology file (nothing measured)".to_string()
+    } else if doc.complete {
         "complete".to_string()
     } else {
         format!("incomplete ({} part(s) missing)", doc.missing().len())

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod browser;
+pub mod report;
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -38,6 +39,19 @@ impl Guest {
         serde_json::from_str(&s.out)
             .unwrap_or_else(|e| panic!("step {name}: stdout is not JSON ({e}):\n{}", s.out))
     }
+}
+
+/// Runs the numalab binary: (exit code, stdout, stderr).
+pub fn numalab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args(args)
+        .output()
+        .expect("run numalab");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 pub fn tail(s: &str, n: usize) -> String {

@@ -258,6 +258,32 @@ pub struct LoadedLatencyResult {
     pub verification: Verification,
 }
 
+/// CPUs this process may run on: the machine's allowed set (cgroup) within
+/// the process's affinity mask (taskset).
+pub fn usable_cpus(m: &Machine) -> IdSet {
+    match crate::placement::sys::get_affinity(0) {
+        Ok(mask) if mask.intersects(&m.allowed_cpus) => m.allowed_cpus.intersection(&mask),
+        _ => m.allowed_cpus.clone(),
+    }
+}
+
+/// The default injector CPUs for a chase on `chase`: every other usable
+/// CPU, its SMT siblings left out when other CPUs remain (a sibling shares
+/// the chasing core's pipeline, which would slow the chase itself).
+pub fn default_injectors(m: &Machine, chase: u32) -> Vec<u32> {
+    let others: IdSet = usable_cpus(m).iter().filter(|&c| c != chase).collect();
+    let siblings: IdSet = m
+        .cores
+        .iter()
+        .filter(|c| c.cpus.contains(chase))
+        .flat_map(|c| c.cpus.iter().collect::<Vec<_>>())
+        .collect();
+    let apart = others.difference(&siblings);
+    if apart.is_empty() { others } else { apart }
+        .iter()
+        .collect()
+}
+
 /// Number of measurements a request makes (for progress bars): per mix,
 /// idle plus each step.
 pub fn measurements(req: &LoadedLatencyRequest) -> usize {

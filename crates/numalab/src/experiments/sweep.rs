@@ -27,7 +27,7 @@ use crate::measure::cancel;
 use crate::measure::harness::BufferCheck;
 use crate::measure::kernels::{run_pass, BandwidthKernel, ByteCount, Isa};
 use crate::measure::pacing::{PacedLoad, PacedReport, PacedSpec, TrafficMix};
-use crate::measure::stats::{measure, StopRule, Summary};
+use crate::measure::stats::{measure, median, StopRule, Summary};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Thp,
 };
@@ -1222,9 +1222,13 @@ pub fn run_sweep(
             let affordable = (avail / (min_case + per_case_overhead)).floor() as usize;
             // Share what fits over thread counts and backgrounds in
             // proportion to their case counts.
+            // Every run covers its hop classes (its cases are ordered so
+            // that the first ones do); the rest is shared in proportion.
             let frac = affordable as f64 / total_planned as f64;
             for (t, p) in take.iter_mut().zip(&plans) {
+                let classes: BTreeSet<String> = p.2.iter().map(|c| c.hop_class()).collect();
                 *t = ((p.2.len() as f64 * frac).floor() as usize)
+                    .max(classes.len())
                     .max(1)
                     .min(p.2.len());
             }
@@ -1500,20 +1504,6 @@ fn condition_name(bg: &Option<Background>) -> String {
             )
         ),
     }
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 fn case_seconds<'a>(cases: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {

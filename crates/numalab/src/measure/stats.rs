@@ -235,6 +235,22 @@ fn median_ci_sorted(sorted: &[f64]) -> (f64, f64) {
     }
 }
 
+/// The median of the finite values (NaN and infinities left out), `None`
+/// when there is none.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
 /// When [`measure`] stops repeating.
 ///
 /// Order of the checks after each repetition: converged (`rel_ci <=

@@ -42,6 +42,7 @@ const ID_KEYS: &[&str] = &[
     "mem_node",
     "node",
     "cpu",
+    "cpus",
     "bytes",
     "labels",
     "label",
@@ -52,7 +53,7 @@ const ID_KEYS: &[&str] = &[
 ];
 
 /// Environment fields worth showing when they differ.
-const ENV_KEYS: &[&str] = &[
+pub const ENV_KEYS: &[&str] = &[
     "numalab_version",
     "hwloc_version",
     "kernel",
@@ -166,6 +167,24 @@ fn walk(v: &Value, path: &str, out: &mut BTreeMap<String, Figure>) {
             }
         }
         Value::Array(a) => {
+            // Rows of a matrix whose cells name themselves (cpu_node,
+            // mem_node) add nothing to the name: `latency[cpu_node=0,mem_node=1]`.
+            let named_rows = !a.is_empty()
+                && a.iter().all(|row| {
+                    row.as_array().is_some_and(|cells| {
+                        !cells.is_empty()
+                            && cells
+                                .iter()
+                                .enumerate()
+                                .all(|(i, c)| c.is_object() && element_name(c, i) != i.to_string())
+                    })
+                });
+            if named_rows {
+                for row in a {
+                    walk(row, path, out);
+                }
+                return;
+            }
             let names: Vec<String> = a
                 .iter()
                 .enumerate()
@@ -439,7 +458,7 @@ mod tests {
         assert_eq!(
             names,
             [
-                "bandwidth[0][cpu_node=0,mem_node=1].value",
+                "bandwidth[cpu_node=0,mem_node=1].value",
                 "gbps",
                 "points[1].x",
                 "points[bytes=4096].x"

@@ -240,7 +240,8 @@ pub fn tables(doc: &ReportResults) -> Vec<Table> {
             "Loaded latency: chase latency (ns) vs injected bandwidth (GB/s, program and memory bytes)",
             &[
                 "target",
-                "node",
+                "cpu",
+                "mem_nodes",
                 "mix",
                 "step",
                 "injected_gbps",
@@ -257,7 +258,14 @@ pub fn tables(doc: &ReportResults) -> Vec<Table> {
                 for pt in std::iter::once(&c.idle).chain(&c.steps) {
                     t.rows.push(vec![
                         target.into(),
-                        r.chase.node.map(|n| n.to_string()).unwrap_or_default(),
+                        r.chase.cpu.to_string(),
+                        r.chase
+                            .pages_by_node
+                            .iter()
+                            .filter(|(_, &p)| p > 0)
+                            .map(|(n, _)| n.to_string())
+                            .collect::<Vec<_>>()
+                            .join(" "),
                         c.mix.name(),
                         pt.step.clone(),
                         num(pt.injected_gbps, 3),

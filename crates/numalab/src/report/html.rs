@@ -15,6 +15,7 @@ use crate::machine::{Machine, Source};
 use crate::placement::format_bytes;
 use crate::report::csv::{tables, Table};
 use crate::report::results::{PartName, PartStatus, ReportResults, SweepOutcome};
+use crate::report::summary::sentence_case;
 use crate::report::svg::{
     self, bar_chart, escape as esc, heatmap, line_chart, node_graph, Axis, Bar, BarGroup,
     GraphEdge, GraphNode, Heatmap, Marker, PointMark, Scale, Series, TickFormat,
@@ -124,7 +125,12 @@ pub fn render(doc: &ReportResults) -> String {
         .map(|e| e.hostname.clone())
         .unwrap_or_default();
     let title = match &doc.machine.source {
-        Source::File { path } => format!("numalab report: {}", path.display()),
+        Source::File { path } => format!(
+            "numalab report: {}",
+            path.file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.display().to_string())
+        ),
         Source::Live if !host.is_empty() => format!("numalab report: {host}"),
         Source::Live => "numalab report".to_string(),
     };
@@ -196,6 +202,15 @@ fn header(h: &mut String, doc: &ReportResults, title: &str) {
     } else {
         String::new()
     };
+    if !doc.machine.is_live() {
+        let _ = write!(
+            h,
+            "<h1>{}</h1>\n<p class=\"meta\">The machine model of a topology file: nothing measured · numalab {}</p>\n",
+            esc(title),
+            esc(&doc.numalab_version)
+        );
+        return;
+    }
     let _ = write!(
         h,
         "<h1>{}</h1>\n<p class=\"meta\">{}{} · {} report, budget {:.0} s, measured {:.1} s{runs} · {} per memory buffer{}</p>\n",
@@ -309,12 +324,16 @@ fn csv_link(h: &mut String, tabs: &BTreeMap<String, Table>, name: &str) {
     if let Some(t) = tabs.get(name) {
         let _ = writeln!(
             h,
-            "<p class=\"note\">Raw numbers: <a href=\"{}\">{}</a> ({} rows).</p>",
+            "<p class=\"note\">Raw numbers: <a href=\"{}\">{}</a> ({}).</p>",
             esc(&t.file_name()),
             esc(&t.file_name()),
-            t.rows.len()
+            rows(t.rows.len())
         );
     }
+}
+
+fn rows(n: usize) -> String {
+    format!("{n} row{}", if n == 1 { "" } else { "s" })
 }
 
 /// A table as HTML, in a `<details>` when `collapsed`.
@@ -322,8 +341,8 @@ fn table_html(h: &mut String, t: &Table, id: &str, collapsed: bool) {
     if collapsed {
         let _ = writeln!(
             h,
-            "<details><summary>The numbers ({} rows; also <a href=\"{}\">{}</a>)</summary>",
-            t.rows.len(),
+            "<details><summary>The numbers ({}; also <a href=\"{}\">{}</a>)</summary>",
+            rows(t.rows.len()),
             esc(&t.file_name()),
             esc(&t.file_name())
         );
@@ -566,7 +585,7 @@ fn machine(h: &mut String, m: &Machine, tabs: &BTreeMap<String, Table>) {
             h,
             heatmap(
                 "fig-distance-heatmap",
-                "Firmware distance (SLIT) between nodes",
+                "Firmware distance (SLIT, 10 = local) between nodes",
                 &Heatmap {
                     rows: labels.clone(),
                     cols: labels,
@@ -577,7 +596,7 @@ fn machine(h: &mut String, m: &Machine, tabs: &BTreeMap<String, Table>) {
                         .collect(),
                     row_title: "from node".into(),
                     col_title: "to node".into(),
-                    unit: "distance (10 = local)".into(),
+                    unit: String::new(),
                     decimals: 0,
                     higher_is_better: false,
                     row_groups: Vec::new(),
@@ -684,7 +703,7 @@ fn matrix(
         (
             "fig-latency-heatmap",
             format!(
-                "Latency from each CPU node to each memory node ({:?} chase)",
+                "Latency from each CPU node to each memory node ({} chase)",
                 r.pattern
             ),
             "ns per load",
@@ -939,14 +958,15 @@ fn scaling(
     }
 }
 
-/// Bars of one sweep part: grouped by thread count and hop class, each bar
-/// a case's time normalized to the fastest case of its thread count.
+/// Bars of one sweep part, one chart per run (thread count, background):
+/// grouped by hop class, each bar a case's time normalized to the fastest
+/// case of its thread count, in a container with the part's id.
 fn sweep_chart(h: &mut String, id: &str, s: &SweepOutcome, title: &str) {
-    let mut groups: Vec<BarGroup> = Vec::new();
+    let _ = writeln!(h, "<div id=\"{id}\">");
     for run in &s.sweep.runs {
         let cond = match &run.background {
             None => String::new(),
-            Some(b) => format!(", bg {}", b.level),
+            Some(b) => format!(", background {}", b.level),
         };
         let mut by_class: BTreeMap<String, Vec<Bar>> = BTreeMap::new();
         for c in &run.cases {
@@ -954,45 +974,63 @@ fn sweep_chart(h: &mut String, id: &str, s: &SweepOutcome, title: &str) {
                 label: c.labels.join(" "),
                 value: c.normalized,
                 tooltip: format!(
-                    "{} ({} thread{}{cond}): {:.2}x the fastest, {:.2} ms per pass, class of {} case{}{}",
+                    "{}: {:.2}x the fastest, {:.2} ms per pass, class of {} case{}{}{}",
                     c.labels.join(" "),
-                    run.threads,
-                    if run.threads == 1 { "" } else { "s" },
                     c.normalized,
                     c.seconds.median * 1e3,
                     c.class_size,
                     if c.class_size == 1 { "" } else { "s" },
-                    if c.verified { "" } else { "; placement NOT verified" }
+                    match c.sharing.as_str() {
+                        "cpu" => "; both threads on one CPU",
+                        "core" => "; SMT siblings",
+                        _ => "",
+                    },
+                    if c.verified {
+                        ""
+                    } else {
+                        "; placement NOT verified"
+                    }
                 ),
                 flagged: !c.verified,
             });
         }
-        for (class, mut bars) in by_class {
-            bars.sort_by(|a, b| a.value.total_cmp(&b.value));
-            groups.push(BarGroup {
-                label: format!("{}t {class}{cond}", run.threads),
-                bars,
-            });
-        }
+        let groups: Vec<BarGroup> = by_class
+            .into_iter()
+            .map(|(class, mut bars)| {
+                bars.sort_by(|a, b| a.value.total_cmp(&b.value));
+                BarGroup { label: class, bars }
+            })
+            .collect();
+        let threads = format!(
+            "{} thread{}",
+            run.threads,
+            if run.threads == 1 { "" } else { "s" }
+        );
+        figure(
+            h,
+            bar_chart(
+                &format!("{id}-{}t", run.threads),
+                &format!("{title}: {threads}{cond}"),
+                "time / fastest case (x)",
+                &groups,
+                Some(1.0),
+            ),
+            &format!(
+                "{} of {} symmetry classes ({} cases in all), one bar per class, grouped by hop class (r/w and hops of each thread: w0/w1 = one writer local, one a hop away). 1.0 = the fastest case; higher is slower. Labels: node.core.r|w.memory-node per thread.",
+                run.cases_run, run.classes, run.total_cases
+            ),
+        );
     }
-    figure(
-        h,
-        bar_chart(id, title, "time / fastest case (x)", &groups, Some(1.0)),
-        "One bar per symmetry class (a representative case), grouped by thread count and hop class (r/w and hops of each thread, e.g. w0/w1). 1.0 = the fastest case of the same thread count; higher is slower. Labels: node.core.r|w.memory-node per thread.",
-    );
+    h.push_str("</div>\n");
 }
 
 fn sweeps(h: &mut String, doc: &ReportResults, tabs: &BTreeMap<String, Table>) {
     for (p, id, title) in [
-        (
-            PartName::Sweep,
-            "fig-sweep",
-            "Placement sweep on an idle machine: time normalized to the fastest case",
-        ),
+        (PartName::Sweep, "fig-sweep", "Idle machine"),
         (
             PartName::SweepBackground,
             "fig-sweep-background",
-            "Placement sweep under background load",
+            "Under background load",
         ),
     ] {
         let last = p == PartName::SweepBackground;
@@ -1219,7 +1257,11 @@ fn policies(
         "Bars in each group: local (first touch), interleave over every memory node, one node. Higher is better.",
     );
     for n in &r.notes {
-        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(n));
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">{}.</p>",
+            esc(sentence_case(n).trim_end_matches('.'))
+        );
     }
     if let Some(t) = tabs.get("policies") {
         table_html(h, t, "tab-policies", false);

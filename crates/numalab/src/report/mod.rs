@@ -19,3 +19,12 @@ pub mod svg;
 pub mod topology;
 
 pub use topology::render_topology_text;
+
+/// A machine of `tests/fixtures/topologies`, for unit tests.
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> crate::Machine {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/topologies")
+        .join(name);
+    crate::Machine::from_xml_file(&p).unwrap()
+}

@@ -212,14 +212,7 @@ pub fn scaling_counts(m: &Machine) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
-
-    fn fixture(name: &str) -> Machine {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/topologies")
-            .join(name);
-        Machine::from_xml_file(&p).unwrap()
-    }
+    use crate::report::fixture;
 
     #[test]
     fn default_budgets_follow_the_machine() {

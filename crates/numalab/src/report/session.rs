@@ -15,7 +15,8 @@
 
 use crate::experiments::c2c::{pair_count, run_c2c, C2cFigures, C2cRequest};
 use crate::experiments::loaded_latency::{
-    measurements, run_loaded_latency, Ladder, LoadedLatencyRequest, LoadedLatencyResult,
+    default_injectors, measurements, run_loaded_latency, Ladder, LoadedLatencyRequest,
+    LoadedLatencyResult,
 };
 use crate::experiments::matrix::{matrix_nodes, run_matrix, MatrixRequest, MatrixResult};
 use crate::experiments::policies::{
@@ -87,13 +88,16 @@ pub fn new_document(
             )
         } else if !m.is_live() {
             let file = match &m.source {
-                crate::machine::Source::File { path } => path.display().to_string(),
+                crate::machine::Source::File { path } => path
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 crate::machine::Source::Live => String::new(),
             };
             (
                 PartStatus::NeedsMachine,
                 Some(format!(
-                    "needs the live machine: this report describes the topology file {file}; run `numalab report` on that machine to measure it"
+                    "needs the live machine: this report describes the topology file {file}; run `numalab report` on that machine"
                 )),
             )
         } else if let Err(why) = applicable(m, p) {
@@ -250,7 +254,8 @@ pub fn run(
     let mut costs = None;
     if !todo.is_empty() && !cancel::requested() {
         obs.calibrating();
-        costs = Some(calibrate(m, size, isa));
+        let home = home_node(m).unwrap_or(0);
+        costs = Some(calibrate(m, fit(home, 1, size, 0.6), isa));
     }
     let mut costs = costs.unwrap_or(Costs {
         latency_cell: 0.3,
@@ -396,20 +401,7 @@ fn environment_changes(a: &Environment, b: &Environment) -> Vec<String> {
     let va = serde_json::to_value(a).unwrap_or_default();
     let vb = serde_json::to_value(b).unwrap_or_default();
     let mut out = Vec::new();
-    for key in [
-        "hostname",
-        "kernel",
-        "cpu_model",
-        "logical_cpus",
-        "smt_active",
-        "thp_enabled",
-        "thp_defrag",
-        "numa_balancing",
-        "governor",
-        "cgroup",
-        "numalab_version",
-        "hwloc_version",
-    ] {
+    for &key in crate::report::compare::ENV_KEYS.iter().chain(&["cgroup"]) {
         if va.get(key) != vb.get(key) {
             out.push(format!(
                 "{key}: {} then, {} in this run",
@@ -477,6 +469,36 @@ fn calibrate(m: &Machine, size: usize, isa: Isa) -> Costs {
         bandwidth_cell,
         factor: 1.0,
     }
+}
+
+/// Bytes per buffer so that `count` buffers of at most `wanted` bytes fit
+/// in `share` of node `node`'s free memory now (2 MiB multiples, at least
+/// 2 MiB): a report must never push a node into the OOM killer, and small
+/// nodes (a 512 MiB guest node, an HBM or CXL tier) get smaller buffers.
+fn fit(node: u32, count: usize, wanted: usize, share: f64) -> usize {
+    const STEP: usize = 2 << 20;
+    let free = crate::placement::sys::node_free_bytes(node).unwrap_or(u64::MAX) as f64;
+    let cap = (free * share / count.max(1) as f64).min(usize::MAX as f64) as usize;
+    wanted.min(cap / STEP * STEP).max(STEP)
+}
+
+/// [`fit`] on every node of `nodes`: the smallest.
+fn fit_all(nodes: &[u32], count: usize, wanted: usize, share: f64) -> usize {
+    nodes
+        .iter()
+        .map(|&n| fit(n, count, wanted, share))
+        .min()
+        .unwrap_or(wanted)
+}
+
+/// The most allowed CPUs any node has.
+fn max_cpus_per_node(m: &Machine) -> usize {
+    m.cpu_nodes()
+        .iter()
+        .filter_map(|n| m.node(n))
+        .map(|n| n.cpus.intersection(&m.allowed_cpus).len())
+        .max()
+        .unwrap_or(1)
 }
 
 /// The first allowed CPU of the home node.
@@ -612,6 +634,7 @@ fn matrix(
     } * ctx.costs.factor;
     let fixed = per_cell_fixed * cells as f64;
     let per = ctx.per_measurement(budget, fixed, cells, 5.0);
+    let bytes = fit_all(&cols, threads_per_cell, ctx.size, 0.6);
     let req = MatrixRequest {
         latency,
         bandwidth: !latency,
@@ -619,8 +642,8 @@ fn matrix(
         kernel: BandwidthKernel::Read,
         isa: ctx.isa,
         pattern: ChasePattern::Random,
-        latency_bytes: ctx.size,
-        bandwidth_bytes: ctx.size,
+        latency_bytes: bytes,
+        bandwidth_bytes: bytes,
         rule: ctx.rule(per),
     };
     let r = run_matrix(ctx.m, &req, &mut |w| ctx.step(w))?;
@@ -658,7 +681,8 @@ pub fn report_sizes(m: &Machine, max_bytes: u64, mode: Mode) -> Vec<u64> {
 /// budget follows the time really spent.
 fn sizes(ctx: &mut Ctx, budget: f64) -> Result<(SizesResult, Spent), PlacementError> {
     let cpu = home_cpu(ctx.m).ok_or_else(no_cpu_node)?;
-    let sizes = report_sizes(ctx.m, ctx.size as u64, ctx.mode);
+    let home = home_node(ctx.m).ok_or_else(no_cpu_node)?;
+    let sizes = report_sizes(ctx.m, fit(home, 1, ctx.size, 0.6) as u64, ctx.mode);
     let t0 = Instant::now();
     // Fixed cost of one size: three bandwidth kernels and a chase, scaled
     // by the working set (the calibration used `size` bytes).
@@ -732,11 +756,13 @@ fn scaling(
         .sum::<f64>()
         * ctx.costs.factor;
     let per = ctx.per_measurement(budget, fixed, points.len(), 5.0);
+    let nodes: Vec<u32> = ctx.m.cpu_nodes().iter().collect();
+    let bytes = fit_all(&nodes, max_cpus_per_node(ctx.m), ctx.size, 0.6);
     let r = run_scaling_at(
         ctx.m,
         BandwidthKernel::Read,
         ctx.isa,
-        ctx.size,
+        bytes,
         &counts,
         &ctx.rule(per),
         &mut |w| ctx.obs.step(PartName::Scaling, w),
@@ -804,14 +830,6 @@ fn c2c(
     ))
 }
 
-/// CPUs this process may run on: the allowed set within its affinity mask.
-fn usable_cpus(m: &Machine) -> IdSet {
-    match crate::placement::sys::get_affinity(0) {
-        Ok(mask) if mask.intersects(&m.allowed_cpus) => m.allowed_cpus.intersection(&mask),
-        _ => m.allowed_cpus.clone(),
-    }
-}
-
 /// Loaded latency from the home node's first CPU to memory on `node`, with
 /// every other usable CPU injecting traffic into the same node.
 fn loaded_latency(
@@ -820,19 +838,7 @@ fn loaded_latency(
     node: u32,
 ) -> Result<(LoadedLatencyResult, Spent), PlacementError> {
     let cpu = home_cpu(ctx.m).ok_or_else(no_cpu_node)?;
-    let usable = usable_cpus(ctx.m);
-    let others: IdSet = usable.iter().filter(|&c| c != cpu).collect();
-    let siblings: IdSet = ctx
-        .m
-        .cores
-        .iter()
-        .filter(|c| c.cpus.contains(cpu))
-        .flat_map(|c| c.cpus.iter().collect::<Vec<_>>())
-        .collect();
-    let apart = others.difference(&siblings);
-    let injectors: Vec<u32> = if apart.is_empty() { others } else { apart }
-        .iter()
-        .collect();
+    let injectors = default_injectors(ctx.m, cpu);
     if injectors.is_empty() {
         return Err(PlacementError::Invalid(
             "no CPU left for injector threads".into(),
@@ -850,16 +856,24 @@ fn loaded_latency(
         ],
         Mode::Full => TrafficMix::CLASSIC.to_vec(),
     };
-    let injector_bytes = (ctx.size / injectors.len())
-        .max(ctx.size.min(64 << 20))
-        .next_multiple_of(2 << 20);
+    // The chase and every injector buffer are on `node`: together they
+    // take at most 60% of its free memory.
+    let chase_bytes = fit(node, 1, ctx.size, 0.2);
+    let injector_bytes = fit(
+        node,
+        injectors.len(),
+        (ctx.size / injectors.len())
+            .max(ctx.size.min(64 << 20))
+            .next_multiple_of(2 << 20),
+        0.4,
+    );
     let mut req = LoadedLatencyRequest {
         cpu,
         policy: MemoryPolicy::Bind {
             nodes: IdSet::single(node),
         },
         pattern: ChasePattern::Random,
-        buffer_bytes: ctx.size,
+        buffer_bytes: chase_bytes,
         thp: Some(Thp::Off),
         injector_cpus: injectors.clone(),
         injector_policy: None,
@@ -906,11 +920,14 @@ fn policies(
         .or_else(|| memory_nodes(ctx.m).first().copied())
         .ok_or_else(|| PlacementError::Invalid("no allowed node has memory".into()))?;
     let kernel = BandwidthKernel::Triad;
-    let array = if ctx.size == default_buffer_bytes(ctx.m) {
+    let wanted = if ctx.size == default_buffer_bytes(ctx.m) {
         default_array_bytes(ctx.m, kernel)
     } else {
         (ctx.size / 6).max(2 << 20).next_multiple_of(2 << 20)
     };
+    // The one-node column (and main-thread first touch) put every thread's
+    // arrays on one node.
+    let array = fit(node, cpus.len() * kernel.arrays(), wanted, 0.6);
     let workloads = match ctx.mode {
         Mode::Quick => vec![
             Workload::SinglePinned,
@@ -979,7 +996,16 @@ fn sweep(
     } else {
         vec![None]
     };
-    let mem: IdSet = memory_nodes(ctx.m).into_iter().collect();
+    let mem_list = memory_nodes(ctx.m);
+    // Each memory node holds one buffer per foreground thread, and each
+    // node's CPUs may carry a background thread with a local buffer.
+    let bytes = fit_all(
+        &mem_list,
+        threads.iter().max().copied().unwrap_or(1) + max_cpus_per_node(ctx.m),
+        ctx.size,
+        0.6,
+    );
+    let mem: IdSet = mem_list.into_iter().collect();
     let req = SweepRequest {
         threads,
         cpus,
@@ -988,7 +1014,7 @@ fn sweep(
         read_kernel: BandwidthKernel::LineRead,
         write_kernel: BandwidthKernel::LineWrite,
         isa: ctx.isa,
-        buffer_bytes: ctx.size,
+        buffer_bytes: bytes,
         thp: Some(Thp::On),
         full: false,
         budget: Some(Duration::from_secs_f64(budget)),
@@ -1000,7 +1026,7 @@ fn sweep(
             budget: Duration::from_secs_f64(2.0),
         },
         backgrounds,
-        background_bytes: ctx.size,
+        background_bytes: bytes,
         full_limit: 100_000,
         min_sample_s: 0.02,
     };
@@ -1024,14 +1050,7 @@ fn sweep(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
-
-    fn fixture(name: &str) -> Machine {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/topologies")
-            .join(name);
-        Machine::from_xml_file(&p).unwrap()
-    }
+    use crate::report::fixture;
 
     #[test]
     fn report_sizes_keep_both_ends() {

@@ -14,6 +14,7 @@ use crate::experiments::sizes::SizesResult;
 use crate::experiments::sweep::{Access, SweepResult};
 use crate::machine::{Machine, Source};
 use crate::measure::harness::Figure;
+use crate::measure::stats::median;
 use crate::placement::format_bytes;
 use crate::report::results::{PartName, PartStatus, ReportResults, SweepOutcome};
 use serde::{Deserialize, Serialize};
@@ -87,17 +88,10 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+/// Smallest and largest median of some cells.
+fn min_max<'a>(cells: impl Iterator<Item = &'a Cell<Figure>>) -> (f64, f64) {
+    cells.fold((f64::INFINITY, 0.0), |(lo, hi), c| {
+        (lo.min(c.value.median), hi.max(c.value.median))
     })
 }
 
@@ -215,13 +209,22 @@ impl Summary {
         }
         advice(&mut s, m, doc);
         warnings(&mut s, doc);
+        // Parts missing for the same reason are one line.
+        let mut groups: Vec<(String, String, Vec<&str>)> = Vec::new();
         for (n, meta) in doc.missing() {
-            s.missing.push(format!(
-                "{} ({}): {}",
-                n.title(),
-                meta.status.name(),
-                meta.reason.as_deref().unwrap_or("not measured yet")
-            ));
+            let reason = meta.reason.unwrap_or_else(|| "not measured yet".into());
+            let status = meta.status.name().to_string();
+            match groups
+                .iter_mut()
+                .find(|(st, r, _)| *st == status && *r == reason)
+            {
+                Some(g) => g.2.push(n.name()),
+                None => groups.push((status, reason, vec![n.name()])),
+            }
+        }
+        for (status, reason, titles) in groups {
+            s.missing
+                .push(format!("{} ({status}): {reason}", titles.join(", ")));
         }
         s
     }
@@ -251,11 +254,7 @@ fn latency(s: &mut Summary, m: &Machine, r: &MatrixResult, bytes: u64) {
         return;
     }
     let ratios: Vec<f64> = remote.iter().filter_map(|c| c.numa_ratio).collect();
-    let lo = remote
-        .iter()
-        .map(|c| c.value.median)
-        .fold(f64::INFINITY, f64::min);
-    let hi = remote.iter().map(|c| c.value.median).fold(0.0, f64::max);
+    let (lo, hi) = min_max(remote.iter().copied());
     let (rmin, rmax) = (
         ratios.iter().copied().fold(f64::INFINITY, f64::min),
         ratios.iter().copied().fold(0.0, f64::max),
@@ -311,11 +310,7 @@ fn bandwidth(s: &mut Summary, m: &Machine, r: &MatrixResult) {
         ));
         return;
     }
-    let lo = remote
-        .iter()
-        .map(|c| c.value.median)
-        .fold(f64::INFINITY, f64::min);
-    let hi = remote.iter().map(|c| c.value.median).fold(0.0, f64::max);
+    let (lo, hi) = min_max(remote.iter().copied());
     s.key_figures.remote_read_gbps_min = Some(lo);
     s.key_figures.remote_read_gbps_max = Some(hi);
     let cpuless: Vec<String> = remote
@@ -498,10 +493,10 @@ fn writers(s: &mut Summary, m: &Machine, r: &SweepResult) {
         "writers",
         format!(
             "Two threads writing their own local buffers on node {node} move {together:.1} GB/s of memory traffic together, {gain:.2}x one writer alone ({alone:.1} GB/s): {}",
-            if gain < 1.3 {
-                "two writers saturate the node's memory; a second writer's data may be better one hop away on an idle machine."
-            } else {
-                "two writers do not saturate the node's memory."
+            match (gain < 1.3, m.cpu_nodes().len() > 1) {
+                (true, true) => "two writers saturate the node's memory; on an idle machine a second writer's data may be better one hop away.",
+                (true, false) => "two writers saturate the node's memory.",
+                _ => "two writers do not saturate the node's memory.",
             }
         ),
     ));
@@ -535,8 +530,7 @@ fn crossfire(s: &mut Summary, r: &SweepOutcome) {
     s.findings.push(line(
         "crossfire",
         format!(
-            "Crossfire (two threads each writing the other's node): {verdict}{} ({}).",
-            f.ratio.map_or(String::new(), |r| format!(", {r:.2}x")),
+            "Crossfire (two threads each writing the other's node): {verdict}: {}.",
             f.detail.trim_end_matches('.')
         ),
     ));
@@ -548,18 +542,14 @@ fn background(s: &mut Summary, r: &SweepOutcome) {
             .findings
             .iter()
             .filter(|f| f.holds.is_some())
-            .map(|f| format!("({}) {}", f.question, finding_text(f.holds)))
+            .map(|f| format!("({}) {}: {}", f.question, f.title, finding_text(f.holds)))
             .collect();
         if answered.is_empty() {
             continue;
         }
         s.findings.push(line(
             "background",
-            format!(
-                "Under {}: the classic findings {}.",
-                set.condition,
-                answered.join(", ")
-            ),
+            format!("Under {}: {}.", set.condition, answered.join("; ")),
         ));
     }
 }
@@ -569,6 +559,23 @@ fn read_curve(r: &LoadedLatencyResult) -> Option<&MixCurve> {
         .iter()
         .find(|c| c.mix == crate::measure::pacing::TrafficMix::Read)
         .or_else(|| r.mixes.first())
+}
+
+/// The memory node(s) holding a loaded-latency chase buffer, from its
+/// page histogram ("node 3", "nodes 0,1").
+pub fn chase_memory(r: &LoadedLatencyResult) -> String {
+    let nodes: crate::IdSet = r
+        .chase
+        .pages_by_node
+        .iter()
+        .filter(|(_, &p)| p > 0)
+        .map(|(&n, _)| n)
+        .collect();
+    match nodes.len() {
+        0 => "no node (untouched)".into(),
+        1 => format!("node {nodes}"),
+        _ => format!("nodes {nodes}"),
+    }
 }
 
 fn loaded(s: &mut Summary, r: &LoadedLatencyResult, which: &str, key: bool) {
@@ -584,11 +591,7 @@ fn loaded(s: &mut Summary, r: &LoadedLatencyResult, which: &str, key: bool) {
         s.key_figures.loaded_max_ns = Some(top.latency_ns.median);
         s.key_figures.loaded_max_gbps = Some(top.injected_gbps);
     }
-    let node = r
-        .chase
-        .node
-        .map(|n| format!(" (node {n})"))
-        .unwrap_or_default();
+    let node = format!(" ({})", chase_memory(r));
     let knee = match (c.knee_injected_gbps, c.knee_latency_ns) {
         (Some(g), Some(l)) => format!("; the knee is at {g:.1} GB/s ({l:.0} ns)"),
         _ => "; no knee: the injectors could not load the memory enough to show one".into(),
@@ -596,7 +599,8 @@ fn loaded(s: &mut Summary, r: &LoadedLatencyResult, which: &str, key: bool) {
     s.findings.push(line(
         "loaded-latency",
         format!(
-            "Under load, {which} memory{node} latency goes from {idle:.0} ns idle to {:.0} ns with {:.1} GB/s injected by {} ({} mix){knee}.",
+            "Under load, the latency of {which} memory{node} from CPU {} goes from {idle:.0} ns idle to {:.0} ns with {:.1} GB/s injected by {} ({} mix){knee}.",
+            r.chase.cpu,
             top.latency_ns.median,
             top.injected_gbps,
             plural(r.injectors.cpus.len(), "thread", "threads"),
@@ -645,8 +649,27 @@ fn c2c(s: &mut Summary, r: &C2cResult) {
 }
 
 fn policies(s: &mut Summary, r: &PoliciesResult) {
+    if r.single_node {
+        // Every policy puts every page on the one node: the comparison
+        // only checks the machinery, its differences are noise.
+        s.advice.push(line(
+            "policies",
+            "Memory policies: with one memory node, local, interleave and bind all put every page on it; the policy comparison differs only by noise here.".into(),
+        ));
+        return;
+    }
     for rec in &r.recommendations {
-        s.advice.push(line("policies", rec.text.clone()));
+        s.advice.push(line("policies", sentence_case(&rec.text)));
+    }
+}
+
+/// `t` with its first letter upper case (the experiments' notes and
+/// advice start lower case, as clauses).
+pub fn sentence_case(t: &str) -> String {
+    let mut c = t.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect::<String>(),
+        None => String::new(),
     }
 }
 

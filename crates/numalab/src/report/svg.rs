@@ -80,7 +80,7 @@ svg.chart .group-rule{stroke:var(--muted);stroke-width:1;fill:none}
 svg.chart .hm-cell{stroke:var(--bg);stroke-width:1}
 svg.chart .hm-none{fill:var(--muted);fill-opacity:.22;stroke:var(--bg);stroke-width:1}
 svg.chart .hm-text{pointer-events:none;font-variant-numeric:tabular-nums}
-svg.chart .hm-sep{stroke:var(--bg);stroke-width:3;fill:none}
+svg.chart .hm-sep{stroke:var(--fg);stroke-width:2.5;fill:none}
 svg.chart .edge-hit{stroke:transparent;stroke-width:10;fill:none}
 svg.chart .edge-label-bg{fill:var(--bg);stroke:var(--muted);stroke-width:1}
 svg.chart .edge-label{font-size:11px;font-variant-numeric:tabular-nums}
@@ -1260,7 +1260,22 @@ pub fn heatmap(id: &str, title: &str, h: &Heatmap) -> String {
     let map_h = ch * nr as f64;
     let map_bottom = map_top + map_h;
     let legend_y = map_bottom + 18.0;
-    let bar_w = map_w.clamp(120.0, 240.0);
+    let unit_text = if h.unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", h.unit)
+    };
+    // One label when every cell has the same value; otherwise the bar is
+    // wide enough for both ends' labels.
+    let one_value = have && fmt(vmin) == fmt(vmax);
+    let ends_w = if one_value {
+        0.0
+    } else {
+        text_w(&format!("{}{unit_text}", fmt(vmin)), 11.0)
+            + text_w(&format!("{}{unit_text}", fmt(vmax)), 11.0)
+            + 14.0
+    };
+    let bar_w = map_w.clamp(120.0, 240.0).max(ends_w);
     let note = if h.higher_is_better {
         "higher is better"
     } else {
@@ -1456,7 +1471,23 @@ pub fn heatmap(id: &str, title: &str, h: &Heatmap) -> String {
     } else {
         format!(" {}", h.unit)
     };
-    if have {
+    if one_value {
+        let _ = write!(
+            out,
+            "<g class=\"hm-legend\"><text class=\"tick\" x=\"{}\" y=\"{}\">{}</text></g>",
+            P(map_left),
+            P(legend_y + 10.0),
+            escape(&format!(
+                "{}{unit} in {}",
+                fmt(vmin),
+                if nr * nc == 1 {
+                    "the only cell"
+                } else {
+                    "every cell"
+                }
+            ))
+        );
+    } else if have {
         let _ = write!(
             out,
             "<g class=\"hm-legend\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"10\" fill=\"url(#{sid}-grad)\">{}</rect>\
@@ -1802,6 +1833,70 @@ pub fn bar_chart(
 /// label (up to 8 distinct labels, with a legend) and label only the edges
 /// around the circle; every edge keeps its tooltip. Edges naming unknown
 /// nodes and self-loops are skipped.
+/// Crossings of chords between points on a circle: `slot[i]` is node i's
+/// position around it.
+fn crossings(slot: &[usize], edges: &[(usize, usize)]) -> usize {
+    let between = |x: usize, a: usize, b: usize| {
+        let (lo, hi) = (a.min(b), a.max(b));
+        x > lo && x < hi
+    };
+    let mut count = 0;
+    for (k, &(a, b)) in edges.iter().enumerate() {
+        for &(c, d) in &edges[k + 1..] {
+            let (sa, sb, sc, sd) = (slot[a], slot[b], slot[c], slot[d]);
+            if sa == sc || sa == sd || sb == sc || sb == sd {
+                continue;
+            }
+            if between(sc, sa, sb) != between(sd, sa, sb) {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+/// The slot of each of `n` nodes around a circle with the fewest crossing
+/// edges, node 0 at the top and ties kept in node order; tried
+/// exhaustively up to 8 nodes, node order beyond.
+fn circle_order(n: usize, edges: &[(usize, usize)]) -> Vec<usize> {
+    let identity: Vec<usize> = (0..n).collect();
+    if n <= 3 || n > 8 || edges.is_empty() {
+        return identity;
+    }
+    let mut best = identity.clone();
+    let mut best_x = crossings(&best, edges);
+    // Permutations of slots 1..n in lexicographic order (node 0 stays first).
+    let mut order: Vec<usize> = (1..n).collect();
+    loop {
+        let mut slot = vec![0; n];
+        for (pos, &node) in order.iter().enumerate() {
+            slot[node] = pos + 1;
+        }
+        let x = crossings(&slot, edges);
+        if x < best_x {
+            best_x = x;
+            best = slot;
+            if x == 0 {
+                break;
+            }
+        }
+        // Next permutation.
+        let Some(i) = (0..order.len().saturating_sub(1))
+            .rev()
+            .find(|&i| order[i] < order[i + 1])
+        else {
+            break;
+        };
+        let j = (i + 1..order.len())
+            .rev()
+            .find(|&j| order[j] > order[i])
+            .unwrap_or(i);
+        order.swap(i, j);
+        order[i + 1..].reverse();
+    }
+    best
+}
+
 pub fn node_graph(id: &str, title: &str, nodes: &[GraphNode], edges: &[GraphEdge]) -> String {
     let sid = sanitize_id(id);
     if nodes.is_empty() {
@@ -1834,8 +1929,10 @@ pub fn node_graph(id: &str, title: &str, nodes: &[GraphNode], edges: &[GraphEdge
         })
         .collect();
 
-    // Positions on an ellipse around the origin, radius grown until no two
-    // boxes come closer than a margin.
+    // Positions on an ellipse around the origin, in the order around it
+    // with the fewest crossing links (a ring is drawn as a ring), radius
+    // grown until no two boxes come closer than a margin.
+    let slot = circle_order(n, &edges.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>());
     let angle = |i: usize| {
         -std::f64::consts::FRAC_PI_2 - std::f64::consts::PI / n as f64
             + 2.0 * std::f64::consts::PI * i as f64 / n as f64
@@ -1846,7 +1943,10 @@ pub fn node_graph(id: &str, title: &str, nodes: &[GraphNode], edges: &[GraphEdge
             return vec![(0.0, 0.0)];
         }
         (0..n)
-            .map(|i| (r * aspect * angle(i).cos(), r * angle(i).sin()))
+            .map(|i| {
+                let a = angle(slot[i]);
+                (r * aspect * a.cos(), r * a.sin())
+            })
             .collect()
     };
     let clear = |pos: &[(f64, f64)]| {
@@ -2924,6 +3024,36 @@ mod tests {
             &[],
         );
         assert!(doc(&none).iter().any(|e| e.text == "no data"));
+    }
+
+    #[test]
+    fn rings_are_drawn_without_crossings() {
+        // The Quartet: 0-1, 0-2, 1-3, 2-3; in node order 0-2 and 1-3 cross.
+        let ring = [(0, 1), (0, 2), (1, 3), (2, 3)];
+        assert_eq!(crossings(&[0, 1, 2, 3], &ring), 1);
+        let slot = circle_order(4, &ring);
+        assert_eq!(crossings(&slot, &ring), 0);
+        assert_eq!(slot[0], 0);
+        // Already a ring in node order: kept as it is.
+        let plain = [(0, 1), (1, 2), (2, 3), (3, 0)];
+        assert_eq!(circle_order(4, &plain), vec![0, 1, 2, 3]);
+        // An 8-node cube-like graph ends with no more crossings than node order.
+        let cube = [
+            (0, 1),
+            (1, 3),
+            (3, 2),
+            (2, 0),
+            (4, 5),
+            (5, 7),
+            (7, 6),
+            (6, 4),
+            (0, 4),
+            (1, 5),
+            (2, 6),
+            (3, 7),
+        ];
+        let s = circle_order(8, &cube);
+        assert!(crossings(&s, &cube) <= crossings(&(0..8).collect::<Vec<_>>(), &cube));
     }
 
     #[test]
