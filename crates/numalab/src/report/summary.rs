@@ -711,7 +711,7 @@ fn advice(s: &mut Summary, m: &Machine, doc: &ReportResults) {
         .max_by_key(|c| (c.level, c.size_bytes))
         .map(|c| {
             format!(
-                "L{} ({}, CPUs {})",
+                "the L{}: {}, CPUs {}",
                 c.level,
                 format_bytes(c.size_bytes),
                 c.cpus
