@@ -7,8 +7,8 @@ use crate::cmd::bench::{exit_for, size_option, thread_cpus, RESULT_SCHEMA_VERSIO
 use crate::cmd::options::{StatOptions, Units};
 use crate::output::{load_machine, print_json, CliError, CliResult, Progress};
 use numalab::experiments::policies::{
-    column_title, default_array_bytes, memory_nodes, parse_list, run_policies, Cell,
-    PoliciesRequest, PoliciesResult, PolicyColumn, Workload,
+    column_title, default_array_bytes, parse_list, run_policies, Cell, PoliciesRequest,
+    PoliciesResult, PolicyColumn, Workload,
 };
 use numalab::measure::environment::Environment;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
@@ -71,7 +71,7 @@ struct Envelope<'a> {
 
 /// The one-node column's node: one allowed node with memory.
 fn node_option(m: &Machine, text: Option<&str>, first_cpu: u32) -> Result<u32, CliError> {
-    let mem = memory_nodes(m);
+    let mem = m.memory_nodes();
     let Some(t) = text else {
         return m
             .node_of_cpu(first_cpu)

@@ -217,15 +217,7 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
         )));
     }
     let mem_nodes = match &a.mem_nodes {
-        None => {
-            let mut s = numalab::IdSet::new();
-            for n in &m.nodes {
-                if n.allowed && n.memory_bytes > 0 {
-                    s.insert(n.os_index);
-                }
-            }
-            s
-        }
+        None => m.memory_nodes(),
         Some(t) => {
             ResourceSet::parse(m, t, ListMeaning::Nodes)
                 .map_err(|e| CliError::usage(format!("--mem-nodes: {e}")))?

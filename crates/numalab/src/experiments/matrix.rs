@@ -64,12 +64,7 @@ pub struct MatrixResult {
 /// Rows and columns: allowed nodes with CPUs, and every allowed memory node.
 pub fn matrix_nodes(m: &Machine) -> (Vec<u32>, Vec<u32>) {
     let rows: Vec<u32> = m.cpu_nodes().iter().collect();
-    let cols: Vec<u32> = m
-        .nodes
-        .iter()
-        .filter(|n| n.allowed && n.memory_bytes > 0)
-        .map(|n| n.os_index)
-        .collect();
+    let cols: Vec<u32> = m.memory_nodes().iter().collect();
     (rows, cols)
 }
 
@@ -140,10 +135,7 @@ pub fn run_matrix(
         let mut table = Vec::new();
         'rows: for &r in &rows {
             let cpus: Vec<u32> = if req.all_threads_per_node {
-                let node_cpus = m
-                    .node(r)
-                    .map(|n| n.cpus.intersection(&m.allowed_cpus))
-                    .unwrap_or_default();
+                let node_cpus = m.allowed_cpus_of(r);
                 crate::placement::thread_policy::compact_order(m, &node_cpus)
             } else {
                 vec![first_cpu(m, r)?]
@@ -221,8 +213,8 @@ pub fn run_matrix(
 }
 
 fn first_cpu(m: &Machine, node: u32) -> Result<u32, PlacementError> {
-    m.node(node)
-        .and_then(|n| n.cpus.intersection(&m.allowed_cpus).first())
+    m.allowed_cpus_of(node)
+        .first()
         .ok_or_else(|| PlacementError::Invalid(format!("node {node} has no allowed CPU")))
 }
 

@@ -215,14 +215,6 @@ pub fn default_array_bytes(m: &Machine, kernel: BandwidthKernel) -> usize {
         .next_multiple_of(2 << 20)
 }
 
-/// Allowed nodes that have memory: the interleave set.
-pub fn memory_nodes(m: &Machine) -> IdSet {
-    m.allowed_nodes
-        .iter()
-        .filter(|&n| m.node(n).is_some_and(|x| x.memory_bytes > 0))
-        .collect()
-}
-
 /// A row of the table as run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkloadInfo {
@@ -420,7 +412,7 @@ pub fn run_policies(
             "no workload or no policy to run".into(),
         ));
     }
-    let interleave = memory_nodes(m);
+    let interleave = m.memory_nodes();
     if interleave.is_empty() {
         return Err(PlacementError::Invalid("no allowed node has memory".into()));
     }

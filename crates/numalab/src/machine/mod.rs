@@ -259,6 +259,24 @@ impl Machine {
             .collect()
     }
 
+    /// Allowed nodes that have memory, CPU-less ones included: where
+    /// placements may put pages (the interleave set).
+    pub fn memory_nodes(&self) -> IdSet {
+        self.nodes
+            .iter()
+            .filter(|n| n.allowed && n.memory_bytes > 0)
+            .map(|n| n.os_index)
+            .collect()
+    }
+
+    /// The CPUs of `node` this process may use (empty for a CPU-less or
+    /// unknown node).
+    pub fn allowed_cpus_of(&self, node: u32) -> IdSet {
+        self.node(node)
+            .map(|n| n.cpus.intersection(&self.allowed_cpus))
+            .unwrap_or_default()
+    }
+
     /// Distance between two nodes; falls back to 10 (local) / 20 (remote)
     /// when the machine has no distance matrix, as the kernel does.
     pub fn distance(&self, from: u32, to: u32) -> u64 {

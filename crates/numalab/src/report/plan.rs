@@ -19,20 +19,11 @@ const MAX_DEFAULT_SECONDS: f64 = 300.0;
 /// Seconds kept at the end for writing results.json, the CSVs and the HTML.
 pub const RESERVE_SECONDS: f64 = 0.3;
 
-/// Nodes with memory this process may use (CPU-less ones included).
-pub fn memory_nodes(m: &Machine) -> Vec<u32> {
-    m.nodes
-        .iter()
-        .filter(|n| n.allowed && n.memory_bytes > 0)
-        .map(|n| n.os_index)
-        .collect()
-}
-
 /// The default budget of a mode on a machine, seconds: 80 s for one node,
 /// 40 s more per further memory node (at most 300 s); a third of that for
 /// `--quick`, four times for `--full`.
 pub fn default_budget(m: &Machine, mode: Mode) -> f64 {
-    let nodes = memory_nodes(m).len().max(1) as f64;
+    let nodes = m.memory_nodes().len().max(1) as f64;
     let base = (BASE_SECONDS + PER_NODE_SECONDS * (nodes - 1.0)).min(MAX_DEFAULT_SECONDS);
     match mode {
         Mode::Quick => base / 3.0,
@@ -97,8 +88,8 @@ pub fn home_node(m: &Machine) -> Option<u32> {
 /// CPU-less nodes count: a far memory tier is what this part is for.
 pub fn far_node(m: &Machine) -> Option<u32> {
     let home = home_node(m)?;
-    memory_nodes(m)
-        .into_iter()
+    m.memory_nodes()
+        .iter()
         .filter(|&n| n != home)
         .max_by_key(|&n| (m.distance(home, n), m.hops_between(home, n).unwrap_or(0), n))
 }
@@ -133,10 +124,7 @@ pub fn c2c_cpus(m: &Machine, budget_s: f64, min_pair_s: f64) -> Vec<u32> {
     let per_node_order: Vec<Vec<u32>> = nodes
         .iter()
         .map(|&n| {
-            let cpus = m
-                .node(n)
-                .map(|x| x.cpus.intersection(&m.allowed_cpus))
-                .unwrap_or_default();
+            let cpus = m.allowed_cpus_of(n);
             let mut firsts = Vec::new();
             let mut rest = Vec::new();
             for core in &m.cores {
@@ -197,8 +185,7 @@ pub fn scaling_counts(m: &Machine) -> Vec<usize> {
     let per_node = m
         .cpu_nodes()
         .first()
-        .and_then(|x| m.node(x))
-        .map(|x| x.cpus.intersection(&m.allowed_cpus).len())
+        .map(|x| m.allowed_cpus_of(x).len())
         .unwrap_or(0);
     if per_node > 0 {
         v.extend((1..).map(|k| k * per_node).take_while(|&c| c <= n));
@@ -256,7 +243,7 @@ mod tests {
         assert_eq!(far_node(&ring), Some(2));
         assert!(applicable(&ring, PartName::LoadedLatencyFar).is_ok());
         let one = fixture("offline-cpu0-node0.xml");
-        if memory_nodes(&one).len() == 1 {
+        if one.memory_nodes().len() == 1 {
             assert_eq!(far_node(&one), None);
             assert!(applicable(&one, PartName::LoadedLatencyFar)
                 .unwrap_err()

@@ -40,7 +40,7 @@ use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::{compact_order, scatter_order};
 use crate::placement::{MemoryPolicy, PlacementError, Thp};
 use crate::report::plan::{
-    applicable, far_node, home_node, memory_nodes, next_share, scaling_counts, RESERVE_SECONDS,
+    applicable, far_node, home_node, next_share, scaling_counts, RESERVE_SECONDS,
 };
 use crate::report::results::{
     Mode, PartName, PartStatus, Parts, ReportResults, RunRecord, SweepOutcome, REPORT_SCHEMA,
@@ -495,8 +495,7 @@ fn fit_all(nodes: &[u32], count: usize, wanted: usize, share: f64) -> usize {
 fn max_cpus_per_node(m: &Machine) -> usize {
     m.cpu_nodes()
         .iter()
-        .filter_map(|n| m.node(n))
-        .map(|n| n.cpus.intersection(&m.allowed_cpus).len())
+        .map(|n| m.allowed_cpus_of(n).len())
         .max()
         .unwrap_or(1)
 }
@@ -504,7 +503,7 @@ fn max_cpus_per_node(m: &Machine) -> usize {
 /// The first allowed CPU of the home node.
 fn home_cpu(m: &Machine) -> Option<u32> {
     let n = home_node(m)?;
-    m.node(n)?.cpus.intersection(&m.allowed_cpus).first()
+    m.allowed_cpus_of(n).first()
 }
 
 /// Runs part `p` within `budget` seconds and stores its result in `parts`.
@@ -619,11 +618,7 @@ fn matrix(
     let cells = rows.len() * cols.len();
     let all_threads = !latency && ctx.mode == Mode::Full;
     let threads_per_cell = if all_threads {
-        rows.iter()
-            .filter_map(|&r| ctx.m.node(r))
-            .map(|n| n.cpus.intersection(&ctx.m.allowed_cpus).len())
-            .max()
-            .unwrap_or(1)
+        max_cpus_per_node(ctx.m)
     } else {
         1
     };
@@ -916,8 +911,8 @@ fn policies(
     let node = ctx
         .m
         .node_of_cpu(main)
-        .filter(|n| memory_nodes(ctx.m).contains(n))
-        .or_else(|| memory_nodes(ctx.m).first().copied())
+        .filter(|&n| ctx.m.memory_nodes().contains(n))
+        .or_else(|| ctx.m.memory_nodes().first())
         .ok_or_else(|| PlacementError::Invalid("no allowed node has memory".into()))?;
     let kernel = BandwidthKernel::Triad;
     let wanted = if ctx.size == default_buffer_bytes(ctx.m) {
@@ -996,7 +991,7 @@ fn sweep(
     } else {
         vec![None]
     };
-    let mem_list = memory_nodes(ctx.m);
+    let mem_list: Vec<u32> = ctx.m.memory_nodes().iter().collect();
     // Each memory node holds one buffer per foreground thread, and each
     // node's CPUs may carry a background thread with a local buffer.
     let bytes = fit_all(

@@ -367,8 +367,7 @@ fn compared_count(m: &Machine, r: &ScalingResult) -> Option<usize> {
     let per_node = m
         .cpu_nodes()
         .first()
-        .and_then(|n| m.node(n))
-        .map(|n| n.cpus.intersection(&m.allowed_cpus).len())
+        .map(|n| m.allowed_cpus_of(n).len())
         .unwrap_or(0)
         .max(2);
     let counts: Vec<usize> = r
@@ -476,10 +475,7 @@ fn writers(s: &mut Summary, m: &Machine, r: &SweepResult) {
         }
     }
     let Some((together, alone, node)) = best else {
-        if m.cpu_nodes().iter().all(|n| {
-            m.node(n)
-                .is_some_and(|x| x.cpus.intersection(&m.allowed_cpus).len() < 2)
-        }) {
+        if m.cpu_nodes().iter().all(|n| m.allowed_cpus_of(n).len() < 2) {
             s.findings.push(line(
                 "writers",
                 "Whether two writers saturate a node cannot be told here: no node has two CPUs this process may use.".into(),
