@@ -10,7 +10,7 @@ use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::Isa;
 use numalab::placement::{format_bytes, parse_size};
 use numalab::report::files::{read_dir, write_dir, HTML_FILE, RESULTS_FILE};
-use numalab::report::plan::{default_budget, weight};
+use numalab::report::plan::default_budget;
 use numalab::report::results::{Mode, PartName, PartStatus, ReportResults};
 use numalab::report::session::{self, Observer, RunOutcome};
 use numalab::Machine;
@@ -300,9 +300,8 @@ pub fn run(a: Args) -> CliResult {
         if clear_old {
             clear_report(&dir)?;
         }
-        write_dir(&dir, &doc)
-            .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
-        print_summary(&doc, &dir);
+        let written = save(&dir, &doc)?;
+        print_summary(&doc, &dir, &written);
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -323,24 +322,15 @@ pub fn run(a: Args) -> CliResult {
         check_same_machine(&doc, &m, &dir)?;
         let todo = session::parts_to_measure(&doc);
         if todo.is_empty() {
-            write_dir(&dir, &doc)
-                .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
+            let written = save(&dir, &doc)?;
             println!(
                 "numalab report: nothing to resume: every part of {} is done",
                 dir.display()
             );
-            print_summary(&doc, &dir);
+            print_summary(&doc, &dir, &written);
             return Ok(ExitCode::SUCCESS);
         }
-        // The missing parts' share of the original budget.
-        let all: f64 = doc
-            .selected_parts
-            .iter()
-            .filter(|&&p| doc.parts.meta(p).status != PartStatus::NotApplicable)
-            .map(|&p| weight(p, doc.mode))
-            .sum();
-        let missing: f64 = todo.iter().map(|&p| weight(p, doc.mode)).sum();
-        let budget = budget_opt.unwrap_or((doc.budget_s * missing / all.max(1e-9)).max(5.0));
+        let budget = budget_opt.unwrap_or_else(|| session::resume_budget(&doc));
         eprintln!(
             "report: resuming {}: {} part(s) missing ({}), budget {budget:.0} s",
             dir.display(),
@@ -366,8 +356,7 @@ pub fn run(a: Args) -> CliResult {
     if clear_old {
         clear_report(&dir)?;
     }
-    write_dir(&dir, &doc)
-        .map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))?;
+    save(&dir, &doc)?;
 
     cancel::reset();
     install_handlers();
@@ -381,17 +370,11 @@ pub fn run(a: Args) -> CliResult {
         &mut progress,
     );
     progress.finish();
-    let saved = write_dir(&dir, &doc);
-    if let Err(e) = saved {
-        return Err(CliError::failed(format!(
-            "writing {}: {e} (the measurements are lost)",
-            dir.display()
-        )));
-    }
+    let written = save(&dir, &doc)?;
     if let Some(e) = progress.save_error {
         eprintln!("numalab: warning: {e} (saved at the end)");
     }
-    print_summary(&doc, &dir);
+    print_summary(&doc, &dir, &written);
     let run = doc.runs.last();
     match outcome {
         RunOutcome::Interrupted => {
@@ -442,8 +425,13 @@ fn clear_report(dir: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Writes the report directory; returns the files written.
+fn save(dir: &Path, doc: &ReportResults) -> Result<Vec<PathBuf>, CliError> {
+    write_dir(dir, doc).map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))
+}
+
 /// The summary on stdout, and where the files are.
-fn print_summary(doc: &ReportResults, dir: &Path) {
+fn print_summary(doc: &ReportResults, dir: &Path, written: &[PathBuf]) {
     let s = &doc.summary;
     let state = if !doc.machine.is_live() {
         "the machine model of a topology file (nothing measured)".to_string()
@@ -478,7 +466,10 @@ fn print_summary(doc: &ReportResults, dir: &Path) {
         "wrote {} (open it in a browser), {} and {} CSV file(s) in {}",
         dir.join(HTML_FILE).display(),
         RESULTS_FILE,
-        numalab::report::csv::tables(doc).len(),
+        written
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+            .count(),
         dir.display()
     );
 }

@@ -6,7 +6,7 @@
 //! the parts table, the machine (node graph, distances, caches, HMAT,
 //! devices), then one section per part: its charts, the table of its
 //! numbers and a link to its CSV. Every chart and table has a stable id
-//! (`fig-*`, `tab-*`), listed by [`element_ids`]; a part that is missing
+//! (`fig-*`, `tab-*`, listed in docs/report.md); a part that is missing
 //! has `missing-<part>` instead, saying why.
 
 use crate::experiments::loaded_latency::LoadedLatencyResult;
@@ -63,54 +63,6 @@ details > summary { cursor: pointer; color: var(--accent); }
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .92em; }
 @media print { details { display: block; } details > summary { display: none; } h2 { break-after: avoid; } figure { break-inside: avoid; } }
 "#;
-
-/// Ids of the charts and tables a report shows for what `doc` holds (a
-/// missing part shows `missing-<part>` instead of its charts).
-pub fn element_ids(doc: &ReportResults) -> Vec<String> {
-    let mut v: Vec<&str> = vec![
-        "summary",
-        "tab-parts",
-        "tab-machine",
-        "fig-node-graph",
-        "tab-distances",
-        "tab-caches",
-        "tab-environment",
-    ];
-    if doc.machine.distances.is_some() {
-        v.push("fig-distance-heatmap");
-    }
-    let mut out: Vec<String> = v.into_iter().map(String::from).collect();
-    for p in PartName::ALL {
-        let meta = doc.parts.meta(p);
-        if meta.status == PartStatus::NotSelected {
-            continue;
-        }
-        if meta.status != PartStatus::Done {
-            out.push(format!("missing-{}", p.name()));
-            continue;
-        }
-        let ids: &[&str] = match p {
-            PartName::LatencyMatrix => &["fig-latency-heatmap", "tab-latency-matrix"],
-            PartName::BandwidthMatrix => &["fig-bandwidth-heatmap", "tab-bandwidth-matrix"],
-            PartName::Sizes => &["fig-sizes-bandwidth", "fig-sizes-latency", "tab-sizes"],
-            PartName::Scaling => &["fig-scaling", "tab-scaling"],
-            PartName::C2c => &["fig-c2c", "tab-c2c-nodes", "tab-c2c"],
-            PartName::LoadedLatencyLocal => &["fig-loaded-latency-local", "tab-loaded-latency"],
-            PartName::LoadedLatencyFar => &["fig-loaded-latency-far", "tab-loaded-latency"],
-            PartName::Policies => &["fig-policies", "tab-policies"],
-            PartName::Sweep => &["fig-sweep", "tab-sweep", "tab-sweep-findings"],
-            PartName::SweepBackground => {
-                &["fig-sweep-background", "tab-sweep", "tab-sweep-findings"]
-            }
-        };
-        for id in ids {
-            if !out.iter().any(|x| x == id) {
-                out.push(id.to_string());
-            }
-        }
-    }
-    out
-}
 
 /// The whole page.
 pub fn render(doc: &ReportResults) -> String {
@@ -320,16 +272,21 @@ fn parts(h: &mut String, doc: &ReportResults, tabs: &BTreeMap<String, Table>) {
     csv_link(h, tabs, "parts");
 }
 
+/// "Raw numbers: <link to the table's CSV>" after a chart or table.
 fn csv_link(h: &mut String, tabs: &BTreeMap<String, Table>, name: &str) {
     if let Some(t) = tabs.get(name) {
-        let _ = writeln!(
-            h,
-            "<p class=\"note\">Raw numbers: <a href=\"{}\">{}</a> ({}).</p>",
-            esc(&t.file_name()),
-            esc(&t.file_name()),
-            rows(t.rows.len())
-        );
+        csv_link_to(h, t);
     }
+}
+
+fn csv_link_to(h: &mut String, t: &Table) {
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">Raw numbers: <a href=\"{}\">{}</a> ({}).</p>",
+        esc(&t.file_name()),
+        esc(&t.file_name()),
+        rows(t.rows.len())
+    );
 }
 
 fn rows(n: usize) -> String {
@@ -373,7 +330,7 @@ fn table_html(h: &mut String, t: &Table, id: &str, collapsed: bool) {
     if collapsed {
         h.push_str("</details>\n");
     } else {
-        csv_link(h, &BTreeMap::from([(t.name.clone(), t.clone())]), &t.name);
+        csv_link_to(h, t);
     }
 }
 

@@ -148,6 +148,25 @@ pub fn parts_to_measure(doc: &ReportResults) -> Vec<PartName> {
         .collect()
 }
 
+/// The budget of a `--resume` run without `--budget`: the missing parts'
+/// share (by weight) of the report's original budget, at least 5 s.
+pub fn resume_budget(doc: &ReportResults) -> f64 {
+    let weigh = |parts: &mut dyn Iterator<Item = PartName>| -> f64 {
+        parts
+            .map(|p| crate::report::plan::weight(p, doc.mode))
+            .sum()
+    };
+    let all = weigh(
+        &mut doc
+            .selected_parts
+            .iter()
+            .copied()
+            .filter(|&p| doc.parts.meta(p).status != PartStatus::NotApplicable),
+    );
+    let missing = weigh(&mut parts_to_measure(doc).into_iter());
+    (doc.budget_s * missing / all.max(1e-9)).max(5.0)
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunOutcome {
@@ -350,17 +369,14 @@ pub fn run(
         finish_document(doc, t0, false);
         obs.part_ended(doc, p);
     }
+    finish_document(doc, t0, true);
     let outcome = if interrupted {
         RunOutcome::Interrupted
+    } else if doc.complete {
+        RunOutcome::Complete
     } else {
-        finish_document(doc, t0, true);
-        if doc.complete {
-            RunOutcome::Complete
-        } else {
-            RunOutcome::Incomplete
-        }
+        RunOutcome::Incomplete
     };
-    finish_document(doc, t0, true);
     if let Some(r) = doc.runs.last_mut() {
         r.outcome = match outcome {
             RunOutcome::Complete => "complete",
@@ -1063,6 +1079,29 @@ mod tests {
             report_sizes(&m, 128 << 20, Mode::Default).len(),
             all.len().div_ceil(2)
         );
+    }
+
+    #[test]
+    fn resume_budget_is_the_missing_parts_share() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let mut doc = new_document(&m, None, Mode::Default, 100.0, 64 << 20, &PartName::ALL);
+        for p in PartName::ALL {
+            doc.parts.mark(p, PartStatus::Pending, None);
+        }
+        assert!((resume_budget(&doc) - 100.0).abs() < 1e-9);
+        // Everything but the sweeps done: their weights' share (22 of 100).
+        for p in &PartName::ALL[..8] {
+            doc.parts.mark(*p, PartStatus::Done, None);
+        }
+        assert!(
+            (resume_budget(&doc) - 22.0).abs() < 1e-9,
+            "{}",
+            resume_budget(&doc)
+        );
+        // Never below 5 s.
+        doc.parts.mark(PartName::Sweep, PartStatus::Done, None);
+        doc.budget_s = 10.0;
+        assert_eq!(resume_budget(&doc), 5.0);
     }
 
     #[test]
