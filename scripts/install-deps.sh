@@ -2,7 +2,16 @@
 # Installs what numalab needs to build on Debian 12, non-interactively and
 # idempotently: pkg-config, libhwloc-dev (hwloc >= 2.8), libudev-dev, a C
 # toolchain, and a Rust toolchain (>= 1.89) when none is present.
+# With --test, also what the test suite's browser tests need: Debian's
+# Chromium (headless, renders report.html) and DejaVu fonts (the same text
+# metrics everywhere).
 set -euo pipefail
+TEST=0
+case "${1:-}" in
+    --test) TEST=1 ;;
+    "") ;;
+    *) echo "install-deps: error: unknown option '$1' (valid: --test)" >&2; exit 2 ;;
+esac
 export DEBIAN_FRONTEND=noninteractive
 log() { echo "install-deps: $*"; }
 SUDO=""
@@ -14,7 +23,9 @@ fi
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 need=()
-for pkg in pkg-config libhwloc-dev libudev-dev gcc libc6-dev; do
+pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev)
+[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core)
+for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")
 done
 
@@ -36,7 +47,10 @@ if [ ${#need[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 else
-    log "build packages present (pkg-config, libhwloc-dev, libudev-dev, gcc)"
+    log "packages present (${pkgs[*]})"
 fi
 rust_ok || { echo "install-deps: error: no Rust >= 1.89 after installing; install rustup's stable toolchain" >&2; exit 1; }
 log "using $(rustc --version), hwloc $(pkg-config --modversion hwloc)"
+if [ "$TEST" -eq 1 ]; then
+    log "using $(chromium --version 2>/dev/null | head -n1)"
+fi

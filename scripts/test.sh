@@ -4,9 +4,8 @@
 # report.html in headless Chromium. Installs what it needs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 bash guest/fetch-kernel.sh
-bash scripts/install-test-deps.sh
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 echo "test: cargo test --workspace (guest tests boot QEMU; about a few minutes)"
 cargo test --workspace --locked

@@ -1,7 +1,7 @@
 //! Tests of the headless-Chromium harness (tests/common/browser.rs) on small
 //! hand-written pages, so that report tests can trust what it says.
 //! Chromium is software the README's test command installs
-//! (scripts/install-test-deps.sh), not hardware: without it these tests fail.
+//! (scripts/install-deps.sh --test), not hardware: without it these tests fail.
 
 mod common;
 
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 fn have_chromium(test: &str) -> bool {
     assert!(
         browser::chromium_path().is_some(),
-        "{test}: chromium not found: run scripts/install-test-deps.sh (the README test command does) or set NUMALAB_CHROMIUM"
+        "{test}: chromium not found: run scripts/install-deps.sh --test (the README test command does) or set NUMALAB_CHROMIUM"
     );
     true
 }

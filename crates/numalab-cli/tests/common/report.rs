@@ -107,7 +107,7 @@ pub fn statuses(doc: &Value) -> Vec<(String, String)> {
 pub fn render_and_check(dir: &Path, name: &str, ids: &[&str], nodes_text: &str) -> Rendered {
     assert!(
         browser::chromium_path().is_some(),
-        "chromium not found: run scripts/install-test-deps.sh (the README test command does)"
+        "chromium not found: run scripts/install-deps.sh --test (the README test command does)"
     );
     let html = dir.join("report.html");
     let mut light = None;
