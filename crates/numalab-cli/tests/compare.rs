@@ -1,20 +1,11 @@
 //! `numalab compare` on results measured here and on hand-made ones.
 
+mod common;
+
+use common::numalab;
+
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::process::Command;
-
-fn numalab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(args)
-        .output()
-        .expect("run numalab");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// A scratch directory of one test (tests run in parallel).
 fn dir(test: &str) -> PathBuf {

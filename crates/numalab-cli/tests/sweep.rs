@@ -1,24 +1,15 @@
 //! `numalab sweep` on this host (one node, two CPUs): the folded truth
 //! table, the whole-sweep budget, findings from a saved result, errors.
 
+mod common;
+
+use common::numalab;
+
 use serde_json::Value;
-use std::process::Command;
 use std::sync::Mutex;
 
 /// Timed runs one at a time: they share two CPUs.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn numalab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(args)
-        .output()
-        .expect("run numalab");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn json(args: &[&str]) -> Value {
     let (rc, out, err) = numalab(args);

@@ -666,28 +666,19 @@ fn plan_axis(axis: &Axis, values: &[f64], zero_based: bool) -> AxisPlan {
             // Over more than two decades, base 10 ends on powers of ten;
             // over fewer, on the 1-2-5 sequence.
             let wide = hi / lo > 100.0;
-            if given_min.is_none() {
-                lo = if scale == Scale::Log2 {
-                    2f64.powi(lo.log2().floor() as i32)
+            // A nice bound at or beyond `v`: down for the low end, up for the high.
+            let snap = |v: f64, up: bool| {
+                let round = |x: f64| (if up { x.ceil() } else { x.floor() }) as i32;
+                if scale == Scale::Log2 {
+                    2f64.powi(round(v.log2()))
                 } else if wide {
-                    10f64.powi(lo.log10().floor() as i32)
+                    10f64.powi(round(v.log10()))
                 } else {
-                    snap125(lo, false)
-                };
-            } else if let Some(m) = given_min {
-                lo = m;
-            }
-            if given_max.is_none() {
-                hi = if scale == Scale::Log2 {
-                    2f64.powi(hi.log2().ceil() as i32)
-                } else if wide {
-                    10f64.powi(hi.log10().ceil() as i32)
-                } else {
-                    snap125(hi, true)
-                };
-            } else if let Some(m) = given_max {
-                hi = m;
-            }
+                    snap125(v, up)
+                }
+            };
+            lo = given_min.unwrap_or_else(|| snap(lo, false));
+            hi = given_max.unwrap_or_else(|| snap(hi, true));
             if hi <= lo {
                 if given_max.is_some() && given_min.is_none() {
                     lo = hi / 2.0;
