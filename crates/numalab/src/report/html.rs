@@ -15,7 +15,7 @@ use crate::machine::{Machine, Source};
 use crate::placement::format_bytes;
 use crate::report::csv::{tables, Table};
 use crate::report::results::{PartName, PartStatus, ReportResults, SweepOutcome};
-use crate::report::summary::sentence_case;
+use crate::report::summary::{sentence_case, SummaryLine};
 use crate::report::svg::{
     self, bar_chart, escape as esc, heatmap, line_chart, node_graph, Axis, Bar, BarGroup,
     GraphEdge, GraphNode, Heatmap, Marker, PointMark, Scale, Series, TickFormat,
@@ -189,9 +189,12 @@ fn summary(h: &mut String, doc: &ReportResults) {
         "<section id=\"summary\" class=\"panel\">\n<p class=\"headline\" id=\"summary-headline\">{}</p>\n",
         esc(&s.headline)
     );
-    if !s.findings.is_empty() {
-        h.push_str("<ul id=\"summary-findings\">\n");
-        for f in &s.findings {
+    let mut sentences = |heading: &str, id: &str, lines: &[SummaryLine]| {
+        if lines.is_empty() {
+            return;
+        }
+        let _ = writeln!(h, "{heading}<ul id=\"{id}\">");
+        for f in lines {
             let _ = writeln!(
                 h,
                 "<li data-topic=\"{}\">{}</li>",
@@ -200,19 +203,13 @@ fn summary(h: &mut String, doc: &ReportResults) {
             );
         }
         h.push_str("</ul>\n");
-    }
-    if !s.advice.is_empty() {
-        h.push_str("<h3>Placement advice for this machine</h3>\n<ul id=\"summary-advice\">\n");
-        for f in &s.advice {
-            let _ = writeln!(
-                h,
-                "<li data-topic=\"{}\">{}</li>",
-                esc(&f.topic),
-                esc(&f.text)
-            );
-        }
-        h.push_str("</ul>\n");
-    }
+    };
+    sentences("", "summary-findings", &s.findings);
+    sentences(
+        "<h3>Placement advice for this machine</h3>\n",
+        "summary-advice",
+        &s.advice,
+    );
     if !s.warnings.is_empty() {
         h.push_str("<div class=\"warn\" id=\"summary-warnings\"><strong>Warnings</strong><ul>\n");
         for w in &s.warnings {
