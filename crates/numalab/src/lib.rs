@@ -10,8 +10,10 @@ pub mod idset;
 pub mod machine;
 pub mod measure;
 pub mod placement;
+pub mod random;
 pub mod report;
 pub mod serde_util;
+pub mod text;
 
 pub use idset::IdSet;
 pub use machine::Machine;

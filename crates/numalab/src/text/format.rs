@@ -1,0 +1,149 @@
+//! Numbers for people, with one rounding rule: three significant digits,
+//! trailing zeros dropped (`1.25 MiB`, `31.3 GiB`, `512 KiB`, `4 KiB`).
+//! Percentages keep two significant digits (`5.3%`, `45%`, `100%`). Tables
+//! that need fixed decimals use [`fixed`] and [`trimmed`].
+
+use std::collections::BTreeMap;
+
+/// Binary units of [`bytes`].
+const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+
+/// `v` with `digits` significant digits (at most 6 decimals), trailing
+/// zeros and a trailing point dropped; never in exponent form. Not finite:
+/// `-`.
+pub fn significant(v: f64, digits: usize) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    let magnitude = v.abs().log10().floor() as i64;
+    let decimals = (digits.max(1) as i64 - 1 - magnitude).clamp(0, 6) as usize;
+    trimmed(v, decimals)
+}
+
+/// `v` with `decimals` decimals, then trailing zeros (and point) dropped:
+/// `trimmed(2.50, 2)` is `2.5`, `trimmed(3.0, 1)` is `3`.
+pub fn trimmed(v: f64, decimals: usize) -> String {
+    let s = format!("{v:.decimals$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+/// `v` with exactly `decimals` decimals; empty when not finite (table cells).
+pub fn fixed(v: f64, decimals: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.decimals$}")
+    } else {
+        String::new()
+    }
+}
+
+/// A byte count in binary units: `100 B`, `512 KiB`, `1.5 GiB`, `1.25 MiB`.
+pub fn bytes(b: u64) -> String {
+    bytes_f64(b as f64)
+}
+
+/// [`bytes`] of a real number (axis ticks, averages).
+pub fn bytes_f64(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let mut x = v;
+    let mut k = 0;
+    while x.abs() >= 1024.0 && k + 1 < BYTE_UNITS.len() {
+        x /= 1024.0;
+        k += 1;
+    }
+    if k == 0 {
+        return format!("{} B", x.round() as i64);
+    }
+    format!("{} {}", significant(x, 3), BYTE_UNITS[k])
+}
+
+/// A fraction as a percentage with two significant digits: `0.053` is
+/// `5.3%`, `0.45` is `45%`, `1.0` is `100%`.
+pub fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    if p.is_finite() && p.abs() >= 100.0 {
+        return format!("{}%", p.round() as i64);
+    }
+    format!("{}%", significant(p, 2))
+}
+
+/// `1 thread`, `2 threads`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `s` when `n` is not one: `format!("CPU{}", s(n))`.
+pub fn s(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Each node's share of some pages, nodes without pages left out:
+/// `node 0 25%, node 1 75%` (shares rounded to whole percent).
+pub fn page_shares(pages_by_node: &BTreeMap<u32, u64>) -> String {
+    let total: u64 = pages_by_node.values().sum();
+    pages_by_node
+        .iter()
+        .filter(|(_, &p)| p > 0)
+        .map(|(n, &p)| format!("node {n} {:.0}%", 100.0 * p as f64 / total.max(1) as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_rounding_rule() {
+        assert_eq!(significant(1.25, 3), "1.25");
+        assert_eq!(significant(31.26, 3), "31.3");
+        assert_eq!(significant(1000.0, 3), "1000");
+        assert_eq!(significant(0.000123456, 3), "0.000123");
+        assert_eq!(significant(2.0, 3), "2");
+        assert_eq!(significant(-0.5, 2), "-0.5");
+        assert_eq!(significant(f64::NAN, 3), "-");
+        assert_eq!(trimmed(2.50, 2), "2.5");
+        assert_eq!(trimmed(-0.001, 1), "0");
+        assert_eq!(fixed(1.23456, 2), "1.23");
+        assert_eq!(fixed(f64::INFINITY, 2), "");
+    }
+
+    #[test]
+    fn bytes_and_percent() {
+        assert_eq!(bytes(100), "100 B");
+        assert_eq!(bytes(512 << 10), "512 KiB");
+        assert_eq!(bytes(3 << 29), "1.5 GiB");
+        assert_eq!(bytes(1280 << 10), "1.25 MiB");
+        assert_eq!(bytes(48 << 10), "48 KiB");
+        assert_eq!(bytes(1 << 30), "1 GiB");
+        assert_eq!(bytes((31.26 * (1u64 << 30) as f64) as u64), "31.3 GiB");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(u64::MAX), "16 EiB");
+        assert_eq!(bytes_f64(4096.0), "4 KiB");
+        assert_eq!(percent(0.053), "5.3%");
+        assert_eq!(percent(0.45), "45%");
+        assert_eq!(percent(1.0), "100%");
+        assert_eq!(percent(0.0), "0%");
+        assert_eq!(plural(1, "CPU", "CPUs"), "1 CPU");
+        assert_eq!(plural(3, "CPU", "CPUs"), "3 CPUs");
+        let pages: BTreeMap<u32, u64> = [(0, 1), (1, 3), (2, 0)].into_iter().collect();
+        assert_eq!(page_shares(&pages), "node 0 25%, node 1 75%");
+    }
+}
