@@ -1,6 +1,7 @@
 //! `numalab`: the command-line front end. Each subcommand lives in
 //! `cmd/<name>.rs`; the engine is the `numalab` library crate.
 
+mod args;
 mod cmd;
 mod output;
 

@@ -1,7 +1,43 @@
-//! Errors and output helpers shared by the commands.
+//! Errors and output helpers shared by the commands: one-line errors with
+//! exit codes, the JSON envelope of every result, progress, warnings.
 
+use numalab::measure::environment::Environment;
+use serde::Serialize;
 use std::fmt;
 use std::process::ExitCode;
+
+/// Version of the JSON the measuring commands print (`schema_version`).
+pub const RESULT_SCHEMA_VERSION: &str = "1.0";
+
+/// What a measuring command prints with `--json`: the schema version, the
+/// command, the result's own fields, and the environment it depends on.
+#[derive(Serialize)]
+pub struct Envelope<'a, T: Serialize> {
+    pub schema_version: &'static str,
+    pub command: &'static str,
+    #[serde(flatten)]
+    pub result: &'a T,
+    pub environment: Environment,
+}
+
+/// Prints `result` of `command` in its [`Envelope`], as pretty JSON.
+pub fn print_result<T: Serialize>(command: &'static str, result: &T) -> Result<(), CliError> {
+    print_json(&Envelope {
+        schema_version: RESULT_SCHEMA_VERSION,
+        command,
+        result,
+        environment: Environment::capture(),
+    })
+}
+
+/// Exit 3 when the placement did not verify (the figures are still printed).
+pub fn exit_for(verified: bool) -> ExitCode {
+    if verified {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    }
+}
 
 /// A failure reported to the user as one line, with an exit code:
 /// 2 for bad input (usage), 1 for everything else.

@@ -1,16 +1,17 @@
 //! `numalab apexmap`: the Apex-MAP locality map and the simple model's fit.
 
-use crate::cmd::bench::{exit_for, size_option, verification_text, RESULT_SCHEMA_VERSION};
-use crate::cmd::options::StatOptions;
-use crate::cmd::place::parse_one_cpu;
-use crate::output::{load_machine, print_json, print_warnings, CliError, CliResult, Progress};
-use numalab::experiments::apexmap::{
-    check_alpha, check_l, run_apexmap, ApexRequest, ApexResult, DEFAULT_POINT_BUDGET, MAX_L,
+use crate::args::{
+    buffer_size, choice, cpu_or_first, isa, size_or_default, StatOptions, ISAS, THP,
 };
-use numalab::measure::environment::Environment;
+use crate::output::{
+    exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
+};
+use numalab::experiments::apexmap::{
+    check_alpha, check_l, run_apexmap, ApexRequest, DEFAULT_POINT_BUDGET, MAX_L,
+};
 use numalab::measure::kernels::Isa;
-use numalab::placement::{format_bytes, MemoryPolicy, Thp};
-use serde::Serialize;
+use numalab::placement::{MemoryPolicy, Thp};
+use numalab::report::views::apexmap::text;
 
 #[derive(clap::Args)]
 #[command(
@@ -24,8 +25,8 @@ pub struct Args {
     #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
     mem: String,
     /// Buffer size (default: 4x the last-level cache, at least 64 MiB).
-    #[arg(long, value_name = "SIZE")]
-    size: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    size: Option<usize>,
     /// Temporal localities, each in (0, 1] (comma list; 1 = uniform random, small = concentrated).
     #[arg(long, value_name = "LIST", default_value = "0.001,0.01,0.1,0.5,1")]
     alphas: String,
@@ -36,26 +37,17 @@ pub struct Args {
         default_value = "1,4,16,64,256,1024,4096,16384,65536"
     )]
     ls: String,
-    /// Transparent huge pages for the buffer: on, off, system.
-    #[arg(long, value_name = "on|off|system", default_value = "on")]
-    thp: String,
-    /// Instruction set of the block reads: auto, avx512, avx2, sse2, neon, portable.
-    #[arg(long, value_name = "ISA", default_value = "auto")]
-    isa: String,
+    /// Transparent huge pages for the buffer.
+    #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
+    thp: Thp,
+    /// Instruction set of the block reads (auto: the widest this CPU runs).
+    #[arg(long, value_name = "ISA", default_value = "auto", value_parser = choice(ISAS, isa))]
+    isa: Isa,
     #[command(flatten)]
     stats: StatOptions,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Serialize)]
-struct Envelope<'a> {
-    schema_version: &'static str,
-    command: &'static str,
-    #[serde(flatten)]
-    result: &'a ApexResult,
-    environment: Environment,
 }
 
 fn items(text: &str) -> impl Iterator<Item = &str> {
@@ -105,23 +97,10 @@ pub fn parse_ls(text: &str) -> Result<Vec<usize>, CliError> {
 
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
-    let cpu = match a.cpu.as_deref() {
-        Some(c) => parse_one_cpu(&m, c)?,
-        None => m
-            .allowed_cpus
-            .first()
-            .ok_or_else(|| CliError::failed("no CPU is allowed for this process"))?,
-    };
+    let cpu = cpu_or_first(&m, a.cpu.as_deref())?;
     let policy = MemoryPolicy::parse(&m, &a.mem).map_err(CliError::usage)?;
     let alphas = parse_alphas(&a.alphas)?;
     let ls = parse_ls(&a.ls)?;
-    let thp = Thp::parse(&a.thp).map_err(CliError::usage)?;
-    let isa = match a.isa.as_str() {
-        "auto" => Isa::detect_best(),
-        t => Isa::parse(t).map_err(CliError::usage)?,
-    };
-    isa.check_available().map_err(CliError::usage)?;
-    let size = size_option(&m, a.size.as_deref())?;
     let rule = a.stats.rule(DEFAULT_POINT_BUDGET.as_secs_f64())?;
     let n_points = {
         let mut x = alphas.clone();
@@ -134,12 +113,12 @@ pub fn run(a: Args) -> CliResult {
     };
     let req = ApexRequest {
         cpu,
-        policy: policy.clone(),
-        buffer_bytes: size,
-        thp: Some(thp),
+        policy,
+        buffer_bytes: size_or_default(&m, a.size),
+        thp: Some(a.thp),
         alphas,
         ls,
-        isa,
+        isa: a.isa,
         rule,
         seed: 0xa9e4_0000_5eed,
     };
@@ -147,121 +126,12 @@ pub fn run(a: Args) -> CliResult {
     let r = run_apexmap(&m, &req, &mut |w| progress.step(w))?;
     progress.finish();
     if a.json {
-        print_json(&Envelope {
-            schema_version: RESULT_SCHEMA_VERSION,
-            command: "apexmap",
-            result: &r,
-            environment: Environment::capture(),
-        })?;
+        print_result("apexmap", &r)?;
     } else {
-        let node = m
-            .node_of_cpu(cpu)
-            .map(|n| format!(" (node {n})"))
-            .unwrap_or_default();
-        println!(
-            "Apex-MAP on CPU {cpu}{node}, memory {policy}, {} buffer (THP {}), ISA {}: {} alphas x {} Ls in {:.1} s",
-            format_bytes(r.buffer_bytes),
-            thp.describe(),
-            r.isa.name(),
-            r.alphas.len(),
-            r.ls.len(),
-            r.elapsed_s
-        );
-        print!("{}", text(&r));
-        print!("{}", verification_text(&r.verification));
+        print!("{}", text(&r, &m, a.thp));
         print_warnings(&r.warnings);
     }
     Ok(exit_for(r.verification.verified))
-}
-
-/// A table with alphas as rows and Ls as columns.
-fn grid(
-    r: &ApexResult,
-    title: &str,
-    cell: &dyn Fn(&numalab::experiments::apexmap::ApexPoint) -> String,
-) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(s, "{title}");
-    let _ = write!(s, "  {:>9}", "alpha \\ L");
-    for l in &r.ls {
-        let _ = write!(s, " {l:>8}");
-    }
-    s.push('\n');
-    for &a in &r.alphas {
-        let _ = write!(s, "  {a:>9}");
-        for &l in &r.ls {
-            let c = r.point(a, l).map(cell).unwrap_or_else(|| "-".into());
-            let _ = write!(s, " {c:>8}");
-        }
-        s.push('\n');
-    }
-    s
-}
-
-/// A value with about three significant digits.
-fn sig(v: f64) -> String {
-    if !v.is_finite() {
-        "-".into()
-    } else if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-fn text(r: &ApexResult) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    s.push_str(&grid(
-        r,
-        "ns per access (rows: temporal locality alpha; columns: L, 8-byte words per access)",
-        &|p| sig(p.ns.median),
-    ));
-    s.push_str(&grid(r, "GB/s (8L bytes per access)", &|p| {
-        sig(p.gbps.median)
-    }));
-    if let Some(mo) = &r.model {
-        let _ = writeln!(
-            s,
-            "Model: time per access = sum over levels of P(level) x (latency + 8L / bandwidth); P from the power law and the cache sizes, latency and bandwidth fitted (least squares, relative error)"
-        );
-        let _ = writeln!(
-            s,
-            "  {:>8} {:>10} {:>12} {:>12}",
-            "level", "capacity", "latency ns", "GB/s"
-        );
-        for lv in &mo.levels {
-            let _ = writeln!(
-                s,
-                "  {:>8} {:>10} {:>12} {:>12}",
-                lv.name,
-                lv.capacity_bytes.map(format_bytes).unwrap_or("-".into()),
-                lv.latency_ns.map(sig).unwrap_or("-".into()),
-                lv.bandwidth_gbps.map(sig).unwrap_or("-".into())
-            );
-        }
-        s.push_str(&grid(
-            r,
-            "Residual (measured / model - 1): where the machine departs from the model",
-            &|p| {
-                p.residual
-                    .map(|x| format!("{:+.0}%", x * 100.0))
-                    .unwrap_or("-".into())
-            },
-        ));
-        let _ = writeln!(
-            s,
-            "  rms residual {:.0}%, largest {:+.0}% at alpha {} L {}",
-            mo.rms_residual * 100.0,
-            mo.worst.residual * 100.0,
-            mo.worst.alpha,
-            mo.worst.l
-        );
-    }
-    s
 }
 
 #[cfg(test)]

@@ -1,21 +1,22 @@
 //! `numalab loaded-latency`: chase latency while injector threads add
 //! traffic, idle to saturation, per traffic mix, with the knee marked.
 
-use crate::cmd::bench::{exit_for, size_option, verification_text, RESULT_SCHEMA_VERSION};
-use crate::cmd::options::{StatOptions, Units};
-use crate::cmd::place::{cpuless_hint, parse_one_cpu};
-use crate::output::{load_machine, print_json, print_warnings, CliError, CliResult, Progress};
+use crate::args::{buffer_size, choice, cpuless_hint, one_cpu, StatOptions, PATTERNS, THP, UNITS};
+use crate::output::{
+    exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
+};
 use numalab::experiments::loaded_latency::{
     default_injectors, measurements, run_loaded_latency, usable_cpus, Ladder, LoadStep,
-    LoadedLatencyRequest, LoadedLatencyResult, MixCurve,
+    LoadedLatencyRequest,
 };
 use numalab::measure::chase::ChasePattern;
-use numalab::measure::environment::Environment;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::pacing::TrafficMix;
-use numalab::placement::{format_bytes, ListMeaning, MemoryPolicy, ResourceSet, Thp};
+use numalab::placement::{ListMeaning, MemoryPolicy, ResourceSet, Thp};
+use numalab::report::views::loaded_latency::text;
+use numalab::report::views::Units;
+use numalab::text::parse;
 use numalab::{IdSet, Machine};
-use serde::Serialize;
 use std::time::Duration;
 
 /// Default per-step budget, seconds: five mixes of seven measurements stay
@@ -51,38 +52,29 @@ pub struct Args {
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     delays: Option<String>,
     /// Chase buffer size (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE")]
-    size: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    size: Option<usize>,
     /// Buffer size per injector (default: --size when given, else 4x the last-level cache shared among the injectors, at least 64M each).
-    #[arg(long, value_name = "SIZE")]
-    injector_size: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    injector_size: Option<usize>,
     /// Chase pattern: random (TLB misses included) or page (random within pages).
-    #[arg(long, value_name = "PATTERN", default_value = "random")]
-    pattern: String,
+    #[arg(long, value_name = "PATTERN", default_value = "random", value_parser = choice(PATTERNS, ChasePattern::parse))]
+    pattern: ChasePattern,
     /// Back the chase buffer with transparent huge pages (fewer TLB misses).
     #[arg(long)]
     huge: bool,
-    /// Transparent huge pages for the injector buffers: on, off, system.
-    #[arg(long, value_name = "on|off|system", default_value = "on")]
-    injector_thp: String,
+    /// Transparent huge pages for the injector buffers.
+    #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
+    injector_thp: Thp,
     /// gb (1e9 B/s) or gib (2^30 B/s).
-    #[arg(long, value_name = "UNITS", default_value = "gb")]
-    units: String,
+    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
+    units: Units,
     /// Per measurement (idle and each step); --budget defaults to 0.3 s per step.
     #[command(flatten)]
     stats: StatOptions,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Serialize)]
-struct Envelope<'a> {
-    schema_version: &'static str,
-    command: &'static str,
-    #[serde(flatten)]
-    result: &'a LoadedLatencyResult,
-    environment: Environment,
 }
 
 /// Parses `--mix`: a comma-separated list, duplicates dropped.
@@ -119,22 +111,12 @@ fn ladder(rates: Option<&str>, delays: Option<&str>) -> Result<Ladder, CliError>
                 steps.push(LoadStep::Max);
                 continue;
             }
-            let gb = s.strip_suffix("GB/s").unwrap_or(&s).trim();
-            match gb.parse::<f64>() {
-                Ok(v) if v.is_finite() && v > 0.0 => steps.push(LoadStep::Rate {
-                    bytes_per_second: v * 1e9,
-                }),
-                Ok(_) => {
-                    return Err(CliError::usage(format!(
-                        "--rates: '{s}' must be a positive number of GB/s per injector thread (or max)"
-                    )))
-                }
-                Err(_) => {
-                    return Err(CliError::usage(format!(
-                        "--rates: '{s}' is not a rate; give GB/s per injector thread like 0.5,1,2 or max (unpaced)"
-                    )))
-                }
-            }
+            let bytes_per_second = parse::rate(&s).map_err(|e| {
+                CliError::usage(format!(
+                    "--rates: {e} per injector thread (or max: unpaced)"
+                ))
+            })?;
+            steps.push(LoadStep::Rate { bytes_per_second });
         }
     } else if let Some(t) = delays {
         for s in items("--delays", t)? {
@@ -198,7 +180,7 @@ fn injector_cpus(m: &Machine, chase: u32, text: Option<&str>) -> Result<Vec<u32>
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
     let cpu = match a.cpu.as_deref() {
-        Some(c) => parse_one_cpu(&m, c)?,
+        Some(c) => one_cpu(&m, "--cpu", c)?,
         None => usable_cpus(&m)
             .first()
             .ok_or_else(|| CliError::failed("no CPU is allowed for this process"))?,
@@ -213,19 +195,16 @@ pub fn run(a: Args) -> CliResult {
         .map_err(|e| CliError::usage(format!("--injector-mem: {e}")))?;
     let mixes = mixes(&a.mix)?;
     let ladder = ladder(a.rates.as_deref(), a.delays.as_deref())?;
-    let pattern = ChasePattern::parse(&a.pattern).map_err(CliError::usage)?;
+    let pattern = a.pattern;
     if matches!(pattern, ChasePattern::Stride { .. }) {
         return Err(CliError::usage(
             "--pattern stride is prefetched, not a latency; valid: random, page, page:N",
         ));
     }
-    let units = Units::parse(&a.units)?;
-    let injector_thp =
-        Thp::parse(&a.injector_thp).map_err(|e| CliError::usage(format!("--injector-thp: {e}")))?;
     let injectors = injector_cpus(&m, cpu, a.injector_cpus.as_deref())?;
-    let size = size_option(&m, a.size.as_deref())?;
-    let injector_size = match (a.injector_size.as_deref(), a.size.as_deref()) {
-        (Some(t), _) => size_option(&m, Some(t))?,
+    let size = a.size.unwrap_or_else(|| default_buffer_bytes(&m));
+    let injector_size = match (a.injector_size, a.size) {
+        (Some(t), _) => t,
         (None, Some(_)) => size,
         (None, None) => (default_buffer_bytes(&m) / injectors.len())
             .max(64 << 20)
@@ -244,7 +223,7 @@ pub fn run(a: Args) -> CliResult {
         injector_cpus: injectors,
         injector_policy,
         injector_buffer_bytes: injector_size,
-        injector_thp: Some(injector_thp),
+        injector_thp: Some(a.injector_thp),
         mixes,
         ladder,
         rule,
@@ -254,125 +233,10 @@ pub fn run(a: Args) -> CliResult {
     let r = run_loaded_latency(&m, &req, &mut |w| progress.step(w))?;
     progress.finish();
     if a.json {
-        print_json(&Envelope {
-            schema_version: RESULT_SCHEMA_VERSION,
-            command: "loaded-latency",
-            result: &r,
-            environment: Environment::capture(),
-        })?;
+        print_result("loaded-latency", &r)?;
     } else {
-        print!("{}", text(&r, &m, units));
+        print!("{}", text(&r, &m, a.units));
         print_warnings(&r.warnings);
     }
     Ok(exit_for(r.verification.verified))
-}
-
-/// "node 0 100%" style share of pages per node.
-fn page_shares(pages: &std::collections::BTreeMap<u32, u64>) -> String {
-    let total: u64 = pages.values().sum();
-    let parts: Vec<String> = pages
-        .iter()
-        .filter(|(_, p)| **p > 0)
-        .map(|(n, p)| format!("node {n} {:.0}%", 100.0 * *p as f64 / total.max(1) as f64))
-        .collect();
-    parts.join(", ")
-}
-
-/// The text view: setup, then one table per mix with the knee marked.
-fn text(r: &LoadedLatencyResult, m: &Machine, u: Units) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let c = &r.chase;
-    let node = c.node.map(|n| format!(" (node {n})")).unwrap_or_default();
-    let _ = writeln!(
-        s,
-        "loaded latency: {} chase on CPU {}{node} over {}, memory {} (pages: {})",
-        c.pattern,
-        c.cpu,
-        format_bytes(c.buffer_bytes),
-        c.policy,
-        page_shares(&c.pages_by_node)
-    );
-    let i = &r.injectors;
-    let cpus: IdSet = i.cpus.iter().copied().collect();
-    let nodes: IdSet = i.cpus.iter().filter_map(|c| m.node_of_cpu(*c)).collect();
-    let _ = writeln!(
-        s,
-        "injectors: {} thread{} on CPU {cpus} (node {nodes}), {} each, memory {}{}, {} chunks",
-        i.cpus.len(),
-        if i.cpus.len() == 1 { "" } else { "s" },
-        format_bytes(i.buffer_bytes),
-        i.policy,
-        if i.policy_from_chase {
-            " (the chase buffer's node)"
-        } else {
-            ""
-        },
-        format_bytes(i.chunk_bytes)
-    );
-    let _ = writeln!(
-        s,
-        "{:.1} s per step budget; knee: {}",
-        r.budget_per_step_s, r.knee_rule
-    );
-    for curve in &r.mixes {
-        s.push('\n');
-        s.push_str(&curve_text(curve, u));
-    }
-    s.push('\n');
-    s.push_str(&verification_text(&r.verification));
-    let _ = writeln!(s, "  ({:.1} s)", r.elapsed_s);
-    s
-}
-
-fn curve_text(c: &MixCurve, u: Units) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let l = u.label();
-    let _ = writeln!(s, "mix {} ({})", c.mix, c.description);
-    let _ = writeln!(
-        s,
-        "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
-        "step", "injected", "(memory)", "latency", "95% CI", "x idle"
-    );
-    let _ = writeln!(
-        s,
-        "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
-        "", l, l, "ns", "ns", ""
-    );
-    for p in std::iter::once(&c.idle).chain(&c.steps) {
-        let _ = writeln!(
-            s,
-            "  {:<13} {:>10.2} {:>10}  {:>10.1}  {:>17}  {:>6.2}{}",
-            p.step,
-            u.convert(p.injected_gbps),
-            format!("({:.2})", u.convert(p.injected_memory_gbps)),
-            p.latency_ns.median,
-            format!("{:.1}-{:.1}", p.ci_low_ns, p.ci_high_ns),
-            p.vs_idle,
-            if p.knee { "  <- knee" } else { "" }
-        );
-    }
-    match c.knee {
-        Some(k) => {
-            let p = &c.steps[k];
-            let _ = writeln!(
-                s,
-                "  knee at {:.2} {l} injected ({:.0}% of the curve's highest, {:.2} {l}): {:.1} ns, {:.2} x idle",
-                u.convert(p.injected_gbps),
-                100.0 * p.injected_gbps / c.max_injected_gbps.max(1e-12),
-                u.convert(c.max_injected_gbps),
-                p.latency_ns.median,
-                p.vs_idle
-            );
-        }
-        None => {
-            let _ = writeln!(
-                s,
-                "  no knee: latency did not stay clearly above idle up to {:.2} {l} injected (memory not loaded enough to show; add injectors or raise the load)",
-                u.convert(c.max_injected_gbps)
-            );
-        }
-    }
-    s
 }

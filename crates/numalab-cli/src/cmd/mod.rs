@@ -6,7 +6,6 @@ pub mod c2c;
 pub mod compare;
 pub mod loaded_latency;
 pub mod matrix;
-pub mod options;
 pub mod place;
 pub mod policies;
 pub mod report;

@@ -3,16 +3,18 @@
 //! DIR/report.html. Interrupted or failing half way, it keeps what it
 //! measured; `--resume` measures only what is missing.
 
+use crate::args::{choice, seconds, size};
 use crate::output::{load_machine, CliError, CliResult};
 use numalab::measure::cancel;
 use numalab::measure::environment::Environment;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::Isa;
-use numalab::placement::{format_bytes, parse_size};
 use numalab::report::files::{read_dir, write_dir, HTML_FILE, RESULTS_FILE};
+use numalab::report::part::{Observer, PartName};
 use numalab::report::plan::default_budget;
-use numalab::report::results::{Mode, PartName, PartStatus, ReportResults};
-use numalab::report::session::{self, Observer, RunOutcome};
+use numalab::report::results::{Mode, PartStatus, ReportResults};
+use numalab::report::session::{self, RunOutcome};
+use numalab::text::format::bytes as format_bytes;
 use numalab::Machine;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -21,12 +23,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 #[derive(clap::Args)]
-#[command(
-    after_help = "Parts (run in this order): latency-matrix, bandwidth-matrix, sizes, scaling, c2c, loaded-latency-local, loaded-latency-far, policies, sweep, sweep-background. \
-The default budget is 80 s on a one-node machine plus 40 s per further memory node (at most 300 s); --quick takes a third of it, --full four times. \
-Ctrl-C (or SIGTERM) stops the report and keeps what was measured; a second Ctrl-C kills it at once. \
-Exit codes: 0 done (parts skipped for the budget are listed), 1 a part failed or the report could not be written, 2 bad input, 3 some placement did not verify, 130/143 interrupted. See docs/report.md."
-)]
+#[command(after_help = after_help())]
 pub struct Args {
     /// Directory for results.json, the CSV files and report.html.
     #[arg(
@@ -43,8 +40,8 @@ pub struct Args {
     #[arg(long)]
     full: bool,
     /// Time budget of the whole report in seconds (default: by machine size and mode).
-    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
-    budget: Option<String>,
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(1.0))]
+    budget: Option<f64>,
     /// Describe the machine of this hwloc XML file (no measurement: the report says which parts need the machine).
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
@@ -55,11 +52,35 @@ pub struct Args {
     #[arg(long, conflicts_with = "resume")]
     force: bool,
     /// Only these parts (comma-separated; matrix, loaded-latency and sweeps name both of a kind; default all).
-    #[arg(long, value_name = "LIST", default_value = "all")]
-    parts: String,
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = choice(&["all", "matrix", "loaded-latency", "sweeps", "PART"], part_list))]
+    parts: PartList,
     /// Bytes per buffer of the memory-bound measurements (default: 4x the last-level cache, at least 64M).
-    #[arg(long, value_name = "SIZE")]
-    size: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = size(1 << 20, "the memory-bound measurements need buffers well beyond the caches; default 4x the last-level cache"))]
+    size: Option<usize>,
+}
+
+/// The help's epilogue: the parts (from the registry), the budget, signals
+/// and exit codes.
+fn after_help() -> String {
+    format!(
+        "Parts (run in this order): {}. \
+The default budget is 80 s on a one-node machine plus 40 s per further memory node (at most 300 s); --quick takes a third of it, --full four times. \
+Ctrl-C (or SIGTERM) stops the report and keeps what was measured; a second Ctrl-C kills it at once. \
+Exit codes: 0 done (parts skipped for the budget are listed), 1 a part failed or the report could not be written, 2 bad input, 3 some placement did not verify, 130/143 interrupted. See docs/report.md.",
+        PartName::all()
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The parts `--parts` names, in run order.
+#[derive(Clone)]
+struct PartList(Vec<PartName>);
+
+fn part_list(t: &str) -> Result<PartList, String> {
+    PartName::parse_list(t).map(PartList)
 }
 
 /// The signal that interrupted the report (0: none).
@@ -85,20 +106,6 @@ fn install_handlers() {
     }
 }
 
-fn budget_of(text: &str) -> Result<f64, CliError> {
-    let v: f64 = text.trim().parse().map_err(|_| {
-        CliError::usage(format!(
-            "--budget '{text}' is not a number of seconds (e.g. 60)"
-        ))
-    })?;
-    if !(v.is_finite() && v >= 1.0) {
-        return Err(CliError::usage(format!(
-            "--budget {text} must be at least 1 second"
-        )));
-    }
-    Ok(v)
-}
-
 fn mode_of(a: &Args) -> Mode {
     if a.quick {
         Mode::Quick
@@ -106,23 +113,6 @@ fn mode_of(a: &Args) -> Mode {
         Mode::Full
     } else {
         Mode::Default
-    }
-}
-
-fn size_of(m: &Machine, text: Option<&str>) -> Result<usize, CliError> {
-    match text {
-        None => Ok(default_buffer_bytes(m)),
-        Some(t) => {
-            let v = parse_size(t).map_err(|e| CliError::usage(format!("--size: {e}")))?;
-            if v < (1 << 20) {
-                return Err(CliError::usage(format!(
-                    "--size {t} is too small: at least 1M (the memory-bound measurements need buffers well beyond the caches; default 4x the last-level cache)"
-                )));
-            }
-            let v = usize::try_from(v)
-                .map_err(|_| CliError::usage(format!("--size {t} is too large")))?;
-            Ok(v.next_multiple_of(2 << 20))
-        }
     }
 }
 
@@ -197,7 +187,7 @@ impl Observer for Progress {
     }
 
     fn part_ended(&mut self, doc: &ReportResults, part: PartName) {
-        let m = doc.parts.meta(part);
+        let m = doc.parts.get(part);
         if m.status != PartStatus::Done {
             self.say(&format!(
                 "report: {}: {}",
@@ -253,9 +243,8 @@ fn check_same_machine(doc: &ReportResults, m: &Machine, dir: &Path) -> Result<()
 
 pub fn run(a: Args) -> CliResult {
     let mode = mode_of(&a);
-    let selected =
-        PartName::parse_list(&a.parts).map_err(|e| CliError::usage(format!("--parts: {e}")))?;
-    let budget_opt = a.budget.as_deref().map(budget_of).transpose()?;
+    let selected = a.parts.0.clone();
+    let budget_opt = a.budget;
     let dir = a.output.clone();
     let existing = dir.join(RESULTS_FILE);
     if a.topology.is_some() {
@@ -313,7 +302,7 @@ pub fn run(a: Args) -> CliResult {
                 existing.display()
             )));
         }
-        if a.quick || a.full || a.size.is_some() || a.parts != "all" {
+        if a.quick || a.full || a.size.is_some() || selected != PartName::all() {
             return Err(CliError::usage(
                 "--resume continues a report with its own mode, parts and buffer size: drop --quick, --full, --parts and --size (--budget may be given)",
             ));
@@ -339,7 +328,10 @@ pub fn run(a: Args) -> CliResult {
         );
         (doc, budget)
     } else {
-        let size = size_of(&m, a.size.as_deref())?;
+        let size = a
+            .size
+            .map(|v| v.next_multiple_of(2 << 20))
+            .unwrap_or_else(|| default_buffer_bytes(&m));
         let budget = budget_opt.unwrap_or_else(|| default_budget(&m, mode));
         let doc = session::new_document(&m, None, mode, budget, size, &selected);
         eprintln!(

@@ -1,16 +1,13 @@
 //! `numalab sizes`: bandwidth and latency from L1-sized to DRAM-sized working sets.
 
-use crate::cmd::bench::RESULT_SCHEMA_VERSION;
-use crate::cmd::options::{StatOptions, Units};
-use crate::cmd::place::parse_one_cpu;
-use crate::output::{load_machine, print_json, CliError, CliResult, Progress};
-use numalab::experiments::sizes::{run_sizes, sweep_sizes, SizesResult};
-use numalab::measure::environment::Environment;
-use numalab::measure::harness::default_buffer_bytes;
+use crate::args::{choice, cpu_or_first, size, size_or_default, StatOptions, UNITS};
+use crate::output::{
+    exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
+};
+use numalab::experiments::sizes::{run_sizes, sweep_sizes};
 use numalab::measure::kernels::Isa;
-use numalab::placement::{format_bytes, parse_size};
-use serde::Serialize;
-use std::process::ExitCode;
+use numalab::report::views::{sizes, Units};
+use numalab::text::format::bytes as format_bytes;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,11 +15,11 @@ pub struct Args {
     #[arg(long, value_name = "CPU")]
     cpu: Option<String>,
     /// Largest working set (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE")]
-    max_size: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = size(1, "a working set of at least one byte"))]
+    max_size: Option<usize>,
     /// gb (1e9 B/s) or gib.
-    #[arg(long, value_name = "UNITS", default_value = "gb")]
-    units: String,
+    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
+    units: Units,
     #[command(flatten)]
     stats: StatOptions,
     /// Print JSON instead of text.
@@ -30,29 +27,10 @@ pub struct Args {
     json: bool,
 }
 
-#[derive(Serialize)]
-struct Envelope<'a> {
-    schema_version: &'static str,
-    command: &'static str,
-    #[serde(flatten)]
-    result: &'a SizesResult,
-    environment: Environment,
-}
-
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
-    let cpu = match a.cpu.as_deref() {
-        Some(c) => parse_one_cpu(&m, c)?,
-        None => m
-            .allowed_cpus
-            .first()
-            .ok_or_else(|| CliError::failed("no CPU is allowed"))?,
-    };
-    let units = Units::parse(&a.units)?;
-    let max = match a.max_size.as_deref() {
-        None => default_buffer_bytes(&m) as u64,
-        Some(t) => parse_size(t).map_err(CliError::usage)?,
-    };
+    let cpu = cpu_or_first(&m, a.cpu.as_deref())?;
+    let max = size_or_default(&m, a.max_size) as u64;
     let sizes = sweep_sizes(&m, max);
     if sizes.is_empty() {
         return Err(CliError::usage(format!(
@@ -73,56 +51,10 @@ pub fn run(a: Args) -> CliResult {
     })?;
     progress.finish();
     if a.json {
-        print_json(&Envelope {
-            schema_version: RESULT_SCHEMA_VERSION,
-            command: "sizes",
-            result: &r,
-            environment: Environment::capture(),
-        })?;
+        print_result("sizes", &r)?;
     } else {
-        let marks: Vec<String> = r
-            .caches
-            .iter()
-            .map(|c| format!("{} {}", c.name, format_bytes(c.bytes)))
-            .collect();
-        println!(
-            "working-set sweep on CPU {cpu}, memory local; caches: {}",
-            marks.join(", ")
-        );
-        println!(
-            "  {:>10}  {:>6}  {:>9} {:>9} {:>9}  {:>9}",
-            "size", "fits", "read", "write", "copy", "latency"
-        );
-        println!(
-            "  {:>10}  {:>6}  {:>9} {:>9} {:>9}  {:>9}",
-            "",
-            "in",
-            units.label(),
-            units.label(),
-            units.label(),
-            "ns"
-        );
-        let mut last = String::new();
-        for p in &r.points {
-            if p.fits_in != last && !last.is_empty() {
-                println!("  {:-<62}", format!("-- {} boundary ", last));
-            }
-            last = p.fits_in.clone();
-            println!(
-                "  {:>10}  {:>6}  {:>9.2} {:>9.2} {:>9.2}  {:>9.1}",
-                format_bytes(p.bytes),
-                p.fits_in,
-                units.convert(p.gbps[0]),
-                units.convert(p.gbps[1]),
-                units.convert(p.gbps[2]),
-                p.latency_ns
-            );
-        }
-        crate::output::print_warnings(&r.warnings);
+        print!("{}", sizes::text(&r, a.units));
+        print_warnings(&r.warnings);
     }
-    Ok(if r.points.iter().all(|p| p.verified) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(3)
-    })
+    Ok(exit_for(r.points.iter().all(|p| p.verified)))
 }

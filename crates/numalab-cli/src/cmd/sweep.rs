@@ -2,19 +2,21 @@
 //! symmetry, with background load, and `--findings` mining it for the
 //! classic questions.
 
-use crate::cmd::bench::{exit_for, RESULT_SCHEMA_VERSION};
-use crate::output::{load_machine, print_json, print_warnings, CliError, CliResult, Progress};
+use crate::args::{buffer_size, choice, seconds, size_or_default, THP};
+use crate::output::{
+    exit_for, load_machine, print_json, print_result, print_warnings, CliError, CliResult,
+    Progress, RESULT_SCHEMA_VERSION,
+};
 use numalab::experiments::sweep::{
     findings, plan, run_sweep, Access, Background, Findings, Subscription, SweepRequest,
     SweepResult, SweepSpace,
 };
-use numalab::measure::environment::Environment;
-use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::measure::pacing::background_rate;
 use numalab::measure::stats::StopRule;
 use numalab::placement::resource_set::{ListMeaning, ResourceSet};
 use numalab::placement::Thp;
+use numalab::report::views::sweep::{self as view, findings_text};
 use numalab::Machine;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -43,20 +45,20 @@ pub struct Args {
     #[arg(long, value_name = "KERNEL", default_value = "line-write")]
     write_kernel: String,
     /// Bytes per buffer (default: 4x the last-level cache, at least 64 MiB).
-    #[arg(long, value_name = "SIZE")]
-    size: Option<String>,
-    /// Transparent huge pages for the buffers: on, off, system.
-    #[arg(long, value_name = "MODE", default_value = "on")]
-    thp: String,
+    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    size: Option<usize>,
+    /// Transparent huge pages for the buffers.
+    #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
+    thp: Thp,
     /// Run every case instead of one per symmetry class.
     #[arg(long)]
     full: bool,
     /// Whole-sweep time budget in seconds: runs a subset covering every hop class.
-    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
-    budget: Option<String>,
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
+    budget: Option<f64>,
     /// Time budget of one case, in seconds (default: shared out of about 40 s).
-    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
-    case_budget: Option<String>,
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
+    case_budget: Option<f64>,
     /// Background levels, comma-separated, each a sweep of its own: none, low (0.5 GB/s per
     /// thread), medium (1), high (2), very-high (4) or a number of GB/s.
     #[arg(long, value_name = "LEVELS", default_value = "none")]
@@ -69,8 +71,8 @@ pub struct Args {
     #[arg(long, value_name = "SET")]
     background_cpus: Option<String>,
     /// Bytes per background buffer (default: as --size).
-    #[arg(long, value_name = "SIZE")]
-    background_size: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    background_size: Option<usize>,
     /// Mine the sweep for the classic questions and print what holds on this machine.
     #[arg(long)]
     findings: bool,
@@ -102,42 +104,12 @@ pub struct Args {
     json: bool,
 }
 
+/// A sweep with its findings, as `sweep --json` prints it.
 #[derive(Serialize)]
-struct Envelope {
-    schema_version: String,
-    command: String,
+struct WithFindings<'a> {
     #[serde(flatten)]
-    result: SweepResult,
-    findings: Vec<Findings>,
-    environment: serde_json::Value,
-}
-
-fn seconds_option(opt: &str, text: &str) -> Result<f64, CliError> {
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "{opt} '{text}' is not a positive number of seconds"
-            ))
-        })
-}
-
-fn size_of(m: &Machine, opt: &str, text: Option<&str>) -> Result<usize, CliError> {
-    match text {
-        None => Ok(default_buffer_bytes(m)),
-        Some(t) => {
-            let v = numalab::placement::parse_size(t)
-                .map_err(|e| CliError::usage(format!("{opt}: {e}")))?;
-            if v < 4096 {
-                return Err(CliError::usage(format!(
-                    "{opt} {t} is too small: at least 4K (one page) per buffer"
-                )));
-            }
-            usize::try_from(v).map_err(|_| CliError::usage(format!("{opt} {t} is too large")))
-        }
-    }
+    sweep: &'a SweepResult,
+    findings: &'a [Findings],
 }
 
 fn backgrounds(m: &Machine, a: &Args) -> Result<Vec<Option<Background>>, CliError> {
@@ -237,28 +209,16 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
     };
     let read_kernel = kernel("--read-kernel", &a.read_kernel)?;
     let write_kernel = kernel("--write-kernel", &a.write_kernel)?;
-    let size = size_of(m, "--size", a.size.as_deref())?;
-    let background_bytes = match &a.background_size {
-        None => size,
-        Some(t) => size_of(m, "--background-size", Some(t))?,
-    };
+    let size = size_or_default(m, a.size);
+    let background_bytes = a.background_size.unwrap_or(size);
     let full_limit: u64 = a.full_limit.trim().parse().map_err(|_| {
         CliError::usage(format!(
             "--full-limit '{}' is not a whole number",
             a.full_limit
         ))
     })?;
-    let budget = a
-        .budget
-        .as_deref()
-        .map(|t| seconds_option("--budget", t))
-        .transpose()?
-        .map(Duration::from_secs_f64);
-    let case_budget = a
-        .case_budget
-        .as_deref()
-        .map(|t| seconds_option("--case-budget", t))
-        .transpose()?;
+    let budget = a.budget.map(Duration::from_secs_f64);
+    let case_budget = a.case_budget;
     Ok(SweepRequest {
         threads: thread_counts(&a.threads, cpus.len())?,
         cpus,
@@ -268,7 +228,7 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
         write_kernel,
         isa: Isa::detect_best(),
         buffer_bytes: size,
-        thp: Some(Thp::parse(&a.thp).map_err(CliError::usage)?),
+        thp: Some(a.thp),
         full: a.full,
         budget,
         rule: match &a.reps {
@@ -425,18 +385,17 @@ pub fn run(a: Args) -> CliResult {
     let f = findings(&r);
     let verified = r.verified;
     if a.json {
-        print_json(&Envelope {
-            schema_version: RESULT_SCHEMA_VERSION.into(),
-            command: "sweep".into(),
-            result: r,
-            findings: f,
-            environment: serde_json::to_value(Environment::capture())
-                .map_err(|e| CliError::failed(format!("environment: {e}")))?,
-        })?;
+        print_result(
+            "sweep",
+            &WithFindings {
+                sweep: &r,
+                findings: &f,
+            },
+        )?;
     } else {
-        print!("{}", render(&r));
+        print!("{}", view::text(&r));
         if a.findings {
-            print!("{}", render_findings(&f));
+            print!("{}", findings_text(&f));
         }
         print_warnings(&r.warnings);
     }
@@ -475,148 +434,9 @@ fn from_file(path: &std::path::Path, a: &Args) -> CliResult {
         print_json(&f)?;
     } else {
         if !a.findings {
-            print!("{}", render(&result));
+            print!("{}", view::text(&result));
         }
-        print!("{}", render_findings(&f));
+        print!("{}", findings_text(&f));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The truth table of every run, fastest case first.
-pub fn render(r: &SweepResult) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "placement sweep: kernels {} / {}, {} per buffer, {} node symmetr{}{}",
-        r.read_kernel,
-        r.write_kernel,
-        numalab::placement::format_bytes(r.buffer_bytes),
-        r.node_automorphisms,
-        if r.node_automorphisms == 1 {
-            "y"
-        } else {
-            "ies"
-        },
-        if r.folded {
-            ", folded"
-        } else {
-            ", every case (--full)"
-        }
-    );
-    for run in &r.runs {
-        let cond = match &run.background {
-            None => "idle".to_string(),
-            Some(b) => format!(
-                "background {} ({:.2} GB/s per thread, {})",
-                b.level,
-                b.bytes_per_second / 1e9,
-                b.cpus.as_ref().map_or(
-                    format!("{} subscription", b.subscription.name()),
-                    |c| format!("CPUs {c}")
-                )
-            ),
-        };
-        let _ = writeln!(
-            s,
-            "\n{} thread(s), {cond}: {} of {} classes run ({} cases in all; {} of {} hop classes), {:.1} s",
-            run.threads,
-            run.cases_run,
-            run.classes,
-            run.total_cases,
-            run.hop_classes_run,
-            run.hop_classes,
-            run.elapsed_s
-        );
-        let width = run
-            .cases
-            .iter()
-            .map(|c| c.labels.join(" ").len())
-            .max()
-            .unwrap_or(0)
-            .max(26);
-        let _ = writeln!(
-            s,
-            "  {:<width$} {:>9} {:>7} {:>6} {:>10} {:>9}  verified",
-            "labels (node.core.r|w.mem)", "hops", "class", "norm", "ms/pass", "mem GB/s",
-        );
-        let mut order: Vec<&numalab::experiments::sweep::CaseResult> = run.cases.iter().collect();
-        order.sort_by(|a, b| a.normalized.total_cmp(&b.normalized));
-        for c in order {
-            let gbps: f64 = c.threads.iter().map(|t| t.memory_gbps).sum();
-            let bg = if c.background_achieved.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "  bg {:.2} GB/s x{}",
-                    c.background_achieved.iter().sum::<f64>()
-                        / c.background_achieved.len() as f64
-                        / 1e9,
-                    c.background_achieved.len()
-                )
-            };
-            // Threads taking turns on one CPU, or SMT siblings, are marked.
-            let share = match c.sharing.as_str() {
-                "cpu" => "  (one CPU)",
-                "core" => "  (SMT siblings)",
-                _ => "",
-            };
-            let _ = writeln!(
-                s,
-                "  {:<width$} {:>9} {:>7} {:>6.2} {:>10.2} {:>9.2}  {}{bg}{share}",
-                c.labels.join(" "),
-                c.hop_class,
-                c.class_size,
-                c.normalized,
-                c.seconds.median * 1e3,
-                gbps,
-                if c.verified {
-                    "yes".to_string()
-                } else {
-                    format!("NO: {}", c.problems.join("; "))
-                },
-            );
-        }
-    }
-    let bad: Vec<String> = r
-        .buffers
-        .iter()
-        .filter(|b| !b.at_start.verified || !b.at_end.verified)
-        .map(|b| format!("thread {} node {}", b.thread, b.node))
-        .collect();
-    let _ = writeln!(
-        s,
-        "\nbuffers: {} ({} per thread), {}",
-        r.buffers.len(),
-        r.mem_nodes.len(),
-        if bad.is_empty() {
-            "every page on its node at the start and at the end".to_string()
-        } else {
-            format!("NOT where asked: {}", bad.join(", "))
-        }
-    );
-    s
-}
-
-/// The findings as a table: question, answer, ratio, detail.
-pub fn render_findings(f: &[Findings]) -> String {
-    let mut s = String::new();
-    for set in f {
-        let _ = writeln!(s, "\nfindings, {}:", set.condition);
-        for x in &set.findings {
-            let answer = match x.holds {
-                Some(true) => "holds",
-                Some(false) => "does not hold",
-                None => "cannot tell",
-            };
-            let _ = writeln!(
-                s,
-                "  ({}) {}\n      {answer}{}: {}",
-                x.question,
-                x.title,
-                x.ratio.map_or(String::new(), |r| format!(" ({r:.2}x)")),
-                x.detail
-            );
-        }
-    }
-    s
 }

@@ -1,22 +1,28 @@
 //! Layer 6, reports: human-readable views of models and results. Machine
 //! readers use the JSON (serde) forms of the same structures instead.
 //!
-//! `numalab report` (the full characterization of a machine) lives here:
-//! [`results`] is its document (results.json), [`plan`] shares out its
-//! budget, [`session`] measures the parts, [`summary`] writes its plain
-//! sentences and advice, [`csv`] its tables, [`html`] (with the charts of
-//! [`svg`]) its page, and [`files`] the report directory.
+//! [`views`] holds one view per experiment (the text a command prints and,
+//! for report parts, the part itself) and the registry of report parts.
+//! `numalab report` (the full characterization of a machine) is built from
+//! them: [`part`] is the trait every part implements, [`results`] the
+//! document (results.json), [`plan`] shares out the budget and calibrates
+//! fixed costs, [`session`] measures the parts, [`summary`] writes the plain
+//! sentences and advice, [`csv`] the tables, [`html`] (with the charts of
+//! [`svg`]) the page, and [`files`] the report directory. [`compare`] sets
+//! two results side by side; [`topology`] shows the machine model.
 
 pub mod compare;
 pub mod csv;
 pub mod files;
 pub mod html;
+pub mod part;
 pub mod plan;
 pub mod results;
 pub mod session;
 pub mod summary;
 pub mod svg;
 pub mod topology;
+pub mod views;
 
 pub use topology::render_topology_text;
 

@@ -5,9 +5,26 @@
 //! its weight's share of what is left, so a part that overran shrinks the
 //! later ones and one that finished early gives them more. The sweeps run
 //! last because they keep a deadline exactly.
+//!
+//! A part's time is the sum of its measurements' budgets plus fixed costs
+//! nobody sets (placing and faulting buffers, building pointer chases,
+//! starting threads). Those costs are calibrated once at the start
+//! ([`calibrate`]: one latency cell and one bandwidth cell with a single
+//! sample) and corrected after every part ([`corrected_factor`]); each part
+//! subtracts its predicted fixed costs from its share before dividing the
+//! rest among its measurements.
 
 use crate::machine::Machine;
-use crate::report::results::{Mode, PartName};
+use crate::measure::chase::ChasePattern;
+use crate::measure::harness::{
+    run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
+};
+use crate::measure::kernels::{BandwidthKernel, Isa};
+use crate::measure::stats::StopRule;
+use crate::placement::{MemoryPolicy, PlacementError, Thp};
+use crate::report::part::{Costs, PartName};
+use crate::report::results::Mode;
+use std::time::{Duration, Instant};
 
 /// Seconds a default report may take on a one-node machine.
 const BASE_SECONDS: f64 = 80.0;
@@ -34,47 +51,7 @@ pub fn default_budget(m: &Machine, mode: Mode) -> f64 {
 
 /// A part's weight: its share of the budget relative to the others.
 pub fn weight(p: PartName, mode: Mode) -> f64 {
-    let w = match p {
-        PartName::LatencyMatrix => 9.0,
-        PartName::BandwidthMatrix => 7.0,
-        PartName::Sizes => 14.0,
-        PartName::Scaling => 9.0,
-        PartName::C2c => 7.0,
-        PartName::LoadedLatencyLocal => 9.0,
-        PartName::LoadedLatencyFar => 9.0,
-        PartName::Policies => 14.0,
-        PartName::Sweep => 12.0,
-        PartName::SweepBackground => 10.0,
-    };
-    // A quick report has little time: the fixed costs of the sizes (one
-    // chase per size) and of the policy cells need a larger share.
-    match (mode, p) {
-        (Mode::Quick, PartName::Sizes | PartName::Policies) => w * 1.2,
-        _ => w,
-    }
-}
-
-/// Whether the machine can have the part; `Err` says why not.
-pub fn applicable(m: &Machine, p: PartName) -> Result<(), String> {
-    let cpus = m.allowed_cpus.len();
-    match p {
-        PartName::C2c if cpus < 2 => Err(format!(
-            "needs two CPUs to pass a cache line between; this process may use only CPU {}",
-            m.allowed_cpus
-        )),
-        PartName::LoadedLatencyLocal | PartName::LoadedLatencyFar if cpus < 2 => Err(format!(
-            "needs one CPU to chase and another to inject traffic; this process may use only CPU {}",
-            m.allowed_cpus
-        )),
-        PartName::LoadedLatencyFar => match far_node(m) {
-            Some(_) => Ok(()),
-            None => Err(
-                "one memory node: the farthest node is the local one (see loaded-latency-local)"
-                    .into(),
-            ),
-        },
-        _ => Ok(()),
-    }
+    p.part().info().weight_in(mode)
 }
 
 /// The first allowed CPU node: the chasing CPU's node in the loaded-latency
@@ -110,96 +87,138 @@ pub fn next_share(next: PartName, rest: &[PartName], mode: Mode, left: f64) -> f
     (left * weight(next, mode) / total).max(0.0)
 }
 
-/// CPUs for the core-to-core matrix when every pair does not fit in
-/// `budget_s` at `min_pair_s` each: up to `per_node` CPUs of each node, on
-/// distinct cores first. Returns every allowed CPU when all pairs fit.
-pub fn c2c_cpus(m: &Machine, budget_s: f64, min_pair_s: f64) -> Vec<u32> {
-    let all: Vec<u32> = m.allowed_cpus.iter().collect();
-    let pairs = |n: usize| n * n.saturating_sub(1) / 2;
-    if pairs(all.len()) as f64 * min_pair_s <= budget_s {
-        return all;
+/// One latency and one bandwidth cell with a single sample each: the fixed
+/// costs every later measurement of that kind pays. A report measures them
+/// once at the start; each part then predicts its fixed costs from them, and
+/// the session corrects [`Costs::factor`] after every part by the ratio of
+/// what the fixed costs really were to what was predicted.
+pub fn calibrate(m: &Machine, size: usize, isa: Isa) -> Costs {
+    let one = StopRule {
+        warmup: 0,
+        min_reps: 1,
+        max_reps: 1,
+        target_rel_ci: 1.0,
+        budget: Duration::ZERO,
+    };
+    let cpu = home_cpu(m).unwrap_or(0);
+    let t = Instant::now();
+    let lat = run_latency(
+        m,
+        &LatencyRequest {
+            cpu,
+            policy: MemoryPolicy::Local,
+            pattern: ChasePattern::Random,
+            chains: 1,
+            buffer_bytes: size,
+            thp: Some(Thp::Off),
+            hugetlb: false,
+            rule: one.clone(),
+        },
+    );
+    let latency_cell = if lat.is_ok() {
+        t.elapsed().as_secs_f64()
+    } else {
+        0.3
+    };
+    let t = Instant::now();
+    let bw = run_bandwidth(
+        m,
+        &BandwidthRequest {
+            kernel: BandwidthKernel::Read,
+            isa,
+            workers: vec![WorkerPlan {
+                cpu,
+                policy: MemoryPolicy::Local,
+                toucher: None,
+            }],
+            buffer_bytes: size,
+            thp: Some(Thp::On),
+            rule: one,
+        },
+    );
+    let bandwidth_cell = if bw.is_ok() {
+        t.elapsed().as_secs_f64()
+    } else {
+        0.1
+    };
+    Costs {
+        latency_cell,
+        bandwidth_cell,
+        factor: 1.0,
     }
-    let nodes: Vec<u32> = m.cpu_nodes().iter().collect();
-    // CPUs of each node, one per core first, then the cores' siblings.
-    let per_node_order: Vec<Vec<u32>> = nodes
-        .iter()
-        .map(|&n| {
-            let cpus = m.allowed_cpus_of(n);
-            let mut firsts = Vec::new();
-            let mut rest = Vec::new();
-            for core in &m.cores {
-                let mine: Vec<u32> = core.cpus.intersection(&cpus).iter().collect();
-                if let Some((f, r)) = mine.split_first() {
-                    firsts.push(*f);
-                    rest.extend_from_slice(r);
-                }
-            }
-            // CPUs no core claims (topology files without cores).
-            for c in cpus.iter() {
-                if !firsts.contains(&c) && !rest.contains(&c) {
-                    firsts.push(c);
-                }
-            }
-            firsts.extend(rest);
-            firsts
-        })
-        .collect();
-    let mut best: Vec<u32> = Vec::new();
-    for k in 1.. {
-        let pick: Vec<u32> = per_node_order
-            .iter()
-            .flat_map(|v| v.iter().take(k).copied())
-            .collect();
-        let grew = pick.len() > best.len();
-        if pick.len() >= 2 && pairs(pick.len()) as f64 * min_pair_s > budget_s {
-            break;
-        }
-        best = pick;
-        if !grew {
-            break;
-        }
-    }
-    if best.len() < 2 {
-        // Not even one CPU per node fits: the first two nodes' first CPUs.
-        best = per_node_order
-            .iter()
-            .filter_map(|v| v.first().copied())
-            .take(2)
-            .collect();
-        if best.len() < 2 {
-            best = all.into_iter().take(2).collect();
-        }
-    }
-    best.sort_unstable();
-    best
 }
 
-/// Thread counts of the scaling part: every count up to 8, beyond that
-/// powers of two, the CPUs of one node and multiples of it, and the total.
-pub fn scaling_counts(m: &Machine) -> Vec<usize> {
-    let n = m.allowed_cpus.len();
-    if n <= 8 {
-        return (1..=n).collect();
+/// The costs assumed when nothing was calibrated (no part to run).
+pub fn default_costs() -> Costs {
+    Costs {
+        latency_cell: 0.3,
+        bandwidth_cell: 0.1,
+        factor: 1.0,
     }
-    let mut v: Vec<usize> = (0..).map(|k| 1usize << k).take_while(|&c| c <= n).collect();
-    let per_node = m
-        .cpu_nodes()
-        .first()
-        .map(|x| m.allowed_cpus_of(x).len())
-        .unwrap_or(0);
-    if per_node > 0 {
-        v.extend((1..).map(|k| k * per_node).take_while(|&c| c <= n));
+}
+
+/// The correction of [`Costs::factor`] after a part that planned
+/// `measuring` seconds of measurement, predicted `fixed` seconds of fixed
+/// costs and took `elapsed` seconds in all: the mean of the old factor and
+/// the real-over-predicted ratio (bounded, so one odd part cannot derail
+/// the rest).
+pub fn corrected_factor(old: f64, measuring: f64, fixed: f64, elapsed: f64) -> f64 {
+    if fixed <= 0.01 {
+        return old;
     }
-    v.push(n);
-    v.sort_unstable();
-    v.dedup();
-    v
+    let real_fixed = (elapsed - measuring).max(0.0);
+    let ratio = (real_fixed / fixed).clamp(0.3, 5.0);
+    (old + ratio) / 2.0
+}
+
+/// Bytes per buffer so that `count` buffers of at most `wanted` bytes fit
+/// in `share` of node `node`'s free memory now (2 MiB multiples, at least
+/// 2 MiB): a report must never push a node into the OOM killer, and small
+/// nodes (a 512 MiB guest node, an HBM or CXL tier) get smaller buffers.
+pub fn fit(node: u32, count: usize, wanted: usize, share: f64) -> usize {
+    const STEP: usize = 2 << 20;
+    let free = crate::placement::sys::node_free_bytes(node).unwrap_or(u64::MAX) as f64;
+    let cap = (free * share / count.max(1) as f64).min(usize::MAX as f64) as usize;
+    wanted.min(cap / STEP * STEP).max(STEP)
+}
+
+/// [`fit`] on every node of `nodes`: the smallest.
+pub fn fit_all(nodes: &[u32], count: usize, wanted: usize, share: f64) -> usize {
+    nodes
+        .iter()
+        .map(|&n| fit(n, count, wanted, share))
+        .min()
+        .unwrap_or(wanted)
+}
+
+/// The most allowed CPUs any node has.
+pub fn max_cpus_per_node(m: &Machine) -> usize {
+    m.cpu_nodes()
+        .iter()
+        .map(|n| m.allowed_cpus_of(n).len())
+        .max()
+        .unwrap_or(1)
+}
+
+/// The first allowed CPU of the home node.
+pub fn home_cpu(m: &Machine) -> Option<u32> {
+    let n = home_node(m)?;
+    m.allowed_cpus_of(n).first()
+}
+
+/// The error of a part that needs a CPU node and finds none allowed.
+pub fn no_cpu_node() -> PlacementError {
+    PlacementError::Invalid("no allowed node has CPUs".into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::fixture;
+
+    fn part(name: &str) -> PartName {
+        PartName::find(name).unwrap()
+    }
 
     #[test]
     fn default_budgets_follow_the_machine() {
@@ -214,70 +233,50 @@ mod tests {
 
     #[test]
     fn shares_add_up_to_the_budget() {
-        let parts = PartName::ALL;
+        let parts = PartName::all();
         let s = shares(&parts, Mode::Default, 80.0);
         let sum: f64 = s.iter().map(|x| x.1).sum();
         assert!((sum - 80.0).abs() < 1e-9, "{sum}");
         assert!(s.iter().all(|x| x.1 > 0.0));
         // The last part gets all that is left.
         assert_eq!(
-            next_share(PartName::SweepBackground, &[], Mode::Default, 7.5),
+            next_share(part("sweep-background"), &[], Mode::Default, 7.5),
             7.5
         );
-        let first = next_share(
-            PartName::LatencyMatrix,
-            &PartName::ALL[1..],
-            Mode::Default,
-            100.0,
-        );
+        let first = next_share(parts[0], &parts[1..], Mode::Default, 100.0);
         assert!((first - 9.0).abs() < 1e-9, "{first}");
+        // A quick report gives the sizes and the policies more.
+        assert!(weight(part("sizes"), Mode::Quick) > weight(part("sizes"), Mode::Default));
     }
 
     #[test]
     fn far_node_is_the_farthest_by_distance() {
+        let far = part("loaded-latency-far").part();
         let q = fixture("qemu-quartet-4n2c-ring.xml");
         assert_eq!(home_node(&q), Some(0));
         assert_eq!(far_node(&q), Some(3));
         let ring = fixture("qemu-ring4-cpuless-hmat.xml");
         // Node 2 is 22 away, the CPU-less node 4 is 20.
         assert_eq!(far_node(&ring), Some(2));
-        assert!(applicable(&ring, PartName::LoadedLatencyFar).is_ok());
+        assert!(far.applicable(&ring).is_ok());
         let one = fixture("offline-cpu0-node0.xml");
         if one.memory_nodes().len() == 1 {
             assert_eq!(far_node(&one), None);
-            assert!(applicable(&one, PartName::LoadedLatencyFar)
+            assert!(far
+                .applicable(&one)
                 .unwrap_err()
                 .contains("one memory node"));
         }
     }
 
     #[test]
-    fn c2c_subset_fits_the_budget_and_covers_every_node() {
-        let m = fixture("16amd64-8n2c.xml");
-        let all = c2c_cpus(&m, 1000.0, 0.05);
-        assert_eq!(all.len(), 16);
-        // 120 pairs x 0.05 s = 6 s: does not fit in 2 s.
-        let some = c2c_cpus(&m, 2.0, 0.05);
-        let pairs = some.len() * (some.len() - 1) / 2;
-        assert!(pairs as f64 * 0.05 <= 2.0, "{some:?}");
-        let nodes: std::collections::BTreeSet<u32> =
-            some.iter().filter_map(|&c| m.node_of_cpu(c)).collect();
-        assert_eq!(nodes.len(), 8, "one CPU of every node: {some:?}");
-        // Nothing fits: still two CPUs on two nodes.
-        let two = c2c_cpus(&m, 0.0, 0.05);
-        assert_eq!(two.len(), 2);
-        assert_ne!(m.node_of_cpu(two[0]), m.node_of_cpu(two[1]));
-    }
-
-    #[test]
-    fn scaling_counts_stay_few_on_large_machines() {
-        let m = fixture("192em64t-24n8c2t.xml");
-        let v = scaling_counts(&m);
-        assert_eq!(v.first(), Some(&1));
-        assert_eq!(v.last(), Some(&m.allowed_cpus.len()));
-        assert!(v.len() < 40, "{v:?}");
-        assert!(v.windows(2).all(|w| w[0] < w[1]));
-        let q = fixture("qemu-quartet-4n2c-ring.xml");
-        assert_eq!(scaling_counts(&q), (1..=8).collect::<Vec<_>>());
+    fn the_factor_follows_real_fixed_costs_within_bounds() {
+        // 2 s planned measuring, 1 s fixed predicted, 4 s taken: fixed was
+        // 2 s, twice the prediction.
+        assert!((corrected_factor(1.0, 2.0, 1.0, 4.0) - 1.5).abs() < 1e-12);
+        // Wildly off: bounded at 5x.
+        assert!((corrected_factor(1.0, 0.0, 0.1, 100.0) - 3.0).abs() < 1e-12);
+        // Nothing predicted: nothing learnt.
+        assert_eq!(corrected_factor(1.7, 1.0, 0.0, 9.0), 1.7);
     }
 }

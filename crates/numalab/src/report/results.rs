@@ -8,15 +8,9 @@
 //! result of its experiment, exactly as the experiment's own command writes
 //! it with `--json` (without that command's envelope).
 
-use crate::experiments::c2c::C2cResult;
-use crate::experiments::loaded_latency::LoadedLatencyResult;
-use crate::experiments::matrix::MatrixResult;
-use crate::experiments::policies::PoliciesResult;
-use crate::experiments::scaling::ScalingResult;
-use crate::experiments::sizes::SizesResult;
-use crate::experiments::sweep::{Findings, SweepResult};
 use crate::machine::Machine;
 use crate::measure::environment::Environment;
+use crate::report::part::{PartName, PartResult};
 use crate::report::summary::Summary;
 use serde::{Deserialize, Serialize};
 
@@ -48,129 +42,6 @@ impl Mode {
             Mode::Default => "default",
             Mode::Full => "full",
         }
-    }
-}
-
-/// The parts of a report, in the order they run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PartName {
-    LatencyMatrix,
-    BandwidthMatrix,
-    Sizes,
-    Scaling,
-    C2c,
-    LoadedLatencyLocal,
-    LoadedLatencyFar,
-    Policies,
-    Sweep,
-    SweepBackground,
-}
-
-impl PartName {
-    /// Every part, in run order. The sweeps come last: their budget is a
-    /// deadline they keep exactly, so they absorb what earlier parts over-
-    /// or under-ran.
-    pub const ALL: [PartName; 10] = [
-        PartName::LatencyMatrix,
-        PartName::BandwidthMatrix,
-        PartName::Sizes,
-        PartName::Scaling,
-        PartName::C2c,
-        PartName::LoadedLatencyLocal,
-        PartName::LoadedLatencyFar,
-        PartName::Policies,
-        PartName::Sweep,
-        PartName::SweepBackground,
-    ];
-
-    /// The part's name in JSON, `--parts`, CSV file names and element ids.
-    pub fn name(self) -> &'static str {
-        match self {
-            PartName::LatencyMatrix => "latency-matrix",
-            PartName::BandwidthMatrix => "bandwidth-matrix",
-            PartName::Sizes => "sizes",
-            PartName::Scaling => "scaling",
-            PartName::C2c => "c2c",
-            PartName::LoadedLatencyLocal => "loaded-latency-local",
-            PartName::LoadedLatencyFar => "loaded-latency-far",
-            PartName::Policies => "policies",
-            PartName::Sweep => "sweep",
-            PartName::SweepBackground => "sweep-background",
-        }
-    }
-
-    /// A title for people.
-    pub fn title(self) -> &'static str {
-        match self {
-            PartName::LatencyMatrix => "Latency matrix",
-            PartName::BandwidthMatrix => "Bandwidth matrix",
-            PartName::Sizes => "Working-set size sweep",
-            PartName::Scaling => "Packed vs spread scaling",
-            PartName::C2c => "Core-to-core latency",
-            PartName::LoadedLatencyLocal => "Loaded latency, local node",
-            PartName::LoadedLatencyFar => "Loaded latency, farthest node",
-            PartName::Policies => "Policy comparison",
-            PartName::Sweep => "Placement sweep, idle",
-            PartName::SweepBackground => "Placement sweep, background load",
-        }
-    }
-
-    /// The numalab command that measures the same thing on its own.
-    pub fn command(self) -> &'static str {
-        match self {
-            PartName::LatencyMatrix => "numalab matrix --latency",
-            PartName::BandwidthMatrix => "numalab matrix --bandwidth",
-            PartName::Sizes => "numalab sizes",
-            PartName::Scaling => "numalab scaling",
-            PartName::C2c => "numalab c2c",
-            PartName::LoadedLatencyLocal | PartName::LoadedLatencyFar => "numalab loaded-latency",
-            PartName::Policies => "numalab policies",
-            PartName::Sweep | PartName::SweepBackground => "numalab sweep",
-        }
-    }
-
-    /// The names [`PartName::parse_list`] accepts.
-    pub fn choices() -> String {
-        let mut v: Vec<&str> = Self::ALL.iter().map(|p| p.name()).collect();
-        v.extend(["matrix", "loaded-latency", "sweeps", "all"]);
-        v.join(", ")
-    }
-
-    /// Parses a comma-separated list of part names (`matrix`,
-    /// `loaded-latency` and `sweeps` name both parts of that kind, `all`
-    /// every part), kept in run order.
-    pub fn parse_list(text: &str) -> Result<Vec<PartName>, String> {
-        let mut out: Vec<PartName> = Vec::new();
-        for item in text.split(',').map(str::trim) {
-            let add: Vec<PartName> = match item {
-                "all" => Self::ALL.to_vec(),
-                "matrix" => vec![PartName::LatencyMatrix, PartName::BandwidthMatrix],
-                "loaded-latency" => {
-                    vec![PartName::LoadedLatencyLocal, PartName::LoadedLatencyFar]
-                }
-                "sweeps" => vec![PartName::Sweep, PartName::SweepBackground],
-                "" => {
-                    return Err(format!(
-                        "empty part name in '{text}'; valid: {}",
-                        Self::choices()
-                    ))
-                }
-                name => match Self::ALL.iter().find(|p| p.name() == name) {
-                    Some(p) => vec![*p],
-                    None => {
-                        return Err(format!("unknown part '{name}'; valid: {}", Self::choices()))
-                    }
-                },
-            };
-            for p in add {
-                if !out.contains(&p) {
-                    out.push(p);
-                }
-            }
-        }
-        out.sort();
-        Ok(out)
     }
 }
 
@@ -219,8 +90,8 @@ impl PartStatus {
 }
 
 /// One part: its status and, when done, its result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Part<T> {
+#[derive(Debug, Clone, Serialize)]
+pub struct PartRecord {
     pub status: PartStatus,
     /// Why the part is not done (or a note on how it was done), in words.
     pub reason: Option<String>,
@@ -234,12 +105,14 @@ pub struct Part<T> {
     /// Whether every placement of the part verified (threads on their CPUs,
     /// pages on their nodes).
     pub verified: Option<bool>,
-    pub result: Option<T>,
+    /// The experiment's result, as its command writes it with `--json`
+    /// (without that command's envelope).
+    pub result: Option<PartResult>,
 }
 
-impl<T> Part<T> {
+impl PartRecord {
     pub fn new(status: PartStatus, reason: Option<String>) -> Self {
-        Part {
+        PartRecord {
             status,
             reason,
             budget_s: None,
@@ -251,25 +124,13 @@ impl<T> Part<T> {
         }
     }
 
-    /// The part without its result.
-    pub fn meta(&self) -> PartMeta {
-        PartMeta {
-            status: self.status,
-            reason: self.reason.clone(),
-            budget_s: self.budget_s,
-            elapsed_s: self.elapsed_s,
-            run: self.run,
-            verified: self.verified,
-        }
-    }
-
     /// Marks the part as not done; any earlier result is dropped.
     pub fn mark(&mut self, status: PartStatus, reason: Option<String>) {
-        *self = Part::new(status, reason);
+        *self = PartRecord::new(status, reason);
     }
 
     /// The result when the part is done.
-    pub fn done(&self) -> Option<&T> {
+    pub fn done(&self) -> Option<&PartResult> {
         match self.status {
             PartStatus::Done => self.result.as_ref(),
             _ => None,
@@ -277,121 +138,114 @@ impl<T> Part<T> {
     }
 }
 
-/// What [`Part::meta`] returns: everything but the result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PartMeta {
-    pub status: PartStatus,
-    pub reason: Option<String>,
-    pub budget_s: Option<f64>,
-    pub elapsed_s: Option<f64>,
-    pub run: Option<u32>,
-    pub verified: Option<bool>,
-}
-
-/// A placement sweep and the classic questions answered from it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SweepOutcome {
-    pub sweep: SweepResult,
-    pub findings: Vec<Findings>,
-}
-
-/// Every part, each under its own key (in run order).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Parts {
-    #[serde(rename = "latency-matrix")]
-    pub latency_matrix: Part<MatrixResult>,
-    #[serde(rename = "bandwidth-matrix")]
-    pub bandwidth_matrix: Part<MatrixResult>,
-    pub sizes: Part<SizesResult>,
-    pub scaling: Part<ScalingResult>,
-    pub c2c: Part<C2cResult>,
-    #[serde(rename = "loaded-latency-local")]
-    pub loaded_latency_local: Part<LoadedLatencyResult>,
-    #[serde(rename = "loaded-latency-far")]
-    pub loaded_latency_far: Part<LoadedLatencyResult>,
-    pub policies: Part<PoliciesResult>,
-    pub sweep: Part<SweepOutcome>,
-    #[serde(rename = "sweep-background")]
-    pub sweep_background: Part<SweepOutcome>,
-}
-
-/// Runs `$body` with `$p` bound to the part named `$name` of `$parts`
-/// (each part has its own result type, so a plain match cannot return it).
-macro_rules! with_part {
-    (&mut $parts:expr, $name:expr, |$p:ident| $body:expr) => {
-        with_part!(@go [&mut] $parts, $name, $p, $body)
-    };
-    (&$parts:expr, $name:expr, |$p:ident| $body:expr) => {
-        with_part!(@go [&] $parts, $name, $p, $body)
-    };
-    (@go [$($r:tt)+] $parts:expr, $name:expr, $p:ident, $body:expr) => {
-        match $name {
-            PartName::LatencyMatrix => { let $p = $($r)+ $parts.latency_matrix; $body }
-            PartName::BandwidthMatrix => { let $p = $($r)+ $parts.bandwidth_matrix; $body }
-            PartName::Sizes => { let $p = $($r)+ $parts.sizes; $body }
-            PartName::Scaling => { let $p = $($r)+ $parts.scaling; $body }
-            PartName::C2c => { let $p = $($r)+ $parts.c2c; $body }
-            PartName::LoadedLatencyLocal => { let $p = $($r)+ $parts.loaded_latency_local; $body }
-            PartName::LoadedLatencyFar => { let $p = $($r)+ $parts.loaded_latency_far; $body }
-            PartName::Policies => { let $p = $($r)+ $parts.policies; $body }
-            PartName::Sweep => { let $p = $($r)+ $parts.sweep; $body }
-            PartName::SweepBackground => { let $p = $($r)+ $parts.sweep_background; $body }
-        }
-    };
-}
+/// Every part of the registry with its record, in run order (serialized as
+/// an object keyed by part name).
+#[derive(Debug, Clone)]
+pub struct Parts(Vec<(PartName, PartRecord)>);
 
 impl Parts {
     /// Every part with the same status and reason.
     pub fn all(status: PartStatus, reason: Option<String>) -> Self {
-        Parts {
-            latency_matrix: Part::new(status, reason.clone()),
-            bandwidth_matrix: Part::new(status, reason.clone()),
-            sizes: Part::new(status, reason.clone()),
-            scaling: Part::new(status, reason.clone()),
-            c2c: Part::new(status, reason.clone()),
-            loaded_latency_local: Part::new(status, reason.clone()),
-            loaded_latency_far: Part::new(status, reason.clone()),
-            policies: Part::new(status, reason.clone()),
-            sweep: Part::new(status, reason.clone()),
-            sweep_background: Part::new(status, reason),
-        }
+        Parts(
+            PartName::all()
+                .into_iter()
+                .map(|p| (p, PartRecord::new(status, reason.clone())))
+                .collect(),
+        )
     }
 
-    /// A part's status, times and reason.
-    pub fn meta(&self, name: PartName) -> PartMeta {
-        with_part!(&self, name, |p| p.meta())
+    /// Every part and its record, in run order.
+    pub fn iter(&self) -> impl Iterator<Item = (PartName, &PartRecord)> {
+        self.0.iter().map(|(n, r)| (*n, r))
+    }
+
+    /// A part's record.
+    pub fn get(&self, name: PartName) -> &PartRecord {
+        &self.0[name.index()].1
+    }
+
+    /// A part's record, to change it.
+    pub fn get_mut(&mut self, name: PartName) -> &mut PartRecord {
+        &mut self.0[name.index()].1
     }
 
     /// Marks a part as not done (dropping any result).
     pub fn mark(&mut self, name: PartName, status: PartStatus, reason: Option<String>) {
-        with_part!(&mut self, name, |p| p.mark(status, reason))
+        self.get_mut(name).mark(status, reason)
     }
 
     /// Records budget, start time and run number of a part about to run.
     pub fn start(&mut self, name: PartName, budget_s: f64, run: u32, started_utc: String) {
-        with_part!(&mut self, name, |p| {
-            p.budget_s = Some(budget_s);
-            p.run = Some(run);
-            p.started_utc = Some(started_utc);
-        })
-    }
-
-    /// Records how long a part took (whatever its outcome).
-    pub fn set_elapsed(&mut self, name: PartName, elapsed_s: f64) {
-        with_part!(&mut self, name, |p| p.elapsed_s = Some(elapsed_s))
-    }
-
-    /// Sets the reason (or note) of a part.
-    pub fn set_reason(&mut self, name: PartName, reason: Option<String>) {
-        with_part!(&mut self, name, |p| p.reason = reason)
+        let p = self.get_mut(name);
+        p.budget_s = Some(budget_s);
+        p.run = Some(run);
+        p.started_utc = Some(started_utc);
     }
 
     /// Statuses of every part, in run order.
     pub fn statuses(&self) -> Vec<(PartName, PartStatus)> {
-        PartName::ALL
-            .iter()
-            .map(|&n| (n, self.meta(n).status))
-            .collect()
+        self.iter().map(|(n, r)| (n, r.status)).collect()
+    }
+}
+
+impl Serialize for Parts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (n, r) in &self.0 {
+            map.serialize_entry(n.name(), r)?;
+        }
+        map.end()
+    }
+}
+
+/// A part record as read from JSON, before its part decodes the result.
+#[derive(Deserialize)]
+struct RawRecord {
+    status: PartStatus,
+    reason: Option<String>,
+    budget_s: Option<f64>,
+    elapsed_s: Option<f64>,
+    run: Option<u32>,
+    started_utc: Option<String>,
+    verified: Option<bool>,
+    result: Option<serde_json::Value>,
+}
+
+impl<'de> Deserialize<'de> for Parts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut raw: std::collections::BTreeMap<String, RawRecord> =
+            std::collections::BTreeMap::deserialize(d)?;
+        let mut out = Vec::new();
+        for p in PartName::all() {
+            let rec = match raw.remove(p.name()) {
+                // A part this numalab has but the report's numalab had not.
+                None => PartRecord::new(
+                    PartStatus::NotSelected,
+                    Some("not in this report: it was made by a numalab without this part".into()),
+                ),
+                Some(r) => {
+                    let result = match r.result {
+                        None | Some(serde_json::Value::Null) => None,
+                        Some(v) => Some(p.part().decode(v).map_err(|e| {
+                            serde::de::Error::custom(format!("parts.{p}.result: {e}"))
+                        })?),
+                    };
+                    PartRecord {
+                        status: r.status,
+                        reason: r.reason,
+                        budget_s: r.budget_s,
+                        elapsed_s: r.elapsed_s,
+                        run: r.run,
+                        started_utc: r.started_utc,
+                        verified: r.verified,
+                        result,
+                    }
+                }
+            };
+            out.push((p, rec));
+        }
+        Ok(Parts(out))
     }
 }
 
@@ -455,12 +309,11 @@ pub struct ReportResults {
 }
 
 impl ReportResults {
-    /// Parts that are missing, with status and reason, in run order.
-    pub fn missing(&self) -> Vec<(PartName, PartMeta)> {
-        PartName::ALL
+    /// Parts that are missing (and selected), in run order.
+    pub fn missing(&self) -> Vec<(PartName, &PartRecord)> {
+        self.parts
             .iter()
-            .map(|&n| (n, self.parts.meta(n)))
-            .filter(|(_, m)| m.status.is_missing() && m.status != PartStatus::NotSelected)
+            .filter(|(_, r)| r.status.is_missing() && r.status != PartStatus::NotSelected)
             .collect()
     }
 
@@ -469,18 +322,13 @@ impl ReportResults {
         self.complete = self
             .selected_parts
             .iter()
-            .all(|&n| !self.parts.meta(n).status.is_missing());
-        let mut problems = Vec::new();
-        for n in PartName::ALL {
-            let meta = self.parts.meta(n);
-            if meta.status == PartStatus::Done && meta.verified == Some(false) {
-                problems.push(format!(
-                    "{}: some placement did not verify (see parts.{}.result)",
-                    n.name(),
-                    n.name()
-                ));
-            }
-        }
+            .all(|&n| !self.parts.get(n).status.is_missing());
+        let problems: Vec<String> = self
+            .parts
+            .iter()
+            .filter(|(_, r)| r.status == PartStatus::Done && r.verified == Some(false))
+            .map(|(n, _)| format!("{n}: some placement did not verify (see parts.{n}.result)"))
+            .collect();
         self.verification = ReportVerification {
             verified: problems.is_empty(),
             problems,
@@ -515,22 +363,23 @@ impl ReportResults {
 mod tests {
     use super::*;
 
+    fn part(name: &str) -> PartName {
+        PartName::find(name).unwrap()
+    }
+
     #[test]
     fn part_lists_parse_in_run_order() {
         assert_eq!(
             PartName::parse_list("sweeps,matrix").unwrap(),
             vec![
-                PartName::LatencyMatrix,
-                PartName::BandwidthMatrix,
-                PartName::Sweep,
-                PartName::SweepBackground
+                part("latency-matrix"),
+                part("bandwidth-matrix"),
+                part("sweep"),
+                part("sweep-background")
             ]
         );
         assert_eq!(PartName::parse_list("all").unwrap().len(), 10);
-        assert_eq!(
-            PartName::parse_list("c2c,c2c").unwrap(),
-            vec![PartName::C2c]
-        );
+        assert_eq!(PartName::parse_list("c2c,c2c").unwrap(), vec![part("c2c")]);
         let e = PartName::parse_list("c2c,latency").unwrap_err();
         assert!(
             e.starts_with("unknown part 'latency'; valid: latency-matrix"),
@@ -543,10 +392,14 @@ mod tests {
 
     #[test]
     fn names_match_serde() {
-        for p in PartName::ALL {
+        for p in PartName::all() {
             let v = serde_json::to_value(p).unwrap();
             assert_eq!(v.as_str(), Some(p.name()));
+            let back: PartName = serde_json::from_value(v).unwrap();
+            assert_eq!(back, p);
         }
+        let e = serde_json::from_str::<PartName>("\"latency\"").unwrap_err();
+        assert!(e.to_string().contains("unknown part 'latency'"), "{e}");
         for s in [
             PartStatus::Done,
             PartStatus::OutOfBudget,
@@ -559,18 +412,42 @@ mod tests {
 
     #[test]
     fn marking_a_part_drops_its_result() {
+        let c2c = part("c2c");
         let mut parts = Parts::all(PartStatus::Pending, None);
-        parts.start(PartName::C2c, 3.0, 1, "t".into());
-        assert_eq!(parts.meta(PartName::C2c).budget_s, Some(3.0));
-        parts.mark(
-            PartName::C2c,
-            PartStatus::Interrupted,
-            Some("Ctrl-C".into()),
-        );
-        let m = parts.meta(PartName::C2c);
+        parts.start(c2c, 3.0, 1, "t".into());
+        assert_eq!(parts.get(c2c).budget_s, Some(3.0));
+        parts.mark(c2c, PartStatus::Interrupted, Some("Ctrl-C".into()));
+        let m = parts.get(c2c);
         assert_eq!(m.status, PartStatus::Interrupted);
         assert_eq!(m.budget_s, None);
         assert!(m.status.is_missing());
         assert!(!PartStatus::NotApplicable.is_missing());
+    }
+
+    #[test]
+    fn parts_serialize_as_an_object_in_run_order_and_read_back() {
+        let mut parts = Parts::all(PartStatus::Pending, None);
+        parts.mark(part("sizes"), PartStatus::Failed, Some("failed: x".into()));
+        let v = serde_json::to_value(&parts).unwrap();
+        let text = serde_json::to_string(&parts).unwrap();
+        // In run order in the file (not alphabetical).
+        assert!(text.find("latency-matrix").unwrap() < text.find("bandwidth-matrix").unwrap());
+        assert_eq!(v["sizes"]["status"], "failed");
+        assert_eq!(v["sizes"]["reason"], "failed: x");
+        assert!(v["c2c"]["result"].is_null());
+        let back: Parts = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back.get(part("sizes")).status, PartStatus::Failed);
+        // A part the file does not have (an older numalab) is not selected.
+        let mut older = v;
+        older.as_object_mut().unwrap().remove("c2c");
+        let back: Parts = serde_json::from_value(older).unwrap();
+        assert_eq!(back.get(part("c2c")).status, PartStatus::NotSelected);
+        // A result its part cannot read is an error naming the part.
+        let mut bad = serde_json::to_value(&parts).unwrap();
+        bad["c2c"]["result"] = serde_json::json!({"cpus": "no"});
+        let e = serde_json::from_value::<Parts>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("parts.c2c.result"), "{e}");
     }
 }

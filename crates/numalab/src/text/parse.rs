@@ -62,7 +62,9 @@ pub fn rate(text: &str) -> Result<f64, String> {
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v * 1e9),
         Ok(_) => Err(format!("'{text}' must be a positive number of GB/s")),
-        Err(_) => Err(format!("'{text}' is not a rate; write GB/s like 0.5, 2 or 4GB/s")),
+        Err(_) => Err(format!(
+            "'{text}' is not a rate; write GB/s like 0.5, 2 or 4GB/s"
+        )),
     }
 }
 
@@ -88,7 +90,9 @@ mod tests {
         assert_eq!(seconds(" 0.5s ").unwrap(), 0.5);
         assert!(seconds("0").unwrap_err().contains("positive"));
         assert!(seconds("inf").unwrap_err().contains("positive"));
-        assert!(seconds("soon").unwrap_err().contains("not a number of seconds"));
+        assert!(seconds("soon")
+            .unwrap_err()
+            .contains("not a number of seconds"));
         assert_eq!(rate("2").unwrap(), 2e9);
         assert_eq!(rate("0.5GB/s").unwrap(), 0.5e9);
         assert_eq!(rate("4 GB/s").unwrap(), 4e9);

@@ -1,0 +1,496 @@
+//! Options shared by the commands, parsed once here: typed value parsers
+//! (each error one line naming the option and the valid choices, each
+//! choice listed by `--help`), the measurement options, and the helpers
+//! that read CPUs, thread layouts and sizes against the machine.
+
+use crate::output::CliError;
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::error::ErrorKind;
+use numalab::measure::harness::default_buffer_bytes;
+use numalab::measure::stats::StopRule;
+use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
+use numalab::text::parse;
+use numalab::{IdSet, Machine};
+use std::ffi::OsStr;
+use std::time::Duration;
+
+/// `--name` of the option being parsed (or `value` outside an option).
+fn option_name(arg: Option<&clap::Arg>) -> String {
+    arg.and_then(|a| a.get_long())
+        .map(|l| format!("--{l}"))
+        .unwrap_or_else(|| "value".into())
+}
+
+fn value_error(msg: String) -> clap::Error {
+    clap::Error::raw(ErrorKind::ValueValidation, msg)
+}
+
+fn text_of(arg: Option<&clap::Arg>, value: &OsStr) -> Result<String, clap::Error> {
+    value
+        .to_str()
+        .map(str::to_string)
+        .ok_or_else(|| value_error(format!("{} is not valid UTF-8", option_name(arg))))
+}
+
+/// A value read by a parse function of the engine (`BandwidthKernel::parse`,
+/// `Isa::parse`...): its error message is kept, prefixed with the option,
+/// and `names` are the choices `--help` lists.
+#[derive(Clone)]
+pub struct Choice<T> {
+    names: &'static [&'static str],
+    parse: fn(&str) -> Result<T, String>,
+}
+
+/// A [`Choice`] of `names`, read by `parse`.
+pub fn choice<T>(
+    names: &'static [&'static str],
+    parse: fn(&str) -> Result<T, String>,
+) -> Choice<T> {
+    Choice { names, parse }
+}
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Choice<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let t = text_of(arg, value)?;
+        (self.parse)(t.trim()).map_err(|e| value_error(format!("{}: {e}", option_name(arg))))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(self.names.iter().map(|n| PossibleValue::new(*n))))
+    }
+}
+
+/// A whole number within `min..=max`: `--OPT 'TEXT' is not a whole number
+/// from MIN to MAX`, or `is not WHAT (a whole number from MIN to MAX)`.
+#[derive(Clone, Copy)]
+pub struct Whole {
+    pub min: usize,
+    pub max: usize,
+    /// What the number counts, for the error ("a thread count").
+    pub what: Option<&'static str>,
+}
+
+/// A whole number from `min` to `max`.
+pub fn whole(min: usize, max: usize) -> Whole {
+    Whole {
+        min,
+        max,
+        what: None,
+    }
+}
+
+/// A thread count from 1 to `max`.
+pub fn thread_count(max: usize) -> Whole {
+    Whole {
+        min: 1,
+        max,
+        what: Some("a thread count"),
+    }
+}
+
+impl TypedValueParser for Whole {
+    type Value = usize;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<usize, clap::Error> {
+        let t = text_of(arg, value)?;
+        t.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|v| (self.min..=self.max).contains(v))
+            .ok_or_else(|| {
+                let range = format!("a whole number from {} to {}", self.min, self.max);
+                value_error(match self.what {
+                    Some(w) => format!("{} '{t}' is not {w} ({range})", option_name(arg)),
+                    None => format!("{} '{t}' is not {range}", option_name(arg)),
+                })
+            })
+    }
+}
+
+/// A positive number of seconds (`60`, `0.5`, `2s`), at least `min`.
+#[derive(Clone, Copy)]
+pub struct Seconds {
+    pub min: f64,
+}
+
+/// Seconds, at least `min` (0: any positive number).
+pub fn seconds(min: f64) -> Seconds {
+    Seconds { min }
+}
+
+impl TypedValueParser for Seconds {
+    type Value = f64;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<f64, clap::Error> {
+        let t = text_of(arg, value)?;
+        let opt = option_name(arg);
+        let v = parse::seconds(&t);
+        // Below a minimum of a second or more, say so rather than "positive".
+        let number = t.trim().trim_end_matches('s').trim().parse::<f64>();
+        match (v, number) {
+            (_, Ok(x)) if self.min > 0.0 && x.is_finite() && x < self.min => {
+                Err(value_error(format!(
+                    "{opt} {t} must be at least {} second{}",
+                    self.min,
+                    if self.min == 1.0 { "" } else { "s" }
+                )))
+            }
+            (Ok(v), _) => Ok(v),
+            (Err(e), _) => Err(value_error(format!("{opt} {e}"))),
+        }
+    }
+}
+
+/// A size (`64M`, `1G`, binary units) of at least `min` bytes:
+/// `--OPT TEXT is too small: at least MIN (why)`.
+#[derive(Clone, Copy)]
+pub struct Size {
+    pub min: u64,
+    /// Why the minimum, shown with a refusal.
+    pub why: &'static str,
+}
+
+/// A size of at least `min` bytes, `why` naming the reason.
+pub fn size(min: u64, why: &'static str) -> Size {
+    Size { min, why }
+}
+
+/// The usual buffer size option: at least one page.
+pub fn buffer_size() -> Size {
+    size(4096, "one page per buffer")
+}
+
+impl TypedValueParser for Size {
+    type Value = usize;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<usize, clap::Error> {
+        let t = text_of(arg, value)?;
+        let opt = option_name(arg);
+        let v = parse::size(&t).map_err(|e| value_error(format!("{opt}: {e}")))?;
+        if v < self.min {
+            return Err(value_error(format!(
+                "{opt} {t} is too small: at least {} ({})",
+                numalab::text::format::bytes(self.min),
+                self.why
+            )));
+        }
+        usize::try_from(v).map_err(|_| value_error(format!("{opt} {t} is too large")))
+    }
+}
+
+/// A percentage strictly between 0 and 100, as a fraction.
+#[derive(Clone, Copy)]
+pub struct Percent;
+
+impl TypedValueParser for Percent {
+    type Value = f64;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<f64, clap::Error> {
+        let t = text_of(arg, value)?;
+        let opt = option_name(arg);
+        match t.trim().trim_end_matches('%').parse::<f64>() {
+            Ok(v) if v > 0.0 && v < 100.0 => Ok(v / 100.0),
+            Ok(v) => Err(value_error(format!(
+                "{opt} {v} must be between 0 and 100 (percent)"
+            ))),
+            Err(_) => Err(value_error(format!(
+                "{opt} '{t}' is not a percentage like 1 or 0.5"
+            ))),
+        }
+    }
+}
+
+/// How long and how precisely to measure.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StatOptions {
+    /// Stop when the median's 95% confidence interval is within this many percent.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value = "1",
+        allow_hyphen_values = true,
+        value_parser = Percent
+    )]
+    pub target_ci: f64,
+    /// Time budget per measurement, in seconds.
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
+    pub budget: Option<f64>,
+    /// Repetitions at least (after warm-up).
+    #[arg(long, value_name = "N", default_value = "5", value_parser = whole(1, 1_000_000))]
+    pub min_reps: usize,
+    /// Repetitions at most.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = whole(1, 1_000_000))]
+    pub max_reps: usize,
+    /// Warm-up repetitions, not counted.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = whole(0, 1_000_000))]
+    pub warmup: usize,
+}
+
+impl StatOptions {
+    /// The stop rule, with `default_budget` seconds unless --budget is given.
+    pub fn rule(&self, default_budget: f64) -> Result<StopRule, CliError> {
+        if self.max_reps < self.min_reps {
+            return Err(CliError::usage(format!(
+                "--min-reps {} and --max-reps {}: need 1 <= min-reps <= max-reps",
+                self.min_reps, self.max_reps
+            )));
+        }
+        Ok(StopRule {
+            warmup: self.warmup,
+            min_reps: self.min_reps,
+            max_reps: self.max_reps,
+            target_rel_ci: self.target_ci,
+            budget: Duration::from_secs_f64(self.budget.unwrap_or(default_budget)),
+        })
+    }
+}
+
+/// The buffer size of an option, or the default (4x the last-level cache).
+pub fn size_or_default(m: &Machine, v: Option<usize>) -> usize {
+    v.unwrap_or_else(|| default_buffer_bytes(m))
+}
+
+/// Parses a single CPU written by the user, with the set grammar's checks.
+pub fn one_cpu(m: &Machine, opt: &str, text: &str) -> Result<u32, CliError> {
+    let s = ResourceSet::parse(m, text, ListMeaning::Cpus)
+        .map_err(|e| CliError::usage(format!("{opt}: {e}")))?;
+    match (s.cpus.len(), s.cpus.first()) {
+        (1, Some(c)) => Ok(c),
+        (0, _) => Err(CliError::usage(format!(
+            "{opt} '{text}' holds no CPU{}; CPUs: {}",
+            cpuless_hint(m, &s),
+            m.allowed_cpus
+        ))),
+        _ => Err(CliError::usage(format!(
+            "{opt} '{text}' is {} CPUs ({}); give one CPU",
+            s.cpus.len(),
+            s.cpus
+        ))),
+    }
+}
+
+/// `--cpu`, or the first allowed CPU.
+pub fn cpu_or_first(m: &Machine, text: Option<&str>) -> Result<u32, CliError> {
+    match text {
+        Some(c) => one_cpu(m, "--cpu", c),
+        None => m
+            .allowed_cpus
+            .first()
+            .ok_or_else(|| CliError::failed("no CPU is allowed for this process")),
+    }
+}
+
+/// " (node 4 is CPU-less: memory only)" when the set named CPU-less nodes.
+pub fn cpuless_hint(m: &Machine, s: &ResourceSet) -> String {
+    let cpuless: IdSet = s
+        .nodes
+        .iter()
+        .filter(|n| m.node(*n).is_some_and(|x| x.cpuless))
+        .collect();
+    if cpuless.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (node {cpuless} {} CPU-less: memory only)",
+            if cpuless.len() > 1 { "are" } else { "is" }
+        )
+    }
+}
+
+/// The CPUs of a set option that must name at least one CPU.
+pub fn cpu_set(m: &Machine, opt: &str, text: &str) -> Result<IdSet, CliError> {
+    let set = ResourceSet::parse(m, text, ListMeaning::Cpus)
+        .map_err(|e| CliError::usage(format!("{opt}: {e}")))?;
+    if set.cpus.is_empty() {
+        return Err(CliError::usage(format!(
+            "{opt} '{text}' holds no CPU{}; nodes with CPUs: {}",
+            cpuless_hint(m, &set),
+            m.cpu_nodes()
+        )));
+    }
+    Ok(set.cpus)
+}
+
+/// The CPUs of `n` threads over the set `cpus` with the thread policy.
+pub fn thread_cpus(
+    m: &Machine,
+    cpus: &str,
+    n: usize,
+    policy: &ThreadPolicy,
+    oversubscribe: bool,
+) -> Result<Vec<u32>, CliError> {
+    let set = cpu_set(m, "--cpus", cpus)?;
+    policy
+        .assign(m, &set, n, oversubscribe)
+        .map_err(CliError::usage)
+}
+
+/// Bandwidth kernels (`BandwidthKernel::parse`).
+pub const KERNELS: &[&str] = &[
+    "read",
+    "read-prefetch",
+    "write",
+    "write-nt",
+    "copy",
+    "scale",
+    "add",
+    "triad",
+    "line-read",
+    "line-write",
+    "random-read",
+];
+/// Instruction sets, `auto` for the widest this CPU runs.
+pub const ISAS: &[&str] = &["auto", "avx512", "avx2", "sse2", "neon", "portable"];
+/// Pointer-chase patterns (`ChasePattern::parse`; `page:N` and `stride:N`
+/// take a count).
+pub const PATTERNS: &[&str] = &["random", "page", "page:N", "stride", "stride:N"];
+/// Transparent huge page choices (`Thp::parse`).
+pub const THP: &[&str] = &["on", "off", "system"];
+/// Bandwidth units of the text output.
+pub const UNITS: &[&str] = numalab::report::views::Units::NAMES;
+
+/// Parses `--isa`: `auto` (the widest ISA this CPU runs) or a name; refused
+/// when this CPU cannot run it.
+pub fn isa(t: &str) -> Result<numalab::measure::kernels::Isa, String> {
+    use numalab::measure::kernels::Isa;
+    let isa = match t {
+        "auto" => Isa::detect_best(),
+        t => Isa::parse(t)?,
+    };
+    isa.check_available()?;
+    Ok(isa)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use numalab::measure::chase::ChasePattern;
+    use numalab::measure::kernels::BandwidthKernel;
+    use numalab::placement::Thp;
+
+    #[test]
+    fn listed_choices_are_what_the_engine_reads() {
+        for k in KERNELS {
+            assert!(BandwidthKernel::parse(k).is_ok(), "{k}");
+        }
+        assert_eq!(KERNELS.len(), BandwidthKernel::ALL.len());
+        for p in PATTERNS {
+            assert!(ChasePattern::parse(&p.replace('N', "2")).is_ok(), "{p}");
+        }
+        for t in THP {
+            assert!(Thp::parse(t).is_ok(), "{t}");
+        }
+        assert!(isa("auto").is_ok());
+        assert!(isa("mmx").unwrap_err().contains("valid:"));
+    }
+
+    #[derive(clap::Parser)]
+    struct Try {
+        #[arg(long, value_parser = choice(KERNELS, BandwidthKernel::parse))]
+        kernel: Option<BandwidthKernel>,
+        #[arg(long, value_parser = whole(1, 8))]
+        threads: Option<usize>,
+        #[arg(long, allow_hyphen_values = true, value_parser = seconds(1.0))]
+        total: Option<f64>,
+        #[arg(long, value_parser = buffer_size())]
+        size: Option<usize>,
+    }
+
+    #[derive(clap::Parser)]
+    struct TryStats {
+        #[command(flatten)]
+        stats: StatOptions,
+    }
+
+    fn error(args: &[&str]) -> String {
+        let mut v = vec!["try"];
+        v.extend(args);
+        match Try::try_parse_from(v) {
+            Ok(_) => panic!("{args:?} parsed"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn typed_options_refuse_in_one_line_naming_the_option() {
+        let e = error(&["--kernel", "bogus"]);
+        assert!(
+            e.contains("--kernel: unknown kernel 'bogus'; valid: read"),
+            "{e}"
+        );
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+        let e = error(&["--threads", "9"]);
+        assert!(
+            e.contains("--threads '9' is not a whole number from 1 to 8"),
+            "{e}"
+        );
+        let e = error(&["--total", "0.5"]);
+        assert!(e.contains("--total 0.5 must be at least 1 second"), "{e}");
+        let e = error(&["--total", "-1"]);
+        assert!(e.contains("--total -1 must be at least 1 second"), "{e}");
+        let e = error(&["--total", "soon"]);
+        assert!(
+            e.contains("--total 'soon' is not a number of seconds"),
+            "{e}"
+        );
+        let e = error(&["--size", "1K"]);
+        assert!(e.contains("--size 1K is too small: at least 4 KiB"), "{e}");
+        let stats_error = |args: &[&str]| {
+            let mut v = vec!["try"];
+            v.extend(args);
+            TryStats::try_parse_from(v).err().unwrap().to_string()
+        };
+        let e = stats_error(&["--target-ci", "200"]);
+        assert!(e.contains("between 0 and 100"), "{e}");
+        let e = stats_error(&["--budget", "0"]);
+        assert!(e.contains("--budget '0' must be a positive number"), "{e}");
+        let t = Try::try_parse_from(["try", "--kernel", "triad", "--size", "64M", "--total", "2s"])
+            .unwrap();
+        assert_eq!(t.kernel, Some(BandwidthKernel::Triad));
+        assert_eq!(t.size, Some(64 << 20));
+        assert_eq!(t.total, Some(2.0));
+        let st = TryStats::try_parse_from(["try"]).unwrap().stats;
+        assert_eq!(st.rule(1.0).unwrap().target_rel_ci, 0.01);
+        let e = TryStats::try_parse_from(["try", "--min-reps", "9", "--max-reps", "3"])
+            .unwrap()
+            .stats
+            .rule(1.0)
+            .unwrap_err();
+        assert!(e.msg.contains("min-reps <= max-reps"), "{}", e.msg);
+    }
+
+    #[test]
+    fn help_lists_the_choices() {
+        use clap::CommandFactory;
+        let help = Try::command().render_long_help().to_string();
+        assert!(help.contains("line-write"), "{help}");
+    }
+}

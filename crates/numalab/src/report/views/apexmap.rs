@@ -1,0 +1,106 @@
+//! The Apex-MAP locality map (`numalab apexmap`): ns per access and GB/s
+//! over temporal locality alpha x spatial locality L, the fitted cache and
+//! memory model, and where the machine departs from it.
+
+use super::bench::verification_text;
+use crate::experiments::apexmap::{ApexPoint, ApexResult};
+use crate::machine::Machine;
+use crate::placement::Thp;
+use crate::text::format::{bytes as format_bytes, significant};
+use std::fmt::Write;
+
+/// A table with alphas as rows and Ls as columns.
+fn grid(r: &ApexResult, title: &str, cell: &dyn Fn(&ApexPoint) -> String) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{title}");
+    let _ = write!(s, "  {:>9}", "alpha \\ L");
+    for l in &r.ls {
+        let _ = write!(s, " {l:>8}");
+    }
+    s.push('\n');
+    for &a in &r.alphas {
+        let _ = write!(s, "  {a:>9}");
+        for &l in &r.ls {
+            let c = r.point(a, l).map(cell).unwrap_or_else(|| "-".into());
+            let _ = write!(s, " {c:>8}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Three significant digits, `-` when not finite.
+fn sig3(v: f64) -> String {
+    significant(v, 3)
+}
+
+/// The text `numalab apexmap` prints: the setup, ns per access and GB/s per
+/// (alpha, L) point, the fitted model and its residuals, and the placement
+/// proof. `thp` is the huge-page setting the buffer was asked with.
+pub fn text(r: &ApexResult, m: &Machine, thp: Thp) -> String {
+    let mut s = String::new();
+    let node = m
+        .node_of_cpu(r.cpu)
+        .map(|n| format!(" (node {n})"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "Apex-MAP on CPU {}{node}, memory {}, {} buffer (THP {}), ISA {}: {} alphas x {} Ls in {:.1} s",
+        r.cpu,
+        r.policy,
+        format_bytes(r.buffer_bytes),
+        thp.describe(),
+        r.isa.name(),
+        r.alphas.len(),
+        r.ls.len(),
+        r.elapsed_s
+    );
+    s.push_str(&grid(
+        r,
+        "ns per access (rows: temporal locality alpha; columns: L, 8-byte words per access)",
+        &|p| sig3(p.ns.median),
+    ));
+    s.push_str(&grid(r, "GB/s (8L bytes per access)", &|p| {
+        sig3(p.gbps.median)
+    }));
+    if let Some(mo) = &r.model {
+        let _ = writeln!(
+            s,
+            "Model: time per access = sum over levels of P(level) x (latency + 8L / bandwidth); P from the power law and the cache sizes, latency and bandwidth fitted (least squares, relative error)"
+        );
+        let _ = writeln!(
+            s,
+            "  {:>8} {:>10} {:>12} {:>12}",
+            "level", "capacity", "latency ns", "GB/s"
+        );
+        for lv in &mo.levels {
+            let _ = writeln!(
+                s,
+                "  {:>8} {:>10} {:>12} {:>12}",
+                lv.name,
+                lv.capacity_bytes.map(format_bytes).unwrap_or("-".into()),
+                lv.latency_ns.map(sig3).unwrap_or("-".into()),
+                lv.bandwidth_gbps.map(sig3).unwrap_or("-".into())
+            );
+        }
+        s.push_str(&grid(
+            r,
+            "Residual (measured / model - 1): where the machine departs from the model",
+            &|p| {
+                p.residual
+                    .map(|x| format!("{:+.0}%", x * 100.0))
+                    .unwrap_or("-".into())
+            },
+        ));
+        let _ = writeln!(
+            s,
+            "  rms residual {:.0}%, largest {:+.0}% at alpha {} L {}",
+            mo.rms_residual * 100.0,
+            mo.worst.residual * 100.0,
+            mo.worst.alpha,
+            mo.worst.l
+        );
+    }
+    s.push_str(&verification_text(&r.verification));
+    s
+}

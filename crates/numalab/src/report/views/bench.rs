@@ -1,0 +1,143 @@
+//! One measurement (`numalab bench bandwidth|latency`): the figures in
+//! program and memory bytes, and the placement proof.
+
+use super::Units;
+use crate::machine::Machine;
+use crate::measure::harness::{BandwidthResult, LatencyResult, Verification};
+use crate::placement::MemoryPolicy;
+use crate::text::format::bytes as format_bytes;
+use std::fmt::Write;
+
+/// The text view of a bandwidth result.
+pub fn bandwidth_text(r: &BandwidthResult, policy: &MemoryPolicy, u: Units) -> String {
+    let mut s = String::new();
+    let cpus: Vec<String> = r
+        .verification
+        .workers
+        .iter()
+        .map(|w| w.requested_cpu.to_string())
+        .collect();
+    let _ = writeln!(
+        s,
+        "{} with {} thread{} on CPU {}, memory {policy}, {} x {} per thread, ISA {}",
+        r.kernel.name(),
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        cpus.join(","),
+        r.kernel.arrays(),
+        format_bytes(r.buffer_bytes),
+        r.isa.name()
+    );
+    let f = |x: f64| format!("{:.2}", u.convert(x));
+    let _ = writeln!(
+        s,
+        "  program bytes  median {} {}  best {}  (min {}, max {}; ±{:.1}% CI; {} samples, {:?})",
+        f(r.gbps.median),
+        u.label(),
+        f(r.gbps.best),
+        f(r.gbps.min),
+        f(r.gbps.max),
+        r.gbps.rel_ci * 100.0,
+        r.measurement.samples.len(),
+        r.measurement.stop_reason
+    );
+    let _ = writeln!(
+        s,
+        "  memory bytes   median {} {}  best {}  (what memory moves: write-allocate included)",
+        f(r.memory_gbps.median),
+        u.label(),
+        f(r.memory_gbps.best)
+    );
+    if r.threads > 1 {
+        let per: Vec<String> = r
+            .verification
+            .workers
+            .iter()
+            .map(|w| {
+                let med = crate::measure::stats::Summary::of(&w.gbps)
+                    .map(|s| s.median)
+                    .unwrap_or(0.0);
+                format!("CPU {} {}", w.requested_cpu, f(med))
+            })
+            .collect();
+        let _ = writeln!(s, "  per thread     {} {}", per.join(", "), u.label());
+    }
+    s.push_str(&verification_text(&r.verification));
+    for w in &r.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
+    s
+}
+
+/// "placement verified: ..." or the problems.
+pub fn verification_text(v: &Verification) -> String {
+    let mut s = String::new();
+    if v.verified {
+        let mut nodes = std::collections::BTreeMap::<u32, u64>::new();
+        for w in &v.workers {
+            for b in &w.buffers {
+                for (n, p) in &b.pages_by_node {
+                    *nodes.entry(*n).or_insert(0) += p * b.page_size as u64;
+                }
+            }
+        }
+        let total: u64 = nodes.values().sum();
+        let parts: Vec<String> = nodes
+            .iter()
+            .map(|(n, b)| format!("node {n} {:.0}%", 100.0 * *b as f64 / total.max(1) as f64))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  placement verified: threads on their CPUs, pages on {}",
+            parts.join(", ")
+        );
+    } else {
+        for p in &v.problems {
+            let _ = writeln!(s, "  NOT VERIFIED: {p}");
+        }
+    }
+    s
+}
+
+/// The text view of a latency result.
+pub fn latency_text(r: &LatencyResult, cpu: u32, policy: &MemoryPolicy, m: &Machine) -> String {
+    let mut s = String::new();
+    let node = m
+        .node_of_cpu(cpu)
+        .map(|n| format!(" (node {n})"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "{:?} chase on CPU {cpu}{node}, memory {policy}, {} buffer, {} chain{}",
+        r.pattern,
+        format_bytes(r.buffer_bytes),
+        r.chains,
+        if r.chains == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(
+        s,
+        "  latency  median {:.1} ns  best {:.1} ns  (min {:.1}, max {:.1}; ±{:.1}% CI; {} samples, {:?})",
+        r.ns.median,
+        r.ns.best,
+        r.ns.min,
+        r.ns.max,
+        r.ns.rel_ci * 100.0,
+        r.measurement.samples.len(),
+        r.measurement.stop_reason
+    );
+    if r.core_ghz > 0.0 {
+        let _ = writeln!(
+            s,
+            "  cycles   median {:.0}  (core clock {:.2} GHz)",
+            r.cycles.median, r.core_ghz
+        );
+    }
+    if r.chains > 1 {
+        let _ = writeln!(s, "  per access over all chains: {:.2} ns", r.ns_per_access);
+    }
+    s.push_str(&verification_text(&r.verification));
+    for w in &r.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
+    s
+}

@@ -1,0 +1,446 @@
+//! Loaded latency (`numalab loaded-latency`, report parts
+//! `loaded-latency-local` and `loaded-latency-far`): a pointer chase while
+//! injector threads load the same memory, idle to saturation, with the knee
+//! where queueing starts.
+
+use super::bench::verification_text;
+use super::Units;
+use crate::experiments::loaded_latency::{
+    default_injectors, measurements, run_loaded_latency, Ladder, LoadedLatencyRequest,
+    LoadedLatencyResult, MixCurve,
+};
+use crate::machine::Machine;
+use crate::measure::chase::ChasePattern;
+use crate::measure::pacing::TrafficMix;
+use crate::placement::{MemoryPolicy, PlacementError, Thp};
+use crate::report::csv::{ids, num, yes, Table};
+use crate::report::html::Section;
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
+use crate::report::plan::{far_node, fit, home_cpu, home_node, no_cpu_node};
+use crate::report::results::Mode;
+use crate::report::summary::SummaryBuilder;
+use crate::report::svg::{line_chart, Axis, PointMark, Scale, Series, TickFormat};
+use crate::text::format::{bytes as format_bytes, page_shares, plural};
+use crate::IdSet;
+use std::fmt::Write;
+use std::time::Duration;
+
+/// A loaded-latency part: the chase on the home node's first CPU, to the
+/// home node's memory or to the farthest memory node.
+pub struct LoadedLatencyPart {
+    far: bool,
+}
+
+/// Loaded latency to the home node's own memory.
+pub const LOCAL: LoadedLatencyPart = LoadedLatencyPart { far: false };
+/// Loaded latency to the farthest memory node (CPU-less nodes count).
+pub const FAR: LoadedLatencyPart = LoadedLatencyPart { far: true };
+
+impl LoadedLatencyPart {
+    /// `local` or `farthest`: the CSV's target column and the sentences' word.
+    fn target_label(&self) -> &'static str {
+        if self.far {
+            "farthest"
+        } else {
+            "local"
+        }
+    }
+
+    /// The memory node the chase and the injectors load.
+    fn node(&self, m: &Machine) -> Result<u32, PlacementError> {
+        if self.far {
+            far_node(m).ok_or_else(|| {
+                PlacementError::Invalid("this machine has no remote memory node".into())
+            })
+        } else {
+            home_node(m).ok_or_else(no_cpu_node)
+        }
+    }
+}
+
+impl ReportPart for LoadedLatencyPart {
+    type Result = LoadedLatencyResult;
+
+    fn info(&self) -> PartInfo {
+        let base = if self.far {
+            PartInfo::new(
+                "loaded-latency-far",
+                "Loaded latency, farthest node",
+                "numalab loaded-latency",
+                9.0,
+            )
+        } else {
+            PartInfo {
+                key_figures: &["loaded_idle_ns", "loaded_max_ns", "loaded_max_gbps"],
+                ..PartInfo::new(
+                    "loaded-latency-local",
+                    "Loaded latency, local node",
+                    "numalab loaded-latency",
+                    9.0,
+                )
+            }
+        };
+        PartInfo {
+            aliases: &["loaded-latency"],
+            table_group: Some("loaded-latency"),
+            ..base
+        }
+    }
+
+    fn applicable(&self, m: &Machine) -> Result<(), String> {
+        if m.allowed_cpus.len() < 2 {
+            return Err(format!(
+                "needs one CPU to chase and another to inject traffic; this process may use only CPU {}",
+                m.allowed_cpus
+            ));
+        }
+        if self.far && far_node(m).is_none() {
+            return Err(
+                "one memory node: the farthest node is the local one (see loaded-latency-local)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Every other usable CPU injects traffic into the same node as the
+    /// chase.
+    fn run(
+        &self,
+        ctx: &mut PartContext,
+        budget: f64,
+    ) -> Result<Measured<LoadedLatencyResult>, PlacementError> {
+        let node = self.node(ctx.m)?;
+        let cpu = home_cpu(ctx.m).ok_or_else(no_cpu_node)?;
+        let injectors = default_injectors(ctx.m, cpu);
+        if injectors.is_empty() {
+            return Err(PlacementError::Invalid(
+                "no CPU left for injector threads".into(),
+            ));
+        }
+        let mixes: Vec<TrafficMix> = match ctx.mode {
+            Mode::Quick => vec![TrafficMix::Read],
+            Mode::Default => vec![
+                TrafficMix::Read,
+                TrafficMix::ReadWrite {
+                    reads: 2,
+                    writes: 1,
+                },
+                TrafficMix::WriteNt,
+            ],
+            Mode::Full => TrafficMix::CLASSIC.to_vec(),
+        };
+        // The chase and every injector buffer are on `node`: together they
+        // take at most 60% of its free memory.
+        let chase_bytes = fit(node, 1, ctx.size, 0.2);
+        let injector_bytes = fit(
+            node,
+            injectors.len(),
+            (ctx.size / injectors.len())
+                .max(ctx.size.min(64 << 20))
+                .next_multiple_of(2 << 20),
+            0.4,
+        );
+        let mut req = LoadedLatencyRequest {
+            cpu,
+            policy: MemoryPolicy::Bind {
+                nodes: IdSet::single(node),
+            },
+            pattern: ChasePattern::Random,
+            buffer_bytes: chase_bytes,
+            thp: Some(Thp::Off),
+            injector_cpus: injectors.clone(),
+            injector_policy: None,
+            injector_buffer_bytes: injector_bytes,
+            injector_thp: Some(Thp::On),
+            mixes,
+            ladder: Ladder::Auto,
+            rule: ctx.rule(0.1),
+            settle: Duration::from_millis(20),
+        };
+        let n = measurements(&req);
+        let fixed = (ctx.costs.latency_cell
+            + ctx.costs.bandwidth_cell
+                * injectors.len() as f64
+                * (injector_bytes as f64 / ctx.size as f64)
+                * 0.5
+            + n as f64 * 0.03)
+            * ctx.costs.factor;
+        let per = ctx.per_measurement(budget, fixed, n, 2.0);
+        req.rule = ctx.rule(per);
+        let r = run_loaded_latency(ctx.m, &req, &mut |w| ctx.step(w))?;
+        Ok(Measured::new(r, per * n as f64, fixed))
+    }
+
+    fn verified(&self, r: &LoadedLatencyResult) -> bool {
+        r.verification.verified
+    }
+
+    fn text(&self, r: &LoadedLatencyResult, m: &Machine) -> String {
+        text(r, m, Units::Gb)
+    }
+
+    fn tables(&self, r: &LoadedLatencyResult, _m: &Machine) -> Vec<Table> {
+        let mut t = Table::new(
+            "loaded-latency",
+            "Loaded latency: chase latency (ns) vs injected bandwidth (GB/s, program and memory bytes)",
+            &[
+                "target",
+                "cpu",
+                "mem_nodes",
+                "mix",
+                "step",
+                "injected_gbps",
+                "injected_memory_gbps",
+                "latency_ns",
+                "ci_low_ns",
+                "ci_high_ns",
+                "vs_idle",
+                "knee",
+            ],
+        );
+        for c in &r.mixes {
+            for pt in std::iter::once(&c.idle).chain(&c.steps) {
+                t.rows.push(vec![
+                    self.target_label().into(),
+                    r.chase.cpu.to_string(),
+                    ids(r
+                        .chase
+                        .pages_by_node
+                        .iter()
+                        .filter(|(_, &p)| p > 0)
+                        .map(|(&n, _)| n)),
+                    c.mix.name(),
+                    pt.step.clone(),
+                    num(pt.injected_gbps, 3),
+                    num(pt.injected_memory_gbps, 3),
+                    num(pt.latency_ns.median, 2),
+                    num(pt.ci_low_ns, 2),
+                    num(pt.ci_high_ns, 2),
+                    num(pt.vs_idle, 3),
+                    yes(pt.knee),
+                ]);
+            }
+        }
+        vec![t]
+    }
+
+    fn html(&self, r: &LoadedLatencyResult, s: &mut Section) {
+        let id = format!("fig-{}", self.info().name);
+        html(s, &id, r, self.target_label());
+    }
+
+    fn summarize(&self, r: &LoadedLatencyResult, s: &mut SummaryBuilder) {
+        summarize(s, r, self.target_label(), !self.far);
+    }
+}
+
+/// The text `numalab loaded-latency` prints: the setup, then one table per
+/// mix with the knee marked.
+pub fn text(r: &LoadedLatencyResult, m: &Machine, u: Units) -> String {
+    let mut s = String::new();
+    let c = &r.chase;
+    let node = c.node.map(|n| format!(" (node {n})")).unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "loaded latency: {} chase on CPU {}{node} over {}, memory {} (pages: {})",
+        c.pattern,
+        c.cpu,
+        format_bytes(c.buffer_bytes),
+        c.policy,
+        page_shares(&c.pages_by_node)
+    );
+    let i = &r.injectors;
+    let cpus: IdSet = i.cpus.iter().copied().collect();
+    let nodes: IdSet = i.cpus.iter().filter_map(|c| m.node_of_cpu(*c)).collect();
+    let _ = writeln!(
+        s,
+        "injectors: {} thread{} on CPU {cpus} (node {nodes}), {} each, memory {}{}, {} chunks",
+        i.cpus.len(),
+        if i.cpus.len() == 1 { "" } else { "s" },
+        format_bytes(i.buffer_bytes),
+        i.policy,
+        if i.policy_from_chase {
+            " (the chase buffer's node)"
+        } else {
+            ""
+        },
+        format_bytes(i.chunk_bytes)
+    );
+    let _ = writeln!(
+        s,
+        "{:.1} s per step budget; knee: {}",
+        r.budget_per_step_s, r.knee_rule
+    );
+    for curve in &r.mixes {
+        s.push('\n');
+        s.push_str(&curve_text(curve, u));
+    }
+    s.push('\n');
+    s.push_str(&verification_text(&r.verification));
+    let _ = writeln!(s, "  ({:.1} s)", r.elapsed_s);
+    s
+}
+
+fn curve_text(c: &MixCurve, u: Units) -> String {
+    let mut s = String::new();
+    let l = u.label();
+    let _ = writeln!(s, "mix {} ({})", c.mix, c.description);
+    let _ = writeln!(
+        s,
+        "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
+        "step", "injected", "(memory)", "latency", "95% CI", "x idle"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
+        "", l, l, "ns", "ns", ""
+    );
+    for p in std::iter::once(&c.idle).chain(&c.steps) {
+        let _ = writeln!(
+            s,
+            "  {:<13} {:>10.2} {:>10}  {:>10.1}  {:>17}  {:>6.2}{}",
+            p.step,
+            u.convert(p.injected_gbps),
+            format!("({:.2})", u.convert(p.injected_memory_gbps)),
+            p.latency_ns.median,
+            format!("{:.1}-{:.1}", p.ci_low_ns, p.ci_high_ns),
+            p.vs_idle,
+            if p.knee { "  <- knee" } else { "" }
+        );
+    }
+    match c.knee {
+        Some(k) => {
+            let p = &c.steps[k];
+            let _ = writeln!(
+                s,
+                "  knee at {:.2} {l} injected ({:.0}% of the curve's highest, {:.2} {l}): {:.1} ns, {:.2} x idle",
+                u.convert(p.injected_gbps),
+                100.0 * p.injected_gbps / c.max_injected_gbps.max(1e-12),
+                u.convert(c.max_injected_gbps),
+                p.latency_ns.median,
+                p.vs_idle
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "  no knee: latency did not stay clearly above idle up to {:.2} {l} injected (memory not loaded enough to show; add injectors or raise the load)",
+                u.convert(c.max_injected_gbps)
+            );
+        }
+    }
+    s
+}
+
+fn html(s: &mut Section, id: &str, r: &LoadedLatencyResult, which: &str) {
+    let series: Vec<Series> = r
+        .mixes
+        .iter()
+        .map(|c| Series {
+            name: format!("{} ({})", c.mix.name(), c.description),
+            points: std::iter::once(&c.idle)
+                .chain(&c.steps)
+                .map(|p| (p.injected_gbps, p.latency_ns.median))
+                .collect(),
+            dashed: false,
+        })
+        .collect();
+    let marks: Vec<PointMark> = r
+        .mixes
+        .iter()
+        .filter_map(|c| {
+            Some(PointMark {
+                x: c.knee_injected_gbps?,
+                y: c.knee_latency_ns?,
+                label: format!("knee ({})", c.mix.name()),
+            })
+        })
+        .collect();
+    let node = r
+        .chase
+        .node
+        .map(|n| format!("node {n}"))
+        .unwrap_or_default();
+    s.figure(
+        line_chart(
+            id,
+            &format!(
+                "Loaded latency, {which} memory ({node}) from CPU {}",
+                r.chase.cpu
+            ),
+            &Axis::new("injected bandwidth (GB/s, program bytes)", Scale::Linear, TickFormat::Number),
+            &Axis::new("latency (ns per load)", Scale::Linear, TickFormat::Number),
+            &series,
+            &[],
+            &marks,
+        ),
+        &format!(
+            "A pointer chase on CPU {} while {} injector thread{} on CPU{} {} load the same memory at rising rates, from idle to unpaced. The knee is where queueing starts.",
+            r.chase.cpu,
+            r.injectors.cpus.len(),
+            if r.injectors.cpus.len() == 1 { "" } else { "s" },
+            if r.injectors.cpus.len() == 1 { "" } else { "s" },
+            r.injectors
+                .cpus
+                .iter()
+                .copied()
+                .collect::<crate::IdSet>()
+        ),
+    );
+}
+
+fn read_curve(r: &LoadedLatencyResult) -> Option<&MixCurve> {
+    r.mixes
+        .iter()
+        .find(|c| c.mix == crate::measure::pacing::TrafficMix::Read)
+        .or_else(|| r.mixes.first())
+}
+
+/// The memory node(s) holding a loaded-latency chase buffer, from its
+/// page histogram ("node 3", "nodes 0,1").
+pub fn chase_memory(r: &LoadedLatencyResult) -> String {
+    let nodes: crate::IdSet = r
+        .chase
+        .pages_by_node
+        .iter()
+        .filter(|(_, &p)| p > 0)
+        .map(|(&n, _)| n)
+        .collect();
+    match nodes.len() {
+        0 => "no node (untouched)".into(),
+        1 => format!("node {nodes}"),
+        _ => format!("nodes {nodes}"),
+    }
+}
+
+fn summarize(s: &mut SummaryBuilder, r: &LoadedLatencyResult, which: &str, key: bool) {
+    let Some(c) = read_curve(r) else { return };
+    let idle = c.idle.latency_ns.median;
+    let top = c
+        .steps
+        .iter()
+        .max_by(|a, b| a.injected_gbps.total_cmp(&b.injected_gbps));
+    let Some(top) = top else { return };
+    if key {
+        s.set_figure("loaded_idle_ns", Some(idle));
+        s.set_figure("loaded_max_ns", Some(top.latency_ns.median));
+        s.set_figure("loaded_max_gbps", Some(top.injected_gbps));
+    }
+    let node = format!(" ({})", chase_memory(r));
+    let knee = match (c.knee_injected_gbps, c.knee_latency_ns) {
+        (Some(g), Some(l)) => format!("; the knee is at {g:.1} GB/s ({l:.0} ns)"),
+        _ => "; no knee: the injectors could not load the memory enough to show one".into(),
+    };
+    s.finding(
+        "loaded-latency",
+        format!(
+            "Under load, the latency of {which} memory{node} from CPU {} goes from {idle:.0} ns idle to {:.0} ns with {:.1} GB/s injected by {} ({} mix){knee}.",
+            r.chase.cpu,
+            top.latency_ns.median,
+            top.injected_gbps,
+            plural(r.injectors.cpus.len(), "thread", "threads"),
+            c.mix.name()
+        ),
+    );
+}

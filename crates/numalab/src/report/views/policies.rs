@@ -1,0 +1,461 @@
+//! The policy comparison (`numalab policies`, report part `policies`):
+//! local, interleave and one-node memory for canonical workloads, every
+//! cell's pages verified, and the advice that follows for this machine.
+
+use super::{grid, Units};
+use crate::experiments::policies::{
+    column_title, default_array_bytes, run_policies, Cell, PoliciesRequest, PoliciesResult,
+    PolicyColumn, Workload,
+};
+use crate::machine::Machine;
+use crate::measure::harness::default_buffer_bytes;
+use crate::measure::kernels::BandwidthKernel;
+use crate::placement::thread_policy::scatter_order;
+use crate::placement::{PlacementError, Thp};
+use crate::report::csv::{opt, yes, Table};
+use crate::report::html::Section;
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
+use crate::report::plan::{fit, no_cpu_node};
+use crate::report::results::Mode;
+use crate::report::summary::{sentence_case, SummaryBuilder};
+use crate::report::svg::{bar_chart, Bar, BarGroup};
+use crate::text::format::{bytes as format_bytes, s as plural_s};
+use crate::IdSet;
+use std::fmt::Write;
+
+/// The report part.
+pub struct PoliciesPart;
+
+impl ReportPart for PoliciesPart {
+    type Result = PoliciesResult;
+
+    fn info(&self) -> PartInfo {
+        PartInfo {
+            // A quick report has little time: the fixed costs of the policy
+            // cells need a larger share.
+            quick_weight: 14.0 * 1.2,
+            min_start_s: 0.8,
+            ..PartInfo::new("policies", "Policy comparison", "numalab policies", 14.0)
+        }
+    }
+
+    /// The triad kernel, threads scattered over every allowed CPU, every
+    /// workload (three in `--quick`) under every policy.
+    fn run(
+        &self,
+        ctx: &mut PartContext,
+        budget: f64,
+    ) -> Result<Measured<PoliciesResult>, PlacementError> {
+        let cpus = scatter_order(ctx.m, &ctx.m.allowed_cpus);
+        let main = *cpus.first().ok_or_else(no_cpu_node)?;
+        let node = ctx
+            .m
+            .node_of_cpu(main)
+            .filter(|&n| ctx.m.memory_nodes().contains(n))
+            .or_else(|| ctx.m.memory_nodes().first())
+            .ok_or_else(|| PlacementError::Invalid("no allowed node has memory".into()))?;
+        let kernel = BandwidthKernel::Triad;
+        let wanted = if ctx.size == default_buffer_bytes(ctx.m) {
+            default_array_bytes(ctx.m, kernel)
+        } else {
+            (ctx.size / 6).max(2 << 20).next_multiple_of(2 << 20)
+        };
+        // The one-node column (and main-thread first touch) put every thread's
+        // arrays on one node.
+        let array = fit(node, cpus.len() * kernel.arrays(), wanted, 0.6);
+        let workloads = match ctx.mode {
+            Mode::Quick => vec![
+                Workload::SinglePinned,
+                Workload::SerialInit,
+                Workload::NumaAware,
+            ],
+            _ => Workload::ALL.to_vec(),
+        };
+        let cells = workloads.len() * PolicyColumn::ALL.len();
+        let threads = cpus.len() as f64;
+        let per_cell_fixed = 0.01
+            + ctx.costs.bandwidth_cell
+                * (3.0 * array as f64 / ctx.size as f64)
+                * (1.0 + 0.5 * (threads - 1.0));
+        let fixed = per_cell_fixed * cells as f64 * ctx.costs.factor;
+        let per = ctx.per_measurement(budget, fixed, cells, 3.0);
+        let req = PoliciesRequest {
+            kernel,
+            isa: ctx.isa,
+            cpus: cpus.clone(),
+            thread_policy: "scatter".into(),
+            unpinned_cpus: ctx.m.allowed_cpus.clone(),
+            node,
+            buffer_bytes: array,
+            thp: Thp::Off,
+            rule: ctx.rule(per),
+            workloads,
+            policies: PolicyColumn::ALL.to_vec(),
+        };
+        let r = run_policies(ctx.m, &req, &mut |w| ctx.step(w))?;
+        Ok(Measured::new(r, per * cells as f64, fixed))
+    }
+
+    fn verified(&self, r: &PoliciesResult) -> bool {
+        r.verified
+    }
+
+    fn text(&self, r: &PoliciesResult, m: &Machine) -> String {
+        text(m, r, Units::Gb)
+    }
+
+    fn tables(&self, r: &PoliciesResult, _m: &Machine) -> Vec<Table> {
+        let mut t = Table::new(
+            "policies",
+            "Policy comparison: aggregate bandwidth (GB/s, program bytes) per workload and memory policy, and where the pages were",
+            &[
+                "workload",
+                "policy",
+                "memory_policy",
+                "threads",
+                "gbps",
+                "rel_ci",
+                "local_percent",
+                "pages_by_node",
+                "verified",
+            ],
+        );
+        for c in &r.cells {
+            t.rows.push(vec![
+                c.workload.name().into(),
+                c.policy.name().into(),
+                c.memory_policy.clone(),
+                c.threads.to_string(),
+                opt(c.gbps.as_ref().map(|g| g.median), 3),
+                opt(c.gbps.as_ref().map(|g| g.rel_ci), 4),
+                opt(c.local_percent, 1),
+                c.pages_by_node
+                    .iter()
+                    .map(|(n, p)| format!("{n}:{p}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                yes(c.verified),
+            ]);
+        }
+        vec![t]
+    }
+
+    fn html(&self, r: &PoliciesResult, s: &mut Section) {
+        html(r, s);
+    }
+
+    fn summarize(&self, r: &PoliciesResult, s: &mut SummaryBuilder) {
+        if r.single_node {
+            // Every policy puts every page on the one node: the comparison
+            // only checks the machinery, its differences are noise.
+            s.advise(
+                "policies",
+                "Memory policies: with one memory node, local, interleave and bind all put every page on it; the policy comparison differs only by noise here.".into(),
+            );
+            return;
+        }
+        for rec in &r.recommendations {
+            s.advise("policies", sentence_case(&rec.text));
+        }
+        if let (Some(i), Some(l)) = (
+            gbps_of(r, Workload::SerialInit, PolicyColumn::Interleave),
+            gbps_of(r, Workload::SerialInit, PolicyColumn::Local),
+        ) {
+            s.add_to_advice(
+                "shared-data",
+                format!(
+                    "When threads on three or more nodes share data, or the program initializes it from one thread, interleave it: the program whose main thread initialized the data got {i:.1} GB/s interleaved vs {l:.1} with first touch."
+                ),
+            );
+        }
+    }
+}
+
+fn gbps_of(r: &PoliciesResult, w: Workload, p: PolicyColumn) -> Option<f64> {
+    r.cell(w, p).and_then(|c| c.gbps.as_ref()).map(|g| g.median)
+}
+
+/// Bars per workload and policy, the notes, the table.
+fn html(r: &PoliciesResult, s: &mut Section) {
+    let groups: Vec<BarGroup> = r
+        .workloads
+        .iter()
+        .map(|w| BarGroup {
+            label: w.title.clone(),
+            bars: r
+                .policies
+                .iter()
+                .filter_map(|p| {
+                    let c = r.cell(w.name, p.name)?;
+                    let g = c.gbps.as_ref()?;
+                    Some(Bar {
+                        label: p.name.name().to_string(),
+                        value: g.median,
+                        tooltip: format!(
+                            "{} / {}: {:.2} GB/s ±{:.1}%{}{}",
+                            w.title,
+                            p.title,
+                            g.median,
+                            g.rel_ci * 100.0,
+                            c.local_percent
+                                .map(|l| format!(", {l:.0}% of the pages local"))
+                                .unwrap_or_default(),
+                            if c.verified {
+                                ""
+                            } else {
+                                "; placement NOT verified"
+                            }
+                        ),
+                        flagged: !c.verified,
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    s.figure(
+        bar_chart(
+            "fig-policies",
+            &format!(
+                "Aggregate {} bandwidth per workload and memory policy",
+                r.kernel.name()
+            ),
+            "bandwidth (GB/s)",
+            &groups,
+            None,
+        ),
+        "Bars in each group: local (first touch), interleave over every memory node, one node. Higher is better.",
+    );
+    for n in &r.notes {
+        s.note(&format!("{}.", sentence_case(n).trim_end_matches('.')));
+    }
+    s.table("policies", false);
+}
+
+/// The text `numalab policies` prints: the setup, bandwidth and page
+/// shares per workload and policy, where the workers ran, the placement
+/// check and the recommendation.
+pub fn text(m: &Machine, r: &PoliciesResult, u: Units) -> String {
+    let mut s = header(m, r);
+    let mut head = vec!["workload".to_string()];
+    head.extend(
+        r.policies
+            .iter()
+            .map(|p| column_title(p.name, &r.interleave_nodes, r.node)),
+    );
+    let row_of = |w: Workload, f: &dyn Fn(&Cell) -> String| -> Vec<String> {
+        let mut row = vec![w.title(r.threads)];
+        for p in &r.policies {
+            row.push(r.cell(w, p.name).map_or("-".into(), f));
+        }
+        row
+    };
+    let _ = writeln!(
+        s,
+        "\naggregate bandwidth, {} (median ±half its 95% confidence interval; ! = placement not verified)",
+        u.label()
+    );
+    let rows: Vec<Vec<String>> = r
+        .workloads
+        .iter()
+        .map(|w| {
+            row_of(w.name, &|c| match &c.gbps {
+                Some(g) => format!(
+                    "{:.2} ±{:.1}%{}",
+                    u.convert(g.median),
+                    g.rel_ci * 100.0,
+                    if c.verified { "" } else { " !" }
+                ),
+                None => "not run !".into(),
+            })
+        })
+        .collect();
+    s.push_str(&grid(&head, &rows));
+    let _ = writeln!(
+        s,
+        "\nwhere the pages are: share of the data per node (and on the node of the worker that streams it)"
+    );
+    let rows: Vec<Vec<String>> = r
+        .workloads
+        .iter()
+        .map(|w| row_of(w.name, &shares))
+        .collect();
+    s.push_str(&grid(&head, &rows));
+    s.push_str(&workers_text(r));
+    s.push_str(&verification_text(r));
+    if !r.recommendations.is_empty() {
+        let _ = writeln!(s, "\nrecommendation for this machine");
+        for rec in &r.recommendations {
+            let _ = writeln!(s, "  - {}", rec.text);
+        }
+    }
+    s
+}
+
+/// The first line (what ran where) and the notes.
+fn header(m: &Machine, r: &PoliciesResult) -> String {
+    let mut s = String::new();
+    let main_node = m
+        .node_of_cpu(r.main_cpu)
+        .map_or("?".into(), |n| n.to_string());
+    let _ = writeln!(
+        s,
+        "policies: {} over {} x {} per worker (THP {}, ISA {}); {} thread{} laid out {} on CPUs {}; main thread on CPU {} (node {main_node}); the unpinned thread may run on CPUs {}",
+        r.kernel.name(),
+        r.arrays,
+        format_bytes(r.buffer_bytes),
+        r.thp.describe(),
+        r.isa.name(),
+        r.threads,
+        plural_s(r.threads),
+        r.thread_policy,
+        comma_list(&r.cpus),
+        r.main_cpu,
+        r.unpinned_cpus
+    );
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+fn comma_list(cpus: &[u32]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// "n0 25% n1 75% (local 50%)": each node's share of the pages, and the
+/// share on the node of the worker that streams them.
+fn shares(c: &Cell) -> String {
+    let total: u64 = c.pages_by_node.values().sum();
+    if total == 0 {
+        return "-".into();
+    }
+    let nodes = c
+        .pages_by_node
+        .iter()
+        .map(|(n, p)| format!("n{n} {:.0}%", 100.0 * *p as f64 / total as f64))
+        .collect::<Vec<_>>()
+        .join(" ");
+    match c.local_percent {
+        Some(l) => format!("{nodes} (local {l:.0}%)"),
+        None => nodes,
+    }
+}
+
+/// Per workload: the CPUs its workers ran on and who first touched its data.
+fn workers_text(r: &PoliciesResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nworkers (CPUs they ran on, CPUs that first touched the data)"
+    );
+    for w in &r.workloads {
+        let cells: Vec<&Cell> = r
+            .cells
+            .iter()
+            .filter(|c| c.workload == w.name && c.run.is_some())
+            .collect();
+        let toucher_set: IdSet = cells
+            .iter()
+            .flat_map(|c| c.toucher_cpus.iter().copied())
+            .collect();
+        let touchers = format!("CPU{} {toucher_set}", plural_s(toucher_set.len()));
+        let ran = if w.name == Workload::SingleUnpinned {
+            unpinned_text(r, &cells)
+        } else {
+            pinned_text(r, w.threads, &cells)
+        };
+        let who = match w.name {
+            Workload::SerialInit => {
+                format!("all data first touched by the main thread on {touchers}")
+            }
+            Workload::SingleUnpinned => format!("data first touched on {touchers}"),
+            _ if w.threads == 1 => format!("data first touched on {touchers}"),
+            _ => format!("each worker first touched its own data ({touchers})"),
+        };
+        let _ = writeln!(s, "  {}: {ran}; {who}", w.title);
+    }
+    s
+}
+
+/// Where the unpinned thread was seen under each policy, and how often it
+/// moved.
+fn unpinned_text(r: &PoliciesResult, cells: &[&Cell]) -> String {
+    let per: Vec<String> = cells
+        .iter()
+        .map(|c| {
+            let seen: IdSet = c.seen_cpus.iter().flatten().copied().collect();
+            format!("{seen} ({})", c.policy.name())
+        })
+        .collect();
+    let moved: u64 = cells.iter().filter_map(|c| c.migrations).sum();
+    format!(
+        "unpinned over CPUs {}: seen on CPUs {}; moved {moved} time{} in all",
+        r.unpinned_cpus,
+        per.join(", "),
+        plural_s(moved as usize)
+    )
+}
+
+/// The CPUs pinned workers were asked for, and whether they were seen there.
+fn pinned_text(r: &PoliciesResult, threads: usize, cells: &[&Cell]) -> String {
+    let cpus = if threads == 1 {
+        vec![r.main_cpu]
+    } else {
+        r.cpus.clone()
+    };
+    let all_there = cells.iter().all(|c| {
+        c.seen_cpus
+            .iter()
+            .zip(&c.requested_cpus)
+            .all(|(seen, want)| seen.iter().all(|s| Some(*s) == *want))
+    });
+    format!(
+        "pinned to CPU{} {}{}",
+        plural_s(cpus.len()),
+        comma_list(&cpus),
+        if all_there {
+            " (seen there)"
+        } else {
+            " (NOT always seen there)"
+        }
+    )
+}
+
+/// The cells that did not verify, or that every one did.
+fn verification_text(r: &PoliciesResult) -> String {
+    let mut s = String::new();
+    let bad: Vec<&Cell> = r.cells.iter().filter(|c| !c.verified).collect();
+    if bad.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nplacement verified in every cell: pages where each policy puts them, data touched by the intended threads, pinned workers on their CPUs"
+        );
+        return s;
+    }
+    let _ = writeln!(s, "\nNOT VERIFIED");
+    for c in bad {
+        let more = c.problems.len().saturating_sub(3);
+        let _ = writeln!(
+            s,
+            "  {} / {} (expected {}): {}{}",
+            c.workload.name(),
+            c.policy.name(),
+            c.expected,
+            c.problems
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; "),
+            if more > 0 {
+                format!("; and {more} more (--json lists them)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    s
+}

@@ -1,0 +1,590 @@
+//! The placement sweep (`numalab sweep`, report parts `sweep` and
+//! `sweep-background`): the classic truth table, one case per symmetry
+//! class, normalized to the fastest case, idle and under background load,
+//! and the classic questions answered from it.
+
+use crate::experiments::sweep::{
+    findings, run_sweep, Access, Background, CaseResult, Findings, Subscription, SweepRequest,
+    SweepResult, SweepRun,
+};
+use crate::machine::Machine;
+use crate::measure::kernels::BandwidthKernel;
+use crate::measure::pacing::background_rate;
+use crate::measure::stats::StopRule;
+use crate::placement::{PlacementError, Thp};
+use crate::report::csv::{num, opt, yes, Table};
+use crate::report::html::Section;
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
+use crate::report::plan::{fit_all, max_cpus_per_node};
+use crate::report::results::Mode;
+use crate::report::summary::SummaryBuilder;
+use crate::report::svg::{bar_chart, Bar, BarGroup};
+use crate::text::escape::xml as esc;
+use crate::text::format::bytes as format_bytes;
+use crate::IdSet;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+/// A placement sweep and the classic questions answered from it (a report
+/// part's result).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepOutcome {
+    pub sweep: SweepResult,
+    pub findings: Vec<Findings>,
+}
+
+/// A sweep part: idle, or under background load.
+pub struct SweepPart {
+    background: bool,
+}
+
+/// The folded sweep on an idle machine.
+pub const IDLE: SweepPart = SweepPart { background: false };
+/// The folded sweep under background load ("high", full subscription;
+/// every level with `--full`).
+pub const BACKGROUND: SweepPart = SweepPart { background: true };
+
+impl ReportPart for SweepPart {
+    type Result = SweepOutcome;
+
+    fn info(&self) -> PartInfo {
+        let base = if self.background {
+            PartInfo::new(
+                "sweep-background",
+                "Placement sweep, background load",
+                "numalab sweep",
+                10.0,
+            )
+        } else {
+            PartInfo {
+                key_figures: &["two_writers_gain", "crossfire_ratio"],
+                ..PartInfo::new("sweep", "Placement sweep, idle", "numalab sweep", 12.0)
+            }
+        };
+        PartInfo {
+            aliases: &["sweeps"],
+            min_start_s: 0.8,
+            table_group: Some("sweep"),
+            ..base
+        }
+    }
+
+    /// One and two threads (one with a single CPU) over every allowed CPU
+    /// and memory node, reads and writes, within a deadline of `budget`.
+    fn run(
+        &self,
+        ctx: &mut PartContext,
+        budget: f64,
+    ) -> Result<Measured<SweepOutcome>, PlacementError> {
+        let cpus = ctx.m.allowed_cpus.clone();
+        let threads = if cpus.len() >= 2 { vec![1, 2] } else { vec![1] };
+        let backgrounds = if self.background {
+            let levels: &[&str] = match ctx.mode {
+                Mode::Full => &["low", "medium", "high", "very-high"],
+                _ => &["high"],
+            };
+            levels
+                .iter()
+                .map(|&l| {
+                    Ok(Some(Background {
+                        level: l.into(),
+                        bytes_per_second: background_rate(l).map_err(PlacementError::Invalid)?,
+                        subscription: Subscription::Full,
+                        cpus: None,
+                    }))
+                })
+                .collect::<Result<Vec<_>, PlacementError>>()?
+        } else {
+            vec![None]
+        };
+        let mem_list: Vec<u32> = ctx.m.memory_nodes().iter().collect();
+        // Each memory node holds one buffer per foreground thread, and each
+        // node's CPUs may carry a background thread with a local buffer.
+        let bytes = fit_all(
+            &mem_list,
+            threads.iter().max().copied().unwrap_or(1) + max_cpus_per_node(ctx.m),
+            ctx.size,
+            0.6,
+        );
+        let mem: IdSet = mem_list.into_iter().collect();
+        let req = SweepRequest {
+            threads,
+            cpus,
+            mem_nodes: mem,
+            accesses: vec![Access::Read, Access::Write],
+            read_kernel: BandwidthKernel::LineRead,
+            write_kernel: BandwidthKernel::LineWrite,
+            isa: ctx.isa,
+            buffer_bytes: bytes,
+            thp: Some(Thp::On),
+            full: false,
+            budget: Some(Duration::from_secs_f64(budget)),
+            rule: StopRule {
+                warmup: 1,
+                min_reps: 3,
+                max_reps: 50,
+                target_rel_ci: 0.01,
+                budget: Duration::from_secs_f64(2.0),
+            },
+            backgrounds,
+            background_bytes: bytes,
+            full_limit: 100_000,
+            min_sample_s: 0.02,
+        };
+        let r = run_sweep(ctx.m, &req, &mut |_, _, w| ctx.step(w))?;
+        let f = findings(&r);
+        let outcome = SweepOutcome {
+            sweep: r,
+            findings: f,
+        };
+        // The sweep keeps its own deadline: nothing to learn about fixed costs.
+        Ok(Measured::new(outcome, budget, 0.0))
+    }
+
+    fn verified(&self, r: &SweepOutcome) -> bool {
+        r.sweep.verified
+    }
+
+    fn text(&self, r: &SweepOutcome, _m: &Machine) -> String {
+        text(&r.sweep) + &findings_text(&r.findings)
+    }
+
+    fn tables(&self, r: &SweepOutcome, _m: &Machine) -> Vec<Table> {
+        let part = self.info().name;
+        let s = r;
+        let mut t = Table::new(
+            "sweep",
+            "Placement sweep: one representative case per symmetry class; time per pass normalized to the fastest case of the same thread count",
+            &[
+                "part",
+                "condition",
+                "threads",
+                "labels",
+                "hop_class",
+                "class_size",
+                "sharing",
+                "normalized",
+                "seconds_per_pass",
+                "rel_ci",
+                "memory_gbps",
+                "verified",
+            ],
+        );
+        let mut f = Table::new(
+            "sweep-findings",
+            "The classic questions answered from the sweeps",
+            &[
+                "part",
+                "condition",
+                "question",
+                "title",
+                "answer",
+                "ratio",
+                "detail",
+            ],
+        );
+        for run in &s.sweep.runs {
+            let cond = condition(run);
+            for c in &run.cases {
+                t.rows.push(vec![
+                    part.into(),
+                    cond.clone(),
+                    run.threads.to_string(),
+                    c.labels.join(" "),
+                    c.hop_class.clone(),
+                    c.class_size.to_string(),
+                    c.sharing.clone(),
+                    num(c.normalized, 4),
+                    num(c.seconds.median, 6),
+                    num(c.seconds.rel_ci, 4),
+                    num(c.threads.iter().map(|t| t.memory_gbps).sum(), 3),
+                    yes(c.verified),
+                ]);
+            }
+        }
+        for set in &s.findings {
+            for x in &set.findings {
+                f.rows.push(vec![
+                    part.into(),
+                    set.condition.clone(),
+                    x.question.clone(),
+                    x.title.clone(),
+                    answer(x.holds).into(),
+                    opt(x.ratio, 3),
+                    x.detail.clone(),
+                ]);
+            }
+        }
+        vec![t, f]
+    }
+
+    fn html(&self, r: &SweepOutcome, s: &mut Section) {
+        let (id, title) = if self.background {
+            ("fig-sweep-background", "Under background load")
+        } else {
+            ("fig-sweep", "Idle machine")
+        };
+        chart(s, id, r, title);
+        s.html(&findings_html(r));
+    }
+
+    fn summarize(&self, r: &SweepOutcome, s: &mut SummaryBuilder) {
+        if self.background {
+            background(s, r);
+        } else {
+            writers(s, &r.sweep);
+            crossfire(s, r);
+        }
+    }
+}
+
+/// The answer to a classic question: `holds`, `does not hold` or `cannot tell`.
+pub fn answer(holds: Option<bool>) -> &'static str {
+    match holds {
+        Some(true) => "holds",
+        Some(false) => "does not hold",
+        None => "cannot tell",
+    }
+}
+
+/// What load a run ran under: `idle`, or the background level, its rate
+/// and subscription.
+fn condition(run: &SweepRun) -> String {
+    match &run.background {
+        None => "idle".into(),
+        Some(b) => format!(
+            "background {} ({:.2} GB/s per thread, {} subscription)",
+            b.level,
+            b.bytes_per_second / 1e9,
+            b.subscription.name()
+        ),
+    }
+}
+
+/// The truth table of every run, fastest case first.
+pub fn text(r: &SweepResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "placement sweep: kernels {} / {}, {} per buffer, {} node symmetr{}{}",
+        r.read_kernel,
+        r.write_kernel,
+        format_bytes(r.buffer_bytes),
+        r.node_automorphisms,
+        if r.node_automorphisms == 1 {
+            "y"
+        } else {
+            "ies"
+        },
+        if r.folded {
+            ", folded"
+        } else {
+            ", every case (--full)"
+        }
+    );
+    for run in &r.runs {
+        let cond = match &run.background {
+            None => "idle".to_string(),
+            Some(b) => format!(
+                "background {} ({:.2} GB/s per thread, {})",
+                b.level,
+                b.bytes_per_second / 1e9,
+                b.cpus.as_ref().map_or(
+                    format!("{} subscription", b.subscription.name()),
+                    |c| format!("CPUs {c}")
+                )
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "\n{} thread(s), {cond}: {} of {} classes run ({} cases in all; {} of {} hop classes), {:.1} s",
+            run.threads,
+            run.cases_run,
+            run.classes,
+            run.total_cases,
+            run.hop_classes_run,
+            run.hop_classes,
+            run.elapsed_s
+        );
+        let width = run
+            .cases
+            .iter()
+            .map(|c| c.labels.join(" ").len())
+            .max()
+            .unwrap_or(0)
+            .max(26);
+        let _ = writeln!(
+            s,
+            "  {:<width$} {:>9} {:>7} {:>6} {:>10} {:>9}  verified",
+            "labels (node.core.r|w.mem)", "hops", "class", "norm", "ms/pass", "mem GB/s",
+        );
+        let mut order: Vec<&CaseResult> = run.cases.iter().collect();
+        order.sort_by(|a, b| a.normalized.total_cmp(&b.normalized));
+        for c in order {
+            let gbps: f64 = c.threads.iter().map(|t| t.memory_gbps).sum();
+            let bg = if c.background_achieved.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "  bg {:.2} GB/s x{}",
+                    c.background_achieved.iter().sum::<f64>()
+                        / c.background_achieved.len() as f64
+                        / 1e9,
+                    c.background_achieved.len()
+                )
+            };
+            // Threads taking turns on one CPU, or SMT siblings, are marked.
+            let share = match c.sharing.as_str() {
+                "cpu" => "  (one CPU)",
+                "core" => "  (SMT siblings)",
+                _ => "",
+            };
+            let _ = writeln!(
+                s,
+                "  {:<width$} {:>9} {:>7} {:>6.2} {:>10.2} {:>9.2}  {}{bg}{share}",
+                c.labels.join(" "),
+                c.hop_class,
+                c.class_size,
+                c.normalized,
+                c.seconds.median * 1e3,
+                gbps,
+                if c.verified {
+                    "yes".to_string()
+                } else {
+                    format!("NO: {}", c.problems.join("; "))
+                },
+            );
+        }
+    }
+    let bad: Vec<String> = r
+        .buffers
+        .iter()
+        .filter(|b| !b.at_start.verified || !b.at_end.verified)
+        .map(|b| format!("thread {} node {}", b.thread, b.node))
+        .collect();
+    let _ = writeln!(
+        s,
+        "\nbuffers: {} ({} per thread), {}",
+        r.buffers.len(),
+        r.mem_nodes.len(),
+        if bad.is_empty() {
+            "every page on its node at the start and at the end".to_string()
+        } else {
+            format!("NOT where asked: {}", bad.join(", "))
+        }
+    );
+    s
+}
+
+/// The findings as a table: question, answer, ratio, detail.
+pub fn findings_text(f: &[Findings]) -> String {
+    let mut s = String::new();
+    for set in f {
+        let _ = writeln!(s, "\nfindings, {}:", set.condition);
+        for x in &set.findings {
+            let answer = answer(x.holds);
+            let _ = writeln!(
+                s,
+                "  ({}) {}\n      {answer}{}: {}",
+                x.question,
+                x.title,
+                x.ratio.map_or(String::new(), |r| format!(" ({r:.2}x)")),
+                x.detail
+            );
+        }
+    }
+    s
+}
+/// Bars of one sweep part, one chart per run (thread count, background):
+/// grouped by hop class, each bar a case's time normalized to the fastest
+/// case of its thread count, in a container with the part's id.
+fn chart(sec: &mut Section, id: &str, s: &SweepOutcome, title: &str) {
+    sec.html(&format!("<div id=\"{id}\">\n"));
+    for run in &s.sweep.runs {
+        let cond = match &run.background {
+            None => String::new(),
+            Some(b) => format!(", background {}", b.level),
+        };
+        let mut by_class: BTreeMap<String, Vec<Bar>> = BTreeMap::new();
+        for c in &run.cases {
+            by_class.entry(c.hop_class.clone()).or_default().push(Bar {
+                label: c.labels.join(" "),
+                value: c.normalized,
+                tooltip: format!(
+                    "{}: {:.2}x the fastest, {:.2} ms per pass, class of {} case{}{}{}",
+                    c.labels.join(" "),
+                    c.normalized,
+                    c.seconds.median * 1e3,
+                    c.class_size,
+                    if c.class_size == 1 { "" } else { "s" },
+                    match c.sharing.as_str() {
+                        "cpu" => "; both threads on one CPU",
+                        "core" => "; SMT siblings",
+                        _ => "",
+                    },
+                    if c.verified {
+                        ""
+                    } else {
+                        "; placement NOT verified"
+                    }
+                ),
+                flagged: !c.verified,
+            });
+        }
+        let groups: Vec<BarGroup> = by_class
+            .into_iter()
+            .map(|(class, mut bars)| {
+                bars.sort_by(|a, b| a.value.total_cmp(&b.value));
+                BarGroup { label: class, bars }
+            })
+            .collect();
+        let threads = format!(
+            "{} thread{}",
+            run.threads,
+            if run.threads == 1 { "" } else { "s" }
+        );
+        sec.figure(
+            bar_chart(
+                &format!("{id}-{}t", run.threads),
+                &format!("{title}: {threads}{cond}"),
+                "time / fastest case (x)",
+                &groups,
+                Some(1.0),
+            ),
+            &format!(
+                "{} of {} symmetry classes ({} cases in all), one bar per class, grouped by hop class (r/w and hops of each thread: w0/w1 = one writer local, one a hop away). 1.0 = the fastest case; higher is slower. Labels: node.core.r|w.memory-node per thread.",
+                run.cases_run, run.classes, run.total_cases
+            ),
+        );
+    }
+    sec.html("</div>\n");
+}
+
+fn findings_html(s: &SweepOutcome) -> String {
+    let mut h = String::new();
+    for set in &s.findings {
+        let _ = writeln!(h, "<h3>Findings, {}</h3>\n<ul>", esc(&set.condition));
+        for f in &set.findings {
+            let _ = writeln!(
+                h,
+                "<li>({}) {}: <strong>{}</strong>{} — {}</li>",
+                esc(&f.question),
+                esc(&f.title),
+                answer(f.holds),
+                f.ratio.map(|r| format!(" ({r:.2}x)")).unwrap_or_default(),
+                esc(&f.detail)
+            );
+        }
+        h.push_str("</ul>\n");
+    }
+    h
+}
+
+/// Two writers on one node vs one writer alone, from the idle sweep:
+/// memory bytes moved per second together.
+fn writers(s: &mut SummaryBuilder, r: &SweepResult) {
+    let m = s.machine;
+    let idle = |t: usize| {
+        r.runs
+            .iter()
+            .find(|x| x.threads == t && x.background.is_none())
+    };
+    let (Some(r1), Some(r2)) = (idle(1), idle(2)) else {
+        return;
+    };
+    let local_write = |c: &CaseResult| {
+        c.threads
+            .iter()
+            .all(|t| t.case.access == Access::Write && t.case.mem == t.case.node)
+    };
+    let mut best: Option<(f64, f64, u32)> = None;
+    for c2 in r2
+        .cases
+        .iter()
+        .filter(|c| local_write(c) && c.sharing == "none")
+    {
+        let node = c2.threads[0].case.node;
+        if c2.threads.iter().any(|t| t.case.node != node) {
+            continue;
+        }
+        let together: f64 = c2.threads.iter().map(|t| t.memory_gbps).sum();
+        let alone = r1
+            .cases
+            .iter()
+            .filter(|c| local_write(c) && c.threads[0].case.node == node)
+            .map(|c| c.threads[0].memory_gbps)
+            .fold(0.0, f64::max);
+        if alone > 0.0 {
+            best = Some((together, alone, node));
+            break;
+        }
+    }
+    let Some((together, alone, node)) = best else {
+        if m.cpu_nodes().iter().all(|n| m.allowed_cpus_of(n).len() < 2) {
+            s.finding(
+                "writers",
+                "Whether two writers saturate a node cannot be told here: no node has two CPUs this process may use.".into(),
+            );
+        }
+        return;
+    };
+    let gain = together / alone;
+    s.set_figure("two_writers_gain", Some(gain));
+    s.finding(
+        "writers",
+        format!(
+            "Two threads writing their own local buffers on node {node} move {together:.1} GB/s of memory traffic together, {gain:.2}x one writer alone ({alone:.1} GB/s): {}",
+            match (gain < 1.3, m.cpu_nodes().len() > 1) {
+                (true, true) => "two writers saturate the node's memory; on an idle machine a second writer's data may be better one hop away.",
+                (true, false) => "two writers saturate the node's memory.",
+                _ => "two writers do not saturate the node's memory.",
+            }
+        ),
+    );
+}
+
+fn crossfire(s: &mut SummaryBuilder, r: &SweepOutcome) {
+    let Some(f) = r
+        .findings
+        .iter()
+        .find(|f| f.condition == "idle")
+        .and_then(|set| set.findings.iter().find(|x| x.question == "b"))
+    else {
+        return;
+    };
+    if f.holds.is_some() {
+        s.set_figure("crossfire_ratio", f.ratio);
+    }
+    let verdict = match f.holds {
+        Some(true) => "crossfire hurts".to_string(),
+        Some(false) => "crossfire does not hurt here".to_string(),
+        None => "whether crossfire hurts cannot be told here".to_string(),
+    };
+    s.finding(
+        "crossfire",
+        format!(
+            "Crossfire (two threads each writing the other's node): {verdict}: {}.",
+            f.detail.trim_end_matches('.')
+        ),
+    );
+}
+
+fn background(s: &mut SummaryBuilder, r: &SweepOutcome) {
+    for set in &r.findings {
+        let answered: Vec<String> = set
+            .findings
+            .iter()
+            .filter(|f| f.holds.is_some())
+            .map(|f| format!("({}) {}: {}", f.question, f.title, answer(f.holds)))
+            .collect();
+        if answered.is_empty() {
+            continue;
+        }
+        s.finding(
+            "background",
+            format!("Under {}: {}.", set.condition, answered.join("; ")),
+        );
+    }
+}
