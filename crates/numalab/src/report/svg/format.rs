@@ -1,21 +1,11 @@
 //! How axis values are written: tick labels with just the decimals needed
-//! to tell neighbouring ticks apart, and exact values for tooltips.
+//! to tell neighbouring ticks apart, and exact values for tooltips. The
+//! digits themselves follow `crate::text::format` ([`trimmed`] drops the
+//! trailing zeros, [`bytes_f64`] writes byte sizes); what is particular to
+//! axes is how many decimals a tick step needs and the k/M/G suffixes.
 
 use super::axis::TickFormat;
-
-/// Removes trailing zeros (and a trailing point) of a decimal number.
-fn trim_zeros(s: String) -> String {
-    if s.contains('.') {
-        let t = s.trim_end_matches('0').trim_end_matches('.');
-        if t == "-0" {
-            "0".to_string()
-        } else {
-            t.to_string()
-        }
-    } else {
-        s
-    }
-}
+use crate::text::format::{bytes_f64, trimmed};
 
 /// A number with at most `max_dec` decimals, trailing zeros removed, and
 /// k/M/G suffixes from 10000 on.
@@ -31,24 +21,12 @@ pub(super) fn compact(v: f64, max_dec: usize) -> String {
         (v, "")
     };
     let dec = if suffix.is_empty() { max_dec } else { 2 };
-    format!("{}{suffix}", trim_zeros(format!("{scaled:.dec$}")))
-}
-
-/// Binary byte size: `512 B`, `48 KiB`, `1.5 MiB`, `2 GiB`.
-pub fn format_bytes(v: f64) -> String {
-    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut x = v;
-    let mut k = 0;
-    while x.abs() >= 1024.0 && k + 1 < UNITS.len() {
-        x /= 1024.0;
-        k += 1;
-    }
-    format!("{} {}", trim_zeros(format!("{x:.2}")), UNITS[k])
+    format!("{}{suffix}", trimmed(scaled, dec))
 }
 
 /// A fraction as a percentage with at most `dec` decimals.
 fn format_percent(v: f64, dec: usize) -> String {
-    format!("{}%", trim_zeros(format!("{:.dec$}", v * 100.0)))
+    format!("{}%", trimmed(v * 100.0, dec))
 }
 
 /// Decimals needed to tell ticks `step` apart.
@@ -72,7 +50,7 @@ pub(super) fn format_tick(v: f64, format: TickFormat, step: f64) -> String {
             }
         }
         TickFormat::Integer => format!("{}", v.round() as i64),
-        TickFormat::Bytes => format_bytes(v),
+        TickFormat::Bytes => bytes_f64(v),
         TickFormat::Percent => {
             let dec = if step > 0.0 {
                 step_decimals(step * 100.0)
@@ -90,7 +68,7 @@ pub(super) fn exact(v: f64, format: TickFormat) -> String {
     match format {
         TickFormat::Number | TickFormat::Integer => format!("{v}"),
         TickFormat::Bytes => {
-            let pretty = format_bytes(v);
+            let pretty = bytes_f64(v);
             let raw = format!("{v} B");
             if pretty == raw {
                 raw
@@ -99,5 +77,27 @@ pub(super) fn exact(v: f64, format: TickFormat) -> String {
             }
         }
         TickFormat::Percent => format!("{} ({v})", format_percent(v, 4)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_labels_and_exact_values() {
+        assert_eq!(format_tick(0.5, TickFormat::Number, 0.5), "0.5");
+        assert_eq!(format_tick(20000.0, TickFormat::Number, 5000.0), "20k");
+        assert_eq!(format_tick(2.5e6, TickFormat::Number, 0.0), "2.5M");
+        assert_eq!(format_tick(3.7, TickFormat::Integer, 1.0), "4");
+        assert_eq!(format_tick(0.25, TickFormat::Percent, 0.05), "25%");
+        assert_eq!(format_tick(0.025, TickFormat::Percent, 0.005), "2.5%");
+        assert_eq!(format_tick(1536.0, TickFormat::Bytes, 0.0), "1.5 KiB");
+        // No "-0" for a value that rounds to zero.
+        assert_eq!(compact(-0.2, 0), "0");
+        assert_eq!(exact(1.5, TickFormat::Number), "1.5");
+        assert_eq!(exact(512.0, TickFormat::Bytes), "512 B");
+        assert_eq!(exact(4096.0, TickFormat::Bytes), "4 KiB (4096 B)");
+        assert_eq!(exact(0.25, TickFormat::Percent), "25% (0.25)");
     }
 }

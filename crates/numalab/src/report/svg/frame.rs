@@ -3,27 +3,9 @@
 //! tooltips, how coordinates are written, legend rows, ids, and the CSS of
 //! the classes the charts use.
 
+use super::escape;
 use super::metrics::text_w;
 use std::fmt::{self, Write as _};
-
-/// Escapes text for XML content and attribute values (`& < > " '`), dropping
-/// the control characters XML 1.0 does not allow.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// CSS rules for the classes the charts use, to inline in the page once.
 ///

@@ -48,10 +48,15 @@ mod palette;
 #[cfg(test)]
 mod test_support;
 
+/// Escapes text for XML content and attribute values: the crate's one
+/// escaping rule, under the name the report pages use.
+pub use crate::text::escape::xml as escape;
+/// A byte size in binary units (`4 KiB`, `1.5 MiB`), as on byte axes: the
+/// crate's one rounding rule, under its old name here.
+pub use crate::text::format::bytes_f64 as format_bytes;
 pub use axis::{Axis, Scale, TickFormat};
 pub use bar::{bar_chart, Bar, BarGroup};
-pub use format::format_bytes;
-pub use frame::{escape, CHART_CSS};
+pub use frame::CHART_CSS;
 pub use graph::{node_graph, GraphEdge, GraphNode};
 pub use heatmap::{heatmap, Heatmap};
 pub use line::{line_chart, Marker, PointMark, Series};
