@@ -4,7 +4,7 @@
 
 use super::escape;
 use super::format::format_tick;
-use super::frame::{P, TICK_SIZE};
+use super::frame::{push_line, P, TICK_SIZE};
 use super::metrics::widest;
 use std::fmt::Write as _;
 
@@ -407,18 +407,18 @@ pub(super) fn y_ticks(plan: &AxisPlan, ypos: impl Fn(f64) -> f64) -> (Vec<f64>, 
     (ypx, shown)
 }
 
-/// Horizontal grid lines from `left` to `right` at the rows `ypx`; rows
-/// without a label get a fainter line.
-pub(super) fn push_y_grid(out: &mut String, ypx: &[f64], shown: &[bool], left: f64, right: f64) {
-    for (i, &py) in ypx.iter().enumerate() {
-        let class = if shown[i] { "grid" } else { "grid-minor" };
-        let _ = write!(
-            out,
-            "<line class=\"{class}\" x1=\"{}\" y1=\"{p}\" x2=\"{}\" y2=\"{p}\"/>",
-            P(left),
-            P(right),
-            p = P(py)
-        );
+/// Grid lines at the tick positions `px`, each from `ends(p)` (x1, y1, x2,
+/// y2); a fainter line where the tick's label was thinned out, so that the
+/// labelled lines carry the eye.
+pub(super) fn push_grid(
+    out: &mut String,
+    px: &[f64],
+    shown: &[bool],
+    ends: impl Fn(f64) -> [f64; 4],
+) {
+    for (&p, &shown) in px.iter().zip(shown) {
+        let class = if shown { "grid" } else { "grid-minor" };
+        push_line(out, class, ends(p));
     }
 }
 

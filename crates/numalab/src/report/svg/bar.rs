@@ -2,12 +2,12 @@
 //! optional horizontal reference line and flagged (hatched) bars.
 
 use super::axis::{
-    plan_axis, push_y_grid, push_y_label, y_gutter, y_ticks, Axis, AxisPlan, Scale, TickFormat,
+    plan_axis, push_grid, push_y_label, y_gutter, y_ticks, Axis, AxisPlan, Scale, TickFormat,
 };
 use super::escape;
 use super::format::compact;
 use super::frame::{
-    no_data, open_svg, push_rotated_title, sanitize_id, tip, P, TICK_SIZE, TITLE_SIZE,
+    no_data, open_svg, push_line, push_rotated_title, sanitize_id, tip, P, TICK_SIZE, TITLE_SIZE,
 };
 use super::metrics::{fit_text, text_w};
 use std::fmt::Write as _;
@@ -218,7 +218,8 @@ impl Layout {
     fn push_axis(&self, out: &mut String, y_label: &str) {
         let (ypx, yshow) = y_ticks(&self.yp, |v| self.ypos(v));
         out.push_str("<g class=\"grid-lines\">");
-        push_y_grid(out, &ypx, &yshow, self.left, self.right);
+        let (left, right) = (self.left, self.right);
+        push_grid(out, &ypx, &yshow, |p| [left, p, right, p]);
         out.push_str("</g><g class=\"y-ticks\">");
         let labels = self.yp.labels();
         for (i, &py) in ypx.iter().enumerate().filter(|&(i, _)| yshow[i]) {
@@ -226,13 +227,12 @@ impl Layout {
         }
         let _ = write!(
             out,
-            "</g><path class=\"axis\" fill=\"none\" d=\"M{l} {t}V{b}\"/><line class=\"axis\" x1=\"{l}\" y1=\"{z}\" x2=\"{r}\" y2=\"{z}\"/>",
-            l = P(self.left),
-            t = P(self.top),
-            b = P(self.bottom),
-            r = P(self.right),
-            z = P(self.zero)
+            "</g><path class=\"axis\" fill=\"none\" d=\"M{} {}V{}\"/>",
+            P(left),
+            P(self.top),
+            P(self.bottom),
         );
+        push_line(out, "axis", [left, self.zero, right, self.zero]);
         push_rotated_title(out, 14.0, self.top + self.plot_h / 2.0, y_label);
     }
 
@@ -250,17 +250,15 @@ impl Layout {
         }
         let gx1 = x;
         let gw = gx1 - gx0;
+        let rule_y = self.group_y - 10.0;
+        push_line(out, "group-rule", [gx0 + 1.0, rule_y, gx1 - 1.0, rule_y]);
         let _ = write!(
             out,
-            "<line class=\"group-rule\" x1=\"{}\" y1=\"{gy}\" x2=\"{}\" y2=\"{gy}\"/>\
-             <text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}{}</text></g>",
-            P(gx0 + 1.0),
-            P(gx1 - 1.0),
+            "<text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}{}</text></g>",
             P((gx0 + gx1) / 2.0),
             P(self.group_y + 4.0),
             tip(&g.label),
             escape(&fit_text(&g.label, 12.0, gw + slot * GROUP_GAP - 4.0)),
-            gy = P(self.group_y - 10.0)
         );
         x + slot * GROUP_GAP
     }

@@ -143,6 +143,18 @@ pub(super) fn tip(s: &str) -> String {
     format!("<title>{}</title>", escape(s))
 }
 
+/// A `<line>` of `class` from (`x1`, `y1`) to (`x2`, `y2`).
+pub(super) fn push_line(out: &mut String, class: &str, [x1, y1, x2, y2]: [f64; 4]) {
+    let _ = write!(
+        out,
+        "<line class=\"{class}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>",
+        P(x1),
+        P(y1),
+        P(x2),
+        P(y2)
+    );
+}
+
 /// Text rotated to read upwards, centred on (`x`, `y`): the title of a
 /// vertical axis or of a heatmap's rows.
 pub(super) fn push_rotated_title(out: &mut String, x: f64, y: f64, text: &str) {

@@ -3,7 +3,9 @@
 //! bright yellow whatever the direction of the metric.
 
 use super::escape;
-use super::frame::{no_data, open_svg, push_rotated_title, sanitize_id, tip, P, TITLE_SIZE};
+use super::frame::{
+    no_data, open_svg, push_line, push_rotated_title, sanitize_id, tip, P, TITLE_SIZE,
+};
 use super::metrics::{fit_text, text_w, widest};
 use super::palette::{hex, text_on, viridis};
 use std::fmt::Write as _;
@@ -260,10 +262,6 @@ impl<'a> Layout<'a> {
         }
     }
 
-    fn map_bottom(&self) -> f64 {
-        self.map_top + self.map_h
-    }
-
     /// The legend's gradient, sampled from the same colour mapping as the
     /// cells (so it runs yellow to purple when lower is better).
     fn push_gradient(&self, out: &mut String, sid: &str) {
@@ -455,23 +453,11 @@ impl<'a> Layout<'a> {
         out.push_str("<g class=\"groups\">");
         for &g in inner(&h.row_groups, h.rows.len()) {
             let y = top + self.ch * g as f64;
-            let _ = write!(
-                out,
-                "<line class=\"hm-sep\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/>",
-                P(left - 4.0),
-                P(left + self.map_w),
-                y = P(y)
-            );
+            push_line(out, "hm-sep", [left - 4.0, y, left + self.map_w, y]);
         }
         for &g in inner(&h.col_groups, h.cols.len()) {
             let x = left + self.cw * g as f64;
-            let _ = write!(
-                out,
-                "<line class=\"hm-sep\" x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\"/>",
-                P(top - 4.0),
-                P(self.map_bottom()),
-                x = P(x)
-            );
+            push_line(out, "hm-sep", [x, top - 4.0, x, top + self.map_h]);
         }
         out.push_str("</g>");
     }

@@ -2,11 +2,13 @@
 //! legend, vertical markers (cache sizes) and emphasised points (a knee).
 
 use super::axis::{
-    accepts, plan_axis, push_y_grid, push_y_label, thin_labels, y_gutter, y_ticks, Axis, AxisPlan,
+    accepts, plan_axis, push_grid, push_y_label, thin_labels, y_gutter, y_ticks, Axis, AxisPlan,
 };
 use super::escape;
 use super::format::exact;
-use super::frame::{flow, no_data, open_svg, push_rotated_title, sanitize_id, tip, P, TICK_SIZE};
+use super::frame::{
+    flow, no_data, open_svg, push_line, push_rotated_title, sanitize_id, tip, P, TICK_SIZE,
+};
 use super::metrics::text_w;
 use std::fmt::Write as _;
 
@@ -234,17 +236,8 @@ impl<'a> Layout<'a> {
         let (ypx, yshow) = y_ticks(&self.yp, |v| self.ypos(v));
         let (top, bottom, left, right) = (self.top, self.bottom, self.left, self.right);
         out.push_str("<g class=\"grid-lines\">");
-        for (i, &px) in xpx.iter().enumerate() {
-            let class = if xshow[i] { "grid" } else { "grid-minor" };
-            let _ = write!(
-                out,
-                "<line class=\"{class}\" x1=\"{p}\" y1=\"{}\" x2=\"{p}\" y2=\"{}\"/>",
-                P(top),
-                P(bottom),
-                p = P(px)
-            );
-        }
-        push_y_grid(out, &ypx, &yshow, left, right);
+        push_grid(out, &xpx, &xshow, |p| [p, top, p, bottom]);
+        push_grid(out, &ypx, &yshow, |p| [left, p, right, p]);
         out.push_str("</g>");
         let _ = write!(
             out,
@@ -256,26 +249,18 @@ impl<'a> Layout<'a> {
         );
         out.push_str("<g class=\"x-ticks\">");
         for (i, &px) in xpx.iter().enumerate().filter(|&(i, _)| xshow[i]) {
+            push_line(out, "axis", [px, bottom, px, bottom + 4.0]);
             let _ = write!(
                 out,
-                "<line class=\"axis\" x1=\"{p}\" y1=\"{b}\" x2=\"{p}\" y2=\"{}\"/>\
-                 <text class=\"tick\" x=\"{p}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                P(bottom + 4.0),
+                "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                P(px),
                 P(bottom + 17.0),
                 escape(&self.xlabels[i]),
-                p = P(px),
-                b = P(bottom)
             );
         }
         out.push_str("</g><g class=\"y-ticks\">");
         for (i, &py) in ypx.iter().enumerate().filter(|&(i, _)| yshow[i]) {
-            let _ = write!(
-                out,
-                "<line class=\"axis\" x1=\"{}\" y1=\"{p}\" x2=\"{l}\" y2=\"{p}\"/>",
-                P(left - 4.0),
-                p = P(py),
-                l = P(left)
-            );
+            push_line(out, "axis", [left - 4.0, py, left, py]);
             push_y_label(out, left, py, &self.ylabels[i]);
         }
         out.push_str("</g>");

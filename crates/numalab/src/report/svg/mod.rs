@@ -5,7 +5,7 @@
 //! Charts:
 //! - [`line_chart`]: series of (x, y) points on linear or log axes, with a
 //!   legend, vertical markers (cache sizes) and emphasised points (a knee);
-//! - [`heatmap`]: a labelled matrix of values (node x node latency, CPU x CPU
+//! - [`heatmap()`]: a labelled matrix of values (node x node latency, CPU x CPU
 //!   cache-line transfers) coloured with the perceptual viridis palette, the
 //!   "good" end always bright yellow whatever the direction of the metric;
 //! - [`bar_chart`]: grouped vertical bars (normalized sweep times) with an
