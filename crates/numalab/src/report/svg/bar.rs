@@ -478,14 +478,7 @@ mod tests {
             .collect();
         assert!(xs.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0 + 0.05));
         assert!(!els.iter().any(|e| e.text == "0.1.r.1"));
-        let root_w: f64 = els[0]
-            .attr("viewBox")
-            .unwrap()
-            .split(' ')
-            .nth(2)
-            .unwrap()
-            .parse()
-            .unwrap();
+        let root_w = view_width(&els);
         assert!(root_w <= 800.0);
     }
 }

@@ -715,14 +715,7 @@ mod tests {
     fn node_graph_layouts_for_small_and_large_counts() {
         // One node: centred in the view.
         let els = doc(&node_graph("g1", "One", &graph_nodes(1, None), &[]));
-        let w: f64 = els[0]
-            .attr("viewBox")
-            .unwrap()
-            .split(' ')
-            .nth(2)
-            .unwrap()
-            .parse()
-            .unwrap();
+        let w = view_width(&els);
         let r = find(&els, "rect", "node")[0].1;
         assert!((r.num("x") + r.num("width") / 2.0 - w / 2.0).abs() < 0.2);
         // Two nodes: side by side.

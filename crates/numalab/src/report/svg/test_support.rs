@@ -84,6 +84,112 @@ fn is_name_char(c: char, first: bool) -> bool {
         || (!first && (c.is_ascii_digit() || c == '-' || c == '.'))
 }
 
+/// A position in the characters of a document being parsed.
+struct Scanner {
+    b: Vec<char>,
+    i: usize,
+}
+
+impl Scanner {
+    fn at_end(&self) -> bool {
+        self.i >= self.b.len()
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.b.get(self.i).copied()
+    }
+
+    /// Skips white space; whether there was any.
+    fn skip_ws(&mut self) -> bool {
+        let start = self.i;
+        while self.peek().is_some_and(char::is_whitespace) {
+            self.i += 1;
+        }
+        self.i > start
+    }
+
+    /// The characters from `start` to the current position.
+    fn since(&self, start: usize) -> String {
+        self.b[start..self.i].iter().collect()
+    }
+
+    /// An element or attribute name.
+    fn name(&mut self) -> Result<String, String> {
+        let start = self.i;
+        while self
+            .peek()
+            .is_some_and(|c| is_name_char(c, self.i == start))
+        {
+            self.i += 1;
+        }
+        if self.i == start {
+            return Err(format!("expected a name at {start}"));
+        }
+        Ok(self.since(start))
+    }
+
+    /// The attributes of a start tag `<name`, up to and including its `>`
+    /// or `/>`; whether the element closes itself.
+    fn attributes(&mut self, name: &str) -> Result<(Vec<(String, String)>, bool), String> {
+        let mut attrs: Vec<(String, String)> = Vec::new();
+        loop {
+            let ws = self.skip_ws();
+            match self.peek() {
+                None => return Err(format!("unclosed <{name}")),
+                Some('>') => {
+                    self.i += 1;
+                    return Ok((attrs, false));
+                }
+                Some('/') => {
+                    if self.b.get(self.i + 1) != Some(&'>') {
+                        return Err(format!("stray / in <{name}"));
+                    }
+                    self.i += 2;
+                    return Ok((attrs, true));
+                }
+                Some(_) => {}
+            }
+            if !ws {
+                return Err(format!("no space before an attribute of <{name}"));
+            }
+            let an = self.name()?;
+            self.skip_ws();
+            if self.peek() != Some('=') {
+                return Err(format!("attribute {an} of <{name}> without ="));
+            }
+            self.i += 1;
+            self.skip_ws();
+            let raw = self.quoted(&an, name)?;
+            if attrs.iter().any(|(k, _)| *k == an) {
+                return Err(format!("duplicate attribute {an} on <{name}>"));
+            }
+            attrs.push((an, decode(&raw)?));
+        }
+    }
+
+    /// The raw value of attribute `an` of `<name>`, between its quotes.
+    fn quoted(&mut self, an: &str, name: &str) -> Result<String, String> {
+        let q = self.peek().ok_or("eof")?;
+        if q != '"' && q != '\'' {
+            return Err(format!("attribute {an} of <{name}> not quoted"));
+        }
+        self.i += 1;
+        let start = self.i;
+        while !self.at_end() && self.b[self.i] != q {
+            if self.b[self.i] == '<' {
+                return Err(format!("< in attribute {an} of <{name}>"));
+            }
+            self.i += 1;
+        }
+        if self.at_end() {
+            return Err(format!("unterminated attribute {an}"));
+        }
+        let raw = self.since(start);
+        self.i += 1;
+        Ok(raw)
+    }
+}
+
 /// A small well-formedness checker and parser: one root element, tags
 /// balanced, names valid, attributes quoted, unique and free of `<`, no
 /// raw `&` anywhere, no text outside the root.
@@ -91,138 +197,69 @@ pub(super) fn parse(xml: &str) -> Result<Vec<El>, String> {
     let mut els: Vec<El> = Vec::new();
     let mut stack: Vec<usize> = Vec::new();
     let mut root_seen = false;
-    let b: Vec<char> = xml.chars().collect();
-    let mut i = 0;
-    let name_at = |i: &mut usize| -> Result<String, String> {
-        let start = *i;
-        while *i < b.len() && is_name_char(b[*i], *i == start) {
-            *i += 1;
-        }
-        if *i == start {
-            return Err(format!("expected a name at {start}"));
-        }
-        Ok(b[start..*i].iter().collect())
+    let mut sc = Scanner {
+        b: xml.chars().collect(),
+        i: 0,
     };
-    while i < b.len() {
-        if b[i] == '<' {
-            let rest: String = b[i..(i + 4).min(b.len())].iter().collect();
-            if rest.starts_with("<!--") {
-                let s: String = b[i..].iter().collect();
-                let end = s.find("-->").ok_or("unclosed comment")?;
-                if s[4..end].contains("--") {
-                    return Err("-- in comment".into());
-                }
-                i += end + 3;
-                continue;
+    while !sc.at_end() {
+        if sc.b[sc.i] != '<' {
+            let start = sc.i;
+            while sc.peek().is_some_and(|c| c != '<') {
+                sc.i += 1;
             }
-            if rest.starts_with("</") {
-                i += 2;
-                let name = name_at(&mut i)?;
-                while i < b.len() && b[i].is_whitespace() {
-                    i += 1;
-                }
-                if i >= b.len() || b[i] != '>' {
-                    return Err(format!("bad end tag </{name}"));
-                }
-                i += 1;
-                let open = stack.pop().ok_or(format!("unmatched </{name}>"))?;
-                if els[open].name != name {
-                    return Err(format!("<{}> closed by </{name}>", els[open].name));
-                }
-                continue;
-            }
-            i += 1;
-            let name = name_at(&mut i)?;
-            if stack.is_empty() {
-                if root_seen {
-                    return Err("a second root element".into());
-                }
-                root_seen = true;
-            }
-            let mut attrs: Vec<(String, String)> = Vec::new();
-            let self_closing;
-            loop {
-                let ws = i < b.len() && b[i].is_whitespace();
-                while i < b.len() && b[i].is_whitespace() {
-                    i += 1;
-                }
-                if i >= b.len() {
-                    return Err(format!("unclosed <{name}"));
-                }
-                if b[i] == '>' {
-                    i += 1;
-                    self_closing = false;
-                    break;
-                }
-                if b[i] == '/' {
-                    if b.get(i + 1) != Some(&'>') {
-                        return Err(format!("stray / in <{name}"));
-                    }
-                    i += 2;
-                    self_closing = true;
-                    break;
-                }
-                if !ws {
-                    return Err(format!("no space before an attribute of <{name}"));
-                }
-                let an = name_at(&mut i)?;
-                while i < b.len() && b[i].is_whitespace() {
-                    i += 1;
-                }
-                if b.get(i) != Some(&'=') {
-                    return Err(format!("attribute {an} of <{name}> without ="));
-                }
-                i += 1;
-                while i < b.len() && b[i].is_whitespace() {
-                    i += 1;
-                }
-                let q = *b.get(i).ok_or("eof")?;
-                if q != '"' && q != '\'' {
-                    return Err(format!("attribute {an} of <{name}> not quoted"));
-                }
-                i += 1;
-                let start = i;
-                while i < b.len() && b[i] != q {
-                    if b[i] == '<' {
-                        return Err(format!("< in attribute {an} of <{name}>"));
-                    }
-                    i += 1;
-                }
-                if i >= b.len() {
-                    return Err(format!("unterminated attribute {an}"));
-                }
-                let raw: String = b[start..i].iter().collect();
-                i += 1;
-                if attrs.iter().any(|(k, _)| *k == an) {
-                    return Err(format!("duplicate attribute {an} on <{name}>"));
-                }
-                attrs.push((an, decode(&raw)?));
-            }
-            let idx = els.len();
-            if let Some(&p) = stack.last() {
-                els[p].children.push(idx);
-            }
-            els.push(El {
-                name,
-                attrs,
-                text: String::new(),
-                children: Vec::new(),
-            });
-            if !self_closing {
-                stack.push(idx);
-            }
-        } else {
-            let start = i;
-            while i < b.len() && b[i] != '<' {
-                i += 1;
-            }
-            let raw: String = b[start..i].iter().collect();
-            let text = decode(&raw)?;
+            let text = decode(&sc.since(start))?;
             match stack.last() {
                 Some(&p) => els[p].text.push_str(&text),
                 None if text.trim().is_empty() => {}
                 None => return Err(format!("text outside the root: {text:?}")),
             }
+            continue;
+        }
+        let rest: String = sc.b[sc.i..(sc.i + 4).min(sc.b.len())].iter().collect();
+        if rest.starts_with("<!--") {
+            let s: String = sc.b[sc.i..].iter().collect();
+            let end = s.find("-->").ok_or("unclosed comment")?;
+            if s[4..end].contains("--") {
+                return Err("-- in comment".into());
+            }
+            sc.i += s[..end + 3].chars().count();
+            continue;
+        }
+        if rest.starts_with("</") {
+            sc.i += 2;
+            let name = sc.name()?;
+            sc.skip_ws();
+            if sc.peek() != Some('>') {
+                return Err(format!("bad end tag </{name}"));
+            }
+            sc.i += 1;
+            let open = stack.pop().ok_or(format!("unmatched </{name}>"))?;
+            if els[open].name != name {
+                return Err(format!("<{}> closed by </{name}>", els[open].name));
+            }
+            continue;
+        }
+        sc.i += 1;
+        let name = sc.name()?;
+        if stack.is_empty() {
+            if root_seen {
+                return Err("a second root element".into());
+            }
+            root_seen = true;
+        }
+        let (attrs, self_closing) = sc.attributes(&name)?;
+        let idx = els.len();
+        if let Some(&p) = stack.last() {
+            els[p].children.push(idx);
+        }
+        els.push(El {
+            name,
+            attrs,
+            text: String::new(),
+            children: Vec::new(),
+        });
+        if !self_closing {
+            stack.push(idx);
         }
     }
     if let Some(&open) = stack.last() {
@@ -252,6 +289,18 @@ pub(super) fn find<'a>(els: &'a [El], name: &str, class: &str) -> Vec<(usize, &'
         .enumerate()
         .filter(|(_, e)| e.name == name && (class.is_empty() || e.has_class(class)))
         .collect()
+}
+
+/// The width of the root element's viewBox.
+pub(super) fn view_width(els: &[El]) -> f64 {
+    els[0]
+        .attr("viewBox")
+        .unwrap()
+        .split(' ')
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// Root element requirements of the style contract.
