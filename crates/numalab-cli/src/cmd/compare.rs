@@ -3,7 +3,8 @@
 //! measured spread.
 
 use crate::output::{print_json, print_warnings, CliError, CliResult};
-use numalab::report::compare::{compare, render_html, render_text};
+use numalab::report::compare::compare;
+use numalab::report::views::compare::{render_html, render_text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

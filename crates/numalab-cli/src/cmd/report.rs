@@ -9,7 +9,7 @@ use numalab::measure::cancel;
 use numalab::measure::environment::Environment;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::Isa;
-use numalab::report::files::{read_dir, write_dir, HTML_FILE, RESULTS_FILE};
+use numalab::report::files::{read_dir, write_dir, HTML_FILE, RESULTS_FILE, TEXT_FILE};
 use numalab::report::part::{Observer, PartName};
 use numalab::report::plan::default_budget;
 use numalab::report::results::{Mode, PartStatus, ReportResults};
@@ -406,6 +406,7 @@ fn clear_report(dir: &Path) -> Result<(), CliError> {
         let name = e.file_name().to_string_lossy().into_owned();
         let ours = name == RESULTS_FILE
             || name == HTML_FILE
+            || name == TEXT_FILE
             || name.ends_with(".csv")
             || (name.starts_with('.') && name.ends_with(".partial"));
         if ours && e.path().is_file() {
@@ -424,40 +425,12 @@ fn save(dir: &Path, doc: &ReportResults) -> Result<Vec<PathBuf>, CliError> {
 
 /// The summary on stdout, and where the files are.
 fn print_summary(doc: &ReportResults, dir: &Path, written: &[PathBuf]) {
-    let s = &doc.summary;
-    let state = if !doc.machine.is_live() {
-        "the machine model of a topology file (nothing measured)".to_string()
-    } else if doc.complete {
-        "complete".to_string()
-    } else {
-        format!("incomplete ({} part(s) missing)", doc.missing().len())
-    };
-    let last = doc.runs.last();
+    print!("{}", numalab::report::text::summary(doc));
     println!(
-        "numalab report: {state}{}",
-        last.map(|r| format!(" in {:.1} s (budget {:.0} s)", r.elapsed_s, r.budget_s))
-            .unwrap_or_default()
-    );
-    println!("{}", s.headline);
-    for f in &s.findings {
-        println!("  - {}", f.text);
-    }
-    if !s.advice.is_empty() {
-        println!("advice:");
-        for f in &s.advice {
-            println!("  - {}", f.text);
-        }
-    }
-    for w in &s.warnings {
-        println!("warning: {w}");
-    }
-    for w in &s.missing {
-        println!("missing: {w}");
-    }
-    println!(
-        "wrote {} (open it in a browser), {} and {} CSV file(s) in {}",
+        "wrote {} (open it in a browser), {}, {} and {} CSV file(s) in {}",
         dir.join(HTML_FILE).display(),
         RESULTS_FILE,
+        TEXT_FILE,
         written
             .iter()
             .filter(|p| p.extension().is_some_and(|e| e == "csv"))

@@ -19,7 +19,10 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_json(&m)?;
     } else {
-        print!("{}", numalab::report::topology::render_topology_text(&m));
+        print!(
+            "{}",
+            numalab::report::views::topology::render_topology_text(&m)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

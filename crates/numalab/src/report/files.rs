@@ -1,4 +1,5 @@
-//! The report directory: results.json, one CSV per table and report.html,
+//! The report directory: results.json, one CSV per table, report.html and
+//! report.txt,
 //! each written to a temporary file and renamed into place, so that a
 //! report killed while saving still has the previous complete files.
 
@@ -12,6 +13,8 @@ use std::path::{Path, PathBuf};
 pub const RESULTS_FILE: &str = "results.json";
 /// The page's file name in a report directory.
 pub const HTML_FILE: &str = "report.html";
+/// The plain-text report's file name in a report directory.
+pub const TEXT_FILE: &str = "report.txt";
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path
@@ -23,8 +26,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Writes results.json, the CSVs and report.html into `dir` (created if
-/// needed); returns the paths written.
+/// Writes results.json, the CSVs, report.html and report.txt into `dir`
+/// (created if needed); returns the paths written.
 pub fn write_dir(dir: &Path, doc: &ReportResults) -> io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
@@ -39,6 +42,9 @@ pub fn write_dir(dir: &Path, doc: &ReportResults) -> io::Result<Vec<PathBuf>> {
     }
     let p = dir.join(HTML_FILE);
     write_atomically(&p, html::render(doc).as_bytes())?;
+    written.push(p);
+    let p = dir.join(TEXT_FILE);
+    write_atomically(&p, crate::report::text::render(doc).as_bytes())?;
     written.push(p);
     Ok(written)
 }

@@ -8,8 +8,9 @@
 //! document (results.json), [`plan`] shares out the budget and calibrates
 //! fixed costs, [`session`] measures the parts, [`summary`] writes the plain
 //! sentences and advice, [`csv`] the tables, [`html`] (with the charts of
-//! [`svg`]) the page, and [`files`] the report directory. [`compare`] sets
-//! two results side by side; [`topology`] shows the machine model.
+//! [`svg`]) the page, [`text`] the same in plain text, and [`files`] the
+//! report directory. [`compare`] sets
+//! two results side by side.
 
 pub mod compare;
 pub mod csv;
@@ -21,10 +22,10 @@ pub mod results;
 pub mod session;
 pub mod summary;
 pub mod svg;
-pub mod topology;
+pub mod text;
 pub mod views;
 
-pub use topology::render_topology_text;
+pub use views::topology::render_topology_text;
 
 /// A machine of `tests/fixtures/topologies`, for unit tests.
 #[cfg(test)]

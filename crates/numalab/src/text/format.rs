@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// Binary units of [`bytes`].
 const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
-/// `v` with `digits` significant digits (at most 6 decimals), trailing
+/// `v` with `digits` significant digits (at most 12 decimals), trailing
 /// zeros and a trailing point dropped; never in exponent form. Not finite:
 /// `-`.
 pub fn significant(v: f64, digits: usize) -> String {
@@ -19,7 +19,7 @@ pub fn significant(v: f64, digits: usize) -> String {
         return "0".into();
     }
     let magnitude = v.abs().log10().floor() as i64;
-    let decimals = (digits.max(1) as i64 - 1 - magnitude).clamp(0, 6) as usize;
+    let decimals = (digits.max(1) as i64 - 1 - magnitude).clamp(0, 12) as usize;
     trimmed(v, decimals)
 }
 

@@ -14,12 +14,14 @@
 pub mod apexmap;
 pub mod bench;
 pub mod c2c;
+pub mod compare;
 pub mod loaded_latency;
 pub mod matrix;
 pub mod policies;
 pub mod scaling;
 pub mod sizes;
 pub mod sweep;
+pub mod topology;
 
 use crate::report::part::Part;
 

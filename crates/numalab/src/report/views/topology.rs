@@ -5,6 +5,7 @@
 //! with a count of what was left out. The JSON form (`--json`) has everything.
 
 use crate::machine::{Cache, Machine, MemoryAttributeValue, MemoryKind, Source};
+use crate::text::format::{bytes, plural};
 use crate::IdSet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -32,14 +33,6 @@ pub fn render_topology_text(m: &Machine) -> String {
     interconnect(&mut out, m);
     warnings(&mut out, m);
     out
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {many}")
-    }
 }
 
 fn header(out: &mut String, m: &Machine) {
@@ -124,32 +117,6 @@ fn cpu_list(set: &IdSet) -> String {
     format!("{cut},… ({})", set.len())
 }
 
-fn gib(bytes: u64) -> String {
-    let g = bytes as f64 / (1u64 << 30) as f64;
-    if g < 10.0 {
-        format!("{g:.2} GiB")
-    } else if g < 100.0 {
-        format!("{g:.1} GiB")
-    } else {
-        format!("{g:.0} GiB")
-    }
-}
-
-fn size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 /// Prints rows as left-aligned (or right-aligned, per column) columns.
 fn table(out: &mut String, indent: &str, rows: &[Vec<String>], right: &[bool]) {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
@@ -198,10 +165,10 @@ fn nodes(out: &mut String, m: &Machine) {
         let mut row = vec![
             n.os_index.to_string(),
             cpu_list(&n.cpus),
-            gib(n.memory_bytes),
+            bytes(n.memory_bytes),
         ];
         if live_free {
-            row.push(n.free_bytes.map_or_else(|| "?".to_string(), gib));
+            row.push(n.free_bytes.map_or_else(|| "?".to_string(), bytes));
         }
         let mut kind = kind_label(n.kind).to_string();
         if let Some(sub) = &n.subtype {
@@ -265,7 +232,7 @@ fn caches(out: &mut String, m: &Machine) {
             .push(c);
     }
     let mut rows = Vec::new();
-    for ((_, _, bytes, line, assoc, share), list) in &groups {
+    for ((_, _, size, line, assoc, share), list) in &groups {
         let first = list[0];
         let ways = match assoc {
             Some(-1) => "fully assoc.".to_string(),
@@ -282,7 +249,7 @@ fn caches(out: &mut String, m: &Machine) {
         };
         rows.push(vec![
             cache_label(first),
-            size(*bytes),
+            bytes(*size),
             format!("x{}", list.len()),
             if *line > 0 {
                 format!("line {line} B")
@@ -694,12 +661,8 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(size(32 * 1024), "32 KiB");
-        assert_eq!(size(1536 * 1024), "1.5 MiB");
-        assert_eq!(size(32 << 20), "32 MiB");
-        assert_eq!(size(100), "100 B");
-        assert_eq!(gib(1 << 30), "1.00 GiB");
-        assert_eq!(gib(128 << 30), "128 GiB");
+        assert_eq!(bytes(32 * 1024), "32 KiB");
+        assert_eq!(bytes(1536 * 1024), "1.5 MiB");
     }
 
     #[test]
