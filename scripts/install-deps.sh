@@ -2,9 +2,10 @@
 # Installs what numalab needs to build on Debian 12, non-interactively and
 # idempotently: pkg-config, libhwloc-dev (hwloc >= 2.8), libudev-dev, a C
 # toolchain, and a Rust toolchain (>= 1.89) when none is present.
-# With --test, also what the test suite's browser tests need: Debian's
-# Chromium (headless, renders report.html) and DejaVu fonts (the same text
-# metrics everywhere).
+# With --test, also what the test suite needs beyond the build: the lint
+# gate's clippy and rustfmt (rustup components, or Debian's rust-web-clippy
+# and rustfmt-web beside Debian's toolchain), Debian's Chromium (headless,
+# renders report.html) and DejaVu fonts (the same text metrics everywhere).
 set -euo pipefail
 TEST=0
 case "${1:-}" in
@@ -50,7 +51,21 @@ else
     log "packages present (${pkgs[*]})"
 fi
 rust_ok || { echo "install-deps: error: no Rust >= 1.89 after installing; install rustup's stable toolchain" >&2; exit 1; }
+# The lint gate of the test command: cargo clippy and cargo fmt from the same
+# toolchain as cargo.
+lint_ok() { cargo clippy --version >/dev/null 2>&1 && cargo fmt --version >/dev/null 2>&1; }
+if [ "$TEST" -eq 1 ] && ! lint_ok; then
+    if command -v rustup >/dev/null 2>&1; then
+        log "rustup component add clippy rustfmt"
+        rustup component add clippy rustfmt >/dev/null
+    else
+        log "apt-get install rust-web-clippy rustfmt-web"
+        $SUDO apt-get update -qq
+        $SUDO apt-get install -y -qq --no-install-recommends rust-web-clippy rustfmt-web >/dev/null
+    fi
+    lint_ok || { echo "install-deps: error: cargo clippy or cargo fmt missing after installing" >&2; exit 1; }
+fi
 log "using $(rustc --version), hwloc $(pkg-config --modversion hwloc)"
 if [ "$TEST" -eq 1 ]; then
-    log "using $(chromium --version 2>/dev/null | head -n1)"
+    log "using $(chromium --version 2>/dev/null | head -n1), $(cargo clippy --version), $(cargo fmt --version)"
 fi

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The whole test suite: unit tests, property tests, the topology-fixture tests,
-# the multi-node tests in QEMU guests (guest/), and the browser tests of
-# report.html in headless Chromium. Installs what it needs.
+# The whole test suite: the lint gate (rustfmt, clippy with warnings as
+# errors, rustdoc with warnings as errors), then unit tests, property tests,
+# the topology-fixture tests, the multi-node tests in QEMU guests (guest/),
+# and the browser tests of report.html in headless Chromium. Installs what it
+# needs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install-deps.sh --test
 bash guest/fetch-kernel.sh
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+echo "test: lint gate: cargo fmt --check, cargo clippy -D warnings, cargo doc -D warnings"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "test: cargo test --workspace (guest tests boot QEMU; about a few minutes)"
 cargo test --workspace --locked

@@ -1,9 +1,21 @@
 //! numalab: a laboratory for NUMA machines on Linux.
 //!
-//! Layers (each depends only on those before it, as in DESIGN.md section 4):
+//! Layers, each depending only on those before it (ARCHITECTURE.md at the
+//! repository root is the map):
+//! 0. foundations every layer uses: [`idset`] (sets of CPU and node ids),
+//!    [`text`] (formatting, escaping, parsing), [`random`] (seeded streams),
+//!    [`serde_util`];
 //! 1. [`machine`]: the machine model (live hwloc or a topology file);
-//! 2. [`placement`]: resource sets, thread and memory policies, placed buffers
-//!    and verification of where threads and pages really are.
+//! 2. [`placement`]: resource sets, thread and memory policies, placed
+//!    buffers, verification of where threads and pages really are;
+//! 3. [`measure`]: kernels, pointer chases, statistics, paced load, the
+//!    environment, a harness of pinned workers, cancellation;
+//! 4. [`experiments`]: matrices, sweeps, scaling, loaded latency, c2c,
+//!    Apex-MAP, the policy comparison;
+//! 5. models (to come: the placement distribution model, contention
+//!    models, prediction);
+//! 6. [`report`]: one view per experiment (text, tables, HTML, summary),
+//!    `numalab report` and its document, charts, `numalab compare`.
 
 pub mod experiments;
 pub mod idset;

@@ -242,107 +242,21 @@ fn check_same_machine(doc: &ReportResults, m: &Machine, dir: &Path) -> Result<()
 }
 
 pub fn run(a: Args) -> CliResult {
-    let mode = mode_of(&a);
-    let selected = a.parts.0.clone();
-    let budget_opt = a.budget;
+    check_output(&a)?;
     let dir = a.output.clone();
-    let existing = dir.join(RESULTS_FILE);
-    if a.topology.is_some() {
-        if a.resume || budget_opt.is_some() || a.size.is_some() {
-            return Err(CliError::usage(
-                "--topology describes a machine from a file and measures nothing: --resume, --budget and --size need the live machine",
-            ));
-        }
-    } else if !a.resume && existing.exists() && !a.force {
-        return Err(CliError::usage(format!(
-            "{} already holds a report: --resume completes it, --force overwrites it, or choose another -o DIR",
-            dir.display()
-        )));
-    }
-    if a.topology.is_some() && existing.exists() && !a.force {
-        return Err(CliError::usage(format!(
-            "{} already holds a report: --force overwrites it, or choose another -o DIR",
-            dir.display()
-        )));
-    }
-    if dir.exists() && !dir.is_dir() {
-        return Err(CliError::usage(format!(
-            "-o {}: not a directory",
-            dir.display()
-        )));
-    }
     // --force removes the old report only once the new one is sure to start.
-    let clear_old = a.force && existing.exists();
-    let command_line: Vec<String> = std::env::args().collect();
+    let clear_old = a.force && dir.join(RESULTS_FILE).exists();
     let m = load_machine(a.topology.as_deref())?;
-
-    // A report of a topology file: the machine model only.
     if a.topology.is_some() {
-        let doc = session::new_document(
-            &m,
-            None,
-            mode,
-            default_budget(&m, mode),
-            default_buffer_bytes(&m),
-            &selected,
-        );
-        if clear_old {
-            clear_report(&dir)?;
-        }
-        let written = save(&dir, &doc)?;
-        print_summary(&doc, &dir, &written);
-        return Ok(ExitCode::SUCCESS);
+        return topology_report(&a, &m, clear_old);
     }
-
     let (mut doc, budget) = if a.resume {
-        if !existing.exists() {
-            return Err(CliError::usage(format!(
-                "--resume: {} holds no report ({} is missing); run without --resume to start one",
-                dir.display(),
-                existing.display()
-            )));
+        match resumed(&a, &m)? {
+            Some(x) => x,
+            None => return Ok(ExitCode::SUCCESS),
         }
-        if a.quick || a.full || a.size.is_some() || selected != PartName::all() {
-            return Err(CliError::usage(
-                "--resume continues a report with its own mode, parts and buffer size: drop --quick, --full, --parts and --size (--budget may be given)",
-            ));
-        }
-        let doc = read_dir(&dir).map_err(|e| CliError::usage(format!("--resume: {e}")))?;
-        check_same_machine(&doc, &m, &dir)?;
-        let todo = session::parts_to_measure(&doc);
-        if todo.is_empty() {
-            let written = save(&dir, &doc)?;
-            println!(
-                "numalab report: nothing to resume: every part of {} is done",
-                dir.display()
-            );
-            print_summary(&doc, &dir, &written);
-            return Ok(ExitCode::SUCCESS);
-        }
-        let budget = budget_opt.unwrap_or_else(|| session::resume_budget(&doc));
-        eprintln!(
-            "report: resuming {}: {} part(s) missing ({}), budget {budget:.0} s",
-            dir.display(),
-            todo.len(),
-            todo.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
-        );
-        (doc, budget)
     } else {
-        let size = a
-            .size
-            .map(|v| v.next_multiple_of(2 << 20))
-            .unwrap_or_else(|| default_buffer_bytes(&m));
-        let budget = budget_opt.unwrap_or_else(|| default_budget(&m, mode));
-        let doc = session::new_document(&m, None, mode, budget, size, &selected);
-        eprintln!(
-            "report: {} report into {} within {budget:.0} s ({} per memory buffer, {} part(s)): {}",
-            mode.name(),
-            dir.display(),
-            format_bytes(size as u64),
-            session::parts_to_measure(&doc).len(),
-            doc.summary.headline
-        );
-        (doc, budget)
+        new_report(&a, &m)
     };
     // The directory must be writable before anything is measured.
     if clear_old {
@@ -353,6 +267,7 @@ pub fn run(a: Args) -> CliResult {
     cancel::reset();
     install_handlers();
     let mut progress = Progress::new(&dir, budget);
+    let command_line: Vec<String> = std::env::args().collect();
     let outcome = session::run(
         &m,
         &mut doc,
@@ -367,33 +282,145 @@ pub fn run(a: Args) -> CliResult {
         eprintln!("numalab: warning: {e} (saved at the end)");
     }
     print_summary(&doc, &dir, &written);
-    let run = doc.runs.last();
-    match outcome {
-        RunOutcome::Interrupted => {
-            let sig = SIGNAL.load(Ordering::SeqCst);
-            eprintln!(
-                "numalab: interrupted after {:.1} s: kept {} measured part(s) in {}; `numalab report -o {} --resume` measures the rest",
-                run.map(|r| r.elapsed_s).unwrap_or(0.0),
-                run.map(|r| r.measured.len()).unwrap_or(0),
-                dir.display(),
+    Ok(exit_code(&doc, outcome, &dir))
+}
+
+/// Refuses option combinations and output directories that cannot work,
+/// before anything is read or measured.
+fn check_output(a: &Args) -> Result<(), CliError> {
+    let dir = &a.output;
+    let existing = dir.join(RESULTS_FILE).exists();
+    if a.topology.is_some() {
+        if a.resume || a.budget.is_some() || a.size.is_some() {
+            return Err(CliError::usage(
+                "--topology describes a machine from a file and measures nothing: --resume, --budget and --size need the live machine",
+            ));
+        }
+        if existing && !a.force {
+            return Err(CliError::usage(format!(
+                "{} already holds a report: --force overwrites it, or choose another -o DIR",
                 dir.display()
-            );
-            Ok(ExitCode::from(if sig == libc::SIGTERM { 143 } else { 130 }))
+            )));
         }
-        _ => {
-            let failed = doc
-                .parts
-                .statuses()
-                .iter()
-                .any(|(_, s)| *s == PartStatus::Failed);
-            Ok(if failed {
-                ExitCode::from(1)
-            } else if !doc.verification.verified {
-                ExitCode::from(3)
-            } else {
-                ExitCode::SUCCESS
-            })
-        }
+    } else if !a.resume && existing && !a.force {
+        return Err(CliError::usage(format!(
+            "{} already holds a report: --resume completes it, --force overwrites it, or choose another -o DIR",
+            dir.display()
+        )));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(CliError::usage(format!(
+            "-o {}: not a directory",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A report of a topology file: the machine model only.
+fn topology_report(a: &Args, m: &Machine, clear_old: bool) -> CliResult {
+    let mode = mode_of(a);
+    let doc = session::new_document(
+        m,
+        None,
+        mode,
+        default_budget(m, mode),
+        default_buffer_bytes(m),
+        &a.parts.0,
+    );
+    if clear_old {
+        clear_report(&a.output)?;
+    }
+    let written = save(&a.output, &doc)?;
+    print_summary(&doc, &a.output, &written);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report to complete with `--resume`, and its budget; `None` when
+/// every part is done already (said on stdout).
+fn resumed(a: &Args, m: &Machine) -> Result<Option<(ReportResults, f64)>, CliError> {
+    let dir = &a.output;
+    let existing = dir.join(RESULTS_FILE);
+    if !existing.exists() {
+        return Err(CliError::usage(format!(
+            "--resume: {} holds no report ({} is missing); run without --resume to start one",
+            dir.display(),
+            existing.display()
+        )));
+    }
+    if a.quick || a.full || a.size.is_some() || a.parts.0 != PartName::all() {
+        return Err(CliError::usage(
+            "--resume continues a report with its own mode, parts and buffer size: drop --quick, --full, --parts and --size (--budget may be given)",
+        ));
+    }
+    let doc = read_dir(dir).map_err(|e| CliError::usage(format!("--resume: {e}")))?;
+    check_same_machine(&doc, m, dir)?;
+    let todo = session::parts_to_measure(&doc);
+    if todo.is_empty() {
+        let written = save(dir, &doc)?;
+        println!(
+            "numalab report: nothing to resume: every part of {} is done",
+            dir.display()
+        );
+        print_summary(&doc, dir, &written);
+        return Ok(None);
+    }
+    let budget = a.budget.unwrap_or_else(|| session::resume_budget(&doc));
+    eprintln!(
+        "report: resuming {}: {} part(s) missing ({}), budget {budget:.0} s",
+        dir.display(),
+        todo.len(),
+        todo.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+    );
+    Ok(Some((doc, budget)))
+}
+
+/// A new report of this machine, and its budget.
+fn new_report(a: &Args, m: &Machine) -> (ReportResults, f64) {
+    let mode = mode_of(a);
+    let size = a
+        .size
+        .map(|v| v.next_multiple_of(2 << 20))
+        .unwrap_or_else(|| default_buffer_bytes(m));
+    let budget = a.budget.unwrap_or_else(|| default_budget(m, mode));
+    let doc = session::new_document(m, None, mode, budget, size, &a.parts.0);
+    eprintln!(
+        "report: {} report into {} within {budget:.0} s ({} per memory buffer, {} part(s)): {}",
+        mode.name(),
+        a.output.display(),
+        format_bytes(size as u64),
+        session::parts_to_measure(&doc).len(),
+        doc.summary.headline
+    );
+    (doc, budget)
+}
+
+/// 130 (143) when a signal stopped the report, 1 when a part failed, 3
+/// when some placement did not verify, else 0.
+fn exit_code(doc: &ReportResults, outcome: RunOutcome, dir: &Path) -> ExitCode {
+    let run = doc.runs.last();
+    if outcome == RunOutcome::Interrupted {
+        let sig = SIGNAL.load(Ordering::SeqCst);
+        eprintln!(
+            "numalab: interrupted after {:.1} s: kept {} measured part(s) in {}; `numalab report -o {} --resume` measures the rest",
+            run.map(|r| r.elapsed_s).unwrap_or(0.0),
+            run.map(|r| r.measured.len()).unwrap_or(0),
+            dir.display(),
+            dir.display()
+        );
+        return ExitCode::from(if sig == libc::SIGTERM { 143 } else { 130 });
+    }
+    let failed = doc
+        .parts
+        .statuses()
+        .iter()
+        .any(|(_, s)| *s == PartStatus::Failed);
+    if failed {
+        ExitCode::from(1)
+    } else if !doc.verification.verified {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -3,7 +3,7 @@
 //! document up to date after every part so that an interrupted or failing
 //! run loses nothing it measured.
 //!
-//! The session knows parts only through [`Part`]: it asks each for its
+//! The session knows parts only through [`crate::report::part::Part`]: it asks each for its
 //! weight and minimum start, runs it with a [`PartContext`], and stores what
 //! it returns. The sweeps run last (they are last in the registry) and keep
 //! their deadline exactly, absorbing what the earlier parts over- or

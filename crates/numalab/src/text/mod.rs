@@ -1,5 +1,5 @@
 //! Text in and out, one home each: how numbers, bytes and percentages are
-//! written ([`format`], one rounding rule), how text is escaped for HTML,
+//! written ([`mod@format`], one rounding rule), how text is escaped for HTML,
 //! SVG and XML ([`escape`]), and how sizes, seconds and rates written by
 //! people are read ([`parse`]). Every layer and the CLI use these; nobody
 //! keeps a copy.

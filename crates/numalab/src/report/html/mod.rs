@@ -3,7 +3,7 @@
 //! mode and printable.
 //!
 //! Layout: the summary (plain sentences, advice, warnings, missing parts),
-//! the parts table, the machine ([`machine`]: node graph, distances, caches,
+//! the parts table, the machine (`machine.rs`: node graph, distances, caches,
 //! HMAT, devices), then one section per part in run order: the part's view
 //! writes its charts and tables into a [`Section`]. Tables that the parts of
 //! one group share (the sweeps, the loaded-latency targets) follow the
