@@ -2,8 +2,8 @@
 //! and, with `--threads N`, lay N threads out over it with a thread policy.
 //! Needs no hardware: works on `--topology FILE` too.
 
+use crate::args::{choice, thread_count};
 use crate::output::{load_machine, print_json, CliError, CliResult};
-use numalab::placement::thread_policy::THREAD_POLICY_CHOICES;
 use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
 use numalab::IdSet;
 use serde::Serialize;
@@ -19,11 +19,11 @@ pub struct Args {
     #[arg(long)]
     nodes: bool,
     /// Lay this many threads out over the set's CPUs.
-    #[arg(long, value_name = "N")]
-    threads: Option<String>,
+    #[arg(long, value_name = "N", value_parser = thread_count(1 << 16))]
+    threads: Option<usize>,
     /// compact (fill), scatter (round-robin), or an explicit CPU list.
-    #[arg(long, value_name = "POLICY", default_value = "compact")]
-    threads_policy: String,
+    #[arg(long, value_name = "POLICY", default_value = "compact", value_parser = choice(&["compact", "scatter", "CPU list"], ThreadPolicy::parse))]
+    threads_policy: ThreadPolicy,
     /// Allow more threads than CPUs (they then share CPUs).
     #[arg(long)]
     oversubscribe: bool,
@@ -59,18 +59,9 @@ pub fn run(a: Args) -> CliResult {
     };
     let set = ResourceSet::parse(&m, &a.expr, meaning).map_err(CliError::usage)?;
     let mut threads = Vec::new();
-    if let Some(t) = &a.threads {
-        let n: usize = t.trim().parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-            CliError::usage(format!(
-                "--threads '{t}' is not a thread count (a whole number >= 1)"
-            ))
-        })?;
-        let policy = ThreadPolicy::parse(&a.threads_policy).map_err(|e| {
-            CliError::usage(format!(
-                "--threads-policy: {e}; valid: {THREAD_POLICY_CHOICES}"
-            ))
-        })?;
-        let cpus = policy
+    if let Some(n) = a.threads {
+        let cpus = a
+            .threads_policy
             .assign(&m, &set.cpus, n, a.oversubscribe)
             .map_err(CliError::usage)?;
         threads = cpus
