@@ -197,117 +197,18 @@ impl SweepSpace {
         if cpus.is_empty() {
             return Err("no CPUs to sweep over".into());
         }
-        if mem_nodes.is_empty() {
-            return Err("no memory nodes to sweep over".into());
-        }
-        for n in mem_nodes.iter() {
-            match m.node(n) {
-                None => {
-                    return Err(format!(
-                        "memory node {n} does not exist; nodes: {}",
-                        m.node_ids()
-                    ))
-                }
-                Some(node) if node.memory_bytes == 0 => {
-                    return Err(format!(
-                        "node {n} has no memory; nodes with memory: {}",
-                        nodes_with_memory(m)
-                    ))
-                }
-                _ => {}
-            }
-        }
-        let llc_level = m.caches.iter().map(|c| c.level).max();
-        let llc_of = |cpu: u32| -> u32 {
-            m.caches
-                .iter()
-                .filter(|c| Some(c.level) == llc_level && c.cpus.contains(cpu))
-                .map(|c| c.logical_index)
-                .next()
-                .unwrap_or(u32::MAX)
-        };
-        // node -> (llc, pus in core) -> core -> pus
-        let mut shape: BTreeMap<u32, CoreGroups> = BTreeMap::new();
-        let mut seen = IdSet::new();
-        for core in &m.cores {
-            let pus: Vec<u32> = core.cpus.intersection(cpus).iter().collect();
-            if pus.is_empty() {
-                continue;
-            }
-            let node = m
-                .node_of_cpu(pus[0])
-                .ok_or_else(|| format!("CPU {} belongs to no NUMA node", pus[0]))?;
-            for &p in &pus {
-                seen.insert(p);
-            }
-            shape
-                .entry(node)
-                .or_default()
-                .entry((llc_of(pus[0]), pus.len()))
-                .or_default()
-                .push(pus);
-        }
-        // CPUs hwloc put in no core (should not happen) count as one-PU cores.
-        for c in cpus.difference(&seen).iter() {
-            let node = m
-                .node_of_cpu(c)
-                .ok_or_else(|| format!("CPU {c} does not exist or belongs to no NUMA node"))?;
-            shape
-                .entry(node)
-                .or_default()
-                .entry((llc_of(c), 1))
-                .or_default()
-                .push(vec![c]);
-        }
-        let mut out_cpus = Vec::new();
-        let mut groups = BTreeMap::new();
-        for (&node, gs) in &shape {
-            // Groups ordered by shape so that node automorphisms can map
-            // group i to group i.
-            let mut gv: Vec<Vec<Vec<u32>>> = gs.values().cloned().collect();
-            for g in gv.iter_mut() {
-                g.sort();
-            }
-            gv.sort_by_key(|g| (g.len(), g[0].len(), g[0][0]));
-            for (gi, cores) in gv.into_iter().enumerate() {
-                for (ci, pus) in cores.iter().enumerate() {
-                    for (pi, &os) in pus.iter().enumerate() {
-                        out_cpus.push(SweepCpu {
-                            os,
-                            node,
-                            group: gi as u16,
-                            core: ci as u16,
-                            pu: pi as u16,
-                            in_node: 0,
-                        });
-                    }
-                }
-                groups.insert((node, gi as u16), cores);
-            }
-        }
-        out_cpus.sort_by_key(|c| c.os);
-        let mut count: HashMap<u32, u16> = HashMap::new();
-        for c in out_cpus.iter_mut() {
-            let k = count.entry(c.node).or_default();
-            c.in_node = *k;
-            *k += 1;
-        }
-        let node_set: BTreeSet<u32> = out_cpus
+        check_mem_nodes(m, mem_nodes)?;
+        let (cpus, groups) = number_cpus(&core_shape(m, cpus)?);
+        let nodes: Vec<u32> = cpus
             .iter()
             .map(|c| c.node)
             .chain(mem_nodes.iter())
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
             .collect();
-        let nodes: Vec<u32> = node_set.into_iter().collect();
-        let mut hops = HashMap::new();
-        for &a in &nodes {
-            for &b in &nodes {
-                if let Some(h) = m.hops_between(a, b) {
-                    hops.insert((a, b), h);
-                }
-            }
-        }
+        let hops = hop_table(m, &nodes);
         let mut space = SweepSpace {
-            cpus: out_cpus,
+            cpus,
             mem_nodes: mem_nodes.iter().collect(),
             accesses: accesses.to_vec(),
             nodes,
@@ -315,6 +216,7 @@ impl SweepSpace {
             groups,
             hops,
         };
+        // The signatures the search compares need the groups built above.
         space.automorphisms = space.node_automorphisms(m);
         Ok(space)
     }
@@ -624,6 +526,134 @@ impl SweepSpace {
             prefix.pop();
         }
     }
+}
+
+/// Refuses an empty set and nodes that do not exist or have no memory.
+fn check_mem_nodes(m: &Machine, mem_nodes: &IdSet) -> Result<(), String> {
+    if mem_nodes.is_empty() {
+        return Err("no memory nodes to sweep over".into());
+    }
+    for n in mem_nodes.iter() {
+        match m.node(n) {
+            None => {
+                return Err(format!(
+                    "memory node {n} does not exist; nodes: {}",
+                    m.node_ids()
+                ))
+            }
+            Some(node) if node.memory_bytes == 0 => {
+                return Err(format!(
+                    "node {n} has no memory; nodes with memory: {}",
+                    nodes_with_memory(m)
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The sweep CPUs by node, then by (last-level cache, PUs per core): only
+/// cores alike in both can stand in for each other.
+fn core_shape(m: &Machine, cpus: &IdSet) -> Result<BTreeMap<u32, CoreGroups>, String> {
+    let llc_level = m.caches.iter().map(|c| c.level).max();
+    let llc_of = |cpu: u32| -> u32 {
+        m.caches
+            .iter()
+            .filter(|c| Some(c.level) == llc_level && c.cpus.contains(cpu))
+            .map(|c| c.logical_index)
+            .next()
+            .unwrap_or(u32::MAX)
+    };
+    let mut shape: BTreeMap<u32, CoreGroups> = BTreeMap::new();
+    let mut seen = IdSet::new();
+    for core in &m.cores {
+        let pus: Vec<u32> = core.cpus.intersection(cpus).iter().collect();
+        if pus.is_empty() {
+            continue;
+        }
+        let node = m
+            .node_of_cpu(pus[0])
+            .ok_or_else(|| format!("CPU {} belongs to no NUMA node", pus[0]))?;
+        for &p in &pus {
+            seen.insert(p);
+        }
+        shape
+            .entry(node)
+            .or_default()
+            .entry((llc_of(pus[0]), pus.len()))
+            .or_default()
+            .push(pus);
+    }
+    // CPUs hwloc put in no core (should not happen) count as one-PU cores.
+    for c in cpus.difference(&seen).iter() {
+        let node = m
+            .node_of_cpu(c)
+            .ok_or_else(|| format!("CPU {c} does not exist or belongs to no NUMA node"))?;
+        shape
+            .entry(node)
+            .or_default()
+            .entry((llc_of(c), 1))
+            .or_default()
+            .push(vec![c]);
+    }
+    Ok(shape)
+}
+
+/// Every sweep CPU with its symmetry coordinates (sorted by OS index), and
+/// each (node, group)'s cores.
+type NumberedCpus = (Vec<SweepCpu>, BTreeMap<(u32, u16), Vec<Vec<u32>>>);
+
+/// Numbers groups, cores and PUs inside each node, and each CPU's position
+/// among its node's CPUs (the label's core).
+fn number_cpus(shape: &BTreeMap<u32, CoreGroups>) -> NumberedCpus {
+    let mut cpus = Vec::new();
+    let mut groups = BTreeMap::new();
+    for (&node, gs) in shape {
+        // Groups ordered by shape so that node automorphisms can map
+        // group i to group i.
+        let mut gv: Vec<Vec<Vec<u32>>> = gs.values().cloned().collect();
+        for g in gv.iter_mut() {
+            g.sort();
+        }
+        gv.sort_by_key(|g| (g.len(), g[0].len(), g[0][0]));
+        for (gi, cores) in gv.into_iter().enumerate() {
+            for (ci, pus) in cores.iter().enumerate() {
+                for (pi, &os) in pus.iter().enumerate() {
+                    cpus.push(SweepCpu {
+                        os,
+                        node,
+                        group: gi as u16,
+                        core: ci as u16,
+                        pu: pi as u16,
+                        in_node: 0,
+                    });
+                }
+            }
+            groups.insert((node, gi as u16), cores);
+        }
+    }
+    cpus.sort_by_key(|c| c.os);
+    let mut count: HashMap<u32, u16> = HashMap::new();
+    for c in cpus.iter_mut() {
+        let k = count.entry(c.node).or_default();
+        c.in_node = *k;
+        *k += 1;
+    }
+    (cpus, groups)
+}
+
+/// Hops between every pair of `nodes` the machine knows a path for.
+fn hop_table(m: &Machine, nodes: &[u32]) -> HashMap<(u32, u32), u32> {
+    let mut hops = HashMap::new();
+    for &a in nodes {
+        for &b in nodes {
+            if let Some(h) = m.hops_between(a, b) {
+                hops.insert((a, b), h);
+            }
+        }
+    }
+    hops
 }
 
 fn nodes_with_memory(m: &Machine) -> IdSet {
