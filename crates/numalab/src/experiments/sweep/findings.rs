@@ -3,7 +3,7 @@
 //! writers saturate their node, do cases with equal hops take equal time.
 
 use super::space::{Access, ThreadCase};
-use super::{Background, CaseResult, SweepResult, SweepRun};
+use super::{condition, Background, CaseResult, SweepResult, SweepRun};
 use crate::measure::stats::median;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -25,28 +25,13 @@ pub struct Finding {
 /// The findings of one run (one thread count set under one background).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Findings {
-    /// `idle`, or the background level and subscription.
+    /// [`SweepRun::condition`]: `idle`, or [`Background::describe`].
     pub condition: String,
     pub findings: Vec<Finding>,
 }
 
 /// Differences smaller than this share are noise on any real machine.
 const NOISE: f64 = 0.03;
-
-fn condition_name(bg: &Option<Background>) -> String {
-    match bg {
-        None => "idle".into(),
-        Some(b) => format!(
-            "background {} ({:.2} GB/s per thread), {}",
-            b.level,
-            b.bytes_per_second / 1e9,
-            b.cpus.as_ref().map_or(
-                format!("{} subscription", b.subscription.name()),
-                |c| format!("on CPUs {c}")
-            )
-        ),
-    }
-}
 
 fn case_seconds<'a>(cases: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
     cases.map(|c| c.seconds.median).collect()
@@ -306,7 +291,7 @@ pub fn findings(r: &SweepResult) -> Vec<Findings> {
             let two = runs.iter().copied().find(|x| x.threads == 2);
             let most = runs.iter().copied().max_by_key(|x| x.threads);
             Findings {
-                condition: condition_name(&bg),
+                condition: condition(bg.as_ref()),
                 findings: vec![
                     finding_hops(one),
                     finding_crossfire(two),

@@ -25,7 +25,8 @@
 //! The code is split by concern: the case space and its symmetry
 //! (`space.rs`), running the cases (`run.rs`) and mining the result for the
 //! classic questions (`findings.rs`). This file holds the requests and
-//! results every layer reads.
+//! results every layer reads, and the one description of a run's condition
+//! ([`Background::describe`], [`SweepRun::condition`]).
 
 mod findings;
 mod run;
@@ -57,6 +58,34 @@ pub struct Background {
     pub subscription: Subscription,
     /// Fixed background CPUs instead of a subscription of the free ones.
     pub cpus: Option<IdSet>,
+}
+
+impl Background {
+    /// The one description of a background load, for every report:
+    /// `background high (2.00 GB/s per thread), full subscription`, or with
+    /// fixed CPUs `background high (2.00 GB/s per thread), on CPUs 2-3`.
+    pub fn describe(&self) -> String {
+        let place = match &self.cpus {
+            Some(c) => format!("on CPUs {c}"),
+            None => format!("{} subscription", self.subscription.name()),
+        };
+        format!(
+            "{} ({:.2} GB/s per thread), {place}",
+            self.short(),
+            self.bytes_per_second / 1e9
+        )
+    }
+
+    /// `background high`: for titles where the rate and CPUs are said
+    /// elsewhere, or nowhere.
+    pub fn short(&self) -> String {
+        format!("background {}", self.level)
+    }
+}
+
+/// `idle` without a background, else its description.
+fn condition(bg: Option<&Background>) -> String {
+    bg.map_or_else(|| "idle".into(), Background::describe)
 }
 
 /// Share of the CPUs a case leaves free that carry background threads.
@@ -232,6 +261,14 @@ pub struct SweepRun {
     pub cases: Vec<CaseResult>,
 }
 
+impl SweepRun {
+    /// What the run was measured under: `idle`, or
+    /// [`Background::describe`].
+    pub fn condition(&self) -> String {
+        condition(self.background.as_ref())
+    }
+}
+
 /// A finished sweep.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepResult {
@@ -286,3 +323,64 @@ impl From<&BufferCheck> for BufferCheckLite {
 
 /// Progress of a sweep: (done, total, what).
 pub type SweepProgress<'a> = &'a mut dyn FnMut(u64, u64, &str);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn high(cpus: Option<IdSet>) -> Background {
+        Background {
+            level: "high".into(),
+            bytes_per_second: 2e9,
+            subscription: Subscription::Full,
+            cpus,
+        }
+    }
+
+    fn run(background: Option<Background>) -> SweepRun {
+        SweepRun {
+            threads: 2,
+            background,
+            total_cases: 0,
+            classes: 0,
+            cases_run: 0,
+            hop_classes: 0,
+            hop_classes_run: 0,
+            elapsed_s: 0.0,
+            cases: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn one_description_of_the_background() {
+        assert_eq!(
+            high(None).describe(),
+            "background high (2.00 GB/s per thread), full subscription"
+        );
+        let under = Background {
+            level: "0.5".into(),
+            bytes_per_second: 0.5e9,
+            subscription: Subscription::Under,
+            cpus: None,
+        };
+        assert_eq!(
+            under.describe(),
+            "background 0.5 (0.50 GB/s per thread), under subscription"
+        );
+        let fixed = high(Some(IdSet::parse_list("2-3,6").unwrap()));
+        assert_eq!(
+            fixed.describe(),
+            "background high (2.00 GB/s per thread), on CPUs 2-3,6"
+        );
+        assert_eq!(fixed.short(), "background high");
+    }
+
+    #[test]
+    fn a_run_is_idle_or_under_its_background() {
+        assert_eq!(run(None).condition(), "idle");
+        assert_eq!(
+            run(Some(high(None))).condition(),
+            "background high (2.00 GB/s per thread), full subscription"
+        );
+    }
+}
