@@ -5,6 +5,7 @@
 use super::space::{Access, ThreadCase};
 use super::{condition, Background, CaseResult, SweepResult, SweepRun};
 use crate::measure::stats::median;
+use crate::text::format;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -33,63 +34,78 @@ pub struct Findings {
 /// Differences smaller than this share are noise on any real machine.
 const NOISE: f64 = 0.03;
 
+impl Finding {
+    /// A question this sweep cannot answer, and why not.
+    fn unanswered(question: &str, title: &str, why: &str) -> Self {
+        Finding {
+            question: question.into(),
+            title: title.into(),
+            holds: None,
+            ratio: None,
+            detail: why.into(),
+        }
+    }
+}
+
 fn case_seconds<'a>(cases: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
     cases.map(|c| c.seconds.median).collect()
 }
 
+fn access_noun(access: Access) -> &'static str {
+    match access {
+        Access::Read => "reads",
+        Access::Write => "writes",
+    }
+}
+
+/// Median time of the one-thread cases with `access`, per hop count (known
+/// hops only), fewest hops first.
+fn hop_medians(run: &SweepRun, access: Access) -> Vec<(u32, f64)> {
+    let mut by_hop: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for c in &run.cases {
+        let t = &c.threads[0].case;
+        if let (true, Some(h)) = (t.access == access, t.hops) {
+            by_hop.entry(h).or_default().push(c.seconds.median);
+        }
+    }
+    by_hop
+        .into_iter()
+        .filter_map(|(h, v)| median(v).map(|m| (h, m)))
+        .collect()
+}
+
 /// (a) single thread: does time grow with hop count, for reads and writes?
 fn finding_hops(run: Option<&SweepRun>) -> Finding {
-    let title = "single thread: time grows with hop count (reads and writes)".to_string();
+    let title = "single thread: time grows with hop count (reads and writes)";
     let Some(run) = run else {
-        return Finding {
-            question: "a".into(),
+        return Finding::unanswered(
+            "a",
             title,
-            holds: None,
-            ratio: None,
-            detail: "no one-thread cases in this sweep (run with --threads 1,2)".into(),
-        };
+            "no one-thread cases in this sweep (run with --threads 1,2)",
+        );
     };
     let mut parts = Vec::new();
     let mut holds = Some(true);
     let mut worst_ratio: Option<f64> = None;
     for access in [Access::Read, Access::Write] {
-        let mut by_hop: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-        for c in &run.cases {
-            let t = &c.threads[0].case;
-            if let (true, Some(h)) = (t.access == access, t.hops) {
-                by_hop.entry(h).or_default().push(c.seconds.median);
-            }
-        }
-        let meds: Vec<(u32, f64)> = by_hop
-            .into_iter()
-            .filter_map(|(h, v)| median(v).map(|m| (h, m)))
-            .collect();
+        let meds = hop_medians(run, access);
         if meds.is_empty() {
             continue;
         }
         if meds.len() < 2 {
             parts.push(format!(
                 "{}: only {}-hop cases (one memory node)",
-                if access == Access::Read {
-                    "reads"
-                } else {
-                    "writes"
-                },
+                access_noun(access),
                 meds[0].0
             ));
+            // One hop count says nothing either way, whatever the other access says.
             holds = None;
             continue;
         }
         let base = meds[0].1;
         let text: Vec<String> = meds
             .iter()
-            .map(|(h, s)| {
-                format!(
-                    "{h} hop{}: {:.2}x",
-                    if *h == 1 { "" } else { "s" },
-                    s / base
-                )
-            })
+            .map(|(h, s)| format!("{h} hop{}: {:.2}x", format::s(*h as usize), s / base))
             .collect();
         let grows = meds.windows(2).all(|w| w[1].1 > w[0].1 * (1.0 + NOISE));
         if !grows && holds.is_some() {
@@ -102,11 +118,7 @@ fn finding_hops(run: Option<&SweepRun>) -> Finding {
         };
         parts.push(format!(
             "{} ({}): {}",
-            if access == Access::Read {
-                "reads"
-            } else {
-                "writes"
-            },
+            access_noun(access),
             if grows {
                 "grows"
             } else {
@@ -117,7 +129,7 @@ fn finding_hops(run: Option<&SweepRun>) -> Finding {
     }
     Finding {
         question: "a".into(),
-        title,
+        title: title.into(),
         holds,
         ratio: worst_ratio,
         detail: parts.join("; ") + " (time relative to the 0-hop median)",
@@ -132,14 +144,8 @@ fn writers(run: &SweepRun) -> impl Iterator<Item = &CaseResult> {
 
 /// (b) crossfire vs no crossfire, two writers, same hop counts.
 fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
-    let title = "two writers: crossfire (each writes the other's node) is slower than no crossfire (same hops, other links)".to_string();
-    let none = |detail: &str| Finding {
-        question: "b".into(),
-        title: title.clone(),
-        holds: None,
-        ratio: None,
-        detail: detail.into(),
-    };
+    let title = "two writers: crossfire (each writes the other's node) is slower than no crossfire (same hops, other links)";
+    let none = |why: &str| Finding::unanswered("b", title, why);
     let Some(run) = run else {
         return none("no two-thread cases in this sweep");
     };
@@ -159,7 +165,7 @@ fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
     match (median(cross), median(no_cross)) {
         (Some(x), Some(n)) => Finding {
             question: "b".into(),
-            title,
+            title: title.into(),
             holds: Some(x > n * (1.0 + NOISE)),
             ratio: Some(x / n),
             detail: format!(
@@ -173,15 +179,8 @@ fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
 
 /// (c) two writers on one node: both local vs one buffer one hop away.
 fn finding_two_local_writers(run: Option<&SweepRun>) -> Finding {
-    let title = "two writers on one node: moving one buffer one hop away beats keeping both local"
-        .to_string();
-    let none = |detail: &str| Finding {
-        question: "c".into(),
-        title: title.clone(),
-        holds: None,
-        ratio: None,
-        detail: detail.into(),
-    };
+    let title = "two writers on one node: moving one buffer one hop away beats keeping both local";
+    let none = |why: &str| Finding::unanswered("c", title, why);
     let Some(run) = run else {
         return none("no two-thread cases in this sweep");
     };
@@ -202,7 +201,7 @@ fn finding_two_local_writers(run: Option<&SweepRun>) -> Finding {
     match (median(local), median(moved)) {
         (Some(l), Some(mv)) => Finding {
             question: "c".into(),
-            title,
+            title: title.into(),
             holds: Some(mv < l * (1.0 - NOISE)),
             ratio: Some(mv / l),
             detail: format!(
@@ -217,15 +216,9 @@ fn finding_two_local_writers(run: Option<&SweepRun>) -> Finding {
 
 /// (d) are all cases of a hop class equal? The largest spread within one.
 fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
-    let title = "cases with the same hop counts take the same time".to_string();
+    let title = "cases with the same hop counts take the same time";
     let Some(run) = run else {
-        return Finding {
-            question: "d".into(),
-            title,
-            holds: None,
-            ratio: None,
-            detail: "no cases".into(),
-        };
+        return Finding::unanswered("d", title, "no cases");
     };
     // Threads taking turns on one CPU (or sharing a core) are another
     // experiment: compare like with like.
@@ -254,7 +247,7 @@ fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
     match worst {
         Some((r, class, lo, hi)) => Finding {
             question: "d".into(),
-            title,
+            title: title.into(),
             holds: Some(r <= 1.0 + 2.0 * NOISE),
             ratio: Some(r),
             detail: format!(
@@ -265,13 +258,7 @@ fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
                 run.threads
             ),
         },
-        None => Finding {
-            question: "d".into(),
-            title,
-            holds: None,
-            ratio: None,
-            detail: "every hop class has a single case here".into(),
-        },
+        None => Finding::unanswered("d", title, "every hop class has a single case here"),
     }
 }
 

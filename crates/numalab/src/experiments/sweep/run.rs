@@ -2,7 +2,9 @@
 //! its threads pinned (under its background load when there is one), the
 //! cases a budget can pay for, and the checks that make a result trustworthy.
 
-use super::space::{coverage_order, plan, Access, PlannedCase, SweepSpace, ThreadCase};
+use super::space::{
+    coverage_order, hop_class_count, plan, Access, PlannedCase, SweepSpace, ThreadCase,
+};
 use super::{
     Background, BufferCheckLite, CaseResult, CaseTime, SweepBuffer, SweepProgress, SweepRequest,
     SweepResult, SweepRun, ThreadResult,
@@ -15,6 +17,7 @@ use crate::measure::stats::{measure, StopRule};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError,
 };
+use crate::text::format;
 use crate::IdSet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -109,9 +112,9 @@ fn check_buffers_fit(
     if total_bytes > free {
         return Err(PlacementError::Capacity(format!(
             "{max_threads} thread(s) x {mem_nodes} memory node(s) x {} = {} of buffers do not fit in the {} free; use a smaller --size",
-            crate::placement::format_bytes(req.buffer_bytes as u64),
-            crate::placement::format_bytes(total_bytes),
-            crate::placement::format_bytes(free)
+            format::bytes(req.buffer_bytes as u64),
+            format::bytes(total_bytes),
+            format::bytes(free)
         )));
     }
     Ok(())
@@ -249,9 +252,8 @@ fn affordable(req: &SweepRequest, plans: &[Plan], setup_s: f64) -> Affordable {
     // backgrounds in proportion to their case counts.
     let frac = affordable as f64 / total_planned as f64;
     for (t, p) in out.take.iter_mut().zip(plans) {
-        let classes: BTreeSet<String> = p.2.iter().map(|c| c.hop_class()).collect();
         *t = ((p.2.len() as f64 * frac).floor() as usize)
-            .max(classes.len())
+            .max(hop_class_count(&p.2))
             .max(1)
             .min(p.2.len());
     }
@@ -309,7 +311,6 @@ impl Sweep<'_, '_> {
         for r in results.iter_mut() {
             r.normalized = r.seconds.median / fastest;
         }
-        let hop_classes: BTreeSet<String> = cases.iter().map(|c| c.hop_class()).collect();
         let run_hops: BTreeSet<&str> = results.iter().map(|r| r.hop_class.as_str()).collect();
         Ok(SweepRun {
             threads: *threads,
@@ -317,7 +318,7 @@ impl Sweep<'_, '_> {
             total_cases: *total,
             classes: cases.len() as u64,
             cases_run: results.len() as u64,
-            hop_classes: hop_classes.len() as u64,
+            hop_classes: hop_class_count(cases) as u64,
             hop_classes_run: run_hops.len() as u64,
             elapsed_s: t_run.elapsed().as_secs_f64(),
             cases: results,

@@ -686,6 +686,15 @@ pub fn plan(
     Ok(out)
 }
 
+/// How many hop classes `cases` cover.
+pub(super) fn hop_class_count(cases: &[PlannedCase]) -> usize {
+    cases
+        .iter()
+        .map(|c| c.hop_class())
+        .collect::<BTreeSet<String>>()
+        .len()
+}
+
 /// Orders cases so that any prefix covers as many hop classes as possible:
 /// round robin over hop classes, largest classes first inside each.
 pub fn coverage_order(cases: &[PlannedCase]) -> Vec<usize> {
