@@ -1,0 +1,291 @@
+//! The classic questions of the ccNUMA studies, answered from a finished
+//! sweep: does time grow with hops, is crossfire slower, do two local
+//! writers saturate their node, do cases with equal hops take equal time.
+
+use super::space::{Access, ThreadCase};
+use super::{condition, Background, CaseResult, SweepResult, SweepRun};
+use crate::measure::stats::median;
+use crate::text::format;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One of the classic questions, answered for one sweep run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Finding {
+    /// `a`..`d` as in the issue and docs/sweep.md.
+    pub question: String,
+    pub title: String,
+    /// Whether the classic claim holds here; `None` when this sweep cannot
+    /// tell (say why in `detail`).
+    pub holds: Option<bool>,
+    /// The ratio the answer rests on (see `detail` for what over what).
+    pub ratio: Option<f64>,
+    pub detail: String,
+}
+
+/// The findings of one run (one thread count set under one background).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Findings {
+    /// [`SweepRun::condition`]: `idle`, or [`Background::describe`].
+    pub condition: String,
+    pub findings: Vec<Finding>,
+}
+
+/// Differences smaller than this share are noise on any real machine.
+const NOISE: f64 = 0.03;
+
+impl Finding {
+    /// A question this sweep cannot answer, and why not.
+    fn unanswered(question: &str, title: &str, why: &str) -> Self {
+        Finding {
+            question: question.into(),
+            title: title.into(),
+            holds: None,
+            ratio: None,
+            detail: why.into(),
+        }
+    }
+}
+
+fn case_seconds<'a>(cases: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
+    cases.map(|c| c.seconds.median).collect()
+}
+
+fn access_noun(access: Access) -> &'static str {
+    match access {
+        Access::Read => "reads",
+        Access::Write => "writes",
+    }
+}
+
+/// Median time of the one-thread cases with `access`, per hop count (known
+/// hops only), fewest hops first.
+fn hop_medians(run: &SweepRun, access: Access) -> Vec<(u32, f64)> {
+    let mut by_hop: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for c in &run.cases {
+        let t = &c.threads[0].case;
+        if let (true, Some(h)) = (t.access == access, t.hops) {
+            by_hop.entry(h).or_default().push(c.seconds.median);
+        }
+    }
+    by_hop
+        .into_iter()
+        .filter_map(|(h, v)| median(v).map(|m| (h, m)))
+        .collect()
+}
+
+/// (a) single thread: does time grow with hop count, for reads and writes?
+fn finding_hops(run: Option<&SweepRun>) -> Finding {
+    let title = "single thread: time grows with hop count (reads and writes)";
+    let Some(run) = run else {
+        return Finding::unanswered(
+            "a",
+            title,
+            "no one-thread cases in this sweep (run with --threads 1,2)",
+        );
+    };
+    let mut parts = Vec::new();
+    let mut holds = Some(true);
+    let mut worst_ratio: Option<f64> = None;
+    for access in [Access::Read, Access::Write] {
+        let meds = hop_medians(run, access);
+        if meds.is_empty() {
+            continue;
+        }
+        if meds.len() < 2 {
+            parts.push(format!(
+                "{}: only {}-hop cases (one memory node)",
+                access_noun(access),
+                meds[0].0
+            ));
+            // One hop count says nothing either way, whatever the other access says.
+            holds = None;
+            continue;
+        }
+        let base = meds[0].1;
+        let text: Vec<String> = meds
+            .iter()
+            .map(|(h, s)| format!("{h} hop{}: {:.2}x", format::s(*h as usize), s / base))
+            .collect();
+        let grows = meds.windows(2).all(|w| w[1].1 > w[0].1 * (1.0 + NOISE));
+        if !grows && holds.is_some() {
+            holds = Some(false);
+        }
+        let r = meds.last().map(|x| x.1 / base);
+        worst_ratio = match (worst_ratio, r) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        parts.push(format!(
+            "{} ({}): {}",
+            access_noun(access),
+            if grows {
+                "grows"
+            } else {
+                "does not grow at every hop"
+            },
+            text.join(", ")
+        ));
+    }
+    Finding {
+        question: "a".into(),
+        title: title.into(),
+        holds,
+        ratio: worst_ratio,
+        detail: parts.join("; ") + " (time relative to the 0-hop median)",
+    }
+}
+
+fn writers(run: &SweepRun) -> impl Iterator<Item = &CaseResult> {
+    run.cases.iter().filter(|c| {
+        c.threads.len() == 2 && c.threads.iter().all(|t| t.case.access == Access::Write)
+    })
+}
+
+/// (b) crossfire vs no crossfire, two writers, same hop counts.
+fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
+    let title = "two writers: crossfire (each writes the other's node) is slower than no crossfire (same hops, other links)";
+    let none = |why: &str| Finding::unanswered("b", title, why);
+    let Some(run) = run else {
+        return none("no two-thread cases in this sweep");
+    };
+    let cross: Vec<f64> = case_seconds(writers(run).filter(|c| {
+        let (a, b) = (&c.threads[0].case, &c.threads[1].case);
+        a.node != b.node && a.mem == b.node && b.mem == a.node && a.hops == Some(1)
+    }));
+    let no_cross: Vec<f64> = case_seconds(writers(run).filter(|c| {
+        let (a, b) = (&c.threads[0].case, &c.threads[1].case);
+        let one_way =
+            |x: &ThreadCase, y: &ThreadCase| x.mem == y.node && y.mem != x.node && y.mem != y.node;
+        a.node != b.node
+            && a.hops == Some(1)
+            && b.hops == Some(1)
+            && (one_way(a, b) || one_way(b, a))
+    }));
+    match (median(cross), median(no_cross)) {
+        (Some(x), Some(n)) => Finding {
+            question: "b".into(),
+            title: title.into(),
+            holds: Some(x > n * (1.0 + NOISE)),
+            ratio: Some(x / n),
+            detail: format!(
+                "crossfire takes {:.2}x the time of no crossfire (medians over the matching cases; the classic idle result is > 1)",
+                x / n
+            ),
+        },
+        _ => none("needs two writers on linked nodes and a third node one hop from one of them (3+ nodes, write cases)"),
+    }
+}
+
+/// (c) two writers on one node: both local vs one buffer one hop away.
+fn finding_two_local_writers(run: Option<&SweepRun>) -> Finding {
+    let title = "two writers on one node: moving one buffer one hop away beats keeping both local";
+    let none = |why: &str| Finding::unanswered("c", title, why);
+    let Some(run) = run else {
+        return none("no two-thread cases in this sweep");
+    };
+    let same_node = |c: &&CaseResult| {
+        let (a, b) = (&c.threads[0].case, &c.threads[1].case);
+        a.node == b.node && a.cpu != b.cpu
+    };
+    let local: Vec<f64> = case_seconds(
+        writers(run)
+            .filter(same_node)
+            .filter(|c| c.threads.iter().all(|t| t.case.hops == Some(0))),
+    );
+    let moved: Vec<f64> = case_seconds(writers(run).filter(same_node).filter(|c| {
+        let mut h: Vec<Option<u32>> = c.threads.iter().map(|t| t.case.hops).collect();
+        h.sort();
+        h == vec![Some(0), Some(1)]
+    }));
+    match (median(local), median(moved)) {
+        (Some(l), Some(mv)) => Finding {
+            question: "c".into(),
+            title: title.into(),
+            holds: Some(mv < l * (1.0 - NOISE)),
+            ratio: Some(mv / l),
+            detail: format!(
+                "0-hop/1-hop takes {:.2}x the time of 0-hop/0-hop (< 1: the node's controller saturates with two local writers)",
+                mv / l
+            ),
+        },
+        (None, _) => none("needs two CPUs on one node (write cases)"),
+        (_, None) => none("needs a second memory node one hop away (one-node machine)"),
+    }
+}
+
+/// (d) are all cases of a hop class equal? The largest spread within one.
+fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
+    let title = "cases with the same hop counts take the same time";
+    let Some(run) = run else {
+        return Finding::unanswered("d", title, "no cases");
+    };
+    // Threads taking turns on one CPU (or sharing a core) are another
+    // experiment: compare like with like.
+    let mut by: BTreeMap<String, Vec<(&CaseResult, f64)>> = BTreeMap::new();
+    for c in &run.cases {
+        if c.seconds.median.is_finite() {
+            let key = match c.sharing.as_str() {
+                "none" => c.hop_class.clone(),
+                s => format!("{} (sharing a {s})", c.hop_class),
+            };
+            by.entry(key).or_default().push((c, c.seconds.median));
+        }
+    }
+    let mut worst: Option<(f64, &String, &CaseResult, &CaseResult)> = None;
+    for (class, v) in &by {
+        if v.len() < 2 {
+            continue;
+        }
+        let lo = v.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        let hi = v.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        let r = hi.1 / lo.1;
+        if worst.is_none_or(|w| r > w.0) {
+            worst = Some((r, class, lo.0, hi.0));
+        }
+    }
+    match worst {
+        Some((r, class, lo, hi)) => Finding {
+            question: "d".into(),
+            title: title.into(),
+            holds: Some(r <= 1.0 + 2.0 * NOISE),
+            ratio: Some(r),
+            detail: format!(
+                "largest spread within a hop class: {:.2}x in class {class} ({} fastest, {} slowest), over {} threads",
+                r,
+                lo.labels.join(" "),
+                hi.labels.join(" "),
+                run.threads
+            ),
+        },
+        None => Finding::unanswered("d", title, "every hop class has a single case here"),
+    }
+}
+
+/// Mines a finished sweep for the classic questions, per background setting.
+pub fn findings(r: &SweepResult) -> Vec<Findings> {
+    let mut conditions: Vec<Option<Background>> = Vec::new();
+    for run in &r.runs {
+        if !conditions.contains(&run.background) {
+            conditions.push(run.background.clone());
+        }
+    }
+    conditions
+        .into_iter()
+        .map(|bg| {
+            let runs: Vec<&SweepRun> = r.runs.iter().filter(|x| x.background == bg).collect();
+            let one = runs.iter().copied().find(|x| x.threads == 1);
+            let two = runs.iter().copied().find(|x| x.threads == 2);
+            let most = runs.iter().copied().max_by_key(|x| x.threads);
+            Findings {
+                condition: condition(bg.as_ref()),
+                findings: vec![
+                    finding_hops(one),
+                    finding_crossfire(two),
+                    finding_two_local_writers(two),
+                    finding_equal_hops(most),
+                ],
+            }
+        })
+        .collect()
+}
