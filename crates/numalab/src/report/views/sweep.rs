@@ -5,7 +5,7 @@
 
 use crate::experiments::sweep::{
     findings, run_sweep, Access, Background, CaseResult, Findings, Subscription, SweepRequest,
-    SweepResult, SweepRun,
+    SweepResult,
 };
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
@@ -186,7 +186,7 @@ impl ReportPart for SweepPart {
             ],
         );
         for run in &s.sweep.runs {
-            let cond = condition(run);
+            let cond = run.condition();
             for c in &run.cases {
                 t.rows.push(vec![
                     part.into(),
@@ -249,20 +249,6 @@ pub fn answer(holds: Option<bool>) -> &'static str {
     }
 }
 
-/// What load a run ran under: `idle`, or the background level, its rate
-/// and subscription.
-fn condition(run: &SweepRun) -> String {
-    match &run.background {
-        None => "idle".into(),
-        Some(b) => format!(
-            "background {} ({:.2} GB/s per thread, {} subscription)",
-            b.level,
-            b.bytes_per_second / 1e9,
-            b.subscription.name()
-        ),
-    }
-}
-
 /// The truth table of every run, fastest case first.
 pub fn text(r: &SweepResult) -> String {
     let mut s = String::new();
@@ -285,18 +271,7 @@ pub fn text(r: &SweepResult) -> String {
         }
     );
     for run in &r.runs {
-        let cond = match &run.background {
-            None => "idle".to_string(),
-            Some(b) => format!(
-                "background {} ({:.2} GB/s per thread, {})",
-                b.level,
-                b.bytes_per_second / 1e9,
-                b.cpus.as_ref().map_or(
-                    format!("{} subscription", b.subscription.name()),
-                    |c| format!("CPUs {c}")
-                )
-            ),
-        };
+        let cond = run.condition();
         let _ = writeln!(
             s,
             "\n{} thread(s), {cond}: {} of {} classes run ({} cases in all; {} of {} hop classes), {:.1} s",
@@ -403,10 +378,11 @@ pub fn findings_text(f: &[Findings]) -> String {
 fn chart(sec: &mut Section, id: &str, s: &SweepOutcome, title: &str) {
     sec.html(&format!("<div id=\"{id}\">\n"));
     for run in &s.sweep.runs {
-        let cond = match &run.background {
-            None => String::new(),
-            Some(b) => format!(", background {}", b.level),
-        };
+        let cond = run
+            .background
+            .as_ref()
+            .map(|b| format!(", {}", b.short()))
+            .unwrap_or_default();
         let mut by_class: BTreeMap<String, Vec<Bar>> = BTreeMap::new();
         for c in &run.cases {
             by_class.entry(c.hop_class.clone()).or_default().push(Bar {
