@@ -9,6 +9,8 @@
 # only when it cannot measure (build failed, bad option). See bench/README.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/common.sh
+. bench/common.sh
 
 usage() {
     cat <<'EOF2'
@@ -32,12 +34,7 @@ while [ $# -gt 0 ]; do
         *) echo "kernels.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
 done
-if [ -z "$BIN" ]; then
-    bash scripts/install-deps.sh >/dev/null
-    [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
-    cargo build --release --locked -q
-    BIN=target/release/numalab
-fi
+numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-kernels-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"
 FIVE=(--warmup 1 --min-reps 5 --max-reps 5 --budget 60)

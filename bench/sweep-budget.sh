@@ -10,6 +10,8 @@
 # measure (build failed, bad option, a sweep that failed). See bench/README.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/common.sh
+. bench/common.sh
 
 usage() {
     cat <<'EOF2'
@@ -32,12 +34,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$RUNS" in ''|*[!0-9]*|0) echo "sweep-budget.sh: --runs takes a whole number from 1" >&2; exit 2 ;; esac
-if [ -z "$BIN" ]; then
-    bash scripts/install-deps.sh >/dev/null
-    [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
-    cargo build --release --locked -q
-    BIN=target/release/numalab
-fi
+numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-sweep-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"
 echo "numalab sweep budget check: $(nproc) CPUs, logs in $LOG_DIR"
