@@ -8,6 +8,8 @@
 # measure (build failed, bad option). See bench/README.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/common.sh
+. bench/common.sh
 
 usage() {
     cat <<'EOF2'
@@ -28,12 +30,7 @@ while [ $# -gt 0 ]; do
         *) echo "report.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
 done
-if [ -z "$BIN" ]; then
-    bash scripts/install-deps.sh >/dev/null
-    [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
-    cargo build --release --locked -q
-    BIN=target/release/numalab
-fi
+numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-report-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"
 nodes=$("$BIN" topology --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))')

@@ -2,66 +2,13 @@
 //! views, plausible magnitudes and one-line errors. Timed runs are short and
 //! serialized.
 
-use serde_json::Value;
-use std::process::{Command, Output};
-use std::sync::Mutex;
+mod common;
 
-static LOCK: Mutex<()> = Mutex::new(());
-
-fn numalab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(args)
-        .output()
-        .expect("run numalab")
-}
-
-fn json(args: &[&str]) -> Value {
-    let o = numalab(args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "numalab {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
-}
-
-fn one_line_error(args: &[&str], needle: &str) {
-    let o = numalab(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "numalab {args:?}: {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "one line: {err}");
-    assert!(lines[0].starts_with("numalab: "), "{err}");
-    assert!(lines[0].contains(needle), "'{needle}' in {err}");
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("a number: {v}"))
-}
-
-fn cpus_of_host() -> Vec<u64> {
-    let v = json(&["topology", "--json"]);
-    let mut c: Vec<u64> = v["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|n| {
-            n["cpus"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap())
-        })
-        .collect();
-    c.sort();
-    assert!(!c.is_empty());
-    c
-}
+use common::{allowed_cpus, fails, json, num as f, stdout, turn};
 
 #[test]
 fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
-    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let v = json(&["c2c", "--cpus", "0-1", "--budget", "0.3", "--json"]);
     assert_eq!(v["command"], "c2c");
     assert!(v["schema_version"].is_string() && v["environment"].is_object());
@@ -108,15 +55,8 @@ fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
 
 #[test]
 fn c2c_text_marks_nodes_and_the_diagonal() {
-    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let o = numalab(&["c2c", "--figures", "modified", "--budget", "0.1"]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let _turn = turn();
+    let out = stdout(&["c2c", "--figures", "modified", "--budget", "0.1"]);
     assert!(out.contains("one-way latency (ns)"), "{out}");
     assert!(out.contains("node 0") && out.contains("CPU"), "{out}");
     assert!(out.contains("not measured"), "{out}");
@@ -125,7 +65,7 @@ fn c2c_text_marks_nodes_and_the_diagonal() {
         !out.contains("Clean line"),
         "only the figure asked for: {out}"
     );
-    let cpus = cpus_of_host();
+    let cpus = allowed_cpus();
     // One matrix row per CPU: "  node 0   0     -  ..." rows carry a "-" diagonal.
     let rows = out
         .lines()
@@ -139,7 +79,7 @@ fn c2c_text_marks_nodes_and_the_diagonal() {
 
 #[test]
 fn apexmap_small_grid_json_and_text() {
-    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let args = [
         "apexmap", "--size", "8M", "--alphas", "1,0.01", "--ls", "1024,1", "--budget", "0.1",
     ];
@@ -177,9 +117,7 @@ fn apexmap_small_grid_json_and_text() {
     assert_eq!(w["buffers"][0]["bytes"], 8 << 20);
     assert_eq!(v["verification"]["verified"], true);
 
-    let o = numalab(&args);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&args);
     for needle in [
         "ns per access",
         "GB/s",
@@ -194,26 +132,26 @@ fn apexmap_small_grid_json_and_text() {
 
 #[test]
 fn bad_options_get_one_line_errors() {
-    one_line_error(&["apexmap", "--alphas", "0.5,1.5"], "(0, 1]");
-    one_line_error(&["apexmap", "--alphas", "0"], "(0, 1]");
-    one_line_error(&["apexmap", "--alphas", "high"], "not a number");
-    one_line_error(
+    fails(&["apexmap", "--alphas", "0.5,1.5"], "(0, 1]");
+    fails(&["apexmap", "--alphas", "0"], "(0, 1]");
+    fails(&["apexmap", "--alphas", "high"], "not a number");
+    fails(
         &["apexmap", "--ls", "1,3.5"],
         "whole number of words from 1 to 65536",
     );
-    one_line_error(&["apexmap", "--ls", "65537"], "from 1 to 65536");
-    one_line_error(&["apexmap", "--ls", "0"], "from 1 to 65536");
-    one_line_error(&["apexmap", "--ls", ""], "whole number");
-    one_line_error(
+    fails(&["apexmap", "--ls", "65537"], "from 1 to 65536");
+    fails(&["apexmap", "--ls", "0"], "from 1 to 65536");
+    fails(&["apexmap", "--ls", ""], "whole number");
+    fails(
         &["apexmap", "--size", "64K", "--ls", "65536"],
         "does not fit",
     );
-    one_line_error(&["apexmap", "--cpu", "99"], "CPU");
-    one_line_error(&["apexmap", "--mem", "bind:9"], "node");
-    one_line_error(&["c2c", "--cpus", "0"], "at least two");
-    one_line_error(
+    fails(&["apexmap", "--cpu", "99"], "CPU");
+    fails(&["apexmap", "--mem", "bind:9"], "node");
+    fails(&["c2c", "--cpus", "0"], "at least two");
+    fails(
         &["c2c", "--figures", "dirty"],
         "valid: modified, clean, false-sharing",
     );
-    one_line_error(&["c2c", "--budget", "0"], "--budget");
+    fails(&["c2c", "--budget", "0"], "--budget");
 }

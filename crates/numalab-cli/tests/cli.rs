@@ -1,44 +1,19 @@
 //! The `numalab` binary end to end on this machine and on topology files:
 //! outputs, JSON keys other tools read, exit codes, one-line errors.
 
+mod common;
+
+use common::{fails, fails_rc, fixture, json, numalab, scratch, stdout, Run};
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/topologies")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn numalab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(args)
-        .output()
-        .expect("run numalab")
-}
-
-fn json(args: &[&str]) -> Value {
-    let o = numalab(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
-}
-
-/// Asserts a one-line `numalab: ...` error with `code` containing `needle`.
-fn fails(args: &[&str], code: i32, needle: &str) {
-    let o = numalab(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err:?}");
-    assert!(err.starts_with("numalab: "), "{err}");
-    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
-    assert!(!err.contains("panicked"), "{err}");
+/// The CPU of each thread of a `set --threads N --json` result.
+fn thread_cpus(v: &Value) -> Vec<u64> {
+    v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["cpu"].as_u64().unwrap())
+        .collect()
 }
 
 #[test]
@@ -93,25 +68,22 @@ fn topology_of_the_live_machine() {
         })
         .sum();
     assert_eq!(nodes.len(), n_online, "node count equals /sys online nodes");
-    let text = String::from_utf8(numalab(&["topology"]).stdout).unwrap();
+    let text = stdout(&["topology"]);
     assert!(text.contains("Nodes") && text.contains("Caches"), "{text}");
 }
 
 #[test]
 fn topology_text_warns_about_suspicious_firmware() {
-    let o = numalab(&["topology", "--topology", &fixture("16amd64-8n2c.xml")]);
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success());
+    let text = stdout(&["topology", "--topology", &fixture("16amd64-8n2c.xml")]);
     assert!(
         text.to_lowercase().contains("flat"),
         "flat SLIT warning expected:\n{text}"
     );
-    let o = numalab(&[
+    let text = stdout(&[
         "topology",
         "--topology",
         &fixture("32amd64-4s2n4c-cgroup2.xml"),
     ]);
-    let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("restricted"), "{text}");
 }
 
@@ -132,13 +104,7 @@ fn set_command_evaluates_expressions_and_threads() {
         &q,
         "--json",
     ]);
-    let cpus: Vec<u64> = v["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["cpu"].as_u64().unwrap())
-        .collect();
-    assert_eq!(cpus, vec![0, 2, 4, 6, 1]);
+    assert_eq!(thread_cpus(&v), [0, 2, 4, 6, 1]);
     let v = json(&[
         "set",
         "0-1",
@@ -149,16 +115,9 @@ fn set_command_evaluates_expressions_and_threads() {
         &q,
         "--json",
     ]);
-    let cpus: Vec<u64> = v["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["cpu"].as_u64().unwrap())
-        .collect();
-    assert_eq!(cpus, vec![0, 1, 2, 3]);
+    assert_eq!(thread_cpus(&v), [0, 1, 2, 3]);
     fails(
         &["set", "all", "--threads", "9", "--topology", &q],
-        2,
         "9 threads but only 8 CPUs",
     );
     let v = json(&[
@@ -174,7 +133,6 @@ fn set_command_evaluates_expressions_and_threads() {
     assert_eq!(v["threads"][8]["cpu"], 0);
     fails(
         &["set", "node:0", "--threads", "two", "--topology", &q],
-        2,
         "not a thread count",
     );
     fails(
@@ -188,7 +146,6 @@ fn set_command_evaluates_expressions_and_threads() {
             "--topology",
             &q,
         ],
-        2,
         "valid: compact",
     );
 }
@@ -208,7 +165,7 @@ fn place_on_this_machine_verifies_pages() {
     let v = json(&["place", "--size", "8M", "--mem", "interleave:0@3", "--json"]);
     assert_eq!(v["realization"]["mechanism"], "chunks");
     assert_eq!(v["pages_by_node"]["0"], 2048);
-    let o = numalab(&[
+    let text = stdout(&[
         "place",
         "--size",
         "4M",
@@ -219,8 +176,6 @@ fn place_on_this_machine_verifies_pages() {
         "--workers",
         "0-1",
     ]);
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
         text.contains("worker pinned to CPU 0 ran on CPU 0"),
         "{text}"
@@ -231,148 +186,130 @@ fn place_on_this_machine_verifies_pages() {
 #[test]
 fn bad_input_gets_one_line_errors() {
     let q = fixture("qemu-quartet-4n2c-ring.xml");
+    let bad = scratch("bad-input").join("bad.xml");
+    let bad = bad.to_str().unwrap();
+    std::fs::write(bad, "<topology version=\"2.0\"><object type=\"Machine\"").unwrap();
     fails(
-        &["topology", "--topology", "/no/such/file.xml"],
-        2,
-        "cannot read topology file /no/such/file.xml",
-    );
-    let bad = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("numalab-bad-{}.xml", std::process::id()));
-    std::fs::write(&bad, "<topology version=\"2.0\"><object type=\"Machine\"").unwrap();
-    fails(
-        &["topology", "--topology", bad.to_str().unwrap()],
-        2,
+        &["topology", "--topology", bad],
         "is not a valid hwloc XML topology",
     );
-    std::fs::write(&bad, [0xffu8, 0xfe, 0x00, 0x12]).unwrap();
+    std::fs::write(bad, [0xffu8, 0xfe, 0x00, 0x12]).unwrap();
     fails(
-        &["topology", "--topology", bad.to_str().unwrap()],
-        2,
+        &["topology", "--topology", bad],
         "is not a valid hwloc XML topology",
     );
-    std::fs::remove_file(&bad).ok();
-    fails(
-        &["place", "--size", "1M", "--mem", "bind:99"],
-        2,
-        "node 99 does not exist; valid nodes:",
-    );
-    fails(
-        &["place", "--size", "1M", "--mem", "stripe:0"],
-        2,
-        "unknown memory policy 'stripe:0'; valid: first-touch",
-    );
-    fails(
-        &["place", "--size", "1M", "--mem", "interleave:0@x"],
-        2,
-        "@PAGES",
-    );
-    fails(&["place", "--size", "12Q"], 2, "unknown size unit 'q'");
-    fails(
-        &["place", "--size", "1M", "--cpu", "4096"],
-        2,
-        "CPU 4096 does not exist; valid CPUs:",
-    );
-    fails(
-        &["place", "--size", "1M", "--cpu", "0-1"],
-        2,
-        "give one CPU",
-    );
-    fails(
-        &["place", "--size", "1M", "--thp", "maybe"],
-        2,
-        "valid: on, off, system",
-    );
-    fails(
-        &["place", "--size", "1M", "--weighted-impl", "magic"],
-        2,
-        "valid: auto, kernel, emulate",
-    );
-    fails(&["place", "--size", "0"], 2, "at least 1 byte");
-    fails(
-        &["place", "--size", "1P", "--mem", "bind:0"],
-        2,
-        "unknown size unit",
-    );
-    fails(
+    let usage: &[(&[&str], &str)] = &[
+        (
+            &["topology", "--topology", "/no/such/file.xml"],
+            "cannot read topology file /no/such/file.xml",
+        ),
+        (
+            &["place", "--size", "1M", "--mem", "bind:99"],
+            "node 99 does not exist; valid nodes:",
+        ),
+        (
+            &["place", "--size", "1M", "--mem", "stripe:0"],
+            "unknown memory policy 'stripe:0'; valid: first-touch",
+        ),
+        (
+            &["place", "--size", "1M", "--mem", "interleave:0@x"],
+            "@PAGES",
+        ),
+        (&["place", "--size", "12Q"], "unknown size unit 'q'"),
+        (
+            &["place", "--size", "1M", "--cpu", "4096"],
+            "CPU 4096 does not exist; valid CPUs:",
+        ),
+        (&["place", "--size", "1M", "--cpu", "0-1"], "give one CPU"),
+        (
+            &["place", "--size", "1M", "--thp", "maybe"],
+            "valid: on, off, system",
+        ),
+        (
+            &["place", "--size", "1M", "--weighted-impl", "magic"],
+            "valid: auto, kernel, emulate",
+        ),
+        (&["place", "--size", "0"], "at least 1 byte"),
+        (
+            &["place", "--size", "1P", "--mem", "bind:0"],
+            "unknown size unit",
+        ),
+        (&["place", "--mem", "local"], "--size"),
+        (&["set", "node:0 +", "--topology", &q], "expected a set"),
+        (&["set", "rack:1", "--topology", &q], "unknown kind 'rack'"),
+        (&["verify", "--pid", "abc"], "not a process id"),
+        (&["verify", "--pid", "2147483646"], "no process 2147483646"),
+        (
+            &["run", "--cpus", "0", "-m", "0", "-i", "0", "--", "true"],
+            "give one memory policy, not --membind and --interleave",
+        ),
+        (
+            &["run", "-C", "0", "-N", "0", "--", "true"],
+            "give one CPU placement",
+        ),
+        (
+            &["run", "--mem", "interleave:0@2", "--", "true"],
+            "needs chunk-wise placement",
+        ),
+        (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+        (
+            &["place", "--size", "1M", "--bogus"],
+            "unexpected argument '--bogus'",
+        ),
+    ];
+    for (args, needle) in usage {
+        fails(args, needle);
+    }
+    // Failures that are not bad input: exit 1, or 127 for no such command.
+    fails_rc(
         &["place", "--size", "100T", "--mem", "bind:0"],
         1,
         "cannot fit",
     );
-    fails(
+    fails_rc(
         &["place", "--size", "100T", "--mem", "first-touch"],
         1,
         "cannot fit",
     );
-    fails(&["bench", "bandwidth", "--size", "100T"], 1, "do not fit");
-    fails(&["place", "--mem", "local"], 2, "--size");
-    fails(&["set", "node:0 +", "--topology", &q], 2, "expected a set");
-    fails(
-        &["set", "rack:1", "--topology", &q],
-        2,
-        "unknown kind 'rack'",
-    );
-    fails(&["verify", "--pid", "abc"], 2, "not a process id");
-    fails(
-        &["verify", "--pid", "2147483646"],
-        2,
-        "no process 2147483646",
-    );
-    fails(
-        &["run", "--cpus", "0", "-m", "0", "-i", "0", "--", "true"],
-        2,
-        "give one memory policy, not --membind and --interleave",
-    );
-    fails(
-        &["run", "-C", "0", "-N", "0", "--", "true"],
-        2,
-        "give one CPU placement",
-    );
-    fails(
-        &["run", "--mem", "interleave:0@2", "--", "true"],
-        2,
-        "needs chunk-wise placement",
-    );
-    fails(
+    fails_rc(&["bench", "bandwidth", "--size", "100T"], 1, "do not fit");
+    fails_rc(
         &["run", "--", "/no/such/cmd"],
         127,
         "cannot run '/no/such/cmd'",
-    );
-    fails(&["frobnicate"], 2, "unrecognized subcommand 'frobnicate'");
-    fails(
-        &["place", "--size", "1M", "--bogus"],
-        2,
-        "unexpected argument '--bogus'",
     );
 }
 
 #[test]
 fn run_places_the_child_and_propagates_its_status() {
-    let o = Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args([
-            "run",
-            "-C",
-            "1",
-            "-m",
-            "0",
-            "--",
-            "sh",
-            "-c",
-            "grep -E 'Cpus_allowed_list|Mems_allowed_list' /proc/self/status; exit 5",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(5));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("Cpus_allowed_list:\t1\n"), "{out}");
-    let o = numalab(&["run", "--", "sh", "-c", "kill -KILL $$"]);
+    let r = numalab(&[
+        "run",
+        "-C",
+        "1",
+        "-m",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "grep -E 'Cpus_allowed_list|Mems_allowed_list' /proc/self/status; exit 5",
+    ]);
+    assert_eq!(r.rc, 5, "{}", r.err);
+    assert!(r.out.contains("Cpus_allowed_list:\t1\n"), "{}", r.out);
+    let r = numalab(&["run", "--", "sh", "-c", "kill -KILL $$"]);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(
-        o.status.signal(),
+        r.status.signal(),
         Some(9),
         "numalab dies of the child's signal"
     );
+    // The command gets numalab's standard input and environment.
+    let r = Run::new(&["run", "--", "sh", "-c", "echo \"$NUMALAB_TEST_VAR\"; cat"])
+        .env("NUMALAB_TEST_VAR", "from the environment")
+        .stdin("from stdin\n")
+        .run();
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert_eq!(r.out, "from the environment\nfrom stdin\n");
     // --verify reports the child's memory at exit, on stderr.
-    let o = numalab(&[
+    let r = numalab(&[
         "run",
         "--membind",
         "0",
@@ -385,15 +322,17 @@ fn run_places_the_child_and_propagates_its_status() {
         "count=1",
         "status=none",
     ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(err.contains("placement of 'dd' at exit"), "{err}");
-    assert!(err.contains("memory policy: bind:0"), "{err}");
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(r.err.contains("placement of 'dd' at exit"), "{}", r.err);
+    assert!(r.err.contains("memory policy: bind:0"), "{}", r.err);
 }
 
 #[test]
 fn verify_reads_another_process() {
-    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
     let v = json(&["verify", "--pid", &child.id().to_string(), "--json"]);
     child.kill().ok();
     child.wait().ok();

@@ -2,16 +2,13 @@
 
 mod common;
 
-use common::numalab;
+use common::{fails, json as run_json, scratch, stdout};
 
 use serde_json::{json, Value};
-use std::path::PathBuf;
 
 /// A scratch directory of one test (tests run in parallel).
-fn dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("numalab-compare-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn dir(test: &str) -> std::path::PathBuf {
+    scratch(&format!("compare-{test}"))
 }
 
 fn fig(m: f64, ci: f64) -> Value {
@@ -23,7 +20,7 @@ fn two_bandwidth_runs_side_by_side() {
     let d = dir("bench");
     let (a, b) = (d.join("one.json"), d.join("two.json"));
     for (file, threads) in [(&a, "1"), (&b, "2")] {
-        let (rc, out, err) = numalab(&[
+        let out = stdout(&[
             "bench",
             "bandwidth",
             "--kernel",
@@ -36,11 +33,10 @@ fn two_bandwidth_runs_side_by_side() {
             "0.3",
             "--json",
         ]);
-        assert_eq!(rc, 0, "{err}");
         std::fs::write(file, out).unwrap();
     }
     let html = d.join("c.html");
-    let (rc, out, err) = numalab(&[
+    let v = run_json(&[
         "compare",
         a.to_str().unwrap(),
         b.to_str().unwrap(),
@@ -48,8 +44,6 @@ fn two_bandwidth_runs_side_by_side() {
         html.to_str().unwrap(),
         "--json",
     ]);
-    assert_eq!(rc, 0, "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap();
     let metrics: Vec<&str> = v["rows"]
         .as_array()
         .unwrap()
@@ -81,8 +75,7 @@ fn what_differs_beyond_the_spread_and_the_environment() {
     let (pa, pb) = (d.join("a.json"), d.join("b.json"));
     std::fs::write(&pa, a.to_string()).unwrap();
     std::fs::write(&pb, b.to_string()).unwrap();
-    let (rc, text, err) = numalab(&["compare", pa.to_str().unwrap(), pb.to_str().unwrap()]);
-    assert_eq!(rc, 0, "{err}");
+    let text = stdout(&["compare", pa.to_str().unwrap(), pb.to_str().unwrap()]);
     assert!(text.contains("kernel"), "{text}");
     assert!(text.contains("6.1.0") && text.contains("6.12.0"), "{text}");
     let line = |m: &str| text.lines().find(|l| l.starts_with(m)).unwrap().to_string();
@@ -96,13 +89,12 @@ fn what_differs_beyond_the_spread_and_the_environment() {
         .trim_end()
         .ends_with("no"));
     assert!(text.contains("2 metric(s), 1 differ"), "{text}");
-    let (rc, text, _) = numalab(&[
+    let text = stdout(&[
         "compare",
         pa.to_str().unwrap(),
         pb.to_str().unwrap(),
         "--significant",
     ]);
-    assert_eq!(rc, 0);
     assert!(!text.contains("bandwidth["), "{text}");
     std::fs::remove_dir_all(&d).ok();
 }
@@ -142,10 +134,7 @@ fn bad_inputs_are_one_line_errors() {
             "hold no figures to compare",
         ),
     ] {
-        let (rc, _, err) = numalab(&args);
-        assert_eq!(rc, 2, "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains(needle), "'{needle}' in {err}");
+        fails(&args, needle);
     }
     std::fs::remove_dir_all(&d).ok();
 }

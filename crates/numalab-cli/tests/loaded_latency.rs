@@ -1,58 +1,32 @@
 //! `numalab loaded-latency` end to end on this machine: the latency curve
 //! rises with injected bandwidth, the ladder's injected bandwidth grows, the
 //! JSON holds what docs/loaded-latency.md promises, and bad requests are
-//! one-line errors. Timed runs take turns (a static mutex): on a 2-core
+//! one-line errors. Runs take turns (common::turn): on a 2-core
 //! machine two at once would measure each other. Bounds are generous: the
 //! machine is shared.
 
-use serde_json::Value;
-use std::process::{Command, Output};
+mod common;
 
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+use common::{allowed_cpus, assert_one_line_error, fails, json, num as f, stdout, turn, Run};
 
-fn numalab(args: &[&str]) -> Output {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(args)
-        .output()
-        .expect("run numalab")
-}
-
-fn json(args: &[&str]) -> Value {
-    let o = numalab(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
-}
-
-fn fails(args: &[&str], needle: &str) {
-    let o = numalab(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err:?}");
-    assert!(err.starts_with("numalab: "), "{err}");
-    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn allowed_cpus() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+/// Whether this process may use two CPUs (one to chase, one to inject);
+/// says why the test skips when not.
+fn two_cpus(test: &str) -> bool {
+    let n = allowed_cpus().len();
+    if n < 2 {
+        eprintln!(
+            "skipped: {test} needs 2 CPUs (one to chase, one to inject); this process may use {n}"
+        );
+    }
+    n >= 2
 }
 
 #[test]
 fn latency_rises_with_injected_bandwidth() {
-    if allowed_cpus() < 2 {
-        eprintln!("skipped: needs 2 CPUs");
+    if !two_cpus("latency_rises_with_injected_bandwidth") {
         return;
     }
+    let _turn = turn();
     // The default chase (4x the LLC, random) with huge pages, so the
     // latency is mostly DRAM's and not the page walk's; an unpaced read
     // injector on the other CPU against idle, twice each way (idle and
@@ -98,9 +72,10 @@ fn latency_rises_with_injected_bandwidth() {
 
 #[test]
 fn json_has_the_curve_the_knee_verification_and_environment() {
-    if allowed_cpus() < 2 {
+    if !two_cpus("json_has_the_curve_the_knee_verification_and_environment") {
         return;
     }
+    let _turn = turn();
     let v = json(&[
         "loaded-latency",
         "--mix",
@@ -196,10 +171,11 @@ fn json_has_the_curve_the_knee_verification_and_environment() {
 
 #[test]
 fn text_output_is_a_table_per_mix_with_the_knee_line() {
-    if allowed_cpus() < 2 {
+    if !two_cpus("text_output_is_a_table_per_mix_with_the_knee_line") {
         return;
     }
-    let o = numalab(&[
+    let _turn = turn();
+    let out = stdout(&[
         "loaded-latency",
         "--mix",
         "read",
@@ -210,8 +186,6 @@ fn text_output_is_a_table_per_mix_with_the_knee_line() {
         "--budget",
         "0.1",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(out.contains("mix read (reads only)"), "{out}");
     for row in ["idle", "1.00 GB/s", "max", "placement verified"] {
         assert!(out.contains(row), "'{row}' in:\n{out}");
@@ -221,6 +195,7 @@ fn text_output_is_a_table_per_mix_with_the_knee_line() {
 
 #[test]
 fn bad_requests_are_one_line_errors() {
+    let _turn = turn();
     fails(&["loaded-latency", "--mix", "read,foo"], "valid: read, R:W");
     fails(&["loaded-latency", "--mix", "3:0"], "no writes");
     fails(&["loaded-latency", "--rates", "1,0"], "positive");
@@ -238,7 +213,7 @@ fn bad_requests_are_one_line_errors() {
     );
     fails(&["loaded-latency", "--pattern", "stride"], "random");
     fails(&["loaded-latency", "--budget", "0"], "--budget");
-    if allowed_cpus() >= 2 {
+    if two_cpus("bad_requests_are_one_line_errors: injector CPU errors") {
         fails(
             &["loaded-latency", "--cpu", "0", "--injector-cpus", "0-1"],
             "includes the chasing CPU 0",
@@ -249,16 +224,16 @@ fn bad_requests_are_one_line_errors() {
         );
     }
     // One allowed CPU: nothing left for injectors, and the way out.
-    let o = Command::new("taskset")
-        .args(["-c", "0", env!("CARGO_BIN_EXE_numalab"), "loaded-latency"])
-        .output();
-    if let Ok(o) = o {
-        if o.status.code() != Some(127) && !o.stderr.starts_with(b"taskset:") {
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert_eq!(o.status.code(), Some(2), "{err}");
-            assert_eq!(err.lines().count(), 1, "{err}");
-            assert!(err.contains("at least one more for injectors"), "{err}");
-            assert!(err.contains("2 or more CPUs"), "{err}");
-        }
-    }
+    let cpu = allowed_cpus()[0].to_string();
+    let r = Run::new(&["loaded-latency"])
+        .via(&["taskset", "-c", &cpu])
+        .run();
+    assert!(
+        !r.err.starts_with("taskset:"),
+        "taskset could not start numalab on CPU {cpu}: {}",
+        r.err
+    );
+    let what = format!("taskset -c {cpu} numalab loaded-latency");
+    assert_one_line_error(&what, r.rc, &r.err, 2, "at least one more for injectors");
+    assert!(r.err.contains("2 or more CPUs"), "{}", r.err);
 }

@@ -3,61 +3,35 @@
 //! on byte accounting, on structure and on placement proofs, never on a
 //! tight speed figure (speed targets live in bench/compare.sh).
 
+mod common;
+
+use common::{fails, json, turn};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-/// Measurements in this file take turns: on a 2-core machine, two at once
-/// would measure each other.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn numalab(args: &[&str]) -> Output {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(args)
-        .output()
-        .expect("run numalab")
-}
-
-fn json(args: &[&str]) -> Value {
-    let o = numalab(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
-}
-
-fn fails(args: &[&str], code: i32, needle: &str) {
-    let o = numalab(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err:?}");
-    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
-}
 
 const QUICK: [&str; 6] = ["--budget", "0.3", "--min-reps", "3", "--target-ci", "5"];
 
-fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = base.to_vec();
-    v.extend_from_slice(extra);
-    v
+/// `numalab ARGS` with the quick stopping rule, as JSON.
+fn quick(args: &[&str]) -> Value {
+    json(&[args, &QUICK[..]].concat())
+}
+
+/// `numalab bench bandwidth --kernel KERNEL --size SIZE --json`, quick.
+fn bandwidth(kernel: &str, size: &str) -> Value {
+    quick(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        kernel,
+        "--size",
+        size,
+        "--json",
+    ])
 }
 
 #[test]
 fn bandwidth_result_has_figures_verification_and_environment() {
-    let v = json(&with(
-        &[
-            "bench",
-            "bandwidth",
-            "--kernel",
-            "triad",
-            "--size",
-            "16M",
-            "--json",
-        ],
-        &QUICK,
-    ));
+    let _turn = turn();
+    let v = bandwidth("triad", "16M");
     assert_eq!(v["schema_version"], "1.0");
     assert_eq!(v["command"], "bench bandwidth");
     assert_eq!(v["kernel"], "triad");
@@ -98,30 +72,9 @@ fn bandwidth_result_has_figures_verification_and_environment() {
 
 #[test]
 fn write_nt_moves_fewer_memory_bytes_than_write() {
-    let w = json(&with(
-        &[
-            "bench",
-            "bandwidth",
-            "--kernel",
-            "write",
-            "--size",
-            "16M",
-            "--json",
-        ],
-        &QUICK,
-    ));
-    let nt = json(&with(
-        &[
-            "bench",
-            "bandwidth",
-            "--kernel",
-            "write-nt",
-            "--size",
-            "16M",
-            "--json",
-        ],
-        &QUICK,
-    ));
+    let _turn = turn();
+    let w = bandwidth("write", "16M");
+    let nt = bandwidth("write-nt", "16M");
     assert_eq!(w["bytes_per_pass"]["memory"], 2 * (16u64 << 20));
     assert_eq!(nt["bytes_per_pass"]["memory"], 16u64 << 20);
     assert_eq!(
@@ -132,14 +85,9 @@ fn write_nt_moves_fewer_memory_bytes_than_write() {
 
 #[test]
 fn latency_rises_from_l1_to_dram() {
-    let small = json(&with(
-        &["bench", "latency", "--size", "16K", "--json"],
-        &QUICK,
-    ));
-    let big = json(&with(
-        &["bench", "latency", "--size", "512M", "--json"],
-        &QUICK,
-    ));
+    let _turn = turn();
+    let small = quick(&["bench", "latency", "--size", "16K", "--json"]);
+    let big = quick(&["bench", "latency", "--size", "512M", "--json"]);
     let (s, b) = (
         small["ns"]["median"].as_f64().unwrap(),
         big["ns"]["median"].as_f64().unwrap(),
@@ -151,12 +99,9 @@ fn latency_rises_from_l1_to_dram() {
     );
     assert_eq!(big["verification"]["verified"], true);
     // Several chains overlap their misses: the time per access drops.
-    let chains = json(&with(
-        &[
-            "bench", "latency", "--size", "512M", "--chains", "4", "--json",
-        ],
-        &QUICK,
-    ));
+    let chains = quick(&[
+        "bench", "latency", "--size", "512M", "--chains", "4", "--json",
+    ]);
     assert_eq!(chains["chains"], 4);
     assert!(
         chains["ns_per_access"].as_f64().unwrap() < b,
@@ -167,10 +112,19 @@ fn latency_rises_from_l1_to_dram() {
 
 #[test]
 fn sizes_marks_cache_boundaries() {
-    let v = json(&with(
-        &["sizes", "--max-size", "4M", "--json"],
-        &["--budget", "0.1", "--min-reps", "2", "--target-ci", "10"],
-    ));
+    let _turn = turn();
+    let v = json(&[
+        "sizes",
+        "--max-size",
+        "4M",
+        "--json",
+        "--budget",
+        "0.1",
+        "--min-reps",
+        "2",
+        "--target-ci",
+        "10",
+    ]);
     let points = v["points"].as_array().unwrap();
     assert!(points.len() >= 6, "{}", points.len());
     assert_eq!(points[0]["fits_in"], "L1");
@@ -191,28 +145,15 @@ fn sizes_marks_cache_boundaries() {
 
 #[test]
 fn scaling_single_thread_matches_bench_bandwidth() {
-    let sc = json(&with(
-        &["scaling", "--kernel", "read", "--size", "64M", "--json"],
-        &QUICK,
-    ));
+    let _turn = turn();
+    let sc = quick(&["scaling", "--kernel", "read", "--size", "64M", "--json"]);
     let packed = sc["packed"].as_array().unwrap();
     let n = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
     assert_eq!(packed.len(), n.min(packed.len()).max(1));
     assert_eq!(packed[0]["threads"], 1);
-    let bw = json(&with(
-        &[
-            "bench",
-            "bandwidth",
-            "--kernel",
-            "read",
-            "--size",
-            "64M",
-            "--json",
-        ],
-        &QUICK,
-    ));
+    let bw = bandwidth("read", "64M");
     let (a, b) = (
         packed[0]["gbps"]["best"].as_f64().unwrap(),
         bw["gbps"]["best"].as_f64().unwrap(),
@@ -234,7 +175,8 @@ fn scaling_single_thread_matches_bench_bandwidth() {
 
 #[test]
 fn matrix_on_this_machine() {
-    let v = json(&with(&["matrix", "--size", "32M", "--json"], &QUICK));
+    let _turn = turn();
+    let v = quick(&["matrix", "--size", "32M", "--json"]);
     let nodes = v["cpu_nodes"].as_array().unwrap().len();
     assert_eq!(v["latency"].as_array().unwrap().len(), nodes);
     assert_eq!(v["bandwidth"].as_array().unwrap().len(), nodes);
@@ -244,82 +186,72 @@ fn matrix_on_this_machine() {
 
 #[test]
 fn measuring_commands_reject_bad_options() {
-    fails(
-        &["bench", "bandwidth", "--kernel", "stream"],
-        2,
-        "unknown kernel 'stream'; valid: read, read-prefetch, write",
-    );
-    fails(
-        &["bench", "bandwidth", "--size", "0"],
-        2,
-        "--size 0 is too small",
-    );
-    fails(
-        &["bench", "bandwidth", "--threads", "4096"],
-        2,
-        "4096 threads but only",
-    );
-    fails(
-        &["bench", "bandwidth", "--threads", "0"],
-        2,
-        "not a thread count",
-    );
-    fails(&["bench", "bandwidth", "--isa", "mmx"], 2, "valid:");
-    fails(
-        &["bench", "bandwidth", "--units", "furlongs"],
-        2,
-        "valid: gb",
-    );
-    fails(
-        &["bench", "bandwidth", "--target-ci", "0"],
-        2,
-        "--target-ci",
-    );
-    fails(&["bench", "bandwidth", "--budget", "-1"], 2, "--budget");
-    fails(
-        &["bench", "latency", "--pattern", "zigzag"],
-        2,
-        "valid: random, page, stride",
-    );
-    fails(&["bench", "latency", "--chains", "0"], 2, "--chains");
-    fails(&["matrix", "--threads-per-node", "2"], 2, "valid: 1, all");
-    fails(
-        &["scaling", "--max-threads", "9999"],
-        2,
-        "--max-threads 9999 but only",
-    );
-    fails(
-        &["sizes", "--max-size", "1K"],
-        2,
-        "smaller than the smallest size",
-    );
+    let _turn = turn();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "bandwidth", "--kernel", "stream"],
+            "unknown kernel 'stream'; valid: read, read-prefetch, write",
+        ),
+        (
+            &["bench", "bandwidth", "--size", "0"],
+            "--size 0 is too small",
+        ),
+        (
+            &["bench", "bandwidth", "--threads", "4096"],
+            "4096 threads but only",
+        ),
+        (
+            &["bench", "bandwidth", "--threads", "0"],
+            "not a thread count",
+        ),
+        (&["bench", "bandwidth", "--isa", "mmx"], "valid:"),
+        (&["bench", "bandwidth", "--units", "furlongs"], "valid: gb"),
+        (&["bench", "bandwidth", "--target-ci", "0"], "--target-ci"),
+        (&["bench", "bandwidth", "--budget", "-1"], "--budget"),
+        (
+            &["bench", "latency", "--pattern", "zigzag"],
+            "valid: random, page, stride",
+        ),
+        (&["bench", "latency", "--chains", "0"], "--chains"),
+        (&["matrix", "--threads-per-node", "2"], "valid: 1, all"),
+        (
+            &["scaling", "--max-threads", "9999"],
+            "--max-threads 9999 but only",
+        ),
+        (
+            &["sizes", "--max-size", "1K"],
+            "smaller than the smallest size",
+        ),
+    ];
+    for (args, needle) in cases {
+        fails(args, needle);
+    }
 }
 
 #[test]
 fn forcing_an_isa_the_cpu_lacks_is_a_clean_error() {
+    let _turn = turn();
     use numalab::measure::kernels::Isa;
     let missing: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Sse2, Isa::Neon]
         .into_iter()
         .filter(|i| !Isa::available().contains(i))
         .collect();
     for isa in missing {
-        let o = numalab(&["bench", "bandwidth", "--isa", isa.name(), "--size", "1M"]);
-        assert_eq!(o.status.code(), Some(2), "{}", isa.name());
-        assert!(String::from_utf8_lossy(&o.stderr).contains(isa.name()));
+        fails(
+            &["bench", "bandwidth", "--isa", isa.name(), "--size", "1M"],
+            isa.name(),
+        );
     }
     // The best available ISA runs.
     let best = Isa::detect_best();
-    let v = json(&with(
-        &[
-            "bench",
-            "bandwidth",
-            "--isa",
-            best.name(),
-            "--size",
-            "4M",
-            "--json",
-        ],
-        &QUICK,
-    ));
+    let v = quick(&[
+        "bench",
+        "bandwidth",
+        "--isa",
+        best.name(),
+        "--size",
+        "4M",
+        "--json",
+    ]);
     assert_eq!(v["isa"], best.name());
 }

@@ -2,62 +2,24 @@
 //! the comparison is degenerate but must run, verify and say so). Runs are
 //! short and take turns; bandwidth is only asserted positive.
 
-use serde_json::Value;
-use std::process::{Command, Output};
+mod common;
 
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn numalab(args: &[&str]) -> Output {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(args)
-        .output()
-        .expect("run numalab")
-}
-
-fn json(args: &[&str], code: i32) -> Value {
-    let o = numalab(args);
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
-}
-
-fn fails(args: &[&str], needle: &str) {
-    let o = numalab(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err:?}");
-    assert!(err.starts_with("numalab: "), "{err}");
-    assert!(err.contains(needle), "{args:?}: '{needle}' not in: {err}");
-    assert!(o.stdout.is_empty());
-}
-
-fn allowed_cpus() -> Vec<u64> {
-    let v = json(&["topology", "--json"], 0);
-    let text = v["allowed_cpus"].to_string();
-    serde_json::from_str::<Vec<u64>>(&text).unwrap_or_else(|_| panic!("allowed_cpus: {text}"))
-}
+use common::{allowed_cpus, fails, json, json_rc, numalab, stdout, turn};
 
 #[test]
 fn policies_runs_here_with_every_cell_verified_on_node_0() {
+    let _turn = turn();
     let cpus = allowed_cpus();
-    let v = json(
-        &[
-            "policies",
-            "--json",
-            "--size",
-            "8M",
-            "--budget",
-            "0.2",
-            "--min-reps",
-            "3",
-        ],
-        0,
-    );
+    let v = json(&[
+        "policies",
+        "--json",
+        "--size",
+        "8M",
+        "--budget",
+        "0.2",
+        "--min-reps",
+        "3",
+    ]);
     assert_eq!(v["schema_version"], "1.0");
     assert_eq!(v["command"], "policies");
     assert_eq!(v["kernel"], "triad");
@@ -188,7 +150,8 @@ fn policies_runs_here_with_every_cell_verified_on_node_0() {
 
 #[test]
 fn policies_text_is_a_table_with_advice() {
-    let o = numalab(&[
+    let _turn = turn();
+    let out = stdout(&[
         "policies",
         "--size",
         "4M",
@@ -201,13 +164,6 @@ fn policies_text_is_a_table_with_advice() {
         "--policies",
         "interleave,local",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     for needle in [
         "policies: triad over 3 x 4 MiB per worker (THP off",
         "note: this machine has one memory node",
@@ -230,8 +186,9 @@ fn policies_text_is_a_table_with_advice() {
 
 #[test]
 fn a_cell_that_cannot_be_placed_is_flagged_and_exits_3() {
+    let _turn = turn();
     // 1 TiB per array fits nowhere: refused before anything is allocated.
-    let v = json(
+    let v = json_rc(
         &[
             "policies",
             "--json",
@@ -252,7 +209,7 @@ fn a_cell_that_cannot_be_placed_is_flagged_and_exits_3() {
         assert!(c["gbps"].is_null());
         assert!(c["problems"][0].as_str().unwrap().starts_with("not run: "));
     }
-    let o = numalab(&[
+    let r = numalab(&[
         "policies",
         "--size",
         "1T",
@@ -263,41 +220,47 @@ fn a_cell_that_cannot_be_placed_is_flagged_and_exits_3() {
         "--policies",
         "one-node",
     ]);
-    assert_eq!(o.status.code(), Some(3));
-    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(r.rc, 3, "{}", r.err);
     assert!(
-        out.contains("not run !") && out.contains("NOT VERIFIED"),
-        "{out}"
+        r.out.contains("not run !") && r.out.contains("NOT VERIFIED"),
+        "{}",
+        r.out
     );
 }
 
 #[test]
 fn bad_options_are_one_line_errors() {
-    fails(&["policies", "--kernel", "bogus"], "unknown kernel 'bogus'");
-    fails(&["policies", "--threads", "0"], "--threads '0'");
-    fails(
-        &["policies", "--threads", "999"],
-        "--threads 999 but --cpus holds",
-    );
-    fails(
-        &["policies", "--threads-policy", "spread"],
-        "valid: scatter",
-    );
-    fails(&["policies", "--node", "7"], "--node");
-    fails(&["policies", "--node", "0-1"], "--node");
-    fails(&["policies", "--size", "1"], "too small");
-    fails(
-        &["policies", "--workloads", "bogus"],
-        "valid: single-unpinned",
-    );
-    fails(
-        &["policies", "--policies", "preferred"],
-        "valid: local, interleave, one-node",
-    );
-    fails(&["policies", "--policies", "local,"], "--policies");
-    fails(&["policies", "--thp", "maybe"], "--thp");
-    fails(&["policies", "--cpus", "99"], "--cpus");
-    fails(&["policies", "--budget", "-1"], "--budget");
-    fails(&["policies", "--units", "mb"], "unknown unit");
-    fails(&["policies", "--frobnicate"], "--frobnicate");
+    let _turn = turn();
+    let cases: &[(&[&str], &str)] = &[
+        (&["policies", "--kernel", "bogus"], "unknown kernel 'bogus'"),
+        (&["policies", "--threads", "0"], "--threads '0'"),
+        (
+            &["policies", "--threads", "999"],
+            "--threads 999 but --cpus holds",
+        ),
+        (
+            &["policies", "--threads-policy", "spread"],
+            "valid: scatter",
+        ),
+        (&["policies", "--node", "7"], "--node"),
+        (&["policies", "--node", "0-1"], "--node"),
+        (&["policies", "--size", "1"], "too small"),
+        (
+            &["policies", "--workloads", "bogus"],
+            "valid: single-unpinned",
+        ),
+        (
+            &["policies", "--policies", "preferred"],
+            "valid: local, interleave, one-node",
+        ),
+        (&["policies", "--policies", "local,"], "--policies"),
+        (&["policies", "--thp", "maybe"], "--thp"),
+        (&["policies", "--cpus", "99"], "--cpus"),
+        (&["policies", "--budget", "-1"], "--budget"),
+        (&["policies", "--units", "mb"], "unknown unit"),
+        (&["policies", "--frobnicate"], "--frobnicate"),
+    ];
+    for (args, needle) in cases {
+        fails(args, needle);
+    }
 }

@@ -6,26 +6,21 @@
 
 mod common;
 
-use common::numalab;
 use common::report::{
     assert_matrix_placed, assert_valid, out_dir, page_nodes, render_and_check, results,
     schema_errors, statuses, REPORT_IDS,
 };
+use common::{fails, fixture, json, numalab, stdout, turn, Ran};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
 
-/// Measuring tests take turns: two reports at once on a 2-core machine
-/// would each measure the other.
-static MEASURING: Mutex<()> = Mutex::new(());
-
-/// This test's turn: measuring and rendering (Chromium is CPU-heavy) never
-/// overlap. Take it after `quick_report()`, which takes it itself.
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    MEASURING.lock().unwrap_or_else(|e| e.into_inner())
-}
+// Measuring and rendering (Chromium is CPU-heavy) take turns
+// (common::turn): two reports at once on a 2-core machine would each
+// measure the other. Take the turn after `quick_report()`, which takes it
+// itself.
 
 /// A fresh scratch directory for one test.
 fn scratch(test: &str) -> PathBuf {
@@ -34,36 +29,33 @@ fn scratch(test: &str) -> PathBuf {
     d
 }
 
-fn fixture(name: &str) -> String {
-    common::repo_root()
-        .join("tests/fixtures/topologies")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// This machine's model, as `numalab topology --json` gives it.
 fn machine() -> Value {
-    let (rc, out, err) = numalab(&["topology", "--json"]);
-    assert_eq!(rc, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
+    json(&["topology", "--json"])
 }
 
 /// One quick report of this machine, shared by the tests that read it.
-fn quick_report() -> &'static (PathBuf, i32, String, String) {
-    static R: OnceLock<(PathBuf, i32, String, String)> = OnceLock::new();
+fn quick_report() -> &'static (PathBuf, Ran) {
+    static R: OnceLock<(PathBuf, Ran)> = OnceLock::new();
     R.get_or_init(|| {
         let _turn = turn();
         let d = scratch("quick");
-        let (rc, out, err) = numalab(&["report", "--quick", "-o", d.to_str().unwrap()]);
-        (d, rc, out, err)
+        let r = numalab(&["report", "--quick", "-o", d.to_str().unwrap()]);
+        (d, r)
     })
+}
+
+/// The quick report's directory, once it completed (exit code 0).
+fn quick_report_done() -> &'static Path {
+    let (dir, r) = quick_report();
+    assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
+    dir
 }
 
 #[test]
 fn quick_report_of_this_machine_is_complete_and_verified() {
-    let (dir, rc, out, err) = quick_report();
-    assert_eq!(rc, &0, "stdout:\n{out}\nstderr:\n{err}");
+    let dir = quick_report_done();
+    let out = &quick_report().1.out;
     assert!(out.starts_with("numalab report: complete in "), "{out}");
     let doc = results(dir);
     assert_valid(&doc, "quick report");
@@ -160,13 +152,15 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
     let cells = p["policies"]["result"]["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 9);
     assert!(cells.iter().all(|c| c["verified"] == true));
-    // Budget and time are recorded (and the budget is not ignored wholesale).
-    let budget = doc["budget_s"].as_f64().unwrap();
-    let elapsed = doc["elapsed_s"].as_f64().unwrap();
-    assert!(
-        elapsed > 0.0 && elapsed < 3.0 * budget + 30.0,
-        "{elapsed} s of {budget}"
+    // The quick budget of this machine, and the time taken, are recorded
+    // (bench/report.sh measures how well the budget is kept).
+    let quick = numalab::report::plan::default_budget(
+        &numalab::Machine::live().unwrap(),
+        numalab::report::results::Mode::Quick,
     );
+    assert_eq!(doc["budget_s"].as_f64(), Some(quick));
+    assert_eq!(doc["runs"][0]["budget_s"], doc["budget_s"]);
+    assert!(doc["elapsed_s"].as_f64().unwrap() > 0.0);
     assert_eq!(doc["runs"].as_array().unwrap().len(), 1);
     assert_eq!(doc["runs"][0]["outcome"], "complete");
     // One CSV per table, numbers in them.
@@ -200,9 +194,8 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
 
 #[test]
 fn report_html_renders_in_chromium_with_every_chart_and_table() {
-    let (dir, rc, _, err) = quick_report();
+    let dir = quick_report_done();
     let _turn = turn();
-    assert_eq!(rc, &0, "{err}");
     let doc = results(dir);
     let nodes = doc["machine"]["nodes"].as_array().unwrap().len();
     let nodes_text = if nodes == 1 {
@@ -243,9 +236,9 @@ fn report_html_renders_in_chromium_with_every_chart_and_table() {
     assert!(!html.contains("<script"), "no script in the report");
 }
 
-/// Waits until at least `n` parts of DIR/results.json are done.
+/// Waits until at least `n` parts of DIR/results.json are done; panics if
+/// the report ends first.
 fn wait_for_parts(dir: &Path, n: usize, child: &mut std::process::Child) {
-    let start = Instant::now();
     loop {
         if let Ok(text) = std::fs::read_to_string(dir.join("results.json")) {
             if let Ok(doc) = serde_json::from_str::<Value>(&text) {
@@ -258,10 +251,6 @@ fn wait_for_parts(dir: &Path, n: usize, child: &mut std::process::Child) {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("the report ended ({status}) before {n} parts were done");
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "no {n} parts done after 2 minutes"
-        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -333,9 +322,9 @@ fn ctrl_c_keeps_what_was_measured_and_resume_measures_only_the_rest() {
         assert!(missing.contains(p.as_str()), "{p} not in {missing}");
     }
 
-    let (rc, out, err) = numalab(&["report", "-o", dir.to_str().unwrap(), "--resume"]);
-    assert_eq!(rc, 0, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(err.contains("report: resuming"), "{err}");
+    let r = numalab(&["report", "-o", dir.to_str().unwrap(), "--resume"]);
+    assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
+    assert!(r.err.contains("report: resuming"), "{}", r.err);
     let after = results(&dir);
     assert_valid(&after, "resumed report");
     assert_eq!(after["complete"], true, "{:?}", statuses(&after));
@@ -364,20 +353,18 @@ fn ctrl_c_keeps_what_was_measured_and_resume_measures_only_the_rest() {
         assert!(measured.contains(p), "{p} not measured by --resume");
     }
     // Resuming a complete report measures nothing.
-    let (rc, out, _) = numalab(&["report", "-o", dir.to_str().unwrap(), "--resume"]);
-    assert_eq!(rc, 0);
+    let out = stdout(&["report", "-o", dir.to_str().unwrap(), "--resume"]);
     assert!(out.contains("nothing to resume"), "{out}");
     assert_eq!(results(&dir)["runs"].as_array().unwrap().len(), 2);
 }
 
 #[test]
 fn parts_selection_and_compare_of_two_reports() {
-    let (a, rc, _, err) = quick_report();
+    let a = quick_report_done();
     let _turn = turn();
-    assert_eq!(rc, &0, "{err}");
     let b = {
         let b = scratch("matrices");
-        let (rc, out, err) = numalab(&[
+        let r = numalab(&[
             "report",
             "--parts",
             "matrix",
@@ -386,7 +373,7 @@ fn parts_selection_and_compare_of_two_reports() {
             "-o",
             b.to_str().unwrap(),
         ]);
-        assert_eq!(rc, 0, "stdout:\n{out}\nstderr:\n{err}");
+        assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
         b
     };
     let doc = results(&b);
@@ -408,7 +395,7 @@ fn parts_selection_and_compare_of_two_reports() {
     );
 
     let page = b.join("compare.html");
-    let (rc, out, err) = numalab(&[
+    let c = json(&[
         "compare",
         a.join("results.json").to_str().unwrap(),
         b.join("results.json").to_str().unwrap(),
@@ -416,8 +403,6 @@ fn parts_selection_and_compare_of_two_reports() {
         page.to_str().unwrap(),
         "--json",
     ]);
-    assert_eq!(rc, 0, "{err}");
-    let c: Value = serde_json::from_str(&out).unwrap();
     let rows = c["rows"].as_array().unwrap();
     let lat = rows
         .iter()
@@ -427,7 +412,7 @@ fn parts_selection_and_compare_of_two_reports() {
                 .unwrap()
                 .starts_with("parts.latency-matrix.result.latency[cpu_node=0,mem_node=0].value")
         })
-        .unwrap_or_else(|| panic!("no latency metric in {out}"));
+        .unwrap_or_else(|| panic!("no latency metric in {c}"));
     let (x, y) = (lat["a"].as_f64().unwrap(), lat["b"].as_f64().unwrap());
     assert!((lat["ratio"].as_f64().unwrap() - y / x).abs() < 1e-9);
     assert!(!lat["significant"].is_null());
@@ -462,14 +447,13 @@ fn topology_file_reports_describe_the_machine_and_name_what_needs_it() {
         ),
     ] {
         let dir = scratch(&format!("topology-{}", file.trim_end_matches(".xml")));
-        let (rc, out, err) = numalab(&[
+        let out = stdout(&[
             "report",
             "--topology",
             &fixture(file),
             "-o",
             dir.to_str().unwrap(),
         ]);
-        assert_eq!(rc, 0, "{file}: {err}");
         assert!(out.contains(nodes_text), "{file}: {out}");
         let doc = results(&dir);
         assert_valid(&doc, file);
@@ -511,14 +495,13 @@ fn bad_input_gets_one_line_errors() {
     std::fs::write(&file, "x").unwrap();
     // A report already in the directory (a topology one: no measuring).
     let taken = tmp.join("taken");
-    let (rc, _, err) = numalab(&[
+    stdout(&[
         "report",
         "--topology",
         &fixture("qemu-quartet-4n2c-ring.xml"),
         "-o",
         taken.to_str().unwrap(),
     ]);
-    assert_eq!(rc, 0, "{err}");
     let before = std::fs::read_to_string(taken.join("results.json")).unwrap();
     let quartet = fixture("qemu-quartet-4n2c-ring.xml");
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -572,12 +555,7 @@ fn bad_input_gets_one_line_errors() {
         ),
     ];
     for (args, needle) in cases {
-        let (rc, out, err) = numalab(&args);
-        assert_eq!(rc, 2, "{args:?}: stdout {out} stderr {err}");
-        let lines: Vec<&str> = err.lines().collect();
-        assert_eq!(lines.len(), 1, "{args:?}: one line: {err}");
-        assert!(lines[0].starts_with("numalab: "), "{args:?}: {err}");
-        assert!(lines[0].contains(needle), "{args:?}: '{needle}' in {err}");
+        fails(&args, needle);
     }
     // Nothing was lost or changed.
     assert_eq!(
@@ -589,14 +567,13 @@ fn bad_input_gets_one_line_errors() {
 #[test]
 fn the_schema_rejects_what_it_should() {
     let dir = scratch("schema");
-    let (rc, _, err) = numalab(&[
+    stdout(&[
         "report",
         "--topology",
         &fixture("qemu-ring4-cpuless-hmat.xml"),
         "-o",
         dir.to_str().unwrap(),
     ]);
-    assert_eq!(rc, 0, "{err}");
     let good = results(&dir);
     assert_valid(&good, "topology report");
     type Breakage = (&'static str, Box<dyn Fn(&mut Value)>);

@@ -3,35 +3,30 @@
 
 mod common;
 
-use common::numalab;
+use common::{allowed_cpus, fails, fixture, json, scratch, stdout, turn};
 
-use serde_json::Value;
-use std::sync::Mutex;
-
-/// Timed runs one at a time: they share two CPUs.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn json(args: &[&str]) -> Value {
-    let (rc, out, err) = numalab(args);
-    assert_eq!(rc, 0, "{args:?}: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}\n{out}"))
-}
-
-fn one_line_error(args: &[&str], needle: &str) {
-    let (rc, _, err) = numalab(args);
-    assert_eq!(rc, 2, "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("numalab: "), "{err}");
-    assert!(err.contains(needle), "'{needle}' in {err}");
-}
-
+/// The CPUs this process may use, counted.
 fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    allowed_cpus().len()
+}
+
+/// `numalab sweep --threads 2 --size 16M --budget BUDGET --json`.
+fn budgeted(budget: &str) -> serde_json::Value {
+    json(&[
+        "sweep",
+        "--threads",
+        "2",
+        "--size",
+        "16M",
+        "--budget",
+        budget,
+        "--json",
+    ])
 }
 
 #[test]
 fn folded_sweep_on_this_host() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let v = json(&[
         "sweep",
         "--threads",
@@ -97,25 +92,17 @@ fn folded_sweep_on_this_host() {
     }
 }
 
+/// Whether the sweep keeps its budget is measured by bench/sweep-budget.sh
+/// (wall time / budget); here, what the budget makes the sweep do.
 #[test]
-fn the_budget_picks_cases_covering_every_hop_class_and_is_kept() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let t = std::time::Instant::now();
-    let v = json(&[
-        "sweep",
-        "--threads",
-        "2",
-        "--size",
-        "16M",
-        "--budget",
-        "1",
-        "--json",
-    ]);
-    let wall = t.elapsed().as_secs_f64();
+fn the_budget_picks_cases_covering_every_hop_class() {
+    let _turn = turn();
+    let v = budgeted("1");
+    assert_eq!(v["budget_s"], 1.0, "the budget it used");
     let r = &v["runs"][0];
     assert!(
         r["cases_run"].as_u64().unwrap() < r["classes"].as_u64().unwrap(),
-        "{r}"
+        "fewer cases than unbudgeted: {r}"
     );
     assert_eq!(r["hop_classes_run"], r["hop_classes"]);
     assert!(
@@ -123,31 +110,19 @@ fn the_budget_picks_cases_covering_every_hop_class_and_is_kept() {
         "{}",
         v["warnings"]
     );
-    let elapsed = v["elapsed_s"].as_f64().unwrap();
-    assert!(elapsed <= 1.1, "sweep took {elapsed} s for --budget 1");
-    // Start-up and output around the sweep itself stay small.
-    assert!(wall < 3.0, "{wall}");
-    // A budget the sweep can afford runs every class and stays within it.
-    let v = json(&[
-        "sweep",
-        "--threads",
-        "2",
-        "--size",
-        "16M",
-        "--budget",
-        "4",
-        "--json",
-    ]);
+    assert!(v["elapsed_s"].as_f64().unwrap() > 0.0);
+    // A budget the sweep can afford runs every class.
+    let v = budgeted("4");
+    assert_eq!(v["budget_s"], 4.0, "the budget it used");
     let r = &v["runs"][0];
     assert_eq!(r["cases_run"], r["classes"]);
-    let elapsed = v["elapsed_s"].as_f64().unwrap();
-    assert!(elapsed <= 4.4, "sweep took {elapsed} s for --budget 4");
+    assert!(v["elapsed_s"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
 fn findings_from_a_saved_result_and_the_list() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (rc, out, err) = numalab(&[
+    let _turn = turn();
+    let out = stdout(&[
         "sweep",
         "--threads",
         "2",
@@ -159,31 +134,26 @@ fn findings_from_a_saved_result_and_the_list() {
         "1",
         "--json",
     ]);
-    assert_eq!(rc, 0, "{err}");
-    let dir = std::env::temp_dir().join(format!("numalab-sweep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("sweep-findings");
     let file = dir.join("sweep.json");
     std::fs::write(&file, &out).unwrap();
-    let (rc, text, err) = numalab(&["sweep", "--from", file.to_str().unwrap(), "--findings"]);
-    assert_eq!(rc, 0, "{err}");
+    let text = stdout(&["sweep", "--from", file.to_str().unwrap(), "--findings"]);
     assert!(text.contains("findings, idle:"), "{text}");
     assert!(
         text.contains("(d) cases with the same hop counts"),
         "{text}"
     );
-    let (rc, text, _) = numalab(&["sweep", "--from", file.to_str().unwrap()]);
-    assert_eq!(rc, 0);
+    let text = stdout(&["sweep", "--from", file.to_str().unwrap()]);
     assert!(text.contains("labels (node.core.r|w.mem)"), "{text}");
     assert!(text.contains("0.0.w.0"), "{text}");
     // A result of another command is refused.
     std::fs::write(&file, r#"{"schema_version":"1.0","command":"matrix"}"#).unwrap();
-    one_line_error(
+    fails(
         &["sweep", "--from", file.to_str().unwrap()],
         "not a `numalab sweep --json` result (its command is 'matrix')",
     );
     std::fs::remove_dir_all(&dir).ok();
-    let (rc, text, _) = numalab(&["sweep", "--list"]);
-    assert_eq!(rc, 0);
+    let text = stdout(&["sweep", "--list"]);
     let n = cpus();
     assert!(
         text.contains(&format!("2 thread(s): {} cases", (2 * n) * (2 * n))),
@@ -193,33 +163,33 @@ fn findings_from_a_saved_result_and_the_list() {
 
 #[test]
 fn bad_sweep_options_get_one_line_errors() {
-    one_line_error(&["sweep", "--threads", "0"], "from 1 to 8");
-    one_line_error(&["sweep", "--access", "rw2"], "valid: r (read-only)");
-    one_line_error(
+    fails(&["sweep", "--threads", "0"], "from 1 to 8");
+    fails(&["sweep", "--access", "rw2"], "valid: r (read-only)");
+    fails(
         &["sweep", "--subscription", "most", "--background", "low"],
         "valid: under",
     );
-    one_line_error(&["sweep", "--background", "lots"], "--background");
-    one_line_error(
+    fails(&["sweep", "--background", "lots"], "--background");
+    fails(
         &["sweep", "--budget", "-3"],
         "--budget '-3' is not a positive number",
     );
-    one_line_error(&["sweep", "--reps", "0"], "--reps '0'");
-    one_line_error(&["sweep", "--sample-ms", "x"], "--sample-ms 'x'");
-    one_line_error(&["sweep", "--write-kernel", "copy"], "one-array kernel");
-    one_line_error(&["sweep", "--mem-nodes", "5"], "--mem-nodes");
-    one_line_error(
+    fails(&["sweep", "--reps", "0"], "--reps '0'");
+    fails(&["sweep", "--sample-ms", "x"], "--sample-ms 'x'");
+    fails(&["sweep", "--write-kernel", "copy"], "one-array kernel");
+    fails(&["sweep", "--mem-nodes", "5"], "--mem-nodes");
+    fails(
         &["sweep", "--from", "/no/such/file.json"],
         "--from /no/such/file.json",
     );
-    one_line_error(&["sweep", "--size", "1K"], "too small");
+    fails(&["sweep", "--size", "1K"], "too small");
 }
 
 #[test]
 fn background_threads_run_on_the_free_cpu_at_the_asked_rate() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     if cpus() < 2 {
-        eprintln!("skipped: background load needs a CPU the foreground thread leaves free");
+        eprintln!("skipped: background_threads_run_on_the_free_cpu_at_the_asked_rate needs 2 CPUs (background load needs a CPU the foreground thread leaves free)");
         return;
     }
     let v = json(&[
@@ -262,12 +232,8 @@ fn background_threads_run_on_the_free_cpu_at_the_asked_rate() {
 
 #[test]
 fn the_plan_of_a_machine_from_a_topology_file() {
-    let quartet = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/topologies/qemu-quartet-4n2c-ring.xml"
-    );
-    let (rc, text, err) = numalab(&["sweep", "--list", "--topology", quartet]);
-    assert_eq!(rc, 0, "{err}");
+    let quartet = &fixture("qemu-quartet-4n2c-ring.xml");
+    let text = stdout(&["sweep", "--list", "--topology", quartet]);
     assert!(
         text.contains("2 thread(s): 4096 cases (8 CPUs x 4 memory nodes x 2 access(es), per thread), 184 classes under 8 node symmetries"),
         "{text}"
@@ -276,7 +242,7 @@ fn the_plan_of_a_machine_from_a_topology_file() {
         text.contains("0.0.w.1 1.0.w.0"),
         "crossfire is listed: {text}"
     );
-    one_line_error(
+    fails(
         &["sweep", "--topology", quartet],
         "--topology only goes with --list",
     );

@@ -2,6 +2,9 @@
 //! figures, default sizes from the machine model, and failures that must
 //! come back as errors (never a hang or a panic).
 
+mod common;
+
+use common::{fixture, rule};
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::harness::{
     default_buffer_bytes, run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
@@ -10,24 +13,10 @@ use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::measure::stats::StopRule;
 use numalab::placement::{MemoryPolicy, Thp};
 use numalab::{IdSet, Machine};
-use std::path::PathBuf;
-use std::time::Duration;
 
+/// A short rule: the figures are only checked for structure.
 fn quick() -> StopRule {
-    StopRule {
-        warmup: 1,
-        min_reps: 3,
-        max_reps: 20,
-        target_rel_ci: 0.05,
-        budget: Duration::from_millis(300),
-    }
-}
-
-fn fixture(name: &str) -> Machine {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/topologies")
-        .join(name);
-    Machine::from_xml_file(&p).unwrap()
+    rule(3, 20, 0.05, 0.3)
 }
 
 #[test]

@@ -1,9 +1,7 @@
 //! Bandwidth kernels (every kernel x every ISA this CPU has, odd lengths,
 //! unaligned slices) and the pointer chase (cycles, patterns, errors, and a
-//! cache-vs-DRAM sanity check on this host).
-//!
-//! A timing report (not run by default):
-//! `cargo test --release -p numalab --test kernels -- --ignored --nocapture`
+//! cache-vs-DRAM sanity check on this host). The kernels' speeds are
+//! measured by bench/kernels.sh, not here.
 
 use numalab::measure::chase::{Chase, ChasePattern};
 use numalab::measure::kernels::{
@@ -505,97 +503,4 @@ fn host_cache_chase_is_faster_than_dram_chase() {
         small * 3.0 < big,
         "a 256 KiB chase ({small:.2} ns) should be much faster than a 256 MiB one ({big:.2} ns)"
     );
-}
-
-// ---- timing report (ignored by default) ----------------------------------
-
-#[test]
-#[ignore = "timing report: run with --release -- --ignored --nocapture"]
-fn speed_report() {
-    // Array size: NUMALAB_SPEED_KIB (default 400 MiB); passes are repeated
-    // so that each timed sample moves about 1 GiB.
-    let bytes: usize = std::env::var("NUMALAB_SPEED_KIB")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(400 << 10)
-        << 10;
-    let reps = ((1usize << 30) / bytes).max(1);
-    let n = bytes / 8;
-    let mut arrays: Vec<Aligned> = (0..3).map(|_| Aligned::new(bytes)).collect();
-    for a in arrays.iter_mut() {
-        a.f64s().fill(1.0);
-    }
-    println!(
-        "{} KiB per array; GB/s of program bytes (memory bytes), best of 5 samples of {reps} pass(es)",
-        bytes >> 10
-    );
-    let kernels = [
-        K::Read,
-        K::ReadPrefetch,
-        K::Write,
-        K::WriteNt,
-        K::Copy,
-        K::Scale,
-        K::Add,
-        K::Triad,
-        K::LineRead,
-        K::LineWrite,
-        K::RandomRead,
-    ];
-    print!("{:<14}", "kernel");
-    for isa in Isa::available() {
-        print!("{:>20}", isa.name());
-    }
-    println!();
-    for k in kernels {
-        print!("{:<14}", k.name());
-        for isa in Isa::available() {
-            let mut slices: Vec<&mut [f64]> = arrays
-                .iter_mut()
-                .take(k.arrays())
-                .map(|a| a.f64s())
-                .collect();
-            let mut best = f64::MAX;
-            for _ in 0..5 {
-                let t = std::time::Instant::now();
-                for _ in 0..reps {
-                    std::hint::black_box(run_pass(k, isa, &mut slices, 1.0));
-                }
-                best = best.min(t.elapsed().as_secs_f64() / reps as f64);
-            }
-            let b = k.bytes_per_pass(n);
-            let cell = format!(
-                "{:.1} ({:.1})",
-                b.program as f64 / best / 1e9,
-                b.memory as f64 / best / 1e9
-            );
-            print!("{cell:>20}");
-        }
-        println!();
-    }
-    if std::env::var_os("NUMALAB_SPEED_NO_CHASE").is_some() {
-        return;
-    }
-    for (name, p) in [
-        ("random", ChasePattern::Random),
-        ("page", ChasePattern::Page { pages_per_group: 1 }),
-        ("stride", ChasePattern::Stride { bytes: 64 }),
-    ] {
-        let len = 1 << 30;
-        let a = Aligned::new(len);
-        // Touch the pages first so the build time is the chase's own.
-        // SAFETY: len bytes allocated.
-        unsafe { std::ptr::write_bytes(a.ptr, 1, len) };
-        let t = std::time::Instant::now();
-        let mut c = Chase::build(a.ptr, len, p, 1, 7).unwrap();
-        let built = t.elapsed();
-        let steps = 2_000_000;
-        let one = c.run(steps).ns_per_step();
-        let mut c8 = Chase::build(a.ptr, len, p, 8, 7).unwrap();
-        let eight = c8.run(steps).ns_per_step() / 8.0;
-        println!(
-            "chase {name:<7} 1 GiB: build {:.2} s, {one:.1} ns/load (1 chain), {eight:.1} ns/load (8 chains)",
-            built.as_secs_f64()
-        );
-    }
 }

@@ -6,6 +6,9 @@
 //! finely (tens of ms each, order alternating) and pooled: drift then falls
 //! on both pools alike.
 
+mod common;
+
+use common::turn;
 use numalab::experiments::loaded_latency::{
     run_loaded_latency, Ladder, LoadStep, LoadedLatencyRequest,
 };
@@ -15,10 +18,7 @@ use numalab::measure::pacing::{Pace, PaceOptions, PacedLoad, PacedSpec, TrafficM
 use numalab::measure::stats::{StopRule, Summary};
 use numalab::placement::{pin_current_thread, BufferSpec, MemoryPolicy, PlacedBuffer, Thp};
 use numalab::Machine;
-use std::sync::Mutex;
 use std::time::Duration;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Idle/loaded pairs of 10 ms chase samples, adjacent in time.
 const ROUNDS: usize = 150;
@@ -37,10 +37,13 @@ fn thread_cpu_seconds() -> f64 {
 
 #[test]
 fn an_unpaced_injector_raises_dram_latency() {
-    let _t = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let m = Machine::live().unwrap();
     if m.allowed_cpus.len() < 2 {
-        eprintln!("skipped: needs 2 CPUs");
+        eprintln!(
+            "skipped: an_unpaced_injector_raises_dram_latency needs 2 CPUs (one to chase, one to inject); this process may use {}",
+            m.allowed_cpus
+        );
         return;
     }
     let chase_cpu = m.allowed_cpus.first().unwrap();
@@ -141,9 +144,13 @@ fn an_unpaced_injector_raises_dram_latency() {
 
 #[test]
 fn the_automatic_ladder_climbs_to_the_unpaced_rate() {
-    let _t = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let m = Machine::live().unwrap();
     if m.allowed_cpus.len() < 2 {
+        eprintln!(
+            "skipped: the_automatic_ladder_climbs_to_the_unpaced_rate needs 2 CPUs (one to chase, one to inject); this process may use {}",
+            m.allowed_cpus
+        );
         return;
     }
     let cpu = m.allowed_cpus.first().unwrap();

@@ -3,6 +3,9 @@
 //! on this machine. Runs are tiny and take turns; no timing is asserted
 //! beyond "positive".
 
+mod common;
+
+use common::{policies_request, rule, turn};
 use numalab::experiments::policies::{run_policies, PoliciesRequest, PolicyColumn, Workload};
 use numalab::measure::harness::{
     run_bandwidth_with, Aggregate, BandwidthRequest, RunOptions, WorkerPlan,
@@ -11,20 +14,10 @@ use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::measure::stats::StopRule;
 use numalab::placement::{MemoryPolicy, Thp};
 use numalab::Machine;
-use std::sync::Mutex;
-use std::time::Duration;
 
-/// On a 2-core machine two measurements at once would measure each other.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
+/// A short rule: bandwidth is only asserted positive.
 fn quick() -> StopRule {
-    StopRule {
-        warmup: 1,
-        min_reps: 3,
-        max_reps: 20,
-        target_rel_ci: 0.05,
-        budget: Duration::from_millis(200),
-    }
+    rule(3, 20, 0.05, 0.2)
 }
 
 fn request(m: &Machine, kernel: BandwidthKernel) -> BandwidthRequest {
@@ -49,7 +42,7 @@ fn request(m: &Machine, kernel: BandwidthKernel) -> BandwidthRequest {
 
 #[test]
 fn unpinned_workers_record_where_they_ran() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let m = Machine::live().unwrap();
     let mut req = request(&m, BandwidthKernel::Read);
     req.workers.truncate(1);
@@ -96,7 +89,7 @@ fn unpinned_workers_record_where_they_ran() {
 
 #[test]
 fn the_initializer_touches_everybody_s_data() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let m = Machine::live().unwrap();
     let req = request(&m, BandwidthKernel::Copy);
     let init = m.allowed_cpus.last().unwrap();
@@ -138,7 +131,7 @@ fn the_initializer_touches_everybody_s_data() {
 
 #[test]
 fn aggregates_are_the_slowest_worker_s_or_the_sum() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let m = Machine::live().unwrap();
     let req = request(&m, BandwidthKernel::Read);
     let n = req.workers.len() as f64;
@@ -171,22 +164,13 @@ fn aggregates_are_the_slowest_worker_s_or_the_sum() {
 
 #[test]
 fn the_comparison_runs_and_verifies_here() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let m = Machine::live().unwrap();
     let cpus: Vec<u32> = m.allowed_cpus.iter().take(2).collect();
-    let node = m.node_of_cpu(cpus[0]).unwrap();
     let req = PoliciesRequest {
-        kernel: BandwidthKernel::Triad,
-        isa: Isa::detect_best(),
-        cpus: cpus.clone(),
-        thread_policy: "scatter".into(),
-        unpinned_cpus: m.allowed_cpus.clone(),
-        node,
-        buffer_bytes: 2 << 20,
-        thp: Thp::Off,
-        rule: quick(),
         workloads: vec![Workload::SerialInit, Workload::NumaAware],
         policies: vec![PolicyColumn::Local, PolicyColumn::OneNode],
+        ..policies_request(&m, BandwidthKernel::Triad, cpus.clone(), quick())
     };
     let mut steps = Vec::new();
     let r = run_policies(&m, &req, &mut |s| steps.push(s.to_string())).unwrap();
@@ -226,21 +210,14 @@ fn the_comparison_runs_and_verifies_here() {
 
 #[test]
 fn a_node_that_cannot_hold_the_data_flags_the_cell() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = turn();
     let m = Machine::live().unwrap();
     let cpu = m.allowed_cpus.first().unwrap();
     let req = PoliciesRequest {
-        kernel: BandwidthKernel::Read,
-        isa: Isa::detect_best(),
-        cpus: vec![cpu],
-        thread_policy: "scatter".into(),
-        unpinned_cpus: m.allowed_cpus.clone(),
-        node: m.node_of_cpu(cpu).unwrap(),
         buffer_bytes: 1 << 40,
-        thp: Thp::Off,
-        rule: quick(),
         workloads: vec![Workload::SinglePinned],
         policies: vec![PolicyColumn::Local, PolicyColumn::OneNode],
+        ..policies_request(&m, BandwidthKernel::Read, vec![cpu], quick())
     };
     let r = run_policies(&m, &req, &mut |_| {}).unwrap();
     assert!(!r.verified);

@@ -10,16 +10,22 @@
 //! commands' `--json` output is), where serde reads maps with number keys
 //! (pages by node) differently.
 
+mod common;
+
+use common::{
+    apex_request, fixture_path as fixture, loaded_latency_request, matrix_request,
+    policies_request, sweep_request, turn,
+};
 use numalab::experiments::apexmap::{run_apexmap, ApexRequest};
 use numalab::experiments::c2c::{run_c2c, C2cFigures, C2cRequest};
 use numalab::experiments::loaded_latency::{
     run_loaded_latency, Ladder, LoadStep, LoadedLatencyRequest,
 };
-use numalab::experiments::matrix::{run_matrix, MatrixRequest};
+use numalab::experiments::matrix::run_matrix;
 use numalab::experiments::policies::{run_policies, PoliciesRequest, PolicyColumn, Workload};
 use numalab::experiments::scaling::run_scaling;
 use numalab::experiments::sizes::run_sizes;
-use numalab::experiments::sweep::{run_sweep, Access, SweepRequest};
+use numalab::experiments::sweep::run_sweep;
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::environment::Environment;
 use numalab::measure::harness::{
@@ -32,17 +38,11 @@ use numalab::placement::{MemoryPolicy, Thp};
 use numalab::{IdSet, Machine};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
-/// On a 2-core machine two measurements at once would measure each other
-/// (and the harness pins threads): the measuring tests take turns.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
+// The measuring tests take turns (common::turn): on a 2-core machine two
+// measurements at once would measure each other (and the harness pins
+// threads).
 
 /// A command's JSON envelope: the result flattened beside other keys.
 #[derive(Serialize, Deserialize)]
@@ -94,20 +94,9 @@ fn roundtrip<T: Serialize + DeserializeOwned>(v: &T) -> T {
     back
 }
 
+/// Tiny measurements: the figures themselves are not checked.
 fn rule(budget_s: f64) -> StopRule {
-    StopRule {
-        warmup: 1,
-        min_reps: 3,
-        max_reps: 20,
-        target_rel_ci: 0.05,
-        budget: Duration::from_secs_f64(budget_s),
-    }
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/topologies")
-        .join(name)
+    common::rule(3, 20, 0.05, budget_s)
 }
 
 /// The first two allowed CPUs (the same one twice on a one-CPU machine).
@@ -265,22 +254,7 @@ fn bench_results() {
 fn matrix() {
     let _t = turn();
     let m = Machine::live().unwrap();
-    let r = run_matrix(
-        &m,
-        &MatrixRequest {
-            latency: true,
-            bandwidth: true,
-            all_threads_per_node: false,
-            kernel: BandwidthKernel::Read,
-            isa: Isa::detect_best(),
-            pattern: ChasePattern::Random,
-            latency_bytes: 4 << 20,
-            bandwidth_bytes: 4 << 20,
-            rule: rule(0.02),
-        },
-        &mut |_| {},
-    )
-    .unwrap();
+    let r = run_matrix(&m, &matrix_request(rule(0.02)), &mut |_| {}).unwrap();
     let back = roundtrip(&r);
     assert_eq!(back.latency.unwrap().len(), r.cpu_nodes.len());
 }
@@ -326,38 +300,25 @@ fn loaded_latency() {
     let m = Machine::live().unwrap();
     let (a, b) = two_cpus(&m);
     if a == b {
-        eprintln!("loaded latency skipped: needs 2 CPUs");
+        eprintln!("skipped: loaded_latency needs 2 CPUs (one to chase, one to inject); this process may use {}", m.allowed_cpus);
         return;
     }
-    let r = run_loaded_latency(
-        &m,
-        &LoadedLatencyRequest {
-            cpu: a,
-            policy: MemoryPolicy::Local,
-            pattern: ChasePattern::Random,
-            buffer_bytes: 8 << 20,
-            thp: Some(Thp::Off),
-            injector_cpus: vec![b],
-            injector_policy: None,
-            injector_buffer_bytes: 4 << 20,
-            injector_thp: Some(Thp::Off),
-            mixes: vec![TrafficMix::ReadWrite {
-                reads: 2,
-                writes: 1,
-            }],
-            ladder: Ladder::Steps(vec![
-                LoadStep::Rate {
-                    bytes_per_second: 0.5e9,
-                },
-                LoadStep::Delay { ns_per_chunk: 1000 },
-                LoadStep::Max,
-            ]),
-            rule: rule(0.05),
-            settle: Duration::from_millis(5),
-        },
-        &mut |_| {},
-    )
-    .unwrap();
+    let req = LoadedLatencyRequest {
+        buffer_bytes: 8 << 20,
+        mixes: vec![TrafficMix::ReadWrite {
+            reads: 2,
+            writes: 1,
+        }],
+        ladder: Ladder::Steps(vec![
+            LoadStep::Rate {
+                bytes_per_second: 0.5e9,
+            },
+            LoadStep::Delay { ns_per_chunk: 1000 },
+            LoadStep::Max,
+        ]),
+        ..loaded_latency_request(a, b, rule(0.05))
+    };
+    let r = run_loaded_latency(&m, &req, &mut |_| {}).unwrap();
     let back = roundtrip(&r);
     assert_eq!(back.knee_rule, r.knee_rule);
     assert_eq!(back.chase.pages_by_node, r.chase.pages_by_node);
@@ -370,7 +331,10 @@ fn c2c() {
     let m = Machine::live().unwrap();
     let (a, b) = two_cpus(&m);
     if a == b {
-        eprintln!("c2c skipped: needs 2 CPUs");
+        eprintln!(
+            "skipped: c2c needs 2 CPUs to pass a cache line between; this process may use {}",
+            m.allowed_cpus
+        );
         return;
     }
     let r = run_c2c(
@@ -394,25 +358,13 @@ fn policies() {
     let m = Machine::live().unwrap();
     let (a, b) = two_cpus(&m);
     let cpus = if a == b { vec![a] } else { vec![a, b] };
-    let r = run_policies(
-        &m,
-        &PoliciesRequest {
-            kernel: BandwidthKernel::Copy,
-            isa: Isa::detect_best(),
-            cpus,
-            thread_policy: "scatter".into(),
-            unpinned_cpus: m.allowed_cpus.clone(),
-            node: m.node_of_cpu(a).unwrap(),
-            buffer_bytes: 2 << 20,
-            thp: Thp::Off,
-            rule: rule(0.02),
-            // The unpinned worker records migrations (a key only it has).
-            workloads: vec![Workload::SingleUnpinned, Workload::NumaAware],
-            policies: vec![PolicyColumn::Local, PolicyColumn::OneNode],
-        },
-        &mut |_| {},
-    )
-    .unwrap();
+    let req = PoliciesRequest {
+        // The unpinned worker records migrations (a key only it has).
+        workloads: vec![Workload::SingleUnpinned, Workload::NumaAware],
+        policies: vec![PolicyColumn::Local, PolicyColumn::OneNode],
+        ..policies_request(&m, BandwidthKernel::Copy, cpus, rule(0.02))
+    };
+    let r = run_policies(&m, &req, &mut |_| {}).unwrap();
     let back = roundtrip(&r);
     assert_eq!(back.cells.len(), 4);
     assert_eq!(back.workloads[0].description, r.workloads[0].description);
@@ -424,22 +376,11 @@ fn apexmap() {
     let _t = turn();
     let m = Machine::live().unwrap();
     let (a, _) = two_cpus(&m);
-    let r = run_apexmap(
-        &m,
-        &ApexRequest {
-            cpu: a,
-            policy: MemoryPolicy::Local,
-            buffer_bytes: 1 << 20,
-            thp: Some(Thp::Off),
-            alphas: vec![0.5, 1.0],
-            ls: vec![1, 64],
-            isa: Isa::detect_best(),
-            rule: rule(0.02),
-            seed: 3,
-        },
-        &mut |_| {},
-    )
-    .unwrap();
+    let req = ApexRequest {
+        seed: 3,
+        ..apex_request(a, rule(0.02))
+    };
+    let r = run_apexmap(&m, &req, &mut |_| {}).unwrap();
     assert_eq!(roundtrip(&r).points.len(), 4);
 }
 
@@ -447,34 +388,6 @@ fn apexmap() {
 fn sweep() {
     let _t = turn();
     let m = Machine::live().unwrap();
-    let mem: IdSet = m
-        .nodes
-        .iter()
-        .filter(|n| n.allowed && n.memory_bytes > 0)
-        .map(|n| n.os_index)
-        .collect();
-    let r = run_sweep(
-        &m,
-        &SweepRequest {
-            threads: vec![1],
-            cpus: m.allowed_cpus.clone(),
-            mem_nodes: mem,
-            accesses: vec![Access::Read, Access::Write],
-            read_kernel: BandwidthKernel::Read,
-            write_kernel: BandwidthKernel::Write,
-            isa: Isa::detect_best(),
-            buffer_bytes: 256 << 10,
-            thp: Some(Thp::Off),
-            full: false,
-            budget: None,
-            rule: rule(0.02),
-            backgrounds: vec![None],
-            background_bytes: 1 << 20,
-            full_limit: 1000,
-            min_sample_s: 0.002,
-        },
-        &mut |_, _, _| {},
-    )
-    .unwrap();
+    let r = run_sweep(&m, &sweep_request(&m, rule(0.02)), &mut |_, _, _| {}).unwrap();
     assert_eq!(roundtrip(&r).runs.len(), 1);
 }

@@ -1,5 +1,8 @@
-//! Boots the multi-node QEMU guest (guest/boot.sh) with a list of named
-//! shell steps and parses what each printed; shared by the guest test files.
+//! What the CLI test files share: running the numalab binary on this host
+//! (`numalab`, `json`, `fails`, `Run` for stdin, environment or a wrapper),
+//! the measuring tests' turn, topology fixtures; and booting the multi-node
+//! QEMU guest (guest/boot.sh) with a list of named shell steps and parsing
+//! what each printed, for the guest test files.
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod browser;
@@ -7,8 +10,193 @@ pub mod report;
 
 use serde_json::Value;
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+/// What one run of the numalab binary did.
+#[derive(Debug)]
+pub struct Ran {
+    /// Its exit status (signals included).
+    pub status: ExitStatus,
+    /// Its exit code; -1 when a signal ended it.
+    pub rc: i32,
+    pub out: String,
+    pub err: String,
+}
+
+/// A run of the numalab binary being set up: its arguments, and optionally
+/// its standard input, environment variables and a wrapper command.
+pub struct Run {
+    args: Vec<String>,
+    stdin: Option<Vec<u8>>,
+    env: Vec<(String, String)>,
+    via: Vec<String>,
+}
+
+impl Run {
+    pub fn new(args: &[&str]) -> Run {
+        Run {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            stdin: None,
+            env: Vec::new(),
+            via: Vec::new(),
+        }
+    }
+
+    /// Feeds `input` on standard input (otherwise it is empty).
+    pub fn stdin(mut self, input: impl Into<Vec<u8>>) -> Run {
+        self.stdin = Some(input.into());
+        self
+    }
+
+    /// Sets an environment variable for the run.
+    pub fn env(mut self, key: &str, value: &str) -> Run {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Starts numalab through `wrapper` (e.g. `["taskset", "-c", "0"]`).
+    pub fn via(mut self, wrapper: &[&str]) -> Run {
+        self.via = wrapper.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
+    /// Runs it to the end.
+    pub fn run(self) -> Ran {
+        let bin = env!("CARGO_BIN_EXE_numalab");
+        let mut cmd = match self.via.split_first() {
+            Some((wrapper, rest)) => {
+                let mut c = Command::new(wrapper);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        cmd.args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("run numalab {:?}: {e}", self.args));
+        let mut pipe = child.stdin.take().unwrap();
+        let input = self.stdin.unwrap_or_default();
+        // A writer thread: a child that does not read its input must not
+        // block the test.
+        let writer = std::thread::spawn(move || {
+            let _ = pipe.write_all(&input);
+        });
+        let out = child.wait_with_output().expect("wait for numalab");
+        writer.join().unwrap();
+        Ran {
+            status: out.status,
+            rc: out.status.code().unwrap_or(-1),
+            out: String::from_utf8_lossy(&out.stdout).into_owned(),
+            err: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Runs `numalab ARGS` with empty standard input.
+pub fn numalab(args: &[&str]) -> Ran {
+    Run::new(args).run()
+}
+
+/// Runs `numalab ARGS`, asserts exit code 0 and returns stdout.
+pub fn stdout(args: &[&str]) -> String {
+    let r = numalab(args);
+    assert_eq!(r.rc, 0, "numalab {args:?}: exit code; stderr: {}", r.err);
+    r.out
+}
+
+/// Runs `numalab ARGS`, asserts exit code 0 and parses stdout as JSON.
+pub fn json(args: &[&str]) -> Value {
+    json_rc(args, 0)
+}
+
+/// Runs `numalab ARGS`, asserts exit code `rc` and parses stdout as JSON.
+pub fn json_rc(args: &[&str], rc: i32) -> Value {
+    let r = numalab(args);
+    assert_eq!(r.rc, rc, "numalab {args:?}: exit code; stderr: {}", r.err);
+    parse_json(&r.out, &format!("numalab {args:?}"))
+}
+
+/// `text` as JSON, or a panic naming `what` and quoting the text.
+pub fn parse_json(text: &str, what: &str) -> Value {
+    serde_json::from_str(text)
+        .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e}):\n{text}"))
+}
+
+/// Runs `numalab ARGS` and asserts bad input: exit code 2, nothing on
+/// stdout, one `numalab: ...` line on stderr that contains `needle`.
+pub fn fails(args: &[&str], needle: &str) {
+    fails_rc(args, 2, needle);
+}
+
+/// [`fails`] with another exit code (1: a failure, 127: no such command).
+pub fn fails_rc(args: &[&str], rc: i32, needle: &str) {
+    let r = numalab(args);
+    let what = format!("numalab {args:?}");
+    assert_one_line_error(&what, r.rc, &r.err, rc, needle);
+    assert_eq!(r.out, "", "{what}: nothing on stdout");
+}
+
+/// Asserts that a run ended with exit code `want_rc` and one line
+/// `numalab: ...` on stderr that contains `needle` (and no panic).
+pub fn assert_one_line_error(what: &str, rc: i32, err: &str, want_rc: i32, needle: &str) {
+    assert_eq!(rc, want_rc, "{what}: exit code; stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: one line: {err:?}");
+    assert!(lines[0].starts_with("numalab: "), "{what}: {err}");
+    assert!(
+        lines[0].contains(needle),
+        "{what}: '{needle}' not in: {err}"
+    );
+    assert!(!err.contains("panicked"), "{what}: {err}");
+}
+
+/// Measuring tests of one test file take turns: on a 2-core machine two
+/// measurements at once would measure each other. Hold the guard for the
+/// whole test.
+pub fn turn() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The path of a topology file of tests/fixtures/topologies.
+pub fn fixture(name: &str) -> String {
+    repo_root()
+        .join("tests/fixtures/topologies")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A fresh, empty scratch directory named after one test (tests run in
+/// parallel, and test binaries too).
+pub fn scratch(test: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("scratch")
+        .join(format!("{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The CPUs this process may use, as `numalab topology --json` lists them.
+pub fn allowed_cpus() -> Vec<u64> {
+    let v = json(&["topology", "--json"]);
+    serde_json::from_value(v["allowed_cpus"].clone())
+        .unwrap_or_else(|e| panic!("allowed_cpus {}: {e}", v["allowed_cpus"]))
+}
+
+/// A JSON number as f64.
+pub fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
 
 #[derive(Debug, Clone)]
 pub struct Step {
@@ -36,22 +224,8 @@ impl Guest {
     pub fn json(&self, name: &str, rc: i32) -> Value {
         let s = self.step(name);
         assert_eq!(s.rc, rc, "step {name}: exit code; stderr: {}", s.err);
-        serde_json::from_str(&s.out)
-            .unwrap_or_else(|e| panic!("step {name}: stdout is not JSON ({e}):\n{}", s.out))
+        parse_json(&s.out, &format!("step {name}"))
     }
-}
-
-/// Runs the numalab binary: (exit code, stdout, stderr).
-pub fn numalab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_numalab"))
-        .args(args)
-        .output()
-        .expect("run numalab");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 pub fn tail(s: &str, n: usize) -> String {
@@ -176,11 +350,8 @@ pub fn nodes_of(v: &Value) -> Vec<(u32, u64)> {
     out
 }
 
-/// Asserts a one-line `numalab: ...` error containing `needle`, exit code `rc`.
+/// Asserts a guest step's one-line `numalab: ...` error containing
+/// `needle`, exit code `rc`.
 pub fn one_line_error(s: &Step, rc: i32, needle: &str) {
-    assert_eq!(s.rc, rc, "stderr: {}", s.err);
-    let lines: Vec<&str> = s.err.lines().collect();
-    assert_eq!(lines.len(), 1, "one line: {:?}", s.err);
-    assert!(lines[0].starts_with("numalab: "), "{}", lines[0]);
-    assert!(lines[0].contains(needle), "'{needle}' in: {}", lines[0]);
+    assert_one_line_error("guest step", s.rc, &s.err, rc, needle);
 }
