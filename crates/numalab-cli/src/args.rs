@@ -9,47 +9,32 @@ use clap::error::ErrorKind;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::stats::StopRule;
 use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
+use numalab::report::views::Units;
 use numalab::text::parse;
 use numalab::{IdSet, Machine};
 use std::ffi::OsStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// `--name` of the option being parsed (or `value` outside an option).
-fn option_name(arg: Option<&clap::Arg>) -> String {
-    arg.and_then(|a| a.get_long())
-        .map(|l| format!("--{l}"))
-        .unwrap_or_else(|| "value".into())
-}
-
-fn value_error(msg: String) -> clap::Error {
-    clap::Error::raw(ErrorKind::ValueValidation, msg)
-}
-
-fn text_of(arg: Option<&clap::Arg>, value: &OsStr) -> Result<String, clap::Error> {
-    value
-        .to_str()
-        .map(str::to_string)
-        .ok_or_else(|| value_error(format!("{} is not valid UTF-8", option_name(arg))))
-}
-
-/// A value read by a parse function of the engine (`BandwidthKernel::parse`,
-/// `Isa::parse`...): its error message is kept, prefixed with the option,
-/// and `names` are the choices `--help` lists.
+/// A typed option value: `check(option, text)` gives the value, or why the
+/// text is refused in one line that names the option (`--budget 0 must be
+/// at least 1 second`). `names`, when given, are the choices `--help` lists.
 #[derive(Clone)]
-pub struct Choice<T> {
-    names: &'static [&'static str],
-    parse: fn(&str) -> Result<T, String>,
+pub struct Typed<T> {
+    check: Arc<dyn Fn(&str, &str) -> Result<T, String> + Send + Sync>,
+    names: Option<&'static [&'static str]>,
 }
 
-/// A [`Choice`] of `names`, read by `parse`.
-pub fn choice<T>(
-    names: &'static [&'static str],
-    parse: fn(&str) -> Result<T, String>,
-) -> Choice<T> {
-    Choice { names, parse }
+impl<T> Typed<T> {
+    fn new(check: impl Fn(&str, &str) -> Result<T, String> + Send + Sync + 'static) -> Self {
+        Typed {
+            check: Arc::new(check),
+            names: None,
+        }
+    }
 }
 
-impl<T: Clone + Send + Sync + 'static> TypedValueParser for Choice<T> {
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Typed<T> {
     type Value = T;
 
     fn parse_ref(
@@ -58,173 +43,121 @@ impl<T: Clone + Send + Sync + 'static> TypedValueParser for Choice<T> {
         arg: Option<&clap::Arg>,
         value: &OsStr,
     ) -> Result<T, clap::Error> {
-        let t = text_of(arg, value)?;
-        (self.parse)(t.trim()).map_err(|e| value_error(format!("{}: {e}", option_name(arg))))
+        let opt = arg
+            .and_then(|a| a.get_long())
+            .map(|l| format!("--{l}"))
+            .unwrap_or_else(|| "value".into());
+        let text = value.to_str().ok_or_else(|| {
+            clap::Error::raw(ErrorKind::InvalidUtf8, format!("{opt} is not valid UTF-8"))
+        })?;
+        (self.check)(&opt, text).map_err(|e| clap::Error::raw(ErrorKind::ValueValidation, e))
     }
 
     fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(self.names.iter().map(|n| PossibleValue::new(*n))))
+        let names = self.names?;
+        Some(Box::new(names.iter().map(|n| PossibleValue::new(*n))))
     }
 }
 
-/// A whole number within `min..=max`: `--OPT 'TEXT' is not a whole number
-/// from MIN to MAX`, or `is not WHAT (a whole number from MIN to MAX)`.
-#[derive(Clone, Copy)]
-pub struct Whole {
-    pub min: usize,
-    pub max: usize,
-    /// What the number counts, for the error ("a thread count").
-    pub what: Option<&'static str>,
-}
-
-/// A whole number from `min` to `max`.
-pub fn whole(min: usize, max: usize) -> Whole {
-    Whole {
-        min,
-        max,
-        what: None,
+/// A value read by a parse function of the engine (`BandwidthKernel::parse`,
+/// `Isa::parse`...): its error is kept, prefixed with the option, and
+/// `names` are the choices `--help` lists.
+pub fn choice<T: 'static>(
+    names: &'static [&'static str],
+    parse: fn(&str) -> Result<T, String>,
+) -> Typed<T> {
+    Typed {
+        names: Some(names),
+        ..Typed::new(move |opt, t| parse(t.trim()).map_err(|e| format!("{opt}: {e}")))
     }
 }
 
-/// A thread count from 1 to `max`.
-pub fn thread_count(max: usize) -> Whole {
-    Whole {
-        min: 1,
-        max,
-        what: Some("a thread count"),
-    }
+/// A whole number from `min` to `max`: `--OPT 'TEXT' is not a whole number
+/// from MIN to MAX`.
+pub fn whole(min: usize, max: usize) -> Typed<usize> {
+    counted(min, max, None)
 }
 
-impl TypedValueParser for Whole {
-    type Value = usize;
+/// A thread count from 1 to `max`: `--OPT 'TEXT' is not a thread count (a
+/// whole number from 1 to MAX)`.
+pub fn thread_count(max: usize) -> Typed<usize> {
+    counted(1, max, Some("a thread count"))
+}
 
-    fn parse_ref(
-        &self,
-        _cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<usize, clap::Error> {
-        let t = text_of(arg, value)?;
+fn counted(min: usize, max: usize, what: Option<&'static str>) -> Typed<usize> {
+    Typed::new(move |opt, t| {
         t.trim()
             .parse::<usize>()
             .ok()
-            .filter(|v| (self.min..=self.max).contains(v))
+            .filter(|v| (min..=max).contains(v))
             .ok_or_else(|| {
-                let range = format!("a whole number from {} to {}", self.min, self.max);
-                value_error(match self.what {
-                    Some(w) => format!("{} '{t}' is not {w} ({range})", option_name(arg)),
-                    None => format!("{} '{t}' is not {range}", option_name(arg)),
-                })
+                let range = format!("a whole number from {min} to {max}");
+                match what {
+                    Some(w) => format!("{opt} '{t}' is not {w} ({range})"),
+                    None => format!("{opt} '{t}' is not {range}"),
+                }
             })
-    }
+    })
 }
 
-/// A positive number of seconds (`60`, `0.5`, `2s`), at least `min`.
-#[derive(Clone, Copy)]
-pub struct Seconds {
-    pub min: f64,
-}
-
-/// Seconds, at least `min` (0: any positive number).
-pub fn seconds(min: f64) -> Seconds {
-    Seconds { min }
-}
-
-impl TypedValueParser for Seconds {
-    type Value = f64;
-
-    fn parse_ref(
-        &self,
-        _cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<f64, clap::Error> {
-        let t = text_of(arg, value)?;
-        let opt = option_name(arg);
-        let v = parse::seconds(&t);
+/// A positive number of seconds (`60`, `0.5`, `2s`), at least `min` (0:
+/// any positive number).
+pub fn seconds(min: f64) -> Typed<f64> {
+    Typed::new(move |opt, t| {
         // Below a minimum of a second or more, say so rather than "positive".
         let number = t.trim().trim_end_matches('s').trim().parse::<f64>();
-        match (v, number) {
-            (_, Ok(x)) if self.min > 0.0 && x.is_finite() && x < self.min => {
-                Err(value_error(format!(
-                    "{opt} {t} must be at least {} second{}",
-                    self.min,
-                    if self.min == 1.0 { "" } else { "s" }
-                )))
+        if let Ok(x) = number {
+            if min > 0.0 && x.is_finite() && x < min {
+                return Err(format!(
+                    "{opt} {t} must be at least {min} second{}",
+                    if min == 1.0 { "" } else { "s" }
+                ));
             }
-            (Ok(v), _) => Ok(v),
-            (Err(e), _) => Err(value_error(format!("{opt} {e}"))),
         }
-    }
+        parse::seconds(t).map_err(|e| format!("{opt} {e}"))
+    })
 }
 
 /// A size (`64M`, `1G`, binary units) of at least `min` bytes:
 /// `--OPT TEXT is too small: at least MIN (why)`.
-#[derive(Clone, Copy)]
-pub struct Size {
-    pub min: u64,
-    /// Why the minimum, shown with a refusal.
-    pub why: &'static str,
-}
-
-/// A size of at least `min` bytes, `why` naming the reason.
-pub fn size(min: u64, why: &'static str) -> Size {
-    Size { min, why }
+pub fn size(min: u64, why: &'static str) -> Typed<usize> {
+    Typed::new(move |opt, t| {
+        let v = parse::size(t).map_err(|e| format!("{opt}: {e}"))?;
+        if v < min {
+            return Err(format!(
+                "{opt} {t} is too small: at least {} ({why})",
+                numalab::text::format::bytes(min)
+            ));
+        }
+        usize::try_from(v).map_err(|_| format!("{opt} {t} is too large"))
+    })
 }
 
 /// The usual buffer size option: at least one page.
-pub fn buffer_size() -> Size {
+pub fn buffer_size() -> Typed<usize> {
     size(4096, "one page per buffer")
 }
 
-impl TypedValueParser for Size {
-    type Value = usize;
-
-    fn parse_ref(
-        &self,
-        _cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<usize, clap::Error> {
-        let t = text_of(arg, value)?;
-        let opt = option_name(arg);
-        let v = parse::size(&t).map_err(|e| value_error(format!("{opt}: {e}")))?;
-        if v < self.min {
-            return Err(value_error(format!(
-                "{opt} {t} is too small: at least {} ({})",
-                numalab::text::format::bytes(self.min),
-                self.why
-            )));
-        }
-        usize::try_from(v).map_err(|_| value_error(format!("{opt} {t} is too large")))
-    }
+/// A percentage strictly between 0 and 100 (`1`, `0.5%`), as a fraction.
+pub fn percent() -> Typed<f64> {
+    Typed::new(
+        |opt, t| match t.trim().trim_end_matches('%').parse::<f64>() {
+            Ok(v) if v > 0.0 && v < 100.0 => Ok(v / 100.0),
+            Ok(v) => Err(format!("{opt} {v} must be between 0 and 100 (percent)")),
+            Err(_) => Err(format!("{opt} '{t}' is not a percentage like 1 or 0.5")),
+        },
+    )
 }
 
-/// A percentage strictly between 0 and 100, as a fraction.
-#[derive(Clone, Copy)]
-pub struct Percent;
-
-impl TypedValueParser for Percent {
-    type Value = f64;
-
-    fn parse_ref(
-        &self,
-        _cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<f64, clap::Error> {
-        let t = text_of(arg, value)?;
-        let opt = option_name(arg);
-        match t.trim().trim_end_matches('%').parse::<f64>() {
-            Ok(v) if v > 0.0 && v < 100.0 => Ok(v / 100.0),
-            Ok(v) => Err(value_error(format!(
-                "{opt} {v} must be between 0 and 100 (percent)"
-            ))),
-            Err(_) => Err(value_error(format!(
-                "{opt} '{t}' is not a percentage like 1 or 0.5"
-            ))),
-        }
-    }
+/// How a measuring command prints its result.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Output {
+    /// Bandwidth units of the text: gb (1e9 B/s, as STREAM and likwid) or gib (2^30 B/s).
+    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
+    pub units: Units,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How long and how precisely to measure.
@@ -236,7 +169,7 @@ pub struct StatOptions {
         value_name = "PERCENT",
         default_value = "1",
         allow_hyphen_values = true,
-        value_parser = Percent
+        value_parser = percent()
     )]
     pub target_ci: f64,
     /// Time budget per measurement, in seconds.

@@ -2,7 +2,7 @@
 
 use crate::args::{
     buffer_size, choice, cpu_or_first, isa, one_cpu, size_or_default, thread_count, thread_cpus,
-    whole, StatOptions, ISAS, KERNELS, PATTERNS, THP, UNITS,
+    whole, Output, StatOptions, ISAS, KERNELS, PATTERNS, THP,
 };
 use crate::output::{exit_for, load_machine, print_result, CliError, CliResult, Progress};
 use numalab::measure::chase::ChasePattern;
@@ -12,7 +12,6 @@ use numalab::measure::harness::{
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::placement::{MemoryPolicy, Thp, ThreadPolicy};
 use numalab::report::views::bench::{bandwidth_text, latency_text};
-use numalab::report::views::Units;
 
 #[derive(clap::Subcommand)]
 pub enum Bench {
@@ -54,14 +53,10 @@ pub struct BandwidthArgs {
     /// Transparent huge pages for the buffers (on: fewer TLB misses, faster prefault).
     #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
     thp: Thp,
-    /// gb (1e9 B/s) or gib (2^30 B/s).
-    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
-    units: Units,
     #[command(flatten)]
     stats: StatOptions,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(clap::Args)]
@@ -128,10 +123,10 @@ fn bandwidth(a: BandwidthArgs) -> CliResult {
     let progress = Progress::spinner(&format!("bench bandwidth {}", a.kernel.name()));
     let r = run_bandwidth(&m, &req)?;
     progress.finish();
-    if a.json {
+    if a.out.json {
         print_result("bench bandwidth", &r)?;
     } else {
-        print!("{}", bandwidth_text(&r, &policy, a.units));
+        print!("{}", bandwidth_text(&r, &policy, a.out.units));
     }
     Ok(exit_for(r.verification.verified))
 }

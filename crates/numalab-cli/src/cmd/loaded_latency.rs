@@ -1,7 +1,7 @@
 //! `numalab loaded-latency`: chase latency while injector threads add
 //! traffic, idle to saturation, per traffic mix, with the knee marked.
 
-use crate::args::{buffer_size, choice, cpuless_hint, one_cpu, StatOptions, PATTERNS, THP, UNITS};
+use crate::args::{buffer_size, choice, cpuless_hint, one_cpu, Output, StatOptions, PATTERNS, THP};
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
@@ -14,7 +14,6 @@ use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::pacing::TrafficMix;
 use numalab::placement::{ListMeaning, MemoryPolicy, ResourceSet, Thp};
 use numalab::report::views::loaded_latency::text;
-use numalab::report::views::Units;
 use numalab::text::parse;
 use numalab::{IdSet, Machine};
 use std::time::Duration;
@@ -66,15 +65,11 @@ pub struct Args {
     /// Transparent huge pages for the injector buffers.
     #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
     injector_thp: Thp,
-    /// gb (1e9 B/s) or gib (2^30 B/s).
-    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
-    units: Units,
     /// Per measurement (idle and each step); --budget defaults to 0.3 s per step.
     #[command(flatten)]
     stats: StatOptions,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// Parses `--mix`: a comma-separated list, duplicates dropped.
@@ -232,10 +227,10 @@ pub fn run(a: Args) -> CliResult {
     let progress = Progress::bar(measurements(&req) as u64, "loaded-latency");
     let r = run_loaded_latency(&m, &req, &mut |w| progress.step(w))?;
     progress.finish();
-    if a.json {
+    if a.out.json {
         print_result("loaded-latency", &r)?;
     } else {
-        print!("{}", text(&r, &m, a.units));
+        print!("{}", text(&r, &m, a.out.units));
         print_warnings(&r.warnings);
     }
     Ok(exit_for(r.verification.verified))

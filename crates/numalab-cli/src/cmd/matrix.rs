@@ -1,12 +1,12 @@
 //! `numalab matrix`: latency and bandwidth from every CPU node to every
 //! memory node, CPU-less nodes included, as the classic table.
 
-use crate::args::{buffer_size, choice, size_or_default, StatOptions, KERNELS, PATTERNS, UNITS};
+use crate::args::{buffer_size, choice, size_or_default, Output, StatOptions, KERNELS, PATTERNS};
 use crate::output::{exit_for, load_machine, print_result, print_warnings, CliResult, Progress};
 use numalab::experiments::matrix::{cell_count, run_matrix, MatrixRequest};
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
-use numalab::report::views::{matrix, Units};
+use numalab::report::views::matrix;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,14 +28,10 @@ pub struct Args {
     /// Buffer size per cell (default: 4x the last-level cache).
     #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
     size: Option<usize>,
-    /// gb (1e9 B/s) or gib.
-    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
-    units: Units,
     #[command(flatten)]
     stats: StatOptions,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// `--threads-per-node`: whether every CPU of a node runs (`all`).
@@ -73,10 +69,10 @@ pub fn run(a: Args) -> CliResult {
     let progress = Progress::bar(cells as u64, "matrix");
     let r = run_matrix(&m, &req, &mut |what| progress.step(what))?;
     progress.finish();
-    if a.json {
+    if a.out.json {
         print_result("matrix", &r)?;
     } else {
-        print!("{}", matrix::text(&r, a.units));
+        print!("{}", matrix::text(&r, a.out.units));
         print_warnings(&r.warnings);
     }
     Ok(exit_for(r.verified))

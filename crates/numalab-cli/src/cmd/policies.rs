@@ -4,7 +4,7 @@
 //! table with every cell verified, and the advice that follows.
 
 use crate::args::{
-    buffer_size, choice, isa, thread_count, thread_cpus, StatOptions, ISAS, KERNELS, THP, UNITS,
+    buffer_size, choice, isa, thread_count, thread_cpus, Output, StatOptions, ISAS, KERNELS, THP,
 };
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
@@ -15,7 +15,6 @@ use numalab::experiments::policies::{
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::placement::{ListMeaning, ResourceSet, Thp, ThreadPolicy};
 use numalab::report::views::policies::text;
-use numalab::report::views::Units;
 use numalab::Machine;
 
 #[derive(clap::Args)]
@@ -50,15 +49,11 @@ pub struct Args {
     /// Instruction set (auto: the widest this CPU runs).
     #[arg(long, value_name = "ISA", default_value = "auto", value_parser = choice(ISAS, isa))]
     isa: Isa,
-    /// gb (1e9 B/s) or gib (2^30 B/s).
-    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
-    units: Units,
     /// Measurement options; --budget is per cell (default: about 15 s over all cells, 0.25 to 1.5 s each).
     #[command(flatten)]
     stats: StatOptions,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// `--threads-policy`: scatter or compact only (the workloads lay threads
@@ -147,10 +142,10 @@ pub fn run(a: Args) -> CliResult {
     let progress = Progress::bar(cells as u64, "policies");
     let r = run_policies(&m, &req, &mut |w| progress.step(w))?;
     progress.finish();
-    if a.json {
+    if a.out.json {
         print_result("policies", &r)?;
     } else {
-        print!("{}", text(&m, &r, a.units));
+        print!("{}", text(&m, &r, a.out.units));
         print_warnings(&r.warnings);
     }
     Ok(exit_for(r.verified))

@@ -1,14 +1,14 @@
 //! `numalab scaling`: 1..N threads packed vs spread, and the contention split.
 
 use crate::args::{
-    buffer_size, choice, size_or_default, thread_count, StatOptions, KERNELS, UNITS,
+    buffer_size, choice, size_or_default, thread_count, Output, StatOptions, KERNELS,
 };
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
 use numalab::experiments::scaling::run_scaling;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
-use numalab::report::views::{scaling, Units};
+use numalab::report::views::scaling;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -21,14 +21,10 @@ pub struct Args {
     /// Bytes per buffer (default: 4x the last-level cache).
     #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
     size: Option<usize>,
-    /// gb (1e9 B/s) or gib.
-    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
-    units: Units,
     #[command(flatten)]
     stats: StatOptions,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 pub fn run(a: Args) -> CliResult {
@@ -57,10 +53,10 @@ pub fn run(a: Args) -> CliResult {
         &mut |w| progress.step(w),
     )?;
     progress.finish();
-    if a.json {
+    if a.out.json {
         print_result("scaling", &r)?;
     } else {
-        print!("{}", scaling::text(&r, a.units));
+        print!("{}", scaling::text(&r, a.out.units));
         print_warnings(&r.warnings);
     }
     Ok(exit_for(

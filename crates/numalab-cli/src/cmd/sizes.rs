@@ -1,12 +1,12 @@
 //! `numalab sizes`: bandwidth and latency from L1-sized to DRAM-sized working sets.
 
-use crate::args::{choice, cpu_or_first, size, size_or_default, StatOptions, UNITS};
+use crate::args::{cpu_or_first, size, size_or_default, Output, StatOptions};
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
 use numalab::experiments::sizes::{run_sizes, sweep_sizes};
 use numalab::measure::kernels::Isa;
-use numalab::report::views::{sizes, Units};
+use numalab::report::views::sizes;
 use numalab::text::format::bytes as format_bytes;
 
 #[derive(clap::Args)]
@@ -17,14 +17,10 @@ pub struct Args {
     /// Largest working set (default: 4x the last-level cache).
     #[arg(long, value_name = "SIZE", value_parser = size(1, "a working set of at least one byte"))]
     max_size: Option<usize>,
-    /// gb (1e9 B/s) or gib.
-    #[arg(long, value_name = "UNITS", default_value = "gb", value_parser = choice(UNITS, Units::parse))]
-    units: Units,
     #[command(flatten)]
     stats: StatOptions,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: Output,
 }
 
 pub fn run(a: Args) -> CliResult {
@@ -50,10 +46,10 @@ pub fn run(a: Args) -> CliResult {
         progress.step(w)
     })?;
     progress.finish();
-    if a.json {
+    if a.out.json {
         print_result("sizes", &r)?;
     } else {
-        print!("{}", sizes::text(&r, a.units));
+        print!("{}", sizes::text(&r, a.out.units));
         print_warnings(&r.warnings);
     }
     Ok(exit_for(r.points.iter().all(|p| p.verified)))
