@@ -404,7 +404,7 @@ mod tests {
         let e = stats_error(&["--target-ci", "200"]);
         assert!(e.contains("between 0 and 100"), "{e}");
         let e = stats_error(&["--budget", "0"]);
-        assert!(e.contains("--budget '0' must be a positive number"), "{e}");
+        assert!(e.contains("--budget '0' is not a positive number"), "{e}");
         let t = Try::try_parse_from(["try", "--kernel", "triad", "--size", "64M", "--total", "2s"])
             .unwrap();
         assert_eq!(t.kernel, Some(BandwidthKernel::Triad));

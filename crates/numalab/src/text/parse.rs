@@ -42,7 +42,7 @@ pub fn seconds(text: &str) -> Result<f64, String> {
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         Ok(_) => Err(format!(
-            "'{text}' must be a positive number of seconds (e.g. 60 or 0.5)"
+            "'{text}' is not a positive number of seconds (e.g. 60 or 0.5)"
         )),
         Err(_) => Err(format!(
             "'{text}' is not a number of seconds (e.g. 60 or 0.5)"
