@@ -720,6 +720,19 @@ mod tests {
     }
 
     #[test]
+    fn streams_are_pinned() {
+        // A seed's addresses must never change between versions.
+        let perm = random_permutation(12, 7);
+        assert_eq!(perm, [8, 7, 11, 10, 6, 2, 1, 3, 5, 9, 0, 4]);
+        assert_eq!(
+            power_law_stream(0.5, 1000, &perm, 3),
+            [457, 411, 936, 704, 268, 48, 8, 105, 209, 679, 3, 154]
+        );
+        let big = random_permutation(MIN_STREAM, 0x5eed ^ MIN_STREAM as u64);
+        assert_eq!(big[..6], [23833, 13898, 63281, 44130, 32331, 35393]);
+    }
+
+    #[test]
     fn power_law_histogram_matches_the_cdf() {
         let n = 1 << 18;
         let blocks = 1000u64;

@@ -726,6 +726,18 @@ fn timer_overhead_ns() -> f64 {
     median(&mut v).unwrap_or(0.0)
 }
 
+/// The order in which the reader follows the clean lines: a random cycle,
+/// seeded by the pair (the same pair always gets the same order).
+fn clean_order(reader: u32, owner: u32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..CLEAN_LINES).collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ ((reader as u64) << 32 | owner as u64);
+    for i in (1..order.len()).rev() {
+        let j = (splitmix(&mut rng) % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
 fn measure_clean(
     m: &Machine,
     reader: u32,
@@ -736,12 +748,7 @@ fn measure_clean(
     let buf = page_local_to(m, owner, CLEAN_LINES * PAGE)?;
     let base = buf.as_ptr() as usize;
     let line = |k: usize| base + k * PAGE + (k % (PAGE / 64)) * 64;
-    let mut order: Vec<usize> = (0..CLEAN_LINES).collect();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ ((reader as u64) << 32 | owner as u64);
-    for i in (1..order.len()).rev() {
-        let j = (splitmix(&mut rng) % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
+    let order = clean_order(reader, owner);
     for i in 0..CLEAN_LINES {
         let next = line(order[(i + 1) % CLEAN_LINES]);
         // SAFETY: line(k) is 8-byte aligned inside the buffer.
@@ -969,6 +976,22 @@ mod tests {
         assert!(C2cFigures::parse("dirty")
             .unwrap_err()
             .contains("valid: modified"));
+    }
+
+    #[test]
+    fn clean_orders_are_pinned() {
+        // Each pair's order must never change between versions.
+        assert_eq!(
+            clean_order(0, 1)[..12],
+            [34, 31, 43, 7, 12, 8, 20, 5, 24, 35, 17, 16]
+        );
+        assert_eq!(
+            clean_order(3, 2)[..12],
+            [58, 1, 12, 21, 41, 63, 14, 18, 16, 15, 52, 0]
+        );
+        let mut all = clean_order(5, 9);
+        all.sort_unstable();
+        assert_eq!(all, (0..CLEAN_LINES).collect::<Vec<_>>());
     }
 
     #[test]

@@ -841,6 +841,15 @@ mod tests {
     }
 
     #[test]
+    fn random_read_indexes_are_pinned() {
+        // Element i holds i: the sum names the lines read.
+        let b: Vec<f64> = (0..8 * 1000 + 3).map(|i| i as f64).collect();
+        assert_eq!(random_read(&b), 3957992.0);
+        let firsts: Vec<u64> = (0..6).map(|k| mix64(k) % 1000).collect();
+        assert_eq!(firsts, [0, 789, 730, 856, 252, 132]);
+    }
+
+    #[test]
     fn every_isa_agrees_with_portable_on_a_large_odd_array() {
         let n = 100_003;
         let a: Vec<f64> = (0..n).map(|i| ((i * 37) % 101) as f64 * 0.25).collect();
