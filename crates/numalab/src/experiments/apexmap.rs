@@ -54,6 +54,7 @@ use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Thp,
 };
+use crate::random::SplitMix64;
 use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -239,37 +240,6 @@ pub fn level_shares(
     out
 }
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1) with 53 bits.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
-}
-
-/// A random permutation of `0..n`.
-fn permutation(n: usize, rng: &mut Rng) -> Vec<u32> {
-    let mut v: Vec<u32> = (0..n as u32).collect();
-    for i in (1..n).rev() {
-        v.swap(i, rng.below(i + 1));
-    }
-    v
-}
-
 /// Stream length for a point: units of the buffer, within the bounds.
 pub fn stream_len(buffer_bytes: usize, l: usize) -> usize {
     (buffer_bytes / (8 * l).max(64)).clamp(MIN_STREAM, MAX_STREAM)
@@ -279,7 +249,7 @@ pub fn stream_len(buffer_bytes: usize, l: usize) -> usize {
 /// the power law applied to a uniform draw in stratum `perm[k]` of the
 /// `perm.len()` equal strata of [0, 1).
 pub fn power_law_stream(alpha: f64, blocks: u64, perm: &[u32], seed: u64) -> Vec<u32> {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     let s = perm.len() as f64;
     let inv = 1.0 / alpha;
     let top = blocks.saturating_sub(1);
@@ -294,7 +264,9 @@ pub fn power_law_stream(alpha: f64, blocks: u64, perm: &[u32], seed: u64) -> Vec
 
 /// A seeded random permutation of `0..n` (the strata order of [`power_law_stream`]).
 pub fn random_permutation(n: usize, seed: u64) -> Vec<u32> {
-    permutation(n, &mut Rng(seed))
+    let mut v: Vec<u32> = (0..n as u32).collect();
+    SplitMix64::new(seed).shuffle(&mut v);
+    v
 }
 
 /// Blocks that take 99% of the accesses: the smallest k with (k/M)^alpha >= 0.99.

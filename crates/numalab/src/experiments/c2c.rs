@@ -43,6 +43,7 @@ use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError,
 };
+use crate::random::SplitMix64;
 use crate::serde_util::f64_or_nan;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -730,9 +731,10 @@ fn timer_overhead_ns() -> f64 {
 /// seeded by the pair (the same pair always gets the same order).
 fn clean_order(reader: u32, owner: u32) -> Vec<usize> {
     let mut order: Vec<usize> = (0..CLEAN_LINES).collect();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ ((reader as u64) << 32 | owner as u64);
+    let mut rng = SplitMix64::new(0x9e37_79b9_7f4a_7c15 ^ ((reader as u64) << 32 | owner as u64));
+    // A modulo draw, not `below`: the orders stay those of earlier versions.
     for i in (1..order.len()).rev() {
-        let j = (splitmix(&mut rng) % (i as u64 + 1)) as usize;
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
         order.swap(i, j);
     }
     order
@@ -857,14 +859,6 @@ fn measure_false_sharing(
             }
         },
     )
-}
-
-fn splitmix(s: &mut u64) -> u64 {
-    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *s;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// The text view of a CPU x CPU matrix: node labels, CPU ids, separator

@@ -16,6 +16,7 @@
 //! to the scalar reference: no FMA (`triad` is a multiply then an add), so
 //! changing the ISA changes speed, never values.
 
+use crate::random::mix64;
 use serde::{Deserialize, Serialize};
 
 /// A bandwidth kernel. Array roles (`bufs[i]` of [`run_pass`]) follow STREAM:
@@ -425,14 +426,6 @@ fn line_write(b: &mut [f64], v: f64) -> f64 {
     } else {
         v
     }
-}
-
-/// splitmix64's output function: a good 64-bit mix of a counter.
-#[inline(always)]
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// ⌈n/8⌉ reads of the first f64 of pseudo-random lines (with repetition):
