@@ -137,14 +137,7 @@ impl Plan<'_> {
         let breq = BandwidthRequest {
             kernel: req.kernel,
             isa: req.isa,
-            workers: cpus
-                .iter()
-                .map(|&cpu| WorkerPlan {
-                    cpu,
-                    policy: policy.clone(),
-                    toucher: None,
-                })
-                .collect(),
+            workers: WorkerPlan::on_each(cpus, policy),
             buffer_bytes: req.buffer_bytes,
             thp: Some(req.thp),
             rule: req.rule.clone(),
