@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 /// barrier skew dominate.
 const MIN_SAMPLE_SECONDS: f64 = 0.02;
 
+/// The seed of every latency chase: the same buffer size and pattern give
+/// the same order in every run.
+pub(crate) const CHASE_SEED: u64 = 0x5eed_1234;
+
 /// Where one buffer is and whether that is what was asked.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BufferCheck {
@@ -70,6 +74,23 @@ pub struct WorkerReport {
     #[serde(deserialize_with = "vec_f64_or_nan")]
     pub gbps: Vec<f64>,
     pub verified: bool,
+}
+
+impl WorkerReport {
+    /// A worker pinned to `cpu` with one buffer, seen on the CPU the
+    /// calling thread runs on now.
+    pub(crate) fn pinned(m: &Machine, cpu: u32, check: BufferCheck) -> Self {
+        WorkerReport {
+            requested_cpu: cpu,
+            seen_cpus: sys::current_cpu().into_iter().collect(),
+            pinned: true,
+            migrations: None,
+            node: m.node_of_cpu(cpu),
+            verified: check.verified,
+            buffers: vec![check],
+            gbps: Vec::new(),
+        }
+    }
 }
 
 /// The placement proof attached to every result.
@@ -778,54 +799,24 @@ pub fn run_latency(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, P
 }
 
 fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, PlacementError> {
-    pin_current_thread(req.cpu)?;
-    let spec = BufferSpec {
-        size: req.buffer_bytes,
-        policy: req.policy.clone(),
-        thp: req.thp,
-        hugetlb: req.hugetlb,
-        toucher: Some(req.cpu),
-        weighted: Default::default(),
-    };
-    let buf = PlacedBuffer::new(m, &spec)?;
-    let check = check_buffer(m, &req.policy, &buf, m.node_of_cpu(req.cpu))?;
-    let mut chase = Chase::build(
-        buf.as_ptr(),
-        buf.len(),
-        req.pattern,
-        req.chains,
-        0x5eed_1234,
-    )
-    .map_err(PlacementError::Invalid)?;
+    let (buf, check) = pinned_buffer(
+        m,
+        req.cpu,
+        &req.policy,
+        req.buffer_bytes,
+        req.thp,
+        req.hugetlb,
+    )?;
+    let mut chase = Chase::build(buf.as_ptr(), buf.len(), req.pattern, req.chains, CHASE_SEED)
+        .map_err(PlacementError::Invalid)?;
     let ghz = core_ghz();
-    // Warm up and calibrate in one go. Building the chase wrote every line,
-    // so the last-written ones sit in the caches: chase twice the LLC's worth
-    // of lines (or one full lap) first, so samples see the steady state.
-    let llc_lines = m.last_level_cache_bytes().unwrap_or(32 << 20) / 64;
-    let warm = (chase.lines_per_chain() as u64)
-        .min(2 * llc_lines)
-        .max(10_000);
-    let probe = chase.run(warm);
-    std::hint::black_box(probe.sum);
-    let per_step = probe.elapsed.as_secs_f64() / warm as f64;
-    let steps = ((MIN_SAMPLE_SECONDS / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32);
+    let steps = warm_chase(m, &mut chase, MIN_SAMPLE_SECONDS);
     let meas = measure(&req.rule, || {
         let r = chase.run(steps);
         std::hint::black_box(r.sum);
         r.elapsed.as_secs_f64() * 1e9 / steps as f64
     });
-    let seen = sys::current_cpu();
-    let report = WorkerReport {
-        requested_cpu: req.cpu,
-        seen_cpus: seen.into_iter().collect(),
-        pinned: true,
-        migrations: None,
-        node: m.node_of_cpu(req.cpu),
-        verified: check.verified,
-        buffers: vec![check],
-        gbps: Vec::new(),
-    };
-    let verification = verification_of(vec![report]);
+    let verification = verification_of(vec![WorkerReport::pinned(m, req.cpu, check)]);
     let mut warnings = meas.warnings();
     warnings.extend(verification.warning());
     let ns = Figure::of(&meas.summary, Better::Lower, 1.0);
@@ -842,6 +833,47 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
         warnings,
         verification,
     })
+}
+
+/// Pins the calling thread to `cpu` and makes a buffer of `size` bytes for
+/// it with `policy`, first touched there, its pages checked (first-touch
+/// policies expect the node of `cpu`).
+pub(crate) fn pinned_buffer(
+    m: &Machine,
+    cpu: u32,
+    policy: &MemoryPolicy,
+    size: usize,
+    thp: Option<Thp>,
+    hugetlb: bool,
+) -> Result<(PlacedBuffer, BufferCheck), PlacementError> {
+    pin_current_thread(cpu)?;
+    let spec = BufferSpec {
+        size,
+        policy: policy.clone(),
+        thp,
+        hugetlb,
+        toucher: Some(cpu),
+        weighted: Default::default(),
+    };
+    let buf = PlacedBuffer::new(m, &spec)?;
+    let check = check_buffer(m, policy, &buf, m.node_of_cpu(cpu))?;
+    Ok((buf, check))
+}
+
+/// Warms a chase up and sizes its samples in one go; returns the steps of
+/// a sample of about `sample_seconds` (at least 1000). Building the chase
+/// wrote every line, so the last-written ones sit in the caches: chase
+/// twice the LLC's worth of lines (or one full lap, at least 10,000 steps)
+/// first, so samples see the steady state.
+pub(crate) fn warm_chase(m: &Machine, chase: &mut Chase, sample_seconds: f64) -> u64 {
+    let llc_lines = m.last_level_cache_bytes().unwrap_or(32 << 20) / 64;
+    let warm = (chase.lines_per_chain() as u64)
+        .min(2 * llc_lines)
+        .max(10_000);
+    let probe = chase.run(warm);
+    std::hint::black_box(probe.sum);
+    let per_step = probe.elapsed.as_secs_f64() / warm as f64;
+    ((sample_seconds / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32)
 }
 
 /// The core clock in GHz, from a chain of dependent integer operations of
