@@ -90,56 +90,25 @@ pub fn run_matrix(
     let mut latency = None;
     let mut bandwidth = None;
     if req.latency {
-        // One thread, the node's first CPU, chasing a buffer bound to the column's node.
         let mut table = measure_table(
             "latency",
             (&rows, &cols),
             progress,
             &mut warnings,
             |r| first_cpu(m, r),
-            |&cpu, c| {
-                let lr = run_latency(
-                    m,
-                    &LatencyRequest {
-                        cpu,
-                        policy: bound_to(c),
-                        pattern: req.pattern,
-                        chains: 1,
-                        buffer_bytes: req.latency_bytes,
-                        thp: Some(Thp::Off),
-                        hugetlb: false,
-                        rule: req.rule.clone(),
-                    },
-                )?;
-                Ok((lr.ns, lr.verification, lr.warnings))
-            },
+            |&cpu, c| latency_cell(m, req, cpu, c),
         )?;
         set_ratios(&mut table, |local, x| x / local);
         latency = Some(table);
     }
     if req.bandwidth && !cancel::requested() {
-        // One thread per node, or all of the node's CPUs, streaming buffers
-        // bound to the column's node.
         let mut table = measure_table(
             "bandwidth",
             (&rows, &cols),
             progress,
             &mut warnings,
             |r| node_threads(m, req, r),
-            |cpus, c| {
-                let br = run_bandwidth(
-                    m,
-                    &BandwidthRequest {
-                        kernel: req.kernel,
-                        isa: req.isa,
-                        workers: WorkerPlan::on_each(cpus, &bound_to(c)),
-                        buffer_bytes: req.bandwidth_bytes,
-                        thp: Some(Thp::On),
-                        rule: req.rule.clone(),
-                    },
-                )?;
-                Ok((br.gbps, br.verification, br.warnings))
-            },
+            |cpus, c| bandwidth_cell(m, req, cpus, c),
         )?;
         set_ratios(&mut table, |local, x| local / x);
         bandwidth = Some(table);
@@ -208,6 +177,50 @@ fn measure_table<S>(
         table.push(row);
     }
     Ok(table)
+}
+
+/// Latency from `cpu` (one thread, a chain) to memory on `node`.
+fn latency_cell(
+    m: &Machine,
+    req: &MatrixRequest,
+    cpu: u32,
+    node: u32,
+) -> Result<Measured, PlacementError> {
+    let lr = run_latency(
+        m,
+        &LatencyRequest {
+            cpu,
+            policy: bound_to(node),
+            pattern: req.pattern,
+            chains: 1,
+            buffer_bytes: req.latency_bytes,
+            thp: Some(Thp::Off),
+            hugetlb: false,
+            rule: req.rule.clone(),
+        },
+    )?;
+    Ok((lr.ns, lr.verification, lr.warnings))
+}
+
+/// Bandwidth of threads on `cpus` streaming buffers on `node`.
+fn bandwidth_cell(
+    m: &Machine,
+    req: &MatrixRequest,
+    cpus: &[u32],
+    node: u32,
+) -> Result<Measured, PlacementError> {
+    let br = run_bandwidth(
+        m,
+        &BandwidthRequest {
+            kernel: req.kernel,
+            isa: req.isa,
+            workers: WorkerPlan::on_each(cpus, &bound_to(node)),
+            buffer_bytes: req.bandwidth_bytes,
+            thp: Some(Thp::On),
+            rule: req.rule.clone(),
+        },
+    )?;
+    Ok((br.gbps, br.verification, br.warnings))
 }
 
 /// Every page on `node`.
