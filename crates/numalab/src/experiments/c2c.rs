@@ -866,6 +866,7 @@ fn measure_false_sharing(
     // SAFETY: both words are 8-byte aligned inside the zeroed page, which
     // outlives the threads, and are only accessed as atomics.
     let a: &AtomicU64 = unsafe { &*(base as *const AtomicU64) };
+    // SAFETY: as for `a`.
     let b: &AtomicU64 = unsafe { &*((base + if shared { 8 } else { 2048 }) as *const AtomicU64) };
     let go = Padded(AtomicU64::new(0));
     let count = Padded(AtomicU64::new(0));
