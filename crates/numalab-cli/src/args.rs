@@ -16,12 +16,15 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Reads an option's text: `(option name, text)` to the value or the reason.
+type Check<T> = dyn Fn(&str, &str) -> Result<T, String> + Send + Sync;
+
 /// A typed option value: `check(option, text)` gives the value, or why the
 /// text is refused in one line that names the option (`--budget 0 must be
 /// at least 1 second`). `names`, when given, are the choices `--help` lists.
 #[derive(Clone)]
 pub struct Typed<T> {
-    check: Arc<dyn Fn(&str, &str) -> Result<T, String> + Send + Sync>,
+    check: Arc<Check<T>>,
     names: Option<&'static [&'static str]>,
 }
 

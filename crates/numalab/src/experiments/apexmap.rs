@@ -48,13 +48,13 @@
 
 use crate::machine::Machine;
 use crate::measure::cancel;
-use crate::measure::harness::{check_buffer, verification_of, Figure, Verification, WorkerReport};
+use crate::measure::harness::{pinned_buffer, verification_of, Figure, Verification, WorkerReport};
 use crate::measure::kernels::{run_pass, BandwidthKernel, Isa};
 use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
-use crate::placement::{
-    pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Thp,
-};
+use crate::placement::{sys, MemoryPolicy, PlacementError, Thp};
+use crate::random::SplitMix64;
 use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
+use crate::text::format;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -239,37 +239,6 @@ pub fn level_shares(
     out
 }
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1) with 53 bits.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
-}
-
-/// A random permutation of `0..n`.
-fn permutation(n: usize, rng: &mut Rng) -> Vec<u32> {
-    let mut v: Vec<u32> = (0..n as u32).collect();
-    for i in (1..n).rev() {
-        v.swap(i, rng.below(i + 1));
-    }
-    v
-}
-
 /// Stream length for a point: units of the buffer, within the bounds.
 pub fn stream_len(buffer_bytes: usize, l: usize) -> usize {
     (buffer_bytes / (8 * l).max(64)).clamp(MIN_STREAM, MAX_STREAM)
@@ -279,7 +248,7 @@ pub fn stream_len(buffer_bytes: usize, l: usize) -> usize {
 /// the power law applied to a uniform draw in stratum `perm[k]` of the
 /// `perm.len()` equal strata of [0, 1).
 pub fn power_law_stream(alpha: f64, blocks: u64, perm: &[u32], seed: u64) -> Vec<u32> {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     let s = perm.len() as f64;
     let inv = 1.0 / alpha;
     let top = blocks.saturating_sub(1);
@@ -294,7 +263,9 @@ pub fn power_law_stream(alpha: f64, blocks: u64, perm: &[u32], seed: u64) -> Vec
 
 /// A seeded random permutation of `0..n` (the strata order of [`power_law_stream`]).
 pub fn random_permutation(n: usize, seed: u64) -> Vec<u32> {
-    permutation(n, &mut Rng(seed))
+    let mut v: Vec<u32> = (0..n as u32).collect();
+    SplitMix64::new(seed).shuffle(&mut v);
+    v
 }
 
 /// Blocks that take 99% of the accesses: the smallest k with (k/M)^alpha >= 0.99.
@@ -403,16 +374,16 @@ pub fn run_apexmap(
     if max_l > words {
         return Err(PlacementError::Invalid(format!(
             "L = {max_l} words ({}) does not fit in the {} buffer; use a larger --size or smaller --ls",
-            crate::placement::format_bytes(8 * max_l as u64),
-            crate::placement::format_bytes(req.buffer_bytes as u64)
+            format::bytes(8 * max_l as u64),
+            format::bytes(req.buffer_bytes as u64)
         )));
     }
     let min_l = req.ls.iter().copied().min().unwrap_or(1);
     if (words / min_l) as u64 > u32::MAX as u64 + 1 {
         return Err(PlacementError::Invalid(format!(
             "a {} buffer holds more than 2^32 blocks of L = {min_l}: use --size of at most {} or a larger L",
-            crate::placement::format_bytes(req.buffer_bytes as u64),
-            crate::placement::format_bytes(8 * min_l as u64 * (1 << 32))
+            format::bytes(req.buffer_bytes as u64),
+            format::bytes(8 * min_l as u64 * (1 << 32))
         )));
     }
     std::thread::scope(|s| {
@@ -422,154 +393,197 @@ pub fn run_apexmap(
     })
 }
 
+/// The map on the calling thread, pinned to the request's CPU: the buffer
+/// placed and checked, every point measured, the model fitted.
 fn run_pinned(
     m: &Machine,
     req: &ApexRequest,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<ApexResult, PlacementError> {
     let start = Instant::now();
-    pin_current_thread(req.cpu)?;
-    let spec = BufferSpec {
-        size: req.buffer_bytes,
-        policy: req.policy.clone(),
-        thp: req.thp,
-        hugetlb: false,
-        toucher: Some(req.cpu),
-        weighted: Default::default(),
-    };
-    let mut buf = PlacedBuffer::new(m, &spec)?;
-    let check = check_buffer(m, &req.policy, &buf, m.node_of_cpu(req.cpu))?;
-    let mut seen: Vec<u32> = sys::current_cpu().into_iter().collect();
-    let buffer_bytes = req.buffer_bytes;
+    let (mut buf, check) =
+        pinned_buffer(m, req.cpu, &req.policy, req.buffer_bytes, req.thp, false)?;
+    let mut report = WorkerReport::pinned(m, req.cpu, check);
     // SAFETY: page-aligned memory owned by `buf`; any bit pattern is an f64.
     let (_, data, _) = unsafe { buf.as_mut_slice().align_to_mut::<f64>() };
-    let data = &mut data[..buffer_bytes / 8];
-    let levels = model_levels(m);
-    let llc = m.last_level_cache_bytes().unwrap_or(32 << 20);
-    let zero = std::hint::black_box(0u64);
-    let mut alphas = req.alphas.clone();
-    alphas.sort_by(f64::total_cmp);
-    alphas.dedup();
-    let mut ls = req.ls.clone();
-    ls.sort_unstable();
-    ls.dedup();
-    let mut grid: Vec<Option<ApexPoint>> = vec![None; alphas.len() * ls.len()];
+    let data = &mut data[..req.buffer_bytes / 8];
+    let map = Map::new(m, req);
     let mut warnings = Vec::new();
-    let mut perm: (usize, Vec<u32>) = (0, Vec::new());
-    let rule = &req.rule;
-    // Samples as long as the harness's (20 ms), shorter for small budgets.
-    let sample_target = (rule.budget.as_secs_f64() / 10.0).clamp(0.001, 0.02);
-    'points: for (li, &l) in ls.iter().enumerate() {
-        let blocks = (buffer_bytes / 8 / l) as u64;
-        let slen = stream_len(buffer_bytes, l);
-        if perm.0 != slen {
-            perm = (slen, random_permutation(slen, req.seed ^ slen as u64));
-        }
-        let unit = (8 * l).max(64);
-        // Larger alphas first: each point then starts from caches holding
-        // more than it needs, not less.
-        for (ai, &alpha) in alphas.iter().enumerate().rev() {
-            if cancel::requested() {
-                break 'points;
-            }
-            progress(&format!("apexmap alpha {alpha} L {l}"));
-            let seed = req.seed ^ ((l as u64) << 20) ^ alpha.to_bits();
-            let stream = power_law_stream(alpha, blocks, &perm.1, seed);
-            let mut pos = 0usize;
-            // Warm up: two LLCs' worth of units or one lap, at most half the budget.
-            let warm_steps = (slen as u64).min((2 * llc / unit as u64).max(1024));
-            let warm_until = Instant::now() + rule.budget.mul_f64(0.5);
-            let mut done = 0u64;
-            let mut chunk = 64u64;
-            while done < warm_steps && Instant::now() < warm_until && !cancel::requested() {
-                let k = chunk.min(warm_steps - done);
-                std::hint::black_box(run_steps(data, &stream, &mut pos, k, l, req.isa, zero));
-                done += k;
-                chunk = (chunk * 2).min(1 << 16);
-            }
-            // Calibrate: steps per sample of about `sample_target` seconds.
-            let mut steps = 16u64;
-            let per_step = loop {
-                let t0 = Instant::now();
-                std::hint::black_box(run_steps(data, &stream, &mut pos, steps, l, req.isa, zero));
-                let t = t0.elapsed().as_secs_f64();
-                if t >= 0.002 || steps >= 1 << 30 {
-                    break t / steps as f64;
-                }
-                steps *= 4;
-            };
-            let steps = ((sample_target / per_step.max(1e-10)) as u64).clamp(16, 1 << 32);
-            let meas: Measurement = measure(rule, || {
-                let t0 = Instant::now();
-                std::hint::black_box(run_steps(data, &stream, &mut pos, steps, l, req.isa, zero));
-                t0.elapsed().as_secs_f64() * 1e9 / steps as f64
-            });
-            for w in meas.warnings() {
-                warnings.push(format!("alpha {alpha} L {l}: {w}"));
-            }
-            let bytes = (8 * l) as f64;
-            let gb: Vec<f64> = meas.samples.iter().map(|ns| bytes / ns).collect();
-            let gbps = Summary::of(&gb)
-                .map(|s| Figure::of(&s, Better::Higher, 1.0))
-                .unwrap_or_else(|| Figure::of(&meas.summary, Better::Higher, 1.0));
-            grid[ai * ls.len() + li] = Some(ApexPoint {
-                alpha,
-                l,
-                block_bytes: 8 * l as u64,
-                blocks,
-                stream_len: slen,
-                steps_per_sample: steps,
-                ns: Figure::of(&meas.summary, Better::Lower, 1.0),
-                gbps,
-                footprint_bytes: footprint(&stream, l, buffer_bytes),
-                hot99_bytes: hot99_blocks(alpha, blocks) * 8 * l as u64,
-                level_share: level_shares(&levels, alpha, l, blocks),
-                model_ns: None,
-                residual: None,
-                samples: meas.samples.len(),
-                stop_reason: meas.stop_reason,
-            });
-        }
-    }
-    seen.extend(sys::current_cpu());
-    let mut points: Vec<ApexPoint> = grid.into_iter().flatten().collect();
-    let model = fit_points(&levels, &mut points);
+    let mut points = map.points(data, progress, &mut warnings);
+    report.seen_cpus.extend(sys::current_cpu());
+    let model = fit_points(&map.levels, &mut points);
     if model.is_none() {
         warnings.push("too few points for the model fit (needs 2)".into());
     }
     if cancel::requested() {
         warnings.push(cancel::WARNING.to_string());
     }
-    let report = WorkerReport {
-        pinned: true,
-        migrations: None,
-        requested_cpu: req.cpu,
-        seen_cpus: seen,
-        node: m.node_of_cpu(req.cpu),
-        verified: check.verified,
-        buffers: vec![check],
-        gbps: Vec::new(),
-    };
     let verification = verification_of(vec![report]);
-    if !verification.verified {
-        warnings.push(format!(
-            "placement did not verify: {}",
-            verification.problems.join("; ")
-        ));
-    }
+    warnings.extend(verification.warning());
     Ok(ApexResult {
         cpu: req.cpu,
         policy: req.policy.to_string(),
-        buffer_bytes: buffer_bytes as u64,
+        buffer_bytes: req.buffer_bytes as u64,
         isa: req.isa,
-        alphas,
-        ls,
+        alphas: map.alphas,
+        ls: map.ls,
         points,
         model,
         elapsed_s: start.elapsed().as_secs_f64(),
         warnings,
         verification,
     })
+}
+
+/// What every point of a map shares.
+struct Map<'a> {
+    req: &'a ApexRequest,
+    /// The request's alphas and Ls, sorted, without duplicates.
+    alphas: Vec<f64>,
+    ls: Vec<usize>,
+    levels: Vec<(String, Option<u64>)>,
+    llc: u64,
+    /// 0 at run time, opaque to the compiler (see [`run_steps`]).
+    zero: u64,
+    /// Seconds of one sample: as long as the harness's (20 ms), shorter for
+    /// small budgets.
+    sample_target: f64,
+}
+
+impl<'a> Map<'a> {
+    fn new(m: &Machine, req: &'a ApexRequest) -> Self {
+        let mut alphas = req.alphas.clone();
+        alphas.sort_by(f64::total_cmp);
+        alphas.dedup();
+        let mut ls = req.ls.clone();
+        ls.sort_unstable();
+        ls.dedup();
+        Map {
+            req,
+            alphas,
+            ls,
+            levels: model_levels(m),
+            llc: m.last_level_cache_bytes().unwrap_or(32 << 20),
+            zero: std::hint::black_box(0u64),
+            sample_target: (req.rule.budget.as_secs_f64() / 10.0).clamp(0.001, 0.02),
+        }
+    }
+
+    /// Every point, L by L (the strata permutation is drawn once per stream
+    /// length), until done or cancelled; in row-major order (every L of the
+    /// first alpha, then the next alpha).
+    fn points(
+        &self,
+        data: &mut [f64],
+        progress: &mut (dyn FnMut(&str) + Send),
+        warnings: &mut Vec<String>,
+    ) -> Vec<ApexPoint> {
+        let mut grid: Vec<Option<ApexPoint>> = vec![None; self.alphas.len() * self.ls.len()];
+        let mut perm: (usize, Vec<u32>) = (0, Vec::new());
+        'points: for (li, &l) in self.ls.iter().enumerate() {
+            let slen = stream_len(self.req.buffer_bytes, l);
+            if perm.0 != slen {
+                perm = (slen, random_permutation(slen, self.req.seed ^ slen as u64));
+            }
+            // Larger alphas first: each point then starts from caches holding
+            // more than it needs, not less.
+            for (ai, &alpha) in self.alphas.iter().enumerate().rev() {
+                if cancel::requested() {
+                    break 'points;
+                }
+                progress(&format!("apexmap alpha {alpha} L {l}"));
+                let point = self.point(data, alpha, l, &perm.1, warnings);
+                grid[ai * self.ls.len() + li] = Some(point);
+            }
+        }
+        grid.into_iter().flatten().collect()
+    }
+
+    /// One point: its stream drawn (strata order `perm`), the caches warmed,
+    /// the samples sized, then measured under the request's rule.
+    fn point(
+        &self,
+        data: &mut [f64],
+        alpha: f64,
+        l: usize,
+        perm: &[u32],
+        warnings: &mut Vec<String>,
+    ) -> ApexPoint {
+        let req = self.req;
+        let blocks = (req.buffer_bytes / 8 / l) as u64;
+        let seed = req.seed ^ ((l as u64) << 20) ^ alpha.to_bits();
+        let stream = power_law_stream(alpha, blocks, perm, seed);
+        let mut pos = 0usize;
+        // `k` more steps along the stream.
+        let mut go = |k: u64| {
+            std::hint::black_box(run_steps(data, &stream, &mut pos, k, l, req.isa, self.zero));
+        };
+        self.warm_up(&mut go, stream.len(), l);
+        let steps = self.steps_per_sample(&mut go);
+        let meas: Measurement = measure(&req.rule, || {
+            let t0 = Instant::now();
+            go(steps);
+            t0.elapsed().as_secs_f64() * 1e9 / steps as f64
+        });
+        for w in meas.warnings() {
+            warnings.push(format!("alpha {alpha} L {l}: {w}"));
+        }
+        let bytes = (8 * l) as f64;
+        let gb: Vec<f64> = meas.samples.iter().map(|ns| bytes / ns).collect();
+        let gbps = Summary::of(&gb)
+            .map(|s| Figure::of(&s, Better::Higher, 1.0))
+            .unwrap_or_else(|| Figure::of(&meas.summary, Better::Higher, 1.0));
+        ApexPoint {
+            alpha,
+            l,
+            block_bytes: 8 * l as u64,
+            blocks,
+            stream_len: stream.len(),
+            steps_per_sample: steps,
+            ns: Figure::of(&meas.summary, Better::Lower, 1.0),
+            gbps,
+            footprint_bytes: footprint(&stream, l, req.buffer_bytes),
+            hot99_bytes: hot99_blocks(alpha, blocks) * 8 * l as u64,
+            level_share: level_shares(&self.levels, alpha, l, blocks),
+            model_ns: None,
+            residual: None,
+            samples: meas.samples.len(),
+            stop_reason: meas.stop_reason,
+        }
+    }
+
+    /// Warms the caches up: two LLCs' worth of units (lines, or blocks when
+    /// larger) or one lap of the stream, in growing chunks, for at most half
+    /// the point's budget.
+    fn warm_up(&self, go: &mut impl FnMut(u64), stream_len: usize, l: usize) {
+        let unit = (8 * l).max(64);
+        let warm_steps = (stream_len as u64).min((2 * self.llc / unit as u64).max(1024));
+        let warm_until = Instant::now() + self.req.rule.budget.mul_f64(0.5);
+        let mut done = 0u64;
+        let mut chunk = 64u64;
+        while done < warm_steps && Instant::now() < warm_until && !cancel::requested() {
+            let k = chunk.min(warm_steps - done);
+            go(k);
+            done += k;
+            chunk = (chunk * 2).min(1 << 16);
+        }
+    }
+
+    /// Steps of a sample of about `sample_target` seconds, from a run long
+    /// enough to time (2 ms, or 2^30 steps).
+    fn steps_per_sample(&self, go: &mut impl FnMut(u64)) -> u64 {
+        let mut steps = 16u64;
+        let per_step = loop {
+            let t0 = Instant::now();
+            go(steps);
+            let t = t0.elapsed().as_secs_f64();
+            if t >= 0.002 || steps >= 1 << 30 {
+                break t / steps as f64;
+            }
+            steps *= 4;
+        };
+        ((self.sample_target / per_step.max(1e-10)) as u64).clamp(16, 1 << 32)
+    }
 }
 
 /// Fits the model to the points (filling their `model_ns` and `residual`).
@@ -717,6 +731,19 @@ mod tests {
         }
         assert!(per_line.iter().all(|&c| c == 1));
         assert_eq!(footprint(&s, 1, lines * 64), (lines * 64) as u64);
+    }
+
+    #[test]
+    fn streams_are_pinned() {
+        // A seed's addresses must never change between versions.
+        let perm = random_permutation(12, 7);
+        assert_eq!(perm, [8, 7, 11, 10, 6, 2, 1, 3, 5, 9, 0, 4]);
+        assert_eq!(
+            power_law_stream(0.5, 1000, &perm, 3),
+            [457, 411, 936, 704, 268, 48, 8, 105, 209, 679, 3, 154]
+        );
+        let big = random_permutation(MIN_STREAM, 0x5eed ^ MIN_STREAM as u64);
+        assert_eq!(big[..6], [23833, 13898, 63281, 44130, 32331, 35393]);
     }
 
     #[test]

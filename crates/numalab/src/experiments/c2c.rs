@@ -43,6 +43,7 @@ use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError,
 };
+use crate::random::SplitMix64;
 use crate::serde_util::f64_or_nan;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -250,11 +251,39 @@ pub fn run_c2c(
     let ghz = core_ghz();
     let cpus: Vec<u32> = order.iter().map(|x| x.1).collect();
     let nodes: Vec<u32> = order.iter().map(|x| x.0).collect();
+    let pairs = measure_pairs(m, req, (&cpus, &nodes), progress)?;
+    let matrices = matrices_of(req.figures, &cpus, &pairs, ghz);
+    let node_summary = summarize_nodes(&nodes, &pairs, ghz);
+    let (verification, warnings) = verify_pairs(req.figures, &pairs);
+    Ok(C2cResult {
+        cpus,
+        nodes,
+        figures: req.figures,
+        core_ghz: ghz,
+        budget_per_pair_s: req.rule.budget.as_secs_f64(),
+        pair_count: pairs.len(),
+        elapsed_s: start.elapsed().as_secs_f64(),
+        matrices,
+        node_summary,
+        pairs,
+        verification,
+        warnings,
+    })
+}
+
+/// Every pair of distinct CPUs once, `a` before `b` in matrix order, until
+/// all are measured or a cancel came (the pair in progress finishes).
+fn measure_pairs(
+    m: &Machine,
+    req: &C2cRequest,
+    (cpus, nodes): (&[u32], &[u32]),
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<PairResult>, PlacementError> {
     let mut pairs = Vec::new();
-    'pairs: for i in 0..cpus.len() {
+    for i in 0..cpus.len() {
         for j in i + 1..cpus.len() {
             if cancel::requested() {
-                break 'pairs;
+                return Ok(pairs);
             }
             progress(&format!("c2c CPU {} <-> CPU {}", cpus[i], cpus[j]));
             let mut p = measure_pair(m, [cpus[i], cpus[j]], req)?;
@@ -262,10 +291,17 @@ pub fn run_c2c(
             pairs.push(p);
         }
     }
+    Ok(pairs)
+}
+
+/// The CPU x CPU matrices of the figures measured (symmetric ones filled
+/// both ways; clean: row = reader), with their cycle versions when the
+/// clock is known.
+fn matrices_of(f: C2cFigures, cpus: &[u32], pairs: &[PairResult], ghz: f64) -> C2cMatrices {
     let n = cpus.len();
     let idx = |c: u32| cpus.iter().position(|x| *x == c).unwrap_or(0);
     let mut mats: [CpuMatrix; 4] = std::array::from_fn(|_| vec![vec![None; n]; n]);
-    for p in &pairs {
+    for p in pairs {
         let (i, j) = (idx(p.cpus[0]), idx(p.cpus[1]));
         if let Some(f) = &p.modified_ns {
             mats[0][i][j] = Some(f.median);
@@ -291,18 +327,22 @@ pub fn run_c2c(
                 .collect()
         })
     };
-    let f = req.figures;
     let clean_ok = f.clean && clean_supported();
     let [mod_ns, clean_ns, fs_ns, fs_ratio] = mats;
-    let matrices = C2cMatrices {
+    C2cMatrices {
         modified_cycles: if f.modified { cycles(&mod_ns) } else { None },
         modified_ns: f.modified.then_some(mod_ns),
         clean_cycles: if clean_ok { cycles(&clean_ns) } else { None },
         clean_ns: clean_ok.then_some(clean_ns),
         false_sharing_ns: f.false_sharing.then_some(fs_ns),
         false_sharing_ratio: f.false_sharing.then_some(fs_ratio),
-    };
-    let node_summary = summarize_nodes(&nodes, &pairs, ghz);
+    }
+}
+
+/// The whole run's placement proof (every thread seen only where it was
+/// pinned) and its warnings: the clean figure unavailable here, each
+/// pair's own, the cancel.
+fn verify_pairs(f: C2cFigures, pairs: &[PairResult]) -> (C2cVerification, Vec<String>) {
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
     if f.clean && !clean_supported() {
@@ -311,7 +351,7 @@ pub fn run_c2c(
             std::env::consts::ARCH
         ));
     }
-    for p in &pairs {
+    for p in pairs {
         let v = &p.verification;
         for k in 0..2 {
             if v.seen[k].iter().any(|c| *c != v.requested[k]) {
@@ -326,23 +366,11 @@ pub fn run_c2c(
     if cancel::requested() {
         warnings.push(cancel::WARNING.to_string());
     }
-    Ok(C2cResult {
-        cpus,
-        nodes,
-        figures: f,
-        core_ghz: ghz,
-        budget_per_pair_s: req.rule.budget.as_secs_f64(),
-        pair_count: pairs.len(),
-        elapsed_s: start.elapsed().as_secs_f64(),
-        matrices,
-        node_summary,
-        pairs,
-        verification: C2cVerification {
-            verified: problems.is_empty(),
-            problems,
-        },
-        warnings,
-    })
+    let verification = C2cVerification {
+        verified: problems.is_empty(),
+        problems,
+    };
+    (verification, warnings)
 }
 
 fn median(v: &mut [f64]) -> Option<f64> {
@@ -417,6 +445,8 @@ fn summarize_nodes(nodes: &[u32], pairs: &[PairResult], ghz: f64) -> Vec<NodePai
 /// Budget shares of the figures (modified, clean per direction, false sharing per layout).
 const SHARE: [f64; 5] = [0.30, 0.20, 0.20, 0.15, 0.15];
 
+/// Measures the figures of one pair, each under its share of the pair's
+/// budget; stops early (figures left `None`) on cancel.
 fn measure_pair(
     m: &Machine,
     cpus: [u32; 2],
@@ -424,68 +454,32 @@ fn measure_pair(
 ) -> Result<PairResult, PlacementError> {
     let f = req.figures;
     let clean = f.clean && clean_supported();
-    let on = [f.modified, clean, clean, f.false_sharing, f.false_sharing];
-    let total: f64 = SHARE
-        .iter()
-        .zip(on)
-        .filter(|(_, o)| *o)
-        .map(|(s, _)| s)
-        .sum();
-    let rule_for = |k: usize| {
-        let mut r = req.rule.clone();
-        r.budget = req.rule.budget.mul_f64(SHARE[k] / total.max(1e-9));
-        r
-    };
-    let mut seen: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
-    let mut note = |s: [Vec<u32>; 2], swap: bool| {
-        let (x, y) = if swap { (1, 0) } else { (0, 1) };
-        seen[x].extend(&s[0]);
-        seen[y].extend(&s[1]);
-    };
-    let mut warnings = Vec::new();
-    let label = format!("pair {}-{}", cpus[0], cpus[1]);
-    let mut samples = [0usize; 5];
-    let mut warn = |what: &str, meas: &Measurement| {
-        for w in meas.warnings() {
-            warnings.push(format!("{label} {what}: {w}"));
-        }
-    };
+    let rules = budget_rules(
+        &req.rule,
+        [f.modified, clean, clean, f.false_sharing, f.false_sharing],
+    );
+    let mut log = PairLog::new(cpus);
     let mut modified_ns = None;
     if f.modified {
-        let (meas, s) = measure_modified(m, cpus, &rule_for(0))?;
-        note(s, false);
-        warn("modified", &meas);
-        samples[0] = meas.samples.len();
-        modified_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
+        let r = measure_modified(m, cpus, &rules[0])?;
+        modified_ns = Some(log.note(0, "modified", r, false));
     }
     let (mut clean_ab_ns, mut clean_ba_ns) = (None, None);
     if clean && !cancel::requested() {
-        let (meas, s) = measure_clean(m, cpus[0], cpus[1], &rule_for(1))?;
-        note(s, false);
-        warn("clean", &meas);
-        samples[1] = meas.samples.len();
-        clean_ab_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
+        let r = measure_clean(m, cpus[0], cpus[1], &rules[1])?;
+        clean_ab_ns = Some(log.note(1, "clean", r, false));
         if !cancel::requested() {
-            let (meas, s) = measure_clean(m, cpus[1], cpus[0], &rule_for(2))?;
-            note(s, true);
-            warn("clean", &meas);
-            samples[2] = meas.samples.len();
-            clean_ba_ns = Some(Figure::of(&meas.summary, Better::Lower, 1.0));
+            let r = measure_clean(m, cpus[1], cpus[0], &rules[2])?;
+            clean_ba_ns = Some(log.note(2, "clean", r, true));
         }
     }
     let mut false_sharing = None;
     if f.false_sharing && !cancel::requested() {
-        let (shared, s) = measure_false_sharing(m, cpus, &rule_for(3), true)?;
-        note(s, false);
-        warn("false sharing", &shared);
+        let r = measure_false_sharing(m, cpus, &rules[3], true)?;
+        let sh = log.note(3, "false sharing", r, false);
         // Both layouts or neither: the figure is their ratio.
-        let (separate, s) = measure_false_sharing(m, cpus, &rule_for(4), false)?;
-        note(s, false);
-        warn("separate lines", &separate);
-        samples[3] = shared.samples.len();
-        samples[4] = separate.samples.len();
-        let sh = Figure::of(&shared.summary, Better::Lower, 1.0);
-        let se = Figure::of(&separate.summary, Better::Lower, 1.0);
+        let r = measure_false_sharing(m, cpus, &rules[4], false)?;
+        let se = log.note(4, "separate lines", r, false);
         false_sharing = Some(FalseSharing {
             ratio: if se.median > 0.0 {
                 sh.median / se.median
@@ -496,11 +490,7 @@ fn measure_pair(
             separate_lines_ns: se,
         });
     }
-    for s in seen.iter_mut() {
-        s.sort_unstable();
-        s.dedup();
-    }
-    let verified = seen[0].iter().all(|c| *c == cpus[0]) && seen[1].iter().all(|c| *c == cpus[1]);
+    let (verification, samples, warnings) = log.finish();
     Ok(PairResult {
         cpus,
         nodes: [0, 0],
@@ -509,13 +499,82 @@ fn measure_pair(
         clean_ba_ns,
         false_sharing,
         samples,
-        verification: PairVerification {
-            requested: cpus,
-            seen,
-            verified,
-        },
+        verification,
         warnings,
     })
+}
+
+/// Each figure's stop rule (in the order of [`SHARE`]): the pair's budget
+/// shared by the figures measured (`on`), in proportion to their shares.
+fn budget_rules(rule: &StopRule, on: [bool; 5]) -> [StopRule; 5] {
+    let total: f64 = SHARE
+        .iter()
+        .zip(on)
+        .filter(|(_, o)| *o)
+        .map(|(s, _)| s)
+        .sum();
+    std::array::from_fn(|k| {
+        let mut r = rule.clone();
+        r.budget = rule.budget.mul_f64(SHARE[k] / total.max(1e-9));
+        r
+    })
+}
+
+/// What the measurements of one pair have shown so far: where its threads
+/// were seen, the samples of each figure, the warnings.
+struct PairLog {
+    cpus: [u32; 2],
+    seen: Seen,
+    samples: [usize; 5],
+    warnings: Vec<String>,
+}
+
+impl PairLog {
+    fn new(cpus: [u32; 2]) -> Self {
+        PairLog {
+            cpus,
+            seen: [Vec::new(), Vec::new()],
+            samples: [0; 5],
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Notes the measurement of figure `k` (its index in `samples`), taken
+    /// with the pair's CPUs the other way round when `swap`; returns its figure.
+    fn note(
+        &mut self,
+        k: usize,
+        what: &str,
+        (meas, seen): (Measurement, Seen),
+        swap: bool,
+    ) -> Figure {
+        let (x, y) = if swap { (1, 0) } else { (0, 1) };
+        self.seen[x].extend(&seen[0]);
+        self.seen[y].extend(&seen[1]);
+        let label = format!("pair {}-{}", self.cpus[0], self.cpus[1]);
+        for w in meas.warnings() {
+            self.warnings.push(format!("{label} {what}: {w}"));
+        }
+        self.samples[k] = meas.samples.len();
+        Figure::of(&meas.summary, Better::Lower, 1.0)
+    }
+
+    /// The pair's verification (each thread seen only on its own CPU), its
+    /// samples per figure and its warnings.
+    fn finish(mut self) -> (PairVerification, [usize; 5], Vec<String>) {
+        for s in self.seen.iter_mut() {
+            s.sort_unstable();
+            s.dedup();
+        }
+        let verified = self.seen[0].iter().all(|c| *c == self.cpus[0])
+            && self.seen[1].iter().all(|c| *c == self.cpus[1]);
+        let verification = PairVerification {
+            requested: self.cpus,
+            seen: self.seen,
+            verified,
+        };
+        (verification, self.samples, self.warnings)
+    }
 }
 
 /// An atomic on its own 128-byte block (two lines: the adjacent-line
@@ -726,6 +785,19 @@ fn timer_overhead_ns() -> f64 {
     median(&mut v).unwrap_or(0.0)
 }
 
+/// The order in which the reader follows the clean lines: a random cycle,
+/// seeded by the pair (the same pair always gets the same order).
+fn clean_order(reader: u32, owner: u32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..CLEAN_LINES).collect();
+    let mut rng = SplitMix64::new(0x9e37_79b9_7f4a_7c15 ^ ((reader as u64) << 32 | owner as u64));
+    // A modulo draw, not `below`: the orders stay those of earlier versions.
+    for i in (1..order.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
 fn measure_clean(
     m: &Machine,
     reader: u32,
@@ -736,12 +808,7 @@ fn measure_clean(
     let buf = page_local_to(m, owner, CLEAN_LINES * PAGE)?;
     let base = buf.as_ptr() as usize;
     let line = |k: usize| base + k * PAGE + (k % (PAGE / 64)) * 64;
-    let mut order: Vec<usize> = (0..CLEAN_LINES).collect();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ ((reader as u64) << 32 | owner as u64);
-    for i in (1..order.len()).rev() {
-        let j = (splitmix(&mut rng) % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
+    let order = clean_order(reader, owner);
     for i in 0..CLEAN_LINES {
         let next = line(order[(i + 1) % CLEAN_LINES]);
         // SAFETY: line(k) is 8-byte aligned inside the buffer.
@@ -799,6 +866,7 @@ fn measure_false_sharing(
     // SAFETY: both words are 8-byte aligned inside the zeroed page, which
     // outlives the threads, and are only accessed as atomics.
     let a: &AtomicU64 = unsafe { &*(base as *const AtomicU64) };
+    // SAFETY: as for `a`.
     let b: &AtomicU64 = unsafe { &*((base + if shared { 8 } else { 2048 }) as *const AtomicU64) };
     let go = Padded(AtomicU64::new(0));
     let count = Padded(AtomicU64::new(0));
@@ -852,14 +920,6 @@ fn measure_false_sharing(
     )
 }
 
-fn splitmix(s: &mut u64) -> u64 {
-    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *s;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -872,6 +932,22 @@ mod tests {
         assert!(C2cFigures::parse("dirty")
             .unwrap_err()
             .contains("valid: modified"));
+    }
+
+    #[test]
+    fn clean_orders_are_pinned() {
+        // Each pair's order must never change between versions.
+        assert_eq!(
+            clean_order(0, 1)[..12],
+            [34, 31, 43, 7, 12, 8, 20, 5, 24, 35, 17, 16]
+        );
+        assert_eq!(
+            clean_order(3, 2)[..12],
+            [58, 1, 12, 21, 41, 63, 14, 18, 16, 15, 52, 0]
+        );
+        let mut all = clean_order(5, 9);
+        all.sort_unstable();
+        assert_eq!(all, (0..CLEAN_LINES).collect::<Vec<_>>());
     }
 
     #[test]

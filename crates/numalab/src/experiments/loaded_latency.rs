@@ -34,14 +34,16 @@
 use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::chase::{Chase, ChasePattern};
-use crate::measure::harness::{check_buffer, verification_of, Figure, Verification, WorkerReport};
-use crate::measure::pacing::{Pace, PaceOptions, PacedLoad, PacedSpec, TrafficMix};
-use crate::measure::stats::{measure, Measurement, StopReason, StopRule};
-use crate::placement::{
-    format_bytes, pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy,
-    PlacedBuffer, PlacementError, Thp,
+use crate::measure::harness::{
+    pinned_buffer, verification_of, warm_chase, Figure, Verification, WorkerReport, CHASE_SEED,
 };
+use crate::measure::pacing::{
+    Pace, PaceOptions, PacedLoad, PacedReport, PacedSpec, TrafficMix, RATE_TOLERANCE,
+};
+use crate::measure::stats::{measure, Better, Measurement, StopReason, StopRule, Summary};
+use crate::placement::{sys, usable_free_bytes, MemoryPolicy, PlacedBuffer, PlacementError, Thp};
 use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
+use crate::text::format;
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -371,43 +373,17 @@ fn chase_thread(
     out: mpsc::Sender<(Measurement, Vec<f64>)>,
 ) -> Option<WorkerReport> {
     let setup = (|| -> Result<(PlacedBuffer, Chase, ChaseReady), PlacementError> {
-        pin_current_thread(req.cpu)?;
-        let spec = BufferSpec {
-            size: req.buffer_bytes,
-            policy: req.policy.clone(),
-            thp: req.thp,
-            hugetlb: false,
-            toucher: Some(req.cpu),
-            weighted: Default::default(),
-        };
-        let buf = PlacedBuffer::new(m, &spec)?;
-        let check = check_buffer(m, &req.policy, &buf, m.node_of_cpu(req.cpu))?;
-        let mut chase = Chase::build(buf.as_ptr(), buf.len(), req.pattern, 1, 0x5eed_1234)
+        let (buf, check) =
+            pinned_buffer(m, req.cpu, &req.policy, req.buffer_bytes, req.thp, false)?;
+        let mut chase = Chase::build(buf.as_ptr(), buf.len(), req.pattern, 1, CHASE_SEED)
             .map_err(PlacementError::Invalid)?;
-        // Warm up over twice the LLC's worth of lines (as run_latency does),
-        // then size samples to SAMPLE_SECONDS at idle.
-        let llc_lines = m.last_level_cache_bytes().unwrap_or(32 << 20) / 64;
-        let warm = (chase.lines_per_chain() as u64)
-            .min(2 * llc_lines)
-            .max(10_000);
-        let probe = chase.run(warm);
-        std::hint::black_box(probe.sum);
-        let per_step = probe.elapsed.as_secs_f64() / warm as f64;
-        let steps = ((SAMPLE_SECONDS / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32);
+        // Warm up as run_latency does, samples sized at idle.
+        let steps = warm_chase(m, &mut chase, SAMPLE_SECONDS);
         let ready = ChaseReady {
-            report: WorkerReport {
-                pinned: true,
-                migrations: None,
-                requested_cpu: req.cpu,
-                seen_cpus: sys::current_cpu().into_iter().collect(),
-                node: m.node_of_cpu(req.cpu),
-                verified: check.verified,
-                buffers: vec![check.clone()],
-                gbps: Vec::new(),
-            },
+            pages_by_node: check.pages_by_node.clone(),
+            report: WorkerReport::pinned(m, req.cpu, check),
             steps,
             buffer_bytes: buf.len() as u64,
-            pages_by_node: check.pages_by_node.clone(),
         };
         Ok((buf, chase, ready))
     })();
@@ -487,27 +463,14 @@ fn validate(m: &Machine, req: &LoadedLatencyRequest) -> Result<(), PlacementErro
     if m.is_live() && total > usable_free_bytes(m) {
         return Err(PlacementError::Capacity(format!(
             "the chase buffer ({}) and {} injector buffer(s) of {} need {}, more than the {} free on the allowed nodes; use a smaller --size or --injector-size",
-            format_bytes(req.buffer_bytes as u64),
+            format::bytes(req.buffer_bytes as u64),
             req.injector_cpus.len(),
-            format_bytes(req.injector_buffer_bytes as u64),
-            format_bytes(total),
-            format_bytes(usable_free_bytes(m))
+            format::bytes(req.injector_buffer_bytes as u64),
+            format::bytes(total),
+            format::bytes(usable_free_bytes(m))
         )));
     }
     Ok(())
-}
-
-/// A [`Figure`] of latency samples (lower is better).
-fn latency_figure(meas: &Measurement) -> Figure {
-    let s = &meas.summary;
-    Figure {
-        median: s.median,
-        best: s.min,
-        min: s.min,
-        max: s.max,
-        spread: s.spread,
-        rel_ci: s.rel_ci,
-    }
 }
 
 /// Runs the experiment: every mix, idle then every step.
@@ -540,12 +503,7 @@ pub fn run_loaded_latency(
         let mut workers = vec![chase_end.unwrap_or_else(|| ready.report.clone())];
         workers.extend(load_report.threads.iter().map(|t| t.worker.clone()));
         let verification = verification_of(workers);
-        if !verification.verified {
-            warnings.push(format!(
-                "placement did not verify: {}",
-                verification.problems.join("; ")
-            ));
-        }
+        warnings.extend(verification.warning());
         Ok(LoadedLatencyResult {
             chase: ChaseSetup {
                 cpu: req.cpu,
@@ -567,12 +525,7 @@ pub fn run_loaded_latency(
     })
 }
 
-type Driven = (
-    Vec<MixCurve>,
-    InjectorSetup,
-    crate::measure::pacing::PacedReport,
-    Vec<String>,
-);
+type Driven = (Vec<MixCurve>, InjectorSetup, PacedReport, Vec<String>);
 
 /// The main thread's part: starts the injectors, steps them through every
 /// mix and load level, and asks the chase thread for a measurement at each.
@@ -584,6 +537,37 @@ fn drive(
     results: &mpsc::Receiver<(Measurement, Vec<f64>)>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Driven, PlacementError> {
+    let (load, injectors) = start_injectors(m, req, ready)?;
+    let mut run = Stepper {
+        req,
+        load,
+        cmds,
+        results,
+        warnings: Vec::new(),
+    };
+    let mut curves = Vec::new();
+    for &mix in &req.mixes {
+        if cancel::requested() {
+            break;
+        }
+        curves.push(run.curve(mix, progress)?);
+    }
+    let mut warnings = run.warnings;
+    warnings.extend(shared_cpu_warning(&curves));
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
+    }
+    let report = run.load.stop();
+    Ok((curves, injectors, report, warnings))
+}
+
+/// Starts the injectors, idle, their buffers placed and checked: with the
+/// request's injector policy, or by default where the chase buffer is.
+fn start_injectors(
+    m: &Machine,
+    req: &LoadedLatencyRequest,
+    ready: &ChaseReady,
+) -> Result<(PacedLoad, InjectorSetup), PlacementError> {
     let policy_from_chase = req.injector_policy.is_none();
     let inj_policy = req
         .injector_policy
@@ -612,31 +596,112 @@ fn drive(
         buffer_bytes: req.injector_buffer_bytes as u64,
         chunk_bytes: load.chunk_bytes() as u64,
     };
-    let threads = req.injector_cpus.len() as f64;
-    let mut warnings = Vec::new();
-    let mut point = |mix: TrafficMix,
-                     step: Option<LoadStep>|
-     -> Result<LoadPoint, PlacementError> {
+    Ok((load, injectors))
+}
+
+/// The measurements of a run: the injectors, the channels to the chase
+/// thread, and the warnings so far.
+struct Stepper<'a> {
+    req: &'a LoadedLatencyRequest,
+    load: PacedLoad,
+    cmds: &'a mpsc::Sender<Cmd>,
+    results: &'a mpsc::Receiver<(Measurement, Vec<f64>)>,
+    warnings: Vec<String>,
+}
+
+impl Stepper<'_> {
+    /// Injector threads, as a divisor of rates.
+    fn threads(&self) -> f64 {
+        self.req.injector_cpus.len() as f64
+    }
+
+    /// One mix's curve: idle, then the ladder from idle to saturation (the
+    /// automatic ladder measures max first and steps at fractions of it),
+    /// its knee marked. Stops early on cancel.
+    fn curve(
+        &mut self,
+        mix: TrafficMix,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<MixCurve, PlacementError> {
+        let req = self.req;
+        progress(&format!("{mix}: idle"));
+        let idle = self.point(mix, None)?;
+        let mut steps = Vec::new();
+        match &req.ladder {
+            Ladder::Auto if cancel::requested() => {}
+            Ladder::Auto => {
+                progress(&format!("{mix}: max"));
+                let max = self.point(mix, Some(LoadStep::Max))?;
+                let per = (max.injected_gbps * 1e9 / self.threads()).max(1e6);
+                let ladder = DEFAULT_LADDER.map(|f| LoadStep::Rate {
+                    bytes_per_second: per * f,
+                });
+                self.ladder(mix, &ladder, progress, &mut steps)?;
+                steps.push(max);
+            }
+            Ladder::Steps(list) => {
+                self.ladder(mix, &idle_to_saturation(list), progress, &mut steps)?
+            }
+        }
+        let knee = mark_knee(&idle, &mut steps);
+        Ok(MixCurve {
+            mix,
+            description: mix.describe(),
+            memory_per_program_byte: mix.memory_per_program(),
+            knee,
+            knee_injected_gbps: knee.map(|k| steps[k].injected_gbps),
+            knee_latency_ns: knee.map(|k| steps[k].latency_ns.median),
+            max_injected_gbps: steps.iter().map(|p| p.injected_gbps).fold(0.0, f64::max),
+            idle,
+            steps,
+        })
+    }
+
+    /// Measures `ladder`'s steps in order into `out`, until done or cancelled.
+    fn ladder(
+        &mut self,
+        mix: TrafficMix,
+        ladder: &[LoadStep],
+        progress: &mut dyn FnMut(&str),
+        out: &mut Vec<LoadPoint>,
+    ) -> Result<(), PlacementError> {
+        for &step in ladder {
+            if cancel::requested() {
+                break;
+            }
+            progress(&format!("{mix}: {}", step.label()));
+            out.push(self.point(mix, Some(step))?);
+        }
+        Ok(())
+    }
+
+    /// One measurement: the injectors set to `step` (`None`: idle) and
+    /// settled, then the chase measured while their traffic is counted.
+    fn point(
+        &mut self,
+        mix: TrafficMix,
+        step: Option<LoadStep>,
+    ) -> Result<LoadPoint, PlacementError> {
+        let req = self.req;
         let pace = step.map(|s| s.pace()).unwrap_or(Pace::Idle);
-        load.set(pace, mix)?;
+        self.load.set(pace, mix)?;
         std::thread::sleep(req.settle);
-        let mark = load.mark();
+        let mark = self.load.mark();
         let lost = || PlacementError::Os("the chase thread ended unexpectedly".into());
-        cmds.send(Cmd::Measure(req.rule.clone()))
+        self.cmds
+            .send(Cmd::Measure(req.rule.clone()))
             .map_err(|_| lost())?;
-        let (meas, wall) = results.recv().map_err(|_| lost())?;
-        let wall_median = crate::measure::stats::Summary::of(&wall)
-            .map(|w| w.median)
-            .unwrap_or(f64::NAN);
-        let t = load.traffic_since(&mark);
+        let (meas, wall) = self.results.recv().map_err(|_| lost())?;
+        let wall_median = Summary::of(&wall).map(|w| w.median).unwrap_or(f64::NAN);
+        let t = self.load.traffic_since(&mark);
         let label = step.map(|s| s.label()).unwrap_or_else(|| "idle".into());
         for w in meas.warnings() {
-            warnings.push(format!("mix {mix}, {label}: {w}"));
+            self.warnings.push(format!("mix {mix}, {label}: {w}"));
         }
         if let Some(LoadStep::Rate { bytes_per_second }) = step {
-            let per = t.total / threads;
-            if per < bytes_per_second * (1.0 - crate::measure::pacing::RATE_TOLERANCE) {
-                warnings.push(format!(
+            let per = t.total / self.threads();
+            if per < bytes_per_second * (1.0 - RATE_TOLERANCE) {
+                self.warnings.push(format!(
                     "mix {mix}: requested {:.2} GB/s per injector, achieved {:.2}: more than the injectors could supply (or they were descheduled)",
                     bytes_per_second / 1e9,
                     per / 1e9
@@ -649,7 +714,7 @@ fn drive(
             injected_gbps: t.total / 1e9,
             injected_memory_gbps: t.total_memory / 1e9,
             per_thread_gbps: t.per_thread.iter().map(|r| r / 1e9).collect(),
-            latency_ns: latency_figure(&meas),
+            latency_ns: Figure::of(&meas.summary, Better::Lower, 1.0),
             ci_low_ns: meas.summary.ci_low,
             ci_high_ns: meas.summary.ci_high,
             samples: meas.samples.len(),
@@ -660,57 +725,13 @@ fn drive(
             rises: false,
             knee: false,
         })
-    };
-    let mut curves = Vec::new();
-    for &mix in &req.mixes {
-        if cancel::requested() {
-            break;
-        }
-        progress(&format!("{mix}: idle"));
-        let idle = point(mix, None)?;
-        let mut steps = Vec::new();
-        match &req.ladder {
-            Ladder::Auto if cancel::requested() => {}
-            Ladder::Auto => {
-                progress(&format!("{mix}: max"));
-                let max = point(mix, Some(LoadStep::Max))?;
-                let per = (max.injected_gbps * 1e9 / threads).max(1e6);
-                for f in DEFAULT_LADDER {
-                    if cancel::requested() {
-                        break;
-                    }
-                    let step = LoadStep::Rate {
-                        bytes_per_second: per * f,
-                    };
-                    progress(&format!("{mix}: {}", step.label()));
-                    steps.push(point(mix, Some(step))?);
-                }
-                steps.push(max);
-            }
-            Ladder::Steps(list) => {
-                for step in idle_to_saturation(list) {
-                    if cancel::requested() {
-                        break;
-                    }
-                    progress(&format!("{mix}: {}", step.label()));
-                    steps.push(point(mix, Some(step))?);
-                }
-            }
-        }
-        let knee = mark_knee(&idle, &mut steps);
-        curves.push(MixCurve {
-            mix,
-            description: mix.describe(),
-            memory_per_program_byte: mix.memory_per_program(),
-            knee,
-            knee_injected_gbps: knee.map(|k| steps[k].injected_gbps),
-            knee_latency_ns: knee.map(|k| steps[k].latency_ns.median),
-            max_injected_gbps: steps.iter().map(|p| p.injected_gbps).fold(0.0, f64::max),
-            idle,
-            steps,
-        });
     }
-    let shared = curves
+}
+
+/// A warning when the chasing CPU ran less than 90% of the wall time at
+/// some point (other processes shared it), naming the worst point.
+fn shared_cpu_warning(curves: &[MixCurve]) -> Option<String> {
+    let (mix, p) = curves
         .iter()
         .flat_map(|c| {
             std::iter::once(&c.idle)
@@ -718,19 +739,13 @@ fn drive(
                 .map(move |p| (c.mix, p))
         })
         .filter(|(_, p)| p.cpu_share.is_finite())
-        .min_by(|a, b| a.1.cpu_share.total_cmp(&b.1.cpu_share));
-    if let Some((mix, p)) = shared.filter(|(_, p)| p.cpu_share < 0.9) {
-        warnings.push(format!(
-            "the chasing CPU was shared with other processes: the chase ran as little as {:.0}% of the wall time (mix {mix}, {}); latencies are on its own CPU clock, but their traffic and cache use still add noise",
-            p.cpu_share * 100.0,
-            p.step
-        ));
-    }
-    if cancel::requested() {
-        warnings.push(cancel::WARNING.to_string());
-    }
-    let report = load.stop();
-    Ok((curves, injectors, report, warnings))
+        .min_by(|a, b| a.1.cpu_share.total_cmp(&b.1.cpu_share))
+        .filter(|(_, p)| p.cpu_share < 0.9)?;
+    Some(format!(
+        "the chasing CPU was shared with other processes: the chase ran as little as {:.0}% of the wall time (mix {mix}, {}); latencies are on its own CPU clock, but their traffic and cache use still add noise",
+        p.cpu_share * 100.0,
+        p.step
+    ))
 }
 
 #[cfg(test)]

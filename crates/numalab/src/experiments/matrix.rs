@@ -90,101 +90,26 @@ pub fn run_matrix(
     let mut latency = None;
     let mut bandwidth = None;
     if req.latency {
-        let mut table = Vec::new();
-        'rows: for &r in &rows {
-            let cpu = first_cpu(m, r)?;
-            let mut row = Vec::new();
-            for &c in &cols {
-                if cancel::requested() {
-                    if !row.is_empty() {
-                        table.push(row);
-                    }
-                    break 'rows;
-                }
-                progress(&format!("latency node {r} -> node {c}"));
-                let lr = run_latency(
-                    m,
-                    &LatencyRequest {
-                        cpu,
-                        policy: MemoryPolicy::Bind {
-                            nodes: IdSet::single(c),
-                        },
-                        pattern: req.pattern,
-                        chains: 1,
-                        buffer_bytes: req.latency_bytes,
-                        thp: Some(Thp::Off),
-                        hugetlb: false,
-                        rule: req.rule.clone(),
-                    },
-                )?;
-                warnings.extend(lr.warnings.iter().map(|w| format!("latency {r}->{c}: {w}")));
-                row.push(Cell {
-                    cpu_node: r,
-                    mem_node: c,
-                    value: lr.ns,
-                    numa_ratio: None,
-                    verification: lr.verification,
-                });
-            }
-            table.push(row);
-        }
+        let mut table = measure_table(
+            "latency",
+            (&rows, &cols),
+            progress,
+            &mut warnings,
+            |r| first_cpu(m, r),
+            |&cpu, c| latency_cell(m, req, cpu, c),
+        )?;
         set_ratios(&mut table, |local, x| x / local);
         latency = Some(table);
     }
     if req.bandwidth && !cancel::requested() {
-        let mut table = Vec::new();
-        'rows: for &r in &rows {
-            let cpus: Vec<u32> = if req.all_threads_per_node {
-                let node_cpus = m.allowed_cpus_of(r);
-                crate::placement::thread_policy::compact_order(m, &node_cpus)
-            } else {
-                vec![first_cpu(m, r)?]
-            };
-            let mut row = Vec::new();
-            for &c in &cols {
-                if cancel::requested() {
-                    if !row.is_empty() {
-                        table.push(row);
-                    }
-                    break 'rows;
-                }
-                progress(&format!("bandwidth node {r} -> node {c}"));
-                let policy = MemoryPolicy::Bind {
-                    nodes: IdSet::single(c),
-                };
-                let br = run_bandwidth(
-                    m,
-                    &BandwidthRequest {
-                        kernel: req.kernel,
-                        isa: req.isa,
-                        workers: cpus
-                            .iter()
-                            .map(|&cpu| WorkerPlan {
-                                cpu,
-                                policy: policy.clone(),
-                                toucher: None,
-                            })
-                            .collect(),
-                        buffer_bytes: req.bandwidth_bytes,
-                        thp: Some(Thp::On),
-                        rule: req.rule.clone(),
-                    },
-                )?;
-                warnings.extend(
-                    br.warnings
-                        .iter()
-                        .map(|w| format!("bandwidth {r}->{c}: {w}")),
-                );
-                row.push(Cell {
-                    cpu_node: r,
-                    mem_node: c,
-                    value: br.gbps,
-                    numa_ratio: None,
-                    verification: br.verification,
-                });
-            }
-            table.push(row);
-        }
+        let mut table = measure_table(
+            "bandwidth",
+            (&rows, &cols),
+            progress,
+            &mut warnings,
+            |r| node_threads(m, req, r),
+            |cpus, c| bandwidth_cell(m, req, cpus, c),
+        )?;
         set_ratios(&mut table, |local, x| local / x);
         bandwidth = Some(table);
     }
@@ -212,6 +137,112 @@ pub fn run_matrix(
     })
 }
 
+/// What one cell's measurement gives: its figure, placement proof and warnings.
+type Measured = (Figure, Verification, Vec<String>);
+
+/// Measures a table row by row: `row_setup` once per CPU node (the threads
+/// of the row), `measure` once per memory node. On cancel it stops before
+/// the next cell and keeps the cells measured so far (the row in progress
+/// too, when not empty). Each cell's warnings are kept, named by the cell.
+fn measure_table<S>(
+    what: &str,
+    (rows, cols): (&[u32], &[u32]),
+    progress: &mut dyn FnMut(&str),
+    warnings: &mut Vec<String>,
+    mut row_setup: impl FnMut(u32) -> Result<S, PlacementError>,
+    mut measure: impl FnMut(&S, u32) -> Result<Measured, PlacementError>,
+) -> Result<Vec<Vec<Cell<Figure>>>, PlacementError> {
+    let mut table = Vec::new();
+    for &r in rows {
+        let threads = row_setup(r)?;
+        let mut row = Vec::new();
+        for &c in cols {
+            if cancel::requested() {
+                if !row.is_empty() {
+                    table.push(row);
+                }
+                return Ok(table);
+            }
+            progress(&format!("{what} node {r} -> node {c}"));
+            let (value, verification, ws) = measure(&threads, c)?;
+            warnings.extend(ws.iter().map(|w| format!("{what} {r}->{c}: {w}")));
+            row.push(Cell {
+                cpu_node: r,
+                mem_node: c,
+                value,
+                numa_ratio: None,
+                verification,
+            });
+        }
+        table.push(row);
+    }
+    Ok(table)
+}
+
+/// Latency from `cpu` (one thread, a chain) to memory on `node`.
+fn latency_cell(
+    m: &Machine,
+    req: &MatrixRequest,
+    cpu: u32,
+    node: u32,
+) -> Result<Measured, PlacementError> {
+    let lr = run_latency(
+        m,
+        &LatencyRequest {
+            cpu,
+            policy: bound_to(node),
+            pattern: req.pattern,
+            chains: 1,
+            buffer_bytes: req.latency_bytes,
+            thp: Some(Thp::Off),
+            hugetlb: false,
+            rule: req.rule.clone(),
+        },
+    )?;
+    Ok((lr.ns, lr.verification, lr.warnings))
+}
+
+/// Bandwidth of threads on `cpus` streaming buffers on `node`.
+fn bandwidth_cell(
+    m: &Machine,
+    req: &MatrixRequest,
+    cpus: &[u32],
+    node: u32,
+) -> Result<Measured, PlacementError> {
+    let br = run_bandwidth(
+        m,
+        &BandwidthRequest {
+            kernel: req.kernel,
+            isa: req.isa,
+            workers: WorkerPlan::on_each(cpus, &bound_to(node)),
+            buffer_bytes: req.bandwidth_bytes,
+            thp: Some(Thp::On),
+            rule: req.rule.clone(),
+        },
+    )?;
+    Ok((br.gbps, br.verification, br.warnings))
+}
+
+/// Every page on `node`.
+fn bound_to(node: u32) -> MemoryPolicy {
+    MemoryPolicy::Bind {
+        nodes: IdSet::single(node),
+    }
+}
+
+/// The bandwidth threads of a CPU node: its first CPU, or all of its CPUs
+/// in compact order.
+fn node_threads(m: &Machine, req: &MatrixRequest, node: u32) -> Result<Vec<u32>, PlacementError> {
+    if req.all_threads_per_node {
+        let node_cpus = m.allowed_cpus_of(node);
+        Ok(crate::placement::thread_policy::compact_order(
+            m, &node_cpus,
+        ))
+    } else {
+        Ok(vec![first_cpu(m, node)?])
+    }
+}
+
 fn first_cpu(m: &Machine, node: u32) -> Result<u32, PlacementError> {
     m.allowed_cpus_of(node)
         .first()
@@ -234,29 +265,4 @@ fn set_ratios(table: &mut [Vec<Cell<Figure>>], ratio: impl Fn(f64, f64) -> f64) 
             }
         }
     }
-}
-
-/// The classic table: rows are thread nodes, columns memory nodes.
-pub fn render_table(
-    title: &str,
-    cols: &[u32],
-    table: &[Vec<Cell<Figure>>],
-    fmt_value: &dyn Fn(f64) -> String,
-) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(s, "{title}");
-    let _ = write!(s, "  {:>10}", "CPU node");
-    for c in cols {
-        let _ = write!(s, " {:>10}", format!("mem {c}"));
-    }
-    let _ = writeln!(s);
-    for row in table {
-        let _ = write!(s, "  {:>10}", row.first().map(|c| c.cpu_node).unwrap_or(0));
-        for c in row {
-            let _ = write!(s, " {:>10}", fmt_value(c.value.median));
-        }
-        let _ = writeln!(s);
-    }
-    s
 }

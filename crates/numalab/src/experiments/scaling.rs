@@ -22,6 +22,7 @@ use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::{compact_order, scatter_order};
 use crate::placement::{MemoryPolicy, PlacementError, Thp};
 use crate::serde_util::{f64_or_nan, NanF64};
+use crate::text::format::plural;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// One thread count under one layout.
@@ -149,41 +150,14 @@ pub fn run_scaling_at(
     let Some(&max) = counts.last() else {
         return Err(PlacementError::Invalid("no allowed CPU".into()));
     };
-    let mut warnings = Vec::new();
-    let mut run = |order: &[u32], n: usize, layout: &str| -> Result<ScalingPoint, PlacementError> {
-        progress(&format!(
-            "{layout} {n} thread{}",
-            if n == 1 { "" } else { "s" }
-        ));
-        let cpus: Vec<u32> = order[..n].to_vec();
-        let r = run_bandwidth(
-            m,
-            &BandwidthRequest {
-                kernel,
-                isa,
-                workers: cpus
-                    .iter()
-                    .map(|&cpu| WorkerPlan {
-                        cpu,
-                        policy: MemoryPolicy::Local,
-                        toucher: None,
-                    })
-                    .collect(),
-                buffer_bytes,
-                thp: Some(Thp::On),
-                rule: rule.clone(),
-            },
-        )?;
-        warnings.extend(r.warnings.iter().map(|w| format!("{layout} {n}: {w}")));
-        let per_thread_bytes = r.bytes_per_pass.program as f64 / n as f64;
-        Ok(ScalingPoint {
-            threads: n,
-            cpus,
-            per_thread_gbps: r.gbps.median / n as f64,
-            seconds_per_pass: per_thread_bytes * n as f64 / (r.gbps.median * 1e9),
-            gbps: r.gbps,
-            verified: r.verification.verified,
-        })
+    let mut run = Points {
+        m,
+        kernel,
+        isa,
+        buffer_bytes,
+        rule,
+        progress,
+        warnings: Vec::new(),
     };
     let mut packed = Vec::new();
     let mut spread = Vec::new();
@@ -191,7 +165,7 @@ pub fn run_scaling_at(
         if cancel::requested() {
             break;
         }
-        packed.push(run(&packed_order, n, "packed")?);
+        packed.push(run.point(&packed_order, n, "packed")?);
         // With one node, or one thread, spread is the same placement.
         if cancel::requested() && n > 1 {
             break;
@@ -200,28 +174,11 @@ pub fn run_scaling_at(
             let same = packed.last().cloned();
             spread.extend(same);
         } else {
-            spread.push(run(&spread_order, n, "spread")?);
+            spread.push(run.point(&spread_order, n, "spread")?);
         }
     }
-    let bytes_per_thread = kernel.bytes_per_pass(buffer_bytes / 8).program as f64;
-    let model = if packed.len() >= 2 {
-        let first = &packed[0];
-        let last = &packed[packed.len() - 1];
-        let top = m.allowed_cpus.len().max(max);
-        let mut targets: Vec<usize> = vec![1, 2, 4, 8, 16, 32, 64]
-            .into_iter()
-            .filter(|&t| t <= top.max(2) * 4)
-            .collect();
-        targets.dedup();
-        ContentionModel::fit(
-            (first.threads, first.seconds_per_pass),
-            (last.threads, last.seconds_per_pass),
-            bytes_per_thread,
-            &targets,
-        )
-    } else {
-        None
-    };
+    let model = fit_packed(m, kernel, buffer_bytes, &packed, max);
+    let mut warnings = run.warnings;
     if cancel::requested() {
         warnings.push(cancel::WARNING.to_string());
     }
@@ -233,6 +190,81 @@ pub fn run_scaling_at(
         model,
         warnings,
     })
+}
+
+/// The measurements of a scaling run: what every point shares, and the
+/// warnings of the points run so far.
+struct Points<'a> {
+    m: &'a Machine,
+    kernel: BandwidthKernel,
+    isa: Isa,
+    buffer_bytes: usize,
+    rule: &'a StopRule,
+    progress: &'a mut dyn FnMut(&str),
+    warnings: Vec<String>,
+}
+
+impl Points<'_> {
+    /// The first `n` CPUs of `order` streaming their local buffers.
+    fn point(
+        &mut self,
+        order: &[u32],
+        n: usize,
+        layout: &str,
+    ) -> Result<ScalingPoint, PlacementError> {
+        (self.progress)(&format!("{layout} {}", plural(n, "thread", "threads")));
+        let cpus: Vec<u32> = order[..n].to_vec();
+        let r = run_bandwidth(
+            self.m,
+            &BandwidthRequest {
+                kernel: self.kernel,
+                isa: self.isa,
+                workers: WorkerPlan::on_each(&cpus, &MemoryPolicy::Local),
+                buffer_bytes: self.buffer_bytes,
+                thp: Some(Thp::On),
+                rule: self.rule.clone(),
+            },
+        )?;
+        self.warnings
+            .extend(r.warnings.iter().map(|w| format!("{layout} {n}: {w}")));
+        let per_thread_bytes = r.bytes_per_pass.program as f64 / n as f64;
+        Ok(ScalingPoint {
+            threads: n,
+            cpus,
+            per_thread_gbps: r.gbps.median / n as f64,
+            seconds_per_pass: per_thread_bytes * n as f64 / (r.gbps.median * 1e9),
+            gbps: r.gbps,
+            verified: r.verification.verified,
+        })
+    }
+}
+
+/// The contention model of the packed layout, fitted on its smallest and
+/// largest thread counts, predicting powers of two up to four times the
+/// machine's CPUs; `None` with fewer than two counts run.
+fn fit_packed(
+    m: &Machine,
+    kernel: BandwidthKernel,
+    buffer_bytes: usize,
+    packed: &[ScalingPoint],
+    max: usize,
+) -> Option<ContentionModel> {
+    let [first, .., last] = packed else {
+        return None;
+    };
+    let bytes_per_thread = kernel.bytes_per_pass(buffer_bytes / 8).program as f64;
+    let top = m.allowed_cpus.len().max(max);
+    let mut targets: Vec<usize> = vec![1, 2, 4, 8, 16, 32, 64]
+        .into_iter()
+        .filter(|&t| t <= top.max(2) * 4)
+        .collect();
+    targets.dedup();
+    ContentionModel::fit(
+        (first.threads, first.seconds_per_pass),
+        (last.threads, last.seconds_per_pass),
+        bytes_per_thread,
+        &targets,
+    )
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! followed together in one loop: N independent dependent chains measure
 //! memory-level parallelism (the time per step then covers N accesses).
 
+use crate::random::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -125,25 +126,6 @@ pub struct Chase {
     per_chain: usize,
 }
 
-/// splitmix64: a tiny, fast, good-enough PRNG.
-#[derive(Clone)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is < n / 2^64).
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
-}
-
 /// An element index (u32 halves the memory and cache misses when it fits).
 trait Idx: Copy + Eq {
     /// "No element": marks the elements no chain visits.
@@ -194,14 +176,6 @@ fn scratch<T: Copy>(n: usize, fill: T) -> Vec<T> {
     v
 }
 
-/// Fisher-Yates shuffle.
-fn shuffle<T>(v: &mut [T], rng: &mut SplitMix64) {
-    for i in (1..v.len()).rev() {
-        let j = rng.below(i + 1);
-        v.swap(i, j);
-    }
-}
-
 /// A uniformly random order of `0..n`, cache friendly for large n: every
 /// element goes to a uniformly random bucket (sequential appends to a few
 /// hundred streams), then each bucket, small enough for L2, is shuffled.
@@ -213,7 +187,7 @@ fn random_order<T: Idx>(n: usize, rng: &mut SplitMix64) -> Vec<T> {
     let buckets = n.div_ceil(BUCKET);
     if buckets <= 1 {
         let mut v: Vec<T> = (0..n).map(T::from).collect();
-        shuffle(&mut v, rng);
+        rng.shuffle(&mut v);
         return v;
     }
     // Draw the buckets twice from the same stream: once to count, once to place.
@@ -234,7 +208,7 @@ fn random_order<T: Idx>(n: usize, rng: &mut SplitMix64) -> Vec<T> {
         fill[b] += 1;
     }
     for b in 0..buckets {
-        shuffle(&mut out[start[b]..start[b + 1]], rng);
+        rng.shuffle(&mut out[start[b]..start[b + 1]]);
     }
     out
 }
@@ -333,7 +307,7 @@ fn successors<T: Idx>(
                 let first = (lo - g.base) / LINE;
                 lines.clear();
                 lines.extend(first..first + (hi - lo) / LINE);
-                shuffle(&mut lines, rng);
+                rng.shuffle(&mut lines);
                 for &l in &lines {
                     link.push(l);
                 }
@@ -447,7 +421,7 @@ impl Chase {
             per: elements / chains,
             chains,
         };
-        let mut rng = SplitMix64(seed);
+        let mut rng = SplitMix64::new(seed);
         let heads = match pattern {
             ChasePattern::Stride { .. } => write_stride(&g),
             _ if elements < u32::MAX as usize => {
@@ -670,7 +644,7 @@ mod tests {
     #[test]
     fn bucket_shuffle_is_a_well_mixed_permutation() {
         let n = 300_001; // 10 buckets
-        let order = random_order::<u32>(n, &mut SplitMix64(9));
+        let order = random_order::<u32>(n, &mut SplitMix64::new(9));
         let mut seen = vec![false; n];
         for &e in &order {
             assert!(!std::mem::replace(&mut seen[e as usize], true));
@@ -701,9 +675,38 @@ mod tests {
             );
         }
         // Small orders (one bucket) are plain Fisher-Yates permutations.
-        let mut small = random_order::<usize>(1000, &mut SplitMix64(1));
+        let mut small = random_order::<usize>(1000, &mut SplitMix64::new(1));
         small.sort();
         assert_eq!(small, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn chase_orders_are_pinned() {
+        // The orders of a seed must never change: results taken with one
+        // version compare with results taken with the next.
+        let b = Buf::new(4 << 20);
+        let lines = |pattern, len, chains, seed| {
+            let c = Chase::build(b.ptr, len, pattern, chains, seed).unwrap();
+            c.walk(0, 8).iter().map(|o| o / LINE).collect::<Vec<_>>()
+        };
+        // One bucket (Fisher-Yates), two buckets (scatter-shuffle), pages.
+        assert_eq!(
+            lines(ChasePattern::Random, 1 << 20, 1, 0x5eed_1234),
+            [8928, 4570, 11991, 8747, 8439, 10428, 8000, 2710]
+        );
+        assert_eq!(
+            lines(ChasePattern::Random, 4 << 20, 1, 7),
+            [2611, 44947, 53435, 14113, 14253, 27259, 55790, 28786]
+        );
+        assert_eq!(
+            lines(ChasePattern::Page { pages_per_group: 2 }, 1 << 20, 2, 9),
+            [14865, 14913, 14867, 14910, 14859, 14974, 14930, 14931]
+        );
+        let order = random_order::<u32>(100_000, &mut SplitMix64::new(3));
+        assert_eq!(
+            order[..8],
+            [73117, 77114, 74876, 15643, 75439, 68706, 77171, 78027]
+        );
     }
 
     #[test]

@@ -16,20 +16,25 @@ use super::kernels::{run_pass, BandwidthKernel, ByteCount, Isa};
 use super::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::machine::Machine;
 use crate::placement::{
-    pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError, Realization,
-    Thp,
+    pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy, PlacedBuffer,
+    PlacementError, Realization, Thp,
 };
 use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
+use crate::text::format;
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Shortest time one sample should take: below this, timer resolution and
 /// barrier skew dominate.
 const MIN_SAMPLE_SECONDS: f64 = 0.02;
+
+/// The seed of every latency chase: the same buffer size and pattern give
+/// the same order in every run.
+pub(crate) const CHASE_SEED: u64 = 0x5eed_1234;
 
 /// Where one buffer is and whether that is what was asked.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -71,12 +76,36 @@ pub struct WorkerReport {
     pub verified: bool,
 }
 
+impl WorkerReport {
+    /// A worker pinned to `cpu` with one buffer, seen on the CPU the
+    /// calling thread runs on now.
+    pub(crate) fn pinned(m: &Machine, cpu: u32, check: BufferCheck) -> Self {
+        WorkerReport {
+            requested_cpu: cpu,
+            seen_cpus: sys::current_cpu().into_iter().collect(),
+            pinned: true,
+            migrations: None,
+            node: m.node_of_cpu(cpu),
+            verified: check.verified,
+            buffers: vec![check],
+            gbps: Vec::new(),
+        }
+    }
+}
+
 /// The placement proof attached to every result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verification {
     pub verified: bool,
     pub workers: Vec<WorkerReport>,
     pub problems: Vec<String>,
+}
+
+impl Verification {
+    /// The warning of a result whose placement did not verify.
+    pub(crate) fn warning(&self) -> Option<String> {
+        (!self.verified).then(|| format!("placement did not verify: {}", self.problems.join("; ")))
+    }
 }
 
 /// One worker of a bandwidth run: its CPU and its memory policy.
@@ -86,6 +115,20 @@ pub struct WorkerPlan {
     pub policy: MemoryPolicy,
     /// CPU of the thread that first touches the buffers; `None` = the worker itself.
     pub toucher: Option<u32>,
+}
+
+impl WorkerPlan {
+    /// One worker on each CPU, all with `policy`, each touching its own
+    /// buffers.
+    pub fn on_each(cpus: &[u32], policy: &MemoryPolicy) -> Vec<WorkerPlan> {
+        cpus.iter()
+            .map(|&cpu| WorkerPlan {
+                cpu,
+                policy: policy.clone(),
+                toucher: None,
+            })
+            .collect()
+    }
 }
 
 /// A bandwidth measurement request.
@@ -309,242 +352,36 @@ pub fn run_bandwidth_with(
     req: &BandwidthRequest,
     opts: &RunOptions,
 ) -> Result<BandwidthResult, PlacementError> {
-    req.isa
-        .check_available()
-        .map_err(PlacementError::Unsupported)?;
+    check_bandwidth_request(m, req, opts)?;
     let n = req.workers.len();
-    if n == 0 {
-        return Err(PlacementError::Invalid(
-            "a bandwidth run needs at least one worker".into(),
-        ));
-    }
-    let elems = req.buffer_bytes / 8;
-    if elems < 8 {
-        return Err(PlacementError::Invalid(
-            "buffers must be at least 64 bytes".into(),
-        ));
-    }
-    if opts.unpinned.as_ref().is_some_and(|s| s.is_empty()) {
-        return Err(PlacementError::Invalid(
-            "unpinned workers need at least one CPU to run on".into(),
-        ));
-    }
-    // ready: every worker finished setup (or failed); start/done: one sample.
-    let ready = Barrier::new(n + 1);
-    // All workers' buffers together must fit, or the last ones to fault
-    // would bring the OOM killer.
-    let total = (req.buffer_bytes as u64) * (req.kernel.arrays() * n) as u64;
-    if m.is_live() && total > crate::placement::usable_free_bytes(m) {
-        return Err(PlacementError::Capacity(format!(
-            "{n} thread(s) x {} buffer(s) x {} = {} do not fit in the {} free on the allowed nodes; use a smaller --size or fewer threads",
-            req.kernel.arrays(),
-            crate::placement::format_bytes(req.buffer_bytes as u64),
-            crate::placement::format_bytes(total),
-            crate::placement::format_bytes(crate::placement::usable_free_bytes(m))
-        )));
-    }
     // The serial initializer touches everybody's data before anyone starts.
     let mut premade: Vec<Option<Vec<PlacedBuffer>>> = match opts.initializer {
         None => (0..n).map(|_| None).collect(),
         Some(cpu) => initialize_all(m, req, cpu)?.into_iter().map(Some).collect(),
     };
-    let init_node = opts.initializer.and_then(|c| m.node_of_cpu(c));
-    let unpinned = opts.unpinned.as_ref();
-    let start = Barrier::new(n + 1);
-    let done = Barrier::new(n + 1);
-    let stop = AtomicBool::new(false);
-    let passes = AtomicUsize::new(1);
-    let times: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
-    let reports: Mutex<Vec<Option<Result<WorkerReport, PlacementError>>>> =
-        Mutex::new((0..n).map(|_| None).collect());
-    let per_pass_worker = req.kernel.bytes_per_pass(elems);
-
+    let run = Run {
+        m,
+        req,
+        unpinned: opts.unpinned.as_ref(),
+        init_node: opts.initializer.and_then(|c| m.node_of_cpu(c)),
+        sync: Rendezvous::new(n),
+    };
     let outcome = std::thread::scope(|s| {
         for (i, plan) in req.workers.iter().enumerate() {
-            let (ready, start, done, stop, passes, times, reports) =
-                (&ready, &start, &done, &stop, &passes, &times, &reports);
             let made = premade[i].take();
-            s.spawn(move || {
-                let mut looks = CpuLooks::default();
-                let setup = (|| -> Result<(Vec<PlacedBuffer>, WorkerReport), PlacementError> {
-                    match unpinned {
-                        Some(set) => sys::set_affinity(0, set).map_err(|e| {
-                            PlacementError::Os(format!(
-                                "letting an unpinned worker run on CPUs {set}: {e}"
-                            ))
-                        })?,
-                        None => pin_current_thread(plan.cpu)?,
-                    }
-                    looks.look();
-                    let mut bufs = Vec::new();
-                    let mut checks = Vec::new();
-                    match made {
-                        Some(made) => {
-                            for b in made {
-                                checks.push(check_buffer(m, &plan.policy, &b, init_node)?);
-                                bufs.push(b);
-                            }
-                        }
-                        None => {
-                            let spec = BufferSpec {
-                                size: req.buffer_bytes,
-                                policy: plan.policy.clone(),
-                                thp: req.thp,
-                                hugetlb: false,
-                                // Unpinned: touched by the worker wherever it runs.
-                                toucher: match unpinned {
-                                    Some(_) => None,
-                                    None => Some(plan.toucher.unwrap_or(plan.cpu)),
-                                },
-                                weighted: Default::default(),
-                            };
-                            let toucher_node = m.node_of_cpu(spec.toucher.unwrap_or(plan.cpu));
-                            for _ in 0..req.kernel.arrays() {
-                                let mut b = PlacedBuffer::new(m, &spec)?;
-                                as_f64(&mut b).fill(1.0);
-                                if unpinned.is_some() {
-                                    looks.look();
-                                } else {
-                                    checks.push(check_buffer(m, &plan.policy, &b, toucher_node)?);
-                                }
-                                bufs.push(b);
-                            }
-                            if unpinned.is_some() {
-                                // First touch happened wherever the worker ran meanwhile.
-                                let nodes: IdSet =
-                                    looks.seen.iter().filter_map(|c| m.node_of_cpu(c)).collect();
-                                let expected = match plan.policy {
-                                    MemoryPolicy::FirstTouch | MemoryPolicy::Local => Some(nodes),
-                                    _ => plan.policy.nodes_expected(
-                                        m,
-                                        looks.first.and_then(|c| m.node_of_cpu(c)),
-                                    ),
-                                };
-                                for b in &bufs {
-                                    checks.push(check_buffer_against(
-                                        &plan.policy,
-                                        b,
-                                        expected.clone(),
-                                    )?);
-                                }
-                            }
-                        }
-                    }
-                    let cpu = match unpinned {
-                        Some(_) => looks.first.unwrap_or(plan.cpu),
-                        None => plan.cpu,
-                    };
-                    let report = WorkerReport {
-                        requested_cpu: cpu,
-                        seen_cpus: sys::current_cpu().into_iter().collect(),
-                        pinned: unpinned.is_none(),
-                        migrations: None,
-                        node: m.node_of_cpu(cpu),
-                        verified: checks.iter().all(|c| c.verified),
-                        buffers: checks,
-                        gbps: Vec::new(),
-                    };
-                    Ok((bufs, report))
-                })();
-                let (mut bufs, report) = match setup {
-                    Ok(x) => x,
-                    Err(e) => {
-                        reports.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(Err(e));
-                        // Keep the barrier protocol so the others are not stuck:
-                        // the main thread stops everyone after `ready`.
-                        ready.wait();
-                        start.wait();
-                        return;
-                    }
-                };
-                reports.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(Ok(report));
-                ready.wait();
-                let mut slices: Vec<&mut [f64]> = bufs.iter_mut().map(as_f64).collect();
-                loop {
-                    start.wait();
-                    if stop.load(Ordering::Acquire) {
-                        break;
-                    }
-                    let k = passes.load(Ordering::Acquire);
-                    let t0 = Instant::now();
-                    let mut sink = 0.0;
-                    for _ in 0..k {
-                        sink += run_pass(req.kernel, req.isa, &mut slices, 3.0);
-                        if unpinned.is_some() {
-                            looks.look();
-                        }
-                    }
-                    std::hint::black_box(sink);
-                    times[i].store(t0.elapsed().as_secs_f64().to_bits(), Ordering::Release);
-                    done.wait();
-                }
-                let mut r = reports.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(Ok(rep)) = r[i].as_mut() {
-                    if unpinned.is_some() {
-                        looks.look();
-                        rep.seen_cpus = looks.seen.iter().collect();
-                        rep.migrations = Some(looks.migrations);
-                    } else if let Some(c) = sys::current_cpu() {
-                        rep.seen_cpus.push(c);
-                    }
-                }
-            });
+            let run = &run;
+            s.spawn(move || worker(run, i, plan, made));
         }
-        let failed = || {
-            reports
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .any(|r| matches!(r, Some(Err(_))))
-        };
-        let mut per_worker: Vec<Vec<f64>> = vec![Vec::new(); n];
-        let mut run_sample = |record: bool| -> f64 {
-            start.wait();
-            done.wait();
-            let ts: Vec<f64> = times
-                .iter()
-                .map(|t| f64::from_bits(t.load(Ordering::Acquire)))
-                .collect();
-            let k = passes.load(Ordering::Acquire) as f64;
-            let own = |t: f64| per_pass_worker.program as f64 * k / t.max(1e-9) / 1e9;
-            if record {
-                for (w, t) in ts.iter().enumerate() {
-                    per_worker[w].push(own(*t));
-                }
-            }
-            match opts.aggregate {
-                Aggregate::Slowest => {
-                    let slowest = ts.iter().cloned().fold(0.0, f64::max).max(1e-9);
-                    per_pass_worker.program as f64 * n as f64 * k / slowest / 1e9
-                }
-                Aggregate::Sum => ts.iter().map(|t| own(*t)).sum(),
-            }
-        };
-        ready.wait();
-        if failed() {
-            stop.store(true, Ordering::Release);
-            start.wait();
-            return None;
-        }
-        {
-            let gbps1 = run_sample(false);
-            let one_pass = per_pass_worker.program as f64 * n as f64 / (gbps1 * 1e9);
-            let k = (MIN_SAMPLE_SECONDS / one_pass.max(1e-9))
-                .ceil()
-                .clamp(1.0, 1e6) as usize;
-            passes.store(k, Ordering::Release);
-            let meas = measure(&req.rule, || run_sample(true));
-            // Per-worker figures of warm-up samples are not kept either.
-            for w in per_worker.iter_mut() {
-                w.drain(..meas.warmup_samples.len().min(w.len()));
-            }
-            stop.store(true, Ordering::Release);
-            start.wait();
-            Some((meas, per_worker))
-        }
+        drive_samples(&run, opts.aggregate)
     });
+    // A worker's own error says more than "workers failed".
     let mut reps = Vec::new();
-    for r in reports.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    for r in run
+        .sync
+        .reports
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+    {
         match r {
             Some(Ok(rep)) => reps.push(rep),
             Some(Err(e)) => return Err(e),
@@ -555,6 +392,318 @@ pub fn run_bandwidth_with(
     for (rep, g) in reps.iter_mut().zip(per_worker) {
         rep.gbps = g;
     }
+    let passes = run.sync.passes.load(Ordering::Acquire);
+    Ok(bandwidth_result(req, opts, passes, meas, reps))
+}
+
+/// Refuses a run that cannot work, before any thread starts: an ISA the
+/// CPU lacks, no worker, tiny buffers, an empty unpinned set, or buffers
+/// that do not fit in free memory (the last ones to fault would bring the
+/// OOM killer).
+fn check_bandwidth_request(
+    m: &Machine,
+    req: &BandwidthRequest,
+    opts: &RunOptions,
+) -> Result<(), PlacementError> {
+    req.isa
+        .check_available()
+        .map_err(PlacementError::Unsupported)?;
+    let n = req.workers.len();
+    if n == 0 {
+        return Err(PlacementError::Invalid(
+            "a bandwidth run needs at least one worker".into(),
+        ));
+    }
+    if req.buffer_bytes / 8 < 8 {
+        return Err(PlacementError::Invalid(
+            "buffers must be at least 64 bytes".into(),
+        ));
+    }
+    if opts.unpinned.as_ref().is_some_and(|s| s.is_empty()) {
+        return Err(PlacementError::Invalid(
+            "unpinned workers need at least one CPU to run on".into(),
+        ));
+    }
+    let total = (req.buffer_bytes as u64) * (req.kernel.arrays() * n) as u64;
+    if m.is_live() && total > usable_free_bytes(m) {
+        return Err(PlacementError::Capacity(format!(
+            "{n} thread(s) x {} buffer(s) x {} = {} do not fit in the {} free on the allowed nodes; use a smaller --size or fewer threads",
+            req.kernel.arrays(),
+            format::bytes(req.buffer_bytes as u64),
+            format::bytes(total),
+            format::bytes(usable_free_bytes(m))
+        )));
+    }
+    Ok(())
+}
+
+/// What the workers and the main thread of a run share.
+struct Rendezvous {
+    /// Every worker finished its setup (or failed).
+    ready: Barrier,
+    /// Start and end of one sample.
+    start: Barrier,
+    done: Barrier,
+    /// Set before the last `start`: the workers leave instead of sampling.
+    stop: AtomicBool,
+    /// Passes over its buffers each worker makes in a sample.
+    passes: AtomicUsize,
+    /// Each worker's time of the last sample (f64 bits, seconds).
+    times: Vec<AtomicU64>,
+    /// Each worker's setup: its report, or why it failed.
+    reports: Mutex<Vec<Option<Result<WorkerReport, PlacementError>>>>,
+}
+
+impl Rendezvous {
+    /// For `n` workers and the main thread.
+    fn new(n: usize) -> Self {
+        Rendezvous {
+            ready: Barrier::new(n + 1),
+            start: Barrier::new(n + 1),
+            done: Barrier::new(n + 1),
+            stop: AtomicBool::new(false),
+            passes: AtomicUsize::new(1),
+            times: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            reports: Mutex::new((0..n).map(|_| None).collect()),
+        }
+    }
+
+    /// The reports (a worker that panicked holding the lock poisons nothing
+    /// that matters here).
+    fn reports(&self) -> MutexGuard<'_, Vec<Option<Result<WorkerReport, PlacementError>>>> {
+        self.reports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops the workers: they see `stop` at their next `start`.
+    fn stop_all(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.start.wait();
+    }
+}
+
+/// A bandwidth run as its threads see it.
+struct Run<'a> {
+    m: &'a Machine,
+    req: &'a BandwidthRequest,
+    /// The CPUs unpinned workers may run on (`None`: workers are pinned).
+    unpinned: Option<&'a IdSet>,
+    /// Node of the serial initializer's CPU.
+    init_node: Option<u32>,
+    sync: Rendezvous,
+}
+
+/// One worker's life: its setup, then one timed batch of passes per sample
+/// until the main thread stops it, then a last look at its CPU.
+fn worker(run: &Run, i: usize, plan: &WorkerPlan, made: Option<Vec<PlacedBuffer>>) {
+    let sync = &run.sync;
+    let mut looks = CpuLooks::default();
+    let (mut bufs, report) = match worker_setup(run, plan, made, &mut looks) {
+        Ok(x) => x,
+        Err(e) => {
+            sync.reports()[i] = Some(Err(e));
+            // Keep the barrier protocol so the others are not stuck:
+            // the main thread stops everyone after `ready`.
+            sync.ready.wait();
+            sync.start.wait();
+            return;
+        }
+    };
+    sync.reports()[i] = Some(Ok(report));
+    sync.ready.wait();
+    let mut slices: Vec<&mut [f64]> = bufs.iter_mut().map(as_f64).collect();
+    loop {
+        sync.start.wait();
+        if sync.stop.load(Ordering::Acquire) {
+            break;
+        }
+        let k = sync.passes.load(Ordering::Acquire);
+        let t0 = Instant::now();
+        let mut sink = 0.0;
+        for _ in 0..k {
+            sink += run_pass(run.req.kernel, run.req.isa, &mut slices, 3.0);
+            if run.unpinned.is_some() {
+                looks.look();
+            }
+        }
+        std::hint::black_box(sink);
+        sync.times[i].store(t0.elapsed().as_secs_f64().to_bits(), Ordering::Release);
+        sync.done.wait();
+    }
+    let mut r = sync.reports();
+    if let Some(Ok(rep)) = r[i].as_mut() {
+        if run.unpinned.is_some() {
+            looks.look();
+            rep.seen_cpus = looks.seen.iter().collect();
+            rep.migrations = Some(looks.migrations);
+        } else if let Some(c) = sys::current_cpu() {
+            rep.seen_cpus.push(c);
+        }
+    }
+}
+
+/// A worker's setup: pins itself (or lets the scheduler place it), takes
+/// the initializer's buffers or makes and touches its own, and checks
+/// where their pages are.
+fn worker_setup(
+    run: &Run,
+    plan: &WorkerPlan,
+    made: Option<Vec<PlacedBuffer>>,
+    looks: &mut CpuLooks,
+) -> Result<(Vec<PlacedBuffer>, WorkerReport), PlacementError> {
+    let m = run.m;
+    match run.unpinned {
+        Some(set) => sys::set_affinity(0, set).map_err(|e| {
+            PlacementError::Os(format!("letting an unpinned worker run on CPUs {set}: {e}"))
+        })?,
+        None => pin_current_thread(plan.cpu)?,
+    }
+    looks.look();
+    let (bufs, checks) = match made {
+        Some(made) => {
+            let mut checks = Vec::new();
+            for b in &made {
+                checks.push(check_buffer(m, &plan.policy, b, run.init_node)?);
+            }
+            (made, checks)
+        }
+        None => own_buffers(run, plan, looks)?,
+    };
+    let cpu = match run.unpinned {
+        Some(_) => looks.first.unwrap_or(plan.cpu),
+        None => plan.cpu,
+    };
+    let report = WorkerReport {
+        requested_cpu: cpu,
+        seen_cpus: sys::current_cpu().into_iter().collect(),
+        pinned: run.unpinned.is_none(),
+        migrations: None,
+        node: m.node_of_cpu(cpu),
+        verified: checks.iter().all(|c| c.verified),
+        buffers: checks,
+        gbps: Vec::new(),
+    };
+    Ok((bufs, report))
+}
+
+/// A worker's own buffers, made, touched and filled by it (pinned: first
+/// touched by its toucher), and their checks. An unpinned worker's pages
+/// are checked against the nodes it was seen on while touching them.
+fn own_buffers(
+    run: &Run,
+    plan: &WorkerPlan,
+    looks: &mut CpuLooks,
+) -> Result<(Vec<PlacedBuffer>, Vec<BufferCheck>), PlacementError> {
+    let (m, req) = (run.m, run.req);
+    let unpinned = run.unpinned.is_some();
+    let spec = BufferSpec {
+        size: req.buffer_bytes,
+        policy: plan.policy.clone(),
+        thp: req.thp,
+        hugetlb: false,
+        // Unpinned: touched by the worker wherever it runs.
+        toucher: if unpinned {
+            None
+        } else {
+            Some(plan.toucher.unwrap_or(plan.cpu))
+        },
+        weighted: Default::default(),
+    };
+    let toucher_node = m.node_of_cpu(spec.toucher.unwrap_or(plan.cpu));
+    let mut bufs = Vec::new();
+    let mut checks = Vec::new();
+    for _ in 0..req.kernel.arrays() {
+        let mut b = PlacedBuffer::new(m, &spec)?;
+        as_f64(&mut b).fill(1.0);
+        if unpinned {
+            looks.look();
+        } else {
+            checks.push(check_buffer(m, &plan.policy, &b, toucher_node)?);
+        }
+        bufs.push(b);
+    }
+    if unpinned {
+        // First touch happened wherever the worker ran meanwhile.
+        let nodes: IdSet = looks.seen.iter().filter_map(|c| m.node_of_cpu(c)).collect();
+        let expected = match plan.policy {
+            MemoryPolicy::FirstTouch | MemoryPolicy::Local => Some(nodes),
+            _ => plan
+                .policy
+                .nodes_expected(m, looks.first.and_then(|c| m.node_of_cpu(c))),
+        };
+        for b in &bufs {
+            checks.push(check_buffer_against(&plan.policy, b, expected.clone())?);
+        }
+    }
+    Ok((bufs, checks))
+}
+
+/// The main thread's part once the workers are set up: one untimed sample
+/// to size the samples (passes enough for [`MIN_SAMPLE_SECONDS`]), then
+/// samples under the request's stop rule. Returns the measurement and each
+/// worker's own GB/s per measured sample; `None` when a worker failed its
+/// setup (everyone is stopped).
+fn drive_samples(run: &Run, aggregate: Aggregate) -> Option<(Measurement, Vec<Vec<f64>>)> {
+    let sync = &run.sync;
+    let n = sync.times.len();
+    let program = run
+        .req
+        .kernel
+        .bytes_per_pass(run.req.buffer_bytes / 8)
+        .program as f64;
+    let mut per_worker: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut run_sample = |record: bool| -> f64 {
+        sync.start.wait();
+        sync.done.wait();
+        let ts: Vec<f64> = sync
+            .times
+            .iter()
+            .map(|t| f64::from_bits(t.load(Ordering::Acquire)))
+            .collect();
+        let k = sync.passes.load(Ordering::Acquire) as f64;
+        let own = |t: f64| program * k / t.max(1e-9) / 1e9;
+        if record {
+            for (w, t) in ts.iter().enumerate() {
+                per_worker[w].push(own(*t));
+            }
+        }
+        match aggregate {
+            Aggregate::Slowest => {
+                let slowest = ts.iter().cloned().fold(0.0, f64::max).max(1e-9);
+                program * n as f64 * k / slowest / 1e9
+            }
+            Aggregate::Sum => ts.iter().map(|t| own(*t)).sum(),
+        }
+    };
+    sync.ready.wait();
+    if sync.reports().iter().any(|r| matches!(r, Some(Err(_)))) {
+        sync.stop_all();
+        return None;
+    }
+    let gbps1 = run_sample(false);
+    let one_pass = program * n as f64 / (gbps1 * 1e9);
+    let k = (MIN_SAMPLE_SECONDS / one_pass.max(1e-9))
+        .ceil()
+        .clamp(1.0, 1e6) as usize;
+    sync.passes.store(k, Ordering::Release);
+    let meas = measure(&run.req.rule, || run_sample(true));
+    // Per-worker figures of warm-up samples are not kept either.
+    for w in per_worker.iter_mut() {
+        w.drain(..meas.warmup_samples.len().min(w.len()));
+    }
+    sync.stop_all();
+    Some((meas, per_worker))
+}
+
+/// The result of a run from its measurement and its workers' reports.
+fn bandwidth_result(
+    req: &BandwidthRequest,
+    opts: &RunOptions,
+    passes: usize,
+    meas: Measurement,
+    reps: Vec<WorkerReport>,
+) -> BandwidthResult {
+    let n = req.workers.len();
+    let per_pass_worker = req.kernel.bytes_per_pass(req.buffer_bytes / 8);
     let total = ByteCount {
         program: per_pass_worker.program * n as u64,
         memory: per_pass_worker.memory * n as u64,
@@ -562,18 +711,13 @@ pub fn run_bandwidth_with(
     let mem_scale = total.memory as f64 / total.program as f64;
     let verification = verification_of(reps);
     let mut warnings = meas.warnings();
-    if !verification.verified {
-        warnings.push(format!(
-            "placement did not verify: {}",
-            verification.problems.join("; ")
-        ));
-    }
-    Ok(BandwidthResult {
+    warnings.extend(verification.warning());
+    BandwidthResult {
         kernel: req.kernel,
         isa: req.isa,
         threads: n,
         buffer_bytes: req.buffer_bytes as u64,
-        passes_per_sample: passes.load(Ordering::Acquire),
+        passes_per_sample: passes,
         aggregate: opts.aggregate,
         bytes_per_pass: total,
         gbps: Figure::of(&meas.summary, Better::Higher, 1.0),
@@ -581,7 +725,7 @@ pub fn run_bandwidth_with(
         measurement: meas,
         warnings,
         verification,
-    })
+    }
 }
 
 pub(crate) fn verification_of(workers: Vec<WorkerReport>) -> Verification {
@@ -655,61 +799,26 @@ pub fn run_latency(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, P
 }
 
 fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, PlacementError> {
-    pin_current_thread(req.cpu)?;
-    let spec = BufferSpec {
-        size: req.buffer_bytes,
-        policy: req.policy.clone(),
-        thp: req.thp,
-        hugetlb: req.hugetlb,
-        toucher: Some(req.cpu),
-        weighted: Default::default(),
-    };
-    let buf = PlacedBuffer::new(m, &spec)?;
-    let check = check_buffer(m, &req.policy, &buf, m.node_of_cpu(req.cpu))?;
-    let mut chase = Chase::build(
-        buf.as_ptr(),
-        buf.len(),
-        req.pattern,
-        req.chains,
-        0x5eed_1234,
-    )
-    .map_err(PlacementError::Invalid)?;
+    let (buf, check) = pinned_buffer(
+        m,
+        req.cpu,
+        &req.policy,
+        req.buffer_bytes,
+        req.thp,
+        req.hugetlb,
+    )?;
+    let mut chase = Chase::build(buf.as_ptr(), buf.len(), req.pattern, req.chains, CHASE_SEED)
+        .map_err(PlacementError::Invalid)?;
     let ghz = core_ghz();
-    // Warm up and calibrate in one go. Building the chase wrote every line,
-    // so the last-written ones sit in the caches: chase twice the LLC's worth
-    // of lines (or one full lap) first, so samples see the steady state.
-    let llc_lines = m.last_level_cache_bytes().unwrap_or(32 << 20) / 64;
-    let warm = (chase.lines_per_chain() as u64)
-        .min(2 * llc_lines)
-        .max(10_000);
-    let probe = chase.run(warm);
-    std::hint::black_box(probe.sum);
-    let per_step = probe.elapsed.as_secs_f64() / warm as f64;
-    let steps = ((MIN_SAMPLE_SECONDS / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32);
+    let steps = warm_chase(m, &mut chase, MIN_SAMPLE_SECONDS);
     let meas = measure(&req.rule, || {
         let r = chase.run(steps);
         std::hint::black_box(r.sum);
         r.elapsed.as_secs_f64() * 1e9 / steps as f64
     });
-    let seen = sys::current_cpu();
-    let report = WorkerReport {
-        requested_cpu: req.cpu,
-        seen_cpus: seen.into_iter().collect(),
-        pinned: true,
-        migrations: None,
-        node: m.node_of_cpu(req.cpu),
-        verified: check.verified,
-        buffers: vec![check],
-        gbps: Vec::new(),
-    };
-    let verification = verification_of(vec![report]);
+    let verification = verification_of(vec![WorkerReport::pinned(m, req.cpu, check)]);
     let mut warnings = meas.warnings();
-    if !verification.verified {
-        warnings.push(format!(
-            "placement did not verify: {}",
-            verification.problems.join("; ")
-        ));
-    }
+    warnings.extend(verification.warning());
     let ns = Figure::of(&meas.summary, Better::Lower, 1.0);
     Ok(LatencyResult {
         pattern: req.pattern,
@@ -724,6 +833,47 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
         warnings,
         verification,
     })
+}
+
+/// Pins the calling thread to `cpu` and makes a buffer of `size` bytes for
+/// it with `policy`, first touched there, its pages checked (first-touch
+/// policies expect the node of `cpu`).
+pub(crate) fn pinned_buffer(
+    m: &Machine,
+    cpu: u32,
+    policy: &MemoryPolicy,
+    size: usize,
+    thp: Option<Thp>,
+    hugetlb: bool,
+) -> Result<(PlacedBuffer, BufferCheck), PlacementError> {
+    pin_current_thread(cpu)?;
+    let spec = BufferSpec {
+        size,
+        policy: policy.clone(),
+        thp,
+        hugetlb,
+        toucher: Some(cpu),
+        weighted: Default::default(),
+    };
+    let buf = PlacedBuffer::new(m, &spec)?;
+    let check = check_buffer(m, policy, &buf, m.node_of_cpu(cpu))?;
+    Ok((buf, check))
+}
+
+/// Warms a chase up and sizes its samples in one go; returns the steps of
+/// a sample of about `sample_seconds` (at least 1000). Building the chase
+/// wrote every line, so the last-written ones sit in the caches: chase
+/// twice the LLC's worth of lines (or one full lap, at least 10,000 steps)
+/// first, so samples see the steady state.
+pub(crate) fn warm_chase(m: &Machine, chase: &mut Chase, sample_seconds: f64) -> u64 {
+    let llc_lines = m.last_level_cache_bytes().unwrap_or(32 << 20) / 64;
+    let warm = (chase.lines_per_chain() as u64)
+        .min(2 * llc_lines)
+        .max(10_000);
+    let probe = chase.run(warm);
+    std::hint::black_box(probe.sum);
+    let per_step = probe.elapsed.as_secs_f64() / warm as f64;
+    ((sample_seconds / per_step.max(1e-10)) as u64).clamp(1000, 1 << 32)
 }
 
 /// The core clock in GHz, from a chain of dependent integer operations of

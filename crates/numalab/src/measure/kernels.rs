@@ -16,6 +16,7 @@
 //! to the scalar reference: no FMA (`triad` is a multiply then an add), so
 //! changing the ISA changes speed, never values.
 
+use crate::random::mix64;
 use serde::{Deserialize, Serialize};
 
 /// A bandwidth kernel. Array roles (`bufs[i]` of [`run_pass`]) follow STREAM:
@@ -427,14 +428,6 @@ fn line_write(b: &mut [f64], v: f64) -> f64 {
     }
 }
 
-/// splitmix64's output function: a good 64-bit mix of a counter.
-#[inline(always)]
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// ⌈n/8⌉ reads of the first f64 of pseudo-random lines (with repetition):
 /// line k = mix64(k) scaled to the line count. The indexes come from a
 /// counter, not from loaded data, so the loads are independent and overlap.
@@ -838,6 +831,15 @@ mod tests {
         }
         let frac = hit.iter().filter(|&&h| h).count() as f64 / lines as f64;
         assert!((frac - 0.632).abs() < 0.03, "{frac}");
+    }
+
+    #[test]
+    fn random_read_indexes_are_pinned() {
+        // Element i holds i: the sum names the lines read.
+        let b: Vec<f64> = (0..8 * 1000 + 3).map(|i| i as f64).collect();
+        assert_eq!(random_read(&b), 3957992.0);
+        let firsts: Vec<u64> = (0..6).map(|k| mix64(k) % 1000).collect();
+        assert_eq!(firsts, [0, 789, 730, 856, 252, 132]);
     }
 
     #[test]

@@ -32,9 +32,10 @@ use super::harness::{check_buffer, verification_of, Verification, WorkerReport};
 use super::kernels::{run_pass, BandwidthKernel, Isa};
 use crate::machine::Machine;
 use crate::placement::{
-    format_bytes, pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy,
-    PlacedBuffer, PlacementError, Thp,
+    pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy, PlacedBuffer,
+    PlacementError, Thp,
 };
+use crate::text::format::{self, s};
 use serde::Serialize;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -139,8 +140,8 @@ impl TrafficMix {
             Self::Read => "reads only".into(),
             Self::ReadWrite { reads, writes } => format!(
                 "{reads} read{} : {writes} write{} (ordinary stores)",
-                if reads == 1 { "" } else { "s" },
-                if writes == 1 { "" } else { "s" }
+                s(reads as usize),
+                s(writes as usize)
             ),
             Self::WriteNt => "non-temporal writes".into(),
         }
@@ -403,42 +404,8 @@ impl PacedLoad {
         spec: &PacedSpec,
         opts: &PaceOptions,
     ) -> Result<PacedLoad, PlacementError> {
-        let pace = opts
-            .initial
-            .unwrap_or(Pace::from_rate(spec.bytes_per_second));
-        pace.check()?;
-        Pace::from_rate(spec.bytes_per_second).check()?;
-        opts.isa
-            .check_available()
-            .map_err(PlacementError::Unsupported)?;
-        if spec.cpus.is_empty() {
-            return Err(PlacementError::Invalid(
-                "a paced load needs at least one CPU".into(),
-            ));
-        }
-        if let Some(c) = spec.cpus.iter().find(|c| m.node_of_cpu(**c).is_none()) {
-            return Err(PlacementError::Invalid(format!(
-                "CPU {c} is not a CPU of this machine (allowed: {})",
-                m.allowed_cpus
-            )));
-        }
-        if spec.buffer_bytes < 4096 {
-            return Err(PlacementError::Invalid(format!(
-                "paced buffers must be at least 4 KiB, not {} bytes",
-                spec.buffer_bytes
-            )));
-        }
-        let chunk_bytes = (opts.chunk_bytes / 64 * 64).clamp(64, spec.buffer_bytes / 64 * 64);
+        let (pace, chunk_bytes) = check_spec(m, spec, opts)?;
         let n = spec.cpus.len();
-        let total = spec.buffer_bytes as u64 * n as u64;
-        if m.is_live() && total > usable_free_bytes(m) {
-            return Err(PlacementError::Capacity(format!(
-                "{n} paced thread(s) x {} = {} do not fit in the {} free on the allowed nodes; use smaller buffers or fewer threads",
-                format_bytes(spec.buffer_bytes as u64),
-                format_bytes(total),
-                format_bytes(usable_free_bytes(m))
-            )));
-        }
         let shared = Arc::new(Shared {
             go: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -449,28 +416,8 @@ impl PacedLoad {
             }),
             counters: (0..n).map(|_| Counter::default()).collect(),
         });
-        let machine = Arc::new(m.clone());
-        let (tx, rx) = mpsc::channel::<(usize, Result<WorkerReport, PlacementError>)>();
-        let mut handles = Vec::with_capacity(n);
-        let mut spawn_error = None;
-        for (i, &cpu) in spec.cpus.iter().enumerate() {
-            let (shared, machine, tx, spec) =
-                (shared.clone(), machine.clone(), tx.clone(), spec.clone());
-            let isa = opts.isa;
-            let h = std::thread::Builder::new()
-                .name(format!("paced-cpu{cpu}"))
-                .spawn(move || thread_main(i, cpu, &machine, &spec, isa, chunk_bytes, &shared, tx));
-            match h {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    spawn_error = Some(PlacementError::Os(format!(
-                        "cannot start the paced thread for CPU {cpu}: {e}"
-                    )));
-                    break;
-                }
-            }
-        }
-        drop(tx);
+        let (tx, rx) = mpsc::channel();
+        let (handles, spawn_error) = spawn_threads(m, spec, opts.isa, chunk_bytes, &shared, tx);
         let mut load = PacedLoad {
             shared,
             handles,
@@ -483,7 +430,21 @@ impl PacedLoad {
         if let Some(e) = spawn_error {
             return Err(e); // drop joins the threads started
         }
-        // Collect every thread's setup, or notice a thread that died silently.
+        // On error, drop stops and joins everyone.
+        load.workers = load.collect_setups(&rx)?;
+        load.started = Instant::now();
+        load.shared.go.store(true, Ordering::Release);
+        Ok(load)
+    }
+
+    /// Every thread's setup report, in CPU order, once all are in; the
+    /// first error (in CPU order) when a setup failed, or an error as soon
+    /// as a thread is seen to have died without reporting.
+    fn collect_setups(
+        &self,
+        rx: &mpsc::Receiver<Setup>,
+    ) -> Result<Vec<WorkerReport>, PlacementError> {
+        let n = self.cpus.len();
         let mut reports: Vec<Option<Result<WorkerReport, PlacementError>>> =
             (0..n).map(|_| None).collect();
         let mut got = 0;
@@ -494,7 +455,7 @@ impl PacedLoad {
                     got += 1;
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let dead = load
+                    let dead = self
                         .handles
                         .iter()
                         .enumerate()
@@ -502,7 +463,7 @@ impl PacedLoad {
                     if let Some((i, _)) = dead {
                         return Err(PlacementError::Os(format!(
                             "the paced thread for CPU {} ended during setup",
-                            spec.cpus[i]
+                            self.cpus[i]
                         )));
                     }
                 }
@@ -513,14 +474,7 @@ impl PacedLoad {
                 }
             }
         }
-        let mut workers = Vec::with_capacity(n);
-        for r in reports.into_iter().flatten() {
-            workers.push(r?); // on error, drop stops and joins everyone
-        }
-        load.workers = workers;
-        load.started = Instant::now();
-        load.shared.go.store(true, Ordering::Release);
-        Ok(load)
+        reports.into_iter().flatten().collect()
     }
 
     /// The CPUs of the threads, in spec order.
@@ -621,16 +575,7 @@ impl PacedLoad {
                     self.workers
                         .get(i)
                         .cloned()
-                        .unwrap_or_else(|| WorkerReport {
-                            pinned: true,
-                            migrations: None,
-                            requested_cpu: self.cpus[i],
-                            seen_cpus: Vec::new(),
-                            node: None,
-                            buffers: Vec::new(),
-                            gbps: Vec::new(),
-                            verified: false,
-                        }),
+                        .unwrap_or_else(|| empty_report(self.cpus[i], None)),
                     self.started.elapsed().as_secs_f64(),
                 ),
             };
@@ -688,6 +633,102 @@ impl Drop for PacedLoad {
     }
 }
 
+/// A thread's setup as it reports it: its index and its report or error.
+type Setup = (usize, Result<WorkerReport, PlacementError>);
+
+/// Refuses a paced load that cannot run, before any thread starts; returns
+/// the starting pace and the chunk size (whole lines, at least one, at most
+/// the buffer).
+fn check_spec(
+    m: &Machine,
+    spec: &PacedSpec,
+    opts: &PaceOptions,
+) -> Result<(Pace, usize), PlacementError> {
+    let pace = opts
+        .initial
+        .unwrap_or(Pace::from_rate(spec.bytes_per_second));
+    pace.check()?;
+    Pace::from_rate(spec.bytes_per_second).check()?;
+    opts.isa
+        .check_available()
+        .map_err(PlacementError::Unsupported)?;
+    if spec.cpus.is_empty() {
+        return Err(PlacementError::Invalid(
+            "a paced load needs at least one CPU".into(),
+        ));
+    }
+    if let Some(c) = spec.cpus.iter().find(|c| m.node_of_cpu(**c).is_none()) {
+        return Err(PlacementError::Invalid(format!(
+            "CPU {c} is not a CPU of this machine (allowed: {})",
+            m.allowed_cpus
+        )));
+    }
+    if spec.buffer_bytes < 4096 {
+        return Err(PlacementError::Invalid(format!(
+            "paced buffers must be at least 4 KiB, not {} bytes",
+            spec.buffer_bytes
+        )));
+    }
+    let chunk_bytes = (opts.chunk_bytes / 64 * 64).clamp(64, spec.buffer_bytes / 64 * 64);
+    let n = spec.cpus.len();
+    let total = spec.buffer_bytes as u64 * n as u64;
+    if m.is_live() && total > usable_free_bytes(m) {
+        return Err(PlacementError::Capacity(format!(
+            "{n} paced thread(s) x {} = {} do not fit in the {} free on the allowed nodes; use smaller buffers or fewer threads",
+            format::bytes(spec.buffer_bytes as u64),
+            format::bytes(total),
+            format::bytes(usable_free_bytes(m))
+        )));
+    }
+    Ok((pace, chunk_bytes))
+}
+
+/// Starts one thread per CPU of the spec, each reporting its setup on `tx`.
+/// Stops at the first thread the OS refuses: the threads started so far,
+/// and that error.
+fn spawn_threads(
+    m: &Machine,
+    spec: &PacedSpec,
+    isa: Isa,
+    chunk_bytes: usize,
+    shared: &Arc<Shared>,
+    tx: mpsc::Sender<Setup>,
+) -> (Vec<JoinHandle<ThreadEnd>>, Option<PlacementError>) {
+    let machine = Arc::new(m.clone());
+    let mut handles = Vec::with_capacity(spec.cpus.len());
+    for (i, &cpu) in spec.cpus.iter().enumerate() {
+        let (shared, machine, tx, spec) =
+            (shared.clone(), machine.clone(), tx.clone(), spec.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("paced-cpu{cpu}"))
+            .spawn(move || thread_main(i, cpu, &machine, &spec, isa, chunk_bytes, &shared, tx));
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                let e =
+                    PlacementError::Os(format!("cannot start the paced thread for CPU {cpu}: {e}"));
+                return (handles, Some(e));
+            }
+        }
+    }
+    (handles, None)
+}
+
+/// The report of a thread that has nothing to show: pinned to `cpu`, never
+/// seen running, no buffer, not verified.
+fn empty_report(cpu: u32, node: Option<u32>) -> WorkerReport {
+    WorkerReport {
+        pinned: true,
+        migrations: None,
+        requested_cpu: cpu,
+        seen_cpus: Vec::new(),
+        node,
+        buffers: Vec::new(),
+        gbps: Vec::new(),
+        verified: false,
+    }
+}
+
 /// The life of one paced thread: setup, report, wait for go, traffic.
 #[allow(clippy::too_many_arguments)]
 fn thread_main(
@@ -698,7 +739,7 @@ fn thread_main(
     isa: Isa,
     chunk_bytes: usize,
     shared: &Shared,
-    tx: mpsc::Sender<(usize, Result<WorkerReport, PlacementError>)>,
+    tx: mpsc::Sender<Setup>,
 ) -> ThreadEnd {
     let setup = (|| -> Result<(PlacedBuffer, WorkerReport), PlacementError> {
         pin_current_thread(cpu)?;
@@ -713,17 +754,7 @@ fn thread_main(
         let mut buf = PlacedBuffer::new(m, &bspec)?;
         as_f64(&mut buf).fill(1.0);
         let check = check_buffer(m, &spec.policy, &buf, m.node_of_cpu(cpu))?;
-        let report = WorkerReport {
-            pinned: true,
-            migrations: None,
-            requested_cpu: cpu,
-            seen_cpus: sys::current_cpu().into_iter().collect(),
-            node: m.node_of_cpu(cpu),
-            verified: check.verified,
-            buffers: vec![check],
-            gbps: Vec::new(),
-        };
-        Ok((buf, report))
+        Ok((buf, WorkerReport::pinned(m, cpu, check)))
     })();
     let (mut buf, mut report) = match setup {
         Ok(x) => {
@@ -731,19 +762,9 @@ fn thread_main(
             x
         }
         Err(e) => {
-            let report = WorkerReport {
-                pinned: true,
-                migrations: None,
-                requested_cpu: cpu,
-                seen_cpus: Vec::new(),
-                node: m.node_of_cpu(cpu),
-                buffers: Vec::new(),
-                gbps: Vec::new(),
-                verified: false,
-            };
             let _ = tx.send((i, Err(e)));
             return ThreadEnd {
-                report,
+                report: empty_report(cpu, m.node_of_cpu(cpu)),
                 seconds: 0.0,
             };
         }

@@ -1,0 +1,498 @@
+//! Running the table: every requested workload under every requested
+//! policy, each cell's placement checked against what its policy should
+//! give (the toucher's node, even round robin, the bound node).
+
+use super::advice::recommend;
+use super::{
+    column_title, Cell, PoliciesRequest, PoliciesResult, PolicyColumn, PolicyInfo, Workload,
+    WorkloadInfo,
+};
+use crate::machine::Machine;
+use crate::measure::cancel;
+use crate::measure::harness::{
+    run_bandwidth_with, Aggregate, BandwidthRequest, BandwidthResult, BufferCheck, RunOptions,
+    WorkerPlan, WorkerReport,
+};
+use crate::measure::stats::Summary;
+use crate::placement::{sys, MemoryPolicy, PlacementError, Thp};
+use crate::text::format;
+use crate::IdSet;
+use std::collections::BTreeMap;
+
+/// Context shared by the cells.
+struct Plan<'a> {
+    m: &'a Machine,
+    req: &'a PoliciesRequest,
+    /// The interleave column's nodes: every allowed node with memory.
+    interleave: IdSet,
+}
+
+impl Plan<'_> {
+    fn memory_policy(&self, p: PolicyColumn) -> MemoryPolicy {
+        match p {
+            PolicyColumn::Local => MemoryPolicy::FirstTouch,
+            PolicyColumn::Interleave => MemoryPolicy::Interleave {
+                nodes: self.interleave.clone(),
+                chunk_pages: 1,
+            },
+            PolicyColumn::OneNode => MemoryPolicy::Bind {
+                nodes: IdSet::single(self.req.node),
+            },
+        }
+    }
+
+    fn workers(&self, w: Workload) -> Vec<u32> {
+        if w.threaded() {
+            self.req.cpus.clone()
+        } else {
+            self.req.cpus[..1].to_vec()
+        }
+    }
+
+    fn expected(&self, w: Workload, p: PolicyColumn) -> String {
+        let main = self.req.cpus[0];
+        match p {
+            PolicyColumn::Local => match w {
+                Workload::SingleUnpinned => {
+                    "first touch: on the node(s) the unpinned thread ran on while touching".into()
+                }
+                Workload::SerialInit => format!(
+                    "first touch by the main thread: every page on node {} (CPU {main})",
+                    self.m
+                        .node_of_cpu(main)
+                        .map_or("?".into(), |n| n.to_string())
+                ),
+                _ => "first touch: each worker's pages on its own node".into(),
+            },
+            PolicyColumn::Interleave => format!(
+                "round robin page by page: each buffer's pages evenly over nodes {}",
+                self.interleave
+            ),
+            PolicyColumn::OneNode => format!("every page on node {}", self.req.node),
+        }
+    }
+
+    /// A cell before its run: what was asked, nothing measured, not verified.
+    fn empty_cell(
+        &self,
+        w: Workload,
+        p: PolicyColumn,
+        policy: &MemoryPolicy,
+        cpus: &[u32],
+    ) -> Cell {
+        Cell {
+            workload: w,
+            policy: p,
+            memory_policy: policy.to_string(),
+            threads: cpus.len(),
+            requested_cpus: if w == Workload::SingleUnpinned {
+                vec![None]
+            } else {
+                cpus.iter().map(|&c| Some(c)).collect()
+            },
+            seen_cpus: Vec::new(),
+            migrations: None,
+            toucher_cpus: Vec::new(),
+            aggregate: aggregate_of(w),
+            gbps: None,
+            memory_gbps: None,
+            worker_gbps: Vec::new(),
+            pages_by_node: BTreeMap::new(),
+            local_percent: None,
+            page_size: sys::page_size(),
+            expected: self.expected(w, p),
+            verified: false,
+            problems: Vec::new(),
+            run: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Why a one-node cell of `workers` workers cannot run: its data would
+    /// not fit on the node (checked here so that the other cells still run;
+    /// the harness would refuse only when all nodes together are short).
+    fn does_not_fit(&self, p: PolicyColumn, workers: usize) -> Option<String> {
+        let (m, req) = (self.m, self.req);
+        let bytes = req.buffer_bytes as u64 * (req.kernel.arrays() * workers) as u64;
+        (p == PolicyColumn::OneNode && m.is_live() && bytes > usable_on_node(req.node)).then(|| {
+            format!(
+                "not run: {} of data do not fit on node {} ({} usable there); use a smaller --size, fewer --threads or another --node",
+                format::bytes(bytes),
+                req.node,
+                format::bytes(usable_on_node(req.node))
+            )
+        })
+    }
+
+    /// The harness run of a cell: one worker per CPU with the column's
+    /// policy, unpinned for the unpinned workload, with the main thread as
+    /// initializer for the serial-init one.
+    fn bandwidth_request(
+        &self,
+        w: Workload,
+        policy: &MemoryPolicy,
+        cpus: &[u32],
+    ) -> (BandwidthRequest, RunOptions) {
+        let req = self.req;
+        let breq = BandwidthRequest {
+            kernel: req.kernel,
+            isa: req.isa,
+            workers: WorkerPlan::on_each(cpus, policy),
+            buffer_bytes: req.buffer_bytes,
+            thp: Some(req.thp),
+            rule: req.rule.clone(),
+        };
+        let opts = RunOptions {
+            unpinned: (w == Workload::SingleUnpinned).then(|| req.unpinned_cpus.clone()),
+            initializer: (w == Workload::SerialInit).then_some(req.cpus[0]),
+            aggregate: aggregate_of(w),
+        };
+        (breq, opts)
+    }
+
+    /// The nodes a worker's data is local to: its CPU's node when pinned,
+    /// else the nodes of every CPU it was seen on.
+    fn home_nodes(&self, wr: &WorkerReport) -> IdSet {
+        if wr.pinned {
+            self.m.node_of_cpu(wr.requested_cpu).into_iter().collect()
+        } else {
+            wr.seen_cpus
+                .iter()
+                .filter_map(|&c| self.m.node_of_cpu(c))
+                .collect()
+        }
+    }
+}
+
+/// Bytes free on `node` that a strict placement may take (the margin of
+/// `PlacedBuffer`'s own check).
+fn usable_on_node(node: u32) -> u64 {
+    let free = sys::node_free_bytes(node).unwrap_or(0);
+    free.saturating_sub((free / 20).max(32 << 20))
+}
+
+/// Runs every requested workload under every requested policy.
+pub fn run_policies(
+    m: &Machine,
+    req: &PoliciesRequest,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PoliciesResult, PlacementError> {
+    let plan = Plan {
+        m,
+        req,
+        interleave: check_request(m, req)?,
+    };
+    let cells = run_cells(&plan, progress)?;
+    let threads = req.cpus.len();
+    let single_node = plan.interleave.len() == 1;
+    let notes = notes(&plan);
+    let lookup = |w: Workload, p: PolicyColumn| {
+        cells
+            .iter()
+            .find(|c| c.workload == w && c.policy == p)
+            .and_then(|c| c.gbps.clone())
+    };
+    let recommendations = recommend(&lookup, threads, single_node, req.node);
+    let warnings = warnings(&cells);
+    Ok(PoliciesResult {
+        kernel: req.kernel,
+        isa: req.isa,
+        threads,
+        thread_policy: req.thread_policy.clone(),
+        cpus: req.cpus.clone(),
+        main_cpu: req.cpus[0],
+        unpinned_cpus: req.unpinned_cpus.clone(),
+        node: req.node,
+        interleave_nodes: plan.interleave.clone(),
+        single_node,
+        buffer_bytes: req.buffer_bytes as u64,
+        arrays: req.kernel.arrays(),
+        thp: req.thp,
+        rule: req.rule.clone(),
+        workloads: workload_infos(req),
+        policies: policy_infos(&plan),
+        verified: cells.iter().all(|c| c.verified),
+        cells,
+        recommendations,
+        notes,
+        warnings,
+    })
+}
+
+/// Refuses a request that cannot run, before anything is measured; returns
+/// the interleave column's nodes.
+fn check_request(m: &Machine, req: &PoliciesRequest) -> Result<IdSet, PlacementError> {
+    if req.cpus.is_empty() {
+        return Err(PlacementError::Invalid("no CPU to run on".into()));
+    }
+    if req.workloads.is_empty() || req.policies.is_empty() {
+        return Err(PlacementError::Invalid(
+            "no workload or no policy to run".into(),
+        ));
+    }
+    let interleave = m.memory_nodes();
+    if interleave.is_empty() {
+        return Err(PlacementError::Invalid("no allowed node has memory".into()));
+    }
+    if !m.allowed_nodes.contains(req.node) {
+        return Err(PlacementError::Invalid(format!(
+            "node {} is not an allowed node ({})",
+            req.node, m.allowed_nodes
+        )));
+    }
+    Ok(interleave)
+}
+
+/// The cells in table order (workloads, then policies), until all ran or a
+/// cancel came: a cell in progress finishes, no new one starts.
+fn run_cells(plan: &Plan, progress: &mut dyn FnMut(&str)) -> Result<Vec<Cell>, PlacementError> {
+    let mut cells = Vec::new();
+    for &w in &plan.req.workloads {
+        for &p in &plan.req.policies {
+            if cancel::requested() {
+                return Ok(cells);
+            }
+            progress(&format!("{} / {}", w.name(), p.name()));
+            cells.push(run_cell(plan, w, p)?);
+        }
+    }
+    Ok(cells)
+}
+
+/// What the reader of the table should know about this machine and
+/// request: a degenerate one-node machine, one thread, a remote or CPU-less
+/// one-node column.
+fn notes(plan: &Plan) -> Vec<String> {
+    let (m, req) = (plan.m, plan.req);
+    let single_node = plan.interleave.len() == 1;
+    let main_node = m.node_of_cpu(req.cpus[0]);
+    let mut notes = Vec::new();
+    if single_node {
+        notes.push(format!(
+            "this machine has one memory node (node {}): local, interleave and one-node all put every page there, so the comparison is degenerate; it still runs (a baseline, and a check of the machinery), and differences between policies are noise",
+            plan.interleave
+        ));
+    }
+    if req.cpus.len() == 1 {
+        notes.push(
+            "one thread: the threaded workloads run a single thread here (give --threads or --cpus to compare more)".into(),
+        );
+    }
+    if m.node(req.node).is_some_and(|n| n.cpuless) {
+        notes.push(format!(
+            "node {} has no CPUs: the one-node column is every thread's data on CPU-less memory",
+            req.node
+        ));
+    } else if !single_node && main_node != Some(req.node) {
+        notes.push(format!(
+            "one-node is node {} while the main thread runs on node {}: its single-thread cells are remote",
+            req.node,
+            main_node.map_or("?".into(), |n| n.to_string())
+        ));
+    }
+    notes
+}
+
+/// The cells' warnings, each named by its cell, and the cancel warning.
+fn warnings(cells: &[Cell]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for c in cells {
+        for w in &c.warnings {
+            warnings.push(format!("{} / {}: {w}", c.workload.name(), c.policy.name()));
+        }
+    }
+    if cancel::requested() {
+        warnings.push(cancel::WARNING.to_string());
+    }
+    warnings
+}
+
+/// The rows as run.
+fn workload_infos(req: &PoliciesRequest) -> Vec<WorkloadInfo> {
+    let threads = req.cpus.len();
+    req.workloads
+        .iter()
+        .map(|&w| WorkloadInfo {
+            name: w,
+            title: w.title(threads),
+            description: w.description().into(),
+            threads: if w.threaded() { threads } else { 1 },
+            aggregate: aggregate_of(w),
+        })
+        .collect()
+}
+
+/// The columns as run.
+fn policy_infos(plan: &Plan) -> Vec<PolicyInfo> {
+    plan.req
+        .policies
+        .iter()
+        .map(|&p| PolicyInfo {
+            name: p,
+            title: column_title(p, &plan.interleave, plan.req.node),
+            memory_policy: plan.memory_policy(p).to_string(),
+        })
+        .collect()
+}
+
+fn aggregate_of(w: Workload) -> Aggregate {
+    match w {
+        Workload::Independent => Aggregate::Sum,
+        _ => Aggregate::Slowest,
+    }
+}
+
+/// Runs one cell. A cell whose data does not fit is reported, not run;
+/// other placement errors end the whole table.
+fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, PlacementError> {
+    let policy = plan.memory_policy(p);
+    let cpus = plan.workers(w);
+    let mut cell = plan.empty_cell(w, p, &policy, &cpus);
+    if let Some(why) = plan.does_not_fit(p, cpus.len()) {
+        cell.problems.push(why);
+        return Ok(cell);
+    }
+    let (breq, opts) = plan.bandwidth_request(w, &policy, &cpus);
+    let r = match run_bandwidth_with(plan.m, &breq, &opts) {
+        Ok(r) => r,
+        Err(PlacementError::Capacity(msg)) => {
+            cell.problems.push(format!("not run: {msg}"));
+            return Ok(cell);
+        }
+        Err(e) => return Err(e),
+    };
+    record_run(plan, &mut cell, r);
+    Ok(cell)
+}
+
+/// Fills a cell from its run: where each worker ran and how fast, where
+/// the pages are and how many are local to their worker, who touched them,
+/// and every departure from what the cell's policy should give.
+fn record_run(plan: &Plan, cell: &mut Cell, r: BandwidthResult) {
+    let mut problems = r.verification.problems.clone();
+    let mut touchers = IdSet::new();
+    let granule = match plan.req.thp {
+        // A transparent huge page lands on one node as a whole.
+        Thp::On | Thp::System => ((2u64 << 20) / cell.page_size as u64).max(1),
+        Thp::Off => 1,
+    };
+    let (mut local_pages, mut all_pages) = (0u64, 0u64);
+    for (i, wr) in r.verification.workers.iter().enumerate() {
+        let home = plan.home_nodes(wr);
+        let seen: IdSet = wr.seen_cpus.iter().copied().collect();
+        cell.seen_cpus.push(seen.iter().collect());
+        if wr.migrations.is_some() {
+            cell.migrations = wr.migrations;
+        }
+        cell.worker_gbps
+            .push(Summary::of(&wr.gbps).map_or(0.0, |s| s.median));
+        for (j, b) in wr.buffers.iter().enumerate() {
+            for (n, k) in &b.pages_by_node {
+                *cell.pages_by_node.entry(*n).or_insert(0) += k;
+                all_pages += k;
+                if home.contains(*n) {
+                    local_pages += k;
+                }
+            }
+            cell.page_size = b.page_size;
+            if let Some(t) = b.toucher_cpu {
+                touchers.insert(t);
+            }
+            for msg in buffer_problems(plan, cell, wr, b, granule) {
+                problems.push(format!("worker {i} buffer {j}: {msg}"));
+            }
+        }
+    }
+    cell.toucher_cpus = touchers.iter().collect();
+    if all_pages > 0 {
+        cell.local_percent = Some(100.0 * local_pages as f64 / all_pages as f64);
+    }
+    cell.gbps = Some(r.gbps.clone());
+    cell.memory_gbps = Some(r.memory_gbps.clone());
+    // The cell reports its own placement problems; the harness's summary
+    // of them would say the same twice.
+    cell.warnings = r
+        .warnings
+        .iter()
+        .filter(|w| !w.starts_with("placement did not verify"))
+        .cloned()
+        .collect();
+    cell.verified = problems.is_empty();
+    cell.problems = problems;
+    cell.run = Some(r);
+}
+
+/// What the cell's workload and policy say about one buffer that the
+/// harness does not check: who touched it first, and (interleave) whether
+/// its pages are spread evenly.
+fn buffer_problems(
+    plan: &Plan,
+    cell: &Cell,
+    wr: &WorkerReport,
+    b: &BufferCheck,
+    granule: u64,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let want_toucher = match cell.workload {
+        Workload::SerialInit => Some(plan.req.cpus[0]),
+        Workload::SingleUnpinned => None,
+        _ => Some(wr.requested_cpu),
+    };
+    if let (Some(want), Some(got)) = (want_toucher, b.toucher_cpu) {
+        if want != got {
+            problems.push(format!("first touched on CPU {got}, not CPU {want}"));
+        }
+    }
+    if cell.policy == PolicyColumn::Interleave {
+        problems.extend(uneven(&b.pages_by_node, &plan.interleave, granule));
+    }
+    problems
+}
+
+/// Whether an interleaved buffer's pages are spread evenly over `nodes`:
+/// round robin gives every node the same count within one granule (a page,
+/// or a huge page's worth of pages with THP).
+pub fn uneven(pages: &BTreeMap<u32, u64>, nodes: &IdSet, granule: u64) -> Option<String> {
+    let counts: Vec<u64> = nodes
+        .iter()
+        .map(|n| pages.get(&n).copied().unwrap_or(0))
+        .collect();
+    let (lo, hi) = (
+        counts.iter().copied().min().unwrap_or(0),
+        counts.iter().copied().max().unwrap_or(0),
+    );
+    (hi - lo > granule).then(|| {
+        let parts: Vec<String> = nodes
+            .iter()
+            .zip(&counts)
+            .map(|(n, c)| format!("{n}:{c}"))
+            .collect();
+        format!(
+            "interleave is uneven: pages per node {} differ by {} (round robin allows {granule})",
+            parts.join(" "),
+            hi - lo
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleave_evenness() {
+        let nodes: IdSet = [0, 1, 2, 3].into_iter().collect();
+        let even: BTreeMap<u32, u64> = [(0, 257), (1, 256), (2, 256), (3, 256)].into();
+        assert_eq!(uneven(&even, &nodes, 1), None);
+        let skewed: BTreeMap<u32, u64> = [(0, 300), (1, 256), (2, 256), (3, 212)].into();
+        let msg = uneven(&skewed, &nodes, 1).unwrap();
+        assert!(
+            msg.contains("0:300 1:256 2:256 3:212") && msg.contains("by 88"),
+            "{msg}"
+        );
+        // A node that got nothing is uneven too.
+        let missing: BTreeMap<u32, u64> = [(0, 512), (1, 512)].into();
+        assert!(uneven(&missing, &nodes, 1).is_some());
+        assert_eq!(uneven(&skewed, &nodes, 512), None);
+    }
+}
