@@ -30,8 +30,8 @@
 //! - A sample is a fixed number of steps continuing along the stream; the
 //!   statistics engine repeats samples under the point's [`StopRule`].
 //!
-//! The model (DESIGN.md: "latency + bytes / bandwidth for memory and
-//! cache"): the levels are the data caches of the machine model (the largest
+//! The model (the Apex-MAP study's "latency + bytes / bandwidth for memory
+//! and cache", docs/apexmap.md): the levels are the data caches of the machine model (the largest
 //! cache of each level) and memory. A cache of `C` bytes is assumed to hold
 //! the `floor(C / 8L)` hottest blocks, which are the first ones, so the share
 //! of accesses it serves is `F(C) = min(1, floor(C / 8L) / M)^alpha` minus

@@ -137,7 +137,7 @@ pub fn run_sizes(
             progress(&format!(
                 "{} {}",
                 k.name(),
-                crate::placement::format_bytes(bytes)
+                crate::text::format::bytes(bytes)
             ));
             // Each of the kernel's arrays gets an equal share of the working set.
             let per = (bytes as usize / k.arrays())
@@ -169,10 +169,7 @@ pub fn run_sizes(
         if cancel::requested() {
             break;
         }
-        progress(&format!(
-            "latency {}",
-            crate::placement::format_bytes(bytes)
-        ));
+        progress(&format!("latency {}", crate::text::format::bytes(bytes)));
         let l = run_latency(
             m,
             &LatencyRequest {

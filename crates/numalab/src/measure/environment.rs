@@ -1,5 +1,5 @@
-//! What a result depends on (DESIGN.md, section 4: "every result records what
-//! can change it"): kernel, CPU model and flags, SMT, transparent huge pages,
+//! What a result depends on (every result records what can change it,
+//! docs/measurement.md): kernel, CPU model and flags, SMT, transparent huge pages,
 //! automatic NUMA balancing, the frequency governor, cgroup limits, the hwloc
 //! and numalab versions and the command line, with plain-sentence warnings
 //! about the settings that make timings move.
