@@ -15,6 +15,7 @@ use super::chase::{Chase, ChasePattern};
 use super::kernels::{run_pass, BandwidthKernel, ByteCount, Isa};
 use super::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::machine::Machine;
+use crate::measure::sample_clock::SampleClock;
 use crate::placement::{
     pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy, PlacedBuffer,
     PlacementError, Realization, Thp,
@@ -24,7 +25,6 @@ use crate::text::format;
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -392,7 +392,7 @@ pub fn run_bandwidth_with(
     for (rep, g) in reps.iter_mut().zip(per_worker) {
         rep.gbps = g;
     }
-    let passes = run.sync.passes.load(Ordering::Acquire);
+    let passes = run.sync.clock.passes();
     Ok(bandwidth_result(req, opts, passes, meas, reps))
 }
 
@@ -441,15 +441,9 @@ fn check_bandwidth_request(
 struct Rendezvous {
     /// Every worker finished its setup (or failed).
     ready: Barrier,
-    /// Start and end of one sample.
-    start: Barrier,
-    done: Barrier,
-    /// Set before the last `start`: the workers leave instead of sampling.
-    stop: AtomicBool,
-    /// Passes over its buffers each worker makes in a sample.
-    passes: AtomicUsize,
-    /// Each worker's time of the last sample (f64 bits, seconds).
-    times: Vec<AtomicU64>,
+    /// The samples: passes over its buffers each worker makes, and each
+    /// worker's seconds of the last sample.
+    clock: SampleClock,
     /// Each worker's setup: its report, or why it failed.
     reports: Mutex<Vec<Option<Result<WorkerReport, PlacementError>>>>,
 }
@@ -459,11 +453,7 @@ impl Rendezvous {
     fn new(n: usize) -> Self {
         Rendezvous {
             ready: Barrier::new(n + 1),
-            start: Barrier::new(n + 1),
-            done: Barrier::new(n + 1),
-            stop: AtomicBool::new(false),
-            passes: AtomicUsize::new(1),
-            times: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            clock: SampleClock::new(n),
             reports: Mutex::new((0..n).map(|_| None).collect()),
         }
     }
@@ -474,10 +464,9 @@ impl Rendezvous {
         self.reports.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Stops the workers: they see `stop` at their next `start`.
+    /// Stops the workers: they see it at their next sample.
     fn stop_all(&self) {
-        self.stop.store(true, Ordering::Release);
-        self.start.wait();
+        self.clock.stop();
     }
 }
 
@@ -504,19 +493,14 @@ fn worker(run: &Run, i: usize, plan: &WorkerPlan, made: Option<Vec<PlacedBuffer>
             // Keep the barrier protocol so the others are not stuck:
             // the main thread stops everyone after `ready`.
             sync.ready.wait();
-            sync.start.wait();
+            let _stopped = sync.clock.next();
             return;
         }
     };
     sync.reports()[i] = Some(Ok(report));
     sync.ready.wait();
     let mut slices: Vec<&mut [f64]> = bufs.iter_mut().map(as_f64).collect();
-    loop {
-        sync.start.wait();
-        if sync.stop.load(Ordering::Acquire) {
-            break;
-        }
-        let k = sync.passes.load(Ordering::Acquire);
+    while let Some(k) = sync.clock.next() {
         let t0 = Instant::now();
         let mut sink = 0.0;
         for _ in 0..k {
@@ -526,8 +510,7 @@ fn worker(run: &Run, i: usize, plan: &WorkerPlan, made: Option<Vec<PlacedBuffer>
             }
         }
         std::hint::black_box(sink);
-        sync.times[i].store(t0.elapsed().as_secs_f64().to_bits(), Ordering::Release);
-        sync.done.wait();
+        sync.clock.finish(i, t0.elapsed().as_secs_f64());
     }
     let mut r = sync.reports();
     if let Some(Ok(rep)) = r[i].as_mut() {
@@ -644,7 +627,7 @@ fn own_buffers(
 /// setup (everyone is stopped).
 fn drive_samples(run: &Run, aggregate: Aggregate) -> Option<(Measurement, Vec<Vec<f64>>)> {
     let sync = &run.sync;
-    let n = sync.times.len();
+    let n = sync.clock.workers();
     let program = run
         .req
         .kernel
@@ -652,14 +635,8 @@ fn drive_samples(run: &Run, aggregate: Aggregate) -> Option<(Measurement, Vec<Ve
         .program as f64;
     let mut per_worker: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut run_sample = |record: bool| -> f64 {
-        sync.start.wait();
-        sync.done.wait();
-        let ts: Vec<f64> = sync
-            .times
-            .iter()
-            .map(|t| f64::from_bits(t.load(Ordering::Acquire)))
-            .collect();
-        let k = sync.passes.load(Ordering::Acquire) as f64;
+        let ts = sync.clock.sample();
+        let k = sync.clock.passes() as f64;
         let own = |t: f64| program * k / t.max(1e-9) / 1e9;
         if record {
             for (w, t) in ts.iter().enumerate() {
@@ -684,7 +661,7 @@ fn drive_samples(run: &Run, aggregate: Aggregate) -> Option<(Measurement, Vec<Ve
     let k = (MIN_SAMPLE_SECONDS / one_pass.max(1e-9))
         .ceil()
         .clamp(1.0, 1e6) as usize;
-    sync.passes.store(k, Ordering::Release);
+    sync.clock.set_passes(k);
     let meas = measure(&run.req.rule, || run_sample(true));
     // Per-worker figures of warm-up samples are not kept either.
     for w in per_worker.iter_mut() {

@@ -8,4 +8,5 @@ pub mod environment;
 pub mod harness;
 pub mod kernels;
 pub mod pacing;
+pub mod sample_clock;
 pub mod stats;

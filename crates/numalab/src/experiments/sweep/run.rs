@@ -13,6 +13,7 @@ use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::kernels::{run_pass, BandwidthKernel, ByteCount};
 use crate::measure::pacing::{PacedLoad, PacedReport, PacedSpec, TrafficMix};
+use crate::measure::sample_clock::SampleClock;
 use crate::measure::stats::{measure, StopRule};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError,
@@ -20,8 +21,7 @@ use crate::placement::{
 use crate::text::format;
 use crate::IdSet;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Per thread of a case: median seconds per pass and the CPUs it was seen on.
@@ -524,14 +524,9 @@ fn background_cpus(m: &Machine, bg: &Background, case: &PlannedCase, allowed: &I
 
 /// What a case's timing thread and its foreground threads share.
 struct CaseSync {
-    /// Every sample starts and ends with all threads at a barrier.
-    start: Barrier,
-    done: Barrier,
-    stop: AtomicBool,
-    /// Passes per sample (raised by the calibration).
-    passes: AtomicUsize,
-    /// Per thread: seconds per pass in the last sample, as `f64` bits.
-    times: Vec<AtomicU64>,
+    /// The samples: passes per sample (raised by the calibration), and per
+    /// thread its seconds per pass in the last sample.
+    clock: SampleClock,
     failed: Mutex<Option<PlacementError>>,
     /// Per thread: the CPUs it was seen on.
     seen: Mutex<Vec<Vec<u32>>>,
@@ -540,11 +535,7 @@ struct CaseSync {
 impl CaseSync {
     fn new(threads: usize) -> Self {
         CaseSync {
-            start: Barrier::new(threads + 1),
-            done: Barrier::new(threads + 1),
-            stop: AtomicBool::new(false),
-            passes: AtomicUsize::new(1),
-            times: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            clock: SampleClock::new(threads),
             failed: Mutex::new(None),
             seen: Mutex::new(vec![Vec::new(); threads]),
         }
@@ -564,13 +555,7 @@ impl CaseSync {
     /// One sample: every thread runs its passes. Returns the slowest
     /// thread's seconds per pass; `record` gets each thread's.
     fn sample(&self, record: Option<&mut [Vec<f64>]>) -> f64 {
-        self.start.wait();
-        self.done.wait();
-        let ts: Vec<f64> = self
-            .times
-            .iter()
-            .map(|t| f64::from_bits(t.load(Ordering::Acquire)))
-            .collect();
+        let ts = self.clock.sample();
         if let Some(per_thread) = record {
             for (w, t) in ts.iter().enumerate() {
                 per_thread[w].push(*t);
@@ -604,7 +589,7 @@ fn run_case(
         if req.min_sample_s > 0.0 {
             let one = sync.sample(None).max(1e-7);
             let k = (req.min_sample_s / one).ceil().clamp(1.0, 1e6) as usize;
-            sync.passes.store(k, Ordering::Release);
+            sync.clock.set_passes(k);
         }
         let meas = if sync.has_failed() {
             None
@@ -613,8 +598,7 @@ fn run_case(
                 sync.sample(Some(per_thread.as_mut_slice()))
             }))
         };
-        sync.stop.store(true, Ordering::Release);
-        sync.start.wait();
+        sync.clock.stop();
         meas
     });
     if let Some(e) = sync.failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -661,12 +645,7 @@ fn case_thread(
         }
     };
     let mut slice = ok.map(as_f64);
-    loop {
-        sync.start.wait();
-        if sync.stop.load(Ordering::Acquire) {
-            break;
-        }
-        let k = sync.passes.load(Ordering::Acquire);
+    while let Some(k) = sync.clock.next() {
         let t0 = Instant::now();
         if let Some(sl) = slice.as_deref_mut() {
             let mut sink = 0.0;
@@ -675,17 +654,14 @@ fn case_thread(
             }
             std::hint::black_box(sink);
         }
-        sync.times[i].store(
-            (t0.elapsed().as_secs_f64() / k as f64).to_bits(),
-            Ordering::Release,
-        );
+        let seconds = t0.elapsed().as_secs_f64() / k as f64;
         if let Some(c) = sys::current_cpu() {
             let mut g = sync.seen.lock().unwrap_or_else(|p| p.into_inner());
             if !g[i].contains(&c) {
                 g[i].push(c);
             }
         }
-        sync.done.wait();
+        sync.clock.finish(i, seconds);
     }
 }
 
