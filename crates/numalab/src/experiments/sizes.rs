@@ -61,26 +61,12 @@ pub struct SizesResult {
 
 /// Data/unified cache levels of the machine, smallest first.
 pub fn cache_marks(m: &Machine) -> Vec<CacheMark> {
-    let mut levels: Vec<u8> = m
-        .caches
-        .iter()
-        .filter(|c| c.kind != "instruction")
-        .map(|c| c.level)
-        .collect();
-    levels.sort_unstable();
-    levels.dedup();
-    levels
+    m.data_cache_levels()
         .into_iter()
         .filter_map(|l| {
-            let size = m
-                .caches
-                .iter()
-                .filter(|c| c.level == l && c.kind != "instruction")
-                .map(|c| c.size_bytes)
-                .max()?;
             Some(CacheMark {
                 name: format!("L{l}"),
-                bytes: size,
+                bytes: m.data_cache_bytes(l)?,
             })
         })
         .collect()

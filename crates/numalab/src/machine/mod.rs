@@ -294,18 +294,30 @@ impl Machine {
         self.hops.get(from, to)
     }
 
-    /// The largest last-level (data or unified) cache size, in bytes.
-    pub fn last_level_cache_bytes(&self) -> Option<u64> {
-        let lvl = self
+    /// The levels of the data (or unified) caches, smallest first.
+    pub fn data_cache_levels(&self) -> Vec<u8> {
+        let mut levels: Vec<u8> = self
             .caches
             .iter()
             .filter(|c| c.kind != "instruction")
             .map(|c| c.level)
-            .max()?;
+            .collect();
+        levels.sort_unstable();
+        levels.dedup();
+        levels
+    }
+
+    /// The largest data (or unified) cache of `level`, in bytes.
+    pub fn data_cache_bytes(&self, level: u8) -> Option<u64> {
         self.caches
             .iter()
-            .filter(|c| c.level == lvl && c.kind != "instruction")
+            .filter(|c| c.level == level && c.kind != "instruction")
             .map(|c| c.size_bytes)
             .max()
+    }
+
+    /// The largest last-level (data or unified) cache size, in bytes.
+    pub fn last_level_cache_bytes(&self) -> Option<u64> {
+        self.data_cache_bytes(*self.data_cache_levels().last()?)
     }
 }

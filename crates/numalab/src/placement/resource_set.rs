@@ -447,14 +447,7 @@ fn restrict(m: &Machine, s: ResourceSet) -> ResourceSet {
 }
 
 fn cache_levels(m: &Machine) -> String {
-    let mut levels: Vec<u8> = m
-        .caches
-        .iter()
-        .filter(|c| c.kind != "instruction")
-        .map(|c| c.level)
-        .collect();
-    levels.sort_unstable();
-    levels.dedup();
+    let levels = m.data_cache_levels();
     if levels.is_empty() {
         return "none".into();
     }
