@@ -212,38 +212,23 @@ pub fn text(r: &ScalingResult, units: Units) -> String {
 /// Per-thread and aggregate bandwidth by thread count, packed and spread,
 /// then the contention split and the table.
 fn html(r: &ScalingResult, s: &mut Section) {
-    let per = |pts: &[ScalingPoint]| -> Vec<(f64, f64)> {
-        pts.iter()
-            .map(|p| (p.threads as f64, p.per_thread_gbps))
-            .collect()
-    };
-    let agg = |pts: &[ScalingPoint]| -> Vec<(f64, f64)> {
-        pts.iter()
-            .map(|p| (p.threads as f64, p.gbps.median))
-            .collect()
-    };
-    let series = vec![
-        Series {
-            name: "packed, per thread".into(),
-            points: per(&r.packed),
-            dashed: false,
-        },
-        Series {
-            name: "spread, per thread".into(),
-            points: per(&r.spread),
-            dashed: false,
-        },
-        Series {
-            name: "packed, all threads".into(),
-            points: agg(&r.packed),
-            dashed: true,
-        },
-        Series {
-            name: "spread, all threads".into(),
-            points: agg(&r.spread),
-            dashed: true,
-        },
+    // Solid: per thread; dashed: all threads together.
+    let per = |p: &ScalingPoint| p.per_thread_gbps;
+    let all = |p: &ScalingPoint| p.gbps.median;
+    let lines: [(&str, &[ScalingPoint], &dyn Fn(&ScalingPoint) -> f64, bool); 4] = [
+        ("packed, per thread", &r.packed, &per, false),
+        ("spread, per thread", &r.spread, &per, false),
+        ("packed, all threads", &r.packed, &all, true),
+        ("spread, all threads", &r.spread, &all, true),
     ];
+    let series: Vec<Series> = lines
+        .into_iter()
+        .map(|(name, pts, value, dashed)| Series {
+            name: name.into(),
+            points: pts.iter().map(|p| (p.threads as f64, value(p))).collect(),
+            dashed,
+        })
+        .collect();
     s.figure(
         line_chart(
             "fig-scaling",

@@ -467,17 +467,26 @@ fn adjacency(m: &Machine) -> BTreeMap<u32, BTreeSet<u32>> {
     adj
 }
 
-/// The cycle through all of `nodes` when their subgraph is one ring.
-fn ring_order(nodes: &[u32], adj: &BTreeMap<u32, BTreeSet<u32>>) -> Option<Vec<u32>> {
+/// Each node's neighbours among `nodes` (three or more: fewer make no
+/// ring and no chain worth drawing).
+fn neighbours_within<'a>(
+    nodes: &[u32],
+    adj: &'a BTreeMap<u32, BTreeSet<u32>>,
+) -> Option<impl Fn(u32) -> Vec<u32> + 'a> {
     if nodes.len() < 3 {
         return None;
     }
     let inside: BTreeSet<u32> = nodes.iter().copied().collect();
-    let nb = |n: u32| -> Vec<u32> {
+    Some(move |n: u32| -> Vec<u32> {
         adj.get(&n)
             .map(|s| s.iter().copied().filter(|x| inside.contains(x)).collect())
             .unwrap_or_default()
-    };
+    })
+}
+
+/// The cycle through all of `nodes` when their subgraph is one ring.
+fn ring_order(nodes: &[u32], adj: &BTreeMap<u32, BTreeSet<u32>>) -> Option<Vec<u32>> {
+    let nb = neighbours_within(nodes, adj)?;
     if nodes.iter().any(|&n| nb(n).len() != 2) {
         return None;
     }
@@ -499,15 +508,7 @@ fn ring_order(nodes: &[u32], adj: &BTreeMap<u32, BTreeSet<u32>>) -> Option<Vec<u
 
 /// The path through all of `nodes` when their subgraph is one chain.
 fn chain_order(nodes: &[u32], adj: &BTreeMap<u32, BTreeSet<u32>>) -> Option<Vec<u32>> {
-    if nodes.len() < 3 {
-        return None;
-    }
-    let inside: BTreeSet<u32> = nodes.iter().copied().collect();
-    let nb = |n: u32| -> Vec<u32> {
-        adj.get(&n)
-            .map(|s| s.iter().copied().filter(|x| inside.contains(x)).collect())
-            .unwrap_or_default()
-    };
+    let nb = neighbours_within(nodes, adj)?;
     let ends: Vec<u32> = nodes
         .iter()
         .copied()
