@@ -74,10 +74,35 @@ fn last_os_error() -> io::Error {
     io::Error::last_os_error()
 }
 
-/// The kernel's `maxnode` is one more than the mask width it reads
-/// (it decrements before use).
-fn mask(nodes: &IdSet) -> Vec<u64> {
-    nodes.to_words(MASK_BITS)
+/// A CPU or node set in the kernel's bitmask layout, built ahead of time.
+/// Handing it to the kernel allocates nothing, so [`set_affinity_mask`] and
+/// [`set_mempolicy_mask`] may run where allocating is not allowed: in a
+/// child between fork and exec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelMask {
+    words: Vec<u64>,
+    empty: bool,
+}
+
+impl KernelMask {
+    /// The mask of `set`, at least 1024 bits wide.
+    pub fn new(set: &IdSet) -> Self {
+        Self {
+            words: set.to_words(MASK_BITS),
+            empty: set.is_empty(),
+        }
+    }
+
+    /// Pointer and `maxnode` for the memory-policy calls: a null mask for
+    /// the empty set; otherwise one more than the mask width, as the kernel
+    /// decrements `maxnode` before use.
+    fn node_arg(&self) -> (*const u64, libc::c_ulong) {
+        if self.empty {
+            (std::ptr::null(), 0)
+        } else {
+            (self.words.as_ptr(), (self.words.len() * 64 + 1) as libc::c_ulong)
+        }
+    }
 }
 
 /// Applies a memory policy to `[addr, addr+len)`. `addr` must be page aligned.
@@ -91,12 +116,8 @@ pub unsafe fn mbind(
     nodes: &IdSet,
     flags: u32,
 ) -> io::Result<()> {
-    let m = mask(nodes);
-    let (ptr, maxnode) = if nodes.is_empty() {
-        (std::ptr::null(), 0)
-    } else {
-        (m.as_ptr(), m.len() * 64 + 1)
-    };
+    let mask = KernelMask::new(nodes);
+    let (ptr, maxnode) = mask.node_arg();
     // SAFETY: caller guarantees the range; the mask outlives the call.
     let r = unsafe {
         libc::syscall(
@@ -105,7 +126,7 @@ pub unsafe fn mbind(
             len as libc::c_ulong,
             mode as libc::c_ulong,
             ptr,
-            maxnode as libc::c_ulong,
+            maxnode,
             flags as libc::c_ulong,
         )
     };
@@ -117,21 +138,15 @@ pub unsafe fn mbind(
 
 /// Sets the calling thread's memory policy (inherited by children and exec).
 pub fn set_mempolicy(mode: Mode, nodes: &IdSet) -> io::Result<()> {
-    let m = mask(nodes);
-    let (ptr, maxnode) = if nodes.is_empty() {
-        (std::ptr::null(), 0)
-    } else {
-        (m.as_ptr(), m.len() * 64 + 1)
-    };
+    set_mempolicy_mask(mode, &KernelMask::new(nodes))
+}
+
+/// [`set_mempolicy`] with a mask built beforehand: async-signal-safe (one
+/// system call, no allocation), for a child between fork and exec.
+pub fn set_mempolicy_mask(mode: Mode, nodes: &KernelMask) -> io::Result<()> {
+    let (ptr, maxnode) = nodes.node_arg();
     // SAFETY: plain syscall with a mask that outlives it.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_set_mempolicy,
-            mode as libc::c_int,
-            ptr,
-            maxnode as libc::c_ulong,
-        )
-    };
+    let r = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode as libc::c_int, ptr, maxnode) };
     if r != 0 {
         return Err(last_os_error());
     }
@@ -187,7 +202,13 @@ pub fn query_page_nodes(pid: i32, pages: &[*mut u8], status: &mut [i32]) -> io::
 
 /// Pins the calling thread (tid 0) or thread `tid` to `cpus`.
 pub fn set_affinity(tid: i32, cpus: &IdSet) -> io::Result<()> {
-    let words = cpus.to_words(MASK_BITS);
+    set_affinity_mask(tid, &KernelMask::new(cpus))
+}
+
+/// [`set_affinity`] with a mask built beforehand: async-signal-safe (one
+/// system call, no allocation), for a child between fork and exec.
+pub fn set_affinity_mask(tid: i32, cpus: &KernelMask) -> io::Result<()> {
+    let words = &cpus.words;
     // SAFETY: the mask is `words.len() * 8` bytes.
     let r = unsafe {
         libc::syscall(
@@ -328,6 +349,17 @@ mod tests {
         assert_eq!(nodes, IdSet::single(0));
         set_mempolicy(Mode::Default, &IdSet::new()).unwrap();
         assert_eq!(get_mempolicy().unwrap().0, Mode::Default as i32);
+    }
+
+    #[test]
+    fn kernel_mask_arguments() {
+        let empty = KernelMask::new(&IdSet::new());
+        assert_eq!(empty.node_arg(), (std::ptr::null(), 0));
+        assert_eq!(empty.words.len(), MASK_BITS / 64);
+        let two = KernelMask::new(&IdSet::parse_list("0,65").unwrap());
+        let (ptr, maxnode) = two.node_arg();
+        assert_eq!((ptr, maxnode), (two.words.as_ptr(), MASK_BITS as libc::c_ulong + 1));
+        assert_eq!(&two.words[..2], &[1, 2]);
     }
 
     #[test]
