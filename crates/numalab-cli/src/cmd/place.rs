@@ -3,8 +3,9 @@
 
 use crate::output::{load_machine, print_json, CliError, CliResult};
 use numalab::placement::{
-    format_bytes, parse_size, pin_current_thread, sys, BufferSpec, ListMeaning, MemoryPolicy,
-    PageHistogram, PlacedBuffer, Realization, ResourceSet, Thp, WeightedImpl,
+    format_bytes, parse_size, write_from_workers, BufferCheck, BufferSpec, ListMeaning,
+    MemoryPolicy, PageHistogram, PlacedBuffer, Realization, ResourceSet, Thp, WeightedImpl,
+    WorkerCheck,
 };
 use numalab::{IdSet, Machine};
 use serde::Serialize;
@@ -42,13 +43,6 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Serialize)]
-struct WorkerCheck {
-    requested_cpu: u32,
-    seen_cpu: Option<u32>,
-    ok: bool,
 }
 
 #[derive(Serialize)]
@@ -142,21 +136,22 @@ pub fn run(a: Args) -> CliResult {
         weighted,
     };
     let mut buf = PlacedBuffer::new(&m, &spec)?;
-    let worker_checks = run_workers(&mut buf, &workers)?;
+    // A worker that cannot be pinned is a failure to carry out the request (1).
+    let worker_checks =
+        write_from_workers(&mut buf, &workers).map_err(|e| CliError::failed(e.to_string()))?;
     let hist = buf.histogram()?;
 
     let toucher_cpu = cpu.or(buf.toucher_cpu());
     let toucher_node = toucher_cpu.and_then(|c| m.node_of_cpu(c));
     let expected = policy.nodes_expected(&m, toucher_node);
-    let problems = check(
-        &m,
-        &policy,
-        &hist,
-        expected.as_ref(),
-        cpu,
-        buf.toucher_cpu(),
-        &worker_checks,
-    );
+    let problems = BufferCheck {
+        policy: &policy,
+        expected_nodes: expected.as_ref(),
+        requested_cpu: cpu,
+        seen_cpu: buf.toucher_cpu(),
+        workers: &worker_checks,
+    }
+    .problems(&hist);
     let result = PlaceResult {
         schema_version: PLACE_SCHEMA_VERSION,
         size_bytes: buf.len() as u64,
@@ -187,103 +182,6 @@ pub fn run(a: Args) -> CliResult {
     } else {
         ExitCode::from(3)
     })
-}
-
-/// Each worker, pinned, writes its contiguous slice; returns where each ran.
-fn run_workers(buf: &mut PlacedBuffer, cpus: &[u32]) -> Result<Vec<WorkerCheck>, CliError> {
-    if cpus.is_empty() {
-        return Ok(Vec::new());
-    }
-    let n = cpus.len();
-    let page = buf.page_size();
-    let pages = buf.len() / page;
-    let slice = buf.as_mut_slice();
-    let per = pages.div_ceil(n) * page;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = slice
-            .chunks_mut(per.max(page))
-            .zip(cpus)
-            .map(|(chunk, &cpu)| {
-                s.spawn(move || -> Result<WorkerCheck, String> {
-                    pin_current_thread(cpu).map_err(|e| e.to_string())?;
-                    for b in chunk.iter_mut().step_by(64) {
-                        *b = b.wrapping_add(1);
-                    }
-                    let seen = sys::current_cpu();
-                    Ok(WorkerCheck {
-                        requested_cpu: cpu,
-                        seen_cpu: seen,
-                        ok: seen == Some(cpu),
-                    })
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| CliError::failed("a worker thread panicked"))?
-                    .map_err(CliError::failed)
-            })
-            .collect()
-    })
-}
-
-fn check(
-    m: &Machine,
-    policy: &MemoryPolicy,
-    hist: &PageHistogram,
-    expected: Option<&IdSet>,
-    requested_cpu: Option<u32>,
-    seen_cpu: Option<u32>,
-    workers: &[WorkerCheck],
-) -> Vec<String> {
-    let mut p = Vec::new();
-    if hist.untouched_pages > 0 {
-        p.push(format!("{} pages were never touched", hist.untouched_pages));
-    }
-    if let (Some(r), s) = (requested_cpu, seen_cpu) {
-        if s != Some(r) {
-            p.push(format!(
-                "the toucher ran on CPU {} instead of CPU {r}",
-                s.map(|c| c.to_string()).unwrap_or("?".into())
-            ));
-        }
-    }
-    for w in workers.iter().filter(|w| !w.ok) {
-        p.push(format!(
-            "worker for CPU {} ran on CPU {:?}",
-            w.requested_cpu, w.seen_cpu
-        ));
-    }
-    // Preferred may legitimately fall back: it is not strict, so not a failure.
-    if let (Some(exp), false) = (expected, matches!(policy, MemoryPolicy::Preferred { .. })) {
-        let outside = hist.pages_outside(exp);
-        if outside > 0 {
-            p.push(format!(
-                "{outside} of {} pages landed outside the requested nodes {{{exp}}}",
-                hist.pages_total
-            ));
-        }
-        // Interleave must spread evenly (within one chunk per node).
-        if let MemoryPolicy::Interleave { nodes, chunk_pages } = policy {
-            let counts: Vec<u64> = nodes
-                .iter()
-                .map(|n| *hist.pages_by_node.get(&n).unwrap_or(&0))
-                .collect();
-            let (lo, hi) = (
-                counts.iter().min().copied().unwrap_or(0),
-                counts.iter().max().copied().unwrap_or(0),
-            );
-            if hi - lo > *chunk_pages && hist.untouched_pages == 0 {
-                p.push(format!(
-                    "interleave is uneven: {lo} to {hi} pages per node (allowed difference {chunk_pages})"
-                ));
-            }
-        }
-    }
-    let _ = m;
-    p
 }
 
 fn print_text(r: &PlaceResult, hist: &PageHistogram) {

@@ -2,21 +2,27 @@
 //! buffers, and verification of where threads and pages really are.
 //!
 //! Placement is never assumed: [`PlacedBuffer::histogram`] asks the kernel
-//! where every page is, and workers check the CPU they run on.
+//! where every page is, workers check the CPU they run on
+//! ([`write_from_workers`]), and [`BufferCheck`] compares both with the
+//! request.
 
 pub mod buffer;
+pub mod check;
 pub mod memory_policy;
 pub mod resource_set;
 pub mod sys;
 pub mod thread_policy;
+pub mod touch;
 pub mod verify;
 
 pub use buffer::{
     pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, SysfsWeights, Thp,
 };
+pub use check::BufferCheck;
 pub use memory_policy::{remote_node, MemoryPolicy, Realization, WeightedImpl};
 pub use resource_set::{ListMeaning, ResourceSet};
 pub use thread_policy::ThreadPolicy;
+pub use touch::{write_from_workers, WorkerCheck};
 pub use verify::{PageHistogram, ProcessPlacement, RunLengths};
 
 /// Why a placement could not be made. Every message is one line that names

@@ -1,0 +1,261 @@
+//! Checking a placed buffer against its request: the page histogram and the
+//! CPUs its toucher and workers ran on, compared with what was asked.
+
+use super::memory_policy::MemoryPolicy;
+use super::touch::WorkerCheck;
+use super::verify::PageHistogram;
+use crate::IdSet;
+
+/// What was asked of a buffer and where its threads were seen.
+#[derive(Debug, Clone, Copy)]
+pub struct BufferCheck<'a> {
+    pub policy: &'a MemoryPolicy,
+    /// The nodes its pages belong on ([`MemoryPolicy::nodes_expected`]);
+    /// `None` when that depends on more than the policy.
+    pub expected_nodes: Option<&'a IdSet>,
+    /// The CPU the toucher was asked to run on, if one was.
+    pub requested_cpu: Option<u32>,
+    /// The CPU the toucher was seen on.
+    pub seen_cpu: Option<u32>,
+    pub workers: &'a [WorkerCheck],
+}
+
+impl BufferCheck<'_> {
+    /// Every way `hist` and the threads differ from the request, one
+    /// sentence each; empty when the placement is verified. Preferred
+    /// placement may fall back to other nodes (it is not strict), so pages
+    /// elsewhere are not a problem for it. Interleave must spread evenly:
+    /// within one chunk per node once every page is touched.
+    pub fn problems(&self, hist: &PageHistogram) -> Vec<String> {
+        let mut p = Vec::new();
+        if hist.untouched_pages > 0 {
+            p.push(format!("{} pages were never touched", hist.untouched_pages));
+        }
+        if let Some(r) = self.requested_cpu {
+            if self.seen_cpu != Some(r) {
+                p.push(format!(
+                    "the toucher ran on CPU {} instead of CPU {r}",
+                    self.seen_cpu
+                        .map(|c| c.to_string())
+                        .unwrap_or("?".into())
+                ));
+            }
+        }
+        for w in self.workers.iter().filter(|w| !w.ok) {
+            p.push(format!(
+                "worker for CPU {} ran on CPU {:?}",
+                w.requested_cpu, w.seen_cpu
+            ));
+        }
+        let Some(exp) = self
+            .expected_nodes
+            .filter(|_| !matches!(self.policy, MemoryPolicy::Preferred { .. }))
+        else {
+            return p;
+        };
+        let outside = hist.pages_outside(exp);
+        if outside > 0 {
+            p.push(format!(
+                "{outside} of {} pages landed outside the requested nodes {{{exp}}}",
+                hist.pages_total
+            ));
+        }
+        if let MemoryPolicy::Interleave { nodes, chunk_pages } = self.policy {
+            let counts: Vec<u64> = nodes
+                .iter()
+                .map(|n| *hist.pages_by_node.get(&n).unwrap_or(&0))
+                .collect();
+            let lo = counts.iter().min().copied().unwrap_or(0);
+            let hi = counts.iter().max().copied().unwrap_or(0);
+            if hi - lo > *chunk_pages && hist.untouched_pages == 0 {
+                p.push(format!(
+                    "interleave is uneven: {lo} to {hi} pages per node (allowed difference {chunk_pages})"
+                ));
+            }
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UNTOUCHED: i32 = -libc::ENOENT;
+
+    fn hist(nodes: &[i32]) -> PageHistogram {
+        PageHistogram::from_page_nodes(nodes.to_vec(), 4096)
+    }
+
+    fn ids(s: &str) -> IdSet {
+        IdSet::parse_list(s).unwrap()
+    }
+
+    fn check<'a>(policy: &'a MemoryPolicy, expected: Option<&'a IdSet>) -> BufferCheck<'a> {
+        BufferCheck {
+            policy,
+            expected_nodes: expected,
+            requested_cpu: None,
+            seen_cpu: None,
+            workers: &[],
+        }
+    }
+
+    #[test]
+    fn a_placement_as_asked_has_no_problem() {
+        let one = ids("1");
+        let bind = MemoryPolicy::Bind { nodes: one.clone() };
+        let c = BufferCheck {
+            requested_cpu: Some(3),
+            seen_cpu: Some(3),
+            ..check(&bind, Some(&one))
+        };
+        assert!(c.problems(&hist(&[1, 1, 1, 1])).is_empty());
+    }
+
+    #[test]
+    fn untouched_pages() {
+        let ft = MemoryPolicy::FirstTouch;
+        let p = check(&ft, None).problems(&hist(&[0, UNTOUCHED, 0, UNTOUCHED]));
+        assert_eq!(p, ["2 pages were never touched"]);
+    }
+
+    #[test]
+    fn toucher_on_another_cpu_or_unseen() {
+        let ft = MemoryPolicy::FirstTouch;
+        let h = hist(&[0, 0]);
+        let moved = BufferCheck {
+            requested_cpu: Some(1),
+            seen_cpu: Some(0),
+            ..check(&ft, None)
+        };
+        assert_eq!(
+            moved.problems(&h),
+            ["the toucher ran on CPU 0 instead of CPU 1"]
+        );
+        let unseen = BufferCheck {
+            seen_cpu: None,
+            ..moved
+        };
+        assert_eq!(
+            unseen.problems(&h),
+            ["the toucher ran on CPU ? instead of CPU 1"]
+        );
+        // Without a request, wherever it ran is fine.
+        let free = BufferCheck {
+            requested_cpu: None,
+            seen_cpu: Some(0),
+            ..moved
+        };
+        assert!(free.problems(&h).is_empty());
+    }
+
+    #[test]
+    fn workers_that_ran_elsewhere() {
+        let ft = MemoryPolicy::FirstTouch;
+        let workers = [
+            WorkerCheck {
+                requested_cpu: 0,
+                seen_cpu: Some(0),
+                ok: true,
+            },
+            WorkerCheck {
+                requested_cpu: 1,
+                seen_cpu: Some(0),
+                ok: false,
+            },
+            WorkerCheck {
+                requested_cpu: 2,
+                seen_cpu: None,
+                ok: false,
+            },
+        ];
+        let c = BufferCheck {
+            workers: &workers,
+            ..check(&ft, None)
+        };
+        assert_eq!(
+            c.problems(&hist(&[0])),
+            [
+                "worker for CPU 1 ran on CPU Some(0)",
+                "worker for CPU 2 ran on CPU None"
+            ]
+        );
+    }
+
+    #[test]
+    fn pages_outside_the_requested_nodes() {
+        let bind = MemoryPolicy::Bind { nodes: ids("0-1") };
+        let nodes = ids("0-1");
+        let p = check(&bind, Some(&nodes)).problems(&hist(&[0, 2, 1, 3, 3, 0, 1, 1]));
+        assert_eq!(
+            p,
+            ["3 of 8 pages landed outside the requested nodes {0-1}"]
+        );
+    }
+
+    #[test]
+    fn preferred_may_fall_back() {
+        let preferred = MemoryPolicy::Preferred { nodes: ids("1") };
+        let one = ids("1");
+        let p = check(&preferred, Some(&one)).problems(&hist(&[0, 0, 1]));
+        assert!(p.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn uneven_interleave() {
+        let nodes = ids("0-1");
+        let il = MemoryPolicy::Interleave {
+            nodes: nodes.clone(),
+            chunk_pages: 1,
+        };
+        assert_eq!(
+            check(&il, Some(&nodes)).problems(&hist(&[0, 0, 0, 1, 0])),
+            ["interleave is uneven: 1 to 4 pages per node (allowed difference 1)"]
+        );
+        // One chunk of difference is what round robin leaves.
+        assert!(check(&il, Some(&nodes))
+            .problems(&hist(&[0, 1, 0]))
+            .is_empty());
+        // A node with no page at all counts as zero.
+        assert_eq!(
+            check(&il, Some(&nodes)).problems(&hist(&[0, 0, 0])),
+            ["interleave is uneven: 0 to 3 pages per node (allowed difference 1)"]
+        );
+        // Chunks of 4 pages may differ by 4.
+        let chunks = MemoryPolicy::Interleave {
+            nodes: nodes.clone(),
+            chunk_pages: 4,
+        };
+        assert!(check(&chunks, Some(&nodes))
+            .problems(&hist(&[0, 0, 0, 0]))
+            .is_empty());
+        // Untouched pages are reported once, not as unevenness too.
+        assert_eq!(
+            check(&il, Some(&nodes)).problems(&hist(&[0, 0, 0, UNTOUCHED])),
+            ["1 pages were never touched"]
+        );
+    }
+
+    #[test]
+    fn several_problems_in_order() {
+        let nodes = ids("0-1");
+        let il = MemoryPolicy::Interleave {
+            nodes: nodes.clone(),
+            chunk_pages: 1,
+        };
+        let c = BufferCheck {
+            requested_cpu: Some(1),
+            seen_cpu: Some(0),
+            ..check(&il, Some(&nodes))
+        };
+        assert_eq!(
+            c.problems(&hist(&[UNTOUCHED, 2, 0, 0, 0])),
+            [
+                "1 pages were never touched",
+                "the toucher ran on CPU 0 instead of CPU 1",
+                "1 of 5 pages landed outside the requested nodes {0-1}",
+            ]
+        );
+    }
+}
