@@ -35,9 +35,7 @@ impl BufferCheck<'_> {
             if self.seen_cpu != Some(r) {
                 p.push(format!(
                     "the toucher ran on CPU {} instead of CPU {r}",
-                    self.seen_cpu
-                        .map(|c| c.to_string())
-                        .unwrap_or("?".into())
+                    self.seen_cpu.map(|c| c.to_string()).unwrap_or("?".into())
                 ));
             }
         }
@@ -188,10 +186,7 @@ mod tests {
         let bind = MemoryPolicy::Bind { nodes: ids("0-1") };
         let nodes = ids("0-1");
         let p = check(&bind, Some(&nodes)).problems(&hist(&[0, 2, 1, 3, 3, 0, 1, 1]));
-        assert_eq!(
-            p,
-            ["3 of 8 pages landed outside the requested nodes {0-1}"]
-        );
+        assert_eq!(p, ["3 of 8 pages landed outside the requested nodes {0-1}"]);
     }
 
     #[test]

@@ -100,7 +100,10 @@ impl KernelMask {
         if self.empty {
             (std::ptr::null(), 0)
         } else {
-            (self.words.as_ptr(), (self.words.len() * 64 + 1) as libc::c_ulong)
+            (
+                self.words.as_ptr(),
+                (self.words.len() * 64 + 1) as libc::c_ulong,
+            )
         }
     }
 }
@@ -358,7 +361,10 @@ mod tests {
         assert_eq!(empty.words.len(), MASK_BITS / 64);
         let two = KernelMask::new(&IdSet::parse_list("0,65").unwrap());
         let (ptr, maxnode) = two.node_arg();
-        assert_eq!((ptr, maxnode), (two.words.as_ptr(), MASK_BITS as libc::c_ulong + 1));
+        assert_eq!(
+            (ptr, maxnode),
+            (two.words.as_ptr(), MASK_BITS as libc::c_ulong + 1)
+        );
         assert_eq!(&two.words[..2], &[1, 2]);
     }
 

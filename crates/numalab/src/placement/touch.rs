@@ -98,7 +98,10 @@ mod tests {
         // Every line written exactly once, nothing else touched.
         let bytes = buf.as_slice();
         assert!(bytes.iter().step_by(64).all(|&b| b == 1));
-        assert_eq!(bytes.iter().map(|&b| b as usize).sum::<usize>(), bytes.len() / 64);
+        assert_eq!(
+            bytes.iter().map(|&b| b as usize).sum::<usize>(),
+            bytes.len() / 64
+        );
     }
 
     #[test]
