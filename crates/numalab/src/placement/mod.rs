@@ -3,11 +3,12 @@
 //!
 //! Placement is never assumed: [`PlacedBuffer::histogram`] asks the kernel
 //! where every page is, workers check the CPU they run on
-//! ([`write_from_workers`]), and [`BufferCheck`] compares both with the
-//! request.
+//! ([`write_from_workers`]), [`BufferCheck`] compares both with the request,
+//! and [`launch`] reads a launched command's placement at its exit.
 
 pub mod buffer;
 pub mod check;
+pub mod launch;
 pub mod memory_policy;
 pub mod resource_set;
 pub mod sys;
@@ -19,6 +20,7 @@ pub use buffer::{
     pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, SysfsWeights, Thp,
 };
 pub use check::BufferCheck;
+pub use launch::{ExitStatus, LaunchOutcome, LaunchPlan, SpawnError};
 pub use memory_policy::{remote_node, MemoryPolicy, Realization, WeightedImpl};
 pub use resource_set::{ListMeaning, ResourceSet};
 pub use thread_policy::ThreadPolicy;

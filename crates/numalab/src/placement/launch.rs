@@ -1,0 +1,487 @@
+//! Launching a command with CPU and memory placement, as `numalab run` does.
+//!
+//! - The child gets its CPU mask (sched_setaffinity) and task memory policy
+//!   (set_mempolicy) between fork and exec, so both hold from its first
+//!   instruction and are inherited by its threads and children.
+//! - Signals a process sends to this one ([`FORWARDED`]) are passed on to the
+//!   child; terminal-generated ones already reach the child through its
+//!   process group and are not sent twice.
+//! - With [`LaunchPlan::verify_at_exit`] the child runs under ptrace with
+//!   PTRACE_O_TRACEEXIT: at its exit, before its memory is torn down, its
+//!   placement is read ([`ProcessPlacement::read`]). Other signals that stop
+//!   it are delivered as they would have been.
+//! - [`ExitStatus::propagate`] ends this process as the command ended.
+//!
+//! ```no_run
+//! use numalab::placement::launch::{ExitStatus, LaunchPlan};
+//! use numalab::placement::MemoryPolicy;
+//! use numalab::{IdSet, Machine};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let m = Machine::load(None)?;
+//! let plan = LaunchPlan::new(&m, Some(IdSet::single(0)), MemoryPolicy::Local)?
+//!     .verify_at_exit(true);
+//! let outcome = plan.prepare()?.spawn(&["sh", "-c", "exit 3"])?.wait()?;
+//! assert_eq!(outcome.status, ExitStatus::Exited(3));
+//! let placement = outcome.placement.expect("exit seen")?;
+//! println!("{} mappings at exit", placement.mappings.len());
+//! # Ok(())
+//! # }
+//! ```
+
+use super::buffer::SysfsWeights;
+use super::memory_policy::{MemoryPolicy, Realization, WeightedImpl};
+use super::sys::{self, KernelMask, Mode};
+use super::verify::ProcessPlacement;
+use super::{PlacementError, PlacementError as E};
+use crate::machine::Machine;
+use crate::IdSet;
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::ptrace;
+use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::Pid;
+use serde::Serialize;
+use std::ffi::OsStr;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Signals passed on to the child when a process sends them to this one.
+pub const FORWARDED: [Signal; 6] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
+/// Where a command is to run and where its memory is to go.
+#[derive(Debug, Clone)]
+pub struct LaunchPlan {
+    cpus: Option<IdSet>,
+    policy: MemoryPolicy,
+    mode: Mode,
+    nodes: IdSet,
+    weights: Option<Vec<(u32, u32)>>,
+    verify: bool,
+}
+
+impl LaunchPlan {
+    /// Turns a CPU set (`None`: wherever this process may run) and a memory
+    /// policy into what the kernel is asked for the whole process.
+    ///
+    /// `remote` is relative to where the command runs, so it needs CPUs on
+    /// one node; policies that place a known buffer chunk by chunk have no
+    /// meaning for a process; weighted interleave is the kernel's (Linux
+    /// >= 6.9). Modes the running kernel lacks are refused here, not at exec.
+    pub fn new(
+        m: &Machine,
+        cpus: Option<IdSet>,
+        policy: MemoryPolicy,
+    ) -> Result<Self, PlacementError> {
+        if cpus.as_ref().is_some_and(IdSet::is_empty) {
+            return Err(E::Invalid(
+                "a command needs at least one CPU to run on".into(),
+            ));
+        }
+        let home = cpus.as_ref().and_then(|c| {
+            let nodes: IdSet = c.iter().filter_map(|x| m.node_of_cpu(x)).collect();
+            (nodes.len() == 1).then(|| nodes.first()).flatten()
+        });
+        if matches!(policy, MemoryPolicy::Remote { .. }) && home.is_none() {
+            return Err(E::Invalid(
+                "remote placement for run needs the command's CPUs on one node: add --cpus node:N"
+                    .into(),
+            ));
+        }
+        let (mode, nodes, weights) = match policy.realize(m, home, WeightedImpl::Kernel)? {
+            Realization::Kernel { mode, nodes } => (mode, nodes, None),
+            Realization::KernelWeighted { nodes, weights } => {
+                (Mode::WeightedInterleave, nodes, Some(weights))
+            }
+            Realization::Chunks { .. } => return Err(E::Invalid(format!(
+                "{policy} needs chunk-wise placement of a known buffer, which a whole process does not have; use interleave:NODES (one page at a time) or numalab place"
+            ))),
+        };
+        if mode != Mode::Default {
+            sys::kernel_supports(mode).map_err(E::Unsupported)?;
+        }
+        Ok(Self {
+            cpus,
+            policy,
+            mode,
+            nodes,
+            weights,
+            verify: false,
+        })
+    }
+
+    /// Whether to trace the command and read its placement when it exits.
+    pub fn verify_at_exit(mut self, on: bool) -> Self {
+        self.verify = on;
+        self
+    }
+
+    /// The CPUs the command may run on (`None`: this process's).
+    pub fn cpus(&self) -> Option<&IdSet> {
+        self.cpus.as_ref()
+    }
+
+    /// The memory policy as asked.
+    pub fn policy(&self) -> &MemoryPolicy {
+        &self.policy
+    }
+
+    /// The kernel mode and nodes the command's task policy gets.
+    pub fn kernel_policy(&self) -> (Mode, &IdSet) {
+        (self.mode, &self.nodes)
+    }
+
+    /// Sets what must hold before the command starts (the kernel's
+    /// weighted-interleave weights, restored when the launch ends) and
+    /// builds the kernel masks the child applies.
+    pub fn prepare(&self) -> Result<PreparedLaunch, PlacementError> {
+        let weights = self.weights.as_deref().map(SysfsWeights::set).transpose()?;
+        Ok(PreparedLaunch {
+            cpus: self.cpus.as_ref().map(KernelMask::new),
+            mode: self.mode,
+            nodes: KernelMask::new(&self.nodes),
+            trace: self.verify,
+            placement: self.to_string(),
+            weights,
+        })
+    }
+}
+
+/// "cpus {0-3}, memory bind:1", or "cpus {all}, ..." without a CPU set.
+impl fmt::Display for LaunchPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.cpus {
+            Some(c) => write!(f, "cpus {{{c}}}, memory {}", self.policy),
+            None => write!(f, "cpus {{all}}, memory {}", self.policy),
+        }
+    }
+}
+
+/// A plan whose system-wide settings are made and whose masks are built:
+/// ready to spawn.
+pub struct PreparedLaunch {
+    cpus: Option<KernelMask>,
+    mode: Mode,
+    nodes: KernelMask,
+    trace: bool,
+    placement: String,
+    weights: Option<SysfsWeights>,
+}
+
+impl PreparedLaunch {
+    /// The kernel weighted-interleave weights set for the command's lifetime.
+    pub fn weights(&self) -> Option<&SysfsWeights> {
+        self.weights.as_ref()
+    }
+
+    /// Starts `command` (program and arguments, the program looked up in
+    /// PATH) with the plan's placement.
+    ///
+    /// The [`FORWARDED`] signals are blocked in the calling thread until the
+    /// launch ends, and a forwarding thread takes them. Call this before
+    /// starting other threads (threads started later inherit the block), or
+    /// block these signals in them: a thread that does not block them takes
+    /// their default action instead. [`Launch::wait`] must be called from
+    /// this thread too (ptrace answers only to it), which is why a
+    /// [`Launch`] cannot be sent to another.
+    pub fn spawn<S: AsRef<OsStr>>(self, command: &[S]) -> Result<Launch, SpawnError> {
+        let fail = |source: io::Error| SpawnError {
+            program: command
+                .first()
+                .map(|p| p.as_ref().to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            placement: self.placement.clone(),
+            source,
+        };
+        let Some((program, args)) = command.split_first() else {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no command given",
+            )));
+        };
+        let forwarded: SigSet = FORWARDED.into_iter().collect();
+        let saved_mask = forwarded
+            .thread_swap_mask(SigmaskHow::SIG_BLOCK)
+            .map_err(|e| fail(e.into()))?;
+        let restore = |e: io::Error| {
+            let _ = saved_mask.thread_set_mask();
+            fail(e)
+        };
+        let signals =
+            SignalFd::with_flags(&forwarded, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+                .map_err(|e| restore(e.into()))?;
+        let stop = EventFd::from_flags(EfdFlags::EFD_CLOEXEC).map_err(|e| restore(e.into()))?;
+
+        let (cpus, mode, nodes, trace) = (self.cpus, self.mode, self.nodes, self.trace);
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        // SAFETY: the closure runs in the child between fork and exec and
+        // makes only async-signal-safe calls: sigprocmask, two raw system
+        // calls on masks built before the fork, and ptrace(PTRACE_TRACEME).
+        // It allocates nothing and touches no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                sigprocmask(SigmaskHow::SIG_SETMASK, Some(&saved_mask), None)?;
+                if let Some(c) = &cpus {
+                    sys::set_affinity_mask(0, c)?;
+                }
+                if mode != Mode::Default {
+                    sys::set_mempolicy_mask(mode, &nodes)?;
+                }
+                if trace {
+                    ptrace::traceme()?;
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(restore)?;
+        let pid = Pid::from_raw(child.id() as i32);
+        let forwarder = match Forwarder::start(pid, signals, stop) {
+            Ok(f) => f,
+            Err(e) => {
+                // Nothing would pass signals on: do not leave the child running.
+                let _ = kill(pid, Signal::SIGKILL);
+                let _ = waitpid_raw(pid);
+                return Err(restore(e));
+            }
+        };
+        Ok(Launch {
+            pid,
+            trace,
+            forwarder: Some(forwarder),
+            saved_mask,
+            _weights: self.weights,
+            _this_thread: PhantomData,
+        })
+    }
+}
+
+/// Why a command could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot run '{program}' with {placement}: {source}")]
+pub struct SpawnError {
+    /// The program as given.
+    pub program: String,
+    /// The plan, as [`LaunchPlan`]'s `Display` writes it.
+    pub placement: String,
+    pub source: io::Error,
+}
+
+impl SpawnError {
+    /// The shell's exit code for it: 127 when the program was not found,
+    /// 126 when it could not be run.
+    pub fn exit_code(&self) -> u8 {
+        if self.source.kind() == io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        }
+    }
+}
+
+/// A running command. Dropping it without [`Launch::wait`] leaves the
+/// command running and stops forwarding signals to it.
+pub struct Launch {
+    pid: Pid,
+    trace: bool,
+    forwarder: Option<Forwarder>,
+    saved_mask: SigSet,
+    _weights: Option<SysfsWeights>,
+    /// The signal mask and the ptrace link belong to the spawning thread.
+    _this_thread: PhantomData<*const ()>,
+}
+
+/// How a launched command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExitStatus {
+    /// It exited with this code (0 to 255).
+    Exited(i32),
+    /// A signal ended it (any signal number, real-time ones included).
+    Signaled(i32),
+}
+
+/// What [`Launch::wait`] saw.
+#[derive(Debug)]
+pub struct LaunchOutcome {
+    pub status: ExitStatus,
+    /// With [`LaunchPlan::verify_at_exit`]: the command's placement read at
+    /// its exit, or why it could not be read. `None` without tracing, or
+    /// when the exit was not seen (a SIGKILL may end a process without it).
+    pub placement: Option<Result<ProcessPlacement, PlacementError>>,
+}
+
+impl Launch {
+    /// The command's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw()
+    }
+
+    /// Waits for the command to end. Under tracing, reads its placement at
+    /// the exit event and delivers every other signal that stopped it.
+    /// Then stops forwarding, restores this thread's signal mask and the
+    /// sysfs weights. Fails only when the child cannot be waited for
+    /// (someone else reaped it, e.g. with SIGCHLD ignored).
+    pub fn wait(self) -> io::Result<LaunchOutcome> {
+        let mut placement = None;
+        let mut first_stop = self.trace;
+        loop {
+            let status = waitpid_raw(self.pid)?;
+            if let Some(s) = ExitStatus::from_wait(status) {
+                return Ok(LaunchOutcome {
+                    status: s,
+                    placement,
+                });
+            }
+            if !libc::WIFSTOPPED(status) {
+                continue;
+            }
+            let sig = libc::WSTOPSIG(status);
+            let event = (status >> 16) & 0xff;
+            let mut deliver = 0;
+            if first_stop && sig == libc::SIGTRAP {
+                // The stop after exec: ask for the exit event, and have the
+                // kernel kill the child if this process dies, so it never
+                // stays stopped.
+                first_stop = false;
+                let _ = ptrace::setoptions(
+                    self.pid,
+                    ptrace::Options::PTRACE_O_TRACEEXIT | ptrace::Options::PTRACE_O_EXITKILL,
+                );
+            } else if sig == libc::SIGTRAP && event == ptrace::Event::PTRACE_EVENT_EXIT as i32 {
+                placement = Some(ProcessPlacement::read(self.pid.as_raw()));
+            } else {
+                deliver = sig;
+            }
+            resume(self.pid, deliver);
+        }
+    }
+}
+
+impl Drop for Launch {
+    fn drop(&mut self) {
+        if let Some(f) = self.forwarder.take() {
+            f.stop();
+        }
+        let _ = self.saved_mask.thread_set_mask();
+    }
+}
+
+impl ExitStatus {
+    /// Decodes a wait status; `None` for a stop.
+    fn from_wait(status: i32) -> Option<Self> {
+        if libc::WIFEXITED(status) {
+            Some(Self::Exited(libc::WEXITSTATUS(status)))
+        } else if libc::WIFSIGNALED(status) {
+            Some(Self::Signaled(libc::WTERMSIG(status)))
+        } else {
+            None
+        }
+    }
+
+    /// Ends this process as the command ended. A signal is raised on this
+    /// process with its default action restored (real-time signals, which
+    /// this process never handles, are raised as they are), so the caller of
+    /// this program sees the same death. What is returned is the code to
+    /// exit with: the command's exit code, or 128 + signal should the signal
+    /// not end this process.
+    pub fn propagate(self) -> ExitCode {
+        match self {
+            Self::Exited(code) => ExitCode::from(code as u8),
+            Self::Signaled(sig) => {
+                if signal_hook::low_level::emulate_default_handler(sig).is_err() {
+                    let _ = signal_hook::low_level::raise(sig);
+                }
+                ExitCode::from((128 + sig) as u8)
+            }
+        }
+    }
+}
+
+/// A thread passing the [`FORWARDED`] signals on to the child.
+struct Forwarder {
+    stop: Arc<EventFd>,
+    thread: JoinHandle<()>,
+}
+
+impl Forwarder {
+    fn start(child: Pid, signals: SignalFd, stop: EventFd) -> io::Result<Self> {
+        let stop = Arc::new(stop);
+        let stop_seen = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("numalab-forward".into())
+            .spawn(move || forward(child, &signals, &stop_seen))?;
+        Ok(Self { stop, thread })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.write(1);
+        let _ = self.thread.join();
+    }
+}
+
+/// Sends the child every forwarded signal a process sent to this one, until
+/// `stop` is written. Terminal-generated ones (SI_KERNEL) already reached
+/// the child through its process group.
+fn forward(child: Pid, signals: &SignalFd, stop: &EventFd) {
+    loop {
+        let mut fds = [
+            PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return,
+        }
+        if fds[1].any() == Some(true) {
+            return;
+        }
+        while let Ok(Some(info)) = signals.read_signal() {
+            if info.ssi_code == libc::SI_KERNEL {
+                continue;
+            }
+            if let Ok(sig) = Signal::try_from(info.ssi_signo as i32) {
+                let _ = kill(child, sig);
+            }
+        }
+    }
+}
+
+/// waitpid(2) keeping the raw status: nix's `WaitStatus` has no real-time
+/// signals and fails on them after the child is already reaped.
+fn waitpid_raw(pid: Pid) -> io::Result<i32> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` is a valid out-pointer.
+        if unsafe { libc::waitpid(pid.as_raw(), &mut status, 0) } >= 0 {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// PTRACE_CONT delivering signal `sig` (0: none). nix's `ptrace::cont` takes
+/// only the standard signals, and a traced program may be stopped by a
+/// real-time one (glibc's own 32 and 33 among them), which must reach it.
+fn resume(pid: Pid, sig: i32) {
+    // SAFETY: resumes our own stopped tracee; no memory is passed.
+    unsafe { libc::ptrace(libc::PTRACE_CONT, pid.as_raw(), 0, sig as libc::c_ulong) };
+}
