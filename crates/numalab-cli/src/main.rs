@@ -6,6 +6,7 @@ mod cmd;
 mod output;
 
 use clap::{Parser, Subcommand};
+use nix::sys::signal::{signal, SigHandler, Signal};
 use std::process::ExitCode;
 
 /// numalab: describe a NUMA machine, place threads and memory on it on
@@ -57,10 +58,9 @@ enum Command {
 fn main() -> ExitCode {
     // `numalab ... | head` must end quietly when the reader goes away, as
     // other command-line tools do, not as a failed write.
-    // SAFETY: restoring the default disposition of one signal at start-up.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    // SAFETY: restores the default disposition (no handler of ours runs),
+    // at start-up, before any other thread exists.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
     // A bug must still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info
