@@ -43,7 +43,6 @@ use nix::sys::ptrace;
 use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
-use serde::Serialize;
 use std::ffi::OsStr;
 use std::fmt;
 use std::io;
@@ -307,8 +306,7 @@ pub struct Launch {
 }
 
 /// How a launched command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
     /// It exited with this code (0 to 255).
     Exited(i32),
