@@ -6,10 +6,10 @@
 //! the engine's `numalab::placement::launch`; this file parses the options
 //! and prints.
 
-use crate::cmd::place::cpuless_hint;
-use crate::cmd::verify::render;
+use crate::args::cpuless_hint;
 use crate::output::{load_machine, CliError, CliResult};
 use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet};
+use numalab::report::views::verify::render;
 use numalab::Machine;
 use std::path::PathBuf;
 

@@ -86,9 +86,13 @@ pub struct PlacedBuffer {
     notes: Vec<String>,
 }
 
-// SAFETY: the buffer is plain memory owned by this value; sharing it between
-// threads is the caller's business exactly as for a Vec<u8>.
+// SAFETY: the buffer is plain memory owned by this value; sending it to
+// another thread is the caller's business exactly as for a Vec<u8>.
 unsafe impl Send for PlacedBuffer {}
+// SAFETY: through `&self`, safe code only reads the mapping's address,
+// length and settings and asks the kernel where its pages are; safe writes
+// need `&mut self`. Writing through the raw pointer of `as_ptr` from several
+// threads is unsafe code's own business, as with any raw pointer.
 unsafe impl Sync for PlacedBuffer {}
 
 impl PlacedBuffer {

@@ -1,10 +1,90 @@
 //! Checking a placed buffer against its request: the page histogram and the
-//! CPUs its toucher and workers ran on, compared with what was asked.
+//! CPUs its toucher and workers ran on, compared with what was asked; and
+//! [`place_and_check`], all of `numalab place` but the printing.
 
-use super::memory_policy::MemoryPolicy;
-use super::touch::WorkerCheck;
-use super::verify::PageHistogram;
+use super::buffer::{BufferSpec, PlacedBuffer, Thp};
+use super::memory_policy::{MemoryPolicy, Realization};
+use super::touch::{write_from_workers, WorkerCheck};
+use super::verify::{PageHistogram, RunLengths};
+use super::PlacementError;
+use crate::machine::Machine;
 use crate::IdSet;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Version of the JSON `numalab place --json` prints.
+pub const PLACE_SCHEMA_VERSION: &str = "1.0";
+
+/// A buffer placed, touched and checked: how it was placed, where every
+/// page is, and whether that is what the request asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlaceResult {
+    pub schema_version: &'static str,
+    pub size_bytes: u64,
+    pub policy: String,
+    pub realization: Realization,
+    pub thp: Thp,
+    pub hugetlb: bool,
+    pub toucher_cpu: Option<u32>,
+    pub toucher_node: Option<u32>,
+    pub page_size: usize,
+    pub pages_total: u64,
+    pub pages_by_node: BTreeMap<u32, u64>,
+    pub untouched_pages: u64,
+    pub run_lengths: RunLengths,
+    pub expected_nodes: Option<IdSet>,
+    pub workers: Vec<WorkerCheck>,
+    pub verified: bool,
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// Places a buffer as `spec` asks, lets threads pinned to `workers` each
+/// write their slice (as a parallel program's workers would), and checks
+/// every page and thread against the request.
+pub fn place_and_check(
+    m: &Machine,
+    spec: &BufferSpec,
+    workers: &[u32],
+) -> Result<PlaceResult, PlacementError> {
+    let mut buf = PlacedBuffer::new(m, spec)?;
+    // A worker that cannot be pinned is a failure to carry out the request,
+    // not a bad request: the CPUs were checked before.
+    let worker_checks =
+        write_from_workers(&mut buf, workers).map_err(|e| PlacementError::Os(e.to_string()))?;
+    let hist = buf.histogram()?;
+    let toucher_cpu = spec.toucher.or(buf.toucher_cpu());
+    let toucher_node = toucher_cpu.and_then(|c| m.node_of_cpu(c));
+    let expected = spec.policy.nodes_expected(m, toucher_node);
+    let problems = BufferCheck {
+        policy: &spec.policy,
+        expected_nodes: expected.as_ref(),
+        requested_cpu: spec.toucher,
+        seen_cpu: buf.toucher_cpu(),
+        workers: &worker_checks,
+    }
+    .problems(&hist);
+    Ok(PlaceResult {
+        schema_version: PLACE_SCHEMA_VERSION,
+        size_bytes: buf.len() as u64,
+        policy: spec.policy.to_string(),
+        realization: buf.realization().clone(),
+        thp: buf.thp(),
+        hugetlb: spec.hugetlb,
+        toucher_cpu,
+        toucher_node,
+        page_size: hist.page_size,
+        pages_total: hist.pages_total,
+        pages_by_node: hist.pages_by_node,
+        untouched_pages: hist.untouched_pages,
+        run_lengths: hist.run_lengths,
+        expected_nodes: expected,
+        verified: problems.is_empty(),
+        problems,
+        workers: worker_checks,
+        notes: buf.notes().to_vec(),
+    })
+}
 
 /// What was asked of a buffer and where its threads were seen.
 #[derive(Debug, Clone, Copy)]

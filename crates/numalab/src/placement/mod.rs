@@ -19,7 +19,7 @@ pub mod verify;
 pub use buffer::{
     pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, SysfsWeights, Thp,
 };
-pub use check::BufferCheck;
+pub use check::{place_and_check, BufferCheck, PlaceResult};
 pub use launch::{ExitStatus, LaunchOutcome, LaunchPlan, SpawnError};
 pub use memory_policy::{remote_node, MemoryPolicy, Realization, WeightedImpl};
 pub use resource_set::{ListMeaning, ResourceSet};

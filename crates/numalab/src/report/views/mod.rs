@@ -17,11 +17,13 @@ pub mod c2c;
 pub mod compare;
 pub mod loaded_latency;
 pub mod matrix;
+pub mod place;
 pub mod policies;
 pub mod scaling;
 pub mod sizes;
 pub mod sweep;
 pub mod topology;
+pub mod verify;
 
 use crate::report::part::Part;
 

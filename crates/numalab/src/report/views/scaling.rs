@@ -215,7 +215,13 @@ fn html(r: &ScalingResult, s: &mut Section) {
     // Solid: per thread; dashed: all threads together.
     let per = |p: &ScalingPoint| p.per_thread_gbps;
     let all = |p: &ScalingPoint| p.gbps.median;
-    let lines: [(&str, &[ScalingPoint], &dyn Fn(&ScalingPoint) -> f64, bool); 4] = [
+    type Line<'a> = (
+        &'a str,
+        &'a [ScalingPoint],
+        &'a dyn Fn(&ScalingPoint) -> f64,
+        bool,
+    );
+    let lines: [Line; 4] = [
         ("packed, per thread", &r.packed, &per, false),
         ("spread, per thread", &r.spread, &per, false),
         ("packed, all threads", &r.packed, &all, true),
