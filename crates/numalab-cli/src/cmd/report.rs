@@ -19,7 +19,6 @@ use numalab::Machine;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 #[derive(clap::Args)]
@@ -81,29 +80,6 @@ struct PartList(Vec<PartName>);
 
 fn part_list(t: &str) -> Result<PartList, String> {
     PartName::parse_list(t).map(PartList)
-}
-
-/// The signal that interrupted the report (0: none).
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Only async-signal-safe work here: two atomic stores. SA_RESETHAND has
-    // already restored the default action, so a second Ctrl-C kills.
-    SIGNAL.store(sig, Ordering::SeqCst);
-    cancel::request();
-}
-
-fn install_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction with a valid handler and flags.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
 }
 
 fn mode_of(a: &Args) -> Mode {
@@ -265,7 +241,8 @@ pub fn run(a: Args) -> CliResult {
     save(&dir, &doc)?;
 
     cancel::reset();
-    install_handlers();
+    cancel::request_on_signals()
+        .map_err(|e| CliError::failed(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
     let mut progress = Progress::new(&dir, budget);
     let command_line: Vec<String> = std::env::args().collect();
     let outcome = session::run(
@@ -400,7 +377,6 @@ fn new_report(a: &Args, m: &Machine) -> (ReportResults, f64) {
 fn exit_code(doc: &ReportResults, outcome: RunOutcome, dir: &Path) -> ExitCode {
     let run = doc.runs.last();
     if outcome == RunOutcome::Interrupted {
-        let sig = SIGNAL.load(Ordering::SeqCst);
         eprintln!(
             "numalab: interrupted after {:.1} s: kept {} measured part(s) in {}; `numalab report -o {} --resume` measures the rest",
             run.map(|r| r.elapsed_s).unwrap_or(0.0),
@@ -408,7 +384,7 @@ fn exit_code(doc: &ReportResults, outcome: RunOutcome, dir: &Path) -> ExitCode {
             dir.display(),
             dir.display()
         );
-        return ExitCode::from(if sig == libc::SIGTERM { 143 } else { 130 });
+        return ExitCode::from(cancel::signal_exit_code());
     }
     let failed = doc
         .parts

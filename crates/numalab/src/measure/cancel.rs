@@ -32,6 +32,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 
+/// Whether a SIGTERM (rather than a SIGINT) asked for cancellation.
+static TERMINATED: AtomicBool = AtomicBool::new(false);
+
 /// The warning an experiment adds to a result it cut short.
 pub const WARNING: &str =
     "cancelled: the run stopped early; this result is incomplete and not valid data";
@@ -53,4 +56,33 @@ pub fn requested() -> bool {
 /// Clears the flag, so that measurements run normally again.
 pub fn reset() {
     REQUESTED.store(false, Ordering::SeqCst);
+}
+
+/// Makes SIGINT (Ctrl-C) and SIGTERM (a batch scheduler's time limit)
+/// [`request`] cancellation, for front ends that stop cleanly and keep what
+/// they measured. A second such signal, once cancellation is requested,
+/// does what the signal does by default: the process ends at once. The
+/// handlers stay for the life of the process.
+pub fn request_on_signals() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    // Registered first, so that the first signal finds the flag clear and
+    // only the second one ends the process.
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_default(sig, &REQUESTED)?;
+    }
+    signal_hook::flag::register(SIGTERM, &TERMINATED)?;
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(sig, &REQUESTED)?;
+    }
+    Ok(())
+}
+
+/// The exit status of a process that a signal cancelled, as shells report
+/// a death by that signal: 143 after SIGTERM, 130 after SIGINT.
+pub fn signal_exit_code() -> u8 {
+    if TERMINATED.load(Ordering::SeqCst) {
+        143
+    } else {
+        130
+    }
 }
