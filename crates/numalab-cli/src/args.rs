@@ -75,6 +75,12 @@ pub fn choice<T: 'static>(
     }
 }
 
+/// A value read by `parse`, its error prefixed with the option (for
+/// values that are not a choice among names).
+pub fn parsed<T: 'static>(parse: fn(&str) -> Result<T, String>) -> Typed<T> {
+    Typed::new(move |opt, t| parse(t).map_err(|e| format!("{opt} {e}")))
+}
+
 /// A whole number from `min` to `max`: `--OPT 'TEXT' is not a whole number
 /// from MIN to MAX`.
 pub fn whole(min: usize, max: usize) -> Typed<usize> {

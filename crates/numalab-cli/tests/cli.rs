@@ -333,6 +333,15 @@ fn verify_reads_another_process() {
         .arg("30")
         .spawn()
         .unwrap();
+    // spawn returns once the child is forked; until it has exec'd, it is
+    // still a copy of this test thread (its comm is the test's name).
+    let comm = format!("/proc/{}/comm", child.id());
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep"
+        && t0.elapsed() < std::time::Duration::from_secs(5)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let v = json(&["verify", "--pid", &child.id().to_string(), "--json"]);
     child.kill().ok();
     child.wait().ok();

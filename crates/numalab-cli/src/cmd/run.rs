@@ -6,7 +6,7 @@
 //! the engine's `numalab::placement::launch`; this file parses the options
 //! and prints.
 
-use crate::args::cpuless_hint;
+use crate::args::{choice, cpuless_hint};
 use crate::output::{load_machine, CliError, CliResult};
 use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet};
 use numalab::report::views::verify::render;
@@ -40,8 +40,8 @@ pub struct Args {
     #[arg(short = 'l', long)]
     localalloc: bool,
     /// Weighted interleave by the kernel only (emulation needs a buffer, see `place`).
-    #[arg(long, value_name = "auto|kernel", default_value = "auto")]
-    weighted_impl: String,
+    #[arg(long, value_name = "IMPL", default_value = "auto", value_parser = choice(&["auto", "kernel"], kernel_weights))]
+    weighted_impl: KernelWeights,
     /// Report where the command's memory and threads were when it exited (on stderr).
     #[arg(long)]
     verify: bool,
@@ -119,13 +119,24 @@ fn plan(m: &Machine, a: &Args) -> Result<LaunchPlan, CliError> {
         }
     };
     // A whole process has no buffer to emulate weighted interleave on.
-    if !matches!(a.weighted_impl.as_str(), "auto" | "kernel") {
-        return Err(CliError::usage(format!(
-            "--weighted-impl '{}' is not possible for run (emulation needs a buffer, see numalab place); valid: auto, kernel",
-            a.weighted_impl
-        )));
-    }
+    // `--weighted-impl` only refuses what a whole process cannot have: the
+    // launch always uses the kernel's weighted interleave.
+    let KernelWeights = a.weighted_impl;
     Ok(LaunchPlan::new(m, cpus, policy)?.verify_at_exit(a.verify))
+}
+
+/// What `--weighted-impl` may be for a whole process: the kernel's weighted
+/// interleave (emulation places a known buffer chunk by chunk).
+#[derive(Clone)]
+struct KernelWeights;
+
+fn kernel_weights(t: &str) -> Result<KernelWeights, String> {
+    match t {
+        "auto" | "kernel" => Ok(KernelWeights),
+        other => Err(format!(
+            "'{other}' is not possible for run (emulation needs a buffer, see numalab place); valid: auto, kernel"
+        )),
+    }
 }
 
 pub fn run(a: Args) -> CliResult {

@@ -2,7 +2,7 @@
 //! symmetry, with background load, and `--findings` mining it for the
 //! classic questions.
 
-use crate::args::{buffer_size, choice, seconds, size_or_default, THP};
+use crate::args::{buffer_size, choice, parsed, seconds, size_or_default, whole, THP};
 use crate::output::{
     exit_for, load_machine, print_json, print_result, print_warnings, CliError, CliResult,
     Progress, RESULT_SCHEMA_VERSION,
@@ -26,9 +26,9 @@ use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Foreground thread counts, each swept on its own (e.g. 2 or 1,2).
-    #[arg(long, value_name = "LIST", default_value = "1,2")]
-    threads: String,
+    /// Foreground thread counts, each swept on its own (e.g. 2 or 1,2; 1 to 8).
+    #[arg(long, value_name = "LIST", default_value = "1,2", value_parser = parsed(thread_counts))]
+    threads: Counts,
     /// CPUs the foreground threads may use (resource-set grammar).
     #[arg(long, value_name = "SET", default_value = "all")]
     cpus: String,
@@ -36,14 +36,14 @@ pub struct Args {
     #[arg(long, value_name = "NODES")]
     mem_nodes: Option<String>,
     /// r (read-only threads), w (write-only) or rw (every mix).
-    #[arg(long, value_name = "r|w|rw", default_value = "rw")]
-    access: String,
-    /// Kernel of read-only threads.
-    #[arg(long, value_name = "KERNEL", default_value = "line-read")]
-    read_kernel: String,
-    /// Kernel of write-only threads.
-    #[arg(long, value_name = "KERNEL", default_value = "line-write")]
-    write_kernel: String,
+    #[arg(long, value_name = "ACCESS", default_value = "rw", value_parser = choice(&["r", "w", "rw"], accesses))]
+    access: Accesses,
+    /// Kernel of read-only threads (a one-array kernel).
+    #[arg(long, value_name = "KERNEL", default_value = "line-read", value_parser = choice(ONE_ARRAY, one_array_kernel))]
+    read_kernel: BandwidthKernel,
+    /// Kernel of write-only threads (a one-array kernel).
+    #[arg(long, value_name = "KERNEL", default_value = "line-write", value_parser = choice(ONE_ARRAY, one_array_kernel))]
+    write_kernel: BandwidthKernel,
     /// Bytes per buffer (default: 4x the last-level cache, at least 64 MiB).
     #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
     size: Option<usize>,
@@ -86,19 +86,20 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
     /// Samples per case (default: until the median is within 1% or the case budget is spent).
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    reps: Option<String>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = whole(1, 1000))]
+    reps: Option<usize>,
     /// Shortest sample in milliseconds (passes repeat up to it); 0 = one pass per sample.
     #[arg(
         long,
         value_name = "MS",
         default_value = "20",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = parsed(sample_ms)
     )]
-    sample_ms: String,
+    sample_ms: f64,
     /// Most cases --full may run.
-    #[arg(long, value_name = "N", default_value = "100000")]
-    full_limit: String,
+    #[arg(long, value_name = "N", default_value = "100000", value_parser = parsed(full_limit))]
+    full_limit: u64,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -161,20 +162,69 @@ fn backgrounds(m: &Machine, a: &Args) -> Result<Vec<Option<Background>>, CliErro
     Ok(out)
 }
 
-fn thread_counts(text: &str, n_cpus: usize) -> Result<Vec<usize>, CliError> {
+/// Foreground thread counts, each from 1 to 8, without repeats.
+#[derive(Clone)]
+struct Counts(Vec<usize>);
+
+fn thread_counts(text: &str) -> Result<Counts, String> {
     let mut out = Vec::new();
     for t in text.split(',') {
         let v: usize = t.trim().parse().ok().filter(|v| (1..=8).contains(v)).ok_or_else(|| {
-            CliError::usage(format!(
-                "--threads '{t}' is not a thread count from 1 to 8 (the space grows as (CPUs x nodes x 2)^threads)"
-            ))
+            format!(
+                "'{t}' is not a thread count from 1 to 8 (the space grows as (CPUs x nodes x 2)^threads)"
+            )
         })?;
         if !out.contains(&v) {
             out.push(v);
         }
     }
-    let _ = n_cpus;
-    Ok(out)
+    Ok(Counts(out))
+}
+
+/// Read-only threads, write-only threads, or both.
+#[derive(Clone)]
+struct Accesses(Vec<Access>);
+
+fn accesses(t: &str) -> Result<Accesses, String> {
+    Access::parse_set(t).map(Accesses)
+}
+
+/// The kernels a sweep thread can run: one buffer each.
+const ONE_ARRAY: &[&str] = &[
+    "read",
+    "read-prefetch",
+    "write",
+    "write-nt",
+    "line-read",
+    "line-write",
+    "random-read",
+];
+
+fn one_array_kernel(t: &str) -> Result<BandwidthKernel, String> {
+    let k = BandwidthKernel::parse(t)?;
+    if k.arrays() != 1 {
+        return Err(format!(
+            "{t}: a sweep thread streams one buffer; use a one-array kernel ({})",
+            ONE_ARRAY.join(", ")
+        ));
+    }
+    Ok(k)
+}
+
+/// `--sample-ms`: milliseconds from 0 to 10000.
+fn sample_ms(t: &str) -> Result<f64, String> {
+    t.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 10_000.0)
+        .ok_or_else(|| format!("'{t}' is not a number of milliseconds from 0 to 10000"))
+}
+
+/// `--full-limit`: a whole number of cases.
+fn full_limit(t: &str) -> Result<u64, String> {
+    t.trim()
+        .parse()
+        .map_err(|_| format!("'{t}' is not a whole number"))
 }
 
 fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
@@ -196,42 +246,23 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
                 .nodes
         }
     };
-    let accesses =
-        Access::parse_set(&a.access).map_err(|e| CliError::usage(format!("--access: {e}")))?;
-    let kernel = |opt: &str, t: &str| -> Result<BandwidthKernel, CliError> {
-        let k = BandwidthKernel::parse(t).map_err(|e| CliError::usage(format!("{opt}: {e}")))?;
-        if k.arrays() != 1 {
-            return Err(CliError::usage(format!(
-                "{opt} {t}: a sweep thread streams one buffer; use a one-array kernel (read, read-prefetch, write, write-nt, line-read, line-write, random-read)"
-            )));
-        }
-        Ok(k)
-    };
-    let read_kernel = kernel("--read-kernel", &a.read_kernel)?;
-    let write_kernel = kernel("--write-kernel", &a.write_kernel)?;
     let size = size_or_default(m, a.size);
     let background_bytes = a.background_size.unwrap_or(size);
-    let full_limit: u64 = a.full_limit.trim().parse().map_err(|_| {
-        CliError::usage(format!(
-            "--full-limit '{}' is not a whole number",
-            a.full_limit
-        ))
-    })?;
     let budget = a.budget.map(Duration::from_secs_f64);
     let case_budget = a.case_budget;
     Ok(SweepRequest {
-        threads: thread_counts(&a.threads, cpus.len())?,
+        threads: a.threads.0.clone(),
         cpus,
         mem_nodes,
-        accesses,
-        read_kernel,
-        write_kernel,
+        accesses: a.access.0.clone(),
+        read_kernel: a.read_kernel,
+        write_kernel: a.write_kernel,
         isa: Isa::detect_best(),
         buffer_bytes: size,
         thp: Some(a.thp),
         full: a.full,
         budget,
-        rule: match &a.reps {
+        rule: match a.reps {
             None => StopRule {
                 warmup: 1,
                 min_reps: 3,
@@ -239,42 +270,18 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
                 target_rel_ci: 0.01,
                 budget: Duration::from_secs_f64(case_budget.unwrap_or(1.0)),
             },
-            Some(t) => {
-                let n: usize = t
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| {
-                        CliError::usage(format!(
-                            "--reps '{t}' is not a number of samples from 1 to 1000"
-                        ))
-                    })?;
-                StopRule {
-                    warmup: 0,
-                    min_reps: n,
-                    max_reps: n,
-                    target_rel_ci: 0.0,
-                    budget: Duration::from_secs_f64(case_budget.unwrap_or(3600.0)),
-                }
-            }
+            Some(n) => StopRule {
+                warmup: 0,
+                min_reps: n,
+                max_reps: n,
+                target_rel_ci: 0.0,
+                budget: Duration::from_secs_f64(case_budget.unwrap_or(3600.0)),
+            },
         },
-        min_sample_s: a
-            .sample_ms
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 10_000.0)
-            .ok_or_else(|| {
-                CliError::usage(format!(
-                    "--sample-ms '{}' is not a number of milliseconds from 0 to 10000",
-                    a.sample_ms
-                ))
-            })?
-            / 1e3,
+        min_sample_s: a.sample_ms / 1e3,
         backgrounds: backgrounds(m, a)?,
         background_bytes,
-        full_limit,
+        full_limit: a.full_limit,
     })
 }
 

@@ -1,6 +1,7 @@
 //! `numalab verify --pid PID`: where a running process's memory and threads are.
 
-use crate::output::{print_json, CliError, CliResult};
+use crate::args::parsed;
+use crate::output::{print_json, CliResult};
 use numalab::placement::ProcessPlacement;
 use numalab::report::views::verify::render;
 use std::process::ExitCode;
@@ -8,8 +9,8 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     /// The process to inspect.
-    #[arg(long, value_name = "PID")]
-    pid: String,
+    #[arg(long, value_name = "PID", value_parser = parsed(process_id))]
+    pid: i32,
     /// List every mapping, also those with no resident page.
     #[arg(long)]
     all: bool,
@@ -18,20 +19,17 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(a: Args) -> CliResult {
-    let pid: i32 = a
-        .pid
-        .trim()
+/// A process id: a positive number.
+fn process_id(t: &str) -> Result<i32, String> {
+    t.trim()
         .parse()
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "--pid '{}' is not a process id (a positive number)",
-                a.pid
-            ))
-        })?;
-    let p = ProcessPlacement::read(pid)?;
+        .ok_or_else(|| format!("'{t}' is not a process id (a positive number)"))
+}
+
+pub fn run(a: Args) -> CliResult {
+    let p = ProcessPlacement::read(a.pid)?;
     if a.json {
         print_json(&p)?;
     } else {

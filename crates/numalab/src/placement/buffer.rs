@@ -129,7 +129,7 @@ impl PlacedBuffer {
                 "size rounded up from {} to {} bytes (whole {} pages)",
                 spec.size,
                 len,
-                crate::placement::format_bytes(page_size as u64)
+                crate::text::format::bytes(page_size as u64)
             ));
         }
         let restore = buf.apply(&realization)?;
@@ -353,7 +353,7 @@ fn map(
         return Err(if hugetlb {
             E::Unsupported(format!(
                 "cannot map {} of hugetlbfs pages ({e}): reserve 2 MiB pages first, e.g. echo {} > /proc/sys/vm/nr_hugepages",
-                crate::placement::format_bytes(len as u64),
+                crate::text::format::bytes(len as u64),
                 len / HUGE_2M
             ))
         } else {
@@ -492,7 +492,7 @@ fn usable(free: u64, hugetlb: bool) -> u64 {
 }
 
 fn too_big(bytes: u64, nodes: &IdSet, free: u64, hugetlb: bool) -> PlacementError {
-    let fb = crate::placement::format_bytes;
+    let fb = crate::text::format::bytes;
     let plural = if nodes.len() > 1 { "s" } else { "" };
     if hugetlb {
         // The pool is the limit, not memory: say how to grow it.

@@ -47,8 +47,3 @@ pub enum PlacementError {
     #[error("{0}")]
     Os(String),
 }
-
-// Kept for the callers not yet moved to `crate::text`; the one home of
-// both is `text::parse::size` and `text::format::bytes`.
-pub use crate::text::format::bytes as format_bytes;
-pub use crate::text::parse::size as parse_size;
