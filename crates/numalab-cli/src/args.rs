@@ -75,6 +75,41 @@ pub fn choice<T: 'static>(
     }
 }
 
+/// A comma-separated list of values, without repeats, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct List<T>(pub Vec<T>);
+
+/// Reads a comma-separated list with `parse` for each item; an empty item
+/// is refused, repeats are dropped.
+pub fn read_list<T: PartialEq>(
+    text: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<List<T>, String> {
+    let mut out: Vec<T> = Vec::new();
+    for item in text.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(format!("'{text}' has an empty entry"));
+        }
+        let v = parse(item)?;
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    Ok(List(out))
+}
+
+/// A comma-separated list of choices among `names` (listed by `--help`),
+/// each read by `parse`.
+pub fn choice_list<T: PartialEq + Clone + Send + Sync + 'static>(
+    names: &'static [&'static str],
+    parse: fn(&str) -> Result<T, String>,
+) -> Typed<List<T>> {
+    Typed {
+        names: Some(names),
+        ..Typed::new(move |opt, t| read_list(t, parse).map_err(|e| format!("{opt}: {e}")))
+    }
+}
+
 /// A value read by `parse`, its error prefixed with the option (for
 /// values that are not a choice among names).
 pub fn parsed<T: 'static>(parse: fn(&str) -> Result<T, String>) -> Typed<T> {
@@ -427,6 +462,19 @@ mod tests {
             .rule(1.0)
             .unwrap_err();
         assert!(e.msg.contains("min-reps <= max-reps"), "{}", e.msg);
+    }
+
+    #[test]
+    fn lists_drop_repeats_and_refuse_empty_items() {
+        let l = read_list("2, 1,2", |t| t.parse::<u32>().map_err(|e| e.to_string())).unwrap();
+        assert_eq!(l, List(vec![2, 1]));
+        let e = read_list("1,,2", |t| t.parse::<u32>().map_err(|e| e.to_string())).unwrap_err();
+        assert_eq!(e, "'1,,2' has an empty entry");
+        assert!(read_list("1,x", |t| t
+            .parse::<u32>()
+            .map_err(|_| format!("'{t}' bad")))
+        .unwrap_err()
+        .contains("'x' bad"));
     }
 
     #[test]

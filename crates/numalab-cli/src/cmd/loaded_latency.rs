@@ -1,7 +1,10 @@
 //! `numalab loaded-latency`: chase latency while injector threads add
 //! traffic, idle to saturation, per traffic mix, with the knee marked.
 
-use crate::args::{buffer_size, choice, cpuless_hint, one_cpu, Output, StatOptions, PATTERNS, THP};
+use crate::args::{
+    buffer_size, choice, choice_list, cpuless_hint, one_cpu, List, Output, StatOptions, PATTERNS,
+    THP,
+};
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
@@ -36,9 +39,9 @@ pub struct Args {
     /// Memory policy of the injector buffers (default: bound to the node(s) holding the chase buffer, so both load the same memory controller).
     #[arg(long = "injector-mem", value_name = "POLICY")]
     injector_mem: Option<String>,
-    /// Traffic mixes, comma separated: read, R:W (reads:writes with ordinary stores), write-nt.
-    #[arg(long, value_name = "LIST", default_value = "read,3:1,2:1,1:1,write-nt")]
-    mix: String,
+    /// Traffic mixes, comma separated: read, R:W (reads:writes with ordinary stores, e.g. 3:1), write-nt.
+    #[arg(long, value_name = "LIST", default_value = "read,3:1,2:1,1:1,write-nt", value_parser = choice_list(&["read", "R:W", "write-nt"], mix))]
+    mix: List<TrafficMix>,
     /// Load steps as GB/s per injector thread, comma separated; max = unpaced (default: unpaced, then 1/16, 1/8, 1/4, 1/2, 0.71 of its rate).
     #[arg(
         long,
@@ -72,22 +75,15 @@ pub struct Args {
     out: Output,
 }
 
-/// Parses `--mix`: a comma-separated list, duplicates dropped.
-fn mixes(text: &str) -> Result<Vec<TrafficMix>, CliError> {
-    let mut out: Vec<TrafficMix> = Vec::new();
-    for part in text.split(',').map(str::trim) {
-        if part.is_empty() {
-            return Err(CliError::usage(format!(
-                "--mix '{text}' has an empty entry; valid: {}",
-                TrafficMix::CHOICES
-            )));
+/// One `--mix` item, its error naming the valid forms.
+fn mix(t: &str) -> Result<TrafficMix, String> {
+    TrafficMix::parse(t).map_err(|e| {
+        if e.contains("valid:") {
+            e
+        } else {
+            format!("{e}; valid: {}", TrafficMix::CHOICES)
         }
-        let m = TrafficMix::parse(part).map_err(|e| CliError::usage(format!("--mix: {e}")))?;
-        if !out.contains(&m) {
-            out.push(m);
-        }
-    }
-    Ok(out)
+    })
 }
 
 /// Parses `--rates` (GB/s per injector, or max) or `--delays` (ns).
@@ -188,7 +184,6 @@ pub fn run(a: Args) -> CliResult {
         .map(|t| MemoryPolicy::parse(&m, t))
         .transpose()
         .map_err(|e| CliError::usage(format!("--injector-mem: {e}")))?;
-    let mixes = mixes(&a.mix)?;
     let ladder = ladder(a.rates.as_deref(), a.delays.as_deref())?;
     let pattern = a.pattern;
     if matches!(pattern, ChasePattern::Stride { .. }) {
@@ -219,7 +214,7 @@ pub fn run(a: Args) -> CliResult {
         injector_policy,
         injector_buffer_bytes: injector_size,
         injector_thp: Some(a.injector_thp),
-        mixes,
+        mixes: a.mix.0.clone(),
         ladder,
         rule,
         settle: Duration::from_millis(20),

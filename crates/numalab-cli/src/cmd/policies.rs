@@ -4,7 +4,8 @@
 //! table with every cell verified, and the advice that follows.
 
 use crate::args::{
-    buffer_size, choice, isa, thread_count, thread_cpus, Output, StatOptions, ISAS, KERNELS, THP,
+    buffer_size, choice, isa, thread_count, thread_cpus, List, Output, StatOptions, ISAS, KERNELS,
+    THP,
 };
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
@@ -40,12 +41,12 @@ pub struct Args {
     /// Transparent huge pages for all data (off: page-exact placement, one page size in every column).
     #[arg(long, value_name = "THP", default_value = "off", value_parser = choice(THP, Thp::parse))]
     thp: Thp,
-    /// Workloads (rows), comma-separated: single-unpinned, single-pinned, independent, serial-init, numa-aware, or all.
-    #[arg(long, value_name = "LIST", default_value = "all")]
-    workloads: String,
-    /// Policies (columns), comma-separated: local, interleave, one-node, or all.
-    #[arg(long, value_name = "LIST", default_value = "all")]
-    policies: String,
+    /// Workloads (rows), comma-separated, or all.
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = choice(&["single-unpinned", "single-pinned", "independent", "serial-init", "numa-aware", "all"], workloads))]
+    workloads: List<Workload>,
+    /// Policies (columns), comma-separated, or all.
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = choice(&["local", "interleave", "one-node", "all"], columns))]
+    policies: List<PolicyColumn>,
     /// Instruction set (auto: the widest this CPU runs).
     #[arg(long, value_name = "ISA", default_value = "auto", value_parser = choice(ISAS, isa))]
     isa: Isa,
@@ -54,6 +55,14 @@ pub struct Args {
     stats: StatOptions,
     #[command(flatten)]
     out: Output,
+}
+
+fn workloads(t: &str) -> Result<List<Workload>, String> {
+    parse_list(t, &Workload::ALL, Workload::parse).map(List)
+}
+
+fn columns(t: &str) -> Result<List<PolicyColumn>, String> {
+    parse_list(t, &PolicyColumn::ALL, PolicyColumn::parse).map(List)
 }
 
 /// `--threads-policy`: scatter or compact only (the workloads lay threads
@@ -113,10 +122,7 @@ pub fn run(a: Args) -> CliResult {
     let n = a.threads.unwrap_or_else(|| set.cpus.len().max(1));
     let cpus = thread_cpus(&m, &a.cpus, n, &a.threads_policy, false)?;
     let node = node_option(&m, a.node.as_deref(), cpus[0])?;
-    let workloads = parse_list(&a.workloads, &Workload::ALL, Workload::parse)
-        .map_err(|e| CliError::usage(format!("--workloads: {e}")))?;
-    let policies = parse_list(&a.policies, &PolicyColumn::ALL, PolicyColumn::parse)
-        .map_err(|e| CliError::usage(format!("--policies: {e}")))?;
+    let (workloads, policies) = (a.workloads.0.clone(), a.policies.0.clone());
     let buffer_bytes = a.size.unwrap_or_else(|| default_array_bytes(&m, a.kernel));
     let cells = workloads.len() * policies.len();
     let mut rule = a.stats.rule(1.0)?;

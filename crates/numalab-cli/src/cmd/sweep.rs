@@ -2,7 +2,9 @@
 //! symmetry, with background load, and `--findings` mining it for the
 //! classic questions.
 
-use crate::args::{buffer_size, choice, parsed, seconds, size_or_default, whole, THP};
+use crate::args::{
+    buffer_size, choice, choice_list, parsed, seconds, size_or_default, whole, List, THP,
+};
 use crate::output::{
     exit_for, load_machine, print_json, print_result, print_warnings, CliError, CliResult,
     Progress, RESULT_SCHEMA_VERSION,
@@ -27,8 +29,8 @@ use std::time::Duration;
 #[derive(clap::Args)]
 pub struct Args {
     /// Foreground thread counts, each swept on its own (e.g. 2 or 1,2; 1 to 8).
-    #[arg(long, value_name = "LIST", default_value = "1,2", value_parser = parsed(thread_counts))]
-    threads: Counts,
+    #[arg(long, value_name = "LIST", default_value = "1,2", value_parser = choice_list(&["1", "2", "3", "4", "5", "6", "7", "8"], thread_count))]
+    threads: List<usize>,
     /// CPUs the foreground threads may use (resource-set grammar).
     #[arg(long, value_name = "SET", default_value = "all")]
     cpus: String,
@@ -61,12 +63,12 @@ pub struct Args {
     case_budget: Option<f64>,
     /// Background levels, comma-separated, each a sweep of its own: none, low (0.5 GB/s per
     /// thread), medium (1), high (2), very-high (4) or a number of GB/s.
-    #[arg(long, value_name = "LEVELS", default_value = "none")]
-    background: String,
-    /// How many of the CPUs a case leaves free carry background threads: under, high, full
+    #[arg(long, value_name = "LEVELS", default_value = "none", value_parser = choice_list(&["none", "low", "medium", "high", "very-high", "GB/s"], level))]
+    background: List<Level>,
+    /// How many of the CPUs a case leaves free carry background threads
     /// (comma-separated for several).
-    #[arg(long, value_name = "LIST", default_value = "full")]
-    subscription: String,
+    #[arg(long, value_name = "LIST", default_value = "full", value_parser = choice_list(&["under", "high", "full"], Subscription::parse))]
+    subscription: List<Subscription>,
     /// Put the background threads on these CPUs instead (those a case does not use).
     #[arg(long, value_name = "SET")]
     background_cpus: Option<String>,
@@ -126,21 +128,12 @@ fn backgrounds(m: &Machine, a: &Args) -> Result<Vec<Option<Background>>, CliErro
     if cpus.as_ref().is_some_and(|c| c.is_empty()) {
         return Err(CliError::usage("--background-cpus names no CPU"));
     }
-    let subs: Vec<Subscription> = a
-        .subscription
-        .split(',')
-        .map(|s| {
-            Subscription::parse(s).map_err(|e| CliError::usage(format!("--subscription: {e}")))
-        })
-        .collect::<Result<_, _>>()?;
     let mut out = Vec::new();
-    for level in a.background.split(',').map(str::trim) {
-        if level == "none" || level == "idle" {
+    for lv in &a.background.0 {
+        let Some((level, rate)) = lv.0.as_ref().map(|(l, r)| (l.as_str(), *r)) else {
             out.push(None);
             continue;
-        }
-        let rate =
-            background_rate(level).map_err(|e| CliError::usage(format!("--background: {e}")))?;
+        };
         if cpus.is_some() {
             out.push(Some(Background {
                 level: level.into(),
@@ -149,7 +142,7 @@ fn backgrounds(m: &Machine, a: &Args) -> Result<Vec<Option<Background>>, CliErro
                 cpus: cpus.clone(),
             }));
         } else {
-            for &s in &subs {
+            for &s in &a.subscription.0 {
                 out.push(Some(Background {
                     level: level.into(),
                     bytes_per_second: rate,
@@ -162,23 +155,25 @@ fn backgrounds(m: &Machine, a: &Args) -> Result<Vec<Option<Background>>, CliErro
     Ok(out)
 }
 
-/// Foreground thread counts, each from 1 to 8, without repeats.
-#[derive(Clone)]
-struct Counts(Vec<usize>);
+/// A background level: none (an idle sweep), or its name and bytes per
+/// second per background thread.
+#[derive(Debug, Clone, PartialEq)]
+struct Level(Option<(String, f64)>);
 
-fn thread_counts(text: &str) -> Result<Counts, String> {
-    let mut out = Vec::new();
-    for t in text.split(',') {
-        let v: usize = t.trim().parse().ok().filter(|v| (1..=8).contains(v)).ok_or_else(|| {
-            format!(
-                "'{t}' is not a thread count from 1 to 8 (the space grows as (CPUs x nodes x 2)^threads)"
-            )
-        })?;
-        if !out.contains(&v) {
-            out.push(v);
-        }
+fn level(t: &str) -> Result<Level, String> {
+    if t == "none" || t == "idle" {
+        return Ok(Level(None));
     }
-    Ok(Counts(out))
+    Ok(Level(Some((t.to_string(), background_rate(t)?))))
+}
+
+/// One foreground thread count, from 1 to 8.
+fn thread_count(t: &str) -> Result<usize, String> {
+    t.trim().parse().ok().filter(|v| (1..=8).contains(v)).ok_or_else(|| {
+        format!(
+            "'{t}' is not a thread count from 1 to 8 (the space grows as (CPUs x nodes x 2)^threads)"
+        )
+    })
 }
 
 /// Read-only threads, write-only threads, or both.
