@@ -10,8 +10,8 @@ use crate::output::{
     Progress, RESULT_SCHEMA_VERSION,
 };
 use numalab::experiments::sweep::{
-    findings, plan, run_sweep, Access, Background, Findings, Subscription, SweepRequest,
-    SweepResult, SweepSpace,
+    findings, plan, run_sweep, Access, Background, Findings, PlannedCase, Subscription,
+    SweepRequest, SweepResult, SweepSpace, ThreadCase,
 };
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::measure::pacing::background_rate;
@@ -21,7 +21,6 @@ use numalab::placement::Thp;
 use numalab::report::views::sweep::{self as view, findings_text};
 use numalab::Machine;
 use serde::Serialize;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -280,6 +279,10 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
     })
 }
 
+/// The plan of a sweep: per thread count, the cases of the full
+/// enumeration and the representative case of every class.
+type Plans = Vec<(usize, u64, Vec<PlannedCase>)>;
+
 pub fn run(a: Args) -> CliResult {
     if let Some(path) = &a.from {
         return from_file(path, &a);
@@ -294,98 +297,20 @@ pub fn run(a: Args) -> CliResult {
     let space =
         SweepSpace::new(&m, &req.cpus, &req.mem_nodes, &req.accesses).map_err(CliError::usage)?;
     let plans = plan(&space, &req).map_err(CliError::usage)?;
-    let mut announce = String::new();
-    for (t, total, cases) in &plans {
-        let _ = writeln!(
-            announce,
-            "sweep: {t} thread(s): {total} cases ({} CPUs x {} memory nodes x {} access(es), per thread){}",
-            space_cpus(&req),
-            req.mem_nodes.len(),
-            req.accesses.len(),
-            if req.full {
-                String::new()
-            } else {
-                format!(
-                    ", {} classes under {} node symmetr{} and core swaps",
-                    cases.len(),
-                    space.automorphism_count(),
-                    if space.automorphism_count() == 1 { "y" } else { "ies" }
-                )
-            }
-        );
+    let symmetries = space.automorphism_count();
+    if a.list {
+        return list(&a, &req, &plans, symmetries);
     }
     let n_cases: usize = plans.iter().map(|p| p.2.len()).sum::<usize>() * req.backgrounds.len();
-    if a.list && a.json {
-        #[derive(Serialize)]
-        struct Listed<'a> {
-            threads: usize,
-            total_cases: u64,
-            classes: usize,
-            node_automorphisms: usize,
-            cases: Vec<ListedCase<'a>>,
-        }
-        #[derive(Serialize)]
-        struct ListedCase<'a> {
-            labels: Vec<String>,
-            threads: &'a [numalab::experiments::sweep::ThreadCase],
-            hop_class: String,
-            class_size: u64,
-            class_key: &'a str,
-        }
-        let listed: Vec<Listed> = plans
-            .iter()
-            .map(|(t, total, cases)| Listed {
-                threads: *t,
-                total_cases: *total,
-                classes: cases.len(),
-                node_automorphisms: space.automorphism_count(),
-                cases: cases
-                    .iter()
-                    .map(|c| ListedCase {
-                        labels: c.threads.iter().map(|t| t.label()).collect(),
-                        threads: &c.threads,
-                        hop_class: c.hop_class(),
-                        class_size: c.class_size,
-                        class_key: &c.class_key,
-                    })
-                    .collect(),
-            })
-            .collect();
-        print_json(&serde_json::json!({
-            "schema_version": RESULT_SCHEMA_VERSION,
-            "command": "sweep --list",
-            "plans": listed,
-        }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if a.list {
-        print!("{announce}");
-        for (t, _, cases) in &plans {
-            println!(
-                "\n{t} thread(s): {:<28} {:>6} {:>10}",
-                "case", "hops", "class size"
-            );
-            for c in cases {
-                println!(
-                    "  {:<36} {:>6} {:>10}",
-                    c.label(),
-                    c.hop_class(),
-                    c.class_size
-                );
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
     if a.case_budget.is_none() && req.budget.is_none() {
         // About 40 s of measuring in all by default.
         req.rule.budget = Duration::from_secs_f64((40.0 / n_cases.max(1) as f64).clamp(0.1, 1.0));
     }
-    eprint!("{announce}");
+    eprint!("{}", view::plan_text(&req, &plans, symmetries));
     let progress = Progress::bar(n_cases as u64, "sweep");
     let r = run_sweep(&m, &req, &mut |_, _, label| progress.step(label))?;
     progress.finish();
     let f = findings(&r);
-    let verified = r.verified;
     if a.json {
         print_result(
             "sweep",
@@ -401,11 +326,57 @@ pub fn run(a: Args) -> CliResult {
         }
         print_warnings(&r.warnings);
     }
-    Ok(exit_for(verified))
+    Ok(exit_for(r.verified))
 }
 
-fn space_cpus(req: &SweepRequest) -> usize {
-    req.cpus.len()
+/// `--list`: the cases that would run, as text or JSON.
+fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliResult {
+    if !a.json {
+        print!("{}", view::plan_text(req, plans, symmetries));
+        print!("{}", view::list_text(plans));
+        return Ok(ExitCode::SUCCESS);
+    }
+    #[derive(Serialize)]
+    struct Listed<'a> {
+        threads: usize,
+        total_cases: u64,
+        classes: usize,
+        node_automorphisms: usize,
+        cases: Vec<ListedCase<'a>>,
+    }
+    #[derive(Serialize)]
+    struct ListedCase<'a> {
+        labels: Vec<String>,
+        threads: &'a [ThreadCase],
+        hop_class: String,
+        class_size: u64,
+        class_key: &'a str,
+    }
+    let listed: Vec<Listed> = plans
+        .iter()
+        .map(|(t, total, cases)| Listed {
+            threads: *t,
+            total_cases: *total,
+            classes: cases.len(),
+            node_automorphisms: symmetries,
+            cases: cases
+                .iter()
+                .map(|c| ListedCase {
+                    labels: c.threads.iter().map(|t| t.label()).collect(),
+                    threads: &c.threads,
+                    hop_class: c.hop_class(),
+                    class_size: c.class_size,
+                    class_key: &c.class_key,
+                })
+                .collect(),
+        })
+        .collect();
+    print_json(&serde_json::json!({
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "command": "sweep --list",
+        "plans": listed,
+    }))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn from_file(path: &std::path::Path, a: &Args) -> CliResult {

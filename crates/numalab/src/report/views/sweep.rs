@@ -4,8 +4,8 @@
 //! and the classic questions answered from it.
 
 use crate::experiments::sweep::{
-    findings, run_sweep, Access, Background, CaseResult, Findings, Subscription, SweepRequest,
-    SweepResult,
+    findings, run_sweep, Access, Background, CaseResult, Findings, PlannedCase, Subscription,
+    SweepRequest, SweepResult,
 };
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
@@ -238,6 +238,58 @@ impl ReportPart for SweepPart {
             crossfire(s, r);
         }
     }
+}
+
+/// What a sweep will run, one line per thread count: the cases of the
+/// full enumeration and, folded, the classes under the machine's
+/// `symmetries` (node automorphisms) and core swaps.
+pub fn plan_text(
+    req: &SweepRequest,
+    plans: &[(usize, u64, Vec<PlannedCase>)],
+    symmetries: usize,
+) -> String {
+    let mut s = String::new();
+    for (t, total, cases) in plans {
+        let _ = writeln!(
+            s,
+            "sweep: {t} thread(s): {total} cases ({} CPUs x {} memory nodes x {} access(es), per thread){}",
+            req.cpus.len(),
+            req.mem_nodes.len(),
+            req.accesses.len(),
+            if req.full {
+                String::new()
+            } else {
+                format!(
+                    ", {} classes under {symmetries} node symmetr{} and core swaps",
+                    cases.len(),
+                    if symmetries == 1 { "y" } else { "ies" }
+                )
+            }
+        );
+    }
+    s
+}
+
+/// The cases of a plan (`sweep --list`): label, hop class and class size.
+pub fn list_text(plans: &[(usize, u64, Vec<PlannedCase>)]) -> String {
+    let mut s = String::new();
+    for (t, _, cases) in plans {
+        let _ = writeln!(
+            s,
+            "\n{t} thread(s): {:<28} {:>6} {:>10}",
+            "case", "hops", "class size"
+        );
+        for c in cases {
+            let _ = writeln!(
+                s,
+                "  {:<36} {:>6} {:>10}",
+                c.label(),
+                c.hop_class(),
+                c.class_size
+            );
+        }
+    }
+    s
 }
 
 /// The answer to a classic question: `holds`, `does not hold` or `cannot tell`.
