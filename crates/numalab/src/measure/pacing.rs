@@ -187,13 +187,15 @@ pub fn background_rate(level: &str) -> Result<f64, String> {
     if let Some((_, r)) = BACKGROUND_LEVELS.iter().find(|(n, _)| *n == t) {
         return Ok(*r);
     }
-    let gb = t.strip_suffix("GB/s").unwrap_or(t).trim();
-    match gb.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * 1e9),
-        Ok(_) => Err(format!(
+    // A number (with or without GB/s) is a rate; anything else an unknown
+    // level name.
+    let number = t.strip_suffix("GB/s").unwrap_or(t).trim().parse::<f64>();
+    match (number, crate::text::parse::rate(t)) {
+        (_, Ok(bytes_per_second)) => Ok(bytes_per_second),
+        (Ok(_), Err(_)) => Err(format!(
             "background rate '{t}' must be a positive number of GB/s"
         )),
-        Err(_) => Err(format!(
+        (Err(_), Err(_)) => Err(format!(
             "unknown background level '{t}'; valid: low (0.5 GB/s), medium (1), high (2), very-high (4) per thread, or a number of GB/s like 1.5"
         )),
     }

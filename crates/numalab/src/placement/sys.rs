@@ -2,7 +2,7 @@
 //!
 //! hwloc's memory binding cannot express every policy we need (it turns a
 //! non-strict bind into MPOL_PREFERRED_MANY and has no weighted interleave),
-//! so memory policy goes straight to the kernel (DESIGN.md section 2).
+//! so memory policy goes straight to the kernel (docs/policies.md).
 
 use crate::IdSet;
 use std::io;

@@ -18,9 +18,25 @@ pub fn significant(v: f64, digits: usize) -> String {
     if v == 0.0 {
         return "0".into();
     }
+    trimmed(v, significant_decimals(v, digits))
+}
+
+/// [`significant`] with its trailing zeros kept, for columns where the
+/// digits shown say how precise each number is: `100.0`, `1.250`.
+pub fn significant_padded(v: f64, digits: usize) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    fixed(v, significant_decimals(v, digits))
+}
+
+/// Decimals that show `v` with `digits` significant digits (at most 12).
+fn significant_decimals(v: f64, digits: usize) -> usize {
     let magnitude = v.abs().log10().floor() as i64;
-    let decimals = (digits.max(1) as i64 - 1 - magnitude).clamp(0, 12) as usize;
-    trimmed(v, decimals)
+    (digits.max(1) as i64 - 1 - magnitude).clamp(0, 12) as usize
 }
 
 /// `v` with `decimals` decimals, then trailing zeros (and point) dropped:
@@ -119,6 +135,9 @@ mod tests {
         assert_eq!(significant(2.0, 3), "2");
         assert_eq!(significant(-0.5, 2), "-0.5");
         assert_eq!(significant(f64::NAN, 3), "-");
+        assert_eq!(significant_padded(100.0, 4), "100.0");
+        assert_eq!(significant_padded(1.25, 4), "1.250");
+        assert_eq!(significant_padded(12345.6, 4), "12346");
         assert_eq!(trimmed(2.50, 2), "2.5");
         assert_eq!(trimmed(-0.001, 1), "0");
         assert_eq!(fixed(1.23456, 2), "1.23");

@@ -3,12 +3,12 @@
 
 use crate::report::compare::Comparison;
 use crate::text::escape::xml as escape;
-use crate::text::format::significant;
+use crate::text::format::significant_padded;
 use std::fmt::Write as _;
 
 /// Four significant digits (a second per pass and a GB/s alike).
 fn num(x: Option<f64>) -> String {
-    x.map_or_else(|| "-".into(), |v| significant(v, 4))
+    x.map_or_else(|| "-".into(), |v| significant_padded(v, 4))
 }
 
 fn verdict(s: Option<bool>) -> &'static str {
@@ -151,6 +151,7 @@ mod tests {
         assert!(!h.contains("<script>"), "{h}");
         assert!(h.contains("&lt;script&gt;&#39;x&#39;"), "{h}");
         assert_eq!(num(Some(0.000123456)), "0.0001235");
+        assert_eq!(num(Some(100.0)), "100.0");
         assert_eq!(num(Some(12345.6)), "12346");
         assert_eq!(num(None), "-");
     }
