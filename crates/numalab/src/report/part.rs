@@ -29,8 +29,9 @@ use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
-/// What the front end sees while a report runs.
-pub trait Observer {
+/// What the front end sees while a report runs. `Send`, because some
+/// experiments report progress from the threads they measure with.
+pub trait Observer: Send {
     /// Calibration (a few tenths of a second) starts.
     fn calibrating(&mut self) {}
     /// A part starts: its position among the parts of this run and its budget.
