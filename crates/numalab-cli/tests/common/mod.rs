@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod browser;
+pub mod hostile;
 pub mod report;
 
 use serde_json::Value;
