@@ -82,6 +82,10 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return output::clap_error(e),
     };
+    // What a numalab killed by SIGKILL left changed comes back first.
+    numalab::placement::settings::replay_journal()
+        .iter()
+        .for_each(|w| eprintln!("numalab: warning: {w}"));
     let result = match cli.command {
         Command::Bench(b) => cmd::bench::run(b),
         Command::Matrix(a) => cmd::matrix::run(a),

@@ -3,6 +3,7 @@
 //! measurement runs (and then checked by `verify`).
 
 use super::memory_policy::{MemoryPolicy, Realization, WeightedImpl};
+use super::settings::{Journal, SettingGuard, AUTO_NAMES, WEIGHTS_DIR};
 use super::sys::{self, Mode};
 use super::verify::PageHistogram;
 use super::{PlacementError, PlacementError as E};
@@ -132,11 +133,10 @@ impl PlacedBuffer {
                 crate::text::format::bytes(page_size as u64)
             ));
         }
-        let restore = buf.apply(&realization)?;
+        let weights = buf.apply(&realization)?;
         let touched = buf.prefault(spec.toucher);
-        if let Some(r) = restore {
-            r.restore();
-        }
+        // The weights matter only while pages are first touched.
+        drop(weights);
         buf.toucher_cpu_seen = touched?;
         Ok(buf)
     }
@@ -510,86 +510,85 @@ fn too_big(bytes: u64, nodes: &IdSet, free: u64, hugetlb: bool) -> PlacementErro
     ))
 }
 
-/// Saved sysfs weights, restored on `restore`.
+/// Kernel weighted-interleave weights set for the guard's life. Each is a
+/// [`SettingGuard`]: journaled before it is written, restored on drop
+/// (returns, errors, panics), on SIGINT/SIGTERM/SIGHUP, and after a SIGKILL
+/// by the next numalab command (see [`super::settings`]).
 struct WeightGuard {
-    saved: Vec<(u32, String)>,
-    set: Vec<(u32, u32)>,
+    /// Declared before `auto`, so dropped first: writing the weights back
+    /// turns automatic weights off again, so the switch is restored last.
+    weights: Vec<(u32, u32, SettingGuard)>,
+    /// Writing a weight turns the kernel's automatic weights off.
+    auto: Option<SettingGuard>,
 }
 
 impl WeightGuard {
-    fn path(n: u32) -> String {
-        format!("/sys/kernel/mm/mempolicy/weighted_interleave/node{n}")
+    fn key(n: u32) -> String {
+        format!("{WEIGHTS_DIR}/node{n}")
     }
 
     fn set(weights: &[(u32, u32)]) -> Result<Self, PlacementError> {
-        let mut g = Self {
-            saved: Vec::new(),
-            set: weights.to_vec(),
+        let journal = Journal::system();
+        let advise = |e: PlacementError| match e {
+            E::Permission(m) => E::Permission(format!(
+                "kernel weighted interleave: {m}; use --weighted-impl emulate"
+            )),
+            other => other,
         };
-        for &(n, w) in weights {
-            let old = std::fs::read_to_string(Self::path(n))
-                .map_err(|e| E::Unsupported(format!("cannot read {}: {e}", Self::path(n))))?;
-            g.saved.push((n, old.trim().to_string()));
-            std::fs::write(Self::path(n), w.to_string()).map_err(|e| {
-                g.restore_ref();
-                if e.kind() == io::ErrorKind::PermissionDenied {
-                    E::Permission(format!(
-                        "kernel weighted interleave needs root to write {} ({e}); use --weighted-impl emulate",
-                        Self::path(n)
-                    ))
-                } else {
-                    E::Os(format!("writing {}: {e}", Self::path(n)))
-                }
-            })?;
+        let auto = AUTO_NAMES
+            .iter()
+            .map(|name| format!("{WEIGHTS_DIR}/{name}"))
+            .find(|key| journal.path_of(key).exists())
+            .map(|key| SettingGuard::watch(journal, &key))
+            .transpose()
+            .map_err(advise)?;
+        // One order for every guard, so that two threads of one process
+        // asking for different weights wait for each other, never deadlock.
+        let mut sorted = weights.to_vec();
+        sorted.sort_unstable();
+        let mut g = Self {
+            weights: Vec::with_capacity(sorted.len()),
+            auto,
+        };
+        for (n, w) in sorted {
+            let s = SettingGuard::set(journal, &Self::key(n), &w.to_string()).map_err(advise)?;
+            g.weights.push((n, w, s));
         }
         Ok(g)
     }
 
     fn describe(&self) -> String {
-        self.set
+        let mut parts: Vec<String> = self
+            .weights
             .iter()
-            .map(|(n, w)| {
-                let old = self
-                    .saved
-                    .iter()
-                    .find(|s| s.0 == *n)
-                    .map(|s| s.1.as_str())
-                    .unwrap_or("?");
-                format!("node{n}={w} (was {old})")
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    fn restore_ref(&self) {
-        for (n, old) in &self.saved {
-            let _ = std::fs::write(Self::path(*n), old);
+            .map(|(n, w, s)| format!("node{n}={w} (was {})", s.saved()))
+            .collect();
+        if self
+            .auto
+            .as_ref()
+            .is_some_and(|a| matches!(a.saved(), "true" | "1" | "Y" | "y"))
+        {
+            parts.push("automatic weights off meanwhile (were on)".into());
         }
-    }
-
-    fn restore(self) {
-        self.restore_ref();
+        parts.join(", ")
     }
 }
 
 /// Sets kernel weighted-interleave weights for the life of the returned guard
-/// (used by `numalab run` around the child). Restores the old weights on drop.
-pub struct SysfsWeights(Option<WeightGuard>);
+/// (used by `numalab run` around the child). The old weights come back on
+/// drop, on SIGINT/SIGTERM/SIGHUP while the default action would end the
+/// process, and after a SIGKILL at the next numalab command.
+pub struct SysfsWeights(WeightGuard);
 
 impl SysfsWeights {
+    /// Writes `(node, weight)` pairs to the kernel's weights, recording the
+    /// old values first.
     pub fn set(weights: &[(u32, u32)]) -> Result<Self, PlacementError> {
-        Ok(Self(Some(WeightGuard::set(weights)?)))
+        Ok(Self(WeightGuard::set(weights)?))
     }
 
+    /// "node0=3 (was 1), node1=1 (was 1)".
     pub fn describe(&self) -> String {
-        self.0.as_ref().map(|g| g.describe()).unwrap_or_default()
-    }
-}
-
-impl Drop for SysfsWeights {
-    fn drop(&mut self) {
-        if let Some(g) = self.0.take() {
-            g.restore();
-        }
+        self.0.describe()
     }
 }

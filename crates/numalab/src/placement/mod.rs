@@ -11,6 +11,7 @@ pub mod check;
 pub mod launch;
 pub mod memory_policy;
 pub mod resource_set;
+pub mod settings;
 pub mod sys;
 pub mod thread_policy;
 pub mod touch;
