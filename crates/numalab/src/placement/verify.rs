@@ -279,7 +279,9 @@ pub struct ProcessPlacement {
 }
 
 impl ProcessPlacement {
-    /// Reads /proc/PID for `pid`.
+    /// Reads /proc/PID for `pid`. A kernel thread (no user memory) and a
+    /// zombie (exited, its memory gone) are refused with a line saying so,
+    /// rather than shown as holding no memory.
     pub fn read(pid: i32) -> Result<Self, PlacementError> {
         let base = format!("/proc/{pid}");
         let read = |p: &str| -> Result<String, PlacementError> {
@@ -287,14 +289,32 @@ impl ProcessPlacement {
                 std::io::ErrorKind::NotFound => PlacementError::Invalid(format!(
                     "no process {pid} (it has exited or never existed)"
                 )),
-                std::io::ErrorKind::PermissionDenied => PlacementError::Permission(format!(
-                    "reading {base}/{p} needs the same user or root: {e}"
-                )),
+                std::io::ErrorKind::PermissionDenied => denied(pid, &format!("{base}/{p}"), &e),
                 _ => PlacementError::Os(format!("reading {base}/{p}: {e}")),
             })
         };
+        // /proc/PID/stat is readable by anyone: what the process is comes
+        // before whether its memory may be read.
+        let status = ProcessStatus::parse(&read("stat")?).ok_or_else(|| {
+            PlacementError::Os(format!("{base}/stat is not in the kernel's format"))
+        })?;
+        if status.is_kernel_thread() {
+            return Err(PlacementError::Unsupported(format!(
+                "pid {pid} ({}) is a kernel thread: it has no user memory to verify",
+                status.command
+            )));
+        }
         let command = read("comm")?.trim().to_string();
-        let maps_text = read("numa_maps")?;
+        let maps_text = match read("numa_maps") {
+            Ok(t) if status.state == 'Z' && t.trim().is_empty() => {
+                return Err(zombie(pid, &status));
+            }
+            // A zombie's files may be refused rather than empty.
+            Err(PlacementError::Permission(_)) if status.state == 'Z' => {
+                return Err(zombie(pid, &status));
+            }
+            other => other?,
+        };
         let mappings = parse_numa_maps(&maps_text);
         let mut bytes_by_node = BTreeMap::new();
         let mut private_bytes_by_node = BTreeMap::new();
@@ -344,6 +364,67 @@ impl ProcessPlacement {
             process_policy,
         })
     }
+}
+
+/// What /proc/PID/stat says about what a process is.
+#[derive(Debug, Clone, PartialEq)]
+struct ProcessStatus {
+    /// Field 2, without its parentheses.
+    command: String,
+    /// Field 3: R, S, D, Z, ...
+    state: char,
+    /// Field 4.
+    parent: i32,
+    /// Field 9: the kernel's PF_* flags.
+    flags: u64,
+}
+
+/// PF_KTHREAD of the kernel's task flags: the task is a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+impl ProcessStatus {
+    /// Parses a stat line; the command name may hold spaces and
+    /// parentheses, so the fields after it are counted from the last ')'.
+    fn parse(stat: &str) -> Option<Self> {
+        let open = stat.find('(')?;
+        let close = stat.rfind(')')?;
+        let command = stat.get(open + 1..close)?.to_string();
+        let mut rest = stat.get(close + 1..)?.split_whitespace();
+        let state = rest.next()?.chars().next()?;
+        let parent = rest.next()?.parse().ok()?;
+        let flags = rest.nth(4)?.parse().ok()?;
+        Some(Self {
+            command,
+            state,
+            parent,
+            flags,
+        })
+    }
+
+    fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+}
+
+fn zombie(pid: i32, s: &ProcessStatus) -> PlacementError {
+    PlacementError::Unsupported(format!(
+        "pid {pid} ({}) is a zombie: it has exited and holds no memory (its parent, pid {}, has not collected it yet)",
+        s.command, s.parent
+    ))
+}
+
+/// A refused read of `file`: as root the refusal comes from ptrace rules,
+/// not from being another user, so say which.
+fn denied(pid: i32, file: &str, e: &std::io::Error) -> PlacementError {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    PlacementError::Permission(if root {
+        format!(
+            "reading {file} was refused although numalab runs as root ({e}): it needs ptrace rights over pid {pid} (CAP_SYS_PTRACE where that process lives; a container or security module may deny them)"
+        )
+    } else {
+        format!("reading {file} needs the same user or root (ptrace rights over pid {pid}): {e}")
+    })
 }
 
 /// Field 39 of /proc/.../stat; the command name (field 2) may hold spaces
@@ -410,6 +491,56 @@ mod tests {
         assert!(m[0].is_private() && m[1].is_private() && m[2].is_private());
         assert!(!m[3].is_private());
         assert_eq!(m[4].page_size, 2 << 20);
+    }
+
+    #[test]
+    fn stat_says_what_a_process_is() {
+        let kthread = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 2 0 0 20 0 1 0 25 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 0 0";
+        let s = ProcessStatus::parse(kthread).unwrap();
+        assert_eq!(
+            (s.command.as_str(), s.state, s.parent),
+            ("kthreadd", 'S', 0)
+        );
+        assert!(s.is_kernel_thread());
+        let zombie =
+            "4321 (a) b (Z)) Z 77 4321 4321 0 -1 4227084 100 0 0 0 0 0 0 0 20 0 1 0 100 0 0";
+        let s = ProcessStatus::parse(zombie).unwrap();
+        assert_eq!(
+            (s.command.as_str(), s.state, s.parent),
+            ("a) b (Z)", 'Z', 77)
+        );
+        assert!(!s.is_kernel_thread());
+        assert_eq!(ProcessStatus::parse("1 (x"), None);
+        assert_eq!(ProcessStatus::parse("1 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn kernel_threads_and_zombies_are_named() {
+        // kthreadd is pid 2 wherever there is a kernel to spawn threads.
+        match ProcessPlacement::read(2) {
+            Err(e) => assert_eq!(
+                e.to_string(),
+                "pid 2 (kthreadd) is a kernel thread: it has no user memory to verify"
+            ),
+            Ok(p) => assert_ne!(p.command, "kthreadd", "a kernel thread shown as a process"),
+        }
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        // Not reaped yet: a zombie once it has exited.
+        let seen = (0..500).find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            (ProcessStatus::parse(&s)?.state == 'Z').then(|| ProcessPlacement::read(pid))
+        });
+        child.wait().unwrap();
+        let e = seen.expect("the child became a zombie").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "pid {pid} (true) is a zombie: it has exited and holds no memory (its parent, pid {}, has not collected it yet)",
+                std::process::id()
+            )
+        );
     }
 
     #[test]
