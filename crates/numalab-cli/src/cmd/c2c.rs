@@ -5,17 +5,20 @@ use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
 use numalab::experiments::c2c::{pair_count, run_c2c, C2cFigures, C2cRequest};
+use numalab::experiments::loaded_latency::usable_cpus;
 use numalab::placement::{ListMeaning, ResourceSet};
 use numalab::report::views::c2c::text;
+use numalab::{IdSet, Machine};
 
 #[derive(clap::Args)]
 #[command(
     after_help = "--budget is the time per pair of CPUs (default: about 60 s in all, 0.05 to 0.5 s per pair). Figures: modified (one-way latency of a written line, ping-pong / 2), clean (a reader loads lines held clean by the other CPU), false-sharing (atomic increments of two words of one line vs separate lines). See docs/c2c.md."
 )]
 pub struct Args {
-    /// CPUs to pair (set grammar; default all allowed).
-    #[arg(long, value_name = "SET", default_value = "all")]
-    cpus: String,
+    /// CPUs to pair (set grammar; default and `all`: every CPU this process
+    /// may use, within its cgroup cpuset and taskset mask).
+    #[arg(long, value_name = "SET")]
+    cpus: Option<String>,
     /// Figures to measure, comma-separated: modified, clean, false-sharing, all.
     #[arg(long, value_name = "LIST", default_value = "all", value_parser = choice(&["modified", "clean", "false-sharing", "all"], C2cFigures::parse))]
     figures: C2cFigures,
@@ -39,29 +42,43 @@ fn duration_text(s: f64) -> String {
     }
 }
 
-pub fn run(a: Args) -> CliResult {
-    let m = load_machine(None)?;
-    let set = ResourceSet::parse(&m, &a.cpus, ListMeaning::Cpus)
+/// The CPUs to pair: `--cpus`, or every CPU this process may use. Like the
+/// other commands, c2c stays inside the cgroup cpuset and the taskset mask:
+/// CPUs outside them are refused, naming the ones it may use.
+fn pair_cpus(m: &Machine, text: Option<&str>) -> Result<Vec<u32>, CliError> {
+    let usable = usable_cpus(m);
+    // "all" is what this process may use, as the default.
+    let Some(t) = text.filter(|t| t.trim() != "all") else {
+        if usable.len() < 2 {
+            return Err(CliError::usage(format!(
+                "c2c needs at least two CPUs, but this process may use only CPU {usable}; run it where 2 or more CPUs are allowed (cgroup cpuset, taskset)"
+            )));
+        }
+        return Ok(usable.iter().collect());
+    };
+    let set = ResourceSet::parse(m, t, ListMeaning::Cpus)
         .map_err(|e| CliError::usage(format!("--cpus: {e}")))?;
-    if !set.cpus.is_subset(&m.allowed_cpus) {
+    if !set.cpus.is_subset(&usable) {
         return Err(CliError::usage(format!(
-            "--cpus '{}' names CPU(s) {} this process may not use; allowed: {}",
-            a.cpus,
-            set.cpus.difference(&m.allowed_cpus),
-            m.allowed_cpus
+            "--cpus '{t}' names CPU{} {} this process may not use (cgroup cpuset, taskset); allowed: {usable}",
+            if set.cpus.difference(&usable).len() == 1 { "" } else { "s" },
+            set.cpus.difference(&usable),
         )));
     }
     if set.cpus.len() < 2 {
         return Err(CliError::usage(format!(
-            "--cpus '{}' holds {} CPU{}: c2c needs at least two{}; allowed CPUs: {}",
-            a.cpus,
+            "--cpus '{t}' holds {} CPU{}: c2c needs at least two{}; allowed CPUs: {usable}",
             set.cpus.len(),
             if set.cpus.len() == 1 { "" } else { "s" },
-            cpuless_hint(&m, &set),
-            m.allowed_cpus
+            cpuless_hint(m, &set),
         )));
     }
-    let cpus: Vec<u32> = set.cpus.iter().collect();
+    Ok(set.cpus.iter().collect())
+}
+
+pub fn run(a: Args) -> CliResult {
+    let m = load_machine(None)?;
+    let cpus = pair_cpus(&m, a.cpus.as_deref())?;
     let pairs = pair_count(cpus.len());
     let rule = a.stats.rule(default_pair_budget(pairs))?;
     let budget = rule.budget.as_secs_f64();
@@ -73,7 +90,7 @@ pub fn run(a: Args) -> CliResult {
     if !a.json {
         println!(
             "c2c over CPUs {} ({estimate}; --budget sets the time per pair)",
-            set.cpus
+            cpus.iter().copied().collect::<IdSet>()
         );
     }
     let req = C2cRequest {
