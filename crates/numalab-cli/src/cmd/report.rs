@@ -186,12 +186,13 @@ fn check_same_machine(doc: &ReportResults, m: &Machine, dir: &Path) -> Result<()
             dir.join(RESULTS_FILE).display()
         )));
     }
+    let host_now = Environment::capture().hostname;
+    // A report stopped before its first part has no environment yet: it
+    // measured nothing, so only the machine's shape can tell.
     let host_then = doc
         .environment
         .as_ref()
-        .map(|e| e.hostname.clone())
-        .unwrap_or_default();
-    let host_now = Environment::capture().hostname;
+        .map_or_else(|| host_now.clone(), |e| e.hostname.clone());
     let shape = |x: &Machine| {
         (
             x.nodes
