@@ -46,15 +46,15 @@ struct Zombie(Child);
 
 impl Zombie {
     fn new() -> Self {
-        let child = Command::new("true").spawn().expect("start true");
-        let pid = child.id() as i32;
-        for _ in 0..1000 {
-            if stat_of(pid).is_some_and(|s| s.1 == 'Z') {
-                return Self(child);
-            }
+        // Reaped by `drop` whatever happens next.
+        let zombie = Self(Command::new("true").spawn().expect("start true"));
+        let pid = zombie.0.id() as i32;
+        let became = (0..1000).any(|_| {
             std::thread::sleep(Duration::from_millis(5));
-        }
-        panic!("pid {pid} never became a zombie");
+            stat_of(pid).is_some_and(|s| s.1 == 'Z')
+        });
+        assert!(became, "pid {pid} never became a zombie");
+        zombie
     }
 
     fn pid(&self) -> String {
