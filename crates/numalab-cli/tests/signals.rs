@@ -317,7 +317,7 @@ fn signals_at_random_moments() {
         let place = [
             "place",
             "--size",
-            "2G",
+            "1G",
             "--mem",
             &policy,
             "--weighted-impl",
