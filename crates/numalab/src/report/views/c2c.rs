@@ -59,15 +59,17 @@ impl ReportPart for C2cPart {
             Mode::Full => (0.15, C2cFigures::default()),
         };
         let per_pair_fixed = 0.008 * ctx.costs.factor;
-        let cpus = c2c_cpus(ctx.m, budget, min_pair + per_pair_fixed);
+        // The CPUs this process may use: the cgroup's, within a taskset mask.
+        let usable = crate::experiments::loaded_latency::usable_cpus(ctx.m);
+        let cpus = c2c_cpus(ctx.m, &usable, budget, min_pair + per_pair_fixed);
         let pairs = pair_count(cpus.len());
         let per = (budget / pairs.max(1) as f64 - per_pair_fixed).clamp(0.02, 2.0);
-        let all = cpus.len() == ctx.m.allowed_cpus.len();
+        let all = cpus.len() == usable.len();
         let note = (!all).then(|| {
         format!(
             "{} of {} CPUs (every pair of all would not fit the budget at {min_pair} s per pair): {}",
             cpus.len(),
-            ctx.m.allowed_cpus.len(),
+            usable.len(),
             cpus.iter().copied().collect::<IdSet>()
         )
     });
@@ -175,9 +177,10 @@ impl ReportPart for C2cPart {
 
 /// CPUs for the core-to-core matrix when every pair does not fit in
 /// `budget_s` at `min_pair_s` each: up to `per_node` CPUs of each node, on
-/// distinct cores first. Returns every allowed CPU when all pairs fit.
-pub fn c2c_cpus(m: &Machine, budget_s: f64, min_pair_s: f64) -> Vec<u32> {
-    let all: Vec<u32> = m.allowed_cpus.iter().collect();
+/// distinct cores first, among the `usable` CPUs (the cgroup's within the
+/// taskset mask). Returns every usable CPU when all pairs fit.
+pub fn c2c_cpus(m: &Machine, usable: &IdSet, budget_s: f64, min_pair_s: f64) -> Vec<u32> {
+    let all: Vec<u32> = usable.iter().collect();
     let pairs = |n: usize| n * n.saturating_sub(1) / 2;
     if pairs(all.len()) as f64 * min_pair_s <= budget_s {
         return all;
@@ -187,7 +190,7 @@ pub fn c2c_cpus(m: &Machine, budget_s: f64, min_pair_s: f64) -> Vec<u32> {
     let per_node_order: Vec<Vec<u32>> = nodes
         .iter()
         .map(|&n| {
-            let cpus = m.allowed_cpus_of(n);
+            let cpus = m.allowed_cpus_of(n).intersection(usable);
             let mut firsts = Vec::new();
             let mut rest = Vec::new();
             for core in &m.cores {
@@ -529,19 +532,25 @@ mod tests {
     #[test]
     fn c2c_subset_fits_the_budget_and_covers_every_node() {
         let m = fixture("16amd64-8n2c.xml");
-        let all = c2c_cpus(&m, 1000.0, 0.05);
+        let all = c2c_cpus(&m, &m.allowed_cpus, 1000.0, 0.05);
         assert_eq!(all.len(), 16);
         // 120 pairs x 0.05 s = 6 s: does not fit in 2 s.
-        let some = c2c_cpus(&m, 2.0, 0.05);
+        let some = c2c_cpus(&m, &m.allowed_cpus, 2.0, 0.05);
         let pairs = some.len() * (some.len() - 1) / 2;
         assert!(pairs as f64 * 0.05 <= 2.0, "{some:?}");
         let nodes: std::collections::BTreeSet<u32> =
             some.iter().filter_map(|&c| m.node_of_cpu(c)).collect();
         assert_eq!(nodes.len(), 8, "one CPU of every node: {some:?}");
         // Nothing fits: still two CPUs on two nodes.
-        let two = c2c_cpus(&m, 0.0, 0.05);
+        let two = c2c_cpus(&m, &m.allowed_cpus, 0.0, 0.05);
         assert_eq!(two.len(), 2);
         assert_ne!(m.node_of_cpu(two[0]), m.node_of_cpu(two[1]));
+        // A taskset mask of CPUs 2-5 (nodes 1 and 2): nothing outside it.
+        let mask = IdSet::parse_list("2-5").unwrap();
+        assert_eq!(c2c_cpus(&m, &mask, 1000.0, 0.05), vec![2, 3, 4, 5]);
+        let within = c2c_cpus(&m, &mask, 0.0, 0.05);
+        assert_eq!(within.len(), 2);
+        assert!(within.iter().all(|c| mask.contains(*c)), "{within:?}");
     }
 
     #[test]
