@@ -7,6 +7,7 @@ mod output;
 
 use clap::{Parser, Subcommand};
 use nix::sys::signal::{signal, SigHandler, Signal};
+use output::errln;
 use std::process::ExitCode;
 
 /// numalab: describe a NUMA machine, place threads and memory on it on
@@ -73,7 +74,7 @@ fn main() -> ExitCode {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!(
+        errln!(
             "numalab: internal error{at}: {} (please report this)",
             msg.replace('\n', " ")
         );
@@ -85,7 +86,15 @@ fn main() -> ExitCode {
     // What a numalab killed by SIGKILL left changed comes back first.
     numalab::placement::settings::replay_journal()
         .iter()
-        .for_each(|w| eprintln!("numalab: warning: {w}"));
+        .for_each(|w| errln!("numalab: warning: {w}"));
+    // Every command but `run` prints its result: with standard output
+    // closed it would measure for nothing. `run` prints nothing there.
+    if !matches!(cli.command, Command::Run(_)) {
+        if let Err(e) = output::require_stdout() {
+            errln!("numalab: {e}");
+            return ExitCode::from(e.code);
+        }
+    }
     let result = match cli.command {
         Command::Bench(b) => cmd::bench::run(b),
         Command::Matrix(a) => cmd::matrix::run(a),
@@ -104,10 +113,13 @@ fn main() -> ExitCode {
         Command::Verify(a) => cmd::verify::run(a),
         Command::Run(a) => cmd::run::run(a),
     };
-    match result {
+    // What is still buffered must reach its file before the exit code says
+    // it did; a command's own error outranks a failed flush after it.
+    let flushed = output::flush_stdout();
+    match result.and_then(|code| flushed.map(|()| code)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("numalab: {e}");
+            errln!("numalab: {e}");
             ExitCode::from(e.code)
         }
     }

@@ -1,10 +1,149 @@
 //! Errors and output helpers shared by the commands: one-line errors with
-//! exit codes, the JSON envelope of every result, progress, warnings.
+//! exit codes, the JSON envelope of every result, progress, warnings, and
+//! the one way to write to standard output ([`out!`], [`outln!`]) and to
+//! standard error ([`errln!`]).
+//!
+//! std's `print!` panics when a write fails (a full disk, a closed pipe
+//! reader with SIGPIPE blocked) and silently drops output when fd 1 is
+//! closed; `eprintln!` panics too. Every command writes through here
+//! instead, so a failed write is one line and exit code 1.
 
 use numalab::measure::environment::Environment;
 use serde::Serialize;
 use std::fmt;
+use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Writes to standard output like `print!`; evaluates to
+/// `Result<(), CliError>` (a failed write is [`CliError::failed`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!($($arg)*))
+    };
+}
+pub(crate) use out;
+
+/// Writes a line to standard output like `println!`; evaluates to
+/// `Result<(), CliError>`.
+macro_rules! outln {
+    () => {
+        $crate::output::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use outln;
+
+/// Writes a line to standard error like `eprintln!`, but never panics: a
+/// message that cannot be shown must not turn into a crash.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use errln;
+
+/// Whether fd 1 was closed when numalab started.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Looks at fd 1 before Rust's runtime starts: the runtime puts /dev/null on
+/// a closed standard descriptor (so that no file numalab opens gets fd 1),
+/// after which a closed stdout can no longer be told from a wanted
+/// `>/dev/null`, and what numalab prints would be lost without a word.
+extern "C" fn note_closed_stdout() {
+    // SAFETY: F_GETFD reads the descriptor's flags and changes nothing; it
+    // fails (EBADF is its only error here) exactly when fd 1 is closed.
+    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs [`note_closed_stdout`] as an ELF constructor: the C runtime calls
+/// `.init_array` before `main`, and so before the Rust runtime's start-up.
+// SAFETY: the section holds pointers to functions of this signature, called
+// once, single-threaded, with no arguments; the function touches only an
+// atomic and a system call that needs no runtime.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
+
+/// Refuses to go on when standard output was closed: what the command
+/// would print would be lost.
+pub fn require_stdout() -> Result<(), CliError> {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Err(CliError::failed(
+            "cannot write to standard output: it is closed; redirect it to a file or /dev/null",
+        ));
+    }
+    Ok(())
+}
+
+fn stdout_error(e: std::io::Error) -> CliError {
+    CliError::failed(format!("cannot write to standard output: {e}"))
+}
+
+/// What [`out!`] and [`outln!`] call: writes to standard output, an error
+/// becoming one line with exit code 1.
+pub fn write_stdout(args: fmt::Arguments<'_>) -> Result<(), CliError> {
+    require_stdout()?;
+    std::io::stdout()
+        .lock()
+        .write_fmt(args)
+        .map_err(stdout_error)
+}
+
+/// Flushes standard output; numalab calls it before exiting, because the
+/// flush std does at exit ignores errors (`numalab topology > /dev/full`
+/// would otherwise exit 0 with the output lost).
+pub fn flush_stdout() -> Result<(), CliError> {
+    std::io::stdout().flush().map_err(stdout_error)
+}
+
+/// What [`errln!`] calls: writes to standard error, ignoring failures.
+pub fn write_stderr(args: fmt::Arguments<'_>) {
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// Whether `a` and `b` name one file (same device and inode: hard links and
+/// symbolic links included). A path that does not exist is no file.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// The folder `path` is in ("." for a bare file name).
+pub fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Refuses (bad input, exit 2) to write `output` (given as `option`) when
+/// it is one of the command's `inputs` (each with the option or role that
+/// named it): numalab never writes over what it reads.
+pub fn refuse_overwriting_input(
+    option: &str,
+    output: &Path,
+    inputs: &[(&str, &Path)],
+) -> Result<(), CliError> {
+    for (role, input) in inputs {
+        if same_file(output, input) {
+            return Err(CliError::usage(format!(
+                "{option} {} is the same file as {role} {}: numalab never writes over an input; choose another output file",
+                output.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Version of the JSON the measuring commands print (`schema_version`).
 pub const RESULT_SCHEMA_VERSION: &str = "1.0";
@@ -94,19 +233,34 @@ pub type CliResult = Result<ExitCode, CliError>;
 pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(v)
         .map_err(|e| CliError::failed(format!("cannot encode JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
+    outln!("{text}")
 }
 
 /// Clap's errors are several lines with usage; ours are one line.
+///
+/// `--help` and `--version` print on stdout and exit 0 (1 with one line when
+/// stdout cannot take them). No command at all, or a command group without
+/// its subcommand, shows the help on stderr and exits 2, as numactl does
+/// when it is given nothing to run.
 pub fn clap_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
-        ErrorKind::DisplayHelp
-        | ErrorKind::DisplayVersion
-        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let printed = require_stdout()
+                .and_then(|()| e.print().map_err(stdout_error))
+                .and_then(|()| flush_stdout());
+            match printed {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    errln!("numalab: {err}");
+                    ExitCode::from(err.code)
+                }
+            }
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // clap writes this kind on stderr.
             let _ = e.print();
-            ExitCode::SUCCESS
+            ExitCode::from(2)
         }
         _ => {
             let rendered = e.render().to_string();
@@ -130,7 +284,7 @@ pub fn clap_error(e: clap::Error) -> ExitCode {
             } else {
                 parts.join(" ")
             };
-            eprintln!("numalab: {msg}; see numalab --help");
+            errln!("numalab: {msg}; see numalab --help");
             ExitCode::from(2)
         }
     }
@@ -189,18 +343,18 @@ impl Progress {
 }
 
 /// Prints warnings; a long list is summarized (`--json` keeps them all).
-pub fn print_warnings(ws: &[String]) {
+pub fn print_warnings(ws: &[String]) -> Result<(), CliError> {
     if ws.len() <= 3 {
         for w in ws {
-            println!("warning: {w}");
+            outln!("warning: {w}")?;
         }
-        return;
+        return Ok(());
     }
     let imprecise = ws.iter().filter(|w| w.contains("not precise")).count();
     let outliers = ws.iter().filter(|w| w.contains("outliers")).count();
     let other = ws.len() - imprecise - outliers;
-    println!(
+    outln!(
         "warning: {} warnings: {imprecise} measurements did not reach the target precision in their budget, {outliers} had outliers, {other} other; the machine is noisy or the budget short (raise --budget); --json lists them all",
         ws.len()
-    );
+    )
 }

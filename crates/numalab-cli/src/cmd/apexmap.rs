@@ -3,6 +3,7 @@
 use crate::args::{
     buffer_size, choice, cpu_or_first, isa, size_or_default, StatOptions, ISAS, THP,
 };
+use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
@@ -128,8 +129,8 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_result("apexmap", &r)?;
     } else {
-        print!("{}", text(&r, &m, a.thp));
-        print_warnings(&r.warnings);
+        out!("{}", text(&r, &m, a.thp))?;
+        print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.verification.verified))
 }

@@ -4,6 +4,7 @@ use crate::args::{
     buffer_size, choice, cpu_or_first, isa, one_cpu, size_or_default, thread_count, thread_cpus,
     whole, Output, StatOptions, ISAS, KERNELS, PATTERNS, THP,
 };
+use crate::output::out;
 use crate::output::{exit_for, load_machine, print_result, CliError, CliResult, Progress};
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::harness::{
@@ -126,7 +127,7 @@ fn bandwidth(a: BandwidthArgs) -> CliResult {
     if a.out.json {
         print_result("bench bandwidth", &r)?;
     } else {
-        print!("{}", bandwidth_text(&r, &policy, a.out.units));
+        out!("{}", bandwidth_text(&r, &policy, a.out.units))?;
     }
     Ok(exit_for(r.verification.verified))
 }
@@ -151,7 +152,7 @@ fn latency(a: LatencyArgs) -> CliResult {
     if a.json {
         print_result("bench latency", &r)?;
     } else {
-        print!("{}", latency_text(&r, cpu, &policy, &m));
+        out!("{}", latency_text(&r, cpu, &policy, &m))?;
     }
     Ok(exit_for(r.verification.verified))
 }

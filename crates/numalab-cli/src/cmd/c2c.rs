@@ -4,6 +4,7 @@ use crate::args::{choice, cpuless_hint, StatOptions};
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
+use crate::output::{out, outln};
 use numalab::experiments::c2c::{pair_count, run_c2c, C2cFigures, C2cRequest};
 use numalab::experiments::loaded_latency::usable_cpus;
 use numalab::placement::{ListMeaning, ResourceSet};
@@ -88,10 +89,10 @@ pub fn run(a: Args) -> CliResult {
         duration_text(pairs as f64 * budget * 1.1)
     );
     if !a.json {
-        println!(
+        outln!(
             "c2c over CPUs {} ({estimate}; --budget sets the time per pair)",
             cpus.iter().copied().collect::<IdSet>()
-        );
+        )?;
     }
     let req = C2cRequest {
         cpus,
@@ -104,8 +105,8 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_result("c2c", &r)?;
     } else {
-        print!("{}", text(&r));
-        print_warnings(&r.warnings);
+        out!("{}", text(&r))?;
+        print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.verification.verified))
 }

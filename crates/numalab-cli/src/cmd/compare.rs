@@ -2,8 +2,12 @@
 //! the two values, the ratio and whether the difference exceeds the
 //! measured spread.
 
-use crate::output::{print_json, print_warnings, CliError, CliResult};
+use crate::output::out;
+use crate::output::{
+    folder_of, print_json, print_warnings, refuse_overwriting_input, CliError, CliResult,
+};
 use numalab::report::compare::compare;
+use numalab::report::files::write_atomically;
 use numalab::report::views::compare::{render_html, render_text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -18,6 +22,9 @@ pub struct Args {
     /// Also write the comparison as a self-contained HTML page.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// With --html: replace FILE even when it is not a page numalab compare wrote.
+    #[arg(long, requires = "html")]
+    force: bool,
     /// Only the metrics that differ by more than the measured spread.
     #[arg(long)]
     significant: bool,
@@ -44,7 +51,53 @@ fn load(p: &Path) -> Result<Value, CliError> {
     Ok(v)
 }
 
+/// What the first bytes of every page `numalab compare --html` writes hold.
+const PAGE_MARK: &str = "<title>numalab compare</title>";
+
+/// Refuses an `--html` file that cannot or must not be written, before
+/// anything is read: one of the inputs, a directory, a file in a missing
+/// folder, or an existing file that is not a compare page (unless --force).
+fn check_html(a: &Args, out: &Path) -> Result<(), CliError> {
+    refuse_overwriting_input("--html", out, &[("A", &a.a), ("B", &a.b)])?;
+    let shown = out.display();
+    if out.is_dir() {
+        return Err(CliError::usage(format!(
+            "--html {shown} is a directory; give a file name"
+        )));
+    }
+    let folder = folder_of(out);
+    if !folder.is_dir() {
+        return Err(CliError::usage(format!(
+            "--html {shown}: the folder {} does not exist",
+            folder.display()
+        )));
+    }
+    if out.exists() && !a.force && !is_compare_page(out) {
+        return Err(CliError::usage(format!(
+            "--html {shown} exists and is not a page numalab compare wrote: choose another file, or --force to replace it"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `path` begins like a page this command writes.
+fn is_compare_page(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    match std::fs::File::open(path) {
+        Ok(f) => {
+            // The mark is near the top; a few hundred bytes suffice.
+            let _ = f.take(512).read_to_end(&mut head);
+        }
+        Err(_) => return false,
+    }
+    String::from_utf8_lossy(&head).contains(PAGE_MARK)
+}
+
 pub fn run(a: Args) -> CliResult {
+    if let Some(h) = &a.html {
+        check_html(&a, h)?;
+    }
     let (va, vb) = (load(&a.a)?, load(&a.b)?);
     let mut c = compare(&va, &vb);
     if c.rows.is_empty() {
@@ -59,14 +112,26 @@ pub fn run(a: Args) -> CliResult {
     }
     let (na, nb) = (a.a.display().to_string(), a.b.display().to_string());
     if let Some(h) = &a.html {
-        std::fs::write(h, render_html(&c, &na, &nb))
-            .map_err(|e| CliError::failed(format!("writing {}: {e}", h.display())))?;
+        write_atomically(h, render_html(&c, &na, &nb).as_bytes())
+            .map_err(|e| CliError::failed(format!("cannot write {}: {e}", h.display())))?;
     }
     if a.json {
         print_json(&c)?;
     } else {
-        print!("{}", render_text(&c, &na, &nb));
-        print_warnings(&c.warnings);
+        out!("{}", render_text(&c, &na, &nb))?;
+        print_warnings(&c.warnings)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pages_compare_writes_carry_the_mark() {
+        let c = compare(&serde_json::json!({}), &serde_json::json!({}));
+        let page = render_html(&c, "a.json", "b.json");
+        assert!(page[..512.min(page.len())].contains(PAGE_MARK));
+    }
 }

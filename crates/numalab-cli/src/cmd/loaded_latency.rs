@@ -5,6 +5,7 @@ use crate::args::{
     buffer_size, choice, choice_list, cpuless_hint, one_cpu, List, Output, StatOptions, PATTERNS,
     THP,
 };
+use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
@@ -225,8 +226,8 @@ pub fn run(a: Args) -> CliResult {
     if a.out.json {
         print_result("loaded-latency", &r)?;
     } else {
-        print!("{}", text(&r, &m, a.out.units));
-        print_warnings(&r.warnings);
+        out!("{}", text(&r, &m, a.out.units))?;
+        print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.verification.verified))
 }

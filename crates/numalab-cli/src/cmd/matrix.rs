@@ -2,6 +2,7 @@
 //! memory node, CPU-less nodes included, as the classic table.
 
 use crate::args::{buffer_size, choice, size_or_default, Output, StatOptions, KERNELS, PATTERNS};
+use crate::output::out;
 use crate::output::{exit_for, load_machine, print_result, print_warnings, CliResult, Progress};
 use numalab::experiments::matrix::{cell_count, run_matrix, MatrixRequest};
 use numalab::measure::chase::ChasePattern;
@@ -72,8 +73,8 @@ pub fn run(a: Args) -> CliResult {
     if a.out.json {
         print_result("matrix", &r)?;
     } else {
-        print!("{}", matrix::text(&r, a.out.units));
-        print_warnings(&r.warnings);
+        out!("{}", matrix::text(&r, a.out.units))?;
+        print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.verified))
 }

@@ -2,6 +2,7 @@
 //! pinned thread, and show where every page landed.
 
 use crate::args::{choice, cpuless_hint, one_cpu, size, THP};
+use crate::output::out;
 use crate::output::{exit_for, load_machine, print_json, CliError, CliResult};
 use numalab::placement::{
     place_and_check, BufferSpec, ListMeaning, MemoryPolicy, ResourceSet, Thp, WeightedImpl,
@@ -71,7 +72,7 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_json(&r)?;
     } else {
-        print!("{}", text(&r));
+        out!("{}", text(&r))?;
     }
     Ok(exit_for(r.verified))
 }

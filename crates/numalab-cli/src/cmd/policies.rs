@@ -7,6 +7,7 @@ use crate::args::{
     buffer_size, choice, isa, thread_count, thread_cpus, List, Output, StatOptions, ISAS, KERNELS,
     THP,
 };
+use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
@@ -151,8 +152,8 @@ pub fn run(a: Args) -> CliResult {
     if a.out.json {
         print_result("policies", &r)?;
     } else {
-        print!("{}", text(&m, &r, a.out.units));
-        print_warnings(&r.warnings);
+        out!("{}", text(&m, &r, a.out.units))?;
+        print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.verified))
 }

@@ -4,12 +4,16 @@
 //! measured; `--resume` measures only what is missing.
 
 use crate::args::{choice, seconds, size};
-use crate::output::{load_machine, CliError, CliResult};
+use crate::output::{errln, out, outln};
+use crate::output::{folder_of, load_machine, same_file, CliError, CliResult};
 use numalab::measure::cancel;
 use numalab::measure::environment::Environment;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::Isa;
-use numalab::report::files::{read_dir, write_dir, HTML_FILE, RESULTS_FILE, TEXT_FILE};
+use numalab::report::files::{
+    claim_dir, holder, is_own_name, is_report_dir, read_dir, remove_stale, report_files, write_dir,
+    ClaimError, ReportDir, HTML_FILE, LOCK_FILE, RESULTS_FILE, TEXT_FILE,
+};
 use numalab::report::part::{Observer, PartName};
 use numalab::report::plan::default_budget;
 use numalab::report::results::{Mode, PartStatus, ReportResults};
@@ -125,7 +129,7 @@ impl Progress {
     fn say(&self, line: &str) {
         match &self.bar {
             Some(b) => b.println(line),
-            None => eprintln!("{line}"),
+            None => errln!("{line}"),
         }
     }
 
@@ -219,13 +223,26 @@ fn check_same_machine(doc: &ReportResults, m: &Machine, dir: &Path) -> Result<()
 }
 
 pub fn run(a: Args) -> CliResult {
+    if let Some(h) = holder(&a.output) {
+        return Err(busy(&a.output, &h));
+    }
     check_output(&a)?;
     let dir = a.output.clone();
-    // --force removes the old report only once the new one is sure to start.
-    let clear_old = a.force && dir.join(RESULTS_FILE).exists();
     let m = load_machine(a.topology.as_deref())?;
+    // Held to the end of the run (and released by the kernel however the
+    // process ends): a second report into DIR is refused, naming this one.
+    let held = claim(&a)?;
+    // Again under the lock: a run that just ended may have left a report.
+    check_output(&a)?;
+    // --force replaces a report numalab made there; its files the new one
+    // does not write go once the new one is saved (a failed save keeps it).
+    let old_files = if a.force && held.was_report() {
+        report_files(&dir)
+    } else {
+        Vec::new()
+    };
     if a.topology.is_some() {
-        return topology_report(&a, &m, clear_old);
+        return topology_report(&a, &m, &old_files);
     }
     let (mut doc, budget) = if a.resume {
         match resumed(&a, &m)? {
@@ -236,16 +253,18 @@ pub fn run(a: Args) -> CliResult {
         new_report(&a, &m)
     };
     // The directory must be writable before anything is measured.
-    if clear_old {
-        clear_report(&dir)?;
-    }
-    save(&dir, &doc)?;
+    let written = save(&dir, &doc)?;
+    remove_old(&dir, &old_files, &written)?;
 
     cancel::reset();
     cancel::request_on_signals()
         .map_err(|e| CliError::failed(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
     let mut progress = Progress::new(&dir, budget);
-    let command_line: Vec<String> = std::env::args().collect();
+    // Recorded lossily: an argument that is not UTF-8 (a path) must not
+    // stop the report.
+    let command_line: Vec<String> = std::env::args_os()
+        .map(|x| x.to_string_lossy().into_owned())
+        .collect();
     let outcome = session::run(
         &m,
         &mut doc,
@@ -257,9 +276,9 @@ pub fn run(a: Args) -> CliResult {
     progress.finish();
     let written = save(&dir, &doc)?;
     if let Some(e) = progress.save_error {
-        eprintln!("numalab: warning: {e} (saved at the end)");
+        errln!("numalab: warning: {e} (saved at the end)");
     }
-    print_summary(&doc, &dir, &written);
+    print_summary(&doc, &dir, &written)?;
     Ok(exit_code(&doc, outcome, &dir))
 }
 
@@ -267,7 +286,7 @@ pub fn run(a: Args) -> CliResult {
 /// before anything is read or measured.
 fn check_output(a: &Args) -> Result<(), CliError> {
     let dir = &a.output;
-    let existing = dir.join(RESULTS_FILE).exists();
+    let existing = dir.join(RESULTS_FILE).exists() && is_report_dir(dir);
     if a.topology.is_some() {
         if a.resume || a.budget.is_some() || a.size.is_some() {
             return Err(CliError::usage(
@@ -286,17 +305,64 @@ fn check_output(a: &Args) -> Result<(), CliError> {
             dir.display()
         )));
     }
+    if a.resume && !dir.join(RESULTS_FILE).exists() {
+        // Refused here, before the directory is claimed (and made).
+        return Err(CliError::usage(format!(
+            "--resume: {} holds no report ({} is missing); run without --resume to start one",
+            dir.display(),
+            dir.join(RESULTS_FILE).display()
+        )));
+    }
     if dir.exists() && !dir.is_dir() {
         return Err(CliError::usage(format!(
             "-o {}: not a directory",
             dir.display()
         )));
     }
+    if let Some(t) = &a.topology {
+        let written_there = t
+            .file_name()
+            .is_some_and(|n| is_own_name(&n.to_string_lossy()))
+            && same_file(folder_of(t), dir);
+        if written_there {
+            return Err(CliError::usage(format!(
+                "--topology {} is in -o {}, under a name the report writes: numalab never writes over an input; copy the file elsewhere or choose another -o DIR",
+                t.display(),
+                dir.display()
+            )));
+        }
+    }
     Ok(())
 }
 
+/// `dir` is being written by another run: a failure (exit 1), not bad input.
+fn busy(dir: &Path, holder: &str) -> CliError {
+    CliError::failed(format!(
+        "-o {} is in use by another numalab report ({holder}): wait for it to end, or choose another -o DIR",
+        dir.display()
+    ))
+}
+
+/// Claims the output directory for this run: one line naming the foreign
+/// files (bad input) or the run that holds it (a failure).
+fn claim(a: &Args) -> Result<ReportDir, CliError> {
+    let dir = &a.output;
+    claim_dir(dir, a.force).map_err(|e| match e {
+        ClaimError::Foreign { .. } => CliError::usage(format!(
+            "-o {} {e} and no numalab report: choose another -o DIR (new or empty), or --force to write the report's files beside them",
+            dir.display()
+        )),
+        ClaimError::Busy { holder } => busy(dir, &holder),
+        ClaimError::Io(err) => CliError::failed(format!(
+            "cannot use -o {} ({}): {err}",
+            dir.display(),
+            dir.join(LOCK_FILE).display()
+        )),
+    })
+}
+
 /// A report of a topology file: the machine model only.
-fn topology_report(a: &Args, m: &Machine, clear_old: bool) -> CliResult {
+fn topology_report(a: &Args, m: &Machine, old_files: &[String]) -> CliResult {
     let mode = mode_of(a);
     let doc = session::new_document(
         m,
@@ -306,11 +372,9 @@ fn topology_report(a: &Args, m: &Machine, clear_old: bool) -> CliResult {
         default_buffer_bytes(m),
         &a.parts.0,
     );
-    if clear_old {
-        clear_report(&a.output)?;
-    }
     let written = save(&a.output, &doc)?;
-    print_summary(&doc, &a.output, &written);
+    remove_old(&a.output, old_files, &written)?;
+    print_summary(&doc, &a.output, &written)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -336,15 +400,15 @@ fn resumed(a: &Args, m: &Machine) -> Result<Option<(ReportResults, f64)>, CliErr
     let todo = session::parts_to_measure(&doc);
     if todo.is_empty() {
         let written = save(dir, &doc)?;
-        println!(
+        outln!(
             "numalab report: nothing to resume: every part of {} is done",
             dir.display()
-        );
-        print_summary(&doc, dir, &written);
+        )?;
+        print_summary(&doc, dir, &written)?;
         return Ok(None);
     }
     let budget = a.budget.unwrap_or_else(|| session::resume_budget(&doc));
-    eprintln!(
+    errln!(
         "report: resuming {}: {} part(s) missing ({}), budget {budget:.0} s",
         dir.display(),
         todo.len(),
@@ -362,7 +426,7 @@ fn new_report(a: &Args, m: &Machine) -> (ReportResults, f64) {
         .unwrap_or_else(|| default_buffer_bytes(m));
     let budget = a.budget.unwrap_or_else(|| default_budget(m, mode));
     let doc = session::new_document(m, None, mode, budget, size, &a.parts.0);
-    eprintln!(
+    errln!(
         "report: {} report into {} within {budget:.0} s ({} per memory buffer, {} part(s)): {}",
         mode.name(),
         a.output.display(),
@@ -378,7 +442,7 @@ fn new_report(a: &Args, m: &Machine) -> (ReportResults, f64) {
 fn exit_code(doc: &ReportResults, outcome: RunOutcome, dir: &Path) -> ExitCode {
     let run = doc.runs.last();
     if outcome == RunOutcome::Interrupted {
-        eprintln!(
+        errln!(
             "numalab: interrupted after {:.1} s: kept {} measured part(s) in {}; `numalab report -o {} --resume` measures the rest",
             run.map(|r| r.elapsed_s).unwrap_or(0.0),
             run.map(|r| r.measured.len()).unwrap_or(0),
@@ -401,36 +465,27 @@ fn exit_code(doc: &ReportResults, outcome: RunOutcome, dir: &Path) -> ExitCode {
     }
 }
 
-/// Removes the files of the report in `dir` (results.json, report.html, the
-/// CSVs and unfinished temporary files), nothing else.
-fn clear_report(dir: &Path) -> Result<(), CliError> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| CliError::failed(format!("--force: reading {}: {e}", dir.display())))?;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let ours = name == RESULTS_FILE
-            || name == HTML_FILE
-            || name == TEXT_FILE
-            || name.ends_with(".csv")
-            || (name.starts_with('.') && name.ends_with(".partial"));
-        if ours && e.path().is_file() {
-            std::fs::remove_file(e.path()).map_err(|err| {
-                CliError::failed(format!("--force: removing {}: {err}", e.path().display()))
-            })?;
-        }
-    }
-    Ok(())
+/// Removes the files of the old report in `dir` that the new one did not
+/// replace (see `numalab::report::files::remove_stale`: only numalab's own).
+fn remove_old(dir: &Path, old_files: &[String], written: &[PathBuf]) -> Result<(), CliError> {
+    remove_stale(dir, old_files, written).map_err(|e| {
+        CliError::failed(format!(
+            "--force: removing the old report in {}: {e}",
+            dir.display()
+        ))
+    })
 }
 
 /// Writes the report directory; returns the files written.
 fn save(dir: &Path, doc: &ReportResults) -> Result<Vec<PathBuf>, CliError> {
-    write_dir(dir, doc).map_err(|e| CliError::failed(format!("writing {}: {e}", dir.display())))
+    write_dir(dir, doc)
+        .map_err(|e| CliError::failed(format!("cannot write the report in {}: {e}", dir.display())))
 }
 
 /// The summary on stdout, and where the files are.
-fn print_summary(doc: &ReportResults, dir: &Path, written: &[PathBuf]) {
-    print!("{}", numalab::report::text::summary(doc));
-    println!(
+fn print_summary(doc: &ReportResults, dir: &Path, written: &[PathBuf]) -> Result<(), CliError> {
+    out!("{}", numalab::report::text::summary(doc))?;
+    outln!(
         "wrote {} (open it in a browser), {}, {} and {} CSV file(s) in {}",
         dir.join(HTML_FILE).display(),
         RESULTS_FILE,
@@ -440,5 +495,5 @@ fn print_summary(doc: &ReportResults, dir: &Path, written: &[PathBuf]) {
             .filter(|p| p.extension().is_some_and(|e| e == "csv"))
             .count(),
         dir.display()
-    );
+    )
 }

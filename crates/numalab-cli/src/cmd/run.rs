@@ -7,11 +7,16 @@
 //! and prints.
 
 use crate::args::{choice, cpuless_hint};
-use crate::output::{load_machine, CliError, CliResult};
+use crate::output::{
+    errln, folder_of, load_machine, refuse_overwriting_input, write_stderr, CliError, CliResult,
+};
+use numalab::placement::launch::ExitStatus;
 use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet};
+use numalab::report::files::write_atomically;
 use numalab::report::views::verify::render;
 use numalab::Machine;
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -48,9 +53,9 @@ pub struct Args {
     /// With --verify: write the report as JSON to FILE instead of text on stderr.
     #[arg(long, value_name = "FILE", requires = "verify")]
     verify_json: Option<PathBuf>,
-    /// The command and its arguments, after `--`.
+    /// The command and its arguments, after `--` (passed on byte for byte, UTF-8 or not).
     #[arg(required = true, last = true, value_name = "CMD")]
-    command: Vec<String>,
+    command: Vec<OsString>,
 }
 
 /// The plan the options ask for: one CPU placement, one memory policy.
@@ -139,12 +144,62 @@ fn kernel_weights(t: &str) -> Result<KernelWeights, String> {
     }
 }
 
+/// Refuses a `--verify-json` file that could not be written, before the
+/// command runs (its run would be wasted): a directory, a file in a missing
+/// or unwritable folder, or one of the command's own files.
+fn check_verify_json(path: &Path, command: &[OsString]) -> Result<(), CliError> {
+    let shown = path.display();
+    let named: Vec<PathBuf> = command.iter().map(PathBuf::from).collect();
+    let inputs: Vec<(&str, &Path)> = named
+        .iter()
+        .map(|p| ("the command's argument", p.as_path()))
+        .collect();
+    refuse_overwriting_input("--verify-json", path, &inputs)?;
+    if path.is_dir() {
+        return Err(CliError::usage(format!(
+            "--verify-json {shown} is a directory; give a file name"
+        )));
+    }
+    let folder = folder_of(path);
+    if !folder.is_dir() {
+        return Err(CliError::usage(format!(
+            "--verify-json {shown}: the folder {} does not exist",
+            folder.display()
+        )));
+    }
+    // Creating a file is the one test that sees read-only file systems,
+    // ACLs and full quotas alike.
+    let probe = folder.join(format!(".numalab-probe.{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(CliError::failed(format!(
+            "--verify-json {shown}: cannot create a file in {}: {e}",
+            folder.display()
+        ))),
+    }
+}
+
 pub fn run(a: Args) -> CliResult {
+    if let Some(path) = &a.verify_json {
+        check_verify_json(path, &a.command)?;
+    }
     let m = load_machine(None)?;
     let plan = plan(&m, &a)?;
     let prepared = plan.prepare()?;
+    let program = a
+        .command
+        .first()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
     if let Some(g) = prepared.weights() {
-        eprintln!(
+        errln!(
             "numalab: weighted interleave weights set for the command's lifetime: {}",
             g.describe()
         );
@@ -155,27 +210,43 @@ pub fn run(a: Args) -> CliResult {
     })?;
     let outcome = launch
         .wait()
-        .map_err(|e| CliError::failed(format!("waiting for '{}': {e}", a.command[0])))?;
+        .map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
     if a.verify {
         match (&outcome.placement, &a.verify_json) {
             (Some(Ok(p)), Some(path)) => {
-                let text = serde_json::to_string_pretty(p).unwrap_or_default() + "\n";
-                if let Err(e) = std::fs::write(path, text) {
-                    eprintln!("numalab: cannot write {}: {e}", path.display());
+                let written = serde_json::to_string_pretty(p)
+                    .map_err(std::io::Error::other)
+                    .and_then(|text| write_atomically(path, (text + "\n").as_bytes()));
+                if let Err(e) = written {
+                    // The placement asked for is lost: that is a failure,
+                    // whatever the command's own status was (said here).
+                    return Err(CliError::failed(format!(
+                        "cannot write {}: {e} ('{program}' {})",
+                        path.display(),
+                        ended(outcome.status)
+                    )));
                 }
             }
             (Some(Ok(p)), None) => {
-                eprintln!("numalab: placement of '{}' at exit ({plan}):", a.command[0]);
-                eprint!("{}", render(p, false));
+                errln!("numalab: placement of '{program}' at exit ({plan}):");
+                write_stderr(format_args!("{}", render(p, false)));
             }
             (Some(Err(e)), _) => {
-                eprintln!("numalab: could not read the command's placement at exit: {e}")
+                errln!("numalab: could not read the command's placement at exit: {e}")
             }
             (None, _) => {
-                eprintln!("numalab: the command's exit was not seen, so its placement was not read")
+                errln!("numalab: the command's exit was not seen, so its placement was not read")
             }
         }
     }
     // Same exit code, or death by the same signal.
     Ok(outcome.status.propagate())
+}
+
+/// How the command ended, in words.
+fn ended(status: ExitStatus) -> String {
+    match status {
+        ExitStatus::Exited(code) => format!("exited with {code}"),
+        ExitStatus::Signaled(sig) => format!("was ended by signal {sig}"),
+    }
 }

@@ -3,6 +3,7 @@
 use crate::args::{
     buffer_size, choice, size_or_default, thread_count, Output, StatOptions, KERNELS,
 };
+use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
@@ -56,8 +57,8 @@ pub fn run(a: Args) -> CliResult {
     if a.out.json {
         print_result("scaling", &r)?;
     } else {
-        print!("{}", scaling::text(&r, a.out.units));
-        print_warnings(&r.warnings);
+        out!("{}", scaling::text(&r, a.out.units))?;
+        print_warnings(&r.warnings)?;
     }
     Ok(exit_for(
         r.packed.iter().chain(&r.spread).all(|p| p.verified),

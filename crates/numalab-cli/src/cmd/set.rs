@@ -3,6 +3,7 @@
 //! Needs no hardware: works on `--topology FILE` too.
 
 use crate::args::{choice, thread_count};
+use crate::output::outln;
 use crate::output::{load_machine, print_json, CliError, CliResult};
 use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
 use numalab::IdSet;
@@ -83,11 +84,11 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_json(&r)?;
     } else {
-        println!("cpus  {{{}}} ({})", r.cpus, r.cpus.len());
-        println!("nodes {{{}}} ({})", r.nodes, r.nodes.len());
+        outln!("cpus  {{{}}} ({})", r.cpus, r.cpus.len())?;
+        outln!("nodes {{{}}} ({})", r.nodes, r.nodes.len())?;
         for t in &r.threads {
             let node = t.node.map(|n| format!(" (node {n})")).unwrap_or_default();
-            println!("thread {:>3} -> CPU {}{node}", t.thread, t.cpu);
+            outln!("thread {:>3} -> CPU {}{node}", t.thread, t.cpu)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,6 +1,7 @@
 //! `numalab sizes`: bandwidth and latency from L1-sized to DRAM-sized working sets.
 
 use crate::args::{cpu_or_first, size, size_or_default, Output, StatOptions};
+use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
@@ -49,8 +50,8 @@ pub fn run(a: Args) -> CliResult {
     if a.out.json {
         print_result("sizes", &r)?;
     } else {
-        print!("{}", sizes::text(&r, a.out.units));
-        print_warnings(&r.warnings);
+        out!("{}", sizes::text(&r, a.out.units))?;
+        print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.points.iter().all(|p| p.verified)))
 }

@@ -9,6 +9,7 @@ use crate::output::{
     exit_for, load_machine, print_json, print_result, print_warnings, CliError, CliResult,
     Progress, RESULT_SCHEMA_VERSION,
 };
+use crate::output::{out, write_stderr};
 use numalab::experiments::sweep::{
     findings, plan, run_sweep, Access, Background, Findings, PlannedCase, Subscription,
     SweepRequest, SweepResult, SweepSpace, ThreadCase,
@@ -306,7 +307,10 @@ pub fn run(a: Args) -> CliResult {
         // About 40 s of measuring in all by default.
         req.rule.budget = Duration::from_secs_f64((40.0 / n_cases.max(1) as f64).clamp(0.1, 1.0));
     }
-    eprint!("{}", view::plan_text(&req, &plans, symmetries));
+    write_stderr(format_args!(
+        "{}",
+        view::plan_text(&req, &plans, symmetries)
+    ));
     let progress = Progress::bar(n_cases as u64, "sweep");
     let r = run_sweep(&m, &req, &mut |_, _, label| progress.step(label))?;
     progress.finish();
@@ -320,11 +324,11 @@ pub fn run(a: Args) -> CliResult {
             },
         )?;
     } else {
-        print!("{}", view::text(&r));
+        out!("{}", view::text(&r))?;
         if a.findings {
-            print!("{}", findings_text(&f));
+            out!("{}", findings_text(&f))?;
         }
-        print_warnings(&r.warnings);
+        print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.verified))
 }
@@ -332,8 +336,8 @@ pub fn run(a: Args) -> CliResult {
 /// `--list`: the cases that would run, as text or JSON.
 fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliResult {
     if !a.json {
-        print!("{}", view::plan_text(req, plans, symmetries));
-        print!("{}", view::list_text(plans));
+        out!("{}", view::plan_text(req, plans, symmetries))?;
+        out!("{}", view::list_text(plans))?;
         return Ok(ExitCode::SUCCESS);
     }
     #[derive(Serialize)]
@@ -407,9 +411,9 @@ fn from_file(path: &std::path::Path, a: &Args) -> CliResult {
         print_json(&f)?;
     } else {
         if !a.findings {
-            print!("{}", view::text(&result));
+            out!("{}", view::text(&result))?;
         }
-        print!("{}", findings_text(&f));
+        out!("{}", findings_text(&f))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,5 +1,6 @@
 //! `numalab topology`: the machine model, as text or JSON (docs/topology-schema.md).
 
+use crate::output::out;
 use crate::output::{load_machine, print_json, CliResult};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,10 +20,10 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_json(&m)?;
     } else {
-        print!(
+        out!(
             "{}",
             numalab::report::views::topology::render_topology_text(&m)
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

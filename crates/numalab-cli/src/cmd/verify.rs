@@ -1,6 +1,7 @@
 //! `numalab verify --pid PID`: where a running process's memory and threads are.
 
 use crate::args::parsed;
+use crate::output::out;
 use crate::output::{print_json, CliResult};
 use numalab::placement::ProcessPlacement;
 use numalab::report::views::verify::render;
@@ -33,7 +34,7 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_json(&p)?;
     } else {
-        print!("{}", render(&p, a.all));
+        out!("{}", render(&p, a.all))?;
     }
     Ok(ExitCode::SUCCESS)
 }

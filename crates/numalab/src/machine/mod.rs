@@ -29,7 +29,16 @@ pub enum Source {
     /// The running machine, discovered by hwloc.
     Live,
     /// An hwloc XML topology file.
-    File { path: PathBuf },
+    File {
+        #[serde(serialize_with = "path_lossy")]
+        path: PathBuf,
+    },
+}
+
+/// A path as JSON text: lossily, because serde refuses a path that is not
+/// UTF-8, and such a topology file is valid input whose report must save.
+fn path_lossy<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
 }
 
 /// What kind of memory a NUMA node holds, where the firmware or hwloc says.

@@ -192,7 +192,11 @@ impl Environment {
             governor: fs.read(&format!("{cpufreq}/scaling_governor")),
             cpufreq_mhz,
             cgroup: cgroup_limits(&fs),
-            command_line: std::env::args().collect(),
+            // Lossy: `std::env::args` panics on an argument that is not
+            // UTF-8, and such paths are valid input.
+            command_line: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
             timestamp_utc: rfc3339_utc(SystemTime::now()),
             warnings: Vec::new(),
         };
