@@ -8,8 +8,9 @@ use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::stats::StopRule;
-use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
+use numalab::placement::{ListMeaning, MemoryPolicy, ResourceSet, ThreadPolicy};
 use numalab::report::views::Units;
+use numalab::text::format::excerpt;
 use numalab::text::parse;
 use numalab::{IdSet, Machine};
 use std::ffi::OsStr;
@@ -122,11 +123,15 @@ pub fn whole(min: usize, max: usize) -> Typed<usize> {
     counted(min, max, None)
 }
 
-/// A thread count from 1 to `max`: `--OPT 'TEXT' is not a thread count (a
-/// whole number from 1 to MAX)`.
+/// A thread count from 1 to `max` (at most [`MAX_THREADS`]): `--OPT 'TEXT'
+/// is not a thread count (a whole number from 1 to MAX)`.
 pub fn thread_count(max: usize) -> Typed<usize> {
     counted(1, max, Some("a thread count"))
 }
+
+/// Most threads a thread-count option accepts (see
+/// `numalab::placement::thread_policy::MAX_THREADS`).
+pub const MAX_THREADS: usize = numalab::placement::thread_policy::MAX_THREADS;
 
 fn counted(min: usize, max: usize, what: Option<&'static str>) -> Typed<usize> {
     Typed::new(move |opt, t| {
@@ -136,6 +141,7 @@ fn counted(min: usize, max: usize, what: Option<&'static str>) -> Typed<usize> {
             .filter(|v| (min..=max).contains(v))
             .ok_or_else(|| {
                 let range = format!("a whole number from {min} to {max}");
+                let t = excerpt(t, 40);
                 match what {
                     Some(w) => format!("{opt} '{t}' is not {w} ({range})"),
                     None => format!("{opt} '{t}' is not {range}"),
@@ -144,16 +150,19 @@ fn counted(min: usize, max: usize, what: Option<&'static str>) -> Typed<usize> {
     })
 }
 
-/// A positive number of seconds (`60`, `0.5`, `2s`), at least `min` (0:
-/// any positive number).
+/// A number of seconds (`60`, `0.5`, `2s`) from `min` (at least 0.001,
+/// [`parse::MIN_SECONDS`]) to 604800, one week ([`parse::MAX_SECONDS`]):
+/// budgets and durations, so every value converts to a `Duration` and a
+/// deadline without overflow.
 pub fn seconds(min: f64) -> Typed<f64> {
     Typed::new(move |opt, t| {
         // Below a minimum of a second or more, say so rather than "positive".
         let number = t.trim().trim_end_matches('s').trim().parse::<f64>();
         if let Ok(x) = number {
-            if min > 0.0 && x.is_finite() && x < min {
+            if min > parse::MIN_SECONDS && x.is_finite() && x < min {
                 return Err(format!(
-                    "{opt} {t} must be at least {min} second{}",
+                    "{opt} {} must be at least {min} second{} and at most 604800 (one week)",
+                    excerpt(t, 40),
                     if min == 1.0 { "" } else { "s" }
                 ));
             }
@@ -162,18 +171,19 @@ pub fn seconds(min: f64) -> Typed<f64> {
     })
 }
 
-/// A size (`64M`, `1G`, binary units) of at least `min` bytes:
-/// `--OPT TEXT is too small: at least MIN (why)`.
+/// A size (`64M`, `1G`, binary units) from `min` bytes to 128 TiB
+/// ([`parse::MAX_SIZE`]): `--OPT TEXT is too small: at least MIN (why)`.
 pub fn size(min: u64, why: &'static str) -> Typed<usize> {
     Typed::new(move |opt, t| {
         let v = parse::size(t).map_err(|e| format!("{opt}: {e}"))?;
         if v < min {
             return Err(format!(
-                "{opt} {t} is too small: at least {} ({why})",
+                "{opt} {} is too small: at least {} ({why})",
+                excerpt(t, 40),
                 numalab::text::format::bytes(min)
             ));
         }
-        usize::try_from(v).map_err(|_| format!("{opt} {t} is too large"))
+        usize::try_from(v).map_err(|_| format!("{opt} {} is too large", excerpt(t, 40)))
     })
 }
 
@@ -182,13 +192,19 @@ pub fn buffer_size() -> Typed<usize> {
     size(4096, "one page per buffer")
 }
 
-/// A percentage strictly between 0 and 100 (`1`, `0.5%`), as a fraction.
+/// A percentage above 0 and below 100 (`1`, `0.5%`), as a fraction.
 pub fn percent() -> Typed<f64> {
     Typed::new(
-        |opt, t| match t.trim().trim_end_matches('%').parse::<f64>() {
+        |opt, t| match t.trim().trim_end_matches('%').trim().parse::<f64>() {
             Ok(v) if v > 0.0 && v < 100.0 => Ok(v / 100.0),
-            Ok(v) => Err(format!("{opt} {v} must be between 0 and 100 (percent)")),
-            Err(_) => Err(format!("{opt} '{t}' is not a percentage like 1 or 0.5")),
+            Ok(_) => Err(format!(
+                "{opt} {} is out of range: give a percentage above 0 and below 100, e.g. 1 or 0.5",
+                excerpt(t, 40)
+            )),
+            Err(_) => Err(format!(
+                "{opt} '{}' is not a percentage like 1 or 0.5 (above 0, below 100)",
+                excerpt(t, 40)
+            )),
         },
     )
 }
@@ -207,7 +223,7 @@ pub struct Output {
 /// How long and how precisely to measure.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatOptions {
-    /// Stop when the median's 95% confidence interval is within this many percent.
+    /// Stop when the median's 95% confidence interval is within this many percent (above 0, below 100).
     #[arg(
         long,
         value_name = "PERCENT",
@@ -216,17 +232,17 @@ pub struct StatOptions {
         value_parser = percent()
     )]
     pub target_ci: f64,
-    /// Time budget per measurement, in seconds.
+    /// Time budget per measurement, in seconds (0.001 to 604800, one week).
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
     pub budget: Option<f64>,
-    /// Repetitions at least (after warm-up).
-    #[arg(long, value_name = "N", default_value = "5", value_parser = whole(1, 1_000_000))]
+    /// Repetitions at least (after warm-up), 1 to 1000000.
+    #[arg(long, value_name = "N", default_value = "5", allow_hyphen_values = true, value_parser = whole(1, 1_000_000))]
     pub min_reps: usize,
-    /// Repetitions at most.
-    #[arg(long, value_name = "N", default_value = "1000", value_parser = whole(1, 1_000_000))]
+    /// Repetitions at most, 1 to 1000000.
+    #[arg(long, value_name = "N", default_value = "1000", allow_hyphen_values = true, value_parser = whole(1, 1_000_000))]
     pub max_reps: usize,
-    /// Warm-up repetitions, not counted.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = whole(0, 1_000_000))]
+    /// Warm-up repetitions, not counted, 0 to 1000000.
+    #[arg(long, value_name = "N", default_value = "1", allow_hyphen_values = true, value_parser = whole(0, 1_000_000))]
     pub warmup: usize,
 }
 
@@ -244,7 +260,13 @@ impl StatOptions {
             min_reps: self.min_reps,
             max_reps: self.max_reps,
             target_rel_ci: self.target_ci,
-            budget: Duration::from_secs_f64(self.budget.unwrap_or(default_budget)),
+            // `seconds` bounds --budget; the clamp keeps a caller's default
+            // inside the same range.
+            budget: Duration::from_secs_f64(
+                self.budget
+                    .unwrap_or(default_budget)
+                    .clamp(parse::MIN_SECONDS, parse::MAX_SECONDS),
+            ),
         })
     }
 }
@@ -271,6 +293,11 @@ pub fn one_cpu(m: &Machine, opt: &str, text: &str) -> Result<u32, CliError> {
             s.cpus
         ))),
     }
+}
+
+/// A memory policy option (`--mem`), its error naming the option.
+pub fn memory_policy(m: &Machine, opt: &str, text: &str) -> Result<MemoryPolicy, CliError> {
+    MemoryPolicy::parse(m, text).map_err(|e| CliError::usage(format!("{opt}: {e}")))
 }
 
 /// `--cpu`, or the first allowed CPU.
@@ -380,7 +407,7 @@ mod tests {
         }
         assert_eq!(KERNELS.len(), BandwidthKernel::ALL.len());
         for p in PATTERNS {
-            assert!(ChasePattern::parse(&p.replace('N', "2")).is_ok(), "{p}");
+            assert!(ChasePattern::parse(&p.replace('N', "8")).is_ok(), "{p}");
         }
         for t in THP {
             assert!(Thp::parse(t).is_ok(), "{t}");
@@ -393,11 +420,11 @@ mod tests {
     struct Try {
         #[arg(long, value_parser = choice(KERNELS, BandwidthKernel::parse))]
         kernel: Option<BandwidthKernel>,
-        #[arg(long, value_parser = whole(1, 8))]
+        #[arg(long, allow_hyphen_values = true, value_parser = whole(1, 8))]
         threads: Option<usize>,
         #[arg(long, allow_hyphen_values = true, value_parser = seconds(1.0))]
         total: Option<f64>,
-        #[arg(long, value_parser = buffer_size())]
+        #[arg(long, allow_hyphen_values = true, value_parser = buffer_size())]
         size: Option<usize>,
     }
 
@@ -446,9 +473,37 @@ mod tests {
             TryStats::try_parse_from(v).err().unwrap().to_string()
         };
         let e = stats_error(&["--target-ci", "200"]);
-        assert!(e.contains("between 0 and 100"), "{e}");
+        assert!(e.contains("above 0 and below 100"), "{e}");
+        let e = stats_error(&["--target-ci", "0"]);
+        assert!(
+            e.contains("--target-ci 0 is out of range: give a percentage above 0 and below 100"),
+            "{e}"
+        );
         let e = stats_error(&["--budget", "0"]);
-        assert!(e.contains("--budget '0' is not a positive number"), "{e}");
+        assert!(
+            e.contains("--budget '0' is not a positive number of seconds from 0.001 to 604800"),
+            "{e}"
+        );
+        for huge in ["1e308", "inf", "604801", "-1"] {
+            let e = stats_error(&["--budget", huge]);
+            assert!(e.contains("from 0.001 to 604800"), "{huge}: {e}");
+        }
+        let e = stats_error(&["--min-reps", "-1"]);
+        assert!(
+            e.contains("--min-reps '-1' is not a whole number from 1 to 1000000"),
+            "{e}"
+        );
+        let e = error(&["--threads", "18446744073709551615"]);
+        assert!(
+            e.contains("--threads '18446744073709551615' is not a whole number from 1 to 8"),
+            "{e}"
+        );
+        let e = error(&["--size", "-1"]);
+        assert!(e.contains("--size: '-1' is not a size"), "{e}");
+        let e = error(&["--size", "200T"]);
+        assert!(e.contains("at most 128T"), "{e}");
+        let e = error(&["--total", "1e308"]);
+        assert!(e.contains("from 0.001 to 604800"), "{e}");
         let t = Try::try_parse_from(["try", "--kernel", "triad", "--size", "64M", "--total", "2s"])
             .unwrap();
         assert_eq!(t.kernel, Some(BandwidthKernel::Triad));
@@ -475,6 +530,93 @@ mod tests {
             .map_err(|_| format!("'{t}' bad")))
         .unwrap_err()
         .contains("'x' bad"));
+    }
+
+    /// 100,000 random strings through each numeric option parser: no
+    /// panic, every error one line naming the option, every accepted value
+    /// within the range the option documents.
+    #[test]
+    fn numeric_parsers_keep_their_ranges() {
+        const PIECES: &[&str] = &[
+            "0",
+            "1",
+            "5",
+            "9",
+            ".",
+            "-",
+            "+",
+            "e",
+            "E",
+            "%",
+            "s",
+            " ",
+            "K",
+            "M",
+            "T",
+            "G",
+            "inf",
+            "NaN",
+            "1e308",
+            "100",
+            "604800",
+            "128",
+            "18446744073709551616",
+            "é",
+            ",",
+        ];
+        let mut rng = numalab::random::SplitMix64::new(10);
+        let mut text = || -> String {
+            (0..rng.below(8))
+                .map(|_| PIECES[rng.below(PIECES.len())])
+                .collect()
+        };
+        let (pct, secs, secs1, sz, count) = (
+            percent(),
+            seconds(0.0),
+            seconds(1.0),
+            buffer_size(),
+            thread_count(MAX_THREADS),
+        );
+        let one_line = |e: String| {
+            assert!(e.starts_with("--x") && !e.contains('\n'), "{e}");
+        };
+        let mut accepted = [0usize; 5];
+        for _ in 0..100_000 {
+            let t = text();
+            match (pct.check)("--x", &t) {
+                Ok(v) => {
+                    assert!(v > 0.0 && v < 1.0, "{t}: {v}");
+                    accepted[0] += 1;
+                }
+                Err(e) => one_line(e),
+            }
+            for (i, p) in [&secs, &secs1].into_iter().enumerate() {
+                match (p.check)("--x", &t) {
+                    Ok(v) => {
+                        let min = if i == 0 { parse::MIN_SECONDS } else { 1.0 };
+                        assert!((min..=parse::MAX_SECONDS).contains(&v), "{t}: {v}");
+                        let _ = Duration::from_secs_f64(v);
+                        accepted[1 + i] += 1;
+                    }
+                    Err(e) => one_line(e),
+                }
+            }
+            match (sz.check)("--x", &t) {
+                Ok(v) => {
+                    assert!((4096..=parse::MAX_SIZE as usize).contains(&v), "{t}: {v}");
+                    accepted[3] += 1;
+                }
+                Err(e) => one_line(e),
+            }
+            match (count.check)("--x", &t) {
+                Ok(v) => {
+                    assert!((1..=MAX_THREADS).contains(&v), "{t}: {v}");
+                    accepted[4] += 1;
+                }
+                Err(e) => one_line(e),
+            }
+        }
+        assert!(accepted.iter().all(|&a| a > 500), "{accepted:?}");
     }
 
     #[test]

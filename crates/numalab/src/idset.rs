@@ -5,9 +5,17 @@
 //! them without conversion. The text form is the numactl/cpuset list syntax
 //! (`0-3,7`), which users already know from `numactl -H` and `/sys`.
 
+use crate::text::format::excerpt;
 use std::fmt;
 
 const WORD_BITS: u32 = u64::BITS;
+
+/// Ids read from text or from a saved file are below this (0 to 65535).
+/// Linux's largest configurations have 8192 CPUs (`NR_CPUS` with MAXSMP)
+/// and 1024 NUMA nodes (`NODES_SHIFT` 10), so no real CPU or node id comes
+/// near, while the largest set stays an 8 KiB bitmask: `0-4294967295`
+/// is refused instead of allocating half a gigabyte.
+pub const ID_LIMIT: u32 = 1 << 16;
 
 /// A set of CPU or node OS indexes, stored as a bitmask.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -37,6 +45,33 @@ impl IdSet {
         let was = self.words[w] & (1 << b) != 0;
         self.words[w] |= 1 << b;
         !was
+    }
+
+    /// Adds every id from `lo` to `hi` (inclusive) a word at a time, so a
+    /// long range costs its bitmask, not one step per id.
+    pub fn insert_range(&mut self, lo: u32, hi: u32) {
+        if lo > hi {
+            return;
+        }
+        let (first, last) = ((lo / WORD_BITS) as usize, (hi / WORD_BITS) as usize);
+        if self.words.len() <= last {
+            self.words.resize(last + 1, 0);
+        }
+        for w in first..=last {
+            let from = if w == first { lo % WORD_BITS } else { 0 };
+            let to = if w == last {
+                hi % WORD_BITS
+            } else {
+                WORD_BITS - 1
+            };
+            let span = to - from + 1;
+            let mask = if span == WORD_BITS {
+                u64::MAX
+            } else {
+                ((1u64 << span) - 1) << from
+            };
+            self.words[w] |= mask;
+        }
     }
 
     /// Removes `id`; returns whether it was present.
@@ -146,8 +181,9 @@ impl IdSet {
         .trimmed()
     }
 
-    /// Parses the list syntax `0-3,7,9-10` (whitespace around items allowed).
-    /// The empty string is the empty set.
+    /// Parses the list syntax `0-3,7,9-10` (whitespace around items allowed),
+    /// ids from 0 to 65535 ([`ID_LIMIT`]). The empty string is the empty
+    /// set; an empty item (`1,,2`) is refused.
     pub fn parse_list(text: &str) -> Result<Self, String> {
         let mut set = Self::new();
         let text = text.trim();
@@ -166,12 +202,7 @@ impl IdSet {
             if lo > hi {
                 return Err(format!("range '{item}' is reversed (write {hi}-{lo})"));
             }
-            if hi - lo > 1 << 20 {
-                return Err(format!("range '{item}' is too large"));
-            }
-            for id in lo..=hi {
-                set.insert(id);
-            }
+            set.insert_range(lo, hi);
         }
         Ok(set)
     }
@@ -194,15 +225,24 @@ impl IdSet {
 
 fn parse_id(s: &str, item: &str) -> Result<u32, String> {
     let s = s.trim();
+    let item = excerpt(item, 40);
     if s.is_empty() {
         return Err(format!("'{item}' is not a number or a range like 0-3"));
     }
+    if !s.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "'{}' in '{item}' is not an id (expected a number like 0, 3 or a range like 0-3)",
+            excerpt(s, 40)
+        ));
+    }
     s.parse::<u32>()
         .ok()
-        .filter(|v| *v < 1 << 24)
+        .filter(|v| *v < ID_LIMIT)
         .ok_or_else(|| {
             format!(
-                "'{s}' in '{item}' is not an id (expected a number like 0, 3 or a range like 0-3)"
+                "id '{}' in '{item}' is out of range: ids go from 0 to {} (Linux has at most 8192 CPUs and 1024 nodes)",
+                excerpt(s, 40),
+                ID_LIMIT - 1
             )
         })
 }
@@ -257,6 +297,12 @@ impl serde::Serialize for IdSet {
 impl<'de> serde::Deserialize<'de> for IdSet {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let ids = Vec::<u32>::deserialize(d)?;
+        if let Some(bad) = ids.iter().find(|&&id| id >= ID_LIMIT) {
+            return Err(serde::de::Error::custom(format!(
+                "id {bad} is out of range: ids go from 0 to {}",
+                ID_LIMIT - 1
+            )));
+        }
         Ok(ids.into_iter().collect())
     }
 }
@@ -289,6 +335,50 @@ mod tests {
         assert!(IdSet::parse_list("a").unwrap_err().contains("'a'"));
         assert!(IdSet::parse_list("1,,2").is_err());
         assert!(IdSet::parse_list("-1").is_err());
+        assert!(IdSet::parse_list("+1").unwrap_err().contains("not an id"));
+    }
+
+    #[test]
+    fn ids_are_bounded() {
+        let all = IdSet::parse_list("0-65535").unwrap();
+        assert_eq!(all.len(), 65536);
+        assert_eq!(all.last(), Some(ID_LIMIT - 1));
+        for bad in [
+            "65536",
+            "0-4294967295",
+            "0-4294967296",
+            "99999999999999999999",
+        ] {
+            let e = IdSet::parse_list(bad).unwrap_err();
+            assert!(e.contains("ids go from 0 to 65535"), "{bad}: {e}");
+        }
+        let e = serde_json::from_str::<IdSet>("[1, 4294967295]").unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+        assert_eq!(
+            serde_json::from_str::<IdSet>("[3, 1]").unwrap().to_string(),
+            "1,3"
+        );
+    }
+
+    #[test]
+    fn ranges_fill_whole_words() {
+        for (lo, hi) in [
+            (0, 0),
+            (0, 63),
+            (1, 64),
+            (63, 64),
+            (5, 300),
+            (64, 127),
+            (0, 65535),
+        ] {
+            let mut a = IdSet::new();
+            a.insert_range(lo, hi);
+            let b: IdSet = (lo..=hi).collect();
+            assert_eq!(a, b, "{lo}-{hi}");
+        }
+        let mut e = IdSet::new();
+        e.insert_range(5, 4);
+        assert!(e.is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `numalab apexmap`: the Apex-MAP locality map and the simple model's fit.
 
 use crate::args::{
-    buffer_size, choice, cpu_or_first, isa, size_or_default, StatOptions, ISAS, THP,
+    buffer_size, choice, cpu_or_first, isa, memory_policy, size_or_default, StatOptions, ISAS, THP,
 };
 use crate::output::out;
 use crate::output::{
@@ -11,7 +11,7 @@ use numalab::experiments::apexmap::{
     check_alpha, check_l, run_apexmap, ApexRequest, DEFAULT_POINT_BUDGET, MAX_L,
 };
 use numalab::measure::kernels::Isa;
-use numalab::placement::{MemoryPolicy, Thp};
+use numalab::placement::Thp;
 use numalab::report::views::apexmap::text;
 
 #[derive(clap::Args)]
@@ -25,17 +25,23 @@ pub struct Args {
     /// Memory policy of the buffer (see numalab place --help).
     #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
     mem: String,
-    /// Buffer size (default: 4x the last-level cache, at least 64 MiB).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Buffer size, 4K to 128T (default: 4x the last-level cache, at least 64 MiB).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
     /// Temporal localities, each in (0, 1] (comma list; 1 = uniform random, small = concentrated).
-    #[arg(long, value_name = "LIST", default_value = "0.001,0.01,0.1,0.5,1")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "0.001,0.01,0.1,0.5,1",
+        allow_hyphen_values = true
+    )]
     alphas: String,
     /// Spatial localities: 8-byte words per access, whole numbers 1..65536 (comma list).
     #[arg(
         long = "ls",
         value_name = "LIST",
-        default_value = "1,4,16,64,256,1024,4096,16384,65536"
+        default_value = "1,4,16,64,256,1024,4096,16384,65536",
+        allow_hyphen_values = true
     )]
     ls: String,
     /// Transparent huge pages for the buffer.
@@ -99,7 +105,7 @@ pub fn parse_ls(text: &str) -> Result<Vec<usize>, CliError> {
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
     let cpu = cpu_or_first(&m, a.cpu.as_deref())?;
-    let policy = MemoryPolicy::parse(&m, &a.mem).map_err(CliError::usage)?;
+    let policy = memory_policy(&m, "--mem", &a.mem)?;
     let alphas = parse_alphas(&a.alphas)?;
     let ls = parse_ls(&a.ls)?;
     let rule = a.stats.rule(DEFAULT_POINT_BUDGET.as_secs_f64())?;

@@ -1,17 +1,17 @@
 //! `numalab bench bandwidth|latency`: one measurement under verified placement.
 
 use crate::args::{
-    buffer_size, choice, cpu_or_first, isa, one_cpu, size_or_default, thread_count, thread_cpus,
-    whole, Output, StatOptions, ISAS, KERNELS, PATTERNS, THP,
+    buffer_size, choice, cpu_or_first, isa, memory_policy, one_cpu, size_or_default, thread_count,
+    thread_cpus, whole, Output, StatOptions, ISAS, KERNELS, MAX_THREADS, PATTERNS, THP,
 };
 use crate::output::out;
-use crate::output::{exit_for, load_machine, print_result, CliError, CliResult, Progress};
+use crate::output::{exit_for, load_machine, print_result, CliResult, Progress};
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::harness::{
     run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
 };
 use numalab::measure::kernels::{BandwidthKernel, Isa};
-use numalab::placement::{MemoryPolicy, Thp, ThreadPolicy};
+use numalab::placement::{Thp, ThreadPolicy};
 use numalab::report::views::bench::{bandwidth_text, latency_text};
 
 #[derive(clap::Subcommand)]
@@ -27,8 +27,8 @@ pub struct BandwidthArgs {
     /// The kernel every thread streams.
     #[arg(long, value_name = "KERNEL", default_value = "read", value_parser = choice(KERNELS, BandwidthKernel::parse))]
     kernel: BandwidthKernel,
-    /// Number of threads.
-    #[arg(long, value_name = "N", default_value = "1", value_parser = thread_count(1 << 16))]
+    /// Number of threads, 1 to 8192.
+    #[arg(long, value_name = "N", default_value = "1", allow_hyphen_values = true, value_parser = thread_count(MAX_THREADS))]
     threads: usize,
     /// CPUs the threads may use (set grammar; default all allowed).
     #[arg(long, value_name = "SET", default_value = "all")]
@@ -45,8 +45,8 @@ pub struct BandwidthArgs {
     /// CPU that first touches every buffer (default: each worker its own).
     #[arg(long, value_name = "CPU")]
     touch_by: Option<String>,
-    /// Bytes per buffer (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Bytes per buffer, 4K to 128T (default: 4x the last-level cache).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
     /// Instruction set (auto: the widest this CPU runs).
     #[arg(long, value_name = "ISA", default_value = "auto", value_parser = choice(ISAS, isa))]
@@ -71,11 +71,11 @@ pub struct LatencyArgs {
     /// Memory policy of the buffer (default: local to the CPU).
     #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
     mem: String,
-    /// Buffer size (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Buffer size, 4K to 128T (default: 4x the last-level cache).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
-    /// Independent chains followed at once (memory-level parallelism).
-    #[arg(long, value_name = "N", default_value = "1", value_parser = whole(1, 64))]
+    /// Independent chains followed at once (memory-level parallelism), 1 to 64.
+    #[arg(long, value_name = "N", default_value = "1", allow_hyphen_values = true, value_parser = whole(1, 64))]
     chains: usize,
     /// Back the buffer with huge pages (THP; with --hugetlb, hugetlbfs pages).
     #[arg(long)]
@@ -100,7 +100,7 @@ pub fn run(b: Bench) -> CliResult {
 fn bandwidth(a: BandwidthArgs) -> CliResult {
     let m = load_machine(None)?;
     let cpus = thread_cpus(&m, &a.cpus, a.threads, &a.threads_policy, a.oversubscribe)?;
-    let policy = MemoryPolicy::parse(&m, &a.mem).map_err(CliError::usage)?;
+    let policy = memory_policy(&m, "--mem", &a.mem)?;
     let touch_by = a
         .touch_by
         .as_deref()
@@ -135,7 +135,7 @@ fn bandwidth(a: BandwidthArgs) -> CliResult {
 fn latency(a: LatencyArgs) -> CliResult {
     let m = load_machine(None)?;
     let cpu = cpu_or_first(&m, a.cpu.as_deref())?;
-    let policy = MemoryPolicy::parse(&m, &a.mem).map_err(CliError::usage)?;
+    let policy = memory_policy(&m, "--mem", &a.mem)?;
     let req = LatencyRequest {
         cpu,
         policy: policy.clone(),

@@ -43,7 +43,7 @@ pub struct Args {
     /// Traffic mixes, comma separated: read, R:W (reads:writes with ordinary stores, e.g. 3:1), write-nt.
     #[arg(long, value_name = "LIST", default_value = "read,3:1,2:1,1:1,write-nt", value_parser = choice_list(&["read", "R:W", "write-nt"], mix))]
     mix: List<TrafficMix>,
-    /// Load steps as GB/s per injector thread, comma separated; max = unpaced (default: unpaced, then 1/16, 1/8, 1/4, 1/2, 0.71 of its rate).
+    /// Load steps as GB/s per injector thread (0.001 to 10000), comma separated; max = unpaced (default: unpaced, then 1/16, 1/8, 1/4, 1/2, 0.71 of its rate).
     #[arg(
         long,
         value_name = "LIST",
@@ -51,14 +51,14 @@ pub struct Args {
         allow_hyphen_values = true
     )]
     rates: Option<String>,
-    /// Load steps as ns of pause after every injector chunk, comma separated (0 = no pause).
+    /// Load steps as ns of pause after every injector chunk (0 to 1000000000, one second), comma separated (0 = no pause).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     delays: Option<String>,
-    /// Chase buffer size (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Chase buffer size, 4K to 128T (default: 4x the last-level cache).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
-    /// Buffer size per injector (default: --size when given, else 4x the last-level cache shared among the injectors, at least 64M each).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Buffer size per injector, 4K to 128T (default: --size when given, else 4x the last-level cache shared among the injectors, at least 64M each).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     injector_size: Option<usize>,
     /// Chase pattern: random (TLB misses included) or page (random within pages).
     #[arg(long, value_name = "PATTERN", default_value = "random", value_parser = choice(PATTERNS, ChasePattern::parse))]
@@ -112,11 +112,7 @@ fn ladder(rates: Option<&str>, delays: Option<&str>) -> Result<Ladder, CliError>
         }
     } else if let Some(t) = delays {
         for s in items("--delays", t)? {
-            let ns: u64 = s.parse().map_err(|_| {
-                CliError::usage(format!(
-                    "--delays: '{s}' is not a whole number of nanoseconds (>= 0)"
-                ))
-            })?;
+            let ns = parse::delay_ns(&s).map_err(|e| CliError::usage(format!("--delays: {e}")))?;
             steps.push(LoadStep::Delay { ns_per_chunk: ns });
         }
     } else {

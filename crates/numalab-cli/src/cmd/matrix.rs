@@ -26,8 +26,8 @@ pub struct Args {
     /// Chase pattern for latency.
     #[arg(long, value_name = "PATTERN", default_value = "random", value_parser = choice(PATTERNS, ChasePattern::parse))]
     pattern: ChasePattern,
-    /// Buffer size per cell (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Buffer size per cell, 4K to 128T (default: 4x the last-level cache).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
     #[command(flatten)]
     stats: StatOptions,

@@ -1,18 +1,18 @@
 //! `numalab place`: allocate a buffer with a memory policy, touch it from a
 //! pinned thread, and show where every page landed.
 
-use crate::args::{choice, cpuless_hint, one_cpu, size, THP};
+use crate::args::{choice, cpuless_hint, memory_policy, one_cpu, size, THP};
 use crate::output::out;
 use crate::output::{exit_for, load_machine, print_json, CliError, CliResult};
 use numalab::placement::{
-    place_and_check, BufferSpec, ListMeaning, MemoryPolicy, ResourceSet, Thp, WeightedImpl,
+    place_and_check, BufferSpec, ListMeaning, ResourceSet, Thp, WeightedImpl,
 };
 use numalab::report::views::place::text;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Buffer size, e.g. 64M, 1G (binary units).
-    #[arg(long, value_name = "SIZE", value_parser = size(0, "any size"))]
+    /// Buffer size, e.g. 64M, 1G (binary units), 0 to 128T.
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = size(0, "any size"))]
     size: usize,
     /// Memory policy: first-touch, local, bind:NODES, preferred:NODE,
     /// interleave:NODES[@PAGES], weighted:N=W,...[@PAGES], remote[:near|:far].
@@ -41,7 +41,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
-    let policy = MemoryPolicy::parse(&m, &a.mem).map_err(CliError::usage)?;
+    let policy = memory_policy(&m, "--mem", &a.mem)?;
     let cpu = a
         .cpu
         .as_deref()

@@ -5,7 +5,7 @@
 
 use crate::args::{
     buffer_size, choice, isa, thread_count, thread_cpus, List, Output, StatOptions, ISAS, KERNELS,
-    THP,
+    MAX_THREADS, THP,
 };
 use crate::output::out;
 use crate::output::{
@@ -24,8 +24,8 @@ pub struct Args {
     /// Bandwidth kernel every workload streams.
     #[arg(long, value_name = "KERNEL", default_value = "triad", value_parser = choice(KERNELS, BandwidthKernel::parse))]
     kernel: BandwidthKernel,
-    /// Threads of the multi-threaded workloads and independent programs (default: every CPU of --cpus).
-    #[arg(long, value_name = "N", value_parser = thread_count(1 << 16))]
+    /// Threads of the multi-threaded workloads and independent programs, 1 to 8192 (default: every CPU of --cpus).
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = thread_count(MAX_THREADS))]
     threads: Option<usize>,
     /// CPUs the workloads may use (set grammar; default all allowed); the unpinned thread may run on any of them.
     #[arg(long, value_name = "SET", default_value = "all")]
@@ -36,8 +36,8 @@ pub struct Args {
     /// Node of the one-node column (default: the node of the first thread's CPU).
     #[arg(long, value_name = "NODE")]
     node: Option<String>,
-    /// Bytes of each array of each worker (default: a worker's arrays together twice the last-level cache, at least 16M each).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Bytes of each array of each worker, 4K to 128T (default: a worker's arrays together twice the last-level cache, at least 16M each).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
     /// Transparent huge pages for all data (off: page-exact placement, one page size in every column).
     #[arg(long, value_name = "THP", default_value = "off", value_parser = choice(THP, Thp::parse))]
@@ -73,7 +73,8 @@ fn layout(t: &str) -> Result<ThreadPolicy, String> {
         "compact" | "fill" => Ok(ThreadPolicy::Compact),
         "scatter" | "round-robin" => Ok(ThreadPolicy::Scatter),
         _ => Err(format!(
-            "'{t}'; valid: scatter (one thread per node in turn), compact (fill a node first)"
+            "unknown thread policy '{}' (the workloads place their threads, so no CPU list); valid: scatter (one thread per node in turn), compact (fill a node first)",
+            numalab::text::format::excerpt(t, 40)
         )),
     }
 }

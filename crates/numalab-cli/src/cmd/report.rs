@@ -42,7 +42,7 @@ pub struct Args {
     /// Four times the default budget: every size, every mix, every background level.
     #[arg(long)]
     full: bool,
-    /// Time budget of the whole report in seconds (default: by machine size and mode).
+    /// Time budget of the whole report in seconds, 1 to 604800 (one week; default: by machine size and mode).
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(1.0))]
     budget: Option<f64>,
     /// Describe the machine of this hwloc XML file (no measurement: the report says which parts need the machine).
@@ -57,8 +57,8 @@ pub struct Args {
     /// Only these parts (comma-separated; matrix, loaded-latency and sweeps name both of a kind; default all).
     #[arg(long, value_name = "LIST", default_value = "all", value_parser = choice(&["all", "matrix", "loaded-latency", "sweeps", "PART"], part_list))]
     parts: PartList,
-    /// Bytes per buffer of the memory-bound measurements (default: 4x the last-level cache, at least 64M).
-    #[arg(long, value_name = "SIZE", value_parser = size(1 << 20, "the memory-bound measurements need buffers well beyond the caches; default 4x the last-level cache"))]
+    /// Bytes per buffer of the memory-bound measurements, 1M to 128T (default: 4x the last-level cache, at least 64M).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = size(1 << 20, "the memory-bound measurements need buffers well beyond the caches; default 4x the last-level cache"))]
     size: Option<usize>,
 }
 

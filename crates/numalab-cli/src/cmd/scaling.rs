@@ -1,7 +1,7 @@
 //! `numalab scaling`: 1..N threads packed vs spread, and the contention split.
 
 use crate::args::{
-    buffer_size, choice, size_or_default, thread_count, Output, StatOptions, KERNELS,
+    buffer_size, choice, size_or_default, thread_count, Output, StatOptions, KERNELS, MAX_THREADS,
 };
 use crate::output::out;
 use crate::output::{
@@ -16,11 +16,11 @@ pub struct Args {
     /// Bandwidth kernel.
     #[arg(long, value_name = "KERNEL", default_value = "read", value_parser = choice(KERNELS, BandwidthKernel::parse))]
     kernel: BandwidthKernel,
-    /// Largest thread count (default: every allowed CPU).
-    #[arg(long, value_name = "N", value_parser = thread_count(1 << 16))]
+    /// Largest thread count, 1 to 8192 (default: every allowed CPU).
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = thread_count(MAX_THREADS))]
     max_threads: Option<usize>,
-    /// Bytes per buffer (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Bytes per buffer, 4K to 128T (default: 4x the last-level cache).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
     #[command(flatten)]
     stats: StatOptions,

@@ -15,8 +15,8 @@ pub struct Args {
     /// CPU to run on (default: the first allowed CPU).
     #[arg(long, value_name = "CPU")]
     cpu: Option<String>,
-    /// Largest working set (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE", value_parser = size(1, "a working set of at least one byte"))]
+    /// Largest working set, 1 byte to 128T (default: 4x the last-level cache).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = size(1, "a working set of at least one byte"))]
     max_size: Option<usize>,
     #[command(flatten)]
     stats: StatOptions,

@@ -29,7 +29,7 @@ use std::time::Duration;
 #[derive(clap::Args)]
 pub struct Args {
     /// Foreground thread counts, each swept on its own (e.g. 2 or 1,2; 1 to 8).
-    #[arg(long, value_name = "LIST", default_value = "1,2", value_parser = choice_list(&["1", "2", "3", "4", "5", "6", "7", "8"], thread_count))]
+    #[arg(long, value_name = "LIST", default_value = "1,2", allow_hyphen_values = true, value_parser = choice_list(&["1", "2", "3", "4", "5", "6", "7", "8"], thread_count))]
     threads: List<usize>,
     /// CPUs the foreground threads may use (resource-set grammar).
     #[arg(long, value_name = "SET", default_value = "all")]
@@ -46,8 +46,8 @@ pub struct Args {
     /// Kernel of write-only threads (a one-array kernel).
     #[arg(long, value_name = "KERNEL", default_value = "line-write", value_parser = choice(ONE_ARRAY, one_array_kernel))]
     write_kernel: BandwidthKernel,
-    /// Bytes per buffer (default: 4x the last-level cache, at least 64 MiB).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Bytes per buffer, 4K to 128T (default: 4x the last-level cache, at least 64 MiB).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
     /// Transparent huge pages for the buffers.
     #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
@@ -55,15 +55,15 @@ pub struct Args {
     /// Run every case instead of one per symmetry class.
     #[arg(long)]
     full: bool,
-    /// Whole-sweep time budget in seconds: runs a subset covering every hop class.
+    /// Whole-sweep time budget in seconds (0.001 to 604800, one week): runs a subset covering every hop class.
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
     budget: Option<f64>,
-    /// Time budget of one case, in seconds (default: shared out of about 40 s).
+    /// Time budget of one case, in seconds, 0.001 to 604800 (default: shared out of about 40 s).
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
     case_budget: Option<f64>,
     /// Background levels, comma-separated, each a sweep of its own: none, low (0.5 GB/s per
-    /// thread), medium (1), high (2), very-high (4) or a number of GB/s.
-    #[arg(long, value_name = "LEVELS", default_value = "none", value_parser = choice_list(&["none", "low", "medium", "high", "very-high", "GB/s"], level))]
+    /// thread), medium (1), high (2), very-high (4) or a number of GB/s (0.001 to 10000).
+    #[arg(long, value_name = "LEVELS", default_value = "none", allow_hyphen_values = true, value_parser = choice_list(&["none", "low", "medium", "high", "very-high", "GB/s"], level))]
     background: List<Level>,
     /// How many of the CPUs a case leaves free carry background threads
     /// (comma-separated for several).
@@ -72,8 +72,8 @@ pub struct Args {
     /// Put the background threads on these CPUs instead (those a case does not use).
     #[arg(long, value_name = "SET")]
     background_cpus: Option<String>,
-    /// Bytes per background buffer (default: as --size).
-    #[arg(long, value_name = "SIZE", value_parser = buffer_size())]
+    /// Bytes per background buffer, 4K to 128T (default: as --size).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     background_size: Option<usize>,
     /// Mine the sweep for the classic questions and print what holds on this machine.
     #[arg(long)]
@@ -87,10 +87,10 @@ pub struct Args {
     /// With --list: plan for the machine of this hwloc XML file instead of the live one.
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
-    /// Samples per case (default: until the median is within 1% or the case budget is spent).
+    /// Samples per case, 1 to 1000 (default: until the median is within 1% or the case budget is spent).
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = whole(1, 1000))]
     reps: Option<usize>,
-    /// Shortest sample in milliseconds (passes repeat up to it); 0 = one pass per sample.
+    /// Shortest sample in milliseconds, 0 to 10000 (passes repeat up to it); 0 = one pass per sample.
     #[arg(
         long,
         value_name = "MS",

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The process to inspect.
-    #[arg(long, value_name = "PID", value_parser = parsed(process_id))]
+    /// The process to inspect (a positive process id).
+    #[arg(long, value_name = "PID", allow_hyphen_values = true, value_parser = parsed(process_id))]
     pid: i32,
     /// List every mapping, also those with no resident page.
     #[arg(long)]

@@ -21,6 +21,11 @@ pub const LINE: usize = 64;
 pub const PAGE: usize = 4096;
 /// Most chains [`Chase::build`] accepts.
 pub const MAX_CHAINS: usize = 64;
+/// Largest page group of `page:N`: 262144 pages, 1 GiB, the largest huge
+/// page; a larger group is a random chase by another name.
+pub const MAX_PAGES_PER_GROUP: usize = 1 << 18;
+/// Largest stride of `stride:N`: 1 GiB, as large as a group may be.
+pub const MAX_STRIDE: usize = 1 << 30;
 
 /// Order in which the chase visits the buffer's elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,29 +42,42 @@ pub enum ChasePattern {
 
 impl ChasePattern {
     /// Parses "random", "page" (1 page per group), "page:N" (N pages per
-    /// group), "stride" (64 bytes) or "stride:N" (N bytes).
+    /// group, 1 to [`MAX_PAGES_PER_GROUP`]), "stride" (64 bytes) or
+    /// "stride:N" (N bytes, a multiple of 8 from 8 to [`MAX_STRIDE`]).
     pub fn parse(s: &str) -> Result<Self, String> {
-        let bad = || format!("unknown pattern '{s}'; valid: random, page, stride");
+        let shown = crate::text::format::excerpt(s, 40);
+        let bad = || format!("unknown pattern '{shown}'; valid: random, page, stride");
         let (name, arg) = match s.split_once(':') {
             Some((n, a)) => (n, Some(a)),
             None => (s, None),
         };
-        let num = |default: usize| -> Result<usize, String> {
-            match arg {
-                None => Ok(default),
-                Some(a) => a
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|&v| v > 0)
-                    .ok_or_else(|| format!("pattern '{s}': '{a}' is not a positive number")),
-            }
+        let num = |default: usize, max: usize, multiple: usize, what: &str| {
+            let Some(a) = arg else {
+                return Ok(default);
+            };
+            a.parse::<usize>()
+                .ok()
+                .filter(|&v| (1..=max).contains(&v) && v % multiple == 0)
+                .ok_or_else(|| format!("pattern '{shown}': N must be {what}"))
         };
         match name {
             "random" if arg.is_none() => Ok(Self::Random),
             "page" => Ok(Self::Page {
-                pages_per_group: num(1)?,
+                pages_per_group: num(
+                    1,
+                    MAX_PAGES_PER_GROUP,
+                    1,
+                    "a whole number of pages per group from 1 to 262144",
+                )?,
             }),
-            "stride" => Ok(Self::Stride { bytes: num(64)? }),
+            "stride" => Ok(Self::Stride {
+                bytes: num(
+                    64,
+                    MAX_STRIDE,
+                    8,
+                    "a number of bytes, a multiple of 8 from 8 to 1073741824",
+                )?,
+            }),
             _ => Err(bad()),
         }
     }
@@ -733,6 +751,20 @@ mod tests {
             "unknown pattern 'zigzag'; valid: random, page, stride"
         );
         assert!(ChasePattern::parse("page:0").is_err());
+        for bad in [
+            "stride:4",
+            "stride:12",
+            "stride:2147483648",
+            "page:262145",
+            "page:-1",
+        ] {
+            let e = ChasePattern::parse(bad).unwrap_err();
+            assert!(e.contains("N must be"), "{bad}: {e}");
+        }
+        assert_eq!(
+            ChasePattern::parse("stride:8"),
+            Ok(ChasePattern::Stride { bytes: 8 })
+        );
         for p in ["random", "page", "page:3", "stride", "stride:256"] {
             assert_eq!(ChasePattern::parse(p).unwrap().name(), p);
         }

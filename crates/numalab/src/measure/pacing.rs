@@ -192,11 +192,10 @@ pub fn background_rate(level: &str) -> Result<f64, String> {
     let number = t.strip_suffix("GB/s").unwrap_or(t).trim().parse::<f64>();
     match (number, crate::text::parse::rate(t)) {
         (_, Ok(bytes_per_second)) => Ok(bytes_per_second),
-        (Ok(_), Err(_)) => Err(format!(
-            "background rate '{t}' must be a positive number of GB/s"
-        )),
+        (Ok(_), Err(e)) => Err(format!("background rate {e}")),
         (Err(_), Err(_)) => Err(format!(
-            "unknown background level '{t}'; valid: low (0.5 GB/s), medium (1), high (2), very-high (4) per thread, or a number of GB/s like 1.5"
+            "unknown background level '{}'; valid: low (0.5 GB/s), medium (1), high (2), very-high (4) per thread, or a number of GB/s from 0.001 to 10000 like 1.5",
+            crate::text::format::excerpt(t, 40)
         )),
     }
 }

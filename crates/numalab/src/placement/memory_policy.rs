@@ -15,6 +15,7 @@ use super::resource_set::{ListMeaning, ResourceSet};
 use super::sys::Mode;
 use super::PlacementError;
 use crate::machine::Machine;
+use crate::text::format::excerpt;
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -116,12 +117,18 @@ impl MemoryPolicy {
         };
         let need_arg = |what: &str| -> Result<&str, String> {
             arg.filter(|a| !a.is_empty()).ok_or_else(|| {
-                format!("policy '{name}' needs {what}, e.g. {name}:0; policies: {POLICY_CHOICES}")
+                format!(
+                    "policy '{name}' needs {what}, e.g. {}; policies: {POLICY_CHOICES}",
+                    example(m, name)
+                )
             })
         };
         let no_arg = |p: MemoryPolicy| -> Result<MemoryPolicy, String> {
             match arg {
-                Some(a) => Err(format!("policy '{name}' takes no argument (got '{a}')")),
+                Some(a) => Err(format!(
+                    "policy '{name}' takes no argument (got '{}')",
+                    excerpt(a, 40)
+                )),
                 None => Ok(p),
             }
         };
@@ -137,12 +144,12 @@ impl MemoryPolicy {
                 Ok(Self::Preferred { nodes })
             }
             "interleave" => {
-                let (set, chunk_pages) = split_chunk(need_arg("nodes")?)?;
+                let (set, chunk_pages) = split_chunk(m, need_arg("nodes")?)?;
                 let nodes = node_set(m, set)?;
                 Ok(Self::Interleave { nodes, chunk_pages })
             }
             "weighted" => {
-                let (spec, chunk_pages) = split_chunk(need_arg("weights")?)?;
+                let (spec, chunk_pages) = split_chunk(m, need_arg("weights")?)?;
                 Ok(Self::Weighted {
                     weights: parse_weights(m, spec)?,
                     chunk_pages,
@@ -152,11 +159,13 @@ impl MemoryPolicy {
                 None | Some("near") => Ok(Self::Remote { far: false }),
                 Some("far") => Ok(Self::Remote { far: true }),
                 Some(other) => Err(format!(
-                    "unknown remote choice '{other}'; valid: remote, remote:near, remote:far"
+                    "unknown remote choice '{}'; valid: remote, remote:near, remote:far",
+                    excerpt(other, 40)
                 )),
             },
             _ => Err(format!(
-                "unknown memory policy '{text}'; valid: {POLICY_CHOICES}"
+                "unknown memory policy '{}'; valid: {POLICY_CHOICES}",
+                excerpt(text, 40)
             )),
         }
     }
@@ -267,24 +276,51 @@ pub fn remote_node(m: &Machine, from: u32, far: bool) -> Result<u32, String> {
     })
 }
 
+/// A policy of kind `name` that this machine accepts, for error messages:
+/// built from its allowed nodes, so the example given always works here.
+fn example(m: &Machine, name: &str) -> String {
+    let mut nodes = m.allowed_nodes.iter();
+    let first = nodes.next().unwrap_or(0);
+    match (name, nodes.next()) {
+        ("weighted", Some(second)) => format!("weighted:{first}=3,{second}=1"),
+        ("weighted", None) => format!("weighted:{first}=1"),
+        ("interleave", Some(second)) => format!("interleave:{first},{second}"),
+        _ => format!("{name}:{first}"),
+    }
+}
+
 fn node_set(m: &Machine, text: &str) -> Result<IdSet, String> {
     let s = ResourceSet::parse(m, text, ListMeaning::Nodes)?;
     if s.nodes.is_empty() {
         return Err(format!(
-            "'{text}' names no memory node; allowed nodes: {}",
+            "'{}' names no memory node; allowed nodes: {}",
+            excerpt(text, 40),
             m.allowed_nodes
         ));
     }
     Ok(s.nodes)
 }
 
-fn split_chunk(text: &str) -> Result<(&str, u64), String> {
+/// Most pages in one chunk of `@PAGES`: 2^30 pages, 4 TiB of 4 KiB pages,
+/// beyond any buffer worth spreading.
+pub const MAX_CHUNK_PAGES: u64 = 1 << 30;
+
+fn split_chunk<'t>(m: &Machine, text: &'t str) -> Result<(&'t str, u64), String> {
     match text.rsplit_once('@') {
         None => Ok((text, 1)),
         Some((set, pages)) => {
-            let n: u64 = pages.trim().parse().ok().filter(|n| (1..=1 << 30).contains(n)).ok_or_else(|| {
-                format!("'@{pages}' is not a chunk size: write @PAGES with PAGES a whole number of pages >= 1, e.g. interleave:0-3@4")
-            })?;
+            let n: u64 = pages
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_CHUNK_PAGES).contains(n))
+                .ok_or_else(|| {
+                    format!(
+                        "'@{}' is not a chunk size: write @PAGES with PAGES a whole number of pages from 1 to {MAX_CHUNK_PAGES}, e.g. {}@4",
+                        excerpt(pages, 40),
+                        example(m, "interleave")
+                    )
+                })?;
             Ok((set, n))
         }
     }
@@ -293,19 +329,32 @@ fn split_chunk(text: &str) -> Result<(&str, u64), String> {
 fn parse_weights(m: &Machine, text: &str) -> Result<Vec<(u32, u32)>, String> {
     let mut out: Vec<(u32, u32)> = Vec::new();
     for item in text.split(',') {
-        let (node, w) = item
-            .split_once('=')
-            .ok_or_else(|| format!("'{item}' is not NODE=WEIGHT; write e.g. weighted:0=3,1=1"))?;
+        let (node, w) = item.split_once('=').ok_or_else(|| {
+            format!(
+                "'{}' is not NODE=WEIGHT; write e.g. {}",
+                excerpt(item, 40),
+                example(m, "weighted")
+            )
+        })?;
         let nodes = node_set(m, node.trim())?;
         let w: u32 = w
             .trim()
             .parse()
             .ok()
             .filter(|&w| (1..=255).contains(&w))
-            .ok_or_else(|| format!("weight '{}' of node {} must be a whole number from 1 to 255 (the kernel's range)", w.trim(), node.trim()))?;
+            .ok_or_else(|| {
+                format!(
+                    "weight '{}' of node {} must be a whole number from 1 to 255 (the kernel's range)",
+                    excerpt(w.trim(), 40),
+                    excerpt(node.trim(), 40)
+                )
+            })?;
         for n in nodes.iter() {
             if out.iter().any(|o| o.0 == n) {
-                return Err(format!("node {n} has two weights in '{text}'"));
+                return Err(format!(
+                    "node {n} has two weights in '{}'",
+                    excerpt(text, 60)
+                ));
             }
             out.push((n, w));
         }

@@ -19,11 +19,26 @@
 //! end, the half the context is not about is derived from the other (CPU
 //! context: nodes local to the resulting CPUs, plus CPU-less nodes named;
 //! node context: the CPUs of the resulting nodes).
+//!
+//! Expressions are at most [`MAX_SET_TEXT`] bytes and [`MAX_SET_DEPTH`]
+//! parentheses deep: the parser recurses once per parenthesis, so the
+//! bound is what keeps any input from exhausting the stack. A run of `!`
+//! is read in a loop, not by recursion.
 
 use crate::machine::Machine;
+use crate::text::format::excerpt;
 use crate::IdSet;
 use serde::Serialize;
 use std::fmt;
+
+/// Longest set expression, in bytes: room for every CPU of the largest
+/// machine listed one by one (8192 CPUs, about 40 KB), and no more.
+pub const MAX_SET_TEXT: usize = 64 << 10;
+
+/// Deepest nesting of parentheses in a set expression. Real expressions
+/// use two or three levels; 32 leaves room for generated ones while the
+/// parser's recursion stays a few kilobytes of stack.
+pub const MAX_SET_DEPTH: usize = 32;
 
 /// CPUs (PU OS indexes) plus memory nodes (NUMA node OS indexes).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -144,13 +159,23 @@ impl ResourceSet {
     }
 
     /// Parses the grammar of this module against machine `m`.
+    /// Expressions longer than [`MAX_SET_TEXT`] or nested deeper than
+    /// [`MAX_SET_DEPTH`] are refused.
     pub fn parse(m: &Machine, text: &str, meaning: ListMeaning) -> Result<Self, String> {
+        if text.len() > MAX_SET_TEXT {
+            return Err(format!(
+                "set expression '{}' is {} bytes long; at most {MAX_SET_TEXT}",
+                excerpt(text, 40),
+                text.len()
+            ));
+        }
         let mut p = Parser {
             m,
             s: text.as_bytes(),
             text,
             pos: 0,
             meaning,
+            depth: 0,
         };
         p.skip_ws();
         if p.pos == p.s.len() {
@@ -205,6 +230,8 @@ struct Parser<'a> {
     text: &'a str,
     pos: usize,
     meaning: ListMeaning,
+    /// Parentheses open at `pos`.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -220,7 +247,11 @@ impl Parser<'_> {
 
     fn err_here(&self, what: &str) -> String {
         let rest = &self.text[self.pos.min(self.text.len())..];
-        format!("{what} at '{rest}' in '{}'; {HINT}", self.text)
+        format!(
+            "{what} at '{}' in '{}'; {HINT}",
+            excerpt(rest, 40),
+            excerpt(self.text, 60)
+        )
     }
 
     fn expr(&mut self) -> Result<ResourceSet, String> {
@@ -242,26 +273,44 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<ResourceSet, String> {
-        self.skip_ws();
-        if self.peek() == Some(b'!') {
+        let mut bangs = 0usize;
+        loop {
+            self.skip_ws();
+            if self.peek() != Some(b'!') {
+                break;
+            }
             self.pos += 1;
-            let inner = self.unary()?;
-            return Ok(ResourceSet::global(self.m).difference(&inner));
+            bangs += 1;
         }
-        self.term()
+        let inner = self.term()?;
+        let all = ResourceSet::global(self.m);
+        // `!x` is `all ~ x`; `!!x` is `all ~ (all ~ x)`, that is `all & x`,
+        // and every further pair of `!` changes nothing.
+        Ok(match bangs {
+            0 => inner,
+            n if n % 2 == 1 => all.difference(&inner),
+            _ => all.intersection(&inner),
+        })
     }
 
     fn term(&mut self) -> Result<ResourceSet, String> {
         self.skip_ws();
         match self.peek() {
             Some(b'(') => {
+                if self.depth == MAX_SET_DEPTH {
+                    return Err(self.err_here(&format!(
+                        "parentheses nested deeper than {MAX_SET_DEPTH} levels"
+                    )));
+                }
                 self.pos += 1;
+                self.depth += 1;
                 let v = self.expr()?;
                 self.skip_ws();
                 if self.peek() != Some(b')') {
                     return Err(self.err_here("missing ')'"));
                 }
                 self.pos += 1;
+                self.depth -= 1;
                 Ok(v)
             }
             Some(c) if c.is_ascii_digit() => {
@@ -289,7 +338,7 @@ impl Parser<'_> {
                 self.skip_ws();
                 if self.peek() != Some(b':') {
                     self.pos = start;
-                    return Err(self.err_here(&format!("unknown word '{word}'")));
+                    return Err(self.err_here(&format!("unknown word '{}'", excerpt(&word, 40))));
                 }
                 self.pos += 1;
                 self.skip_ws();
@@ -325,7 +374,13 @@ impl Parser<'_> {
             break;
         }
         let text = self.text[start..end].trim();
-        IdSet::parse_list(text).map_err(|e| format!("{e} in '{}'", self.text))
+        IdSet::parse_list(text).map_err(|e| {
+            if text == self.text.trim() {
+                e
+            } else {
+                format!("{e} in '{}'", excerpt(self.text, 60))
+            }
+        })
     }
 
     fn domain(&mut self, kind: &str, start: usize) -> Result<ResourceSet, String> {
@@ -339,7 +394,7 @@ impl Parser<'_> {
         } else if self.peek().is_some_and(|c| c.is_ascii_digit()) {
             Some(self.list()?)
         } else {
-            return Err(self.err_here(&format!("'{kind}:' needs a list or 'all'")));
+            return Err(self.err_here(&format!("'{}:' needs a list or 'all'", excerpt(kind, 40))));
         };
         let pick = |valid: IdSet, what: &str, ids: Option<IdSet>| -> Result<IdSet, String> {
             match ids {
@@ -396,7 +451,7 @@ impl Parser<'_> {
             }
             _ => {
                 self.pos = start;
-                return Err(self.err_here(&format!("unknown kind '{kind}'")));
+                return Err(self.err_here(&format!("unknown kind '{}'", excerpt(kind, 40))));
             }
         }
         Ok(restrict(m, acc))

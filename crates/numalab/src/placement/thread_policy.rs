@@ -8,8 +8,15 @@
 //! - an explicit CPU list, used in the order written.
 
 use crate::machine::Machine;
+use crate::text::format::excerpt;
 use crate::IdSet;
 use serde::Serialize;
+
+/// Most worker threads anything lays out: 8192, the largest `NR_CPUS`
+/// Linux is built with (x86-64 MAXSMP). One thread per CPU of the largest
+/// machine is the most a placement experiment needs; beyond it each thread
+/// would only add a stack and a buffer.
+pub const MAX_THREADS: usize = 8192;
 
 /// How worker threads are laid out over a CPU set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -25,7 +32,9 @@ pub const THREAD_POLICY_CHOICES: &str =
 
 impl ThreadPolicy {
     /// Parses `compact`/`fill`, `scatter`/`round-robin`, or an explicit CPU
-    /// list (`0,2,4-5`, kept in the written order).
+    /// list (`0,2,4-5`, kept in the written order, at most [`MAX_THREADS`]
+    /// CPUs; a CPU may repeat, which [`ThreadPolicy::assign`] allows only
+    /// when oversubscribing).
     pub fn parse(text: &str) -> Result<Self, String> {
         match text.trim() {
             "compact" | "fill" => Ok(Self::Compact),
@@ -33,20 +42,33 @@ impl ThreadPolicy {
             t if t.starts_with(|c: char| c.is_ascii_digit()) => {
                 let mut cpus = Vec::new();
                 for item in t.split(',') {
-                    for c in IdSet::parse_list(item)?.iter() {
-                        cpus.push(c);
+                    if item.trim().is_empty() {
+                        return Err(format!(
+                            "the CPU list '{}' has an empty entry; write e.g. 0,2,4-5",
+                            excerpt(t, 40)
+                        ));
                     }
+                    let ids = IdSet::parse_list(item)?;
+                    if cpus.len() + ids.len() > MAX_THREADS {
+                        return Err(format!(
+                            "the CPU list '{}' names more than {MAX_THREADS} threads",
+                            excerpt(t, 40)
+                        ));
+                    }
+                    cpus.extend(ids.iter());
                 }
                 Ok(Self::Explicit(cpus))
             }
             t => Err(format!(
-                "unknown thread policy '{t}'; valid: {THREAD_POLICY_CHOICES}"
+                "unknown thread policy '{}'; valid: {THREAD_POLICY_CHOICES}",
+                excerpt(t, 40)
             )),
         }
     }
 
     /// The CPU of each of `n` threads, drawn from `cpus`. More threads than
-    /// CPUs is refused unless `oversubscribe` (then the order wraps around).
+    /// CPUs, or an explicit list naming a CPU twice, is refused unless
+    /// `oversubscribe` (then the order wraps around).
     pub fn assign(
         &self,
         m: &Machine,
@@ -62,7 +84,17 @@ impl ThreadPolicy {
             Self::Scatter => scatter_order(m, cpus),
             Self::Explicit(list) => {
                 if let Some(bad) = list.iter().find(|c| !cpus.contains(**c)) {
-                    return Err(format!("CPU {bad} is not in the usable set {cpus}"));
+                    return Err(format!(
+                        "CPU {bad} of the thread list is not in the usable set {cpus}"
+                    ));
+                }
+                let mut seen = IdSet::new();
+                let twice = list.iter().take(n).find(|&&c| !seen.insert(c));
+                if let (Some(cpu), false) = (twice, oversubscribe) {
+                    return Err(format!(
+                        "CPU {cpu} appears twice in the thread list {}: two threads would share it; pass --oversubscribe to share CPUs",
+                        excerpt(&list.iter().map(u32::to_string).collect::<Vec<_>>().join(","), 40)
+                    ));
                 }
                 list.clone()
             }

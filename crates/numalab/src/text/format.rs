@@ -2,8 +2,46 @@
 //! trailing zeros dropped (`1.25 MiB`, `31.3 GiB`, `512 KiB`, `4 KiB`).
 //! Percentages keep two significant digits (`5.3%`, `45%`, `100%`). Tables
 //! that need fixed decimals use [`fixed`] and [`trimmed`].
+//!
+//! Finite numbers of 10^15 or more in magnitude (nothing measured comes
+//! near; only a corrupt or hostile input can) are written in exponent form
+//! (`1.23e308`) by every function here, so no cell or sentence ever holds a
+//! 300-digit number. Numbers that are not finite are `-` (or an empty
+//! cell), never `inf` or `NaN`.
 
 use std::collections::BTreeMap;
+
+/// Magnitude from which numbers are written in exponent form.
+const HUGE: f64 = 1e15;
+
+/// `v` in exponent form with `digits` significant digits when it is
+/// [`HUGE`] or more in magnitude; `pad` keeps the mantissa's trailing zeros.
+fn exponent_form(v: f64, digits: usize, pad: bool) -> Option<String> {
+    if v.abs() < HUGE {
+        return None;
+    }
+    let s = format!("{v:.prec$e}", prec = digits.clamp(1, 17) - 1);
+    if pad {
+        return Some(s);
+    }
+    let (mantissa, exp) = s.split_once('e')?;
+    let mantissa = if mantissa.contains('.') {
+        mantissa.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        mantissa
+    };
+    Some(format!("{mantissa}e{exp}"))
+}
+
+/// At most `max_chars` characters of `text`, with `...` when cut: what an
+/// error message quotes of an input, so a hostile argument cannot make the
+/// line unreadable.
+pub fn excerpt(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+    }
+}
 
 /// Binary units of [`bytes`].
 const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
@@ -18,6 +56,9 @@ pub fn significant(v: f64, digits: usize) -> String {
     if v == 0.0 {
         return "0".into();
     }
+    if let Some(e) = exponent_form(v, digits, false) {
+        return e;
+    }
     trimmed(v, significant_decimals(v, digits))
 }
 
@@ -30,6 +71,9 @@ pub fn significant_padded(v: f64, digits: usize) -> String {
     if v == 0.0 {
         return "0".into();
     }
+    if let Some(e) = exponent_form(v, digits, true) {
+        return e;
+    }
     fixed(v, significant_decimals(v, digits))
 }
 
@@ -40,8 +84,14 @@ fn significant_decimals(v: f64, digits: usize) -> usize {
 }
 
 /// `v` with `decimals` decimals, then trailing zeros (and point) dropped:
-/// `trimmed(2.50, 2)` is `2.5`, `trimmed(3.0, 1)` is `3`.
+/// `trimmed(2.50, 2)` is `2.5`, `trimmed(3.0, 1)` is `3`. Not finite: `-`.
 pub fn trimmed(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    if let Some(e) = exponent_form(v, 3, false) {
+        return e;
+    }
     let s = format!("{v:.decimals$}");
     let s = if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -57,7 +107,9 @@ pub fn trimmed(v: f64, decimals: usize) -> String {
 
 /// `v` with exactly `decimals` decimals; empty when not finite (table cells).
 pub fn fixed(v: f64, decimals: usize) -> String {
-    if v.is_finite() {
+    if let Some(e) = exponent_form(v, 3, true).filter(|_| v.is_finite()) {
+        e
+    } else if v.is_finite() {
         format!("{v:.decimals$}")
     } else {
         String::new()
@@ -87,10 +139,13 @@ pub fn bytes_f64(v: f64) -> String {
 }
 
 /// A fraction as a percentage with two significant digits: `0.053` is
-/// `5.3%`, `0.45` is `45%`, `1.0` is `100%`.
+/// `5.3%`, `0.45` is `45%`, `1.0` is `100%`. Not finite: `-`.
 pub fn percent(fraction: f64) -> String {
     let p = fraction * 100.0;
-    if p.is_finite() && p.abs() >= 100.0 {
+    if !p.is_finite() {
+        return "-".into();
+    }
+    if p.is_finite() && (100.0..HUGE).contains(&p.abs()) {
         return format!("{}%", p.round() as i64);
     }
     format!("{}%", significant(p, 2))
@@ -142,6 +197,45 @@ mod tests {
         assert_eq!(trimmed(-0.001, 1), "0");
         assert_eq!(fixed(1.23456, 2), "1.23");
         assert_eq!(fixed(f64::INFINITY, 2), "");
+    }
+
+    #[test]
+    fn huge_numbers_in_exponent_form() {
+        assert_eq!(significant(1e308, 3), "1e308");
+        assert_eq!(significant(-1.2345e20, 3), "-1.23e20");
+        assert_eq!(significant(999e12, 3), "999000000000000");
+        assert_eq!(significant(f64::MAX, 3), "1.8e308");
+        assert_eq!(significant_padded(1e308, 4), "1.000e308");
+        assert_eq!(trimmed(1e300, 2), "1e300");
+        assert_eq!(trimmed(f64::NEG_INFINITY, 2), "-");
+        assert_eq!(fixed(2.5e200, 1), "2.50e200");
+        assert_eq!(percent(1e300), "1e302%");
+        assert_eq!(percent(f64::NAN), "-");
+        assert_eq!(bytes_f64(1e308), "8.67e289 EiB");
+        for v in [1e15, 1e100, f64::MAX, -f64::MAX, 123456789e10] {
+            for text in [
+                significant(v, 3),
+                significant_padded(v, 4),
+                trimmed(v, 2),
+                fixed(v, 2),
+                percent(v),
+                bytes_f64(v),
+            ] {
+                assert!(text.len() < 20, "{v}: {text}");
+                assert!(
+                    !text.contains("inf") && !text.contains("NaN"),
+                    "{v}: {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn excerpts_cut_long_text() {
+        assert_eq!(excerpt("short", 10), "short");
+        assert_eq!(excerpt("0123456789abc", 10), "0123456789...");
+        assert_eq!(excerpt("ééééé", 2), "éé...");
+        assert_eq!(excerpt("", 0), "");
     }
 
     #[test]

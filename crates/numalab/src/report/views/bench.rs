@@ -108,7 +108,7 @@ pub fn latency_text(r: &LatencyResult, cpu: u32, policy: &MemoryPolicy, m: &Mach
         .unwrap_or_default();
     let _ = writeln!(
         s,
-        "{:?} chase on CPU {cpu}{node}, memory {policy}, {} buffer, {} chain{}",
+        "{} chase on CPU {cpu}{node}, memory {policy}, {} buffer, {} chain{}",
         r.pattern,
         format_bytes(r.buffer_bytes),
         r.chains,

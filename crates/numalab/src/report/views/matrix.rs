@@ -141,7 +141,7 @@ pub fn text(r: &MatrixResult, units: Units) -> String {
     let mut s = String::new();
     if let Some(t) = &r.latency {
         s.push_str(&value_table(
-            &format!("Latency (ns per load, {:?} chase):", r.pattern),
+            &format!("Latency (ns per load, {} chase):", r.pattern),
             &r.mem_nodes,
             t,
             &|v| format!("{v:.1}"),
