@@ -123,7 +123,7 @@ pub fn whole(min: usize, max: usize) -> Typed<usize> {
     counted(min, max, None)
 }
 
-/// A thread count from 1 to `max` (at most [`MAX_THREADS`]): `--OPT 'TEXT'
+/// A thread count from 1 to `max` (measuring options: [`MAX_THREADS`]): `--OPT 'TEXT'
 /// is not a thread count (a whole number from 1 to MAX)`.
 pub fn thread_count(max: usize) -> Typed<usize> {
     counted(1, max, Some("a thread count"))

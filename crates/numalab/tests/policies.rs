@@ -12,7 +12,7 @@ use numalab::measure::harness::{
 };
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::measure::stats::StopRule;
-use numalab::placement::{MemoryPolicy, Thp};
+use numalab::placement::{MemoryPolicy, PlacementError, Thp};
 use numalab::Machine;
 
 /// A short rule: bandwidth is only asserted positive.
@@ -209,7 +209,7 @@ fn the_comparison_runs_and_verifies_here() {
 }
 
 #[test]
-fn a_node_that_cannot_hold_the_data_flags_the_cell() {
+fn a_table_that_cannot_fit_is_refused_before_any_cell_runs() {
     let _turn = turn();
     let m = Machine::live().unwrap();
     let cpu = m.allowed_cpus.first().unwrap();
@@ -219,10 +219,11 @@ fn a_node_that_cannot_hold_the_data_flags_the_cell() {
         policies: vec![PolicyColumn::Local, PolicyColumn::OneNode],
         ..policies_request(&m, BandwidthKernel::Read, vec![cpu], quick())
     };
-    let r = run_policies(&m, &req, &mut |_| {}).unwrap();
-    assert!(!r.verified);
-    for c in &r.cells {
-        assert!(!c.verified && c.gbps.is_none() && c.run.is_none());
-        assert!(c.problems[0].starts_with("not run: "), "{:?}", c.problems);
+    match run_policies(&m, &req, &mut |_| panic!("no cell may run")) {
+        Err(PlacementError::Capacity(msg)) => {
+            assert!(msg.contains("(1 TiB) do not fit in this machine"), "{msg}");
+            assert!(msg.contains("use a smaller --size"), "{msg}");
+        }
+        other => panic!("{:?}", other.map(|r| r.cells.len())),
     }
 }

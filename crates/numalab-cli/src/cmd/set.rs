@@ -5,6 +5,7 @@
 use crate::args::{choice, thread_count};
 use crate::output::outln;
 use crate::output::{load_machine, print_json, CliError, CliResult};
+use numalab::placement::thread_policy::MAX_LAYOUT_THREADS;
 use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
 use numalab::IdSet;
 use serde::Serialize;
@@ -19,8 +20,9 @@ pub struct Args {
     /// Bare numbers in EXPR are nodes (default: CPUs).
     #[arg(long)]
     nodes: bool,
-    /// Lay this many threads out over the set's CPUs.
-    #[arg(long, value_name = "N", value_parser = thread_count(1 << 16))]
+    /// Lay this many threads out over the set's CPUs (1 to 65536: eight times the most CPUs
+    /// Linux supports, so that --oversubscribe stays bounded).
+    #[arg(long, value_name = "N", value_parser = thread_count(MAX_LAYOUT_THREADS))]
     threads: Option<usize>,
     /// compact (fill), scatter (round-robin), or an explicit CPU list.
     #[arg(long, value_name = "POLICY", default_value = "compact", value_parser = choice(&["compact", "scatter", "CPU list"], ThreadPolicy::parse))]

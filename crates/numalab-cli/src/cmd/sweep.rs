@@ -11,8 +11,8 @@ use crate::output::{
 };
 use crate::output::{out, write_stderr};
 use numalab::experiments::sweep::{
-    findings, plan, run_sweep, Access, Background, Findings, PlannedCase, Subscription,
-    SweepRequest, SweepResult, SweepSpace, ThreadCase,
+    check_buffers_fit, findings, plan, run_sweep, Access, Background, Findings, PlannedCase,
+    Subscription, SweepRequest, SweepResult, SweepSpace, ThreadCase, MAX_PLANNED_CASES,
 };
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::measure::pacing::background_rate;
@@ -22,6 +22,7 @@ use numalab::placement::Thp;
 use numalab::report::views::sweep::{self as view, findings_text};
 use numalab::Machine;
 use serde::Serialize;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -99,7 +100,8 @@ pub struct Args {
         value_parser = parsed(sample_ms)
     )]
     sample_ms: f64,
-    /// Most cases --full may run.
+    /// Most cases --full may run, per thread count: 1 to 1500000 (the most a sweep may plan,
+    /// days of measuring).
     #[arg(long, value_name = "N", default_value = "100000", value_parser = parsed(full_limit))]
     full_limit: u64,
     /// Print JSON instead of text.
@@ -215,11 +217,19 @@ fn sample_ms(t: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{t}' is not a number of milliseconds from 0 to 10000"))
 }
 
-/// `--full-limit`: a whole number of cases.
+/// `--full-limit`: a whole number of cases from 1 to
+/// [`MAX_PLANNED_CASES`]; a larger plan could not be built in bounded memory,
+/// let alone run.
 fn full_limit(t: &str) -> Result<u64, String> {
     t.trim()
         .parse()
-        .map_err(|_| format!("'{t}' is not a whole number"))
+        .ok()
+        .filter(|n| (1..=MAX_PLANNED_CASES).contains(n))
+        .ok_or_else(|| {
+            format!(
+                "'{t}' is not a number of cases from 1 to {MAX_PLANNED_CASES} (the most a sweep may plan)"
+            )
+        })
 }
 
 fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
@@ -303,6 +313,8 @@ pub fn run(a: Args) -> CliResult {
         return list(&a, &req, &plans, symmetries);
     }
     let n_cases: usize = plans.iter().map(|p| p.2.len()).sum::<usize>() * req.backgrounds.len();
+    // A sweep that cannot fit says so in its one line, before the plan.
+    check_buffers_fit(&m, &req)?;
     if a.case_budget.is_none() && req.budget.is_none() {
         // About 40 s of measuring in all by default.
         req.rule.budget = Duration::from_secs_f64((40.0 / n_cases.max(1) as f64).clamp(0.1, 1.0));
@@ -311,6 +323,8 @@ pub fn run(a: Args) -> CliResult {
         "{}",
         view::plan_text(&req, &plans, symmetries)
     ));
+    // The sweep plans again for itself: one plan in memory at a time.
+    drop(plans);
     let progress = Progress::bar(n_cases as u64, "sweep");
     let r = run_sweep(&m, &req, &mut |_, _, label| progress.step(label))?;
     progress.finish();
@@ -340,13 +354,15 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliRe
         out!("{}", view::list_text(plans))?;
         return Ok(ExitCode::SUCCESS);
     }
+    /// One thread count's plan; its cases are written as they are read,
+    /// never gathered into one document in memory first.
     #[derive(Serialize)]
     struct Listed<'a> {
         threads: usize,
         total_cases: u64,
         classes: usize,
         node_automorphisms: usize,
-        cases: Vec<ListedCase<'a>>,
+        cases: ListedCases<'a>,
     }
     #[derive(Serialize)]
     struct ListedCase<'a> {
@@ -356,30 +372,45 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliRe
         class_size: u64,
         class_key: &'a str,
     }
-    let listed: Vec<Listed> = plans
-        .iter()
-        .map(|(t, total, cases)| Listed {
-            threads: *t,
-            total_cases: *total,
-            classes: cases.len(),
-            node_automorphisms: symmetries,
-            cases: cases
-                .iter()
-                .map(|c| ListedCase {
-                    labels: c.threads.iter().map(|t| t.label()).collect(),
-                    threads: &c.threads,
-                    hop_class: c.hop_class(),
-                    class_size: c.class_size,
-                    class_key: &c.class_key,
-                })
-                .collect(),
-        })
-        .collect();
-    print_json(&serde_json::json!({
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "command": "sweep --list",
-        "plans": listed,
-    }))?;
+    struct ListedCases<'a>(&'a [PlannedCase]);
+    impl Serialize for ListedCases<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.0.iter().map(|c| ListedCase {
+                labels: c.threads.iter().map(|t| t.label()).collect(),
+                threads: &c.threads,
+                hop_class: c.hop_class(),
+                class_size: c.class_size,
+                class_key: &c.class_key,
+            }))
+        }
+    }
+    #[derive(Serialize)]
+    struct Listing<'a> {
+        schema_version: &'static str,
+        command: &'static str,
+        plans: Vec<Listed<'a>>,
+    }
+    let listing = Listing {
+        schema_version: RESULT_SCHEMA_VERSION,
+        command: "sweep --list",
+        plans: plans
+            .iter()
+            .map(|(t, total, cases)| Listed {
+                threads: *t,
+                total_cases: *total,
+                classes: cases.len(),
+                node_automorphisms: symmetries,
+                cases: ListedCases(cases),
+            })
+            .collect(),
+    };
+    let out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(out);
+    let written = serde_json::to_writer_pretty(&mut out, &listing)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out))
+        .and_then(|()| out.flush());
+    written.map_err(|e| CliError::failed(format!("cannot write the list: {e}")))?;
     Ok(ExitCode::SUCCESS)
 }
 

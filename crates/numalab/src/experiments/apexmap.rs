@@ -51,7 +51,7 @@ use crate::measure::cancel;
 use crate::measure::harness::{pinned_buffer, verification_of, Figure, Verification, WorkerReport};
 use crate::measure::kernels::{run_pass, BandwidthKernel, Isa};
 use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
-use crate::placement::{sys, MemoryPolicy, PlacementError, Thp};
+use crate::placement::{check_plan, sys, BufferDemand, MemoryPolicy, PlacementError, Thp};
 use crate::random::SplitMix64;
 use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
 use crate::text::format;
@@ -386,6 +386,15 @@ pub fn run_apexmap(
             format::bytes(8 * min_l as u64 * (1 << 32))
         )));
     }
+    check_plan(
+        m,
+        &[vec![BufferDemand::new(
+            req.buffer_bytes,
+            &req.policy,
+            Some(req.cpu),
+        )]],
+        "use a smaller --size",
+    )?;
     std::thread::scope(|s| {
         s.spawn(|| run_pinned(m, req, progress))
             .join()

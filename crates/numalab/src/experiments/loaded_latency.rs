@@ -41,9 +41,10 @@ use crate::measure::pacing::{
     Pace, PaceOptions, PacedLoad, PacedReport, PacedSpec, TrafficMix, RATE_TOLERANCE,
 };
 use crate::measure::stats::{measure, Better, Measurement, StopReason, StopRule, Summary};
-use crate::placement::{sys, usable_free_bytes, MemoryPolicy, PlacedBuffer, PlacementError, Thp};
+use crate::placement::{
+    check_plan, sys, BufferDemand, MemoryPolicy, PlacedBuffer, PlacementError, Thp,
+};
 use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
-use crate::text::format;
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -458,19 +459,25 @@ fn validate(m: &Machine, req: &LoadedLatencyRequest) -> Result<(), PlacementErro
             }
         }
     }
-    let total =
-        req.buffer_bytes as u64 + req.injector_buffer_bytes as u64 * req.injector_cpus.len() as u64;
-    if m.is_live() && total > usable_free_bytes(m) {
-        return Err(PlacementError::Capacity(format!(
-            "the chase buffer ({}) and {} injector buffer(s) of {} need {}, more than the {} free on the allowed nodes; use a smaller --size or --injector-size",
-            format::bytes(req.buffer_bytes as u64),
-            req.injector_cpus.len(),
-            format::bytes(req.injector_buffer_bytes as u64),
-            format::bytes(total),
-            format::bytes(usable_free_bytes(m))
-        )));
-    }
-    Ok(())
+    check_plan(
+        m,
+        &[buffer_plan(req)],
+        "use a smaller --size or --injector-size, or fewer injector CPUs",
+    )
+}
+
+/// The chase buffer and every injector buffer, all alive together. By
+/// default the injectors' buffers go where the chase buffer is: the chase
+/// policy touched from the chase CPU says where that is.
+fn buffer_plan(req: &LoadedLatencyRequest) -> Vec<BufferDemand> {
+    let chase = BufferDemand::new(req.buffer_bytes, &req.policy, Some(req.cpu));
+    let injector = |cpu: u32| match &req.injector_policy {
+        Some(p) => BufferDemand::new(req.injector_buffer_bytes, p, Some(cpu)),
+        None => BufferDemand::new(req.injector_buffer_bytes, &req.policy, Some(req.cpu)),
+    };
+    std::iter::once(chase)
+        .chain(req.injector_cpus.iter().map(|&c| injector(c)))
+        .collect()
 }
 
 /// Runs the experiment: every mix, idle then every step.

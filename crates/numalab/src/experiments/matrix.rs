@@ -13,7 +13,7 @@ use crate::measure::harness::{
 };
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
-use crate::placement::{MemoryPolicy, PlacementError, Thp};
+use crate::placement::{check_plan, BufferDemand, MemoryPolicy, PlacementError, Thp};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 
@@ -86,6 +86,11 @@ pub fn run_matrix(
             "no allowed node with CPUs or memory to measure".into(),
         ));
     }
+    check_plan(
+        m,
+        &buffer_plan(m, req, &rows, &cols)?,
+        "use a smaller --size",
+    )?;
     let mut warnings = Vec::new();
     let mut latency = None;
     let mut bandwidth = None;
@@ -135,6 +140,40 @@ pub fn run_matrix(
         verified,
         warnings,
     })
+}
+
+/// The buffers of every cell, one phase per cell (a cell's buffers are
+/// freed before the next cell's are placed).
+fn buffer_plan(
+    m: &Machine,
+    req: &MatrixRequest,
+    rows: &[u32],
+    cols: &[u32],
+) -> Result<Vec<Vec<BufferDemand>>, PlacementError> {
+    let mut phases = Vec::new();
+    for &r in rows {
+        let chaser = first_cpu(m, r)?;
+        let streamers = node_threads(m, req, r)?;
+        for &c in cols {
+            if req.latency {
+                phases.push(vec![BufferDemand::new(
+                    req.latency_bytes,
+                    &bound_to(c),
+                    Some(chaser),
+                )]);
+            }
+            if req.bandwidth {
+                let one = |&cpu: &u32| {
+                    std::iter::repeat_n(
+                        BufferDemand::new(req.bandwidth_bytes, &bound_to(c), Some(cpu)),
+                        req.kernel.arrays(),
+                    )
+                };
+                phases.push(streamers.iter().flat_map(one).collect());
+            }
+        }
+    }
+    Ok(phases)
 }
 
 /// What one cell's measurement gives: its figure, placement proof and warnings.

@@ -20,7 +20,7 @@ use crate::measure::harness::{run_bandwidth, BandwidthRequest, Figure, WorkerPla
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::{compact_order, scatter_order};
-use crate::placement::{MemoryPolicy, PlacementError, Thp};
+use crate::placement::{check_plan, BufferDemand, MemoryPolicy, PlacementError, Thp};
 use crate::serde_util::{f64_or_nan, NanF64};
 use crate::text::format::plural;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -150,6 +150,22 @@ pub fn run_scaling_at(
     let Some(&max) = counts.last() else {
         return Err(PlacementError::Invalid("no allowed CPU".into()));
     };
+    // One phase per point: each thread's arrays, local to it.
+    let phases: Vec<Vec<BufferDemand>> = counts
+        .iter()
+        .flat_map(|&n| [&packed_order[..n], &spread_order[..n]])
+        .map(|cpus| {
+            cpus.iter()
+                .flat_map(|&cpu| {
+                    std::iter::repeat_n(
+                        BufferDemand::new(buffer_bytes, &MemoryPolicy::Local, Some(cpu)),
+                        kernel.arrays(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    check_plan(m, &phases, "use a smaller --size or fewer threads")?;
     let mut run = Points {
         m,
         kernel,

@@ -13,7 +13,7 @@ use crate::measure::harness::{
 };
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
-use crate::placement::{MemoryPolicy, PlacementError, Thp};
+use crate::placement::{check_plan, BufferDemand, MemoryPolicy, PlacementError, Thp};
 use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +110,18 @@ pub fn run_sizes(
     rule: &StopRule,
     progress: &mut dyn FnMut(&str),
 ) -> Result<SizesResult, PlacementError> {
+    // One size is measured at a time, with all its bytes at once (the chase,
+    // or a kernel's arrays together): the largest must fit.
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    check_plan(
+        m,
+        &[vec![BufferDemand::new(
+            largest as usize,
+            &MemoryPolicy::Local,
+            Some(cpu),
+        )]],
+        "use a smaller --max-size",
+    )?;
     let marks = cache_marks(m);
     let mut points = Vec::new();
     let mut warnings = Vec::new();

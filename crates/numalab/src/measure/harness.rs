@@ -17,11 +17,10 @@ use super::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::machine::Machine;
 use crate::measure::sample_clock::SampleClock;
 use crate::placement::{
-    pin_current_thread, sys, usable_free_bytes, BufferSpec, MemoryPolicy, PlacedBuffer,
+    check_plan, pin_current_thread, sys, BufferDemand, BufferSpec, MemoryPolicy, PlacedBuffer,
     PlacementError, Realization, Thp,
 };
 use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
-use crate::text::format;
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -424,17 +423,23 @@ fn check_bandwidth_request(
             "unpinned workers need at least one CPU to run on".into(),
         ));
     }
-    let total = (req.buffer_bytes as u64) * (req.kernel.arrays() * n) as u64;
-    if m.is_live() && total > usable_free_bytes(m) {
-        return Err(PlacementError::Capacity(format!(
-            "{n} thread(s) x {} buffer(s) x {} = {} do not fit in the {} free on the allowed nodes; use a smaller --size or fewer threads",
-            req.kernel.arrays(),
-            format::bytes(req.buffer_bytes as u64),
-            format::bytes(total),
-            format::bytes(usable_free_bytes(m))
-        )));
-    }
-    Ok(())
+    // Every worker's arrays, counted where their policy puts them.
+    let toucher = |w: &WorkerPlan| match (&opts.unpinned, opts.initializer) {
+        (Some(_), _) => None,
+        (None, Some(init)) => Some(init),
+        (None, None) => Some(w.toucher.unwrap_or(w.cpu)),
+    };
+    let buffers: Vec<BufferDemand> = req
+        .workers
+        .iter()
+        .flat_map(|w| {
+            std::iter::repeat_n(
+                BufferDemand::new(req.buffer_bytes, &w.policy, toucher(w)),
+                req.kernel.arrays(),
+            )
+        })
+        .collect();
+    check_plan(m, &[buffers], "use a smaller --size or fewer threads")
 }
 
 /// What the workers and the main thread of a run share.
@@ -776,6 +781,12 @@ pub fn run_latency(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, P
 }
 
 fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, PlacementError> {
+    let buffer = BufferDemand::new(req.buffer_bytes, &req.policy, Some(req.cpu));
+    check_plan(
+        m,
+        &[vec![buffer.hugetlb(req.hugetlb)]],
+        "use a smaller --size",
+    )?;
     let (buf, check) = pinned_buffer(
         m,
         req.cpu,

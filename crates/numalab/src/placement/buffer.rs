@@ -2,6 +2,7 @@
 //! prefault by a chosen pinned thread, so its placement is decided before any
 //! measurement runs (and then checked by `verify`).
 
+use super::capacity::{self, Shortfall};
 use super::memory_policy::{MemoryPolicy, Realization, WeightedImpl};
 use super::settings::{Journal, SettingGuard, AUTO_NAMES, WEIGHTS_DIR};
 use super::sys::{self, Mode};
@@ -121,7 +122,9 @@ impl PlacedBuffer {
             sys::page_size()
         };
         let len = spec.size.div_ceil(page_size) * page_size;
-        check_capacity(m, &realization, len, spec.hugetlb)?;
+        // An unpinned toucher's node is a guess: count on any allowed node.
+        let pinned_node = spec.toucher.and(toucher_node);
+        check_capacity(m, &realization, pinned_node, len, spec.hugetlb)?;
 
         let mut buf = map(len, page_size, spec.hugetlb, thp)?;
         buf.realization = realization.clone();
@@ -291,11 +294,13 @@ impl Drop for PlacedBuffer {
     }
 }
 
-/// Pins the calling thread to one CPU and checks it got there.
 /// Bytes free on the allowed nodes that placements may use (margins kept).
 pub fn usable_free_bytes(m: &Machine) -> u64 {
-    usable(
-        m.allowed_nodes.iter().map(|n| node_free(n, false)).sum(),
+    capacity::usable(
+        m.allowed_nodes
+            .iter()
+            .map(|n| capacity::node_free(n, false))
+            .sum(),
         false,
     )
 }
@@ -407,11 +412,13 @@ fn mbind_error(e: io::Error, mode: Mode, nodes: &IdSet) -> PlacementError {
     }
 }
 
-/// Refuses placements that cannot fit: the kernel would OOM-kill us. Strict
-/// ones are checked against their nodes, the others against all allowed nodes.
+/// Refuses a placement that cannot fit: the kernel would OOM-kill us. Its
+/// bytes are counted where its policy must take them from (see
+/// [`super::capacity`]); `toucher_node` is the node of a pinned toucher.
 fn check_capacity(
     m: &Machine,
     r: &Realization,
+    toucher_node: Option<u32>,
     len: usize,
     hugetlb: bool,
 ) -> Result<(), PlacementError> {
@@ -420,75 +427,26 @@ fn check_capacity(
             "placing memory needs the live machine, not a topology file".into(),
         ));
     }
-    // Bytes each node must supply on its own.
-    let mut need: Vec<(u32, u64)> = Vec::new();
-    match r {
-        Realization::Kernel {
-            mode: Mode::Bind,
+    let one = [(
+        capacity::shares(m, r, toucher_node, len as u64),
+        len as u64,
+        hugetlb,
+    )];
+    match capacity::phase_shortfall(m, &one, &capacity::node_free) {
+        None => Ok(()),
+        Some(Shortfall::Machine { memory, nodes, .. }) => Err(E::Capacity(format!(
+            "placing {} cannot fit in this machine: nodes {{{nodes}}} have {} of memory in all; ask for less",
+            crate::text::format::bytes(len as u64),
+            crate::text::format::bytes(memory)
+        ))),
+        Some(Shortfall::Nodes {
             nodes,
-        } => {
-            // Any node of the set may supply; check the sum.
-            let free: u64 = nodes.iter().map(|n| node_free(n, hugetlb)).sum();
-            return if (len as u64) > usable(free, hugetlb) {
-                Err(too_big(len as u64, nodes, free, hugetlb))
-            } else {
-                Ok(())
-            };
-        }
-        Realization::KernelWeighted { weights, .. } => {
-            let total: u64 = weights.iter().map(|w| w.1 as u64).sum();
-            for &(n, w) in weights {
-                need.push((n, (len as u64) * w as u64 / total.max(1)));
-            }
-        }
-        Realization::Chunks { pattern } => {
-            let round: u64 = pattern.iter().map(|p| p.1).sum();
-            for &(n, pages) in pattern {
-                need.push((n, (len as u64) * pages / round.max(1)));
-            }
-        }
-        // Non-strict policies may use any allowed node, but not more than
-        // all of them have: beyond that the OOM killer picks us.
-        Realization::Kernel { .. } => {
-            let free: u64 = m.allowed_nodes.iter().map(|n| node_free(n, hugetlb)).sum();
-            return if (len as u64) > usable(free, hugetlb) {
-                Err(too_big(len as u64, &m.allowed_nodes, free, hugetlb))
-            } else {
-                Ok(())
-            };
-        }
+            need,
+            free,
+            hugetlb,
+            ..
+        }) => Err(too_big(need, &nodes, free, hugetlb)),
     }
-    for (n, bytes) in need {
-        let free = node_free(n, hugetlb);
-        if bytes > usable(free, hugetlb) {
-            return Err(too_big(bytes, &IdSet::single(n), free, hugetlb));
-        }
-    }
-    Ok(())
-}
-
-fn node_free(n: u32, hugetlb: bool) -> u64 {
-    if hugetlb {
-        let p =
-            format!("/sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/free_hugepages");
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map(|pages| pages * HUGE_2M as u64)
-            .unwrap_or(0)
-    } else {
-        sys::node_free_bytes(n).unwrap_or(0)
-    }
-}
-
-/// Free memory a strict placement may take without pushing the node into
-/// reclaim storms: keep a margin for the kernel's watermarks. Reserved
-/// hugetlbfs pages are all usable.
-fn usable(free: u64, hugetlb: bool) -> u64 {
-    if hugetlb {
-        return free;
-    }
-    free.saturating_sub((free / 20).max(32 << 20))
 }
 
 fn too_big(bytes: u64, nodes: &IdSet, free: u64, hugetlb: bool) -> PlacementError {

@@ -7,6 +7,7 @@
 //! and [`launch`] reads a launched command's placement at its exit.
 
 pub mod buffer;
+pub mod capacity;
 pub mod check;
 pub mod launch;
 pub mod memory_policy;
@@ -20,6 +21,7 @@ pub mod verify;
 pub use buffer::{
     pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, SysfsWeights, Thp,
 };
+pub use capacity::{check_plan, BufferDemand};
 pub use check::{place_and_check, BufferCheck, PlaceResult};
 pub use launch::{ExitStatus, LaunchOutcome, LaunchPlan, SpawnError};
 pub use memory_policy::{remote_node, MemoryPolicy, Realization, WeightedImpl};

@@ -27,6 +27,13 @@ pub enum ThreadPolicy {
     Explicit(Vec<u32>),
 }
 
+/// Most threads a layout may hold (`numalab set --threads N
+/// --oversubscribe`): eight times the most CPUs a Linux kernel
+/// supports (`CONFIG_NR_CPUS` is at most 8192), so oversubscribing stays
+/// possible on any machine while a layout (and `numalab set`'s listing of
+/// it, about 40 bytes a thread) stays a few megabytes.
+pub const MAX_LAYOUT_THREADS: usize = 1 << 16;
+
 pub const THREAD_POLICY_CHOICES: &str =
     "compact (fill), scatter (round-robin), or a CPU list like 0,2,4";
 
@@ -68,7 +75,8 @@ impl ThreadPolicy {
 
     /// The CPU of each of `n` threads, drawn from `cpus`. More threads than
     /// CPUs, or an explicit list naming a CPU twice, is refused unless
-    /// `oversubscribe` (then the order wraps around).
+    /// `oversubscribe` (then the order wraps around); more than
+    /// [`MAX_LAYOUT_THREADS`] always.
     pub fn assign(
         &self,
         m: &Machine,
@@ -78,6 +86,11 @@ impl ThreadPolicy {
     ) -> Result<Vec<u32>, String> {
         if n == 0 {
             return Err("the number of threads must be at least 1".into());
+        }
+        if n > MAX_LAYOUT_THREADS {
+            return Err(format!(
+                "{n} threads is more than a layout may hold; valid: 1 to {MAX_LAYOUT_THREADS}"
+            ));
         }
         let order = match self {
             Self::Compact => compact_order(m, cpus),

@@ -14,8 +14,7 @@ use crate::measure::harness::{
     WorkerPlan, WorkerReport,
 };
 use crate::measure::stats::Summary;
-use crate::placement::{sys, MemoryPolicy, PlacementError, Thp};
-use crate::text::format;
+use crate::placement::{check_plan, sys, BufferDemand, MemoryPolicy, PlacementError, Thp};
 use crate::IdSet;
 use std::collections::BTreeMap;
 
@@ -108,20 +107,26 @@ impl Plan<'_> {
         }
     }
 
-    /// Why a one-node cell of `workers` workers cannot run: its data would
-    /// not fit on the node (checked here so that the other cells still run;
-    /// the harness would refuse only when all nodes together are short).
-    fn does_not_fit(&self, p: PolicyColumn, workers: usize) -> Option<String> {
-        let (m, req) = (self.m, self.req);
-        let bytes = req.buffer_bytes as u64 * (req.kernel.arrays() * workers) as u64;
-        (p == PolicyColumn::OneNode && m.is_live() && bytes > usable_on_node(req.node)).then(|| {
-            format!(
-                "not run: {} of data do not fit on node {} ({} usable there); use a smaller --size, fewer --threads or another --node",
-                format::bytes(bytes),
-                req.node,
-                format::bytes(usable_on_node(req.node))
-            )
-        })
+    /// The buffers of a cell: every worker's arrays, first touched by the
+    /// worker (by the main thread for serial-init; wherever it runs for the
+    /// unpinned workload).
+    fn buffers(&self, w: Workload, p: PolicyColumn) -> Vec<BufferDemand> {
+        let policy = self.memory_policy(p);
+        let req = self.req;
+        let toucher = |cpu: u32| match w {
+            Workload::SingleUnpinned => None,
+            Workload::SerialInit => Some(req.cpus[0]),
+            _ => Some(cpu),
+        };
+        self.workers(w)
+            .into_iter()
+            .flat_map(|cpu| {
+                std::iter::repeat_n(
+                    BufferDemand::new(req.buffer_bytes, &policy, toucher(cpu)),
+                    req.kernel.arrays(),
+                )
+            })
+            .collect()
     }
 
     /// The harness run of a cell: one worker per CPU with the column's
@@ -164,13 +169,6 @@ impl Plan<'_> {
     }
 }
 
-/// Bytes free on `node` that a strict placement may take (the margin of
-/// `PlacedBuffer`'s own check).
-fn usable_on_node(node: u32) -> u64 {
-    let free = sys::node_free_bytes(node).unwrap_or(0);
-    free.saturating_sub((free / 20).max(32 << 20))
-}
-
 /// Runs every requested workload under every requested policy.
 pub fn run_policies(
     m: &Machine,
@@ -182,6 +180,19 @@ pub fn run_policies(
         req,
         interleave: check_request(m, req)?,
     };
+    // Every cell's data must fit before the first cell runs: a table with
+    // cells that could not run answers nothing.
+    let phases: Vec<Vec<BufferDemand>> = req
+        .workloads
+        .iter()
+        .flat_map(|&w| req.policies.iter().map(move |&p| (w, p)))
+        .map(|(w, p)| plan.buffers(w, p))
+        .collect();
+    check_plan(
+        m,
+        &phases,
+        "use a smaller --size, fewer --threads or another --node",
+    )?;
     let cells = run_cells(&plan, progress)?;
     let threads = req.cpus.len();
     let single_node = plan.interleave.len() == 1;
@@ -342,25 +353,14 @@ fn aggregate_of(w: Workload) -> Aggregate {
     }
 }
 
-/// Runs one cell. A cell whose data does not fit is reported, not run;
-/// other placement errors end the whole table.
+/// Runs one cell; a placement error ends the whole table (the capacity of
+/// every cell was checked before the first ran).
 fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, PlacementError> {
     let policy = plan.memory_policy(p);
     let cpus = plan.workers(w);
     let mut cell = plan.empty_cell(w, p, &policy, &cpus);
-    if let Some(why) = plan.does_not_fit(p, cpus.len()) {
-        cell.problems.push(why);
-        return Ok(cell);
-    }
     let (breq, opts) = plan.bandwidth_request(w, &policy, &cpus);
-    let r = match run_bandwidth_with(plan.m, &breq, &opts) {
-        Ok(r) => r,
-        Err(PlacementError::Capacity(msg)) => {
-            cell.problems.push(format!("not run: {msg}"));
-            return Ok(cell);
-        }
-        Err(e) => return Err(e),
-    };
+    let r = run_bandwidth_with(plan.m, &breq, &opts)?;
     record_run(plan, &mut cell, r);
     Ok(cell)
 }

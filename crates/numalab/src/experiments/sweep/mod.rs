@@ -33,8 +33,10 @@ mod run;
 mod space;
 
 pub use findings::{findings, Finding, Findings};
-pub use run::{bytes_per_pass, run_sweep};
-pub use space::{coverage_order, plan, Access, PlannedCase, SweepSpace, ThreadCase};
+pub use run::{bytes_per_pass, check_buffers_fit, run_sweep};
+pub use space::{
+    coverage_order, plan, Access, PlannedCase, SweepSpace, ThreadCase, MAX_PLANNED_CASES,
+};
 
 use crate::measure::harness::BufferCheck;
 use crate::measure::kernels::{BandwidthKernel, Isa};

@@ -16,9 +16,9 @@ use crate::measure::pacing::{PacedLoad, PacedReport, PacedSpec, TrafficMix};
 use crate::measure::sample_clock::SampleClock;
 use crate::measure::stats::{measure, StopRule};
 use crate::placement::{
-    pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError,
+    check_plan, pin_current_thread, sys, BufferDemand, BufferSpec, MemoryPolicy, PlacedBuffer,
+    PlacementError,
 };
-use crate::text::format;
 use crate::IdSet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -44,7 +44,7 @@ pub fn run_sweep(
         .map_err(PlacementError::Invalid)?;
     let plans = plan(&space, req).map_err(PlacementError::Invalid)?;
     let max_threads = req.threads.iter().copied().max().unwrap_or(1);
-    check_buffers_fit(m, req, space.mem_nodes().len(), max_threads)?;
+    check_buffers_fit(m, req)?;
     let (bufs, buffers) = place_buffers(m, req, space.mem_nodes(), max_threads)?;
     // Cancelled during the set-up: no case may run without its buffers.
     let setup_cut = bufs.len() < max_threads;
@@ -95,29 +95,60 @@ pub fn run_sweep(
     })
 }
 
-/// Refuses buffers too small to stream, or more buffers than free memory.
-fn check_buffers_fit(
-    m: &Machine,
-    req: &SweepRequest,
-    mem_nodes: usize,
-    max_threads: usize,
-) -> Result<(), PlacementError> {
+/// Refuses buffers too small to stream, or more buffers than free memory:
+/// one per (thread index, memory node), bound there, alive for the whole
+/// sweep, and under each background its threads' local buffers besides.
+/// [`run_sweep`] checks it first; a caller that reports the plan before
+/// running can check it before that.
+pub fn check_buffers_fit(m: &Machine, req: &SweepRequest) -> Result<(), PlacementError> {
+    let max_threads = req.threads.iter().copied().max().unwrap_or(1);
     if req.buffer_bytes / 8 < 64 {
         return Err(PlacementError::Invalid(
             "sweep buffers must be at least 512 bytes".into(),
         ));
     }
-    let total_bytes = (req.buffer_bytes as u64) * (max_threads * mem_nodes) as u64;
-    let free = crate::placement::usable_free_bytes(m);
-    if total_bytes > free {
-        return Err(PlacementError::Capacity(format!(
-            "{max_threads} thread(s) x {mem_nodes} memory node(s) x {} = {} of buffers do not fit in the {} free; use a smaller --size",
-            format::bytes(req.buffer_bytes as u64),
-            format::bytes(total_bytes),
-            format::bytes(free)
-        )));
-    }
-    Ok(())
+    let foreground: Vec<BufferDemand> = req
+        .mem_nodes
+        .iter()
+        .flat_map(|node| {
+            let bound = MemoryPolicy::Bind {
+                nodes: IdSet::single(node),
+            };
+            std::iter::repeat_n(
+                BufferDemand::new(req.buffer_bytes, &bound, None),
+                max_threads,
+            )
+        })
+        .collect();
+    // An idle sweep (no background at all) has its foreground to check.
+    let idle = [None];
+    let backgrounds = if req.backgrounds.is_empty() {
+        &idle[..]
+    } else {
+        &req.backgrounds[..]
+    };
+    let phases: Vec<Vec<BufferDemand>> = backgrounds
+        .iter()
+        .map(|bg: &Option<Background>| {
+            // Which CPUs carry the background changes from case to case:
+            // count its buffers on any allowed node, as many as it can have.
+            let threads = bg.as_ref().map_or(0, |b| match &b.cpus {
+                Some(c) => c.len(),
+                None => b.subscription.threads(m.allowed_cpus.len()),
+            });
+            let local = BufferDemand::new(req.background_bytes, &MemoryPolicy::Local, None);
+            foreground
+                .iter()
+                .cloned()
+                .chain(std::iter::repeat_n(local, threads))
+                .collect()
+        })
+        .collect();
+    check_plan(
+        m,
+        &phases,
+        "use a smaller --size or --background-size, fewer --threads or fewer --mem-nodes",
+    )
 }
 
 /// Buffers of one thread index, one per memory node.

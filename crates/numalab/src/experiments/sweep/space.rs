@@ -186,6 +186,21 @@ impl AutomorphismSearch<'_> {
 /// Beyond this many node automorphisms the sweep folds core swaps only.
 const MAX_AUTOMORPHISMS: usize = 5000;
 
+/// Most cases a sweep plan may hold, over all its thread counts (folded
+/// classes, or cases with `--full`). The shortest case a sweep measures
+/// costs about 0.16 s with its set-up, so this is days of measuring
+/// without a budget; with a budget, a sweep measures a covering subset of
+/// its plan. The plan takes 100 to 500 bytes a case (about 320 MB for the
+/// 1.44 million classes of two threads on a 24-node SMT machine, which the
+/// default sweep of `numalab report` must still plan there); a larger plan
+/// could neither be run nor listed usefully.
+pub const MAX_PLANNED_CASES: u64 = 1_500_000;
+
+/// Set partitions of up to [`MAX_COUNTED_THREADS`] labelled threads are
+/// counted exactly; beyond, counts saturate (a plan that large is refused
+/// anyway).
+const MAX_COUNTED_THREADS: usize = 64;
+
 impl SweepSpace {
     /// The space over `cpus` (foreground CPUs) and `mem_nodes`.
     pub fn new(
@@ -283,10 +298,40 @@ impl SweepSpace {
         &self.mem_nodes
     }
 
-    /// Cases of the full enumeration for `threads` threads.
+    /// Cases of the full enumeration for `threads` threads (`u128::MAX`
+    /// when even that cannot hold them).
     pub fn total_cases(&self, threads: usize) -> u128 {
         let per = (self.cpus.len() * self.mem_nodes.len() * self.accesses.len()) as u128;
-        per.pow(threads as u32)
+        u32::try_from(threads)
+            .ok()
+            .and_then(|t| per.checked_pow(t))
+            .unwrap_or(u128::MAX)
+    }
+
+    /// Bounds on the number of classes [`SweepSpace::folded`] gives for
+    /// `threads` threads, computed without enumerating: (at least, at
+    /// most), saturating at `u128::MAX`.
+    ///
+    /// The upper bound counts cases up to core and PU swaps alone, which is
+    /// exact without node symmetry: per thread an access and a memory node,
+    /// and for the CPUs, the ways to spread the labelled threads over the
+    /// groups of interchangeable cores, each group holding its threads in
+    /// cores numbered by first use and PUs numbered by first use in each
+    /// core. Node automorphisms merge at most their number of those into
+    /// one class, which gives the lower bound.
+    pub fn class_bounds(&self, threads: usize) -> (u128, u128) {
+        let per_thread = (self.accesses.len() * self.mem_nodes.len()) as u128;
+        let choices = u32::try_from(threads)
+            .ok()
+            .and_then(|t| per_thread.checked_pow(t))
+            .unwrap_or(u128::MAX);
+        let shapes = self
+            .groups
+            .values()
+            .map(|cores| (cores.len(), cores[0].len()));
+        let upper = cpu_slot_forms(shapes, threads).saturating_mul(choices);
+        let lower = upper.div_ceil(self.automorphisms.len().max(1) as u128);
+        (lower, upper)
     }
 
     fn map_node(&self, perm: &[u32], n: u32) -> u32 {
@@ -362,9 +407,11 @@ impl SweepSpace {
     }
 
     /// Every case, each standing for itself (`--full`), in enumeration order.
-    /// Refuses more than `limit` cases.
+    /// Refuses more than `limit` cases (and more than [`MAX_PLANNED_CASES`],
+    /// whatever the limit: memory goes with the real count).
     pub fn full(&self, threads: usize, limit: u64) -> Result<Vec<PlannedCase>, String> {
         let total = self.total_cases(threads);
+        let limit = limit.min(MAX_PLANNED_CASES);
         if total > limit as u128 {
             return Err(format!(
                 "{total} cases for {threads} thread(s) is more than the limit of {limit}; fold them (drop --full) or narrow --cpus/--mem-nodes"
@@ -420,11 +467,21 @@ impl SweepSpace {
     /// each class comes out once and its size is the product of the orbit
     /// sizes along the way (orbit-stabilizer).
     pub fn folded(&self, threads: usize) -> Vec<PlannedCase> {
+        self.folded_at_most(threads, usize::MAX).unwrap_or_default()
+    }
+
+    /// [`SweepSpace::folded`], or `None` as soon as there are more than
+    /// `limit` classes: what is built never exceeds `limit` cases.
+    pub fn folded_at_most(&self, threads: usize, limit: usize) -> Option<Vec<PlannedCase>> {
         let mut out = Vec::new();
         let all: Vec<usize> = (0..self.automorphisms.len()).collect();
         let mut prefix: Vec<Key> = Vec::with_capacity(threads);
-        self.orderly(threads, &mut prefix, &all, 1, &mut out);
-        out
+        let mut walk = Walk {
+            threads,
+            limit,
+            out: &mut out,
+        };
+        self.orderly(&mut walk, &mut prefix, &all, 1).then_some(out)
     }
 
     /// Every next-thread choice in slot form after `prefix`.
@@ -467,16 +524,20 @@ impl SweepSpace {
         out
     }
 
+    /// Extends `prefix` in every canonical way; false once the walk holds
+    /// more than its limit (it then stops).
     fn orderly(
         &self,
-        threads: usize,
+        walk: &mut Walk,
         prefix: &mut Vec<Key>,
         stabilizer: &[usize],
         size: u64,
-        out: &mut Vec<PlannedCase>,
-    ) {
-        if prefix.len() == threads {
-            out.push(PlannedCase {
+    ) -> bool {
+        if prefix.len() == walk.threads {
+            if walk.out.len() >= walk.limit {
+                return false;
+            }
+            walk.out.push(PlannedCase {
                 threads: prefix
                     .iter()
                     .map(|&(n, g, c, p, a, mem)| {
@@ -488,7 +549,7 @@ impl SweepSpace {
                 class_size: size,
                 class_key: Self::class_key(&self.canonical(prefix)),
             });
-            return;
+            return true;
         }
         for (x, mult) in self.next_choices(prefix) {
             prefix.push(x);
@@ -515,17 +576,119 @@ impl SweepSpace {
                     .copied()
                     .filter(|&i| self.relabel(prefix, &self.automorphisms[i]) == *prefix)
                     .collect();
-                self.orderly(
-                    threads,
+                let within = self.orderly(
+                    walk,
                     prefix,
                     &next,
                     size.saturating_mul(images.len() as u64 * mult),
-                    out,
                 );
+                if !within {
+                    return false;
+                }
             }
             prefix.pop();
         }
+        true
     }
+}
+
+/// A bounded walk of [`SweepSpace::orderly`]: the thread count, the most
+/// cases it may hold, the cases so far.
+struct Walk<'a> {
+    threads: usize,
+    limit: usize,
+    out: &'a mut Vec<PlannedCase>,
+}
+
+/// Ways to put `threads` labelled threads on CPUs of groups of
+/// interchangeable cores, `shapes` giving each group's (cores, PUs per
+/// core), up to swaps of cores in a group and of PUs in a core.
+///
+/// For one group the count for k threads is the number of set partitions
+/// of the k threads into at most `cores` blocks (the cores used), each
+/// block split into at most `pus` blocks (its PUs used); groups combine as
+/// labelled products: choose which threads go to each group.
+fn cpu_slot_forms(shapes: impl Iterator<Item = (usize, usize)>, threads: usize) -> u128 {
+    if threads > MAX_COUNTED_THREADS {
+        return u128::MAX;
+    }
+    let t = threads;
+    let binom = binomials(t);
+    // Set partitions of k items into exactly j blocks: Stirling numbers of
+    // the second kind.
+    let mut stirling = vec![vec![0u128; t + 1]; t + 1];
+    stirling[0][0] = 1;
+    for k in 1..=t {
+        for j in 1..=k {
+            stirling[k][j] = (j as u128)
+                .saturating_mul(stirling[k - 1][j])
+                .saturating_add(stirling[k - 1][j - 1]);
+        }
+    }
+    let mut by_shape: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for s in shapes {
+        *by_shape.entry(s).or_default() += 1;
+    }
+    // ways[k]: the groups so far holding a given set of k threads.
+    let mut ways = vec![0u128; t + 1];
+    ways[0] = 1;
+    for ((cores, pus), count) in by_shape {
+        // A core's ways to hold b threads on at most `pus` PUs.
+        let core: Vec<u128> = (0..=t)
+            .map(|b| {
+                (1..=b.min(pus))
+                    .map(|i| stirling[b][i])
+                    .fold(0u128, u128::saturating_add)
+            })
+            .collect();
+        // blocks[k][j]: k threads in exactly j used cores.
+        let mut blocks = vec![vec![0u128; t + 1]; t + 1];
+        blocks[0][0] = 1;
+        for k in 1..=t {
+            for j in 1..=k.min(cores) {
+                // The block of the first thread holds b threads.
+                let mut sum = 0u128;
+                for b in 1..=k {
+                    let term = binom[k - 1][b - 1]
+                        .saturating_mul(core[b])
+                        .saturating_mul(blocks[k - b][j - 1]);
+                    sum = sum.saturating_add(term);
+                }
+                blocks[k][j] = sum;
+            }
+        }
+        let group: Vec<u128> = blocks
+            .iter()
+            .map(|row| row.iter().copied().fold(0u128, u128::saturating_add))
+            .collect();
+        for _ in 0..count {
+            let mut next = vec![0u128; t + 1];
+            for (k, slot) in next.iter_mut().enumerate() {
+                let mut sum = 0u128;
+                for i in 0..=k {
+                    let term = binom[k][i]
+                        .saturating_mul(group[i])
+                        .saturating_mul(ways[k - i]);
+                    sum = sum.saturating_add(term);
+                }
+                *slot = sum;
+            }
+            ways = next;
+        }
+    }
+    ways[t]
+}
+
+/// Pascal's triangle up to `n`, saturating.
+fn binomials(n: usize) -> Vec<Vec<u128>> {
+    let mut c = vec![vec![0u128; n + 1]; n + 1];
+    for k in 0..=n {
+        c[k][0] = 1;
+        for i in 1..=k {
+            c[k][i] = c[k - 1][i - 1].saturating_add(c[k - 1][i]);
+        }
+    }
+    c
 }
 
 /// Refuses an empty set and nodes that do not exist or have no memory.
@@ -668,22 +831,97 @@ fn nodes_with_memory(m: &Machine) -> IdSet {
 
 /// The cases a sweep would run for each thread count, in order, without
 /// running them: (threads, total cases, planned cases).
+///
+/// Refuses, before building anything, a plan of more than
+/// [`MAX_PLANNED_CASES`] cases over all thread counts (or, with `--full`,
+/// more than `req.full_limit` for one thread count), saying how many it
+/// would hold and what to narrow. Folded classes are counted without
+/// enumerating ([`SweepSpace::class_bounds`]); only when the bounds straddle
+/// the limit are they enumerated, and then never more than the limit.
 pub fn plan(
     space: &SweepSpace,
     req: &SweepRequest,
 ) -> Result<Vec<(usize, u64, Vec<PlannedCase>)>, String> {
     let mut out = Vec::new();
+    let mut planned: u64 = 0;
     for &t in &req.threads {
+        let left = MAX_PLANNED_CASES - planned;
         let total = space.total_cases(t);
-        let total = u64::try_from(total).map_err(|_| format!("{total} cases: too many"))?;
         let cases = if req.full {
+            if total > left as u128 && left < req.full_limit {
+                return Err(too_many(
+                    space,
+                    t,
+                    &format!("{} cases", count(total)),
+                    planned,
+                ));
+            }
             space.full(t, req.full_limit)?
         } else {
-            space.folded(t)
+            folded_within(space, t, left, planned)?
         };
+        let total = u64::try_from(total).map_err(|_| {
+            format!(
+                "{t} thread(s): {} cases, more than a sweep can count (2^64); use fewer --threads or a smaller --cpus or --mem-nodes set",
+                count(total)
+            )
+        })?;
+        planned += cases.len() as u64;
         out.push((t, total, cases));
     }
     Ok(out)
+}
+
+/// The classes of `threads` threads when they fit in `left` more cases.
+fn folded_within(
+    space: &SweepSpace,
+    threads: usize,
+    left: u64,
+    planned: u64,
+) -> Result<Vec<PlannedCase>, String> {
+    let (lower, upper) = space.class_bounds(threads);
+    let total = count(space.total_cases(threads));
+    if lower > left as u128 {
+        let classes = if lower == upper {
+            format!("{total} cases fold into {} classes", count(lower))
+        } else {
+            format!(
+                "{total} cases fold into at least {} classes (at most {})",
+                count(lower),
+                count(upper)
+            )
+        };
+        return Err(too_many(space, threads, &classes, planned));
+    }
+    space.folded_at_most(threads, left as usize).ok_or_else(|| {
+        let classes = format!("{total} cases fold into more than {left} classes");
+        too_many(space, threads, &classes, planned)
+    })
+}
+
+/// The one line refusing a plan too large to build: what it would hold, the
+/// limit, and what to narrow.
+fn too_many(space: &SweepSpace, threads: usize, what: &str, planned: u64) -> String {
+    let others = if planned > 0 {
+        format!(" besides the {planned} of the thread counts before")
+    } else {
+        String::new()
+    };
+    format!(
+        "sweep plan too large: {threads} thread(s) on {} CPUs x {} memory nodes x {} access(es): {what}{others}, more than the {MAX_PLANNED_CASES} cases a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access",
+        space.cpus.len(),
+        space.mem_nodes.len(),
+        space.accesses.len()
+    )
+}
+
+/// A count for a message; the saturated maximum is said as a bound.
+fn count(n: u128) -> String {
+    if n == u128::MAX {
+        "more than 10^38".into()
+    } else {
+        n.to_string()
+    }
 }
 
 /// How many hop classes `cases` cover.
@@ -716,4 +954,121 @@ pub fn coverage_order(cases: &[PlannedCase]) -> Vec<usize> {
         round += 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::kernels::{BandwidthKernel, Isa};
+    use crate::measure::stats::StopRule;
+    use crate::report::fixture;
+
+    const RW: &[Access] = &[Access::Read, Access::Write];
+
+    /// The space of every allowed CPU and memory node of a fixture.
+    fn whole(name: &str) -> SweepSpace {
+        let m = fixture(name);
+        SweepSpace::new(&m, &m.allowed_cpus, &m.memory_nodes(), RW).unwrap()
+    }
+
+    fn request(space: &SweepSpace, threads: &[usize], full: bool, full_limit: u64) -> SweepRequest {
+        SweepRequest {
+            threads: threads.to_vec(),
+            cpus: space.cpu_ids().into_iter().collect(),
+            mem_nodes: space.mem_nodes().iter().copied().collect(),
+            accesses: RW.to_vec(),
+            read_kernel: BandwidthKernel::LineRead,
+            write_kernel: BandwidthKernel::LineWrite,
+            isa: Isa::Portable,
+            buffer_bytes: 1 << 20,
+            thp: None,
+            full,
+            budget: None,
+            rule: StopRule::default(),
+            backgrounds: vec![None],
+            background_bytes: 1 << 20,
+            full_limit,
+            min_sample_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn class_bounds_hold_the_folded_count_and_are_exact_without_node_symmetry() {
+        // Plain cores, SMT pairs, several core groups per node, node
+        // symmetries of 2 and 8.
+        let spaces = [
+            ("qemu-quartet-4n2c-ring.xml", 3),
+            ("8intel64-4n2t-memattrs.xml", 2),
+            ("8em64t-2s2ca2c-buggynuma.xml", 4),
+            ("power8gpudistances.xml", 2),
+            ("fakeheteromemtiers.xml", 2),
+            ("16amd64-8n2c.xml", 2),
+        ];
+        for (name, most) in spaces {
+            let s = whole(name);
+            for t in 1..=most {
+                let folded = s.folded(t).len() as u128;
+                let (lower, upper) = s.class_bounds(t);
+                assert!(
+                    lower <= folded && folded <= upper,
+                    "{name}, {t} threads: {lower} <= {folded} <= {upper}"
+                );
+                if s.automorphism_count() == 1 {
+                    assert_eq!((lower, upper), (folded, folded), "{name}, {t} threads");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_24_node_smt_machine_is_counted_without_enumerating() {
+        let s = whole("192em64t-24n8c2t.xml");
+        assert_eq!(s.automorphism_count(), 1);
+        assert_eq!(s.class_bounds(1), (1152, 1152));
+        assert_eq!(s.folded(1).len(), 1152);
+        // 24 groups of 8 cores x 2 PUs: two threads share a group 24 x 3
+        // ways (one PU twice, two PUs of a core, two cores) or not, 24 x 23;
+        // times (2 accesses x 24 nodes)^2.
+        assert_eq!(s.class_bounds(2), (1_437_696, 1_437_696));
+        assert_eq!(s.class_bounds(3).0, 1_921_646_592);
+        // Counts of any thread count saturate instead of overflowing.
+        assert_eq!(s.class_bounds(1000), (u128::MAX, u128::MAX));
+        assert_eq!(s.total_cases(1000), u128::MAX);
+    }
+
+    #[test]
+    fn a_bounded_walk_stops_at_its_limit() {
+        let s = whole("qemu-quartet-4n2c-ring.xml");
+        let all = s.folded(2);
+        assert_eq!(all.len(), 184);
+        assert!(s.folded_at_most(2, 183).is_none());
+        assert_eq!(s.folded_at_most(2, 184).unwrap(), all);
+    }
+
+    #[test]
+    fn a_plan_too_large_is_refused_with_its_estimate_before_it_is_built() {
+        let s = whole("256ia64-64n2s2c.xml");
+        let e = plan(&s, &request(&s, &[1, 2], false, 100_000)).unwrap_err();
+        assert_eq!(
+            e,
+            "sweep plan too large: 2 thread(s) on 256 CPUs x 64 memory nodes x 2 access(es): 1073741824 cases fold into 68157440 classes besides the 8192 of the thread counts before, more than the 1500000 cases a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access"
+        );
+        // A full plan never trusts its limit for memory: the cap holds.
+        let e = plan(&s, &request(&s, &[2], true, u64::MAX)).unwrap_err();
+        assert!(e.contains("1073741824 cases, more than the 1500000"), "{e}");
+        let e = s.full(2, u64::MAX).unwrap_err();
+        assert!(e.contains("more than the limit of 1500000"), "{e}");
+        // Symmetry folds the 8-node POWER machine by at most 2: its two
+        // threads fit (at least 532480 classes, at most 1064960), three do
+        // not.
+        let s = whole("256ppc-8n8s4t.xml");
+        let (lower, upper) = s.class_bounds(2);
+        assert_eq!((lower, upper), (532480, 1064960));
+        let e = plan(&s, &request(&s, &[3], false, 100_000)).unwrap_err();
+        assert!(e.starts_with("sweep plan too large: 3 thread(s)"), "{e}");
+        // One thread of the 64-node machine fits.
+        let s = whole("256ia64-64n2s2c.xml");
+        let p = plan(&s, &request(&s, &[1], false, 100_000)).unwrap();
+        assert_eq!((p[0].1, p[0].2.len()), (32768, 8192));
+    }
 }
