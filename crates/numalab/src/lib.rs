@@ -4,7 +4,7 @@
 //! repository root is the map):
 //! 0. foundations every layer uses: [`idset`] (sets of CPU and node ids),
 //!    [`text`] (formatting, escaping, parsing), [`random`] (seeded streams),
-//!    [`serde_util`];
+//!    [`serde_util`], [`input`] (bounded reading of the files a user names);
 //! 1. [`machine`]: the machine model (live hwloc or a topology file);
 //! 2. [`placement`]: resource sets, thread and memory policies, placed
 //!    buffers, verification of where threads and pages really are;
@@ -19,6 +19,7 @@
 
 pub mod experiments;
 pub mod idset;
+pub mod input;
 pub mod machine;
 pub mod measure;
 pub mod placement;

@@ -5,8 +5,10 @@
 use crate::output::out;
 use crate::output::{
     folder_of, print_json, print_warnings, refuse_overwriting_input, CliError, CliResult,
+    RESULT_SCHEMA_VERSION,
 };
-use numalab::report::compare::compare;
+use numalab::input::{read_text, InputKind};
+use numalab::report::compare::{check_input, compare};
 use numalab::report::files::write_atomically;
 use numalab::report::views::compare::{render_html, render_text};
 use serde_json::Value;
@@ -33,21 +35,18 @@ pub struct Args {
     json: bool,
 }
 
+/// Reads a result through the engine's bounded reader and checks that it
+/// is a numalab result of a schema version this numalab knows.
 fn load(p: &Path) -> Result<Value, CliError> {
-    let text = std::fs::read_to_string(p)
-        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", p.display())))?;
+    let text = read_text(p, InputKind::ResultsJson).map_err(|e| CliError::usage(e.to_string()))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| {
         CliError::usage(format!(
             "{} is not JSON ({e}); give the --json output of a numalab command",
             p.display()
         ))
     })?;
-    if v.get("schema_version").is_none() {
-        return Err(CliError::usage(format!(
-            "{} is not a numalab result (no schema_version); give the --json output of a numalab command",
-            p.display()
-        )));
-    }
+    check_input(&v, RESULT_SCHEMA_VERSION)
+        .map_err(|e| CliError::usage(format!("{} {e}", p.display())))?;
     Ok(v)
 }
 

@@ -14,11 +14,13 @@ use numalab::experiments::sweep::{
     check_buffers_fit, findings, plan, run_sweep, Access, Background, Findings, PlannedCase,
     Subscription, SweepRequest, SweepResult, SweepSpace, ThreadCase, MAX_PLANNED_CASES,
 };
+use numalab::input::{read_text, InputKind};
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::measure::pacing::background_rate;
 use numalab::measure::stats::StopRule;
 use numalab::placement::resource_set::{ListMeaning, ResourceSet};
 use numalab::placement::Thp;
+use numalab::report::compare::check_input;
 use numalab::report::views::sweep::{self as view, findings_text};
 use numalab::Machine;
 use serde::Serialize;
@@ -79,8 +81,9 @@ pub struct Args {
     /// Mine the sweep for the classic questions and print what holds on this machine.
     #[arg(long)]
     findings: bool,
-    /// Read a saved `sweep --json` result instead of running (with --findings or alone).
-    #[arg(long, value_name = "FILE")]
+    /// Read a saved `sweep --json` result instead of running (with --findings, --json or
+    /// alone; options that measure would be ignored, so they are refused).
+    #[arg(long, value_name = "FILE", conflicts_with_all = MEASURING)]
     from: Option<PathBuf>,
     /// Only print the case and class counts (and the cases) that would run.
     #[arg(long)]
@@ -108,6 +111,31 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 }
+
+/// The options that shape a measurement (or a plan), which `--from` would
+/// ignore: every option but --from, --findings and --json.
+const MEASURING: [&str; 20] = [
+    "threads",
+    "cpus",
+    "mem_nodes",
+    "access",
+    "read_kernel",
+    "write_kernel",
+    "size",
+    "thp",
+    "full",
+    "budget",
+    "case_budget",
+    "background",
+    "subscription",
+    "background_cpus",
+    "background_size",
+    "list",
+    "topology",
+    "reps",
+    "sample_ms",
+    "full_limit",
+];
 
 /// A sweep with its findings, as `sweep --json` prints it.
 #[derive(Serialize)]
@@ -415,8 +443,8 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliRe
 }
 
 fn from_file(path: &std::path::Path, a: &Args) -> CliResult {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("--from {}: {e}", path.display())))?;
+    let text = read_text(path, InputKind::ResultsJson)
+        .map_err(|e| CliError::usage(format!("--from {}: {}", path.display(), e.problem)))?;
     let not_sweep = |why: String| {
         CliError::usage(format!(
             "--from {}: not a `numalab sweep --json` result ({why})",
@@ -425,6 +453,8 @@ fn from_file(path: &std::path::Path, a: &Args) -> CliResult {
     };
     let mut v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| not_sweep(e.to_string()))?;
+    check_input(&v, RESULT_SCHEMA_VERSION)
+        .map_err(|e| CliError::usage(format!("--from {} {e}", path.display())))?;
     let command = v["command"].as_str().unwrap_or("").to_string();
     if command != "sweep" {
         return Err(not_sweep(format!("its command is '{command}'")));
@@ -447,4 +477,33 @@ fn from_file(path: &std::path::Path, a: &Args) -> CliResult {
         out!("{}", findings_text(&f))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Args as _, Command};
+
+    #[test]
+    fn from_refuses_every_option_that_measures() {
+        let mut cmd = Args::augment_args(Command::new("sweep"));
+        cmd.build();
+        let from = cmd.get_arguments().find(|a| a.get_id() == "from").unwrap();
+        let mut conflicting: Vec<&str> = cmd
+            .get_arg_conflicts_with(from)
+            .iter()
+            .map(|a| a.get_id().as_str())
+            .collect();
+        conflicting.sort_unstable();
+        let mut others: Vec<&str> = cmd
+            .get_arguments()
+            .map(|a| a.get_id().as_str())
+            .filter(|id| !["from", "findings", "json", "help"].contains(id))
+            .collect();
+        others.sort_unstable();
+        assert_eq!(
+            conflicting, others,
+            "a new sweep option must join MEASURING"
+        );
+    }
 }

@@ -12,20 +12,29 @@
 //!   and differ for CPU-less nodes.
 //! - hwlocality panics (`unreachable!`, `expect`) on a few hwloc answers it
 //!   does not expect (an unreadable XML file path, odd attribute values in a
-//!   crafted file). We read files ourselves, hand hwloc a buffer, and run the
-//!   extraction under `catch_unwind` as a last line of defence so that no
-//!   input can crash the program.
+//!   crafted file). We read files ourselves (`crate::input`), hand hwloc a
+//!   buffer, and run the extraction under `catch_unwind` as a last line of
+//!   defence so that no input can crash the program.
+//! - hwloc's XML importer trusts v2 files and crashes on some (a Group with
+//!   a cpuset and no complete_cpuset). Files are checked in Rust first
+//!   (`xml_check.rs`), then, while the process is single-threaded (the
+//!   command-line tool loads its machine before starting threads), loaded
+//!   once in a forked child (`isolate.rs`) whose death by a signal becomes a
+//!   one-line error, and whose hwloc messages (HWLOC_XML_VERBOSE) name what
+//!   hwloc refused.
 //! - In debug builds hwlocality runs `hwloc_topology_check` after loading,
 //!   which *aborts* on an internally inconsistent tree (e.g. a NUMA node
 //!   whose os_index disagrees with its nodeset in a hand-edited file). Release
 //!   builds do not run it; `[profile.dev.package.hwlocality]
 //!   debug-assertions = false` turns it off in debug builds too.
 
-use super::graph;
+use super::isolate::{self, Trial};
+use super::{graph, xml_check};
 use super::{
     Cache, Core, Device, Distances, Machine, MachineError, MemoryAttributeValue, MemoryKind, Node,
     Package, Source, TOPOLOGY_SCHEMA_VERSION,
 };
+use crate::input::{self, InputKind};
 use crate::IdSet;
 use hwlocality::bitmap::SpecializedBitmap;
 use hwlocality::memory::attribute::{Initiator, MemoryAttribute};
@@ -37,10 +46,21 @@ use hwlocality::Topology;
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::path::Path;
+use std::time::Duration;
 
-/// Largest id we accept in a CPU or node set read from hwloc (a crafted file
-/// could otherwise ask for an infinite or gigantic set).
-const MAX_ID: usize = 1 << 22;
+/// Largest id we accept in a CPU or node set read from hwloc (files are
+/// checked against the same bound before hwloc sees them).
+const MAX_ID: usize = xml_check::MAX_OS_INDEX as usize;
+
+/// How long hwloc may take to load a file in the trial child: the largest
+/// files load in well under a second.
+const TRIAL_LIMIT: Duration = Duration::from_secs(20);
+
+/// Why a load failed when hwlocality panicked on what hwloc returned.
+const PANIC_REASON: &str = "hwloc returned values numalab cannot interpret";
+
+/// The trial child's exit code when hwloc refused the file.
+const HWLOC_REFUSED: i32 = 1;
 
 pub(super) fn load(path: Option<&Path>) -> Result<Machine, MachineError> {
     // Files are read before hwloc sees them, so that a missing file is
@@ -49,6 +69,9 @@ pub(super) fn load(path: Option<&Path>) -> Result<Machine, MachineError> {
         Some(p) => Some(read_xml(p)?),
         None => None,
     };
+    if let (Some(p), Some(t)) = (path, text.as_deref()) {
+        trial_load(p, t)?;
+    }
     let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let topology = build(text.as_deref())?;
         let model = extract(&topology, path.is_none())?;
@@ -57,12 +80,7 @@ pub(super) fn load(path: Option<&Path>) -> Result<Machine, MachineError> {
     let model = match attempt {
         Ok(Ok(model)) => model,
         Ok(Err(reason)) => return Err(error_for(path, reason)),
-        Err(_) => {
-            return Err(error_for(
-                path,
-                "hwloc returned values numalab cannot interpret".to_string(),
-            ))
-        }
+        Err(_) => return Err(error_for(path, PANIC_REASON.to_string())),
     };
     let source = match path {
         Some(p) => Source::File {
@@ -83,55 +101,134 @@ fn error_for(path: Option<&Path>, reason: String) -> MachineError {
     }
 }
 
-/// Reads the file ourselves: hwloc cannot tell "missing" from "malformed",
-/// and hwlocality panics on some of its file errors.
+/// Reads the file ourselves (hwloc cannot tell "missing" from "malformed",
+/// and hwlocality panics on some of its file errors) and checks it.
 fn read_xml(path: &Path) -> Result<String, MachineError> {
-    let bytes = std::fs::read(path).map_err(|e| MachineError::Unreadable {
+    let bytes =
+        input::read_bytes(path, InputKind::TopologyXml).map_err(|e| MachineError::Unreadable {
+            path: path.to_path_buf(),
+            reason: e.problem.to_string(),
+        })?;
+    let malformed = |reason: String| MachineError::Malformed {
         path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let malformed = |reason: &str| MachineError::Malformed {
-        path: path.to_path_buf(),
-        reason: reason.to_string(),
+        reason,
     };
-    let text = String::from_utf8(bytes).map_err(|_| malformed("the file is not UTF-8 text"))?;
-    if text.contains('\0') {
-        return Err(malformed("the file contains NUL bytes"));
-    }
-    let head = text.trim_start_matches('\u{feff}').trim_start();
-    if head.is_empty() {
-        return Err(malformed("the file is empty"));
-    }
-    if !head.starts_with('<') {
-        return Err(malformed("the file does not start with an XML tag"));
-    }
-    if !text.contains("<topology") {
-        return Err(malformed("no <topology> element"));
-    }
-    if !text.trim_end().ends_with("</topology>") {
-        // Checked here because hwloc's libxml2 importer prints a screenful
-        // of parser errors for a truncated file.
-        return Err(malformed(
-            "the file is truncated (it does not end with </topology>)",
-        ));
-    }
-    if let Some(bad) = bad_cache_associativity(&text) {
-        // hwlocality panics on these (hwloc itself stores them as given).
-        return Err(malformed(&format!(
-            "cache_associativity=\"{bad}\" is not valid (-1 fully associative, 0 unknown, N ways)"
-        )));
-    }
+    let text =
+        String::from_utf8(bytes).map_err(|_| malformed("the file is not UTF-8 text".into()))?;
+    xml_check::check(&text).map_err(malformed)?;
     Ok(text)
 }
 
-/// The first `cache_associativity` attribute below -1, if any.
-fn bad_cache_associativity(text: &str) -> Option<i64> {
-    const KEY: &str = "cache_associativity=\"";
-    text.match_indices(KEY).find_map(|(at, _)| {
-        let rest = &text[at + KEY.len()..];
-        let value: i64 = rest[..rest.find('"')?].trim().parse().ok()?;
-        (value < -1).then_some(value)
-    })
+/// Loads the file once in a forked child while the process is
+/// single-threaded (see `isolate.rs`): a crash there, a refusal hwloc
+/// explains, or a warning hwloc would print becomes one error line.
+fn trial_load(path: &Path, text: &str) -> Result<(), MachineError> {
+    if !isolate::single_threaded() {
+        return Ok(());
+    }
+    let trial = isolate::in_child(
+        || {
+            // The child is single-threaded: changing its environment is
+            // safe, and hwloc reads this once, at its first XML import.
+            std::env::set_var("HWLOC_XML_VERBOSE", "1");
+            match build(Some(text)) {
+                Err(_) => HWLOC_REFUSED,
+                Ok(topology) => match extract(&topology, false) {
+                    Ok(_) => 0,
+                    Err(_) => 2,
+                },
+            }
+        },
+        TRIAL_LIMIT,
+    );
+    let malformed = |reason: String| MachineError::Malformed {
+        path: path.to_path_buf(),
+        reason,
+    };
+    match trial {
+        Trial::Killed { signal, said } => Err(MachineError::Crashed {
+            path: path.to_path_buf(),
+            signal: isolate::signal_name(signal),
+            detail: hwloc_complaint(&said)
+                .map(|c| format!(" after \"{c}\""))
+                .unwrap_or_default(),
+        }),
+        Trial::TimedOut => Err(malformed(format!(
+            "hwloc did not finish loading it within {} s",
+            TRIAL_LIMIT.as_secs()
+        ))),
+        Trial::Exited { code, said } if code == HWLOC_REFUSED => match hwloc_complaint(&said) {
+            Some(c) => Err(malformed(format!("hwloc refused it: {c}"))),
+            None => Ok(()),
+        },
+        Trial::Exited { code: 0, said } => match hwloc_banner(&said) {
+            // hwloc would print this screenful again in this process.
+            Some(b) => Err(malformed(format!("hwloc reports: {b}"))),
+            None => Ok(()),
+        },
+        // The panic hook has already spoken in the child; here it would
+        // add a second line to the error.
+        Trial::Exited {
+            code: isolate::PANICKED,
+            ..
+        } => Err(malformed(PANIC_REASON.to_string())),
+        // Other outcomes are reproduced by the load in this process, which
+        // then gives its own error.
+        Trial::Exited { .. } | Trial::NotRun => Ok(()),
+    }
+}
+
+/// The line of hwloc's verbose output that says what it refused, without
+/// its file-name prefix ("xmlbuffer: invalid normal object Core P#3 without
+/// cpuset" gives "invalid normal object Core P#3 without cpuset").
+fn hwloc_complaint(said: &str) -> Option<String> {
+    // hwloc's small XML reader (hwloc built without libxml2) says only this
+    // when it cannot parse the text, over two lines.
+    let unparsed = said.contains("with the minimalistic parser");
+    let lines: Vec<&str> = said
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with('*')
+                && !l.ends_with("discovery failed.")
+                && !l.contains("minimalistic parser")
+                && !l.starts_with("generated by hwloc")
+        })
+        .collect();
+    let specific = [
+        "invalid",
+        "cannot",
+        "failed",
+        "missing",
+        "unrecognized",
+        "unexpected",
+    ];
+    let Some(line) = lines
+        .iter()
+        .rev()
+        .find(|l| specific.iter().any(|w| l.to_lowercase().contains(w)))
+        .or(lines.last())
+    else {
+        return unparsed.then(|| {
+            "its XML reader (hwloc without libxml2) could not parse the text; it reads files laid out as lstopo --of xml writes them".to_string()
+        });
+    };
+    let text = match line.split_once(": ") {
+        Some((prefix, rest)) if !prefix.contains(' ') => rest,
+        _ => line,
+    };
+    Some(text.chars().take(200).collect())
+}
+
+/// The first line of a critical-error banner hwloc printed (its lines start
+/// with `*`), if any.
+fn hwloc_banner(said: &str) -> Option<String> {
+    said.lines()
+        .filter_map(|l| l.strip_prefix("* "))
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| l.chars().take(200).collect())
 }
 
 /// Configures and loads a topology: live when `xml` is `None`.
@@ -159,6 +256,10 @@ fn build(xml: Option<&str>) -> Result<Topology, String> {
             Some(text) if xml_major_version(text).is_some_and(|v| v >= 3) => format!(
                 "it is an XML v3 file (hwloc 3.x) and this hwloc reads only v2: \
                  export it again with hwloc 2 (lstopo --of xml) ({why})"
+            ),
+            Some(_) if e.errno.is_some_and(|n| n.0 == libc::EINVAL) => format!(
+                "hwloc refused it as invalid ({why}) although it passed numalab's checks: \
+                 HWLOC_XML_VERBOSE=1 lstopo-no-graphics -i FILE names the object"
             ),
             Some(_) => format!("hwloc could not load it: {why}"),
             None => format!("hwloc_topology_load failed: {why}"),
@@ -755,15 +856,29 @@ mod tests {
     }
 
     #[test]
-    fn cache_associativity_check() {
+    fn what_hwloc_said() {
+        let said = "xmlbuffer: invalid normal object Core P#3 without cpuset\nxmlbuffer: XML component discovery failed.\n";
         assert_eq!(
-            bad_cache_associativity(r#"a cache_associativity="-7" b"#),
-            Some(-7)
+            hwloc_complaint(said).as_deref(),
+            Some("invalid normal object Core P#3 without cpuset")
         );
-        assert_eq!(bad_cache_associativity(r#"cache_associativity="-1""#), None);
-        assert_eq!(bad_cache_associativity(r#"cache_associativity="16""#), None);
-        assert_eq!(bad_cache_associativity(r#"cache_associativity="x""#), None);
-        assert_eq!(bad_cache_associativity(r#"cache_associativity="-3"#), None);
+        assert_eq!(
+            hwloc_complaint("xmlbuffer: XML component discovery failed.\n"),
+            None
+        );
+        let unparsed = "Failed to parse XML input with the minimalistic parser. If it was not\ngenerated by hwloc, try enabling full XML support with libxml2.\n";
+        assert!(hwloc_complaint(unparsed)
+            .unwrap()
+            .starts_with("its XML reader (hwloc without libxml2) could not parse the text"));
+        let banner = "****\n* hwloc has encountered an out-of-order XML topology load.\n* Object ...\n****\n";
+        assert_eq!(
+            hwloc_banner(banner).as_deref(),
+            Some("hwloc has encountered an out-of-order XML topology load.")
+        );
+        assert_eq!(
+            hwloc_banner("xmlbuffer: ignoring unknown attribute\n"),
+            None
+        );
     }
 
     #[test]

@@ -4,14 +4,23 @@
 //! The model is plain data, filled once from hwloc (`hwloc.rs`) and then
 //! queried without hwloc: every later layer works the same on the live machine
 //! and on a topology file. Derived facts (interconnect graph, hop counts,
-//! firmware sanity warnings) live in `graph.rs`.
+//! firmware sanity warnings) live in `graph.rs`. Topology files are checked
+//! in Rust before hwloc reads them (`xml_check.rs`) and loaded first in a
+//! child process where that is sound (`isolate.rs`).
 
 mod graph;
 mod hwloc;
+mod isolate;
+mod xml_check;
 
 pub use graph::{
     distance_warnings, fully_connected, hop_matrix, hop_matrix_with, interconnect_graph,
     interconnect_graph_with, Link, DEFAULT_REMOTE_DISTANCE,
+};
+
+pub use xml_check::{
+    check as check_topology_xml, MAX_ATTRIBUTE_VALUE, MAX_CACHE_BYTES, MAX_DISTANCE_OBJECTS,
+    MAX_NODE_BYTES, MAX_OBJECTS, MAX_OBJECT_DEPTH, MAX_OS_INDEX, MAX_XML_NODES,
 };
 
 use crate::IdSet;
@@ -216,6 +225,16 @@ pub enum MachineError {
         "topology file {path} is not a valid hwloc XML topology (hwloc 2.x, XML v2): {reason}"
     )]
     Malformed { path: PathBuf, reason: String },
+    #[error(
+        "hwloc crashed loading topology file {path} ({signal}){detail}: the file is damaged or was not written by hwloc 2; export it again with lstopo --of xml"
+    )]
+    Crashed {
+        path: PathBuf,
+        /// The signal's name, e.g. "SIGSEGV".
+        signal: String,
+        /// What hwloc said last, as ` after "..."`, or empty.
+        detail: String,
+    },
     #[error("hwloc could not discover this machine: {0}")]
     Discovery(String),
 }

@@ -9,6 +9,7 @@
 //! when it exceeds the two medians' 95% confidence half-widths added (or,
 //! without a CI, their interquartile spreads added).
 
+use crate::report::results::{REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -291,6 +292,64 @@ pub fn compare(a: &Value, b: &Value) -> Comparison {
     }
 }
 
+/// The major part of a schema version ("1" of "1.4").
+fn major(version: &str) -> &str {
+    version.split('.').next().unwrap_or("")
+}
+
+/// Checks that `v` is a numalab result this numalab can read: a command's
+/// `--json` output (a `command` and a `schema_version` whose major part is
+/// that of `result_version`, the version commands write) or a report's
+/// results.json (schema [`REPORT_SCHEMA`], major of
+/// [`REPORT_SCHEMA_VERSION`]). `Err` completes "FILE ...", e.g. "is a
+/// numalab result of schema version 2.0, which this numalab cannot read
+/// (it reads 1.x)".
+pub fn check_input(v: &Value, result_version: &str) -> Result<(), String> {
+    const GIVE: &str = "give the --json output of a numalab command or a report's results.json";
+    let Some(o) = v.as_object() else {
+        return Err(format!(
+            "is not a numalab result (it is not a JSON object); {GIVE}"
+        ));
+    };
+    let version = match o.get("schema_version") {
+        None => {
+            return Err(format!(
+                "is not a numalab result (no schema_version); {GIVE}"
+            ))
+        }
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => {
+            return Err(format!(
+                "is not a numalab result (its schema_version is not a string); {GIVE}"
+            ))
+        }
+    };
+    let (what, known) = match o.get("schema") {
+        Some(Value::String(s)) if s == REPORT_SCHEMA => ("report", REPORT_SCHEMA_VERSION),
+        Some(other) => {
+            return Err(format!(
+                "is not a numalab result (its schema is {other}, not {REPORT_SCHEMA:?}); {GIVE}"
+            ))
+        }
+        None => match o.get("command") {
+            Some(Value::String(_)) => ("result", result_version),
+            _ => {
+                return Err(format!(
+                    "is not a numalab result (no command names what made it); {GIVE}"
+                ))
+            }
+        },
+    };
+    if major(version).is_empty() || major(version) != major(known) {
+        let shown: String = version.chars().take(20).collect();
+        return Err(format!(
+            "is a numalab {what} of schema version {shown:?}, which this numalab cannot read (it reads {}.x)",
+            major(known)
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,5 +426,41 @@ mod tests {
         let t = render_text(&c, "a", "b");
         assert!(t.contains("kernel"), "{t}");
         assert!(t.contains("2 metric(s), 0 differ"), "{t}");
+    }
+
+    #[test]
+    fn inputs_of_known_schemas_only() {
+        use serde_json::json;
+        let ok = |v: Value| check_input(&v, "1.0");
+        assert_eq!(
+            ok(json!({"schema_version": "1.3", "command": "matrix"})),
+            Ok(())
+        );
+        assert_eq!(
+            ok(json!({"schema": "numalab-report", "schema_version": "1.0"})),
+            Ok(())
+        );
+        assert_eq!(
+            ok(json!({"schema_version": "2.0", "command": "matrix"})).unwrap_err(),
+            "is a numalab result of schema version \"2.0\", which this numalab cannot read (it reads 1.x)"
+        );
+        assert_eq!(
+            ok(json!({"schema": "numalab-report", "schema_version": "7.1"})).unwrap_err(),
+            "is a numalab report of schema version \"7.1\", which this numalab cannot read (it reads 1.x)"
+        );
+        assert!(ok(json!({"schema_version": "", "command": "x"}))
+            .unwrap_err()
+            .contains("cannot read"));
+        assert!(ok(json!({})).unwrap_err().contains("(no schema_version)"));
+        assert!(ok(json!([1, 2])).unwrap_err().contains("not a JSON object"));
+        assert!(ok(json!({"schema_version": 1, "command": "x"}))
+            .unwrap_err()
+            .contains("not a string"));
+        assert!(ok(json!({"schema_version": "1.0"}))
+            .unwrap_err()
+            .contains("no command"));
+        assert!(ok(json!({"schema_version": "1.0", "schema": "other"}))
+            .unwrap_err()
+            .contains("its schema is \"other\""));
     }
 }

@@ -9,6 +9,7 @@
 //! numalab only writes and removes the files it names itself
 //! ([`is_own_name`]).
 
+use crate::input::{read_text, InputKind};
 use crate::measure::environment::rfc3339_utc;
 use crate::report::csv::tables;
 use crate::report::html;
@@ -118,10 +119,11 @@ pub fn write_dir(dir: &Path, doc: &ReportResults) -> io::Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// Reads `dir/results.json`.
+/// Reads `dir/results.json` (a regular file of at most
+/// [`crate::input::RESULTS_JSON_MAX_BYTES`]).
 pub fn read_dir(dir: &Path) -> Result<ReportResults, String> {
     let p = dir.join(RESULTS_FILE);
-    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let text = read_text(&p, InputKind::ResultsJson).map_err(|e| e.to_string())?;
     ReportResults::from_json(&text).map_err(|e| format!("{}: {e}", p.display()))
 }
 

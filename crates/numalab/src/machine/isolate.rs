@@ -1,0 +1,233 @@
+//! Running a risky piece of work (hwloc loading an untrusted file) in a
+//! forked child first, so that a crash inside C code becomes an answer
+//! instead of the death of numalab.
+//!
+//! Forking is only sound while the process has a single thread: the child
+//! gets a copy of every lock, and one held by another thread at the fork
+//! would never be released there. [`single_threaded`] says whether that
+//! holds; callers skip the trial otherwise (the command-line tool loads its
+//! machine before it starts any thread; test harnesses run tests on
+//! threads).
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// The child's exit code when `work` panicked.
+pub(super) const PANICKED: i32 = 101;
+
+/// Bytes of the child's standard error kept (the rest is read and dropped).
+const SAID_BYTES: usize = 64 << 10;
+
+/// How a trial in a child ended.
+#[derive(Debug)]
+pub(super) enum Trial {
+    /// The child exited with `code`; `said` is what it wrote on stderr.
+    Exited { code: i32, said: String },
+    /// A signal ended the child (a crash: SIGSEGV, SIGBUS, SIGABRT...).
+    Killed { signal: i32, said: String },
+    /// The child was still running at the time limit and was killed.
+    TimedOut,
+    /// No child could be started (no pipe, no fork, or it could not be
+    /// waited for).
+    NotRun,
+}
+
+/// Whether this process has exactly one thread (from /proc/self/stat).
+pub(super) fn single_threaded() -> bool {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    // Field 20 is num_threads; fields are counted after the command name,
+    // which is in parentheses and may itself hold spaces.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        .and_then(|n| n.parse::<u64>().ok())
+        == Some(1)
+}
+
+/// Runs `work` in a forked child whose standard error goes to a pipe, and
+/// reports how the child ended. The caller must know the process to be
+/// single-threaded ([`single_threaded`]); `work` returns the child's exit
+/// code and must not return to the caller's frames (the child exits
+/// straight after it, without running destructors or atexit handlers).
+pub(super) fn in_child(work: impl FnOnce() -> i32, limit: Duration) -> Trial {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Trial::NotRun;
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned here.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the caller guarantees a single-threaded process, so the child
+    // starts with no lock held by a thread that does not exist there.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Trial::NotRun;
+    }
+    if pid == 0 {
+        // SAFETY: in the child: dup2 onto fd 2 (which drops O_CLOEXEC for
+        // the copy) and _exit are async-signal-safe and take plain fds.
+        unsafe {
+            libc::dup2(writer.as_raw_fd(), 2);
+        }
+        drop(reader);
+        drop(writer);
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or(PANICKED);
+        // SAFETY: ends the child at once: no destructor, atexit handler or
+        // stdio flush of the parent's state runs twice.
+        unsafe { libc::_exit(code) }
+    }
+    drop(writer);
+    let (said, timed_out) = read_until(reader, Instant::now() + limit);
+    if timed_out {
+        // SAFETY: `pid` is our child, not yet reaped, so the id is still ours.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    let status = wait(pid);
+    match status {
+        _ if timed_out => Trial::TimedOut,
+        Ok(s) if libc::WIFSIGNALED(s) => Trial::Killed {
+            signal: libc::WTERMSIG(s),
+            said,
+        },
+        Ok(s) => Trial::Exited {
+            code: libc::WEXITSTATUS(s),
+            said,
+        },
+        Err(_) => Trial::NotRun,
+    }
+}
+
+/// Reads the pipe to its end or to the deadline; returns what was read
+/// (lossily as UTF-8, at most [`SAID_BYTES`]) and whether time ran out.
+fn read_until(reader: OwnedFd, deadline: Instant) -> (String, bool) {
+    let fd = reader.as_raw_fd();
+    let mut file = std::fs::File::from(reader);
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (String::from_utf8_lossy(&kept).into_owned(), true);
+        }
+        let mut poll = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd, count 1.
+        let ready = unsafe { libc::poll(&mut poll, 1, ms) };
+        if ready < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return (String::from_utf8_lossy(&kept).into_owned(), false);
+        }
+        if ready == 0 {
+            continue;
+        }
+        match file.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&kept).into_owned(), false),
+            Ok(n) => {
+                let room = SAID_BYTES.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return (String::from_utf8_lossy(&kept).into_owned(), false),
+        }
+    }
+}
+
+fn wait(pid: libc::pid_t) -> std::io::Result<libc::c_int> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(status);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// A signal's name ("SIGSEGV"), or its number.
+pub(super) fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {signal}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // These children do nothing but write, raise or exit, all
+    // async-signal-safe, so forking from the multi-threaded test harness
+    // cannot deadlock them.
+
+    #[test]
+    fn a_crash_in_the_child_is_reported_with_its_signal() {
+        let trial = in_child(
+            || {
+                let msg = b"about to crash\n";
+                // SAFETY: writes a valid buffer to fd 2, then raises a
+                // signal whose default action ends the process (std's own
+                // SIGSEGV handler, for stack overflows, is put aside: it
+                // returns when no instruction faulted).
+                unsafe {
+                    libc::write(2, msg.as_ptr().cast(), msg.len());
+                    libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+                    libc::raise(libc::SIGSEGV);
+                }
+                0
+            },
+            Duration::from_secs(20),
+        );
+        match trial {
+            Trial::Killed { signal, said } => {
+                assert_eq!(signal_name(signal), "SIGSEGV");
+                assert_eq!(said, "about to crash\n");
+            }
+            other => panic!("expected a SIGSEGV, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_exit_code_of_the_child_comes_back() {
+        match in_child(|| 7, Duration::from_secs(20)) {
+            Trial::Exited { code, said } => {
+                assert_eq!(code, 7);
+                assert_eq!(said, "");
+            }
+            other => panic!("expected exit 7, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_child_past_its_time_is_killed() {
+        let trial = in_child(
+            || {
+                // SAFETY: pause only waits for a signal.
+                unsafe {
+                    libc::pause();
+                }
+                0
+            },
+            Duration::from_millis(100),
+        );
+        assert!(matches!(trial, Trial::TimedOut), "{trial:?}");
+    }
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_name(libc::SIGABRT), "SIGABRT");
+        assert_eq!(signal_name(1000), "signal 1000");
+    }
+}
