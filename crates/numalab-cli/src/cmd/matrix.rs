@@ -52,6 +52,7 @@ pub fn run(a: Args) -> CliResult {
     };
     let size = size_or_default(&m, a.size);
     let mut req = MatrixRequest {
+        rows: None,
         latency: lat,
         bandwidth: bw,
         all_threads_per_node: a.threads_per_node,

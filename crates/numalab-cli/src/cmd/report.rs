@@ -10,12 +10,14 @@ use numalab::measure::cancel;
 use numalab::measure::environment::Environment;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::Isa;
+use numalab::report::budget::{dry_run as plan_report, effective_budget, probe, Costs, PlanEnv};
 use numalab::report::files::{
     claim_dir, holder, is_own_name, is_report_dir, read_dir, remove_stale, report_files, write_dir,
     ClaimError, ReportDir, HTML_FILE, LOCK_FILE, RESULTS_FILE, TEXT_FILE,
 };
 use numalab::report::part::{Observer, PartName};
 use numalab::report::plan::default_budget;
+use numalab::report::plan::home_cpu;
 use numalab::report::results::{Mode, PartStatus, ReportResults};
 use numalab::report::session::{self, RunOutcome};
 use numalab::text::format::bytes as format_bytes;
@@ -60,6 +62,24 @@ pub struct Args {
     /// Bytes per buffer of the memory-bound measurements, 1M to 128T (default: 4x the last-level cache, at least 64M).
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = size(1 << 20, "the memory-bound measurements need buffers well beyond the caches; default 4x the last-level cache"))]
     size: Option<usize>,
+    /// Print the plan (per part: its work and predicted seconds) and exit without measuring or writing anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// With --dry-run: print the plan as JSON.
+    #[arg(long, requires = "dry_run")]
+    json: bool,
+    /// With --dry-run: plan with these reference costs instead of probing the live machine (a topology file uses reference-vm).
+    #[arg(long, value_name = "PRESET", requires = "dry_run", value_parser = choice(Costs::PRESETS, costs_preset))]
+    costs: Option<Costs>,
+}
+
+fn costs_preset(t: &str) -> Result<Costs, String> {
+    Costs::preset(t).ok_or_else(|| {
+        format!(
+            "unknown cost preset '{t}'; valid: {}",
+            Costs::PRESETS.join(", ")
+        )
+    })
 }
 
 /// The help's epilogue: the parts (from the registry), the budget, signals
@@ -106,6 +126,15 @@ struct Progress {
 }
 
 impl Progress {
+    /// The budget the bar measures against (raised, or not, once the costs
+    /// are known).
+    fn set_budget(&mut self, budget: f64) {
+        self.budget = budget;
+        if let Some(b) = &self.bar {
+            b.set_length((budget * 10.0).ceil() as u64);
+        }
+    }
+
     fn new(dir: &Path, budget: f64) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {
             let pb = indicatif::ProgressBar::new((budget * 10.0).ceil() as u64);
@@ -223,6 +252,9 @@ fn check_same_machine(doc: &ReportResults, m: &Machine, dir: &Path) -> Result<()
 }
 
 pub fn run(a: Args) -> CliResult {
+    if a.dry_run {
+        return dry_run(&a);
+    }
     if let Some(h) = holder(&a.output) {
         return Err(busy(&a.output, &h));
     }
@@ -260,19 +292,47 @@ pub fn run(a: Args) -> CliResult {
     cancel::request_on_signals()
         .map_err(|e| CliError::failed(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
     let mut progress = Progress::new(&dir, budget);
+    // The operations' costs on this machine, then the budget the parts'
+    // smallest forms need: a default budget grows to it, a given one is
+    // kept with a warning.
+    let t_probe = Instant::now();
+    let todo = session::parts_to_measure(&doc);
+    let costs = if todo.is_empty() {
+        Costs::reference()
+    } else {
+        progress.calibrating();
+        probe(&m, home_cpu(&m).unwrap_or(0))
+    };
+    let env = PlanEnv {
+        m: &m,
+        mode: doc.mode,
+        size: doc.buffer_bytes as usize,
+        costs: &costs,
+        live: true,
+    };
+    let asked = a.budget.or((a.resume).then_some(budget));
+    let (budget, warning) = effective_budget(&env, &todo, asked);
+    if let Some(w) = &warning {
+        errln!("numalab: warning: {w}");
+    }
+    if doc.runs.is_empty() {
+        doc.budget_s = budget;
+    }
+    progress.set_budget(budget);
+    let budget = (budget - t_probe.elapsed().as_secs_f64()).max(0.0);
     // Recorded lossily: an argument that is not UTF-8 (a path) must not
     // stop the report.
     let command_line: Vec<String> = std::env::args_os()
         .map(|x| x.to_string_lossy().into_owned())
         .collect();
-    let outcome = session::run(
-        &m,
-        &mut doc,
-        budget,
-        Isa::detect_best(),
+    let settings = session::RunSettings {
+        budget_s: budget,
+        costs,
+        isa: Isa::detect_best(),
         command_line,
-        &mut progress,
-    );
+        warnings: warning.into_iter().collect(),
+    };
+    let outcome = session::run(&m, &mut doc, settings, &mut progress);
     progress.finish();
     let written = save(&dir, &doc)?;
     if let Some(e) = progress.save_error {
@@ -375,6 +435,79 @@ fn topology_report(a: &Args, m: &Machine, old_files: &[String]) -> CliResult {
     let written = save(&a.output, &doc)?;
     remove_old(&a.output, old_files, &written)?;
     print_summary(&doc, &a.output, &written)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--dry-run`: the plan of every part for the budget, with the costs
+/// probed on the live machine (or `--costs`, or the reference costs for a
+/// topology file); nothing is measured or written.
+fn dry_run(a: &Args) -> CliResult {
+    if a.resume {
+        return Err(CliError::usage(
+            "--dry-run plans a new report; drop --resume (a resumed report plans its missing parts when it runs)",
+        ));
+    }
+    let m = load_machine(a.topology.as_deref())?;
+    let mode = mode_of(a);
+    let size = a
+        .size
+        .map(|v| v.next_multiple_of(2 << 20))
+        .unwrap_or_else(|| default_buffer_bytes(&m));
+    let costs = match (&a.costs, m.is_live()) {
+        (Some(c), _) => c.clone(),
+        (None, true) => probe(&m, home_cpu(&m).unwrap_or(0)),
+        (None, false) => Costs::reference(),
+    };
+    let env = PlanEnv {
+        m: &m,
+        mode,
+        size,
+        costs: &costs,
+        live: m.is_live(),
+    };
+    let plan = plan_report(&env, &a.parts.0, a.budget);
+    if a.json {
+        crate::output::print_json(&plan)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let source = match &plan.costs.source {
+        numalab::report::budget::CostSource::Probed => "probed on this machine".to_string(),
+        numalab::report::budget::CostSource::Preset(p) => format!("preset {p}"),
+    };
+    outln!(
+        "report plan: {} mode, budget {:.0} s, predicted {:.1} s (the smallest forms need {:.1} s)",
+        mode.name(),
+        plan.budget_s,
+        plan.predicted_total_s,
+        plan.required_s
+    )?;
+    outln!(
+        "costs ({source}): fault {:.2} s/GiB, read pass {:.3} s/GiB, chase build {:.4} s/MiB, load {:.0} ns, thread start {:.2} ms",
+        plan.costs.fault_s_per_gib,
+        plan.costs.pass_s_per_gib,
+        plan.costs.chase_s_per_mib,
+        plan.costs.load_ns,
+        plan.costs.thread_s * 1e3
+    )?;
+    for p in &plan.parts {
+        match (&p.predicted_s, &p.work) {
+            (Some(s), Some(w)) => {
+                outln!("  {:<22} {:>7.1} s  {}", p.name.name(), s, w.describe())?;
+                if let Some(c) = &p.cut {
+                    outln!("  {:<22} {:>9}  cut: {c}", "", "")?;
+                }
+            }
+            _ => outln!(
+                "  {:<22} {:>9}  not planned: {}",
+                p.name.name(),
+                "-",
+                p.reason.as_deref().unwrap_or("")
+            )?,
+        }
+    }
+    for w in &plan.warnings {
+        errln!("numalab: warning: {w}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -135,6 +135,21 @@ pub enum Ladder {
     Auto,
     /// These steps, ordered from idle to saturation (see [`LoadStep`]).
     Steps(Vec<LoadStep>),
+    /// Unpaced first, then these fractions of the per-thread rate it
+    /// achieved (a shorter ladder than [`Ladder::Auto`], for a budget).
+    Fractions(Vec<f64>),
+}
+
+impl Ladder {
+    /// The fractions of the unpaced rate this ladder paces at, when it is
+    /// relative to the unpaced run.
+    pub fn fractions(&self) -> Option<Vec<f64>> {
+        match self {
+            Ladder::Auto => Some(DEFAULT_LADDER.to_vec()),
+            Ladder::Fractions(f) => Some(f.clone()),
+            Ladder::Steps(_) => None,
+        }
+    }
 }
 
 /// A loaded-latency experiment.
@@ -291,8 +306,8 @@ pub fn default_injectors(m: &Machine, chase: u32) -> Vec<u32> {
 /// idle plus each step.
 pub fn measurements(req: &LoadedLatencyRequest) -> usize {
     let steps = match &req.ladder {
-        Ladder::Auto => DEFAULT_LADDER.len() + 1,
         Ladder::Steps(s) => s.len(),
+        l => l.fractions().map_or(0, |f| f.len()) + 1,
     };
     req.mixes.len() * (1 + steps)
 }
@@ -635,14 +650,20 @@ impl Stepper<'_> {
         let idle = self.point(mix, None)?;
         let mut steps = Vec::new();
         match &req.ladder {
-            Ladder::Auto if cancel::requested() => {}
-            Ladder::Auto => {
+            Ladder::Auto | Ladder::Fractions(_) if cancel::requested() => {}
+            Ladder::Auto | Ladder::Fractions(_) => {
                 progress(&format!("{mix}: max"));
                 let max = self.point(mix, Some(LoadStep::Max))?;
                 let per = (max.injected_gbps * 1e9 / self.threads()).max(1e6);
-                let ladder = DEFAULT_LADDER.map(|f| LoadStep::Rate {
-                    bytes_per_second: per * f,
-                });
+                let ladder: Vec<LoadStep> = req
+                    .ladder
+                    .fractions()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|f| LoadStep::Rate {
+                        bytes_per_second: per * f,
+                    })
+                    .collect();
                 self.ladder(mix, &ladder, progress, &mut steps)?;
                 steps.push(max);
             }

@@ -31,6 +31,9 @@ pub struct MatrixRequest {
     pub bandwidth_bytes: usize,
     /// Rule for each cell (its budget is per cell).
     pub rule: StopRule,
+    /// The CPU nodes measured as rows (`None`: every CPU node). A report
+    /// on a machine with many nodes may measure a sample of them.
+    pub rows: Option<Vec<u32>>,
 }
 
 /// One cell: a CPU node reading a memory node.
@@ -71,7 +74,8 @@ pub fn matrix_nodes(m: &Machine) -> (Vec<u32>, Vec<u32>) {
 /// Number of measurements `req` implies on `m` (for progress and budgets).
 pub fn cell_count(m: &Machine, req: &MatrixRequest) -> usize {
     let (r, c) = matrix_nodes(m);
-    r.len() * c.len() * (req.latency as usize + req.bandwidth as usize)
+    let r = req.rows.as_ref().map_or(r.len(), Vec::len);
+    r * c.len() * (req.latency as usize + req.bandwidth as usize)
 }
 
 /// Runs the matrix; `progress` is called before each cell with its name.
@@ -80,7 +84,23 @@ pub fn run_matrix(
     req: &MatrixRequest,
     progress: &mut dyn FnMut(&str),
 ) -> Result<MatrixResult, PlacementError> {
-    let (rows, cols) = matrix_nodes(m);
+    let (all_rows, cols) = matrix_nodes(m);
+    let rows = match &req.rows {
+        None => all_rows,
+        Some(r) => {
+            if let Some(bad) = r.iter().find(|n| !all_rows.contains(n)) {
+                return Err(PlacementError::Invalid(format!(
+                    "node {bad} is not an allowed node with CPUs; valid: {}",
+                    all_rows
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            r.clone()
+        }
+    };
     if rows.is_empty() || cols.is_empty() {
         return Err(PlacementError::Invalid(
             "no allowed node with CPUs or memory to measure".into(),

@@ -12,6 +12,7 @@
 //! report directory. [`compare`] sets
 //! two results side by side.
 
+pub mod budget;
 pub mod compare;
 pub mod csv;
 pub mod files;

@@ -19,6 +19,7 @@ use crate::machine::Machine;
 use crate::measure::kernels::Isa;
 use crate::measure::stats::StopRule;
 use crate::placement::PlacementError;
+use crate::report::budget::{PartPlan, PlanEnv};
 use crate::report::csv::Table;
 use crate::report::html::Section;
 use crate::report::results::Mode;
@@ -59,9 +60,10 @@ pub struct PartInfo {
     pub weight: f64,
     /// The share in `--quick` mode, where fixed costs weigh more.
     pub quick_weight: f64,
-    /// Seconds below which it is not started (its fixed costs alone take
-    /// about that long on a small machine).
-    pub min_start_s: f64,
+    /// It keeps its deadline itself (it runs as many cases as fit and stops
+    /// at its budget): it goes last in the registry, and its time teaches
+    /// the planner nothing about fixed costs.
+    pub keeps_deadline: bool,
     /// Parts of one group (consecutive in the registry) merge their tables
     /// of the same name, shown once after the group's last part.
     pub table_group: Option<&'static str>,
@@ -70,8 +72,8 @@ pub struct PartInfo {
 }
 
 impl PartInfo {
-    /// A part with weight `weight` in every mode, started from 0.4 s, in no
-    /// group and without key figures.
+    /// A part with weight `weight` in every mode, in no group and without
+    /// key figures.
     pub const fn new(
         name: &'static str,
         title: &'static str,
@@ -85,7 +87,7 @@ impl PartInfo {
             aliases: &[],
             weight,
             quick_weight: weight,
-            min_start_s: 0.4,
+            keeps_deadline: false,
             table_group: None,
             key_figures: &[],
         }
@@ -314,23 +316,23 @@ impl<R> Measured<R> {
     }
 }
 
-/// Fixed costs measured at the start of a report, in seconds, and their
-/// correction (see [`super::plan`]).
-#[derive(Debug, Clone)]
-pub struct Costs {
-    /// One latency measurement over a `buffer_bytes` buffer with a single
-    /// sample: placing and faulting the buffer, building the chase, checking
-    /// the pages.
-    pub latency_cell: f64,
-    /// One single-thread read measurement with a single sample.
-    pub bandwidth_cell: f64,
-    /// Real over predicted fixed costs of the parts run so far.
-    pub factor: f64,
-}
+pub use crate::report::budget::Costs;
 
 /// Shortest budget a single measurement gets, seconds: below it the
 /// statistics have too few samples to mean anything.
 pub const MIN_MEASUREMENT_S: f64 = 0.04;
+
+/// The stop rule of a report's measurements, budget aside: warm-up 1, 3
+/// to 1000 repetitions, 1% CI.
+pub fn default_rule() -> StopRule {
+    StopRule {
+        warmup: 1,
+        min_reps: 3,
+        max_reps: 1000,
+        target_rel_ci: 0.01,
+        budget: Duration::from_secs_f64(MIN_MEASUREMENT_S),
+    }
+}
 
 /// What a running part may use: the machine, the report's settings, the
 /// calibrated costs, and the observer for progress.
@@ -347,6 +349,18 @@ pub struct PartContext<'a> {
 }
 
 impl PartContext<'_> {
+    /// What this part plans with: the machine, the mode, the buffer size
+    /// and the costs, on the live machine.
+    pub fn env(&self) -> PlanEnv<'_> {
+        PlanEnv {
+            m: self.m,
+            mode: self.mode,
+            size: self.size,
+            costs: &self.costs,
+            live: self.m.is_live(),
+        }
+    }
+
     /// Tells the observer what the part is doing now.
     pub fn step(&mut self, what: &str) {
         let p = self.part;
@@ -354,14 +368,11 @@ impl PartContext<'_> {
     }
 
     /// A stop rule with `seconds` of budget (at least
-    /// [`MIN_MEASUREMENT_S`]): warm-up 1, 3 to 1000 repetitions, 1% CI.
+    /// [`MIN_MEASUREMENT_S`]): see [`default_rule`].
     pub fn rule(&self, seconds: f64) -> StopRule {
         StopRule {
-            warmup: 1,
-            min_reps: 3,
-            max_reps: 1000,
-            target_rel_ci: 0.01,
             budget: Duration::from_secs_f64(seconds.max(MIN_MEASUREMENT_S)),
+            ..default_rule()
         }
     }
 
@@ -385,7 +396,14 @@ pub trait ReportPart: Sync {
         Ok(())
     }
 
-    /// Measures within `budget_s` seconds.
+    /// The work it does within `budget_s` seconds on `env`'s machine and
+    /// its predicted cost (see [`crate::report::budget`]): its mode's full
+    /// form when that fits, else cut down; below its smallest form's cost,
+    /// the smallest form. `run` must do what this says.
+    fn plan(&self, env: &PlanEnv, budget_s: f64) -> PartPlan;
+
+    /// Measures within `budget_s` seconds, doing the work of
+    /// [`ReportPart::plan`] for that budget.
     fn run(
         &self,
         ctx: &mut PartContext,
@@ -413,6 +431,7 @@ pub trait ReportPart: Sync {
 pub trait Part: Sync {
     fn info(&self) -> PartInfo;
     fn applicable(&self, m: &Machine) -> Result<(), String>;
+    fn plan(&self, env: &PlanEnv, budget_s: f64) -> PartPlan;
     fn run(
         &self,
         ctx: &mut PartContext,
@@ -433,6 +452,9 @@ impl<P: ReportPart> Part for P {
     }
     fn applicable(&self, m: &Machine) -> Result<(), String> {
         ReportPart::applicable(self, m)
+    }
+    fn plan(&self, env: &PlanEnv, budget_s: f64) -> PartPlan {
+        ReportPart::plan(self, env, budget_s)
     }
     fn run(
         &self,

@@ -108,6 +108,10 @@ pub struct PartRecord {
     /// The experiment's result, as its command writes it with `--json`
     /// (without that command's envelope).
     pub result: Option<PartResult>,
+    /// The work planned for its budget and the predicted seconds (absent
+    /// in reports of numalab before 0.2 and for parts not started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<crate::report::budget::PartPlan>,
 }
 
 impl PartRecord {
@@ -121,6 +125,7 @@ impl PartRecord {
             started_utc: None,
             verified: None,
             result: None,
+            plan: None,
         }
     }
 
@@ -210,6 +215,8 @@ struct RawRecord {
     started_utc: Option<String>,
     verified: Option<bool>,
     result: Option<serde_json::Value>,
+    #[serde(default)]
+    plan: Option<crate::report::budget::PartPlan>,
 }
 
 impl<'de> Deserialize<'de> for Parts {
@@ -240,6 +247,7 @@ impl<'de> Deserialize<'de> for Parts {
                         started_utc: r.started_utc,
                         verified: r.verified,
                         result,
+                        plan: r.plan,
                     }
                 }
             };
@@ -267,6 +275,13 @@ pub struct RunRecord {
     /// Environment fields that differ from the first run's (a resumed
     /// report measured under other settings says so).
     pub environment_changes: Vec<String>,
+    /// The operation costs the run planned with (probed at its start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<crate::report::budget::Costs>,
+    /// What the run could not keep, e.g. a budget below what the smallest
+    /// forms of its parts need.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Whether every placement of the report verified.

@@ -1,22 +1,23 @@
 //! One run of `numalab report`: measures the parts a report is missing,
-//! each within its share of the budget ([`super::plan`]), and keeps the
+//! each within its share of the budget ([`super::budget`]), and keeps the
 //! document up to date after every part so that an interrupted or failing
 //! run loses nothing it measured.
 //!
-//! The session knows parts only through [`crate::report::part::Part`]: it asks each for its
-//! weight and minimum start, runs it with a [`PartContext`], and stores what
-//! it returns. The sweeps run last (they are last in the registry) and keep
-//! their deadline exactly, absorbing what the earlier parts over- or
-//! under-ran.
+//! The session knows parts only through [`crate::report::part::Part`]: before
+//! each part it re-plans the parts left from the time really left and the
+//! costs learnt so far ([`allocate`]), runs the part with a [`PartContext`],
+//! and stores what it returns with its plan. Every selected, applicable part
+//! runs in some form; only a signal stops one. The sweeps run last (they are
+//! last in the registry) and keep their deadline exactly, absorbing what the
+//! earlier parts over- or under-ran.
 
 use crate::machine::{Machine, Source};
 use crate::measure::cancel;
 use crate::measure::environment::{rfc3339_utc, Environment};
 use crate::measure::kernels::Isa;
+use crate::report::budget::{allocate, corrected_factor, plan_part, PlanEnv};
 use crate::report::part::{Costs, Measured, Observer, PartContext, PartName, PartResult};
-use crate::report::plan::{
-    calibrate, corrected_factor, default_costs, fit, home_node, next_share, weight, RESERVE_SECONDS,
-};
+use crate::report::plan::RESERVE_SECONDS;
 use crate::report::results::{
     Mode, PartStatus, Parts, ReportResults, RunRecord, REPORT_SCHEMA, REPORT_SCHEMA_VERSION,
 };
@@ -110,7 +111,7 @@ pub fn parts_to_measure(doc: &ReportResults) -> Vec<PartName> {
 /// share (by weight) of the report's original budget, at least 5 s.
 pub fn resume_budget(doc: &ReportResults) -> f64 {
     let weigh = |parts: &mut dyn Iterator<Item = PartName>| -> f64 {
-        parts.map(|p| weight(p, doc.mode)).sum()
+        parts.map(|p| p.part().info().weight_in(doc.mode)).sum()
     };
     let all = weigh(
         &mut doc
@@ -144,28 +145,46 @@ impl RunOutcome {
     }
 }
 
-/// Measures the parts `doc` is missing on the live machine `m`, within
-/// `budget_s` seconds, saving through `obs` after every part.
+/// How one run measures.
+pub struct RunSettings {
+    /// Seconds the run may take.
+    pub budget_s: f64,
+    /// The operations' costs it plans with (from
+    /// [`crate::report::budget::probe`]).
+    pub costs: Costs,
+    pub isa: Isa,
+    /// The command line, recorded in the run's record.
+    pub command_line: Vec<String>,
+    /// What the run could not keep, recorded in the run's record.
+    pub warnings: Vec<String>,
+}
+
+/// Measures the parts `doc` is missing on the live machine `m` as
+/// `settings` say, saving through `obs` after every part.
 pub fn run(
     m: &Machine,
     doc: &mut ReportResults,
-    budget_s: f64,
-    isa: Isa,
-    command_line: Vec<String>,
+    settings: RunSettings,
     obs: &mut dyn Observer,
 ) -> RunOutcome {
+    let RunSettings {
+        budget_s,
+        costs,
+        isa,
+        command_line,
+        warnings,
+    } = settings;
     let t0 = Instant::now();
     let todo = parts_to_measure(doc);
     let run_no = start_run(doc, budget_s, command_line);
+    if let Some(r) = doc.runs.last_mut() {
+        r.costs = Some(costs.clone());
+        r.warnings = warnings;
+    }
     for &p in &todo {
         doc.parts.mark(p, PartStatus::Pending, None);
     }
-    let mut costs = default_costs();
-    if !todo.is_empty() && !cancel::requested() {
-        obs.calibrating();
-        let home = home_node(m).unwrap_or(0);
-        costs = calibrate(m, fit(home, 1, doc.buffer_bytes as usize, 0.6), isa);
-    }
+    let mut costs = costs;
     let mut interrupted = false;
     for (i, &p) in todo.iter().enumerate() {
         if cancel::requested() {
@@ -177,24 +196,23 @@ pub fn run(
             );
             continue;
         }
+        // Re-planned from the time really left and the costs learnt so far.
         let left = budget_s - t0.elapsed().as_secs_f64() - RESERVE_SECONDS;
-        let share = next_share(p, &todo[i + 1..], doc.mode, left);
-        let min_start = p.part().info().min_start_s;
-        if share < min_start {
-            doc.parts.mark(
-                p,
-                PartStatus::OutOfBudget,
-                Some(format!(
-                    "not started: {:.1} s of the {budget_s:.0} s budget were left for it and it needs at least {min_start:.1} s; rerun with --resume (and --budget) to measure it",
-                    share.max(0.0),
-                )),
-            );
-            obs.part_ended(doc, p);
-            continue;
-        }
+        let env = PlanEnv {
+            m,
+            mode: doc.mode,
+            size: doc.buffer_bytes as usize,
+            costs: &costs,
+            live: m.is_live(),
+        };
+        let share = allocate(&env, &todo[i..], left)
+            .first()
+            .map_or(0.0, |x| x.1);
+        let plan = plan_part(&env, p, share);
         obs.part_started(p, i, todo.len(), share);
         doc.parts
             .start(p, share, run_no, rfc3339_utc(SystemTime::now()));
+        doc.parts.get_mut(p).plan = Some(plan);
         let ctx = PartContext {
             m,
             mode: doc.mode,
@@ -244,6 +262,8 @@ fn start_run(doc: &mut ReportResults, budget_s: f64, command_line: Vec<String>) 
         outcome: "running".into(),
         measured: Vec::new(),
         environment_changes,
+        costs: None,
+        warnings: Vec::new(),
     });
     run_no
 }

@@ -35,7 +35,8 @@ mod space;
 pub use findings::{findings, Finding, Findings};
 pub use run::{bytes_per_pass, check_buffers_fit, run_sweep};
 pub use space::{
-    coverage_order, plan, Access, PlannedCase, SweepSpace, ThreadCase, MAX_PLANNED_CASES,
+    case_counts, coverage_order, plan, Access, CaseCount, PlannedCase, SweepSpace, ThreadCase,
+    MAX_PLANNED_CASES,
 };
 
 use crate::measure::harness::BufferCheck;

@@ -925,6 +925,32 @@ fn count(n: u128) -> String {
 }
 
 /// How many hop classes `cases` cover.
+/// What a sweep would run, counted without running it: per thread count,
+/// the cases there are, the cases planned (one per symmetry class, or
+/// all with `full`) and the hop classes among them (the fewest cases a
+/// budget-cut sweep still runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaseCount {
+    pub threads: usize,
+    pub total: u64,
+    pub planned: usize,
+    pub hop_classes: usize,
+}
+
+/// The [`CaseCount`]s of `req` on `m`.
+pub fn case_counts(m: &Machine, req: &SweepRequest) -> Result<Vec<CaseCount>, String> {
+    let space = SweepSpace::new(m, &req.cpus, &req.mem_nodes, &req.accesses)?;
+    Ok(plan(&space, req)?
+        .into_iter()
+        .map(|(threads, total, cases)| CaseCount {
+            threads,
+            total,
+            planned: cases.len(),
+            hop_classes: hop_class_count(&cases).max(1),
+        })
+        .collect())
+}
+
 pub(super) fn hop_class_count(cases: &[PlannedCase]) -> usize {
     cases
         .iter()

@@ -7,6 +7,7 @@ use crate::machine::Machine;
 use crate::measure::harness::Figure;
 use crate::measure::stats::{median, StopRule};
 use crate::placement::PlacementError;
+use crate::report::budget::{PartPlan, PlanEnv, Work};
 use crate::report::csv::{opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
@@ -19,6 +20,66 @@ use std::time::Duration;
 
 /// The report part.
 pub struct C2cPart;
+
+/// Shortest budget of one pair, seconds (its figures share it).
+const MIN_PAIR_S: f64 = 0.02;
+
+/// The CPUs, figures and seconds per pair for `budget` seconds, and the
+/// plan: every pair of the usable CPUs when the mode's pair budget fits;
+/// else the largest subset (one CPU per node first, then more per node)
+/// whose pairs fit, named in the report; at least two CPUs.
+fn work(env: &PlanEnv, budget: f64) -> ((Vec<u32>, C2cFigures, f64), PartPlan) {
+    let (wanted_pair, figures) = match env.mode {
+        Mode::Quick => (
+            0.03,
+            C2cFigures {
+                modified: true,
+                clean: false,
+                false_sharing: true,
+            },
+        ),
+        Mode::Default => (0.06, C2cFigures::default()),
+        Mode::Full => (0.15, C2cFigures::default()),
+    };
+    let c = env.costs;
+    let kinds =
+        figures.modified as usize + 2 * figures.clean as usize + 2 * figures.false_sharing as usize;
+    // Each figure of a pair starts its two threads and is one measurement.
+    let pair_fixed = kinds as f64 * (c.threads(2) + c.factor * c.measurement_s);
+    // The CPUs this process may use: the cgroup's, within a taskset mask
+    // (a topology file's own allowed CPUs).
+    let usable = if env.live {
+        crate::experiments::loaded_latency::usable_cpus(env.m)
+    } else {
+        env.m.allowed_cpus.clone()
+    };
+    let cpus = c2c_cpus(env.m, &usable, budget, MIN_PAIR_S + pair_fixed);
+    let pairs = pair_count(cpus.len());
+    let per = (budget / pairs.max(1) as f64 - pair_fixed).clamp(MIN_PAIR_S, 2.0);
+    let all = cpus.len() == usable.len();
+    let cut = (!all).then(|| {
+        format!(
+            "{} of {} CPUs (every pair of all would not fit the budget at {wanted_pair} s per pair): {}",
+            cpus.len(),
+            usable.len(),
+            cpus.iter().copied().collect::<IdSet>()
+        )
+    });
+    let plan = PartPlan {
+        predicted_s: pairs as f64 * (per + pair_fixed),
+        measuring_s: pairs as f64 * per,
+        work: Work {
+            measurements: pairs * kinds,
+            per_measurement_s: per / kinds.max(1) as f64,
+            threads: 2,
+            cpus: Some((cpus.len(), usable.len())),
+            pairs: Some(pairs),
+            ..Work::default()
+        },
+        cut,
+    };
+    ((cpus, figures, per), plan)
+}
 
 impl ReportPart for C2cPart {
     type Result = C2cResult;
@@ -40,39 +101,17 @@ impl ReportPart for C2cPart {
         Ok(())
     }
 
+    fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
+        work(env, budget).1
+    }
+
     /// Every pair of CPUs, or a subset of CPUs when every pair does not fit.
     fn run(
         &self,
         ctx: &mut PartContext,
         budget: f64,
     ) -> Result<Measured<C2cResult>, PlacementError> {
-        let (min_pair, figures) = match ctx.mode {
-            Mode::Quick => (
-                0.03,
-                C2cFigures {
-                    modified: true,
-                    clean: false,
-                    false_sharing: true,
-                },
-            ),
-            Mode::Default => (0.06, C2cFigures::default()),
-            Mode::Full => (0.15, C2cFigures::default()),
-        };
-        let per_pair_fixed = 0.008 * ctx.costs.factor;
-        // The CPUs this process may use: the cgroup's, within a taskset mask.
-        let usable = crate::experiments::loaded_latency::usable_cpus(ctx.m);
-        let cpus = c2c_cpus(ctx.m, &usable, budget, min_pair + per_pair_fixed);
-        let pairs = pair_count(cpus.len());
-        let per = (budget / pairs.max(1) as f64 - per_pair_fixed).clamp(0.02, 2.0);
-        let all = cpus.len() == usable.len();
-        let note = (!all).then(|| {
-        format!(
-            "{} of {} CPUs (every pair of all would not fit the budget at {min_pair} s per pair): {}",
-            cpus.len(),
-            usable.len(),
-            cpus.iter().copied().collect::<IdSet>()
-        )
-    });
+        let ((cpus, figures, per), plan) = work(&ctx.env(), budget);
         let req = C2cRequest {
             cpus,
             figures,
@@ -85,7 +124,7 @@ impl ReportPart for C2cPart {
             },
         };
         let r = run_c2c(ctx.m, &req, &mut |w| ctx.step(w))?;
-        Ok(Measured::new(r, per * pairs as f64, per_pair_fixed * pairs as f64).with_note(note))
+        Ok(Measured::new(r, plan.measuring_s, plan.fixed_s()).with_note(plan.cut))
     }
 
     fn verified(&self, r: &C2cResult) -> bool {
@@ -226,11 +265,19 @@ pub fn c2c_cpus(m: &Machine, usable: &IdSet, budget_s: f64, min_pair_s: f64) -> 
         }
     }
     if best.len() < 2 {
-        // Not even one CPU per node fits: the first two nodes' first CPUs.
-        best = per_node_order
+        // Not even one CPU per node fits: the first CPU of as many nodes as
+        // fit, spread over the nodes (the first and the last kept).
+        let firsts: Vec<u32> = per_node_order
             .iter()
             .filter_map(|v| v.first().copied())
-            .take(2)
+            .collect();
+        let n = (2..=firsts.len())
+            .take_while(|&n| pairs(n) as f64 * min_pair_s <= budget_s)
+            .last()
+            .unwrap_or(2);
+        best = crate::report::budget::spread(firsts.len(), n)
+            .into_iter()
+            .map(|i| firsts[i])
             .collect();
         if best.len() < 2 {
             best = all.into_iter().take(2).collect();

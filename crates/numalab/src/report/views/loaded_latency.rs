@@ -5,6 +5,7 @@
 
 use super::bench::verification_text;
 use super::Units;
+use crate::experiments::loaded_latency::DEFAULT_LADDER;
 use crate::experiments::loaded_latency::{
     default_injectors, measurements, run_loaded_latency, Ladder, LoadedLatencyRequest,
     LoadedLatencyResult, MixCurve,
@@ -12,11 +13,13 @@ use crate::experiments::loaded_latency::{
 use crate::machine::Machine;
 use crate::measure::chase::ChasePattern;
 use crate::measure::pacing::TrafficMix;
+use crate::measure::stats::StopRule;
 use crate::placement::{MemoryPolicy, PlacementError, Thp};
+use crate::report::budget::{largest_fitting, spread, PartPlan, PlanEnv, Work, SAMPLE_S};
 use crate::report::csv::{ids, num, yes, Table};
 use crate::report::html::Section;
-use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
-use crate::report::plan::{far_node, fit, home_cpu, home_node, no_cpu_node};
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
+use crate::report::plan::{far_node, home_cpu, home_node, needs_home_cpu, no_cpu_node};
 use crate::report::results::Mode;
 use crate::report::summary::SummaryBuilder;
 use crate::report::svg::{line_chart, Axis, PointMark, Scale, Series, TickFormat};
@@ -55,6 +58,142 @@ impl LoadedLatencyPart {
         } else {
             home_node(m).ok_or_else(no_cpu_node)
         }
+    }
+}
+
+impl LoadedLatencyPart {
+    /// The request for `budget` seconds and its plan: the mode's mixes with
+    /// the full ladder when they fit; else shorter measurements, then fewer
+    /// load steps (the lightest and the heaviest kept, at least two), then
+    /// fewer mixes (read only at the least).
+    fn work(
+        &self,
+        env: &PlanEnv,
+        budget: f64,
+    ) -> Result<(LoadedLatencyRequest, PartPlan), PlacementError> {
+        let m = env.m;
+        let node = self.node(m)?;
+        let cpu = home_cpu(m).ok_or_else(no_cpu_node)?;
+        let injectors = if env.live {
+            default_injectors(m, cpu)
+        } else {
+            m.allowed_cpus.iter().filter(|&c| c != cpu).collect()
+        };
+        if injectors.is_empty() {
+            return Err(PlacementError::Invalid(
+                "no CPU left for injector threads".into(),
+            ));
+        }
+        let all_mixes: Vec<TrafficMix> = match env.mode {
+            Mode::Quick => vec![TrafficMix::Read],
+            Mode::Default => vec![
+                TrafficMix::Read,
+                TrafficMix::ReadWrite {
+                    reads: 2,
+                    writes: 1,
+                },
+                TrafficMix::WriteNt,
+            ],
+            Mode::Full => TrafficMix::CLASSIC.to_vec(),
+        };
+        // The chase and every injector buffer are on `node`: together they
+        // take at most 60% of its free memory.
+        let chase_bytes = env.fit(node, 1, env.size, 0.2);
+        let injector_bytes = env.fit(
+            node,
+            injectors.len(),
+            (env.size / injectors.len())
+                .max(env.size.min(64 << 20))
+                .next_multiple_of(2 << 20),
+            0.4,
+        );
+        let c = env.costs;
+        let n_inj = injectors.len();
+        let settle = Duration::from_millis(20);
+        // Once: the chase buffer and chase, the injectors and their buffers.
+        let setup = c.place(chase_bytes as f64, 1)
+            + c.chase(chase_bytes as f64, env.llc())
+            + c.place(injector_bytes as f64 * n_inj as f64, n_inj)
+            + c.threads(n_inj + 1);
+        let each = |per: f64| c.measurement(per, SAMPLE_S) + settle.as_secs_f64();
+        let full_steps = DEFAULT_LADDER.len();
+        // Levels: (mixes, steps) growing: steps 2..=5 with one mix, then
+        // every step with more mixes.
+        let step_levels = full_steps - 1;
+        let levels = step_levels + all_mixes.len() - 1;
+        let at = |l: usize| -> (usize, usize) {
+            if l < step_levels {
+                (1, l + 2)
+            } else {
+                (l + 2 - step_levels, full_steps)
+            }
+        };
+        let count = |(mixes, steps): (usize, usize)| mixes * (steps + 2);
+        let cost = |l: usize, per: f64| setup + count(at(l)) as f64 * each(per);
+        let l = largest_fitting(levels, budget, |l| cost(l, MIN_MEASUREMENT_S));
+        let (mixes, steps) = at(l);
+        let n = count((mixes, steps));
+        let fixed = cost(l, MIN_MEASUREMENT_S) - n as f64 * MIN_MEASUREMENT_S;
+        let per = ((budget - fixed) / n as f64).clamp(MIN_MEASUREMENT_S, 2.0);
+        let ladder = if steps == full_steps {
+            Ladder::Auto
+        } else {
+            Ladder::Fractions(
+                spread(full_steps, steps)
+                    .into_iter()
+                    .map(|i| DEFAULT_LADDER[i])
+                    .collect(),
+            )
+        };
+        let mut cut = Vec::new();
+        if steps < full_steps {
+            cut.push(format!("{steps} of {full_steps} paced load steps"));
+        }
+        if mixes < all_mixes.len() {
+            cut.push(format!("{mixes} of {} traffic mixes", all_mixes.len()));
+        }
+        let req = LoadedLatencyRequest {
+            cpu,
+            policy: MemoryPolicy::Bind {
+                nodes: IdSet::single(node),
+            },
+            pattern: ChasePattern::Random,
+            buffer_bytes: chase_bytes,
+            thp: Some(Thp::Off),
+            injector_cpus: injectors,
+            injector_policy: None,
+            injector_buffer_bytes: injector_bytes,
+            injector_thp: Some(Thp::On),
+            mixes: all_mixes[..mixes].to_vec(),
+            ladder,
+            rule: StopRule {
+                budget: Duration::from_secs_f64(per),
+                ..crate::report::part::default_rule()
+            },
+            settle,
+        };
+        debug_assert_eq!(measurements(&req), n);
+        let plan = PartPlan {
+            predicted_s: cost(l, per),
+            measuring_s: per * n as f64,
+            work: Work {
+                measurements: n,
+                per_measurement_s: per,
+                threads: n_inj + 1,
+                buffer_bytes: chase_bytes as u64,
+                mixes: Some(mixes),
+                steps: Some((steps + 1, full_steps + 1)),
+                injectors: Some(n_inj),
+                ..Work::default()
+            },
+            cut: (!cut.is_empty()).then(|| {
+                format!(
+                    "{}: the full ladder would not fit the budget",
+                    cut.join("; ")
+                )
+            }),
+        };
+        Ok((req, plan))
     }
 }
 
@@ -100,7 +239,20 @@ impl ReportPart for LoadedLatencyPart {
                     .into(),
             );
         }
-        Ok(())
+        needs_home_cpu(m)
+    }
+
+    fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
+        match self.work(env, budget) {
+            Ok((_, plan)) => plan,
+            // Not applicable here: nothing to plan.
+            Err(_) => PartPlan {
+                predicted_s: 0.0,
+                measuring_s: 0.0,
+                work: Work::default(),
+                cut: None,
+            },
+        }
     }
 
     /// Every other usable CPU injects traffic into the same node as the
@@ -110,66 +262,9 @@ impl ReportPart for LoadedLatencyPart {
         ctx: &mut PartContext,
         budget: f64,
     ) -> Result<Measured<LoadedLatencyResult>, PlacementError> {
-        let node = self.node(ctx.m)?;
-        let cpu = home_cpu(ctx.m).ok_or_else(no_cpu_node)?;
-        let injectors = default_injectors(ctx.m, cpu);
-        if injectors.is_empty() {
-            return Err(PlacementError::Invalid(
-                "no CPU left for injector threads".into(),
-            ));
-        }
-        let mixes: Vec<TrafficMix> = match ctx.mode {
-            Mode::Quick => vec![TrafficMix::Read],
-            Mode::Default => vec![
-                TrafficMix::Read,
-                TrafficMix::ReadWrite {
-                    reads: 2,
-                    writes: 1,
-                },
-                TrafficMix::WriteNt,
-            ],
-            Mode::Full => TrafficMix::CLASSIC.to_vec(),
-        };
-        // The chase and every injector buffer are on `node`: together they
-        // take at most 60% of its free memory.
-        let chase_bytes = fit(node, 1, ctx.size, 0.2);
-        let injector_bytes = fit(
-            node,
-            injectors.len(),
-            (ctx.size / injectors.len())
-                .max(ctx.size.min(64 << 20))
-                .next_multiple_of(2 << 20),
-            0.4,
-        );
-        let mut req = LoadedLatencyRequest {
-            cpu,
-            policy: MemoryPolicy::Bind {
-                nodes: IdSet::single(node),
-            },
-            pattern: ChasePattern::Random,
-            buffer_bytes: chase_bytes,
-            thp: Some(Thp::Off),
-            injector_cpus: injectors.clone(),
-            injector_policy: None,
-            injector_buffer_bytes: injector_bytes,
-            injector_thp: Some(Thp::On),
-            mixes,
-            ladder: Ladder::Auto,
-            rule: ctx.rule(0.1),
-            settle: Duration::from_millis(20),
-        };
-        let n = measurements(&req);
-        let fixed = (ctx.costs.latency_cell
-            + ctx.costs.bandwidth_cell
-                * injectors.len() as f64
-                * (injector_bytes as f64 / ctx.size as f64)
-                * 0.5
-            + n as f64 * 0.03)
-            * ctx.costs.factor;
-        let per = ctx.per_measurement(budget, fixed, n, 2.0);
-        req.rule = ctx.rule(per);
+        let (req, plan) = self.work(&ctx.env(), budget)?;
         let r = run_loaded_latency(ctx.m, &req, &mut |w| ctx.step(w))?;
-        Ok(Measured::new(r, per * n as f64, fixed))
+        Ok(Measured::new(r, plan.measuring_s, plan.fixed_s()).with_note(plan.cut))
     }
 
     fn verified(&self, r: &LoadedLatencyResult) -> bool {

@@ -10,10 +10,11 @@ use crate::measure::harness::Figure;
 use crate::measure::kernels::BandwidthKernel;
 use crate::measure::stats::median;
 use crate::placement::PlacementError;
+use crate::report::budget::{largest_fitting, PartPlan, PlanEnv, Work, SAMPLE_S};
 use crate::report::csv::{num, opt, yes, Table};
 use crate::report::html::{node_label, Section};
-use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
-use crate::report::plan::{fit_all, max_cpus_per_node};
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
+use crate::report::plan::max_cpus_per_node;
 use crate::report::results::Mode;
 use crate::report::summary::SummaryBuilder;
 use crate::report::svg::{heatmap, Heatmap};
@@ -30,6 +31,158 @@ pub struct MatrixPart {
 pub const LATENCY_MATRIX: MatrixPart = MatrixPart { latency: true };
 /// Read bandwidth from every CPU node to every memory node.
 pub const BANDWIDTH_MATRIX: MatrixPart = MatrixPart { latency: false };
+
+/// What a matrix part measures for a budget.
+struct MatrixWork {
+    /// CPU nodes measured (ascending), all of them unless `sampled`.
+    rows: Vec<u32>,
+    sampled: bool,
+    bytes: usize,
+    per: f64,
+    all_threads: bool,
+}
+
+/// Longest budget of one cell, seconds.
+const MAX_CELL_S: f64 = 5.0;
+
+impl MatrixPart {
+    /// The work for `budget` seconds: every cell at the fitted buffer size
+    /// when that fits; else shorter measurements, then smaller buffers
+    /// (down to twice the last-level cache), then fewer CPU nodes as rows
+    /// (the home node and one of each distance pattern first).
+    fn work(&self, env: &PlanEnv, budget: f64) -> (MatrixWork, PartPlan) {
+        let (all_rows, cols) = matrix_nodes(env.m);
+        let order = row_order(env.m, &all_rows);
+        // --full measures bandwidth with every CPU of a node.
+        let all_threads = !self.latency && env.mode == Mode::Full;
+        let threads = if all_threads {
+            max_cpus_per_node(env.m)
+        } else {
+            1
+        };
+        let full_bytes = env.fit_all(&cols, threads, env.size, 0.6);
+        let min_bytes = env.min_memory_bytes(full_bytes);
+        let c = env.costs;
+        let llc = env.llc();
+        let cell_fixed = |bytes: usize, per: f64| -> f64 {
+            let b = bytes as f64;
+            if self.latency {
+                c.place(b, 1) + c.chase(b, llc) + c.measurement(per, SAMPLE_S)
+            } else {
+                c.place(b * threads as f64, threads)
+                    + c.threads(threads)
+                    + c.measurement(per, c.bandwidth_sample(b, threads))
+            }
+        };
+        let byte_levels = halvings(min_bytes, full_bytes);
+        // Levels: rows 1..=all at the smallest buffer, then bigger buffers
+        // with every row.
+        let levels = order.len().max(1) + byte_levels.len() - 1;
+        let at = |l: usize| -> (usize, usize) {
+            if l < order.len() {
+                (l + 1, min_bytes)
+            } else {
+                (order.len(), byte_levels[l + 1 - order.len()])
+            }
+        };
+        let cost = |l: usize, per: f64| {
+            let (r, b) = at(l);
+            (r * cols.len()) as f64 * cell_fixed(b, per)
+        };
+        let l = largest_fitting(levels, budget, |l| cost(l, MIN_MEASUREMENT_S));
+        let (r, bytes) = at(l);
+        let cells = (r * cols.len()).max(1);
+        let fixed_each = cell_fixed(bytes, MIN_MEASUREMENT_S) - MIN_MEASUREMENT_S;
+        let per = ((budget / cells as f64) - fixed_each).clamp(MIN_MEASUREMENT_S, MAX_CELL_S);
+        let mut rows: Vec<u32> = order[..r.min(order.len())].to_vec();
+        rows.sort_unstable();
+        let predicted = cells as f64 * cell_fixed(bytes, per);
+        let mut cut = Vec::new();
+        if r < all_rows.len() {
+            cut.push(format!(
+                "rows from {} of {} CPU nodes ({}): every row would not fit the budget",
+                r,
+                all_rows.len(),
+                rows.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if bytes < full_bytes {
+            cut.push(format!(
+                "{} buffers instead of {}",
+                format_bytes(bytes as u64),
+                format_bytes(full_bytes as u64)
+            ));
+        }
+        let plan = PartPlan {
+            predicted_s: predicted,
+            measuring_s: per * cells as f64,
+            work: Work {
+                measurements: cells,
+                per_measurement_s: per,
+                threads,
+                buffer_bytes: bytes as u64,
+                cells: Some(cells),
+                rows: Some((r, all_rows.len())),
+                ..Work::default()
+            },
+            cut: (!cut.is_empty()).then(|| cut.join("; ")),
+        };
+        let w = MatrixWork {
+            sampled: r < all_rows.len(),
+            rows,
+            bytes,
+            per,
+            all_threads,
+        };
+        (w, plan)
+    }
+}
+
+/// CPU nodes in the order a sampled matrix takes them as rows: the home
+/// node, then one node of each distance pattern not seen yet (its
+/// distances to every node, sorted), then the rest in order.
+fn row_order(m: &Machine, rows: &[u32]) -> Vec<u32> {
+    let home = crate::report::plan::home_node(m);
+    let mut order: Vec<u32> = home.filter(|h| rows.contains(h)).into_iter().collect();
+    let pattern = |r: u32| {
+        let mut d: Vec<u64> = m.memory_nodes().iter().map(|c| m.distance(r, c)).collect();
+        d.sort_unstable();
+        d
+    };
+    let mut seen: Vec<Vec<u64>> = order.iter().map(|&r| pattern(r)).collect();
+    for &r in rows {
+        let p = pattern(r);
+        if !order.contains(&r) && !seen.contains(&p) {
+            order.push(r);
+            seen.push(p);
+        }
+    }
+    for &r in rows {
+        if !order.contains(&r) {
+            order.push(r);
+        }
+    }
+    order
+}
+
+/// Buffer sizes from `min` to `max` (both kept), doubling, in 2 MiB steps.
+pub(crate) fn halvings(min: usize, max: usize) -> Vec<usize> {
+    let mut v = vec![max];
+    let mut b = max;
+    while b / 2 > min {
+        b = (b / 2).next_multiple_of(2 << 20);
+        v.push(b);
+    }
+    if min < max {
+        v.push(min);
+    }
+    v.reverse();
+    v.dedup();
+    v
+}
 
 impl ReportPart for MatrixPart {
     type Result = MatrixResult;
@@ -69,42 +222,30 @@ impl ReportPart for MatrixPart {
         }
     }
 
+    fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
+        self.work(env, budget).1
+    }
+
     fn run(
         &self,
         ctx: &mut PartContext,
         budget: f64,
     ) -> Result<Measured<MatrixResult>, PlacementError> {
-        let latency = self.latency;
-        let (rows, cols) = matrix_nodes(ctx.m);
-        let cells = rows.len() * cols.len();
-        // --full measures bandwidth with every CPU of a node.
-        let all_threads = !latency && ctx.mode == Mode::Full;
-        let threads_per_cell = if all_threads {
-            max_cpus_per_node(ctx.m)
-        } else {
-            1
-        };
-        let per_cell_fixed = if latency {
-            ctx.costs.latency_cell
-        } else {
-            ctx.costs.bandwidth_cell * (1.0 + 0.3 * (threads_per_cell as f64 - 1.0))
-        } * ctx.costs.factor;
-        let fixed = per_cell_fixed * cells as f64;
-        let per = ctx.per_measurement(budget, fixed, cells, 5.0);
-        let bytes = fit_all(&cols, threads_per_cell, ctx.size, 0.6);
+        let (w, plan) = self.work(&ctx.env(), budget);
         let req = MatrixRequest {
-            latency,
-            bandwidth: !latency,
-            all_threads_per_node: all_threads,
+            latency: self.latency,
+            bandwidth: !self.latency,
+            all_threads_per_node: w.all_threads,
             kernel: BandwidthKernel::Read,
             isa: ctx.isa,
             pattern: ChasePattern::Random,
-            latency_bytes: bytes,
-            bandwidth_bytes: bytes,
-            rule: ctx.rule(per),
+            latency_bytes: w.bytes,
+            bandwidth_bytes: w.bytes,
+            rule: ctx.rule(w.per),
+            rows: w.sampled.then(|| w.rows.clone()),
         };
-        let r = run_matrix(ctx.m, &req, &mut |w| ctx.step(w))?;
-        Ok(Measured::new(r, per * cells as f64, fixed))
+        let r = run_matrix(ctx.m, &req, &mut |x| ctx.step(x))?;
+        Ok(Measured::new(r, plan.measuring_s, plan.fixed_s()).with_note(plan.cut))
     }
 
     fn verified(&self, r: &MatrixResult) -> bool {

@@ -2,6 +2,7 @@
 //! local, interleave and one-node memory for canonical workloads, every
 //! cell's pages verified, and the advice that follows for this machine.
 
+use super::matrix::halvings;
 use super::{grid, Units};
 use crate::experiments::policies::{
     column_title, default_array_bytes, run_policies, Cell, PoliciesRequest, PoliciesResult,
@@ -10,12 +11,14 @@ use crate::experiments::policies::{
 use crate::machine::Machine;
 use crate::measure::harness::default_buffer_bytes;
 use crate::measure::kernels::BandwidthKernel;
+use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::scatter_order;
 use crate::placement::{PlacementError, Thp};
+use crate::report::budget::{largest_fitting, PartPlan, PlanEnv, Work};
 use crate::report::csv::{opt, yes, Table};
 use crate::report::html::Section;
-use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
-use crate::report::plan::{fit, no_cpu_node};
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
+use crate::report::plan::no_cpu_node;
 use crate::report::results::Mode;
 use crate::report::summary::{sentence_case, SummaryBuilder};
 use crate::report::svg::{bar_chart, Bar, BarGroup};
@@ -26,6 +29,151 @@ use std::fmt::Write;
 /// The report part.
 pub struct PoliciesPart;
 
+/// The request for `budget` seconds and its plan: the mode's workloads
+/// with the default arrays when they fit; else shorter measurements, then
+/// smaller arrays (down to 2 MiB, with every thread's arrays together still
+/// twice the last-level cache), then fewer workloads (single-pinned,
+/// serial-init and numa-aware kept longest).
+fn work(env: &PlanEnv, budget: f64) -> Result<(PoliciesRequest, PartPlan), PlacementError> {
+    let m = env.m;
+    let cpus = scatter_order(m, &m.allowed_cpus);
+    let main = *cpus.first().ok_or_else(no_cpu_node)?;
+    let node = m
+        .node_of_cpu(main)
+        .filter(|&n| m.memory_nodes().contains(n))
+        .or_else(|| m.memory_nodes().first())
+        .ok_or_else(|| PlacementError::Invalid("no allowed node has memory".into()))?;
+    let kernel = BandwidthKernel::Triad;
+    let arrays = kernel.arrays();
+    let wanted = if env.size == default_buffer_bytes(m) {
+        default_array_bytes(m, kernel)
+    } else {
+        (env.size / 6).max(2 << 20).next_multiple_of(2 << 20)
+    };
+    let t = cpus.len();
+    // The one-node column (and main-thread first touch) put every thread's
+    // arrays on one node.
+    let full_array = env.fit(node, t * arrays, wanted, 0.6);
+    let min_array = ((2.0 * env.llc()) as usize / (t * arrays).max(1))
+        .max(2 << 20)
+        .next_multiple_of(2 << 20)
+        .min(full_array);
+    let byte_levels = halvings(min_array, full_array);
+    // Workloads in the order they are dropped last to first.
+    let keep_order = [
+        Workload::SinglePinned,
+        Workload::NumaAware,
+        Workload::SerialInit,
+        Workload::Independent,
+        Workload::SingleUnpinned,
+    ];
+    let mode_workloads: Vec<Workload> = match env.mode {
+        Mode::Quick => vec![
+            Workload::SinglePinned,
+            Workload::SerialInit,
+            Workload::NumaAware,
+        ],
+        _ => Workload::ALL.to_vec(),
+    };
+    let ranked: Vec<Workload> = keep_order
+        .iter()
+        .copied()
+        .filter(|w| mode_workloads.contains(w))
+        .collect();
+    let columns = PolicyColumn::ALL.len();
+    let c = env.costs;
+    // One cell: the workload's threads place their arrays (one toucher
+    // for serial init) and stream over them.
+    let cell = |w: Workload, array: usize, per: f64| -> f64 {
+        let threads = match w {
+            Workload::SingleUnpinned | Workload::SinglePinned => 1,
+            _ => t,
+        };
+        let touchers = if w == Workload::SerialInit {
+            1
+        } else {
+            threads
+        };
+        let bytes = (array * arrays * threads) as f64;
+        c.place(bytes, touchers)
+            + c.threads(threads)
+            + c.measurement(per, c.bandwidth_sample((array * arrays) as f64, threads))
+    };
+    let levels = ranked.len() + byte_levels.len() - 1;
+    let at = |l: usize| -> (usize, usize) {
+        if l < ranked.len() {
+            (l + 1, min_array)
+        } else {
+            (ranked.len(), byte_levels[l + 1 - ranked.len()])
+        }
+    };
+    let cost = |(k, array): (usize, usize), per: f64| {
+        ranked[..k]
+            .iter()
+            .map(|&w| cell(w, array, per))
+            .sum::<f64>()
+            * columns as f64
+    };
+    let l = largest_fitting(levels, budget, |l| cost(at(l), MIN_MEASUREMENT_S));
+    let (k, array) = at(l);
+    let cells = k * columns;
+    let fixed = cost((k, array), MIN_MEASUREMENT_S) - cells as f64 * MIN_MEASUREMENT_S;
+    let per = ((budget - fixed) / cells as f64).clamp(MIN_MEASUREMENT_S, 3.0);
+    // Run in the table's order.
+    let workloads: Vec<Workload> = mode_workloads
+        .iter()
+        .copied()
+        .filter(|w| ranked[..k].contains(w))
+        .collect();
+    let mut cut = Vec::new();
+    if k < mode_workloads.len() {
+        cut.push(format!("{k} of {} workloads", mode_workloads.len()));
+    }
+    if array < full_array {
+        cut.push(format!(
+            "{} arrays instead of {}",
+            format_bytes(array as u64),
+            format_bytes(full_array as u64)
+        ));
+    }
+    let plan = PartPlan {
+        predicted_s: cost((k, array), per),
+        measuring_s: per * cells as f64,
+        work: Work {
+            measurements: cells,
+            per_measurement_s: per,
+            threads: t,
+            buffer_bytes: array as u64,
+            cells: Some(cells),
+            workloads: Some((k, columns)),
+            ..Work::default()
+        },
+        cut: (!cut.is_empty()).then(|| {
+            format!(
+                "{}: the full table would not fit the budget",
+                cut.join("; ")
+            )
+        }),
+    };
+    let req = PoliciesRequest {
+        kernel,
+        isa: crate::measure::kernels::Isa::detect_best(),
+        cpus: cpus.clone(),
+        thread_policy: "scatter".into(),
+        unpinned_cpus: m.allowed_cpus.clone(),
+        node,
+        buffer_bytes: array,
+        thp: Thp::Off,
+        rule: StopRule {
+            budget: std::time::Duration::from_secs_f64(per),
+            ..crate::report::part::default_rule()
+        },
+        workloads,
+        policies: PolicyColumn::ALL.to_vec(),
+    };
+    Ok((req, plan))
+}
+
 impl ReportPart for PoliciesPart {
     type Result = PoliciesResult;
 
@@ -34,8 +182,19 @@ impl ReportPart for PoliciesPart {
             // A quick report has little time: the fixed costs of the policy
             // cells need a larger share.
             quick_weight: 14.0 * 1.2,
-            min_start_s: 0.8,
             ..PartInfo::new("policies", "Policy comparison", "numalab policies", 14.0)
+        }
+    }
+
+    fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
+        match work(env, budget) {
+            Ok((_, plan)) => plan,
+            Err(_) => PartPlan {
+                predicted_s: 0.0,
+                measuring_s: 0.0,
+                work: Work::default(),
+                cut: None,
+            },
         }
     }
 
@@ -46,54 +205,10 @@ impl ReportPart for PoliciesPart {
         ctx: &mut PartContext,
         budget: f64,
     ) -> Result<Measured<PoliciesResult>, PlacementError> {
-        let cpus = scatter_order(ctx.m, &ctx.m.allowed_cpus);
-        let main = *cpus.first().ok_or_else(no_cpu_node)?;
-        let node = ctx
-            .m
-            .node_of_cpu(main)
-            .filter(|&n| ctx.m.memory_nodes().contains(n))
-            .or_else(|| ctx.m.memory_nodes().first())
-            .ok_or_else(|| PlacementError::Invalid("no allowed node has memory".into()))?;
-        let kernel = BandwidthKernel::Triad;
-        let wanted = if ctx.size == default_buffer_bytes(ctx.m) {
-            default_array_bytes(ctx.m, kernel)
-        } else {
-            (ctx.size / 6).max(2 << 20).next_multiple_of(2 << 20)
-        };
-        // The one-node column (and main-thread first touch) put every thread's
-        // arrays on one node.
-        let array = fit(node, cpus.len() * kernel.arrays(), wanted, 0.6);
-        let workloads = match ctx.mode {
-            Mode::Quick => vec![
-                Workload::SinglePinned,
-                Workload::SerialInit,
-                Workload::NumaAware,
-            ],
-            _ => Workload::ALL.to_vec(),
-        };
-        let cells = workloads.len() * PolicyColumn::ALL.len();
-        let threads = cpus.len() as f64;
-        let per_cell_fixed = 0.01
-            + ctx.costs.bandwidth_cell
-                * (3.0 * array as f64 / ctx.size as f64)
-                * (1.0 + 0.5 * (threads - 1.0));
-        let fixed = per_cell_fixed * cells as f64 * ctx.costs.factor;
-        let per = ctx.per_measurement(budget, fixed, cells, 3.0);
-        let req = PoliciesRequest {
-            kernel,
-            isa: ctx.isa,
-            cpus: cpus.clone(),
-            thread_policy: "scatter".into(),
-            unpinned_cpus: ctx.m.allowed_cpus.clone(),
-            node,
-            buffer_bytes: array,
-            thp: Thp::Off,
-            rule: ctx.rule(per),
-            workloads,
-            policies: PolicyColumn::ALL.to_vec(),
-        };
+        let (mut req, plan) = work(&ctx.env(), budget)?;
+        req.isa = ctx.isa;
         let r = run_policies(ctx.m, &req, &mut |w| ctx.step(w))?;
-        Ok(Measured::new(r, per * cells as f64, fixed))
+        Ok(Measured::new(r, plan.measuring_s, plan.fixed_s()).with_note(plan.cut))
     }
 
     fn verified(&self, r: &PoliciesResult) -> bool {

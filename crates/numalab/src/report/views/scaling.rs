@@ -2,16 +2,18 @@
 //! bandwidth for 1..N threads, packed on one node's cores first or spread
 //! one per node, and the contention split.
 
+use super::matrix::halvings;
 use super::Units;
 use crate::experiments::scaling::{run_scaling_at, ScalingPoint, ScalingResult};
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
 use crate::placement::thread_policy::{compact_order, scatter_order};
 use crate::placement::PlacementError;
+use crate::report::budget::{largest_fitting, spread, PartPlan, PlanEnv, Work};
 use crate::report::csv::{ids, num, yes, Table};
 use crate::report::html::Section;
-use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
-use crate::report::plan::{fit_all, max_cpus_per_node};
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
+use crate::report::plan::max_cpus_per_node;
 use crate::report::summary::SummaryBuilder;
 use crate::report::svg::{line_chart, Axis, Scale, Series, TickFormat};
 use crate::text::format::bytes as format_bytes;
@@ -19,6 +21,107 @@ use std::fmt::Write;
 
 /// The report part.
 pub struct ScalingPart;
+
+/// The thread counts, bytes per thread and seconds per measurement of the
+/// scaling curve for `budget` seconds, and the plan: every count of
+/// [`scaling_counts`] at the fitted buffer when that fits; else shorter
+/// measurements, then smaller buffers (down to twice the last-level
+/// cache), then fewer counts (1 and all CPUs always, at least three).
+fn work(env: &PlanEnv, budget: f64) -> ((Vec<usize>, usize, f64), PartPlan) {
+    let m = env.m;
+    let all = scaling_counts(m);
+    let packed = compact_order(m, &m.allowed_cpus);
+    let spread_cpus = scatter_order(m, &m.allowed_cpus);
+    let per_node = max_cpus_per_node(m).max(1);
+    let nodes: Vec<u32> = m.cpu_nodes().iter().collect();
+    let full_bytes = env.fit_all(&nodes, per_node, env.size, 0.6);
+    let min_bytes = env.min_memory_bytes(full_bytes);
+    let byte_levels = halvings(min_bytes, full_bytes);
+    let c = env.costs;
+    // One point: n threads, each placing and passing over its buffer; the
+    // packed run puts up to a node's CPUs on one memory node. Spread runs
+    // only where it differs from packed.
+    let point = |n: usize, bytes: usize, per: f64| -> f64 {
+        let b = bytes as f64;
+        let one = c.place(b * n as f64, n)
+            + c.threads(n)
+            + c.measurement(per, c.bandwidth_sample(b, n.min(per_node)));
+        let differs = n > 1 && packed.get(..n) != spread_cpus.get(..n);
+        one * if differs { 2.0 } else { 1.0 }
+    };
+    let fewest = all.len().min(3);
+    let counts_levels = all.len() - fewest + 1;
+    let levels = counts_levels + byte_levels.len() - 1;
+    let at = |l: usize| -> (Vec<usize>, usize) {
+        if l < counts_levels {
+            let v = spread(all.len(), fewest + l)
+                .into_iter()
+                .map(|i| all[i])
+                .collect();
+            (v, min_bytes)
+        } else {
+            (all.clone(), byte_levels[l + 1 - counts_levels])
+        }
+    };
+    let cost =
+        |v: &[usize], bytes: usize, per: f64| v.iter().map(|&n| point(n, bytes, per)).sum::<f64>();
+    let l = largest_fitting(levels, budget, |l| {
+        let (v, b) = at(l);
+        cost(&v, b, MIN_MEASUREMENT_S)
+    });
+    let (counts, bytes) = at(l);
+    let measurements: usize = counts
+        .iter()
+        .map(|&n| {
+            if n > 1 && packed.get(..n) != spread_cpus.get(..n) {
+                2
+            } else {
+                1
+            }
+        })
+        .sum();
+    let fixed = cost(&counts, bytes, MIN_MEASUREMENT_S) - measurements as f64 * MIN_MEASUREMENT_S;
+    let per = ((budget - fixed) / measurements.max(1) as f64).clamp(MIN_MEASUREMENT_S, 5.0);
+    let mut cut = Vec::new();
+    if counts.len() < all.len() {
+        cut.push(format!(
+            "{} of {} thread counts ({})",
+            counts.len(),
+            all.len(),
+            counts
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if bytes < full_bytes {
+        cut.push(format!(
+            "{} per thread instead of {}",
+            format_bytes(bytes as u64),
+            format_bytes(full_bytes as u64)
+        ));
+    }
+    let plan = PartPlan {
+        predicted_s: cost(&counts, bytes, per),
+        measuring_s: per * measurements as f64,
+        work: Work {
+            measurements,
+            per_measurement_s: per,
+            threads: counts.iter().copied().max().unwrap_or(1),
+            buffer_bytes: bytes as u64,
+            points: Some((counts.len(), all.len())),
+            ..Work::default()
+        },
+        cut: (!cut.is_empty()).then(|| {
+            format!(
+                "{}: the full curve would not fit the budget",
+                cut.join("; ")
+            )
+        }),
+    };
+    ((counts, bytes, per), plan)
+}
 
 impl ReportPart for ScalingPart {
     type Result = ScalingResult;
@@ -41,30 +144,16 @@ impl ReportPart for ScalingPart {
     }
 
     /// The read kernel with local memory, at [`scaling_counts`] threads.
+    fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
+        work(env, budget).1
+    }
+
     fn run(
         &self,
         ctx: &mut PartContext,
         budget: f64,
     ) -> Result<Measured<ScalingResult>, PlacementError> {
-        let counts = scaling_counts(ctx.m);
-        let packed = compact_order(ctx.m, &ctx.m.allowed_cpus);
-        let spread = scatter_order(ctx.m, &ctx.m.allowed_cpus);
-        // Spread runs only where it differs from packed.
-        let points: Vec<usize> = counts
-            .iter()
-            .flat_map(|&n| {
-                let differs = n > 1 && packed[..n] != spread[..n];
-                std::iter::once(n).chain(differs.then_some(n))
-            })
-            .collect();
-        let fixed: f64 = points
-            .iter()
-            .map(|&n| ctx.costs.bandwidth_cell * (1.0 + 0.3 * (n as f64 - 1.0)))
-            .sum::<f64>()
-            * ctx.costs.factor;
-        let per = ctx.per_measurement(budget, fixed, points.len(), 5.0);
-        let nodes: Vec<u32> = ctx.m.cpu_nodes().iter().collect();
-        let bytes = fit_all(&nodes, max_cpus_per_node(ctx.m), ctx.size, 0.6);
+        let ((counts, bytes, per), plan) = work(&ctx.env(), budget);
         let rule = ctx.rule(per);
         let r = run_scaling_at(
             ctx.m,
@@ -75,7 +164,7 @@ impl ReportPart for ScalingPart {
             &rule,
             &mut |w| ctx.step(w),
         )?;
-        Ok(Measured::new(r, per * points.len() as f64, fixed))
+        Ok(Measured::new(r, plan.measuring_s, plan.fixed_s()).with_note(plan.cut))
     }
 
     fn verified(&self, r: &ScalingResult) -> bool {

@@ -2,15 +2,17 @@
 //! bandwidth and latency from L1-sized to DRAM-sized working sets, with the
 //! cache boundaries marked.
 
+use super::matrix::halvings;
 use super::Units;
 use crate::experiments::sizes::{run_sizes, sweep_sizes, SizePoint, SizesResult};
 use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::placement::PlacementError;
+use crate::report::budget::{largest_fitting, spread, Costs, PartPlan, PlanEnv, Work, SAMPLE_S};
 use crate::report::csv::{num, yes, Table};
 use crate::report::html::Section;
-use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
-use crate::report::plan::{fit, home_cpu, home_node, no_cpu_node};
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
+use crate::report::plan::{home_cpu, home_node, needs_home_cpu, no_cpu_node};
 use crate::report::results::Mode;
 use crate::report::summary::SummaryBuilder;
 use crate::report::svg::{line_chart, Axis, Marker, Scale, Series, TickFormat};
@@ -29,9 +31,16 @@ impl ReportPart for SizesPart {
             // A quick report has little time: the fixed costs of the sizes
             // (one chase per size) need a larger share.
             quick_weight: 14.0 * 1.2,
-            min_start_s: 0.8,
             ..PartInfo::new("sizes", "Working-set size sweep", "numalab sizes", 14.0)
         }
+    }
+
+    fn applicable(&self, m: &Machine) -> Result<(), String> {
+        needs_home_cpu(m)
+    }
+
+    fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
+        work(env, budget).1
     }
 
     /// One size at a time, so that the per-measurement budget follows the
@@ -42,39 +51,33 @@ impl ReportPart for SizesPart {
         budget: f64,
     ) -> Result<Measured<SizesResult>, PlacementError> {
         let cpu = home_cpu(ctx.m).ok_or_else(no_cpu_node)?;
-        let home = home_node(ctx.m).ok_or_else(no_cpu_node)?;
-        let sizes = report_sizes(ctx.m, fit(home, 1, ctx.size, 0.6) as u64, ctx.mode);
+        let (sizes, plan) = work(&ctx.env(), budget);
         let t0 = Instant::now();
-        // Fixed cost of one size: three bandwidth kernels and a chase, scaled
-        // by the working set (the calibration used `size` bytes).
-        let unit = 3.0 * ctx.costs.bandwidth_cell + ctx.costs.latency_cell;
-        let fixed_of = |s: u64, size: usize| 0.01 + unit * s as f64 / size as f64;
-        let mut factor = ctx.costs.factor;
+        let costs = ctx.costs.clone();
+        let llc = ctx.env().llc();
         let mut out: Option<SizesResult> = None;
         let mut measuring = 0.0;
-        let mut fixed_total = 0.0;
         for (i, &s) in sizes.iter().enumerate() {
             if cancel::requested() {
                 break;
             }
+            // The sizes left share what is left, less their fixed costs.
             let left = budget - t0.elapsed().as_secs_f64();
             let fixed_left: f64 = sizes[i..]
                 .iter()
-                .map(|&x| fixed_of(x, ctx.size))
-                .sum::<f64>()
-                * factor;
-            let per = ctx.per_measurement(left, fixed_left, 4 * (sizes.len() - i), 2.0);
-            let t = Instant::now();
+                .map(|&x| {
+                    size_cost(&costs, x, MIN_MEASUREMENT_S, llc) - MEASUREMENTS * MIN_MEASUREMENT_S
+                })
+                .sum();
+            let per = ctx.per_measurement(
+                left,
+                fixed_left,
+                MEASUREMENTS as usize * (sizes.len() - i),
+                2.0,
+            );
             let rule = ctx.rule(per);
             let r = run_sizes(ctx.m, cpu, &[s], ctx.isa, &rule, &mut |w| ctx.step(w))?;
-            let took = t.elapsed().as_secs_f64();
-            let predicted = fixed_of(s, ctx.size) * factor;
-            let real = (took - 4.0 * per).max(0.0);
-            if predicted > 0.005 {
-                factor = (factor + factor * (real / predicted).clamp(0.3, 5.0)) / 2.0;
-            }
-            measuring += 4.0 * per;
-            fixed_total += predicted;
+            measuring += MEASUREMENTS * per;
             match &mut out {
                 None => out = Some(r),
                 Some(o) => {
@@ -85,7 +88,7 @@ impl ReportPart for SizesPart {
         }
         let r =
             out.ok_or_else(|| PlacementError::Invalid("no working-set size to measure".into()))?;
-        Ok(Measured::new(r, measuring, fixed_total))
+        Ok(Measured::new(r, measuring, plan.fixed_s()).with_note(plan.cut))
     }
 
     fn verified(&self, r: &SizesResult) -> bool {
@@ -149,6 +152,83 @@ impl ReportPart for SizesPart {
             ),
         );
     }
+}
+
+/// Measurements per size: three bandwidth kernels and a chase.
+const MEASUREMENTS: f64 = 4.0;
+
+/// Predicted seconds of one size of `bytes` with `per` seconds per
+/// measurement: each kernel places its arrays (the working set) and
+/// passes over them, and the chase is built and warmed over it.
+fn size_cost(c: &Costs, bytes: u64, per: f64, llc: f64) -> f64 {
+    let b = bytes as f64;
+    3.0 * (c.place(b, 1) + c.threads(1) + c.measurement(per, c.bandwidth_sample(b, 1)))
+        + c.place(b, 1)
+        + c.chase(b, llc)
+        + c.measurement(per, SAMPLE_S)
+}
+
+/// The sizes measured in `budget` seconds and the plan: the mode's sizes
+/// up to the fitted buffer when they fit; else shorter measurements, then
+/// a smaller largest size (down to twice the last-level cache), then fewer
+/// sizes (at least four, both ends kept).
+fn work(env: &PlanEnv, budget: f64) -> (Vec<u64>, PartPlan) {
+    let home = home_node(env.m).unwrap_or(0);
+    let full_max = env.fit(home, 1, env.size, 0.6);
+    let min_max = env.min_memory_bytes(full_max);
+    let byte_levels = halvings(min_max, full_max);
+    let at_max = |max: usize| report_sizes(env.m, max as u64, env.mode);
+    let smallest = at_max(min_max);
+    let fewest = smallest.len().min(4);
+    // Levels: 4..=all sizes at the smallest largest size, then larger ones.
+    let counts = smallest.len() - fewest + 1;
+    let levels = counts + byte_levels.len() - 1;
+    let sizes_at = |l: usize| -> Vec<u64> {
+        if l < counts {
+            let n = fewest + l;
+            spread(smallest.len(), n)
+                .into_iter()
+                .map(|i| smallest[i])
+                .collect()
+        } else {
+            at_max(byte_levels[l + 1 - counts])
+        }
+    };
+    let llc = env.llc();
+    let cost = |v: &[u64], per: f64| {
+        v.iter()
+            .map(|&s| size_cost(env.costs, s, per, llc))
+            .sum::<f64>()
+    };
+    let l = largest_fitting(levels, budget, |l| cost(&sizes_at(l), MIN_MEASUREMENT_S));
+    let sizes = sizes_at(l);
+    let n = MEASUREMENTS as usize * sizes.len();
+    let fixed = cost(&sizes, MIN_MEASUREMENT_S) - n as f64 * MIN_MEASUREMENT_S;
+    let per = ((budget - fixed) / n.max(1) as f64).clamp(MIN_MEASUREMENT_S, 2.0);
+    let full = at_max(full_max);
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let cut = (sizes.len() < full.len() || (largest as usize) < full_max).then(|| {
+        format!(
+            "{} of {} sizes, the largest {} (the full sweep would not fit the budget)",
+            sizes.len(),
+            full.len(),
+            format_bytes(largest)
+        )
+    });
+    let plan = PartPlan {
+        predicted_s: cost(&sizes, per),
+        measuring_s: per * n as f64,
+        work: Work {
+            measurements: n,
+            per_measurement_s: per,
+            threads: 1,
+            buffer_bytes: largest,
+            sizes: Some((sizes.len(), full.len())),
+            ..Work::default()
+        },
+        cut,
+    };
+    (sizes, plan)
 }
 
 /// Sizes of the sweep for a mode: every size of `sweep_sizes` (two per

@@ -4,18 +4,19 @@
 //! and the classic questions answered from it.
 
 use crate::experiments::sweep::{
-    findings, run_sweep, Access, Background, CaseResult, Findings, PlannedCase, Subscription,
-    SweepRequest, SweepResult,
+    case_counts, findings, run_sweep, Access, Background, CaseCount, CaseResult, Findings,
+    PlannedCase, Subscription, SweepRequest, SweepResult,
 };
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
 use crate::measure::pacing::background_rate;
 use crate::measure::stats::StopRule;
 use crate::placement::{PlacementError, Thp};
+use crate::report::budget::{PartPlan, PlanEnv, Work};
 use crate::report::csv::{num, opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
-use crate::report::plan::{fit_all, max_cpus_per_node};
+use crate::report::plan::max_cpus_per_node;
 use crate::report::results::Mode;
 use crate::report::summary::SummaryBuilder;
 use crate::report::svg::{bar_chart, Bar, BarGroup};
@@ -46,6 +47,176 @@ pub const IDLE: SweepPart = SweepPart { background: false };
 /// every level with `--full`).
 pub const BACKGROUND: SweepPart = SweepPart { background: true };
 
+/// Shortest budget of one sweep case and its overhead (calibration and
+/// warm-up sample), seconds, as the sweep's own budget rule counts them;
+/// a background adds its start.
+const MIN_CASE_S: f64 = 0.1;
+const CASE_OVERHEAD_S: f64 = 0.06;
+const BACKGROUND_START_S: f64 = 0.1;
+
+impl SweepPart {
+    /// The request for `budget` seconds and its plan. The sweep keeps its
+    /// deadline itself: it runs every class when they fit, and otherwise
+    /// as many as fit, every hop class first; its smallest form is one case
+    /// per thread count and background.
+    fn work(&self, env: &PlanEnv, budget: f64) -> Result<(SweepRequest, PartPlan), PlacementError> {
+        let m = env.m;
+        let cpus = m.allowed_cpus.clone();
+        let threads = if cpus.len() >= 2 { vec![1, 2] } else { vec![1] };
+        let backgrounds = if self.background {
+            let levels: &[&str] = match env.mode {
+                Mode::Full => &["low", "medium", "high", "very-high"],
+                _ => &["high"],
+            };
+            levels
+                .iter()
+                .map(|&l| {
+                    Ok(Some(Background {
+                        level: l.into(),
+                        bytes_per_second: background_rate(l).map_err(PlacementError::Invalid)?,
+                        subscription: Subscription::Full,
+                        cpus: None,
+                    }))
+                })
+                .collect::<Result<Vec<_>, PlacementError>>()?
+        } else {
+            vec![None]
+        };
+        let mem_list: Vec<u32> = m.memory_nodes().iter().collect();
+        // Each memory node holds one buffer per foreground thread, and each
+        // node's CPUs may carry a background thread with a local buffer.
+        let max_threads = threads.iter().max().copied().unwrap_or(1);
+        let per_node = max_cpus_per_node(m);
+        let bytes = env.fit_all(&mem_list, max_threads + per_node, env.size, 0.6);
+        let mem: IdSet = mem_list.iter().copied().collect();
+        let req = SweepRequest {
+            threads,
+            cpus: cpus.clone(),
+            mem_nodes: mem,
+            accesses: vec![Access::Read, Access::Write],
+            read_kernel: BandwidthKernel::LineRead,
+            write_kernel: BandwidthKernel::LineWrite,
+            isa: crate::measure::kernels::Isa::detect_best(),
+            buffer_bytes: bytes,
+            thp: Some(Thp::On),
+            full: false,
+            budget: Some(Duration::from_secs_f64(budget)),
+            rule: StopRule {
+                warmup: 1,
+                min_reps: 3,
+                max_reps: 50,
+                target_rel_ci: 0.01,
+                budget: Duration::from_secs_f64(2.0),
+            },
+            backgrounds,
+            background_bytes: bytes,
+            full_limit: 100_000,
+            min_sample_s: 0.02,
+        };
+        let counts = cached_case_counts(m, &req).map_err(PlacementError::Invalid)?;
+        let levels = req.backgrounds.len();
+        let planned: u64 = counts.iter().map(|c| c.planned as u64).sum::<u64>() * levels as u64;
+        let fewest: u64 = counts.iter().map(|c| c.hop_classes as u64).sum::<u64>() * levels as u64;
+        let total: u64 = counts.iter().map(|c| c.total).sum::<u64>() * levels as u64;
+        let c = env.costs;
+        // Set-up: every memory node's buffers for the foreground threads,
+        // and the background threads' own.
+        let setup = c.place((bytes * mem_list.len() * max_threads) as f64, 1)
+            + if self.background {
+                c.place((bytes * cpus.len()) as f64, cpus.len()) + c.threads(cpus.len())
+            } else {
+                0.0
+            };
+        let case = |per: f64| {
+            c.factor
+                * (CASE_OVERHEAD_S
+                    + if self.background {
+                        BACKGROUND_START_S
+                    } else {
+                        0.0
+                    })
+                + per
+        };
+        // The sweep runs at least one case of each thread count and
+        // background, whatever its deadline; every hop class once it has
+        // the time.
+        let first_cases = (counts.len() * levels) as u64;
+        let smallest = setup + first_cases as f64 * case(MIN_CASE_S);
+        let longest = setup + planned as f64 * case(2.0);
+        let predicted = budget.clamp(smallest, longest.max(smallest));
+        let cases =
+            (((predicted - setup) / case(MIN_CASE_S)).floor() as u64).clamp(first_cases, planned);
+        let per = ((predicted - setup) / cases.max(1) as f64 - case(0.0)).clamp(MIN_CASE_S, 2.0);
+        let cut = if cases >= planned {
+            None
+        } else if cases >= fewest {
+            Some(format!(
+                "{cases} of {planned} symmetry classes ({total} cases), every hop class kept: all would not fit the budget"
+            ))
+        } else {
+            Some(format!(
+                "{cases} of {planned} symmetry classes ({total} cases): not every hop class fits the budget ({fewest} needed), the most distinct first"
+            ))
+        };
+        let plan = PartPlan {
+            predicted_s: predicted,
+            measuring_s: per * cases as f64,
+            work: Work {
+                measurements: cases as usize,
+                per_measurement_s: per,
+                threads: max_threads + if self.background { cpus.len() } else { 0 },
+                buffer_bytes: bytes as u64,
+                classes: Some((cases, planned)),
+                ..Work::default()
+            },
+            cut,
+        };
+        Ok((req, plan))
+    }
+}
+
+/// [`case_counts`] of the last few requests: planning a sweep on a big
+/// machine builds every class (hundreds of MB on 24 nodes), and the budget
+/// planner asks for the same counts many times.
+fn cached_case_counts(m: &Machine, req: &SweepRequest) -> Result<Vec<CaseCount>, String> {
+    use std::sync::Mutex;
+    type Counted = (String, Result<Vec<CaseCount>, String>);
+    static CACHE: Mutex<Vec<Counted>> = Mutex::new(Vec::new());
+    let distances: Vec<u64> = req
+        .mem_nodes
+        .iter()
+        .flat_map(|a| req.mem_nodes.iter().map(move |b| (a, b)))
+        .map(|(a, b)| m.distance(a, b))
+        .collect();
+    let node_cpus: Vec<String> = req
+        .mem_nodes
+        .iter()
+        .map(|n| m.allowed_cpus_of(n).to_string())
+        .collect();
+    let key = format!(
+        "{}|{}|{:?}|{:?}|{:?}|{}",
+        req.cpus,
+        req.mem_nodes,
+        req.threads,
+        distances,
+        node_cpus,
+        m.cores.len()
+    );
+    if let Ok(cache) = CACHE.lock() {
+        if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
+            return v.clone();
+        }
+    }
+    let v = case_counts(m, req);
+    if let Ok(mut cache) = CACHE.lock() {
+        if cache.len() >= 8 {
+            drop(cache.remove(0));
+        }
+        cache.push((key, v.clone()));
+    }
+    v
+}
+
 impl ReportPart for SweepPart {
     type Result = SweepOutcome;
 
@@ -65,10 +236,39 @@ impl ReportPart for SweepPart {
         };
         PartInfo {
             aliases: &["sweeps"],
-            min_start_s: 0.8,
+            keeps_deadline: true,
             table_group: Some("sweep"),
             ..base
         }
+    }
+
+    fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
+        match self.work(env, budget) {
+            Ok((_, plan)) => plan,
+            Err(_) => PartPlan {
+                predicted_s: 0.0,
+                measuring_s: 0.0,
+                work: Work::default(),
+                cut: None,
+            },
+        }
+    }
+
+    /// Not where even its plan is too large (tens of nodes with SMT: more
+    /// classes than a sweep may plan).
+    fn applicable(&self, m: &Machine) -> Result<(), String> {
+        let costs = crate::report::budget::Costs::reference();
+        let env = PlanEnv {
+            m,
+            mode: Mode::Default,
+            size: 2 << 20,
+            costs: &costs,
+            live: false,
+        };
+        self.work(&env, 0.0).map(|_| ()).map_err(|e| match e {
+            PlacementError::Invalid(why) => format!("the sweep cannot be planned here: {why}"),
+            other => other.to_string(),
+        })
     }
 
     /// One and two threads (one with a single CPU) over every allowed CPU
@@ -78,61 +278,9 @@ impl ReportPart for SweepPart {
         ctx: &mut PartContext,
         budget: f64,
     ) -> Result<Measured<SweepOutcome>, PlacementError> {
-        let cpus = ctx.m.allowed_cpus.clone();
-        let threads = if cpus.len() >= 2 { vec![1, 2] } else { vec![1] };
-        let backgrounds = if self.background {
-            let levels: &[&str] = match ctx.mode {
-                Mode::Full => &["low", "medium", "high", "very-high"],
-                _ => &["high"],
-            };
-            levels
-                .iter()
-                .map(|&l| {
-                    Ok(Some(Background {
-                        level: l.into(),
-                        bytes_per_second: background_rate(l).map_err(PlacementError::Invalid)?,
-                        subscription: Subscription::Full,
-                        cpus: None,
-                    }))
-                })
-                .collect::<Result<Vec<_>, PlacementError>>()?
-        } else {
-            vec![None]
-        };
-        let mem_list: Vec<u32> = ctx.m.memory_nodes().iter().collect();
-        // Each memory node holds one buffer per foreground thread, and each
-        // node's CPUs may carry a background thread with a local buffer.
-        let bytes = fit_all(
-            &mem_list,
-            threads.iter().max().copied().unwrap_or(1) + max_cpus_per_node(ctx.m),
-            ctx.size,
-            0.6,
-        );
-        let mem: IdSet = mem_list.into_iter().collect();
-        let req = SweepRequest {
-            threads,
-            cpus,
-            mem_nodes: mem,
-            accesses: vec![Access::Read, Access::Write],
-            read_kernel: BandwidthKernel::LineRead,
-            write_kernel: BandwidthKernel::LineWrite,
-            isa: ctx.isa,
-            buffer_bytes: bytes,
-            thp: Some(Thp::On),
-            full: false,
-            budget: Some(Duration::from_secs_f64(budget)),
-            rule: StopRule {
-                warmup: 1,
-                min_reps: 3,
-                max_reps: 50,
-                target_rel_ci: 0.01,
-                budget: Duration::from_secs_f64(2.0),
-            },
-            backgrounds,
-            background_bytes: bytes,
-            full_limit: 100_000,
-            min_sample_s: 0.02,
-        };
+        let (mut req, plan) = self.work(&ctx.env(), budget)?;
+        req.isa = ctx.isa;
+        req.budget = Some(Duration::from_secs_f64(budget));
         let r = run_sweep(ctx.m, &req, &mut |_, _, w| ctx.step(w))?;
         let f = findings(&r);
         let outcome = SweepOutcome {
@@ -140,7 +288,7 @@ impl ReportPart for SweepPart {
             findings: f,
         };
         // The sweep keeps its own deadline: nothing to learn about fixed costs.
-        Ok(Measured::new(outcome, budget, 0.0))
+        Ok(Measured::new(outcome, plan.predicted_s, 0.0))
     }
 
     fn verified(&self, r: &SweepOutcome) -> bool {
