@@ -319,7 +319,7 @@ pub fn run(a: Args) -> CliResult {
         doc.budget_s = budget;
     }
     progress.set_budget(budget);
-    let budget = (budget - t_probe.elapsed().as_secs_f64()).max(0.0);
+
     // Recorded lossily: an argument that is not UTF-8 (a path) must not
     // stop the report.
     let command_line: Vec<String> = std::env::args_os()
@@ -327,6 +327,7 @@ pub fn run(a: Args) -> CliResult {
         .collect();
     let settings = session::RunSettings {
         budget_s: budget,
+        started: t_probe,
         costs,
         isa: Isa::detect_best(),
         command_line,

@@ -147,8 +147,10 @@ impl RunOutcome {
 
 /// How one run measures.
 pub struct RunSettings {
-    /// Seconds the run may take.
+    /// Seconds the run may take, counted from `started`.
     pub budget_s: f64,
+    /// When the run began (before the costs were probed).
+    pub started: Instant,
     /// The operations' costs it plans with (from
     /// [`crate::report::budget::probe`]).
     pub costs: Costs,
@@ -169,12 +171,12 @@ pub fn run(
 ) -> RunOutcome {
     let RunSettings {
         budget_s,
+        started: t0,
         costs,
         isa,
         command_line,
         warnings,
     } = settings;
-    let t0 = Instant::now();
     let todo = parts_to_measure(doc);
     let run_no = start_run(doc, budget_s, command_line);
     if let Some(r) = doc.runs.last_mut() {
