@@ -31,9 +31,10 @@
 //!   its ancestors, written the v2 way (`max`, `bytes`, `quota period`) on v1
 //!   too.
 
+use crate::placement::sysroot::{ProcessCgroups, SysRoot};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -143,7 +144,7 @@ impl Environment {
     /// `<root>/sys/...` instead of `/proc` and `/sys` (the hwloc version, the
     /// command line and the time are still this process's).
     pub fn capture_from(root: &Path) -> Environment {
-        let fs = Fs(root.to_path_buf());
+        let fs = SysRoot::new(root);
         let cpuinfo = fs.read("proc/cpuinfo").unwrap_or_default();
         let info = CpuInfo::parse(&cpuinfo);
         let online = fs
@@ -275,22 +276,6 @@ impl Environment {
     }
 }
 
-/// Files under a root directory.
-struct Fs(PathBuf);
-
-impl Fs {
-    fn path(&self, rel: &str) -> PathBuf {
-        self.0.join(rel.trim_start_matches('/'))
-    }
-
-    /// Trimmed contents; `None` when unreadable or empty.
-    fn read(&self, rel: &str) -> Option<String> {
-        let text = std::fs::read_to_string(self.path(rel)).ok()?;
-        let text = text.trim();
-        (!text.is_empty()).then(|| text.to_string())
-    }
-}
-
 /// What /proc/cpuinfo says about the first CPU.
 #[derive(Debug, Default, PartialEq)]
 struct CpuInfo {
@@ -415,70 +400,6 @@ fn fmt_bytes(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
-/// One line of /proc/self/cgroup: "hierarchy-ID:controller-list:path".
-fn parse_cgroup_line(line: &str) -> Option<(&str, Vec<&str>, &str)> {
-    let mut it = line.splitn(3, ':');
-    let id = it.next()?;
-    let controllers = it.next()?;
-    let path = it.next()?;
-    let controllers = controllers.split(',').filter(|c| !c.is_empty()).collect();
-    Some((id, controllers, path))
-}
-
-/// `path` and its ancestors, nearest first: "/a/b" -> "/a/b", "/a", "/".
-fn ancestors(path: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut p = path.trim_end_matches('/').to_string();
-    loop {
-        if p.is_empty() {
-            out.push("/".to_string());
-            return out;
-        }
-        out.push(p.clone());
-        match p.rfind('/') {
-            Some(at) => p.truncate(at),
-            None => p.clear(),
-        }
-    }
-}
-
-/// A controller hierarchy mounted at `mount` (relative to the root), with this
-/// process's cgroup at `path` inside it.
-struct Hierarchy<'a> {
-    fs: &'a Fs,
-    mount: String,
-    path: String,
-}
-
-impl Hierarchy<'_> {
-    /// Directories of the cgroup and its ancestors that exist, nearest first.
-    /// In a container the host path may not exist under the mount; its
-    /// nearest existing ancestor (the mount, i.e. the container's cgroup) is
-    /// then the cgroup.
-    fn dirs(&self) -> Vec<String> {
-        ancestors(&self.path)
-            .into_iter()
-            .map(|p| format!("{}{}", self.mount, if p == "/" { "" } else { p.as_str() }))
-            .filter(|d| self.fs.path(d).is_dir())
-            .collect()
-    }
-
-    /// The value of the first of `names` in the nearest directory holding one.
-    fn nearest(&self, names: &[&str]) -> Option<String> {
-        self.dirs()
-            .iter()
-            .find_map(|d| names.iter().find_map(|n| self.fs.read(&format!("{d}/{n}"))))
-    }
-
-    /// Values of `name` from the cgroup and every ancestor that has it.
-    fn all(&self, name: &str) -> Vec<String> {
-        self.dirs()
-            .iter()
-            .filter_map(|d| self.fs.read(&format!("{d}/{name}")))
-            .collect()
-    }
-}
-
 /// The smallest of byte limits written as numbers or "max".
 fn tightest_bytes(values: &[u64]) -> String {
     // v1 writes "no limit" as a huge page-aligned number (2^63 - 4096).
@@ -497,43 +418,13 @@ fn tightest_cpu(values: &[String]) -> String {
         .map_or("max".to_string(), |(_, v)| v.clone())
 }
 
-fn cgroup_limits(fs: &Fs) -> CgroupLimits {
-    let Some(text) = fs.read("proc/self/cgroup") else {
+fn cgroup_limits(fs: &SysRoot) -> CgroupLimits {
+    let Some(cgroups) = ProcessCgroups::read(fs) else {
         return CgroupLimits::default();
     };
-    let lines: Vec<_> = text.lines().filter_map(parse_cgroup_line).collect();
-    let v1_path = |controller: &str| {
-        lines
-            .iter()
-            .find(|(id, cs, _)| *id != "0" && cs.contains(&controller))
-            .map(|(_, cs, p)| (cs.join(","), p.to_string()))
-    };
-    let v2_path = lines
-        .iter()
-        .find(|(id, cs, _)| *id == "0" && cs.is_empty())
-        .map(|(_, _, p)| p.to_string());
-    let v2 = |path: &str| Hierarchy {
-        fs,
-        mount: "sys/fs/cgroup".to_string(),
-        path: path.to_string(),
-    };
-    // A v1 controller is mounted at /sys/fs/cgroup/<its controller list>,
-    // usually with a symlink per controller ("cpu" -> "cpu,cpuacct").
-    let v1 = |controller: &str| {
-        let (list, path) = v1_path(controller)?;
-        let mount = [controller.to_string(), list]
-            .into_iter()
-            .map(|m| format!("sys/fs/cgroup/{m}"))
-            .find(|m| fs.path(m).is_dir())?;
-        Some((
-            Hierarchy {
-                fs,
-                mount,
-                path: path.clone(),
-            },
-            path,
-        ))
-    };
+    let v2_path = cgroups.v2_path();
+    let v2 = |path: &str| cgroups.v2(path);
+    let v1 = |controller: &str| cgroups.v1(controller);
 
     let mut out = CgroupLimits::default();
     let mut v1_paths: Vec<(&str, String)> = Vec::new();
@@ -741,17 +632,6 @@ mod tests {
 
     #[test]
     fn cgroup_helpers() {
-        assert_eq!(
-            parse_cgroup_line("4:memory:/a/b"),
-            Some(("4", vec!["memory"], "/a/b"))
-        );
-        assert_eq!(parse_cgroup_line("0::/"), Some(("0", vec![], "/")));
-        assert_eq!(
-            parse_cgroup_line("1:cpu,cpuacct:/x:y"),
-            Some(("1", vec!["cpu", "cpuacct"], "/x:y"))
-        );
-        assert_eq!(ancestors("/a/b"), ["/a/b", "/a", "/"]);
-        assert_eq!(ancestors("/"), ["/"]);
         assert_eq!(tightest_bytes(&[9_223_372_036_854_771_712]), "max");
         assert_eq!(tightest_bytes(&[1 << 30, 1 << 20]), "1048576");
         let cpu = [
