@@ -30,7 +30,11 @@
 //!   `memory_max` and `cpu_max` are the tightest limits over the cgroup and
 //!   its ancestors, written the v2 way (`max`, `bytes`, `quota period`) on v1
 //!   too.
+//! - `memory_disagreement` is [`NodeMemory`]'s finding, memory blocks read:
+//!   present only where the nodes' meminfo, /proc/meminfo and the memory
+//!   blocks disagree, with a warning saying so.
 
+use crate::placement::node_memory::{Blocks, MemoryDisagreement, NodeMemory};
 use crate::placement::sysroot::{ProcessCgroups, SysRoot};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
@@ -72,6 +76,12 @@ pub struct Environment {
     /// (min, max) frequency in MHz the governor may choose from.
     pub cpufreq_mhz: Option<(f64, f64)>,
     pub cgroup: CgroupLimits,
+    /// Set where the kernel's memory figures disagree (the nodes' meminfo,
+    /// /proc/meminfo, the memory blocks: hot-added memory, ballooning,
+    /// offline blocks); absent on an ordinary machine. Capacity checks then
+    /// use what the kernel will give on each node (docs/measurement.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_disagreement: Option<MemoryDisagreement>,
     pub command_line: Vec<String>,
     /// Capture time, RFC 3339 in UTC: "2024-05-01T12:34:56Z".
     pub timestamp_utc: String,
@@ -193,6 +203,7 @@ impl Environment {
             governor: fs.read(&format!("{cpufreq}/scaling_governor")),
             cpufreq_mhz,
             cgroup: cgroup_limits(&fs),
+            memory_disagreement: NodeMemory::capture_from(root, Blocks::Always).disagreement,
             // Lossy: `std::env::args` panics on an argument that is not
             // UTF-8, and such paths are valid input.
             command_line: std::env::args_os()
@@ -271,6 +282,9 @@ impl Environment {
                  swapped or killed",
                 fmt_bytes(bytes)
             ));
+        }
+        if let Some(d) = &self.memory_disagreement {
+            w.push(d.sentence());
         }
         w
     }
@@ -628,6 +642,57 @@ mod tests {
         assert_eq!(i.model, "implementer 0x41 part 0xd0c");
         assert!(i.flags.contains(&"sve".to_string()));
         assert_eq!(CpuInfo::parse(""), CpuInfo::default());
+    }
+
+    #[test]
+    fn a_hot_plug_vm_records_the_disagreement_and_warns() {
+        let root = std::env::temp_dir().join(format!("numalab-env-hotplug-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "sys/devices/system/node/node0/meminfo",
+            "Node 0 MemTotal:  4508876 kB\nNode 0 MemFree:   2097152 kB\n",
+        );
+        write(
+            "proc/meminfo",
+            "MemTotal:  134217728 kB\nMemAvailable:  131072000 kB\n",
+        );
+        let e = Environment::capture_from(&root);
+        let d = e.memory_disagreement.clone().unwrap();
+        assert_eq!(d.cause, crate::placement::node_memory::MemoryCause::HotAdd);
+        assert_eq!(d.nodes_total_bytes, 4508876 << 10);
+        assert_eq!(d.system_total_bytes, 128 << 30);
+        assert_eq!(
+            e.warnings,
+            [
+                "the nodes' meminfo counts 4.3 GiB of memory but /proc/meminfo 128 GiB (125 GiB \
+              available), likely memory being hot-added (virtio-mem, hot-plug or ballooning): \
+              capacity checks use what the kernel will give on each node, not the nodes' totals"
+            ]
+        );
+        let j = serde_json::to_value(&e).unwrap();
+        assert_eq!(j["memory_disagreement"]["cause"], "hot_add");
+        assert_eq!(j["memory_disagreement"]["system_total_bytes"], 128u64 << 30);
+        // An ordinary machine's figures agree: no key, no warning.
+        write(
+            "proc/meminfo",
+            "MemTotal:  4508876 kB\nMemAvailable:  3000000 kB\n",
+        );
+        let e = Environment::capture_from(&root);
+        assert_eq!(e.memory_disagreement, None);
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+        let j = serde_json::to_value(&e).unwrap();
+        assert!(j.get("memory_disagreement").is_none(), "{j}");
+        // Results written before the field existed still read.
+        let mut old = j.clone();
+        old.as_object_mut().unwrap().remove("memory_disagreement");
+        let back: Environment = serde_json::from_value(old).unwrap();
+        assert_eq!(back.memory_disagreement, None);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
