@@ -17,7 +17,7 @@
 //!   watermarks from `/proc/zoneinfo`;
 //! - `/proc/meminfo`: `MemTotal`, `MemAvailable`;
 //! - this process's memory cgroup (found as the environment finds it,
-//!   [`super::sysroot::ProcessCgroups`]): v2 `memory.max`, `memory.current`,
+//!   `placement::sysroot`): v2 `memory.max`, `memory.current`,
 //!   `memory.stat` `inactive_file`; v1 `memory.limit_in_bytes`,
 //!   `memory.usage_in_bytes`, `memory.stat` `total_inactive_file`;
 //! - memory blocks: `/sys/devices/system/memory/block_size_bytes` (hex),
@@ -35,7 +35,7 @@
 //! where `low` is the sum of the node's zones' low watermarks (half of each
 //! figure when `/proc/zoneinfo` cannot say). The kernel also subtracts its
 //! reserve (high watermarks and lowmem reserves); the capacity check keeps
-//! its own margin for that ([`super::capacity::usable`]).
+//! its own margin for that (`capacity::usable`).
 //!
 //! What a placement may take from a node ([`NodeMemory::allocatable`]):
 //! - on an ordinary machine, the node's available memory;

@@ -5,7 +5,7 @@
 //! with a count of what was left out. The JSON form (`--json`) has everything.
 
 use crate::machine::{Cache, Machine, MemoryAttributeValue, MemoryKind, Source};
-use crate::placement::node_memory::{Blocks, NodeMemory};
+use crate::placement::node_memory::NodeMemory;
 use crate::text::format::{bytes, plural};
 use crate::IdSet;
 use std::collections::{BTreeMap, BTreeSet};
@@ -719,6 +719,7 @@ mod tests {
 
     #[test]
     fn a_hot_plug_vm_shows_both_figures_and_why() {
+        use crate::placement::node_memory::Blocks;
         let m = crate::report::fixture("8em64t-2s2ca2c-buggynuma.xml");
         let root =
             std::env::temp_dir().join(format!("numalab-topology-hotplug-{}", std::process::id()));
