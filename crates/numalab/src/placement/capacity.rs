@@ -347,7 +347,7 @@ pub(crate) fn live_shortfall(
     buffers: &[(Vec<Share>, u64, bool)],
 ) -> Option<(Shortfall, Option<String>)> {
     let snapshot = NodeMemory::capture_for_capacity();
-    let s = snapshot_shortfall(m, buffers, &snapshot, &|n| node_free(n, true))?;
+    let s = snapshot_shortfall(m, buffers, &snapshot, &hugetlb_free)?;
     Some((s, snapshot.disagreement.as_ref().map(|d| d.figures())))
 }
 
@@ -372,7 +372,7 @@ pub fn check_plan(
         *huge_cache
             .borrow_mut()
             .entry(n)
-            .or_insert_with(|| node_free(n, true))
+            .or_insert_with(|| hugetlb_free(n))
     };
     let context = snapshot.disagreement.as_ref().map(|d| d.figures());
     for phase in phases {
@@ -465,21 +465,15 @@ pub(crate) fn node_words(nodes: &IdSet) -> String {
     }
 }
 
-/// Free bytes of a node: what the kernel will give of base pages
-/// ([`NodeMemory::allocatable`]), or its free reserved hugetlbfs 2 MiB
-/// pages.
-pub(crate) fn node_free(n: u32, hugetlb: bool) -> u64 {
-    if hugetlb {
-        let p =
-            format!("/sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/free_hugepages");
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map(|pages| pages.saturating_mul(HUGE_2M))
-            .unwrap_or(0)
-    } else {
-        NodeMemory::capture_for_capacity().allocatable(n)
-    }
+/// Free bytes of a node's reserved hugetlbfs 2 MiB pages (base pages:
+/// [`NodeMemory::allocatable`]).
+pub(crate) fn hugetlb_free(n: u32) -> u64 {
+    let p = format!("/sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/free_hugepages");
+    std::fs::read_to_string(p)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(|pages| pages.saturating_mul(HUGE_2M))
+        .unwrap_or(0)
 }
 
 /// Free memory a placement may take without pushing the node into reclaim
