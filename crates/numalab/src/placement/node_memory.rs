@@ -299,6 +299,22 @@ impl NodeMemory {
             auto_online_blocks: fs.read("sys/devices/system/memory/auto_online_blocks"),
             ..NodeMemory::default()
         };
+        // A kernel built without NUMA has no node directories: its one
+        // node is the whole of /proc/meminfo.
+        if s.nodes.is_empty() && !fs.path("sys/devices/system/node").is_dir() {
+            if let (Some(total), Some(available)) = (s.system_total, s.system_available) {
+                let free = meminfo_value(&proc_meminfo, "MemFree").unwrap_or(available);
+                s.nodes.insert(
+                    0,
+                    NodeFigures {
+                        total,
+                        free,
+                        available,
+                        ..NodeFigures::default()
+                    },
+                );
+            }
+        }
         if blocks == Blocks::Always || s.totals_cause().is_some() {
             read_blocks(&fs, &mut s.nodes);
         }
@@ -1172,6 +1188,19 @@ mod tests {
             s.allocatable_on(&IdSet::parse_list("0-1").unwrap()),
             3 * GIB
         );
+    }
+
+    #[test]
+    fn a_kernel_without_numa_is_one_node_of_proc_meminfo() {
+        let t = Tree::new("no-numa");
+        t.proc_meminfo(8 * GIB, 6 * GIB);
+        let s = t.snapshot();
+        assert_eq!(s.allocatable(0), 6 * GIB);
+        assert_eq!(s.memory(0), Some(8 * GIB));
+        assert_eq!(s.disagreement, None);
+        // Node directories that cannot be read are not replaced.
+        t.dir("sys/devices/system/node");
+        assert_eq!(t.snapshot().allocatable(0), 0);
     }
 
     #[test]
