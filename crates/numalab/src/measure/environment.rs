@@ -30,10 +30,15 @@
 //!   `memory_max` and `cpu_max` are the tightest limits over the cgroup and
 //!   its ancestors, written the v2 way (`max`, `bytes`, `quota period`) on v1
 //!   too.
+//! - `memory_disagreement` is [`NodeMemory`]'s finding, memory blocks read:
+//!   present only where the nodes' meminfo, /proc/meminfo and the memory
+//!   blocks disagree, with a warning saying so.
 
+use crate::placement::node_memory::{Blocks, MemoryDisagreement, NodeMemory};
+use crate::placement::sysroot::{ProcessCgroups, SysRoot};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -71,6 +76,12 @@ pub struct Environment {
     /// (min, max) frequency in MHz the governor may choose from.
     pub cpufreq_mhz: Option<(f64, f64)>,
     pub cgroup: CgroupLimits,
+    /// Set where the kernel's memory figures disagree (the nodes' meminfo,
+    /// /proc/meminfo, the memory blocks: hot-added memory, ballooning,
+    /// offline blocks); absent on an ordinary machine. Capacity checks then
+    /// use what the kernel will give on each node (docs/measurement.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_disagreement: Option<MemoryDisagreement>,
     pub command_line: Vec<String>,
     /// Capture time, RFC 3339 in UTC: "2024-05-01T12:34:56Z".
     pub timestamp_utc: String,
@@ -143,7 +154,7 @@ impl Environment {
     /// `<root>/sys/...` instead of `/proc` and `/sys` (the hwloc version, the
     /// command line and the time are still this process's).
     pub fn capture_from(root: &Path) -> Environment {
-        let fs = Fs(root.to_path_buf());
+        let fs = SysRoot::new(root);
         let cpuinfo = fs.read("proc/cpuinfo").unwrap_or_default();
         let info = CpuInfo::parse(&cpuinfo);
         let online = fs
@@ -192,6 +203,7 @@ impl Environment {
             governor: fs.read(&format!("{cpufreq}/scaling_governor")),
             cpufreq_mhz,
             cgroup: cgroup_limits(&fs),
+            memory_disagreement: NodeMemory::capture_from(root, Blocks::Always).disagreement,
             // Lossy: `std::env::args` panics on an argument that is not
             // UTF-8, and such paths are valid input.
             command_line: std::env::args_os()
@@ -271,23 +283,10 @@ impl Environment {
                 fmt_bytes(bytes)
             ));
         }
+        if let Some(d) = &self.memory_disagreement {
+            w.push(d.sentence());
+        }
         w
-    }
-}
-
-/// Files under a root directory.
-struct Fs(PathBuf);
-
-impl Fs {
-    fn path(&self, rel: &str) -> PathBuf {
-        self.0.join(rel.trim_start_matches('/'))
-    }
-
-    /// Trimmed contents; `None` when unreadable or empty.
-    fn read(&self, rel: &str) -> Option<String> {
-        let text = std::fs::read_to_string(self.path(rel)).ok()?;
-        let text = text.trim();
-        (!text.is_empty()).then(|| text.to_string())
     }
 }
 
@@ -415,70 +414,6 @@ fn fmt_bytes(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
-/// One line of /proc/self/cgroup: "hierarchy-ID:controller-list:path".
-fn parse_cgroup_line(line: &str) -> Option<(&str, Vec<&str>, &str)> {
-    let mut it = line.splitn(3, ':');
-    let id = it.next()?;
-    let controllers = it.next()?;
-    let path = it.next()?;
-    let controllers = controllers.split(',').filter(|c| !c.is_empty()).collect();
-    Some((id, controllers, path))
-}
-
-/// `path` and its ancestors, nearest first: "/a/b" -> "/a/b", "/a", "/".
-fn ancestors(path: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut p = path.trim_end_matches('/').to_string();
-    loop {
-        if p.is_empty() {
-            out.push("/".to_string());
-            return out;
-        }
-        out.push(p.clone());
-        match p.rfind('/') {
-            Some(at) => p.truncate(at),
-            None => p.clear(),
-        }
-    }
-}
-
-/// A controller hierarchy mounted at `mount` (relative to the root), with this
-/// process's cgroup at `path` inside it.
-struct Hierarchy<'a> {
-    fs: &'a Fs,
-    mount: String,
-    path: String,
-}
-
-impl Hierarchy<'_> {
-    /// Directories of the cgroup and its ancestors that exist, nearest first.
-    /// In a container the host path may not exist under the mount; its
-    /// nearest existing ancestor (the mount, i.e. the container's cgroup) is
-    /// then the cgroup.
-    fn dirs(&self) -> Vec<String> {
-        ancestors(&self.path)
-            .into_iter()
-            .map(|p| format!("{}{}", self.mount, if p == "/" { "" } else { p.as_str() }))
-            .filter(|d| self.fs.path(d).is_dir())
-            .collect()
-    }
-
-    /// The value of the first of `names` in the nearest directory holding one.
-    fn nearest(&self, names: &[&str]) -> Option<String> {
-        self.dirs()
-            .iter()
-            .find_map(|d| names.iter().find_map(|n| self.fs.read(&format!("{d}/{n}"))))
-    }
-
-    /// Values of `name` from the cgroup and every ancestor that has it.
-    fn all(&self, name: &str) -> Vec<String> {
-        self.dirs()
-            .iter()
-            .filter_map(|d| self.fs.read(&format!("{d}/{name}")))
-            .collect()
-    }
-}
-
 /// The smallest of byte limits written as numbers or "max".
 fn tightest_bytes(values: &[u64]) -> String {
     // v1 writes "no limit" as a huge page-aligned number (2^63 - 4096).
@@ -497,43 +432,13 @@ fn tightest_cpu(values: &[String]) -> String {
         .map_or("max".to_string(), |(_, v)| v.clone())
 }
 
-fn cgroup_limits(fs: &Fs) -> CgroupLimits {
-    let Some(text) = fs.read("proc/self/cgroup") else {
+fn cgroup_limits(fs: &SysRoot) -> CgroupLimits {
+    let Some(cgroups) = ProcessCgroups::read(fs) else {
         return CgroupLimits::default();
     };
-    let lines: Vec<_> = text.lines().filter_map(parse_cgroup_line).collect();
-    let v1_path = |controller: &str| {
-        lines
-            .iter()
-            .find(|(id, cs, _)| *id != "0" && cs.contains(&controller))
-            .map(|(_, cs, p)| (cs.join(","), p.to_string()))
-    };
-    let v2_path = lines
-        .iter()
-        .find(|(id, cs, _)| *id == "0" && cs.is_empty())
-        .map(|(_, _, p)| p.to_string());
-    let v2 = |path: &str| Hierarchy {
-        fs,
-        mount: "sys/fs/cgroup".to_string(),
-        path: path.to_string(),
-    };
-    // A v1 controller is mounted at /sys/fs/cgroup/<its controller list>,
-    // usually with a symlink per controller ("cpu" -> "cpu,cpuacct").
-    let v1 = |controller: &str| {
-        let (list, path) = v1_path(controller)?;
-        let mount = [controller.to_string(), list]
-            .into_iter()
-            .map(|m| format!("sys/fs/cgroup/{m}"))
-            .find(|m| fs.path(m).is_dir())?;
-        Some((
-            Hierarchy {
-                fs,
-                mount,
-                path: path.clone(),
-            },
-            path,
-        ))
-    };
+    let v2_path = cgroups.v2_path();
+    let v2 = |path: &str| cgroups.v2(path);
+    let v1 = |controller: &str| cgroups.v1(controller);
 
     let mut out = CgroupLimits::default();
     let mut v1_paths: Vec<(&str, String)> = Vec::new();
@@ -740,18 +645,58 @@ mod tests {
     }
 
     #[test]
+    fn a_hot_plug_vm_records_the_disagreement_and_warns() {
+        let root = std::env::temp_dir().join(format!("numalab-env-hotplug-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "sys/devices/system/node/node0/meminfo",
+            "Node 0 MemTotal:  4508876 kB\nNode 0 MemFree:   2097152 kB\n",
+        );
+        write(
+            "proc/meminfo",
+            "MemTotal:  134217728 kB\nMemAvailable:  131072000 kB\n",
+        );
+        let e = Environment::capture_from(&root);
+        let d = e.memory_disagreement.clone().unwrap();
+        assert_eq!(d.cause, crate::placement::node_memory::MemoryCause::HotAdd);
+        assert_eq!(d.nodes_total_bytes, 4508876 << 10);
+        assert_eq!(d.system_total_bytes, 128 << 30);
+        assert_eq!(
+            e.warnings,
+            [
+                "the nodes' meminfo counts 4.3 GiB of memory but /proc/meminfo 128 GiB (125 GiB \
+              available), likely memory being hot-added (virtio-mem, hot-plug or ballooning): \
+              capacity checks use what the kernel will give on each node, not the nodes' totals"
+            ]
+        );
+        let j = serde_json::to_value(&e).unwrap();
+        assert_eq!(j["memory_disagreement"]["cause"], "hot_add");
+        assert_eq!(j["memory_disagreement"]["system_total_bytes"], 128u64 << 30);
+        // An ordinary machine's figures agree: no key, no warning.
+        write(
+            "proc/meminfo",
+            "MemTotal:  4508876 kB\nMemAvailable:  3000000 kB\n",
+        );
+        let e = Environment::capture_from(&root);
+        assert_eq!(e.memory_disagreement, None);
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+        let j = serde_json::to_value(&e).unwrap();
+        assert!(j.get("memory_disagreement").is_none(), "{j}");
+        // Results written before the field existed still read.
+        let mut old = j.clone();
+        old.as_object_mut().unwrap().remove("memory_disagreement");
+        let back: Environment = serde_json::from_value(old).unwrap();
+        assert_eq!(back.memory_disagreement, None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
     fn cgroup_helpers() {
-        assert_eq!(
-            parse_cgroup_line("4:memory:/a/b"),
-            Some(("4", vec!["memory"], "/a/b"))
-        );
-        assert_eq!(parse_cgroup_line("0::/"), Some(("0", vec![], "/")));
-        assert_eq!(
-            parse_cgroup_line("1:cpu,cpuacct:/x:y"),
-            Some(("1", vec!["cpu", "cpuacct"], "/x:y"))
-        );
-        assert_eq!(ancestors("/a/b"), ["/a/b", "/a", "/"]);
-        assert_eq!(ancestors("/"), ["/"]);
         assert_eq!(tightest_bytes(&[9_223_372_036_854_771_712]), "max");
         assert_eq!(tightest_bytes(&[1 << 30, 1 << 20]), "1048576");
         let cpu = [

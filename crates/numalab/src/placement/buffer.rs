@@ -296,13 +296,8 @@ impl Drop for PlacedBuffer {
 
 /// Bytes free on the allowed nodes that placements may use (margins kept).
 pub fn usable_free_bytes(m: &Machine) -> u64 {
-    capacity::usable(
-        m.allowed_nodes
-            .iter()
-            .map(|n| capacity::node_free(n, false))
-            .sum(),
-        false,
-    )
+    let snapshot = super::node_memory::NodeMemory::capture_for_capacity();
+    capacity::usable(snapshot.allocatable_on(&m.allowed_nodes), false)
 }
 
 /// Pins the calling thread to one CPU and checks it got there.
@@ -432,24 +427,42 @@ fn check_capacity(
         len as u64,
         hugetlb,
     )];
-    match capacity::phase_shortfall(m, &one, &capacity::node_free) {
-        None => Ok(()),
-        Some(Shortfall::Machine { memory, nodes, .. }) => Err(E::Capacity(format!(
-            "placing {} cannot fit in this machine: nodes {{{nodes}}} have {} of memory in all; ask for less",
+    let (shortfall, context) = match capacity::live_shortfall(m, &one) {
+        None => return Ok(()),
+        Some(found) => found,
+    };
+    match shortfall {
+        Shortfall::Machine { memory, nodes, .. } => Err(E::Capacity(format!(
+            "placing {} cannot fit in this machine: nodes {{{nodes}}} have {} of memory in all{}; ask for less",
             crate::text::format::bytes(len as u64),
-            crate::text::format::bytes(memory)
+            crate::text::format::bytes(memory),
+            context.map_or(String::new(), |c| format!(" ({c})"))
         ))),
-        Some(Shortfall::Nodes {
+        Shortfall::Cgroup { cgroup, .. } => Err(E::Capacity(format!(
+            "placing {} cannot fit in this process's memory cgroup: {} left under its {} limit ({}); ask for less",
+            crate::text::format::bytes(len as u64),
+            crate::text::format::bytes(cgroup.remaining),
+            crate::text::format::bytes(cgroup.limit),
+            cgroup.limit_file()
+        ))),
+        Shortfall::Nodes {
             nodes,
             need,
             free,
             hugetlb,
             ..
-        }) => Err(too_big(need, &nodes, free, hugetlb)),
+        } => Err(too_big(need, &nodes, free, hugetlb, context.as_deref())),
     }
 }
 
-fn too_big(bytes: u64, nodes: &IdSet, free: u64, hugetlb: bool) -> PlacementError {
+/// `context`: the kernel's disagreeing memory figures, where they disagree.
+fn too_big(
+    bytes: u64,
+    nodes: &IdSet,
+    free: u64,
+    hugetlb: bool,
+    context: Option<&str>,
+) -> PlacementError {
     let fb = crate::text::format::bytes;
     let plural = if nodes.len() > 1 { "s" } else { "" };
     if hugetlb {
@@ -462,9 +475,10 @@ fn too_big(bytes: u64, nodes: &IdSet, free: u64, hugetlb: bool) -> PlacementErro
         ));
     }
     E::Capacity(format!(
-        "placing {} on node{plural} {{{nodes}}} cannot fit: {} free there (keeping a margin for the kernel), so the kernel would OOM-kill; ask for less or add nodes",
+        "placing {} on node{plural} {{{nodes}}} cannot fit: {} free there (keeping a margin for the kernel{}), so the kernel would OOM-kill; ask for less or add nodes",
         fb(bytes),
         fb(free),
+        context.map_or(String::new(), |c| format!("; {c}"))
     ))
 }
 

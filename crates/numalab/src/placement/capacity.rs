@@ -22,12 +22,19 @@
 //! | `local`, `first-touch` unpinned, `preferred` (falls back) | all allowed nodes together |
 //! | `interleave`, `weighted` | each node its share |
 //!
-//! Base pages are checked against each node's free memory less a margin for
-//! the kernel's watermarks, hugetlbfs pages against each node's free 2 MiB
-//! pages; a plan larger than all the machine's memory is refused as such.
+//! Base pages are checked against what each node can give
+//! ([`super::node_memory::NodeMemory::allocatable`]: free memory, page cache
+//! and reclaimable slab, on virtual machines whose memory is hot-added also
+//! what /proc/meminfo has beyond the nodes, capped by the memory cgroup)
+//! less a margin for the kernel's watermarks, hugetlbfs pages against each
+//! node's free 2 MiB pages. A plan larger than all the machine's memory is
+//! refused as such (where the nodes and /proc/meminfo disagree, the larger
+//! figure is the machine's memory: never refuse what fits), and so is a plan
+//! larger than what the memory cgroup has left.
 
 use super::memory_policy::{MemoryPolicy, Realization, WeightedImpl};
-use super::sys::{self, Mode};
+use super::node_memory::{CgroupMemory, NodeMemory};
+use super::sys::Mode;
 use super::PlacementError;
 use crate::machine::Machine;
 use crate::text::format;
@@ -140,6 +147,12 @@ pub(crate) enum Shortfall {
         memory: u64,
         nodes: IdSet,
     },
+    /// More base pages than the memory cgroup has left.
+    Cgroup {
+        need: u64,
+        buffers: usize,
+        cgroup: CgroupMemory,
+    },
     /// More than `nodes` have free (`free` before the margin).
     Nodes {
         nodes: IdSet,
@@ -226,12 +239,40 @@ impl Tally {
     }
 }
 
+/// What the nodes can supply, as the capacity check sees it.
+pub(crate) struct Supply<'a> {
+    /// Bytes a node can give: of base pages, or of hugetlbfs pages.
+    pub(crate) free: &'a dyn Fn(u32, bool) -> u64,
+    /// All the memory of a node, free or not, when the kernel says more
+    /// than the machine model (hot-added memory); `None`: the model's.
+    pub(crate) memory: &'a dyn Fn(u32) -> Option<u64>,
+    /// The memory cgroup's limit, which caps a whole phase's base pages.
+    pub(crate) cgroup: Option<CgroupMemory>,
+}
+
 /// The first shortfall of one phase's buffers, `free(node, hugetlb)` giving
-/// each node's free bytes (of base pages, or of hugetlbfs pages).
+/// each node's free bytes (of base pages, or of hugetlbfs pages), the
+/// machine model giving each node's memory, no cgroup limit.
+#[cfg(test)]
 pub(crate) fn phase_shortfall(
     m: &Machine,
     buffers: &[(Vec<Share>, u64, bool)],
     free: &dyn Fn(u32, bool) -> u64,
+) -> Option<Shortfall> {
+    let supply = Supply {
+        free,
+        memory: &|_| None,
+        cgroup: None,
+    };
+    phase_shortfall_in(m, buffers, &supply)
+}
+
+/// The first shortfall of one phase's buffers against `supply`: the
+/// machine's memory, the cgroup's limit, each node and set of nodes.
+pub(crate) fn phase_shortfall_in(
+    m: &Machine,
+    buffers: &[(Vec<Share>, u64, bool)],
+    supply: &Supply,
 ) -> Option<Shortfall> {
     let (mut base, mut huge) = (Tally::default(), Tally::default());
     let mut all = m.allowed_nodes.clone();
@@ -248,8 +289,10 @@ pub(crate) fn phase_shortfall(
     }
     let memory: u64 = all
         .iter()
-        .filter_map(|n| m.node(n))
-        .map(|n| n.memory_bytes)
+        .map(|n| {
+            let model = m.node(n).map_or(0, |node| node.memory_bytes);
+            model.max((supply.memory)(n).unwrap_or(0))
+        })
         .sum();
     let need = base.total.saturating_add(huge.total);
     if memory > 0 && need > memory {
@@ -259,8 +302,53 @@ pub(crate) fn phase_shortfall(
             nodes: all,
         });
     }
+    if let Some(cgroup) = supply.cgroup.filter(|c| base.total > c.remaining) {
+        return Some(Shortfall::Cgroup {
+            need: base.total,
+            buffers: base.buffers,
+            cgroup,
+        });
+    }
+    let free = supply.free;
     base.shortfall(false, &all, &|n| free(n, false))
         .or_else(|| huge.shortfall(true, &all, &|n| free(n, true)))
+}
+
+/// The first shortfall of one phase's buffers against a snapshot of what
+/// the kernel will give, `hugetlb_free(node)` giving a node's free
+/// hugetlbfs bytes.
+pub(crate) fn snapshot_shortfall(
+    m: &Machine,
+    buffers: &[(Vec<Share>, u64, bool)],
+    snapshot: &NodeMemory,
+    hugetlb_free: &dyn Fn(u32) -> u64,
+) -> Option<Shortfall> {
+    let free = |n: u32, hugetlb: bool| {
+        if hugetlb {
+            hugetlb_free(n)
+        } else {
+            snapshot.allocatable(n)
+        }
+    };
+    let supply = Supply {
+        free: &free,
+        memory: &|n| snapshot.memory(n),
+        cgroup: snapshot.cgroup,
+    };
+    phase_shortfall_in(m, buffers, &supply)
+}
+
+/// The first shortfall of one phase's buffers on the live machine now,
+/// against one snapshot of what the kernel will give
+/// ([`NodeMemory::capture_for_capacity`]); with the snapshot's figures for
+/// a message ([`plan_message`]'s `context`).
+pub(crate) fn live_shortfall(
+    m: &Machine,
+    buffers: &[(Vec<Share>, u64, bool)],
+) -> Option<(Shortfall, Option<String>)> {
+    let snapshot = NodeMemory::capture_for_capacity();
+    let s = snapshot_shortfall(m, buffers, &snapshot, &hugetlb_free)?;
+    Some((s, snapshot.disagreement.as_ref().map(|d| d.figures())))
 }
 
 /// Refuses a plan that cannot fit in the machine's free memory, before
@@ -276,15 +364,17 @@ pub fn check_plan(
     if !m.is_live() {
         return Ok(());
     }
-    // Each node's free memory is read once: the phases are checked against
+    // What each node can give is read once: the phases are checked against
     // the same moment, not against what the kernel reclaims between reads.
-    let cache = RefCell::new(BTreeMap::new());
-    let free = |n: u32, hugetlb: bool| -> u64 {
-        *cache
+    let snapshot = NodeMemory::capture_for_capacity();
+    let huge_cache = RefCell::new(BTreeMap::new());
+    let hugetlb_free = |n: u32| -> u64 {
+        *huge_cache
             .borrow_mut()
-            .entry((n, hugetlb))
-            .or_insert_with(|| node_free(n, hugetlb))
+            .entry(n)
+            .or_insert_with(|| hugetlb_free(n))
     };
+    let context = snapshot.disagreement.as_ref().map(|d| d.figures());
     for phase in phases {
         let mut placed = Vec::with_capacity(phase.len());
         for b in phase {
@@ -292,25 +382,44 @@ pub fn check_plan(
             let r = b.policy.realize(m, toucher_node, WeightedImpl::Auto)?;
             placed.push((shares(m, &r, toucher_node, b.bytes), b.bytes, b.hugetlb));
         }
-        if let Some(s) = phase_shortfall(m, &placed, &free) {
-            return Err(PlacementError::Capacity(plan_message(&s, advice)));
+        if let Some(s) = snapshot_shortfall(m, &placed, &snapshot, &hugetlb_free) {
+            return Err(PlacementError::Capacity(plan_message(
+                &s,
+                advice,
+                context.as_deref(),
+            )));
         }
     }
     Ok(())
 }
 
 /// The one line of a plan that does not fit: what was asked, what is free,
-/// what to do.
-fn plan_message(s: &Shortfall, advice: &str) -> String {
+/// what to do. `context` names the kernel's disagreeing figures
+/// ([`super::node_memory::MemoryDisagreement::figures`]) on a machine where
+/// they disagree, so that a refusal names both.
+pub(crate) fn plan_message(s: &Shortfall, advice: &str, context: Option<&str>) -> String {
     match s {
         Shortfall::Machine {
             need,
             memory,
             nodes,
         } => format!(
-            "the buffers of this run ({}) do not fit in this machine: nodes {{{nodes}}} have {} of memory in all; {advice}",
+            "the buffers of this run ({}) do not fit in this machine: nodes {{{nodes}}} have {} of memory in all{}; {advice}",
             format::bytes(*need),
-            format::bytes(*memory)
+            format::bytes(*memory),
+            context.map_or(String::new(), |c| format!(" ({c})"))
+        ),
+        Shortfall::Cgroup {
+            need,
+            buffers,
+            cgroup,
+        } => format!(
+            "{} for {} do not fit in this process's memory cgroup: {} left under its {} limit ({}); {advice}",
+            format::bytes(*need),
+            format::plural(*buffers, "buffer", "buffers"),
+            format::bytes(cgroup.remaining),
+            format::bytes(cgroup.limit),
+            cgroup.limit_file()
         ),
         Shortfall::Nodes {
             nodes,
@@ -332,14 +441,19 @@ fn plan_message(s: &Shortfall, advice: &str) -> String {
             free,
             buffers,
             hugetlb: false,
-        } => format!(
-            "{} for {} on {} do not fit: {} free there, {} usable after the kernel's margin; {advice}",
-            format::bytes(*need),
-            format::plural(*buffers, "buffer", "buffers"),
-            node_words(nodes),
-            format::bytes(*free),
-            format::bytes(usable(*free, false))
-        ),
+        } => {
+            let have = match context {
+                Some(c) => format!("{} can give {} ({c})", node_words(nodes), format::bytes(*free)),
+                None => format!("{} free there", format::bytes(*free)),
+            };
+            format!(
+                "{} for {} on {} do not fit: {have}, {} usable after the kernel's margin; {advice}",
+                format::bytes(*need),
+                format::plural(*buffers, "buffer", "buffers"),
+                node_words(nodes),
+                format::bytes(usable(*free, false))
+            )
+        }
     }
 }
 
@@ -351,20 +465,15 @@ pub(crate) fn node_words(nodes: &IdSet) -> String {
     }
 }
 
-/// Free bytes of a node: of base pages, or of its reserved hugetlbfs 2 MiB
-/// pages.
-pub(crate) fn node_free(n: u32, hugetlb: bool) -> u64 {
-    if hugetlb {
-        let p =
-            format!("/sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/free_hugepages");
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map(|pages| pages.saturating_mul(HUGE_2M))
-            .unwrap_or(0)
-    } else {
-        sys::node_free_bytes(n).unwrap_or(0)
-    }
+/// Free bytes of a node's reserved hugetlbfs 2 MiB pages (base pages:
+/// [`NodeMemory::allocatable`]).
+pub(crate) fn hugetlb_free(n: u32) -> u64 {
+    let p = format!("/sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/free_hugepages");
+    std::fs::read_to_string(p)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(|pages| pages.saturating_mul(HUGE_2M))
+        .unwrap_or(0)
 }
 
 /// Free memory a placement may take without pushing the node into reclaim
@@ -526,6 +635,7 @@ mod tests {
                 nodes: m.allowed_nodes.clone(),
             },
             "use a smaller --size",
+            None,
         );
         assert_eq!(
             msg,
@@ -545,7 +655,7 @@ mod tests {
         );
         match phase_shortfall(&m, &[fits.clone(), fits], &free) {
             Some(s @ Shortfall::Nodes { hugetlb: true, .. }) => {
-                let msg = plan_message(&s, "use a smaller --size");
+                let msg = plan_message(&s, "use a smaller --size", None);
                 assert_eq!(
                     msg,
                     "16 MiB of hugetlbfs 2 MiB pages for 2 buffers on node 2 do not fit: 8 MiB free there; reserve more first, e.g. echo 8 > /proc/sys/vm/nr_hugepages, or use a smaller --size"
@@ -566,6 +676,7 @@ mod tests {
                 hugetlb: false,
             },
             "use a smaller --size or --injector-size",
+            None,
         );
         assert_eq!(
             msg,

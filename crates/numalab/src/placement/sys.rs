@@ -291,7 +291,9 @@ pub fn kernel_supports(mode: Mode) -> Result<(), String> {
     }
 }
 
-/// Free memory of a node right now, from /sys/devices/system/node/nodeN/meminfo.
+/// Free memory of a node right now, from /sys/devices/system/node/nodeN/meminfo
+/// (`MemFree` only: what a placement may take there, page cache and
+/// hot-added memory counted, is [`super::node_memory::NodeMemory::allocatable`]).
 pub fn node_free_bytes(node: u32) -> Option<u64> {
     node_meminfo(node, "MemFree:")
 }

@@ -48,12 +48,22 @@ pub fn far_node(m: &Machine) -> Option<u32> {
 }
 
 /// Bytes per buffer so that `count` buffers of at most `wanted` bytes fit
-/// in `share` of node `node`'s free memory now (2 MiB multiples, at least
+/// in `share` of what node `node` can give now (2 MiB multiples, at least
 /// 2 MiB): a report must never push a node into the OOM killer, and small
 /// nodes (a 512 MiB guest node, an HBM or CXL tier) get smaller buffers.
+/// What a node can give is the capacity check's figure
+/// ([`crate::placement::node_memory::NodeMemory::allocatable`]: page cache
+/// counted, hot-added memory included, the cgroup's limit applied), so the
+/// report sizes its buffers as the check will judge them; a node without
+/// figures is not limited here.
 pub fn fit(node: u32, count: usize, wanted: usize, share: f64) -> usize {
     const STEP: usize = 2 << 20;
-    let free = crate::placement::sys::node_free_bytes(node).unwrap_or(u64::MAX) as f64;
+    let memory = crate::placement::node_memory::NodeMemory::capture_for_capacity();
+    let free = if memory.nodes.contains_key(&node) {
+        memory.allocatable(node) as f64
+    } else {
+        u64::MAX as f64
+    };
     let cap = (free * share / count.max(1) as f64).min(usize::MAX as f64) as usize;
     wanted.min(cap / STEP * STEP).max(STEP)
 }

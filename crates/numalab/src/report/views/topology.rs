@@ -5,6 +5,7 @@
 //! with a count of what was left out. The JSON form (`--json`) has everything.
 
 use crate::machine::{Cache, Machine, MemoryAttributeValue, MemoryKind, Source};
+use crate::placement::node_memory::NodeMemory;
 use crate::text::format::{bytes, plural};
 use crate::IdSet;
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,11 +21,22 @@ const MAX_HMAT_ROWS: usize = 48;
 const MAX_CPU_LIST: usize = 40;
 
 /// Renders the machine as compact text: header, nodes, caches, distances,
-/// hops, HMAT attributes, devices, interconnect drawing and warnings.
+/// hops, HMAT attributes, devices, interconnect drawing and warnings. On the
+/// live machine the kernel's memory figures are read now: where they
+/// disagree, the nodes show both (see [`render_topology_text_with`]).
 pub fn render_topology_text(m: &Machine) -> String {
+    let memory = m.is_live().then(NodeMemory::capture);
+    render_topology_text_with(m, memory.as_ref())
+}
+
+/// [`render_topology_text`] with the kernel's memory figures `memory` (none
+/// for a topology file). Where they disagree (hot-added or ballooned
+/// memory, offline blocks), the node table shows each node's `MemTotal` and
+/// what it can give, and one line says why; otherwise they change nothing.
+pub fn render_topology_text_with(m: &Machine, memory: Option<&NodeMemory>) -> String {
     let mut out = String::new();
     header(&mut out, m);
-    nodes(&mut out, m);
+    nodes(&mut out, m, memory.filter(|s| s.disagreement.is_some()));
     caches(&mut out, m);
     distances(&mut out, m);
     hops(&mut out, m);
@@ -151,24 +163,45 @@ fn table(out: &mut String, indent: &str, rows: &[Vec<String>], right: &[bool]) {
     }
 }
 
-fn nodes(out: &mut String, m: &Machine) {
+/// The node table; `disagreeing`: the kernel's memory figures where they
+/// disagree, which add each node's meminfo total and what it can give.
+fn nodes(out: &mut String, m: &Machine, disagreeing: Option<&NodeMemory>) {
     let _ = writeln!(out, "\nNodes");
     let live_free = m.nodes.iter().any(|n| n.free_bytes.is_some());
-    let mut head = vec!["node".to_string(), "CPUs".to_string(), "memory".to_string()];
+    let mut head = vec!["node".to_string(), "CPUs".to_string()];
+    let mut right = vec![true, false];
+    if disagreeing.is_some() {
+        head.push("meminfo total".to_string());
+    } else {
+        head.push("memory".to_string());
+    }
+    right.push(true);
     if live_free {
         head.push("free".to_string());
+        right.push(true);
+    }
+    if disagreeing.is_some() {
+        head.push("can give".to_string());
+        right.push(true);
     }
     head.push("kind".to_string());
     head.push("notes".to_string());
     let mut rows = vec![head];
     for n in &m.nodes {
+        let figures = disagreeing.and_then(|s| s.nodes.get(&n.os_index));
         let mut row = vec![
             n.os_index.to_string(),
             cpu_list(&n.cpus),
-            bytes(n.memory_bytes),
+            bytes(figures.map_or(n.memory_bytes, |f| f.total)),
         ];
         if live_free {
             row.push(n.free_bytes.map_or_else(|| "?".to_string(), bytes));
+        }
+        if let Some(s) = disagreeing {
+            row.push(match figures {
+                Some(_) => bytes(s.allocatable(n.os_index)),
+                None => "?".to_string(),
+            });
         }
         let mut kind = kind_label(n.kind).to_string();
         if let Some(sub) = &n.subtype {
@@ -187,11 +220,19 @@ fn nodes(out: &mut String, m: &Machine) {
         if !n.allowed {
             notes.push("not allowed".to_string());
         }
+        if let Some(offline) = figures
+            .and_then(|f| f.offline_block_bytes)
+            .filter(|&b| b > 0)
+        {
+            notes.push(format!("{} offline", bytes(offline)));
+        }
         row.push(notes.join(", "));
         rows.push(row);
     }
-    let right = [true, false, true, live_free];
     table(out, "  ", &rows, &right);
+    if let Some(d) = disagreeing.and_then(|s| s.disagreement.as_ref()) {
+        let _ = writeln!(out, "  memory figures disagree: {}", d.sentence());
+    }
 }
 
 fn cache_label(c: &Cache) -> String {
@@ -674,6 +715,59 @@ mod tests {
         assert!(t.chars().count() < MAX_CPU_LIST + 12, "{t}");
         assert_eq!(cpu_list(&IdSet::new()), "none");
         assert_eq!(cpu_list(&IdSet::parse_list("0-3").unwrap()), "0-3 (4)");
+    }
+
+    #[test]
+    fn a_hot_plug_vm_shows_both_figures_and_why() {
+        use crate::placement::node_memory::Blocks;
+        let m = crate::report::fixture("8em64t-2s2ca2c-buggynuma.xml");
+        let root =
+            std::env::temp_dir().join(format!("numalab-topology-hotplug-{}", std::process::id()));
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "sys/devices/system/node/node0/meminfo",
+            "Node 0 MemTotal:  4508876 kB\nNode 0 MemFree:   2097152 kB\n",
+        );
+        write(
+            "proc/meminfo",
+            "MemTotal:  134217728 kB\nMemAvailable:  131072000 kB\n",
+        );
+        let hotplug = NodeMemory::capture_from(&root, Blocks::Always);
+        let text = render_topology_text_with(&m, Some(&hotplug));
+        let nodes: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "Nodes")
+            .skip(1)
+            .take(3)
+            .collect();
+        assert_eq!(
+            nodes,
+            [
+                "  node  CPUs     meminfo total  can give  kind  notes",
+                "     0  0-7 (8)        4.3 GiB   125 GiB  DRAM",
+                "  memory figures disagree: the nodes' meminfo counts 4.3 GiB of memory but \
+                 /proc/meminfo 128 GiB (125 GiB available), likely memory being hot-added \
+                 (virtio-mem, hot-plug or ballooning): capacity checks use what the kernel will \
+                 give on each node, not the nodes' totals",
+            ]
+        );
+        // Figures that agree change nothing.
+        write(
+            "proc/meminfo",
+            "MemTotal:  4508876 kB\nMemAvailable:  3000000 kB\n",
+        );
+        let ordinary = NodeMemory::capture_from(&root, Blocks::Always);
+        assert_eq!(ordinary.disagreement, None);
+        assert_eq!(
+            render_topology_text_with(&m, Some(&ordinary)),
+            render_topology_text_with(&m, None)
+        );
+        assert!(render_topology_text_with(&m, None).contains("node  CPUs     memory  kind"));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
