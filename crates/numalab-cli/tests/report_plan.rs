@@ -1,0 +1,132 @@
+//! `numalab report --dry-run`: the plan of every part, on topology files
+//! (reference or preset costs) and on this machine (probed costs), without
+//! measuring or writing anything.
+
+mod common;
+
+use common::{fails, fixture, json, numalab, scratch, stdout};
+use serde_json::Value;
+
+fn plan(args: &[&str]) -> Value {
+    let mut all = vec!["report", "--dry-run", "--json"];
+    all.extend_from_slice(args);
+    json(&all)
+}
+
+fn part<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    plan["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no part {name}"))
+}
+
+#[test]
+fn a_topology_plan_schedules_every_applicable_part_within_the_budget() {
+    let quartet = fixture("qemu-quartet-4n2c-ring.xml");
+    let p = plan(&["--topology", &quartet]);
+    assert_eq!(p["mode"], "default");
+    // 80 s plus 40 s per further memory node.
+    assert_eq!(p["budget_s"], 200.0);
+    assert_eq!(p["costs"]["source"]["preset"], "reference-vm");
+    let parts = p["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 10);
+    let mut sum = 0.0;
+    for x in parts {
+        assert_eq!(x["applicable"], true, "{x}");
+        assert_eq!(x["planned"], true, "{x}");
+        let s = x["predicted_s"].as_f64().unwrap();
+        assert!(s > 0.0, "{x}");
+        sum += s;
+        assert!(x["work"]["measurements"].as_u64().unwrap() > 0, "{x}");
+    }
+    let total = p["predicted_total_s"].as_f64().unwrap();
+    assert!((total - sum).abs() < 1.0, "{total} vs {sum}");
+    assert!(total <= 200.0 * 1.0001, "{total}");
+    // The matrices have 4 x 4 cells; c2c every pair of the 8 CPUs.
+    assert_eq!(part(&p, "latency-matrix")["work"]["cells"], 16);
+    assert_eq!(part(&p, "c2c")["work"]["pairs"], 28);
+}
+
+#[test]
+fn a_slow_machine_gets_cut_work_and_a_raised_default_budget() {
+    let quartet = fixture("qemu-quartet-4n2c-ring.xml");
+    let p = plan(&["--topology", &quartet, "--quick", "--costs", "tcg"]);
+    let budget = p["budget_s"].as_f64().unwrap();
+    // The quick default is a third of 200 s; the emulator needs more.
+    assert!(budget > 200.0 / 3.0, "{budget}");
+    assert!(
+        p["warnings"][0].as_str().unwrap().contains("was raised to"),
+        "{p}"
+    );
+    assert!(p["predicted_total_s"].as_f64().unwrap() <= budget * 1.0001);
+    // Every part still runs, cut down.
+    for x in p["parts"].as_array().unwrap() {
+        assert_eq!(x["planned"], true, "{x}");
+    }
+    assert!(part(&p, "sizes")["cut"].as_str().unwrap().contains("sizes"));
+    // A budget below what the smallest forms need is kept, with a warning.
+    let r = numalab(&[
+        "report",
+        "--dry-run",
+        "--topology",
+        &quartet,
+        "--quick",
+        "--costs",
+        "tcg",
+        "--budget",
+        "20",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(r.out.contains("budget 20 s"), "{}", r.out);
+    assert!(r.err.contains("--budget 20 s is below the"), "{}", r.err);
+}
+
+#[test]
+fn a_big_machine_samples_rows_and_pairs_and_says_so() {
+    let big = fixture("256ia64-64n2s2c.xml");
+    let p = plan(&["--topology", &big, "--quick", "--costs", "fast-server"]);
+    let lat = part(&p, "latency-matrix");
+    let rows = lat["work"]["rows"].as_array().unwrap();
+    assert_eq!(rows[1], 64);
+    assert!(rows[0].as_u64().unwrap() < 64);
+    assert!(lat["cut"].as_str().unwrap().contains("of 64 CPU nodes"));
+    let c2c = part(&p, "c2c");
+    assert_eq!(c2c["work"]["cpus"][1], 256);
+    assert!(c2c["cut"].as_str().unwrap().contains("of 256 CPUs"));
+    // The sweep cannot be planned on 64 nodes with 256 CPUs: not applicable, with why.
+    let sweep = part(&p, "sweep");
+    assert_eq!(sweep["applicable"], false);
+    assert!(sweep["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cannot be planned"));
+    assert!(p["predicted_total_s"].as_f64().unwrap() <= p["budget_s"].as_f64().unwrap() * 1.0001);
+}
+
+#[test]
+fn the_live_plan_probes_costs_and_writes_nothing() {
+    let dir = scratch("dry-run");
+    let d = dir.to_str().unwrap();
+    let out = stdout(&["report", "--dry-run", "--quick", "-o", d]);
+    assert!(out.contains("costs (probed on this machine)"), "{out}");
+    assert!(out.contains("sizes"), "{out}");
+    assert!(!dir.join("results.json").exists());
+    let p = plan(&["--quick", "--parts", "sizes,c2c"]);
+    assert_eq!(p["costs"]["source"], "probed");
+    assert!(p["costs"]["fault_s_per_gib"].as_f64().unwrap() > 0.0);
+    assert_eq!(part(&p, "sizes")["planned"], true);
+    assert_eq!(part(&p, "scaling")["planned"], false);
+    assert_eq!(part(&p, "scaling")["reason"], "left out with --parts");
+}
+
+#[test]
+fn plan_options_need_the_dry_run() {
+    fails(&["report", "--json"], "--dry-run");
+    fails(&["report", "--costs", "tcg"], "--dry-run");
+    fails(
+        &["report", "--dry-run", "--costs", "slow"],
+        "valid: fast-server, reference-vm, tcg",
+    );
+}
