@@ -2,8 +2,10 @@
 # How well `numalab report` keeps its time budget, on this machine, in one run:
 # --quick, the default, and --budget 45 (or the budgets given), each timed from the
 # outside; prints a Markdown table of wall time / budget per run, the parts each ran,
-# and "targets met: X of Y" for the issue's targets: the default report <= 90 s and
-# --quick <= 30 s on a 2-core one-node machine, and every run within 10% of its budget.
+# and "targets met: X of Y" for the targets: every run within 5% of its budget with every
+# applicable part done (docs/report.md, The budget), and the default report <= 90 s and
+# --quick <= 30 s on a 2-core one-node machine. The budget a run is held to is the one it
+# recorded (a default raised because the parts' smallest forms need more says so).
 # A report, not a test: exits 0 when a target is missed, non-zero only when it cannot
 # measure (build failed, bad option). See bench/README.md.
 set -euo pipefail
@@ -61,7 +63,8 @@ wall = end - start
 budget = d["runs"][-1]["budget_s"]
 done = sum(1 for p in d["parts"].values() if p["status"] == "done")
 missing = sum(1 for p in d["parts"].values() if p["status"] not in ("done", "not-applicable", "not-selected"))
-targets = [("within 10% of the budget", wall <= 1.10 * budget)]
+targets = [("within 5% of the budget", wall <= 1.05 * budget),
+           ("every applicable part done", missing == 0)]
 small = nodes == 1 and cpus <= 2
 if run == "default" and small:
     targets.append(("<= 90 s", wall <= 90.0))
