@@ -350,6 +350,17 @@ pub struct PartPlan {
 }
 
 impl PartPlan {
+    /// No work: the plan of a part that cannot run on the machine (its
+    /// `applicable` says why).
+    pub fn none() -> PartPlan {
+        PartPlan {
+            predicted_s: 0.0,
+            measuring_s: 0.0,
+            work: Work::default(),
+            cut: None,
+        }
+    }
+
     /// Predicted seconds that are not measurement budgets.
     pub fn fixed_s(&self) -> f64 {
         (self.predicted_s - self.measuring_s).max(0.0)

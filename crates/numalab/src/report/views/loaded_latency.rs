@@ -246,12 +246,7 @@ impl ReportPart for LoadedLatencyPart {
         match self.work(env, budget) {
             Ok((_, plan)) => plan,
             // Not applicable here: nothing to plan.
-            Err(_) => PartPlan {
-                predicted_s: 0.0,
-                measuring_s: 0.0,
-                work: Work::default(),
-                cut: None,
-            },
+            Err(_) => PartPlan::none(),
         }
     }
 

@@ -245,12 +245,8 @@ impl ReportPart for SweepPart {
     fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
         match self.work(env, budget) {
             Ok((_, plan)) => plan,
-            Err(_) => PartPlan {
-                predicted_s: 0.0,
-                measuring_s: 0.0,
-                work: Work::default(),
-                cut: None,
-            },
+            // Not applicable here: nothing to plan.
+            Err(_) => PartPlan::none(),
         }
     }
 
