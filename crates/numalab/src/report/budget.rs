@@ -786,18 +786,20 @@ mod tests {
                         d.predicted_total_s,
                         d.budget_s
                     );
-                    if !d.warnings.is_empty() {
-                        raised.push(format!("{what}: {:.0} s", d.budget_s));
+                    let default = super::super::plan::default_budget(&m, mode);
+                    // A real machine's default may grow a little (a matrix
+                    // keeps every row up to eight CPU nodes: the KNL fixture
+                    // needs 1.27x in --quick); only the
+                    // emulator needs much more.
+                    let slow = matches!(&costs.source, CostSource::Preset(p) if p.contains("x50"));
+                    if !slow && d.budget_s > default * 1.3 {
+                        raised.push(format!("{what}: {:.0} s of {default:.0}", d.budget_s));
                     }
                 }
             }
         }
         assert!(bad.is_empty(), "applicable parts not planned: {bad:#?}");
-        // Only the 50x slower emulator needs more than the default budget.
-        assert!(
-            raised.iter().all(|r| r.contains("x50")),
-            "raised on a real machine: {raised:#?}"
-        );
+        assert!(raised.is_empty(), "raised on a real machine: {raised:#?}");
     }
 
     #[test]

@@ -42,14 +42,18 @@ struct MatrixWork {
     all_threads: bool,
 }
 
+/// CPU nodes up to which a matrix always measures every row.
+const MAX_FULL_ROWS: usize = 8;
+
 /// Longest budget of one cell, seconds.
 const MAX_CELL_S: f64 = 5.0;
 
 impl MatrixPart {
     /// The work for `budget` seconds: every cell at the fitted buffer size
     /// when that fits; else shorter measurements, then smaller buffers
-    /// (down to twice the last-level cache), then fewer CPU nodes as rows
-    /// (the home node and one of each distance pattern first).
+    /// (down to twice the last-level cache), then, on machines with more
+    /// than eight CPU nodes, fewer of them as rows (the home node and one of
+    /// each distance pattern first).
     fn work(&self, env: &PlanEnv, budget: f64) -> (MatrixWork, PartPlan) {
         let (all_rows, cols) = matrix_nodes(env.m);
         let order = row_order(env.m, &all_rows);
@@ -75,14 +79,22 @@ impl MatrixPart {
             }
         };
         let byte_levels = halvings(min_bytes, full_bytes);
-        // Levels: rows 1..=all at the smallest buffer, then bigger buffers
-        // with every row.
-        let levels = order.len().max(1) + byte_levels.len() - 1;
+        // Rows are sampled only on machines with tens of CPU nodes: up to
+        // eight, the whole matrix is the smallest form.
+        let min_rows = if order.len() <= MAX_FULL_ROWS {
+            order.len().max(1)
+        } else {
+            1
+        };
+        // Levels: rows min_rows..=all at the smallest buffer, then bigger
+        // buffers with every row.
+        let row_levels = order.len().max(1) - min_rows + 1;
+        let levels = row_levels + byte_levels.len() - 1;
         let at = |l: usize| -> (usize, usize) {
-            if l < order.len() {
-                (l + 1, min_bytes)
+            if l < row_levels {
+                (min_rows + l, min_bytes)
             } else {
-                (order.len(), byte_levels[l + 1 - order.len()])
+                (order.len(), byte_levels[l + 1 - row_levels])
             }
         };
         let cost = |l: usize, per: f64| {
