@@ -13,6 +13,7 @@
 //! two results side by side.
 
 pub mod budget;
+pub mod claims;
 pub mod compare;
 pub mod csv;
 pub mod files;

@@ -28,6 +28,9 @@ pub fn summary(doc: &ReportResults) -> String {
     let s = &doc.summary;
     let mut out = String::new();
     let _ = writeln!(out, "{}", status_line(doc));
+    if let Some(b) = &s.banner {
+        let _ = writeln!(out, "EMULATED CPU: {b}");
+    }
     let _ = writeln!(out, "{}", s.headline);
     for f in &s.findings {
         let _ = writeln!(out, "  - {}", f.text);
@@ -43,6 +46,13 @@ pub fn summary(doc: &ReportResults) -> String {
     }
     for w in &s.missing {
         let _ = writeln!(out, "missing: {w}");
+    }
+    if !s.withheld.is_empty() {
+        let _ = writeln!(
+            out,
+            "withheld: {} timing statement(s) (emulated CPU; in results.json summary.withheld)",
+            s.withheld.len()
+        );
     }
     out
 }

@@ -170,6 +170,22 @@ fn summary(h: &mut String, doc: &ReportResults) {
         "<section id=\"summary\" class=\"panel\">\n<p class=\"headline\" id=\"summary-headline\">{}</p>\n",
         esc(&s.headline)
     );
+    if let Some(b) = &s.banner {
+        let _ = writeln!(
+            h,
+            "<div class=\"warn\" id=\"summary-emulated\"><strong>Emulated CPU.</strong> {}{}</div>",
+            esc(b),
+            if s.withheld.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} timing statement{} withheld; in results.json <code>summary.withheld</code>.)",
+                    s.withheld.len(),
+                    if s.withheld.len() == 1 { "" } else { "s" }
+                )
+            }
+        );
+    }
     let mut sentences = |heading: &str, id: &str, lines: &[SummaryLine]| {
         if lines.is_empty() {
             return;

@@ -1,0 +1,793 @@
+//! Structured claims: every sentence of a report's summary (headline,
+//! findings, advice, warnings, missing parts, the emulation banner) is a
+//! [`Claim`] that holds the figures it states, where each comes from in
+//! results.json, and the comparisons its wording rests on. The text is
+//! rendered from the claim ([`Claim::render`]), never written separately.
+//!
+//! [`check`] re-derives every claim of a results.json document from the
+//! data beside it: each figure from its [`Derivation`] (JSON pointers into
+//! the document, combined by median, sums, ratios…), each fact from its
+//! path, each comparison's verdict from the re-derived numbers and its rule,
+//! and the text from the template. The test suite runs it on every report
+//! it renders, so a sentence that contradicts its data fails a test.
+//!
+//! Why derivations are paths and not values: the views compute figures
+//! from the typed results, and the checker recomputes them from the JSON,
+//! by a second route. A view that reads the wrong cell, node or case gets a
+//! value its own derivation does not give back.
+//!
+//! Templates name figures, facts and comparisons in braces: `{local}` is a
+//! figure printed with its decimals (bytes as "32 MiB"), a fact as its
+//! JSON text (strings bare, lists joined by spaces), a comparison as its
+//! `yes` or `no` wording, and `{range:lo:hi}` two figures as "lo–hi" (one
+//! number when both print the same).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which list of the summary a claim belongs to.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClaimKind {
+    Headline,
+    Finding,
+    Advice,
+    Warning,
+    Missing,
+    Banner,
+}
+
+/// What a claim rests on. Under an emulated CPU, timing claims are withheld:
+/// the timings say nothing about hardware there.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Basis {
+    /// Measured times, bandwidths, latencies and what follows from them.
+    Timing,
+    /// Where pages and threads were found (placement proofs).
+    Placement,
+    /// The machine's topology and firmware tables.
+    Topology,
+    /// Settings of the system (kernel, cgroup, environment).
+    Setting,
+    /// How the run went: parts done, budget, failures.
+    Run,
+}
+
+/// How a figure is re-derived from results.json. Paths are JSON pointers
+/// (RFC 6901) from the document's root.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Derivation {
+    /// The number at `path`.
+    Value {
+        path: String,
+    },
+    /// Elements in the array (or keys in the object) at `path`.
+    Count {
+        path: String,
+    },
+    /// Elements of the array at `path` whose `field` equals `equals`.
+    CountWhere {
+        path: String,
+        field: String,
+        equals: Value,
+    },
+    /// The node of a page histogram (`{node: pages}`) that holds every
+    /// page; no value when pages are on several nodes.
+    PageNode {
+        path: String,
+    },
+    Median {
+        of: Vec<Derivation>,
+    },
+    Min {
+        of: Vec<Derivation>,
+    },
+    Max {
+        of: Vec<Derivation>,
+    },
+    Sum {
+        of: Vec<Derivation>,
+    },
+    Ratio {
+        num: Box<Derivation>,
+        den: Box<Derivation>,
+    },
+    /// A rule's constant (a threshold the wording is judged by).
+    Const {
+        value: f64,
+    },
+    /// `of` times `by` (units: bytes/s to GB/s, seconds to ms).
+    Scale {
+        of: Box<Derivation>,
+        by: f64,
+    },
+}
+
+impl Derivation {
+    /// The number at `path`.
+    pub fn at(path: impl Into<String>) -> Derivation {
+        Derivation::Value { path: path.into() }
+    }
+
+    /// `num / den`.
+    pub fn ratio(num: Derivation, den: Derivation) -> Derivation {
+        Derivation::Ratio {
+            num: Box::new(num),
+            den: Box::new(den),
+        }
+    }
+
+    /// `self * by`.
+    pub fn scale(self, by: f64) -> Derivation {
+        Derivation::Scale {
+            of: Box::new(self),
+            by,
+        }
+    }
+
+    /// The value in `doc`, or why there is none.
+    pub fn eval(&self, doc: &Value) -> Result<f64, String> {
+        let many = |of: &[Derivation]| -> Result<Vec<f64>, String> {
+            let v: Vec<f64> = of.iter().map(|d| d.eval(doc)).collect::<Result<_, _>>()?;
+            if v.is_empty() {
+                Err("an aggregate of nothing".into())
+            } else {
+                Ok(v)
+            }
+        };
+        match self {
+            Derivation::Value { path } => number(doc, path),
+            Derivation::Count { path } => match doc.pointer(path) {
+                Some(Value::Array(a)) => Ok(a.len() as f64),
+                Some(Value::Object(o)) => Ok(o.len() as f64),
+                _ => Err(format!("no array at {path}")),
+            },
+            Derivation::CountWhere {
+                path,
+                field,
+                equals,
+            } => match doc.pointer(path) {
+                Some(Value::Array(a)) => {
+                    Ok(a.iter().filter(|x| x.get(field) == Some(equals)).count() as f64)
+                }
+                _ => Err(format!("no array at {path}")),
+            },
+            Derivation::PageNode { path } => {
+                let Some(Value::Object(h)) = doc.pointer(path) else {
+                    return Err(format!("no page histogram at {path}"));
+                };
+                let with_pages: Vec<&String> = h
+                    .iter()
+                    .filter(|(_, v)| v.as_f64().is_some_and(|p| p > 0.0))
+                    .map(|(k, _)| k)
+                    .collect();
+                match with_pages.as_slice() {
+                    [one] => one
+                        .parse::<f64>()
+                        .map_err(|_| format!("node key '{one}' at {path}")),
+                    _ => Err(format!("pages on {} nodes at {path}", with_pages.len())),
+                }
+            }
+            Derivation::Median { of } => {
+                let mut v = many(of)?;
+                v.sort_by(f64::total_cmp);
+                let n = v.len();
+                Ok(if n % 2 == 1 {
+                    v[n / 2]
+                } else {
+                    (v[n / 2 - 1] + v[n / 2]) / 2.0
+                })
+            }
+            Derivation::Min { of } => Ok(many(of)?.into_iter().fold(f64::INFINITY, f64::min)),
+            Derivation::Max { of } => Ok(many(of)?.into_iter().fold(f64::NEG_INFINITY, f64::max)),
+            Derivation::Sum { of } => Ok(many(of)?.into_iter().sum()),
+            Derivation::Ratio { num, den } => Ok(num.eval(doc)? / den.eval(doc)?),
+            Derivation::Scale { of, by } => Ok(of.eval(doc)? * by),
+            Derivation::Const { value } => Ok(*value),
+        }
+    }
+}
+
+fn number(doc: &Value, path: &str) -> Result<f64, String> {
+    match doc.pointer(path) {
+        Some(v) => v
+            .as_f64()
+            .ok_or_else(|| format!("{path} is {v}, not a number")),
+        None => Err(format!("nothing at {path}")),
+    }
+}
+
+/// A number a claim states.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Figure {
+    /// Its placeholder in the template.
+    pub name: String,
+    pub value: f64,
+    /// `ns`, `GB/s`, `x` (a ratio), `%`, `bytes`, `node`, `count`, `s`, `MHz`.
+    pub unit: String,
+    /// Decimals printed.
+    pub decimals: u8,
+    pub from: Derivation,
+}
+
+impl Figure {
+    /// The figure as the text prints it.
+    pub fn print(&self) -> String {
+        print_number(self.value, &self.unit, self.decimals)
+    }
+}
+
+fn print_number(v: f64, unit: &str, decimals: u8) -> String {
+    match unit {
+        "bytes" => crate::text::format::bytes(v.max(0.0).round() as u64),
+        "%" => format!("{:.*}", decimals as usize, v * 100.0),
+        _ => format!("{:.*}", decimals as usize, v),
+    }
+}
+
+/// A non-numeric statement taken from results.json (a setting, a node
+/// list, a case label, a reason).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Fact {
+    pub name: String,
+    pub value: Value,
+    /// JSON pointer it comes from.
+    pub from: String,
+}
+
+/// What a comparison asks of its two figures.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Relation {
+    /// left > right × (1 + threshold)
+    Greater,
+    /// left < right × (1 − threshold)
+    Less,
+    /// |left / right − 1| ≤ threshold
+    Within,
+}
+
+/// The rule a comparison is judged by: a fixed share (the noise floor), or
+/// a share measured with the figures (named).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Threshold {
+    Share(f64),
+    Figure(String),
+}
+
+/// A comparison the wording rests on ("beats", "holds", "saturate").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Comparison {
+    /// Its placeholder in the template.
+    pub name: String,
+    pub left: String,
+    pub right: String,
+    pub relation: Relation,
+    pub threshold: Threshold,
+    /// Whether it holds, as the text says.
+    pub holds: bool,
+    /// The wording when it holds, and when not (both empty: the words
+    /// come from the boolean at `stated_by`).
+    pub yes: String,
+    pub no: String,
+    /// A JSON pointer to the verdict the sentence's words were chosen by,
+    /// when they were not chosen here (an experiment's own `significant`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stated_by: Option<String>,
+}
+
+/// One sentence of a report, with the figures and facts it states.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Claim {
+    pub kind: ClaimKind,
+    /// `machine`, `latency`, `bandwidth`… (as [`super::summary::SummaryLine`]).
+    pub topic: String,
+    pub basis: Basis,
+    pub template: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub figures: Vec<Figure>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub facts: Vec<Fact>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<Comparison>,
+    /// The sentence, rendered from the template.
+    pub text: String,
+}
+
+impl Claim {
+    /// A claim with no figures yet; add them, then [`Claim::render`].
+    pub fn new(kind: ClaimKind, topic: &str, basis: Basis, template: impl Into<String>) -> Claim {
+        Claim {
+            kind,
+            topic: topic.into(),
+            basis,
+            template: template.into(),
+            figures: Vec::new(),
+            facts: Vec::new(),
+            comparisons: Vec::new(),
+            text: String::new(),
+        }
+    }
+
+    /// Adds a figure.
+    pub fn fig(
+        mut self,
+        name: &str,
+        value: f64,
+        unit: &str,
+        decimals: u8,
+        from: Derivation,
+    ) -> Self {
+        self.figures.push(Figure {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+            decimals,
+            from,
+        });
+        self
+    }
+
+    /// Adds a fact read from `from` (a JSON pointer).
+    pub fn fact(mut self, name: &str, value: impl Serialize, from: impl Into<String>) -> Self {
+        self.facts.push(Fact {
+            name: name.into(),
+            value: serde_json::to_value(value).unwrap_or(Value::Null),
+            from: from.into(),
+        });
+        self
+    }
+
+    /// Adds a comparison of two of its figures; `holds` is computed here
+    /// from the figures, so the wording follows the numbers.
+    pub fn compare(
+        mut self,
+        name: &str,
+        (left, relation, right): (&str, Relation, &str),
+        threshold: Threshold,
+        (yes, no): (&str, &str),
+    ) -> Self {
+        let mut c = Comparison {
+            name: name.into(),
+            left: left.into(),
+            right: right.into(),
+            relation,
+            threshold,
+            holds: false,
+            yes: yes.into(),
+            no: no.into(),
+            stated_by: None,
+        };
+        c.holds = judge(&c, |n| self.figure(n).map(|f| f.value)).unwrap_or(false);
+        self.comparisons.push(c);
+        self
+    }
+
+    /// Adds a comparison whose verdict the sentence took from the boolean
+    /// at `stated_by` (a JSON pointer): the checker re-judges it from the
+    /// figures and requires the same verdict there.
+    pub fn stated(
+        mut self,
+        name: &str,
+        (left, relation, right): (&str, Relation, &str),
+        threshold: Threshold,
+        stated_by: String,
+    ) -> Self {
+        self = self.compare(name, (left, relation, right), threshold, ("", ""));
+        if let Some(c) = self.comparisons.last_mut() {
+            c.stated_by = Some(stated_by);
+        }
+        self
+    }
+
+    /// A figure by name.
+    pub fn figure(&self, name: &str) -> Option<&Figure> {
+        self.figures.iter().find(|f| f.name == name)
+    }
+
+    /// Whether the comparison `name` holds.
+    pub fn holds(&self, name: &str) -> Option<bool> {
+        self.comparisons
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.holds)
+    }
+
+    /// Renders the text from the template.
+    pub fn render(mut self) -> Self {
+        self.text = render(&self).unwrap_or_else(|e| format!("{} [{e}]", self.template));
+        self
+    }
+}
+
+/// Whether `c` holds for the figures `value` gives.
+fn judge(c: &Comparison, value: impl Fn(&str) -> Option<f64>) -> Result<bool, String> {
+    let get = |n: &str| value(n).ok_or_else(|| format!("no figure '{n}'"));
+    let (l, r) = (get(&c.left)?, get(&c.right)?);
+    let t = match &c.threshold {
+        Threshold::Share(t) => *t,
+        Threshold::Figure(n) => get(n)?,
+    };
+    Ok(match c.relation {
+        Relation::Greater => l > r * (1.0 + t),
+        Relation::Less => l < r * (1.0 - t),
+        Relation::Within => r != 0.0 && (l / r - 1.0).abs() <= t,
+    })
+}
+
+/// The template with its placeholders filled.
+fn render(c: &Claim) -> Result<String, String> {
+    let mut out = String::with_capacity(c.template.len() + 32);
+    let mut rest = c.template.as_str();
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| "unclosed '{' in the template".to_string())?
+            + open;
+        out.push_str(&placeholder(c, &rest[open + 1..close])?);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn placeholder(c: &Claim, name: &str) -> Result<String, String> {
+    if let Some(pair) = name.strip_prefix("range:") {
+        let (lo, hi) = pair
+            .split_once(':')
+            .ok_or_else(|| format!("range placeholder '{name}'"))?;
+        let fig = |n: &str| c.figure(n).ok_or_else(|| format!("no figure '{n}'"));
+        let (lo, hi) = (fig(lo)?, fig(hi)?);
+        let (a, b) = (lo.print(), hi.print());
+        return Ok(if a == b { a } else { format!("{a}–{b}") });
+    }
+    if let Some(f) = c.figure(name) {
+        return Ok(f.print());
+    }
+    if let Some(f) = c.facts.iter().find(|f| f.name == name) {
+        return Ok(fact_text(&f.value));
+    }
+    // `{?name}`: a yes/no fact as a classic question's answer.
+    if let Some(f) = name
+        .strip_prefix('?')
+        .and_then(|n| c.facts.iter().find(|f| f.name == n))
+    {
+        return Ok(match f.value.as_bool() {
+            Some(true) => "holds",
+            Some(false) => "does not hold",
+            None => "cannot tell",
+        }
+        .into());
+    }
+    // `{^name}`: a fact with its first letter upper case (experiments'
+    // sentences are clauses).
+    if let Some(f) = name
+        .strip_prefix('^')
+        .and_then(|n| c.facts.iter().find(|f| f.name == n))
+    {
+        return Ok(super::summary::sentence_case(&fact_text(&f.value)));
+    }
+    if let Some(x) = c.comparisons.iter().find(|x| x.name == name) {
+        return Ok(if x.holds { x.yes.clone() } else { x.no.clone() });
+    }
+    Err(format!("no figure, fact or comparison '{name}'"))
+}
+
+fn fact_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        // CPU and node sets, as lists are written ("0-3,8").
+        Value::Array(a)
+            if !a.is_empty()
+                && a.iter()
+                    .all(|x| x.as_u64().is_some_and(|n| n <= u32::MAX as u64)) =>
+        {
+            a.iter()
+                .filter_map(|x| x.as_u64().map(|n| n as u32))
+                .collect::<crate::IdSet>()
+                .to_string()
+        }
+        Value::Array(a) => a.iter().map(fact_text).collect::<Vec<_>>().join(" "),
+        Value::Null => "none".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether two numbers print the same, or differ by less than one unit of
+/// the last printed digit (a re-derived sum may differ in its last bits).
+fn agrees(a: f64, b: f64, unit: &str, decimals: u8) -> bool {
+    if print_number(a, unit, decimals) == print_number(b, unit, decimals) {
+        return true;
+    }
+    let step = 10f64.powi(-(decimals as i32)) * if unit == "%" { 0.01 } else { 1.0 };
+    (a - b).abs() <= step.max(a.abs().max(b.abs()) * 1e-9)
+}
+
+/// Checks one claim against `doc`; every mismatch as a sentence.
+pub fn check_claim(c: &Claim, doc: &Value) -> Vec<String> {
+    let mut bad = Vec::new();
+    let who = format!("{:?} claim \"{}\"", c.kind, c.text);
+    let mut derived: Vec<(String, f64)> = Vec::new();
+    for f in &c.figures {
+        match f.from.eval(doc) {
+            Ok(v) if agrees(v, f.value, &f.unit, f.decimals) => derived.push((f.name.clone(), v)),
+            Ok(v) => bad.push(format!(
+                "{who}: {} states {} but the data give {}",
+                f.name,
+                f.print(),
+                print_number(v, &f.unit, f.decimals)
+            )),
+            Err(e) => bad.push(format!("{who}: {} cannot be re-derived: {e}", f.name)),
+        }
+    }
+    for f in &c.facts {
+        match doc.pointer(&f.from) {
+            Some(v) if *v == f.value => {}
+            Some(v) => bad.push(format!(
+                "{who}: {} states {} but {} is {v}",
+                f.name, f.value, f.from
+            )),
+            None => bad.push(format!(
+                "{who}: {} comes from {}, which is absent",
+                f.name, f.from
+            )),
+        }
+    }
+    if bad.is_empty() {
+        for x in &c.comparisons {
+            let value = |n: &str| derived.iter().find(|(m, _)| m == n).map(|(_, v)| *v);
+            let stated = x
+                .stated_by
+                .as_ref()
+                .map(|p| (p, doc.pointer(p).and_then(Value::as_bool)));
+            if let Some((p, said)) = &stated {
+                if *said != Some(x.holds) {
+                    bad.push(format!(
+                        "{who}: its words follow {p} = {said:?}, but the comparison {} says {}",
+                        x.name, x.holds
+                    ));
+                }
+            }
+            match judge(x, value) {
+                Ok(h) if h == x.holds => {}
+                Ok(h) => bad.push(format!(
+                    "{who}: says '{}' but {} {:?} {} is {h} under its rule",
+                    if x.holds { &x.yes } else { &x.no },
+                    x.left,
+                    x.relation,
+                    x.right
+                )),
+                Err(e) => bad.push(format!("{who}: comparison {}: {e}", x.name)),
+            }
+        }
+    }
+    match render(c) {
+        Ok(t) if t == c.text => {}
+        Ok(t) => bad.push(format!("{who}: the template renders \"{t}\"")),
+        Err(e) => bad.push(format!("{who}: {e}")),
+    }
+    bad
+}
+
+/// Checks every claim of a results.json document, and that every sentence
+/// of its summary is one of them. Returns the mismatches (none: consistent).
+pub fn check(doc: &Value) -> Vec<String> {
+    let mut bad = Vec::new();
+    let Some(summary) = doc.get("summary") else {
+        return vec!["no summary".into()];
+    };
+    let claims: Vec<Claim> = match summary.get("claims") {
+        Some(v) => match serde_json::from_value(v.clone()) {
+            Ok(c) => c,
+            Err(e) => return vec![format!("summary.claims does not read: {e}")],
+        },
+        None => return vec!["summary.claims is missing".into()],
+    };
+    for c in &claims {
+        bad.extend(check_claim(c, doc));
+    }
+    let has = |kind: ClaimKind, text: &str| claims.iter().any(|c| c.kind == kind && c.text == text);
+    let mut sentence = |kind: ClaimKind, text: &str| {
+        if !has(kind, text) {
+            bad.push(format!("{kind:?} \"{text}\" is not rendered from a claim"));
+        }
+    };
+    if let Some(h) = summary.get("headline").and_then(Value::as_str) {
+        sentence(ClaimKind::Headline, h);
+    }
+    if let Some(b) = summary.get("banner").and_then(Value::as_str) {
+        sentence(ClaimKind::Banner, b);
+    }
+    for (key, kind) in [
+        ("findings", ClaimKind::Finding),
+        ("advice", ClaimKind::Advice),
+    ] {
+        for l in summary
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            sentence(kind, l.get("text").and_then(Value::as_str).unwrap_or(""));
+        }
+    }
+    for (key, kind) in [
+        ("warnings", ClaimKind::Warning),
+        ("missing", ClaimKind::Missing),
+    ] {
+        for l in summary
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            sentence(kind, l.as_str().unwrap_or(""));
+        }
+    }
+    bad
+}
+
+/// Escapes a JSON pointer token (`~` and `/`).
+pub fn token(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc() -> Value {
+        json!({
+            "parts": {"m": {"result": {
+                "cells": [{"v": 100.0}, {"v": 300.0}, {"v": 200.0}],
+                "pages": {"0": 0, "3": 512},
+                "split": {"1": 10, "2": 10}
+            }}},
+            "environment": {"numa_balancing": true}
+        })
+    }
+
+    fn claim() -> Claim {
+        let p = |i: usize| Derivation::at(format!("/parts/m/result/cells/{i}/v"));
+        Claim::new(
+            ClaimKind::Finding,
+            "latency",
+            Basis::Timing,
+            "Local {local} ns, remote {range:lo:hi} ns on node {node}: remote {slower}.",
+        )
+        .fig("local", 100.0, "ns", 0, p(0))
+        .fig(
+            "lo",
+            200.0,
+            "ns",
+            0,
+            Derivation::Min {
+                of: vec![p(1), p(2)],
+            },
+        )
+        .fig(
+            "hi",
+            300.0,
+            "ns",
+            0,
+            Derivation::Max {
+                of: vec![p(1), p(2)],
+            },
+        )
+        .fig(
+            "node",
+            3.0,
+            "node",
+            0,
+            Derivation::PageNode {
+                path: "/parts/m/result/pages".into(),
+            },
+        )
+        .compare(
+            "slower",
+            ("lo", Relation::Greater, "local"),
+            Threshold::Share(0.03),
+            ("is slower", "is not slower"),
+        )
+        .render()
+    }
+
+    #[test]
+    fn renders_figures_ranges_and_verdicts() {
+        let c = claim();
+        assert_eq!(
+            c.text,
+            "Local 100 ns, remote 200–300 ns on node 3: remote is slower."
+        );
+        assert_eq!(c.holds("slower"), Some(true));
+        assert!(
+            check_claim(&c, &doc()).is_empty(),
+            "{:?}",
+            check_claim(&c, &doc())
+        );
+    }
+
+    #[test]
+    fn a_wrong_node_a_wrong_value_and_a_wrong_verdict_fail() {
+        let mut c = claim();
+        c.figures[3].value = 0.0; // the CPU's node, not the pages' node
+        c = c.render();
+        let bad = check_claim(&c, &doc());
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(
+            bad[0].contains("node states 0 but the data give 3"),
+            "{bad:?}"
+        );
+
+        let mut c = claim();
+        c.figures[0].value = 250.0;
+        c = c.render();
+        let bad = check_claim(&c, &doc());
+        assert!(
+            bad[0].contains("local states 250 but the data give 100"),
+            "{bad:?}"
+        );
+
+        let mut c = claim();
+        c.comparisons[0].holds = false;
+        c = c.render();
+        let bad = check_claim(&c, &doc());
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].contains("says 'is not slower'"), "{bad:?}");
+
+        let mut c = claim();
+        c.text = "Local 100 ns.".into();
+        let bad = check_claim(&c, &doc());
+        assert!(bad[0].contains("the template renders"), "{bad:?}");
+    }
+
+    #[test]
+    fn page_node_needs_one_node_and_facts_must_match() {
+        let d = Derivation::PageNode {
+            path: "/parts/m/result/split".into(),
+        };
+        assert_eq!(
+            d.eval(&doc()).unwrap_err(),
+            "pages on 2 nodes at /parts/m/result/split"
+        );
+        let c = Claim::new(
+            ClaimKind::Warning,
+            "setting",
+            Basis::Setting,
+            "balancing {b}",
+        )
+        .fact("b", false, "/environment/numa_balancing")
+        .render();
+        let bad = check_claim(&c, &doc());
+        assert!(
+            bad[0].contains("b states false but /environment/numa_balancing is true"),
+            "{bad:?}"
+        );
+    }
+
+    #[test]
+    fn every_summary_sentence_must_come_from_a_claim() {
+        let c = claim();
+        let mut d = doc();
+        d["summary"] = json!({
+            "headline": "A machine.",
+            "findings": [{"topic": "latency", "text": c.text}, {"topic": "x", "text": "Free text."}],
+            "advice": [], "warnings": [], "missing": [],
+            "claims": [c]
+        });
+        let bad = check(&d);
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad
+            .iter()
+            .any(|b| b.contains("Headline \"A machine.\" is not rendered")));
+        assert!(bad
+            .iter()
+            .any(|b| b.contains("Finding \"Free text.\" is not rendered")));
+    }
+}
+
