@@ -5,14 +5,15 @@
 use crate::experiments::c2c::{pair_count, run_c2c, C2cFigures, C2cRequest, C2cResult, CpuMatrix};
 use crate::machine::Machine;
 use crate::measure::harness::Figure;
-use crate::measure::stats::{median, StopRule};
+use crate::measure::stats::StopRule;
 use crate::placement::PlacementError;
 use crate::report::budget::{PartPlan, PlanEnv, Work};
+use crate::report::claims::Derivation;
 use crate::report::csv::{opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
 use crate::report::results::Mode;
-use crate::report::summary::SummaryBuilder;
+use crate::report::summary::{finding, SummaryBuilder};
 use crate::report::svg::{heatmap, Heatmap};
 use crate::IdSet;
 use std::fmt::Write;
@@ -533,42 +534,57 @@ fn html(r: &C2cResult, s: &mut Section) {
 }
 
 fn summarize(r: &C2cResult, s: &mut SummaryBuilder) {
-    let within = median(
-        r.node_summary
-            .iter()
-            .filter(|n| n.nodes[0] == n.nodes[1])
-            .filter_map(|n| n.modified_ns)
-            .collect(),
-    );
-    let across = median(
-        r.node_summary
-            .iter()
-            .filter(|n| n.nodes[0] != n.nodes[1])
-            .filter_map(|n| n.modified_ns)
-            .collect(),
-    );
-    s.set_figure("c2c_within_node_ns", within);
-    s.set_figure("c2c_across_nodes_ns", across);
-    let fs = median(
-        r.node_summary
-            .iter()
-            .filter_map(|n| n.false_sharing_ratio)
-            .collect(),
-    )
-    .map(|x| {
-        format!("; false sharing makes atomic increments {x:.1}x slower than on separate lines")
-    })
-    .unwrap_or_default();
-    let text = match (within, across) {
-        (Some(w), Some(a)) => format!(
-            "A modified cache line moves between cores in {w:.0} ns within a node and {a:.0} ns across nodes ({:.1}x){fs}.",
-            a / w
-        ),
-        (Some(w), None) => format!("A modified cache line moves between cores in {w:.0} ns within the node{fs}."),
-        (None, Some(a)) => format!("A modified cache line moves between cores of different nodes in {a:.0} ns{fs}."),
+    let modified = |same: bool| {
+        s.median_of(r.node_summary.iter().enumerate().filter_map(|(i, n)| {
+            (same == (n.nodes[0] == n.nodes[1]))
+                .then_some(n.modified_ns)
+                .flatten()
+                .map(|v| (v, format!("node_summary/{i}/modified_ns")))
+        }))
+    };
+    let (within, across) = (modified(true), modified(false));
+    for (key, f) in [
+        ("c2c_within_node_ns", &within),
+        ("c2c_across_nodes_ns", &across),
+    ] {
+        match f {
+            Some((v, d)) => s.set_key(key, *v, d.clone()),
+            None => s.set_figure(key, None),
+        }
+    }
+    let fs = s.median_of(r.node_summary.iter().enumerate().filter_map(|(i, n)| {
+        n.false_sharing_ratio
+            .map(|v| (v, format!("node_summary/{i}/false_sharing_ratio")))
+    }));
+    let fs_text = if fs.is_some() {
+        "; false sharing makes atomic increments {fs}x slower than on separate lines"
+    } else {
+        ""
+    };
+    let mut c = match (&within, &across) {
+        (Some((w, wd)), Some((a, ad))) => finding(
+            "c2c",
+            format!("A modified cache line moves between cores in {{w}} ns within a node and {{a}} ns across nodes ({{r}}x){fs_text}."),
+        )
+        .fig("w", *w, "ns", 0, wd.clone())
+        .fig("a", *a, "ns", 0, ad.clone())
+        .fig("r", a / w, "x", 1, Derivation::ratio(ad.clone(), wd.clone())),
+        (Some((w, wd)), None) => finding(
+            "c2c",
+            format!("A modified cache line moves between cores in {{w}} ns within the node{fs_text}."),
+        )
+        .fig("w", *w, "ns", 0, wd.clone()),
+        (None, Some((a, ad))) => finding(
+            "c2c",
+            format!("A modified cache line moves between cores of different nodes in {{a}} ns{fs_text}."),
+        )
+        .fig("a", *a, "ns", 0, ad.clone()),
         (None, None) => return,
     };
-    s.finding("c2c", text);
+    if let Some((x, d)) = fs {
+        c = c.fig("fs", x, "x", 1, d);
+    }
+    s.claim(c);
 }
 
 #[cfg(test)]

@@ -16,14 +16,15 @@ use crate::measure::pacing::TrafficMix;
 use crate::measure::stats::StopRule;
 use crate::placement::{MemoryPolicy, PlacementError, Thp};
 use crate::report::budget::{largest_fitting, spread, PartPlan, PlanEnv, Work, SAMPLE_S};
+use crate::report::claims::Derivation;
 use crate::report::csv::{ids, num, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::report::plan::{far_node, home_cpu, home_node, needs_home_cpu, no_cpu_node};
 use crate::report::results::Mode;
-use crate::report::summary::SummaryBuilder;
+use crate::report::summary::{finding, SummaryBuilder};
 use crate::report::svg::{line_chart, Axis, PointMark, Scale, Series, TickFormat};
-use crate::text::format::{bytes as format_bytes, page_shares, plural};
+use crate::text::format::{bytes as format_bytes, page_shares};
 use crate::IdSet;
 use std::fmt::Write;
 use std::time::Duration;
@@ -447,11 +448,9 @@ fn html(s: &mut Section, id: &str, r: &LoadedLatencyResult, which: &str) {
             })
         })
         .collect();
-    let node = r
-        .chase
-        .node
-        .map(|n| format!("node {n}"))
-        .unwrap_or_default();
+    // The memory the chase read, from its pages (the chase's own `node` is
+    // its CPU's node).
+    let node = chase_memory(r);
     s.figure(
         line_chart(
             id,
@@ -506,31 +505,78 @@ pub fn chase_memory(r: &LoadedLatencyResult) -> String {
 
 fn summarize(s: &mut SummaryBuilder, r: &LoadedLatencyResult, which: &str, key: bool) {
     let Some(c) = read_curve(r) else { return };
+    let mi = r.mixes.iter().position(|x| std::ptr::eq(x, c)).unwrap_or(0);
     let idle = c.idle.latency_ns.median;
     let top = c
         .steps
         .iter()
-        .max_by(|a, b| a.injected_gbps.total_cmp(&b.injected_gbps));
-    let Some(top) = top else { return };
+        .enumerate()
+        .max_by(|a, b| a.1.injected_gbps.total_cmp(&b.1.injected_gbps));
+    let Some((ti, top)) = top else { return };
+    let mix = format!("mixes/{mi}");
+    let step = format!("{mix}/steps/{ti}");
+    let idle_d = s.at(&format!("{mix}/idle/latency_ns/median"));
+    let top_d = s.at(&format!("{step}/latency_ns/median"));
+    let gbps_d = s.at(&format!("{step}/injected_gbps"));
     if key {
-        s.set_figure("loaded_idle_ns", Some(idle));
-        s.set_figure("loaded_max_ns", Some(top.latency_ns.median));
-        s.set_figure("loaded_max_gbps", Some(top.injected_gbps));
+        s.set_key("loaded_idle_ns", idle, idle_d.clone());
+        s.set_key("loaded_max_ns", top.latency_ns.median, top_d.clone());
+        s.set_key("loaded_max_gbps", top.injected_gbps, gbps_d.clone());
     }
-    let node = format!(" ({})", chase_memory(r));
-    let knee = match (c.knee_injected_gbps, c.knee_latency_ns) {
-        (Some(g), Some(l)) => format!("; the knee is at {g:.1} GB/s ({l:.0} ns)"),
-        _ => "; no knee: the injectors could not load the memory enough to show one".into(),
+    let nodes: Vec<u32> = r
+        .chase
+        .pages_by_node
+        .iter()
+        .filter(|(_, &p)| p > 0)
+        .map(|(&n, _)| n)
+        .collect();
+    let mut f = finding("loaded-latency", "")
+        .fig("cpu", r.chase.cpu as f64, "count", 0, s.at("chase/cpu"))
+        .fig("idle", idle, "ns", 0, idle_d)
+        .fig("top", top.latency_ns.median, "ns", 0, top_d)
+        .fig("gbps", top.injected_gbps, "GB/s", 1, gbps_d)
+        .fig(
+            "threads",
+            r.injectors.cpus.len() as f64,
+            "count",
+            0,
+            Derivation::Count {
+                path: s.path("injectors/cpus"),
+            },
+        )
+        .fact("mix", c.mix.name(), s.path(&format!("{mix}/mix")));
+    let memory = if nodes.len() == 1 {
+        f = f.fig(
+            "node",
+            nodes[0] as f64,
+            "node",
+            0,
+            Derivation::PageNode {
+                path: s.path("chase/pages_by_node"),
+            },
+        );
+        "node {node}".to_string()
+    } else {
+        chase_memory(r)
     };
-    s.finding(
-        "loaded-latency",
-        format!(
-            "Under load, the latency of {which} memory{node} from CPU {} goes from {idle:.0} ns idle to {:.0} ns with {:.1} GB/s injected by {} ({} mix){knee}.",
-            r.chase.cpu,
-            top.latency_ns.median,
-            top.injected_gbps,
-            plural(r.injectors.cpus.len(), "thread", "threads"),
-            c.mix.name()
-        ),
+    let knee = match (c.knee_injected_gbps, c.knee_latency_ns) {
+        (Some(g), Some(l)) => {
+            f = f
+                .fig(
+                    "kg",
+                    g,
+                    "GB/s",
+                    1,
+                    s.at(&format!("{mix}/knee_injected_gbps")),
+                )
+                .fig("kl", l, "ns", 0, s.at(&format!("{mix}/knee_latency_ns")));
+            "; the knee is at {kg} GB/s ({kl} ns)"
+        }
+        _ => "; no knee: the injectors could not load the memory enough to show one",
+    };
+    f.template = format!(
+        "Under load, the latency of {which} memory ({memory}) from CPU {{cpu}} goes from {{idle}} ns idle to {{top}} ns with {{gbps}} GB/s injected by {{threads}} {} ({{mix}} mix){knee}.",
+        if r.injectors.cpus.len() == 1 { "thread" } else { "threads" },
     );
+    s.claim(f);
 }

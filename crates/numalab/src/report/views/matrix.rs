@@ -8,15 +8,15 @@ use crate::machine::Machine;
 use crate::measure::chase::ChasePattern;
 use crate::measure::harness::Figure;
 use crate::measure::kernels::BandwidthKernel;
-use crate::measure::stats::median;
 use crate::placement::PlacementError;
 use crate::report::budget::{largest_fitting, PartPlan, PlanEnv, Work, SAMPLE_S};
+use crate::report::claims::{Basis, Claim, Derivation, Relation, Threshold};
 use crate::report::csv::{num, opt, yes, Table};
 use crate::report::html::{node_label, Section};
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::report::plan::max_cpus_per_node;
 use crate::report::results::Mode;
-use crate::report::summary::SummaryBuilder;
+use crate::report::summary::{finding, warning, SummaryBuilder};
 use crate::report::svg::{heatmap, Heatmap};
 use crate::text::escape::xml as esc;
 use crate::text::format::bytes as format_bytes;
@@ -279,8 +279,8 @@ impl ReportPart for MatrixPart {
     fn summarize(&self, r: &MatrixResult, s: &mut SummaryBuilder) {
         if self.latency {
             latency_summary(s, r);
-            for w in distance_disagreements(s.machine, r) {
-                s.warn(w);
+            for w in distance_disagreements(s, r) {
+                s.claim(w);
             }
         } else {
             bandwidth_summary(s, r);
@@ -558,106 +558,123 @@ fn classic_table_html(
     h
 }
 
-/// Smallest and largest median of some cells.
-fn min_max<'a>(cells: impl Iterator<Item = &'a Cell<Figure>>) -> (f64, f64) {
-    cells.fold((f64::INFINITY, 0.0), |(lo, hi), c| {
-        (lo.min(c.value.median), hi.max(c.value.median))
-    })
-}
-
-/// `lo–hi` with `decimals`, or one number when both round the same.
-fn range_text(lo: f64, hi: f64, decimals: usize) -> String {
-    if (hi - lo).abs() < 0.5 * 10f64.powi(-(decimals as i32)) {
-        format!("{lo:.decimals$}")
-    } else {
-        format!("{lo:.decimals$}–{hi:.decimals$}")
-    }
-}
-
 fn is_cpuless(m: &Machine, node: u32) -> bool {
     m.node(node).is_some_and(|n| n.cpuless)
 }
 
-fn local_values(t: &[Vec<Cell<Figure>>]) -> Vec<f64> {
+/// The cells of a table with their place in it, row by row.
+fn cells(t: &[Vec<Cell<Figure>>]) -> impl Iterator<Item = (usize, usize, &Cell<Figure>)> {
     t.iter()
-        .flatten()
-        .filter(|c| c.cpu_node == c.mem_node)
-        .map(|c| c.value.median)
-        .collect()
+        .enumerate()
+        .flat_map(|(i, row)| row.iter().enumerate().map(move |(j, c)| (i, j, c)))
 }
 
-fn remote_cells(t: &[Vec<Cell<Figure>>]) -> Vec<&Cell<Figure>> {
-    t.iter()
-        .flatten()
-        .filter(|c| c.cpu_node != c.mem_node && c.value.median.is_finite())
-        .collect()
+/// (median, path of the median) of the cells `keep` selects, in `table`.
+fn medians<'a>(
+    table: &'a str,
+    t: &'a [Vec<Cell<Figure>>],
+    keep: impl Fn(&Cell<Figure>) -> bool + 'a,
+) -> impl Iterator<Item = (f64, String)> + 'a {
+    cells(t)
+        .filter(move |(_, _, c)| keep(c))
+        .map(move |(i, j, c)| (c.value.median, format!("{table}/{i}/{j}/value/median")))
 }
 
 fn latency_summary(s: &mut SummaryBuilder, r: &MatrixResult) {
     let Some(t) = &r.latency else { return };
-    let Some(local) = median(local_values(t)) else {
+    let Some((local, local_d)) = s.median_of(medians("latency", t, |c| c.cpu_node == c.mem_node))
+    else {
         return;
     };
-    s.set_figure("local_latency_ns", Some(local));
-    s.set_figure(
-        "max_latency_ns",
-        t.iter()
-            .flatten()
-            .map(|c| c.value.median)
-            .filter(|v| v.is_finite())
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v)))),
-    );
-    let remote = remote_cells(t);
-    if remote.is_empty() {
-        s.finding(
-            "latency",
-            format!(
-                "Memory answers a dependent load in {local:.0} ns (random pointer chase over {}, TLB misses included); with one memory node there is no remote memory to compare.",
-                format_bytes(s.buffer_bytes)
-            ),
+    s.set_key("local_latency_ns", local, local_d.clone());
+    match s.max_of(medians("latency", t, |_| true)) {
+        Some((v, d)) => s.set_key("max_latency_ns", v, d),
+        None => s.set_figure("max_latency_ns", None),
+    }
+    let remote = |c: &Cell<Figure>| c.cpu_node != c.mem_node && c.value.median.is_finite();
+    let (Some((lo, lo_d)), Some((hi, hi_d))) = (
+        s.min_of(medians("latency", t, remote)),
+        s.max_of(medians("latency", t, remote)),
+    ) else {
+        s.claim(
+            finding(
+                "latency",
+                "Memory answers a dependent load in {local} ns (random pointer chase over {bytes}, TLB misses included); with one memory node there is no remote memory to compare.",
+            )
+            .fig("local", local, "ns", 0, local_d)
+            .fig("bytes", s.buffer_bytes as f64, "bytes", 0, Derivation::at("/buffer_bytes")),
         );
         return;
+    };
+    let ratios = || {
+        cells(t)
+            .filter(|(_, _, c)| remote(c))
+            .filter_map(|(i, j, c)| {
+                c.numa_ratio
+                    .map(|v| (v, format!("latency/{i}/{j}/numa_ratio")))
+            })
+    };
+    let mut c = finding("latency", "")
+        .fig("local", local, "ns", 0, local_d)
+        .fig("lo", lo, "ns", 0, lo_d)
+        .fig("hi", hi, "ns", 0, hi_d);
+    let mut tmpl =
+        "Local memory answers a dependent load in {local} ns, remote memory in {range:lo:hi} ns"
+            .to_string();
+    if let (Some((rmin, rmin_d)), Some((rmax, rmax_d))) = (s.min_of(ratios()), s.max_of(ratios())) {
+        s.set_key("numa_ratio_min", rmin, rmin_d.clone());
+        s.set_key("numa_ratio_max", rmax, rmax_d.clone());
+        c = c
+            .fig("rmin", rmin, "x", 2, rmin_d)
+            .fig("rmax", rmax, "x", 2, rmax_d);
+        tmpl.push_str(": NUMA ratios {range:rmin:rmax}x");
     }
-    let ratios: Vec<f64> = remote.iter().filter_map(|c| c.numa_ratio).collect();
-    let (lo, hi) = min_max(remote.iter().copied());
-    let (rmin, rmax) = (
-        ratios.iter().copied().fold(f64::INFINITY, f64::min),
-        ratios.iter().copied().fold(0.0, f64::max),
-    );
-    if !ratios.is_empty() {
-        s.set_figure("numa_ratio_min", Some(rmin));
-        s.set_figure("numa_ratio_max", Some(rmax));
-    }
-    let m = s.machine;
-    let worst = remote
-        .iter()
-        .max_by(|a, b| a.value.median.total_cmp(&b.value.median))
-        .map(|c| {
-            format!(
-                "node {} to node {}{}",
-                c.cpu_node,
-                c.mem_node,
-                if is_cpuless(m, c.mem_node) {
-                    " (CPU-less)"
-                } else {
-                    ""
-                }
+    let worst = cells(t)
+        .filter(|(_, _, c)| remote(c))
+        .max_by(|a, b| a.2.value.median.total_cmp(&b.2.value.median));
+    if let Some((i, j, w)) = worst {
+        c = c
+            .fig(
+                "from",
+                w.cpu_node as f64,
+                "node",
+                0,
+                s.at(&format!("latency/{i}/{j}/cpu_node")),
             )
-        })
-        .unwrap_or_default();
-    s.finding(
-        "latency",
-        format!(
-            "Local memory answers a dependent load in {local:.0} ns, remote memory in {} ns: NUMA ratios {}x, the slowest from {worst}.",
-            range_text(lo, hi, 0),
-            range_text(rmin, rmax, 2)
-        ),
-    );
+            .fig(
+                "to",
+                w.mem_node as f64,
+                "node",
+                0,
+                s.at(&format!("latency/{i}/{j}/mem_node")),
+            )
+            .fig(
+                "slowest",
+                w.value.median,
+                "ns",
+                0,
+                s.at(&format!("latency/{i}/{j}/value/median")),
+            )
+            .compare(
+                "is_slowest",
+                ("slowest", Relation::Within, "hi"),
+                Threshold::Share(0.0),
+                ("", ""),
+            );
+        tmpl.push_str(", the slowest from node {from} to node {to}{is_slowest}");
+        if is_cpuless(s.machine, w.mem_node) {
+            tmpl.push_str(" (CPU-less)");
+        }
+    }
+    tmpl.push('.');
+    c.template = tmpl;
+    s.claim(c);
 }
 
 fn bandwidth_summary(s: &mut SummaryBuilder, r: &MatrixResult) {
     let Some(t) = &r.bandwidth else { return };
-    let Some(local) = median(local_values(t)) else {
+    let Some((local, local_d)) = s.median_of(medians("bandwidth", t, |c| c.cpu_node == c.mem_node))
+    else {
         return;
     };
     let threads = if r.threads_per_node == "1" {
@@ -665,73 +682,173 @@ fn bandwidth_summary(s: &mut SummaryBuilder, r: &MatrixResult) {
     } else {
         "All threads of a node read"
     };
-    s.set_figure("local_read_gbps", Some(local));
-    let remote = remote_cells(t);
-    if remote.is_empty() {
-        s.finding(
-            "bandwidth",
-            format!(
-                "{threads} {local:.1} GB/s from memory (read kernel, bytes the program reads)."
-            ),
+    s.set_key("local_read_gbps", local, local_d.clone());
+    let remote = |c: &Cell<Figure>| c.cpu_node != c.mem_node && c.value.median.is_finite();
+    let (Some((lo, lo_d)), Some((hi, hi_d))) = (
+        s.min_of(medians("bandwidth", t, remote)),
+        s.max_of(medians("bandwidth", t, remote)),
+    ) else {
+        s.claim(
+            finding(
+                "bandwidth",
+                format!(
+                    "{threads} {{local}} GB/s from memory (read kernel, bytes the program reads)."
+                ),
+            )
+            .fig("local", local, "GB/s", 1, local_d),
         );
         return;
-    }
-    let (lo, hi) = min_max(remote.iter().copied());
-    s.set_figure("remote_read_gbps_min", Some(lo));
-    s.set_figure("remote_read_gbps_max", Some(hi));
-    let m = s.machine;
-    let cpuless: Vec<String> = remote
-        .iter()
-        .filter(|c| is_cpuless(m, c.mem_node))
-        .map(|c| {
-            format!(
-                "{:.1} GB/s from CPU-less node {}",
-                c.value.median, c.mem_node
-            )
-        })
-        .take(2)
-        .collect();
-    s.finding(
-        "bandwidth",
-        format!(
-            "{threads} {local:.1} GB/s from local memory and {} GB/s from remote nodes (local is {}x remote){}.",
-            range_text(lo, hi, 1),
-            range_text(local / hi, local / lo, 2),
-            if cpuless.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", cpuless.join(", "))
-            }
-        ),
+    };
+    s.set_key("remote_read_gbps_min", lo, lo_d.clone());
+    s.set_key("remote_read_gbps_max", hi, hi_d.clone());
+    let mut c = finding("bandwidth", "")
+        .fig("local", local, "GB/s", 1, local_d.clone())
+        .fig("lo", lo, "GB/s", 1, lo_d.clone())
+        .fig("hi", hi, "GB/s", 1, hi_d.clone())
+        .fig(
+            "qlo",
+            local / hi,
+            "x",
+            2,
+            Derivation::ratio(local_d.clone(), hi_d),
+        )
+        .fig("qhi", local / lo, "x", 2, Derivation::ratio(local_d, lo_d));
+    let mut tmpl = format!(
+        "{threads} {{local}} GB/s from local memory and {{range:lo:hi}} GB/s from remote nodes (local is {{range:qlo:qhi}}x remote)"
     );
+    // Each CPU-less node once, with the range of what the CPU nodes read
+    // from it.
+    let cpuless: std::collections::BTreeSet<u32> = cells(t)
+        .filter(|(_, _, c)| remote(c) && is_cpuless(s.machine, c.mem_node))
+        .map(|(_, _, c)| c.mem_node)
+        .collect();
+    let mut parts = Vec::new();
+    for (k, node) in cpuless.iter().take(2).enumerate() {
+        let from = |c: &Cell<Figure>| remote(c) && c.mem_node == *node;
+        let (Some((a, ad)), Some((b, bd))) = (
+            s.min_of(medians("bandwidth", t, from)),
+            s.max_of(medians("bandwidth", t, from)),
+        ) else {
+            continue;
+        };
+        let col = cells(t)
+            .find(|(_, _, c)| from(c))
+            .map(|(i, j, _)| format!("bandwidth/{i}/{j}/mem_node"))
+            .unwrap_or_default();
+        c = c
+            .fig(&format!("c{k}"), *node as f64, "node", 0, s.at(&col))
+            .fig(&format!("c{k}lo"), a, "GB/s", 1, ad)
+            .fig(&format!("c{k}hi"), b, "GB/s", 1, bd);
+        parts.push(format!(
+            "{{range:c{k}lo:c{k}hi}} GB/s from CPU-less node {{c{k}}}"
+        ));
+    }
+    if !parts.is_empty() {
+        tmpl.push_str("; ");
+        tmpl.push_str(&parts.join(", "));
+    }
+    tmpl.push('.');
+    c.template = tmpl;
+    s.claim(c);
 }
 
 /// Where the measured latency contradicts the firmware's distance order: a
-/// node the firmware calls farther measured clearly faster.
-pub fn distance_disagreements(m: &Machine, r: &MatrixResult) -> Vec<String> {
+/// node the firmware calls farther measured clearly faster (by more than
+/// 15%).
+pub fn distance_disagreements(s: &SummaryBuilder, r: &MatrixResult) -> Vec<Claim> {
+    let m = s.machine;
     let Some(t) = &r.latency else {
         return Vec::new();
     };
-    if m.distances.is_none() {
+    let Some(dist_nodes) = m.distances.as_ref().map(|d| d.nodes.clone()) else {
         return Vec::new();
-    }
+    };
     let mut out = Vec::new();
-    for row in t {
-        for a in row {
-            for b in row {
+    for (i, row) in t.iter().enumerate() {
+        for (ja, a) in row.iter().enumerate() {
+            for (jb, b) in row.iter().enumerate() {
                 let (da, db) = (
                     m.distance(a.cpu_node, a.mem_node),
                     m.distance(b.cpu_node, b.mem_node),
                 );
                 if da < db && a.value.median > 1.15 * b.value.median {
-                    out.push(format!(
-                        "Firmware distances disagree with the measured latency: from node {} the firmware puts node {} nearer ({da}) than node {} ({db}), but it measured {:.0} ns vs {:.0} ns.",
-                        a.cpu_node, a.mem_node, b.mem_node, a.value.median, b.value.median
-                    ));
+                    let at = |j: usize, f: &str| s.at(&format!("latency/{i}/{j}/{f}"));
+                    let dist = |x: u32, y: u32| {
+                        let pos = |n: u32| dist_nodes.iter().position(|&d| d == n);
+                        match (pos(x), pos(y)) {
+                            (Some(k), Some(l)) => {
+                                Derivation::at(format!("/machine/distances/matrix/{k}/{l}"))
+                            }
+                            _ => Derivation::at("/machine/distances/matrix/none"),
+                        }
+                    };
+                    out.push(
+                        warning(
+                            "firmware",
+                            Basis::Timing,
+                            "Firmware distances disagree with the measured latency: from node {from} the firmware puts node {na} nearer ({da}) than node {nb} ({db}), but it measured {la} ns vs {lb} ns{slower}.",
+                        )
+                        .fig("from", a.cpu_node as f64, "node", 0, at(ja, "cpu_node"))
+                        .fig("na", a.mem_node as f64, "node", 0, at(ja, "mem_node"))
+                        .fig("nb", b.mem_node as f64, "node", 0, at(jb, "mem_node"))
+                        .fig("da", da as f64, "count", 0, dist(a.cpu_node, a.mem_node))
+                        .fig("db", db as f64, "count", 0, dist(b.cpu_node, b.mem_node))
+                        .fig("la", a.value.median, "ns", 0, at(ja, "value/median"))
+                        .fig("lb", b.value.median, "ns", 0, at(jb, "value/median"))
+                        .compare("slower", ("la", Relation::Greater, "lb"), Threshold::Share(0.15), ("", " (NOT clearly slower)")),
+                    );
                 }
             }
         }
     }
     out.truncate(4);
     out
+}
+
+#[cfg(test)]
+pub(crate) mod claim_tests {
+    use super::*;
+    use crate::report::claims::check_claim;
+    use crate::report::fixture;
+    use serde_json::{json, Value};
+
+    /// A bandwidth matrix of the CPU-less ring (CPU nodes 0-3, memory
+    /// nodes 0-4): 2.0 GB/s local, 1.8 remote, 1.5 + 0.1 x row from node 4.
+    pub(crate) fn ring_bandwidth() -> MatrixResult {
+        let cell = |r: u32, c: u32| {
+            let v = match (r, c) {
+                (_, 4) => 1.5 + 0.1 * r as f64,
+                (r, c) if r == c => 2.0,
+                _ => 1.8,
+            };
+            json!({"cpu_node": r, "mem_node": c, "numa_ratio": 2.0 / v,
+                   "value": {"best": v, "max": v, "median": v, "min": v, "rel_ci": 0.01, "spread": 0.0},
+                   "verification": {"problems": [], "verified": true, "workers": []}})
+        };
+        let rows: Vec<Value> = (0..4)
+            .map(|r| Value::Array((0..5).map(|c| cell(r, c)).collect()))
+            .collect();
+        serde_json::from_value(json!({
+            "cpu_nodes": [0, 1, 2, 3], "mem_nodes": [0, 1, 2, 3, 4], "threads_per_node": "1",
+            "latency": null, "bandwidth": rows, "kernel": "read", "pattern": "random",
+            "verified": true, "warnings": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_cpuless_node_is_named_once_with_its_range() {
+        let m = fixture("qemu-ring4-cpuless-hmat.xml");
+        let r = ring_bandwidth();
+        let mut b = SummaryBuilder::for_tests(&m, "/parts/bandwidth-matrix/result");
+        bandwidth_summary(&mut b, &r);
+        let c = &b.claims()[0];
+        assert_eq!(c.text.matches("CPU-less node 4").count(), 1, "{}", c.text);
+        assert_eq!(
+            c.text,
+            "One thread reads 2.0 GB/s from local memory and 1.5–1.8 GB/s from remote nodes (local is 1.11–1.33x remote); 1.5–1.8 GB/s from CPU-less node 4."
+        );
+        let doc = json!({"parts": {"bandwidth-matrix": {"result": r}}});
+        assert_eq!(check_claim(c, &doc), Vec::<String>::new());
+    }
 }

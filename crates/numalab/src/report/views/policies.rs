@@ -15,12 +15,13 @@ use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::scatter_order;
 use crate::placement::{PlacementError, Thp};
 use crate::report::budget::{largest_fitting, PartPlan, PlanEnv, Work};
+use crate::report::claims::{Basis, Claim, ClaimKind, Derivation, Relation, Threshold};
 use crate::report::csv::{opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::report::plan::no_cpu_node;
 use crate::report::results::Mode;
-use crate::report::summary::{sentence_case, SummaryBuilder};
+use crate::report::summary::{advice, sentence_case, SummaryBuilder};
 use crate::report::svg::{bar_chart, Bar, BarGroup};
 use crate::text::format::{bytes as format_bytes, s as plural_s};
 use crate::IdSet;
@@ -259,31 +260,92 @@ impl ReportPart for PoliciesPart {
         if r.single_node {
             // Every policy puts every page on the one node: the comparison
             // only checks the machinery, its differences are noise.
-            s.advise(
-                "policies",
-                "Memory policies: with one memory node, local, interleave and bind all put every page on it; the policy comparison differs only by noise here.".into(),
+            s.claim(
+                Claim::new(
+                    ClaimKind::Advice,
+                    "policies",
+                    Basis::Placement,
+                    "Memory policies: with one memory node, local, interleave and bind all put every page on it; the policy comparison differs only by noise here.",
+                )
+                .fact("single", true, s.path("single_node")),
             );
             return;
         }
-        for rec in &r.recommendations {
-            s.advise("policies", sentence_case(&rec.text));
+        let cell_gbps = |label: &str| -> Option<(f64, Derivation)> {
+            let (i, c) = r
+                .cells
+                .iter()
+                .enumerate()
+                .find(|(_, c)| format!("{}/{}", c.workload.name(), c.policy.name()) == label)?;
+            let g = c.gbps.as_ref()?;
+            Some((g.median, s.at(&format!("cells/{i}/gbps/median"))))
+        };
+        let mut claims = Vec::new();
+        for (i, rec) in r.recommendations.iter().enumerate() {
+            let base = format!("recommendations/{i}");
+            let mut c = advice("policies", "{^advice}").fact(
+                "advice",
+                &rec.text,
+                s.path(&format!("{base}/text")),
+            );
+            for (k, x) in rec.comparisons.iter().enumerate() {
+                let (Some((b, bd)), Some((w, wd))) = (cell_gbps(&x.better), cell_gbps(&x.worse))
+                else {
+                    continue;
+                };
+                let at = |f: &str| s.path(&format!("{base}/comparisons/{k}/{f}"));
+                c = c
+                    .fig(&format!("b{k}"), b, "GB/s", 3, bd)
+                    .fig(&format!("w{k}"), w, "GB/s", 3, wd)
+                    .fig(
+                        &format!("n{k}"),
+                        x.noise_percent / 100.0,
+                        "x",
+                        4,
+                        Derivation::at(at("noise_percent")).scale(0.01),
+                    )
+                    .stated(
+                        &format!("s{k}"),
+                        (&format!("b{k}"), Relation::Greater, &format!("w{k}")),
+                        Threshold::Figure(format!("n{k}")),
+                        at("significant"),
+                    );
+            }
+            claims.push(c);
         }
-        if let (Some(i), Some(l)) = (
-            gbps_of(r, Workload::SerialInit, PolicyColumn::Interleave),
-            gbps_of(r, Workload::SerialInit, PolicyColumn::Local),
-        ) {
+        for c in claims {
+            s.claim(c);
+        }
+        let cell = |p: PolicyColumn| {
+            let (i, c) = r
+                .cells
+                .iter()
+                .enumerate()
+                .find(|(_, c)| c.workload == Workload::SerialInit && c.policy == p)?;
+            Some((
+                c.gbps.as_ref()?.median,
+                s.at(&format!("cells/{i}/gbps/median")),
+            ))
+        };
+        if let (Some((i, id)), Some((l, ld))) =
+            (cell(PolicyColumn::Interleave), cell(PolicyColumn::Local))
+        {
             s.add_to_advice(
-                "shared-data",
-                format!(
-                    "When threads on three or more nodes share data, or the program initializes it from one thread, interleave it: the program whose main thread initialized the data got {i:.1} GB/s interleaved vs {l:.1} with first touch."
+                advice(
+                    "shared-data",
+                    "When threads on three or more nodes share data, or the program initializes it from one thread, {verdict}: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch.",
+                )
+                .fig("i", i, "GB/s", 1, id)
+                .fig("l", l, "GB/s", 1, ld)
+                .compare(
+                    "verdict",
+                    ("i", Relation::Greater, "l"),
+                    Threshold::Share(0.05),
+                    ("interleave it", "interleaving is the classic fix, but it did not pay here (more than 5% faster is the rule)"),
                 ),
             );
         }
     }
-}
-
-fn gbps_of(r: &PoliciesResult, w: Workload, p: PolicyColumn) -> Option<f64> {
-    r.cell(w, p).and_then(|c| c.gbps.as_ref()).map(|g| g.median)
 }
 
 /// Bars per workload and policy, the notes, the table.

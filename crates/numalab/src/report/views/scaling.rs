@@ -10,11 +10,12 @@ use crate::measure::kernels::BandwidthKernel;
 use crate::placement::thread_policy::{compact_order, scatter_order};
 use crate::placement::PlacementError;
 use crate::report::budget::{largest_fitting, spread, PartPlan, PlanEnv, Work};
+use crate::report::claims::{Derivation, Relation, Threshold};
 use crate::report::csv::{ids, num, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::report::plan::max_cpus_per_node;
-use crate::report::summary::SummaryBuilder;
+use crate::report::summary::{finding, SummaryBuilder};
 use crate::report::svg::{line_chart, Axis, Scale, Series, TickFormat};
 use crate::text::format::bytes as format_bytes;
 use std::fmt::Write;
@@ -374,49 +375,91 @@ fn compared_count(m: &Machine, r: &ScalingResult) -> Option<usize> {
 }
 
 fn summarize(r: &ScalingResult, s: &mut SummaryBuilder) {
-    let Some(one) = r.packed.iter().find(|p| p.threads == 1) else {
+    let Some(oi) = r.packed.iter().position(|p| p.threads == 1) else {
         return;
     };
-    let single = one.gbps.median;
-    s.set_figure("single_thread_gbps", Some(single));
+    let single = r.packed[oi].gbps.median;
+    let single_d = s.at(&format!("packed/{oi}/gbps/median"));
+    s.set_key("single_thread_gbps", single, single_d.clone());
     let Some(n) = compared_count(s.machine, r) else {
-        s.finding(
-            "scaling",
-            format!("One thread alone reads {single:.1} GB/s; with one CPU there is nothing to scale to."),
+        s.claim(
+            finding(
+                "scaling",
+                "One thread alone reads {single} GB/s; with one CPU there is nothing to scale to.",
+            )
+            .fig("single", single, "GB/s", 1, single_d),
         );
         return;
     };
-    let (Some(p), Some(sp)) = (
-        r.packed.iter().find(|x| x.threads == n),
-        r.spread.iter().find(|x| x.threads == n),
+    let (Some(pi), Some(si)) = (
+        r.packed.iter().position(|x| x.threads == n),
+        r.spread.iter().position(|x| x.threads == n),
     ) else {
         return;
     };
-    s.set_figure("compared_threads", Some(n as f64));
-    s.set_figure("packed_per_thread_gbps", Some(p.per_thread_gbps));
-    s.set_figure("spread_per_thread_gbps", Some(sp.per_thread_gbps));
-    let text = if p.cpus == sp.cpus {
-        format!(
-            "With {n} threads on one node each reads {:.1} GB/s, {:.2}x what a lone thread gets ({single:.1} GB/s; {:.1} GB/s together): {}",
-            p.per_thread_gbps,
-            p.per_thread_gbps / single,
-            p.gbps.median,
-            if p.per_thread_gbps / single < 0.8 {
-                "threads sharing a node's memory controller compete for its bandwidth."
-            } else {
-                "the node's memory keeps up with them."
-            }
+    let (p, sp) = (&r.packed[pi], &r.spread[si]);
+    let p_d = s.at(&format!("packed/{pi}/per_thread_gbps"));
+    let sp_d = s.at(&format!("spread/{si}/per_thread_gbps"));
+    s.set_key(
+        "compared_threads",
+        n as f64,
+        s.at(&format!("packed/{pi}/threads")),
+    );
+    s.set_key("packed_per_thread_gbps", p.per_thread_gbps, p_d.clone());
+    s.set_key("spread_per_thread_gbps", sp.per_thread_gbps, sp_d.clone());
+    let c = finding("scaling", "")
+        .fig(
+            "n",
+            n as f64,
+            "count",
+            0,
+            s.at(&format!("packed/{pi}/threads")),
         )
+        .fig("single", single, "GB/s", 1, single_d.clone())
+        .fig("p", p.per_thread_gbps, "GB/s", 1, p_d.clone())
+        .fig(
+            "pr",
+            p.per_thread_gbps / single,
+            "x",
+            2,
+            Derivation::ratio(p_d.clone(), single_d.clone()),
+        );
+    let c = if p.cpus == sp.cpus {
+        // The rule: below 0.8 of a lone thread's bandwidth, they compete.
+        let mut c = c
+            .fig(
+                "all",
+                p.gbps.median,
+                "GB/s",
+                1,
+                s.at(&format!("packed/{pi}/gbps/median")),
+            )
+            .fig("keep_up", 0.8, "x", 2, Derivation::Const { value: 0.8 })
+            .compare(
+                "compete",
+                ("pr", Relation::Less, "keep_up"),
+                Threshold::Share(0.0),
+                (
+                    "threads sharing a node's memory controller compete for its bandwidth.",
+                    "the node's memory keeps up with them.",
+                ),
+            );
+        c.template = "With {n} threads on one node each reads {p} GB/s, {pr}x what a lone thread gets ({single} GB/s; {all} GB/s together): {compete}".into();
+        c
     } else {
-        format!(
-            "With {n} threads packed on one node each reads {:.1} GB/s ({:.2}x a lone thread's {single:.1}); spread over the nodes each reads {:.1} GB/s ({:.2}x).",
-            p.per_thread_gbps,
-            p.per_thread_gbps / single,
-            sp.per_thread_gbps,
-            sp.per_thread_gbps / single
-        )
+        let mut c = c
+            .fig("sp", sp.per_thread_gbps, "GB/s", 1, sp_d.clone())
+            .fig(
+                "sr",
+                sp.per_thread_gbps / single,
+                "x",
+                2,
+                Derivation::ratio(sp_d, single_d),
+            );
+        c.template = "With {n} threads packed on one node each reads {p} GB/s ({pr}x a lone thread's {single}); spread over the nodes each reads {sp} GB/s ({sr}x).".into();
+        c
     };
-    s.finding("scaling", text);
+    s.claim(c);
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::report::plan::{home_cpu, home_node, needs_home_cpu, no_cpu_node};
 use crate::report::results::Mode;
-use crate::report::summary::SummaryBuilder;
+use crate::report::summary::{finding, SummaryBuilder};
 use crate::report::svg::{line_chart, Axis, Marker, Scale, Series, TickFormat};
 use crate::text::format::bytes as format_bytes;
 use std::fmt::Write;
@@ -136,20 +136,25 @@ impl ReportPart for SizesPart {
         let (Some(first), Some(last)) = (r.points.first(), r.points.last()) else {
             return;
         };
+        let last_i = r.points.len() - 1;
+        let at = |i: usize, f: &str| s.at(&format!("points/{i}/{f}"));
         let read = |p: &SizePoint| p.gbps.first().copied().unwrap_or(f64::NAN);
-        s.finding(
-            "sizes",
-            format!(
-                "Reading {} (fits in {}) runs at {:.0} GB/s with {:.1} ns latency; {} ({}) at {:.1} GB/s with {:.0} ns: the cache boundaries are marked in the size sweep.",
-                format_bytes(first.bytes),
-                first.fits_in,
-                read(first),
-                first.latency_ns,
-                format_bytes(last.bytes),
-                if last.fits_in == "memory" { "memory".to_string() } else { format!("fits in {}", last.fits_in) },
-                read(last),
-                last.latency_ns
-            ),
+        s.claim(
+            finding(
+                "sizes",
+                format!(
+                    "Reading {{b0}} (fits in {{f0}}) runs at {{g0}} GB/s with {{l0}} ns latency; {{b1}} ({}) at {{g1}} GB/s with {{l1}} ns: the cache boundaries are marked in the size sweep.",
+                    if last.fits_in == "memory" { "{f1}" } else { "fits in {f1}" }
+                ),
+            )
+            .fig("b0", first.bytes as f64, "bytes", 0, at(0, "bytes"))
+            .fact("f0", &first.fits_in, s.path("points/0/fits_in"))
+            .fig("g0", read(first), "GB/s", 0, at(0, "gbps/0"))
+            .fig("l0", first.latency_ns, "ns", 1, at(0, "latency_ns"))
+            .fig("b1", last.bytes as f64, "bytes", 0, at(last_i, "bytes"))
+            .fact("f1", &last.fits_in, s.path(&format!("points/{last_i}/fits_in")))
+            .fig("g1", read(last), "GB/s", 1, at(last_i, "gbps/0"))
+            .fig("l1", last.latency_ns, "ns", 0, at(last_i, "latency_ns")),
         );
     }
 }

@@ -4,8 +4,8 @@
 //! and the classic questions answered from it.
 
 use crate::experiments::sweep::{
-    case_counts, findings, run_sweep, Access, Background, CaseCount, CaseResult, Findings,
-    PlannedCase, Subscription, SweepRequest, SweepResult,
+    case_counts, crossfire_cases, findings, run_sweep, Access, Background, CaseCount, CaseResult,
+    Findings, PlannedCase, Subscription, SweepRequest, SweepResult,
 };
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
@@ -13,12 +13,13 @@ use crate::measure::pacing::background_rate;
 use crate::measure::stats::StopRule;
 use crate::placement::{PlacementError, Thp};
 use crate::report::budget::{PartPlan, PlanEnv, Work};
+use crate::report::claims::{Basis, Claim, ClaimKind, Derivation, Relation, Threshold};
 use crate::report::csv::{num, opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
 use crate::report::plan::max_cpus_per_node;
 use crate::report::results::Mode;
-use crate::report::summary::SummaryBuilder;
+use crate::report::summary::{finding, SummaryBuilder};
 use crate::report::svg::{bar_chart, Bar, BarGroup};
 use crate::text::escape::xml as esc;
 use crate::text::format::bytes as format_bytes;
@@ -661,102 +662,187 @@ fn writers(s: &mut SummaryBuilder, r: &SweepResult) {
     let idle = |t: usize| {
         r.runs
             .iter()
-            .find(|x| x.threads == t && x.background.is_none())
+            .position(|x| x.threads == t && x.background.is_none())
     };
-    let (Some(r1), Some(r2)) = (idle(1), idle(2)) else {
+    let (Some(i1), Some(i2)) = (idle(1), idle(2)) else {
         return;
     };
+    let (r1, r2) = (&r.runs[i1], &r.runs[i2]);
     let local_write = |c: &CaseResult| {
         c.threads
             .iter()
             .all(|t| t.case.access == Access::Write && t.case.mem == t.case.node)
     };
-    let mut best: Option<(f64, f64, u32)> = None;
-    for c2 in r2
+    let gbps = |ri: usize, ci: usize, t: usize| {
+        s.at(&format!(
+            "sweep/runs/{ri}/cases/{ci}/threads/{t}/memory_gbps"
+        ))
+    };
+    let mut best = None;
+    for (ci, c2) in r2
         .cases
         .iter()
-        .filter(|c| local_write(c) && c.sharing == "none")
+        .enumerate()
+        .filter(|(_, c)| local_write(c) && c.sharing == "none")
     {
         let node = c2.threads[0].case.node;
         if c2.threads.iter().any(|t| t.case.node != node) {
             continue;
         }
-        let together: f64 = c2.threads.iter().map(|t| t.memory_gbps).sum();
-        let alone = r1
+        let alone: Vec<(usize, f64)> = r1
             .cases
             .iter()
-            .filter(|c| local_write(c) && c.threads[0].case.node == node)
-            .map(|c| c.threads[0].memory_gbps)
-            .fold(0.0, f64::max);
-        if alone > 0.0 {
-            best = Some((together, alone, node));
+            .enumerate()
+            .filter(|(_, c)| local_write(c) && c.threads[0].case.node == node)
+            .map(|(i, c)| (i, c.threads[0].memory_gbps))
+            .collect();
+        if alone.iter().any(|(_, g)| *g > 0.0) {
+            best = Some((ci, node, alone));
             break;
         }
     }
-    let Some((together, alone, node)) = best else {
+    let Some((ci, node, alone)) = best else {
         if m.cpu_nodes().iter().all(|n| m.allowed_cpus_of(n).len() < 2) {
-            s.finding(
-                "writers",
-                "Whether two writers saturate a node cannot be told here: no node has two CPUs this process may use.".into(),
+            s.claim(
+                Claim::new(
+                    ClaimKind::Finding,
+                    "writers",
+                    Basis::Topology,
+                    "Whether two writers saturate a node cannot be told here: no node has two CPUs this process may use (the sweep's CPUs: {cpus}).",
+                )
+                .fact("cpus", &r.cpus, s.path("sweep/cpus")),
             );
         }
         return;
     };
+    let c2 = &r2.cases[ci];
+    let together: f64 = c2.threads.iter().map(|t| t.memory_gbps).sum();
+    let together_d = Derivation::Sum {
+        of: (0..c2.threads.len()).map(|t| gbps(i2, ci, t)).collect(),
+    };
+    let (alone, alone_d) = (
+        alone.iter().map(|(_, g)| *g).fold(0.0, f64::max),
+        Derivation::Max {
+            of: alone.iter().map(|(i, _)| gbps(i1, *i, 0)).collect(),
+        },
+    );
     let gain = together / alone;
-    s.set_figure("two_writers_gain", Some(gain));
-    s.finding(
-        "writers",
-        format!(
-            "Two threads writing their own local buffers on node {node} move {together:.1} GB/s of memory traffic together, {gain:.2}x one writer alone ({alone:.1} GB/s): {}",
-            match (gain < 1.3, m.cpu_nodes().len() > 1) {
-                (true, true) => "two writers saturate the node's memory; on an idle machine a second writer's data may be better one hop away.",
-                (true, false) => "two writers saturate the node's memory.",
-                _ => "two writers do not saturate the node's memory.",
-            }
+    let gain_d = Derivation::ratio(together_d.clone(), alone_d.clone());
+    s.set_key("two_writers_gain", gain, gain_d.clone());
+    let saturate = if m.cpu_nodes().len() > 1 {
+        "two writers saturate the node's memory; on an idle machine a second writer's data may be better one hop away."
+    } else {
+        "two writers saturate the node's memory."
+    };
+    s.claim(
+        finding(
+            "writers",
+            "Two threads writing their own local buffers on node {node} move {together} GB/s of memory traffic together, {gain}x one writer alone ({alone} GB/s): {verdict}",
+        )
+        .fig("node", node as f64, "node", 0, s.at(&format!("sweep/runs/{i2}/cases/{ci}/threads/0/node")))
+        .fig("together", together, "GB/s", 1, together_d)
+        .fig("alone", alone, "GB/s", 1, alone_d)
+        .fig("gain", gain, "x", 2, gain_d)
+        .fig("rule", 1.3, "x", 1, Derivation::Const { value: 1.3 })
+        .compare(
+            "verdict",
+            ("gain", Relation::Less, "rule"),
+            Threshold::Share(0.0),
+            (saturate, "two writers do not saturate the node's memory."),
         ),
     );
 }
 
 fn crossfire(s: &mut SummaryBuilder, r: &SweepOutcome) {
-    let Some(f) = r
-        .findings
-        .iter()
-        .find(|f| f.condition == "idle")
-        .and_then(|set| set.findings.iter().find(|x| x.question == "b"))
-    else {
+    let Some((fi, k, f)) = r.findings.iter().enumerate().find_map(|(fi, set)| {
+        (set.condition == "idle")
+            .then(|| {
+                set.findings
+                    .iter()
+                    .enumerate()
+                    .find(|(_, x)| x.question == "b")
+            })
+            .flatten()
+            .map(|(k, x)| (fi, k, x))
+    }) else {
         return;
     };
-    if f.holds.is_some() {
-        s.set_figure("crossfire_ratio", f.ratio);
-    }
-    let verdict = match f.holds {
-        Some(true) => "crossfire hurts".to_string(),
-        Some(false) => "crossfire does not hurt here".to_string(),
-        None => "whether crossfire hurts cannot be told here".to_string(),
+    let two = r
+        .sweep
+        .runs
+        .iter()
+        .position(|x| x.threads == 2 && x.background.is_none());
+    let (cross, no_cross) = two
+        .map(|ri| crossfire_cases(&r.sweep.runs[ri]))
+        .unwrap_or_default();
+    let secs = |ri: usize, v: &[usize]| {
+        s.median_of(v.iter().map(|&ci| {
+            (
+                r.sweep.runs[ri].cases[ci].seconds.median,
+                format!("sweep/runs/{ri}/cases/{ci}/seconds/median"),
+            )
+        }))
     };
-    s.finding(
-        "crossfire",
-        format!(
-            "Crossfire (two threads each writing the other's node): {verdict}: {}.",
-            f.detail.trim_end_matches('.')
+    let measured = two.and_then(|ri| Some((secs(ri, &cross)?, secs(ri, &no_cross)?)));
+    match (f.holds, measured) {
+        (Some(_), Some(((x, xd), (n, nd)))) => {
+            s.set_key("crossfire_ratio", x / n, Derivation::ratio(xd.clone(), nd.clone()));
+            s.claim(
+                finding(
+                    "crossfire",
+                    "Crossfire (two threads each writing the other's node): {verdict}: crossfire takes {ratio}x the time of no crossfire (medians of {nx} crossfire and {nn} no-crossfire cases; the classic idle result is > 1, by more than 3% here).",
+                )
+                .fig("x", x, "s", 6, xd.clone())
+                .fig("n", n, "s", 6, nd.clone())
+                .fig("ratio", x / n, "x", 2, Derivation::ratio(xd, nd))
+                .fig("nx", cross.len() as f64, "count", 0, Derivation::Const { value: cross.len() as f64 })
+                .fig("nn", no_cross.len() as f64, "count", 0, Derivation::Const { value: no_cross.len() as f64 })
+                .compare(
+                    "verdict",
+                    ("x", Relation::Greater, "n"),
+                    Threshold::Share(0.03),
+                    ("crossfire hurts", "crossfire does not hurt here"),
+                ),
+            );
+        }
+        _ => s.claim(
+            Claim::new(
+                ClaimKind::Finding,
+                "crossfire",
+                Basis::Run,
+                "Crossfire (two threads each writing the other's node): whether it hurts cannot be told: {why}.",
+            )
+            .fact("why", &f.detail, s.path(&format!("findings/{fi}/findings/{k}/detail"))),
         ),
-    );
+    }
 }
 
 fn background(s: &mut SummaryBuilder, r: &SweepOutcome) {
-    for set in &r.findings {
-        let answered: Vec<String> = set
+    for (fi, set) in r.findings.iter().enumerate() {
+        let mut c = finding("background", "");
+        let mut answered = Vec::new();
+        for (k, f) in set
             .findings
             .iter()
-            .filter(|f| f.holds.is_some())
-            .map(|f| format!("({}) {}: {}", f.question, f.title, answer(f.holds)))
-            .collect();
+            .enumerate()
+            .filter(|(_, f)| f.holds.is_some())
+        {
+            let at = |x: &str| s.path(&format!("findings/{fi}/findings/{k}/{x}"));
+            c = c
+                .fact(&format!("q{k}"), &f.question, at("question"))
+                .fact(&format!("t{k}"), &f.title, at("title"))
+                .fact(&format!("h{k}"), f.holds, at("holds"));
+            answered.push(format!("({{q{k}}}) {{t{k}}}: {{?h{k}}}"));
+        }
         if answered.is_empty() {
             continue;
         }
-        s.finding(
-            "background",
-            format!("Under {}: {}.", set.condition, answered.join("; ")),
+        c = c.fact(
+            "condition",
+            &set.condition,
+            s.path(&format!("findings/{fi}/condition")),
         );
+        c.template = format!("Under {{condition}}: {}.", answered.join("; "));
+        s.claim(c);
     }
 }
