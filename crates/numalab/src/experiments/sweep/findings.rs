@@ -47,6 +47,24 @@ impl Finding {
     }
 }
 
+/// Why a question has no matching cases in `run`: the budget stopped
+/// before reaching them (some classes were not run), or this sweep's CPUs
+/// and memory nodes have none (every class ran). `needs` says what the
+/// question needs.
+fn no_cases(run: &SweepRun, needs: &str) -> String {
+    if run.cases_run < run.classes {
+        format!(
+            "not measured: the budget reached {} of the {} classes of {} threads and none of them was such a case ({needs}); run `numalab sweep --threads {}`, or `numalab report --full` or a larger `--budget`",
+            run.cases_run, run.classes, run.threads, run.threads
+        )
+    } else {
+        format!(
+            "this machine has no such case: {needs} (every class of {} threads ran)",
+            run.threads
+        )
+    }
+}
+
 fn case_seconds<'a>(cases: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
     cases.map(|c| c.seconds.median).collect()
 }
@@ -142,18 +160,18 @@ fn writers(run: &SweepRun) -> impl Iterator<Item = &CaseResult> {
     })
 }
 
-/// (b) crossfire vs no crossfire, two writers, same hop counts.
-fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
-    let title = "two writers: crossfire (each writes the other's node) is slower than no crossfire (same hops, other links)";
-    let none = |why: &str| Finding::unanswered("b", title, why);
-    let Some(run) = run else {
-        return none("no two-thread cases in this sweep");
+/// The cases of (b), as indexes into `run.cases`: crossfire (two writers
+/// on linked nodes, each writing the other's node) and no crossfire (same
+/// hops, one writes the other's node, which writes a third node).
+pub fn crossfire_cases(run: &SweepRun) -> (Vec<usize>, Vec<usize>) {
+    let two_writers = |c: &CaseResult| {
+        c.threads.len() == 2 && c.threads.iter().all(|t| t.case.access == Access::Write)
     };
-    let cross: Vec<f64> = case_seconds(writers(run).filter(|c| {
+    let cross = |c: &CaseResult| {
         let (a, b) = (&c.threads[0].case, &c.threads[1].case);
         a.node != b.node && a.mem == b.node && b.mem == a.node && a.hops == Some(1)
-    }));
-    let no_cross: Vec<f64> = case_seconds(writers(run).filter(|c| {
+    };
+    let no_cross = |c: &CaseResult| {
         let (a, b) = (&c.threads[0].case, &c.threads[1].case);
         let one_way =
             |x: &ThreadCase, y: &ThreadCase| x.mem == y.node && y.mem != x.node && y.mem != y.node;
@@ -161,7 +179,28 @@ fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
             && a.hops == Some(1)
             && b.hops == Some(1)
             && (one_way(a, b) || one_way(b, a))
-    }));
+    };
+    let pick = |f: &dyn Fn(&CaseResult) -> bool| {
+        run.cases
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| two_writers(c) && f(c) && c.seconds.median.is_finite())
+            .map(|(i, _)| i)
+            .collect()
+    };
+    (pick(&cross), pick(&no_cross))
+}
+
+/// (b) crossfire vs no crossfire, two writers, same hop counts.
+fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
+    let title = "two writers: crossfire (each writes the other's node) is slower than no crossfire (same hops, other links)";
+    let none = |why: &str| Finding::unanswered("b", title, why);
+    let Some(run) = run else {
+        return none("no two-thread cases in this sweep");
+    };
+    let (cross, no_cross) = crossfire_cases(run);
+    let secs = |v: &[usize]| case_seconds(v.iter().map(|&i| &run.cases[i]));
+    let (cross, no_cross) = (secs(&cross), secs(&no_cross));
     match (median(cross), median(no_cross)) {
         (Some(x), Some(n)) => Finding {
             question: "b".into(),
@@ -173,7 +212,10 @@ fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
                 x / n
             ),
         },
-        _ => none("needs two writers on linked nodes and a third node one hop from one of them (3+ nodes, write cases)"),
+        _ => none(&no_cases(
+            run,
+            "two writers on linked nodes, and a third node one hop from one of them",
+        )),
     }
 }
 
@@ -209,8 +251,11 @@ fn finding_two_local_writers(run: Option<&SweepRun>) -> Finding {
                 mv / l
             ),
         },
-        (None, _) => none("needs two CPUs on one node (write cases)"),
-        (_, None) => none("needs a second memory node one hop away (one-node machine)"),
+        (None, _) => none(&no_cases(run, "two writers on two CPUs of one node, both local")),
+        (_, None) => none(&no_cases(
+            run,
+            "two writers on one node, one of them writing a memory node one hop away",
+        )),
     }
 }
 
@@ -288,4 +333,137 @@ pub fn findings(r: &SweepResult) -> Vec<Findings> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::sweep::{CaseTime, ThreadResult};
+
+    /// A two-writer case: (node, cpu, mem, hops) per thread, in seconds.
+    fn case(threads: &[(u32, u32, u32, u32)], seconds: f64) -> CaseResult {
+        let threads: Vec<ThreadResult> = threads
+            .iter()
+            .map(|&(node, cpu, mem, hops)| ThreadResult {
+                case: ThreadCase {
+                    cpu,
+                    node,
+                    core: cpu,
+                    access: Access::Write,
+                    mem,
+                    hops: Some(hops),
+                },
+                label: format!("{node}.{cpu}.w.{mem}"),
+                seconds,
+                gbps: 1.0,
+                memory_gbps: 2.0,
+                seen_cpus: vec![cpu],
+                verified: true,
+            })
+            .collect();
+        CaseResult {
+            labels: threads.iter().map(|t| t.label.clone()).collect(),
+            hop_class: String::new(),
+            sharing: "none".into(),
+            class_size: 1,
+            class_key: String::new(),
+            seconds: CaseTime {
+                median: seconds,
+                best: seconds,
+                max: seconds,
+                spread: 0.0,
+                rel_ci: 0.01,
+                samples: 3,
+            },
+            normalized: 1.0,
+            threads,
+            background_achieved: Vec::new(),
+            background_cpus: Vec::new(),
+            verified: true,
+            problems: Vec::new(),
+        }
+    }
+
+    fn two_threads(cases: Vec<CaseResult>, classes: u64) -> SweepRun {
+        SweepRun {
+            threads: 2,
+            background: None,
+            total_cases: 64,
+            classes,
+            cases_run: cases.len() as u64,
+            hop_classes: 4,
+            hop_classes_run: 4,
+            elapsed_s: 1.0,
+            cases,
+        }
+    }
+
+    /// Two local writers on node 0 only: (b) and (c) have no cases.
+    fn local_only() -> Vec<CaseResult> {
+        vec![case(&[(0, 0, 0, 0), (0, 1, 0, 0)], 1.0)]
+    }
+
+    #[test]
+    fn unanswered_questions_say_the_budget_stopped_short() {
+        // 1 of 20 classes ran on a 4-node machine: the cases exist but were not measured.
+        let run = two_threads(local_only(), 20);
+        let b = finding_crossfire(Some(&run));
+        assert_eq!(b.holds, None);
+        assert!(
+            b.detail
+                .starts_with("not measured: the budget reached 1 of the 20 classes of 2 threads"),
+            "{}",
+            b.detail
+        );
+        assert!(
+            b.detail.contains("numalab sweep --threads 2"),
+            "{}",
+            b.detail
+        );
+        assert!(!b.detail.contains("one-node"), "{}", b.detail);
+        let c = finding_two_local_writers(Some(&run));
+        assert_eq!(c.holds, None);
+        assert!(
+            c.detail.starts_with("not measured: the budget reached"),
+            "{}",
+            c.detail
+        );
+    }
+
+    #[test]
+    fn unanswered_questions_say_the_machine_has_no_such_case() {
+        // Every class ran: the machine (one memory node) has no such case.
+        let run = two_threads(local_only(), 1);
+        let c = finding_two_local_writers(Some(&run));
+        assert_eq!(
+            c.detail,
+            "this machine has no such case: two writers on one node, one of them writing a memory node one hop away (every class of 2 threads ran)"
+        );
+        let b = finding_crossfire(Some(&run));
+        assert!(
+            b.detail
+                .starts_with("this machine has no such case: two writers on linked nodes"),
+            "{}",
+            b.detail
+        );
+    }
+
+    #[test]
+    fn crossfire_is_judged_from_its_cases() {
+        let run = two_threads(
+            vec![
+                case(&[(0, 0, 1, 1), (1, 2, 0, 1)], 1.2),
+                case(&[(0, 0, 1, 1), (1, 2, 2, 1)], 1.0),
+                case(&[(0, 0, 0, 0), (0, 1, 1, 1)], 0.9),
+                case(&[(0, 0, 0, 0), (0, 1, 0, 0)], 1.0),
+            ],
+            4,
+        );
+        assert_eq!(crossfire_cases(&run), (vec![0], vec![1]));
+        let b = finding_crossfire(Some(&run));
+        assert_eq!(b.holds, Some(true));
+        assert!((b.ratio.unwrap() - 1.2).abs() < 1e-9);
+        let c = finding_two_local_writers(Some(&run));
+        assert_eq!(c.holds, Some(true), "{}", c.detail);
+    }
 }

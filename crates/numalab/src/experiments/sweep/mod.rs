@@ -32,7 +32,7 @@ mod findings;
 mod run;
 mod space;
 
-pub use findings::{findings, Finding, Findings};
+pub use findings::{crossfire_cases, findings, Finding, Findings};
 pub use run::{bytes_per_pass, check_buffers_fit, run_sweep};
 pub use space::{
     case_counts, coverage_order, plan, Access, CaseCount, PlannedCase, SweepSpace, ThreadCase,
