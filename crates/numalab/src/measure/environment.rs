@@ -82,6 +82,10 @@ pub struct Environment {
     /// use what the kernel will give on each node (docs/measurement.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_disagreement: Option<MemoryDisagreement>,
+    /// Set when the CPU is emulated in software (QEMU TCG): what says so.
+    /// Timings then say nothing about any hardware (docs/measurement.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated_cpu: Option<String>,
     pub command_line: Vec<String>,
     /// Capture time, RFC 3339 in UTC: "2024-05-01T12:34:56Z".
     pub timestamp_utc: String,
@@ -144,6 +148,9 @@ impl Environment {
     /// The environment of this process on this machine, now.
     pub fn capture() -> Environment {
         let mut env = Self::capture_from(Path::new("/"));
+        if env.emulated_cpu.is_none() {
+            env.emulated_cpu = emulation(&env.cpu_model, hypervisor_signature().as_deref());
+        }
         if env.logical_cpus == 0 {
             env.logical_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         }
@@ -170,6 +177,7 @@ impl Environment {
         let hardware_max_mhz = khz("cpuinfo_max_freq").map(|k| k / 1000.0);
         let (hwloc_version, hwloc_api_version) = hwloc_versions();
 
+        let emulated_cpu = emulation(&info.model, None);
         let mut env = Environment {
             numalab_version: env!("CARGO_PKG_VERSION").to_string(),
             hwloc_version,
@@ -204,6 +212,7 @@ impl Environment {
             cpufreq_mhz,
             cgroup: cgroup_limits(&fs),
             memory_disagreement: NodeMemory::capture_from(root, Blocks::Always).disagreement,
+            emulated_cpu,
             // Lossy: `std::env::args` panics on an argument that is not
             // UTF-8, and such paths are valid input.
             command_line: std::env::args_os()
@@ -570,6 +579,58 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// What says the CPU is emulated in software, if anything does: QEMU's TCG
+/// names itself in the model string ("QEMU TCG CPU version 2.5+") and, when
+/// it sets the hypervisor bit, in the CPUID hypervisor signature
+/// ("TCGTCGTCGTCG"). A hardware-assisted hypervisor (KVM, Hyper-V, Xen,
+/// VMware) is not emulation: its timings are the hardware's, with some
+/// overhead, so it is not flagged.
+pub fn emulation(cpu_model: &str, hypervisor_signature: Option<&str>) -> Option<String> {
+    if hypervisor_signature.is_some_and(|s| s.starts_with("TCGTCGTCG")) {
+        return Some(format!(
+            "QEMU TCG: hypervisor signature {}",
+            hypervisor_signature.unwrap_or_default()
+        ));
+    }
+    let model = cpu_model.to_ascii_lowercase();
+    ["tcg", "bochs"]
+        .iter()
+        .any(|w| {
+            model
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .any(|t| t == *w)
+        })
+        .then(|| format!("software emulation: CPU model '{cpu_model}'"))
+}
+
+/// The CPUID hypervisor vendor signature (leaf 0x4000_0000), when the CPU
+/// says a hypervisor is present (leaf 1, ECX bit 31).
+#[cfg(target_arch = "x86_64")]
+fn hypervisor_signature() -> Option<String> {
+    use std::arch::x86_64::__cpuid;
+    // CPUID exists on every x86_64 CPU; a leaf it does not know returns
+    // zeros or the highest basic leaf, which the checks below reject.
+    let (leaf1, hv) = (__cpuid(1), __cpuid(0x4000_0000));
+    if leaf1.ecx & (1 << 31) == 0 {
+        return None;
+    }
+    let bytes: Vec<u8> = [hv.ebx, hv.ecx, hv.edx]
+        .iter()
+        .flat_map(|r| r.to_le_bytes())
+        .collect();
+    let s: String = bytes
+        .iter()
+        .take_while(|b| **b != 0)
+        .map(|b| *b as char)
+        .collect();
+    (!s.is_empty() && s.chars().all(|c| c.is_ascii_graphic() || c == ' ')).then_some(s)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn hypervisor_signature() -> Option<String> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -582,6 +643,27 @@ mod tests {
             UNIX_EPOCH - Duration::from_secs((-secs) as u64)
         };
         rfc3339_utc(t)
+    }
+
+    #[test]
+    fn emulated_cpus_are_named_and_hypervisors_are_not() {
+        assert_eq!(
+            emulation("QEMU TCG CPU version 2.5+", None).as_deref(),
+            Some("software emulation: CPU model 'QEMU TCG CPU version 2.5+'")
+        );
+        assert_eq!(
+            emulation("QEMU Virtual CPU version 2.5+", Some("TCGTCGTCGTCG")).as_deref(),
+            Some("QEMU TCG: hypervisor signature TCGTCGTCGTCG")
+        );
+        // KVM with QEMU's generic model, and real CPUs: not emulated.
+        assert_eq!(
+            emulation("QEMU Virtual CPU version 2.5+", Some("KVMKVMKVM")),
+            None
+        );
+        assert_eq!(emulation("AMD EPYC", Some("KVMKVMKVM")), None);
+        assert_eq!(emulation("Intel(R) Xeon(R) Platinum 8480+", None), None);
+        // A word inside another is not a signature.
+        assert_eq!(emulation("Stcgx 9000", None), None);
     }
 
     #[test]
