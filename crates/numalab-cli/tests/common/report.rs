@@ -80,6 +80,68 @@ pub fn assert_valid(doc: &Value, what: &str) {
         "{what}: results.json breaks docs/report-schema.json:\n{}",
         errs.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
     );
+    assert_claims(doc, what);
+}
+
+/// Every sentence of the summary is a claim, and every claim's figures,
+/// facts, verdicts and text re-derive from the document
+/// (`numalab::report::claims::check`).
+pub fn assert_claims(doc: &Value, what: &str) {
+    let bad = numalab::report::claims::check(doc);
+    assert!(
+        bad.is_empty(),
+        "{what}: {} sentence(s) of the summary disagree with results.json:\n{}",
+        bad.len(),
+        bad.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// A report measured under QEMU TCG: it says so first, and no finding,
+/// advice or warning rests on timings (those claims are withheld). Returns
+/// the finding claims, withheld ones included.
+#[allow(dead_code)]
+pub fn assert_emulated(doc: &Value) -> Vec<Value> {
+    let s = &doc["summary"];
+    let banner = s["banner"].as_str().unwrap_or("");
+    assert!(
+        banner.starts_with(
+            "These timings were taken on an emulated CPU (software emulation: CPU model 'QEMU TCG"
+        ),
+        "no emulation banner: {banner:?}"
+    );
+    let claims = s["claims"].as_array().expect("claims");
+    let basis = |kind: &str, text: &str| {
+        claims
+            .iter()
+            .find(|c| c["kind"] == kind && c["text"] == text)
+            .map(|c| c["basis"].as_str().unwrap_or("").to_string())
+            .unwrap_or_else(|| panic!("{kind} without a claim: {text}"))
+    };
+    for (list, kind) in [("findings", "finding"), ("advice", "advice")] {
+        for l in s[list].as_array().unwrap() {
+            let t = l["text"].as_str().unwrap();
+            assert_ne!(
+                basis(kind, t),
+                "timing",
+                "timing {kind} shown under TCG: {t}"
+            );
+        }
+    }
+    for w in s["warnings"].as_array().unwrap() {
+        let t = w.as_str().unwrap();
+        assert_ne!(
+            basis("warning", t),
+            "timing",
+            "timing warning shown under TCG: {t}"
+        );
+    }
+    let withheld = s["withheld"].as_array().map_or(0, Vec::len);
+    assert!(withheld >= 5, "only {withheld} timing sentences withheld");
+    claims
+        .iter()
+        .filter(|c| c["kind"] == "finding")
+        .cloned()
+        .collect()
 }
 
 /// Reads DIR/results.json.
@@ -109,6 +171,9 @@ pub fn render_and_check(dir: &Path, name: &str, ids: &[&str], nodes_text: &str) 
         browser::chromium_path().is_some(),
         "chromium not found: run scripts/install-deps.sh --test (the README test command does)"
     );
+    if dir.join("results.json").exists() {
+        assert_claims(&results(dir), name);
+    }
     let html = dir.join("report.html");
     let mut light = None;
     for dark in [false, true] {
