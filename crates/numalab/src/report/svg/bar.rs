@@ -673,7 +673,7 @@ impl Rows {
                     let g = groups[group];
                     let _ = write!(
                         out,
-                        "<rect class=\"bar s{}\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\"/>\
+                        "<rect class=\"swatch s{}\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\"/>\
                          <text class=\"axis-label group-label\" x=\"{}\" y=\"{}\">{}{}{}</text>",
                         group % 8,
                         P(x0),
@@ -768,18 +768,29 @@ impl Rows {
     }
 }
 
-/// `rows` in `k` columns of about equal height, a column broken only
-/// after a group's first bar; a column that starts inside a group starts
+/// Bars a group's header keeps with it in its column: a header with only
+/// a bar or two under it, the rest of its group in the next column, reads
+/// as a group of its own.
+const KEEP_WITH_HEAD: usize = 3;
+
+/// `rows` in `k` columns of about equal height, a group's header never
+/// parted from its first bars; a column that starts inside a group starts
 /// with the group's header again, marked continued.
 fn split_rows(rows: &[Row], k: usize) -> Vec<Vec<Row>> {
     let total: f64 = rows.iter().map(|r| r.height()).sum();
     let target = total / k as f64;
     let mut cols: Vec<Vec<Row>> = vec![Vec::new()];
     let mut h = 0.0;
-    for &row in rows {
-        // A header keeps its first bar with it.
+    for (i, &row) in rows.iter().enumerate() {
         let need = match row {
-            Row::Head { .. } => HEAD_H + ROW_H,
+            Row::Head { .. } => {
+                let first_bars = rows[i + 1..]
+                    .iter()
+                    .take(KEEP_WITH_HEAD)
+                    .take_while(|r| matches!(r, Row::Bar { .. }))
+                    .count();
+                HEAD_H + ROW_H * first_bars as f64
+            }
             Row::Bar { .. } => ROW_H,
         };
         if cols.len() < k && h > 0.0 && h + need > target + ROW_H / 2.0 {
@@ -1068,10 +1079,7 @@ mod tests {
             );
             check_readable(&svg, &groups);
             let els = doc(&svg);
-            let drawn = find(&els, "rect", "bar")
-                .iter()
-                .filter(|(i, _)| title_of(&els, *i).is_some())
-                .count();
+            let drawn = find(&els, "rect", "bar").len();
             let finite = groups
                 .iter()
                 .flat_map(|g| &g.bars)
@@ -1142,13 +1150,9 @@ mod tests {
         let svg = bar_chart("many", "Many", "time (x fastest)", &groups, Some(1.0));
         check_readable(&svg, &groups);
         let els = doc(&svg);
-        let bars = find(&els, "rect", "bar");
-        // 200 bars and a swatch per group header.
-        let with_tip: Vec<_> = bars
-            .iter()
-            .filter(|(i, _)| title_of(&els, *i).is_some())
-            .collect();
+        let with_tip = find(&els, "rect", "bar");
         assert_eq!(with_tip.len(), 200);
+        assert!(with_tip.iter().all(|(i, _)| title_of(&els, *i).is_some()));
         // One bar per row: in each column the bars go down without
         // overlapping, each as long as its value.
         let ys: Vec<(f64, f64)> = with_tip
@@ -1192,13 +1196,29 @@ mod tests {
             .sum();
         assert_eq!(bars, 39);
         for c in &cols {
-            // Every column starts with a header, never ends with one.
+            // Every column starts with a header, and no header is left
+            // with fewer than three of its bars under it.
             assert!(matches!(c[0], Row::Head { .. }), "{c:?}");
-            assert!(matches!(c.last(), Some(Row::Bar { .. })), "{c:?}");
+            for (i, r) in c.iter().enumerate() {
+                if matches!(r, Row::Head { .. }) {
+                    assert!(c[i + 1..].len() >= 3, "{c:?}");
+                    assert!(c[i + 1..i + 4].iter().all(|r| matches!(r, Row::Bar { .. })));
+                }
+            }
             let h: f64 = c.iter().map(|r| r.height()).sum();
             assert!((150.0..=250.0).contains(&h), "{h}");
         }
         assert_eq!(cols[1][0], head(0, true));
         assert_eq!(split_rows(&rows, 1).len(), 1);
+        // A header that would get a single bar before the break moves to
+        // the next column with its group.
+        let mut rows = Vec::new();
+        for (group, n) in [12, 10, 6].into_iter().enumerate() {
+            rows.push(head(group, false));
+            rows.extend((0..n).map(|bar| Row::Bar { group, bar }));
+        }
+        let cols = split_rows(&rows, 2);
+        assert_eq!(cols[0].len(), 13);
+        assert_eq!(cols[1][0], head(1, false));
     }
 }
