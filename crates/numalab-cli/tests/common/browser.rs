@@ -90,6 +90,11 @@ pub struct RenderOptions {
     pub full_page: bool,
     /// Limit for the whole render, Chromium's start-up included.
     pub timeout: Duration,
+    /// A JavaScript expression evaluated in the settled page before the
+    /// screenshot (a promise is awaited); its JSON value lands in
+    /// [`Rendered::probe`]. For what only the browser knows: laid-out
+    /// sizes, text boxes.
+    pub probe: Option<String>,
 }
 
 impl Default for RenderOptions {
@@ -100,6 +105,7 @@ impl Default for RenderOptions {
             dark: false,
             full_page: true,
             timeout: Duration::from_secs(60),
+            probe: None,
         }
     }
 }
@@ -127,6 +133,8 @@ pub struct Rendered {
     /// `innerText` (`textContent` where there is none, as in SVG) of the
     /// first element with each id.
     pub texts: BTreeMap<String, String>,
+    /// The value of [`RenderOptions::probe`] (null without one).
+    pub probe: Value,
 }
 
 impl Rendered {
@@ -434,6 +442,10 @@ impl Page {
                 return { title: document.title, ids, texts };
             })()",
         )?;
+        let probe = match &opts.probe {
+            Some(expression) => self.evaluate(expression)?,
+            None => Value::Null,
+        };
 
         let mut shot = json!({"format": "png"});
         if opts.full_page {
@@ -457,6 +469,7 @@ impl Page {
         let mut rendered = Rendered {
             png,
             title: dom["title"].as_str().unwrap_or_default().to_string(),
+            probe,
             ..Rendered::default()
         };
         for id in dom["ids"].as_array().into_iter().flatten() {

@@ -8,8 +8,10 @@
 //! - [`heatmap()`]: a labelled matrix of values (node x node latency, CPU x CPU
 //!   cache-line transfers) coloured with the perceptual viridis palette, the
 //!   "good" end always bright yellow whatever the direction of the metric;
-//! - [`bar_chart`]: grouped vertical bars (normalized sweep times) with an
-//!   optional horizontal reference line and flagged (hatched) bars;
+//! - [`bar_chart`]: grouped bars (normalized sweep times) with an optional
+//!   reference line and flagged (hatched) bars: vertical while every label
+//!   fits under its bar, else one labelled row per bar in side-by-side
+//!   columns, so that no label is ever cut or dropped;
 //! - [`node_graph`]: NUMA nodes on a circle with labelled distance edges,
 //!   CPU-less memory nodes drawn as dashed hexagons.
 //!
