@@ -790,4 +790,3 @@ mod tests {
             .any(|b| b.contains("Finding \"Free text.\" is not rendered")));
     }
 }
-

@@ -119,6 +119,9 @@ pub struct SummaryBuilder<'a> {
     key_sources: BTreeMap<String, Derivation>,
     /// Sentences to follow the general advice on a topic.
     addenda: Vec<Claim>,
+    /// Timings come from an emulated CPU: the general advice is the
+    /// topology's, not the timings'.
+    emulated: bool,
 }
 
 impl<'a> SummaryBuilder<'a> {
@@ -131,6 +134,7 @@ impl<'a> SummaryBuilder<'a> {
             key_figures: KeyFigures::default(),
             key_sources: BTreeMap::new(),
             addenda: Vec::new(),
+            emulated: false,
         }
     }
 
@@ -379,8 +383,12 @@ impl Summary {
             }
         }
         b.base.clear();
-        general_advice(&mut b);
         let env = doc.environment.as_ref();
+        b.emulated = env.is_some_and(|e| e.emulated_cpu.is_some());
+        general_advice(&mut b);
+        if let Some(c) = placements_verified(doc) {
+            b.claim(c);
+        }
         let mut claims = vec![headline(m, env.map(|e| e.hostname.as_str()))];
         let emulated = env.and_then(|e| e.emulated_cpu.clone());
         if let Some(e) = &emulated {
@@ -496,6 +504,28 @@ pub fn sentence_case(t: &str) -> String {
 /// added to these topics.
 fn general_advice(b: &mut SummaryBuilder) {
     let m = b.machine;
+    if b.emulated {
+        // The timings cannot confirm or refute the classic layouts here:
+        // say them as what the topology suggests.
+        let multi = m.cpu_nodes().len() > 1;
+        b.claim(Claim::new(
+            ClaimKind::Advice,
+            "independent-data",
+            Basis::Topology,
+            if multi {
+                "Threads with independent data: the classic layout is one per node first (scatter, node-major), each thread first-touching its own data; the timings of this emulated CPU cannot confirm it."
+            } else {
+                "Threads with independent data: with one node, pin each thread and let it first-touch its own data."
+            },
+        ));
+        b.claim(Claim::new(
+            ClaimKind::Advice,
+            "shared-data",
+            Basis::Topology,
+            "Threads sharing data: fill one node's cores first (compact, core-major), within one shared cache.",
+        ));
+        return;
+    }
     if let Some(c) = independent_data_advice(b) {
         b.claim(c);
     }
@@ -555,6 +585,39 @@ fn general_advice(b: &mut SummaryBuilder) {
 
 /// Differences smaller than this share are noise on any real machine.
 const NOISE: f64 = 0.05;
+
+/// A placement fact, true on any CPU: every done part's threads ran where
+/// asked and its pages were on the nodes asked.
+fn placements_verified(doc: &ReportResults) -> Option<Claim> {
+    let done: Vec<&str> = doc
+        .parts
+        .iter()
+        .filter(|(_, r)| r.status == PartStatus::Done && r.verified.is_some())
+        .map(|(n, _)| n.name())
+        .collect();
+    if done.is_empty() || !doc.verification.verified {
+        return None;
+    }
+    let mut c = Claim::new(
+        ClaimKind::Finding,
+        "placement",
+        Basis::Placement,
+        format!(
+            "Every placement verified: in the {} part{} measured, threads ran on the CPUs asked and pages were on the nodes asked (checked with the kernel).",
+            done.len(),
+            crate::text::format::s(done.len())
+        ),
+    )
+    .fact("verified", true, "/verification/verified");
+    for (i, n) in done.iter().enumerate() {
+        c = c.fact(
+            &format!("v{i}"),
+            true,
+            format!("/parts/{}/verified", token(n)),
+        );
+    }
+    Some(c.render())
+}
 
 /// How to lay out threads with independent data, from the packed vs
 /// spread figures of the scaling part.
@@ -781,6 +844,13 @@ mod tests {
             s.withheld[0].starts_with("One thread reads 2.0 GB/s"),
             "{:?}",
             s.withheld
+        );
+        // The placement proof stands.
+        assert!(
+            s.findings.iter().any(|f| f.text
+                == "Every placement verified: in the 1 part measured, threads ran on the CPUs asked and pages were on the nodes asked (checked with the kernel)."),
+            "{:?}",
+            s.findings
         );
         assert!(
             s.advice.iter().any(|a| a.topic == "shared-data"),
