@@ -35,6 +35,8 @@ pub enum ClaimKind {
     Warning,
     Missing,
     Banner,
+    /// A sentence of a part's own section (a classic question's answer).
+    Detail,
 }
 
 /// What a claim rests on. Under an emulated CPU, timing claims are withheld:

@@ -163,6 +163,11 @@ impl<'a> SummaryBuilder<'a> {
         self.addenda.push(c.render());
     }
 
+    /// The JSON pointer of the result of the part being summarized.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// The JSON pointer of `rel` in the result of the part being
     /// summarized (`latency/0/1/value/median`).
     pub fn path(&self, rel: &str) -> String {

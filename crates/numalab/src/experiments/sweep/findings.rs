@@ -32,7 +32,7 @@ pub struct Findings {
 }
 
 /// Differences smaller than this share are noise on any real machine.
-const NOISE: f64 = 0.03;
+pub const NOISE: f64 = 0.03;
 
 impl Finding {
     /// A question this sweep cannot answer, and why not.
@@ -79,17 +79,25 @@ fn access_noun(access: Access) -> &'static str {
 /// Median time of the one-thread cases with `access`, per hop count (known
 /// hops only), fewest hops first.
 fn hop_medians(run: &SweepRun, access: Access) -> Vec<(u32, f64)> {
-    let mut by_hop: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for c in &run.cases {
+    hop_cases(run, access)
+        .into_iter()
+        .filter_map(|(h, v)| {
+            median(v.iter().map(|&i| run.cases[i].seconds.median).collect()).map(|m| (h, m))
+        })
+        .collect()
+}
+
+/// The one-thread cases of (a) with `access`, as indexes into `run.cases`
+/// by hop count (known hops, finite times), fewest hops first.
+pub fn hop_cases(run: &SweepRun, access: Access) -> Vec<(u32, Vec<usize>)> {
+    let mut by_hop: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, c) in run.cases.iter().enumerate() {
         let t = &c.threads[0].case;
-        if let (true, Some(h)) = (t.access == access, t.hops) {
-            by_hop.entry(h).or_default().push(c.seconds.median);
+        if let (true, Some(h), true) = (t.access == access, t.hops, c.seconds.median.is_finite()) {
+            by_hop.entry(h).or_default().push(i);
         }
     }
-    by_hop
-        .into_iter()
-        .filter_map(|(h, v)| median(v).map(|m| (h, m)))
-        .collect()
+    by_hop.into_iter().collect()
 }
 
 /// (a) single thread: does time grow with hop count, for reads and writes?
@@ -154,12 +162,6 @@ fn finding_hops(run: Option<&SweepRun>) -> Finding {
     }
 }
 
-fn writers(run: &SweepRun) -> impl Iterator<Item = &CaseResult> {
-    run.cases.iter().filter(|c| {
-        c.threads.len() == 2 && c.threads.iter().all(|t| t.case.access == Access::Write)
-    })
-}
-
 /// The cases of (b), as indexes into `run.cases`: crossfire (two writers
 /// on linked nodes, each writing the other's node) and no crossfire (same
 /// hops, one writes the other's node, which writes a third node).
@@ -219,6 +221,62 @@ fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
     }
 }
 
+/// The cases of (c), as indexes into `run.cases`: two writers on two CPUs
+/// of one node with both buffers local, and with one buffer one hop away.
+pub fn two_writer_cases(run: &SweepRun) -> (Vec<usize>, Vec<usize>) {
+    let same_node = |c: &CaseResult| {
+        c.threads.len() == 2
+            && c.threads.iter().all(|t| t.case.access == Access::Write)
+            && c.threads[0].case.node == c.threads[1].case.node
+            && c.threads[0].case.cpu != c.threads[1].case.cpu
+            && c.seconds.median.is_finite()
+    };
+    let hops = |c: &CaseResult| {
+        let mut h: Vec<Option<u32>> = c.threads.iter().map(|t| t.case.hops).collect();
+        h.sort();
+        h
+    };
+    let pick = |want: Vec<Option<u32>>| {
+        run.cases
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| same_node(c) && hops(c) == want)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    (pick(vec![Some(0), Some(0)]), pick(vec![Some(0), Some(1)]))
+}
+
+/// The hop class of (d) with the largest spread: its name, and its fastest
+/// and slowest case (indexes into `run.cases`). Threads taking turns on
+/// one CPU (or sharing a core) are another experiment: their cases form
+/// classes of their own.
+pub fn widest_class(run: &SweepRun) -> Option<(String, usize, usize)> {
+    let mut by: BTreeMap<String, Vec<(usize, f64)>> = BTreeMap::new();
+    for (i, c) in run.cases.iter().enumerate() {
+        if c.seconds.median.is_finite() {
+            let key = match c.sharing.as_str() {
+                "none" => c.hop_class.clone(),
+                s => format!("{} (sharing a {s})", c.hop_class),
+            };
+            by.entry(key).or_default().push((i, c.seconds.median));
+        }
+    }
+    let mut worst: Option<(f64, String, usize, usize)> = None;
+    for (class, v) in by {
+        if v.len() < 2 {
+            continue;
+        }
+        let lo = v.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        let hi = v.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        let r = hi.1 / lo.1;
+        if worst.as_ref().is_none_or(|w| r > w.0) {
+            worst = Some((r, class, lo.0, hi.0));
+        }
+    }
+    worst.map(|(_, class, lo, hi)| (class, lo, hi))
+}
+
 /// (c) two writers on one node: both local vs one buffer one hop away.
 fn finding_two_local_writers(run: Option<&SweepRun>) -> Finding {
     let title = "two writers on one node: moving one buffer one hop away beats keeping both local";
@@ -226,20 +284,9 @@ fn finding_two_local_writers(run: Option<&SweepRun>) -> Finding {
     let Some(run) = run else {
         return none("no two-thread cases in this sweep");
     };
-    let same_node = |c: &&CaseResult| {
-        let (a, b) = (&c.threads[0].case, &c.threads[1].case);
-        a.node == b.node && a.cpu != b.cpu
-    };
-    let local: Vec<f64> = case_seconds(
-        writers(run)
-            .filter(same_node)
-            .filter(|c| c.threads.iter().all(|t| t.case.hops == Some(0))),
-    );
-    let moved: Vec<f64> = case_seconds(writers(run).filter(same_node).filter(|c| {
-        let mut h: Vec<Option<u32>> = c.threads.iter().map(|t| t.case.hops).collect();
-        h.sort();
-        h == vec![Some(0), Some(1)]
-    }));
+    let (local, moved) = two_writer_cases(run);
+    let secs = |v: &[usize]| case_seconds(v.iter().map(|&i| &run.cases[i]));
+    let (local, moved) = (secs(&local), secs(&moved));
     match (median(local), median(moved)) {
         (Some(l), Some(mv)) => Finding {
             question: "c".into(),
@@ -265,32 +312,11 @@ fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
     let Some(run) = run else {
         return Finding::unanswered("d", title, "no cases");
     };
-    // Threads taking turns on one CPU (or sharing a core) are another
-    // experiment: compare like with like.
-    let mut by: BTreeMap<String, Vec<(&CaseResult, f64)>> = BTreeMap::new();
-    for c in &run.cases {
-        if c.seconds.median.is_finite() {
-            let key = match c.sharing.as_str() {
-                "none" => c.hop_class.clone(),
-                s => format!("{} (sharing a {s})", c.hop_class),
-            };
-            by.entry(key).or_default().push((c, c.seconds.median));
-        }
-    }
-    let mut worst: Option<(f64, &String, &CaseResult, &CaseResult)> = None;
-    for (class, v) in &by {
-        if v.len() < 2 {
-            continue;
-        }
-        let lo = v.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
-        let hi = v.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
-        let r = hi.1 / lo.1;
-        if worst.is_none_or(|w| r > w.0) {
-            worst = Some((r, class, lo.0, hi.0));
-        }
-    }
-    match worst {
-        Some((r, class, lo, hi)) => Finding {
+    match widest_class(run) {
+        Some((class, lo, hi)) => {
+            let (lo, hi) = (&run.cases[lo], &run.cases[hi]);
+            let r = hi.seconds.median / lo.seconds.median;
+            Finding {
             question: "d".into(),
             title: title.into(),
             holds: Some(r <= 1.0 + 2.0 * NOISE),
@@ -302,7 +328,8 @@ fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
                 hi.labels.join(" "),
                 run.threads
             ),
-        },
+            }
+        }
         None => Finding::unanswered("d", title, "every hop class has a single case here"),
     }
 }

@@ -32,7 +32,10 @@ mod findings;
 mod run;
 mod space;
 
-pub use findings::{crossfire_cases, findings, Finding, Findings};
+pub use findings::{
+    crossfire_cases, findings, hop_cases, two_writer_cases, widest_class, Finding, Findings,
+    NOISE as FINDING_NOISE,
+};
 pub use run::{bytes_per_pass, check_buffers_fit, run_sweep};
 pub use space::{
     case_counts, coverage_order, plan, Access, CaseCount, PlannedCase, SweepSpace, ThreadCase,
