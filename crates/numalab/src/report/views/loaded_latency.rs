@@ -486,16 +486,20 @@ fn read_curve(r: &LoadedLatencyResult) -> Option<&MixCurve> {
         .or_else(|| r.mixes.first())
 }
 
-/// The memory node(s) holding a loaded-latency chase buffer, from its
-/// page histogram ("node 3", "nodes 0,1").
-pub fn chase_memory(r: &LoadedLatencyResult) -> String {
-    let nodes: crate::IdSet = r
-        .chase
+/// The nodes holding pages of the chase buffer.
+fn chase_nodes(r: &LoadedLatencyResult) -> IdSet {
+    r.chase
         .pages_by_node
         .iter()
         .filter(|(_, &p)| p > 0)
         .map(|(&n, _)| n)
-        .collect();
+        .collect()
+}
+
+/// The memory node(s) holding a loaded-latency chase buffer, from its
+/// page histogram ("node 3", "nodes 0,1").
+pub fn chase_memory(r: &LoadedLatencyResult) -> String {
+    let nodes = chase_nodes(r);
     match nodes.len() {
         0 => "no node (untouched)".into(),
         1 => format!("node {nodes}"),
@@ -523,13 +527,7 @@ fn summarize(s: &mut SummaryBuilder, r: &LoadedLatencyResult, which: &str, key: 
         s.set_key("loaded_max_ns", top.latency_ns.median, top_d.clone());
         s.set_key("loaded_max_gbps", top.injected_gbps, gbps_d.clone());
     }
-    let nodes: Vec<u32> = r
-        .chase
-        .pages_by_node
-        .iter()
-        .filter(|(_, &p)| p > 0)
-        .map(|(&n, _)| n)
-        .collect();
+    let nodes: Vec<u32> = chase_nodes(r).iter().collect();
     let mut f = finding("loaded-latency", "")
         .fig("cpu", r.chase.cpu as f64, "count", 0, s.at("chase/cpu"))
         .fig("idle", idle, "ns", 0, idle_d)
