@@ -16,7 +16,9 @@ use std::fmt::{self, Write as _};
 /// `marker-label`, `mark`, `mark-label`, `halo`, `legend`, `bar`, `flagged`,
 /// `hatch`, `hatch-overlay`, `flag`, `ref`, `group-rule`, `hm-cell`,
 /// `hm-none`, `hm-text`, `hm-sep`, `edge`, `edge-hit`, `edge-label-bg`,
-/// `edge-label`, `node`, `cpuless`, `swatch-node`, `node-label`, `nodata`.
+/// `edge-label`, `node`, `cpuless`, `swatch-node`, `node-label`, `nodata`;
+/// in bar charts drawn as rows also `bar-label`, `bar-value`, `group-label`,
+/// `swatch` and `rows-column` (the tests find elements by them).
 pub const CHART_CSS: &str = "\
 svg.chart{color:var(--fg);font-family:system-ui,-apple-system,\"Segoe UI\",Roboto,\"Helvetica Neue\",Arial,sans-serif;font-size:12px;display:block;height:auto;overflow:visible}
 svg.chart text{fill:var(--fg)}
@@ -53,6 +55,8 @@ svg.chart .hatch-overlay{pointer-events:none;stroke:none}
 svg.chart .flag{font-weight:700;font-size:11px}
 svg.chart .ref{stroke:var(--fg);stroke-width:1.2;stroke-dasharray:6 4;fill:none}
 svg.chart .group-rule{stroke:var(--muted);stroke-width:1;fill:none}
+svg.chart .bar-value{font-variant-numeric:tabular-nums}
+svg.chart .swatch{stroke:none}
 svg.chart .hm-cell{stroke:var(--bg);stroke-width:1}
 svg.chart .hm-none{fill:var(--muted);fill-opacity:.22;stroke:var(--bg);stroke-width:1}
 svg.chart .hm-text{pointer-events:none;font-variant-numeric:tabular-nums}
