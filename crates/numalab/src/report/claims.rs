@@ -129,6 +129,40 @@ impl Derivation {
         }
     }
 
+    /// In words, for readers: the path, or the operation and how many
+    /// values it combines.
+    pub fn describe(&self) -> String {
+        let many = |op: &str, of: &[Derivation]| match of {
+            [one] => one.describe(),
+            _ => format!(
+                "{op} of {} values (the first: {})",
+                of.len(),
+                of.first().map(Derivation::describe).unwrap_or_default()
+            ),
+        };
+        match self {
+            Derivation::Value { path } => path.clone(),
+            Derivation::Count { path } => format!("count of {path}"),
+            Derivation::CountWhere {
+                path,
+                field,
+                equals,
+            } => {
+                format!("count of {path} with {field} = {equals}")
+            }
+            Derivation::PageNode { path } => format!("the node holding every page of {path}"),
+            Derivation::Median { of } => many("median", of),
+            Derivation::Min { of } => many("min", of),
+            Derivation::Max { of } => many("max", of),
+            Derivation::Sum { of } => many("sum", of),
+            Derivation::Ratio { num, den } => {
+                format!("({}) / ({})", num.describe(), den.describe())
+            }
+            Derivation::Scale { of, by } => format!("{} x {by}", of.describe()),
+            Derivation::Const { value } => format!("{value}"),
+        }
+    }
+
     /// The value in `doc`, or why there is none.
     pub fn eval(&self, doc: &Value) -> Result<f64, String> {
         let many = |of: &[Derivation]| -> Result<Vec<f64>, String> {
@@ -383,6 +417,44 @@ impl Claim {
             c.stated_by = Some(stated_by);
         }
         self
+    }
+
+    /// Where its figures come from, one line each, for readers ("local =
+    /// 263 ns: median of 4 values at /parts/…"), then the rules of its
+    /// comparisons.
+    pub fn sources(&self) -> String {
+        let mut lines: Vec<String> = self
+            .figures
+            .iter()
+            .filter(|f| !matches!(f.from, Derivation::Const { .. }))
+            .map(|f| {
+                format!(
+                    "{} = {} {}: {}",
+                    f.name,
+                    f.print(),
+                    f.unit,
+                    f.from.describe()
+                )
+            })
+            .collect();
+        for c in &self.comparisons {
+            let rule = match &c.threshold {
+                Threshold::Share(t) => format!("{:.0}%", t * 100.0),
+                Threshold::Figure(n) => format!("the noise {n}"),
+            };
+            let rel = match c.relation {
+                Relation::Greater => "above",
+                Relation::Less => "below",
+                Relation::Within => "within",
+            };
+            lines.push(format!(
+                "rule: {} {rel} {} by more than {rule}: {}",
+                c.left,
+                c.right,
+                if c.holds { "yes" } else { "no" }
+            ));
+        }
+        lines.join("\n")
     }
 
     /// A figure by name.
@@ -712,6 +784,22 @@ mod tests {
             "{:?}",
             check_claim(&c, &doc())
         );
+    }
+
+    #[test]
+    fn sources_say_where_each_figure_comes_from() {
+        let s = claim().sources();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "local = 100 ns: /parts/m/result/cells/0/v");
+        assert_eq!(
+            lines[1],
+            "lo = 200 ns: min of 2 values (the first: /parts/m/result/cells/1/v)"
+        );
+        assert_eq!(
+            lines[3],
+            "node = 3 node: the node holding every page of /parts/m/result/pages"
+        );
+        assert_eq!(lines[4], "rule: lo above local by more than 3%: yes");
     }
 
     #[test]

@@ -192,9 +192,18 @@ fn summary(h: &mut String, doc: &ReportResults) {
         }
         let _ = writeln!(h, "{heading}<ul id=\"{id}\">");
         for f in lines {
+            // Where the sentence's numbers come from, on hover.
+            let sources = s
+                .claims
+                .iter()
+                .find(|c| c.text == f.text)
+                .map(|c| c.sources())
+                .filter(|t| !t.is_empty())
+                .map(|t| format!(" title=\"{}\"", esc(&t)))
+                .unwrap_or_default();
             let _ = writeln!(
                 h,
-                "<li data-topic=\"{}\">{}</li>",
+                "<li data-topic=\"{}\"{sources}>{}</li>",
                 esc(&f.topic),
                 esc(&f.text)
             );
