@@ -1200,10 +1200,10 @@ pub fn render_text(r: &PdmResult) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     let who = match r.thread_placement.as_str() {
-        "one-per-node" => format!("{} threads, one per CPU node in every order", r.threads),
-        "any" => format!("{} threads, each on any CPU node", r.threads),
+        "one-per-node" => format!("{} thread(s), one per CPU node in every order", r.threads),
+        "any" => format!("{} thread(s), each on any CPU node", r.threads),
         _ => format!(
-            "{} threads on nodes {}",
+            "{} thread(s) on nodes {}",
             r.threads,
             r.thread_nodes
                 .as_deref()
@@ -1245,6 +1245,8 @@ pub fn render_text(r: &PdmResult) -> String {
                 lo * 100.0,
                 hi * 100.0
             ),
+            // Rare classes of big machines would round to nothing.
+            None if c.share > 0.0 && c.share < 1e-6 => format!("{:.2e}%", c.share * 100.0),
             None => format!("{:.4}%", c.share * 100.0),
         })
         .collect();
