@@ -177,3 +177,23 @@ fn bad_inputs_are_one_line_errors() {
     );
     fails_rc(&["pdm", "--topology", "/nonexistent/pdm.xml"], 2, "pdm.xml");
 }
+
+#[test]
+fn eight_nodes_eight_threads_fall_back_to_sampling_within_two_tenths_of_a_point() {
+    let t = fixture("16amd64-8n2c.xml");
+    let v = json(&["pdm", "--topology", &t, "--kernel", "copy", "--json"]);
+    assert_eq!(v["exact"], false);
+    assert_eq!(v["samples"], 250_000);
+    // 8^16 memory placements times 8! thread orders.
+    assert_eq!(num(&v["total_placements"]), 8f64.powi(16) * 40320.0);
+    assert!(
+        v["notes"][0].as_str().unwrap().contains("sampled"),
+        "{}",
+        v["notes"]
+    );
+    for c in v["classes"].as_array().unwrap() {
+        let iv = c["interval"].as_array().unwrap();
+        let half = (num(&iv[1]) - num(&iv[0])) / 2.0;
+        assert!(half <= 0.002, "{c}: half-width {half}");
+    }
+}

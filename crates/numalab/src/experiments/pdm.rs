@@ -777,7 +777,8 @@ impl Prepared<'_> {
         let mut largest = 1usize;
         let mut states = 1usize;
         let mut key = vec![K::default(); r];
-        for opts in &options {
+        let (last, rest) = options.split_last()?;
+        for opts in rest {
             let mut next: LoadMap<K> = LoadMap::default();
             let mut next_counts: Vec<u128> = Vec::new();
             let mut next_back: Vec<(u32, u32)> = Vec::new();
@@ -810,25 +811,35 @@ impl Prepared<'_> {
             cur = next;
             counts = next_counts;
         }
+        // The last group only decides each placement's maximum: its layer is
+        // never stored (it would be the largest), only folded into classes.
         let mut classes = ClassCounts::new();
-        let mut finals: Vec<(u32, u64)> = cur
-            .iter()
-            .map(|(load, &idx)| (idx, load.iter().map(|&x| x.into()).max().unwrap_or(0)))
-            .collect();
+        let mut finals: Vec<(u32, &[K])> =
+            cur.iter().map(|(load, &idx)| (idx, &load[..])).collect();
         // Deterministic examples: the first states reached, in order.
-        finals.sort_unstable();
-        for (idx, max) in finals {
-            let entry = classes.entry(self.class_of(max)).or_insert((0, Vec::new()));
-            entry.0 = entry.0.checked_add(counts[idx as usize])?;
-            if entry.1.len() < EXAMPLES_PER_CLASS {
-                let mut choice = vec![0usize; back.len()];
-                let mut at = idx;
-                for (layer, b) in back.iter().enumerate().rev() {
-                    let (parent, oi) = b[at as usize];
-                    choice[layer] = oi as usize;
-                    at = parent;
+        finals.sort_unstable_by_key(|f| f.0);
+        for (idx, load) in finals {
+            let n = counts[idx as usize];
+            for (oi, (mult, add)) in last.iter().enumerate() {
+                let max = load
+                    .iter()
+                    .zip(add)
+                    .map(|(&l, &a)| (l + a).into())
+                    .max()
+                    .unwrap_or(0);
+                let entry = classes.entry(self.class_of(max)).or_insert((0, Vec::new()));
+                entry.0 = entry.0.checked_add(n.checked_mul(*mult)?)?;
+                if entry.1.len() < EXAMPLES_PER_CLASS {
+                    let mut choice = vec![0usize; back.len() + 1];
+                    choice[back.len()] = oi;
+                    let mut at = idx;
+                    for (layer, b) in back.iter().enumerate().rev() {
+                        let (parent, o) = b[at as usize];
+                        choice[layer] = o as usize;
+                        at = parent;
+                    }
+                    entry.1.push(choice);
                 }
-                entry.1.push(choice);
             }
         }
         Some(Dp {
