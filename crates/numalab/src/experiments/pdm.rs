@@ -1088,6 +1088,9 @@ pub fn wilson(p: f64, n: f64) -> [f64; 2] {
 
 type Labelled = BTreeMap<u64, (u128, Vec<String>)>;
 
+/// Loads one quantity adds: (resource, amount).
+type Sparse = Vec<(usize, u64)>;
+
 fn exact_count(
     p: &Prepared,
     threads: &ThreadPlacement,
@@ -1143,7 +1146,7 @@ fn sample(
     let model = p.model;
     let v = model.nodes.len();
     // contributions[c][m][q], normalized.
-    let contributions: Vec<Vec<Vec<Vec<(usize, u64)>>>> = (0..v)
+    let contributions: Vec<Vec<Vec<Sparse>>> = (0..v)
         .map(|c| {
             (0..v)
                 .map(|m| {
