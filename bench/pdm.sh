@@ -52,7 +52,7 @@ wall = float(sys.argv[3]) - float(sys.argv[2])
 target = float(sys.argv[4])
 half = max(((c["interval"][1] - c["interval"][0]) / 2 * 100 for c in d["classes"] if "interval" in c), default=0.0)
 ok = wall < target and (d["exact"] or half <= 0.2)
-print(f'{d["total_placements"]:.6g}|{str(d["exact"]).lower()}|{len(d["classes"])}|{half:.3f}|{wall:.3f}|{ok}')
+print(f'10^{d["total_placements_log10"]:.2f}|{str(d["exact"]).lower()}|{len(d["classes"])}|{half:.3f}|{wall:.3f}|{ok}')
 PY
 )
         IFS='|' read -r placements exact classes half wall ok <<< "$row"

@@ -16,6 +16,7 @@ fn quartet_triad_one_thread_per_node_is_counted_exactly() {
     assert!(v["schema_version"].is_string());
     // 4 threads in 4! orders, 12 quantities on 4 nodes each.
     assert_eq!(v["total_placements"].as_u64(), Some(402_653_184));
+    assert!((num(&v["total_placements_log10"]) - 402_653_184f64.log10()).abs() < 1e-9);
     assert_eq!(v["exact"], true);
     assert_eq!(v["thread_placement"], "one-per-node");
     assert_eq!(v["threads"], 4);
@@ -196,4 +197,37 @@ fn eight_nodes_eight_threads_fall_back_to_sampling_within_two_tenths_of_a_point(
         let half = (num(&iv[1]) - num(&iv[0])) / 2.0;
         assert!(half <= 0.002, "{c}: half-width {half}");
     }
+}
+
+#[test]
+fn sixty_four_nodes_say_how_many_placements_beyond_any_float() {
+    let t = fixture("256ia64-64n2s2c.xml");
+    let v = json(&[
+        "pdm",
+        "--topology",
+        &t,
+        "--kernel",
+        "copy",
+        "--samples",
+        "1000",
+        "--json",
+    ]);
+    assert!(v["total_placements"].is_null(), "{}", v["total_placements"]);
+    // 64 threads x 2 quantities on 64 nodes, times 64!.
+    let want = 128.0 * 64f64.log10() + (1..=64).map(|i| (i as f64).log10()).sum::<f64>();
+    assert!((num(&v["total_placements_log10"]) - want).abs() < 1e-6);
+    assert_eq!(v["exact"], false);
+    let out = stdout(&[
+        "pdm",
+        "--topology",
+        &t,
+        "--kernel",
+        "copy",
+        "--samples",
+        "1000",
+    ]);
+    assert!(
+        out.contains(&format!("total: about 10^{want:.2} placements")),
+        "{out}"
+    );
 }

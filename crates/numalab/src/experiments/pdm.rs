@@ -57,6 +57,8 @@ pub const STATE_CAP: usize = 2_000_000;
 pub const DEFAULT_SAMPLES: u64 = 250_000;
 /// Most random placements one request may draw.
 pub const MAX_SAMPLES: u64 = 100_000_000;
+/// Most (placement, quantity) pairs one sampling run routes: a few seconds.
+pub const MAX_SAMPLED_ITEMS: u64 = 64_000_000;
 /// Examples kept per class.
 pub const EXAMPLES_PER_CLASS: usize = 3;
 
@@ -303,19 +305,21 @@ pub struct PdmRequest {
     pub seed: u64,
 }
 
-/// The total number of placements: exact when it fits 128 bits.
+/// The total number of placements: exact when it fits 128 bits, else
+/// approximate, and `null` past the largest float (64 nodes give 10^700 and
+/// more; `total_placements_log10` still says how many).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Total {
     Exact(u128),
-    Approximate(f64),
+    Approximate(Option<f64>),
 }
 
 impl Total {
     fn as_f64(self) -> f64 {
         match self {
             Self::Exact(n) => n as f64,
-            Self::Approximate(x) => x,
+            Self::Approximate(x) => x.unwrap_or(f64::INFINITY),
         }
     }
 }
@@ -357,6 +361,8 @@ pub struct PdmResult {
     pub links_given: bool,
     pub class_width: f64,
     pub total_placements: Total,
+    /// Its decimal logarithm, finite however many placements there are.
+    pub total_placements_log10: f64,
     pub exact: bool,
     /// Placements sampled, when not exact.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -975,17 +981,21 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
     let total_exact = memory_ways
         .zip(thread_ways)
         .and_then(|(a, b)| a.checked_mul(b));
+    let log10_total = {
+        let tw: f64 = match &req.threads {
+            ThreadPlacement::OnePerNode => {
+                (1..=cpu_vertices.len()).map(|i| (i as f64).log10()).sum()
+            }
+            ThreadPlacement::Any(n) => *n as f64 * (c as f64).log10(),
+            ThreadPlacement::Fixed(_) => 0.0,
+        };
+        (threads * q.len()) as f64 * (v as f64).log10() + tw
+    };
     let total = match total_exact {
         Some(n) => Total::Exact(n),
         None => {
-            let tw = match &req.threads {
-                ThreadPlacement::OnePerNode => (1..=cpu_vertices.len())
-                    .map(|i| (i as f64).ln())
-                    .sum::<f64>(),
-                ThreadPlacement::Any(n) => *n as f64 * (c as f64).ln(),
-                ThreadPlacement::Fixed(_) => 0.0,
-            };
-            Total::Approximate(((threads * q.len()) as f64 * (v as f64).ln() + tw).exp())
+            let x = 10f64.powf(log10_total);
+            Total::Approximate(x.is_finite().then_some(x))
         }
     };
     let mut notes = Vec::new();
@@ -1024,6 +1034,7 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
         links_given: req.links.is_some(),
         class_width: w,
         total_placements: total,
+        total_placements_log10: log10_total,
         exact: exact.is_some(),
         samples: None,
         seed: None,
@@ -1048,7 +1059,14 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
             .collect();
         return Ok(result);
     }
-    let samples = req.samples.unwrap_or(DEFAULT_SAMPLES).clamp(1, MAX_SAMPLES);
+    let wanted = req.samples.unwrap_or(DEFAULT_SAMPLES).clamp(1, MAX_SAMPLES);
+    let items = (threads * q.len()) as u64;
+    let samples = wanted.min((MAX_SAMPLED_ITEMS / items).max(1));
+    if samples < wanted {
+        result.notes.push(format!(
+            "{samples} placements drawn instead of {wanted} to bound the time ({items} quantities each): the intervals are wider"
+        ));
+    }
     result.samples = Some(samples);
     result.seed = Some(req.seed);
     result.classes = sample(
@@ -1296,7 +1314,8 @@ pub fn render_text(r: &PdmResult) -> String {
     }
     let total = match r.total_placements {
         Total::Exact(n) => n.to_string(),
-        Total::Approximate(x) => format!("about {x:.3e}"),
+        Total::Approximate(Some(x)) => format!("about {x:.3e}"),
+        Total::Approximate(None) => format!("about 10^{:.2}", r.total_placements_log10),
     };
     s += &format!("\ntotal: {total} placements, ");
     if r.exact {
