@@ -38,6 +38,8 @@ enum Command {
     C2c(cmd::c2c::Args),
     /// The Apex-MAP locality map: temporal x spatial locality, with the simple model's fit.
     Apexmap(cmd::apexmap::Args),
+    /// The placement distribution model: placements of a kernel's arrays counted by link contention.
+    Pdm(cmd::pdm::Args),
     /// Memory and thread policies compared for canonical workloads, with advice.
     Policies(cmd::policies::Args),
     /// The full characterization of this machine as one self-contained HTML report.
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::LoadedLatency(a) => cmd::loaded_latency::run(a),
         Command::C2c(a) => cmd::c2c::run(a),
         Command::Apexmap(a) => cmd::apexmap::run(a),
+        Command::Pdm(a) => cmd::pdm::run(a),
         Command::Policies(a) => cmd::policies::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),

@@ -1,0 +1,1651 @@
+//! The placement distribution model (PDM): how the placements of a workload's
+//! data quantities spread over link-contention classes (docs/pdm.md).
+//!
+//! The machine is a directed graph: its vertices are the NUMA nodes (CPU-less
+//! ones included), its arcs both directions of every link of the interconnect
+//! graph (or of a link list the user gives). A placement puts each thread on a
+//! CPU node and each of its quantities on a memory node. A quantity of weight
+//! `w` adds `w` to its memory node's controller and `w` to every arc of the
+//! shortest path between its thread's node and its memory node, in the
+//! direction the data moves (read: memory to CPU; write: CPU to memory); when
+//! several shortest paths exist, each arc gets `w` times the share of the
+//! shortest paths that use it. CPU-less nodes never carry traffic through
+//! them. The contention of a placement is the largest load of any arc or
+//! controller; its class `k` is `floor(contention / width)`.
+//!
+//! # Exact arithmetic
+//!
+//! Weights and the class width have at most three decimals, so every load is
+//! an integer in units of `1 / (1000 · L)`, where `L` is the least common
+//! multiple of the shortest-path counts: class boundaries are compared in
+//! integers and no placement lands in a neighbouring class by rounding.
+//!
+//! # Counting
+//!
+//! Placements are never enumerated. The (thread, quantity) items of equal
+//! thread node, weight and direction form a group whose memory nodes are
+//! chosen as a multiset (with its multinomial count); a dynamic program walks
+//! the groups keeping a map from load vector to the number of placements
+//! reaching it, so equal partial loads merge. One thread per CPU node in every
+//! order gives `T!` times the distribution of one order (renaming threads
+//! changes no load); `--threads N` sums over multisets of thread nodes with
+//! their multinomial counts. When the states would exceed [`STATE_CAP`] (or
+//! the counts `u128`), uniform random placements are sampled instead and each
+//! class carries its 95% Wilson interval.
+
+use crate::machine::Machine;
+use crate::random::SplitMix64;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+/// Most nodes the model takes.
+pub const MAX_NODES: usize = 64;
+/// Most threads of a workload.
+pub const MAX_THREADS: usize = 64;
+/// Most data quantities per thread.
+pub const MAX_QUANTITIES: usize = 8;
+/// Largest weight of one quantity.
+pub const MAX_WEIGHT: f64 = 1000.0;
+/// Largest class width.
+pub const MAX_CLASS_WIDTH: f64 = 1.0e6;
+/// Most distinct load vectors one layer of the dynamic program may hold
+/// before the model falls back to sampling.
+pub const STATE_CAP: usize = 2_000_000;
+/// Random placements drawn when the count cannot be exact: the 95% Wilson
+/// interval of any share is then at most ±0.196 percentage points.
+pub const DEFAULT_SAMPLES: u64 = 250_000;
+/// Most random placements one request may draw.
+pub const MAX_SAMPLES: u64 = 100_000_000;
+/// Most (placement, quantity) pairs one sampling run routes: a few seconds.
+pub const MAX_SAMPLED_ITEMS: u64 = 64_000_000;
+/// Examples kept per class.
+pub const EXAMPLES_PER_CLASS: usize = 3;
+
+/// Weights and widths are held in thousandths, exactly.
+const MILLI: u64 = 1000;
+/// Largest common multiple of path counts the integer loads can carry.
+const MAX_SCALE: u64 = 1_000_000_000;
+/// Bytes of load vectors one DP layer may hold.
+const MAX_LAYER_BYTES: usize = 256 << 20;
+/// Most multisets one group of equal items may offer; larger groups are split.
+const MAX_GROUP_OPTIONS: usize = 4096;
+/// Most multisets of thread nodes `--threads N` is counted over exactly.
+const MAX_THREAD_MULTISETS: usize = 20_000;
+/// Most DP states summed over all layers and thread multisets.
+const MAX_TOTAL_STATES: usize = 40_000_000;
+/// The 95% normal quantile.
+const Z95: f64 = 1.959_963_984_540_054;
+
+/// Why the model could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PdmError {
+    /// Bad input (exit code 2 at the command line).
+    #[error("{0}")]
+    Invalid(String),
+    /// The request is fine but cannot be carried out (exit code 1).
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn invalid<T>(msg: impl Into<String>) -> Result<T, PdmError> {
+    Err(PdmError::Invalid(msg.into()))
+}
+
+/// Which way a quantity's data moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Memory to CPU.
+    Read,
+    /// CPU to memory.
+    Write,
+    /// Both ways (each way carries the full weight).
+    Both,
+}
+
+impl Direction {
+    /// `r`/`read`, `w`/`write`, `b`/`both`.
+    pub fn parse(s: &str) -> Result<Self, PdmError> {
+        match s.trim() {
+            "r" | "read" => Ok(Self::Read),
+            "w" | "write" => Ok(Self::Write),
+            "b" | "both" => Ok(Self::Both),
+            other => invalid(format!(
+                "--directions: unknown direction '{other}' (valid: r, w, both)"
+            )),
+        }
+    }
+
+    fn short(self) -> &'static str {
+        match self {
+            Self::Read => "r",
+            Self::Write => "w",
+            Self::Both => "rw",
+        }
+    }
+}
+
+/// One data quantity of every thread.
+#[derive(Debug, Clone, Serialize)]
+pub struct Quantity {
+    /// `a`, `b`, `c`, ... as in the STREAM kernels.
+    pub name: String,
+    pub weight: f64,
+    pub direction: Direction,
+}
+
+/// The STREAM kernels the model knows, by name.
+pub const KERNELS: [&str; 4] = ["copy", "scale", "add", "triad"];
+
+/// The quantities of a STREAM kernel: copy and scale read `a` and write `b`;
+/// add and triad read `a` and `b` and write `c`.
+pub fn kernel_quantities(kernel: &str) -> Result<Vec<Quantity>, PdmError> {
+    let dirs: &[Direction] = match kernel {
+        "copy" | "scale" => &[Direction::Read, Direction::Write],
+        "add" | "triad" => &[Direction::Read, Direction::Read, Direction::Write],
+        other => {
+            return invalid(format!(
+                "--kernel: unknown kernel '{other}' (valid: {})",
+                KERNELS.join(", ")
+            ))
+        }
+    };
+    Ok(named_quantities(dirs, &vec![1.0; dirs.len()]))
+}
+
+/// Quantities named `a`, `b`, ... with these directions and weights.
+pub fn named_quantities(dirs: &[Direction], weights: &[f64]) -> Vec<Quantity> {
+    dirs.iter()
+        .zip(weights)
+        .enumerate()
+        .map(|(i, (&direction, &weight))| Quantity {
+            name: ((b'a' + i as u8) as char).to_string(),
+            weight,
+            direction,
+        })
+        .collect()
+}
+
+/// `r,r,w`: one direction per quantity.
+pub fn parse_directions(text: &str, quantities: usize) -> Result<Vec<Direction>, PdmError> {
+    let d: Vec<Direction> = text
+        .split(',')
+        .map(Direction::parse)
+        .collect::<Result<_, _>>()?;
+    if d.len() != quantities {
+        return invalid(format!(
+            "--directions: {} given for {quantities} quantities (give one per quantity)",
+            d.len()
+        ));
+    }
+    Ok(d)
+}
+
+/// A positive decimal with at most three decimals, at most `max`.
+fn parse_milli(opt: &str, s: &str, max: f64) -> Result<f64, PdmError> {
+    let bad = || {
+        PdmError::Invalid(format!(
+            "{opt}: '{}' is not a number above 0 and at most {max} with at most 3 decimals",
+            s.trim()
+        ))
+    };
+    let t = s.trim();
+    if t.len() > 24 {
+        return Err(bad());
+    }
+    let v: f64 = t.parse().map_err(|_| bad())?;
+    if !v.is_finite() || v <= 0.0 || v > max {
+        return Err(bad());
+    }
+    let decimals = t.split_once('.').map_or(0, |(_, f)| f.len());
+    if decimals > 3 || t.contains(['e', 'E']) {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
+/// `1,1,2`: one weight per quantity.
+pub fn parse_weights(text: &str, quantities: usize) -> Result<Vec<f64>, PdmError> {
+    let w: Vec<f64> = text
+        .split(',')
+        .take(MAX_QUANTITIES + 1)
+        .map(|s| parse_milli("--weights", s, MAX_WEIGHT))
+        .collect::<Result<_, _>>()?;
+    if w.len() != quantities {
+        return invalid(format!(
+            "--weights: {} given for {quantities} quantities (give one per quantity)",
+            text.split(',').count()
+        ));
+    }
+    Ok(w)
+}
+
+/// The class width: above 0, at most [`MAX_CLASS_WIDTH`], three decimals.
+pub fn parse_class_width(text: &str) -> Result<f64, PdmError> {
+    parse_milli("--class-width", text, MAX_CLASS_WIDTH)
+}
+
+fn parse_node(opt: &str, s: &str) -> Result<u32, PdmError> {
+    let t = s.trim();
+    if t.is_empty() || t.len() > 5 || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return invalid(format!("{opt}: '{t}' is not a node number"));
+    }
+    t.parse()
+        .map_err(|_| PdmError::Invalid(format!("{opt}: '{t}' is not a node number")))
+}
+
+/// `0,0,1,3`: the CPU node of each thread.
+pub fn parse_thread_nodes(text: &str) -> Result<Vec<u32>, PdmError> {
+    let parts: Vec<&str> = text.split(',').collect();
+    if parts.len() > MAX_THREADS {
+        return invalid(format!(
+            "--thread-nodes: {} threads (at most {MAX_THREADS})",
+            parts.len()
+        ));
+    }
+    parts
+        .iter()
+        .map(|s| parse_node("--thread-nodes", s))
+        .collect()
+}
+
+/// `0-1,1-2,...`: undirected links between nodes.
+pub fn parse_links(text: &str) -> Result<Vec<(u32, u32)>, PdmError> {
+    let max = MAX_NODES * (MAX_NODES - 1) / 2;
+    let parts: Vec<&str> = text.split(',').collect();
+    if parts.len() > max {
+        return invalid(format!("--links: {} links (at most {max})", parts.len()));
+    }
+    let mut links = Vec::new();
+    for p in parts {
+        let Some((a, b)) = p.split_once('-') else {
+            return invalid(format!(
+                "--links: '{}' is not a link (write A-B, e.g. 0-1,1-2)",
+                p.trim()
+            ));
+        };
+        let (a, b) = (parse_node("--links", a)?, parse_node("--links", b)?);
+        if a == b {
+            return invalid(format!("--links: {a}-{b} links a node to itself"));
+        }
+        let key = (a.min(b), a.max(b));
+        if links.contains(&key) {
+            return invalid(format!("--links: {}-{} is given twice", key.0, key.1));
+        }
+        links.push(key);
+    }
+    Ok(links)
+}
+
+/// How threads sit on CPU nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadPlacement {
+    /// One thread per CPU node, every order (the study's case).
+    OnePerNode,
+    /// This many threads, each on any CPU node.
+    Any(usize),
+    /// Each thread on the given node.
+    Fixed(Vec<u32>),
+}
+
+/// What to count.
+#[derive(Debug, Clone)]
+pub struct PdmRequest {
+    /// The kernel's name, or a description of the quantities.
+    pub workload: String,
+    pub quantities: Vec<Quantity>,
+    pub threads: ThreadPlacement,
+    /// Links to use instead of the inferred interconnect graph.
+    pub links: Option<Vec<(u32, u32)>>,
+    pub class_width: f64,
+    /// Sample this many placements even when an exact count is possible.
+    pub samples: Option<u64>,
+    /// Seed of the random placements.
+    pub seed: u64,
+}
+
+/// The total number of placements: exact when it fits 128 bits, else
+/// approximate, and `null` past the largest float (64 nodes give 10^700 and
+/// more; `total_placements_log10` still says how many).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Total {
+    Exact(u128),
+    Approximate(Option<f64>),
+}
+
+impl Total {
+    fn as_f64(self) -> f64 {
+        match self {
+            Self::Exact(n) => n as f64,
+            Self::Approximate(x) => x.unwrap_or(f64::INFINITY),
+        }
+    }
+}
+
+/// One contention class.
+#[derive(Debug, Clone, Serialize)]
+pub struct PdmClass {
+    /// `k`: contention in `[k·width, (k+1)·width)`.
+    pub class: u64,
+    pub low: f64,
+    pub high: f64,
+    /// Placements in the class (exact), or sampled placements in it.
+    pub count: u128,
+    /// Fraction of all placements (estimated when not exact).
+    pub share: f64,
+    /// 95% Wilson interval of the share, when sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<[f64; 2]>,
+    /// Up to three placements of the class, as `T0@0:a→1,b→2` per thread.
+    pub examples: Vec<String>,
+}
+
+/// The distribution of placements over contention classes.
+#[derive(Debug, Clone, Serialize)]
+pub struct PdmResult {
+    pub workload: String,
+    pub quantities: Vec<Quantity>,
+    /// `one-per-node`, `any` or `fixed`.
+    pub thread_placement: String,
+    pub threads: usize,
+    /// The thread nodes when fixed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_nodes: Option<Vec<u32>>,
+    pub nodes: Vec<u32>,
+    pub cpu_nodes: Vec<u32>,
+    /// Undirected links; each carries two arcs.
+    pub links: Vec<[u32; 2]>,
+    /// Whether the links came from `--links` rather than the machine.
+    pub links_given: bool,
+    pub class_width: f64,
+    pub total_placements: Total,
+    /// Its decimal logarithm, finite however many placements there are.
+    pub total_placements_log10: f64,
+    pub exact: bool,
+    /// Placements sampled, when not exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Largest layer of the dynamic program, when exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_state_count: Option<u64>,
+    pub classes: Vec<PdmClass>,
+    /// Why the count is not exact, and similar remarks.
+    pub notes: Vec<String>,
+}
+
+/// The graph and its routes, with loads in integer units.
+#[derive(Debug)]
+pub(crate) struct Model {
+    nodes: Vec<u32>,
+    cpu: Vec<bool>,
+    edges: Vec<(usize, usize)>,
+    /// `routes[c][m]`: (arc in the direction c → m, paths through it, total paths).
+    routes: Vec<Vec<Option<Route>>>,
+    /// The least common multiple of all path counts.
+    scale: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Route {
+    total: u64,
+    arcs: Vec<(usize, u64)>,
+}
+
+impl Model {
+    fn resources(&self) -> usize {
+        2 * self.edges.len() + self.nodes.len()
+    }
+
+    fn vertex(&self, id: u32) -> Option<usize> {
+        self.nodes.iter().position(|&n| n == id)
+    }
+
+    /// Builds the graph from the machine's nodes and `links` (os indexes).
+    pub(crate) fn new(
+        nodes: &[u32],
+        cpu: &[bool],
+        links: &[(u32, u32)],
+        given: bool,
+    ) -> Result<Self, PdmError> {
+        let opt = if given {
+            "--links"
+        } else {
+            "the interconnect graph"
+        };
+        let known = nodes
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let index = |id: u32| -> Result<usize, PdmError> {
+            nodes.iter().position(|&n| n == id).ok_or_else(|| {
+                PdmError::Invalid(format!(
+                    "{opt}: node {id} is not on this machine (nodes: {known})"
+                ))
+            })
+        };
+        let mut edges = Vec::new();
+        for &(a, b) in links {
+            let (i, j) = (index(a)?, index(b)?);
+            edges.push((i.min(j), i.max(j)));
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        let v = nodes.len();
+        let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); v];
+        for (e, &(a, b)) in edges.iter().enumerate() {
+            adj[a].push((b, e));
+            adj[b].push((a, e));
+        }
+        let model_err = |msg: String| {
+            if given {
+                PdmError::Invalid(msg)
+            } else {
+                PdmError::Failed(format!("{msg}; give the links with --links"))
+            }
+        };
+        let bfs_all: Vec<(Vec<Option<u32>>, Vec<u128>)> =
+            (0..v).map(|s| bfs(s, &adj, cpu)).collect();
+        let mut routes = vec![vec![None; v]; v];
+        let mut scale: u64 = 1;
+        for c in (0..v).filter(|&c| cpu[c]) {
+            let (dc, sc) = &bfs_all[c];
+            for m in 0..v {
+                let Some(dist) = dc[m] else {
+                    return Err(model_err(format!(
+                        "{opt}: node {} cannot reach node {} without passing through a CPU-less node or at all (links must connect every node)",
+                        nodes[c], nodes[m]
+                    )));
+                };
+                let (dm, sm) = &bfs_all[m];
+                let total = u64::try_from(sc[m]).unwrap_or(u64::MAX);
+                let mut arcs = Vec::new();
+                for (e, &(a, b)) in edges.iter().enumerate() {
+                    for (u, w, arc) in [(a, b, 2 * e), (b, a, 2 * e + 1)] {
+                        let on_path =
+                            matches!((dc[u], dm[w]), (Some(x), Some(y)) if x + 1 + y == dist);
+                        if on_path && (u == c || cpu[u]) && (w == m || cpu[w]) {
+                            let through = sc[u].saturating_mul(sm[w]);
+                            arcs.push((arc, u64::try_from(through).unwrap_or(u64::MAX)));
+                        }
+                    }
+                }
+                scale = lcm(scale, total).ok_or_else(|| {
+                    PdmError::Failed(format!(
+                        "{opt}: the shortest-path counts are too irregular for exact loads (their common multiple exceeds {MAX_SCALE})"
+                    ))
+                })?;
+                routes[c][m] = Some(Route { total, arcs });
+            }
+        }
+        if !cpu.iter().any(|&c| c) {
+            return Err(PdmError::Failed("the machine has no CPU node".into()));
+        }
+        Ok(Self {
+            nodes: nodes.to_vec(),
+            cpu: cpu.to_vec(),
+            edges,
+            routes,
+            scale,
+        })
+    }
+
+    /// The loads a quantity of `milli` thousandths adds, in units of
+    /// `1 / (1000 · scale)`: (resource, amount), arcs first, then controllers.
+    fn contribution(&self, c: usize, m: usize, milli: u64, dir: Direction) -> Vec<(usize, u64)> {
+        let unit = milli * self.scale;
+        let route = self.routes[c][m]
+            .as_ref()
+            .expect("routes exist from CPU nodes");
+        let mut out = vec![(2 * self.edges.len() + m, unit)];
+        for &(arc, through) in &route.arcs {
+            let amount = unit / route.total * through;
+            if matches!(dir, Direction::Write | Direction::Both) {
+                out.push((arc, amount));
+            }
+            if matches!(dir, Direction::Read | Direction::Both) {
+                out.push((arc ^ 1, amount));
+            }
+        }
+        out
+    }
+
+    /// Real-valued loads of one placement (arcs `2e` = a→b, `2e+1` = b→a of
+    /// edge `e`, then controllers), for tests and examples.
+    #[cfg(test)]
+    pub(crate) fn loads(
+        &self,
+        quantities: &[Quantity],
+        thread_nodes: &[usize],
+        memory: &[Vec<usize>],
+    ) -> Vec<f64> {
+        let mut l = vec![0u64; self.resources()];
+        for (t, &c) in thread_nodes.iter().enumerate() {
+            for (q, qty) in quantities.iter().enumerate() {
+                for (r, a) in self.contribution(c, memory[t][q], milli(qty.weight), qty.direction) {
+                    l[r] += a;
+                }
+            }
+        }
+        let unit = (MILLI * self.scale) as f64;
+        l.iter().map(|&x| x as f64 / unit).collect()
+    }
+}
+
+fn milli(x: f64) -> u64 {
+    (x * MILLI as f64).round() as u64
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn lcm(a: u64, b: u64) -> Option<u64> {
+    let l = (a / gcd(a, b)).checked_mul(b)?;
+    (l <= MAX_SCALE).then_some(l)
+}
+
+/// Distances and shortest-path counts from `s`; only `s` and CPU nodes are
+/// passed through.
+fn bfs(s: usize, adj: &[Vec<(usize, usize)>], cpu: &[bool]) -> (Vec<Option<u32>>, Vec<u128>) {
+    let mut dist = vec![None; adj.len()];
+    let mut sigma = vec![0u128; adj.len()];
+    dist[s] = Some(0);
+    sigma[s] = 1;
+    let mut queue = VecDeque::from([s]);
+    while let Some(u) = queue.pop_front() {
+        if u != s && !cpu[u] {
+            continue;
+        }
+        let du = dist[u].unwrap_or(0);
+        for &(w, _) in &adj[u] {
+            match dist[w] {
+                None => {
+                    dist[w] = Some(du + 1);
+                    sigma[w] = sigma[u];
+                    queue.push_back(w);
+                }
+                Some(dw) if dw == du + 1 => sigma[w] = sigma[w].saturating_add(sigma[u]),
+                _ => {}
+            }
+        }
+    }
+    (dist, sigma)
+}
+
+/// A fast hash for load vectors: the keys are small integers, hashed many
+/// times, and need no protection against chosen collisions.
+#[derive(Default)]
+struct LoadHasher(u64);
+
+impl Hasher for LoadHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+    fn write_u16(&mut self, x: u16) {
+        self.write_u64(u64::from(x));
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+type LoadMap<K> = HashMap<Box<[K]>, u32, BuildHasherDefault<LoadHasher>>;
+
+/// The integer type of one load in the DP's keys.
+trait Load:
+    Copy + Eq + Hash + Default + Into<u64> + TryFrom<u64> + std::ops::Add<Output = Self>
+{
+}
+impl Load for u16 {}
+impl Load for u32 {}
+impl Load for u64 {}
+
+/// Items of equal thread node, weight and direction, placed together.
+struct Group {
+    /// (thread, quantity) of each item.
+    items: Vec<(usize, usize)>,
+    /// Each multiset of memory nodes: nodes in item order, count, dense loads.
+    options: Vec<(Vec<usize>, u128, Vec<u64>)>,
+}
+
+/// Per class: placements and up to three examples (one option per group).
+type ClassCounts = BTreeMap<u64, (u128, Vec<Vec<usize>>)>;
+
+struct Dp {
+    classes: ClassCounts,
+    largest: usize,
+    states: usize,
+}
+
+fn multisets(v: usize, g: usize) -> usize {
+    // C(v+g-1, g), saturating.
+    let mut r: u128 = 1;
+    for i in 0..g as u128 {
+        r = r * (v as u128 + i) / (i + 1);
+        if r > u128::from(u32::MAX) {
+            return usize::MAX;
+        }
+    }
+    r as usize
+}
+
+fn factorial(n: usize) -> u128 {
+    (1..=n as u128).product()
+}
+
+/// Every non-decreasing sequence of length `g` over `0..v`, with its count
+/// of orderings.
+fn each_multiset(v: usize, g: usize) -> Vec<(Vec<usize>, u128)> {
+    let mut out = Vec::new();
+    let mut cur = vec![0usize; g];
+    loop {
+        let mut mult = factorial(g);
+        let mut run = 1usize;
+        for i in 1..=g {
+            if i < g && cur[i] == cur[i - 1] {
+                run += 1;
+            } else {
+                mult /= factorial(run);
+                run = 1;
+            }
+        }
+        out.push((cur.clone(), mult));
+        // Next non-decreasing sequence.
+        let Some(i) = (0..g).rev().find(|&i| cur[i] + 1 < v) else {
+            return out;
+        };
+        let x = cur[i] + 1;
+        cur[i..].iter_mut().for_each(|c| *c = x);
+    }
+}
+
+struct Prepared<'a> {
+    model: &'a Model,
+    quantities: &'a [Quantity],
+    /// Every load is a multiple of this; keys hold loads divided by it.
+    unit: u64,
+    /// `k` of a normalized maximum load.
+    class_divisor: u64,
+}
+
+impl Prepared<'_> {
+    fn class_of(&self, max_normalized: u64) -> u64 {
+        (u128::from(max_normalized) * u128::from(self.unit) / u128::from(self.class_divisor)) as u64
+    }
+
+    fn groups(&self, thread_nodes: &[usize]) -> Vec<Group> {
+        let v = self.model.nodes.len();
+        let r = self.model.resources();
+        let mut keyed: BTreeMap<(usize, u64, Direction), Vec<(usize, usize)>> = BTreeMap::new();
+        for (t, &c) in thread_nodes.iter().enumerate() {
+            for (q, qty) in self.quantities.iter().enumerate() {
+                keyed
+                    .entry((c, milli(qty.weight), qty.direction))
+                    .or_default()
+                    .push((t, q));
+            }
+        }
+        let mut groups = Vec::new();
+        for ((c, w, dir), items) in keyed {
+            let per_node: Vec<Vec<(usize, u64)>> = (0..v)
+                .map(|m| self.model.contribution(c, m, w, dir))
+                .collect();
+            let mut size = items.len();
+            while size > 1 && multisets(v, size) > MAX_GROUP_OPTIONS {
+                size -= 1;
+            }
+            for chunk in items.chunks(size) {
+                let options = each_multiset(v, chunk.len())
+                    .into_iter()
+                    .map(|(ms, mult)| {
+                        let mut dense = vec![0u64; r];
+                        for &m in &ms {
+                            for &(res, a) in &per_node[m] {
+                                dense[res] += a / self.unit;
+                            }
+                        }
+                        (ms, mult, dense)
+                    })
+                    .collect();
+                groups.push(Group {
+                    items: chunk.to_vec(),
+                    options,
+                });
+            }
+        }
+        groups
+    }
+
+    /// The exact class counts of one thread layout, or `None` past the caps.
+    fn dp(&self, groups: &[Group], state_budget: usize) -> Option<Dp> {
+        let bound: u64 = groups
+            .iter()
+            .map(|g| {
+                g.options
+                    .iter()
+                    .flat_map(|o| o.2.iter())
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum();
+        if bound <= u64::from(u16::MAX) {
+            self.dp_with::<u16>(groups, state_budget)
+        } else if bound <= u64::from(u32::MAX) {
+            self.dp_with::<u32>(groups, state_budget)
+        } else {
+            self.dp_with::<u64>(groups, state_budget)
+        }
+    }
+
+    fn dp_with<K: Load>(&self, groups: &[Group], state_budget: usize) -> Option<Dp> {
+        let r = self.model.resources();
+        let cap = STATE_CAP.min(MAX_LAYER_BYTES / (r * std::mem::size_of::<K>() + 48).max(1));
+        let conv = |x: u64| K::try_from(x).ok();
+        let options: Vec<Vec<(u128, Vec<K>)>> = groups
+            .iter()
+            .map(|g| {
+                g.options
+                    .iter()
+                    .map(|(_, mult, d)| {
+                        Some((
+                            *mult,
+                            d.iter().map(|&x| conv(x)).collect::<Option<Vec<K>>>()?,
+                        ))
+                    })
+                    .collect::<Option<Vec<_>>>()
+            })
+            .collect::<Option<_>>()?;
+        let mut cur: LoadMap<K> = LoadMap::default();
+        cur.insert(vec![K::default(); r].into_boxed_slice(), 0);
+        let mut counts: Vec<u128> = vec![1];
+        let mut back: Vec<Vec<(u32, u32)>> = Vec::new();
+        let mut largest = 1usize;
+        let mut states = 1usize;
+        let mut key = vec![K::default(); r];
+        let (last, rest) = options.split_last()?;
+        for opts in rest {
+            let mut next: LoadMap<K> = LoadMap::default();
+            let mut next_counts: Vec<u128> = Vec::new();
+            let mut next_back: Vec<(u32, u32)> = Vec::new();
+            for (load, &idx) in &cur {
+                let n = counts[idx as usize];
+                for (oi, (mult, add)) in opts.iter().enumerate() {
+                    for ((k, &l), &a) in key.iter_mut().zip(load.iter()).zip(add) {
+                        *k = l + a;
+                    }
+                    let c = n.checked_mul(*mult)?;
+                    if let Some(&j) = next.get(key.as_slice()) {
+                        let slot = &mut next_counts[j as usize];
+                        *slot = slot.checked_add(c)?;
+                    } else {
+                        if next_counts.len() >= cap {
+                            return None;
+                        }
+                        next.insert(key.clone().into_boxed_slice(), next_counts.len() as u32);
+                        next_counts.push(c);
+                        next_back.push((idx, oi as u32));
+                    }
+                }
+            }
+            largest = largest.max(next_counts.len());
+            states += next_counts.len();
+            if states > state_budget {
+                return None;
+            }
+            back.push(next_back);
+            cur = next;
+            counts = next_counts;
+        }
+        // The last group only decides each placement's maximum: its layer is
+        // never stored (it would be the largest), only folded into classes.
+        let mut classes = ClassCounts::new();
+        let mut finals: Vec<(u32, &[K])> =
+            cur.iter().map(|(load, &idx)| (idx, &load[..])).collect();
+        // Deterministic examples: the first states reached, in order.
+        finals.sort_unstable_by_key(|f| f.0);
+        for (idx, load) in finals {
+            let n = counts[idx as usize];
+            for (oi, (mult, add)) in last.iter().enumerate() {
+                let max = load
+                    .iter()
+                    .zip(add)
+                    .map(|(&l, &a)| (l + a).into())
+                    .max()
+                    .unwrap_or(0);
+                let entry = classes.entry(self.class_of(max)).or_insert((0, Vec::new()));
+                entry.0 = entry.0.checked_add(n.checked_mul(*mult)?)?;
+                if entry.1.len() < EXAMPLES_PER_CLASS {
+                    let mut choice = vec![0usize; back.len() + 1];
+                    choice[back.len()] = oi;
+                    let mut at = idx;
+                    for (layer, b) in back.iter().enumerate().rev() {
+                        let (parent, o) = b[at as usize];
+                        choice[layer] = o as usize;
+                        at = parent;
+                    }
+                    entry.1.push(choice);
+                }
+            }
+        }
+        Some(Dp {
+            classes,
+            largest,
+            states,
+        })
+    }
+
+    /// `T0@0:a→1,b→2`: thread nodes and each quantity's memory node.
+    fn label(&self, thread_nodes: &[usize], memory: &[Vec<usize>]) -> String {
+        let n = &self.model.nodes;
+        thread_nodes
+            .iter()
+            .enumerate()
+            .map(|(t, &c)| {
+                let qs = self
+                    .quantities
+                    .iter()
+                    .zip(&memory[t])
+                    .map(|(q, &m)| format!("{}→{}", q.name, n[m]))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                format!("T{t}@{}:{qs}", n[c])
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn decode(&self, thread_nodes: &[usize], groups: &[Group], choice: &[usize]) -> String {
+        let mut memory = vec![vec![0usize; self.quantities.len()]; thread_nodes.len()];
+        for (g, &oi) in groups.iter().zip(choice) {
+            for (&(t, q), &m) in g.items.iter().zip(&g.options[oi].0) {
+                memory[t][q] = m;
+            }
+        }
+        self.label(thread_nodes, &memory)
+    }
+}
+
+/// Counts the placements of `req` on `machine` by contention class.
+pub fn run_pdm(machine: &Machine, req: &PdmRequest) -> Result<PdmResult, PdmError> {
+    let mut nodes: Vec<(u32, bool)> = machine
+        .nodes
+        .iter()
+        .map(|n| (n.os_index, !n.cpus.is_empty()))
+        .collect();
+    nodes.sort_unstable();
+    if nodes.len() > MAX_NODES {
+        return Err(PdmError::Failed(format!(
+            "the machine has {} nodes; the model takes at most {MAX_NODES}",
+            nodes.len()
+        )));
+    }
+    let ids: Vec<u32> = nodes.iter().map(|n| n.0).collect();
+    let cpu: Vec<bool> = nodes.iter().map(|n| n.1).collect();
+    let links: Vec<(u32, u32)> = match &req.links {
+        Some(l) => l.clone(),
+        None => machine.links.iter().map(|l| (l.a, l.b)).collect(),
+    };
+    let model = Model::new(&ids, &cpu, &links, req.links.is_some())?;
+    count(&model, req)
+}
+
+pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmError> {
+    let q = &req.quantities;
+    if q.is_empty() || q.len() > MAX_QUANTITIES {
+        return invalid(format!(
+            "--quantities: {} quantities (valid: 1 to {MAX_QUANTITIES})",
+            q.len()
+        ));
+    }
+    let cpu_vertices: Vec<usize> = (0..model.nodes.len()).filter(|&v| model.cpu[v]).collect();
+    let cpu_ids: Vec<u32> = cpu_vertices.iter().map(|&v| model.nodes[v]).collect();
+    let (mode, threads) = match &req.threads {
+        ThreadPlacement::OnePerNode => ("one-per-node", cpu_vertices.len()),
+        ThreadPlacement::Any(n) => ("any", *n),
+        ThreadPlacement::Fixed(t) => ("fixed", t.len()),
+    };
+    if threads == 0 || threads > MAX_THREADS {
+        return invalid(format!("{threads} threads (valid: 1 to {MAX_THREADS})"));
+    }
+    let fixed: Option<Vec<usize>> = match &req.threads {
+        ThreadPlacement::Fixed(t) => Some(
+            t.iter()
+                .map(|&id| match model.vertex(id) {
+                    Some(v) if model.cpu[v] => Ok(v),
+                    _ => invalid(format!(
+                        "--thread-nodes: node {id} is not a CPU node (CPU nodes: {})",
+                        cpu_ids
+                            .iter()
+                            .map(|n| n.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        _ => None,
+    };
+    let weights: Vec<u64> = q.iter().map(|x| milli(x.weight)).collect();
+    let width = milli(req.class_width);
+    if weights.contains(&0) || width == 0 {
+        return invalid("weights and the class width must be at least 0.001");
+    }
+    // Every load is a multiple of the gcd of all contributions.
+    let mut unit = 0u64;
+    for &c in &cpu_vertices {
+        for m in 0..model.nodes.len() {
+            for (w, qty) in weights.iter().zip(q) {
+                for (_, a) in model.contribution(c, m, *w, qty.direction) {
+                    unit = gcd(unit, a);
+                }
+            }
+        }
+    }
+    let prepared = Prepared {
+        model,
+        quantities: q,
+        unit: unit.max(1),
+        class_divisor: width * model.scale,
+    };
+    let v = model.nodes.len() as u128;
+    let c = cpu_vertices.len() as u128;
+    let memory_ways = v.checked_pow((threads * q.len()) as u32);
+    let thread_ways = match &req.threads {
+        ThreadPlacement::OnePerNode => {
+            Some(factorial(cpu_vertices.len().min(34))).filter(|_| cpu_vertices.len() <= 34)
+        }
+        ThreadPlacement::Any(n) => c.checked_pow(*n as u32),
+        ThreadPlacement::Fixed(_) => Some(1),
+    };
+    let total_exact = memory_ways
+        .zip(thread_ways)
+        .and_then(|(a, b)| a.checked_mul(b));
+    let log10_total = {
+        let tw: f64 = match &req.threads {
+            ThreadPlacement::OnePerNode => {
+                (1..=cpu_vertices.len()).map(|i| (i as f64).log10()).sum()
+            }
+            ThreadPlacement::Any(n) => *n as f64 * (c as f64).log10(),
+            ThreadPlacement::Fixed(_) => 0.0,
+        };
+        (threads * q.len()) as f64 * (v as f64).log10() + tw
+    };
+    let total = match total_exact {
+        Some(n) => Total::Exact(n),
+        None => {
+            let x = 10f64.powf(log10_total);
+            Total::Approximate(x.is_finite().then_some(x))
+        }
+    };
+    let mut notes = Vec::new();
+    let exact = if req.samples.is_some() {
+        notes.push("sampled on request (--samples)".to_string());
+        None
+    } else if total_exact.is_none() {
+        notes.push("the number of placements exceeds 128 bits: sampled".to_string());
+        None
+    } else {
+        let r = exact_count(&prepared, &req.threads, fixed.as_deref(), &cpu_vertices);
+        if r.is_none() {
+            notes.push(format!(
+                "the exact count needs more than {STATE_CAP} load vectors per step (or its work cap): sampled"
+            ));
+        }
+        r
+    };
+    let w = req.class_width;
+    let mut result = PdmResult {
+        workload: req.workload.clone(),
+        quantities: q.clone(),
+        thread_placement: mode.to_string(),
+        threads,
+        thread_nodes: match &req.threads {
+            ThreadPlacement::Fixed(t) => Some(t.clone()),
+            _ => None,
+        },
+        nodes: model.nodes.clone(),
+        cpu_nodes: cpu_ids,
+        links: model
+            .edges
+            .iter()
+            .map(|&(a, b)| [model.nodes[a], model.nodes[b]])
+            .collect(),
+        links_given: req.links.is_some(),
+        class_width: w,
+        total_placements: total,
+        total_placements_log10: log10_total,
+        exact: exact.is_some(),
+        samples: None,
+        seed: None,
+        largest_state_count: None,
+        classes: Vec::new(),
+        notes,
+    };
+    if let Some((classes, largest)) = exact {
+        let total_n = total.as_f64();
+        result.largest_state_count = Some(largest as u64);
+        result.classes = classes
+            .into_iter()
+            .map(|(k, (count, examples))| PdmClass {
+                class: k,
+                low: k as f64 * w,
+                high: (k + 1) as f64 * w,
+                count,
+                share: count as f64 / total_n,
+                interval: None,
+                examples,
+            })
+            .collect();
+        return Ok(result);
+    }
+    let wanted = req.samples.unwrap_or(DEFAULT_SAMPLES).clamp(1, MAX_SAMPLES);
+    let items = (threads * q.len()) as u64;
+    let samples = wanted.min((MAX_SAMPLED_ITEMS / items).max(1));
+    if samples < wanted {
+        result.notes.push(format!(
+            "{samples} placements drawn instead of {wanted} to bound the time ({items} quantities each): the intervals are wider"
+        ));
+    }
+    result.samples = Some(samples);
+    result.seed = Some(req.seed);
+    result.classes = sample(
+        &prepared,
+        &req.threads,
+        fixed.as_deref(),
+        &cpu_vertices,
+        threads,
+        samples,
+        req.seed,
+    )
+    .into_iter()
+    .map(|(k, (count, examples))| {
+        let p = count as f64 / samples as f64;
+        PdmClass {
+            class: k,
+            low: k as f64 * w,
+            high: (k + 1) as f64 * w,
+            count,
+            share: p,
+            interval: Some(wilson(p, samples as f64)),
+            examples,
+        }
+    })
+    .collect();
+    Ok(result)
+}
+
+/// The 95% Wilson score interval of a share `p` seen in `n` samples.
+pub fn wilson(p: f64, n: f64) -> [f64; 2] {
+    let z2 = Z95 * Z95;
+    let d = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / d;
+    let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / d;
+    [(centre - half).max(0.0), (centre + half).min(1.0)]
+}
+
+type Labelled = BTreeMap<u64, (u128, Vec<String>)>;
+
+/// Loads one quantity adds: (resource, amount).
+type Sparse = Vec<(usize, u64)>;
+
+fn exact_count(
+    p: &Prepared,
+    threads: &ThreadPlacement,
+    fixed: Option<&[usize]>,
+    cpu_vertices: &[usize],
+) -> Option<(Labelled, usize)> {
+    let mut out = Labelled::new();
+    let mut largest = 0;
+    let mut budget = MAX_TOTAL_STATES;
+    let mut add = |layout: &[usize], weight: u128, budget: &mut usize| -> Option<()> {
+        let groups = p.groups(layout);
+        let dp = p.dp(&groups, *budget)?;
+        *budget = budget.saturating_sub(dp.states);
+        largest = largest.max(dp.largest);
+        for (k, (n, examples)) in dp.classes {
+            let e = out.entry(k).or_insert((0, Vec::new()));
+            e.0 = e.0.checked_add(n.checked_mul(weight)?)?;
+            for ch in examples {
+                if e.1.len() < EXAMPLES_PER_CLASS {
+                    e.1.push(p.decode(layout, &groups, &ch));
+                }
+            }
+        }
+        Some(())
+    };
+    match threads {
+        ThreadPlacement::OnePerNode => {
+            add(cpu_vertices, factorial(cpu_vertices.len()), &mut budget)?;
+        }
+        ThreadPlacement::Fixed(_) => add(fixed?, 1, &mut budget)?,
+        ThreadPlacement::Any(n) => {
+            if multisets(cpu_vertices.len(), *n) > MAX_THREAD_MULTISETS {
+                return None;
+            }
+            for (ms, mult) in each_multiset(cpu_vertices.len(), *n) {
+                let layout: Vec<usize> = ms.iter().map(|&i| cpu_vertices[i]).collect();
+                add(&layout, mult, &mut budget)?;
+            }
+        }
+    }
+    Some((out, largest))
+}
+
+fn sample(
+    p: &Prepared,
+    threads: &ThreadPlacement,
+    fixed: Option<&[usize]>,
+    cpu_vertices: &[usize],
+    n_threads: usize,
+    samples: u64,
+    seed: u64,
+) -> Labelled {
+    let model = p.model;
+    let v = model.nodes.len();
+    // contributions[c][m][q], normalized.
+    let contributions: Vec<Vec<Vec<Sparse>>> = (0..v)
+        .map(|c| {
+            (0..v)
+                .map(|m| {
+                    if !model.cpu[c] {
+                        return Vec::new();
+                    }
+                    p.quantities
+                        .iter()
+                        .map(|q| {
+                            model
+                                .contribution(c, m, milli(q.weight), q.direction)
+                                .into_iter()
+                                .map(|(r, a)| (r, a / p.unit))
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let mut rng = SplitMix64::new(seed);
+    let mut load = vec![0u64; model.resources()];
+    let mut layout: Vec<usize> = match (threads, fixed) {
+        (_, Some(f)) => f.to_vec(),
+        _ => cpu_vertices[..n_threads.min(cpu_vertices.len())].to_vec(),
+    };
+    layout.resize(n_threads, cpu_vertices[0]);
+    let mut memory = vec![vec![0usize; p.quantities.len()]; n_threads];
+    let mut out = Labelled::new();
+    for _ in 0..samples {
+        match threads {
+            ThreadPlacement::OnePerNode => rng.shuffle(&mut layout),
+            ThreadPlacement::Any(_) => layout
+                .iter_mut()
+                .for_each(|t| *t = cpu_vertices[rng.below(cpu_vertices.len())]),
+            ThreadPlacement::Fixed(_) => {}
+        }
+        load.iter_mut().for_each(|l| *l = 0);
+        for (t, &c) in layout.iter().enumerate() {
+            for (q, slot) in memory[t].iter_mut().enumerate() {
+                let m = rng.below(v);
+                *slot = m;
+                for &(r, a) in &contributions[c][m][q] {
+                    load[r] += a;
+                }
+            }
+        }
+        let max = load.iter().copied().max().unwrap_or(0);
+        let e = out.entry(p.class_of(max)).or_insert((0, Vec::new()));
+        e.0 += 1;
+        if e.1.len() < EXAMPLES_PER_CLASS {
+            e.1.push(p.label(&layout, &memory));
+        }
+    }
+    out
+}
+
+/// The command's text: one row per class, then the totals.
+pub fn render_text(r: &PdmResult) -> String {
+    let mut s = String::new();
+    let qs = r
+        .quantities
+        .iter()
+        .map(|q| format!("{}:{}×{}", q.name, q.direction.short(), q.weight))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let who = match r.thread_placement.as_str() {
+        "one-per-node" => format!("{} thread(s), one per CPU node in every order", r.threads),
+        "any" => format!("{} thread(s), each on any CPU node", r.threads),
+        _ => format!(
+            "{} thread(s) on nodes {}",
+            r.threads,
+            r.thread_nodes
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    };
+    let links = r
+        .links
+        .iter()
+        .map(|l| format!("{}-{}", l[0], l[1]))
+        .collect::<Vec<_>>()
+        .join(",");
+    s +=
+        &format!(
+        "placement distribution model: {} ({qs}); {who}\n{} nodes, {} CPU nodes, links {} ({})\n\n",
+        r.workload,
+        r.nodes.len(),
+        r.cpu_nodes.len(),
+        if links.is_empty() { "none".into() } else { links },
+        if r.links_given { "given" } else { "inferred" },
+    );
+    let ranges: Vec<String> = r
+        .classes
+        .iter()
+        .map(|c| format!("[{}, {})", trim(c.low), trim(c.high)))
+        .collect();
+    let counts: Vec<String> = r.classes.iter().map(|c| c.count.to_string()).collect();
+    let shares: Vec<String> = r
+        .classes
+        .iter()
+        .map(|c| match c.interval {
+            Some([lo, hi]) => format!(
+                "{:.2}% (95%: {:.2}–{:.2})",
+                c.share * 100.0,
+                lo * 100.0,
+                hi * 100.0
+            ),
+            // Rare classes of big machines would round to nothing.
+            None if c.share > 0.0 && c.share < 1e-6 => format!("{:.2e}%", c.share * 100.0),
+            None => format!("{:.4}%", c.share * 100.0),
+        })
+        .collect();
+    let wr = ranges
+        .iter()
+        .map(|x| x.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(10);
+    let wc = counts.iter().map(|x| x.len()).max().unwrap_or(0).max(5);
+    let ws = shares
+        .iter()
+        .map(|x| x.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    let count_head = if r.exact { "count" } else { "drawn" };
+    s += &format!(
+        "{:<wr$}  {:>wc$}  {:>ws$}  examples\n",
+        "contention", count_head, "share"
+    );
+    for (i, c) in r.classes.iter().enumerate() {
+        s += &format!(
+            "{:<wr$}  {:>wc$}  {:>ws$}  {}\n",
+            ranges[i],
+            counts[i],
+            shares[i],
+            c.examples.first().map_or("", String::as_str)
+        );
+        for e in c.examples.iter().skip(1) {
+            s += &format!("{:<wr$}  {:>wc$}  {:>ws$}  {e}\n", "", "", "");
+        }
+    }
+    let total = match r.total_placements {
+        Total::Exact(n) => n.to_string(),
+        Total::Approximate(Some(x)) => format!("about {x:.3e}"),
+        Total::Approximate(None) => format!("about 10^{:.2}", r.total_placements_log10),
+    };
+    s += &format!("\ntotal: {total} placements, ");
+    if r.exact {
+        s += "counted exactly\n";
+    } else {
+        s += &format!(
+            "not exact: {} random placements (seed {}), shares with 95% intervals\n",
+            r.samples.unwrap_or(0),
+            r.seed.unwrap_or(0)
+        );
+    }
+    for n in &r.notes {
+        s += &format!("note: {n}\n");
+    }
+    s
+}
+
+fn trim(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(n: usize, cpuless: &[usize], links: &[(u32, u32)]) -> Model {
+        let nodes: Vec<u32> = (0..n as u32).collect();
+        let cpu: Vec<bool> = (0..n).map(|i| !cpuless.contains(&i)).collect();
+        Model::new(&nodes, &cpu, links, true).unwrap()
+    }
+
+    fn req(qs: Vec<Quantity>, threads: ThreadPlacement, width: f64) -> PdmRequest {
+        PdmRequest {
+            workload: "test".into(),
+            quantities: qs,
+            threads,
+            links: None,
+            class_width: width,
+            samples: None,
+            seed: 7,
+        }
+    }
+
+    /// Every placement enumerated, classes from the real-valued loads.
+    fn brute(m: &Model, r: &PdmRequest) -> BTreeMap<u64, u128> {
+        let cpus: Vec<usize> = (0..m.nodes.len()).filter(|&v| m.cpu[v]).collect();
+        let layouts: Vec<Vec<usize>> = match &r.threads {
+            ThreadPlacement::OnePerNode => permutations(&cpus),
+            ThreadPlacement::Fixed(t) => vec![t.iter().map(|&i| i as usize).collect()],
+            ThreadPlacement::Any(n) => {
+                let mut all = vec![vec![]];
+                for _ in 0..*n {
+                    all = all
+                        .into_iter()
+                        .flat_map(|l: Vec<usize>| {
+                            cpus.iter().map(move |&c| {
+                                let mut x = l.clone();
+                                x.push(c);
+                                x
+                            })
+                        })
+                        .collect();
+                }
+                all
+            }
+        };
+        let v = m.nodes.len();
+        let q = r.quantities.len();
+        let mut out = BTreeMap::new();
+        for layout in layouts {
+            let items = layout.len() * q;
+            for code in 0..v.pow(items as u32) {
+                let mut x = code;
+                let memory: Vec<Vec<usize>> = (0..layout.len())
+                    .map(|_| {
+                        (0..q)
+                            .map(|_| {
+                                let d = x % v;
+                                x /= v;
+                                d
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let loads = m.loads(&r.quantities, &layout, &memory);
+                let max = loads.iter().copied().fold(0.0, f64::max);
+                let k = (max / r.class_width + 1e-9).floor() as u64;
+                *out.entry(k).or_insert(0u128) += 1;
+            }
+        }
+        out
+    }
+
+    fn permutations(v: &[usize]) -> Vec<Vec<usize>> {
+        if v.len() <= 1 {
+            return vec![v.to_vec()];
+        }
+        let mut out = Vec::new();
+        for i in 0..v.len() {
+            let mut rest = v.to_vec();
+            let x = rest.remove(i);
+            for mut p in permutations(&rest) {
+                p.insert(0, x);
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    fn counts(r: &PdmResult) -> BTreeMap<u64, u128> {
+        r.classes.iter().map(|c| (c.class, c.count)).collect()
+    }
+
+    fn graphs() -> Vec<(&'static str, Model)> {
+        vec![
+            (
+                "ring of 4",
+                model(4, &[], &[(0, 1), (1, 2), (2, 3), (3, 0)]),
+            ),
+            ("line of 3", model(3, &[], &[(0, 1), (1, 2)])),
+            ("star", model(4, &[], &[(0, 1), (0, 2), (0, 3)])),
+            (
+                "complete 4",
+                model(4, &[], &[(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]),
+            ),
+            (
+                "ring of 3 with a CPU-less leaf",
+                model(4, &[3], &[(0, 1), (1, 2), (2, 0), (3, 0)]),
+            ),
+        ]
+    }
+
+    #[test]
+    fn fast_path_equals_brute_force_on_small_graphs() {
+        let rw = named_quantities(&[Direction::Read, Direction::Write], &[1.0, 1.0]);
+        let mixed = named_quantities(&[Direction::Read, Direction::Both], &[1.0, 0.5]);
+        for (name, m) in graphs() {
+            let cases = [
+                req(rw.clone(), ThreadPlacement::OnePerNode, 1.0),
+                req(mixed.clone(), ThreadPlacement::OnePerNode, 0.5),
+                req(rw.clone(), ThreadPlacement::Any(2), 1.0),
+                req(mixed.clone(), ThreadPlacement::Fixed(vec![0, 0, 1]), 1.0),
+            ];
+            for r in cases {
+                let got = count(&m, &r).unwrap();
+                assert!(got.exact, "{name}");
+                let want = brute(&m, &r);
+                assert_eq!(
+                    counts(&got),
+                    want,
+                    "{name}: {:?} {:?}",
+                    r.threads,
+                    r.quantities
+                );
+                let total: u128 = want.values().sum();
+                assert_eq!(got.total_placements, Total::Exact(total), "{name}");
+                let shares: f64 = got.classes.iter().map(|c| c.share).sum();
+                assert!(
+                    (shares - 1.0).abs() < 1e-12,
+                    "{name}: shares sum to {shares}"
+                );
+                for c in &got.classes {
+                    assert!(!c.examples.is_empty() && c.examples.len() <= 3, "{name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn examples_lie_in_their_class() {
+        let m = model(4, &[], &[(0, 1), (1, 2), (2, 3), (3, 0)]);
+        let r = req(
+            kernel_quantities("copy").unwrap(),
+            ThreadPlacement::OnePerNode,
+            1.0,
+        );
+        let got = count(&m, &r).unwrap();
+        for c in &got.classes {
+            for e in &c.examples {
+                // Parse `T0@0:a→1,b→2 T1@...` back into a placement.
+                let mut layout = Vec::new();
+                let mut memory = Vec::new();
+                for t in e.split(' ') {
+                    let (head, qs) = t.split_once(':').unwrap();
+                    layout.push(head.split_once('@').unwrap().1.parse::<usize>().unwrap());
+                    memory.push(
+                        qs.split(',')
+                            .map(|x| x.split_once('→').unwrap().1.parse::<usize>().unwrap())
+                            .collect::<Vec<_>>(),
+                    );
+                }
+                let max = m
+                    .loads(&r.quantities, &layout, &memory)
+                    .into_iter()
+                    .fold(0.0, f64::max);
+                assert_eq!(max.floor() as u64, c.class, "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn opposite_nodes_of_a_ring_split_over_both_paths() {
+        let m = model(4, &[], &[(0, 1), (1, 2), (2, 3), (0, 3)]);
+        let q = named_quantities(&[Direction::Read], &[2.0]);
+        // A thread on node 0 reading from node 2: 2→1→0 and 2→3→0, w/2 each.
+        let loads = m.loads(&q, &[0], &[vec![2]]);
+        // Edges sorted: (0,1)=e0, (0,3)=e1, (1,2)=e2, (2,3)=e3; arc 2e = low→high.
+        let arc = |a: usize, b: usize| {
+            let e = m
+                .edges
+                .iter()
+                .position(|&x| x == (a.min(b), a.max(b)))
+                .unwrap();
+            2 * e + usize::from(a > b)
+        };
+        assert_eq!(loads[arc(2, 1)], 1.0);
+        assert_eq!(loads[arc(1, 0)], 1.0);
+        assert_eq!(loads[arc(2, 3)], 1.0);
+        assert_eq!(loads[arc(3, 0)], 1.0);
+        assert_eq!(loads[arc(0, 1)], 0.0, "reads move memory to CPU only");
+        assert_eq!(loads[8 + 2], 2.0, "the controller of node 2 carries all");
+        assert_eq!(loads.iter().sum::<f64>(), 6.0);
+        // Writing moves the other way.
+        let w = named_quantities(&[Direction::Write], &[2.0]);
+        let loads = m.loads(&w, &[0], &[vec![2]]);
+        assert_eq!(loads[arc(0, 1)], 1.0);
+        assert_eq!(loads[arc(1, 0)], 0.0);
+    }
+
+    #[test]
+    fn cpu_less_nodes_do_not_route() {
+        // 0 - 2(CPU-less) - 1 and 0 - 1 directly: traffic 0→1 never uses 2.
+        let m = model(3, &[2], &[(0, 2), (2, 1), (0, 1)]);
+        let q = named_quantities(&[Direction::Write], &[1.0]);
+        let loads = m.loads(&q, &[0], &[vec![1]]);
+        assert_eq!(loads.iter().sum::<f64>(), 2.0, "{loads:?}");
+        // Without the direct link, node 0 cannot reach node 1.
+        let nodes = [0, 1, 2];
+        let e = Model::new(&nodes, &[true, true, false], &[(0, 2), (2, 1)], true);
+        assert!(matches!(e, Err(PdmError::Invalid(ref s)) if s.contains("cannot reach")));
+    }
+
+    #[test]
+    fn monte_carlo_intervals_cover_the_exact_shares() {
+        let m = model(4, &[], &[(0, 1), (1, 2), (2, 3), (3, 0)]);
+        let mut r = req(
+            kernel_quantities("triad").unwrap(),
+            ThreadPlacement::Any(2),
+            1.0,
+        );
+        let exact = count(&m, &r).unwrap();
+        r.samples = Some(250_000);
+        let mc = count(&m, &r).unwrap();
+        assert!(exact.exact && !mc.exact);
+        assert_eq!(mc.samples, Some(250_000));
+        let drawn: u128 = mc.classes.iter().map(|c| c.count).sum();
+        assert_eq!(drawn, 250_000);
+        for c in &exact.classes {
+            let s = mc.classes.iter().find(|x| x.class == c.class);
+            let [lo, hi] = s.and_then(|x| x.interval).unwrap_or([0.0, 3.0 / 250_000.0]);
+            assert!(
+                lo <= c.share && c.share <= hi,
+                "class {}: {} not in [{lo}, {hi}]",
+                c.class,
+                c.share
+            );
+            assert!(hi - lo <= 0.004 + 1e-12, "interval too wide: {lo} {hi}");
+        }
+    }
+
+    #[test]
+    fn the_study_case_on_a_ring_is_exact() {
+        let m = model(4, &[], &[(0, 1), (1, 2), (2, 3), (3, 0)]);
+        let r = req(
+            kernel_quantities("triad").unwrap(),
+            ThreadPlacement::OnePerNode,
+            1.0,
+        );
+        let got = count(&m, &r).unwrap();
+        assert!(got.exact);
+        assert_eq!(got.total_placements, Total::Exact(4u128.pow(12) * 24));
+        assert_eq!(counts(&got).values().sum::<u128>(), 4u128.pow(12) * 24);
+        // Every controller gets 3 units at best (12 quantities, 4 nodes).
+        assert_eq!(got.classes[0].class, 3);
+    }
+
+    #[test]
+    fn parsers_refuse_bad_input_with_the_valid_choices() {
+        let e = |r: Result<Vec<(u32, u32)>, PdmError>| r.unwrap_err().to_string();
+        assert_eq!(e(parse_links("0-0")), "--links: 0-0 links a node to itself");
+        assert_eq!(e(parse_links("0-1,1-0")), "--links: 0-1 is given twice");
+        assert!(e(parse_links("0:1")).contains("write A-B"));
+        assert_eq!(parse_links("0-1, 2-1").unwrap(), vec![(0, 1), (1, 2)]);
+        assert!(parse_weights("1,0", 2)
+            .unwrap_err()
+            .to_string()
+            .contains("above 0"));
+        assert!(parse_weights("1,nan", 2).is_err());
+        assert!(parse_weights("1.0001", 1).is_err());
+        assert_eq!(parse_weights("1,2.5", 2).unwrap(), vec![1.0, 2.5]);
+        assert!(parse_weights("1", 2)
+            .unwrap_err()
+            .to_string()
+            .contains("1 given for 2"));
+        assert!(parse_directions("r,x", 2)
+            .unwrap_err()
+            .to_string()
+            .contains("valid: r, w, both"));
+        assert!(kernel_quantities("dgemm")
+            .unwrap_err()
+            .to_string()
+            .contains("copy, scale, add, triad"));
+        let nodes = [0, 1, 2];
+        let m = Model::new(&nodes, &[true; 3], &[(0, 1)], true);
+        assert!(matches!(m, Err(PdmError::Invalid(_))), "disconnected");
+        let m = Model::new(&nodes, &[true; 3], &[(0, 5)], true);
+        assert!(m
+            .unwrap_err()
+            .to_string()
+            .contains("node 5 is not on this machine (nodes: 0,1,2)"));
+    }
+
+    #[test]
+    fn multisets_count_every_ordering() {
+        for (v, g) in [(4, 2), (3, 3), (5, 1), (2, 4)] {
+            let ms = each_multiset(v, g);
+            assert_eq!(ms.len(), multisets(v, g));
+            let total: u128 = ms.iter().map(|x| x.1).sum();
+            assert_eq!(total, (v as u128).pow(g as u32));
+        }
+    }
+}
