@@ -110,7 +110,7 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_result("pdm", &r)?;
     } else {
-        out!("{}", pdm::render_text(&r))?;
+        out!("{}", numalab::report::views::pdm::text(&r))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -117,7 +117,8 @@ impl Direction {
         }
     }
 
-    fn short(self) -> &'static str {
+    /// `r`, `w` or `rw`, as the text writes it.
+    pub fn short(self) -> &'static str {
         match self {
             Self::Read => "r",
             Self::Write => "w",
@@ -1220,122 +1221,6 @@ fn sample(
         }
     }
     out
-}
-
-/// The command's text: one row per class, then the totals.
-pub fn render_text(r: &PdmResult) -> String {
-    let mut s = String::new();
-    let qs = r
-        .quantities
-        .iter()
-        .map(|q| format!("{}:{}×{}", q.name, q.direction.short(), q.weight))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let who = match r.thread_placement.as_str() {
-        "one-per-node" => format!("{} thread(s), one per CPU node in every order", r.threads),
-        "any" => format!("{} thread(s), each on any CPU node", r.threads),
-        _ => format!(
-            "{} thread(s) on nodes {}",
-            r.threads,
-            r.thread_nodes
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .map(|n| n.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    };
-    let links = r
-        .links
-        .iter()
-        .map(|l| format!("{}-{}", l[0], l[1]))
-        .collect::<Vec<_>>()
-        .join(",");
-    s +=
-        &format!(
-        "placement distribution model: {} ({qs}); {who}\n{} nodes, {} CPU nodes, links {} ({})\n\n",
-        r.workload,
-        r.nodes.len(),
-        r.cpu_nodes.len(),
-        if links.is_empty() { "none".into() } else { links },
-        if r.links_given { "given" } else { "inferred" },
-    );
-    let ranges: Vec<String> = r
-        .classes
-        .iter()
-        .map(|c| format!("[{}, {})", trim(c.low), trim(c.high)))
-        .collect();
-    let counts: Vec<String> = r.classes.iter().map(|c| c.count.to_string()).collect();
-    let shares: Vec<String> = r
-        .classes
-        .iter()
-        .map(|c| match c.interval {
-            Some([lo, hi]) => format!(
-                "{:.2}% (95%: {:.2}–{:.2})",
-                c.share * 100.0,
-                lo * 100.0,
-                hi * 100.0
-            ),
-            // Rare classes of big machines would round to nothing.
-            None if c.share > 0.0 && c.share < 1e-6 => format!("{:.2e}%", c.share * 100.0),
-            None => format!("{:.4}%", c.share * 100.0),
-        })
-        .collect();
-    let wr = ranges
-        .iter()
-        .map(|x| x.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(10);
-    let wc = counts.iter().map(|x| x.len()).max().unwrap_or(0).max(5);
-    let ws = shares
-        .iter()
-        .map(|x| x.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(5);
-    let count_head = if r.exact { "count" } else { "drawn" };
-    s += &format!(
-        "{:<wr$}  {:>wc$}  {:>ws$}  examples\n",
-        "contention", count_head, "share"
-    );
-    for (i, c) in r.classes.iter().enumerate() {
-        s += &format!(
-            "{:<wr$}  {:>wc$}  {:>ws$}  {}\n",
-            ranges[i],
-            counts[i],
-            shares[i],
-            c.examples.first().map_or("", String::as_str)
-        );
-        for e in c.examples.iter().skip(1) {
-            s += &format!("{:<wr$}  {:>wc$}  {:>ws$}  {e}\n", "", "", "");
-        }
-    }
-    let total = match r.total_placements {
-        Total::Exact(n) => n.to_string(),
-        Total::Approximate(Some(x)) => format!("about {x:.3e}"),
-        Total::Approximate(None) => format!("about 10^{:.2}", r.total_placements_log10),
-    };
-    s += &format!("\ntotal: {total} placements, ");
-    if r.exact {
-        s += "counted exactly\n";
-    } else {
-        s += &format!(
-            "not exact: {} random placements (seed {}), shares with 95% intervals\n",
-            r.samples.unwrap_or(0),
-            r.seed.unwrap_or(0)
-        );
-    }
-    for n in &r.notes {
-        s += &format!("note: {n}\n");
-    }
-    s
-}
-
-fn trim(x: f64) -> String {
-    let s = format!("{x:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod c2c;
 pub mod compare;
 pub mod loaded_latency;
 pub mod matrix;
+pub mod pdm;
 pub mod place;
 pub mod policies;
 pub mod scaling;
