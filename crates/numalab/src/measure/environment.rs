@@ -728,22 +728,17 @@ mod tests {
 
     #[test]
     fn a_hot_plug_vm_records_the_disagreement_and_warns() {
-        let root = std::env::temp_dir().join(format!("numalab-env-hotplug-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let write = |rel: &str, text: &str| {
-            let p = root.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
-        write(
+        use crate::placement::node_memory::test_tree::Tree;
+        let t = Tree::new("env-hotplug");
+        t.file(
             "sys/devices/system/node/node0/meminfo",
             "Node 0 MemTotal:  4508876 kB\nNode 0 MemFree:   2097152 kB\n",
         );
-        write(
+        t.file(
             "proc/meminfo",
             "MemTotal:  134217728 kB\nMemAvailable:  131072000 kB\n",
         );
-        let e = Environment::capture_from(&root);
+        let e = Environment::capture_from(t.path());
         let d = e.memory_disagreement.clone().unwrap();
         assert_eq!(d.cause, crate::placement::node_memory::MemoryCause::HotAdd);
         assert_eq!(d.nodes_total_bytes, 4508876 << 10);
@@ -760,11 +755,11 @@ mod tests {
         assert_eq!(j["memory_disagreement"]["cause"], "hot_add");
         assert_eq!(j["memory_disagreement"]["system_total_bytes"], 128u64 << 30);
         // An ordinary machine's figures agree: no key, no warning.
-        write(
+        t.file(
             "proc/meminfo",
             "MemTotal:  4508876 kB\nMemAvailable:  3000000 kB\n",
         );
-        let e = Environment::capture_from(&root);
+        let e = Environment::capture_from(t.path());
         assert_eq!(e.memory_disagreement, None);
         assert!(e.warnings.is_empty(), "{:?}", e.warnings);
         let j = serde_json::to_value(&e).unwrap();
@@ -774,7 +769,6 @@ mod tests {
         old.as_object_mut().unwrap().remove("memory_disagreement");
         let back: Environment = serde_json::from_value(old).unwrap();
         assert_eq!(back.memory_disagreement, None);
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

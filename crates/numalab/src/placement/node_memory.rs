@@ -647,36 +647,59 @@ fn cgroup_memory(fs: &SysRoot) -> Option<CgroupMemory> {
         .min_by_key(|c| c.remaining)
 }
 
+/// Fixture trees of `/proc` and `/sys` files for tests that read them
+/// through a root directory.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    const KIB: u64 = 1 << 10;
-    const MIB: u64 = 1 << 20;
-    const GIB: u64 = 1 << 30;
+pub(crate) mod test_tree {
+    use std::path::{Path, PathBuf};
 
     /// A fixture tree under the temporary directory, removed on drop.
-    struct Tree(PathBuf);
+    pub(crate) struct Tree(PathBuf);
 
     impl Tree {
-        fn new(name: &str) -> Tree {
-            let d = std::env::temp_dir()
-                .join(format!("numalab-node-memory-{}-{name}", std::process::id()));
+        /// An empty tree named after `name` and this process.
+        pub(crate) fn new(name: &str) -> Tree {
+            let d =
+                std::env::temp_dir().join(format!("numalab-tree-{}-{name}", std::process::id()));
             let _ = std::fs::remove_dir_all(&d);
             std::fs::create_dir_all(&d).unwrap();
             Tree(d)
         }
 
-        fn file(&self, rel: &str, text: &str) -> &Tree {
+        /// Writes `text` at `rel`, creating its directories.
+        pub(crate) fn file(&self, rel: &str, text: &str) -> &Tree {
             let p = self.0.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
             self
         }
 
+        /// The tree's root, to read it as `/`.
+        pub(crate) fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    use test_tree::Tree;
+
+    impl Tree {
         fn dir(&self, rel: &str) -> &Tree {
-            std::fs::create_dir_all(self.0.join(rel)).unwrap();
+            std::fs::create_dir_all(self.path().join(rel)).unwrap();
             self
         }
 
@@ -726,13 +749,7 @@ mod tests {
         }
 
         fn snapshot(&self) -> NodeMemory {
-            NodeMemory::capture_from(&self.0, Blocks::Always)
-        }
-    }
-
-    impl Drop for Tree {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+            NodeMemory::capture_from(self.path(), Blocks::Always)
         }
     }
 
@@ -948,12 +965,12 @@ mod tests {
         t.node(0, 16 * GIB, 10 * GIB, 0, 0)
             .proc_meminfo(16 * GIB, 10 * GIB)
             .blocks(0, 0..512, "online");
-        let s = NodeMemory::capture_from(&t.0, Blocks::WhenTotalsDisagree);
+        let s = NodeMemory::capture_from(t.path(), Blocks::WhenTotalsDisagree);
         assert_eq!(s.nodes[&0].online_block_bytes, None);
         assert_eq!(s.disagreement, None);
         let t = Tree::new("lazy-blocks-hotplug");
         hotplug_vm(&t);
-        let s = NodeMemory::capture_from(&t.0, Blocks::WhenTotalsDisagree);
+        let s = NodeMemory::capture_from(t.path(), Blocks::WhenTotalsDisagree);
         assert_eq!(s.nodes[&0].online_block_bytes, Some(35 * 128 * MIB));
     }
 

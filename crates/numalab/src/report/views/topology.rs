@@ -719,24 +719,19 @@ mod tests {
 
     #[test]
     fn a_hot_plug_vm_shows_both_figures_and_why() {
+        use crate::placement::node_memory::test_tree::Tree;
         use crate::placement::node_memory::Blocks;
         let m = crate::report::fixture("8em64t-2s2ca2c-buggynuma.xml");
-        let root =
-            std::env::temp_dir().join(format!("numalab-topology-hotplug-{}", std::process::id()));
-        let write = |rel: &str, text: &str| {
-            let p = root.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
-        write(
+        let t = Tree::new("topology-hotplug");
+        t.file(
             "sys/devices/system/node/node0/meminfo",
             "Node 0 MemTotal:  4508876 kB\nNode 0 MemFree:   2097152 kB\n",
         );
-        write(
+        t.file(
             "proc/meminfo",
             "MemTotal:  134217728 kB\nMemAvailable:  131072000 kB\n",
         );
-        let hotplug = NodeMemory::capture_from(&root, Blocks::Always);
+        let hotplug = NodeMemory::capture_from(t.path(), Blocks::Always);
         let text = render_topology_text_with(&m, Some(&hotplug));
         let nodes: Vec<&str> = text
             .lines()
@@ -756,18 +751,17 @@ mod tests {
             ]
         );
         // Figures that agree change nothing.
-        write(
+        t.file(
             "proc/meminfo",
             "MemTotal:  4508876 kB\nMemAvailable:  3000000 kB\n",
         );
-        let ordinary = NodeMemory::capture_from(&root, Blocks::Always);
+        let ordinary = NodeMemory::capture_from(t.path(), Blocks::Always);
         assert_eq!(ordinary.disagreement, None);
         assert_eq!(
             render_topology_text_with(&m, Some(&ordinary)),
             render_topology_text_with(&m, None)
         );
         assert!(render_topology_text_with(&m, None).contains("node  CPUs     memory  kind"));
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
