@@ -677,35 +677,10 @@ fn warnings(doc: &ReportResults) -> Vec<Claim> {
     let mut out = Vec::new();
     let setting = |t: &str| warning("settings", Basis::Setting, t);
     if let Some(env) = &doc.environment {
-        if env.numa_balancing == Some(true) {
-            out.push(setting(
-                "Automatic NUMA balancing is on (/proc/sys/kernel/numa_balancing): the kernel migrates pages behind programs' backs; numalab checks pages at the start and end of each measurement, but production placements may move.",
-            ).fact("on", true, "/environment/numa_balancing"));
-        }
-        if env.thp_enabled.as_deref() == Some("always") {
-            out.push(setting(
-                "Transparent huge pages are set to '{thp}': page-granular placement (interleave, striping) becomes 2 MiB runs in large buffers unless a program turns THP off for them.",
-            ).fact("thp", "always", "/environment/thp_enabled"));
-        }
-        if let Some(max) = env.cgroup.memory_max.as_deref().filter(|m| *m != "max") {
-            out.push(
-                setting("The cgroup limits this process's memory to {max} bytes.").fact(
-                    "max",
-                    max,
-                    "/environment/cgroup/memory_max",
-                ),
-            );
-        }
-        let general = [
-            "automatic NUMA balancing is on",
-            "transparent huge pages are 'always'",
-        ];
+        // The environment's own sentences are the one source for settings
+        // (NUMA balancing, THP, governor, cgroup limits, memory figures).
         for (i, w) in env.warnings.iter().enumerate() {
-            // Said above in the report's own words.
-            if general.iter().any(|g| w.starts_with(g)) {
-                continue;
-            }
-            out.push(setting("{w}").fact("w", w, format!("/environment/warnings/{i}")));
+            out.push(setting("{^w}.").fact("w", w, format!("/environment/warnings/{i}")));
         }
     }
     if m.restricted {
@@ -824,6 +799,28 @@ mod tests {
             bad.iter().any(|b| b.contains("but the data give")),
             "{bad:?}"
         );
+    }
+
+    #[test]
+    fn each_setting_is_warned_about_once() {
+        let mut doc = ring_report(None);
+        let env = doc.environment.as_mut().unwrap();
+        env.numa_balancing = Some(true);
+        env.warnings = vec![
+            "automatic NUMA balancing is on (/proc/sys/kernel/numa_balancing=1): pages may migrate during the experiment; turn it off with echo 0 > /proc/sys/kernel/numa_balancing".into(),
+        ];
+        doc.summary = Summary::of(&doc);
+        let w = &doc.summary.warnings;
+        assert_eq!(
+            w.iter()
+                .filter(|x| x.to_lowercase().contains("numa balancing"))
+                .count(),
+            1,
+            "{w:?}"
+        );
+        assert!(w[0].starts_with("Automatic NUMA balancing is on"), "{w:?}");
+        let v = serde_json::to_value(&doc).unwrap();
+        assert_eq!(check(&v), Vec::<String>::new());
     }
 
     #[test]
