@@ -1188,6 +1188,10 @@ fn exact_count(
     Some((out, largest))
 }
 
+/// What [`each_random_placement`] shows each placement to: its class, its
+/// largest load normalized, its thread vertices and memory vertices.
+type PlacementVisitor<'v> = dyn FnMut(u64, u64, &[usize], &[Vec<usize>]) -> bool + 'v;
+
 /// Draws `samples` uniform random placements and shows each to `visit`
 /// (thread nodes and memory nodes as vertices, its class, its largest load
 /// normalized); `visit` returns false to stop early.
@@ -1200,7 +1204,7 @@ fn each_random_placement(
     n_threads: usize,
     samples: u64,
     seed: u64,
-    visit: &mut dyn FnMut(u64, u64, &[usize], &[Vec<usize>]) -> bool,
+    visit: &mut PlacementVisitor,
 ) {
     let model = p.model;
     let v = model.nodes.len();
