@@ -7,8 +7,9 @@ use crate::output::CliError;
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
 use numalab::measure::harness::default_buffer_bytes;
+use numalab::measure::kernels::BandwidthKernel;
 use numalab::measure::stats::StopRule;
-use numalab::placement::{ListMeaning, MemoryPolicy, ResourceSet, ThreadPolicy};
+use numalab::placement::{ArrayPolicies, ListMeaning, MemoryPolicy, ResourceSet, ThreadPolicy};
 use numalab::report::views::Units;
 use numalab::text::format::excerpt;
 use numalab::text::parse;
@@ -298,6 +299,24 @@ pub fn one_cpu(m: &Machine, opt: &str, text: &str) -> Result<u32, CliError> {
 /// A memory policy option (`--mem`), its error naming the option.
 pub fn memory_policy(m: &Machine, opt: &str, text: &str) -> Result<MemoryPolicy, CliError> {
     MemoryPolicy::parse(m, text).map_err(|e| CliError::usage(format!("{opt}: {e}")))
+}
+
+/// A memory policy for every array of `kernel`, or one per array
+/// (`a=bind:0,b=bind:1`; arrays not named get first-touch), its error
+/// naming the option and the kernel's arrays.
+pub fn array_policies(
+    m: &Machine,
+    opt: &str,
+    text: &str,
+    kernel: BandwidthKernel,
+) -> Result<ArrayPolicies, CliError> {
+    let p = ArrayPolicies::parse(m, text, &MemoryPolicy::FirstTouch)
+        .and_then(|p| {
+            p.check_names(kernel.name(), kernel.array_names())
+                .map(|()| p)
+        })
+        .map_err(|e| CliError::usage(format!("{opt}: {e}")))?;
+    Ok(p)
 }
 
 /// `--cpu`, or the first allowed CPU.

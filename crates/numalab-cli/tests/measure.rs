@@ -255,3 +255,146 @@ fn forcing_an_isa_the_cpu_lacks_is_a_clean_error() {
     ]);
     assert_eq!(v["isa"], best.name());
 }
+
+/// Each array by name, as `[array, policy, pages on node 0]`.
+fn arrays_of(worker: &Value) -> Vec<(String, String, u64)> {
+    worker["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["array"].as_str().unwrap().to_string(),
+                b["policy"].as_str().unwrap().to_string(),
+                b["pages_by_node"]["0"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn each_array_gets_its_own_policy_and_its_own_proof() {
+    let _turn = turn();
+    let v = quick(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        "triad",
+        "--mem",
+        "a=bind:0,c=interleave:all",
+        "--size",
+        "8M",
+        "--json",
+    ]);
+    assert_eq!(v["verification"]["verified"], true);
+    assert_eq!(
+        arrays_of(&v["verification"]["workers"][0]),
+        vec![
+            ("a".into(), "bind:0".into(), 2048),
+            ("b".into(), "first-touch".into(), 2048),
+            ("c".into(), "interleave:0".into(), 2048),
+        ]
+    );
+    // The text names every array and where its pages are.
+    let t = common::numalab(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        "copy",
+        "--mem",
+        "b=bind:0",
+        "--size",
+        "8M",
+        "--budget",
+        "0.2",
+    ]);
+    assert_eq!(t.rc, 0, "{}", t.err);
+    assert!(t.out.contains("memory b=bind:0,"), "{}", t.out);
+    for line in [
+        "array a: first-touch pages node 0 100%",
+        "array b: bind:0 pages node 0 100%",
+    ] {
+        assert!(t.out.contains(line), "{line}: {}", t.out);
+    }
+}
+
+#[test]
+fn a_placement_file_places_each_threads_arrays() {
+    let _turn = turn();
+    let dir = common::scratch("placement-file");
+    let file = dir.join("placement.json");
+    std::fs::write(
+        &file,
+        r#"[{"cpu": 0, "arrays": {"a": "bind:0", "b": "interleave:all"}}, {"cpu": 1, "arrays": {"b": "local"}}]"#,
+    )
+    .unwrap();
+    let f = file.to_string_lossy().into_owned();
+    let v = quick(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        "copy",
+        "--placement",
+        &f,
+        "--size",
+        "8M",
+        "--json",
+    ]);
+    let w = v["verification"]["workers"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    assert_eq!(
+        (
+            w[0]["requested_cpu"].as_u64(),
+            w[1]["requested_cpu"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
+    assert_eq!(
+        arrays_of(&w[0]),
+        vec![
+            ("a".into(), "bind:0".into(), 2048),
+            ("b".into(), "interleave:0".into(), 2048)
+        ]
+    );
+    assert_eq!(
+        arrays_of(&w[1]),
+        vec![
+            ("a".into(), "first-touch".into(), 2048),
+            ("b".into(), "local".into(), 2048)
+        ]
+    );
+    std::fs::write(&file, r#"[{"cpu": 0, "arrays": {"c": "bind:0"}}]"#).unwrap();
+    fails(
+        &["bench", "bandwidth", "--kernel", "copy", "--placement", &f],
+        &format!(
+            "--placement {f}: entry 0 (cpu 0): kernel copy has no array 'c' (its arrays: a, b)"
+        ),
+    );
+    fails(
+        &["bench", "bandwidth", "--placement", &f, "--threads", "2"],
+        "cannot be used with '--threads <N>'",
+    );
+    fails(
+        &["bench", "bandwidth", "--placement", "/nonexistent.json"],
+        "--placement: cannot read /nonexistent.json",
+    );
+    fails(
+        &[
+            "bench",
+            "bandwidth",
+            "--kernel",
+            "add",
+            "--mem",
+            "a=bind:0,a=bind:0",
+        ],
+        "--mem: array 'a' is given twice",
+    );
+    fails(
+        &["matrix", "--kernel", "copy", "--mem", "bind:0"],
+        "--mem: the matrix binds arrays to each column; name the arrays to keep in place instead",
+    );
+    fails(
+        &["scaling", "--kernel", "read", "--mem", "b=local"],
+        "--mem: kernel read has no array 'b' (its arrays: a)",
+    );
+}

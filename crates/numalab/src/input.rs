@@ -20,6 +20,8 @@ pub enum InputKind {
     /// A numalab JSON result (`compare`, `sweep --from`, a report's
     /// results.json).
     ResultsJson,
+    /// A per-thread, per-array placement list (`--placement`).
+    PlacementJson,
 }
 
 /// The largest topology file read: hwloc exports of the biggest machines
@@ -30,12 +32,17 @@ pub const TOPOLOGY_XML_MAX_BYTES: u64 = 32 << 20;
 /// below this; more would mostly be memory for the parsed tree.
 pub const RESULTS_JSON_MAX_BYTES: u64 = 256 << 20;
 
+/// The largest placement file read: 8192 threads with a few arrays each
+/// stay below 2 MiB.
+pub const PLACEMENT_JSON_MAX_BYTES: u64 = 4 << 20;
+
 impl InputKind {
     /// The most bytes a file of this kind may hold.
     pub const fn max_bytes(self) -> u64 {
         match self {
             InputKind::TopologyXml => TOPOLOGY_XML_MAX_BYTES,
             InputKind::ResultsJson => RESULTS_JSON_MAX_BYTES,
+            InputKind::PlacementJson => PLACEMENT_JSON_MAX_BYTES,
         }
     }
 
@@ -44,6 +51,7 @@ impl InputKind {
         match self {
             InputKind::TopologyXml => "a topology file",
             InputKind::ResultsJson => "a result file",
+            InputKind::PlacementJson => "a placement file",
         }
     }
 }

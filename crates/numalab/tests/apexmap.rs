@@ -142,7 +142,7 @@ fn bandwidth_corner_matches_the_read_kernel_on_the_block() {
                 isa: Isa::detect_best(),
                 workers: vec![WorkerPlan {
                     cpu: cpu(&m),
-                    policy: MemoryPolicy::Local,
+                    policy: MemoryPolicy::Local.into(),
                     toucher: None,
                 }],
                 buffer_bytes: p.hot99_bytes as usize,

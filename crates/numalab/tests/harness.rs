@@ -42,7 +42,7 @@ fn workers(m: &Machine, n: usize, policy: MemoryPolicy) -> Vec<WorkerPlan> {
         .take(n)
         .map(|cpu| WorkerPlan {
             cpu,
-            policy: policy.clone(),
+            policy: policy.clone().into(),
             toucher: None,
         })
         .collect()
@@ -123,7 +123,8 @@ fn a_worker_that_cannot_set_up_is_an_error_not_a_hang() {
     let mut ws = workers(&m, 2, MemoryPolicy::Local);
     ws[1].policy = MemoryPolicy::Bind {
         nodes: IdSet::single(node),
-    };
+    }
+    .into();
     ws[1].toucher = Some(4000);
     let e = run_bandwidth(
         &m,
@@ -146,7 +147,7 @@ fn a_worker_that_cannot_set_up_is_an_error_not_a_hang() {
             isa: Isa::Portable,
             workers: vec![WorkerPlan {
                 cpu: 4000,
-                policy: MemoryPolicy::Local,
+                policy: MemoryPolicy::Local.into(),
                 toucher: None,
             }],
             buffer_bytes: 1 << 20,

@@ -30,7 +30,7 @@ fn request(m: &Machine, kernel: BandwidthKernel) -> BandwidthRequest {
             .take(2)
             .map(|cpu| WorkerPlan {
                 cpu,
-                policy: MemoryPolicy::FirstTouch,
+                policy: MemoryPolicy::FirstTouch.into(),
                 toucher: None,
             })
             .collect(),

@@ -230,7 +230,8 @@ fn bench_results() {
                 policy: MemoryPolicy::Interleave {
                     nodes: m.allowed_nodes.clone(),
                     chunk_pages: 1,
-                },
+                }
+                .into(),
                 toucher: None,
             }],
             buffer_bytes: 4 << 20,

@@ -1,16 +1,19 @@
 //! `numalab bench bandwidth|latency`: one measurement under verified placement.
 
 use crate::args::{
-    buffer_size, choice, cpu_or_first, isa, memory_policy, one_cpu, size_or_default, thread_count,
-    thread_cpus, whole, Output, StatOptions, ISAS, KERNELS, MAX_THREADS, PATTERNS, THP,
+    array_policies, buffer_size, choice, cpu_or_first, isa, memory_policy, one_cpu,
+    size_or_default, thread_count, thread_cpus, whole, Output, StatOptions, ISAS, KERNELS,
+    MAX_THREADS, PATTERNS, THP,
 };
 use crate::output::out;
-use crate::output::{exit_for, load_machine, print_result, CliResult, Progress};
+use crate::output::{exit_for, load_machine, print_result, CliError, CliResult, Progress};
+use numalab::input::{read_text, InputKind};
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::harness::{
     run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
 };
 use numalab::measure::kernels::{BandwidthKernel, Isa};
+use numalab::placement::{parse_placement_file, ArrayPolicies};
 use numalab::placement::{Thp, ThreadPolicy};
 use numalab::report::views::bench::{bandwidth_text, latency_text};
 
@@ -39,9 +42,16 @@ pub struct BandwidthArgs {
     /// Allow more threads than CPUs.
     #[arg(long)]
     oversubscribe: bool,
-    /// Memory policy of every buffer (see numalab place --help); default first-touch by each worker.
+    /// Memory policy of every buffer (see numalab place --help), or one per array:
+    /// a=bind:0,b=bind:1,c=interleave:all (arrays: read a, b; written b for copy/scale, c for
+    /// add/triad); arrays not named are first-touch by each worker.
     #[arg(long = "mem", value_name = "POLICY", default_value = "first-touch")]
     mem: String,
+    /// Per-thread, per-array placement from a JSON file: [{"cpu": 0, "arrays": {"a": "bind:1"}}, ...],
+    /// one entry per thread (replaces --threads, --cpus and --threads-policy; --mem is the
+    /// policy of arrays an entry does not name).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["threads", "cpus", "threads_policy", "oversubscribe"])]
+    placement: Option<std::path::PathBuf>,
     /// CPU that first touches every buffer (default: each worker its own).
     #[arg(long, value_name = "CPU")]
     touch_by: Option<String>,
@@ -99,21 +109,37 @@ pub fn run(b: Bench) -> CliResult {
 
 fn bandwidth(a: BandwidthArgs) -> CliResult {
     let m = load_machine(None)?;
-    let cpus = thread_cpus(&m, &a.cpus, a.threads, &a.threads_policy, a.oversubscribe)?;
-    let policy = memory_policy(&m, "--mem", &a.mem)?;
+    let names = a.kernel.array_names();
+    let policy = array_policies(&m, "--mem", &a.mem, a.kernel)?;
     let touch_by = a
         .touch_by
         .as_deref()
         .map(|c| one_cpu(&m, "--touch-by", c))
         .transpose()?;
+    let plans: Vec<(u32, ArrayPolicies)> = match &a.placement {
+        Some(path) => {
+            let opt = format!("--placement {}", path.display());
+            let text = read_text(path, InputKind::PlacementJson)
+                .map_err(|e| CliError::usage(format!("--placement: {e}")))?;
+            parse_placement_file(&m, &text, a.kernel.name(), names, &policy.default)
+                .map_err(|e| CliError::usage(format!("{opt}: {e}")))?
+                .into_iter()
+                .map(|t| (t.cpu, t.arrays))
+                .collect()
+        }
+        None => thread_cpus(&m, &a.cpus, a.threads, &a.threads_policy, a.oversubscribe)?
+            .into_iter()
+            .map(|cpu| (cpu, policy.clone()))
+            .collect(),
+    };
     let req = BandwidthRequest {
         kernel: a.kernel,
         isa: a.isa,
-        workers: cpus
-            .iter()
-            .map(|&cpu| WorkerPlan {
+        workers: plans
+            .into_iter()
+            .map(|(cpu, policy)| WorkerPlan {
                 cpu,
-                policy: policy.clone(),
+                policy,
                 toucher: touch_by,
             })
             .collect(),
@@ -127,7 +153,11 @@ fn bandwidth(a: BandwidthArgs) -> CliResult {
     if a.out.json {
         print_result("bench bandwidth", &r)?;
     } else {
-        out!("{}", bandwidth_text(&r, &policy, a.out.units))?;
+        let shown = match &a.placement {
+            Some(p) => format!("from {}", p.display()),
+            None => policy.to_string(),
+        };
+        out!("{}", bandwidth_text(&r, &shown, a.out.units))?;
     }
     Ok(exit_for(r.verification.verified))
 }

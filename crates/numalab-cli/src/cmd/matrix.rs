@@ -1,9 +1,13 @@
 //! `numalab matrix`: latency and bandwidth from every CPU node to every
 //! memory node, CPU-less nodes included, as the classic table.
 
-use crate::args::{buffer_size, choice, size_or_default, Output, StatOptions, KERNELS, PATTERNS};
+use crate::args::{
+    array_policies, buffer_size, choice, size_or_default, Output, StatOptions, KERNELS, PATTERNS,
+};
 use crate::output::out;
-use crate::output::{exit_for, load_machine, print_result, print_warnings, CliResult, Progress};
+use crate::output::{
+    exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
+};
 use numalab::experiments::matrix::{cell_count, run_matrix, MatrixRequest};
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
@@ -29,6 +33,10 @@ pub struct Args {
     /// Buffer size per cell, 4K to 128T (default: 4x the last-level cache).
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
+    /// Bandwidth: arrays kept in place in every cell while the others follow the column, e.g.
+    /// --kernel copy --mem b=local (read each column, write locally).
+    #[arg(long = "mem", value_name = "ARRAY=POLICY,...")]
+    mem: Option<String>,
     #[command(flatten)]
     stats: StatOptions,
     #[command(flatten)]
@@ -51,6 +59,27 @@ pub fn run(a: Args) -> CliResult {
         x => x,
     };
     let size = size_or_default(&m, a.size);
+    let fixed_arrays = match &a.mem {
+        None => Default::default(),
+        Some(text) => {
+            let p = array_policies(&m, "--mem", text, a.kernel)?;
+            if p.arrays.is_empty() {
+                return Err(CliError::usage(format!(
+                    "--mem: the matrix binds arrays to each column; name the arrays to keep in place instead, e.g. {}=local (arrays of {}: {})",
+                    a.kernel.array_names()[0],
+                    a.kernel.name(),
+                    sorted(a.kernel.array_names()).join(", ")
+                )));
+            }
+            if p.arrays.len() == a.kernel.arrays() {
+                return Err(CliError::usage(format!(
+                    "--mem: every array of {} is kept in place, so no cell would read its column; leave at least one out",
+                    a.kernel.name()
+                )));
+            }
+            p.arrays
+        }
+    };
     let mut req = MatrixRequest {
         rows: None,
         latency: lat,
@@ -62,6 +91,7 @@ pub fn run(a: Args) -> CliResult {
         latency_bytes: size,
         bandwidth_bytes: size,
         rule: a.stats.rule(1.0)?,
+        fixed_arrays,
     };
     let cells = cell_count(&m, &req).max(1);
     // The default budget is for the whole matrix: about 12 s in all.
@@ -78,4 +108,11 @@ pub fn run(a: Args) -> CliResult {
         print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.verified))
+}
+
+/// Array names in alphabetical order, for messages.
+fn sorted(names: &[&'static str]) -> Vec<&'static str> {
+    let mut v = names.to_vec();
+    v.sort_unstable();
+    v
 }

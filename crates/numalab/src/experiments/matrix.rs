@@ -13,9 +13,12 @@ use crate::measure::harness::{
 };
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
-use crate::placement::{check_plan, BufferDemand, MemoryPolicy, PlacementError, Thp};
+use crate::placement::{
+    check_plan, ArrayPolicies, BufferDemand, MemoryPolicy, PlacementError, Thp,
+};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -34,6 +37,10 @@ pub struct MatrixRequest {
     /// The CPU nodes measured as rows (`None`: every CPU node). A report
     /// on a machine with many nodes may measure a sample of them.
     pub rows: Option<Vec<u32>>,
+    /// Bandwidth: arrays placed by their own policy in every cell
+    /// (`b=local` measures reading each column while writing locally);
+    /// arrays not named here are bound to the cell's column.
+    pub fixed_arrays: BTreeMap<String, MemoryPolicy>,
 }
 
 /// One cell: a CPU node reading a memory node.
@@ -62,6 +69,10 @@ pub struct MatrixResult {
     pub pattern: ChasePattern,
     pub verified: bool,
     pub warnings: Vec<String>,
+    /// Arrays that did not follow the column: their policies
+    /// (`b=local`), as [`MatrixRequest::fixed_arrays`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_arrays: Option<String>,
 }
 
 /// Rows and columns: allowed nodes with CPUs, and every allowed memory node.
@@ -159,6 +170,13 @@ pub fn run_matrix(
         pattern: req.pattern,
         verified,
         warnings,
+        fixed_arrays: (!req.fixed_arrays.is_empty()).then(|| {
+            req.fixed_arrays
+                .iter()
+                .map(|(n, p)| format!("{n}={p}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
     })
 }
 
@@ -184,10 +202,15 @@ fn buffer_plan(
             }
             if req.bandwidth {
                 let one = |&cpu: &u32| {
-                    std::iter::repeat_n(
-                        BufferDemand::new(req.bandwidth_bytes, &bound_to(c), Some(cpu)),
-                        req.kernel.arrays(),
-                    )
+                    let col = bound_to(c);
+                    req.kernel
+                        .array_names()
+                        .iter()
+                        .map(|name| {
+                            let p = req.fixed_arrays.get(*name).unwrap_or(&col);
+                            BufferDemand::new(req.bandwidth_bytes, p, Some(cpu))
+                        })
+                        .collect::<Vec<_>>()
                 };
                 phases.push(streamers.iter().flat_map(one).collect());
             }
@@ -273,7 +296,17 @@ fn bandwidth_cell(
         &BandwidthRequest {
             kernel: req.kernel,
             isa: req.isa,
-            workers: WorkerPlan::on_each(cpus, &bound_to(node)),
+            workers: cpus
+                .iter()
+                .map(|&cpu| WorkerPlan {
+                    cpu,
+                    policy: ArrayPolicies {
+                        default: bound_to(node),
+                        arrays: req.fixed_arrays.clone(),
+                    },
+                    toucher: None,
+                })
+                .collect(),
             buffer_bytes: req.bandwidth_bytes,
             thp: Some(Thp::On),
             rule: req.rule.clone(),

@@ -16,14 +16,17 @@
 
 use crate::machine::Machine;
 use crate::measure::cancel;
-use crate::measure::harness::{run_bandwidth, BandwidthRequest, Figure, WorkerPlan};
+use crate::measure::harness::{run_bandwidth, BandwidthRequest, Figure, PagesByArray, WorkerPlan};
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::{compact_order, scatter_order};
-use crate::placement::{check_plan, BufferDemand, MemoryPolicy, PlacementError, Thp};
+use crate::placement::{
+    check_plan, ArrayPolicies, BufferDemand, MemoryPolicy, PlacementError, Thp,
+};
 use crate::serde_util::{f64_or_nan, NanF64};
 use crate::text::format::plural;
 use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeMap;
 
 /// One thread count under one layout.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,6 +42,10 @@ pub struct ScalingPoint {
     #[serde(deserialize_with = "f64_or_nan")]
     pub seconds_per_pass: f64,
     pub verified: bool,
+    /// Kernels of several arrays: each array's pages per node, summed over
+    /// the threads.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pages_by_array: PagesByArray,
 }
 
 /// The contention split and its predictions.
@@ -103,6 +110,10 @@ impl ContentionModel {
 pub struct ScalingResult {
     pub kernel: BandwidthKernel,
     pub buffer_bytes: u64,
+    /// Where every thread's arrays were placed, when not local to it:
+    /// a policy, or one per array (`a=bind:0 b=local`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
     pub packed: Vec<ScalingPoint>,
     pub spread: Vec<ScalingPoint>,
     /// Fitted on the packed layout (threads sharing one node's memory first).
@@ -138,6 +149,23 @@ pub fn run_scaling_at(
     rule: &StopRule,
     progress: &mut dyn FnMut(&str),
 ) -> Result<ScalingResult, PlacementError> {
+    let local = ArrayPolicies::from(MemoryPolicy::Local);
+    run_scaling_placed(m, kernel, isa, buffer_bytes, counts, &local, rule, progress)
+}
+
+/// [`run_scaling_at`] with every thread's arrays placed by `arrays` (one
+/// policy, or one per array) instead of local to each thread.
+#[allow(clippy::too_many_arguments)]
+pub fn run_scaling_placed(
+    m: &Machine,
+    kernel: BandwidthKernel,
+    isa: Isa,
+    buffer_bytes: usize,
+    counts: &[usize],
+    arrays: &ArrayPolicies,
+    rule: &StopRule,
+    progress: &mut dyn FnMut(&str),
+) -> Result<ScalingResult, PlacementError> {
     let packed_order = compact_order(m, &m.allowed_cpus);
     let spread_order = scatter_order(m, &m.allowed_cpus);
     let mut counts: Vec<usize> = counts
@@ -150,17 +178,16 @@ pub fn run_scaling_at(
     let Some(&max) = counts.last() else {
         return Err(PlacementError::Invalid("no allowed CPU".into()));
     };
-    // One phase per point: each thread's arrays, local to it.
+    // One phase per point: each thread's arrays, where `arrays` puts them.
     let phases: Vec<Vec<BufferDemand>> = counts
         .iter()
         .flat_map(|&n| [&packed_order[..n], &spread_order[..n]])
         .map(|cpus| {
             cpus.iter()
                 .flat_map(|&cpu| {
-                    std::iter::repeat_n(
-                        BufferDemand::new(buffer_bytes, &MemoryPolicy::Local, Some(cpu)),
-                        kernel.arrays(),
-                    )
+                    kernel.array_names().iter().map(move |name| {
+                        BufferDemand::new(buffer_bytes, arrays.of(name), Some(cpu))
+                    })
                 })
                 .collect()
         })
@@ -171,6 +198,7 @@ pub fn run_scaling_at(
         kernel,
         isa,
         buffer_bytes,
+        arrays,
         rule,
         progress,
         warnings: Vec::new(),
@@ -198,9 +226,11 @@ pub fn run_scaling_at(
     if cancel::requested() {
         warnings.push(cancel::WARNING.to_string());
     }
+    let local = arrays.is_uniform() && arrays.default == MemoryPolicy::Local;
     Ok(ScalingResult {
         kernel,
         buffer_bytes: buffer_bytes as u64,
+        memory: (!local).then(|| arrays.to_string()),
         packed,
         spread,
         model,
@@ -215,6 +245,7 @@ struct Points<'a> {
     kernel: BandwidthKernel,
     isa: Isa,
     buffer_bytes: usize,
+    arrays: &'a ArrayPolicies,
     rule: &'a StopRule,
     progress: &'a mut dyn FnMut(&str),
     warnings: Vec<String>,
@@ -235,7 +266,14 @@ impl Points<'_> {
             &BandwidthRequest {
                 kernel: self.kernel,
                 isa: self.isa,
-                workers: WorkerPlan::on_each(&cpus, &MemoryPolicy::Local),
+                workers: cpus
+                    .iter()
+                    .map(|&cpu| WorkerPlan {
+                        cpu,
+                        policy: self.arrays.clone(),
+                        toucher: None,
+                    })
+                    .collect(),
                 buffer_bytes: self.buffer_bytes,
                 thp: Some(Thp::On),
                 rule: self.rule.clone(),
@@ -251,6 +289,7 @@ impl Points<'_> {
             seconds_per_pass: per_thread_bytes * n as f64 / (r.gbps.median * 1e9),
             gbps: r.gbps,
             verified: r.verification.verified,
+            pages_by_array: r.verification.pages_by_array(),
         })
     }
 }

@@ -148,7 +148,7 @@ pub fn run_sizes(
                     isa,
                     workers: vec![WorkerPlan {
                         cpu,
-                        policy: MemoryPolicy::Local,
+                        policy: MemoryPolicy::Local.into(),
                         toucher: None,
                     }],
                     buffer_bytes: per,

@@ -17,8 +17,8 @@ use super::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::machine::Machine;
 use crate::measure::sample_clock::SampleClock;
 use crate::placement::{
-    check_plan, pin_current_thread, sys, BufferDemand, BufferSpec, MemoryPolicy, PlacedBuffer,
-    PlacementError, Realization, Thp,
+    check_plan, pin_current_thread, sys, ArrayPolicies, BufferDemand, BufferSpec, MemoryPolicy,
+    PlacedBuffer, PlacementError, Realization, Thp,
 };
 use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use crate::IdSet;
@@ -38,6 +38,10 @@ pub(crate) const CHASE_SEED: u64 = 0x5eed_1234;
 /// Where one buffer is and whether that is what was asked.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BufferCheck {
+    /// The kernel array this buffer is (`a`, `b`, `c`: see
+    /// [`BandwidthKernel::array_names`]); absent for one-buffer results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
     pub policy: String,
     pub realization: Realization,
     pub thp: String,
@@ -100,18 +104,37 @@ pub struct Verification {
     pub problems: Vec<String>,
 }
 
+/// Pages per node of each named array, summed over the workers.
+pub type PagesByArray = BTreeMap<String, BTreeMap<u32, u64>>;
+
 impl Verification {
+    /// Each named array's pages per node, summed over the workers (empty for
+    /// one-array kernels).
+    pub fn pages_by_array(&self) -> PagesByArray {
+        let mut out = PagesByArray::new();
+        for b in self.workers.iter().flat_map(|w| &w.buffers) {
+            if let Some(name) = &b.array {
+                let e = out.entry(name.clone()).or_default();
+                for (n, p) in &b.pages_by_node {
+                    *e.entry(*n).or_insert(0) += p;
+                }
+            }
+        }
+        out
+    }
+
     /// The warning of a result whose placement did not verify.
     pub(crate) fn warning(&self) -> Option<String> {
         (!self.verified).then(|| format!("placement did not verify: {}", self.problems.join("; ")))
     }
 }
 
-/// One worker of a bandwidth run: its CPU and its memory policy.
+/// One worker of a bandwidth run: its CPU and its arrays' memory policies.
 #[derive(Debug, Clone)]
 pub struct WorkerPlan {
     pub cpu: u32,
-    pub policy: MemoryPolicy,
+    /// One policy for every array, or one per array (`a=bind:0,b=bind:1`).
+    pub policy: ArrayPolicies,
     /// CPU of the thread that first touches the buffers; `None` = the worker itself.
     pub toucher: Option<u32>,
 }
@@ -123,7 +146,7 @@ impl WorkerPlan {
         cpus.iter()
             .map(|&cpu| WorkerPlan {
                 cpu,
-                policy: policy.clone(),
+                policy: policy.clone().into(),
                 toucher: None,
             })
             .collect()
@@ -254,6 +277,7 @@ fn check_buffer_against(
         }
     }
     Ok(BufferCheck {
+        array: None,
         policy: policy.to_string(),
         realization: buf.realization().clone(),
         thp: buf.thp().describe(),
@@ -266,6 +290,14 @@ fn check_buffer_against(
         verified: problems.is_empty(),
         problems,
     })
+}
+
+/// A buffer's check with its array's name, for kernels of several arrays.
+fn named(mut c: BufferCheck, kernel: BandwidthKernel, name: &str) -> BufferCheck {
+    if kernel.arrays() > 1 {
+        c.array = Some(name.to_string());
+    }
+    c
 }
 
 /// Views a placed buffer as f64s (it is page aligned).
@@ -321,16 +353,16 @@ fn initialize_all(
             pin_current_thread(cpu)?;
             let mut all = Vec::with_capacity(req.workers.len());
             for plan in &req.workers {
-                let spec = BufferSpec {
-                    size: req.buffer_bytes,
-                    policy: plan.policy.clone(),
-                    thp: req.thp,
-                    hugetlb: false,
-                    toucher: None,
-                    weighted: Default::default(),
-                };
                 let mut mine = Vec::with_capacity(req.kernel.arrays());
-                for _ in 0..req.kernel.arrays() {
+                for name in req.kernel.array_names() {
+                    let spec = BufferSpec {
+                        size: req.buffer_bytes,
+                        policy: plan.policy.of(name).clone(),
+                        thp: req.thp,
+                        hugetlb: false,
+                        toucher: None,
+                        weighted: Default::default(),
+                    };
                     let mut b = PlacedBuffer::new(m, &spec)?;
                     as_f64(&mut b).fill(1.0);
                     mine.push(b);
@@ -429,16 +461,15 @@ fn check_bandwidth_request(
         (None, Some(init)) => Some(init),
         (None, None) => Some(w.toucher.unwrap_or(w.cpu)),
     };
-    let buffers: Vec<BufferDemand> = req
-        .workers
-        .iter()
-        .flat_map(|w| {
-            std::iter::repeat_n(
-                BufferDemand::new(req.buffer_bytes, &w.policy, toucher(w)),
-                req.kernel.arrays(),
-            )
-        })
-        .collect();
+    let buffers: Vec<BufferDemand> =
+        req.workers
+            .iter()
+            .flat_map(|w| {
+                req.kernel.array_names().iter().map(move |name| {
+                    BufferDemand::new(req.buffer_bytes, w.policy.of(name), toucher(w))
+                })
+            })
+            .collect();
     check_plan(m, &[buffers], "use a smaller --size or fewer threads")
 }
 
@@ -549,13 +580,17 @@ fn worker_setup(
     let (bufs, checks) = match made {
         Some(made) => {
             let mut checks = Vec::new();
-            for b in &made {
-                checks.push(check_buffer(m, &plan.policy, b, run.init_node)?);
+            for (b, name) in made.iter().zip(run.req.kernel.array_names()) {
+                let c = check_buffer(m, plan.policy.of(name), b, run.init_node)?;
+                checks.push(named(c, run.req.kernel, name));
             }
             (made, checks)
         }
         None => own_buffers(run, plan, looks)?,
     };
+    // Arrays by name in the report (a, b, c); the buffers stay in kernel order.
+    let mut checks = checks;
+    checks.sort_by(|x, y| x.array.cmp(&y.array));
     let cpu = match run.unpinned {
         Some(_) => looks.first.unwrap_or(plan.cpu),
         None => plan.cpu,
@@ -583,43 +618,47 @@ fn own_buffers(
 ) -> Result<(Vec<PlacedBuffer>, Vec<BufferCheck>), PlacementError> {
     let (m, req) = (run.m, run.req);
     let unpinned = run.unpinned.is_some();
-    let spec = BufferSpec {
-        size: req.buffer_bytes,
-        policy: plan.policy.clone(),
-        thp: req.thp,
-        hugetlb: false,
-        // Unpinned: touched by the worker wherever it runs.
-        toucher: if unpinned {
-            None
-        } else {
-            Some(plan.toucher.unwrap_or(plan.cpu))
-        },
-        weighted: Default::default(),
+    // Unpinned: touched by the worker wherever it runs.
+    let toucher = if unpinned {
+        None
+    } else {
+        Some(plan.toucher.unwrap_or(plan.cpu))
     };
-    let toucher_node = m.node_of_cpu(spec.toucher.unwrap_or(plan.cpu));
+    let toucher_node = m.node_of_cpu(toucher.unwrap_or(plan.cpu));
+    let names = req.kernel.array_names();
     let mut bufs = Vec::new();
     let mut checks = Vec::new();
-    for _ in 0..req.kernel.arrays() {
+    for name in names {
+        let policy = plan.policy.of(name);
+        let spec = BufferSpec {
+            size: req.buffer_bytes,
+            policy: policy.clone(),
+            thp: req.thp,
+            hugetlb: false,
+            toucher,
+            weighted: Default::default(),
+        };
         let mut b = PlacedBuffer::new(m, &spec)?;
         as_f64(&mut b).fill(1.0);
         if unpinned {
             looks.look();
         } else {
-            checks.push(check_buffer(m, &plan.policy, &b, toucher_node)?);
+            let c = check_buffer(m, policy, &b, toucher_node)?;
+            checks.push(named(c, req.kernel, name));
         }
         bufs.push(b);
     }
     if unpinned {
         // First touch happened wherever the worker ran meanwhile.
         let nodes: IdSet = looks.seen.iter().filter_map(|c| m.node_of_cpu(c)).collect();
-        let expected = match plan.policy {
-            MemoryPolicy::FirstTouch | MemoryPolicy::Local => Some(nodes),
-            _ => plan
-                .policy
-                .nodes_expected(m, looks.first.and_then(|c| m.node_of_cpu(c))),
-        };
-        for b in &bufs {
-            checks.push(check_buffer_against(&plan.policy, b, expected.clone())?);
+        for (b, name) in bufs.iter().zip(names) {
+            let policy = plan.policy.of(name);
+            let expected = match policy {
+                MemoryPolicy::FirstTouch | MemoryPolicy::Local => Some(nodes.clone()),
+                _ => policy.nodes_expected(m, looks.first.and_then(|c| m.node_of_cpu(c))),
+            };
+            let c = check_buffer_against(policy, b, expected)?;
+            checks.push(named(c, req.kernel, name));
         }
     }
     Ok((bufs, checks))

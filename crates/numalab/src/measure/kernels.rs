@@ -137,6 +137,19 @@ impl BandwidthKernel {
         }
     }
 
+    /// The name of each array in buffer order (`bufs[i]` of [`run_pass`]
+    /// is `array_names()[i]`). The arrays read are `a`, `b` and the one
+    /// written is the last name, as the placement distribution model names
+    /// a kernel's quantities: copy `b = a`, scale `b = s·a`, add
+    /// `c = a + b`, triad `c = a + s·b`. `bufs[0]` is the written one.
+    pub fn array_names(self) -> &'static [&'static str] {
+        match self {
+            Self::Copy | Self::Scale => &["b", "a"],
+            Self::Add | Self::Triad => &["c", "a", "b"],
+            _ => &["a"],
+        }
+    }
+
     /// Bytes one pass over arrays of `n` f64 moves (see [`ByteCount`]).
     pub fn bytes_per_pass(self, n: usize) -> ByteCount {
         let n = n as u64;

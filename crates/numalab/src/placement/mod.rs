@@ -6,6 +6,7 @@
 //! ([`write_from_workers`]), [`BufferCheck`] compares both with the request,
 //! and [`launch`] reads a launched command's placement at its exit.
 
+pub mod arrays;
 pub mod buffer;
 pub mod capacity;
 pub mod check;
@@ -20,6 +21,7 @@ pub mod thread_policy;
 pub mod touch;
 pub mod verify;
 
+pub use arrays::{parse_placement_file, ArrayPolicies, ThreadArrays};
 pub use buffer::{
     pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, SysfsWeights, Thp,
 };

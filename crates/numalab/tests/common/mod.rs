@@ -54,6 +54,7 @@ pub fn rule(min_reps: usize, max_reps: usize, target_rel_ci: f64, budget_s: f64)
 /// random chase) over 4 MiB buffers.
 pub fn matrix_request(rule: StopRule) -> MatrixRequest {
     MatrixRequest {
+        fixed_arrays: Default::default(),
         rows: None,
         latency: true,
         bandwidth: true,

@@ -3,13 +3,17 @@
 
 use super::Units;
 use crate::machine::Machine;
-use crate::measure::harness::{BandwidthResult, LatencyResult, Verification};
+use crate::measure::harness::{
+    BandwidthResult, BufferCheck, LatencyResult, Verification, WorkerReport,
+};
 use crate::placement::MemoryPolicy;
 use crate::text::format::bytes as format_bytes;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// The text view of a bandwidth result.
-pub fn bandwidth_text(r: &BandwidthResult, policy: &MemoryPolicy, u: Units) -> String {
+/// The text view of a bandwidth result; `memory` says how the arrays were
+/// placed (a policy, one per array, or the placement file).
+pub fn bandwidth_text(r: &BandwidthResult, memory: &str, u: Units) -> String {
     let mut s = String::new();
     let cpus: Vec<String> = r
         .verification
@@ -19,7 +23,7 @@ pub fn bandwidth_text(r: &BandwidthResult, policy: &MemoryPolicy, u: Units) -> S
         .collect();
     let _ = writeln!(
         s,
-        "{} with {} thread{} on CPU {}, memory {policy}, {} x {} per thread, ISA {}",
+        "{} with {} thread{} on CPU {}, memory {memory}, {} x {} per thread, ISA {}",
         r.kernel.name(),
         r.threads,
         if r.threads == 1 { "" } else { "s" },
@@ -63,8 +67,71 @@ pub fn bandwidth_text(r: &BandwidthResult, policy: &MemoryPolicy, u: Units) -> S
         let _ = writeln!(s, "  per thread     {} {}", per.join(", "), u.label());
     }
     s.push_str(&verification_text(&r.verification));
+    s.push_str(&arrays_text(&r.verification));
     for w in &r.warnings {
         let _ = writeln!(s, "  warning: {w}");
+    }
+    s
+}
+
+/// Most workers whose arrays are listed one by one; past it, each array's
+/// pages are summed over the workers.
+const ARRAYS_LISTED_PER_WORKER: usize = 8;
+
+/// Each array's page histogram (kernels of several arrays): per worker up
+/// to [`ARRAYS_LISTED_PER_WORKER`] workers, else summed per array.
+pub fn arrays_text(v: &Verification) -> String {
+    let mut s = String::new();
+    let named = |w: &WorkerReport| w.buffers.iter().any(|b| b.array.is_some());
+    if !v.workers.iter().any(named) {
+        return s;
+    }
+    let line = |b: &BufferCheck| {
+        format!(
+            "{} pages {}{}",
+            b.policy,
+            super::page_shares(&b.pages_by_node),
+            if b.verified { "" } else { " NOT VERIFIED" }
+        )
+    };
+    if v.workers.len() <= ARRAYS_LISTED_PER_WORKER {
+        for w in &v.workers {
+            let mut bufs: Vec<&BufferCheck> = w.buffers.iter().collect();
+            bufs.sort_by(|x, y| x.array.cmp(&y.array));
+            for b in bufs {
+                let _ = writeln!(
+                    s,
+                    "  CPU {:<4} array {}: {}",
+                    w.requested_cpu,
+                    b.array.as_deref().unwrap_or("?"),
+                    line(b)
+                );
+            }
+        }
+        return s;
+    }
+    let mut sums: BTreeMap<&str, (BTreeMap<u32, u64>, usize)> = BTreeMap::new();
+    for w in &v.workers {
+        for b in &w.buffers {
+            let e = sums.entry(b.array.as_deref().unwrap_or("?")).or_default();
+            for (n, p) in &b.pages_by_node {
+                *e.0.entry(*n).or_insert(0) += p;
+            }
+            e.1 += usize::from(!b.verified);
+        }
+    }
+    for (name, (pages, bad)) in sums {
+        let _ = writeln!(
+            s,
+            "  array {name}, all {} workers: pages {}{}",
+            v.workers.len(),
+            super::page_shares(&pages),
+            if bad == 0 {
+                String::new()
+            } else {
+                format!(" ({bad} NOT VERIFIED)")
+            }
+        );
     }
     s
 }

@@ -245,6 +245,7 @@ impl ReportPart for MatrixPart {
     ) -> Result<Measured<MatrixResult>, PlacementError> {
         let (w, plan) = self.work(&ctx.env(), budget);
         let req = MatrixRequest {
+            fixed_arrays: Default::default(),
             latency: self.latency,
             bandwidth: !self.latency,
             all_threads_per_node: w.all_threads,
@@ -303,8 +304,13 @@ pub fn text(r: &MatrixResult, units: Units) -> String {
         s.push_str(&ratio_table(&r.mem_nodes, t));
     }
     if let Some(t) = &r.bandwidth {
+        let fixed = r
+            .fixed_arrays
+            .as_ref()
+            .map(|f| format!("; {f} in every cell, the other arrays on the column"))
+            .unwrap_or_default();
         let title = format!(
-            "Bandwidth ({} {}, {} thread(s) per node):",
+            "Bandwidth ({} {}, {} thread(s) per node{fixed}):",
             r.kernel.name(),
             units.label(),
             r.threads_per_node

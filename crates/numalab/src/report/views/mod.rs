@@ -109,6 +109,19 @@ pub fn grid(head: &[String], rows: &[Vec<String>]) -> String {
     s
 }
 
+/// `node 1 100%` or `node 0 50%, node 1 50%`.
+pub(crate) fn page_shares(pages: &std::collections::BTreeMap<u32, u64>) -> String {
+    let total: u64 = pages.values().sum();
+    if total == 0 {
+        return "none touched".to_string();
+    }
+    pages
+        .iter()
+        .map(|(n, p)| format!("node {n} {:.0}%", 100.0 * *p as f64 / total as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

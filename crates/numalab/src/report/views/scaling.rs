@@ -244,8 +244,9 @@ pub fn text(r: &ScalingResult, units: Units) -> String {
     let u = units.label();
     let _ = writeln!(
         s,
-        "{} scaling, local memory, {} per buffer",
+        "{} scaling, {} memory, {} per buffer",
         r.kernel.name(),
+        r.memory.as_deref().unwrap_or("local"),
         format_bytes(r.buffer_bytes)
     );
     let _ = writeln!(
@@ -263,6 +264,21 @@ pub fn text(r: &ScalingResult, units: Units) -> String {
             units.convert(sp.gbps.median),
             units.convert(sp.per_thread_gbps)
         );
+    }
+    for (layout, points) in [("packed", &r.packed), ("spread", &r.spread)] {
+        if let Some(p) = points.last().filter(|p| !p.pages_by_array.is_empty()) {
+            let arrays: Vec<String> = p
+                .pages_by_array
+                .iter()
+                .map(|(name, pages)| format!("{name} on {}", super::page_shares(pages)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  pages at {} threads {layout}: {}",
+                p.threads,
+                arrays.join("; ")
+            );
+        }
     }
     match &r.model {
         Some(mo) => {
