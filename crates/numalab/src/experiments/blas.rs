@@ -821,7 +821,7 @@ mod tests {
         let full = plan(&m, &req(vec![Kernel::Dgemm, Kernel::Daxpy], true)).unwrap();
         assert_eq!(memory, 4);
         assert_eq!(cpu_nodes, 4);
-        // On a 4-ring each node sees itself (0 hops), two neighbours (1)
+        // On the ring each node sees itself (0 hops), two neighbours (1)
         // and the opposite node (2): 3 classes per operand.
         let dgemm: Vec<_> = folded
             .iter()
