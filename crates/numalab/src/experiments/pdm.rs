@@ -889,6 +889,11 @@ impl Prepared<'_> {
 
 /// Counts the placements of `req` on `machine` by contention class.
 pub fn run_pdm(machine: &Machine, req: &PdmRequest) -> Result<PdmResult, PdmError> {
+    count(&model_of(machine, req)?, req)
+}
+
+/// The graph of `machine`, with the links of `req` when it gives them.
+fn model_of(machine: &Machine, req: &PdmRequest) -> Result<Model, PdmError> {
     let mut nodes: Vec<(u32, bool)> = machine
         .nodes
         .iter()
@@ -907,11 +912,21 @@ pub fn run_pdm(machine: &Machine, req: &PdmRequest) -> Result<PdmResult, PdmErro
         Some(l) => l.clone(),
         None => machine.links.iter().map(|l| (l.a, l.b)).collect(),
     };
-    let model = Model::new(&ids, &cpu, &links, req.links.is_some())?;
-    count(&model, req)
+    Model::new(&ids, &cpu, &links, req.links.is_some())
 }
 
-pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmError> {
+/// A request checked against its model, with what counting and drawing share.
+struct Setup<'a> {
+    prepared: Prepared<'a>,
+    cpu_vertices: Vec<usize>,
+    cpu_ids: Vec<u32>,
+    /// `--thread-nodes` as vertices.
+    fixed: Option<Vec<usize>>,
+    threads: usize,
+    mode: &'static str,
+}
+
+fn setup<'a>(model: &'a Model, req: &'a PdmRequest) -> Result<Setup<'a>, PdmError> {
     let q = &req.quantities;
     if q.is_empty() || q.len() > MAX_QUANTITIES {
         return invalid(format!(
@@ -969,6 +984,26 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
         unit: unit.max(1),
         class_divisor: width * model.scale,
     };
+    Ok(Setup {
+        prepared,
+        cpu_vertices,
+        cpu_ids,
+        fixed,
+        threads,
+        mode,
+    })
+}
+
+pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmError> {
+    let Setup {
+        prepared,
+        cpu_vertices,
+        cpu_ids,
+        fixed,
+        threads,
+        mode,
+    } = setup(model, req)?;
+    let q = &req.quantities;
     let v = model.nodes.len() as u128;
     let c = cpu_vertices.len() as u128;
     let memory_ways = v.checked_pow((threads * q.len()) as u32);
@@ -1153,7 +1188,15 @@ fn exact_count(
     Some((out, largest))
 }
 
-fn sample(
+/// What [`each_random_placement`] shows each placement to: its class, its
+/// largest load normalized, its thread vertices and memory vertices.
+type PlacementVisitor<'v> = dyn FnMut(u64, u64, &[usize], &[Vec<usize>]) -> bool + 'v;
+
+/// Draws `samples` uniform random placements and shows each to `visit`
+/// (thread nodes and memory nodes as vertices, its class, its largest load
+/// normalized); `visit` returns false to stop early.
+#[allow(clippy::too_many_arguments)]
+fn each_random_placement(
     p: &Prepared,
     threads: &ThreadPlacement,
     fixed: Option<&[usize]>,
@@ -1161,7 +1204,8 @@ fn sample(
     n_threads: usize,
     samples: u64,
     seed: u64,
-) -> Labelled {
+    visit: &mut PlacementVisitor,
+) {
     let model = p.model;
     let v = model.nodes.len();
     // contributions[c][m][q], normalized.
@@ -1194,7 +1238,6 @@ fn sample(
     };
     layout.resize(n_threads, cpu_vertices[0]);
     let mut memory = vec![vec![0usize; p.quantities.len()]; n_threads];
-    let mut out = Labelled::new();
     for _ in 0..samples {
         match threads {
             ThreadPlacement::OnePerNode => rng.shuffle(&mut layout),
@@ -1214,13 +1257,152 @@ fn sample(
             }
         }
         let max = load.iter().copied().max().unwrap_or(0);
-        let e = out.entry(p.class_of(max)).or_insert((0, Vec::new()));
-        e.0 += 1;
-        if e.1.len() < EXAMPLES_PER_CLASS {
-            e.1.push(p.label(&layout, &memory));
+        if !visit(p.class_of(max), max, &layout, &memory) {
+            return;
         }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sample(
+    p: &Prepared,
+    threads: &ThreadPlacement,
+    fixed: Option<&[usize]>,
+    cpu_vertices: &[usize],
+    n_threads: usize,
+    samples: u64,
+    seed: u64,
+) -> Labelled {
+    let mut out = Labelled::new();
+    each_random_placement(
+        p,
+        threads,
+        fixed,
+        cpu_vertices,
+        n_threads,
+        samples,
+        seed,
+        &mut |class, _, layout, memory| {
+            let e = out.entry(class).or_insert((0, Vec::new()));
+            e.0 += 1;
+            if e.1.len() < EXAMPLES_PER_CLASS {
+                e.1.push(p.label(layout, memory));
+            }
+            true
+        },
+    );
     out
+}
+
+/// Most random placements [`draw_by_class`] looks at before it gives up on
+/// filling the rarest classes.
+pub const MAX_DRAWS: u64 = 4_000_000;
+
+/// One placement drawn at random: each thread's CPU node and each of its
+/// quantities' memory nodes (os indexes).
+#[derive(Debug, Clone, Serialize)]
+pub struct DrawnPlacement {
+    pub thread_nodes: Vec<u32>,
+    /// `memory[t][q]`: the node of thread `t`'s quantity `q`.
+    pub memory: Vec<Vec<u32>>,
+    /// As the examples of [`PdmClass`] write it: `T0@0:a→1,b→2`.
+    pub label: String,
+    /// The placement's largest arc or controller load.
+    pub contention: f64,
+}
+
+/// The placements drawn from one contention class.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassDraw {
+    pub class: u64,
+    pub low: f64,
+    pub high: f64,
+    /// The class's share of all placements (exact, or sampled while drawing).
+    pub share: f64,
+    /// How many were asked for; `placements` holds fewer when the class is
+    /// so rare that [`MAX_DRAWS`] uniform draws did not meet it often enough.
+    pub wanted: usize,
+    pub placements: Vec<DrawnPlacement>,
+}
+
+/// Up to `per_class` placements of each contention class of `req` on
+/// `machine`, each drawn uniformly from its class: uniform placements are
+/// drawn and sorted into their classes until every class has `per_class` or
+/// [`MAX_DRAWS`] were drawn. Classes come from the exact count when it
+/// exists, so a class too rare to be met still appears (with fewer
+/// placements than wanted).
+pub fn draw_by_class(
+    machine: &Machine,
+    req: &PdmRequest,
+    per_class: usize,
+    seed: u64,
+) -> Result<Vec<ClassDraw>, PdmError> {
+    if per_class == 0 || per_class > 1000 {
+        return invalid(format!(
+            "{per_class} placements per class (valid: 1 to 1000)"
+        ));
+    }
+    let model = model_of(machine, req)?;
+    let counted = count(&model, req)?;
+    let setup = setup(&model, req)?;
+    let p = &setup.prepared;
+    let w = req.class_width;
+    let mut out: BTreeMap<u64, ClassDraw> = counted
+        .classes
+        .iter()
+        .map(|c| {
+            (
+                c.class,
+                ClassDraw {
+                    class: c.class,
+                    low: c.low,
+                    high: c.high,
+                    share: c.share,
+                    wanted: per_class,
+                    placements: Vec::new(),
+                },
+            )
+        })
+        .collect();
+    let mut full = 0usize;
+    let classes = out.len();
+    let unit = (MILLI * model.scale) as f64;
+    let ids = &model.nodes;
+    each_random_placement(
+        p,
+        &req.threads,
+        setup.fixed.as_deref(),
+        &setup.cpu_vertices,
+        setup.threads,
+        MAX_DRAWS,
+        seed,
+        &mut |class, max, layout, memory| {
+            let d = out.entry(class).or_insert_with(|| ClassDraw {
+                class,
+                low: class as f64 * w,
+                high: (class + 1) as f64 * w,
+                share: 0.0,
+                wanted: per_class,
+                placements: Vec::new(),
+            });
+            if d.placements.len() < per_class {
+                d.placements.push(DrawnPlacement {
+                    thread_nodes: layout.iter().map(|&c| ids[c]).collect(),
+                    memory: memory
+                        .iter()
+                        .map(|qs| qs.iter().map(|&m| ids[m]).collect())
+                        .collect(),
+                    label: p.label(layout, memory),
+                    contention: (max * p.unit) as f64 / unit,
+                });
+                if d.placements.len() == per_class {
+                    full += 1;
+                }
+            }
+            full < classes.max(out.len())
+        },
+    );
+    Ok(out.into_values().collect())
 }
 
 #[cfg(test)]
@@ -1532,5 +1714,52 @@ mod tests {
             let total: u128 = ms.iter().map(|x| x.1).sum();
             assert_eq!(total, (v as u128).pow(g as u32));
         }
+    }
+
+    #[test]
+    fn draws_lie_in_their_class_and_fill_every_class_of_the_quartet_copy() {
+        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let r = PdmRequest {
+            workload: "copy".into(),
+            quantities: kernel_quantities("copy").unwrap(),
+            threads: ThreadPlacement::OnePerNode,
+            links: None,
+            class_width: 1.0,
+            samples: None,
+            seed: 1,
+        };
+        let counted = run_pdm(&m, &r).unwrap();
+        let draws = draw_by_class(&m, &r, 5, 3).unwrap();
+        assert_eq!(
+            draws.iter().map(|d| d.class).collect::<Vec<_>>(),
+            counted.classes.iter().map(|c| c.class).collect::<Vec<_>>()
+        );
+        let model = model_of(&m, &r).unwrap();
+        for d in &draws {
+            // Every class of copy on four nodes is common enough to fill.
+            assert_eq!(d.placements.len(), 5, "class {}", d.class);
+            for p in &d.placements {
+                assert!(p.contention >= d.low && p.contention < d.high, "{p:?}");
+                assert_eq!(p.thread_nodes.len(), 4);
+                let mut nodes = p.thread_nodes.clone();
+                nodes.sort_unstable();
+                assert_eq!(nodes, vec![0, 1, 2, 3], "one thread per node");
+                let layout: Vec<usize> = p.thread_nodes.iter().map(|&n| n as usize).collect();
+                let memory: Vec<Vec<usize>> = p
+                    .memory
+                    .iter()
+                    .map(|q| q.iter().map(|&n| n as usize).collect())
+                    .collect();
+                let max = model
+                    .loads(&r.quantities, &layout, &memory)
+                    .into_iter()
+                    .fold(0.0, f64::max);
+                assert!((max - p.contention).abs() < 1e-9, "{p:?} vs {max}");
+            }
+        }
+        assert!(draw_by_class(&m, &r, 0, 3)
+            .unwrap_err()
+            .to_string()
+            .contains("valid: 1 to 1000"));
     }
 }
