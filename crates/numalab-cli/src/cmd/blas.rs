@@ -6,7 +6,7 @@ use crate::output::{
     exit_for, load_machine, out, print_result, print_warnings, CliError, CliResult, Progress,
 };
 use numalab::experiments::blas::{self, BlasRequest, Kernel, DEFAULT_N, MAX_N};
-use numalab::report::views::blas::{plan_text, text};
+use numalab::report::views::blas::{parallel_plan_text, plan_text, text};
 use numalab::IdSet;
 use std::path::PathBuf;
 
@@ -42,6 +42,14 @@ pub struct Args {
     /// Run every placement instead of one per hop class.
     #[arg(long)]
     full: bool,
+    /// Parallel mode: one thread per CPU node, each with its own operands,
+    /// K random placements per contention class of the placement
+    /// distribution model (1 to 1000; the study used 20).
+    #[arg(long, value_name = "K", allow_hyphen_values = true, value_parser = whole(1, 1000), conflicts_with_all = ["full", "node"])]
+    parallel: Option<usize>,
+    /// Seed of the parallel mode's random placements.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = whole(0, usize::MAX), requires = "parallel")]
+    seed: usize,
     /// Compare OpenBLAS with a naive implementation (n = 1..64) first.
     #[arg(long)]
     check: bool,
@@ -84,21 +92,40 @@ pub fn run(a: Args) -> CliResult {
         full: a.full,
         rule,
         check: a.check,
+        parallel: a.parallel,
+        seed: a.seed as u64,
     };
-    let runs = blas::plan(&m, &req)?;
-    if a.list {
-        if a.json {
-            print_result("blas", &serde_json::json!({ "placements": runs }))?;
-        } else {
-            out!("{}", plan_text(&runs))?;
+    let count = if a.parallel.is_some() {
+        let draws = blas::plan_parallel(&m, &req)?;
+        if a.list {
+            if a.json {
+                print_result("blas", &serde_json::json!({ "parallel": draws }))?;
+            } else {
+                out!("{}", parallel_plan_text(&draws))?;
+            }
+            return Ok(exit_for(true));
         }
-        return Ok(exit_for(true));
-    }
+        draws
+            .iter()
+            .flat_map(|(_, cs)| cs)
+            .map(|c| c.runs.len())
+            .sum::<usize>()
+    } else {
+        let runs = blas::plan(&m, &req)?;
+        if a.list {
+            if a.json {
+                print_result("blas", &serde_json::json!({ "placements": runs }))?;
+            } else {
+                out!("{}", plan_text(&runs))?;
+            }
+            return Ok(exit_for(true));
+        }
+        runs.len()
+    };
     let progress = Progress::bar(
-        runs.len() as u64,
+        count as u64,
         &format!(
-            "blas: {} placement(s), n = {}, {:.2} s each",
-            runs.len(),
+            "blas: {count} placement(s), n = {}, {:.2} s each",
             a.n.unwrap_or(DEFAULT_N),
             req.rule.budget.as_secs_f64()
         ),

@@ -141,6 +141,11 @@ pub struct BlasRequest {
     pub rule: StopRule,
     /// Compare OpenBLAS with the naive implementations first.
     pub check: bool,
+    /// Parallel mode: this many random placements per contention class of
+    /// the placement distribution model, one thread per CPU node.
+    pub parallel: Option<usize>,
+    /// Seed of the parallel mode's random placements.
+    pub seed: u64,
 }
 
 /// One placement to run: a thread's CPU and each operand's memory node.
@@ -355,7 +360,13 @@ pub struct KernelResult {
     /// Elements of each operand.
     pub elements: Vec<usize>,
     pub flops_per_call: f64,
+    /// Serial mode's placements (empty in parallel mode).
     pub placements: Vec<PlacementResult>,
+    /// Parallel mode's contention classes (empty in serial mode).
+    #[serde(default)]
+    pub contention_classes: Vec<ContentionClassResult>,
+    /// Over the serial placements, or the parallel ones with their
+    /// contention classes as classes.
     pub sensitivity: Option<Sensitivity>,
 }
 
@@ -407,9 +418,16 @@ pub struct BlasResult {
     pub warnings: Vec<String>,
 }
 
-/// The buffers of every kernel with all its operands on one memory node,
-/// node by node: the largest demand any placement makes of one node.
-fn worst_demands(m: &Machine, kernels: &[Kernel], n: usize, cpu: u32) -> Vec<Vec<BufferDemand>> {
+/// The buffers of every kernel with all its operands (of `copies`
+/// threads) on one memory node, node by node: the largest demand any
+/// placement makes of one node.
+fn worst_demands(
+    m: &Machine,
+    kernels: &[Kernel],
+    n: usize,
+    cpu: u32,
+    copies: usize,
+) -> Vec<Vec<BufferDemand>> {
     let mut phases = Vec::new();
     for &k in kernels {
         for v in m.memory_nodes().iter() {
@@ -417,8 +435,8 @@ fn worst_demands(m: &Machine, kernels: &[Kernel], n: usize, cpu: u32) -> Vec<Vec
                 nodes: IdSet::single(v),
             };
             phases.push(
-                k.elements(n)
-                    .iter()
+                std::iter::repeat_n(k.elements(n), copies)
+                    .flatten()
                     .map(|e| BufferDemand::new(e * 8, &policy, Some(cpu)))
                     .collect(),
             );
@@ -433,16 +451,21 @@ fn fit_n(
     m: &Machine,
     req: &BlasRequest,
     cpu: u32,
+    copies: usize,
 ) -> Result<(usize, Option<String>), PlacementError> {
     let advice = "use a smaller --n";
     let start = req.n.unwrap_or(DEFAULT_N);
     if req.n.is_some() {
-        check_plan(m, &worst_demands(m, &req.kernels, start, cpu), advice)?;
+        check_plan(
+            m,
+            &worst_demands(m, &req.kernels, start, cpu, copies),
+            advice,
+        )?;
         return Ok((start, None));
     }
     let mut n = start;
     loop {
-        match check_plan(m, &worst_demands(m, &req.kernels, n, cpu), advice) {
+        match check_plan(m, &worst_demands(m, &req.kernels, n, cpu, copies), advice) {
             Ok(()) if n == start => return Ok((n, None)),
             Ok(()) => {
                 return Ok((
@@ -517,22 +540,20 @@ fn run_one(
     })
 }
 
-fn run_pinned(
+/// Places a kernel's operands on `nodes` from the calling thread, pinned
+/// to `cpu` of `cpu_node`, and checks their pages.
+fn place_operands(
     m: &Machine,
-    run: &PlannedRun,
+    kernel: Kernel,
     n: usize,
-    rule: &StopRule,
-) -> Result<PlacementResult, PlacementError> {
-    pin_current_thread(run.cpu)?;
-    let kernel = run.kernel;
+    cpu: u32,
+    cpu_node: u32,
+    nodes: &[u32],
+) -> Result<(Vec<PlacedBuffer>, Vec<OperandPlacement>), PlacementError> {
+    pin_current_thread(cpu)?;
     let mut bufs = Vec::new();
     let mut operands = Vec::new();
-    for ((name, &node), (&elements, &hops)) in kernel
-        .operands()
-        .iter()
-        .zip(&run.nodes)
-        .zip(kernel.elements(n).iter().zip(&run.hops))
-    {
+    for ((name, &node), &elements) in kernel.operands().iter().zip(nodes).zip(&kernel.elements(n)) {
         let policy = MemoryPolicy::Bind {
             nodes: IdSet::single(node),
         };
@@ -541,7 +562,7 @@ fn run_pinned(
             policy: policy.clone(),
             thp: None,
             hugetlb: false,
-            toucher: Some(run.cpu),
+            toucher: Some(cpu),
             weighted: Default::default(),
         };
         let mut buf = PlacedBuffer::new(m, &spec)?;
@@ -550,11 +571,11 @@ fn run_pinned(
         for (i, v) in doubles(&mut buf).iter_mut().enumerate() {
             *v = 1.0 + (i % 7) as f64 * 0.125;
         }
-        let c: BufferCheck = check_buffer(m, &policy, &buf, Some(run.cpu_node))?;
+        let c: BufferCheck = check_buffer(m, &policy, &buf, Some(cpu_node))?;
         operands.push(OperandPlacement {
             name: name.to_string(),
             node,
-            hops,
+            hops: m.hops_between(cpu_node, node),
             bytes: c.bytes,
             pages_by_node: c.pages_by_node,
             verified: c.verified,
@@ -562,17 +583,41 @@ fn run_pinned(
         });
         bufs.push(buf);
     }
-    let mut ops: Vec<&mut [f64]> = bufs.iter_mut().map(|b| &mut doubles(b)[..]).collect();
-    for (o, e) in ops.iter_mut().zip(kernel.elements(n)) {
-        let all = std::mem::take(o);
-        *o = &mut all[..e];
-    }
-    // One call sizes the samples: small kernels are repeated so that a
-    // sample lasts at least MIN_SAMPLE_SECONDS.
+    Ok((bufs, operands))
+}
+
+/// The operands as the kernel's slices (buffers are rounded up to whole
+/// pages).
+fn operand_slices(bufs: &mut [PlacedBuffer], kernel: Kernel, n: usize) -> Vec<&mut [f64]> {
+    bufs.iter_mut()
+        .zip(kernel.elements(n))
+        .map(|(b, e)| &mut doubles(b)[..e])
+        .collect()
+}
+
+/// Times one call; returns its seconds (for sizing samples).
+fn time_one_call(kernel: Kernel, n: usize, ops: &mut [&mut [f64]]) -> Result<f64, PlacementError> {
     let t = Instant::now();
-    call(kernel, n, &mut ops, false)?;
-    let once = t.elapsed().as_secs_f64().max(1e-9);
-    let calls = ((MIN_SAMPLE_SECONDS / once).ceil() as u64).clamp(1, 1_000_000);
+    call(kernel, n, ops, false)?;
+    Ok(t.elapsed().as_secs_f64().max(1e-9))
+}
+
+/// Calls per sample: small kernels are repeated so that a sample lasts at
+/// least MIN_SAMPLE_SECONDS.
+fn calls_for(once: f64) -> u64 {
+    ((MIN_SAMPLE_SECONDS / once).ceil() as u64).clamp(1, 1_000_000)
+}
+
+fn run_pinned(
+    m: &Machine,
+    run: &PlannedRun,
+    n: usize,
+    rule: &StopRule,
+) -> Result<PlacementResult, PlacementError> {
+    let kernel = run.kernel;
+    let (mut bufs, operands) = place_operands(m, kernel, n, run.cpu, run.cpu_node, &run.nodes)?;
+    let mut ops = operand_slices(&mut bufs, kernel, n);
+    let calls = calls_for(time_one_call(kernel, n, &mut ops)?);
     let flops = kernel.flops(n);
     let mut failed = None;
     let mut flip = true;
@@ -606,6 +651,276 @@ fn run_pinned(
     })
 }
 
+/// One thread of a parallel placement: its CPU and its operands' nodes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParallelThread {
+    pub cpu_node: u32,
+    pub cpu: u32,
+    /// Memory node of each operand, in [`Kernel::operands`] order.
+    pub nodes: Vec<u32>,
+}
+
+/// One drawn placement of the parallel mode.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParallelRun {
+    /// As `numalab pdm` writes it: `T0@0:a→1,b→2 ...` (quantities a, b, c
+    /// are the operands in [`Kernel::operands`] order).
+    pub label: String,
+    /// The placement's largest link or controller load in the model.
+    pub contention: f64,
+    pub threads: Vec<ParallelThread>,
+}
+
+/// The placements drawn from one contention class of the model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParallelClass {
+    pub class: u64,
+    pub low: f64,
+    pub high: f64,
+    /// The class's share of all placements.
+    pub share: f64,
+    /// Placements asked for; `runs` holds fewer when the class is rare or
+    /// has fewer distinct placements (repeats are run once).
+    pub wanted: usize,
+    pub runs: Vec<ParallelRun>,
+}
+
+/// Where one thread's operands went in a measured parallel placement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThreadOperands {
+    pub cpu_node: u32,
+    pub cpu: u32,
+    pub operands: Vec<OperandPlacement>,
+}
+
+/// One measured parallel placement: GFLOPS of all threads together.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParallelPlacement {
+    pub label: String,
+    pub contention: f64,
+    pub threads: Vec<ThreadOperands>,
+    pub gflops: Figure,
+    pub calls_per_sample: u64,
+    pub samples: usize,
+    pub verified: bool,
+}
+
+/// One contention class measured: its placements and their spread.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContentionClassResult {
+    pub class: u64,
+    pub low: f64,
+    pub high: f64,
+    pub share: f64,
+    pub wanted: usize,
+    pub placements: Vec<ParallelPlacement>,
+    /// Median, min and max over the placements of their median GFLOPS.
+    pub median_gflops: f64,
+    pub min_gflops: f64,
+    pub max_gflops: f64,
+}
+
+/// `[low, high)` of a contention class, its name as a class.
+fn range_label(low: f64, high: f64) -> String {
+    format!("[{low}, {high})")
+}
+
+/// The parallel mode's placements: per kernel, up to `parallel` distinct
+/// random placements of each contention class of the placement
+/// distribution model (one thread per CPU node; operands read, the
+/// written one both ways; weights 1).
+pub fn plan_parallel(
+    m: &Machine,
+    req: &BlasRequest,
+) -> Result<Vec<(Kernel, Vec<ParallelClass>)>, PlacementError> {
+    use crate::experiments::pdm::{self, Direction, PdmError, PdmRequest, ThreadPlacement};
+    let per_class = req.parallel.unwrap_or(20);
+    let pdm_err = |e: PdmError| match e {
+        PdmError::Invalid(x) => PlacementError::Invalid(x),
+        PdmError::Failed(x) => PlacementError::Os(x),
+    };
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    for &kernel in &req.kernels {
+        let q = kernel.operands().len();
+        let mut dirs = vec![Direction::Read; q];
+        dirs[q - 1] = Direction::Both;
+        let preq = PdmRequest {
+            workload: kernel.name().to_string(),
+            quantities: pdm::named_quantities(&dirs, &vec![1.0; q]),
+            threads: ThreadPlacement::OnePerNode,
+            links: None,
+            class_width: 1.0,
+            samples: None,
+            seed: req.seed,
+        };
+        let draws = pdm::draw_by_class(m, &preq, per_class, req.seed).map_err(pdm_err)?;
+        let mut classes = Vec::new();
+        for d in draws {
+            let mut runs: Vec<ParallelRun> = Vec::new();
+            for p in d.placements {
+                if runs.iter().any(|r| r.label == p.label) {
+                    continue;
+                }
+                let threads = p
+                    .thread_nodes
+                    .iter()
+                    .zip(&p.memory)
+                    .map(|(&node, nodes)| {
+                        let cpu = m.allowed_cpus_of(node).first().ok_or_else(|| {
+                            PlacementError::Invalid(format!("node {node} has no allowed CPU"))
+                        })?;
+                        Ok(ParallelThread {
+                            cpu_node: node,
+                            cpu,
+                            nodes: nodes.clone(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, PlacementError>>()?;
+                runs.push(ParallelRun {
+                    label: p.label,
+                    contention: p.contention,
+                    threads,
+                });
+            }
+            total += runs.len();
+            if total > MAX_RUNS {
+                return Err(too_many());
+            }
+            classes.push(ParallelClass {
+                class: d.class,
+                low: d.low,
+                high: d.high,
+                share: d.share,
+                wanted: d.wanted,
+                runs,
+            });
+        }
+        out.push((kernel, classes));
+    }
+    Ok(out)
+}
+
+/// Places every thread's operands from that thread, then measures all
+/// threads calling the kernel together: a sample starts them at one
+/// barrier and ends when the last one reaches the next.
+fn run_parallel_one(
+    m: &Machine,
+    kernel: Kernel,
+    n: usize,
+    run: &ParallelRun,
+    rule: &StopRule,
+) -> Result<ParallelPlacement, PlacementError> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Barrier, Mutex};
+    let t = run.threads.len();
+    let ready = Barrier::new(t + 1);
+    let start = Barrier::new(t + 1);
+    let end = Barrier::new(t + 1);
+    let stop = AtomicBool::new(false);
+    let call_failed = AtomicBool::new(false);
+    let calls = AtomicU64::new(1);
+    type Setup = Result<(Vec<OperandPlacement>, f64), PlacementError>;
+    let setups: Mutex<Vec<Option<Setup>>> = Mutex::new((0..t).map(|_| None).collect());
+    let flops = kernel.flops(n);
+    std::thread::scope(|s| {
+        for (i, th) in run.threads.iter().enumerate() {
+            let (ready, start, end, stop, call_failed, calls, setups) =
+                (&ready, &start, &end, &stop, &call_failed, &calls, &setups);
+            s.spawn(move || {
+                let placed = place_operands(m, kernel, n, th.cpu, th.cpu_node, &th.nodes);
+                let mut kept = None;
+                let setup = placed.and_then(|(bufs, operands)| {
+                    let mut bufs = bufs;
+                    let once = {
+                        let mut ops = operand_slices(&mut bufs, kernel, n);
+                        time_one_call(kernel, n, &mut ops)?
+                    };
+                    kept = Some(bufs);
+                    Ok((operands, once))
+                });
+                if let Ok(mut v) = setups.lock() {
+                    v[i] = Some(setup);
+                }
+                ready.wait();
+                let mut flip = true;
+                loop {
+                    start.wait();
+                    if stop.load(Ordering::Acquire) {
+                        break;
+                    }
+                    if let Some(bufs) = kept.as_mut() {
+                        let mut ops = operand_slices(bufs, kernel, n);
+                        for _ in 0..calls.load(Ordering::Acquire) {
+                            if call(kernel, n, &mut ops, flip).is_err() {
+                                call_failed.store(true, Ordering::Release);
+                            }
+                            flip = !flip;
+                        }
+                        std::hint::black_box(&ops);
+                    }
+                    end.wait();
+                }
+            });
+        }
+        ready.wait();
+        let taken: Vec<Option<Setup>> = setups
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default();
+        let mut threads = Vec::new();
+        let mut slowest: f64 = 0.0;
+        let mut failure = None;
+        for (th, setup) in run.threads.iter().zip(taken) {
+            match setup {
+                Some(Ok((operands, once))) => {
+                    slowest = slowest.max(once);
+                    threads.push(ThreadOperands {
+                        cpu_node: th.cpu_node,
+                        cpu: th.cpu,
+                        operands,
+                    });
+                }
+                Some(Err(e)) => failure = failure.or(Some(e)),
+                None => {
+                    failure = failure.or(Some(PlacementError::Os(
+                        "a thread reported no setup".into(),
+                    )))
+                }
+            }
+        }
+        let result = match failure {
+            Some(e) => Err(e),
+            None => {
+                let per_sample = calls_for(slowest);
+                calls.store(per_sample, Ordering::Release);
+                let mt = measure(rule, || {
+                    let t0 = Instant::now();
+                    start.wait();
+                    end.wait();
+                    if call_failed.load(Ordering::Acquire) {
+                        return f64::NAN;
+                    }
+                    t as f64 * per_sample as f64 * flops / t0.elapsed().as_secs_f64() / 1e9
+                });
+                let verified = threads.iter().flat_map(|t| &t.operands).all(|o| o.verified);
+                Ok(ParallelPlacement {
+                    label: run.label.clone(),
+                    contention: run.contention,
+                    threads,
+                    gflops: Figure::of(&mt.summary, Better::Higher, 1.0),
+                    calls_per_sample: per_sample,
+                    samples: mt.summary.n,
+                    verified,
+                })
+            }
+        };
+        stop.store(true, Ordering::Release);
+        start.wait();
+        result
+    })
+}
+
 /// Relative half-width of a median's uncertainty: its confidence interval,
 /// or half its spread where the interval is undefined (few samples).
 fn uncertainty(f: &Figure) -> f64 {
@@ -618,17 +933,36 @@ fn uncertainty(f: &Figure) -> f64 {
     }
 }
 
-/// Best, worst and per-hop-class figures of a kernel's placements.
-pub fn sensitivity(placements: &[PlacementResult], measurable: bool) -> Option<Sensitivity> {
-    let ok: Vec<&PlacementResult> = placements
+/// One measured placement as the sensitivity sees it.
+pub struct Scored<'a> {
+    /// Its class: the hop tuple (serial) or the contention range (parallel).
+    pub class: String,
+    pub hops: Vec<Option<u32>>,
+    pub stands_for: u64,
+    pub gflops: &'a Figure,
+}
+
+impl<'a> From<&'a PlacementResult> for Scored<'a> {
+    fn from(p: &'a PlacementResult) -> Self {
+        Scored {
+            class: p.class.clone(),
+            hops: p.hops.clone(),
+            stands_for: p.stands_for,
+            gflops: &p.gflops,
+        }
+    }
+}
+
+/// Best, worst and per-class figures of a kernel's placements.
+pub fn sensitivity(placements: &[Scored], measurable: bool) -> Option<Sensitivity> {
+    let ok: Vec<&Scored> = placements
         .iter()
         .filter(|p| p.gflops.median.is_finite() && p.gflops.median > 0.0)
         .collect();
-    let by =
-        |a: &&&PlacementResult, b: &&&PlacementResult| a.gflops.median.total_cmp(&b.gflops.median);
+    let by = |a: &&&Scored, b: &&&Scored| a.gflops.median.total_cmp(&b.gflops.median);
     let best = *ok.iter().max_by(by)?;
     let worst = *ok.iter().min_by(by)?;
-    let mut classes: BTreeMap<String, Vec<&PlacementResult>> = BTreeMap::new();
+    let mut classes: BTreeMap<String, Vec<&Scored>> = BTreeMap::new();
     for p in &ok {
         classes.entry(p.class.clone()).or_default().push(p);
     }
@@ -653,7 +987,7 @@ pub fn sensitivity(placements: &[PlacementResult], measurable: bool) -> Option<S
         worst: worst.gflops.median,
         ratio: worst.gflops.median / best.gflops.median,
         sensitivity: best.gflops.median / worst.gflops.median,
-        noise: uncertainty(&best.gflops) + uncertainty(&worst.gflops),
+        noise: uncertainty(best.gflops) + uncertainty(worst.gflops),
         best_class: best.class.clone(),
         worst_class: worst.class.clone(),
         measurable,
@@ -710,16 +1044,29 @@ pub fn finding(kernels: &[KernelResult], memory_nodes: usize) -> Finding {
     }
 }
 
-/// Runs the serial mode: every planned placement, in order. `on_step` is
-/// called after each placement (for progress).
+/// Runs the serial mode (every planned placement, in order) or, with
+/// `parallel`, the parallel mode. `on_step` is called after each placement
+/// (for progress).
 pub fn run_blas(
     m: &Machine,
     req: &BlasRequest,
     on_step: &mut dyn FnMut(),
 ) -> Result<BlasResult, PlacementError> {
-    let runs = plan(m, req)?;
-    let first_cpu = runs.first().map_or(0, |r| r.cpu);
-    let (n, scaled_down) = fit_n(m, req, first_cpu)?;
+    let (runs, draws) = match req.parallel {
+        None => (plan(m, req)?, Vec::new()),
+        Some(_) => (Vec::new(), plan_parallel(m, req)?),
+    };
+    let threads = if req.parallel.is_some() {
+        m.cpu_nodes().len().max(1)
+    } else {
+        1
+    };
+    let first_cpu = runs
+        .first()
+        .map(|r| r.cpu)
+        .or_else(|| m.allowed_cpus.first())
+        .unwrap_or(0);
+    let (n, scaled_down) = fit_n(m, req, first_cpu, threads)?;
     let openblas = blas::single_threaded().clone();
     let mut warnings = Vec::new();
     if openblas.num_threads_after != 1 {
@@ -758,13 +1105,15 @@ pub fn run_blas(
             elements: k.elements(n),
             flops_per_call: k.flops(n),
             placements: Vec::new(),
+            contention_classes: Vec::new(),
             sensitivity: None,
         })
         .collect();
-    for run in &runs {
+    let cancelled = "cancelled: the placements not yet run are missing";
+    'serial: for run in &runs {
         if cancel::requested() {
-            warnings.push("cancelled: the placements not yet run are missing".into());
-            break;
+            warnings.push(cancelled.into());
+            break 'serial;
         }
         let p = run_one(m, run, n, &req.rule)?;
         if let Some(k) = kernels.iter_mut().find(|k| k.kernel == run.kernel) {
@@ -772,20 +1121,74 @@ pub fn run_blas(
         }
         on_step();
     }
-    for k in &mut kernels {
-        k.sensitivity = sensitivity(&k.placements, measurable);
+    'parallel: for (kernel, classes) in &draws {
+        let Some(k) = kernels.iter_mut().find(|k| k.kernel == *kernel) else {
+            continue;
+        };
+        for c in classes {
+            let mut placements = Vec::new();
+            for run in &c.runs {
+                if cancel::requested() {
+                    warnings.push(cancelled.into());
+                    break 'parallel;
+                }
+                placements.push(run_parallel_one(m, *kernel, n, run, &req.rule)?);
+                on_step();
+            }
+            let medians: Vec<f64> = placements
+                .iter()
+                .map(|p| p.gflops.median)
+                .filter(|x| x.is_finite())
+                .collect();
+            let s = Summary::of(&medians);
+            k.contention_classes.push(ContentionClassResult {
+                class: c.class,
+                low: c.low,
+                high: c.high,
+                share: c.share,
+                wanted: c.wanted,
+                placements,
+                median_gflops: s.as_ref().map_or(f64::NAN, |s| s.median),
+                min_gflops: s.as_ref().map_or(f64::NAN, |s| s.min),
+                max_gflops: s.as_ref().map_or(f64::NAN, |s| s.max),
+            });
+        }
     }
-    let verified = kernels
-        .iter()
-        .flat_map(|k| &k.placements)
-        .all(|p| p.verified);
+    for k in &mut kernels {
+        let mut scored: Vec<Scored> = k.placements.iter().map(Scored::from).collect();
+        for c in &k.contention_classes {
+            scored.extend(c.placements.iter().map(|p| Scored {
+                class: range_label(c.low, c.high),
+                hops: Vec::new(),
+                stands_for: 1,
+                gflops: &p.gflops,
+            }));
+        }
+        k.sensitivity = sensitivity(&scored, measurable);
+    }
+    let verified = kernels.iter().all(|k| {
+        k.placements.iter().all(|p| p.verified)
+            && k.contention_classes
+                .iter()
+                .flat_map(|c| &c.placements)
+                .all(|p| p.verified)
+    });
+    let cpu_nodes = if req.parallel.is_some() {
+        m.cpu_nodes()
+    } else {
+        runs.iter().map(|r| r.cpu_node).collect()
+    };
     Ok(BlasResult {
-        mode: "serial".into(),
+        mode: if req.parallel.is_some() {
+            "parallel".into()
+        } else {
+            "serial".into()
+        },
         full: req.full,
         n,
         n_requested: req.n.unwrap_or(DEFAULT_N),
         scaled_down,
-        cpu_nodes: runs.iter().map(|r| r.cpu_node).collect(),
+        cpu_nodes,
         finding: finding(&kernels, memory_nodes.len()),
         memory_nodes,
         openblas,
@@ -809,6 +1212,8 @@ mod tests {
             full,
             rule: StopRule::default(),
             check: false,
+            parallel: None,
+            seed: 1,
         }
     }
 
@@ -908,7 +1313,11 @@ mod tests {
             operands: vec![],
             elements: vec![],
             flops_per_call: 1.0,
-            sensitivity: sensitivity(&placements, true),
+            contention_classes: vec![],
+            sensitivity: sensitivity(
+                &placements.iter().map(Scored::from).collect::<Vec<_>>(),
+                true,
+            ),
             placements,
         }
     }

@@ -3,7 +3,7 @@
 //! nodes, GFLOPS, pages verified), its sensitivity and per-hop-class
 //! figures, then the level finding with its rule; and the `--list` plan.
 
-use crate::experiments::blas::{BlasResult, PlannedRun};
+use crate::experiments::blas::{BlasResult, Kernel, ParallelClass, PlannedRun};
 use std::fmt::Write;
 
 /// GFLOPS with three significant figures, `-` without data.
@@ -32,13 +32,16 @@ fn operand_nodes(names: &[&str], nodes: &[u32]) -> String {
 /// The command's text.
 pub fn text(r: &BlasResult) -> String {
     let mut s = String::new();
-    let _ =
-        writeln!(
+    let _ = writeln!(
         s,
         "BLAS placement sensitivity, {} mode, n = {}{}; memory nodes {}, threads on CPU nodes {}",
         r.mode,
         r.n,
-        if r.full { ", every placement" } else { ", one placement per hop class" },
+        match (r.mode.as_str(), r.full) {
+            ("parallel", _) => ", one thread per CPU node, random placements per contention class",
+            (_, true) => ", every placement",
+            _ => ", one placement per hop class",
+        },
         r.memory_nodes,
         r.cpu_nodes
     );
@@ -74,11 +77,13 @@ pub fn text(r: &BlasResult) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let _ = writeln!(
-            s,
-            "  {:>4}  {:<9} {:>6}  {:<24} {:>9} {:>7}  pages",
-            "node", "hops", "stands", "operands", "GFLOPS", "±CI"
-        );
+        if !k.placements.is_empty() {
+            let _ = writeln!(
+                s,
+                "  {:>4}  {:<9} {:>6}  {:<24} {:>9} {:>7}  pages",
+                "node", "hops", "stands", "operands", "GFLOPS", "±CI"
+            );
+        }
         for p in &k.placements {
             let nodes: Vec<u32> = p.operands.iter().map(|o| o.node).collect();
             let _ = writeln!(
@@ -94,6 +99,24 @@ pub fn text(r: &BlasResult) -> String {
                     "verified"
                 } else {
                     "NOT verified"
+                }
+            );
+        }
+        for c in &k.contention_classes {
+            let _ = writeln!(
+                s,
+                "  contention [{}, {}) ({:.2}% of placements): {} placement(s), median {} GFLOPS (min {}, max {}){}",
+                c.low,
+                c.high,
+                c.share * 100.0,
+                c.placements.len(),
+                gf(c.median_gflops),
+                gf(c.min_gflops),
+                gf(c.max_gflops),
+                if c.placements.iter().all(|p| p.verified) {
+                    ", pages verified"
+                } else {
+                    ", pages NOT verified"
                 }
             );
         }
@@ -114,7 +137,16 @@ pub fn text(r: &BlasResult) -> String {
                     .iter()
                     .map(|c| format!("{} {}", c.class, gf(c.median_gflops)))
                     .collect();
-                let _ = writeln!(s, "  median GFLOPS per hop class: {}", per.join(", "));
+                let _ = writeln!(
+                    s,
+                    "  median GFLOPS per {} class: {}",
+                    if k.placements.is_empty() {
+                        "contention"
+                    } else {
+                        "hop"
+                    },
+                    per.join(", ")
+                );
             }
         }
     }
@@ -166,6 +198,42 @@ pub fn plan_text(runs: &[PlannedRun]) -> String {
     s
 }
 
+/// The `--list --parallel` text: per kernel and contention class, the
+/// drawn placements.
+pub fn parallel_plan_text(draws: &[(Kernel, Vec<ParallelClass>)]) -> String {
+    let mut s = String::new();
+    for (k, classes) in draws {
+        let names: Vec<String> = k
+            .operands()
+            .iter()
+            .enumerate()
+            .map(|(i, o)| format!("{}={o}", (b'a' + i as u8) as char))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{} (level {}), quantities {}:",
+            k.name(),
+            k.level(),
+            names.join(" ")
+        );
+        for c in classes {
+            let _ = writeln!(
+                s,
+                "  contention [{}, {}): {:.2}% of placements, {} of {} drawn",
+                c.low,
+                c.high,
+                c.share * 100.0,
+                c.runs.len(),
+                c.wanted
+            );
+            for r in &c.runs {
+                let _ = writeln!(s, "    {}", r.label);
+            }
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +251,8 @@ mod tests {
             full: false,
             rule: StopRule::default(),
             check: false,
+            parallel: None,
+            seed: 1,
         };
         let t = plan_text(&plan(&m, &req).unwrap());
         assert!(t.starts_with("9 placement(s) to run:\n"), "{t}");
