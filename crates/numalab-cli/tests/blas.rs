@@ -225,6 +225,52 @@ fn quartet_plan_folds_by_hops_and_full_lists_every_placement() {
 }
 
 #[test]
+fn quartet_parallel_plan_draws_distinct_placements_per_contention_class() {
+    let q = fixture(QUARTET);
+    let v = json(&[
+        "blas",
+        "--list",
+        "--topology",
+        &q,
+        "--parallel",
+        "3",
+        "--kernels",
+        "dgemv",
+        "--json",
+    ]);
+    let kernels = v["parallel"].as_array().unwrap();
+    assert_eq!(kernels.len(), 1);
+    assert_eq!(kernels[0][0], "dgemv");
+    let classes = kernels[0][1].as_array().unwrap();
+    assert!(classes.len() > 1, "{v}");
+    let shares: f64 = classes.iter().map(|c| num(&c["share"])).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "shares sum to {shares}");
+    for c in classes {
+        let runs = c["runs"].as_array().unwrap();
+        assert!(runs.len() <= 3, "{c}");
+        // A class too rare for uniform draws to meet may stay empty.
+        if num(&c["share"]) > 0.01 {
+            assert!(!runs.is_empty(), "{c}");
+        }
+        let labels: std::collections::BTreeSet<&str> =
+            runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
+        assert_eq!(labels.len(), runs.len(), "distinct placements: {c}");
+        for r in runs {
+            let threads = r["threads"].as_array().unwrap();
+            assert_eq!(threads.len(), 4);
+            for t in threads {
+                assert_eq!(t["nodes"].as_array().unwrap().len(), 3, "A, x, y");
+            }
+            let contention = num(&r["contention"]);
+            assert!(
+                contention >= num(&c["low"]) && contention < num(&c["high"]),
+                "{r}"
+            );
+        }
+    }
+}
+
+#[test]
 fn bad_input_is_one_line_exit_2() {
     fails(
         &["blas", "--n", "0"],
@@ -257,6 +303,12 @@ fn bad_input_is_one_line_exit_2() {
         "--node 4095 is not a node with CPUs",
     );
     fails(&["blas", "--topology", "x.xml"], "--list");
+    fails(&["blas", "--budget", "0"], "--budget");
+    fails(&["blas", "--seed", "3"], "--parallel");
+    fails(
+        &["blas", "--parallel", "1", "--node", "0"],
+        "cannot be used with",
+    );
     let big = fixture("256ia64-64n2s2c.xml");
     fails(
         &["blas", "--list", "--full", "--topology", &big],

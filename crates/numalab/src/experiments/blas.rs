@@ -1126,6 +1126,15 @@ pub fn run_blas(
             continue;
         };
         for c in classes {
+            if c.runs.is_empty() {
+                warnings.push(format!(
+                    "{}: contention class [{}, {}) ({:.2e}% of placements) was too rare to draw; it is reported without placements",
+                    kernel.name(),
+                    c.low,
+                    c.high,
+                    c.share * 100.0
+                ));
+            }
             let mut placements = Vec::new();
             for run in &c.runs {
                 if cancel::requested() {
