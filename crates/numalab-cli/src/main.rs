@@ -40,6 +40,8 @@ enum Command {
     Apexmap(cmd::apexmap::Args),
     /// The placement distribution model: placements of a kernel's arrays counted by link contention.
     Pdm(cmd::pdm::Args),
+    /// Placement sensitivity of BLAS levels 1-3 (OpenBLAS), each operand on its own node.
+    Blas(cmd::blas::Args),
     /// Memory and thread policies compared for canonical workloads, with advice.
     Policies(cmd::policies::Args),
     /// The full characterization of this machine as one self-contained HTML report.
@@ -107,6 +109,7 @@ fn main() -> ExitCode {
         Command::C2c(a) => cmd::c2c::run(a),
         Command::Apexmap(a) => cmd::apexmap::run(a),
         Command::Pdm(a) => cmd::pdm::run(a),
+        Command::Blas(a) => cmd::blas::run(a),
         Command::Policies(a) => cmd::policies::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),

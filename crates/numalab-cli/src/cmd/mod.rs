@@ -2,6 +2,7 @@
 
 pub mod apexmap;
 pub mod bench;
+pub mod blas;
 pub mod c2c;
 pub mod compare;
 pub mod loaded_latency;

@@ -2,6 +2,7 @@
 //! statistics engine, rate-paced background traffic, the environment a result depends on, a harness of
 //! pinned workers started together, and cooperative cancellation of all of it.
 
+pub mod blas;
 pub mod cancel;
 pub mod chase;
 pub mod environment;

@@ -1,0 +1,145 @@
+//! `numalab blas` in the Quartet guest (4 nodes in a ring, 2 CPUs each):
+//! every operand of every placement, serial and parallel, has its pages on
+//! the node its placement names, and the study's 4^3 DGEMM placements of one
+//! node run unfolded. Timings inside the guest (TCG) mean nothing and are
+//! never asserted. Boots its own guest, as guest_experiments.rs does.
+
+mod common;
+
+use common::{boot, one_line_error, Guest};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+/// Short measurements: the guest checks placement, not speed.
+const QUICK: &str = "--budget 0.01 --min-reps 2 --warmup 0 --json";
+
+fn quartet() -> &'static Guest {
+    static G: OnceLock<Guest> = OnceLock::new();
+    G.get_or_init(|| {
+        let serial = format!("numalab blas --n 128 {QUICK}");
+        let full = format!("numalab blas --n 64 --kernels dgemm --node 0 --full {QUICK}");
+        let parallel = format!("numalab blas --n 64 --kernels daxpy,dgemv --parallel 1 {QUICK}");
+        let steps: Vec<(&str, &str)> = vec![
+            ("blas_serial", serial.as_str()),
+            ("blas_full", full.as_str()),
+            ("blas_parallel", parallel.as_str()),
+            ("blas_err_node", "numalab blas --node 9 --list"),
+        ];
+        boot("quartet", "6.12", &steps)
+    })
+}
+
+/// Hops between two nodes of the Quartet's ring (0-1-3-2-0): 0 on the same
+/// node, 2 to the opposite one, else 1.
+fn ring_hops(a: u64, b: u64) -> u64 {
+    let pos = |n: u64| [0u64, 1, 3, 2].iter().position(|&x| x == n).unwrap() as i64;
+    let d = (pos(a) - pos(b)).rem_euclid(4);
+    d.min(4 - d) as u64
+}
+
+/// Every operand wholly on its node, verified; returns the nodes in order.
+fn operand_nodes(operands: &Value, cpu_node: u64, what: &str) -> Vec<u64> {
+    operands
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let node = o["node"].as_u64().unwrap();
+            let pages = o["pages_by_node"].as_object().unwrap();
+            assert_eq!(
+                pages.keys().cloned().collect::<Vec<_>>(),
+                vec![node.to_string()],
+                "{what}: {o}"
+            );
+            assert_eq!(o["verified"], true, "{what}: {o}");
+            assert_eq!(o["hops"], ring_hops(cpu_node, node), "{what}: {o}");
+            node
+        })
+        .collect()
+}
+
+#[test]
+fn quartet_blas_serial_puts_every_operand_on_its_node() {
+    let v = quartet().json("blas_serial", 0);
+    assert_eq!(v["command"], "blas");
+    assert_eq!(v["mode"], "serial");
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["n"], 128);
+    assert_eq!(v["openblas"]["num_threads_after"], 1);
+    assert_eq!(v["memory_nodes"], serde_json::json!([0, 1, 2, 3]));
+    for k in v["kernels"].as_array().unwrap() {
+        let name = k["kernel"].as_str().unwrap();
+        let q = k["operands"].as_array().unwrap().len() as u32;
+        let ps = k["placements"].as_array().unwrap();
+        // One placement per hop class (3 hop groups per operand) per CPU node.
+        assert_eq!(ps.len(), 4 * 3usize.pow(q), "{name}");
+        for p in ps {
+            let cpu_node = p["cpu_node"].as_u64().unwrap();
+            operand_nodes(&p["operands"], cpu_node, name);
+        }
+        for node in 0..4u64 {
+            let stands: u64 = ps
+                .iter()
+                .filter(|p| p["cpu_node"] == node)
+                .map(|p| p["stands_for"].as_u64().unwrap())
+                .sum();
+            assert_eq!(stands, 4u64.pow(q), "{name} on node {node}");
+        }
+        assert_eq!(k["sensitivity"]["measurable"], true);
+    }
+    let verdict = v["finding"]["verdict"].as_str().unwrap();
+    assert!(
+        ["holds", "does not hold", "cannot tell (inside the noise)"].contains(&verdict),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn quartet_blas_full_runs_the_studys_64_dgemm_placements_of_node_0() {
+    let v = quartet().json("blas_full", 0);
+    assert_eq!(v["verified"], true);
+    let ps = v["kernels"][0]["placements"].as_array().unwrap();
+    assert_eq!(ps.len(), 64);
+    let distinct: BTreeSet<Vec<u64>> = ps
+        .iter()
+        .map(|p| {
+            assert_eq!(p["cpu_node"], 0);
+            operand_nodes(&p["operands"], 0, "dgemm")
+        })
+        .collect();
+    assert_eq!(distinct.len(), 64, "every placement once");
+}
+
+#[test]
+fn quartet_blas_parallel_puts_each_threads_operands_on_their_nodes() {
+    let v = quartet().json("blas_parallel", 0);
+    assert_eq!(v["mode"], "parallel");
+    assert_eq!(v["verified"], true);
+    for k in v["kernels"].as_array().unwrap() {
+        let classes = k["contention_classes"].as_array().unwrap();
+        assert!(classes.len() > 1, "{k}");
+        for c in classes {
+            for p in c["placements"].as_array().unwrap() {
+                let ts = p["threads"].as_array().unwrap();
+                assert_eq!(ts.len(), 4, "one thread per CPU node");
+                let nodes: BTreeSet<u64> =
+                    ts.iter().map(|t| t["cpu_node"].as_u64().unwrap()).collect();
+                assert_eq!(nodes.len(), 4);
+                for t in ts {
+                    let cpu_node = t["cpu_node"].as_u64().unwrap();
+                    operand_nodes(&t["operands"], cpu_node, "parallel");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quartet_blas_unknown_node_is_one_line() {
+    one_line_error(
+        quartet().step("blas_err_node"),
+        2,
+        "--node 9 is not a node with CPUs this process may use; CPU nodes: 0-3",
+    );
+}
