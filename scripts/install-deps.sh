@@ -24,7 +24,7 @@ fi
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 need=()
-pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev)
+pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas-dev)
 [ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core)
 for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")
