@@ -99,7 +99,7 @@ impl Kernel {
     pub fn operands(self) -> &'static [&'static str] {
         match self {
             Kernel::Daxpy => &["x", "y"],
-            Kernel::Triad => &["b", "c", "a"],
+            Kernel::Triad => &["a", "b", "c"],
             Kernel::Dgemv => &["A", "x", "y"],
             Kernel::Dgemm => &["A", "B", "C"],
         }
@@ -507,11 +507,12 @@ fn call(
             let alpha = if flip { -1e-3 } else { 1e-3 };
             blas::daxpy(alpha, x, y).map_err(dim)
         }
-        (Kernel::Triad, [b, c, a]) => {
+        (Kernel::Triad, [a, b, c]) => {
+            // c = a + s·b, as `bench bandwidth` and `pdm` name the triad's arrays.
             run_pass(
                 BandwidthKernel::Triad,
                 Isa::detect_best(),
-                &mut [&mut **a, &mut **b, &mut **c],
+                &mut [&mut **c, &mut **a, &mut **b],
                 3.0,
             );
             Ok(())
