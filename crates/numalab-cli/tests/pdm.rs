@@ -231,3 +231,58 @@ fn sixty_four_nodes_say_how_many_placements_beyond_any_float() {
         "{out}"
     );
 }
+
+/// On this one-node machine `--measure` runs the single placement of the
+/// single class once (it has no other), with every array's pages on node 0,
+/// and says a trend cannot be judged from one class.
+#[test]
+fn measure_runs_each_distinct_placement_of_each_class() {
+    let _turn = common::turn();
+    let v = json(&[
+        "pdm",
+        "--kernel",
+        "triad",
+        "--measure",
+        "5",
+        "--size",
+        "8M",
+        "--budget",
+        "0.1",
+        "--json",
+    ]);
+    let nodes = v["nodes"].as_array().unwrap().len();
+    if nodes != 1 {
+        eprintln!("pdm --measure: this machine has {nodes} nodes; the one-node checks are skipped");
+        return;
+    }
+    let m = &v["measured"];
+    assert_eq!(m["kernel"], "triad");
+    assert_eq!(m["per_class"], 5);
+    let classes = m["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 1);
+    let c = &classes[0];
+    // One placement exists: three arrays on node 0's controller.
+    assert_eq!((num(&c["low"]), c["wanted"].as_u64()), (3.0, Some(1)));
+    let p = &c["placements"][0];
+    assert_eq!(p["label"], "T0@0:a→0,b→0,c→0");
+    assert_eq!(p["verified"], true);
+    for a in ["a", "b", "c"] {
+        assert_eq!(p["pages"][0][a]["0"], 2048, "array {a}");
+    }
+    assert!(num(&p["gbps"]["median"]) > 0.0);
+    assert_eq!(c["verified"], 1);
+    assert_eq!(m["trend"]["verdict"], "cannot tell");
+    assert!(m["trend"]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("1 contention class measured"));
+    fails(
+        &["pdm", "--quantities", "3", "--measure", "2"],
+        "'--quantities <Q>' cannot be used with '--measure [<K>]'",
+    );
+    fails(
+        &["pdm", "--measure", "1001"],
+        "--measure '1001' is not a whole number from 1 to 1000",
+    );
+    fails(&["pdm", "--size", "8M"], "--measure");
+}

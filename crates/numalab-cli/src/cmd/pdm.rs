@@ -1,10 +1,15 @@
 //! `numalab pdm`: the placement distribution model, counted (docs/pdm.md).
 
-use crate::args::{whole, MAX_THREADS};
-use crate::output::{load_machine, out, print_result, CliError, CliResult};
-use numalab::experiments::pdm::{self, PdmError, PdmRequest, ThreadPlacement};
+use crate::args::{buffer_size, seconds, size_or_default, whole, MAX_THREADS};
+use crate::output::{exit_for, load_machine, out, print_result, CliError, CliResult, Progress};
+use numalab::experiments::pdm::measure::{measure_classes, MeasureRequest, PdmMeasurement};
+use numalab::experiments::pdm::{self, PdmError, PdmRequest, PdmResult, ThreadPlacement};
+use numalab::measure::kernels::BandwidthKernel;
+use numalab::measure::stats::StopRule;
+use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -48,8 +53,18 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value = "1", value_parser = whole(0, usize::MAX))]
     seed: usize,
     /// Read this hwloc XML topology file instead of the live machine.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "measure")]
     topology: Option<PathBuf>,
+    /// Run K random placements of each class on this machine (1 to 1000; the study ran 20),
+    /// with the kernel's arrays bound where the placement puts them; GB/s per class.
+    #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "20", allow_hyphen_values = true, value_parser = whole(1, pdm::measure::MAX_PER_CLASS), conflicts_with_all = ["quantities", "samples"])]
+    measure: Option<usize>,
+    /// With --measure: bytes per array, 4K to 128T (default: 4x the last-level cache).
+    #[arg(long, value_name = "SIZE", requires = "measure", allow_hyphen_values = true, value_parser = buffer_size())]
+    size: Option<usize>,
+    /// With --measure: seconds per placement (0.001 to 604800; default 0.3).
+    #[arg(long, value_name = "SECONDS", requires = "measure", allow_hyphen_values = true, value_parser = seconds(0.0))]
+    budget: Option<f64>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -107,10 +122,50 @@ pub fn run(a: Args) -> CliResult {
     };
     let m = load_machine(a.topology.as_deref())?;
     let r = pdm::run_pdm(&m, &req)?;
+    let measured = match a.measure {
+        None => None,
+        Some(k) => {
+            let kernel = BandwidthKernel::parse(&req.workload).map_err(CliError::usage)?;
+            let mut rule = StopRule::default();
+            rule.budget = Duration::from_secs_f64(a.budget.unwrap_or(0.3));
+            let mr = MeasureRequest {
+                kernel,
+                per_class: k,
+                buffer_bytes: size_or_default(&m, a.size),
+                rule,
+                seed: req.seed,
+            };
+            let progress = Progress::spinner("pdm --measure");
+            let x = measure_classes(&m, &req, &mr, &mut |w| progress.step(w))?;
+            progress.finish();
+            Some(x)
+        }
+    };
     if a.json {
-        print_result("pdm", &r)?;
+        print_result(
+            "pdm",
+            &PdmOutput {
+                model: &r,
+                measured: measured.as_ref(),
+            },
+        )?;
     } else {
         out!("{}", numalab::report::views::pdm::text(&r))?;
+        if let Some(x) = &measured {
+            out!("{}", numalab::report::views::pdm::measured_text(x))?;
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    match &measured {
+        Some(x) if x.classes.iter().any(|c| c.verified < c.placements.len()) => Ok(exit_for(false)),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// `pdm --json`: the model's counts, and with --measure the runs.
+#[derive(Serialize)]
+struct PdmOutput<'a> {
+    #[serde(flatten)]
+    model: &'a PdmResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    measured: Option<&'a PdmMeasurement>,
 }

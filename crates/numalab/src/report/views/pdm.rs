@@ -119,3 +119,45 @@ fn trim(x: f64) -> String {
     let s = format!("{x:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
+
+/// The text of `pdm --measure`: GB/s per contention class, then the trend.
+pub fn measured_text(r: &crate::experiments::pdm::measure::PdmMeasurement) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nmeasured: {} random placements per class, kernel {}, {} per array, threads pinned to a CPU of their node, arrays bound to theirs",
+        r.per_class,
+        r.kernel.name(),
+        crate::text::format::bytes(r.buffer_bytes)
+    );
+    let _ = writeln!(
+        s,
+        "  {:<12} {:>8} {:>12} {:>10} {:>10}  verified",
+        "class", "runs", "median GB/s", "min", "max"
+    );
+    let g = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    for c in &r.classes {
+        let _ = writeln!(
+            s,
+            "  {:<12} {:>8} {:>12} {:>10} {:>10}  {}/{}",
+            format!("[{}, {})", trim(c.low), trim(c.high)),
+            format!("{}/{}", c.placements.len(), c.wanted),
+            g(c.median_gbps),
+            g(c.min_gbps),
+            g(c.max_gbps),
+            c.verified,
+            c.placements.len()
+        );
+    }
+    let t = &r.trend;
+    let _ = writeln!(
+        s,
+        "bandwidth falls as contention rises: {} ({})\n  rule: {}",
+        t.verdict, t.reason, t.rule
+    );
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}

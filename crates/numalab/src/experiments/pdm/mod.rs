@@ -33,6 +33,8 @@
 //! the counts `u128`), uniform random placements are sampled instead and each
 //! class carries its 95% Wilson interval.
 
+pub mod measure;
+
 use crate::machine::Machine;
 use crate::random::SplitMix64;
 use serde::Serialize;
@@ -1325,10 +1327,11 @@ pub struct ClassDraw {
     pub placements: Vec<DrawnPlacement>,
 }
 
-/// Up to `per_class` placements of each contention class of `req` on
-/// `machine`, each drawn uniformly from its class: uniform placements are
-/// drawn and sorted into their classes until every class has `per_class` or
-/// [`MAX_DRAWS`] were drawn. Classes come from the exact count when it
+/// Up to `per_class` distinct placements of each contention class of `req`
+/// on `machine`, each drawn uniformly from its class: uniform placements are
+/// drawn and sorted into their classes (a placement met twice is kept once)
+/// until every class has `per_class`, or all its placements when it has
+/// fewer, or [`MAX_DRAWS`] were drawn. Classes come from the exact count when it
 /// exists, so a class too rare to be met still appears (with fewer
 /// placements than wanted).
 pub fn draw_by_class(
@@ -1347,10 +1350,17 @@ pub fn draw_by_class(
     let setup = setup(&model, req)?;
     let p = &setup.prepared;
     let w = req.class_width;
+    // An exactly counted class smaller than `per_class` is wanted whole.
     let mut out: BTreeMap<u64, ClassDraw> = counted
         .classes
         .iter()
         .map(|c| {
+            let wanted = match counted.exact {
+                true => usize::try_from(c.count)
+                    .unwrap_or(usize::MAX)
+                    .min(per_class),
+                false => per_class,
+            };
             (
                 c.class,
                 ClassDraw {
@@ -1358,12 +1368,13 @@ pub fn draw_by_class(
                     low: c.low,
                     high: c.high,
                     share: c.share,
-                    wanted: per_class,
+                    wanted,
                     placements: Vec::new(),
                 },
             )
         })
         .collect();
+    let mut seen = std::collections::HashSet::new();
     let mut full = 0usize;
     let classes = out.len();
     let unit = (MILLI * model.scale) as f64;
@@ -1385,7 +1396,7 @@ pub fn draw_by_class(
                 wanted: per_class,
                 placements: Vec::new(),
             });
-            if d.placements.len() < per_class {
+            if d.placements.len() < d.wanted && seen.insert((layout.to_vec(), memory.to_vec())) {
                 d.placements.push(DrawnPlacement {
                     thread_nodes: layout.iter().map(|&c| ids[c]).collect(),
                     memory: memory
@@ -1395,7 +1406,7 @@ pub fn draw_by_class(
                     label: p.label(layout, memory),
                     contention: (max * p.unit) as f64 / unit,
                 });
-                if d.placements.len() == per_class {
+                if d.placements.len() == d.wanted {
                     full += 1;
                 }
             }
