@@ -126,8 +126,10 @@ pub fn run(a: Args) -> CliResult {
         None => None,
         Some(k) => {
             let kernel = BandwidthKernel::parse(&req.workload).map_err(CliError::usage)?;
-            let mut rule = StopRule::default();
-            rule.budget = Duration::from_secs_f64(a.budget.unwrap_or(0.3));
+            let rule = StopRule {
+                budget: Duration::from_secs_f64(a.budget.unwrap_or(0.3)),
+                ..Default::default()
+            };
             let mr = MeasureRequest {
                 kernel,
                 per_class: k,
