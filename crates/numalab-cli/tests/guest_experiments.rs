@@ -1,6 +1,6 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
-//! c2c, apexmap, policies) inside the QEMU guest, as in guest.rs: each
-//! machine boots once and runs the steps of every experiment; the tests of
+//! c2c, apexmap, policies, blas, per-array placement and pdm --measure)
+//! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
 
@@ -8,10 +8,14 @@ mod common;
 
 #[path = "guest_experiments/apexmap.rs"]
 mod apexmap;
+#[path = "guest_experiments/blas.rs"]
+mod blas;
 #[path = "guest_experiments/c2c.rs"]
 mod c2c;
 #[path = "guest_experiments/loaded_latency.rs"]
 mod loaded_latency;
+#[path = "guest_experiments/placement.rs"]
+mod placement;
 #[path = "guest_experiments/policies.rs"]
 mod policies;
 #[path = "guest_experiments/sweep.rs"]
@@ -30,6 +34,8 @@ fn quartet() -> &'static Guest {
             c2c::QUARTET_STEPS,
             apexmap::QUARTET_STEPS,
             policies::QUARTET_STEPS,
+            blas::QUARTET_STEPS,
+            placement::QUARTET_STEPS,
         ]
         .concat();
         boot("quartet", "6.12", &steps)

@@ -19,7 +19,7 @@ use crate::measure::stats::{median, StopRule};
 use crate::placement::thread_policy::compact_order;
 use crate::placement::{ArrayPolicies, MemoryPolicy, Thp};
 use crate::IdSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Most placements per class `--measure` takes.
@@ -40,7 +40,7 @@ pub struct MeasureRequest {
 }
 
 /// One placement run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MeasuredPlacement {
     /// `T0@0:a→1,b→2` as the model writes it.
     pub label: String,
@@ -56,7 +56,7 @@ pub struct MeasuredPlacement {
 }
 
 /// The placements of one class and their GB/s.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MeasuredClass {
     pub class: u64,
     pub low: f64,
@@ -74,7 +74,7 @@ pub struct MeasuredClass {
 }
 
 /// Whether bandwidth falls as contention rises.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Trend {
     /// `holds`, `does not hold` or `cannot tell`.
     pub verdict: String,
@@ -90,7 +90,7 @@ pub struct Trend {
 }
 
 /// The outcome of `pdm --measure`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PdmMeasurement {
     pub kernel: BandwidthKernel,
     pub per_class: usize,

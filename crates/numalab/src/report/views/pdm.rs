@@ -161,3 +161,341 @@ pub fn measured_text(r: &crate::experiments::pdm::measure::PdmMeasurement) -> St
     }
     s
 }
+
+// ---------------------------------------------------------------------
+// The report part `pdm`.
+
+use crate::experiments::pdm::measure::{measure_classes, MeasureRequest, PdmMeasurement};
+use crate::experiments::pdm::{kernel_quantities, run_pdm, PdmRequest, ThreadPlacement};
+use crate::machine::Machine;
+use crate::measure::kernels::BandwidthKernel;
+use crate::placement::PlacementError;
+use crate::report::budget::{PartPlan, PlanEnv, Work};
+use crate::report::claims::{Basis, Claim, ClaimKind};
+use crate::report::csv::{opt, Table};
+use crate::report::html::Section;
+use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
+use crate::report::results::Mode;
+use crate::report::summary::SummaryBuilder;
+use serde::{Deserialize, Serialize};
+
+/// The report part: the class shares of copy and triad with one thread
+/// per CPU node, and with `--full` on a live machine of several memory
+/// nodes, the triad's classes measured.
+pub struct PdmPart;
+
+/// The workloads the part counts, as the study did.
+const WORKLOADS: [&str; 2] = ["copy", "triad"];
+
+/// Most placements per class the part measures (the study's 20).
+const PART_PER_CLASS: usize = 20;
+
+/// Seconds of one measured placement, at least.
+const MIN_PLACEMENT_S: f64 = 0.05;
+
+/// The counted classes of one workload, as the report keeps them: counts
+/// as decimal strings (they exceed 64 bits on big machines).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PdmCounted {
+    pub workload: String,
+    pub threads: usize,
+    /// The exact number of placements, or its approximation, in decimal.
+    pub total_placements: String,
+    pub total_placements_log10: f64,
+    pub exact: bool,
+    pub classes: Vec<CountedClass>,
+}
+
+/// One class of [`PdmCounted`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CountedClass {
+    pub low: f64,
+    pub high: f64,
+    /// Placements (exact) or draws in the class, in decimal.
+    pub count: String,
+    pub share: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<[f64; 2]>,
+    pub examples: Vec<String>,
+}
+
+/// The part's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PdmPartResult {
+    pub workloads: Vec<PdmCounted>,
+    /// The triad's classes measured (`--full`, live, several memory nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<PdmMeasurement>,
+    /// Why the classes were not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measured: Option<String>,
+}
+
+/// The request counting `kernel` with one thread per CPU node.
+fn part_request(kernel: &str) -> PdmRequest {
+    PdmRequest {
+        workload: kernel.to_string(),
+        quantities: kernel_quantities(kernel).expect("a STREAM kernel"),
+        threads: ThreadPlacement::OnePerNode,
+        links: None,
+        class_width: 1.0,
+        samples: None,
+        seed: 1,
+    }
+}
+
+/// What the part does within `budget`: count both workloads, and whether
+/// (and why not) it measures; the seconds per measured placement.
+fn work(env: &PlanEnv, budget: f64) -> (Option<f64>, Option<String>, PartPlan) {
+    let c = env.costs;
+    let nodes = env.m.nodes.len();
+    // Counting: under a second on up to eight nodes (the sampled fallback
+    // is capped), slower machines in proportion.
+    let count_s = WORKLOADS.len() as f64 * c.factor * if nodes <= 4 { 0.2 } else { 1.0 };
+    let why_not = if env.mode != Mode::Full {
+        Some("measured only with --full (numalab pdm --measure runs it alone)".to_string())
+    } else if !env.live {
+        Some("a topology file cannot be measured".to_string())
+    } else if env.m.nodes.iter().filter(|n| n.memory_bytes > 0).count() < 2 {
+        Some("one memory node: every placement is local, a single class".to_string())
+    } else {
+        None
+    };
+    let per = why_not
+        .is_none()
+        .then(|| ((budget - count_s) / 40.0).max(MIN_PLACEMENT_S));
+    let plan = PartPlan {
+        predicted_s: if per.is_some() {
+            budget.max(count_s)
+        } else {
+            count_s
+        },
+        measuring_s: if per.is_some() {
+            (budget - count_s).max(0.0)
+        } else {
+            0.0
+        },
+        work: Work {
+            // The counts, and the measured classes as one more.
+            measurements: WORKLOADS.len() + usize::from(per.is_some()),
+            per_measurement_s: per.unwrap_or(0.0),
+            threads: env.m.cpu_nodes().len(),
+            ..Work::default()
+        },
+        cut: None,
+    };
+    (per, why_not, plan)
+}
+
+/// The counted form of a model result.
+fn counted(r: &crate::experiments::pdm::PdmResult) -> PdmCounted {
+    let total = match r.total_placements {
+        Total::Exact(n) => n.to_string(),
+        Total::Approximate(Some(x)) => format!("{x:.3e}"),
+        Total::Approximate(None) => format!("1e{:.1}", r.total_placements_log10),
+    };
+    PdmCounted {
+        workload: r.workload.clone(),
+        threads: r.threads,
+        total_placements: total,
+        total_placements_log10: r.total_placements_log10,
+        exact: r.exact,
+        classes: r
+            .classes
+            .iter()
+            .map(|c| CountedClass {
+                low: c.low,
+                high: c.high,
+                count: c.count.to_string(),
+                share: c.share,
+                interval: c.interval,
+                examples: c.examples.clone(),
+            })
+            .collect(),
+    }
+}
+
+impl ReportPart for PdmPart {
+    type Result = PdmPartResult;
+
+    fn info(&self) -> PartInfo {
+        PartInfo::new(
+            "pdm",
+            "Placement distribution model",
+            "numalab pdm --measure",
+            1.0,
+        )
+    }
+
+    fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
+        work(env, budget).2
+    }
+
+    fn run(
+        &self,
+        ctx: &mut PartContext,
+        budget: f64,
+    ) -> Result<Measured<PdmPartResult>, PlacementError> {
+        let (per, why_not, plan) = work(&ctx.env(), budget);
+        let m = ctx.m;
+        let mut workloads = Vec::new();
+        for w in WORKLOADS {
+            ctx.step(&format!("counting {w}"));
+            let r = run_pdm(m, &part_request(w))
+                .map_err(|e| PlacementError::Os(format!("pdm {w}: {e}")))?;
+            workloads.push(counted(&r));
+        }
+        let mut measured = None;
+        if let Some(per) = per {
+            let triad = &workloads[1];
+            let classes = triad.classes.len().max(1);
+            // As many per class as fit, up to the study's 20.
+            let k = ((budget - plan.fixed_s()) / (classes as f64 * per * 1.5))
+                .floor()
+                .clamp(1.0, PART_PER_CLASS as f64) as usize;
+            let mr = MeasureRequest {
+                kernel: BandwidthKernel::Triad,
+                per_class: k,
+                buffer_bytes: ctx.env().size.min(64 << 20),
+                rule: ctx.rule(per),
+                seed: 1,
+            };
+            let x = measure_classes(m, &part_request("triad"), &mr, &mut |w| ctx.step(w))
+                .map_err(|e| PlacementError::Os(format!("pdm --measure: {e}")))?;
+            measured = Some(x);
+        }
+        let r = PdmPartResult {
+            workloads,
+            measured,
+            not_measured: why_not,
+        };
+        Ok(Measured::new(r, plan.measuring_s, plan.fixed_s()))
+    }
+
+    fn verified(&self, r: &PdmPartResult) -> bool {
+        r.measured
+            .as_ref()
+            .is_none_or(|x| x.classes.iter().all(|c| c.verified == c.placements.len()))
+    }
+
+    fn text(&self, r: &PdmPartResult, _m: &Machine) -> String {
+        part_text(r)
+    }
+
+    fn tables(&self, r: &PdmPartResult, _m: &Machine) -> Vec<Table> {
+        let mut t = Table::new(
+            "pdm",
+            "Placement distribution model: placements of each workload's arrays (one thread per CPU node) by link contention class",
+            &["workload", "low", "high", "placements", "share", "exact", "example"],
+        );
+        for w in &r.workloads {
+            for c in &w.classes {
+                t.rows.push(vec![
+                    w.workload.clone(),
+                    trim(c.low),
+                    trim(c.high),
+                    c.count.clone(),
+                    format!("{:.6}", c.share),
+                    w.exact.to_string(),
+                    c.examples.first().cloned().unwrap_or_default(),
+                ]);
+            }
+        }
+        let mut tables = vec![t];
+        if let Some(x) = &r.measured {
+            let mut mt = Table::new(
+                "pdm-measured",
+                "Placement distribution model, measured: triad GB/s of random placements per contention class",
+                &["low", "high", "runs", "median_gbps", "min_gbps", "max_gbps", "verified"],
+            );
+            for c in &x.classes {
+                mt.rows.push(vec![
+                    trim(c.low),
+                    trim(c.high),
+                    c.placements.len().to_string(),
+                    opt(c.median_gbps, 2),
+                    opt(c.min_gbps, 2),
+                    opt(c.max_gbps, 2),
+                    c.verified.to_string(),
+                ]);
+            }
+            tables.push(mt);
+        }
+        tables
+    }
+
+    fn html(&self, r: &PdmPartResult, s: &mut Section) {
+        s.table("pdm", false);
+        if r.measured.is_some() {
+            s.table("pdm-measured", false);
+        }
+        if let Some(why) = &r.not_measured {
+            s.note(&format!("Classes not measured: {why}."));
+        }
+    }
+
+    fn summarize(&self, r: &PdmPartResult, s: &mut SummaryBuilder) {
+        for (i, w) in r.workloads.iter().enumerate() {
+            let Some(least) = w.classes.first() else {
+                continue;
+            };
+            let c = Claim::new(
+                ClaimKind::Finding,
+                "pdm",
+                Basis::Topology,
+                format!(
+                    "{{share}}% of the placements of {}'s arrays with one thread per CPU node load no link or memory controller beyond the least contention class, [{{low}}, {{high}}).",
+                    w.workload
+                ),
+            )
+            .fig(
+                "share",
+                least.share,
+                "%",
+                1,
+                s.at(&format!("workloads/{i}/classes/0/share")),
+            )
+            .fig("low", least.low, "", 0, s.at(&format!("workloads/{i}/classes/0/low")))
+            .fig("high", least.high, "", 0, s.at(&format!("workloads/{i}/classes/0/high")));
+            s.claim(c);
+        }
+    }
+}
+
+/// The part's text: each workload's classes, then the measured classes.
+fn part_text(r: &PdmPartResult) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for w in &r.workloads {
+        let _ = writeln!(
+            s,
+            "{}: {} placements ({}), one thread per CPU node ({} threads)",
+            w.workload,
+            w.total_placements,
+            if w.exact {
+                "counted exactly"
+            } else {
+                "sampled"
+            },
+            w.threads
+        );
+        for c in &w.classes {
+            let _ = writeln!(
+                s,
+                "  [{}, {})  {:>10.4}%  e.g. {}",
+                trim(c.low),
+                trim(c.high),
+                c.share * 100.0,
+                c.examples.first().map(String::as_str).unwrap_or("-")
+            );
+        }
+    }
+    match (&r.measured, &r.not_measured) {
+        (Some(x), _) => s.push_str(&measured_text(x)),
+        (None, Some(why)) => {
+            let _ = writeln!(s, "classes not measured: {why}");
+        }
+        (None, None) => {}
+    }
+    s
+}

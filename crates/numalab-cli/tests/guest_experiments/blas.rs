@@ -2,33 +2,32 @@
 //! every operand of every placement, serial and parallel, has its pages on
 //! the node its placement names, and the study's 4^3 DGEMM placements of one
 //! node run unfolded. Timings inside the guest (TCG) mean nothing and are
-//! never asserted. Boots its own guest, as guest_experiments.rs does.
+//! never asserted. Runs in the Quartet guest guest_experiments.rs boots.
 
-mod common;
+#![allow(unused_imports)]
 
-use common::{boot, one_line_error, Guest};
+use crate::common::{one_line_error, Guest};
+use crate::quartet;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
-/// Short measurements: the guest checks placement, not speed.
-const QUICK: &str = "--budget 0.01 --min-reps 2 --warmup 0 --json";
-
-fn quartet() -> &'static Guest {
-    static G: OnceLock<Guest> = OnceLock::new();
-    G.get_or_init(|| {
-        let serial = format!("numalab blas --n 128 {QUICK}");
-        let full = format!("numalab blas --n 64 --kernels dgemm --node 0 --full {QUICK}");
-        let parallel = format!("numalab blas --n 64 --kernels daxpy,dgemv --parallel 1 {QUICK}");
-        let steps: Vec<(&str, &str)> = vec![
-            ("blas_serial", serial.as_str()),
-            ("blas_full", full.as_str()),
-            ("blas_parallel", parallel.as_str()),
-            ("blas_err_node", "numalab blas --node 9 --list"),
-        ];
-        boot("quartet", "6.12", &steps)
-    })
-}
+/// Steps run in the Quartet guest (short measurements: the guest checks
+/// placement, not speed).
+pub const QUARTET_STEPS: &[(&str, &str)] = &[
+    (
+        "blas_serial",
+        "numalab blas --n 128 --budget 0.01 --min-reps 2 --warmup 0 --json",
+    ),
+    (
+        "blas_full",
+        "numalab blas --n 64 --kernels dgemm --node 0 --full --budget 0.01 --min-reps 2 --warmup 0 --json",
+    ),
+    (
+        "blas_parallel",
+        "numalab blas --n 64 --kernels daxpy,dgemv --parallel 1 --budget 0.01 --min-reps 2 --warmup 0 --json",
+    ),
+    ("blas_err_node", "numalab blas --node 9 --list"),
+];
 
 /// Hops between two nodes of the Quartet's ring (0-1-3-2-0): 0 on the same
 /// node, 2 to the opposite one, else 1.
