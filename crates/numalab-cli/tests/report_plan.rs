@@ -31,7 +31,7 @@ fn a_topology_plan_schedules_every_applicable_part_within_the_budget() {
     assert_eq!(p["budget_s"], 200.0);
     assert_eq!(p["costs"]["source"]["preset"], "reference-vm");
     let parts = p["parts"].as_array().unwrap();
-    assert_eq!(parts.len(), 10);
+    assert_eq!(parts.len(), 11);
     let mut sum = 0.0;
     for x in parts {
         assert_eq!(x["applicable"], true, "{x}");
@@ -47,6 +47,8 @@ fn a_topology_plan_schedules_every_applicable_part_within_the_budget() {
     // The matrices have 4 x 4 cells; c2c every pair of the 8 CPUs.
     assert_eq!(part(&p, "latency-matrix")["work"]["cells"], 16);
     assert_eq!(part(&p, "c2c")["work"]["pairs"], 28);
+    // The model counts copy and triad; classes are measured only with --full.
+    assert_eq!(part(&p, "pdm")["work"]["measurements"], 2);
 }
 
 #[test]
