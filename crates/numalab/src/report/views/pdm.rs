@@ -499,3 +499,76 @@ fn part_text(r: &PdmPartResult) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod part_tests {
+    use super::*;
+    use crate::report::claims::check_claim;
+    use crate::report::fixture;
+    use serde_json::json;
+
+    /// The part's result on the Quartet, counted (as a topology report has it).
+    fn quartet() -> (Machine, PdmPartResult) {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let workloads = WORKLOADS
+            .iter()
+            .map(|w| counted(&run_pdm(&m, &part_request(w)).unwrap()))
+            .collect();
+        let r = PdmPartResult {
+            workloads,
+            measured: None,
+            not_measured: Some("measured only with --full".into()),
+        };
+        (m, r)
+    }
+
+    #[test]
+    fn the_quartet_part_counts_the_studys_cases_and_its_claims_check() {
+        let (m, r) = quartet();
+        // Copy: 4^8 · 4! placements; triad: 4^12 · 4!.
+        assert_eq!(r.workloads[0].total_placements, "1572864");
+        assert_eq!(r.workloads[1].total_placements, "402653184");
+        assert!(r.workloads.iter().all(|w| w.exact));
+        let tables = PdmPart.tables(&r, &m);
+        assert_eq!(tables.len(), 1, "not measured: one table");
+        let rows = r.workloads.iter().map(|w| w.classes.len()).sum::<usize>();
+        assert_eq!(tables[0].rows.len(), rows);
+        assert_eq!(tables[0].rows[0][0], "copy");
+        // The JSON keeps counts exact as decimal strings and reads back.
+        let back: PdmPartResult =
+            serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(
+            back.workloads[1].classes.len(),
+            r.workloads[1].classes.len()
+        );
+        let mut b = SummaryBuilder::for_tests(&m, "/parts/pdm/result");
+        PdmPart.summarize(&r, &mut b);
+        let claims = b.claims();
+        assert_eq!(claims.len(), 2);
+        let doc = json!({"parts": {"pdm": {"result": r}}});
+        for c in claims {
+            assert_eq!(check_claim(c, &doc), Vec::<String>::new(), "{}", c.text);
+        }
+        let least = &r.workloads[1].classes[0];
+        assert_eq!(
+            claims[1].text,
+            format!(
+                "{:.1}% of the placements of triad's arrays with one thread per CPU node load no link or memory controller beyond the least contention class, [{}, {}).",
+                least.share * 100.0,
+                trim(least.low),
+                trim(least.high)
+            )
+        );
+        let text = part_text(&r);
+        assert!(
+            text.starts_with(
+                "copy: 1572864 placements (counted exactly), one thread per CPU node (4 threads)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("classes not measured: measured only with --full\n"),
+            "{text}"
+        );
+    }
+}
