@@ -134,10 +134,17 @@ fn quartet_report_measures_every_node_pair_where_it_says() {
     // Packed fills node 0 first, spread takes one CPU per node.
     let sc = &p["scaling"]["result"];
     assert_eq!(u32s(&sc["packed"][1]["cpus"]), vec![0, 1]);
-    let spread4 = u32s(&sc["spread"][3]["cpus"]);
-    let mut spread_nodes: Vec<u32> = spread4.iter().map(|c| c / 2).collect();
-    spread_nodes.sort_unstable();
-    assert_eq!(spread_nodes, vec![0, 1, 2, 3], "spread CPUs {spread4:?}");
+    // Whichever thread counts the budget kept: up to four threads spread
+    // over as many nodes, five and more on every node.
+    let spread = sc["spread"].as_array().unwrap();
+    assert!(spread.len() >= 2, "{spread:?}");
+    for point in spread {
+        let cpus = u32s(&point["cpus"]);
+        let mut nodes: Vec<u32> = cpus.iter().map(|c| c / 2).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        assert_eq!(nodes.len(), cpus.len().min(4), "spread CPUs {cpus:?}");
+    }
     // The sweep: every hop class of one thread, every buffer on its node.
     let sw = &p["sweep"]["result"]["sweep"];
     assert_eq!(sw["node_automorphisms"], 8);

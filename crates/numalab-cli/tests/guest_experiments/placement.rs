@@ -30,6 +30,10 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
         "numalab pdm --kernel copy --measure 1 --size 4M --budget 0.02 --json",
     ),
     (
+        "report_pdm_full",
+        "numalab report -o /tmp/pdmr --full --parts pdm --budget 40 >/dev/null && cat /tmp/pdmr/results.json",
+    ),
+    (
         "array_err_name",
         "numalab bench bandwidth --kernel copy --mem c=bind:0",
     ),
@@ -178,6 +182,47 @@ fn quartet_pdm_measure_runs_every_class_with_its_arrays_where_drawn() {
         "{}",
         m["trend"]
     );
+}
+
+/// Every measured placement verified, each thread's arrays on the nodes
+/// its label names.
+fn check_measured(m: &Value) {
+    let classes = m["classes"].as_array().unwrap();
+    assert!(classes.len() >= 2, "{classes:?}");
+    for c in classes {
+        let ps = c["placements"].as_array().unwrap();
+        assert!(!ps.is_empty(), "{c}");
+        assert_eq!(c["verified"].as_u64(), Some(ps.len() as u64), "{c}");
+        for p in ps {
+            let threads = parse_label(p["label"].as_str().unwrap());
+            for (t, (node, want)) in threads.iter().enumerate() {
+                assert_eq!(p["cpus"][t], 2 * node, "{p}");
+                let got: BTreeMap<String, String> = p["pages"][t]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(a, pages)| {
+                        let nodes: Vec<&String> = pages.as_object().unwrap().keys().collect();
+                        assert_eq!(nodes.len(), 1, "array {a} of thread {t}: {p}");
+                        (a.clone(), nodes[0].clone())
+                    })
+                    .collect();
+                assert_eq!(&got, want, "thread {t} of {}", p["label"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn quartet_full_report_measures_the_triads_classes() {
+    let doc = quartet().json("report_pdm_full", 0);
+    crate::common::report::assert_valid(&doc, "quartet report --full --parts pdm");
+    let r = &doc["parts"]["pdm"]["result"];
+    assert_eq!(r["workloads"][1]["total_placements"], "402653184");
+    assert!(r.get("not_measured").is_none(), "{r}");
+    let m = &r["measured"];
+    assert_eq!(m["kernel"], "triad");
+    check_measured(m);
 }
 
 #[test]

@@ -190,6 +190,8 @@ const WORKLOADS: [&str; 2] = ["copy", "triad"];
 /// Most placements per class the part measures (the study's 20).
 const PART_PER_CLASS: usize = 20;
 
+const MIB: f64 = (1u64 << 20) as f64;
+
 /// Seconds of one measured placement, at least.
 const MIN_PLACEMENT_S: f64 = 0.05;
 
@@ -244,9 +246,19 @@ fn part_request(kernel: &str) -> PdmRequest {
     }
 }
 
+/// How a measured placement is run: bytes per array, seconds of its
+/// measurement, and its fixed cost (placing every thread's arrays and
+/// starting the threads).
+#[derive(Debug, Clone, Copy)]
+struct PlacementRun {
+    bytes: usize,
+    measure_s: f64,
+    fixed_s: f64,
+}
+
 /// What the part does within `budget`: count both workloads, and whether
-/// (and why not) it measures; the seconds per measured placement.
-fn work(env: &PlanEnv, budget: f64) -> (Option<f64>, Option<String>, PartPlan) {
+/// (and why not) it measures, and how each measured placement runs.
+fn work(env: &PlanEnv, budget: f64) -> (Option<PlacementRun>, Option<String>, PartPlan) {
     let c = env.costs;
     let nodes = env.m.nodes.len();
     // Counting: under a second on up to eight nodes (the sampled fallback
@@ -261,9 +273,14 @@ fn work(env: &PlanEnv, budget: f64) -> (Option<f64>, Option<String>, PartPlan) {
     } else {
         None
     };
-    let per = why_not
-        .is_none()
-        .then(|| ((budget - count_s) / 40.0).max(MIN_PLACEMENT_S));
+    // Arrays past the caches, no larger than the report's buffers.
+    let bytes = (2.0 * env.llc()).max(16.0 * MIB).min(env.size as f64) as usize;
+    let threads = env.m.cpu_nodes().len().max(1);
+    let per = why_not.is_none().then(|| PlacementRun {
+        bytes,
+        measure_s: ((budget - count_s) / 40.0).clamp(MIN_PLACEMENT_S, 0.5),
+        fixed_s: c.place(3.0 * (bytes * threads) as f64, threads) + c.threads(threads),
+    });
     let plan = PartPlan {
         predicted_s: if per.is_some() {
             budget.max(count_s)
@@ -278,7 +295,7 @@ fn work(env: &PlanEnv, budget: f64) -> (Option<f64>, Option<String>, PartPlan) {
         work: Work {
             // The counts, and the measured classes as one more.
             measurements: WORKLOADS.len() + usize::from(per.is_some()),
-            per_measurement_s: per.unwrap_or(0.0),
+            per_measurement_s: per.map_or(0.0, |p| p.measure_s),
             threads: env.m.cpu_nodes().len(),
             ..Work::default()
         },
@@ -349,15 +366,16 @@ impl ReportPart for PdmPart {
         if let Some(per) = per {
             let triad = &workloads[1];
             let classes = triad.classes.len().max(1);
-            // As many per class as fit, up to the study's 20.
-            let k = ((budget - plan.fixed_s()) / (classes as f64 * per * 1.5))
+            // As many per class as fit in what counting left, up to the study's 20.
+            let left = budget - plan.fixed_s();
+            let k = (left / (classes as f64 * (per.measure_s + per.fixed_s)))
                 .floor()
                 .clamp(1.0, PART_PER_CLASS as f64) as usize;
             let mr = MeasureRequest {
                 kernel: BandwidthKernel::Triad,
                 per_class: k,
-                buffer_bytes: ctx.env().size.min(64 << 20),
-                rule: ctx.rule(per),
+                buffer_bytes: per.bytes,
+                rule: ctx.rule(per.measure_s),
                 seed: 1,
             };
             let x = measure_classes(m, &part_request("triad"), &mr, &mut |w| ctx.step(w))
