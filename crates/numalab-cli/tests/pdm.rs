@@ -285,4 +285,10 @@ fn measure_runs_each_distinct_placement_of_each_class() {
         "--measure '1001' is not a whole number from 1 to 1000",
     );
     fails(&["pdm", "--size", "8M"], "--measure");
+    // Three 16 GiB arrays on this machine's one node: refused before any runs.
+    fails_rc(
+        &["pdm", "--measure", "1", "--size", "16G"],
+        1,
+        "placement T0@0:a→0,b→0,c→0: ",
+    );
 }

@@ -151,31 +151,14 @@ fn quartet_pdm_measure_runs_every_class_with_its_arrays_where_drawn() {
     let classes = m["classes"].as_array().unwrap();
     // Copy, one thread per node on the ring: the count's classes, each run once.
     assert_eq!(classes.len(), v["classes"].as_array().unwrap().len());
-    assert!(classes.len() >= 2, "{classes:?}");
     for c in classes {
-        let ps = c["placements"].as_array().unwrap();
-        assert_eq!(ps.len(), 1, "{c}");
-        assert_eq!(c["verified"], 1, "{c}");
-        let p = &ps[0];
-        let threads = parse_label(p["label"].as_str().unwrap());
-        assert_eq!(threads.len(), 4);
-        let cpus = p["cpus"].as_array().unwrap();
-        for (t, (node, want)) in threads.iter().enumerate() {
-            // Quartet: node n holds CPUs 2n and 2n+1; the first is used.
-            assert_eq!(cpus[t], 2 * node, "{p}");
-            let got: BTreeMap<String, String> = p["pages"][t]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(a, pages)| {
-                    let nodes: Vec<&String> = pages.as_object().unwrap().keys().collect();
-                    assert_eq!(nodes.len(), 1, "array {a} of thread {t} on one node: {p}");
-                    (a.clone(), nodes[0].clone())
-                })
-                .collect();
-            assert_eq!(&got, want, "thread {t} of {}", p["label"]);
-        }
+        assert_eq!(c["placements"].as_array().unwrap().len(), 1, "{c}");
+        assert_eq!(
+            parse_label(c["placements"][0]["label"].as_str().unwrap()).len(),
+            4
+        );
     }
+    check_measured(m);
     assert!(
         ["holds", "does not hold", "cannot tell"]
             .contains(&m["trend"]["verdict"].as_str().unwrap()),

@@ -17,7 +17,7 @@ use crate::measure::harness::{run_bandwidth, BandwidthRequest, Figure, PagesByAr
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::{median, StopRule};
 use crate::placement::thread_policy::compact_order;
-use crate::placement::{ArrayPolicies, MemoryPolicy, Thp};
+use crate::placement::{check_plan, ArrayPolicies, BufferDemand, MemoryPolicy, Thp};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -133,6 +133,18 @@ pub fn measure_classes(
     }
     let draws = draw_by_class(m, req, mr.per_class, mr.seed)?;
     let cpus_of = node_cpus(m);
+    // Every drawn placement must fit where it puts its arrays (a class of
+    // high contention piles them on one node), before anything runs.
+    for p in draws.iter().flat_map(|d| &d.placements) {
+        let demands: Vec<BufferDemand> = p
+            .memory
+            .iter()
+            .flatten()
+            .map(|&n| BufferDemand::new(mr.buffer_bytes, &bound(n), None))
+            .collect();
+        check_plan(m, &[demands], "use a smaller --size")
+            .map_err(|e| PdmError::Failed(format!("placement {}: {e}", p.label)))?;
+    }
     let mut warnings = Vec::new();
     let mut classes = Vec::new();
     let total: usize = draws.iter().map(|d| d.placements.len()).sum();
@@ -168,14 +180,7 @@ pub fn measure_classes(
                             .quantities
                             .iter()
                             .zip(nodes)
-                            .map(|(q, &n)| {
-                                (
-                                    q.name.clone(),
-                                    MemoryPolicy::Bind {
-                                        nodes: IdSet::single(n),
-                                    },
-                                )
-                            })
+                            .map(|(q, &n)| (q.name.clone(), bound(n)))
                             .collect(),
                     },
                     toucher: None,
@@ -251,6 +256,13 @@ pub fn measure_classes(
         trend: trend(&points, measured_classes),
         warnings,
     })
+}
+
+/// Every page on `node`.
+fn bound(node: u32) -> MemoryPolicy {
+    MemoryPolicy::Bind {
+        nodes: IdSet::single(node),
+    }
 }
 
 /// Allowed CPUs of each node, in compact order.

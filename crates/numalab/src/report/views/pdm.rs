@@ -273,9 +273,19 @@ fn work(env: &PlanEnv, budget: f64) -> (Option<PlacementRun>, Option<String>, Pa
     } else {
         None
     };
-    // Arrays past the caches, no larger than the report's buffers.
-    let bytes = (2.0 * env.llc()).max(16.0 * MIB).min(env.size as f64) as usize;
+    // Arrays past the caches, no larger than the report's buffers, and
+    // small enough that every thread's three arrays fit on any one memory
+    // node (the most contended placements put them all there).
     let threads = env.m.cpu_nodes().len().max(1);
+    let memory_nodes: Vec<u32> = env
+        .m
+        .nodes
+        .iter()
+        .filter(|n| n.memory_bytes > 0)
+        .map(|n| n.os_index)
+        .collect();
+    let wanted = (2.0 * env.llc()).max(16.0 * MIB).min(env.size as f64) as usize;
+    let bytes = env.fit_all(&memory_nodes, 3 * threads, wanted, 0.8);
     let per = why_not.is_none().then(|| PlacementRun {
         bytes,
         measure_s: ((budget - count_s) / 40.0).clamp(MIN_PLACEMENT_S, 0.5),
