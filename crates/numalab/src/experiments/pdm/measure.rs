@@ -150,9 +150,10 @@ pub fn measure_classes(
     let total: usize = draws.iter().map(|d| d.placements.len()).sum();
     let mut done = 0usize;
     for d in draws {
-        if d.placements.len() < d.wanted {
+        let examples = d.placements.iter().filter(|p| !p.drawn).count();
+        if d.placements.len() < d.wanted || examples > 0 {
             warnings.push(format!(
-                "class [{}, {}): {} of {} placements ({:.4}% of all placements; {} uniform draws met it no more often)",
+                "class [{}, {}): {} of {} placements, {examples} of them the exact count's examples rather than random draws ({:.2e}% of all placements: {} uniform draws met it too rarely)",
                 d.low,
                 d.high,
                 d.placements.len(),

@@ -343,6 +343,19 @@ pub struct PdmClass {
     pub interval: Option<[f64; 2]>,
     /// Up to three placements of the class, as `T0@0:a→1,b→2` per thread.
     pub examples: Vec<String>,
+    /// The same examples as vertices: (thread vertices, memory vertices
+    /// per thread), for [`draw_by_class`] to fall back on.
+    #[serde(skip)]
+    example_placements: Vec<Example>,
+}
+
+/// One example placement: its label, thread vertices and each thread's
+/// quantities' memory vertices.
+#[derive(Debug, Clone)]
+struct Example {
+    label: String,
+    threads: Vec<usize>,
+    memory: Vec<Vec<usize>>,
 }
 
 /// The distribution of placements over contention classes.
@@ -519,7 +532,6 @@ impl Model {
 
     /// Real-valued loads of one placement (arcs `2e` = a→b, `2e+1` = b→a of
     /// edge `e`, then controllers), for tests and examples.
-    #[cfg(test)]
     pub(crate) fn loads(
         &self,
         quantities: &[Quantity],
@@ -878,14 +890,22 @@ impl Prepared<'_> {
             .join(" ")
     }
 
-    fn decode(&self, thread_nodes: &[usize], groups: &[Group], choice: &[usize]) -> String {
+    fn decode(&self, thread_nodes: &[usize], groups: &[Group], choice: &[usize]) -> Example {
         let mut memory = vec![vec![0usize; self.quantities.len()]; thread_nodes.len()];
         for (g, &oi) in groups.iter().zip(choice) {
             for (&(t, q), &m) in g.items.iter().zip(&g.options[oi].0) {
                 memory[t][q] = m;
             }
         }
-        self.label(thread_nodes, &memory)
+        self.example(thread_nodes, memory)
+    }
+
+    fn example(&self, thread_nodes: &[usize], memory: Vec<Vec<usize>>) -> Example {
+        Example {
+            label: self.label(thread_nodes, &memory),
+            threads: thread_nodes.to_vec(),
+            memory,
+        }
     }
 }
 
@@ -1092,7 +1112,8 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
                 count,
                 share: count as f64 / total_n,
                 interval: None,
-                examples,
+                examples: examples.iter().map(|e| e.label.clone()).collect(),
+                example_placements: examples,
             })
             .collect();
         return Ok(result);
@@ -1126,7 +1147,8 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
             count,
             share: p,
             interval: Some(wilson(p, samples as f64)),
-            examples,
+            examples: examples.iter().map(|e| e.label.clone()).collect(),
+            example_placements: examples,
         }
     })
     .collect();
@@ -1142,7 +1164,7 @@ pub fn wilson(p: f64, n: f64) -> [f64; 2] {
     [(centre - half).max(0.0), (centre + half).min(1.0)]
 }
 
-type Labelled = BTreeMap<u64, (u128, Vec<String>)>;
+type Labelled = BTreeMap<u64, (u128, Vec<Example>)>;
 
 /// Loads one quantity adds: (resource, amount).
 type Sparse = Vec<(usize, u64)>;
@@ -1288,7 +1310,7 @@ fn sample(
             let e = out.entry(class).or_insert((0, Vec::new()));
             e.0 += 1;
             if e.1.len() < EXAMPLES_PER_CLASS {
-                e.1.push(p.label(layout, memory));
+                e.1.push(p.example(layout, memory.to_vec()));
             }
             true
         },
@@ -1309,6 +1331,9 @@ pub struct DrawnPlacement {
     pub memory: Vec<Vec<u32>>,
     /// As the examples of [`PdmClass`] write it: `T0@0:a→1,b→2`.
     pub label: String,
+    /// False for one of the exact count's examples, added because uniform
+    /// draws did not meet the class often enough.
+    pub drawn: bool,
     /// The placement's largest arc or controller load.
     pub contention: f64,
 }
@@ -1331,9 +1356,10 @@ pub struct ClassDraw {
 /// on `machine`, each drawn uniformly from its class: uniform placements are
 /// drawn and sorted into their classes (a placement met twice is kept once)
 /// until every class has `per_class`, or all its placements when it has
-/// fewer, or [`MAX_DRAWS`] were drawn. Classes come from the exact count when it
-/// exists, so a class too rare to be met still appears (with fewer
-/// placements than wanted).
+/// fewer, or [`MAX_DRAWS`] were drawn. Classes come from the count, so a
+/// class too rare to be met still appears: it gets the count's examples
+/// (up to [`EXAMPLES_PER_CLASS`], marked `drawn: false`) and may still hold
+/// fewer placements than wanted.
 pub fn draw_by_class(
     machine: &Machine,
     req: &PdmRequest,
@@ -1404,6 +1430,7 @@ pub fn draw_by_class(
                         .map(|qs| qs.iter().map(|&m| ids[m]).collect())
                         .collect(),
                     label: p.label(layout, memory),
+                    drawn: true,
                     contention: (max * p.unit) as f64 / unit,
                 });
                 if d.placements.len() == d.wanted {
@@ -1413,6 +1440,34 @@ pub fn draw_by_class(
             full < classes.max(out.len())
         },
     );
+    // A class too rare for the draws: the count's examples (real
+    // placements of the class, though not random ones).
+    for c in &counted.classes {
+        let Some(d) = out.get_mut(&c.class) else {
+            continue;
+        };
+        for e in &c.example_placements {
+            if d.placements.len() >= d.wanted || !seen.insert((e.threads.clone(), e.memory.clone()))
+            {
+                continue;
+            }
+            let contention = model
+                .loads(&req.quantities, &e.threads, &e.memory)
+                .into_iter()
+                .fold(0.0, f64::max);
+            d.placements.push(DrawnPlacement {
+                thread_nodes: e.threads.iter().map(|&c| ids[c]).collect(),
+                memory: e
+                    .memory
+                    .iter()
+                    .map(|qs| qs.iter().map(|&m| ids[m]).collect())
+                    .collect(),
+                label: e.label.clone(),
+                drawn: false,
+                contention,
+            });
+        }
+    }
     Ok(out.into_values().collect())
 }
 
@@ -1772,5 +1827,40 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("valid: 1 to 1000"));
+    }
+
+    #[test]
+    fn a_class_too_rare_to_draw_gets_the_counts_examples() {
+        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let r = PdmRequest {
+            workload: "triad".into(),
+            quantities: kernel_quantities("triad").unwrap(),
+            threads: ThreadPlacement::OnePerNode,
+            links: None,
+            class_width: 1.0,
+            samples: None,
+            seed: 1,
+        };
+        let draws = draw_by_class(&m, &r, 10, 5).unwrap();
+        // Every array on one node: 4 nodes x 4! orders of 402653184.
+        let top = draws.last().unwrap();
+        assert_eq!((top.low, top.wanted), (12.0, 10));
+        assert!((top.share - 96.0 / 402_653_184.0).abs() < 1e-15);
+        // About one uniform draw in 4,000,000 meets it; three distinct
+        // examples of the count join the draws.
+        let n = top.placements.len();
+        assert!((3..10).contains(&n), "{n}");
+        for p in &top.placements {
+            assert!(p.contention >= 12.0 && p.contention < 13.0, "{p:?}");
+            let first = p.memory[0][0];
+            assert!(p.memory.iter().flatten().all(|&n| n == first), "{p:?}");
+        }
+        assert!(
+            top.placements.iter().any(|p| !p.drawn),
+            "{:?}",
+            top.placements
+        );
+        // Common classes are random draws only.
+        assert!(draws[0].placements.iter().all(|p| p.drawn));
     }
 }
