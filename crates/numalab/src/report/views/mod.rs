@@ -41,6 +41,7 @@ pub static PARTS: &[&dyn Part] = &[
     &loaded_latency::LOCAL,
     &loaded_latency::FAR,
     &policies::PoliciesPart,
+    &blas::BlasPart,
     &sweep::IDLE,
     &sweep::BACKGROUND,
 ];
