@@ -351,12 +351,24 @@ fn summarize(r: &BlasResult, s: &mut SummaryBuilder) {
     if f.levels.is_empty() {
         return;
     }
+    if r.memory_nodes.len() < 2 {
+        // Every placement is local: figures of 1.00 would only look like
+        // a measurement of sensitivity.
+        s.claim(
+            finding(
+                "blas",
+                "BLAS placement sensitivity (level 1 > level 2 > level 3): {verdict}.",
+            )
+            .fact("verdict", &f.verdict, s.path("finding/verdict")),
+        );
+        return;
+    }
     let mut parts = Vec::new();
     let mut c = finding("blas", String::new());
     for (i, l) in f.levels.iter().enumerate() {
         let name = format!("s{}", l.level);
         parts.push(format!(
-            "level {} ({}) {{{name}}}",
+            "level {} ({}) {{{name}}}x",
             l.level,
             l.kernel.name()
         ));
@@ -652,6 +664,41 @@ mod tests {
             let (_, q) = work(&e, budget);
             assert!(q.predicted_s <= budget * 1.0001, "{b}: {q:?}");
         }
+    }
+
+    #[test]
+    fn claim_states_each_levels_sensitivity_from_the_finding() {
+        let level = |l: u8, k: &str, x: f64| serde_json::json!({"level": l, "kernel": k, "sensitivity": x, "noise": 0.01});
+        let r: BlasResult = serde_json::from_value(serde_json::json!({
+            "mode": "serial", "full": false, "n": 400, "n_requested": 400,
+            "scaled_down": null, "memory_nodes": [0, 1], "cpu_nodes": [0, 1],
+            "openblas": {"config": "c", "env_openblas_num_threads": null,
+                         "method": "m", "num_threads_after": 1},
+            "check": null, "kernels": [],
+            "finding": {"verdict": "holds", "holds": true, "rule": "r",
+                        "levels": [level(1, "triad", 1.8), level(2, "dgemv", 1.3),
+                                   level(3, "dgemm", 1.02)]},
+            "verified": true, "warnings": []
+        }))
+        .unwrap();
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let mut b = SummaryBuilder::for_tests(&m, "/parts/blas/result");
+        summarize(&r, &mut b);
+        let c = &b.claims()[0];
+        assert_eq!(
+            c.text,
+            "BLAS placement sensitivity (best/worst GFLOPS over placements): level 1 (triad) 1.80x, \
+             level 2 (dgemv) 1.30x, level 3 (dgemm) 1.02x; level 1 > level 2 > level 3: holds."
+        );
+        let doc =
+            serde_json::json!({"parts": {"blas": {"result": serde_json::to_value(&r).unwrap()}}});
+        assert!(crate::report::claims::check_claim(c, &doc).is_empty());
+        // One memory node: the verdict alone.
+        let mut one = r.clone();
+        one.memory_nodes = crate::IdSet::single(0);
+        let mut b = SummaryBuilder::for_tests(&m, "/parts/blas/result");
+        summarize(&one, &mut b);
+        assert!(b.claims()[0].figures.is_empty());
     }
 
     #[test]
