@@ -82,8 +82,11 @@ fn complete(g: &Guest, dir: &Path, what: &str) -> Value {
     let doc = results(dir);
     assert_valid(&doc, what);
     for (part, status) in statuses(&doc) {
+        // The guest's report is --quick: full-only parts are not in it.
+        let full_only = part == "blas" && doc["mode"] != "full";
         assert_eq!(
-            status, "done",
+            status,
+            if full_only { "not-applicable" } else { "done" },
             "{what}: {part}: {}",
             doc["parts"][&part]["reason"]
         );

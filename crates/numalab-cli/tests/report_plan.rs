@@ -31,9 +31,16 @@ fn a_topology_plan_schedules_every_applicable_part_within_the_budget() {
     assert_eq!(p["budget_s"], 200.0);
     assert_eq!(p["costs"]["source"]["preset"], "reference-vm");
     let parts = p["parts"].as_array().unwrap();
-    assert_eq!(parts.len(), 11);
+    assert_eq!(parts.len(), 12);
     let mut sum = 0.0;
     for x in parts {
+        if x["name"] == "blas" {
+            // Full-only: listed, not planned, with the reason.
+            assert_eq!(x["applicable"], false, "{x}");
+            assert_eq!(x["planned"], false, "{x}");
+            assert_eq!(x["reason"], "runs with --full", "{x}");
+            continue;
+        }
         assert_eq!(x["applicable"], true, "{x}");
         assert_eq!(x["planned"], true, "{x}");
         let s = x["predicted_s"].as_f64().unwrap();
@@ -52,6 +59,31 @@ fn a_topology_plan_schedules_every_applicable_part_within_the_budget() {
 }
 
 #[test]
+fn a_full_plan_schedules_blas_on_every_cpu_node_and_names_a_smaller_n() {
+    let quartet = fixture("qemu-quartet-4n2c-ring.xml");
+    let p = plan(&["--topology", &quartet, "--full"]);
+    let b = part(&p, "blas");
+    assert_eq!(b["applicable"], true, "{b}");
+    assert_eq!(b["planned"], true, "{b}");
+    // 90 hop classes per CPU node (3^2 + 3 x 3^3 over the four kernels).
+    assert_eq!(b["work"]["measurements"], 360, "{b}");
+    assert_eq!(b["work"]["rows"], serde_json::json!([4, 4]), "{b}");
+    // Its share of 800 s does not hold 108 dgemms of n = 1600 on the
+    // reference VM: n is cut, and the plan says to what.
+    let bytes = b["work"]["buffer_bytes"].as_u64().unwrap();
+    let n = (bytes as f64 / 8.0).sqrt() as u64;
+    assert_eq!(n * n * 8, bytes, "{b}");
+    assert!(n < 1600, "{b}");
+    let cut = b["cut"].as_str().unwrap();
+    assert!(cut.contains(&format!("n = {n} instead of 1600")), "{cut}");
+    // Asked for alone without --full it is still not planned, and says why.
+    let p = plan(&["--topology", &quartet, "--parts", "blas"]);
+    let b = part(&p, "blas");
+    assert_eq!(b["planned"], false, "{b}");
+    assert_eq!(b["reason"], "runs with --full", "{b}");
+}
+
+#[test]
 fn a_slow_machine_gets_cut_work_and_a_raised_default_budget() {
     let quartet = fixture("qemu-quartet-4n2c-ring.xml");
     let p = plan(&["--topology", &quartet, "--quick", "--costs", "tcg"]);
@@ -63,9 +95,9 @@ fn a_slow_machine_gets_cut_work_and_a_raised_default_budget() {
         "{p}"
     );
     assert!(p["predicted_total_s"].as_f64().unwrap() <= budget * 1.0001);
-    // Every part still runs, cut down.
+    // Every part still runs, cut down (but the full-only one).
     for x in p["parts"].as_array().unwrap() {
-        assert_eq!(x["planned"], true, "{x}");
+        assert_eq!(x["planned"], x["name"] != "blas", "{x}");
     }
     assert!(part(&p, "sizes")["cut"].as_str().unwrap().contains("sizes"));
     // A budget below what the smallest forms need is kept, with a warning.

@@ -532,14 +532,14 @@ pub fn dry_run(env: &PlanEnv, selected: &[PartName], asked: Option<f64>) -> DryR
     let runnable: Vec<PartName> = selected
         .iter()
         .copied()
-        .filter(|p| p.part().applicable(env.m).is_ok())
+        .filter(|p| p.available(env.m, env.mode).is_ok())
         .collect();
     let (budget, warning) = effective_budget(env, &runnable, asked);
     let plans = plan_all(env, &runnable, budget);
     let parts = PartName::all()
         .into_iter()
         .map(|p| {
-            let applicable = p.part().applicable(env.m);
+            let applicable = p.available(env.m, env.mode);
             let plan = plans.iter().find(|x| x.0 == p).map(|x| x.1.clone());
             DryRunPart {
                 name: p,
@@ -813,6 +813,7 @@ mod tests {
             let m = fixture(name);
             let e = env(&m, Mode::Default, &costs);
             for p in PartName::all() {
+                // Full-only parts too: their plan must keep any share.
                 if p.part().applicable(&m).is_err() {
                     continue;
                 }
@@ -837,7 +838,7 @@ mod tests {
     fn simulate(m: &Machine, budget: f64, slow: impl Fn(usize) -> f64) -> (f64, Vec<PartPlan>) {
         let parts: Vec<PartName> = PartName::all()
             .into_iter()
-            .filter(|p| p.part().applicable(m).is_ok())
+            .filter(|p| p.available(m, Mode::Default).is_ok())
             .collect();
         let mut costs = Costs::reference();
         let mut spent = 0.0;

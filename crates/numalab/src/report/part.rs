@@ -69,7 +69,14 @@ pub struct PartInfo {
     pub table_group: Option<&'static str>,
     /// The keys it sets in the summary's key figures (null until measured).
     pub key_figures: &'static [&'static str],
+    /// It runs only in `--full` reports (it is slow, or answers a question
+    /// most readers do not ask); in other modes, even when named with
+    /// `--parts`, it is not applicable with [`FULL_ONLY_REASON`].
+    pub full_only: bool,
 }
+
+/// Why a [`PartInfo::full_only`] part is not in a report of another mode.
+pub const FULL_ONLY_REASON: &str = "runs with --full";
 
 impl PartInfo {
     /// A part with weight `weight` in every mode, in no group and without
@@ -90,6 +97,7 @@ impl PartInfo {
             keeps_deadline: false,
             table_group: None,
             key_figures: &[],
+            full_only: false,
         }
     }
 
@@ -137,6 +145,17 @@ impl PartName {
     /// A title for people.
     pub fn title(self) -> &'static str {
         self.part().info().title
+    }
+
+    /// Whether a report of `mode` on `m` can have the part: the part's own
+    /// [`Part::applicable`], after [`PartInfo::full_only`] (`Err` says why
+    /// not, [`FULL_ONLY_REASON`] for a full-only part outside `--full`).
+    pub fn available(self, m: &Machine, mode: Mode) -> Result<(), String> {
+        let part = self.part();
+        if part.info().full_only && mode != Mode::Full {
+            return Err(FULL_ONLY_REASON.to_string());
+        }
+        part.applicable(m)
     }
 
     /// Every part, in run order.

@@ -37,7 +37,7 @@ pub fn new_document(
 ) -> ReportResults {
     let mut parts = Parts::all(PartStatus::Pending, None);
     for p in PartName::all() {
-        let (status, reason) = initial_status(m, p, selected);
+        let (status, reason) = initial_status(m, mode, p, selected);
         parts.mark(p, status, reason);
     }
     let mut doc = ReportResults {
@@ -64,7 +64,12 @@ pub fn new_document(
 }
 
 /// A part's status in a new report, and why.
-fn initial_status(m: &Machine, p: PartName, selected: &[PartName]) -> (PartStatus, Option<String>) {
+fn initial_status(
+    m: &Machine,
+    mode: Mode,
+    p: PartName,
+    selected: &[PartName],
+) -> (PartStatus, Option<String>) {
     if !selected.contains(&p) {
         return (
             PartStatus::NotSelected,
@@ -83,7 +88,7 @@ fn initial_status(m: &Machine, p: PartName, selected: &[PartName]) -> (PartStatu
             )),
         );
     }
-    match p.part().applicable(m) {
+    match p.available(m, mode) {
         Err(why) => (PartStatus::NotApplicable, Some(why)),
         Ok(()) => (PartStatus::Pending, None),
     }
@@ -385,7 +390,13 @@ mod tests {
         let all = PartName::all();
         let mut doc = new_document(&m, None, Mode::Default, 100.0, 64 << 20, &all);
         for &p in &all {
-            doc.parts.mark(p, PartStatus::Pending, None);
+            // As on the live machine, where full-only parts are not
+            // applicable outside --full.
+            let status = match p.available(&m, Mode::Default) {
+                Ok(()) => PartStatus::Pending,
+                Err(_) => PartStatus::NotApplicable,
+            };
+            doc.parts.mark(p, status, None);
         }
         assert!((resume_budget(&doc) - 100.0).abs() < 1e-9);
         // Everything but the sweeps done: their weights' share.
@@ -423,6 +434,26 @@ mod tests {
         let why = doc.parts.get(part("sizes")).reason.clone().unwrap();
         assert!(why.contains("qemu-ring4-cpuless-hmat.xml"), "{why}");
         assert_eq!(doc.summary.node_count, 5);
+    }
+
+    #[test]
+    fn full_only_parts_run_with_full_and_say_so_otherwise() {
+        let mut m = fixture("qemu-quartet-4n2c-ring.xml");
+        m.source = Source::Live;
+        let blas = part("blas");
+        for mode in [Mode::Quick, Mode::Default] {
+            // Asked for by name or not, outside --full it is not applicable.
+            for selected in [PartName::all(), vec![blas]] {
+                let doc = new_document(&m, None, mode, 60.0, 64 << 20, &selected);
+                let r = doc.parts.get(blas);
+                assert_eq!(r.status, PartStatus::NotApplicable, "{mode:?}");
+                assert_eq!(r.reason.as_deref(), Some("runs with --full"));
+                assert!(!parts_to_measure(&doc).contains(&blas));
+            }
+        }
+        let doc = new_document(&m, None, Mode::Full, 60.0, 64 << 20, &[blas]);
+        assert_eq!(doc.parts.get(blas).status, PartStatus::Pending);
+        assert_eq!(parts_to_measure(&doc), vec![blas]);
     }
 
     #[test]

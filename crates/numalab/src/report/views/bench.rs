@@ -76,7 +76,7 @@ pub fn bandwidth_text(r: &BandwidthResult, memory: &str, u: Units) -> String {
 
 /// Most workers whose arrays are listed one by one; past it, each array's
 /// pages are summed over the workers.
-const ARRAYS_LISTED_PER_WORKER: usize = 8;
+pub const ARRAYS_LISTED_PER_WORKER: usize = 8;
 
 /// Each array's page histogram (kernels of several arrays): per worker up
 /// to [`ARRAYS_LISTED_PER_WORKER`] workers, else summed per array.

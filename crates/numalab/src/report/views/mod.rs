@@ -42,6 +42,7 @@ pub static PARTS: &[&dyn Part] = &[
     &loaded_latency::FAR,
     &policies::PoliciesPart,
     &pdm::PdmPart,
+    &blas::BlasPart,
     &sweep::IDLE,
     &sweep::BACKGROUND,
 ];
