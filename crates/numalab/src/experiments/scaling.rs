@@ -44,7 +44,11 @@ pub struct ScalingPoint {
     pub verified: bool,
     /// Kernels of several arrays: each array's pages per node, summed over
     /// the threads.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::serde_util::pages_by_array"
+    )]
     pub pages_by_array: PagesByArray,
 }
 

@@ -52,6 +52,7 @@ pub struct MeasuredPlacement {
     /// Threads on their CPUs and every array's pages on its node.
     pub verified: bool,
     /// Each thread's arrays: pages per node.
+    #[serde(deserialize_with = "crate::serde_util::pages_by_array_list")]
     pub pages: Vec<PagesByArray>,
 }
 
