@@ -186,19 +186,18 @@ mod tests {
 #[derive(Deserialize)]
 struct PageCounts(#[serde(deserialize_with = "int_keyed_map")] BTreeMap<u32, u64>);
 
+/// Pages per node of each named array (`{"a": {"0": 512}}`).
+type ArrayPages = BTreeMap<String, BTreeMap<u32, u64>>;
+
 /// Reads pages by array and node (`{"a": {"0": 512}}`), also under
 /// `#[serde(flatten)]`.
-pub fn pages_by_array<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<BTreeMap<String, BTreeMap<u32, u64>>, D::Error> {
+pub fn pages_by_array<'de, D: Deserializer<'de>>(d: D) -> Result<ArrayPages, D::Error> {
     let m = BTreeMap::<String, PageCounts>::deserialize(d)?;
     Ok(m.into_iter().map(|(k, p)| (k, p.0)).collect())
 }
 
 /// [`pages_by_array`] for a list (one entry per thread).
-pub fn pages_by_array_list<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Vec<BTreeMap<String, BTreeMap<u32, u64>>>, D::Error> {
+pub fn pages_by_array_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ArrayPages>, D::Error> {
     let v = Vec::<BTreeMap<String, PageCounts>>::deserialize(d)?;
     Ok(v.into_iter()
         .map(|m| m.into_iter().map(|(k, p)| (k, p.0)).collect())
