@@ -16,7 +16,6 @@ use crate::measure::stats::StopRule;
 use crate::placement::{
     check_plan, ArrayPolicies, BufferDemand, MemoryPolicy, PlacementError, Thp,
 };
-use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -196,13 +195,13 @@ fn buffer_plan(
             if req.latency {
                 phases.push(vec![BufferDemand::new(
                     req.latency_bytes,
-                    &bound_to(c),
+                    &MemoryPolicy::on_node(c),
                     Some(chaser),
                 )]);
             }
             if req.bandwidth {
                 let one = |&cpu: &u32| {
-                    let col = bound_to(c);
+                    let col = MemoryPolicy::on_node(c);
                     req.kernel
                         .array_names()
                         .iter()
@@ -272,7 +271,7 @@ fn latency_cell(
         m,
         &LatencyRequest {
             cpu,
-            policy: bound_to(node),
+            policy: MemoryPolicy::on_node(node),
             pattern: req.pattern,
             chains: 1,
             buffer_bytes: req.latency_bytes,
@@ -301,7 +300,7 @@ fn bandwidth_cell(
                 .map(|&cpu| WorkerPlan {
                     cpu,
                     policy: ArrayPolicies {
-                        default: bound_to(node),
+                        default: MemoryPolicy::on_node(node),
                         arrays: req.fixed_arrays.clone(),
                     },
                     toucher: None,
@@ -313,13 +312,6 @@ fn bandwidth_cell(
         },
     )?;
     Ok((br.gbps, br.verification, br.warnings))
-}
-
-/// Every page on `node`.
-fn bound_to(node: u32) -> MemoryPolicy {
-    MemoryPolicy::Bind {
-        nodes: IdSet::single(node),
-    }
 }
 
 /// The bandwidth threads of a CPU node: its first CPU, or all of its CPUs

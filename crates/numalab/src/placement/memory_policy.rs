@@ -107,6 +107,13 @@ fn de_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
 pub const POLICY_CHOICES: &str = "first-touch, local, bind:NODES, preferred:NODE, interleave:NODES[@PAGES], weighted:NODE=W,...[@PAGES], remote[:near|:far]";
 
 impl MemoryPolicy {
+    /// Every page on `node` (`bind:N`).
+    pub fn on_node(node: u32) -> Self {
+        Self::Bind {
+            nodes: IdSet::single(node),
+        }
+    }
+
     /// Parses a policy; node sets use the resource-set grammar with bare lists
     /// meaning nodes (`bind:0-1`, `bind:package:0`, `interleave:all`).
     pub fn parse(m: &Machine, text: &str) -> Result<Self, String> {

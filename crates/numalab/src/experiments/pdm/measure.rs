@@ -18,7 +18,6 @@ use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::{median, StopRule};
 use crate::placement::thread_policy::compact_order;
 use crate::placement::{check_plan, ArrayPolicies, BufferDemand, MemoryPolicy, Thp};
-use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -141,7 +140,7 @@ pub fn measure_classes(
             .memory
             .iter()
             .flatten()
-            .map(|&n| BufferDemand::new(mr.buffer_bytes, &bound(n), None))
+            .map(|&n| BufferDemand::new(mr.buffer_bytes, &MemoryPolicy::on_node(n), None))
             .collect();
         check_plan(m, &[demands], "use a smaller --size")
             .map_err(|e| PdmError::Failed(format!("placement {}: {e}", p.label)))?;
@@ -182,7 +181,7 @@ pub fn measure_classes(
                             .quantities
                             .iter()
                             .zip(nodes)
-                            .map(|(q, &n)| (q.name.clone(), bound(n)))
+                            .map(|(q, &n)| (q.name.clone(), MemoryPolicy::on_node(n)))
                             .collect(),
                     },
                     toucher: None,
@@ -258,13 +257,6 @@ pub fn measure_classes(
         trend: trend(&points, measured_classes),
         warnings,
     })
-}
-
-/// Every page on `node`.
-fn bound(node: u32) -> MemoryPolicy {
-    MemoryPolicy::Bind {
-        nodes: IdSet::single(node),
-    }
 }
 
 /// Allowed CPUs of each node, in compact order.
