@@ -11,8 +11,9 @@ use crate::output::{
 };
 use crate::output::{out, write_stderr};
 use numalab::experiments::sweep::{
-    check_buffers_fit, findings, plan, run_sweep, Access, Background, Findings, PlannedCase,
-    Subscription, SweepRequest, SweepResult, SweepSpace, ThreadCase, MAX_PLANNED_CASES,
+    check_buffers_fit, findings, plan, plan_scenarios, run_scenarios, run_sweep, Access,
+    Background, Findings, Normalize, PlannedCase, Scenario, ScenarioRequest, ScenarioSet,
+    Subscription, SweepRequest, SweepResult, SweepSpace, ThreadCase, MAX_PLANNED_CASES, MIN_ROUNDS,
 };
 use numalab::input::{read_text, InputKind};
 use numalab::measure::kernels::{BandwidthKernel, Isa};
@@ -21,6 +22,7 @@ use numalab::measure::stats::StopRule;
 use numalab::placement::resource_set::{ListMeaning, ResourceSet};
 use numalab::placement::Thp;
 use numalab::report::compare::check_input;
+use numalab::report::views::scenarios as scenario_view;
 use numalab::report::views::sweep::{self as view, findings_text};
 use numalab::Machine;
 use serde::Serialize;
@@ -107,14 +109,48 @@ pub struct Args {
     /// days of measuring).
     #[arg(long, value_name = "N", default_value = "100000", value_parser = parsed(full_limit))]
     full_limit: u64,
+    /// Run the classic study's figures as fixed scenarios, by role: all, or a comma-separated
+    /// list of one-thread-hops, crossfire, crossfire-high, crossfire-full, two-on-one-node,
+    /// two-writers-loaded.
+    #[arg(long, value_name = "LIST", value_parser = parsed(scenario_list), conflicts_with_all = SWEEP_ONLY)]
+    scenarios: Option<ScenarioList>,
+    /// With --scenarios: study (the study's baselines: local read; two idle local readers on
+    /// different nodes) or run (each run's fastest case).
+    #[arg(long, value_name = "HOW", default_value = "study", value_parser = choice(&["study", "run"], Normalize::parse), requires = "scenarios")]
+    normalize: Normalize,
+    /// With --scenarios: interleaved rounds, each running every case once (4 to 100; the
+    /// rank test needs 4 to tell anything from noise).
+    #[arg(long, value_name = "N", default_value = "6", allow_hyphen_values = true, value_parser = whole(MIN_ROUNDS, 100), requires = "scenarios")]
+    rounds: usize,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
 }
 
+/// The scenarios `--scenarios` names (clap reads a `Vec` as many values).
+#[derive(Clone)]
+struct ScenarioList(Vec<Scenario>);
+
+fn scenario_list(t: &str) -> Result<ScenarioList, String> {
+    Scenario::parse_list(t).map(ScenarioList)
+}
+
+/// Options of the case-space sweep that the fixed scenarios choose for
+/// themselves.
+const SWEEP_ONLY: [&str; 8] = [
+    "threads",
+    "cpus",
+    "mem_nodes",
+    "access",
+    "full",
+    "background",
+    "subscription",
+    "background_cpus",
+];
+
 /// The options that shape a measurement (or a plan), which `--from` would
 /// ignore: every option but --from, --findings and --json.
-const MEASURING: [&str; 20] = [
+const MEASURING: [&str; 23] = [
     "threads",
     "cpus",
     "mem_nodes",
@@ -135,6 +171,9 @@ const MEASURING: [&str; 20] = [
     "reps",
     "sample_ms",
     "full_limit",
+    "scenarios",
+    "normalize",
+    "rounds",
 ];
 
 /// A sweep with its findings, as `sweep --json` prints it.
@@ -332,6 +371,9 @@ pub fn run(a: Args) -> CliResult {
         ));
     }
     let m = load_machine(a.topology.as_deref())?;
+    if let Some(which) = &a.scenarios {
+        return scenarios(&m, &a, &which.0);
+    }
     let mut req = request(&m, &a)?;
     let space =
         SweepSpace::new(&m, &req.cpus, &req.mem_nodes, &req.accesses).map_err(CliError::usage)?;
@@ -376,6 +418,99 @@ pub fn run(a: Args) -> CliResult {
 }
 
 /// `--list`: the cases that would run, as text or JSON.
+/// `--scenarios`: plan the study's figures by role here, list them, or run them.
+fn scenarios(m: &Machine, a: &Args, which: &[Scenario]) -> CliResult {
+    let set = plan_scenarios(m, which);
+    if a.list {
+        return list_scenarios(a, &set);
+    }
+    if set.applicable().next().is_none() {
+        let why: Vec<String> = set
+            .scenarios
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}: {}",
+                    p.name.name(),
+                    p.not_applicable.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        return Err(CliError::failed(format!(
+            "no scenario asked for can run on this machine ({})",
+            why.join("; ")
+        )));
+    }
+    let size = size_or_default(m, a.size);
+    let rule = match a.reps {
+        None => StopRule {
+            warmup: 1,
+            min_reps: 3,
+            max_reps: 5,
+            target_rel_ci: 0.02,
+            budget: Duration::from_secs_f64(a.case_budget.unwrap_or(0.3)),
+        },
+        Some(n) => StopRule {
+            warmup: 0,
+            min_reps: n,
+            max_reps: n,
+            target_rel_ci: 0.0,
+            budget: Duration::from_secs_f64(a.case_budget.unwrap_or(3600.0)),
+        },
+    };
+    let req = ScenarioRequest {
+        set,
+        read_kernel: a.read_kernel,
+        write_kernel: a.write_kernel,
+        isa: Isa::detect_best(),
+        buffer_bytes: size,
+        background_bytes: a.background_size.unwrap_or(size),
+        thp: Some(a.thp),
+        rounds: a.rounds,
+        rule,
+        min_sample_s: a.sample_ms / 1e3,
+        normalize: a.normalize,
+        budget: a.budget.map(Duration::from_secs_f64),
+    };
+    write_stderr(format_args!("{}", scenario_view::plan_text(&req.set)));
+    let cases: usize = req
+        .set
+        .applicable()
+        .map(|p| p.cases.len() * p.background.as_ref().map_or(1, |b| b.levels.len()))
+        .sum();
+    let progress = Progress::bar((cases as u64 + 2) * a.rounds as u64, "scenarios");
+    let r = run_scenarios(m, &req, &mut |_, _, label| progress.step(label))?;
+    progress.finish();
+    if a.json {
+        print_result("sweep", &r)?;
+    } else {
+        out!("{}", scenario_view::text(&r))?;
+        print_warnings(&r.warnings)?;
+    }
+    Ok(exit_for(r.verified))
+}
+
+/// `--scenarios --list`: the plan, as text or JSON.
+fn list_scenarios(a: &Args, set: &ScenarioSet) -> CliResult {
+    if !a.json {
+        out!("{}", scenario_view::plan_text(set))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    #[derive(Serialize)]
+    struct Listing<'a> {
+        schema_version: &'static str,
+        command: &'static str,
+        #[serde(flatten)]
+        set: &'a ScenarioSet,
+    }
+    print_json(&Listing {
+        schema_version: RESULT_SCHEMA_VERSION,
+        command: "sweep --list --scenarios",
+        set,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliResult {
     if !a.json {
         out!("{}", view::plan_text(req, plans, symmetries))?;

@@ -30,6 +30,9 @@
 
 mod findings;
 mod run;
+mod scenario_findings;
+mod scenario_run;
+mod scenarios;
 mod space;
 
 pub use findings::{
@@ -37,6 +40,14 @@ pub use findings::{
     NOISE as FINDING_NOISE,
 };
 pub use run::{bytes_per_pass, check_buffers_fit, run_sweep};
+pub use scenario_findings::{scenario_findings, ScenarioFinding};
+pub use scenario_run::{
+    run_scenarios, BaselineResults, Normalize, ScenarioCaseResult, ScenarioRequest, ScenarioRun,
+    ScenariosResult, MIN_ROUNDS,
+};
+pub use scenarios::{
+    plan_scenarios, Roles, Scenario, ScenarioBackground, ScenarioCase, ScenarioPlan, ScenarioSet,
+};
 pub use space::{
     case_counts, coverage_order, plan, Access, CaseCount, PlannedCase, SweepSpace, ThreadCase,
     MAX_PLANNED_CASES,

@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Per thread of a case: median seconds per pass and the CPUs it was seen on.
-type ThreadTimes = Vec<(f64, Vec<u32>)>;
+pub(super) type ThreadTimes = Vec<(f64, Vec<u32>)>;
 
 /// One thread count's cases: (threads, total cases, planned cases).
 type Plan = (usize, u64, Vec<PlannedCase>);
@@ -152,14 +152,14 @@ pub fn check_buffers_fit(m: &Machine, req: &SweepRequest) -> Result<(), Placemen
 }
 
 /// Buffers of one thread index, one per memory node.
-struct ThreadBuffers {
+pub(super) struct ThreadBuffers {
     by_node: BTreeMap<u32, PlacedBuffer>,
 }
 
 /// One buffer per (thread index, memory node), placed and checked once: a
 /// case only picks which buffers its threads stream. Stops early (fewer
 /// thread indexes than asked) when cancelled.
-fn place_buffers(
+pub(super) fn place_buffers(
     m: &Machine,
     req: &SweepRequest,
     mem_nodes: &[u32],
@@ -516,7 +516,7 @@ struct BackgroundSeen {
 
 /// Starts a case's background load, if it has one and any CPU is left for
 /// it: the load and its CPUs.
-fn start_background(
+pub(super) fn start_background(
     m: &Machine,
     req: &SweepRequest,
     bg: Option<&Background>,
@@ -598,7 +598,7 @@ impl CaseSync {
 
 /// Times one case: its threads pinned, started together, each timing its
 /// passes; the sample is the slowest thread's seconds per pass.
-fn run_case(
+pub(super) fn run_case(
     req: &SweepRequest,
     case: &PlannedCase,
     bufs: &mut [ThreadBuffers],

@@ -22,6 +22,7 @@ pub mod pdm;
 pub mod place;
 pub mod policies;
 pub mod scaling;
+pub mod scenarios;
 pub mod sizes;
 pub mod sweep;
 pub mod topology;
