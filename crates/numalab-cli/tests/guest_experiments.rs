@@ -18,6 +18,8 @@ mod loaded_latency;
 mod placement;
 #[path = "guest_experiments/policies.rs"]
 mod policies;
+#[path = "guest_experiments/scenarios.rs"]
+mod scenarios;
 #[path = "guest_experiments/sweep.rs"]
 mod sweep;
 
@@ -30,6 +32,7 @@ fn quartet() -> &'static Guest {
     G.get_or_init(|| {
         let steps: Vec<(&str, &str)> = [
             sweep::QUARTET_STEPS,
+            scenarios::QUARTET_STEPS,
             loaded_latency::QUARTET_STEPS,
             c2c::QUARTET_STEPS,
             apexmap::QUARTET_STEPS,
@@ -48,6 +51,7 @@ fn ring() -> &'static Guest {
     G.get_or_init(|| {
         let steps: Vec<(&str, &str)> = [
             sweep::RING_STEPS,
+            scenarios::RING_STEPS,
             loaded_latency::RING_STEPS,
             c2c::RING_STEPS,
             apexmap::RING_STEPS,

@@ -153,7 +153,7 @@ pub fn check_buffers_fit(m: &Machine, req: &SweepRequest) -> Result<(), Placemen
 
 /// Buffers of one thread index, one per memory node.
 pub(super) struct ThreadBuffers {
-    by_node: BTreeMap<u32, PlacedBuffer>,
+    pub(super) by_node: BTreeMap<u32, PlacedBuffer>,
 }
 
 /// One buffer per (thread index, memory node), placed and checked once: a
@@ -208,7 +208,10 @@ fn as_f64(buf: &mut PlacedBuffer) -> &mut [f64] {
 }
 
 /// Where the pages of a buffer bound to `node` are, and what is wrong.
-fn check_buffer(node: u32, buf: &PlacedBuffer) -> Result<BufferCheckLite, PlacementError> {
+pub(super) fn check_buffer(
+    node: u32,
+    buf: &PlacedBuffer,
+) -> Result<BufferCheckLite, PlacementError> {
     let h = buf.histogram()?;
     let mut problems = Vec::new();
     if h.untouched_pages > 0 {

@@ -411,6 +411,7 @@ mod tests {
                 one_thread: None,
                 two_threads: None,
             },
+            buffers: Vec::new(),
             findings: Vec::new(),
             verified: true,
             warnings: Vec::new(),

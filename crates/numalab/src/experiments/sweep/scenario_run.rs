@@ -12,10 +12,10 @@
 //! Cancellation ends the run after the case in progress; the rounds
 //! measured so far are kept.
 
-use super::run::{place_buffers, run_case, start_background, ThreadBuffers};
+use super::run::{check_buffer, place_buffers, run_case, start_background, ThreadBuffers};
 use super::scenarios::{ScenarioCase, ScenarioPlan, ScenarioSet};
 use super::space::PlannedCase;
-use super::{check_buffers_fit, Background, Subscription, SweepRequest};
+use super::{check_buffers_fit, Background, Subscription, SweepBuffer, SweepRequest};
 use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::kernels::{BandwidthKernel, Isa};
@@ -148,6 +148,9 @@ pub struct ScenariosResult {
     pub runs: Vec<ScenarioRun>,
     /// The baselines as measured, in every round beside the scenarios.
     pub baselines: BaselineResults,
+    /// Each (thread index, memory node) buffer: where its pages were when
+    /// placed and when the run ended.
+    pub buffers: Vec<SweepBuffer>,
     /// The classic questions answered from the scenarios.
     pub findings: Vec<super::ScenarioFinding>,
     pub verified: bool,
@@ -368,7 +371,7 @@ pub fn run_scenarios(
     let breq = buffer_request(req, m);
     check_buffers_fit(m, &breq)?;
     let mem: Vec<u32> = breq.mem_nodes.iter().collect();
-    let (mut bufs, buffers) = place_buffers(m, &breq, &mem, 2)?;
+    let (mut bufs, mut buffers) = place_buffers(m, &breq, &mem, 2)?;
     let mut warnings = Vec::new();
     let mut verified = buffers.iter().all(|b| b.at_start.verified);
     for b in buffers.iter().filter(|b| !b.at_start.verified) {
@@ -418,10 +421,24 @@ pub fn run_scenarios(
     if cancel::requested() {
         warnings.push(cancel::WARNING.to_string());
     }
+    // Pages can move while the scenarios run (NUMA balancing, migration).
+    for b in buffers.iter_mut() {
+        if let Some(buf) = bufs.get(b.thread).and_then(|t| t.by_node.get(&b.node)) {
+            b.at_end = check_buffer(b.node, buf)?;
+            if b.at_end.pages_by_node != b.at_start.pages_by_node {
+                warnings.push(format!(
+                    "the buffer of thread {} on node {} moved during the run",
+                    b.thread, b.node
+                ));
+                verified = false;
+            }
+        }
+    }
     let mut result = assemble(req, units, rounds, rounds_run, &breq);
     verified &= result.verified;
     result.verified = verified;
     result.warnings.splice(0..0, warnings);
+    result.buffers = buffers;
     result.findings = super::scenario_findings(&result);
     result.elapsed_s = t_start.elapsed().as_secs_f64();
     Ok(result)
@@ -641,6 +658,7 @@ fn assemble(
             one_thread: one,
             two_threads: two,
         },
+        buffers: Vec::new(),
         findings: Vec::new(),
         verified,
         warnings,
