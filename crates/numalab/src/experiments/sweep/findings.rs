@@ -1,9 +1,17 @@
 //! The classic questions of the ccNUMA studies, answered from a finished
 //! sweep: does time grow with hops, is crossfire slower, do two local
 //! writers saturate their node, do cases with equal hops take equal time.
+//!
+//! Every comparison is the rank test of [`crate::measure::compare`] on the
+//! cases' samples (pooled over the cases that match a side): "holds",
+//! "does not hold" or "cannot tell", never a difference against a fixed
+//! percentage. A plain sweep runs its cases one after the other; the
+//! scenarios (`--scenarios`) interleave them, which the study's questions
+//! (b) and (c) are best answered from.
 
 use super::space::{Access, ThreadCase};
 use super::{condition, Background, CaseResult, SweepResult, SweepRun};
+use crate::measure::compare::{rank_compare, RankComparison, Verdict, ALPHA, RULE};
 use crate::measure::stats::median;
 use crate::text::format;
 use serde::{Deserialize, Serialize};
@@ -18,9 +26,55 @@ pub struct Finding {
     /// Whether the classic claim holds here; `None` when this sweep cannot
     /// tell (say why in `detail`).
     pub holds: Option<bool>,
-    /// The ratio the answer rests on (see `detail` for what over what).
+    /// The ratio the answer rests on (see `detail` for what over what):
+    /// medians of the matching cases' medians.
     pub ratio: Option<f64>,
     pub detail: String,
+    /// The verdict of the rank test (`holds` says the same as a boolean).
+    #[serde(default = "cannot_tell")]
+    pub verdict: Verdict,
+    /// The comparison the verdict rests on, where there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<RankComparison>,
+}
+
+fn cannot_tell() -> Verdict {
+    Verdict::CannotTell
+}
+
+/// `holds` as the boolean of older results: `None` for "cannot tell".
+fn holds_of(v: Verdict) -> Option<bool> {
+    match v {
+        Verdict::Holds => Some(true),
+        Verdict::DoesNotHold => Some(false),
+        Verdict::CannotTell => None,
+    }
+}
+
+/// The verdict of "a is larger than b" from the test of "a smaller".
+fn larger(c: &RankComparison) -> Verdict {
+    match c.a_smaller() {
+        Verdict::Holds => Verdict::DoesNotHold,
+        Verdict::DoesNotHold => Verdict::Holds,
+        Verdict::CannotTell => Verdict::CannotTell,
+    }
+}
+
+/// The samples of `cases`, pooled (a case read back without samples
+/// counts its median once).
+fn pooled(run: &SweepRun, cases: &[usize]) -> Vec<f64> {
+    cases
+        .iter()
+        .flat_map(|&i| {
+            let c = &run.cases[i];
+            if c.samples.is_empty() {
+                vec![c.seconds.median]
+            } else {
+                c.samples.clone()
+            }
+        })
+        .filter(|x| x.is_finite())
+        .collect()
 }
 
 /// The findings of one run (one thread count set under one background).
@@ -43,6 +97,8 @@ impl Finding {
             holds: None,
             ratio: None,
             detail: why.into(),
+            verdict: Verdict::CannotTell,
+            comparison: None,
         }
     }
 }
@@ -111,7 +167,7 @@ fn finding_hops(run: Option<&SweepRun>) -> Finding {
         );
     };
     let mut parts = Vec::new();
-    let mut holds = Some(true);
+    let mut verdicts = Vec::new();
     let mut worst_ratio: Option<f64> = None;
     for access in [Access::Read, Access::Write] {
         let meds = hop_medians(run, access);
@@ -125,7 +181,7 @@ fn finding_hops(run: Option<&SweepRun>) -> Finding {
                 meds[0].0
             ));
             // One hop count says nothing either way, whatever the other access says.
-            holds = None;
+            verdicts.push(Verdict::CannotTell);
             continue;
         }
         let base = meds[0].1;
@@ -133,10 +189,23 @@ fn finding_hops(run: Option<&SweepRun>) -> Finding {
             .iter()
             .map(|(h, s)| format!("{h} hop{}: {:.2}x", format::s(*h as usize), s / base))
             .collect();
-        let grows = meds.windows(2).all(|w| w[1].1 > w[0].1 * (1.0 + NOISE));
-        if !grows && holds.is_some() {
-            holds = Some(false);
-        }
+        // Each hop count against the one before: slower, by the rank test.
+        let cases = hop_cases(run, access);
+        let steps: Vec<Verdict> = cases
+            .windows(2)
+            .map(|w| {
+                rank_compare(&pooled(run, &w[1].1), &pooled(run, &w[0].1))
+                    .map_or(Verdict::CannotTell, |c| larger(&c))
+            })
+            .collect();
+        let v = if steps.iter().all(|&v| v == Verdict::Holds) {
+            Verdict::Holds
+        } else if steps.contains(&Verdict::DoesNotHold) {
+            Verdict::DoesNotHold
+        } else {
+            Verdict::CannotTell
+        };
+        verdicts.push(v);
         let r = meds.last().map(|x| x.1 / base);
         worst_ratio = match (worst_ratio, r) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -145,20 +214,29 @@ fn finding_hops(run: Option<&SweepRun>) -> Finding {
         parts.push(format!(
             "{} ({}): {}",
             access_noun(access),
-            if grows {
-                "grows"
-            } else {
-                "does not grow at every hop"
+            match v {
+                Verdict::Holds => "grows at every hop",
+                Verdict::DoesNotHold => "faster at more hops somewhere",
+                Verdict::CannotTell => "not told from noise at every hop",
             },
             text.join(", ")
         ));
     }
+    let verdict = if verdicts.contains(&Verdict::DoesNotHold) {
+        Verdict::DoesNotHold
+    } else if !verdicts.is_empty() && verdicts.iter().all(|&v| v == Verdict::Holds) {
+        Verdict::Holds
+    } else {
+        Verdict::CannotTell
+    };
     Finding {
         question: "a".into(),
         title: title.into(),
-        holds,
+        holds: holds_of(verdict),
         ratio: worst_ratio,
-        detail: parts.join("; ") + " (time relative to the 0-hop median)",
+        detail: parts.join("; ") + &format!(" (time relative to the 0-hop median; {RULE})"),
+        verdict,
+        comparison: None,
     }
 }
 
@@ -202,18 +280,24 @@ fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
     };
     let (cross, no_cross) = crossfire_cases(run);
     let secs = |v: &[usize]| case_seconds(v.iter().map(|&i| &run.cases[i]));
-    let (cross, no_cross) = (secs(&cross), secs(&no_cross));
-    match (median(cross), median(no_cross)) {
-        (Some(x), Some(n)) => Finding {
-            question: "b".into(),
-            title: title.into(),
-            holds: Some(x > n * (1.0 + NOISE)),
-            ratio: Some(x / n),
-            detail: format!(
-                "crossfire takes {:.2}x the time of no crossfire (medians over the matching cases; the classic idle result is > 1)",
-                x / n
-            ),
-        },
+    let test = rank_compare(&pooled(run, &cross), &pooled(run, &no_cross));
+    match (median(secs(&cross)), median(secs(&no_cross)), test) {
+        (Some(x), Some(n), Some(c)) => {
+            let verdict = larger(&c);
+            Finding {
+                question: "b".into(),
+                title: title.into(),
+                holds: holds_of(verdict),
+                ratio: Some(x / n),
+                detail: format!(
+                    "crossfire takes {:.2}x the time of no crossfire (medians over the matching cases; the classic idle result is > 1); samples {}, {RULE}",
+                    x / n,
+                    c.describe()
+                ),
+                verdict,
+                comparison: Some(c),
+            }
+        }
         _ => none(&no_cases(
             run,
             "two writers on linked nodes, and a third node one hop from one of them",
@@ -247,11 +331,62 @@ pub fn two_writer_cases(run: &SweepRun) -> (Vec<usize>, Vec<usize>) {
     (pick(vec![Some(0), Some(0)]), pick(vec![Some(0), Some(1)]))
 }
 
+/// Two writers on two CPUs of one node, one buffer local and the other
+/// `hops` away (indexes into `run.cases`).
+pub fn two_writer_cases_at(run: &SweepRun, hops: u32) -> Vec<usize> {
+    let (_, one) = two_writer_cases(run);
+    if hops == 1 {
+        return one;
+    }
+    run.cases
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            let mut h: Vec<Option<u32>> = c.threads.iter().map(|t| t.case.hops).collect();
+            h.sort();
+            c.threads.len() == 2
+                && c.threads.iter().all(|t| t.case.access == Access::Write)
+                && c.threads[0].case.node == c.threads[1].case.node
+                && c.threads[0].case.cpu != c.threads[1].case.cpu
+                && c.seconds.median.is_finite()
+                && h == vec![Some(0), Some(hops)]
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// The hop class of (d) with the largest spread: its name, and its fastest
 /// and slowest case (indexes into `run.cases`). Threads taking turns on
 /// one CPU (or sharing a core) are another experiment: their cases form
 /// classes of their own.
 pub fn widest_class(run: &SweepRun) -> Option<(String, usize, usize)> {
+    let mut worst: Option<(f64, String, usize, usize)> = None;
+    for (class, v) in hop_groups(run) {
+        // The fastest and slowest of different experiments: a case and its
+        // thread-swapped twin are the same one.
+        let mut best: Option<(f64, usize, usize)> = None;
+        for &(i, ti) in &v {
+            for &(j, tj) in &v {
+                if tj > ti && experiment(&run.cases[i]) != experiment(&run.cases[j]) {
+                    let r = tj / ti;
+                    if best.is_none_or(|b| r > b.0) {
+                        best = Some((r, i, j));
+                    }
+                }
+            }
+        }
+        if let Some((r, lo, hi)) = best {
+            if worst.as_ref().is_none_or(|w| r > w.0) {
+                worst = Some((r, class, lo, hi));
+            }
+        }
+    }
+    worst.map(|(_, class, lo, hi)| (class, lo, hi))
+}
+
+/// The cases of each hop class (threads sharing a CPU or a core in classes
+/// of their own), with their median times.
+fn hop_groups(run: &SweepRun) -> BTreeMap<String, Vec<(usize, f64)>> {
     let mut by: BTreeMap<String, Vec<(usize, f64)>> = BTreeMap::new();
     for (i, c) in run.cases.iter().enumerate() {
         if c.seconds.median.is_finite() {
@@ -262,19 +397,33 @@ pub fn widest_class(run: &SweepRun) -> Option<(String, usize, usize)> {
             by.entry(key).or_default().push((i, c.seconds.median));
         }
     }
-    let mut worst: Option<(f64, String, usize, usize)> = None;
-    for (class, v) in by {
-        if v.len() < 2 {
-            continue;
-        }
-        let lo = v.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
-        let hi = v.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
-        let r = hi.1 / lo.1;
-        if worst.as_ref().is_none_or(|w| r > w.0) {
-            worst = Some((r, class, lo.0, hi.0));
-        }
-    }
-    worst.map(|(_, class, lo, hi)| (class, lo, hi))
+    by
+}
+
+/// How many hop classes hold two different experiments: what (d) picks
+/// its widest class from.
+fn compared_classes(run: &SweepRun) -> usize {
+    hop_groups(run)
+        .values()
+        .filter(|v| {
+            v.iter().any(|&(i, _)| {
+                v.iter()
+                    .any(|&(j, _)| experiment(&run.cases[i]) != experiment(&run.cases[j]))
+            })
+        })
+        .count()
+}
+
+/// A case with its threads' order forgotten: two labelled threads doing
+/// the same work are one experiment.
+fn experiment(c: &CaseResult) -> Vec<(u32, Access, u32)> {
+    let mut v: Vec<(u32, Access, u32)> = c
+        .threads
+        .iter()
+        .map(|t| (t.case.cpu, t.case.access, t.case.mem))
+        .collect();
+    v.sort();
+    v
 }
 
 /// (c) two writers on one node: both local vs one buffer one hop away.
@@ -286,20 +435,49 @@ fn finding_two_local_writers(run: Option<&SweepRun>) -> Finding {
     };
     let (local, moved) = two_writer_cases(run);
     let secs = |v: &[usize]| case_seconds(v.iter().map(|&i| &run.cases[i]));
-    let (local, moved) = (secs(&local), secs(&moved));
-    match (median(local), median(moved)) {
-        (Some(l), Some(mv)) => Finding {
-            question: "c".into(),
-            title: title.into(),
-            holds: Some(mv < l * (1.0 - NOISE)),
-            ratio: Some(mv / l),
-            detail: format!(
-                "0-hop/1-hop takes {:.2}x the time of 0-hop/0-hop (< 1: the node's controller saturates with two local writers)",
-                mv / l
-            ),
-        },
-        (None, _) => none(&no_cases(run, "two writers on two CPUs of one node, both local")),
-        (_, None) => none(&no_cases(
+    let test = rank_compare(&pooled(run, &moved), &pooled(run, &local));
+    // The study's second comparison: the buffer two hops away (or the
+    // farthest the machine has).
+    let farthest = (2..=8)
+        .rev()
+        .map(|h| (h, two_writer_cases_at(run, h)))
+        .find(|(_, v)| !v.is_empty());
+    let far_text = farthest
+        .and_then(|(h, v)| {
+            let c = rank_compare(&pooled(run, &v), &pooled(run, &local))?;
+            Some(format!(
+                "; 0-{h} hops against 0-0: {} ({})",
+                c.describe(),
+                match c.a_smaller() {
+                    Verdict::Holds => "faster",
+                    Verdict::DoesNotHold => "slower",
+                    Verdict::CannotTell => "cannot tell",
+                }
+            ))
+        })
+        .unwrap_or_default();
+    match (median(secs(&local)), median(secs(&moved)), test) {
+        (Some(l), Some(mv), Some(c)) => {
+            let verdict = c.a_smaller();
+            Finding {
+                question: "c".into(),
+                title: title.into(),
+                holds: holds_of(verdict),
+                ratio: Some(mv / l),
+                detail: format!(
+                    "0-hop/1-hop takes {:.2}x the time of 0-hop/0-hop (< 1: the node's controller saturates with two local writers); samples {}{far_text}; {RULE}",
+                    mv / l,
+                    c.describe()
+                ),
+                verdict,
+                comparison: Some(c),
+            }
+        }
+        (None, _, _) => none(&no_cases(
+            run,
+            "two writers on two CPUs of one node, both local",
+        )),
+        _ => none(&no_cases(
             run,
             "two writers on one node, one of them writing a memory node one hop away",
         )),
@@ -314,20 +492,36 @@ fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
     };
     match widest_class(run) {
         Some((class, lo, hi)) => {
-            let (lo, hi) = (&run.cases[lo], &run.cases[hi]);
-            let r = hi.seconds.median / lo.seconds.median;
+            let classes = compared_classes(run).max(1);
+            let (lo_c, hi_c) = (&run.cases[lo], &run.cases[hi]);
+            let r = hi_c.seconds.median / lo_c.seconds.median;
+            let test = rank_compare(&pooled(run, &[hi]), &pooled(run, &[lo]));
+            // The widest of several classes: its p-value is corrected for
+            // how many classes it was picked from (Bonferroni).
+            let verdict =
+                test.as_ref()
+                    .map_or(Verdict::CannotTell, |c| match c.equal_within(2.0 * NOISE) {
+                        Verdict::DoesNotHold if c.p_value * classes as f64 >= ALPHA => {
+                            Verdict::CannotTell
+                        }
+                        v => v,
+                    });
             Finding {
-            question: "d".into(),
-            title: title.into(),
-            holds: Some(r <= 1.0 + 2.0 * NOISE),
-            ratio: Some(r),
-            detail: format!(
-                "largest spread within a hop class: {:.2}x in class {class} ({} fastest, {} slowest), over {} threads",
-                r,
-                lo.labels.join(" "),
-                hi.labels.join(" "),
-                run.threads
-            ),
+                question: "d".into(),
+                title: title.into(),
+                holds: holds_of(verdict),
+                ratio: Some(r),
+                detail: format!(
+                    "largest spread within a hop class: {:.2}x in class {class} ({} fastest, {} slowest), over {} threads; samples {}, equal within {:.0}%, p corrected for {classes} classes; a case and its thread-swapped twin are one experiment and are not compared",
+                    r,
+                    lo_c.labels.join(" "),
+                    hi_c.labels.join(" "),
+                    run.threads,
+                    test.as_ref().map_or("not comparable".into(), |c| c.describe()),
+                    200.0 * NOISE
+                ),
+                verdict,
+                comparison: test,
             }
         }
         None => Finding::unanswered("d", title, "every hop class has a single case here"),
@@ -394,6 +588,10 @@ mod tests {
             sharing: "none".into(),
             class_size: 1,
             class_key: String::new(),
+            samples: [0.99, 1.01, 1.0, 0.98, 1.02, 1.005]
+                .iter()
+                .map(|f| f * seconds)
+                .collect(),
             seconds: CaseTime {
                 median: seconds,
                 best: seconds,
@@ -492,5 +690,45 @@ mod tests {
         assert!((b.ratio.unwrap() - 1.2).abs() < 1e-9);
         let c = finding_two_local_writers(Some(&run));
         assert_eq!(c.holds, Some(true), "{}", c.detail);
+    }
+
+    #[test]
+    fn equal_hops_never_compares_a_case_with_its_thread_swapped_twin() {
+        // 0.0.w.1 + 1.0.w.0 and its twin with the threads' labels swapped:
+        // one experiment, 1.78x apart by noise; a third case of the same
+        // hop class is the only real comparison.
+        let mut twin = case(&[(1, 2, 0, 1), (0, 0, 1, 1)], 1.78);
+        twin.hop_class = "w1 w1".into();
+        let mut first = case(&[(0, 0, 1, 1), (1, 2, 0, 1)], 1.0);
+        first.hop_class = "w1 w1".into();
+        let run = two_threads(vec![first.clone(), twin.clone()], 2);
+        assert_eq!(widest_class(&run), None);
+        assert_eq!(finding_equal_hops(Some(&run)).holds, None);
+        let mut other = case(&[(0, 0, 2, 1), (1, 2, 3, 1)], 1.01);
+        other.hop_class = "w1 w1".into();
+        let run = two_threads(vec![first, twin, other], 3);
+        let (_, lo, hi) = widest_class(&run).unwrap();
+        assert_eq!((lo, hi), (2, 1), "the twin against the third case");
+    }
+
+    #[test]
+    fn equal_hops_inside_the_noise_holds_and_a_real_gap_does_not() {
+        let mk = |secs: f64, mem: u32| {
+            let mut c = case(&[(0, 0, mem, 1), (1, 2, 0, 1)], secs);
+            c.hop_class = "w1 w1".into();
+            c
+        };
+        let same = two_threads(vec![mk(1.0, 1), mk(1.001, 2)], 2);
+        let d = finding_equal_hops(Some(&same));
+        assert_eq!(d.verdict, Verdict::Holds, "{}", d.detail);
+        let apart = two_threads(vec![mk(1.0, 1), mk(1.5, 2)], 2);
+        let d = finding_equal_hops(Some(&apart));
+        assert_eq!(d.verdict, Verdict::DoesNotHold, "{}", d.detail);
+        assert_eq!(d.holds, Some(false));
+        assert!(
+            d.detail.contains("p corrected for 1 classes"),
+            "{}",
+            d.detail
+        );
     }
 }

@@ -246,6 +246,10 @@ pub struct CaseResult {
     pub class_key: String,
     /// Seconds per pass of the slowest thread: the case's time.
     pub seconds: CaseTime,
+    /// Each sample of that time, in the order taken: what the findings'
+    /// rank tests compare.
+    #[serde(default, deserialize_with = "vec_f64_or_nan")]
+    pub samples: Vec<f64>,
     /// `seconds.median` over the fastest case of the same thread count.
     #[serde(deserialize_with = "f64_or_nan")]
     pub normalized: f64,

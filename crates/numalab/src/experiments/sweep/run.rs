@@ -398,13 +398,14 @@ impl Sweep<'_, '_> {
             .as_ref()
             .is_none_or(|l| l.workers().iter().all(|w| w.verified));
         let _report: Option<PacedReport> = load.map(|l| l.stop());
-        let (time, per) = outcome?;
+        let (time, per, samples) = outcome?;
         let seen = BackgroundSeen {
             cpus,
             achieved,
             verified,
         };
-        let result = self.case_result(case, time, per, seen);
+        let mut result = self.case_result(case, time, per, seen);
+        result.samples = samples;
         self.all_verified &= result.verified;
         self.done += 1;
         self.case_seconds_sum += t_case.elapsed().as_secs_f64();
@@ -447,6 +448,7 @@ impl Sweep<'_, '_> {
             class_size: case.class_size,
             class_key: case.class_key.clone(),
             seconds: time,
+            samples: Vec::new(),
             normalized: f64::NAN,
             threads,
             background_achieved: bg.achieved,
@@ -606,7 +608,7 @@ pub(super) fn run_case(
     case: &PlannedCase,
     bufs: &mut [ThreadBuffers],
     rule: &StopRule,
-) -> Result<(CaseTime, ThreadTimes), PlacementError> {
+) -> Result<(CaseTime, ThreadTimes, Vec<f64>), PlacementError> {
     let n = case.threads.len();
     let sync = CaseSync::new(n);
     let mut slots: Vec<Option<&mut PlacedBuffer>> = Vec::with_capacity(n);
@@ -649,7 +651,7 @@ pub(super) fn run_case(
             (v.get(v.len() / 2).copied().unwrap_or(f64::NAN), s)
         })
         .collect();
-    Ok((CaseTime::of(&meas.summary), threads))
+    Ok((CaseTime::of(&meas.summary), threads, meas.samples))
 }
 
 /// A foreground thread of a case: pins itself, then runs its passes each

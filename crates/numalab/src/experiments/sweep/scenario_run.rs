@@ -462,7 +462,7 @@ fn run_unit(
             break;
         }
         let mark = load.as_ref().map(|l| l.mark());
-        let (time, per) = run_case(breq, &s.case, bufs, rule)?;
+        let (time, per, _) = run_case(breq, &s.case, bufs, rule)?;
         if let (Some(l), Some(mk)) = (&load, &mark) {
             s.achieved.push(l.rates_since(mk));
         }

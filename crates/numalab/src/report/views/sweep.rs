@@ -708,12 +708,14 @@ pub fn question_claims(s: &SweepOutcome, base: &str) -> Vec<Claim> {
             }
             // The ratio and the verdict, re-derived from the cases.
             let mut ratio: Option<(f64, Derivation)> = None;
-            let stated = |c: Claim, rel: Relation, t: f64| match f.holds {
-                Some(_) => c.stated(
+            // The verdict is the rank test's on the cases' samples
+            // (measure::compare), which medians cannot re-derive: it is
+            // stated as facts with its p-value.
+            let stated = |c: Claim, _rel: Relation, _t: f64| match &f.comparison {
+                Some(x) => c.fact("p", x.p_value, path("comparison/p_value")).fact(
                     "verdict",
-                    ("x", rel, "y"),
-                    Threshold::Share(t),
-                    path("holds"),
+                    f.verdict,
+                    path("verdict"),
                 ),
                 None => c,
             };
