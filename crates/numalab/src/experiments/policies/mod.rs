@@ -39,6 +39,7 @@
 
 use crate::machine::Machine;
 use crate::measure::compare::Verdict;
+use crate::measure::environment::CACHE_FIT_MULTIPLE;
 use crate::measure::harness::{Aggregate, BandwidthResult, Figure};
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
@@ -226,11 +227,14 @@ pub struct PoliciesRequest {
     pub policies: Vec<PolicyColumn>,
 }
 
-/// Default bytes per array: one worker's arrays together at least twice the
-/// last-level cache (never below 16 MiB per array), rounded to 2 MiB.
+/// Default bytes per array: one worker's arrays together at least
+/// [`CACHE_FIT_MULTIPLE`] times the last-level cache, so that the figures
+/// come from memory and the cache-fit warning stays quiet (never below
+/// 16 MiB per array), rounded up to 2 MiB.
 pub fn default_array_bytes(m: &Machine, kernel: BandwidthKernel) -> usize {
     let llc = m.last_level_cache_bytes().unwrap_or(32 << 20) as usize;
-    (2 * llc / kernel.arrays())
+    (CACHE_FIT_MULTIPLE as usize * llc)
+        .div_ceil(kernel.arrays())
         .max(16 << 20)
         .next_multiple_of(2 << 20)
 }
