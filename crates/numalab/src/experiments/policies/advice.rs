@@ -23,7 +23,10 @@ type Lookup<'a> = &'a dyn Fn(Workload, PolicyColumn) -> Option<Vec<f64>>;
 /// verdict of "`better` is faster than `worse`".
 pub fn compare(a: (&str, &[f64]), b: (&str, &[f64])) -> Comparison {
     let finite_median = |v: &[f64]| median(v.to_vec()).unwrap_or(f64::NAN);
-    let a_first = !(finite_median(a.1) < finite_median(b.1));
+    // a is named first unless b's median is larger (a NaN median, from no
+    // samples, keeps the order as given).
+    let a_first =
+        finite_median(a.1).partial_cmp(&finite_median(b.1)) != Some(std::cmp::Ordering::Less);
     let (better, worse) = if a_first { (a, b) } else { (b, a) };
     let rc = rank_compare(better.1, worse.1);
     let (percent, p_value, ratio_low, ratio_high, verdict) = match &rc {
@@ -317,7 +320,7 @@ fn cross(
 ) -> Option<Recommendation> {
     let (fa, fb) = (fig(a.0, a.1)?, fig(b.0, b.1)?);
     let (fa, fb) = (fa.as_slice(), fb.as_slice());
-    let c = compare((&label(a.0, a.1), &fa), (&label(b.0, b.1), &fb));
+    let c = compare((&label(a.0, a.1), fa), (&label(b.0, b.1), fb));
     let a_wins = c.better == label(a.0, a.1);
     Some(Recommendation {
         topic: topic.into(),
