@@ -9,6 +9,7 @@ use crate::output::out;
 use crate::output::{exit_for, load_machine, print_result, CliError, CliResult, Progress};
 use numalab::input::{read_text, InputKind};
 use numalab::measure::chase::ChasePattern;
+use numalab::measure::environment::cache_fit_warning;
 use numalab::measure::harness::{
     run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
 };
@@ -148,8 +149,14 @@ fn bandwidth(a: BandwidthArgs) -> CliResult {
         rule: a.stats.rule(2.5)?,
     };
     let progress = Progress::spinner(&format!("bench bandwidth {}", a.kernel.name()));
-    let r = run_bandwidth(&m, &req)?;
+    let mut r = run_bandwidth(&m, &req)?;
     progress.finish();
+    let data = req.buffer_bytes as u64 * a.kernel.arrays() as u64 * req.workers.len() as u64;
+    r.warnings.extend(cache_fit_warning(
+        &m,
+        data,
+        "data (all arrays of all threads)",
+    ));
     if a.out.json {
         print_result("bench bandwidth", &r)?;
     } else {

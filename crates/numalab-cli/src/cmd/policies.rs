@@ -36,7 +36,7 @@ pub struct Args {
     /// Node of the one-node column (default: the node of the first thread's CPU).
     #[arg(long, value_name = "NODE")]
     node: Option<String>,
-    /// Bytes of each array of each worker, 4K to 128T (default: a worker's arrays together twice the last-level cache, at least 16M each).
+    /// Bytes of each array of each worker, 4K to 128T (default: a worker's arrays together four times the last-level cache, at least 16M each).
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
     /// Transparent huge pages for all data (off: page-exact placement, one page size in every column).
@@ -45,8 +45,8 @@ pub struct Args {
     /// Workloads (rows), comma-separated, or all.
     #[arg(long, value_name = "LIST", default_value = "all", value_parser = choice(&["single-unpinned", "single-pinned", "independent", "serial-init", "numa-aware", "all"], workloads))]
     workloads: List<Workload>,
-    /// Policies (columns), comma-separated, or all.
-    #[arg(long, value_name = "LIST", default_value = "all", value_parser = choice(&["local", "interleave", "one-node", "all"], columns))]
+    /// Policies (columns), comma-separated, or all: interleave-accessing interleaves over the nodes the threads run on only.
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = choice(&["local", "interleave", "interleave-accessing", "one-node", "all"], columns))]
     policies: List<PolicyColumn>,
     /// Instruction set (auto: the widest this CPU runs).
     #[arg(long, value_name = "ISA", default_value = "auto", value_parser = choice(ISAS, isa))]

@@ -32,6 +32,12 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
         "policies_compact",
         "numalab policies --json --size 1M --budget 0.05 --warmup 0 --min-reps 2 --threads 4 --threads-policy compact --workloads serial-init,numa-aware --policies local,interleave",
     ),
+    // Interleave over the accessing nodes: 4 compact threads run on nodes
+    // 0 and 1 only, so that column must leave nodes 2 and 3 alone.
+    (
+        "policies_accessing",
+        "numalab policies --json --size 1M --budget 0.05 --warmup 0 --min-reps 2 --threads 4 --threads-policy compact --workloads single-pinned,serial-init,numa-aware --policies interleave,interleave-accessing",
+    ),
     (
         "policies_text",
         "numalab policies --size 1M --budget 0.05 --warmup 0 --min-reps 2 --workloads single-pinned,numa-aware",
@@ -128,7 +134,8 @@ fn policies_runs_on_every_node_and_places_every_cell_as_asked() {
     assert_eq!(v["interleave_nodes"], serde_json::json!([0, 1, 2, 3]));
     assert_eq!(v["node"], 2);
     assert_eq!(v["single_node"], false);
-    assert_eq!(v["cells"].as_array().unwrap().len(), 15);
+    assert_eq!(v["cells"].as_array().unwrap().len(), 20);
+    assert_eq!(v["accessing_nodes"], serde_json::json!([0, 1, 2, 3]));
     assert_eq!(v["verified"], true, "{:?}", v["cells"]);
     for c in v["cells"].as_array().unwrap() {
         assert_eq!(c["verified"], true, "{c}");
@@ -176,6 +183,18 @@ fn policies_runs_on_every_node_and_places_every_cell_as_asked() {
         interleaved(cell(&v, wl, "interleave"), &[0, 1, 2, 3]);
         all_on(cell(&v, wl, "one-node"), 2);
     }
+    // Interleave over the accessing nodes: the threaded workloads' 8 CPUs
+    // cover every node; the unpinned thread may run anywhere; the pinned
+    // thread's own node is node 0, the same memory as local.
+    for wl in [
+        "single-unpinned",
+        "independent",
+        "serial-init",
+        "numa-aware",
+    ] {
+        interleaved(cell(&v, wl, "interleave-accessing"), &[0, 1, 2, 3]);
+    }
+    all_on(cell(&v, "single-pinned", "interleave-accessing"), 0);
     // The pinned single thread runs on the first CPU, its data local.
     let pinned = cell(&v, "single-pinned", "local");
     ran_on(pinned, &[0]);
@@ -268,6 +287,47 @@ fn policies_compact_layout_fills_nodes_in_turn() {
 }
 
 #[test]
+fn policies_interleaves_over_exactly_the_accessing_nodes() {
+    let v = quartet().json("policies_accessing", 0);
+    assert_eq!(v["cpus"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(v["accessing_nodes"], serde_json::json!([0, 1]));
+    assert_eq!(v["interleave_nodes"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(v["cells"].as_array().unwrap().len(), 6);
+    assert_eq!(v["verified"], true, "{:?}", v["cells"]);
+    for wl in ["serial-init", "numa-aware"] {
+        let c = cell(&v, wl, "interleave-accessing");
+        assert_eq!(c["memory_policy"], "interleave:0-1", "{wl}");
+        assert_eq!(c["verified"], true, "{c}");
+        // Every buffer's pages on exactly nodes 0 and 1, evenly.
+        interleaved(c, &[0, 1]);
+        ran_on(c, &[0, 1, 2, 3]);
+        interleaved(cell(&v, wl, "interleave"), &[0, 1, 2, 3]);
+    }
+    // One pinned thread on CPU 0: its accessing node is node 0 alone.
+    let pinned = cell(&v, "single-pinned", "interleave-accessing");
+    assert_eq!(pinned["memory_policy"], "interleave:0");
+    all_on(pinned, 0);
+    assert!(
+        v["notes"]
+            .to_string()
+            .contains("interleave-accessing spreads"),
+        "{}",
+        v["notes"]
+    );
+    // Four nodes: comparisons are rank tests, each with its verdict.
+    for r in v["recommendations"].as_array().unwrap() {
+        for c in r["comparisons"].as_array().unwrap() {
+            let verdict = c["verdict"].as_str().unwrap();
+            assert!(
+                ["holds", "does_not_hold", "cannot_tell"].contains(&verdict),
+                "{c}"
+            );
+            assert_eq!(c["significant"], verdict == "holds", "{c}");
+        }
+    }
+}
+
+#[test]
 fn policies_text_and_errors() {
     let s = quartet().step("policies_text");
     assert_eq!(s.rc, 0, "{}", s.err);
@@ -295,6 +355,12 @@ fn policies_interleaves_over_and_binds_to_the_cpuless_node() {
     all_on(cell(&v, "numa-aware", "one-node"), 4);
     all_on(cell(&v, "single-pinned", "one-node"), 4);
     interleaved(cell(&v, "numa-aware", "interleave"), &[0, 1, 2, 3, 4]);
+    // The CPU-less node runs no thread, so it is not an accessing node.
+    assert_eq!(v["accessing_nodes"], serde_json::json!([0, 1, 2, 3]));
+    interleaved(
+        cell(&v, "numa-aware", "interleave-accessing"),
+        &[0, 1, 2, 3],
+    );
     // Ring4: CPU n on node n; NUMA-aware threads keep their data local.
     let aware = cell(&v, "numa-aware", "local");
     for w in workers(aware) {

@@ -122,6 +122,15 @@ pub fn run_matrix(
         "use a smaller --size",
     )?;
     let mut warnings = Vec::new();
+    if req.bandwidth {
+        // Per thread: the threads of a row share the cache, so the data of
+        // one is the smallest amount that must outgrow it.
+        warnings.extend(crate::measure::environment::cache_fit_warning(
+            m,
+            req.bandwidth_bytes as u64 * req.kernel.arrays() as u64,
+            "one thread's data",
+        ));
+    }
     let mut latency = None;
     let mut bandwidth = None;
     if req.latency {

@@ -115,7 +115,10 @@ impl RankComparison {
     /// otherwise (noise, or too few samples to reach ALPHA — with n_a=n_b=1
     /// it is always CannotTell).
     pub fn a_smaller(&self) -> Verdict {
-        if !(self.p_value < ALPHA) {
+        // A NaN p-value (never produced here, but possible in a result read
+        // back) decides nothing.
+        let significant = self.p_value < ALPHA;
+        if !significant {
             Verdict::CannotTell
         } else if self.ratio < 1.0 {
             Verdict::Holds
@@ -282,7 +285,7 @@ fn normal_p(u: f64, m: usize, n: usize, ties: &[usize]) -> f64 {
         / (total * (total - 1.0));
     let sigma = (mf * nf / 12.0 * (total + 1.0 - tie_term)).max(0.0).sqrt();
     let z = u - mf * nf / 2.0;
-    if !(sigma > 0.0) {
+    if sigma.is_nan() || sigma <= 0.0 {
         return 1.0;
     }
     // R's sign(0) is 0: no continuity correction when U sits at its mean.

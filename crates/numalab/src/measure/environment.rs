@@ -631,6 +631,28 @@ fn hypervisor_signature() -> Option<String> {
     None
 }
 
+/// A measured buffer below this many times the last-level cache may be
+/// served from cache rather than memory (the STREAM rule is 4x).
+pub const CACHE_FIT_MULTIPLE: u64 = 4;
+
+/// A warning when `bytes` of data measured (named `what`, e.g. "buffer")
+/// are below [`CACHE_FIT_MULTIPLE`] times the machine's largest last-level
+/// cache: "buffer 16 MiB is below 4× the 32 MiB last-level cache: figures
+/// may come from cache, not memory". `None` when the data is large enough
+/// or the machine reports no cache. The largest cache is used because the
+/// threads' own caches are not known before they run, and it errs toward
+/// warning.
+pub fn cache_fit_warning(m: &crate::machine::Machine, bytes: u64, what: &str) -> Option<String> {
+    let llc = m.last_level_cache_bytes().filter(|&b| b > 0)?;
+    (bytes < CACHE_FIT_MULTIPLE.saturating_mul(llc)).then(|| {
+        format!(
+            "{what} {} is below {CACHE_FIT_MULTIPLE}× the {} last-level cache: figures may come from cache, not memory",
+            crate::text::format::bytes(bytes),
+            crate::text::format::bytes(llc)
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -786,5 +808,22 @@ mod tests {
         assert_eq!(fmt_bytes(2 << 30), "2 GiB");
         assert_eq!(fmt_bytes(1536 << 20), "1.5 GiB");
         assert_eq!(fmt_bytes(100), "100 B");
+    }
+
+    #[test]
+    fn cache_fit_warning_states_the_multiple_and_the_cache() {
+        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let llc = m.last_level_cache_bytes().expect("the fixture has caches");
+        let w = cache_fit_warning(&m, llc, "buffer").expect("one cache's worth fits");
+        assert_eq!(
+            w,
+            format!(
+                "buffer {} is below 4× the {} last-level cache: figures may come from cache, not memory",
+                crate::text::format::bytes(llc),
+                crate::text::format::bytes(llc)
+            )
+        );
+        assert!(cache_fit_warning(&m, 4 * llc - 1, "buffer").is_some());
+        assert_eq!(cache_fit_warning(&m, 4 * llc, "buffer"), None);
     }
 }

@@ -1,41 +1,84 @@
 //! The advice that follows from the table's figures: for each workload the
 //! policy to use (when the numbers single one out) with its comparisons,
 //! then across workloads: pinning, initialization and scaling. A difference
-//! counts only when it is larger than the noise (see [`compare`]).
+//! counts only when the rank test on the two cells' samples says it holds
+//! ([`crate::measure::compare`]: Mann–Whitney U, p < 0.05, with the 95%
+//! interval of the ratio); otherwise the advice says it cannot tell. With one
+//! memory node every column is the same memory, so nothing is compared.
 
 use super::{Comparison, PolicyColumn, Recommendation, Workload};
-use crate::measure::harness::Figure;
+use crate::measure::compare::{rank_compare, Verdict, RULE};
+use crate::measure::stats::median;
 use crate::text::format::percent;
 
 use PolicyColumn as P;
 use Workload as W;
 
-/// A cell's aggregate bandwidth, `None` when it did not run.
-type Lookup<'a> = &'a dyn Fn(Workload, PolicyColumn) -> Option<Figure>;
+/// A cell's bandwidth samples (aggregate GB/s, one per repetition),
+/// `None` when it did not run.
+type Lookup<'a> = &'a dyn Fn(Workload, PolicyColumn) -> Option<Vec<f64>>;
 
-/// How much faster `a` is than `b`, and whether that is more than noise.
-pub fn compare(a: (&str, &Figure), b: (&str, &Figure)) -> Comparison {
-    let percent = (a.1.median / b.1.median - 1.0) * 100.0;
-    let ci = |f: &Figure| {
-        if f.rel_ci.is_finite() {
-            f.rel_ci
-        } else {
-            1.0
-        }
-    };
-    let noise_percent = (5.0f64).max((ci(a.1) + ci(b.1)) * 100.0);
-    let (better, worse, percent) = if percent >= 0.0 {
-        (a.0, b.0, percent)
-    } else {
-        (b.0, a.0, (b.1.median / a.1.median - 1.0) * 100.0)
+/// Which of two cells is faster (the higher median bandwidth is named
+/// `better`) and whether the rank test on their samples says so: the
+/// verdict of "`better` is faster than `worse`".
+pub fn compare(a: (&str, &[f64]), b: (&str, &[f64])) -> Comparison {
+    let finite_median = |v: &[f64]| median(v.to_vec()).unwrap_or(f64::NAN);
+    // a is named first unless b's median is larger (a NaN median, from no
+    // samples, keeps the order as given).
+    let a_first =
+        finite_median(a.1).partial_cmp(&finite_median(b.1)) != Some(std::cmp::Ordering::Less);
+    let (better, worse) = if a_first { (a, b) } else { (b, a) };
+    let rc = rank_compare(better.1, worse.1);
+    let (percent, p_value, ratio_low, ratio_high, verdict) = match &rc {
+        Some(rc) => (
+            (rc.ratio - 1.0) * 100.0,
+            rc.p_value,
+            rc.ratio_low,
+            rc.ratio_high,
+            // "better is faster" is "worse's samples are the smaller".
+            match rc.a_smaller() {
+                Verdict::Holds => Verdict::DoesNotHold,
+                Verdict::DoesNotHold => Verdict::Holds,
+                Verdict::CannotTell => Verdict::CannotTell,
+            },
+        ),
+        None => (f64::NAN, f64::NAN, f64::NAN, f64::NAN, Verdict::CannotTell),
     };
     Comparison {
-        better: better.to_string(),
-        worse: worse.to_string(),
+        better: better.0.to_string(),
+        worse: worse.0.to_string(),
         percent,
-        noise_percent,
-        significant: percent.is_finite() && percent > noise_percent,
+        noise_percent: f64::NAN,
+        significant: verdict == Verdict::Holds,
+        p_value,
+        ratio_low,
+        ratio_high,
+        rule: RULE.to_string(),
+        verdict,
     }
+}
+
+/// The same comparison with no claim: on one memory node the cells being
+/// compared are the same memory, so whatever the samples say is noise.
+fn no_claim(mut c: Comparison) -> Comparison {
+    c.verdict = Verdict::CannotTell;
+    c.significant = false;
+    c
+}
+
+/// The figures behind a verdict, for text: "1.32x (95% CI 1.25–1.40), p = 0.002".
+fn figures(c: &Comparison) -> String {
+    crate::measure::compare::RankComparison {
+        n_a: 0,
+        n_b: 0,
+        median_a: f64::NAN,
+        median_b: f64::NAN,
+        ratio: 1.0 + c.percent / 100.0,
+        ratio_low: c.ratio_low,
+        ratio_high: c.ratio_high,
+        p_value: c.p_value,
+    }
+    .describe()
 }
 
 /// A comparison's difference for text (its `percent` is in percent).
@@ -43,13 +86,10 @@ fn by(c: &Comparison) -> String {
     percent(c.percent / 100.0)
 }
 
-/// "4.5% apart, noise 5%": a difference within noise, for text.
+/// "cannot tell, 1.03x (95% CI 0.97–1.10), p = 0.41": a difference the
+/// test does not support, for text.
 fn apart(c: &Comparison) -> String {
-    format!(
-        "{} apart, noise {}",
-        by(c),
-        percent(c.noise_percent / 100.0)
-    )
+    format!("{}, {}", c.verdict.words(), figures(c))
 }
 
 fn label(w: Workload, p: PolicyColumn) -> String {
@@ -60,6 +100,7 @@ fn policy_words(p: PolicyColumn, node: u32) -> String {
     match p {
         P::Local => "local".into(),
         P::Interleave => "interleave".into(),
+        P::InterleaveAccessing => "interleave over the accessing nodes".into(),
         P::OneNode => format!("node {node} only"),
     }
 }
@@ -76,7 +117,7 @@ fn policy_name(w: Workload, p: PolicyColumn, node: u32) -> String {
 /// The advice that follows from the figures (`fig(workload, policy)` is a
 /// cell's aggregate bandwidth, `None` when it did not run).
 pub fn recommend(
-    fig: &dyn Fn(Workload, PolicyColumn) -> Option<Figure>,
+    fig: &dyn Fn(Workload, PolicyColumn) -> Option<Vec<f64>>,
     threads: usize,
     single_node: bool,
     node: u32,
@@ -87,7 +128,12 @@ pub fn recommend(
         .collect();
     out.extend(pinning(fig));
     if threads > 1 {
-        out.extend(initialization(fig, single_node));
+        out.extend(initialization(fig, single_node).map(|mut r| {
+            if single_node {
+                r.comparisons = r.comparisons.into_iter().map(no_claim).collect();
+            }
+            r
+        }));
         out.extend(scaling(fig, threads));
     }
     out
@@ -101,7 +147,7 @@ fn workload_advice(
     single_node: bool,
     node: u32,
 ) -> Option<Recommendation> {
-    let figs: Vec<(PolicyColumn, Figure)> = PolicyColumn::ALL
+    let figs: Vec<(PolicyColumn, Vec<f64>)> = PolicyColumn::ALL
         .into_iter()
         .filter_map(|p| fig(w, p).map(|f| (p, f)))
         .collect();
@@ -109,9 +155,20 @@ fn workload_advice(
         return None;
     }
     let (comparisons, sentences) = classic_comparisons(w, &figs, node);
+    if single_node {
+        return Some(Recommendation {
+            topic: w.name().to_string(),
+            best: None,
+            text: format!(
+                "{}: any policy: {ONE_NODE}, so there is nothing to compare",
+                subject(w, threads)
+            ),
+            comparisons: comparisons.into_iter().map(no_claim).collect(),
+        });
+    }
     let (fastest, top) = fastest_and_tied(w, &figs);
-    let best = (!single_node && top.len() == 1).then_some(fastest);
-    let advice = advice_words(w, best, &top, single_node, node);
+    let best = (top.len() == 1).then_some(fastest);
+    let advice = advice_words(w, best, &top, node);
     Some(Recommendation {
         topic: w.name().to_string(),
         best,
@@ -123,6 +180,9 @@ fn workload_advice(
         comparisons,
     })
 }
+
+/// Why a one-memory-node machine has no policy to recommend.
+pub const ONE_NODE: &str = "one memory node: local, interleave and bind place the same memory";
 
 /// The program a workload stands for, as the advice names it.
 fn subject(w: Workload, threads: usize) -> String {
@@ -142,7 +202,7 @@ fn subject(w: Workload, threads: usize) -> String {
 /// pair is left.
 fn classic_comparisons(
     w: Workload,
-    figs: &[(PolicyColumn, Figure)],
+    figs: &[(PolicyColumn, Vec<f64>)],
     node: u32,
 ) -> (Vec<Comparison>, Vec<String>) {
     let (first, second) = match w {
@@ -165,10 +225,16 @@ fn classic_comparisons(
         let a_wins = c.better == label(w, a);
         let (win, lose) = if a_wins { (a, b) } else { (b, a) };
         sentences.push(if c.significant {
-            format!("{} beats {} by {}", name_of(win), name_of(lose), by(&c))
+            format!(
+                "{} beats {} by {} (holds: {})",
+                name_of(win),
+                name_of(lose),
+                by(&c),
+                figures(&c)
+            )
         } else {
             format!(
-                "{} and {} are within noise ({})",
+                "{} faster than {}: {}",
                 name_of(win),
                 name_of(lose),
                 apart(&c)
@@ -179,16 +245,17 @@ fn classic_comparisons(
     (comparisons, sentences)
 }
 
-/// The fastest policy, and the policies tied with it (itself included, in
-/// column order): those it does not beat by more than noise. The fastest is
-/// the best only when it is alone at the top.
+/// The fastest policy (highest median), and the policies tied with it
+/// (itself included, in column order): those the test cannot tell it is
+/// faster than. The fastest is the best only when it is alone at the top.
 fn fastest_and_tied(
     w: Workload,
-    figs: &[(PolicyColumn, Figure)],
+    figs: &[(PolicyColumn, Vec<f64>)],
 ) -> (PolicyColumn, Vec<PolicyColumn>) {
+    let med = |v: &[f64]| median(v.to_vec()).unwrap_or(f64::NAN);
     let (best_p, best_f) = figs
         .iter()
-        .max_by(|x, y| x.1.median.total_cmp(&y.1.median))
+        .max_by(|x, y| med(&x.1).total_cmp(&med(&y.1)))
         .map(|(p, f)| (*p, f.clone()))
         .expect("two figures");
     let top = figs
@@ -207,7 +274,6 @@ fn advice_words(
     w: Workload,
     best: Option<PolicyColumn>,
     top: &[PolicyColumn],
-    single_node: bool,
     node: u32,
 ) -> String {
     let tied = || {
@@ -217,9 +283,6 @@ fn advice_words(
             .join(" or ")
     };
     match (best, w) {
-        _ if single_node => {
-            "any policy (one memory node: the policies are the same memory, so any difference here is noise)".to_string()
-        }
         (Some(P::Local), W::SerialInit) => {
             "keep first touch (the main thread's node copes at this thread count)".into()
         }
@@ -230,16 +293,19 @@ fn advice_words(
         (Some(P::Interleave), _) => {
             "interleave (against the classic advice: check the verification, rerun with a larger --budget)".into()
         }
+        (Some(P::InterleaveAccessing), _) => {
+            "interleave over the nodes the threads run on".into()
+        }
         (Some(P::OneNode), _) => format!("bind to node {node}"),
         (None, W::SerialInit) if top.contains(&P::Local) => {
             "no clear winner; initializing in parallel is the real fix".into()
         }
         (None, W::SerialInit) => format!(
-            "{} (tied, both ahead of main-thread first touch), or better, initialize in parallel",
+            "{} (the test cannot tell them apart; each ahead of main-thread first touch), or better, initialize in parallel",
             tied()
         ),
         (None, _) if top.contains(&P::Local) => "no clear winner: keep local (the default)".into(),
-        (None, _) => format!("{} (tied, both ahead of local)", tied()),
+        (None, _) => format!("{} (the test cannot tell them apart; each ahead of local)", tied()),
     }
 }
 
@@ -253,7 +319,8 @@ fn cross(
     what: impl Fn(&Comparison, bool) -> String,
 ) -> Option<Recommendation> {
     let (fa, fb) = (fig(a.0, a.1)?, fig(b.0, b.1)?);
-    let c = compare((&label(a.0, a.1), &fa), (&label(b.0, b.1), &fb));
+    let (fa, fb) = (fa.as_slice(), fb.as_slice());
+    let c = compare((&label(a.0, a.1), fa), (&label(b.0, b.1), fb));
     let a_wins = c.better == label(a.0, a.1);
     Some(Recommendation {
         topic: topic.into(),
@@ -278,13 +345,15 @@ fn pinning(fig: Lookup) -> Option<Recommendation> {
                 )
             } else if pinned_wins {
                 format!(
-                    "pinning a single thread pays: +{} over letting the scheduler place it",
-                    by(c)
+                    "pinning a single thread pays: +{} over letting the scheduler place it (holds: {})",
+                    by(c),
+                    figures(c)
                 )
             } else {
                 format!(
-                    "the unpinned thread was {} faster than the pinned one (the scheduler found a quieter CPU)",
-                    by(c)
+                    "the unpinned thread was {} faster than the pinned one (holds: {}; the scheduler found a quieter CPU)",
+                    by(c),
+                    figures(c)
                 )
             }
         },
@@ -299,26 +368,26 @@ fn initialization(fig: Lookup, single_node: bool) -> Option<Recommendation> {
         (W::NumaAware, P::Local),
         (W::SerialInit, P::Local),
         |c, aware_wins| {
-            let caveat = if single_node {
-                " (one memory node: every page is on it either way, so this is noise)"
-            } else {
-                ""
-            };
-            if !c.significant {
+            if single_node {
                 format!(
-                    "initializing in parallel vs from the main thread (first touch): no measurable difference ({}){}",
-                    apart(c),
-                    if single_node { ": every page is on the one node either way" } else { "" }
+                    "initializing in parallel vs from the main thread (first touch): {ONE_NODE}, so there is nothing to compare"
+                )
+            } else if !c.significant {
+                format!(
+                    "initializing in parallel vs from the main thread (first touch): no measurable difference ({})",
+                    apart(c)
                 )
             } else if aware_wins {
                 format!(
-                    "let each thread initialize its own data: NUMA-aware first touch beats main-thread first touch by {}{caveat}",
-                    by(c)
+                    "let each thread initialize its own data: NUMA-aware first touch beats main-thread first touch by {} (holds: {})",
+                    by(c),
+                    figures(c)
                 )
             } else {
                 format!(
-                    "main-thread initialization beat NUMA-aware initialization by {}{caveat}",
-                    by(c)
+                    "main-thread initialization beat NUMA-aware initialization by {} (holds: {})",
+                    by(c),
+                    figures(c)
                 )
             }
         },
@@ -328,10 +397,10 @@ fn initialization(fig: Lookup, single_node: bool) -> Option<Recommendation> {
 /// The NUMA-aware program's threads against one pinned thread.
 fn scaling(fig: Lookup, threads: usize) -> Option<Recommendation> {
     let (one, all) = (
-        fig(W::SinglePinned, P::Local)?,
-        fig(W::NumaAware, P::Local)?,
+        median(fig(W::SinglePinned, P::Local)?)?,
+        median(fig(W::NumaAware, P::Local)?)?,
     );
-    let ratio = all.median / one.median;
+    let ratio = all / one;
     Some(Recommendation {
         topic: "scaling".into(),
         best: None,
@@ -347,44 +416,65 @@ fn scaling(fig: Lookup, threads: usize) -> Option<Recommendation> {
 mod tests {
     use super::*;
 
-    fn f(median: f64, rel_ci: f64) -> Figure {
-        Figure {
-            median,
-            best: median,
-            min: median,
-            max: median,
-            spread: 0.0,
-            rel_ci,
-        }
+    /// Ten samples spread evenly over ±`spread` around `median`.
+    fn spread_samples(median: f64, spread: f64) -> Vec<f64> {
+        (0..10)
+            .map(|k| median * (1.0 + spread * (k as f64 - 4.5) / 4.5))
+            .collect()
+    }
+
+    fn f(median: f64) -> Vec<f64> {
+        spread_samples(median, 0.03)
     }
 
     #[test]
-    fn comparisons_separate_noise_from_differences() {
-        let c = compare(("a", &f(12.0, 0.01)), ("b", &f(10.0, 0.01)));
+    fn comparisons_follow_the_rank_test() {
+        let c = compare(("a", &f(12.0)), ("b", &f(10.0)));
         assert_eq!((c.better.as_str(), c.worse.as_str()), ("a", "b"));
         assert!((c.percent - 20.0).abs() < 1e-9 && c.significant);
-        assert_eq!(c.noise_percent, 5.0);
+        assert_eq!(c.verdict, Verdict::Holds);
+        // Ten against ten without overlap: 2/C(20,10) = 1.08e-5.
+        assert!((c.p_value - 2.0 / 184_756.0).abs() < 1e-12, "{}", c.p_value);
+        assert!(c.ratio_low <= 1.2 && 1.2 <= c.ratio_high, "{c:?}");
+        assert_eq!(c.rule, RULE);
         // Reversed: the faster one is named first.
-        let c = compare(("a", &f(10.0, 0.01)), ("b", &f(12.0, 0.01)));
+        let c = compare(("a", &f(10.0)), ("b", &f(12.0)));
         assert_eq!(c.better, "b");
+        assert_eq!(c.verdict, Verdict::Holds);
         assert!((c.percent - 20.0).abs() < 1e-9);
-        // Wide confidence intervals swallow the difference.
-        let c = compare(("a", &f(12.0, 0.15)), ("b", &f(10.0, 0.1)));
-        assert!((c.noise_percent - 25.0).abs() < 1e-9 && !c.significant);
-        // No interval at all counts as 100% noise.
-        let c = compare(("a", &f(12.0, f64::NAN)), ("b", &f(10.0, 0.0)));
-        assert!(!c.significant);
+        // Samples that overlap: the medians differ by 2% but the test cannot tell.
+        let c = compare(
+            ("a", &spread_samples(10.2, 0.2)),
+            ("b", &spread_samples(10.0, 0.2)),
+        );
+        assert_eq!(c.verdict, Verdict::CannotTell, "{c:?}");
+        assert!(!c.significant && c.p_value > 0.05);
+        // One sample each can never be a claim, however far apart.
+        let c = compare(("a", &[20.0]), ("b", &[10.0]));
+        assert_eq!(c.verdict, Verdict::CannotTell);
+        assert!(c.ratio_low.is_nan());
+        // No samples (a cell read back without its run): no claim either.
+        let c = compare(("a", &[]), ("b", &[10.0]));
+        assert_eq!(c.verdict, Verdict::CannotTell);
+    }
+
+    #[test]
+    fn comparisons_read_back_from_json_without_the_new_fields() {
+        let old =
+            r#"{"better":"a","worse":"b","percent":20.0,"noise_percent":5.0,"significant":true}"#;
+        let c: Comparison = serde_json::from_str(old).unwrap();
+        assert_eq!(c.verdict, Verdict::CannotTell);
+        assert!(c.p_value.is_nan() && c.rule.is_empty() && c.significant);
+        let new = compare(("a", &f(12.0)), ("b", &f(10.0)));
+        let back: Comparison = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(back.verdict, Verdict::Holds);
+        assert_eq!(back.p_value, new.p_value);
     }
 
     fn table(
         cells: &[(Workload, PolicyColumn, f64)],
-    ) -> impl Fn(Workload, PolicyColumn) -> Option<Figure> + '_ {
-        move |w, p| {
-            cells
-                .iter()
-                .find(|c| c.0 == w && c.1 == p)
-                .map(|c| f(c.2, 0.01))
-        }
+    ) -> impl Fn(Workload, PolicyColumn) -> Option<Vec<f64>> + '_ {
+        move |w, p| cells.iter().find(|c| c.0 == w && c.1 == p).map(|c| f(c.2))
     }
 
     #[test]
@@ -444,7 +534,14 @@ mod tests {
             "{}",
             pinned.text
         );
-        assert!(pinned.text.contains("within noise"), "{}", pinned.text);
+        assert!(
+            pinned
+                .text
+                .contains("faster than local: cannot tell, 1.01x (95% CI"),
+            "{}",
+            pinned.text
+        );
+        assert!(ind.text.contains("(holds: 1.60x (95% CI"), "{}", ind.text);
         assert!(text("pinning").text.contains("pays: +25%"));
         assert!(text("initialization")
             .text
@@ -464,17 +561,28 @@ mod tests {
         let r = recommend(&table(&cells), 2, true, 0);
         assert_eq!(r.len(), 1, "{r:?}");
         assert_eq!(r[0].best, None);
-        assert!(
-            r[0].text.contains("any policy (one memory node"),
-            "{}",
-            r[0].text
+        assert_eq!(
+            r[0].text,
+            "NUMA-aware 2-thread program: any policy: one memory node: local, interleave and bind place the same memory, so there is nothing to compare"
         );
-        assert!(r[0].text.contains("is noise)"), "{}", r[0].text);
-        assert!(
-            r[0].text.contains("local beats interleave by 25%"),
-            "{}",
-            r[0].text
-        );
+        // The figures are kept, but none is a claim, not even local against
+        // interleave, whose samples do not overlap.
+        assert_eq!(r[0].comparisons.len(), 2);
+        assert!(r[0].comparisons[0].p_value < 0.05, "{:?}", r[0].comparisons);
+        assert!(r[0]
+            .comparisons
+            .iter()
+            .all(|c| c.verdict == Verdict::CannotTell && !c.significant));
+        // Initialization is about where pages go: no claim on one node either.
+        let cells = [
+            (W::SerialInit, P::Local, 5.0),
+            (W::NumaAware, P::Local, 10.0),
+        ];
+        let r = recommend(&table(&cells), 2, true, 0);
+        let init = r.iter().find(|x| x.topic == "initialization").unwrap();
+        assert!(!init.text.contains("beat"), "{}", init.text);
+        assert!(init.text.contains("nothing to compare"), "{}", init.text);
+        assert_eq!(init.comparisons[0].verdict, Verdict::CannotTell);
     }
 
     #[test]
@@ -504,8 +612,9 @@ mod tests {
         let r = recommend(&table(&cells), 4, false, 3);
         assert_eq!(r[0].best, None);
         assert!(
-            r[0].text
-                .contains("interleave or node 3 only (tied, both ahead of local)"),
+            r[0].text.contains(
+                "interleave or node 3 only (the test cannot tell them apart; each ahead of local)"
+            ),
             "{}",
             r[0].text
         );

@@ -23,7 +23,9 @@
 //! as slices of one shared array.
 //!
 //! Policies (columns): local (the OS default, first touch), interleave page
-//! by page over every memory node, everything bound to one node. Every cell
+//! by page over every memory node (the classic studies' advice), interleave
+//! over the accessing nodes only (the nodes of the CPUs the workload's
+//! threads run on), everything bound to one node. Every cell
 //! is checked: each buffer's page histogram against what the policy should
 //! give (toucher's node, even round robin, the bound node), who touched the
 //! data, and where the workers ran.
@@ -36,6 +38,8 @@
 //! recommendations from the figures.
 
 use crate::machine::Machine;
+use crate::measure::compare::Verdict;
+use crate::measure::environment::CACHE_FIT_MULTIPLE;
 use crate::measure::harness::{Aggregate, BandwidthResult, Figure};
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
@@ -138,28 +142,41 @@ pub enum PolicyColumn {
     Local,
     /// Page-by-page round robin over every memory node.
     Interleave,
+    /// Page-by-page round robin over the nodes of the CPUs the workload's
+    /// threads run on (for a one-thread workload its own node: local).
+    InterleaveAccessing,
     /// Every page bound to one node.
     OneNode,
 }
 
 impl PolicyColumn {
-    pub const ALL: [PolicyColumn; 3] = [Self::Local, Self::Interleave, Self::OneNode];
+    /// Every column, in table order.
+    pub const ALL: [PolicyColumn; 4] = [
+        Self::Local,
+        Self::Interleave,
+        Self::InterleaveAccessing,
+        Self::OneNode,
+    ];
 
+    /// The column's name (also its serde name), e.g. "interleave-accessing".
     pub fn name(self) -> &'static str {
         match self {
             Self::Local => "local",
             Self::Interleave => "interleave",
+            Self::InterleaveAccessing => "interleave-accessing",
             Self::OneNode => "one-node",
         }
     }
 
+    /// A column by name or alias; the error names the valid choices.
     pub fn parse(text: &str) -> Result<Self, String> {
         match text.trim() {
             "local" | "first-touch" | "default" => Ok(Self::Local),
             "interleave" => Ok(Self::Interleave),
+            "interleave-accessing" => Ok(Self::InterleaveAccessing),
             "one-node" | "bind" | "node" => Ok(Self::OneNode),
             t => Err(format!(
-                "unknown policy '{t}'; valid: local, interleave, one-node, all"
+                "unknown policy '{t}'; valid: local, interleave, interleave-accessing, one-node, all"
             )),
         }
     }
@@ -210,11 +227,14 @@ pub struct PoliciesRequest {
     pub policies: Vec<PolicyColumn>,
 }
 
-/// Default bytes per array: one worker's arrays together at least twice the
-/// last-level cache (never below 16 MiB per array), rounded to 2 MiB.
+/// Default bytes per array: one worker's arrays together at least
+/// [`CACHE_FIT_MULTIPLE`] times the last-level cache, so that the figures
+/// come from memory and the cache-fit warning stays quiet (never below
+/// 16 MiB per array), rounded up to 2 MiB.
 pub fn default_array_bytes(m: &Machine, kernel: BandwidthKernel) -> usize {
     let llc = m.last_level_cache_bytes().unwrap_or(32 << 20) as usize;
-    (2 * llc / kernel.arrays())
+    (CACHE_FIT_MULTIPLE as usize * llc)
+        .div_ceil(kernel.arrays())
         .max(16 << 20)
         .next_multiple_of(2 << 20)
 }
@@ -278,20 +298,51 @@ pub struct Cell {
     pub warnings: Vec<String>,
 }
 
-/// Two cells compared: how much faster `better` is than `worse`.
+/// Two cells compared by the rank test on their bandwidth samples
+/// ([`crate::measure::compare`]): `better` has the higher median, and the
+/// verdict says whether the test supports "`better` is faster".
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Comparison {
     /// "workload/policy".
     pub better: String,
+    /// "workload/policy" of the cell with the lower median.
     pub worse: String,
-    /// `(better / worse - 1) * 100`.
+    /// `(better / worse - 1) * 100` of the medians.
     #[serde(deserialize_with = "f64_or_nan")]
     pub percent: f64,
-    /// Differences up to this many percent are noise: 5%, or the two medians'
-    /// confidence half-widths added, whichever is larger.
-    #[serde(deserialize_with = "f64_or_nan")]
+    /// The fixed noise threshold of results written before the rank test
+    /// (5% or the confidence half-widths added); `null` in new results,
+    /// where it decides nothing.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
     pub noise_percent: f64,
+    /// Whether the difference is a claim: `verdict` is `holds`.
     pub significant: bool,
+    /// Two-sided Mann–Whitney U p-value of the two cells' samples.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub p_value: f64,
+    /// 95% confidence interval of the ratio better / worse (Hodges–Lehmann);
+    /// `null` with too few samples.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub ratio_low: f64,
+    /// Upper end of the interval of `ratio_low`.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub ratio_high: f64,
+    /// The test and its threshold in words ([`crate::measure::compare::RULE`]).
+    #[serde(default)]
+    pub rule: String,
+    /// Whether "`better` is faster than `worse`" holds, does not hold, or
+    /// the samples cannot tell (always cannot tell on one memory node, where
+    /// the cells are the same memory).
+    #[serde(default = "cannot_tell")]
+    pub verdict: Verdict,
+}
+
+fn nan() -> f64 {
+    f64::NAN
+}
+
+fn cannot_tell() -> Verdict {
+    Verdict::CannotTell
 }
 
 /// One piece of advice for this machine.
@@ -319,6 +370,10 @@ pub struct PoliciesResult {
     /// The one-node column's node.
     pub node: u32,
     pub interleave_nodes: IdSet,
+    /// The interleave-accessing column's nodes: the nodes of the threaded
+    /// workloads' CPUs (empty in results written before the column).
+    #[serde(default)]
+    pub accessing_nodes: IdSet,
     /// One memory node only: the three policies are the same memory.
     pub single_node: bool,
     /// Bytes of each array of each worker.
@@ -342,11 +397,13 @@ impl PoliciesResult {
     }
 }
 
-/// Column heading: "local (first touch)", "interleave 0-3", "one node 2".
-pub fn column_title(p: PolicyColumn, interleave: &IdSet, node: u32) -> String {
+/// Column heading: "local (first touch)", "interleave 0-3", "interleave
+/// accessing 0,2", "one node (2)".
+pub fn column_title(p: PolicyColumn, interleave: &IdSet, accessing: &IdSet, node: u32) -> String {
     match p {
         PolicyColumn::Local => "local (first touch)".into(),
         PolicyColumn::Interleave => format!("interleave {interleave}"),
+        PolicyColumn::InterleaveAccessing => format!("interleave accessing {accessing}"),
         PolicyColumn::OneNode => format!("one node ({node})"),
     }
 }

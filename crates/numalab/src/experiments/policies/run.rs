@@ -9,6 +9,7 @@ use super::{
 };
 use crate::machine::Machine;
 use crate::measure::cancel;
+use crate::measure::environment::cache_fit_warning;
 use crate::measure::harness::{
     run_bandwidth_with, Aggregate, BandwidthRequest, BandwidthResult, BufferCheck, RunOptions,
     WorkerPlan, WorkerReport,
@@ -24,14 +25,46 @@ struct Plan<'a> {
     req: &'a PoliciesRequest,
     /// The interleave column's nodes: every allowed node with memory.
     interleave: IdSet,
+    /// The interleave-accessing column's nodes for the threaded workloads:
+    /// the memory nodes of their CPUs.
+    accessing: IdSet,
 }
 
 impl Plan<'_> {
-    fn memory_policy(&self, p: PolicyColumn) -> MemoryPolicy {
+    /// The memory nodes of `cpus`' nodes; every memory node when none of
+    /// those nodes has memory (CPUs on memoryless nodes access remote
+    /// memory whatever the policy).
+    fn memory_nodes_of(&self, cpus: impl IntoIterator<Item = u32>) -> IdSet {
+        let nodes: IdSet = cpus
+            .into_iter()
+            .filter_map(|c| self.m.node_of_cpu(c))
+            .filter(|n| self.interleave.contains(*n))
+            .collect();
+        if nodes.is_empty() {
+            self.interleave.clone()
+        } else {
+            nodes
+        }
+    }
+
+    /// The nodes a workload's threads run on (the unpinned thread: the
+    /// nodes of every CPU it may run on), with memory.
+    fn accessing_nodes(&self, w: Workload) -> IdSet {
+        match w {
+            Workload::SingleUnpinned => self.memory_nodes_of(self.req.unpinned_cpus.iter()),
+            _ => self.memory_nodes_of(self.workers(w)),
+        }
+    }
+
+    fn memory_policy(&self, w: Workload, p: PolicyColumn) -> MemoryPolicy {
         match p {
             PolicyColumn::Local => MemoryPolicy::FirstTouch,
             PolicyColumn::Interleave => MemoryPolicy::Interleave {
                 nodes: self.interleave.clone(),
+                chunk_pages: 1,
+            },
+            PolicyColumn::InterleaveAccessing => MemoryPolicy::Interleave {
+                nodes: self.accessing_nodes(w),
                 chunk_pages: 1,
             },
             PolicyColumn::OneNode => MemoryPolicy::Bind {
@@ -66,6 +99,10 @@ impl Plan<'_> {
             PolicyColumn::Interleave => format!(
                 "round robin page by page: each buffer's pages evenly over nodes {}",
                 self.interleave
+            ),
+            PolicyColumn::InterleaveAccessing => format!(
+                "round robin page by page over the accessing nodes: each buffer's pages evenly over nodes {}",
+                self.accessing_nodes(w)
             ),
             PolicyColumn::OneNode => format!("every page on node {}", self.req.node),
         }
@@ -111,7 +148,7 @@ impl Plan<'_> {
     /// worker (by the main thread for serial-init; wherever it runs for the
     /// unpinned workload).
     fn buffers(&self, w: Workload, p: PolicyColumn) -> Vec<BufferDemand> {
-        let policy = self.memory_policy(p);
+        let policy = self.memory_policy(w, p);
         let req = self.req;
         let toucher = |cpu: u32| match w {
             Workload::SingleUnpinned => None,
@@ -175,11 +212,14 @@ pub fn run_policies(
     req: &PoliciesRequest,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PoliciesResult, PlacementError> {
-    let plan = Plan {
+    let interleave = check_request(m, req)?;
+    let mut plan = Plan {
         m,
         req,
-        interleave: check_request(m, req)?,
+        interleave,
+        accessing: IdSet::new(),
     };
+    plan.accessing = plan.memory_nodes_of(req.cpus.iter().copied());
     // Every cell's data must fit before the first cell runs: a table with
     // cells that could not run answers nothing.
     let phases: Vec<Vec<BufferDemand>> = req
@@ -201,10 +241,13 @@ pub fn run_policies(
         cells
             .iter()
             .find(|c| c.workload == w && c.policy == p)
-            .and_then(|c| c.gbps.clone())
+            .and_then(|c| c.run.as_ref())
+            .map(|r| r.measurement.samples.clone())
     };
     let recommendations = recommend(&lookup, threads, single_node, req.node);
-    let warnings = warnings(&cells);
+    let mut warnings = warnings(&cells);
+    let data = req.buffer_bytes as u64 * req.kernel.arrays() as u64;
+    warnings.extend(cache_fit_warning(m, data, "one worker's data"));
     Ok(PoliciesResult {
         kernel: req.kernel,
         isa: req.isa,
@@ -215,6 +258,7 @@ pub fn run_policies(
         unpinned_cpus: req.unpinned_cpus.clone(),
         node: req.node,
         interleave_nodes: plan.interleave.clone(),
+        accessing_nodes: plan.accessing.clone(),
         single_node,
         buffer_bytes: req.buffer_bytes as u64,
         arrays: req.kernel.arrays(),
@@ -301,6 +345,12 @@ fn notes(plan: &Plan) -> Vec<String> {
             main_node.map_or("?".into(), |n| n.to_string())
         ));
     }
+    if req.policies.contains(&PolicyColumn::InterleaveAccessing) && !single_node {
+        notes.push(format!(
+            "interleave-accessing spreads each workload's pages over the nodes its threads run on (nodes {} for the threaded workloads) rather than over every node: for a one-thread workload that is its own node, the same memory as local",
+            plan.accessing
+        ));
+    }
     notes
 }
 
@@ -340,8 +390,9 @@ fn policy_infos(plan: &Plan) -> Vec<PolicyInfo> {
         .iter()
         .map(|&p| PolicyInfo {
             name: p,
-            title: column_title(p, &plan.interleave, plan.req.node),
-            memory_policy: plan.memory_policy(p).to_string(),
+            title: column_title(p, &plan.interleave, &plan.accessing, plan.req.node),
+            // The threaded workloads' policy; the one-thread rows' is their own node.
+            memory_policy: plan.memory_policy(Workload::NumaAware, p).to_string(),
         })
         .collect()
 }
@@ -356,7 +407,7 @@ fn aggregate_of(w: Workload) -> Aggregate {
 /// Runs one cell; a placement error ends the whole table (the capacity of
 /// every cell was checked before the first ran).
 fn run_cell(plan: &Plan, w: Workload, p: PolicyColumn) -> Result<Cell, PlacementError> {
-    let policy = plan.memory_policy(p);
+    let policy = plan.memory_policy(w, p);
     let cpus = plan.workers(w);
     let mut cell = plan.empty_cell(w, p, &policy, &cpus);
     let (breq, opts) = plan.bandwidth_request(w, &policy, &cpus);
@@ -443,8 +494,15 @@ fn buffer_problems(
             problems.push(format!("first touched on CPU {got}, not CPU {want}"));
         }
     }
-    if cell.policy == PolicyColumn::Interleave {
-        problems.extend(uneven(&b.pages_by_node, &plan.interleave, granule));
+    match cell.policy {
+        PolicyColumn::Interleave => {
+            problems.extend(uneven(&b.pages_by_node, &plan.interleave, granule));
+        }
+        PolicyColumn::InterleaveAccessing => {
+            let nodes = plan.accessing_nodes(cell.workload);
+            problems.extend(uneven(&b.pages_by_node, &nodes, granule));
+        }
+        _ => {}
     }
     problems
 }

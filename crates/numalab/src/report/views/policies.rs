@@ -9,13 +9,14 @@ use crate::experiments::policies::{
     PolicyColumn, Workload,
 };
 use crate::machine::Machine;
+use crate::measure::compare::Verdict;
 use crate::measure::harness::default_buffer_bytes;
 use crate::measure::kernels::BandwidthKernel;
 use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::scatter_order;
 use crate::placement::{PlacementError, Thp};
 use crate::report::budget::{largest_fitting, PartPlan, PlanEnv, Work};
-use crate::report::claims::{Basis, Claim, ClaimKind, Derivation, Relation, Threshold};
+use crate::report::claims::{Basis, Claim, ClaimKind, Derivation};
 use crate::report::csv::{opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
@@ -265,7 +266,7 @@ impl ReportPart for PoliciesPart {
                     ClaimKind::Advice,
                     "policies",
                     Basis::Placement,
-                    "Memory policies: with one memory node, local, interleave and bind all put every page on it; the policy comparison differs only by noise here.",
+                    "Memory policies: one memory node: local, interleave and bind place the same memory, so there is nothing to compare.",
                 )
                 .fact("single", true, s.path("single_node")),
             );
@@ -294,22 +295,14 @@ impl ReportPart for PoliciesPart {
                     continue;
                 };
                 let at = |f: &str| s.path(&format!("{base}/comparisons/{k}/{f}"));
+                // The verdict comes from the rank test on the cells' samples
+                // (measure::compare), which the summary cannot re-derive from
+                // medians: it is stated as a fact with its p-value.
                 c = c
                     .fig(&format!("b{k}"), b, "GB/s", 3, bd)
                     .fig(&format!("w{k}"), w, "GB/s", 3, wd)
-                    .fig(
-                        &format!("n{k}"),
-                        x.noise_percent / 100.0,
-                        "x",
-                        4,
-                        Derivation::at(at("noise_percent")).scale(0.01),
-                    )
-                    .stated(
-                        &format!("s{k}"),
-                        (&format!("b{k}"), Relation::Greater, &format!("w{k}")),
-                        Threshold::Figure(format!("n{k}")),
-                        at("significant"),
-                    );
+                    .fact(&format!("p{k}"), x.p_value, at("p_value"))
+                    .fact(&format!("v{k}"), x.verdict, at("verdict"));
             }
             claims.push(c);
         }
@@ -327,22 +320,33 @@ impl ReportPart for PoliciesPart {
                 s.at(&format!("cells/{i}/gbps/median")),
             ))
         };
-        if let (Some((i, id)), Some((l, ld))) =
-            (cell(PolicyColumn::Interleave), cell(PolicyColumn::Local))
-        {
+        // The verdict is the rank test's on the two cells' samples, as the
+        // serial-init advice compared them (not a threshold on medians).
+        let pair = ["serial-init/interleave", "serial-init/local"];
+        let tested = r.recommendations.iter().enumerate().find_map(|(i, rec)| {
+            rec.comparisons.iter().enumerate().find_map(|(k, x)| {
+                (pair.contains(&x.better.as_str()) && pair.contains(&x.worse.as_str()))
+                    .then(|| (format!("recommendations/{i}/comparisons/{k}"), x))
+            })
+        });
+        if let (Some((i, id)), Some((l, ld)), Some((base, x))) = (
+            cell(PolicyColumn::Interleave),
+            cell(PolicyColumn::Local),
+            tested,
+        ) {
+            let interleave_faster = x.better == pair[0];
+            let template = match (x.verdict, interleave_faster) {
+                (Verdict::Holds, true) => "When threads on three or more nodes share data, or the program initializes it from one thread, interleave it: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch (Mann–Whitney U, p = {p}).",
+                (Verdict::Holds, false) => "When threads on three or more nodes share data, or the program initializes it from one thread, interleaving is the classic fix, but first touch was faster here: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch (Mann–Whitney U, p = {p}).",
+                _ => "When threads on three or more nodes share data, or the program initializes it from one thread, interleaving is the classic fix; here the rank test cannot tell it from first touch: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch (Mann–Whitney U, p = {p}).",
+            };
             s.add_to_advice(
-                advice(
-                    "shared-data",
-                    "When threads on three or more nodes share data, or the program initializes it from one thread, {verdict}: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch.",
-                )
-                .fig("i", i, "GB/s", 1, id)
-                .fig("l", l, "GB/s", 1, ld)
-                .compare(
-                    "verdict",
-                    ("i", Relation::Greater, "l"),
-                    Threshold::Share(0.05),
-                    ("interleave it", "interleaving is the classic fix, but it did not pay here (more than 5% faster is the rule)"),
-                ),
+                advice("shared-data", template)
+                    .fig("i", i, "GB/s", 1, id)
+                    .fig("l", l, "GB/s", 1, ld)
+                    .fig("p", x.p_value, "", 3, s.at(&format!("{base}/p_value")))
+                    .fact("verdict", x.verdict, s.path(&format!("{base}/verdict")))
+                    .fact("better", &x.better, s.path(&format!("{base}/better"))),
             );
         }
     }
@@ -413,7 +417,7 @@ pub fn text(m: &Machine, r: &PoliciesResult, u: Units) -> String {
     head.extend(
         r.policies
             .iter()
-            .map(|p| column_title(p.name, &r.interleave_nodes, r.node)),
+            .map(|p| column_title(p.name, &r.interleave_nodes, &r.accessing_nodes, r.node)),
     );
     let row_of = |w: Workload, f: &dyn Fn(&Cell) -> String| -> Vec<String> {
         let mut row = vec![w.title(r.threads)];
