@@ -106,12 +106,55 @@ fn apexmap_small_grid_json_and_text() {
         assert_eq!(p["blocks"].as_u64().unwrap(), (8u64 << 20) / 8 / l as u64);
         let share: f64 = p["level_share"].as_array().unwrap().iter().map(f).sum();
         assert!((share - 1.0).abs() < 1e-9);
-        assert!(p["residual"].is_number() && p["model_ns"].is_number());
     }
     // Uniform random single words: slower per access than concentrated ones.
     assert!(f(&pts[2]["ns"]["median"]) > f(&pts[0]["ns"]["median"]));
-    let levels = v["model"]["levels"].as_array().unwrap();
-    assert_eq!(levels.last().unwrap()["name"], "memory");
+    // Four points cannot fit two parameters for each of three or more
+    // levels: the multi-level model is refused and says why.
+    let levels_used = pts[2]["level_share"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| f(s) > 0.0)
+        .count();
+    if levels_used * 2 > 4 {
+        assert!(v["model"].is_null(), "{}", v["model"]);
+        let why = format!(
+            "multi-level model: {} parameters (latency and bandwidth of {levels_used} levels) but 4 points: no fit",
+            2 * levels_used
+        );
+        let warnings = v["warnings"].as_array().unwrap();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.as_str().unwrap().starts_with(&why)),
+            "'{why}' in {warnings:?}"
+        );
+        for p in pts {
+            assert!(p["residual"].is_null() && p["model_ns"].is_null(), "{p}");
+        }
+    }
+    // The study's model has four parameters: four points fit it.
+    let pm = &v["published_model"];
+    for level in ["l2", "memory"] {
+        assert!(f(&pm[level]["latency_ns"]) > 0.0, "{pm}");
+    }
+    assert!(
+        f(&pm["l2"]["latency_ns"]) <= f(&pm["memory"]["latency_ns"]),
+        "{pm}"
+    );
+    match pm["frequency_mhz"].as_f64() {
+        Some(mhz) => {
+            let cycles = f(&pm["memory"]["latency_cycles"]);
+            let ns = f(&pm["memory"]["latency_ns"]);
+            assert!((cycles - ns * mhz / 1000.0).abs() < 1e-6 * cycles, "{pm}");
+            assert_ne!(pm["frequency_source"], "unknown frequency");
+        }
+        None => {
+            assert_eq!(pm["frequency_source"], "unknown frequency");
+            assert!(pm["memory"]["latency_cycles"].is_null(), "{pm}");
+        }
+    }
     let w = &v["verification"]["workers"][0];
     assert_eq!(w["requested_cpu"], 0);
     assert_eq!(w["buffers"][0]["bytes"], 8 << 20);
@@ -122,12 +165,62 @@ fn apexmap_small_grid_json_and_text() {
         "ns per access",
         "GB/s",
         "alpha \\ L",
-        "Residual",
+        "Published model (Apex-MAP",
         "memory",
         "placement verified",
     ] {
         assert!(out.contains(needle), "'{needle}' in {out}");
     }
+}
+
+/// The levels' fitted `key` (latency or bandwidth), where fitted, in order of depth.
+fn fitted(levels: &[serde_json::Value], key: &str) -> Vec<f64> {
+    levels
+        .iter()
+        .filter(|l| !l[key].is_null())
+        .map(|l| f(&l[key]))
+        .collect()
+}
+
+#[test]
+fn apexmap_fit_on_this_host_is_monotone() {
+    let _turn = turn();
+    let v = json(&[
+        "apexmap",
+        "--size",
+        "64M",
+        "--alphas",
+        "0.01,0.1,0.5,1",
+        "--ls",
+        "1,64,1024",
+        "--budget",
+        "0.05",
+        "--json",
+    ]);
+    assert_eq!(v["points"].as_array().unwrap().len(), 12);
+    let levels = v["model"]["levels"].as_array().unwrap();
+    assert_eq!(levels.last().unwrap()["name"], "memory");
+    let lat = fitted(levels, "latency_ns");
+    assert!(lat.len() >= 2, "{levels:?}");
+    assert!(lat.windows(2).all(|w| w[0] <= w[1]), "latency {lat:?}");
+    // A level without a bandwidth has bytes at no cost (unbounded): it may
+    // only be above the bounded ones.
+    let bw: Vec<Option<f64>> = levels
+        .iter()
+        .map(|l| l["bandwidth_gbps"].as_f64())
+        .collect();
+    let first_bounded = bw.iter().position(Option::is_some).unwrap_or(bw.len());
+    assert!(bw[first_bounded..].iter().all(Option::is_some), "{bw:?}");
+    let bounded: Vec<f64> = bw.iter().flatten().copied().collect();
+    assert!(
+        bounded.windows(2).all(|w| w[0] >= w[1]),
+        "bandwidth {bounded:?}"
+    );
+    let pm = &v["published_model"];
+    assert!(
+        f(&pm["l2"]["latency_ns"]) <= f(&pm["memory"]["latency_ns"]),
+        "{pm}"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
-//! c2c, apexmap, policies, blas, per-array placement and pdm --measure)
+//! c2c, apexmap, policies, blas, per-array placement, sizes and pdm --measure)
 //! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
@@ -20,6 +20,8 @@ mod placement;
 mod policies;
 #[path = "guest_experiments/scenarios.rs"]
 mod scenarios;
+#[path = "guest_experiments/sizes.rs"]
+mod sizes;
 #[path = "guest_experiments/sweep.rs"]
 mod sweep;
 
@@ -39,6 +41,7 @@ fn quartet() -> &'static Guest {
             policies::QUARTET_STEPS,
             blas::QUARTET_STEPS,
             placement::QUARTET_STEPS,
+            sizes::QUARTET_STEPS,
         ]
         .concat();
         boot("quartet", "6.12", &steps)

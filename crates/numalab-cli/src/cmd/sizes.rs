@@ -1,20 +1,34 @@
 //! `numalab sizes`: bandwidth and latency from L1-sized to DRAM-sized working sets.
 
-use crate::args::{cpu_or_first, size, size_or_default, Output, StatOptions};
+use crate::args::{
+    choice, cpu_or_first, memory_policy, size, size_or_default, thread_count, Output, StatOptions,
+    MAX_THREADS,
+};
 use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
-use numalab::experiments::sizes::{run_sizes, sweep_sizes};
+use numalab::experiments::sizes::{run_sizes_with, sweep_sizes, SizesLayout, SizesSetup};
 use numalab::measure::kernels::Isa;
 use numalab::report::views::sizes;
 use numalab::text::format::bytes as format_bytes;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// CPU to run on (default: the first allowed CPU).
-    #[arg(long, value_name = "CPU")]
+    /// CPU to run on with one thread (default: the first allowed CPU).
+    #[arg(long, value_name = "CPU", conflicts_with_all = ["threads", "layout"])]
     cpu: Option<String>,
+    /// Threads streaming at once, each its own working set, 1 to the allowed CPUs
+    /// (default 1); bandwidth is then also shown per core (aggregate / N).
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = thread_count(MAX_THREADS))]
+    threads: Option<usize>,
+    /// Where the threads run: packed (one node's CPUs first; the default) or spread (one per
+    /// node in turn).
+    #[arg(long, value_name = "LAYOUT", value_parser = choice(SizesLayout::NAMES, SizesLayout::parse))]
+    layout: Option<SizesLayout>,
+    /// Memory policy of every buffer (e.g. bind:1 for a remote curve); default local to each thread.
+    #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
+    mem: String,
     /// Largest working set, 1 byte to 128T (default: 4x the last-level cache).
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = size(1, "a working set of at least one byte"))]
     max_size: Option<usize>,
@@ -26,7 +40,24 @@ pub struct Args {
 
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
-    let cpu = cpu_or_first(&m, a.cpu.as_deref())?;
+    let memory = memory_policy(&m, "--mem", &a.mem)?;
+    let setup = match (a.threads, a.layout) {
+        (None, None) => SizesSetup {
+            memory,
+            ..SizesSetup::one(cpu_or_first(&m, a.cpu.as_deref())?)
+        },
+        (threads, layout) => {
+            let layout = layout.unwrap_or(SizesLayout::Packed);
+            let n = threads.unwrap_or(1);
+            SizesSetup {
+                cpus: layout
+                    .cpus(&m, n)
+                    .map_err(|e| CliError::usage(format!("--threads: {e}")))?,
+                layout: Some(layout),
+                memory,
+            }
+        }
+    };
     let max = size_or_default(&m, a.max_size) as u64;
     let sizes = sweep_sizes(&m, max);
     if sizes.is_empty() {
@@ -43,7 +74,7 @@ pub fn run(a: Args) -> CliResult {
         rule.min_reps = rule.min_reps.min(3);
     }
     let progress = Progress::bar(4 * sizes.len() as u64, "sizes");
-    let r = run_sizes(&m, cpu, &sizes, Isa::detect_best(), &rule, &mut |w| {
+    let r = run_sizes_with(&m, &setup, &sizes, Isa::detect_best(), &rule, &mut |w| {
         progress.step(w)
     })?;
     progress.finish();

@@ -65,13 +65,25 @@ fn quartet_apexmap_remote_buffer_is_all_on_node_3() {
         ] {
             assert!(p[key].as_u64().is_some_and(|x| x > 0), "{key}: {p}");
         }
-        assert!(
-            p["residual"].is_number() && p["model_ns"].is_number(),
-            "{p}"
-        );
     }
-    let levels = v["model"]["levels"].as_array().unwrap();
-    assert_eq!(levels.last().unwrap()["name"], "memory");
+    // Four points: the multi-level model only when it has at most four
+    // parameters, else refused with a warning naming the counts.
+    if v["model"].is_null() {
+        let warnings = v["warnings"].as_array().unwrap();
+        assert!(
+            warnings.iter().any(|w| w
+                .as_str()
+                .unwrap()
+                .contains("parameters (latency and bandwidth of")),
+            "{warnings:?}"
+        );
+    } else {
+        let levels = v["model"]["levels"].as_array().unwrap();
+        assert_eq!(levels.last().unwrap()["name"], "memory");
+        for p in pts {
+            assert!(p["residual"].is_number(), "{p}");
+        }
+    }
     assert_eq!(buffer_nodes(&v, 0), vec![("3".to_string(), 8 << 20)]);
     assert_eq!(v["verification"]["verified"], true);
     assert!(v["environment"].is_object());

@@ -38,9 +38,26 @@
 //! what the smaller levels serve; memory serves the rest. The time of one
 //! access is `sum over levels of P(level) * (latency(level) + 8L /
 //! bandwidth(level))`. The `P` come from the power law and the cache sizes;
-//! the latency and bandwidth of each level are fitted by non-negative least
-//! squares on the relative error over all points (the model is linear in
-//! latency and 1/bandwidth). The residual of a point is `measured / model - 1`.
+//! the latency and bandwidth of each level are fitted by least squares on
+//! the relative error over all points (the model is linear in latency and
+//! 1/bandwidth), constrained physically: every latency and 1/bandwidth is
+//! non-negative and each deeper level is at least as slow as the one above
+//! it (latency not lower, bandwidth not higher). The constraint is exact,
+//! not a repair after the fit: each level's latency is written as the
+//! latency of the level above plus a non-negative increment (and so its
+//! 1/bandwidth), which makes the model linear in the increments with only
+//! non-negativity left; that problem is solved by non-negative least squares
+//! and the levels are the running sums of the increments. A fit with more
+//! parameters (two per level some point depends on) than points is refused
+//! with a warning: it would fit noise. The residual of a point is
+//! `measured / model - 1`.
+//!
+//! The published model ([`PublishedModel`]): the Apex-MAP study describes a
+//! machine by the latency and bandwidth to the L2 cache and to memory only,
+//! in cycles. The same fit with two levels, the L2 (serving every access
+//! its capacity holds, the L1's included) and memory, gives it; cycles use
+//! the CPU's frequency as the kernel reports it ([`cpu_frequency`]), and
+//! where no frequency is known no cycle count is given.
 //!
 //! Cancellation ([`crate::measure::cancel`]) ends the map after the point in
 //! progress: `points` then holds the points measured so far (and the model
@@ -56,6 +73,7 @@ use crate::random::SplitMix64;
 use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
 use crate::text::format;
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Largest spatial locality, in 8-byte words per access.
@@ -174,6 +192,34 @@ pub struct WorstPoint {
     pub residual: f64,
 }
 
+/// One level of the published model, in ns and in cycles.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PublishedLevel {
+    /// Capacity in bytes (`None`: memory).
+    pub capacity_bytes: Option<u64>,
+    pub latency_ns: Option<f64>,
+    /// `None` when the frequency is unknown.
+    pub latency_cycles: Option<f64>,
+    /// `None` when the fit gives its bytes no cost (unbounded).
+    pub bandwidth_gbps: Option<f64>,
+    pub bytes_per_cycle: Option<f64>,
+}
+
+/// The Apex-MAP study's model: latency and bandwidth to the L2 and to
+/// memory, in ns and cycles.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PublishedModel {
+    pub method: String,
+    pub l2: PublishedLevel,
+    pub memory: PublishedLevel,
+    /// The core clock the cycles are counted in; `None`: unknown, no cycles.
+    pub frequency_mhz: Option<f64>,
+    /// Where the frequency was read, or "unknown frequency".
+    pub frequency_source: String,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub rms_residual: f64,
+}
+
 /// The outcome of [`run_apexmap`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApexResult {
@@ -186,7 +232,11 @@ pub struct ApexResult {
     pub ls: Vec<usize>,
     /// Row-major: every L of the first alpha, then the next alpha.
     pub points: Vec<ApexPoint>,
+    /// The multi-level fit (every data cache and memory).
     pub model: Option<ApexModel>,
+    /// The study's model (L2 and memory only), beside `model`.
+    #[serde(default)]
+    pub published_model: Option<PublishedModel>,
     #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
     pub warnings: Vec<String>,
@@ -420,10 +470,20 @@ fn run_pinned(
     let mut warnings = Vec::new();
     let mut points = map.points(data, progress, &mut warnings);
     report.seen_cpus.extend(sys::current_cpu());
-    let model = fit_points(&map.levels, &mut points);
-    if model.is_none() {
-        warnings.push("too few points for the model fit (needs 2)".into());
-    }
+    let model = match fit_points(&map.levels, &mut points) {
+        Ok(mo) => Some(mo),
+        Err(e) => {
+            warnings.push(format!("multi-level model: {e}"));
+            None
+        }
+    };
+    let published_model = match published_model(m, req.cpu, &points, Path::new("/")) {
+        Ok(mo) => Some(mo),
+        Err(e) => {
+            warnings.push(format!("published model: {e}"));
+            None
+        }
+    };
     if cancel::requested() {
         warnings.push(cancel::WARNING.to_string());
     }
@@ -438,6 +498,7 @@ fn run_pinned(
         ls: map.ls,
         points,
         model,
+        published_model,
         elapsed_s: start.elapsed().as_secs_f64(),
         warnings,
         verification,
@@ -595,8 +656,12 @@ impl<'a> Map<'a> {
     }
 }
 
-/// Fits the model to the points (filling their `model_ns` and `residual`).
-fn fit_points(levels: &[(String, Option<u64>)], points: &mut [ApexPoint]) -> Option<ApexModel> {
+/// Fits the model to the points (filling their `model_ns` and
+/// `residual`), or says why it cannot.
+fn fit_points(
+    levels: &[(String, Option<u64>)],
+    points: &mut [ApexPoint],
+) -> Result<ApexModel, String> {
     let data: Vec<(Vec<f64>, f64, f64)> = points
         .iter()
         .map(|p| (p.level_share.clone(), (8 * p.l) as f64, p.ns.median))
@@ -621,8 +686,8 @@ fn fit_points(levels: &[(String, Option<u64>)], points: &mut [ApexPoint]) -> Opt
             }
         }
     }
-    Some(ApexModel {
-        method: "shares of each level from the power law and the machine's cache sizes; latency and 1/bandwidth of each level by non-negative least squares on the relative error".into(),
+    Ok(ApexModel {
+        method: "shares of each level from the power law and the machine's cache sizes; latency and 1/bandwidth of each level by least squares on the relative error, each deeper level constrained to be at least as slow (non-negative increments from the level above)".into(),
         levels: levels
             .iter()
             .enumerate()
@@ -644,37 +709,76 @@ fn fit_points(levels: &[(String, Option<u64>)], points: &mut [ApexPoint]) -> Opt
 
 /// Latency (ns) and inverse bandwidth (ns per byte) of `n` levels from
 /// points `(shares, bytes per access, measured ns)`, minimizing the squared
-/// relative error with both non-negative. `None` for a parameter no point
-/// depends on; `None` overall with fewer than 2 points.
+/// relative error with both non-negative and non-decreasing from one level
+/// to the next deeper one. `None` for a parameter no point depends on. An
+/// error naming the counts when there are fewer points than parameters (two
+/// per level some point depends on), or fewer than two points.
+///
+/// The order constraint is built in: with `d_j >= 0` the increment of
+/// latency from level `j-1` to `j`, `latency_i = sum_{j<=i} d_j`, and the
+/// time of a point `sum_i s_i latency_i = sum_j d_j T_j` with `T_j = sum_{i>=j}
+/// s_i` the share served at level `j` or deeper; likewise for 1/bandwidth.
+/// So the constrained fit is a non-negative least squares in the increments
+/// on the tail shares, and the levels are the increments' running sums.
 #[allow(clippy::type_complexity)]
 pub fn fit_model(
     n: usize,
     points: &[(Vec<f64>, f64, f64)],
-) -> Option<(Vec<Option<f64>>, Vec<Option<f64>>)> {
+) -> Result<(Vec<Option<f64>>, Vec<Option<f64>>), String> {
     let pts: Vec<&(Vec<f64>, f64, f64)> = points
         .iter()
         .filter(|p| p.2.is_finite() && p.2 > 0.0)
         .collect();
-    if pts.len() < 2 {
-        return None;
+    let used: Vec<bool> = (0..n)
+        .map(|i| pts.iter().any(|p| p.0.get(i).is_some_and(|s| *s > 0.0)))
+        .collect();
+    let parameters = 2 * used.iter().filter(|u| **u).count();
+    if pts.len() < 2 || pts.len() < parameters {
+        return Err(format!(
+            "{parameters} parameters (latency and bandwidth of {} levels) but {} {}: no fit; measure more alphas and Ls",
+            parameters / 2,
+            pts.len(),
+            if pts.len() == 1 { "point" } else { "points" }
+        ));
     }
     let k = 2 * n;
-    // Rows: [shares..., bytes * shares...] / measured; target 1.
+    // Rows: [tail shares..., bytes * tail shares...] / measured; target 1.
     let rows: Vec<Vec<f64>> = pts
         .iter()
         .map(|(sh, bytes, t)| {
+            let tail: Vec<f64> = (0..n)
+                .map(|j| sh.iter().skip(j).take(n - j).sum::<f64>())
+                .collect();
             let mut r = Vec::with_capacity(k);
-            r.extend(sh.iter().map(|s| s / t));
-            r.extend(sh.iter().map(|s| s * bytes / t));
+            r.extend(tail.iter().map(|s| s / t));
+            r.extend(tail.iter().map(|s| s * bytes / t));
             r
         })
         .collect();
+    let x = nnls(&rows, k);
+    let levels = |part: &[f64]| -> Vec<Option<f64>> {
+        let mut sum = 0.0;
+        part.iter()
+            .zip(&used)
+            .map(|(d, u)| {
+                sum += d;
+                u.then_some(sum)
+            })
+            .collect()
+    };
+    Ok((levels(&x[..n]), levels(&x[n..])))
+}
+
+/// Least squares of `rows · x = 1` with `x >= 0`, by coordinate descent on
+/// the normal equations with columns scaled to unit norm (convex: it
+/// converges; columns that are all zero stay 0).
+fn nnls(rows: &[Vec<f64>], k: usize) -> Vec<f64> {
     let norm: Vec<f64> = (0..k)
         .map(|j| rows.iter().map(|r| r[j] * r[j]).sum::<f64>().sqrt())
         .collect();
     let mut g = vec![vec![0.0; k]; k];
     let mut h = vec![0.0; k];
-    for r in &rows {
+    for r in rows {
         for i in 0..k {
             if norm[i] == 0.0 {
                 continue;
@@ -688,7 +792,6 @@ pub fn fit_model(
             }
         }
     }
-    // Coordinate descent for min 1/2 x'Gx - h'x, x >= 0 (convex: converges).
     let mut x = vec![0.0; k];
     for _ in 0..200_000 {
         let mut change = 0.0f64;
@@ -705,8 +808,103 @@ pub fn fit_model(
             break;
         }
     }
-    let param = |j: usize| (norm[j] > 0.0).then(|| x[j] / norm[j]);
-    Some(((0..n).map(param).collect(), (n..k).map(param).collect()))
+    (0..k)
+        .map(|j| if norm[j] > 0.0 { x[j] / norm[j] } else { 0.0 })
+        .collect()
+}
+
+/// The study's model from measured points: the fit of two levels, the L2
+/// cache and memory, in ns and in cycles of the CPU's frequency as read
+/// under `root` (`/` live).
+pub fn published_model(
+    m: &Machine,
+    cpu: u32,
+    points: &[ApexPoint],
+    root: &Path,
+) -> Result<PublishedModel, String> {
+    let l2 = m
+        .data_cache_bytes(2)
+        .ok_or("the machine model has no L2 cache")?;
+    let levels = vec![("L2".to_string(), Some(l2)), ("memory".to_string(), None)];
+    let data: Vec<(Vec<f64>, f64, f64)> = points
+        .iter()
+        .map(|p| {
+            (
+                level_shares(&levels, p.alpha, p.l, p.blocks),
+                (8 * p.l) as f64,
+                p.ns.median,
+            )
+        })
+        .collect();
+    let (lat, inv_bw) = fit_model(2, &data)?;
+    let mut ss = 0.0;
+    for (sh, bytes, t) in &data {
+        let model: f64 = (0..2)
+            .map(|i| sh[i] * (lat[i].unwrap_or(0.0) + bytes * inv_bw[i].unwrap_or(0.0)))
+            .sum();
+        if model > 0.0 {
+            ss += (t / model - 1.0).powi(2);
+        }
+    }
+    let (mhz, source) = match cpu_frequency(root, cpu) {
+        Some((f, src)) => (Some(f), src),
+        None => (None, "unknown frequency".to_string()),
+    };
+    let level = |i: usize, cap: Option<u64>| {
+        let gbps = inv_bw[i].and_then(|x| (x > 0.0).then(|| 1.0 / x));
+        PublishedLevel {
+            capacity_bytes: cap,
+            latency_ns: lat[i],
+            // ns x cycles per ns (MHz / 1000); bytes per ns / cycles per ns.
+            latency_cycles: lat[i].zip(mhz).map(|(ns, f)| ns * f / 1000.0),
+            bandwidth_gbps: gbps,
+            bytes_per_cycle: gbps.zip(mhz).map(|(g, f)| g * 1000.0 / f),
+        }
+    };
+    Ok(PublishedModel {
+        method: "Apex-MAP's model: latency + 8L / bandwidth for the L2 (every access its capacity holds under the power law) and memory; fitted as the multi-level model, with two levels".into(),
+        l2: level(0, Some(l2)),
+        memory: level(1, None),
+        frequency_mhz: mhz,
+        frequency_source: source,
+        rms_residual: (ss / data.len().max(1) as f64).sqrt(),
+    })
+}
+
+/// The core clock of `cpu` in MHz and where it was read, under `root`: the
+/// nominal frequency from cpufreq (`base_frequency`), else `cpu MHz` of
+/// /proc/cpuinfo, else the hardware maximum from cpufreq
+/// (`cpuinfo_max_freq`); `None` when none is there (never a guess).
+pub fn cpu_frequency(root: &Path, cpu: u32) -> Option<(f64, String)> {
+    let fs = crate::placement::sysroot::SysRoot::new(root);
+    let khz = |name: &str| -> Option<(f64, String)> {
+        let rel = format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/{name}");
+        let v = fs.read(&rel)?.parse::<f64>().ok()?;
+        (v.is_finite() && v > 0.0).then(|| (v / 1000.0, format!("/{rel}")))
+    };
+    khz("base_frequency")
+        .or_else(|| {
+            let mhz = cpuinfo_mhz(&fs.read("proc/cpuinfo")?, cpu)?;
+            Some((mhz, format!("/proc/cpuinfo cpu MHz of processor {cpu}")))
+        })
+        .or_else(|| khz("cpuinfo_max_freq"))
+}
+
+/// `cpu MHz` of processor `cpu` in the text of /proc/cpuinfo.
+fn cpuinfo_mhz(text: &str, cpu: u32) -> Option<f64> {
+    text.split("\n\n").find_map(|block| {
+        let field = |name: &str| {
+            block.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == name).then(|| v.trim())
+            })
+        };
+        if field("processor")?.parse::<u32>().ok()? != cpu {
+            return None;
+        }
+        let v = field("cpu MHz")?.parse::<f64>().ok()?;
+        (v.is_finite() && v > 0.0).then_some(v)
+    })
 }
 
 /// Default per-point budget so that the default grid takes about 20 s of
@@ -812,12 +1010,115 @@ mod tests {
             }
         }
         let (fl, fi) = fit_model(3, &pts).unwrap();
+        assert_monotone(&fl, &fi);
         for i in 0..3 {
             let l = fl[i].unwrap();
             let b = 1.0 / fi[i].unwrap();
             assert!((l - lat[i]).abs() < 0.05 * lat[i] + 0.05, "lat {i}: {l}");
             assert!((b - bw[i]).abs() < 0.05 * bw[i], "bw {i}: {b}");
         }
-        assert!(fit_model(3, &pts[..1]).is_none());
+        assert!(fit_model(3, &pts[..1]).is_err());
+    }
+
+    /// Latency non-decreasing and 1/bandwidth non-decreasing with depth.
+    fn assert_monotone(lat: &[Option<f64>], inv: &[Option<f64>]) {
+        let ok = |v: &[Option<f64>]| {
+            let v: Vec<f64> = v.iter().flatten().copied().collect();
+            v.iter().all(|x| *x >= 0.0) && v.windows(2).all(|w| w[0] <= w[1] + 1e-12)
+        };
+        assert!(ok(lat), "latency {lat:?}");
+        assert!(ok(inv), "1/bandwidth {inv:?}");
+    }
+
+    /// Points of a machine whose "L3" is slower than memory, as a noisy
+    /// host can measure it (the L3 at 206 ns and 12 GB/s, memory at 127 ns
+    /// and 62 GB/s).
+    fn inverted_points() -> Vec<(Vec<f64>, f64, f64)> {
+        let levels = vec![
+            ("L1".to_string(), Some(32 << 10)),
+            ("L2".to_string(), Some(1 << 20)),
+            ("L3".to_string(), Some(8 << 20)),
+            ("memory".to_string(), None),
+        ];
+        let (lat, bw) = ([1.0, 5.0, 206.0, 127.0], [100.0, 40.0, 12.0, 62.0]);
+        let mut pts = Vec::new();
+        for alpha in DEFAULT_ALPHAS {
+            for l in DEFAULT_LS {
+                let blocks = ((64u64 << 20) / 8 / l as u64).max(1);
+                let sh = level_shares(&levels, alpha, l, blocks);
+                let bytes = 8.0 * l as f64;
+                let t: f64 = (0..4).map(|i| sh[i] * (lat[i] + bytes / bw[i])).sum();
+                pts.push((sh, bytes, t));
+            }
+        }
+        pts
+    }
+
+    #[test]
+    fn fit_keeps_deeper_levels_at_least_as_slow() {
+        let pts = inverted_points();
+        let (lat, inv) = fit_model(4, &pts).unwrap();
+        assert_monotone(&lat, &inv);
+        // The violating pair is pooled: the L3 and memory get one latency.
+        let (l3, mem) = (lat[2].unwrap(), lat[3].unwrap());
+        assert!(l3 <= mem + 1e-9 && mem > 127.0 && l3 < 206.0, "{lat:?}");
+        // The levels above are not disturbed.
+        assert!((lat[0].unwrap() - 1.0).abs() < 0.5, "{lat:?}");
+        assert!((1.0 / inv[1].unwrap() - 40.0).abs() < 4.0, "{inv:?}");
+    }
+
+    #[test]
+    fn fit_refuses_more_parameters_than_points() {
+        let pts = inverted_points();
+        // Three points for 8 parameters (4 levels all used by these points).
+        let few: Vec<_> = pts.iter().rev().take(3).cloned().collect();
+        let used = (0..4).filter(|&i| few.iter().any(|p| p.0[i] > 0.0)).count();
+        let e = fit_model(4, &few).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "{} parameters (latency and bandwidth of {used} levels) but 3 points: no fit; measure more alphas and Ls",
+                2 * used
+            )
+        );
+        // As many points as parameters: fitted.
+        let two_levels: Vec<_> = [(vec![1.0, 0.0], 8.0, 2.0), (vec![0.0, 1.0], 8.0, 90.0)]
+            .into_iter()
+            .chain([
+                (vec![0.5, 0.5], 8192.0, 200.0),
+                (vec![1.0, 0.0], 8192.0, 100.0),
+            ])
+            .collect();
+        assert!(fit_model(2, &two_levels).is_ok());
+        assert!(fit_model(2, &two_levels[..3]).is_err());
+    }
+
+    #[test]
+    fn frequency_comes_from_the_kernel_or_is_unknown() {
+        let root = std::env::temp_dir().join(format!("numalab-apexfreq-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("proc")).unwrap();
+        assert_eq!(cpu_frequency(&root, 1), None);
+        std::fs::write(
+            root.join("proc/cpuinfo"),
+            "processor\t: 0\ncpu MHz\t\t: 2400.000\n\nprocessor\t: 1\ncpu MHz\t\t: 3100.5\n\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cpu_frequency(&root, 1),
+            Some((3100.5, "/proc/cpuinfo cpu MHz of processor 1".into()))
+        );
+        assert_eq!(cpu_frequency(&root, 2), None);
+        let freq = root.join("sys/devices/system/cpu/cpu1/cpufreq");
+        std::fs::create_dir_all(&freq).unwrap();
+        std::fs::write(freq.join("base_frequency"), "2000000\n").unwrap();
+        assert_eq!(
+            cpu_frequency(&root, 1),
+            Some((
+                2000.0,
+                "/sys/devices/system/cpu/cpu1/cpufreq/base_frequency".into()
+            ))
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -2,6 +2,16 @@
 //! chase latency from L1-sized to DRAM-sized working sets, with the cache
 //! boundaries of the machine model marked.
 //!
+//! With several threads ([`SizesSetup`]), as Membench was run with several
+//! cores busy: `N` pinned threads, packed (one node's CPUs first, as
+//! `scaling`'s compact order) or spread (one per node in turn), each
+//! streaming its own working set of the size; the bandwidth is reported as
+//! the aggregate and per core (aggregate / N). The latency stays one chase
+//! from the first CPU, the others idle: it is the unloaded latency of the
+//! working set, where the memory policy puts it. Every buffer of a size is
+//! placed by one memory policy, and each size carries the bytes its
+//! buffers have on each node, read back from the kernel.
+//!
 //! Cancellation ([`crate::measure::cancel`]) ends the sweep after the
 //! measurement in progress; only sizes measured completely are kept.
 
@@ -9,13 +19,15 @@ use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::chase::ChasePattern;
 use crate::measure::harness::{
-    run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
+    run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, Verification, WorkerPlan,
 };
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
+use crate::placement::thread_policy::{compact_order, scatter_order};
 use crate::placement::{check_plan, BufferDemand, MemoryPolicy, PlacementError, Thp};
-use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
+use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The kernels of the sweep.
 pub const SIZE_KERNELS: [BandwidthKernel; 3] = [
@@ -23,6 +35,81 @@ pub const SIZE_KERNELS: [BandwidthKernel; 3] = [
     BandwidthKernel::Write,
     BandwidthKernel::Copy,
 ];
+
+/// How the threads of a sweep are laid over the allowed CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SizesLayout {
+    /// One node's CPUs first, then the next node's (the compact order).
+    Packed,
+    /// One CPU of each node in turn (the scatter order).
+    Spread,
+}
+
+impl SizesLayout {
+    /// The layouts' names, as `--layout` takes them.
+    pub const NAMES: &'static [&'static str] = &["packed", "spread"];
+
+    /// The name `--layout` takes and the JSON holds.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Packed => "packed",
+            Self::Spread => "spread",
+        }
+    }
+
+    /// Parses a layout name; an unknown one gives an error listing the valid ones.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "packed" => Ok(Self::Packed),
+            "spread" => Ok(Self::Spread),
+            _ => Err(format!(
+                "unknown layout '{s}'; valid: {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+
+    /// The first `threads` allowed CPUs in this layout's order, or an error
+    /// naming how many CPUs are allowed.
+    pub fn cpus(self, m: &Machine, threads: usize) -> Result<Vec<u32>, String> {
+        let order = match self {
+            Self::Packed => compact_order(m, &m.allowed_cpus),
+            Self::Spread => scatter_order(m, &m.allowed_cpus),
+        };
+        if threads == 0 || threads > order.len() {
+            return Err(format!(
+                "{threads} threads asked but only {} CPUs are allowed ({}): give 1 to {}",
+                order.len(),
+                m.allowed_cpus,
+                order.len()
+            ));
+        }
+        Ok(order[..threads].to_vec())
+    }
+}
+
+/// Where a sweep runs: its threads' CPUs and the memory policy of every
+/// buffer.
+#[derive(Debug, Clone)]
+pub struct SizesSetup {
+    /// One streaming thread per CPU; the chase runs on the first.
+    pub cpus: Vec<u32>,
+    /// How `cpus` were chosen (`None`: one CPU named by the user).
+    pub layout: Option<SizesLayout>,
+    pub memory: MemoryPolicy,
+}
+
+impl SizesSetup {
+    /// One thread on `cpu`, memory local to it: the classic sweep.
+    pub fn one(cpu: u32) -> Self {
+        SizesSetup {
+            cpus: vec![cpu],
+            layout: None,
+            memory: MemoryPolicy::Local,
+        }
+    }
+}
 
 /// A cache boundary to mark on the size axis.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -40,23 +127,53 @@ pub struct SizePoint {
     pub bytes: u64,
     /// The smallest cache level this working set fits in, or "memory".
     pub fits_in: String,
-    /// GB/s (program bytes) per kernel, in the order of `kernels`.
+    /// GB/s (program bytes) per kernel, in the order of `kernels`: all
+    /// threads together.
     #[serde(deserialize_with = "vec_f64_or_nan")]
     pub gbps: Vec<f64>,
+    /// `gbps` divided by the number of threads: the bandwidth one core gets
+    /// while the others stream too.
+    #[serde(default, deserialize_with = "vec_f64_or_nan")]
+    pub per_core_gbps: Vec<f64>,
     #[serde(deserialize_with = "f64_or_nan")]
     pub latency_ns: f64,
+    /// Bytes on each node of every buffer measured at this size (each
+    /// kernel's arrays of every thread, and the chase), from the kernel's
+    /// page table.
+    #[serde(default, deserialize_with = "int_keyed_map")]
+    pub bytes_by_node: BTreeMap<u32, u64>,
     pub verified: bool,
 }
 
 /// The outcome of [`run_sizes`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SizesResult {
+    /// The first thread's CPU, where the chase runs.
     pub cpu: u32,
+    /// Streaming threads, one per CPU of `cpus`.
+    #[serde(default = "one")]
+    pub threads: usize,
+    #[serde(default)]
+    pub cpus: Vec<u32>,
+    /// How the CPUs were chosen; absent when one CPU was named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<SizesLayout>,
+    /// The memory policy of every buffer.
+    #[serde(default = "local")]
+    pub memory: String,
     pub kernels: Vec<BandwidthKernel>,
     pub pattern: ChasePattern,
     pub caches: Vec<CacheMark>,
     pub points: Vec<SizePoint>,
     pub warnings: Vec<String>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn local() -> String {
+    MemoryPolicy::Local.to_string()
 }
 
 /// Data/unified cache levels of the machine, smallest first.
@@ -110,24 +227,40 @@ pub fn run_sizes(
     rule: &StopRule,
     progress: &mut dyn FnMut(&str),
 ) -> Result<SizesResult, PlacementError> {
-    // One size is measured at a time, with all its bytes at once (the chase,
-    // or a kernel's arrays together): the largest must fit.
+    run_sizes_with(m, &SizesSetup::one(cpu), sizes, isa, rule, progress)
+}
+
+/// Runs the sweep with a thread streaming on each CPU of `setup`, every
+/// buffer placed by its memory policy.
+pub fn run_sizes_with(
+    m: &Machine,
+    setup: &SizesSetup,
+    sizes: &[u64],
+    isa: Isa,
+    rule: &StopRule,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SizesResult, PlacementError> {
+    let Some(&cpu) = setup.cpus.first() else {
+        return Err(PlacementError::Invalid("a size sweep needs a CPU".into()));
+    };
+    let threads = setup.cpus.len();
+    // One size is measured at a time, with all its bytes at once (every
+    // thread's arrays of a kernel together, or the chase): the largest must
+    // fit, once per thread.
     let largest = sizes.iter().copied().max().unwrap_or(0);
-    check_plan(
-        m,
-        &[vec![BufferDemand::new(
-            largest as usize,
-            &MemoryPolicy::Local,
-            Some(cpu),
-        )]],
-        "use a smaller --max-size",
-    )?;
+    let demands: Vec<BufferDemand> = setup
+        .cpus
+        .iter()
+        .map(|&c| BufferDemand::new(largest as usize, &setup.memory, Some(c)))
+        .collect();
+    check_plan(m, &[demands], "use a smaller --max-size or fewer --threads")?;
     let marks = cache_marks(m);
     let mut points = Vec::new();
     let mut warnings = Vec::new();
     'sizes: for &bytes in sizes {
         let mut gbps = Vec::new();
         let mut verified = true;
+        let mut bytes_by_node = BTreeMap::new();
         for k in SIZE_KERNELS {
             if cancel::requested() {
                 break 'sizes;
@@ -146,17 +279,14 @@ pub fn run_sizes(
                 &BandwidthRequest {
                     kernel: k,
                     isa,
-                    workers: vec![WorkerPlan {
-                        cpu,
-                        policy: MemoryPolicy::Local.into(),
-                        toucher: None,
-                    }],
+                    workers: WorkerPlan::on_each(&setup.cpus, &setup.memory),
                     buffer_bytes: per,
                     thp: Some(Thp::On),
                     rule: rule.clone(),
                 },
             )?;
             verified &= r.verification.verified;
+            add_bytes_by_node(&mut bytes_by_node, &r.verification);
             warnings.extend(
                 r.warnings
                     .iter()
@@ -172,7 +302,7 @@ pub fn run_sizes(
             m,
             &LatencyRequest {
                 cpu,
-                policy: MemoryPolicy::Local,
+                policy: setup.memory.clone(),
                 pattern: ChasePattern::Random,
                 chains: 1,
                 buffer_bytes: (bytes as usize).max(8192).next_multiple_of(4096),
@@ -185,11 +315,14 @@ pub fn run_sizes(
             break;
         }
         verified &= l.verification.verified;
+        add_bytes_by_node(&mut bytes_by_node, &l.verification);
         points.push(SizePoint {
             bytes,
             fits_in: fits_in(&marks, bytes),
+            per_core_gbps: gbps.iter().map(|g| g / threads as f64).collect(),
             gbps,
             latency_ns: l.ns.median,
+            bytes_by_node,
             verified,
         });
     }
@@ -198,10 +331,63 @@ pub fn run_sizes(
     }
     Ok(SizesResult {
         cpu,
+        threads,
+        cpus: setup.cpus.clone(),
+        layout: setup.layout,
+        memory: setup.memory.to_string(),
         kernels: SIZE_KERNELS.to_vec(),
         pattern: ChasePattern::Random,
         caches: marks,
         points,
         warnings,
     })
+}
+
+/// Adds the bytes every buffer of a run has on each node.
+fn add_bytes_by_node(into: &mut BTreeMap<u32, u64>, v: &Verification) {
+    for b in v.workers.iter().flat_map(|w| &w.buffers) {
+        for (&node, &pages) in &b.pages_by_node {
+            *into.entry(node).or_insert(0) += pages * b.page_size as u64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    #[test]
+    fn layouts_pick_one_node_first_or_one_per_node() {
+        // The Quartet: 4 nodes of 2 CPUs, node n holds CPUs 2n and 2n+1.
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let node = |c: &u32| m.node_of_cpu(*c).unwrap();
+        let packed = SizesLayout::Packed.cpus(&m, 2).unwrap();
+        assert_eq!(packed.iter().map(node).collect::<Vec<_>>(), [0, 0]);
+        let spread = SizesLayout::Spread.cpus(&m, 4).unwrap();
+        assert_eq!(spread.iter().map(node).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(SizesLayout::Packed.cpus(&m, 8).unwrap().len(), 8);
+        let e = SizesLayout::Spread.cpus(&m, 9).unwrap_err();
+        assert!(e.contains("9 threads asked but only 8 CPUs"), "{e}");
+        assert!(SizesLayout::Packed.cpus(&m, 0).is_err());
+    }
+
+    #[test]
+    fn layout_names_round_trip() {
+        for name in SizesLayout::NAMES {
+            assert_eq!(SizesLayout::parse(name).unwrap().name(), *name);
+        }
+        let e = SizesLayout::parse("diagonal").unwrap_err();
+        assert_eq!(e, "unknown layout 'diagonal'; valid: packed, spread");
+    }
+
+    #[test]
+    fn results_without_the_thread_fields_still_read() {
+        let old = r#"{"cpu": 3, "kernels": ["read"], "pattern": "random", "caches": [],
+            "points": [{"bytes": 4096, "fits_in": "L1", "gbps": [1.0], "latency_ns": 2.0,
+            "verified": true}], "warnings": []}"#;
+        let r: SizesResult = serde_json::from_str(old).unwrap();
+        assert_eq!((r.threads, r.memory.as_str(), r.layout), (1, "local", None));
+        assert!(r.points[0].bytes_by_node.is_empty());
+    }
 }

@@ -3,7 +3,7 @@
 //! memory model, and where the machine departs from it.
 
 use super::bench::verification_text;
-use crate::experiments::apexmap::{ApexPoint, ApexResult};
+use crate::experiments::apexmap::{ApexPoint, ApexResult, PublishedModel};
 use crate::machine::Machine;
 use crate::placement::Thp;
 use crate::text::format::{bytes as format_bytes, significant};
@@ -66,7 +66,7 @@ pub fn text(r: &ApexResult, m: &Machine, thp: Thp) -> String {
     if let Some(mo) = &r.model {
         let _ = writeln!(
             s,
-            "Model: time per access = sum over levels of P(level) x (latency + 8L / bandwidth); P from the power law and the cache sizes, latency and bandwidth fitted (least squares, relative error)"
+            "Multi-level model: time per access = sum over levels of P(level) x (latency + 8L / bandwidth); P from the power law and the cache sizes, latency and bandwidth fitted (least squares, relative error, each deeper level at least as slow)"
         );
         let _ = writeln!(
             s,
@@ -101,6 +101,86 @@ pub fn text(r: &ApexResult, m: &Machine, thp: Thp) -> String {
             mo.worst.l
         );
     }
+    if let Some(pm) = &r.published_model {
+        s.push_str(&published_text(pm));
+    }
     s.push_str(&verification_text(&r.verification));
     s
+}
+
+/// The study's model: L2 and memory, in ns and cycles (or why no cycles).
+fn published_text(pm: &PublishedModel) -> String {
+    let mut s = String::new();
+    let clock = match pm.frequency_mhz {
+        Some(f) => format!("cycles at {f:.0} MHz ({})", pm.frequency_source),
+        None => "cycles: unknown frequency".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "Published model (Apex-MAP: latency and bandwidth to the L2 and to memory only; {clock}), rms residual {:.0}%",
+        pm.rms_residual * 100.0
+    );
+    let _ = writeln!(
+        s,
+        "  {:>8} {:>10} {:>12} {:>10} {:>12} {:>10}",
+        "level", "capacity", "latency ns", "cycles", "GB/s", "B/cycle"
+    );
+    let opt = |v: Option<f64>| v.map(sig3).unwrap_or("-".into());
+    for (name, lv) in [("L2", &pm.l2), ("memory", &pm.memory)] {
+        let _ = writeln!(
+            s,
+            "  {:>8} {:>10} {:>12} {:>10} {:>12} {:>10}",
+            name,
+            lv.capacity_bytes.map(format_bytes).unwrap_or("-".into()),
+            opt(lv.latency_ns),
+            opt(lv.latency_cycles),
+            opt(lv.bandwidth_gbps),
+            opt(lv.bytes_per_cycle)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::apexmap::PublishedLevel;
+
+    fn level(ns: f64, gbps: f64, mhz: Option<f64>) -> PublishedLevel {
+        PublishedLevel {
+            capacity_bytes: None,
+            latency_ns: Some(ns),
+            latency_cycles: mhz.map(|f| ns * f / 1000.0),
+            bandwidth_gbps: Some(gbps),
+            bytes_per_cycle: mhz.map(|f| gbps * 1000.0 / f),
+        }
+    }
+
+    #[test]
+    fn published_model_says_when_cycles_are_unknown() {
+        let mut pm = PublishedModel {
+            method: String::new(),
+            l2: level(4.0, 100.0, None),
+            memory: level(90.0, 10.0, None),
+            frequency_mhz: None,
+            frequency_source: "unknown frequency".into(),
+            rms_residual: 0.1,
+        };
+        let t = published_text(&pm);
+        assert!(t.contains("cycles: unknown frequency"), "{t}");
+        assert!(t.contains("rms residual 10%"), "{t}");
+        pm.frequency_mhz = Some(2000.0);
+        pm.frequency_source = "/proc/cpuinfo cpu MHz of processor 0".into();
+        pm.memory = level(90.0, 10.0, Some(2000.0));
+        let t = published_text(&pm);
+        assert!(t.contains("cycles at 2000 MHz (/proc/cpuinfo"), "{t}");
+        // 90 ns at 2 GHz: 180 cycles; 10 GB/s: 5 bytes per cycle.
+        let mem = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("memory"))
+            .unwrap();
+        let cols: Vec<&str> = mem.split_whitespace().collect();
+        assert_eq!(cols[3], "180", "{mem}");
+        assert_eq!(cols[5], "5", "{mem}");
+    }
 }

@@ -257,7 +257,9 @@ pub fn report_sizes(m: &Machine, max_bytes: u64, mode: Mode) -> Vec<u64> {
 }
 
 /// The text `numalab sizes` prints: one line per size, a rule at each
-/// cache boundary.
+/// cache boundary. With several threads the bandwidth is per core
+/// (aggregate / threads); with memory not local, or several threads, the
+/// nodes every size's buffers were found on are listed.
 pub fn text(r: &SizesResult, units: Units) -> String {
     let mut s = String::new();
     let marks: Vec<String> = r
@@ -265,15 +267,26 @@ pub fn text(r: &SizesResult, units: Units) -> String {
         .iter()
         .map(|c| format!("{} {}", c.name, format_bytes(c.bytes)))
         .collect();
+    let many = r.threads > 1;
+    let show_nodes = many || r.memory != "local";
     let _ = writeln!(
         s,
-        "working-set sweep on CPU {}, memory local; caches: {}",
-        r.cpu,
+        "working-set sweep on {}, memory {}; caches: {}",
+        where_it_runs(r),
+        r.memory,
         marks.join(", ")
     );
+    if many {
+        let _ = writeln!(
+            s,
+            "bandwidth per core (aggregate / {}) while all {} threads stream their own working set; latency from CPU {} alone",
+            r.threads, r.threads, r.cpu
+        );
+    }
+    let nodes_head = if show_nodes { "  memory on" } else { "" };
     let _ = writeln!(
         s,
-        "  {:>10}  {:>6}  {:>9} {:>9} {:>9}  {:>9}",
+        "  {:>10}  {:>6}  {:>9} {:>9} {:>9}  {:>9}{nodes_head}",
         "size", "fits", "read", "write", "copy", "latency"
     );
     let _ = writeln!(
@@ -292,10 +305,16 @@ pub fn text(r: &SizesResult, units: Units) -> String {
             let _ = writeln!(s, "  {:-<62}", format!("-- {last} boundary "));
         }
         last = p.fits_in.clone();
-        let g = |i: usize| units.convert(p.gbps.get(i).copied().unwrap_or(f64::NAN));
+        let shown = if many { &p.per_core_gbps } else { &p.gbps };
+        let g = |i: usize| units.convert(shown.get(i).copied().unwrap_or(f64::NAN));
+        let nodes = if show_nodes {
+            format!("  {}", nodes_text(p))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "  {:>10}  {:>6}  {:>9.2} {:>9.2} {:>9.2}  {:>9.1}",
+            "  {:>10}  {:>6}  {:>9.2} {:>9.2} {:>9.2}  {:>9.1}{nodes}",
             format_bytes(p.bytes),
             p.fits_in,
             g(0),
@@ -305,6 +324,45 @@ pub fn text(r: &SizesResult, units: Units) -> String {
         );
     }
     s
+}
+
+/// "CPU 0", or "2 CPUs packed (0, 1)".
+fn where_it_runs(r: &SizesResult) -> String {
+    if r.threads <= 1 {
+        return format!("CPU {}", r.cpu);
+    }
+    let cpus: Vec<String> = r.cpus.iter().map(u32::to_string).collect();
+    format!(
+        "{} CPUs {}({})",
+        r.threads,
+        r.layout
+            .map(|l| format!("{} ", l.name()))
+            .unwrap_or_default(),
+        cpus.join(", ")
+    )
+}
+
+/// The nodes a size's buffers are on, with their share when several:
+/// "node 3", "node 0 60%, node 1 40%".
+fn nodes_text(p: &SizePoint) -> String {
+    let total: u64 = p.bytes_by_node.values().sum();
+    if p.bytes_by_node.len() == 1 {
+        return p
+            .bytes_by_node
+            .keys()
+            .map(|n| format!("node {n}"))
+            .collect();
+    }
+    let parts: Vec<String> = p
+        .bytes_by_node
+        .iter()
+        .map(|(n, b)| format!("node {n} {:.0}%", 100.0 * *b as f64 / total.max(1) as f64))
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
 }
 
 /// Bandwidth and latency by size, side by side, cache sizes marked; the
@@ -318,6 +376,7 @@ fn html(r: &SizesResult, s: &mut Section) {
             label: format!("{} {}", c.name, format_bytes(c.bytes)),
         })
         .collect();
+    let many = r.threads > 1;
     let series: Vec<Series> = r
         .kernels
         .iter()
@@ -327,7 +386,10 @@ fn html(r: &SizesResult, s: &mut Section) {
             points: r
                 .points
                 .iter()
-                .filter_map(|p| p.gbps.get(i).map(|g| (p.bytes as f64, *g)))
+                .filter_map(|p| {
+                    let v = if many { &p.per_core_gbps } else { &p.gbps };
+                    v.get(i).map(|g| (p.bytes as f64, *g))
+                })
                 .collect(),
             dashed: false,
         })
@@ -341,9 +403,17 @@ fn html(r: &SizesResult, s: &mut Section) {
     s.figure(
         line_chart(
             "fig-sizes-bandwidth",
-            &format!("Bandwidth by working-set size (CPU {})", r.cpu),
+            &format!("Bandwidth by working-set size ({})", where_it_runs(r)),
             &x,
-            &Axis::new("bandwidth (GB/s)", Scale::Linear, TickFormat::Number),
+            &Axis::new(
+                if many {
+                    "bandwidth per core (GB/s)"
+                } else {
+                    "bandwidth (GB/s)"
+                },
+                Scale::Linear,
+                TickFormat::Number,
+            ),
             &series,
             &markers,
             &[],
