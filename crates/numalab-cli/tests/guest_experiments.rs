@@ -1,5 +1,6 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
-//! c2c, apexmap, policies, blas, per-array placement and pdm --measure)
+//! c2c, apexmap, policies, blas, per-array placement, pdm --measure and
+//! scaling --copies)
 //! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
@@ -18,6 +19,8 @@ mod loaded_latency;
 mod placement;
 #[path = "guest_experiments/policies.rs"]
 mod policies;
+#[path = "guest_experiments/scaling.rs"]
+mod scaling;
 #[path = "guest_experiments/sweep.rs"]
 mod sweep;
 
@@ -36,6 +39,7 @@ fn quartet() -> &'static Guest {
             policies::QUARTET_STEPS,
             blas::QUARTET_STEPS,
             placement::QUARTET_STEPS,
+            scaling::QUARTET_STEPS,
         ]
         .concat();
         boot("quartet", "6.12", &steps)

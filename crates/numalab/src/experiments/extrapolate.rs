@@ -91,10 +91,7 @@ impl CoreContention {
                 ));
             }
             if p.cores == 0 || p.cores > MAX_CORES {
-                return Err(format!(
-                    "{} cores per node: give 1 to {MAX_CORES}",
-                    p.cores
-                ));
+                return Err(format!("{} cores per node: give 1 to {MAX_CORES}", p.cores));
             }
             if let Some(b) = p.per_core_bandwidth {
                 if !(b.is_finite() && b > 0.0) {
@@ -113,7 +110,10 @@ impl CoreContention {
                 w[0].cores
             ));
         }
-        let with_bw = pts.iter().filter(|p| p.per_core_bandwidth.is_some()).count();
+        let with_bw = pts
+            .iter()
+            .filter(|p| p.per_core_bandwidth.is_some())
+            .count();
         if with_bw != 0 && with_bw != pts.len() {
             return Err(format!(
                 "per-core bandwidths given for {with_bw} of {} runs: give one for every run or none",
@@ -332,7 +332,10 @@ mod tests {
             e.contains("contention grows faster than the bandwidth model allows"),
             "{e}"
         );
-        assert!(e.contains("250 s at 2 cores is more than 2 times 100 s at 1"), "{e}");
+        assert!(
+            e.contains("250 s at 2 cores is more than 2 times 100 s at 1"),
+            "{e}"
+        );
         let e = CoreContention::fit(&[pt(1, 100.0), pt(2, 90.0)]).unwrap_err();
         assert!(e.contains("no contention to split off"), "{e}");
         let e = CoreContention::fit(&[pt(2, 100.0), pt(2, 120.0)]).unwrap_err();

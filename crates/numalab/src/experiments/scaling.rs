@@ -15,6 +15,7 @@
 //! count in progress: `packed` and `spread` then hold the counts run so far
 //! (`spread` possibly one shorter).
 
+use crate::experiments::extrapolate::{CoreContention, TimedPoint};
 use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::harness::{run_bandwidth, BandwidthRequest, Figure, PagesByArray, WorkerPlan};
@@ -26,7 +27,6 @@ use crate::placement::{
 };
 use crate::serde_util::f64_or_nan;
 use crate::text::format::plural;
-use crate::experiments::extrapolate::{CoreContention, TimedPoint};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -362,7 +362,9 @@ fn fit_packed(
     }
     let point = |n: usize| packed.iter().find(|p| p.threads == n);
     let (Some(one), Some(two)) = (point(1), point(2)) else {
-        return Err("the split needs the 1- and 2-thread packed points, and they were not both run".into());
+        return Err(
+            "the split needs the 1- and 2-thread packed points, and they were not both run".into(),
+        );
     };
     if two.cpus.iter().any(|&c| m.node_of_cpu(c) != Some(node)) {
         return Err(format!(
@@ -372,7 +374,10 @@ fn fit_packed(
     }
     let bytes_per_thread = kernel.bytes_per_pass(buffer_bytes / 8).program as f64;
     let top = m.allowed_cpus.len().max(max).max(2) * 4;
-    let cores: Vec<usize> = (0..).map(|k| 1usize << k).take_while(|&c| c <= top).collect();
+    let cores: Vec<usize> = (0..)
+        .map(|k| 1usize << k)
+        .take_while(|&c| c <= top)
+        .collect();
     ScalingModel::fit(node, one, two, bytes_per_thread, &cores)
         .map_err(|e| format!("no split within node {node}: {e}"))
 }

@@ -4,6 +4,7 @@
 
 use super::matrix::halvings;
 use super::Units;
+use crate::experiments::copies::CopiesResult;
 use crate::experiments::scaling::{run_scaling_at, ScalingModel, ScalingPoint, ScalingResult};
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
@@ -513,4 +514,63 @@ mod tests {
         let q = fixture("qemu-quartet-4n2c-ring.xml");
         assert_eq!(scaling_counts(&q), (1..=8).collect::<Vec<_>>());
     }
+}
+
+/// The text `numalab scaling --copies N` prints: per layout where the
+/// copies ran and their median times, then the split and projections.
+pub fn copies_text(r: &CopiesResult) -> String {
+    let mut s = String::new();
+    let what = match &r.env {
+        Some(var) => format!("1 process, {var}={}", r.copies),
+        None => format!("{} copies", r.copies),
+    };
+    let _ = writeln!(
+        s,
+        "{what} of '{}', median of {} repetitions",
+        r.command.join(" "),
+        r.reps
+    );
+    for l in &r.layouts {
+        if !l.applicable {
+            let _ = writeln!(s, "  {:<7} {}", l.layout, l.note.as_deref().unwrap_or(""));
+            continue;
+        }
+        let cpus: Vec<String> = l
+            .cpus
+            .iter()
+            .zip(&l.nodes)
+            .zip(&l.memory)
+            .map(|((c, n), mem)| format!("CPUs {c} (node {n}, {mem})"))
+            .collect();
+        let copy: Vec<String> = l.copy_seconds.iter().map(|t| format!("{t:.3}")).collect();
+        let _ = writeln!(
+            s,
+            "  {:<7} wall {} s; per copy {} s; {}{}",
+            l.layout,
+            l.wall_seconds
+                .map(|w| format!("{w:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            copy.join(", "),
+            cpus.join("; "),
+            if l.verified {
+                ""
+            } else {
+                " [pinning NOT verified]"
+            }
+        );
+        if let Some(n) = &l.note {
+            let _ = writeln!(s, "          {n}");
+        }
+    }
+    match &r.model {
+        Some(fit) => s.push_str(&super::extrapolate::text(fit, &r.predictions)),
+        None => {
+            let _ = writeln!(
+                s,
+                "no contention split: {}",
+                r.model_note.as_deref().unwrap_or("not fitted")
+            );
+        }
+    }
+    s
 }
