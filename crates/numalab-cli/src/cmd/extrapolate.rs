@@ -14,19 +14,19 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     /// Run times, comma-separated (seconds, e.g. 160,230 or 160s,230s), one per --cores entry.
-    #[arg(long, value_name = "T1,T2,...", value_parser = parsed(times))]
+    #[arg(long, value_name = "T1,T2,...", allow_hyphen_values = true, value_parser = parsed(times))]
     times: List<f64>,
     /// Cores busy per node in each run, 1 to 65536 (default 1,2).
-    #[arg(long, value_name = "K1,K2,...", value_parser = parsed(core_list))]
+    #[arg(long, value_name = "K1,K2,...", allow_hyphen_values = true, value_parser = parsed(core_list))]
     cores: Option<List<usize>>,
     /// Per-core memory bandwidth in each run, GB/s (default: proportional to 1/cores).
-    #[arg(long, value_name = "B1,B2,...", value_parser = parsed(rates))]
+    #[arg(long, value_name = "B1,B2,...", allow_hyphen_values = true, value_parser = parsed(rates))]
     bandwidth: Option<List<f64>>,
     /// Cores per node to project to (default: 1, 2, 4, 8 and the counts measured).
-    #[arg(long = "to", value_name = "K,...", value_parser = parsed(core_list))]
+    #[arg(long = "to", value_name = "K,...", allow_hyphen_values = true, value_parser = parsed(core_list))]
     to: Option<List<usize>>,
     /// Memory bandwidth relative to the measured system, above 0 up to 1000 (default 1).
-    #[arg(long, value_name = "R,...", value_parser = parsed(ratios))]
+    #[arg(long, value_name = "R,...", allow_hyphen_values = true, value_parser = parsed(ratios))]
     bandwidth_ratio: Option<List<f64>>,
     #[command(flatten)]
     out: Output,

@@ -108,8 +108,8 @@ pub struct LayoutRun {
 /// The outcome of [`run_copies`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CopiesResult {
-    /// The command, as text (lossy for non-UTF-8 bytes).
-    pub command: Vec<String>,
+    /// The command and its arguments, as text (lossy for non-UTF-8 bytes).
+    pub argv: Vec<String>,
     /// `copies` or `threads`.
     pub mode: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,7 +206,7 @@ pub fn run_copies(
         .collect();
     let (model, predictions, model_note) = split(m, &layouts);
     Ok(CopiesResult {
-        command: req
+        argv: req
             .command
             .iter()
             .map(|a| a.to_string_lossy().into_owned())

@@ -527,7 +527,7 @@ pub fn copies_text(r: &CopiesResult) -> String {
     let _ = writeln!(
         s,
         "{what} of '{}', median of {} repetitions",
-        r.command.join(" "),
+        r.argv.join(" "),
         r.reps
     );
     for l in &r.layouts {
