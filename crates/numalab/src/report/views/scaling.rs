@@ -498,24 +498,6 @@ fn summarize(r: &ScalingResult, s: &mut SummaryBuilder) {
     s.claim(c);
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::fixture;
-
-    #[test]
-    fn scaling_counts_stay_few_on_large_machines() {
-        let m = fixture("192em64t-24n8c2t.xml");
-        let v = scaling_counts(&m);
-        assert_eq!(v.first(), Some(&1));
-        assert_eq!(v.last(), Some(&m.allowed_cpus.len()));
-        assert!(v.len() < 40, "{v:?}");
-        assert!(v.windows(2).all(|w| w[0] < w[1]));
-        let q = fixture("qemu-quartet-4n2c-ring.xml");
-        assert_eq!(scaling_counts(&q), (1..=8).collect::<Vec<_>>());
-    }
-}
-
 /// The text `numalab scaling --copies N` prints: per layout where the
 /// copies ran and their median times, then the split and projections.
 pub fn copies_text(r: &CopiesResult) -> String {
@@ -573,4 +555,22 @@ pub fn copies_text(r: &CopiesResult) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    #[test]
+    fn scaling_counts_stay_few_on_large_machines() {
+        let m = fixture("192em64t-24n8c2t.xml");
+        let v = scaling_counts(&m);
+        assert_eq!(v.first(), Some(&1));
+        assert_eq!(v.last(), Some(&m.allowed_cpus.len()));
+        assert!(v.len() < 40, "{v:?}");
+        assert!(v.windows(2).all(|w| w[0] < w[1]));
+        let q = fixture("qemu-quartet-4n2c-ring.xml");
+        assert_eq!(scaling_counts(&q), (1..=8).collect::<Vec<_>>());
+    }
 }
