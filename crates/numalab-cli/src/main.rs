@@ -30,6 +30,8 @@ enum Command {
     Sizes(cmd::sizes::Args),
     /// Bandwidth for 1..N threads, packed vs spread, and the contention split.
     Scaling(cmd::scaling::Args),
+    /// The core + contention split of run times (Cray/NERSC), projected to more cores and bandwidth.
+    Extrapolate(cmd::extrapolate::Args),
     /// The placement truth table: every thread x CPU x memory node x read/write case.
     Sweep(cmd::sweep::Args),
     /// Chase latency while injector threads add traffic, idle to saturation.
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Matrix(a) => cmd::matrix::run(a),
         Command::Sizes(a) => cmd::sizes::run(a),
         Command::Scaling(a) => cmd::scaling::run(a),
+        Command::Extrapolate(a) => cmd::extrapolate::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),
         Command::LoadedLatency(a) => cmd::loaded_latency::run(a),
         Command::C2c(a) => cmd::c2c::run(a),

@@ -1,5 +1,6 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
-//! c2c, apexmap, policies, blas, per-array placement, sizes and pdm --measure)
+//! c2c, apexmap, policies, blas, per-array placement, sizes, pdm --measure,
+//! scenarios and scaling --copies)
 //! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
@@ -22,6 +23,8 @@ mod policies;
 mod scenarios;
 #[path = "guest_experiments/sizes.rs"]
 mod sizes;
+#[path = "guest_experiments/scaling.rs"]
+mod scaling;
 #[path = "guest_experiments/sweep.rs"]
 mod sweep;
 
@@ -42,6 +45,7 @@ fn quartet() -> &'static Guest {
             blas::QUARTET_STEPS,
             placement::QUARTET_STEPS,
             sizes::QUARTET_STEPS,
+            scaling::QUARTET_STEPS,
         ]
         .concat();
         boot("quartet", "6.12", &steps)

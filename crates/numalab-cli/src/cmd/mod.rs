@@ -5,6 +5,7 @@ pub mod bench;
 pub mod blas;
 pub mod c2c;
 pub mod compare;
+pub mod extrapolate;
 pub mod loaded_latency;
 pub mod matrix;
 pub mod pdm;

@@ -1,16 +1,20 @@
-//! `numalab scaling`: 1..N threads packed vs spread, and the contention split.
+//! `numalab scaling`: 1..N threads packed vs spread, and the contention split
+//! within one node; with `--copies N -- CMD ARGS...`, N copies (or N threads
+//! through `--env VAR`) of an application packed vs spread, timed, and split.
 
 use crate::args::{
-    array_policies, buffer_size, choice, size_or_default, thread_count, Output, StatOptions,
-    KERNELS, MAX_THREADS,
+    array_policies, buffer_size, choice, parsed, size_or_default, thread_count, whole, Output,
+    StatOptions, KERNELS, MAX_THREADS,
 };
 use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
+use numalab::experiments::copies::{run_copies, CopiesError, CopiesRequest, MAX_COPIES, MAX_REPS};
 use numalab::experiments::scaling::run_scaling_placed;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::report::views::scaling;
+use std::ffi::OsString;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,9 +35,71 @@ pub struct Args {
     stats: StatOptions,
     #[command(flatten)]
     out: Output,
+    /// Run N copies of the command after `--` (1 to 1024), each pinned to one CPU with memory
+    /// on its node: one alone, packed on one node, spread one per node.
+    #[arg(long, value_name = "N", requires = "command", conflicts_with_all = ["max_threads", "size", "mem", "kernel"], value_parser = whole(1, MAX_COPIES))]
+    copies: Option<usize>,
+    /// With --copies: run one process with this variable set to N (e.g. OMP_NUM_THREADS)
+    /// on N CPUs instead of N copies.
+    #[arg(long, value_name = "VAR", requires = "copies", value_parser = parsed(env_name))]
+    env: Option<String>,
+    /// With --copies: repetitions of every layout, 1 to 100 (the median is reported).
+    #[arg(long, value_name = "N", requires = "copies", value_parser = whole(1, MAX_REPS))]
+    reps: Option<usize>,
+    /// The command and its arguments, after `--` (with --copies).
+    #[arg(last = true, value_name = "CMD", requires = "copies")]
+    command: Vec<OsString>,
+}
+
+/// An environment variable name: letters, digits and `_`, not starting
+/// with a digit, at most 128 bytes.
+fn env_name(t: &str) -> Result<String, String> {
+    let ok = !t.is_empty()
+        && t.len() <= 128
+        && !t.starts_with(|c: char| c.is_ascii_digit())
+        && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(t.to_string())
+    } else {
+        Err(format!(
+            "'{}' is not a variable name (letters, digits and _, not starting with a digit, e.g. OMP_NUM_THREADS)",
+            t.chars().take(40).collect::<String>()
+        ))
+    }
+}
+
+/// `--copies N -- CMD`: the application runs and their split.
+fn run_copies_cmd(a: &Args, copies: usize) -> CliResult {
+    let m = load_machine(None)?;
+    let req = CopiesRequest {
+        copies,
+        env: a.env.clone(),
+        reps: a.reps.unwrap_or(3),
+        command: a.command.clone(),
+        output_to_stderr: a.out.json,
+    };
+    let r = run_copies(&m, &req, &mut |_| {}).map_err(|e| match e {
+        CopiesError::Invalid(msg) => CliError::usage(msg),
+        CopiesError::Failed(msg) => CliError::failed(msg),
+    })?;
+    if a.out.json {
+        print_result("scaling", &r)?;
+    } else {
+        out!("{}", scaling::copies_text(&r))?;
+        print_warnings(&r.warnings)?;
+    }
+    Ok(exit_for(
+        r.layouts
+            .iter()
+            .filter(|l| l.applicable)
+            .all(|l| l.verified),
+    ))
 }
 
 pub fn run(a: Args) -> CliResult {
+    if let Some(n) = a.copies {
+        return run_copies_cmd(&a, n);
+    }
     let m = load_machine(None)?;
     let n_cpus = m.allowed_cpus.len();
     let max = a.max_threads.unwrap_or(n_cpus);

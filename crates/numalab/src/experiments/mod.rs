@@ -7,6 +7,8 @@
 pub mod apexmap;
 pub mod blas;
 pub mod c2c;
+pub mod copies;
+pub mod extrapolate;
 pub mod loaded_latency;
 pub mod matrix;
 pub mod pdm;

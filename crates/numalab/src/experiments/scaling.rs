@@ -2,18 +2,20 @@
 //! packed (compact: one node first) vs spread (scatter: one per node in
 //! turn), and the contention split of the classic studies.
 //!
-//! Contention model: each thread streams the same amount of data, so a
-//! thread's time is its core time plus a contention time that grows with
-//! the number of threads sharing the memory system:
-//! `T(n) = T_core + (n - 1) * T_c`. Two thread counts give both parts:
-//! `T_core = T(1)`, `T_c = (T(n2) - T(1)) / (n2 - 1)`. The model then
-//! predicts `T(n)` (and the per-thread bandwidth `bytes / T(n)`) for core
-//! counts nobody ran.
+//! Contention split ([`crate::experiments::extrapolate`]), as the
+//! Cray/NERSC study made it: within ONE node, from one thread and two
+//! threads on that node's cores (the packed layout's first two points when
+//! they share a node), `T(k) = core + k * C` per pass. Fitting across nodes
+//! would dilute the contention a core sees, so spread points never enter
+//! it. The split then projects the time per pass (and the per-core
+//! bandwidth `bytes / T`) to more cores per node and to a memory system
+//! with twice the bandwidth.
 //!
 //! Cancellation ([`crate::measure::cancel`]) ends the run after the thread
 //! count in progress: `packed` and `spread` then hold the counts run so far
 //! (`spread` possibly one shorter).
 
+use crate::experiments::extrapolate::{CoreContention, TimedPoint};
 use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::harness::{run_bandwidth, BandwidthRequest, Figure, PagesByArray, WorkerPlan};
@@ -23,9 +25,9 @@ use crate::placement::thread_policy::{compact_order, scatter_order};
 use crate::placement::{
     check_plan, ArrayPolicies, BufferDemand, MemoryPolicy, PlacementError, Thp,
 };
-use crate::serde_util::{f64_or_nan, NanF64};
+use crate::serde_util::f64_or_nan;
 use crate::text::format::plural;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One thread count under one layout.
@@ -52,58 +54,87 @@ pub struct ScalingPoint {
     pub pages_by_array: PagesByArray,
 }
 
-/// The contention split and its predictions.
+/// The core + contention split within one node and its projections.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ContentionModel {
-    /// Thread counts the model was fitted on.
-    pub fitted_on: (usize, usize),
+pub struct ScalingModel {
+    /// Where the split was fitted: one node, its CPUs, 1 and 2 threads.
+    pub fitted_on: FittedOn,
+    /// Seconds per pass in the core.
     #[serde(deserialize_with = "f64_or_nan")]
     pub core_seconds: f64,
-    /// Extra seconds per pass for each additional thread.
+    /// Seconds per pass of contention at one core per node.
     #[serde(deserialize_with = "f64_or_nan")]
-    pub contention_seconds_per_thread: f64,
-    /// Share of the time at the larger fitted count that is contention.
+    pub contention_seconds: f64,
+    /// Share of the time with both fitted threads busy that is contention.
     #[serde(deserialize_with = "f64_or_nan")]
     pub contention_share: f64,
-    /// (threads, predicted per-thread GB/s, predicted aggregate GB/s).
-    #[serde(deserialize_with = "de_predictions")]
-    pub predictions: Vec<(usize, f64, f64)>,
+    /// Projections by cores per node and bandwidth ratio.
+    pub predictions: Vec<ScalingPrediction>,
 }
 
-/// `predictions` with `null` (non-finite) figures read back as NaN.
-fn de_predictions<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(usize, f64, f64)>, D::Error> {
-    let v = Vec::<(usize, NanF64, NanF64)>::deserialize(d)?;
-    Ok(v.into_iter().map(|(n, a, b)| (n, a.0, b.0)).collect())
+/// The packed points the split was fitted on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FittedOn {
+    pub node: u32,
+    pub cpus: Vec<u32>,
+    /// Threads at each fitted point (1 and 2).
+    pub threads: Vec<usize>,
 }
 
-impl ContentionModel {
-    /// Fits `T(n) = core + (n-1)*c` from two (threads, seconds) points and
-    /// predicts for `predict_for`, given the bytes one thread moves per pass.
+/// One projection: seconds per pass and the per-core bandwidth that means.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct ScalingPrediction {
+    pub cores: usize,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub bandwidth_ratio: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub seconds: f64,
+    /// Bytes one core moves per pass over `seconds`, in GB/s.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub per_core_gbps: f64,
+}
+
+/// Bandwidth ratios every projection is made at: this memory system, and
+/// one with twice its bandwidth.
+pub const PROJECTED_RATIOS: [f64; 2] = [1.0, 2.0];
+
+impl ScalingModel {
+    /// Splits the packed points `one` (1 thread) and `two` (2 threads, on
+    /// the same node) with [`CoreContention::fit`] and projects to
+    /// `cores` per node at [`PROJECTED_RATIOS`]; the error says why there
+    /// is no split.
     pub fn fit(
-        a: (usize, f64),
-        b: (usize, f64),
+        node: u32,
+        one: &ScalingPoint,
+        two: &ScalingPoint,
         bytes_per_thread: f64,
-        predict_for: &[usize],
-    ) -> Option<Self> {
-        let ((n1, t1), (n2, t2)) = if a.0 <= b.0 { (a, b) } else { (b, a) };
-        if n1 == n2 || t1 <= 0.0 || t2 <= 0.0 {
-            return None;
-        }
-        let c = ((t2 - t1) / (n2 - n1) as f64).max(0.0);
-        let core = (t1 - (n1 - 1) as f64 * c).max(f64::MIN_POSITIVE);
-        let at = |n: usize| core + (n - 1) as f64 * c;
-        let predictions = predict_for
+        cores: &[usize],
+    ) -> Result<Self, String> {
+        let at = |p: &ScalingPoint| TimedPoint {
+            cores: p.threads,
+            seconds: p.seconds_per_pass,
+            per_core_bandwidth: None,
+        };
+        let split = CoreContention::fit(&[at(one), at(two)])?;
+        let predictions = cores
             .iter()
-            .map(|&n| {
-                let per = bytes_per_thread / at(n) / 1e9;
-                (n, per, per * n as f64)
+            .flat_map(|&k| PROJECTED_RATIOS.map(|r| split.predict(k, r)))
+            .map(|p| ScalingPrediction {
+                cores: p.cores,
+                bandwidth_ratio: p.bandwidth_ratio,
+                seconds: p.seconds,
+                per_core_gbps: bytes_per_thread / p.seconds / 1e9,
             })
             .collect();
-        Some(Self {
-            fitted_on: (n1, n2),
-            core_seconds: core,
-            contention_seconds_per_thread: c,
-            contention_share: ((n2 - 1) as f64 * c) / at(n2),
+        Ok(Self {
+            fitted_on: FittedOn {
+                node,
+                cpus: two.cpus.clone(),
+                threads: vec![one.threads, two.threads],
+            },
+            core_seconds: split.core_seconds,
+            contention_seconds: split.contention_seconds,
+            contention_share: split.contention_share(two.threads),
             predictions,
         })
     }
@@ -120,8 +151,12 @@ pub struct ScalingResult {
     pub memory: Option<String>,
     pub packed: Vec<ScalingPoint>,
     pub spread: Vec<ScalingPoint>,
-    /// Fitted on the packed layout (threads sharing one node's memory first).
-    pub model: Option<ContentionModel>,
+    /// The core + contention split within one node (packed, 1 and 2 threads).
+    #[serde(default)]
+    pub model: Option<ScalingModel>,
+    /// Why there is no split, when `model` is `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_note: Option<String>,
     pub warnings: Vec<String>,
 }
 
@@ -225,7 +260,10 @@ pub fn run_scaling_placed(
             spread.push(run.point(&spread_order, n, "spread")?);
         }
     }
-    let model = fit_packed(m, kernel, buffer_bytes, &packed, max);
+    let (model, model_note) = match fit_packed(m, kernel, buffer_bytes, &packed, max) {
+        Ok(model) => (Some(model), None),
+        Err(why) => (None, Some(why)),
+    };
     let mut warnings = run.warnings;
     if cancel::requested() {
         warnings.push(cancel::WARNING.to_string());
@@ -238,6 +276,7 @@ pub fn run_scaling_placed(
         packed,
         spread,
         model,
+        model_note,
         warnings,
     })
 }
@@ -298,60 +337,117 @@ impl Points<'_> {
     }
 }
 
-/// The contention model of the packed layout, fitted on its smallest and
-/// largest thread counts, predicting powers of two up to four times the
-/// machine's CPUs; `None` with fewer than two counts run.
+/// The split of the packed layout within its first node: its 1- and
+/// 2-thread points, which must both lie on that node, projected to 1, 2, 4,
+/// ... up to four times the largest count run; why not, otherwise.
 fn fit_packed(
     m: &Machine,
     kernel: BandwidthKernel,
     buffer_bytes: usize,
     packed: &[ScalingPoint],
     max: usize,
-) -> Option<ContentionModel> {
-    let [first, .., last] = packed else {
-        return None;
+) -> Result<ScalingModel, String> {
+    let first_node = packed
+        .first()
+        .and_then(|p| p.cpus.first())
+        .and_then(|&c| m.node_of_cpu(c));
+    let Some(node) = first_node else {
+        return Err("no packed point was run".into());
     };
+    let on_node = m.allowed_cpus_of(node).len();
+    if on_node < 2 {
+        return Err(format!(
+            "the split needs 2 threads on one node, and node {node} (the first packed) has {on_node} allowed CPU"
+        ));
+    }
+    let point = |n: usize| packed.iter().find(|p| p.threads == n);
+    let (Some(one), Some(two)) = (point(1), point(2)) else {
+        return Err(
+            "the split needs the 1- and 2-thread packed points, and they were not both run".into(),
+        );
+    };
+    if two.cpus.iter().any(|&c| m.node_of_cpu(c) != Some(node)) {
+        return Err(format!(
+            "the 2-thread packed point ran on CPUs {:?}, not all on node {node}",
+            two.cpus
+        ));
+    }
     let bytes_per_thread = kernel.bytes_per_pass(buffer_bytes / 8).program as f64;
-    let top = m.allowed_cpus.len().max(max);
-    let mut targets: Vec<usize> = vec![1, 2, 4, 8, 16, 32, 64]
-        .into_iter()
-        .filter(|&t| t <= top.max(2) * 4)
+    let top = m.allowed_cpus.len().max(max).max(2) * 4;
+    let cores: Vec<usize> = (0..)
+        .map(|k| 1usize << k)
+        .take_while(|&c| c <= top)
         .collect();
-    targets.dedup();
-    ContentionModel::fit(
-        (first.threads, first.seconds_per_pass),
-        (last.threads, last.seconds_per_pass),
-        bytes_per_thread,
-        &targets,
-    )
+    ScalingModel::fit(node, one, two, bytes_per_thread, &cores)
+        .map_err(|e| format!("no split within node {node}: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn contention_split_recovers_a_linear_model() {
-        // core 1.0 s, +0.5 s per extra thread, 10 GB per thread per pass.
-        let m = ContentionModel::fit((1, 1.0), (3, 2.0), 10e9, &[1, 2, 5]).unwrap();
-        assert!((m.core_seconds - 1.0).abs() < 1e-12);
-        assert!((m.contention_seconds_per_thread - 0.5).abs() < 1e-12);
-        assert!((m.contention_share - 0.5).abs() < 1e-12);
-        assert_eq!(m.predictions[0].0, 1);
-        assert!((m.predictions[0].1 - 10.0).abs() < 1e-9);
-        // 2 threads: T = 1.5 s -> 6.67 GB/s per thread, 13.3 aggregate.
-        assert!((m.predictions[1].1 - 10.0 / 1.5).abs() < 1e-9);
-        assert!((m.predictions[1].2 - 20.0 / 1.5).abs() < 1e-9);
-        // 5 threads: T = 3 s.
-        assert!((m.predictions[2].1 - 10.0 / 3.0).abs() < 1e-9);
+    fn point(threads: usize, cpus: Vec<u32>, seconds: f64) -> ScalingPoint {
+        ScalingPoint {
+            threads,
+            cpus,
+            gbps: Figure {
+                median: 1.0,
+                best: 1.0,
+                min: 1.0,
+                max: 1.0,
+                spread: 0.0,
+                rel_ci: 0.0,
+            },
+            per_thread_gbps: 0.0,
+            seconds_per_pass: seconds,
+            verified: true,
+            pages_by_array: PagesByArray::new(),
+        }
     }
 
     #[test]
-    fn no_contention_when_time_does_not_grow() {
-        let m = ContentionModel::fit((2, 1.0), (1, 1.0), 1e9, &[4]).unwrap();
-        assert_eq!(m.contention_seconds_per_thread, 0.0);
-        assert_eq!(m.fitted_on, (1, 2));
-        assert!((m.predictions[0].2 - 4.0).abs() < 1e-9);
-        assert!(ContentionModel::fit((1, 1.0), (1, 2.0), 1e9, &[2]).is_none());
+    fn the_split_within_one_node_follows_the_study() {
+        // 160 s alone, 230 s with two threads: 90 s core + 70 s contention.
+        let m = ScalingModel::fit(
+            0,
+            &point(1, vec![0], 160.0),
+            &point(2, vec![0, 1], 230.0),
+            1.6e11,
+            &[1, 2, 4],
+        )
+        .unwrap();
+        assert!((m.core_seconds - 90.0).abs() < 1e-9, "{m:?}");
+        assert!((m.contention_seconds - 70.0).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.fitted_on.threads, vec![1, 2]);
+        assert_eq!(m.fitted_on.cpus, vec![0, 1]);
+        let at = |k: usize, r: f64| {
+            m.predictions
+                .iter()
+                .find(|p| p.cores == k && p.bandwidth_ratio == r)
+                .unwrap()
+        };
+        assert!((at(4, 1.0).seconds - 370.0).abs() < 1e-9);
+        assert!((at(2, 2.0).seconds - 160.0).abs() < 1e-9);
+        assert!((at(1, 1.0).per_core_gbps - 1.0).abs() < 1e-9);
+        assert_eq!(m.predictions.len(), 6);
+    }
+
+    #[test]
+    fn the_first_node_of_the_quartet_fits_and_a_one_cpu_node_says_why() {
+        let q = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let order = crate::placement::thread_policy::compact_order(&q, &q.allowed_cpus);
+        let packed = [
+            point(1, order[..1].to_vec(), 1.0),
+            point(2, order[..2].to_vec(), 1.5),
+        ];
+        let m = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &packed, 2).unwrap();
+        assert_eq!(m.fitted_on.node, 0);
+        assert!((m.core_seconds - 0.5).abs() < 1e-9);
+        // Two threads on two nodes are not a split within one node.
+        let across = [point(1, vec![0], 1.0), point(2, vec![0, 2], 1.5)];
+        let e = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &across, 2).unwrap_err();
+        assert!(e.contains("not all on node 0"), "{e}");
+        let e = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &packed[..1], 1).unwrap_err();
+        assert!(e.contains("1- and 2-thread packed points"), "{e}");
     }
 }

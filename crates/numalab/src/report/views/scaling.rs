@@ -4,7 +4,8 @@
 
 use super::matrix::halvings;
 use super::Units;
-use crate::experiments::scaling::{run_scaling_at, ScalingPoint, ScalingResult};
+use crate::experiments::copies::CopiesResult;
+use crate::experiments::scaling::{run_scaling_at, ScalingModel, ScalingPoint, ScalingResult};
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
 use crate::placement::thread_policy::{compact_order, scatter_order};
@@ -282,37 +283,62 @@ pub fn text(r: &ScalingResult, units: Units) -> String {
     }
     match &r.model {
         Some(mo) => {
+            let _ = writeln!(s, "{}", model_sentence(mo));
             let _ = writeln!(
                 s,
-                "contention split (packed, fitted on {} and {} threads): core time {:.2} ms per pass, +{:.2} ms per extra thread; {:.0}% of the time at {} threads is contention",
-                mo.fitted_on.0,
-                mo.fitted_on.1,
-                mo.core_seconds * 1e3,
-                mo.contention_seconds_per_thread * 1e3,
-                mo.contention_share * 100.0,
-                mo.fitted_on.1
+                "  {:>15}  {:>18}  {:>18}",
+                "cores per node",
+                "ms per pass",
+                format!("per core {u}")
             );
-            let preds: Vec<String> = mo
-                .predictions
-                .iter()
-                .map(|(n, per, tot)| {
-                    format!("{n}: {:.2}/{:.2}", units.convert(*per), units.convert(*tot))
-                })
-                .collect();
             let _ = writeln!(
                 s,
-                "predicted per-thread/aggregate {u} by thread count: {}",
-                preds.join(", ")
+                "  {:>15}  {:>8} {:>9}  {:>8} {:>9}",
+                "", "x1 bw", "x2 bw", "x1 bw", "x2 bw"
             );
+            let mut cores: Vec<usize> = mo.predictions.iter().map(|p| p.cores).collect();
+            cores.dedup();
+            for k in cores {
+                let at = |ratio: f64| {
+                    mo.predictions
+                        .iter()
+                        .find(|p| p.cores == k && p.bandwidth_ratio == ratio)
+                };
+                let (Some(a), Some(b)) = (at(1.0), at(2.0)) else {
+                    continue;
+                };
+                let _ = writeln!(
+                    s,
+                    "  {k:>15}  {:>8.3} {:>9.3}  {:>8.2} {:>9.2}",
+                    a.seconds * 1e3,
+                    b.seconds * 1e3,
+                    units.convert(a.per_core_gbps),
+                    units.convert(b.per_core_gbps)
+                );
+            }
         }
         None => {
             let _ = writeln!(
                 s,
-                "contention split needs at least two thread counts (this machine allows one CPU)"
+                "no contention split: {}",
+                r.model_note.as_deref().unwrap_or("not fitted")
             );
         }
     }
     s
+}
+
+/// The split in one sentence, as the study wrote it.
+fn model_sentence(mo: &ScalingModel) -> String {
+    let two = mo.fitted_on.threads.last().copied().unwrap_or(2);
+    format!(
+        "core + contention split within node {} (packed, 1 and {two} threads on CPUs {}): T(k) = {:.3} ms core + k x {:.3} ms contention per pass; {:.0}% of the time with {two} threads is contention; projections scale only the contention term by the bandwidth ratio",
+        mo.fitted_on.node,
+        mo.fitted_on.cpus.iter().copied().collect::<crate::IdSet>(),
+        mo.core_seconds * 1e3,
+        mo.contention_seconds * 1e3,
+        mo.contention_share * 100.0,
+    )
 }
 
 /// Per-thread and aggregate bandwidth by thread count, packed and spread,
@@ -353,16 +379,10 @@ fn html(r: &ScalingResult, s: &mut Section) {
         ),
         "Packed: compact, one node's cores first. Spread: scatter, one thread per node in turn. Each thread streams its own local buffer. Solid: per thread; dashed: all threads together.",
     );
-    if let Some(mo) = &r.model {
-        s.note(&format!(
-            "Contention split (packed, fitted on {} and {} threads): core time {:.2} ms per pass, +{:.2} ms per extra thread; {:.0}% of the time at {} threads is contention.",
-            mo.fitted_on.0,
-            mo.fitted_on.1,
-            mo.core_seconds * 1e3,
-            mo.contention_seconds_per_thread * 1e3,
-            mo.contention_share * 100.0,
-            mo.fitted_on.1
-        ));
+    match (&r.model, &r.model_note) {
+        (Some(mo), _) => s.note(&model_sentence(mo)),
+        (None, Some(why)) => s.note(&format!("No contention split: {why}.")),
+        (None, None) => {}
     }
     s.table("scaling", false);
 }
@@ -476,6 +496,65 @@ fn summarize(r: &ScalingResult, s: &mut SummaryBuilder) {
         c
     };
     s.claim(c);
+}
+
+/// The text `numalab scaling --copies N` prints: per layout where the
+/// copies ran and their median times, then the split and projections.
+pub fn copies_text(r: &CopiesResult) -> String {
+    let mut s = String::new();
+    let what = match &r.env {
+        Some(var) => format!("1 process, {var}={}", r.copies),
+        None => format!("{} copies", r.copies),
+    };
+    let _ = writeln!(
+        s,
+        "{what} of '{}', median of {} repetitions",
+        r.argv.join(" "),
+        r.reps
+    );
+    for l in &r.layouts {
+        if !l.applicable {
+            let _ = writeln!(s, "  {:<7} {}", l.layout, l.note.as_deref().unwrap_or(""));
+            continue;
+        }
+        let cpus: Vec<String> = l
+            .cpus
+            .iter()
+            .zip(&l.nodes)
+            .zip(&l.memory)
+            .map(|((c, n), mem)| format!("CPUs {c} (node {n}, {mem})"))
+            .collect();
+        let copy: Vec<String> = l.copy_seconds.iter().map(|t| format!("{t:.3}")).collect();
+        let _ = writeln!(
+            s,
+            "  {:<7} wall {} s; per copy {} s; {}{}",
+            l.layout,
+            l.wall_seconds
+                .map(|w| format!("{w:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            copy.join(", "),
+            cpus.join("; "),
+            if l.verified {
+                ""
+            } else {
+                " [pinning NOT verified]"
+            }
+        );
+        if let Some(n) = &l.note {
+            let _ = writeln!(s, "          {n}");
+        }
+    }
+    match &r.model {
+        Some(fit) => s.push_str(&super::extrapolate::text(fit, &r.predictions)),
+        None => {
+            let _ = writeln!(
+                s,
+                "no contention split: {}",
+                r.model_note.as_deref().unwrap_or("not fitted")
+            );
+        }
+    }
+    s
 }
 
 #[cfg(test)]
