@@ -19,12 +19,12 @@ mod loaded_latency;
 mod placement;
 #[path = "guest_experiments/policies.rs"]
 mod policies;
+#[path = "guest_experiments/scaling.rs"]
+mod scaling;
 #[path = "guest_experiments/scenarios.rs"]
 mod scenarios;
 #[path = "guest_experiments/sizes.rs"]
 mod sizes;
-#[path = "guest_experiments/scaling.rs"]
-mod scaling;
 #[path = "guest_experiments/sweep.rs"]
 mod sweep;
 

@@ -266,3 +266,64 @@ fn bad_scenario_options_are_refused_in_one_line() {
         "no scenario asked for can run on this machine (crossfire: needs two nodes with CPUs one hop apart (A and B); this machine has none)",
     );
 }
+
+/// The study needs arrays far larger than the caches: a sweep whose
+/// buffers are below 4x the last-level cache says so (this host: 32 MiB L3
+/// or whatever it has; the warning names it).
+#[test]
+fn a_sweep_in_cache_is_warned_about() {
+    let _turn = turn();
+    let v = json(&[
+        "sweep",
+        "--threads",
+        "1",
+        "--access",
+        "w",
+        "--size",
+        "64K",
+        "--reps",
+        "1",
+        "--sample-ms",
+        "0",
+        "--thp",
+        "off",
+        "--json",
+    ]);
+    let w: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert!(
+        w.iter().any(
+            |x| x.starts_with("each sweep buffer 64 KiB is below 4× the ")
+                && x.ends_with(" last-level cache: figures may come from cache, not memory")
+        ),
+        "{w:?}"
+    );
+    let v = json(&[
+        "sweep",
+        "--scenarios",
+        "one-thread-hops",
+        "--size",
+        "64K",
+        "--rounds",
+        "4",
+        "--reps",
+        "1",
+        "--sample-ms",
+        "0",
+        "--thp",
+        "off",
+        "--json",
+    ]);
+    assert!(
+        v["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("each scenario buffer 64 KiB is below 4× the "),
+        "{}",
+        v["warnings"]
+    );
+}

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::machine::Machine;
 use crate::measure::cancel;
+use crate::measure::environment::cache_fit_warning;
 use crate::measure::kernels::{run_pass, BandwidthKernel, ByteCount};
 use crate::measure::pacing::{PacedLoad, PacedReport, PacedSpec, TrafficMix};
 use crate::measure::sample_clock::SampleClock;
@@ -62,7 +63,15 @@ pub fn run_sweep(
         total_to_run: (afford.take.iter().sum::<usize>() * req.backgrounds.len()) as u64,
         case_seconds_sum: 0.0,
         cases_timed: 0,
-        warnings: afford.warning.into_iter().collect(),
+        warnings: afford
+            .warning
+            .into_iter()
+            .chain(cache_fit_warning(
+                m,
+                req.buffer_bytes as u64,
+                "each sweep buffer",
+            ))
+            .collect(),
     };
     let mut runs = Vec::new();
     'runs: for bg in &req.backgrounds {

@@ -18,6 +18,7 @@ use super::space::PlannedCase;
 use super::{check_buffers_fit, Background, Subscription, SweepBuffer, SweepRequest};
 use crate::machine::Machine;
 use crate::measure::cancel;
+use crate::measure::environment::cache_fit_warning;
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::{median, StopRule, Summary};
 use crate::placement::{PlacementError, Thp};
@@ -372,7 +373,10 @@ pub fn run_scenarios(
     check_buffers_fit(m, &breq)?;
     let mem: Vec<u32> = breq.mem_nodes.iter().collect();
     let (mut bufs, mut buffers) = place_buffers(m, &breq, &mem, 2)?;
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> =
+        cache_fit_warning(m, req.buffer_bytes as u64, "each scenario buffer")
+            .into_iter()
+            .collect();
     let mut verified = buffers.iter().all(|b| b.at_start.verified);
     for b in buffers.iter().filter(|b| !b.at_start.verified) {
         warnings.push(format!(
