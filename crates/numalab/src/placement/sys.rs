@@ -517,6 +517,50 @@ mod tests {
     }
 
     #[test]
+    fn move_pages_reports_each_page_and_migrate_pages_the_pages_left() {
+        let page = page_size();
+        let mut buf = vec![1u8; 8 * page];
+        let first = buf.as_mut_ptr().wrapping_add(page - buf.as_ptr() as usize % page);
+        let pages: Vec<*mut u8> = (0..4).map(|i| first.wrapping_add(i * page)).collect();
+        let node = query_node(pages[0]);
+        let mut status = vec![-1; 4];
+        assert_eq!(move_pages(0, &pages, &[node as i32; 4], &mut status).unwrap(), 0);
+        assert_eq!(status, vec![node as i32; 4]);
+        let e = move_pages(0, &pages, &[0; 3], &mut status).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        let same = KernelMask::new(&IdSet::single(node));
+        assert_eq!(migrate_pages_mask(0, &same, &same).unwrap(), 0);
+    }
+
+    fn query_node(p: *mut u8) -> u32 {
+        let mut s = [0i32];
+        query_page_nodes(0, &[p], &mut s).unwrap();
+        s[0] as u32
+    }
+
+    #[test]
+    fn dropping_an_effective_capability_touches_only_this_thread() {
+        let eff = || {
+            let t = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            let hex = t.lines().find_map(|l| l.strip_prefix("CapEff:")).unwrap();
+            u64::from_str_radix(hex.trim(), 16).unwrap()
+        };
+        let before = eff();
+        let inside = std::thread::spawn(move || {
+            drop_effective_capability(CAP_SYS_NICE).unwrap();
+            eff()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(inside, before & !(1 << CAP_SYS_NICE));
+        assert_eq!(eff(), before);
+        assert_eq!(
+            drop_effective_capability(40).unwrap_err().raw_os_error(),
+            Some(libc::EINVAL)
+        );
+    }
+
+    #[test]
     fn node_zero_meminfo_is_readable() {
         let total = node_total_bytes(0).unwrap();
         let free = node_free_bytes(0).unwrap();

@@ -18,6 +18,7 @@ pub mod c2c;
 pub mod compare;
 pub mod loaded_latency;
 pub mod matrix;
+pub mod migrate;
 pub mod pdm;
 pub mod place;
 pub mod policies;
