@@ -1,5 +1,5 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
-//! c2c, apexmap, policies, blas, per-array placement and pdm --measure)
+//! c2c, apexmap, policies, blas, per-array placement, pdm --measure and migrate)
 //! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
@@ -14,6 +14,8 @@ mod blas;
 mod c2c;
 #[path = "guest_experiments/loaded_latency.rs"]
 mod loaded_latency;
+#[path = "guest_experiments/migrate.rs"]
+mod migrate;
 #[path = "guest_experiments/placement.rs"]
 mod placement;
 #[path = "guest_experiments/policies.rs"]
@@ -36,6 +38,7 @@ fn quartet() -> &'static Guest {
             policies::QUARTET_STEPS,
             blas::QUARTET_STEPS,
             placement::QUARTET_STEPS,
+            migrate::QUARTET_STEPS,
         ]
         .concat();
         boot("quartet", "6.12", &steps)
@@ -52,6 +55,7 @@ fn ring() -> &'static Guest {
             c2c::RING_STEPS,
             apexmap::RING_STEPS,
             policies::RING_STEPS,
+            migrate::RING_STEPS,
         ]
         .concat();
         boot("ring4-cpuless", "6.12", &steps)
