@@ -520,11 +520,16 @@ mod tests {
     fn move_pages_reports_each_page_and_migrate_pages_the_pages_left() {
         let page = page_size();
         let mut buf = vec![1u8; 8 * page];
-        let first = buf.as_mut_ptr().wrapping_add(page - buf.as_ptr() as usize % page);
+        let first = buf
+            .as_mut_ptr()
+            .wrapping_add(page - buf.as_ptr() as usize % page);
         let pages: Vec<*mut u8> = (0..4).map(|i| first.wrapping_add(i * page)).collect();
         let node = query_node(pages[0]);
         let mut status = vec![-1; 4];
-        assert_eq!(move_pages(0, &pages, &[node as i32; 4], &mut status).unwrap(), 0);
+        assert_eq!(
+            move_pages(0, &pages, &[node as i32; 4], &mut status).unwrap(),
+            0
+        );
         assert_eq!(status, vec![node as i32; 4]);
         let e = move_pages(0, &pages, &[0; 3], &mut status).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
