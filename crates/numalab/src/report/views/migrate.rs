@@ -40,8 +40,8 @@ pub fn text(r: &MigrateResult) -> String {
         );
         let _ = writeln!(
             s,
-            "  {:<14} {:>9} {:>9} {:>7} {:>9} {:>15}  {}",
-            "method", "GB/s", "best", "spread", "us/page", "pages moved", "verified"
+            "  {:<14} {:>9} {:>9} {:>7} {:>9} {:>15}  verified",
+            "method", "GB/s", "best", "spread", "us/page", "pages moved"
         );
         for m in &p.methods {
             let _ = writeln!(s, "{}", row(m));
