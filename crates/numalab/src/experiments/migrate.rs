@@ -135,7 +135,8 @@ pub struct MethodResult {
     /// that `migrate_pages` reported it could not move (0 for `mbind`, which
     /// reports no count).
     pub move_failures: u64,
-    /// The errors behind `move_failures`, by name, for `move_pages`.
+    /// For `move_pages`: the failures of each move counted under the name
+    /// of that move's first error status (a move rarely has two kinds).
     pub failure_statuses: BTreeMap<String, u64>,
     /// Backward moves (untimed) that left a page off the source.
     pub back_moves_incomplete: u64,
