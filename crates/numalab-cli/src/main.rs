@@ -26,6 +26,8 @@ enum Command {
     Bench(cmd::bench::Bench),
     /// Latency and bandwidth from every CPU node to every memory node.
     Matrix(cmd::matrix::Args),
+    /// How fast pages move between memory nodes: move_pages, mbind, migrate_pages.
+    Migrate(cmd::migrate::Args),
     /// Bandwidth and latency from L1-sized to DRAM-sized working sets.
     Sizes(cmd::sizes::Args),
     /// Bandwidth for 1..N threads, packed vs spread, and the contention split.
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(b) => cmd::bench::run(b),
         Command::Matrix(a) => cmd::matrix::run(a),
+        Command::Migrate(a) => cmd::migrate::run(a),
         Command::Sizes(a) => cmd::sizes::run(a),
         Command::Scaling(a) => cmd::scaling::run(a),
         Command::Extrapolate(a) => cmd::extrapolate::run(a),

@@ -1,6 +1,6 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
 //! c2c, apexmap, policies, blas, per-array placement, sizes, pdm --measure,
-//! scenarios and scaling --copies)
+//! scenarios, scaling --copies and migrate)
 //! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
@@ -15,6 +15,8 @@ mod blas;
 mod c2c;
 #[path = "guest_experiments/loaded_latency.rs"]
 mod loaded_latency;
+#[path = "guest_experiments/migrate.rs"]
+mod migrate;
 #[path = "guest_experiments/placement.rs"]
 mod placement;
 #[path = "guest_experiments/policies.rs"]
@@ -46,6 +48,7 @@ fn quartet() -> &'static Guest {
             placement::QUARTET_STEPS,
             sizes::QUARTET_STEPS,
             scaling::QUARTET_STEPS,
+            migrate::QUARTET_STEPS,
         ]
         .concat();
         boot("quartet", "6.12", &steps)
@@ -63,6 +66,7 @@ fn ring() -> &'static Guest {
             c2c::RING_STEPS,
             apexmap::RING_STEPS,
             policies::RING_STEPS,
+            migrate::RING_STEPS,
         ]
         .concat();
         boot("ring4-cpuless", "6.12", &steps)

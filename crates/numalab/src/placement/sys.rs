@@ -203,6 +203,152 @@ pub fn query_page_nodes(pid: i32, pages: &[*mut u8], status: &mut [i32]) -> io::
     Ok(())
 }
 
+/// Moves pages of process `pid` (0: the caller): `pages[i]` to node
+/// `nodes[i]`, with [`MPOL_MF_MOVE`] (only pages no other process maps).
+/// `status[i]` receives the node the page is on afterwards, or a negative
+/// errno for a page that could not be moved. Returns how many pages the
+/// kernel could not move (its return value). Allocates nothing, so a forked
+/// child may call it.
+pub fn move_pages(
+    pid: i32,
+    pages: &[*mut u8],
+    nodes: &[i32],
+    status: &mut [i32],
+) -> io::Result<usize> {
+    if pages.len() != nodes.len() || pages.len() != status.len() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    if pages.is_empty() {
+        return Ok(0);
+    }
+    // SAFETY: the three arrays hold `len` entries each; the kernel reads
+    // `pages` and `nodes` and writes `status`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            pid as libc::c_long,
+            pages.len() as libc::c_ulong,
+            pages.as_ptr(),
+            nodes.as_ptr(),
+            status.as_mut_ptr(),
+            MPOL_MF_MOVE as libc::c_int,
+        )
+    };
+    if r < 0 {
+        return Err(last_os_error());
+    }
+    Ok(r as usize)
+}
+
+/// [`mbind`] with a mask built beforehand: one system call, no allocation,
+/// for a forked child.
+///
+/// # Safety
+/// The range must be a mapping this process owns; `addr` page aligned.
+pub unsafe fn mbind_mask(
+    addr: *mut u8,
+    len: usize,
+    mode: Mode,
+    nodes: &KernelMask,
+    flags: u32,
+) -> io::Result<()> {
+    let (ptr, maxnode) = nodes.node_arg();
+    // SAFETY: caller guarantees the range; the mask outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            addr as libc::c_ulong,
+            len as libc::c_ulong,
+            mode as libc::c_ulong,
+            ptr,
+            maxnode,
+            flags as libc::c_ulong,
+        )
+    };
+    if r != 0 {
+        return Err(last_os_error());
+    }
+    Ok(())
+}
+
+/// `migrate_pages(2)` for process `pid` (0: the caller): every page of the
+/// process on a node of `from` goes to `to`. It moves the *whole process's*
+/// pages there, not one range; with CAP_SYS_NICE in effect the kernel also
+/// moves pages shared with other processes (see
+/// [`drop_effective_capability`]). Returns how many pages could not be
+/// moved. No allocation: a forked child may call it.
+pub fn migrate_pages_mask(pid: i32, from: &KernelMask, to: &KernelMask) -> io::Result<usize> {
+    let (old, maxnode) = from.node_arg();
+    let (new, _) = to.node_arg();
+    // SAFETY: both masks are `maxnode - 1` bits wide and outlive the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_migrate_pages,
+            pid as libc::c_long,
+            maxnode,
+            old,
+            new,
+        )
+    };
+    if r < 0 {
+        return Err(last_os_error());
+    }
+    Ok(r as usize)
+}
+
+/// Linux capability number of CAP_SYS_NICE (include/uapi/linux/capability.h).
+pub const CAP_SYS_NICE: u32 = 23;
+
+/// Takes capability `cap` (below 32) out of the calling thread's effective
+/// set; it stays permitted. Two system calls, no allocation: a forked child
+/// may call it. Without CAP_SYS_NICE in effect, `migrate_pages` and
+/// `move_pages` leave pages that other processes map where they are.
+pub fn drop_effective_capability(cap: u32) -> io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    if cap >= 32 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set.
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and two data words, as version 3 requires.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut Header,
+            data.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(last_os_error());
+    }
+    data[0].effective &= !(1 << cap);
+    // SAFETY: as above; the kernel only reads them.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
+    if r != 0 {
+        return Err(last_os_error());
+    }
+    Ok(())
+}
+
 /// Pins the calling thread (tid 0) or thread `tid` to `cpus`.
 pub fn set_affinity(tid: i32, cpus: &IdSet) -> io::Result<()> {
     set_affinity_mask(tid, &KernelMask::new(cpus))
@@ -368,6 +514,55 @@ mod tests {
             (two.words.as_ptr(), MASK_BITS as libc::c_ulong + 1)
         );
         assert_eq!(&two.words[..2], &[1, 2]);
+    }
+
+    #[test]
+    fn move_pages_reports_each_page_and_migrate_pages_the_pages_left() {
+        let page = page_size();
+        let mut buf = vec![1u8; 8 * page];
+        let first = buf
+            .as_mut_ptr()
+            .wrapping_add(page - buf.as_ptr() as usize % page);
+        let pages: Vec<*mut u8> = (0..4).map(|i| first.wrapping_add(i * page)).collect();
+        let node = query_node(pages[0]);
+        let mut status = vec![-1; 4];
+        assert_eq!(
+            move_pages(0, &pages, &[node as i32; 4], &mut status).unwrap(),
+            0
+        );
+        assert_eq!(status, vec![node as i32; 4]);
+        let e = move_pages(0, &pages, &[0; 3], &mut status).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        let same = KernelMask::new(&IdSet::single(node));
+        assert_eq!(migrate_pages_mask(0, &same, &same).unwrap(), 0);
+    }
+
+    fn query_node(p: *mut u8) -> u32 {
+        let mut s = [0i32];
+        query_page_nodes(0, &[p], &mut s).unwrap();
+        s[0] as u32
+    }
+
+    #[test]
+    fn dropping_an_effective_capability_touches_only_this_thread() {
+        let eff = || {
+            let t = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            let hex = t.lines().find_map(|l| l.strip_prefix("CapEff:")).unwrap();
+            u64::from_str_radix(hex.trim(), 16).unwrap()
+        };
+        let before = eff();
+        let inside = std::thread::spawn(move || {
+            drop_effective_capability(CAP_SYS_NICE).unwrap();
+            eff()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(inside, before & !(1 << CAP_SYS_NICE));
+        assert_eq!(eff(), before);
+        assert_eq!(
+            drop_effective_capability(40).unwrap_err().raw_os_error(),
+            Some(libc::EINVAL)
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod compare;
 pub mod extrapolate;
 pub mod loaded_latency;
 pub mod matrix;
+pub mod migrate;
 pub mod pdm;
 pub mod place;
 pub mod policies;
