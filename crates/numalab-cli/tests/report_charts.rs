@@ -54,6 +54,7 @@ fn run_of(space: &SweepSpace, threads: usize) -> SweepRun {
                 sharing: "none".into(),
                 class_size: p.class_size,
                 class_key: p.class_key.clone(),
+                samples: vec![s * 0.99, s, s * 1.01],
                 seconds: CaseTime {
                     median: s,
                     best: s * 0.98,
