@@ -120,23 +120,8 @@ pub unsafe fn mbind(
     flags: u32,
 ) -> io::Result<()> {
     let mask = KernelMask::new(nodes);
-    let (ptr, maxnode) = mask.node_arg();
-    // SAFETY: caller guarantees the range; the mask outlives the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mbind,
-            addr as libc::c_ulong,
-            len as libc::c_ulong,
-            mode as libc::c_ulong,
-            ptr,
-            maxnode,
-            flags as libc::c_ulong,
-        )
-    };
-    if r != 0 {
-        return Err(last_os_error());
-    }
-    Ok(())
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { mbind_mask(addr, len, mode, &mask, flags) }
 }
 
 /// Sets the calling thread's memory policy (inherited by children and exec).
