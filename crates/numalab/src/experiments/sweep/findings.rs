@@ -512,7 +512,7 @@ fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
                 holds: holds_of(verdict),
                 ratio: Some(r),
                 detail: format!(
-                    "largest spread within a hop class: {:.2}x in class {class} ({} fastest, {} slowest), over {} threads; samples {}, equal within {:.0}%, p corrected for {classes} classes; a case and its thread-swapped twin are one experiment and are not compared",
+                    "largest spread within a hop class: {:.2}x in class {class} ({} fastest, {} slowest), over {} threads; samples {}, equal within {:.0}%, p corrected for {classes} classes; a case and its thread-swapped twin are one experiment and are not compared; {RULE}",
                     r,
                     lo_c.labels.join(" "),
                     hi_c.labels.join(" "),
