@@ -166,9 +166,15 @@ fn scaling_single_thread_matches_bench_bandwidth() {
     );
     if packed.len() >= 2 {
         assert!(sc["model"]["core_seconds"].as_f64().unwrap() > 0.0);
+        // The split is fitted within one node: 1 and 2 packed threads.
         assert_eq!(
-            sc["model"]["fitted_on"],
-            serde_json::json!([1, packed.len()])
+            sc["model"]["fitted_on"]["threads"],
+            serde_json::json!([1, 2])
+        );
+        assert_eq!(sc["model"]["fitted_on"]["node"], 0);
+        assert_eq!(
+            sc["model"]["fitted_on"]["cpus"],
+            serde_json::json!([packed[0]["cpus"][0], packed[1]["cpus"][1]])
         );
     }
 }
