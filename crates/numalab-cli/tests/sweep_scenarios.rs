@@ -7,6 +7,23 @@ mod common;
 use common::{fails, fixture, json, turn};
 use serde_json::Value;
 
+/// `sweep --scenarios ARGS...` as a short run: 4 rounds, one pass per
+/// sample, no THP, JSON.
+fn short_run(args: &[&str]) -> Value {
+    let mut all = vec!["sweep", "--scenarios"];
+    all.extend_from_slice(args);
+    all.extend([
+        "--rounds",
+        "4",
+        "--sample-ms",
+        "0",
+        "--thp",
+        "off",
+        "--json",
+    ]);
+    json(&all)
+}
+
 fn scenario<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["scenarios"]
         .as_array()
@@ -121,22 +138,7 @@ fn the_quartet_plan_names_the_study_cpu_sets() {
 #[test]
 fn one_node_runs_what_it_can_and_says_why_not_the_rest() {
     let _turn = turn();
-    let v = json(&[
-        "sweep",
-        "--scenarios",
-        "all",
-        "--size",
-        "1M",
-        "--rounds",
-        "4",
-        "--reps",
-        "2",
-        "--sample-ms",
-        "0",
-        "--thp",
-        "off",
-        "--json",
-    ]);
+    let v = short_run(&["all", "--size", "1M", "--reps", "2"]);
     assert_eq!(v["command"], "sweep");
     assert_eq!(v["verified"], true, "{}", v["warnings"]);
     assert_eq!(v["normalize"], "study");
@@ -213,23 +215,14 @@ fn one_node_runs_what_it_can_and_says_why_not_the_rest() {
 #[test]
 fn run_normalisation_is_per_run() {
     let _turn = turn();
-    let v = json(&[
-        "sweep",
-        "--scenarios",
+    let v = short_run(&[
         "two-on-one-node",
         "--normalize",
         "run",
         "--size",
         "1M",
-        "--rounds",
-        "4",
         "--reps",
         "1",
-        "--sample-ms",
-        "0",
-        "--thp",
-        "off",
-        "--json",
     ]);
     assert_eq!(v["normalize"], "run");
     let cases = v["runs"][0]["cases"].as_array().unwrap();
@@ -302,22 +295,7 @@ fn a_sweep_in_cache_is_warned_about() {
         ),
         "{w:?}"
     );
-    let v = json(&[
-        "sweep",
-        "--scenarios",
-        "one-thread-hops",
-        "--size",
-        "64K",
-        "--rounds",
-        "4",
-        "--reps",
-        "1",
-        "--sample-ms",
-        "0",
-        "--thp",
-        "off",
-        "--json",
-    ]);
+    let v = short_run(&["one-thread-hops", "--size", "64K", "--reps", "1"]);
     assert!(
         v["warnings"][0]
             .as_str()
