@@ -1,7 +1,7 @@
 //! The placement sweep's enumeration and symmetry folding, over real
 //! machines' topologies (no measurement: these run on any host).
 
-use numalab::experiments::sweep::{coverage_order, Access, PlannedCase, SweepSpace};
+use numalab::experiments::sweep::{coverage_order, Access, PlannedCase, SweepSpace, TwinMove};
 use numalab::{IdSet, Machine};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -67,6 +67,110 @@ fn quartet_two_threads_is_the_classic_4096_and_folds_exactly() {
             assert_eq!(t.hops, Some(want), "{}", t.label());
         }
     }
+}
+
+/// Classes of the Quartet's 4096 two-thread cases counted by brute force,
+/// independently of the folding code: union-find over every case joined to
+/// its images under the generators of the group (a ring rotation and a
+/// reflection of the nodes, each node's core swap, the thread exchange).
+#[test]
+fn quartet_two_threads_fold_into_108_classes_counted_by_brute_force() {
+    // The ring is 0-1-3-2-0 (0 and 3, 1 and 2 are two hops apart).
+    let rotate = [1u32, 3, 0, 2]; // 0->1->3->2->0
+    let reflect = [0u32, 2, 1, 3]; // fixes 0 and 3, swaps 1 and 2
+                                   // A thread: (cpu 0-7, access 0-1, mem 0-3) as one index.
+    let thread = |cpu: u32, a: u32, mem: u32| (cpu * 8 + a * 4 + mem) as usize;
+    let parts = |t: usize| ((t / 8) as u32, ((t / 4) % 2) as u32, (t % 4) as u32);
+    let by_nodes = |t: usize, p: &[u32; 4]| {
+        let (cpu, a, mem) = parts(t);
+        thread(p[(cpu / 2) as usize] * 2 + cpu % 2, a, p[mem as usize])
+    };
+    let mut uf: Vec<usize> = (0..4096).collect();
+    fn find(uf: &mut [usize], mut x: usize) -> usize {
+        while uf[x] != x {
+            uf[x] = uf[uf[x]];
+            x = uf[x];
+        }
+        x
+    }
+    for case in 0..4096usize {
+        let (t0, t1) = (case / 64, case % 64);
+        let mut images = vec![
+            by_nodes(t0, &rotate) * 64 + by_nodes(t1, &rotate),
+            by_nodes(t0, &reflect) * 64 + by_nodes(t1, &reflect),
+            t1 * 64 + t0,
+        ];
+        for node in 0..4u32 {
+            let swap = |t: usize| {
+                let (cpu, a, mem) = parts(t);
+                let cpu = if cpu / 2 == node { cpu ^ 1 } else { cpu };
+                thread(cpu, a, mem)
+            };
+            images.push(swap(t0) * 64 + swap(t1));
+        }
+        for img in images {
+            let (a, b) = (find(&mut uf, case), find(&mut uf, img));
+            uf[a] = b;
+        }
+    }
+    let classes = (0..4096).filter(|&x| find(&mut uf, x) == x).count();
+    assert_eq!(classes, 108);
+    let m = load("qemu-quartet-4n2c-ring.xml");
+    let space = SweepSpace::new(&m, &set("0-7"), &set("0-3"), RW).unwrap();
+    assert_eq!(space.folded(2).len(), classes);
+}
+
+#[test]
+fn large_symmetry_groups_are_counted_exactly_without_listing_them() {
+    // 8 nodes, flat distance table: 8! node symmetries, once capped at 5000.
+    let m = load("16amd64-8n2c.xml");
+    let space = SweepSpace::new(&m, &m.allowed_cpus, &m.memory_nodes(), RW).unwrap();
+    assert_eq!(space.symmetry_order().to_string(), "40320");
+    // One thread: local or remote, read or write, on either core of its
+    // node (each has its own last-level cache, so the cores are two
+    // groups); 16 CPUs x 8 nodes x 2 cases.
+    let one = space.folded(1);
+    assert_eq!(one.len(), 8);
+    assert_eq!(one.iter().map(|c| c.class_size).sum::<u64>(), 256);
+    folding_matches_full(&space, 2);
+}
+
+/// A twin is another case of the same class: by a node symmetry when one
+/// moves the case, else by a core swap.
+#[test]
+fn twins_are_other_members_of_their_class() {
+    let m = load("qemu-quartet-4n2c-ring.xml");
+    let space = SweepSpace::new(&m, &set("0-7"), &set("0-3"), RW).unwrap();
+    let mut moves = BTreeMap::new();
+    for c in space.folded(2) {
+        let Some((twin, moved)) = space.twin(&c) else {
+            assert_eq!(c.class_size, 1, "{}", c.label());
+            continue;
+        };
+        assert_ne!(twin.label(), c.label());
+        assert_eq!(
+            space.class_of(&twin.threads).unwrap(),
+            c.class_key,
+            "{}",
+            c.label()
+        );
+        assert_eq!(space.class_of(&c.threads).unwrap(), c.class_key);
+        *moves.entry(moved).or_insert(0) += 1;
+    }
+    // On a ring every case's nodes move under some rotation.
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!(moves[&TwinMove::NodeSymmetry], 108);
+    // Without distances only core swaps are left: 0.0.r.0 has twin 0.1.r.0.
+    let mut m = m;
+    m.distances = None;
+    let space = SweepSpace::new(&m, &set("0-7"), &set("0-3"), RW).unwrap();
+    let one = space.folded(1);
+    let (twin, moved) = space.twin(&one[0]).unwrap();
+    assert_eq!(
+        (one[0].label(), twin.label()),
+        ("0.0.r.0".into(), "0.1.r.0".into())
+    );
+    assert_eq!(moved, TwinMove::CoreSwap);
 }
 
 #[test]

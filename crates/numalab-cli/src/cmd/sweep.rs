@@ -60,6 +60,11 @@ pub struct Args {
     /// Run every case instead of one per symmetry class.
     #[arg(long)]
     full: bool,
+    /// Measure one member per class only: no twin (by default a second
+    /// member of each class run is measured when the budget pays for it,
+    /// to test the symmetry the folding assumes).
+    #[arg(long)]
+    no_twins: bool,
     /// Whole-sweep time budget in seconds (0.001 to 604800, one week): runs a subset covering every hop class.
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
     budget: Option<f64>,
@@ -351,6 +356,7 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
             },
         },
         min_sample_s: a.sample_ms / 1e3,
+        twins: !a.full && !a.no_twins,
         backgrounds: backgrounds(m, a)?,
         background_bytes,
         full_limit: a.full_limit,
@@ -378,9 +384,9 @@ pub fn run(a: Args) -> CliResult {
     let space =
         SweepSpace::new(&m, &req.cpus, &req.mem_nodes, &req.accesses).map_err(CliError::usage)?;
     let plans = plan(&space, &req).map_err(CliError::usage)?;
-    let symmetries = space.automorphism_count();
+    let symmetries = space.symmetry_order().to_string();
     if a.list {
-        return list(&a, &req, &plans, symmetries);
+        return list(&a, &req, &plans, &symmetries);
     }
     let n_cases: usize = plans.iter().map(|p| p.2.len()).sum::<usize>() * req.backgrounds.len();
     // A sweep that cannot fit says so in its one line, before the plan.
@@ -391,7 +397,7 @@ pub fn run(a: Args) -> CliResult {
     }
     write_stderr(format_args!(
         "{}",
-        view::plan_text(&req, &plans, symmetries)
+        view::plan_text(&req, &plans, &symmetries)
     ));
     // The sweep plans again for itself: one plan in memory at a time.
     drop(plans);
@@ -511,7 +517,7 @@ fn list_scenarios(a: &Args, set: &ScenarioSet) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliResult {
+fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: &str) -> CliResult {
     if !a.json {
         out!("{}", view::plan_text(req, plans, symmetries))?;
         out!("{}", view::list_text(plans))?;
@@ -524,7 +530,9 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliRe
         threads: usize,
         total_cases: u64,
         classes: usize,
-        node_automorphisms: usize,
+        /// Saturating at `u64::MAX`; exactly in `node_symmetry_order`.
+        node_automorphisms: u64,
+        node_symmetry_order: &'a str,
         cases: ListedCases<'a>,
     }
     #[derive(Serialize)]
@@ -562,7 +570,8 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: usize) -> CliRe
                 threads: *t,
                 total_cases: *total,
                 classes: cases.len(),
-                node_automorphisms: symmetries,
+                node_automorphisms: symmetries.parse().unwrap_or(u64::MAX),
+                node_symmetry_order: symmetries,
                 cases: ListedCases(cases),
             })
             .collect(),

@@ -173,12 +173,23 @@ fn quartet_sweep_folded_run_and_findings() {
         assert_run_verified(r, quartet_hops);
     }
     assert_buffers_on_their_nodes(&v, 4, 2);
+    // Every class of the ring has a twin by a rotation or reflection of the
+    // nodes, measured interleaved with its representative (two runs each).
+    let twins = runs[1]["twins"].as_array().unwrap();
+    assert_eq!(twins.len(), 108);
+    for t in twins {
+        assert_eq!(t["moved_by"], "node-symmetry", "{t}");
+        assert_ne!(t["labels"], t["twin_labels"], "{t}");
+        assert_eq!(t["verified"], true, "{t}");
+        assert_eq!(t["samples"].as_array().unwrap().len(), 2, "{t}");
+        assert_eq!(t["twin_samples"].as_array().unwrap().len(), 2, "{t}");
+    }
     // On a 4-node ring every classic question can be asked (timings in
     // the guest mean nothing, so only that they were answered, by the rank
     // test, is checked: one sample per case may well be "cannot tell").
     let f = v["findings"][0]["findings"].as_array().unwrap();
     let qs: Vec<&str> = f.iter().map(|x| x["question"].as_str().unwrap()).collect();
-    assert_eq!(qs, ["a", "b", "c", "d"]);
+    assert_eq!(qs, ["a", "b", "c", "d", "e"]);
     for x in f {
         let holds = match x["verdict"].as_str().unwrap() {
             "holds" => Value::Bool(true),

@@ -104,6 +104,7 @@ pub fn sweep_request(m: &Machine, rule: StopRule) -> SweepRequest {
         background_bytes: 1 << 20,
         full_limit: 1000,
         min_sample_s: 0.002,
+        twins: false,
     }
 }
 

@@ -528,6 +528,155 @@ fn finding_equal_hops(run: Option<&SweepRun>) -> Finding {
     }
 }
 
+/// A class measured at two members: labels of both, their samples, and
+/// how the second was obtained.
+struct MemberPair<'a> {
+    hop_class: &'a str,
+    moved_by: &'a str,
+    labels: String,
+    twin_labels: String,
+    samples: Vec<f64>,
+    twin_samples: Vec<f64>,
+}
+
+/// Every class of `runs` measured at two members: the twins, and with
+/// `--full` the fastest and slowest member of each class.
+fn member_pairs<'a>(runs: &[&'a SweepRun]) -> Vec<MemberPair<'a>> {
+    let mut out = Vec::new();
+    for run in runs {
+        for t in &run.twins {
+            out.push(MemberPair {
+                hop_class: &t.hop_class,
+                moved_by: t.moved_by.name(),
+                labels: t.labels.join(" "),
+                twin_labels: t.twin_labels.join(" "),
+                samples: t.samples.clone(),
+                twin_samples: t.twin_samples.clone(),
+            });
+        }
+        let mut by_class: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, c) in run.cases.iter().enumerate() {
+            if c.class_size == 1 && !c.class_key.is_empty() {
+                by_class.entry(&c.class_key).or_default().push(i);
+            }
+        }
+        for members in by_class.values().filter(|m| m.len() > 1) {
+            let time = |&i: &usize| run.cases[i].seconds.median;
+            let lo = *members
+                .iter()
+                .min_by(|a, b| time(a).total_cmp(&time(b)))
+                .expect("member");
+            let hi = *members
+                .iter()
+                .max_by(|a, b| time(a).total_cmp(&time(b)))
+                .expect("member");
+            out.push(MemberPair {
+                hop_class: &run.cases[lo].hop_class,
+                moved_by: "every member (--full)",
+                labels: run.cases[lo].labels.join(" "),
+                twin_labels: run.cases[hi].labels.join(" "),
+                samples: pooled(run, &[lo]),
+                twin_samples: pooled(run, &[hi]),
+            });
+        }
+    }
+    out
+}
+
+/// (e) Members of a symmetry class take the same time: the folding's
+/// assumption, tested on the classes measured at two members. A class
+/// whose members differ beyond the rank test's rule (p corrected for the
+/// number of classes) shows the machine is less symmetric than its
+/// distance table.
+fn finding_symmetry(runs: &[&SweepRun]) -> Finding {
+    let title = "members of a symmetry class take the same time";
+    let pairs = member_pairs(runs);
+    if pairs.is_empty() {
+        let why = if runs
+            .iter()
+            .any(|r| r.cases.iter().any(|c| c.class_size > 1))
+        {
+            "no class was measured at two members (the budget paid for one member per class, or --no-twins; give more --budget or use --full)"
+        } else {
+            "every class has a single member here"
+        };
+        return Finding::unanswered("e", title, why);
+    }
+    let m = pairs.len();
+    let mut differ: Vec<String> = Vec::new();
+    let mut equal = 0usize;
+    let mut widest: Option<(f64, usize, RankComparison)> = None;
+    for (i, p) in pairs.iter().enumerate() {
+        let Some(c) = rank_compare(&p.twin_samples, &p.samples) else {
+            continue;
+        };
+        let v = match c.equal_within(2.0 * NOISE) {
+            Verdict::DoesNotHold if c.p_value * m as f64 >= ALPHA => Verdict::CannotTell,
+            v => v,
+        };
+        match v {
+            Verdict::Holds => equal += 1,
+            Verdict::DoesNotHold => differ.push(format!(
+                "{} vs {} ({}, hop class {}): {}",
+                p.labels,
+                p.twin_labels,
+                p.moved_by,
+                p.hop_class,
+                c.describe()
+            )),
+            Verdict::CannotTell => {}
+        }
+        let spread = c.ratio.max(1.0 / c.ratio);
+        if widest.as_ref().is_none_or(|w| spread > w.0) {
+            widest = Some((spread, i, c));
+        }
+    }
+    let verdict = if !differ.is_empty() {
+        Verdict::DoesNotHold
+    } else if equal == m {
+        Verdict::Holds
+    } else {
+        Verdict::CannotTell
+    };
+    let summary = match verdict {
+        Verdict::DoesNotHold => format!(
+            "this machine is less symmetric than its distance table: {} of {m} classes measured at two members differ: {}",
+            differ.len(),
+            differ.join("; ")
+        ),
+        Verdict::Holds => format!("all {m} classes measured at two members are equal within {:.0}%", 200.0 * NOISE),
+        Verdict::CannotTell => format!(
+            "{equal} of {m} classes measured at two members are equal within {:.0}%, the others inside the noise",
+            200.0 * NOISE
+        ),
+    };
+    let (ratio, comparison, widest_text) = match widest {
+        Some((_, i, c)) => (
+            Some(c.ratio),
+            Some(c.clone()),
+            format!(
+                "; widest: {} vs {} ({}), {}",
+                pairs[i].labels,
+                pairs[i].twin_labels,
+                pairs[i].moved_by,
+                c.describe()
+            ),
+        ),
+        None => (None, None, String::new()),
+    };
+    Finding {
+        question: "e".into(),
+        title: title.into(),
+        holds: holds_of(verdict),
+        ratio,
+        detail: format!(
+            "{summary}{widest_text}; interleaved runs (representative, twin, representative, twin), p corrected for {m} classes; {RULE}"
+        ),
+        verdict,
+        comparison,
+    }
+}
+
 /// Mines a finished sweep for the classic questions, per background setting.
 pub fn findings(r: &SweepResult) -> Vec<Findings> {
     let mut conditions: Vec<Option<Background>> = Vec::new();
@@ -550,6 +699,7 @@ pub fn findings(r: &SweepResult) -> Vec<Findings> {
                     finding_crossfire(two),
                     finding_two_local_writers(two),
                     finding_equal_hops(most),
+                    finding_symmetry(&runs),
                 ],
             }
         })
@@ -620,6 +770,7 @@ mod tests {
             hop_classes_run: 4,
             elapsed_s: 1.0,
             cases,
+            twins: Vec::new(),
         }
     }
 

@@ -34,6 +34,7 @@ mod scenario_findings;
 mod scenario_run;
 mod scenarios;
 mod space;
+mod symmetry;
 
 pub use findings::{
     crossfire_cases, findings, hop_cases, two_writer_cases, widest_class, Finding, Findings,
@@ -50,7 +51,7 @@ pub use scenarios::{
 };
 pub use space::{
     case_counts, coverage_order, plan, Access, CaseCount, PlannedCase, SweepSpace, ThreadCase,
-    MAX_PLANNED_CASES,
+    TwinMove, MAX_EXCHANGED_THREADS, MAX_PLANNED_CASES,
 };
 
 use crate::measure::harness::BufferCheck;
@@ -179,6 +180,9 @@ pub struct SweepRequest {
     /// Shortest sample in seconds (passes are repeated up to it, after a
     /// calibration sample); 0 = one pass per sample, no calibration.
     pub min_sample_s: f64,
+    /// Measure a second member of each class run (when the budget pays for
+    /// it; never with `full`, which measures every member).
+    pub twins: bool,
 }
 
 /// Seconds per pass of a case (its slowest thread), over the samples.
@@ -280,6 +284,30 @@ pub struct SweepRun {
     #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
     pub cases: Vec<CaseResult>,
+    /// Classes measured at two members, to test the symmetry the folding
+    /// assumed (finding e).
+    #[serde(default)]
+    pub twins: Vec<TwinPair>,
+}
+
+/// A class measured at two members in interleaved runs: representative,
+/// twin, representative, twin.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TwinPair {
+    pub class_key: String,
+    pub hop_class: String,
+    /// How the twin differs from the representative.
+    pub moved_by: TwinMove,
+    pub labels: Vec<String>,
+    pub twin_labels: Vec<String>,
+    /// Seconds per pass (slowest thread) of every sample of both runs of
+    /// each member.
+    #[serde(deserialize_with = "vec_f64_or_nan")]
+    pub samples: Vec<f64>,
+    #[serde(deserialize_with = "vec_f64_or_nan")]
+    pub twin_samples: Vec<f64>,
+    /// Every thread and buffer of both members where it was put.
+    pub verified: bool,
 }
 
 impl SweepRun {
@@ -294,7 +322,12 @@ impl SweepRun {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepResult {
     pub folded: bool,
+    /// Node automorphisms the folding used (saturating at `u64::MAX`).
     pub node_automorphisms: u64,
+    /// The same number exactly, in decimal (8 nodes with a flat distance
+    /// table have 40320; 64 have about 10^89).
+    #[serde(default)]
+    pub node_symmetry_order: String,
     pub cpus: Vec<u32>,
     pub mem_nodes: Vec<u32>,
     pub accesses: Vec<Access>,
@@ -369,6 +402,7 @@ mod tests {
             hop_classes_run: 0,
             elapsed_s: 0.0,
             cases: Vec::new(),
+            twins: Vec::new(),
         }
     }
 

@@ -7,7 +7,7 @@ use super::space::{
 };
 use super::{
     Background, BufferCheckLite, CaseResult, CaseTime, SweepBuffer, SweepProgress, SweepRequest,
-    SweepResult, SweepRun, ThreadResult,
+    SweepResult, SweepRun, ThreadResult, TwinPair,
 };
 use crate::machine::Machine;
 use crate::measure::cancel;
@@ -53,6 +53,8 @@ pub fn run_sweep(
     let mut sweep = Sweep {
         m,
         req,
+        space: &space,
+        twins: afford.twins,
         all_verified: buffers.iter().all(|b| b.at_start.verified),
         bufs,
         buffers,
@@ -60,7 +62,9 @@ pub fn run_sweep(
         deadline: req.budget.map(|b| t_start + b),
         progress,
         done: 0,
-        total_to_run: (afford.take.iter().sum::<usize>() * req.backgrounds.len()) as u64,
+        total_to_run: (afford.take.iter().sum::<usize>()
+            * req.backgrounds.len()
+            * if afford.twins { 1 + TWIN_RUNS } else { 1 }) as u64,
         case_seconds_sum: 0.0,
         cases_timed: 0,
         warnings: afford
@@ -88,7 +92,8 @@ pub fn run_sweep(
     sweep.check_buffers_again()?;
     Ok(SweepResult {
         folded: !req.full,
-        node_automorphisms: space.automorphism_count() as u64,
+        node_automorphisms: u64::try_from(space.symmetry_order().saturating()).unwrap_or(u64::MAX),
+        node_symmetry_order: space.symmetry_order().to_string(),
         cpus: space.cpu_ids(),
         mem_nodes: space.mem_nodes().to_vec(),
         accesses: req.accesses.clone(),
@@ -255,8 +260,14 @@ fn toucher_for(m: &Machine, node: u32, cpus: &IdSet) -> u32 {
 struct Affordable {
     rule: StopRule,
     take: Vec<usize>,
+    /// Whether twins run (each costs three more case runs).
+    twins: bool,
     warning: Option<String>,
 }
+
+/// Case runs a twin pair adds: the twin, the representative again, the
+/// twin again (interleaved with the representative's first run).
+const TWIN_RUNS: usize = 3;
 
 /// Shares what is left of `req.budget` after the set-up over the cases:
 /// every case gets its share when that is long enough to measure, else
@@ -264,9 +275,17 @@ struct Affordable {
 fn affordable(req: &SweepRequest, plans: &[Plan], setup_s: f64) -> Affordable {
     let total_planned: usize =
         plans.iter().map(|p| p.2.len()).sum::<usize>() * req.backgrounds.len();
+    // Classes of more than one case may have a twin.
+    let twinnable: usize = plans
+        .iter()
+        .map(|p| p.2.iter().filter(|c| c.class_size > 1).count())
+        .sum::<usize>()
+        * req.backgrounds.len();
+    let twins = req.twins && !req.full && twinnable > 0;
     let mut out = Affordable {
         rule: req.rule.clone(),
         take: plans.iter().map(|p| p.2.len()).collect(),
+        twins,
         warning: None,
     };
     let Some(b) = req.budget else {
@@ -282,10 +301,27 @@ fn affordable(req: &SweepRequest, plans: &[Plan], setup_s: f64) -> Affordable {
             0.0
         };
     let min_case = 0.1;
+    if twins {
+        let share = avail / (total_planned + TWIN_RUNS * twinnable).max(1) as f64;
+        if share >= min_case + per_case_overhead {
+            out.rule.budget = Duration::from_secs_f64(
+                (share - per_case_overhead).min(req.rule.budget.as_secs_f64()),
+            );
+            return out;
+        }
+        out.twins = false;
+    }
     let share = avail / total_planned.max(1) as f64;
     if share >= min_case + per_case_overhead {
         out.rule.budget =
             Duration::from_secs_f64((share - per_case_overhead).min(req.rule.budget.as_secs_f64()));
+        if twins {
+            out.warning = Some(format!(
+                "--budget {:.0}s pays for one member per class: no twin measured, so the symmetry the folding assumes is not tested (finding e); about {:.0}s would measure twins",
+                b.as_secs_f64(),
+                setup_s + (total_planned + TWIN_RUNS * twinnable) as f64 * (min_case + per_case_overhead)
+            ));
+        }
         return out;
     }
     out.rule.budget = Duration::from_secs_f64(min_case);
@@ -314,6 +350,8 @@ fn affordable(req: &SweepRequest, plans: &[Plan], setup_s: f64) -> Affordable {
 struct Sweep<'a, 'p> {
     m: &'a Machine,
     req: &'a SweepRequest,
+    space: &'a SweepSpace,
+    twins: bool,
     bufs: Vec<ThreadBuffers>,
     buffers: Vec<SweepBuffer>,
     rule: StopRule,
@@ -340,11 +378,18 @@ impl Sweep<'_, '_> {
     ) -> Result<SweepRun, PlacementError> {
         let t_run = Instant::now();
         let mut results: Vec<CaseResult> = Vec::new();
+        let mut twins: Vec<TwinPair> = Vec::new();
         for &i in coverage_order(cases).iter().take(k) {
             if cancel::requested() || self.out_of_time(results.len(), k, *threads) {
                 break;
             }
-            results.push(self.run_one(bg, &cases[i])?);
+            let first = self.run_one(bg, &cases[i])?;
+            if self.twins {
+                if let Some(pair) = self.run_twin(bg, &cases[i], &first)? {
+                    twins.push(pair);
+                }
+            }
+            results.push(first);
         }
         let fastest = results
             .iter()
@@ -365,7 +410,52 @@ impl Sweep<'_, '_> {
             hop_classes_run: run_hops.len() as u64,
             elapsed_s: t_run.elapsed().as_secs_f64(),
             cases: results,
+            twins,
         })
+    }
+
+    /// Measures a second member of `case`'s class, interleaved with the
+    /// representative (its first run is `first`): twin, representative,
+    /// twin. None when the class has no other member, or time ran out.
+    fn run_twin(
+        &mut self,
+        bg: Option<&Background>,
+        case: &PlannedCase,
+        first: &CaseResult,
+    ) -> Result<Option<TwinPair>, PlacementError> {
+        let Some((twin, moved_by)) = self.space.twin(case) else {
+            return Ok(None);
+        };
+        let mut samples = first.samples.clone();
+        let mut twin_samples = Vec::new();
+        let mut verified = first.verified;
+        for (c, into) in [(&twin, 0), (case, 1), (&twin, 0)] {
+            if cancel::requested() || self.past_deadline() {
+                return Ok(None);
+            }
+            let r = self.run_one(bg, c)?;
+            verified &= r.verified;
+            if into == 0 {
+                twin_samples.extend(r.samples);
+            } else {
+                samples.extend(r.samples);
+            }
+        }
+        Ok(Some(TwinPair {
+            class_key: case.class_key.clone(),
+            hop_class: case.hop_class(),
+            moved_by,
+            labels: case.threads.iter().map(|t| t.label()).collect(),
+            twin_labels: twin.threads.iter().map(|t| t.label()).collect(),
+            samples,
+            twin_samples,
+            verified,
+        }))
+    }
+
+    /// Whether the deadline, if any, has passed.
+    fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
     /// Whether the next case, as long as the cases so far took on average,

@@ -255,6 +255,7 @@ fn buffer_request(req: &ScenarioRequest, m: &Machine) -> SweepRequest {
         background_bytes: req.background_bytes,
         full_limit: 1,
         min_sample_s: req.min_sample_s,
+        twins: false,
     }
 }
 

@@ -114,6 +114,7 @@ impl SweepPart {
             background_bytes: bytes,
             full_limit: 100_000,
             min_sample_s: 0.02,
+            twins: true,
         };
         let counts = cached_case_counts(m, &req).map_err(PlacementError::Invalid)?;
         let levels = req.backgrounds.len();
@@ -406,7 +407,7 @@ impl ReportPart for SweepPart {
 pub fn plan_text(
     req: &SweepRequest,
     plans: &[(usize, u64, Vec<PlannedCase>)],
-    symmetries: usize,
+    symmetries: &str,
 ) -> String {
     let mut s = String::new();
     for (t, total, cases) in plans {
@@ -420,9 +421,9 @@ pub fn plan_text(
                 String::new()
             } else {
                 format!(
-                    ", {} classes under {symmetries} node symmetr{} and core swaps",
+                    ", {} classes under {symmetries} node symmetr{}, core swaps and thread exchange",
                     cases.len(),
-                    if symmetries == 1 { "y" } else { "ies" }
+                    if symmetries == "1" { "y" } else { "ies" }
                 )
             }
         );
@@ -461,6 +462,16 @@ pub fn answer(holds: Option<bool>) -> &'static str {
     }
 }
 
+/// The exact symmetry order of a result (older results have the number
+/// only).
+fn symmetry_order(r: &SweepResult) -> String {
+    if r.node_symmetry_order.is_empty() {
+        r.node_automorphisms.to_string()
+    } else {
+        r.node_symmetry_order.clone()
+    }
+}
+
 /// The truth table of every run, fastest case first.
 pub fn text(r: &SweepResult) -> String {
     let mut s = String::new();
@@ -470,7 +481,7 @@ pub fn text(r: &SweepResult) -> String {
         r.read_kernel,
         r.write_kernel,
         format_bytes(r.buffer_bytes),
-        r.node_automorphisms,
+        symmetry_order(r),
         if r.node_automorphisms == 1 {
             "y"
         } else {
@@ -544,6 +555,7 @@ pub fn text(r: &SweepResult) -> String {
                 },
             );
         }
+        twins_text(&mut s, run);
     }
     let bad: Vec<String> = r
         .buffers
@@ -563,6 +575,35 @@ pub fn text(r: &SweepResult) -> String {
         }
     );
     s
+}
+
+/// The classes measured at two members: both members' median ms per pass
+/// and the rank test's ratio of the twin to the representative.
+fn twins_text(s: &mut String, run: &SweepRun) {
+    if run.twins.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "  twins (a second member of {} class(es), interleaved runs; finding e):",
+        run.twins.len()
+    );
+    for t in &run.twins {
+        let ms =
+            |v: &[f64]| crate::measure::stats::median(v.to_vec()).map_or(f64::NAN, |m| m * 1e3);
+        let test = crate::measure::compare::rank_compare(&t.twin_samples, &t.samples)
+            .map_or("not comparable".to_string(), |c| c.describe());
+        let _ = writeln!(
+            s,
+            "    {} ({:.2} ms) vs {} ({:.2} ms), {}: {test}{}",
+            t.labels.join(" "),
+            ms(&t.samples),
+            t.twin_labels.join(" "),
+            ms(&t.twin_samples),
+            t.moved_by.name(),
+            if t.verified { "" } else { "  NOT verified" }
+        );
+    }
 }
 
 /// The findings as a table: question, answer, ratio, detail.
@@ -763,6 +804,11 @@ pub fn question_claims(s: &SweepOutcome, base: &str) -> Vec<Claim> {
                             c = stated(c, rel, FINDING_NOISE);
                         }
                     }
+                }
+                "e" => {
+                    // Twins' rank test (Hodges–Lehmann ratio of samples):
+                    // stated with its p-value, never re-derived from medians.
+                    c = stated(c, Relation::Within, 2.0 * FINDING_NOISE);
                 }
                 _ => {
                     if let Some(ri) = run_of(&|_| true) {
