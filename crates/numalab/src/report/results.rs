@@ -389,8 +389,8 @@ mod tests {
             vec![
                 part("latency-matrix"),
                 part("bandwidth-matrix"),
-                part("sweep"),
-                part("sweep-background")
+                part("sweep-scenarios"),
+                part("sweep")
             ]
         );
         assert_eq!(PartName::parse_list("all").unwrap(), PartName::all());
