@@ -442,20 +442,15 @@ pub fn finding_claims(r: &ScenariosOutcome, base: &str, kind: ClaimKind) -> Vec<
         .findings
         .iter()
         .enumerate()
-        .map(|(i, f)| finding_claim(f, &format!("{base}/measured/findings/{i}"), kind))
+        .map(|(i, f)| finding_claim(f, &format!("{base}/measured/findings/{i}"), kind).render())
         .collect()
 }
 
 fn finding_claim(f: &ScenarioFinding, at: &str, kind: ClaimKind) -> Claim {
     let path = |x: &str| format!("{at}/{x}");
-    let basis = if f.comparison.is_some() {
-        Basis::Timing
-    } else {
-        // An answer without a comparison rests on what ran (or on other
-        // findings' verdicts), not on times of its own.
-        Basis::Run
-    };
-    let mut c = Claim::new(kind, "scenarios", basis, "")
+    // Every answer rests on timings: its own comparison, or the verdicts
+    // of the comparisons it sums up (under an emulated CPU it is withheld).
+    let mut c = Claim::new(kind, "scenarios", Basis::Timing, "")
         .fact("q", &f.question, path("question"))
         .fact("title", &f.title, path("title"))
         .fact("condition", &f.condition, path("condition"))
@@ -1002,10 +997,7 @@ mod tests {
         let doc = serde_json::json!({
             "parts": {"sweep-scenarios": {"result": serde_json::to_value(&r).unwrap()}}
         });
-        let claims: Vec<Claim> = finding_claims(&r, base, ClaimKind::Finding)
-            .into_iter()
-            .map(Claim::render)
-            .collect();
+        let claims = finding_claims(&r, base, ClaimKind::Finding);
         assert_eq!(claims.len(), 3, "{claims:#?}");
         for c in &claims {
             assert!(
@@ -1050,7 +1042,7 @@ mod tests {
         }
         r.measured.findings = scenario_findings(&r.measured);
         let claims = finding_claims(&r, "/x", ClaimKind::Detail);
-        let first = claims[0].clone().render();
+        let first = &claims[0];
         assert!(
             first.text.contains(": cannot tell — ")
                 && first.text.contains(": the difference is inside the noise)"),
@@ -1068,6 +1060,11 @@ mod tests {
         let mut s = Section::for_tests(&mut h, &tables, &m);
         ScenariosPart.html(&r, &mut s);
         assert!(h.contains("id=\"fig-scenarios\""));
+        // The findings list has each answer's sentence.
+        assert!(
+            h.contains("<li>Classic scenario (b) two writers: crossfire"),
+            "{h}"
+        );
         assert!(h.contains("id=\"fig-scenarios-crossfire\""), "{h}");
         assert!(h.contains("id=\"fig-scenarios-crossfire-full\""));
         // The left-out scenarios are named, not hidden.
