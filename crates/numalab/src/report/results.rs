@@ -31,7 +31,7 @@ pub enum Mode {
     /// The default.
     Default,
     /// Four times the default budget: every size, every mix, all threads per
-    /// node in the bandwidth matrix, every background level.
+    /// node in the bandwidth matrix, every scenario of the study.
     Full,
 }
 
