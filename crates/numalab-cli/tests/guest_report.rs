@@ -170,8 +170,67 @@ fn quartet_report_measures_every_node_pair_where_it_says() {
         let node = b["node"].as_u64().unwrap() as u32;
         assert_eq!(page_nodes(&b["at_end"]["pages_by_node"]), vec![node]);
     }
-    let bg = &p["sweep-background"]["result"]["sweep"]["runs"][0];
-    assert_eq!(bg["background"]["level"], "high");
+    // The study's scenarios by role: A = 0, B = 1 (linked), C = 3 (one
+    // hop from B, two from A); crossfire first, its cases named as the
+    // study names them, every buffer on its node.
+    let sc = &p["sweep-scenarios"]["result"];
+    let roles = &sc["measured"]["roles"];
+    assert_eq!(
+        (&roles["a"], &roles["b"], &roles["c"]),
+        (&0.into(), &1.into(), &3.into())
+    );
+    assert_eq!(sc["priority"][0], "crossfire", "{sc}");
+    let runs = sc["measured"]["runs"].as_array().unwrap();
+    let cross = runs
+        .iter()
+        .find(|r| r["scenario"] == "crossfire")
+        .unwrap_or_else(|| panic!("crossfire did not run: {sc}"));
+    let case_roles: Vec<Vec<&str>> = cross["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            c["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        case_roles,
+        [
+            ["A.0.w.A", "B.0.w.B"],
+            ["A.0.w.B", "B.0.w.A"],
+            ["A.0.w.B", "B.0.w.C"]
+        ]
+    );
+    assert_eq!(
+        cross["cases"][2]["labels"],
+        serde_json::json!(["0.0.w.1", "1.0.w.3"])
+    );
+    let rounds = sc["measured"]["rounds_run"].as_u64().unwrap() as usize;
+    assert!(rounds >= 4, "{rounds}");
+    for r in runs {
+        for c in r["cases"].as_array().unwrap() {
+            assert_eq!(c["verified"], true, "{c}");
+            assert_eq!(c["total_s"].as_array().unwrap().len(), rounds, "{c}");
+            assert!(c["normalized"].as_f64().unwrap() > 0.0, "{c}");
+        }
+    }
+    for b in sc["measured"]["buffers"].as_array().unwrap() {
+        let node = b["node"].as_u64().unwrap() as u32;
+        assert_eq!(page_nodes(&b["at_end"]["pages_by_node"]), vec![node]);
+    }
+    // Findings (b) by the rank test, idle at least.
+    let f = sc["measured"]["findings"].as_array().unwrap();
+    assert!(
+        f.iter().any(|x| x["question"] == "b"
+            && x["condition"] == "idle"
+            && x["comparison"].is_object()),
+        "{f:?}"
+    );
     // Policies: main-thread first touch puts every page on node 0,
     // interleave on all four nodes.
     let cells = p["policies"]["result"]["cells"].as_array().unwrap();

@@ -134,8 +134,17 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
         .map(|r| r["threads"].as_u64().unwrap())
         .collect();
     assert_eq!(threads, vec![1, 2]);
-    let bg = &p["sweep-background"]["result"]["sweep"]["runs"][0]["background"];
-    assert_eq!(bg["level"], "high", "{bg}");
+    // The study's scenarios: at least the first this machine can have,
+    // every case normalised to a baseline.
+    let sc = &p["sweep-scenarios"]["result"];
+    let first = &sc["priority"][0];
+    let ran: Vec<&Value> = sc["measured"]["runs"].as_array().unwrap().iter().collect();
+    assert!(ran.iter().any(|r| r["scenario"] == *first), "{sc}");
+    for c in ran.iter().flat_map(|r| r["cases"].as_array().unwrap()) {
+        let x = c["normalized"].as_f64().unwrap();
+        assert!(x.is_finite() && x > 0.0, "{c}");
+        assert!(c["total_s"].as_array().unwrap().len() >= 4, "{c}");
+    }
     // Scaling 1..N threads packed and spread, the sizes from L1 to memory.
     let n = m["allowed_cpus"].as_array().unwrap().len();
     let packed = p["scaling"]["result"]["packed"].as_array().unwrap();
@@ -178,6 +187,9 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
         "scaling.csv",
         "sweep.csv",
         "sweep-findings.csv",
+        "scenario-plan.csv",
+        "scenarios.csv",
+        "scenario-findings.csv",
         "loaded-latency.csv",
         "c2c.csv",
         "c2c-nodes.csv",
@@ -196,6 +208,143 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
     // A header and one row per part.
     let parts = doc["parts"].as_object().unwrap().len();
     assert_eq!(parts_csv.lines().count(), 1 + parts, "{parts_csv}");
+}
+
+/// The study's scenarios alone, on this machine: every scenario it can
+/// have runs with the study's roles and a value per round; the others are
+/// listed with why not.
+#[test]
+fn the_study_scenarios_run_by_role_with_real_values() {
+    let _turn = turn();
+    let dir = scratch("scenarios");
+    let r = numalab(&[
+        "report",
+        "--quick",
+        "--parts",
+        "sweep-scenarios",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
+    let doc = results(&dir);
+    assert_valid(&doc, "scenarios report");
+    let part = &doc["parts"]["sweep-scenarios"];
+    assert_eq!(part["status"], "done", "{part}");
+    assert_eq!(part["verified"], true, "{part}");
+    let sc = &part["result"];
+    let m = &sc["measured"];
+    let runs = m["runs"].as_array().unwrap();
+    let run = |name: &str| {
+        runs.iter()
+            .find(|r| r["scenario"] == name)
+            .unwrap_or_else(|| panic!("no run of {name}: {sc}"))
+    };
+    let roles = |r: &Value| -> Vec<String> {
+        r["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let v: Vec<&str> = c["roles"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_str().unwrap())
+                    .collect();
+                v.join(" + ")
+            })
+            .collect()
+    };
+    // Every case: a positive total per round, normalised; pages stayed.
+    let rounds = m["rounds_run"].as_u64().unwrap() as usize;
+    assert!(rounds >= 4, "{rounds} rounds");
+    for c in runs.iter().flat_map(|r| r["cases"].as_array().unwrap()) {
+        assert_eq!(c["verified"], true, "{c}");
+        let n = c["normalized"].as_f64().unwrap();
+        assert!(n.is_finite() && n > 0.0, "{c}");
+        let totals = c["total_s"].as_array().unwrap();
+        assert_eq!(totals.len(), rounds, "{c}");
+        assert!(totals.iter().all(|t| t.as_f64().unwrap() > 0.0), "{c}");
+    }
+    for b in m["buffers"].as_array().unwrap() {
+        let node = b["node"].as_u64().unwrap() as u32;
+        assert_eq!(page_nodes(&b["at_end"]["pages_by_node"]), vec![node]);
+    }
+    let nodes = doc["machine"]["nodes"].as_array().unwrap().len();
+    let cpus = doc["machine"]["allowed_cpus"].as_array().unwrap().len();
+    if nodes == 1 && cpus >= 2 {
+        // One node: the one-node pair and the one thread, nothing left out.
+        assert_eq!(
+            sc["priority"],
+            serde_json::json!(["two-on-one-node", "one-thread-hops"])
+        );
+        assert_eq!(sc["left_out"], serde_json::json!([]));
+        let two = run("two-on-one-node");
+        assert_eq!(roles(two), ["A.0.r.A + A.1.r.A", "A.0.w.A + A.1.w.A"]);
+        let one = run("one-thread-hops");
+        assert_eq!(roles(one), ["A.0.r.A", "A.0.w.A"]);
+        // The baselines are measured cases: the local read, the two
+        // local readers (on A's two cores here).
+        assert_eq!(one["cases"][0]["normalized"], 1.0);
+        assert_eq!(two["cases"][0]["normalized"], 1.0);
+        assert_eq!(
+            two["cases"][1]["baseline"],
+            two["cases"][0]["labels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l.as_str().unwrap())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        // The crossfire scenarios are listed, not applicable, with why.
+        let na: Vec<&Value> = m["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| !s["not_applicable"].is_null())
+            .collect();
+        assert_eq!(na.len(), 4, "{na:?}");
+        for s in &na {
+            let why = s["not_applicable"].as_str().unwrap();
+            assert!(why.starts_with("needs "), "{s}");
+        }
+        // (c) cannot be told on one node, and the summary says why.
+        let f = &m["findings"][0];
+        assert_eq!(f["verdict"], "cannot_tell", "{f}");
+        let said: Vec<&str> = doc["summary"]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["text"].as_str().unwrap())
+            .filter(|t| t.starts_with("Classic scenario (c)"))
+            .collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0]
+                .contains("idle: cannot tell — this machine has no memory node away from node A"),
+            "{}",
+            said[0]
+        );
+    } else {
+        // Several nodes: crossfire first.
+        assert_eq!(sc["priority"][0], "crossfire", "{sc}");
+        assert_eq!(roles(run("crossfire"))[1], "A.0.w.B + B.0.w.A");
+    }
+    // The tables: every scenario in the plan, a row per case.
+    let plan = std::fs::read_to_string(dir.join("scenario-plan.csv")).unwrap();
+    assert_eq!(plan.lines().count(), 1 + 6, "{plan}");
+    let cases = std::fs::read_to_string(dir.join("scenarios.csv")).unwrap();
+    let rows: usize = runs
+        .iter()
+        .map(|r| r["cases"].as_array().unwrap().len())
+        .sum();
+    assert!(cases.lines().count() > rows, "{cases}");
+    let text = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(
+        text.contains("scenarios of the classic two-thread study"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -477,7 +626,7 @@ fn topology_file_reports_describe_the_machine_and_name_what_needs_it() {
             "tab-machine",
             "tab-caches",
             "missing-latency-matrix",
-            "missing-sweep-background",
+            "missing-sweep-scenarios",
         ];
         ids.extend_from_slice(extra);
         let r = render_and_check(

@@ -9,6 +9,10 @@
 //! from the Quartet topology file with the sweep's own space (the classes
 //! `numalab sweep --list --topology ... --threads 2` prints) and given
 //! made-up times; the page is then written by the report's own renderer.
+//! The same holds for the study's scenarios (the part `sweep-scenarios`),
+//! planned by role on the Quartet: one chart per scenario, each bar named
+//! by its roles and hops, and a dashed reference line at 1.0.
+//!
 //! Chromium is software the README's test command installs
 //! (scripts/install-deps.sh --test), not hardware: without it this fails.
 
@@ -17,13 +21,16 @@ mod common;
 use common::browser::{self, RenderOptions};
 use common::{fixture, scratch};
 use numalab::experiments::sweep::{
-    findings, Access, CaseResult, CaseTime, SweepResult, SweepRun, SweepSpace, ThreadResult,
+    findings, plan_scenarios, scenario_findings, Access, Background, BaselineResults, CaseResult,
+    CaseTime, Normalize, Scenario, ScenarioCase, ScenarioCaseResult, ScenarioRun, ScenariosResult,
+    Subscription, SweepResult, SweepRun, SweepSpace, ThreadResult,
 };
 use numalab::report::html;
 use numalab::report::part::{PartName, PartResult};
 use numalab::report::results::{Mode, PartRecord, PartStatus};
 use numalab::report::session::new_document;
 use numalab::report::summary::Summary;
+use numalab::report::views::scenarios_part::{ScenariosOutcome, PRIORITY};
 use numalab::report::views::sweep::SweepOutcome;
 use numalab::Machine;
 use serde_json::Value;
@@ -110,11 +117,35 @@ fn run_of(space: &SweepSpace, threads: usize) -> SweepRun {
     }
 }
 
+fn quartet() -> Machine {
+    Machine::from_xml_file(Path::new(&fixture("qemu-quartet-4n2c-ring.xml")))
+        .unwrap_or_else(|e| panic!("Quartet topology: {e}"))
+}
+
+/// report.html of `m` with only `part` done, holding `result`, in `dir`.
+fn write_report(dir: &Path, m: &Machine, part: &str, result: PartResult) {
+    let part = PartName::find(part).expect("the part");
+    let mut doc = new_document(m, None, Mode::Default, 600.0, 64 << 20, &[part]);
+    *doc.parts.get_mut(part) = PartRecord {
+        status: PartStatus::Done,
+        reason: None,
+        budget_s: Some(60.0),
+        elapsed_s: Some(2.0),
+        run: Some(1),
+        started_utc: None,
+        verified: Some(true),
+        result: Some(result),
+        plan: None,
+    };
+    doc.refresh_status();
+    doc.summary = Summary::of(&doc);
+    std::fs::write(dir.join("report.html"), html::render(&doc)).unwrap();
+}
+
 /// report.html of the Quartet guest with only the idle sweep done, in
 /// `dir`; returns the two-thread run drawn on it.
 fn quartet_report(dir: &Path) -> SweepRun {
-    let m = Machine::from_xml_file(Path::new(&fixture("qemu-quartet-4n2c-ring.xml")))
-        .unwrap_or_else(|e| panic!("Quartet topology: {e}"));
+    let m = quartet();
     let accesses = [Access::Read, Access::Write];
     let space = SweepSpace::new(&m, &m.allowed_cpus, &m.memory_nodes(), &accesses).unwrap();
     let runs = vec![run_of(&space, 1), run_of(&space, 2)];
@@ -141,23 +172,133 @@ fn quartet_report(dir: &Path) -> SweepRun {
         findings: findings(&sweep),
         sweep,
     };
-    let part = PartName::find("sweep").expect("the sweep part");
-    let mut doc = new_document(&m, None, Mode::Default, 600.0, 64 << 20, &[part]);
-    *doc.parts.get_mut(part) = PartRecord {
-        status: PartStatus::Done,
-        reason: None,
-        budget_s: Some(60.0),
-        elapsed_s: Some(2.0),
-        run: Some(1),
-        started_utc: None,
-        verified: Some(true),
-        result: Some(PartResult::new(outcome)),
-        plan: None,
-    };
-    doc.refresh_status();
-    doc.summary = Summary::of(&doc);
-    std::fs::write(dir.join("report.html"), html::render(&doc)).unwrap();
+    write_report(dir, &m, "sweep", PartResult::new(outcome));
     two
+}
+
+/// A made-up measured case: per round, both threads' times, slower with
+/// each hop and writer and under load; normalised over `base` seconds.
+fn scenario_case(c: &ScenarioCase, load: f64, base: f64) -> ScenarioCaseResult {
+    let per: Vec<f64> = c
+        .threads
+        .iter()
+        .map(|t| {
+            let w = if t.access == Access::Write { 0.3 } else { 0.0 };
+            1e-3 * (1.0 + 0.2 * t.hops.unwrap_or(0) as f64 + w) * load
+        })
+        .collect();
+    let total: f64 = per.iter().sum();
+    let rounds = 6;
+    ScenarioCaseResult {
+        case: c.clone(),
+        rounds: vec![per.clone(); rounds],
+        total_s: vec![total; rounds],
+        makespan_s: vec![per.iter().copied().fold(0.0, f64::max); rounds],
+        thread_s: per.clone(),
+        total_median_s: total,
+        total_rel_ci: 0.01,
+        makespan_median_s: per.iter().copied().fold(0.0, f64::max),
+        normalized: total / base,
+        baseline: String::new(),
+        background_achieved: Vec::new(),
+        seen_cpus: c.threads.iter().map(|t| vec![t.cpu]).collect(),
+        verified: true,
+        problems: Vec::new(),
+    }
+}
+
+/// report.html of the Quartet with every scenario of the study run (made-up
+/// times), in `dir`; returns the bar labels each chart must show, by
+/// chart id.
+fn quartet_scenarios_report(dir: &Path) -> Vec<(String, Vec<String>)> {
+    let m = quartet();
+    let set = plan_scenarios(&m, &Scenario::ALL);
+    let base = |threads: usize| if threads == 1 { 1e-3 } else { 2e-3 };
+    let mut runs = Vec::new();
+    let mut wanted = Vec::new();
+    for p in set.applicable() {
+        let levels: Vec<Option<(String, f64)>> = match &p.background {
+            None => vec![None],
+            Some(b) => b
+                .levels
+                .iter()
+                .cloned()
+                .zip(b.bytes_per_second.iter().copied())
+                .map(Some)
+                .collect(),
+        };
+        let mut labels = Vec::new();
+        for (i, level) in levels.into_iter().enumerate() {
+            let cases: Vec<ScenarioCaseResult> = p
+                .cases
+                .iter()
+                .map(|c| scenario_case(c, 1.0 + 0.5 * i as f64, base(p.threads)))
+                .collect();
+            labels.extend(cases.iter().map(|c| {
+                let hops: Vec<String> = c
+                    .case
+                    .threads
+                    .iter()
+                    .map(|t| t.hops.unwrap().to_string())
+                    .collect();
+                let hops = match hops.as_slice() {
+                    [one] if one == "1" => "1 hop".to_string(),
+                    _ => format!("{} hops", hops.join("-")),
+                };
+                format!("{} ({hops})", c.case.roles.join(" + "))
+            }));
+            runs.push(ScenarioRun {
+                scenario: p.name.name().into(),
+                figure: p.figure.clone(),
+                title: p.title.clone(),
+                condition: level.as_ref().map_or("idle".into(), |l| l.0.clone()),
+                background: level.map(|(level, rate)| Background {
+                    level,
+                    bytes_per_second: rate,
+                    subscription: Subscription::Full,
+                    cpus: Some(
+                        p.background
+                            .as_ref()
+                            .unwrap()
+                            .cpus
+                            .iter()
+                            .copied()
+                            .collect(),
+                    ),
+                }),
+                cases,
+            });
+        }
+        wanted.push((format!("fig-scenarios-{}", p.name.name()), labels));
+    }
+    let mut measured = ScenariosResult {
+        set,
+        normalize: Normalize::Study,
+        rounds_planned: 6,
+        rounds_run: 6,
+        read_kernel: "line-read".into(),
+        write_kernel: "line-write".into(),
+        buffer_bytes: 64 << 20,
+        background_bytes: 32 << 20,
+        runs,
+        baselines: BaselineResults {
+            one_thread: None,
+            two_threads: None,
+        },
+        buffers: Vec::new(),
+        findings: Vec::new(),
+        verified: true,
+        warnings: Vec::new(),
+        elapsed_s: 10.0,
+    };
+    measured.findings = scenario_findings(&measured);
+    let outcome = ScenariosOutcome {
+        priority: PRIORITY.to_vec(),
+        left_out: Vec::new(),
+        measured,
+    };
+    write_report(dir, &m, "sweep-scenarios", PartResult::new(outcome));
+    wanted
 }
 
 /// What the browser measures of each chart in #fig-sweep: its id and
@@ -165,6 +306,10 @@ fn quartet_report(dir: &Path) -> SweepRun {
 /// from getBBox through the text's screen matrix, so rotated labels keep
 /// their real, rotated box; separating-axis test, 0.5 px tolerance); texts
 /// outside the chart; the bar labels; the bars.
+fn probe(charts: &str) -> String {
+    PROBE.replace("#fig-sweep svg.chart", charts)
+}
+
 const PROBE: &str = r#"(() => {
   const own = t => [...t.childNodes].filter(n => n.nodeType === 3).map(n => n.data).join('');
   const corners = t => {
@@ -203,6 +348,10 @@ const PROBE: &str = r#"(() => {
       outside,
       bar_labels: [...svg.querySelectorAll('text.bar-label')].map(own),
       bars: svg.querySelectorAll('rect.bar').length,
+      refs: [...svg.querySelectorAll('line.ref')].map(l => ({
+        dash: getComputedStyle(l).strokeDasharray,
+        tip: l.parentNode.querySelector('title') ? l.parentNode.querySelector('title').textContent : '',
+      })),
     };
   });
 })()"#;
@@ -218,7 +367,7 @@ fn quartet_sweep_chart_names_every_class_without_cuts_or_overlaps() {
     let r = browser::render(
         &dir.join("report.html"),
         &RenderOptions {
-            probe: Some(PROBE.into()),
+            probe: Some(probe("#fig-sweep svg.chart")),
             timeout: Duration::from_secs(120),
             ..RenderOptions::default()
         },
@@ -261,4 +410,82 @@ fn quartet_sweep_chart_names_every_class_without_cuts_or_overlaps() {
     shown.sort();
     wanted.sort();
     assert_eq!(shown, wanted, "every class named by a label of its own");
+}
+
+#[test]
+fn quartet_scenario_charts_follow_the_study_with_a_dashed_one() {
+    assert!(
+        browser::chromium_path().is_some(),
+        "chromium not found: run scripts/install-deps.sh --test (the README test command does) or set NUMALAB_CHROMIUM"
+    );
+    let dir = scratch("quartet_scenario_charts");
+    let wanted = quartet_scenarios_report(&dir);
+    let r = browser::render(
+        &dir.join("report.html"),
+        &RenderOptions {
+            probe: Some(probe("#fig-scenarios svg.chart")),
+            timeout: Duration::from_secs(120),
+            ..RenderOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("render: {e}"));
+    let shot = common::report::out_dir().join("report-charts-quartet-scenarios.png");
+    std::fs::write(&shot, &r.png).unwrap();
+    println!("screenshot -> {}", shot.display());
+    assert!(
+        r.console_errors.is_empty(),
+        "console errors: {:?}",
+        r.console_errors
+    );
+    let charts = r.probe.as_array().expect("the probe's list of charts");
+    let ids: Vec<&str> = charts.iter().filter_map(|c| c["id"].as_str()).collect();
+    // One chart per scenario, in the study's figure order.
+    assert_eq!(
+        ids,
+        [
+            "fig-scenarios-one-thread-hops",
+            "fig-scenarios-crossfire",
+            "fig-scenarios-crossfire-high",
+            "fig-scenarios-crossfire-full",
+            "fig-scenarios-two-on-one-node",
+            "fig-scenarios-two-writers-loaded",
+        ]
+    );
+    for (c, (id, labels)) in charts.iter().zip(&wanted) {
+        assert_eq!(c["id"], id.as_str());
+        for key in ["cut", "overlaps", "outside"] {
+            assert_eq!(c[key], Value::Array(Vec::new()), "{id}: {key}");
+        }
+        assert!(c["width"].as_f64().unwrap() <= 1124.0, "{id}: {c}");
+        // Every bar named by its whole label: roles and hops.
+        let mut shown: Vec<String> = c["bar_labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        let mut want = labels.clone();
+        shown.sort();
+        want.sort();
+        assert_eq!(shown, want, "{id}");
+        assert_eq!(c["bars"].as_u64().unwrap() as usize, labels.len(), "{id}");
+        // The dashed line at 1.0, as the study drew it.
+        let refs = c["refs"].as_array().unwrap();
+        assert!(!refs.is_empty(), "{id}: no reference line");
+        for x in refs {
+            let dash = x["dash"].as_str().unwrap();
+            assert!(dash != "none" && !dash.is_empty(), "{id}: {x}");
+            assert_eq!(x["tip"], "reference: 1", "{id}: {x}");
+        }
+    }
+    // The crossfire chart names the study's three cases by role.
+    let cross = &wanted[1].1;
+    assert_eq!(
+        cross,
+        &[
+            "A.0.w.A + B.0.w.B (0-0 hops)",
+            "A.0.w.B + B.0.w.A (1-1 hops)",
+            "A.0.w.B + B.0.w.C (1-1 hops)",
+        ]
+    );
 }

@@ -56,6 +56,69 @@ fn a_topology_plan_schedules_every_applicable_part_within_the_budget() {
     assert_eq!(part(&p, "c2c")["work"]["pairs"], 28);
     // The model counts copy and triad; classes are measured only with --full.
     assert_eq!(part(&p, "pdm")["work"]["measurements"], 2);
+    // The study's scenarios: as many of the six as the share pays for,
+    // at least 4 rounds, the rest named as left out.
+    let sc = part(&p, "sweep-scenarios");
+    let [run, all] = [0, 1].map(|i| sc["work"]["scenarios"][i].as_u64().unwrap());
+    assert_eq!(all, 6, "{sc}");
+    assert!(run >= 1, "{sc}");
+    assert!(sc["work"]["rounds"].as_u64().unwrap() >= 4, "{sc}");
+    if run < 6 {
+        let cut = sc["cut"].as_str().unwrap();
+        assert!(
+            cut.starts_with(&format!("{run} of 6 scenarios (crossfire")),
+            "{cut}"
+        );
+        assert!(cut.contains("the budget leaves out"), "{cut}");
+    }
+}
+
+#[test]
+fn scenarios_are_added_by_priority_and_full_runs_them_all() {
+    let quartet = fixture("qemu-quartet-4n2c-ring.xml");
+    let scenarios = |args: &[&str]| {
+        let mut all = vec!["--topology", quartet.as_str(), "--parts", "sweep-scenarios"];
+        all.extend_from_slice(args);
+        part(&plan(&all), "sweep-scenarios").clone()
+    };
+    // The smallest form: crossfire alone, at the fewest rounds.
+    let small = scenarios(&["--budget", "1"]);
+    assert_eq!(
+        small["work"]["scenarios"],
+        serde_json::json!([1, 6]),
+        "{small}"
+    );
+    assert_eq!(small["work"]["rounds"], 4, "{small}");
+    assert!(small["cut"]
+        .as_str()
+        .unwrap()
+        .starts_with("1 of 6 scenarios (crossfire), 4 rounds: the budget leaves out two-on-one-node, crossfire-full"));
+    // A long budget: every scenario, the default's 6 rounds.
+    let big = scenarios(&["--budget", "3000"]);
+    assert_eq!(big["work"]["scenarios"], serde_json::json!([6, 6]), "{big}");
+    assert_eq!(big["work"]["rounds"], 6, "{big}");
+    assert!(big["cut"].is_null(), "{big}");
+    // --full: every scenario whatever the budget, 10 rounds when it pays.
+    let full = scenarios(&["--full", "--budget", "3000"]);
+    assert_eq!(
+        full["work"]["scenarios"],
+        serde_json::json!([6, 6]),
+        "{full}"
+    );
+    assert_eq!(full["work"]["rounds"], 10, "{full}");
+    // One CPU node: the crossfire scenarios cannot exist, the one-node ones run.
+    let one = fixture("8em64t-2s2ca2c-buggynuma.xml");
+    let p = plan(&[
+        "--topology",
+        &one,
+        "--parts",
+        "sweep-scenarios",
+        "--budget",
+        "3000",
+    ]);
+    let sc = part(&p, "sweep-scenarios");
+    assert_eq!(sc["applicable"], true, "{sc}");
+    assert_eq!(sc["work"]["scenarios"], serde_json::json!([2, 2]), "{sc}");
 }
 
 #[test]

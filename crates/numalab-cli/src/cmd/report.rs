@@ -41,7 +41,7 @@ pub struct Args {
     /// A third of the default budget: fewer sizes, one traffic mix.
     #[arg(long, conflicts_with = "full")]
     quick: bool,
-    /// Four times the default budget: every size, every mix, every background level.
+    /// Four times the default budget: every size, every mix, every scenario of the study.
     #[arg(long)]
     full: bool,
     /// Time budget of the whole report in seconds, 1 to 604800 (one week; default: by machine size and mode).

@@ -270,6 +270,12 @@ pub struct Work {
     /// Sweep cases planned (of how many classes there are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<(u64, u64)>,
+    /// The study's scenarios run (of how many this machine can have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenarios: Option<(usize, usize)>,
+    /// Interleaved rounds, each running every case once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<usize>,
 }
 
 impl Work {
@@ -321,6 +327,12 @@ impl Work {
             } else {
                 format!("{c} cases of {all}")
             });
+        }
+        if let Some((s, all)) = self.scenarios {
+            v.push(of(s, all, "scenarios"));
+        }
+        if let Some(r) = self.rounds {
+            v.push(format::plural(r, "round", "rounds"));
         }
         v.push(format::plural(self.threads, "thread", "threads"));
         if self.buffer_bytes > 0 {
@@ -832,8 +844,8 @@ mod tests {
         }
     }
 
-    /// Runs a simulated report: each part takes its predicted fixed costs
-    /// times `slow(i)` plus its measuring time, and the session's loop
+    /// Runs a simulated report: each part takes its fixed costs at the
+    /// reference's prices times `slow(i)` plus its measuring time, and the session's loop
     /// re-plans from what is left. Returns the total and the parts' plans.
     fn simulate(m: &Machine, budget: f64, slow: impl Fn(usize) -> f64) -> (f64, Vec<PartPlan>) {
         let parts: Vec<PartName> = PartName::all()
@@ -852,7 +864,10 @@ mod tests {
             let took = if parts[i].part().info().keeps_deadline {
                 share
             } else {
-                plan.measuring_s + plan.fixed_s() * slow(i)
+                // The machine's fixed costs are `slow(i)` times the
+                // reference's: the prediction has the learnt factor in it,
+                // which must not compound with them.
+                plan.measuring_s + plan.fixed_s() / costs.factor * slow(i)
             };
             eprintln!(
                 "sim {:?} left {left:.1} share {share:.1} predicted {:.1} took {took:.1}",

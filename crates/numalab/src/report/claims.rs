@@ -525,15 +525,16 @@ fn placeholder(c: &Claim, name: &str) -> Result<String, String> {
     if let Some(f) = c.facts.iter().find(|f| f.name == name) {
         return Ok(fact_text(&f.value));
     }
-    // `{?name}`: a yes/no fact as a classic question's answer.
+    // `{?name}`: a yes/no fact, or a rank test's verdict
+    // (`measure::compare::Verdict`), as a classic question's answer.
     if let Some(f) = name
         .strip_prefix('?')
         .and_then(|n| c.facts.iter().find(|f| f.name == n))
     {
-        return Ok(match f.value.as_bool() {
-            Some(true) => "holds",
-            Some(false) => "does not hold",
-            None => "cannot tell",
+        return Ok(match (f.value.as_bool(), f.value.as_str()) {
+            (Some(true), _) | (_, Some("holds")) => "holds",
+            (Some(false), _) | (_, Some("does_not_hold")) => "does not hold",
+            _ => "cannot tell",
         }
         .into());
     }

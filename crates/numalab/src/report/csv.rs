@@ -272,7 +272,7 @@ mod tests {
         let mut a = Table::new("sweep", "t", &["part", "v"]);
         a.rows.push(vec!["sweep".into(), "1".into()]);
         let mut b = Table::new("sweep", "t", &["part", "v"]);
-        b.rows.push(vec!["sweep-background".into(), "2".into()]);
+        b.rows.push(vec!["second-part".into(), "2".into()]);
         merge_into(&mut out, a);
         merge_into(&mut out, Table::new("other", "o", &["x"]));
         merge_into(&mut out, b);
@@ -281,7 +281,7 @@ mod tests {
             out[0].rows,
             vec![
                 vec!["sweep".to_string(), "1".into()],
-                vec!["sweep-background".into(), "2".into()]
+                vec!["second-part".into(), "2".into()]
             ]
         );
         assert_eq!(ids([3, 1]), "3 1");

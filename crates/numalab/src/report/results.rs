@@ -31,7 +31,7 @@ pub enum Mode {
     /// The default.
     Default,
     /// Four times the default budget: every size, every mix, all threads per
-    /// node in the bandwidth matrix, every background level.
+    /// node in the bandwidth matrix, every scenario of the study.
     Full,
 }
 
@@ -389,8 +389,8 @@ mod tests {
             vec![
                 part("latency-matrix"),
                 part("bandwidth-matrix"),
-                part("sweep"),
-                part("sweep-background")
+                part("sweep-scenarios"),
+                part("sweep")
             ]
         );
         assert_eq!(PartName::parse_list("all").unwrap(), PartName::all());

@@ -44,7 +44,8 @@ pub use run::{bytes_per_pass, check_buffers_fit, run_sweep};
 pub use scenario_findings::{scenario_findings, ScenarioFinding};
 pub use scenario_run::{
     run_scenarios, BaselineResults, Normalize, ScenarioCaseResult, ScenarioRequest, ScenarioRun,
-    ScenariosResult, MIN_ROUNDS,
+    ScenariosResult, BACKGROUND_START_S as SCENARIO_BACKGROUND_START_S,
+    CASE_OVERHEAD_S as SCENARIO_CASE_OVERHEAD_S, MIN_CASE_S as SCENARIO_MIN_CASE_S, MIN_ROUNDS,
 };
 pub use scenarios::{
     plan_scenarios, Roles, Scenario, ScenarioBackground, ScenarioCase, ScenarioPlan, ScenarioSet,

@@ -312,11 +312,11 @@ fn units(req: &ScenarioRequest) -> Vec<Unit> {
 }
 
 /// Seconds a background start costs, about (threads and their buffers).
-const BACKGROUND_START_S: f64 = 0.15;
+pub const BACKGROUND_START_S: f64 = 0.15;
 /// Seconds a case costs beyond its rule's budget (calibration, warm-up).
-const CASE_OVERHEAD_S: f64 = 0.06;
+pub const CASE_OVERHEAD_S: f64 = 0.06;
 /// Shortest case budget worth measuring.
-const MIN_CASE_S: f64 = 0.05;
+pub const MIN_CASE_S: f64 = 0.05;
 
 /// Rounds and case rule that fit `budget`: the rounds asked for with
 /// shorter cases first, then fewer rounds (never below [`MIN_ROUNDS`]).

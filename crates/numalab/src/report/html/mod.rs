@@ -363,7 +363,13 @@ pub struct Section<'a> {
     pub machine: &'a Machine,
 }
 
-impl Section<'_> {
+impl<'a> Section<'a> {
+    /// A section writing into `h`, for a view's own tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(h: &'a mut String, tables: &'a [Table], machine: &'a Machine) -> Self {
+        Section { h, tables, machine }
+    }
+
     /// A chart (an SVG from [`crate::report::svg`]) with its caption.
     pub fn figure(&mut self, svg: String, caption: &str) {
         figure(self.h, svg, caption);

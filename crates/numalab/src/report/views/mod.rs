@@ -25,6 +25,7 @@ pub mod place;
 pub mod policies;
 pub mod scaling;
 pub mod scenarios;
+pub mod scenarios_part;
 pub mod sizes;
 pub mod sweep;
 pub mod topology;
@@ -33,8 +34,8 @@ pub mod verify;
 use crate::report::part::Part;
 
 /// Every part of `numalab report`, in the order the parts run and appear.
-/// The sweeps come last: they keep their deadline exactly, so they absorb
-/// what earlier parts over- or under-ran.
+/// The study's scenarios and the sweep come last: they keep their deadline
+/// exactly, so they absorb what earlier parts over- or under-ran.
 pub static PARTS: &[&dyn Part] = &[
     &matrix::LATENCY_MATRIX,
     &matrix::BANDWIDTH_MATRIX,
@@ -46,8 +47,8 @@ pub static PARTS: &[&dyn Part] = &[
     &policies::PoliciesPart,
     &pdm::PdmPart,
     &blas::BlasPart,
+    &scenarios_part::ScenariosPart,
     &sweep::IDLE,
-    &sweep::BACKGROUND,
 ];
 
 /// Bandwidth units of the text views: decimal GB/s (1e9 B/s, the STREAM

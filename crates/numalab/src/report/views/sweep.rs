@@ -1,16 +1,16 @@
-//! The placement sweep (`numalab sweep`, report parts `sweep` and
-//! `sweep-background`): the classic truth table, one case per symmetry
-//! class, normalized to the fastest case, idle and under background load,
-//! and the classic questions answered from it.
+//! The placement sweep (`numalab sweep`, report part `sweep`): the classic
+//! truth table, one case per symmetry class, normalized to the fastest
+//! case, idle and under background load, and the classic questions
+//! answered from it. The report's runs under background load are the
+//! study's scenarios (`scenarios_part.rs`).
 
 use crate::experiments::sweep::{
     case_counts, crossfire_cases, findings, hop_cases, run_sweep, two_writer_cases, widest_class,
-    Access, Background, CaseCount, CaseResult, Findings, PlannedCase, Subscription, SweepRequest,
-    SweepResult, SweepRun, FINDING_NOISE,
+    Access, CaseCount, CaseResult, Findings, PlannedCase, SweepRequest, SweepResult, SweepRun,
+    FINDING_NOISE,
 };
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
-use crate::measure::pacing::background_rate;
 use crate::measure::stats::StopRule;
 use crate::placement::{PlacementError, Thp};
 use crate::report::budget::{PartPlan, PlanEnv, Work};
@@ -38,23 +38,16 @@ pub struct SweepOutcome {
     pub findings: Vec<Findings>,
 }
 
-/// A sweep part: idle, or under background load.
-pub struct SweepPart {
-    background: bool,
-}
+/// The sweep part: the folded sweep on an idle machine.
+pub struct SweepPart;
 
 /// The folded sweep on an idle machine.
-pub const IDLE: SweepPart = SweepPart { background: false };
-/// The folded sweep under background load ("high", full subscription;
-/// every level with `--full`).
-pub const BACKGROUND: SweepPart = SweepPart { background: true };
+pub const IDLE: SweepPart = SweepPart;
 
 /// Shortest budget of one sweep case and its overhead (calibration and
-/// warm-up sample), seconds, as the sweep's own budget rule counts them;
-/// a background adds its start.
+/// warm-up sample), seconds, as the sweep's own budget rule counts them.
 const MIN_CASE_S: f64 = 0.1;
 const CASE_OVERHEAD_S: f64 = 0.06;
-const BACKGROUND_START_S: f64 = 0.1;
 
 impl SweepPart {
     /// The request for `budget` seconds and its plan. The sweep keeps its
@@ -65,25 +58,7 @@ impl SweepPart {
         let m = env.m;
         let cpus = m.allowed_cpus.clone();
         let threads = if cpus.len() >= 2 { vec![1, 2] } else { vec![1] };
-        let backgrounds = if self.background {
-            let levels: &[&str] = match env.mode {
-                Mode::Full => &["low", "medium", "high", "very-high"],
-                _ => &["high"],
-            };
-            levels
-                .iter()
-                .map(|&l| {
-                    Ok(Some(Background {
-                        level: l.into(),
-                        bytes_per_second: background_rate(l).map_err(PlacementError::Invalid)?,
-                        subscription: Subscription::Full,
-                        cpus: None,
-                    }))
-                })
-                .collect::<Result<Vec<_>, PlacementError>>()?
-        } else {
-            vec![None]
-        };
+        let backgrounds = vec![None];
         let mem_list: Vec<u32> = m.memory_nodes().iter().collect();
         // Each memory node holds one buffer per foreground thread, and each
         // node's CPUs may carry a background thread with a local buffer.
@@ -122,27 +97,11 @@ impl SweepPart {
         let fewest: u64 = counts.iter().map(|c| c.hop_classes as u64).sum::<u64>() * levels as u64;
         let total: u64 = counts.iter().map(|c| c.total).sum::<u64>() * levels as u64;
         let c = env.costs;
-        // Set-up: every memory node's buffers for the foreground threads,
-        // and the background threads' own.
-        let setup = c.place((bytes * mem_list.len() * max_threads) as f64, 1)
-            + if self.background {
-                c.place((bytes * cpus.len()) as f64, cpus.len()) + c.threads(cpus.len())
-            } else {
-                0.0
-            };
-        let case = |per: f64| {
-            c.factor
-                * (CASE_OVERHEAD_S
-                    + if self.background {
-                        BACKGROUND_START_S
-                    } else {
-                        0.0
-                    })
-                + per
-        };
-        // The sweep runs at least one case of each thread count and
-        // background, whatever its deadline; every hop class once it has
-        // the time.
+        // Set-up: every memory node's buffers for the foreground threads.
+        let setup = c.place((bytes * mem_list.len() * max_threads) as f64, 1);
+        let case = |per: f64| c.factor * CASE_OVERHEAD_S + per;
+        // The sweep runs at least one case of each thread count, whatever
+        // its deadline; every hop class once it has the time.
         let first_cases = (counts.len() * levels) as u64;
         let smallest = setup + first_cases as f64 * case(MIN_CASE_S);
         let longest = setup + planned as f64 * case(2.0);
@@ -167,7 +126,7 @@ impl SweepPart {
             work: Work {
                 measurements: cases as usize,
                 per_measurement_s: per,
-                threads: max_threads + if self.background { cpus.len() } else { 0 },
+                threads: max_threads,
                 buffer_bytes: bytes as u64,
                 classes: Some((cases, planned)),
                 ..Work::default()
@@ -224,24 +183,12 @@ impl ReportPart for SweepPart {
     type Result = SweepOutcome;
 
     fn info(&self) -> PartInfo {
-        let base = if self.background {
-            PartInfo::new(
-                "sweep-background",
-                "Placement sweep, background load",
-                "numalab sweep",
-                10.0,
-            )
-        } else {
-            PartInfo {
-                key_figures: &["two_writers_gain", "crossfire_ratio"],
-                ..PartInfo::new("sweep", "Placement sweep, idle", "numalab sweep", 12.0)
-            }
-        };
         PartInfo {
+            key_figures: &["two_writers_gain", "crossfire_ratio"],
             aliases: &["sweeps"],
             keeps_deadline: true,
             table_group: Some("sweep"),
-            ..base
+            ..PartInfo::new("sweep", "Placement sweep, idle", "numalab sweep", 12.0)
         }
     }
 
@@ -378,12 +325,7 @@ impl ReportPart for SweepPart {
     }
 
     fn html(&self, r: &SweepOutcome, s: &mut Section) {
-        let (id, title) = if self.background {
-            ("fig-sweep-background", "Under background load")
-        } else {
-            ("fig-sweep", "Idle machine")
-        };
-        chart(s, id, r, title);
+        chart(s, "fig-sweep", r, "Idle machine");
         let base = format!("/parts/{}/result", self.info().name);
         s.html(&findings_html(r, &question_claims(r, &base)));
     }
@@ -392,12 +334,8 @@ impl ReportPart for SweepPart {
         for c in question_claims(r, s.base()) {
             s.claim(c);
         }
-        if self.background {
-            background(s, r);
-        } else {
-            writers(s, &r.sweep);
-            crossfire(s, r);
-        }
+        writers(s, &r.sweep);
+        crossfire(s, r);
     }
 }
 
@@ -996,35 +934,5 @@ fn crossfire(s: &mut SummaryBuilder, r: &SweepOutcome) {
             )
             .fact("why", &f.detail, s.path(&format!("findings/{fi}/findings/{k}/detail"))),
         ),
-    }
-}
-
-fn background(s: &mut SummaryBuilder, r: &SweepOutcome) {
-    for (fi, set) in r.findings.iter().enumerate() {
-        let mut c = finding("background", "");
-        let mut answered = Vec::new();
-        for (k, f) in set
-            .findings
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.holds.is_some())
-        {
-            let at = |x: &str| s.path(&format!("findings/{fi}/findings/{k}/{x}"));
-            c = c
-                .fact(&format!("q{k}"), &f.question, at("question"))
-                .fact(&format!("t{k}"), &f.title, at("title"))
-                .fact(&format!("h{k}"), f.holds, at("holds"));
-            answered.push(format!("({{q{k}}}) {{t{k}}}: {{?h{k}}}"));
-        }
-        if answered.is_empty() {
-            continue;
-        }
-        c = c.fact(
-            "condition",
-            &set.condition,
-            s.path(&format!("findings/{fi}/condition")),
-        );
-        c.template = format!("Under {{condition}}: {}.", answered.join("; "));
-        s.claim(c);
     }
 }
