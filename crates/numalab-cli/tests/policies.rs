@@ -29,6 +29,7 @@ fn policies_runs_here_with_every_cell_verified_on_node_0() {
     assert_eq!(v["single_node"], true);
     assert_eq!(v["node"], 0);
     assert_eq!(v["rule"]["budget"], 0.2);
+    assert_eq!(v["rounds"], 2);
     let notes = v["notes"].to_string();
     assert!(notes.contains("degenerate"), "{notes}");
     let names = |key: &str| -> Vec<String> {
@@ -68,6 +69,27 @@ fn policies_runs_here_with_every_cell_verified_on_node_0() {
         assert!((ratio - 32.0 / 24.0).abs() < 1e-9, "{what}: {ratio}");
         assert_eq!(c["verified"], true, "{what}: {}", c["problems"]);
         assert!(c["problems"].as_array().unwrap().is_empty());
+        // Two interleaved rounds, pooled: at least two samples each, and
+        // the median is that of the pooled samples.
+        let samples: Vec<f64> = c["run"]["measurement"]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert!(samples.len() >= 4, "{what}: {samples:?}");
+        let mut sorted = samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        assert!(
+            (g["median"].as_f64().unwrap() - median).abs() <= 1e-9 * median,
+            "{what}"
+        );
         let threads = if c["workload"].as_str().unwrap().starts_with("single") {
             1
         } else {

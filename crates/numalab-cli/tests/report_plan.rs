@@ -202,7 +202,10 @@ fn a_big_machine_samples_rows_and_pairs_and_says_so() {
     let run = sweep["work"]["classes"][0].as_u64().unwrap();
     assert!(run > 0 && run < 1662, "{sweep}");
     assert!(
-        sweep["cut"].as_str().unwrap().contains("every hop class kept"),
+        sweep["cut"]
+            .as_str()
+            .unwrap()
+            .contains("every hop class kept"),
         "{sweep}"
     );
     assert!(p["predicted_total_s"].as_f64().unwrap() <= p["budget_s"].as_f64().unwrap() * 1.0001);

@@ -247,6 +247,44 @@ pub struct BandwidthResult {
     pub verification: Verification,
 }
 
+impl BandwidthResult {
+    /// Pools a later run of the same cell into this one (interleaved
+    /// rounds): its samples join these, the figures are those of the pooled
+    /// samples, and its placement problems and warnings are kept, marked
+    /// with `round`.
+    pub fn absorb(&mut self, later: BandwidthResult, round: usize) {
+        let scale = if self.gbps.median > 0.0 {
+            self.memory_gbps.median / self.gbps.median
+        } else {
+            1.0
+        };
+        let m = &mut self.measurement;
+        m.samples.extend(later.measurement.samples);
+        m.warmup_samples.extend(later.measurement.warmup_samples);
+        m.elapsed_s += later.measurement.elapsed_s;
+        m.non_finite += later.measurement.non_finite;
+        if let Some(s) = Summary::of(&m.samples) {
+            m.summary = s;
+        }
+        self.gbps = Figure::of(&m.summary, Better::Higher, 1.0);
+        self.memory_gbps = Figure::of(&m.summary, Better::Higher, scale);
+        for w in later.warnings {
+            if !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
+        let v = &mut self.verification;
+        v.verified &= later.verification.verified;
+        v.problems.extend(
+            later
+                .verification
+                .problems
+                .into_iter()
+                .map(|p| format!("round {round}: {p}")),
+        );
+    }
+}
+
 pub(crate) fn check_buffer(
     m: &Machine,
     policy: &MemoryPolicy,

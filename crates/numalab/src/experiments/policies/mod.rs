@@ -381,6 +381,10 @@ pub struct PoliciesResult {
     pub arrays: usize,
     pub thp: Thp,
     pub rule: StopRule,
+    /// Rounds every cell ran in, interleaved over the table (samples
+    /// pooled); 1 in results from before rounds.
+    #[serde(default = "one_round")]
+    pub rounds: usize,
     pub workloads: Vec<WorkloadInfo>,
     pub policies: Vec<PolicyInfo>,
     pub cells: Vec<Cell>,
@@ -388,6 +392,10 @@ pub struct PoliciesResult {
     pub notes: Vec<String>,
     pub verified: bool,
     pub warnings: Vec<String>,
+}
+
+fn one_round() -> usize {
+    1
 }
 
 impl PoliciesResult {

@@ -14,6 +14,7 @@ use crate::measure::harness::{
     run_bandwidth_with, Aggregate, BandwidthRequest, BandwidthResult, BufferCheck, RunOptions,
     WorkerPlan, WorkerReport,
 };
+use crate::measure::stats::StopRule;
 use crate::measure::stats::Summary;
 use crate::placement::{check_plan, sys, BufferDemand, MemoryPolicy, PlacementError, Thp};
 use crate::IdSet;
@@ -249,6 +250,7 @@ pub fn run_policies(
     let data = req.buffer_bytes as u64 * req.kernel.arrays() as u64;
     warnings.extend(cache_fit_warning(m, data, "one worker's data"));
     Ok(PoliciesResult {
+        rounds: ROUNDS,
         kernel: req.kernel,
         isa: req.isa,
         threads,
@@ -298,20 +300,77 @@ fn check_request(m: &Machine, req: &PoliciesRequest) -> Result<IdSet, PlacementE
     Ok(interleave)
 }
 
-/// The cells in table order (workloads, then policies), until all ran or a
-/// cancel came: a cell in progress finishes, no new one starts.
+/// Rounds every cell runs in: every cell once in table order, then every
+/// cell again, so that the policies compared in a row are measured
+/// interleaved (drift over the table reaches every column alike) and their
+/// samples pooled.
+pub const ROUNDS: usize = 2;
+
+/// The rule of one round: the request's budget and repetitions shared
+/// over [`ROUNDS`] (at least two samples a round).
+fn round_rule(rule: &StopRule) -> StopRule {
+    let share = |n: usize| n.div_ceil(ROUNDS).max(2);
+    StopRule {
+        warmup: rule.warmup,
+        min_reps: share(rule.min_reps),
+        max_reps: share(rule.max_reps).max(share(rule.min_reps)),
+        target_rel_ci: rule.target_rel_ci,
+        budget: rule.budget / ROUNDS as u32,
+    }
+}
+
+/// The cells in table order (workloads, then policies), in [`ROUNDS`]
+/// rounds, until all ran or a cancel came: a cell in progress finishes, no
+/// new one starts, and a cell keeps the rounds it finished.
 fn run_cells(plan: &Plan, progress: &mut dyn FnMut(&str)) -> Result<Vec<Cell>, PlacementError> {
-    let mut cells = Vec::new();
-    for &w in &plan.req.workloads {
-        for &p in &plan.req.policies {
-            if cancel::requested() {
-                return Ok(cells);
+    let mut req = plan.req.clone();
+    req.rule = round_rule(&plan.req.rule);
+    let round_plan = Plan {
+        m: plan.m,
+        req: &req,
+        interleave: plan.interleave.clone(),
+        accessing: plan.accessing.clone(),
+    };
+    let mut cells: Vec<Cell> = Vec::new();
+    for round in 1..=ROUNDS {
+        let mut i = 0;
+        for &w in &plan.req.workloads {
+            for &p in &plan.req.policies {
+                if cancel::requested() {
+                    return Ok(cells);
+                }
+                progress(&format!(
+                    "{} / {} (round {round} of {ROUNDS})",
+                    w.name(),
+                    p.name()
+                ));
+                let cell = run_cell(&round_plan, w, p)?;
+                match cells.get_mut(i) {
+                    Some(first) => merge_round(first, cell, round),
+                    None => cells.push(cell),
+                }
+                i += 1;
             }
-            progress(&format!("{} / {}", w.name(), p.name()));
-            cells.push(run_cell(plan, w, p)?);
         }
     }
     Ok(cells)
+}
+
+/// Pools a later round of a cell into its first: samples and figures, and
+/// every placement problem of either round.
+fn merge_round(cell: &mut Cell, later: Cell, round: usize) {
+    if let (Some(run), Some(more)) = (cell.run.as_mut(), later.run) {
+        run.absorb(more, round);
+        cell.gbps = Some(run.gbps.clone());
+        cell.memory_gbps = Some(run.memory_gbps.clone());
+    }
+    cell.verified &= later.verified;
+    cell.problems.extend(
+        later
+            .problems
+            .into_iter()
+            .map(|p| format!("round {round}: {p}")),
+    );
 }
 
 /// What the reader of the table should know about this machine and
