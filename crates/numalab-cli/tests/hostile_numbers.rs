@@ -159,6 +159,70 @@ fn sizes() {
     check_all("sizes", cases);
 }
 
+/// The options of the classic studies' scenarios, the core + contention
+/// split and page migration.
+#[test]
+fn scenario_extrapolation_migration_and_copies_numbers() {
+    let mut cases = Vec::new();
+    cases.extend(refused(
+        &["sweep", "--scenarios", "all"],
+        "--rounds",
+        &["0", "3", "-1", "101", "18446744073709551616"],
+        "from 4 to 100",
+    ));
+    cases.extend(refused(
+        &["extrapolate"],
+        "--times",
+        &["1,NaN", "-1,2", "1e308,2", "1,inf"],
+        "from 0.001 to 604800",
+    ));
+    cases.extend(refused(
+        &["extrapolate", "--times", "1,2"],
+        "--to",
+        &["0", "-1", "65537"],
+        "from 1 to 65536",
+    ));
+    cases.extend(refused(
+        &["migrate"],
+        "--reps",
+        &["0", "-1", "101", "1e9"],
+        "from 1 to 100",
+    ));
+    for bad in ["0", "-1", "1025", "18446744073709551616"] {
+        cases.push(
+            Case::new(
+                format!("scaling --copies {bad} -- true"),
+                &["scaling", "--copies", bad, "--", "true"],
+            )
+            .code(2)
+            .says("--copies")
+            .says("from 1 to 1024"),
+        );
+    }
+    cases.extend(refused(
+        &["blas"],
+        "--n",
+        &["0", "-1", "1e9", "20001"],
+        "from 1 to 20000",
+    ));
+    cases.extend(refused(
+        &["blas"],
+        "--parallel",
+        &["0", "-1", "1001"],
+        "from 1 to 1000",
+    ));
+    cases.extend(refused(
+        &["blas"],
+        "--budget",
+        &["NaN", "-1", "1e308"],
+        "from 0.001 to 604800",
+    ));
+    check_all(
+        "scenario, extrapolation, migration, copies and blas numbers",
+        cases,
+    );
+}
+
 #[test]
 fn rates_delays_and_other_numbers() {
     let mut cases = Vec::new();

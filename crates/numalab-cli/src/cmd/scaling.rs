@@ -37,14 +37,14 @@ pub struct Args {
     out: Output,
     /// Run N copies of the command after `--` (1 to 1024), each pinned to one CPU with memory
     /// on its node: one alone, packed on one node, spread one per node.
-    #[arg(long, value_name = "N", requires = "command", conflicts_with_all = ["max_threads", "size", "mem", "kernel"], value_parser = whole(1, MAX_COPIES))]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, requires = "command", conflicts_with_all = ["max_threads", "size", "mem", "kernel"], value_parser = whole(1, MAX_COPIES))]
     copies: Option<usize>,
     /// With --copies: run one process with this variable set to N (e.g. OMP_NUM_THREADS)
     /// on N CPUs instead of N copies.
     #[arg(long, value_name = "VAR", requires = "copies", value_parser = parsed(env_name))]
     env: Option<String>,
     /// With --copies: repetitions of every layout, 1 to 100 (the median is reported).
-    #[arg(long, value_name = "N", requires = "copies", value_parser = whole(1, MAX_REPS))]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, requires = "copies", value_parser = whole(1, MAX_REPS))]
     reps: Option<usize>,
     /// The command and its arguments, after `--` (with --copies).
     #[arg(last = true, value_name = "CMD", requires = "copies")]

@@ -276,8 +276,7 @@ impl Roles {
     }
 
     /// The study's label of a thread: `A.0.w.B`.
-    fn role_label(&self, m: &Machine, t: &ThreadCase) -> String {
-        let _ = m;
+    fn role_label(&self, t: &ThreadCase) -> String {
         format!(
             "{}.{}.{}.{}",
             self.letter(t.node),
@@ -338,7 +337,7 @@ impl ScenarioCase {
     fn new(name: String, roles: &Roles, m: &Machine, threads: Vec<ThreadCase>) -> Self {
         ScenarioCase {
             name,
-            roles: threads.iter().map(|t| roles.role_label(m, t)).collect(),
+            roles: threads.iter().map(|t| roles.role_label(t)).collect(),
             labels: threads.iter().map(|t| t.label()).collect(),
             threads,
         }
