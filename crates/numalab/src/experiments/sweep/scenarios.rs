@@ -334,7 +334,7 @@ pub struct ScenarioCase {
 }
 
 impl ScenarioCase {
-    fn new(name: String, roles: &Roles, m: &Machine, threads: Vec<ThreadCase>) -> Self {
+    fn new(name: String, roles: &Roles, threads: Vec<ThreadCase>) -> Self {
         ScenarioCase {
             name,
             roles: threads.iter().map(|t| roles.role_label(t)).collect(),
@@ -414,14 +414,12 @@ pub fn plan_scenarios(m: &Machine, which: &[Scenario]) -> ScenarioSet {
     let one_base = ScenarioCase::new(
         "read, 0 hops".into(),
         &roles,
-        m,
         vec![roles.thread(m, a0, Access::Read, roles.a)],
     );
     let two_base = match (roles.b, roles.b_cpus.first(), roles.a_cpus.get(1)) {
         (Some(b), Some(&b0), _) => Some(ScenarioCase::new(
             "two local readers".into(),
             &roles,
-            m,
             vec![
                 roles.thread(m, a0, Access::Read, roles.a),
                 roles.thread(m, b0, Access::Read, b),
@@ -430,7 +428,6 @@ pub fn plan_scenarios(m: &Machine, which: &[Scenario]) -> ScenarioSet {
         (None, _, Some(&a1)) => Some(ScenarioCase::new(
             "two local readers (one node)".into(),
             &roles,
-            m,
             vec![
                 roles.thread(m, a0, Access::Read, roles.a),
                 roles.thread(m, a1, Access::Read, roles.a),
@@ -490,7 +487,6 @@ fn crossfire_cases(m: &Machine, r: &Roles) -> Result<Vec<ScenarioCase>, String> 
         ScenarioCase::new(
             name.into(),
             r,
-            m,
             vec![r.thread(m, a0, w, ma), r.thread(m, b0, w, mb)],
         )
     };
@@ -559,7 +555,7 @@ fn plan_one(
                         if acc == Access::Read { "read" } else { "write" },
                         hops_words(t.hops)
                     );
-                    ScenarioCase::new(name, r, m, vec![t])
+                    ScenarioCase::new(name, r, vec![t])
                 })
                 .collect();
             (cases, None, "idle".to_string(), one_base.label())
@@ -632,7 +628,7 @@ fn plan_one(
                         },
                         hops_words(t[1].hops)
                     );
-                    ScenarioCase::new(name, r, m, t.to_vec())
+                    ScenarioCase::new(name, r, t.to_vec())
                 })
                 .collect();
             if s == Scenario::TwoOnOneNode {
