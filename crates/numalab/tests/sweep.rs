@@ -69,23 +69,20 @@ fn quartet_two_threads_is_the_classic_4096_and_folds_exactly() {
     }
 }
 
-/// Classes of the Quartet's 4096 two-thread cases counted by brute force,
-/// independently of the folding code: union-find over every case joined to
-/// its images under the generators of the group (a ring rotation and a
-/// reflection of the nodes, each node's core swap, the thread exchange).
-#[test]
-fn quartet_two_threads_fold_into_108_classes_counted_by_brute_force() {
-    // The ring is 0-1-3-2-0 (0 and 3, 1 and 2 are two hops apart).
-    let rotate = [1u32, 3, 0, 2]; // 0->1->3->2->0
-    let reflect = [0u32, 2, 1, 3]; // fixes 0 and 3, swaps 1 and 2
-                                   // A thread: (cpu 0-7, access 0-1, mem 0-3) as one index.
-    let thread = |cpu: u32, a: u32, mem: u32| (cpu * 8 + a * 4 + mem) as usize;
-    let parts = |t: usize| ((t / 8) as u32, ((t / 4) % 2) as u32, (t % 4) as u32);
-    let by_nodes = |t: usize, p: &[u32; 4]| {
-        let (cpu, a, mem) = parts(t);
-        thread(p[(cpu / 2) as usize] * 2 + cpu % 2, a, p[mem as usize])
+/// Two-thread classes of a machine of `nodes` nodes with 2 CPUs each (CPU
+/// `2n + k` is core k of node n), counted by brute force, independently of
+/// the folding code: union-find over every case joined to its images under
+/// generators of the group: the node permutations `node_gens`, each node's
+/// core swap when `core_swap`, and the thread exchange. Returns the class
+/// sizes, sorted.
+fn brute_force_class_sizes(nodes: u32, node_gens: &[Vec<u32>], core_swap: bool) -> Vec<u64> {
+    let per = (nodes * 2 * 2 * nodes) as usize; // CPU x access x memory node
+    let thread = |cpu: u32, a: u32, mem: u32| ((cpu * 2 + a) * nodes + mem) as usize;
+    let parts = |t: usize| {
+        let t = t as u32;
+        (t / (2 * nodes), (t / nodes) % 2, t % nodes)
     };
-    let mut uf: Vec<usize> = (0..4096).collect();
+    let mut uf: Vec<usize> = (0..per * per).collect();
     fn find(uf: &mut [usize], mut x: usize) -> usize {
         while uf[x] != x {
             uf[x] = uf[uf[x]];
@@ -93,31 +90,56 @@ fn quartet_two_threads_fold_into_108_classes_counted_by_brute_force() {
         }
         x
     }
-    for case in 0..4096usize {
-        let (t0, t1) = (case / 64, case % 64);
-        let mut images = vec![
-            by_nodes(t0, &rotate) * 64 + by_nodes(t1, &rotate),
-            by_nodes(t0, &reflect) * 64 + by_nodes(t1, &reflect),
-            t1 * 64 + t0,
-        ];
-        for node in 0..4u32 {
-            let swap = |t: usize| {
+    for case in 0..per * per {
+        let (t0, t1) = (case / per, case % per);
+        let mut images = vec![t1 * per + t0];
+        for p in node_gens {
+            let map = |t: usize| {
                 let (cpu, a, mem) = parts(t);
-                let cpu = if cpu / 2 == node { cpu ^ 1 } else { cpu };
-                thread(cpu, a, mem)
+                thread(p[(cpu / 2) as usize] * 2 + cpu % 2, a, p[mem as usize])
             };
-            images.push(swap(t0) * 64 + swap(t1));
+            images.push(map(t0) * per + map(t1));
+        }
+        if core_swap {
+            for node in 0..nodes {
+                let swap = |t: usize| {
+                    let (cpu, a, mem) = parts(t);
+                    thread(if cpu / 2 == node { cpu ^ 1 } else { cpu }, a, mem)
+                };
+                images.push(swap(t0) * per + swap(t1));
+            }
         }
         for img in images {
             let (a, b) = (find(&mut uf, case), find(&mut uf, img));
             uf[a] = b;
         }
     }
-    let classes = (0..4096).filter(|&x| find(&mut uf, x) == x).count();
-    assert_eq!(classes, 108);
+    let mut sizes: BTreeMap<usize, u64> = BTreeMap::new();
+    for x in 0..per * per {
+        *sizes.entry(find(&mut uf, x)).or_default() += 1;
+    }
+    let mut v: Vec<u64> = sizes.into_values().collect();
+    v.sort();
+    v
+}
+
+fn folded_class_sizes(space: &SweepSpace) -> Vec<u64> {
+    let mut v: Vec<u64> = space.folded(2).iter().map(|c| c.class_size).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn quartet_two_threads_fold_into_108_classes_counted_by_brute_force() {
+    // The ring is 0-1-3-2-0 (0 and 3, 1 and 2 are two hops apart): a
+    // rotation 0->1->3->2->0 and a reflection fixing 0 and 3.
+    let gens = [vec![1, 3, 0, 2], vec![0, 2, 1, 3]];
+    let sizes = brute_force_class_sizes(4, &gens, true);
+    assert_eq!(sizes.len(), 108);
+    assert_eq!(sizes.iter().sum::<u64>(), 4096);
     let m = load("qemu-quartet-4n2c-ring.xml");
     let space = SweepSpace::new(&m, &set("0-7"), &set("0-3"), RW).unwrap();
-    assert_eq!(space.folded(2).len(), classes);
+    assert_eq!(folded_class_sizes(&space), sizes);
 }
 
 #[test]
@@ -133,6 +155,12 @@ fn large_symmetry_groups_are_counted_exactly_without_listing_them() {
     assert_eq!(one.len(), 8);
     assert_eq!(one.iter().map(|c| c.class_size).sum::<u64>(), 256);
     folding_matches_full(&space, 2);
+    // Brute force: S8 is generated by a transposition and an 8-cycle; the
+    // two cores of a node have their own caches, so no core swap.
+    let gens = [vec![1, 0, 2, 3, 4, 5, 6, 7], vec![1, 2, 3, 4, 5, 6, 7, 0]];
+    let sizes = brute_force_class_sizes(8, &gens, false);
+    assert_eq!(sizes.iter().sum::<u64>(), 65536);
+    assert_eq!(folded_class_sizes(&space), sizes);
 }
 
 /// A twin is another case of the same class: by a node symmetry when one
