@@ -431,20 +431,9 @@ fn scenarios(m: &Machine, a: &Args, which: &[Scenario]) -> CliResult {
         return list_scenarios(a, &set);
     }
     if set.applicable().next().is_none() {
-        let why: Vec<String> = set
-            .scenarios
-            .iter()
-            .map(|p| {
-                format!(
-                    "{}: {}",
-                    p.name.name(),
-                    p.not_applicable.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
         return Err(CliError::failed(format!(
             "no scenario asked for can run on this machine ({})",
-            why.join("; ")
+            set.not_applicable_reasons()
         )));
     }
     let size = size_or_default(m, a.size);

@@ -191,6 +191,19 @@ pub struct PlanEnv<'a> {
 }
 
 impl PlanEnv<'_> {
+    /// Runs `f` with the environment a part's applicability is judged in:
+    /// the default mode, the reference costs, a machine file's memory.
+    pub fn for_applicability<R>(m: &Machine, f: impl FnOnce(&PlanEnv) -> R) -> R {
+        let costs = Costs::reference();
+        f(&PlanEnv {
+            m,
+            mode: Mode::Default,
+            size: 2 << 20,
+            costs: &costs,
+            live: false,
+        })
+    }
+
     /// Bytes per buffer so that `count` buffers fit in `share` of node
     /// `node`'s memory: free memory now on a live machine
     /// ([`super::plan::fit`]), the node's memory otherwise.

@@ -397,6 +397,19 @@ impl ScenarioSet {
     pub fn applicable(&self) -> impl Iterator<Item = &ScenarioPlan> {
         self.scenarios.iter().filter(|s| s.not_applicable.is_none())
     }
+
+    /// `name: why` of every scenario that cannot run here, joined by `; `.
+    pub fn not_applicable_reasons(&self) -> String {
+        self.scenarios
+            .iter()
+            .filter_map(|p| {
+                p.not_applicable
+                    .as_deref()
+                    .map(|why| format!("{}: {why}", p.name.name()))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 }
 
 /// Plans `which` on `m`.

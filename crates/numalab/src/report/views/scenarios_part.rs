@@ -184,20 +184,9 @@ impl ScenariosPart {
             .filter(|s| all.applicable().any(|p| p.name == *s))
             .collect();
         if priority.is_empty() {
-            let why: Vec<String> = all
-                .scenarios
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{}: {}",
-                        p.name.name(),
-                        p.not_applicable.as_deref().unwrap_or("")
-                    )
-                })
-                .collect();
             return Err(PlacementError::Invalid(format!(
                 "no scenario of the study can run here ({})",
-                why.join("; ")
+                all.not_applicable_reasons()
             )));
         }
         let n = priority.len();
@@ -346,15 +335,7 @@ impl ReportPart for ScenariosPart {
     /// Not where no scenario of the study can run (no node with both
     /// CPUs and memory).
     fn applicable(&self, m: &Machine) -> Result<(), String> {
-        let costs = crate::report::budget::Costs::reference();
-        let env = PlanEnv {
-            m,
-            mode: Mode::Default,
-            size: 2 << 20,
-            costs: &costs,
-            live: false,
-        };
-        self.work(&env, 0.0).map(|_| ()).map_err(|e| match e {
+        PlanEnv::for_applicability(m, |env| self.work(env, 0.0).map(|_| ())).map_err(|e| match e {
             PlacementError::Invalid(why) => why,
             other => other.to_string(),
         })

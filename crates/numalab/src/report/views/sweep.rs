@@ -19,7 +19,6 @@ use crate::report::csv::{num, opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
 use crate::report::plan::max_cpus_per_node;
-use crate::report::results::Mode;
 use crate::report::summary::{finding, SummaryBuilder};
 use crate::report::svg::{bar_chart, Bar, BarGroup};
 use crate::text::escape::xml as esc;
@@ -203,15 +202,7 @@ impl ReportPart for SweepPart {
     /// Not where even its plan is too large (tens of nodes with SMT: more
     /// classes than a sweep may plan).
     fn applicable(&self, m: &Machine) -> Result<(), String> {
-        let costs = crate::report::budget::Costs::reference();
-        let env = PlanEnv {
-            m,
-            mode: Mode::Default,
-            size: 2 << 20,
-            costs: &costs,
-            live: false,
-        };
-        self.work(&env, 0.0).map(|_| ()).map_err(|e| match e {
+        PlanEnv::for_applicability(m, |env| self.work(env, 0.0).map(|_| ())).map_err(|e| match e {
             PlacementError::Invalid(why) => format!("the sweep cannot be planned here: {why}"),
             other => other.to_string(),
         })
