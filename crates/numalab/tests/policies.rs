@@ -174,15 +174,19 @@ fn the_comparison_runs_and_verifies_here() {
     };
     let mut steps = Vec::new();
     let r = run_policies(&m, &req, &mut |s| steps.push(s.to_string())).unwrap();
-    assert_eq!(
-        steps,
-        [
-            "serial-init / local",
-            "serial-init / one-node",
-            "numa-aware / local",
-            "numa-aware / one-node"
-        ]
-    );
+    // Every cell once in table order, then every cell again: the columns
+    // of a row are measured interleaved.
+    let table = [
+        "serial-init / local",
+        "serial-init / one-node",
+        "numa-aware / local",
+        "numa-aware / one-node",
+    ];
+    let expected: Vec<String> = (1..=2)
+        .flat_map(|round| table.map(|c| format!("{c} (round {round} of 2)")))
+        .collect();
+    assert_eq!(steps, expected);
+    assert_eq!(r.rounds, 2);
     assert_eq!(r.cells.len(), 4);
     assert!(
         r.verified,
