@@ -9,7 +9,7 @@
 //! scenarios (`--scenarios`) interleave them, which the study's questions
 //! (b) and (c) are best answered from.
 
-use super::space::{Access, ThreadCase};
+use super::space::{Access, ThreadCase, TwinMove};
 use super::{condition, Background, CaseResult, SweepResult, SweepRun};
 use crate::measure::compare::{rank_compare, RankComparison, Verdict, ALPHA, RULE};
 use crate::measure::stats::median;
@@ -604,6 +604,8 @@ fn finding_symmetry(runs: &[&SweepRun]) -> Finding {
     }
     let m = pairs.len();
     let mut differ: Vec<String> = Vec::new();
+    // Which symmetry the differing classes contradict.
+    let mut differ_by: Vec<&str> = Vec::new();
     let mut equal = 0usize;
     let mut widest: Option<(f64, usize, RankComparison)> = None;
     for (i, p) in pairs.iter().enumerate() {
@@ -616,14 +618,17 @@ fn finding_symmetry(runs: &[&SweepRun]) -> Finding {
         };
         match v {
             Verdict::Holds => equal += 1,
-            Verdict::DoesNotHold => differ.push(format!(
-                "{} vs {} ({}, hop class {}): {}",
-                p.labels,
-                p.twin_labels,
-                p.moved_by,
-                p.hop_class,
-                c.describe()
-            )),
+            Verdict::DoesNotHold => {
+                differ_by.push(p.moved_by);
+                differ.push(format!(
+                    "{} vs {} ({}, hop class {}): {}",
+                    p.labels,
+                    p.twin_labels,
+                    p.moved_by,
+                    p.hop_class,
+                    c.describe()
+                ))
+            }
             Verdict::CannotTell => {}
         }
         let spread = c.ratio.max(1.0 / c.ratio);
@@ -639,11 +644,21 @@ fn finding_symmetry(runs: &[&SweepRun]) -> Finding {
         Verdict::CannotTell
     };
     let summary = match verdict {
-        Verdict::DoesNotHold => format!(
-            "this machine is less symmetric than its distance table: {} of {m} classes measured at two members differ: {}",
-            differ.len(),
-            differ.join("; ")
-        ),
+        Verdict::DoesNotHold => {
+            let mut what = Vec::new();
+            if differ_by.iter().any(|b| *b != TwinMove::CoreSwap.name()) {
+                what.push("this machine is less symmetric than its distance table");
+            }
+            if differ_by.contains(&TwinMove::CoreSwap.name()) {
+                what.push("cores the topology makes alike (same node and cache) are not");
+            }
+            format!(
+                "{}: {} of {m} classes measured at two members differ: {}",
+                what.join("; "),
+                differ.len(),
+                differ.join("; ")
+            )
+        }
         Verdict::Holds => format!("all {m} classes measured at two members are equal within {:.0}%", 200.0 * NOISE),
         Verdict::CannotTell => format!(
             "{equal} of {m} classes measured at two members are equal within {:.0}%, the others inside the noise",
@@ -881,5 +896,60 @@ mod tests {
             "{}",
             d.detail
         );
+    }
+
+    fn twin(moved_by: TwinMove, rep: &[f64], twin: &[f64]) -> super::super::TwinPair {
+        super::super::TwinPair {
+            class_key: "k".into(),
+            hop_class: "w1/w1".into(),
+            moved_by,
+            labels: vec!["0.0.w.1".into(), "1.0.w.0".into()],
+            twin_labels: vec!["2.0.w.3".into(), "3.0.w.2".into()],
+            samples: rep.to_vec(),
+            twin_samples: twin.to_vec(),
+            verified: true,
+        }
+    }
+
+    /// Finding (e): twins equal, twins apart beyond the rule, twins in the
+    /// noise, and no twins at all.
+    #[test]
+    fn twins_test_the_symmetry_the_folding_assumed() {
+        let even = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.002];
+        let slow: Vec<f64> = even.iter().map(|x| x * 1.4).collect();
+        let with = |pairs: Vec<super::super::TwinPair>| {
+            let mut run = two_threads(local_only(), 2);
+            run.twins = pairs;
+            finding_symmetry(&[&run])
+        };
+        let f = with(vec![
+            twin(TwinMove::NodeSymmetry, &even, &slow),
+            twin(TwinMove::NodeSymmetry, &even, &even),
+        ]);
+        assert_eq!(f.question, "e");
+        assert_eq!(f.verdict, Verdict::DoesNotHold, "{}", f.detail);
+        assert!(
+            f.detail.starts_with(
+                "this machine is less symmetric than its distance table: 1 of 2 classes"
+            ),
+            "{}",
+            f.detail
+        );
+        assert!(f.detail.contains("2.0.w.3 3.0.w.2"), "{}", f.detail);
+        // A core swap contradicts the cores, not the distance table.
+        let f = with(vec![twin(TwinMove::CoreSwap, &even, &slow)]);
+        assert!(
+            f.detail.starts_with("cores the topology makes alike"),
+            "{}",
+            f.detail
+        );
+        let f = with(vec![twin(TwinMove::NodeSymmetry, &even, &even)]);
+        assert_eq!(f.verdict, Verdict::Holds, "{}", f.detail);
+        // Two samples a side can never reach p < 0.05: cannot tell.
+        let f = with(vec![twin(TwinMove::NodeSymmetry, &[1.0, 1.1], &[2.0, 2.2])]);
+        assert_eq!(f.verdict, Verdict::CannotTell, "{}", f.detail);
+        let f = with(Vec::new());
+        assert_eq!(f.verdict, Verdict::CannotTell);
+        assert!(f.detail.contains("single member"), "{}", f.detail);
     }
 }
