@@ -155,7 +155,7 @@ const SWEEP_ONLY: [&str; 8] = [
 
 /// The options that shape a measurement (or a plan), which `--from` would
 /// ignore: every option but --from, --findings and --json.
-const MEASURING: [&str; 23] = [
+const MEASURING: [&str; 24] = [
     "threads",
     "cpus",
     "mem_nodes",
@@ -165,6 +165,7 @@ const MEASURING: [&str; 23] = [
     "size",
     "thp",
     "full",
+    "no_twins",
     "budget",
     "case_budget",
     "background",
