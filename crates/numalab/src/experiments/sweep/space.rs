@@ -153,6 +153,13 @@ impl PlannedCase {
 /// could neither be run nor listed usefully.
 pub const MAX_PLANNED_CASES: u64 = 1_500_000;
 
+/// Most symmetry classes a folded plan may hold over all its thread
+/// counts: about nine hours of measuring at the shortest case. Folding
+/// under a large symmetry group costs a few tens of microseconds a class
+/// (every order of the threads is tried), so this also keeps refusing or
+/// listing any plan within seconds.
+pub const MAX_FOLDED_CLASSES: u64 = 200_000;
+
 /// Set partitions of up to [`MAX_COUNTED_THREADS`] labelled threads are
 /// counted exactly; beyond, counts saturate (a plan that large is refused
 /// anyway).
@@ -360,11 +367,14 @@ impl SweepSpace {
     /// exchange of threads (two threads doing the same kind of work are
     /// one experiment whichever is called first).
     fn canonical(&self, case: &[Key]) -> Vec<Key> {
-        if case.len() > MAX_EXCHANGED_THREADS {
-            return self.canonical_nodes(&Self::slots(case));
-        }
+        self.canonical_in(case, &exchanges(case.len()))
+    }
+
+    /// [`SweepSpace::canonical`] with the thread orders to try given
+    /// ([`exchanges`]).
+    fn canonical_in(&self, case: &[Key], orders: &[Vec<usize>]) -> Vec<Key> {
         let mut best: Option<Vec<Key>> = None;
-        for order in permutations(case.len()) {
+        for order in orders {
             let exchanged: Vec<Key> = order.iter().map(|&i| case[i]).collect();
             let form = self.canonical_nodes(&Self::slots(&exchanged));
             if best.as_ref().is_none_or(|b| form < *b) {
@@ -482,6 +492,8 @@ impl SweepSpace {
             limit,
             out: Vec::new(),
             index: HashMap::new(),
+            orders: exchanges(threads),
+            sequences: 0,
         };
         let mut prefix: Vec<Key> = Vec::with_capacity(threads);
         self.orderly(&mut walk, &mut prefix, &[], 1)
@@ -533,8 +545,12 @@ impl SweepSpace {
     /// then stops).
     fn orderly(&self, walk: &mut Walk, prefix: &mut Vec<Key>, fixed: &[usize], size: u64) -> bool {
         if prefix.len() == walk.threads {
-            let key = Self::class_key(&self.canonical(prefix));
-            if let Some(&i) = walk.index.get(&key) {
+            walk.sequences += 1;
+            if walk.sequences > walk.limit.saturating_mul(walk.orders.len()) {
+                return false;
+            }
+            let form = self.canonical_in(prefix, &walk.orders);
+            if let Some(&i) = walk.index.get(&form) {
                 let c: &mut PlannedCase = &mut walk.out[i];
                 c.class_size = c.class_size.saturating_add(size);
                 return true;
@@ -542,7 +558,8 @@ impl SweepSpace {
             if walk.out.len() >= walk.limit {
                 return false;
             }
-            walk.index.insert(key.clone(), walk.out.len());
+            let key = Self::class_key(&form);
+            walk.index.insert(form, walk.out.len());
             walk.out.push(PlannedCase {
                 threads: prefix
                     .iter()
@@ -589,6 +606,15 @@ fn insert_sorted(v: &mut Vec<usize>, x: usize) {
     }
 }
 
+/// The thread orders canonical forms are taken over: every order of `n`
+/// threads up to [`MAX_EXCHANGED_THREADS`], else the given order only.
+fn exchanges(n: usize) -> Vec<Vec<usize>> {
+    if n > MAX_EXCHANGED_THREADS {
+        return vec![(0..n).collect()];
+    }
+    permutations(n)
+}
+
 /// Every order of `n` items (n! of them), as index lists.
 fn permutations(n: usize) -> Vec<Vec<usize>> {
     let mut out = vec![Vec::new()];
@@ -618,7 +644,12 @@ struct Walk {
     threads: usize,
     limit: usize,
     out: Vec<PlannedCase>,
-    index: HashMap<String, usize>,
+    index: HashMap<Vec<Key>, usize>,
+    /// Thread orders of the canonical form.
+    orders: Vec<Vec<usize>>,
+    /// Classes of thread sequences reached: more than `limit` times the
+    /// orders means more than `limit` classes.
+    sequences: usize,
 }
 
 /// A node's memory size on a scale of powers of two (rounded): nodes of
@@ -1016,6 +1047,10 @@ fn folded_within(
 ) -> Result<Vec<PlannedCase>, String> {
     let (lower, upper) = space.class_bounds(threads);
     let total = count(space.total_cases(threads));
+    let left = left.min(MAX_FOLDED_CLASSES.saturating_sub(planned));
+    let too_many = |space: &SweepSpace, threads: usize, what: &str, planned: u64| {
+        refused(space, threads, what, planned, MAX_FOLDED_CLASSES, "classes")
+    };
     if lower > left as u128 {
         let classes = if lower == upper {
             format!("{total} cases fold into {} classes", count(lower))
@@ -1037,13 +1072,25 @@ fn folded_within(
 /// The one line refusing a plan too large to build: what it would hold, the
 /// limit, and what to narrow.
 fn too_many(space: &SweepSpace, threads: usize, what: &str, planned: u64) -> String {
+    refused(space, threads, what, planned, MAX_PLANNED_CASES, "cases")
+}
+
+/// [`too_many`] against `limit` `unit` (cases, or folded classes).
+fn refused(
+    space: &SweepSpace,
+    threads: usize,
+    what: &str,
+    planned: u64,
+    limit: u64,
+    unit: &str,
+) -> String {
     let others = if planned > 0 {
         format!(" besides the {planned} of the thread counts before")
     } else {
         String::new()
     };
     format!(
-        "sweep plan too large: {threads} thread(s) on {} CPUs x {} memory nodes x {} access(es): {what}{others}, more than the {MAX_PLANNED_CASES} cases a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access",
+        "sweep plan too large: {threads} thread(s) on {} CPUs x {} memory nodes x {} access(es): {what}{others}, more than the {limit} {unit} a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access",
         space.cpus.len(),
         space.mem_nodes.len(),
         space.accesses.len()
@@ -1226,7 +1273,7 @@ mod tests {
         assert_eq!(s.class_bounds(2), (1387, 1064960));
         assert_eq!(s.folded(2).len(), 6624);
         let e = plan(&s, &request(&s, &[1, 4], false, 100_000)).unwrap_err();
-        assert_eq!(e, "sweep plan too large: 4 thread(s) on 256 CPUs x 8 memory nodes x 2 access(es): 281474976710656 cases fold into at least 130693803 classes (at most 1204474085376) besides the 48 of the thread counts before, more than the 1500000 cases a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access");
+        assert_eq!(e, "sweep plan too large: 4 thread(s) on 256 CPUs x 8 memory nodes x 2 access(es): 281474976710656 cases fold into at least 130693803 classes (at most 1204474085376) besides the 48 of the thread counts before, more than the 200000 classes a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access");
         // A full plan never trusts its limit for memory: the cap holds.
         let s = whole("256ia64-64n2s2c.xml");
         let e = plan(&s, &request(&s, &[2], true, u64::MAX)).unwrap_err();
