@@ -2,7 +2,7 @@
 //! cases exist, which of them are the same experiment, and in what order to
 //! run them when the budget cannot pay for all.
 
-use super::symmetry::{GroupOrder, NodeSymmetry};
+use super::symmetry::{GroupOrder, NodeSymmetry, Orbits};
 use super::SweepRequest;
 use crate::machine::Machine;
 use crate::IdSet;
@@ -417,6 +417,7 @@ impl SweepSpace {
                 "{total} cases for {threads} thread(s) is more than the limit of {limit}; fold them (drop --full) or narrow --cpus/--mem-nodes"
             ));
         }
+        let orders = exchanges(threads);
         let choices: Vec<(SweepCpu, Access, u32)> = self
             .cpus
             .iter()
@@ -440,7 +441,7 @@ impl SweepSpace {
                     .map(|(c, a, m)| self.thread_case(c, *a, *m))
                     .collect(),
                 class_size: 1,
-                class_key: Self::class_key(&self.canonical(&keys)),
+                class_key: Self::class_key(&self.canonical_in(&keys, &orders)),
             });
             // Odometer, last thread fastest.
             let mut t = threads;
@@ -575,19 +576,26 @@ impl SweepSpace {
             return true;
         }
         let around_prefix = self.symmetry.orbits(fixed);
+        // Choices come grouped by CPU node: its stabilizer is looked up once.
+        let mut last: Option<(usize, Vec<usize>, std::rc::Rc<Orbits>)> = None;
         for (x, mult) in self.next_choices(prefix) {
             let node = self.node_index(x.0);
             if around_prefix.rep(node) != node {
                 continue;
             }
-            let mut with_node = fixed.to_vec();
-            insert_sorted(&mut with_node, node);
-            let around_node = self.symmetry.orbits(&with_node);
+            if last.as_ref().is_none_or(|l| l.0 != node) {
+                let mut with_node = fixed.to_vec();
+                insert_sorted(&mut with_node, node);
+                let orbits = self.symmetry.orbits(&with_node);
+                last = Some((node, with_node, orbits));
+            }
+            let (_, with_node, around_node) = last.as_ref().expect("set above");
             let mem = self.node_index(x.5);
             if around_node.rep(mem) != mem {
                 continue;
             }
             let images = (around_prefix.size(node) * around_node.size(mem)) as u64;
+            let mut with_node = with_node.clone();
             insert_sorted(&mut with_node, mem);
             prefix.push(x);
             let within = self.orderly(walk, prefix, &with_node, size.saturating_mul(images * mult));
