@@ -164,8 +164,22 @@ fn scaling_single_thread_matches_bench_bandwidth() {
         (a / b - 1.0).abs() < 0.35,
         "scaling 1 thread {a} vs bench {b}"
     );
-    if packed.len() >= 2 {
-        assert!(sc["model"]["core_seconds"].as_f64().unwrap() > 0.0);
+    if packed.len() >= 2 && sc["model"].is_null() {
+        // This shared machine's noise can leave no split: the note must
+        // then say which way the two packed points broke the model.
+        let (t1, t2) = (
+            packed[0]["seconds_per_pass"].as_f64().unwrap(),
+            packed[1]["seconds_per_pass"].as_f64().unwrap(),
+        );
+        let note = sc["model_note"].as_str().expect("no model and no note");
+        let expected = if t2 < t1 {
+            "there is no contention to split off"
+        } else {
+            "contention grows faster than the bandwidth model allows"
+        };
+        assert!(note.contains(expected), "{t1} -> {t2}: {note}");
+    } else if packed.len() >= 2 {
+        assert!(sc["model"]["core_seconds"].as_f64().unwrap() >= 0.0);
         // The split is fitted within one node: 1 and 2 packed threads.
         assert_eq!(
             sc["model"]["fitted_on"]["threads"],
