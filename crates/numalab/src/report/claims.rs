@@ -25,6 +25,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::measure::compare::{rank_compare, RankComparison, Verdict, ALPHA};
+
 /// Which list of the summary a claim belongs to.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -315,6 +317,83 @@ pub struct Comparison {
     pub stated_by: Option<String>,
 }
 
+/// The rule a rank test's verdict follows ([`crate::measure::compare`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum RankRule {
+    /// a's values are the smaller (a is faster, in seconds):
+    /// [`RankComparison::a_smaller`].
+    Smaller,
+    /// a's values are the larger (slower in seconds, faster in GB/s).
+    Larger,
+    /// a and b equal within `margin`: [`RankComparison::equal_within`];
+    /// "they differ" needs p below the level corrected for the
+    /// `corrected_for` comparisons the pair was picked from (Bonferroni; 1:
+    /// none).
+    EqualWithin { margin: f64, corrected_for: usize },
+}
+
+impl RankRule {
+    /// The verdict of this rule on a comparison of a with b.
+    pub fn judge(self, c: &RankComparison) -> Verdict {
+        match self {
+            RankRule::Smaller => c.a_smaller(),
+            RankRule::Larger => match c.a_smaller() {
+                Verdict::Holds => Verdict::DoesNotHold,
+                Verdict::DoesNotHold => Verdict::Holds,
+                Verdict::CannotTell => Verdict::CannotTell,
+            },
+            RankRule::EqualWithin {
+                margin,
+                corrected_for,
+            } => match c.equal_within(margin) {
+                Verdict::DoesNotHold if c.p_value * corrected_for.max(1) as f64 >= ALPHA => {
+                    Verdict::CannotTell
+                }
+                v => v,
+            },
+        }
+    }
+
+    fn words(self) -> String {
+        match self {
+            RankRule::Smaller => "a below b".into(),
+            RankRule::Larger => "a above b".into(),
+            RankRule::EqualWithin {
+                margin,
+                corrected_for,
+            } => format!(
+                "a equal to b within {:.0}%, p corrected for {corrected_for} comparisons",
+                margin * 100.0
+            ),
+        }
+    }
+}
+
+/// A verdict the wording rests on that comes from the rank test on two
+/// samples: the checker pools the samples again from their paths, reruns
+/// the test and requires the same p-value and, under `rule`, the same
+/// verdict.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankTest {
+    /// Its placeholder in the template: it prints the verdict's words.
+    pub name: String,
+    /// JSON pointers to sample a's values, pooled: each an array of
+    /// numbers, or one number (a case kept without its samples).
+    pub a: Vec<String>,
+    /// The same for sample b.
+    pub b: Vec<String>,
+    #[serde(flatten)]
+    pub rule: RankRule,
+    /// The test's two-sided p-value, as the sentence's verdict used it.
+    pub p_value: f64,
+    pub verdict: Verdict,
+    /// A JSON pointer to the verdict the experiment recorded for this
+    /// comparison: the checker requires it to be the re-derived one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stated_by: Option<String>,
+}
+
 /// One sentence of a report, with the figures and facts it states.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Claim {
@@ -329,6 +408,8 @@ pub struct Claim {
     pub facts: Vec<Fact>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comparisons: Vec<Comparison>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rank_tests: Vec<RankTest>,
     /// The sentence, rendered from the template.
     pub text: String,
 }
@@ -344,6 +425,7 @@ impl Claim {
             figures: Vec::new(),
             facts: Vec::new(),
             comparisons: Vec::new(),
+            rank_tests: Vec::new(),
             text: String::new(),
         }
     }
@@ -419,6 +501,54 @@ impl Claim {
         self
     }
 
+    /// Adds the rank test `test` of the samples at `a` against those at
+    /// `b` (JSON pointers, pooled), judged by `rule`: `{name}` prints its
+    /// verdict, and the checker reruns the test on the same samples.
+    pub fn ranked(
+        mut self,
+        name: &str,
+        (a, b): (Vec<String>, Vec<String>),
+        rule: RankRule,
+        test: &RankComparison,
+    ) -> Self {
+        self.rank_tests.push(RankTest {
+            name: name.into(),
+            a,
+            b,
+            rule,
+            p_value: test.p_value,
+            verdict: rule.judge(test),
+            stated_by: None,
+        });
+        self
+    }
+
+    /// [`Claim::ranked`] for a verdict the experiment recorded at
+    /// `stated_by` (a JSON pointer): the checker requires that verdict too
+    /// to follow from the samples.
+    pub fn ranked_as(
+        mut self,
+        name: &str,
+        samples: (Vec<String>, Vec<String>),
+        rule: RankRule,
+        test: &RankComparison,
+        stated_by: String,
+    ) -> Self {
+        self = self.ranked(name, samples, rule, test);
+        if let Some(t) = self.rank_tests.last_mut() {
+            t.stated_by = Some(stated_by);
+        }
+        self
+    }
+
+    /// The verdict of the rank test `name`.
+    pub fn verdict(&self, name: &str) -> Option<Verdict> {
+        self.rank_tests
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.verdict)
+    }
+
     /// Where its figures come from, one line each, for readers ("local =
     /// 263 ns: median of 4 values at /parts/…"), then the rules of its
     /// comparisons.
@@ -452,6 +582,16 @@ impl Claim {
                 c.left,
                 c.right,
                 if c.holds { "yes" } else { "no" }
+            ));
+        }
+        for t in &self.rank_tests {
+            lines.push(format!(
+                "rule: Mann–Whitney U of {} against {} values, {}: p = {:.3}, {}",
+                t.a.len(),
+                t.b.len(),
+                t.rule.words(),
+                t.p_value,
+                t.verdict.words()
             ));
         }
         lines.join("\n")
@@ -549,6 +689,9 @@ fn placeholder(c: &Claim, name: &str) -> Result<String, String> {
     if let Some(x) = c.comparisons.iter().find(|x| x.name == name) {
         return Ok(if x.holds { x.yes.clone() } else { x.no.clone() });
     }
+    if let Some(t) = c.rank_tests.iter().find(|t| t.name == name) {
+        return Ok(t.verdict.words().into());
+    }
     Err(format!("no figure, fact or comparison '{name}'"))
 }
 
@@ -640,12 +783,87 @@ pub fn check_claim(c: &Claim, doc: &Value) -> Vec<String> {
             }
         }
     }
+    for t in &c.rank_tests {
+        bad.extend(check_rank_test(t, doc).map(|e| format!("{who}: rank test {}: {e}", t.name)));
+    }
     match render(c) {
         Ok(t) if t == c.text => {}
         Ok(t) => bad.push(format!("{who}: the template renders \"{t}\"")),
         Err(e) => bad.push(format!("{who}: {e}")),
     }
     bad
+}
+
+/// The values at `paths`, pooled: arrays flattened, numbers once.
+fn pooled(doc: &Value, paths: &[String]) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for p in paths {
+        match doc.pointer(p) {
+            Some(Value::Array(a)) => {
+                // A sample that was not finite is written as null.
+                for v in a.iter().filter(|v| !v.is_null()) {
+                    out.push(
+                        v.as_f64()
+                            .ok_or_else(|| format!("{p} holds {v}, not a number"))?,
+                    );
+                }
+            }
+            Some(v) => out.push(number(doc, p).map_err(|_| format!("{p} is {v}, not samples"))?),
+            None => return Err(format!("no samples at {p}")),
+        }
+    }
+    Ok(out.into_iter().filter(|x| x.is_finite()).collect())
+}
+
+/// Why `t` does not follow from the samples it names, if it does not.
+fn check_rank_test(t: &RankTest, doc: &Value) -> Option<String> {
+    let (a, b) = match (pooled(doc, &t.a), pooled(doc, &t.b)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return Some(e),
+    };
+    let Some(test) = rank_compare(&a, &b) else {
+        return Some(format!(
+            "the {} and {} values it names cannot be compared",
+            a.len(),
+            b.len()
+        ));
+    };
+    let verdict = t.rule.judge(&test);
+    let recorded = t.stated_by.as_ref().map(|p| {
+        (
+            p,
+            doc.pointer(p)
+                .and_then(|v| serde_json::from_value::<Verdict>(v.clone()).ok()),
+        )
+    });
+    if let Some((p, Some(v))) = recorded.filter(|(_, v)| *v != Some(verdict)) {
+        return Some(format!(
+            "{p} records '{}' but the samples give '{}' ({}, {})",
+            v.words(),
+            verdict.words(),
+            t.rule.words(),
+            test.describe()
+        ));
+    }
+    if let Some((p, None)) = recorded {
+        return Some(format!("{p} holds no verdict"));
+    }
+    if (test.p_value - t.p_value).abs() > 1e-9 * test.p_value.abs().max(1e-3) {
+        Some(format!(
+            "states p = {} but the samples give p = {}",
+            t.p_value, test.p_value
+        ))
+    } else if verdict != t.verdict {
+        Some(format!(
+            "says '{}' but the samples give '{}' ({}, {})",
+            t.verdict.words(),
+            verdict.words(),
+            t.rule.words(),
+            test.describe()
+        ))
+    } else {
+        None
+    }
 }
 
 /// Checks every claim of a results.json document, and that every sentence
@@ -879,5 +1097,129 @@ mod tests {
         assert!(bad
             .iter()
             .any(|b| b.contains("Finding \"Free text.\" is not rendered")));
+    }
+
+    /// Two samples far apart, 8 values each, and the verdict recorded.
+    fn timed_doc() -> Value {
+        json!({"parts": {"s": {"result": {
+            "a": [2.0, 2.1, 2.2, 2.05, 2.15, 2.3, 2.25, 2.12],
+            "b": [1.0, 1.1, 1.05, 0.98, 1.02, 1.08, 1.01, 0.99],
+            "c": 1.03,
+            "verdict": "holds"
+        }}}})
+    }
+
+    fn slower_claim(d: &Value) -> Claim {
+        let get = |k: &str| -> Vec<f64> {
+            d["parts"]["s"]["result"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        };
+        let test = rank_compare(&get("a"), &get("b")).unwrap();
+        let at = |k: &str| vec![format!("/parts/s/result/{k}")];
+        Claim::new(
+            ClaimKind::Finding,
+            "sweep",
+            Basis::Timing,
+            "a is slower than b: {t}.",
+        )
+        .ranked_as(
+            "t",
+            (at("a"), at("b")),
+            RankRule::Larger,
+            &test,
+            "/parts/s/result/verdict".into(),
+        )
+        .render()
+    }
+
+    #[test]
+    fn a_rank_test_is_rerun_on_the_samples_it_names() {
+        let d = timed_doc();
+        let c = slower_claim(&d);
+        assert_eq!(c.text, "a is slower than b: holds.");
+        assert!(c.rank_tests[0].p_value < 0.001, "{:?}", c.rank_tests);
+        assert_eq!(check_claim(&c, &d), Vec::<String>::new());
+        assert!(c
+            .sources()
+            .contains("Mann–Whitney U of 1 against 1 values, a above b"));
+
+        // Samples that no longer differ: the words no longer follow.
+        let mut moved = d.clone();
+        moved["parts"]["s"]["result"]["a"] = json!([1.0, 1.1, 1.05, 0.98, 1.02, 1.08, 1.01, 0.99]);
+        let bad = check_claim(&c, &moved);
+        assert!(bad[0].contains("rank test t:"), "{bad:?}");
+        assert!(bad[0].contains("the samples give"), "{bad:?}");
+
+        // The experiment recorded another verdict than its samples give.
+        let mut recorded = d.clone();
+        recorded["parts"]["s"]["result"]["verdict"] = json!("cannot_tell");
+        let bad = check_claim(&c, &recorded);
+        assert!(
+            bad[0].contains(
+                "/parts/s/result/verdict records 'cannot tell' but the samples give 'holds'"
+            ),
+            "{bad:?}"
+        );
+
+        // A sentence whose words were changed by hand.
+        let mut edited = c.clone();
+        edited.rank_tests[0].verdict = Verdict::DoesNotHold;
+        edited.text = "a is slower than b: does not hold.".into();
+        let bad = check_claim(&edited, &d);
+        assert!(
+            bad[0].contains("says 'does not hold' but the samples give 'holds'"),
+            "{bad:?}"
+        );
+    }
+
+    #[test]
+    fn a_case_kept_without_samples_counts_its_median_once() {
+        let d = timed_doc();
+        let test = rank_compare(&[1.03], &[2.0, 2.1]).unwrap();
+        let c = Claim::new(ClaimKind::Detail, "sweep", Basis::Timing, "{t}")
+            .ranked(
+                "t",
+                (
+                    vec!["/parts/s/result/c".into()],
+                    vec!["/parts/s/result/a".into()],
+                ),
+                RankRule::Smaller,
+                &test,
+            )
+            .render();
+        // 1 against 8 values, not 1 against 2: another p-value.
+        let bad = check_claim(&c, &d);
+        assert!(bad[0].contains("states p = "), "{bad:?}");
+        let eight = rank_compare(&[1.03], &[2.0, 2.1, 2.2, 2.05, 2.15, 2.3, 2.25, 2.12]).unwrap();
+        let mut c = c;
+        c.rank_tests[0].p_value = eight.p_value;
+        assert_eq!(check_claim(&c, &d), Vec::<String>::new());
+        assert_eq!(
+            c.text, "cannot tell",
+            "one value against eight cannot reach p < 0.05"
+        );
+    }
+
+    #[test]
+    fn a_corrected_equality_needs_the_corrected_p() {
+        let a = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99];
+        let b: Vec<f64> = a.iter().map(|x| x * 1.3).collect();
+        let t = rank_compare(&a, &b).unwrap();
+        let once = RankRule::EqualWithin {
+            margin: 0.06,
+            corrected_for: 1,
+        };
+        assert_eq!(once.judge(&t), Verdict::DoesNotHold);
+        // Picked as the widest of more classes than 0.05 / p: cannot tell.
+        let many = (ALPHA / t.p_value).ceil() as usize + 1;
+        let wide = RankRule::EqualWithin {
+            margin: 0.06,
+            corrected_for: many,
+        };
+        assert_eq!(wide.judge(&t), Verdict::CannotTell);
     }
 }

@@ -402,7 +402,7 @@ fn hop_groups(run: &SweepRun) -> BTreeMap<String, Vec<(usize, f64)>> {
 
 /// How many hop classes hold two different experiments: what (d) picks
 /// its widest class from.
-fn compared_classes(run: &SweepRun) -> usize {
+pub fn compared_classes(run: &SweepRun) -> usize {
     hop_groups(run)
         .values()
         .filter(|v| {
@@ -721,13 +721,15 @@ pub fn findings(r: &SweepResult) -> Vec<Findings> {
         .collect()
 }
 
+/// Synthetic sweep runs for the tests of the findings and of the views
+/// that state them.
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_cases {
     use super::*;
     use crate::experiments::sweep::{CaseTime, ThreadResult};
 
     /// A two-writer case: (node, cpu, mem, hops) per thread, in seconds.
-    fn case(threads: &[(u32, u32, u32, u32)], seconds: f64) -> CaseResult {
+    pub(crate) fn case(threads: &[(u32, u32, u32, u32)], seconds: f64) -> CaseResult {
         let threads: Vec<ThreadResult> = threads
             .iter()
             .map(|&(node, cpu, mem, hops)| ThreadResult {
@@ -774,7 +776,7 @@ mod tests {
         }
     }
 
-    fn two_threads(cases: Vec<CaseResult>, classes: u64) -> SweepRun {
+    pub(crate) fn two_threads(cases: Vec<CaseResult>, classes: u64) -> SweepRun {
         SweepRun {
             threads: 2,
             background: None,
@@ -788,6 +790,12 @@ mod tests {
             twins: Vec::new(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_cases::{case, two_threads};
+    use super::*;
 
     /// Two local writers on node 0 only: (b) and (c) have no cases.
     fn local_only() -> Vec<CaseResult> {

@@ -36,9 +36,11 @@ mod scenarios;
 mod space;
 mod symmetry;
 
+#[cfg(test)]
+pub(crate) use findings::test_cases;
 pub use findings::{
-    crossfire_cases, findings, hop_cases, two_writer_cases, widest_class, Finding, Findings,
-    NOISE as FINDING_NOISE,
+    compared_classes, crossfire_cases, findings, hop_cases, two_writer_cases, widest_class,
+    Finding, Findings, NOISE as FINDING_NOISE,
 };
 pub use run::{bytes_per_pass, check_buffers_fit, run_sweep};
 pub use scenario_findings::{scenario_findings, ScenarioFinding};

@@ -110,7 +110,7 @@ fn crossfire(r: &ScenariosResult) -> Vec<ScenarioFinding> {
         .filter(|x| x.scenario.starts_with("crossfire"))
         .collect();
     for run in &runs {
-        let cond = condition(run);
+        let cond = run.condition();
         let f = Claim {
             question: "b",
             title:
@@ -187,15 +187,16 @@ fn crossfire(r: &ScenariosResult) -> Vec<ScenarioFinding> {
     out
 }
 
-/// `idle`, or the level and where its threads ran.
-fn condition(run: &ScenarioRun) -> String {
-    match &run.background {
-        None => "idle".into(),
-        Some(b) => format!("{} ({})", b.level, run.subscription_words()),
-    }
-}
-
 impl ScenarioRun {
+    /// The condition its findings name: `idle`, or the background level
+    /// and subscription.
+    pub fn condition(&self) -> String {
+        match &self.background {
+            None => "idle".into(),
+            Some(b) => format!("{} ({})", b.level, self.subscription_words()),
+        }
+    }
+
     /// How the background of this run was placed, in words.
     pub fn subscription_words(&self) -> &'static str {
         match self.scenario.as_str() {
@@ -243,7 +244,7 @@ fn two_writers(r: &ScenariosResult) -> Vec<ScenarioFinding> {
                 question: "c".into(),
                 title: "two writers on one node: moving one buffer away beats keeping both local".into(),
                 scenario: run.scenario.clone(),
-                condition: condition(run),
+                condition: run.condition(),
                 verdict: Verdict::CannotTell,
                 a: String::new(),
                 b: local.map_or(String::new(), |c| c.case.name.clone()),
@@ -255,7 +256,7 @@ fn two_writers(r: &ScenariosResult) -> Vec<ScenarioFinding> {
         for h in wanted {
             let moved = cases.iter().find(|x| x.0 == h).map(|x| x.1);
             let name = moved.map_or(String::new(), |c| c.case.name.clone());
-            let cond = condition(run);
+            let cond = run.condition();
             out.push(
                 Claim {
                     question: "c",

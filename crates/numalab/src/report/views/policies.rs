@@ -5,18 +5,18 @@
 use super::matrix::halvings;
 use super::{grid, Units};
 use crate::experiments::policies::{
-    column_title, default_array_bytes, run_policies, Cell, PoliciesRequest, PoliciesResult,
-    PolicyColumn, Workload,
+    column_title, default_array_bytes, run_policies, Cell, Comparison, PoliciesRequest,
+    PoliciesResult, PolicyColumn, Workload,
 };
 use crate::machine::Machine;
-use crate::measure::compare::Verdict;
+use crate::measure::compare::{rank_compare, Verdict};
 use crate::measure::harness::default_buffer_bytes;
 use crate::measure::kernels::BandwidthKernel;
 use crate::measure::stats::StopRule;
 use crate::placement::thread_policy::scatter_order;
 use crate::placement::{PlacementError, Thp};
 use crate::report::budget::{largest_fitting, PartPlan, PlanEnv, Work};
-use crate::report::claims::{Basis, Claim, ClaimKind, Derivation};
+use crate::report::claims::{Basis, Claim, ClaimKind, Derivation, RankRule};
 use crate::report::csv::{opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
@@ -281,6 +281,30 @@ impl ReportPart for PoliciesPart {
             let g = c.gbps.as_ref()?;
             Some((g.median, s.at(&format!("cells/{i}/gbps/median"))))
         };
+        // The samples a recommendation's rank test compared, for the
+        // checker to rerun it ("better is faster": its samples the larger).
+        let cell_of = |label: &str| {
+            r.cells
+                .iter()
+                .position(|c| format!("{}/{}", c.workload.name(), c.policy.name()) == label)
+        };
+        let cells_at = s.path("cells");
+        let rerun = |c: Claim, name: &str, x: &Comparison, verdict_at: String| {
+            let (Some(bi), Some(wi)) = (cell_of(&x.better), cell_of(&x.worse)) else {
+                return c;
+            };
+            let samples = |i: usize| {
+                r.cells[i]
+                    .run
+                    .as_ref()
+                    .map_or(&[][..], |b| b.measurement.samples.as_slice())
+            };
+            let at = |i: usize| vec![format!("{cells_at}/{i}/run/measurement/samples")];
+            match rank_compare(samples(bi), samples(wi)) {
+                Some(t) => c.ranked_as(name, (at(bi), at(wi)), RankRule::Larger, &t, verdict_at),
+                None => c,
+            }
+        };
         let mut claims = Vec::new();
         for (i, rec) in r.recommendations.iter().enumerate() {
             let base = format!("recommendations/{i}");
@@ -303,6 +327,7 @@ impl ReportPart for PoliciesPart {
                     .fig(&format!("w{k}"), w, "GB/s", 3, wd)
                     .fact(&format!("p{k}"), x.p_value, at("p_value"))
                     .fact(&format!("v{k}"), x.verdict, at("verdict"));
+                c = rerun(c, &format!("t{k}"), x, at("verdict"));
             }
             claims.push(c);
         }
@@ -340,8 +365,14 @@ impl ReportPart for PoliciesPart {
                 (Verdict::Holds, false) => "When threads on three or more nodes share data, or the program initializes it from one thread, interleaving is the classic fix, but first touch was faster here: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch (Mann–Whitney U, p = {p}).",
                 _ => "When threads on three or more nodes share data, or the program initializes it from one thread, interleaving is the classic fix; here the rank test cannot tell it from first touch: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch (Mann–Whitney U, p = {p}).",
             };
+            let claim = rerun(
+                advice("shared-data", template),
+                "test",
+                x,
+                s.path(&format!("{base}/verdict")),
+            );
             s.add_to_advice(
-                advice("shared-data", template)
+                claim
                     .fig("i", i, "GB/s", 1, id)
                     .fig("l", l, "GB/s", 1, ld)
                     .fig("p", x.p_value, "", 3, s.at(&format!("{base}/p_value")))

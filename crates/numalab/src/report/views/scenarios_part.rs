@@ -24,7 +24,7 @@ use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
 use crate::placement::{PlacementError, Thp};
 use crate::report::budget::{largest_fitting, PartPlan, PlanEnv, Work};
-use crate::report::claims::{Basis, Claim, ClaimKind, Derivation};
+use crate::report::claims::{Basis, Claim, ClaimKind, Derivation, RankRule};
 use crate::report::csv::{num, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
@@ -404,13 +404,15 @@ impl ReportPart for ScenariosPart {
     }
 
     fn summarize(&self, r: &ScenariosOutcome, s: &mut SummaryBuilder) {
-        // The idle answers and how load changes them go to the summary;
-        // each level's own answer stays in the part's section.
+        // The idle answers and how load changes them go to the summary's
+        // findings; each level's own answer is a sentence of the part's
+        // section (`detail`), kept with the claims so the checker sees it.
         let all = finding_claims(r, s.base(), ClaimKind::Finding);
-        for (f, c) in r.measured.findings.iter().zip(all) {
-            if f.condition == "idle" || f.condition.starts_with("idle to") {
-                s.claim(c);
+        for (f, mut c) in r.measured.findings.iter().zip(all) {
+            if !(f.condition == "idle" || f.condition.starts_with("idle to")) {
+                c.kind = ClaimKind::Detail;
             }
+            s.claim(c);
         }
     }
 }
@@ -423,8 +425,47 @@ pub fn finding_claims(r: &ScenariosOutcome, base: &str, kind: ClaimKind) -> Vec<
         .findings
         .iter()
         .enumerate()
-        .map(|(i, f)| finding_claim(f, &format!("{base}/measured/findings/{i}"), kind).render())
+        .map(|(i, f)| {
+            let at = format!("{base}/measured/findings/{i}");
+            rank_test(finding_claim(f, &at, kind), r, f, base, &at).render()
+        })
         .collect()
+}
+
+/// The rank test a finding's verdict comes from, on the rounds' total
+/// times of the two cases it compares, so that the checker reruns it: (b)
+/// says crossfire is the larger, (c) that the moved buffer is the smaller.
+/// The answer of how load changes (c) compares per-round ratios, which no
+/// path holds: its verdict stays a fact.
+fn rank_test(c: Claim, r: &ScenariosOutcome, f: &ScenarioFinding, base: &str, at: &str) -> Claim {
+    let rule = match f.question.as_str() {
+        "b" => RankRule::Larger,
+        "c" => RankRule::Smaller,
+        _ => return c,
+    };
+    let runs = &r.measured.runs;
+    let Some((ri, run)) = runs
+        .iter()
+        .enumerate()
+        .find(|(_, x)| x.scenario == f.scenario && x.condition() == f.condition)
+    else {
+        return c;
+    };
+    let case = |name: &str| {
+        run.cases
+            .iter()
+            .position(|x| x.case.name == name)
+            .map(|ci| vec![format!("{base}/measured/runs/{ri}/cases/{ci}/total_s")])
+    };
+    match (case(&f.a), case(&f.b), &f.comparison) {
+        (Some(a), Some(b), Some(x)) => {
+            let mut c = c.ranked_as("test", (a, b), rule, x, format!("{at}/verdict"));
+            // The words come from the test the checker reruns.
+            c.template = c.template.replace("{?verdict}", "{test}");
+            c
+        }
+        _ => c,
+    }
 }
 
 fn finding_claim(f: &ScenarioFinding, at: &str, kind: ClaimKind) -> Claim {
@@ -1000,6 +1041,29 @@ mod tests {
             claims[1].text
         );
         assert!(claims[2].text.contains("the idle result reverses, idle to very-high (full subscription): holds — crossfire is slower idle and faster under very-high"), "{}", claims[2].text);
+        // (b)'s verdicts are rank tests on the rounds' totals, rerun by the
+        // checker; the reversal compares two verdicts and stays a fact.
+        let tests: Vec<usize> = claims.iter().map(|c| c.rank_tests.len()).collect();
+        assert_eq!(tests, [1, 1, 0]);
+        let t = &claims[0].rank_tests[0];
+        for p in [&t.a[0], &t.b[0]] {
+            assert!(
+                p.starts_with(&format!("{base}/measured/runs/")) && p.ends_with("/total_s"),
+                "{t:?}"
+            );
+        }
+        assert_ne!(t.a, t.b);
+        // Rounds that no longer differ: the sentence's "holds" fails.
+        let mut same = doc.clone();
+        let b_rounds = same.pointer(&t.b[0]).unwrap().clone();
+        *same.pointer_mut(&t.a[0]).unwrap() = b_rounds;
+        let bad = check_claim(&claims[0], &same);
+        assert!(
+            bad.iter()
+                .any(|e| e.contains("rank test test:")
+                    && e.contains("the samples give 'cannot tell'")),
+            "{bad:?}"
+        );
         // A claim whose verdict does not match the data fails the check.
         let mut wrong = claims[0].clone();
         wrong.facts[3].value = serde_json::json!("does_not_hold");
@@ -1008,8 +1072,22 @@ mod tests {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
         let mut s = SummaryBuilder::for_tests(&m, base);
         ScenariosPart.summarize(&r, &mut s);
-        let kept: Vec<&str> = s.claims().iter().map(|c| c.text.as_str()).collect();
+        let kept: Vec<&str> = s
+            .claims()
+            .iter()
+            .filter(|c| c.kind == ClaimKind::Finding)
+            .map(|c| c.text.as_str())
+            .collect();
         assert_eq!(kept.len(), 2, "{kept:#?}");
+        // The loaded level's answer is the section's, kept for the checker.
+        let details: Vec<&str> = s
+            .claims()
+            .iter()
+            .filter(|c| c.kind == ClaimKind::Detail)
+            .map(|c| c.text.as_str())
+            .collect();
+        assert_eq!(details.len(), 1, "{details:#?}");
+        assert!(details[0].contains("very-high (full subscription): does not hold"));
         assert!(kept[1].contains("the idle result reverses"), "{}", kept[1]);
     }
 

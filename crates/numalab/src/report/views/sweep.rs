@@ -5,16 +5,16 @@
 //! study's scenarios (`scenarios_part.rs`).
 
 use crate::experiments::sweep::{
-    case_counts, crossfire_cases, findings, hop_cases, run_sweep, two_writer_cases, widest_class,
-    Access, CaseCount, CaseResult, Findings, PlannedCase, SweepRequest, SweepResult, SweepRun,
-    FINDING_NOISE,
+    case_counts, compared_classes, crossfire_cases, findings, hop_cases, run_sweep,
+    two_writer_cases, widest_class, Access, CaseCount, CaseResult, Findings, PlannedCase,
+    SweepRequest, SweepResult, SweepRun, FINDING_NOISE,
 };
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
 use crate::measure::stats::StopRule;
 use crate::placement::{PlacementError, Thp};
 use crate::report::budget::{PartPlan, PlanEnv, Work};
-use crate::report::claims::{Basis, Claim, ClaimKind, Derivation, Relation, Threshold};
+use crate::report::claims::{Basis, Claim, ClaimKind, Derivation, RankRule, Relation, Threshold};
 use crate::report::csv::{num, opt, yes, Table};
 use crate::report::html::Section;
 use crate::report::part::{Measured, PartContext, PartInfo, ReportPart};
@@ -679,9 +679,28 @@ pub fn question_claims(s: &SweepOutcome, base: &str) -> Vec<Claim> {
             // The ratio and the verdict, re-derived from the cases.
             let mut ratio: Option<(f64, Derivation)> = None;
             // The verdict is the rank test's on the cases' samples
-            // (measure::compare), which medians cannot re-derive: it is
-            // stated as facts with its p-value.
-            let stated = |c: Claim, _rel: Relation, _t: f64| match &f.comparison {
+            // (measure::compare): the claim names the samples, so that the
+            // checker reruns the test; (a) and (e) sum up many tests, their
+            // verdicts stay facts with the widest test's p-value.
+            let samples = |ri: usize, v: &[usize]| -> Vec<String> {
+                let run = &s.sweep.runs[ri];
+                v.iter()
+                    .map(|&i| {
+                        let leaf = if run.cases[i].samples.is_empty() {
+                            "seconds/median"
+                        } else {
+                            "samples"
+                        };
+                        format!("{base}/sweep/runs/{ri}/cases/{i}/{leaf}")
+                    })
+                    .collect()
+            };
+            let ranked =
+                |c: Claim, a: Vec<String>, b: Vec<String>, rule: RankRule| match &f.comparison {
+                    Some(x) => c.ranked_as("test", (a, b), rule, x, path("verdict")),
+                    None => c,
+                };
+            let stated = |c: Claim| match &f.comparison {
                 Some(x) => c.fact("p", x.p_value, path("comparison/p_value")).fact(
                     "verdict",
                     f.verdict,
@@ -720,38 +739,45 @@ pub fn question_claims(s: &SweepOutcome, base: &str) -> Vec<Claim> {
                 "b" | "c" => {
                     if let Some(ri) = run_of(&|r| r.threads == 2) {
                         let run = &s.sweep.runs[ri];
-                        let (x, y, rel) = if f.question == "b" {
+                        let (x, y, rule) = if f.question == "b" {
                             let (a, b) = crossfire_cases(run);
-                            (a, b, Relation::Greater)
+                            (a, b, RankRule::Larger)
                         } else {
                             let (local, moved) = two_writer_cases(run);
-                            (moved, local, Relation::Less)
+                            (moved, local, RankRule::Smaller)
                         };
-                        if let (Some(x), Some(y)) = (secs(ri, &x), secs(ri, &y)) {
-                            ratio = Some((x.0 / y.0, Derivation::ratio(x.1.clone(), y.1.clone())));
-                            c = c.fig("x", x.0, "s", 9, x.1).fig("y", y.0, "s", 9, y.1);
-                            c = stated(c, rel, FINDING_NOISE);
+                        if let (Some(xs), Some(ys)) = (secs(ri, &x), secs(ri, &y)) {
+                            ratio =
+                                Some((xs.0 / ys.0, Derivation::ratio(xs.1.clone(), ys.1.clone())));
+                            c = c.fig("x", xs.0, "s", 9, xs.1).fig("y", ys.0, "s", 9, ys.1);
+                            c = ranked(c, samples(ri, &x), samples(ri, &y), rule);
                         }
                     }
                 }
                 "e" => {
                     // Twins' rank test (Hodges–Lehmann ratio of samples):
                     // stated with its p-value, never re-derived from medians.
-                    c = stated(c, Relation::Within, 2.0 * FINDING_NOISE);
+                    c = stated(c);
                 }
-                _ => {
+                "d" => {
                     if let Some(ri) = run_of(&|_| true) {
-                        if let Some((_, lo, hi)) = widest_class(&s.sweep.runs[ri]) {
+                        let run = &s.sweep.runs[ri];
+                        if let Some((_, lo, hi)) = widest_class(run) {
                             let one = |i: usize| secs(ri, &[i]);
                             if let (Some(x), Some(y)) = (one(hi), one(lo)) {
                                 ratio =
                                     Some((x.0 / y.0, Derivation::ratio(x.1.clone(), y.1.clone())));
                                 c = c.fig("x", x.0, "s", 9, x.1).fig("y", y.0, "s", 9, y.1);
-                                c = stated(c, Relation::Within, 2.0 * FINDING_NOISE);
+                                let rule = RankRule::EqualWithin {
+                                    margin: 2.0 * FINDING_NOISE,
+                                    corrected_for: compared_classes(run).max(1),
+                                };
+                                c = ranked(c, samples(ri, &[hi]), samples(ri, &[lo]), rule);
                             }
                         }
                     }
                 }
+                _ => c = stated(c),
             }
             c.template = match (&ratio, f.ratio) {
                 (Some((v, d)), Some(_)) => {
@@ -760,6 +786,10 @@ pub fn question_claims(s: &SweepOutcome, base: &str) -> Vec<Claim> {
                 }
                 _ => "({q}) {title}: {?h} — {detail}".into(),
             };
+            if !c.rank_tests.is_empty() {
+                // The words come from the test the checker reruns.
+                c.template = c.template.replace("{?h}", "{test}");
+            }
             out.push(c.render());
         }
     }
@@ -925,5 +955,99 @@ fn crossfire(s: &mut SummaryBuilder, r: &SweepOutcome) {
             )
             .fact("why", &f.detail, s.path(&format!("findings/{fi}/findings/{k}/detail"))),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::sweep::test_cases::{case, two_threads};
+    use crate::measure::compare::Verdict;
+    use crate::report::claims::check_claim;
+
+    /// Two writers on a ring: crossfire 1.3 s against no crossfire 1.0 s,
+    /// both local 1.0 s against one buffer a hop away 0.8 s.
+    fn ring_sweep() -> SweepOutcome {
+        let cases = vec![
+            case(&[(0, 0, 1, 1), (1, 2, 0, 1)], 1.3),
+            case(&[(0, 0, 1, 1), (1, 2, 3, 1)], 1.0),
+            case(&[(0, 0, 0, 0), (0, 1, 0, 0)], 1.0),
+            case(&[(0, 0, 0, 0), (0, 1, 1, 1)], 0.8),
+        ];
+        let sweep = SweepResult {
+            folded: true,
+            node_automorphisms: 8,
+            node_symmetry_order: "8".into(),
+            cpus: (0..8).collect(),
+            mem_nodes: (0..4).collect(),
+            accesses: vec![Access::Write],
+            read_kernel: "read".into(),
+            write_kernel: "write".into(),
+            buffer_bytes: 64 << 20,
+            budget_s: None,
+            runs: vec![two_threads(cases, 4)],
+            buffers: Vec::new(),
+            verified: true,
+            warnings: Vec::new(),
+            elapsed_s: 1.0,
+        };
+        SweepOutcome {
+            findings: findings(&sweep),
+            sweep,
+        }
+    }
+
+    #[test]
+    fn crossfire_and_two_writer_verdicts_are_rank_tests_the_checker_reruns() {
+        let r = ring_sweep();
+        let base = "/parts/sweep/result";
+        let doc = serde_json::json!({
+            "parts": {"sweep": {"result": serde_json::to_value(&r).unwrap()}}
+        });
+        let claims = question_claims(&r, base);
+        let by_q = |q: &str| {
+            claims
+                .iter()
+                .find(|c| c.facts[0].value == q)
+                .unwrap_or_else(|| panic!("no ({q}) in {claims:#?}"))
+        };
+        for c in &claims {
+            assert_eq!(check_claim(c, &doc), Vec::<String>::new(), "{}", c.text);
+        }
+        let (b, c) = (by_q("b"), by_q("c"));
+        assert_eq!(b.verdict("test"), Some(Verdict::Holds), "{}", b.text);
+        assert!(b.text.contains(": holds (1.30x)"), "{}", b.text);
+        assert_eq!(c.verdict("test"), Some(Verdict::Holds), "{}", c.text);
+        assert!(c.text.contains(": holds (0.80x)"), "{}", c.text);
+        assert_eq!(
+            b.rank_tests[0].a,
+            [format!("{base}/sweep/runs/0/cases/0/samples")]
+        );
+        // Crossfire's samples no longer slower: (b)'s "holds" fails, both
+        // in the sentence and in the verdict the sweep recorded.
+        let mut same = doc.clone();
+        let no_cross = same
+            .pointer(&format!("{base}/sweep/runs/0/cases/1/samples"))
+            .unwrap()
+            .clone();
+        *same
+            .pointer_mut(&format!("{base}/sweep/runs/0/cases/0/samples"))
+            .unwrap() = no_cross;
+        let bad = check_claim(b, &same);
+        assert!(
+            bad.iter()
+                .any(|e| e.contains("rank test test:")
+                    && e.contains("the samples give 'cannot tell'")),
+            "{bad:?}"
+        );
+        // A case kept without samples counts its median once.
+        let mut r2 = ring_sweep();
+        r2.sweep.runs[0].cases[0].samples.clear();
+        let claims2 = question_claims(&r2, base);
+        let b2 = claims2.iter().find(|c| c.facts[0].value == "b").unwrap();
+        assert_eq!(
+            b2.rank_tests[0].a,
+            [format!("{base}/sweep/runs/0/cases/0/seconds/median")]
+        );
     }
 }
