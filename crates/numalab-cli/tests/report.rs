@@ -77,6 +77,28 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
         doc["verification"]
     );
     assert_eq!(doc["mode"], "quick");
+    // A virtual machine says so among the warnings, and names its
+    // hypervisor; bare metal says nothing of the kind.
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let in_vm = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "hypervisor"));
+    let caveats: Vec<&str> = doc["summary"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.starts_with("Measured in a virtual machine ("))
+        .collect();
+    let hv = &doc["environment"]["hypervisor"];
+    if in_vm && doc["environment"]["emulated_cpu"].is_null() {
+        let name = hv.as_str().expect("a VM without environment.hypervisor");
+        assert_eq!(caveats.len(), 1, "{caveats:?}");
+        assert!(caveats[0].contains(&format!("({name})")), "{caveats:?}");
+    } else {
+        assert!(hv.is_null() && caveats.is_empty(), "{hv} {caveats:?}");
+    }
     // Every part done, but the farthest node on a one-node machine and
     // the full-only part.
     for (part, status) in statuses(&doc) {

@@ -86,6 +86,12 @@ pub struct Environment {
     /// Timings then say nothing about any hardware (docs/measurement.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated_cpu: Option<String>,
+    /// Set when a hardware-assisted hypervisor runs this machine (KVM,
+    /// Hyper-V, VMware, Xen…; named from the CPUID signature where there is
+    /// one): timings are the hardware's, but the CPUs and nodes are those
+    /// the hypervisor presents, and its noise is in every figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypervisor: Option<String>,
     pub command_line: Vec<String>,
     /// Capture time, RFC 3339 in UTC: "2024-05-01T12:34:56Z".
     pub timestamp_utc: String,
@@ -148,9 +154,17 @@ impl Environment {
     /// The environment of this process on this machine, now.
     pub fn capture() -> Environment {
         let mut env = Self::capture_from(Path::new("/"));
+        let signature = hypervisor_signature();
         if env.emulated_cpu.is_none() {
-            env.emulated_cpu = emulation(&env.cpu_model, hypervisor_signature().as_deref());
+            env.emulated_cpu = emulation(&env.cpu_model, signature.as_deref());
         }
+        // CPUID names the hypervisor the cpuinfo flag only announced.
+        let named = signature.as_deref().map(hypervisor_name);
+        env.set_hypervisor(if env.emulated_cpu.is_some() {
+            None
+        } else {
+            named.or(env.hypervisor.clone())
+        });
         if env.logical_cpus == 0 {
             env.logical_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         }
@@ -178,6 +192,8 @@ impl Environment {
         let (hwloc_version, hwloc_api_version) = hwloc_versions();
 
         let emulated_cpu = emulation(&info.model, None);
+        let hypervisor = (emulated_cpu.is_none() && info.flags.iter().any(|f| f == "hypervisor"))
+            .then(|| UNNAMED_HYPERVISOR.to_string());
         let mut env = Environment {
             numalab_version: env!("CARGO_PKG_VERSION").to_string(),
             hwloc_version,
@@ -213,6 +229,7 @@ impl Environment {
             cgroup: cgroup_limits(&fs),
             memory_disagreement: NodeMemory::capture_from(root, Blocks::Always).disagreement,
             emulated_cpu,
+            hypervisor,
             // Lossy: `std::env::args` panics on an argument that is not
             // UTF-8, and such paths are valid input.
             command_line: std::env::args_os()
@@ -295,8 +312,57 @@ impl Environment {
         if let Some(d) = &self.memory_disagreement {
             w.push(d.sentence());
         }
+        w.extend(self.hypervisor_warning());
         w
     }
+
+    /// The caveat of a run in a virtual machine, if it is one.
+    fn hypervisor_warning(&self) -> Option<String> {
+        self.hypervisor.as_ref().map(|h| {
+            format!(
+                "measured in a virtual machine ({h}): the CPUs, caches and NUMA nodes are those \
+                 the hypervisor presents, virtual CPUs may share physical cores or be moved \
+                 between them by the host, and every timing carries the host's noise; confirm \
+                 small differences on bare metal"
+            )
+        })
+    }
+
+    /// Names the hypervisor (or none), with its caveat among the warnings.
+    pub fn set_hypervisor(&mut self, h: Option<String>) {
+        if let Some(old) = self.hypervisor_warning() {
+            self.warnings.retain(|w| *w != old);
+        }
+        self.hypervisor = h;
+        self.warnings.extend(self.hypervisor_warning());
+    }
+}
+
+/// What the cpuinfo `hypervisor` flag alone says.
+const UNNAMED_HYPERVISOR: &str = "a hypervisor: the CPU's hypervisor flag";
+
+/// The hypervisor a CPUID signature names ("KVMKVMKVM" is KVM); an
+/// unknown signature is given as it is.
+pub fn hypervisor_name(signature: &str) -> String {
+    let known = [
+        ("KVMKVMKVM", "KVM"),
+        ("Microsoft Hv", "Microsoft Hyper-V"),
+        ("VMwareVMware", "VMware"),
+        ("XenVMMXenVMM", "Xen"),
+        ("VBoxVBoxVBox", "VirtualBox"),
+        ("ACRNACRNACRN", "ACRN"),
+        (" lrpepyh  vr", "Parallels"),
+        ("bhyve bhyve ", "bhyve"),
+        ("QNXQVMBSQG", "QNX"),
+    ];
+    let sig = signature.trim_end_matches('\0');
+    known
+        .iter()
+        .find(|(s, _)| sig.starts_with(s.trim_end()))
+        .map_or_else(
+            || format!("hypervisor signature '{}'", sig.trim()),
+            |(_, n)| format!("{n}, CPUID signature '{}'", sig.trim()),
+        )
 }
 
 /// What /proc/cpuinfo says about the first CPU.
@@ -686,6 +752,55 @@ mod tests {
         assert_eq!(emulation("Intel(R) Xeon(R) Platinum 8480+", None), None);
         // A word inside another is not a signature.
         assert_eq!(emulation("Stcgx 9000", None), None);
+    }
+
+    #[test]
+    fn hypervisors_are_named_and_carry_their_caveat() {
+        assert_eq!(
+            hypervisor_name("KVMKVMKVM"),
+            "KVM, CPUID signature 'KVMKVMKVM'"
+        );
+        assert_eq!(
+            hypervisor_name("Microsoft Hv"),
+            "Microsoft Hyper-V, CPUID signature 'Microsoft Hv'"
+        );
+        assert_eq!(
+            hypervisor_name("NewVisor"),
+            "hypervisor signature 'NewVisor'"
+        );
+        let dir = std::env::temp_dir().join(format!("numalab-hv-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("proc")).unwrap();
+        let cpuinfo = |model: &str, flags: &str| {
+            std::fs::write(
+                dir.join("proc/cpuinfo"),
+                format!("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: {model}\nflags\t\t: fpu sse2 {flags}\n"),
+            )
+            .unwrap();
+            Environment::capture_from(&dir)
+        };
+        // The flag alone: a hypervisor, unnamed, with the caveat.
+        let mut env = cpuinfo("AMD EPYC", "hypervisor");
+        assert_eq!(env.hypervisor.as_deref(), Some(UNNAMED_HYPERVISOR));
+        let caveat = |e: &Environment| {
+            e.warnings
+                .iter()
+                .filter(|w| w.starts_with("measured in a virtual machine"))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(caveat(&env).len(), 1, "{:?}", env.warnings);
+        // Named from CPUID: one caveat, with the name.
+        env.set_hypervisor(Some(hypervisor_name("KVMKVMKVM")));
+        assert_eq!(
+            caveat(&env),
+            ["measured in a virtual machine (KVM, CPUID signature 'KVMKVMKVM'): the CPUs, caches and NUMA nodes are those the hypervisor presents, virtual CPUs may share physical cores or be moved between them by the host, and every timing carries the host's noise; confirm small differences on bare metal"]
+        );
+        // Emulation is said by emulated_cpu instead; bare metal says nothing.
+        let env = cpuinfo("QEMU TCG CPU version 2.5+", "hypervisor");
+        assert_eq!((env.hypervisor.as_deref(), caveat(&env).len()), (None, 0));
+        let env = cpuinfo("AMD EPYC", "");
+        assert_eq!((env.hypervisor.as_deref(), caveat(&env).len()), (None, 0));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
