@@ -1,0 +1,252 @@
+//! The SIGSEGV handler: a fault on an armed page is a sample; any other
+//! fault is the program's, delivered to the handler it installed (kept by
+//! the interposed `sigaction` and `signal`), or fatal as without us.
+
+use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_WRITE};
+use crate::tables::{self, Lookup};
+use crate::{emit, page_size, sys, SAMPLES};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+
+type SigactionFn = unsafe extern "C" fn(i32, *const libc::sigaction, *mut libc::sigaction) -> i32;
+
+static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
+
+/// The libc `sigaction` this library's interposes.
+pub fn real_sigaction() -> Option<SigactionFn> {
+    let mut p = REAL_SIGACTION.load(SeqCst);
+    if p == 0 {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds libc's.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) } as usize;
+        REAL_SIGACTION.store(p, SeqCst);
+    }
+    // SAFETY: a non-null result of dlsym("sigaction") is that function.
+    (p != 0).then(|| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
+}
+
+/// The program's SIGSEGV action, as it last set it.
+struct ProgramAction {
+    action: UnsafeCell<libc::sigaction>,
+    /// A writer is changing `action`: readers wait.
+    writing: AtomicBool,
+}
+
+// SAFETY: `action` is written only under `writing` (one writer at a time,
+// by compare_exchange) and read only while `writing` is clear.
+unsafe impl Sync for ProgramAction {}
+
+static PROGRAM: ProgramAction = ProgramAction {
+    // SAFETY: an all-zero sigaction is SIG_DFL with no flags.
+    action: UnsafeCell::new(unsafe { std::mem::zeroed() }),
+    writing: AtomicBool::new(false),
+};
+
+/// Whether the handler is installed (then SIGSEGV actions are the
+/// program's, kept here).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+pub fn installed() -> bool {
+    INSTALLED.load(SeqCst)
+}
+
+/// The program's action now.
+pub fn program_action() -> libc::sigaction {
+    while PROGRAM.writing.load(SeqCst) {
+        std::hint::spin_loop();
+    }
+    // SAFETY: read while no writer holds `writing` (see ProgramAction).
+    unsafe { *PROGRAM.action.get() }
+}
+
+/// Replaces the program's action; returns the previous one.
+pub fn set_program_action(a: &libc::sigaction) -> libc::sigaction {
+    while PROGRAM
+        .writing
+        .compare_exchange(false, true, SeqCst, SeqCst)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+    // SAFETY: this thread holds `writing`.
+    let old = unsafe { std::ptr::replace(PROGRAM.action.get(), *a) };
+    PROGRAM.writing.store(false, SeqCst);
+    old
+}
+
+/// Installs the handler, keeping the action in place as the program's.
+pub fn install() -> bool {
+    let Some(real) = real_sigaction() else {
+        return false;
+    };
+    // SAFETY: zeroed sigactions are valid to fill; the handler has the
+    // SA_SIGINFO signature.
+    unsafe {
+        let mut ours: libc::sigaction = std::mem::zeroed();
+        ours.sa_sigaction = on_fault as *const () as usize;
+        ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        libc::sigemptyset(&mut ours.sa_mask);
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if real(libc::SIGSEGV, &ours, &mut old) != 0 {
+            return false;
+        }
+        set_program_action(&old);
+    }
+    INSTALLED.store(true, SeqCst);
+    true
+}
+
+/// Whether the faulting access wrote (x86_64: the page-fault error code).
+#[cfg(target_arch = "x86_64")]
+fn access_flags(ctx: *mut libc::c_void) -> u32 {
+    if ctx.is_null() {
+        return FLAG_ACCESS_UNKNOWN;
+    }
+    // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+    let err =
+        unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_ERR as usize] };
+    if err & 2 != 0 {
+        FLAG_WRITE
+    } else {
+        0
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn access_flags(_ctx: *mut libc::c_void) -> u32 {
+    FLAG_ACCESS_UNKNOWN
+}
+
+extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t for SA_SIGINFO.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let page = addr & !(page_size() - 1);
+    match tables::lookup_fault(page) {
+        Lookup::Claimed { index, prot } => {
+            sys::mprotect(page, page_size(), prot);
+            tables::release(index);
+            SAMPLES.fetch_add(1, SeqCst);
+            emit(&Record {
+                kind: Kind::Sample,
+                tid: sys::gettid(),
+                cpu: sys::cpu(),
+                node: sys::page_node(page),
+                flags: access_flags(ctx),
+                addr: addr as u64,
+                size: 0,
+                time_ns: sys::monotonic_ns(),
+            });
+        }
+        // Another thread is arming or restoring the page: run the access
+        // again once it settles.
+        Lookup::Settling => {}
+        Lookup::NotOurs if sent_by_kernel(info) && !repeated(addr, ip_of(ctx)) => {}
+        Lookup::NotOurs => chain(sig, info, ctx),
+    }
+}
+
+thread_local! {
+    /// This thread's last fault taken for a late one: address, instruction,
+    /// and the disarm count then.
+    static LAST_RETRY: Cell<(usize, usize, u64)> = const { Cell::new((0, 0, u64::MAX)) };
+}
+
+/// Whether this fault is the program's: the same access faulted last time
+/// with no page disarmed since. Otherwise it may have hit a page another
+/// thread disarmed before this handler ran: it is run again once.
+fn repeated(addr: usize, ip: usize) -> bool {
+    let now = tables::disarms();
+    LAST_RETRY.with(|c| {
+        let (a, i, g) = c.get();
+        if a == addr && i == ip && g == now {
+            c.set((0, 0, u64::MAX));
+            true
+        } else {
+            c.set((addr, ip, now));
+            false
+        }
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn ip_of(ctx: *mut libc::c_void) -> usize {
+    if ctx.is_null() {
+        return 0;
+    }
+    // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+    unsafe {
+        (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RIP as usize] as usize
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn ip_of(_ctx: *mut libc::c_void) -> usize {
+    0
+}
+
+fn sent_by_kernel(info: *mut libc::siginfo_t) -> bool {
+    // SAFETY: info is the kernel's siginfo_t.
+    unsafe { (*info).si_code > 0 }
+}
+
+/// Delivers a fault that is not a sample as the program asked.
+fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let a = program_action();
+    // SAFETY: info is the kernel's siginfo_t.
+    let sent = unsafe { (*info).si_code } <= 0;
+    match a.sa_sigaction {
+        libc::SIG_IGN if sent => {}
+        libc::SIG_DFL | libc::SIG_IGN => {
+            // The default action, as the kernel would take it: a real fault
+            // repeats when the access runs again; a sent signal is sent
+            // again, delivered once this handler returns.
+            if let Some(real) = real_sigaction() {
+                // SAFETY: a zeroed sigaction is SIG_DFL.
+                unsafe {
+                    let dfl: libc::sigaction = std::mem::zeroed();
+                    real(sig, &dfl, std::ptr::null_mut());
+                }
+            }
+            if sent {
+                sys::raise_here(sig);
+            }
+        }
+        handler => {
+            if a.sa_flags & libc::SA_RESETHAND != 0 {
+                // SAFETY: zeroed is SIG_DFL.
+                set_program_action(&unsafe { std::mem::zeroed() });
+            }
+            // The program's mask for its handler, as the kernel would set
+            // it (SIGSEGV itself stays blocked unless SA_NODEFER).
+            // SAFETY: a zeroed sigset is valid to fill.
+            let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: valid sigsets; the handler is the program's own, of
+            // the signature its flags say.
+            unsafe {
+                let mask = a.sa_mask;
+                if a.sa_flags & libc::SA_NODEFER != 0 {
+                    libc::pthread_sigmask(libc::SIG_UNBLOCK, &sigset_of(sig), std::ptr::null_mut());
+                }
+                libc::pthread_sigmask(libc::SIG_BLOCK, &mask, &mut old);
+                if a.sa_flags & libc::SA_SIGINFO != 0 {
+                    let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) =
+                        std::mem::transmute(handler);
+                    f(sig, info, ctx);
+                } else {
+                    let f: extern "C" fn(i32) = std::mem::transmute(handler);
+                    f(sig);
+                }
+                libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+fn sigset_of(sig: i32) -> libc::sigset_t {
+    // SAFETY: a zeroed sigset is valid to initialise.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut s);
+        libc::sigaddset(&mut s, sig);
+        s
+    }
+}

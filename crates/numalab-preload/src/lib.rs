@@ -1,0 +1,173 @@
+//! The library `numalab profile` preloads into a program
+//! (`LD_PRELOAD=libnumalab_preload.so`) to sample which memory its threads
+//! access, from which CPU, without a hardware PMU.
+//!
+//! How: a sampler thread arms a few resident pages of the program's large
+//! allocations with `mprotect(PROT_NONE)`. The next access to such a page
+//! faults; the SIGSEGV handler records the thread, its CPU, the page's node
+//! (`move_pages`) and whether it was a write, restores the protection and
+//! lets the access run again. Everything else is about not changing what
+//! the program sees (docs/profile.md):
+//!
+//! - A system call given an armed buffer would fail with EFAULT instead of
+//!   faulting: the buffer-taking calls (`read`, `write`, `recv`, `send`,
+//!   their vector forms, `fread`, `fwrite`) are interposed, publish their
+//!   buffer as busy and disarm it first ([`tables`] has the handshake).
+//! - Only pages wholly inside allocations of at least
+//!   `NUMALAB_PROFILE_MIN_BYTES` (malloc family and anonymous mmaps) are
+//!   armed: never a stack (the handler runs on it), never small heap
+//!   objects (mutexes, whose futex calls cannot be interposed).
+//! - The program's SIGSEGV handler is kept: `sigaction` and `signal` are
+//!   interposed, and a fault that is not a sample goes to the program's
+//!   handler, or kills the process as the default action would.
+//! - The program's own `mprotect`, `munmap` and `mremap` win: the range's
+//!   armed pages are disarmed and its regions are never armed again.
+//!
+//! Without `NUMALAB_PROFILE_OUT` in the environment the library does
+//! nothing but pass every call through.
+
+pub mod record;
+pub mod tables;
+
+mod fault;
+mod hooks;
+mod sampler;
+mod sys;
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
+
+/// Where records go (`NUMALAB_PROFILE_OUT`, opened for appending); -1: off.
+static OUT_FD: AtomicI32 = AtomicI32::new(-1);
+/// Set once the library sampled anything: the handler and hooks are live.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
+/// Allocations at least this large are tracked (and their pages armed).
+static MIN_BYTES: AtomicUsize = AtomicUsize::new(64 << 10);
+/// Samples taken and pages armed, for the totals at exit.
+static SAMPLES: AtomicUsize = AtomicUsize::new(0);
+static ARMED_TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+fn page_size() -> usize {
+    PAGE_SIZE.load(SeqCst)
+}
+
+fn active() -> bool {
+    ACTIVE.load(SeqCst)
+}
+
+/// Writes one record; lost when the output cannot take it (the profile
+/// then has fewer samples, the program is unaffected).
+fn emit(r: &record::Record) {
+    let fd = OUT_FD.load(SeqCst);
+    if fd >= 0 {
+        let b = r.encode();
+        sys::write_all(fd, &b);
+    }
+}
+
+/// A number from the environment, read before `main` without allocating
+/// more than the lookup does.
+fn env_number(name: &str) -> Option<usize> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
+/// Where the pages of the region at `start` are, a record per node.
+fn emit_pages(start: usize, len: usize) {
+    let h = sys::page_histogram(start, len, page_size());
+    let nodes = h.counts.iter().enumerate().map(|(n, c)| (n as i32, *c));
+    for (node, pages) in nodes.chain([(-1, h.absent), (-2, h.beyond)]) {
+        if pages > 0 {
+            emit(&record::Record {
+                kind: record::Kind::PageNodes,
+                tid: sys::gettid(),
+                cpu: u32::MAX,
+                node,
+                flags: 0,
+                addr: start as u64,
+                size: pages,
+                time_ns: sys::monotonic_ns(),
+            });
+        }
+    }
+}
+
+/// Copies /proc/self/maps beside the records (`<out>.maps`), for the
+/// allocation stacks' symbols.
+fn save_maps() {
+    let Some(path) = std::env::var_os("NUMALAB_PROFILE_OUT") else {
+        return;
+    };
+    let mut out = path;
+    out.push(".maps");
+    let Some(to) = sys::open_append(&out) else {
+        return;
+    };
+    if let Some(from) = sys::open_read(std::ffi::OsStr::new("/proc/self/maps")) {
+        let mut buf = [0u8; 4096];
+        while let Some(n) = sys::read_some(from, &mut buf).filter(|n| *n > 0) {
+            sys::write_all(to, &buf[..n]);
+        }
+        sys::close(from);
+    }
+    sys::close(to);
+}
+
+extern "C" fn at_exit() {
+    if !active() {
+        return;
+    }
+    tables::for_each_region(emit_pages);
+    save_maps();
+    emit(&record::Record {
+        kind: record::Kind::Totals,
+        tid: sys::gettid(),
+        cpu: u32::MAX,
+        node: -1,
+        flags: 0,
+        addr: ARMED_TOTAL.load(SeqCst) as u64,
+        size: SAMPLES.load(SeqCst) as u64,
+        time_ns: sys::monotonic_ns(),
+    });
+}
+
+/// Runs when the library is loaded, before the program's `main`.
+extern "C" fn init() {
+    let Some(path) = std::env::var_os("NUMALAB_PROFILE_OUT") else {
+        return;
+    };
+    // SAFETY: sysconf has no preconditions.
+    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if ps > 0 {
+        PAGE_SIZE.store(ps as usize, SeqCst);
+    }
+    if let Some(b) = env_number("NUMALAB_PROFILE_MIN_BYTES") {
+        MIN_BYTES.store(b.max(page_size()), SeqCst);
+    }
+    let rate = env_number("NUMALAB_PROFILE_RATE").unwrap_or(sampler::DEFAULT_RATE);
+    let Some(fd) = sys::open_append(&path) else {
+        return;
+    };
+    OUT_FD.store(fd, SeqCst);
+    if !fault::install() {
+        return;
+    }
+    ACTIVE.store(true, SeqCst);
+    emit(&record::Record {
+        kind: record::Kind::Start,
+        // SAFETY: getpid has no preconditions.
+        tid: unsafe { libc::getpid() } as u32,
+        cpu: u32::MAX,
+        node: rate.min(i32::MAX as usize) as i32,
+        flags: 0,
+        addr: MIN_BYTES.load(SeqCst) as u64,
+        size: page_size() as u64,
+        time_ns: sys::monotonic_ns(),
+    });
+    // SAFETY: at_exit is an extern "C" fn with no arguments.
+    unsafe { libc::atexit(at_exit) };
+    sampler::start(rate);
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;

@@ -1,0 +1,135 @@
+//! The records the library writes, one fixed-size binary record per event,
+//! so that a signal handler can write one with a single `write(2)` and no
+//! allocation. `numalab profile` reads them back with [`Record::decode`].
+
+/// The size of every record in bytes.
+pub const RECORD_BYTES: usize = 48;
+
+/// What a record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Kind {
+    /// A sampled access: `addr` faulted on an armed page.
+    Sample = 1,
+    /// A tracked allocation: `addr`, `size` bytes.
+    Alloc = 2,
+    /// A tracked allocation was freed (or unmapped): `addr`, `size`.
+    Free = 3,
+    /// The library started in process `tid` (the pid); `size` is the page
+    /// size, `node` the configured rate.
+    Start = 4,
+    /// Pages armed and samples taken so far (`addr`, `size`), written at
+    /// exit.
+    Totals = 5,
+    /// Pages of the region at `addr` on memory node `node` (`size` pages;
+    /// node -1: not present), from `move_pages` when the region is freed
+    /// or at exit.
+    PageNodes = 6,
+    /// One frame of the call stack of the allocation at `addr`: `size` is
+    /// the frame's depth (0: the caller of malloc), `time_ns` its address.
+    Frame = 7,
+}
+
+/// Set in `flags` when the sampled access was a write.
+pub const FLAG_WRITE: u32 = 1;
+/// Set in `flags` when the access type is unknown (not x86_64).
+pub const FLAG_ACCESS_UNKNOWN: u32 = 2;
+
+/// One event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub kind: Kind,
+    /// Thread id (`gettid`).
+    pub tid: u32,
+    /// CPU the thread ran on when it faulted (`getcpu`), or `u32::MAX`.
+    pub cpu: u32,
+    /// Memory node of the page (`move_pages`), or -1 when unknown.
+    pub node: i32,
+    pub flags: u32,
+    pub addr: u64,
+    pub size: u64,
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub time_ns: u64,
+}
+
+impl Record {
+    /// The record as bytes, little endian.
+    pub fn encode(&self) -> [u8; RECORD_BYTES] {
+        let mut b = [0u8; RECORD_BYTES];
+        b[0..4].copy_from_slice(&(self.kind as u32).to_le_bytes());
+        b[4..8].copy_from_slice(&self.tid.to_le_bytes());
+        b[8..12].copy_from_slice(&self.cpu.to_le_bytes());
+        b[12..16].copy_from_slice(&self.node.to_le_bytes());
+        b[16..20].copy_from_slice(&self.flags.to_le_bytes());
+        b[24..32].copy_from_slice(&self.addr.to_le_bytes());
+        b[32..40].copy_from_slice(&self.size.to_le_bytes());
+        b[40..48].copy_from_slice(&self.time_ns.to_le_bytes());
+        b
+    }
+
+    /// A record from bytes; `None` for an unknown kind.
+    pub fn decode(b: &[u8; RECORD_BYTES]) -> Option<Record> {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        let kind = match u32_at(0) {
+            1 => Kind::Sample,
+            2 => Kind::Alloc,
+            3 => Kind::Free,
+            4 => Kind::Start,
+            5 => Kind::Totals,
+            6 => Kind::PageNodes,
+            7 => Kind::Frame,
+            _ => return None,
+        };
+        Some(Record {
+            kind,
+            tid: u32_at(4),
+            cpu: u32_at(8),
+            node: u32_at(12) as i32,
+            flags: u32_at(16),
+            addr: u64_at(24),
+            size: u64_at(32),
+            time_ns: u64_at(40),
+        })
+    }
+
+    /// Every whole record of `bytes`, in order; unknown kinds are skipped.
+    pub fn decode_all(bytes: &[u8]) -> Vec<Record> {
+        bytes
+            .chunks_exact(RECORD_BYTES)
+            .filter_map(|c| {
+                let mut a = [0u8; RECORD_BYTES];
+                a.copy_from_slice(c);
+                Record::decode(&a)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_unknown_kinds_are_skipped() {
+        let r = Record {
+            kind: Kind::Sample,
+            tid: 4242,
+            cpu: 7,
+            node: -1,
+            flags: FLAG_WRITE,
+            addr: 0x7f00_1234_5000,
+            size: 4096,
+            time_ns: 123_456_789,
+        };
+        let mut bytes = r.encode().to_vec();
+        bytes.extend([9u8; RECORD_BYTES]);
+        bytes.extend(r.encode());
+        bytes.extend([0u8; 5]);
+        assert_eq!(Record::decode_all(&bytes), vec![r, r]);
+    }
+}

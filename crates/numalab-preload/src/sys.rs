@@ -1,0 +1,233 @@
+//! System calls made directly: this library interposes `read`, `write`,
+//! `mprotect` and friends, so calling them through libc from here would
+//! call itself. Each is async-signal-safe.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+/// Writes all of `b` to `fd`, retrying on EINTR and short writes.
+pub fn write_all(fd: i32, mut b: &[u8]) {
+    while !b.is_empty() {
+        // SAFETY: b is a valid readable buffer of b.len() bytes.
+        let n = unsafe { libc::syscall(libc::SYS_write, fd, b.as_ptr(), b.len()) };
+        if n > 0 {
+            b = &b[n as usize..];
+        } else if n < 0 && errno() == libc::EINTR {
+            continue;
+        } else {
+            return;
+        }
+    }
+}
+
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Opens `path` for appending (created 0644), close-on-exec.
+pub fn open_append(path: &OsStr) -> Option<i32> {
+    let mut c = path.as_bytes().to_vec();
+    if c.contains(&0) {
+        return None;
+    }
+    c.push(0);
+    // SAFETY: c is NUL-terminated.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    (fd >= 0).then_some(fd as i32)
+}
+
+/// Opens `path` for reading, close-on-exec.
+pub fn open_read(path: &OsStr) -> Option<i32> {
+    let mut c = path.as_bytes().to_vec();
+    if c.contains(&0) {
+        return None;
+    }
+    c.push(0);
+    // SAFETY: c is NUL-terminated.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    (fd >= 0).then_some(fd as i32)
+}
+
+/// One `read(2)`; `None` on an error.
+pub fn read_some(fd: i32, buf: &mut [u8]) -> Option<usize> {
+    // SAFETY: buf is writable for buf.len() bytes.
+    let n = unsafe { libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) };
+    (n >= 0).then_some(n as usize)
+}
+
+pub fn close(fd: i32) {
+    // SAFETY: closes a descriptor this library opened.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
+}
+
+pub fn gettid() -> u32 {
+    // SAFETY: gettid has no arguments.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// The CPU this thread runs on, or `u32::MAX`.
+pub fn cpu() -> u32 {
+    let mut cpu: u32 = 0;
+    // SAFETY: getcpu writes one u32 to cpu; node and cache may be null.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getcpu,
+            &mut cpu as *mut u32,
+            std::ptr::null_mut::<u32>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    if r == 0 {
+        cpu
+    } else {
+        u32::MAX
+    }
+}
+
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write.
+    unsafe { libc::syscall(libc::SYS_clock_gettime, libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `mprotect(2)` itself, not the interposed one.
+pub fn mprotect(addr: usize, len: usize, prot: i32) -> i32 {
+    // SAFETY: mprotect only changes protections; a bad range is an error.
+    unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32 }
+}
+
+/// The node holding the page at `page`, or -1 (not present, no NUMA).
+pub fn page_node(page: usize) -> i32 {
+    let pages = [page as *mut libc::c_void];
+    let mut status: i32 = -1;
+    // SAFETY: a query (nodes null) of one page of this process: status
+    // receives one int.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            1usize,
+            pages.as_ptr(),
+            std::ptr::null::<i32>(),
+            &mut status as *mut i32,
+            0,
+        )
+    };
+    if r == 0 && status >= 0 {
+        status
+    } else {
+        -1
+    }
+}
+
+/// Whether the page at `page` is resident.
+pub fn resident(page: usize, page_size: usize) -> bool {
+    let mut v: u8 = 0;
+    // SAFETY: one page, one result byte.
+    let r = unsafe { libc::syscall(libc::SYS_mincore, page, page_size, &mut v as *mut u8) };
+    r == 0 && v & 1 == 1
+}
+
+/// Sends `sig` to this thread.
+pub fn raise_here(sig: i32) {
+    // SAFETY: tgkill to this process and thread.
+    unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            libc::getpid(),
+            libc::syscall(libc::SYS_gettid),
+            sig,
+        )
+    };
+}
+
+/// Sleeps `ns` nanoseconds (no signal handling needed: the sampler only).
+pub fn sleep_ns(ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: a valid timespec; the remainder is not needed.
+    unsafe {
+        libc::syscall(
+            libc::SYS_nanosleep,
+            &ts,
+            std::ptr::null_mut::<libc::timespec>(),
+        )
+    };
+}
+
+/// Nodes counted by [`page_histogram`]; pages on higher nodes count as -2.
+pub const HISTOGRAM_NODES: usize = 64;
+
+/// Pages of `[start, start + len)` per node: `counts[n]` for node n,
+/// `absent` not present, `beyond` on nodes past [`HISTOGRAM_NODES`].
+pub struct Histogram {
+    pub counts: [u64; HISTOGRAM_NODES],
+    pub absent: u64,
+    pub beyond: u64,
+}
+
+/// Where the pages of a region are, by `move_pages` queries of 256 pages
+/// at a time (no allocation).
+pub fn page_histogram(start: usize, len: usize, page_size: usize) -> Histogram {
+    let mut h = Histogram {
+        counts: [0; HISTOGRAM_NODES],
+        absent: 0,
+        beyond: 0,
+    };
+    let first = start.div_ceil(page_size) * page_size;
+    let end = (start + len) / page_size * page_size;
+    let mut at = first;
+    while at < end {
+        let n = ((end - at) / page_size).min(256);
+        let mut pages = [std::ptr::null_mut::<libc::c_void>(); 256];
+        let mut status = [0i32; 256];
+        for (i, p) in pages.iter_mut().take(n).enumerate() {
+            *p = (at + i * page_size) as *mut libc::c_void;
+        }
+        // SAFETY: n pages and n status slots; nodes null is a query.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_move_pages,
+                0,
+                n,
+                pages.as_ptr(),
+                std::ptr::null::<i32>(),
+                status.as_mut_ptr(),
+                0,
+            )
+        };
+        for &s in status.iter().take(n) {
+            if r != 0 || s < 0 {
+                h.absent += 1;
+            } else if (s as usize) < HISTOGRAM_NODES {
+                h.counts[s as usize] += 1;
+            } else {
+                h.beyond += 1;
+            }
+        }
+        at += n * page_size;
+    }
+    h
+}

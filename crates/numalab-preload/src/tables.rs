@@ -1,0 +1,415 @@
+//! The three tables the sampler, the fault handler and the interposed
+//! calls share: pages armed now, allocations large enough to sample, and
+//! buffers a system call is using. Fixed arrays of atomics: the fault
+//! handler reads them, so nothing here allocates or takes a lock.
+//!
+//! Arming and the calls that must not see an armed page race; the rule
+//! that makes it safe is a Dekker handshake. The sampler claims an entry
+//! (ARMING), then checks the region and the busy buffers, then protects the
+//! page. A call publishes its buffer (or removes its region), then looks
+//! for entries in its range and waits for ARMING ones to settle. With
+//! sequentially consistent atomics on both sides, one of them sees the
+//! other: the sampler gives up, or the call finds the entry and disarms.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst};
+
+/// Pages armed at once, at most.
+pub const ARMED_CAPACITY: usize = 512;
+/// Allocations tracked at once, at most (the largest win when full).
+pub const REGION_CAPACITY: usize = 4096;
+/// Threads inside an interposed system call at once, at most; a call that
+/// finds no slot disarms everything and waits for the sampler instead.
+pub const BUSY_CAPACITY: usize = 256;
+
+const FREE: u8 = 0;
+const ARMING: u8 = 1;
+const ARMED: u8 = 2;
+/// A fault handler or a call is restoring the page's protection.
+const DISARMING: u8 = 3;
+
+/// One armed page: its address, state and the protection to restore.
+pub struct ArmedPage {
+    page: AtomicUsize,
+    state: AtomicU8,
+    prot: AtomicU8,
+    /// When it was armed (CLOCK_MONOTONIC ns).
+    since: AtomicU64,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_PAGE: ArmedPage = ArmedPage {
+    page: AtomicUsize::new(0),
+    state: AtomicU8::new(FREE),
+    prot: AtomicU8::new(0),
+    since: AtomicU64::new(0),
+};
+
+static ARMED_PAGES: [ArmedPage; ARMED_CAPACITY] = [EMPTY_PAGE; ARMED_CAPACITY];
+/// Entries not FREE: lets calls skip the scan when nothing is armed.
+static ARMED_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// What the fault handler finds for a page.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Not armed by us: the fault is the program's.
+    NotOurs,
+    /// Armed by us, now ours to disarm: restore `prot`, then call
+    /// [`release`] with the index.
+    Claimed { index: usize, prot: i32 },
+    /// Being armed or disarmed by another thread: return and let the
+    /// access retry.
+    Settling,
+}
+
+/// The state of `page` for a fault on it.
+pub fn lookup_fault(page: usize) -> Lookup {
+    if ARMED_COUNT.load(SeqCst) == 0 {
+        return Lookup::NotOurs;
+    }
+    for (index, e) in ARMED_PAGES.iter().enumerate() {
+        if e.page.load(SeqCst) != page {
+            continue;
+        }
+        match e.state.compare_exchange(ARMED, DISARMING, SeqCst, SeqCst) {
+            Ok(_) => {
+                return Lookup::Claimed {
+                    index,
+                    prot: e.prot.load(SeqCst) as i32,
+                }
+            }
+            Err(ARMING) | Err(DISARMING) => return Lookup::Settling,
+            Err(_) => {}
+        }
+    }
+    Lookup::NotOurs
+}
+
+/// Frees entry `index` after its page's protection was restored.
+pub fn release(index: usize) {
+    let e = &ARMED_PAGES[index];
+    DISARMS.fetch_add(1, SeqCst);
+    e.page.store(0, SeqCst);
+    e.state.store(FREE, SeqCst);
+    ARMED_COUNT.fetch_sub(1, SeqCst);
+}
+
+/// Counts every disarm: a thread that faulted on an armed page while
+/// another thread restored it finds no entry when its handler runs; it
+/// must run the access again rather than take the fault as the program's.
+/// A fault that repeats with no disarm in between is the program's.
+static DISARMS: AtomicU64 = AtomicU64::new(0);
+
+/// Disarms so far.
+pub fn disarms() -> u64 {
+    DISARMS.load(SeqCst)
+}
+
+/// Claims a free entry for `page` (state ARMING); `None` when the table is
+/// full or the page is armed already.
+pub fn begin_arming(page: usize, prot: i32) -> Option<usize> {
+    if ARMED_PAGES
+        .iter()
+        .any(|e| e.page.load(SeqCst) == page && e.state.load(SeqCst) != FREE)
+    {
+        return None;
+    }
+    for (i, e) in ARMED_PAGES.iter().enumerate() {
+        if e.state
+            .compare_exchange(FREE, ARMING, SeqCst, SeqCst)
+            .is_ok()
+        {
+            ARMED_COUNT.fetch_add(1, SeqCst);
+            e.prot.store(prot as u8, SeqCst);
+            e.page.store(page, SeqCst);
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// The page of entry `index` is protected (at `now` ns): faults on it are
+/// samples now.
+pub fn finish_arming(index: usize, now: u64) {
+    ARMED_PAGES[index].since.store(now, SeqCst);
+    ARMED_PAGES[index].state.store(ARMED, SeqCst);
+}
+
+/// Disarms the pages armed before `before` ns that no access touched:
+/// cold pages must not hold the table. Returns how many.
+pub fn expire(before: u64, restore: impl Fn(usize, i32)) -> usize {
+    let mut n = 0;
+    for (i, e) in ARMED_PAGES.iter().enumerate() {
+        if e.state.load(SeqCst) == ARMED
+            && e.since.load(SeqCst) < before
+            && e.state
+                .compare_exchange(ARMED, DISARMING, SeqCst, SeqCst)
+                .is_ok()
+        {
+            restore(e.page.load(SeqCst), e.prot.load(SeqCst) as i32);
+            release(i);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Gives up entry `index` before its page was protected.
+pub fn abandon_arming(index: usize) {
+    release(index);
+}
+
+/// Disarms every armed page in `[start, end)` with `restore(page, prot)`,
+/// waiting for pages being armed or disarmed by others to settle. Call it
+/// after publishing the range (busy buffer, removed region), so that the
+/// sampler cannot arm a page of it afterwards.
+pub fn disarm_range(start: usize, end: usize, restore: impl Fn(usize, i32)) {
+    if ARMED_COUNT.load(SeqCst) == 0 {
+        return;
+    }
+    for (i, e) in ARMED_PAGES.iter().enumerate() {
+        loop {
+            let page = e.page.load(SeqCst);
+            if page == 0 || page < start || page >= end {
+                break;
+            }
+            match e.state.compare_exchange(ARMED, DISARMING, SeqCst, SeqCst) {
+                Ok(_) => {
+                    restore(page, e.prot.load(SeqCst) as i32);
+                    release(i);
+                    break;
+                }
+                Err(FREE) => break,
+                // Settles within the other side's few system calls.
+                Err(_) => std::hint::spin_loop(),
+            }
+        }
+    }
+}
+
+/// Pages armed now.
+pub fn armed_count() -> usize {
+    ARMED_COUNT.load(SeqCst)
+}
+
+/// One tracked allocation (`start == 0`: a free slot).
+struct Region {
+    start: AtomicUsize,
+    len: AtomicUsize,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_REGION: Region = Region {
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+};
+
+static REGIONS: [Region; REGION_CAPACITY] = [EMPTY_REGION; REGION_CAPACITY];
+
+/// Tracks `[start, start + len)` as a region whose pages may be armed;
+/// `false` when the table is full.
+pub fn add_region(start: usize, len: usize) -> bool {
+    if start == 0 || len == 0 {
+        return false;
+    }
+    for r in REGIONS.iter() {
+        if r.start
+            .compare_exchange(0, usize::MAX, SeqCst, SeqCst)
+            .is_ok()
+        {
+            r.len.store(len, SeqCst);
+            r.start.store(start, SeqCst);
+            return true;
+        }
+    }
+    false
+}
+
+/// Stops tracking every region overlapping `[start, end)`: no page of
+/// them is armed afterwards (with [`disarm_range`] over the same range).
+/// Calls `each(start, len)` for every removed region and returns their
+/// total length.
+pub fn remove_regions(start: usize, end: usize, mut each: impl FnMut(usize, usize)) -> usize {
+    let mut removed = 0;
+    for r in REGIONS.iter() {
+        let s = r.start.load(SeqCst);
+        if s == 0 || s == usize::MAX {
+            continue;
+        }
+        let len = r.len.load(SeqCst);
+        if s < end
+            && start < s.saturating_add(len)
+            && r.start.compare_exchange(s, 0, SeqCst, SeqCst).is_ok()
+        {
+            each(s, len);
+            removed += len;
+        }
+    }
+    removed
+}
+
+/// Calls `f(start, len)` for every tracked region.
+pub fn for_each_region(mut f: impl FnMut(usize, usize)) {
+    for r in REGIONS.iter() {
+        let s = r.start.load(SeqCst);
+        if s != 0 && s != usize::MAX {
+            f(s, r.len.load(SeqCst));
+        }
+    }
+}
+
+/// Whether `page` lies wholly inside a tracked region.
+pub fn in_region(page: usize, page_size: usize) -> bool {
+    REGIONS.iter().any(|r| {
+        let s = r.start.load(SeqCst);
+        s != 0 && s != usize::MAX && page >= s && page + page_size <= s + r.len.load(SeqCst)
+    })
+}
+
+/// The `k`-th tracked page, counting whole pages of every region in table
+/// order, with the number of whole pages in all: how the sampler picks a
+/// page uniformly over the tracked bytes.
+pub fn nth_page(k: usize, page_size: usize) -> (Option<usize>, usize) {
+    let mut seen = 0usize;
+    let mut hit = None;
+    for r in REGIONS.iter() {
+        let s = r.start.load(SeqCst);
+        if s == 0 || s == usize::MAX {
+            continue;
+        }
+        let first = s.div_ceil(page_size) * page_size;
+        let end = (s + r.len.load(SeqCst)) / page_size * page_size;
+        let pages = end.saturating_sub(first) / page_size;
+        if hit.is_none() && k >= seen && k < seen + pages {
+            hit = Some(first + (k - seen) * page_size);
+        }
+        seen += pages;
+    }
+    (hit, seen)
+}
+
+/// A buffer a system call is using now.
+struct Busy {
+    start: AtomicUsize,
+    end: AtomicUsize,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_BUSY: Busy = Busy {
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+};
+
+static BUSY: [Busy; BUSY_CAPACITY] = [EMPTY_BUSY; BUSY_CAPACITY];
+/// Calls that found no slot: while non-zero, the sampler arms nothing.
+static BUSY_OVERFLOW: AtomicUsize = AtomicUsize::new(0);
+
+/// A published busy buffer; dropping it unpublishes it.
+pub struct BusyGuard {
+    slot: Option<usize>,
+}
+
+/// Publishes `[start, end)` as used by a system call: the sampler will not
+/// arm its pages until the guard is dropped.
+pub fn publish_busy(start: usize, end: usize) -> BusyGuard {
+    for (i, b) in BUSY.iter().enumerate() {
+        if b.start
+            .compare_exchange(0, usize::MAX, SeqCst, SeqCst)
+            .is_ok()
+        {
+            b.end.store(end, SeqCst);
+            b.start.store(start.max(1), SeqCst);
+            return BusyGuard { slot: Some(i) };
+        }
+    }
+    BUSY_OVERFLOW.fetch_add(1, SeqCst);
+    BusyGuard { slot: None }
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        match self.slot {
+            Some(i) => {
+                BUSY[i].end.store(0, SeqCst);
+                BUSY[i].start.store(0, SeqCst);
+            }
+            None => {
+                BUSY_OVERFLOW.fetch_sub(1, SeqCst);
+            }
+        }
+    }
+}
+
+/// Whether `[page, page + page_size)` overlaps a busy buffer (a slot being
+/// filled counts as busy everywhere).
+pub fn is_busy(page: usize, page_size: usize) -> bool {
+    if BUSY_OVERFLOW.load(SeqCst) != 0 {
+        return true;
+    }
+    BUSY.iter().any(|b| {
+        let s = b.start.load(SeqCst);
+        s == usize::MAX || (s != 0 && s < page + page_size && page < b.end.load(SeqCst))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The tables are process-wide: one test walks through all of them.
+    #[test]
+    fn arming_regions_and_busy_buffers_follow_the_handshake() {
+        let p = 4096;
+        assert!(add_region(10 * p + 100, 5 * p));
+        // Whole pages only: 11p..15p.
+        assert_eq!(nth_page(0, p), (Some(11 * p), 4));
+        assert_eq!(nth_page(3, p), (Some(14 * p), 4));
+        assert_eq!(nth_page(4, p), (None, 4));
+        assert!(in_region(12 * p, p) && !in_region(15 * p, p));
+
+        let i = begin_arming(12 * p, 3).unwrap();
+        assert_eq!(begin_arming(12 * p, 3), None, "armed twice");
+        assert_eq!(lookup_fault(12 * p), Lookup::Settling);
+        finish_arming(i, 10);
+        assert_eq!(armed_count(), 1);
+        assert_eq!(lookup_fault(13 * p), Lookup::NotOurs);
+        assert_eq!(lookup_fault(12 * p), Lookup::Claimed { index: i, prot: 3 });
+        // Claimed: a second faulting thread waits for the restore.
+        assert_eq!(lookup_fault(12 * p), Lookup::Settling);
+        release(i);
+        assert_eq!(armed_count(), 0);
+
+        // A busy buffer and a disarmed range.
+        let j = begin_arming(13 * p, 3).unwrap();
+        finish_arming(j, 20);
+        let guard = publish_busy(13 * p + 10, 13 * p + 20);
+        assert!(is_busy(13 * p, p) && !is_busy(14 * p, p));
+        let restored = std::cell::RefCell::new(Vec::new());
+        disarm_range(13 * p + 10, 13 * p + 20 + p, |page, prot| {
+            restored.borrow_mut().push((page, prot))
+        });
+        // The buffer starts inside page 13: the page itself is in range
+        // only from its start, so callers round down first.
+        assert!(restored.borrow().is_empty());
+        disarm_range(13 * p, 14 * p, |page, prot| {
+            restored.borrow_mut().push((page, prot))
+        });
+        assert_eq!(*restored.borrow(), vec![(13 * p, 3)]);
+        drop(guard);
+        assert!(!is_busy(13 * p, p));
+
+        // Cold pages expire; young ones stay.
+        let k = begin_arming(14 * p, 1).unwrap();
+        finish_arming(k, 100);
+        assert_eq!(expire(100, |_, _| {}), 0);
+        let expired = std::cell::RefCell::new(Vec::new());
+        assert_eq!(
+            expire(101, |page, prot| expired.borrow_mut().push((page, prot))),
+            1
+        );
+        assert_eq!(*expired.borrow(), vec![(14 * p, 1)]);
+
+        assert_eq!(remove_regions(0, 11 * p, |_, _| {}), 5 * p);
+        assert_eq!(nth_page(0, p), (None, 0));
+        assert_eq!(armed_count(), 0);
+    }
+}

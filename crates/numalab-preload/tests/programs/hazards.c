@@ -1,0 +1,190 @@
+/* The hazards of protection-fault sampling, each a mode of this program,
+ * run under LD_PRELOAD=libnumalab_preload.so by tests/hazards.rs. Each mode
+ * prints what it found and exits 0 when the program saw exactly what it
+ * would see without the library. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MB (1024 * 1024)
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Touches every page of buf for `secs` seconds, so that the sampler arms
+ * and the program faults on many of its pages. Returns a checksum. */
+static uint64_t churn(volatile uint64_t *buf, size_t words, double secs) {
+    uint64_t sum = 0;
+    double end = now() + secs;
+    while (now() < end)
+        for (size_t i = 0; i < words; i += 512) {
+            buf[i] += 1;
+            sum += buf[i];
+        }
+    return sum;
+}
+
+/* read() and recv() into sampled buffers return every byte. */
+static int mode_read(void) {
+    size_t n = 8 * MB;
+    unsigned char *buf = malloc(n), *want = malloc(n);
+    for (size_t i = 0; i < n; i++) want[i] = (unsigned char)(i * 7 + 3);
+    memset(buf, 0, n);
+    int fails = 0, rounds = 0;
+    double end = now() + 2.0;
+    while (now() < end) {
+        int p[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, p)) return 2;
+        size_t chunk = 64 * 1024, done = 0;
+        unsigned char *dst = buf + (rounds % 64) * chunk * 2;
+        /* write() from the expected bytes, read()/recv() into the buffer. */
+        for (int k = 0; k < 2; k++) {
+            if (write(p[0], want + (dst - buf) + k * chunk, chunk) != (ssize_t)chunk) fails++;
+            ssize_t got = 0;
+            while ((size_t)got < chunk) {
+                ssize_t r = k ? recv(p[1], dst + k * chunk + got, chunk - got, 0)
+                              : read(p[1], dst + k * chunk + got, chunk - got);
+                if (r <= 0) { fails++; break; }
+                got += r;
+            }
+            done += got;
+        }
+        if (memcmp(dst, want + (dst - buf), done)) fails++;
+        close(p[0]);
+        close(p[1]);
+        rounds++;
+        churn((volatile uint64_t *)buf, n / 8, 0.002);
+    }
+    printf("read: %d rounds, %d failures\n", rounds, fails);
+    return fails != 0;
+}
+
+static sigjmp_buf jump;
+static volatile sig_atomic_t handled;
+
+static void on_segv(int sig, siginfo_t *info, void *ctx) {
+    (void)ctx;
+    handled++;
+    printf("handler: signal %d at %p\n", sig, info->si_addr);
+    siglongjmp(jump, 1);
+}
+
+/* A fault the program handles reaches its handler, while sampling. */
+static int mode_segv_handled(void) {
+    size_t n = 4 * MB;
+    uint64_t *buf = malloc(n);
+    memset(buf, 1, n);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    churn(buf, n / 8, 0.3);
+    for (int i = 0; i < 3; i++) {
+        if (sigsetjmp(jump, 1) == 0) {
+            volatile int *bad = (int *)16;
+            *bad = 1;
+        }
+        churn(buf, n / 8, 0.05);
+    }
+    struct sigaction back;
+    sigaction(SIGSEGV, NULL, &back);
+    printf("handled %d, handler kept %d\n", (int)handled, back.sa_sigaction == on_segv);
+    return !(handled == 3 && back.sa_sigaction == on_segv);
+}
+
+/* A real crash still crashes, by SIGSEGV. */
+static int mode_crash(void) {
+    size_t n = 4 * MB;
+    uint64_t *buf = malloc(n);
+    memset(buf, 1, n);
+    churn(buf, n / 8, 0.3);
+    volatile int *bad = (int *)16;
+    *bad = 1;
+    return 0;
+}
+
+/* The program's own mprotect stands: a read-only region stays read-only
+ * (its writes reach the program's handler), the rest is sampled. */
+static volatile char *guarded;
+static int mode_mprotect(void) {
+    size_t n = 4 * MB;
+    char *buf = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(buf, 2, n);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    churn((uint64_t *)buf, n / 8, 0.3);
+    mprotect(buf, n / 2, PROT_READ);
+    guarded = buf;
+    churn((uint64_t *)(buf + n / 2), n / 16, 0.3);
+    long sum = 0;
+    for (size_t i = 0; i < n / 2; i += 4096) sum += guarded[i + 100];
+    int blocked = 0;
+    for (int i = 0; i < 4; i++) {
+        if (sigsetjmp(jump, 1) == 0) guarded[i * 4096 * 16] = 9;
+        else blocked++;
+    }
+    printf("read-only reads %ld, writes blocked %d of 4\n", sum, blocked);
+    return !(blocked == 4 && sum == 2L * (long)(n / 2 / 4096));
+}
+
+/* Threads reading one array: the samples fall in it. */
+struct arg { volatile uint64_t *a; size_t words; uint64_t sum; };
+static void *reader(void *p) {
+    struct arg *x = p;
+    x->sum = 0;
+    double end = now() + 1.0;
+    while (now() < end)
+        for (size_t i = 0; i < x->words; i += 512) x->sum += x->a[i];
+    return NULL;
+}
+
+static int mode_sample(void) {
+    size_t n = 32 * MB;
+    uint64_t *a = malloc(n);
+    for (size_t i = 0; i < n / 8; i++) a[i] = i;
+    printf("array %p %zu\n", (void *)a, n);
+    fflush(stdout);
+    pthread_t t[2];
+    struct arg x[2];
+    for (int i = 0; i < 2; i++) {
+        x[i].a = a;
+        x[i].words = n / 8;
+        pthread_create(&t[i], NULL, reader, &x[i]);
+    }
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    /* The values are the program's: the sum of every 512th index. */
+    uint64_t one = 0;
+    for (size_t i = 0; i < n / 8; i += 512) one += i;
+    int ok = x[0].sum % one == 0 && x[1].sum % one == 0;
+    printf("sums %s\n", ok ? "right" : "WRONG");
+    free(a);
+    return !ok;
+}
+
+int main(int argc, char **argv) {
+    const char *m = argc > 1 ? argv[1] : "";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strcmp(m, "read")) return mode_read();
+    if (!strcmp(m, "segv-handled")) return mode_segv_handled();
+    if (!strcmp(m, "crash")) return mode_crash();
+    if (!strcmp(m, "mprotect")) return mode_mprotect();
+    if (!strcmp(m, "sample")) return mode_sample();
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample\n", m);
+    return 2;
+}
