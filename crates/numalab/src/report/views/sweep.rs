@@ -805,7 +805,24 @@ fn writers(s: &mut SummaryBuilder, r: &SweepResult) {
             .iter()
             .position(|x| x.threads == t && x.background.is_none())
     };
+    // The case exists wherever a node has two usable CPUs: when it was
+    // not measured, the sentence says so instead of nothing.
+    let not_measured = |s: &mut SummaryBuilder| {
+        s.claim(Claim::new(
+            ClaimKind::Finding,
+            "writers",
+            Basis::Run,
+            "Whether two writers saturate a node was not measured within the sweep's budget: it needs two local writers on one node and one writer alone there, on an idle machine; `numalab sweep --threads 1,2` measures it, as does a report with a larger --budget or --full.",
+        ))
+    };
+    let two_cpus = m
+        .cpu_nodes()
+        .iter()
+        .any(|n| m.allowed_cpus_of(n).len() >= 2);
     let (Some(i1), Some(i2)) = (idle(1), idle(2)) else {
+        if two_cpus {
+            not_measured(s);
+        }
         return;
     };
     let (r1, r2) = (&r.runs[i1], &r.runs[i2]);
@@ -843,7 +860,9 @@ fn writers(s: &mut SummaryBuilder, r: &SweepResult) {
         }
     }
     let Some((ci, node, alone)) = best else {
-        if m.cpu_nodes().iter().all(|n| m.allowed_cpus_of(n).len() < 2) {
+        if two_cpus {
+            not_measured(s);
+        } else {
             s.claim(
                 Claim::new(
                     ClaimKind::Finding,
@@ -1049,5 +1068,20 @@ mod tests {
             b2.rank_tests[0].a,
             [format!("{base}/sweep/runs/0/cases/0/seconds/median")]
         );
+    }
+
+    #[test]
+    fn two_writers_not_measured_says_so_and_how_to_measure_it() {
+        // Only two-thread cases ran: no writer alone to compare with.
+        let r = ring_sweep();
+        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let mut s = SummaryBuilder::for_tests(&m, "/parts/sweep/result");
+        writers(&mut s, &r.sweep);
+        let texts: Vec<&str> = s.claims().iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["Whether two writers saturate a node was not measured within the sweep's budget: it needs two local writers on one node and one writer alone there, on an idle machine; `numalab sweep --threads 1,2` measures it, as does a report with a larger --budget or --full."]
+        );
+        assert_eq!(s.claims()[0].basis, Basis::Run);
     }
 }
