@@ -3,6 +3,7 @@
 
 mod args;
 mod cmd;
+mod launch_args;
 mod output;
 
 use clap::{Parser, Subcommand};
@@ -62,6 +63,8 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Run a command with CPU and memory placement (numactl-compatible options).
     Run(cmd::run::Args),
+    /// Run a command and sample which of its data is accessed from which node (no PMU needed).
+    Profile(cmd::profile::Args),
 }
 
 fn main() -> ExitCode {
@@ -124,6 +127,7 @@ fn main() -> ExitCode {
         Command::Set(a) => cmd::set::run(a),
         Command::Verify(a) => cmd::verify::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Profile(a) => cmd::profile::run(a),
     };
     // What is still buffered must reach its file before the exit code says
     // it did; a command's own error outranks a failed flush after it.

@@ -13,7 +13,9 @@
 //! 4. [`experiments`]: matrices, sweeps, scaling, loaded latency, c2c,
 //!    Apex-MAP, the policy comparison;
 //! 5. models (to come: the placement distribution model, contention
-//!    models, prediction);
+//!    models, prediction), and [`profile`]: what a program's sampled
+//!    accesses say (records of the preload library, regions by allocation
+//!    site, access matrices);
 //! 6. [`report`]: one view per experiment (text, tables, HTML, summary),
 //!    `numalab report` and its document, charts, `numalab compare`.
 
@@ -23,6 +25,7 @@ pub mod input;
 pub mod machine;
 pub mod measure;
 pub mod placement;
+pub mod profile;
 pub mod random;
 pub mod report;
 pub mod serde_util;

@@ -12,6 +12,7 @@ pub mod migrate;
 pub mod pdm;
 pub mod place;
 pub mod policies;
+pub mod profile;
 pub mod report;
 pub mod run;
 pub mod scaling;

@@ -157,6 +157,7 @@ impl LaunchPlan {
             trace: self.verify,
             placement: self.to_string(),
             weights,
+            env: Vec::new(),
         })
     }
 }
@@ -180,9 +181,20 @@ pub struct PreparedLaunch {
     trace: bool,
     placement: String,
     weights: Option<SysfsWeights>,
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
 impl PreparedLaunch {
+    /// Sets `key` to `value` in the command's environment.
+    pub fn with_env(
+        mut self,
+        key: impl Into<std::ffi::OsString>,
+        value: impl Into<std::ffi::OsString>,
+    ) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
     /// The kernel weighted-interleave weights set for the command's lifetime.
     pub fn weights(&self) -> Option<&SysfsWeights> {
         self.weights.as_ref()
@@ -229,6 +241,7 @@ impl PreparedLaunch {
         let (cpus, mode, nodes, trace) = (self.cpus, self.mode, self.nodes, self.trace);
         let mut cmd = Command::new(program);
         cmd.args(args);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         // SAFETY: the closure runs in the child between fork and exec and
         // makes only async-signal-safe calls: sigprocmask, two raw system
         // calls on masks built before the fork, and ptrace(PTRACE_TRACEME).

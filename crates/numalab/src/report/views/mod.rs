@@ -23,6 +23,7 @@ pub mod migrate;
 pub mod pdm;
 pub mod place;
 pub mod policies;
+pub mod profile;
 pub mod scaling;
 pub mod scenarios;
 pub mod scenarios_part;

@@ -1,0 +1,234 @@
+//! `numalab profile [PLACEMENT] [--rate R] [--min-bytes SIZE] [-o DIR]
+//! [--json] -- CMD ARGS...`: run a command with the preload library that
+//! samples its memory accesses by protection faults (no PMU needed), then
+//! say which of its allocations were accessed from which node.
+//!
+//! The sampling is `crates/numalab-preload`; the analysis
+//! `numalab::profile`; the text `numalab::report::views::profile`.
+
+use crate::args::{size, whole};
+use crate::launch_args::{plan, LaunchArgs};
+use crate::output::{errln, load_machine, write_stdout, CliError, CliResult};
+use numalab::profile::record::{Kind, Record, RECORD_BYTES};
+use numalab::profile::{build, symbols, Profile};
+use numalab::report::files::write_atomically;
+use numalab::report::views::profile::render;
+use numalab::Machine;
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    launch: LaunchArgs,
+    /// Pages armed per second (each access to an armed page is one sample).
+    #[arg(long, value_name = "R", default_value = "2000", value_parser = whole(1, 200_000))]
+    rate: usize,
+    /// Track allocations of at least this size (malloc family and anonymous mmaps).
+    #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = size(4096, "one page"))]
+    min_bytes: usize,
+    /// Folder for profile.json, profile.txt and the raw records.
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "DIR",
+        default_value = "numalab-profile"
+    )]
+    output: PathBuf,
+    /// Print the profile as JSON on stdout instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+/// The files this command writes in its folder.
+const OURS: [&str; 4] = [
+    "profile.json",
+    "profile.txt",
+    "records.bin",
+    "records.bin.maps",
+];
+
+/// The preload library: `NUMALAB_PRELOAD`, else beside this executable.
+fn library() -> Result<PathBuf, CliError> {
+    if let Some(p) = std::env::var_os("NUMALAB_PRELOAD") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(CliError::usage(format!(
+                "NUMALAB_PRELOAD {} is not a file; unset it to use the library beside numalab",
+                p.display()
+            )))
+        };
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::failed(format!("cannot find numalab's own path: {e}")))?;
+    let beside = exe
+        .parent()
+        .map(|d| d.join("libnumalab_preload.so"))
+        .filter(|p| p.is_file());
+    beside.ok_or_else(|| {
+        CliError::failed(format!(
+            "libnumalab_preload.so is not beside {} (build the workspace: cargo build --release), or set NUMALAB_PRELOAD to its path",
+            exe.display()
+        ))
+    })
+}
+
+/// Creates the output folder, refusing one that holds files numalab did
+/// not write there.
+fn prepare_folder(dir: &Path) -> Result<(), CliError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(CliError::usage(format!(
+            "-o {} is a file; give a folder",
+            dir.display()
+        )));
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        let foreign: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !OURS.contains(&n.as_str()))
+            .collect();
+        if !foreign.is_empty() {
+            return Err(CliError::usage(format!(
+                "-o {} holds files numalab profile did not write ({}); give a new or empty folder",
+                dir.display(),
+                foreign.join(", ")
+            )));
+        }
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::failed(format!("cannot create {}: {e}", dir.display())))?;
+    for f in ["records.bin", "records.bin.maps"] {
+        let _ = std::fs::remove_file(dir.join(f));
+    }
+    Ok(())
+}
+
+/// Samples and remote share so far, on stderr, while the command runs.
+fn live_status(m: Machine, records: PathBuf, stop: Arc<AtomicBool>) {
+    let mut last = String::new();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let bytes = std::fs::read(&records).unwrap_or_default();
+        let (mut n, mut remote) = (0u64, 0u64);
+        for c in bytes.chunks_exact(RECORD_BYTES) {
+            let mut a = [0u8; RECORD_BYTES];
+            a.copy_from_slice(c);
+            if let Some(r) = Record::decode(&a).filter(|r| r.kind == Kind::Sample) {
+                n += 1;
+                if r.node >= 0 && m.node_of_cpu(r.cpu).is_some_and(|c| c != r.node as u32) {
+                    remote += 1;
+                }
+            }
+        }
+        let line = format!(
+            "numalab profile: {n} samples, {:.0}% remote",
+            100.0 * remote as f64 / n.max(1) as f64
+        );
+        if line != last {
+            eprint!("\r{line}");
+            last = line;
+        }
+    }
+    if !last.is_empty() {
+        eprintln!();
+    }
+}
+
+pub fn run(a: Args) -> CliResult {
+    let m = load_machine(None)?;
+    let plan = plan(&m, &a.launch)?;
+    let lib = library()?;
+    prepare_folder(&a.output)?;
+    let records = a.output.join("records.bin");
+    // Ours first; a program's own preloads stay after it.
+    let mut preload = lib.as_os_str().to_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let records_abs = std::path::absolute(&records).unwrap_or(records.clone());
+    let prepared = plan
+        .prepare()?
+        .with_env("LD_PRELOAD", preload)
+        .with_env("NUMALAB_PROFILE_OUT", records_abs.as_os_str())
+        .with_env("NUMALAB_PROFILE_RATE", a.rate.to_string())
+        .with_env("NUMALAB_PROFILE_MIN_BYTES", a.min_bytes.to_string());
+    let program = a.command[0].to_string_lossy().into_owned();
+    let launch = prepared.spawn(&a.command).map_err(|e| CliError {
+        msg: e.to_string(),
+        code: e.exit_code(),
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let status = std::io::stderr().is_terminal().then(|| {
+        let (m, r, s) = (m.clone(), records_abs.clone(), stop.clone());
+        std::thread::spawn(move || live_status(m, r, s))
+    });
+    let outcome = launch.wait();
+    stop.store(true, Ordering::SeqCst);
+    if let Some(t) = status {
+        let _ = t.join();
+    }
+    let outcome = outcome.map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
+    let profile = analyse(&m, &a, &records_abs)?;
+    let json =
+        serde_json::to_string_pretty(&profile).map_err(|e| CliError::failed(e.to_string()))?;
+    let text = render(&profile);
+    for (name, body) in [
+        ("profile.json", json.clone() + "\n"),
+        ("profile.txt", text.clone()),
+    ] {
+        let path = a.output.join(name);
+        write_atomically(&path, body.as_bytes())
+            .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?;
+    }
+    if a.json {
+        write_stdout(format_args!("{json}\n"))?;
+    } else {
+        write_stdout(format_args!("{text}"))?;
+        errln!("numalab profile: written to {}", a.output.display());
+    }
+    Ok(outcome.status.propagate())
+}
+
+/// The profile of the records the run left.
+fn analyse(m: &Machine, a: &Args, records: &Path) -> Result<Profile, CliError> {
+    let bytes = std::fs::read(records).map_err(|e| {
+        CliError::failed(format!(
+            "the command left no records at {} ({e}): did it run, and is the preload library loadable (static executables and setuid programs ignore LD_PRELOAD)?",
+            records.display()
+        ))
+    })?;
+    let all = Record::decode_all(&bytes);
+    let maps_path = records.with_extension("bin.maps");
+    let maps = symbols::parse_maps(&std::fs::read_to_string(&maps_path).unwrap_or_default());
+    let pcs: Vec<u64> = all
+        .iter()
+        .filter(|r| r.kind == Kind::Frame)
+        .map(|r| r.time_ns)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let names = symbols::name_all(&maps, &pcs);
+    let command = a
+        .command
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let mut p = build(m, command, &all, &|pc| names.get(&pc).cloned());
+    if maps.is_empty() && !pcs.is_empty() {
+        p.warnings.push(
+            "the program did not exit normally, so its memory map was not saved: allocation sites are addresses"
+                .into(),
+        );
+    }
+    Ok(p)
+}
