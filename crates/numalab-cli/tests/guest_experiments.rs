@@ -1,6 +1,6 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
 //! c2c, apexmap, policies, blas, per-array placement, sizes, pdm --measure,
-//! scenarios, scaling --copies and migrate)
+//! scenarios, scaling --copies, migrate and profile)
 //! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
@@ -21,6 +21,8 @@ mod migrate;
 mod placement;
 #[path = "guest_experiments/policies.rs"]
 mod policies;
+#[path = "guest_experiments/profile.rs"]
+mod profile;
 #[path = "guest_experiments/scaling.rs"]
 mod scaling;
 #[path = "guest_experiments/scenarios.rs"]
@@ -49,6 +51,7 @@ fn quartet() -> &'static Guest {
             sizes::QUARTET_STEPS,
             scaling::QUARTET_STEPS,
             migrate::QUARTET_STEPS,
+            profile::QUARTET_STEPS,
         ]
         .concat();
         boot("quartet", "6.12", &steps)
@@ -67,6 +70,7 @@ fn ring() -> &'static Guest {
             apexmap::RING_STEPS,
             policies::RING_STEPS,
             migrate::RING_STEPS,
+            profile::RING_STEPS,
         ]
         .concat();
         boot("ring4-cpuless", "6.12", &steps)

@@ -149,6 +149,41 @@ fn the_commands_exit_status_and_signal_are_passed_on() {
 }
 
 #[test]
+fn a_static_program_is_not_sampled_and_says_why() {
+    library_built();
+    let dir = scratch("profile-static");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("s.c");
+    std::fs::write(&src, "int main(void) { return 3; }\n").unwrap();
+    let exe = dir.join("s");
+    let st = Command::new("gcc")
+        .arg("-static")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc -static");
+    let r = numalab(&[
+        "profile",
+        "--json",
+        "-o",
+        dir.join("p").to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert_eq!(r.rc, 3, "the program's own status: {}", r.err);
+    let v = parse_json(&r.out, "profile of a static program");
+    assert_eq!(v["samples"], 0);
+    let w = v["warnings"][0].as_str().unwrap();
+    assert!(
+        w.contains("statically linked and setuid programs ignore LD_PRELOAD"),
+        "{w}"
+    );
+}
+
+#[test]
 fn bad_input_is_refused_in_one_line() {
     fails(
         &["profile", "--rate", "0", "--", "true"],

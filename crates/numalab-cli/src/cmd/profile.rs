@@ -8,7 +8,7 @@
 
 use crate::args::{size, whole};
 use crate::launch_args::{plan, LaunchArgs};
-use crate::output::{errln, load_machine, write_stdout, CliError, CliResult};
+use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
 use numalab::profile::record::{Kind, Record, RECORD_BYTES};
 use numalab::profile::{build, symbols, Profile};
 use numalab::report::files::write_atomically;
@@ -134,12 +134,12 @@ fn live_status(m: Machine, records: PathBuf, stop: Arc<AtomicBool>) {
             100.0 * remote as f64 / n.max(1) as f64
         );
         if line != last {
-            eprint!("\r{line}");
+            write_stderr(format_args!("\r{line}"));
             last = line;
         }
     }
     if !last.is_empty() {
-        eprintln!();
+        write_stderr(format_args!("\n"));
     }
 }
 
@@ -178,7 +178,7 @@ pub fn run(a: Args) -> CliResult {
         let _ = t.join();
     }
     let outcome = outcome.map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
-    let profile = analyse(&m, &a, &records_abs)?;
+    let profile = analyse(&m, &a, &records_abs);
     let json =
         serde_json::to_string_pretty(&profile).map_err(|e| CliError::failed(e.to_string()))?;
     let text = render(&profile);
@@ -200,13 +200,19 @@ pub fn run(a: Args) -> CliResult {
 }
 
 /// The profile of the records the run left.
-fn analyse(m: &Machine, a: &Args, records: &Path) -> Result<Profile, CliError> {
-    let bytes = std::fs::read(records).map_err(|e| {
-        CliError::failed(format!(
-            "the command left no records at {} ({e}): did it run, and is the preload library loadable (static executables and setuid programs ignore LD_PRELOAD)?",
-            records.display()
-        ))
-    })?;
+fn analyse(m: &Machine, a: &Args, records: &Path) -> Profile {
+    // No records: the profile says why, and the command's status still
+    // passes on.
+    let (bytes, missing) = match std::fs::read(records) {
+        Ok(b) => (b, None),
+        Err(e) => (
+            Vec::new(),
+            Some(format!(
+                "the command left no records at {} ({e}): statically linked and setuid programs ignore LD_PRELOAD, so nothing of them was sampled",
+                records.display()
+            )),
+        ),
+    };
     let all = Record::decode_all(&bytes);
     let maps_path = records.with_extension("bin.maps");
     let maps = symbols::parse_maps(&std::fs::read_to_string(&maps_path).unwrap_or_default());
@@ -224,11 +230,14 @@ fn analyse(m: &Machine, a: &Args, records: &Path) -> Result<Profile, CliError> {
         .map(|c| c.to_string_lossy().into_owned())
         .collect();
     let mut p = build(m, command, &all, &|pc| names.get(&pc).cloned());
+    if let Some(w) = missing {
+        p.warnings = vec![w];
+    }
     if maps.is_empty() && !pcs.is_empty() {
         p.warnings.push(
             "the program did not exit normally, so its memory map was not saved: allocation sites are addresses"
                 .into(),
         );
     }
-    Ok(p)
+    p
 }

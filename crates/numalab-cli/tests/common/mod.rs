@@ -234,6 +234,44 @@ pub fn tail(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The preload library of `numalab profile`, beside the numalab binary
+/// (built by `cargo test --workspace`, the README's command).
+pub fn preload_library() -> PathBuf {
+    let lib = std::path::Path::new(env!("CARGO_BIN_EXE_numalab"))
+        .parent()
+        .unwrap()
+        .join("libnumalab_preload.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: run the tests with cargo test --workspace (the README's command)",
+        lib.display()
+    );
+    lib
+}
+
+/// The program whose NUMA truth `numalab profile` must find
+/// (crates/numalab-preload/tests/programs/profile_truth.c), compiled once
+/// per test binary; in the guests it is `/bin/profile_truth`.
+pub fn profile_truth_program() -> PathBuf {
+    static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("profile-truth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("profile_truth");
+        let src = repo_root().join("crates/numalab-preload/tests/programs/profile_truth.c");
+        let st = Command::new("gcc")
+            .args(["-O1", "-g", "-pthread", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .expect("gcc (scripts/install-deps.sh installs it)");
+        assert!(st.success(), "gcc failed on {}", src.display());
+        out
+    })
+    .clone()
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -280,6 +318,10 @@ pub fn boot(machine: &str, kernel_version: &str, steps: &[(&str, &str)]) -> Gues
         ])
         .arg("--file")
         .arg(env!("CARGO_BIN_EXE_numalab"))
+        .arg("--file")
+        .arg(preload_library())
+        .arg("--file")
+        .arg(profile_truth_program())
         .arg("--script")
         .arg(&script_path)
         .output()

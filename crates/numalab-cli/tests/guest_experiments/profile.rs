@@ -1,0 +1,152 @@
+//! `numalab profile` in the multi-node guests, on a program whose truth is
+//! known by construction (crates/numalab-preload/tests/programs/
+//! profile_truth.c): the array the main thread initialised is 75% remote
+//! (6 of 8 readers elsewhere), the per-thread slices local, the array bound
+//! to the farthest node 100% remote from node 0, and in the ring a region
+//! bound to the CPU-less node is found there. Pages and CPUs are the
+//! guest's real ones; sample counts vary, the shares are asserted with
+//! the sampling error the counts allow.
+
+use crate::common::{parse_json, Guest};
+use crate::{quartet, ring};
+use serde_json::Value;
+
+/// Steps run in the Quartet guest: (unique name, shell command).
+pub const QUARTET_STEPS: &[(&str, &str)] = &[
+    (
+        "profile_truth",
+        "numalab profile --json -o /tmp/prof -- profile_truth 4",
+    ),
+    (
+        "profile_distance_0",
+        "cat /sys/devices/system/node/node0/distance",
+    ),
+];
+
+/// Steps run in the ring guest with the CPU-less node 4.
+pub const RING_STEPS: &[(&str, &str)] = &[(
+    "profile_cpuless",
+    "numalab profile --json -o /tmp/prof -- profile_truth 2 4",
+)];
+
+/// The program's lines (array addresses) and the profile after them.
+fn run(g: &Guest, step: &str) -> (Vec<(String, u64, u64)>, Value) {
+    let s = g.step(step);
+    assert_eq!(s.rc, 0, "step {step}: {}\n{}", s.err, s.out);
+    let at = s
+        .out
+        .find("\n{")
+        .expect("a JSON profile after the program's output")
+        + 1;
+    let (program, json) = s.out.split_at(at);
+    assert!(program.contains("wrong sums 0"), "{program}");
+    let arrays = program
+        .lines()
+        .filter(|l| l.len() > 2 && l.as_bytes()[1] == b' ' && l.contains(" 0x"))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (
+                w[0].to_string(),
+                u64::from_str_radix(w[1].trim_start_matches("0x"), 16).unwrap(),
+                w[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    (arrays, parse_json(json, step))
+}
+
+/// The region holding the array named `name`.
+fn region<'a>(arrays: &[(String, u64, u64)], v: &'a Value, name: &str) -> &'a Value {
+    let (_, addr, bytes) = arrays.iter().find(|a| a.0 == name).unwrap();
+    v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["first_address"] == *addr && r["bytes"] == *bytes)
+        .unwrap_or_else(|| panic!("no region for {name} at {addr:#x}: {v}"))
+}
+
+fn pages(r: &Value) -> Vec<(String, u64)> {
+    r["pages_by_node"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(n, p)| (n.clone(), p.as_u64().unwrap()))
+        .collect()
+}
+
+/// A share measured from `n` samples agrees with `want` within four
+/// standard errors of a binomial proportion (and 10 points).
+fn share_near(got: f64, want: f64, n: u64, what: &str) {
+    let se = (want * (1.0 - want) / n.max(1) as f64).sqrt();
+    let tol = (4.0 * se).max(0.10);
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: remote share {got:.3} from {n} samples, want {want} ± {tol:.3}"
+    );
+}
+
+#[test]
+fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
+    let g = quartet();
+    let (arrays, v) = run(g, "profile_truth");
+    assert_eq!(arrays.len(), 3, "{arrays:?}");
+    // A: every page on node 0 (the main thread, on CPU 0, wrote it), read
+    // by 8 threads, 6 of them on other nodes.
+    let a = region(&arrays, &v, "A");
+    assert_eq!(pages(a), [("0".to_string(), 24 * 256 - 1)]);
+    let n = a["samples"].as_u64().unwrap();
+    assert!(n >= 40, "A: only {n} samples");
+    share_near(a["remote_share"].as_f64().unwrap(), 0.75, n, "A");
+    assert_eq!(a["threads"].as_object().unwrap().len(), 8, "{a}");
+    let from: Vec<&String> = a["accesses"].as_object().unwrap().keys().collect();
+    assert_eq!(from, ["0", "1", "2", "3"], "A is read from every node");
+    // B: each thread's slice first-touched and read by its owner.
+    let b = region(&arrays, &v, "B");
+    let nb = b["samples"].as_u64().unwrap();
+    assert!(nb >= 20, "B: only {nb} samples");
+    assert!(b["remote_share"].as_f64().unwrap() <= 0.05, "{b}");
+    let bp = pages(b);
+    assert_eq!(bp.len(), 4, "B's slices on every node: {bp:?}");
+    // C: bound to node 3, read only from node 0: every access remote, at
+    // the SLIT distance of 0 to 3.
+    let c = region(&arrays, &v, "C");
+    assert_eq!(pages(c), [("3".to_string(), 2048)]);
+    assert_eq!(c["kind"], "mmap");
+    assert_eq!(c["remote_share"], 1.0, "{c}");
+    let cfrom: Vec<&String> = c["accesses"].as_object().unwrap().keys().collect();
+    assert_eq!(cfrom, ["0"]);
+    let slit: Vec<f64> = g
+        .step("profile_distance_0")
+        .out
+        .split_whitespace()
+        .map(|d| d.parse().unwrap())
+        .collect();
+    let ratio = c["distance_ratio"].as_f64().unwrap();
+    assert!(
+        (ratio - slit[3] / slit[0]).abs() < 1e-9,
+        "{ratio} vs SLIT {slit:?}"
+    );
+    // The threads: 9 seen at most (8 readers; the main thread only wrote
+    // before sampling could see it), each on one CPU of its own.
+    let threads = v["threads"].as_array().unwrap();
+    assert!(threads.len() >= 8, "{threads:?}");
+    for t in threads
+        .iter()
+        .filter(|t| t["samples"].as_u64().unwrap() > 0)
+    {
+        assert_eq!(t["cpus"].as_array().unwrap().len(), 1, "pinned: {t}");
+    }
+}
+
+#[test]
+fn ring_profile_reports_the_region_on_the_cpuless_node() {
+    let g = ring();
+    let (arrays, v) = run(g, "profile_cpuless");
+    let c = region(&arrays, &v, "C");
+    assert_eq!(pages(c), [("4".to_string(), 2048)]);
+    assert_eq!(c["remote_share"], 1.0, "{c}");
+    let cfrom: Vec<&String> = c["accesses"].as_object().unwrap().keys().collect();
+    assert_eq!(cfrom, ["0"]);
+    assert!(c["accesses"]["0"]["4"].as_u64().unwrap() > 0);
+}

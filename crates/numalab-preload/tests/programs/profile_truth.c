@@ -1,0 +1,124 @@
+/* A program whose NUMA truth is known by construction, for `numalab
+ * profile` in the Quartet guest (4 nodes, 2 CPUs each):
+ *
+ * - A (24 MiB): the main thread, pinned to CPU 0, initialises it; then one
+ *   reader thread per CPU reads all of it. Its pages are on node 0, and
+ *   6 of the 8 readers are on other nodes: 75% of its accesses remote.
+ * - B (16 MiB): one slice per thread, each first-touched and read by its
+ *   owner only: every access local.
+ * - C (8 MiB, mmap): bound with mbind to the last node with CPUs (or the
+ *   node the second argument names), read only by the threads of node 0:
+ *   every access remote.
+ *
+ * Arguments: [SECONDS of reading, default 3] [NODE for C].
+ *
+ * Prints each array's address and size ("A 0x... 25165824") so the test
+ * can find its region, and exits 0 when every sum is right. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MB (1024 * 1024)
+#define A_BYTES (24 * MB)
+#define B_BYTES (16 * MB)
+#define C_BYTES (8 * MB)
+
+static uint64_t *a, *b, *c;
+static int cpus, last_node;
+static double seconds = 3.0;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void pin(int cpu) {
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    sched_setaffinity(0, sizeof s, &s);
+}
+
+/* The node of a CPU, from sysfs (cpuN/nodeM). */
+static int node_of(int cpu) {
+    char path[128];
+    for (int n = 0; n < 64; n++) {
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/node%d", cpu, n);
+        if (access(path, F_OK) == 0) return n;
+    }
+    return 0;
+}
+
+/* Reads every 8th word of [p, p + words): a sum the test can check. */
+static uint64_t pass(const volatile uint64_t *p, size_t words) {
+    uint64_t s = 0;
+    for (size_t i = 0; i < words; i += 8) s += p[i];
+    return s;
+}
+
+static uint64_t expected(uint64_t first, size_t words) {
+    uint64_t s = 0;
+    for (size_t i = 0; i < words; i += 8) s += first + i;
+    return s;
+}
+
+static volatile int go;
+static int bad;
+
+static void *worker(void *arg) {
+    int cpu = (int)(intptr_t)arg;
+    pin(cpu);
+    size_t slice = B_BYTES / 8 / cpus;
+    uint64_t *mine = b + cpu * slice;
+    for (size_t i = 0; i < slice; i++) mine[i] = cpu * slice + i; /* first touch */
+    while (!go) sched_yield();
+    int on_zero = node_of(cpu) == 0;
+    uint64_t wa = expected(0, A_BYTES / 8), wb = expected(cpu * slice, slice),
+             wc = expected(0, C_BYTES / 8);
+    double end = now() + seconds;
+    while (now() < end) {
+        if (pass(a, A_BYTES / 8) != wa) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
+        if (pass(mine, slice) != wb) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
+        if (on_zero && pass(c, C_BYTES / 8) != wc) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) seconds = atof(argv[1]);
+    cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus > 64) cpus = 64;
+    pin(0);
+    for (int cpu = 0; cpu < cpus; cpu++)
+        if (node_of(cpu) > last_node) last_node = node_of(cpu);
+    /* A second argument names C's node instead (a CPU-less node). */
+    if (argc > 2) last_node = atoi(argv[2]);
+    a = malloc(A_BYTES);
+    b = malloc(B_BYTES);
+    c = mmap(NULL, C_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned long mask = 1UL << last_node;
+    /* MPOL_BIND = 2: every page of C on the last node of a CPU. */
+    long bound = syscall(SYS_mbind, c, C_BYTES, 2, &mask, 64, 0);
+    for (size_t i = 0; i < A_BYTES / 8; i++) a[i] = i;
+    for (size_t i = 0; i < C_BYTES / 8; i++) c[i] = i;
+    printf("A %p %d\nB %p %d\nC %p %d bound to node %d: %s\n", (void *)a, A_BYTES, (void *)b,
+           B_BYTES, (void *)c, C_BYTES, last_node, bound == 0 ? "yes" : "no");
+    fflush(stdout);
+    pthread_t t[64];
+    for (int i = 0; i < cpus; i++) pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
+    go = 1;
+    for (int i = 0; i < cpus; i++) pthread_join(t[i], NULL);
+    printf("threads %d, wrong sums %d\n", cpus, bad);
+    free(a);
+    free(b);
+    munmap(c, C_BYTES);
+    return bad != 0;
+}
