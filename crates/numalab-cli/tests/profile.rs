@@ -8,39 +8,20 @@
 
 mod common;
 
-use common::{fails, numalab, parse_json, scratch, Run};
+use common::{compile_c, fails, numalab, parse_json, preload_library, scratch, Run};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+/// The hazards program of the preload library's tests.
 fn program() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let out = scratch("profile-program").join("hazards");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../numalab-preload/tests/programs/hazards.c");
-        let st = Command::new("gcc")
-            .args(["-O1", "-g", "-pthread", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .expect("gcc (scripts/install-deps.sh installs it)");
-        assert!(st.success());
-        out
-    })
+    P.get_or_init(|| compile_c("crates/numalab-preload/tests/programs/hazards.c", "hazards"))
 }
 
 fn library_built() {
-    let lib = Path::new(env!("CARGO_BIN_EXE_numalab"))
-        .parent()
-        .unwrap()
-        .join("libnumalab_preload.so");
-    assert!(
-        lib.is_file(),
-        "{} is missing: run the tests with cargo test --workspace (the README's command)",
-        lib.display()
-    );
+    preload_library();
 }
 
 #[test]

@@ -22,7 +22,7 @@ extern "C" {
 
 /// The next definition of a libc function, looked up once.
 macro_rules! real {
-    ($name:literal, $ty:ty) => {{
+    ($name:expr, $ty:ty) => {{
         static P: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let mut p = P.load(SeqCst);
         if p == 0 {
@@ -372,44 +372,25 @@ unsafe fn enosys<T: From<i8>>() -> T {
     T::from(-1)
 }
 
-/// # Safety
-/// As C's `read`.
-#[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    let _g = shield(buf, n);
-    match real!("read", ReadFn) {
-        Some(f) => f(fd, buf, n),
-        None => enosys(),
-    }
+/// Interposes `$name`, a call taking a buffer: the buffer is disarmed
+/// (`$shield`) before libc's `$name` runs.
+macro_rules! buffered {
+    ($name:ident: $ty:ty, ($($arg:ident: $t:ty),*) -> $ret:ty, $shield:expr, $missing:expr) => {
+        #[doc = concat!("# Safety\nAs C's `", stringify!($name), "`: its buffer is disarmed first.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> $ret {
+            let _g = $shield;
+            match real!(stringify!($name), $ty) {
+                Some(f) => f($($arg),*),
+                None => $missing,
+            }
+        }
+    };
 }
 
-/// # Safety
-/// As C's `write`.
-#[no_mangle]
-pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    let _g = shield(buf, n);
-    match real!("write", WriteFn) {
-        Some(f) => f(fd, buf, n),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `pread`.
-#[no_mangle]
-pub unsafe extern "C" fn pread(
-    fd: c_int,
-    buf: *mut c_void,
-    n: size_t,
-    off: libc::off_t,
-) -> ssize_t {
-    let _g = shield(buf, n);
-    match real!("pread", PreadFn) {
-        Some(f) => f(fd, buf, n, off),
-        None => enosys(),
-    }
-}
-
+buffered!(read: ReadFn, (fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(write: WriteFn, (fd: c_int, buf: *const c_void, n: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(pread: PreadFn, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t, shield(buf, n), enosys());
 /// # Safety
 /// As C's `pread64`.
 #[no_mangle]
@@ -422,22 +403,7 @@ pub unsafe extern "C" fn pread64(
     pread(fd, buf, n, off)
 }
 
-/// # Safety
-/// As C's `pwrite`.
-#[no_mangle]
-pub unsafe extern "C" fn pwrite(
-    fd: c_int,
-    buf: *const c_void,
-    n: size_t,
-    off: libc::off_t,
-) -> ssize_t {
-    let _g = shield(buf, n);
-    match real!("pwrite", PwriteFn) {
-        Some(f) => f(fd, buf, n, off),
-        None => enosys(),
-    }
-}
-
+buffered!(pwrite: PwriteFn, (fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t, shield(buf, n), enosys());
 /// # Safety
 /// As C's `pwrite64`.
 #[no_mangle]
@@ -450,172 +416,18 @@ pub unsafe extern "C" fn pwrite64(
     pwrite(fd, buf, n, off)
 }
 
-/// # Safety
-/// As C's `readv`.
-#[no_mangle]
-pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, count: c_int) -> ssize_t {
-    let _g = shield_iov(iov, count);
-    match real!("readv", IovFn) {
-        Some(f) => f(fd, iov, count),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `writev`.
-#[no_mangle]
-pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, count: c_int) -> ssize_t {
-    let _g = shield_iov(iov, count);
-    match real!("writev", IovFn) {
-        Some(f) => f(fd, iov, count),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `preadv`.
-#[no_mangle]
-pub unsafe extern "C" fn preadv(
-    fd: c_int,
-    iov: *const libc::iovec,
-    count: c_int,
-    off: libc::off_t,
-) -> ssize_t {
-    let _g = shield_iov(iov, count);
-    match real!("preadv", PiovFn) {
-        Some(f) => f(fd, iov, count, off),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `pwritev`.
-#[no_mangle]
-pub unsafe extern "C" fn pwritev(
-    fd: c_int,
-    iov: *const libc::iovec,
-    count: c_int,
-    off: libc::off_t,
-) -> ssize_t {
-    let _g = shield_iov(iov, count);
-    match real!("pwritev", PiovFn) {
-        Some(f) => f(fd, iov, count, off),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `recv`.
-#[no_mangle]
-pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
-    let _g = shield(buf, n);
-    match real!("recv", RecvFn) {
-        Some(f) => f(fd, buf, n, flags),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `send`.
-#[no_mangle]
-pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    let _g = shield(buf, n);
-    match real!("send", SendFn) {
-        Some(f) => f(fd, buf, n, flags),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `recvfrom`.
-#[no_mangle]
-pub unsafe extern "C" fn recvfrom(
-    fd: c_int,
-    buf: *mut c_void,
-    n: size_t,
-    flags: c_int,
-    from: *mut libc::sockaddr,
-    len: *mut libc::socklen_t,
-) -> ssize_t {
-    let _g = shield(buf, n);
-    match real!("recvfrom", RecvfromFn) {
-        Some(f) => f(fd, buf, n, flags, from, len),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `sendto`.
-#[no_mangle]
-pub unsafe extern "C" fn sendto(
-    fd: c_int,
-    buf: *const c_void,
-    n: size_t,
-    flags: c_int,
-    to: *const libc::sockaddr,
-    len: libc::socklen_t,
-) -> ssize_t {
-    let _g = shield(buf, n);
-    match real!("sendto", SendtoFn) {
-        Some(f) => f(fd, buf, n, flags, to, len),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `recvmsg`.
-#[no_mangle]
-pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t {
-    let _g = shield_msg(msg);
-    match real!("recvmsg", MsgFn) {
-        Some(f) => f(fd, msg, flags),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `sendmsg`.
-#[no_mangle]
-pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
-    let _g = shield_msg(msg);
-    match real!("sendmsg", SendmsgFn) {
-        Some(f) => f(fd, msg, flags),
-        None => enosys(),
-    }
-}
-
-/// # Safety
-/// As C's `fread` (which reads large requests straight into the buffer
-/// with an internal `read` no interposition sees).
-#[no_mangle]
-pub unsafe extern "C" fn fread(
-    buf: *mut c_void,
-    size: size_t,
-    n: size_t,
-    f: *mut libc::FILE,
-) -> size_t {
-    let _g = shield(buf, size.saturating_mul(n));
-    match real!("fread", FreadFn) {
-        Some(r) => r(buf, size, n, f),
-        None => 0,
-    }
-}
-
-/// # Safety
-/// As C's `fwrite`.
-#[no_mangle]
-pub unsafe extern "C" fn fwrite(
-    buf: *const c_void,
-    size: size_t,
-    n: size_t,
-    f: *mut libc::FILE,
-) -> size_t {
-    let _g = shield(buf, size.saturating_mul(n));
-    match real!("fwrite", FwriteFn) {
-        Some(r) => r(buf, size, n, f),
-        None => 0,
-    }
-}
+buffered!(readv: IovFn, (fd: c_int, iov: *const libc::iovec, count: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(writev: IovFn, (fd: c_int, iov: *const libc::iovec, count: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(preadv: PiovFn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(pwritev: PiovFn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(recv: RecvFn, (fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
+buffered!(send: SendFn, (fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
+buffered!(recvfrom: RecvfromFn, (fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, from: *mut libc::sockaddr, len: *mut libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(sendto: SendtoFn, (fd: c_int, buf: *const c_void, n: size_t, flags: c_int, to: *const libc::sockaddr, len: libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(recvmsg: MsgFn, (fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t, shield_msg(msg), enosys());
+buffered!(sendmsg: SendmsgFn, (fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t, shield_msg(msg), enosys());
+buffered!(fread: FreadFn, (buf: *mut c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(fwrite: FwriteFn, (buf: *const c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
 
 /// # Safety
 /// As C's `sigaction`: for SIGSEGV, once the library is active, the

@@ -9,6 +9,8 @@ use std::sync::atomic::Ordering::SeqCst;
 pub const DEFAULT_RATE: usize = 2000;
 /// A tick of the sampler.
 const TICK_NS: u64 = 1_000_000;
+/// Pages armed in one tick at most.
+const MAX_BURST: usize = 256;
 /// A page armed longer than this without an access is disarmed.
 const MAX_ARMED_NS: u64 = 200_000_000;
 
@@ -39,19 +41,26 @@ impl Random {
 fn run(rate: usize) {
     let ps = page_size();
     let mut rng = Random(sys::monotonic_ns() | 1);
-    // Pages to arm per tick, in thousandths (rate per second / 1000 ticks).
-    let mut owed = 0usize;
+    // Pages owed, in billionths: `rate` a second of the time that passed,
+    // whatever a tick really took (a loaded or emulated machine sleeps
+    // longer), at most MAX_BURST at once.
+    let mut owed: u128 = 0;
+    let mut last = sys::monotonic_ns();
     loop {
         sys::sleep_ns(TICK_NS);
         let now = sys::monotonic_ns();
         tables::expire(now.saturating_sub(MAX_ARMED_NS), |page, prot| {
             sys::mprotect(page, ps, prot);
         });
-        owed += rate;
-        while owed >= 1000 {
-            owed -= 1000;
+        owed += rate as u128 * now.saturating_sub(last) as u128;
+        last = now;
+        let mut burst = 0;
+        while owed >= 1_000_000_000 && burst < MAX_BURST {
+            owed -= 1_000_000_000;
+            burst += 1;
             arm_one(&mut rng, ps);
         }
+        owed = owed.min(MAX_BURST as u128 * 1_000_000_000);
     }
 }
 

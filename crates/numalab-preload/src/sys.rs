@@ -25,8 +25,8 @@ fn errno() -> i32 {
     unsafe { *libc::__errno_location() }
 }
 
-/// Opens `path` for appending (created 0644), close-on-exec.
-pub fn open_append(path: &OsStr) -> Option<i32> {
+/// Opens `path` with `flags` (and mode 0644 when it creates), close-on-exec.
+fn open(path: &OsStr, flags: i32) -> Option<i32> {
     let mut c = path.as_bytes().to_vec();
     if c.contains(&0) {
         return None;
@@ -38,30 +38,21 @@ pub fn open_append(path: &OsStr) -> Option<i32> {
             libc::SYS_openat,
             libc::AT_FDCWD,
             c.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+            flags | libc::O_CLOEXEC,
             0o644,
         )
     };
     (fd >= 0).then_some(fd as i32)
 }
 
-/// Opens `path` for reading, close-on-exec.
+/// Opens `path` for appending (created 0644).
+pub fn open_append(path: &OsStr) -> Option<i32> {
+    open(path, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND)
+}
+
+/// Opens `path` for reading.
 pub fn open_read(path: &OsStr) -> Option<i32> {
-    let mut c = path.as_bytes().to_vec();
-    if c.contains(&0) {
-        return None;
-    }
-    c.push(0);
-    // SAFETY: c is NUL-terminated.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    (fd >= 0).then_some(fd as i32)
+    open(path, libc::O_RDONLY)
 }
 
 /// One `read(2)`; `None` on an error.

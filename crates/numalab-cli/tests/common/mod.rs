@@ -249,25 +249,34 @@ pub fn preload_library() -> PathBuf {
     lib
 }
 
+/// The C program at `src` (from the repository root) compiled with
+/// debug info into this test binary's scratch folder as `name`.
+pub fn compile_c(src: &str, name: &str) -> PathBuf {
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("programs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(name);
+    let src = repo_root().join(src);
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("gcc (scripts/install-deps.sh installs it)");
+    assert!(st.success(), "gcc failed on {}", src.display());
+    out
+}
+
 /// The program whose NUMA truth `numalab profile` must find
 /// (crates/numalab-preload/tests/programs/profile_truth.c), compiled once
 /// per test binary; in the guests it is `/bin/profile_truth`.
 pub fn profile_truth_program() -> PathBuf {
     static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     P.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("profile-truth-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("profile_truth");
-        let src = repo_root().join("crates/numalab-preload/tests/programs/profile_truth.c");
-        let st = Command::new("gcc")
-            .args(["-O1", "-g", "-pthread", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .expect("gcc (scripts/install-deps.sh installs it)");
-        assert!(st.success(), "gcc failed on {}", src.display());
-        out
+        compile_c(
+            "crates/numalab-preload/tests/programs/profile_truth.c",
+            "profile_truth",
+        )
     })
     .clone()
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "profile_truth",
-        "numalab profile --json -o /tmp/prof -- profile_truth 4",
+        "numalab profile --json -o /tmp/prof -- profile_truth 200",
     ),
     (
         "profile_distance_0",
@@ -26,7 +26,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
 /// Steps run in the ring guest with the CPU-less node 4.
 pub const RING_STEPS: &[(&str, &str)] = &[(
     "profile_cpuless",
-    "numalab profile --json -o /tmp/prof -- profile_truth 2 4",
+    "numalab profile --json -o /tmp/prof -- profile_truth 100 4",
 )];
 
 /// The program's lines (array addresses) and the profile after them.
@@ -127,6 +127,39 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
         (ratio - slit[3] / slit[0]).abs() < 1e-9,
         "{ratio} vs SLIT {slit:?}"
     );
+    // The diagnoses, from those numbers: A is one node's pages shared by
+    // all (interleave over the accessing nodes), C is bound away from its
+    // only users (bind it to node 0); B has none.
+    let diag = |r: &Value| -> Vec<Value> {
+        let i = v["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|x| x == r)
+            .unwrap();
+        v["diagnoses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["region"] == i)
+            .cloned()
+            .collect()
+    };
+    let da = diag(a);
+    assert_eq!(da.len(), 1, "{da:?}");
+    assert_eq!(da[0]["kind"], "one-node-shared");
+    assert!(da[0]["fix"]
+        .as_str()
+        .unwrap()
+        .starts_with("numalab run --interleave 0-3 -- "));
+    let dc = diag(c);
+    assert_eq!(dc.len(), 1, "{dc:?}");
+    assert_eq!(dc[0]["kind"], "remote-bound");
+    assert!(dc[0]["fix"]
+        .as_str()
+        .unwrap()
+        .starts_with("numalab run --membind 0 -- "));
+    assert!(diag(b).is_empty(), "{:?}", diag(b));
     // The threads: 9 seen at most (8 readers; the main thread only wrote
     // before sampling could see it), each on one CPU of its own.
     let threads = v["threads"].as_array().unwrap();
@@ -149,4 +182,22 @@ fn ring_profile_reports_the_region_on_the_cpuless_node() {
     let cfrom: Vec<&String> = c["accesses"].as_object().unwrap().keys().collect();
     assert_eq!(cfrom, ["0"]);
     assert!(c["accesses"]["0"]["4"].as_u64().unwrap() > 0);
+    // Diagnosed on the CPU-less node: hot in the slow tier, or bound away
+    // from its only users (which one depends on its share of all samples).
+    let i = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|x| x == c)
+        .unwrap();
+    let d: Vec<&Value> = v["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["region"] == i)
+        .collect();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0]["pages_node"], 4);
+    let kind = d[0]["kind"].as_str().unwrap();
+    assert!(kind == "cpuless-hot" || kind == "remote-bound", "{kind}");
 }

@@ -8,6 +8,7 @@
 //! of the page) matrix, its remote share, where its pages were, and the
 //! threads that touched it. [`symbols`] names the allocation sites.
 
+pub mod diagnose;
 #[path = "../../../numalab-preload/src/record.rs"]
 pub mod record;
 pub mod symbols;
@@ -82,6 +83,8 @@ pub struct Profile {
     pub remote_share: Option<f64>,
     pub regions: Vec<RegionProfile>,
     pub threads: Vec<ThreadProfile>,
+    /// What the numbers say of the regions, with the fix of each.
+    pub diagnoses: Vec<diagnose::Diagnosis>,
     /// What limits this profile (no samples, records lost, ...).
     pub warnings: Vec<String>,
 }
@@ -302,7 +305,7 @@ pub fn build(
             crate::text::format::bytes(min_bytes)
         ));
     }
-    Profile {
+    let mut p = Profile {
         schema_version: SCHEMA_VERSION.into(),
         command,
         rate,
@@ -314,6 +317,9 @@ pub fn build(
         remote_share: share(remote_total, located_total),
         regions,
         threads,
+        diagnoses: Vec::new(),
         warnings,
-    }
+    };
+    p.diagnoses = diagnose::diagnose(m, &p);
+    p
 }

@@ -103,6 +103,12 @@ pub fn render(p: &Profile) -> String {
             percent(t.remote_share)
         );
     }
+    if !p.diagnoses.is_empty() {
+        let _ = writeln!(s, "\ndiagnoses:");
+        for d in &p.diagnoses {
+            let _ = writeln!(s, "  [{}] {}\n    fix: {}", d.kind, d.text, d.fix);
+        }
+    }
     for w in &p.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
