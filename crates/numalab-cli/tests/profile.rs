@@ -86,6 +86,11 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         v["samples"].as_u64().unwrap(),
         samples + v["unattributed"].as_u64().unwrap()
     );
+    // Unpinned readers: each may run on every CPU this process may.
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    for t in v["threads"].as_array().unwrap() {
+        assert_eq!(t["allowed_cpus"], cpus, "{t}");
+    }
     // The files beside it: the same JSON, and the text.
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();

@@ -125,6 +125,20 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
             sys::mprotect(page, page_size(), prot);
             tables::release(index);
             SAMPLES.fetch_add(1, SeqCst);
+            if !SEEN.with(|s| s.replace(true)) {
+                // Once per thread: whether it is pinned.
+                let (cpus, first) = sys::affinity();
+                emit(&Record {
+                    kind: Kind::Thread,
+                    tid: sys::gettid(),
+                    cpu: u32::MAX,
+                    node: -1,
+                    flags: 0,
+                    addr: first,
+                    size: cpus,
+                    time_ns: sys::monotonic_ns(),
+                });
+            }
             emit(&Record {
                 kind: Kind::Sample,
                 tid: sys::gettid(),
@@ -145,6 +159,8 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
 }
 
 thread_local! {
+    /// Whether this thread's affinity was recorded.
+    static SEEN: Cell<bool> = const { Cell::new(false) };
     /// This thread's last fault taken for a late one: address, instruction,
     /// and the disarm count then.
     static LAST_RETRY: Cell<(usize, usize, u64)> = const { Cell::new((0, 0, u64::MAX)) };

@@ -28,6 +28,9 @@ pub enum Kind {
     /// One frame of the call stack of the allocation at `addr`: `size` is
     /// the frame's depth (0: the caller of malloc), `time_ns` its address.
     Frame = 7,
+    /// A thread's first sample: `size` is how many CPUs its affinity
+    /// allows, `addr` the first of them (pinned when `size` is 1).
+    Thread = 8,
 }
 
 /// Set in `flags` when the sampled access was a write.
@@ -83,6 +86,7 @@ impl Record {
             5 => Kind::Totals,
             6 => Kind::PageNodes,
             7 => Kind::Frame,
+            8 => Kind::Thread,
             _ => return None,
         };
         Some(Record {

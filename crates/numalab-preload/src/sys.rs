@@ -222,3 +222,27 @@ pub fn page_histogram(start: usize, len: usize, page_size: usize) -> Histogram {
     }
     h
 }
+
+/// How many CPUs this thread may run on, and the first of them.
+pub fn affinity() -> (u64, u64) {
+    let mut mask = [0u64; 16];
+    // SAFETY: the kernel writes at most the 128 bytes given.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getaffinity,
+            0,
+            std::mem::size_of_val(&mask),
+            mask.as_mut_ptr(),
+        )
+    };
+    if n <= 0 {
+        return (0, 0);
+    }
+    let count: u32 = mask.iter().map(|w| w.count_ones()).sum();
+    let first = mask
+        .iter()
+        .enumerate()
+        .find(|(_, w)| **w != 0)
+        .map_or(0, |(i, w)| i as u64 * 64 + w.trailing_zeros() as u64);
+    (count as u64, first)
+}

@@ -169,6 +169,7 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
         .filter(|t| t["samples"].as_u64().unwrap() > 0)
     {
         assert_eq!(t["cpus"].as_array().unwrap().len(), 1, "pinned: {t}");
+        assert_eq!(t["allowed_cpus"], 1, "pinned: {t}");
     }
 }
 

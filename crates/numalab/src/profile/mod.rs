@@ -61,6 +61,9 @@ pub struct RegionProfile {
 pub struct ThreadProfile {
     pub tid: u32,
     pub samples: u64,
+    /// CPUs its affinity allowed at its first sample (1: pinned; `None`:
+    /// not recorded).
+    pub allowed_cpus: Option<u64>,
     /// CPUs it was seen on, and their nodes.
     pub cpus: Vec<u32>,
     pub nodes: Vec<u32>,
@@ -136,6 +139,7 @@ pub fn build(
     let (mut samples, mut unattributed, mut remote_total, mut located_total) =
         (0u64, 0u64, 0u64, 0u64);
     let mut used_frames: BTreeSet<u64> = BTreeSet::new();
+    let mut allowed: BTreeMap<u32, u64> = BTreeMap::new();
     for r in records {
         match r.kind {
             Kind::Start => {
@@ -244,6 +248,9 @@ pub fn build(
                     }
                 }
             }
+            Kind::Thread => {
+                allowed.insert(r.tid, r.size);
+            }
             Kind::Frame => {}
         }
     }
@@ -288,6 +295,7 @@ pub fn build(
         .map(|(tid, (n, cpus, remote))| ThreadProfile {
             tid,
             samples: n,
+            allowed_cpus: allowed.get(&tid).copied(),
             nodes: cpus
                 .iter()
                 .filter_map(|&c| m.node_of_cpu(c))

@@ -93,9 +93,14 @@ pub fn render(p: &Profile) -> String {
     }
     let _ = writeln!(s, "\nthreads:");
     for t in &p.threads {
+        let pinned = match t.allowed_cpus {
+            Some(1) => "pinned".to_string(),
+            Some(n) => format!("may run on {n} CPUs"),
+            None => "affinity not recorded".to_string(),
+        };
         let _ = writeln!(
             s,
-            "  {:>8}  samples {:>6}  CPUs {:?}  nodes {:?}  remote {}",
+            "  {:>8}  samples {:>6}  CPUs {:?}  nodes {:?}  remote {}  {pinned}",
             t.tid,
             t.samples,
             t.cpus,
