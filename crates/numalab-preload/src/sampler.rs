@@ -7,6 +7,9 @@ use std::sync::atomic::Ordering::SeqCst;
 
 /// Pages armed per second by default.
 pub const DEFAULT_RATE: usize = 2000;
+/// Samples after which the sampler stops arming (about 200 MB of records):
+/// a program profiled for hours keeps its profile bounded.
+pub const MAX_SAMPLES: usize = 4 << 20;
 /// A tick of the sampler.
 const TICK_NS: u64 = 1_000_000;
 /// Pages armed in one tick at most.
@@ -66,6 +69,9 @@ fn run(rate: usize) {
 
 /// Arms one random resident tracked page, if one is free to arm.
 fn arm_one(rng: &mut Random, ps: usize) {
+    if crate::SAMPLES.load(SeqCst) >= MAX_SAMPLES {
+        return;
+    }
     let (_, total) = tables::nth_page(0, ps);
     if total == 0 {
         return;

@@ -114,12 +114,21 @@ fn prepare_folder(dir: &Path) -> Result<(), CliError> {
 
 /// Samples and remote share so far, on stderr, while the command runs.
 fn live_status(m: Machine, records: PathBuf, stop: Arc<AtomicBool>) {
+    use std::io::{Read, Seek, SeekFrom};
     let mut last = String::new();
+    // Only the records written since the last look are read.
+    let (mut offset, mut n, mut remote) = (0u64, 0u64, 0u64);
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(std::time::Duration::from_millis(500));
-        let bytes = std::fs::read(&records).unwrap_or_default();
-        let (mut n, mut remote) = (0u64, 0u64);
-        for c in bytes.chunks_exact(RECORD_BYTES) {
+        let mut bytes = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(&records) {
+            if f.seek(SeekFrom::Start(offset)).is_ok() {
+                let _ = f.read_to_end(&mut bytes);
+            }
+        }
+        let whole = bytes.len() / RECORD_BYTES * RECORD_BYTES;
+        offset += whole as u64;
+        for c in bytes[..whole].chunks_exact(RECORD_BYTES) {
             let mut a = [0u8; RECORD_BYTES];
             a.copy_from_slice(c);
             if let Some(r) = Record::decode(&a).filter(|r| r.kind == Kind::Sample) {
