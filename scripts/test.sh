@@ -13,5 +13,10 @@ echo "test: lint gate: cargo fmt --check, cargo clippy -D warnings, cargo doc -D
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+# cargo test builds no cdylib: the preload library `numalab profile` loads
+# (crates/numalab-preload) is built here, beside the numalab binary the
+# tests run.
+echo "test: cargo build --workspace (numalab and libnumalab_preload.so)"
+cargo build --workspace --locked
 echo "test: cargo test --workspace (guest tests boot QEMU; about a few minutes)"
 cargo test --workspace --locked

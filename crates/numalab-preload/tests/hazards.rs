@@ -20,7 +20,11 @@ fn library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
     let lib = dir.join("libnumalab_preload.so");
-    assert!(lib.exists(), "{} not built", lib.display());
+    assert!(
+        lib.exists(),
+        "{} not built: cargo build --workspace builds it (scripts/test.sh does)",
+        lib.display()
+    );
     lib
 }
 

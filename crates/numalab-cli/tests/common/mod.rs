@@ -235,7 +235,8 @@ pub fn tail(s: &str, n: usize) -> String {
 }
 
 /// The preload library of `numalab profile`, beside the numalab binary
-/// (built by `cargo test --workspace`, the README's command).
+/// (`cargo test` builds no cdylib: scripts/test.sh, the README's command,
+/// runs `cargo build --workspace` first).
 pub fn preload_library() -> PathBuf {
     let lib = std::path::Path::new(env!("CARGO_BIN_EXE_numalab"))
         .parent()
@@ -243,7 +244,7 @@ pub fn preload_library() -> PathBuf {
         .join("libnumalab_preload.so");
     assert!(
         lib.is_file(),
-        "{} is missing: run the tests with cargo test --workspace (the README's command)",
+        "{} is missing: cargo build --workspace builds it (scripts/test.sh, the README's command, does)",
         lib.display()
     );
     lib
