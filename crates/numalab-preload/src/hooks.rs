@@ -471,3 +471,55 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
     }
     old.sa_sigaction
 }
+
+type SigmaskFn = unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
+
+/// `set` without SIGSEGV, when it would block it: a thread with SIGSEGV
+/// blocked cannot take a sample's fault (the kernel kills the process
+/// instead). Blocking SIGSEGV changes nothing for the program's own faults,
+/// which the kernel delivers or kills for whatever the mask says.
+fn unblocking_segv(how: c_int, set: *const libc::sigset_t) -> Option<libc::sigset_t> {
+    if !fault::installed() || set.is_null() || how == libc::SIG_UNBLOCK {
+        return None;
+    }
+    // SAFETY: the caller gives a valid sigset.
+    unsafe {
+        let mut s = *set;
+        libc::sigdelset(&mut s, libc::SIGSEGV);
+        Some(s)
+    }
+}
+
+/// # Safety
+/// As C's `pthread_sigmask`, except that SIGSEGV is never blocked while
+/// the library samples.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let kept = unblocking_segv(how, set);
+    let set = kept.as_ref().map_or(set, |s| s as *const libc::sigset_t);
+    match real!("pthread_sigmask", SigmaskFn) {
+        Some(f) => f(how, set, old),
+        None => libc::ENOSYS,
+    }
+}
+
+/// # Safety
+/// As C's `sigprocmask`, except that SIGSEGV is never blocked while the
+/// library samples.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let kept = unblocking_segv(how, set);
+    let set = kept.as_ref().map_or(set, |s| s as *const libc::sigset_t);
+    match real!("sigprocmask", SigmaskFn) {
+        Some(f) => f(how, set, old),
+        None => enosys(),
+    }
+}

@@ -209,3 +209,14 @@ fn without_an_output_the_library_does_nothing() {
         text(&o)
     );
 }
+
+#[test]
+fn threads_started_with_every_signal_blocked_are_sampled_too() {
+    // Without the interposed sigmask these threads would be killed by the
+    // first sample's fault (xz -T2 was).
+    let (o, r) = run("blocked", 5_000);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("sums right"), "{t}");
+    let readers: std::collections::BTreeSet<u32> = samples(&r).iter().map(|x| x.tid).collect();
+    assert!(readers.len() >= 2, "{readers:?}");
+}

@@ -177,6 +177,17 @@ static int mode_sample(void) {
     return !ok;
 }
 
+/* Worker threads started with every signal blocked (as xz and other
+ * thread pools do) still take the sampler's faults. */
+static int mode_blocked(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = mode_sample();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *m = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -185,6 +196,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "crash")) return mode_crash();
     if (!strcmp(m, "mprotect")) return mode_mprotect();
     if (!strcmp(m, "sample")) return mode_sample();
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample\n", m);
+    if (!strcmp(m, "blocked")) return mode_blocked();
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked\n", m);
     return 2;
 }
