@@ -490,6 +490,19 @@ fn unblocking_segv(how: c_int, set: *const libc::sigset_t) -> Option<libc::sigse
     }
 }
 
+/// Calls `real` (libc's `pthread_sigmask` or `sigprocmask`) with `set`
+/// less SIGSEGV (see [`unblocking_segv`]); `None` when it is missing.
+unsafe fn masked(
+    real: Option<SigmaskFn>,
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> Option<c_int> {
+    let kept = unblocking_segv(how, set);
+    let set = kept.as_ref().map_or(set, |s| s as *const libc::sigset_t);
+    real.map(|f| f(how, set, old))
+}
+
 /// # Safety
 /// As C's `pthread_sigmask`, except that SIGSEGV is never blocked while
 /// the library samples.
@@ -499,12 +512,7 @@ pub unsafe extern "C" fn pthread_sigmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let kept = unblocking_segv(how, set);
-    let set = kept.as_ref().map_or(set, |s| s as *const libc::sigset_t);
-    match real!("pthread_sigmask", SigmaskFn) {
-        Some(f) => f(how, set, old),
-        None => libc::ENOSYS,
-    }
+    masked(real!("pthread_sigmask", SigmaskFn), how, set, old).unwrap_or(libc::ENOSYS)
 }
 
 /// # Safety
@@ -516,10 +524,5 @@ pub unsafe extern "C" fn sigprocmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let kept = unblocking_segv(how, set);
-    let set = kept.as_ref().map_or(set, |s| s as *const libc::sigset_t);
-    match real!("sigprocmask", SigmaskFn) {
-        Some(f) => f(how, set, old),
-        None => enosys(),
-    }
+    masked(real!("sigprocmask", SigmaskFn), how, set, old).unwrap_or_else(|| enosys())
 }

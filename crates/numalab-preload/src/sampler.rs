@@ -58,21 +58,24 @@ fn run(rate: usize) {
         owed += rate as u128 * now.saturating_sub(last) as u128;
         last = now;
         let mut burst = 0;
+        // The tracked pages are counted once a tick, not once a page.
+        let (_, total) = tables::nth_page(0, ps);
         while owed >= 1_000_000_000 && burst < MAX_BURST {
             owed -= 1_000_000_000;
             burst += 1;
-            arm_one(&mut rng, ps);
+            arm_one(&mut rng, ps, total);
         }
         owed = owed.min(MAX_BURST as u128 * 1_000_000_000);
     }
 }
 
 /// Arms one random resident tracked page, if one is free to arm.
-fn arm_one(rng: &mut Random, ps: usize) {
+/// `total`: the tracked pages counted this tick (a region freed since is
+/// caught by the handshake below).
+fn arm_one(rng: &mut Random, ps: usize, total: usize) {
     if crate::SAMPLES.load(SeqCst) >= MAX_SAMPLES {
         return;
     }
-    let (_, total) = tables::nth_page(0, ps);
     if total == 0 {
         return;
     }
