@@ -34,6 +34,8 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let r = numalab(&[
         "profile",
         "--json",
+        "--rate",
+        "2000",
         "-o",
         out.to_str().unwrap(),
         "--",
@@ -45,8 +47,17 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
     assert!(program_out.contains("sums right"), "{program_out}");
     let v = parse_json(json, "numalab profile --json");
-    assert_eq!(v["schema_version"], "1.0");
+    assert_eq!(v["schema_version"], "1.1");
     assert_eq!(v["rate"], 2000);
+    // A fixed rate: no target, the rate never moved, the cost measured.
+    let c = &v["cost"];
+    assert_eq!(c["target_percent"], serde_json::Value::Null, "{c}");
+    assert_eq!(
+        (c["min_rate"].clone(), c["max_rate"].clone()),
+        (2000.into(), 2000.into())
+    );
+    assert!(c["kernel_us_per_fault"].as_f64().unwrap() > 0.0, "{c}");
+    assert!(c["spent_ms"].as_f64().unwrap() > 0.0, "{c}");
     assert_eq!(v["min_bytes"], 65536);
     let regions = v["regions"].as_array().unwrap();
     let a = &regions[0];
@@ -100,6 +111,209 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         text.contains("  1. heap 32 MiB in 1 allocation at mode_sample hazards.c:"),
         "{text}"
     );
+}
+
+#[test]
+fn the_adaptive_rate_falls_to_meet_a_small_overhead_target() {
+    library_built();
+    let dir = scratch("profile-adaptive");
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = numalab(&[
+        "profile",
+        "--json",
+        "--overhead",
+        "0.1",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        program().to_str().unwrap(),
+        "sample",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
+    assert!(program_out.contains("sums right"), "{program_out}");
+    let v = parse_json(json, "numalab profile --overhead 0.1 --json");
+    assert_eq!(v["rate"], 0, "adaptive");
+    let c = &v["cost"];
+    assert_eq!(c["target_percent"], 0.1, "{c}");
+    // It starts at 500 pages a second; a sample costs microseconds, so
+    // 0.1% of two threads' CPU time is far fewer: the rate came down.
+    let (lo, hi) = (
+        c["min_rate"].as_u64().unwrap(),
+        c["max_rate"].as_u64().unwrap(),
+    );
+    assert_eq!(hi, 500, "{c}");
+    assert!((20..250).contains(&lo), "{c}");
+    assert!(c["estimated_percent"].as_f64().is_some(), "{c}");
+    let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(
+        text.contains("sampling: adaptive to 0.1% of the program's CPU time, "),
+        "{text}"
+    );
+}
+
+#[test]
+fn static_arrays_and_stacks_are_located_and_named() {
+    library_built();
+    let prog = compile_c(
+        "crates/numalab-preload/tests/programs/profile_truth.c",
+        "profile_truth",
+    );
+    let dir = scratch("profile-static-stack");
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = numalab(&[
+        "profile",
+        "--json",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "2",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let (program_out, json) = r.out.split_at(r.out.find("\n{").unwrap() + 1);
+    assert!(program_out.contains("wrong sums 0"), "{program_out}");
+    let v = parse_json(json, "numalab profile of profile_truth");
+    let regions = v["regions"].as_array().unwrap();
+    // The 4 MiB static array, by its symbol, with every page present (one
+    // node here).
+    let addr = program_out
+        .lines()
+        .find_map(|l| l.strip_prefix("S 0x"))
+        .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+        .unwrap();
+    let st = regions
+        .iter()
+        .find(|r| r["site"] == "static_table")
+        .unwrap_or_else(|| panic!("no static_table region: {v}"));
+    assert_eq!(st["kind"], "static");
+    assert_eq!(st["object"], "profile_truth");
+    assert_eq!(st["sampled"], false);
+    assert_eq!(st["first_address"], addr);
+    assert_eq!(st["bytes"], 4 << 20);
+    assert_eq!(st["pages_by_node"], serde_json::json!({"0": 1024}));
+    // The stack of the thread that wrote the 1 MiB buffer: at least its
+    // 256 pages present, and the main thread's stack named as such.
+    let tid: u64 = program_out
+        .lines()
+        .find_map(|l| l.strip_prefix("stack buffer: thread "))
+        .and_then(|l| l.split(' ').next()?.parse().ok())
+        .unwrap();
+    let stack = regions
+        .iter()
+        .find(|r| r["thread"] == tid)
+        .unwrap_or_else(|| panic!("no stack of thread {tid}: {v}"));
+    assert_eq!(stack["site"], format!("stack of thread {tid}"));
+    assert!(
+        stack["pages_by_node"]["0"].as_u64().unwrap() >= 256,
+        "{stack}"
+    );
+    assert!(
+        regions
+            .iter()
+            .any(|r| r["kind"] == "stack" && r["site"].as_str().unwrap().ends_with(" (main)")),
+        "{v}"
+    );
+    // The profiler's own tables are not the program's.
+    assert!(
+        regions
+            .iter()
+            .all(|r| !r["object"].as_str().unwrap_or("").contains("numalab")),
+        "{v}"
+    );
+    let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(
+        text.contains("static 4 MiB static_table in profile_truth: pages by node 0:1024"),
+        "{text}"
+    );
+}
+
+#[test]
+fn first_touches_name_the_thread_that_placed_each_array() {
+    library_built();
+    let prog = compile_c(
+        "crates/numalab-preload/tests/programs/profile_truth.c",
+        "profile_truth",
+    );
+    let dir = scratch("profile-first-touch");
+    let _ = std::fs::remove_dir_all(&dir);
+    // A high fixed rate: the arrays are initialised within milliseconds.
+    let r = numalab(&[
+        "profile",
+        "--json",
+        "--rate",
+        "20000",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "2",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let (program_out, json) = r.out.split_at(r.out.find("\n{").unwrap() + 1);
+    let v = parse_json(json, "numalab profile of profile_truth");
+    let pid = v["pid"].as_u64().unwrap();
+    assert!(pid > 1, "{v}");
+    let region_at = |name: &str| {
+        let addr = program_out
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} 0x")))
+            .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+            .unwrap();
+        v["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["first_address"] == addr)
+            .unwrap_or_else(|| panic!("no region for {name}: {v}"))
+            .clone()
+    };
+    // A and E: every sampled first touch by the main thread, a write.
+    for name in ["A", "E"] {
+        let f = &region_at(name)["first_touch"];
+        let n = f["samples"].as_u64().unwrap();
+        assert!(n >= 1, "{name}: {f}");
+        assert_eq!(f["writes"], n, "{name}: {f}");
+        assert_eq!(
+            f["threads"],
+            serde_json::json!({ pid.to_string(): n }),
+            "{name}: {f}"
+        );
+        assert_eq!(f["nodes"]["0"], n, "{name}: one node here: {f}");
+    }
+    // B: each slice first-touched by its owner, never the main thread.
+    let fb = &region_at("B")["first_touch"];
+    let owners = fb["threads"].as_object().unwrap();
+    assert!(
+        !owners.is_empty() && !owners.contains_key(&pid.to_string()),
+        "{fb}"
+    );
+    // The main thread is listed for its first touches, with no access
+    // sampled (it only initialised), and pinned.
+    let main = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == pid)
+        .unwrap_or_else(|| panic!("main thread not listed: {v}"));
+    assert!(main["first_touches"].as_u64().unwrap() >= 2, "{main}");
+    assert_eq!(main["allowed_cpus"], 1, "{main}");
+    // Where the kernel keeps scheduler statistics, each thread's
+    // migrations are read from them; its spans cover its faults.
+    let sched = Path::new("/proc/self/sched").exists();
+    for t in v["threads"].as_array().unwrap() {
+        assert_eq!(t["migrations"].is_u64(), sched, "{t}");
+        let spans = t["timeline"].as_array().unwrap();
+        assert!(!spans.is_empty(), "{t}");
+        let sampled: u64 = spans.iter().map(|x| x["samples"].as_u64().unwrap()).sum();
+        assert_eq!(sampled, t["samples"].as_u64().unwrap(), "{t}");
+        for x in spans {
+            assert!(
+                x["from_s"].as_f64().unwrap() <= x["to_s"].as_f64().unwrap(),
+                "{x}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -174,6 +388,14 @@ fn bad_input_is_refused_in_one_line() {
     fails(
         &["profile", "--rate", "0", "--", "true"],
         "--rate '0' is not a whole number from 1 to 200000",
+    );
+    fails(
+        &["profile", "--rate", "100", "--overhead", "2", "--", "true"],
+        "the argument '--rate <R>' cannot be used with '--overhead <PCT>'",
+    );
+    fails(
+        &["profile", "--overhead", "0", "--", "true"],
+        "--overhead 0 is out of range: give a percentage above 0 and below 100",
     );
     fails(
         &["profile", "--min-bytes", "100", "--", "true"],

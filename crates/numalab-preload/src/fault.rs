@@ -4,7 +4,7 @@
 
 use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_WRITE};
 use crate::tables::{self, Lookup};
-use crate::{emit, page_size, sys, SAMPLES};
+use crate::{cost, emit, page_size, sys, FIRST_TOUCHES, SAMPLES};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
@@ -121,10 +121,14 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
     let addr = unsafe { (*info).si_addr() } as usize;
     let page = addr & !(page_size() - 1);
     match tables::lookup_fault(page) {
-        Lookup::Claimed { index, prot } => {
+        Lookup::Claimed { index, prot, node } => {
+            let t0 = sys::monotonic_ns();
             sys::mprotect(page, page_size(), prot);
-            tables::release(index);
-            SAMPLES.fetch_add(1, SeqCst);
+            if cost::is_calibration(page) {
+                tables::release(index);
+                cost::handler_took(page, sys::monotonic_ns() - t0);
+                return;
+            }
             if !SEEN.with(|s| s.replace(true)) {
                 // Once per thread: whether it is pinned.
                 let (cpus, first) = sys::affinity();
@@ -136,19 +140,36 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
                     flags: 0,
                     addr: first,
                     size: cpus,
-                    time_ns: sys::monotonic_ns(),
+                    time_ns: t0,
                 });
             }
+            // A page armed absent: this access puts it somewhere (first
+            // touch); the sampler looks up where at its next tick.
+            let first = node == tables::NODE_ABSENT;
+            if first {
+                tables::add_pending(page);
+                FIRST_TOUCHES.fetch_add(1, SeqCst);
+            } else {
+                SAMPLES.fetch_add(1, SeqCst);
+            }
+            // Queued before the entry is released: a free of the region
+            // waits for the release, so its record comes after this one.
             emit(&Record {
-                kind: Kind::Sample,
+                kind: if first {
+                    Kind::FirstTouch
+                } else {
+                    Kind::Sample
+                },
                 tid: sys::gettid(),
                 cpu: sys::cpu(),
-                node: sys::page_node(page),
+                node: if first { -1 } else { node },
                 flags: access_flags(ctx),
                 addr: addr as u64,
                 size: 0,
-                time_ns: sys::monotonic_ns(),
+                time_ns: t0,
             });
+            tables::release(index);
+            cost::handler_took(page, sys::monotonic_ns() - t0);
         }
         // Another thread is arming or restoring the page: run the access
         // again once it settles.

@@ -255,6 +255,56 @@ pub unsafe extern "C" fn pvalloc(n: size_t) -> *mut c_void {
     track(__libc_pvalloc(n), n, 0)
 }
 
+type StartFn = extern "C" fn(*mut c_void) -> *mut c_void;
+type PthreadCreateFn = unsafe extern "C" fn(
+    *mut libc::pthread_t,
+    *const libc::pthread_attr_t,
+    StartFn,
+    *mut c_void,
+) -> c_int;
+
+/// A new thread's start routine and argument, for [`thread_trampoline`].
+struct Start {
+    routine: StartFn,
+    arg: *mut c_void,
+}
+
+/// Runs a program thread's start routine between recording its stack and
+/// locating the stack's pages.
+extern "C" fn thread_trampoline(p: *mut c_void) -> *mut c_void {
+    // SAFETY: p is the Start that pthread_create below allocated for this
+    // thread alone.
+    let start = unsafe { Box::from_raw(p as *mut Start) };
+    crate::places::thread_starts();
+    let r = (start.routine)(start.arg);
+    crate::places::thread_ends();
+    r
+}
+
+/// # Safety
+/// As C's `pthread_create`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    routine: StartFn,
+    arg: *mut c_void,
+) -> c_int {
+    let Some(real) = real!("pthread_create", PthreadCreateFn) else {
+        return libc::EAGAIN;
+    };
+    if !active() || crate::SAMPLER_STARTING.load(SeqCst) {
+        return real(thread, attr, routine, arg);
+    }
+    let start = Box::into_raw(Box::new(Start { routine, arg }));
+    let r = real(thread, attr, thread_trampoline, start as *mut c_void);
+    if r != 0 {
+        // SAFETY: the thread was not created: the Start is still ours.
+        drop(Box::from_raw(start));
+    }
+    r
+}
+
 type MmapFn =
     unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, libc::off_t) -> *mut c_void;
 

@@ -2,11 +2,13 @@
 //! (`LD_PRELOAD=libnumalab_preload.so`) to sample which memory its threads
 //! access, from which CPU, without a hardware PMU.
 //!
-//! How: a sampler thread arms a few resident pages of the program's large
+//! How: a sampler thread arms a few pages of the program's large
 //! allocations with `mprotect(PROT_NONE)`. The next access to such a page
 //! faults; the SIGSEGV handler records the thread, its CPU, the page's node
-//! (`move_pages`) and whether it was a write, restores the protection and
-//! lets the access run again. Everything else is about not changing what
+//! (`move_pages`, asked when it was armed) and whether it was a write,
+//! restores the protection and lets the access run again. A page that was
+//! not present when armed records its first touch instead (who put it
+//! where). Everything else is about not changing what
 //! the program sees (docs/profile.md):
 //!
 //! - A system call given an armed buffer would fail with EFAULT instead of
@@ -29,8 +31,11 @@
 pub mod record;
 pub mod tables;
 
+mod cost;
 mod fault;
 mod hooks;
+mod places;
+mod queue;
 mod sampler;
 mod sys;
 
@@ -45,7 +50,13 @@ static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
 static MIN_BYTES: AtomicUsize = AtomicUsize::new(64 << 10);
 /// Samples taken and pages armed, for the totals at exit.
 static SAMPLES: AtomicUsize = AtomicUsize::new(0);
+/// First touches taken (faults on pages armed absent).
+static FIRST_TOUCHES: AtomicUsize = AtomicUsize::new(0);
 static ARMED_TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+/// Set while the library starts its own thread: the interposed
+/// `pthread_create` passes it through (its stack is not the program's).
+static SAMPLER_STARTING: AtomicBool = AtomicBool::new(false);
 
 fn page_size() -> usize {
     PAGE_SIZE.load(SeqCst)
@@ -55,13 +66,13 @@ fn active() -> bool {
     ACTIVE.load(SeqCst)
 }
 
-/// Writes one record; lost when the output cannot take it (the profile
-/// then has fewer samples, the program is unaffected).
+/// Queues one record for the sampler to write (or writes it when no
+/// sampler runs); lost when the output cannot take it (the profile then
+/// has fewer samples, the program is unaffected).
 fn emit(r: &record::Record) {
     let fd = OUT_FD.load(SeqCst);
     if fd >= 0 {
-        let b = r.encode();
-        sys::write_all(fd, &b);
+        queue::push(fd, &r.encode());
     }
 }
 
@@ -117,17 +128,40 @@ extern "C" fn at_exit() {
         return;
     }
     tables::for_each_region(emit_pages);
+    places::at_exit();
     save_maps();
+    cost::emit_totals();
     emit(&record::Record {
         kind: record::Kind::Totals,
         tid: sys::gettid(),
         cpu: u32::MAX,
-        node: -1,
+        node: queue::overflowed().min(i32::MAX as usize) as i32,
         flags: 0,
         addr: ARMED_TOTAL.load(SeqCst) as u64,
         size: SAMPLES.load(SeqCst) as u64,
         time_ns: sys::monotonic_ns(),
     });
+    queue::drain(OUT_FD.load(SeqCst), true);
+}
+
+/// In a forked child: records are written directly (the child has no
+/// sampler thread; its copy of the queue holds the parent's records).
+extern "C" fn after_fork_in_child() {
+    queue::disable();
+}
+
+/// The sampling rate the environment asks for: `NUMALAB_PROFILE_RATE`
+/// (pages a second, fixed) or `NUMALAB_PROFILE_OVERHEAD` (percent of the
+/// program's CPU time, adaptive), else the default target.
+fn rate_policy() -> sampler::RatePolicy {
+    if let Some(r) = env_number("NUMALAB_PROFILE_RATE") {
+        return sampler::RatePolicy::Fixed(r);
+    }
+    let pct = std::env::var("NUMALAB_PROFILE_OVERHEAD")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|p| p.is_finite() && *p > 0.0 && *p < 100.0);
+    sampler::RatePolicy::Overhead(pct.map_or(sampler::DEFAULT_OVERHEAD, |p| p / 100.0))
 }
 
 /// Runs when the library is loaded, before the program's `main`.
@@ -143,7 +177,7 @@ extern "C" fn init() {
     if let Some(b) = env_number("NUMALAB_PROFILE_MIN_BYTES") {
         MIN_BYTES.store(b.max(page_size()), SeqCst);
     }
-    let rate = env_number("NUMALAB_PROFILE_RATE").unwrap_or(sampler::DEFAULT_RATE);
+    let policy = rate_policy();
     let Some(fd) = sys::open_append(&path) else {
         return;
     };
@@ -157,15 +191,30 @@ extern "C" fn init() {
         // SAFETY: getpid has no preconditions.
         tid: unsafe { libc::getpid() } as u32,
         cpu: u32::MAX,
-        node: rate.min(i32::MAX as usize) as i32,
+        // The fixed rate, or 0: adaptive (the Cost records say the rate).
+        node: match policy {
+            sampler::RatePolicy::Fixed(r) => r.min(i32::MAX as usize) as i32,
+            sampler::RatePolicy::Overhead(_) => 0,
+        },
         flags: 0,
         addr: MIN_BYTES.load(SeqCst) as u64,
         size: page_size() as u64,
         time_ns: sys::monotonic_ns(),
     });
-    // SAFETY: at_exit is an extern "C" fn with no arguments.
-    unsafe { libc::atexit(at_exit) };
-    sampler::start(rate);
+    // SAFETY: at_exit is an extern "C" fn with no arguments; the fork
+    // hook is a valid child handler.
+    unsafe {
+        libc::atexit(at_exit);
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    }
+    sys::watch_forks();
+    SAMPLER_STARTING.store(true, SeqCst);
+    let sampling = sampler::start(policy);
+    SAMPLER_STARTING.store(false, SeqCst);
+    if sampling {
+        queue::enable();
+    }
+    places::thread_starts();
 }
 
 #[used]

@@ -1,6 +1,5 @@
 //! The records the library writes, one fixed-size binary record per event,
-//! so that a signal handler can write one with a single `write(2)` and no
-//! allocation. `numalab profile` reads them back with [`Record::decode`].
+//! so that a signal handler can queue one with no allocation. `numalab profile` reads them back with [`Record::decode`].
 
 /// The size of every record in bytes.
 pub const RECORD_BYTES: usize = 48;
@@ -16,7 +15,8 @@ pub enum Kind {
     /// A tracked allocation was freed (or unmapped): `addr`, `size`.
     Free = 3,
     /// The library started in process `tid` (the pid); `size` is the page
-    /// size, `node` the configured rate.
+    /// size, `addr` the tracking threshold in bytes, `node` the fixed rate
+    /// (0: adaptive, see the Cost records).
     Start = 4,
     /// Pages armed and samples taken so far (`addr`, `size`), written at
     /// exit.
@@ -31,6 +31,35 @@ pub enum Kind {
     /// A thread's first sample: `size` is how many CPUs its affinity
     /// allows, `addr` the first of them (pinned when `size` is 1).
     Thread = 8,
+    /// What sampling cost so far (written every second and at exit):
+    /// `addr` ns spent on it, `size` ns of the program's own CPU time,
+    /// `node` the rate now (pages armed a second), `flags` the kernel's
+    /// ns per sampled fault as measured at start, `cpu` the target share
+    /// in millionths (`u32::MAX`: a fixed rate).
+    Cost = 9,
+    /// A writable segment of a loaded ELF object (.data, .bss), written
+    /// at exit: `addr`, `size` bytes; `time_ns` is the object's load bias
+    /// (its symbols' values are relative to it).
+    Static = 10,
+    /// Thread `tid`'s stack: `addr`, `size` bytes (written as it starts).
+    Stack = 11,
+    /// `size` pages from `addr` on memory node `node` (-1: not present,
+    /// -3: not looked up, the range was too scattered), located at
+    /// `time_ns`: the page map of the static segment or stack written
+    /// just before.
+    PageRun = 12,
+    /// A first touch: `addr` faulted on a page that was not present when
+    /// the sampler armed it (`tid`, `cpu`, `flags` as for a Sample). The
+    /// page's node is in the Touched record that follows.
+    FirstTouch = 13,
+    /// Where the page at `addr` was put after its first touch: `node`, or
+    /// a negative errno (-ENOENT still absent, -EFAULT the zero page: a
+    /// read of memory never written).
+    Touched = 14,
+    /// Thread `tid` ended (or the process exits with it running): `addr`
+    /// is how often the kernel moved it between CPUs (`u64::MAX`: the
+    /// kernel keeps no such count).
+    ThreadEnd = 15,
 }
 
 /// Set in `flags` when the sampled access was a write.
@@ -87,6 +116,13 @@ impl Record {
             6 => Kind::PageNodes,
             7 => Kind::Frame,
             8 => Kind::Thread,
+            9 => Kind::Cost,
+            10 => Kind::Static,
+            11 => Kind::Stack,
+            12 => Kind::PageRun,
+            13 => Kind::FirstTouch,
+            14 => Kind::Touched,
+            15 => Kind::ThreadEnd,
             _ => return None,
         };
         Some(Record {

@@ -1,30 +1,54 @@
-//! The sampler thread: arms random resident pages of the tracked regions,
-//! a few every millisecond, and disarms those no access touched in time.
+//! The sampler thread: arms random pages of the tracked regions, a few
+//! every tick (a present page's fault is an access sample, an absent
+//! one's a first touch), disarms those no access touched in time, writes the
+//! queued records out, and keeps the rate at its target cost ([`cost`]).
 
-use crate::tables;
-use crate::{page_size, sys, ARMED_TOTAL};
+use crate::cost::{self, Controller};
+use crate::{page_size, queue, sys, tables, ARMED_TOTAL, OUT_FD};
 use std::sync::atomic::Ordering::SeqCst;
 
-/// Pages armed per second by default.
-pub const DEFAULT_RATE: usize = 2000;
+/// Where an adaptive rate starts (pages armed a second): low, so that a
+/// short program is not overcharged before the first measurement; the
+/// rate doubles a window while under its target.
+pub const START_RATE: usize = 500;
+/// The share of the program's CPU time sampling may take by default, as
+/// the library measures it: 1%, because what it cannot see (TLB
+/// shootdowns on the program's CPUs, waits for the memory map's lock)
+/// was about as large again in bench/profile-overhead.sh.
+pub const DEFAULT_OVERHEAD: f64 = 0.01;
 /// Samples after which the sampler stops arming (about 200 MB of records):
 /// a program profiled for hours keeps its profile bounded.
 pub const MAX_SAMPLES: usize = 4 << 20;
-/// A tick of the sampler.
-const TICK_NS: u64 = 1_000_000;
+/// Ticks last from 1 to 20 ms: about four pages armed a tick, so that a
+/// low rate does not wake the machine a thousand times a second.
+const MIN_TICK_NS: u64 = 1_000_000;
+const MAX_TICK_NS: u64 = 20_000_000;
+const PAGES_PER_TICK: f64 = 4.0;
 /// Pages armed in one tick at most.
 const MAX_BURST: usize = 256;
 /// A page armed longer than this without an access is disarmed.
 const MAX_ARMED_NS: u64 = 200_000_000;
 
-pub fn start(rate: usize) {
-    if rate == 0 {
-        return;
+/// How the rate is chosen.
+#[derive(Clone, Copy)]
+pub enum RatePolicy {
+    /// Pages armed a second, whatever they cost.
+    Fixed(usize),
+    /// The rate that keeps sampling at this share of the program's CPU
+    /// time.
+    Overhead(f64),
+}
+
+/// Starts the sampler thread; returns whether it runs.
+pub fn start(policy: RatePolicy) -> bool {
+    if matches!(policy, RatePolicy::Fixed(0)) {
+        return false;
     }
-    let _ = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("numalab-sampler".into())
         .stack_size(64 << 10)
-        .spawn(move || run(rate));
+        .spawn(move || run(policy))
+        .is_ok()
 }
 
 /// A small xorshift generator: the sampler only needs spread, not quality.
@@ -41,39 +65,56 @@ impl Random {
     }
 }
 
-fn run(rate: usize) {
+fn run(policy: RatePolicy) {
+    // The program's signal handlers run on its own threads, never here
+    // (one that calls exit() while this thread writes records out would
+    // wait for itself); SIGSEGV stays open (the interposed mask).
+    // SAFETY: a full sigset, filled before use.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
     let ps = page_size();
     let mut rng = Random(sys::monotonic_ns() | 1);
-    // Pages owed, in billionths: `rate` a second of the time that passed,
+    let kernel_ns = cost::calibrate(ps);
+    let mut control = match policy {
+        RatePolicy::Fixed(r) => Controller::new(r as f64, None, kernel_ns),
+        RatePolicy::Overhead(t) => Controller::new(START_RATE as f64, Some(t), kernel_ns),
+    };
+    cost::emit_totals();
+    // Pages owed, in billionths: the rate times the time that passed,
     // whatever a tick really took (a loaded or emulated machine sleeps
     // longer), at most MAX_BURST at once.
-    let mut owed: u128 = 0;
+    let mut owed: f64 = 0.0;
     let mut last = sys::monotonic_ns();
     loop {
-        sys::sleep_ns(TICK_NS);
+        let tick = (PAGES_PER_TICK * 1e9 / control.rate) as u64;
+        sys::sleep_ns(tick.clamp(MIN_TICK_NS, MAX_TICK_NS));
         let now = sys::monotonic_ns();
         tables::expire(now.saturating_sub(MAX_ARMED_NS), |page, prot| {
             sys::mprotect(page, ps, prot);
         });
-        owed += rate as u128 * now.saturating_sub(last) as u128;
+        tables::take_pending(touched);
+        queue::drain(OUT_FD.load(SeqCst), false);
+        owed += control.rate * now.saturating_sub(last) as f64 / 1e9;
+        owed = owed.min(MAX_BURST as f64);
         last = now;
-        let mut burst = 0;
         // The tracked pages are counted once a tick, not once a page.
         let (_, total) = tables::nth_page(0, ps);
-        while owed >= 1_000_000_000 && burst < MAX_BURST {
-            owed -= 1_000_000_000;
-            burst += 1;
+        while owed >= 1.0 {
+            owed -= 1.0;
             arm_one(&mut rng, ps, total);
         }
-        owed = owed.min(MAX_BURST as u128 * 1_000_000_000);
+        control.tick(now);
     }
 }
 
-/// Arms one random resident tracked page, if one is free to arm.
+/// Arms one random tracked page, if one is free to arm.
 /// `total`: the tracked pages counted this tick (a region freed since is
 /// caught by the handshake below).
 fn arm_one(rng: &mut Random, ps: usize, total: usize) {
-    if crate::SAMPLES.load(SeqCst) >= MAX_SAMPLES {
+    if crate::SAMPLES.load(SeqCst) + crate::FIRST_TOUCHES.load(SeqCst) >= MAX_SAMPLES {
         return;
     }
     if total == 0 {
@@ -83,11 +124,15 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize) {
     let (Some(page), _) = tables::nth_page(k, ps) else {
         return;
     };
-    if !sys::resident(page, ps) {
-        return;
-    }
+    // One query says whether the page is present and where: the fault
+    // handler then needs no system call to know the node. An absent page
+    // is armed too: its fault is a first touch.
+    let node = match sys::page_state(page, ps) {
+        sys::PageState::Present(node) => node,
+        sys::PageState::Absent => tables::NODE_ABSENT,
+    };
     let prot = libc::PROT_READ | libc::PROT_WRITE;
-    let Some(i) = tables::begin_arming(page, prot) else {
+    let Some(i) = tables::begin_arming(page, prot, node) else {
         return;
     };
     // The handshake: after claiming the entry, the region must still be
@@ -102,4 +147,25 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize) {
     }
     tables::finish_arming(i, sys::monotonic_ns());
     ARMED_TOTAL.fetch_add(1, SeqCst);
+}
+
+/// Where a first-touched page went (a Touched record).
+fn touched(page: usize) {
+    let pages = [page as *mut libc::c_void];
+    let mut status = [0i32];
+    let node = if sys::query_pages(&pages, &mut status) {
+        status[0]
+    } else {
+        -libc::ENOSYS
+    };
+    crate::emit(&crate::record::Record {
+        kind: crate::record::Kind::Touched,
+        tid: 0,
+        cpu: u32::MAX,
+        node,
+        flags: 0,
+        addr: page as u64,
+        size: 0,
+        time_ns: sys::monotonic_ns(),
+    });
 }

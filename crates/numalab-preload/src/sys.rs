@@ -1,9 +1,13 @@
 //! System calls made directly: this library interposes `read`, `write`,
 //! `mprotect` and friends, so calling them through libc from here would
-//! call itself. Each is async-signal-safe.
+//! call itself. Each is async-signal-safe. The clocks, the CPU number and
+//! the thread id cost no system call: the fault handler runs on every
+//! sample.
 
+use std::cell::Cell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// Writes all of `b` to `fd`, retrying on EINTR and short writes.
 pub fn write_all(fd: i32, mut b: &[u8]) {
@@ -67,38 +71,77 @@ pub fn close(fd: i32) {
     unsafe { libc::syscall(libc::SYS_close, fd) };
 }
 
-pub fn gettid() -> u32 {
-    // SAFETY: gettid has no arguments.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+/// Bumped in the child of every `fork`: a thread id cached before it is
+/// the parent's.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread's id and the fork count when it was read.
+    static TID: Cell<(u32, u64)> = const { Cell::new((0, u64::MAX)) };
 }
 
-/// The CPU this thread runs on, or `u32::MAX`.
+extern "C" fn after_fork_in_child() {
+    FORKS.fetch_add(1, SeqCst);
+}
+
+/// Registers the fork hook that keeps [`gettid`]'s cache true.
+pub fn watch_forks() {
+    // SAFETY: a valid child hook; no prepare or parent hook.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+}
+
+/// This thread's id, from a per-thread cache: a sample costs no system
+/// call for it.
+pub fn gettid() -> u32 {
+    let forks = FORKS.load(SeqCst);
+    TID.with(|c| {
+        let (tid, seen) = c.get();
+        if seen == forks {
+            return tid;
+        }
+        // SAFETY: gettid has no arguments.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) as u32 };
+        c.set((tid, forks));
+        tid
+    })
+}
+
+/// The CPU this thread runs on, or `u32::MAX`: glibc reads it from the
+/// thread's rseq area (or the vDSO) without a system call.
 pub fn cpu() -> u32 {
-    let mut cpu: u32 = 0;
-    // SAFETY: getcpu writes one u32 to cpu; node and cache may be null.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_getcpu,
-            &mut cpu as *mut u32,
-            std::ptr::null_mut::<u32>(),
-            std::ptr::null_mut::<libc::c_void>(),
-        )
-    };
-    if r == 0 {
-        cpu
+    // SAFETY: sched_getcpu has no preconditions and is signal-safe in
+    // practice (a read of the rseq area or a vDSO call).
+    let c = unsafe { libc::sched_getcpu() };
+    if c >= 0 {
+        c as u32
     } else {
         u32::MAX
     }
 }
 
-pub fn monotonic_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: ts is a valid timespec to write.
-    unsafe { libc::syscall(libc::SYS_clock_gettime, libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: ts is a valid timespec to write; clock_gettime is
+    // async-signal-safe (the vDSO: no system call for the monotonic clock).
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time of the whole process (every thread), in ns.
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// CPU time on `clock` (a thread's CPU-time clock), in ns.
+pub fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
+    clock_ns(clock)
 }
 
 /// `mprotect(2)` itself, not the interposed one.
@@ -107,8 +150,17 @@ pub fn mprotect(addr: usize, len: usize, prot: i32) -> i32 {
     unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32 }
 }
 
-/// The node holding the page at `page`, or -1 (not present, no NUMA).
-pub fn page_node(page: usize) -> i32 {
+/// Where the page at `page` is, for the sampler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageState {
+    /// Present, on this node (-1: present, node unknown).
+    Present(i32),
+    Absent,
+}
+
+/// Whether the page at `page` is present, and on which node: one
+/// `move_pages` query, or `mincore` where the kernel has no NUMA.
+pub fn page_state(page: usize, page_size: usize) -> PageState {
     let pages = [page as *mut libc::c_void];
     let mut status: i32 = -1;
     // SAFETY: a query (nodes null) of one page of this process: status
@@ -124,19 +176,21 @@ pub fn page_node(page: usize) -> i32 {
             0,
         )
     };
-    if r == 0 && status >= 0 {
-        status
-    } else {
-        -1
+    if r == 0 {
+        return if status >= 0 {
+            PageState::Present(status)
+        } else {
+            PageState::Absent
+        };
     }
-}
-
-/// Whether the page at `page` is resident.
-pub fn resident(page: usize, page_size: usize) -> bool {
     let mut v: u8 = 0;
     // SAFETY: one page, one result byte.
     let r = unsafe { libc::syscall(libc::SYS_mincore, page, page_size, &mut v as *mut u8) };
-    r == 0 && v & 1 == 1
+    if r == 0 && v & 1 == 1 {
+        PageState::Present(-1)
+    } else {
+        PageState::Absent
+    }
 }
 
 /// Sends `sig` to this thread.
@@ -168,6 +222,26 @@ pub fn sleep_ns(ns: u64) {
     };
 }
 
+/// One `move_pages` query: the node of each of `pages` (or a negative
+/// errno, -ENOENT when not present) into `status`. False when the call
+/// itself failed (no NUMA in the kernel).
+pub fn query_pages(pages: &[*mut libc::c_void], status: &mut [i32]) -> bool {
+    let n = pages.len().min(status.len());
+    // SAFETY: n pages and n status slots; nodes null is a query.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            n,
+            pages.as_ptr(),
+            std::ptr::null::<i32>(),
+            status.as_mut_ptr(),
+            0,
+        )
+    };
+    r == 0
+}
+
 /// Nodes counted by [`page_histogram`]; pages on higher nodes count as -2.
 pub const HISTOGRAM_NODES: usize = 64;
 
@@ -197,20 +271,9 @@ pub fn page_histogram(start: usize, len: usize, page_size: usize) -> Histogram {
         for (i, p) in pages.iter_mut().take(n).enumerate() {
             *p = (at + i * page_size) as *mut libc::c_void;
         }
-        // SAFETY: n pages and n status slots; nodes null is a query.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_move_pages,
-                0,
-                n,
-                pages.as_ptr(),
-                std::ptr::null::<i32>(),
-                status.as_mut_ptr(),
-                0,
-            )
-        };
+        let ok = query_pages(&pages[..n], &mut status[..n]);
         for &s in status.iter().take(n) {
-            if r != 0 || s < 0 {
+            if !ok || s < 0 {
                 h.absent += 1;
             } else if (s as usize) < HISTOGRAM_NODES {
                 h.counts[s as usize] += 1;

@@ -11,7 +11,11 @@
 //! sequentially consistent atomics on both sides, one of them sees the
 //! other: the sampler gives up, or the call finds the entry and disarms.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst};
+
+/// The node of an armed page that was not present: its fault is a first
+/// touch.
+pub const NODE_ABSENT: i32 = -100;
 
 /// Pages armed at once, at most.
 pub const ARMED_CAPACITY: usize = 512;
@@ -32,6 +36,10 @@ pub struct ArmedPage {
     page: AtomicUsize,
     state: AtomicU8,
     prot: AtomicU8,
+    /// The page's node when it was armed (-1: unknown, [`NODE_ABSENT`]:
+    /// not present): looked up by the sampler, so that the fault handler
+    /// makes no system call for it.
+    node: AtomicI32,
     /// When it was armed (CLOCK_MONOTONIC ns).
     since: AtomicU64,
 }
@@ -41,6 +49,7 @@ const EMPTY_PAGE: ArmedPage = ArmedPage {
     page: AtomicUsize::new(0),
     state: AtomicU8::new(FREE),
     prot: AtomicU8::new(0),
+    node: AtomicI32::new(-1),
     since: AtomicU64::new(0),
 };
 
@@ -54,8 +63,8 @@ pub enum Lookup {
     /// Not armed by us: the fault is the program's.
     NotOurs,
     /// Armed by us, now ours to disarm: restore `prot`, then call
-    /// [`release`] with the index.
-    Claimed { index: usize, prot: i32 },
+    /// [`release`] with the index. `node`: the page's node when armed.
+    Claimed { index: usize, prot: i32, node: i32 },
     /// Being armed or disarmed by another thread: return and let the
     /// access retry.
     Settling,
@@ -75,6 +84,7 @@ pub fn lookup_fault(page: usize) -> Lookup {
                 return Lookup::Claimed {
                     index,
                     prot: e.prot.load(SeqCst) as i32,
+                    node: e.node.load(SeqCst),
                 }
             }
             Err(ARMING) | Err(DISARMING) => return Lookup::Settling,
@@ -104,9 +114,9 @@ pub fn disarms() -> u64 {
     DISARMS.load(SeqCst)
 }
 
-/// Claims a free entry for `page` (state ARMING); `None` when the table is
-/// full or the page is armed already.
-pub fn begin_arming(page: usize, prot: i32) -> Option<usize> {
+/// Claims a free entry for `page` on `node` (state ARMING); `None` when
+/// the table is full or the page is armed already.
+pub fn begin_arming(page: usize, prot: i32, node: i32) -> Option<usize> {
     if ARMED_PAGES
         .iter()
         .any(|e| e.page.load(SeqCst) == page && e.state.load(SeqCst) != FREE)
@@ -120,6 +130,7 @@ pub fn begin_arming(page: usize, prot: i32) -> Option<usize> {
         {
             ARMED_COUNT.fetch_add(1, SeqCst);
             e.prot.store(prot as u8, SeqCst);
+            e.node.store(node, SeqCst);
             e.page.store(page, SeqCst);
             return Some(i);
         }
@@ -182,6 +193,30 @@ pub fn disarm_range(start: usize, end: usize, restore: impl Fn(usize, i32)) {
                 // Settles within the other side's few system calls.
                 Err(_) => std::hint::spin_loop(),
             }
+        }
+    }
+}
+
+/// First-touched pages whose node the sampler looks up at its next tick.
+const PENDING_CAPACITY: usize = 256;
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_PAGE: AtomicUsize = AtomicUsize::new(0);
+static PENDING: [AtomicUsize; PENDING_CAPACITY] = [NO_PAGE; PENDING_CAPACITY];
+
+/// Notes a first-touched page for [`take_pending`]; false when the table
+/// is full (its node stays unknown).
+pub fn add_pending(page: usize) -> bool {
+    PENDING
+        .iter()
+        .any(|p| p.compare_exchange(0, page, SeqCst, SeqCst).is_ok())
+}
+
+/// Hands every noted page to `f`, emptying the table.
+pub fn take_pending(mut f: impl FnMut(usize)) {
+    for p in PENDING.iter() {
+        let page = p.swap(0, SeqCst);
+        if page != 0 {
+            f(page);
         }
     }
 }
@@ -366,20 +401,27 @@ mod tests {
         assert_eq!(nth_page(4, p), (None, 4));
         assert!(in_region(12 * p, p) && !in_region(15 * p, p));
 
-        let i = begin_arming(12 * p, 3).unwrap();
-        assert_eq!(begin_arming(12 * p, 3), None, "armed twice");
+        let i = begin_arming(12 * p, 3, 2).unwrap();
+        assert_eq!(begin_arming(12 * p, 3, 2), None, "armed twice");
         assert_eq!(lookup_fault(12 * p), Lookup::Settling);
         finish_arming(i, 10);
         assert_eq!(armed_count(), 1);
         assert_eq!(lookup_fault(13 * p), Lookup::NotOurs);
-        assert_eq!(lookup_fault(12 * p), Lookup::Claimed { index: i, prot: 3 });
+        assert_eq!(
+            lookup_fault(12 * p),
+            Lookup::Claimed {
+                index: i,
+                prot: 3,
+                node: 2
+            }
+        );
         // Claimed: a second faulting thread waits for the restore.
         assert_eq!(lookup_fault(12 * p), Lookup::Settling);
         release(i);
         assert_eq!(armed_count(), 0);
 
         // A busy buffer and a disarmed range.
-        let j = begin_arming(13 * p, 3).unwrap();
+        let j = begin_arming(13 * p, 3, 0).unwrap();
         finish_arming(j, 20);
         let guard = publish_busy(13 * p + 10, 13 * p + 20);
         assert!(is_busy(13 * p, p) && !is_busy(14 * p, p));
@@ -398,7 +440,7 @@ mod tests {
         assert!(!is_busy(13 * p, p));
 
         // Cold pages expire; young ones stay.
-        let k = begin_arming(14 * p, 1).unwrap();
+        let k = begin_arming(14 * p, 1, -1).unwrap();
         finish_arming(k, 100);
         assert_eq!(expire(100, |_, _| {}), 0);
         let expired = std::cell::RefCell::new(Vec::new());

@@ -1,4 +1,4 @@
-//! `numalab profile [PLACEMENT] [--rate R] [--min-bytes SIZE] [-o DIR]
+//! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--min-bytes SIZE] [-o DIR]
 //! [--json] -- CMD ARGS...`: run a command with the preload library that
 //! samples its memory accesses by protection faults (no PMU needed), then
 //! say which of its allocations were accessed from which node.
@@ -6,7 +6,7 @@
 //! The sampling is `crates/numalab-preload`; the analysis
 //! `numalab::profile`; the text `numalab::report::views::profile`.
 
-use crate::args::{size, whole};
+use crate::args::{percent, size, whole};
 use crate::launch_args::{plan, LaunchArgs};
 use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
 use numalab::profile::record::{Kind, Record, RECORD_BYTES};
@@ -24,9 +24,14 @@ use std::sync::Arc;
 pub struct Args {
     #[command(flatten)]
     launch: LaunchArgs,
-    /// Pages armed per second (each access to an armed page is one sample).
-    #[arg(long, value_name = "R", default_value = "2000", value_parser = whole(1, 200_000))]
-    rate: usize,
+    /// Pages armed per second, fixed (each access to an armed page is one
+    /// sample). Without it the rate adapts to --overhead.
+    #[arg(long, value_name = "R", value_parser = whole(1, 200_000), conflicts_with = "overhead")]
+    rate: Option<usize>,
+    /// The share of the program's CPU time sampling may take, in percent:
+    /// the rate adapts to the cost the library measures (default 1).
+    #[arg(long, value_name = "PCT", value_parser = percent())]
+    overhead: Option<f64>,
     /// Track allocations of at least this size (malloc family and anonymous mmaps).
     #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = size(4096, "one page"))]
     min_bytes: usize,
@@ -169,7 +174,19 @@ pub fn run(a: Args) -> CliResult {
         .prepare()?
         .with_env("LD_PRELOAD", preload)
         .with_env("NUMALAB_PROFILE_OUT", records_abs.as_os_str())
-        .with_env("NUMALAB_PROFILE_RATE", a.rate.to_string())
+        // An empty value is no value: the one not chosen is cleared, so
+        // that the caller's environment cannot override the choice.
+        .with_env(
+            "NUMALAB_PROFILE_RATE",
+            a.rate.map_or(String::new(), |r| r.to_string()),
+        )
+        .with_env(
+            "NUMALAB_PROFILE_OVERHEAD",
+            match (a.rate, a.overhead) {
+                (None, Some(f)) => (f * 100.0).to_string(),
+                _ => String::new(),
+            },
+        )
         .with_env("NUMALAB_PROFILE_MIN_BYTES", a.min_bytes.to_string());
     let program = a.command[0].to_string_lossy().into_owned();
     let launch = prepared.spawn(&a.command).map_err(|e| CliError {
@@ -224,7 +241,7 @@ fn analyse(m: &Machine, a: &Args, records: &Path) -> Profile {
     };
     let all = Record::decode_all(&bytes);
     let maps_path = records.with_extension("bin.maps");
-    let maps = symbols::parse_maps(&std::fs::read_to_string(&maps_path).unwrap_or_default());
+    let maps_text = std::fs::read_to_string(&maps_path).unwrap_or_default();
     let pcs: Vec<u64> = all
         .iter()
         .filter(|r| r.kind == Kind::Frame)
@@ -232,17 +249,18 @@ fn analyse(m: &Machine, a: &Args, records: &Path) -> Profile {
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let names = symbols::name_all(&maps, &pcs);
+    let saved_maps = !maps_text.is_empty();
+    let names = symbols::ProgramSymbols::new(maps_text, &pcs);
     let command = a
         .command
         .iter()
         .map(|c| c.to_string_lossy().into_owned())
         .collect();
-    let mut p = build(m, command, &all, &|pc| names.get(&pc).cloned());
+    let mut p = build(m, command, &all, &names);
     if let Some(w) = missing {
         p.warnings = vec![w];
     }
-    if maps.is_empty() && !pcs.is_empty() {
+    if !saved_maps && !pcs.is_empty() {
         p.warnings.push(
             "the program did not exit normally, so its memory map was not saved: allocation sites are addresses"
                 .into(),

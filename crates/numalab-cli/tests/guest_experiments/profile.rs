@@ -15,7 +15,7 @@ use serde_json::Value;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "profile_truth",
-        "numalab profile --json -o /tmp/prof -- profile_truth 200",
+        "numalab profile --json --rate 2000 -o /tmp/prof -- profile_truth 200",
     ),
     (
         "profile_distance_0",
@@ -26,10 +26,12 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
 /// Steps run in the ring guest with the CPU-less node 4.
 pub const RING_STEPS: &[(&str, &str)] = &[(
     "profile_cpuless",
-    "numalab profile --json -o /tmp/prof -- profile_truth 100 4",
+    "numalab profile --json --rate 2000 -o /tmp/prof -- profile_truth 100 4",
 )];
 
 /// The program's lines (array addresses) and the profile after them.
+/// (A fixed rate: the guest's emulated CPUs make the adaptive rate's
+/// costs meaningless, and the shares need the samples.)
 fn run(g: &Guest, step: &str) -> (Vec<(String, u64, u64)>, Value) {
     let s = g.step(step);
     assert_eq!(s.rc, 0, "step {step}: {}\n{}", s.err, s.out);
@@ -90,7 +92,7 @@ fn share_near(got: f64, want: f64, n: u64, what: &str) {
 fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
     let g = quartet();
     let (arrays, v) = run(g, "profile_truth");
-    assert_eq!(arrays.len(), 3, "{arrays:?}");
+    assert_eq!(arrays.len(), 5, "{arrays:?}");
     // A: every page on node 0 (the main thread, on CPU 0, wrote it), read
     // by 8 threads, 6 of them on other nodes.
     let a = region(&arrays, &v, "A");
@@ -148,6 +150,42 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
     let da = diag(a);
     assert_eq!(da.len(), 1, "{da:?}");
     assert_eq!(da[0]["kind"], "one-node-shared");
+    // Its first touches, where sampled, were the main thread's (pinned to
+    // CPU 0), and the diagnosis says so.
+    let pid = v["pid"].as_u64().unwrap();
+    let fa = &a["first_touch"];
+    if fa["samples"].as_u64().unwrap_or(0) >= 5 {
+        assert_eq!(fa["threads"].as_object().unwrap().len(), 1, "{fa}");
+        assert!(
+            da[0]["text"].as_str().unwrap().contains(&format!(
+                "first touched by thread {pid} (the main thread, pinned to CPU 0)"
+            )),
+            "{}",
+            da[0]["text"]
+        );
+    }
+    // E: initialised by the main thread on node 0, read only by node 3's
+    // threads: private data first-touched by another thread.
+    let e = region(&arrays, &v, "E");
+    assert_eq!(pages(e), [("0".to_string(), 2047)]);
+    assert_eq!(e["remote_share"], 1.0, "{e}");
+    let efrom: Vec<&String> = e["accesses"].as_object().unwrap().keys().collect();
+    assert_eq!(efrom, ["3"]);
+    let fe = &e["first_touch"];
+    let ne = fe["samples"].as_u64().unwrap();
+    assert!(ne >= 5, "E: {ne} first touches sampled: {fe}");
+    assert_eq!(
+        fe["threads"],
+        serde_json::json!({ pid.to_string(): ne }),
+        "{fe}"
+    );
+    let de = diag(e);
+    assert_eq!(de.len(), 1, "{de:?}");
+    assert_eq!(de[0]["kind"], "first-touched-elsewhere", "{de:?}");
+    assert!(de[0]["fix"]
+        .as_str()
+        .unwrap()
+        .starts_with("numalab run --membind 3 -- "));
     assert!(da[0]["fix"]
         .as_str()
         .unwrap()
@@ -171,6 +209,51 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
         assert_eq!(t["cpus"].as_array().unwrap().len(), 1, "pinned: {t}");
         assert_eq!(t["allowed_cpus"], 1, "pinned: {t}");
     }
+}
+
+#[test]
+fn quartet_profile_locates_the_static_array_and_the_stack_buffer_on_their_writers_node() {
+    let g = quartet();
+    let s = g.step("profile_truth");
+    let (arrays, v) = run(g, "profile_truth");
+    // Written by the thread on CPU 7, on node 3: every page of the
+    // static array there, named by its symbol and object.
+    let (_, addr, bytes) = arrays.iter().find(|a| a.0 == "S").unwrap();
+    let st = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["site"] == "static_table")
+        .unwrap_or_else(|| panic!("no static_table region: {v}"));
+    assert_eq!(
+        (&st["first_address"], &st["bytes"]),
+        (&(*addr).into(), &(*bytes).into())
+    );
+    assert_eq!(
+        (&st["kind"], &st["object"]),
+        (&"static".into(), &"profile_truth".into())
+    );
+    assert_eq!(pages(st), [("3".to_string(), 1024)]);
+    assert_eq!(st["sampled"], false);
+    // The buffer on that thread's stack: at least its 256 pages on node 3
+    // (the few pages glibc wrote when it made the thread are node 0's).
+    let tid: u64 = s
+        .out
+        .lines()
+        .find_map(|l| l.strip_prefix("stack buffer: thread "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+        .unwrap();
+    let stack = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["thread"] == tid)
+        .unwrap_or_else(|| panic!("no stack of thread {tid}: {v}"));
+    assert_eq!(stack["kind"], "stack");
+    assert_eq!(stack["site"], format!("stack of thread {tid}"));
+    let on3 = stack["pages_by_node"]["3"].as_u64().unwrap_or(0);
+    assert!(on3 >= 256, "{stack}");
 }
 
 #[test]

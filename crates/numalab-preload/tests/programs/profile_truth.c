@@ -9,11 +9,17 @@
  * - C (8 MiB, mmap): bound with mbind to the last node with CPUs (or the
  *   node the second argument names), read only by the threads of node 0:
  *   every access remote.
+ * - E (8 MiB): the main thread initialises it, then only the threads of
+ *   the last CPU's node read it: private to that node, first-touched by
+ *   another thread, every access remote.
+ * - static_table (4 MiB, .bss) and a 1 MiB buffer on its stack: written
+ *   by the thread on the last CPU only, so their pages are on its node.
  *
  * Arguments: [PASSES over the arrays, default 30] [NODE for C].
  *
  * Prints each array's address and size ("A 0x... 25165824") so the test
- * can find its region, and exits 0 when every sum is right. */
+ * can find its region, the thread whose stack holds the buffer ("stack
+ * buffer: thread TID on CPU N"), and exits 0 when every sum is right. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -28,9 +34,14 @@
 #define A_BYTES (24 * MB)
 #define B_BYTES (16 * MB)
 #define C_BYTES (8 * MB)
+#define E_BYTES (8 * MB)
+#define STATIC_BYTES (4 * MB)
+#define STACK_BYTES (1 * MB)
 
-static uint64_t *a, *b, *c;
-static int cpus, last_node;
+static uint64_t static_table[STATIC_BYTES / 8] __attribute__((aligned(4096)));
+
+static uint64_t *a, *b, *c, *e;
+static int cpus, last_node, last_cpu_node;
 static int passes = 30;
 
 static void pin(int cpu) {
@@ -67,29 +78,45 @@ static volatile int go;
 static pthread_barrier_t step;
 static int bad;
 
+/* The last CPU's thread writes static_table and a buffer on its own
+ * stack; both sums are checked. */
+static void last_cpu_data(int cpu) {
+    volatile uint64_t buffer[STACK_BYTES / 8];
+    for (size_t i = 0; i < STACK_BYTES / 8; i++) buffer[i] = i;
+    for (size_t i = 0; i < STATIC_BYTES / 8; i++) static_table[i] = i;
+    if (pass(buffer, STACK_BYTES / 8) != expected(0, STACK_BYTES / 8) ||
+        pass(static_table, STATIC_BYTES / 8) != expected(0, STATIC_BYTES / 8))
+        __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
+    printf("stack buffer: thread %ld on CPU %d\n", (long)syscall(SYS_gettid), cpu);
+    fflush(stdout);
+}
+
 static void *worker(void *arg) {
     int cpu = (int)(intptr_t)arg;
     pin(cpu);
     size_t slice = B_BYTES / 8 / cpus;
     uint64_t *mine = b + cpu * slice;
     for (size_t i = 0; i < slice; i++) mine[i] = cpu * slice + i; /* first touch */
+    if (cpu == cpus - 1) last_cpu_data(cpu);
     while (!go) sched_yield();
-    int on_zero = node_of(cpu) == 0;
+    int on_zero = node_of(cpu) == 0, on_last = node_of(cpu) == last_cpu_node;
     uint64_t wa = expected(0, A_BYTES / 8), wb = expected(cpu * slice, slice),
-             wc = expected(0, C_BYTES / 8);
+             wc = expected(0, C_BYTES / 8), we = expected(0, E_BYTES / 8);
     /* The same passes for every thread, in lockstep (a barrier per pass)
-     * and with the same work per pass (the threads that do not read C read
-     * their slice as many more bytes): every thread reads A equally often
+     * and with the same work per pass (the threads that read neither C nor
+     * E read their slice as many more bytes): every thread reads A equally often
      * at every moment, so the shares are the construction's (75% remote
      * for A), whatever the sampling rate does over time. */
     size_t extra = C_BYTES / 8 / slice;
     for (int k = 0; k < passes; k++) {
         if (pass(a, A_BYTES / 8) != wa) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
         if (pass(mine, slice) != wb) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
-        if (on_zero) {
+        if (on_zero)
             if (pass(c, C_BYTES / 8) != wc) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
-        } else {
-            for (size_t e = 0; e < extra; e++)
+        if (on_last)
+            if (pass(e, E_BYTES / 8) != we) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
+        if (!on_zero && !on_last) {
+            for (size_t r = 0; r < extra; r++)
                 if (pass(mine, slice) != wb) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
         }
         pthread_barrier_wait(&step);
@@ -104,18 +131,22 @@ int main(int argc, char **argv) {
     pin(0);
     for (int cpu = 0; cpu < cpus; cpu++)
         if (node_of(cpu) > last_node) last_node = node_of(cpu);
+    last_cpu_node = node_of(cpus - 1);
     /* A second argument names C's node instead (a CPU-less node). */
     if (argc > 2) last_node = atoi(argv[2]);
     a = malloc(A_BYTES);
     b = malloc(B_BYTES);
     c = mmap(NULL, C_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    e = malloc(E_BYTES);
     unsigned long mask = 1UL << last_node;
     /* MPOL_BIND = 2: every page of C on the last node of a CPU. */
     long bound = syscall(SYS_mbind, c, C_BYTES, 2, &mask, 64, 0);
     for (size_t i = 0; i < A_BYTES / 8; i++) a[i] = i;
     for (size_t i = 0; i < C_BYTES / 8; i++) c[i] = i;
-    printf("A %p %d\nB %p %d\nC %p %d bound to node %d: %s\n", (void *)a, A_BYTES, (void *)b,
-           B_BYTES, (void *)c, C_BYTES, last_node, bound == 0 ? "yes" : "no");
+    for (size_t i = 0; i < E_BYTES / 8; i++) e[i] = i;
+    printf("A %p %d\nB %p %d\nC %p %d bound to node %d: %s\nE %p %d\nS %p %d\n", (void *)a,
+           A_BYTES, (void *)b, B_BYTES, (void *)c, C_BYTES, last_node, bound == 0 ? "yes" : "no",
+           (void *)e, E_BYTES, (void *)static_table, STATIC_BYTES);
     fflush(stdout);
     pthread_barrier_init(&step, NULL, cpus);
     pthread_t t[64];
@@ -125,6 +156,7 @@ int main(int argc, char **argv) {
     printf("threads %d, wrong sums %d\n", cpus, bad);
     free(a);
     free(b);
+    free(e);
     munmap(c, C_BYTES);
     return bad != 0;
 }

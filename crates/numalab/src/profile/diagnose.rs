@@ -22,11 +22,15 @@ const ACCESSING: f64 = 0.05;
 pub struct Diagnosis {
     /// `one-node-shared` (pages on one node, accessed from several: the
     /// signature of initialisation by one thread), `remote-bound` (pages
-    /// on one node, accessed from one other), `cpuless-hot` (a hot region
-    /// on a node without CPUs).
+    /// on one node, accessed from one other), `first-touched-elsewhere`
+    /// (the same, and its sampled first touches were by a thread on that
+    /// node that does not use it), `cpuless-hot` (a hot region on a node
+    /// without CPUs), `unpinned-drift` (a thread free to run anywhere that
+    /// ran on several nodes, mostly away from its data).
     pub kind: String,
-    /// Index into `regions`, and its site.
-    pub region: usize,
+    /// Index into `regions` and its site, or the thread ("thread TID").
+    pub region: Option<usize>,
+    pub thread: Option<u32>,
     pub site: String,
     /// The node holding the pages, and the share of them there.
     pub pages_node: u32,
@@ -40,6 +44,50 @@ pub struct Diagnosis {
     pub text: String,
     /// The placement that fixes it, as a command.
     pub fix: String,
+}
+
+/// First touches a region needs before its toucher is named.
+const MIN_FIRST_TOUCHES: u64 = 5;
+
+/// The thread behind most of a region's sampled first touches (the lower
+/// end of the 95% interval of its share above one half), with the words
+/// for it: "thread 812 (the main thread, pinned to CPU 0), 40 of 41
+/// sampled first touches (95% CI 87–100%)".
+fn first_toucher(p: &Profile, r: &RegionProfile) -> Option<(u32, String)> {
+    let f = r.first_touch.as_ref()?;
+    if f.samples < MIN_FIRST_TOUCHES {
+        return None;
+    }
+    let (tid, k) = f.threads.iter().max_by_key(|(_, k)| **k)?;
+    let share = *k as f64 / f.samples as f64;
+    let ci = wilson(share, f.samples as f64);
+    if ci[0] <= 0.5 {
+        return None;
+    }
+    let t = p.threads.iter().find(|t| t.tid == *tid);
+    let main = (*tid == p.pid).then_some("the main thread");
+    let pinned = match (t.and_then(|t| t.allowed_cpus), t.map(|t| &t.cpus)) {
+        (Some(1), Some(c)) if c.len() == 1 => Some(format!("pinned to CPU {}", c[0])),
+        (Some(1), _) => Some("pinned".to_string()),
+        (Some(_), _) => Some("not pinned".to_string()),
+        _ => None,
+    };
+    let about = match (main, pinned) {
+        (Some(m), Some(p)) => format!(" ({m}, {p})"),
+        (Some(m), None) => format!(" ({m})"),
+        (None, Some(p)) => format!(" ({p})"),
+        (None, None) => String::new(),
+    };
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    Some((
+        *tid,
+        format!(
+            "thread {tid}{about}, {k} of {} sampled first touches (95% CI {}–{})",
+            f.samples,
+            pct(ci[0]),
+            pct(ci[1])
+        ),
+    ))
 }
 
 /// The node holding at least 90% of the region's present pages.
@@ -83,7 +131,8 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
         let nodes = accessing.iter().copied().collect::<IdSet>();
         let mut d = Diagnosis {
             kind: String::new(),
-            region: i,
+            region: Some(i),
+            thread: None,
             site: r.site.clone(),
             pages_node: node,
             pages_share: pshare,
@@ -115,23 +164,100 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
             out.push(d);
         } else if ci[0] > 0.5 && accessing.len() >= 2 {
             d.kind = "one-node-shared".into();
+            let who = match first_toucher(p, r) {
+                Some((_, words)) => format!("; first touched by {words}"),
+                None => String::new(),
+            };
             d.text = format!(
-                "{}: {} of its pages are on node {node} and nodes {nodes} access it; {evidence}: the signature of initialisation by one thread (first touch put every page on its node); interleave it over the accessing nodes, or initialise it in parallel, each thread its part",
+                "{}: {} of its pages are on node {node} and nodes {nodes} access it; {evidence}{who}: the signature of initialisation by one thread (first touch put every page on its node); interleave it over the accessing nodes, or initialise it in parallel, each thread its part",
                 r.site,
                 pct(pshare)
             );
             d.fix = format!("numalab run --interleave {nodes} -- {command}");
             out.push(d);
         } else if ci[0] > 0.5 && accessing.len() == 1 && accessing[0] != node {
-            d.kind = "remote-bound".into();
-            d.text = format!(
-                "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}: place it on the node of its users",
-                r.site,
-                pct(pshare)
-            );
             d.fix = format!("numalab run --membind {nodes} -- {command}");
+            // First touch placed it: the toucher ran on the pages' node
+            // (not a policy that put them elsewhere) and never used it.
+            let placed_by =
+                |tid: &u32| p.threads.iter().any(|t| t.tid == *tid && t.nodes == [node]);
+            match first_toucher(p, r)
+                .filter(|(tid, _)| !r.threads.contains_key(tid) && placed_by(tid))
+            {
+                Some((_, words)) => {
+                    d.kind = "first-touched-elsewhere".into();
+                    d.text = format!(
+                        "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}; first touched by {words}, which does not use it: private data placed by another thread; initialise it in the threads that use it, or place it on their node",
+                        r.site,
+                        pct(pshare)
+                    );
+                }
+                None => {
+                    d.kind = "remote-bound".into();
+                    d.text = format!(
+                        "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}: place it on the node of its users",
+                        r.site,
+                        pct(pshare)
+                    );
+                }
+            }
             out.push(d);
         }
+    }
+    out.extend(drifting_threads(p));
+    out
+}
+
+/// Threads free to run on more than one CPU that the samples saw on two
+/// or more nodes, with most of their accesses remote (the lower end of
+/// the 95% interval above one half): the scheduler moved them away from
+/// their data. The fix binds the program's CPUs to the node holding most
+/// of the pages they accessed.
+fn drifting_threads(p: &Profile) -> Vec<Diagnosis> {
+    let command = p.command.join(" ");
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let mut out = Vec::new();
+    for t in &p.threads {
+        let (Some(share), Some(allowed)) = (t.remote_share, t.allowed_cpus) else {
+            continue;
+        };
+        if allowed < 2 || t.nodes.len() < 2 || t.samples < MIN_SAMPLES {
+            continue;
+        }
+        let ci = wilson(share, t.samples as f64);
+        let Some((&home, &k)) = t.memory_nodes.iter().max_by_key(|(_, k)| **k) else {
+            continue;
+        };
+        if ci[0] <= 0.5 {
+            continue;
+        }
+        let moves = match t.migrations {
+            Some(n) => format!("the kernel moved it {n} times between CPUs"),
+            None => format!("its samples changed CPU {} times", t.cpu_changes_seen),
+        };
+        let nodes = t.nodes.iter().copied().collect::<IdSet>();
+        out.push(Diagnosis {
+            kind: "unpinned-drift".into(),
+            region: None,
+            thread: Some(t.tid),
+            site: format!("thread {}", t.tid),
+            pages_node: home,
+            pages_share: k as f64 / t.samples.max(1) as f64,
+            accessing_nodes: t.nodes.clone(),
+            samples: t.samples,
+            remote_share: share,
+            remote_ci: ci,
+            text: format!(
+                "thread {}: free to run on {allowed} CPUs, it ran on nodes {nodes} ({moves}); {} of its accesses remote (95% CI {}–{}, {} samples), {} of them to pages on node {home}: unpinned, it drifted away from its data; bind it to node {home}",
+                t.tid,
+                pct(share),
+                pct(ci[0]),
+                pct(ci[1]),
+                t.samples,
+                pct(k as f64 / t.samples.max(1) as f64)
+            ),
+            fix: format!("numalab run --cpunodebind {home} -- {command}"),
+        });
     }
     out
 }
@@ -155,6 +281,9 @@ mod tests {
         RegionProfile {
             kind: "heap".into(),
             site: site.into(),
+            sampled: true,
+            object: None,
+            thread: None,
             stack: Vec::new(),
             allocations: 1,
             bytes: 1 << 24,
@@ -168,6 +297,7 @@ mod tests {
             accesses,
             pages_by_node: pages.iter().copied().collect(),
             threads: BTreeMap::new(),
+            first_touch: None,
         }
     }
 
@@ -175,11 +305,13 @@ mod tests {
         Profile {
             schema_version: "1.0".into(),
             command: vec!["./app".into()],
+            pid: 100,
             rate: 2000,
             min_bytes: 65536,
             page_size: 4096,
             pages_armed: 0,
             samples: regions.iter().map(|r| r.samples).sum(),
+            cost: None,
             unattributed: 0,
             remote_share: None,
             regions,
@@ -234,6 +366,125 @@ mod tests {
             d[0].text
         );
         assert_eq!(d[1].fix, "numalab run --membind 0 -- ./app");
+    }
+
+    fn thread(tid: u32, cpu: u32, node: u32) -> crate::profile::ThreadProfile {
+        crate::profile::ThreadProfile {
+            tid,
+            samples: 0,
+            allowed_cpus: Some(1),
+            cpus: vec![cpu],
+            nodes: vec![node],
+            remote_share: None,
+            first_touches: 0,
+            memory_nodes: BTreeMap::new(),
+            migrations: None,
+            cpu_changes_seen: 0,
+            timeline: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn first_touches_tell_private_data_placed_by_another_thread_from_a_policy() {
+        let m = fixture("qemu-ring4-cpuless-hmat.xml");
+        let touched = |tid: u32, n: u64, node: i32| {
+            Some(crate::profile::FirstTouches {
+                samples: n,
+                writes: n,
+                threads: BTreeMap::from([(tid, n)]),
+                nodes: BTreeMap::from([(node, n)]),
+            })
+        };
+        // E: on node 0, read by thread 103 on node 3 only; the main thread
+        // (100, pinned to CPU 0) wrote 12 of 12 sampled first touches.
+        let mut e = region("e", &[(0, 2047)], &[(3, 0, 40)]);
+        e.threads = BTreeMap::from([(103, 40)]);
+        e.first_touch = touched(100, 12, 0);
+        // C: on node 3 by a policy; the same main thread touched it first,
+        // but from node 0: not first touch's doing.
+        let mut c = region("c", &[(3, 2048)], &[(0, 3, 40)]);
+        c.threads = BTreeMap::from([(101, 40)]);
+        c.first_touch = touched(100, 12, 3);
+        // A: shared from every node, first-touched by the main thread.
+        let mut a = region(
+            "a",
+            &[(0, 6143)],
+            &[(0, 0, 30), (1, 0, 30), (2, 0, 30), (3, 0, 30)],
+        );
+        a.first_touch = touched(100, 20, 0);
+        // Too few first touches to name anyone: remote-bound.
+        let mut f = region("f", &[(0, 512)], &[(3, 0, 40)]);
+        f.first_touch = touched(100, 4, 0);
+        let mut p = profile(vec![e, c, a, f]);
+        p.threads = vec![thread(100, 0, 0), thread(101, 0, 0), thread(103, 3, 3)];
+        let d = diagnose(&m, &p);
+        let kinds: Vec<(&str, &str)> = d
+            .iter()
+            .map(|x| (x.site.as_str(), x.kind.as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("e", "first-touched-elsewhere"),
+                ("c", "remote-bound"),
+                ("a", "one-node-shared"),
+                ("f", "remote-bound")
+            ]
+        );
+        assert!(
+            d[0].text.contains(
+                "first touched by thread 100 (the main thread, pinned to CPU 0), 12 of 12 sampled first touches (95% CI 76%–100%), which does not use it"
+            ),
+            "{}",
+            d[0].text
+        );
+        assert_eq!(d[0].fix, "numalab run --membind 3 -- ./app");
+        assert!(
+            d[2].text.contains(
+                "; first touched by thread 100 (the main thread, pinned to CPU 0), 20 of 20"
+            ),
+            "{}",
+            d[2].text
+        );
+    }
+
+    #[test]
+    fn an_unpinned_thread_that_ran_away_from_its_data_is_told_to_bind() {
+        let m = fixture("qemu-ring4-cpuless-hmat.xml");
+        let mut p = profile(Vec::new());
+        // Free on 4 CPUs, seen on nodes 0 and 2; 60 samples, 48 remote,
+        // 54 of them to node 0's pages.
+        let mut drifter = thread(200, 0, 0);
+        drifter.allowed_cpus = Some(4);
+        drifter.cpus = vec![0, 2];
+        drifter.nodes = vec![0, 2];
+        drifter.samples = 60;
+        drifter.remote_share = Some(0.8);
+        drifter.memory_nodes = BTreeMap::from([(0, 54), (2, 6)]);
+        drifter.migrations = Some(31);
+        // Pinned, or local enough, or on one node: nothing to say.
+        let mut pinned = drifter.clone();
+        pinned.tid = 201;
+        pinned.allowed_cpus = Some(1);
+        let mut local = drifter.clone();
+        local.tid = 202;
+        local.remote_share = Some(0.4);
+        let mut one_node = drifter.clone();
+        one_node.tid = 203;
+        one_node.nodes = vec![2];
+        p.threads = vec![drifter, pinned, local, one_node];
+        let d = diagnose(&m, &p);
+        assert_eq!(d.len(), 1, "{d:#?}");
+        assert_eq!(
+            (d[0].kind.as_str(), d[0].thread, d[0].region),
+            ("unpinned-drift", Some(200), None)
+        );
+        assert_eq!(d[0].fix, "numalab run --cpunodebind 0 -- ./app");
+        assert!(
+            d[0].text.contains("free to run on 4 CPUs, it ran on nodes 0,2 (the kernel moved it 31 times between CPUs); 80% of its accesses remote"),
+            "{}",
+            d[0].text
+        );
     }
 
     #[test]

@@ -19,19 +19,30 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.0";
+pub const SCHEMA_VERSION: &str = "1.1";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
 
-/// One allocation site (or mapping) and what was sampled of it.
+/// One allocation site (or mapping, static symbol, stack) and what was
+/// sampled of it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RegionProfile {
-    /// `heap` (malloc family) or `mmap` (anonymous mapping).
+    /// `heap` (malloc family), `mmap` (anonymous mapping), `static` (a
+    /// data symbol, or the rest of an object's .data/.bss) or `stack` (a
+    /// thread's).
     pub kind: String,
     /// The allocation site: the first frame outside the preload library
-    /// and libc's allocator, symbolised where debug info allows.
+    /// and libc's allocator, symbolised where debug info allows; for
+    /// static data the symbol, for a stack "stack of thread TID".
     pub site: String,
+    /// Whether its accesses were sampled (heap and mmap); static data and
+    /// stacks are located only.
+    pub sampled: bool,
+    /// The ELF object of static data.
+    pub object: Option<String>,
+    /// The thread whose stack it is.
+    pub thread: Option<u32>,
     /// The call stack, innermost first.
     pub stack: Vec<String>,
     /// Allocations from this site, and their bytes.
@@ -54,6 +65,23 @@ pub struct RegionProfile {
     pub pages_by_node: BTreeMap<i32, u64>,
     /// Threads that accessed it, with their samples.
     pub threads: BTreeMap<u32, u64>,
+    /// Its sampled first touches: who put its pages where.
+    pub first_touch: Option<FirstTouches>,
+}
+
+/// The first touches sampled in a region: pages armed while not present,
+/// and the access that brought each in.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FirstTouches {
+    pub samples: u64,
+    /// Of them, writes (a read maps the shared zero page; the page is
+    /// placed at the first write, which is not sampled then).
+    pub writes: u64,
+    /// Threads that touched first, with their counts.
+    pub threads: BTreeMap<u32, u64>,
+    /// The node each page was on after its first touch (-1: unknown, -2:
+    /// the zero page, read before written).
+    pub nodes: BTreeMap<i32, u64>,
 }
 
 /// One thread of the program.
@@ -68,6 +96,105 @@ pub struct ThreadProfile {
     pub cpus: Vec<u32>,
     pub nodes: Vec<u32>,
     pub remote_share: Option<f64>,
+    /// Sampled first touches by this thread, in every region.
+    pub first_touches: u64,
+    /// Its sampled accesses by the memory node of the page.
+    pub memory_nodes: BTreeMap<u32, u64>,
+    /// How often the kernel moved it between CPUs (scheduler statistics,
+    /// read when it ended or at exit; `None` where the kernel keeps none).
+    pub migrations: Option<u64>,
+    /// CPU changes between its consecutive sampled faults (a lower bound
+    /// of its migrations).
+    pub cpu_changes_seen: u64,
+    /// Where it ran over time: spans of consecutive sampled faults on one
+    /// node.
+    pub timeline: Vec<ThreadSpan>,
+}
+
+/// A stretch of a thread's sampled faults on one node.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThreadSpan {
+    /// Seconds from the library's start, of the first and last fault.
+    pub from_s: f64,
+    pub to_s: f64,
+    pub node: Option<u32>,
+    pub cpus: Vec<u32>,
+    /// Sampled accesses in it, and of them remote.
+    pub samples: u64,
+    pub remote: u64,
+}
+
+/// Spans kept per thread; later faults extend the last one.
+const MAX_SPANS: usize = 1000;
+
+/// What the replay learns of one thread.
+#[derive(Default)]
+struct ThreadAcc {
+    samples: u64,
+    cpus: BTreeSet<u32>,
+    remote: u64,
+    memory_nodes: BTreeMap<u32, u64>,
+    last_cpu: Option<u32>,
+    cpu_changes: u64,
+    timeline: Vec<ThreadSpan>,
+    migrations: Option<u64>,
+}
+
+impl ThreadAcc {
+    /// A sampled fault at `t` s on `cpu` (node `node`); `remote` when an
+    /// access to another node's page.
+    fn fault(&mut self, t: f64, cpu: u32, node: Option<u32>, access: Option<bool>) {
+        self.cpus.insert(cpu);
+        if self.last_cpu.is_some_and(|c| c != cpu) {
+            self.cpu_changes += 1;
+        }
+        self.last_cpu = Some(cpu);
+        let (n, remote) = match access {
+            Some(r) => (1, r as u64),
+            None => (0, 0),
+        };
+        let full = self.timeline.len() >= MAX_SPANS;
+        match self.timeline.last_mut() {
+            Some(s) if s.node == node || full => {
+                s.to_s = t;
+                if !s.cpus.contains(&cpu) {
+                    s.cpus.push(cpu);
+                }
+                s.samples += n;
+                s.remote += remote;
+            }
+            _ => self.timeline.push(ThreadSpan {
+                from_s: t,
+                to_s: t,
+                node,
+                cpus: vec![cpu],
+                samples: n,
+                remote,
+            }),
+        }
+    }
+}
+
+/// What sampling cost the program, as the library measured it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SamplingCost {
+    /// The share of the program's CPU time the rate was adapted to
+    /// (`None`: a fixed `--rate`).
+    pub target_percent: Option<f64>,
+    /// Time spent sampling (the sampler thread, the fault handler, and
+    /// the kernel's part of each fault), and the program's own CPU time.
+    pub spent_ms: f64,
+    pub program_cpu_ms: f64,
+    /// `spent_ms` over `program_cpu_ms`.
+    pub estimated_percent: Option<f64>,
+    /// The kernel's part of one sampled fault, measured at start.
+    pub kernel_us_per_fault: f64,
+    /// Everything spent, per sampled fault (accesses and first touches).
+    pub us_per_sample: Option<f64>,
+    /// The rate at the end, and its range over the run (pages a second).
+    pub final_rate: u64,
+    pub min_rate: u64,
+    pub max_rate: u64,
 }
 
 /// What a profiled run found.
@@ -75,12 +202,17 @@ pub struct ThreadProfile {
 pub struct Profile {
     pub schema_version: String,
     pub command: Vec<String>,
-    /// Pages armed per second asked, and the tracking threshold.
+    /// The profiled process (its main thread's id).
+    pub pid: u32,
+    /// Pages armed per second asked (0: adaptive, see `cost`), and the
+    /// tracking threshold.
     pub rate: u64,
     pub min_bytes: u64,
     pub page_size: u64,
     pub pages_armed: u64,
     pub samples: u64,
+    /// What sampling cost, when the library measured it.
+    pub cost: Option<SamplingCost>,
     /// Samples outside every tracked allocation (a freed one, a race).
     pub unattributed: u64,
     pub remote_share: Option<f64>,
@@ -90,6 +222,41 @@ pub struct Profile {
     pub diagnoses: Vec<diagnose::Diagnosis>,
     /// What limits this profile (no samples, records lost, ...).
     pub warnings: Vec<String>,
+}
+
+/// Names for what the records hold only as addresses.
+pub trait Symbolizer {
+    /// The name of a call-stack address.
+    fn frame(&self, pc: u64) -> Option<String>;
+    /// The object whose writable segment starts at `segment` (loaded at
+    /// `bias`), and its data symbols.
+    fn static_object(&self, segment: u64, bias: u64) -> Option<StaticObject>;
+}
+
+/// An ELF object's static data, for [`Symbolizer::static_object`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaticObject {
+    /// The object's file name.
+    pub name: String,
+    pub symbols: Vec<DataSymbol>,
+}
+
+/// One data symbol (.data, .bss) at its address in the process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataSymbol {
+    pub name: String,
+    pub start: u64,
+    pub size: u64,
+}
+
+/// A static segment or stack whose pages were located.
+struct Located {
+    stack_of: Option<u32>,
+    start: u64,
+    len: u64,
+    bias: u64,
+    /// (first page, pages, node)
+    runs: Vec<(u64, u64, i32)>,
 }
 
 /// A live allocation while the records are replayed.
@@ -116,6 +283,7 @@ struct SiteAcc {
     local_distance_sum: f64,
     pages: BTreeMap<i32, u64>,
     threads: BTreeMap<u32, u64>,
+    first_touch: FirstTouches,
 }
 
 /// Builds the profile of `records` (in the order they were written) on
@@ -124,7 +292,7 @@ pub fn build(
     m: &Machine,
     command: Vec<String>,
     records: &[Record],
-    name: &dyn Fn(u64) -> Option<String>,
+    names: &dyn Symbolizer,
 ) -> Profile {
     // Frames follow their allocation record: group them first.
     let mut frames: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
@@ -134,20 +302,55 @@ pub fn build(
     let mut sites: Vec<SiteAcc> = Vec::new();
     let mut site_of_stack: BTreeMap<(String, Vec<u64>), usize> = BTreeMap::new();
     let mut live: BTreeMap<u64, Live> = BTreeMap::new();
-    let mut threads: BTreeMap<u32, (u64, BTreeSet<u32>, u64)> = BTreeMap::new();
+    let mut threads: BTreeMap<u32, ThreadAcc> = BTreeMap::new();
+    let mut t0: Option<u64> = None;
     let (mut rate, mut min_bytes, mut page_size, mut armed) = (0, 0, 4096, 0);
     let (mut samples, mut unattributed, mut remote_total, mut located_total) =
         (0u64, 0u64, 0u64, 0u64);
     let mut used_frames: BTreeSet<u64> = BTreeSet::new();
     let mut allowed: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut costs: Vec<&Record> = Vec::new();
+    let mut located: Vec<Located> = Vec::new();
+    let mut pid = 0;
+    // Where each first-touched page went, from the Touched records.
+    let touched: BTreeMap<u64, i32> = records
+        .iter()
+        .filter(|r| r.kind == Kind::Touched)
+        .map(|r| (r.addr, r.node))
+        .collect();
+    let mut first_by_thread: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut overflowed = 0u64;
     for r in records {
         match r.kind {
             Kind::Start => {
+                t0 = Some(r.time_ns);
+                pid = r.tid;
                 rate = r.node.max(0) as u64;
                 min_bytes = r.addr;
                 page_size = r.size.max(1);
             }
-            Kind::Totals => armed += r.addr,
+            Kind::Totals => {
+                armed += r.addr;
+                overflowed += r.node.max(0) as u64;
+            }
+            Kind::Cost => costs.push(r),
+            Kind::Static | Kind::Stack => located.push(Located {
+                stack_of: (r.kind == Kind::Stack).then_some(r.tid),
+                start: r.addr,
+                len: r.size,
+                bias: r.time_ns,
+                runs: Vec::new(),
+            }),
+            Kind::PageRun => {
+                let ps = page_size.max(1);
+                if let Some(l) = located
+                    .iter_mut()
+                    .rev()
+                    .find(|l| r.addr >= l.start / ps * ps && r.addr < l.start + l.len)
+                {
+                    l.runs.push((r.addr, r.size, r.node));
+                }
+            }
             Kind::Alloc => {
                 let kind = if r.flags & 1 != 0 { "mmap" } else { "heap" };
                 // The stack recorded right after this allocation: take it
@@ -200,9 +403,6 @@ pub fn build(
             Kind::Sample => {
                 samples += 1;
                 let cpu_node = m.node_of_cpu(r.cpu);
-                let t = threads.entry(r.tid).or_default();
-                t.0 += 1;
-                t.1.insert(r.cpu);
                 let remote = match (cpu_node, r.node) {
                     (Some(c), n) if n >= 0 => {
                         located_total += 1;
@@ -211,9 +411,16 @@ pub fn build(
                     _ => false,
                 };
                 if remote {
-                    t.2 += 1;
                     remote_total += 1;
                 }
+                let t = threads.entry(r.tid).or_default();
+                t.samples += 1;
+                t.remote += remote as u64;
+                if r.node >= 0 {
+                    *t.memory_nodes.entry(r.node as u32).or_default() += 1;
+                }
+                let at = r.time_ns.saturating_sub(t0.unwrap_or(r.time_ns)) as f64 / 1e9;
+                t.fault(at, r.cpu, cpu_node, Some(remote));
                 let owner = live
                     .range(..=r.addr)
                     .next_back()
@@ -251,6 +458,41 @@ pub fn build(
             Kind::Thread => {
                 allowed.insert(r.tid, r.size);
             }
+            Kind::FirstTouch => {
+                *first_by_thread.entry(r.tid).or_default() += 1;
+                // The thread ran there: it is listed even with no access
+                // sampled (a main thread that only initialised).
+                let at = r.time_ns.saturating_sub(t0.unwrap_or(r.time_ns)) as f64 / 1e9;
+                threads
+                    .entry(r.tid)
+                    .or_default()
+                    .fault(at, r.cpu, m.node_of_cpu(r.cpu), None);
+                let owner = live
+                    .range(..=r.addr)
+                    .next_back()
+                    .filter(|(_, l)| r.addr < l.start + l.len)
+                    .map(|(_, l)| l.site);
+                if let Some(site) = owner {
+                    let f = &mut sites[site].first_touch;
+                    f.samples += 1;
+                    if r.flags & FLAG_WRITE != 0 {
+                        f.writes += 1;
+                    }
+                    *f.threads.entry(r.tid).or_default() += 1;
+                    let node = match touched.get(&(r.addr / page_size * page_size)) {
+                        Some(&n) if n >= 0 => n,
+                        Some(&n) if n == -libc::EFAULT => -2,
+                        _ => -1,
+                    };
+                    *f.nodes.entry(node).or_default() += 1;
+                }
+            }
+            Kind::Touched => {}
+            Kind::ThreadEnd => {
+                if r.addr != u64::MAX {
+                    threads.entry(r.tid).or_default().migrations = Some(r.addr);
+                }
+            }
             Kind::Frame => {}
         }
     }
@@ -262,7 +504,7 @@ pub fn build(
             let stack: Vec<String> = s
                 .stack
                 .iter()
-                .map(|&pc| name(pc).unwrap_or_else(|| format!("{pc:#x}")))
+                .map(|&pc| names.frame(pc).unwrap_or_else(|| format!("{pc:#x}")))
                 .collect();
             let site = stack
                 .iter()
@@ -272,6 +514,9 @@ pub fn build(
             RegionProfile {
                 kind: s.kind,
                 site,
+                sampled: true,
+                object: None,
+                thread: None,
                 stack,
                 allocations: s.allocations,
                 bytes: s.bytes,
@@ -286,24 +531,39 @@ pub fn build(
                 accesses: s.accesses,
                 pages_by_node: s.pages,
                 threads: s.threads,
+                first_touch: (s.first_touch.samples > 0).then_some(s.first_touch),
             }
         })
         .collect();
-    regions.sort_by(|a, b| b.samples.cmp(&a.samples).then(b.bytes.cmp(&a.bytes)));
+    regions.extend(located_regions(&located, names, min_bytes, page_size, pid));
+    regions.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then(present(b).cmp(&present(a)))
+            .then(b.bytes.cmp(&a.bytes))
+    });
+    // Threads seen only at their end (no sampled fault) are left out.
     let threads = threads
         .into_iter()
-        .map(|(tid, (n, cpus, remote))| ThreadProfile {
+        .filter(|(_, t)| !t.cpus.is_empty())
+        .map(|(tid, t)| ThreadProfile {
             tid,
-            samples: n,
+            samples: t.samples,
             allowed_cpus: allowed.get(&tid).copied(),
-            nodes: cpus
+            nodes: t
+                .cpus
                 .iter()
                 .filter_map(|&c| m.node_of_cpu(c))
                 .collect::<BTreeSet<u32>>()
                 .into_iter()
                 .collect(),
-            cpus: cpus.into_iter().collect(),
-            remote_share: share(remote, n),
+            cpus: t.cpus.into_iter().collect(),
+            remote_share: share(t.remote, t.samples),
+            first_touches: first_by_thread.get(&tid).copied().unwrap_or(0),
+            memory_nodes: t.memory_nodes,
+            migrations: t.migrations,
+            cpu_changes_seen: t.cpu_changes,
+            timeline: t.timeline,
         })
         .collect();
     let mut warnings = Vec::new();
@@ -313,14 +573,24 @@ pub fn build(
             crate::text::format::bytes(min_bytes)
         ));
     }
+    if overflowed > 0 {
+        warnings.push(format!(
+            "{overflowed} records were written past a full queue: their order may be off, and a sample may count as unattributed"
+        ));
+    }
+    // A first touch is a sampled fault too.
+    let faults = samples + first_by_thread.values().sum::<u64>();
+    let cost = sampling_cost(&costs, faults);
     let mut p = Profile {
         schema_version: SCHEMA_VERSION.into(),
         command,
+        pid,
         rate,
         min_bytes,
         page_size,
         pages_armed: armed,
         samples,
+        cost,
         unattributed,
         remote_share: share(remote_total, located_total),
         regions,
@@ -330,4 +600,254 @@ pub fn build(
     };
     p.diagnoses = diagnose::diagnose(m, &p);
     p
+}
+
+/// The cost the Cost records report: the last one's totals, and the range
+/// of the rate over all of them.
+fn sampling_cost(costs: &[&Record], faults: u64) -> Option<SamplingCost> {
+    let last = costs.last()?;
+    let rates = costs.iter().map(|r| r.node.max(0) as u64);
+    let spent_ms = last.addr as f64 / 1e6;
+    let program_cpu_ms = last.size as f64 / 1e6;
+    Some(SamplingCost {
+        target_percent: (last.cpu != u32::MAX).then(|| last.cpu as f64 / 1e4),
+        spent_ms,
+        program_cpu_ms,
+        estimated_percent: (last.size > 0).then(|| 100.0 * spent_ms / program_cpu_ms),
+        kernel_us_per_fault: last.flags as f64 / 1e3,
+        us_per_sample: (faults > 0).then(|| 1e3 * spent_ms / faults as f64),
+        final_rate: last.node.max(0) as u64,
+        min_rate: rates.clone().min().unwrap_or(0),
+        max_rate: rates.max().unwrap_or(0),
+    })
+}
+
+/// Pages present on some node.
+fn present(r: &RegionProfile) -> u64 {
+    r.pages_by_node
+        .iter()
+        .filter(|(n, _)| **n >= 0)
+        .map(|(_, p)| p)
+        .sum()
+}
+
+/// Pages by node of the runs' pages inside `[start, end)`.
+fn pages_within(runs: &[(u64, u64, i32)], start: u64, end: u64, ps: u64) -> BTreeMap<i32, u64> {
+    let mut h = BTreeMap::new();
+    for &(first, pages, node) in runs {
+        let (a, b) = (first.max(start / ps * ps), (first + pages * ps).min(end));
+        if a < b {
+            *h.entry(node).or_default() += (b - a).div_ceil(ps);
+        }
+    }
+    h
+}
+
+/// A region located only: no samples, its pages by node.
+fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> RegionProfile {
+    RegionProfile {
+        kind: kind.into(),
+        site,
+        sampled: false,
+        object: None,
+        thread: None,
+        stack: Vec::new(),
+        allocations: 1,
+        bytes,
+        first_address: first,
+        samples: 0,
+        reads: 0,
+        writes: 0,
+        unknown_access: 0,
+        accesses: AccessMatrix::new(),
+        remote_share: None,
+        distance_ratio: None,
+        pages_by_node: BTreeMap::new(),
+        threads: BTreeMap::new(),
+        first_touch: None,
+    }
+}
+
+/// The stacks and static data as regions: one per thread's stack with
+/// pages present; per object, one per data symbol of at least
+/// `min_bytes`, and the rest of its segments as one when that much of it
+/// is present.
+fn located_regions(
+    located: &[Located],
+    names: &dyn Symbolizer,
+    min_bytes: u64,
+    ps: u64,
+    pid: u32,
+) -> Vec<RegionProfile> {
+    let ps = ps.max(1);
+    let mut out = Vec::new();
+    for l in located {
+        let end = l.start + l.len;
+        if let Some(tid) = l.stack_of {
+            let whose = if tid == pid {
+                format!("stack of thread {tid} (main)")
+            } else {
+                format!("stack of thread {tid}")
+            };
+            let mut r = located_region("stack", whose, l.len, l.start);
+            r.thread = Some(tid);
+            r.pages_by_node = pages_within(&l.runs, l.start, end, ps);
+            if present(&r) > 0 {
+                out.push(r);
+            }
+            continue;
+        }
+        let obj = names.static_object(l.start, l.bias);
+        // The profiler's own tables are not the program's data.
+        if obj
+            .as_ref()
+            .is_some_and(|o| o.name.contains("libnumalab_preload"))
+        {
+            continue;
+        }
+        let object = obj
+            .as_ref()
+            .map_or("(unknown object)".to_string(), |o| o.name.clone());
+        let mut rest = pages_within(&l.runs, l.start, end, ps);
+        let big = obj
+            .iter()
+            .flat_map(|o| &o.symbols)
+            .filter(|s| s.size >= min_bytes && s.start >= l.start && s.start + s.size <= end);
+        for s in big {
+            let mut r = located_region("static", s.name.clone(), s.size, s.start);
+            r.object = Some(object.clone());
+            r.pages_by_node = pages_within(&l.runs, s.start, s.start + s.size, ps);
+            // Whole pages of the symbol leave the rest; pages it shares
+            // with neighbours stay counted there too.
+            let inner = pages_within(
+                &l.runs,
+                s.start.div_ceil(ps) * ps,
+                (s.start + s.size) / ps * ps,
+                ps,
+            );
+            for (n, k) in inner {
+                if let Some(v) = rest.get_mut(&n) {
+                    *v = v.saturating_sub(k);
+                }
+            }
+            out.push(r);
+        }
+        let mut r = located_region("static", "(other static data)".into(), l.len, l.start);
+        r.object = Some(object);
+        rest.retain(|_, k| *k > 0);
+        r.pages_by_node = rest;
+        if present(&r) * ps >= min_bytes {
+            out.push(r);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    /// Names from fixed tables, as a test's program would have them.
+    struct Fixed;
+
+    impl Symbolizer for Fixed {
+        fn frame(&self, pc: u64) -> Option<String> {
+            (pc == 0x401000).then(|| "fill prog.c:12 (prog)".into())
+        }
+        fn static_object(&self, segment: u64, bias: u64) -> Option<StaticObject> {
+            (segment == 0x10000).then(|| StaticObject {
+                name: "prog".into(),
+                symbols: vec![
+                    DataSymbol {
+                        name: "big_table".into(),
+                        start: bias + 0x20000,
+                        size: 0x20000,
+                    },
+                    DataSymbol {
+                        name: "counter".into(),
+                        start: bias + 0x10000,
+                        size: 8,
+                    },
+                ],
+            })
+        }
+    }
+
+    fn rec(kind: Kind, tid: u32, cpu: u32, node: i32, addr: u64, size: u64, t: u64) -> Record {
+        Record {
+            kind,
+            tid,
+            cpu,
+            node,
+            flags: 0,
+            addr,
+            size,
+            time_ns: t,
+        }
+    }
+
+    #[test]
+    fn samples_static_symbols_stacks_and_cost_come_out_of_the_records() {
+        // Four nodes of two CPUs: CPUs 0-1 on node 0.
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let heap = 0x7000_0000u64;
+        let mut records = vec![
+            rec(Kind::Start, 100, u32::MAX, 0, 65536, 4096, 1),
+            rec(Kind::Alloc, 100, u32::MAX, -1, heap, 1 << 20, 2),
+            rec(Kind::Frame, 100, u32::MAX, -1, heap, 0, 0x401000),
+        ];
+        // Three reads from CPU 0 (node 0) of a page on node 1: remote.
+        for t in 3..6 {
+            records.push(rec(Kind::Sample, 101, 0, 1, heap + 8, 0, t));
+        }
+        records.extend([
+            rec(Kind::Stack, 101, u32::MAX, -1, 0x100000, 0x10000, 6),
+            rec(Kind::PageRun, 0, u32::MAX, -1, 0x100000, 14, 7),
+            rec(Kind::PageRun, 0, u32::MAX, 1, 0x10e000, 2, 7),
+            // A stack that never touched a page: left out.
+            rec(Kind::Stack, 102, u32::MAX, -1, 0x200000, 0x10000, 6),
+            rec(Kind::PageRun, 0, u32::MAX, -1, 0x200000, 16, 7),
+            rec(Kind::Static, 100, u32::MAX, -1, 0x10000, 0x30000, 0),
+            rec(Kind::PageRun, 0, u32::MAX, 0, 0x10000, 16, 8),
+            rec(Kind::PageRun, 0, u32::MAX, 1, 0x20000, 32, 8),
+            // 3 ms spent against 200 ms of the program's own CPU time.
+            rec(Kind::Cost, 100, 20_000, 500, 3_000_000, 200_000_000, 9),
+        ]);
+        records.last_mut().unwrap().flags = 2500;
+        let p = build(&m, vec!["prog".into()], &records, &Fixed);
+        assert_eq!(p.samples, 3);
+        assert_eq!(p.remote_share, Some(1.0));
+        let heap_region = &p.regions[0];
+        assert_eq!(
+            (
+                heap_region.site.as_str(),
+                heap_region.sampled,
+                heap_region.samples
+            ),
+            ("fill prog.c:12 (prog)", true, 3)
+        );
+        assert_eq!(heap_region.accesses[&0][&1], 3);
+        let find = |site: &str| p.regions.iter().find(|r| r.site == site).unwrap();
+        let big = find("big_table");
+        assert_eq!((big.kind.as_str(), big.sampled), ("static", false));
+        assert_eq!(big.object.as_deref(), Some("prog"));
+        assert_eq!(big.pages_by_node, BTreeMap::from([(1, 32)]));
+        let other = find("(other static data)");
+        assert_eq!(other.pages_by_node, BTreeMap::from([(0, 16)]));
+        assert!(
+            p.regions.iter().all(|r| r.site != "counter"),
+            "small symbols stay in the rest"
+        );
+        let stack = find("stack of thread 101");
+        assert_eq!(stack.thread, Some(101));
+        assert_eq!(stack.pages_by_node, BTreeMap::from([(-1, 14), (1, 2)]));
+        assert!(p.regions.iter().all(|r| r.site != "stack of thread 102"));
+        let c = p.cost.unwrap();
+        assert_eq!(c.target_percent, Some(2.0));
+        assert_eq!(c.estimated_percent, Some(1.5));
+        assert_eq!(c.kernel_us_per_fault, 2.5);
+        assert_eq!(c.us_per_sample, Some(1000.0));
+        assert_eq!((c.min_rate, c.max_rate, c.final_rate), (500, 500, 500));
+    }
 }

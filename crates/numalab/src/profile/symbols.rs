@@ -1,7 +1,8 @@
 //! Names for the addresses of allocation stacks: the program's memory map
 //! (saved by the preload library at exit) gives each address its object
 //! and offset, and `addr2line` (binutils) the function and file:line where
-//! the object has debug information.
+//! the object has debug information. Static data is named from the
+//! objects' ELF symbol tables, read here.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,6 +36,162 @@ pub fn parse_maps(text: &str) -> Vec<Mapping> {
             })
         })
         .collect()
+}
+
+/// The file-backed mapping holding `addr` in a /proc/PID/maps text, any
+/// permissions: the object a static segment belongs to.
+pub fn object_at(maps_text: &str, addr: u64) -> Option<String> {
+    maps_text.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let range = f.next()?;
+        let path = f.nth(4)?;
+        let (a, b) = range.split_once('-')?;
+        let (a, b) = (
+            u64::from_str_radix(a, 16).ok()?,
+            u64::from_str_radix(b, 16).ok()?,
+        );
+        (path.starts_with('/') && addr >= a && addr < b).then(|| path.to_string())
+    })
+}
+
+/// Symbol tables read at most (a larger file is read up to this).
+const MAX_ELF_BYTES: u64 = 1 << 30;
+
+/// The data objects (`STT_OBJECT` symbols with a size, defined) of the
+/// ELF64 little-endian file at `path`, as (name, value, size), from its
+/// `.symtab` (or `.dynsym` when stripped). Read here rather than by `nm`,
+/// which minimal systems (the test guests) lack. Empty for anything else.
+pub fn data_symbols(path: &str) -> Vec<(String, u64, u64)> {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let mut bytes = Vec::new();
+    if f.take(MAX_ELF_BYTES).read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    elf_data_symbols(&bytes)
+}
+
+/// [`data_symbols`] of an ELF image in memory.
+pub fn elf_data_symbols(b: &[u8]) -> Vec<(String, u64, u64)> {
+    let u16_at = |o: usize| {
+        b.get(o..o.checked_add(2)?)
+            .map(|s| u16::from_le_bytes([s[0], s[1]]))
+    };
+    let u32_at = |o: usize| {
+        b.get(o..o.checked_add(4)?)
+            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    };
+    let u64_at = |o: usize| {
+        b.get(o..o.checked_add(8)?).map(|s| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            u64::from_le_bytes(a)
+        })
+    };
+    // ELF64 (class 2), little endian (data 1).
+    if b.len() < 64 || b[..4] != *b"\x7fELF" || b[4] != 2 || b[5] != 1 {
+        return Vec::new();
+    }
+    let (Some(shoff), Some(shentsize), Some(shnum)) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c))
+    else {
+        return Vec::new();
+    };
+    // (sh_type, sh_offset, sh_size, sh_link, sh_entsize) of section i.
+    let section = |i: usize| -> Option<(u32, usize, usize, u32, usize)> {
+        let o = usize::try_from(shoff)
+            .ok()?
+            .checked_add(i.checked_mul(shentsize as usize)?)?;
+        Some((
+            u32_at(o.checked_add(4)?)?,
+            usize::try_from(u64_at(o.checked_add(0x18)?)?).ok()?,
+            usize::try_from(u64_at(o.checked_add(0x20)?)?).ok()?,
+            u32_at(o.checked_add(0x28)?)?,
+            usize::try_from(u64_at(o.checked_add(0x38)?)?).ok()?,
+        ))
+    };
+    const SHT_SYMTAB: u32 = 2;
+    const SHT_DYNSYM: u32 = 11;
+    let sections: Vec<_> = (0..shnum as usize).map(section).collect();
+    let find = |t: u32| sections.iter().flatten().find(|s| s.0 == t);
+    let Some(&(_, off, size, link, entsize)) = find(SHT_SYMTAB).or_else(|| find(SHT_DYNSYM)) else {
+        return Vec::new();
+    };
+    let Some(Some((_, str_off, str_size, _, _))) = sections.get(link as usize) else {
+        return Vec::new();
+    };
+    let strings = str_off
+        .checked_add(*str_size)
+        .and_then(|end| b.get(*str_off..end))
+        .unwrap_or(&[]);
+    let entsize = entsize.max(24);
+    let mut out = Vec::new();
+    for i in 0..size / entsize {
+        let Some(o) = off.checked_add(i * entsize) else {
+            break;
+        };
+        let (Some(name), Some(info), Some(shndx), Some(value), Some(sz)) = (
+            u32_at(o),
+            b.get(o + 4).copied(),
+            u16_at(o + 6),
+            u64_at(o + 8),
+            u64_at(o + 16),
+        ) else {
+            break;
+        };
+        // STT_OBJECT, defined (not SHN_UNDEF), with a size.
+        if info & 0xf != 1 || shndx == 0 || sz == 0 {
+            continue;
+        }
+        let name = strings
+            .get(name as usize..)
+            .and_then(|s| s.split(|c| *c == 0).next())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .unwrap_or_default();
+        if !name.is_empty() {
+            out.push((name, value, sz));
+        }
+    }
+    out
+}
+
+/// Names from a profiled program's saved memory map: call-stack frames by
+/// addr2line, static data from the ELF symbol tables.
+pub struct ProgramSymbols {
+    maps_text: String,
+    frames: BTreeMap<u64, String>,
+}
+
+impl ProgramSymbols {
+    /// Names every frame address of `pcs` up front (one addr2line run per
+    /// object).
+    pub fn new(maps_text: String, pcs: &[u64]) -> ProgramSymbols {
+        let frames = name_all(&parse_maps(&maps_text), pcs);
+        ProgramSymbols { maps_text, frames }
+    }
+}
+
+impl super::Symbolizer for ProgramSymbols {
+    fn frame(&self, pc: u64) -> Option<String> {
+        self.frames.get(&pc).cloned()
+    }
+
+    fn static_object(&self, segment: u64, bias: u64) -> Option<super::StaticObject> {
+        let path = object_at(&self.maps_text, segment)?;
+        let name = Path::new(&path)
+            .file_name()
+            .map_or(path.clone(), |f| f.to_string_lossy().into_owned());
+        let symbols = data_symbols(&path)
+            .into_iter()
+            .map(|(name, value, size)| super::DataSymbol {
+                name,
+                start: bias.wrapping_add(value),
+                size,
+            })
+            .collect();
+        Some(super::StaticObject { name, symbols })
+    }
 }
 
 /// Whether a frame's name is the allocator's or the preload library's,
@@ -170,6 +327,41 @@ mod tests {
         assert_eq!(names.len(), 1);
         assert_eq!(names[&0x55d0c0a01235], "prog+0x1234");
     }
+
+    #[test]
+    fn static_data_is_found_by_address_and_named_by_nm() {
+        let maps = "\
+55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 123 /usr/bin/prog
+55d0c0a03000-55d0c0a04000 rw-p 00003000 08:01 123 /usr/bin/prog
+55d0c0a04000-55d0c4a05000 rw-p 00000000 00:00 0
+";
+        assert_eq!(
+            object_at(maps, 0x55d0c0a03010).as_deref(),
+            Some("/usr/bin/prog")
+        );
+        // The .bss past the file's pages is anonymous: no object there.
+        assert_eq!(object_at(maps, 0x55d0c0a04010), None);
+        // The data objects of a real ELF file: this test's own binary
+        // holds the static below, by name and size.
+        let exe = std::env::current_exe().unwrap();
+        let syms = data_symbols(exe.to_str().unwrap());
+        let (_, value, size) = syms
+            .iter()
+            .find(|s| s.0.contains("ELF_PROBE"))
+            .unwrap_or_else(|| panic!("no ELF_PROBE in {} symbols", syms.len()));
+        assert_eq!(*size, 4096);
+        assert_eq!(*value % 8, 0);
+        assert_eq!(std::hint::black_box(&ELF_PROBE)[0], 0);
+        // Not ELF, or cut short anywhere: nothing or less, never a panic.
+        assert!(elf_data_symbols(b"not an elf file").is_empty());
+        let whole = std::fs::read(&exe).unwrap();
+        for cut in [64, 1000, whole.len() / 2, whole.len() - 1] {
+            assert!(elf_data_symbols(&whole[..cut]).len() <= syms.len());
+        }
+    }
+
+    #[used]
+    static ELF_PROBE: [u64; 512] = [0; 512];
 
     #[test]
     fn allocator_frames_are_not_sites() {

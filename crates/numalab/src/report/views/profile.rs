@@ -38,18 +38,88 @@ fn pages(r: &RegionProfile) -> String {
         .join(" ")
 }
 
+/// How the rate was chosen and what sampling cost, as measured.
+fn sampling_line(p: &Profile) -> String {
+    let Some(c) = &p.cost else {
+        return format!("sampling: {} pages a second (cost not measured)", p.rate);
+    };
+    let how = match c.target_percent {
+        Some(t) => format!(
+            "adaptive to {t}% of the program's CPU time, {}–{} pages a second (last {})",
+            c.min_rate, c.max_rate, c.final_rate
+        ),
+        None => format!("{} pages a second, fixed", c.final_rate),
+    };
+    let spent = match (c.estimated_percent, c.us_per_sample) {
+        (Some(e), Some(u)) => format!(
+            "; it took {e:.1}% of the program's CPU time by its own measure ({u:.1} µs a sample, {:.1} µs of it the kernel's fault)",
+            c.kernel_us_per_fault
+        ),
+        (Some(e), None) => format!("; it took {e:.1}% of the program's CPU time by its own measure"),
+        _ => String::new(),
+    };
+    format!("sampling: {how}{spent}")
+}
+
+/// A thread's spans on nodes, the first and last few when there are many.
+fn timeline(spans: &[crate::profile::ThreadSpan]) -> String {
+    let one = |x: &crate::profile::ThreadSpan| {
+        format!(
+            "{:.2}–{:.2} s node {}",
+            x.from_s,
+            x.to_s,
+            x.node.map_or("?".into(), |n| n.to_string())
+        )
+    };
+    if spans.len() <= 8 {
+        return spans.iter().map(one).collect::<Vec<_>>().join(", ");
+    }
+    let head: Vec<String> = spans[..4].iter().map(one).collect();
+    let tail: Vec<String> = spans[spans.len() - 3..].iter().map(one).collect();
+    format!(
+        "{}, … {} more …, {}",
+        head.join(", "),
+        spans.len() - 7,
+        tail.join(", ")
+    )
+}
+
+/// Who touched a region's pages first, and where they went.
+fn first_touch_line(f: &crate::profile::FirstTouches) -> String {
+    let nodes = f
+        .nodes
+        .iter()
+        .map(|(n, k)| match n {
+            -1 => format!("unknown:{k}"),
+            -2 => format!("zero page (read before written):{k}"),
+            n => format!("{n}:{k}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "first touches sampled: {} ({} writes) by threads {}; their pages went to node {nodes}",
+        f.samples,
+        f.writes,
+        f.threads
+            .iter()
+            .map(|(t, n)| format!("{t} ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 /// The text view.
 pub fn render(p: &Profile) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "profile of: {}\n{} samples ({} pages armed, {} per second asked; allocations of {} or more tracked), remote {}",
+        "profile of: {}\n{} samples ({} pages armed; allocations of {} or more tracked), remote {}\n{}",
         p.command.join(" "),
         p.samples,
         p.pages_armed,
-        p.rate,
         format_bytes(p.min_bytes),
-        percent(p.remote_share)
+        percent(p.remote_share),
+        sampling_line(p)
     );
     if p.unattributed > 0 {
         let _ = writeln!(
@@ -59,7 +129,8 @@ pub fn render(p: &Profile) -> String {
         );
     }
     let _ = writeln!(s, "\nregions (by allocation site, most sampled first):");
-    for (i, r) in p.regions.iter().enumerate() {
+    let sampled = p.regions.iter().filter(|r| r.sampled);
+    for (i, r) in sampled.enumerate() {
         let _ = writeln!(
             s,
             "{:>3}. {} {} in {} allocation{} at {}\n     samples {} (reads {}, writes {}{}), remote {}, distance ratio {}\n     accesses CPU node→memory node: {}\n     pages by node: {}\n     threads: {}",
@@ -87,6 +158,29 @@ pub fn render(p: &Profile) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        if let Some(f) = &r.first_touch {
+            let _ = writeln!(s, "     {}", first_touch_line(f));
+        }
+    }
+    let located: Vec<_> = p.regions.iter().filter(|r| !r.sampled).collect();
+    if !located.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nstatic data and stacks (located, not sampled; most pages first):"
+        );
+        for r in located {
+            let what = match (&r.object, r.thread) {
+                (Some(o), _) => format!("{} in {o}", r.site),
+                (None, _) => r.site.clone(),
+            };
+            let _ = writeln!(
+                s,
+                "  {} {} {what}: pages by node {}",
+                r.kind,
+                format_bytes(r.bytes),
+                pages(r)
+            );
+        }
     }
     if p.regions.is_empty() {
         let _ = writeln!(s, "  none");
@@ -98,15 +192,24 @@ pub fn render(p: &Profile) -> String {
             Some(n) => format!("may run on {n} CPUs"),
             None => "affinity not recorded".to_string(),
         };
+        let moved = match t.migrations {
+            Some(1) => "moved once".to_string(),
+            Some(n) => format!("moved {n} times"),
+            None => format!("CPU changed {} times between samples", t.cpu_changes_seen),
+        };
         let _ = writeln!(
             s,
-            "  {:>8}  samples {:>6}  CPUs {:?}  nodes {:?}  remote {}  {pinned}",
+            "  {:>8}  samples {:>6}  first touches {:>5}  CPUs {:?}  nodes {:?}  remote {}  {pinned}, {moved}",
             t.tid,
             t.samples,
+            t.first_touches,
             t.cpus,
             t.nodes,
             percent(t.remote_share)
         );
+        if t.timeline.len() > 1 {
+            let _ = writeln!(s, "            over time: {}", timeline(&t.timeline));
+        }
     }
     if !p.diagnoses.is_empty() {
         let _ = writeln!(s, "\ndiagnoses:");

@@ -1,0 +1,254 @@
+//! What sampling costs the program, measured while it runs, and the rate
+//! that keeps that cost at a target share of the program's CPU time.
+//!
+//! A sample costs the faulting thread the kernel's fault and signal
+//! delivery, the handler and `sigreturn`; it costs the sampler thread the
+//! page lookup and the `mprotect` that armed it. The handler times itself;
+//! the kernel's part is measured once at start on a page of the
+//! library's own (the median of a few faults); the sampler's part is its
+//! thread CPU time. What this cannot see: the TLB shootdowns `mprotect`
+//! sends to other CPUs running the program, the program's threads waiting
+//! for the memory map's lock while a page is armed, and cache pollution,
+//! which is why the default target (1%) sits well below the 3% the
+//! overhead benchmark holds it to (bench/profile-overhead.sh).
+
+use crate::record::{Kind, Record};
+use crate::{emit, sys, tables, FIRST_TOUCHES, SAMPLES};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
+
+/// Time spent in the fault handler on samples, in ns.
+static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
+/// The library's own page for measuring a fault's round trip (0: none).
+static CALIBRATION_PAGE: AtomicUsize = AtomicUsize::new(0);
+/// The handler's time on the calibration page's last fault.
+static CALIBRATION_HANDLER_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The controller's state, for the Cost records (the one at exit is
+/// written by the exiting thread).
+/// The sampler thread's CPU-time clock, so that any thread can read it
+/// (the exiting one writes the last Cost record).
+static SAMPLER_CLOCK: AtomicI32 = AtomicI32::new(libc::CLOCK_THREAD_CPUTIME_ID);
+static RATE: AtomicU64 = AtomicU64::new(0);
+static KERNEL_NS: AtomicU64 = AtomicU64::new(0);
+/// The target share in millionths; u32::MAX: a fixed rate.
+static TARGET_PPM: AtomicU64 = AtomicU64::new(u32::MAX as u64);
+/// Whether a controller ran (else no Cost record at exit).
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// Rates the controller keeps to, in pages armed per second.
+pub const MIN_RATE: f64 = 20.0;
+pub const MAX_RATE: f64 = 50_000.0;
+/// How often the rate is recomputed, and a Cost record written.
+const WINDOW_NS: u64 = 100_000_000;
+const RECORD_EVERY: u32 = 10;
+
+/// Adds a sample's handler time.
+pub fn handler_took(page: usize, ns: u64) {
+    if page == CALIBRATION_PAGE.load(SeqCst) {
+        CALIBRATION_HANDLER_NS.store(ns, SeqCst);
+    } else {
+        HANDLER_NS.fetch_add(ns, SeqCst);
+    }
+}
+
+/// Whether a fault on `page` is the calibration's (no record).
+pub fn is_calibration(page: usize) -> bool {
+    page != 0 && page == CALIBRATION_PAGE.load(SeqCst)
+}
+
+/// The kernel's share of one sample's fault (fault entry, signal delivery,
+/// sigreturn), in ns: the median of a few round trips on a page of our
+/// own less the handler's time on it. 0 when it cannot be measured.
+pub fn calibrate(page_size: usize) -> u64 {
+    // SAFETY: an anonymous private mapping of one page, by the system
+    // call itself (the interposed mmap would track it).
+    let p = unsafe {
+        libc::syscall(
+            libc::SYS_mmap,
+            0usize,
+            page_size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0usize,
+        )
+    };
+    if p < 0 {
+        return 0;
+    }
+    let page = p as usize;
+    // SAFETY: the page is ours, readable and writable.
+    unsafe { std::ptr::write_volatile(page as *mut u8, 1) };
+    CALIBRATION_PAGE.store(page, SeqCst);
+    let mut trips = [0u64; 7];
+    let mut n = 0;
+    for _ in 0..trips.len() {
+        let Some(i) = tables::begin_arming(page, libc::PROT_READ | libc::PROT_WRITE, -1) else {
+            continue;
+        };
+        if sys::mprotect(page, page_size, libc::PROT_NONE) != 0 {
+            tables::abandon_arming(i);
+            continue;
+        }
+        tables::finish_arming(i, sys::monotonic_ns());
+        let t0 = sys::monotonic_ns();
+        // SAFETY: the page is ours; the read faults and the handler
+        // restores it.
+        unsafe { std::ptr::read_volatile(page as *const u8) };
+        let trip = sys::monotonic_ns() - t0;
+        trips[n] = trip.saturating_sub(CALIBRATION_HANDLER_NS.load(SeqCst));
+        n += 1;
+    }
+    CALIBRATION_PAGE.store(0, SeqCst);
+    // SAFETY: unmaps the page mapped above.
+    unsafe { libc::syscall(libc::SYS_munmap, page, page_size) };
+    if n == 0 {
+        return 0;
+    }
+    let t = &mut trips[..n];
+    t.sort_unstable();
+    t[n / 2]
+}
+
+/// The rate controller, run by the sampler thread.
+pub struct Controller {
+    /// Target cost over the program's CPU time (`None`: a fixed rate).
+    target: Option<f64>,
+    pub rate: f64,
+    kernel_ns: u64,
+    window_start: u64,
+    windows: u32,
+    last: Totals,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Totals {
+    process_ns: u64,
+    sampler_ns: u64,
+    handler_ns: u64,
+    samples: u64,
+}
+
+fn totals() -> Totals {
+    Totals {
+        process_ns: sys::process_cpu_ns(),
+        sampler_ns: sys::cpu_clock_ns(SAMPLER_CLOCK.load(SeqCst)),
+        handler_ns: HANDLER_NS.load(SeqCst),
+        samples: (SAMPLES.load(SeqCst) + FIRST_TOUCHES.load(SeqCst)) as u64,
+    }
+}
+
+impl Controller {
+    /// `target`: the share of the program's CPU time sampling may take
+    /// (adaptive), or `None` to keep `rate`. Call on the sampler thread.
+    pub fn new(rate: f64, target: Option<f64>, kernel_ns: u64) -> Controller {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: clock receives the calling (sampler) thread's clock id.
+        if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+            SAMPLER_CLOCK.store(clock, SeqCst);
+        }
+        let c = Controller {
+            target,
+            rate: rate.clamp(MIN_RATE, MAX_RATE),
+            kernel_ns,
+            window_start: sys::monotonic_ns(),
+            windows: 0,
+            last: totals(),
+        };
+        KERNEL_NS.store(kernel_ns, SeqCst);
+        RATE.store(c.rate.round() as u64, SeqCst);
+        if let Some(t) = target {
+            TARGET_PPM.store((t * 1e6).round().min(1e6) as u64, SeqCst);
+        }
+        RUNNING.store(true, SeqCst);
+        c
+    }
+
+    /// Closes the window when it is over: measures, adapts the rate, and
+    /// writes a Cost record now and then.
+    pub fn tick(&mut self, now: u64) {
+        if now.saturating_sub(self.window_start) < WINDOW_NS {
+            return;
+        }
+        self.window_start = now;
+        let t = totals();
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let faults = d(t.samples, self.last.samples);
+        let spent = d(t.sampler_ns, self.last.sampler_ns)
+            + d(t.handler_ns, self.last.handler_ns)
+            + faults * self.kernel_ns;
+        let program = d(t.process_ns, self.last.process_ns).saturating_sub(spent);
+        self.last = t;
+        if let Some(target) = self.target {
+            self.rate = next_rate(self.rate, target, spent, program);
+            RATE.store(self.rate.round() as u64, SeqCst);
+        }
+        self.windows += 1;
+        if self.windows.is_multiple_of(RECORD_EVERY) {
+            emit_totals();
+        }
+    }
+}
+
+/// A Cost record of the totals so far (none when no sampler ran), from
+/// the cumulative clocks and counters: right from any thread, at any
+/// moment (at exit too, mid-window).
+pub fn emit_totals() {
+    if !RUNNING.load(SeqCst) {
+        return;
+    }
+    let t = totals();
+    let spent = t.sampler_ns + t.handler_ns + t.samples * KERNEL_NS.load(SeqCst);
+    let program = t.process_ns.saturating_sub(spent);
+    emit(&Record {
+        kind: Kind::Cost,
+        tid: sys::gettid(),
+        cpu: TARGET_PPM.load(SeqCst) as u32,
+        node: RATE.load(SeqCst).min(i32::MAX as u64) as i32,
+        flags: KERNEL_NS.load(SeqCst).min(u32::MAX as u64) as u32,
+        addr: spent,
+        size: program,
+        time_ns: sys::monotonic_ns(),
+    });
+}
+
+/// The rate for the next window: scaled by how far the measured share of
+/// the program's CPU time was from the target, at most halved or doubled
+/// a window (a program that pauses must not swing it wildly), within
+/// [MIN_RATE, MAX_RATE]. A window where the program ran less than a
+/// millisecond leaves the rate as it is.
+pub fn next_rate(rate: f64, target: f64, spent_ns: u64, program_ns: u64) -> f64 {
+    if program_ns < 1_000_000 {
+        return rate;
+    }
+    let share = spent_ns as f64 / program_ns as f64;
+    let factor = if share <= 0.0 {
+        2.0
+    } else {
+        (target / share).clamp(0.5, 2.0)
+    };
+    (rate * factor).clamp(MIN_RATE, MAX_RATE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_follows_the_measured_share_within_bounds() {
+        // 4% spent against a 2% target: halved.
+        assert_eq!(next_rate(2000.0, 0.02, 4_000_000, 100_000_000), 1000.0);
+        // 1% against 2%: doubled; far below: doubled at most.
+        assert_eq!(next_rate(2000.0, 0.02, 1_000_000, 100_000_000), 4000.0);
+        assert_eq!(next_rate(2000.0, 0.02, 1, 100_000_000), 4000.0);
+        // 3% against 2%: two thirds.
+        let r = next_rate(3000.0, 0.02, 3_000_000, 100_000_000);
+        assert!((r - 2000.0).abs() < 1e-6, "{r}");
+        // Far above: halved at most, never under the floor.
+        assert_eq!(next_rate(2000.0, 0.02, 90_000_000, 100_000_000), 1000.0);
+        assert_eq!(next_rate(30.0, 0.02, 90_000_000, 100_000_000), MIN_RATE);
+        assert_eq!(next_rate(40_000.0, 0.02, 0, 100_000_000), MAX_RATE);
+        // An idle program: unchanged.
+        assert_eq!(next_rate(2000.0, 0.02, 5_000, 900_000), 2000.0);
+    }
+}
