@@ -80,6 +80,14 @@ pub fn lookup_fault(page: usize) -> Lookup {
             continue;
         }
         match e.state.compare_exchange(ARMED, DISARMING, SeqCst, SeqCst) {
+            Ok(_) if e.page.load(SeqCst) != page => {
+                // ABA: between the look at `page` and the claim, another
+                // thread disarmed this page and the sampler armed another
+                // page in the same entry. Give that entry back; this page
+                // was restored: run the access again.
+                e.state.store(ARMED, SeqCst);
+                return Lookup::Settling;
+            }
             Ok(_) => {
                 return Lookup::Claimed {
                     index,
@@ -138,6 +146,11 @@ pub fn begin_arming(page: usize, prot: i32, node: i32) -> Option<usize> {
     None
 }
 
+/// Corrects the node of entry `index` while it is still being armed.
+pub fn set_node(index: usize, node: i32) {
+    ARMED_PAGES[index].node.store(node, SeqCst);
+}
+
 /// The page of entry `index` is protected (at `now` ns): faults on it are
 /// samples now.
 pub fn finish_arming(index: usize, now: u64) {
@@ -184,6 +197,9 @@ pub fn disarm_range(start: usize, end: usize, restore: impl Fn(usize, i32)) {
                 break;
             }
             match e.state.compare_exchange(ARMED, DISARMING, SeqCst, SeqCst) {
+                // ABA (see lookup_fault): the entry holds another page
+                // now; give it back and look again.
+                Ok(_) if e.page.load(SeqCst) != page => e.state.store(ARMED, SeqCst),
                 Ok(_) => {
                     restore(page, e.prot.load(SeqCst) as i32);
                     release(i);
