@@ -82,8 +82,16 @@ fn env_number(name: &str) -> Option<usize> {
     std::env::var(name).ok()?.trim().parse().ok()
 }
 
-/// Where the pages of the region at `start` are, a record per node.
+/// Where the pages of the region at `start` are, a record per node, as
+/// it is freed or at exit.
 fn emit_pages(start: usize, len: usize) {
+    emit_page_records(start, len, u32::MAX);
+}
+
+/// Where the pages of the region at `start` are, a record per node;
+/// `snapshot`: the number of the sampler's snapshot, or `u32::MAX` (freed
+/// or at exit).
+fn emit_page_records(start: usize, len: usize, snapshot: u32) {
     let h = sys::page_histogram(start, len, page_size());
     let nodes = h.counts.iter().enumerate().map(|(n, c)| (n as i32, *c));
     for (node, pages) in nodes.chain([(-1, h.absent), (-2, h.beyond)]) {
@@ -91,7 +99,7 @@ fn emit_pages(start: usize, len: usize) {
             emit(&record::Record {
                 kind: record::Kind::PageNodes,
                 tid: sys::gettid(),
-                cpu: u32::MAX,
+                cpu: snapshot,
                 node,
                 flags: 0,
                 addr: start as u64,
@@ -127,6 +135,8 @@ extern "C" fn at_exit() {
     if !active() {
         return;
     }
+    // First touches since the sampler's last tick.
+    tables::take_pending(sampler::touched);
     tables::for_each_region(emit_pages);
     places::at_exit();
     save_maps();

@@ -23,7 +23,8 @@ pub enum Kind {
     Totals = 5,
     /// Pages of the region at `addr` on memory node `node` (`size` pages;
     /// node -1: not present), from `move_pages` when the region is freed
-    /// or at exit.
+    /// or at exit (`cpu` u32::MAX), or in the sampler's snapshot number
+    /// `cpu`, taken at `time_ns`.
     PageNodes = 6,
     /// One frame of the call stack of the allocation at `addr`: `size` is
     /// the frame's depth (0: the caller of malloc), `time_ns` its address.

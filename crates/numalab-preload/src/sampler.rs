@@ -28,6 +28,33 @@ const PAGES_PER_TICK: f64 = 4.0;
 const MAX_BURST: usize = 256;
 /// A page armed longer than this without an access is disarmed.
 const MAX_ARMED_NS: u64 = 200_000_000;
+/// Pages by node of every tracked region are written at 250 ms, then at
+/// least a second apart, and far enough apart that snapshots take at most
+/// 0.25% of the time (one taking 10 ms waits 4 s for the next); the
+/// spacing doubles every 256 snapshots, so a long run keeps few.
+const FIRST_SNAPSHOT_NS: u64 = 250_000_000;
+const MIN_SNAPSHOT_GAP_NS: u64 = 1_000_000_000;
+const SNAPSHOT_SHARE: u64 = 400;
+
+/// When the next snapshot of the regions' pages is due.
+struct Snapshots {
+    next_at: u64,
+    taken: u32,
+}
+
+impl Snapshots {
+    fn take_when_due(&mut self, now: u64) {
+        if now < self.next_at {
+            return;
+        }
+        let n = self.taken;
+        crate::tables::for_each_region(|start, len| crate::emit_page_records(start, len, n));
+        let took = sys::monotonic_ns().saturating_sub(now);
+        self.taken += 1;
+        let gap = MIN_SNAPSHOT_GAP_NS.max(took * SNAPSHOT_SHARE) << (self.taken / 256).min(16);
+        self.next_at = now + gap;
+    }
+}
 
 /// How the rate is chosen.
 #[derive(Clone, Copy)]
@@ -88,6 +115,10 @@ fn run(policy: RatePolicy) {
     // longer), at most MAX_BURST at once.
     let mut owed: f64 = 0.0;
     let mut last = sys::monotonic_ns();
+    let mut snapshots = Snapshots {
+        next_at: last + FIRST_SNAPSHOT_NS,
+        taken: 0,
+    };
     loop {
         let tick = (PAGES_PER_TICK * 1e9 / control.rate) as u64;
         sys::sleep_ns(tick.clamp(MIN_TICK_NS, MAX_TICK_NS));
@@ -107,6 +138,7 @@ fn run(policy: RatePolicy) {
             arm_one(&mut rng, ps, total);
         }
         control.tick(now);
+        snapshots.take_when_due(now);
     }
 }
 
@@ -145,12 +177,20 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize) {
         tables::abandon_arming(i);
         return;
     }
+    // A page found absent may have been touched between the query and the
+    // protection: asked again now that nothing can touch it, it is a
+    // present page's sample, not a first touch.
+    if node == tables::NODE_ABSENT {
+        if let sys::PageState::Present(n) = sys::page_state(page, ps) {
+            tables::set_node(i, n);
+        }
+    }
     tables::finish_arming(i, sys::monotonic_ns());
     ARMED_TOTAL.fetch_add(1, SeqCst);
 }
 
 /// Where a first-touched page went (a Touched record).
-fn touched(page: usize) {
+pub fn touched(page: usize) {
     let pages = [page as *mut libc::c_void];
     let mut status = [0i32];
     let node = if sys::query_pages(&pages, &mut status) {

@@ -177,11 +177,24 @@ fn samples_fall_in_the_array_the_threads_read() {
     // machine's nodes (malloc's 16-byte header leaves 8191 whole pages).
     let pages: u64 = r
         .iter()
-        .filter(|x| x.kind == Kind::PageNodes && x.addr == start)
+        .filter(|x| x.kind == Kind::PageNodes && x.addr == start && x.cpu == u32::MAX)
         .inspect(|x| assert!(x.node >= 0, "{x:?}"))
         .map(|x| x.size)
         .sum();
     assert_eq!(pages, len / 4096 - 1);
+    // The snapshots taken while it lived (numbered in `cpu`) each count
+    // every whole page once, present or not.
+    let mut snapshots: std::collections::BTreeMap<u32, u64> = Default::default();
+    for x in r
+        .iter()
+        .filter(|x| x.kind == Kind::PageNodes && x.addr == start && x.cpu != u32::MAX)
+    {
+        *snapshots.entry(x.cpu).or_default() += x.size;
+    }
+    assert!(
+        snapshots.values().all(|p| *p == len / 4096 - 1),
+        "{snapshots:?}"
+    );
     // The allocation's call stack, innermost first.
     let frames: Vec<&Record> = r
         .iter()

@@ -298,6 +298,7 @@ mod tests {
             pages_by_node: pages.iter().copied().collect(),
             threads: BTreeMap::new(),
             first_touch: None,
+            pages_over_time: Vec::new(),
         }
     }
 
@@ -343,12 +344,8 @@ mod tests {
             region("d", &[(2, 10)], &[(0, 2, 5)]),
         ]);
         let d = diagnose(&m, &p);
-        let kinds: Vec<(&str, &str)> = d
-            .iter()
-            .map(|x| (x.site.as_str(), x.kind.as_str()))
-            .collect();
         assert_eq!(
-            kinds,
+            kinds(&d),
             [("init_a", "one-node-shared"), ("c", "remote-bound")]
         );
         assert_eq!(d[0].fix, "numalab run --interleave 0-3 -- ./app");
@@ -366,6 +363,13 @@ mod tests {
             d[0].text
         );
         assert_eq!(d[1].fix, "numalab run --membind 0 -- ./app");
+    }
+
+    /// (site, kind) of each diagnosis, in order.
+    fn kinds(d: &[Diagnosis]) -> Vec<(&str, &str)> {
+        d.iter()
+            .map(|x| (x.site.as_str(), x.kind.as_str()))
+            .collect()
     }
 
     fn thread(tid: u32, cpu: u32, node: u32) -> crate::profile::ThreadProfile {
@@ -418,12 +422,8 @@ mod tests {
         let mut p = profile(vec![e, c, a, f]);
         p.threads = vec![thread(100, 0, 0), thread(101, 0, 0), thread(103, 3, 3)];
         let d = diagnose(&m, &p);
-        let kinds: Vec<(&str, &str)> = d
-            .iter()
-            .map(|x| (x.site.as_str(), x.kind.as_str()))
-            .collect();
         assert_eq!(
-            kinds,
+            kinds(&d),
             [
                 ("e", "first-touched-elsewhere"),
                 ("c", "remote-bound"),

@@ -67,6 +67,16 @@ pub struct RegionProfile {
     pub threads: BTreeMap<u32, u64>,
     /// Its sampled first touches: who put its pages where.
     pub first_touch: Option<FirstTouches>,
+    /// Its pages by node at the sampler's snapshots, while it lived.
+    pub pages_over_time: Vec<PageSnapshot>,
+}
+
+/// Pages by node of a region (its allocations together) at one moment.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PageSnapshot {
+    /// Seconds from the library's start.
+    pub at_s: f64,
+    pub pages_by_node: BTreeMap<i32, u64>,
 }
 
 /// The first touches sampled in a region: pages armed while not present,
@@ -284,6 +294,8 @@ struct SiteAcc {
     pages: BTreeMap<i32, u64>,
     threads: BTreeMap<u32, u64>,
     first_touch: FirstTouches,
+    /// Snapshot number -> (first time seen, pages by node).
+    snapshots: BTreeMap<u32, (u64, BTreeMap<i32, u64>)>,
 }
 
 /// Builds the profile of `records` (in the order they were written) on
@@ -386,7 +398,16 @@ pub fn build(
             }
             Kind::PageNodes => {
                 if let Some(l) = live.get(&r.addr) {
-                    *sites[l.site].pages.entry(r.node).or_default() += r.size;
+                    let site = &mut sites[l.site];
+                    if r.cpu == u32::MAX {
+                        *site.pages.entry(r.node).or_default() += r.size;
+                    } else {
+                        let (_, nodes) = site
+                            .snapshots
+                            .entry(r.cpu)
+                            .or_insert_with(|| (r.time_ns, BTreeMap::new()));
+                        *nodes.entry(r.node).or_default() += r.size;
+                    }
                 }
             }
             Kind::Free => {
@@ -532,6 +553,14 @@ pub fn build(
                 pages_by_node: s.pages,
                 threads: s.threads,
                 first_touch: (s.first_touch.samples > 0).then_some(s.first_touch),
+                pages_over_time: s
+                    .snapshots
+                    .into_values()
+                    .map(|(t, pages_by_node)| PageSnapshot {
+                        at_s: t.saturating_sub(t0.unwrap_or(t)) as f64 / 1e9,
+                        pages_by_node,
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -665,6 +694,7 @@ fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> RegionPro
         pages_by_node: BTreeMap::new(),
         threads: BTreeMap::new(),
         first_touch: None,
+        pages_over_time: Vec::new(),
     }
 }
 
@@ -802,6 +832,11 @@ mod tests {
             records.push(rec(Kind::Sample, 101, 0, 1, heap + 8, 0, t));
         }
         records.extend([
+            // A snapshot (number 0) 1.5 s after the start: half present.
+            rec(Kind::PageNodes, 100, 0, 1, heap, 128, 1_500_000_001),
+            rec(Kind::PageNodes, 100, 0, -1, heap, 127, 1_500_000_001),
+            // At exit (not a snapshot): every page on node 1.
+            rec(Kind::PageNodes, 100, u32::MAX, 1, heap, 255, 1_600_000_000),
             rec(Kind::Stack, 101, u32::MAX, -1, 0x100000, 0x10000, 6),
             rec(Kind::PageRun, 0, u32::MAX, -1, 0x100000, 14, 7),
             rec(Kind::PageRun, 0, u32::MAX, 1, 0x10e000, 2, 7),
@@ -828,6 +863,14 @@ mod tests {
             ("fill prog.c:12 (prog)", true, 3)
         );
         assert_eq!(heap_region.accesses[&0][&1], 3);
+        assert_eq!(heap_region.pages_by_node, BTreeMap::from([(1, 255)]));
+        assert_eq!(
+            heap_region.pages_over_time,
+            [PageSnapshot {
+                at_s: 1.5,
+                pages_by_node: BTreeMap::from([(-1, 127), (1, 128)])
+            }]
+        );
         let find = |site: &str| p.regions.iter().find(|r| r.site == site).unwrap();
         let big = find("big_table");
         assert_eq!((big.kind.as_str(), big.sampled), ("static", false));

@@ -27,7 +27,13 @@ fn pages(r: &RegionProfile) -> String {
     if r.pages_by_node.is_empty() {
         return "-".into();
     }
-    r.pages_by_node
+    node_counts(&r.pages_by_node)
+}
+
+/// Pages per node as "0:12 1:3 absent:5" (-1 not present, -2 beyond the
+/// nodes counted).
+fn node_counts(pages: &std::collections::BTreeMap<i32, u64>) -> String {
+    pages
         .iter()
         .map(|(n, p)| match n {
             -1 => format!("absent:{p}"),
@@ -59,6 +65,26 @@ fn sampling_line(p: &Profile) -> String {
         _ => String::new(),
     };
     format!("sampling: {how}{spent}")
+}
+
+/// A region's page snapshots, the first and last three when there are
+/// more than six.
+fn pages_over_time(r: &RegionProfile) -> String {
+    let one = |x: &crate::profile::PageSnapshot| {
+        format!("{:.2} s {}", x.at_s, node_counts(&x.pages_by_node))
+    };
+    let v = &r.pages_over_time;
+    if v.len() <= 6 {
+        return v.iter().map(one).collect::<Vec<_>>().join("; ");
+    }
+    let head: Vec<String> = v[..3].iter().map(one).collect();
+    let tail: Vec<String> = v[v.len() - 3..].iter().map(one).collect();
+    format!(
+        "{}; … {} more …; {}",
+        head.join("; "),
+        v.len() - 6,
+        tail.join("; ")
+    )
 }
 
 /// A thread's spans on nodes, the first and last few when there are many.
@@ -160,6 +186,9 @@ pub fn render(p: &Profile) -> String {
         );
         if let Some(f) = &r.first_touch {
             let _ = writeln!(s, "     {}", first_touch_line(f));
+        }
+        if !r.pages_over_time.is_empty() {
+            let _ = writeln!(s, "     pages over time: {}", pages_over_time(r));
         }
     }
     let located: Vec<_> = p.regions.iter().filter(|r| !r.sampled).collect();
