@@ -331,6 +331,51 @@ fn first_touches_name_the_thread_that_placed_each_array() {
 }
 
 #[test]
+fn duration_stops_sampling_and_the_program_runs_on() {
+    library_built();
+    let dir = scratch("profile-duration");
+    let _ = std::fs::remove_dir_all(&dir);
+    // The program reads its array for about a second; sampling stops at
+    // 0.3 s.
+    let r = numalab(&[
+        "profile",
+        "--json",
+        "--rate",
+        "2000",
+        "--duration",
+        "0.3",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        program().to_str().unwrap(),
+        "sample",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
+    assert!(program_out.contains("sums right"), "{program_out}");
+    let v = parse_json(json, "numalab profile --duration 0.3 --json");
+    assert_eq!(v["sampled_for_s"], 0.3);
+    assert!(v["samples"].as_u64().unwrap() > 0, "{v}");
+    // No sampled fault after the window, but for pages armed before it
+    // and touched before the sampler's next tick (2 ms here; a loaded
+    // machine oversleeps).
+    for t in v["threads"].as_array().unwrap() {
+        for span in t["timeline"].as_array().unwrap() {
+            assert!(span["to_s"].as_f64().unwrap() <= 0.45, "{t}");
+        }
+    }
+    // The pages were still located at free, after the window.
+    let a = &v["regions"][0];
+    assert_eq!(a["bytes"], 33554432);
+    assert!(!a["pages_by_node"].as_object().unwrap().is_empty(), "{a}");
+    let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(
+        text.contains("sampling: 2000 pages a second, fixed, for the first 0.3 s"),
+        "{text}"
+    );
+}
+
+#[test]
 fn the_commands_exit_status_and_signal_are_passed_on() {
     library_built();
     let dir = scratch("profile-status");
@@ -406,6 +451,10 @@ fn bad_input_is_refused_in_one_line() {
     fails(
         &["profile", "--rate", "100", "--overhead", "2", "--", "true"],
         "the argument '--rate <R>' cannot be used with '--overhead <PCT>'",
+    );
+    fails(
+        &["profile", "--duration", "0", "--", "true"],
+        "--duration '0' is not a positive number of seconds from 0.001 to 604800 (one week)",
     );
     fails(
         &["profile", "--overhead", "0", "--", "true"],

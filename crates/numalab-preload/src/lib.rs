@@ -39,7 +39,7 @@ mod queue;
 mod sampler;
 mod sys;
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 /// Where records go (`NUMALAB_PROFILE_OUT`, opened for appending); -1: off.
 static OUT_FD: AtomicI32 = AtomicI32::new(-1);
@@ -53,6 +53,9 @@ static SAMPLES: AtomicUsize = AtomicUsize::new(0);
 /// First touches taken (faults on pages armed absent).
 static FIRST_TOUCHES: AtomicUsize = AtomicUsize::new(0);
 static ARMED_TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+/// When the library started (CLOCK_MONOTONIC ns, the Start record's).
+static START_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Set while the library starts its own thread: the interposed
 /// `pthread_create` passes it through (its stack is not the program's).
@@ -187,7 +190,14 @@ extern "C" fn init() {
     if let Some(b) = env_number("NUMALAB_PROFILE_MIN_BYTES") {
         MIN_BYTES.store(b.max(page_size()), SeqCst);
     }
+    START_NS.store(sys::monotonic_ns(), SeqCst);
     let policy = rate_policy();
+    // NUMALAB_PROFILE_DURATION: seconds to sample for, from the start.
+    let duration_ns = std::env::var("NUMALAB_PROFILE_DURATION")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| (s * 1e9).min(u64::MAX as f64) as u64);
     let Some(fd) = sys::open_append(&path) else {
         return;
     };
@@ -200,7 +210,10 @@ extern "C" fn init() {
         kind: record::Kind::Start,
         // SAFETY: getpid has no preconditions.
         tid: unsafe { libc::getpid() } as u32,
-        cpu: u32::MAX,
+        // The sampling window in ms (u32::MAX: the whole run).
+        cpu: duration_ns.map_or(u32::MAX, |d| {
+            (d / 1_000_000).min(u32::MAX as u64 - 1) as u32
+        }),
         // The fixed rate, or 0: adaptive (the Cost records say the rate).
         node: match policy {
             sampler::RatePolicy::Fixed(r) => r.min(i32::MAX as usize) as i32,
@@ -209,7 +222,7 @@ extern "C" fn init() {
         flags: 0,
         addr: MIN_BYTES.load(SeqCst) as u64,
         size: page_size() as u64,
-        time_ns: sys::monotonic_ns(),
+        time_ns: START_NS.load(SeqCst),
     });
     // SAFETY: at_exit is an extern "C" fn with no arguments; the fork
     // hook is a valid child handler.
@@ -219,7 +232,7 @@ extern "C" fn init() {
     }
     sys::watch_forks();
     SAMPLER_STARTING.store(true, SeqCst);
-    let sampling = sampler::start(policy);
+    let sampling = sampler::start(policy, duration_ns);
     SAMPLER_STARTING.store(false, SeqCst);
     if sampling {
         queue::enable();

@@ -16,7 +16,8 @@ pub enum Kind {
     Free = 3,
     /// The library started in process `tid` (the pid); `size` is the page
     /// size, `addr` the tracking threshold in bytes, `node` the fixed rate
-    /// (0: adaptive, see the Cost records).
+    /// (0: adaptive, see the Cost records), `cpu` the sampling window in
+    /// ms (`u32::MAX`: the whole run).
     Start = 4,
     /// Pages armed and samples taken so far (`addr`, `size`), written at
     /// exit.

@@ -67,14 +67,16 @@ pub enum RatePolicy {
 }
 
 /// Starts the sampler thread; returns whether it runs.
-pub fn start(policy: RatePolicy) -> bool {
+/// `duration_ns`: stop sampling that long after the start (the program
+/// runs on unsampled).
+pub fn start(policy: RatePolicy, duration_ns: Option<u64>) -> bool {
     if matches!(policy, RatePolicy::Fixed(0)) {
         return false;
     }
     std::thread::Builder::new()
         .name("numalab-sampler".into())
         .stack_size(64 << 10)
-        .spawn(move || run(policy))
+        .spawn(move || run(policy, duration_ns))
         .is_ok()
 }
 
@@ -92,7 +94,7 @@ impl Random {
     }
 }
 
-fn run(policy: RatePolicy) {
+fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     // The program's signal handlers run on its own threads, never here
     // (one that calls exit() while this thread writes records out would
     // wait for itself); SIGSEGV stays open (the interposed mask).
@@ -119,10 +121,16 @@ fn run(policy: RatePolicy) {
         next_at: last + FIRST_SNAPSHOT_NS,
         taken: 0,
     };
+    // The window counts from the library's start, as the records' times.
+    let stop_at = duration_ns.map(|d| crate::START_NS.load(SeqCst).saturating_add(d));
     loop {
         let tick = (PAGES_PER_TICK * 1e9 / control.rate) as u64;
         sys::sleep_ns(tick.clamp(MIN_TICK_NS, MAX_TICK_NS));
         let now = sys::monotonic_ns();
+        if stop_at.is_some_and(|end| now >= end) {
+            stop(ps, &mut snapshots, now);
+            return;
+        }
         tables::expire(now.saturating_sub(MAX_ARMED_NS), |page, prot| {
             sys::mprotect(page, ps, prot);
         });
@@ -187,6 +195,25 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize) {
     }
     tables::finish_arming(i, sys::monotonic_ns());
     ARMED_TOTAL.fetch_add(1, SeqCst);
+}
+
+/// The end of the sampling window: every page disarmed, the last first
+/// touches looked up, a last snapshot and cost record, the queue written
+/// out and turned off (the program's later records are written directly:
+/// no thread drains the queue any more).
+fn stop(ps: usize, snapshots: &mut Snapshots, now: u64) {
+    tables::expire(u64::MAX, |page, prot| {
+        sys::mprotect(page, ps, prot);
+    });
+    tables::take_pending(touched);
+    snapshots.next_at = 0;
+    snapshots.take_when_due(now);
+    cost::emit_totals();
+    let fd = OUT_FD.load(SeqCst);
+    queue::drain(fd, true);
+    queue::disable();
+    // A record pushed between the drain and the switch.
+    queue::drain(fd, true);
 }
 
 /// Where a first-touched page went (a Touched record).

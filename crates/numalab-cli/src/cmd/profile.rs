@@ -1,4 +1,4 @@
-//! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--min-bytes SIZE] [-o DIR]
+//! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--duration S] [--min-bytes SIZE] [-o DIR]
 //! [--json] -- CMD ARGS...`: run a command with the preload library that
 //! samples its memory accesses by protection faults (no PMU needed), then
 //! say which of its allocations were accessed from which node.
@@ -6,7 +6,7 @@
 //! The sampling is `crates/numalab-preload`; the analysis
 //! `numalab::profile`; the text `numalab::report::views::profile`.
 
-use crate::args::{percent, size, whole};
+use crate::args::{percent, seconds, size, whole};
 use crate::launch_args::{plan, LaunchArgs};
 use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
 use numalab::profile::record::{Kind, Record, RECORD_BYTES};
@@ -32,6 +32,10 @@ pub struct Args {
     /// the rate adapts to the cost the library measures (default 1).
     #[arg(long, value_name = "PCT", value_parser = percent())]
     overhead: Option<f64>,
+    /// Sample for the first S seconds only; the command then runs on
+    /// unsampled, and the profile is written when it ends.
+    #[arg(long, value_name = "S", value_parser = seconds(0.001))]
+    duration: Option<f64>,
     /// Track allocations of at least this size (malloc family and anonymous mmaps).
     #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = size(4096, "one page"))]
     min_bytes: usize,
@@ -187,7 +191,11 @@ pub fn run(a: Args) -> CliResult {
                 _ => String::new(),
             },
         )
-        .with_env("NUMALAB_PROFILE_MIN_BYTES", a.min_bytes.to_string());
+        .with_env("NUMALAB_PROFILE_MIN_BYTES", a.min_bytes.to_string())
+        .with_env(
+            "NUMALAB_PROFILE_DURATION",
+            a.duration.map_or(String::new(), |d| d.to_string()),
+        );
     let program = a.command[0].to_string_lossy().into_owned();
     let launch = prepared.spawn(&a.command).map_err(|e| CliError {
         msg: e.to_string(),

@@ -313,6 +313,7 @@ mod tests {
             pages_armed: 0,
             samples: regions.iter().map(|r| r.samples).sum(),
             cost: None,
+            sampled_for_s: None,
             unattributed: 0,
             remote_share: None,
             regions,

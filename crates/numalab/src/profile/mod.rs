@@ -223,6 +223,9 @@ pub struct Profile {
     pub samples: u64,
     /// What sampling cost, when the library measured it.
     pub cost: Option<SamplingCost>,
+    /// Sampling stopped this long after the start (`--duration`); `None`:
+    /// the whole run.
+    pub sampled_for_s: Option<f64>,
     /// Samples outside every tracked allocation (a freed one, a race).
     pub unattributed: u64,
     pub remote_share: Option<f64>,
@@ -316,6 +319,7 @@ pub fn build(
     let mut live: BTreeMap<u64, Live> = BTreeMap::new();
     let mut threads: BTreeMap<u32, ThreadAcc> = BTreeMap::new();
     let mut t0: Option<u64> = None;
+    let mut sampled_for: Option<f64> = None;
     let (mut rate, mut min_bytes, mut page_size, mut armed) = (0, 0, 4096, 0);
     let (mut samples, mut unattributed, mut remote_total, mut located_total) =
         (0u64, 0u64, 0u64, 0u64);
@@ -336,6 +340,7 @@ pub fn build(
         match r.kind {
             Kind::Start => {
                 t0 = Some(r.time_ns);
+                sampled_for = (r.cpu != u32::MAX).then(|| r.cpu as f64 / 1e3);
                 pid = r.tid;
                 rate = r.node.max(0) as u64;
                 min_bytes = r.addr;
@@ -620,6 +625,7 @@ pub fn build(
         pages_armed: armed,
         samples,
         cost,
+        sampled_for_s: sampled_for,
         unattributed,
         remote_share: share(remote_total, located_total),
         regions,

@@ -64,7 +64,10 @@ fn sampling_line(p: &Profile) -> String {
         (Some(e), None) => format!("; it took {e:.1}% of the program's CPU time by its own measure"),
         _ => String::new(),
     };
-    format!("sampling: {how}{spent}")
+    let window = p
+        .sampled_for_s
+        .map_or(String::new(), |d| format!(", for the first {d} s"));
+    format!("sampling: {how}{window}{spent}")
 }
 
 /// A region's page snapshots, the first and last three when there are
