@@ -356,6 +356,16 @@ fn duration_stops_sampling_and_the_program_runs_on() {
     let v = parse_json(json, "numalab profile --duration 0.3 --json");
     assert_eq!(v["sampled_for_s"], 0.3);
     assert!(v["samples"].as_u64().unwrap() > 0, "{v}");
+    // The cost as sampling ended: measured, not read from the ended
+    // sampler thread's clock (which would count it as nothing).
+    let c = &v["cost"];
+    assert!(c["spent_ms"].as_f64().unwrap() > 0.0, "{c}");
+    // Two threads for 0.3 s (at most 0.6 s of CPU), not the whole run's
+    // second (about 2 s).
+    assert!(
+        c["program_cpu_ms"].as_f64().unwrap() < 900.0,
+        "the window's, not the run's: {c}"
+    );
     // No sampled fault after the window, but for pages armed before it
     // and touched before the sampler's next tick (2 ms here; a loaded
     // machine oversleeps).

@@ -190,6 +190,13 @@ impl Controller {
     }
 }
 
+/// Writes the last Cost record as sampling ends before the program does
+/// (`--duration`): later ones would read the ended sampler thread's clock.
+pub fn finish() {
+    emit_totals();
+    RUNNING.store(false, SeqCst);
+}
+
 /// A Cost record of the totals so far (none when no sampler ran), from
 /// the cumulative clocks and counters: right from any thread, at any
 /// moment (at exit too, mid-window).

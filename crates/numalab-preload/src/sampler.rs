@@ -208,7 +208,7 @@ fn stop(ps: usize, snapshots: &mut Snapshots, now: u64) {
     tables::take_pending(touched);
     snapshots.next_at = 0;
     snapshots.take_when_due(now);
-    cost::emit_totals();
+    cost::finish();
     let fd = OUT_FD.load(SeqCst);
     queue::drain(fd, true);
     queue::disable();
