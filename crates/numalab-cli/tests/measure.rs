@@ -159,9 +159,12 @@ fn scaling_single_thread_matches_bench_bandwidth() {
         bw["gbps"]["best"].as_f64().unwrap(),
     );
     // Same kernel, size, CPU and placement: the same figure up to this
-    // machine's noise.
+    // shared machine's noise, which swings 30-50% between two runs (a
+    // CI run saw 54.6 vs 39.8 GB/s). Within a factor of two catches what
+    // a test can: bytes counted twice or in the wrong unit, another
+    // kernel; how close they are is bench/'s to say, not a test's.
     assert!(
-        (a / b - 1.0).abs() < 0.35,
+        (a / b).max(b / a) < 2.0,
         "scaling 1 thread {a} vs bench {b}"
     );
     if packed.len() >= 2 && sc["model"].is_null() {
