@@ -104,7 +104,12 @@ pub fn flush_stdout() -> Result<(), CliError> {
 
 /// What [`errln!`] calls: writes to standard error, ignoring failures.
 pub fn write_stderr(args: fmt::Arguments<'_>) {
-    let _ = std::io::stderr().lock().write_fmt(args);
+    // Formatted first and written in one call: stderr is unbuffered, so
+    // `write_fmt` would write each piece on its own, and a message the
+    // signal handler writes meanwhile would land inside this one (seen:
+    // "weights set …: <stopped by SIGINT …> node0=3").
+    let text = fmt::format(args);
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 /// Whether `a` and `b` name one file (same device and inode: hard links and
