@@ -226,20 +226,33 @@ qemu_cmd=("$QEMU" -accel tcg -cpu max -machine "$machine_opt" -smp "$smp" -m "${
 # ---- run ----
 # qemu runs in the background (so a TERM/INT to boot.sh is handled at once, not after qemu ends),
 # its serial output goes through a fifo to the filter that streams it to stdout and the log.
-mkfifo "$tmp/serial.fifo"
-sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\x1b[()][0-9A-Za-z]//g' \
-    < "$tmp/serial.fifo" | tee "$tmp/serial.log" &
-reader_pid=$!
+# A guest kernel that dies before init starts the script (TCG occasionally trips the kernel's own
+# int3 code patching during boot: "Oops: int3" in a timer softirq) is booted again, up to
+# $BOOT_TRIES times: the script never ran, so nothing is repeated. A death after
+# NUMALAB-GUEST-START is the script's, and is reported as it is.
+BOOT_TRIES=3
 start=$(date +%s.%N)
-timeout -k 5 "$timeout_s" "${qemu_cmd[@]}" </dev/null >"$tmp/serial.fifo" &
-timeout_pid=$!
-qemu_rc=0
-wait "$timeout_pid" || qemu_rc=$?
-timeout_pid=""
-wait "$reader_pid" || true
-rm -f "$qemu_pidfile"
-# The kernel's last line (power down) has no newline: end the stream on a line boundary.
-[ ! -s "$tmp/serial.log" ] || [ -z "$(tail -c 1 "$tmp/serial.log")" ] || echo
+for attempt in $(seq 1 "$BOOT_TRIES"); do
+    rm -f "$tmp/serial.fifo"
+    mkfifo "$tmp/serial.fifo"
+    sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\x1b[()][0-9A-Za-z]//g' \
+        < "$tmp/serial.fifo" | tee "$tmp/serial.log" &
+    reader_pid=$!
+    timeout -k 5 "$timeout_s" "${qemu_cmd[@]}" </dev/null >"$tmp/serial.fifo" &
+    timeout_pid=$!
+    qemu_rc=0
+    wait "$timeout_pid" || qemu_rc=$?
+    timeout_pid=""
+    wait "$reader_pid" || true
+    rm -f "$qemu_pidfile"
+    # The kernel's last line (power down) has no newline: end the stream on a line boundary.
+    [ ! -s "$tmp/serial.log" ] || [ -z "$(tail -c 1 "$tmp/serial.log")" ] || echo
+    [ "$qemu_rc" -ne 124 ] && [ "$qemu_rc" -ne 137 ] || break
+    grep -q '^NUMALAB-GUEST-START$' "$tmp/serial.log" && break
+    [ "$attempt" -lt "$BOOT_TRIES" ] || break
+    oops=$(grep -m1 -E 'Oops|Kernel panic|BUG:' "$tmp/serial.log" | sed 's/^\[ *[0-9.]*\] //' || true)
+    echo "boot.sh: warning: guest ($machine) kernel died before init (${oops:-no message}); booting again ($((attempt + 1)) of $BOOT_TRIES)" >&2
+done
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 
 marker_rc=$(sed -n "s/^$MARKER \([0-9][0-9]*\)\$/\1/p" "$tmp/serial.log" | tail -n1)

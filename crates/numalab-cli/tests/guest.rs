@@ -584,3 +584,40 @@ fn old_kernel_lacks_weighted_interleave_and_says_so() {
     let n = nodes_of(&g.json("preferred_many", 0));
     assert!(n.iter().all(|(node, _)| *node == 2 || *node == 3), "{n:?}");
 }
+
+/// A guest kernel that dies before init (TCG sometimes trips the kernel's own
+/// code patching at boot) is booted again, at most three times in all, and
+/// the failure after the last names what died. Here the kernel is told to run
+/// an init that does not exist, so every boot dies the same way.
+#[test]
+fn boot_retries_a_kernel_that_dies_before_init() {
+    let out = std::process::Command::new("bash")
+        .arg(common::repo_root().join("guest/boot.sh"))
+        .args(["--machine", "quartet", "--timeout", "120"])
+        .args(["--append", "rdinit=/no/such/init"])
+        .output()
+        .expect("run guest/boot.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    let retries: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("booting again"))
+        .collect();
+    assert_eq!(retries.len(), 2, "{stderr}");
+    assert!(
+        retries[0].contains("Kernel panic") && retries[0].ends_with("(2 of 3)"),
+        "{stderr}"
+    );
+    assert!(retries[1].ends_with("(3 of 3)"), "{stderr}");
+    assert_eq!(stdout.matches("Kernel panic").count(), 3, "{stdout}");
+    assert!(!stdout.contains("NUMALAB-GUEST-START"), "{stdout}");
+    assert!(
+        stderr
+            .lines()
+            .last()
+            .unwrap_or("")
+            .contains("ended without 'NUMALAB-GUEST-EXIT'"),
+        "{stderr}"
+    );
+}
