@@ -2,10 +2,13 @@
 # Boot the numalab multi-node test guest under QEMU (TCG) and run a script inside it.
 #
 #   guest/boot.sh --machine quartet|ring4-cpuless [--kernel 6.12|6.1] [--timeout SECONDS]
-#                 [--file HOSTPATH]... [--script FILE] [--append KERNEL_ARGS]
+#                 [--file HOSTPATH]... [--script FILE] [--append KERNEL_ARGS] [--tcg multi|single]
 #
 # --kernel 6.12 (default, guest/cache/vmlinuz, weighted interleave) or 6.1 (Debian 12's stock
-# kernel, guest/cache/vmlinuz-6.1, no weighted interleave).
+# kernel, guest/cache/vmlinuz-6.1, no weighted interleave). --tcg single runs every vCPU on one
+# host thread (default multi: a thread each): needed where the guest kernel patches its own code
+# while it runs (perf events switch on its scheduler hooks), which multi-threaded TCG gets wrong
+# now and then ("Oops: int3").
 # The guest's serial console is streamed to stdout (CR stripped). The script runs under
 # busybox /bin/sh as root in /tmp (a tmpfs); every --file is in /bin. The last line the guest
 # prints is `NUMALAB-GUEST-EXIT <rc>`; boot.sh exits with that rc, 124 on timeout, 125 when the
@@ -22,11 +25,11 @@ MARKER=NUMALAB-GUEST-EXIT
 
 die() { echo "boot.sh: error: $1" >&2; exit "${2:-1}"; }
 usage() {
-    sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
     exit 2
 }
 
-machine="" kernel_ver=6.12 timeout_s=300 script="" append=""
+machine="" kernel_ver=6.12 timeout_s=300 script="" append="" tcg=multi
 files=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,6 +45,8 @@ while [ $# -gt 0 ]; do
         --script=*) script=${1#*=}; shift ;;
         --append) [ $# -ge 2 ] || usage; append=$2; shift 2 ;;
         --append=*) append=${1#*=}; shift ;;
+        --tcg) [ $# -ge 2 ] || usage; tcg=$2; shift 2 ;;
+        --tcg=*) tcg=${1#*=}; shift ;;
         -h|--help) usage ;;
         *) echo "boot.sh: unknown argument: $1" >&2; usage ;;
     esac
@@ -55,6 +60,10 @@ case "$kernel_ver" in
     6.12) KERNEL="$CACHE/vmlinuz" ;;
     6.1) KERNEL="$CACHE/vmlinuz-6.1" ;;
     *) die "unknown kernel '$kernel_ver' (6.12 or 6.1)" 2 ;;
+esac
+case "$tcg" in
+    multi|single) ;;
+    *) die "unknown --tcg '$tcg' (multi or single)" 2 ;;
 esac
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a positive number of seconds, got '$timeout_s'" 2
 
@@ -218,7 +227,7 @@ esac
 cmdline="console=ttyS0 quiet panic=-1 transparent_hugepage=madvise numa_balancing=disable"
 [ -z "$append" ] || cmdline="$cmdline $append"
 
-qemu_cmd=("$QEMU" -accel tcg -cpu max -machine "$machine_opt" -smp "$smp" -m "${mem_mb}M"
+qemu_cmd=("$QEMU" -accel "tcg,thread=$tcg" -cpu max -machine "$machine_opt" -smp "$smp" -m "${mem_mb}M"
           "${numa[@]}"
           -kernel "$KERNEL" -initrd "$tmp/initrd.gz" -append "$cmdline"
           -nic none -vga none -nographic -no-reboot -pidfile "$qemu_pidfile")

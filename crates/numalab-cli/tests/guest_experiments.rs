@@ -32,7 +32,7 @@ mod sizes;
 #[path = "guest_experiments/sweep.rs"]
 mod sweep;
 
-use common::{boot, Guest};
+use common::{boot, boot_with, Guest};
 use std::sync::OnceLock;
 
 /// The Quartet guest (4 nodes in a ring, 2 CPUs each) with every experiment's steps.
@@ -55,6 +55,22 @@ fn quartet() -> &'static Guest {
         ]
         .concat();
         boot("quartet", "6.12", &steps)
+    })
+}
+
+/// The Quartet guest for `numalab profile --refine`, its vCPUs on one host
+/// thread: refinement's perf events make the guest kernel patch its own
+/// code, which multi-threaded TCG sometimes gets wrong ("Oops: int3",
+/// guest/README.md).
+fn quartet_for_refinement() -> &'static Guest {
+    static G: OnceLock<Guest> = OnceLock::new();
+    G.get_or_init(|| {
+        boot_with(
+            "quartet",
+            "6.12",
+            profile::REFINE_STEPS,
+            &["--tcg", "single"],
+        )
     })
 }
 

@@ -9,6 +9,7 @@
 mod common;
 
 use common::{compile_c, fails, numalab, parse_json, preload_library, scratch, Run};
+use serde_json::Value;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,7 +48,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
     assert!(program_out.contains("sums right"), "{program_out}");
     let v = parse_json(json, "numalab profile --json");
-    assert_eq!(v["schema_version"], "1.1");
+    assert_eq!(v["schema_version"], "1.2");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
     let c = &v["cost"];
@@ -174,6 +175,11 @@ fn the_adaptive_rate_falls_to_meet_a_small_overhead_target() {
 /// `numalab profile --json OPTIONS -o DIR -- profile_truth 2`: the
 /// program's own output (its sums right) and the profile.
 fn profile_truth(dir: &Path, options: &[&str]) -> (String, serde_json::Value) {
+    profile_truth_passes(dir, options, "2")
+}
+
+/// [`profile_truth`] with the program's passes over its arrays.
+fn profile_truth_passes(dir: &Path, options: &[&str], passes: &str) -> (String, serde_json::Value) {
     library_built();
     let prog = compile_c(
         "crates/numalab-preload/tests/programs/profile_truth.c",
@@ -187,7 +193,7 @@ fn profile_truth(dir: &Path, options: &[&str]) -> (String, serde_json::Value) {
         dir.to_str().unwrap(),
         "--",
         prog.to_str().unwrap(),
-        "2",
+        passes,
     ]);
     let r = numalab(&args);
     assert_eq!(r.rc, 0, "{}", r.err);
@@ -197,6 +203,103 @@ fn profile_truth(dir: &Path, options: &[&str]) -> (String, serde_json::Value) {
         program_out.to_string(),
         parse_json(json, "numalab profile of profile_truth"),
     )
+}
+
+/// `--refine auto` watches the words of the line both counter threads
+/// write (struct D of the truth program): each word by its own thread,
+/// every increment a read and a write; on one node that is no false
+/// sharing, and nothing else of the line is touched. (A window can find
+/// one writer idle: a watched thread traps on every increment and falls
+/// behind, and the other waits for it at the program's barrier; the line
+/// is watched in several windows.)
+#[test]
+fn refinement_watches_the_counters_line_word_by_word() {
+    let dir = scratch("profile-refine");
+    let (program_out, v) = profile_truth_passes(
+        &dir,
+        &["--rate", "2000", "--refine", "auto", "--refine-time", "2"],
+        "2500",
+    );
+    let d = program_out
+        .lines()
+        .find_map(|l| l.strip_prefix("D 0x"))
+        .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .expect("the program prints D's address");
+    let r = &v["refinement"];
+    assert!(r["unavailable"].is_null(), "{r}");
+    let windows = r["word_windows"].as_u64().unwrap();
+    assert!(windows >= 10, "{windows} windows");
+    // The budget of 1 s, give or take a sampler tick a window.
+    let ms = r["watched_ms"].as_f64().unwrap();
+    assert!(
+        (1000.0..1000.0 + 25.0 * windows as f64).contains(&ms),
+        "{ms} ms"
+    );
+    assert!(r["us_per_hit"].as_f64().unwrap() > 0.0, "{r}");
+    let line = r["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["address"] == d)
+        .unwrap_or_else(|| panic!("D's line {d:#x} was not watched: {r}"));
+    let region = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["first_address"] == d)
+        .unwrap();
+    assert_eq!(
+        (&line["site"], &line["offset"]),
+        (&region["site"], &0.into())
+    );
+    assert_eq!(line["page_node"], 0);
+    let words = line["words"].as_array().unwrap();
+    let offsets: Vec<u64> = words
+        .iter()
+        .map(|w| w["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, [0, 8], "only the two counters are touched: {line}");
+    let mut writers = Vec::new();
+    for w in words {
+        let writes = w["writes"]["0"].as_u64().unwrap();
+        let reads = w["reads"]["0"].as_u64().unwrap();
+        assert!(writes > 0, "{w}");
+        // An increment is a load and a store; the two watches of a word
+        // start a moment apart.
+        let diff = (writes as f64 - reads as f64).abs();
+        assert!(
+            diff <= 0.1 * writes as f64 + 4.0,
+            "reads {reads} writes {writes}: {w}"
+        );
+        let threads = w["threads"].as_array().unwrap();
+        assert_eq!(threads.len(), 1, "one thread writes each counter: {w}");
+        writers.push(threads[0].clone());
+    }
+    assert_ne!(writers[0], writers[1], "two threads, one counter each");
+    assert_eq!(line["written_from"], serde_json::json!([0]));
+    assert_eq!(line["false_sharing"], false);
+    assert_eq!(line["shared_words"], serde_json::json!([]));
+    let kinds: Vec<&Value> = v["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["kind"])
+        .collect();
+    assert!(!kinds.contains(&&Value::from("false-sharing")), "{kinds:?}");
+    assert!(v["warnings"].as_array().unwrap().iter().any(|w| w
+        .as_str()
+        .unwrap()
+        .starts_with("--refine armed a quarter of the pages region by region")));
+    // The text says it too.
+    let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(
+        text.contains(&format!("  line {d:#x} (offset 0 of ")),
+        "{text}"
+    );
+    assert!(
+        text.contains("refinement (hardware watchpoints on 8-byte words):"),
+        "{text}"
+    );
 }
 
 #[test]

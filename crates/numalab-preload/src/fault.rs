@@ -2,7 +2,7 @@
 //! fault is the program's, delivered to the handler it installed (kept by
 //! the interposed `sigaction` and `signal`), or fatal as without us.
 
-use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_WRITE};
+use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_WRITE, FLAG_WRITE_PROBE};
 use crate::tables::{self, Lookup};
 use crate::{cost, emit, page_size, sys, FIRST_TOUCHES, SAMPLES};
 use std::cell::{Cell, UnsafeCell};
@@ -121,7 +121,12 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
     let addr = unsafe { (*info).si_addr() } as usize;
     let page = addr & !(page_size() - 1);
     match tables::lookup_fault(page) {
-        Lookup::Claimed { index, prot, node } => {
+        Lookup::Claimed {
+            index,
+            prot,
+            node,
+            probe,
+        } => {
             let t0 = sys::monotonic_ns();
             sys::mprotect(page, page_size(), prot);
             if cost::is_calibration(page) {
@@ -145,7 +150,7 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
             }
             // A page armed absent: this access puts it somewhere (first
             // touch); the sampler looks up where at its next tick.
-            let first = node == tables::NODE_ABSENT;
+            let first = node == tables::NODE_ABSENT && !probe;
             if first {
                 tables::add_pending(page);
                 FIRST_TOUCHES.fetch_add(1, SeqCst);
@@ -163,7 +168,7 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
                 tid: sys::gettid(),
                 cpu: sys::cpu(),
                 node: if first { -1 } else { node },
-                flags: access_flags(ctx),
+                flags: access_flags(ctx) | if probe { FLAG_WRITE_PROBE } else { 0 },
                 addr: addr as u64,
                 size: 0,
                 time_ns: t0,

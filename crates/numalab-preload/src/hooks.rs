@@ -113,9 +113,18 @@ fn untrack(p: usize, n: usize) -> bool {
     removed > 0
 }
 
+/// Marks the calling thread as the library's own.
+pub fn library_thread() {
+    LIBRARY_THREAD.with(|l| l.set(true));
+}
+
 /// Tracks a new allocation when it is large enough.
 fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
-    if active() && !p.is_null() && n >= MIN_BYTES.load(SeqCst) && tables::add_region(p as usize, n)
+    if active()
+        && !p.is_null()
+        && n >= MIN_BYTES.load(SeqCst)
+        && !LIBRARY_THREAD.with(|l| l.get())
+        && tables::add_region(p as usize, n)
     {
         emit(&Record {
             kind: Kind::Alloc,
@@ -136,6 +145,9 @@ fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
 const FRAMES: usize = 8;
 
 thread_local! {
+    /// Set on the library's own thread (the sampler): its allocations are
+    /// not the program's, and are never armed.
+    static LIBRARY_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Set while this thread takes a backtrace: the unwinder may allocate.
     static IN_BACKTRACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

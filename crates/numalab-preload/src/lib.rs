@@ -36,6 +36,7 @@ mod fault;
 mod hooks;
 mod places;
 mod queue;
+mod refine;
 mod sampler;
 mod sys;
 
@@ -219,7 +220,8 @@ extern "C" fn init() {
             sampler::RatePolicy::Fixed(r) => r.min(i32::MAX as usize) as i32,
             sampler::RatePolicy::Overhead(_) => 0,
         },
-        flags: 0,
+        // 1: refinement on, half the pages armed region by region.
+        flags: refine::requested() as u32,
         addr: MIN_BYTES.load(SeqCst) as u64,
         size: page_size() as u64,
         time_ns: START_NS.load(SeqCst),

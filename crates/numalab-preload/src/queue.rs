@@ -102,6 +102,11 @@ fn try_push(b: &[u8; RECORD_BYTES]) -> bool {
 /// One thread drains at a time; another caller waits for it (at exit) or
 /// returns (`wait` false: the sampler's tick).
 pub fn drain(fd: i32, wait: bool) {
+    drain_inspecting(fd, wait, |_| {});
+}
+
+/// [`drain`], showing each record to `inspect` on its way out.
+pub fn drain_inspecting(fd: i32, wait: bool, mut inspect: impl FnMut(&[u8; RECORD_BYTES])) {
     while DRAINING
         .compare_exchange(false, true, SeqCst, SeqCst)
         .is_err()
@@ -125,6 +130,7 @@ pub fn drain(fd: i32, wait: bool) {
             // SAFETY: `seq` says the record of `pos` is published; no
             // producer takes the slot until it is released below.
             let b = unsafe { *slot.bytes.get() };
+            inspect(&b);
             out[n * RECORD_BYTES..(n + 1) * RECORD_BYTES].copy_from_slice(&b);
             slot.seq
                 .store(pos.wrapping_add(CAPACITY).wrapping_sub(i), SeqCst);

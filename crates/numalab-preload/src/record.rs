@@ -17,7 +17,8 @@ pub enum Kind {
     /// The library started in process `tid` (the pid); `size` is the page
     /// size, `addr` the tracking threshold in bytes, `node` the fixed rate
     /// (0: adaptive, see the Cost records), `cpu` the sampling window in
-    /// ms (`u32::MAX`: the whole run).
+    /// ms (`u32::MAX`: the whole run), `flags` 1 when refining (half the
+    /// pages are then armed region by region, see refine.rs).
     Start = 4,
     /// Pages armed and samples taken so far (`addr`, `size`), written at
     /// exit.
@@ -62,12 +63,28 @@ pub enum Kind {
     /// is how often the kernel moved it between CPUs (`u64::MAX`: the
     /// kernel keeps no such count).
     ThreadEnd = 15,
+    /// Watchpoint hits (refinement): `size` hits by thread `tid` on CPU
+    /// `cpu` (`u32::MAX`: not known) on the 8-byte word at `addr`, in the
+    /// window that started at `time_ns`; `flags` FLAG_WRITE: writes,
+    /// else every access (reads and writes).
+    Watch = 16,
+    /// Refinement's bookkeeping, by `cpu`: `u32::MAX`, the word at `addr`
+    /// was watched for `size` ns on `flags` threads from `time_ns`, its
+    /// page on node `node` (-1: not present) at the window's end; 1,
+    /// one hit costs the accessing thread `size` ns (measured once); 0,
+    /// refinement is not available here (`node`: minus the errno of
+    /// `perf_event_open`).
+    Refine = 17,
 }
 
 /// Set in `flags` when the sampled access was a write.
 pub const FLAG_WRITE: u32 = 1;
 /// Set in `flags` when the access type is unknown (not x86_64).
 pub const FLAG_ACCESS_UNKNOWN: u32 = 2;
+/// Set in a Sample's `flags` when the page was armed against writes only
+/// (refinement's probe of a line's page): it tells who writes there, and
+/// is no sample of the page's accesses.
+pub const FLAG_WRITE_PROBE: u32 = 4;
 
 /// One event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +142,8 @@ impl Record {
             13 => Kind::FirstTouch,
             14 => Kind::Touched,
             15 => Kind::ThreadEnd,
+            16 => Kind::Watch,
+            17 => Kind::Refine,
             _ => return None,
         };
         Some(Record {

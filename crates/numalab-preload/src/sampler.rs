@@ -4,6 +4,7 @@
 //! queued records out, and keeps the rate at its target cost ([`cost`]).
 
 use crate::cost::{self, Controller};
+use crate::refine::Refiner;
 use crate::{page_size, queue, sys, tables, ARMED_TOTAL, OUT_FD};
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -95,6 +96,7 @@ impl Random {
 }
 
 fn run(policy: RatePolicy, duration_ns: Option<u64>) {
+    crate::hooks::library_thread();
     // The program's signal handlers run on its own threads, never here
     // (one that calls exit() while this thread writes records out would
     // wait for itself); SIGSEGV stays open (the interposed mask).
@@ -112,7 +114,7 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         RatePolicy::Overhead(t) => Controller::new(START_RATE as f64, Some(t), kernel_ns),
     };
     cost::emit_totals();
-    // Pages owed, in billionths: the rate times the time that passed,
+    // Pages owed: the rate times the time that passed,
     // whatever a tick really took (a loaded or emulated machine sleeps
     // longer), at most MAX_BURST at once.
     let mut owed: f64 = 0.0;
@@ -123,6 +125,7 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     };
     // The window counts from the library's start, as the records' times.
     let stop_at = duration_ns.map(|d| crate::START_NS.load(SeqCst).saturating_add(d));
+    let mut refiner = Refiner::from_env(ps);
     loop {
         let tick = (PAGES_PER_TICK * 1e9 / control.rate) as u64;
         sys::sleep_ns(tick.clamp(MIN_TICK_NS, MAX_TICK_NS));
@@ -135,7 +138,8 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
             sys::mprotect(page, ps, prot);
         });
         tables::take_pending(touched);
-        queue::drain(OUT_FD.load(SeqCst), false);
+        queue::drain_inspecting(OUT_FD.load(SeqCst), false, |r| refiner.observe(r));
+        refiner.tick(now);
         owed += control.rate * now.saturating_sub(last) as f64 / 1e9;
         owed = owed.min(MAX_BURST as f64);
         last = now;
@@ -143,7 +147,19 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         let (_, total) = tables::nth_page(0, ps);
         while owed >= 1.0 {
             owed -= 1.0;
-            arm_one(&mut rng, ps, total);
+            // Refinement needs samples of small regions too: every other
+            // page is then chosen region first (the Start record says so),
+            // and one in four is a page of a line it found interesting,
+            // armed against writes only (a write probe).
+            let choice = match (refiner.wants_small_regions(), rng.next() % 4) {
+                (false, _) => Choice::Uniform,
+                (true, 0) => refiner
+                    .hot_page(rng.next() as usize)
+                    .map_or(Choice::ByRegion, Choice::Page),
+                (true, 1) => Choice::ByRegion,
+                (true, _) => Choice::Uniform,
+            };
+            arm_one(&mut rng, ps, total, choice);
         }
         control.tick(now);
         snapshots.take_when_due(now);
@@ -153,15 +169,36 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
 /// Arms one random tracked page, if one is free to arm.
 /// `total`: the tracked pages counted this tick (a region freed since is
 /// caught by the handshake below).
-fn arm_one(rng: &mut Random, ps: usize, total: usize) {
+/// How [`arm_one`] picks its page.
+#[derive(Clone, Copy)]
+enum Choice {
+    /// Uniformly over the tracked pages.
+    Uniform,
+    /// A region first, then one of its pages.
+    ByRegion,
+    /// This one (checked as any other: it must be tracked).
+    Page(usize),
+}
+
+fn arm_one(rng: &mut Random, ps: usize, total: usize, choice: Choice) {
     if crate::SAMPLES.load(SeqCst) + crate::FIRST_TOUCHES.load(SeqCst) >= MAX_SAMPLES {
         return;
     }
     if total == 0 {
         return;
     }
-    let k = (rng.next() % total as u64) as usize;
-    let (Some(page), _) = tables::nth_page(k, ps) else {
+    let page = match choice {
+        Choice::ByRegion => {
+            let region = tables::nth_region(rng.next() as usize, ps);
+            region.and_then(|(first, pages)| present_page(rng, first, pages, ps))
+        }
+        Choice::Uniform => {
+            let k = (rng.next() % total as u64) as usize;
+            tables::nth_page(k, ps).0
+        }
+        Choice::Page(p) => Some(p),
+    };
+    let Some(page) = page else {
         return;
     };
     // One query says whether the page is present and where: the fault
@@ -171,8 +208,20 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize) {
         sys::PageState::Present(node) => node,
         sys::PageState::Absent => tables::NODE_ABSENT,
     };
+    // A line's page is probed for writes only (reads go on unfaulted): a
+    // read-modify-write samples as a read, and refinement wants the
+    // writers. An absent page is not probed (its writes are first touches).
+    let probe = matches!(choice, Choice::Page(_));
+    if probe && node == tables::NODE_ABSENT {
+        return;
+    }
     let prot = libc::PROT_READ | libc::PROT_WRITE;
-    let Some(i) = tables::begin_arming(page, prot, node) else {
+    let (armed_prot, probe_bit) = if probe {
+        (libc::PROT_READ, tables::PROBE)
+    } else {
+        (libc::PROT_NONE, 0)
+    };
+    let Some(i) = tables::begin_arming(page, prot | probe_bit, node) else {
         return;
     };
     // The handshake: after claiming the entry, the region must still be
@@ -181,7 +230,7 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize) {
         tables::abandon_arming(i);
         return;
     }
-    if sys::mprotect(page, ps, libc::PROT_NONE) != 0 {
+    if sys::mprotect(page, ps, armed_prot) != 0 {
         tables::abandon_arming(i);
         return;
     }
@@ -195,6 +244,35 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize) {
     }
     tables::finish_arming(i, sys::monotonic_ns());
     ARMED_TOTAL.fetch_add(1, SeqCst);
+}
+
+/// Regions of at most this many pages are asked which of their pages are
+/// present (one `move_pages` call) before one is chosen.
+const SMALL_REGION_PAGES: usize = 64;
+
+/// A page of the region `[first, first + pages pages)`: in a small region
+/// a present one (a small allocation is often mostly untouched, and its
+/// one hot page would rarely be drawn), else any.
+fn present_page(rng: &mut Random, first: usize, pages: usize, ps: usize) -> Option<usize> {
+    let any = first + (rng.next() as usize % pages) * ps;
+    if pages > SMALL_REGION_PAGES {
+        return Some(any);
+    }
+    let mut addrs = [std::ptr::null_mut::<libc::c_void>(); SMALL_REGION_PAGES];
+    let mut status = [0i32; SMALL_REGION_PAGES];
+    for (k, a) in addrs.iter_mut().enumerate().take(pages) {
+        *a = (first + k * ps) as *mut libc::c_void;
+    }
+    if !sys::query_pages(&addrs[..pages], &mut status[..pages]) {
+        return Some(any);
+    }
+    let present = status[..pages].iter().filter(|s| **s >= 0).count();
+    if present == 0 {
+        return Some(any);
+    }
+    let nth = rng.next() as usize % present;
+    let k = (0..pages).filter(|k| status[*k] >= 0).nth(nth)?;
+    Some(first + k * ps)
 }
 
 /// The end of the sampling window: every page disarmed, the last first

@@ -31,6 +31,11 @@ const ARMED: u8 = 2;
 /// A fault handler or a call is restoring the page's protection.
 const DISARMING: u8 = 3;
 
+/// Or'ed into the protection given to [`begin_arming`]: the page is armed
+/// against writes only (a write probe, for refinement); its fault is a
+/// write, and no sample of the page's accesses.
+pub const PROBE: i32 = 0x80;
+
 /// One armed page: its address, state and the protection to restore.
 pub struct ArmedPage {
     page: AtomicUsize,
@@ -64,7 +69,12 @@ pub enum Lookup {
     NotOurs,
     /// Armed by us, now ours to disarm: restore `prot`, then call
     /// [`release`] with the index. `node`: the page's node when armed.
-    Claimed { index: usize, prot: i32, node: i32 },
+    Claimed {
+        index: usize,
+        prot: i32,
+        node: i32,
+        probe: bool,
+    },
     /// Being armed or disarmed by another thread: return and let the
     /// access retry.
     Settling,
@@ -89,11 +99,13 @@ pub fn lookup_fault(page: usize) -> Lookup {
                 return Lookup::Settling;
             }
             Ok(_) => {
+                let raw = e.prot.load(SeqCst) as i32;
                 return Lookup::Claimed {
                     index,
-                    prot: e.prot.load(SeqCst) as i32,
+                    prot: raw & !PROBE,
                     node: e.node.load(SeqCst),
-                }
+                    probe: raw & PROBE != 0,
+                };
             }
             Err(ARMING) | Err(DISARMING) => return Lookup::Settling,
             Err(_) => {}
@@ -169,7 +181,7 @@ pub fn expire(before: u64, restore: impl Fn(usize, i32)) -> usize {
                 .compare_exchange(ARMED, DISARMING, SeqCst, SeqCst)
                 .is_ok()
         {
-            restore(e.page.load(SeqCst), e.prot.load(SeqCst) as i32);
+            restore(e.page.load(SeqCst), e.prot.load(SeqCst) as i32 & !PROBE);
             release(i);
             n += 1;
         }
@@ -201,7 +213,7 @@ pub fn disarm_range(start: usize, end: usize, restore: impl Fn(usize, i32)) {
                 // now; give it back and look again.
                 Ok(_) if e.page.load(SeqCst) != page => e.state.store(ARMED, SeqCst),
                 Ok(_) => {
-                    restore(page, e.prot.load(SeqCst) as i32);
+                    restore(page, e.prot.load(SeqCst) as i32 & !PROBE);
                     release(i);
                     break;
                 }
@@ -338,6 +350,29 @@ pub fn nth_page(k: usize, page_size: usize) -> (Option<usize>, usize) {
     (hit, seen)
 }
 
+/// The `r`-th region (modulo those with a whole page): its first whole
+/// page and how many whole pages it has. How refinement makes sure small
+/// regions are armed too.
+pub fn nth_region(r: usize, page_size: usize) -> Option<(usize, usize)> {
+    let live = || {
+        REGIONS.iter().filter_map(|reg| {
+            let s = reg.start.load(SeqCst);
+            if s == 0 || s == usize::MAX {
+                return None;
+            }
+            let first = s.div_ceil(page_size) * page_size;
+            let end = (s + reg.len.load(SeqCst)) / page_size * page_size;
+            let pages = end.saturating_sub(first) / page_size;
+            (pages > 0).then_some((first, pages))
+        })
+    };
+    let count = live().count();
+    if count == 0 {
+        return None;
+    }
+    live().nth(r % count)
+}
+
 /// A buffer a system call is using now.
 struct Busy {
     start: AtomicUsize,
@@ -428,7 +463,8 @@ mod tests {
             Lookup::Claimed {
                 index: i,
                 prot: 3,
-                node: 2
+                node: 2,
+                probe: false
             }
         );
         // Claimed: a second faulting thread waits for the restore.

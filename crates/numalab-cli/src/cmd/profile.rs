@@ -1,15 +1,15 @@
-//! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--duration S] [--min-bytes SIZE] [-o DIR]
-//! [--json] -- CMD ARGS...`: run a command with the preload library that
+//! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--duration S] [--min-bytes SIZE]
+//! [--refine auto|off] [--refine-time S] [-o DIR] [--json] -- CMD ARGS...`: run a command with the preload library that
 //! samples its memory accesses by protection faults (no PMU needed), then
 //! say which of its allocations were accessed from which node.
 //!
 //! The sampling is `crates/numalab-preload`; the analysis
 //! `numalab::profile`; the text `numalab::report::views::profile`.
 
-use crate::args::{percent, seconds, size, whole};
+use crate::args::{choice, percent, seconds, size, whole};
 use crate::launch_args::{plan, LaunchArgs};
 use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
-use numalab::profile::record::{Kind, Record, RECORD_BYTES};
+use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
 use numalab::profile::{build, symbols, Profile};
 use numalab::report::files::write_atomically;
 use numalab::report::views::profile::render;
@@ -39,6 +39,15 @@ pub struct Args {
     /// Track allocations of at least this size (malloc family and anonymous mmaps).
     #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = size(4096, "one page"))]
     min_bytes: usize,
+    /// `auto`: after the page samples found lines accessed from several
+    /// nodes, watch their 8-byte words with hardware watchpoints (reads
+    /// and writes by node, false sharing); `off` (default): pages only.
+    #[arg(long, value_name = "MODE", default_value = "off", action = clap::ArgAction::Set, value_parser = choice(&["auto", "off"], refine_mode))]
+    refine: bool,
+    /// Seconds of watchpoint windows refinement may spend in all (each hit
+    /// costs the accessing thread a debug trap).
+    #[arg(long, value_name = "S", default_value = "2", value_parser = seconds(0.02))]
+    refine_time: f64,
     /// Folder for profile.json, profile.txt and the raw records.
     #[arg(
         short = 'o',
@@ -53,6 +62,14 @@ pub struct Args {
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+fn refine_mode(t: &str) -> Result<bool, String> {
+    match t {
+        "auto" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{t}' is not a refinement mode (auto or off)")),
+    }
 }
 
 /// The files this command writes in its folder.
@@ -140,7 +157,9 @@ fn live_status(m: Machine, records: PathBuf, stop: Arc<AtomicBool>) {
         for c in bytes[..whole].chunks_exact(RECORD_BYTES) {
             let mut a = [0u8; RECORD_BYTES];
             a.copy_from_slice(c);
-            if let Some(r) = Record::decode(&a).filter(|r| r.kind == Kind::Sample) {
+            // Refinement's write probes are no samples of the accesses.
+            let sample = |r: &Record| r.kind == Kind::Sample && r.flags & FLAG_WRITE_PROBE == 0;
+            if let Some(r) = Record::decode(&a).filter(sample) {
                 n += 1;
                 if r.node >= 0 && m.node_of_cpu(r.cpu).is_some_and(|c| c != r.node as u32) {
                     remote += 1;
@@ -195,6 +214,14 @@ pub fn run(a: Args) -> CliResult {
         .with_env(
             "NUMALAB_PROFILE_DURATION",
             a.duration.map_or(String::new(), |d| d.to_string()),
+        )
+        .with_env(
+            "NUMALAB_PROFILE_REFINE",
+            if a.refine { "auto" } else { "off" },
+        )
+        .with_env(
+            "NUMALAB_PROFILE_REFINE_MS",
+            ((a.refine_time * 1e3).round() as u64).to_string(),
         );
     let program = a.command[0].to_string_lossy().into_owned();
     let launch = prepared.spawn(&a.command).map_err(|e| CliError {

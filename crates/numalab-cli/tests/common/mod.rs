@@ -289,6 +289,16 @@ pub fn repo_root() -> PathBuf {
 /// Boots `machine` on `kernel` ("6.12" or "6.1") with `steps` (name, shell
 /// command) and parses the output.
 pub fn boot(machine: &str, kernel_version: &str, steps: &[(&str, &str)]) -> Guest {
+    boot_with(machine, kernel_version, steps, &[])
+}
+
+/// [`boot`] with more guest/boot.sh options (`--tcg single`).
+pub fn boot_with(
+    machine: &str,
+    kernel_version: &str,
+    steps: &[(&str, &str)],
+    options: &[&str],
+) -> Guest {
     let root = repo_root();
     let kernel = root.join(match kernel_version {
         "6.12" => "guest/cache/vmlinuz".to_string(),
@@ -310,7 +320,8 @@ pub fn boot(machine: &str, kernel_version: &str, steps: &[(&str, &str)]) -> Gues
         ));
     }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "numalab-guest-test-{machine}-{kernel_version}-{}",
+        "numalab-guest-test-{machine}-{kernel_version}-{}-{}",
+        options.join("").replace(['-', ' '], ""),
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
@@ -326,6 +337,7 @@ pub fn boot(machine: &str, kernel_version: &str, steps: &[(&str, &str)]) -> Gues
             "--timeout",
             "900",
         ])
+        .args(options)
         .arg("--file")
         .arg(env!("CARGO_BIN_EXE_numalab"))
         .arg("--file")

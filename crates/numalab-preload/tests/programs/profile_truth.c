@@ -12,6 +12,11 @@
  * - E (8 MiB): the main thread initialises it, then only the threads of
  *   the last CPU's node read it: private to that node, first-touched by
  *   another thread, every access remote.
+ * - D (one cache line at the start of a 64 KiB block): two counters
+ *   side by side, `first_node` written by the thread on CPU 0 and
+ *   `second_node` by the thread on the first CPU of another node (the last
+ *   CPU on a one-node machine), all the time: false sharing, for
+ *   refinement to find. The rest of the block is never touched.
  * - static_table (4 MiB, .bss) and a 1 MiB buffer on its stack: written
  *   by the thread on the last CPU only, so their pages are on its node.
  *
@@ -37,6 +42,17 @@
 #define E_BYTES (8 * MB)
 #define STATIC_BYTES (4 * MB)
 #define STACK_BYTES (1 * MB)
+#define COUNTERS_BYTES (64 * 1024)
+
+struct shared_counters {
+    uint64_t first_node;  /* offset 0 */
+    uint64_t second_node; /* offset 8 */
+    uint64_t unused[6];
+};
+static struct shared_counters *d;
+static int second_writer;
+/* Where this thread counts its progress: its own stack, or a field of D. */
+static __thread volatile uint64_t *progress;
 
 static uint64_t static_table[STATIC_BYTES / 8] __attribute__((aligned(4096)));
 
@@ -64,7 +80,10 @@ static int node_of(int cpu) {
 /* Reads every 8th word of [p, p + words): a sum the test can check. */
 static uint64_t pass(const volatile uint64_t *p, size_t words) {
     uint64_t s = 0;
-    for (size_t i = 0; i < words; i += 8) s += p[i];
+    for (size_t i = 0; i < words; i += 8) {
+        s += p[i];
+        if ((i & 511) == 0) (*progress)++;
+    }
     return s;
 }
 
@@ -94,6 +113,8 @@ static void last_cpu_data(int cpu) {
 static void *worker(void *arg) {
     int cpu = (int)(intptr_t)arg;
     pin(cpu);
+    volatile uint64_t own = 0;
+    progress = cpu == 0 ? &d->first_node : cpu == second_writer ? &d->second_node : &own;
     size_t slice = B_BYTES / 8 / cpus;
     uint64_t *mine = b + cpu * slice;
     for (size_t i = 0; i < slice; i++) mine[i] = cpu * slice + i; /* first touch */
@@ -138,6 +159,16 @@ int main(int argc, char **argv) {
     b = malloc(B_BYTES);
     c = mmap(NULL, C_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     e = malloc(E_BYTES);
+    d = aligned_alloc(4096, COUNTERS_BYTES);
+    d->first_node = d->second_node = 0;
+    second_writer = cpus - 1;
+    for (int cpu = 1; cpu < cpus; cpu++)
+        if (node_of(cpu) != node_of(0)) {
+            second_writer = cpu;
+            break;
+        }
+    volatile uint64_t main_progress = 0;
+    progress = &main_progress;
     unsigned long mask = 1UL << last_node;
     /* MPOL_BIND = 2: every page of C on the last node of a CPU. */
     long bound = syscall(SYS_mbind, c, C_BYTES, 2, &mask, 64, 0);
@@ -147,6 +178,7 @@ int main(int argc, char **argv) {
     printf("A %p %d\nB %p %d\nC %p %d bound to node %d: %s\nE %p %d\nS %p %d\n", (void *)a,
            A_BYTES, (void *)b, B_BYTES, (void *)c, C_BYTES, last_node, bound == 0 ? "yes" : "no",
            (void *)e, E_BYTES, (void *)static_table, STATIC_BYTES);
+    printf("D %p 64 written from CPUs 0 and %d\n", (void *)d, second_writer);
     fflush(stdout);
     pthread_barrier_init(&step, NULL, cpus);
     pthread_t t[64];
@@ -157,6 +189,7 @@ int main(int argc, char **argv) {
     free(a);
     free(b);
     free(e);
+    free(d);
     munmap(c, C_BYTES);
     return bad != 0;
 }

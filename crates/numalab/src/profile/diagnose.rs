@@ -26,7 +26,10 @@ pub struct Diagnosis {
     /// (the same, and its sampled first touches were by a thread on that
     /// node that does not use it), `cpuless-hot` (a hot region on a node
     /// without CPUs), `unpinned-drift` (a thread free to run anywhere that
-    /// ran on several nodes, mostly away from its data).
+    /// ran on several nodes, mostly away from its data), `false-sharing`
+    /// (refinement saw one cache line written from two or more nodes, to
+    /// different words), `shared-write` (one word written from two or more
+    /// nodes).
     pub kind: String,
     /// Index into `regions` and its site, or the thread ("thread TID").
     pub region: Option<usize>,
@@ -205,6 +208,95 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
         }
     }
     out.extend(drifting_threads(p));
+    out.extend(contended_lines(p));
+    out
+}
+
+/// Lines the watchpoints saw written from two or more nodes: false sharing
+/// (different words) or a shared written word. The fix is in the code, not
+/// in placement: no policy keeps a line written from two nodes on both.
+fn contended_lines(p: &Profile) -> Vec<Diagnosis> {
+    let Some(refined) = &p.refinement else {
+        return Vec::new();
+    };
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let mut out = Vec::new();
+    for l in refined
+        .lines
+        .iter()
+        .filter(|l| l.false_sharing || !l.shared_words.is_empty())
+    {
+        let site = l.site.clone().unwrap_or_else(|| "(untracked)".into());
+        let region = p
+            .regions
+            .iter()
+            .position(|r| l.site.as_ref() == Some(&r.site));
+        let words: Vec<String> = l
+            .words
+            .iter()
+            .filter(|w| !w.writes.is_empty())
+            .map(|w| {
+                let by: Vec<String> = w
+                    .writes
+                    .iter()
+                    .map(|(n, k)| format!("node {n} ({k})"))
+                    .collect();
+                format!("+{} by {}", w.offset, by.join(", "))
+            })
+            .collect();
+        let share = l.remote_hits as f64 / l.placed_hits.max(1) as f64;
+        let ci = wilson(share, l.placed_hits as f64);
+        let nodes = l.written_from.iter().copied().collect::<IdSet>();
+        let place = match l.offset {
+            Some(o) => format!("line {:#x} (offset {o} of {site})", l.address),
+            None => format!("line {:#x}", l.address),
+        };
+        let (kind, what, fix) = if l.false_sharing {
+            (
+                "false-sharing",
+                format!(
+                    "false sharing: the line moves between nodes {nodes} on their writes, though they write different words"
+                ),
+                "a code change: put the words written from different nodes on separate cache lines (align each to 64 bytes, or pad the struct); no placement fixes false sharing".to_string(),
+            )
+        } else {
+            let shared: Vec<String> = l.shared_words.iter().map(|o| format!("+{o}")).collect();
+            (
+                "shared-write",
+                format!(
+                    "word {} is written from nodes {nodes}: a shared counter or lock, the line moves on every write",
+                    shared.join(", ")
+                ),
+                "a code change: give each node (or thread) its own copy, on its own line, and combine them when read".to_string(),
+            )
+        };
+        let page = l
+            .page_node
+            .map(|n| {
+                format!(
+                    "; its page is on node {n}, {} of the watched accesses remote",
+                    pct(share)
+                )
+            })
+            .unwrap_or_default();
+        out.push(Diagnosis {
+            kind: kind.into(),
+            region,
+            thread: None,
+            site: site.clone(),
+            pages_node: l.page_node.unwrap_or(0),
+            pages_share: 1.0,
+            accessing_nodes: l.accessed_from.clone(),
+            samples: l.placed_hits,
+            remote_share: share,
+            remote_ci: ci,
+            text: format!(
+                "{place}: written {} (watchpoint hits){page}: {what}",
+                words.join("; ")
+            ),
+            fix,
+        });
+    }
     out
 }
 
@@ -304,6 +396,7 @@ mod tests {
 
     fn profile(regions: Vec<RegionProfile>) -> Profile {
         Profile {
+            refinement: None,
             schema_version: "1.0".into(),
             command: vec!["./app".into()],
             pid: 100,

@@ -11,15 +11,16 @@
 pub mod diagnose;
 #[path = "../../../numalab-preload/src/record.rs"]
 pub mod record;
+pub mod refine;
 pub mod symbols;
 
 use crate::machine::Machine;
-use record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_WRITE};
+use record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_WRITE, FLAG_WRITE_PROBE};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.1";
+pub const SCHEMA_VERSION: &str = "1.2";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -231,6 +232,10 @@ pub struct Profile {
     pub remote_share: Option<f64>,
     pub regions: Vec<RegionProfile>,
     pub threads: Vec<ThreadProfile>,
+    /// The cache lines and words watched (`--refine auto`); `None`: not
+    /// refined.
+    #[serde(default)]
+    pub refinement: Option<refine::Refinement>,
     /// What the numbers say of the regions, with the fix of each.
     pub diagnoses: Vec<diagnose::Diagnosis>,
     /// What limits this profile (no samples, records lost, ...).
@@ -336,6 +341,11 @@ pub fn build(
         .collect();
     let mut first_by_thread: BTreeMap<u32, u64> = BTreeMap::new();
     let mut overflowed = 0u64;
+    // Watch records, with the site index and offset of the allocation.
+    let mut watch_hits: Vec<(Record, Option<(usize, u64)>)> = Vec::new();
+    let mut refine_book: Vec<Record> = Vec::new();
+    let mut half_by_region = false;
+    let mut write_probes = 0u64;
     for r in records {
         match r.kind {
             Kind::Start => {
@@ -345,7 +355,17 @@ pub fn build(
                 rate = r.node.max(0) as u64;
                 min_bytes = r.addr;
                 page_size = r.size.max(1);
+                half_by_region = r.flags & 1 != 0;
             }
+            Kind::Watch => {
+                let owner = live
+                    .range(..=r.addr)
+                    .next_back()
+                    .filter(|(_, l)| r.addr < l.start + l.len)
+                    .map(|(_, l)| (l.site, r.addr - l.start));
+                watch_hits.push((*r, owner));
+            }
+            Kind::Refine => refine_book.push(*r),
             Kind::Totals => {
                 armed += r.addr;
                 overflowed += r.node.max(0) as u64;
@@ -426,6 +446,9 @@ pub fn build(
                     live.remove(&k);
                 }
             }
+            // Refinement's write probes tell who writes a line's page, not
+            // how its accesses go: they stay out of the shares.
+            Kind::Sample if r.flags & FLAG_WRITE_PROBE != 0 => write_probes += 1,
             Kind::Sample => {
                 samples += 1;
                 let cpu_node = m.node_of_cpu(r.cpu);
@@ -569,6 +592,15 @@ pub fn build(
             }
         })
         .collect();
+    // Named before the regions are sorted: the sites' order is theirs.
+    let watch_hits: Vec<refine::WatchHit> = watch_hits
+        .into_iter()
+        .map(|(record, owner)| refine::WatchHit {
+            record,
+            owner: owner.map(|(site, off)| (regions[site].site.clone(), off)),
+        })
+        .collect();
+    let refinement = refine::refinement(m, &watch_hits, &refine_book, write_probes);
     regions.extend(located_regions(&located, names, min_bytes, page_size, pid));
     regions.sort_by(|a, b| {
         b.samples
@@ -614,6 +646,11 @@ pub fn build(
     }
     // A first touch is a sampled fault too.
     let faults = samples + first_by_thread.values().sum::<u64>();
+    if half_by_region {
+        warnings.push(
+            "--refine armed a quarter of the pages region by region, so that small regions are seen: regions' remote shares stand, but the whole program's counts small regions more than their size".into(),
+        );
+    }
     let cost = sampling_cost(&costs, faults);
     let mut p = Profile {
         schema_version: SCHEMA_VERSION.into(),
@@ -630,6 +667,7 @@ pub fn build(
         remote_share: share(remote_total, located_total),
         regions,
         threads,
+        refinement,
         diagnoses: Vec::new(),
         warnings,
     };

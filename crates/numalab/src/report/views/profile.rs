@@ -138,6 +138,85 @@ fn first_touch_line(f: &crate::profile::FirstTouches) -> String {
 }
 
 /// The text view.
+/// Lines shown in the refinement table at most (the JSON has them all).
+const REFINED_LINES_SHOWN: usize = 12;
+
+/// The refinement: watch time and cost, then each line's words by node.
+fn refinement(r: &crate::profile::refine::Refinement) -> String {
+    let mut s = String::from("\nrefinement (hardware watchpoints on 8-byte words):\n");
+    if let Some(why) = &r.unavailable {
+        let _ = writeln!(s, "  not available: {why}");
+        return s;
+    }
+    let cost = match (r.us_per_hit, r.hits_cost_ms) {
+        (Some(us), Some(ms)) => {
+            format!(", {us:.1} µs a hit to the accessing thread: about {ms:.0} ms of the program's time")
+        }
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "  {} windows of two words, {:.0} ms watched in all; {} hits{cost}; {} write probes of the lines' pages",
+        r.word_windows, r.watched_ms, r.hits, r.write_probes
+    );
+    if r.lines.is_empty() {
+        let _ = writeln!(s, "  no watched word was accessed while watched");
+    }
+    let by_node = |m: &std::collections::BTreeMap<u32, u64>| {
+        m.iter()
+            .map(|(n, k)| format!("{n}:{k}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for l in r.lines.iter().take(REFINED_LINES_SHOWN) {
+        let verdict = if l.false_sharing {
+            "  FALSE SHARING"
+        } else if !l.shared_words.is_empty() {
+            "  SHARED WRITES"
+        } else {
+            ""
+        };
+        let place = match (&l.site, l.offset) {
+            (Some(site), Some(o)) => format!(" (offset {o} of {site})"),
+            _ => String::new(),
+        };
+        let page = l.page_node.map_or("page node unknown".to_string(), |n| {
+            format!("page on node {n}")
+        });
+        let _ = writeln!(
+            s,
+            "  line {:#x}{place}: {page}, written from nodes {:?}, accessed from {:?}{verdict}",
+            l.address, l.written_from, l.accessed_from
+        );
+        for w in &l.words {
+            let unplaced = if w.unplaced_reads + w.unplaced_writes > 0 {
+                format!(
+                    ", CPU unknown: reads {} writes {}",
+                    w.unplaced_reads, w.unplaced_writes
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                s,
+                "    +{:<2} writes by node {:<16} reads by node {:<16} ({:.0} ms watched{unplaced})",
+                w.offset,
+                if w.writes.is_empty() { "-".into() } else { by_node(&w.writes) },
+                if w.reads.is_empty() { "-".into() } else { by_node(&w.reads) },
+                w.watched_ms
+            );
+        }
+    }
+    if r.lines.len() > REFINED_LINES_SHOWN {
+        let _ = writeln!(
+            s,
+            "  ... and {} more lines (profile.json has them all)",
+            r.lines.len() - REFINED_LINES_SHOWN
+        );
+    }
+    s
+}
+
 pub fn render(p: &Profile) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -242,6 +321,9 @@ pub fn render(p: &Profile) -> String {
         if t.timeline.len() > 1 {
             let _ = writeln!(s, "            over time: {}", timeline(&t.timeline));
         }
+    }
+    if let Some(r) = &p.refinement {
+        s.push_str(&refinement(r));
     }
     if !p.diagnoses.is_empty() {
         let _ = writeln!(s, "\ndiagnoses:");

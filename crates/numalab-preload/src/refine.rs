@@ -1,0 +1,786 @@
+//! Successive refinement (`NUMALAB_PROFILE_REFINE=auto`): from pages down
+//! to cache lines and 8-byte words.
+//!
+//! The page samples carry the exact address that faulted, so the sampler
+//! learns which cache lines are accessed from which nodes as it writes the
+//! records out ([`Refiner::observe`]). Once it has seen some, it watches
+//! the most interesting lines' words with hardware watchpoints
+//! (`perf_event_open`, `PERF_TYPE_BREAKPOINT`), two words at a time in
+//! short windows, on every thread of the program: each hit is counted
+//! exactly (the event's count) and placed on a CPU by the event's samples
+//! (`PERF_SAMPLE_CPU`). A line whose words are written from two nodes is
+//! what `numalab profile` calls false sharing.
+//!
+//! Why two words a window: x86 has four debug registers a thread and no
+//! read-only watchpoint, so each word takes a write watch and an access
+//! (read or write) watch; its reads are the difference.
+//!
+//! A hit costs the accessing thread a debug trap (about 10 µs here), which
+//! the library cannot measure from its own thread: the windows are short
+//! (20 ms) and their total is bounded (`NUMALAB_PROFILE_REFINE_MS`, 2 s by
+//! default), and the engine reports the hits with the cost per hit
+//! measured at the first window.
+
+use crate::record::{Kind, Record, FLAG_WRITE, RECORD_BYTES};
+use crate::sys;
+
+/// How long a window watches its two words.
+const WINDOW_NS: u64 = 20_000_000;
+/// Refinement starts this long after the library: the page samples need
+/// time to find lines.
+const START_AFTER_NS: u64 = 500_000_000;
+/// The watch time allowed by default (all windows together).
+pub const DEFAULT_BUDGET_MS: u64 = 2000;
+/// Lines learnt from the samples, at most: about a second of samples at a
+/// high rate, so that a hot line's next sample comes before it is evicted
+/// (a line of one sample makes way for a new one).
+const MAX_LINES: usize = 1024;
+/// Windows watched in one sampler tick at most (the pages armed between
+/// ticks wait for them).
+const WINDOWS_PER_TICK: usize = 4;
+/// The best ranked lines, watched every round.
+const BEST_LINES: usize = 2;
+/// Threads watched in one window at most (four descriptors each); more
+/// threads are taken in turns.
+const MAX_THREADS: usize = 64;
+/// The ring of samples of one thread's events: data pages (a power of 2).
+/// 128 KiB: 4096 samples, more than a 20 ms window can trap at the 5 µs a
+/// hit costs at best, so that the counts need no system call.
+const RING_DATA_PAGES: usize = 32;
+const LINE: u64 = 64;
+const WORD: u64 = 8;
+
+const PERF_TYPE_BREAKPOINT: u32 = 5;
+const HW_BREAKPOINT_W: u32 = 2;
+const HW_BREAKPOINT_RW: u32 = 3;
+const PERF_SAMPLE_TID: u64 = 1 << 1;
+const PERF_SAMPLE_CPU: u64 = 1 << 7;
+const PERF_SAMPLE_IDENTIFIER: u64 = 1 << 16;
+const PERF_RECORD_SAMPLE: u32 = 9;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+const IOC_ID: libc::c_ulong = 0x8008_2407;
+/// `perf_event_attr` flag bits.
+const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
+const ATTR_EXCLUDE_HV: u64 = 1 << 6;
+
+/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes); the
+/// libc crate has no definition.
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    bp_addr: u64,
+    bp_len: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved: u16,
+}
+
+/// The head of the ring's first page (`struct perf_event_mmap_page`): only
+/// the fields read here, at their offsets.
+const DATA_HEAD_OFFSET: usize = 1024;
+const DATA_TAIL_OFFSET: usize = 1032;
+
+/// Opens a watchpoint on `addr` (8 bytes) for thread `tid`, counting every
+/// hit and sampling each one's CPU. Returns the descriptor or the errno.
+fn open_watch(tid: u32, addr: u64, bp_type: u32) -> Result<i32, i32> {
+    let attr = PerfEventAttr {
+        kind: PERF_TYPE_BREAKPOINT,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        sample_period: 1,
+        sample_type: PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_CPU,
+        // Enabled at once; user-space accesses only (what a non-root
+        // user may watch; the kernel's copies are the busy calls').
+        flags: ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
+        // No wake-ups: nobody polls, the sampler reads the ring.
+        wakeup_events: u32::MAX,
+        bp_type,
+        bp_addr: addr,
+        bp_len: WORD,
+        ..Default::default()
+    };
+    // SAFETY: a valid attr of the size it says; no group.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const PerfEventAttr,
+            tid as libc::pid_t,
+            -1 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL))
+    } else {
+        Ok(fd as i32)
+    }
+}
+
+fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> i32 {
+    // SAFETY: perf ioctls on a perf descriptor; ID's argument is a valid
+    // pointer to a u64 (the caller's).
+    unsafe { libc::ioctl(fd, request as _, arg) }
+}
+
+fn read_count(fd: i32) -> u64 {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into v.
+    let n = unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+    if n == 8 {
+        v
+    } else {
+        0
+    }
+}
+
+/// A cache line the samples saw.
+#[derive(Clone, Copy, Default)]
+struct Line {
+    addr: u64,
+    samples: u32,
+    remote: u32,
+    /// CPU nodes that accessed it, and that wrote it (bit per node < 64).
+    nodes: u64,
+    writers: u64,
+    /// Rounds it was watched in (the least watched go first).
+    watched: u32,
+    /// Words (bit per 8-byte word) the samples hit: watched first.
+    words_seen: u8,
+    /// Threads the samples saw on it (0: none), at most 8.
+    tids: [u32; 8],
+}
+
+impl Line {
+    /// Lines written from two nodes first, then written ones (a written
+    /// line is where sharing costs), then those accessed from two nodes,
+    /// then by remote and all samples.
+    fn rank(&self) -> (u32, u32, u32, u32, u32) {
+        (
+            (self.writers.count_ones() >= 2) as u32,
+            (self.writers != 0) as u32,
+            (self.nodes.count_ones() >= 2) as u32,
+            self.remote,
+            self.samples,
+        )
+    }
+}
+
+/// One thread's events in the window: slots 0, 1 watch the first word
+/// (writes, accesses), 2, 3 the second.
+struct Watched {
+    tid: u32,
+    fds: [i32; 4],
+    ids: [u64; 4],
+    ring: *mut u8,
+}
+
+const RING_BYTES_DATA: usize = RING_DATA_PAGES * 4096;
+
+/// The refinement state, owned by the sampler thread.
+pub struct Refiner {
+    on: bool,
+    budget_ns: u64,
+    spent_ns: u64,
+    cpu_node: Vec<u8>,
+    lines: Vec<Line>,
+    /// The round's word pairs, and the next to watch.
+    round: Vec<[u64; 2]>,
+    next: usize,
+    window: Vec<Watched>,
+    window_words: [u64; 2],
+    /// When the window's watchpoints were all in.
+    window_start: u64,
+    /// Where the thread list resumes when there are more than MAX_THREADS.
+    thread_turn: usize,
+    page_size: usize,
+    calibrated: bool,
+    /// Whether any watchpoint opened: after one did, a refusal is the
+    /// thread's (ended, registers taken), not the machine's.
+    opened_any: bool,
+    /// A do-nothing event on the sampler thread, open while refining
+    /// (see [`hold_perf_enabled`]).
+    _keep: Option<i32>,
+}
+
+/// Whether the environment asks for refinement: `NUMALAB_PROFILE_REFINE`
+/// is `auto` (default off).
+pub fn requested() -> bool {
+    std::env::var("NUMALAB_PROFILE_REFINE").is_ok_and(|v| v.trim() == "auto")
+}
+
+/// The sampler's own thread, never watched.
+fn own_tid() -> u32 {
+    sys::gettid()
+}
+
+impl Refiner {
+    /// Refinement as the environment asks ([`requested`];
+    /// `NUMALAB_PROFILE_REFINE_MS`: the budget).
+    pub fn from_env(page_size: usize) -> Refiner {
+        let on = requested();
+        let budget_ms =
+            crate::env_number("NUMALAB_PROFILE_REFINE_MS").map_or(DEFAULT_BUDGET_MS, |m| m as u64);
+        Refiner {
+            on: on && budget_ms > 0,
+            budget_ns: budget_ms.saturating_mul(1_000_000),
+            spent_ns: 0,
+            cpu_node: if on { cpu_nodes() } else { Vec::new() },
+            lines: Vec::new(),
+            round: Vec::new(),
+            next: 0,
+            window: Vec::new(),
+            window_words: [0; 2],
+            window_start: 0,
+            thread_turn: 0,
+            page_size,
+            calibrated: false,
+            opened_any: false,
+            _keep: if on { hold_perf_enabled() } else { None },
+        }
+    }
+
+    /// The page of one of the best ranked lines (`pick` chooses), to be
+    /// armed again: refinement narrows the sampling to where the
+    /// interesting lines are.
+    pub fn hot_page(&self, pick: usize) -> Option<usize> {
+        if self.lines.is_empty() {
+            return None;
+        }
+        // One of the four best ranked lines of two samples or more.
+        let mut best: Vec<&Line> = self.lines.iter().filter(|l| l.samples >= 2).collect();
+        if best.is_empty() {
+            return None;
+        }
+        best.sort_by_key(|l| std::cmp::Reverse(l.rank()));
+        let l = best[pick % best.len().min(4)];
+        Some(l.addr as usize & !(self.page_size - 1))
+    }
+
+    /// Whether pages are to be armed region by region half the time.
+    pub fn wants_small_regions(&self) -> bool {
+        self.on
+    }
+
+    fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
+        match self.cpu_node.get(cpu as usize) {
+            Some(&n) if n != u8::MAX => Some(n as u32),
+            _ => None,
+        }
+    }
+
+    /// Learns from one record on its way out: a sample's line.
+    pub fn observe(&mut self, bytes: &[u8; RECORD_BYTES]) {
+        if !self.on {
+            return;
+        }
+        let Some(r) = Record::decode(bytes) else {
+            return;
+        };
+        if r.kind != Kind::Sample {
+            return;
+        }
+        let addr = r.addr & !(LINE - 1);
+        let cpu_node = self.node_of_cpu(r.cpu);
+        let i = match self.lines.iter().position(|l| l.addr == addr) {
+            Some(i) => i,
+            None if self.lines.len() < MAX_LINES => {
+                self.lines.push(Line {
+                    addr,
+                    ..Default::default()
+                });
+                self.lines.len() - 1
+            }
+            None => {
+                // Full: the least interesting line of one sample makes way.
+                let Some(i) = (0..self.lines.len())
+                    .filter(|&i| self.lines[i].samples <= 1 && self.lines[i].watched == 0)
+                    .min_by_key(|&i| self.lines[i].rank())
+                else {
+                    return;
+                };
+                self.lines[i] = Line {
+                    addr,
+                    ..Default::default()
+                };
+                i
+            }
+        };
+        let l = &mut self.lines[i];
+        l.samples += 1;
+        l.words_seen |= 1 << ((r.addr % LINE) / WORD);
+        if !l.tids.contains(&r.tid) {
+            if let Some(free) = l.tids.iter_mut().find(|t| **t == 0) {
+                *free = r.tid;
+            }
+        }
+        if let Some(n) = cpu_node.filter(|n| *n < 64) {
+            l.nodes |= 1 << n;
+            if r.flags & FLAG_WRITE != 0 {
+                l.writers |= 1 << n;
+            }
+            if r.node >= 0 && r.node as u32 != n {
+                l.remote += 1;
+            }
+        }
+    }
+
+    /// One sampler tick: closes the window that is due, opens the next
+    /// while the budget lasts.
+    pub fn tick(&mut self, now: u64) {
+        if !self.on
+            || self.spent_ns >= self.budget_ns
+            || now < crate::START_NS.load(std::sync::atomic::Ordering::SeqCst) + START_AFTER_NS
+        {
+            return;
+        }
+        if !self.calibrated {
+            self.calibrated = true;
+            calibrate();
+        }
+        for _ in 0..WINDOWS_PER_TICK {
+            if self.spent_ns >= self.budget_ns
+                || (self.next >= self.round.len() && !self.new_round())
+            {
+                return;
+            }
+            let words = self.round[self.next];
+            self.next += 1;
+            let tids = self.threads_seen_on_page(words[0]);
+            // The window is watched here, the sampler waiting: whatever
+            // else it has to do (arming, slow in an emulator) cannot
+            // stretch it.
+            self.open_window(words, tids);
+            if !self.window.is_empty() {
+                sys::sleep_ns(WINDOW_NS);
+                self.close_window(sys::monotonic_ns());
+            }
+        }
+    }
+
+    /// The round's word pairs: the words the samples hit on the best
+    /// ranked lines (a line found written from two nodes is watched every
+    /// round), each of their other words once, and every word of the least
+    /// watched other line (every line gets its turn).
+    fn new_round(&mut self) -> bool {
+        if self.lines.is_empty() {
+            return false;
+        }
+        let mut order: Vec<usize> = (0..self.lines.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.lines[i].rank()));
+        let rest = order.split_off(BEST_LINES.min(order.len()));
+        let other = rest.iter().copied().min_by_key(|&i| {
+            (
+                self.lines[i].watched,
+                std::cmp::Reverse(self.lines[i].rank()),
+            )
+        });
+        self.round.clear();
+        for i in order.into_iter().chain(other) {
+            let l = &mut self.lines[i];
+            let all = l.watched == 0;
+            l.watched += 1;
+            // The words the samples hit first, then (the first time) the
+            // others, in pairs.
+            let mut words: Vec<u64> = (0..LINE / WORD)
+                .filter(|w| all || l.words_seen & (1 << w) != 0)
+                .collect();
+            words.sort_by_key(|w| l.words_seen & (1 << w) == 0);
+            for pair in words.chunks(2) {
+                let second = pair
+                    .get(1)
+                    .copied()
+                    .unwrap_or((pair[0] + 1) % (LINE / WORD));
+                self.round
+                    .push([l.addr + pair[0] * WORD, l.addr + second * WORD]);
+            }
+        }
+        self.next = 0;
+        !self.round.is_empty()
+    }
+
+    /// The threads the samples saw on the page of `addr` (empty: none
+    /// known, every thread is watched).
+    fn threads_seen_on_page(&self, addr: u64) -> Vec<u32> {
+        let page = addr & !(self.page_size as u64 - 1);
+        let mut tids: Vec<u32> = self
+            .lines
+            .iter()
+            .filter(|l| l.addr & !(self.page_size as u64 - 1) == page)
+            .flat_map(|l| l.tids.into_iter().filter(|t| *t != 0))
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        tids
+    }
+
+    /// Watches `words` on the threads `seen` (every thread when empty).
+    /// The window starts once every watchpoint is in: installing one in a
+    /// running thread waits for its CPU (an interrupt each; about 30 ms
+    /// each in an emulated guest), which is not watch time.
+    fn open_window(&mut self, words: [u64; 2], seen: Vec<u32>) {
+        let me = own_tid();
+        let mut tids: Vec<u32> = match std::fs::read_dir("/proc/self/task") {
+            Ok(d) => d
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .filter(|t| *t != me && (seen.is_empty() || seen.contains(t)))
+                .collect(),
+            Err(_) => return,
+        };
+        tids.sort_unstable();
+        if tids.len() > MAX_THREADS {
+            let turn = self.thread_turn % tids.len();
+            tids.rotate_left(turn);
+            tids.truncate(MAX_THREADS);
+            self.thread_turn = turn + MAX_THREADS;
+        }
+        let kinds = [HW_BREAKPOINT_W, HW_BREAKPOINT_RW];
+        for tid in tids {
+            let mut w = Watched {
+                tid,
+                fds: [-1; 4],
+                ids: [0; 4],
+                ring: std::ptr::null_mut(),
+            };
+            for slot in 0..4 {
+                match open_watch(tid, words[slot / 2], kinds[slot % 2]) {
+                    Ok(fd) => w.fds[slot] = fd,
+                    Err(e) => {
+                        // No watchpoints at all here: say why, once, and stop.
+                        if !self.opened_any && !matches!(e, libc::ESRCH | libc::ENOSPC) {
+                            self.give_up(e, sys::monotonic_ns());
+                            close_all(&w);
+                            return;
+                        }
+                        break;
+                    }
+                }
+            }
+            if w.fds.iter().any(|fd| *fd < 0) || !attach_ring(&mut w, self.page_size) {
+                close_all(&w);
+                continue;
+            }
+            self.opened_any = true;
+            self.window.push(w);
+        }
+        self.window_words = words;
+        self.window_start = sys::monotonic_ns();
+        if self.window.is_empty() {
+            // Every thread ended or had its debug registers taken: the
+            // window is spent on nothing, so that the loop cannot spin.
+            self.spent_ns += WINDOW_NS;
+        }
+    }
+
+    fn give_up(&mut self, errno: i32, now: u64) {
+        self.on = false;
+        crate::emit(&Record {
+            kind: Kind::Refine,
+            tid: 0,
+            cpu: 0,
+            node: -errno,
+            flags: 0,
+            addr: 0,
+            size: 0,
+            time_ns: now,
+        });
+    }
+
+    /// Stops the window's watchpoints, writes what they counted (a Watch
+    /// record per word, kind of access and CPU) and a Refine record per
+    /// word watched.
+    fn close_window(&mut self, now: u64) {
+        if self.window.is_empty() {
+            return;
+        }
+        let took = now.saturating_sub(self.window_start);
+        self.spent_ns += took;
+        let threads = self.window.len() as u32;
+        for w in std::mem::take(&mut self.window) {
+            // Every hit is a sample in the ring, read without a system call
+            // (each call on a running thread's event interrupts its CPU);
+            // a ring that filled up lost some, and the events' counts
+            // are read instead, the samples sharing them out by CPU.
+            let (cpus, full) = ring_cpus(&w, self.page_size);
+            for (slot, by_cpu) in cpus.iter().enumerate() {
+                let sampled: u64 = by_cpu.iter().map(|(_, n)| *n).sum();
+                let hits = if full {
+                    read_count(w.fds[slot]).max(sampled)
+                } else {
+                    sampled
+                };
+                if hits == 0 {
+                    continue;
+                }
+                let addr = self.window_words[slot / 2];
+                let flags = if slot % 2 == 0 { FLAG_WRITE } else { 0 };
+                if flags == FLAG_WRITE {
+                    // What the watch saw ranks the line: a read-modify-write
+                    // samples as a read, the watch tells the write.
+                    let nodes: Vec<u32> = by_cpu
+                        .iter()
+                        .filter_map(|(c, _)| self.node_of_cpu(*c))
+                        .collect();
+                    if let Some(l) = self.lines.iter_mut().find(|l| l.addr == addr & !(LINE - 1)) {
+                        for n in nodes.into_iter().filter(|n| *n < 64) {
+                            l.writers |= 1 << n;
+                            l.nodes |= 1 << n;
+                        }
+                    }
+                }
+                let emit = |cpu: u32, n: u64| {
+                    crate::emit(&Record {
+                        kind: Kind::Watch,
+                        tid: w.tid,
+                        cpu,
+                        node: 0,
+                        flags,
+                        addr,
+                        size: n,
+                        time_ns: self.window_start,
+                    })
+                };
+                if sampled == 0 {
+                    emit(u32::MAX, hits);
+                    continue;
+                }
+                // The hits by CPU as the samples were (the same numbers
+                // unless the ring filled and the count was read).
+                let mut left = hits;
+                for (k, (cpu, n)) in by_cpu.iter().enumerate() {
+                    let share = if k + 1 == by_cpu.len() {
+                        left
+                    } else {
+                        (hits as u128 * *n as u128 / sampled as u128) as u64
+                    };
+                    left -= share.min(left);
+                    if share > 0 {
+                        emit(*cpu, share);
+                    }
+                }
+            }
+            close_all(&w);
+        }
+        let page = self.window_words[0] as usize & !(self.page_size - 1);
+        let node = match sys::page_state(page, self.page_size) {
+            sys::PageState::Present(n) => n,
+            sys::PageState::Absent => -1,
+        };
+        for addr in self.window_words {
+            crate::emit(&Record {
+                kind: Kind::Refine,
+                tid: 0,
+                cpu: u32::MAX,
+                node,
+                flags: threads,
+                addr,
+                size: took,
+                time_ns: self.window_start,
+            });
+        }
+    }
+}
+
+/// Maps the ring of slot 0 and sends the other slots' samples to it.
+fn attach_ring(w: &mut Watched, page_size: usize) -> bool {
+    let len = page_size + RING_BYTES_DATA;
+    // SAFETY: a shared mapping of a perf descriptor, as perf_event_open(2)
+    // documents.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            w.fds[0],
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    w.ring = p as *mut u8;
+    for slot in 0..4 {
+        if slot > 0 && ioctl(w.fds[slot], IOC_SET_OUTPUT, w.fds[0] as libc::c_ulong) != 0 {
+            return false;
+        }
+        let mut id = 0u64;
+        if ioctl(w.fds[slot], IOC_ID, &mut id as *mut u64 as libc::c_ulong) != 0 {
+            return false;
+        }
+        w.ids[slot] = id;
+    }
+    true
+}
+
+fn close_all(w: &Watched) {
+    if !w.ring.is_null() {
+        // SAFETY: the mapping attach_ring made, of that length.
+        unsafe {
+            libc::munmap(
+                w.ring as *mut libc::c_void,
+                crate::page_size() + RING_BYTES_DATA,
+            )
+        };
+    }
+    for fd in w.fds.into_iter().filter(|fd| *fd >= 0) {
+        sys::close(fd);
+    }
+}
+
+/// The samples in the thread's ring: per slot, (CPU, samples) pairs, and
+/// whether the ring came near full (samples may have been lost).
+fn ring_cpus(w: &Watched, page_size: usize) -> ([Vec<(u32, u64)>; 4], bool) {
+    let mut out: [Vec<(u32, u64)>; 4] = Default::default();
+    if w.ring.is_null() {
+        return (out, false);
+    }
+    // SAFETY: the header page of a live mapping. The events still run:
+    // what they write after this head is left unread (the fence pairs with
+    // the kernel's release of the head).
+    let (head, tail) = unsafe {
+        let head = std::ptr::read_volatile(w.ring.add(DATA_HEAD_OFFSET) as *const u64);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        let tail = std::ptr::read_volatile(w.ring.add(DATA_TAIL_OFFSET) as *const u64);
+        (head, tail)
+    };
+    // SAFETY: the data area follows the header page, RING_BYTES_DATA long.
+    let data = unsafe { std::slice::from_raw_parts(w.ring.add(page_size), RING_BYTES_DATA) };
+    let byte = |pos: u64| data[(pos % RING_BYTES_DATA as u64) as usize];
+    let read = |pos: u64, n: usize| -> u64 {
+        let mut v = 0u64;
+        for k in (0..n).rev() {
+            v = (v << 8) | byte(pos + k as u64) as u64;
+        }
+        v
+    };
+    // What the ring still holds: its last RING_BYTES_DATA bytes at most
+    // (an overrun ring starts mid-record: only whole records from the tail
+    // the kernel kept are read).
+    let full = head.saturating_sub(tail) + 256 >= RING_BYTES_DATA as u64;
+    let mut pos = tail.max(head.saturating_sub(RING_BYTES_DATA as u64));
+    if pos != tail {
+        return (out, true);
+    }
+    while pos + 8 <= head {
+        let kind = read(pos, 4) as u32;
+        let size = read(pos + 6, 2);
+        if size < 8 {
+            break;
+        }
+        if kind == PERF_RECORD_SAMPLE && size >= 32 {
+            let id = read(pos + 8, 8);
+            let cpu = read(pos + 24, 4) as u32;
+            if let Some(slot) = w.ids.iter().position(|i| *i == id) {
+                match out[slot].iter_mut().find(|(c, _)| *c == cpu) {
+                    Some(e) => e.1 += 1,
+                    None => out[slot].push((cpu, 1)),
+                }
+            }
+        }
+        pos += size;
+    }
+    (out, full)
+}
+
+/// CPU → node, from /sys/devices/system/node/nodeN/cpulist (u8::MAX: none).
+fn cpu_nodes() -> Vec<u8> {
+    let mut map = Vec::new();
+    for node in 0..64u8 {
+        let path = format!("/sys/devices/system/node/node{node}/cpulist");
+        let Ok(list) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) else {
+                continue;
+            };
+            for cpu in a..=b.min(4095) {
+                if map.len() <= cpu {
+                    map.resize(cpu + 1, u8::MAX);
+                }
+                map[cpu] = node;
+            }
+        }
+    }
+    map
+}
+
+/// Opens a dummy software event on this thread, kept open while
+/// refining. The kernel turns its scheduler hooks for perf events on when
+/// the first task event opens and off when the last closes, patching its
+/// own code each time; every window would do both. Kept on, the code is
+/// patched once (an emulated guest, QEMU TCG, was seen to crash on that
+/// patching: "Oops: int3" in __schedule).
+fn hold_perf_enabled() -> Option<i32> {
+    const PERF_TYPE_SOFTWARE: u32 = 1;
+    const PERF_COUNT_SW_DUMMY: u64 = 9;
+    let attr = PerfEventAttr {
+        kind: PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: PERF_COUNT_SW_DUMMY,
+        flags: ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
+        ..Default::default()
+    };
+    // SAFETY: a valid attr of the size it says; this thread, any CPU.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const PerfEventAttr,
+            0 as libc::pid_t,
+            -1 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    (fd >= 0).then_some(fd as i32)
+}
+
+/// What one watchpoint hit costs the accessing thread, measured once on a
+/// word of this thread (a Refine record with `cpu` 1: `size` ns a hit).
+fn calibrate() {
+    let mut word = std::hint::black_box(Box::new(0u64));
+    let p: *mut u64 = &mut *word;
+    let addr = p as u64;
+    let Ok(fd) = open_watch(own_tid(), addr, HW_BREAKPOINT_W) else {
+        return;
+    };
+    const HITS: u64 = 64;
+    let t0 = sys::monotonic_ns();
+    for k in 0..HITS {
+        // SAFETY: p points to the boxed word, alive here.
+        unsafe { std::ptr::write_volatile(p, k) };
+    }
+    let took = sys::monotonic_ns().saturating_sub(t0);
+    let hits = read_count(fd);
+    sys::close(fd);
+    if hits == HITS {
+        crate::emit(&Record {
+            kind: Kind::Refine,
+            tid: 0,
+            cpu: 1,
+            node: 0,
+            flags: 0,
+            addr: 0,
+            size: took / HITS,
+            time_ns: sys::monotonic_ns(),
+        });
+    }
+}
