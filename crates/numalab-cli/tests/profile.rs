@@ -302,6 +302,53 @@ fn refinement_watches_the_counters_line_word_by_word() {
     );
 }
 
+/// `--machine` prices each region's accesses with a measured latency
+/// matrix: on this one-node machine every access is local, at the
+/// matrix's 87.5 ns.
+#[test]
+fn a_measured_latency_matrix_prices_the_accesses() {
+    let dir = scratch("profile-machine");
+    std::fs::create_dir_all(&dir).unwrap();
+    let results = dir.join("matrix.json");
+    let doc = serde_json::json!({"command": "matrix", "cpu_nodes": [0], "mem_nodes": [0],
+        "latency": [[{"cpu_node": 0, "mem_node": 0, "value": {"median": 87.5, "best": 80.0}}]]});
+    std::fs::write(&results, doc.to_string()).unwrap();
+    let out = dir.join("out");
+    let (_, v) = profile_truth(
+        &out,
+        &["--rate", "2000", "--machine", results.to_str().unwrap()],
+    );
+    assert_eq!(v["latency_source"], results.to_str().unwrap());
+    let sampled: Vec<&Value> = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["samples"].as_u64().unwrap() > 0)
+        .collect();
+    assert!(!sampled.is_empty(), "{v}");
+    for r in sampled {
+        let c = &r["latency_cost"];
+        assert_eq!(c["ns_per_access"], 87.5, "{r}");
+        assert_eq!(
+            (&c["ratio"], &c["local_ns_per_access"]),
+            (&1.0.into(), &87.5.into())
+        );
+        assert_eq!(c["priced"], c["placed"], "{r}");
+    }
+    let text = std::fs::read_to_string(out.join("profile.txt")).unwrap();
+    assert!(
+        text.contains("latency ratio 1.00 (measured: 88 ns an access, 88 ns were all local)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "latencies measured: the latency matrix of {}",
+            results.display()
+        )),
+        "{text}"
+    );
+}
+
 #[test]
 fn static_arrays_and_stacks_are_located_and_named() {
     let dir = scratch("profile-static-stack");
@@ -576,6 +623,36 @@ fn bad_input_is_refused_in_one_line() {
     fails(
         &["profile", "--min-bytes", "100", "--", "true"],
         "--min-bytes 100 is too small: at least 4 KiB (one page)",
+    );
+    fails(
+        &["profile", "--refine", "site:main", "--", "true"],
+        "--refine: 'site:main' is not a refinement mode (auto or off)",
+    );
+    let files = scratch("profile-machine-files");
+    std::fs::create_dir_all(&files).unwrap();
+    let none = files.join("none.json");
+    std::fs::write(&none, r#"{"command": "bench", "latency": null}"#).unwrap();
+    fails(
+        &["profile", "--machine", none.to_str().unwrap(), "--", "true"],
+        "none.json: it holds no latency matrix (give the --json output of numalab matrix, or a report's results.json with its latency-matrix part)",
+    );
+    let other = files.join("other.json");
+    let cell = |c: u32, m: u32| serde_json::json!({"cpu_node": c, "mem_node": m, "value": {"median": 100.0}});
+    let doc = serde_json::json!({"latency": [[cell(0, 0), cell(0, 1)], [cell(1, 0), cell(1, 1)]]});
+    std::fs::write(&other, doc.to_string()).unwrap();
+    fails(
+        &["profile", "--machine", other.to_str().unwrap(), "--", "true"],
+        "its matrix has CPU nodes 0,1 and memory nodes 0,1, this machine CPU nodes 0 and memory nodes 0: measured on another machine",
+    );
+    fails(
+        &[
+            "profile",
+            "--machine",
+            "/nonexistent/results.json",
+            "--",
+            "true",
+        ],
+        "--machine /nonexistent/results.json: cannot read it (No such file or directory",
     );
     let dir = scratch("profile-foreign");
     std::fs::create_dir_all(&dir).unwrap();

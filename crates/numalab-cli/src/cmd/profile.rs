@@ -1,5 +1,5 @@
 //! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--duration S] [--min-bytes SIZE]
-//! [--refine auto|off] [--refine-time S] [-o DIR] [--json] -- CMD ARGS...`: run a command with the preload library that
+//! [--refine auto|off] [--refine-time S] [--machine FILE] [-o DIR] [--json] -- CMD ARGS...`: run a command with the preload library that
 //! samples its memory accesses by protection faults (no PMU needed), then
 //! say which of its allocations were accessed from which node.
 //!
@@ -9,6 +9,7 @@
 use crate::args::{choice, percent, seconds, size, whole};
 use crate::launch_args::{plan, LaunchArgs};
 use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
+use numalab::profile::latency::{price, LatencyTable};
 use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
 use numalab::profile::{build, symbols, Profile};
 use numalab::report::files::write_atomically;
@@ -48,6 +49,11 @@ pub struct Args {
     /// costs the accessing thread a debug trap).
     #[arg(long, value_name = "S", default_value = "2", value_parser = seconds(0.02))]
     refine_time: f64,
+    /// A numalab result with this machine's measured latency matrix
+    /// (`numalab matrix --json`, or a report's results.json): each
+    /// region's accesses are then priced in ns, not only by SLIT distance.
+    #[arg(long, value_name = "FILE")]
+    machine: Option<PathBuf>,
     /// Folder for profile.json, profile.txt and the raw records.
     #[arg(
         short = 'o',
@@ -180,9 +186,48 @@ fn live_status(m: Machine, records: PathBuf, stop: Arc<AtomicBool>) {
     }
 }
 
+/// Results files larger than this are refused (a report's results.json
+/// is a few MB).
+const MAX_MACHINE_FILE: u64 = 256 << 20;
+
+/// The latency matrix of `--machine FILE`, checked against this machine.
+fn machine_latencies(m: &Machine, path: &Path) -> Result<LatencyTable, CliError> {
+    let bad = |why: String| CliError::usage(format!("--machine {}: {why}", path.display()));
+    let len = std::fs::metadata(path)
+        .map_err(|e| bad(format!("cannot read it ({e})")))?
+        .len();
+    if len > MAX_MACHINE_FILE {
+        return Err(bad(format!(
+            "{len} bytes is more than a numalab result ({MAX_MACHINE_FILE} at most)"
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let t = LatencyTable::from_json(&v).map_err(bad)?;
+    let (rows, cols) = t.nodes();
+    let cpu_nodes: Vec<u32> = m.cpu_nodes().iter().collect();
+    let mem_nodes: Vec<u32> = m.memory_nodes().iter().collect();
+    if rows.iter().any(|n| !cpu_nodes.contains(n)) || cols.iter().any(|n| !mem_nodes.contains(n)) {
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        return Err(bad(format!(
+            "its matrix has CPU nodes {} and memory nodes {}, this machine CPU nodes {} and memory nodes {}: measured on another machine",
+            list(&rows),
+            list(&cols),
+            list(&cpu_nodes),
+            list(&mem_nodes)
+        )));
+    }
+    Ok(t)
+}
+
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
     let plan = plan(&m, &a.launch)?;
+    let latencies = match &a.machine {
+        Some(p) => Some(machine_latencies(&m, p)?),
+        None => None,
+    };
     let lib = library()?;
     prepare_folder(&a.output)?;
     let records = a.output.join("records.bin");
@@ -239,7 +284,10 @@ pub fn run(a: Args) -> CliResult {
         let _ = t.join();
     }
     let outcome = outcome.map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
-    let profile = analyse(&m, &a, &records_abs);
+    let mut profile = analyse(&m, &a, &records_abs);
+    if let (Some(t), Some(path)) = (&latencies, &a.machine) {
+        price(&mut profile, t, &path.display().to_string());
+    }
     let json =
         serde_json::to_string_pretty(&profile).map_err(|e| CliError::failed(e.to_string()))?;
     let text = render(&profile);

@@ -386,6 +386,7 @@ mod tests {
             unknown_access: 0,
             remote_share: Some(remote as f64 / n as f64),
             distance_ratio: None,
+            latency_cost: None,
             accesses,
             pages_by_node: pages.iter().copied().collect(),
             threads: BTreeMap::new(),
@@ -397,6 +398,7 @@ mod tests {
     fn profile(regions: Vec<RegionProfile>) -> Profile {
         Profile {
             refinement: None,
+            latency_source: None,
             schema_version: "1.0".into(),
             command: vec!["./app".into()],
             pid: 100,

@@ -9,6 +9,7 @@
 //! threads that touched it. [`symbols`] names the allocation sites.
 
 pub mod diagnose;
+pub mod latency;
 #[path = "../../../numalab-preload/src/record.rs"]
 pub mod record;
 pub mod refine;
@@ -62,6 +63,10 @@ pub struct RegionProfile {
     /// Mean SLIT distance of the sampled accesses over the local distance
     /// (1.0: all local).
     pub distance_ratio: Option<f64>,
+    /// The sampled accesses priced with a measured latency matrix
+    /// (`--machine`); `None` without one.
+    #[serde(default)]
+    pub latency_cost: Option<latency::AccessCost>,
     /// Pages per node when freed or at exit (`-1`: not present).
     pub pages_by_node: BTreeMap<i32, u64>,
     /// Threads that accessed it, with their samples.
@@ -232,6 +237,9 @@ pub struct Profile {
     pub remote_share: Option<f64>,
     pub regions: Vec<RegionProfile>,
     pub threads: Vec<ThreadProfile>,
+    /// The file whose latency matrix priced the regions (`--machine`).
+    #[serde(default)]
+    pub latency_source: Option<String>,
     /// The cache lines and words watched (`--refine auto`); `None`: not
     /// refined.
     #[serde(default)]
@@ -577,6 +585,7 @@ pub fn build(
                 remote_share: share(s.remote, located),
                 distance_ratio: (s.local_distance_sum > 0.0)
                     .then(|| s.distance_sum / s.local_distance_sum),
+                latency_cost: None,
                 accesses: s.accesses,
                 pages_by_node: s.pages,
                 threads: s.threads,
@@ -667,6 +676,7 @@ pub fn build(
         remote_share: share(remote_total, located_total),
         regions,
         threads,
+        latency_source: None,
         refinement,
         diagnoses: Vec::new(),
         warnings,
@@ -735,6 +745,7 @@ fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> RegionPro
         accesses: AccessMatrix::new(),
         remote_share: None,
         distance_ratio: None,
+        latency_cost: None,
         pages_by_node: BTreeMap::new(),
         threads: BTreeMap::new(),
         first_touch: None,

@@ -229,6 +229,9 @@ pub fn render(p: &Profile) -> String {
         percent(p.remote_share),
         sampling_line(p)
     );
+    if let Some(f) = &p.latency_source {
+        let _ = writeln!(s, "latencies measured: the latency matrix of {f}");
+    }
     if p.unattributed > 0 {
         let _ = writeln!(
             s,
@@ -257,7 +260,21 @@ pub fn render(p: &Profile) -> String {
                 String::new()
             },
             percent(r.remote_share),
-            r.distance_ratio.map_or("-".into(), |d| format!("{d:.2}")),
+            match (&r.latency_cost, r.distance_ratio) {
+                (Some(c), _) => format!(
+                    "{:.2}; latency ratio {:.2} (measured: {:.0} ns an access, {:.0} ns were all local{})",
+                    r.distance_ratio.unwrap_or(1.0),
+                    c.ratio,
+                    c.ns_per_access,
+                    c.local_ns_per_access,
+                    if c.priced < c.placed {
+                        format!("; {} of {} samples priced", c.priced, c.placed)
+                    } else {
+                        String::new()
+                    }
+                ),
+                (None, d) => d.map_or("-".into(), |d| format!("{d:.2}")),
+            },
             matrix(r),
             pages(r),
             r.threads
