@@ -314,6 +314,14 @@ struct SiteAcc {
     snapshots: BTreeMap<u32, (u64, BTreeMap<i32, u64>)>,
 }
 
+/// The live allocation holding `addr`.
+fn owner_of(live: &BTreeMap<u64, Live>, addr: u64) -> Option<&Live> {
+    live.range(..=addr)
+        .next_back()
+        .map(|(_, l)| l)
+        .filter(|l| addr < l.start + l.len)
+}
+
 /// Builds the profile of `records` (in the order they were written) on
 /// machine `m`; `name` names each call-stack address.
 pub fn build(
@@ -366,11 +374,7 @@ pub fn build(
                 half_by_region = r.flags & 1 != 0;
             }
             Kind::Watch => {
-                let owner = live
-                    .range(..=r.addr)
-                    .next_back()
-                    .filter(|(_, l)| r.addr < l.start + l.len)
-                    .map(|(_, l)| (l.site, r.addr - l.start));
+                let owner = owner_of(&live, r.addr).map(|l| (l.site, r.addr - l.start));
                 watch_hits.push((*r, owner));
             }
             Kind::Refine => refine_book.push(*r),
@@ -478,12 +482,7 @@ pub fn build(
                 }
                 let at = r.time_ns.saturating_sub(t0.unwrap_or(r.time_ns)) as f64 / 1e9;
                 t.fault(at, r.cpu, cpu_node, Some(remote));
-                let owner = live
-                    .range(..=r.addr)
-                    .next_back()
-                    .filter(|(_, l)| r.addr < l.start + l.len)
-                    .map(|(_, l)| l.site);
-                let Some(site) = owner else {
+                let Some(site) = owner_of(&live, r.addr).map(|l| l.site) else {
                     unattributed += 1;
                     continue;
                 };
@@ -524,12 +523,7 @@ pub fn build(
                     .entry(r.tid)
                     .or_default()
                     .fault(at, r.cpu, m.node_of_cpu(r.cpu), None);
-                let owner = live
-                    .range(..=r.addr)
-                    .next_back()
-                    .filter(|(_, l)| r.addr < l.start + l.len)
-                    .map(|(_, l)| l.site);
-                if let Some(site) = owner {
+                if let Some(site) = owner_of(&live, r.addr).map(|l| l.site) {
                     let f = &mut sites[site].first_touch;
                     f.samples += 1;
                     if r.flags & FLAG_WRITE != 0 {
