@@ -113,11 +113,17 @@ fn open_watch(tid: u32, addr: u64, bp_type: u32) -> Result<i32, i32> {
         bp_len: WORD,
         ..Default::default()
     };
+    perf_event_open(&attr, tid)
+}
+
+/// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)` (tid 0:
+/// this thread): the descriptor or the errno.
+fn perf_event_open(attr: &PerfEventAttr, tid: u32) -> Result<i32, i32> {
     // SAFETY: a valid attr of the size it says; no group.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
+            attr as *const PerfEventAttr,
             tid as libc::pid_t,
             -1 as libc::c_int,
             -1 as libc::c_int,
@@ -739,18 +745,7 @@ fn hold_perf_enabled() -> Option<i32> {
         flags: ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
         ..Default::default()
     };
-    // SAFETY: a valid attr of the size it says; this thread, any CPU.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
-            0 as libc::pid_t,
-            -1 as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    (fd >= 0).then_some(fd as i32)
+    perf_event_open(&attr, 0).ok()
 }
 
 /// What one watchpoint hit costs the accessing thread, measured once on a
