@@ -107,9 +107,10 @@ PY
             fi
             echo "$round $mode $start $end $samples" >> "$work/times"
         done
-        # Addresses differ from run to run (ASLR): compare the rest.
+        # Addresses (ASLR) and thread ids differ from run to run: compare the rest.
+        same() { grep -av -e 0x -e 'thread [0-9]' "$1"; }
         for mode in sampled profiled; do
-            cmp -s <(grep -av 0x "$work/out.plain") <(grep -av 0x "$work/out.$mode") || echo "$round differs $mode" >> "$work/times"
+            cmp -s <(same "$work/out.plain") <(same "$work/out.$mode") || echo "$round differs $mode" >> "$work/times"
         done
     done
     row=$(python3 - "$work/times" "$name" <<'PY'
