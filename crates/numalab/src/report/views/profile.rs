@@ -76,18 +76,7 @@ fn pages_over_time(r: &RegionProfile) -> String {
     let one = |x: &crate::profile::PageSnapshot| {
         format!("{:.2} s {}", x.at_s, node_counts(&x.pages_by_node))
     };
-    let v = &r.pages_over_time;
-    if v.len() <= 6 {
-        return v.iter().map(one).collect::<Vec<_>>().join("; ");
-    }
-    let head: Vec<String> = v[..3].iter().map(one).collect();
-    let tail: Vec<String> = v[v.len() - 3..].iter().map(one).collect();
-    format!(
-        "{}; … {} more …; {}",
-        head.join("; "),
-        v.len() - 6,
-        tail.join("; ")
-    )
+    head_and_tail(&r.pages_over_time, 6, (3, 3), "; ", one)
 }
 
 /// A thread's spans on nodes, the first and last few when there are many.
@@ -100,16 +89,28 @@ fn timeline(spans: &[crate::profile::ThreadSpan]) -> String {
             x.node.map_or("?".into(), |n| n.to_string())
         )
     };
-    if spans.len() <= 8 {
-        return spans.iter().map(one).collect::<Vec<_>>().join(", ");
+    head_and_tail(spans, 8, (4, 3), ", ", one)
+}
+
+/// Every item of `v` when there are at most `all_up_to`, else the first and
+/// last few (`ends`) around "… N more …", joined with `sep`.
+fn head_and_tail<T>(
+    v: &[T],
+    all_up_to: usize,
+    ends: (usize, usize),
+    sep: &str,
+    one: impl Fn(&T) -> String,
+) -> String {
+    if v.len() <= all_up_to {
+        return v.iter().map(&one).collect::<Vec<_>>().join(sep);
     }
-    let head: Vec<String> = spans[..4].iter().map(one).collect();
-    let tail: Vec<String> = spans[spans.len() - 3..].iter().map(one).collect();
+    let (head, tail) = ends;
+    let join = |part: &[T]| part.iter().map(&one).collect::<Vec<_>>().join(sep);
     format!(
-        "{}, … {} more …, {}",
-        head.join(", "),
-        spans.len() - 7,
-        tail.join(", ")
+        "{}{sep}… {} more …{sep}{}",
+        join(&v[..head]),
+        v.len() - head - tail,
+        join(&v[v.len() - tail..])
     )
 }
 
@@ -352,4 +353,28 @@ pub fn render(p: &Profile) -> String {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_and_tail;
+
+    /// All items up to the limit; past it the ends around the count left out.
+    #[test]
+    fn long_lists_keep_their_ends() {
+        let one = |x: &u32| x.to_string();
+        let v: Vec<u32> = (1..=9).collect();
+        assert_eq!(
+            head_and_tail(&v[..8], 8, (4, 3), ", ", one),
+            "1, 2, 3, 4, 5, 6, 7, 8"
+        );
+        assert_eq!(
+            head_and_tail(&v, 8, (4, 3), ", ", one),
+            "1, 2, 3, 4, … 2 more …, 7, 8, 9"
+        );
+        assert_eq!(
+            head_and_tail(&v, 6, (3, 3), "; ", one),
+            "1; 2; 3; … 3 more …; 7; 8; 9"
+        );
+    }
 }
