@@ -87,6 +87,15 @@ static uint64_t pass(const volatile uint64_t *p, size_t words) {
     return s;
 }
 
+/* The same sum, starting at word `from` and wrapping round. Each thread
+ * reads A from its own offset: a fault sample goes to the first access
+ * after a page is armed, so threads sweeping A in step from the same start
+ * would give A's samples to whichever thread leads, not to every reader in
+ * proportion (under TCG the leader varies run to run). */
+static uint64_t pass_from(const volatile uint64_t *p, size_t words, size_t from) {
+    return pass(p + from, words - from) + pass(p, from);
+}
+
 static uint64_t expected(uint64_t first, size_t words) {
     uint64_t s = 0;
     for (size_t i = 0; i < words; i += 8) s += first + i;
@@ -129,8 +138,9 @@ static void *worker(void *arg) {
      * at every moment, so the shares are the construction's (75% remote
      * for A), whatever the sampling rate does over time. */
     size_t extra = C_BYTES / 8 / slice;
+    size_t a_from = (A_BYTES / 8 / cpus) * cpu & ~(size_t)7;
     for (int k = 0; k < passes; k++) {
-        if (pass(a, A_BYTES / 8) != wa) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
+        if (pass_from(a, A_BYTES / 8, a_from) != wa) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
         if (pass(mine, slice) != wb) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
         if (on_zero)
             if (pass(c, C_BYTES / 8) != wc) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
