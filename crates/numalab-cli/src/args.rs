@@ -31,7 +31,7 @@ pub struct Typed<T> {
 }
 
 impl<T> Typed<T> {
-    fn new(check: impl Fn(&str, &str) -> Result<T, String> + Send + Sync + 'static) -> Self {
+    pub fn new(check: impl Fn(&str, &str) -> Result<T, String> + Send + Sync + 'static) -> Self {
         Typed {
             check: Arc::new(check),
             names: None,

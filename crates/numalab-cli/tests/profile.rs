@@ -305,6 +305,83 @@ fn refinement_watches_the_counters_line_word_by_word() {
 /// `--machine` prices each region's accesses with a measured latency
 /// matrix: on this one-node machine every access is local, at the
 /// matrix's 87.5 ns.
+/// The line of the truth program's source that holds `text`.
+fn truth_line(text: &str) -> usize {
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../numalab-preload/tests/programs/profile_truth.c"),
+    )
+    .unwrap();
+    1 + src.lines().position(|l| l.contains(text)).unwrap()
+}
+
+/// `--regions` tracks only the allocations its terms select (any term:
+/// array A by its source line, C as the one mapping, every allocation
+/// under 1 MiB (D) by size, the static table by name; not B or E, 16 and 8
+/// MiB from other lines) and keeps only
+/// the static object it names; `--threads 1` keeps the first worker's
+/// samples only.
+#[test]
+fn regions_and_threads_limit_what_is_sampled() {
+    let a_line = truth_line("a = malloc(A_BYTES)");
+    let filter = format!("site:profile_truth.c:{a_line},mmap,size<1M,static:static_table");
+    let dir = scratch("profile-selected");
+    let (_, v) = profile_truth_passes(
+        &dir,
+        &["--rate", "3000", "--regions", &filter, "--threads", "1"],
+        "20",
+    );
+    let regions = v["regions"].as_array().unwrap();
+    let mut heap: Vec<(String, u64)> = regions
+        .iter()
+        .filter(|r| r["kind"] == "heap" || r["kind"] == "mmap")
+        .map(|r| {
+            let site = r["site"].as_str().unwrap();
+            let line = site.split("profile_truth.c:").nth(1).unwrap_or(site);
+            (
+                line.split_whitespace().next().unwrap().to_string(),
+                r["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    heap.sort();
+    let line_of = |t: &str| truth_line(t).to_string();
+    let mut want = vec![
+        (line_of("a = malloc(A_BYTES)"), 24 << 20),
+        (line_of("c = mmap(NULL, C_BYTES"), 8 << 20),
+        (line_of("d = aligned_alloc("), 64 << 10),
+    ];
+    want.sort();
+    assert_eq!(heap, want, "{:#}", v["regions"]);
+    let located: Vec<(&str, &str)> = regions
+        .iter()
+        .filter(|r| r["kind"] == "static" || r["kind"] == "stack")
+        .map(|r| (r["kind"].as_str().unwrap(), r["site"].as_str().unwrap()))
+        .collect();
+    assert_eq!(located, [("static", "static_table")]);
+    let sel = &v["selection"];
+    assert_eq!(sel["regions"], filter.as_str());
+    assert_eq!(sel["threads"], "1");
+    assert!(sel["regions_left_out"].as_u64().unwrap() >= 2, "{sel}");
+    // Both workers read A: the second's faults were left out.
+    assert!(
+        sel["samples_of_other_threads"].as_u64().unwrap() > 0,
+        "{sel}"
+    );
+    let threads = v["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_eq!(threads[0]["ordinal"], 1);
+    let a = regions.iter().find(|r| r["bytes"] == 24 << 20).unwrap();
+    assert!(a["samples"].as_u64().unwrap() >= 20, "{a}");
+    assert_eq!(a["threads"].as_object().unwrap().len(), 1, "{a}");
+    // Text: the selection is stated.
+    let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(
+        text.contains(&format!("selected: regions {filter} (")),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_measured_latency_matrix_prices_the_accesses() {
     let dir = scratch("profile-machine");
@@ -627,6 +704,42 @@ fn bad_input_is_refused_in_one_line() {
     fails(
         &["profile", "--refine", "site:main", "--", "true"],
         "--refine: 'site:main' is not a refinement mode (auto or off)",
+    );
+    fails(
+        &["profile", "--regions", "heap,hep", "--", "true"],
+        "--regions: 'hep' is not a region term; terms: heap, mmap, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, 0xSTART-0xEND, size>N, size<N",
+    );
+    fails(
+        &["profile", "--regions", "size=4", "--", "true"],
+        "--regions: 'size=4' is not size>N or size<N",
+    );
+    fails(
+        &[
+            "profile",
+            "--regions",
+            "site:no_such_function_anywhere",
+            "--",
+            "true",
+        ],
+        "--regions: site:no_such_function_anywhere names no function in ",
+    );
+    fails(
+        &[
+            "profile",
+            "--regions",
+            "site:main",
+            "--",
+            "/no/such/program",
+        ],
+        "--regions site: cannot find the program '/no/such/program' to read its symbols",
+    );
+    fails(
+        &["profile", "--threads", "x", "--", "true"],
+        "--threads x: ",
+    );
+    fails(
+        &["profile", "--threads", "5000", "--", "true"],
+        "--threads 5000: thread 5000 is beyond the last one numalab can select (1023)",
     );
     let files = scratch("profile-machine-files");
     std::fs::create_dir_all(&files).unwrap();

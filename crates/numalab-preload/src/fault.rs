@@ -134,14 +134,25 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
                 cost::handler_took(page, sys::monotonic_ns() - t0);
                 return;
             }
+            if !crate::select::thread_selected() {
+                // Outside --threads: the access runs on, unrecorded (the
+                // protection is the process's, so other threads fault too).
+                crate::select::SKIPPED.fetch_add(1, SeqCst);
+                tables::release(index);
+                cost::handler_took(page, sys::monotonic_ns() - t0);
+                return;
+            }
             if !SEEN.with(|s| s.replace(true)) {
-                // Once per thread: whether it is pinned.
+                // Once per thread: whether it is pinned, and its ordinal.
                 let (cpus, first) = sys::affinity();
                 emit(&Record {
                     kind: Kind::Thread,
                     tid: sys::gettid(),
                     cpu: u32::MAX,
-                    node: -1,
+                    node: match crate::select::ordinal() {
+                        u32::MAX => -1,
+                        o => o.min(i32::MAX as u32) as i32,
+                    },
                     flags: 0,
                     addr: first,
                     size: cpus,

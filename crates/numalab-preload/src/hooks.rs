@@ -5,7 +5,7 @@
 
 use crate::record::{Kind, Record};
 use crate::tables::{self, BusyGuard};
-use crate::{active, emit, fault, page_size, sys, MIN_BYTES};
+use crate::{active, emit, fault, page_size, select, sys, MIN_BYTES};
 use libc::{c_int, c_void, size_t, ssize_t};
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -118,26 +118,39 @@ pub fn library_thread() {
     LIBRARY_THREAD.with(|l| l.set(true));
 }
 
-/// Tracks a new allocation when it is large enough.
+/// Tracks a new allocation when it is large enough and the region filter
+/// (`--regions`) selects it.
 fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
-    if active()
-        && !p.is_null()
-        && n >= MIN_BYTES.load(SeqCst)
-        && !LIBRARY_THREAD.with(|l| l.get())
-        && tables::add_region(p as usize, n)
-    {
-        emit(&Record {
-            kind: Kind::Alloc,
-            tid: sys::gettid(),
-            cpu: u32::MAX,
-            node: -1,
-            flags,
-            addr: p as u64,
-            size: n as u64,
-            time_ns: sys::monotonic_ns(),
-        });
-        emit_stack(p as u64);
+    if !active() || p.is_null() || n < MIN_BYTES.load(SeqCst) || LIBRARY_THREAD.with(|l| l.get()) {
+        return p;
     }
+    let mut pcs = [0usize; STACK_CAPACITY];
+    // The call stack is taken first only when the filter judges by it.
+    let mut depth = if select::needs_stack() {
+        call_stack(&mut pcs)
+    } else {
+        0
+    };
+    if !select::tracks(p as usize, n, flags & ALLOC_MMAP != 0, &pcs[..depth]) {
+        return p;
+    }
+    if !tables::add_region(p as usize, n) {
+        return p;
+    }
+    emit(&Record {
+        kind: Kind::Alloc,
+        tid: sys::gettid(),
+        cpu: u32::MAX,
+        node: -1,
+        flags,
+        addr: p as u64,
+        size: n as u64,
+        time_ns: sys::monotonic_ns(),
+    });
+    if !select::needs_stack() {
+        depth = call_stack(&mut pcs);
+    }
+    emit_frames(p as u64, &pcs[..depth]);
     p
 }
 
@@ -156,16 +169,31 @@ extern "C" {
     fn backtrace(buf: *mut *mut c_void, size: c_int) -> c_int;
 }
 
-/// The call stack of the allocation at `addr`, a Frame record per frame.
-fn emit_stack(addr: u64) {
+/// Return addresses taken per allocation: the recorded frames and the
+/// library's own (malloc's hook, `track`, this function).
+const STACK_CAPACITY: usize = FRAMES + 3;
+
+/// Fills `pcs` with the calling thread's stack; returns how many frames.
+/// None when the unwinder itself allocates (its allocations are not the
+/// program's).
+fn call_stack(pcs: &mut [usize; STACK_CAPACITY]) -> usize {
     if IN_BACKTRACE.with(|b| b.replace(true)) {
-        return;
+        return 0;
     }
-    let mut buf = [std::ptr::null_mut::<c_void>(); FRAMES + 3];
-    // SAFETY: buf holds FRAMES + 3 pointers.
+    let mut buf = [std::ptr::null_mut::<c_void>(); STACK_CAPACITY];
+    // SAFETY: buf holds STACK_CAPACITY pointers.
     let n = unsafe { backtrace(buf.as_mut_ptr(), buf.len() as c_int) }.max(0) as usize;
+    for (pc, b) in pcs.iter_mut().zip(&buf[..n]) {
+        *pc = *b as usize;
+    }
+    IN_BACKTRACE.with(|b| b.set(false));
+    n
+}
+
+/// The call stack of the allocation at `addr`, a Frame record per frame.
+fn emit_frames(addr: u64, pcs: &[usize]) {
     let tid = sys::gettid();
-    for (depth, pc) in buf.iter().take(n).enumerate() {
+    for (depth, pc) in pcs.iter().enumerate() {
         emit(&Record {
             kind: Kind::Frame,
             tid,
@@ -177,7 +205,6 @@ fn emit_stack(addr: u64) {
             time_ns: *pc as u64,
         });
     }
-    IN_BACKTRACE.with(|b| b.set(false));
 }
 
 /// `flags` of an Alloc record from `mmap`.
@@ -279,6 +306,8 @@ type PthreadCreateFn = unsafe extern "C" fn(
 struct Start {
     routine: StartFn,
     arg: *mut c_void,
+    /// Its number in creation order (`--threads`).
+    ordinal: u32,
 }
 
 /// Runs a program thread's start routine between recording its stack and
@@ -287,6 +316,7 @@ extern "C" fn thread_trampoline(p: *mut c_void) -> *mut c_void {
     // SAFETY: p is the Start that pthread_create below allocated for this
     // thread alone.
     let start = unsafe { Box::from_raw(p as *mut Start) };
+    select::thread_starts(start.ordinal);
     crate::places::thread_starts();
     let r = (start.routine)(start.arg);
     crate::places::thread_ends();
@@ -308,7 +338,11 @@ pub unsafe extern "C" fn pthread_create(
     if !active() || crate::SAMPLER_STARTING.load(SeqCst) {
         return real(thread, attr, routine, arg);
     }
-    let start = Box::into_raw(Box::new(Start { routine, arg }));
+    let start = Box::into_raw(Box::new(Start {
+        routine,
+        arg,
+        ordinal: select::next_ordinal(),
+    }));
     let r = real(thread, attr, thread_trampoline, start as *mut c_void);
     if r != 0 {
         // SAFETY: the thread was not created: the Start is still ours.

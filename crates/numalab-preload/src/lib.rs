@@ -38,6 +38,7 @@ mod places;
 mod queue;
 mod refine;
 mod sampler;
+mod select;
 mod sys;
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -150,7 +151,8 @@ extern "C" fn at_exit() {
         tid: sys::gettid(),
         cpu: u32::MAX,
         node: queue::overflowed().min(i32::MAX as usize) as i32,
-        flags: 0,
+        // Samples of threads outside --threads, left out.
+        flags: select::SKIPPED.load(SeqCst).min(u32::MAX as u64) as u32,
         addr: ARMED_TOTAL.load(SeqCst) as u64,
         size: SAMPLES.load(SeqCst) as u64,
         time_ns: sys::monotonic_ns(),
@@ -192,6 +194,7 @@ extern "C" fn init() {
         MIN_BYTES.store(b.max(page_size()), SeqCst);
     }
     START_NS.store(sys::monotonic_ns(), SeqCst);
+    select::init();
     let policy = rate_policy();
     // NUMALAB_PROFILE_DURATION: seconds to sample for, from the start.
     let duration_ns = std::env::var("NUMALAB_PROFILE_DURATION")

@@ -21,7 +21,8 @@ pub enum Kind {
     /// pages are then armed region by region, see refine.rs).
     Start = 4,
     /// Pages armed and samples taken so far (`addr`, `size`), written at
-    /// exit.
+    /// exit; `node` records lost to a full queue, `flags` samples of
+    /// threads outside `--threads`, left out.
     Totals = 5,
     /// Pages of the region at `addr` on memory node `node` (`size` pages;
     /// node -1: not present), from `move_pages` when the region is freed
@@ -32,7 +33,8 @@ pub enum Kind {
     /// the frame's depth (0: the caller of malloc), `time_ns` its address.
     Frame = 7,
     /// A thread's first sample: `size` is how many CPUs its affinity
-    /// allows, `addr` the first of them (pinned when `size` is 1).
+    /// allows, `addr` the first of them (pinned when `size` is 1); `node`
+    /// its ordinal (0 the main thread, then in creation order; -1 unknown).
     Thread = 8,
     /// What sampling cost so far (written every second and at exit):
     /// `addr` ns spent on it, `size` ns of the program's own CPU time,

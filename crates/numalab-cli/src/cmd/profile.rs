@@ -1,21 +1,24 @@
 //! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--duration S] [--min-bytes SIZE]
-//! [--refine auto|off] [--refine-time S] [--machine FILE] [-o DIR] [--json] -- CMD ARGS...`: run a command with the preload library that
+//! [--regions FILTER] [--threads SET] [--refine auto|off] [--refine-time S] [--machine FILE]
+//! [-o DIR] [--json] -- CMD ARGS...`: run a command with the preload library that
 //! samples its memory accesses by protection faults (no PMU needed), then
 //! say which of its allocations were accessed from which node.
 //!
 //! The sampling is `crates/numalab-preload`; the analysis
 //! `numalab::profile`; the text `numalab::report::views::profile`.
 
-use crate::args::{choice, percent, seconds, size, whole};
+use crate::args::{choice, percent, seconds, size, whole, Typed};
 use crate::launch_args::{plan, LaunchArgs};
 use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
+use numalab::profile::filter::{self, RegionFilter};
 use numalab::profile::latency::{price, LatencyTable};
 use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
 use numalab::profile::{build, symbols, Profile};
 use numalab::report::files::write_atomically;
 use numalab::report::views::profile::render;
-use numalab::Machine;
-use std::ffi::OsString;
+use numalab::text::format::excerpt;
+use numalab::{IdSet, Machine};
+use std::ffi::{OsStr, OsString};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +52,18 @@ pub struct Args {
     /// costs the accessing thread a debug trap).
     #[arg(long, value_name = "S", default_value = "2", value_parser = seconds(0.02))]
     refine_time: f64,
+    /// Sample only these regions: comma-separated terms, any of which
+    /// selects a region: heap, mmap, stack, static, static:SYMBOL,
+    /// site:FUNCTION and site:FILE:LINE (an allocation whose call stack
+    /// passes there), 0xSTART-0xEND (overlapping), size>N, size<N (each
+    /// allocation's bytes).
+    #[arg(long, value_name = "FILTER", value_parser = region_filter())]
+    regions: Option<(String, RegionFilter)>,
+    /// Keep only these threads' samples: numbers in creation order, 0 (or
+    /// `main`) the main thread, 1 the first thread the program created
+    /// (e.g. `1-8`).
+    #[arg(long, value_name = "SET", value_parser = thread_set())]
+    threads: Option<(String, IdSet)>,
     /// A numalab result with this machine's measured latency matrix
     /// (`numalab matrix --json`, or a report's results.json): each
     /// region's accesses are then priced in ns, not only by SLIT distance.
@@ -68,6 +83,82 @@ pub struct Args {
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+fn region_filter() -> Typed<(String, RegionFilter)> {
+    Typed::new(|opt, t| {
+        RegionFilter::parse(t)
+            .map(|f| (t.to_string(), f))
+            .map_err(|e| format!("{opt}: {e}"))
+    })
+}
+
+fn thread_set() -> Typed<(String, IdSet)> {
+    Typed::new(|opt, t| {
+        filter::parse_thread_set(t)
+            .map(|s| (t.to_string(), s))
+            .map_err(|e| format!("{opt} {}: {e}", excerpt(t, 40)))
+    })
+}
+
+/// The ELF files a site term may name code in: the program (found as
+/// `execvp` would), then the shared libraries the loader gives it
+/// (`ldd`).
+fn program_objects(program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
+    let p = Path::new(program);
+    let exe = if p.components().count() > 1 {
+        Some(p.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(p))
+                .find(|c| c.is_file())
+        })
+    };
+    let exe = exe
+        .and_then(|e| std::fs::canonicalize(e).ok())
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "--regions site: cannot find the program '{}' to read its symbols",
+                p.display()
+            ))
+        })?;
+    let mut objects = vec![exe.clone()];
+    // A static program, or one ldd cannot read, has its own code only.
+    if let Ok(out) = std::process::Command::new("ldd").arg(&exe).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let path = line
+                .split("=>")
+                .nth(1)
+                .unwrap_or(line)
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            if path.starts_with('/') {
+                if let Ok(c) = std::fs::canonicalize(path) {
+                    if !objects.contains(&c) && objects.len() < 256 {
+                        objects.push(c);
+                    }
+                }
+            }
+        }
+    }
+    Ok(objects)
+}
+
+/// `--regions` in the library's form, the site terms resolved to code.
+fn library_filter(a: &Args) -> Result<String, CliError> {
+    let Some((_, f)) = &a.regions else {
+        return Ok(String::new());
+    };
+    let code = if f.has_sites() {
+        let objects = program_objects(&a.command[0])?;
+        filter::resolve_sites(f, &objects)
+            .map_err(|e| CliError::usage(format!("--regions: {e}")))?
+    } else {
+        Vec::new()
+    };
+    Ok(f.library_form(&code))
 }
 
 fn refine_mode(t: &str) -> Result<bool, String> {
@@ -229,6 +320,13 @@ pub fn run(a: Args) -> CliResult {
         None => None,
     };
     let lib = library()?;
+    let region_filter = library_filter(&a)?;
+    let thread_filter = a.threads.as_ref().map_or(String::new(), |(_, s)| {
+        s.iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
     prepare_folder(&a.output)?;
     let records = a.output.join("records.bin");
     // Ours first; a program's own preloads stay after it.
@@ -264,6 +362,8 @@ pub fn run(a: Args) -> CliResult {
             "NUMALAB_PROFILE_REFINE",
             if a.refine { "auto" } else { "off" },
         )
+        .with_env("NUMALAB_PROFILE_REGIONS", region_filter)
+        .with_env("NUMALAB_PROFILE_THREADS", thread_filter)
         .with_env(
             "NUMALAB_PROFILE_REFINE_MS",
             ((a.refine_time * 1e3).round() as u64).to_string(),
@@ -340,6 +440,12 @@ fn analyse(m: &Machine, a: &Args, records: &Path) -> Profile {
         .map(|c| c.to_string_lossy().into_owned())
         .collect();
     let mut p = build(m, command, &all, &names);
+    filter::apply(
+        m,
+        &mut p,
+        a.regions.as_ref().map(|(t, f)| (t.as_str(), f)),
+        a.threads.as_ref().map(|(t, _)| t.as_str()),
+    );
     if let Some(w) = missing {
         p.warnings = vec![w];
     }

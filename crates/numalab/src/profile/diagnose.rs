@@ -415,6 +415,7 @@ mod tests {
             threads: Vec::new(),
             diagnoses: Vec::new(),
             warnings: Vec::new(),
+            selection: None,
         }
     }
 
@@ -471,6 +472,7 @@ mod tests {
     fn thread(tid: u32, cpu: u32, node: u32) -> crate::profile::ThreadProfile {
         crate::profile::ThreadProfile {
             tid,
+            ordinal: None,
             samples: 0,
             allowed_cpus: Some(1),
             cpus: vec![cpu],

@@ -9,6 +9,7 @@
 //! threads that touched it. [`symbols`] names the allocation sites.
 
 pub mod diagnose;
+pub mod filter;
 pub mod latency;
 #[path = "../../../numalab-preload/src/record.rs"]
 pub mod record;
@@ -21,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.2";
+pub const SCHEMA_VERSION: &str = "1.3";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -104,6 +105,10 @@ pub struct FirstTouches {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ThreadProfile {
     pub tid: u32,
+    /// Its number in creation order (0: the main thread), as `--threads`
+    /// selects it; `None`: not created through `pthread_create`.
+    #[serde(default)]
+    pub ordinal: Option<u32>,
     pub samples: u64,
     /// CPUs its affinity allowed at its first sample (1: pinned; `None`:
     /// not recorded).
@@ -248,6 +253,22 @@ pub struct Profile {
     pub diagnoses: Vec<diagnose::Diagnosis>,
     /// What limits this profile (no samples, records lost, ...).
     pub warnings: Vec<String>,
+    /// What `--regions` and `--threads` selected; `None`: everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+}
+
+/// The regions and threads a profile was limited to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Selection {
+    /// The `--regions` filter, as given.
+    pub regions: Option<String>,
+    /// The `--threads` set, as given.
+    pub threads: Option<String>,
+    /// Static objects and stacks the filter left out of `regions`.
+    pub regions_left_out: u64,
+    /// Faults of threads outside the set, not recorded.
+    pub samples_of_other_threads: u64,
 }
 
 /// Names for what the records hold only as addresses.
@@ -346,6 +367,8 @@ pub fn build(
         (0u64, 0u64, 0u64, 0u64);
     let mut used_frames: BTreeSet<u64> = BTreeSet::new();
     let mut allowed: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut ordinals: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut other_threads = 0u64;
     let mut costs: Vec<&Record> = Vec::new();
     let mut located: Vec<Located> = Vec::new();
     let mut pid = 0;
@@ -381,6 +404,7 @@ pub fn build(
             Kind::Totals => {
                 armed += r.addr;
                 overflowed += r.node.max(0) as u64;
+                other_threads += r.flags as u64;
             }
             Kind::Cost => costs.push(r),
             Kind::Static | Kind::Stack => located.push(Located {
@@ -513,6 +537,9 @@ pub fn build(
             }
             Kind::Thread => {
                 allowed.insert(r.tid, r.size);
+                if r.node >= 0 {
+                    ordinals.insert(r.tid, r.node as u32);
+                }
             }
             Kind::FirstTouch => {
                 *first_by_thread.entry(r.tid).or_default() += 1;
@@ -617,6 +644,7 @@ pub fn build(
         .filter(|(_, t)| !t.cpus.is_empty())
         .map(|(tid, t)| ThreadProfile {
             tid,
+            ordinal: ordinals.get(&tid).copied(),
             samples: t.samples,
             allowed_cpus: allowed.get(&tid).copied(),
             nodes: t
@@ -674,6 +702,10 @@ pub fn build(
         refinement,
         diagnoses: Vec::new(),
         warnings,
+        selection: (other_threads > 0).then(|| Selection {
+            samples_of_other_threads: other_threads,
+            ..Selection::default()
+        }),
     };
     p.diagnoses = diagnose::diagnose(m, &p);
     p

@@ -15,25 +15,47 @@ pub struct Mapping {
     pub end: u64,
     pub offset: u64,
     pub path: String,
+    /// Where the object was loaded: the start of its mapping at file
+    /// offset 0 (its ELF addresses are relative to that), else `start -
+    /// offset`. Linkers that place code at a virtual address other than
+    /// its file offset (lld) make the two differ.
+    pub bias: u64,
 }
 
 /// The executable, file-backed mappings of a /proc/PID/maps text.
 pub fn parse_maps(text: &str) -> Vec<Mapping> {
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
-            let path = f.nth(2)?;
-            if !perms.contains('x') || !path.starts_with('/') {
-                return None;
-            }
-            let (a, b) = range.split_once('-')?;
-            Some(Mapping {
-                start: u64::from_str_radix(a, 16).ok()?,
-                end: u64::from_str_radix(b, 16).ok()?,
-                offset: u64::from_str_radix(offset, 16).ok()?,
-                path: path.to_string(),
-            })
+    let fields = |l: &str| -> Option<(u64, u64, String, u64, String)> {
+        let mut f = l.split_whitespace();
+        let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
+        let path = f.nth(2)?;
+        let (a, b) = range.split_once('-')?;
+        Some((
+            u64::from_str_radix(a, 16).ok()?,
+            u64::from_str_radix(b, 16).ok()?,
+            perms.to_string(),
+            u64::from_str_radix(offset, 16).ok()?,
+            path.to_string(),
+        ))
+    };
+    let all: Vec<_> = text.lines().filter_map(fields).collect();
+    let mut first: BTreeMap<&str, u64> = BTreeMap::new();
+    for (start, _, _, offset, path) in &all {
+        if *offset == 0 {
+            let e = first.entry(path).or_insert(*start);
+            *e = (*e).min(*start);
+        }
+    }
+    all.iter()
+        .filter(|(_, _, perms, _, path)| perms.contains('x') && path.starts_with('/'))
+        .map(|(start, end, _, offset, path)| Mapping {
+            start: *start,
+            end: *end,
+            offset: *offset,
+            path: path.clone(),
+            bias: first
+                .get(path.as_str())
+                .copied()
+                .unwrap_or(start.wrapping_sub(*offset)),
         })
         .collect()
 }
@@ -62,6 +84,20 @@ const MAX_ELF_BYTES: u64 = 1 << 30;
 /// `.symtab` (or `.dynsym` when stripped). Read here rather than by `nm`,
 /// which minimal systems (the test guests) lack. Empty for anything else.
 pub fn data_symbols(path: &str) -> Vec<(String, u64, u64)> {
+    elf_file_symbols(path, STT_OBJECT)
+}
+
+/// The functions (`STT_FUNC` symbols with a size, defined) of the ELF
+/// file at `path`, as (name, value, size): what `--regions site:FUNCTION`
+/// resolves to.
+pub fn function_symbols(path: &str) -> Vec<(String, u64, u64)> {
+    elf_file_symbols(path, STT_FUNC)
+}
+
+const STT_OBJECT: u8 = 1;
+const STT_FUNC: u8 = 2;
+
+fn elf_file_symbols(path: &str, kind: u8) -> Vec<(String, u64, u64)> {
     use std::io::Read;
     let Ok(f) = std::fs::File::open(path) else {
         return Vec::new();
@@ -70,11 +106,16 @@ pub fn data_symbols(path: &str) -> Vec<(String, u64, u64)> {
     if f.take(MAX_ELF_BYTES).read_to_end(&mut bytes).is_err() {
         return Vec::new();
     }
-    elf_data_symbols(&bytes)
+    elf_symbols(&bytes, kind)
 }
 
 /// [`data_symbols`] of an ELF image in memory.
 pub fn elf_data_symbols(b: &[u8]) -> Vec<(String, u64, u64)> {
+    elf_symbols(b, STT_OBJECT)
+}
+
+/// The defined symbols of type `kind` (`STT_*`) with a size.
+fn elf_symbols(b: &[u8], kind: u8) -> Vec<(String, u64, u64)> {
     let u16_at = |o: usize| {
         b.get(o..o.checked_add(2)?)
             .map(|s| u16::from_le_bytes([s[0], s[1]]))
@@ -140,8 +181,8 @@ pub fn elf_data_symbols(b: &[u8]) -> Vec<(String, u64, u64)> {
         ) else {
             break;
         };
-        // STT_OBJECT, defined (not SHN_UNDEF), with a size.
-        if info & 0xf != 1 || shndx == 0 || sz == 0 {
+        // Of that type, defined (not SHN_UNDEF), with a size.
+        if info & 0xf != kind || shndx == 0 || sz == 0 {
             continue;
         }
         let name = strings
@@ -232,7 +273,7 @@ pub fn name_all(maps: &[Mapping], pcs: &[u64]) -> BTreeMap<u64, String> {
             let rel = if position_dependent(&m.path) {
                 at
             } else {
-                at - m.start + m.offset
+                at.wrapping_sub(m.bias)
             };
             by_object.entry(&m.path).or_default().push((pc, rel));
         }
@@ -319,9 +360,12 @@ mod tests {
                 start: 0x55d0c0a01000,
                 end: 0x55d0c0a05000,
                 offset: 0x1000,
-                path: "/usr/bin/prog".into()
+                path: "/usr/bin/prog".into(),
+                bias: 0x55d0c0a00000,
             }
         );
+        // No mapping at offset 0 seen: the code's own offset.
+        assert_eq!(m[1].bias, 0x7f10000000 - 0x28000);
         // A name for an address of a file that is not there: object+offset.
         let names = name_all(&m, &[0x55d0c0a01235, 0x1]);
         assert_eq!(names.len(), 1);
@@ -362,6 +406,46 @@ mod tests {
 
     #[used]
     static ELF_PROBE: [u64; 512] = [0; 512];
+
+    #[test]
+    fn functions_are_found_with_their_code_range() {
+        // This test's own binary holds the function below (not inlined:
+        // its address is taken), and its range holds that address once
+        // the load bias is taken off.
+        let exe = std::env::current_exe().unwrap();
+        let funcs = function_symbols(exe.to_str().unwrap());
+        let (_, value, size) = funcs
+            .iter()
+            .find(|f| f.0.contains("function_probe_for_sites"))
+            .unwrap_or_else(|| panic!("no function_probe_for_sites in {} functions", funcs.len()));
+        assert!(*size > 0 && *size < 4096, "size {size}");
+        assert!(data_symbols(exe.to_str().unwrap())
+            .iter()
+            .all(|d| !d.0.contains("function_probe_for_sites")));
+        let here = function_probe_for_sites as *const () as u64;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let m = parse_maps(&maps)
+            .into_iter()
+            .find(|m| here >= m.start && here < m.end)
+            .unwrap();
+        // A PIE's symbols are relative to its first mapping's start.
+        let bias = if position_dependent(&m.path) {
+            0
+        } else {
+            m.bias
+        };
+        let at = here - bias;
+        assert!(
+            (*value..value + size).contains(&at),
+            "{at:#x} outside {value:#x}+{size:#x}"
+        );
+    }
+
+    #[inline(never)]
+    #[no_mangle]
+    extern "C" fn function_probe_for_sites() -> u64 {
+        std::hint::black_box(7)
+    }
 
     #[test]
     fn allocator_frames_are_not_sites() {

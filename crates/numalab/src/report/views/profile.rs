@@ -218,6 +218,30 @@ fn refinement(r: &crate::profile::refine::Refinement) -> String {
     s
 }
 
+/// What `--regions` and `--threads` limited the profile to.
+fn selection_line(sel: &crate::profile::Selection) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = &sel.regions {
+        parts.push(format!(
+            "regions {r} ({} static object{} and stacks left out)",
+            sel.regions_left_out,
+            if sel.regions_left_out == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(t) = &sel.threads {
+        parts.push(format!(
+            "threads {t} ({} faults of other threads not recorded)",
+            sel.samples_of_other_threads
+        ));
+    } else if sel.samples_of_other_threads > 0 {
+        parts.push(format!(
+            "{} faults of unselected threads not recorded",
+            sel.samples_of_other_threads
+        ));
+    }
+    format!("selected: {}\n", parts.join("; "))
+}
+
 pub fn render(p: &Profile) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -232,6 +256,9 @@ pub fn render(p: &Profile) -> String {
     );
     if let Some(f) = &p.latency_source {
         let _ = writeln!(s, "latencies measured: the latency matrix of {f}");
+    }
+    if let Some(sel) = &p.selection {
+        s.push_str(&selection_line(sel));
     }
     if p.unattributed > 0 {
         let _ = writeln!(
@@ -314,7 +341,7 @@ pub fn render(p: &Profile) -> String {
     if p.regions.is_empty() {
         let _ = writeln!(s, "  none");
     }
-    let _ = writeln!(s, "\nthreads:");
+    let _ = writeln!(s, "\nthreads (#: in creation order, #0 the main thread):");
     for t in &p.threads {
         let pinned = match t.allowed_cpus {
             Some(1) => "pinned".to_string(),
@@ -328,8 +355,9 @@ pub fn render(p: &Profile) -> String {
         };
         let _ = writeln!(
             s,
-            "  {:>8}  samples {:>6}  first touches {:>5}  CPUs {:?}  nodes {:?}  remote {}  {pinned}, {moved}",
+            "  {:>8} {:<4}  samples {:>6}  first touches {:>5}  CPUs {:?}  nodes {:?}  remote {}  {pinned}, {moved}",
             t.tid,
+            t.ordinal.map_or("-".into(), |o| format!("#{o}")),
             t.samples,
             t.first_touches,
             t.cpus,

@@ -1,0 +1,233 @@
+//! Which allocations are tracked and which threads' samples are kept:
+//! `numalab profile --regions FILTER --threads SET`, passed as
+//! `NUMALAB_PROFILE_REGIONS` (one term a line, in the form the engine's
+//! `profile::filter` writes) and `NUMALAB_PROFILE_THREADS` (thread
+//! ordinals: 0 the main thread, then threads in creation order).
+//!
+//! Both are read once at start, before the program runs: the hooks and
+//! the fault handler only read them, without locks or allocation.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::OnceLock;
+
+/// Terms read at most.
+const MAX_TERMS: usize = 512;
+/// Thread ordinals a set may hold (as the engine bounds them).
+const THREAD_WORDS: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Term {
+    Heap,
+    Mmap,
+    Size(usize, usize),
+    Addr(usize, usize),
+    /// Absolute code addresses, the object's load bias added.
+    Code(usize, usize),
+}
+
+/// The allocation filter; `None`: every allocation is tracked.
+static REGIONS: OnceLock<Option<Vec<Term>>> = OnceLock::new();
+
+/// The thread set as a bitmap of ordinals; `THREADS_SET` says whether one
+/// was given.
+static THREADS: [AtomicU64; THREAD_WORDS] = [const { AtomicU64::new(0) }; THREAD_WORDS];
+static THREADS_SET: AtomicU64 = AtomicU64::new(0);
+/// The next thread's ordinal.
+static NEXT_ORDINAL: AtomicU32 = AtomicU32::new(1);
+/// Samples left out because their thread is not in the set.
+pub static SKIPPED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread's ordinal; `u32::MAX`: not created by `pthread_create`
+    /// after the library started (the library's own threads, raw `clone`s).
+    static ORDINAL: Cell<u32> = const { Cell::new(u32::MAX) };
+}
+
+/// Reads the environment; called from the library's start, in the main
+/// thread (ordinal 0).
+pub fn init() {
+    ORDINAL.with(|o| o.set(0));
+    // An empty value is no filter (numalab clears what it does not set).
+    let given = |name: &str| std::env::var(name).ok().filter(|t| !t.trim().is_empty());
+    let regions = given("NUMALAB_PROFILE_REGIONS").map(|t| parse_regions(&t, object_bias));
+    let _ = REGIONS.set(regions);
+    if let Some(t) = given("NUMALAB_PROFILE_THREADS") {
+        for w in t.split(',').filter_map(|w| w.trim().parse::<u32>().ok()) {
+            if let Some(word) = THREADS.get(w as usize / 64) {
+                word.fetch_or(1 << (w % 64), SeqCst);
+            }
+        }
+        THREADS_SET.store(1, SeqCst);
+    }
+}
+
+/// The terms of a `NUMALAB_PROFILE_REGIONS` text; `bias(path)` gives a
+/// loaded object's load bias (`None`: not loaded, its code terms match
+/// nothing).
+fn parse_regions(text: &str, bias: impl Fn(&str) -> Option<usize>) -> Vec<Term> {
+    let mut terms = Vec::new();
+    for line in text.lines().take(MAX_TERMS) {
+        let mut f = line.splitn(4, ' ');
+        let word = f.next().unwrap_or("");
+        let mut num = || f.next().and_then(|n| n.parse::<usize>().ok());
+        let term = match word {
+            "heap" => Some(Term::Heap),
+            "mmap" => Some(Term::Mmap),
+            "size" => num().zip(num()).map(|(a, b)| Term::Size(a, b)),
+            "addr" => num().zip(num()).map(|(a, b)| Term::Addr(a, b)),
+            "code" => {
+                let range = num().zip(num());
+                let path = f.next().unwrap_or("");
+                range.and_then(|(a, b)| {
+                    let bias = bias(path)?;
+                    Some(Term::Code(a.wrapping_add(bias), b.wrapping_add(bias)))
+                })
+            }
+            // "none" and anything unknown select nothing.
+            _ => None,
+        };
+        terms.extend(term);
+    }
+    terms
+}
+
+/// Whether a filter needs the allocation's call stack.
+pub fn needs_stack() -> bool {
+    matches!(REGIONS.get(), Some(Some(t)) if t.iter().any(|t| matches!(t, Term::Code(..))))
+}
+
+/// Whether the allocation `[addr, addr + len)` is tracked: `mmap` says
+/// whether it is a mapping, `stack` its call stack's return addresses.
+pub fn tracks(addr: usize, len: usize, mmap: bool, stack: &[usize]) -> bool {
+    let Some(Some(terms)) = REGIONS.get() else {
+        return true;
+    };
+    terms.iter().any(|t| match *t {
+        Term::Heap => !mmap,
+        Term::Mmap => mmap,
+        Term::Size(lo, hi) => (lo..=hi).contains(&len),
+        Term::Addr(lo, hi) => addr < hi && lo < addr.saturating_add(len),
+        // A return address is just past its call: the call is before it.
+        Term::Code(lo, hi) => stack
+            .iter()
+            .any(|pc| (lo..hi).contains(&pc.wrapping_sub(1))),
+    })
+}
+
+/// The ordinal of the thread being created, set in it by [`thread_starts`].
+pub fn next_ordinal() -> u32 {
+    NEXT_ORDINAL.fetch_add(1, SeqCst)
+}
+
+/// Runs first in a new program thread.
+pub fn thread_starts(ordinal: u32) {
+    ORDINAL.with(|o| o.set(ordinal));
+}
+
+/// This thread's ordinal (`u32::MAX`: unknown).
+pub fn ordinal() -> u32 {
+    ORDINAL.with(|o| o.get())
+}
+
+/// Whether this thread's samples are kept.
+pub fn thread_selected() -> bool {
+    if THREADS_SET.load(SeqCst) == 0 {
+        return true;
+    }
+    let o = ordinal() as usize;
+    THREADS
+        .get(o / 64)
+        .is_some_and(|w| w.load(SeqCst) & (1 << (o % 64)) != 0)
+}
+
+/// The load bias of the loaded object at `path` (the main program is
+/// named by its executable's path).
+fn object_bias(path: &str) -> Option<usize> {
+    let want = std::fs::canonicalize(path).ok()?;
+    let exe = std::fs::canonicalize("/proc/self/exe").ok();
+    let mut found = Found {
+        want,
+        exe,
+        bias: None,
+    };
+    // SAFETY: the callback gets `found` back as its data pointer, and only
+    // reads the headers the loader gives it.
+    unsafe {
+        libc::dl_iterate_phdr(
+            Some(each_object),
+            &mut found as *mut Found as *mut libc::c_void,
+        )
+    };
+    found.bias
+}
+
+struct Found {
+    want: std::path::PathBuf,
+    exe: Option<std::path::PathBuf>,
+    bias: Option<usize>,
+}
+
+unsafe extern "C" fn each_object(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: the loader passes a valid dl_phdr_info; data is our Found.
+    let (info, found) = unsafe { (&*info, &mut *(data as *mut Found)) };
+    let name = if info.dlpi_name.is_null() {
+        ""
+    } else {
+        // SAFETY: dlpi_name is a NUL-terminated string.
+        unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }
+            .to_str()
+            .unwrap_or("")
+    };
+    let path = if name.is_empty() {
+        found.exe.clone()
+    } else {
+        std::fs::canonicalize(name).ok()
+    };
+    if path.as_ref() == Some(&found.want) && found.bias.is_none() {
+        found.bias = Some(info.dlpi_addr as usize);
+        return 1;
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engines_lines_become_terms() {
+        let bias = |p: &str| (p == "/bin/prog").then_some(0x5000);
+        let t = parse_regions(
+            "heap\nsize 10 20\naddr 4096 8192\ncode 16 32 /bin/prog\ncode 1 2 /not/loaded\nnone\nbogus 1\n",
+            bias,
+        );
+        assert_eq!(
+            t,
+            vec![
+                Term::Heap,
+                Term::Size(10, 20),
+                Term::Addr(4096, 8192),
+                Term::Code(0x5010, 0x5020)
+            ]
+        );
+        assert!(parse_regions("none\n", bias).is_empty());
+        // A path with spaces stays whole.
+        let spaced = |p: &str| (p == "/opt/my prog").then_some(0);
+        assert_eq!(
+            parse_regions("code 1 2 /opt/my prog", spaced),
+            vec![Term::Code(1, 2)]
+        );
+    }
+
+    #[test]
+    fn this_tests_own_binary_has_a_bias() {
+        let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
+        assert!(object_bias(exe.to_str().unwrap()).is_some());
+        assert_eq!(object_bias("/no/such/object"), None);
+    }
+}

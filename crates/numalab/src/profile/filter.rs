@@ -1,0 +1,521 @@
+//! `--regions FILTER` and `--threads SET`: which regions and threads a
+//! profile samples.
+//!
+//! A filter is a comma-separated list of terms; a region is kept when any
+//! term matches it. The preload library applies the terms it can judge
+//! when an allocation is made (kind, size, address, allocation site, as
+//! code ranges [`resolve_sites`] found in the program's ELF files), so
+//! unselected allocations are never tracked, armed or charged for. Static
+//! data and stacks are never armed; their terms select what the profile
+//! reports ([`RegionFilter::keeps`]).
+
+use super::RegionProfile;
+use crate::idset::IdSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Terms in one filter at most.
+pub const MAX_TERMS: usize = 64;
+/// Code ranges one filter may resolve to at most (a line inlined in many
+/// places has one range per copy).
+pub const MAX_CODE_RANGES: usize = 256;
+/// Thread ordinals a `--threads` set may name (0 is the main thread).
+pub const MAX_THREAD_ORDINAL: u32 = 1023;
+
+/// The terms, as `--help` and errors list them.
+pub const TERMS_HELP: &str = "heap, mmap, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, 0xSTART-0xEND, size>N, size<N";
+
+/// One term of a region filter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Term {
+    /// Allocations of the malloc family.
+    Heap,
+    /// Private anonymous mappings.
+    Mmap,
+    /// Thread stacks.
+    Stack,
+    /// Static data; `Some`: the object named so (an ELF symbol).
+    Static(Option<String>),
+    /// Allocations whose call stack passes through this function.
+    Function(String),
+    /// Allocations whose call stack passes through this source line.
+    Line { file: String, line: u32 },
+    /// Regions overlapping `[start, end)`.
+    Address { start: u64, end: u64 },
+    /// Regions (each allocation, mapping, static object or stack) of
+    /// `min..=max` bytes.
+    Size { min: u64, max: u64 },
+}
+
+/// A parsed `--regions` filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionFilter {
+    pub terms: Vec<Term>,
+}
+
+impl RegionFilter {
+    /// Parses `heap,size>1M,site:init_arrays`; the error names the term
+    /// and lists the valid ones.
+    pub fn parse(text: &str) -> Result<RegionFilter, String> {
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        if parts.len() > MAX_TERMS {
+            return Err(format!(
+                "{} terms is too many (at most {MAX_TERMS})",
+                parts.len()
+            ));
+        }
+        let terms = parts
+            .iter()
+            .map(|p| parse_term(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RegionFilter { terms })
+    }
+
+    /// Whether any term needs the allocation sites' code addresses.
+    pub fn has_sites(&self) -> bool {
+        self.terms
+            .iter()
+            .any(|t| matches!(t, Term::Function(_) | Term::Line { .. }))
+    }
+
+    /// Whether the profile keeps this region. Heap and mmap regions were
+    /// chosen by the library when they were allocated (per allocation:
+    /// its size and address, its call stack), so they are kept as they
+    /// come; static data and stacks are judged here.
+    pub fn keeps(&self, r: &RegionProfile) -> bool {
+        match r.kind.as_str() {
+            "static" | "stack" => self.terms.iter().any(|t| self.located_term(t, r)),
+            _ => true,
+        }
+    }
+
+    fn located_term(&self, t: &Term, r: &RegionProfile) -> bool {
+        let end = r.first_address.saturating_add(r.bytes);
+        match t {
+            Term::Stack => r.kind == "stack",
+            Term::Static(None) => r.kind == "static",
+            Term::Static(Some(name)) => r.kind == "static" && r.site == *name,
+            Term::Address { start, end: e } => r.first_address < *e && *start < end,
+            Term::Size { min, max } => (*min..=*max).contains(&r.bytes),
+            _ => false,
+        }
+    }
+
+    /// The library's form of the filter (`NUMALAB_PROFILE_REGIONS`): one
+    /// term per line, `heap`, `mmap`, `size MIN MAX`, `addr START END`,
+    /// `code START END PATH` (ELF virtual addresses of the object at PATH).
+    /// Terms the library cannot judge (statics, stacks) select no
+    /// allocation; a filter of only those tracks nothing.
+    pub fn library_form(&self, code: &[CodeRange]) -> String {
+        let mut out = String::new();
+        for t in &self.terms {
+            match t {
+                Term::Heap => out.push_str("heap\n"),
+                Term::Mmap => out.push_str("mmap\n"),
+                Term::Address { start, end } => out.push_str(&format!("addr {start} {end}\n")),
+                Term::Size { min, max } => out.push_str(&format!("size {min} {max}\n")),
+                Term::Stack | Term::Static(_) | Term::Function(_) | Term::Line { .. } => {}
+            }
+        }
+        for c in code {
+            out.push_str(&format!(
+                "code {} {} {}\n",
+                c.start,
+                c.end,
+                c.object.display()
+            ));
+        }
+        if out.is_empty() {
+            // No allocation can match: the library is told so explicitly
+            // (an empty filter would mean "no filter").
+            out.push_str("none\n");
+        }
+        out
+    }
+}
+
+fn parse_term(t: &str) -> Result<Term, String> {
+    let bad = |why: String| Err(format!("{why}; terms: {TERMS_HELP}"));
+    match t {
+        "" => return bad("an empty term".into()),
+        "heap" => return Ok(Term::Heap),
+        "mmap" => return Ok(Term::Mmap),
+        "stack" => return Ok(Term::Stack),
+        "static" => return Ok(Term::Static(None)),
+        _ => {}
+    }
+    if let Some(name) = t.strip_prefix("static:") {
+        if name.is_empty() || name.len() > 512 {
+            return bad(format!("'{}' names no symbol", excerpt(t)));
+        }
+        return Ok(Term::Static(Some(name.to_string())));
+    }
+    if let Some(spec) = t.strip_prefix("site:") {
+        if spec.is_empty() || spec.len() > 512 {
+            return bad(format!("'{}' names no function or line", excerpt(t)));
+        }
+        // FILE:LINE ends in digits; anything else is a function (C++'s
+        // `ns::f` included).
+        if let Some((file, line)) = spec.rsplit_once(':') {
+            if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) {
+                return match line.parse::<u32>() {
+                    Ok(l) if l > 0 && !file.is_empty() => Ok(Term::Line {
+                        file: file.to_string(),
+                        line: l,
+                    }),
+                    _ => bad(format!("'{}' is not site:FILE:LINE", excerpt(t))),
+                };
+            }
+        }
+        return Ok(Term::Function(spec.to_string()));
+    }
+    if let Some(rest) = t.strip_prefix("size") {
+        let (op, n) = if let Some(n) = rest.strip_prefix(">=") {
+            (">=", n)
+        } else if let Some(n) = rest.strip_prefix("<=") {
+            ("<=", n)
+        } else if let Some(n) = rest.strip_prefix('>') {
+            (">", n)
+        } else if let Some(n) = rest.strip_prefix('<') {
+            ("<", n)
+        } else {
+            return bad(format!("'{}' is not size>N or size<N", excerpt(t)));
+        };
+        let n = crate::text::parse::size(n.trim()).map_err(|e| format!("'{}': {e}", excerpt(t)))?;
+        let (min, max) = match op {
+            ">=" => (n, u64::MAX),
+            ">" => (n.saturating_add(1), u64::MAX),
+            "<=" => (0, n),
+            _ => (
+                0,
+                n.checked_sub(1).ok_or_else(|| {
+                    format!("'{}' selects nothing; terms: {TERMS_HELP}", excerpt(t))
+                })?,
+            ),
+        };
+        return Ok(Term::Size { min, max });
+    }
+    if let Some((a, b)) = t.split_once('-') {
+        if let (Some(start), Some(end)) = (hex(a), hex(b)) {
+            if start >= end {
+                return bad(format!("'{}' is an empty address range", excerpt(t)));
+            }
+            return Ok(Term::Address { start, end });
+        }
+    }
+    bad(format!("'{}' is not a region term", excerpt(t)))
+}
+
+fn hex(t: &str) -> Option<u64> {
+    u64::from_str_radix(t.trim().strip_prefix("0x")?, 16).ok()
+}
+
+fn excerpt(t: &str) -> String {
+    crate::text::format::excerpt(t, 40)
+}
+
+/// Code a site term resolved to: ELF virtual addresses `[start, end)` of
+/// the object at `object` (the library adds the object's load bias).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeRange {
+    pub object: PathBuf,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The code ranges of the filter's site terms in `objects` (the program
+/// first, then its libraries): a function's symbol, a source line's rows
+/// of the DWARF line table (read by `objdump`, binutils). Each term must
+/// match somewhere, else the error says which and where it looked.
+pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRange>, String> {
+    let mut out = Vec::new();
+    for t in &f.terms {
+        let found = match t {
+            Term::Function(name) => objects
+                .iter()
+                .flat_map(|o| {
+                    let path = o.to_string_lossy();
+                    super::symbols::function_symbols(&path)
+                        .into_iter()
+                        .filter(|(n, _, _)| n == name)
+                        .map(|(_, value, size)| CodeRange {
+                            object: o.clone(),
+                            start: value,
+                            end: value + size,
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>(),
+            Term::Line { file, line } => {
+                let mut v = Vec::new();
+                for o in objects {
+                    v.extend(line_ranges(o, file, *line)?);
+                }
+                v
+            }
+            _ => continue,
+        };
+        if found.is_empty() {
+            let what = match t {
+                Term::Function(n) => format!("site:{n} names no function"),
+                Term::Line { file, line } => format!("site:{file}:{line} is no line with code"),
+                _ => unreachable!("only site terms are resolved"),
+            };
+            let names: Vec<String> = objects
+                .iter()
+                .take(3)
+                .map(|o| o.display().to_string())
+                .collect();
+            let more = if objects.len() > 3 { ", …" } else { "" };
+            return Err(format!("{what} in {}{more}", names.join(", ")));
+        }
+        out.extend(found);
+        if out.len() > MAX_CODE_RANGES {
+            return Err(format!(
+                "the site terms match {} code ranges or more (at most {MAX_CODE_RANGES}); name a narrower function or line",
+                out.len()
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The rows of `object`'s DWARF line table for `file:line` (the file
+/// compared by its last path components), as address ranges to the next
+/// row.
+fn line_ranges(object: &Path, file: &str, line: u32) -> Result<Vec<CodeRange>, String> {
+    let out = Command::new("objdump")
+        .arg("--dwarf=decodedline")
+        .arg(object)
+        .output()
+        .map_err(|e| {
+            format!("site:{file}:{line} needs objdump (binutils) to read line tables: {e}")
+        })?;
+    Ok(
+        parse_decoded_lines(&String::from_utf8_lossy(&out.stdout), file, line)
+            .into_iter()
+            .map(|(start, end)| CodeRange {
+                object: object.to_path_buf(),
+                start,
+                end,
+            })
+            .collect(),
+    )
+}
+
+/// `objdump --dwarf=decodedline` rows (`FILE LINE 0xADDRESS [VIEW] [x]`)
+/// for `file:line`: each matching row's address to the next row's. Rows
+/// name files without their folders, so files compare by name only.
+pub fn parse_decoded_lines(text: &str, file: &str, line: u32) -> Vec<(u64, u64)> {
+    let wanted = Path::new(file).file_name();
+    let mut rows: Vec<(bool, u64)> = Vec::new();
+    for l in text.lines() {
+        let mut f = l.split_whitespace();
+        let (Some(name), Some(num), Some(addr)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let Some(addr) = hex(addr) else {
+            continue;
+        };
+        // A sequence's end row ("-" for the line) closes the previous row.
+        let hit =
+            num.parse::<u32>().is_ok_and(|n| n == line) && Path::new(name).file_name() == wanted;
+        rows.push((hit, addr));
+    }
+    rows.windows(2)
+        .filter(|w| w[0].0 && w[1].1 > w[0].1)
+        .map(|w| (w[0].1, w[1].1))
+        .collect()
+}
+
+/// A parsed `--threads` set: thread ordinals, 0 the main thread, then the
+/// threads in the order the program created them (`pthread_create`).
+pub fn parse_thread_set(text: &str) -> Result<IdSet, String> {
+    let t = text.trim();
+    let set = if t == "main" {
+        IdSet::single(0)
+    } else {
+        IdSet::parse_list(t).map_err(|e| {
+            format!(
+                "{e}; give thread numbers in creation order, 0 (or main) the main thread, e.g. 1-8"
+            )
+        })?
+    };
+    match set.last() {
+        None => Err("names no thread; give thread numbers in creation order, 0 (or main) the main thread, e.g. 1-8".into()),
+        Some(l) if l > MAX_THREAD_ORDINAL => Err(format!(
+            "thread {l} is beyond the last one numalab can select ({MAX_THREAD_ORDINAL})"
+        )),
+        Some(_) => Ok(set),
+    }
+}
+
+/// Limits a built profile to what was selected: the static objects and
+/// stacks `regions` does not keep are left out (the library already left
+/// out the allocations), the selection is recorded, and the diagnoses are
+/// made again from what remains.
+pub fn apply(
+    m: &crate::machine::Machine,
+    p: &mut super::Profile,
+    regions: Option<(&str, &RegionFilter)>,
+    threads: Option<&str>,
+) {
+    if regions.is_none() && threads.is_none() {
+        return;
+    }
+    let mut sel = p.selection.take().unwrap_or_default();
+    if let Some((text, f)) = regions {
+        let before = p.regions.len();
+        p.regions.retain(|r| f.keeps(r));
+        sel.regions_left_out = (before - p.regions.len()) as u64;
+        sel.regions = Some(text.to_string());
+        if !p.regions.iter().any(|r| r.samples > 0) {
+            p.warnings.push(format!(
+                "--regions {} selected no sampled region: check the terms against an unfiltered profile's sites",
+                crate::text::format::excerpt(text, 60)
+            ));
+        }
+    }
+    sel.threads = threads.map(str::to_string);
+    p.selection = Some(sel);
+    p.diagnoses = super::diagnose::diagnose(m, p);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_parse_to_what_they_say() {
+        let f = RegionFilter::parse(
+            "heap, site:init_arrays,site:prog.c:42,static:table,size>1M,size<=4K,0x1000-0x3000",
+        )
+        .unwrap();
+        assert_eq!(
+            f.terms,
+            vec![
+                Term::Heap,
+                Term::Function("init_arrays".into()),
+                Term::Line {
+                    file: "prog.c".into(),
+                    line: 42
+                },
+                Term::Static(Some("table".into())),
+                Term::Size {
+                    min: (1 << 20) + 1,
+                    max: u64::MAX
+                },
+                Term::Size { min: 0, max: 4096 },
+                Term::Address {
+                    start: 0x1000,
+                    end: 0x3000
+                },
+            ]
+        );
+        assert!(f.has_sites());
+        assert_eq!(
+            RegionFilter::parse("site:ns::make").unwrap().terms,
+            vec![Term::Function("ns::make".into())]
+        );
+        assert!(!RegionFilter::parse("heap").unwrap().has_sites());
+    }
+
+    #[test]
+    fn bad_terms_name_themselves_and_the_valid_ones() {
+        for (t, want) in [
+            ("heap,,mmap", "an empty term"),
+            ("hep", "'hep' is not a region term"),
+            ("size=3", "'size=3' is not size>N or size<N"),
+            ("size<0", "'size<0' selects nothing"),
+            ("site:", "names no function or line"),
+            ("site:prog.c:0", "'site:prog.c:0' is not site:FILE:LINE"),
+            ("0x3000-0x1000", "empty address range"),
+            ("static:", "names no symbol"),
+        ] {
+            let e = RegionFilter::parse(t).unwrap_err();
+            assert!(e.contains(want), "{t}: {e}");
+            assert!(e.contains("terms: heap, mmap"), "{t}: {e}");
+        }
+        let many = vec!["heap"; MAX_TERMS + 1].join(",");
+        assert!(RegionFilter::parse(&many).unwrap_err().contains("too many"));
+    }
+
+    #[test]
+    fn the_library_form_lists_what_the_library_judges() {
+        let f = RegionFilter::parse("mmap,size>=2M,stack,site:f").unwrap();
+        let code = [CodeRange {
+            object: "/bin/prog".into(),
+            start: 0x1100,
+            end: 0x1180,
+        }];
+        assert_eq!(
+            f.library_form(&code),
+            "mmap\nsize 2097152 18446744073709551615\ncode 4352 4480 /bin/prog\n"
+        );
+        // Only terms the library cannot judge: it tracks nothing.
+        assert_eq!(
+            RegionFilter::parse("stack").unwrap().library_form(&[]),
+            "none\n"
+        );
+    }
+
+    #[test]
+    fn statics_and_stacks_are_kept_by_their_terms_only() {
+        let region = |kind: &str, site: &str, at: u64, bytes: u64| {
+            super::super::located_region(kind, site.into(), bytes, at)
+        };
+        let table = region("static", "table", 0x100000, 4 << 20);
+        let stack = region("stack", "thread 7", 0x9000, 8 << 20);
+        let heap = region("heap", "main prog.c:3", 0x1000, 100);
+        let f = RegionFilter::parse("static:table").unwrap();
+        assert!(f.keeps(&table) && !f.keeps(&stack) && f.keeps(&heap));
+        let f = RegionFilter::parse("size<1M").unwrap();
+        assert!(!f.keeps(&table) && !f.keeps(&stack));
+        let f = RegionFilter::parse("0x9100-0x9200").unwrap();
+        assert!(!f.keeps(&table) && f.keeps(&stack));
+        assert!(RegionFilter::parse("stack").unwrap().keeps(&stack));
+    }
+
+    #[test]
+    fn decoded_line_rows_give_ranges_to_the_next_row() {
+        let text = "\
+CU: ./src/prog.c:
+File name                            Line number    Starting address    View    Stmt
+prog.c                                        41              0x1149               x
+prog.c                                        42              0x1151               x
+prog.c                                        43              0x1160               x
+prog.c                                        42              0x1170               x
+prog.c                                         -              0x1178
+other.c                                       42              0x2000               x
+other.c                                        -              0x2010
+";
+        assert_eq!(
+            parse_decoded_lines(text, "prog.c", 42),
+            vec![(0x1151, 0x1160), (0x1170, 0x1178)]
+        );
+        assert_eq!(parse_decoded_lines(text, "src/prog.c", 42).len(), 2);
+        assert_eq!(parse_decoded_lines(text, "rog.c", 42), vec![]);
+        assert_eq!(
+            parse_decoded_lines(text, "other.c", 42),
+            vec![(0x2000, 0x2010)]
+        );
+    }
+
+    #[test]
+    fn thread_sets_are_ordinals_with_bounds() {
+        assert_eq!(parse_thread_set("main").unwrap(), IdSet::single(0));
+        assert_eq!(
+            parse_thread_set("1-3,8")
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![1, 2, 3, 8]
+        );
+        assert!(parse_thread_set("2000")
+            .unwrap_err()
+            .contains("beyond the last one"));
+        assert!(parse_thread_set("x")
+            .unwrap_err()
+            .contains("creation order"));
+    }
+}
