@@ -382,6 +382,38 @@ fn regions_and_threads_limit_what_is_sampled() {
     );
 }
 
+/// `--refine FILTER` watches lines of the selected regions only: struct
+/// D's one line when it names D's allocation, lines of array A (and none
+/// of D, whose two writers rank first otherwise) when it names A's.
+#[test]
+fn refinement_within_a_region_watches_only_its_lines() {
+    for (what, line) in [
+        ("D", truth_line("d = aligned_alloc(")),
+        ("A", truth_line("a = malloc(A_BYTES)")),
+    ] {
+        let filter = format!("site:profile_truth.c:{line}");
+        let dir = scratch(&format!("profile-refine-{what}"));
+        let (_, v) = profile_truth_passes(
+            &dir,
+            &["--rate", "2000", "--refine", &filter, "--refine-time", "1"],
+            "2500",
+        );
+        assert_eq!(v["selection"]["refine_regions"], filter.as_str());
+        let r = &v["refinement"];
+        assert!(r["unavailable"].is_null(), "{r}");
+        let lines = r["lines"].as_array().unwrap();
+        assert!(!lines.is_empty(), "{what}: no line watched: {r}");
+        let site = format!("main profile_truth.c:{line} ");
+        for l in lines {
+            assert!(
+                l["site"].as_str().unwrap().starts_with(&site),
+                "{what}: a line outside {filter}: {l}"
+            );
+        }
+        assert!(r["hits"].as_u64().unwrap() > 0, "{what}: {r}");
+    }
+}
+
 #[test]
 fn a_measured_latency_matrix_prices_the_accesses() {
     let dir = scratch("profile-machine");
@@ -702,8 +734,18 @@ fn bad_input_is_refused_in_one_line() {
         "--min-bytes 100 is too small: at least 4 KiB (one page)",
     );
     fails(
-        &["profile", "--refine", "site:main", "--", "true"],
-        "--refine: 'site:main' is not a refinement mode (auto or off)",
+        &["profile", "--refine", "hep", "--", "true"],
+        "--refine: give auto, off or a region filter ('hep' is not a region term; terms: heap, mmap,",
+    );
+    fails(
+        &[
+            "profile",
+            "--refine",
+            "site:no_such_function_anywhere",
+            "--",
+            "true",
+        ],
+        "--refine: site:no_such_function_anywhere names no function in ",
     );
     fails(
         &["profile", "--regions", "heap,hep", "--", "true"],

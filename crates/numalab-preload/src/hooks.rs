@@ -131,10 +131,12 @@ fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
     } else {
         0
     };
-    if !select::tracks(p as usize, n, flags & ALLOC_MMAP != 0, &pcs[..depth]) {
+    let mmap = flags & ALLOC_MMAP != 0;
+    if !select::tracks(p as usize, n, mmap, &pcs[..depth]) {
         return p;
     }
-    if !tables::add_region(p as usize, n) {
+    let refine = select::refines(p as usize, n, mmap, &pcs[..depth]);
+    if !tables::add_region(p as usize, n, refine) {
         return p;
     }
     emit(&Record {

@@ -302,6 +302,10 @@ impl Refiner {
         if r.kind != Kind::Sample {
             return;
         }
+        // `--refine FILTER`: lines of the selected regions only.
+        if crate::select::refine_limited() && !crate::tables::refinable(r.addr as usize) {
+            return;
+        }
         let addr = r.addr & !(LINE - 1);
         let cpu_node = self.node_of_cpu(r.cpu);
         let i = match self.lines.iter().position(|l| l.addr == addr) {

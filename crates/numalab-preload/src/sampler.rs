@@ -189,7 +189,8 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize, choice: Choice) {
     }
     let page = match choice {
         Choice::ByRegion => {
-            let region = tables::nth_region(rng.next() as usize, ps);
+            let region =
+                tables::nth_region(rng.next() as usize, ps, crate::select::refine_limited());
             region.and_then(|(first, pages)| present_page(rng, first, pages, ps))
         }
         Choice::Uniform => {

@@ -28,6 +28,8 @@ enum Term {
 
 /// The allocation filter; `None`: every allocation is tracked.
 static REGIONS: OnceLock<Option<Vec<Term>>> = OnceLock::new();
+/// The allocations refinement may watch (`--refine FILTER`); `None`: all.
+static REFINE_REGIONS: OnceLock<Option<Vec<Term>>> = OnceLock::new();
 
 /// The thread set as a bitmap of ordinals; `THREADS_SET` says whether one
 /// was given.
@@ -52,6 +54,8 @@ pub fn init() {
     let given = |name: &str| std::env::var(name).ok().filter(|t| !t.trim().is_empty());
     let regions = given("NUMALAB_PROFILE_REGIONS").map(|t| parse_regions(&t, object_bias));
     let _ = REGIONS.set(regions);
+    let refine = given("NUMALAB_PROFILE_REFINE_REGIONS").map(|t| parse_regions(&t, object_bias));
+    let _ = REFINE_REGIONS.set(refine);
     if let Some(t) = given("NUMALAB_PROFILE_THREADS") {
         for w in t.split(',').filter_map(|w| w.trim().parse::<u32>().ok()) {
             if let Some(word) = THREADS.get(w as usize / 64) {
@@ -94,15 +98,33 @@ fn parse_regions(text: &str, bias: impl Fn(&str) -> Option<usize>) -> Vec<Term> 
 
 /// Whether a filter needs the allocation's call stack.
 pub fn needs_stack() -> bool {
-    matches!(REGIONS.get(), Some(Some(t)) if t.iter().any(|t| matches!(t, Term::Code(..))))
+    let by_code = |f: &OnceLock<Option<Vec<Term>>>| matches!(f.get(), Some(Some(t)) if t.iter().any(|t| matches!(t, Term::Code(..))));
+    by_code(&REGIONS) || by_code(&REFINE_REGIONS)
 }
 
 /// Whether the allocation `[addr, addr + len)` is tracked: `mmap` says
 /// whether it is a mapping, `stack` its call stack's return addresses.
 pub fn tracks(addr: usize, len: usize, mmap: bool, stack: &[usize]) -> bool {
-    let Some(Some(terms)) = REGIONS.get() else {
-        return true;
-    };
+    REGIONS
+        .get()
+        .and_then(Option::as_ref)
+        .is_none_or(|t| selects(t, addr, len, mmap, stack))
+}
+
+/// Whether refinement may watch the lines of that allocation.
+pub fn refines(addr: usize, len: usize, mmap: bool, stack: &[usize]) -> bool {
+    REFINE_REGIONS
+        .get()
+        .and_then(Option::as_ref)
+        .is_none_or(|t| selects(t, addr, len, mmap, stack))
+}
+
+/// Whether refinement is limited to some regions.
+pub fn refine_limited() -> bool {
+    matches!(REFINE_REGIONS.get(), Some(Some(_)))
+}
+
+fn selects(terms: &[Term], addr: usize, len: usize, mmap: bool, stack: &[usize]) -> bool {
     terms.iter().any(|t| match *t {
         Term::Heap => !mmap,
         Term::Mmap => mmap,

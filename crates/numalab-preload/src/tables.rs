@@ -11,7 +11,9 @@
 //! sequentially consistent atomics on both sides, one of them sees the
 //! other: the sampler gives up, or the call finds the entry and disarms.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst,
+};
 
 /// The node of an armed page that was not present: its fault is a first
 /// touch.
@@ -258,19 +260,23 @@ pub fn armed_count() -> usize {
 struct Region {
     start: AtomicUsize,
     len: AtomicUsize,
+    /// Refinement may watch its lines (`--refine FILTER` selected it).
+    refine: AtomicBool,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_REGION: Region = Region {
     start: AtomicUsize::new(0),
     len: AtomicUsize::new(0),
+    refine: AtomicBool::new(false),
 };
 
 static REGIONS: [Region; REGION_CAPACITY] = [EMPTY_REGION; REGION_CAPACITY];
 
-/// Tracks `[start, start + len)` as a region whose pages may be armed;
-/// `false` when the table is full.
-pub fn add_region(start: usize, len: usize) -> bool {
+/// Tracks `[start, start + len)` as a region whose pages may be armed
+/// (`refine`: and whose lines refinement may watch); `false` when the
+/// table is full.
+pub fn add_region(start: usize, len: usize, refine: bool) -> bool {
     if start == 0 || len == 0 {
         return false;
     }
@@ -280,6 +286,7 @@ pub fn add_region(start: usize, len: usize) -> bool {
             .is_ok()
         {
             r.len.store(len, SeqCst);
+            r.refine.store(refine, SeqCst);
             r.start.store(start, SeqCst);
             return true;
         }
@@ -350,14 +357,27 @@ pub fn nth_page(k: usize, page_size: usize) -> (Option<usize>, usize) {
     (hit, seen)
 }
 
-/// The `r`-th region (modulo those with a whole page): its first whole
-/// page and how many whole pages it has. How refinement makes sure small
-/// regions are armed too.
-pub fn nth_region(r: usize, page_size: usize) -> Option<(usize, usize)> {
+/// Whether `addr` is in a tracked region refinement may watch.
+pub fn refinable(addr: usize) -> bool {
+    REGIONS.iter().any(|reg| {
+        let s = reg.start.load(SeqCst);
+        s != 0
+            && s != usize::MAX
+            && addr >= s
+            && addr - s < reg.len.load(SeqCst)
+            && reg.refine.load(SeqCst)
+    })
+}
+
+/// The `r`-th region (modulo those with a whole page; `refinable_only`:
+/// of those refinement may watch): its first whole page and how many
+/// whole pages it has. How refinement makes sure small regions are armed
+/// too.
+pub fn nth_region(r: usize, page_size: usize, refinable_only: bool) -> Option<(usize, usize)> {
     let live = || {
         REGIONS.iter().filter_map(|reg| {
             let s = reg.start.load(SeqCst);
-            if s == 0 || s == usize::MAX {
+            if s == 0 || s == usize::MAX || (refinable_only && !reg.refine.load(SeqCst)) {
                 return None;
             }
             let first = s.div_ceil(page_size) * page_size;
@@ -445,12 +465,19 @@ mod tests {
     #[test]
     fn arming_regions_and_busy_buffers_follow_the_handshake() {
         let p = 4096;
-        assert!(add_region(10 * p + 100, 5 * p));
+        assert!(add_region(10 * p + 100, 5 * p, true));
         // Whole pages only: 11p..15p.
         assert_eq!(nth_page(0, p), (Some(11 * p), 4));
         assert_eq!(nth_page(3, p), (Some(14 * p), 4));
         assert_eq!(nth_page(4, p), (None, 4));
         assert!(in_region(12 * p, p) && !in_region(15 * p, p));
+        // A second region refinement may not watch.
+        assert!(add_region(40 * p, 2 * p, false));
+        assert!(refinable(10 * p + 100) && refinable(15 * p + 99));
+        assert!(!refinable(15 * p + 100) && !refinable(40 * p));
+        assert_eq!(nth_region(1, p, true), Some((11 * p, 4)));
+        assert_eq!(nth_region(1, p, false), Some((40 * p, 2)));
+        assert_eq!(remove_regions(40 * p, 41 * p, |_, _| {}), 2 * p);
 
         let i = begin_arming(12 * p, 3, 2).unwrap();
         assert_eq!(begin_arming(12 * p, 3, 2), None, "armed twice");

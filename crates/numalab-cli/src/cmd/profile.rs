@@ -7,7 +7,7 @@
 //! The sampling is `crates/numalab-preload`; the analysis
 //! `numalab::profile`; the text `numalab::report::views::profile`.
 
-use crate::args::{choice, percent, seconds, size, whole, Typed};
+use crate::args::{percent, seconds, size, whole, Typed};
 use crate::launch_args::{plan, LaunchArgs};
 use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
 use numalab::profile::filter::{self, RegionFilter};
@@ -45,9 +45,11 @@ pub struct Args {
     min_bytes: usize,
     /// `auto`: after the page samples found lines accessed from several
     /// nodes, watch their 8-byte words with hardware watchpoints (reads
-    /// and writes by node, false sharing); `off` (default): pages only.
-    #[arg(long, value_name = "MODE", default_value = "off", action = clap::ArgAction::Set, value_parser = choice(&["auto", "off"], refine_mode))]
-    refine: bool,
+    /// and writes by node, false sharing); a region filter (as
+    /// --regions): the same, within those regions only; `off` (default):
+    /// pages only.
+    #[arg(long, value_name = "MODE", default_value = "off", value_parser = refine_mode())]
+    refine: Refine,
     /// Seconds of watchpoint windows refinement may spend in all (each hit
     /// costs the accessing thread a debug trap).
     #[arg(long, value_name = "S", default_value = "2", value_parser = seconds(0.02))]
@@ -104,7 +106,7 @@ fn thread_set() -> Typed<(String, IdSet)> {
 /// The ELF files a site term may name code in: the program (found as
 /// `execvp` would), then the shared libraries the loader gives it
 /// (`ldd`).
-fn program_objects(program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
+fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
     let p = Path::new(program);
     let exe = if p.components().count() > 1 {
         Some(p.to_path_buf())
@@ -119,7 +121,7 @@ fn program_objects(program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
         .and_then(|e| std::fs::canonicalize(e).ok())
         .ok_or_else(|| {
             CliError::usage(format!(
-                "--regions site: cannot find the program '{}' to read its symbols",
+                "{opt} site: cannot find the program '{}' to read its symbols",
                 p.display()
             ))
         })?;
@@ -146,27 +148,42 @@ fn program_objects(program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
     Ok(objects)
 }
 
-/// `--regions` in the library's form, the site terms resolved to code.
-fn library_filter(a: &Args) -> Result<String, CliError> {
-    let Some((_, f)) = &a.regions else {
+/// A region filter in the library's form, the site terms resolved to
+/// code in the program's objects; empty without a filter.
+fn library_filter(
+    opt: &str,
+    f: Option<&RegionFilter>,
+    program: &OsStr,
+) -> Result<String, CliError> {
+    let Some(f) = f else {
         return Ok(String::new());
     };
     let code = if f.has_sites() {
-        let objects = program_objects(&a.command[0])?;
-        filter::resolve_sites(f, &objects)
-            .map_err(|e| CliError::usage(format!("--regions: {e}")))?
+        let objects = program_objects(opt, program)?;
+        filter::resolve_sites(f, &objects).map_err(|e| CliError::usage(format!("{opt}: {e}")))?
     } else {
         Vec::new()
     };
     Ok(f.library_form(&code))
 }
 
-fn refine_mode(t: &str) -> Result<bool, String> {
-    match t {
-        "auto" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("'{t}' is not a refinement mode (auto or off)")),
-    }
+/// What `--refine` asks for.
+#[derive(Clone)]
+enum Refine {
+    Off,
+    Auto,
+    /// Within the regions this filter selects (its text, as given).
+    Regions(String, RegionFilter),
+}
+
+fn refine_mode() -> Typed<Refine> {
+    Typed::new(|opt, t| match t.trim() {
+        "auto" => Ok(Refine::Auto),
+        "off" => Ok(Refine::Off),
+        f => RegionFilter::parse(f)
+            .map(|r| Refine::Regions(f.to_string(), r))
+            .map_err(|e| format!("{opt}: give auto, off or a region filter ({e})")),
+    })
 }
 
 /// The files this command writes in its folder.
@@ -320,7 +337,15 @@ pub fn run(a: Args) -> CliResult {
         None => None,
     };
     let lib = library()?;
-    let region_filter = library_filter(&a)?;
+    let region_filter = library_filter(
+        "--regions",
+        a.regions.as_ref().map(|(_, f)| f),
+        &a.command[0],
+    )?;
+    let refine_filter = match &a.refine {
+        Refine::Regions(_, f) => library_filter("--refine", Some(f), &a.command[0])?,
+        _ => String::new(),
+    };
     let thread_filter = a.threads.as_ref().map_or(String::new(), |(_, s)| {
         s.iter()
             .map(|t| t.to_string())
@@ -360,8 +385,13 @@ pub fn run(a: Args) -> CliResult {
         )
         .with_env(
             "NUMALAB_PROFILE_REFINE",
-            if a.refine { "auto" } else { "off" },
+            if matches!(a.refine, Refine::Off) {
+                "off"
+            } else {
+                "auto"
+            },
         )
+        .with_env("NUMALAB_PROFILE_REFINE_REGIONS", refine_filter)
         .with_env("NUMALAB_PROFILE_REGIONS", region_filter)
         .with_env("NUMALAB_PROFILE_THREADS", thread_filter)
         .with_env(
@@ -446,6 +476,9 @@ fn analyse(m: &Machine, a: &Args, records: &Path) -> Profile {
         a.regions.as_ref().map(|(t, f)| (t.as_str(), f)),
         a.threads.as_ref().map(|(t, _)| t.as_str()),
     );
+    if let Refine::Regions(t, _) = &a.refine {
+        p.selection.get_or_insert_default().refine_regions = Some(t.clone());
+    }
     if let Some(w) = missing {
         p.warnings = vec![w];
     }

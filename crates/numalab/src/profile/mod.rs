@@ -269,6 +269,9 @@ pub struct Selection {
     pub regions_left_out: u64,
     /// Faults of threads outside the set, not recorded.
     pub samples_of_other_threads: u64,
+    /// The `--refine` filter: the regions whose lines refinement watched.
+    #[serde(default)]
+    pub refine_regions: Option<String>,
 }
 
 /// Names for what the records hold only as addresses.

@@ -239,6 +239,9 @@ fn selection_line(sel: &crate::profile::Selection) -> String {
             sel.samples_of_other_threads
         ));
     }
+    if let Some(r) = &sel.refine_regions {
+        parts.push(format!("refinement within {r}"));
+    }
     format!("selected: {}\n", parts.join("; "))
 }
 
