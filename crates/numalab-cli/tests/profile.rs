@@ -414,6 +414,102 @@ fn refinement_within_a_region_watches_only_its_lines() {
     }
 }
 
+/// `numalab compare` on two profiles matches their regions by site and
+/// tests each remote share: two runs of the same program on one node
+/// differ in nothing that can be tested; a copy whose array A was made
+/// all remote differs in A (and in the program's share), nowhere else.
+#[test]
+fn two_profiles_compare_region_by_region() {
+    let dir = scratch("profile-compare");
+    let (_, _) = profile_truth_passes(&dir.join("a"), &["--rate", "2000"], "10");
+    let (_, _) = profile_truth_passes(
+        &dir.join("b"),
+        &["--rate", "2000", "--regions", "heap"],
+        "10",
+    );
+    let (pa, pb) = (dir.join("a/profile.json"), dir.join("b/profile.json"));
+    let r = numalab(&[
+        "compare",
+        "--json",
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let c = parse_json(&r.out, "compare of two profiles");
+    let a_line = truth_line("a = malloc(A_BYTES)");
+    let site_a = format!("main profile_truth.c:{a_line} ");
+    let regions = c["regions"].as_array().unwrap();
+    let a = regions
+        .iter()
+        .find(|r| r["site"].as_str().unwrap().starts_with(&site_a))
+        .unwrap();
+    assert!(
+        a["samples_a"].as_u64().unwrap() > 0 && a["samples_b"].as_u64().unwrap() > 0,
+        "{a}"
+    );
+    assert_eq!(
+        a["remote"]["changed"],
+        Value::Null,
+        "one node: all local, nothing to test: {a}"
+    );
+    // The mapping C was left out of B by --regions heap.
+    let c_line = truth_line("c = mmap(NULL, C_BYTES");
+    let cmap = regions.iter().find(|r| r["kind"] == "mmap").unwrap();
+    assert!(
+        cmap["site"]
+            .as_str()
+            .unwrap()
+            .contains(&format!(":{c_line} ")),
+        "{cmap}"
+    );
+    assert_eq!(cmap["samples_b"], Value::Null);
+    assert!(
+        c["warnings"].to_string().contains("profile B was limited"),
+        "{c}"
+    );
+    // A copy of A's profile with array A's samples all remote.
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&pa).unwrap()).unwrap();
+    for r in v["regions"].as_array_mut().unwrap() {
+        if r["site"].as_str().unwrap().starts_with(&site_a) {
+            let n = r["samples"].as_u64().unwrap();
+            r["accesses"] = serde_json::json!({"0": {"1": n}});
+        }
+    }
+    let moved = dir.join("moved.json");
+    std::fs::write(&moved, v.to_string()).unwrap();
+    let r = numalab(&["compare", pa.to_str().unwrap(), moved.to_str().unwrap()]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let text = &r.out;
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("  heap {site_a}")))
+        .unwrap_or_else(|| panic!("{text}"));
+    let block = lines[at..at + 3].join("\n");
+    assert!(
+        block.contains("remote 0.0% → 100.0%, +100.0 points (p < 0.001 corrected: changed)"),
+        "{block}"
+    );
+    assert!(text.contains("remote share: 0.0% → "), "{text}");
+    // A profile and a result: refused.
+    let bench = dir.join("bench.json");
+    std::fs::write(&bench, r#"{"command": "bench", "schema_version": "1"}"#).unwrap();
+    fails(
+        &["compare", pa.to_str().unwrap(), bench.to_str().unwrap()],
+        "profile.json is a profile and ",
+    );
+    fails(
+        &[
+            "compare",
+            pa.to_str().unwrap(),
+            moved.to_str().unwrap(),
+            "--html",
+            dir.join("c.html").to_str().unwrap(),
+        ],
+        "--html compares results; two profiles compare as text or --json",
+    );
+}
+
 #[test]
 fn a_measured_latency_matrix_prices_the_accesses() {
     let dir = scratch("profile-machine");

@@ -323,6 +323,40 @@ fn ratio_interval(a: &[f64], b: &[f64], table: Option<&LowerTail>) -> (f64, f64)
     (diffs[k - 1].exp(), diffs[mn - k].exp())
 }
 
+/// Two-sided p-value that two shares, `k1` of `n1` and `k2` of `n2`, are
+/// equal: the pooled two-proportion z-test (R's `prop.test` without
+/// continuity correction). `None` when a side has no trials or the pooled
+/// share is 0 or 1 (no variance: equal, or nothing to test).
+pub fn two_proportion_p(k1: u64, n1: u64, k2: u64, n2: u64) -> Option<f64> {
+    if n1 == 0 || n2 == 0 || k1 > n1 || k2 > n2 {
+        return None;
+    }
+    let (n1f, n2f) = (n1 as f64, n2 as f64);
+    let pooled = (k1 + k2) as f64 / (n1f + n2f);
+    if pooled <= 0.0 || pooled >= 1.0 {
+        return None;
+    }
+    let se = (pooled * (1.0 - pooled) * (1.0 / n1f + 1.0 / n2f)).sqrt();
+    let z = (k1 as f64 / n1f - k2 as f64 / n2f) / se;
+    Some(erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0))
+}
+
+/// Holm's step-down correction of a family of p-values: the adjusted
+/// p-values, in the same order (each at most 1, never below an earlier
+/// one in ascending order).
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let m = p.len();
+    let mut out = vec![1.0; m];
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
+        out[i] = running;
+    }
+    out
+}
+
 /// Complementary error function: the power series of erf where it converges
 /// without much cancellation, the continued fraction of erfc beyond; both
 /// better than 1e-12 relative where a p-value can be told from 0.
@@ -454,6 +488,33 @@ mod tests {
 
     /// erfc against known values: erfc(1) = 0.157299207050285,
     /// erfc(3) = 2.20904969985854e-5, erfc(0.5) = 0.479500122186953.
+    #[test]
+    fn two_proportions_match_r() {
+        // prop.test(c(45, 30), c(100, 100), correct = FALSE): p = 0.02846.
+        let p = two_proportion_p(45, 100, 30, 100).unwrap();
+        assert!(close(p, 0.028_459_736, 1e-6), "{p}");
+        // Symmetric, and 1 for equal shares.
+        assert_eq!(two_proportion_p(30, 100, 45, 100), Some(p));
+        assert!(close(
+            two_proportion_p(10, 40, 25, 100).unwrap(),
+            1.0,
+            1e-12
+        ));
+        assert_eq!(two_proportion_p(0, 10, 0, 20), None);
+        assert_eq!(two_proportion_p(1, 0, 0, 20), None);
+        assert_eq!(two_proportion_p(11, 10, 0, 20), None);
+    }
+
+    #[test]
+    fn holm_adjusts_step_down() {
+        // p.adjust(c(0.01, 0.04, 0.03, 0.5), "holm") = 0.04 0.09 0.09 0.5.
+        let adj = holm(&[0.01, 0.04, 0.03, 0.5]);
+        for (a, b) in adj.iter().zip([0.04, 0.09, 0.09, 0.5]) {
+            assert!(close(*a, b, 1e-12), "{adj:?}");
+        }
+        assert!(holm(&[]).is_empty());
+    }
+
     #[test]
     fn erfc_known_values() {
         assert!(close(erfc(1.0), 0.157_299_207_050_285, 1e-13));

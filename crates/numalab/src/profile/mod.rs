@@ -8,6 +8,7 @@
 //! of the page) matrix, its remote share, where its pages were, and the
 //! threads that touched it. [`symbols`] names the allocation sites.
 
+pub mod compare;
 pub mod diagnose;
 pub mod filter;
 pub mod latency;
