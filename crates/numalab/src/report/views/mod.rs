@@ -24,6 +24,7 @@ pub mod pdm;
 pub mod place;
 pub mod policies;
 pub mod profile;
+pub mod profile_html;
 pub mod scaling;
 pub mod scenarios;
 pub mod scenarios_part;
