@@ -355,40 +355,30 @@ fn page_lanes(pm: &PageMap, m: &Machine) -> (Vec<Lane>, Vec<LaneKey>) {
     let mut seen: BTreeSet<u32> = BTreeSet::new();
     let mut unknown = false;
     let mut cell = 0u64;
+    // (first page, end, node, samples) of the node lane.
+    let mut spans: Vec<(u64, u64, Option<i32>, u64)> = Vec::new();
     for run in &pm.runs {
         let a = (cell * pm.pages_per_cell).min(pm.pages);
         cell += run.cells;
         let b = (cell * pm.pages_per_cell).min(pm.pages);
-        let pages = if b > a + 1 {
-            format!("pages {a}–{} ({} pages)", b - 1, b - a)
-        } else {
-            format!("page {a}")
-        };
-        let samples = if run.samples > 0 {
-            format!(", {} samples", run.samples)
-        } else {
-            String::new()
-        };
+        let pages = page_range(a, b);
+        let samples = samples_suffix(run.samples);
         match run.node {
             Some(n) if n >= 0 => {
                 seen.insert(n as u32);
-                nodes.segments.push(Segment {
-                    from: a as f64,
-                    to: b as f64,
-                    series: Some(n as usize),
-                    tooltip: format!("{pages}: on {}{samples}", node_label(m, n as u32)),
-                });
             }
             Some(_) => {}
-            None => {
-                unknown = true;
-                nodes.segments.push(Segment {
-                    from: a as f64,
-                    to: b as f64,
-                    series: None,
-                    tooltip: format!("{pages}: node unknown{samples}"),
-                });
+            None => unknown = true,
+        }
+        // Runs differ by their accessing node too: side by side on one
+        // node they would draw seams, so the node lane joins them.
+        match spans.last_mut() {
+            Some(s) if s.2 == run.node && s.1 == a => {
+                s.1 = b;
+                s.3 += run.samples;
             }
+            _ if run.node == Some(-1) => {}
+            _ => spans.push((a, b, run.node, run.samples)),
         }
         if let Some(c) = run.from {
             seen.insert(c);
@@ -400,6 +390,23 @@ fn page_lanes(pm: &PageMap, m: &Machine) -> (Vec<Lane>, Vec<LaneKey>) {
             });
         }
     }
+    nodes.segments = spans
+        .into_iter()
+        .map(|(a, b, node, samples)| Segment {
+            from: a as f64,
+            to: b as f64,
+            series: node.map(|n| n as usize),
+            tooltip: format!(
+                "{}: {}{}",
+                page_range(a, b),
+                node.map_or("node unknown".into(), |n| format!(
+                    "on {}",
+                    node_label(m, n as u32)
+                )),
+                samples_suffix(samples)
+            ),
+        })
+        .collect();
     let mut keys: Vec<LaneKey> = seen
         .into_iter()
         .map(|n| LaneKey {
@@ -414,6 +421,23 @@ fn page_lanes(pm: &PageMap, m: &Machine) -> (Vec<Lane>, Vec<LaneKey>) {
         });
     }
     (vec![nodes, from], keys)
+}
+
+/// `pages 4–7 (4 pages)`, or `page 4`.
+fn page_range(a: u64, b: u64) -> String {
+    if b > a + 1 {
+        format!("pages {a}–{} ({} pages)", b - 1, b - a)
+    } else {
+        format!("page {a}")
+    }
+}
+
+fn samples_suffix(n: u64) -> String {
+    if n > 0 {
+        format!(", {n} samples")
+    } else {
+        String::new()
+    }
 }
 
 /// Every thread's spans on nodes over time (the most sampled threads when
@@ -790,13 +814,15 @@ mod tests {
         assert!(map_a.contains(
             "its allocation at 0x70000000: 256 pages of 4 KiB, one cell a page, 4 samples"
         ));
+        // The node lane is one stretch (its runs differ only by who
+        // accessed them); the accessing lane has pages 0 and 5.
         assert_eq!(
             map_a.matches("class=\"bar segment s1\"").count(),
-            5,
+            2,
             "{map_a}"
         );
         assert_eq!(map_a.matches("class=\"bar segment s0\"").count(), 1);
-        assert!(map_a.contains("<title>pages 1–4 (4 pages): on node 1</title>"));
+        assert!(map_a.contains("<title>pages 0–255 (256 pages): on node 1, 4 samples</title>"));
         assert!(map_a.contains("<title>page 0: accessed most from node 0, 3 samples</title>"));
         assert!(map_a.contains("<title>page 5: accessed most from node 1, 1 samples</title>"));
         assert!(part(&h, "page-map-2", "</div>").contains("64 pages of 4 KiB"));
