@@ -4,7 +4,8 @@
 //! say which of its allocations were accessed from which node.
 //!
 //! The sampling is `crates/numalab-preload`; the analysis
-//! `numalab::profile`; the text `numalab::report::views::profile`.
+//! `numalab::profile`; the text `numalab::report::views::profile`, the page
+//! `numalab::report::views::profile_html`.
 
 use crate::args::{choice, percent, seconds, size, whole};
 use crate::launch_args::{plan, LaunchArgs};
@@ -14,6 +15,7 @@ use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
 use numalab::profile::{build, symbols, Profile};
 use numalab::report::files::write_atomically;
 use numalab::report::views::profile::render;
+use numalab::report::views::profile_html::render_html;
 use numalab::Machine;
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -54,7 +56,7 @@ pub struct Args {
     /// region's accesses are then priced in ns, not only by SLIT distance.
     #[arg(long, value_name = "FILE")]
     machine: Option<PathBuf>,
-    /// Folder for profile.json, profile.txt and the raw records.
+    /// Folder for profile.json, profile.txt, profile.html and the raw records.
     #[arg(
         short = 'o',
         long,
@@ -79,9 +81,10 @@ fn refine_mode(t: &str) -> Result<bool, String> {
 }
 
 /// The files this command writes in its folder.
-const OURS: [&str; 4] = [
+const OURS: [&str; 5] = [
     "profile.json",
     "profile.txt",
+    "profile.html",
     "records.bin",
     "records.bin.maps",
 ];
@@ -294,6 +297,7 @@ pub fn run(a: Args) -> CliResult {
     for (name, body) in [
         ("profile.json", json.clone() + "\n"),
         ("profile.txt", text.clone()),
+        ("profile.html", render_html(&profile, &m)),
     ] {
         let path = a.output.join(name);
         write_atomically(&path, body.as_bytes())
