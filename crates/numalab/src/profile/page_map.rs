@@ -92,7 +92,7 @@ impl Allocation {
     }
 
     fn page_count(&self, ps: u64) -> u64 {
-        (self.start + self.len.max(1) - 1) / ps - self.first_page(ps) + 1
+        self.start.saturating_add(self.len.max(1) - 1) / ps - self.first_page(ps) + 1
     }
 
     /// The node of every page, and since which record, when the latest
@@ -125,7 +125,7 @@ pub fn page_maps(
         live.range(..=addr)
             .next_back()
             .map(|(_, &i)| i)
-            .filter(|&i| addr < allocs[i].start + allocs[i].len)
+            .filter(|&i| addr < allocs[i].start.saturating_add(allocs[i].len))
     };
     for (at, r) in records.iter().enumerate() {
         match r.kind {
@@ -147,7 +147,7 @@ pub fn page_maps(
                 let end = r.addr.saturating_add(r.size);
                 let gone: Vec<u64> = live
                     .range(..end)
-                    .filter(|(_, &i)| allocs[i].start + allocs[i].len > r.addr)
+                    .filter(|(_, &i)| allocs[i].start.saturating_add(allocs[i].len) > r.addr)
                     .map(|(k, _)| *k)
                     .collect();
                 for k in gone {

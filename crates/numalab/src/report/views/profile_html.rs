@@ -127,16 +127,7 @@ fn header(h: &mut String, p: &Profile) {
     if !p.diagnoses.is_empty() {
         h.push_str("<h3>Diagnoses</h3>\n<ul id=\"profile-diagnoses\">\n");
         for d in &p.diagnoses {
-            let numbers = format!(
-                "{} samples, remote {} (95% CI {}–{}); {} of the pages on node {}; accessed from nodes {}",
-                d.samples,
-                percent(Some(d.remote_share)),
-                percent(Some(d.remote_ci[0])),
-                percent(Some(d.remote_ci[1])),
-                percent(Some(d.pages_share)),
-                d.pages_node,
-                join(&d.accessing_nodes)
-            );
+            let numbers = diagnosis_numbers(d);
             let _ = writeln!(
                 h,
                 "<li data-kind=\"{}\"><strong>[{}]</strong> {}<br><span class=\"note\">{}</span><br>fix: <code>{}</code></li>",
@@ -150,6 +141,35 @@ fn header(h: &mut String, p: &Profile) {
         h.push_str("</ul>\n");
     }
     h.push_str("</section>\n");
+}
+
+/// A diagnosis's numbers, as its kind has them.
+fn diagnosis_numbers(d: &crate::profile::diagnose::Diagnosis) -> String {
+    let remote = format!(
+        "remote {} (95% CI {}–{})",
+        percent(Some(d.remote_share)),
+        percent(Some(d.remote_ci[0])),
+        percent(Some(d.remote_ci[1]))
+    );
+    match d.kind.as_str() {
+        // Watchpoint hits, not page samples.
+        "false-sharing" | "shared-write" => {
+            format!("{} hits whose CPU is known, {remote}", d.samples)
+        }
+        _ if d.thread.is_some() => format!(
+            "{} samples, {remote}; {} of them of pages on node {}",
+            d.samples,
+            percent(Some(d.pages_share)),
+            d.pages_node
+        ),
+        _ => format!(
+            "{} samples, {remote}; {} of the pages on node {}; accessed from nodes {}",
+            d.samples,
+            percent(Some(d.pages_share)),
+            d.pages_node,
+            join(&d.accessing_nodes)
+        ),
+    }
 }
 
 fn join(v: &[u32]) -> String {
@@ -657,6 +677,7 @@ fn refinement(h: &mut String, r: &Refinement) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::diagnose::Diagnosis;
     use crate::profile::record::{Kind, Record};
     use crate::profile::refine::{LineProfile, WordProfile};
     use crate::profile::{build, StaticObject, Symbolizer};
@@ -718,6 +739,20 @@ mod tests {
         ]);
         let mut p = build(&m, vec!["./app".into(), "<b>".into()], &records, &Names);
         p.warnings.push("a <warning> & more".into());
+        p.diagnoses.push(Diagnosis {
+            kind: "one-node-shared".into(),
+            region: Some(0),
+            thread: None,
+            site: p.regions[0].site.clone(),
+            pages_node: 1,
+            pages_share: 1.0,
+            accessing_nodes: vec![0, 1],
+            samples: 40,
+            remote_share: 0.75,
+            remote_ci: [0.6, 0.86],
+            text: "shared from one node".into(),
+            fix: "numalab run --interleave 0-1 -- ./app".into(),
+        });
         p.refinement = Some(Refinement {
             unavailable: None,
             write_probes: 4,
@@ -782,6 +817,7 @@ mod tests {
         // A: 4 samples, 3 remote; B: 2 local: half of all remote.
         assert!(h.contains(">6 samples, 50% remote</p>"), "{h}");
         assert!(h.contains("<li>a &lt;warning&gt; &amp; more</li>"));
+        assert!(h.contains("<li data-kind=\"one-node-shared\"><strong>[one-node-shared]</strong> shared from one node<br><span class=\"note\">40 samples, remote 75% (95% CI 60%–86%); 100% of the pages on node 1; accessed from nodes 0, 1</span><br>fix: <code>numalab run --interleave 0-1 -- ./app</code></li>"), "{h}");
         // Nothing of the hostile site goes through unescaped.
         assert!(!h.contains("<script>") && !h.contains("<b>"));
         assert!(h.contains("fill &lt;script&gt;x&lt;/script&gt;.c:12"));
