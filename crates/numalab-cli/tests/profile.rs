@@ -48,7 +48,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
     assert!(program_out.contains("sums right"), "{program_out}");
     let v = parse_json(json, "numalab profile --json");
-    assert_eq!(v["schema_version"], "1.2");
+    assert_eq!(v["schema_version"], "1.3");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
     let c = &v["cost"];
@@ -106,6 +106,29 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         assert_eq!(a["remote_share"], 0.0);
         assert_eq!(a["accesses"]["0"]["0"], samples);
     }
+    // Its page map: every page the array touches (malloc's header puts it
+    // off a page boundary), in at most 2048 cells, every sample in them.
+    let map = &a["page_map"];
+    let address = map["address"].as_u64().unwrap();
+    assert_eq!(map["address"], a["first_address"]);
+    let pages = map["pages"].as_u64().unwrap();
+    assert_eq!(pages, (address % 4096 + 33554432).div_ceil(4096), "{map}");
+    let per_cell = map["pages_per_cell"].as_u64().unwrap();
+    assert_eq!(per_cell, pages.div_ceil(2048));
+    assert_eq!(map["samples"], samples);
+    let runs = map["runs"].as_array().unwrap();
+    let sum = |key: &str| -> u64 { runs.iter().map(|r| r[key].as_u64().unwrap_or(0)).sum() };
+    assert_eq!(sum("cells"), pages.div_ceil(per_cell));
+    assert_eq!(sum("samples"), samples);
+    // A sampled page's node is its sample's: always known.
+    assert!(runs
+        .iter()
+        .filter(|r| r.get("from").is_some())
+        .all(|r| r["node"].as_i64().is_some_and(|n| n >= 0)));
+    if nodes == 1 {
+        // All present pages on node 0 at exit: that places every page.
+        assert!(runs.iter().all(|r| r["node"] == 0), "{map}");
+    }
     // Two reader threads, each named with its samples.
     let threads = a["threads"].as_object().unwrap();
     assert_eq!(threads.len(), 2, "{threads:?}");
@@ -130,6 +153,36 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     assert!(
         text.contains("  1. heap 32 MiB in 1 allocation at mode_sample hazards.c:"),
         "{text}"
+    );
+    // And the page: self-contained (no script, nothing to fetch), with
+    // the array's page map first.
+    let html = std::fs::read_to_string(out.join("profile.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.contains(&format!("<title>numalab profile: {prog}</title>")));
+    assert!(html.contains("<svg"));
+    assert!(!html.contains("<script") && !html.contains(" src="));
+    let at = html
+        .find("<div id=\"page-map-1\"")
+        .expect("page map of region 1");
+    let map_html = &html[at..at + html[at..].find("</div>").unwrap()];
+    assert!(
+        map_html.contains("<h3>1. mode_sample hazards.c:"),
+        "{map_html}"
+    );
+    assert!(map_html.contains("id=\"fig-page-map-1\""), "{map_html}");
+    assert!(
+        map_html.contains(&format!(
+            "its allocation at {address:#x}: {pages} pages of 4 KiB, one cell per {per_cell} pages, {samples} samples."
+        )),
+        "{map_html}"
+    );
+    // One timeline row per thread.
+    let at = html.find("id=\"sec-threads\"").unwrap();
+    let timelines = &html[at..at + html[at..].find("</section>").unwrap()];
+    assert_eq!(
+        timelines.matches("class=\"tick lane-label\"").count(),
+        v["threads"].as_array().unwrap().len(),
+        "{timelines}"
     );
 }
 
@@ -755,6 +808,18 @@ fn the_commands_exit_status_and_signal_are_passed_on() {
         "exit 7",
     ]);
     assert_eq!(r.rc, 7, "{}", r.err);
+    // Its own files (profile.html among them) do not stop a second run.
+    let r = numalab(&[
+        "profile",
+        "-o",
+        dir.join("a").to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exit 7",
+    ]);
+    assert_eq!(r.rc, 7, "{}", r.err);
+    assert!(dir.join("a/profile.html").is_file());
     let r = numalab(&[
         "profile",
         "-o",

@@ -5,7 +5,8 @@
 //! say which of its allocations were accessed from which node.
 //!
 //! The sampling is `crates/numalab-preload`; the analysis
-//! `numalab::profile`; the text `numalab::report::views::profile`.
+//! `numalab::profile`; the text `numalab::report::views::profile`, the page
+//! `numalab::report::views::profile_html`.
 
 use crate::args::{percent, seconds, size, whole, Typed};
 use crate::launch_args::{plan, LaunchArgs};
@@ -16,6 +17,7 @@ use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
 use numalab::profile::{build, symbols, Profile};
 use numalab::report::files::write_atomically;
 use numalab::report::views::profile::render;
+use numalab::report::views::profile_html::render_html;
 use numalab::text::format::excerpt;
 use numalab::{IdSet, Machine};
 use std::ffi::{OsStr, OsString};
@@ -71,7 +73,7 @@ pub struct Args {
     /// region's accesses are then priced in ns, not only by SLIT distance.
     #[arg(long, value_name = "FILE")]
     machine: Option<PathBuf>,
-    /// Folder for profile.json, profile.txt and the raw records.
+    /// Folder for profile.json, profile.txt, profile.html and the raw records.
     #[arg(
         short = 'o',
         long,
@@ -187,9 +189,10 @@ fn refine_mode() -> Typed<Refine> {
 }
 
 /// The files this command writes in its folder.
-const OURS: [&str; 4] = [
+const OURS: [&str; 5] = [
     "profile.json",
     "profile.txt",
+    "profile.html",
     "records.bin",
     "records.bin.maps",
 ];
@@ -424,6 +427,7 @@ pub fn run(a: Args) -> CliResult {
     for (name, body) in [
         ("profile.json", json.clone() + "\n"),
         ("profile.txt", text.clone()),
+        ("profile.html", render_html(&profile, &m)),
     ] {
         let path = a.output.join(name);
         write_atomically(&path, body.as_bytes())

@@ -392,6 +392,7 @@ mod tests {
             threads: BTreeMap::new(),
             first_touch: None,
             pages_over_time: Vec::new(),
+            page_map: None,
         }
     }
 

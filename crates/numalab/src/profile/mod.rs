@@ -12,6 +12,7 @@ pub mod compare;
 pub mod diagnose;
 pub mod filter;
 pub mod latency;
+pub mod page_map;
 #[path = "../../../numalab-preload/src/record.rs"]
 pub mod record;
 pub mod refine;
@@ -77,7 +78,15 @@ pub struct RegionProfile {
     pub first_touch: Option<FirstTouches>,
     /// Its pages by node at the sampler's snapshots, while it lived.
     pub pages_over_time: Vec<PageSnapshot>,
+    /// Its most sampled allocation page by page (the [`MAPPED_REGIONS`]
+    /// most sampled regions only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_map: Option<page_map::PageMap>,
 }
+
+/// Regions that keep their page map: the most sampled, which are the ones
+/// worth drawing, and a bound on the JSON.
+pub const MAPPED_REGIONS: usize = 6;
 
 /// Pages by node of a region (its allocations together) at one moment.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -389,6 +398,8 @@ pub fn build(
     let mut refine_book: Vec<Record> = Vec::new();
     let mut half_by_region = false;
     let mut write_probes = 0u64;
+    // The site of each Alloc record, in order, for the page maps.
+    let mut alloc_sites: Vec<usize> = Vec::new();
     for r in records {
         match r.kind {
             Kind::Start => {
@@ -450,6 +461,7 @@ pub fn build(
                     });
                     sites.len() - 1
                 });
+                alloc_sites.push(site);
                 sites[site].allocations += 1;
                 sites[site].bytes += r.size;
                 live.insert(
@@ -579,9 +591,11 @@ pub fn build(
         }
     }
     let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
+    let page_maps = page_map::page_maps(m, records, &alloc_sites, sites.len(), page_size);
     let mut regions: Vec<RegionProfile> = sites
         .into_iter()
-        .map(|s| {
+        .zip(page_maps)
+        .map(|(s, page_map)| {
             let located: u64 = s.accesses.values().flat_map(|v| v.values()).sum();
             let stack: Vec<String> = s
                 .stack
@@ -623,6 +637,7 @@ pub fn build(
                         pages_by_node,
                     })
                     .collect(),
+                page_map,
             }
         })
         .collect();
@@ -642,6 +657,9 @@ pub fn build(
             .then(present(b).cmp(&present(a)))
             .then(b.bytes.cmp(&a.bytes))
     });
+    for r in regions.iter_mut().skip(MAPPED_REGIONS) {
+        r.page_map = None;
+    }
     // Threads seen only at their end (no sampled fault) are left out.
     let threads = threads
         .into_iter()
@@ -780,6 +798,7 @@ fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> RegionPro
         threads: BTreeMap::new(),
         first_touch: None,
         pages_over_time: Vec::new(),
+        page_map: None,
     }
 }
 
@@ -956,7 +975,18 @@ mod tests {
                 pages_by_node: BTreeMap::from([(-1, 127), (1, 128)])
             }]
         );
+        // Its one allocation page by page: the sampled page on node 1, read
+        // from node 0; the count at exit puts the other pages on node 1.
+        let map = heap_region.page_map.as_ref().unwrap();
+        assert_eq!((map.address, map.pages, map.pages_per_cell), (heap, 256, 1));
+        let runs: Vec<_> = map
+            .runs
+            .iter()
+            .map(|r| (r.cells, r.node, r.from, r.samples))
+            .collect();
+        assert_eq!(runs, [(1, Some(1), Some(0), 3), (255, Some(1), None, 0)]);
         let find = |site: &str| p.regions.iter().find(|r| r.site == site).unwrap();
+        assert!(find("big_table").page_map.is_none(), "located only");
         let big = find("big_table");
         assert_eq!((big.kind.as_str(), big.sampled), ("static", false));
         assert_eq!(big.object.as_deref(), Some("prog"));

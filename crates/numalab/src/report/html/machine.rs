@@ -201,6 +201,7 @@ fn distances(h: &mut String, m: &Machine) {
                 unit: String::new(),
                 decimals: 0,
                 higher_is_better: false,
+                scale_note: None,
                 row_groups: Vec::new(),
                 col_groups: Vec::new(),
             },

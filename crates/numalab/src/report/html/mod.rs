@@ -69,13 +69,7 @@ pub fn render(doc: &ReportResults) -> String {
     let tabs = report_tables(doc);
     let mut h = String::with_capacity(1 << 20);
     let title = page_title(doc);
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"numalab {}\">\n<title>{}</title>\n<style>{PAGE_CSS}{}</style>\n</head>\n<body>\n<main>\n",
-        esc(&doc.numalab_version),
-        esc(&title),
-        svg::CHART_CSS
-    );
+    open_page(&mut h, &title, &doc.numalab_version);
     header(&mut h, doc, &title);
     summary(&mut h, doc);
     parts(&mut h, doc, &tabs.tables);
@@ -94,14 +88,33 @@ pub fn render(doc: &ReportResults) -> String {
         }
     }
     environment(&mut h, doc);
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<p class=\"note\">Made by numalab {} (results schema {} {}). Every number is in <a href=\"results.json\">results.json</a> and the CSV files beside this page.</p>\n</main>\n</body>\n</html>\n",
+        "<p class=\"note\">Made by numalab {} (results schema {} {}). Every number is in <a href=\"results.json\">results.json</a> and the CSV files beside this page.</p>",
         esc(&doc.numalab_version),
         esc(&doc.schema),
         esc(&doc.schema_version)
     );
+    close_page(&mut h);
     h
+}
+
+/// Opens a self-contained page: its head with `title`, the page's styles
+/// and the charts' ([`svg::CHART_CSS`]), then its body's `<main>`; text
+/// in it is escaped here. [`close_page`] closes it.
+pub(crate) fn open_page(h: &mut String, title: &str, numalab_version: &str) {
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"numalab {}\">\n<title>{}</title>\n<style>{PAGE_CSS}{}</style>\n</head>\n<body>\n<main>\n",
+        esc(numalab_version),
+        esc(title),
+        svg::CHART_CSS
+    );
+}
+
+/// Closes what [`open_page`] opened.
+pub(crate) fn close_page(h: &mut String) {
+    h.push_str("</main>\n</body>\n</html>\n");
 }
 
 /// `numalab report: HOST` (or the topology file's name).
@@ -364,6 +377,15 @@ pub struct Section<'a> {
 }
 
 impl<'a> Section<'a> {
+    /// A section of a page other than the report (no report tables).
+    pub(crate) fn standalone(h: &'a mut String, machine: &'a Machine) -> Self {
+        Section {
+            h,
+            tables: &[],
+            machine,
+        }
+    }
+
     /// A section writing into `h`, for a view's own tests.
     #[cfg(test)]
     pub(crate) fn for_tests(h: &'a mut String, tables: &'a [Table], machine: &'a Machine) -> Self {

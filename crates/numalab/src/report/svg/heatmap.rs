@@ -27,6 +27,11 @@ pub struct Heatmap {
     /// Whether high values are the good end (bandwidth) or low ones (latency);
     /// the good end is always the bright (yellow) end of the palette.
     pub higher_is_better: bool,
+    /// What the legend says right of its colour bar instead of "higher
+    /// (lower) is better", for values with no good end (a share of
+    /// accesses); the bright end is then the high one when
+    /// `higher_is_better`.
+    pub scale_note: Option<String>,
     /// Row indexes where a new group starts (a node boundary), drawn as gaps.
     pub row_groups: Vec<usize>,
     /// Column indexes where a new group starts.
@@ -150,7 +155,7 @@ struct Layout<'a> {
     /// Length of the legend's colour bar.
     bar_w: f64,
     /// "lower is better" or "higher is better", right of the bar.
-    note: &'static str,
+    note: String,
     note_x: f64,
     w: f64,
     total_h: f64,
@@ -231,14 +236,14 @@ impl<'a> Layout<'a> {
                 + 14.0
         };
         let bar_w = map_w.clamp(120.0, 240.0).max(ends_w);
-        let note = if h.higher_is_better {
-            "higher is better"
-        } else {
-            "lower is better"
+        let note = match (&h.scale_note, h.higher_is_better) {
+            (Some(n), _) => n.clone(),
+            (None, true) => "higher is better".to_string(),
+            (None, false) => "lower is better".to_string(),
         };
         let note_x = map_left + bar_w + 10.0;
         let w = (map_left + map_w + 16.0)
-            .max(note_x + text_w(note, 11.0) + 16.0)
+            .max(note_x + text_w(&note, 11.0) + 16.0)
             .max(text_w(title, TITLE_SIZE) + 28.0)
             .max(map_left + text_w(&h.col_title, 12.0) + 16.0);
         Layout {
@@ -501,7 +506,7 @@ impl<'a> Layout<'a> {
                 escape(&format!("{}{unit}", fmt(max))),
                 P(self.note_x),
                 P(y + 9.0),
-                self.note
+                escape(&self.note)
             );
         } else {
             let _ = write!(
@@ -632,6 +637,7 @@ mod tests {
             unit: "ns".into(),
             decimals: 0,
             higher_is_better: false,
+            scale_note: None,
             row_groups: vec![16, 32, 48],
             col_groups: vec![16, 32, 48],
         };

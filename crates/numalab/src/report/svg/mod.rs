@@ -13,7 +13,9 @@
 //!   fits under its bar, else one labelled row per bar in side-by-side
 //!   columns, so that no label is ever cut or dropped;
 //! - [`node_graph`]: NUMA nodes on a circle with labelled distance edges,
-//!   CPU-less memory nodes drawn as dashed hexagons.
+//!   CPU-less memory nodes drawn as dashed hexagons;
+//! - [`lane_chart`]: labelled rows of coloured segments along one axis (a
+//!   profiled thread's time on each node, a region's pages by node).
 //!
 //! Style contract. The page that embeds the charts defines the custom
 //! properties `--fg` (text and axes), `--muted` (grid lines, secondary marks),
@@ -35,7 +37,7 @@
 //! its titles, tooltips, coordinates, legend rows, ids, [`CHART_CSS`]),
 //! `metrics` estimates text widths, `axis` plans axes and their ticks,
 //! `format` writes tick labels and exact values, `palette` colours heatmap
-//! cells, and `line`, `heatmap`, `bar` and `graph` each draw one kind of
+//! cells, and `line`, `heatmap`, `bar`, `graph` and `lanes` each draw one kind of
 //! chart: a layout computed first, then drawn piece by piece.
 
 mod axis;
@@ -44,6 +46,7 @@ mod format;
 mod frame;
 mod graph;
 mod heatmap;
+mod lanes;
 mod line;
 mod metrics;
 mod palette;
@@ -61,6 +64,7 @@ pub use bar::{bar_chart, Bar, BarGroup};
 pub use frame::CHART_CSS;
 pub use graph::{node_graph, GraphEdge, GraphNode};
 pub use heatmap::{heatmap, Heatmap};
+pub use lanes::{lane_chart, Lane, LaneKey, Segment};
 pub use line::{line_chart, Marker, PointMark, Series};
 
 #[cfg(test)]

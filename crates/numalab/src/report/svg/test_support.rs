@@ -364,6 +364,7 @@ pub(super) fn sample_heatmap(higher_is_better: bool) -> Heatmap {
         unit: "ns".into(),
         decimals: 1,
         higher_is_better,
+        scale_note: None,
         row_groups: vec![],
         col_groups: vec![],
     }

@@ -523,6 +523,7 @@ fn html(r: &C2cResult, s: &mut Section) {
                 unit: unit.into(),
                 decimals: 0,
                 higher_is_better: false,
+                scale_note: None,
                 row_groups: groups.clone(),
                 col_groups: groups,
             },

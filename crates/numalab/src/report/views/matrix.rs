@@ -481,6 +481,7 @@ fn html(s: &mut Section, r: &MatrixResult, latency: bool) {
             unit: unit.into(),
             decimals: if latency { 0 } else { 1 },
             higher_is_better: !latency,
+            scale_note: None,
             row_groups: Vec::new(),
             col_groups: Vec::new(),
         },

@@ -25,6 +25,7 @@ pub mod place;
 pub mod policies;
 pub mod profile;
 pub mod profile_compare;
+pub mod profile_html;
 pub mod scaling;
 pub mod scenarios;
 pub mod scenarios_part;

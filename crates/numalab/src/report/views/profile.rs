@@ -5,7 +5,7 @@ use crate::profile::{Profile, RegionProfile};
 use crate::text::format::bytes as format_bytes;
 use std::fmt::Write;
 
-fn percent(v: Option<f64>) -> String {
+pub(super) fn percent(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
 }
 
@@ -32,7 +32,7 @@ fn pages(r: &RegionProfile) -> String {
 
 /// Pages per node as "0:12 1:3 absent:5" (-1 not present, -2 beyond the
 /// nodes counted).
-fn node_counts(pages: &std::collections::BTreeMap<i32, u64>) -> String {
+pub(super) fn node_counts(pages: &std::collections::BTreeMap<i32, u64>) -> String {
     pages
         .iter()
         .map(|(n, p)| match n {
@@ -45,7 +45,7 @@ fn node_counts(pages: &std::collections::BTreeMap<i32, u64>) -> String {
 }
 
 /// How the rate was chosen and what sampling cost, as measured.
-fn sampling_line(p: &Profile) -> String {
+pub(super) fn sampling_line(p: &Profile) -> String {
     let Some(c) = &p.cost else {
         return format!("sampling: {} pages a second (cost not measured)", p.rate);
     };
@@ -138,9 +138,22 @@ fn first_touch_line(f: &crate::profile::FirstTouches) -> String {
     )
 }
 
-/// The text view.
 /// Lines shown in the refinement table at most (the JSON has them all).
 const REFINED_LINES_SHOWN: usize = 12;
+
+/// What refinement watched and what it cost, in one sentence.
+pub(super) fn refinement_summary(r: &crate::profile::refine::Refinement) -> String {
+    let cost = match (r.us_per_hit, r.hits_cost_ms) {
+        (Some(us), Some(ms)) => {
+            format!(", {us:.1} µs a hit to the accessing thread: about {ms:.0} ms of the program's time")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{} windows of two words, {:.0} ms watched in all; {} hits{cost}; {} write probes of the lines' pages",
+        r.word_windows, r.watched_ms, r.hits, r.write_probes
+    )
+}
 
 /// The refinement: watch time and cost, then each line's words by node.
 fn refinement(r: &crate::profile::refine::Refinement) -> String {
@@ -149,17 +162,7 @@ fn refinement(r: &crate::profile::refine::Refinement) -> String {
         let _ = writeln!(s, "  not available: {why}");
         return s;
     }
-    let cost = match (r.us_per_hit, r.hits_cost_ms) {
-        (Some(us), Some(ms)) => {
-            format!(", {us:.1} µs a hit to the accessing thread: about {ms:.0} ms of the program's time")
-        }
-        _ => String::new(),
-    };
-    let _ = writeln!(
-        s,
-        "  {} windows of two words, {:.0} ms watched in all; {} hits{cost}; {} write probes of the lines' pages",
-        r.word_windows, r.watched_ms, r.hits, r.write_probes
-    );
+    let _ = writeln!(s, "  {}", refinement_summary(r));
     if r.lines.is_empty() {
         let _ = writeln!(s, "  no watched word was accessed while watched");
     }
@@ -245,6 +248,7 @@ fn selection_line(sel: &crate::profile::Selection) -> String {
     format!("selected: {}\n", parts.join("; "))
 }
 
+/// The text view.
 pub fn render(p: &Profile) -> String {
     let mut s = String::new();
     let _ = writeln!(
