@@ -234,10 +234,9 @@ fn profile_truth(dir: &Path, options: &[&str]) -> (String, serde_json::Value) {
 /// [`profile_truth`] with the program's passes over its arrays.
 fn profile_truth_passes(dir: &Path, options: &[&str], passes: &str) -> (String, serde_json::Value) {
     library_built();
-    let prog = compile_c(
-        "crates/numalab-preload/tests/programs/profile_truth.c",
-        "profile_truth",
-    );
+    // Compiled once: a test compiling it while another runs it would see
+    // "Permission denied" (a file being written cannot be executed).
+    let prog = common::profile_truth_program();
     let _ = std::fs::remove_dir_all(dir);
     let mut args = vec!["profile", "--json"];
     args.extend(options);

@@ -88,16 +88,32 @@ fn env_number(name: &str) -> Option<usize> {
 }
 
 /// Where the pages of the region at `start` are, a record per node, as
-/// it is freed or at exit.
+/// it is freed or at exit, and their runs in address order (for page
+/// maps).
 fn emit_pages(start: usize, len: usize) {
     emit_page_records(start, len, u32::MAX);
 }
 
+/// Runs written per allocation at free or exit at most (512 kB of
+/// records): the rest of a more scattered one is one run, node unknown.
+const MAX_ALLOCATION_RUNS: usize = 16_384;
+
 /// Where the pages of the region at `start` are, a record per node;
 /// `snapshot`: the number of the sampler's snapshot, or `u32::MAX` (freed
-/// or at exit).
+/// or at exit: the runs too).
 fn emit_page_records(start: usize, len: usize, snapshot: u32) {
-    let h = sys::page_histogram(start, len, page_size());
+    let ps = page_size();
+    let end = start.saturating_add(len) / ps * ps;
+    let mut runs =
+        (snapshot == u32::MAX).then(|| places::RunWriter::new(MAX_ALLOCATION_RUNS, end, ps));
+    let h = sys::page_histogram(start, len, ps, |page, node| {
+        if let Some(r) = runs.as_mut() {
+            r.page(page, node);
+        }
+    });
+    if let Some(r) = runs {
+        r.finish();
+    }
     let nodes = h.counts.iter().enumerate().map(|(n, c)| (n as i32, *c));
     for (node, pages) in nodes.chain([(-1, h.absent), (-2, h.beyond)]) {
         if pages > 0 {

@@ -145,53 +145,77 @@ pub fn page_runs(start: usize, len: usize) {
     let ps = page_size();
     let first = start & !(ps - 1);
     let end = start.saturating_add(len).div_ceil(ps) * ps;
-    let mut run: Option<(usize, u64, i32)> = None;
-    let mut runs = 0;
-    let flush = |r: (usize, u64, i32)| {
-        emit(&Record {
-            kind: Kind::PageRun,
-            tid: 0,
-            cpu: u32::MAX,
-            node: r.2,
-            flags: 0,
-            addr: r.0 as u64,
-            size: r.1,
-            time_ns: sys::monotonic_ns(),
-        });
-    };
-    let mut at = first;
-    while at < end {
-        let n = ((end - at) / ps).min(256);
-        let mut pages = [std::ptr::null_mut::<libc::c_void>(); 256];
-        let mut status = [0i32; 256];
-        for (i, p) in pages.iter_mut().take(n).enumerate() {
-            *p = (at + i * ps) as *mut libc::c_void;
+    let mut runs = RunWriter::new(MAX_RUNS, end, ps);
+    sys::page_histogram(first, end - first, ps, |page, node| runs.page(page, node));
+    runs.finish();
+}
+
+/// Builds PageRun records from pages given in address order, at most
+/// `cap` runs: a range more scattered than that ends in one run of the
+/// rest, node unknown (-3).
+pub struct RunWriter {
+    run: Option<(usize, u64, i32)>,
+    runs: usize,
+    cap: usize,
+    end: usize,
+    page_size: usize,
+    done: bool,
+}
+
+impl RunWriter {
+    /// Runs of the pages up to `end`.
+    pub fn new(cap: usize, end: usize, page_size: usize) -> RunWriter {
+        RunWriter {
+            run: None,
+            runs: 0,
+            cap: cap.max(2),
+            end,
+            page_size,
+            done: false,
         }
-        let ok = sys::query_pages(&pages[..n], &mut status[..n]);
-        for (i, &s) in status.iter().take(n).enumerate() {
-            let node = if ok && s >= 0 { s } else { -1 };
-            let page = at + i * ps;
-            run = match run {
-                Some((a, k, nd)) if nd == node => Some((a, k + 1, nd)),
-                Some(r) if runs + 1 >= MAX_RUNS => {
-                    // Too scattered: the rest is one run of unknown node.
-                    flush((r.0, r.1, r.2));
-                    flush((page, ((end - page) / ps) as u64, -3));
-                    return;
-                }
-                Some(r) => {
-                    flush(r);
-                    runs += 1;
-                    Some((page, 1, node))
-                }
-                None => Some((page, 1, node)),
-            };
+    }
+
+    /// The next page and its node.
+    pub fn page(&mut self, page: usize, node: i32) {
+        if self.done {
+            return;
         }
-        at += n * ps;
+        self.run = match self.run {
+            Some((a, k, nd)) if nd == node => Some((a, k + 1, nd)),
+            Some(r) if self.runs + 1 >= self.cap => {
+                flush_run(r);
+                flush_run((page, ((self.end - page) / self.page_size) as u64, -3));
+                self.done = true;
+                None
+            }
+            Some(r) => {
+                flush_run(r);
+                self.runs += 1;
+                Some((page, 1, node))
+            }
+            None => Some((page, 1, node)),
+        };
     }
-    if let Some(r) = run {
-        flush(r);
+
+    /// Writes the last run.
+    pub fn finish(self) {
+        if let Some(r) = self.run.filter(|_| !self.done) {
+            flush_run(r);
+        }
     }
+}
+
+fn flush_run((addr, pages, node): (usize, u64, i32)) {
+    emit(&Record {
+        kind: Kind::PageRun,
+        tid: 0,
+        cpu: u32::MAX,
+        node,
+        flags: 0,
+        addr: addr as u64,
+        size: pages,
+        time_ns: sys::monotonic_ns(),
+    });
 }
 
 /// A ThreadEnd record: how often the kernel moved thread `tid` between

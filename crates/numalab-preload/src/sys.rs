@@ -254,8 +254,14 @@ pub struct Histogram {
 }
 
 /// Where the pages of a region are, by `move_pages` queries of 256 pages
-/// at a time (no allocation).
-pub fn page_histogram(start: usize, len: usize, page_size: usize) -> Histogram {
+/// at a time (no allocation); `each(page, node)` sees every whole page
+/// in address order (node -1: not present).
+pub fn page_histogram(
+    start: usize,
+    len: usize,
+    page_size: usize,
+    mut each: impl FnMut(usize, i32),
+) -> Histogram {
     let mut h = Histogram {
         counts: [0; HISTOGRAM_NODES],
         absent: 0,
@@ -272,11 +278,13 @@ pub fn page_histogram(start: usize, len: usize, page_size: usize) -> Histogram {
             *p = (at + i * page_size) as *mut libc::c_void;
         }
         let ok = query_pages(&pages[..n], &mut status[..n]);
-        for &s in status.iter().take(n) {
-            if !ok || s < 0 {
+        for (i, &s) in status.iter().take(n).enumerate() {
+            let node = if !ok || s < 0 { -1 } else { s };
+            each(at + i * page_size, node);
+            if node < 0 {
                 h.absent += 1;
-            } else if (s as usize) < HISTOGRAM_NODES {
-                h.counts[s as usize] += 1;
+            } else if (node as usize) < HISTOGRAM_NODES {
+                h.counts[node as usize] += 1;
             } else {
                 h.beyond += 1;
             }

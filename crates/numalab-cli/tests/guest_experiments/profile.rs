@@ -121,6 +121,20 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
     assert!(b["remote_share"].as_f64().unwrap() <= 0.05, "{b}");
     let bp = pages(b);
     assert_eq!(bp.len(), 4, "B's slices on every node: {bp:?}");
+    // Its page map, from the page runs written at exit: the slices in
+    // address order, nodes 0, 1, 2, 3 (two CPUs' slices each), every page
+    // placed but the partial ones at either end.
+    let map = &b["page_map"];
+    let (mut seq, mut unknown) = (Vec::<i64>::new(), 0);
+    for r in map["runs"].as_array().unwrap() {
+        match r["node"].as_i64() {
+            Some(n) if seq.last() != Some(&n) => seq.push(n),
+            Some(_) => {}
+            None => unknown += r["cells"].as_u64().unwrap(),
+        }
+    }
+    assert_eq!(seq, [0, 1, 2, 3], "B's pages in address order: {map}");
+    assert!(unknown <= 2, "B: {unknown} cells of unknown node: {map}");
     // C: bound to node 3, read only from node 0: every access remote, at
     // the SLIT distance of 0 to 3.
     let c = region(&arrays, &v, "C");

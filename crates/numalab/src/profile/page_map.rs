@@ -1,12 +1,14 @@
 //! A region's pages in address order: which node each page was on, and
 //! which CPU node accessed it most (profile.html draws it).
 //!
-//! The library records per-page facts only where a page was touched: a
-//! sample carries its page's node and the CPU that faulted, a Touched
-//! record where a first-touched page went. Its page snapshots (PageNodes)
-//! count pages by node without positions, so they place the other pages
-//! only when they count every page on one node. A map therefore shows a
-//! page's node where a record or such a snapshot tells it, else unknown.
+//! The library writes where every page of an allocation is when it is
+//! freed or at exit (PageRun records, in address order); before that, it
+//! records per-page facts only where a page was touched: a sample carries
+//! its page's node and the CPU that faulted, a Touched record where a
+//! first-touched page went. Its page snapshots (PageNodes) count pages by
+//! node without positions, so they place the pages only when they count
+//! every page on one node. A page's node is the latest of these that
+//! tells it, else unknown (records of an older library have no runs).
 //!
 //! A site may have many allocations; its map is of its most sampled one,
 //! so that the pages drawn side by side are neighbours in memory.
@@ -19,6 +21,8 @@ use std::collections::BTreeMap;
 /// Cells a map has at most: more pages share cells, so that the JSON of
 /// one map stays within a few hundred kB whatever the region's size.
 pub const MAX_CELLS: u64 = 2048;
+/// Runs kept per allocation (the library writes at most 16384).
+const MAX_RUNS: usize = 1 << 16;
 
 /// The pages of one allocation of a region, run-length encoded.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -84,6 +88,11 @@ struct Allocation {
     /// The latest page count by node: the snapshot number (`u32::MAX`: at
     /// free or exit), the index of its first record, and the counts.
     counts: Option<(u32, usize, BTreeMap<i32, u64>)>,
+    /// Where its pages were at free or exit: runs of (first page from the
+    /// allocation's first page, pages, node) in address order, and the
+    /// index of their first record.
+    runs: Vec<(u64, u64, i32)>,
+    runs_at: usize,
 }
 
 impl Allocation {
@@ -141,6 +150,8 @@ pub fn page_maps(
                     samples: 0,
                     pages: BTreeMap::new(),
                     counts: None,
+                    runs: Vec::new(),
+                    runs_at: 0,
                 });
             }
             Kind::Free => {
@@ -169,6 +180,19 @@ pub fn page_maps(
                     a.samples += 1;
                     if let Some(c) = m.node_of_cpu(r.cpu) {
                         *page.from.entry(c).or_default() += 1;
+                    }
+                }
+            }
+            Kind::PageRun => {
+                if let Some(i) = owner(&live, &allocs, r.addr) {
+                    let a = &mut allocs[i];
+                    if a.runs.is_empty() {
+                        a.runs_at = at;
+                    }
+                    // -3: past the library's cap, unknown.
+                    if r.node >= -1 && a.runs.len() < MAX_RUNS {
+                        a.runs
+                            .push((r.addr / ps - a.first_page(ps), r.size, r.node));
                     }
                 }
             }
@@ -249,25 +273,49 @@ fn map_of(a: &Allocation, ps: u64) -> PageMap {
 fn cell_of(a: &Allocation, first: u64, end: u64, uniform: Option<(i32, usize)>) -> PageMapRun {
     let mut nodes: BTreeMap<i32, u64> = BTreeMap::new();
     let mut from: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut with_facts = 0;
-    for p in a.pages.range(first..end).map(|(_, p)| p) {
-        with_facts += 1;
-        // A count with every page on one node, taken after the page's own
-        // record, is the later word on it.
-        let node = match (p.node, uniform) {
-            (Some((n, at)), Some((u, since))) => Some(if since > at { u } else { n }),
-            (Some((n, _)), None) => Some(n),
-            (None, u) => u.map(|(u, _)| u),
-        };
-        if let Some(n) = node {
-            *nodes.entry(n).or_default() += 1;
+    // The base: the runs at free or exit where there are any, else a count
+    // with every page on one node; each with the record it dates from.
+    let base_since = if a.runs.is_empty() {
+        uniform.map(|(_, since)| since)
+    } else {
+        Some(a.runs_at)
+    };
+    let base_node = |page: u64| -> Option<i32> {
+        if a.runs.is_empty() {
+            return uniform.map(|(u, _)| u);
+        }
+        let i = a.runs.partition_point(|r| r.0 + r.1 <= page);
+        a.runs.get(i).filter(|r| r.0 <= page).map(|r| r.2)
+    };
+    if a.runs.is_empty() {
+        if let Some((u, _)) = uniform {
+            nodes.insert(u, end - first);
+        }
+    } else {
+        let i = a.runs.partition_point(|r| r.0 + r.1 <= first);
+        for &(rf, rn, node) in a.runs[i..].iter().take_while(|r| r.0 < end) {
+            let k = (rf + rn).min(end) - rf.max(first);
+            *nodes.entry(node).or_default() += k;
+        }
+    }
+    for (&page, p) in a.pages.range(first..end) {
+        // A page's own record later than the base is the later word on it.
+        if let Some((n, at)) = p.node {
+            let newer = base_since.is_none_or(|since| at > since);
+            match base_node(page) {
+                Some(_) if !newer => {}
+                Some(b) => {
+                    if let Some(k) = nodes.get_mut(&b) {
+                        *k = k.saturating_sub(1);
+                    }
+                    *nodes.entry(n).or_default() += 1;
+                }
+                None => *nodes.entry(n).or_default() += 1,
+            }
         }
         for (&c, &k) in &p.from {
             *from.entry(c).or_default() += k;
         }
-    }
-    if let Some((u, _)) = uniform {
-        *nodes.entry(u).or_default() += end - first - with_facts;
     }
     let most = |m: &BTreeMap<i32, u64>| {
         m.iter()
@@ -356,6 +404,54 @@ mod tests {
             ]
         );
         assert_eq!(p.cells(), 16);
+    }
+
+    #[test]
+    fn runs_at_free_place_every_page_and_outrank_earlier_facts() {
+        let m = machine();
+        let a = 0x20_0000u64;
+        let records = vec![
+            rec(Kind::Alloc, u32::MAX, -1, a, 12 * 4096),
+            // Page 2 sampled on node 1 from node 0; page 9 first touched
+            // onto node 3.
+            rec(Kind::Sample, 0, 1, a + 2 * 4096, 0),
+            rec(Kind::Touched, 0, 3, a + 9 * 4096, 0),
+            // At free: pages 0-3 on node 0 (page 2 migrated since its
+            // sample), 4-5 not present, 6-11 on node 1; past the library's
+            // cap (-3) nothing is said.
+            rec(Kind::PageRun, u32::MAX, 0, a, 4),
+            rec(Kind::PageRun, u32::MAX, -1, a + 4 * 4096, 2),
+            rec(Kind::PageRun, u32::MAX, 1, a + 6 * 4096, 5),
+            rec(Kind::PageRun, u32::MAX, -3, a + 11 * 4096, 1),
+            rec(Kind::PageNodes, u32::MAX, 0, a, 4),
+            rec(Kind::PageNodes, u32::MAX, 1, a, 5),
+            rec(Kind::Free, u32::MAX, -1, a, 12 * 4096),
+        ];
+        let maps = page_maps(&m, &records, &[0], 1, 4096);
+        let p = maps[0].as_ref().unwrap();
+        assert_eq!(
+            p.runs,
+            [
+                run(2, Some(0), None, 0),
+                run(1, Some(0), Some(0), 1),
+                run(1, Some(0), None, 0),
+                run(2, Some(-1), None, 0),
+                run(5, Some(1), None, 0),
+                run(1, None, None, 0),
+            ]
+        );
+        // Grouped: a cell takes the node most of its pages are on.
+        let mut big = vec![rec(Kind::Alloc, u32::MAX, -1, a, 4096 * 4096)];
+        big.push(rec(Kind::Sample, 0, 1, a, 0));
+        big.push(rec(Kind::PageRun, u32::MAX, 1, a, 3));
+        big.push(rec(Kind::PageRun, u32::MAX, 0, a + 3 * 4096, 4093));
+        let maps = page_maps(&m, &big, &[0], 1, 4096);
+        let p = maps[0].as_ref().unwrap();
+        assert_eq!(p.pages_per_cell, 2);
+        assert_eq!(
+            p.runs,
+            [run(1, Some(1), Some(0), 1), run(2047, Some(0), None, 0)]
+        );
     }
 
     #[test]

@@ -349,7 +349,7 @@ fn page_maps(h: &mut String, p: &Profile, m: &Machine, ranks: &BTreeMap<usize, u
                 &keys,
             ),
             &format!(
-                "{which} at {:#x}: {} pages of {}, {}, {} samples. Top: the node of the page (of most pages of a cell), as the latest record that placed it says; a gap is a page not present, grey a page no record placed (never sampled or first-touched, and its pages were on several nodes when counted). Bottom: the CPU node whose threads' samples of it were most; empty where none was sampled.",
+                "{which} at {:#x}: {} pages of {}, {}, {} samples. Top: the node of the page (of most pages of a cell), as the latest record that placed it says; a gap is a page not present, grey a page no record placed (a partial page at either end, or a region still live when a program that did not exit normally stopped). Bottom: the CPU node whose threads' samples of it were most; empty where none was sampled.",
                 pm.address,
                 pm.pages,
                 format_bytes(p.page_size),
