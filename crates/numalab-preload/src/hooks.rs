@@ -93,11 +93,12 @@ fn untrack(p: usize, n: usize) -> bool {
     if !active() || n == 0 {
         return false;
     }
+    // Pages are armed only inside tracked regions: disarming each removed
+    // region whole covers every armed page of the range.
     let removed = tables::remove_regions(p, p.saturating_add(n), |s, len| {
         tables::disarm_range(floor(s), s + len, restore);
         crate::emit_pages(s, len);
     });
-    tables::disarm_range(floor(p), p.saturating_add(n), restore);
     if removed > 0 {
         emit(&Record {
             kind: Kind::Free,

@@ -206,6 +206,11 @@ pub struct Refiner {
     spent_ns: u64,
     cpu_node: Vec<u8>,
     lines: Vec<Line>,
+    /// Where each line's address is in `lines`.
+    index: std::collections::HashMap<u64, usize>,
+    /// The pages of the four best ranked lines of two samples or more,
+    /// ranked once a tick (write probes arm them).
+    hot: Vec<usize>,
     /// The round's word pairs, and the next to watch.
     round: Vec<[u64; 2]>,
     next: usize,
@@ -249,6 +254,8 @@ impl Refiner {
             spent_ns: 0,
             cpu_node: if on { cpu_nodes() } else { Vec::new() },
             lines: Vec::new(),
+            index: std::collections::HashMap::new(),
+            hot: Vec::new(),
             round: Vec::new(),
             next: 0,
             window: Vec::new(),
@@ -266,17 +273,18 @@ impl Refiner {
     /// armed again: refinement narrows the sampling to where the
     /// interesting lines are.
     pub fn hot_page(&self, pick: usize) -> Option<usize> {
-        if self.lines.is_empty() {
-            return None;
-        }
-        // One of the four best ranked lines of two samples or more.
+        (!self.hot.is_empty()).then(|| self.hot[pick % self.hot.len()])
+    }
+
+    /// Ranks the lines for [`Refiner::hot_page`].
+    fn rank_hot(&mut self) {
         let mut best: Vec<&Line> = self.lines.iter().filter(|l| l.samples >= 2).collect();
-        if best.is_empty() {
-            return None;
-        }
         best.sort_by_key(|l| std::cmp::Reverse(l.rank()));
-        let l = best[pick % best.len().min(4)];
-        Some(l.addr as usize & !(self.page_size - 1))
+        self.hot = best
+            .iter()
+            .take(4)
+            .map(|l| l.addr as usize & !(self.page_size - 1))
+            .collect();
     }
 
     /// Whether pages are to be armed region by region half the time.
@@ -308,13 +316,14 @@ impl Refiner {
         }
         let addr = r.addr & !(LINE - 1);
         let cpu_node = self.node_of_cpu(r.cpu);
-        let i = match self.lines.iter().position(|l| l.addr == addr) {
-            Some(i) => i,
+        let i = match self.index.get(&addr) {
+            Some(&i) => i,
             None if self.lines.len() < MAX_LINES => {
                 self.lines.push(Line {
                     addr,
                     ..Default::default()
                 });
+                self.index.insert(addr, self.lines.len() - 1);
                 self.lines.len() - 1
             }
             None => {
@@ -325,6 +334,8 @@ impl Refiner {
                 else {
                     return;
                 };
+                self.index.remove(&self.lines[i].addr);
+                self.index.insert(addr, i);
                 self.lines[i] = Line {
                     addr,
                     ..Default::default()
@@ -354,6 +365,9 @@ impl Refiner {
     /// One sampler tick: closes the window that is due, opens the next
     /// while the budget lasts.
     pub fn tick(&mut self, now: u64) {
+        if self.on {
+            self.rank_hot();
+        }
         if !self.on
             || self.spent_ns >= self.budget_ns
             || now < crate::START_NS.load(std::sync::atomic::Ordering::SeqCst) + START_AFTER_NS

@@ -94,7 +94,7 @@ impl RegionFilter {
         match t {
             Term::Stack => r.kind == "stack",
             Term::Static(None) => r.kind == "static",
-            Term::Static(Some(name)) => r.kind == "static" && r.site == *name,
+            Term::Static(Some(name)) => r.kind == "static" && names_match(&r.site, name),
             Term::Address { start, end: e } => r.first_address < *e && *start < end,
             Term::Size { min, max } => (*min..=*max).contains(&r.bytes),
             _ => false,
@@ -206,6 +206,21 @@ fn parse_term(t: &str) -> Result<Term, String> {
     bad(format!("'{}' is not a region term", excerpt(t)))
 }
 
+/// Whether a symbol (mangled or not) is the one the user named: the same
+/// text, its demangled form, or a demangled path ending in `::NAME`
+/// (`site:init` finds the Rust function `prog::init`).
+fn names_match(symbol: &str, wanted: &str) -> bool {
+    if symbol == wanted {
+        return true;
+    }
+    let readable = super::symbols::demangle(symbol);
+    let readable = readable.as_deref().unwrap_or(symbol);
+    readable == wanted
+        || readable
+            .strip_suffix(wanted)
+            .is_some_and(|head| head.ends_with("::"))
+}
+
 fn hex(t: &str) -> Option<u64> {
     u64::from_str_radix(t.trim().strip_prefix("0x")?, 16).ok()
 }
@@ -237,7 +252,7 @@ pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRa
                     let path = o.to_string_lossy();
                     super::symbols::function_symbols(&path)
                         .into_iter()
-                        .filter(|(n, _, _)| n == name)
+                        .filter(|(n, _, _)| names_match(n, name))
                         .map(|(_, value, size)| CodeRange {
                             object: o.clone(),
                             start: value,
@@ -474,6 +489,22 @@ mod tests {
         let f = RegionFilter::parse("0x9100-0x9200").unwrap();
         assert!(!f.keeps(&table) && f.keeps(&stack));
         assert!(RegionFilter::parse("stack").unwrap().keeps(&stack));
+    }
+
+    #[test]
+    fn names_match_mangled_demangled_and_by_last_segments() {
+        assert!(names_match("main", "main"));
+        assert!(names_match("_ZN2ns4makeE", "ns::make"));
+        assert!(names_match("_ZN4prog4init17h0123456789abcdefE", "init"));
+        assert!(names_match(
+            "_ZN4prog4init17h0123456789abcdefE",
+            "prog::init"
+        ));
+        assert!(!names_match("_ZN4prog6reinit17h0123456789abcdefE", "init"));
+        assert!(!names_match("main_loop", "main"));
+        let table = super::super::located_region("static", "prog::TABLE".into(), 4096, 0x1000);
+        assert!(RegionFilter::parse("static:TABLE").unwrap().keeps(&table));
+        assert!(!RegionFilter::parse("static:ABLE").unwrap().keeps(&table));
     }
 
     #[test]

@@ -226,13 +226,74 @@ impl super::Symbolizer for ProgramSymbols {
         let symbols = data_symbols(&path)
             .into_iter()
             .map(|(name, value, size)| super::DataSymbol {
-                name,
+                name: demangle(&name).unwrap_or(name),
                 start: bias.wrapping_add(value),
                 size,
             })
             .collect();
         Some(super::StaticObject { name, symbols })
     }
+}
+
+/// The readable name of a mangled symbol of the nested-name form both C++
+/// (Itanium: `_ZN2ns5tableE` is `ns::table`) and Rust's legacy scheme use
+/// (`_ZN7program5TABLE17h0123456789abcdefE` is `program::TABLE`, the hash
+/// left out); `None` for anything else (names not mangled, or forms this
+/// does not read: templates, functions' parameter types).
+pub fn demangle(name: &str) -> Option<String> {
+    let mut rest = name.strip_prefix("_ZN")?;
+    let mut parts: Vec<String> = Vec::new();
+    while !rest.is_empty() && parts.len() < 64 {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let len: usize = rest[..digits].parse().ok()?;
+        let seg = rest.get(digits..digits.checked_add(len)?)?;
+        rest = &rest[digits + len..];
+        parts.push(unescape_rust(seg));
+        if let Some(tail) = rest.strip_prefix('E') {
+            if !tail.is_empty() {
+                return None;
+            }
+            // Rust's legacy hash: a last segment `h` + 16 hex digits.
+            if parts.last().is_some_and(|p| {
+                p.len() == 17 && p.starts_with('h') && p[1..].bytes().all(|b| b.is_ascii_hexdigit())
+            }) {
+                parts.pop();
+            }
+            return (!parts.is_empty()).then(|| parts.join("::"));
+        }
+    }
+    None
+}
+
+/// Rust's legacy escapes in a segment (`$LT$` `<`, `..` `::`, ...).
+fn unescape_rust(seg: &str) -> String {
+    let seg = seg
+        .strip_prefix("_$")
+        .map_or(seg.to_string(), |s| format!("${s}"));
+    let mut out = seg;
+    for (from, to) in [
+        ("$LT$", "<"),
+        ("$GT$", ">"),
+        ("$RF$", "&"),
+        ("$BP$", "*"),
+        ("$LP$", "("),
+        ("$RP$", ")"),
+        ("$C$", ","),
+        ("$u20$", " "),
+        ("$u27$", "'"),
+        ("$u5b$", "["),
+        ("$u5d$", "]"),
+        ("$u7b$", "{"),
+        ("$u7d$", "}"),
+        ("$u7e$", "~"),
+        ("..", "::"),
+    ] {
+        out = out.replace(from, to);
+    }
+    out
 }
 
 /// Whether a frame's name is the allocator's or the preload library's,
@@ -439,6 +500,40 @@ mod tests {
             (*value..value + size).contains(&at),
             "{at:#x} outside {value:#x}+{size:#x}"
         );
+    }
+
+    #[test]
+    fn nested_names_demangle_and_others_do_not() {
+        assert_eq!(demangle("_ZN2ns5tableE").as_deref(), Some("ns::table"));
+        assert_eq!(
+            demangle("_ZN7program5TABLE17h0123456789abcdefE").as_deref(),
+            Some("program::TABLE")
+        );
+        assert_eq!(
+            demangle(
+                "_ZN4core3ptr42drop_in_place$LT$alloc..string..String$GT$17h1a2b3c4d5e6f7081E"
+            )
+            .as_deref(),
+            Some("core::ptr::drop_in_place<alloc::string::String>")
+        );
+        for plain in [
+            "static_table",
+            "_Z5tablev",
+            "_ZN2ns5tableEx",
+            "_ZN99xE",
+            "_ZN",
+        ] {
+            assert_eq!(demangle(plain), None, "{plain}");
+        }
+        // The static of this test binary is found by its readable name.
+        let exe = std::env::current_exe().unwrap();
+        let named: Vec<String> = data_symbols(exe.to_str().unwrap())
+            .into_iter()
+            .filter_map(|(n, _, _)| demangle(&n))
+            .filter(|n| n.ends_with("ELF_PROBE"))
+            .collect();
+        assert_eq!(named.len(), 1, "{named:?}");
+        assert!(named[0].contains("::tests::ELF_PROBE"), "{named:?}");
     }
 
     #[inline(never)]
