@@ -426,6 +426,15 @@ fn regions_and_threads_limit_what_is_sampled() {
     let a = regions.iter().find(|r| r["bytes"] == 24 << 20).unwrap();
     assert!(a["samples"].as_u64().unwrap() >= 20, "{a}");
     assert_eq!(a["threads"].as_object().unwrap().len(), 1, "{a}");
+    // The PMU: this machine (and CI's) has no cpu PMU, and says so.
+    if std::path::Path::new("/sys/bus/event_source/devices/cpu").exists() {
+        eprintln!("skip: this machine has a cpu PMU; the pmu field is checked where there is none");
+    } else {
+        assert_eq!(v["pmu"]["found"], Value::Null, "{}", v["pmu"]);
+        assert_eq!(v["pmu"]["used"], false);
+        let why = v["pmu"]["reason"].as_str().unwrap();
+        assert!(why.starts_with("no cpu PMU (event sources: "), "{why}");
+    }
     // Text: the selection is stated.
     let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
     assert!(

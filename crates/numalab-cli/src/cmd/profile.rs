@@ -480,6 +480,7 @@ fn analyse(m: &Machine, a: &Args, records: &Path) -> Profile {
         a.regions.as_ref().map(|(t, f)| (t.as_str(), f)),
         a.threads.as_ref().map(|(t, _)| t.as_str()),
     );
+    p.pmu = Some(numalab::profile::PmuStatus::of_this_machine());
     if let Refine::Regions(t, _) = &a.refine {
         p.selection.get_or_insert_default().refine_regions = Some(t.clone());
     }

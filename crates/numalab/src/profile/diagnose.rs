@@ -417,6 +417,7 @@ mod tests {
             diagnoses: Vec::new(),
             warnings: Vec::new(),
             selection: None,
+            pmu: None,
         }
     }
 

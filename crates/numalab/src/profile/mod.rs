@@ -13,6 +13,7 @@ pub mod diagnose;
 pub mod filter;
 pub mod latency;
 pub mod page_map;
+pub mod pmu;
 #[path = "../../../numalab-preload/src/record.rs"]
 pub mod record;
 pub mod refine;
@@ -266,6 +267,45 @@ pub struct Profile {
     /// What `--regions` and `--threads` selected; `None`: everything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
+    /// The memory-sampling PMU this machine has, and whether it was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmu: Option<PmuStatus>,
+}
+
+/// What [`pmu::detect`] and [`pmu::probe`] found.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PmuStatus {
+    /// The memory-sampling event found ("AMD IBS op"), if any.
+    pub found: Option<String>,
+    /// Whether its samples are in this profile.
+    pub used: bool,
+    /// Why not (or what limits it).
+    pub reason: String,
+}
+
+impl PmuStatus {
+    /// This machine's, from `/sys/bus/event_source/devices` and a trial
+    /// open of the event found.
+    pub fn of_this_machine() -> PmuStatus {
+        let d = pmu::detect(std::path::Path::new("/sys/bus/event_source/devices"));
+        let Some(e) = d.event else {
+            return PmuStatus {
+                found: None,
+                used: false,
+                reason: d.reason,
+            };
+        };
+        let reason = match pmu::probe(&e) {
+            Err(refused) => refused,
+            Ok(()) if !e.sample_records => d.reason,
+            Ok(()) => "it opens, but numalab does not sample through it yet: the samples are protection faults".into(),
+        };
+        PmuStatus {
+            found: Some(e.name),
+            used: false,
+            reason,
+        }
+    }
 }
 
 /// The regions and threads a profile was limited to.
@@ -724,6 +764,7 @@ pub fn build(
         refinement,
         diagnoses: Vec::new(),
         warnings,
+        pmu: None,
         selection: (other_threads > 0).then(|| Selection {
             samples_of_other_threads: other_threads,
             ..Selection::default()

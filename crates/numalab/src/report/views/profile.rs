@@ -267,6 +267,17 @@ pub fn render(p: &Profile) -> String {
     if let Some(sel) = &p.selection {
         s.push_str(&selection_line(sel));
     }
+    if let Some(pmu) = &p.pmu {
+        let _ = writeln!(
+            s,
+            "memory-sampling PMU: {}",
+            match &pmu.found {
+                Some(name) if pmu.used => format!("{name}, used"),
+                Some(name) => format!("{name}, not used: {}", pmu.reason),
+                None => format!("none ({})", pmu.reason),
+            }
+        );
+    }
     if p.unattributed > 0 {
         let _ = writeln!(
             s,
