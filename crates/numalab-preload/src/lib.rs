@@ -28,6 +28,7 @@
 //! Without `NUMALAB_PROFILE_OUT` in the environment the library does
 //! nothing but pass every call through.
 
+pub mod perf;
 pub mod record;
 pub mod tables;
 

@@ -21,6 +21,7 @@
 //! default), and the engine reports the hits with the cost per hit
 //! measured at the first window.
 
+use crate::perf::{perf_event_open, PerfEventAttr, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{Kind, Record, FLAG_WRITE, RECORD_BYTES};
 use crate::sys;
 
@@ -57,38 +58,8 @@ const PERF_SAMPLE_TID: u64 = 1 << 1;
 const PERF_SAMPLE_CPU: u64 = 1 << 7;
 const PERF_SAMPLE_IDENTIFIER: u64 = 1 << 16;
 const PERF_RECORD_SAMPLE: u32 = 9;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 const IOC_ID: libc::c_ulong = 0x8008_2407;
-/// `perf_event_attr` flag bits.
-const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
-const ATTR_EXCLUDE_HV: u64 = 1 << 6;
-
-/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes); the
-/// libc crate has no definition.
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    bp_addr: u64,
-    bp_len: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved: u16,
-}
 
 /// The head of the ring's first page (`struct perf_event_mmap_page`): only
 /// the fields read here, at their offsets.
@@ -100,7 +71,7 @@ const DATA_TAIL_OFFSET: usize = 1032;
 fn open_watch(tid: u32, addr: u64, bp_type: u32) -> Result<i32, i32> {
     let attr = PerfEventAttr {
         kind: PERF_TYPE_BREAKPOINT,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        size: PerfEventAttr::SIZE,
         sample_period: 1,
         sample_type: PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_CPU,
         // Enabled at once; user-space accesses only (what a non-root
@@ -109,34 +80,11 @@ fn open_watch(tid: u32, addr: u64, bp_type: u32) -> Result<i32, i32> {
         // No wake-ups: nobody polls, the sampler reads the ring.
         wakeup_events: u32::MAX,
         bp_type,
-        bp_addr: addr,
-        bp_len: WORD,
+        config1: addr,
+        config2: WORD,
         ..Default::default()
     };
     perf_event_open(&attr, tid)
-}
-
-/// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)` (tid 0:
-/// this thread): the descriptor or the errno.
-fn perf_event_open(attr: &PerfEventAttr, tid: u32) -> Result<i32, i32> {
-    // SAFETY: a valid attr of the size it says; no group.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr as *const PerfEventAttr,
-            tid as libc::pid_t,
-            -1 as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL))
-    } else {
-        Ok(fd as i32)
-    }
 }
 
 fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> i32 {
@@ -758,7 +706,7 @@ fn hold_perf_enabled() -> Option<i32> {
     const PERF_COUNT_SW_DUMMY: u64 = 9;
     let attr = PerfEventAttr {
         kind: PERF_TYPE_SOFTWARE,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        size: PerfEventAttr::SIZE,
         config: PERF_COUNT_SW_DUMMY,
         flags: ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
         ..Default::default()

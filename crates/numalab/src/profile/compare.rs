@@ -118,12 +118,7 @@ fn share_change(a: (u64, u64), b: (u64, u64)) -> ShareChange {
 }
 
 fn page_shares(r: &RegionProfile) -> BTreeMap<i32, f64> {
-    let present: u64 = r
-        .pages_by_node
-        .iter()
-        .filter(|(n, _)| **n >= 0)
-        .map(|(_, p)| p)
-        .sum();
+    let present = super::present(r);
     r.pages_by_node
         .iter()
         .filter(|(n, _)| **n >= 0 && present > 0)

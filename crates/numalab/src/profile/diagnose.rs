@@ -95,12 +95,7 @@ fn first_toucher(p: &Profile, r: &RegionProfile) -> Option<(u32, String)> {
 
 /// The node holding at least 90% of the region's present pages.
 fn pages_node(r: &RegionProfile) -> Option<(u32, f64)> {
-    let present: u64 = r
-        .pages_by_node
-        .iter()
-        .filter(|(n, _)| **n >= 0)
-        .map(|(_, p)| p)
-        .sum();
+    let present = super::present(r);
     let (n, p) = r
         .pages_by_node
         .iter()

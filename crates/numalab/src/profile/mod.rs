@@ -13,6 +13,8 @@ pub mod diagnose;
 pub mod filter;
 pub mod latency;
 pub mod page_map;
+#[path = "../../../numalab-preload/src/perf.rs"]
+mod perf;
 pub mod pmu;
 #[path = "../../../numalab-preload/src/record.rs"]
 pub mod record;

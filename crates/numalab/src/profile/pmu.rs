@@ -176,71 +176,41 @@ pub fn encode_event(
     Ok((words[0], words[1]))
 }
 
-/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes).
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved: u16,
-}
-
 /// Opens `e` on this thread as numalab would sample with it (user-space
 /// accesses, every 1000th event, disabled) and closes it: `Err` with the
 /// kernel's refusal.
 pub fn probe(e: &MemoryEvent) -> Result<(), String> {
-    const DISABLED: u64 = 1;
-    const EXCLUDE_KERNEL: u64 = 1 << 5;
-    const EXCLUDE_HV: u64 = 1 << 6;
-    const PRECISE_SHIFT: u32 = 15;
+    use super::perf::{
+        perf_event_open, PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL,
+        ATTR_PRECISE_SHIFT,
+    };
     let attr = PerfEventAttr {
         kind: e.kind,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        size: PerfEventAttr::SIZE,
         config: e.config,
         config1: e.config1,
         sample_period: 1000,
         sample_type: SAMPLE_TYPE,
-        flags: DISABLED | EXCLUDE_KERNEL | EXCLUDE_HV | (e.precise_ip as u64 & 3) << PRECISE_SHIFT,
+        flags: ATTR_DISABLED
+            | ATTR_EXCLUDE_KERNEL
+            | ATTR_EXCLUDE_HV
+            | (e.precise_ip as u64 & 3) << ATTR_PRECISE_SHIFT,
         ..Default::default()
     };
-    // SAFETY: a valid attr of the size it says; this thread, any CPU, no
-    // group, close-on-exec.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
-            0 as libc::pid_t,
-            -1 as libc::c_int,
-            -1 as libc::c_int,
-            8 as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        let err = std::io::Error::last_os_error();
-        let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-            .map(|t| format!(" (perf_event_paranoid {})", t.trim()))
-            .unwrap_or_default();
-        return Err(format!("the kernel refused to open it: {err}{paranoid}"));
+    match perf_event_open(&attr, 0) {
+        Ok(fd) => {
+            // SAFETY: fd is the descriptor just opened.
+            unsafe { libc::close(fd) };
+            Ok(())
+        }
+        Err(errno) => {
+            let err = std::io::Error::from_raw_os_error(errno);
+            let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                .map(|t| format!(" (perf_event_paranoid {})", t.trim()))
+                .unwrap_or_default();
+            Err(format!("the kernel refused to open it: {err}{paranoid}"))
+        }
     }
-    // SAFETY: fd is the descriptor just opened.
-    unsafe { libc::close(fd as libc::c_int) };
-    Ok(())
 }
 
 /// `perf_event_attr.sample_type` bits read by [`decode_sample`].

@@ -427,20 +427,31 @@ fn page_lanes(pm: &PageMap, m: &Machine) -> (Vec<Lane>, Vec<LaneKey>) {
             ),
         })
         .collect();
-    let mut keys: Vec<LaneKey> = seen
+    let keys = node_keys(m, seen, unknown.then_some("unknown"));
+    (vec![nodes, from], keys)
+}
+
+/// The legend of node-coloured lanes: one key per node, and a grey one
+/// named `unknown` where some stretch has no node.
+fn node_keys(
+    m: &Machine,
+    nodes: impl IntoIterator<Item = u32>,
+    unknown: Option<&str>,
+) -> Vec<LaneKey> {
+    let mut keys: Vec<LaneKey> = nodes
         .into_iter()
         .map(|n| LaneKey {
             label: node_label(m, n),
             series: Some(n as usize),
         })
         .collect();
-    if unknown {
+    if let Some(label) = unknown {
         keys.push(LaneKey {
-            label: "unknown".into(),
+            label: label.into(),
             series: None,
         });
     }
-    (vec![nodes, from], keys)
+    keys
 }
 
 /// `pages 4–7 (4 pages)`, or `page 4`.
@@ -505,19 +516,7 @@ fn threads(h: &mut String, p: &Profile, m: &Machine) {
             Lane { label, segments }
         })
         .collect();
-    let mut keys: Vec<LaneKey> = nodes
-        .into_iter()
-        .map(|n| LaneKey {
-            label: node_label(m, n),
-            series: Some(n as usize),
-        })
-        .collect();
-    if unknown {
-        keys.push(LaneKey {
-            label: "node unknown".into(),
-            series: None,
-        });
-    }
+    let keys = node_keys(m, nodes, unknown.then_some("node unknown"));
     let x = Axis::new("seconds from the start", Scale::Linear, TickFormat::Number);
     let mut s = Section::standalone(h, m);
     s.figure(
