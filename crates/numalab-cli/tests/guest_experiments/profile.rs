@@ -21,6 +21,10 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
         "profile_distance_0",
         "cat /sys/devices/system/node/node0/distance",
     ),
+    (
+        "profile_threads",
+        "numalab profile --json --rate 2000 --threads 1-2 -o /tmp/prof-threads -- profile_truth 150",
+    ),
 ];
 
 /// Steps run in the Quartet guest whose vCPUs share one host thread
@@ -86,6 +90,47 @@ fn pages(r: &Value) -> Vec<(String, u64)> {
         .iter()
         .map(|(n, p)| (n.clone(), p.as_u64().unwrap()))
         .collect()
+}
+
+/// `--threads 1-2` keeps the samples of the first two workers the program
+/// created, pinned to CPUs 0 and 1 (node 0): array A, on node 0, is then
+/// local, C (bound to node 3, read from node 0) all remote, and E (read
+/// only by node 3's threads) unsampled; the other six threads' faults are
+/// counted, not recorded.
+#[test]
+fn quartet_threads_keep_only_the_selected_threads_samples() {
+    let g = quartet();
+    let (arrays, v) = run(g, "profile_threads");
+    let threads = v["threads"].as_array().unwrap();
+    let sampled: Vec<(u64, Vec<u64>)> = threads
+        .iter()
+        .filter(|t| t["samples"].as_u64().unwrap() > 0)
+        .map(|t| {
+            let nodes = t["nodes"].as_array().unwrap();
+            (
+                t["ordinal"].as_u64().unwrap(),
+                nodes.iter().map(|n| n.as_u64().unwrap()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sampled,
+        [(1, vec![0]), (2, vec![0])],
+        "the selected workers, on node 0: {threads:?}"
+    );
+    assert!(
+        v["selection"]["samples_of_other_threads"].as_u64().unwrap() > 0,
+        "{}",
+        v["selection"]
+    );
+    let a = region(&arrays, &v, "A");
+    let n = a["samples"].as_u64().unwrap();
+    assert!(n >= 10, "A: only {n} samples");
+    assert!(a["remote_share"].as_f64().unwrap() <= 0.05, "{a}");
+    let c = region(&arrays, &v, "C");
+    assert!(c["samples"].as_u64().unwrap() >= 5, "{c}");
+    assert_eq!(c["remote_share"], 1.0, "{c}");
+    assert_eq!(region(&arrays, &v, "E")["samples"], 0);
 }
 
 /// A share measured from `n` samples agrees with `want` within four
