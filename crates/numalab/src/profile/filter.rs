@@ -244,23 +244,27 @@ pub struct CodeRange {
 /// match somewhere, else the error says which and where it looked.
 pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRange>, String> {
     let mut out = Vec::new();
+    let mut functions: Vec<Option<Vec<(String, u64, u64)>>> = vec![None; objects.len()];
     for t in &f.terms {
         let found = match t {
-            Term::Function(name) => objects
-                .iter()
-                .flat_map(|o| {
-                    let path = o.to_string_lossy();
-                    super::symbols::function_symbols(&path)
-                        .into_iter()
-                        .filter(|(n, _, _)| names_match(n, name))
-                        .map(|(_, value, size)| CodeRange {
+            Term::Function(name) => {
+                let mut v = Vec::new();
+                for (o, funcs) in objects.iter().zip(functions.iter_mut()) {
+                    // Each object's symbols are read once, whatever the
+                    // number of function terms.
+                    let funcs = funcs.get_or_insert_with(|| {
+                        super::symbols::function_symbols(&o.to_string_lossy())
+                    });
+                    v.extend(funcs.iter().filter(|(n, _, _)| names_match(n, name)).map(
+                        |(_, value, size)| CodeRange {
                             object: o.clone(),
-                            start: value,
+                            start: *value,
                             end: value + size,
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .collect::<Vec<_>>(),
+                        },
+                    ));
+                }
+                v
+            }
             Term::Line { file, line } => {
                 let mut v = Vec::new();
                 for o in objects {

@@ -920,6 +920,29 @@ fn located_regions(
     out
 }
 
+/// A record for tests that build profiles from records (no flags).
+#[cfg(test)]
+pub(crate) fn test_record(
+    kind: Kind,
+    tid: u32,
+    cpu: u32,
+    node: i32,
+    addr: u64,
+    size: u64,
+    t: u64,
+) -> Record {
+    Record {
+        kind,
+        tid,
+        cpu,
+        node,
+        flags: 0,
+        addr,
+        size,
+        time_ns: t,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -951,18 +974,7 @@ mod tests {
         }
     }
 
-    fn rec(kind: Kind, tid: u32, cpu: u32, node: i32, addr: u64, size: u64, t: u64) -> Record {
-        Record {
-            kind,
-            tid,
-            cpu,
-            node,
-            flags: 0,
-            addr,
-            size,
-            time_ns: t,
-        }
-    }
+    use super::test_record as rec;
 
     #[test]
     fn samples_static_symbols_stacks_and_cost_come_out_of_the_records() {

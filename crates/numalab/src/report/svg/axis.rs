@@ -407,6 +407,27 @@ pub(super) fn y_ticks(plan: &AxisPlan, ypos: impl Fn(f64) -> f64) -> (Vec<f64>, 
     (ypx, shown)
 }
 
+/// The marks and labels of a horizontal axis's shown ticks, under
+/// `bottom`: a short line and the label centred below it.
+pub(super) fn push_x_ticks(
+    out: &mut String,
+    xpx: &[f64],
+    shown: &[bool],
+    labels: &[String],
+    bottom: f64,
+) {
+    for (i, &px) in xpx.iter().enumerate().filter(|&(i, _)| shown[i]) {
+        push_line(out, "axis", [px, bottom, px, bottom + 4.0]);
+        let _ = write!(
+            out,
+            "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            P(px),
+            P(bottom + 17.0),
+            escape(&labels[i])
+        );
+    }
+}
+
 /// Grid lines at the tick positions `px`, each from `ends(p)` (x1, y1, x2,
 /// y2); a fainter line where the tick's label was thinned out, so that the
 /// labelled lines carry the eye.

@@ -2,7 +2,7 @@
 //! segment coloured by its series (a thread's spans on nodes over time, a
 //! region's pages by node).
 
-use super::axis::{plan_axis, push_grid, thin_labels, Axis, AxisPlan};
+use super::axis::{plan_axis, push_grid, push_x_ticks, thin_labels, Axis, AxisPlan};
 use super::escape;
 use super::frame::{flow, no_data, open_svg, push_line, sanitize_id, tip, P, TICK_SIZE};
 use super::metrics::{fit_text, text_w, widest};
@@ -158,16 +158,7 @@ impl<'a> Layout<'a> {
         out.push_str("</g>");
         push_line(out, "axis", [self.left, bottom, self.right, bottom]);
         out.push_str("<g class=\"x-ticks\">");
-        for (i, &px) in xpx.iter().enumerate().filter(|&(i, _)| shown[i]) {
-            push_line(out, "axis", [px, bottom, px, bottom + 4.0]);
-            let _ = write!(
-                out,
-                "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                P(px),
-                P(bottom + 17.0),
-                escape(&self.xlabels[i])
-            );
-        }
+        push_x_ticks(out, &xpx, &shown, &self.xlabels, bottom);
         let _ = write!(
             out,
             "</g><text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",

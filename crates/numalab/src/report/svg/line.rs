@@ -2,7 +2,8 @@
 //! legend, vertical markers (cache sizes) and emphasised points (a knee).
 
 use super::axis::{
-    accepts, plan_axis, push_grid, push_y_label, thin_labels, y_gutter, y_ticks, Axis, AxisPlan,
+    accepts, plan_axis, push_grid, push_x_ticks, push_y_label, thin_labels, y_gutter, y_ticks,
+    Axis, AxisPlan,
 };
 use super::escape;
 use super::format::exact;
@@ -248,16 +249,7 @@ impl<'a> Layout<'a> {
             r = P(right)
         );
         out.push_str("<g class=\"x-ticks\">");
-        for (i, &px) in xpx.iter().enumerate().filter(|&(i, _)| xshow[i]) {
-            push_line(out, "axis", [px, bottom, px, bottom + 4.0]);
-            let _ = write!(
-                out,
-                "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                P(px),
-                P(bottom + 17.0),
-                escape(&self.xlabels[i]),
-            );
-        }
+        push_x_ticks(out, &xpx, &xshow, &self.xlabels, bottom);
         out.push_str("</g><g class=\"y-ticks\">");
         for (i, &py) in ypx.iter().enumerate().filter(|&(i, _)| yshow[i]) {
             push_line(out, "axis", [left - 4.0, py, left, py]);

@@ -677,7 +677,7 @@ fn refinement(h: &mut String, r: &Refinement) {
 mod tests {
     use super::*;
     use crate::profile::diagnose::Diagnosis;
-    use crate::profile::record::{Kind, Record};
+    use crate::profile::record::Kind;
     use crate::profile::refine::{LineProfile, WordProfile};
     use crate::profile::{build, StaticObject, Symbolizer};
     use crate::report::fixture;
@@ -699,18 +699,7 @@ mod tests {
         }
     }
 
-    fn rec(kind: Kind, tid: u32, cpu: u32, node: i32, addr: u64, size: u64, t: u64) -> Record {
-        Record {
-            kind,
-            tid,
-            cpu,
-            node,
-            flags: 0,
-            addr,
-            size,
-            time_ns: t,
-        }
-    }
+    use crate::profile::test_record as rec;
 
     /// Two regions on the Quartet (CPUs 0-1 on node 0, 2-3 on node 1): A,
     /// 256 pages on node 1, read three times from node 0 (page 0) and once
