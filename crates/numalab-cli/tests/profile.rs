@@ -48,7 +48,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
     assert!(program_out.contains("sums right"), "{program_out}");
     let v = parse_json(json, "numalab profile --json");
-    assert_eq!(v["schema_version"], "1.3");
+    assert_eq!(v["schema_version"], "1.4");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
     let c = &v["cost"];
@@ -948,6 +948,16 @@ fn bad_input_is_refused_in_one_line() {
         &["profile", "--threads", "x", "--", "true"],
         "--threads x: ",
     );
+    fails(
+        &["profile", "--sampler", "ibs", "--", "true"],
+        "--sampler: 'ibs' is no sampler; valid: auto, faults, pmu",
+    );
+    if !std::path::Path::new("/sys/bus/event_source/devices/cpu").exists() {
+        fails(
+            &["profile", "--sampler", "pmu", "--", "true"],
+            "--sampler pmu: no memory-sampling PMU usable here (no cpu PMU (event sources: ",
+        );
+    }
     fails(
         &["profile", "--threads", "5000", "--", "true"],
         "--threads 5000: thread 5000 is beyond the last one numalab can select (1023)",

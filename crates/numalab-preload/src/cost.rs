@@ -83,7 +83,8 @@ pub fn calibrate(page_size: usize) -> u64 {
     let mut trips = [0u64; 7];
     let mut n = 0;
     for _ in 0..trips.len() {
-        let Some(i) = tables::begin_arming(page, libc::PROT_READ | libc::PROT_WRITE, -1) else {
+        let Some(i) = tables::begin_arming(page, page_size, libc::PROT_READ | libc::PROT_WRITE, -1)
+        else {
             continue;
         };
         if sys::mprotect(page, page_size, libc::PROT_NONE) != 0 {

@@ -2,7 +2,7 @@
 //! fault is the program's, delivered to the handler it installed (kept by
 //! the interposed `sigaction` and `signal`), or fatal as without us.
 
-use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_WRITE, FLAG_WRITE_PROBE};
+use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_HUGE, FLAG_WRITE, FLAG_WRITE_PROBE};
 use crate::tables::{self, Lookup};
 use crate::{cost, emit, page_size, sys, FIRST_TOUCHES, SAMPLES};
 use std::cell::{Cell, UnsafeCell};
@@ -123,12 +123,14 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
     match tables::lookup_fault(page) {
         Lookup::Claimed {
             index,
+            start,
+            len,
             prot,
             node,
             probe,
         } => {
             let t0 = sys::monotonic_ns();
-            sys::mprotect(page, page_size(), prot);
+            sys::mprotect(start, len, prot);
             if cost::is_calibration(page) {
                 tables::release(index);
                 cost::handler_took(page, sys::monotonic_ns() - t0);
@@ -179,7 +181,9 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
                 tid: sys::gettid(),
                 cpu: sys::cpu(),
                 node: if first { -1 } else { node },
-                flags: access_flags(ctx) | if probe { FLAG_WRITE_PROBE } else { 0 },
+                flags: access_flags(ctx)
+                    | if probe { FLAG_WRITE_PROBE } else { 0 }
+                    | if len > page_size() { FLAG_HUGE } else { 0 },
                 addr: addr as u64,
                 size: 0,
                 time_ns: t0,

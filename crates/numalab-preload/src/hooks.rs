@@ -44,8 +44,8 @@ fn floor(a: usize) -> usize {
     a & !(page_size() - 1)
 }
 
-fn restore(page: usize, prot: i32) {
-    sys::mprotect(page, page_size(), prot);
+fn restore(start: usize, len: usize, prot: i32) {
+    sys::mprotect(start, len, prot);
 }
 
 /// Publishes `[p, p + n)` as a system call's buffer and disarms its pages.
@@ -321,7 +321,9 @@ extern "C" fn thread_trampoline(p: *mut c_void) -> *mut c_void {
     let start = unsafe { Box::from_raw(p as *mut Start) };
     select::thread_starts(start.ordinal);
     crate::places::thread_starts();
+    crate::pmu::thread_starts();
     let r = (start.routine)(start.arg);
+    crate::pmu::thread_ends();
     crate::places::thread_ends();
     r
 }
@@ -405,6 +407,7 @@ pub unsafe extern "C" fn mmap64(
 #[no_mangle]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     untrack(addr as usize, len);
+    crate::huge::forget(addr as usize, (addr as usize).saturating_add(len));
     libc::syscall(libc::SYS_munmap, addr, len) as c_int
 }
 
@@ -415,6 +418,18 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
     untrack(addr as usize, len);
     libc::syscall(libc::SYS_mprotect, addr, len, prot) as c_int
+}
+
+/// # Safety
+/// As C's `madvise`: the huge-page advice is noted, so that sampling keeps
+/// the huge pages it asks for whole.
+#[no_mangle]
+pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    let r = libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int;
+    if r == 0 && active() {
+        crate::huge::advise(addr as usize, len, advice);
+    }
+    r
 }
 
 type MremapFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, c_int, ...) -> *mut c_void;

@@ -35,7 +35,9 @@ pub mod tables;
 mod cost;
 mod fault;
 mod hooks;
+mod huge;
 mod places;
+mod pmu;
 mod queue;
 mod refine;
 mod sampler;
@@ -161,6 +163,7 @@ extern "C" fn at_exit() {
     tables::take_pending(sampler::touched);
     tables::for_each_region(emit_pages);
     places::at_exit();
+    pmu::report();
     save_maps();
     cost::emit_totals();
     emit(&record::Record {
@@ -212,6 +215,7 @@ extern "C" fn init() {
     }
     START_NS.store(sys::monotonic_ns(), SeqCst);
     select::init();
+    let pmu = pmu::init();
     let policy = rate_policy();
     // NUMALAB_PROFILE_DURATION: seconds to sample for, from the start.
     let duration_ns = std::env::var("NUMALAB_PROFILE_DURATION")
@@ -240,8 +244,9 @@ extern "C" fn init() {
             sampler::RatePolicy::Fixed(r) => r.min(i32::MAX as usize) as i32,
             sampler::RatePolicy::Overhead(_) => 0,
         },
-        // 1: refinement on, half the pages armed region by region.
-        flags: refine::requested() as u32,
+        // 1: refinement on, half the pages armed region by region; 2:
+        // samples from a memory-sampling PMU, no page armed.
+        flags: refine::requested() as u32 | if pmu { 2 } else { 0 },
         addr: MIN_BYTES.load(SeqCst) as u64,
         size: page_size() as u64,
         time_ns: START_NS.load(SeqCst),
@@ -260,6 +265,7 @@ extern "C" fn init() {
         queue::enable();
     }
     places::thread_starts();
+    pmu::thread_starts();
 }
 
 #[used]

@@ -77,6 +77,12 @@ pub enum Kind {
     /// refinement is not available here (`node`: minus the errno of
     /// `perf_event_open`).
     Refine = 17,
+    /// PMU sampling's end (`NUMALAB_PROFILE_PMU`): the kernel refused the
+    /// event on `tid` threads (`node`: the first refusal's errno), `cpu`
+    /// threads were past the library's table, `addr` samples the kernel
+    /// dropped (ring full), `size` samples fell outside every tracked
+    /// region.
+    Pmu = 18,
 }
 
 /// Set in `flags` when the sampled access was a write.
@@ -87,6 +93,13 @@ pub const FLAG_ACCESS_UNKNOWN: u32 = 2;
 /// (refinement's probe of a line's page): it tells who writes there, and
 /// is no sample of the page's accesses.
 pub const FLAG_WRITE_PROBE: u32 = 4;
+/// Set in a Sample's `flags` when its page was armed with the whole
+/// transparent huge page around it (protecting one page of a huge page
+/// would split it, and the program would run on small pages after).
+pub const FLAG_HUGE: u32 = 8;
+/// Set in a Sample's `flags` when a memory-sampling PMU took it (its
+/// `size`: the access's latency in cycles where the PMU gives one).
+pub const FLAG_PMU: u32 = 16;
 
 /// One event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +159,7 @@ impl Record {
             15 => Kind::ThreadEnd,
             16 => Kind::Watch,
             17 => Kind::Refine,
+            18 => Kind::Pmu,
             _ => return None,
         };
         Some(Record {

@@ -4,6 +4,7 @@
 //! queued records out, and keeps the rate at its target cost ([`cost`]).
 
 use crate::cost::{self, Controller};
+use crate::huge::{HugePages, Span};
 use crate::refine::Refiner;
 use crate::{page_size, queue, sys, tables, ARMED_TOTAL, OUT_FD};
 use std::sync::atomic::Ordering::SeqCst;
@@ -126,16 +127,21 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     // The window counts from the library's start, as the records' times.
     let stop_at = duration_ns.map(|d| crate::START_NS.load(SeqCst).saturating_add(d));
     let mut refiner = Refiner::from_env(ps);
+    let huge = crate::huge::HugePages::open();
+    let mut pmu = crate::pmu::PmuSampler::from_env(ps);
     loop {
         let tick = (PAGES_PER_TICK * 1e9 / control.rate) as u64;
         sys::sleep_ns(tick.clamp(MIN_TICK_NS, MAX_TICK_NS));
         let now = sys::monotonic_ns();
         if stop_at.is_some_and(|end| now >= end) {
-            stop(ps, &mut snapshots, now);
+            if let Some(p) = pmu.as_mut() {
+                p.tick(true);
+            }
+            stop(&mut snapshots, now);
             return;
         }
-        tables::expire(now.saturating_sub(MAX_ARMED_NS), |page, prot| {
-            sys::mprotect(page, ps, prot);
+        tables::expire(now.saturating_sub(MAX_ARMED_NS), |start, len, prot| {
+            sys::mprotect(start, len, prot);
         });
         tables::take_pending(touched);
         queue::drain_inspecting(OUT_FD.load(SeqCst), false, |r| refiner.observe(r));
@@ -143,6 +149,14 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         owed += control.rate * now.saturating_sub(last) as f64 / 1e9;
         owed = owed.min(MAX_BURST as f64);
         last = now;
+        // With a PMU, its samples, and no page armed.
+        if let Some(p) = pmu.as_mut() {
+            p.tick(false);
+            owed = 0.0;
+            if p.refused() {
+                pmu = None;
+            }
+        }
         // The tracked pages are counted once a tick, not once a page.
         let (_, total) = tables::nth_page(0, ps);
         while owed >= 1.0 {
@@ -159,7 +173,7 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
                 (true, 1) => Choice::ByRegion,
                 (true, _) => Choice::Uniform,
             };
-            arm_one(&mut rng, ps, total, choice);
+            arm_one(&mut rng, ps, huge.as_ref(), total, choice);
         }
         control.tick(now);
         snapshots.take_when_due(now);
@@ -180,7 +194,7 @@ enum Choice {
     Page(usize),
 }
 
-fn arm_one(rng: &mut Random, ps: usize, total: usize, choice: Choice) {
+fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, choice: Choice) {
     if crate::SAMPLES.load(SeqCst) + crate::FIRST_TOUCHES.load(SeqCst) >= MAX_SAMPLES {
         return;
     }
@@ -222,23 +236,48 @@ fn arm_one(rng: &mut Random, ps: usize, total: usize, choice: Choice) {
     } else {
         (libc::PROT_NONE, 0)
     };
-    let Some(i) = tables::begin_arming(page, prot | probe_bit, node) else {
+    // Huge pages stay whole (see [`crate::huge`]): a huge page is armed
+    // whole (its pages are all on one node), and so is an untouched span
+    // the kernel may back with one. Not for a write probe (it wants one
+    // line's writers), nor when the span reaches outside the region (its
+    // other bytes may be the program's to unmap or protect): those split.
+    let span = match huge.filter(|_| !probe).map(|h| (h, h.span_of(page))) {
+        Some((_, Span::Huge(s, l))) if node != tables::NODE_ABSENT => Some((s, l)),
+        Some((h, Span::Empty(s, l))) if node == tables::NODE_ABSENT && h.may_be_huge(s, l) => {
+            Some((s, l))
+        }
+        _ => None,
+    };
+    let (start, len) = span
+        .filter(|&(s, l)| tables::in_region(s, l))
+        .unwrap_or((page, ps));
+    let Some(i) = tables::begin_arming(start, len, prot | probe_bit, node) else {
         return;
     };
     // The handshake: after claiming the entry, the region must still be
-    // tracked and no system call may be using the page.
-    if !tables::in_region(page, ps) || tables::is_busy(page, ps) {
+    // tracked and no system call may be using the span.
+    if !tables::in_region(start, len) || tables::is_busy(start, len) {
         tables::abandon_arming(i);
         return;
     }
-    if sys::mprotect(page, ps, armed_prot) != 0 {
+    if sys::mprotect(start, len, armed_prot) != 0 {
         tables::abandon_arming(i);
         return;
+    }
+    // A span found untouched may have been touched between the query and
+    // the protection: its faults would not all be first touches.
+    if len > ps && node == tables::NODE_ABSENT {
+        let h = huge.expect("a span is armed only with huge pages known");
+        if !matches!(h.span_of(page), Span::Empty(..)) {
+            sys::mprotect(start, len, prot);
+            tables::abandon_arming(i);
+            return;
+        }
     }
     // A page found absent may have been touched between the query and the
     // protection: asked again now that nothing can touch it, it is a
     // present page's sample, not a first touch.
-    if node == tables::NODE_ABSENT {
+    if node == tables::NODE_ABSENT && len == ps {
         if let sys::PageState::Present(n) = sys::page_state(page, ps) {
             tables::set_node(i, n);
         }
@@ -280,9 +319,9 @@ fn present_page(rng: &mut Random, first: usize, pages: usize, ps: usize) -> Opti
 /// touches looked up, a last snapshot and cost record, the queue written
 /// out and turned off (the program's later records are written directly:
 /// no thread drains the queue any more).
-fn stop(ps: usize, snapshots: &mut Snapshots, now: u64) {
-    tables::expire(u64::MAX, |page, prot| {
-        sys::mprotect(page, ps, prot);
+fn stop(snapshots: &mut Snapshots, now: u64) {
+    tables::expire(u64::MAX, |start, len, prot| {
+        sys::mprotect(start, len, prot);
     });
     tables::take_pending(touched);
     snapshots.next_at = 0;

@@ -38,9 +38,12 @@ const DISARMING: u8 = 3;
 /// write, and no sample of the page's accesses.
 pub const PROBE: i32 = 0x80;
 
-/// One armed page: its address, state and the protection to restore.
+/// One armed span: its address and length, state and the protection to
+/// restore. A span is one page, or one whole transparent huge page (armed
+/// whole, because protecting part of it would split it: see the sampler).
 pub struct ArmedPage {
     page: AtomicUsize,
+    len: AtomicUsize,
     state: AtomicU8,
     prot: AtomicU8,
     /// The page's node when it was armed (-1: unknown, [`NODE_ABSENT`]:
@@ -54,6 +57,7 @@ pub struct ArmedPage {
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_PAGE: ArmedPage = ArmedPage {
     page: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
     state: AtomicU8::new(FREE),
     prot: AtomicU8::new(0),
     node: AtomicI32::new(-1),
@@ -69,10 +73,13 @@ static ARMED_COUNT: AtomicUsize = AtomicUsize::new(0);
 pub enum Lookup {
     /// Not armed by us: the fault is the program's.
     NotOurs,
-    /// Armed by us, now ours to disarm: restore `prot`, then call
-    /// [`release`] with the index. `node`: the page's node when armed.
+    /// Armed by us, now ours to disarm: restore `prot` over
+    /// `[start, start + len)`, then call [`release`] with the index.
+    /// `node`: the page's node when armed.
     Claimed {
         index: usize,
+        start: usize,
+        len: usize,
         prot: i32,
         node: i32,
         probe: bool,
@@ -88,15 +95,16 @@ pub fn lookup_fault(page: usize) -> Lookup {
         return Lookup::NotOurs;
     }
     for (index, e) in ARMED_PAGES.iter().enumerate() {
-        if e.page.load(SeqCst) != page {
+        let start = e.page.load(SeqCst);
+        if !covers(start, e.len.load(SeqCst), page) {
             continue;
         }
         match e.state.compare_exchange(ARMED, DISARMING, SeqCst, SeqCst) {
-            Ok(_) if e.page.load(SeqCst) != page => {
+            Ok(_) if e.page.load(SeqCst) != start => {
                 // ABA: between the look at `page` and the claim, another
-                // thread disarmed this page and the sampler armed another
-                // page in the same entry. Give that entry back; this page
-                // was restored: run the access again.
+                // thread disarmed this span and the sampler armed another
+                // in the same entry. Give that entry back; this page was
+                // restored: run the access again.
                 e.state.store(ARMED, SeqCst);
                 return Lookup::Settling;
             }
@@ -104,6 +112,8 @@ pub fn lookup_fault(page: usize) -> Lookup {
                 let raw = e.prot.load(SeqCst) as i32;
                 return Lookup::Claimed {
                     index,
+                    start,
+                    len: e.len.load(SeqCst),
                     prot: raw & !PROBE,
                     node: e.node.load(SeqCst),
                     probe: raw & PROBE != 0,
@@ -114,6 +124,11 @@ pub fn lookup_fault(page: usize) -> Lookup {
         }
     }
     Lookup::NotOurs
+}
+
+/// Whether the span `[start, start + len)` holds `page` (`start` 0: none).
+fn covers(start: usize, len: usize, page: usize) -> bool {
+    start != 0 && page >= start && page - start < len
 }
 
 /// Frees entry `index` after its page's protection was restored.
@@ -136,13 +151,14 @@ pub fn disarms() -> u64 {
     DISARMS.load(SeqCst)
 }
 
-/// Claims a free entry for `page` on `node` (state ARMING); `None` when
-/// the table is full or the page is armed already.
-pub fn begin_arming(page: usize, prot: i32, node: i32) -> Option<usize> {
-    if ARMED_PAGES
-        .iter()
-        .any(|e| e.page.load(SeqCst) == page && e.state.load(SeqCst) != FREE)
-    {
+/// Claims a free entry for the span `[page, page + len)` on `node` (state
+/// ARMING); `None` when the table is full or part of the span is armed
+/// already.
+pub fn begin_arming(page: usize, len: usize, prot: i32, node: i32) -> Option<usize> {
+    if ARMED_PAGES.iter().any(|e| {
+        let s = e.page.load(SeqCst);
+        s != 0 && e.state.load(SeqCst) != FREE && overlaps(s, e.len.load(SeqCst), page, page + len)
+    }) {
         return None;
     }
     for (i, e) in ARMED_PAGES.iter().enumerate() {
@@ -153,6 +169,7 @@ pub fn begin_arming(page: usize, prot: i32, node: i32) -> Option<usize> {
             ARMED_COUNT.fetch_add(1, SeqCst);
             e.prot.store(prot as u8, SeqCst);
             e.node.store(node, SeqCst);
+            e.len.store(len, SeqCst);
             e.page.store(page, SeqCst);
             return Some(i);
         }
@@ -172,9 +189,10 @@ pub fn finish_arming(index: usize, now: u64) {
     ARMED_PAGES[index].state.store(ARMED, SeqCst);
 }
 
-/// Disarms the pages armed before `before` ns that no access touched:
-/// cold pages must not hold the table. Returns how many.
-pub fn expire(before: u64, restore: impl Fn(usize, i32)) -> usize {
+/// Disarms the spans armed before `before` ns that no access touched,
+/// with `restore(start, len, prot)`: cold pages must not hold the table.
+/// Returns how many.
+pub fn expire(before: u64, restore: impl Fn(usize, usize, i32)) -> usize {
     let mut n = 0;
     for (i, e) in ARMED_PAGES.iter().enumerate() {
         if e.state.load(SeqCst) == ARMED
@@ -183,7 +201,11 @@ pub fn expire(before: u64, restore: impl Fn(usize, i32)) -> usize {
                 .compare_exchange(ARMED, DISARMING, SeqCst, SeqCst)
                 .is_ok()
         {
-            restore(e.page.load(SeqCst), e.prot.load(SeqCst) as i32 & !PROBE);
+            restore(
+                e.page.load(SeqCst),
+                e.len.load(SeqCst),
+                e.prot.load(SeqCst) as i32 & !PROBE,
+            );
             release(i);
             n += 1;
         }
@@ -196,26 +218,28 @@ pub fn abandon_arming(index: usize) {
     release(index);
 }
 
-/// Disarms every armed page in `[start, end)` with `restore(page, prot)`,
-/// waiting for pages being armed or disarmed by others to settle. Call it
-/// after publishing the range (busy buffer, removed region), so that the
-/// sampler cannot arm a page of it afterwards.
-pub fn disarm_range(start: usize, end: usize, restore: impl Fn(usize, i32)) {
+/// Disarms every armed span that overlaps `[start, end)` with
+/// `restore(span_start, span_len, prot)`, waiting for spans being armed or
+/// disarmed by others to settle. Call it after publishing the range (busy
+/// buffer, removed region), so that the sampler cannot arm a page of it
+/// afterwards.
+pub fn disarm_range(start: usize, end: usize, restore: impl Fn(usize, usize, i32)) {
     if ARMED_COUNT.load(SeqCst) == 0 {
         return;
     }
     for (i, e) in ARMED_PAGES.iter().enumerate() {
         loop {
             let page = e.page.load(SeqCst);
-            if page == 0 || page < start || page >= end {
+            let len = e.len.load(SeqCst);
+            if page == 0 || !overlaps(page, len, start, end) {
                 break;
             }
             match e.state.compare_exchange(ARMED, DISARMING, SeqCst, SeqCst) {
-                // ABA (see lookup_fault): the entry holds another page
+                // ABA (see lookup_fault): the entry holds another span
                 // now; give it back and look again.
                 Ok(_) if e.page.load(SeqCst) != page => e.state.store(ARMED, SeqCst),
                 Ok(_) => {
-                    restore(page, e.prot.load(SeqCst) as i32 & !PROBE);
+                    restore(page, len, e.prot.load(SeqCst) as i32 & !PROBE);
                     release(i);
                     break;
                 }
@@ -225,6 +249,11 @@ pub fn disarm_range(start: usize, end: usize, restore: impl Fn(usize, i32)) {
             }
         }
     }
+}
+
+/// Whether the span `[s, s + len)` and the range `[start, end)` overlap.
+fn overlaps(s: usize, len: usize, start: usize, end: usize) -> bool {
+    s < end && start < s.saturating_add(len)
 }
 
 /// First-touched pages whose node the sampler looks up at its next tick.
@@ -327,11 +356,11 @@ pub fn for_each_region(mut f: impl FnMut(usize, usize)) {
     }
 }
 
-/// Whether `page` lies wholly inside a tracked region.
-pub fn in_region(page: usize, page_size: usize) -> bool {
+/// Whether `[page, page + len)` lies wholly inside a tracked region.
+pub fn in_region(page: usize, len: usize) -> bool {
     REGIONS.iter().any(|r| {
         let s = r.start.load(SeqCst);
-        s != 0 && s != usize::MAX && page >= s && page + page_size <= s + r.len.load(SeqCst)
+        s != 0 && s != usize::MAX && page >= s && page + len <= s + r.len.load(SeqCst)
     })
 }
 
@@ -479,8 +508,8 @@ mod tests {
         assert_eq!(nth_region(1, p, false), Some((40 * p, 2)));
         assert_eq!(remove_regions(40 * p, 41 * p, |_, _| {}), 2 * p);
 
-        let i = begin_arming(12 * p, 3, 2).unwrap();
-        assert_eq!(begin_arming(12 * p, 3, 2), None, "armed twice");
+        let i = begin_arming(12 * p, p, 3, 2).unwrap();
+        assert_eq!(begin_arming(12 * p, p, 3, 2), None, "armed twice");
         assert_eq!(lookup_fault(12 * p), Lookup::Settling);
         finish_arming(i, 10);
         assert_eq!(armed_count(), 1);
@@ -489,6 +518,8 @@ mod tests {
             lookup_fault(12 * p),
             Lookup::Claimed {
                 index: i,
+                start: 12 * p,
+                len: p,
                 prot: 3,
                 node: 2,
                 probe: false
@@ -499,35 +530,57 @@ mod tests {
         release(i);
         assert_eq!(armed_count(), 0);
 
-        // A busy buffer and a disarmed range.
-        let j = begin_arming(13 * p, 3, 0).unwrap();
+        // A busy buffer and a disarmed range: any overlap disarms a page.
+        let j = begin_arming(13 * p, p, 3, 0).unwrap();
         finish_arming(j, 20);
         let guard = publish_busy(13 * p + 10, 13 * p + 20);
         assert!(is_busy(13 * p, p) && !is_busy(14 * p, p));
         let restored = std::cell::RefCell::new(Vec::new());
-        disarm_range(13 * p + 10, 13 * p + 20 + p, |page, prot| {
-            restored.borrow_mut().push((page, prot))
+        disarm_range(14 * p, 15 * p, |page, len, prot| {
+            restored.borrow_mut().push((page, len, prot))
         });
-        // The buffer starts inside page 13: the page itself is in range
-        // only from its start, so callers round down first.
         assert!(restored.borrow().is_empty());
-        disarm_range(13 * p, 14 * p, |page, prot| {
-            restored.borrow_mut().push((page, prot))
+        disarm_range(13 * p + 10, 13 * p + 20, |page, len, prot| {
+            restored.borrow_mut().push((page, len, prot))
         });
-        assert_eq!(*restored.borrow(), vec![(13 * p, 3)]);
+        assert_eq!(*restored.borrow(), vec![(13 * p, p, 3)]);
         drop(guard);
         assert!(!is_busy(13 * p, p));
 
         // Cold pages expire; young ones stay.
-        let k = begin_arming(14 * p, 1, -1).unwrap();
+        let k = begin_arming(14 * p, p, 1, -1).unwrap();
         finish_arming(k, 100);
-        assert_eq!(expire(100, |_, _| {}), 0);
+        assert_eq!(expire(100, |_, _, _| {}), 0);
         let expired = std::cell::RefCell::new(Vec::new());
         assert_eq!(
-            expire(101, |page, prot| expired.borrow_mut().push((page, prot))),
+            expire(101, |page, len, prot| expired
+                .borrow_mut()
+                .push((page, len, prot))),
             1
         );
-        assert_eq!(*expired.borrow(), vec![(14 * p, 1)]);
+        assert_eq!(*expired.borrow(), vec![(14 * p, p, 1)]);
+
+        // A huge page armed whole: a fault on any of its pages claims the
+        // span, no page of it can be armed on its own, and a buffer in its
+        // middle disarms all of it.
+        let huge = 512 * p;
+        let h = begin_arming(1024 * p, huge, 3, 1).unwrap();
+        finish_arming(h, 30);
+        assert_eq!(begin_arming(1100 * p, p, 3, 1), None);
+        assert_eq!(begin_arming(1535 * p, 2 * p, 3, 1), None);
+        assert_eq!(lookup_fault(1536 * p), Lookup::NotOurs);
+        assert!(matches!(
+            lookup_fault(1300 * p),
+            Lookup::Claimed { start, len, node: 1, .. } if start == 1024 * p && len == huge
+        ));
+        release(h);
+        let h = begin_arming(1024 * p, huge, 3, 1).unwrap();
+        finish_arming(h, 30);
+        let restored = std::cell::RefCell::new(Vec::new());
+        disarm_range(1200 * p, 1201 * p, |page, len, prot| {
+            restored.borrow_mut().push((page, len, prot))
+        });
+        assert_eq!(*restored.borrow(), vec![(1024 * p, huge, 3)]);
 
         assert_eq!(remove_regions(0, 11 * p, |_, _| {}), 5 * p);
         assert_eq!(nth_page(0, p), (None, 0));

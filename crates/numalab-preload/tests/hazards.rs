@@ -47,7 +47,18 @@ fn program() -> &'static Path {
 
 /// Runs a mode under the library; returns its output and records.
 fn run(mode: &str, rate: u32) -> (Output, Vec<Record>) {
-    let records = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("preload-{mode}.bin"));
+    run_with(mode, rate, &[])
+}
+
+/// [`run`] with more environment (records in a file of their own).
+fn run_with(mode: &str, rate: u32, env: &[(&str, &str)]) -> (Output, Vec<Record>) {
+    // Each environment its own file: tests run at once.
+    let tag: String = env
+        .iter()
+        .flat_map(|(_, v)| std::iter::once('-').chain(v.chars()))
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let records = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("preload-{mode}{tag}.bin"));
     let _ = std::fs::remove_file(&records);
     let _ = std::fs::remove_file(records.with_extension("bin.maps"));
     let out = Command::new(program())
@@ -55,6 +66,7 @@ fn run(mode: &str, rate: u32) -> (Output, Vec<Record>) {
         .env("LD_PRELOAD", library())
         .env("NUMALAB_PROFILE_OUT", &records)
         .env("NUMALAB_PROFILE_RATE", rate.to_string())
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let bytes = std::fs::read(&records).unwrap_or_default();
@@ -232,4 +244,144 @@ fn threads_started_with_every_signal_blocked_are_sampled_too() {
     assert!(o.status.success() && t.contains("sums right"), "{t}");
     let readers: std::collections::BTreeSet<u32> = samples(&r).iter().map(|x| x.tid).collect();
     assert!(readers.len() >= 2, "{readers:?}");
+}
+
+/// Why this machine cannot show huge pages kept whole, if it cannot.
+fn no_huge_pages() -> Option<String> {
+    let enabled = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .unwrap_or_else(|_| "[never]".into());
+    if enabled.contains("[never]") {
+        return Some(format!(
+            "transparent huge pages are off on this machine ({})",
+            enabled.trim()
+        ));
+    }
+    let (major, minor) = kernel_version();
+    if (major, minor) < (6, 7) {
+        return Some(format!(
+            "Linux {major}.{minor} has no PAGEMAP_SCAN (6.7): the library cannot tell huge pages"
+        ));
+    }
+    None
+}
+
+fn kernel_version() -> (u32, u32) {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = r.trim().split(['.', '-']).map(|x| x.parse().unwrap_or(0));
+    (v.next().unwrap_or(0), v.next().unwrap_or(0))
+}
+
+#[test]
+fn sampling_keeps_transparent_huge_pages_whole() {
+    if let Some(why) = no_huge_pages() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // What the kernel gives the array without the library.
+    let plain = Command::new(program()).arg("thp").output().unwrap();
+    let plain_kb = huge_kb(&text(&plain));
+    if plain_kb[0] < 64 << 10 {
+        eprintln!(
+            "skipped: memory too fragmented: the kernel gave the 64 MiB array {} kB of huge pages",
+            plain_kb[0]
+        );
+        return;
+    }
+    let (o, r) = run("thp", 20_000);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let kb = huge_kb(&t);
+    // Before the fix, first touches armed page by page left the array
+    // with no huge page at all, and each sample split one.
+    assert_eq!(kb[0], 64 << 10, "huge pages not made while sampled: {t}");
+    assert_eq!(kb[1], kb[0], "huge pages split while sampled: {t}");
+    let s = samples(&r);
+    assert!(s.len() > 100, "{} samples", s.len());
+    assert!(
+        s.iter().all(|x| x.flags & record::FLAG_HUGE != 0),
+        "a sample armed page by page in a huge page"
+    );
+}
+
+/// The "huge before K kB after K kB" of the thp mode.
+fn huge_kb(t: &str) -> Vec<i64> {
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("huge before "))
+        .unwrap_or_else(|| panic!("{t}"));
+    line.split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+#[test]
+fn pmu_sampling_reads_each_threads_ring_into_samples() {
+    // The PMU path with a software event that carries data addresses:
+    // page faults (type 1, config 2), every one (period 1). A hardware
+    // memory-sampling event goes the same way: opened on each thread by
+    // the sampler, its ring read each tick, samples kept in tracked
+    // regions with their page's node.
+    let (o, r) = run_with("sample", 5_000, &[("NUMALAB_PROFILE_PMU", "1:2:0:0:1")]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("sums right"), "{t}");
+    let line = t.lines().find(|l| l.starts_with("array ")).unwrap();
+    let mut w = line.split_whitespace().skip(1);
+    let start = u64::from_str_radix(w.next().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let len: u64 = w.next().unwrap().parse().unwrap();
+    let start_record = r.iter().find(|x| x.kind == Kind::Start).unwrap();
+    assert_eq!(start_record.flags & 2, 2, "the Start record says PMU");
+    let s = samples(&r);
+    assert!(s.len() > 1000, "{} samples", s.len());
+    // Every sample is the PMU's: no page was armed.
+    assert!(s.iter().all(|x| x.flags & record::FLAG_PMU != 0));
+    let totals = r.iter().find(|x| x.kind == Kind::Totals).unwrap();
+    assert_eq!(totals.addr, 0, "pages armed");
+    // The main thread's first writes of the array fault once a page: the
+    // samples are in it, on this machine's node, with the CPU, and the
+    // software event has no data source (access unknown).
+    let inside: Vec<_> = s
+        .iter()
+        .filter(|x| x.addr >= start && x.addr < start + len)
+        .collect();
+    assert!(
+        inside.len() > 1000,
+        "{} of {} in the array",
+        inside.len(),
+        s.len()
+    );
+    assert!(inside
+        .iter()
+        .all(|x| x.node == 0 && x.cpu != u32::MAX && x.flags & record::FLAG_ACCESS_UNKNOWN != 0));
+    let main = r.iter().find(|x| x.kind == Kind::Start).unwrap().tid;
+    assert!(
+        inside.iter().any(|x| x.tid == main),
+        "the main thread's faults"
+    );
+    // Times are the records' clock (CLOCK_MONOTONIC), after the start.
+    assert!(inside.iter().all(|x| x.time_ns >= start_record.time_ns));
+    let pmu = r.iter().find(|x| x.kind == Kind::Pmu).unwrap();
+    assert_eq!((pmu.tid, pmu.cpu, pmu.node), (0, 0, 0), "{pmu:?}");
+}
+
+#[test]
+fn a_pmu_the_kernel_refuses_gives_way_to_protection_faults() {
+    // A raw event of a PMU type that does not exist: refused, with the
+    // errno; pages are armed instead.
+    let (o, r) = run_with(
+        "sample",
+        5_000,
+        &[("NUMALAB_PROFILE_PMU", "4242:1:0:0:1000")],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let s = samples(&r);
+    assert!(s.len() > 100, "{} samples", s.len());
+    assert!(s.iter().all(|x| x.flags & record::FLAG_PMU == 0));
+    let pmu = r.iter().find(|x| x.kind == Kind::Pmu).unwrap();
+    assert!(pmu.tid >= 1, "refused: {pmu:?}");
+    assert_eq!(pmu.node, libc_enoent(), "{pmu:?}");
+}
+
+/// ENOENT: the kernel's answer to an event type no PMU has.
+fn libc_enoent() -> i32 {
+    2
 }

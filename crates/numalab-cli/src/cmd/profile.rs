@@ -1,8 +1,9 @@
 //! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--duration S] [--min-bytes SIZE]
 //! [--regions FILTER] [--threads SET] [--refine auto|off] [--refine-time S] [--machine FILE]
-//! [-o DIR] [--json] -- CMD ARGS...`: run a command with the preload library that
-//! samples its memory accesses by protection faults (no PMU needed), then
-//! say which of its allocations were accessed from which node.
+//! [--sampler auto|faults|pmu] [-o DIR] [--json] -- CMD ARGS...`: run a command with the
+//! preload library that samples its memory accesses by protection faults (no PMU needed), or
+//! through a memory-sampling PMU where one is usable, then say which of its allocations were
+//! accessed from which node.
 //!
 //! The sampling is `crates/numalab-preload`; the analysis
 //! `numalab::profile`; the text `numalab::report::views::profile`, the page
@@ -14,7 +15,7 @@ use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, C
 use numalab::profile::filter::{self, RegionFilter};
 use numalab::profile::latency::{price, LatencyTable};
 use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
-use numalab::profile::{build, symbols, Profile};
+use numalab::profile::{build, symbols, PmuStatus, Profile, Sampler};
 use numalab::report::files::write_atomically;
 use numalab::report::views::profile::render;
 use numalab::report::views::profile_html::render_html;
@@ -73,6 +74,12 @@ pub struct Args {
     /// region's accesses are then priced in ns, not only by SLIT distance.
     #[arg(long, value_name = "FILE")]
     machine: Option<PathBuf>,
+    /// `auto` (default): a memory-sampling PMU where this machine has one
+    /// this user may open (Intel PEBS mem-loads, AMD IBS op), else
+    /// protection faults; `faults`: protection faults; `pmu`: the PMU, or
+    /// an error.
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = sampler_mode())]
+    sampler: Sampler,
     /// Folder for profile.json, profile.txt, profile.html and the raw records.
     #[arg(
         short = 'o',
@@ -185,6 +192,17 @@ fn refine_mode() -> Typed<Refine> {
         f => RegionFilter::parse(f)
             .map(|r| Refine::Regions(f.to_string(), r))
             .map_err(|e| format!("{opt}: give auto, off or a region filter ({e})")),
+    })
+}
+
+fn sampler_mode() -> Typed<Sampler> {
+    Typed::new(|opt, t| match t.trim() {
+        "auto" => Ok(Sampler::Auto),
+        "faults" => Ok(Sampler::Faults),
+        "pmu" => Ok(Sampler::Pmu),
+        other => Err(format!(
+            "{opt}: '{other}' is no sampler; valid: auto, faults, pmu"
+        )),
     })
 }
 
@@ -340,6 +358,8 @@ pub fn run(a: Args) -> CliResult {
         None => None,
     };
     let lib = library()?;
+    let (pmu, pmu_spec) =
+        PmuStatus::plan(a.sampler, PmuStatus::of_this_machine()).map_err(CliError::usage)?;
     let region_filter = library_filter(
         "--regions",
         a.regions.as_ref().map(|(_, f)| f),
@@ -397,6 +417,7 @@ pub fn run(a: Args) -> CliResult {
         .with_env("NUMALAB_PROFILE_REFINE_REGIONS", refine_filter)
         .with_env("NUMALAB_PROFILE_REGIONS", region_filter)
         .with_env("NUMALAB_PROFILE_THREADS", thread_filter)
+        .with_env("NUMALAB_PROFILE_PMU", pmu_spec.clone())
         .with_env(
             "NUMALAB_PROFILE_REFINE_MS",
             ((a.refine_time * 1e3).round() as u64).to_string(),
@@ -417,7 +438,7 @@ pub fn run(a: Args) -> CliResult {
         let _ = t.join();
     }
     let outcome = outcome.map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
-    let mut profile = analyse(&m, &a, &records_abs);
+    let mut profile = analyse(&m, &a, &records_abs, (pmu, !pmu_spec.is_empty()));
     if let (Some(t), Some(path)) = (&latencies, &a.machine) {
         price(&mut profile, t, &path.display().to_string());
     }
@@ -443,7 +464,8 @@ pub fn run(a: Args) -> CliResult {
 }
 
 /// The profile of the records the run left.
-fn analyse(m: &Machine, a: &Args, records: &Path) -> Profile {
+/// `pmu`: what was found, and whether the library was given its event.
+fn analyse(m: &Machine, a: &Args, records: &Path, pmu: (PmuStatus, bool)) -> Profile {
     // No records: the profile says why, and the command's status still
     // passes on.
     let (bytes, missing) = match std::fs::read(records) {
@@ -480,7 +502,12 @@ fn analyse(m: &Machine, a: &Args, records: &Path) -> Profile {
         a.regions.as_ref().map(|(t, f)| (t.as_str(), f)),
         a.threads.as_ref().map(|(t, _)| t.as_str()),
     );
-    p.pmu = Some(numalab::profile::PmuStatus::of_this_machine());
+    let (pmu, pmu_warnings) = pmu.0.after_run(pmu.1, &all);
+    p.pmu = Some(pmu);
+    p.warnings.extend(pmu_warnings);
+    if let Some(w) = numalab::profile::huge_pages_split_here() {
+        p.warnings.push(w);
+    }
     if let Refine::Regions(t, _) = &a.refine {
         p.selection.get_or_insert_default().refine_regions = Some(t.clone());
     }

@@ -177,6 +177,56 @@ static int mode_sample(void) {
     return !ok;
 }
 
+/* The kB of [p, p + n) mapped by transparent huge pages now: the sum of
+ * AnonHugePages in /proc/self/smaps over the mappings inside it (an armed
+ * huge page is a mapping of its own while armed). -1 if none. */
+static long anon_huge_kb(void *p, size_t n) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0;
+    long sum = -1, kb;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long s, e;
+        /* A mapping's first line starts "start-end "; its fields start
+         * with a name and a colon ("AnonHugePages:" does not parse). */
+        if (sscanf(line, "%lx-%lx ", &s, &e) == 2)
+            in = s >= (unsigned long)p && e <= (unsigned long)p + n;
+        else if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+            sum = (sum < 0 ? 0 : sum) + kb;
+    }
+    fclose(f);
+    return sum;
+}
+
+/* Sampling keeps transparent huge pages whole: a 64 MiB mapping madvised
+ * MADV_HUGEPAGE, read by two threads for a second while sampled, is
+ * mapped by as many huge pages after as before. */
+static int mode_thp(void) {
+    size_t n = 64 * MB, huge = 2 * MB;
+    char *raw = mmap(NULL, n + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return 1;
+    uint64_t *a = (uint64_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    if (madvise(a, n, MADV_HUGEPAGE)) {
+        printf("no THP: madvise(MADV_HUGEPAGE) refused\n");
+        return 0;
+    }
+    for (size_t i = 0; i < n / 8; i++) a[i] = i;
+    long before = anon_huge_kb(a, n);
+    printf("array %p %zu\n", (void *)a, n);
+    pthread_t t[2];
+    struct arg x[2];
+    for (int i = 0; i < 2; i++) {
+        x[i].a = a;
+        x[i].words = n / 8;
+        pthread_create(&t[i], NULL, reader, &x[i]);
+    }
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    printf("huge before %ld kB after %ld kB\n", before, anon_huge_kb(a, n));
+    munmap(raw, n + huge);
+    return 0;
+}
+
 /* Worker threads started with every signal blocked (as xz and other
  * thread pools do) still take the sampler's faults. */
 static int mode_blocked(void) {
@@ -197,6 +247,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "mprotect")) return mode_mprotect();
     if (!strcmp(m, "sample")) return mode_sample();
     if (!strcmp(m, "blocked")) return mode_blocked();
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked\n", m);
+    if (!strcmp(m, "thp")) return mode_thp();
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp\n", m);
     return 2;
 }

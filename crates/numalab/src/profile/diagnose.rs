@@ -402,6 +402,7 @@ mod tests {
             min_bytes: 65536,
             page_size: 4096,
             pages_armed: 0,
+            huge_page_samples: 0,
             samples: regions.iter().map(|r| r.samples).sum(),
             cost: None,
             sampled_for_s: None,

@@ -22,12 +22,12 @@ pub mod refine;
 pub mod symbols;
 
 use crate::machine::Machine;
-use record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_WRITE, FLAG_WRITE_PROBE};
+use record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_HUGE, FLAG_WRITE, FLAG_WRITE_PROBE};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.3";
+pub const SCHEMA_VERSION: &str = "1.4";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -245,6 +245,10 @@ pub struct Profile {
     pub page_size: u64,
     pub pages_armed: u64,
     pub samples: u64,
+    /// Samples taken on a transparent huge page armed whole, so that
+    /// sampling did not split it (since 1.4).
+    #[serde(default)]
+    pub huge_page_samples: u64,
     /// What sampling cost, when the library measured it.
     pub cost: Option<SamplingCost>,
     /// Sampling stopped this long after the start (`--duration`); `None`:
@@ -274,7 +278,8 @@ pub struct Profile {
     pub pmu: Option<PmuStatus>,
 }
 
-/// What [`pmu::detect`] and [`pmu::probe`] found.
+/// What [`pmu::detect`] and [`pmu::probe`] found, and what sampling
+/// made of it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PmuStatus {
     /// The memory-sampling event found ("AMD IBS op"), if any.
@@ -283,31 +288,168 @@ pub struct PmuStatus {
     pub used: bool,
     /// Why not (or what limits it).
     pub reason: String,
+    /// Samples the PMU took (since 1.4).
+    #[serde(default)]
+    pub samples: u64,
 }
+
+/// How `numalab profile` samples (`--sampler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampler {
+    /// The PMU where one is usable, else protection faults.
+    Auto,
+    /// Protection faults, whatever the machine has.
+    Faults,
+    /// The PMU, or an error.
+    Pmu,
+}
+
+/// Every `PMU_PERIOD`-th sampled event (load, or op) is a sample: a
+/// prime, so that loops of a power-of-two length are not sampled at one
+/// phase.
+pub const PMU_PERIOD: u64 = 10007;
 
 impl PmuStatus {
     /// This machine's, from `/sys/bus/event_source/devices` and a trial
-    /// open of the event found.
-    pub fn of_this_machine() -> PmuStatus {
+    /// open of the event found; with the event to sample with when it is
+    /// usable (opens, and writes data addresses in its samples).
+    pub fn of_this_machine() -> (PmuStatus, Option<pmu::MemoryEvent>) {
         let d = pmu::detect(std::path::Path::new("/sys/bus/event_source/devices"));
         let Some(e) = d.event else {
-            return PmuStatus {
-                found: None,
-                used: false,
-                reason: d.reason,
-            };
+            return (PmuStatus::unused(None, d.reason), None);
         };
-        let reason = match pmu::probe(&e) {
-            Err(refused) => refused,
-            Ok(()) if !e.sample_records => d.reason,
-            Ok(()) => "it opens, but numalab does not sample through it yet: the samples are protection faults".into(),
-        };
-        PmuStatus {
-            found: Some(e.name),
-            used: false,
-            reason,
+        match pmu::probe(&e) {
+            Err(refused) => (PmuStatus::unused(Some(e.name), refused), None),
+            Ok(()) if !e.sample_records => (PmuStatus::unused(Some(e.name), d.reason), None),
+            Ok(()) => (
+                PmuStatus::unused(Some(e.name.clone()), "usable".into()),
+                Some(e),
+            ),
         }
     }
+
+    fn unused(found: Option<String>, reason: String) -> PmuStatus {
+        PmuStatus {
+            found,
+            used: false,
+            reason,
+            samples: 0,
+        }
+    }
+
+    /// What to sample with, as `--sampler` asks: the status to report,
+    /// and the preload library's `NUMALAB_PROFILE_PMU` (empty: faults).
+    /// `Err` when the PMU is asked for and none is usable.
+    pub fn plan(
+        want: Sampler,
+        (status, event): (PmuStatus, Option<pmu::MemoryEvent>),
+    ) -> Result<(PmuStatus, String), String> {
+        match (want, event) {
+            (Sampler::Faults, _) => Ok((
+                PmuStatus {
+                    reason: "--sampler faults: protection faults asked for".into(),
+                    ..status
+                },
+                String::new(),
+            )),
+            (Sampler::Pmu, None) => Err(format!(
+                "--sampler pmu: no memory-sampling PMU usable here ({}); valid: auto, faults",
+                status.reason
+            )),
+            (_, None) => Ok((status, String::new())),
+            (_, Some(e)) => Ok((
+                status,
+                format!(
+                    "{}:{:#x}:{:#x}:{}:{}",
+                    e.kind, e.config, e.config1, e.precise_ip, PMU_PERIOD
+                ),
+            )),
+        }
+    }
+
+    /// What the run's records say of PMU sampling: whether its samples
+    /// are in, how many, and warnings for what limited it (the kernel's
+    /// refusal, samples it dropped). `asked`: the library was given an
+    /// event.
+    pub fn after_run(mut self, asked: bool, records: &[Record]) -> (PmuStatus, Vec<String>) {
+        let mut warnings = Vec::new();
+        self.samples = records
+            .iter()
+            .filter(|r| r.kind == Kind::Sample && r.flags & record::FLAG_PMU != 0)
+            .count() as u64;
+        self.used = self.samples > 0;
+        if !asked {
+            return (self, warnings);
+        }
+        // The last Pmu record (a forked child writes its own).
+        let end = records.iter().rev().find(|r| r.kind == Kind::Pmu);
+        if let Some(r) = end {
+            if r.tid > 0 {
+                let err = std::io::Error::from_raw_os_error(r.node);
+                warnings.push(format!(
+                    "the kernel refused the PMU event on {} thread(s) ({err}){}",
+                    r.tid,
+                    if self.used {
+                        ""
+                    } else {
+                        ": sampled by protection faults instead"
+                    }
+                ));
+            }
+            if r.cpu > 0 {
+                warnings.push(format!(
+                    "{} thread(s) past the library's 1024 were not sampled by the PMU",
+                    r.cpu
+                ));
+            }
+            if r.addr > 0 {
+                warnings.push(format!(
+                    "the kernel dropped {} PMU samples (a thread's ring was full between the sampler's reads)",
+                    r.addr
+                ));
+            }
+        }
+        self.reason = if self.used {
+            format!(
+                "the samples are the PMU's data addresses (one in {PMU_PERIOD} events){}",
+                end.filter(|r| r.size > 0)
+                    .map_or(String::new(), |r| format!(
+                        "; {} fell outside the tracked allocations",
+                        r.size
+                    ))
+            )
+        } else {
+            "it was asked for, but took no sample in a tracked allocation".into()
+        };
+        (self, warnings)
+    }
+}
+
+/// Why sampling on this machine splits transparent huge pages, if it
+/// does: they are on, and the kernel is older than the `PAGEMAP_SCAN`
+/// ioctl (Linux 6.7) through which the library tells which pages are
+/// huge (see the preload's `huge` module).
+pub fn huge_pages_split_here() -> Option<String> {
+    let enabled = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    huge_pages_split(&enabled, &release)
+}
+
+/// [`huge_pages_split_here`] from the contents of THP's `enabled` file and
+/// the kernel's release.
+pub fn huge_pages_split(enabled: &str, release: &str) -> Option<String> {
+    if enabled.contains("[never]") {
+        return None;
+    }
+    let mut v = release.trim().split(['.', '-']).map(|x| x.parse::<u32>());
+    let (Some(Ok(major)), Some(Ok(minor))) = (v.next(), v.next()) else {
+        return None;
+    };
+    ((major, minor) < (6, 7)).then(|| {
+        format!(
+            "transparent huge pages are on, and Linux {major}.{minor} cannot tell which pages are huge (PAGEMAP_SCAN came in 6.7): sampling splits the huge pages it arms, and the program may run slower under the profile than without"
+        )
+    })
 }
 
 /// The regions and threads a profile was limited to.
@@ -440,6 +582,7 @@ pub fn build(
     let mut refine_book: Vec<Record> = Vec::new();
     let mut half_by_region = false;
     let mut write_probes = 0u64;
+    let mut huge_page_samples = 0u64;
     // The site of each Alloc record, in order, for the page maps.
     let mut alloc_sites: Vec<usize> = Vec::new();
     for r in records {
@@ -458,6 +601,8 @@ pub fn build(
                 watch_hits.push((*r, owner));
             }
             Kind::Refine => refine_book.push(*r),
+            // Read by PmuStatus::after_run.
+            Kind::Pmu => {}
             Kind::Totals => {
                 armed += r.addr;
                 overflowed += r.node.max(0) as u64;
@@ -545,6 +690,9 @@ pub fn build(
             Kind::Sample if r.flags & FLAG_WRITE_PROBE != 0 => write_probes += 1,
             Kind::Sample => {
                 samples += 1;
+                if r.flags & FLAG_HUGE != 0 {
+                    huge_page_samples += 1;
+                }
                 let cpu_node = m.node_of_cpu(r.cpu);
                 let remote = match (cpu_node, r.node) {
                     (Some(c), n) if n >= 0 => {
@@ -756,6 +904,7 @@ pub fn build(
         page_size,
         pages_armed: armed,
         samples,
+        huge_page_samples,
         cost,
         sampled_for_s: sampled_for,
         unattributed,
@@ -990,6 +1139,8 @@ mod tests {
         for t in 3..6 {
             records.push(rec(Kind::Sample, 101, 0, 1, heap + 8, 0, t));
         }
+        // One of them on a huge page armed whole.
+        records.last_mut().unwrap().flags = FLAG_HUGE;
         records.extend([
             // A snapshot (number 0) 1.5 s after the start: half present.
             rec(Kind::PageNodes, 100, 0, 1, heap, 128, 1_500_000_001),
@@ -1010,7 +1161,7 @@ mod tests {
         ]);
         records.last_mut().unwrap().flags = 2500;
         let p = build(&m, vec!["prog".into()], &records, &Fixed);
-        assert_eq!(p.samples, 3);
+        assert_eq!((p.samples, p.huge_page_samples), (3, 1));
         assert_eq!(p.remote_share, Some(1.0));
         let heap_region = &p.regions[0];
         assert_eq!(
@@ -1062,5 +1213,86 @@ mod tests {
         assert_eq!(c.kernel_us_per_fault, 2.5);
         assert_eq!(c.us_per_sample, Some(1000.0));
         assert_eq!((c.min_rate, c.max_rate, c.final_rate), (500, 500, 500));
+    }
+
+    #[test]
+    fn huge_pages_are_said_to_split_only_where_the_kernel_cannot_tell_them() {
+        let on = "always [madvise] never\n";
+        let w = huge_pages_split(on, "6.1.0-27-amd64\n").unwrap();
+        assert!(w.contains("Linux 6.1 cannot tell"), "{w}");
+        assert_eq!(huge_pages_split(on, "6.7.0"), None);
+        assert_eq!(huge_pages_split(on, "6.18.44-fc"), None);
+        assert_eq!(huge_pages_split("always madvise [never]", "5.15.0"), None);
+        assert_eq!(huge_pages_split(on, "garbage"), None);
+    }
+
+    #[test]
+    fn the_sampler_is_the_pmu_where_one_is_usable_unless_faults_are_asked_for() {
+        let pebs = pmu::MemoryEvent {
+            name: "Intel PEBS load latency (mem-loads)".into(),
+            kind: 4,
+            config: 0x1cd,
+            config1: 3,
+            sample_records: true,
+            precise_ip: 2,
+        };
+        let found = || {
+            (
+                PmuStatus::unused(Some(pebs.name.clone()), "usable".into()),
+                Some(pebs.clone()),
+            )
+        };
+        let none = || (PmuStatus::unused(None, "no cpu PMU".into()), None);
+        let (s, spec) = PmuStatus::plan(Sampler::Auto, found()).unwrap();
+        assert_eq!(spec, "4:0x1cd:0x3:2:10007");
+        assert!(!s.used);
+        assert_eq!(PmuStatus::plan(Sampler::Pmu, found()).unwrap().1, spec);
+        let (s, spec) = PmuStatus::plan(Sampler::Faults, found()).unwrap();
+        assert_eq!(
+            (spec.as_str(), s.found.as_deref()),
+            ("", Some(pebs.name.as_str()))
+        );
+        assert!(s.reason.contains("--sampler faults"), "{}", s.reason);
+        assert_eq!(PmuStatus::plan(Sampler::Auto, none()).unwrap().1, "");
+        assert_eq!(
+            PmuStatus::plan(Sampler::Pmu, none()).unwrap_err(),
+            "--sampler pmu: no memory-sampling PMU usable here (no cpu PMU); valid: auto, faults"
+        );
+    }
+
+    #[test]
+    fn after_the_run_the_pmu_is_used_if_its_samples_are_in_and_its_limits_are_warned() {
+        let mut pmu_sample = rec(Kind::Sample, 7, 0, 1, 0x1000, 120, 5);
+        pmu_sample.flags = record::FLAG_PMU;
+        let fault_sample = rec(Kind::Sample, 7, 0, 1, 0x2000, 0, 6);
+        // 2 threads refused (EACCES), 5 samples dropped, 3 outside.
+        let end = rec(Kind::Pmu, 2, 0, libc::EACCES, 5, 3, 9);
+        let status = || PmuStatus::unused(Some("AMD IBS op".into()), "usable".into());
+        let (s, w) = status().after_run(true, &[pmu_sample, pmu_sample, fault_sample, end]);
+        assert!(s.used);
+        assert_eq!(s.samples, 2);
+        assert_eq!(
+            s.reason,
+            "the samples are the PMU's data addresses (one in 10007 events); 3 fell outside the tracked allocations"
+        );
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].starts_with("the kernel refused the PMU event on 2 thread(s) (Permission denied"),
+            "{}",
+            w[0]
+        );
+        assert!(!w[0].contains("instead"));
+        assert!(w[1].contains("dropped 5 PMU samples"), "{}", w[1]);
+        // Refused everywhere: faults instead, said so.
+        let (s, w) = status().after_run(true, &[fault_sample, end]);
+        assert!(!s.used);
+        assert!(
+            w[0].ends_with("sampled by protection faults instead"),
+            "{}",
+            w[0]
+        );
+        // Not asked: nothing to say.
+        let (s, w) = status().after_run(false, &[fault_sample]);
+        assert!(!s.used && w.is_empty());
     }
 }

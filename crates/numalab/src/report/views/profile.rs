@@ -261,6 +261,13 @@ pub fn render(p: &Profile) -> String {
         percent(p.remote_share),
         sampling_line(p)
     );
+    if p.huge_page_samples > 0 {
+        let _ = writeln!(
+            s,
+            "huge pages: {} samples on transparent huge pages, each armed whole so that it stays whole",
+            p.huge_page_samples
+        );
+    }
     if let Some(f) = &p.latency_source {
         let _ = writeln!(s, "latencies measured: the latency matrix of {f}");
     }
