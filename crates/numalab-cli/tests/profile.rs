@@ -949,6 +949,10 @@ fn bad_input_is_refused_in_one_line() {
         "--threads x: ",
     );
     fails(
+        &["profile", "--small-every", "100", "--", "true"],
+        "--small-every 100 is too small: 0 (off) or at least 4 KiB",
+    );
+    fails(
         &["profile", "--sampler", "ibs", "--", "true"],
         "--sampler: 'ibs' is no sampler; valid: auto, faults, pmu",
     );
@@ -1008,5 +1012,78 @@ fn bad_input_is_refused_in_one_line() {
             .contains("NUMALAB_PRELOAD /nonexistent/lib.so is not a file"),
         "{}",
         r.err
+    );
+}
+
+#[test]
+fn small_allocations_are_estimated_by_site() {
+    library_built();
+    let dir = scratch("profile-small");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.join("p");
+    let prog = program().to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "profile",
+            "--json",
+            "--small-every",
+            "64K",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", prog, "small"]);
+        let r = numalab(&args);
+        assert_eq!(r.rc, 0, "{}", r.err);
+        let (_, json) = r.out.split_at(r.out.find('{').unwrap());
+        parse_json(json, "numalab profile --json")
+    };
+    let v = run(&[]);
+    // 200000 allocations of 100 bytes from make_small, one drawn per
+    // 64 KiB on average (about 305): the estimates within 35% (six
+    // standard errors).
+    let regions = v["regions"].as_array().unwrap();
+    let r = regions
+        .iter()
+        .find(|r| {
+            r["kind"] == "small"
+                && r["site"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("make_small hazards.c:")
+        })
+        .unwrap_or_else(|| panic!("{regions:?}"));
+    let n = r["allocations"].as_u64().unwrap() as f64;
+    let bytes = r["bytes"].as_u64().unwrap() as f64;
+    assert!((n / 200_000.0 - 1.0).abs() < 0.35, "{r}");
+    assert!((bytes / 20e6 - 1.0).abs() < 0.35, "{r}");
+    let drawn = r["sampled_allocations"].as_u64().unwrap();
+    assert!((200..=450).contains(&drawn), "{r}");
+    assert_eq!(r["sampled"], false);
+    assert_eq!(r["pages_by_node"]["0"].as_u64().unwrap(), drawn, "{r}");
+    let text = std::fs::read_to_string(out.join("profile.txt")).unwrap();
+    assert!(
+        text.contains("small allocations (below 64 KiB, not armed; "),
+        "{text}"
+    );
+    assert!(text.contains(" at make_small hazards.c:"), "{text}");
+    // A filter keeps small sites by function, and leaves them out by kind.
+    let v = run(&["--regions", "site:make_small"]);
+    assert!(
+        v["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["kind"] == "small"),
+        "{v}"
+    );
+    let v = run(&["--regions", "mmap"]);
+    assert!(
+        !v["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["kind"] == "small"),
+        "{v}"
     );
 }

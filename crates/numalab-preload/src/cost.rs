@@ -127,6 +127,8 @@ struct Totals {
     process_ns: u64,
     sampler_ns: u64,
     handler_ns: u64,
+    /// Drawing small allocations (see [`crate::small`]).
+    small_ns: u64,
     samples: u64,
 }
 
@@ -135,6 +137,7 @@ fn totals() -> Totals {
         process_ns: sys::process_cpu_ns(),
         sampler_ns: sys::cpu_clock_ns(SAMPLER_CLOCK.load(SeqCst)),
         handler_ns: HANDLER_NS.load(SeqCst),
+        small_ns: crate::small::draw_ns(),
         samples: (SAMPLES.load(SeqCst) + FIRST_TOUCHES.load(SeqCst)) as u64,
     }
 }
@@ -175,12 +178,17 @@ impl Controller {
         let t = totals();
         let d = |a: u64, b: u64| a.saturating_sub(b);
         let faults = d(t.samples, self.last.samples);
+        let small = d(t.small_ns, self.last.small_ns);
         let spent = d(t.sampler_ns, self.last.sampler_ns)
             + d(t.handler_ns, self.last.handler_ns)
+            + small
             + faults * self.kernel_ns;
         let program = d(t.process_ns, self.last.process_ns).saturating_sub(spent);
         self.last = t;
         if let Some(target) = self.target {
+            if program > 0 {
+                crate::small::adapt(small as f64 / program as f64, target);
+            }
             self.rate = next_rate(self.rate, target, spent, program);
             RATE.store(self.rate.round() as u64, SeqCst);
         }
@@ -206,7 +214,7 @@ pub fn emit_totals() {
         return;
     }
     let t = totals();
-    let spent = t.sampler_ns + t.handler_ns + t.samples * KERNEL_NS.load(SeqCst);
+    let spent = t.sampler_ns + t.handler_ns + t.small_ns + t.samples * KERNEL_NS.load(SeqCst);
     let program = t.process_ns.saturating_sub(spent);
     emit(&Record {
         kind: Kind::Cost,

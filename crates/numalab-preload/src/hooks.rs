@@ -122,7 +122,11 @@ pub fn library_thread() {
 /// Tracks a new allocation when it is large enough and the region filter
 /// (`--regions`) selects it.
 fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
-    if !active() || p.is_null() || n < MIN_BYTES.load(SeqCst) || LIBRARY_THREAD.with(|l| l.get()) {
+    if !active() || p.is_null() || LIBRARY_THREAD.with(|l| l.get()) {
+        return p;
+    }
+    if n < MIN_BYTES.load(SeqCst) {
+        crate::small::allocated(p as usize, n, flags);
         return p;
     }
     let mut pcs = [0usize; STACK_CAPACITY];
@@ -191,6 +195,14 @@ fn call_stack(pcs: &mut [usize; STACK_CAPACITY]) -> usize {
     }
     IN_BACKTRACE.with(|b| b.set(false));
     n
+}
+
+/// This thread's call stack, as the Frame records of `key` (a sampled
+/// small allocation's).
+pub fn emit_call_stack(key: u64) {
+    let mut pcs = [0usize; STACK_CAPACITY];
+    let depth = call_stack(&mut pcs);
+    emit_frames(key, &pcs[..depth]);
 }
 
 /// The call stack of the allocation at `addr`, a Frame record per frame.

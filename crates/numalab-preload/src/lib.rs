@@ -42,6 +42,7 @@ mod queue;
 mod refine;
 mod sampler;
 mod select;
+mod small;
 mod sys;
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -215,6 +216,7 @@ extern "C" fn init() {
     }
     START_NS.store(sys::monotonic_ns(), SeqCst);
     select::init();
+    small::init();
     let pmu = pmu::init();
     let policy = rate_policy();
     // NUMALAB_PROFILE_DURATION: seconds to sample for, from the start.

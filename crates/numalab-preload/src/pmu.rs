@@ -1,9 +1,9 @@
 //! Sampling through a memory-sampling PMU (Intel PEBS `mem-loads`, AMD IBS
 //! op), when the engine found one this user may open and named it in
-//! `NUMALAB_PROFILE_PMU` (`TYPE:CONFIG:CONFIG1:PRECISE_IP:PERIOD`). The
-//! sampler thread opens the event on each program thread, by its id, as
-//! the thread starts (every PERIOD-th access, user space only, times on
-//! CLOCK_MONOTONIC as the records'), maps its ring, and each tick turns
+//! `NUMALAB_PROFILE_PMU` (`TYPE:CONFIG:CONFIG1:PRECISE_IP:PERIOD`). Each
+//! program thread opens the event on itself as it starts (every
+//! PERIOD-th access, user space only, times on CLOCK_MONOTONIC as the
+//! records') and maps its ring; the sampler thread each tick turns
 //! the data-address samples that fall in tracked regions into Sample
 //! records, each with its page's node (one `move_pages` for a tick's
 //! samples), read or write from the PMU's data source, and `FLAG_PMU`.
@@ -23,7 +23,9 @@ use crate::perf::{
 };
 use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_PMU, FLAG_WRITE};
 use crate::{emit, sys, tables, SAMPLES};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst,
+};
 
 /// Threads sampled at once, at most; later ones are not sampled (counted).
 const CAPACITY: usize = 1024;
@@ -88,12 +90,18 @@ pub fn parse(spec: &str) -> Option<Spec> {
 /// Turns PMU sampling on when the environment asks for it (at the
 /// library's start); whether it is on.
 pub fn init() -> bool {
-    let on = std::env::var("NUMALAB_PROFILE_PMU")
+    let spec = std::env::var("NUMALAB_PROFILE_PMU")
         .ok()
-        .and_then(|s| parse(&s))
-        .is_some();
-    ON.store(on, SeqCst);
-    on
+        .and_then(|s| parse(&s));
+    if let Some(s) = spec {
+        SPEC_KIND.store(s.kind, SeqCst);
+        SPEC_CONFIG.store(s.config, SeqCst);
+        SPEC_CONFIG1.store(s.config1, SeqCst);
+        SPEC_PRECISE.store(s.precise_ip as u32, SeqCst);
+        SPEC_PERIOD.store(s.period, SeqCst);
+    }
+    ON.store(spec.is_some(), SeqCst);
+    spec.is_some()
 }
 
 /// Whether samples come from the PMU (no page is armed).
@@ -101,19 +109,91 @@ pub fn on() -> bool {
     ON.load(SeqCst)
 }
 
-/// A program thread starts (the main thread at the library's start):
-/// its event is opened at the sampler's next tick, if `--threads` keeps it.
+/// The event's words, kept at the start for the threads to open it.
+static SPEC_KIND: AtomicU32 = AtomicU32::new(0);
+static SPEC_CONFIG: AtomicU64 = AtomicU64::new(0);
+static SPEC_CONFIG1: AtomicU64 = AtomicU64::new(0);
+static SPEC_PRECISE: AtomicU32 = AtomicU32::new(0);
+static SPEC_PERIOD: AtomicU64 = AtomicU64::new(0);
+/// Each slot's descriptor and ring (valid once its tid is published).
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_FD: AtomicI32 = AtomicI32::new(-1);
+static FDS: [AtomicI32; CAPACITY] = [NO_FD; CAPACITY];
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_RING: AtomicUsize = AtomicUsize::new(0);
+static RINGS: [AtomicUsize; CAPACITY] = [NO_RING; CAPACITY];
+/// A slot claimed, its descriptor and ring not yet stored.
+const CLAIMED: u32 = 1 << 30;
+/// An event was opened on some thread.
+static OPENED: AtomicBool = AtomicBool::new(false);
+
+fn ring_bytes(page_size: usize) -> usize {
+    RING_DATA_PAGES * page_size
+}
+
+/// A program thread starts (the main thread at the library's start): it
+/// opens the event on itself and maps its ring, so that its first
+/// accesses are sampled, and publishes them for the sampler; if
+/// `--threads` keeps it.
 pub fn thread_starts() {
     if !on() || !crate::select::thread_selected() {
         return;
     }
     let tid = sys::gettid();
-    if !THREADS
+    let Some(i) = THREADS
         .iter()
-        .any(|t| t.compare_exchange(0, tid, SeqCst, SeqCst).is_ok())
-    {
+        .position(|t| t.compare_exchange(0, tid | CLAIMED, SeqCst, SeqCst).is_ok())
+    else {
         UNTRACKED.fetch_add(1, SeqCst);
+        return;
+    };
+    let attr = PerfEventAttr {
+        kind: SPEC_KIND.load(SeqCst),
+        size: PerfEventAttr::SIZE,
+        config: SPEC_CONFIG.load(SeqCst),
+        config1: SPEC_CONFIG1.load(SeqCst),
+        sample_period: SPEC_PERIOD.load(SeqCst),
+        sample_type: SAMPLE_TYPE,
+        flags: ATTR_EXCLUDE_KERNEL
+            | ATTR_EXCLUDE_HV
+            | ATTR_USE_CLOCKID
+            | (SPEC_PRECISE.load(SeqCst) as u64 & 3) << ATTR_PRECISE_SHIFT,
+        // No wake-ups: nobody polls, the sampler reads the ring.
+        wakeup_events: u32::MAX,
+        clockid: libc::CLOCK_MONOTONIC,
+        ..Default::default()
+    };
+    match perf_event_open(&attr, 0) {
+        Ok(fd) => {
+            let ps = crate::page_size();
+            // SAFETY: a shared mapping of a perf descriptor, one header
+            // page and a power-of-two data area, as perf_event_open(2)
+            // documents (not a private anonymous one: not tracked).
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    ps + ring_bytes(ps),
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                sys::close(fd);
+            } else {
+                FDS[i].store(fd, SeqCst);
+                RINGS[i].store(p as usize, SeqCst);
+                OPENED.store(true, SeqCst);
+            }
+        }
+        Err(errno) => {
+            if REFUSED.fetch_add(1, SeqCst) == 0 {
+                FIRST_ERRNO.store(errno, SeqCst);
+            }
+        }
     }
+    THREADS[i].store(tid, SeqCst);
 }
 
 /// A program thread ends: its event is closed once its ring is read.
@@ -129,64 +209,26 @@ pub fn thread_ends() {
     }
 }
 
-/// One thread's event, as the sampler holds it.
-#[derive(Clone, Copy)]
-struct Slot {
-    tid: u32,
-    fd: i32,
-    ring: *mut u8,
-}
-
-const NO_SLOT: Slot = Slot {
-    tid: 0,
-    fd: -1,
-    ring: std::ptr::null_mut(),
-};
-
-/// The sampler thread's side: the events it opened and their rings.
+/// The sampler thread's side: it reads the rings the threads mapped.
 pub struct PmuSampler {
-    spec: Spec,
     page_size: usize,
-    slots: Vec<Slot>,
-    /// An event was opened on some thread.
-    opened: bool,
 }
 
 impl PmuSampler {
     /// The sampler, when PMU sampling is on.
     pub fn from_env(page_size: usize) -> Option<PmuSampler> {
-        if !on() {
-            return None;
-        }
-        let spec = parse(&std::env::var("NUMALAB_PROFILE_PMU").ok()?)?;
-        Some(PmuSampler {
-            spec,
-            page_size,
-            slots: vec![NO_SLOT; CAPACITY],
-            opened: false,
-        })
+        on().then_some(PmuSampler { page_size })
     }
 
-    fn ring_bytes(&self) -> usize {
-        RING_DATA_PAGES * self.page_size
-    }
-
-    /// Opens the events of threads that started, reads every ring, writes
-    /// the samples out and closes the events of threads that ended.
-    /// `stop`: close them all (the sampling window ended).
+    /// Reads every ring, writes the samples out and closes the events of
+    /// threads that ended. `stop`: close them all (the sampling window
+    /// ended).
     pub fn tick(&mut self, stop: bool) {
         let mut out = Vec::new();
         for (i, thread) in THREADS.iter().enumerate() {
             let v = thread.load(SeqCst);
-            if v == 0 && self.slots[i].tid == 0 {
+            if v == 0 || v & CLAIMED != 0 {
                 continue;
-            }
-            let tid = v & !ENDED;
-            if self.slots[i].tid != tid {
-                self.close(i);
-                if tid != 0 && !stop {
-                    self.open(i, tid);
-                }
             }
             self.read(i, &mut out);
             if v & ENDED != 0 || stop {
@@ -201,91 +243,37 @@ impl PmuSampler {
         }
     }
 
-    fn open(&mut self, i: usize, tid: u32) {
-        let s = self.spec;
-        let attr = PerfEventAttr {
-            kind: s.kind,
-            size: PerfEventAttr::SIZE,
-            config: s.config,
-            config1: s.config1,
-            sample_period: s.period,
-            sample_type: SAMPLE_TYPE,
-            flags: ATTR_EXCLUDE_KERNEL
-                | ATTR_EXCLUDE_HV
-                | ATTR_USE_CLOCKID
-                | (s.precise_ip as u64 & 3) << ATTR_PRECISE_SHIFT,
-            // No wake-ups: nobody polls, the sampler reads the ring.
-            wakeup_events: u32::MAX,
-            clockid: libc::CLOCK_MONOTONIC,
-            ..Default::default()
-        };
-        let fd = match perf_event_open(&attr, tid) {
-            Ok(fd) => fd,
-            Err(errno) => {
-                if REFUSED.fetch_add(1, SeqCst) == 0 {
-                    FIRST_ERRNO.store(errno, SeqCst);
-                }
-                // Not asked again.
-                self.slots[i] = Slot {
-                    tid,
-                    fd: -1,
-                    ring: std::ptr::null_mut(),
-                };
-                return;
-            }
-        };
-        // SAFETY: a shared mapping of a perf descriptor, one header page
-        // and a power-of-two data area, as perf_event_open(2) documents.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                self.page_size + self.ring_bytes(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        let ring = if p == libc::MAP_FAILED {
-            std::ptr::null_mut()
-        } else {
-            p as *mut u8
-        };
-        self.opened |= !ring.is_null();
-        self.slots[i] = Slot { tid, fd, ring };
+    fn close(&mut self, i: usize) {
+        let ring = RINGS[i].swap(0, SeqCst);
+        if ring != 0 {
+            // SAFETY: the mapping thread_starts made, of that length.
+            unsafe {
+                libc::munmap(
+                    ring as *mut libc::c_void,
+                    self.page_size + ring_bytes(self.page_size),
+                )
+            };
+        }
+        let fd = FDS[i].swap(-1, SeqCst);
+        if fd >= 0 {
+            sys::close(fd);
+        }
     }
 
     /// Whether the kernel refused the event before it was ever opened:
     /// then pages are armed after all (the Pmu record says why).
     pub fn refused(&self) -> bool {
-        !self.opened && REFUSED.load(SeqCst) > 0
-    }
-
-    fn close(&mut self, i: usize) {
-        let s = self.slots[i];
-        if !s.ring.is_null() {
-            // SAFETY: the mapping `open` made, of that length.
-            unsafe {
-                libc::munmap(
-                    s.ring as *mut libc::c_void,
-                    self.page_size + self.ring_bytes(),
-                )
-            };
-        }
-        if s.fd >= 0 {
-            sys::close(s.fd);
-        }
-        self.slots[i] = NO_SLOT;
+        !OPENED.load(SeqCst) && REFUSED.load(SeqCst) > 0
     }
 
     /// Reads slot `i`'s ring from its tail to its head into `out`, and
     /// gives the space back to the kernel.
     fn read(&mut self, i: usize, out: &mut Vec<crate::perf::PmuSample>) {
-        let ring = self.slots[i].ring;
+        let ring = RINGS[i].load(SeqCst) as *mut u8;
         if ring.is_null() {
             return;
         }
-        let size = self.ring_bytes();
+        let size = ring_bytes(self.page_size);
         // SAFETY: the header page of a live mapping; the fence pairs with
         // the kernel's release of the head.
         let (head, tail) = unsafe {

@@ -83,7 +83,16 @@ pub enum Kind {
     /// dropped (ring full), `size` samples fell outside every tracked
     /// region.
     Pmu = 18,
+    /// A sampled allocation below the tracking threshold (see the
+    /// library's `small`): `size` bytes at `addr` by thread `tid`, its
+    /// page on `node` (-1: not present), `flags` as an Alloc's; `cpu` the
+    /// sampling mean in KiB; `time_ns` the key of its Frame records.
+    SmallAlloc = 19,
 }
+
+/// The high bit of a SmallAlloc's key (`time_ns`, and its Frame records'
+/// `addr`): no user-space address has it.
+pub const KEY_BIT_SMALL: u64 = 1 << 63;
 
 /// Set in `flags` when the sampled access was a write.
 pub const FLAG_WRITE: u32 = 1;
@@ -160,6 +169,7 @@ impl Record {
             16 => Kind::Watch,
             17 => Kind::Refine,
             18 => Kind::Pmu,
+            19 => Kind::SmallAlloc,
             _ => return None,
         };
         Some(Record {

@@ -385,3 +385,34 @@ fn a_pmu_the_kernel_refuses_gives_way_to_protection_faults() {
 fn libc_enoent() -> i32 {
     2
 }
+
+#[test]
+fn small_allocations_are_drawn_by_bytes_with_their_stacks() {
+    // 200000 allocations of 100 bytes, one drawn per 64 KiB allocated on
+    // average: about 305 (20 MB / 64 KiB), each with its call stack.
+    let (o, r) = run_with("small", 20, &[("NUMALAB_PROFILE_SMALL_EVERY", "65536")]);
+    assert!(
+        o.status.success() && text(&o).contains("small 200000"),
+        "{}",
+        text(&o)
+    );
+    let drawn: Vec<&Record> = r.iter().filter(|x| x.kind == Kind::SmallAlloc).collect();
+    // Those of the program's 100-byte allocations (libc's own, stdio's
+    // buffer, are drawn too).
+    let ours: Vec<&&Record> = drawn.iter().filter(|x| x.size == 100).collect();
+    assert!((200..=450).contains(&ours.len()), "{} drawn", ours.len());
+    assert!(ours
+        .iter()
+        .all(|x| x.cpu == 64 && x.node == 0 && x.time_ns >> 63 == 1));
+    // Each has its call stack, keyed by its number, innermost first.
+    for x in ours.iter().take(20) {
+        let frames = r
+            .iter()
+            .filter(|f| f.kind == Kind::Frame && f.addr == x.time_ns)
+            .count();
+        assert!(frames >= 3, "{frames} frames for {x:?}");
+    }
+    // Off: none drawn.
+    let (_, r) = run_with("small", 20, &[("NUMALAB_PROFILE_SMALL_EVERY", "0")]);
+    assert!(!r.iter().any(|x| x.kind == Kind::SmallAlloc));
+}

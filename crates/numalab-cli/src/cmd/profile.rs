@@ -1,6 +1,6 @@
 //! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--duration S] [--min-bytes SIZE]
-//! [--regions FILTER] [--threads SET] [--refine auto|off] [--refine-time S] [--machine FILE]
-//! [--sampler auto|faults|pmu] [-o DIR] [--json] -- CMD ARGS...`: run a command with the
+//! [--small-every SIZE] [--regions FILTER] [--threads SET] [--refine auto|off]
+//! [--refine-time S] [--machine FILE] [--sampler auto|faults|pmu] [-o DIR] [--json] -- CMD ARGS...`: run a command with the
 //! preload library that samples its memory accesses by protection faults (no PMU needed), or
 //! through a memory-sampling PMU where one is usable, then say which of its allocations were
 //! accessed from which node.
@@ -46,6 +46,12 @@ pub struct Args {
     /// Track allocations of at least this size (malloc family and anonymous mmaps).
     #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = size(4096, "one page"))]
     min_bytes: usize,
+    /// Allocations below --min-bytes are not tracked one by one: one is
+    /// drawn per this many bytes allocated, on average, with its call
+    /// stack and its page's node, and each site's allocations and bytes
+    /// are estimated from the draws (0: off).
+    #[arg(long, value_name = "SIZE", default_value = "512K", value_parser = small_every())]
+    small_every: usize,
     /// `auto`: after the page samples found lines accessed from several
     /// nodes, watch their 8-byte words with hardware watchpoints (reads
     /// and writes by node, false sharing); a region filter (as
@@ -192,6 +198,20 @@ fn refine_mode() -> Typed<Refine> {
         f => RegionFilter::parse(f)
             .map(|r| Refine::Regions(f.to_string(), r))
             .map_err(|e| format!("{opt}: give auto, off or a region filter ({e})")),
+    })
+}
+
+fn small_every() -> Typed<usize> {
+    Typed::new(|opt, t| {
+        let v = numalab::text::parse::size(t).map_err(|e| format!("{opt}: {e}"))?;
+        match v {
+            0 => Ok(0),
+            1..=4095 => Err(format!(
+                "{opt} {} is too small: 0 (off) or at least 4 KiB",
+                excerpt(t, 40)
+            )),
+            v => usize::try_from(v).map_err(|_| format!("{opt} {} is too large", excerpt(t, 40))),
+        }
     })
 }
 
@@ -402,6 +422,7 @@ pub fn run(a: Args) -> CliResult {
             },
         )
         .with_env("NUMALAB_PROFILE_MIN_BYTES", a.min_bytes.to_string())
+        .with_env("NUMALAB_PROFILE_SMALL_EVERY", a.small_every.to_string())
         .with_env(
             "NUMALAB_PROFILE_DURATION",
             a.duration.map_or(String::new(), |d| d.to_string()),

@@ -227,6 +227,25 @@ static int mode_thp(void) {
     return 0;
 }
 
+/* Small allocations, below the tracking threshold: 200000 of 100 bytes
+ * from one function, kept until the end (20 MB). */
+static __attribute__((noinline)) void *make_small(size_t n) {
+    void *p = malloc(n);
+    memset(p, 1, n);
+    return p;
+}
+
+static int mode_small(void) {
+    enum { COUNT = 200000, SIZE = 100 };
+    void **keep = mmap(NULL, COUNT * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (keep == MAP_FAILED) return 1;
+    for (int i = 0; i < COUNT; i++) keep[i] = make_small(SIZE);
+    printf("small %d of %d bytes\n", COUNT, SIZE);
+    for (int i = 0; i < COUNT; i++) free(keep[i]);
+    munmap(keep, COUNT * sizeof(void *));
+    return 0;
+}
+
 /* Worker threads started with every signal blocked (as xz and other
  * thread pools do) still take the sampler's faults. */
 static int mode_blocked(void) {
@@ -248,6 +267,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "sample")) return mode_sample();
     if (!strcmp(m, "blocked")) return mode_blocked();
     if (!strcmp(m, "thp")) return mode_thp();
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp\n", m);
+    if (!strcmp(m, "small")) return mode_small();
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small\n", m);
     return 2;
 }

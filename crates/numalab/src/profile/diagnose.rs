@@ -373,6 +373,7 @@ mod tests {
             thread: None,
             stack: Vec::new(),
             allocations: 1,
+            sampled_allocations: 0,
             bytes: 1 << 24,
             first_address: 0x1000,
             samples: n,

@@ -85,6 +85,7 @@ impl RegionFilter {
     pub fn keeps(&self, r: &RegionProfile) -> bool {
         match r.kind.as_str() {
             "static" | "stack" => self.terms.iter().any(|t| self.located_term(t, r)),
+            "small" => self.terms.iter().any(|t| small_term(t, r)),
             _ => true,
         }
     }
@@ -209,6 +210,32 @@ fn parse_term(t: &str) -> Result<Term, String> {
 /// Whether a symbol (mangled or not) is the one the user named: the same
 /// text, its demangled form, or a demangled path ending in `::NAME`
 /// (`site:init` finds the Rust function `prog::init`).
+/// Whether a term selects a site of small allocations (not judged by the
+/// library, which does not track them): `heap`, a size term by their mean
+/// size, a function or line its call stack passes through.
+fn small_term(t: &Term, r: &RegionProfile) -> bool {
+    let frames = || {
+        r.stack.iter().map(|f| {
+            let mut w = f.split_whitespace();
+            (w.next().unwrap_or(""), w.next().unwrap_or(""))
+        })
+    };
+    match t {
+        Term::Heap => true,
+        Term::Size { min, max } => {
+            (*min..=*max).contains(&r.bytes.checked_div(r.allocations).unwrap_or(0))
+        }
+        Term::Function(name) => frames().any(|(f, _)| names_match(f, name)),
+        Term::Line { file, line } => {
+            let want = format!("{file}:{line}");
+            frames().any(|(_, at)| {
+                !at.is_empty() && (at.ends_with(&want) || want.ends_with(&format!("/{at}")))
+            })
+        }
+        _ => false,
+    }
+}
+
 fn names_match(symbol: &str, wanted: &str) -> bool {
     if symbol == wanted {
         return true;

@@ -36,9 +36,10 @@ pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
 /// sampled of it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RegionProfile {
-    /// `heap` (malloc family), `mmap` (anonymous mapping), `static` (a
-    /// data symbol, or the rest of an object's .data/.bss) or `stack` (a
-    /// thread's).
+    /// `heap` (malloc family), `mmap` (anonymous mapping), `small` (heap
+    /// allocations below `--min-bytes`, sampled by bytes, located only),
+    /// `static` (a data symbol, or the rest of an object's .data/.bss) or
+    /// `stack` (a thread's).
     pub kind: String,
     /// The allocation site: the first frame outside the preload library
     /// and libc's allocator, symbolised where debug info allows; for
@@ -53,9 +54,16 @@ pub struct RegionProfile {
     pub thread: Option<u32>,
     /// The call stack, innermost first.
     pub stack: Vec<String>,
-    /// Allocations from this site, and their bytes.
+    /// Allocations from this site, and their bytes (kind `small`:
+    /// estimated from the sampled ones).
     pub allocations: u64,
     pub bytes: u64,
+    /// Kind `small` (allocations below `--min-bytes`, since 1.4): the
+    /// allocations drawn, one per so many bytes allocated on average; its
+    /// `pages_by_node` then counts the drawn allocations by the node of
+    /// their page when allocated (-1: not present yet).
+    #[serde(default)]
+    pub sampled_allocations: u64,
     /// The first allocation's address, for reading the page map.
     pub first_address: u64,
     pub samples: u64,
@@ -528,6 +536,10 @@ struct SiteAcc {
     pages: BTreeMap<i32, u64>,
     threads: BTreeMap<u32, u64>,
     first_touch: FirstTouches,
+    /// Small allocations (kind "small"): drawn, and the estimates.
+    sampled_allocations: u64,
+    estimated_allocations: f64,
+    estimated_bytes: f64,
     /// Snapshot number -> (first time seen, pages by node).
     snapshots: BTreeMap<u32, (u64, BTreeMap<i32, u64>)>,
 }
@@ -659,6 +671,30 @@ pub fn build(
                         site,
                     },
                 );
+            }
+            Kind::SmallAlloc => {
+                let mut f = frames.get(&r.time_ns).cloned().unwrap_or_default();
+                f.sort();
+                let stack: Vec<u64> = f.into_iter().map(|(_, pc)| pc).collect();
+                let key = ("small".to_string(), stack.clone());
+                let site = *site_of_stack.entry(key).or_insert_with(|| {
+                    sites.push(SiteAcc {
+                        kind: "small".into(),
+                        stack,
+                        first_address: r.addr,
+                        ..SiteAcc::default()
+                    });
+                    sites.len() - 1
+                });
+                // Drawn with probability 1 - exp(-size/mean): weighed by
+                // its inverse, the sums estimate the site's totals.
+                let mean = (r.cpu as f64 * 1024.0).max(1.0);
+                let p = (1.0 - (-(r.size.max(1) as f64) / mean).exp()).max(1e-12);
+                let s = &mut sites[site];
+                s.sampled_allocations += 1;
+                s.estimated_allocations += 1.0 / p;
+                s.estimated_bytes += r.size as f64 / p;
+                *s.pages.entry(r.node).or_default() += 1;
             }
             Kind::PageNodes => {
                 if let Some(l) = live.get(&r.addr) {
@@ -797,15 +833,25 @@ pub fn build(
                 .find(|f| !symbols::is_allocator_frame(f))
                 .cloned()
                 .unwrap_or_else(|| "(no stack)".into());
+            let small = s.kind == "small";
             RegionProfile {
+                sampled: !small,
                 kind: s.kind,
                 site,
-                sampled: true,
                 object: None,
                 thread: None,
                 stack,
-                allocations: s.allocations,
-                bytes: s.bytes,
+                allocations: if small {
+                    s.estimated_allocations.round() as u64
+                } else {
+                    s.allocations
+                },
+                bytes: if small {
+                    s.estimated_bytes.round() as u64
+                } else {
+                    s.bytes
+                },
+                sampled_allocations: s.sampled_allocations,
                 first_address: s.first_address,
                 samples: s.samples,
                 reads: s.reads,
@@ -840,6 +886,7 @@ pub fn build(
         })
         .collect();
     let refinement = refine::refinement(m, &watch_hits, &refine_book, write_probes);
+    merge_small_sites(&mut regions);
     regions.extend(located_regions(&located, names, min_bytes, page_size, pid));
     regions.sort_by(|a, b| {
         b.samples
@@ -945,6 +992,36 @@ fn sampling_cost(costs: &[&Record], faults: u64) -> Option<SamplingCost> {
     })
 }
 
+/// Small allocations drawn from stacks that differ below their site (the
+/// first frame outside the allocator) are one region: a site draws few
+/// each, and a caller's caller says little about where they went.
+fn merge_small_sites(regions: &mut Vec<RegionProfile>) {
+    let mut by_site: BTreeMap<String, usize> = BTreeMap::new();
+    let mut kept: Vec<RegionProfile> = Vec::with_capacity(regions.len());
+    for r in regions.drain(..) {
+        if r.kind != "small" {
+            kept.push(r);
+            continue;
+        }
+        match by_site.get(&r.site) {
+            Some(&i) => {
+                let k = &mut kept[i];
+                k.allocations += r.allocations;
+                k.bytes += r.bytes;
+                k.sampled_allocations += r.sampled_allocations;
+                for (n, c) in r.pages_by_node {
+                    *k.pages_by_node.entry(n).or_default() += c;
+                }
+            }
+            None => {
+                by_site.insert(r.site.clone(), kept.len());
+                kept.push(r);
+            }
+        }
+    }
+    *regions = kept;
+}
+
 /// Pages present on some node.
 fn present(r: &RegionProfile) -> u64 {
     r.pages_by_node
@@ -976,6 +1053,7 @@ fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> RegionPro
         thread: None,
         stack: Vec::new(),
         allocations: 1,
+        sampled_allocations: 0,
         bytes,
         first_address: first,
         samples: 0,
@@ -1294,5 +1372,38 @@ mod tests {
         // Not asked: nothing to say.
         let (s, w) = status().after_run(false, &[fault_sample]);
         assert!(!s.used && w.is_empty());
+    }
+
+    #[test]
+    fn small_allocations_are_estimated_from_their_draws_and_merged_by_site() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let key = |n: u64| record::KEY_BIT_SMALL | n;
+        let mut records = vec![rec(Kind::Start, 100, u32::MAX, 0, 65536, 4096, 1)];
+        // Two 100-byte draws and one of 40000 bytes, at a mean of 64 KiB,
+        // from one site; one page on node 2, one not present yet.
+        for (n, size, node) in [(0, 100, 2), (1, 100, 2), (2, 40_000, -1)] {
+            records.push(rec(
+                Kind::SmallAlloc,
+                101,
+                64,
+                node,
+                0x9000 + n * 64,
+                size,
+                key(n),
+            ));
+            records.push(rec(Kind::Frame, 101, u32::MAX, -1, key(n), 0, 0x401000));
+        }
+        let p = build(&m, vec!["prog".into()], &records, &Fixed);
+        let small: Vec<_> = p.regions.iter().filter(|r| r.kind == "small").collect();
+        assert_eq!(small.len(), 1, "{small:?}");
+        let r = small[0];
+        assert_eq!(r.site, "fill prog.c:12 (prog)");
+        assert!(!r.sampled);
+        // Each weighed by 1 / (1 - exp(-size / 65536)): 655.86 for 100
+        // bytes, 2.19 for 40000.
+        assert_eq!((r.sampled_allocations, r.allocations), (3, 1314));
+        assert_eq!(r.bytes, 131_172 + 87_558);
+        assert_eq!(r.pages_by_node, BTreeMap::from([(-1, 1), (2, 2)]));
+        assert_eq!(p.samples, 0);
     }
 }

@@ -248,6 +248,9 @@ fn selection_line(sel: &crate::profile::Selection) -> String {
     format!("selected: {}\n", parts.join("; "))
 }
 
+/// Sites of small allocations the text lists (the JSON has them all).
+const SMALL_SITES_SHOWN: usize = 10;
+
 /// The text view.
 pub fn render(p: &Profile) -> String {
     let mut s = String::new();
@@ -343,7 +346,40 @@ pub fn render(p: &Profile) -> String {
             let _ = writeln!(s, "     pages over time: {}", pages_over_time(r));
         }
     }
-    let located: Vec<_> = p.regions.iter().filter(|r| !r.sampled).collect();
+    let mut small: Vec<_> = p.regions.iter().filter(|r| r.kind == "small").collect();
+    if !small.is_empty() {
+        small.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+        let drawn: u64 = small.iter().map(|r| r.sampled_allocations).sum();
+        let _ = writeln!(
+            s,
+            "\nsmall allocations (below {}, not armed; {drawn} drawn by bytes allocated, totals estimated; most bytes first):",
+            format_bytes(p.min_bytes)
+        );
+        for r in small.iter().take(SMALL_SITES_SHOWN) {
+            let _ = writeln!(
+                s,
+                "  ~{} in ~{} allocation{} at {}: {} drawn, their pages by node {}",
+                format_bytes(r.bytes),
+                r.allocations,
+                if r.allocations == 1 { "" } else { "s" },
+                r.site,
+                r.sampled_allocations,
+                pages(r)
+            );
+        }
+        if small.len() > SMALL_SITES_SHOWN {
+            let _ = writeln!(
+                s,
+                "  and {} more sites (profile.json lists them)",
+                small.len() - SMALL_SITES_SHOWN
+            );
+        }
+    }
+    let located: Vec<_> = p
+        .regions
+        .iter()
+        .filter(|r| !r.sampled && r.kind != "small")
+        .collect();
     if !located.is_empty() {
         let _ = writeln!(
             s,

@@ -1,0 +1,152 @@
+//! Allocations below `--min-bytes`: too many to track one by one, and
+//! never armed (a mutex in a small heap object would see its futex call
+//! fail on an armed page). They are sampled by bytes instead, as heap
+//! profilers do: each thread draws the bytes until its next sampled
+//! allocation from an exponential distribution of mean
+//! `NUMALAB_PROFILE_SMALL_EVERY` (default 512 KiB; 0: off), so that an
+//! allocation of n bytes is drawn with probability 1 - exp(-n/mean). A
+//! drawn allocation is a SmallAlloc record with its call stack, its size
+//! and its page's node; the engine weighs each by the inverse of its
+//! probability to estimate each site's allocations and bytes. The cost
+//! when nothing is drawn: a thread-local subtraction per allocation; the
+//! draws' time counts in what sampling costs, and the mean doubles while
+//! draws alone take over half the target.
+
+use crate::record::{Kind, Record};
+use crate::{emit, sys};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+
+/// The default mean of bytes between two sampled small allocations.
+pub const DEFAULT_EVERY: usize = 512 << 10;
+/// The mean in force (0: off).
+static EVERY: AtomicUsize = AtomicUsize::new(DEFAULT_EVERY);
+/// Numbers the sampled allocations: their Frame records' key.
+static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+/// Time spent recording drawn allocations (call stack, node, records),
+/// in ns: part of what sampling costs (see [`crate::cost`]).
+static DRAW_NS: AtomicU64 = AtomicU64::new(0);
+/// The largest mean the controller raises it to (1 TiB).
+const MAX_EVERY: usize = 1 << 40;
+
+/// Time spent on drawn allocations so far, in ns.
+pub fn draw_ns() -> u64 {
+    DRAW_NS.load(SeqCst)
+}
+
+/// The controller's say: drawing took `share` of the program's CPU time
+/// in its last window, against a `target` for all of sampling. Above
+/// half of it, the mean doubles (the records say each draw's mean, so
+/// the estimates stay unbiased).
+pub fn adapt(share: f64, target: f64) {
+    let every = every();
+    if every != 0 && share > target / 2.0 {
+        EVERY.store((every * 2).min(MAX_EVERY), SeqCst);
+    }
+}
+
+/// Sampled allocations at most (about 430 MB of records with their
+/// stacks): a program profiled for hours keeps a bounded profile.
+const MAX_SAMPLED: u64 = 1 << 20;
+
+thread_local! {
+    /// Bytes this thread may still allocate before its next sampled
+    /// allocation (`i64::MIN`: not drawn yet).
+    static LEFT: Cell<i64> = const { Cell::new(i64::MIN) };
+    static RANDOM: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Reads `NUMALAB_PROFILE_SMALL_EVERY` (bytes, 0: off), at the library's
+/// start.
+pub fn init() {
+    if let Some(b) = crate::env_number("NUMALAB_PROFILE_SMALL_EVERY") {
+        EVERY.store(b, SeqCst);
+    }
+}
+
+/// The mean in force, in bytes (0: off).
+pub fn every() -> usize {
+    EVERY.load(SeqCst)
+}
+
+/// Bytes to the next draw: exponential of mean `every`.
+fn draw(every: usize) -> i64 {
+    let x = RANDOM.with(|r| {
+        let mut x = r.get();
+        if x == 0 {
+            x = (sys::monotonic_ns() ^ (sys::gettid() as u64).rotate_left(32)) | 1;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        r.set(x);
+        x
+    });
+    // A uniform in (0, 1].
+    let u = ((x >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    (-u.ln() * every as f64).min(i64::MAX as f64 / 2.0) as i64
+}
+
+/// Counts an allocation of `n` bytes at `p` below the tracking threshold
+/// (`flags` as an Alloc record's); records it when drawn.
+pub fn allocated(p: usize, n: usize, flags: u32) {
+    let every = every();
+    if every == 0 {
+        return;
+    }
+    let drawn = LEFT.with(|l| {
+        let mut left = l.get();
+        if left == i64::MIN {
+            left = draw(every);
+        }
+        left -= n as i64;
+        if left > 0 {
+            l.set(left);
+            false
+        } else {
+            l.set(draw(every));
+            true
+        }
+    });
+    if !drawn {
+        return;
+    }
+    let seq = SEQUENCE.fetch_add(1, SeqCst);
+    if seq >= MAX_SAMPLED {
+        return;
+    }
+    let key = crate::record::KEY_BIT_SMALL | seq;
+    let t0 = sys::monotonic_ns();
+    let ps = crate::page_size();
+    let node = match sys::page_state(p & !(ps - 1), ps) {
+        sys::PageState::Present(n) => n,
+        sys::PageState::Absent => -1,
+    };
+    emit(&Record {
+        kind: Kind::SmallAlloc,
+        tid: sys::gettid(),
+        // The mean, in KiB.
+        cpu: (every >> 10).min(u32::MAX as usize) as u32,
+        node,
+        flags,
+        addr: p as u64,
+        size: n as u64,
+        time_ns: key,
+    });
+    crate::hooks::emit_call_stack(key);
+    DRAW_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_average_the_mean() {
+        let n = 20_000;
+        let sum: i64 = (0..n).map(|_| draw(1000)).sum();
+        let mean = sum as f64 / n as f64;
+        assert!((mean - 1000.0).abs() < 50.0, "{mean}");
+        assert!((0..1000).all(|_| draw(1000) >= 0));
+    }
+}
