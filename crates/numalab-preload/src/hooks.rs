@@ -122,11 +122,17 @@ pub fn library_thread() {
 /// Tracks a new allocation when it is large enough and the region filter
 /// (`--regions`) selects it.
 fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
-    if !active() || p.is_null() || LIBRARY_THREAD.with(|l| l.get()) {
+    if !active() || p.is_null() {
         return p;
     }
+    // The hot path: one comparison and, below the threshold, a
+    // thread-local subtraction (the library's own thread is looked at
+    // only when a small allocation is drawn).
     if n < MIN_BYTES.load(SeqCst) {
         crate::small::allocated(p as usize, n, flags);
+        return p;
+    }
+    if on_library_thread() {
         return p;
     }
     let mut pcs = [0usize; STACK_CAPACITY];
@@ -159,6 +165,12 @@ fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
     }
     emit_frames(p as u64, &pcs[..depth]);
     p
+}
+
+/// Whether this is the library's own thread (the sampler), whose
+/// allocations are not the program's.
+pub fn on_library_thread() -> bool {
+    LIBRARY_THREAD.with(|l| l.get())
 }
 
 /// Frames of the call stack recorded per allocation.

@@ -8,14 +8,16 @@
 //! drawn allocation is a SmallAlloc record with its call stack, its size
 //! and its page's node; the engine weighs each by the inverse of its
 //! probability to estimate each site's allocations and bytes. The cost
-//! when nothing is drawn: a thread-local subtraction per allocation; the
+//! when nothing is drawn: a subtraction per allocation (see [`Shard`]); the
 //! draws' time counts in what sampling costs, and the mean doubles while
 //! draws alone take over half the target.
 
 use crate::record::{Kind, Record};
 use crate::{emit, sys};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicI64, AtomicU64, AtomicUsize,
+    Ordering::{Relaxed, SeqCst},
+};
 
 /// The default mean of bytes between two sampled small allocations.
 pub const DEFAULT_EVERY: usize = 512 << 10;
@@ -49,11 +51,33 @@ pub fn adapt(share: f64, target: f64) {
 /// stacks): a program profiled for hours keeps a bounded profile.
 const MAX_SAMPLED: u64 = 1 << 20;
 
-thread_local! {
-    /// Bytes this thread may still allocate before its next sampled
-    /// allocation (`i64::MIN`: not drawn yet).
-    static LEFT: Cell<i64> = const { Cell::new(i64::MIN) };
-    static RANDOM: Cell<u64> = const { Cell::new(0) };
+/// Bytes still to allocate before the next draw, in shards chosen by the
+/// allocating thread's stack address (thread stacks lie megabytes apart:
+/// a thread has its shard to itself in practice). A thread-local would be
+/// the natural home, but in a shared library every access to one is a
+/// call to `__tls_get_addr`, which doubled the cost of this hot path (3
+/// ns an allocation on the malloc benchmark of docs/profile.md). Plain
+/// loads and stores, no read-modify-write: two threads sharing a shard
+/// may lose a subtraction, which draws a little less often there.
+#[repr(align(64))]
+struct Shard {
+    left: AtomicI64,
+    random: AtomicU64,
+}
+
+const SHARDS: usize = 256;
+#[allow(clippy::declare_interior_mutable_const)]
+const NEW_SHARD: Shard = Shard {
+    left: AtomicI64::new(i64::MIN),
+    random: AtomicU64::new(0),
+};
+static SHARDS_LEFT: [Shard; SHARDS] = [NEW_SHARD; SHARDS];
+
+/// This thread's shard.
+fn shard() -> &'static Shard {
+    let here = 0u8;
+    let sp = std::ptr::addr_of!(here) as usize;
+    &SHARDS_LEFT[(sp >> 21) % SHARDS]
 }
 
 /// Reads `NUMALAB_PROFILE_SMALL_EVERY` (bytes, 0: off), at the library's
@@ -69,19 +93,17 @@ pub fn every() -> usize {
     EVERY.load(SeqCst)
 }
 
-/// Bytes to the next draw: exponential of mean `every`.
-fn draw(every: usize) -> i64 {
-    let x = RANDOM.with(|r| {
-        let mut x = r.get();
-        if x == 0 {
-            x = (sys::monotonic_ns() ^ (sys::gettid() as u64).rotate_left(32)) | 1;
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        r.set(x);
-        x
-    });
+/// Bytes to the next draw: exponential of mean `every`, from `shard`'s
+/// generator.
+fn draw(shard: &Shard, every: usize) -> i64 {
+    let mut x = shard.random.load(Relaxed);
+    if x == 0 {
+        x = (sys::monotonic_ns() ^ (sys::gettid() as u64).rotate_left(32)) | 1;
+    }
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    shard.random.store(x, Relaxed);
     // A uniform in (0, 1].
     let u = ((x >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
     (-u.ln() * every as f64).min(i64::MAX as f64 / 2.0) as i64
@@ -94,21 +116,16 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
     if every == 0 {
         return;
     }
-    let drawn = LEFT.with(|l| {
-        let mut left = l.get();
-        if left == i64::MIN {
-            left = draw(every);
-        }
-        left -= n as i64;
-        if left > 0 {
-            l.set(left);
-            false
-        } else {
-            l.set(draw(every));
-            true
-        }
-    });
-    if !drawn {
+    let sh = shard();
+    let mut left = sh.left.load(Relaxed);
+    if left == i64::MIN {
+        left = draw(sh, every);
+    }
+    left -= n as i64;
+    let drawn = left <= 0;
+    sh.left
+        .store(if drawn { draw(sh, every) } else { left }, Relaxed);
+    if !drawn || crate::hooks::on_library_thread() {
         return;
     }
     let seq = SEQUENCE.fetch_add(1, SeqCst);
@@ -144,9 +161,10 @@ mod tests {
     #[test]
     fn draws_average_the_mean() {
         let n = 20_000;
-        let sum: i64 = (0..n).map(|_| draw(1000)).sum();
+        let sh = shard();
+        let sum: i64 = (0..n).map(|_| draw(sh, 1000)).sum();
         let mean = sum as f64 / n as f64;
         assert!((mean - 1000.0).abs() < 50.0, "{mean}");
-        assert!((0..1000).all(|_| draw(1000) >= 0));
+        assert!((0..1000).all(|_| draw(sh, 1000) >= 0));
     }
 }

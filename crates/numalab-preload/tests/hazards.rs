@@ -351,7 +351,16 @@ fn pmu_sampling_reads_each_threads_ring_into_samples() {
     );
     assert!(inside
         .iter()
-        .all(|x| x.node == 0 && x.cpu != u32::MAX && x.flags & record::FLAG_ACCESS_UNKNOWN != 0));
+        .all(|x| x.cpu != u32::MAX && x.flags & record::FLAG_ACCESS_UNKNOWN != 0));
+    // The node is asked at the sampler's next tick: a page the program
+    // freed in between is unknown (-1).
+    let on_node_0 = inside.iter().filter(|x| x.node == 0).count();
+    assert!(
+        on_node_0 * 100 >= inside.len() * 99,
+        "{on_node_0} of {}",
+        inside.len()
+    );
+    assert!(inside.iter().all(|x| x.node == 0 || x.node == -1));
     let main = r.iter().find(|x| x.kind == Kind::Start).unwrap().tid;
     assert!(
         inside.iter().any(|x| x.tid == main),
