@@ -119,17 +119,25 @@ pub fn library_thread() {
     LIBRARY_THREAD.with(|l| l.set(true));
 }
 
-/// Tracks a new allocation when it is large enough and the region filter
-/// (`--regions`) selects it.
+/// Tracks a new heap allocation when it is large enough and the region
+/// filter (`--regions`) selects it.
 fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
+    track_with(p, n, flags, libc::PROT_READ | libc::PROT_WRITE)
+}
+
+/// [`track`] for any allocation or mapping; `prot`: its protection, which
+/// an armed page gets back.
+fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32) -> *mut c_void {
     if !active() || p.is_null() {
         return p;
     }
     // The hot path: one comparison and, below the threshold, a
-    // thread-local subtraction (the library's own thread is looked at
-    // only when a small allocation is drawn).
+    // subtraction (the library's own thread is looked at only when a
+    // small allocation is drawn).
     if n < MIN_BYTES.load(SeqCst) {
-        crate::small::allocated(p as usize, n, flags);
+        if flags & ALLOC_MMAP == 0 {
+            crate::small::allocated(p as usize, n, flags);
+        }
         return p;
     }
     if on_library_thread() {
@@ -147,7 +155,7 @@ fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
         return p;
     }
     let refine = select::refines(p as usize, n, mmap, &pcs[..depth]);
-    if !tables::add_region(p as usize, n, refine) {
+    if !tables::add_region(p as usize, n, refine, prot) {
         return p;
     }
     emit(&Record {
@@ -234,8 +242,11 @@ fn emit_frames(addr: u64, pcs: &[usize]) {
     }
 }
 
-/// `flags` of an Alloc record from `mmap`.
+/// `flags` of an Alloc record from `mmap`; of a mapping of a file; of a
+/// shared mapping (file or anonymous).
 pub const ALLOC_MMAP: u32 = 1;
+pub const ALLOC_FILE: u32 = 2;
+pub const ALLOC_SHARED: u32 = 4;
 
 fn untrack_heap(p: *mut c_void) {
     if active() && !p.is_null() {
@@ -403,11 +414,17 @@ pub unsafe extern "C" fn mmap(
         untrack(addr as usize, len);
     }
     let p = real(addr, len, prot, flags, fd, off);
-    let private_anon = flags & (libc::MAP_ANONYMOUS | libc::MAP_PRIVATE)
-        == libc::MAP_ANONYMOUS | libc::MAP_PRIVATE
-        && flags & libc::MAP_STACK == 0;
-    if p != libc::MAP_FAILED && private_anon && prot == libc::PROT_READ | libc::PROT_WRITE {
-        track(p, len, ALLOC_MMAP);
+    // Data mappings: anonymous or of a file, private or shared, readable,
+    // not code (an armed code page would fault on instruction fetch) and
+    // not a thread's stack (located as a stack).
+    let data =
+        prot & libc::PROT_READ != 0 && prot & libc::PROT_EXEC == 0 && flags & libc::MAP_STACK == 0;
+    if p != libc::MAP_FAILED && data {
+        let file = flags & libc::MAP_ANONYMOUS == 0 && fd >= 0;
+        let shared = flags & libc::MAP_SHARED != 0;
+        let kind =
+            ALLOC_MMAP | if file { ALLOC_FILE } else { 0 } | if shared { ALLOC_SHARED } else { 0 };
+        track_with(p, len, kind, prot);
     }
     p
 }

@@ -230,7 +230,14 @@ fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, 
     if probe && node == tables::NODE_ABSENT {
         return;
     }
-    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    // The protection its region had, which the page gets back; a page of
+    // a read-only mapping is not probed for writes.
+    let Some(prot) = tables::prot_of(page) else {
+        return;
+    };
+    if probe && prot & libc::PROT_WRITE == 0 {
+        return;
+    }
     let (armed_prot, probe_bit) = if probe {
         (libc::PROT_READ, tables::PROBE)
     } else {

@@ -291,6 +291,8 @@ struct Region {
     len: AtomicUsize,
     /// Refinement may watch its lines (`--refine FILTER` selected it).
     refine: AtomicBool,
+    /// Its protection (`PROT_*`), which an armed page of it gets back.
+    prot: AtomicU8,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -298,14 +300,15 @@ const EMPTY_REGION: Region = Region {
     start: AtomicUsize::new(0),
     len: AtomicUsize::new(0),
     refine: AtomicBool::new(false),
+    prot: AtomicU8::new(0),
 };
 
 static REGIONS: [Region; REGION_CAPACITY] = [EMPTY_REGION; REGION_CAPACITY];
 
-/// Tracks `[start, start + len)` as a region whose pages may be armed
-/// (`refine`: and whose lines refinement may watch); `false` when the
-/// table is full.
-pub fn add_region(start: usize, len: usize, refine: bool) -> bool {
+/// Tracks `[start, start + len)`, of protection `prot`, as a region whose
+/// pages may be armed (`refine`: and whose lines refinement may watch);
+/// `false` when the table is full.
+pub fn add_region(start: usize, len: usize, refine: bool, prot: i32) -> bool {
     if start == 0 || len == 0 {
         return false;
     }
@@ -316,6 +319,7 @@ pub fn add_region(start: usize, len: usize, refine: bool) -> bool {
         {
             r.len.store(len, SeqCst);
             r.refine.store(refine, SeqCst);
+            r.prot.store(prot as u8, SeqCst);
             r.start.store(start, SeqCst);
             return true;
         }
@@ -354,6 +358,15 @@ pub fn for_each_region(mut f: impl FnMut(usize, usize)) {
             f(s, r.len.load(SeqCst));
         }
     }
+}
+
+/// The protection of the tracked region holding `addr`.
+pub fn prot_of(addr: usize) -> Option<i32> {
+    REGIONS.iter().find_map(|r| {
+        let s = r.start.load(SeqCst);
+        (s != 0 && s != usize::MAX && addr >= s && addr - s < r.len.load(SeqCst))
+            .then(|| r.prot.load(SeqCst) as i32)
+    })
 }
 
 /// Whether `[page, page + len)` lies wholly inside a tracked region.
@@ -494,14 +507,16 @@ mod tests {
     #[test]
     fn arming_regions_and_busy_buffers_follow_the_handshake() {
         let p = 4096;
-        assert!(add_region(10 * p + 100, 5 * p, true));
+        assert!(add_region(10 * p + 100, 5 * p, true, 3));
+        assert_eq!((prot_of(11 * p), prot_of(16 * p)), (Some(3), None));
         // Whole pages only: 11p..15p.
         assert_eq!(nth_page(0, p), (Some(11 * p), 4));
         assert_eq!(nth_page(3, p), (Some(14 * p), 4));
         assert_eq!(nth_page(4, p), (None, 4));
         assert!(in_region(12 * p, p) && !in_region(15 * p, p));
         // A second region refinement may not watch.
-        assert!(add_region(40 * p, 2 * p, false));
+        assert!(add_region(40 * p, 2 * p, false, 1));
+        assert_eq!(prot_of(41 * p), Some(1));
         assert!(refinable(10 * p + 100) && refinable(15 * p + 99));
         assert!(!refinable(15 * p + 100) && !refinable(40 * p));
         assert_eq!(nth_region(1, p, true), Some((11 * p, 4)));

@@ -425,3 +425,35 @@ fn small_allocations_are_drawn_by_bytes_with_their_stacks() {
     let (_, r) = run_with("small", 20, &[("NUMALAB_PROFILE_SMALL_EVERY", "0")]);
     assert!(!r.iter().any(|x| x.kind == Kind::SmallAlloc));
 }
+
+#[test]
+fn file_mappings_are_sampled_and_keep_their_protection() {
+    let (o, r) = run("file", 5_000);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("sums right") && t.contains("read-only kept"),
+        "{t}"
+    );
+    let line = t.lines().find(|l| l.starts_with("file rw ")).unwrap();
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let (rw, ro, len) = (hex(w[2]), hex(w[4]), w[5].parse::<u64>().unwrap());
+    // Both tracked, as file mappings (shared or not).
+    let alloc = |a: u64| r.iter().find(|x| x.kind == Kind::Alloc && x.addr == a);
+    assert_eq!(alloc(rw).map(|x| (x.flags, x.size)), Some((1 | 2 | 4, len)));
+    assert_eq!(alloc(ro).map(|x| (x.flags, x.size)), Some((1 | 2, len)));
+    // Both sampled: the read-only one by the main thread's reads.
+    let s = samples(&r);
+    let within = |a: u64| s.iter().filter(|x| x.addr >= a && x.addr < a + len).count();
+    assert!(
+        within(rw) > 20 && within(ro) > 20,
+        "{} {}",
+        within(rw),
+        within(ro)
+    );
+    assert!(s
+        .iter()
+        .filter(|x| x.addr >= ro && x.addr < ro + len)
+        .all(|x| x.flags & record::FLAG_WRITE == 0));
+}

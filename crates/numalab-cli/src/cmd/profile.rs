@@ -510,6 +510,13 @@ fn analyse(m: &Machine, a: &Args, records: &Path, pmu: (PmuStatus, bool)) -> Pro
         .into_iter()
         .collect();
     let saved_maps = !maps_text.is_empty();
+    // Which file each file mapping maps (those still mapped at exit).
+    let file_of = |addr: u64| symbols::object_at(&maps_text, addr);
+    let files: Vec<(u64, Option<String>)> = all
+        .iter()
+        .filter(|r| r.kind == Kind::Alloc && r.flags & 2 != 0)
+        .map(|r| (r.addr, file_of(r.addr)))
+        .collect();
     let names = symbols::ProgramSymbols::new(maps_text, &pcs);
     let command = a
         .command
@@ -517,6 +524,12 @@ fn analyse(m: &Machine, a: &Args, records: &Path, pmu: (PmuStatus, bool)) -> Pro
         .map(|c| c.to_string_lossy().into_owned())
         .collect();
     let mut p = build(m, command, &all, &names);
+    for r in p.regions.iter_mut().filter(|r| r.kind == "file") {
+        r.object = files
+            .iter()
+            .find(|(a, _)| *a == r.first_address)
+            .and_then(|(_, f)| f.clone());
+    }
     filter::apply(
         m,
         &mut p,

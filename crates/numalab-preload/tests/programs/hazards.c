@@ -246,6 +246,60 @@ static int mode_small(void) {
     return 0;
 }
 
+/* File mappings are sampled too, and keep their protection: a shared
+ * read-write mapping of a 16 MiB file, read by two threads, and a private
+ * read-only one read by the main thread, whose pages must stay read-only
+ * (an armed page given back read-write would let a stray write through). */
+static int mode_file(void) {
+    char path[] = "/tmp/numalab-hazards-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return 1;
+    unlink(path);
+    size_t n = 16 * MB;
+    if (ftruncate(fd, n)) return 1;
+    uint64_t *rw = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (rw == MAP_FAILED) return 1;
+    for (size_t i = 0; i < n / 8; i++) rw[i] = i;
+    const volatile uint64_t *ro = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (ro == MAP_FAILED) return 1;
+    printf("file rw %p ro %p %zu\n", (void *)rw, (void *)ro, n);
+    pthread_t t[2];
+    struct arg x[2];
+    for (int i = 0; i < 2; i++) {
+        x[i].a = rw;
+        x[i].words = n / 8;
+        pthread_create(&t[i], NULL, reader, &x[i]);
+    }
+    uint64_t sum = 0, one = 0;
+    double end = now() + 1.0;
+    long passes = 0;
+    while (now() < end) {
+        for (size_t i = 0; i < n / 8; i += 512) sum += ro[i];
+        passes++;
+    }
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    for (size_t i = 0; i < n / 8; i += 512) one += i;
+    int ok = x[0].sum % one == 0 && x[1].sum % one == 0 && sum == one * passes;
+    printf("sums %s\n", ok ? "right" : "WRONG");
+    /* Every piece of the read-only mapping is still read-only. */
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int kept = 1;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long s, e;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &s, &e, perms) == 3 && s < (unsigned long)ro + n &&
+            (unsigned long)ro < e && perms[1] != '-')
+            kept = 0;
+    }
+    if (f) fclose(f);
+    printf("read-only %s\n", kept ? "kept" : "CHANGED");
+    munmap((void *)ro, n);
+    munmap(rw, n);
+    close(fd);
+    return !(ok && kept);
+}
+
 /* Worker threads started with every signal blocked (as xz and other
  * thread pools do) still take the sampler's faults. */
 static int mode_blocked(void) {
@@ -268,6 +322,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "blocked")) return mode_blocked();
     if (!strcmp(m, "thp")) return mode_thp();
     if (!strcmp(m, "small")) return mode_small();
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small\n", m);
+    if (!strcmp(m, "file")) return mode_file();
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file\n", m);
     return 2;
 }

@@ -36,7 +36,8 @@ pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
 /// sampled of it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RegionProfile {
-    /// `heap` (malloc family), `mmap` (anonymous mapping), `small` (heap
+    /// `heap` (malloc family), `mmap` (anonymous mapping), `file` (a
+    /// mapping of a file; `object` names it, since 1.4), `small` (heap
     /// allocations below `--min-bytes`, sampled by bytes, located only),
     /// `static` (a data symbol, or the rest of an object's .data/.bss) or
     /// `stack` (a thread's).
@@ -639,7 +640,12 @@ pub fn build(
                 }
             }
             Kind::Alloc => {
-                let kind = if r.flags & 1 != 0 { "mmap" } else { "heap" };
+                // The library's ALLOC_MMAP (1) and ALLOC_FILE (2) bits.
+                let kind = match r.flags & 3 {
+                    0 => "heap",
+                    1 => "mmap",
+                    _ => "file",
+                };
                 // The stack recorded right after this allocation: take it
                 // once, so that a later allocation at the same address
                 // gets its own.
@@ -1405,5 +1411,37 @@ mod tests {
         assert_eq!(r.bytes, 131_172 + 87_558);
         assert_eq!(r.pages_by_node, BTreeMap::from([(-1, 1), (2, 2)]));
         assert_eq!(p.samples, 0);
+    }
+
+    #[test]
+    fn mappings_are_heap_mmap_or_file_by_their_flags() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let mut records = vec![rec(Kind::Start, 100, u32::MAX, 0, 65536, 4096, 1)];
+        for (i, flags) in [0u32, 1, 3, 7].into_iter().enumerate() {
+            let mut a = rec(
+                Kind::Alloc,
+                100,
+                u32::MAX,
+                -1,
+                0x10_0000 * (i as u64 + 1),
+                1 << 20,
+                2,
+            );
+            a.flags = flags;
+            records.push(a);
+            records.push(rec(
+                Kind::Frame,
+                100,
+                u32::MAX,
+                -1,
+                a.addr,
+                0,
+                0x401000 + i as u64,
+            ));
+        }
+        let p = build(&m, vec!["prog".into()], &records, &Fixed);
+        let mut kinds: Vec<&str> = p.regions.iter().map(|r| r.kind.as_str()).collect();
+        kinds.sort();
+        assert_eq!(kinds, ["file", "file", "heap", "mmap"]);
     }
 }

@@ -300,13 +300,17 @@ pub fn render(p: &Profile) -> String {
     for (i, r) in sampled.enumerate() {
         let _ = writeln!(
             s,
-            "{:>3}. {} {} in {} allocation{} at {}\n     samples {} (reads {}, writes {}{}), remote {}, distance ratio {}\n     accesses CPU node→memory node: {}\n     pages by node: {}\n     threads: {}",
+            "{:>3}. {} {} in {} allocation{} at {}{}\n     samples {} (reads {}, writes {}{}), remote {}, distance ratio {}\n     accesses CPU node→memory node: {}\n     pages by node: {}\n     threads: {}",
             i + 1,
             r.kind,
             format_bytes(r.bytes),
             r.allocations,
             if r.allocations == 1 { "" } else { "s" },
             r.site,
+            match (&r.object, r.kind.as_str()) {
+                (Some(f), "file") => format!(", mapping {f}"),
+                _ => String::new(),
+            },
             r.samples,
             r.reads,
             r.writes,
