@@ -157,10 +157,7 @@ fn samples_fall_in_the_array_the_threads_read() {
     let (o, r) = run("sample", 5_000);
     let t = text(&o);
     assert!(o.status.success() && t.contains("sums right"), "{t}");
-    let line = t.lines().find(|l| l.starts_with("array ")).unwrap();
-    let mut w = line.split_whitespace().skip(1);
-    let start = u64::from_str_radix(w.next().unwrap().trim_start_matches("0x"), 16).unwrap();
-    let len: u64 = w.next().unwrap().parse().unwrap();
+    let (start, len) = array_of(&t);
     let s = samples(&r);
     assert!(s.len() > 100, "{} samples", s.len());
     let inside = s
@@ -324,10 +321,7 @@ fn pmu_sampling_reads_each_threads_ring_into_samples() {
     let (o, r) = run_with("sample", 5_000, &[("NUMALAB_PROFILE_PMU", "1:2:0:0:1")]);
     let t = text(&o);
     assert!(o.status.success() && t.contains("sums right"), "{t}");
-    let line = t.lines().find(|l| l.starts_with("array ")).unwrap();
-    let mut w = line.split_whitespace().skip(1);
-    let start = u64::from_str_radix(w.next().unwrap().trim_start_matches("0x"), 16).unwrap();
-    let len: u64 = w.next().unwrap().parse().unwrap();
+    let (start, len) = array_of(&t);
     let start_record = r.iter().find(|x| x.kind == Kind::Start).unwrap();
     assert_eq!(start_record.flags & 2, 2, "the Start record says PMU");
     let s = samples(&r);
@@ -456,4 +450,15 @@ fn file_mappings_are_sampled_and_keep_their_protection() {
         .iter()
         .filter(|x| x.addr >= ro && x.addr < ro + len)
         .all(|x| x.flags & record::FLAG_WRITE == 0));
+}
+
+/// The "array ADDRESS BYTES" line a mode prints.
+fn array_of(t: &str) -> (u64, u64) {
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("array "))
+        .unwrap_or_else(|| panic!("{t}"));
+    let mut w = line.split_whitespace().skip(1);
+    let start = u64::from_str_radix(w.next().unwrap().trim_start_matches("0x"), 16).unwrap();
+    (start, w.next().unwrap().parse().unwrap())
 }

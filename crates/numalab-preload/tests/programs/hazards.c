@@ -154,20 +154,30 @@ static void *reader(void *p) {
     return NULL;
 }
 
+/* Starts two reader threads over `words` words of a (their sums in x). */
+static void start_readers(volatile uint64_t *a, size_t words, struct arg x[2], pthread_t t[2]) {
+    for (int i = 0; i < 2; i++) {
+        x[i].a = a;
+        x[i].words = words;
+        pthread_create(&t[i], NULL, reader, &x[i]);
+    }
+}
+
+/* Two reader threads over `words` words of a, until both are done. */
+static void read_in_two_threads(volatile uint64_t *a, size_t words, struct arg x[2]) {
+    pthread_t t[2];
+    start_readers(a, words, x, t);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+}
+
 static int mode_sample(void) {
     size_t n = 32 * MB;
     uint64_t *a = malloc(n);
     for (size_t i = 0; i < n / 8; i++) a[i] = i;
     printf("array %p %zu\n", (void *)a, n);
     fflush(stdout);
-    pthread_t t[2];
     struct arg x[2];
-    for (int i = 0; i < 2; i++) {
-        x[i].a = a;
-        x[i].words = n / 8;
-        pthread_create(&t[i], NULL, reader, &x[i]);
-    }
-    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    read_in_two_threads(a, n / 8, x);
     /* The values are the program's: the sum of every 512th index. */
     uint64_t one = 0;
     for (size_t i = 0; i < n / 8; i += 512) one += i;
@@ -214,14 +224,8 @@ static int mode_thp(void) {
     for (size_t i = 0; i < n / 8; i++) a[i] = i;
     long before = anon_huge_kb(a, n);
     printf("array %p %zu\n", (void *)a, n);
-    pthread_t t[2];
     struct arg x[2];
-    for (int i = 0; i < 2; i++) {
-        x[i].a = a;
-        x[i].words = n / 8;
-        pthread_create(&t[i], NULL, reader, &x[i]);
-    }
-    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    read_in_two_threads(a, n / 8, x);
     printf("huge before %ld kB after %ld kB\n", before, anon_huge_kb(a, n));
     munmap(raw, n + huge);
     return 0;
@@ -265,11 +269,7 @@ static int mode_file(void) {
     printf("file rw %p ro %p %zu\n", (void *)rw, (void *)ro, n);
     pthread_t t[2];
     struct arg x[2];
-    for (int i = 0; i < 2; i++) {
-        x[i].a = rw;
-        x[i].words = n / 8;
-        pthread_create(&t[i], NULL, reader, &x[i]);
-    }
+    start_readers(rw, n / 8, x, t);
     uint64_t sum = 0, one = 0;
     double end = now() + 1.0;
     long passes = 0;
