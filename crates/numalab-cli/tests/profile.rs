@@ -918,7 +918,7 @@ fn bad_input_is_refused_in_one_line() {
     );
     fails(
         &["profile", "--regions", "heap,hep", "--", "true"],
-        "--regions: 'hep' is not a region term; terms: heap, mmap, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, 0xSTART-0xEND, size>N, size<N",
+        "--regions: 'hep' is not a region term; terms: heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, 0xSTART-0xEND, size>N, size<N",
     );
     fails(
         &["profile", "--regions", "size=4", "--", "true"],
@@ -1085,5 +1085,54 @@ fn small_allocations_are_estimated_by_site() {
             .iter()
             .any(|r| r["kind"] == "small"),
         "{v}"
+    );
+}
+
+#[test]
+fn file_mappings_are_regions_named_by_their_file_and_selected_by_it() {
+    library_built();
+    let dir = scratch("profile-file");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("p");
+    let data = dir.join("mapped.data");
+    let r = numalab(&[
+        "profile",
+        "--json",
+        "--rate",
+        "2000",
+        "--regions",
+        "file:mapped.data",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        program().to_str().unwrap(),
+        "file",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
+    assert!(program_out.contains("read-only kept"), "{program_out}");
+    let v = parse_json(json, "numalab profile --json");
+    // Only the file's two mappings are tracked (the filter), both named by
+    // it, both sampled.
+    let sampled: Vec<&Value> = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["sampled"] == true)
+        .collect();
+    assert_eq!(sampled.len(), 2, "{sampled:?}");
+    let path = std::fs::canonicalize(&data).unwrap();
+    for r in &sampled {
+        assert_eq!(r["kind"], "file", "{r}");
+        assert_eq!(r["bytes"], 16 << 20, "{r}");
+        assert_eq!(r["object"], path.to_str().unwrap(), "{r}");
+        assert!(r["samples"].as_u64().unwrap() > 5, "{r}");
+    }
+    let text = std::fs::read_to_string(out.join("profile.txt")).unwrap();
+    assert!(
+        text.contains(&format!(", mapping {}", path.display())),
+        "{text}"
     );
 }

@@ -122,12 +122,12 @@ pub fn library_thread() {
 /// Tracks a new heap allocation when it is large enough and the region
 /// filter (`--regions`) selects it.
 fn track(p: *mut c_void, n: usize, flags: u32) -> *mut c_void {
-    track_with(p, n, flags, libc::PROT_READ | libc::PROT_WRITE)
+    track_with(p, n, flags, libc::PROT_READ | libc::PROT_WRITE, -1)
 }
 
 /// [`track`] for any allocation or mapping; `prot`: its protection, which
-/// an armed page gets back.
-fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32) -> *mut c_void {
+/// an armed page gets back; `fd`: the file a mapping maps (-1: none).
+fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32, fd: c_int) -> *mut c_void {
     if !active() || p.is_null() {
         return p;
     }
@@ -150,11 +150,22 @@ fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32) -> *mut c_void {
     } else {
         0
     };
-    let mmap = flags & ALLOC_MMAP != 0;
-    if !select::tracks(p as usize, n, mmap, &pcs[..depth]) {
+    // The mapped file's path, only when a `file:` term needs it.
+    let mut path_buf = [0u8; 512];
+    let path = (fd >= 0 && select::needs_path())
+        .then(|| sys::fd_path(fd, &mut path_buf))
+        .flatten();
+    let c = select::Candidate {
+        addr: p as usize,
+        len: n,
+        mmap: flags & ALLOC_MMAP != 0,
+        stack: &pcs[..depth],
+        path,
+    };
+    if !select::tracks(&c) {
         return p;
     }
-    let refine = select::refines(p as usize, n, mmap, &pcs[..depth]);
+    let refine = select::refines(&c);
     if !tables::add_region(p as usize, n, refine, prot) {
         return p;
     }
@@ -424,7 +435,7 @@ pub unsafe extern "C" fn mmap(
         let shared = flags & libc::MAP_SHARED != 0;
         let kind =
             ALLOC_MMAP | if file { ALLOC_FILE } else { 0 } | if shared { ALLOC_SHARED } else { 0 };
-        track_with(p, len, kind, prot);
+        track_with(p, len, kind, prot, if file { fd } else { -1 });
     }
     p
 }

@@ -24,7 +24,13 @@ enum Term {
     Addr(usize, usize),
     /// Absolute code addresses, the object's load bias added.
     Code(usize, usize),
+    /// Mappings of a file: the path (or its last components) at this
+    /// index of [`FILE_PATHS`].
+    File(usize),
 }
+
+/// The paths of `file` terms, as given.
+static FILE_PATHS: OnceLock<Vec<String>> = OnceLock::new();
 
 /// The allocation filter; `None`: every allocation is tracked.
 static REGIONS: OnceLock<Option<Vec<Term>>> = OnceLock::new();
@@ -52,10 +58,14 @@ pub fn init() {
     ORDINAL.with(|o| o.set(0));
     // An empty value is no filter (numalab clears what it does not set).
     let given = |name: &str| std::env::var(name).ok().filter(|t| !t.trim().is_empty());
-    let regions = given("NUMALAB_PROFILE_REGIONS").map(|t| parse_regions(&t, object_bias));
+    let mut paths = Vec::new();
+    let regions =
+        given("NUMALAB_PROFILE_REGIONS").map(|t| parse_regions(&t, object_bias, &mut paths));
     let _ = REGIONS.set(regions);
-    let refine = given("NUMALAB_PROFILE_REFINE_REGIONS").map(|t| parse_regions(&t, object_bias));
+    let refine =
+        given("NUMALAB_PROFILE_REFINE_REGIONS").map(|t| parse_regions(&t, object_bias, &mut paths));
     let _ = REFINE_REGIONS.set(refine);
+    let _ = FILE_PATHS.set(paths);
     if let Some(t) = given("NUMALAB_PROFILE_THREADS") {
         for w in t.split(',').filter_map(|w| w.trim().parse::<u32>().ok()) {
             if let Some(word) = THREADS.get(w as usize / 64) {
@@ -68,10 +78,19 @@ pub fn init() {
 
 /// The terms of a `NUMALAB_PROFILE_REGIONS` text; `bias(path)` gives a
 /// loaded object's load bias (`None`: not loaded, its code terms match
-/// nothing).
-fn parse_regions(text: &str, bias: impl Fn(&str) -> Option<usize>) -> Vec<Term> {
+/// nothing); `file` terms' paths go to `paths`.
+fn parse_regions(
+    text: &str,
+    bias: impl Fn(&str) -> Option<usize>,
+    paths: &mut Vec<String>,
+) -> Vec<Term> {
     let mut terms = Vec::new();
     for line in text.lines().take(MAX_TERMS) {
+        if let Some(path) = line.strip_prefix("file ").filter(|p| !p.is_empty()) {
+            terms.push(Term::File(paths.len()));
+            paths.push(path.to_string());
+            continue;
+        }
         let mut f = line.splitn(4, ' ');
         let word = f.next().unwrap_or("");
         let mut num = || f.next().and_then(|n| n.parse::<usize>().ok());
@@ -96,27 +115,52 @@ fn parse_regions(text: &str, bias: impl Fn(&str) -> Option<usize>) -> Vec<Term> 
     terms
 }
 
+/// Whether a filter needs a mapping's file path.
+pub fn needs_path() -> bool {
+    FILE_PATHS.get().is_some_and(|p| !p.is_empty())
+}
+
+/// Whether the mapped file `path` is the one `wanted` names: the same
+/// path, or `wanted` its last components.
+fn file_matches(path: &[u8], wanted: &str) -> bool {
+    let w = wanted.as_bytes();
+    path == w
+        || (path.ends_with(w) && path.len() > w.len() && path[path.len() - w.len() - 1] == b'/')
+}
+
 /// Whether a filter needs the allocation's call stack.
 pub fn needs_stack() -> bool {
     let by_code = |f: &OnceLock<Option<Vec<Term>>>| matches!(f.get(), Some(Some(t)) if t.iter().any(|t| matches!(t, Term::Code(..))));
     by_code(&REGIONS) || by_code(&REFINE_REGIONS)
 }
 
-/// Whether the allocation `[addr, addr + len)` is tracked: `mmap` says
-/// whether it is a mapping, `stack` its call stack's return addresses.
-pub fn tracks(addr: usize, len: usize, mmap: bool, stack: &[usize]) -> bool {
+/// An allocation or mapping, as the filters judge it.
+#[derive(Clone, Copy)]
+pub struct Candidate<'a> {
+    pub addr: usize,
+    pub len: usize,
+    /// A mapping (not the malloc family).
+    pub mmap: bool,
+    /// The call stack's return addresses (when a filter needs them).
+    pub stack: &'a [usize],
+    /// The mapped file's path (when a filter needs it).
+    pub path: Option<&'a [u8]>,
+}
+
+/// Whether the allocation is tracked.
+pub fn tracks(c: &Candidate) -> bool {
     REGIONS
         .get()
         .and_then(Option::as_ref)
-        .is_none_or(|t| selects(t, addr, len, mmap, stack))
+        .is_none_or(|t| selects(t, c))
 }
 
 /// Whether refinement may watch the lines of that allocation.
-pub fn refines(addr: usize, len: usize, mmap: bool, stack: &[usize]) -> bool {
+pub fn refines(c: &Candidate) -> bool {
     REFINE_REGIONS
         .get()
         .and_then(Option::as_ref)
-        .is_none_or(|t| selects(t, addr, len, mmap, stack))
+        .is_none_or(|t| selects(t, c))
 }
 
 /// Whether refinement is limited to some regions.
@@ -124,16 +168,21 @@ pub fn refine_limited() -> bool {
     matches!(REFINE_REGIONS.get(), Some(Some(_)))
 }
 
-fn selects(terms: &[Term], addr: usize, len: usize, mmap: bool, stack: &[usize]) -> bool {
+fn selects(terms: &[Term], c: &Candidate) -> bool {
     terms.iter().any(|t| match *t {
-        Term::Heap => !mmap,
-        Term::Mmap => mmap,
-        Term::Size(lo, hi) => (lo..=hi).contains(&len),
-        Term::Addr(lo, hi) => addr < hi && lo < addr.saturating_add(len),
+        Term::Heap => !c.mmap,
+        Term::Mmap => c.mmap,
+        Term::Size(lo, hi) => (lo..=hi).contains(&c.len),
+        Term::Addr(lo, hi) => c.addr < hi && lo < c.addr.saturating_add(c.len),
         // A return address is just past its call: the call is before it.
-        Term::Code(lo, hi) => stack
+        Term::Code(lo, hi) => c
+            .stack
             .iter()
             .any(|pc| (lo..hi).contains(&pc.wrapping_sub(1))),
+        Term::File(i) => match (c.path, FILE_PATHS.get().and_then(|p| p.get(i))) {
+            (Some(path), Some(wanted)) => file_matches(path, wanted),
+            _ => false,
+        },
     })
 }
 
@@ -224,9 +273,11 @@ mod tests {
     #[test]
     fn the_engines_lines_become_terms() {
         let bias = |p: &str| (p == "/bin/prog").then_some(0x5000);
+        let mut paths = Vec::new();
         let t = parse_regions(
-            "heap\nsize 10 20\naddr 4096 8192\ncode 16 32 /bin/prog\ncode 1 2 /not/loaded\nnone\nbogus 1\n",
+            "heap\nsize 10 20\naddr 4096 8192\ncode 16 32 /bin/prog\ncode 1 2 /not/loaded\nnone\nbogus 1\nfile db/my data\n",
             bias,
+            &mut paths,
         );
         assert_eq!(
             t,
@@ -234,16 +285,27 @@ mod tests {
                 Term::Heap,
                 Term::Size(10, 20),
                 Term::Addr(4096, 8192),
-                Term::Code(0x5010, 0x5020)
+                Term::Code(0x5010, 0x5020),
+                Term::File(0)
             ]
         );
-        assert!(parse_regions("none\n", bias).is_empty());
+        assert_eq!(paths, ["db/my data"]);
+        assert!(parse_regions("none\n", bias, &mut paths).is_empty());
         // A path with spaces stays whole.
         let spaced = |p: &str| (p == "/opt/my prog").then_some(0);
         assert_eq!(
-            parse_regions("code 1 2 /opt/my prog", spaced),
+            parse_regions("code 1 2 /opt/my prog", spaced, &mut paths),
             vec![Term::Code(1, 2)]
         );
+    }
+
+    #[test]
+    fn files_match_by_path_or_last_components() {
+        assert!(file_matches(b"/srv/db/data.db", "/srv/db/data.db"));
+        assert!(file_matches(b"/srv/db/data.db", "data.db"));
+        assert!(file_matches(b"/srv/db/data.db", "db/data.db"));
+        assert!(!file_matches(b"/srv/db/mydata.db", "data.db"));
+        assert!(!file_matches(b"/srv/db/data.db", "/db/data"));
     }
 
     #[test]

@@ -317,3 +317,34 @@ pub fn affinity() -> (u64, u64) {
         .map_or(0, |(i, w)| i as u64 * 64 + w.trailing_zeros() as u64);
     (count as u64, first)
 }
+
+/// The path of this process's descriptor `fd` (`readlink` of
+/// /proc/self/fd/FD into `buf`, no allocation); `None` when unreadable or
+/// longer than `buf`.
+pub fn fd_path(fd: i32, buf: &mut [u8]) -> Option<&[u8]> {
+    let mut link = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0";
+    let mut digits = [0u8; 10];
+    let mut n = fd.max(0) as u32;
+    let mut k = 0;
+    loop {
+        digits[k] = b'0' + (n % 10) as u8;
+        k += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..k].iter().rev().enumerate() {
+        link[14 + i] = *d;
+    }
+    // SAFETY: link is NUL-terminated (at most 10 digits after 14 bytes of
+    // its 25); readlink writes at most buf.len() bytes.
+    let r = unsafe {
+        libc::readlink(
+            link.as_ptr() as *const libc::c_char,
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+        )
+    };
+    (r > 0 && (r as usize) < buf.len()).then(|| &buf[..r as usize])
+}

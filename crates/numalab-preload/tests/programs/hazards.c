@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #define MB (1024 * 1024)
@@ -253,12 +254,12 @@ static int mode_small(void) {
 /* File mappings are sampled too, and keep their protection: a shared
  * read-write mapping of a 16 MiB file, read by two threads, and a private
  * read-only one read by the main thread, whose pages must stay read-only
- * (an armed page given back read-write would let a stray write through). */
-static int mode_file(void) {
-    char path[] = "/tmp/numalab-hazards-XXXXXX";
-    int fd = mkstemp(path);
+ * (an armed page given back read-write would let a stray write through).
+ * The file: `given` (kept, and mapped until exit), else a temporary one. */
+static int mode_file(const char *given) {
+    char tmp[] = "/tmp/numalab-hazards-XXXXXX";
+    int fd = given ? open(given, O_RDWR | O_CREAT | O_TRUNC, 0600) : mkstemp(tmp);
     if (fd < 0) return 1;
-    unlink(path);
     size_t n = 16 * MB;
     if (ftruncate(fd, n)) return 1;
     uint64_t *rw = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -266,6 +267,7 @@ static int mode_file(void) {
     for (size_t i = 0; i < n / 8; i++) rw[i] = i;
     const volatile uint64_t *ro = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
     if (ro == MAP_FAILED) return 1;
+    if (!given) unlink(tmp);
     printf("file rw %p ro %p %zu\n", (void *)rw, (void *)ro, n);
     pthread_t t[2];
     struct arg x[2];
@@ -294,8 +296,10 @@ static int mode_file(void) {
     }
     if (f) fclose(f);
     printf("read-only %s\n", kept ? "kept" : "CHANGED");
-    munmap((void *)ro, n);
-    munmap(rw, n);
+    if (!given) {
+        munmap((void *)ro, n);
+        munmap(rw, n);
+    }
     close(fd);
     return !(ok && kept);
 }
@@ -322,7 +326,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "blocked")) return mode_blocked();
     if (!strcmp(m, "thp")) return mode_thp();
     if (!strcmp(m, "small")) return mode_small();
-    if (!strcmp(m, "file")) return mode_file();
+    if (!strcmp(m, "file")) return mode_file(argc > 2 ? argv[2] : NULL);
     fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file\n", m);
     return 2;
 }

@@ -23,15 +23,18 @@ pub const MAX_CODE_RANGES: usize = 256;
 pub const MAX_THREAD_ORDINAL: u32 = 1023;
 
 /// The terms, as `--help` and errors list them.
-pub const TERMS_HELP: &str = "heap, mmap, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, 0xSTART-0xEND, size>N, size<N";
+pub const TERMS_HELP: &str = "heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, 0xSTART-0xEND, size>N, size<N";
 
 /// One term of a region filter.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Term {
     /// Allocations of the malloc family.
     Heap,
-    /// Private anonymous mappings.
+    /// Mappings (anonymous or of a file).
     Mmap,
+    /// Mappings of this file: its path, or the path's last components
+    /// (`file:data.db` selects `/srv/db/data.db`).
+    File(String),
     /// Thread stacks.
     Stack,
     /// Static data; `Some`: the object named so (an ELF symbol).
@@ -113,6 +116,7 @@ impl RegionFilter {
             match t {
                 Term::Heap => out.push_str("heap\n"),
                 Term::Mmap => out.push_str("mmap\n"),
+                Term::File(path) => out.push_str(&format!("file {path}\n")),
                 Term::Address { start, end } => out.push_str(&format!("addr {start} {end}\n")),
                 Term::Size { min, max } => out.push_str(&format!("size {min} {max}\n")),
                 Term::Stack | Term::Static(_) | Term::Function(_) | Term::Line { .. } => {}
@@ -144,6 +148,12 @@ fn parse_term(t: &str) -> Result<Term, String> {
         "stack" => return Ok(Term::Stack),
         "static" => return Ok(Term::Static(None)),
         _ => {}
+    }
+    if let Some(path) = t.strip_prefix("file:") {
+        if path.is_empty() || path.len() > 512 || path.contains('\n') {
+            return bad(format!("'{}' names no file", excerpt(t)));
+        }
+        return Ok(Term::File(path.to_string()));
     }
     if let Some(name) = t.strip_prefix("static:") {
         if name.is_empty() || name.len() > 512 {
@@ -579,5 +589,17 @@ other.c                                        -              0x2010
         assert!(parse_thread_set("x")
             .unwrap_err()
             .contains("creation order"));
+    }
+
+    #[test]
+    fn file_terms_name_a_mapped_file_and_go_to_the_library_whole() {
+        let f = RegionFilter::parse("file:/srv/my db/data.db,mmap").unwrap();
+        assert_eq!(f.terms[0], Term::File("/srv/my db/data.db".into()));
+        assert_eq!(f.library_form(&[]), "file /srv/my db/data.db\nmmap\n");
+        let e = RegionFilter::parse("file:").unwrap_err();
+        assert!(
+            e.starts_with("'file:' names no file; terms: heap, mmap, file:PATH"),
+            "{e}"
+        );
     }
 }
