@@ -22,8 +22,33 @@ pub struct Mapping {
     pub bias: u64,
 }
 
-/// The executable, file-backed mappings of a /proc/PID/maps text.
+/// The executable, file-backed mappings of a /proc/PID/maps text. The
+/// saved text holds one block per process that exited through the library
+/// (a shell wrapper, then the program it runs: each appends its own map),
+/// each block in address order: an object's load bias is taken within its
+/// block, and the last block, the last process to exit, comes first.
 pub fn parse_maps(text: &str) -> Vec<Mapping> {
+    let mut blocks: Vec<String> = Vec::new();
+    let mut last_start = 0u64;
+    for line in text.lines() {
+        let start = line
+            .split('-')
+            .next()
+            .and_then(|a| u64::from_str_radix(a, 16).ok());
+        match (start, blocks.last_mut()) {
+            (Some(s), Some(b)) if s >= last_start => b.push_str(line),
+            _ => blocks.push(line.to_string()),
+        }
+        if let Some(b) = blocks.last_mut() {
+            b.push('\n');
+        }
+        last_start = start.unwrap_or(0);
+    }
+    blocks.iter().rev().flat_map(|b| parse_block(b)).collect()
+}
+
+/// [`parse_maps`] of one process's map.
+fn parse_block(text: &str) -> Vec<Mapping> {
     let fields = |l: &str| -> Option<(u64, u64, String, u64, String)> {
         let mut f = l.split_whitespace();
         let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
@@ -409,9 +434,9 @@ mod tests {
         let text = "\
 55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 123 /usr/bin/prog
 55d0c0a01000-55d0c0a05000 r-xp 00001000 08:01 123 /usr/bin/prog
-7f00000000-7f00001000 rw-p 00000000 00:00 0 [heap]
-7f10000000-7f10100000 r-xp 00028000 08:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
-7ffd0000-7ffd1000 r-xp 00000000 00:00 0 [vdso]
+55d0c1000000-55d0c1001000 rw-p 00000000 00:00 0 [heap]
+7f1000000000-7f1000100000 r-xp 00028000 08:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffd00000000-7ffd00001000 r-xp 00000000 00:00 0 [vdso]
 ";
         let m = parse_maps(text);
         assert_eq!(m.len(), 2);
@@ -426,11 +451,42 @@ mod tests {
             }
         );
         // No mapping at offset 0 seen: the code's own offset.
-        assert_eq!(m[1].bias, 0x7f10000000 - 0x28000);
+        assert_eq!(m[1].bias, 0x7f1000000000 - 0x28000);
         // A name for an address of a file that is not there: object+offset.
         let names = name_all(&m, &[0x55d0c0a01235, 0x1]);
         assert_eq!(names.len(), 1);
         assert_eq!(names[&0x55d0c0a01235], "prog+0x1234");
+    }
+
+    #[test]
+    fn each_process_map_has_its_own_biases_the_last_first() {
+        // A wrapper (bash) that ran the program, each appending its map:
+        // the same library at two places, each with its own bias.
+        let text = "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 9 /usr/bin/bash
+55d0c0a01000-55d0c0a05000 r-xp 00001000 08:01 9 /usr/bin/bash
+7f2000000000-7f2000001000 r--p 00000000 08:01 7 /lib/libx.so
+7f2000001000-7f2000002000 r-xp 00001000 08:01 7 /lib/libx.so
+5600c0a00000-5600c0a01000 r--p 00000000 08:01 8 /usr/bin/prog
+5600c0a01000-5600c0a05000 r-xp 00001000 08:01 8 /usr/bin/prog
+7f3000000000-7f3000001000 r--p 00000000 08:01 7 /lib/libx.so
+7f3000001000-7f3000002000 r-xp 00001000 08:01 7 /lib/libx.so
+";
+        let m = parse_maps(text);
+        let paths: Vec<&str> = m.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/usr/bin/prog",
+                "/lib/libx.so",
+                "/usr/bin/bash",
+                "/lib/libx.so"
+            ]
+        );
+        assert_eq!(m[1].bias, 0x7f3000000000);
+        assert_eq!(m[3].bias, 0x7f2000000000);
+        let names = name_all(&m, &[0x7f3000001101, 0x7f2000001201]);
+        assert_eq!(names[&0x7f3000001101], "libx.so+0x1100");
+        assert_eq!(names[&0x7f2000001201], "libx.so+0x1200");
     }
 
     #[test]
