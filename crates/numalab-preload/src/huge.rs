@@ -115,6 +115,11 @@ impl HugePages {
         Some(h)
     }
 
+    /// The huge-page-sized span around `page`, as `(start, len)`.
+    pub fn span_around(&self, page: usize) -> (usize, usize) {
+        (page & !(self.size - 1), self.size)
+    }
+
     /// What maps the huge-page-sized span around `page` now.
     pub fn span_of(&self, page: usize) -> Span {
         let start = page & !(self.size - 1);

@@ -26,6 +26,7 @@ use crate::{emit, sys, tables, SAMPLES};
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst,
 };
+use std::sync::OnceLock;
 
 /// Threads sampled at once, at most; later ones are not sampled (counted).
 const CAPACITY: usize = 1024;
@@ -94,11 +95,7 @@ pub fn init() -> bool {
         .ok()
         .and_then(|s| parse(&s));
     if let Some(s) = spec {
-        SPEC_KIND.store(s.kind, SeqCst);
-        SPEC_CONFIG.store(s.config, SeqCst);
-        SPEC_CONFIG1.store(s.config1, SeqCst);
-        SPEC_PRECISE.store(s.precise_ip as u32, SeqCst);
-        SPEC_PERIOD.store(s.period, SeqCst);
+        let _ = SPEC.set(s);
     }
     ON.store(spec.is_some(), SeqCst);
     spec.is_some()
@@ -109,12 +106,8 @@ pub fn on() -> bool {
     ON.load(SeqCst)
 }
 
-/// The event's words, kept at the start for the threads to open it.
-static SPEC_KIND: AtomicU32 = AtomicU32::new(0);
-static SPEC_CONFIG: AtomicU64 = AtomicU64::new(0);
-static SPEC_CONFIG1: AtomicU64 = AtomicU64::new(0);
-static SPEC_PRECISE: AtomicU32 = AtomicU32::new(0);
-static SPEC_PERIOD: AtomicU64 = AtomicU64::new(0);
+/// The event, kept at the start for the threads to open it.
+static SPEC: OnceLock<Spec> = OnceLock::new();
 /// Each slot's descriptor and ring (valid once its tid is published).
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_FD: AtomicI32 = AtomicI32::new(-1);
@@ -136,9 +129,12 @@ fn ring_bytes(page_size: usize) -> usize {
 /// accesses are sampled, and publishes them for the sampler; if
 /// `--threads` keeps it.
 pub fn thread_starts() {
-    if !on() || !crate::select::thread_selected() {
+    let Some(s) = SPEC
+        .get()
+        .filter(|_| on() && crate::select::thread_selected())
+    else {
         return;
-    }
+    };
     let tid = sys::gettid();
     let Some(i) = THREADS
         .iter()
@@ -148,16 +144,16 @@ pub fn thread_starts() {
         return;
     };
     let attr = PerfEventAttr {
-        kind: SPEC_KIND.load(SeqCst),
+        kind: s.kind,
         size: PerfEventAttr::SIZE,
-        config: SPEC_CONFIG.load(SeqCst),
-        config1: SPEC_CONFIG1.load(SeqCst),
-        sample_period: SPEC_PERIOD.load(SeqCst),
+        config: s.config,
+        config1: s.config1,
+        sample_period: s.period,
         sample_type: SAMPLE_TYPE,
         flags: ATTR_EXCLUDE_KERNEL
             | ATTR_EXCLUDE_HV
             | ATTR_USE_CLOCKID
-            | (SPEC_PRECISE.load(SeqCst) as u64 & 3) << ATTR_PRECISE_SHIFT,
+            | (s.precise_ip as u64 & 3) << ATTR_PRECISE_SHIFT,
         // No wake-ups: nobody polls, the sampler reads the ring.
         wakeup_events: u32::MAX,
         clockid: libc::CLOCK_MONOTONIC,

@@ -248,7 +248,15 @@ fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, 
     // the kernel may back with one. Not for a write probe (it wants one
     // line's writers), nor when the span reaches outside the region (its
     // other bytes may be the program's to unmap or protect): those split.
-    let span = match huge.filter(|_| !probe).map(|h| (h, h.span_of(page))) {
+    // The kernel is asked only where the span lies inside the region.
+    let span_fits = |h: &HugePages| {
+        let (s, l) = h.span_around(page);
+        tables::in_region(s, l)
+    };
+    let span = match huge
+        .filter(|h| !probe && span_fits(h))
+        .map(|h| (h, h.span_of(page)))
+    {
         Some((_, Span::Huge(s, l))) if node != tables::NODE_ABSENT => Some((s, l)),
         Some((h, Span::Empty(s, l))) if node == tables::NODE_ABSENT && h.may_be_huge(s, l) => {
             Some((s, l))
