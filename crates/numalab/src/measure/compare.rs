@@ -54,6 +54,12 @@ pub struct RankComparison {
     pub median_b: f64,
     /// median_a / median_b
     pub ratio: f64,
+    /// The Hodges–Lehmann estimate of the ratio a/b (the median of all
+    /// pairwise ratios): the point its interval is built around, so it always
+    /// lies inside [`RankComparison::ratio_low`, `RankComparison::ratio_high`],
+    /// which the ratio of medians need not (NaN in results written before it).
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub estimate: f64,
     /// 95% confidence interval of the ratio a/b (Hodges–Lehmann / Moses
     /// interval on log values; NaN when too few samples)
     #[serde(deserialize_with = "f64_or_nan")]
@@ -96,13 +102,14 @@ pub fn rank_compare(a: &[f64], b: &[f64]) -> Option<RankComparison> {
         Some(t) if tie_groups.is_empty() => t.two_sided_p(u),
         _ => normal_p(u, m, n, &tie_groups),
     };
-    let (ratio_low, ratio_high) = ratio_interval(a, b, table.as_ref());
+    let (estimate, ratio_low, ratio_high) = ratio_interval(a, b, table.as_ref());
     Some(RankComparison {
         n_a: m,
         n_b: n,
         median_a,
         median_b,
         ratio: median_a / median_b,
+        estimate,
         ratio_low,
         ratio_high,
         p_value,
@@ -149,7 +156,9 @@ impl RankComparison {
         }
     }
 
-    /// "1.32x (95% CI 1.25–1.40), p = 0.002" for text.
+    /// "1.32x (95% CI 1.25–1.40), p = 0.002" for text: the Hodges–Lehmann
+    /// estimate with its interval (the ratio of medians where no estimate
+    /// was recorded).
     pub fn describe(&self) -> String {
         let ci = if self.ratio_low.is_finite() && self.ratio_high.is_finite() {
             format!(
@@ -165,7 +174,12 @@ impl RankComparison {
         } else {
             format!("p = {}", format::fixed(self.p_value, 3))
         };
-        format!("{}x ({ci}), {p}", format::fixed(self.ratio, 2))
+        let point = if self.estimate.is_finite() {
+            self.estimate
+        } else {
+            self.ratio
+        };
+        format!("{}x ({ci}), {p}", format::fixed(point, 2))
     }
 }
 
@@ -294,9 +308,14 @@ fn normal_p(u: f64, m: usize, n: usize, ties: &[usize]) -> f64 {
     erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0)
 }
 
-/// The Moses interval of the ratio a/b: the order statistics of all
-/// pairwise differences of logs whose ranks come from U's distribution.
-fn ratio_interval(a: &[f64], b: &[f64], table: Option<&LowerTail>) -> (f64, f64) {
+fn nan() -> f64 {
+    f64::NAN
+}
+
+/// The Hodges–Lehmann estimate of the ratio a/b and its Moses interval: the
+/// median and the order statistics of all pairwise differences of logs,
+/// the interval's ranks from U's distribution (NaN when too few samples).
+fn ratio_interval(a: &[f64], b: &[f64], table: Option<&LowerTail>) -> (f64, f64, f64) {
     let (m, n) = (a.len(), b.len());
     let mn = m * n;
     let k = match table {
@@ -310,9 +329,6 @@ fn ratio_interval(a: &[f64], b: &[f64], table: Option<&LowerTail>) -> (f64, f64)
             c.round().max(0.0) as usize
         }
     };
-    if k == 0 {
-        return (f64::NAN, f64::NAN);
-    }
     let mut diffs = Vec::with_capacity(mn);
     for x in a {
         for y in b {
@@ -320,7 +336,11 @@ fn ratio_interval(a: &[f64], b: &[f64], table: Option<&LowerTail>) -> (f64, f64)
         }
     }
     diffs.sort_by(f64::total_cmp);
-    (diffs[k - 1].exp(), diffs[mn - k].exp())
+    let estimate = median(&diffs).exp();
+    if k == 0 {
+        return (estimate, f64::NAN, f64::NAN);
+    }
+    (estimate, diffs[k - 1].exp(), diffs[mn - k].exp())
 }
 
 /// Two-sided p-value that two shares, `k1` of `n1` and `k2` of `n2`, are
@@ -596,7 +616,8 @@ mod tests {
             n_b: 10,
             median_a: 1.32,
             median_b: 1.0,
-            ratio: 1.32,
+            ratio: 1.5,
+            estimate: 1.32,
             ratio_low: 1.25,
             ratio_high: 1.4,
             p_value: 0.002,
@@ -604,6 +625,50 @@ mod tests {
         assert_eq!(c.describe(), "1.32x (95% CI 1.25–1.40), p = 0.002");
         let c = RankComparison { p_value: 1e-5, ..c };
         assert_eq!(c.describe(), "1.32x (95% CI 1.25–1.40), p < 0.001");
+        let old = RankComparison {
+            estimate: f64::NAN,
+            ..c
+        };
+        assert_eq!(old.describe(), "1.50x (95% CI 1.25–1.40), p < 0.001");
+    }
+
+    #[test]
+    fn the_estimate_lies_in_its_interval_where_the_ratio_of_medians_does_not() {
+        // Two modes, 1 and 3, in both samples: a's median falls in the low
+        // one and b's in the high one (ratio about 1/3), while most pairs of
+        // a and b are within 5% of each other.
+        let jitter = |i: usize| 1.0 + i as f64 / 1000.0;
+        let a: Vec<f64> = (0..15)
+            .map(|i| if i < 8 { 1.0 } else { 3.0 } * jitter(i))
+            .collect();
+        let b: Vec<f64> = (0..15)
+            .map(|i| if i < 7 { 1.0 } else { 3.0 } * jitter(i + 20))
+            .collect();
+        let c = rank_compare(&a, &b).unwrap();
+        assert!(c.ratio < 0.4, "{c:?}");
+        assert!(c.ratio < c.ratio_low, "{c:?}");
+        assert!(
+            c.ratio_low <= c.estimate && c.estimate <= c.ratio_high,
+            "{c:?}"
+        );
+        assert!((c.estimate - 1.0).abs() < 0.05, "{c:?}");
+        // And on many random pairs of samples.
+        let mut seed = 7u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            0.5 + (seed % 1000) as f64 / 100.0
+        };
+        for _ in 0..200 {
+            let a: Vec<f64> = (0..9).map(|_| next()).collect();
+            let b: Vec<f64> = (0..8).map(|_| next()).collect();
+            let c = rank_compare(&a, &b).unwrap();
+            assert!(
+                c.ratio_low <= c.estimate && c.estimate <= c.ratio_high,
+                "{c:?}"
+            );
+        }
     }
 
     #[test]

@@ -565,14 +565,18 @@ impl SettingGuard {
             boot_id: boot_id(),
             seq: SEQ.fetch_add(1, Ordering::SeqCst),
         };
-        write_entry(&entry_path, &entry).map_err(|e| journal.journal_error(e))?;
-        let slot = match claim_slot(path, &entry_path, &saved) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = std::fs::remove_file(&entry_path);
-                return Err(e);
+        // The slot first: from then on SIGINT, SIGTERM and SIGHUP reach the
+        // handler, which restores the value and removes the entry. An entry
+        // written before the handler was in place stayed behind when a
+        // signal's default action ended the process in between.
+        let slot = claim_slot(path, &entry_path, &saved)?;
+        {
+            let _blocked = BlockedSignals::new();
+            if let Err(e) = write_entry(&entry_path, &entry) {
+                release_slot(slot);
+                return Err(journal.journal_error(e));
             }
-        };
+        }
         if let Some(v) = value.filter(|v| *v != saved) {
             let _blocked = BlockedSignals::new();
             if let Err(e) = std::fs::write(path, v) {

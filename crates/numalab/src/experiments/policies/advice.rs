@@ -74,6 +74,7 @@ fn figures(c: &Comparison) -> String {
         median_a: f64::NAN,
         median_b: f64::NAN,
         ratio: 1.0 + c.percent / 100.0,
+        estimate: f64::NAN,
         ratio_low: c.ratio_low,
         ratio_high: c.ratio_high,
         p_value: c.p_value,
