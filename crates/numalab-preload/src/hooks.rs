@@ -5,7 +5,7 @@
 
 use crate::record::{Kind, Record};
 use crate::tables::{self, BusyGuard};
-use crate::{active, emit, fault, page_size, select, sys, MIN_BYTES};
+use crate::{active, emit, fault, page_size, plan, select, sys, MIN_BYTES};
 use libc::{c_int, c_void, size_t, ssize_t};
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -209,12 +209,12 @@ extern "C" {
 
 /// Return addresses taken per allocation: the recorded frames and the
 /// library's own (malloc's hook, `track`, this function).
-const STACK_CAPACITY: usize = FRAMES + 3;
+pub(crate) const STACK_CAPACITY: usize = FRAMES + 3;
 
 /// Fills `pcs` with the calling thread's stack; returns how many frames.
 /// None when the unwinder itself allocates (its allocations are not the
 /// program's).
-fn call_stack(pcs: &mut [usize; STACK_CAPACITY]) -> usize {
+pub(crate) fn call_stack(pcs: &mut [usize; STACK_CAPACITY]) -> usize {
     if IN_BACKTRACE.with(|b| b.replace(true)) {
         return 0;
     }
@@ -260,27 +260,63 @@ pub const ALLOC_FILE: u32 = 2;
 pub const ALLOC_SHARED: u32 = 4;
 
 fn untrack_heap(p: *mut c_void) {
-    if active() && !p.is_null() {
+    if (active() || plan::active()) && !p.is_null() {
         // SAFETY: p is a live allocation of this malloc.
         let n = unsafe { malloc_usable_size(p) };
-        if n >= MIN_BYTES.load(SeqCst) {
+        if active() && n >= MIN_BYTES.load(SeqCst) {
             untrack(p as usize, n);
         }
+        if n >= page_size() {
+            plan::released(p as usize, n);
+        }
     }
+}
+
+/// A heap allocation of `n` bytes (aligned to `align`, 0: malloc's own)
+/// as the plan places it: one an entry selects, of a page or more, is made
+/// page aligned and its pages placed before the program gets it (`zero`:
+/// then cleared, as calloc's); small blocks let the heap's stripes grow.
+/// `alloc` makes it otherwise.
+unsafe fn planned(
+    n: usize,
+    align: usize,
+    zero: bool,
+    alloc: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
+    if !plan::active() {
+        return alloc();
+    }
+    if let Some(i) = plan::entry_for_allocation(n) {
+        let ps = page_size();
+        let p = __libc_memalign(align.max(ps), n.div_ceil(ps) * ps);
+        if !p.is_null() {
+            plan::place_allocation(i, p as usize, n);
+            if zero {
+                std::ptr::write_bytes(p as *mut u8, 0, n);
+            }
+        }
+        return p;
+    }
+    let p = alloc();
+    plan::heap_block(p as usize, n);
+    p
 }
 
 /// # Safety
 /// As C's `malloc`.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(n: size_t) -> *mut c_void {
-    track(__libc_malloc(n), n, 0)
+    track(planned(n, 0, false, || __libc_malloc(n)), n, 0)
 }
 
 /// # Safety
 /// As C's `calloc`.
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: size_t, m: size_t) -> *mut c_void {
-    track(__libc_calloc(n, m), n.saturating_mul(m), 0)
+    let Some(bytes) = n.checked_mul(m) else {
+        return __libc_calloc(n, m);
+    };
+    track(planned(bytes, 0, true, || __libc_calloc(n, m)), bytes, 0)
 }
 
 /// # Safety
@@ -288,7 +324,13 @@ pub unsafe extern "C" fn calloc(n: size_t, m: size_t) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
     untrack_heap(p);
-    track(__libc_realloc(p, n), n, 0)
+    let q = __libc_realloc(p, n);
+    // A moved or grown block cannot be made aligned: its whole pages are
+    // placed (and moved there) where an entry selects it.
+    if let Some(i) = plan::entry_for_allocation(n) {
+        plan::place_within(i, q as usize, n);
+    }
+    track(q, n, 0)
 }
 
 /// # Safety
@@ -303,14 +345,14 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 /// As C's `memalign`.
 #[no_mangle]
 pub unsafe extern "C" fn memalign(align: size_t, n: size_t) -> *mut c_void {
-    track(__libc_memalign(align, n), n, 0)
+    track(planned(n, align, false, || __libc_memalign(align, n)), n, 0)
 }
 
 /// # Safety
 /// As C's `aligned_alloc`.
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(align: size_t, n: size_t) -> *mut c_void {
-    track(__libc_memalign(align, n), n, 0)
+    track(planned(n, align, false, || __libc_memalign(align, n)), n, 0)
 }
 
 /// # Safety
@@ -321,7 +363,7 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: size_t, n:
     {
         return libc::EINVAL;
     }
-    let p = __libc_memalign(align, n);
+    let p = planned(n, align, false, || __libc_memalign(align, n));
     if p.is_null() && n != 0 {
         return libc::ENOMEM;
     }
@@ -333,14 +375,16 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: size_t, n:
 /// As C's `valloc`.
 #[no_mangle]
 pub unsafe extern "C" fn valloc(n: size_t) -> *mut c_void {
-    track(__libc_valloc(n), n, 0)
+    track(planned(n, page_size(), false, || __libc_valloc(n)), n, 0)
 }
 
 /// # Safety
 /// As C's `pvalloc`.
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(n: size_t) -> *mut c_void {
-    track(__libc_pvalloc(n), n, 0)
+    let ps = page_size();
+    let rounded = n.div_ceil(ps).max(1) * ps;
+    track(planned(rounded, ps, false, || __libc_pvalloc(n)), n, 0)
 }
 
 type StartFn = extern "C" fn(*mut c_void) -> *mut c_void;
@@ -430,6 +474,14 @@ pub unsafe extern "C" fn mmap(
     // not a thread's stack (located as a stack).
     let data =
         prot & libc::PROT_READ != 0 && prot & libc::PROT_EXEC == 0 && flags & libc::MAP_STACK == 0;
+    if p != libc::MAP_FAILED && plan::active() && flags & libc::MAP_STACK == 0 {
+        let file = flags & libc::MAP_ANONYMOUS == 0 && fd >= 0;
+        let mut buf = [0u8; 512];
+        let path = (file && plan::needs_path())
+            .then(|| sys::fd_path(fd, &mut buf))
+            .flatten();
+        plan::mapped(p as usize, len, path);
+    }
     if p != libc::MAP_FAILED && data {
         let file = flags & libc::MAP_ANONYMOUS == 0 && fd >= 0;
         let shared = flags & libc::MAP_SHARED != 0;
@@ -459,6 +511,7 @@ pub unsafe extern "C" fn mmap64(
 #[no_mangle]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     untrack(addr as usize, len);
+    plan::released(addr as usize, len);
     crate::huge::forget(addr as usize, (addr as usize).saturating_add(len));
     libc::syscall(libc::SYS_munmap, addr, len) as c_int
 }
@@ -497,6 +550,7 @@ pub unsafe extern "C" fn mremap(
     new_addr: *mut c_void,
 ) -> *mut c_void {
     untrack(old as usize, old_len);
+    plan::released(old as usize, old_len);
     match real!("mremap", MremapFn) {
         Some(real) => real(old, old_len, new_len, flags, new_addr),
         None => libc::MAP_FAILED,
@@ -691,4 +745,70 @@ pub unsafe extern "C" fn sigprocmask(
     old: *mut libc::sigset_t,
 ) -> c_int {
     masked(real!("sigprocmask", SigmaskFn), how, set, old).unwrap_or_else(|| enosys())
+}
+
+/// # Safety
+/// As libnuma's `mbind`, except that a range the plan placed keeps the
+/// plan's policy (the call succeeds and changes nothing).
+#[no_mangle]
+pub unsafe extern "C" fn mbind(
+    addr: *mut c_void,
+    len: libc::c_ulong,
+    mode: c_int,
+    mask: *const libc::c_ulong,
+    maxnode: libc::c_ulong,
+    flags: libc::c_uint,
+) -> libc::c_long {
+    if plan::keeps_its_policy(addr as usize, len as usize) {
+        return 0;
+    }
+    real_syscall(
+        libc::SYS_mbind,
+        [
+            addr as libc::c_long,
+            len as libc::c_long,
+            mode as libc::c_long,
+            mask as libc::c_long,
+            maxnode as libc::c_long,
+            flags as libc::c_long,
+        ],
+    )
+}
+
+type SyscallFn = unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long;
+
+/// libc's `syscall`, looked up at the library's start (never first from a
+/// signal handler).
+pub(crate) unsafe fn real_syscall(n: libc::c_long, a: [libc::c_long; 6]) -> libc::c_long {
+    match real!("syscall", SyscallFn) {
+        Some(f) => f(n, a[0], a[1], a[2], a[3], a[4], a[5]),
+        None => enosys(),
+    }
+}
+
+/// Resolves what the interposers forward to before anything else can call
+/// them from a signal handler.
+pub fn resolve_early() {
+    let _ = real!("syscall", SyscallFn);
+}
+
+/// # Safety
+/// As C's `syscall`: six arguments are passed on whatever the call's own
+/// number (the x86_64 and AArch64 conventions pass a variadic call's
+/// integers as a fixed call's, so reading six is harmless). A program's
+/// raw `mbind` on a range the plan placed is skipped as [`mbind`] skips it.
+#[no_mangle]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a: libc::c_long,
+    b: libc::c_long,
+    c: libc::c_long,
+    d: libc::c_long,
+    e: libc::c_long,
+    f: libc::c_long,
+) -> libc::c_long {
+    if n == libc::SYS_mbind && plan::keeps_its_policy(a as usize, b as usize) {
+        return 0;
+    }
+    real_syscall(n, [a, b, c, d, e, f])
 }

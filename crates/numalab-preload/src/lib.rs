@@ -37,6 +37,7 @@ mod fault;
 mod hooks;
 mod huge;
 mod places;
+mod plan;
 mod pmu;
 mod queue;
 mod refine;
@@ -157,6 +158,7 @@ fn save_maps() {
 }
 
 extern "C" fn at_exit() {
+    plan::at_exit();
     if !active() {
         return;
     }
@@ -203,13 +205,27 @@ fn rate_policy() -> sampler::RatePolicy {
 
 /// Runs when the library is loaded, before the program's `main`.
 extern "C" fn init() {
-    let Some(path) = std::env::var_os("NUMALAB_PROFILE_OUT") else {
-        return;
-    };
     // SAFETY: sysconf has no preconditions.
     let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if ps > 0 {
         PAGE_SIZE.store(ps as usize, SeqCst);
+    }
+    hooks::resolve_early();
+    let profiled = std::env::var_os("NUMALAB_PROFILE_OUT");
+    // Records go to the profile's file, or with placement only (`numalab
+    // run --plan`) to the plan's, written by the thread that makes them.
+    let out = profiled
+        .clone()
+        .or_else(|| std::env::var_os("NUMALAB_PLAN_OUT"));
+    if let Some(fd) = out.and_then(|o| sys::open_append(&o)) {
+        OUT_FD.store(fd, SeqCst);
+    }
+    if plan::init() {
+        // SAFETY: at_exit is an extern "C" fn with no arguments.
+        unsafe { libc::atexit(at_exit) };
+    }
+    if profiled.is_none() {
+        return;
     }
     if let Some(b) = env_number("NUMALAB_PROFILE_MIN_BYTES") {
         MIN_BYTES.store(b.max(page_size()), SeqCst);
@@ -225,10 +241,9 @@ extern "C" fn init() {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(|s| (s * 1e9).min(u64::MAX as f64) as u64);
-    let Some(fd) = sys::open_append(&path) else {
+    if OUT_FD.load(SeqCst) < 0 {
         return;
-    };
-    OUT_FD.store(fd, SeqCst);
+    }
     if !fault::install() {
         return;
     }
@@ -253,10 +268,13 @@ extern "C" fn init() {
         size: page_size() as u64,
         time_ns: START_NS.load(SeqCst),
     });
-    // SAFETY: at_exit is an extern "C" fn with no arguments; the fork
-    // hook is a valid child handler.
+    // SAFETY: at_exit is an extern "C" fn with no arguments (registered
+    // once: the plan's start did when a plan is in force); the fork hook
+    // is a valid child handler.
     unsafe {
-        libc::atexit(at_exit);
+        if !plan::active() {
+            libc::atexit(at_exit);
+        }
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
     sys::watch_forks();

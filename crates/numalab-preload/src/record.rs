@@ -88,6 +88,18 @@ pub enum Kind {
     /// page on `node` (-1: not present), `flags` as an Alloc's; `cpu` the
     /// sampling mean in KiB; `time_ns` the key of its Frame records.
     SmallAlloc = 19,
+    /// A plan's policy was applied (`numalab run --plan`, see the
+    /// library's `plan`): entry `node` to the `size` bytes at `addr`
+    /// (page aligned), `flags` of its `mbind` calls refused.
+    Planned = 20,
+    /// Pages of the planned region at `addr` on node `node` (`size` pages;
+    /// -1 not present, -2 beyond the nodes counted), when it is freed or
+    /// at exit.
+    PlanPages = 21,
+    /// The plan's end, at exit: `addr` the program's own `mbind` calls
+    /// skipped on planned regions, `size` the plan's `mbind` calls the
+    /// kernel refused, `node` the first refusal's errno.
+    PlanEnd = 22,
 }
 
 /// The high bit of a SmallAlloc's key (`time_ns`, and its Frame records'
@@ -170,6 +182,9 @@ impl Record {
             17 => Kind::Refine,
             18 => Kind::Pmu,
             19 => Kind::SmallAlloc,
+            20 => Kind::Planned,
+            21 => Kind::PlanPages,
+            22 => Kind::PlanEnd,
             _ => return None,
         };
         Some(Record {

@@ -17,7 +17,7 @@ const MAX_TERMS: usize = 512;
 const THREAD_WORDS: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Term {
+pub(crate) enum Term {
     Heap,
     Mmap,
     Size(usize, usize),
@@ -79,7 +79,7 @@ pub fn init() {
 /// The terms of a `NUMALAB_PROFILE_REGIONS` text; `bias(path)` gives a
 /// loaded object's load bias (`None`: not loaded, its code terms match
 /// nothing); `file` terms' paths go to `paths`.
-fn parse_regions(
+pub(crate) fn parse_regions(
     text: &str,
     bias: impl Fn(&str) -> Option<usize>,
     paths: &mut Vec<String>,
@@ -169,6 +169,11 @@ pub fn refine_limited() -> bool {
 }
 
 fn selects(terms: &[Term], c: &Candidate) -> bool {
+    selects_in(terms, FILE_PATHS.get().map_or(&[], |p| p), c)
+}
+
+/// Whether any of `terms` selects `c`; `file` terms index `paths`.
+pub(crate) fn selects_in(terms: &[Term], paths: &[String], c: &Candidate) -> bool {
     terms.iter().any(|t| match *t {
         Term::Heap => !c.mmap,
         Term::Mmap => c.mmap,
@@ -179,7 +184,7 @@ fn selects(terms: &[Term], c: &Candidate) -> bool {
             .stack
             .iter()
             .any(|pc| (lo..hi).contains(&pc.wrapping_sub(1))),
-        Term::File(i) => match (c.path, FILE_PATHS.get().and_then(|p| p.get(i))) {
+        Term::File(i) => match (c.path, paths.get(i)) {
             (Some(path), Some(wanted)) => file_matches(path, wanted),
             _ => false,
         },
@@ -214,7 +219,7 @@ pub fn thread_selected() -> bool {
 
 /// The load bias of the loaded object at `path` (the main program is
 /// named by its executable's path).
-fn object_bias(path: &str) -> Option<usize> {
+pub(crate) fn object_bias(path: &str) -> Option<usize> {
     let want = std::fs::canonicalize(path).ok()?;
     let exe = std::fs::canonicalize("/proc/self/exe").ok();
     let mut found = Found {

@@ -71,6 +71,7 @@ pub struct LaunchPlan {
     mode: Mode,
     nodes: IdSet,
     weights: Option<Vec<(u32, u32)>>,
+    stripes: Option<Vec<(u32, u64)>>,
     verify: bool,
 }
 
@@ -87,6 +88,32 @@ impl LaunchPlan {
         cpus: Option<IdSet>,
         policy: MemoryPolicy,
     ) -> Result<Self, PlacementError> {
+        Self::build(m, cpus, policy, WeightedImpl::Kernel, false)
+    }
+
+    /// [`LaunchPlan::new`] for a command that runs with numalab's preload
+    /// library, which places chunk-wise what the kernel cannot: stripes
+    /// of `interleave:NODES@PAGES`, and `weighted:` where the kernel has
+    /// no weighted interleave or `weighted` is [`WeightedImpl::Emulate`]
+    /// ([`LaunchPlan::stripes`] says which; the command's task policy is
+    /// then page interleave over the same nodes, for the memory the
+    /// library does not see: thread stacks, memory mapped by libc itself).
+    pub fn with_library(
+        m: &Machine,
+        cpus: Option<IdSet>,
+        policy: MemoryPolicy,
+        weighted: WeightedImpl,
+    ) -> Result<Self, PlacementError> {
+        Self::build(m, cpus, policy, weighted, true)
+    }
+
+    fn build(
+        m: &Machine,
+        cpus: Option<IdSet>,
+        policy: MemoryPolicy,
+        weighted: WeightedImpl,
+        library: bool,
+    ) -> Result<Self, PlacementError> {
         if cpus.as_ref().is_some_and(IdSet::is_empty) {
             return Err(E::Invalid(
                 "a command needs at least one CPU to run on".into(),
@@ -102,10 +129,14 @@ impl LaunchPlan {
                     .into(),
             ));
         }
-        let (mode, nodes, weights) = match policy.realize(m, home, WeightedImpl::Kernel)? {
-            Realization::Kernel { mode, nodes } => (mode, nodes, None),
+        let (mode, nodes, weights, stripes) = match policy.realize(m, home, weighted)? {
+            Realization::Kernel { mode, nodes } => (mode, nodes, None, None),
             Realization::KernelWeighted { nodes, weights } => {
-                (Mode::WeightedInterleave, nodes, Some(weights))
+                (Mode::WeightedInterleave, nodes, Some(weights), None)
+            }
+            Realization::Chunks { pattern } if library => {
+                let nodes = pattern.iter().map(|p| p.0).collect();
+                (Mode::Interleave, nodes, None, Some(pattern))
             }
             Realization::Chunks { .. } => return Err(E::Invalid(format!(
                 "{policy} needs chunk-wise placement of a known buffer, which a whole process does not have; use interleave:NODES (one page at a time) or numalab place"
@@ -120,8 +151,16 @@ impl LaunchPlan {
             mode,
             nodes,
             weights,
+            stripes,
             verify: false,
         })
+    }
+
+    /// The stripes the preload library lays on every mapping the command
+    /// makes, `(node, pages)` repeating; `None` when the kernel's policy
+    /// does it all.
+    pub fn stripes(&self) -> Option<&[(u32, u64)]> {
+        self.stripes.as_deref()
     }
 
     /// Whether to trace the command and read its placement when it exits.

@@ -246,7 +246,7 @@ fn small_term(t: &Term, r: &RegionProfile) -> bool {
     }
 }
 
-fn names_match(symbol: &str, wanted: &str) -> bool {
+pub(crate) fn names_match(symbol: &str, wanted: &str) -> bool {
     if symbol == wanted {
         return true;
     }

@@ -15,6 +15,7 @@ pub mod latency;
 pub mod page_map;
 #[path = "../../../numalab-preload/src/perf.rs"]
 mod perf;
+pub mod plan;
 pub mod pmu;
 #[path = "../../../numalab-preload/src/record.rs"]
 pub mod record;
@@ -820,6 +821,8 @@ pub fn build(
                 }
             }
             Kind::Frame => {}
+            // A plan's placement (`profile --plan`): read by `plan::verify`.
+            Kind::Planned | Kind::PlanPages | Kind::PlanEnd => {}
         }
     }
     let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);

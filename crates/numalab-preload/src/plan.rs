@@ -1,0 +1,676 @@
+//! Placement by the library: `numalab run --plan FILE` (a policy per data
+//! region) and `numalab run --mem interleave:NODES@PAGES | weighted:...`
+//! (stripes for every mapping a program makes), on any program.
+//!
+//! The engine passes the plan in `NUMALAB_PLAN`, one line each (written
+//! by `numalab::profile::plan`):
+//!
+//! - `policy MODE NODES`: a new entry whose kernel policy (`mbind` mode in
+//!   the kernel's numbering, nodes as a comma list) applies to what the
+//!   lines after it select; `policy chunks NODE:PAGES,...`: stripes, each
+//!   run of PAGES pages bound to its NODE, the pattern repeating from the
+//!   region's start.
+//! - selection terms, as `select` reads them (`heap`, `mmap`, `size`,
+//!   `addr`, `code`, `file`), plus `all` (every allocation and mapping, and
+//!   the heaps themselves as they grow: the break and malloc's arenas) and
+//!   `static START END PATH` (an object's static data, placed at start).
+//!
+//! An allocation of at least a page that an entry selects is made page
+//! aligned and its pages bound before the program touches them (and
+//! moved, `MPOL_MF_MOVE`, where it reuses touched memory). Smaller ones
+//! share their pages with other objects: they are left where the heap's
+//! policy puts them (the `all` entry's stripes, or the process policy).
+//! The first entry that selects a region wins. A planned region keeps its
+//! policy: the program's own `mbind` on it is skipped (and counted).
+//!
+//! Records: `Planned` when a policy is applied, `PlanPages` (its pages by
+//! node) when the region is freed or at exit, so that `--verify` reads
+//! where the pages ended from the kernel. They go to the profile's
+//! records, or to `NUMALAB_PLAN_OUT` when the program is not profiled.
+
+use crate::record::{Kind, Record};
+use crate::select::{self, Candidate, Term};
+use crate::{emit, page_size, sys};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::OnceLock;
+
+/// Entries read at most.
+const MAX_ENTRIES: usize = 64;
+/// Node-mask words (1024 nodes).
+const MASK_WORDS: usize = 16;
+/// Runs of a stripe pattern at most.
+const MAX_RUNS: usize = 64;
+/// Live planned regions remembered for `--verify` and the program's own
+/// `mbind` (more are placed, but not verified one by one).
+const MAX_PLANNED: usize = 4096;
+/// Arena heaps (mappings malloc carves small blocks from) striped at most.
+const MAX_ARENAS: usize = 256;
+
+/// `MPOL_MF_MOVE`: pages already present move too.
+const MF_MOVE: usize = 1 << 1;
+/// `MPOL_BIND`.
+const MODE_BIND: usize = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Policy {
+    /// One `mbind` over the region.
+    Kernel {
+        mode: usize,
+        mask: [u64; MASK_WORDS],
+    },
+    /// Runs of `(node, pages)`, repeating from the region's start.
+    Chunks {
+        runs: [(u32, u64); MAX_RUNS],
+        len: usize,
+    },
+}
+
+#[derive(Debug)]
+struct Entry {
+    policy: Policy,
+    terms: Vec<Term>,
+    /// `all`: every allocation and mapping, and the heaps as they grow.
+    all: bool,
+    /// `static` terms: absolute ranges, placed at start.
+    statics: Vec<(usize, usize)>,
+}
+
+static ENTRIES: OnceLock<Vec<Entry>> = OnceLock::new();
+/// The paths of the plan's `file` terms.
+static PATHS: OnceLock<Vec<String>> = OnceLock::new();
+/// Set once a plan with entries was read.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// An entry selects by call stack: allocations of a page or more take one.
+static BY_STACK: AtomicBool = AtomicBool::new(false);
+/// The `all` entry, if any (its index + 1; 0: none).
+static ALL: AtomicUsize = AtomicUsize::new(0);
+
+/// Live planned regions: start, length, entry + 1 (0: a free slot).
+static PLANNED: [[AtomicUsize; 3]; MAX_PLANNED] = [const {
+    [
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    ]
+}; MAX_PLANNED];
+/// The break heap: where striping started, and how far it reaches.
+static BRK_START: AtomicUsize = AtomicUsize::new(0);
+static BRK_DONE: AtomicUsize = AtomicUsize::new(0);
+/// Arena heaps striped: start and end.
+static ARENAS: [[AtomicUsize; 2]; MAX_ARENAS] =
+    [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; MAX_ARENAS];
+/// One thread at a time extends the heaps' stripes.
+static GROWING: AtomicBool = AtomicBool::new(false);
+/// Program `mbind` calls skipped on planned regions, and `mbind` calls of
+/// the plan the kernel refused (with the first refusal's errno).
+static OVERRIDDEN: AtomicUsize = AtomicUsize::new(0);
+static REFUSED: AtomicUsize = AtomicUsize::new(0);
+static FIRST_ERRNO: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a plan is in force.
+pub fn active() -> bool {
+    ACTIVE.load(SeqCst)
+}
+
+/// Reads `NUMALAB_PLAN`; places static data and notes the break. Called
+/// from the library's start, before the program runs. Returns whether
+/// a plan is in force.
+pub fn init() -> bool {
+    let Some(text) = std::env::var("NUMALAB_PLAN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    else {
+        return false;
+    };
+    let mut paths = Vec::new();
+    let entries = parse(&text, select::object_bias, &mut paths);
+    let _ = PATHS.set(paths);
+    if entries.is_empty() {
+        return false;
+    }
+    BY_STACK.store(
+        entries
+            .iter()
+            .any(|e| e.terms.iter().any(|t| matches!(t, Term::Code(..)))),
+        SeqCst,
+    );
+    if let Some(i) = entries.iter().position(|e| e.all) {
+        ALL.store(i + 1, SeqCst);
+        // SAFETY: sbrk(0) only reads the break.
+        let brk = unsafe { libc::sbrk(0) } as usize;
+        let ps = page_size();
+        let at = brk.div_ceil(ps) * ps;
+        BRK_START.store(at, SeqCst);
+        BRK_DONE.store(at, SeqCst);
+    }
+    let _ = ENTRIES.set(entries);
+    ACTIVE.store(true, SeqCst);
+    for (i, e) in ENTRIES.get().into_iter().flatten().enumerate() {
+        for &(s, end) in &e.statics {
+            // Static data shares its first and last page with neighbours:
+            // the pages it overlaps are placed, neighbours' parts with it.
+            let ps = page_size();
+            let (s, end) = (s / ps * ps, end.div_ceil(ps) * ps);
+            place(i, s, end - s, true);
+        }
+    }
+    true
+}
+
+/// The entries of a `NUMALAB_PLAN` text (`bias` as for `select`).
+fn parse(text: &str, bias: impl Fn(&str) -> Option<usize>, paths: &mut Vec<String>) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = Vec::new();
+    for line in text.lines().take(MAX_ENTRIES * 64) {
+        let line = line.trim_end();
+        if let Some(p) = line.strip_prefix("policy ") {
+            if entries.len() >= MAX_ENTRIES {
+                break;
+            }
+            // An entry whose policy does not read selects nothing.
+            let policy = parse_policy(p);
+            entries.push(Entry {
+                policy: policy.unwrap_or(Policy::Chunks {
+                    runs: [(0, 0); MAX_RUNS],
+                    len: 0,
+                }),
+                terms: Vec::new(),
+                all: false,
+                statics: Vec::new(),
+            });
+            continue;
+        }
+        let Some(e) = entries.last_mut() else {
+            continue;
+        };
+        if line == "all" {
+            e.all = true;
+        } else if let Some(rest) = line.strip_prefix("static ") {
+            let mut f = rest.splitn(3, ' ');
+            let mut num = || f.next().and_then(|n| n.parse::<usize>().ok());
+            if let (Some(s), Some(end)) = (num(), num()) {
+                if let Some(b) = f.next().and_then(&bias) {
+                    e.statics.push((s.wrapping_add(b), end.wrapping_add(b)));
+                }
+            }
+        } else {
+            e.terms.extend(select::parse_regions(line, &bias, paths));
+        }
+    }
+    // Entries that select nothing are dropped (a policy that did not read).
+    entries.retain(|e| {
+        !matches!(e.policy, Policy::Chunks { len: 0, .. })
+            && (e.all || !e.terms.is_empty() || !e.statics.is_empty())
+    });
+    entries
+}
+
+/// `MODE NODES` or `chunks NODE:PAGES,...`.
+fn parse_policy(t: &str) -> Option<Policy> {
+    let (word, rest) = t.split_once(' ')?;
+    if word == "chunks" {
+        let mut runs = [(0u32, 0u64); MAX_RUNS];
+        let mut len = 0;
+        for run in rest.split(',') {
+            let (n, p) = run.split_once(':')?;
+            let (n, p) = (n.parse::<u32>().ok()?, p.parse::<u64>().ok()?);
+            if p == 0 || n as usize >= MASK_WORDS * 64 || len == MAX_RUNS {
+                return None;
+            }
+            runs[len] = (n, p);
+            len += 1;
+        }
+        return (len > 0).then_some(Policy::Chunks { runs, len });
+    }
+    // 0 (MPOL_DEFAULT) to 6 (MPOL_WEIGHTED_INTERLEAVE); "-": no node.
+    let mode = word.parse::<usize>().ok().filter(|m| *m <= 6)?;
+    let mut mask = [0u64; MASK_WORDS];
+    for n in rest.split(',').filter(|n| !n.is_empty() && *n != "-") {
+        let n = n.parse::<usize>().ok().filter(|n| *n < MASK_WORDS * 64)?;
+        mask[n / 64] |= 1 << (n % 64);
+    }
+    Some(Policy::Kernel { mode, mask })
+}
+
+/// One `mbind`; counts a refusal.
+fn mbind(start: usize, len: usize, mode: usize, mask: &[u64; MASK_WORDS]) {
+    // SAFETY: mbind reads MASK_WORDS words of the mask. libc's own
+    // `syscall`: this library's would skip the call on a planned range.
+    let r = unsafe {
+        crate::hooks::real_syscall(
+            libc::SYS_mbind,
+            [
+                start as libc::c_long,
+                len as libc::c_long,
+                mode as libc::c_long,
+                mask.as_ptr() as libc::c_long,
+                (MASK_WORDS * 64) as libc::c_long,
+                MF_MOVE as libc::c_long,
+            ],
+        )
+    };
+    if r != 0 {
+        if REFUSED.fetch_add(1, SeqCst) == 0 {
+            // SAFETY: this thread's errno.
+            FIRST_ERRNO.store(unsafe { *libc::__errno_location() } as usize, SeqCst);
+        }
+    }
+}
+
+/// Applies entry `i`'s policy to `[start, start + len)` (page aligned),
+/// stripes counted from `origin`.
+fn apply(i: usize, origin: usize, start: usize, len: usize) {
+    let Some(e) = ENTRIES.get().and_then(|v| v.get(i)) else {
+        return;
+    };
+    let ps = page_size();
+    match e.policy {
+        Policy::Kernel { mode, mask } => mbind(start, len, mode, &mask),
+        Policy::Chunks { runs, len: n } => {
+            let runs = &runs[..n];
+            let round: u64 = runs.iter().map(|r| r.1).sum();
+            let end = start + len;
+            // Where `start` falls in the pattern.
+            let mut page = ((start - origin) / ps) as u64 % round;
+            let mut at = start;
+            let mut k = 0;
+            while page >= runs[k].1 {
+                page -= runs[k].1;
+                k += 1;
+            }
+            while at < end {
+                let left = (runs[k].1 - page) as usize * ps;
+                let take = left.min(end - at);
+                let mut mask = [0u64; MASK_WORDS];
+                let node = runs[k].0 as usize;
+                mask[node / 64] |= 1 << (node % 64);
+                mbind(at, take, MODE_BIND, &mask);
+                at += take;
+                page = 0;
+                k = (k + 1) % n;
+            }
+        }
+    }
+}
+
+/// Places a region entry `i` selected: its pages (wholly inside; `whole`:
+/// the range is page aligned already) get the policy, and it is recorded.
+fn place(i: usize, start: usize, len: usize, whole: bool) {
+    let ps = page_size();
+    let (s, end) = if whole {
+        (start, start + len)
+    } else {
+        (start.div_ceil(ps) * ps, (start + len) / ps * ps)
+    };
+    if end <= s {
+        return;
+    }
+    let refused = REFUSED.load(SeqCst);
+    apply(i, s, s, end - s);
+    remember(i, s, end - s);
+    emit(&Record {
+        kind: Kind::Planned,
+        tid: sys::gettid(),
+        cpu: u32::MAX,
+        node: i as i32,
+        flags: (REFUSED.load(SeqCst) - refused).min(u32::MAX as usize) as u32,
+        addr: s as u64,
+        size: (end - s) as u64,
+        time_ns: sys::monotonic_ns(),
+    });
+}
+
+fn remember(i: usize, start: usize, len: usize) {
+    for slot in &PLANNED {
+        if slot[2]
+            .compare_exchange(0, usize::MAX, SeqCst, SeqCst)
+            .is_ok()
+        {
+            slot[0].store(start, SeqCst);
+            slot[1].store(len, SeqCst);
+            slot[2].store(i + 1, SeqCst);
+            return;
+        }
+    }
+}
+
+/// The entry (index) that selects an allocation or mapping, if any.
+fn selecting(c: &Candidate) -> Option<usize> {
+    ENTRIES
+        .get()?
+        .iter()
+        .position(|e| e.all || select::selects_in(&e.terms, PATHS.get().map_or(&[], |p| p), c))
+}
+
+/// The entry that selects a heap allocation of `n` bytes about to be made
+/// by the calling thread (its stack taken when an entry needs it); `None`
+/// below a page or when nothing selects it.
+pub fn entry_for_allocation(n: usize) -> Option<usize> {
+    if !active() || n < page_size() || crate::hooks::on_library_thread() {
+        return None;
+    }
+    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let depth = if BY_STACK.load(SeqCst) {
+        crate::hooks::call_stack(&mut pcs)
+    } else {
+        0
+    };
+    selecting(&Candidate {
+        // Not known yet: address terms judge mappings and regions only.
+        addr: 0,
+        len: n,
+        mmap: false,
+        stack: &pcs[..depth],
+        path: None,
+    })
+}
+
+/// Places a page-aligned allocation `p` of `n` bytes that entry `i` selected.
+pub fn place_allocation(i: usize, p: usize, n: usize) {
+    place(i, p, n.div_ceil(page_size()) * page_size(), true);
+}
+
+/// Places the pages wholly inside an allocation entry `i` selected that
+/// could not be made page aligned (a `realloc`).
+pub fn place_within(i: usize, p: usize, n: usize) {
+    if p != 0 {
+        place(i, p, n, false);
+    }
+}
+
+/// Whether the plan selects mappings by their file.
+pub fn needs_path() -> bool {
+    PATHS.get().is_some_and(|p| !p.is_empty())
+}
+
+/// Places a new mapping when an entry selects it.
+pub fn mapped(p: usize, len: usize, file: Option<&[u8]>) {
+    if !active() || crate::hooks::on_library_thread() {
+        return;
+    }
+    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let depth = if BY_STACK.load(SeqCst) {
+        crate::hooks::call_stack(&mut pcs)
+    } else {
+        0
+    };
+    let c = Candidate {
+        addr: p,
+        len,
+        mmap: true,
+        stack: &pcs[..depth],
+        path: file,
+    };
+    if let Some(i) = selecting(&c) {
+        place(i, p, len.div_ceil(page_size()) * page_size(), true);
+    }
+}
+
+/// The span of one of malloc's arena heaps (glibc's `HEAP_MAX_SIZE` on
+/// 64-bit: heaps are mapped whole, readable or not, at multiples of it).
+const ARENA_HEAP: usize = 64 << 20;
+
+/// A small block malloc returned at `p`: with an `all` entry, the heap it
+/// came from is striped as far as it reaches (the break as it grows, each
+/// arena heap once, whole).
+pub fn heap_block(p: usize, n: usize) {
+    let all = ALL.load(SeqCst);
+    if all == 0 || p == 0 {
+        return;
+    }
+    let end = p.saturating_add(n);
+    let brk_start = BRK_START.load(SeqCst);
+    if p >= brk_start && end <= BRK_DONE.load(SeqCst) {
+        return;
+    }
+    if in_arena(p) {
+        return;
+    }
+    if GROWING.swap(true, SeqCst) {
+        // Another thread extends the stripes; this block is placed by the
+        // process policy if it is first touched before they reach it.
+        return;
+    }
+    let ps = page_size();
+    // SAFETY: sbrk(0) only reads the break.
+    let brk = unsafe { libc::sbrk(0) } as usize / ps * ps;
+    let done = BRK_DONE.load(SeqCst);
+    if p >= brk_start && p < brk {
+        if brk > done {
+            apply(all - 1, brk_start, done, brk - done);
+            BRK_DONE.store(brk, SeqCst);
+        }
+    } else {
+        // An arena heap starts at the multiple of its span below the
+        // block, and is mapped whole; anything else (the main arena's
+        // mappings when the break cannot grow) is striped as mapped.
+        let heap = p & !(ARENA_HEAP - 1);
+        let span = match mapping_of(heap) {
+            Some((s, _)) if s == heap && mapped_through(heap, heap + ARENA_HEAP) => {
+                Some((heap, heap + ARENA_HEAP))
+            }
+            _ => mapping_of(p),
+        };
+        if let Some((s, e)) = span {
+            apply(all - 1, s, s, e - s);
+            for slot in &ARENAS {
+                if slot[1].load(SeqCst) == 0 {
+                    slot[0].store(s, SeqCst);
+                    slot[1].store(e, SeqCst);
+                    break;
+                }
+            }
+        }
+    }
+    GROWING.store(false, SeqCst);
+}
+
+/// Whether `[s, e)` is mapped without a hole: `mincore` fails with ENOMEM
+/// on unmapped pages (one call over the range, the vector on the stack in
+/// pieces).
+fn mapped_through(s: usize, e: usize) -> bool {
+    let ps = page_size();
+    let mut v = [0u8; 4096];
+    let mut at = s;
+    while at < e {
+        let len = (e - at).min(v.len() * ps);
+        // SAFETY: v holds one byte per page of the (at most 4096-page) range.
+        let r = unsafe { libc::syscall(libc::SYS_mincore, at, len, v.as_mut_ptr()) };
+        if r != 0 {
+            return false;
+        }
+        at += len;
+    }
+    true
+}
+
+fn in_arena(p: usize) -> bool {
+    ARENAS.iter().any(|a| {
+        let e = a[1].load(SeqCst);
+        e != 0 && p >= a[0].load(SeqCst) && p < e
+    })
+}
+
+/// The mapping holding `p`, from /proc/self/maps (read without allocating).
+fn mapping_of(p: usize) -> Option<(usize, usize)> {
+    let fd = sys::open_read(std::ffi::OsStr::new("/proc/self/maps"))?;
+    let mut buf = [0u8; 4096];
+    let mut line = [0u8; 64];
+    let mut len = 0;
+    let mut skipping = false;
+    let mut found = None;
+    'read: while let Some(n) = sys::read_some(fd, &mut buf).filter(|n| *n > 0) {
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                if !skipping {
+                    if let Some((s, e)) = range_of(&line[..len]) {
+                        if p >= s && p < e {
+                            found = Some((s, e));
+                            break 'read;
+                        }
+                    }
+                }
+                len = 0;
+                skipping = false;
+            } else if !skipping {
+                if b == b' ' {
+                    skipping = true;
+                    if let Some((s, e)) = range_of(&line[..len]) {
+                        if p >= s && p < e {
+                            found = Some((s, e));
+                            break 'read;
+                        }
+                    }
+                } else if len < line.len() {
+                    line[len] = b;
+                    len += 1;
+                }
+            }
+        }
+    }
+    sys::close(fd);
+    found
+}
+
+/// `START-END` in hex.
+fn range_of(t: &[u8]) -> Option<(usize, usize)> {
+    let t = std::str::from_utf8(t).ok()?;
+    let (s, e) = t.split_once('-')?;
+    Some((
+        usize::from_str_radix(s, 16).ok()?,
+        usize::from_str_radix(e, 16).ok()?,
+    ))
+}
+
+/// Whether `[p, p + len)` overlaps a planned region: the program's own
+/// `mbind` there is skipped (counted), so that the plan stays in force.
+pub fn keeps_its_policy(p: usize, len: usize) -> bool {
+    if !active() {
+        return false;
+    }
+    let end = p.saturating_add(len);
+    let hit = PLANNED.iter().any(|s| {
+        let e = s[2].load(SeqCst);
+        e != 0 && e != usize::MAX && {
+            let (a, l) = (s[0].load(SeqCst), s[1].load(SeqCst));
+            a < end && p < a + l
+        }
+    });
+    if hit {
+        OVERRIDDEN.fetch_add(1, SeqCst);
+    }
+    hit
+}
+
+/// A region at `p` is freed or unmapped: its pages by node are recorded
+/// (for `--verify`) and it is forgotten.
+pub fn released(p: usize, len: usize) {
+    if !active() {
+        return;
+    }
+    let end = p.saturating_add(len);
+    for s in &PLANNED {
+        let e = s[2].load(SeqCst);
+        if e == 0 || e == usize::MAX {
+            continue;
+        }
+        let (a, l) = (s[0].load(SeqCst), s[1].load(SeqCst));
+        if a >= p && a < end && s[2].compare_exchange(e, usize::MAX, SeqCst, SeqCst).is_ok() {
+            pages(a, l);
+            s[2].store(0, SeqCst);
+        }
+    }
+}
+
+/// The pages of a planned region by node, a `PlanPages` record per node.
+fn pages(start: usize, len: usize) {
+    let h = sys::page_histogram(start, len, page_size(), |_, _| {});
+    let nodes = h.counts.iter().enumerate().map(|(n, c)| (n as i32, *c));
+    for (node, n) in nodes.chain([(-1, h.absent), (-2, h.beyond)]) {
+        if n > 0 {
+            emit(&Record {
+                kind: Kind::PlanPages,
+                tid: sys::gettid(),
+                cpu: u32::MAX,
+                node,
+                flags: 0,
+                addr: start as u64,
+                size: n,
+                time_ns: sys::monotonic_ns(),
+            });
+        }
+    }
+}
+
+/// At exit: every live planned region's pages, and the totals (`PlanEnd`:
+/// `addr` the program's `mbind` calls skipped, `size` the plan's refused,
+/// `node` the first refusal's errno).
+pub fn at_exit() {
+    if !active() {
+        return;
+    }
+    for s in &PLANNED {
+        let e = s[2].load(SeqCst);
+        if e != 0 && e != usize::MAX && s[2].compare_exchange(e, usize::MAX, SeqCst, SeqCst).is_ok()
+        {
+            pages(s[0].load(SeqCst), s[1].load(SeqCst));
+        }
+    }
+    emit(&Record {
+        kind: Kind::PlanEnd,
+        tid: sys::gettid(),
+        cpu: u32::MAX,
+        node: FIRST_ERRNO.load(SeqCst).min(i32::MAX as usize) as i32,
+        flags: 0,
+        addr: OVERRIDDEN.load(SeqCst) as u64,
+        size: REFUSED.load(SeqCst) as u64,
+        time_ns: sys::monotonic_ns(),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_read_into_entries() {
+        let bias = |p: &str| (p == "/bin/prog").then_some(0x1000);
+        let e = parse(
+            "policy 3 0,1,2,3\ncode 16 32 /bin/prog\npolicy chunks 0:8,1:8\nall\npolicy 2 0\nstatic 100 200 /bin/prog\npolicy 9 0\nheap\npolicy chunks 0:0\nheap\npolicy 2 5\n",
+            bias,
+            &mut Vec::new(),
+        );
+        assert_eq!(e.len(), 3, "{e:?}");
+        let mut mask = [0u64; MASK_WORDS];
+        mask[0] = 0b1111;
+        assert_eq!(e[0].policy, Policy::Kernel { mode: 3, mask });
+        assert_eq!(e[0].terms, vec![Term::Code(0x1010, 0x1020)]);
+        match e[1].policy {
+            Policy::Chunks { runs, len } => assert_eq!(&runs[..len], &[(0, 8), (1, 8)]),
+            p => panic!("{p:?}"),
+        }
+        assert!(e[1].all);
+        assert_eq!(e[2].statics, vec![(0x1064, 0x10c8)]);
+        // Mode 9, a zero-page run and an entry with no term select nothing.
+        assert_eq!(parse_policy("9 0"), None);
+        assert_eq!(parse_policy("chunks 0:0"), None);
+        assert_eq!(parse_policy("2 2000"), None);
+        assert_eq!(
+            parse_policy("4 -"),
+            Some(Policy::Kernel {
+                mode: 4,
+                mask: [0; MASK_WORDS]
+            })
+        );
+    }
+
+    #[test]
+    fn map_lines_give_their_ranges() {
+        assert_eq!(range_of(b"7f00-7f10"), Some((0x7f00, 0x7f10)));
+        assert_eq!(range_of(b"zz-1"), None);
+        let here = &ENTRIES as *const _ as usize;
+        let (s, e) = mapping_of(here).expect("this library's data is mapped");
+        assert!(s <= here && here < e);
+        assert!(mapped_through(s, e));
+        assert!(!mapped_through(0, page_size()), "page 0 is never mapped");
+    }
+}

@@ -1,0 +1,779 @@
+//! Placement plans: from a profile's diagnoses to a memory policy per data
+//! region, applied to any program by the preload library (`numalab run
+//! --plan FILE`), and proved from the kernel afterwards (`--verify`).
+//!
+//! A plan is JSON (docs/plan-schema.json): `entries[]`, each a `region` (a
+//! `--regions` filter: `site:FILE:LINE`, `site:FUNCTION`, `static:SYMBOL`,
+//! `file:PATH`, `heap`, `mmap`, `size>N`, an address range) and a
+//! `policy` (any numalab memory policy but `remote`), with the `reason`
+//! and `expected` effect `numalab profile` found. The first entry that
+//! selects a region wins. Hand-written plans need only `schema` and the
+//! entries' `region` and `policy`.
+//!
+//! [`Plan::library_form`] turns it into the lines the library reads
+//! (`NUMALAB_PLAN`, see `crates/numalab-preload/src/plan.rs`): each policy
+//! as the kernel mode and nodes it is, or as stripes (`interleave@PAGES`,
+//! `weighted:`, placed chunk by chunk as `place` does), each region as the
+//! terms the library judges, site terms resolved to code ranges and
+//! static symbols to addresses in the program's ELF files.
+
+use super::diagnose::Diagnosis;
+use super::filter::{self, CodeRange, RegionFilter, Term};
+use super::record::{Kind, Record};
+use super::{Profile, RegionProfile};
+use crate::machine::Machine;
+use crate::placement::{MemoryPolicy, Realization, WeightedImpl};
+use crate::IdSet;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The `schema` of plan files this version reads and writes.
+pub const SCHEMA: &str = "numalab-plan/1";
+/// Entries in one plan at most.
+pub const MAX_ENTRIES: usize = 64;
+
+/// A placement plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The command the profile ran (informative).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub program: Vec<String>,
+    /// The entries, first match wins.
+    pub entries: Vec<PlanEntry>,
+}
+
+/// One region and its policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanEntry {
+    /// The regions it places: a `--regions` filter.
+    pub region: String,
+    /// The memory policy they get (`interleave:0-3`, `bind:0`,
+    /// `weighted:0=3,1=1`, `interleave:0-3@8`, `preferred:1`...).
+    pub policy: String,
+    /// Why (the diagnosis, for plans `numalab profile` wrote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The region as profiled: its site, kind and bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// What the profile says the policy changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
+}
+
+/// The expected effect of an entry, estimated from the profile's samples:
+/// each accessing CPU node keeps its share of the accesses, and an access
+/// is local with the probability that the policy puts a page on its node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    pub remote_share_before: f64,
+    pub remote_share_after: f64,
+    /// The samples both shares come from.
+    pub samples: u64,
+}
+
+impl Plan {
+    /// The plan a profile's diagnoses call for: one entry per region whose
+    /// diagnosis has a placement fix (pages on one node shared by several:
+    /// interleave over the accessing nodes; pages away from their one user
+    /// node: bind there; a hot region on a CPU-less node: prefer the
+    /// accessing nodes). Regions no filter term can name (an unsymbolised
+    /// site, a stack) are left out.
+    pub fn from_profile(m: &Machine, p: &Profile, diagnoses: &[Diagnosis]) -> Plan {
+        let mut entries: Vec<PlanEntry> = Vec::new();
+        let mut placed = Vec::new();
+        for d in diagnoses {
+            let Some(i) = d.region else { continue };
+            if placed.contains(&i) || d.accessing_nodes.is_empty() {
+                continue;
+            }
+            let Some(r) = p.regions.get(i) else { continue };
+            let nodes: IdSet = d.accessing_nodes.iter().copied().collect();
+            let policy = match d.kind.as_str() {
+                "one-node-shared" => format!("interleave:{nodes}"),
+                "remote-bound" | "first-touched-elsewhere" => format!("bind:{nodes}"),
+                "cpuless-hot" => format!("preferred:{nodes}"),
+                _ => continue,
+            };
+            let Some(region) = selector(r) else { continue };
+            // Two regions with one selector (two allocations on one line)
+            // are one entry: the first diagnosis decides.
+            if entries.iter().any(|e| e.region == region) {
+                continue;
+            }
+            let expected = MemoryPolicy::parse(m, &policy)
+                .ok()
+                .and_then(|pol| expected(r, &pol));
+            placed.push(i);
+            entries.push(PlanEntry {
+                region,
+                policy,
+                reason: Some(format!("{}: {}", d.kind, d.text)),
+                site: Some(r.site.clone()),
+                kind: Some(r.kind.clone()),
+                bytes: Some(r.bytes),
+                expected,
+            });
+            if entries.len() == MAX_ENTRIES {
+                break;
+            }
+        }
+        Plan {
+            schema: SCHEMA.into(),
+            program: p.command.clone(),
+            entries,
+        }
+    }
+
+    /// Reads and checks a plan: the schema, the number of entries, each
+    /// region a filter whose terms a plan can place, each policy one the
+    /// library can apply on this machine. The error names the entry.
+    pub fn parse(m: &Machine, text: &str) -> Result<Plan, String> {
+        let plan: Plan = serde_json::from_str(text).map_err(|e| format!("not a plan ({e})"))?;
+        if plan.schema != SCHEMA {
+            return Err(format!(
+                "schema '{}' is not one this numalab reads; valid: {SCHEMA}",
+                crate::text::format::excerpt(&plan.schema, 40)
+            ));
+        }
+        if plan.entries.is_empty() {
+            return Err("it has no entries; give at least one {\"region\", \"policy\"}".into());
+        }
+        if plan.entries.len() > MAX_ENTRIES {
+            return Err(format!(
+                "{} entries is too many (at most {MAX_ENTRIES})",
+                plan.entries.len()
+            ));
+        }
+        for (i, e) in plan.entries.iter().enumerate() {
+            let at = |why: String| format!("entry {i} ({}): {why}", e.region);
+            let f = RegionFilter::parse(&e.region).map_err(|w| at(w))?;
+            placeable(&f).map_err(at)?;
+            let policy = MemoryPolicy::parse(m, &e.policy).map_err(at)?;
+            realize(m, &policy).map_err(at)?;
+        }
+        Ok(plan)
+    }
+
+    /// The library's form of the plan (`NUMALAB_PLAN`), site terms resolved
+    /// in `objects` (the program first, then its libraries) and static
+    /// symbols looked up there.
+    pub fn library_form(&self, m: &Machine, objects: &[PathBuf]) -> Result<String, String> {
+        let mut out = String::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            let at = |why: String| format!("entry {i} ({}): {why}", e.region);
+            let policy = MemoryPolicy::parse(m, &e.policy).map_err(at)?;
+            out.push_str(&policy_line(&realize(m, &policy).map_err(at)?));
+            let f = RegionFilter::parse(&e.region).map_err(at)?;
+            let code = if f.has_sites() {
+                filter::resolve_sites(&f, objects).map_err(at)?
+            } else {
+                Vec::new()
+            };
+            out.push_str(&f.library_form(&code));
+            for t in &f.terms {
+                if let Term::Static(Some(name)) = t {
+                    let found = static_ranges(name, objects);
+                    if found.is_empty() {
+                        return Err(at(format!(
+                            "static:{name} names no data symbol in {}",
+                            objects
+                                .first()
+                                .map_or(String::new(), |o| o.display().to_string())
+                        )));
+                    }
+                    for c in found {
+                        out.push_str(&format!(
+                            "static {} {} {}\n",
+                            c.start,
+                            c.end,
+                            c.object.display()
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The plan of a whole-program policy the kernel cannot apply page by
+/// page (`run --mem interleave:NODES@PAGES`): its stripes on every
+/// allocation and mapping, and on the heaps as they grow.
+pub fn stripes_form(pattern: &[(u32, u64)]) -> String {
+    format!(
+        "{}all\n",
+        policy_line(&Realization::Chunks {
+            pattern: pattern.to_vec()
+        })
+    )
+}
+
+/// How the library applies a policy: the kernel's mode where it places
+/// page by page, stripes otherwise (weighted interleave included, so that
+/// each entry keeps its own weights).
+fn realize(m: &Machine, p: &MemoryPolicy) -> Result<Realization, String> {
+    if matches!(p, MemoryPolicy::Remote { .. }) {
+        return Err(format!(
+            "{p} depends on the node of the CPU that touches a page, which a plan does not know; name the node (bind:N)"
+        ));
+    }
+    p.realize(m, None, WeightedImpl::Emulate)
+        .map_err(|e| e.to_string())
+}
+
+fn policy_line(r: &Realization) -> String {
+    let list = |v: Vec<String>| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(",")
+        }
+    };
+    match r {
+        Realization::Kernel { mode, nodes } => format!(
+            "policy {} {}\n",
+            *mode as u32,
+            list(nodes.iter().map(|n| n.to_string()).collect())
+        ),
+        Realization::KernelWeighted { nodes, .. } => format!(
+            "policy {} {}\n",
+            crate::placement::sys::Mode::WeightedInterleave as u32,
+            list(nodes.iter().map(|n| n.to_string()).collect())
+        ),
+        Realization::Chunks { pattern } => format!(
+            "policy chunks {}\n",
+            list(pattern.iter().map(|(n, p)| format!("{n}:{p}")).collect())
+        ),
+    }
+}
+
+/// Refuses the terms a plan cannot place.
+fn placeable(f: &RegionFilter) -> Result<(), String> {
+    for t in &f.terms {
+        match t {
+            Term::Stack => {
+                return Err("a stack cannot be placed by a plan (its pages are the thread's); pin the thread with --cpus".into())
+            }
+            Term::Static(None) => {
+                return Err("'static' alone names every object's data; name one: static:SYMBOL".into())
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The address ranges of a data symbol in the first object that has it.
+fn static_ranges(name: &str, objects: &[PathBuf]) -> Vec<CodeRange> {
+    for o in objects {
+        let found: Vec<CodeRange> = super::symbols::data_symbols(&o.to_string_lossy())
+            .into_iter()
+            .filter(|(n, _, size)| *size > 0 && filter::names_match(n, name))
+            .map(|(_, value, size)| CodeRange {
+                object: o.clone(),
+                start: value,
+                end: value + size,
+            })
+            .collect();
+        if !found.is_empty() {
+            return found;
+        }
+    }
+    Vec::new()
+}
+
+/// The filter term that names a region: its allocation site's line (or
+/// function), its static symbol, its file.
+fn selector(r: &RegionProfile) -> Option<String> {
+    match r.kind.as_str() {
+        "heap" | "mmap" | "small" => {
+            let mut words = r.site.split_whitespace();
+            let function = words.next()?;
+            let line = words.next_back().filter(|w| {
+                w.rsplit_once(':')
+                    .is_some_and(|(f, l)| !f.is_empty() && l.parse::<u32>().is_ok())
+            });
+            match line {
+                Some(l) => Some(format!("site:{l}")),
+                None if !function.starts_with("0x") && !function.contains('+') => {
+                    Some(format!("site:{function}"))
+                }
+                None => None,
+            }
+        }
+        "static" if !r.site.starts_with('(') => Some(format!("static:{}", r.site)),
+        "file" => r.object.as_ref().map(|o| format!("file:{o}")),
+        _ => None,
+    }
+}
+
+/// The remote share of a region's sampled accesses before, and as
+/// estimated after the policy.
+fn expected(r: &RegionProfile, policy: &MemoryPolicy) -> Option<Expected> {
+    let before = r.remote_share?;
+    // Each node's share of the pages the policy gives.
+    let shares: Vec<(u32, f64)> = match policy {
+        MemoryPolicy::Bind { nodes } | MemoryPolicy::Preferred { nodes } => {
+            let k = nodes.len() as f64;
+            nodes.iter().map(|n| (n, 1.0 / k)).collect()
+        }
+        MemoryPolicy::Interleave { nodes, .. } => {
+            let k = nodes.len() as f64;
+            nodes.iter().map(|n| (n, 1.0 / k)).collect()
+        }
+        MemoryPolicy::Weighted { weights, .. } => {
+            let total: f64 = weights.iter().map(|w| w.1 as f64).sum();
+            weights
+                .iter()
+                .map(|&(n, w)| (n, w as f64 / total))
+                .collect()
+        }
+        _ => return None,
+    };
+    let by_cpu_node: BTreeMap<u32, u64> = r
+        .accesses
+        .iter()
+        .map(|(c, row)| (*c, row.values().sum()))
+        .collect();
+    let samples: u64 = by_cpu_node.values().sum();
+    if samples == 0 {
+        return None;
+    }
+    let local: f64 = by_cpu_node
+        .iter()
+        .map(|(c, k)| {
+            let share = shares.iter().find(|s| s.0 == *c).map_or(0.0, |s| s.1);
+            *k as f64 * share
+        })
+        .sum();
+    Some(Expected {
+        remote_share_before: before,
+        remote_share_after: 1.0 - local / samples as f64,
+        samples,
+    })
+}
+
+/// Where one entry's regions ended, from the kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntryCheck {
+    pub region: String,
+    pub policy: String,
+    /// Allocations and mappings it placed, and their bytes.
+    pub regions: u64,
+    pub bytes: u64,
+    /// Their pages by node when freed or at exit (-1: never touched).
+    pub pages_by_node: BTreeMap<i32, u64>,
+    /// The nodes the policy puts pages on, and each one's share.
+    pub expected_shares: BTreeMap<u32, f64>,
+    /// `placed`, `misplaced`, `nothing-matched` or `not-touched`.
+    pub verdict: String,
+    pub detail: String,
+}
+
+/// `run --plan --verify`: every entry checked, and what the library saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanCheck {
+    pub entries: Vec<EntryCheck>,
+    /// The program's own `mbind` calls on planned regions, skipped.
+    pub program_mbinds_skipped: u64,
+    /// The plan's `mbind` calls the kernel refused, and the first errno.
+    pub refused: u64,
+    pub first_errno: Option<i32>,
+    /// Processes that ran with the plan (each writes its end).
+    pub processes: u64,
+}
+
+/// How far a node's share of an interleaved region may be from the
+/// policy's before the entry is "misplaced": 5 points, or one stripe
+/// round of the region when that is more (a small region cannot be even).
+const SHARE_SLACK: f64 = 0.05;
+
+/// Checks a plan against the library's records of a run.
+pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
+    let mut entries: Vec<EntryCheck> = plan
+        .entries
+        .iter()
+        .map(|e| {
+            let expected_shares = MemoryPolicy::parse(m, &e.policy)
+                .ok()
+                .map(|p| shares_of(m, &p))
+                .unwrap_or_default();
+            EntryCheck {
+                region: e.region.clone(),
+                policy: e.policy.clone(),
+                regions: 0,
+                bytes: 0,
+                pages_by_node: BTreeMap::new(),
+                expected_shares,
+                verdict: String::new(),
+                detail: String::new(),
+            }
+        })
+        .collect();
+    let mut open: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut check = PlanCheck {
+        entries: Vec::new(),
+        program_mbinds_skipped: 0,
+        refused: 0,
+        first_errno: None,
+        processes: 0,
+    };
+    for r in records {
+        match r.kind {
+            Kind::Planned => {
+                let i = r.node.max(0) as usize;
+                if let Some(e) = entries.get_mut(i) {
+                    e.regions += 1;
+                    e.bytes += r.size;
+                    open.insert(r.addr, i);
+                }
+            }
+            Kind::PlanPages => {
+                if let Some(e) = open.get(&r.addr).and_then(|&i| entries.get_mut(i)) {
+                    *e.pages_by_node.entry(r.node).or_default() += r.size;
+                }
+            }
+            Kind::PlanEnd => {
+                check.processes += 1;
+                check.program_mbinds_skipped += r.addr;
+                check.refused += r.size;
+                if r.size > 0 && check.first_errno.is_none() {
+                    check.first_errno = Some(r.node);
+                }
+            }
+            _ => {}
+        }
+    }
+    for e in &mut entries {
+        judge(e);
+    }
+    check.entries = entries;
+    check
+}
+
+/// Each node's share of the pages a policy gives (empty: the policy does
+/// not say, e.g. first touch).
+fn shares_of(m: &Machine, p: &MemoryPolicy) -> BTreeMap<u32, f64> {
+    match p.realize(m, None, WeightedImpl::Emulate) {
+        Ok(Realization::Kernel { nodes, .. }) if !nodes.is_empty() => {
+            let k = nodes.len() as f64;
+            nodes.iter().map(|n| (n, 1.0 / k)).collect()
+        }
+        Ok(Realization::Chunks { pattern }) => {
+            let total: u64 = pattern.iter().map(|p| p.1).sum();
+            let mut s = BTreeMap::new();
+            for (n, pages) in pattern {
+                *s.entry(n).or_insert(0.0) += pages as f64 / total as f64;
+            }
+            s
+        }
+        _ => BTreeMap::new(),
+    }
+}
+
+fn judge(e: &mut EntryCheck) {
+    let present: u64 = e
+        .pages_by_node
+        .iter()
+        .filter(|(n, _)| **n >= 0)
+        .map(|(_, k)| *k)
+        .sum();
+    if e.regions == 0 {
+        e.verdict = "nothing-matched".into();
+        e.detail = "no allocation or mapping of the run matched the region".into();
+        return;
+    }
+    if present == 0 {
+        e.verdict = "not-touched".into();
+        e.detail = format!(
+            "{} region(s) placed, but none of their pages was present when freed or at exit",
+            e.regions
+        );
+        return;
+    }
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let outside: u64 = e
+        .pages_by_node
+        .iter()
+        .filter(|(n, _)| **n >= 0 && !e.expected_shares.contains_key(&(**n as u32)))
+        .map(|(_, k)| *k)
+        .sum();
+    let worst = e
+        .expected_shares
+        .iter()
+        .map(|(n, want)| {
+            let got =
+                e.pages_by_node.get(&(*n as i32)).copied().unwrap_or(0) as f64 / present as f64;
+            (*n, got, *want, (got - want).abs())
+        })
+        .max_by(|a, b| a.3.total_cmp(&b.3));
+    // Policies that prefer may spill: only the nodes are judged.
+    let preferred = e.policy.starts_with("preferred");
+    if e.expected_shares.is_empty() {
+        e.verdict = "placed".into();
+        e.detail = format!("{present} pages present; the policy names no node to check");
+    } else if outside > 0 {
+        e.verdict = "misplaced".into();
+        e.detail = format!(
+            "{outside} of {present} present pages ({}) on nodes the policy does not name",
+            pct(outside as f64 / present as f64)
+        );
+    } else if let Some((n, got, want, off)) = worst.filter(|w| w.3 > SHARE_SLACK && !preferred) {
+        e.verdict = "misplaced".into();
+        e.detail = format!(
+            "node {n} holds {} of the {present} present pages, the policy {} ({} points off)",
+            pct(got),
+            pct(want),
+            (off * 100.0).round()
+        );
+    } else {
+        e.verdict = "placed".into();
+        let spread: Vec<String> = e
+            .pages_by_node
+            .iter()
+            .filter(|(n, _)| **n >= 0)
+            .map(|(n, k)| format!("node {n}: {k}"))
+            .collect();
+        e.detail = format!(
+            "all {present} present pages on the policy's nodes ({})",
+            spread.join(", ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quartet() -> Machine {
+        crate::report::fixture("qemu-quartet-4n2c-ring.xml")
+    }
+
+    fn region(kind: &str, site: &str, accesses: &[(u32, u32, u64)]) -> RegionProfile {
+        let mut r: RegionProfile = serde_json::from_value(serde_json::json!({
+            "kind": kind, "site": site, "sampled": true, "object": null, "thread": null,
+            "stack": [], "allocations": 1, "bytes": 1 << 20, "sampled_allocations": 0,
+            "first_address": 0, "samples": 0, "reads": 0, "writes": 0, "unknown_access": 0,
+            "accesses": {}, "remote_share": null, "distance_ratio": null, "latency_cost": null,
+            "pages_by_node": {}, "threads": {}, "first_touch": null, "pages_over_time": [],
+            "page_map": null
+        }))
+        .unwrap();
+        let mut remote = 0;
+        for &(c, n, k) in accesses {
+            *r.accesses.entry(c).or_default().entry(n).or_default() += k;
+            r.samples += k;
+            if c != n {
+                remote += k;
+            }
+        }
+        r.remote_share = Some(remote as f64 / r.samples.max(1) as f64);
+        r
+    }
+
+    #[test]
+    fn regions_are_named_by_line_function_symbol_or_file() {
+        let r = region("heap", "main profile_truth.c:172", &[]);
+        assert_eq!(selector(&r).as_deref(), Some("site:profile_truth.c:172"));
+        let r = region("mmap", "init_arrays", &[]);
+        assert_eq!(selector(&r).as_deref(), Some("site:init_arrays"));
+        assert_eq!(selector(&region("heap", "0x4011a6", &[])), None);
+        assert_eq!(selector(&region("heap", "prog+0x11a6", &[])), None);
+        let r = region("static", "static_table", &[]);
+        assert_eq!(selector(&r).as_deref(), Some("static:static_table"));
+        assert_eq!(
+            selector(&region("static", "(other static data)", &[])),
+            None
+        );
+        assert_eq!(selector(&region("stack", "stack of thread 5", &[])), None);
+        let mut f = region("file", "main x.c:3", &[]);
+        f.object = Some("/srv/data.db".into());
+        assert_eq!(selector(&f).as_deref(), Some("file:/srv/data.db"));
+    }
+
+    #[test]
+    fn the_expected_share_follows_the_accessing_nodes() {
+        let m = quartet();
+        // Pages on node 0, read equally from the four nodes: 75% remote.
+        let a = region(
+            "heap",
+            "main t.c:1",
+            &[(0, 0, 100), (1, 0, 100), (2, 0, 100), (3, 0, 100)],
+        );
+        let e = expected(&a, &MemoryPolicy::parse(&m, "interleave:0-3").unwrap()).unwrap();
+        assert_eq!(
+            (e.remote_share_before, e.remote_share_after, e.samples),
+            (0.75, 0.75, 400)
+        );
+        // Interleave over two of the four: the other two stay remote.
+        let e = expected(&a, &MemoryPolicy::parse(&m, "interleave:0-1").unwrap()).unwrap();
+        assert!((e.remote_share_after - 0.75).abs() < 1e-12);
+        // Pages on node 3, read from node 0 only: bind to 0 makes it local.
+        let c = region("mmap", "main t.c:2", &[(0, 3, 300)]);
+        let e = expected(&c, &MemoryPolicy::parse(&m, "bind:0").unwrap()).unwrap();
+        assert_eq!((e.remote_share_before, e.remote_share_after), (1.0, 0.0));
+        // Weighted 3:1 over 0 and 1, read from both equally: 1 - (3/4 + 1/4)/2.
+        let b = region("heap", "main t.c:3", &[(0, 2, 50), (1, 2, 50)]);
+        let e = expected(&b, &MemoryPolicy::parse(&m, "weighted:0=3,1=1").unwrap()).unwrap();
+        assert!((e.remote_share_after - 0.5).abs() < 1e-12);
+        assert_eq!(expected(&b, &MemoryPolicy::Local), None);
+    }
+
+    #[test]
+    fn policies_reach_the_library_as_modes_or_stripes() {
+        let m = quartet();
+        let line =
+            |p: &str| policy_line(&realize(&m, &MemoryPolicy::parse(&m, p).unwrap()).unwrap());
+        assert_eq!(line("bind:0"), "policy 2 0\n");
+        assert_eq!(line("interleave:0-3"), "policy 3 0,1,2,3\n");
+        assert_eq!(line("preferred:1"), "policy 1 1\n");
+        assert_eq!(line("local"), "policy 4 -\n");
+        assert_eq!(line("first-touch"), "policy 0 -\n");
+        assert_eq!(line("interleave:0,2@8"), "policy chunks 0:8,2:8\n");
+        assert_eq!(line("weighted:0=3,1=1"), "policy chunks 0:3,1:1\n");
+        assert_eq!(
+            stripes_form(&[(0, 8), (1, 8)]),
+            "policy chunks 0:8,1:8\nall\n"
+        );
+        let remote = realize(&m, &MemoryPolicy::Remote { far: false }).unwrap_err();
+        assert!(remote.contains("name the node (bind:N)"), "{remote}");
+    }
+
+    #[test]
+    fn plans_are_checked_entry_by_entry() {
+        let m = quartet();
+        let ok = r#"{"schema":"numalab-plan/1","entries":[{"region":"site:t.c:1","policy":"interleave:0-3"},{"region":"heap,size>1M","policy":"bind:0"}]}"#;
+        assert_eq!(Plan::parse(&m, ok).unwrap().entries.len(), 2);
+        let bad = |text: &str, want: &str| {
+            let e = Plan::parse(&m, text).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        };
+        bad(
+            r#"{"schema":"numalab-plan/9","entries":[]}"#,
+            "valid: numalab-plan/1",
+        );
+        bad(r#"{"schema":"numalab-plan/1","entries":[]}"#, "no entries");
+        bad(
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"hep","policy":"bind:0"}]}"#,
+            "entry 0 (hep)",
+        );
+        bad(
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"heap","policy":"bind:9"}]}"#,
+            "entry 0 (heap)",
+        );
+        bad(
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"stack","policy":"bind:0"}]}"#,
+            "a stack cannot be placed",
+        );
+        bad(
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"heap","policy":"remote"}]}"#,
+            "name the node",
+        );
+        bad(
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"heap","polcy":"bind:0"}]}"#,
+            "unknown field `polcy`",
+        );
+        bad("[1,2]", "not a plan");
+        let many: Vec<String> = (0..65)
+            .map(|_| r#"{"region":"heap","policy":"bind:0"}"#.to_string())
+            .collect();
+        bad(
+            &format!(
+                r#"{{"schema":"numalab-plan/1","entries":[{}]}}"#,
+                many.join(",")
+            ),
+            "65 entries is too many (at most 64)",
+        );
+    }
+
+    fn rec(kind: Kind, node: i32, addr: u64, size: u64) -> Record {
+        Record {
+            kind,
+            tid: 1,
+            cpu: u32::MAX,
+            node,
+            flags: 0,
+            addr,
+            size,
+            time_ns: 0,
+        }
+    }
+
+    #[test]
+    fn the_kernels_pages_decide_each_entry() {
+        let m = quartet();
+        let plan = Plan::parse(
+            &m,
+            r#"{"schema":"numalab-plan/1","entries":[
+                {"region":"site:t.c:1","policy":"interleave:0-3"},
+                {"region":"site:t.c:2","policy":"bind:0"},
+                {"region":"site:t.c:3","policy":"bind:1"},
+                {"region":"site:t.c:4","policy":"interleave:0-1"},
+                {"region":"site:t.c:5","policy":"bind:2"}]}"#,
+        )
+        .unwrap();
+        let records = vec![
+            rec(Kind::Planned, 0, 0x1000, 4096 * 400),
+            rec(Kind::Planned, 1, 0x900000, 4096 * 10),
+            rec(Kind::Planned, 2, 0xa00000, 4096 * 10),
+            rec(Kind::Planned, 3, 0xb00000, 4096 * 10),
+            rec(Kind::PlanPages, 0, 0x1000, 100),
+            rec(Kind::PlanPages, 1, 0x1000, 100),
+            rec(Kind::PlanPages, 2, 0x1000, 100),
+            rec(Kind::PlanPages, 3, 0x1000, 100),
+            rec(Kind::PlanPages, 0, 0x900000, 10),
+            rec(Kind::PlanPages, 0, 0xa00000, 9),
+            rec(Kind::PlanPages, 1, 0xa00000, 1),
+            rec(Kind::PlanPages, 0, 0xb00000, 9),
+            rec(Kind::PlanPages, 1, 0xb00000, 1),
+            rec(Kind::PlanEnd, 22, 3, 1),
+        ];
+        let c = verify(&m, &plan, &records);
+        let verdicts: Vec<&str> = c.entries.iter().map(|e| e.verdict.as_str()).collect();
+        assert_eq!(
+            verdicts,
+            [
+                "placed",
+                "placed",
+                "misplaced",
+                "misplaced",
+                "nothing-matched"
+            ]
+        );
+        assert_eq!(c.entries[0].pages_by_node.values().sum::<u64>(), 400);
+        assert!(
+            c.entries[2]
+                .detail
+                .starts_with("9 of 10 present pages (90%) on nodes the policy does not name"),
+            "{}",
+            c.entries[2].detail
+        );
+        assert!(
+            c.entries[3]
+                .detail
+                .contains("of the 10 present pages, the policy 50% (40 points off)"),
+            "{}",
+            c.entries[3].detail
+        );
+        assert_eq!(
+            (
+                c.program_mbinds_skipped,
+                c.refused,
+                c.first_errno,
+                c.processes
+            ),
+            (3, 1, Some(22), 1)
+        );
+    }
+}
