@@ -3,8 +3,12 @@
 
 use crate::args::{choice, cpuless_hint};
 use crate::output::CliError;
-use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet};
+use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet, WeightedImpl};
+use numalab::profile::filter::{self, RegionFilter};
+use numalab::profile::plan::{stripes_form, Plan};
 use numalab::Machine;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct LaunchArgs {
@@ -32,9 +36,11 @@ pub struct LaunchArgs {
     /// numactl alias: allocate on the node of the CPU that asks (local).
     #[arg(short = 'l', long)]
     localalloc: bool,
-    /// Weighted interleave by the kernel only (emulation needs a buffer, see `place`).
-    #[arg(long, value_name = "IMPL", default_value = "auto", value_parser = choice(&["auto", "kernel"], kernel_weights))]
-    weighted_impl: KernelWeights,
+    /// Weighted interleave: the kernel's where it has it and the stripes are single pages
+    /// (auto), the kernel's only (kernel), or placed chunk by chunk by numalab's preload
+    /// library on every mapping the command makes (emulate).
+    #[arg(long, value_name = "IMPL", default_value = "auto", value_parser = choice(&["auto", "kernel", "emulate"], WeightedImpl::parse))]
+    weighted_impl: WeightedImpl,
 }
 
 /// The plan the options ask for: one CPU placement, one memory policy.
@@ -102,23 +108,139 @@ pub fn plan(m: &Machine, a: &LaunchArgs) -> Result<LaunchPlan, CliError> {
             MemoryPolicy::parse(m, text).map_err(|e| CliError::usage(format!("{name}: {e}")))?
         }
     };
-    // A whole process has no buffer to emulate weighted interleave on.
-    // `--weighted-impl` only refuses what a whole process cannot have: the
-    // launch always uses the kernel's weighted interleave.
-    let KernelWeights = a.weighted_impl;
-    Ok(LaunchPlan::new(m, cpus, policy)?)
+    // Stripes the kernel cannot lay (interleave@PAGES, emulated weights)
+    // are the preload library's, on every mapping the command makes.
+    Ok(LaunchPlan::with_library(m, cpus, policy, a.weighted_impl)?)
 }
 
-/// What `--weighted-impl` may be for a whole process: the kernel's weighted
-/// interleave (emulation places a known buffer chunk by chunk).
-#[derive(Clone)]
-struct KernelWeights;
-
-fn kernel_weights(t: &str) -> Result<KernelWeights, String> {
-    match t {
-        "auto" | "kernel" => Ok(KernelWeights),
-        other => Err(format!(
-            "'{other}' is not possible for run (emulation needs a buffer, see numalab place); valid: auto, kernel"
-        )),
+/// `LD_PRELOAD` with numalab's library first; a program's own preloads
+/// stay after it.
+pub fn preload_with(lib: &Path) -> OsString {
+    let mut preload = lib.as_os_str().to_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(old);
     }
+    preload
+}
+
+/// What the preload library is to place (`NUMALAB_PLAN`): a plan file's
+/// entries, then the launch's stripes on everything else; empty when
+/// neither.
+pub fn placement_for_library(
+    m: &Machine,
+    launch: &LaunchPlan,
+    plan: Option<&Plan>,
+    program: &OsStr,
+) -> Result<String, CliError> {
+    let mut out = String::new();
+    if let Some(p) = plan {
+        let objects = program_objects("--plan", program)?;
+        out.push_str(
+            &p.library_form(m, &objects)
+                .map_err(|e| CliError::usage(format!("--plan: {e}")))?,
+        );
+    }
+    if let Some(stripes) = launch.stripes() {
+        out.push_str(&stripes_form(stripes));
+    }
+    Ok(out)
+}
+
+/// Reads `--plan FILE`, checked against this machine.
+pub fn read_plan(m: &Machine, path: &Path) -> Result<Plan, CliError> {
+    let text = numalab::input::read_text(path, numalab::input::InputKind::PlacementJson)
+        .map_err(|e| CliError::usage(format!("--plan: {e}")))?;
+    Plan::parse(m, &text).map_err(|e| CliError::usage(format!("--plan {}: {e}", path.display())))
+}
+
+/// The preload library: `NUMALAB_PRELOAD`, else beside this executable.
+pub fn library() -> Result<PathBuf, CliError> {
+    if let Some(p) = std::env::var_os("NUMALAB_PRELOAD") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(CliError::usage(format!(
+                "NUMALAB_PRELOAD {} is not a file; unset it to use the library beside numalab",
+                p.display()
+            )))
+        };
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::failed(format!("cannot find numalab's own path: {e}")))?;
+    let beside = exe
+        .parent()
+        .map(|d| d.join("libnumalab_preload.so"))
+        .filter(|p| p.is_file());
+    beside.ok_or_else(|| {
+        CliError::failed(format!(
+            "libnumalab_preload.so is not beside {} (build the workspace: cargo build --release), or set NUMALAB_PRELOAD to its path",
+            exe.display()
+        ))
+    })
+}
+
+/// The ELF files a site term may name code in: the program (found as
+/// `execvp` would), then the shared libraries the loader gives it
+/// (`ldd`).
+pub fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
+    let p = Path::new(program);
+    let exe = if p.components().count() > 1 {
+        Some(p.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(p))
+                .find(|c| c.is_file())
+        })
+    };
+    let exe = exe
+        .and_then(|e| std::fs::canonicalize(e).ok())
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "{opt} site: cannot find the program '{}' to read its symbols",
+                p.display()
+            ))
+        })?;
+    let mut objects = vec![exe.clone()];
+    // A static program, or one ldd cannot read, has its own code only.
+    if let Ok(out) = std::process::Command::new("ldd").arg(&exe).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let path = line
+                .split("=>")
+                .nth(1)
+                .unwrap_or(line)
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            if path.starts_with('/') {
+                if let Ok(c) = std::fs::canonicalize(path) {
+                    if !objects.contains(&c) && objects.len() < 256 {
+                        objects.push(c);
+                    }
+                }
+            }
+        }
+    }
+    Ok(objects)
+}
+
+/// A region filter in the library's form, the site terms resolved to
+/// code in the program's objects; empty without a filter.
+pub fn library_filter(
+    opt: &str,
+    f: Option<&RegionFilter>,
+    program: &OsStr,
+) -> Result<String, CliError> {
+    let Some(f) = f else {
+        return Ok(String::new());
+    };
+    let code = if f.has_sites() {
+        let objects = program_objects(opt, program)?;
+        filter::resolve_sites(f, &objects).map_err(|e| CliError::usage(format!("{opt}: {e}")))?
+    } else {
+        Vec::new()
+    };
+    Ok(f.library_form(&code))
 }

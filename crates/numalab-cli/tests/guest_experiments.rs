@@ -1,6 +1,6 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
 //! c2c, apexmap, policies, blas, per-array placement, sizes, pdm --measure,
-//! scenarios, scaling --copies, migrate and profile)
+//! scenarios, scaling --copies, migrate, profile, plans and stripes)
 //! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
@@ -19,6 +19,8 @@ mod loaded_latency;
 mod migrate;
 #[path = "guest_experiments/placement.rs"]
 mod placement;
+#[path = "guest_experiments/plan.rs"]
+mod plan;
 #[path = "guest_experiments/policies.rs"]
 mod policies;
 #[path = "guest_experiments/profile.rs"]
@@ -52,6 +54,8 @@ fn quartet() -> &'static Guest {
             scaling::QUARTET_STEPS,
             migrate::QUARTET_STEPS,
             profile::QUARTET_STEPS,
+            // After the profile steps: the plan is theirs.
+            plan::QUARTET_STEPS,
         ]
         .concat();
         boot("quartet", "6.12", &steps)

@@ -20,8 +20,11 @@
 //! moved, `MPOL_MF_MOVE`, where it reuses touched memory). Smaller ones
 //! share their pages with other objects: they are left where the heap's
 //! policy puts them (the `all` entry's stripes, or the process policy).
-//! The first entry that selects a region wins. A planned region keeps its
-//! policy: the program's own `mbind` on it is skipped (and counted).
+//! The first entry that selects a region wins. A region a plan entry
+//! placed keeps its policy: the program's own `mbind` on it is skipped
+//! (and counted). Stripes on everything (`all`) are the process policy in
+//! another form: the program's own `mbind` wins over them, as over
+//! numactl's.
 //!
 //! Records: `Planned` when a policy is applied, `PlanPages` (its pages by
 //! node) when the region is freed or at exit, so that `--verify` reads
@@ -306,6 +309,12 @@ fn place(i: usize, start: usize, len: usize, whole: bool) {
     }
     let refused = REFUSED.load(SeqCst);
     apply(i, s, s, end - s);
+    // Stripes on everything (`all`, from `--mem`) are the process's policy
+    // in another form: not remembered one by one, and a program's own
+    // `mbind` wins over them as it wins over numactl's.
+    if ENTRIES.get().and_then(|v| v.get(i)).is_some_and(|e| e.all) {
+        return;
+    }
     remember(i, s, end - s);
     emit(&Record {
         kind: Kind::Planned,

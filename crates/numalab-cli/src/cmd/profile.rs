@@ -10,18 +10,24 @@
 //! `numalab::report::views::profile_html`.
 
 use crate::args::{percent, seconds, size, whole, Typed};
-use crate::launch_args::{plan, LaunchArgs};
+use crate::launch_args::{
+    library, library_filter, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
+};
 use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
+use numalab::profile::compare::compare as compare_profiles;
 use numalab::profile::filter::{self, RegionFilter};
 use numalab::profile::latency::{price, LatencyTable};
+use numalab::profile::plan::{verify, Plan};
 use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
 use numalab::profile::{build, symbols, PmuStatus, Profile, Sampler};
 use numalab::report::files::write_atomically;
+use numalab::report::views::plan::{check_text, plan_text};
 use numalab::report::views::profile::render;
+use numalab::report::views::profile_compare;
 use numalab::report::views::profile_html::render_html;
 use numalab::text::format::excerpt;
 use numalab::{IdSet, Machine};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,7 +100,11 @@ pub struct Args {
         default_value = "numalab-profile"
     )]
     output: PathBuf,
-    /// Print the profile as JSON on stdout instead of text.
+    /// Profile twice, without and with this plan (`plan.json` of an earlier profile, or one
+    /// written by hand; docs/plan.md), and show the regions side by side.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
+    /// Print the profile as JSON on stdout instead of text (with --plan: the comparison).
     #[arg(long)]
     json: bool,
     /// The command and its arguments, after `--`.
@@ -116,70 +126,6 @@ fn thread_set() -> Typed<(String, IdSet)> {
             .map(|s| (t.to_string(), s))
             .map_err(|e| format!("{opt} {}: {e}", excerpt(t, 40)))
     })
-}
-
-/// The ELF files a site term may name code in: the program (found as
-/// `execvp` would), then the shared libraries the loader gives it
-/// (`ldd`).
-fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
-    let p = Path::new(program);
-    let exe = if p.components().count() > 1 {
-        Some(p.to_path_buf())
-    } else {
-        std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|d| d.join(p))
-                .find(|c| c.is_file())
-        })
-    };
-    let exe = exe
-        .and_then(|e| std::fs::canonicalize(e).ok())
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "{opt} site: cannot find the program '{}' to read its symbols",
-                p.display()
-            ))
-        })?;
-    let mut objects = vec![exe.clone()];
-    // A static program, or one ldd cannot read, has its own code only.
-    if let Ok(out) = std::process::Command::new("ldd").arg(&exe).output() {
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let path = line
-                .split("=>")
-                .nth(1)
-                .unwrap_or(line)
-                .split_whitespace()
-                .next()
-                .unwrap_or("");
-            if path.starts_with('/') {
-                if let Ok(c) = std::fs::canonicalize(path) {
-                    if !objects.contains(&c) && objects.len() < 256 {
-                        objects.push(c);
-                    }
-                }
-            }
-        }
-    }
-    Ok(objects)
-}
-
-/// A region filter in the library's form, the site terms resolved to
-/// code in the program's objects; empty without a filter.
-fn library_filter(
-    opt: &str,
-    f: Option<&RegionFilter>,
-    program: &OsStr,
-) -> Result<String, CliError> {
-    let Some(f) = f else {
-        return Ok(String::new());
-    };
-    let code = if f.has_sites() {
-        let objects = program_objects(opt, program)?;
-        filter::resolve_sites(f, &objects).map_err(|e| CliError::usage(format!("{opt}: {e}")))?
-    } else {
-        Vec::new()
-    };
-    Ok(f.library_form(&code))
 }
 
 /// What `--refine` asks for.
@@ -227,40 +173,17 @@ fn sampler_mode() -> Typed<Sampler> {
 }
 
 /// The files this command writes in its folder.
-const OURS: [&str; 5] = [
+const OURS: [&str; 9] = [
     "profile.json",
     "profile.txt",
     "profile.html",
     "records.bin",
     "records.bin.maps",
+    "plan.json",
+    "compare.txt",
+    "before",
+    "after",
 ];
-
-/// The preload library: `NUMALAB_PRELOAD`, else beside this executable.
-fn library() -> Result<PathBuf, CliError> {
-    if let Some(p) = std::env::var_os("NUMALAB_PRELOAD") {
-        let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(CliError::usage(format!(
-                "NUMALAB_PRELOAD {} is not a file; unset it to use the library beside numalab",
-                p.display()
-            )))
-        };
-    }
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::failed(format!("cannot find numalab's own path: {e}")))?;
-    let beside = exe
-        .parent()
-        .map(|d| d.join("libnumalab_preload.so"))
-        .filter(|p| p.is_file());
-    beside.ok_or_else(|| {
-        CliError::failed(format!(
-            "libnumalab_preload.so is not beside {} (build the workspace: cargo build --release), or set NUMALAB_PRELOAD to its path",
-            exe.display()
-        ))
-    })
-}
 
 /// Creates the output folder, refusing one that holds files numalab did
 /// not write there.
@@ -370,14 +293,28 @@ fn machine_latencies(m: &Machine, path: &Path) -> Result<LatencyTable, CliError>
     Ok(t)
 }
 
+/// What every run of the command gets, whatever the plan.
+struct Setup {
+    machine: Machine,
+    launch: numalab::placement::LaunchPlan,
+    latencies: Option<LatencyTable>,
+    library: PathBuf,
+    pmu: PmuStatus,
+    pmu_spec: String,
+    region_filter: String,
+    refine_filter: String,
+    thread_filter: String,
+}
+
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
-    let plan = plan(&m, &a.launch)?;
+    let launch = plan(&m, &a.launch)?;
+    let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
     let latencies = match &a.machine {
         Some(p) => Some(machine_latencies(&m, p)?),
         None => None,
     };
-    let lib = library()?;
+    let library = library()?;
     let (pmu, pmu_spec) =
         PmuStatus::plan(a.sampler, PmuStatus::of_this_machine()).map_err(CliError::usage)?;
     let region_filter = library_filter(
@@ -395,19 +332,97 @@ pub fn run(a: Args) -> CliResult {
             .collect::<Vec<_>>()
             .join(",")
     });
+    let setup = Setup {
+        machine: m,
+        launch,
+        latencies,
+        library,
+        pmu,
+        pmu_spec,
+        region_filter,
+        refine_filter,
+        thread_filter,
+    };
     prepare_folder(&a.output)?;
-    let records = a.output.join("records.bin");
-    // Ours first; a program's own preloads stay after it.
-    let mut preload = lib.as_os_str().to_os_string();
-    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-        preload.push(":");
-        preload.push(old);
+    let Some(fp) = file_plan else {
+        let (profile, outcome) = profile_once(&a, &setup, &a.output, None)?;
+        // The fixes the diagnoses call for, as a plan `run --plan` applies.
+        let proposed = Plan::from_profile(&setup.machine, &profile, &profile.diagnoses);
+        let plan_path = a.output.join("plan.json");
+        let plan_json =
+            serde_json::to_string_pretty(&proposed).map_err(|e| CliError::failed(e.to_string()))?;
+        write_atomically(&plan_path, (plan_json + "\n").as_bytes())
+            .map_err(|e| CliError::failed(format!("cannot write {}: {e}", plan_path.display())))?;
+        if a.json {
+            let json = serde_json::to_string_pretty(&profile)
+                .map_err(|e| CliError::failed(e.to_string()))?;
+            write_stdout(format_args!("{json}\n"))?;
+        } else {
+            write_stdout(format_args!("{}{}", render(&profile), plan_text(&proposed)))?;
+            errln!("numalab profile: written to {}", a.output.display());
+            if !proposed.entries.is_empty() {
+                errln!(
+                    "numalab profile: apply the plan with numalab run --plan {} -- {}",
+                    plan_path.display(),
+                    shown_command(&a.command)
+                );
+            }
+        }
+        return Ok(outcome.status.propagate());
+    };
+    // Before and after, one after the other: the same command, the same
+    // sampling, the plan only in the second.
+    errln!("numalab profile: without the plan, then with it");
+    let (before, _) = profile_once(&a, &setup, &a.output.join("before"), None)?;
+    let (after, outcome) = profile_once(&a, &setup, &a.output.join("after"), Some(&fp))?;
+    let c = compare_profiles(&before, &after);
+    let mut text = profile_compare::render(&c, "without the plan", "with the plan");
+    if let Some(check) = &after.plan_check {
+        text.push('\n');
+        text.push_str(&check_text(check));
     }
+    write_atomically(&a.output.join("compare.txt"), text.as_bytes())
+        .map_err(|e| CliError::failed(format!("cannot write compare.txt: {e}")))?;
+    if a.json {
+        let json = serde_json::to_string_pretty(&c).map_err(|e| CliError::failed(e.to_string()))?;
+        write_stdout(format_args!("{json}\n"))?;
+    } else {
+        write_stdout(format_args!("{text}"))?;
+        errln!(
+            "numalab profile: written to {} (before/, after/, compare.txt)",
+            a.output.display()
+        );
+    }
+    Ok(outcome.status.propagate())
+}
+
+/// The command as a shell would take it back (for the hint).
+fn shown_command(c: &[OsString]) -> String {
+    c.iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One profiled run into `dir` (profile.json, profile.txt, profile.html,
+/// the records), with `file_plan` applied by the library when given.
+fn profile_once(
+    a: &Args,
+    s: &Setup,
+    dir: &Path,
+    file_plan: Option<&Plan>,
+) -> Result<(Profile, numalab::placement::LaunchOutcome), CliError> {
+    let m = &s.machine;
+    prepare_folder(dir)?;
+    let records = dir.join("records.bin");
+    let placement = placement_for_library(m, &s.launch, file_plan, &a.command[0])?;
     let records_abs = std::path::absolute(&records).unwrap_or(records.clone());
-    let prepared = plan
+    let prepared = s
+        .launch
         .prepare()?
-        .with_env("LD_PRELOAD", preload)
+        .with_env("LD_PRELOAD", preload_with(&s.library))
         .with_env("NUMALAB_PROFILE_OUT", records_abs.as_os_str())
+        .with_env("NUMALAB_PLAN", placement)
         // An empty value is no value: the one not chosen is cleared, so
         // that the caller's environment cannot override the choice.
         .with_env(
@@ -435,10 +450,10 @@ pub fn run(a: Args) -> CliResult {
                 "auto"
             },
         )
-        .with_env("NUMALAB_PROFILE_REFINE_REGIONS", refine_filter)
-        .with_env("NUMALAB_PROFILE_REGIONS", region_filter)
-        .with_env("NUMALAB_PROFILE_THREADS", thread_filter)
-        .with_env("NUMALAB_PROFILE_PMU", pmu_spec.clone())
+        .with_env("NUMALAB_PROFILE_REFINE_REGIONS", s.refine_filter.clone())
+        .with_env("NUMALAB_PROFILE_REGIONS", s.region_filter.clone())
+        .with_env("NUMALAB_PROFILE_THREADS", s.thread_filter.clone())
+        .with_env("NUMALAB_PROFILE_PMU", s.pmu_spec.clone())
         .with_env(
             "NUMALAB_PROFILE_REFINE_MS",
             ((a.refine_time * 1e3).round() as u64).to_string(),
@@ -459,29 +474,26 @@ pub fn run(a: Args) -> CliResult {
         let _ = t.join();
     }
     let outcome = outcome.map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
-    let mut profile = analyse(&m, &a, &records_abs, (pmu, !pmu_spec.is_empty()));
-    if let (Some(t), Some(path)) = (&latencies, &a.machine) {
+    let mut profile = analyse(m, a, &records_abs, (s.pmu.clone(), !s.pmu_spec.is_empty()));
+    if let Some(fp) = file_plan {
+        let bytes = std::fs::read(&records_abs).unwrap_or_default();
+        profile.plan_check = Some(verify(m, fp, &Record::decode_all(&bytes)));
+    }
+    if let (Some(t), Some(path)) = (&s.latencies, &a.machine) {
         price(&mut profile, t, &path.display().to_string());
     }
     let json =
         serde_json::to_string_pretty(&profile).map_err(|e| CliError::failed(e.to_string()))?;
-    let text = render(&profile);
     for (name, body) in [
-        ("profile.json", json.clone() + "\n"),
-        ("profile.txt", text.clone()),
-        ("profile.html", render_html(&profile, &m)),
+        ("profile.json", json + "\n"),
+        ("profile.txt", render(&profile)),
+        ("profile.html", render_html(&profile, m)),
     ] {
-        let path = a.output.join(name);
+        let path = dir.join(name);
         write_atomically(&path, body.as_bytes())
             .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?;
     }
-    if a.json {
-        write_stdout(format_args!("{json}\n"))?;
-    } else {
-        write_stdout(format_args!("{text}"))?;
-        errln!("numalab profile: written to {}", a.output.display());
-    }
-    Ok(outcome.status.propagate())
+    Ok((profile, outcome))
 }
 
 /// The profile of the records the run left.

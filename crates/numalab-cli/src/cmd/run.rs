@@ -1,17 +1,27 @@
-//! `numalab run [PLACEMENT] [--verify] -- CMD ARGS...`: launch a command with
+//! `numalab run [PLACEMENT] [--plan FILE] [--verify] -- CMD ARGS...`: launch a command with
 //! CPU and memory placement. numactl's option names work as aliases.
+//!
+//! Placement the kernel cannot give a whole process (a policy per data
+//! region from `--plan`, stripes of `interleave:NODES@PAGES`, emulated
+//! weights) is the preload library's (`crates/numalab-preload/src/plan.rs`);
+//! the plan itself is `numalab::profile::plan`.
 //!
 //! The launch itself (placement between fork and exec, signal forwarding,
 //! the placement read at exit under ptrace, the exit status passed on) is
 //! the engine's `numalab::placement::launch`; this file parses the options
 //! and prints.
 
-use crate::launch_args::{plan, LaunchArgs};
+use crate::launch_args::{
+    library, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
+};
 use crate::output::{
     errln, folder_of, load_machine, refuse_overwriting_input, write_stderr, CliError, CliResult,
 };
 use numalab::placement::launch::ExitStatus;
+use numalab::profile::plan::{verify, PlanCheck};
+use numalab::profile::record::Record;
 use numalab::report::files::write_atomically;
+use numalab::report::views::plan::check_text;
 use numalab::report::views::verify::render;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -23,6 +33,10 @@ pub struct Args {
     /// Report where the command's memory and threads were when it exited (on stderr).
     #[arg(long)]
     verify: bool,
+    /// Place the command's data regions as the plan FILE says (`numalab profile` writes one,
+    /// plan.json; docs/plan.md), through numalab's preload library.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
     /// With --verify: write the report as JSON to FILE instead of text on stderr.
     #[arg(long, value_name = "FILE", requires = "verify")]
     verify_json: Option<PathBuf>,
@@ -79,7 +93,30 @@ pub fn run(a: Args) -> CliResult {
     }
     let m = load_machine(None)?;
     let plan = plan(&m, &a.launch)?.verify_at_exit(a.verify);
-    let prepared = plan.prepare()?;
+    let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
+    let placement = placement_for_library(&m, &plan, file_plan.as_ref(), &a.command[0])?;
+    let mut prepared = plan.prepare()?;
+    // The library's records of a plan, for --verify; removed once read.
+    let records = (a.verify && file_plan.is_some())
+        .then(|| std::env::temp_dir().join(format!("numalab-plan-{}.bin", std::process::id())));
+    if !placement.is_empty() {
+        prepared = prepared
+            .with_env("LD_PRELOAD", preload_with(&library()?))
+            .with_env("NUMALAB_PLAN", placement)
+            .with_env(
+                "NUMALAB_PLAN_OUT",
+                records
+                    .as_ref()
+                    .map_or(OsString::new(), |r| r.as_os_str().into()),
+            );
+        if let Some(s) = plan.stripes() {
+            let stripes: Vec<String> = s.iter().map(|(n, p)| format!("{p} on {n}")).collect();
+            errln!(
+                "numalab: stripes of pages ({}) laid by the preload library on every mapping the command makes; thread stacks and libc's own mappings are interleaved page by page",
+                stripes.join(", ")
+            );
+        }
+    }
     let program = a
         .command
         .first()
@@ -98,10 +135,26 @@ pub fn run(a: Args) -> CliResult {
     let outcome = launch
         .wait()
         .map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
+    let checked: Option<PlanCheck> = match (&file_plan, &records) {
+        (Some(fp), Some(path)) => {
+            let bytes = std::fs::read(path).unwrap_or_default();
+            let _ = std::fs::remove_file(path);
+            Some(verify(&m, fp, &Record::decode_all(&bytes)))
+        }
+        _ => None,
+    };
     if a.verify {
         match (&outcome.placement, &a.verify_json) {
             (Some(Ok(p)), Some(path)) => {
-                let written = serde_json::to_string_pretty(p)
+                let written = serde_json::to_value(p)
+                    .map(|mut v| {
+                        // The plan's check beside the process's placement.
+                        if let (Some(c), Some(o)) = (&checked, v.as_object_mut()) {
+                            o.insert("plan".into(), serde_json::to_value(c).unwrap_or_default());
+                        }
+                        v
+                    })
+                    .and_then(|v| serde_json::to_string_pretty(&v))
                     .map_err(std::io::Error::other)
                     .and_then(|text| write_atomically(path, (text + "\n").as_bytes()));
                 if let Err(e) = written {
@@ -117,6 +170,9 @@ pub fn run(a: Args) -> CliResult {
             (Some(Ok(p)), None) => {
                 errln!("numalab: placement of '{program}' at exit ({plan}):");
                 write_stderr(format_args!("{}", render(p, false)));
+                if let Some(c) = &checked {
+                    write_stderr(format_args!("{}", check_text(c)));
+                }
             }
             (Some(Err(e)), _) => {
                 errln!("numalab: could not read the command's placement at exit: {e}")

@@ -282,6 +282,15 @@ pub fn profile_truth_program() -> PathBuf {
     .clone()
 }
 
+/// The program that asks the kernel where its heap's pages went
+/// (crates/numalab-preload/tests/programs/stripes.c); `/bin/stripes` in
+/// the guests.
+pub fn stripes_program() -> PathBuf {
+    static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| compile_c("crates/numalab-preload/tests/programs/stripes.c", "stripes"))
+        .clone()
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -344,6 +353,10 @@ pub fn boot_with(
         .arg(preload_library())
         .arg("--file")
         .arg(profile_truth_program())
+        .arg("--file")
+        .arg(stripes_program())
+        // Allocation sites by file and line, and plans that name them.
+        .args(["--file", "/usr/bin/addr2line", "--file", "/usr/bin/objdump"])
         .arg("--script")
         .arg(&script_path)
         .output()

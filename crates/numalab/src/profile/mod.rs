@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.4";
+pub const SCHEMA_VERSION: &str = "1.5";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -278,6 +278,10 @@ pub struct Profile {
     pub refinement: Option<refine::Refinement>,
     /// What the numbers say of the regions, with the fix of each.
     pub diagnoses: Vec<diagnose::Diagnosis>,
+    /// With `profile --plan`: where the plan's regions ended, from the
+    /// kernel (since 1.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_check: Option<plan::PlanCheck>,
     /// What limits this profile (no samples, records lost, ...).
     pub warnings: Vec<String>,
     /// What `--regions` and `--threads` selected; `None`: everything.
@@ -970,6 +974,7 @@ pub fn build(
         latency_source: None,
         refinement,
         diagnoses: Vec::new(),
+        plan_check: None,
         warnings,
         pmu: None,
         selection: (other_threads > 0).then(|| Selection {

@@ -22,6 +22,7 @@ pub mod matrix;
 pub mod migrate;
 pub mod pdm;
 pub mod place;
+pub mod plan;
 pub mod policies;
 pub mod profile;
 pub mod profile_compare;

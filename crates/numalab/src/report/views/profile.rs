@@ -442,6 +442,10 @@ pub fn render(p: &Profile) -> String {
             let _ = writeln!(s, "  [{}] {}\n    fix: {}", d.kind, d.text, d.fix);
         }
     }
+    if let Some(c) = &p.plan_check {
+        s.push('\n');
+        s.push_str(&super::plan::check_text(c));
+    }
     for w in &p.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

@@ -1,0 +1,217 @@
+//! Placement plans and stripes in the Quartet guest (4 nodes, 2 CPUs
+//! each): the plan `numalab profile` wrote for profile_truth proposes
+//! interleave for the array the main thread initialised (A) and binding to
+//! node 0 for the array bound to node 3 but read from node 0 (C);
+//! `run --plan --verify` puts them there (pages from the kernel);
+//! `profile --plan` shows C local; `run --mem interleave:0-3@8` and an
+//! emulated `weighted:` lay their stripes on a program's big allocation,
+//! its break heap and its threads' arenas (crates/numalab-preload/tests/
+//! programs/stripes.c asks the kernel where each page is).
+
+use crate::common::{parse_json, Guest};
+use crate::quartet;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Steps run in the Quartet guest after the profile steps (the plan is the
+/// one `profile_truth` wrote in /tmp/prof).
+pub const QUARTET_STEPS: &[(&str, &str)] = &[
+    ("plan_written", "cat /tmp/prof/plan.json"),
+    (
+        "plan_run",
+        "numalab run --plan /tmp/prof/plan.json --verify --verify-json /tmp/pv.json -- profile_truth 20 >/dev/null; rc=$?; cat /tmp/pv.json; exit $rc",
+    ),
+    (
+        "plan_profile",
+        "numalab profile --rate 2000 --plan /tmp/prof/plan.json -o /tmp/pp -- profile_truth 150 >/dev/null; rc=$?; cat /tmp/pp/after/profile.json; exit $rc",
+    ),
+    (
+        "stripes_interleave",
+        "numalab run --mem interleave:0-3@8 -- stripes",
+    ),
+    (
+        "stripes_weighted",
+        "numalab run --mem weighted:0=3,1=1@4 --weighted-impl emulate -- stripes",
+    ),
+];
+
+fn json(g: &Guest, step: &str) -> Value {
+    let s = g.step(step);
+    assert_eq!(s.rc, 0, "step {step}: {}\n{}", s.err, s.out);
+    parse_json(&s.out, step)
+}
+
+fn entry<'a>(plan: &'a Value, site_line: u32) -> &'a Value {
+    let want = format!("site:profile_truth.c:{site_line}");
+    plan["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["region"] == want.as_str())
+        .unwrap_or_else(|| panic!("no entry for {want}: {plan}"))
+}
+
+/// The lines of profile_truth.c that allocate A, C and E.
+const A_LINE: u32 = 168;
+const C_LINE: u32 = 170;
+const E_LINE: u32 = 171;
+
+#[test]
+fn quartet_plan_proposes_interleave_for_shared_data_and_binding_for_remote_data() {
+    let p = json(quartet(), "plan_written");
+    assert_eq!(p["schema"], "numalab-plan/1");
+    let a = entry(&p, A_LINE);
+    assert_eq!(a["policy"], "interleave:0-3", "{a}");
+    assert!(
+        a["reason"].as_str().unwrap().starts_with("one-node-shared"),
+        "{a}"
+    );
+    let ex = &a["expected"];
+    assert!(ex["remote_share_before"].as_f64().unwrap() > 0.5, "{a}");
+    assert!(
+        ex["remote_share_after"].as_f64().unwrap() > 0.5,
+        "interleave over all four nodes keeps 3/4 remote: {a}"
+    );
+    let c = entry(&p, C_LINE);
+    assert_eq!(c["policy"], "bind:0", "{c}");
+    assert_eq!(c["kind"], "mmap");
+    assert_eq!(c["expected"]["remote_share_before"], 1.0, "{c}");
+    assert_eq!(c["expected"]["remote_share_after"], 0.0, "{c}");
+    let e = entry(&p, E_LINE);
+    assert_eq!(e["policy"], "bind:3", "{e}");
+}
+
+fn checked<'a>(check: &'a Value, site_line: u32) -> &'a Value {
+    let want = format!("site:profile_truth.c:{site_line}");
+    check["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["region"] == want.as_str())
+        .unwrap_or_else(|| panic!("no check of {want}: {check}"))
+}
+
+fn nodes(e: &Value) -> BTreeMap<String, u64> {
+    e["pages_by_node"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(n, k)| (n.clone(), k.as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn quartet_run_plan_puts_each_region_where_the_plan_says() {
+    let v = json(quartet(), "plan_run");
+    let check = &v["plan"];
+    let a = checked(check, A_LINE);
+    assert_eq!(a["verdict"], "placed", "{a}");
+    // 24 MiB made page aligned: 6144 pages, interleaved page by page.
+    let an = nodes(a);
+    assert_eq!(an.keys().collect::<Vec<_>>(), ["0", "1", "2", "3"], "{a}");
+    assert_eq!(an.values().sum::<u64>(), 6144, "{a}");
+    for (n, k) in &an {
+        assert!(
+            (1536 - 8..=1536 + 8).contains(k),
+            "node {n}: {k} of A's pages: {a}"
+        );
+    }
+    let c = checked(check, C_LINE);
+    assert_eq!(c["verdict"], "placed", "{c}");
+    assert_eq!(nodes(c), BTreeMap::from([("0".to_string(), 2048)]), "{c}");
+    let e = checked(check, E_LINE);
+    assert_eq!(nodes(e), BTreeMap::from([("3".to_string(), 2048)]), "{e}");
+    // The program binds C to node 3 itself: that call is skipped.
+    assert!(
+        check["program_mbinds_skipped"].as_u64().unwrap() >= 1,
+        "{check}"
+    );
+    assert_eq!(check["refused"], 0, "{check}");
+}
+
+#[test]
+fn quartet_profile_with_the_plan_shows_c_local() {
+    let v = json(quartet(), "plan_profile");
+    let regions = v["regions"].as_array().unwrap();
+    let c = regions
+        .iter()
+        .find(|r| {
+            r["site"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("profile_truth.c:{C_LINE}"))
+        })
+        .unwrap_or_else(|| panic!("no region for C: {v}"));
+    let n = c["samples"].as_u64().unwrap();
+    assert!(n >= 10, "C: only {n} samples: {c}");
+    assert!(c["remote_share"].as_f64().unwrap() <= 0.05, "{c}");
+    assert_eq!(c["pages_by_node"]["0"], 2048, "{c}");
+    assert_eq!(
+        v["plan_check"]["entries"].as_array().unwrap().len(),
+        3,
+        "{v}"
+    );
+}
+
+/// "NAME pages P nodes N:K,... runs R,..." lines of stripes.c.
+fn stripes(g: &Guest, step: &str) -> BTreeMap<String, (BTreeMap<u32, u64>, Vec<u64>)> {
+    let s = g.step(step);
+    assert_eq!(s.rc, 0, "step {step}: {}\n{}", s.err, s.out);
+    assert!(s.out.contains("missing 0"), "{}", s.out);
+    s.out
+        .lines()
+        .filter(|l| l.contains(" pages "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let hist = w[4]
+                .split(',')
+                .map(|p| {
+                    let (n, k) = p.split_once(':').unwrap();
+                    (n.parse().unwrap(), k.parse().unwrap())
+                })
+                .collect();
+            let runs = w[6].split(',').map(|r| r.parse().unwrap()).collect();
+            (w[0].to_string(), (hist, runs))
+        })
+        .collect()
+}
+
+#[test]
+fn quartet_interleave_with_stripes_reaches_the_big_allocation_the_heap_and_every_arena() {
+    let out = stripes(quartet(), "stripes_interleave");
+    let (hist, runs) = &out["big"];
+    assert_eq!(
+        hist,
+        &BTreeMap::from([(0, 1024), (1, 1024), (2, 1024), (3, 1024)])
+    );
+    assert!(runs.iter().all(|r| *r == 8), "runs of 8 pages: {runs:?}");
+    for name in ["brk", "arena0", "arena1", "arena2", "arena3"] {
+        let (hist, runs) = &out[name];
+        assert_eq!(hist.len(), 4, "{name}: on every node: {hist:?}");
+        let total: u64 = hist.values().sum();
+        for (n, k) in hist {
+            assert!(
+                *k * 8 >= total,
+                "{name}: node {n} has {k} of {total} pages: {hist:?}"
+            );
+        }
+        // Whole stripes inside the heap (its ends may cut one).
+        let inner = &runs[1..runs.len() - 1];
+        assert!(inner.iter().all(|r| *r % 8 == 0), "{name}: {runs:?}");
+    }
+}
+
+#[test]
+fn quartet_weighted_stripes_are_emulated_with_their_weights() {
+    let out = stripes(quartet(), "stripes_weighted");
+    let (hist, runs) = &out["big"];
+    assert_eq!(
+        hist,
+        &BTreeMap::from([(0, 3072), (1, 1024)]),
+        "3:1 in runs of 12 and 4"
+    );
+    let pattern: Vec<u64> = runs.iter().take(4).copied().collect();
+    assert_eq!(pattern, [12, 4, 12, 4], "{runs:?}");
+    let (arena, _) = &out["arena2"];
+    assert_eq!(arena.keys().collect::<Vec<_>>(), [&0, &1], "{arena:?}");
+}

@@ -1,0 +1,313 @@
+//! Placement plans and stripes on this machine (one node): `run --plan`
+//! places a program's regions through the preload library and `--verify`
+//! reads where their pages are from the kernel; the program's own `mbind`
+//! on a planned region is skipped; `profile` writes plan.json and
+//! `profile --plan` profiles without and with it; `run --mem
+//! interleave:0@8` and emulated weights run any program; bad plans are
+//! refused in one line. Where the pages go on several nodes is tested in
+//! the Quartet guest (guest_experiments/plan.rs).
+
+mod common;
+
+use common::{
+    fails, numalab, parse_json, preload_library, profile_truth_program, scratch, stripes_program,
+};
+use serde_json::Value;
+use std::path::Path;
+
+/// The lines of profile_truth.c that allocate A and C (an mmap the
+/// program binds itself).
+const A_LINE: u32 = 168;
+const C_LINE: u32 = 170;
+
+fn write_plan(dir: &Path, entries: &[(&str, &str)]) -> String {
+    let entries: Vec<Value> = entries
+        .iter()
+        .map(|(r, p)| serde_json::json!({"region": r, "policy": p}))
+        .collect();
+    let path = dir.join("plan.json");
+    std::fs::write(
+        &path,
+        serde_json::json!({"schema": "numalab-plan/1", "entries": entries}).to_string(),
+    )
+    .unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn check<'a>(v: &'a Value, region: &str) -> &'a Value {
+    v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["region"] == region)
+        .unwrap_or_else(|| panic!("no check of {region}: {v}"))
+}
+
+#[test]
+fn run_plan_places_each_region_and_verifies_it_from_the_kernel() {
+    preload_library();
+    let dir = scratch("plan-run");
+    let a = format!("site:profile_truth.c:{A_LINE}");
+    let c = format!("site:profile_truth.c:{C_LINE}");
+    let out = dir.join("verify.json");
+    let prog = profile_truth_program();
+    let plan = write_plan(
+        &dir,
+        &[
+            (&a, "interleave:0"),
+            (&c, "bind:0"),
+            ("static:static_table", "preferred:0"),
+            ("size>1G", "bind:0"),
+        ],
+    );
+    let r = numalab(&[
+        "run",
+        "--plan",
+        &plan,
+        "--verify",
+        "--verify-json",
+        out.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "3",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(r.out.contains("wrong sums 0"), "{}", r.out);
+    let v: Value = parse_json(&std::fs::read_to_string(&out).unwrap(), "verify.json");
+    // The process's placement as before, the plan's check beside it.
+    assert!(
+        v["mappings"].as_array().is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
+    let p = &v["plan"];
+    let ea = check(p, &a);
+    assert_eq!(ea["verdict"], "placed", "{ea}");
+    // A, made page aligned: its 24 MiB are 6144 whole pages.
+    assert_eq!(ea["pages_by_node"]["0"], 6144, "{ea}");
+    assert_eq!(
+        (ea["regions"].clone(), ea["bytes"].clone()),
+        (1.into(), (6144 * 4096).into())
+    );
+    let ec = check(p, &c);
+    assert_eq!(ec["pages_by_node"]["0"], 2048, "{ec}");
+    let es = check(p, "static:static_table");
+    assert_eq!(es["verdict"], "placed", "{es}");
+    assert_eq!(es["pages_by_node"]["0"], 1024, "{es}");
+    let big = check(p, "size>1G");
+    assert_eq!(big["verdict"], "nothing-matched", "{big}");
+    assert_eq!(big["regions"], 0);
+    // profile_truth binds C itself: skipped, the plan kept.
+    assert_eq!(p["program_mbinds_skipped"], 1, "{p}");
+    assert_eq!(
+        (p["refused"].clone(), p["processes"].clone()),
+        (0.into(), 1.into())
+    );
+
+    // The same check as text on stderr.
+    let r = numalab(&[
+        "run",
+        "--plan",
+        &plan,
+        "--verify",
+        "--",
+        prog.to_str().unwrap(),
+        "2",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let line = r
+        .err
+        .lines()
+        .find(|l| l.contains(&c))
+        .unwrap_or_else(|| panic!("{}", r.err));
+    assert!(
+        line.contains("placed") && line.contains("node 0: 2048"),
+        "{line}"
+    );
+    assert!(
+        r.err
+            .contains("the program's own mbind on planned regions: 1 call(s) skipped"),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
+fn profile_writes_a_plan_and_profiles_without_and_with_one() {
+    preload_library();
+    let dir = scratch("plan-profile");
+    let prog = profile_truth_program();
+    let out = dir.join("p");
+    let r = numalab(&[
+        "profile",
+        "--rate",
+        "2000",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "5",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    // One node: nothing is remote, so there is nothing to fix.
+    let written: Value = parse_json(
+        &std::fs::read_to_string(out.join("plan.json")).unwrap(),
+        "plan.json",
+    );
+    assert_eq!(written["schema"], "numalab-plan/1");
+    assert_eq!(written["entries"], serde_json::json!([]));
+    assert_eq!(written["program"][1], "5");
+    assert!(
+        r.out.contains("plan: no region has a placement fix"),
+        "{}",
+        r.out
+    );
+
+    let c = format!("site:profile_truth.c:{C_LINE}");
+    let plan = write_plan(&dir, &[(&c, "bind:0")]);
+    let out = dir.join("q");
+    let r = numalab(&[
+        "profile",
+        "--rate",
+        "2000",
+        "--plan",
+        &plan,
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "5",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(
+        r.out.contains("without the plan") && r.out.contains("with the plan"),
+        "{}",
+        r.out
+    );
+    let compared = std::fs::read_to_string(out.join("compare.txt")).unwrap();
+    // After the program's own output (twice: without and with).
+    assert!(r.out.ends_with(&compared), "{}", r.out);
+    assert!(compared.contains("plan check"), "{compared}");
+    for side in ["before", "after"] {
+        assert!(out.join(side).join("profile.json").is_file(), "{side}");
+    }
+    let read = |side: &str| -> Value {
+        parse_json(
+            &std::fs::read_to_string(out.join(side).join("profile.json")).unwrap(),
+            side,
+        )
+    };
+    assert_eq!(read("before")["plan_check"], Value::Null);
+    let after = read("after");
+    let e = check(&after["plan_check"], &c);
+    assert_eq!(e["verdict"], "placed", "{e}");
+    assert_eq!(e["pages_by_node"]["0"], 2048, "{e}");
+    let text = std::fs::read_to_string(out.join("after").join("profile.txt")).unwrap();
+    assert!(text.contains("plan check"), "{text}");
+}
+
+#[test]
+fn stripes_and_emulated_weights_run_any_program() {
+    preload_library();
+    let prog = stripes_program();
+    let p = prog.to_str().unwrap();
+    let r = numalab(&["run", "--mem", "interleave:0@8", "--", p]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(
+        r.err
+            .contains("stripes of pages (8 on 0) laid by the preload library"),
+        "{}",
+        r.err
+    );
+    // Every page of the big allocation, the break heap and the arenas on
+    // the one node.
+    let lines: Vec<&str> = r.out.lines().filter(|l| l.contains(" pages ")).collect();
+    assert_eq!(lines.len(), 6, "{}", r.out);
+    assert!(
+        lines[0].starts_with("big pages 4096 nodes 0:4096 "),
+        "{}",
+        lines[0]
+    );
+    assert!(r.out.contains("missing 0"), "{}", r.out);
+    let r = numalab(&[
+        "run",
+        "--mem",
+        "weighted:0=2@4",
+        "--weighted-impl",
+        "emulate",
+        "--",
+        p,
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(r.err.contains("stripes of pages (8 on 0)"), "{}", r.err);
+    // The library is not loaded where the kernel does it all.
+    let r = numalab(&[
+        "run",
+        "--mem",
+        "interleave:0",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$LD_PRELOAD\"",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert_eq!(r.out.trim(), "", "no preload for a kernel policy");
+}
+
+#[test]
+fn bad_plans_are_refused_in_one_line() {
+    let dir = scratch("plan-bad");
+    let prog = profile_truth_program();
+    let p = prog.to_str().unwrap();
+    let run = |plan: &str, needle: &str| fails(&["run", "--plan", plan, "--", p], needle);
+    run("/no/such/plan.json", "--plan");
+    run(dir.to_str().unwrap(), "--plan");
+    let text = |name: &str, body: &str| {
+        let f = dir.join(name);
+        std::fs::write(&f, body).unwrap();
+        f.to_string_lossy().into_owned()
+    };
+    run(&text("a.json", "not json"), "not a plan");
+    run(
+        &text("b.json", r#"{"schema":"numalab-plan/2","entries":[]}"#),
+        "valid: numalab-plan/1",
+    );
+    run(
+        &text(
+            "c.json",
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"stack","policy":"bind:0"}]}"#,
+        ),
+        "a stack cannot be placed by a plan",
+    );
+    run(
+        &text(
+            "d.json",
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"heap","policy":"remote"}]}"#,
+        ),
+        "name the node (bind:N)",
+    );
+    run(
+        &text(
+            "e.json",
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"heap","policy":"bind:7"}]}"#,
+        ),
+        "entry 0 (heap)",
+    );
+    run(
+        &text(
+            "f.json",
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"site:profile_truth.c:99999","policy":"bind:0"}]}"#,
+        ),
+        "site:profile_truth.c:99999 is no line with code",
+    );
+    run(
+        &text(
+            "g.json",
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"static:no_such_symbol_q","policy":"bind:0"}]}"#,
+        ),
+        "static:no_such_symbol_q names no data symbol",
+    );
+    fails(
+        &["run", "--weighted-impl", "bogus", "--", "true"],
+        "valid: auto, kernel, emulate",
+    );
+}

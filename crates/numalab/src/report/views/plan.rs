@@ -1,0 +1,68 @@
+//! Text of a placement plan (`numalab profile` writes plan.json) and of its
+//! check (`numalab run --plan FILE --verify`).
+
+use crate::profile::plan::{Plan, PlanCheck};
+use crate::text::format::excerpt;
+
+/// The plan, an entry a line with its expected effect.
+pub fn plan_text(p: &Plan) -> String {
+    if p.entries.is_empty() {
+        return "plan: no region has a placement fix\n".into();
+    }
+    let mut out = format!(
+        "plan: {} entr{}\n",
+        p.entries.len(),
+        if p.entries.len() == 1 { "y" } else { "ies" }
+    );
+    for e in &p.entries {
+        let effect = e.expected.as_ref().map_or(String::new(), |x| {
+            format!(
+                ", remote {:.0}% -> about {:.0}% ({} samples)",
+                x.remote_share_before * 100.0,
+                x.remote_share_after * 100.0,
+                x.samples
+            )
+        });
+        out.push_str(&format!("  {} -> {}{effect}\n", e.region, e.policy));
+    }
+    out
+}
+
+/// The check, an entry a line, then what the library saw.
+pub fn check_text(c: &PlanCheck) -> String {
+    let mut out =
+        String::from("plan check (pages by node from the kernel, when freed or at exit):\n");
+    let width = c
+        .entries
+        .iter()
+        .map(|e| e.region.len().min(40))
+        .max()
+        .unwrap_or(0);
+    for e in &c.entries {
+        out.push_str(&format!(
+            "  {:<width$}  {:<16} {:<15} {} region(s): {}\n",
+            excerpt(&e.region, 40),
+            excerpt(&e.policy, 16),
+            e.verdict,
+            e.regions,
+            e.detail
+        ));
+    }
+    if c.program_mbinds_skipped > 0 {
+        out.push_str(&format!(
+            "  the program's own mbind on planned regions: {} call(s) skipped, the plan kept\n",
+            c.program_mbinds_skipped
+        ));
+    }
+    if c.refused > 0 {
+        out.push_str(&format!(
+            "  the kernel refused {} of the plan's mbind calls (first errno {})\n",
+            c.refused,
+            c.first_errno.unwrap_or(0)
+        ));
+    }
+    if c.processes == 0 {
+        out.push_str("  the library never reported its end: the program did not exit normally, or ignored LD_PRELOAD (static or setuid)\n");
+    }
+    out
+}
