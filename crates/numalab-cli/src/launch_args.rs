@@ -135,7 +135,13 @@ pub fn placement_for_library(
 ) -> Result<String, CliError> {
     let mut out = String::new();
     if let Some(p) = plan {
-        let objects = program_objects("--plan", program)?;
+        // A plan of kinds and sizes only needs no program file (one that
+        // does not exist is then the launch's to report: exit 127).
+        let objects = if p.needs_symbols() {
+            program_objects("--plan", program)?
+        } else {
+            Vec::new()
+        };
         out.push_str(
             &p.library_form(m, &objects)
                 .map_err(|e| CliError::usage(format!("--plan: {e}")))?,

@@ -148,16 +148,12 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
         "5",
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    // One node: nothing is remote, so there is nothing to fix.
-    let written: Value = parse_json(
-        &std::fs::read_to_string(out.join("plan.json")).unwrap(),
-        "plan.json",
-    );
-    assert_eq!(written["schema"], "numalab-plan/1");
-    assert_eq!(written["entries"], serde_json::json!([]));
-    assert_eq!(written["program"][1], "5");
+    // One node: nothing is remote, so there is nothing to fix, and no plan.
+    assert!(out.join("profile.json").is_file());
+    assert!(!out.join("plan.json").exists());
     assert!(
-        r.out.contains("plan: no region has a placement fix"),
+        r.out
+            .contains("plan: no region has a placement fix (no plan.json written)"),
         "{}",
         r.out
     );
@@ -203,6 +199,39 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
     assert_eq!(e["pages_by_node"]["0"], 2048, "{e}");
     let text = std::fs::read_to_string(out.join("after").join("profile.txt")).unwrap();
     assert!(text.contains("plan check"), "{text}");
+
+    // --repeat: unprofiled runs each way, their output discarded.
+    let out = dir.join("r");
+    let r = numalab(&[
+        "profile",
+        "--rate",
+        "2000",
+        "--plan",
+        &plan,
+        "--repeat",
+        "4",
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "2",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    // The two profiled runs print; the eight timed ones do not.
+    assert_eq!(r.out.matches("wrong sums 0").count(), 2, "{}", r.out);
+    let json = &r.out[r.out.find("\n{").unwrap() + 1..];
+    let v = parse_json(json, "profile --plan --repeat 4 --json");
+    let t = &v["run_time"];
+    assert_eq!(t["without_s"].as_array().unwrap().len(), 4, "{t}");
+    assert_eq!(t["with_s"].as_array().unwrap().len(), 4, "{t}");
+    assert!(["holds", "does_not_hold", "cannot_tell"].contains(&t["verdict"].as_str().unwrap()));
+    assert!(t["comparison"]["p_value"].as_f64().is_some(), "{t}");
+    assert_eq!(v["plan_check"]["entries"][0]["verdict"], "placed");
+    fails(
+        &["profile", "--repeat", "3", "--", prog.to_str().unwrap()],
+        "--plan",
+    );
 }
 
 #[test]

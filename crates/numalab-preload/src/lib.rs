@@ -25,8 +25,11 @@
 //! - The program's own `mprotect`, `munmap` and `mremap` win: the range's
 //!   armed pages are disarmed and its regions are never armed again.
 //!
-//! Without `NUMALAB_PROFILE_OUT` in the environment the library does
-//! nothing but pass every call through.
+//! It also places memory where the kernel cannot for a whole process
+//! (`numalab run --plan`, stripes of `interleave:NODES@PAGES`): the `plan`
+//! module, driven by `NUMALAB_PLAN`. Without `NUMALAB_PROFILE_OUT` and
+//! `NUMALAB_PLAN` in the environment the library does nothing but pass
+//! every call through.
 
 pub mod perf;
 pub mod record;

@@ -96,6 +96,10 @@ static PLANNED: [[AtomicUsize; 3]; MAX_PLANNED] = [const {
         AtomicUsize::new(0),
     ]
 }; MAX_PLANNED];
+/// Slots of [`PLANNED`] and [`ARENAS`] ever used: scans stop there (a
+/// free of a page or more, and each small block with stripes, look).
+static PLANNED_USED: AtomicUsize = AtomicUsize::new(0);
+static ARENAS_USED: AtomicUsize = AtomicUsize::new(0);
 /// The break heap: where striping started, and how far it reaches.
 static BRK_START: AtomicUsize = AtomicUsize::new(0);
 static BRK_DONE: AtomicUsize = AtomicUsize::new(0);
@@ -329,17 +333,23 @@ fn place(i: usize, start: usize, len: usize, whole: bool) {
 }
 
 fn remember(i: usize, start: usize, len: usize) {
-    for slot in &PLANNED {
+    for (k, slot) in PLANNED.iter().enumerate() {
         if slot[2]
             .compare_exchange(0, usize::MAX, SeqCst, SeqCst)
             .is_ok()
         {
             slot[0].store(start, SeqCst);
             slot[1].store(len, SeqCst);
+            PLANNED_USED.fetch_max(k + 1, SeqCst);
             slot[2].store(i + 1, SeqCst);
             return;
         }
     }
+}
+
+/// The slots of [`PLANNED`] that were ever used.
+fn planned() -> &'static [[AtomicUsize; 3]] {
+    &PLANNED[..PLANNED_USED.load(SeqCst)]
 }
 
 /// The entry (index) that selects an allocation or mapping, if any.
@@ -461,12 +471,12 @@ pub fn heap_block(p: usize, n: usize) {
         };
         if let Some((s, e)) = span {
             apply(all - 1, s, s, e - s);
-            for slot in &ARENAS {
-                if slot[1].load(SeqCst) == 0 {
-                    slot[0].store(s, SeqCst);
-                    slot[1].store(e, SeqCst);
-                    break;
-                }
+            // Only this thread adds arenas (GROWING is held).
+            let k = ARENAS_USED.load(SeqCst);
+            if let Some(slot) = ARENAS.get(k) {
+                slot[0].store(s, SeqCst);
+                slot[1].store(e, SeqCst);
+                ARENAS_USED.store(k + 1, SeqCst);
             }
         }
     }
@@ -493,7 +503,7 @@ fn mapped_through(s: usize, e: usize) -> bool {
 }
 
 fn in_arena(p: usize) -> bool {
-    ARENAS.iter().any(|a| {
+    ARENAS[..ARENAS_USED.load(SeqCst)].iter().any(|a| {
         let e = a[1].load(SeqCst);
         e != 0 && p >= a[0].load(SeqCst) && p < e
     })
@@ -557,7 +567,7 @@ pub fn keeps_its_policy(p: usize, len: usize) -> bool {
         return false;
     }
     let end = p.saturating_add(len);
-    let hit = PLANNED.iter().any(|s| {
+    let hit = planned().iter().any(|s| {
         let e = s[2].load(SeqCst);
         e != 0 && e != usize::MAX && {
             let (a, l) = (s[0].load(SeqCst), s[1].load(SeqCst));
@@ -577,7 +587,7 @@ pub fn released(p: usize, len: usize) {
         return;
     }
     let end = p.saturating_add(len);
-    for s in &PLANNED {
+    for s in planned() {
         let e = s[2].load(SeqCst);
         if e == 0 || e == usize::MAX {
             continue;
@@ -617,7 +627,7 @@ pub fn at_exit() {
     if !active() {
         return;
     }
-    for s in &PLANNED {
+    for s in planned() {
         let e = s[2].load(SeqCst);
         if e != 0 && e != usize::MAX && s[2].compare_exchange(e, usize::MAX, SeqCst, SeqCst).is_ok()
         {

@@ -1,6 +1,6 @@
 //! `numalab profile [PLACEMENT] [--rate R | --overhead PCT] [--duration S] [--min-bytes SIZE]
 //! [--small-every SIZE] [--regions FILTER] [--threads SET] [--refine auto|off]
-//! [--refine-time S] [--machine FILE] [--sampler auto|faults|pmu] [-o DIR] [--json] -- CMD ARGS...`: run a command with the
+//! [--refine-time S] [--machine FILE] [--sampler auto|faults|pmu] [--plan FILE [--repeat N]] [-o DIR] [--json] -- CMD ARGS...`: run a command with the
 //! preload library that samples its memory accesses by protection faults (no PMU needed), or
 //! through a memory-sampling PMU where one is usable, then say which of its allocations were
 //! accessed from which node.
@@ -14,14 +14,15 @@ use crate::launch_args::{
     library, library_filter, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
 };
 use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
+use numalab::placement::ExitStatus;
 use numalab::profile::compare::compare as compare_profiles;
 use numalab::profile::filter::{self, RegionFilter};
 use numalab::profile::latency::{price, LatencyTable};
-use numalab::profile::plan::{verify, Plan};
+use numalab::profile::plan::{verify, Plan, RunTimes};
 use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
 use numalab::profile::{build, symbols, PmuStatus, Profile, Sampler};
 use numalab::report::files::write_atomically;
-use numalab::report::views::plan::{check_text, plan_text};
+use numalab::report::views::plan::{check_text, plan_text, run_times_text};
 use numalab::report::views::profile::render;
 use numalab::report::views::profile_compare;
 use numalab::report::views::profile_html::render_html;
@@ -104,7 +105,13 @@ pub struct Args {
     /// written by hand; docs/plan.md), and show the regions side by side.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
-    /// Print the profile as JSON on stdout instead of text (with --plan: the comparison).
+    /// With --plan: also time N unprofiled runs without and N with the plan, interleaved
+    /// (their output discarded), and judge the difference by a rank test (4 or more each can
+    /// reach p < 0.05).
+    #[arg(long, value_name = "N", value_parser = whole(1, 100), requires = "plan")]
+    repeat: Option<usize>,
+    /// Print the profile as JSON on stdout instead of text (with --plan: the comparison, the
+    /// plan's check and the run times).
     #[arg(long)]
     json: bool,
     /// The command and its arguments, after `--`.
@@ -346,13 +353,19 @@ pub fn run(a: Args) -> CliResult {
     prepare_folder(&a.output)?;
     let Some(fp) = file_plan else {
         let (profile, outcome) = profile_once(&a, &setup, &a.output, None)?;
-        // The fixes the diagnoses call for, as a plan `run --plan` applies.
+        // The fixes the diagnoses call for, as a plan `run --plan` applies
+        // (none written when nothing calls for one: a plan needs entries).
         let proposed = Plan::from_profile(&setup.machine, &profile, &profile.diagnoses);
         let plan_path = a.output.join("plan.json");
-        let plan_json =
-            serde_json::to_string_pretty(&proposed).map_err(|e| CliError::failed(e.to_string()))?;
-        write_atomically(&plan_path, (plan_json + "\n").as_bytes())
-            .map_err(|e| CliError::failed(format!("cannot write {}: {e}", plan_path.display())))?;
+        if proposed.entries.is_empty() {
+            let _ = std::fs::remove_file(&plan_path);
+        } else {
+            let plan_json = serde_json::to_string_pretty(&proposed)
+                .map_err(|e| CliError::failed(e.to_string()))?;
+            write_atomically(&plan_path, (plan_json + "\n").as_bytes()).map_err(|e| {
+                CliError::failed(format!("cannot write {}: {e}", plan_path.display()))
+            })?;
+        }
         if a.json {
             let json = serde_json::to_string_pretty(&profile)
                 .map_err(|e| CliError::failed(e.to_string()))?;
@@ -376,15 +389,28 @@ pub fn run(a: Args) -> CliResult {
     let (before, _) = profile_once(&a, &setup, &a.output.join("before"), None)?;
     let (after, outcome) = profile_once(&a, &setup, &a.output.join("after"), Some(&fp))?;
     let c = compare_profiles(&before, &after);
+    let times = a
+        .repeat
+        .map(|n| time_runs(&a, &setup, &fp, n))
+        .transpose()?;
     let mut text = profile_compare::render(&c, "without the plan", "with the plan");
     if let Some(check) = &after.plan_check {
         text.push('\n');
         text.push_str(&check_text(check));
     }
+    if let Some(t) = &times {
+        text.push('\n');
+        text.push_str(&run_times_text(t));
+    }
     write_atomically(&a.output.join("compare.txt"), text.as_bytes())
         .map_err(|e| CliError::failed(format!("cannot write compare.txt: {e}")))?;
     if a.json {
-        let json = serde_json::to_string_pretty(&c).map_err(|e| CliError::failed(e.to_string()))?;
+        let v = serde_json::json!({
+            "comparison": c,
+            "plan_check": after.plan_check,
+            "run_time": times,
+        });
+        let json = serde_json::to_string_pretty(&v).map_err(|e| CliError::failed(e.to_string()))?;
         write_stdout(format_args!("{json}\n"))?;
     } else {
         write_stdout(format_args!("{text}"))?;
@@ -394,6 +420,59 @@ pub fn run(a: Args) -> CliResult {
         );
     }
     Ok(outcome.status.propagate())
+}
+
+/// `--repeat N`: N unprofiled runs without and N with the plan, in
+/// alternating order (without first in even rounds, with first in odd
+/// ones, so neither side always runs on a warmer machine), timed wall-clock.
+fn time_runs(a: &Args, s: &Setup, plan: &Plan, n: usize) -> Result<RunTimes, CliError> {
+    let m = &s.machine;
+    let with = placement_for_library(m, &s.launch, Some(plan), &a.command[0])?;
+    let without = placement_for_library(m, &s.launch, None, &a.command[0])?;
+    if n < 4 {
+        errln!("numalab profile: --repeat {n}: fewer than 4 runs a side can never reach p < 0.05; the verdict will be \"cannot tell\"");
+    }
+    let (mut times_without, mut times_with) = (Vec::new(), Vec::new());
+    for round in 0..n {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for planned in order {
+            let placement = if planned { &with } else { &without };
+            let mut prepared = s.launch.prepare()?.quiet();
+            if !placement.is_empty() {
+                prepared = prepared
+                    .with_env("LD_PRELOAD", preload_with(&s.library))
+                    .with_env("NUMALAB_PLAN", placement.clone());
+            }
+            let t0 = std::time::Instant::now();
+            let outcome = prepared
+                .spawn(&a.command)
+                .map_err(|e| CliError {
+                    msg: e.to_string(),
+                    code: e.exit_code(),
+                })?
+                .wait()
+                .map_err(|e| CliError::failed(format!("waiting for a timed run: {e}")))?;
+            let dt = t0.elapsed().as_secs_f64();
+            if outcome.status != ExitStatus::Exited(0) {
+                return Err(CliError::failed(format!(
+                    "timed run {} {} the plan {:?}: its time would not be the program's",
+                    round + 1,
+                    if planned { "with" } else { "without" },
+                    outcome.status
+                )));
+            }
+            if planned {
+                times_with.push(dt);
+            } else {
+                times_without.push(dt);
+            }
+        }
+    }
+    Ok(RunTimes::judge(times_without, times_with))
 }
 
 /// The command as a shell would take it back (for the hint).

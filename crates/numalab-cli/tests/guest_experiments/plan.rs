@@ -41,26 +41,44 @@ fn json(g: &Guest, step: &str) -> Value {
     parse_json(&s.out, step)
 }
 
-fn entry<'a>(plan: &'a Value, site_line: u32) -> &'a Value {
-    let want = format!("site:profile_truth.c:{site_line}");
+/// The entry for the region of this kind and size (the guest's programs
+/// are stripped: sites are calls, `profile_truth+0x17b6`, not lines).
+fn entry<'a>(plan: &'a Value, kind: &str, bytes: u64) -> &'a Value {
     plan["entries"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["region"] == want.as_str())
-        .unwrap_or_else(|| panic!("no entry for {want}: {plan}"))
+        .find(|e| e["kind"] == kind && e["bytes"] == bytes)
+        .unwrap_or_else(|| panic!("no entry for the {kind} of {bytes} bytes: {plan}"))
 }
 
-/// The lines of profile_truth.c that allocate A, C and E.
-const A_LINE: u32 = 168;
-const C_LINE: u32 = 170;
-const E_LINE: u32 = 171;
+/// Arrays A (heap, 24 MiB), C (mmap, 8 MiB) and E (heap, 8 MiB).
+const A: (&str, u64) = ("heap", 24 << 20);
+const C: (&str, u64) = ("mmap", 8 << 20);
+const E: (&str, u64) = ("heap", 8 << 20);
 
 #[test]
 fn quartet_plan_proposes_interleave_for_shared_data_and_binding_for_remote_data() {
     let p = json(quartet(), "plan_written");
     assert_eq!(p["schema"], "numalab-plan/1");
-    let a = entry(&p, A_LINE);
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::common::repo_root().join("docs/plan-schema.json")).unwrap(),
+    )
+    .unwrap();
+    let v = jsonschema::draft202012::new(&schema).expect("docs/plan-schema.json is a JSON Schema");
+    let errors: Vec<String> = v.iter_errors(&p).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "plan.json breaks docs/plan-schema.json: {errors:?}"
+    );
+    let a = entry(&p, A.0, A.1);
+    assert!(
+        a["region"]
+            .as_str()
+            .unwrap()
+            .starts_with("site:profile_truth+0x"),
+        "{a}"
+    );
     assert_eq!(a["policy"], "interleave:0-3", "{a}");
     assert!(
         a["reason"].as_str().unwrap().starts_with("one-node-shared"),
@@ -72,22 +90,23 @@ fn quartet_plan_proposes_interleave_for_shared_data_and_binding_for_remote_data(
         ex["remote_share_after"].as_f64().unwrap() > 0.5,
         "interleave over all four nodes keeps 3/4 remote: {a}"
     );
-    let c = entry(&p, C_LINE);
+    let c = entry(&p, C.0, C.1);
     assert_eq!(c["policy"], "bind:0", "{c}");
     assert_eq!(c["kind"], "mmap");
     assert_eq!(c["expected"]["remote_share_before"], 1.0, "{c}");
     assert_eq!(c["expected"]["remote_share_after"], 0.0, "{c}");
-    let e = entry(&p, E_LINE);
+    let e = entry(&p, E.0, E.1);
     assert_eq!(e["policy"], "bind:3", "{e}");
 }
 
-fn checked<'a>(check: &'a Value, site_line: u32) -> &'a Value {
-    let want = format!("site:profile_truth.c:{site_line}");
+/// The check of the plan's entry for a region of this kind and size.
+fn checked<'a>(plan: &Value, check: &'a Value, region: (&str, u64)) -> &'a Value {
+    let want = entry(plan, region.0, region.1)["region"].clone();
     check["entries"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["region"] == want.as_str())
+        .find(|e| e["region"] == want)
         .unwrap_or_else(|| panic!("no check of {want}: {check}"))
 }
 
@@ -102,9 +121,10 @@ fn nodes(e: &Value) -> BTreeMap<String, u64> {
 
 #[test]
 fn quartet_run_plan_puts_each_region_where_the_plan_says() {
+    let plan = json(quartet(), "plan_written");
     let v = json(quartet(), "plan_run");
     let check = &v["plan"];
-    let a = checked(check, A_LINE);
+    let a = checked(&plan, check, A);
     assert_eq!(a["verdict"], "placed", "{a}");
     // 24 MiB made page aligned: 6144 pages, interleaved page by page.
     let an = nodes(a);
@@ -116,10 +136,10 @@ fn quartet_run_plan_puts_each_region_where_the_plan_says() {
             "node {n}: {k} of A's pages: {a}"
         );
     }
-    let c = checked(check, C_LINE);
+    let c = checked(&plan, check, C);
     assert_eq!(c["verdict"], "placed", "{c}");
     assert_eq!(nodes(c), BTreeMap::from([("0".to_string(), 2048)]), "{c}");
-    let e = checked(check, E_LINE);
+    let e = checked(&plan, check, E);
     assert_eq!(nodes(e), BTreeMap::from([("3".to_string(), 2048)]), "{e}");
     // The program binds C to node 3 itself: that call is skipped.
     assert!(
@@ -135,12 +155,7 @@ fn quartet_profile_with_the_plan_shows_c_local() {
     let regions = v["regions"].as_array().unwrap();
     let c = regions
         .iter()
-        .find(|r| {
-            r["site"]
-                .as_str()
-                .unwrap()
-                .ends_with(&format!("profile_truth.c:{C_LINE}"))
-        })
+        .find(|r| r["kind"] == C.0 && r["bytes"] == C.1)
         .unwrap_or_else(|| panic!("no region for C: {v}"));
     let n = c["samples"].as_u64().unwrap();
     assert!(n >= 10, "C: only {n} samples: {c}");
@@ -195,9 +210,12 @@ fn quartet_interleave_with_stripes_reaches_the_big_allocation_the_heap_and_every
                 "{name}: node {n} has {k} of {total} pages: {hist:?}"
             );
         }
-        // Whole stripes inside the heap (its ends may cut one).
+        // Stripes of 8 inside the heap: a page holding none of the blocks
+        // (malloc's own, stdio's buffer) cuts one, and the ends may.
         let inner = &runs[1..runs.len() - 1];
-        assert!(inner.iter().all(|r| *r % 8 == 0), "{name}: {runs:?}");
+        assert!(inner.iter().all(|r| *r <= 8), "{name}: {runs:?}");
+        let whole = inner.iter().filter(|r| **r == 8).count();
+        assert!(whole * 10 >= inner.len() * 9, "{name}: {runs:?}");
     }
 }
 

@@ -197,6 +197,7 @@ impl LaunchPlan {
             placement: self.to_string(),
             weights,
             env: Vec::new(),
+            quiet: false,
         })
     }
 }
@@ -221,6 +222,7 @@ pub struct PreparedLaunch {
     placement: String,
     weights: Option<SysfsWeights>,
     env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    quiet: bool,
 }
 
 impl PreparedLaunch {
@@ -231,6 +233,13 @@ impl PreparedLaunch {
         value: impl Into<std::ffi::OsString>,
     ) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Sends the command's standard output and error to /dev/null (runs
+    /// that are only timed).
+    pub fn quiet(mut self) -> Self {
+        self.quiet = true;
         self
     }
 
@@ -281,6 +290,10 @@ impl PreparedLaunch {
         let mut cmd = Command::new(program);
         cmd.args(args);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if self.quiet {
+            cmd.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+        }
         // SAFETY: the closure runs in the child between fork and exec and
         // makes only async-signal-safe calls: sigprocmask, two raw system
         // calls on masks built before the fork, and ptrace(PTRACE_TRACEME).

@@ -412,6 +412,7 @@ mod tests {
             regions,
             threads: Vec::new(),
             diagnoses: Vec::new(),
+            plan_check: None,
             warnings: Vec::new(),
             selection: None,
             pmu: None,

@@ -23,7 +23,7 @@ pub const MAX_CODE_RANGES: usize = 256;
 pub const MAX_THREAD_ORDINAL: u32 = 1023;
 
 /// The terms, as `--help` and errors list them.
-pub const TERMS_HELP: &str = "heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, 0xSTART-0xEND, size>N, size<N";
+pub const TERMS_HELP: &str = "heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, site:OBJECT+0xOFFSET, 0xSTART-0xEND, size>N, size<N";
 
 /// One term of a region filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +43,10 @@ pub enum Term {
     Function(String),
     /// Allocations whose call stack passes through this source line.
     Line { file: String, line: u32 },
+    /// Allocations whose call stack has a call at this code address: an
+    /// object (its file name) and the call's offset in it, as profiles name
+    /// sites without debug information (`prog+0x17b6`).
+    Call { object: String, offset: u64 },
     /// Regions overlapping `[start, end)`.
     Address { start: u64, end: u64 },
     /// Regions (each allocation, mapping, static object or stack) of
@@ -78,7 +82,7 @@ impl RegionFilter {
     pub fn has_sites(&self) -> bool {
         self.terms
             .iter()
-            .any(|t| matches!(t, Term::Function(_) | Term::Line { .. }))
+            .any(|t| matches!(t, Term::Function(_) | Term::Line { .. } | Term::Call { .. }))
     }
 
     /// Whether the profile keeps this region. Heap and mmap regions were
@@ -119,7 +123,11 @@ impl RegionFilter {
                 Term::File(path) => out.push_str(&format!("file {path}\n")),
                 Term::Address { start, end } => out.push_str(&format!("addr {start} {end}\n")),
                 Term::Size { min, max } => out.push_str(&format!("size {min} {max}\n")),
-                Term::Stack | Term::Static(_) | Term::Function(_) | Term::Line { .. } => {}
+                Term::Stack
+                | Term::Static(_)
+                | Term::Function(_)
+                | Term::Line { .. }
+                | Term::Call { .. } => {}
             }
         }
         for c in code {
@@ -165,8 +173,22 @@ fn parse_term(t: &str) -> Result<Term, String> {
         if spec.is_empty() || spec.len() > 512 {
             return bad(format!("'{}' names no function or line", excerpt(t)));
         }
-        // FILE:LINE ends in digits; anything else is a function (C++'s
-        // `ns::f` included).
+        // OBJECT+0xOFFSET: a call's address; FILE:LINE ends in digits;
+        // anything else is a function (C++'s `ns::f` included).
+        if let Some((object, off)) = spec.rsplit_once('+') {
+            if let Some(offset) = hex(off) {
+                if object.is_empty() || object.contains('/') {
+                    return bad(format!(
+                        "'{}' is not site:OBJECT+0xOFFSET (the object's file name)",
+                        excerpt(t)
+                    ));
+                }
+                return Ok(Term::Call {
+                    object: object.to_string(),
+                    offset,
+                });
+            }
+        }
         if let Some((file, line)) = spec.rsplit_once(':') {
             if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) {
                 return match line.parse::<u32>() {
@@ -242,6 +264,12 @@ fn small_term(t: &Term, r: &RegionProfile) -> bool {
                 !at.is_empty() && (at.ends_with(&want) || want.ends_with(&format!("/{at}")))
             })
         }
+        Term::Call { object, offset } => {
+            let want = format!("{object}+{offset:#x}");
+            r.stack
+                .iter()
+                .any(|f| f == &want || f.ends_with(&format!("({want})")))
+        }
         _ => false,
     }
 }
@@ -309,12 +337,29 @@ pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRa
                 }
                 v
             }
+            // The call instruction's own address: the library compares
+            // each return address less one.
+            Term::Call { object, offset } => objects
+                .iter()
+                .filter(|o| {
+                    o.file_name()
+                        .is_some_and(|f| f.to_string_lossy() == *object)
+                })
+                .map(|o| CodeRange {
+                    object: o.clone(),
+                    start: *offset,
+                    end: offset + 1,
+                })
+                .collect(),
             _ => continue,
         };
         if found.is_empty() {
             let what = match t {
                 Term::Function(n) => format!("site:{n} names no function"),
                 Term::Line { file, line } => format!("site:{file}:{line} is no line with code"),
+                Term::Call { object, offset } => {
+                    format!("site:{object}+{offset:#x}: no object named {object}")
+                }
                 _ => unreachable!("only site terms are resolved"),
             };
             let names: Vec<String> = objects
@@ -474,6 +519,36 @@ mod tests {
             vec![Term::Function("ns::make".into())]
         );
         assert!(!RegionFilter::parse("heap").unwrap().has_sites());
+        // A site as a profile names it without debug information.
+        let f = RegionFilter::parse("site:profile_truth+0x17b6").unwrap();
+        assert_eq!(
+            f.terms,
+            vec![Term::Call {
+                object: "profile_truth".into(),
+                offset: 0x17b6
+            }]
+        );
+        assert!(f.has_sites());
+        let objects = [
+            PathBuf::from("/bin/profile_truth"),
+            PathBuf::from("/lib/libc.so.6"),
+        ];
+        assert_eq!(
+            resolve_sites(&f, &objects).unwrap(),
+            vec![CodeRange {
+                object: "/bin/profile_truth".into(),
+                start: 0x17b6,
+                end: 0x17b7
+            }]
+        );
+        let other = RegionFilter::parse("site:libm.so.6+0x10").unwrap();
+        assert_eq!(
+            resolve_sites(&other, &objects).unwrap_err(),
+            "site:libm.so.6+0x10: no object named libm.so.6 in /bin/profile_truth, /lib/libc.so.6"
+        );
+        assert!(RegionFilter::parse("site:/bin/x+0x10")
+            .unwrap_err()
+            .contains("is not site:OBJECT+0xOFFSET"));
     }
 
     #[test]

@@ -90,6 +90,15 @@ impl Plan {
     /// accessing nodes). Regions no filter term can name (an unsymbolised
     /// site, a stack) are left out.
     pub fn from_profile(m: &Machine, p: &Profile, diagnoses: &[Diagnosis]) -> Plan {
+        Self::from_regions(m, &p.regions, p.command.clone(), diagnoses)
+    }
+
+    fn from_regions(
+        m: &Machine,
+        regions: &[RegionProfile],
+        command: Vec<String>,
+        diagnoses: &[Diagnosis],
+    ) -> Plan {
         let mut entries: Vec<PlanEntry> = Vec::new();
         let mut placed = Vec::new();
         for d in diagnoses {
@@ -97,7 +106,7 @@ impl Plan {
             if placed.contains(&i) || d.accessing_nodes.is_empty() {
                 continue;
             }
-            let Some(r) = p.regions.get(i) else { continue };
+            let Some(r) = regions.get(i) else { continue };
             let nodes: IdSet = d.accessing_nodes.iter().copied().collect();
             let policy = match d.kind.as_str() {
                 "one-node-shared" => format!("interleave:{nodes}"),
@@ -130,7 +139,7 @@ impl Plan {
         }
         Plan {
             schema: SCHEMA.into(),
-            program: p.command.clone(),
+            program: command,
             entries,
         }
     }
@@ -163,6 +172,16 @@ impl Plan {
             realize(m, &policy).map_err(at)?;
         }
         Ok(plan)
+    }
+
+    /// Whether an entry names code or static data, which is looked up in the
+    /// program's ELF files.
+    pub fn needs_symbols(&self) -> bool {
+        self.entries.iter().any(|e| {
+            RegionFilter::parse(&e.region).is_ok_and(|f| {
+                f.has_sites() || f.terms.iter().any(|t| matches!(t, Term::Static(Some(_))))
+            })
+        })
     }
 
     /// The library's form of the plan (`NUMALAB_PLAN`), site terms resolved
@@ -298,17 +317,32 @@ fn static_ranges(name: &str, objects: &[PathBuf]) -> Vec<CodeRange> {
 fn selector(r: &RegionProfile) -> Option<String> {
     match r.kind.as_str() {
         "heap" | "mmap" | "small" => {
+            // "function file:line (object)", "function (object+0xOFF)" or
+            // "object+0xOFF": the line where debug information gives one,
+            // else the call's address (a function may allocate several
+            // regions; a call site allocates one).
             let mut words = r.site.split_whitespace();
-            let function = words.next()?;
-            let line = words.next_back().filter(|w| {
+            let first = words.next()?;
+            let rest: Vec<&str> = words.collect();
+            let is_line = |w: &&str| {
                 w.rsplit_once(':')
                     .is_some_and(|(f, l)| !f.is_empty() && l.parse::<u32>().is_ok())
-            });
-            match line {
-                Some(l) => Some(format!("site:{l}")),
-                None if !function.starts_with("0x") && !function.contains('+') => {
-                    Some(format!("site:{function}"))
-                }
+            };
+            let is_call = |w: &str| {
+                w.rsplit_once('+')
+                    .is_some_and(|(o, off)| !o.is_empty() && off.starts_with("0x"))
+            };
+            if let Some(line) = rest.iter().copied().find(is_line) {
+                return Some(format!("site:{line}"));
+            }
+            let call = rest
+                .iter()
+                .map(|w| w.trim_start_matches('(').trim_end_matches(')'))
+                .chain(std::iter::once(first))
+                .find(|w| is_call(w));
+            match call {
+                Some(c) => Some(format!("site:{c}")),
+                None if !first.starts_with("0x") => Some(format!("site:{first}")),
                 None => None,
             }
         }
@@ -392,6 +426,39 @@ pub struct PlanCheck {
     pub first_errno: Option<i32>,
     /// Processes that ran with the plan (each writes its end).
     pub processes: u64,
+}
+
+/// The command's run time without and with the plan (`profile --plan
+/// --repeat N`): unprofiled runs, interleaved, compared by the rank test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunTimes {
+    /// Wall-clock seconds of each run, in the order run.
+    pub without_s: Vec<f64>,
+    pub with_s: Vec<f64>,
+    /// With the plan over without (a ratio below 1: faster with it).
+    pub comparison: Option<crate::measure::compare::RankComparison>,
+    /// "the plan makes the command faster": holds, does not hold (slower),
+    /// or cannot tell.
+    pub verdict: crate::measure::compare::Verdict,
+    pub rule: String,
+}
+
+impl RunTimes {
+    /// Judges the runs.
+    pub fn judge(without_s: Vec<f64>, with_s: Vec<f64>) -> RunTimes {
+        use crate::measure::compare::{rank_compare, Verdict, RULE};
+        let comparison = rank_compare(&with_s, &without_s);
+        let verdict = comparison
+            .as_ref()
+            .map_or(Verdict::CannotTell, |c| c.a_smaller());
+        RunTimes {
+            without_s,
+            with_s,
+            comparison,
+            verdict,
+            rule: RULE.into(),
+        }
+    }
 }
 
 /// How far a node's share of an interleaved region may be from the
@@ -584,12 +651,16 @@ mod tests {
 
     #[test]
     fn regions_are_named_by_line_function_symbol_or_file() {
-        let r = region("heap", "main profile_truth.c:172", &[]);
+        let r = region("heap", "main profile_truth.c:172 (profile_truth)", &[]);
         assert_eq!(selector(&r).as_deref(), Some("site:profile_truth.c:172"));
         let r = region("mmap", "init_arrays", &[]);
         assert_eq!(selector(&r).as_deref(), Some("site:init_arrays"));
         assert_eq!(selector(&region("heap", "0x4011a6", &[])), None);
-        assert_eq!(selector(&region("heap", "prog+0x11a6", &[])), None);
+        // Without debug information: the call's address.
+        let r = region("heap", "main (profile_truth+0x17b6)", &[]);
+        assert_eq!(selector(&r).as_deref(), Some("site:profile_truth+0x17b6"));
+        let r = region("heap", "prog+0x11a6", &[]);
+        assert_eq!(selector(&r).as_deref(), Some("site:prog+0x11a6"));
         let r = region("static", "static_table", &[]);
         assert_eq!(selector(&r).as_deref(), Some("static:static_table"));
         assert_eq!(
@@ -628,6 +699,73 @@ mod tests {
         let e = expected(&b, &MemoryPolicy::parse(&m, "weighted:0=3,1=1").unwrap()).unwrap();
         assert!((e.remote_share_after - 0.5).abs() < 1e-12);
         assert_eq!(expected(&b, &MemoryPolicy::Local), None);
+    }
+
+    fn diagnosis(kind: &str, region: usize, accessing: &[u32]) -> Diagnosis {
+        Diagnosis {
+            kind: kind.into(),
+            region: Some(region),
+            thread: None,
+            site: String::new(),
+            pages_node: 0,
+            pages_share: 1.0,
+            accessing_nodes: accessing.to_vec(),
+            samples: 100,
+            remote_share: 0.75,
+            remote_ci: [0.6, 0.8],
+            text: format!("{kind} text"),
+            fix: String::new(),
+        }
+    }
+
+    #[test]
+    fn diagnoses_with_a_placement_fix_become_entries() {
+        let m = quartet();
+        let regions = vec![
+            region(
+                "heap",
+                "main t.c:10",
+                &[(0, 0, 25), (1, 0, 25), (2, 0, 25), (3, 0, 25)],
+            ),
+            region("mmap", "main t.c:12", &[(0, 3, 40)]),
+            region("heap", "0x401122", &[(0, 3, 40)]),
+            region("static", "table", &[(2, 4, 40)]),
+            // A second allocation on line 12: one entry already names it.
+            region("mmap", "main t.c:12", &[(0, 3, 40)]),
+        ];
+        let d = vec![
+            diagnosis("one-node-shared", 0, &[0, 1, 2, 3]),
+            diagnosis("remote-bound", 1, &[0]),
+            diagnosis("false-sharing", 1, &[0, 1]),
+            diagnosis("remote-bound", 2, &[0]),
+            diagnosis("cpuless-hot", 3, &[2]),
+            diagnosis("first-touched-elsewhere", 4, &[0]),
+        ];
+        let p = Plan::from_regions(&m, &regions, vec!["./t".into()], &d);
+        let got: Vec<(&str, &str)> = p
+            .entries
+            .iter()
+            .map(|e| (e.region.as_str(), e.policy.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("site:t.c:10", "interleave:0-3"),
+                ("site:t.c:12", "bind:0"),
+                ("static:table", "preferred:2")
+            ]
+        );
+        assert_eq!(
+            p.entries[1].expected.as_ref().unwrap().remote_share_after,
+            0.0
+        );
+        assert_eq!(
+            p.entries[0].reason.as_deref(),
+            Some("one-node-shared: one-node-shared text")
+        );
+        // What it writes reads back as a plan.
+        let text = serde_json::to_string(&p).unwrap();
+        assert_eq!(Plan::parse(&m, &text).unwrap(), p);
     }
 
     #[test]
@@ -708,6 +846,21 @@ mod tests {
             size,
             time_ns: 0,
         }
+    }
+
+    #[test]
+    fn run_times_are_judged_by_the_rank_test() {
+        use crate::measure::compare::Verdict;
+        let faster = RunTimes::judge(
+            vec![2.0, 2.1, 2.05, 2.2, 2.15],
+            vec![1.0, 1.1, 1.05, 1.2, 1.15],
+        );
+        assert_eq!(faster.verdict, Verdict::Holds);
+        assert!(faster.comparison.unwrap().ratio < 0.6);
+        let noise = RunTimes::judge(vec![1.0, 1.2, 1.1], vec![1.1, 1.0, 1.2]);
+        assert_eq!(noise.verdict, Verdict::CannotTell);
+        let none = RunTimes::judge(vec![], vec![1.0]);
+        assert_eq!((none.verdict, none.comparison), (Verdict::CannotTell, None));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::text::format::excerpt;
 /// The plan, an entry a line with its expected effect.
 pub fn plan_text(p: &Plan) -> String {
     if p.entries.is_empty() {
-        return "plan: no region has a placement fix\n".into();
+        return "plan: no region has a placement fix (no plan.json written)\n".into();
     }
     let mut out = format!(
         "plan: {} entr{}\n",
@@ -63,6 +63,32 @@ pub fn check_text(c: &PlanCheck) -> String {
     }
     if c.processes == 0 {
         out.push_str("  the library never reported its end: the program did not exit normally, or ignored LD_PRELOAD (static or setuid)\n");
+    }
+    out
+}
+
+/// The run times without and with the plan, and the verdict.
+pub fn run_times_text(t: &crate::profile::plan::RunTimes) -> String {
+    use crate::text::format::fixed;
+    let median = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let mut out = format!(
+        "run time (unprofiled, {} runs each, interleaved): without the plan {} s, with it {} s (medians)\n",
+        t.without_s.len(),
+        fixed(median(&t.without_s), 3),
+        fixed(median(&t.with_s), 3)
+    );
+    match &t.comparison {
+        Some(c) => out.push_str(&format!(
+            "  faster with the plan: {}, with/without {} ({})\n",
+            t.verdict.words(),
+            c.describe(),
+            t.rule
+        )),
+        None => out.push_str("  no comparison: a side has no run\n"),
     }
     out
 }
