@@ -13,7 +13,7 @@
 //! - Reads ask for the times enabled and running: an event that shared its
 //!   counter with others (multiplexed, running < enabled) is scaled by
 //!   enabled / running and says so.
-//! - [`derive`]: the Cray/NERSC study's metrics (IPC, LLC misses and dTLB
+//! - [`derive()`]: the Cray/NERSC study's metrics (IPC, LLC misses and dTLB
 //!   misses per 1000 instructions, bytes per instruction, remote share of
 //!   node loads), each unavailable with the reason when an input is.
 
@@ -546,9 +546,13 @@ pub fn derive(events: &[EventValue], line: u32, line_known: bool) -> Vec<Derived
         .collect()
 }
 
+/// An event's descriptor and whether it counts user space only, or why
+/// it could not be opened.
+type OpenedEvent = Result<(OwnedFd, bool), String>;
+
 /// Events opened on one process.
 pub struct Opened {
-    events: Vec<(&'static Event, Result<(OwnedFd, bool), String>)>,
+    events: Vec<(&'static Event, OpenedEvent)>,
 }
 
 /// Opens `events` on `pid` (inherited by its threads and children, enabled
