@@ -309,3 +309,40 @@ fn bad_counter_options_are_one_line() {
     ]);
     assert_one_line_error("a directory", r.rc, &r.err, 2, "is a directory");
 }
+
+#[test]
+fn profile_json_carries_the_counters() {
+    let _t = turn();
+    let _ = common::preload_library();
+    let dir = scratch("profile_json_carries_the_counters").join("out");
+    let prog = touch_pages();
+    let r = numalab(&[
+        "profile",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "1",
+        "3000",
+        "50",
+    ]);
+    assert_eq!(r.rc, 0, "stderr: {}", r.err);
+    let p = parse_json(
+        &std::fs::read_to_string(dir.join("profile.json")).unwrap(),
+        "profile.json",
+    );
+    let c = &p["counters"];
+    // 3000 touched pages, plus the loader's and the sampler's faults.
+    let pf = value(c, "page-faults");
+    assert!(pf >= 3000, "page-faults {pf}");
+    assert!(value(c, "task-clock") >= 49_000_000);
+    assert_eq!(c["events"].as_array().unwrap().len(), 12, "{c}");
+    if !std::path::Path::new("/sys/bus/event_source/devices/cpu").exists() {
+        let e = event(c, "cycles");
+        assert!(e["value"].is_null(), "{e}");
+        assert!(e["unavailable"]
+            .as_str()
+            .unwrap()
+            .starts_with("not available on this machine: no cpu PMU"));
+    }
+}

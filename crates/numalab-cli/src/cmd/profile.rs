@@ -443,6 +443,12 @@ pub fn run(a: Args) -> CliResult {
             "NUMALAB_PROFILE_REFINE_MS",
             ((a.refine_time * 1e3).round() as u64).to_string(),
         );
+    // Counted by default: the software events and what the machine has.
+    let (prepared, counted) = numalab::measure::counters::attach(
+        prepared,
+        numalab::measure::counters::default_list(),
+        numalab::measure::counters::line_bytes(&m),
+    );
     let program = a.command[0].to_string_lossy().into_owned();
     let launch = prepared.spawn(&a.command).map_err(|e| CliError {
         msg: e.to_string(),
@@ -460,6 +466,7 @@ pub fn run(a: Args) -> CliResult {
     }
     let outcome = outcome.map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
     let mut profile = analyse(&m, &a, &records_abs, (pmu, !pmu_spec.is_empty()));
+    profile.counters = counted.report();
     if let (Some(t), Some(path)) = (&latencies, &a.machine) {
         price(&mut profile, t, &path.display().to_string());
     }

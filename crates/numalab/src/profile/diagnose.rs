@@ -415,6 +415,7 @@ mod tests {
             warnings: Vec::new(),
             selection: None,
             pmu: None,
+            counters: None,
         }
     }
 

@@ -285,6 +285,10 @@ pub struct Profile {
     /// The memory-sampling PMU this machine has, and whether it was used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pmu: Option<PmuStatus>,
+    /// The command's counters over the whole run (docs/counters.md),
+    /// sampling's own cost included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<crate::measure::counters::CounterReport>,
 }
 
 /// What [`pmu::detect`] and [`pmu::probe`] found, and what sampling
@@ -969,6 +973,7 @@ pub fn build(
         diagnoses: Vec::new(),
         warnings,
         pmu: None,
+        counters: None,
         selection: (other_threads > 0).then(|| Selection {
             samples_of_other_threads: other_threads,
             ..Selection::default()
