@@ -289,6 +289,24 @@ fn bad_counter_options_are_one_line() {
     assert_one_line_error("unknown counter", r.rc, &r.err, 2, "unknown counter 'bogus'; valid: task-clock, page-faults, minor-faults, major-faults, context-switches, cpu-migrations, cycles, instructions, llc-load-misses, dtlb-load-misses, node-loads, node-load-misses, all");
     let r = numalab(&["run", "--counters=", "--", "true"]);
     assert_one_line_error("empty list", r.rc, &r.err, 2, "--counters");
+    // The list goes after '=': a separate word is not taken as the list.
+    let r = numalab(&["run", "--counters", "task-clock", "--", "true"]);
+    assert_one_line_error("list without =", r.rc, &r.err, 2, "'task-clock'");
+    let r = numalab(&[
+        "run",
+        "--counters",
+        "--counters-json",
+        "/nonexistent/c.json",
+        "--",
+        "true",
+    ]);
+    assert_one_line_error(
+        "missing folder",
+        r.rc,
+        &r.err,
+        2,
+        "the folder /nonexistent does not exist",
+    );
     let r = numalab(&["run", "--counters-json", "/tmp/x.json", "--", "true"]);
     assert_one_line_error("json without counters", r.rc, &r.err, 2, "--counters");
     // Never over the command's own files.
