@@ -5,7 +5,8 @@
 # With --test, also what the test suite needs beyond the build: the lint
 # gate's clippy and rustfmt (rustup components, or Debian's rust-web-clippy
 # and rustfmt-web beside Debian's toolchain), Debian's Chromium (headless,
-# renders report.html) and DejaVu fonts (the same text metrics everywhere).
+# renders report.html), DejaVu fonts (the same text metrics everywhere) and
+# linux-perf (perf stat, the reference of the `run --counters` tests).
 set -euo pipefail
 TEST=0
 case "${1:-}" in
@@ -25,7 +26,7 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 
 need=()
 pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas-dev)
-[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core)
+[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf)
 for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")
 done

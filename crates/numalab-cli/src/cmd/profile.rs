@@ -537,6 +537,12 @@ fn profile_once(
             "NUMALAB_PROFILE_REFINE_MS",
             ((a.refine_time * 1e3).round() as u64).to_string(),
         );
+    // Counted by default: the software events and what the machine has.
+    let (prepared, counted) = numalab::measure::counters::attach(
+        prepared,
+        numalab::measure::counters::default_list(),
+        numalab::measure::counters::line_bytes(m),
+    );
     let program = a.command[0].to_string_lossy().into_owned();
     let launch = prepared.spawn(&a.command).map_err(|e| CliError {
         msg: e.to_string(),
@@ -554,6 +560,7 @@ fn profile_once(
     }
     let outcome = outcome.map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
     let mut profile = analyse(m, a, &records_abs, (s.pmu.clone(), !s.pmu_spec.is_empty()));
+    profile.counters = counted.report();
     if let Some(fp) = file_plan {
         let bytes = std::fs::read(&records_abs).unwrap_or_default();
         profile.plan_check = Some(verify(m, fp, &Record::decode_all(&bytes)));

@@ -11,12 +11,14 @@
 //! the engine's `numalab::placement::launch`; this file parses the options
 //! and prints.
 
+use crate::args::{List, Typed};
 use crate::launch_args::{
     library, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
 };
 use crate::output::{
     errln, folder_of, load_machine, refuse_overwriting_input, write_stderr, CliError, CliResult,
 };
+use numalab::measure::counters::{self, Event};
 use numalab::placement::launch::ExitStatus;
 use numalab::profile::plan::{verify, PlanCheck};
 use numalab::profile::record::Record;
@@ -40,31 +42,48 @@ pub struct Args {
     /// With --verify: write the report as JSON to FILE instead of text on stderr.
     #[arg(long, value_name = "FILE", requires = "verify")]
     verify_json: Option<PathBuf>,
+    /// Count events for the command, its threads and children (perf_event_open;
+    /// LIST: comma list of event names or all, default all; see docs/counters.md), on stderr.
+    #[arg(long, value_name = "LIST", num_args = 0..=1, require_equals = true, default_missing_value = "all", value_parser = counter_list())]
+    counters: Option<List<&'static Event>>,
+    /// With --counters: write the counters as JSON to FILE instead of text on stderr.
+    #[arg(long, value_name = "FILE", requires = "counters")]
+    counters_json: Option<PathBuf>,
     /// The command and its arguments, after `--` (passed on byte for byte, UTF-8 or not).
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
-/// Refuses a `--verify-json` file that could not be written, before the
-/// command runs (its run would be wasted): a directory, a file in a missing
-/// or unwritable folder, or one of the command's own files.
-fn check_verify_json(path: &Path, command: &[OsString]) -> Result<(), CliError> {
+/// `--counters=LIST`: event names (docs/counters.md), or all.
+fn counter_list() -> Typed<List<&'static Event>> {
+    Typed::new(|opt, t| {
+        counters::parse_list(t)
+            .map(List)
+            .map_err(|e| format!("{opt}: {e}"))
+    })
+}
+
+/// Refuses a `--verify-json` (or `--counters-json`: `opt`) file that could
+/// not be written, before the command runs (its run would be wasted): a
+/// directory, a file in a missing or unwritable folder, or one of the
+/// command's own files.
+fn check_verify_json(opt: &str, path: &Path, command: &[OsString]) -> Result<(), CliError> {
     let shown = path.display();
     let named: Vec<PathBuf> = command.iter().map(PathBuf::from).collect();
     let inputs: Vec<(&str, &Path)> = named
         .iter()
         .map(|p| ("the command's argument", p.as_path()))
         .collect();
-    refuse_overwriting_input("--verify-json", path, &inputs)?;
+    refuse_overwriting_input(opt, path, &inputs)?;
     if path.is_dir() {
         return Err(CliError::usage(format!(
-            "--verify-json {shown} is a directory; give a file name"
+            "{opt} {shown} is a directory; give a file name"
         )));
     }
     let folder = folder_of(path);
     if !folder.is_dir() {
         return Err(CliError::usage(format!(
-            "--verify-json {shown}: the folder {} does not exist",
+            "{opt} {shown}: the folder {} does not exist",
             folder.display()
         )));
     }
@@ -81,7 +100,7 @@ fn check_verify_json(path: &Path, command: &[OsString]) -> Result<(), CliError> 
             Ok(())
         }
         Err(e) => Err(CliError::failed(format!(
-            "--verify-json {shown}: cannot create a file in {}: {e}",
+            "{opt} {shown}: cannot create a file in {}: {e}",
             folder.display()
         ))),
     }
@@ -89,7 +108,10 @@ fn check_verify_json(path: &Path, command: &[OsString]) -> Result<(), CliError> 
 
 pub fn run(a: Args) -> CliResult {
     if let Some(path) = &a.verify_json {
-        check_verify_json(path, &a.command)?;
+        check_verify_json("--verify-json", path, &a.command)?;
+    }
+    if let Some(path) = &a.counters_json {
+        check_verify_json("--counters-json", path, &a.command)?;
     }
     let m = load_machine(None)?;
     let plan = plan(&m, &a.launch)?.verify_at_exit(a.verify);
@@ -117,6 +139,13 @@ pub fn run(a: Args) -> CliResult {
             );
         }
     }
+    let (prepared, counted) = match &a.counters {
+        Some(list) => {
+            let (p, c) = counters::attach(prepared, list.0.clone(), counters::line_bytes(&m));
+            (p, Some(c))
+        }
+        None => (prepared, None),
+    };
     let program = a
         .command
         .first()
@@ -182,8 +211,46 @@ pub fn run(a: Args) -> CliResult {
             }
         }
     }
+    if let Some(c) = counted {
+        print_counters(c, a.counters_json.as_deref(), &program, outcome.status)?;
+    }
     // Same exit code, or death by the same signal.
     Ok(outcome.status.propagate())
+}
+
+/// `--counters`: the text on stderr, or the JSON to `--counters-json`.
+fn print_counters(
+    counted: counters::Pending,
+    json: Option<&Path>,
+    program: &str,
+    status: ExitStatus,
+) -> Result<(), CliError> {
+    let Some(r) = counted.report() else {
+        errln!("numalab: the counters of '{program}' were not opened (it did not start)");
+        return Ok(());
+    };
+    match json {
+        Some(path) => {
+            let written = serde_json::to_string_pretty(&r)
+                .map_err(std::io::Error::other)
+                .and_then(|text| write_atomically(path, (text + "\n").as_bytes()));
+            written.map_err(|e| {
+                CliError::failed(format!(
+                    "cannot write {}: {e} ('{program}' {})",
+                    path.display(),
+                    ended(status)
+                ))
+            })
+        }
+        None => {
+            errln!("numalab: counters of '{program}' ({}):", ended(status));
+            write_stderr(format_args!(
+                "{}",
+                numalab::report::views::counters::text(&r)
+            ));
+            Ok(())
+        }
+    }
 }
 
 /// How the command ended, in words.

@@ -6,6 +6,7 @@ pub mod blas;
 pub mod cancel;
 pub mod chase;
 pub mod compare;
+pub mod counters;
 pub mod environment;
 pub mod harness;
 pub mod kernels;

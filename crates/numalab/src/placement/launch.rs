@@ -198,6 +198,7 @@ impl LaunchPlan {
             weights,
             env: Vec::new(),
             quiet: false,
+            before_exec: Vec::new(),
         })
     }
 }
@@ -223,7 +224,12 @@ pub struct PreparedLaunch {
     weights: Option<SysfsWeights>,
     env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     quiet: bool,
+    before_exec: Vec<BeforeExec>,
 }
+
+/// Work done on the child process (given its pid) while it waits between
+/// fork and exec, e.g. opening counters on it (`measure::counters`).
+type BeforeExec = Box<dyn FnOnce(i32) + Send>;
 
 impl PreparedLaunch {
     /// Sets `key` to `value` in the command's environment.
@@ -240,6 +246,16 @@ impl PreparedLaunch {
     /// that are only timed).
     pub fn quiet(mut self) -> Self {
         self.quiet = true;
+        self
+    }
+
+    /// Runs `hook` with the command's pid on another thread of this process
+    /// while the command waits before its exec, so that what the hook sets
+    /// up on it (counters enabled at exec) holds from its first instruction.
+    /// The command goes on when the hook returns or unwinds. Hooks run in
+    /// the order given.
+    pub fn before_exec(mut self, hook: impl FnOnce(i32) + Send + 'static) -> Self {
+        self.before_exec.push(Box::new(hook));
         self
     }
 
@@ -287,6 +303,12 @@ impl PreparedLaunch {
         let stop = EventFd::from_flags(EfdFlags::EFD_CLOEXEC).map_err(|e| restore(e.into()))?;
 
         let (cpus, mode, nodes, trace) = (self.cpus, self.mode, self.nodes, self.trace);
+        let gate = if self.before_exec.is_empty() {
+            None
+        } else {
+            Some(ExecGate::start(self.before_exec).map_err(&restore)?)
+        };
+        let gate_fds = gate.as_ref().map(ExecGate::child_fds);
         let mut cmd = Command::new(program);
         cmd.args(args);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -310,10 +332,17 @@ impl PreparedLaunch {
                 if trace {
                     ptrace::traceme()?;
                 }
+                if let Some(fds) = gate_fds {
+                    wait_at_gate(fds)?;
+                }
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(restore)?;
+        let spawned = cmd.spawn();
+        if let Some(g) = gate {
+            g.finish();
+        }
+        let child = spawned.map_err(restore)?;
         let pid = Pid::from_raw(child.id() as i32);
         let forwarder = match Forwarder::start(pid, signals, stop) {
             Ok(f) => f,
@@ -332,6 +361,111 @@ impl PreparedLaunch {
             _weights: self.weights,
             _this_thread: PhantomData,
         })
+    }
+}
+
+/// The handshake of [`PreparedLaunch::before_exec`]: the child writes its
+/// pid to one pipe and waits on another until a thread of this process has
+/// run the hooks on it (the spawning thread itself is blocked in `spawn`
+/// until the exec).
+struct ExecGate {
+    /// The child's ends: it writes its pid here...
+    pid_w: std::fs::File,
+    /// ...and reads here until the hooks ran (a byte) or the thread is gone (EOF).
+    go_r: std::fs::File,
+    thread: JoinHandle<()>,
+    /// The thread's write end, which the child closes (its copy) so that
+    /// the thread's end alone keeps the pipe open.
+    go_w_raw: i32,
+}
+
+impl ExecGate {
+    fn start(hooks: Vec<BeforeExec>) -> io::Result<Self> {
+        use std::io::{Read, Write};
+        let (mut pid_r, pid_w) = pipe()?;
+        let (go_r, mut go_w) = pipe()?;
+        let go_w_raw = std::os::fd::AsRawFd::as_raw_fd(&go_w);
+        let thread = std::thread::Builder::new()
+            .name("numalab-exec-gate".into())
+            .spawn(move || {
+                let mut b = [0u8; 4];
+                // EOF: the child ended before its gate.
+                if pid_r.read_exact(&mut b).is_err() {
+                    return;
+                }
+                let pid = i32::from_ne_bytes(b);
+                for hook in hooks {
+                    hook(pid);
+                }
+                let _ = go_w.write_all(&[1]);
+            })?;
+        Ok(Self {
+            pid_w,
+            go_r,
+            thread,
+            go_w_raw,
+        })
+    }
+
+    fn child_fds(&self) -> [i32; 3] {
+        use std::os::fd::AsRawFd;
+        [self.pid_w.as_raw_fd(), self.go_r.as_raw_fd(), self.go_w_raw]
+    }
+
+    /// After `spawn` returned: closes this process's copies of the child's
+    /// ends (so the thread sees EOF if the child never wrote) and joins it.
+    fn finish(self) {
+        drop(self.pid_w);
+        drop(self.go_r);
+        let _ = self.thread.join();
+    }
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> io::Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid out-array of two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two descriptors the kernel just gave us, owned by no one else.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// The child's side of [`ExecGate`], between fork and exec: only
+/// async-signal-safe calls (getpid, write, close, read).
+fn wait_at_gate([pid_w, go_r, go_w]: [i32; 3]) -> io::Result<()> {
+    // SAFETY: raw system calls on descriptors inherited from the parent,
+    // with buffers on this stack.
+    unsafe {
+        libc::close(go_w);
+        let pid = libc::getpid().to_ne_bytes();
+        loop {
+            let n = libc::write(pid_w, pid.as_ptr().cast(), pid.len());
+            if n == pid.len() as isize {
+                break;
+            }
+            if n >= 0 {
+                // A pipe takes 4 bytes whole or not at all.
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            if *libc::__errno_location() != libc::EINTR {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        let mut b = 0u8;
+        loop {
+            let n = libc::read(go_r, (&mut b as *mut u8).cast(), 1);
+            if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                return Ok(());
+            }
+        }
     }
 }
 

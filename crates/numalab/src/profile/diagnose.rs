@@ -416,6 +416,7 @@ mod tests {
             warnings: Vec::new(),
             selection: None,
             pmu: None,
+            counters: None,
         }
     }
 

@@ -290,6 +290,10 @@ pub struct Profile {
     /// The memory-sampling PMU this machine has, and whether it was used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pmu: Option<PmuStatus>,
+    /// The command's counters over the whole run (docs/counters.md),
+    /// sampling's own cost included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<crate::measure::counters::CounterReport>,
 }
 
 /// What [`pmu::detect`] and [`pmu::probe`] found, and what sampling
@@ -977,6 +981,7 @@ pub fn build(
         plan_check: None,
         warnings,
         pmu: None,
+        counters: None,
         selection: (other_threads > 0).then(|| Selection {
             samples_of_other_threads: other_threads,
             ..Selection::default()

@@ -16,6 +16,7 @@ pub mod bench;
 pub mod blas;
 pub mod c2c;
 pub mod compare;
+pub mod counters;
 pub mod extrapolate;
 pub mod loaded_latency;
 pub mod matrix;
