@@ -248,8 +248,8 @@ fn bad_input_gets_one_line_errors() {
             "give one CPU placement",
         ),
         (
-            &["run", "--mem", "interleave:0@2", "--", "true"],
-            "needs chunk-wise placement",
+            &["run", "--mem", "interleave:0@0", "--", "true"],
+            "--mem",
         ),
         (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
         (
