@@ -441,21 +441,41 @@ pub fn heap_block(p: usize, n: usize) {
     if p >= brk_start && end <= BRK_DONE.load(SeqCst) {
         return;
     }
-    if in_arena(p) {
+    if in_arena(p) || IN_GROWTH.with(|g| g.get()) {
+        // (Reading /proc/self/maps below may allocate: those blocks wait.)
         return;
     }
-    if GROWING.swap(true, SeqCst) {
-        // Another thread extends the stripes; this block is placed by the
-        // process policy if it is first touched before they reach it.
-        return;
+    // One thread extends the stripes at a time; the others wait for it
+    // rather than touch their blocks under the process policy (a thread
+    // that returned at once could fill a whole arena meanwhile).
+    while GROWING.swap(true, SeqCst) {
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
     }
+    IN_GROWTH.with(|g| g.set(true));
+    // Another thread may have striped this block's heap meanwhile.
+    if !(p >= brk_start && end <= BRK_DONE.load(SeqCst)) && !in_arena(p) {
+        grow(all - 1, p, brk_start);
+    }
+    IN_GROWTH.with(|g| g.set(false));
+    GROWING.store(false, SeqCst);
+}
+
+thread_local! {
+    /// Set while this thread extends the stripes.
+    static IN_GROWTH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Stripes the heap that holds `p` with entry `all`'s policy: the break
+/// up to where it is now, or the arena heap (or mapping) around `p`.
+fn grow(all: usize, p: usize, brk_start: usize) {
     let ps = page_size();
     // SAFETY: sbrk(0) only reads the break.
     let brk = unsafe { libc::sbrk(0) } as usize / ps * ps;
     let done = BRK_DONE.load(SeqCst);
     if p >= brk_start && p < brk {
         if brk > done {
-            apply(all - 1, brk_start, done, brk - done);
+            apply(all, brk_start, done, brk - done);
             BRK_DONE.store(brk, SeqCst);
         }
     } else {
@@ -470,7 +490,7 @@ pub fn heap_block(p: usize, n: usize) {
             _ => mapping_of(p),
         };
         if let Some((s, e)) = span {
-            apply(all - 1, s, s, e - s);
+            apply(all, s, s, e - s);
             // Only this thread adds arenas (GROWING is held).
             let k = ARENAS_USED.load(SeqCst);
             if let Some(slot) = ARENAS.get(k) {
@@ -480,7 +500,6 @@ pub fn heap_block(p: usize, n: usize) {
             }
         }
     }
-    GROWING.store(false, SeqCst);
 }
 
 /// Whether `[s, e)` is mapped without a hole: `mincore` fails with ENOMEM
