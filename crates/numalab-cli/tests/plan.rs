@@ -339,4 +339,17 @@ fn bad_plans_are_refused_in_one_line() {
         &["run", "--weighted-impl", "bogus", "--", "true"],
         "valid: auto, kernel, emulate",
     );
+    let good = text(
+        "h.json",
+        r#"{"schema":"numalab-plan/1","entries":[{"region":"heap","policy":"bind:0"}]}"#,
+    );
+    for n in ["0", "101", "x"] {
+        fails(
+            &["profile", "--plan", &good, "--repeat", n, "--", p],
+            "--repeat",
+        );
+    }
+    // A plan of kinds only runs a missing program as any run does: 127.
+    let r = numalab(&["run", "--plan", &good, "--", "/no/such/program"]);
+    assert_eq!(r.rc, 127, "{}", r.err);
 }

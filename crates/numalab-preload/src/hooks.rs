@@ -260,7 +260,9 @@ pub const ALLOC_FILE: u32 = 2;
 pub const ALLOC_SHARED: u32 = 4;
 
 fn untrack_heap(p: *mut c_void) {
-    if (active() || plan::active()) && !p.is_null() {
+    // (The size is asked only when a profile tracks allocations or a plan
+    // placed some: malloc_usable_size on every free is the churn's cost.)
+    if (active() || plan::placed_any()) && !p.is_null() {
         // SAFETY: p is a live allocation of this malloc.
         let n = unsafe { malloc_usable_size(p) };
         if active() && n >= MIN_BYTES.load(SeqCst) {

@@ -347,6 +347,11 @@ fn remember(i: usize, start: usize, len: usize) {
     }
 }
 
+/// Whether a plan entry placed a region (live or freed since).
+pub fn placed_any() -> bool {
+    PLANNED_USED.load(SeqCst) > 0
+}
+
 /// The slots of [`PLANNED`] that were ever used.
 fn planned() -> &'static [[AtomicUsize; 3]] {
     &PLANNED[..PLANNED_USED.load(SeqCst)]
