@@ -118,9 +118,11 @@ pub fn run(a: Args) -> CliResult {
     let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
     let placement = placement_for_library(&m, &plan, file_plan.as_ref(), &a.command[0])?;
     let mut prepared = plan.prepare()?;
-    // The library's records of a plan, for --verify; removed once read.
+    // The library's records of a plan, for --verify: a file this run
+    // creates (never one that was there), removed once read.
     let records = (a.verify && file_plan.is_some())
-        .then(|| std::env::temp_dir().join(format!("numalab-plan-{}.bin", std::process::id())));
+        .then(plan_records_file)
+        .transpose()?;
     if !placement.is_empty() {
         prepared = prepared
             .with_env("LD_PRELOAD", preload_with(&library()?))
@@ -157,9 +159,14 @@ pub fn run(a: Args) -> CliResult {
             g.describe()
         );
     }
-    let launch = prepared.spawn(&a.command).map_err(|e| CliError {
-        msg: e.to_string(),
-        code: e.exit_code(),
+    let launch = prepared.spawn(&a.command).map_err(|e| {
+        if let Some(r) = &records {
+            let _ = std::fs::remove_file(r);
+        }
+        CliError {
+            msg: e.to_string(),
+            code: e.exit_code(),
+        }
     })?;
     let outcome = launch
         .wait()
@@ -251,6 +258,27 @@ fn print_counters(
             Ok(())
         }
     }
+}
+
+/// A new, empty file for the library's plan records, in the temporary
+/// folder.
+fn plan_records_file() -> Result<PathBuf, CliError> {
+    let dir = std::env::temp_dir();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let path = dir.join(format!("numalab-plan-{}-{nanos}.bin", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map(|_| path)
+        .map_err(|e| {
+            CliError::failed(format!(
+                "--verify: cannot create the plan's records in {}: {e}",
+                dir.display()
+            ))
+        })
 }
 
 /// How the command ended, in words.
