@@ -54,18 +54,16 @@ const MF_MOVE: usize = 1 << 1;
 /// `MPOL_BIND`.
 const MODE_BIND: usize = 2;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Policy {
     /// One `mbind` over the region.
     Kernel {
         mode: usize,
         mask: [u64; MASK_WORDS],
     },
-    /// Runs of `(node, pages)`, repeating from the region's start.
-    Chunks {
-        runs: [(u32, u64); MAX_RUNS],
-        len: usize,
-    },
+    /// Runs of `(node, pages)`, repeating from the region's start (read
+    /// at start; never empty in an entry).
+    Chunks(Vec<(u32, u64)>),
 }
 
 #[derive(Debug)]
@@ -176,10 +174,7 @@ fn parse(text: &str, bias: impl Fn(&str) -> Option<usize>, paths: &mut Vec<Strin
             // An entry whose policy does not read selects nothing.
             let policy = parse_policy(p);
             entries.push(Entry {
-                policy: policy.unwrap_or(Policy::Chunks {
-                    runs: [(0, 0); MAX_RUNS],
-                    len: 0,
-                }),
+                policy: policy.unwrap_or(Policy::Chunks(Vec::new())),
                 terms: Vec::new(),
                 all: false,
                 statics: Vec::new(),
@@ -205,7 +200,7 @@ fn parse(text: &str, bias: impl Fn(&str) -> Option<usize>, paths: &mut Vec<Strin
     }
     // Entries that select nothing are dropped (a policy that did not read).
     entries.retain(|e| {
-        !matches!(e.policy, Policy::Chunks { len: 0, .. })
+        !matches!(&e.policy, Policy::Chunks(runs) if runs.is_empty())
             && (e.all || !e.terms.is_empty() || !e.statics.is_empty())
     });
     entries
@@ -215,18 +210,16 @@ fn parse(text: &str, bias: impl Fn(&str) -> Option<usize>, paths: &mut Vec<Strin
 fn parse_policy(t: &str) -> Option<Policy> {
     let (word, rest) = t.split_once(' ')?;
     if word == "chunks" {
-        let mut runs = [(0u32, 0u64); MAX_RUNS];
-        let mut len = 0;
+        let mut runs = Vec::new();
         for run in rest.split(',') {
             let (n, p) = run.split_once(':')?;
             let (n, p) = (n.parse::<u32>().ok()?, p.parse::<u64>().ok()?);
-            if p == 0 || n as usize >= MASK_WORDS * 64 || len == MAX_RUNS {
+            if p == 0 || n as usize >= MASK_WORDS * 64 || runs.len() == MAX_RUNS {
                 return None;
             }
-            runs[len] = (n, p);
-            len += 1;
+            runs.push((n, p));
         }
-        return (len > 0).then_some(Policy::Chunks { runs, len });
+        return (!runs.is_empty()).then_some(Policy::Chunks(runs));
     }
     // 0 (MPOL_DEFAULT) to 6 (MPOL_WEIGHTED_INTERLEAVE); "-": no node.
     let mode = word.parse::<usize>().ok().filter(|m| *m <= 6)?;
@@ -255,11 +248,9 @@ fn mbind(start: usize, len: usize, mode: usize, mask: &[u64; MASK_WORDS]) {
             ],
         )
     };
-    if r != 0 {
-        if REFUSED.fetch_add(1, SeqCst) == 0 {
-            // SAFETY: this thread's errno.
-            FIRST_ERRNO.store(unsafe { *libc::__errno_location() } as usize, SeqCst);
-        }
+    if r != 0 && REFUSED.fetch_add(1, SeqCst) == 0 {
+        // SAFETY: this thread's errno.
+        FIRST_ERRNO.store(unsafe { *libc::__errno_location() } as usize, SeqCst);
     }
 }
 
@@ -270,10 +261,10 @@ fn apply(i: usize, origin: usize, start: usize, len: usize) {
         return;
     };
     let ps = page_size();
-    match e.policy {
-        Policy::Kernel { mode, mask } => mbind(start, len, mode, &mask),
-        Policy::Chunks { runs, len: n } => {
-            let runs = &runs[..n];
+    match &e.policy {
+        Policy::Kernel { mode, mask } => mbind(start, len, *mode, mask),
+        Policy::Chunks(runs) => {
+            let n = runs.len();
             let round: u64 = runs.iter().map(|r| r.1).sum();
             let end = start + len;
             // Where `start` falls in the pattern.
@@ -459,7 +450,8 @@ pub fn heap_block(p: usize, n: usize) {
     }
     IN_GROWTH.with(|g| g.set(true));
     // Another thread may have striped this block's heap meanwhile.
-    if !(p >= brk_start && end <= BRK_DONE.load(SeqCst)) && !in_arena(p) {
+    let striped = (p >= brk_start && end <= BRK_DONE.load(SeqCst)) || in_arena(p);
+    if !striped {
         grow(all - 1, p, brk_start);
     }
     IN_GROWTH.with(|g| g.set(false));
@@ -687,10 +679,7 @@ mod tests {
         mask[0] = 0b1111;
         assert_eq!(e[0].policy, Policy::Kernel { mode: 3, mask });
         assert_eq!(e[0].terms, vec![Term::Code(0x1010, 0x1020)]);
-        match e[1].policy {
-            Policy::Chunks { runs, len } => assert_eq!(&runs[..len], &[(0, 8), (1, 8)]),
-            p => panic!("{p:?}"),
-        }
+        assert_eq!(e[1].policy, Policy::Chunks(vec![(0, 8), (1, 8)]));
         assert!(e[1].all);
         assert_eq!(e[2].statics, vec![(0x1064, 0x10c8)]);
         // Mode 9, a zero-page run and an entry with no term select nothing.
