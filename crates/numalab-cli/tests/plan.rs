@@ -131,22 +131,28 @@ fn run_plan_places_each_region_and_verifies_it_from_the_kernel() {
     );
 }
 
+/// `numalab profile --rate 2000 OPTIONS -o OUT -- profile_truth PASSES`.
+fn profile_truth(options: &[&str], out: &Path, passes: &str) -> common::Ran {
+    let prog = profile_truth_program();
+    let mut args = vec!["profile", "--rate", "2000"];
+    args.extend_from_slice(options);
+    args.extend([
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        passes,
+    ]);
+    numalab(&args)
+}
+
 #[test]
 fn profile_writes_a_plan_and_profiles_without_and_with_one() {
     preload_library();
     let dir = scratch("plan-profile");
     let prog = profile_truth_program();
     let out = dir.join("p");
-    let r = numalab(&[
-        "profile",
-        "--rate",
-        "2000",
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        prog.to_str().unwrap(),
-        "5",
-    ]);
+    let r = profile_truth(&[], &out, "5");
     assert_eq!(r.rc, 0, "{}", r.err);
     // One node: nothing is remote, so there is nothing to fix, and no plan.
     assert!(out.join("profile.json").is_file());
@@ -161,18 +167,7 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
     let c = format!("site:profile_truth.c:{C_LINE}");
     let plan = write_plan(&dir, &[(&c, "bind:0")]);
     let out = dir.join("q");
-    let r = numalab(&[
-        "profile",
-        "--rate",
-        "2000",
-        "--plan",
-        &plan,
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        prog.to_str().unwrap(),
-        "5",
-    ]);
+    let r = profile_truth(&["--plan", &plan], &out, "5");
     assert_eq!(r.rc, 0, "{}", r.err);
     assert!(
         r.out.contains("without the plan") && r.out.contains("with the plan"),
@@ -202,21 +197,7 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
 
     // --repeat: unprofiled runs each way, their output discarded.
     let out = dir.join("r");
-    let r = numalab(&[
-        "profile",
-        "--rate",
-        "2000",
-        "--plan",
-        &plan,
-        "--repeat",
-        "4",
-        "--json",
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        prog.to_str().unwrap(),
-        "2",
-    ]);
+    let r = profile_truth(&["--plan", &plan, "--repeat", "4", "--json"], &out, "2");
     assert_eq!(r.rc, 0, "{}", r.err);
     // The two profiled runs print; the eight timed ones do not.
     assert_eq!(r.out.matches("wrong sums 0").count(), 2, "{}", r.out);
