@@ -247,10 +247,7 @@ fn bad_input_gets_one_line_errors() {
             &["run", "-C", "0", "-N", "0", "--", "true"],
             "give one CPU placement",
         ),
-        (
-            &["run", "--mem", "interleave:0@0", "--", "true"],
-            "--mem",
-        ),
+        (&["run", "--mem", "interleave:0@0", "--", "true"], "--mem"),
         (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
         (
             &["place", "--size", "1M", "--bogus"],
