@@ -166,7 +166,7 @@ impl Plan {
         }
         for (i, e) in plan.entries.iter().enumerate() {
             let at = |why: String| format!("entry {i} ({}): {why}", e.region);
-            let f = RegionFilter::parse(&e.region).map_err(|w| at(w))?;
+            let f = RegionFilter::parse(&e.region).map_err(&at)?;
             placeable(&f).map_err(at)?;
             let policy = MemoryPolicy::parse(m, &e.policy).map_err(at)?;
             realize(m, &policy).map_err(at)?;
