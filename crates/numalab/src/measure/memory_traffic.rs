@@ -108,6 +108,33 @@ impl MemoryTraffic {
     }
 }
 
+impl MemoryTraffic {
+    /// Pools a later interval into this one: measured bytes and seconds
+    /// add up; when either is assumed the pool is assumed, with the first
+    /// reason.
+    pub fn pool(&mut self, later: MemoryTraffic) {
+        match (self.source, later.source) {
+            (Source::Measured, Source::Measured) => {
+                let sum = |a: Option<u64>, b: Option<u64>| a.unwrap_or(0) + b.unwrap_or(0);
+                let mut pmus = std::mem::take(&mut self.pmus);
+                for p in later.pmus {
+                    if !pmus.contains(&p) {
+                        pmus.push(p);
+                    }
+                }
+                *self = MemoryTraffic::measured(
+                    pmus,
+                    sum(self.read_bytes, later.read_bytes),
+                    sum(self.write_bytes, later.write_bytes),
+                    self.seconds.unwrap_or(0.0) + later.seconds.unwrap_or(0.0),
+                );
+            }
+            (Source::Measured, Source::Assumed) => *self = later,
+            (Source::Assumed, _) => {}
+        }
+    }
+}
+
 /// Read or write CAS commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -498,6 +525,26 @@ mod tests {
             "measured by uncore_imc CAS counts: 0.26 GB/s read, 0.13 GB/s written"
         );
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn pooled_rounds_add_bytes_and_seconds() {
+        let mut t = MemoryTraffic::measured(vec!["uncore_imc_0".into()], 1000, 500, 1.0);
+        t.pool(MemoryTraffic::measured(
+            vec!["uncore_imc_0".into()],
+            3000,
+            1500,
+            1.0,
+        ));
+        assert_eq!((t.read_bytes, t.write_bytes), (Some(4000), Some(2000)));
+        assert_eq!(t.seconds, Some(2.0));
+        assert!((t.gbps.unwrap() - 3e-6).abs() < 1e-15);
+        assert_eq!(t.pmus, ["uncore_imc_0"]);
+        t.pool(MemoryTraffic::assumed("refused".into()));
+        assert_eq!(t.source, Source::Assumed);
+        assert_eq!(t.reason.as_deref(), Some("refused"));
+        t.pool(MemoryTraffic::measured(Vec::new(), 1, 1, 1.0));
+        assert_eq!(t.reason.as_deref(), Some("refused"));
     }
 
     #[test]
