@@ -55,6 +55,9 @@ const MF_MOVE: usize = 1 << 1;
 const MODE_BIND: usize = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
+// Kept Copy: a boxed variant would put plan entries on the heap inside the
+// library that interposes malloc.
+#[allow(clippy::large_enum_variant)]
 enum Policy {
     /// One `mbind` over the region.
     Kernel {
@@ -255,11 +258,9 @@ fn mbind(start: usize, len: usize, mode: usize, mask: &[u64; MASK_WORDS]) {
             ],
         )
     };
-    if r != 0 {
-        if REFUSED.fetch_add(1, SeqCst) == 0 {
-            // SAFETY: this thread's errno.
-            FIRST_ERRNO.store(unsafe { *libc::__errno_location() } as usize, SeqCst);
-        }
+    if r != 0 && REFUSED.fetch_add(1, SeqCst) == 0 {
+        // SAFETY: this thread's errno.
+        FIRST_ERRNO.store(unsafe { *libc::__errno_location() } as usize, SeqCst);
     }
 }
 
