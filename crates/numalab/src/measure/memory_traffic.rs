@@ -603,6 +603,50 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
+    /// The system-wide open, read and finish path, on a stand-in
+    /// "uncore_imc_0" whose type is the kernel's software PMU and whose
+    /// events are `cpu-clock` (nanoseconds, 1 "byte" each) on CPU 0.
+    #[test]
+    fn counting_opens_system_wide_and_reads_the_difference() {
+        let Ok(sw) = std::fs::read_to_string(Path::new(DEVICES).join("software/type")) else {
+            return;
+        };
+        let d = tree("sw");
+        let dev = d.join("uncore_imc_0");
+        write(&dev.join("type"), &sw);
+        write(&dev.join("cpumask"), "0\n");
+        write(&dev.join("format/event"), "config:0-7\n");
+        for e in ["cas_count_read", "cas_count_write"] {
+            write(&dev.join("events").join(e), "event=0x00\n");
+            write(&dev.join("events").join(format!("{e}.unit")), "B\n");
+        }
+        match begin_at(&d) {
+            Ok(c) => {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                let t = c.finish();
+                assert_eq!(t.source, Source::Measured, "{t:?}");
+                assert_eq!(t.pmus, ["uncore_imc_0"]);
+                let secs = t.seconds.unwrap();
+                assert!(secs >= 0.03, "{secs}");
+                // cpu-clock counts the nanoseconds it was enabled: about
+                // the 30 ms slept, read and written alike.
+                for b in [t.read_bytes.unwrap(), t.write_bytes.unwrap()] {
+                    assert!(
+                        b >= 20_000_000 && (b as f64) <= secs * 1e9 * 1.5,
+                        "{b} in {secs} s"
+                    );
+                }
+            }
+            Err(why) => assert!(
+                why.starts_with(
+                    "perf_event_open of uncore_imc_0 cas_count_read on CPU 0 refused: "
+                ),
+                "{why}"
+            ),
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn this_machine_is_measured_or_says_why_not() {
         let (v, t) = around(|| 7);
