@@ -70,6 +70,64 @@ fn bandwidth_result_has_figures_verification_and_environment() {
         .any(|a| a == "triad"));
 }
 
+/// Whether this machine lists a memory-controller PMU.
+fn has_memory_controller_pmu() -> bool {
+    std::fs::read_dir("/sys/bus/event_source/devices")
+        .map(|d| {
+            d.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("uncore_imc") || n == "amd_df"
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn memory_bytes_are_labelled_measured_or_assumed() {
+    let _turn = turn();
+    let v = bandwidth("write", "4M");
+    let t = &v["memory_traffic"];
+    let source = t["source"].as_str().unwrap();
+    assert!(source == "assumed" || source == "measured", "{t}");
+    // The assumed figure keeps its meaning: write counts 2x program bytes.
+    let ratio =
+        v["memory_gbps"]["median"].as_f64().unwrap() / v["gbps"]["median"].as_f64().unwrap();
+    assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
+    let text = common::stdout(
+        &[
+            &["bench", "bandwidth", "--kernel", "write", "--size", "4M"][..],
+            &QUICK[..],
+        ]
+        .concat(),
+    );
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("memory bytes"))
+        .unwrap_or_else(|| panic!("{text}"));
+    if !has_memory_controller_pmu() {
+        assert_eq!(source, "assumed");
+        assert_eq!(
+            t["reason"],
+            "not available on this machine: no uncore_imc or amd_df PMU"
+        );
+        assert!(t["read_bytes"].is_null() && t["gbps"].is_null(), "{t}");
+        assert!(
+            line.ends_with("(assumed: write-allocate counted, no memory-controller counters: not available on this machine: no uncore_imc or amd_df PMU)"),
+            "{line}"
+        );
+    } else if source == "measured" {
+        assert!(t["read_bytes"].as_u64().is_some(), "{t}");
+        assert!(t["write_bytes"].as_u64().unwrap() > 0, "{t}");
+        assert!(
+            text.contains("measured by uncore_imc CAS counts: "),
+            "{text}"
+        );
+    } else {
+        assert!(line.contains("(assumed: "), "{line}");
+        assert!(t["reason"].as_str().unwrap().len() > 10, "{t}");
+    }
+}
+
 #[test]
 fn write_nt_moves_fewer_memory_bytes_than_write() {
     let _turn = turn();

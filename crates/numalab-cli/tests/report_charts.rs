@@ -167,6 +167,7 @@ fn quartet_report(dir: &Path) -> SweepRun {
         verified: true,
         warnings: Vec::new(),
         elapsed_s: 2.0,
+        memory_traffic: Default::default(),
     };
     let outcome = SweepOutcome {
         findings: findings(&sweep),

@@ -180,6 +180,40 @@ fn findings_from_a_saved_result_and_the_list() {
     let text = stdout(&["sweep", "--from", file.to_str().unwrap()]);
     assert!(text.contains("labels (node.core.r|w.mem)"), "{text}");
     assert!(text.contains("0.0.w.0"), "{text}");
+    // The memory GB/s are labelled once per run: assumed here, with why.
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = &v["memory_traffic"];
+    if t["source"] == "assumed" {
+        let why = t["reason"].as_str().unwrap();
+        assert!(
+            text.contains(&format!(
+                "mem GB/s assumed: write-allocate counted, no memory-controller counters: {why}"
+            )),
+            "{text}"
+        );
+    } else {
+        assert_eq!(t["source"], "measured", "{t}");
+        assert!(text.contains("mem GB/s per thread assumed"), "{text}");
+    }
+    if !std::path::Path::new("/sys/bus/event_source/devices/uncore_imc_0").exists()
+        && !std::path::Path::new("/sys/bus/event_source/devices/amd_df").exists()
+    {
+        assert_eq!(
+            t["reason"],
+            "not available on this machine: no uncore_imc or amd_df PMU"
+        );
+    }
+    // A result saved before the label reads as assumed, not recorded.
+    let mut old = v.clone();
+    old.as_object_mut().unwrap().remove("memory_traffic");
+    std::fs::write(&file, old.to_string()).unwrap();
+    let text = stdout(&["sweep", "--from", file.to_str().unwrap()]);
+    assert!(
+        text.contains(
+            "mem GB/s assumed: write-allocate counted, no memory-controller counters: not recorded"
+        ),
+        "{text}"
+    );
     // A result of another command is refused.
     std::fs::write(&file, r#"{"schema_version":"1.0","command":"matrix"}"#).unwrap();
     fails(

@@ -233,6 +233,50 @@ fn open_one(e: &Event, pid: i32) -> Result<(OwnedFd, bool), i32> {
     Err(first_err.unwrap_or(libc::EINVAL))
 }
 
+/// Opens a counting event of PMU `type_` with `config` system-wide on
+/// `cpu` (`pid` = -1, enabled now, no inherit), as uncore PMUs need; the
+/// descriptor or the kernel's errno.
+pub(crate) fn open_system_wide(type_: u32, config: u64, cpu: i32) -> Result<OwnedFd, i32> {
+    let attr = Attr {
+        type_,
+        size: std::mem::size_of::<Attr>() as u32,
+        config,
+        ..Attr::default()
+    };
+    // SAFETY: a valid, zeroed attr of the size it says; no group.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const Attr,
+            -1 as libc::pid_t,
+            cpu as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: a descriptor the kernel just gave us, owned by no one else.
+        return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+    }
+    Err(std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EINVAL))
+}
+
+/// The kernel's refusal of `errno` in words, with its symbolic name, and
+/// `kernel.perf_event_paranoid` when it is a permission refusal.
+pub(crate) fn refusal_text(errno: i32) -> String {
+    let kernel = format!("{}, {}", errno_text(errno), errno_name(errno));
+    if errno == libc::EACCES || errno == libc::EPERM {
+        let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        format!("{kernel}; kernel.perf_event_paranoid is {paranoid}")
+    } else {
+        kernel
+    }
+}
+
 /// The symbolic name of the errnos `perf_event_open` gives.
 fn errno_name(errno: i32) -> String {
     let name = match errno {

@@ -13,6 +13,7 @@
 
 use super::chase::{Chase, ChasePattern};
 use super::kernels::{run_pass, BandwidthKernel, ByteCount, Isa};
+use super::memory_traffic::{self, MemoryTraffic};
 use super::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::machine::Machine;
 use crate::measure::sample_clock::SampleClock;
@@ -240,8 +241,13 @@ pub struct BandwidthResult {
     pub bytes_per_pass: ByteCount,
     /// Program bytes (STREAM convention) per second, 1e9 B/s.
     pub gbps: Figure,
-    /// Bytes the memory system moves (write-allocate included), 1e9 B/s.
+    /// Bytes the memory system moves (write-allocate included), 1e9 B/s:
+    /// assumed from the kernel's loop, not counted.
     pub memory_gbps: Figure,
+    /// Memory bytes counted by the memory controllers over all samples
+    /// (warm-up included), or why they are assumed.
+    #[serde(default)]
+    pub memory_traffic: MemoryTraffic,
     pub measurement: Measurement,
     pub warnings: Vec<String>,
     pub verification: Verification,
@@ -268,6 +274,7 @@ impl BandwidthResult {
         }
         self.gbps = Figure::of(&m.summary, Better::Higher, 1.0);
         self.memory_gbps = Figure::of(&m.summary, Better::Higher, scale);
+        self.memory_traffic.pool(later.memory_traffic);
         for w in later.warnings {
             if !self.warnings.contains(&w) {
                 self.warnings.push(w);
@@ -457,12 +464,15 @@ pub fn run_bandwidth_with(
             None => return Err(PlacementError::Os("a worker did not start".into())),
         }
     }
-    let (meas, per_worker) = outcome.ok_or_else(|| PlacementError::Os("workers failed".into()))?;
+    let (meas, per_worker, traffic) =
+        outcome.ok_or_else(|| PlacementError::Os("workers failed".into()))?;
     for (rep, g) in reps.iter_mut().zip(per_worker) {
         rep.gbps = g;
     }
     let passes = run.sync.clock.passes();
-    Ok(bandwidth_result(req, opts, passes, meas, reps))
+    let mut r = bandwidth_result(req, opts, passes, meas, reps);
+    r.memory_traffic = traffic;
+    Ok(r)
 }
 
 /// Refuses a run that cannot work, before any thread starts: an ISA the
@@ -702,12 +712,16 @@ fn own_buffers(
     Ok((bufs, checks))
 }
 
+/// The measurement, each worker's own GB/s per measured sample, and the
+/// memory traffic counted over the samples.
+type Driven = (Measurement, Vec<Vec<f64>>, MemoryTraffic);
+
 /// The main thread's part once the workers are set up: one untimed sample
 /// to size the samples (passes enough for [`MIN_SAMPLE_SECONDS`]), then
 /// samples under the request's stop rule. Returns the measurement and each
 /// worker's own GB/s per measured sample; `None` when a worker failed its
 /// setup (everyone is stopped).
-fn drive_samples(run: &Run, aggregate: Aggregate) -> Option<(Measurement, Vec<Vec<f64>>)> {
+fn drive_samples(run: &Run, aggregate: Aggregate) -> Option<Driven> {
     let sync = &run.sync;
     let n = sync.clock.workers();
     let program = run
@@ -744,13 +758,13 @@ fn drive_samples(run: &Run, aggregate: Aggregate) -> Option<(Measurement, Vec<Ve
         .ceil()
         .clamp(1.0, 1e6) as usize;
     sync.clock.set_passes(k);
-    let meas = measure(&run.req.rule, || run_sample(true));
+    let (meas, traffic) = memory_traffic::around(|| measure(&run.req.rule, || run_sample(true)));
     // Per-worker figures of warm-up samples are not kept either.
     for w in per_worker.iter_mut() {
         w.drain(..meas.warmup_samples.len().min(w.len()));
     }
     sync.stop_all();
-    Some((meas, per_worker))
+    Some((meas, per_worker, traffic))
 }
 
 /// The result of a run from its measurement and its workers' reports.
@@ -781,6 +795,7 @@ fn bandwidth_result(
         bytes_per_pass: total,
         gbps: Figure::of(&meas.summary, Better::Higher, 1.0),
         memory_gbps: Figure::of(&meas.summary, Better::Higher, mem_scale),
+        memory_traffic: MemoryTraffic::default(),
         measurement: meas,
         warnings,
         verification,

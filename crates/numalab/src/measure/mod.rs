@@ -10,6 +10,7 @@ pub mod counters;
 pub mod environment;
 pub mod harness;
 pub mod kernels;
+pub mod memory_traffic;
 pub mod pacing;
 pub mod sample_clock;
 pub mod stats;

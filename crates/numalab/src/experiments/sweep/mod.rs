@@ -59,6 +59,7 @@ pub use space::{
 
 use crate::measure::harness::BufferCheck;
 use crate::measure::kernels::{BandwidthKernel, Isa};
+use crate::measure::memory_traffic::MemoryTraffic;
 use crate::measure::stats::{StopRule, Summary};
 use crate::placement::Thp;
 use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
@@ -346,6 +347,11 @@ pub struct SweepResult {
     pub warnings: Vec<String>,
     #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
+    /// Whether the threads' `memory_gbps` are only assumed (always, per
+    /// thread) and what the memory controllers counted over all the cases
+    /// when they could be counted (the whole machine's bytes).
+    #[serde(default)]
+    pub memory_traffic: MemoryTraffic,
 }
 
 /// A foreground buffer of the sweep.

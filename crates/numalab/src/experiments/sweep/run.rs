@@ -13,6 +13,7 @@ use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::environment::cache_fit_warning;
 use crate::measure::kernels::{run_pass, BandwidthKernel, ByteCount};
+use crate::measure::memory_traffic::{self, MemoryTraffic};
 use crate::measure::pacing::{PacedLoad, PacedReport, PacedSpec, TrafficMix};
 use crate::measure::sample_clock::SampleClock;
 use crate::measure::stats::{measure, StopRule};
@@ -78,6 +79,8 @@ pub fn run_sweep(
             .collect(),
     };
     let mut runs = Vec::new();
+    // Memory-controller counts over all the cases (the whole machine's).
+    let counting = memory_traffic::begin();
     'runs: for bg in &req.backgrounds {
         for (p, &k) in plans.iter().zip(&afford.take) {
             if setup_cut || cancel::requested() {
@@ -86,6 +89,10 @@ pub fn run_sweep(
             runs.push(sweep.run_plan(bg.as_ref(), p, k)?);
         }
     }
+    let memory_traffic = match counting {
+        Ok(c) => c.finish(),
+        Err(why) => MemoryTraffic::assumed(why),
+    };
     if cancel::requested() {
         sweep.warnings.push(cancel::WARNING.to_string());
     }
@@ -106,6 +113,7 @@ pub fn run_sweep(
         verified: sweep.all_verified,
         warnings: sweep.warnings,
         elapsed_s: t_start.elapsed().as_secs_f64(),
+        memory_traffic,
     })
 }
 

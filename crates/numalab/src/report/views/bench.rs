@@ -6,6 +6,7 @@ use crate::machine::Machine;
 use crate::measure::harness::{
     BandwidthResult, BufferCheck, LatencyResult, Verification, WorkerReport,
 };
+use crate::measure::memory_traffic::{label, Source};
 use crate::placement::MemoryPolicy;
 use crate::text::format::bytes as format_bytes;
 use std::collections::BTreeMap;
@@ -47,11 +48,25 @@ pub fn bandwidth_text(r: &BandwidthResult, memory: &str, u: Units) -> String {
     );
     let _ = writeln!(
         s,
-        "  memory bytes   median {} {}  best {}  (what memory moves: write-allocate included)",
+        "  memory bytes   median {} {}  best {}  ({})",
         f(r.memory_gbps.median),
         u.label(),
-        f(r.memory_gbps.best)
+        f(r.memory_gbps.best),
+        match r.memory_traffic.source {
+            Source::Assumed => label(&r.memory_traffic),
+            Source::Measured => "assumed: write-allocate counted".to_string(),
+        }
     );
+    if r.memory_traffic.source == Source::Measured {
+        let t = &r.memory_traffic;
+        let _ = writeln!(
+            s,
+            "  memory measured {} {}  ({}; whole machine, over all samples)",
+            f(t.gbps.unwrap_or(0.0)),
+            u.label(),
+            label(t)
+        );
+    }
     if r.threads > 1 {
         let per: Vec<String> = r
             .verification

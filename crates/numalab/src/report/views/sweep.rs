@@ -11,6 +11,7 @@ use crate::experiments::sweep::{
 };
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
+use crate::measure::memory_traffic::{label, MemoryTraffic, Source};
 use crate::measure::stats::StopRule;
 use crate::placement::{PlacementError, Thp};
 use crate::report::budget::{PartPlan, PlanEnv, Work};
@@ -402,6 +403,20 @@ fn symmetry_order(r: &SweepResult) -> String {
 }
 
 /// The truth table of every run, fastest case first.
+/// What the "mem GB/s" column is: assumed (with why nothing was counted),
+/// or assumed per thread beside what the memory controllers measured over
+/// all the cases.
+pub fn memory_text(t: &MemoryTraffic) -> String {
+    match t.source {
+        Source::Assumed => format!("mem GB/s {}", label(t)),
+        Source::Measured => format!(
+            "mem GB/s per thread assumed (write-allocate counted); over all cases, whole machine: {:.2} GB/s {}",
+            t.gbps.unwrap_or(0.0),
+            label(t)
+        ),
+    }
+}
+
 pub fn text(r: &SweepResult) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -422,6 +437,7 @@ pub fn text(r: &SweepResult) -> String {
             ", every case (--full)"
         }
     );
+    let _ = writeln!(s, "{}", memory_text(&r.memory_traffic));
     for run in &r.runs {
         let cond = run.condition();
         let _ = writeln!(
@@ -1009,6 +1025,7 @@ mod tests {
             verified: true,
             warnings: Vec::new(),
             elapsed_s: 1.0,
+            memory_traffic: Default::default(),
         };
         SweepOutcome {
             findings: findings(&sweep),
