@@ -52,7 +52,7 @@ const QUARTET_STEPS: &[(&str, &str)] = &[
     ("err_too_big", "numalab place --size 1G --mem bind:1 --cpu 0; echo rc=$?"),
     ("err_bad_policy", "numalab place --size 1M --mem scatter:0"),
     ("err_bad_set", "numalab run --cpus 0-3x -- true"),
-    ("err_weighted_run_emulate", "numalab run --mem weighted:0=3,1=1 --weighted-impl emulate -- true"),
+    ("err_weighted_run_impl", "numalab run --mem weighted:0=3,1=1 --weighted-impl chunks -- true"),
     ("err_no_command", "numalab run --cpus 0 -- /no/such/program"),
 ];
 
@@ -350,7 +350,11 @@ fn quartet_bad_input_gets_one_line_errors() {
         "valid: first-touch, local, bind:NODES",
     );
     one_line_error(g.step("err_bad_set"), 2, "--cpus");
-    one_line_error(g.step("err_weighted_run_emulate"), 2, "valid: auto, kernel");
+    one_line_error(
+        g.step("err_weighted_run_impl"),
+        2,
+        "valid: auto, kernel, emulate",
+    );
     one_line_error(
         g.step("err_no_command"),
         127,
@@ -544,7 +548,14 @@ const OLD_KERNEL_STEPS: &[(&str, &str)] = &[
         "weighted_auto",
         "numalab place --size 16M --mem weighted:0=3,1=1 --cpu 0 --json",
     ),
-    ("run_weighted", "numalab run --mem weighted:0=3,1=1 -- true"),
+    (
+        "run_weighted_kernel",
+        "numalab run --mem weighted:0=3,1=1 --weighted-impl kernel -- true",
+    ),
+    (
+        "run_weighted",
+        "numalab run --mem weighted:0=3,1=1 -- stripes",
+    ),
     (
         "preferred_many",
         "numalab place --size 16M --mem preferred:2-3 --cpu 0 --json",
@@ -574,7 +585,26 @@ fn old_kernel_lacks_weighted_interleave_and_says_so() {
         1,
         "the weighted interleave memory policy needs Linux >= 6.9; this kernel is 6.1.",
     );
-    one_line_error(g.step("run_weighted"), 1, "needs Linux >= 6.9");
+    one_line_error(g.step("run_weighted_kernel"), 1, "needs Linux >= 6.9");
+    // run's auto emulates it through the preload library, as place does:
+    // stripes of 3 pages on node 0 and 1 on node 1 on the program's memory.
+    let s = g.step("run_weighted");
+    assert_eq!(s.rc, 0, "{}\n{}", s.err, s.out);
+    assert!(
+        s.err.contains("stripes of pages (3 on 0, 1 on 1)"),
+        "{}",
+        s.err
+    );
+    let big = s
+        .out
+        .lines()
+        .find(|l| l.starts_with("big "))
+        .unwrap_or_default();
+    assert!(
+        big.starts_with("big pages 4096 nodes 0:3072,1:1024 runs 3,1,3,1,"),
+        "{}",
+        s.out
+    );
     // auto falls back to the exact emulation.
     let v = g.json("weighted_auto", 0);
     assert_eq!(v["realization"]["mechanism"], "chunks");
