@@ -533,32 +533,30 @@ fn mapping_of(p: usize) -> Option<(usize, usize)> {
     let mut len = 0;
     let mut skipping = false;
     let mut found = None;
+    // Each line starts "START-END ": the range is judged at its first space.
     'read: while let Some(n) = sys::read_some(fd, &mut buf).filter(|n| *n > 0) {
         for &b in &buf[..n] {
-            if b == b'\n' {
-                if !skipping {
-                    if let Some((s, e)) = range_of(&line[..len]) {
-                        if p >= s && p < e {
+            match b {
+                b'\n' => {
+                    len = 0;
+                    skipping = false;
+                }
+                _ if skipping => {}
+                b' ' => {
+                    skipping = true;
+                    match range_of(&line[..len]) {
+                        Some((s, e)) if p >= s && p < e => {
                             found = Some((s, e));
                             break 'read;
                         }
+                        _ => {}
                     }
                 }
-                len = 0;
-                skipping = false;
-            } else if !skipping {
-                if b == b' ' {
-                    skipping = true;
-                    if let Some((s, e)) = range_of(&line[..len]) {
-                        if p >= s && p < e {
-                            found = Some((s, e));
-                            break 'read;
-                        }
-                    }
-                } else if len < line.len() {
+                _ if len < line.len() => {
                     line[len] = b;
                     len += 1;
                 }
+                _ => {}
             }
         }
     }

@@ -311,6 +311,9 @@ struct Setup {
     region_filter: String,
     refine_filter: String,
     thread_filter: String,
+    /// The library's placement without a plan (`NUMALAB_PLAN`: the
+    /// launch's stripes, or empty).
+    placement: String,
 }
 
 pub fn run(a: Args) -> CliResult {
@@ -339,7 +342,9 @@ pub fn run(a: Args) -> CliResult {
             .collect::<Vec<_>>()
             .join(",")
     });
+    let placement = placement_for_library(&m, &launch, None, &a.command[0])?;
     let setup = Setup {
+        placement,
         machine: m,
         launch,
         latencies,
@@ -386,12 +391,16 @@ pub fn run(a: Args) -> CliResult {
     // Before and after, one after the other: the same command, the same
     // sampling, the plan only in the second.
     errln!("numalab profile: without the plan, then with it");
+    // The plan in the library's form once (its sites resolved in the
+    // program's files), for the profile and every timed run.
+    let planned = placement_for_library(&setup.machine, &setup.launch, Some(&fp), &a.command[0])?;
     let (before, _) = profile_once(&a, &setup, &a.output.join("before"), None)?;
-    let (after, outcome) = profile_once(&a, &setup, &a.output.join("after"), Some(&fp))?;
+    let (after, outcome) =
+        profile_once(&a, &setup, &a.output.join("after"), Some((&fp, &planned)))?;
     let c = compare_profiles(&before, &after);
     let times = a
         .repeat
-        .map(|n| time_runs(&a, &setup, &fp, n))
+        .map(|n| time_runs(&a, &setup, &planned, n))
         .transpose()?;
     let mut text = profile_compare::render(&c, "without the plan", "with the plan");
     if let Some(check) = &after.plan_check {
@@ -425,10 +434,8 @@ pub fn run(a: Args) -> CliResult {
 /// `--repeat N`: N unprofiled runs without and N with the plan, in
 /// alternating order (without first in even rounds, with first in odd
 /// ones, so neither side always runs on a warmer machine), timed wall-clock.
-fn time_runs(a: &Args, s: &Setup, plan: &Plan, n: usize) -> Result<RunTimes, CliError> {
-    let m = &s.machine;
-    let with = placement_for_library(m, &s.launch, Some(plan), &a.command[0])?;
-    let without = placement_for_library(m, &s.launch, None, &a.command[0])?;
+fn time_runs(a: &Args, s: &Setup, with_plan: &str, n: usize) -> Result<RunTimes, CliError> {
+    let (with, without) = (with_plan, s.placement.as_str());
     if n < 4 {
         errln!("numalab profile: --repeat {n}: fewer than 4 runs a side can never reach p < 0.05; the verdict will be \"cannot tell\"");
     }
@@ -440,12 +447,12 @@ fn time_runs(a: &Args, s: &Setup, plan: &Plan, n: usize) -> Result<RunTimes, Cli
             [true, false]
         };
         for planned in order {
-            let placement = if planned { &with } else { &without };
+            let placement = if planned { with } else { without };
             let mut prepared = s.launch.prepare()?.quiet();
             if !placement.is_empty() {
                 prepared = prepared
                     .with_env("LD_PRELOAD", preload_with(&s.library))
-                    .with_env("NUMALAB_PLAN", placement.clone());
+                    .with_env("NUMALAB_PLAN", placement);
             }
             let t0 = std::time::Instant::now();
             let outcome = prepared
@@ -484,17 +491,17 @@ fn shown_command(c: &[OsString]) -> String {
 }
 
 /// One profiled run into `dir` (profile.json, profile.txt, profile.html,
-/// the records), with `file_plan` applied by the library when given.
+/// the records), with a plan and its library form applied when given.
 fn profile_once(
     a: &Args,
     s: &Setup,
     dir: &Path,
-    file_plan: Option<&Plan>,
+    file_plan: Option<(&Plan, &str)>,
 ) -> Result<(Profile, numalab::placement::LaunchOutcome), CliError> {
     let m = &s.machine;
     prepare_folder(dir)?;
     let records = dir.join("records.bin");
-    let placement = placement_for_library(m, &s.launch, file_plan, &a.command[0])?;
+    let placement = file_plan.map_or(s.placement.as_str(), |p| p.1);
     let records_abs = std::path::absolute(&records).unwrap_or(records.clone());
     let prepared = s
         .launch
@@ -561,7 +568,7 @@ fn profile_once(
     let outcome = outcome.map_err(|e| CliError::failed(format!("waiting for '{program}': {e}")))?;
     let mut profile = analyse(m, a, &records_abs, (s.pmu.clone(), !s.pmu_spec.is_empty()));
     profile.counters = counted.report();
-    if let Some(fp) = file_plan {
+    if let Some((fp, _)) = file_plan {
         let bytes = std::fs::read(&records_abs).unwrap_or_default();
         profile.plan_check = Some(verify(m, fp, &Record::decode_all(&bytes)));
     }
