@@ -322,6 +322,14 @@ fn run_places_the_child_and_propagates_its_status() {
     assert_eq!(r.rc, 0, "{}", r.err);
     assert!(r.err.contains("placement of 'dd' at exit"), "{}", r.err);
     assert!(r.err.contains("memory policy: bind:0"), "{}", r.err);
+    // A command that executes another program under --verify: the trap
+    // of the second exec is ptrace's, not the program's (it used to be
+    // delivered and ended the program with SIGTRAP, exit 133).
+    let r = numalab(&["run", "--verify", "--", "sh", "-c", "exec echo again"]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert_eq!(r.out, "again\n");
+    assert!(r.err.contains("process "), "{}", r.err);
+    assert!(r.err.contains(" (echo)"), "{}", r.err);
 }
 
 #[test]

@@ -309,6 +309,8 @@ fn bad_counter_options_are_one_line() {
     );
     let r = numalab(&["run", "--counters-json", "/tmp/x.json", "--", "true"]);
     assert_one_line_error("json without counters", r.rc, &r.err, 2, "--counters");
+    let r = numalab(&["run", "--per-thread", "--", "true"]);
+    assert_one_line_error("per-thread without counters", r.rc, &r.err, 2, "--counters");
     // Never over the command's own files.
     let d = scratch("bad_counter_options");
     let input = d.join("input.txt");
@@ -326,6 +328,182 @@ fn bad_counter_options_are_one_line() {
         "true",
     ]);
     assert_one_line_error("a directory", r.rc, &r.err, 2, "is a directory");
+}
+
+/// tests/programs/thread_tree.c: five threads in one process and two in
+/// a child, with known page faults each.
+fn thread_tree() -> PathBuf {
+    static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        compile_c(
+            "crates/numalab-cli/tests/programs/thread_tree.c",
+            "thread_tree",
+        )
+    })
+    .clone()
+}
+
+/// The task named `name` in a per-thread report.
+fn task<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["tasks"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no task {name} in {}", r["tasks"]))
+}
+
+/// A task's count of `event`.
+fn task_value(t: &Value, event: &str) -> u64 {
+    t["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == event)
+        .and_then(|e| e["value"].as_u64())
+        .unwrap_or_else(|| panic!("no {event} value in {t}"))
+}
+
+#[test]
+fn per_thread_counts_each_thread_and_child_process_alone() {
+    let _t = turn();
+    let prog = thread_tree();
+    let p = prog.to_str().unwrap();
+    const PAGES: u64 = 1024;
+    let pages = PAGES.to_string();
+    // Without --per-thread: the same program, inherited totals.
+    let inherited = counted("page-faults", &[p, &pages], "per_thread_counts_inherited");
+    let file = scratch("per_thread_counts_alone").join("c.json");
+    let out = numalab(&[
+        "run",
+        "--counters=page-faults,task-clock,cycles",
+        "--per-thread",
+        "--counters-json",
+        file.to_str().unwrap(),
+        "--",
+        p,
+        &pages,
+    ]);
+    assert_eq!(out.rc, 0, "stderr: {}", out.err);
+    let r = parse_json(&std::fs::read_to_string(&file).unwrap(), "counters.json");
+    let tasks = r["tasks"]["tasks"].as_array().unwrap();
+    let names: Vec<&str> = tasks.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(tasks.len(), 7, "{names:?}");
+    // In the order they started: the program first.
+    assert_eq!(names[0], "thread_tree", "{names:?}");
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        [
+            "child",
+            "child-t",
+            "thread_tree",
+            "touch-1",
+            "touch-2",
+            "touch-2b",
+            "touch-3"
+        ]
+    );
+    let main = task(&r, "thread_tree");
+    let main_pid = main["pid"].as_i64().unwrap();
+    assert_eq!(main["tid"].as_i64(), Some(main_pid));
+    for name in ["touch-1", "touch-2", "touch-3", "touch-2b"] {
+        let t = task(&r, name);
+        assert_eq!(t["pid"].as_i64(), Some(main_pid), "{t}");
+        assert_ne!(t["tid"].as_i64(), Some(main_pid), "{t}");
+    }
+    let child = task(&r, "child");
+    let child_pid = child["pid"].as_i64().unwrap();
+    assert_ne!(child_pid, main_pid);
+    assert_eq!(child["tid"].as_i64(), Some(child_pid));
+    assert_eq!(task(&r, "child-t")["pid"].as_i64(), Some(child_pid));
+    // Each thread's own faults: its pages and a few of its stack's and
+    // libc's, never another thread's.
+    for (name, pages) in [
+        ("touch-1", PAGES),
+        ("touch-2", 2 * PAGES),
+        ("touch-3", 3 * PAGES),
+        ("touch-2b", PAGES),
+        ("child-t", PAGES / 4),
+    ] {
+        let pf = task_value(task(&r, name), "page-faults");
+        assert!(
+            (pages..pages + 64).contains(&pf),
+            "{name}: {pf} page faults for {pages} pages"
+        );
+    }
+    // The child's pages and its copies on write of what it shares with its parent.
+    let pf = task_value(child, "page-faults");
+    assert!((PAGES..PAGES + 400).contains(&pf), "child: {pf}");
+    // The main thread's half, and the loader's.
+    let pf = task_value(main, "page-faults");
+    assert!((PAGES / 2..PAGES / 2 + 400).contains(&pf), "main: {pf}");
+    // Totals are the sums over the tasks, and agree with the inherited count.
+    let sum: u64 = tasks.iter().map(|t| task_value(t, "page-faults")).sum();
+    assert_eq!(value(&r, "page-faults"), sum);
+    within(
+        "per-thread total against inherited",
+        sum as f64,
+        value(&inherited, "page-faults") as f64,
+        0.05,
+    );
+    let clock: u64 = tasks.iter().map(|t| task_value(t, "task-clock")).sum();
+    assert_eq!(value(&r, "task-clock"), clock);
+    assert!(tasks.iter().all(|t| t["ended"] == true), "{}", r["tasks"]);
+    assert_eq!(r["tasks"]["not_listed"], 0);
+    if !std::path::Path::new("/sys/bus/event_source/devices/cpu").exists() {
+        let e = event(&r, "cycles");
+        assert!(e["value"].is_null(), "{e}");
+        assert!(e["unavailable"]
+            .as_str()
+            .unwrap()
+            .starts_with("not available on this machine: no cpu PMU"));
+        for t in tasks {
+            let c = t["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "cycles")
+                .unwrap();
+            assert!(c["value"].is_null(), "{t}");
+        }
+    }
+}
+
+#[test]
+fn per_thread_text_lists_the_tasks_and_keeps_the_exit_code() {
+    let _t = turn();
+    let prog = thread_tree();
+    let cmd = format!("{} 256; exit 3", prog.display());
+    let r = numalab(&[
+        "run",
+        "--counters=page-faults",
+        "--per-thread",
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    assert_eq!(r.rc, 3, "stderr: {}", r.err);
+    // sh, the program's five threads, its child and the child's thread.
+    assert!(
+        r.err
+            .contains("per thread (8 tasks; each task counted alone"),
+        "{}",
+        r.err
+    );
+    let row = r
+        .err
+        .lines()
+        .find(|l| l.split_whitespace().nth(2) == Some("touch-3"))
+        .unwrap_or_else(|| panic!("no touch-3 row in {}", r.err));
+    let pf: u64 = row.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!((768..768 + 64).contains(&pf), "{row}");
+    assert!(r
+        .err
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("sh")));
 }
 
 #[test]
@@ -363,4 +541,48 @@ fn profile_json_carries_the_counters() {
             .unwrap()
             .starts_with("not available on this machine: no cpu PMU"));
     }
+    // In the text and the page too.
+    let txt = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(
+        txt.contains("counters (totals over the command's threads and children):"),
+        "{txt}"
+    );
+    let html = std::fs::read_to_string(dir.join("profile.html")).unwrap();
+    let at = html
+        .find("id=\"tab-profile-counters\"")
+        .expect("counters table");
+    assert!(html[at..].contains("<td class=\"l\">page-faults</td>"));
+    assert!(!html.contains("tab-profile-tasks"), "no per-thread table");
+}
+
+#[test]
+fn profile_per_thread_lists_the_tasks() {
+    let _t = turn();
+    let _ = common::preload_library();
+    let dir = scratch("profile_per_thread").join("out");
+    let prog = thread_tree();
+    let r = numalab(&[
+        "profile",
+        "--per-thread",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "512",
+    ]);
+    assert_eq!(r.rc, 0, "stderr: {}", r.err);
+    let p = parse_json(
+        &std::fs::read_to_string(dir.join("profile.json")).unwrap(),
+        "profile.json",
+    );
+    let c = &p["counters"];
+    let pf = task_value(task(c, "touch-3"), "page-faults");
+    assert!((1536..1536 + 64).contains(&pf), "touch-3: {pf}");
+    // The library's sampling thread is a task of the program too.
+    assert!(c["tasks"]["tasks"].as_array().unwrap().len() >= 7);
+    let txt = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(txt.contains("touch-2b"), "{txt}");
+    let html = std::fs::read_to_string(dir.join("profile.html")).unwrap();
+    let at = html.find("id=\"tab-profile-tasks\"").expect("tasks table");
+    assert!(html[at..].contains("<td class=\"l\">child-t</td>"));
 }

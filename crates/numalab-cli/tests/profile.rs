@@ -48,7 +48,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
     assert!(program_out.contains("sums right"), "{program_out}");
     let v = parse_json(json, "numalab profile --json");
-    assert_eq!(v["schema_version"], "1.5");
+    assert_eq!(v["schema_version"], "1.6");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
     let c = &v["cost"];

@@ -110,6 +110,11 @@ pub struct Args {
     /// reach p < 0.05).
     #[arg(long, value_name = "N", value_parser = whole(1, 100), requires = "plan")]
     repeat: Option<usize>,
+    /// Count each thread and child process on its own as well (the counters in profile.json,
+    /// docs/counters.md): the command runs traced, and numalab waits until every process it
+    /// started has ended.
+    #[arg(long)]
+    per_thread: bool,
     /// Print the profile as JSON on stdout instead of text (with --plan: the comparison, the
     /// plan's check and the run times).
     #[arg(long)]
@@ -545,7 +550,12 @@ fn profile_once(
             ((a.refine_time * 1e3).round() as u64).to_string(),
         );
     // Counted by default: the software events and what the machine has.
-    let (prepared, counted) = numalab::measure::counters::attach(
+    let attach = if a.per_thread {
+        numalab::measure::counters::attach_per_task
+    } else {
+        numalab::measure::counters::attach
+    };
+    let (prepared, counted) = attach(
         prepared,
         numalab::measure::counters::default_list(),
         numalab::measure::counters::line_bytes(m),

@@ -49,6 +49,10 @@ pub struct Args {
     /// With --counters: write the counters as JSON to FILE instead of text on stderr.
     #[arg(long, value_name = "FILE", requires = "counters")]
     counters_json: Option<PathBuf>,
+    /// With --counters: count each thread and child process on its own as well (the command
+    /// runs traced, and numalab waits until every process it started has ended).
+    #[arg(long, requires = "counters")]
+    per_thread: bool,
     /// The command and its arguments, after `--` (passed on byte for byte, UTF-8 or not).
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -143,7 +147,12 @@ pub fn run(a: Args) -> CliResult {
     }
     let (prepared, counted) = match &a.counters {
         Some(list) => {
-            let (p, c) = counters::attach(prepared, list.0.clone(), counters::line_bytes(&m));
+            let attach = if a.per_thread {
+                counters::attach_per_task
+            } else {
+                counters::attach
+            };
+            let (p, c) = attach(prepared, list.0.clone(), counters::line_bytes(&m));
             (p, Some(c))
         }
         None => (prepared, None),

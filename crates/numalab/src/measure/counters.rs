@@ -193,7 +193,11 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 /// the kernel refuses kernel-mode counting (perf_event_paranoid), user
 /// space only, as `perf stat` does. The descriptor and whether it counts
 /// user space only, or the errno of the first refusal.
-fn open_one(e: &Event, pid: i32) -> Result<(OwnedFd, bool), i32> {
+///
+/// With `one_task`, the event counts task `pid` alone from now on (no
+/// inherit, enabled at once): [`crate::measure::task_counters`] opens one
+/// per thread and process that way.
+fn open_one(e: &Event, pid: i32, one_task: bool) -> Result<(OwnedFd, bool), i32> {
     let mut first_err = None;
     for user_only in [false, true] {
         let mut attr = Attr {
@@ -201,7 +205,11 @@ fn open_one(e: &Event, pid: i32) -> Result<(OwnedFd, bool), i32> {
             size: std::mem::size_of::<Attr>() as u32,
             config: e.config,
             read_format: FORMAT_TOTAL_TIME_ENABLED | FORMAT_TOTAL_TIME_RUNNING,
-            flags: ATTR_DISABLED | ATTR_INHERIT | ATTR_ENABLE_ON_EXEC,
+            flags: if one_task {
+                0
+            } else {
+                ATTR_DISABLED | ATTR_INHERIT | ATTR_ENABLE_ON_EXEC
+            },
             ..Attr::default()
         };
         if user_only {
@@ -501,6 +509,10 @@ pub struct CounterReport {
     pub line_bytes: u32,
     /// Whether `line_bytes` came from the machine model (else 64 assumed).
     pub line_from_machine: bool,
+    /// With `--per-thread`: each thread's and process's own counts
+    /// ([`crate::measure::task_counters`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<crate::measure::task_counters::TaskTable>,
 }
 
 /// The last-level cache's line size in the machine model, when known.
@@ -603,13 +615,24 @@ pub struct Opened {
 /// at its next exec). Refused ones carry their reason.
 pub fn open(pid: i32, events: &[&'static Event]) -> Opened {
     let cpu_pmu = has_cpu_pmu(Path::new("/sys/bus/event_source/devices"));
+    open_on(pid, events, false, cpu_pmu)
+}
+
+/// [`open`], or with `one_task` events on task `pid` alone, enabled now
+/// (see [`open_one`]); `cpu_pmu` words the refusals.
+pub(crate) fn open_on(
+    pid: i32,
+    events: &[&'static Event],
+    one_task: bool,
+    cpu_pmu: bool,
+) -> Opened {
     Opened {
         events: events
             .iter()
             .map(|e| {
                 (
                     *e,
-                    open_one(e, pid).map_err(|errno| refusal(e.kind, errno, cpu_pmu)),
+                    open_one(e, pid, one_task).map_err(|errno| refusal(e.kind, errno, cpu_pmu)),
                 )
             })
             .collect(),
@@ -622,31 +645,34 @@ impl Opened {
     pub fn read(&self) -> Vec<EventValue> {
         self.events
             .iter()
-            .map(|(e, opened)| match opened {
-                Err(why) => EventValue::unavailable(e, why.clone()),
-                Ok((fd, user_only)) => {
-                    let mut buf = [0u8; 24];
-                    // SAFETY: reads into a buffer of the length given.
-                    let n =
-                        unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-                    let got =
-                        usize::try_from(n).map_err(|_| std::io::Error::last_os_error().to_string());
-                    match got.as_ref().ok().and_then(|n| Reading::decode(&buf[..*n])) {
-                        Some(r) => EventValue::from_reading(e, r, *user_only),
-                        None => EventValue::unavailable(
-                            e,
-                            format!(
-                                "could not be read: {}",
-                                match got {
-                                    Err(err) => err,
-                                    Ok(n) => format!("{n} bytes instead of 24"),
-                                }
-                            ),
-                        ),
-                    }
-                }
-            })
+            .map(|(e, opened)| read_event(e, opened))
             .collect()
+    }
+}
+
+/// One event's value from its descriptor, or why there is none.
+fn read_event(e: &'static Event, opened: &OpenedEvent) -> EventValue {
+    match opened {
+        Err(why) => EventValue::unavailable(e, why.clone()),
+        Ok((fd, user_only)) => {
+            let mut buf = [0u8; 24];
+            // SAFETY: reads into a buffer of the length given.
+            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            let got = usize::try_from(n).map_err(|_| std::io::Error::last_os_error().to_string());
+            match got.as_ref().ok().and_then(|n| Reading::decode(&buf[..*n])) {
+                Some(r) => EventValue::from_reading(e, r, *user_only),
+                None => EventValue::unavailable(
+                    e,
+                    format!(
+                        "could not be read: {}",
+                        match got {
+                            Err(err) => err,
+                            Ok(n) => format!("{n} bytes instead of 24"),
+                        }
+                    ),
+                ),
+            }
+        }
     }
 }
 
@@ -660,13 +686,21 @@ pub fn report(events: Vec<EventValue>, line: Option<u32>) -> CounterReport {
         memory_controller: memory_controller(Path::new("/sys/bus/event_source/devices")),
         line_bytes,
         line_from_machine: line.is_some(),
+        tasks: None,
     }
 }
 
 /// Counters attached to a launch, to read once it ended.
-pub struct Pending {
-    opened: mpsc::Receiver<Opened>,
-    line: Option<u32>,
+pub struct Pending(Source);
+
+enum Source {
+    /// Inherited events on the command ([`attach`]).
+    Inherited {
+        opened: mpsc::Receiver<Opened>,
+        line: Option<u32>,
+    },
+    /// Events per task ([`attach_per_task`]).
+    PerTask(crate::measure::task_counters::PerTask),
 }
 
 /// Has `launch` open `events` on its command before the command's exec
@@ -681,15 +715,32 @@ pub fn attach(
     let launch = launch.before_exec(move |pid| {
         let _ = tx.send(open(pid, &events));
     });
-    (launch, Pending { opened: rx, line })
+    (launch, Pending(Source::Inherited { opened: rx, line }))
+}
+
+/// [`attach`] with counts per thread and process
+/// ([`crate::measure::task_counters`]): the launch is traced through every
+/// task of the command.
+pub fn attach_per_task(
+    launch: PreparedLaunch,
+    events: Vec<&'static Event>,
+    line: Option<u32>,
+) -> (PreparedLaunch, Pending) {
+    let (launch, per_task) = crate::measure::task_counters::follow(launch, events, line);
+    (launch, Pending(Source::PerTask(per_task)))
 }
 
 impl Pending {
     /// The counts, once the command ended (`wait` returned); `None` when
     /// the command never reached the point where they are opened.
     pub fn report(self) -> Option<CounterReport> {
-        let opened = self.opened.try_recv().ok()?;
-        Some(report(opened.read(), self.line))
+        match self.0 {
+            Source::Inherited { opened, line } => {
+                let opened = opened.try_recv().ok()?;
+                Some(report(opened.read(), line))
+            }
+            Source::PerTask(p) => p.report(),
+        }
     }
 }
 

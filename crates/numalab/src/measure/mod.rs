@@ -14,3 +14,4 @@ pub mod memory_traffic;
 pub mod pacing;
 pub mod sample_clock;
 pub mod stats;
+pub mod task_counters;

@@ -10,6 +10,12 @@
 //!   PTRACE_O_TRACEEXIT: at its exit, before its memory is torn down, its
 //!   placement is read ([`ProcessPlacement::read`]). Other signals that stop
 //!   it are delivered as they would have been.
+//! - With [`PreparedLaunch::follow_tasks`] the tracing follows every thread
+//!   and child process the command starts (PTRACE_O_TRACECLONE, FORK and
+//!   VFORK), and a [`TaskObserver`] hears of each task before its first
+//!   instruction and at its exit (per-thread counters,
+//!   `measure::counters::PerTask`). The wait then lasts until every traced
+//!   task has ended, as under `strace -f`.
 //! - [`ExitStatus::propagate`] ends this process as the command ended.
 //!
 //! ```no_run
@@ -199,6 +205,7 @@ impl LaunchPlan {
             env: Vec::new(),
             quiet: false,
             before_exec: Vec::new(),
+            observer: None,
         })
     }
 }
@@ -225,6 +232,18 @@ pub struct PreparedLaunch {
     env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     quiet: bool,
     before_exec: Vec<BeforeExec>,
+    observer: Option<Box<dyn TaskObserver>>,
+}
+
+/// Told of every task (thread or process) of a command launched with
+/// [`PreparedLaunch::follow_tasks`], from the thread that waits for it.
+pub trait TaskObserver: Send {
+    /// Task `tid` exists and is stopped before its first instruction of the
+    /// command's code (the command itself after its exec, a new thread or
+    /// process before it runs).
+    fn started(&mut self, tid: i32);
+    /// Task `tid` is exiting: stopped with its `/proc` entry still there.
+    fn ended(&mut self, tid: i32);
 }
 
 /// Work done on the child process (given its pid) while it waits between
@@ -256,6 +275,16 @@ impl PreparedLaunch {
     /// the order given.
     pub fn before_exec(mut self, hook: impl FnOnce(i32) + Send + 'static) -> Self {
         self.before_exec.push(Box::new(hook));
+        self
+    }
+
+    /// Traces the command and every thread and process it starts, telling
+    /// `observer` of each ([`TaskObserver`]). [`Launch::wait`] then reaps
+    /// every child of this process: the caller must have no other child
+    /// it waits for while the launch runs.
+    pub fn follow_tasks(mut self, observer: Box<dyn TaskObserver>) -> Self {
+        self.trace = true;
+        self.observer = Some(observer);
         self
     }
 
@@ -356,6 +385,7 @@ impl PreparedLaunch {
         Ok(Launch {
             pid,
             trace,
+            observer: self.observer,
             forwarder: Some(forwarder),
             saved_mask,
             _weights: self.weights,
@@ -497,6 +527,7 @@ impl SpawnError {
 pub struct Launch {
     pid: Pid,
     trace: bool,
+    observer: Option<Box<dyn TaskObserver>>,
     forwarder: Option<Forwarder>,
     saved_mask: SigSet,
     _weights: Option<SysfsWeights>,
@@ -534,39 +565,117 @@ impl Launch {
     /// Then stops forwarding, restores this thread's signal mask and the
     /// sysfs weights. Fails only when the child cannot be waited for
     /// (someone else reaped it, e.g. with SIGCHLD ignored).
-    pub fn wait(self) -> io::Result<LaunchOutcome> {
+    pub fn wait(mut self) -> io::Result<LaunchOutcome> {
+        let mut observer = self.observer.take();
+        let main = self.pid;
         let mut placement = None;
         let mut first_stop = self.trace;
+        let mut status_of_main = None;
+        // Traced tasks other than the command's first, and whether their
+        // first stop (the SIGSTOP a new tracee starts with) was seen.
+        let mut tasks: std::collections::HashMap<i32, bool> = Default::default();
         loop {
-            let status = waitpid_raw(self.pid)?;
+            let (tid, status) = if observer.is_some() {
+                match waitpid_any_raw()? {
+                    Some(w) => w,
+                    // No child left (some exits went unseen).
+                    None => break,
+                }
+            } else {
+                (main, waitpid_raw(main)?)
+            };
             if let Some(s) = ExitStatus::from_wait(status) {
-                return Ok(LaunchOutcome {
-                    status: s,
-                    placement,
-                });
+                if tid == main {
+                    status_of_main = Some(s);
+                } else {
+                    tasks.remove(&tid.as_raw());
+                }
+                if observer.is_none() || (status_of_main.is_some() && tasks.is_empty()) {
+                    break;
+                }
+                continue;
             }
             if !libc::WIFSTOPPED(status) {
                 continue;
             }
             let sig = libc::WSTOPSIG(status);
             let event = (status >> 16) & 0xff;
+            if tid != main && observer.is_some() {
+                match tasks.get_mut(&tid.as_raw()) {
+                    // A new task's first stop, before or after its
+                    // creator's event: it is counted from here.
+                    None | Some(false) if sig == libc::SIGSTOP && event == 0 => {
+                        if tasks.insert(tid.as_raw(), true).is_none() {
+                            if let Some(o) = observer.as_mut() {
+                                o.started(tid.as_raw());
+                            }
+                        }
+                        resume(tid, 0);
+                        continue;
+                    }
+                    None => {
+                        tasks.insert(tid.as_raw(), true);
+                        if let Some(o) = observer.as_mut() {
+                            o.started(tid.as_raw());
+                        }
+                    }
+                    Some(_) => {}
+                }
+            }
             let mut deliver = 0;
-            if first_stop && sig == libc::SIGTRAP {
-                // The stop after exec: ask for the exit event, and have the
-                // kernel kill the child if this process dies, so it never
-                // stays stopped.
+            if first_stop && tid == main && sig == libc::SIGTRAP {
+                // The stop after exec: ask for the exit event (and the new
+                // tasks' events when following), and have the kernel kill
+                // the child if this process dies, so it never stays stopped.
                 first_stop = false;
-                let _ = ptrace::setoptions(
-                    self.pid,
-                    ptrace::Options::PTRACE_O_TRACEEXIT | ptrace::Options::PTRACE_O_EXITKILL,
-                );
+                let mut options = ptrace::Options::PTRACE_O_TRACEEXIT
+                    | ptrace::Options::PTRACE_O_EXITKILL
+                    | ptrace::Options::PTRACE_O_TRACEEXEC;
+                if let Some(o) = observer.as_mut() {
+                    options |= ptrace::Options::PTRACE_O_TRACECLONE
+                        | ptrace::Options::PTRACE_O_TRACEFORK
+                        | ptrace::Options::PTRACE_O_TRACEVFORK;
+                    o.started(main.as_raw());
+                }
+                let _ = ptrace::setoptions(main, options);
             } else if sig == libc::SIGTRAP && event == ptrace::Event::PTRACE_EVENT_EXIT as i32 {
-                placement = Some(ProcessPlacement::read(self.pid.as_raw()));
+                if tid == main {
+                    placement = Some(ProcessPlacement::read(main.as_raw()));
+                }
+                if let Some(o) = observer.as_mut() {
+                    o.ended(tid.as_raw());
+                }
+            } else if sig == libc::SIGTRAP
+                && [
+                    ptrace::Event::PTRACE_EVENT_CLONE,
+                    ptrace::Event::PTRACE_EVENT_FORK,
+                    ptrace::Event::PTRACE_EVENT_VFORK,
+                ]
+                .iter()
+                .any(|e| event == *e as i32)
+            {
+                // The new task, stopped until its first stop is seen.
+                if let Ok(new) = ptrace::getevent(tid) {
+                    let new = new as i32;
+                    if let std::collections::hash_map::Entry::Vacant(v) = tasks.entry(new) {
+                        v.insert(false);
+                        if let Some(o) = observer.as_mut() {
+                            o.started(new);
+                        }
+                    }
+                }
+            } else if sig == libc::SIGTRAP && event != 0 {
+                // Exec and other ptrace events: nothing to deliver.
             } else {
                 deliver = sig;
             }
-            resume(self.pid, deliver);
+            resume(tid, deliver);
         }
+        let status = match status_of_main {
+            Some(s) => s,
+            None => return Err(io::Error::from_raw_os_error(libc::ECHILD)),
+        };
+        Ok(LaunchOutcome { status, placement })
     }
 }
 
@@ -671,6 +780,25 @@ fn waitpid_raw(pid: Pid) -> io::Result<i32> {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
+        }
+    }
+}
+
+/// waitpid(-1, __WALL) keeping the raw status: the task that changed
+/// state and its status, or `None` when this process has no child left.
+fn waitpid_any_raw() -> io::Result<Option<(Pid, i32)>> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if pid > 0 {
+            return Ok(Some((Pid::from_raw(pid), status)));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return Ok(None),
+            _ => return Err(e),
         }
     }
 }

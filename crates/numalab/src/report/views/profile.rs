@@ -446,6 +446,10 @@ pub fn render(p: &Profile) -> String {
         s.push('\n');
         s.push_str(&super::plan::check_text(c));
     }
+    if let Some(c) = &p.counters {
+        s.push('\n');
+        s.push_str(&super::counters::text(c));
+    }
     for w in &p.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

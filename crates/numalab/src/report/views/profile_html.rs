@@ -5,6 +5,7 @@
 
 use super::profile::{node_counts, percent, refinement_summary, sampling_line};
 use crate::machine::Machine;
+use crate::measure::counters::{CounterReport, Kind};
 use crate::profile::page_map::PageMap;
 use crate::profile::refine::Refinement;
 use crate::profile::{Profile, RegionProfile, ThreadProfile, ThreadSpan, MAPPED_REGIONS};
@@ -43,6 +44,9 @@ pub fn render_html(p: &Profile, m: &Machine) -> String {
     threads(&mut h, p, m);
     if let Some(r) = &p.refinement {
         refinement(&mut h, r);
+    }
+    if let Some(c) = &p.counters {
+        counters(&mut h, c);
     }
     let _ = writeln!(
         h,
@@ -584,6 +588,100 @@ fn merged_spans(spans: &[ThreadSpan]) -> Vec<(f64, f64, Option<u32>, String)> {
             )
         })
         .collect()
+}
+
+/// The command's counters (docs/counters.md): each event's total or why
+/// it has none, the derived metrics, and the tasks when counted per thread.
+fn counters(h: &mut String, c: &CounterReport) {
+    h.push_str("<section id=\"sec-counters\">\n<h2>Counters</h2>\n");
+    h.push_str("<div class=\"scroll\"><table id=\"tab-profile-counters\">\n<tr><th class=\"l\">event</th><th class=\"l\">kind</th><th>total</th><th class=\"l\">note</th></tr>\n");
+    for e in &c.events {
+        let kind = match e.kind {
+            Kind::Software => "software",
+            Kind::Hardware => "hardware",
+        };
+        let (value, note) = match (e.value, &e.unavailable) {
+            (Some(v), _) => {
+                let mut notes = Vec::new();
+                if let Some(f) = e.scale_factor {
+                    notes.push(format!("multiplexed, scaled ×{f:.3}"));
+                }
+                if e.user_only {
+                    notes.push("user space only".into());
+                }
+                (
+                    format!(
+                        "{v}{}",
+                        if e.unit.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" {}", e.unit)
+                        }
+                    ),
+                    notes.join("; "),
+                )
+            }
+            (None, why) => ("—".into(), why.clone().unwrap_or_else(|| "no value".into())),
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{kind}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            esc(&e.name),
+            esc(&value),
+            esc(&note)
+        );
+    }
+    h.push_str("</table></div>\n<div class=\"scroll\"><table id=\"tab-profile-derived\">\n<tr><th class=\"l\">metric</th><th>value</th><th class=\"l\">formula or why not</th></tr>\n");
+    for d in &c.derived {
+        let (value, note) = match (d.value, &d.unavailable) {
+            (Some(v), _) => (format!("{v:.4} {}", d.unit), d.formula.clone()),
+            (None, why) => ("—".into(), why.clone().unwrap_or_else(|| "no value".into())),
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            esc(&d.name),
+            esc(&value),
+            esc(&note)
+        );
+    }
+    h.push_str("</table></div>\n");
+    if let Some(t) = &c.tasks {
+        let columns: Vec<usize> = t
+            .tasks
+            .first()
+            .map(|f| {
+                (0..f.events.len())
+                    .filter(|&i| t.tasks.iter().any(|k| k.events[i].value.is_some()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = write!(
+            h,
+            "<details><summary>Per thread ({} tasks)</summary>\n<div class=\"scroll\"><table id=\"tab-profile-tasks\">\n<tr><th>pid</th><th>tid</th><th class=\"l\">name</th>",
+            t.tasks.len() as u64 + t.not_listed
+        );
+        for &i in &columns {
+            let _ = write!(h, "<th>{}</th>", esc(&t.tasks[0].events[i].name));
+        }
+        h.push_str("</tr>\n");
+        for k in &t.tasks {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td>",
+                k.pid,
+                k.tid,
+                esc(&k.name)
+            );
+            for &i in &columns {
+                let cell = k.events[i].value.map_or("—".to_string(), |v| v.to_string());
+                let _ = write!(h, "<td>{cell}</td>");
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table></div></details>\n");
+    }
+    h.push_str("</section>\n");
 }
 
 /// The watched lines, each with its words' reads and writes by node.
