@@ -71,7 +71,7 @@ fn counter_list() -> Typed<List<&'static Event>> {
 /// not be written, before the command runs (its run would be wasted): a
 /// directory, a file in a missing or unwritable folder, or one of the
 /// command's own files.
-fn check_verify_json(opt: &str, path: &Path, command: &[OsString]) -> Result<(), CliError> {
+fn check_json_output(opt: &str, path: &Path, command: &[OsString]) -> Result<(), CliError> {
     let shown = path.display();
     let named: Vec<PathBuf> = command.iter().map(PathBuf::from).collect();
     let inputs: Vec<(&str, &Path)> = named
@@ -112,10 +112,10 @@ fn check_verify_json(opt: &str, path: &Path, command: &[OsString]) -> Result<(),
 
 pub fn run(a: Args) -> CliResult {
     if let Some(path) = &a.verify_json {
-        check_verify_json("--verify-json", path, &a.command)?;
+        check_json_output("--verify-json", path, &a.command)?;
     }
     if let Some(path) = &a.counters_json {
-        check_verify_json("--counters-json", path, &a.command)?;
+        check_json_output("--counters-json", path, &a.command)?;
     }
     let m = load_machine(None)?;
     let plan = plan(&m, &a.launch)?.verify_at_exit(a.verify);
