@@ -53,6 +53,9 @@ const MAX_ARENAS: usize = 256;
 const MF_MOVE: usize = 1 << 1;
 /// `MPOL_BIND`.
 const MODE_BIND: usize = 2;
+const MODE_INTERLEAVE: usize = 3;
+/// `vm.max_map_count` where it cannot be read: the kernel's default.
+const DEFAULT_MAP_COUNT: usize = 65530;
 
 #[derive(Clone, Debug, PartialEq)]
 enum Policy {
@@ -109,6 +112,16 @@ static GROWING: AtomicBool = AtomicBool::new(false);
 /// Program `mbind` calls skipped on planned regions, and `mbind` calls of
 /// the plan the kernel refused (with the first refusal's errno).
 static OVERRIDDEN: AtomicUsize = AtomicUsize::new(0);
+/// Stripes laid with an `mbind` of their own over the run, and the most
+/// there may be. To the kernel each stripe is a mapping of its own
+/// (neighbours differ in policy), and a process may have
+/// `vm.max_map_count` mappings: half of them are left to the program, so
+/// that its own `mmap` and thread stacks never run out. Past the budget a
+/// range is interleaved page by page over the same nodes (one mapping);
+/// such ranges are counted.
+static STRIPES_LAID: AtomicUsize = AtomicUsize::new(0);
+static STRIPE_BUDGET: AtomicUsize = AtomicUsize::new(DEFAULT_MAP_COUNT / 2);
+static FOLDED: AtomicUsize = AtomicUsize::new(0);
 static REFUSED: AtomicUsize = AtomicUsize::new(0);
 static FIRST_ERRNO: AtomicUsize = AtomicUsize::new(0);
 
@@ -139,6 +152,11 @@ pub fn init() -> bool {
             .any(|e| e.terms.iter().any(|t| matches!(t, Term::Code(..)))),
         SeqCst,
     );
+    let max_maps = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .unwrap_or(DEFAULT_MAP_COUNT);
+    STRIPE_BUDGET.store(max_maps / 2, SeqCst);
     if let Some(i) = entries.iter().position(|e| e.all) {
         ALL.store(i + 1, SeqCst);
         // SAFETY: sbrk(0) only reads the break.
@@ -275,7 +293,21 @@ fn apply(i: usize, origin: usize, start: usize, len: usize) {
                 page -= runs[k].1;
                 k += 1;
             }
+            let mut every = [0u64; MASK_WORDS];
+            for r in runs {
+                every[r.0 as usize / 64] |= 1 << (r.0 % 64);
+            }
+            // One node: the stripes would merge into one mapping anyway.
+            if runs.iter().all(|r| r.0 == runs[0].0) {
+                mbind(start, len, MODE_BIND, &every);
+                return;
+            }
             while at < end {
+                if STRIPES_LAID.fetch_add(1, SeqCst) >= STRIPE_BUDGET.load(SeqCst) {
+                    mbind(at, end - at, MODE_INTERLEAVE, &every);
+                    FOLDED.fetch_add(1, SeqCst);
+                    return;
+                }
                 let left = (runs[k].1 - page) as usize * ps;
                 let take = left.min(end - at);
                 let mut mask = [0u64; MASK_WORDS];
@@ -636,7 +668,8 @@ fn pages(start: usize, len: usize) {
 
 /// At exit: every live planned region's pages, and the totals (`PlanEnd`:
 /// `addr` the program's `mbind` calls skipped, `size` the plan's refused,
-/// `node` the first refusal's errno).
+/// `node` the first refusal's errno, `flags` the ranges interleaved page by
+/// page past the stripe budget).
 pub fn at_exit() {
     if !active() {
         return;
@@ -653,7 +686,7 @@ pub fn at_exit() {
         tid: sys::gettid(),
         cpu: u32::MAX,
         node: FIRST_ERRNO.load(SeqCst).min(i32::MAX as usize) as i32,
-        flags: 0,
+        flags: FOLDED.load(SeqCst).min(u32::MAX as usize) as u32,
         addr: OVERRIDDEN.load(SeqCst) as u64,
         size: REFUSED.load(SeqCst) as u64,
         time_ns: sys::monotonic_ns(),

@@ -98,7 +98,8 @@ pub enum Kind {
     PlanPages = 21,
     /// The plan's end, at exit: `addr` the program's own `mbind` calls
     /// skipped on planned regions, `size` the plan's `mbind` calls the
-    /// kernel refused, `node` the first refusal's errno.
+    /// kernel refused, `node` the first refusal's errno, `flags` the ranges
+    /// interleaved page by page past the stripe budget.
     PlanEnd = 22,
 }
 

@@ -143,6 +143,16 @@ pub fn run(a: Args) -> CliResult {
                 "numalab: stripes of pages ({}) laid by the preload library on every mapping the command makes; thread stacks and libc's own mappings are interleaved page by page",
                 stripes.join(", ")
             );
+            if s.iter().any(|(n, _)| *n != s[0].0) {
+                let max = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+                    .unwrap_or(65530);
+                errln!(
+                    "numalab: at most {} stripes are laid over the run (half of vm.max_map_count {max}: each is a kernel mapping of its own, and the other half is left to the command); past them a range is interleaved page by page",
+                    max / 2
+                );
+            }
         }
     }
     let (prepared, counted) = match &a.counters {

@@ -6,7 +6,8 @@
 //! `profile --plan` shows C local; `run --mem interleave:0-3@8` and an
 //! emulated `weighted:` lay their stripes on a program's big allocation,
 //! its break heap and its threads' arenas (crates/numalab-preload/tests/
-//! programs/stripes.c asks the kernel where each page is).
+//! programs/stripes.c asks the kernel where each page is), and no more
+//! stripes than half of `vm.max_map_count`.
 
 use crate::common::{parse_json, Guest};
 use crate::quartet;
@@ -32,6 +33,12 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "stripes_weighted",
         "numalab run --mem weighted:0=3,1=1@4 --weighted-impl emulate -- stripes",
+    ),
+    // Room for 1500 stripes: the big allocation's 512 and the break heap's
+    // fit, the first arena's 2048 do not.
+    (
+        "stripes_budget",
+        "old=$(cat /proc/sys/vm/max_map_count); echo 3000 > /proc/sys/vm/max_map_count; numalab run --mem interleave:0-3@8 -- stripes; rc=$?; echo $old > /proc/sys/vm/max_map_count; exit $rc",
     ),
 ];
 
@@ -232,4 +239,37 @@ fn quartet_weighted_stripes_are_emulated_with_their_weights() {
     assert_eq!(pattern, [12, 4, 12, 4], "{runs:?}");
     let (arena, _) = &out["arena2"];
     assert_eq!(arena.keys().collect::<Vec<_>>(), [&0, &1], "{arena:?}");
+}
+
+#[test]
+fn quartet_stripes_stop_at_half_of_max_map_count_and_the_rest_is_interleaved() {
+    let g = quartet();
+    let out = stripes(g, "stripes_budget");
+    let err = &g.step("stripes_budget").err;
+    assert!(
+        err.contains("at most 1500 stripes are laid over the run (half of vm.max_map_count 3000"),
+        "{err}"
+    );
+    // Laid before the budget ran out: the big allocation in runs of 8.
+    let (hist, runs) = &out["big"];
+    assert_eq!(
+        hist,
+        &BTreeMap::from([(0, 1024), (1, 1024), (2, 1024), (3, 1024)])
+    );
+    assert!(runs.iter().all(|r| *r == 8), "runs of 8 pages: {runs:?}");
+    // Past it: arenas interleaved page by page, still over every node, and
+    // every thread had its arena (the program's own mappings never ran out).
+    let mut folded = 0;
+    for name in ["arena0", "arena1", "arena2", "arena3"] {
+        let (hist, runs) = &out[name];
+        assert_eq!(hist.len(), 4, "{name}: on every node: {hist:?}");
+        let inner = &runs[1..runs.len() - 1];
+        if inner.iter().filter(|r| **r == 1).count() * 10 >= inner.len() * 9 {
+            folded += 1;
+        }
+    }
+    assert!(
+        folded >= 3,
+        "arenas interleaved page by page: {folded} of 4: {out:?}"
+    );
 }

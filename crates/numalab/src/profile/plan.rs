@@ -424,6 +424,10 @@ pub struct PlanCheck {
     /// The plan's `mbind` calls the kernel refused, and the first errno.
     pub refused: u64,
     pub first_errno: Option<i32>,
+    /// Ranges interleaved page by page instead of striped, because the
+    /// stripes laid reached half of `vm.max_map_count` (docs/plan.md).
+    #[serde(default)]
+    pub stripes_folded: u64,
     /// Processes that ran with the plan (each writes its end).
     pub processes: u64,
 }
@@ -494,6 +498,7 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
         program_mbinds_skipped: 0,
         refused: 0,
         first_errno: None,
+        stripes_folded: 0,
         processes: 0,
     };
     for r in records {
@@ -515,6 +520,7 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
                 check.processes += 1;
                 check.program_mbinds_skipped += r.addr;
                 check.refused += r.size;
+                check.stripes_folded += u64::from(r.flags);
                 if r.size > 0 && check.first_errno.is_none() {
                     check.first_errno = Some(r.node);
                 }
@@ -890,7 +896,10 @@ mod tests {
             rec(Kind::PlanPages, 1, 0xa00000, 1),
             rec(Kind::PlanPages, 0, 0xb00000, 9),
             rec(Kind::PlanPages, 1, 0xb00000, 1),
-            rec(Kind::PlanEnd, 22, 3, 1),
+            Record {
+                flags: 2,
+                ..rec(Kind::PlanEnd, 22, 3, 1)
+            },
         ];
         let c = verify(&m, &plan, &records);
         let verdicts: Vec<&str> = c.entries.iter().map(|e| e.verdict.as_str()).collect();
@@ -924,9 +933,13 @@ mod tests {
                 c.program_mbinds_skipped,
                 c.refused,
                 c.first_errno,
+                c.stripes_folded,
                 c.processes
             ),
-            (3, 1, Some(22), 1)
+            (3, 1, Some(22), 2, 1)
         );
+        assert!(crate::report::views::plan::check_text(&c).contains(
+            "  2 range(s) interleaved page by page instead of striped: the stripes laid reached half of vm.max_map_count\n"
+        ));
     }
 }

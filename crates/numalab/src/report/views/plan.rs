@@ -61,6 +61,12 @@ pub fn check_text(c: &PlanCheck) -> String {
             c.first_errno.unwrap_or(0)
         ));
     }
+    if c.stripes_folded > 0 {
+        out.push_str(&format!(
+            "  {} range(s) interleaved page by page instead of striped: the stripes laid reached half of vm.max_map_count\n",
+            c.stripes_folded
+        ));
+    }
     if c.processes == 0 {
         out.push_str("  the library never reported its end: the program did not exit normally, or ignored LD_PRELOAD (static or setuid)\n");
     }
