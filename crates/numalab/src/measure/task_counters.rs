@@ -47,8 +47,9 @@ pub struct TaskCounters {
     /// The derived metrics that have a value for this task.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub derived: Vec<DerivedValue>,
-    /// False when the task was still running when the launch ended (its
-    /// counts are those read then).
+    /// False when its exit was not seen: still running when the launch
+    /// ended, or gone without an exit stop (its counts are those read
+    /// then, and its name the one it started with).
     pub ended: bool,
 }
 
@@ -64,6 +65,8 @@ pub struct TaskTable {
 /// A task's events while it runs.
 struct Live {
     pid: i32,
+    /// Its name when it started, should `/proc` not have it at the end.
+    name: String,
     order: u64,
     opened: Opened,
 }
@@ -125,9 +128,7 @@ impl State {
             self.not_listed += 1;
             return;
         }
-        let name = std::fs::read_to_string(format!("/proc/{tid}/comm"))
-            .map(|s| s.trim_end().to_string())
-            .unwrap_or_else(|_| "?".into());
+        let name = name_of(tid).unwrap_or(live.name);
         let derived = derive(&events, self.line, self.line_known)
             .into_iter()
             .filter(|d| d.value.is_some())
@@ -202,6 +203,13 @@ fn raise_nofile() -> Option<libc::rlimit> {
     (unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &new) } == 0).then_some(old)
 }
 
+/// `/proc/TID/comm`: the task's name.
+fn name_of(tid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{tid}/comm"))
+        .ok()
+        .map(|s| s.trim_end().to_string())
+}
+
 /// The `Tgid:` of `/proc/TID/status`: the task's process.
 fn process_of(tid: i32) -> i32 {
     std::fs::read_to_string(format!("/proc/{tid}/status"))
@@ -232,6 +240,7 @@ impl TaskObserver for Observer {
             tid,
             Live {
                 pid: process_of(tid),
+                name: name_of(tid).unwrap_or_else(|| "?".into()),
                 order,
                 opened,
             },

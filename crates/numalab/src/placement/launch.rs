@@ -601,7 +601,7 @@ impl Launch {
             let sig = libc::WSTOPSIG(status);
             let event = (status >> 16) & 0xff;
             if tid != main && observer.is_some() {
-                match tasks.get_mut(&tid.as_raw()) {
+                match tasks.get(&tid.as_raw()).copied() {
                     // A new task's first stop, before or after its
                     // creator's event: it is counted from here.
                     None | Some(false) if sig == libc::SIGSTOP && event == 0 => {

@@ -177,7 +177,7 @@ fn tasks_text(t: &TaskTable) -> String {
             }
         }
         if !k.ended {
-            row.push_str("  (still running when read)");
+            row.push_str("  (exit not seen: read at the end)");
         }
         let _ = writeln!(s, "{}", row.trim_end());
     }
@@ -326,7 +326,7 @@ mod tests {
         assert_eq!(row("main"), "7 7 main 70 2000* 3000 1.5");
         assert_eq!(
             row("worker"),
-            "7 8 worker 80 n/a 3000 n/a (still running when read)"
+            "7 8 worker 80 n/a 3000 n/a (exit not seen: read at the end)"
         );
         assert!(t.contains("... 2 more tasks (--counters-json lists up to 4096)"));
         assert!(t.contains("* scaled: the task's counter was multiplexed"));
