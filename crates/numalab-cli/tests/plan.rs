@@ -334,3 +334,59 @@ fn bad_plans_are_refused_in_one_line() {
     let r = numalab(&["run", "--plan", &good, "--", "/no/such/program"]);
     assert_eq!(r.rc, 127, "{}", r.err);
 }
+
+#[test]
+fn small_allocations_of_an_entry_come_from_its_placed_pool() {
+    preload_library();
+    let dir = scratch("plan-small");
+    let prog = common::compile_c(
+        "crates/numalab-cli/tests/programs/small_nodes.c",
+        "small_nodes",
+    );
+    let run = |plan: &str, tag: &str| -> (common::Ran, Value) {
+        let path = dir.join(format!("{tag}.json"));
+        std::fs::write(dir.join(format!("{tag}-plan.json")), plan).unwrap();
+        let plan_path = dir.join(format!("{tag}-plan.json"));
+        let r = numalab(&[
+            "run",
+            "--plan",
+            plan_path.to_str().unwrap(),
+            "--verify",
+            "--verify-json",
+            path.to_str().unwrap(),
+            "--",
+            prog.to_str().unwrap(),
+            "20000",
+        ]);
+        assert_eq!(r.rc, 0, "{tag}: {}\n{}", r.err, r.out);
+        // The program read back every value, through free, realloc,
+        // calloc and malloc_usable_size on the pool's blocks.
+        assert_eq!(r.out, "ok nodes 20000\n", "{tag}");
+        let v = parse_json(&std::fs::read_to_string(&path).unwrap(), "verify.json");
+        (r, v)
+    };
+    let (_, v) = run(
+        r#"{"schema": "numalab-plan/1", "entries": [
+            {"region": "site:make_node", "policy": "bind:0", "small": true}]}"#,
+        "small",
+    );
+    let e = check(&v["plan"], "site:make_node");
+    assert_eq!(e["verdict"], "placed", "{e}");
+    // One pool of 64 MiB reserved, its pages made on touch: 20000 nodes of
+    // 64 bytes are 313 pages (the 10000 made again reuse the freed ones).
+    assert_eq!(
+        (e["regions"].clone(), e["bytes"].clone()),
+        (1.into(), (64u64 << 20).into())
+    );
+    let pages = e["pages_by_node"]["0"].as_u64().unwrap();
+    assert!((313..=320).contains(&pages), "{e}");
+    assert_eq!(v["plan"]["small_spilled"], 0);
+    // Without "small": blocks below a page are left to the heap.
+    let (_, v) = run(
+        r#"{"schema": "numalab-plan/1", "entries": [
+            {"region": "site:make_node", "policy": "bind:0"}]}"#,
+        "heap",
+    );
+    let e = check(&v["plan"], "site:make_node");
+    assert_eq!(e["verdict"], "nothing-matched", "{e}");
+}

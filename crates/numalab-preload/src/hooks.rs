@@ -17,7 +17,6 @@ extern "C" {
     fn __libc_memalign(align: size_t, n: size_t) -> *mut c_void;
     fn __libc_valloc(n: size_t) -> *mut c_void;
     fn __libc_pvalloc(n: size_t) -> *mut c_void;
-    fn malloc_usable_size(p: *mut c_void) -> size_t;
 }
 
 /// The next definition of a libc function, looked up once.
@@ -38,6 +37,16 @@ macro_rules! real {
             Some(unsafe { std::mem::transmute::<usize, $ty>(p) })
         }
     }};
+}
+
+type UsableSizeFn = unsafe extern "C" fn(*mut c_void) -> size_t;
+
+/// libc's `malloc_usable_size` (this library's answers for its pools).
+unsafe fn libc_usable_size(p: *mut c_void) -> size_t {
+    match real!("malloc_usable_size", UsableSizeFn) {
+        Some(f) => f(p),
+        None => 0,
+    }
 }
 
 fn floor(a: usize) -> usize {
@@ -264,7 +273,7 @@ fn untrack_heap(p: *mut c_void) {
     // placed some: malloc_usable_size on every free is the churn's cost.)
     if (active() || plan::placed_any()) && !p.is_null() {
         // SAFETY: p is a live allocation of this malloc.
-        let n = unsafe { malloc_usable_size(p) };
+        let n = unsafe { libc_usable_size(p) };
         if active() && n >= MIN_BYTES.load(SeqCst) {
             untrack(p as usize, n);
         }
@@ -287,6 +296,13 @@ unsafe fn planned(
 ) -> *mut c_void {
     if !plan::active() {
         return alloc();
+    }
+    if align <= 16 {
+        if let Some(i) = plan::entry_for_small(n) {
+            if let Some(p) = crate::pool::alloc(i, n, zero, plan::place_pool) {
+                return p;
+            }
+        }
     }
     if let Some(i) = plan::entry_for_allocation(n) {
         let ps = page_size();
@@ -325,6 +341,21 @@ pub unsafe extern "C" fn calloc(n: size_t, m: size_t) -> *mut c_void {
 /// As C's `realloc`.
 #[no_mangle]
 pub unsafe extern "C" fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
+    if let Some(size) = crate::pool::usable(p) {
+        // A pool's object: kept when it still fits, else moved to a new
+        // allocation (which the plan judges as any other).
+        if n != 0 && n <= size {
+            return p;
+        }
+        let q = malloc(n);
+        if !q.is_null() || n == 0 {
+            if !q.is_null() {
+                std::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, size.min(n));
+            }
+            crate::pool::free(p);
+        }
+        return q;
+    }
     untrack_heap(p);
     let q = __libc_realloc(p, n);
     // A moved or grown block cannot be made aligned: its whole pages are
@@ -339,8 +370,21 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
 /// As C's `free`.
 #[no_mangle]
 pub unsafe extern "C" fn free(p: *mut c_void) {
+    if crate::pool::free(p) {
+        return;
+    }
     untrack_heap(p);
     __libc_free(p)
+}
+
+/// # Safety
+/// As C's `malloc_usable_size`.
+#[no_mangle]
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> size_t {
+    match crate::pool::usable(p) {
+        Some(size) => size,
+        None => libc_usable_size(p),
+    }
 }
 
 /// # Safety

@@ -42,6 +42,7 @@ mod huge;
 mod places;
 mod plan;
 mod pmu;
+mod pool;
 mod queue;
 mod refine;
 mod sampler;

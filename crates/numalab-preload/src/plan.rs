@@ -77,6 +77,8 @@ struct Entry {
     all: bool,
     /// `static` terms: absolute ranges, placed at start.
     statics: Vec<(usize, usize)>,
+    /// `small`: allocations below a page too, from a pool of its own.
+    small: bool,
 }
 
 static ENTRIES: OnceLock<Vec<Entry>> = OnceLock::new();
@@ -112,6 +114,8 @@ static GROWING: AtomicBool = AtomicBool::new(false);
 /// Program `mbind` calls skipped on planned regions, and `mbind` calls of
 /// the plan the kernel refused (with the first refusal's errno).
 static OVERRIDDEN: AtomicUsize = AtomicUsize::new(0);
+/// Whether an entry places small allocations (`small`).
+static SMALL: AtomicBool = AtomicBool::new(false);
 /// Stripes laid with an `mbind` of their own over the run, and the most
 /// there may be. To the kernel each stripe is a mapping of its own
 /// (neighbours differ in policy), and a process may have
@@ -146,6 +150,7 @@ pub fn init() -> bool {
     if entries.is_empty() {
         return false;
     }
+    SMALL.store(entries.iter().any(|e| e.small && !e.all), SeqCst);
     BY_STACK.store(
         entries
             .iter()
@@ -196,6 +201,7 @@ fn parse(text: &str, bias: impl Fn(&str) -> Option<usize>, paths: &mut Vec<Strin
                 terms: Vec::new(),
                 all: false,
                 statics: Vec::new(),
+                small: false,
             });
             continue;
         }
@@ -204,6 +210,8 @@ fn parse(text: &str, bias: impl Fn(&str) -> Option<usize>, paths: &mut Vec<Strin
         };
         if line == "all" {
             e.all = true;
+        } else if line == "small" {
+            e.small = true;
         } else if let Some(rest) = line.strip_prefix("static ") {
             let mut f = rest.splitn(3, ' ');
             let mut num = || f.next().and_then(|n| n.parse::<usize>().ok());
@@ -409,6 +417,36 @@ pub fn entry_for_allocation(n: usize) -> Option<usize> {
         stack: &pcs[..depth],
         path: None,
     })
+}
+
+/// The first entry with `small` that selects an allocation of `n` bytes,
+/// below a page, about to be made by the calling thread; `None` when no
+/// entry asks for small allocations (then no stack is taken).
+pub fn entry_for_small(n: usize) -> Option<usize> {
+    if !active() || !SMALL.load(SeqCst) || n >= page_size() || crate::hooks::on_library_thread() {
+        return None;
+    }
+    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let depth = if BY_STACK.load(SeqCst) {
+        crate::hooks::call_stack(&mut pcs)
+    } else {
+        0
+    };
+    let c = Candidate {
+        addr: 0,
+        len: n,
+        mmap: false,
+        stack: &pcs[..depth],
+        path: None,
+    };
+    ENTRIES.get()?.iter().position(|e| {
+        e.small && !e.all && select::selects_in(&e.terms, PATHS.get().map_or(&[], |p| p), &c)
+    })
+}
+
+/// Places entry `i`'s pool of small allocations (`pool::alloc`).
+pub fn place_pool(i: usize, start: usize, len: usize) {
+    place(i, start, len, true);
 }
 
 /// Places a page-aligned allocation `p` of `n` bytes that entry `i` selected.
@@ -669,7 +707,8 @@ fn pages(start: usize, len: usize) {
 /// At exit: every live planned region's pages, and the totals (`PlanEnd`:
 /// `addr` the program's `mbind` calls skipped, `size` the plan's refused,
 /// `node` the first refusal's errno, `flags` the ranges interleaved page by
-/// page past the stripe budget).
+/// page past the stripe budget, `cpu` the small allocations an entry
+/// selected that its pool could not take).
 pub fn at_exit() {
     if !active() {
         return;
@@ -684,7 +723,7 @@ pub fn at_exit() {
     emit(&Record {
         kind: Kind::PlanEnd,
         tid: sys::gettid(),
-        cpu: u32::MAX,
+        cpu: crate::pool::spilled().min(u32::MAX as usize - 1) as u32,
         node: FIRST_ERRNO.load(SeqCst).min(i32::MAX as usize) as i32,
         flags: FOLDED.load(SeqCst).min(u32::MAX as usize) as u32,
         addr: OVERRIDDEN.load(SeqCst) as u64,

@@ -99,7 +99,8 @@ pub enum Kind {
     /// The plan's end, at exit: `addr` the program's own `mbind` calls
     /// skipped on planned regions, `size` the plan's `mbind` calls the
     /// kernel refused, `node` the first refusal's errno, `flags` the ranges
-    /// interleaved page by page past the stripe budget.
+    /// interleaved page by page past the stripe budget, `cpu` the small
+    /// allocations selected that went to the heap (their pool was full).
     PlanEnd = 22,
 }
 

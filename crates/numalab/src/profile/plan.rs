@@ -55,6 +55,11 @@ pub struct PlanEntry {
     /// The memory policy they get (`interleave:0-3`, `bind:0`,
     /// `weighted:0=3,1=1`, `interleave:0-3@8`, `preferred:1`...).
     pub policy: String,
+    /// Whether allocations smaller than a page are placed too, each entry's
+    /// from a pool of its own whose pages get the policy (docs/plan.md):
+    /// they share pages with other objects in the heap.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub small: bool,
     /// Why (the diagnosis, for plans `numalab profile` wrote).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -127,6 +132,7 @@ impl Plan {
             entries.push(PlanEntry {
                 region,
                 policy,
+                small: r.kind == "small",
                 reason: Some(format!("{}: {}", d.kind, d.text)),
                 site: Some(r.site.clone()),
                 kind: Some(r.kind.clone()),
@@ -193,6 +199,9 @@ impl Plan {
             let at = |why: String| format!("entry {i} ({}): {why}", e.region);
             let policy = MemoryPolicy::parse(m, &e.policy).map_err(at)?;
             out.push_str(&policy_line(&realize(m, &policy).map_err(at)?));
+            if e.small {
+                out.push_str("small\n");
+            }
             let f = RegionFilter::parse(&e.region).map_err(at)?;
             let code = if f.has_sites() {
                 filter::resolve_sites(&f, objects).map_err(at)?
@@ -428,6 +437,10 @@ pub struct PlanCheck {
     /// stripes laid reached half of `vm.max_map_count` (docs/plan.md).
     #[serde(default)]
     pub stripes_folded: u64,
+    /// Small allocations an entry with `small` selected that went to the
+    /// heap, their entry's pool (64 MiB) being full.
+    #[serde(default)]
+    pub small_spilled: u64,
     /// Processes that ran with the plan (each writes its end).
     pub processes: u64,
 }
@@ -499,6 +512,7 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
         refused: 0,
         first_errno: None,
         stripes_folded: 0,
+        small_spilled: 0,
         processes: 0,
     };
     for r in records {
@@ -521,6 +535,9 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
                 check.program_mbinds_skipped += r.addr;
                 check.refused += r.size;
                 check.stripes_folded += u64::from(r.flags);
+                if r.cpu != u32::MAX {
+                    check.small_spilled += u64::from(r.cpu);
+                }
                 if r.size > 0 && check.first_errno.is_none() {
                     check.first_errno = Some(r.node);
                 }

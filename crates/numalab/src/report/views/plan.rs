@@ -67,6 +67,12 @@ pub fn check_text(c: &PlanCheck) -> String {
             c.stripes_folded
         ));
     }
+    if c.small_spilled > 0 {
+        out.push_str(&format!(
+            "  {} small allocation(s) selected went to the heap: their entry's pool (64 MiB) was full\n",
+            c.small_spilled
+        ));
+    }
     if c.processes == 0 {
         out.push_str("  the library never reported its end: the program did not exit normally, or ignored LD_PRELOAD (static or setuid)\n");
     }
