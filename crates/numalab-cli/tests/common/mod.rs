@@ -291,6 +291,19 @@ pub fn stripes_program() -> PathBuf {
         .clone()
 }
 
+/// crates/numalab-cli/tests/programs/small_nodes.c: a list of small
+/// nodes from one site; `/bin/small_nodes` in the guests.
+pub fn small_nodes_program() -> PathBuf {
+    static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        compile_c(
+            "crates/numalab-cli/tests/programs/small_nodes.c",
+            "small_nodes",
+        )
+    })
+    .clone()
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -355,6 +368,8 @@ pub fn boot_with(
         .arg(profile_truth_program())
         .arg("--file")
         .arg(stripes_program())
+        .arg("--file")
+        .arg(small_nodes_program())
         // Allocation sites by file and line, and plans that name them.
         .args(["--file", "/usr/bin/addr2line", "--file", "/usr/bin/objdump"])
         .arg("--script")
