@@ -225,7 +225,7 @@ fn hardware_events_are_unavailable_here_with_the_reason() {
     {
         assert_eq!(
             mc["unavailable"],
-            "not available on this machine: no uncore_imc or amd_df PMU"
+            "not available on this machine: no uncore_imc, amd_umc or amd_df PMU"
         );
     }
 }

@@ -108,11 +108,11 @@ fn memory_bytes_are_labelled_measured_or_assumed() {
         assert_eq!(source, "assumed");
         assert_eq!(
             t["reason"],
-            "not available on this machine: no uncore_imc or amd_df PMU"
+            "not available on this machine: no uncore_imc, amd_umc or amd_df PMU"
         );
         assert!(t["read_bytes"].is_null() && t["gbps"].is_null(), "{t}");
         assert!(
-            line.ends_with("(assumed: write-allocate counted, no memory-controller counters: not available on this machine: no uncore_imc or amd_df PMU)"),
+            line.ends_with("(assumed: write-allocate counted, no memory-controller counters: not available on this machine: no uncore_imc, amd_umc or amd_df PMU)"),
             "{line}"
         );
     } else if source == "measured" {

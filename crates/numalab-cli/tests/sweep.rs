@@ -200,7 +200,7 @@ fn findings_from_a_saved_result_and_the_list() {
     {
         assert_eq!(
             t["reason"],
-            "not available on this machine: no uncore_imc or amd_df PMU"
+            "not available on this machine: no uncore_imc, amd_umc or amd_df PMU"
         );
     }
     // A result saved before the label reads as assumed, not recorded.

@@ -242,13 +242,15 @@ fn open_one(e: &Event, pid: i32, one_task: bool) -> Result<(OwnedFd, bool), i32>
 }
 
 /// Opens a counting event of PMU `type_` with `config` system-wide on
-/// `cpu` (`pid` = -1, enabled now, no inherit), as uncore PMUs need; the
-/// descriptor or the kernel's errno.
+/// `cpu` (`pid` = -1, enabled now, no inherit, read with its times), as
+/// uncore PMUs need; the descriptor or the kernel's errno.
 pub(crate) fn open_system_wide(type_: u32, config: u64, cpu: i32) -> Result<OwnedFd, i32> {
     let attr = Attr {
         type_,
         size: std::mem::size_of::<Attr>() as u32,
         config,
+        // Times too: an event sharing its counter is scaled.
+        read_format: FORMAT_TOTAL_TIME_ENABLED | FORMAT_TOTAL_TIME_RUNNING,
         ..Attr::default()
     };
     // SAFETY: a valid, zeroed attr of the size it says; no group.
@@ -473,8 +475,9 @@ pub struct DerivedValue {
     pub unavailable: Option<String>,
 }
 
-/// Memory-controller PMUs (Intel `uncore_imc*`, AMD `amd_df`): listed when
-/// present, not counted (docs/counters.md).
+/// Memory-controller PMUs (Intel `uncore_imc*`, AMD `amd_umc*` and
+/// `amd_df`): listed when present (`measure::memory_traffic` counts them
+/// around `bench` and `sweep`; docs/counters.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryController {
     pub pmus: Vec<String>,
@@ -487,14 +490,16 @@ pub fn memory_controller(devices: &Path) -> MemoryController {
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("uncore_imc") || n == "amd_df")
+                .filter(|n| {
+                    n.starts_with("uncore_imc") || n.starts_with("amd_umc") || n == "amd_df"
+                })
                 .collect()
         })
         .unwrap_or_default();
     pmus.sort();
     let unavailable = pmus
         .is_empty()
-        .then(|| "not available on this machine: no uncore_imc or amd_df PMU".to_string());
+        .then(|| "not available on this machine: no uncore_imc, amd_umc or amd_df PMU".to_string());
     MemoryController { pmus, unavailable }
 }
 
@@ -958,7 +963,7 @@ mod tests {
         let none = memory_controller(&d);
         assert_eq!(
             none.unavailable.as_deref(),
-            Some("not available on this machine: no uncore_imc or amd_df PMU")
+            Some("not available on this machine: no uncore_imc, amd_umc or amd_df PMU")
         );
         std::fs::create_dir_all(d.join("uncore_imc_1")).unwrap();
         std::fs::create_dir_all(d.join("uncore_imc_0")).unwrap();

@@ -6,14 +6,23 @@
 //! Intel `uncore_imc_N` PMUs, [`begin`] opens their `cas_count_read` and
 //! `cas_count_write` events system-wide (`pid` = -1, each CPU of the
 //! device's `cpumask`, one per socket) and [`Counting::finish`] turns the
-//! counts into bytes (count × `.scale` × `.unit`). Anywhere else — no such
-//! PMU, AMD's data fabric (its events are named per family), or a refusal
-//! by the kernel — the result says "assumed" with the reason.
+//! counts into bytes (count × `.scale` × `.unit`). On AMD, Zen 4 and later
+//! expose `amd_umc_N` PMUs (one per memory controller): their CAS commands
+//! for reads and for writes (event 0x0a, `rdwrmask` 1 and 2; perf's
+//! `umc_cas_cmd.rd`/`.wr`) are counted the same way, 64 bytes each. Zen 2
+//! and 3 (families 0x17 and 0x19 without `amd_umc`) have only the data
+//! fabric's `amd_df`: its eight DRAM channels' "requests with data (64B)"
+//! (event 0x07 + 0x40 × channel, umask 0x38; perf's
+//! `dram_channel_data_controller_N`) count reads and writes together, on
+//! four counters, so they are multiplexed and scaled by time enabled over
+//! time running. Anywhere else — no such PMU, another family's data
+//! fabric, or a refusal by the kernel — the result says "assumed" with the
+//! reason.
 //!
 //! The counts are the whole machine's: every process's traffic in the
 //! interval is in them, not only the measured workers'.
 
-use super::counters::{memory_controller, open_system_wide, refusal_text};
+use super::counters::{memory_controller, open_system_wide, refusal_text, Reading};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -23,9 +32,8 @@ use std::time::Instant;
 /// Where the PMUs are listed.
 pub const DEVICES: &str = "/sys/bus/event_source/devices";
 
-/// Why AMD's data fabric is only detected.
-pub const AMD_DF_REASON: &str =
-    "AMD data-fabric events are named per family; not counted yet (amd_df PMU present)";
+/// Bytes per CAS command or DRAM request: one cache line.
+const LINE: f64 = 64.0;
 
 /// Whether memory bytes were counted by the memory controllers or assumed
 /// from the kernel's loop.
@@ -55,6 +63,10 @@ pub struct MemoryTraffic {
     /// The PMUs counted (`uncore_imc_0`, ...); empty when assumed.
     #[serde(default)]
     pub pmus: Vec<String>,
+    /// Bytes read and written, whole machine (the data fabric counts
+    /// only this total).
+    #[serde(default)]
+    pub bytes: Option<u64>,
     /// Bytes read from memory (CAS reads × 64), whole machine.
     pub read_bytes: Option<u64>,
     /// Bytes written to memory (CAS writes × 64), whole machine.
@@ -82,6 +94,7 @@ impl MemoryTraffic {
             source: Source::Assumed,
             reason: Some(reason),
             pmus: Vec::new(),
+            bytes: None,
             read_bytes: None,
             write_bytes: None,
             seconds: None,
@@ -98,6 +111,7 @@ impl MemoryTraffic {
             source: Source::Measured,
             reason: None,
             pmus,
+            bytes: Some(read.saturating_add(write)),
             read_bytes: Some(read),
             write_bytes: Some(write),
             seconds: Some(seconds),
@@ -109,6 +123,18 @@ impl MemoryTraffic {
 }
 
 impl MemoryTraffic {
+    /// Measured traffic known only as a total of bytes read and written
+    /// (the data fabric's DRAM requests).
+    pub fn measured_total(pmus: Vec<String>, bytes: u64, seconds: f64) -> Self {
+        MemoryTraffic {
+            read_bytes: None,
+            write_bytes: None,
+            read_gbps: None,
+            write_gbps: None,
+            ..MemoryTraffic::measured(pmus, bytes, 0, seconds)
+        }
+    }
+
     /// Pools a later interval into this one: measured bytes and seconds
     /// add up; when either is assumed the pool is assumed, with the first
     /// reason.
@@ -122,12 +148,17 @@ impl MemoryTraffic {
                         pmus.push(p);
                     }
                 }
-                *self = MemoryTraffic::measured(
-                    pmus,
-                    sum(self.read_bytes, later.read_bytes),
-                    sum(self.write_bytes, later.write_bytes),
-                    self.seconds.unwrap_or(0.0) + later.seconds.unwrap_or(0.0),
-                );
+                let seconds = self.seconds.unwrap_or(0.0) + later.seconds.unwrap_or(0.0);
+                *self = if self.read_bytes.is_some() && later.read_bytes.is_some() {
+                    MemoryTraffic::measured(
+                        pmus,
+                        sum(self.read_bytes, later.read_bytes),
+                        sum(self.write_bytes, later.write_bytes),
+                        seconds,
+                    )
+                } else {
+                    MemoryTraffic::measured_total(pmus, sum(self.bytes, later.bytes), seconds)
+                };
             }
             (Source::Measured, Source::Assumed) => *self = later,
             (Source::Assumed, _) => {}
@@ -135,17 +166,20 @@ impl MemoryTraffic {
     }
 }
 
-/// Read or write CAS commands.
+/// Read or write CAS commands, or requests of either (the data fabric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
     Read,
     Write,
+    Both,
 }
 
 /// One memory-controller event as sysfs describes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImcEvent {
     pub device: String,
+    /// Its name in errors (`cas_count_read`, `umc_cas_cmd.rd`, ...).
+    pub event: String,
     pub direction: Direction,
     /// The PMU's `type`.
     pub type_: u32,
@@ -258,17 +292,7 @@ pub fn unit_bytes(unit: &str) -> Result<f64, String> {
 
 /// One `uncore_imc_N` device's two CAS events.
 fn imc_device(dir: &Path, name: &str) -> Result<Vec<ImcEvent>, String> {
-    let type_ = read_trim(&dir.join("type"))?
-        .parse::<u32>()
-        .map_err(|_| format!("{name}: bad type"))?;
-    let cpus = parse_cpu_list(&read_trim(&dir.join("cpumask"))?)?;
-    let mut formats = BTreeMap::new();
-    if let Ok(rd) = std::fs::read_dir(dir.join("format")) {
-        for f in rd.flatten() {
-            let field = f.file_name().to_string_lossy().into_owned();
-            formats.insert(field, parse_format(&read_trim(&f.path())?)?);
-        }
-    }
+    let (type_, cpus, formats) = pmu_device(dir, name)?;
     let mut out = Vec::new();
     for (event, direction) in [
         ("cas_count_read", Direction::Read),
@@ -290,6 +314,7 @@ fn imc_device(dir: &Path, name: &str) -> Result<Vec<ImcEvent>, String> {
         };
         out.push(ImcEvent {
             device: name.to_string(),
+            event: event.to_string(),
             direction,
             type_,
             config,
@@ -300,20 +325,131 @@ fn imc_device(dir: &Path, name: &str) -> Result<Vec<ImcEvent>, String> {
     Ok(out)
 }
 
+/// A PMU's type, cpumask and `format/` fields.
+fn pmu_device(dir: &Path, name: &str) -> Result<(u32, Vec<i32>, Formats), String> {
+    let type_ = read_trim(&dir.join("type"))?
+        .parse::<u32>()
+        .map_err(|_| format!("{name}: bad type"))?;
+    let cpus = parse_cpu_list(&read_trim(&dir.join("cpumask"))?)?;
+    let mut formats = BTreeMap::new();
+    if let Ok(rd) = std::fs::read_dir(dir.join("format")) {
+        for f in rd.flatten() {
+            let field = f.file_name().to_string_lossy().into_owned();
+            formats.insert(field, parse_format(&read_trim(&f.path())?)?);
+        }
+    }
+    Ok((type_, cpus, formats))
+}
+
+type Formats = BTreeMap<String, Vec<(u32, u32)>>;
+
+/// Events of `name` (a PMU under `devices`) from (event name, terms,
+/// direction), each counting 64 bytes.
+fn line_events(
+    devices: &Path,
+    name: &str,
+    events: &[(String, String, Direction)],
+) -> Result<Vec<ImcEvent>, String> {
+    let (type_, cpus, formats) = pmu_device(&devices.join(name), name)?;
+    events
+        .iter()
+        .map(|(event, terms, direction)| {
+            Ok(ImcEvent {
+                device: name.to_string(),
+                event: event.clone(),
+                direction: *direction,
+                type_,
+                config: encode(terms, &formats).map_err(|e| format!("{name} {event}: {e}"))?,
+                bytes_per_count: LINE,
+                cpus: cpus.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The CPU family of `/proc/cpuinfo` (`cpu family : 25`), when x86.
+pub fn cpu_family() -> Option<u32> {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "cpu family").then(|| v.trim().parse().ok())?
+        })
+}
+
+/// AMD Zen 4 and later: each `amd_umc_N`'s CAS commands for reads and
+/// for writes.
+fn amd_umc_events(devices: &Path, umcs: &[&String]) -> Result<Vec<ImcEvent>, String> {
+    let mut out = Vec::new();
+    for name in umcs {
+        out.extend(line_events(
+            devices,
+            name,
+            &[
+                (
+                    "umc_cas_cmd.rd".into(),
+                    "event=0x0a,rdwrmask=0x1".into(),
+                    Direction::Read,
+                ),
+                (
+                    "umc_cas_cmd.wr".into(),
+                    "event=0x0a,rdwrmask=0x2".into(),
+                    Direction::Write,
+                ),
+            ],
+        )?);
+    }
+    Ok(out)
+}
+
+/// AMD Zen 2 and 3 (`family` 0x17 or 0x19): the data fabric's eight DRAM
+/// channels' requests with data; other families are refused with the
+/// reason.
+fn amd_df_events(devices: &Path, family: Option<u32>) -> Result<Vec<ImcEvent>, String> {
+    match family {
+        Some(0x17 | 0x19) => {}
+        Some(f) => {
+            return Err(format!(
+                "amd_df present, but the DRAM events of CPU family {f:#x}'s data fabric are not known to numalab (Zen 4 and later are counted through amd_umc, which this kernel does not expose)"
+            ))
+        }
+        None => return Err("amd_df present, but the CPU family is unknown".into()),
+    }
+    let events: Vec<(String, String, Direction)> = (0..8u64)
+        .map(|ch| {
+            (
+                format!("dram_channel_data_controller_{ch}"),
+                format!("event={:#x},umask=0x38", 0x07 + 0x40 * ch),
+                Direction::Both,
+            )
+        })
+        .collect();
+    line_events(devices, "amd_df", &events)
+}
+
 /// The memory-controller events to count under `devices`, or why memory
 /// bytes must be assumed.
 pub fn imc_events(devices: &Path) -> Result<Vec<ImcEvent>, String> {
+    imc_events_for(devices, cpu_family())
+}
+
+/// [`imc_events`] on a CPU of `family`.
+pub fn imc_events_for(devices: &Path, family: Option<u32>) -> Result<Vec<ImcEvent>, String> {
     let mc = memory_controller(devices);
     if let Some(why) = mc.unavailable {
         return Err(why);
     }
-    let imcs: Vec<&String> = mc
-        .pmus
-        .iter()
-        .filter(|p| p.starts_with("uncore_imc"))
-        .collect();
+    let of = |prefix: &str| -> Vec<&String> {
+        mc.pmus.iter().filter(|p| p.starts_with(prefix)).collect()
+    };
+    let imcs = of("uncore_imc");
     if imcs.is_empty() {
-        return Err(AMD_DF_REASON.to_string());
+        let umcs = of("amd_umc");
+        if !umcs.is_empty() {
+            return amd_umc_events(devices, &umcs);
+        }
+        return amd_df_events(devices, family);
     }
     // Free-running IMC PMUs (`uncore_imc_free_running_N`) name their
     // events otherwise: only the devices with CAS events are counted.
@@ -336,48 +472,79 @@ pub fn imc_events(devices: &Path) -> Result<Vec<ImcEvent>, String> {
     Ok(out)
 }
 
-/// Bytes read and written from each event's count.
-pub fn bytes_of(events: &[ImcEvent], counts: &[u64]) -> (u64, u64) {
-    let (mut read, mut write) = (0f64, 0f64);
+/// Bytes read, written, and of either (the data fabric's requests) from
+/// each event's count.
+pub fn bytes_of(events: &[ImcEvent], counts: &[u64]) -> (u64, u64, u64) {
+    let (mut read, mut write, mut both) = (0f64, 0f64, 0f64);
     for (e, &c) in events.iter().zip(counts) {
         let b = c as f64 * e.bytes_per_count;
         match e.direction {
             Direction::Read => read += b,
             Direction::Write => write += b,
+            Direction::Both => both += b,
         }
     }
-    (read.round() as u64, write.round() as u64)
+    (
+        read.round() as u64,
+        write.round() as u64,
+        both.round() as u64,
+    )
 }
 
 /// Memory-controller events counting since [`begin`].
 pub struct Counting {
-    /// Each opened (event index, descriptor, count at the start).
-    fds: Vec<(usize, OwnedFd, u64)>,
+    /// Each opened (event index, descriptor, reading at the start).
+    fds: Vec<(usize, OwnedFd, Reading)>,
     events: Vec<ImcEvent>,
     start: Instant,
 }
 
-fn read_count(fd: &OwnedFd) -> Result<u64, String> {
-    let mut buf = [0u8; 8];
+fn read_count(fd: &OwnedFd) -> Result<Reading, String> {
+    let mut buf = [0u8; 24];
     // SAFETY: reads into a buffer of the length given.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n != 8 {
-        return Err(format!(
+    match usize::try_from(n)
+        .ok()
+        .and_then(|n| Reading::decode(&buf[..n]))
+    {
+        Some(r) => Ok(r),
+        None => Err(format!(
             "could not read a memory-controller count: {}",
             if n < 0 {
                 std::io::Error::last_os_error().to_string()
             } else {
-                format!("{n} bytes instead of 8")
+                format!("{n} bytes instead of 24")
             }
-        ));
+        )),
     }
-    Ok(u64::from_ne_bytes(buf))
+}
+
+/// The count between two readings, scaled by the time enabled over the
+/// time running when the event shared its counter (the data fabric's
+/// eight channels on four counters); an error when it never ran.
+pub fn scaled_delta(at: Reading, now: Reading) -> Result<u64, String> {
+    let delta = Reading {
+        value: now.value.wrapping_sub(at.value),
+        enabled_ns: now.enabled_ns.saturating_sub(at.enabled_ns),
+        running_ns: now.running_ns.saturating_sub(at.running_ns),
+    };
+    if delta.enabled_ns == 0 {
+        return Ok(delta.value);
+    }
+    delta
+        .scaled()
+        .map(|(v, _)| v)
+        .map_err(|why| format!("a memory-controller event {why}"))
 }
 
 /// Starts counting memory traffic with the PMUs under `devices`; the
 /// reason bytes must be assumed when it cannot.
 pub fn begin_at(devices: &Path) -> Result<Counting, String> {
-    let events = imc_events(devices)?;
+    begin_with(imc_events(devices)?)
+}
+
+/// Starts counting `events` (system-wide, on each of their CPUs).
+pub fn begin_with(events: Vec<ImcEvent>) -> Result<Counting, String> {
     let mut fds = Vec::new();
     for (i, e) in events.iter().enumerate() {
         for &cpu in &e.cpus {
@@ -385,10 +552,7 @@ pub fn begin_at(devices: &Path) -> Result<Counting, String> {
                 format!(
                     "perf_event_open of {} {} on CPU {cpu} refused: {}",
                     e.device,
-                    match e.direction {
-                        Direction::Read => "cas_count_read",
-                        Direction::Write => "cas_count_write",
-                    },
+                    e.event,
                     refusal_text(errno)
                 )
             })?;
@@ -414,15 +578,19 @@ impl Counting {
         let seconds = self.start.elapsed().as_secs_f64();
         let mut counts = vec![0u64; self.events.len()];
         for (i, fd, at) in &self.fds {
-            match read_count(fd) {
-                Ok(c) => counts[*i] += c.wrapping_sub(*at),
+            match read_count(fd).and_then(|now| scaled_delta(*at, now)) {
+                Ok(c) => counts[*i] = counts[*i].saturating_add(c),
                 Err(e) => return MemoryTraffic::assumed(e),
             }
         }
-        let (read, write) = bytes_of(&self.events, &counts);
+        let (read, write, both) = bytes_of(&self.events, &counts);
         let mut pmus: Vec<String> = self.events.iter().map(|e| e.device.clone()).collect();
         pmus.dedup();
-        MemoryTraffic::measured(pmus, read, write, seconds)
+        if self.events.iter().any(|e| e.direction == Direction::Both) {
+            MemoryTraffic::measured_total(pmus, both + read + write, seconds)
+        } else {
+            MemoryTraffic::measured(pmus, read, write, seconds)
+        }
     }
 }
 
@@ -446,11 +614,22 @@ pub fn label(t: &MemoryTraffic) -> String {
             "assumed: write-allocate counted, no memory-controller counters: {}",
             t.reason.as_deref().unwrap_or("unknown")
         ),
-        Source::Measured => format!(
-            "measured by uncore_imc CAS counts: {:.2} GB/s read, {:.2} GB/s written",
-            t.read_gbps.unwrap_or(0.0),
-            t.write_gbps.unwrap_or(0.0)
-        ),
+        Source::Measured => {
+            let by = if t.pmus.iter().any(|p| p.starts_with("amd_umc")) {
+                "amd_umc"
+            } else {
+                "uncore_imc"
+            };
+            match (t.read_gbps, t.write_gbps) {
+                (Some(r), Some(w)) => {
+                    format!("measured by {by} CAS counts: {r:.2} GB/s read, {w:.2} GB/s written")
+                }
+                _ => format!(
+                    "measured by amd_df DRAM channel requests: {:.2} GB/s read and written",
+                    t.gbps.unwrap_or(0.0)
+                ),
+            }
+        }
     }
 }
 
@@ -513,8 +692,8 @@ mod tests {
         imc(&d, "uncore_imc_1", 14);
         let ev = imc_events(&d).unwrap();
         // Reads 1000 + 3000 lines, writes 500 + 1500.
-        let (r, w) = bytes_of(&ev, &[1000, 500, 3000, 1500]);
-        assert_eq!((r, w), (256_000, 128_000));
+        let (r, w, both) = bytes_of(&ev, &[1000, 500, 3000, 1500]);
+        assert_eq!((r, w, both), (256_000, 128_000, 0));
         let t = MemoryTraffic::measured(vec!["uncore_imc_0".into()], r, w, 0.001);
         assert_eq!(t.source, Source::Measured);
         assert!((t.read_gbps.unwrap() - 0.256).abs() < 1e-12);
@@ -525,6 +704,118 @@ mod tests {
             "measured by uncore_imc CAS counts: 0.26 GB/s read, 0.13 GB/s written"
         );
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A Zen 4 `amd_umc_N`, as the kernel's amd_uncore driver makes it.
+    fn umc(root: &Path, name: &str, type_: u32, cpus: &str) {
+        let d = root.join(name);
+        write(&d.join("type"), &format!("{type_}\n"));
+        write(&d.join("cpumask"), cpus);
+        write(&d.join("format/event"), "config:0-7\n");
+        write(&d.join("format/rdwrmask"), "config:8-9\n");
+    }
+
+    #[test]
+    fn amd_umc_cas_commands_are_counted_read_and_write() {
+        let d = tree("umc");
+        umc(&d, "amd_umc_0", 21, "0\n");
+        umc(&d, "amd_umc_1", 22, "0\n");
+        umc(&d, "amd_umc_12", 23, "96\n");
+        // With amd_df beside them (Zen 4 has both): the UMCs are counted.
+        write(&d.join("amd_df/type"), "20\n");
+        let ev = imc_events_for(&d, Some(0x19)).unwrap();
+        assert_eq!(ev.len(), 6);
+        assert_eq!(
+            (ev[0].device.as_str(), ev[0].event.as_str(), ev[0].direction),
+            ("amd_umc_0", "umc_cas_cmd.rd", Direction::Read)
+        );
+        // event 0x0a, rdwrmask 1 (reads) or 2 (writes) in bits 8-9.
+        assert_eq!((ev[0].config, ev[1].config), (0x10a, 0x20a));
+        assert_eq!(ev[1].direction, Direction::Write);
+        assert_eq!(ev[0].bytes_per_count, 64.0);
+        assert_eq!(ev[4].device, "amd_umc_12");
+        assert_eq!((ev[4].type_, ev[4].cpus.clone()), (23, vec![96]));
+        let (r, w, both) = bytes_of(&ev, &[10, 5, 20, 5, 30, 5]);
+        assert_eq!((r, w, both), (60 * 64, 15 * 64, 0));
+        let t = MemoryTraffic::measured(vec!["amd_umc_0".into()], r, w, 1e-6);
+        assert_eq!(
+            label(&t),
+            "measured by amd_umc CAS counts: 3.84 GB/s read, 0.96 GB/s written"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn amd_df_dram_channels_are_counted_on_zen_2_and_3_as_one_total() {
+        let d = tree("df");
+        let df = d.join("amd_df");
+        write(&df.join("type"), "20\n");
+        write(&df.join("cpumask"), "0,64\n");
+        // Family 17h: event bits 0-7 and 32-35.
+        write(&df.join("format/event"), "config:0-7,32-35\n");
+        write(&df.join("format/umask"), "config:8-15\n");
+        for family in [0x17, 0x19] {
+            let ev = imc_events_for(&d, Some(family)).unwrap();
+            let configs: Vec<u64> = ev.iter().map(|e| e.config).collect();
+            // perf's dram_channel_data_controller_0..7: event 0x07 + 0x40 ×
+            // channel (0x107 and up put their ninth bit in bit 32), umask 0x38.
+            assert_eq!(
+                configs,
+                [
+                    0x3807,
+                    0x3847,
+                    0x3887,
+                    0x38c7,
+                    0x1_0000_3807,
+                    0x1_0000_3847,
+                    0x1_0000_3887,
+                    0x1_0000_38c7
+                ]
+            );
+            assert!(ev.iter().all(|e| e.direction == Direction::Both));
+            assert_eq!(ev[3].event, "dram_channel_data_controller_3");
+            assert_eq!(ev[0].cpus, [0, 64]);
+        }
+        assert!(imc_events_for(&d, None)
+            .unwrap_err()
+            .contains("CPU family is unknown"));
+        let ev = imc_events_for(&d, Some(0x17)).unwrap();
+        let counts = [1000u64; 8];
+        let (r, w, both) = bytes_of(&ev, &counts);
+        assert_eq!((r, w, both), (0, 0, 8000 * 64));
+        let mut t = MemoryTraffic::measured_total(vec!["amd_df".into()], both, 0.001);
+        assert_eq!(
+            (t.read_bytes, t.write_bytes, t.bytes),
+            (None, None, Some(512_000))
+        );
+        assert_eq!(
+            label(&t),
+            "measured by amd_df DRAM channel requests: 0.51 GB/s read and written"
+        );
+        // Pooled with a later interval: still one total.
+        t.pool(MemoryTraffic::measured_total(
+            vec!["amd_df".into()],
+            512_000,
+            0.001,
+        ));
+        assert_eq!((t.bytes, t.read_bytes), (Some(1_024_000), None));
+        assert!((t.gbps.unwrap() - 0.512).abs() < 1e-9);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn shared_counters_are_scaled_by_time_enabled_over_running() {
+        let r = |value, enabled_ns, running_ns| Reading {
+            value,
+            enabled_ns,
+            running_ns,
+        };
+        // Ran half the interval: counted 1000, 2000 over the whole of it.
+        assert_eq!(scaled_delta(r(500, 100, 100), r(1500, 300, 200)), Ok(2000));
+        assert_eq!(scaled_delta(r(0, 0, 0), r(700, 50, 50)), Ok(700));
+        assert!(scaled_delta(r(0, 0, 0), r(0, 50, 0))
+            .unwrap_err()
+            .contains("never counted"));
     }
 
     #[test]
@@ -581,10 +872,14 @@ mod tests {
         std::fs::create_dir_all(d.join("software")).unwrap();
         assert_eq!(
             begin_at(&d).err().unwrap(),
-            "not available on this machine: no uncore_imc or amd_df PMU"
+            "not available on this machine: no uncore_imc, amd_umc or amd_df PMU"
         );
         std::fs::create_dir_all(d.join("amd_df")).unwrap();
-        assert_eq!(begin_at(&d).err().unwrap(), AMD_DF_REASON);
+        assert_eq!(
+            imc_events_for(&d, Some(0x1a)).err().unwrap(),
+            "amd_df present, but the DRAM events of CPU family 0x1a's data fabric are not known to numalab (Zen 4 and later are counted through amd_umc, which this kernel does not expose)"
+        );
+        std::fs::remove_dir_all(d.join("amd_df")).unwrap();
         // A device without CAS events is not counted.
         write(&d.join("uncore_imc_free_running_0/type"), "13\n");
         assert_eq!(
@@ -674,7 +969,7 @@ mod tests {
         {
             assert_eq!(
                 t.reason.as_deref(),
-                Some("not available on this machine: no uncore_imc or amd_df PMU")
+                Some("not available on this machine: no uncore_imc, amd_umc or amd_df PMU")
             );
         }
     }
