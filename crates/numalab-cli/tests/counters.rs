@@ -333,14 +333,7 @@ fn bad_counter_options_are_one_line() {
 /// tests/programs/thread_tree.c: five threads in one process and two in
 /// a child, with known page faults each.
 fn thread_tree() -> PathBuf {
-    static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
-        compile_c(
-            "crates/numalab-cli/tests/programs/thread_tree.c",
-            "thread_tree",
-        )
-    })
-    .clone()
+    common::thread_tree_program()
 }
 
 /// The task named `name` in a per-thread report.

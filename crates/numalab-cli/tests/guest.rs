@@ -564,6 +564,10 @@ const OLD_KERNEL_STEPS: &[(&str, &str)] = &[
         "bind",
         "numalab place --size 16M --mem bind:3 --cpu 0 --json",
     ),
+    (
+        "per_thread",
+        "numalab run --counters=page-faults,task-clock --per-thread --counters-json /tmp/pt.json -- thread_tree 256 >/dev/null; rc=$?; cat /tmp/pt.json; exit $rc",
+    ),
 ];
 
 /// Debian 12's stock kernel (6.1): no weighted interleave (Linux >= 6.9).
@@ -650,4 +654,53 @@ fn boot_retries_a_kernel_that_dies_before_init() {
             .contains("ended without 'NUMALAB-GUEST-EXIT'"),
         "{stderr}"
     );
+}
+
+/// `--per-thread` on Debian's kernel: ptrace follows every thread and the
+/// child process, each counted alone.
+#[test]
+fn old_kernel_counts_each_thread_and_process_alone() {
+    let g = old_kernel();
+    let s = g.step("per_thread");
+    assert_eq!(s.rc, 0, "{}", s.err);
+    let r = common::parse_json(&s.out, "per_thread");
+    let tasks = r["tasks"]["tasks"].as_array().unwrap();
+    let mut names: Vec<&str> = tasks.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "child",
+            "child-t",
+            "thread_tree",
+            "touch-1",
+            "touch-2",
+            "touch-2b",
+            "touch-3"
+        ]
+    );
+    let faults = |name: &str| -> u64 {
+        let t = tasks.iter().find(|t| t["name"] == name).unwrap();
+        t["events"][0]["value"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{t}"))
+    };
+    for (name, pages) in [
+        ("touch-1", 256),
+        ("touch-2", 512),
+        ("touch-3", 768),
+        ("touch-2b", 256),
+        ("child-t", 64),
+    ] {
+        let pf = faults(name);
+        assert!(
+            (pages..pages + 64).contains(&pf),
+            "{name}: {pf} for {pages} pages"
+        );
+    }
+    let sum: u64 = tasks
+        .iter()
+        .map(|t| t["events"][0]["value"].as_u64().unwrap())
+        .sum();
+    assert_eq!(r["events"][0]["value"].as_u64(), Some(sum));
 }

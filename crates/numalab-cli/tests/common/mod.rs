@@ -304,6 +304,19 @@ pub fn small_nodes_program() -> PathBuf {
     .clone()
 }
 
+/// crates/numalab-cli/tests/programs/thread_tree.c: threads and a child
+/// process with known page faults; `/bin/thread_tree` in the guests.
+pub fn thread_tree_program() -> PathBuf {
+    static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        compile_c(
+            "crates/numalab-cli/tests/programs/thread_tree.c",
+            "thread_tree",
+        )
+    })
+    .clone()
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -370,6 +383,8 @@ pub fn boot_with(
         .arg(stripes_program())
         .arg("--file")
         .arg(small_nodes_program())
+        .arg("--file")
+        .arg(thread_tree_program())
         // Allocation sites by file and line, and plans that name them.
         .args(["--file", "/usr/bin/addr2line", "--file", "/usr/bin/objdump"])
         .arg("--script")
