@@ -836,6 +836,10 @@ pub(crate) unsafe fn real_syscall(n: libc::c_long, a: [libc::c_long; 6]) -> libc
 /// them from a signal handler.
 pub fn resolve_early() {
     let _ = real!("syscall", SyscallFn);
+    // Looked up now rather than inside the first `free` (glibc answers 0
+    // for a null pointer).
+    // SAFETY: a null pointer is valid for malloc_usable_size.
+    let _ = unsafe { libc_usable_size(std::ptr::null_mut()) };
 }
 
 /// # Safety

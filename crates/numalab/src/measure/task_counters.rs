@@ -227,8 +227,10 @@ struct Observer(Arc<Mutex<State>>);
 impl TaskObserver for Observer {
     fn started(&mut self, tid: i32) {
         let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // The same id again: the task that had it went without an exit
+        // stop, and this is a new one.
         if s.live.contains_key(&tid) {
-            return;
+            s.close(tid, false);
         }
         if s.saved_nofile.is_none() {
             s.saved_nofile = raise_nofile();

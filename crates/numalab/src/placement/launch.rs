@@ -14,7 +14,7 @@
 //!   and child process the command starts (PTRACE_O_TRACECLONE, FORK and
 //!   VFORK), and a [`TaskObserver`] hears of each task before its first
 //!   instruction and at its exit (per-thread counters,
-//!   `measure::counters::PerTask`). The wait then lasts until every traced
+//!   `measure::task_counters`). The wait then lasts until every traced
 //!   task has ended, as under `strace -f`.
 //! - [`ExitStatus::propagate`] ends this process as the command ended.
 //!
