@@ -237,8 +237,11 @@ qemu_cmd=("$QEMU" -accel "tcg,thread=$tcg" -cpu max -machine "$machine_opt" -smp
 # its serial output goes through a fifo to the filter that streams it to stdout and the log.
 # A guest kernel that dies before init starts the script (TCG occasionally trips the kernel's own
 # int3 code patching during boot: "Oops: int3" in a timer softirq) is booted again, up to
-# $BOOT_TRIES times: the script never ran, so nothing is repeated. A death after
-# NUMALAB-GUEST-START is the script's, and is reported as it is.
+# $BOOT_TRIES times: the script never ran, so nothing is repeated. A kernel crash (Oops, BUG,
+# panic, invalid opcode) after NUMALAB-GUEST-START and before the end marker is booted again too:
+# multi-threaded TCG also trips the patching perf_event_open does (a static key, "invalid
+# opcode" in __schedule), and a fresh guest runs the whole script anew. Any other death is the
+# script's, and is reported as it is.
 BOOT_TRIES=3
 start=$(date +%s.%N)
 for attempt in $(seq 1 "$BOOT_TRIES"); do
@@ -257,9 +260,16 @@ for attempt in $(seq 1 "$BOOT_TRIES"); do
     # The kernel's last line (power down) has no newline: end the stream on a line boundary.
     [ ! -s "$tmp/serial.log" ] || [ -z "$(tail -c 1 "$tmp/serial.log")" ] || echo
     [ "$qemu_rc" -ne 124 ] && [ "$qemu_rc" -ne 137 ] || break
-    grep -q '^NUMALAB-GUEST-START$' "$tmp/serial.log" && break
+    oops=$(grep -m1 -E 'Oops|Kernel panic|BUG:|invalid opcode' "$tmp/serial.log" | sed 's/^\[ *[0-9.]*\] //' || true)
+    if grep -q '^NUMALAB-GUEST-START$' "$tmp/serial.log"; then
+        # The script ran: a kernel crash before its end marker is booted
+        # again (a fresh guest runs every step anew), any other end stands.
+        grep -q "^$MARKER " "$tmp/serial.log" && break
+        [ -n "$oops" ] && [ "$attempt" -lt "$BOOT_TRIES" ] || break
+        echo "boot.sh: warning: guest ($machine) kernel crashed while the script ran ($oops); booting again ($((attempt + 1)) of $BOOT_TRIES)" >&2
+        continue
+    fi
     [ "$attempt" -lt "$BOOT_TRIES" ] || break
-    oops=$(grep -m1 -E 'Oops|Kernel panic|BUG:' "$tmp/serial.log" | sed 's/^\[ *[0-9.]*\] //' || true)
     echo "boot.sh: warning: guest ($machine) kernel died before init (${oops:-no message}); booting again ($((attempt + 1)) of $BOOT_TRIES)" >&2
 done
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
