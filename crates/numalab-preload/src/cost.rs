@@ -130,6 +130,9 @@ struct Totals {
     /// Drawing small allocations (see [`crate::small`]).
     small_ns: u64,
     samples: u64,
+    /// Word counting (see [`crate::words`]): its turns, and the traps of
+    /// the accesses it counted.
+    words_ns: u64,
 }
 
 fn totals() -> Totals {
@@ -139,7 +142,18 @@ fn totals() -> Totals {
         handler_ns: HANDLER_NS.load(SeqCst),
         small_ns: crate::small::draw_ns(),
         samples: (SAMPLES.load(SeqCst) + FIRST_TOUCHES.load(SeqCst)) as u64,
+        words_ns: words_ns(),
     }
+}
+
+/// What word counting cost so far: its turns' time, each turn's signal
+/// (delivery and return, about a fault's kernel part, measured at
+/// start), and a trap per counted access at the cost measured at start.
+fn words_ns() -> u64 {
+    let (turn_ns, turns, hits) = crate::words::spent();
+    turn_ns
+        .saturating_add(turns.saturating_mul(KERNEL_NS.load(SeqCst)))
+        .saturating_add(hits.saturating_mul(crate::words::hit_ns()))
 }
 
 impl Controller {
@@ -183,7 +197,8 @@ impl Controller {
             + d(t.handler_ns, self.last.handler_ns)
             + small
             + faults * self.kernel_ns;
-        let program = d(t.process_ns, self.last.process_ns).saturating_sub(spent);
+        let words = d(t.words_ns, self.last.words_ns);
+        let program = d(t.process_ns, self.last.process_ns).saturating_sub(spent + words);
         self.last = t;
         if let Some(target) = self.target {
             if program > 0 {
@@ -192,6 +207,15 @@ impl Controller {
             self.rate = next_rate(self.rate, target, spent, program);
             RATE.store(self.rate.round() as u64, SeqCst);
         }
+        // Word counting keeps to its own share (--overhead, also with a
+        // fixed page rate): its windows are skipped at random, half as
+        // often again, as the measured share asks.
+        crate::words::set_duty(next_duty(
+            crate::words::duty(),
+            crate::words::target(),
+            words,
+            program,
+        ));
         self.windows += 1;
         if self.windows.is_multiple_of(RECORD_EVERY) {
             emit_totals();
@@ -214,7 +238,8 @@ pub fn emit_totals() {
         return;
     }
     let t = totals();
-    let spent = t.sampler_ns + t.handler_ns + t.small_ns + t.samples * KERNEL_NS.load(SeqCst);
+    let spent =
+        t.sampler_ns + t.handler_ns + t.small_ns + t.samples * KERNEL_NS.load(SeqCst) + t.words_ns;
     let program = t.process_ns.saturating_sub(spent);
     emit(&Record {
         kind: Kind::Cost,
@@ -225,6 +250,7 @@ pub fn emit_totals() {
         addr: spent,
         size: program,
         time_ns: sys::monotonic_ns(),
+        aux: 0,
     });
 }
 
@@ -244,6 +270,24 @@ pub fn next_rate(rate: f64, target: f64, spent_ns: u64, program_ns: u64) -> f64 
         (target / share).clamp(0.5, 2.0)
     };
     (rate * factor).clamp(MIN_RATE, MAX_RATE)
+}
+
+/// The word counter's duty exponent for the next window of the
+/// controller: one more (half the windows watched) while its share of the
+/// program's CPU time is above `target`, one less below a third of it;
+/// unchanged when the program hardly ran.
+pub fn next_duty(duty: u32, target: f64, spent_ns: u64, program_ns: u64) -> u32 {
+    if program_ns < 1_000_000 {
+        return duty;
+    }
+    let share = spent_ns as f64 / program_ns as f64;
+    if share > target {
+        duty + 1
+    } else if share < target / 3.0 {
+        duty.saturating_sub(1)
+    } else {
+        duty
+    }
 }
 
 #[cfg(test)]
@@ -266,5 +310,14 @@ mod tests {
         assert_eq!(next_rate(40_000.0, 0.02, 0, 100_000_000), MAX_RATE);
         // An idle program: unchanged.
         assert_eq!(next_rate(2000.0, 0.02, 5_000, 900_000), 2000.0);
+    }
+
+    #[test]
+    fn the_word_duty_halves_the_windows_while_over_target() {
+        assert_eq!(next_duty(0, 0.01, 2_000_000, 100_000_000), 1);
+        assert_eq!(next_duty(3, 0.01, 500_000, 100_000_000), 3);
+        assert_eq!(next_duty(3, 0.01, 100_000, 100_000_000), 2);
+        assert_eq!(next_duty(0, 0.01, 0, 100_000_000), 0);
+        assert_eq!(next_duty(2, 0.01, 90_000_000, 500_000), 2);
     }
 }

@@ -24,8 +24,11 @@ pub fn real_sigaction() -> Option<SigactionFn> {
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
 }
 
-/// The program's SIGSEGV action, as it last set it.
-struct ProgramAction {
+/// A signal's action as the program last set it, while the library's own
+/// handler holds the signal (SIGSEGV here, the word counter's timer signal
+/// in [`crate::words`]): the interposed `sigaction` reads and replaces it,
+/// and faults or signals that are not the library's go to it.
+pub struct KeptAction {
     action: UnsafeCell<libc::sigaction>,
     /// A writer is changing `action`: readers wait.
     writing: AtomicBool,
@@ -33,13 +36,46 @@ struct ProgramAction {
 
 // SAFETY: `action` is written only under `writing` (one writer at a time,
 // by compare_exchange) and read only while `writing` is clear.
-unsafe impl Sync for ProgramAction {}
+unsafe impl Sync for KeptAction {}
 
-static PROGRAM: ProgramAction = ProgramAction {
-    // SAFETY: an all-zero sigaction is SIG_DFL with no flags.
-    action: UnsafeCell::new(unsafe { std::mem::zeroed() }),
-    writing: AtomicBool::new(false),
-};
+impl KeptAction {
+    /// SIG_DFL with no flags, until the program (or the action in place
+    /// when the library took the signal) sets one.
+    pub const fn new() -> KeptAction {
+        KeptAction {
+            // SAFETY: an all-zero sigaction is SIG_DFL with no flags.
+            action: UnsafeCell::new(unsafe { std::mem::zeroed() }),
+            writing: AtomicBool::new(false),
+        }
+    }
+
+    /// The program's action now.
+    pub fn get(&self) -> libc::sigaction {
+        while self.writing.load(SeqCst) {
+            std::hint::spin_loop();
+        }
+        // SAFETY: read while no writer holds `writing` (see KeptAction).
+        unsafe { *self.action.get() }
+    }
+
+    /// Replaces the program's action; returns the previous one.
+    pub fn set(&self, a: &libc::sigaction) -> libc::sigaction {
+        while self
+            .writing
+            .compare_exchange(false, true, SeqCst, SeqCst)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        // SAFETY: this thread holds `writing`.
+        let old = unsafe { std::ptr::replace(self.action.get(), *a) };
+        self.writing.store(false, SeqCst);
+        old
+    }
+}
+
+/// The program's SIGSEGV action.
+static PROGRAM: KeptAction = KeptAction::new();
 
 /// Whether the handler is installed (then SIGSEGV actions are the
 /// program's, kept here).
@@ -49,28 +85,14 @@ pub fn installed() -> bool {
     INSTALLED.load(SeqCst)
 }
 
-/// The program's action now.
-pub fn program_action() -> libc::sigaction {
-    while PROGRAM.writing.load(SeqCst) {
-        std::hint::spin_loop();
-    }
-    // SAFETY: read while no writer holds `writing` (see ProgramAction).
-    unsafe { *PROGRAM.action.get() }
-}
-
 /// Replaces the program's action; returns the previous one.
 pub fn set_program_action(a: &libc::sigaction) -> libc::sigaction {
-    while PROGRAM
-        .writing
-        .compare_exchange(false, true, SeqCst, SeqCst)
-        .is_err()
-    {
-        std::hint::spin_loop();
-    }
-    // SAFETY: this thread holds `writing`.
-    let old = unsafe { std::ptr::replace(PROGRAM.action.get(), *a) };
-    PROGRAM.writing.store(false, SeqCst);
-    old
+    PROGRAM.set(a)
+}
+
+/// The program's SIGSEGV action, for the interposed `sigaction`.
+pub fn program_action_kept() -> &'static KeptAction {
+    &PROGRAM
 }
 
 /// Installs the handler, keeping the action in place as the program's.
@@ -85,6 +107,9 @@ pub fn install() -> bool {
         ours.sa_sigaction = on_fault as *const () as usize;
         ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
         libc::sigemptyset(&mut ours.sa_mask);
+        // A word counter's turn never runs inside a sample's handler (both
+        // write records and read the tables).
+        libc::sigaddset(&mut ours.sa_mask, crate::words::signal_number());
         let mut old: libc::sigaction = std::mem::zeroed();
         if real(libc::SIGSEGV, &ours, &mut old) != 0 {
             return false;
@@ -159,6 +184,7 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
                     addr: first,
                     size: cpus,
                     time_ns: t0,
+                    aux: 0,
                 });
             }
             // A page armed absent: this access puts it somewhere (first
@@ -187,6 +213,7 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
                 addr: addr as u64,
                 size: 0,
                 time_ns: t0,
+                aux: 0,
             });
             tables::release(index);
             cost::handler_took(page, sys::monotonic_ns() - t0);
@@ -195,7 +222,7 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
         // again once it settles.
         Lookup::Settling => {}
         Lookup::NotOurs if sent_by_kernel(info) && !repeated(addr, ip_of(ctx)) => {}
-        Lookup::NotOurs => chain(sig, info, ctx),
+        Lookup::NotOurs => chain(&PROGRAM, sig, info, ctx),
     }
 }
 
@@ -245,9 +272,10 @@ fn sent_by_kernel(info: *mut libc::siginfo_t) -> bool {
     unsafe { (*info).si_code > 0 }
 }
 
-/// Delivers a fault that is not a sample as the program asked.
-fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let a = program_action();
+/// Delivers a fault or signal that is not the library's as the program
+/// asked (`kept`: its action for `sig`).
+pub fn chain(kept: &KeptAction, sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let a = kept.get();
     // SAFETY: info is the kernel's siginfo_t.
     let sent = unsafe { (*info).si_code } <= 0;
     match a.sa_sigaction {
@@ -270,7 +298,7 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         handler => {
             if a.sa_flags & libc::SA_RESETHAND != 0 {
                 // SAFETY: zeroed is SIG_DFL.
-                set_program_action(&unsafe { std::mem::zeroed() });
+                kept.set(&unsafe { std::mem::zeroed() });
             }
             // The program's mask for its handler, as the kernel would set
             // it (SIGSEGV itself stays blocked unless SA_NODEFER).

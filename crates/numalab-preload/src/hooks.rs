@@ -118,6 +118,7 @@ fn untrack(p: usize, n: usize) -> bool {
             addr: p as u64,
             size: removed as u64,
             time_ns: sys::monotonic_ns(),
+            aux: 0,
         });
     }
     removed > 0
@@ -187,6 +188,7 @@ fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32, fd: c_int) -> *mu
         addr: p as u64,
         size: n as u64,
         time_ns: sys::monotonic_ns(),
+        aux: 0,
     });
     if !select::needs_stack() {
         depth = call_stack(&mut pcs);
@@ -258,6 +260,7 @@ fn emit_frames(addr: u64, pcs: &[usize]) {
             addr,
             size: depth as u64,
             time_ns: *pc as u64,
+            aux: 0,
         });
     }
 }
@@ -458,6 +461,7 @@ extern "C" fn thread_trampoline(p: *mut c_void) -> *mut c_void {
     select::thread_starts(start.ordinal);
     crate::places::thread_starts();
     crate::pmu::thread_starts();
+    crate::words::thread_starts();
     let r = (start.routine)(start.arg);
     crate::pmu::thread_ends();
     crate::places::thread_ends();
@@ -705,11 +709,18 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    if sig == libc::SIGSEGV && fault::installed() {
+    let kept = if sig == libc::SIGSEGV && fault::installed() {
+        Some(fault::program_action_kept())
+    } else if sig != 0 && sig == crate::words::signal() {
+        Some(crate::words::program_action())
+    } else {
+        None
+    };
+    if let Some(kept) = kept {
         let prev = if act.is_null() {
-            fault::program_action()
+            kept.get()
         } else {
-            fault::set_program_action(&*act)
+            kept.set(&*act)
         };
         if !old.is_null() {
             *old = prev;
@@ -752,6 +763,12 @@ fn unblocking_segv(how: c_int, set: *const libc::sigset_t) -> Option<libc::sigse
     unsafe {
         let mut s = *set;
         libc::sigdelset(&mut s, libc::SIGSEGV);
+        // Nor the word counter's timer signal: a thread that blocked it
+        // would keep its words for good.
+        let words = crate::words::signal();
+        if words != 0 {
+            libc::sigdelset(&mut s, words);
+        }
         Some(s)
     }
 }

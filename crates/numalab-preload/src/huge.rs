@@ -79,6 +79,12 @@ const PAGE_IS_PRESENT: u64 = 1 << 3;
 const PAGE_IS_SWAPPED: u64 = 1 << 4;
 const PAGE_IS_HUGE: u64 = 1 << 6;
 
+impl Drop for HugePages {
+    fn drop(&mut self) {
+        sys::close(self.pagemap);
+    }
+}
+
 impl HugePages {
     /// `None` when transparent huge pages are off (`never`), or the
     /// kernel cannot say which pages are huge.

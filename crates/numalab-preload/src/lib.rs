@@ -49,6 +49,7 @@ mod sampler;
 mod select;
 mod small;
 mod sys;
+mod words;
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
@@ -135,6 +136,7 @@ fn emit_page_records(start: usize, len: usize, snapshot: u32) {
                 addr: start as u64,
                 size: pages,
                 time_ns: sys::monotonic_ns(),
+                aux: 0,
             });
         }
     }
@@ -166,6 +168,8 @@ extern "C" fn at_exit() {
     if !active() {
         return;
     }
+    // Every thread's last window of word counts.
+    words::at_exit();
     // First touches since the sampler's last tick.
     tables::take_pending(sampler::touched);
     tables::for_each_region(emit_pages);
@@ -183,6 +187,7 @@ extern "C" fn at_exit() {
         addr: ARMED_TOTAL.load(SeqCst) as u64,
         size: SAMPLES.load(SeqCst) as u64,
         time_ns: sys::monotonic_ns(),
+        aux: 0,
     });
     queue::drain(OUT_FD.load(SeqCst), true);
 }
@@ -191,6 +196,7 @@ extern "C" fn at_exit() {
 /// sampler thread; its copy of the queue holds the parent's records).
 extern "C" fn after_fork_in_child() {
     queue::disable();
+    words::after_fork_in_child();
 }
 
 /// The sampling rate the environment asks for: `NUMALAB_PROFILE_RATE`
@@ -271,6 +277,7 @@ extern "C" fn init() {
         addr: MIN_BYTES.load(SeqCst) as u64,
         size: page_size() as u64,
         time_ns: START_NS.load(SeqCst),
+        aux: 0,
     });
     // SAFETY: at_exit is an extern "C" fn with no arguments (registered
     // once: the plan's start did when a plan is in force); the fork hook
@@ -282,6 +289,10 @@ extern "C" fn init() {
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
     sys::watch_forks();
+    // Word counts need no sampler thread: each thread turns its own
+    // windows (words.rs). Started before the sampler so that its first
+    // Cost record sees the cost of one counted access.
+    words::init(refine::requested());
     SAMPLER_STARTING.store(true, SeqCst);
     let sampling = sampler::start(policy, duration_ns);
     SAMPLER_STARTING.store(false, SeqCst);

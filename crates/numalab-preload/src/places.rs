@@ -66,6 +66,7 @@ pub fn thread_starts() {
         addr: start as u64,
         size: len as u64,
         time_ns: sys::monotonic_ns(),
+        aux: 0,
     });
     for s in STACKS.iter() {
         if s.tid.compare_exchange(0, tid, SeqCst, SeqCst).is_ok() {
@@ -133,6 +134,7 @@ unsafe extern "C" fn each_object(
             size: len as u64,
             // Symbol values are relative to this.
             time_ns: info.dlpi_addr,
+            aux: 0,
         });
         page_runs(start, len);
     }
@@ -215,6 +217,7 @@ fn flush_run((addr, pages, node): (usize, u64, i32)) {
         addr: addr as u64,
         size: pages,
         time_ns: sys::monotonic_ns(),
+        aux: 0,
     });
 }
 
@@ -231,6 +234,7 @@ fn thread_end(tid: u32) {
         addr: migrations(tid).unwrap_or(u64::MAX),
         size: 0,
         time_ns: sys::monotonic_ns(),
+        aux: 0,
     });
 }
 

@@ -339,6 +339,7 @@ impl PmuSampler {
                     // The access's latency in cycles, where the PMU says.
                     size: s.weight,
                     time_ns: s.time_ns,
+                    aux: 0,
                 });
             }
         }
@@ -361,6 +362,7 @@ pub fn report() {
         addr: LOST.load(SeqCst),
         size: OUTSIDE.load(SeqCst),
         time_ns: sys::monotonic_ns(),
+        aux: 0,
     });
 }
 

@@ -102,6 +102,51 @@ pub enum Kind {
     /// interleaved page by page past the stripe budget, `cpu` the small
     /// allocations selected that went to the heap (their pool was full).
     PlanEnd = 22,
+    /// Word counts (see the library's `words`): thread `tid` accessed the
+    /// 8-byte word at `addr` an estimated `size` times in one window of
+    /// its CPU time that ended at `time_ns` on CPU `cpu`, the word's page
+    /// on node `node` (-1: not present) at the window's end. `aux` is the
+    /// tracked pages the word was drawn from; `flags` carries
+    /// [`WORD_CAPPED`], [`WORD_MOVED`], and the slots and duty the weight
+    /// needs ([`word_slots`], [`word_duty`]). Every slot of a watched
+    /// window is written, with or without an access (`size` 0, `node`
+    /// -1): the cells of one window share `tid` and `time_ns`.
+    WordCount = 23,
+    /// The word counter's totals (at exit, and when it cannot start): `addr`
+    /// windows watched, `size` slot-windows (cells) among them, `cpu` the
+    /// threads watched, `flags` threads whose watch was lost (their
+    /// descriptors closed or refused), `node` minus the errno when the
+    /// counter is unavailable (0: it ran), `aux` the ns one counted access
+    /// costs (measured at start), `time_ns` the ns its windows' turns took.
+    WordTotals = 24,
+}
+
+/// Set in a WordCount's `flags` when the word was hit so often that its
+/// event stopped counting before the window's end (the count is scaled to
+/// the whole window by the share of it the event ran).
+pub const WORD_CAPPED: u32 = 1;
+/// Set in a WordCount's `flags` when the thread's CPU was on another node
+/// at the window's end than at its start: the accesses' node is unknown.
+pub const WORD_MOVED: u32 = 2;
+/// Where a WordCount's `flags` keep the thread's watch slots (1-4) and
+/// the window's duty exponent d (a window is watched with probability
+/// 2^-d).
+const WORD_SLOTS_SHIFT: u32 = 8;
+const WORD_DUTY_SHIFT: u32 = 12;
+
+/// A WordCount's `flags` from its bits, slots and duty exponent.
+pub fn word_flags(bits: u32, slots: u32, duty: u32) -> u32 {
+    bits | (slots.min(15) << WORD_SLOTS_SHIFT) | (duty.min(15) << WORD_DUTY_SHIFT)
+}
+
+/// The thread's watch slots when the WordCount was taken.
+pub fn word_slots(flags: u32) -> u32 {
+    (flags >> WORD_SLOTS_SHIFT) & 15
+}
+
+/// The window's duty exponent: it was watched with probability 2^-d.
+pub fn word_duty(flags: u32) -> u32 {
+    (flags >> WORD_DUTY_SHIFT) & 15
 }
 
 /// The high bit of a SmallAlloc's key (`time_ns`, and its Frame records'
@@ -135,6 +180,8 @@ pub struct Record {
     /// Memory node of the page (`move_pages`), or -1 when unknown.
     pub node: i32,
     pub flags: u32,
+    /// A kind's fourth number (WordCount, WordTotals); 0 elsewhere.
+    pub aux: u32,
     pub addr: u64,
     pub size: u64,
     /// CLOCK_MONOTONIC nanoseconds.
@@ -150,6 +197,7 @@ impl Record {
         b[8..12].copy_from_slice(&self.cpu.to_le_bytes());
         b[12..16].copy_from_slice(&self.node.to_le_bytes());
         b[16..20].copy_from_slice(&self.flags.to_le_bytes());
+        b[20..24].copy_from_slice(&self.aux.to_le_bytes());
         b[24..32].copy_from_slice(&self.addr.to_le_bytes());
         b[32..40].copy_from_slice(&self.size.to_le_bytes());
         b[40..48].copy_from_slice(&self.time_ns.to_le_bytes());
@@ -187,6 +235,8 @@ impl Record {
             20 => Kind::Planned,
             21 => Kind::PlanPages,
             22 => Kind::PlanEnd,
+            23 => Kind::WordCount,
+            24 => Kind::WordTotals,
             _ => return None,
         };
         Some(Record {
@@ -198,6 +248,7 @@ impl Record {
             addr: u64_at(24),
             size: u64_at(32),
             time_ns: u64_at(40),
+            aux: u32_at(20),
         })
     }
 
@@ -229,11 +280,22 @@ mod tests {
             addr: 0x7f00_1234_5000,
             size: 4096,
             time_ns: 123_456_789,
+            aux: 77,
         };
         let mut bytes = r.encode().to_vec();
         bytes.extend([9u8; RECORD_BYTES]);
         bytes.extend(r.encode());
         bytes.extend([0u8; 5]);
         assert_eq!(Record::decode_all(&bytes), vec![r, r]);
+    }
+
+    #[test]
+    fn word_flags_keep_bits_slots_and_duty_apart() {
+        let f = word_flags(WORD_CAPPED | WORD_MOVED, 4, 3);
+        assert_eq!(f & 3, 3);
+        assert_eq!(word_slots(f), 4);
+        assert_eq!(word_duty(f), 3);
+        assert_eq!(word_slots(word_flags(0, 2, 0)), 2);
+        assert_eq!(word_duty(word_flags(WORD_CAPPED, 1, 15)), 15);
     }
 }

@@ -374,6 +374,14 @@ impl Refiner {
                 .filter(|w| all || l.words_seen & (1 << w) != 0)
                 .collect();
             words.sort_by_key(|w| l.words_seen & (1 << w) == 0);
+            // One word a window while the word counter holds two of
+            // each thread's four registers (`words_per_window`).
+            if words_per_window() == 1 {
+                for w in words {
+                    self.round.push([l.addr + w * WORD, 0]);
+                }
+                continue;
+            }
             for pair in words.chunks(2) {
                 let second = pair
                     .get(1)
@@ -423,6 +431,7 @@ impl Refiner {
             self.thread_turn = turn + MAX_THREADS;
         }
         let kinds = [HW_BREAKPOINT_W, HW_BREAKPOINT_RW];
+        let slots = 2 * words_per_window();
         for tid in tids {
             let mut w = Watched {
                 tid,
@@ -430,7 +439,7 @@ impl Refiner {
                 ids: [0; 4],
                 ring: std::ptr::null_mut(),
             };
-            for slot in 0..4 {
+            for slot in 0..slots {
                 match open_watch(tid, words[slot / 2], kinds[slot % 2]) {
                     Ok(fd) => w.fds[slot] = fd,
                     Err(e) => {
@@ -444,7 +453,7 @@ impl Refiner {
                     }
                 }
             }
-            if w.fds.iter().any(|fd| *fd < 0) || !attach_ring(&mut w, self.page_size) {
+            if w.fds[..slots].iter().any(|fd| *fd < 0) || !attach_ring(&mut w, self.page_size) {
                 close_all(&w);
                 continue;
             }
@@ -471,6 +480,7 @@ impl Refiner {
             addr: 0,
             size: 0,
             time_ns: now,
+            aux: 0,
         });
     }
 
@@ -526,6 +536,7 @@ impl Refiner {
                         addr,
                         size: n,
                         time_ns: self.window_start,
+                        aux: 0,
                     })
                 };
                 if sampled == 0 {
@@ -554,7 +565,7 @@ impl Refiner {
             sys::PageState::Present(n) => n,
             sys::PageState::Absent => -1,
         };
-        for addr in self.window_words {
+        for addr in self.window_words.into_iter().filter(|a| *a != 0) {
             crate::emit(&Record {
                 kind: Kind::Refine,
                 tid: 0,
@@ -564,6 +575,7 @@ impl Refiner {
                 addr,
                 size: took,
                 time_ns: self.window_start,
+                aux: 0,
             });
         }
     }
@@ -588,7 +600,7 @@ fn attach_ring(w: &mut Watched, page_size: usize) -> bool {
         return false;
     }
     w.ring = p as *mut u8;
-    for slot in 0..4 {
+    for slot in (0..4).filter(|s| w.fds[*s] >= 0) {
         if slot > 0 && ioctl(w.fds[slot], IOC_SET_OUTPUT, w.fds[0] as libc::c_ulong) != 0 {
             return false;
         }
@@ -671,8 +683,19 @@ fn ring_cpus(w: &Watched, page_size: usize) -> ([Vec<(u32, u64)>; 4], bool) {
     (out, full)
 }
 
+/// Words a refinement window watches: two (four debug registers, a write
+/// and an access watch each), or one while the word counter holds two
+/// registers of every thread ([`crate::words`]).
+fn words_per_window() -> usize {
+    if crate::words::running() {
+        1
+    } else {
+        2
+    }
+}
+
 /// CPU → node, from /sys/devices/system/node/nodeN/cpulist (u8::MAX: none).
-fn cpu_nodes() -> Vec<u8> {
+pub(crate) fn cpu_nodes() -> Vec<u8> {
     let mut map = Vec::new();
     for node in 0..64u8 {
         let path = format!("/sys/devices/system/node/node{node}/cpulist");
@@ -742,6 +765,7 @@ fn calibrate() {
             addr: 0,
             size: took / HITS,
             time_ns: sys::monotonic_ns(),
+            aux: 0,
         });
     }
 }

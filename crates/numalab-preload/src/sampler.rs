@@ -335,6 +335,7 @@ fn present_page(rng: &mut Random, first: usize, pages: usize, ps: usize) -> Opti
 /// out and turned off (the program's later records are written directly:
 /// no thread drains the queue any more).
 fn stop(snapshots: &mut Snapshots, now: u64) {
+    crate::words::stop();
     tables::expire(u64::MAX, |start, len, prot| {
         sys::mprotect(start, len, prot);
     });
@@ -367,5 +368,6 @@ pub fn touched(page: usize) {
         addr: page as u64,
         size: 0,
         time_ns: sys::monotonic_ns(),
+        aux: 0,
     });
 }

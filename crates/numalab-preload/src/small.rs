@@ -149,6 +149,7 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
         addr: p as u64,
         size: n as u64,
         time_ns: key,
+        aux: 0,
     });
     crate::hooks::emit_call_stack(key);
     DRAW_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);

@@ -348,3 +348,12 @@ pub fn fd_path(fd: i32, buf: &mut [u8]) -> Option<&[u8]> {
     };
     (r > 0 && (r as usize) < buf.len()).then(|| &buf[..r as usize])
 }
+
+/// The CPU thread `tid` of this process last ran on (field 39 of
+/// /proc/self/task/TID/stat); allocates: not for signal handlers.
+pub fn task_cpu(tid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The name (field 2) may hold spaces: count from after its ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(36)?.parse().ok()
+}

@@ -304,6 +304,15 @@ const EMPTY_REGION: Region = Region {
 };
 
 static REGIONS: [Region; REGION_CAPACITY] = [EMPTY_REGION; REGION_CAPACITY];
+/// Entries ever claimed (a high-water mark): walks of the table stop
+/// there, so that a program with few regions pays for few (the word
+/// counter draws from the table at every window of every thread).
+static REGIONS_USED: AtomicUsize = AtomicUsize::new(0);
+
+/// The entries that may hold a region.
+fn regions() -> &'static [Region] {
+    &REGIONS[..REGIONS_USED.load(SeqCst).min(REGION_CAPACITY)]
+}
 
 /// Tracks `[start, start + len)`, of protection `prot`, as a region whose
 /// pages may be armed (`refine`: and whose lines refinement may watch);
@@ -312,11 +321,12 @@ pub fn add_region(start: usize, len: usize, refine: bool, prot: i32) -> bool {
     if start == 0 || len == 0 {
         return false;
     }
-    for r in REGIONS.iter() {
+    for (i, r) in REGIONS.iter().enumerate() {
         if r.start
             .compare_exchange(0, usize::MAX, SeqCst, SeqCst)
             .is_ok()
         {
+            REGIONS_USED.fetch_max(i + 1, SeqCst);
             r.len.store(len, SeqCst);
             r.refine.store(refine, SeqCst);
             r.prot.store(prot as u8, SeqCst);
@@ -333,7 +343,7 @@ pub fn add_region(start: usize, len: usize, refine: bool, prot: i32) -> bool {
 /// total length.
 pub fn remove_regions(start: usize, end: usize, mut each: impl FnMut(usize, usize)) -> usize {
     let mut removed = 0;
-    for r in REGIONS.iter() {
+    for r in regions().iter() {
         let s = r.start.load(SeqCst);
         if s == 0 || s == usize::MAX {
             continue;
@@ -352,7 +362,7 @@ pub fn remove_regions(start: usize, end: usize, mut each: impl FnMut(usize, usiz
 
 /// Calls `f(start, len)` for every tracked region.
 pub fn for_each_region(mut f: impl FnMut(usize, usize)) {
-    for r in REGIONS.iter() {
+    for r in regions().iter() {
         let s = r.start.load(SeqCst);
         if s != 0 && s != usize::MAX {
             f(s, r.len.load(SeqCst));
@@ -362,7 +372,7 @@ pub fn for_each_region(mut f: impl FnMut(usize, usize)) {
 
 /// The protection of the tracked region holding `addr`.
 pub fn prot_of(addr: usize) -> Option<i32> {
-    REGIONS.iter().find_map(|r| {
+    regions().iter().find_map(|r| {
         let s = r.start.load(SeqCst);
         (s != 0 && s != usize::MAX && addr >= s && addr - s < r.len.load(SeqCst))
             .then(|| r.prot.load(SeqCst) as i32)
@@ -371,7 +381,7 @@ pub fn prot_of(addr: usize) -> Option<i32> {
 
 /// Whether `[page, page + len)` lies wholly inside a tracked region.
 pub fn in_region(page: usize, len: usize) -> bool {
-    REGIONS.iter().any(|r| {
+    regions().iter().any(|r| {
         let s = r.start.load(SeqCst);
         s != 0 && s != usize::MAX && page >= s && page + len <= s + r.len.load(SeqCst)
     })
@@ -383,7 +393,7 @@ pub fn in_region(page: usize, len: usize) -> bool {
 pub fn nth_page(k: usize, page_size: usize) -> (Option<usize>, usize) {
     let mut seen = 0usize;
     let mut hit = None;
-    for r in REGIONS.iter() {
+    for r in regions().iter() {
         let s = r.start.load(SeqCst);
         if s == 0 || s == usize::MAX {
             continue;
@@ -401,7 +411,7 @@ pub fn nth_page(k: usize, page_size: usize) -> (Option<usize>, usize) {
 
 /// Whether `addr` is in a tracked region refinement may watch.
 pub fn refinable(addr: usize) -> bool {
-    REGIONS.iter().any(|reg| {
+    regions().iter().any(|reg| {
         let s = reg.start.load(SeqCst);
         s != 0
             && s != usize::MAX
@@ -417,7 +427,7 @@ pub fn refinable(addr: usize) -> bool {
 /// too.
 pub fn nth_region(r: usize, page_size: usize, refinable_only: bool) -> Option<(usize, usize)> {
     let live = || {
-        REGIONS.iter().filter_map(|reg| {
+        regions().iter().filter_map(|reg| {
             let s = reg.start.load(SeqCst);
             if s == 0 || s == usize::MAX || (refinable_only && !reg.refine.load(SeqCst)) {
                 return None;

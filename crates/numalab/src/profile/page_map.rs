@@ -349,6 +349,7 @@ mod tests {
             addr,
             size,
             time_ns: 0,
+            aux: 0,
         }
     }
 

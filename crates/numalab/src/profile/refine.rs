@@ -278,6 +278,7 @@ mod tests {
                 addr,
                 size: hits,
                 time_ns: window,
+                aux: 0,
             },
             owner: Some(("main (d.c:12)".into(), addr - 0x1000)),
         }
@@ -293,6 +294,7 @@ mod tests {
             addr,
             size: ns,
             time_ns: at,
+            aux: 0,
         }
     }
 
@@ -374,6 +376,7 @@ mod tests {
             addr: 0,
             size: 0,
             time_ns: 0,
+            aux: 0,
         };
         let r = refinement(&m, &[], &[refused], 0).unwrap();
         assert!(

@@ -1,0 +1,790 @@
+//! Word counts: access shares that no thread's lead can bias
+//! (docs/profile.md, "How the remote share is estimated").
+//!
+//! A protection-fault sample goes to whichever thread touches an armed page
+//! first, so threads that scan shared data in step hand nearly every
+//! sample to the one in front (DESIGN.md section 5). Debug registers are
+//! per thread: a watchpoint in a thread counts that thread's accesses to
+//! its word, whatever the other threads do. So every program thread
+//! watches a few 8-byte words (its *slots*) drawn uniformly from the
+//! tracked regions, counts every access it makes to them, and draws new
+//! words every window of its own CPU time (a per-thread CPU-time timer
+//! whose signal it handles itself: no other CPU is interrupted).
+//!
+//! Each access by thread t to word w is counted by a slot with
+//! probability 1/N, N the words tracked when the slot was drawn, the same
+//! for every thread and every moment; weighted by N over the thread's
+//! slots (and by the duty below), the counts estimate every thread's
+//! accesses without bias (Horvitz–Thompson). The (thread, slot, window)
+//! cells are independent draws of a word, so their spread gives an
+//! honest interval ([`numalab::profile::estimate`] in the engine).
+//!
+//! What it costs: a window's turn (a few system calls: 30–50 µs here) and
+//! a debug trap per counted access (about 14 µs here, 34 µs in the TCG
+//! guest). A word hit [`CAP`] times in a window stops counting there (the
+//! kernel disables the event at its first overflow) and its count is
+//! scaled to the whole window by the share of the window the event ran.
+//! When the measured cost passes its target share of the program's CPU
+//! time, whole windows are skipped at random (watched with probability
+//! 2^-d, the duty exponent d, which every count carries for its weight).
+
+use crate::fault::{chain, KeptAction};
+use crate::perf::{
+    perf_event_open, PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL,
+};
+use crate::record::{word_flags, Kind, Record, WORD_CAPPED, WORD_MOVED};
+use crate::{emit, page_size, sys, tables};
+use std::cell::Cell;
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst,
+};
+
+/// Words a thread watches at once: x86 has four debug registers a thread.
+/// With `--refine`, two (refinement's windows take the other two).
+pub const MAX_SLOTS: usize = 4;
+/// Threads watched at once, at most; later ones are counted as lost.
+const MAX_THREADS: usize = 4096;
+/// Draws written at most (about 200 MB of records): past them no window
+/// opens, and the profile says the counts stop there.
+pub const MAX_CELLS: u64 = 4 << 20;
+/// Accesses to one word a window before its event stops counting.
+pub const CAP: u64 = 8;
+/// A window starts at this much of the thread's own CPU time, and adapts
+/// (see [`next_interval`]) between the bounds below.
+const DEFAULT_WINDOW_NS: u64 = 20_000_000;
+const MIN_WINDOW_NS: u64 = 1_000_000;
+const MAX_WINDOW_NS: u64 = 50_000_000;
+/// The duty exponent's ceiling: at worst one window in 4096 is watched.
+const MAX_DUTY: u32 = 12;
+const WORD: usize = 8;
+
+const PERF_TYPE_BREAKPOINT: u32 = 5;
+const HW_BREAKPOINT_RW: u32 = 3;
+/// `read_format`: the count, then the times enabled and running.
+const READ_TIMES: u64 = 1 | 2;
+const IOC_DISABLE: libc::c_ulong = 0x2401;
+const IOC_REFRESH: libc::c_ulong = 0x2402;
+const IOC_ENABLE: libc::c_ulong = 0x2400;
+/// `_IOW('$', 11, struct perf_event_attr *)`.
+const IOC_MODIFY_ATTRIBUTES: libc::c_ulong = 0x4008_240b;
+/// `si_code` of a POSIX timer's signal.
+const SI_TIMER: i32 = -2;
+/// The timer signal's value: tells the counter's signals from the
+/// program's own uses of the same number.
+const MAGIC: usize = 0x6e75_6d61_6c61_6277;
+
+/// One thread's watch. Its own thread turns the windows; the exiting
+/// thread closes every watch's last window (`busy` keeps them apart).
+struct Watch {
+    tid: AtomicU32,
+    slots: AtomicUsize,
+    fds: [AtomicI32; MAX_SLOTS],
+    /// The word each slot watches this window (0: none, a skipped window).
+    words: [AtomicU64; MAX_SLOTS],
+    /// Each event's count and running time when the window opened.
+    count_at: [AtomicU64; MAX_SLOTS],
+    running_at: [AtomicU64; MAX_SLOTS],
+    /// The thread's CPU time and its CPU's node when the window opened.
+    cpu_at: AtomicU64,
+    node_at: AtomicI32,
+    /// Tracked pages when the window's words were drawn, and its duty.
+    frame: AtomicU64,
+    duty: AtomicU32,
+    /// The POSIX timer that turns the windows, and its interval now.
+    timer: AtomicUsize,
+    interval: AtomicU64,
+    seed: AtomicU64,
+    busy: AtomicBool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_aim_at_as_many_accesses_a_draw_as_a_turn_costs() {
+        let ms = 1_000_000;
+        // Turns as cheap as a trap: about one access a draw.
+        assert_eq!(next_interval(20 * ms, 0, 4, 0.7), 40 * ms);
+        assert_eq!(next_interval(20 * ms, 4, 4, 0.7), 20 * ms);
+        assert_eq!(next_interval(20 * ms, 12, 4, 0.7), 10 * ms);
+        // Turns a hundred traps dear (an emulator): up to the cap.
+        assert_eq!(next_interval(20 * ms, 8, 4, 100.0), 40 * ms);
+        assert_eq!(next_interval(20 * ms, 24, 4, 100.0), 20 * ms);
+        assert_eq!(next_interval(MAX_WINDOW_NS, 0, 4, 1.0), MAX_WINDOW_NS);
+        assert_eq!(next_interval(MIN_WINDOW_NS, 32, 4, 1.0), MIN_WINDOW_NS);
+    }
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE_WATCH: Watch = Watch {
+    tid: AtomicU32::new(0),
+    slots: AtomicUsize::new(0),
+    fds: [const { AtomicI32::new(-1) }; MAX_SLOTS],
+    words: [const { AtomicU64::new(0) }; MAX_SLOTS],
+    count_at: [const { AtomicU64::new(0) }; MAX_SLOTS],
+    running_at: [const { AtomicU64::new(0) }; MAX_SLOTS],
+    cpu_at: AtomicU64::new(0),
+    node_at: AtomicI32::new(-1),
+    frame: AtomicU64::new(0),
+    duty: AtomicU32::new(0),
+    timer: AtomicUsize::new(0),
+    interval: AtomicU64::new(0),
+    seed: AtomicU64::new(0),
+    busy: AtomicBool::new(false),
+};
+
+static WATCHES: [Watch; MAX_THREADS] = [FREE_WATCH; MAX_THREADS];
+
+thread_local! {
+    /// This thread's entry in [`WATCHES`].
+    static MINE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Set once counting started (its totals are written at exit), and while
+/// windows open (cleared when sampling ends: `--duration`, exit).
+static STARTED: AtomicBool = AtomicBool::new(false);
+static ON: AtomicBool = AtomicBool::new(false);
+static SLOTS: AtomicUsize = AtomicUsize::new(MAX_SLOTS);
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+static WINDOW_NS: AtomicU64 = AtomicU64::new(DEFAULT_WINDOW_NS);
+/// The share of the program's CPU time word counting may take
+/// (`NUMALAB_PROFILE_OVERHEAD` in percent, as for the page-fault rate),
+/// in millionths.
+static TARGET_PPM: AtomicU64 = AtomicU64::new(0);
+
+/// The share of the program's CPU time word counting may take.
+pub fn target() -> f64 {
+    match TARGET_PPM.load(SeqCst) {
+        0 => crate::sampler::DEFAULT_OVERHEAD,
+        ppm => ppm as f64 / 1e6,
+    }
+}
+
+/// The duty exponent windows open with now.
+static DUTY: AtomicU32 = AtomicU32::new(0);
+/// The cost of one counted access (ns), measured at start.
+static HIT_NS: AtomicU64 = AtomicU64::new(0);
+/// Totals: time the turns took, accesses counted (raw), windows watched
+/// and skipped, slot-windows (cells), threads watched and lost.
+static TURN_NS: AtomicU64 = AtomicU64::new(0);
+static TURNS: AtomicU64 = AtomicU64::new(0);
+/// The turns that closed and opened a watched window, and their time.
+static OPEN_TURNS: AtomicU64 = AtomicU64::new(0);
+static OPEN_TURN_NS: AtomicU64 = AtomicU64::new(0);
+static HITS: AtomicU64 = AtomicU64::new(0);
+static WINDOWS: AtomicU64 = AtomicU64::new(0);
+static CELLS: AtomicU64 = AtomicU64::new(0);
+static THREADS: AtomicU64 = AtomicU64::new(0);
+static LOST: AtomicU64 = AtomicU64::new(0);
+/// The node of each CPU (u8::MAX: unknown), read at start.
+static CPU_NODE: [AtomicU8; 4096] = [const { AtomicU8::new(u8::MAX) }; 4096];
+/// The program's action for the timer signal.
+static PROGRAM: KeptAction = KeptAction::new();
+/// pthread key whose destructor ends a thread's watch.
+static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Whether word counting runs.
+pub fn running() -> bool {
+    ON.load(SeqCst)
+}
+
+/// The signal the windows' timers send (0: none).
+pub fn signal() -> i32 {
+    SIGNAL.load(SeqCst)
+}
+
+/// The signal number the counter takes: a real-time signal few programs
+/// use; the program's own uses of it still reach it (see `on_signal`).
+pub fn signal_number() -> i32 {
+    libc::SIGRTMAX() - 7
+}
+
+/// The program's action for the timer signal, kept while the counter
+/// holds it: the interposed `sigaction` reads and replaces it here.
+pub fn program_action() -> &'static KeptAction {
+    &PROGRAM
+}
+
+/// The cost of one counted access, in ns (0: not measured).
+pub fn hit_ns() -> u64 {
+    HIT_NS.load(SeqCst)
+}
+
+/// Turns' time, turns (each a signal delivered) and accesses counted so
+/// far, for the cost controller.
+pub fn spent() -> (u64, u64, u64) {
+    (TURN_NS.load(SeqCst), TURNS.load(SeqCst), HITS.load(SeqCst))
+}
+
+/// The duty exponent now; the controller raises it when counting costs
+/// more than its target, lowers it when it costs far less.
+pub fn duty() -> u32 {
+    DUTY.load(SeqCst)
+}
+
+pub fn set_duty(d: u32) {
+    DUTY.store(d.min(MAX_DUTY), SeqCst);
+}
+
+fn attr(word: u64) -> PerfEventAttr {
+    PerfEventAttr {
+        kind: PERF_TYPE_BREAKPOINT,
+        size: PerfEventAttr::SIZE,
+        sample_period: CAP,
+        read_format: READ_TIMES,
+        // Created off; each window enables it for one overflow
+        // (IOC_REFRESH). User-space accesses only.
+        flags: ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
+        bp_type: HW_BREAKPOINT_RW,
+        config1: word,
+        config2: WORD as u64,
+        ..Default::default()
+    }
+}
+
+fn ioctl(fd: i32, request: libc::c_ulong, arg: usize) -> i32 {
+    // SAFETY: perf ioctls on the descriptor; MODIFY's argument points to
+    // a live PerfEventAttr (the caller's).
+    unsafe { libc::ioctl(fd, request as _, arg) }
+}
+
+/// The event's count and running time, or `None` when the descriptor is
+/// gone (the program closed it).
+fn read_event(fd: i32) -> Option<(u64, u64)> {
+    let mut v = [0u64; 3];
+    // SAFETY: reads 24 bytes into v.
+    let n = unsafe { libc::read(fd, v.as_mut_ptr().cast(), 24) };
+    (n == 24).then_some((v[0], v[2]))
+}
+
+fn node_of(cpu: u32) -> i32 {
+    match CPU_NODE.get(cpu as usize).map(|n| n.load(SeqCst)) {
+        Some(n) if n != u8::MAX => n as i32,
+        _ => -1,
+    }
+}
+
+/// A thread's CPU-time clock (glibc's MAKE_THREAD_CPUCLOCK with
+/// CPUCLOCK_SCHED), readable from any thread of the process.
+fn thread_clock(tid: u32) -> libc::clockid_t {
+    ((!(tid as libc::clockid_t)) << 3) | 6
+}
+
+fn next_random(w: &Watch) -> u64 {
+    let mut x = w.seed.load(SeqCst);
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    w.seed.store(x, SeqCst);
+    x
+}
+
+/// Starts word counting, on the main thread before `main`: the signal, a
+/// trial watchpoint (a refusal is written once, with its errno), the cost
+/// of one counted access, the CPUs' nodes, and the main thread's watch.
+pub fn init(refining: bool) {
+    if std::env::var("NUMALAB_PROFILE_WORDS").is_ok_and(|v| v.trim() == "off") {
+        return;
+    }
+    let slots = crate::env_number("NUMALAB_PROFILE_WORD_SLOTS")
+        .unwrap_or(if refining { 2 } else { MAX_SLOTS })
+        .clamp(1, if refining { 2 } else { MAX_SLOTS });
+    SLOTS.store(slots, SeqCst);
+    if let Some(pct) = std::env::var("NUMALAB_PROFILE_OVERHEAD")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|p| p.is_finite() && *p > 0.0 && *p < 100.0)
+    {
+        TARGET_PPM.store((pct * 1e4).round() as u64, SeqCst);
+    }
+    if let Some(ms) = crate::env_number("NUMALAB_PROFILE_WORD_WINDOW_MS") {
+        WINDOW_NS.store((ms as u64).clamp(1, 10_000) * 1_000_000, SeqCst);
+    }
+    if let Err(errno) = calibrate() {
+        totals(-errno);
+        return;
+    }
+    for (cpu, node) in crate::refine::cpu_nodes()
+        .into_iter()
+        .enumerate()
+        .take(4096)
+    {
+        CPU_NODE[cpu].store(node, SeqCst);
+    }
+    let sig = signal_number();
+    let Some(real) = crate::fault::real_sigaction() else {
+        return;
+    };
+    // SAFETY: zeroed sigactions are valid to fill; the handler has the
+    // SA_SIGINFO signature.
+    unsafe {
+        let mut ours: libc::sigaction = std::mem::zeroed();
+        ours.sa_sigaction = on_signal as *const () as usize;
+        ours.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut ours.sa_mask);
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if real(sig, &ours, &mut old) != 0 {
+            return;
+        }
+        PROGRAM.set(&old);
+        let mut key: libc::pthread_key_t = 0;
+        if libc::pthread_key_create(&mut key, Some(key_destructor)) == 0 {
+            KEY.store(key, SeqCst);
+        }
+    }
+    SIGNAL.store(sig, SeqCst);
+    STARTED.store(true, SeqCst);
+    ON.store(true, SeqCst);
+    thread_starts();
+}
+
+/// What one counted access costs this thread, measured on a word of its
+/// own (the median of a few rounds); the errno when the kernel refuses a
+/// watchpoint.
+fn calibrate() -> Result<(), i32> {
+    let mut word = std::hint::black_box(Box::new(0u64));
+    let p: *mut u64 = &mut *word;
+    let mut a = attr(p as u64);
+    a.flags &= !ATTR_DISABLED;
+    a.sample_period = 0;
+    let fd = perf_event_open(&a, 0)?;
+    const HITS: u64 = 16;
+    let mut rounds = [0u64; 5];
+    for r in rounds.iter_mut() {
+        let t0 = sys::monotonic_ns();
+        for k in 0..HITS {
+            // SAFETY: p points to the boxed word, alive here.
+            unsafe { std::ptr::write_volatile(p, k) };
+        }
+        *r = (sys::monotonic_ns() - t0) / HITS;
+    }
+    rounds.sort_unstable();
+    HIT_NS.store(rounds[rounds.len() / 2], SeqCst);
+    sys::close(fd);
+    drop(word);
+    Ok(())
+}
+
+/// Opens the calling thread's watch: its events (created off), its
+/// timer, its first window. Called for the main thread at start and for
+/// every thread `pthread_create` starts.
+pub fn thread_starts() {
+    // Threads outside `--threads` are not watched: their accesses are
+    // not the profile's.
+    if !running() || crate::hooks::on_library_thread() || !crate::select::thread_selected() {
+        return;
+    }
+    let tid = sys::gettid();
+    let Some(i) = WATCHES
+        .iter()
+        .position(|w| w.tid.compare_exchange(0, tid, SeqCst, SeqCst).is_ok())
+    else {
+        LOST.fetch_add(1, SeqCst);
+        return;
+    };
+    let w = &WATCHES[i];
+    let mut slots = 0;
+    for s in 0..SLOTS.load(SeqCst) {
+        match perf_event_open(&attr(w as *const Watch as u64), 0) {
+            Ok(fd) => {
+                w.fds[s].store(fd, SeqCst);
+                w.words[s].store(0, SeqCst);
+                slots += 1;
+            }
+            // The registers are taken (a debugger, refinement): fewer
+            // slots, which the weights know.
+            Err(_) => break,
+        }
+    }
+    w.slots.store(slots, SeqCst);
+    w.seed
+        .store(sys::monotonic_ns() ^ ((tid as u64) << 32) | 1, SeqCst);
+    if slots == 0 || !start_timer(w, tid) {
+        close_events(w);
+        w.tid.store(0, SeqCst);
+        LOST.fetch_add(1, SeqCst);
+        return;
+    }
+    MINE.with(|m| m.set(i));
+    let key = KEY.load(SeqCst);
+    if key != u32::MAX {
+        // SAFETY: a key made at init; any non-null value runs the
+        // destructor at the thread's exit.
+        unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<libc::c_void>()) };
+    }
+    THREADS.fetch_add(1, SeqCst);
+    turn(w, tid, true, true);
+}
+
+/// The next window's length, from the last window's accesses per draw
+/// (`counted` over `slots`) and what a draw's turn costs against one
+/// counted access (`turn_per_access`: a slot's share of a turn over a
+/// trap's cost). The engine estimates each thread's mean count per draw,
+/// so a draw is worth more the more accesses it counts, until each costs
+/// as much as the turn that made the draw (then more only adds cost) or it
+/// reaches its [`CAP`]: the target is that many accesses a draw, between 1
+/// and CAP. Doubled while under half the target, halved while over twice
+/// it. (The weights do not depend on it: every moment of the thread is
+/// watched, whatever the windows' lengths.)
+pub fn next_interval(interval: u64, counted: u64, slots: u64, turn_per_access: f64) -> u64 {
+    let target = turn_per_access.clamp(1.0, CAP as f64);
+    let per_draw = counted as f64 / slots.max(1) as f64;
+    let next = if per_draw > 2.0 * target {
+        interval / 2
+    } else if per_draw < target / 2.0 {
+        interval.saturating_mul(2)
+    } else {
+        interval
+    };
+    next.clamp(MIN_WINDOW_NS, MAX_WINDOW_NS)
+}
+
+/// A slot's share of a watched window's turn over one counted access's
+/// cost, as measured so far (1 before anything is measured).
+fn turn_per_access() -> f64 {
+    let turns = OPEN_TURNS.load(SeqCst);
+    let hit = HIT_NS.load(SeqCst);
+    if turns == 0 || hit == 0 {
+        return 1.0;
+    }
+    OPEN_TURN_NS.load(SeqCst) as f64 / turns as f64 / SLOTS.load(SeqCst).max(1) as f64 / hit as f64
+}
+
+fn set_interval(timer: usize, ns: u64) -> bool {
+    let every = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    let spec = libc::itimerspec {
+        it_interval: every,
+        it_value: every,
+    };
+    // SAFETY: a timer this library created; a valid itimerspec.
+    unsafe { libc::timer_settime(timer as libc::timer_t, 0, &spec, std::ptr::null_mut()) == 0 }
+}
+
+/// A per-thread CPU-time timer sending the counter's signal to `tid`
+/// every window.
+fn start_timer(w: &Watch, tid: u32) -> bool {
+    // SAFETY: zeroed sigevent filled with a thread-directed signal; the
+    // timer id is written by the kernel.
+    unsafe {
+        let mut ev: libc::sigevent = std::mem::zeroed();
+        ev.sigev_notify = libc::SIGEV_THREAD_ID;
+        ev.sigev_signo = SIGNAL.load(SeqCst);
+        ev.sigev_value = libc::sigval {
+            sival_ptr: MAGIC as *mut libc::c_void,
+        };
+        ev.sigev_notify_thread_id = tid as i32;
+        let mut timer: libc::timer_t = std::ptr::null_mut();
+        if libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut ev, &mut timer) != 0 {
+            return false;
+        }
+        let ns = WINDOW_NS.load(SeqCst);
+        if !set_interval(timer as usize, ns) {
+            libc::timer_delete(timer);
+            return false;
+        }
+        w.timer.store(timer as usize, SeqCst);
+        w.interval.store(ns, SeqCst);
+    }
+    true
+}
+
+fn close_events(w: &Watch) {
+    for fd in &w.fds {
+        let f = fd.swap(-1, SeqCst);
+        if f >= 0 {
+            sys::close(f);
+        }
+    }
+}
+
+/// Ends the calling thread's watch (its last window counted).
+pub fn thread_ends() {
+    let i = MINE.with(|m| m.replace(usize::MAX));
+    if i == usize::MAX {
+        return;
+    }
+    finish(&WATCHES[i]);
+}
+
+extern "C" fn key_destructor(_: *mut libc::c_void) {
+    thread_ends();
+}
+
+/// Closes a watch for good: its last window, timer and events.
+fn finish(w: &Watch) {
+    let tid = w.tid.load(SeqCst);
+    if tid == 0 {
+        return;
+    }
+    turn(w, tid, false, tid == sys::gettid());
+    let t = w.timer.swap(0, SeqCst);
+    if t != 0 {
+        // SAFETY: a timer this library created and nobody else deletes.
+        unsafe { libc::timer_delete(t as libc::timer_t) };
+    }
+    close_events(w);
+    w.tid.store(0, SeqCst);
+}
+
+/// Sampling ends before the program (`--duration`): each thread closes
+/// its watch at its next turn (its last window counted), so that no
+/// access is trapped afterwards.
+pub fn stop() {
+    ON.store(false, SeqCst);
+}
+
+/// At exit: every watch's last window, then the totals.
+pub fn at_exit() {
+    if !STARTED.swap(false, SeqCst) {
+        return;
+    }
+    ON.store(false, SeqCst);
+    for w in WATCHES.iter() {
+        finish(w);
+    }
+    totals(0);
+}
+
+/// In a forked child: the parent's watches are not this process's
+/// threads (timers are not inherited; the descriptors are the parent's
+/// events): forgotten, and no new ones.
+pub fn after_fork_in_child() {
+    ON.store(false, SeqCst);
+    STARTED.store(false, SeqCst);
+    MINE.with(|m| m.set(usize::MAX));
+}
+
+fn totals(unavailable: i32) {
+    emit(&Record {
+        kind: Kind::WordTotals,
+        tid: sys::gettid(),
+        cpu: THREADS.load(SeqCst).min(u32::MAX as u64) as u32,
+        node: unavailable,
+        flags: LOST.load(SeqCst).min(u32::MAX as u64) as u32,
+        aux: HIT_NS.load(SeqCst).min(u32::MAX as u64) as u32,
+        addr: WINDOWS.load(SeqCst),
+        size: CELLS.load(SeqCst),
+        time_ns: TURN_NS.load(SeqCst),
+    });
+}
+
+extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t for SA_SIGINFO; a
+    // timer's carries its sigval.
+    let ours =
+        unsafe { (*info).si_code == SI_TIMER && (*info).si_value().sival_ptr as usize == MAGIC };
+    if !ours {
+        chain(&PROGRAM, sig, info, ctx);
+        return;
+    }
+    let i = MINE.with(|m| m.get());
+    if i == usize::MAX {
+        return;
+    }
+    // The program's errno survives the handler's system calls.
+    // SAFETY: this thread's errno location.
+    let errno = unsafe { *libc::__errno_location() };
+    if running() {
+        let w = &WATCHES[i];
+        turn(w, w.tid.load(SeqCst), true, true);
+    } else {
+        // Sampling ended: the last window is counted, the watch closed.
+        thread_ends();
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// Closes the window `w` (of thread `tid`) has open, writing a WordCount
+/// per word it counted, and with `reopen` opens the next: new words, or a
+/// skipped window at the duty's odds. `own`: called on the watch's own
+/// thread. A skipped window followed by another costs no system call.
+fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
+    if w.busy.swap(true, SeqCst) {
+        return;
+    }
+    let t0 = sys::monotonic_ns();
+    let clock = if own {
+        libc::CLOCK_THREAD_CPUTIME_ID
+    } else {
+        thread_clock(tid)
+    };
+    let slots = w.slots.load(SeqCst);
+    let watching = (0..slots).any(|s| w.words[s].load(SeqCst) != 0);
+    let mut lost = false;
+    if watching {
+        match close_window(w, tid, slots, clock, own, t0) {
+            Some((counted, watched)) if reopen && watched > 0 => {
+                let interval = w.interval.load(SeqCst);
+                let next = next_interval(interval, counted, watched, turn_per_access());
+                if next != interval && set_interval(w.timer.load(SeqCst), next) {
+                    w.interval.store(next, SeqCst);
+                }
+            }
+            Some(_) => {}
+            None => lost = true,
+        }
+    }
+    if lost {
+        // The program closed (or reused) the descriptors: this thread's
+        // accesses are no longer counted, and the profile says so.
+        LOST.fetch_add(1, SeqCst);
+        for s in 0..slots {
+            w.words[s].store(0, SeqCst);
+            w.fds[s].store(-1, SeqCst);
+        }
+        w.slots.store(0, SeqCst);
+    } else if reopen && CELLS.load(SeqCst) >= MAX_CELLS {
+        stop();
+    } else if reopen {
+        let d = DUTY.load(SeqCst);
+        if d > 0 && !next_random(w).is_multiple_of(1u64 << d) {
+            if watching {
+                for s in 0..slots {
+                    let fd = w.fds[s].load(SeqCst);
+                    if w.words[s].swap(0, SeqCst) != 0 && fd >= 0 {
+                        ioctl(fd, IOC_DISABLE, 0);
+                    }
+                }
+            }
+        } else {
+            open_window(w, slots, d);
+            let cpu = if own { sys::cpu() } else { u32::MAX };
+            w.node_at.store(node_of(cpu), SeqCst);
+            w.cpu_at.store(sys::cpu_clock_ns(clock), SeqCst);
+            if watching {
+                OPEN_TURNS.fetch_add(1, SeqCst);
+                OPEN_TURN_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
+            }
+        }
+    }
+    TURN_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
+    TURNS.fetch_add(1, SeqCst);
+    w.busy.store(false, SeqCst);
+}
+
+/// Reads the counts of the window `w` has open and writes a WordCount per
+/// slot; the accesses counted and the slots read, or `None` when the
+/// descriptors are gone.
+fn close_window(
+    w: &Watch,
+    tid: u32,
+    slots: usize,
+    clock: libc::clockid_t,
+    own: bool,
+    now: u64,
+) -> Option<(u64, u64)> {
+    let window = sys::cpu_clock_ns(clock).saturating_sub(w.cpu_at.load(SeqCst));
+    // Another thread's CPU (at exit) from its scheduler statistics.
+    let cpu = if own {
+        sys::cpu()
+    } else {
+        sys::task_cpu(tid).unwrap_or(u32::MAX)
+    };
+    let moved = node_of(cpu) != w.node_at.load(SeqCst);
+    let ps = page_size();
+    let (mut counted, mut watched) = (0u64, 0u64);
+    for s in 0..slots {
+        let fd = w.fds[s].load(SeqCst);
+        let word = w.words[s].load(SeqCst);
+        if fd < 0 || word == 0 {
+            continue;
+        }
+        let (count, running) = read_event(fd)?;
+        let c = count.saturating_sub(w.count_at[s].swap(count, SeqCst));
+        let r = running.saturating_sub(w.running_at[s].swap(running, SeqCst));
+        CELLS.fetch_add(1, SeqCst);
+        watched += 1;
+        counted += c;
+        HITS.fetch_add(c, SeqCst);
+        // Stopped at its cap before the window's end: the rate until then
+        // over the whole window. (c - 1/2) / t: the c-th access ended the
+        // time t, so c / t overstates a random (Poisson) rate by
+        // c / (c - 1) and (c - 1) / t understates a periodic one; half way
+        // errs by 1/(2c) at most either way.
+        let capped = c > 0 && r > 0 && r.saturating_add(r / 20) < window;
+        let estimate = if capped {
+            ((c as f64 - 0.5) * window as f64 / r as f64)
+                .round()
+                .max(c as f64) as u64
+        } else {
+            c
+        };
+        // A cell without an access is written too: the engine needs every
+        // draw to know how many fell in each region (docs/profile.md).
+        let node = if c == 0 {
+            -1
+        } else {
+            match sys::page_state((word as usize) & !(ps - 1), ps) {
+                sys::PageState::Present(n) => n,
+                sys::PageState::Absent => -1,
+            }
+        };
+        let bits = if capped { WORD_CAPPED } else { 0 } | if moved { WORD_MOVED } else { 0 };
+        emit(&Record {
+            kind: Kind::WordCount,
+            tid,
+            cpu,
+            node,
+            flags: word_flags(bits, slots as u32, w.duty.load(SeqCst)),
+            aux: w.frame.load(SeqCst).min(u32::MAX as u64) as u32,
+            addr: word,
+            size: estimate,
+            time_ns: now,
+        });
+    }
+    Some((counted, watched))
+}
+
+/// Opens a watched window of `w` (duty exponent `duty`): each slot on a
+/// word drawn uniformly from the tracked pages, enabled for one overflow
+/// (its cap); a slot with nothing to draw stays off.
+fn open_window(w: &Watch, slots: usize, duty: u32) {
+    let ps = page_size();
+    let (_, total) = tables::nth_page(0, ps);
+    for s in 0..slots {
+        let fd = w.fds[s].load(SeqCst);
+        if fd < 0 {
+            continue;
+        }
+        let word = (total > 0)
+            .then(|| {
+                let k = (next_random(w) % total as u64) as usize;
+                tables::nth_page(k, ps).0
+            })
+            .flatten()
+            .map(|page| (page + (next_random(w) as usize % (ps / WORD)) * WORD) as u64);
+        let Some(word) = word else {
+            if w.words[s].swap(0, SeqCst) != 0 {
+                ioctl(fd, IOC_DISABLE, 0);
+            }
+            continue;
+        };
+        let a = attr(word);
+        // MODIFY turns the event off while it moves (and leaves it off:
+        // `a` says disabled), then it is on for one overflow.
+        if ioctl(
+            fd,
+            IOC_MODIFY_ATTRIBUTES,
+            &a as *const PerfEventAttr as usize,
+        ) != 0
+        {
+            w.words[s].store(0, SeqCst);
+            continue;
+        }
+        if ioctl(fd, IOC_REFRESH, 1) != 0 && ioctl(fd, IOC_ENABLE, 0) != 0 {
+            w.words[s].store(0, SeqCst);
+            continue;
+        }
+        w.words[s].store(word, SeqCst);
+    }
+    if total > 0 {
+        WINDOWS.fetch_add(1, SeqCst);
+    }
+    w.frame.store(total as u64, SeqCst);
+    w.duty.store(duty, SeqCst);
+}
