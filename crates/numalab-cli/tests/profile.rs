@@ -48,7 +48,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
     assert!(program_out.contains("sums right"), "{program_out}");
     let v = parse_json(json, "numalab profile --json");
-    assert_eq!(v["schema_version"], "1.6");
+    assert_eq!(v["schema_version"], "1.7");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
     let c = &v["cost"];
@@ -887,8 +887,8 @@ fn bad_input_is_refused_in_one_line() {
         "--rate '0' is not a whole number from 1 to 200000",
     );
     fails(
-        &["profile", "--rate", "100", "--overhead", "2", "--", "true"],
-        "the argument '--rate <R>' cannot be used with '--overhead <PCT>'",
+        &["profile", "--word-counts", "maybe", "--", "true"],
+        "--word-counts: 'maybe' is not on or off",
     );
     fails(
         &["profile", "--duration", "0", "--", "true"],

@@ -34,18 +34,34 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+fn on_off(t: &str) -> Result<bool, String> {
+    match t {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{t}' is not on or off")),
+    }
+}
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     launch: LaunchArgs,
     /// Pages armed per second, fixed (each access to an armed page is one
-    /// sample). Without it the rate adapts to --overhead.
-    #[arg(long, value_name = "R", value_parser = whole(1, 200_000), conflicts_with = "overhead")]
+    /// page-fault sample). Without it the rate adapts to --overhead.
+    #[arg(long, value_name = "R", value_parser = whole(1, 200_000))]
     rate: Option<usize>,
-    /// The share of the program's CPU time sampling may take, in percent:
-    /// the rate adapts to the cost the library measures (default 1).
+    /// The share of the program's CPU time sampling may take, in percent,
+    /// for each sampler: the page-fault rate (unless --rate fixes it) and
+    /// the word counts' windows adapt to the cost the library measures
+    /// (default 1).
     #[arg(long, value_name = "PCT", value_parser = percent())]
     overhead: Option<f64>,
+    /// Word counts, the estimate of every share: each thread counts its
+    /// accesses to words drawn at random, with hardware watchpoints
+    /// (docs/profile.md). `off` leaves the shares to page-fault samples,
+    /// whose error is not bounded.
+    #[arg(long, value_name = "on|off", default_value = "on", action = clap::ArgAction::Set, value_parser = crate::args::choice(&["on", "off"], on_off))]
+    word_counts: bool,
     /// Sample for the first S seconds only; the command then runs on
     /// unsampled, and the profile is written when it ends.
     #[arg(long, value_name = "S", value_parser = seconds(0.001))]
@@ -522,10 +538,12 @@ fn profile_once(
         )
         .with_env(
             "NUMALAB_PROFILE_OVERHEAD",
-            match (a.rate, a.overhead) {
-                (None, Some(f)) => (f * 100.0).to_string(),
-                _ => String::new(),
-            },
+            a.overhead
+                .map_or(String::new(), |f| (f * 100.0).to_string()),
+        )
+        .with_env(
+            "NUMALAB_PROFILE_WORDS",
+            if a.word_counts { "" } else { "off" },
         )
         .with_env("NUMALAB_PROFILE_MIN_BYTES", a.min_bytes.to_string())
         .with_env("NUMALAB_PROFILE_SMALL_EVERY", a.small_every.to_string())

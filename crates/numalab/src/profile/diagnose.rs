@@ -9,8 +9,12 @@ use crate::machine::Machine;
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 
-/// Samples a region needs before anything is said of it.
+/// Page-fault samples a region needs before anything is said of it
+/// from them (without word counts).
 pub const MIN_SAMPLES: u64 = 20;
+/// Word-count samples (cells with an access, their thread's and page's
+/// nodes known) a region needs before anything is said of it.
+pub const MIN_CELLS: u64 = super::estimate::MIN_CELLS;
 /// Share of a region's present pages on one node for "its pages are on
 /// node N".
 const ONE_NODE: f64 = 0.9;
@@ -20,8 +24,11 @@ const ACCESSING: f64 = 0.05;
 /// One finding about a region, with its numbers and its fix.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Diagnosis {
-    /// `one-node-shared` (pages on one node, accessed from several: the
-    /// signature of initialisation by one thread), `remote-bound` (pages
+    /// `one-node-shared` (pages on one node, accessed from three or more
+    /// nodes: the signature of initialisation by one thread),
+    /// `two-node-shared` (the same from two nodes: interleave would not
+    /// help, the program should split it), `not-enough-samples` (mostly
+    /// remote by too few samples to plan on), `remote-bound` (pages
     /// on one node, accessed from one other), `first-touched-elsewhere`
     /// (the same, and its sampled first touches were by a thread on that
     /// node that does not use it), `cpuless-hot` (a hot region on a node
@@ -38,15 +45,33 @@ pub struct Diagnosis {
     /// The node holding the pages, and the share of them there.
     pub pages_node: u32,
     pub pages_share: f64,
-    /// CPU nodes with at least 5% of the region's samples.
+    /// CPU nodes the region is accessed from: at least 5% of its
+    /// estimated accesses (word counts) or of its page-fault samples.
     pub accessing_nodes: Vec<u32>,
+    /// The samples the shares come from: word-count cells, or page-fault
+    /// samples (`source` says which).
     pub samples: u64,
     pub remote_share: f64,
-    /// 95% Wilson interval of the remote share.
+    /// 95% interval of the remote share: Wilson's over the word counts'
+    /// effective cells, or over the page-fault samples' threads (each
+    /// thread one draw: its samples are not independent).
     pub remote_ci: [f64; 2],
+    /// `word counts` or `page-fault samples` (since 1.7; the latter's
+    /// error is not bounded).
+    #[serde(default)]
+    pub source: String,
     pub text: String,
     /// The placement that fixes it, as a command.
     pub fix: String,
+}
+
+/// Pages a node a region needs before interleaving it is worth it: the
+/// AMD note's "much larger than a page".
+const INTERLEAVE_PAGES_PER_NODE: u64 = 16;
+
+/// The bytes a region shared by `nodes` nodes needs before interleave.
+fn interleave_worth(nodes: usize) -> u64 {
+    INTERLEAVE_PAGES_PER_NODE * 4096 * nodes as u64
 }
 
 /// First touches a region needs before its toucher is named.
@@ -105,6 +130,144 @@ fn pages_node(r: &RegionProfile) -> Option<(u32, f64)> {
     (share >= ONE_NODE).then_some((*n as u32, share))
 }
 
+/// What a region's remote share rests on.
+pub struct Evidence {
+    pub share: f64,
+    pub ci: [f64; 2],
+    pub samples: u64,
+    /// CPU nodes accessing it (see [`Diagnosis::accessing_nodes`]).
+    pub accessing: Vec<u32>,
+    /// Where the share comes from, for the text.
+    pub source: &'static str,
+}
+
+/// The evidence of region `r`: its word counts when they have enough
+/// cells, else its page-fault samples with an interval over its threads;
+/// `None` with too few of either. The accessing nodes come from every
+/// counted access and every sampled fault, so that a biased sampler
+/// cannot leave out a node that reads the region.
+pub fn evidence(r: &RegionProfile) -> Option<Evidence> {
+    let fault_placed: u64 = r.accesses.values().flat_map(|v| v.values()).sum();
+    let mut accessing: std::collections::BTreeSet<u32> = r
+        .accesses
+        .iter()
+        .filter(|(_, row)| row.values().sum::<u64>() as f64 >= ACCESSING * fault_placed as f64)
+        .map(|(c, _)| *c)
+        .collect();
+    if let Some(e) = &r.estimate {
+        accessing.extend(
+            e.cpu_nodes
+                .iter()
+                .filter(|(_, share)| **share >= ACCESSING)
+                .map(|(n, _)| *n),
+        );
+        if let Some(remote) = e.remote.filter(|_| e.placed_cells >= MIN_CELLS) {
+            return Some(Evidence {
+                share: remote.share,
+                ci: [remote.low, remote.high],
+                samples: e.placed_cells,
+                accessing: accessing.into_iter().collect(),
+                source: "word counts",
+            });
+        }
+    }
+    if fault_placed < MIN_SAMPLES {
+        return None;
+    }
+    let share = r.fault_remote_share()?;
+    Some(Evidence {
+        share,
+        ci: by_thread_interval(r, share),
+        samples: fault_placed,
+        accessing: accessing.into_iter().collect(),
+        source: "page-fault samples",
+    })
+}
+
+/// Samples a region below the evidence needed must still have before it
+/// is named as one that may need a fix.
+const NAMED_BELOW_EVIDENCE: u64 = 5;
+
+/// A region whose few samples say mostly remote, but too few to judge:
+/// named, with what would settle it, and no policy (the plan leaves it).
+fn too_few(
+    i: usize,
+    r: &RegionProfile,
+    node: u32,
+    pshare: f64,
+    command: &str,
+) -> Option<Diagnosis> {
+    let (share, samples, source, needed) = match &r.estimate {
+        Some(e) if e.placed_cells > 0 => {
+            (e.remote?.share, e.placed_cells, "word counts", MIN_CELLS)
+        }
+        _ => {
+            let n: u64 = r.accesses.values().flat_map(|v| v.values()).sum();
+            (
+                r.fault_remote_share()?,
+                n,
+                "page-fault samples",
+                MIN_SAMPLES,
+            )
+        }
+    };
+    if samples < NAMED_BELOW_EVIDENCE || share <= 0.5 {
+        return None;
+    }
+    Some(Diagnosis {
+        kind: "not-enough-samples".into(),
+        region: Some(i),
+        thread: None,
+        site: r.site.clone(),
+        pages_node: node,
+        pages_share: pshare,
+        accessing_nodes: Vec::new(),
+        samples,
+        remote_share: share,
+        remote_ci: [0.0, 1.0],
+        source: source.into(),
+        text: format!(
+            "{}: {:.0}% of its pages are on node {node}, and {samples} {source} say {:.0}% of its accesses are remote, but a policy needs {needed}: not enough samples; run longer or raise --overhead (word counts) or --rate (page faults)",
+            r.site,
+            pshare * 100.0,
+            share * 100.0
+        ),
+        fix: format!("numalab profile --overhead 5 -- {command}"),
+    })
+}
+
+/// The 95% interval of a page-fault share with each thread one cluster:
+/// a thread's samples of a page come in runs (the first to touch an armed
+/// page takes it), so the threads, not the samples, are independent. The
+/// variance is the cluster-robust (sandwich) one of the ratio, over the
+/// threads' placed and remote samples; Wilson's interval at the effective
+/// number of samples it implies, never more than the samples themselves.
+/// It still cannot see threads that drew no sample (the word counts can):
+/// the interval is labelled not bounded.
+fn by_thread_interval(r: &RegionProfile, share: f64) -> [f64; 2] {
+    let placed: u64 = r.placed_by_thread.values().map(|t| t[0]).sum();
+    let clusters = r.placed_by_thread.len() as f64;
+    // A profile without samples by thread (schema before 1.7), or with
+    // one thread, shows no spread between threads to widen by.
+    let all: u64 = r.accesses.values().flat_map(|v| v.values()).sum();
+    if clusters < 2.0 || placed == 0 {
+        return wilson(share, all.max(1) as f64);
+    }
+    let n = placed as f64;
+    let spread: f64 = r
+        .placed_by_thread
+        .values()
+        .map(|[k, remote]| (*remote as f64 - share * *k as f64).powi(2))
+        .sum();
+    let var = clusters / (clusters - 1.0) * spread / (n * n);
+    let effective = if var > 0.0 && share > 0.0 && share < 1.0 {
+        (share * (1.0 - share) / var).min(n)
+    } else {
+        n
+    };
+    wilson(share, effective.max(1.0))
+}
+
 /// Diagnoses of every region of `p` with enough samples; `command` is the
 /// profiled command, for the fix.
 pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
@@ -112,20 +275,15 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
     let command = p.command.join(" ");
     let mut out = Vec::new();
     for (i, r) in p.regions.iter().enumerate() {
-        let located: u64 = r.accesses.values().flat_map(|v| v.values()).sum();
-        let (Some(share), Some((node, pshare))) = (r.remote_share, pages_node(r)) else {
+        let Some((node, pshare)) = pages_node(r) else {
             continue;
         };
-        if located < MIN_SAMPLES {
+        let Some(ev) = evidence(r) else {
+            out.extend(too_few(i, r, node, pshare, &command));
             continue;
-        }
-        let ci = wilson(share, located as f64);
-        let accessing: Vec<u32> = r
-            .accesses
-            .iter()
-            .filter(|(_, row)| row.values().sum::<u64>() as f64 >= ACCESSING * located as f64)
-            .map(|(c, _)| *c)
-            .collect();
+        };
+        let (share, ci, located) = (ev.share, ev.ci, ev.samples);
+        let accessing = ev.accessing.clone();
         let nodes = accessing.iter().copied().collect::<IdSet>();
         let mut d = Diagnosis {
             kind: String::new(),
@@ -138,16 +296,23 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
             samples: located,
             remote_share: share,
             remote_ci: ci,
+            source: ev.source.into(),
             text: String::new(),
             fix: String::new(),
         };
         let pct = |x: f64| format!("{:.0}%", x * 100.0);
         let evidence = format!(
-            "{} of its accesses remote (95% CI {}–{}, {} samples)",
+            "{} of its accesses remote (95% CI {}–{}, {} samples, {}{})",
             pct(share),
             pct(ci[0]),
             pct(ci[1]),
-            located
+            located,
+            ev.source,
+            if ev.source == "word counts" {
+                ""
+            } else {
+                ": error not bounded"
+            }
         );
         let cpuless = !m.cpu_nodes().contains(node);
         if cpuless && r.samples as f64 >= 0.1 * total as f64 {
@@ -160,7 +325,34 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
             );
             d.fix = format!("numalab run --preferred {nodes} -- {command}");
             out.push(d);
-        } else if ci[0] > 0.5 && accessing.len() >= 2 {
+        } else if ci[0] > 0.5 && accessing.len() == 2 {
+            // The AMD note (DESIGN.md section 1): interleave pays where three
+            // or more nodes share the data; over two, about half the
+            // accesses stay remote either way, and interleave only spreads
+            // the load over both controllers.
+            d.kind = "two-node-shared".into();
+            d.text = format!(
+                "{}: {} of its pages are on node {node} and nodes {nodes} access it; {evidence}: interleaving it over two nodes would keep about half its accesses remote (interleave pays from three accessing nodes); give each node the part it uses (initialise it in parallel, each thread its part)",
+                r.site,
+                pct(pshare)
+            );
+            d.fix = "change the program: each node's threads first touch the part they use".into();
+            out.push(d);
+        } else if ci[0] > 0.5 && accessing.len() >= 3 && r.bytes < interleave_worth(accessing.len())
+        {
+            d.kind = "one-node-shared".into();
+            d.text = format!(
+                "{}: {} of its pages are on node {node} and nodes {nodes} access it; {evidence}; but at {} it is too small to interleave (fewer than {} pages a node): place it where its busiest users run, or give each node its own copy",
+                r.site,
+                pct(pshare),
+                crate::text::format::bytes(r.bytes),
+                INTERLEAVE_PAGES_PER_NODE
+            );
+            d.fix =
+                "change the program: replicate it per node, or keep it where its busiest users run"
+                    .into();
+            out.push(d);
+        } else if ci[0] > 0.5 && accessing.len() >= 3 {
             d.kind = "one-node-shared".into();
             let who = match first_toucher(p, r) {
                 Some((_, words)) => format!("; first touched by {words}"),
@@ -179,9 +371,13 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
             // (not a policy that put them elsewhere) and never used it.
             let placed_by =
                 |tid: &u32| p.threads.iter().any(|t| t.tid == *tid && t.nodes == [node]);
-            match first_toucher(p, r)
-                .filter(|(tid, _)| !r.threads.contains_key(tid) && placed_by(tid))
-            {
+            let uses = |tid: &u32| {
+                r.threads.contains_key(tid)
+                    || r.estimate
+                        .as_ref()
+                        .is_some_and(|e| e.threads.contains_key(tid))
+            };
+            match first_toucher(p, r).filter(|(tid, _)| !uses(tid) && placed_by(tid)) {
                 Some((_, words)) => {
                     d.kind = "first-touched-elsewhere".into();
                     d.text = format!(
@@ -285,6 +481,7 @@ fn contended_lines(p: &Profile) -> Vec<Diagnosis> {
             samples: l.placed_hits,
             remote_share: share,
             remote_ci: ci,
+            source: "watchpoints".into(),
             text: format!(
                 "{place}: written {} (watchpoint hits){page}: {what}",
                 words.join("; ")
@@ -334,6 +531,7 @@ fn drifting_threads(p: &Profile) -> Vec<Diagnosis> {
             samples: t.samples,
             remote_share: share,
             remote_ci: ci,
+            source: "page-fault samples".into(),
             text: format!(
                 "thread {}: free to run on {allowed} CPUs, it ran on nodes {nodes} ({moves}); {} of its accesses remote (95% CI {}–{}, {} samples), {} of them to pages on node {home}: unpinned, it drifted away from its data; bind it to node {home}",
                 t.tid,
@@ -381,11 +579,13 @@ mod tests {
             writes: 0,
             unknown_access: 0,
             remote_share: Some(remote as f64 / n as f64),
+            estimate: None,
             distance_ratio: None,
             latency_cost: None,
             accesses,
             pages_by_node: pages.iter().copied().collect(),
             threads: BTreeMap::new(),
+            placed_by_thread: BTreeMap::new(),
             first_touch: None,
             pages_over_time: Vec::new(),
             page_map: None,
@@ -409,6 +609,8 @@ mod tests {
             sampled_for_s: None,
             unattributed: 0,
             remote_share: None,
+            estimate: None,
+            word_counting: None,
             regions,
             threads: Vec::new(),
             diagnoses: Vec::new(),
@@ -444,7 +646,18 @@ mod tests {
         let d = diagnose(&m, &p);
         assert_eq!(
             kinds(&d),
-            [("init_a", "one-node-shared"), ("c", "remote-bound")]
+            [
+                ("init_a", "one-node-shared"),
+                ("c", "remote-bound"),
+                ("d", "not-enough-samples")
+            ]
+        );
+        assert!(
+            d[2].text.contains(
+                "5 page-fault samples say 100% of its accesses are remote, but a policy needs 20"
+            ),
+            "{}",
+            d[2].text
         );
         assert_eq!(d[0].fix, "numalab run --interleave 0-3 -- ./app");
         assert_eq!(d[0].accessing_nodes, [0, 1, 2, 3]);
@@ -456,11 +669,46 @@ mod tests {
         );
         assert!(
             d[0].text
-                .contains("75% of its accesses remote (95% CI 67%–82%, 120 samples)"),
+                .contains("75% of its accesses remote (95% CI 67%–82%, 120 samples, page-fault samples: error not bounded)"),
             "{}",
             d[0].text
         );
         assert_eq!(d[1].fix, "numalab run --membind 0 -- ./app");
+    }
+
+    #[test]
+    fn samples_that_one_thread_takes_widen_the_fault_interval() {
+        // The issue's leader: 8 threads read A in step from four nodes;
+        // the one in front takes most samples (remote), the two local
+        // threads a few. Samples as independent draws would say 95% with
+        // a narrow interval; by thread the interval reaches the truth.
+        let mut a = region(
+            "a",
+            &[(0, 6143)],
+            &[(0, 0, 8), (1, 0, 60), (2, 0, 60), (3, 0, 31)],
+        );
+        a.placed_by_thread = BTreeMap::from([
+            (1, [113, 113]),
+            (2, [4, 0]),
+            (3, [4, 0]),
+            (4, [10, 10]),
+            (5, [12, 12]),
+            (6, [6, 6]),
+            (7, [9, 9]),
+            (8, [1, 1]),
+        ]);
+        let share = a.fault_remote_share().unwrap();
+        assert!((share - 151.0 / 159.0).abs() < 1e-12);
+        let by_thread = by_thread_interval(&a, share);
+        let independent = wilson(share, 159.0);
+        assert!(independent[0] > 0.89, "{independent:?}");
+        assert!(
+            by_thread[0] < independent[0] - 0.05,
+            "{by_thread:?} {independent:?}"
+        );
+        // One thread, or none recorded, has no spread to widen by.
+        a.placed_by_thread = BTreeMap::from([(1, [159, 151])]);
+        assert_eq!(by_thread_interval(&a, share), independent);
     }
 
     /// (site, kind) of each diagnosis, in order.
@@ -480,6 +728,8 @@ mod tests {
             nodes: vec![node],
             remote_share: None,
             first_touches: 0,
+            estimated_share: None,
+            word_cells: 0,
             memory_nodes: BTreeMap::new(),
             migrations: None,
             cpu_changes_seen: 0,

@@ -10,6 +10,7 @@
 
 pub mod compare;
 pub mod diagnose;
+pub mod estimate;
 pub mod filter;
 pub mod latency;
 pub mod page_map;
@@ -28,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.6";
+pub const SCHEMA_VERSION: &str = "1.7";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -74,8 +75,16 @@ pub struct RegionProfile {
     /// Samples whose access type the mechanism could not tell.
     pub unknown_access: u64,
     pub accesses: AccessMatrix,
-    /// Share of samples from a thread on another node than the page's.
+    /// Share of its accesses from a thread on another node than the
+    /// page's: the word counts' estimate where they counted any access
+    /// (`estimate`), else the share of its page-fault samples (whose error
+    /// is not bounded: a fault sample goes to the first thread that
+    /// touches an armed page).
     pub remote_share: Option<f64>,
+    /// Its accesses estimated from the word counts (since 1.7), with
+    /// intervals; `None` where no counted access fell in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<estimate::AccessEstimate>,
     /// Mean SLIT distance of the sampled accesses over the local distance
     /// (1.0: all local).
     pub distance_ratio: Option<f64>,
@@ -87,6 +96,10 @@ pub struct RegionProfile {
     pub pages_by_node: BTreeMap<i32, u64>,
     /// Threads that accessed it, with their samples.
     pub threads: BTreeMap<u32, u64>,
+    /// Of each thread's samples with both nodes known, `[placed, remote]`:
+    /// the fault samples' interval treats each thread as one cluster.
+    #[serde(default)]
+    pub placed_by_thread: BTreeMap<u32, [u64; 2]>,
     /// Its sampled first touches: who put its pages where.
     pub first_touch: Option<FirstTouches>,
     /// Its pages by node at the sampler's snapshots, while it lived.
@@ -95,6 +108,24 @@ pub struct RegionProfile {
     /// most sampled regions only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_map: Option<page_map::PageMap>,
+}
+
+impl RegionProfile {
+    /// The share of its page-fault samples that were remote (whatever the
+    /// word counts say; its error is not bounded).
+    pub fn fault_remote_share(&self) -> Option<f64> {
+        let mut placed = 0u64;
+        let mut remote = 0u64;
+        for (c, row) in &self.accesses {
+            for (m, k) in row {
+                placed += k;
+                if c != m {
+                    remote += k;
+                }
+            }
+        }
+        (placed > 0).then(|| remote as f64 / placed as f64)
+    }
 }
 
 /// Regions that keep their page map: the most sampled, which are the ones
@@ -142,6 +173,12 @@ pub struct ThreadProfile {
     pub remote_share: Option<f64>,
     /// Sampled first touches by this thread, in every region.
     pub first_touches: u64,
+    /// Its share of the program's estimated accesses, from the word
+    /// counts, and their cells (since 1.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_share: Option<f64>,
+    #[serde(default)]
+    pub word_cells: u64,
     /// Its sampled accesses by the memory node of the page.
     pub memory_nodes: BTreeMap<u32, u64>,
     /// How often the kernel moved it between CPUs (scheduler statistics,
@@ -175,6 +212,8 @@ const MAX_SPANS: usize = 1000;
 #[derive(Default)]
 struct ThreadAcc {
     samples: u64,
+    word_cells: u64,
+    word_draws: u64,
     cpus: BTreeSet<u32>,
     remote: u64,
     memory_nodes: BTreeMap<u32, u64>,
@@ -266,7 +305,15 @@ pub struct Profile {
     pub sampled_for_s: Option<f64>,
     /// Samples outside every tracked allocation (a freed one, a race).
     pub unattributed: u64,
+    /// The whole program's remote share: the word counts' estimate where
+    /// they ran, else the page-fault samples' (see RegionProfile).
     pub remote_share: Option<f64>,
+    /// The word counts over every tracked region (since 1.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<estimate::AccessEstimate>,
+    /// What the word counter did (since 1.7); `None` in older profiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub word_counting: Option<estimate::WordCounting>,
     pub regions: Vec<RegionProfile>,
     pub threads: Vec<ThreadProfile>,
     /// The file whose latency matrix priced the regions (`--machine`).
@@ -528,6 +575,14 @@ struct Live {
     site: usize,
 }
 
+/// The whole pages of `[start, start + len)`: what the library tracks of
+/// an allocation (and draws words from).
+fn whole_pages(start: u64, len: u64, page_size: u64) -> u64 {
+    let first = start.div_ceil(page_size);
+    let end = (start + len) / page_size;
+    end.saturating_sub(first)
+}
+
 #[derive(Default)]
 struct SiteAcc {
     kind: String,
@@ -545,6 +600,7 @@ struct SiteAcc {
     local_distance_sum: f64,
     pages: BTreeMap<i32, u64>,
     threads: BTreeMap<u32, u64>,
+    placed_by_thread: BTreeMap<u32, [u64; 2]>,
     first_touch: FirstTouches,
     /// Small allocations (kind "small"): drawn, and the estimates.
     sampled_allocations: u64,
@@ -552,6 +608,9 @@ struct SiteAcc {
     estimated_bytes: f64,
     /// Snapshot number -> (first time seen, pages by node).
     snapshots: BTreeMap<u32, (u64, BTreeMap<i32, u64>)>,
+    /// Whole pages of its live allocations now (while replaying), the
+    /// word counter's frame share.
+    live_pages: u64,
 }
 
 /// The live allocation holding `addr`.
@@ -607,8 +666,46 @@ pub fn build(
     let mut huge_page_samples = 0u64;
     // The site of each Alloc record, in order, for the page maps.
     let mut alloc_sites: Vec<usize> = Vec::new();
+    // Every draw of the word counter, the design its estimates need
+    // (estimate.rs), and its totals.
+    let mut all_cells: Vec<estimate::Cell> = Vec::new();
+    let mut designs: BTreeMap<Option<usize>, estimate::Design> = BTreeMap::new();
+    let mut last_window: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut live_sites: BTreeSet<usize> = BTreeSet::new();
+    let mut word_totals: Option<Record> = None;
     for r in records {
         match r.kind {
+            Kind::WordCount => {
+                let site = owner_of(&live, r.addr).map(|l| l.site);
+                let cell = estimate::Cell::of(m, r, site);
+                // A window's first draw: every live region's size (and the
+                // frame's) over the thread's windows grows by its pages.
+                if last_window.insert(r.tid, r.time_ns) != Some(r.time_ns) {
+                    let w = estimate::duty_weight(r);
+                    *designs
+                        .entry(None)
+                        .or_default()
+                        .size_over_windows
+                        .entry(r.tid)
+                        .or_default() += w * r.aux as f64;
+                    for &s in &live_sites {
+                        let pages = sites[s].live_pages.min(r.aux as u64) as f64;
+                        *designs
+                            .entry(Some(s))
+                            .or_default()
+                            .size_over_windows
+                            .entry(r.tid)
+                            .or_default() += w * pages;
+                    }
+                }
+                all_cells.push(cell);
+                let t = threads.entry(r.tid).or_default();
+                if r.size > 0 {
+                    t.word_cells += 1;
+                }
+                t.word_draws += 1;
+            }
+            Kind::WordTotals => word_totals = Some(*r),
             Kind::Start => {
                 t0 = Some(r.time_ns);
                 sampled_for = (r.cpu != u32::MAX).then(|| r.cpu as f64 / 1e3);
@@ -678,6 +775,8 @@ pub fn build(
                 alloc_sites.push(site);
                 sites[site].allocations += 1;
                 sites[site].bytes += r.size;
+                sites[site].live_pages += whole_pages(r.addr, r.size, page_size);
+                live_sites.insert(site);
                 live.insert(
                     r.addr,
                     Live {
@@ -733,7 +832,15 @@ pub fn build(
                     .map(|(k, _)| *k)
                     .collect();
                 for k in gone {
-                    live.remove(&k);
+                    if let Some(l) = live.remove(&k) {
+                        let s = &mut sites[l.site];
+                        s.live_pages = s
+                            .live_pages
+                            .saturating_sub(whole_pages(l.start, l.len, page_size));
+                        if s.live_pages == 0 {
+                            live_sites.remove(&l.site);
+                        }
+                    }
                 }
             }
             // Refinement's write probes tell who writes a line's page, not
@@ -786,8 +893,11 @@ pub fn build(
                             .or_default() += 1;
                         s.distance_sum += m.distance(c, n as u32) as f64;
                         s.local_distance_sum += m.distance(c, c) as f64;
+                        let t = s.placed_by_thread.entry(r.tid).or_default();
+                        t[0] += 1;
                         if remote {
                             s.remote += 1;
+                            t[1] += 1;
                         }
                     }
                 }
@@ -834,12 +944,39 @@ pub fn build(
         }
     }
     let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
+    // Each thread's windows in all, for every design; the draws by region.
+    let mut windows: BTreeSet<(u32, u64)> = BTreeSet::new();
+    let mut cells_by_site: BTreeMap<Option<usize>, Vec<&estimate::Cell>> = BTreeMap::new();
+    for c in &all_cells {
+        windows.insert((c.tid, c.window));
+        cells_by_site.entry(c.site).or_default().push(c);
+    }
+    let mut windows_per_thread: BTreeMap<u32, u64> = BTreeMap::new();
+    for (tid, _) in windows {
+        *windows_per_thread.entry(tid).or_default() += 1;
+    }
+    for d in designs.values_mut() {
+        d.windows_per_thread = windows_per_thread.clone();
+    }
+    let mut site_estimates: BTreeMap<usize, estimate::AccessEstimate> = BTreeMap::new();
+    for (site, cells) in &cells_by_site {
+        if let (Some(s), Some(d)) = (site, designs.get(site)) {
+            if let Some(e) = estimate::estimate(cells, d) {
+                site_estimates.insert(*s, e);
+            }
+        }
+    }
+    let program_estimate = designs
+        .get(&None)
+        .and_then(|d| estimate::estimate(&all_cells.iter().collect::<Vec<_>>(), d));
     let page_maps = page_map::page_maps(m, records, &alloc_sites, sites.len(), page_size);
     let mut regions: Vec<RegionProfile> = sites
         .into_iter()
         .zip(page_maps)
-        .map(|(s, page_map)| {
+        .enumerate()
+        .map(|(i, (s, page_map))| {
             let located: u64 = s.accesses.values().flat_map(|v| v.values()).sum();
+            let estimate = site_estimates.remove(&i);
             let stack: Vec<String> = s
                 .stack
                 .iter()
@@ -874,13 +1011,19 @@ pub fn build(
                 reads: s.reads,
                 writes: s.writes,
                 unknown_access: s.unknown,
-                remote_share: share(s.remote, located),
+                remote_share: estimate
+                    .as_ref()
+                    .and_then(|e| e.remote)
+                    .map(|r| r.share)
+                    .or(share(s.remote, located)),
+                estimate,
                 distance_ratio: (s.local_distance_sum > 0.0)
                     .then(|| s.distance_sum / s.local_distance_sum),
                 latency_cost: None,
                 accesses: s.accesses,
                 pages_by_node: s.pages,
                 threads: s.threads,
+                placed_by_thread: s.placed_by_thread,
                 first_touch: (s.first_touch.samples > 0).then_some(s.first_touch),
                 pages_over_time: s
                     .snapshots
@@ -914,10 +1057,11 @@ pub fn build(
     for r in regions.iter_mut().skip(MAPPED_REGIONS) {
         r.page_map = None;
     }
-    // Threads seen only at their end (no sampled fault) are left out.
+    // Threads seen only at their end (no sampled fault, no counted
+    // access) are left out.
     let threads = threads
         .into_iter()
-        .filter(|(_, t)| !t.cpus.is_empty())
+        .filter(|(_, t)| !t.cpus.is_empty() || t.word_draws > 0)
         .map(|(tid, t)| ThreadProfile {
             tid,
             ordinal: ordinals.get(&tid).copied(),
@@ -933,6 +1077,11 @@ pub fn build(
             cpus: t.cpus.into_iter().collect(),
             remote_share: share(t.remote, t.samples),
             first_touches: first_by_thread.get(&tid).copied().unwrap_or(0),
+            estimated_share: program_estimate
+                .as_ref()
+                .and_then(|e| e.threads.get(&tid))
+                .map(|t| t.share),
+            word_cells: t.word_cells,
             memory_nodes: t.memory_nodes,
             migrations: t.migrations,
             cpu_changes_seen: t.cpu_changes,
@@ -972,7 +1121,18 @@ pub fn build(
         cost,
         sampled_for_s: sampled_for,
         unattributed,
-        remote_share: share(remote_total, located_total),
+        remote_share: program_estimate
+            .as_ref()
+            .and_then(|e| e.remote)
+            .map(|r| r.share)
+            .or(share(remote_total, located_total)),
+        word_counting: word_totals.map(|r| {
+            estimate::WordCounting::of(
+                &r,
+                all_cells.iter().filter(|c| c.count > 0.0).count() as u64,
+            )
+        }),
+        estimate: program_estimate,
         regions,
         threads,
         latency_source: None,
@@ -1081,10 +1241,12 @@ fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> RegionPro
         unknown_access: 0,
         accesses: AccessMatrix::new(),
         remote_share: None,
+        estimate: None,
         distance_ratio: None,
         latency_cost: None,
         pages_by_node: BTreeMap::new(),
         threads: BTreeMap::new(),
+        placed_by_thread: BTreeMap::new(),
         first_touch: None,
         pages_over_time: Vec::new(),
         page_map: None,
@@ -1186,6 +1348,7 @@ pub(crate) fn test_record(
         addr,
         size,
         time_ns: t,
+        aux: 0,
     }
 }
 

@@ -44,6 +44,68 @@ pub(super) fn node_counts(pages: &std::collections::BTreeMap<i32, u64>) -> Strin
         .join(" ")
 }
 
+/// "74% (95% CI 63–82%)".
+fn share_with_interval(s: &crate::profile::estimate::Share) -> String {
+    format!(
+        "{:.0}% (95% CI {:.0}–{:.0}%)",
+        s.share * 100.0,
+        s.low * 100.0,
+        s.high * 100.0
+    )
+}
+
+/// A region's (or the program's) word-count estimate: its samples (cells
+/// with an access), remote share and access matrix, each with its
+/// interval.
+fn estimate_line(e: &crate::profile::estimate::AccessEstimate) -> String {
+    let remote = e.remote.as_ref().map_or("-".into(), share_with_interval);
+    let cells: Vec<String> = e
+        .matrix
+        .iter()
+        .map(|c| {
+            format!(
+                "{}→{} {:.0}% ({:.0}–{:.0})",
+                c.cpu_node,
+                c.memory_node,
+                c.share.share * 100.0,
+                c.share.low * 100.0,
+                c.share.high * 100.0
+            )
+        })
+        .collect();
+    format!(
+        "accesses (word counts): {} samples, remote {remote}; CPU node→memory node: {}",
+        e.cells,
+        if cells.is_empty() {
+            "-".into()
+        } else {
+            cells.join(", ")
+        }
+    )
+}
+
+/// The headline share of the program: the word counts' where they ran.
+fn program_share_line(p: &Profile) -> String {
+    match (&p.estimate, &p.word_counting) {
+        (Some(e), _) if e.remote.is_some() => format!(
+            "remote {} of its accesses, from word counts ({} samples in {} windows of {} threads)",
+            e.remote.as_ref().map_or("-".into(), share_with_interval),
+            e.cells,
+            p.word_counting.as_ref().map_or(0, |w| w.windows),
+            p.word_counting.as_ref().map_or(0, |w| w.threads),
+        ),
+        (_, Some(w)) if w.unavailable.is_some() => format!(
+            "remote {} of its page-fault samples (error not bounded: {})",
+            percent(p.remote_share),
+            w.unavailable.as_deref().unwrap_or_default()
+        ),
+        _ => format!(
+            "remote {} of its page-fault samples (error not bounded: no access was counted by word)",
+            percent(p.remote_share)
+        ),
+    }
+}
+
 /// How the rate was chosen and what sampling cost, as measured.
 pub(super) fn sampling_line(p: &Profile) -> String {
     let Some(c) = &p.cost else {
@@ -256,12 +318,12 @@ pub fn render(p: &Profile) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "profile of: {}\n{} samples ({} pages armed; allocations of {} or more tracked), remote {}\n{}",
+        "profile of: {}\n{}\npage faults: {} samples ({} pages armed; allocations of {} or more tracked)\n{}",
         p.command.join(" "),
+        program_share_line(p),
         p.samples,
         p.pages_armed,
         format_bytes(p.min_bytes),
-        percent(p.remote_share),
         sampling_line(p)
     );
     if p.huge_page_samples > 0 {
@@ -300,7 +362,7 @@ pub fn render(p: &Profile) -> String {
     for (i, r) in sampled.enumerate() {
         let _ = writeln!(
             s,
-            "{:>3}. {} {} in {} allocation{} at {}{}\n     samples {} (reads {}, writes {}{}), remote {}, distance ratio {}\n     accesses CPU node→memory node: {}\n     pages by node: {}\n     threads: {}",
+            "{:>3}. {} {} in {} allocation{} at {}{}\n     {}\n     page faults: {} samples (reads {}, writes {}{}), remote {}{}, distance ratio {}\n     page-fault samples CPU node→memory node: {}\n     pages by node: {}\n     threads: {}",
             i + 1,
             r.kind,
             format_bytes(r.bytes),
@@ -311,6 +373,9 @@ pub fn render(p: &Profile) -> String {
                 (Some(f), "file") => format!(", mapping {f}"),
                 _ => String::new(),
             },
+            r.estimate
+                .as_ref()
+                .map_or("accesses (word counts): none counted".into(), estimate_line),
             r.samples,
             r.reads,
             r.writes,
@@ -319,7 +384,8 @@ pub fn render(p: &Profile) -> String {
             } else {
                 String::new()
             },
-            percent(r.remote_share),
+            percent(r.fault_remote_share()),
+            if r.samples > 0 { " (not bounded)" } else { "" },
             match (&r.latency_cost, r.distance_ratio) {
                 (Some(c), _) => format!(
                     "{:.2}; latency ratio {:.2} (measured: {:.0} ns an access, {:.0} ns were all local{})",
@@ -420,9 +486,10 @@ pub fn render(p: &Profile) -> String {
         };
         let _ = writeln!(
             s,
-            "  {:>8} {:<4}  samples {:>6}  first touches {:>5}  CPUs {:?}  nodes {:?}  remote {}  {pinned}, {moved}",
+            "  {:>8} {:<4}  accesses {:>4}  fault samples {:>6}  first touches {:>5}  CPUs {:?}  nodes {:?}  remote {}  {pinned}, {moved}",
             t.tid,
             t.ordinal.map_or("-".into(), |o| format!("#{o}")),
+            t.estimated_share.map_or("-".into(), |s| format!("{:.0}%", s * 100.0)),
             t.samples,
             t.first_touches,
             t.cpus,

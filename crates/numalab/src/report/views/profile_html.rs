@@ -836,6 +836,7 @@ mod tests {
             samples: 40,
             remote_share: 0.75,
             remote_ci: [0.6, 0.86],
+            source: "page-fault samples".into(),
             text: "shared from one node".into(),
             fix: "numalab run --interleave 0-1 -- ./app".into(),
         });
