@@ -75,16 +75,27 @@ pub struct PlanEntry {
     pub expected: Option<Expected>,
 }
 
-/// The expected effect of an entry, estimated from the profile's samples:
-/// each accessing CPU node keeps its share of the accesses, and an access
-/// is local with the probability that the policy puts a page on its node.
+/// The expected effect of an entry, estimated from the profile: each
+/// accessing CPU node keeps its share of the accesses, and an access is
+/// local with the probability that the policy puts a page on its node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expected {
     pub remote_share_before: f64,
     pub remote_share_after: f64,
-    /// The samples both shares come from.
+    /// The samples both shares come from (word-count draws with an
+    /// access, or page-fault samples: `source`).
     pub samples: u64,
+    /// 95% intervals of both shares (since plan schema 1.1... read
+    /// without them from older plans): Wilson's at the effective number
+    /// of samples behind the region's remote share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_interval: Option<[f64; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_interval: Option<[f64; 2]>,
+    /// `word counts` or `page-fault samples` (whose error is not bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl Plan {
@@ -361,8 +372,9 @@ fn selector(r: &RegionProfile) -> Option<String> {
     }
 }
 
-/// The remote share of a region's sampled accesses before, and as
-/// estimated after the policy.
+/// The remote share of a region's accesses before, and as estimated after
+/// the policy: from its word counts (each CPU node's estimated share of
+/// its accesses) where they are, else from its page-fault samples.
 fn expected(r: &RegionProfile, policy: &MemoryPolicy) -> Option<Expected> {
     let before = r.remote_share?;
     // Each node's share of the pages the policy gives.
@@ -384,27 +396,58 @@ fn expected(r: &RegionProfile, policy: &MemoryPolicy) -> Option<Expected> {
         }
         _ => return None,
     };
-    let by_cpu_node: BTreeMap<u32, u64> = r
-        .accesses
-        .iter()
-        .map(|(c, row)| (*c, row.values().sum()))
-        .collect();
-    let samples: u64 = by_cpu_node.values().sum();
+    let ev = super::diagnose::evidence(r);
+    let (by_cpu_node, samples, source): (BTreeMap<u32, f64>, u64, &str) =
+        match r.estimate.as_ref().filter(|e| !e.cpu_nodes.is_empty()) {
+            Some(e) => (e.cpu_nodes.clone(), e.placed_cells, "word counts"),
+            None => {
+                let counts: BTreeMap<u32, u64> = r
+                    .accesses
+                    .iter()
+                    .map(|(c, row)| (*c, row.values().sum()))
+                    .collect();
+                let n: u64 = counts.values().sum();
+                if n == 0 {
+                    return None;
+                }
+                (
+                    counts
+                        .into_iter()
+                        .map(|(c, k)| (c, k as f64 / n as f64))
+                        .collect(),
+                    n,
+                    "page-fault samples",
+                )
+            }
+        };
     if samples == 0 {
         return None;
     }
     let local: f64 = by_cpu_node
         .iter()
-        .map(|(c, k)| {
-            let share = shares.iter().find(|s| s.0 == *c).map_or(0.0, |s| s.1);
-            *k as f64 * share
-        })
+        .map(|(c, share)| share * shares.iter().find(|s| s.0 == *c).map_or(0.0, |s| s.1))
         .sum();
+    let after = (1.0 - local).clamp(0.0, 1.0);
+    // The effective samples behind the region's share, from its interval.
+    let effective = ev.as_ref().map(|e| effective_samples(e.share, e.ci));
+    let interval = |x: f64| effective.map(|n| crate::experiments::pdm::wilson(x, n.max(1.0)));
     Some(Expected {
         remote_share_before: before,
-        remote_share_after: 1.0 - local / samples as f64,
+        remote_share_after: after,
         samples,
+        before_interval: ev.as_ref().map(|e| e.ci),
+        after_interval: interval(after),
+        source: Some(source.into()),
     })
+}
+
+/// The number of draws a Wilson interval `ci` of `share` stands for (its
+/// half width inverted), at least 1.
+fn effective_samples(share: f64, ci: [f64; 2]) -> f64 {
+    let half = ((ci[1] - ci[0]) / 2.0).max(1e-6);
+    let z = 1.959964;
+    let p = share.clamp(0.02, 0.98);
+    (z * z * p * (1.0 - p) / (half * half)).max(1.0)
 }
 
 /// Where one entry's regions ended, from the kernel.
@@ -417,6 +460,15 @@ pub struct EntryCheck {
     pub bytes: u64,
     /// Their pages by node when freed or at exit (-1: never touched).
     pub pages_by_node: BTreeMap<i32, u64>,
+    /// Of them, the pages of transparent huge pages, by node (where the
+    /// kernel could say: Linux 6.7 and later); the check judges them in
+    /// huge pages, the rest in pages.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub huge_pages_by_node: BTreeMap<i32, u64>,
+    /// Whether the library turned transparent huge pages off on its
+    /// regions (interleave and stripes place page by page).
+    #[serde(default)]
+    pub huge_pages_off: bool,
     /// The nodes the policy puts pages on, and each one's share.
     pub expected_shares: BTreeMap<u32, f64>,
     /// `placed`, `misplaced`, `nothing-matched` or `not-touched`.
@@ -499,6 +551,8 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
                 regions: 0,
                 bytes: 0,
                 pages_by_node: BTreeMap::new(),
+                huge_pages_by_node: BTreeMap::new(),
+                huge_pages_off: false,
                 expected_shares,
                 verdict: String::new(),
                 detail: String::new(),
@@ -522,12 +576,18 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
                 if let Some(e) = entries.get_mut(i) {
                     e.regions += 1;
                     e.bytes += r.size;
+                    e.huge_pages_off |= r.aux == 1;
                     open.insert(r.addr, i);
                 }
             }
             Kind::PlanPages => {
                 if let Some(e) = open.get(&r.addr).and_then(|&i| entries.get_mut(i)) {
-                    *e.pages_by_node.entry(r.node).or_default() += r.size;
+                    let into = if r.aux == 1 {
+                        &mut e.huge_pages_by_node
+                    } else {
+                        &mut e.pages_by_node
+                    };
+                    *into.entry(r.node).or_default() += r.size;
                 }
             }
             Kind::PlanEnd => {
@@ -572,6 +632,64 @@ fn shares_of(m: &Machine, p: &MemoryPolicy) -> BTreeMap<u32, f64> {
     }
 }
 
+/// Pages of a transparent huge page (x86_64's 2 MiB over 4 KiB).
+const HUGE_PAGES: u64 = 512;
+
+/// The unit the kernel placed an entry's pages in, for the check's words.
+fn unit(e: &EntryCheck) -> String {
+    let huge: u64 = e.huge_pages_by_node.values().sum();
+    if huge == 0 {
+        let off = if e.huge_pages_off {
+            " (huge pages turned off on the region)"
+        } else {
+            ""
+        };
+        format!("judged in 4 KiB pages{off}")
+    } else {
+        format!(
+            "{huge} of the pages in 2 MiB huge pages, judged in huge pages, the rest in 4 KiB pages"
+        )
+    }
+}
+
+/// The node furthest from the policy's share, when further than the
+/// kernel's unit allows: small pages and huge pages are each placed in
+/// their own unit (an interleave of 7 huge pages over two nodes is 4 and
+/// 3), so each may be off by one unit a node, and the share by
+/// [`SHARE_SLACK`] on top (a stripe round of a small region). Returns
+/// (node, its share, the policy's, the distance).
+fn uneven(e: &EntryCheck) -> Option<(u32, f64, f64, f64)> {
+    let present: u64 = e
+        .pages_by_node
+        .iter()
+        .filter(|(n, _)| **n >= 0)
+        .map(|(_, k)| *k)
+        .sum();
+    if present == 0 {
+        return None;
+    }
+    let huge_present: u64 = e.huge_pages_by_node.values().sum();
+    let units = |pages: u64, unit: u64| pages as f64 / unit as f64;
+    e.expected_shares
+        .iter()
+        .map(|(n, want)| {
+            let all = e.pages_by_node.get(&(*n as i32)).copied().unwrap_or(0);
+            let huge = e.huge_pages_by_node.get(&(*n as i32)).copied().unwrap_or(0);
+            let small = all.saturating_sub(huge);
+            let small_present = present.saturating_sub(huge_present);
+            // How far each kind is from the policy, in its own units,
+            // less the one unit the kernel's rounding allows.
+            let small_off = (units(small, 1) - want * units(small_present, 1)).abs() - 1.0;
+            let huge_off =
+                (units(huge, HUGE_PAGES) - want * units(huge_present, HUGE_PAGES)).abs() - 1.0;
+            let excess = small_off.max(0.0) + huge_off.max(0.0) * HUGE_PAGES as f64;
+            let got = all as f64 / present as f64;
+            (*n, got, *want, excess / present as f64)
+        })
+        .filter(|w| w.3 > SHARE_SLACK)
+        .max_by(|a, b| a.3.total_cmp(&b.3))
+}
+
 fn judge(e: &mut EntryCheck) {
     let present: u64 = e
         .pages_by_node
@@ -599,15 +717,6 @@ fn judge(e: &mut EntryCheck) {
         .filter(|(n, _)| **n >= 0 && !e.expected_shares.contains_key(&(**n as u32)))
         .map(|(_, k)| *k)
         .sum();
-    let worst = e
-        .expected_shares
-        .iter()
-        .map(|(n, want)| {
-            let got =
-                e.pages_by_node.get(&(*n as i32)).copied().unwrap_or(0) as f64 / present as f64;
-            (*n, got, *want, (got - want).abs())
-        })
-        .max_by(|a, b| a.3.total_cmp(&b.3));
     // Policies that prefer may spill: only the nodes are judged.
     let preferred = e.policy.starts_with("preferred");
     if e.expected_shares.is_empty() {
@@ -619,13 +728,14 @@ fn judge(e: &mut EntryCheck) {
             "{outside} of {present} present pages ({}) on nodes the policy does not name",
             pct(outside as f64 / present as f64)
         );
-    } else if let Some((n, got, want, off)) = worst.filter(|w| w.3 > SHARE_SLACK && !preferred) {
+    } else if let Some((n, got, want, _)) = uneven(e).filter(|_| !preferred) {
         e.verdict = "misplaced".into();
         e.detail = format!(
-            "node {n} holds {} of the {present} present pages, the policy {} ({} points off)",
+            "node {n} holds {} of the {present} present pages, the policy {} ({} points off, {})",
             pct(got),
             pct(want),
-            (off * 100.0).round()
+            ((got - want).abs() * 100.0).round(),
+            unit(e)
         );
     } else {
         e.verdict = "placed".into();
@@ -636,8 +746,9 @@ fn judge(e: &mut EntryCheck) {
             .map(|(n, k)| format!("node {n}: {k}"))
             .collect();
         e.detail = format!(
-            "all {present} present pages on the policy's nodes ({})",
-            spread.join(", ")
+            "all {present} present pages on the policy's nodes ({}), {}",
+            spread.join(", "),
+            unit(e)
         );
     }
 }
@@ -736,6 +847,7 @@ mod tests {
             samples: 100,
             remote_share: 0.75,
             remote_ci: [0.6, 0.8],
+            source: "word counts".into(),
             text: format!("{kind} text"),
             fix: String::new(),
         }
@@ -868,6 +980,7 @@ mod tests {
             addr,
             size,
             time_ns: 0,
+            aux: 0,
         }
     }
 
@@ -939,9 +1052,9 @@ mod tests {
             c.entries[2].detail
         );
         assert!(
-            c.entries[3]
-                .detail
-                .contains("of the 10 present pages, the policy 50% (40 points off)"),
+            c.entries[3].detail.contains(
+                "of the 10 present pages, the policy 50% (40 points off, judged in 4 KiB pages)"
+            ),
             "{}",
             c.entries[3].detail
         );
