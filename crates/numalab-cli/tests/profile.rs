@@ -1136,3 +1136,90 @@ fn file_mappings_are_regions_named_by_their_file_and_selected_by_it() {
         "{text}"
     );
 }
+
+/// The chi-square statistic of `counts` against equal expected counts.
+fn chi_square_equal(counts: &[f64]) -> f64 {
+    let mean = counts.iter().sum::<f64>() / counts.len() as f64;
+    counts.iter().map(|k| (k - mean).powi(2) / mean).sum()
+}
+
+/// The bias: threads that scan shared data in step hand page-fault
+/// samples to the one in front. The word counter draws words for every
+/// thread by its own CPU time, so 16 workers doing equal work on array A
+/// (truth.c instep, all in step) get draws in A in shares a chi-square test
+/// at 1% (15 degrees of freedom: 30.58) does not reject as unequal. (How
+/// many of a thread's draws saw an access depends on its window lengths,
+/// which each thread adapts on its own; the estimate weighs them.)
+#[test]
+fn equal_work_threads_get_equal_word_count_samples() {
+    library_built();
+    let dir = scratch("profile-equal-threads");
+    let _ = std::fs::remove_dir_all(&dir);
+    let prog = compile_c("crates/numalab-preload/tests/programs/truth.c", "truth");
+    let r = numalab(&[
+        "profile",
+        "--json",
+        "--overhead",
+        "99",
+        "-o",
+        dir.join("p").to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "instep",
+        "16",
+        "60",
+        "16384",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let at = r
+        .out
+        .find("\n{")
+        .expect("a JSON profile after the program's output")
+        + 1;
+    let (program_out, json) = r.out.split_at(at);
+    let v = parse_json(json, "numalab profile --json");
+    let a_addr = program_out
+        .lines()
+        .find_map(|l| l.strip_prefix("region A 0x"))
+        .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .expect("region A in the program's output");
+    let workers: Vec<u64> = program_out
+        .lines()
+        .filter_map(|l| l.strip_prefix("thread "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(workers.len(), 16, "{program_out}");
+    let a = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["first_address"] == a_addr)
+        .unwrap_or_else(|| panic!("no region at A's address {a_addr:#x}"));
+    let by_thread = &a["estimate"]["threads"];
+    let draws: Vec<f64> = workers
+        .iter()
+        .map(|t| by_thread[t.to_string()]["draws"].as_f64().unwrap_or(0.0))
+        .collect();
+    let total: f64 = draws.iter().sum();
+    assert!(total >= 16.0 * 5.0, "A: {total} draws in all: {by_thread}");
+    let chi2 = chi_square_equal(&draws);
+    assert!(
+        chi2 < 30.58,
+        "chi-square {chi2:.1} rejects equal shares at 1% (15 df): {draws:?}"
+    );
+    // Every worker's accesses counted, in A's estimate.
+    for t in &workers {
+        assert!(
+            by_thread[t.to_string()]["share"].as_f64().unwrap() > 0.0,
+            "thread {t} has no share of A: {by_thread}"
+        );
+    }
+}
+
+#[test]
+fn chi_square_rejects_a_leader_and_accepts_equal_counts() {
+    let mut leader = vec![5.0; 15];
+    leader.push(113.0);
+    assert!(chi_square_equal(&leader) > 30.58);
+    assert!(chi_square_equal(&[20.0, 22.0, 18.0, 21.0, 19.0, 20.0]) < 1.0);
+}

@@ -145,6 +145,10 @@ pub struct AccessEstimate {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct ThreadShare {
     pub share: f64,
+    /// Its draws whose word fell in the region, with or without an
+    /// access: what its CPU time bought, whatever the others did.
+    #[serde(default)]
+    pub draws: u64,
     pub cells: u64,
     pub counted: u64,
 }
@@ -322,6 +326,7 @@ pub fn estimate(cells: &[&Cell], design: &Design) -> Option<AccessEstimate> {
             tid,
             ThreadShare {
                 share: if all > 0.0 { mine / all } else { 0.0 },
+                draws: t.cells.len() as u64,
                 cells: t.cells.iter().filter(|c| c.count > 0.0).count() as u64,
                 counted: t.cells.iter().map(|c| c.count.round() as u64).sum(),
             },
