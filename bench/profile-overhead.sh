@@ -19,16 +19,18 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
     cat <<'EOF2'
-usage: bash bench/profile-overhead.sh [--rounds N] [--bin PATH]
+usage: bash bench/profile-overhead.sh [--rounds N] [--bin PATH] [--program PATH]
   --rounds N       rounds of each workload (default: 5)
   --bin PATH       measure this numalab binary (its libnumalab_preload.so beside it)
+  --program PATH   profile_truth built elsewhere (for a machine without gcc)
 EOF2
 }
-ROUNDS=5 BIN=""
+ROUNDS=5 BIN="" PROGRAM=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
         --bin) BIN=$2; shift 2 ;;
+        --program) PROGRAM=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "profile-overhead.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -46,7 +48,12 @@ if ! command -v xz >/dev/null; then
 fi
 work=$(mktemp -d /tmp/numalab-profile-overhead.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-gcc -O2 -g -pthread -o "$work/truth" crates/numalab-preload/tests/programs/profile_truth.c
+if [ -n "$PROGRAM" ]; then
+    [ -x "$PROGRAM" ] || { echo "profile-overhead.sh: --program $PROGRAM is not an executable file" >&2; exit 2; }
+    cp "$PROGRAM" "$work/truth"
+else
+    gcc -O2 -g -pthread -o "$work/truth" crates/numalab-preload/tests/programs/profile_truth.c
+fi
 # 96 MiB of data xz works at: text-like, partly repetitive, partly random.
 python3 - "$work/data" <<'PY'
 import os, random, sys

@@ -52,7 +52,7 @@ if [ -z "$FROM" ]; then
     bash guest/fetch-kernel.sh >/dev/null
     work=$(mktemp -d /tmp/numalab-profile-truth.XXXXXX)
     trap 'rm -rf "$work"' EXIT
-    gcc -O2 -g -pthread -o "$work/truth" crates/numalab-preload/tests/programs/truth.c -lnuma
+    gcc -O2 -g -pthread -o "$work/truth" crates/numalab-preload/tests/programs/truth.c
     {
         # One perf event held open for the whole script: the kernel patches
         # its scheduler hooks once, not at every profile (guest/README.md).
