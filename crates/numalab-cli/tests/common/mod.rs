@@ -282,6 +282,16 @@ pub fn profile_truth_program() -> PathBuf {
     .clone()
 }
 
+/// The truth suite's program (crates/numalab-preload/tests/programs/
+/// truth.c: threads in step, staggered, random, partitioned, producers
+/// and consumers..., with every access counted by construction); `/bin/truth`
+/// in the guests.
+pub fn truth_program() -> PathBuf {
+    static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| compile_c("crates/numalab-preload/tests/programs/truth.c", "truth"))
+        .clone()
+}
+
 /// The program that asks the kernel where its heap's pages went
 /// (crates/numalab-preload/tests/programs/stripes.c); `/bin/stripes` in
 /// the guests.
@@ -348,6 +358,11 @@ pub fn boot_with(
         "step() { name=$1; shift; echo \"@@@BEGIN $name\"; \"$@\" >/tmp/o 2>/tmp/e; rc=$?; \
          echo '@@@OUT'; cat /tmp/o; echo '@@@ERR'; cat /tmp/e; echo \"@@@END $name $rc\"; }\n",
     );
+    // One perf event held open for the whole script: the kernel then
+    // patches its perf static keys once, not at every profile's first and
+    // last event, which multi-threaded TCG sometimes gets wrong ("Oops:
+    // int3", guest/README.md).
+    script.push_str("numalab run --counters=task-clock -- sleep 2147483647 >/dev/null 2>&1 &\n");
     for (name, cmd) in steps {
         script.push_str(&format!(
             "step {name} sh -c '{}'\n",
@@ -379,6 +394,8 @@ pub fn boot_with(
         .arg(preload_library())
         .arg("--file")
         .arg(profile_truth_program())
+        .arg("--file")
+        .arg(truth_program())
         .arg("--file")
         .arg(stripes_program())
         .arg("--file")

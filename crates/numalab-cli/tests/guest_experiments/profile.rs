@@ -8,7 +8,7 @@
 //! the sampling error the counts allow.
 
 use crate::common::{parse_json, Guest};
-use crate::{quartet, quartet_for_refinement, ring};
+use crate::{quartet, quartet_for_refinement, quartet_for_truth, ring};
 use serde_json::Value;
 
 /// Steps run in the Quartet guest: (unique name, shell command).
@@ -24,6 +24,52 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "profile_threads",
         "numalab profile --json --rate 2000 --threads 1-2 -o /tmp/prof-threads -- profile_truth 150",
+    ),
+];
+
+/// The truth suite's steps (crates/numalab-preload/tests/programs/
+/// truth.c), in a Quartet guest of their own: nine profiles of a few
+/// seconds each (tens in the emulated guest), which the experiments'
+/// guest has no time left for under its cap.
+pub const TRUTH_STEPS: &[(&str, &str)] = &[
+    // The program: 8 workers read A (first-touched by the main
+    // thread) in step, worker 0 in front. (--overhead 99: the guest's
+    // emulated CPUs make every cost look large; the shares need draws.)
+    (
+        "truth_leader",
+        "numalab profile --json --rate 500 --overhead 99 -o /tmp/tl -- truth leader 8 30 4096",
+    ),
+    ("truth_leader_plan", "cat /tmp/tl/plan.json"),
+    ("truth_leader_plain", "truth leader 8 4 4096"),
+    (
+        "truth_leader_planned",
+        "numalab run --plan /tmp/tl/plan.json --verify --verify-json /tmp/tlv.json -- truth leader 8 4 4096",
+    ),
+    ("truth_leader_check", "cat /tmp/tlv.json"),
+    // The rest of the truth suite (bench/profile-truth.sh repeats them).
+    (
+        "truth_staggered",
+        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t1 -- truth staggered 8 12 4096",
+    ),
+    (
+        "truth_random",
+        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t2 -- truth random 8 12 4096",
+    ),
+    (
+        "truth_slices",
+        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t3 -- truth slices 8 40 4096",
+    ),
+    (
+        "truth_prodcons",
+        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t4 -- truth prodcons 8 12 4096",
+    ),
+    (
+        "truth_unequal",
+        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t5 -- truth unequal 8 12 4096",
+    ),
+    (
+        "truth_migrate",
+        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t6 -- truth migrate 8 12 4096",
     ),
 ];
 
@@ -424,4 +470,326 @@ fn ring_profile_reports_the_region_on_the_cpuless_node() {
     assert_eq!(d[0]["pages_node"], 4);
     let kind = d[0]["kind"].as_str().unwrap();
     assert!(kind == "cpuless-hot" || kind == "remote-bound", "{kind}");
+}
+
+/// truth.c's output: each region (name, address, bytes) and its true
+/// accesses by (CPU node, memory node); the threads' lines.
+struct Truth {
+    regions: Vec<(String, u64, u64)>,
+    counts: std::collections::BTreeMap<String, std::collections::BTreeMap<(u32, u32), u64>>,
+}
+
+impl Truth {
+    fn parse(out: &str) -> Truth {
+        let mut t = Truth {
+            regions: Vec::new(),
+            counts: Default::default(),
+        };
+        for l in out.lines() {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w.as_slice() {
+                ["region", name, addr, bytes] => t.regions.push((
+                    name.to_string(),
+                    u64::from_str_radix(addr.trim_start_matches("0x"), 16).unwrap(),
+                    bytes.parse().unwrap(),
+                )),
+                ["truth", name, c, m, n] => {
+                    *t.counts
+                        .entry(name.to_string())
+                        .or_default()
+                        .entry((c.parse().unwrap(), m.parse().unwrap()))
+                        .or_default() += n.parse::<u64>().unwrap();
+                }
+                _ => {}
+            }
+        }
+        t
+    }
+
+    /// The regions' names as numalab groups them (one site each): A, the
+    /// private arrays P*, the buffers BUF*, S, F.
+    fn group(name: &str) -> String {
+        name.trim_end_matches(|c: char| c.is_ascii_digit())
+            .to_string()
+    }
+
+    /// The true counts of a group, by (CPU node, memory node).
+    fn group_counts(&self, group: &str) -> std::collections::BTreeMap<(u32, u32), u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for (name, cells) in &self.counts {
+            if Truth::group(name) == group {
+                for (k, n) in cells {
+                    *out.entry(*k).or_default() += n;
+                }
+            }
+        }
+        out
+    }
+
+    /// The profile's region for a group: the one whose first address is
+    /// one of the group's and whose bytes are the group's in all.
+    fn region<'a>(&self, v: &'a Value, group: &str) -> &'a Value {
+        let members: Vec<&(String, u64, u64)> = self
+            .regions
+            .iter()
+            .filter(|r| Truth::group(&r.0) == group)
+            .collect();
+        let bytes: u64 = members.iter().map(|r| r.2).sum();
+        v["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["bytes"] == bytes && members.iter().any(|m| r["first_address"] == m.1))
+            .unwrap_or_else(|| panic!("no region for {group} ({bytes} bytes): {v}"))
+    }
+}
+
+/// The program's output (before the JSON) and the profile.
+fn truth_run(g: &Guest, step: &str) -> (Truth, Value) {
+    let s = g.step(step);
+    assert_eq!(s.rc, 0, "step {step}: {}\n{}", s.err, s.out);
+    let at = s
+        .out
+        .find("\n{")
+        .expect("a JSON profile after the program's output")
+        + 1;
+    let (program, json) = s.out.split_at(at);
+    (Truth::parse(program), parse_json(json, step))
+}
+
+/// An estimate agrees with the truth: within 5 points, or, where its
+/// interval is wider than that, within the interval's width (about four
+/// standard errors: a wrong estimator fails it, sampling noise does not).
+fn agrees(got: &Value, want: f64, what: &str) {
+    let (share, low, high) = (
+        got["share"].as_f64().unwrap(),
+        got["low"].as_f64().unwrap(),
+        got["high"].as_f64().unwrap(),
+    );
+    let tol = (high - low).max(0.05);
+    assert!(
+        (share - want).abs() <= tol,
+        "{what}: estimated {share:.3} (95% CI {low:.3}–{high:.3}), truth {want:.3}"
+    );
+}
+
+/// Every group of the run with enough word counts: its remote share and
+/// each cell of its access matrix against the truth.
+fn check_truth(step: &str) -> (Truth, Value) {
+    let (t, v) = truth_run(quartet_for_truth(), step);
+    let groups: std::collections::BTreeSet<String> =
+        t.regions.iter().map(|r| Truth::group(&r.0)).collect();
+    let mut checked = 0;
+    for g in &groups {
+        let counts = t.group_counts(g);
+        let all: u64 = counts.values().sum();
+        if all == 0 {
+            continue;
+        }
+        let r = t.region(&v, g);
+        let e = &r["estimate"];
+        if e["placed_cells"].as_u64().unwrap_or(0) < 30 {
+            continue;
+        }
+        checked += 1;
+        let remote: u64 = counts
+            .iter()
+            .filter(|((c, m), _)| c != m)
+            .map(|(_, n)| n)
+            .sum();
+        agrees(
+            &e["remote"],
+            remote as f64 / all as f64,
+            &format!("{step} {g} remote"),
+        );
+        for cell in e["matrix"].as_array().unwrap() {
+            let key = (
+                cell["cpu_node"].as_u64().unwrap() as u32,
+                cell["memory_node"].as_u64().unwrap() as u32,
+            );
+            let want = counts.get(&key).copied().unwrap_or(0) as f64 / all as f64;
+            agrees(cell, want, &format!("{step} {g} {key:?}"));
+        }
+        for (key, n) in &counts {
+            let want = *n as f64 / all as f64;
+            let seen = e["matrix"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["cpu_node"] == key.0 && c["memory_node"] == key.1);
+            assert!(
+                seen || want < 0.1,
+                "{step} {g}: {key:?} ({want:.2} of the accesses) unseen: {e}"
+            );
+        }
+    }
+    assert!(checked >= 1, "{step}: no region had 30 word counts: {v}");
+    (t, v)
+}
+
+/// The case: 8 workers on all 8 CPUs read A, which the main
+/// thread initialised on node 0, in the same order, worker 0 in front
+/// (truth: 6 of 8 readers remote, 75%). The page-fault samples go to the
+/// leader; the word counts see every reader: A's remote share from at
+/// least 100 of them within 0.60–0.90, the private arrays at most 10%.
+#[test]
+fn quartet_truth_leader_a_is_three_quarters_remote_by_word_counts() {
+    let (t, v) = truth_run(quartet_for_truth(), "truth_leader");
+    let a = t.region(&v, "A");
+    let e = &a["estimate"];
+    let n = e["placed_cells"].as_u64().unwrap();
+    assert!(n >= 100, "A: only {n} word samples: {e}");
+    let share = e["remote"]["share"].as_f64().unwrap();
+    assert!((0.60..=0.90).contains(&share), "A: remote {share:.3}: {e}");
+    assert_eq!(
+        a["remote_share"], e["remote"]["share"],
+        "the headline share is the estimate"
+    );
+    let nodes: Vec<&String> = e["cpu_nodes"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        nodes,
+        ["0", "1", "2", "3"],
+        "A is read from every node: {e}"
+    );
+    let p = t.region(&v, "P");
+    let pe = &p["estimate"]["remote"];
+    assert!(
+        pe["share"].as_f64().unwrap() <= 0.10,
+        "private arrays: {pe}"
+    );
+    // The diagnosis rests on the word counts and names every node.
+    let i = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|r| r == a)
+        .unwrap();
+    let d: Vec<&Value> = v["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["region"] == i)
+        .collect();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0]["kind"], "one-node-shared");
+    assert_eq!(d[0]["source"], "word counts");
+    assert_eq!(d[0]["accessing_nodes"], serde_json::json!([0, 1, 2, 3]));
+}
+
+/// The plan for A interleaves it over all four nodes, with its expected
+/// interval; `run --plan --verify` puts it there (placed), and the
+/// program's output, but for where its pages went, and its exit status
+/// are what they are without numalab.
+#[test]
+fn quartet_truth_leader_plan_interleaves_a_and_run_verifies_it_placed() {
+    let g = quartet_for_truth();
+    let plan = parse_json(&g.step("truth_leader_plan").out, "truth_leader_plan");
+    let entries = plan["entries"].as_array().unwrap();
+    let (t, _) = truth_run(g, "truth_leader");
+    let a_bytes = t.regions.iter().find(|r| r.0 == "A").unwrap().2;
+    let a: Vec<&Value> = entries.iter().filter(|e| e["bytes"] == a_bytes).collect();
+    assert_eq!(a.len(), 1, "{plan}");
+    assert_eq!(a[0]["policy"], "interleave:0-3", "{}", a[0]);
+    let ex = &a[0]["expected"];
+    assert_eq!(ex["source"], "word counts", "{ex}");
+    let before = ex["before_interval"].as_array().unwrap();
+    assert!(before[0].as_f64().unwrap() > 0.5, "{ex}");
+    // Only A moves: the private arrays stay where their readers are.
+    assert_eq!(entries.len(), 1, "{plan}");
+    let plain = g.step("truth_leader_plain");
+    let planned = g.step("truth_leader_planned");
+    assert_eq!(
+        (plain.rc, planned.rc),
+        (0, 0),
+        "{}\n{}",
+        plain.err,
+        planned.err
+    );
+    // Where the pages are changes A's truth lines; the rest must not.
+    let same = |out: &str| -> Vec<String> {
+        let t = Truth::parse(out);
+        let mut lines: Vec<String> = t
+            .regions
+            .iter()
+            .map(|(n, _, b)| {
+                let c = t.counts.get(n).cloned().unwrap_or_default();
+                let cpus: std::collections::BTreeMap<u32, u64> =
+                    c.iter().fold(Default::default(), |mut m, ((cpu, _), k)| {
+                        *m.entry(*cpu).or_default() += k;
+                        m
+                    });
+                format!("{n} {b} {cpus:?}")
+            })
+            .collect();
+        lines.extend(out.lines().filter(|l| l.starts_with("thread ")).map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            format!("{} {} {} {}", w[1], w[3], w[4], w[5])
+        }));
+        lines
+    };
+    assert_eq!(same(&plain.out), same(&planned.out));
+    let after = Truth::parse(&planned.out).group_counts("A");
+    let by_node: std::collections::BTreeMap<u32, u64> =
+        after
+            .iter()
+            .fold(Default::default(), |mut m, ((_, mem), k)| {
+                *m.entry(*mem).or_default() += k;
+                m
+            });
+    assert_eq!(
+        by_node.len(),
+        4,
+        "A's accesses by memory node after the plan: {by_node:?}"
+    );
+    let check = parse_json(&g.step("truth_leader_check").out, "truth_leader_check");
+    let checks = check["plan"]["entries"].as_array().unwrap();
+    assert_eq!(checks.len(), 1, "{check}");
+    assert_eq!(checks[0]["verdict"], "placed", "{}", checks[0]);
+    let pages: u64 = checks[0]["pages_by_node"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|k| k.as_u64().unwrap())
+        .sum();
+    assert_eq!(pages, a_bytes / 4096, "{}", checks[0]);
+}
+
+/// The truth suite's other access patterns: staggered scans, random
+/// reads, partitioned slices, producers and consumers on other nodes,
+/// unequal work, a migrating thread. Every region with 30 word counts or
+/// more agrees with its truth, share and matrix.
+#[test]
+fn quartet_truth_suite_estimates_agree_with_the_truth() {
+    let mut failed = Vec::new();
+    for step in [
+        "truth_staggered",
+        "truth_random",
+        "truth_slices",
+        "truth_prodcons",
+        "truth_unequal",
+        "truth_migrate",
+    ] {
+        // Every pattern checked before the verdict: one failure does not
+        // hide the others.
+        let checked = std::panic::catch_unwind(|| {
+            let (t, v) = check_truth(step);
+            if step == "truth_slices" {
+                let s = t.region(&v, "S");
+                let r = s["estimate"]["remote"]["share"].as_f64().unwrap();
+                assert!(r <= 0.10, "slices are local: {}", s["estimate"]);
+            }
+        });
+        if let Err(e) = checked {
+            let why = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            failed.push(format!(
+                "{step}: {}",
+                why.chars().take(600).collect::<String>()
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
