@@ -1123,7 +1123,7 @@ enum numalab_status numalab_thread_id(int *tid);
  * # Safety
  * `out` is NULL or valid for a write.
  */
-enum numalab_status numalab_thread_check(int tid,
+enum numalab_status numalab_check_thread(int tid,
                                          const struct numalab_set *asked,
                                          struct numalab_thread_check *out);
 

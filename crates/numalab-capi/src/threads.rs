@@ -194,12 +194,12 @@ pub unsafe extern "C" fn numalab_thread_id(tid: *mut c_int) -> numalab_status {
 /// # Safety
 /// `out` is NULL or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn numalab_thread_check(
+pub unsafe extern "C" fn numalab_check_thread(
     tid: c_int,
     asked: *const numalab_set,
     out: *mut numalab_thread_check,
 ) -> numalab_status {
-    guard("numalab_thread_check", || {
+    guard("numalab_check_thread", || {
         // SAFETY: the caller's guarantee.
         let out = unsafe { args::out(out, "out") }?;
         let s = set_of(asked, "asked")?;
@@ -316,7 +316,7 @@ mod tests {
                     crate::sets::numalab_set_from_cpus(m as *const _, &cpu, 1, &mut one),
                     NUMALAB_OK
                 );
-                assert_eq!(numalab_thread_check(0, one, &mut c), NUMALAB_OK);
+                assert_eq!(numalab_check_thread(0, one, &mut c), NUMALAB_OK);
             }
             assert_eq!(
                 (c.tid, c.verified, c.running_cpu, c.allowed_count),

@@ -10,7 +10,7 @@ use crate::{
     NUMALAB_NODE_MASK_WORDS,
 };
 use numalab::placement::range::page_span;
-use numalab::placement::{parallel_touch_problems, BufferCheck, PageHistogram};
+use numalab::placement::{check_pages, PageHistogram};
 use std::ffi::{c_char, c_int, c_void};
 
 /// Most pages one query may cover: 2^28, 1 TiB of 4 KiB pages (the
@@ -142,24 +142,18 @@ fn check(
     workers: &[numalab::placement::WorkerCheck],
     notes: &[String],
 ) -> numalab_buffer_check {
-    let m = &policy.machine;
-    let memory = policy.memory();
-    let toucher_node = toucher.and_then(|c| m.node_of_cpu(c));
-    let expected = match &policy.kind {
-        PolicyKind::Team(cpus) => Some(cpus.iter().filter_map(|&c| m.node_of_cpu(c)).collect()),
-        PolicyKind::Memory(p) => p.nodes_expected(m, toucher_node),
+    let team = match &policy.kind {
+        PolicyKind::Team(cpus) => Some(cpus.as_slice()),
+        PolicyKind::Memory(_) => None,
     };
-    let mut problems = BufferCheck {
-        policy: &memory,
-        expected_nodes: expected.as_ref(),
-        requested_cpu: None,
-        seen_cpu: toucher,
+    let (expected, problems) = check_pages(
+        &policy.machine,
+        &policy.memory(),
+        team,
+        hist,
+        toucher,
         workers,
-    }
-    .problems(hist);
-    if let PolicyKind::Team(cpus) = &policy.kind {
-        problems.extend(parallel_touch_problems(m, hist, cpus));
-    }
+    );
     let mut out = numalab_buffer_check {
         verified: problems.is_empty() as c_int,
         toucher_cpu: toucher.map(|c| c as c_int).unwrap_or(-1),

@@ -177,6 +177,39 @@ impl BufferCheck<'_> {
     }
 }
 
+/// Checks where pages are against what their policy asks, as the C API
+/// and the Python package verify memory in one call: the nodes the
+/// policy puts pages on (`None` when that depends on who touches them),
+/// and every way the pages and threads differ (empty when verified).
+/// `team` is the CPUs of a parallel first touch, in order (each share on
+/// its CPU's node); `toucher` the CPU that touched the pages when one
+/// thread did; `workers` where the threads of a parallel touch ran.
+pub fn check_pages(
+    m: &Machine,
+    policy: &MemoryPolicy,
+    team: Option<&[u32]>,
+    hist: &PageHistogram,
+    toucher: Option<u32>,
+    workers: &[WorkerCheck],
+) -> (Option<IdSet>, Vec<String>) {
+    let expected = match team {
+        Some(cpus) => Some(cpus.iter().filter_map(|&c| m.node_of_cpu(c)).collect()),
+        None => policy.nodes_expected(m, toucher.and_then(|c| m.node_of_cpu(c))),
+    };
+    let mut problems = BufferCheck {
+        policy,
+        expected_nodes: expected.as_ref(),
+        requested_cpu: None,
+        seen_cpu: toucher,
+        workers,
+    }
+    .problems(hist);
+    if let Some(cpus) = team {
+        problems.extend(parallel_touch_problems(m, hist, cpus));
+    }
+    (expected, problems)
+}
+
 /// Where the pages of a parallel first touch
 /// ([`super::buffer::Prefault::Parallel`]) should be: the pages split into
 /// contiguous shares as the touching threads split them (share `i` of

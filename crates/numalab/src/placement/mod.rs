@@ -31,7 +31,7 @@ pub use buffer::{
     pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, Prefault, SysfsWeights, Thp,
 };
 pub use capacity::{check_plan, BufferDemand};
-pub use check::{parallel_touch_problems, place_and_check, BufferCheck, PlaceResult};
+pub use check::{check_pages, parallel_touch_problems, place_and_check, BufferCheck, PlaceResult};
 pub use launch::{ExitStatus, LaunchOutcome, LaunchPlan, SpawnError};
 pub use memory_policy::{remote_node, MemoryPolicy, Realization, WeightedImpl};
 pub use range::{place_range, RangeOptions, RangePlacement};
