@@ -1,6 +1,6 @@
 //! include/numalab.h is what cbindgen 0.29.4 (crates.io, pinned) makes of
 //! this crate today: a header that drifted from the code fails here.
-//! scripts/install-deps.sh --test installs cbindgen into target/tools;
+//! scripts/install-deps.sh --test installs it (`cargo install`);
 //! `NUMALAB_BLESS=1 cargo test -p numalab-capi --test header` writes the
 //! fresh header.
 
@@ -14,15 +14,17 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `$CBINDGEN`, else target/tools/bin/cbindgen (where install-deps.sh
-/// puts it), else `cbindgen` on the PATH.
+/// `$CBINDGEN`, else ~/.cargo/bin/cbindgen (where install-deps.sh's
+/// `cargo install` puts it), else `cbindgen` on the PATH.
 fn cbindgen() -> PathBuf {
     if let Some(p) = std::env::var_os("CBINDGEN") {
         return p.into();
     }
-    let tools = crate_dir().join("../../target/tools/bin/cbindgen");
-    if tools.is_file() {
-        return tools;
+    if let Some(home) = std::env::var_os("HOME") {
+        let installed = PathBuf::from(home).join(".cargo/bin/cbindgen");
+        if installed.is_file() {
+            return installed;
+        }
     }
     "cbindgen".into()
 }
@@ -31,7 +33,7 @@ fn generate() -> String {
     let bin = cbindgen();
     let v = Command::new(&bin).arg("--version").output().unwrap_or_else(|e| {
         panic!(
-            "cannot run {} ({e}): scripts/install-deps.sh --test installs cbindgen {CBINDGEN_VERSION} into target/tools",
+            "cannot run {} ({e}): scripts/install-deps.sh --test installs cbindgen {CBINDGEN_VERSION}",
             bin.display()
         )
     });
