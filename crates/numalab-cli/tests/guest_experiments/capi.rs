@@ -42,7 +42,9 @@ pub fn programs() -> Vec<PathBuf> {
             "{} is missing: cargo build --workspace builds it (scripts/test.sh does)",
             lib_dir.join("libnumalab_capi.so").display()
         );
-        let dir = std::env::temp_dir().join(format!("numalab-guest-capi-{}", std::process::id()));
+        // Not under /tmp: the guest mounts a tmpfs there, which would hide
+        // the library at the path the programs' rpath names.
+        let dir = PathBuf::from("/var/tmp").join(format!("numalab-guest-capi-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let prefix = dir.join("prefix");

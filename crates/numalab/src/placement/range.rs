@@ -105,6 +105,19 @@ pub fn place_range(
     }
     let ptr = start as *mut u8;
     match &realization {
+        // The kernel moves only pages outside a policy's nodes, and every
+        // page of a range is inside `interleave:ALL`'s: the policy is set
+        // for pages touched later, and the pages already there are moved
+        // one by one, round robin.
+        Realization::Kernel {
+            mode: Mode::Interleave,
+            nodes,
+        } if options.move_pages => {
+            // SAFETY: as below.
+            unsafe { sys::mbind(ptr, span, Mode::Interleave, nodes, 0) }
+                .map_err(|e| range_error(e, Mode::Interleave, nodes, start, span))?;
+            spread_pages(start, span, page_size, nodes, options.strict)?;
+        }
         Realization::Kernel { mode, nodes } => {
             sys::kernel_supports(*mode).map_err(E::Unsupported)?;
             // SAFETY: a memory policy moves or places pages without changing
@@ -138,6 +151,49 @@ pub fn place_range(
         realization,
         notes,
     })
+}
+
+/// Moves the pages already in `[start, start+span)` round robin over
+/// `nodes` (page `i` to the `i % n`-th node) with `move_pages`, in
+/// batches; untouched pages are left for the policy. With `strict`, a page
+/// that could not move is an error.
+fn spread_pages(
+    start: usize,
+    span: usize,
+    page_size: usize,
+    nodes: &crate::IdSet,
+    strict: bool,
+) -> Result<(), PlacementError> {
+    const BATCH: usize = 1 << 14;
+    let order: Vec<i32> = nodes.iter().map(|n| n as i32).collect();
+    let pages = span / page_size;
+    let mut addrs: Vec<*mut u8> = Vec::with_capacity(BATCH.min(pages));
+    let mut targets: Vec<i32> = Vec::with_capacity(BATCH.min(pages));
+    let mut status: Vec<i32> = vec![0; BATCH.min(pages)];
+    let mut stuck = 0usize;
+    let mut i = 0;
+    while i < pages {
+        let k = BATCH.min(pages - i);
+        addrs.clear();
+        targets.clear();
+        for p in i..i + k {
+            addrs.push((start + p * page_size) as *mut u8);
+            targets.push(order[p % order.len()]);
+        }
+        sys::move_pages(0, &addrs, &targets, &mut status[..k])
+            .map_err(|e| E::Os(format!("move_pages over {k} pages: {e}")))?;
+        stuck += status[..k]
+            .iter()
+            .filter(|&&s| s < 0 && s != -libc::ENOENT)
+            .count();
+        i += k;
+    }
+    if strict && stuck > 0 {
+        return Err(E::Capacity(format!(
+            "{stuck} pages of the range could not be moved to nodes {{{nodes}}} (shared with another process, or the nodes are full), and strict placement was asked"
+        )));
+    }
+    Ok(())
 }
 
 fn range_error(
