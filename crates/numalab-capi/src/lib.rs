@@ -7,7 +7,7 @@
 //! header `include/numalab.h` is generated from this crate by cbindgen
 //! (`tests/header.rs` fails when it is stale) and documents every call.
 //!
-//! Every exported function runs inside [`guard`]: a panic becomes the
+//! Every exported function runs inside `guard`: a panic becomes the
 //! status `NUMALAB_E_INTERNAL`, never an unwind into C; every failure
 //! leaves a one-line message for [`numalab_last_error`]. Objects are
 //! handed out as handles that are looked up in a registry on every call
@@ -246,6 +246,7 @@ mod tests {
     fn status_names_and_version() {
         // SAFETY: static NUL-terminated strings.
         let name = |s| {
+            // SAFETY: the test passes valid pointers and sizes.
             unsafe { CStr::from_ptr(numalab_status_name(s)) }
                 .to_str()
                 .unwrap()

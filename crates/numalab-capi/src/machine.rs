@@ -155,7 +155,7 @@ pub unsafe extern "C" fn numalab_machine_cpus(
     })
 }
 
-fn node_of<'a>(m: &'a Machine, node: c_uint) -> Result<&'a numalab::machine::Node> {
+fn node_of(m: &Machine, node: c_uint) -> Result<&numalab::machine::Node> {
     m.node(node).ok_or_else(|| {
         Fail::invalid(format!(
             "node {node} does not exist; nodes: {}",

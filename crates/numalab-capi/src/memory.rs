@@ -587,6 +587,7 @@ mod tests {
         let mut m = std::ptr::null_mut();
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: the test passes valid pointers and sizes.
             unsafe { numalab_machine_load(std::ptr::null(), &mut m) },
             NUMALAB_OK
         );
@@ -632,7 +633,7 @@ mod tests {
     fn sizes_that_overflow_and_bad_flags_are_refused() {
         let m = live();
         let mut pol = std::ptr::null_mut();
-        let mut p = 1usize as *mut c_void;
+        let mut p = std::ptr::dangling_mut::<c_void>();
         // SAFETY: valid pointers; nothing is allocated.
         unsafe {
             assert_eq!(
@@ -687,6 +688,7 @@ mod tests {
         let show = |p: *const numalab_policy, text: &mut [c_char; 64]| {
             // SAFETY: sized as passed.
             assert_eq!(
+                // SAFETY: the test passes valid pointers and sizes.
                 unsafe { numalab_policy_format(p, text.as_mut_ptr(), 64, std::ptr::null_mut()) },
                 NUMALAB_OK
             );

@@ -127,7 +127,7 @@ pub unsafe extern "C" fn numalab_results_kind(
 
 /// # Safety
 /// `pointer` is NULL or a NUL-terminated string.
-unsafe fn lookup<'a>(r: &'a ResultsObject, pointer: *const c_char) -> Result<&'a Value> {
+unsafe fn lookup(r: &ResultsObject, pointer: *const c_char) -> Result<&Value> {
     // SAFETY: the caller's guarantee.
     let p = unsafe { args::text(pointer, "pointer") }?;
     if !p.is_empty() && !p.starts_with('/') {

@@ -541,6 +541,7 @@ mod tests {
         let mut m = std::ptr::null_mut();
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: the test passes valid pointers and sizes.
             unsafe { numalab_machine_load(p.as_ptr(), &mut m) },
             NUMALAB_OK
         );
@@ -560,6 +561,7 @@ mod tests {
         let mut n = 0;
         // SAFETY: sized as passed.
         assert_eq!(
+            // SAFETY: the test passes valid pointers and sizes.
             unsafe { numalab_set_cpus(s, v.as_mut_ptr(), 64, &mut n) },
             NUMALAB_OK
         );

@@ -292,6 +292,7 @@ mod tests {
         let mut m = std::ptr::null_mut();
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: the test passes valid pointers and sizes.
             unsafe { numalab_machine_load(std::ptr::null(), &mut m) },
             NUMALAB_OK
         );
