@@ -288,6 +288,34 @@ mod tests {
     }
 
     #[test]
+    fn an_interleaved_range_keeps_the_kernel_policy_and_moves_its_pages() {
+        let (m, n) = node0();
+        let page = sys::page_size();
+        let mut v = vec![3u8; 24 * page];
+        let addr = v.as_mut_ptr() as usize;
+        let il = MemoryPolicy::Interleave {
+            nodes: crate::IdSet::single(n),
+            chunk_pages: 1,
+        };
+        let strict = RangeOptions {
+            move_pages: true,
+            strict: true,
+        };
+        let p = place_range(&m, addr, v.len(), &il, strict).unwrap();
+        assert_eq!(
+            p.realization,
+            Realization::Kernel {
+                mode: Mode::Interleave,
+                nodes: crate::IdSet::single(n)
+            }
+        );
+        let h = PageHistogram::of_range(0, p.start as *mut u8, p.len, page).unwrap();
+        assert_eq!(h.pages_outside(&crate::IdSet::single(n)), 0);
+        assert!(v.iter().all(|&b| b == 3));
+        v[0] = 4;
+    }
+
+    #[test]
     fn memory_that_is_not_mapped_is_an_error() {
         let (m, n) = node0();
         let page = sys::page_size();
