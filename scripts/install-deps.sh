@@ -5,8 +5,12 @@
 # With --test, also what the test suite needs beyond the build: the lint
 # gate's clippy and rustfmt (rustup components, or Debian's rust-web-clippy
 # and rustfmt-web beside Debian's toolchain), Debian's Chromium (headless,
-# renders report.html), DejaVu fonts (the same text metrics everywhere) and
-# linux-perf (perf stat, the reference of the `run --counters` tests).
+# renders report.html), DejaVu fonts (the same text metrics everywhere),
+# linux-perf (perf stat, the reference of the `run --counters` tests), and
+# for libnumalab's tests: gfortran (the Fortran module), cbindgen 0.29.4
+# from crates.io (cargo install; the header test), and a Python virtual
+# environment ($NUMALAB_VENV, default ~/.cache/numalab/python-venv) with
+# maturin, numpy, pandas and pytest pinned from PyPI (the Python package).
 set -euo pipefail
 TEST=0
 case "${1:-}" in
@@ -26,7 +30,7 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 
 need=()
 pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas-dev)
-[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf)
+[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran python3 python3-venv binutils)
 for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")
 done
@@ -69,4 +73,28 @@ fi
 log "using $(rustc --version), hwloc $(pkg-config --modversion hwloc)"
 if [ "$TEST" -eq 1 ]; then
     log "using $(chromium --version 2>/dev/null | head -n1), $(cargo clippy --version), $(cargo fmt --version)"
+fi
+if [ "$TEST" -eq 1 ]; then
+    # libnumalab's header is checked against what this cbindgen generates.
+    CBINDGEN_VERSION=0.29.4
+    if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
+        log "cargo install cbindgen $CBINDGEN_VERSION (the header test)"
+        # Built unoptimized: it generates one header, and builds in a third
+        # of the time.
+        CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+            cargo install --quiet --locked --force cbindgen --version "$CBINDGEN_VERSION"
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    # The Python package's tests: pinned versions in a virtual environment
+    # of their own, reused from run to run.
+    VENV="${NUMALAB_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/numalab/python-venv}"
+    PY_REQS="maturin==1.16.0 numpy==2.4.6 pandas==3.1.1 pytest==9.2.0"
+    if [ "$(cat "$VENV/.numalab-requirements" 2>/dev/null)" != "$PY_REQS" ]; then
+        log "python venv at $VENV: $PY_REQS"
+        [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"
+        # shellcheck disable=SC2086
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $PY_REQS
+        echo "$PY_REQS" > "$VENV/.numalab-requirements"
+    fi
+    log "using $(cbindgen --version), $(gfortran --version | head -n1), Python $("$VENV/bin/python" -c 'import sys, numpy, pandas; print(sys.version.split()[0], "numpy", numpy.__version__, "pandas", pandas.__version__)')"
 fi

@@ -1,6 +1,7 @@
 //! Multi-node tests of the placement experiments (sweep, loaded-latency,
 //! c2c, apexmap, policies, blas, per-array placement, sizes, pdm --measure,
-//! scenarios, scaling --copies, migrate, profile, plans and stripes)
+//! scenarios, scaling --copies, migrate, profile, plans and stripes, the
+//! C API from a C program)
 //! inside the QEMU guest, as in guest.rs: each machine boots once and runs the steps of every experiment; the tests of
 //! each experiment live in guest_experiments/<command>.rs. Timings inside the
 //! guest mean nothing and are never asserted; placement and counts are real.
@@ -13,6 +14,8 @@ mod apexmap;
 mod blas;
 #[path = "guest_experiments/c2c.rs"]
 mod c2c;
+#[path = "guest_experiments/capi.rs"]
+mod capi;
 #[path = "guest_experiments/loaded_latency.rs"]
 mod loaded_latency;
 #[path = "guest_experiments/migrate.rs"]
@@ -34,7 +37,7 @@ mod sizes;
 #[path = "guest_experiments/sweep.rs"]
 mod sweep;
 
-use common::{boot, boot_with, Guest};
+use common::{boot, boot_with, boot_with_files, Guest};
 use std::sync::OnceLock;
 
 /// The Quartet guest (4 nodes in a ring, 2 CPUs each) with every experiment's steps.
@@ -56,9 +59,10 @@ fn quartet() -> &'static Guest {
             profile::QUARTET_STEPS,
             // After the profile steps: the plan is theirs.
             plan::QUARTET_STEPS,
+            capi::QUARTET_STEPS,
         ]
         .concat();
-        boot("quartet", "6.12", &steps)
+        boot_with_files("quartet", "6.12", &steps, &[], &capi::programs())
     })
 }
 

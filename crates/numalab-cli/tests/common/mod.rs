@@ -344,6 +344,18 @@ pub fn boot_with(
     steps: &[(&str, &str)],
     options: &[&str],
 ) -> Guest {
+    boot_with_files(machine, kernel_version, steps, options, &[])
+}
+
+/// [`boot_with`] with more programs in the guest's /bin (their shared
+/// libraries come along, at the paths ldd finds them).
+pub fn boot_with_files(
+    machine: &str,
+    kernel_version: &str,
+    steps: &[(&str, &str)],
+    options: &[&str],
+    files: &[PathBuf],
+) -> Guest {
     let root = repo_root();
     let kernel = root.join(match kernel_version {
         "6.12" => "guest/cache/vmlinuz".to_string(),
@@ -404,6 +416,11 @@ pub fn boot_with(
         .arg(thread_tree_program())
         // Allocation sites by file and line, and plans that name them.
         .args(["--file", "/usr/bin/addr2line", "--file", "/usr/bin/objdump"])
+        .args(
+            files
+                .iter()
+                .flat_map(|f| [std::ffi::OsStr::new("--file"), f.as_os_str()]),
+        )
         .arg("--script")
         .arg(&script_path)
         .output()

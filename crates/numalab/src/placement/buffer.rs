@@ -6,6 +6,7 @@ use super::capacity::{self, Shortfall};
 use super::memory_policy::{MemoryPolicy, Realization, WeightedImpl};
 use super::settings::{Journal, SettingGuard, AUTO_NAMES, WEIGHTS_DIR};
 use super::sys::{self, Mode};
+use super::touch::WorkerCheck;
 use super::verify::PageHistogram;
 use super::{PlacementError, PlacementError as E};
 use crate::machine::Machine;
@@ -74,6 +75,26 @@ pub struct BufferSpec {
 
 const HUGE_2M: usize = 2 << 20;
 
+/// Largest buffer, in bytes: what a pointer offset may span (`isize::MAX`)
+/// less room to align the mapping, so no size arithmetic can overflow.
+pub const MAX_BUFFER_BYTES: usize = isize::MAX as usize - HUGE_2M;
+
+/// Who writes the first byte of every page while a buffer is made, and so
+/// decides where first-touch and local pages go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prefault {
+    /// One thread: the spec's `toucher` (pinned to it), or the caller.
+    Toucher,
+    /// One thread pinned to each CPU, in parallel, each its contiguous
+    /// share of the pages in the order given (as a parallel program's
+    /// workers first touch their parts).
+    Parallel(Vec<u32>),
+    /// Nobody: every page is placed by the policy when the program first
+    /// touches it. Until then the pages are untouched and verification
+    /// says so.
+    Lazy,
+}
+
 /// A buffer whose pages were placed on purpose.
 #[derive(Debug)]
 pub struct PlacedBuffer {
@@ -85,6 +106,7 @@ pub struct PlacedBuffer {
     thp: Thp,
     realization: Realization,
     toucher_cpu_seen: Option<u32>,
+    workers: Vec<WorkerCheck>,
     notes: Vec<String>,
 }
 
@@ -101,16 +123,58 @@ impl PlacedBuffer {
     /// Maps, applies the policy and prefaults. Fails cleanly (never an OOM
     /// kill) when a strict placement asks for more than the nodes have free.
     pub fn new(m: &Machine, spec: &BufferSpec) -> Result<Self, PlacementError> {
+        Self::with_prefault(m, spec, &Prefault::Toucher)
+    }
+
+    /// [`PlacedBuffer::new`] with the pages first touched as `prefault`
+    /// says: by one thread, by a team of pinned threads in parallel, or
+    /// later by the program.
+    pub fn with_prefault(
+        m: &Machine,
+        spec: &BufferSpec,
+        prefault: &Prefault,
+    ) -> Result<Self, PlacementError> {
         if spec.size == 0 {
             return Err(E::Invalid("buffer size must be at least 1 byte".into()));
         }
-        let toucher_node = match spec.toucher {
+        if spec.size > MAX_BUFFER_BYTES {
+            return Err(E::Invalid(format!(
+                "a buffer of {} bytes is larger than any address space; at most {MAX_BUFFER_BYTES} bytes",
+                spec.size
+            )));
+        }
+        if let Prefault::Parallel(cpus) = prefault {
+            if cpus.is_empty() {
+                return Err(E::Invalid(
+                    "a parallel first touch needs at least one CPU".into(),
+                ));
+            }
+            if let Some(bad) = cpus.iter().find(|c| m.node_of_cpu(**c).is_none()) {
+                return Err(E::Invalid(format!(
+                    "CPU {bad} belongs to no NUMA node of this machine; CPUs: {}",
+                    m.allowed_cpus
+                )));
+            }
+        }
+        let first_worker = match prefault {
+            Prefault::Parallel(cpus) => cpus.first().copied(),
+            _ => None,
+        };
+        let toucher_node = match spec.toucher.or(first_worker) {
             Some(cpu) => Some(m.node_of_cpu(cpu).ok_or_else(|| {
                 E::Invalid(format!("CPU {cpu} belongs to no NUMA node of this machine"))
             })?),
             None => sys::current_cpu().and_then(|c| m.node_of_cpu(c)),
         };
         let realization = spec.policy.realize(m, toucher_node, spec.weighted)?;
+        if matches!(realization, Realization::KernelWeighted { .. }) && *prefault == Prefault::Lazy
+        {
+            // The kernel reads the weights when a page is allocated: they
+            // would be the system's again by the program's first touch.
+            return Err(E::Invalid(
+                "the kernel's weighted interleave places pages with the weights of the moment they are touched: a lazy buffer needs the emulated weighted interleave".into(),
+            ));
+        }
         let thp = spec.thp.unwrap_or(if spec.policy.is_page_granular() {
             Thp::Off
         } else {
@@ -121,9 +185,14 @@ impl PlacedBuffer {
         } else {
             sys::page_size()
         };
+        // Cannot overflow: the size is at most MAX_BUFFER_BYTES.
         let len = spec.size.div_ceil(page_size) * page_size;
-        // An unpinned toucher's node is a guess: count on any allowed node.
-        let pinned_node = spec.toucher.and(toucher_node);
+        // An unpinned toucher's node is a guess, and a team's pages spread
+        // over its nodes: count on any allowed node.
+        let pinned_node = match prefault {
+            Prefault::Toucher => spec.toucher.and(toucher_node),
+            _ => None,
+        };
         check_capacity(m, &realization, pinned_node, len, spec.hugetlb)?;
 
         let mut buf = map(len, page_size, spec.hugetlb, thp)?;
@@ -137,10 +206,24 @@ impl PlacedBuffer {
             ));
         }
         let weights = buf.apply(&realization)?;
-        let touched = buf.prefault(spec.toucher);
-        // The weights matter only while pages are first touched.
-        drop(weights);
-        buf.toucher_cpu_seen = touched?;
+        match prefault {
+            Prefault::Toucher => {
+                let touched = buf.prefault(spec.toucher);
+                // The weights matter only while pages are first touched.
+                drop(weights);
+                buf.toucher_cpu_seen = touched?;
+            }
+            Prefault::Parallel(cpus) => {
+                let seen = buf.prefault_parallel(cpus);
+                drop(weights);
+                buf.workers = seen?;
+            }
+            Prefault::Lazy => {
+                buf.notes.push(
+                    "not prefaulted: each page is placed when the program first touches it".into(),
+                );
+            }
+        }
         Ok(buf)
     }
 
@@ -174,32 +257,52 @@ impl PlacedBuffer {
                 Ok(Some(guard))
             }
             Realization::Chunks { pattern } => {
-                let pages = self.len / self.page_size;
-                let mut page = 0usize;
-                'outer: loop {
-                    for &(node, n) in pattern {
-                        if page >= pages {
-                            break 'outer;
-                        }
-                        let count = (n as usize).min(pages - page);
-                        let set = IdSet::single(node);
-                        // SAFETY: the chunk lies inside our mapping.
-                        unsafe {
-                            sys::mbind(
-                                self.ptr.add(page * self.page_size),
-                                count * self.page_size,
-                                Mode::Bind,
-                                &set,
-                                0,
-                            )
-                        }
-                        .map_err(|e| mbind_error(e, Mode::Bind, &set))?;
-                        page += count;
-                    }
-                }
+                // SAFETY: the range is our own fresh mapping.
+                unsafe { bind_chunks(self.ptr, self.len, self.page_size, pattern, 0) }?;
                 Ok(None)
             }
         }
+    }
+
+    /// Writes one byte per page from threads pinned to `cpus`, each its
+    /// contiguous share of the pages, all at once; returns where each ran.
+    /// A buffer of fewer pages than CPUs leaves the last CPUs idle.
+    fn prefault_parallel(&self, cpus: &[u32]) -> Result<Vec<WorkerCheck>, PlacementError> {
+        let (addr, step) = (self.ptr as usize, self.page_size);
+        let pages = self.len / step;
+        let per = pages.div_ceil(cpus.len()).max(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = cpus
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i * per < pages)
+                .map(|(i, &cpu)| {
+                    let (first, last) = (i * per, ((i + 1) * per).min(pages));
+                    s.spawn(move || -> Result<WorkerCheck, PlacementError> {
+                        pin_current_thread(cpu)?;
+                        let p = addr as *mut u8;
+                        for page in first..last {
+                            // SAFETY: inside our mapping; volatile so the
+                            // store is not elided.
+                            unsafe { p.add(page * step).write_volatile(0) };
+                        }
+                        let seen = sys::current_cpu();
+                        Ok(WorkerCheck {
+                            requested_cpu: cpu,
+                            seen_cpu: seen,
+                            ok: seen == Some(cpu),
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| E::Os("a first-touch thread panicked".into()))?
+                })
+                .collect()
+        })
     }
 
     /// Writes one byte per page from a thread pinned to `cpu`; returns the
@@ -262,6 +365,12 @@ impl PlacedBuffer {
     /// The CPU the prefault thread ran on.
     pub fn toucher_cpu(&self) -> Option<u32> {
         self.toucher_cpu_seen
+    }
+
+    /// Where the threads of a parallel first touch ([`Prefault::Parallel`])
+    /// asked to run and ran; empty for other prefaults.
+    pub fn prefault_workers(&self) -> &[WorkerCheck] {
+        &self.workers
     }
 
     /// Remarks worth showing the user (rounding, sysfs weights...).
@@ -392,12 +501,93 @@ fn map(
             nodes: IdSet::new(),
         },
         toucher_cpu_seen: None,
+        workers: Vec::new(),
         notes: Vec::new(),
     })
 }
 
-fn mbind_error(e: io::Error, mode: Mode, nodes: &IdSet) -> PlacementError {
+/// Most stripes one chunk-wise placement may lay: each chunk is a memory
+/// area of its own to the kernel, and a process may have at most
+/// `vm.max_map_count` of them (65530 by default). Half is left to the
+/// program and its libraries, as the preload library's stripes do.
+pub fn max_stripes() -> usize {
+    let limit = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .unwrap_or(65530);
+    limit / 2
+}
+
+/// Binds `[ptr, ptr+len)` chunk by chunk, `pattern` repeating: each entry
+/// `(node, pages)` strictly on one node, as `Realization::Chunks` says.
+/// `flags` are mbind's (`MPOL_MF_MOVE` for memory that already has pages).
+/// Refuses more stripes than [`max_stripes`] before binding any.
+///
+/// # Safety
+/// The range must be memory this process maps, `ptr` page aligned and
+/// `len` a multiple of `page_size`.
+pub(super) unsafe fn bind_chunks(
+    ptr: *mut u8,
+    len: usize,
+    page_size: usize,
+    pattern: &[(u32, u64)],
+    flags: u32,
+) -> Result<(), PlacementError> {
+    let pages = len / page_size;
+    let round: u64 = pattern.iter().map(|p| p.1).sum();
+    if pattern.is_empty() || round == 0 {
+        return Err(E::Invalid("a chunk pattern needs at least one page".into()));
+    }
+    // Stripes in whole rounds, plus those the last partial round starts.
+    let whole = pages as u64 / round;
+    let mut left = pages as u64 % round;
+    let mut stripes = whole * pattern.len() as u64;
+    for &(_, n) in pattern {
+        if left == 0 {
+            break;
+        }
+        stripes += 1;
+        left = left.saturating_sub(n);
+    }
+    let limit = max_stripes();
+    if stripes > limit as u64 {
+        return Err(E::Unsupported(format!(
+            "placing {} in chunks takes {stripes} stripes, more than the {limit} a process may safely have (half of vm.max_map_count): use larger chunks (@PAGES) or the kernel's policy",
+            crate::text::format::bytes(len as u64)
+        )));
+    }
+    let mut page = 0usize;
+    'outer: loop {
+        for &(node, n) in pattern {
+            if page >= pages {
+                break 'outer;
+            }
+            let count = (n as usize).min(pages - page);
+            let set = IdSet::single(node);
+            // SAFETY: the chunk lies inside the caller's range.
+            unsafe {
+                sys::mbind(
+                    ptr.add(page * page_size),
+                    count * page_size,
+                    Mode::Bind,
+                    &set,
+                    flags,
+                )
+            }
+            .map_err(|e| mbind_error(e, Mode::Bind, &set))?;
+            page += count;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn mbind_error(e: io::Error, mode: Mode, nodes: &IdSet) -> PlacementError {
     match e.raw_os_error() {
+        // An existing range (placement::range) with a hole in it.
+        Some(libc::EFAULT) => E::Invalid(format!(
+            "the memory to place with {} on nodes {{{nodes}}} is not all mapped memory of this process ({e})",
+            mode.kernel_name()
+        )),
         Some(libc::EINVAL) => E::Invalid(format!(
             "the kernel refused {} on nodes {{{nodes}}}: a node without memory or not allowed, or a mode this kernel lacks ({e})",
             mode.kernel_name()
@@ -562,5 +752,112 @@ impl SysfsWeights {
     /// "node0=3 (was 1), node1=1 (was 1)".
     pub fn describe(&self) -> String {
         self.0.describe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(pages: usize, policy: MemoryPolicy) -> BufferSpec {
+        BufferSpec {
+            size: pages * sys::page_size(),
+            policy,
+            thp: None,
+            hugetlb: false,
+            toucher: None,
+            weighted: WeightedImpl::Auto,
+        }
+    }
+
+    #[test]
+    fn a_team_touches_its_shares_in_parallel() {
+        let m = Machine::live().unwrap();
+        let cpus: Vec<u32> = m.allowed_cpus.iter().take(2).collect();
+        let b = PlacedBuffer::with_prefault(
+            &m,
+            &spec(9, MemoryPolicy::FirstTouch),
+            &Prefault::Parallel(cpus.clone()),
+        )
+        .unwrap();
+        let seen: Vec<u32> = b
+            .prefault_workers()
+            .iter()
+            .map(|w| w.requested_cpu)
+            .collect();
+        assert_eq!(seen, cpus);
+        assert!(b.prefault_workers().iter().all(|w| w.ok));
+        let h = b.histogram().unwrap();
+        assert_eq!((h.pages_total, h.untouched_pages), (9, 0));
+        assert!(crate::placement::parallel_touch_problems(&m, &h, &cpus).is_empty());
+        assert!(b.as_slice().iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn a_lazy_buffer_is_placed_when_first_touched() {
+        let m = Machine::live().unwrap();
+        let n = m.allowed_nodes.first().unwrap();
+        let mut b =
+            PlacedBuffer::with_prefault(&m, &spec(4, MemoryPolicy::on_node(n)), &Prefault::Lazy)
+                .unwrap();
+        assert_eq!(b.histogram().unwrap().untouched_pages, 4);
+        b.as_mut_slice()[0] = 1;
+        let h = b.histogram().unwrap();
+        assert_eq!(h.untouched_pages, 3);
+        assert_eq!(h.pages_by_node.get(&n), Some(&1));
+        assert!(
+            b.notes()[0].starts_with("not prefaulted"),
+            "{:?}",
+            b.notes()
+        );
+    }
+
+    #[test]
+    fn sizes_and_teams_that_cannot_be_are_refused() {
+        let m = Machine::live().unwrap();
+        let mut s = spec(1, MemoryPolicy::FirstTouch);
+        s.size = usize::MAX;
+        let e = PlacedBuffer::new(&m, &s).unwrap_err().to_string();
+        assert!(e.contains("larger than any address space"), "{e}");
+        let s = spec(1, MemoryPolicy::FirstTouch);
+        let e = PlacedBuffer::with_prefault(&m, &s, &Prefault::Parallel(vec![]))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "a parallel first touch needs at least one CPU");
+        let e = PlacedBuffer::with_prefault(&m, &s, &Prefault::Parallel(vec![60000]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("CPU 60000 belongs to no NUMA node"), "{e}");
+    }
+
+    #[test]
+    fn too_many_stripes_are_refused_before_any_is_laid() {
+        let page = sys::page_size();
+        let limit = max_stripes();
+        // A reservation only: no page is ever touched.
+        let len = (limit + 1) * page;
+        // SAFETY: a fresh anonymous mapping, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: our own mapping.
+        let e = unsafe { bind_chunks(p as *mut u8, len, page, &[(0, 1)], 0) }.unwrap_err();
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(p, len) };
+        assert!(
+            e.to_string().contains(&format!(
+                "takes {} stripes, more than the {limit}",
+                limit + 1
+            )),
+            "{e}"
+        );
     }
 }

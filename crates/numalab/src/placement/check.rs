@@ -151,8 +151,95 @@ impl BufferCheck<'_> {
                 ));
             }
         }
+        if let MemoryPolicy::Weighted {
+            weights,
+            chunk_pages,
+        } = self.policy
+        {
+            // Round robin over the weights leaves each node within one
+            // round's share (its weight in chunks) of its exact share.
+            let touched: u64 = hist.pages_by_node.values().sum();
+            let total: u64 = weights.iter().map(|w| w.1 as u64).sum();
+            if hist.untouched_pages == 0 && total > 0 {
+                for &(node, w) in weights {
+                    let have = *hist.pages_by_node.get(&node).unwrap_or(&0);
+                    let exact = touched as f64 * w as f64 / total as f64;
+                    let allowed = w as u64 * chunk_pages;
+                    if (have as f64 - exact).abs() > allowed as f64 {
+                        p.push(format!(
+                            "weighted interleave is off its weights: node {node} has {have} of {touched} pages where weight {w} of {total} is {exact:.0} (allowed difference {allowed})"
+                        ));
+                    }
+                }
+            }
+        }
         p
     }
+}
+
+/// Checks where pages are against what their policy asks, as the C API
+/// and the Python package verify memory in one call: the nodes the
+/// policy puts pages on (`None` when that depends on who touches them),
+/// and every way the pages and threads differ (empty when verified).
+/// `team` is the CPUs of a parallel first touch, in order (each share on
+/// its CPU's node); `toucher` the CPU that touched the pages when one
+/// thread did; `workers` where the threads of a parallel touch ran.
+pub fn check_pages(
+    m: &Machine,
+    policy: &MemoryPolicy,
+    team: Option<&[u32]>,
+    hist: &PageHistogram,
+    toucher: Option<u32>,
+    workers: &[WorkerCheck],
+) -> (Option<IdSet>, Vec<String>) {
+    let expected = match team {
+        Some(cpus) => Some(cpus.iter().filter_map(|&c| m.node_of_cpu(c)).collect()),
+        None => policy.nodes_expected(m, toucher.and_then(|c| m.node_of_cpu(c))),
+    };
+    let mut problems = BufferCheck {
+        policy,
+        expected_nodes: expected.as_ref(),
+        requested_cpu: None,
+        seen_cpu: toucher,
+        workers,
+    }
+    .problems(hist);
+    if let Some(cpus) = team {
+        problems.extend(parallel_touch_problems(m, hist, cpus));
+    }
+    (expected, problems)
+}
+
+/// Where the pages of a parallel first touch
+/// ([`super::buffer::Prefault::Parallel`]) should be: the pages split into
+/// contiguous shares as the touching threads split them (share `i` of
+/// `ceil(pages / n)` pages to CPU `cpus[i]`), each share on its CPU's
+/// node. Returns one sentence per share with pages elsewhere.
+pub fn parallel_touch_problems(m: &Machine, hist: &PageHistogram, cpus: &[u32]) -> Vec<String> {
+    let pages = hist.page_nodes.len();
+    if cpus.is_empty() || pages == 0 {
+        return Vec::new();
+    }
+    let per = pages.div_ceil(cpus.len()).max(1);
+    let mut p = Vec::new();
+    for (i, share) in hist.page_nodes.chunks(per).enumerate() {
+        let cpu = cpus[i];
+        let Some(node) = m.node_of_cpu(cpu) else {
+            p.push(format!("CPU {cpu} belongs to no node of this machine"));
+            continue;
+        };
+        let elsewhere = share
+            .iter()
+            .filter(|&&n| n >= 0 && n as u32 != node)
+            .count();
+        if elsewhere > 0 {
+            p.push(format!(
+                "{elsewhere} of the {} pages CPU {cpu} first touched are not on its node {node}",
+                share.len()
+            ));
+        }
+    }
+    p
 }
 
 #[cfg(test)]
@@ -310,6 +397,48 @@ mod tests {
             check(&il, Some(&nodes)).problems(&hist(&[0, 0, 0, UNTOUCHED])),
             ["1 pages were never touched"]
         );
+    }
+
+    #[test]
+    fn each_share_of_a_parallel_first_touch_is_on_its_cpus_node() {
+        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        // CPUs 0, 2, 4 are on nodes 0, 1, 2: three shares of 2 pages.
+        let h = hist(&[0, 0, 1, 1, 2, 2]);
+        assert!(parallel_touch_problems(&m, &h, &[0, 2, 4]).is_empty());
+        let h = hist(&[0, 1, 1, 1, 2, UNTOUCHED]);
+        assert_eq!(
+            parallel_touch_problems(&m, &h, &[0, 2, 4]),
+            ["1 of the 2 pages CPU 0 first touched are not on its node 0"]
+        );
+        // 5 pages over 2 CPUs: shares of 3 and 2.
+        let h = hist(&[1, 1, 1, 2, 2]);
+        assert_eq!(
+            parallel_touch_problems(&m, &h, &[2, 4]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn weighted_pages_follow_their_weights() {
+        let nodes = ids("0-1");
+        let w = MemoryPolicy::Weighted {
+            weights: vec![(0, 3), (1, 1)],
+            chunk_pages: 1,
+        };
+        let exact = [0, 0, 0, 1].repeat(4);
+        assert!(check(&w, Some(&nodes)).problems(&hist(&exact)).is_empty());
+        // Half and half is far from 3:1.
+        let even = [0, 1].repeat(8);
+        assert_eq!(
+            check(&w, Some(&nodes)).problems(&hist(&even)),
+            [
+                "weighted interleave is off its weights: node 0 has 8 of 16 pages where weight 3 of 4 is 12 (allowed difference 3)",
+                "weighted interleave is off its weights: node 1 has 8 of 16 pages where weight 1 of 4 is 4 (allowed difference 1)",
+            ]
+        );
+        // A partial last round is within one round of the exact share.
+        let partial = [0, 0, 0, 1, 0, 0].to_vec();
+        assert!(check(&w, Some(&nodes)).problems(&hist(&partial)).is_empty());
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! Layer 2, placement: resource sets, thread and memory policies, placed
-//! buffers, and verification of where threads and pages really are.
+//! Layer 2, placement: resource sets (and named trees of them), thread and
+//! memory policies, placed buffers, placing ranges a program already has,
+//! binding the program's threads, and verification of where threads and
+//! pages really are.
 //!
 //! Placement is never assumed: [`PlacedBuffer::histogram`] asks the kernel
 //! where every page is, workers check the CPU they run on
@@ -13,24 +15,30 @@ pub mod check;
 pub mod launch;
 pub mod memory_policy;
 pub mod node_memory;
+pub mod range;
 pub mod resource_set;
+pub mod set_tree;
 pub mod settings;
 pub mod sys;
 pub(crate) mod sysroot;
 pub mod thread_policy;
+pub mod threads;
 pub mod touch;
 pub mod verify;
 
 pub use arrays::{parse_placement_file, ArrayPolicies, ThreadArrays};
 pub use buffer::{
-    pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, SysfsWeights, Thp,
+    pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, Prefault, SysfsWeights, Thp,
 };
 pub use capacity::{check_plan, BufferDemand};
-pub use check::{place_and_check, BufferCheck, PlaceResult};
+pub use check::{check_pages, parallel_touch_problems, place_and_check, BufferCheck, PlaceResult};
 pub use launch::{ExitStatus, LaunchOutcome, LaunchPlan, SpawnError};
 pub use memory_policy::{remote_node, MemoryPolicy, Realization, WeightedImpl};
+pub use range::{place_range, RangeOptions, RangePlacement};
 pub use resource_set::{ListMeaning, ResourceSet};
+pub use set_tree::SetTree;
 pub use thread_policy::ThreadPolicy;
+pub use threads::{bind_process, bind_thread, check_thread, ThreadCheck};
 pub use touch::{write_from_workers, WorkerCheck};
 pub use verify::{PageHistogram, ProcessPlacement, RunLengths};
 

@@ -190,18 +190,25 @@ impl ResourceSet {
         // about (as hwloc-calc does): `node:0-1 ~ core:0` keeps node 0's
         // memory because CPU 1 is still there.
         Ok(match meaning {
-            ListMeaning::Cpus => {
-                let cpuless: IdSet = v
-                    .nodes
-                    .iter()
-                    .filter(|n| m.node(*n).is_some_and(|x| x.cpus.is_empty()))
-                    .collect();
-                let mut s = Self::from_cpus(m, &v.cpus);
-                s.nodes = s.nodes.union(&cpuless);
-                s
-            }
+            ListMeaning::Cpus => v.nodes_from_cpus(m),
             ListMeaning::Nodes => restrict(m, Self::from_nodes(m, &v.nodes)),
         })
+    }
+
+    /// The set with its nodes derived from its CPUs, as an expression in
+    /// CPU context ends: the nodes local to its CPUs, plus the CPU-less
+    /// (memory-only) nodes it holds. Combining two sets half by half can
+    /// leave a CPU whose node is gone (`node:0-1 ~ core:1` drops node 0
+    /// with core 1 although CPU 0 stays); this puts it back.
+    pub fn nodes_from_cpus(&self, m: &Machine) -> Self {
+        let cpuless: IdSet = self
+            .nodes
+            .iter()
+            .filter(|n| m.node(*n).is_some_and(|x| x.cpus.is_empty()))
+            .collect();
+        let mut s = Self::from_cpus(m, &self.cpus);
+        s.nodes = s.nodes.union(&cpuless);
+        s
     }
 }
 

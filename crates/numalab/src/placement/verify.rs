@@ -429,7 +429,7 @@ fn denied(pid: i32, file: &str, e: &std::io::Error) -> PlacementError {
 
 /// Field 39 of /proc/.../stat; the command name (field 2) may hold spaces
 /// and parentheses, so count from the last ')'.
-fn stat_last_cpu(stat: &str) -> Option<u32> {
+pub(super) fn stat_last_cpu(stat: &str) -> Option<u32> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(36)?.parse().ok()
 }
