@@ -5,6 +5,7 @@ use crate::args::{choice, cpuless_hint};
 use crate::output::CliError;
 use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet, WeightedImpl};
 use numalab::profile::filter::{self, RegionFilter};
+use numalab::profile::objects;
 use numalab::profile::plan::{stripes_form, Plan};
 use numalab::Machine;
 use std::ffi::{OsStr, OsString};
@@ -188,8 +189,9 @@ pub fn library() -> Result<PathBuf, CliError> {
 }
 
 /// The ELF files a site term may name code in: the program (found as
-/// `execvp` would), then the shared libraries the loader gives it
-/// (`ldd`).
+/// `execvp` would), then its interpreter and the shared libraries the
+/// loader gives it at start, found in process as the loader would
+/// (`numalab::profile::objects`).
 pub fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
     let p = Path::new(program);
     let exe = if p.components().count() > 1 {
@@ -201,33 +203,14 @@ pub fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliEr
                 .find(|c| c.is_file())
         })
     };
-    let exe = exe
-        .and_then(|e| std::fs::canonicalize(e).ok())
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "{opt} site: cannot find the program '{}' to read its symbols",
-                p.display()
-            ))
-        })?;
-    let mut objects = vec![exe.clone()];
-    // A static program, or one ldd cannot read, has its own code only.
-    if let Ok(out) = std::process::Command::new("ldd").arg(&exe).output() {
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let path = line
-                .split("=>")
-                .nth(1)
-                .unwrap_or(line)
-                .split_whitespace()
-                .next()
-                .unwrap_or("");
-            if path.starts_with('/') {
-                if let Ok(c) = std::fs::canonicalize(path) {
-                    if !objects.contains(&c) && objects.len() < 256 {
-                        objects.push(c);
-                    }
-                }
-            }
-        }
+    let objects = exe
+        .map(|e| objects::loaded_at_start(&e, &objects::LoaderPaths::current()))
+        .unwrap_or_default();
+    if objects.is_empty() {
+        return Err(CliError::usage(format!(
+            "{opt} site: cannot find the program '{}' to read its symbols",
+            p.display()
+        )));
     }
     Ok(objects)
 }
