@@ -275,6 +275,12 @@ pub fn names_match(symbol: &str, wanted: &str) -> bool {
     if symbol == wanted {
         return true;
     }
+    // Mangling keeps a name's identifiers as they are: a symbol without
+    // the wanted one is not demangled (a term is compared with each of a
+    // large program's 10^5 symbols).
+    if last_identifier(wanted).is_some_and(|id| !symbol.contains(id)) {
+        return false;
+    }
     let wanted = normalize(wanted);
     let ends = |name: &str| {
         name == wanted
@@ -294,6 +300,73 @@ pub fn names_match(symbol: &str, wanted: &str) -> bool {
         }
         None => ends(without_clone_suffix(symbol)),
     }
+}
+
+/// The identifier a function's name ends with, before its parameters and
+/// template arguments (`Make` of `ns::Alloc::Make(unsigned long)`); `None`
+/// where mangling may not spell it out: operators, and the standard
+/// library names it abbreviates (`std::allocator` is `Sa`).
+fn last_identifier(name: &str) -> Option<&str> {
+    if name.contains("operator") {
+        return None;
+    }
+    let mut end = name.trim_end().len();
+    let bytes = name.as_bytes();
+    // Strip trailing bracketed groups and qualifiers: `(…)`, `<…>`,
+    // ` const`, `&`, ` [clone .cold]`.
+    loop {
+        let head = name[..end].trim_end();
+        end = head.len();
+        let opening = match head.as_bytes().last() {
+            Some(b')') => b'(',
+            Some(b'>') => b'<',
+            Some(b']') => b'[',
+            _ => {
+                let h = head
+                    .trim_end_matches(['&', '*'])
+                    .trim_end_matches(" const")
+                    .trim_end_matches(" volatile");
+                if h.len() == end {
+                    break;
+                }
+                end = h.len();
+                continue;
+            }
+        };
+        let closing = bytes[end - 1];
+        let mut depth = 0usize;
+        let mut at = None;
+        for i in (0..end).rev() {
+            if bytes[i] == closing {
+                depth += 1;
+            } else if bytes[i] == opening {
+                depth -= 1;
+                if depth == 0 {
+                    at = Some(i);
+                    break;
+                }
+            }
+        }
+        end = at?;
+    }
+    let head = &name[..end];
+    let start = head
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    let id = &head[start..];
+    let abbreviated = [
+        "allocator",
+        "basic_string",
+        "string",
+        "basic_istream",
+        "basic_ostream",
+        "basic_iostream",
+        "istream",
+        "ostream",
+        "iostream",
+    ];
+    (!id.is_empty() && !id.as_bytes()[0].is_ascii_digit() && !abbreviated.contains(&id))
+        .then_some(id)
 }
 
 /// One spelling of a C++ name for comparison: no space after a comma
@@ -775,6 +848,32 @@ mod tests {
         ));
         assert!(names_match("_RNvCs1234_7program4init", "program::init"));
         assert!(!names_match("_ZN4prog6reinit17h0123456789abcdefE", "init"));
+    }
+
+    #[test]
+    fn the_last_identifier_of_a_name_is_found_past_its_brackets() {
+        assert_eq!(
+            last_identifier("ns::Alloc::Make(unsigned long)"),
+            Some("Make")
+        );
+        assert_eq!(last_identifier("ns::A::get() const"), Some("get"));
+        assert_eq!(
+            last_identifier("std::map<int, long>::at(int const&)"),
+            Some("at")
+        );
+        assert_eq!(last_identifier("(anonymous namespace)::g()"), Some("g"));
+        assert_eq!(last_identifier("ns::f() [clone .cold]"), Some("f"));
+        assert_eq!(last_identifier("ns::Foo::~Foo()"), Some("Foo"));
+        assert_eq!(last_identifier("main"), Some("main"));
+        assert_eq!(last_identifier("ns::operator<(A, B)"), None);
+        assert_eq!(last_identifier("std::allocator<int>::allocator()"), None);
+        assert_eq!(last_identifier("f)"), None);
+        // A symbol without it is no match; one with it is demangled.
+        assert!(!names_match("_ZN2ns5Alloc4TakeEm", "ns::Alloc::Make"));
+        assert!(names_match(
+            "_ZNSaIiEC2Ev",
+            "std::allocator<int>::allocator()"
+        ));
     }
 
     #[test]
