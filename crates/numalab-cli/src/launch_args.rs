@@ -2,7 +2,7 @@
 //! `profile`): CPUs and a memory policy, numactl's names as aliases.
 
 use crate::args::{choice, cpuless_hint};
-use crate::output::CliError;
+use crate::output::{errln, CliError};
 use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet, WeightedImpl};
 use numalab::profile::filter::{self, RegionFilter};
 use numalab::profile::objects;
@@ -148,10 +148,25 @@ pub fn placement_for_library(
                 .map_err(|e| CliError::usage(format!("--plan: {e}")))?,
         );
     }
+    note_later_objects("--plan", &out);
     if let Some(stripes) = launch.stripes() {
         out.push_str(&stripes_form(stripes));
     }
     Ok(out)
+}
+
+/// Says which objects a site term names that the program does not load at
+/// start: their code is looked for in each allocation's stack as the
+/// program runs (a library it `dlopen`s), and nothing can check before
+/// that the object exists.
+fn note_later_objects(opt: &str, library_form: &str) {
+    let later = filter::later_objects(library_form);
+    if !later.is_empty() {
+        errln!(
+            "numalab: {opt}: {} not among the libraries the program loads at start; its sites apply if the program loads it later (dlopen)",
+            later.join(", ")
+        );
+    }
 }
 
 /// Reads `--plan FILE`, checked against this machine.
@@ -231,5 +246,7 @@ pub fn library_filter(
     } else {
         Vec::new()
     };
-    Ok(f.library_form(&code))
+    let form = f.library_form(&code);
+    note_later_objects(opt, &form);
+    Ok(form)
 }

@@ -36,6 +36,9 @@ struct Programs {
     c_build_id: PathBuf,
     /// The folder holding `.build-id/` for `c_build_id`.
     debug_root: PathBuf,
+    /// names_dlopen.c, and the stripped library it loads with dlopen.
+    dlopen: PathBuf,
+    lib: PathBuf,
 }
 
 fn run_ok(cmd: &mut Command) {
@@ -79,6 +82,14 @@ fn programs() -> &'static Programs {
                 .arg(src("names_lib.c")),
         );
         run_ok(Command::new("strip").arg("--strip-all").arg(&lib));
+        let dlopen = dir.join("names_dlopen");
+        run_ok(
+            Command::new("gcc")
+                .args(["-O1", "-g", "-o"])
+                .arg(&dlopen)
+                .arg(src("names_dlopen.c"))
+                .arg("-ldl"),
+        );
         let c = |name: &str, debug: bool| -> PathBuf {
             let out = dir.join(name);
             let mut cmd = Command::new("gcc");
@@ -161,6 +172,8 @@ fn programs() -> &'static Programs {
             c_linked,
             c_build_id,
             debug_root,
+            dlopen,
+            lib,
         }
     })
 }
@@ -183,12 +196,18 @@ fn line_of(src: &str, marker: &str) -> u32 {
 /// `numalab profile` of `prog` with `extra` options, binutils trapped;
 /// the profile it wrote.
 fn profile(prog: &Path, extra: &[&str], what: &str) -> Value {
+    profile_with(prog, &[], extra, what)
+}
+
+/// [`profile`] of `prog` given `prog_args`.
+fn profile_with(prog: &Path, prog_args: &[&str], extra: &[&str], what: &str) -> Value {
     let p = programs();
     let out = scratch(what);
     let dir = out.join("p");
     let mut args = vec!["profile", "--json", "-o", dir.to_str().unwrap()];
     args.extend_from_slice(extra);
     args.extend(["--", prog.to_str().unwrap()]);
+    args.extend_from_slice(prog_args);
     let r = Run::new(&args)
         .env("PATH", p.trap_path.to_str().unwrap())
         .run();
@@ -462,4 +481,118 @@ fn a_debug_file_is_found_by_build_id_under_a_debug_root() {
     // A file with another build ID under that name is not taken.
     let other = ElfIndex::open_with(&p.c_plain, std::slice::from_ref(&p.debug_root)).unwrap();
     assert_eq!(other.debug_file(), None);
+}
+
+#[test]
+fn sites_in_a_library_loaded_with_dlopen_are_named_selected_and_placed() {
+    let p = programs();
+    let lib = p.lib.to_str().unwrap();
+    let v = profile_with(&p.dlopen, &[lib], &[], "names-dlopen");
+    no_profiler_frames(&v);
+    let r = region_of(&v, 3 * MIB);
+    let at = site(r)
+        .strip_prefix("in libnames.so, no symbol (libnames.so+0x")
+        .and_then(|s| s.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{}", site(r)));
+    let term = format!("site:libnames.so+0x{at}");
+    let stack = &r["stack"];
+    assert!(
+        stack[1]
+            .as_str()
+            .unwrap()
+            .starts_with("lib_alloc (libnames.so+0x"),
+        "{stack}"
+    );
+    assert!(
+        stack[2]
+            .as_str()
+            .unwrap()
+            .starts_with("main names_dlopen.c:"),
+        "{stack}"
+    );
+    // The library selects by the call's address once the object is
+    // loaded; the program's own 5 MiB stay out.
+    let sizes = |v: &Value| -> BTreeSet<u64> {
+        heap(v)
+            .iter()
+            .map(|r| r["bytes"].as_u64().unwrap())
+            .collect()
+    };
+    let v = profile_with(
+        &p.dlopen,
+        &[lib],
+        &["--regions", &term],
+        "names-dlopen-term",
+    );
+    assert_eq!(sizes(&v), BTreeSet::from([3 * MIB]), "--regions {term}");
+    // Another address of that object selects nothing.
+    let other = format!(
+        "site:libnames.so+0x{:x}",
+        u64::from_str_radix(at, 16).unwrap() + 1
+    );
+    let v = profile_with(
+        &p.dlopen,
+        &[lib],
+        &["--regions", &other],
+        "names-dlopen-other",
+    );
+    assert_eq!(sizes(&v), BTreeSet::new(), "--regions {other}");
+
+    // A plan naming that site is accepted by `run --plan`, said to wait for
+    // the object, and places the region.
+    let dir = scratch("names-dlopen-plan");
+    let plan = dir.join("plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::json!({"schema": "numalab-plan/1", "entries": [
+            {"region": term, "policy": "bind:0"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let verify = dir.join("verify.json");
+    let args = [
+        "run",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--verify",
+        "--verify-json",
+        verify.to_str().unwrap(),
+        "--",
+        p.dlopen.to_str().unwrap(),
+        lib,
+    ];
+    let r = Run::new(&args)
+        .env("PATH", p.trap_path.to_str().unwrap())
+        .run();
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert_eq!(r.out, "sum 4608\n");
+    assert!(
+        r.err.contains(
+            "numalab: --plan: libnames.so not among the libraries the program loads at start; its sites apply if the program loads it later (dlopen)"
+        ),
+        "{}",
+        r.err
+    );
+    let v = parse_json(&std::fs::read_to_string(&verify).unwrap(), "verify.json");
+    let e = &v["plan"]["entries"][0];
+    assert_eq!(e["verdict"], "placed", "{e}");
+    assert_eq!(
+        (e["regions"].clone(), e["pages_by_node"]["0"].clone()),
+        (1.into(), 768.into()),
+        "{e}"
+    );
+
+    // A function there cannot be looked up before the program runs: the
+    // refusal says how to name it.
+    let e = refused(
+        &p.dlopen,
+        &["--regions", "site:lib_alloc"],
+        "names-dlopen-fn",
+    );
+    assert!(
+        e.contains("site:lib_alloc names no function in ")
+            && e.contains("named by its call: site:OBJECT+0xADDRESS"),
+        "{e}"
+    );
 }

@@ -345,6 +345,23 @@ impl ElfIndex {
         merged
     }
 
+    /// Whether the line table names the source file `file` (compared as
+    /// [`same_file`] does).
+    pub fn names_file(&self, file: &str) -> bool {
+        let Some(lines) = self.line_table() else {
+            return false;
+        };
+        let mut headers = lines.dwarf.units();
+        while let Ok(Some(header)) = headers.next() {
+            if let Ok(unit) = lines.dwarf.unit(header) {
+                if !file_indices(&lines.dwarf, &unit, file).is_empty() {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// The DWARF context, loaded the first time a line is asked for.
     fn line_table(&self) -> Option<&Lines> {
         self.lines

@@ -348,6 +348,18 @@ pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRa
         for o in objects {
             found.extend(resolve_term_in(t, o));
         }
+        if let (true, Term::Call { object, offset }) = (found.is_empty(), t) {
+            // Not loaded at start: a library the program may `dlopen`
+            // (Python's extension modules, libjvm), named by its file
+            // name, which the preload library looks for in each stack.
+            if later_object_name(object) {
+                found.push(CodeRange {
+                    object: PathBuf::from(object),
+                    start: *offset,
+                    end: offset.saturating_add(1),
+                });
+            }
+        }
         if found.is_empty() {
             return Err(unresolved(t, objects));
         }
@@ -360,6 +372,28 @@ pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRa
         }
     }
     Ok(out)
+}
+
+/// Whether `name` can be the file name of an object loaded later: a
+/// plain file name, no path (which the library's lines could not carry).
+fn later_object_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\n', ' '])
+}
+
+/// The objects not loaded at start (see [`resolve_sites`]) whose code the
+/// library's lines (a filter's or a plan's [`RegionFilter::library_form`])
+/// name, by file name: the launch says that their code is looked for as
+/// the program loads them.
+pub fn later_objects(library_form: &str) -> Vec<String> {
+    let mut out: Vec<String> = library_form
+        .lines()
+        .filter_map(|l| l.strip_prefix("code ")?.splitn(3, ' ').nth(2))
+        .filter(|o| later_object_name(o))
+        .map(str::to_string)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn is_site(t: &Term) -> bool {
@@ -419,16 +453,21 @@ fn unresolved(t: &Term, objects: &[PathBuf]) -> String {
     let more = if objects.len() > 3 { ", …" } else { "" };
     let place = format!("{}{more}", names.join(", "));
     match t {
-        Term::Function(n) => format!("site:{n} names no function in {place}"),
+        Term::Function(n) => format!(
+            "site:{n} names no function in {place} (the program and the libraries it loads at start; code of a library loaded later with dlopen is named by its call: site:OBJECT+0xADDRESS, as profiles print it)"
+        ),
         Term::Line { file, line } => {
-            let with_lines = objects
+            // Where no line table names the file (the program built
+            // without -g while the system's libraries have debug files),
+            // the line cannot be judged at all.
+            let with_file = objects
                 .iter()
-                .any(|o| super::elf_index::cached(o).is_some_and(|i| i.has_lines()));
-            if with_lines {
+                .any(|o| super::elf_index::cached(o).is_some_and(|i| i.names_file(file)));
+            if with_file {
                 format!("site:{file}:{line} is no line with code in {place}")
             } else {
                 format!(
-                    "site:{file}:{line}: no line information in {place} (built without -g, or its debug file is not installed); name the function (site:FUNCTION) or the call (site:OBJECT+0xADDRESS)"
+                    "site:{file}:{line}: no line information in {place} (no line table names {file}: built without -g, or its debug file is not installed); name the function (site:FUNCTION) or the call (site:OBJECT+0xADDRESS)"
                 )
             }
         }
@@ -551,11 +590,28 @@ mod tests {
                 end: 0x17b7
             }]
         );
-        let other = RegionFilter::parse("site:libm.so.6+0x10").unwrap();
+        // An object not loaded at start (dlopen'ed later) is kept by its
+        // file name, for the library to find in each stack.
+        let later = RegionFilter::parse("site:libm.so.6+0x10,site:profile_truth+0x20").unwrap();
+        let code = resolve_sites(&later, &objects).unwrap();
         assert_eq!(
-            resolve_sites(&other, &objects).unwrap_err(),
-            "site:libm.so.6+0x10: no object named libm.so.6 in /bin/profile_truth, /lib/libc.so.6"
+            code,
+            vec![
+                CodeRange {
+                    object: "libm.so.6".into(),
+                    start: 0x10,
+                    end: 0x11
+                },
+                CodeRange {
+                    object: "/bin/profile_truth".into(),
+                    start: 0x20,
+                    end: 0x21
+                }
+            ]
         );
+        let form = later.library_form(&code);
+        assert!(form.contains("code 16 17 libm.so.6\n"), "{form}");
+        assert_eq!(later_objects(&form), ["libm.so.6"]);
         assert!(RegionFilter::parse("site:/bin/x+0x10")
             .unwrap_err()
             .contains("is not site:OBJECT+0xOFFSET"));
