@@ -180,7 +180,7 @@ pub fn resolve_find_object() {
 /// The public head of glibc's `struct link_map` (<link.h>).
 #[repr(C)]
 struct LinkMapHead {
-    l_addr: libc::uintptr_t,
+    l_addr: usize,
     l_name: *const libc::c_char,
 }
 
@@ -201,7 +201,7 @@ fn bias_in(pc: usize, name: &str) -> Option<usize> {
     }
     // SAFETY: a loaded object's link map, whose public head (l_addr,
     // l_name) glibc keeps while the object is loaded.
-    let (bias, path) = unsafe { ((*map).l_addr as usize, (*map).l_name) };
+    let (bias, path) = unsafe { ((*map).l_addr, (*map).l_name) };
     if path.is_null() {
         return None;
     }
