@@ -2,9 +2,10 @@
 //! `profile`): CPUs and a memory policy, numactl's names as aliases.
 
 use crate::args::{choice, cpuless_hint};
-use crate::output::CliError;
+use crate::output::{errln, CliError};
 use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet, WeightedImpl};
 use numalab::profile::filter::{self, RegionFilter};
+use numalab::profile::objects;
 use numalab::profile::plan::{stripes_form, Plan};
 use numalab::Machine;
 use std::ffi::{OsStr, OsString};
@@ -147,10 +148,25 @@ pub fn placement_for_library(
                 .map_err(|e| CliError::usage(format!("--plan: {e}")))?,
         );
     }
+    note_later_objects("--plan", &out);
     if let Some(stripes) = launch.stripes() {
         out.push_str(&stripes_form(stripes));
     }
     Ok(out)
+}
+
+/// Says which objects a site term names that the program does not load at
+/// start: their code is looked for in each allocation's stack as the
+/// program runs (a library it `dlopen`s), and nothing can check before
+/// that the object exists.
+fn note_later_objects(opt: &str, library_form: &str) {
+    let later = filter::later_objects(library_form);
+    if !later.is_empty() {
+        errln!(
+            "numalab: {opt}: {} not among the libraries the program loads at start; its sites apply if the program loads it later (dlopen)",
+            later.join(", ")
+        );
+    }
 }
 
 /// Reads `--plan FILE`, checked against this machine.
@@ -188,8 +204,9 @@ pub fn library() -> Result<PathBuf, CliError> {
 }
 
 /// The ELF files a site term may name code in: the program (found as
-/// `execvp` would), then the shared libraries the loader gives it
-/// (`ldd`).
+/// `execvp` would), then its interpreter and the shared libraries the
+/// loader gives it at start, found in process as the loader would
+/// (`numalab::profile::objects`).
 pub fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
     let p = Path::new(program);
     let exe = if p.components().count() > 1 {
@@ -201,33 +218,14 @@ pub fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliEr
                 .find(|c| c.is_file())
         })
     };
-    let exe = exe
-        .and_then(|e| std::fs::canonicalize(e).ok())
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "{opt} site: cannot find the program '{}' to read its symbols",
-                p.display()
-            ))
-        })?;
-    let mut objects = vec![exe.clone()];
-    // A static program, or one ldd cannot read, has its own code only.
-    if let Ok(out) = std::process::Command::new("ldd").arg(&exe).output() {
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let path = line
-                .split("=>")
-                .nth(1)
-                .unwrap_or(line)
-                .split_whitespace()
-                .next()
-                .unwrap_or("");
-            if path.starts_with('/') {
-                if let Ok(c) = std::fs::canonicalize(path) {
-                    if !objects.contains(&c) && objects.len() < 256 {
-                        objects.push(c);
-                    }
-                }
-            }
-        }
+    let objects = exe
+        .map(|e| objects::loaded_at_start(&e, &objects::LoaderPaths::current()))
+        .unwrap_or_default();
+    if objects.is_empty() {
+        return Err(CliError::usage(format!(
+            "{opt} site: cannot find the program '{}' to read its symbols",
+            p.display()
+        )));
     }
     Ok(objects)
 }
@@ -248,5 +246,7 @@ pub fn library_filter(
     } else {
         Vec::new()
     };
-    Ok(f.library_form(&code))
+    let form = f.library_form(&code);
+    note_later_objects(opt, &form);
+    Ok(form)
 }

@@ -147,14 +147,13 @@ pub fn init() -> bool {
     let mut paths = Vec::new();
     let entries = parse(&text, select::object_bias, &mut paths);
     let _ = PATHS.set(paths);
+    select::resolve_find_object();
     if entries.is_empty() {
         return false;
     }
     SMALL.store(entries.iter().any(|e| e.small && !e.all), SeqCst);
     BY_STACK.store(
-        entries
-            .iter()
-            .any(|e| e.terms.iter().any(|t| matches!(t, Term::Code(..)))),
+        entries.iter().any(|e| e.terms.iter().any(Term::by_code)),
         SeqCst,
     );
     let max_maps = std::fs::read_to_string("/proc/sys/vm/max_map_count")

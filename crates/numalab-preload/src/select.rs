@@ -24,6 +24,10 @@ pub(crate) enum Term {
     Addr(usize, usize),
     /// Absolute code addresses, the object's load bias added.
     Code(usize, usize),
+    /// Code addresses of an object not loaded at start (the program may
+    /// `dlopen` it later), relative to its load bias, and the object's
+    /// file name at this index of [`LATER_OBJECTS`].
+    LaterCode(usize, usize, usize),
     /// Mappings of a file: the path (or its last components) at this
     /// index of [`FILE_PATHS`].
     File(usize),
@@ -31,6 +35,11 @@ pub(crate) enum Term {
 
 /// The paths of `file` terms, as given.
 static FILE_PATHS: OnceLock<Vec<String>> = OnceLock::new();
+/// The file names of the objects `LaterCode` terms name, set at start
+/// and read without a lock.
+static LATER_OBJECTS: [OnceLock<String>; MAX_LATER_OBJECTS] =
+    [const { OnceLock::new() }; MAX_LATER_OBJECTS];
+const MAX_LATER_OBJECTS: usize = 64;
 
 /// The allocation filter; `None`: every allocation is tracked.
 static REGIONS: OnceLock<Option<Vec<Term>>> = OnceLock::new();
@@ -66,6 +75,7 @@ pub fn init() {
         given("NUMALAB_PROFILE_REFINE_REGIONS").map(|t| parse_regions(&t, object_bias, &mut paths));
     let _ = REFINE_REGIONS.set(refine);
     let _ = FILE_PATHS.set(paths);
+    resolve_find_object();
     if let Some(t) = given("NUMALAB_PROFILE_THREADS") {
         for w in t.split(',').filter_map(|w| w.trim().parse::<u32>().ok()) {
             if let Some(word) = THREADS.get(w as usize / 64) {
@@ -103,6 +113,12 @@ pub(crate) fn parse_regions(
                 let range = num().zip(num());
                 let path = f.next().unwrap_or("");
                 range.and_then(|(a, b)| {
+                    // A bare file name: an object the engine did not find
+                    // among those loaded at start, looked for in each
+                    // stack as the program runs.
+                    if !path.contains('/') && !path.is_empty() {
+                        return later_object(path).map(|i| Term::LaterCode(a, b, i));
+                    }
                     let bias = bias(path)?;
                     Some(Term::Code(a.wrapping_add(bias), b.wrapping_add(bias)))
                 })
@@ -113,6 +129,89 @@ pub(crate) fn parse_regions(
         terms.extend(term);
     }
     terms
+}
+
+/// The index of `name` among the objects of `LaterCode` terms, added
+/// when new (while the terms are read, at start); `None` past
+/// [`MAX_LATER_OBJECTS`].
+fn later_object(name: &str) -> Option<usize> {
+    for (i, slot) in LATER_OBJECTS.iter().enumerate() {
+        match slot.get() {
+            Some(n) if n == name => return Some(i),
+            Some(_) => {}
+            None => return slot.get_or_init(|| name.to_string()).eq(name).then_some(i),
+        }
+    }
+    None
+}
+
+impl Term {
+    /// Whether the term judges an allocation by its call stack.
+    pub(crate) fn by_code(&self) -> bool {
+        matches!(self, Term::Code(..) | Term::LaterCode(..))
+    }
+}
+
+/// glibc's `_dl_find_object` (2.35 and later): the loaded object holding
+/// an address, found without a lock (it is meant for unwinders), so a
+/// hook may call it. Looked up once at start; without it, code of objects
+/// loaded later matches nothing.
+type FindObjectFn = unsafe extern "C" fn(*mut libc::c_void, *mut [u64; 32]) -> libc::c_int;
+static FIND_OBJECT: OnceLock<Option<FindObjectFn>> = OnceLock::new();
+
+/// Looks `_dl_find_object` up when a term needs it; called at start,
+/// after the filter's or the plan's lines are read.
+pub fn resolve_find_object() {
+    if LATER_OBJECTS[0].get().is_none() {
+        return;
+    }
+    let _ = FIND_OBJECT.get_or_init(|| {
+        // SAFETY: dlsym with a NUL-terminated name, at start (no hook).
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
+        (!f.is_null()).then(|| {
+            // SAFETY: the symbol is glibc's `int _dl_find_object(void *,
+            // struct dl_find_object *)`; its struct is smaller than the
+            // 256 bytes [`bias_in`] gives it.
+            unsafe { std::mem::transmute::<*mut libc::c_void, FindObjectFn>(f) }
+        })
+    });
+}
+
+/// The public head of glibc's `struct link_map` (<link.h>).
+#[repr(C)]
+struct LinkMapHead {
+    l_addr: usize,
+    l_name: *const libc::c_char,
+}
+
+/// The load bias of the loaded object holding `pc` when its file name is
+/// `name`: the path it was loaded by names the file, or a link to it by
+/// its soname (`libz.so.1` for the file `libz.so.1.2.13`).
+fn bias_in(pc: usize, name: &str) -> Option<usize> {
+    let find = (*FIND_OBJECT.get()?)?;
+    let mut out = [0u64; 32];
+    // SAFETY: `out` is larger than glibc's struct dl_find_object.
+    if unsafe { find(pc as *mut libc::c_void, &mut out) } != 0 {
+        return None;
+    }
+    // struct dl_find_object: flags, map start, map end, link map.
+    let map = out[3] as *const LinkMapHead;
+    if map.is_null() {
+        return None;
+    }
+    // SAFETY: a loaded object's link map, whose public head (l_addr,
+    // l_name) glibc keeps while the object is loaded.
+    let (bias, path) = unsafe { ((*map).l_addr, (*map).l_name) };
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: l_name is NUL-terminated.
+    let path = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+    let file = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
+    let n = name.as_bytes();
+    let same = !file.is_empty()
+        && (file == n || (n.starts_with(file) && n.get(file.len()) == Some(&b'.')));
+    same.then_some(bias)
 }
 
 /// Whether a filter needs a mapping's file path.
@@ -130,7 +229,7 @@ fn file_matches(path: &[u8], wanted: &str) -> bool {
 
 /// Whether a filter needs the allocation's call stack.
 pub fn needs_stack() -> bool {
-    let by_code = |f: &OnceLock<Option<Vec<Term>>>| matches!(f.get(), Some(Some(t)) if t.iter().any(|t| matches!(t, Term::Code(..))));
+    let by_code = |f: &OnceLock<Option<Vec<Term>>>| matches!(f.get(), Some(Some(t)) if t.iter().any(Term::by_code));
     by_code(&REGIONS) || by_code(&REFINE_REGIONS)
 }
 
@@ -184,6 +283,19 @@ pub(crate) fn selects_in(terms: &[Term], paths: &[String], c: &Candidate) -> boo
             .stack
             .iter()
             .any(|pc| (lo..hi).contains(&pc.wrapping_sub(1))),
+        // Looked up in every stack (the object may be unloaded and loaded
+        // again elsewhere): one lock-free search per frame.
+        Term::LaterCode(lo, hi, i) => {
+            LATER_OBJECTS
+                .get(i)
+                .and_then(OnceLock::get)
+                .is_some_and(|name| {
+                    c.stack.iter().any(|pc| {
+                        let at = pc.wrapping_sub(1);
+                        bias_in(at, name).is_some_and(|b| (lo..hi).contains(&at.wrapping_sub(b)))
+                    })
+                })
+        }
         Term::File(i) => match (c.path, paths.get(i)) {
             (Some(path), Some(wanted)) => file_matches(path, wanted),
             _ => false,
@@ -302,6 +414,66 @@ mod tests {
             parse_regions("code 1 2 /opt/my prog", spaced, &mut paths),
             vec![Term::Code(1, 2)]
         );
+    }
+
+    #[test]
+    fn code_of_an_object_not_loaded_at_start_is_found_in_each_stack() {
+        // libc holds getpid (malloc is this binary's own: the library's
+        // hook): named by its file name only, as the engine names an
+        // object it did not find among those loaded at start.
+        let at = libc::getpid as *const () as usize;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let path = maps
+            .lines()
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                let (a, b) = f.next()?.split_once('-')?;
+                let (a, b) = (
+                    usize::from_str_radix(a, 16).ok()?,
+                    usize::from_str_radix(b, 16).ok()?,
+                );
+                (a <= at && at < b).then(|| f.nth(4).map(str::to_string))?
+            })
+            .unwrap();
+        let bias = object_bias(&path).unwrap();
+        let name = path.rsplit('/').next().unwrap();
+        let rel = at - bias;
+        let mut paths = Vec::new();
+        let text = format!(
+            "code {} {} {name}\ncode {} {} libother.so.1\n",
+            rel,
+            rel + 16,
+            rel,
+            rel + 16
+        );
+        let t = parse_regions(&text, |_| None, &mut paths);
+        let (Term::LaterCode(_, _, i), Term::LaterCode(_, _, j)) = (t[0], t[1]) else {
+            panic!("{t:?}");
+        };
+        assert_ne!(i, j);
+        assert_eq!(
+            parse_regions(&text, |_| None, &mut paths),
+            t,
+            "one index per name"
+        );
+        resolve_find_object();
+        let stack = [at + 1];
+        let c = Candidate {
+            addr: 0,
+            len: 1,
+            mmap: false,
+            stack: &stack,
+            path: None,
+        };
+        assert!(t[0].by_code());
+        assert!(selects_in(&t[..1], &[], &c), "{name}+{rel:#x}");
+        assert!(!selects_in(&t[1..], &[], &c));
+        let elsewhere = [at + 64];
+        let c = Candidate {
+            stack: &elsewhere,
+            ..c
+        };
+        assert!(!selects_in(&t[..1], &[], &c));
     }
 
     #[test]

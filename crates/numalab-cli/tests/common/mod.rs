@@ -414,8 +414,6 @@ pub fn boot_with_files(
         .arg(small_nodes_program())
         .arg("--file")
         .arg(thread_tree_program())
-        // Allocation sites by file and line, and plans that name them.
-        .args(["--file", "/usr/bin/addr2line", "--file", "/usr/bin/objdump"])
         .args(
             files
                 .iter()

@@ -25,6 +25,16 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
         "profile_threads",
         "numalab profile --json --rate 2000 --threads 1-2 -o /tmp/prof-threads -- profile_truth 150",
     ),
+    // Names without binutils: the guest has none (and no ldd); a site
+    // term is resolved in the program's symbols.
+    (
+        "profile_no_binutils",
+        "for t in addr2line objdump nm readelf c++filt ldd; do command -v $t || echo no-$t; done",
+    ),
+    (
+        "profile_site_term",
+        "numalab profile --json --rate 500 --regions site:main -o /tmp/prof-site -- profile_truth 20",
+    ),
 ];
 
 /// The truth suite's steps (crates/numalab-preload/tests/programs/
@@ -799,4 +809,56 @@ fn quartet_truth_suite_estimates_agree_with_the_truth() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Inside the guest, which has no binutils and whose programs keep their
+/// symbols but not their debug information (guest/boot.sh), the sites of
+/// the truth program's arrays are named by function, with the call's
+/// address: `main (profile_truth+0x…)`; `--regions site:main` resolves in
+/// the program's own symbols there and keeps those arrays.
+#[test]
+fn quartet_sites_are_named_by_function_without_binutils() {
+    let g = quartet();
+    let tools = g.step("profile_no_binutils");
+    assert_eq!(
+        tools.out.split_whitespace().collect::<Vec<_>>(),
+        [
+            "no-addr2line",
+            "no-objdump",
+            "no-nm",
+            "no-readelf",
+            "no-c++filt",
+            "no-ldd"
+        ],
+        "the guest must have no binutils: {}",
+        tools.out
+    );
+    let (arrays, v) = run(g, "profile_truth");
+    for name in ["A", "B", "C", "E"] {
+        let r = region(&arrays, &v, name);
+        let site = r["site"].as_str().unwrap();
+        let call = site
+            .strip_prefix("main (profile_truth+0x")
+            .and_then(|s| s.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{name}: site {site}"));
+        assert!(u64::from_str_radix(call, 16).is_ok(), "{name}: {site}");
+        for f in r["stack"].as_array().unwrap() {
+            assert!(
+                !f.as_str().unwrap().contains("libnumalab_preload"),
+                "{name}: {}",
+                r["stack"]
+            );
+        }
+    }
+    let (arrays, v) = run(g, "profile_site_term");
+    for name in ["A", "B", "C", "E"] {
+        assert!(
+            region(&arrays, &v, name)["site"]
+                .as_str()
+                .unwrap()
+                .starts_with("main (profile_truth+0x"),
+            "{name}"
+        );
+    }
+    assert_eq!(v["selection"]["regions"], "site:main", "{}", v["selection"]);
 }

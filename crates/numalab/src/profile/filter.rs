@@ -4,7 +4,8 @@
 //! A filter is a comma-separated list of terms; a region is kept when any
 //! term matches it. The preload library applies the terms it can judge
 //! when an allocation is made (kind, size, address, allocation site, as
-//! code ranges [`resolve_sites`] found in the program's ELF files), so
+//! code ranges [`resolve_sites`] found in the program's ELF files, read in
+//! process), so
 //! unselected allocations are never tracked, armed or charged for. Static
 //! data and stacks are never armed; their terms select what the profile
 //! reports ([`RegionFilter::keeps`]).
@@ -12,7 +13,6 @@
 use super::RegionProfile;
 use crate::idset::IdSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Terms in one filter at most.
 pub const MAX_TERMS: usize = 64;
@@ -64,7 +64,7 @@ impl RegionFilter {
     /// Parses `heap,size>1M,site:init_arrays`; the error names the term
     /// and lists the valid ones.
     pub fn parse(text: &str) -> Result<RegionFilter, String> {
-        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        let parts: Vec<&str> = split_terms(text).into_iter().map(str::trim).collect();
         if parts.len() > MAX_TERMS {
             return Err(format!(
                 "{} terms is too many (at most {MAX_TERMS})",
@@ -145,6 +145,49 @@ impl RegionFilter {
         }
         out
     }
+}
+
+/// The terms of a filter: split at commas, except inside the parentheses
+/// and angle brackets of a `site:` or `static:` name (C++ parameter lists
+/// and template arguments: `site:f(int, long)`, `site:g<a, b>`); the `<`
+/// and `>` of an `operator<`-like name and the `>` of `->` do not nest.
+fn split_terms(text: &str) -> Vec<&str> {
+    let named = |term: &str| {
+        let t = term.trim_start();
+        t.starts_with("site:") || t.starts_with("static:")
+    };
+    let mut out = Vec::new();
+    let (mut start, mut depth) = (0usize, 0u32);
+    let mut in_name = named(text);
+    for (i, c) in text.char_indices() {
+        let head = &text[start..i];
+        match c {
+            ',' if depth == 0 => {
+                out.push(head);
+                start = i + 1;
+                in_name = named(&text[start..]);
+            }
+            _ if !in_name => {}
+            // `operator()`: its own parentheses do not nest.
+            '(' if head.ends_with("operator") => {}
+            ')' if head.ends_with("operator(") => {}
+            '<' | '>' if after_operator(head) => {}
+            '>' if head.ends_with('-') => {}
+            '(' | '<' => depth += 1,
+            ')' | '>' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
+/// Whether `head` ends in `operator` followed only by operator characters
+/// (`operator`, `operator<`, `operator-`): a `<` or `>` next is part of
+/// the operator's name, not a bracket.
+fn after_operator(head: &str) -> bool {
+    let name = head.trim_end_matches(|c: char| "<>=-!+*/%^&|~".contains(c));
+    name.ends_with("operator") && !name.ends_with("_operator")
 }
 
 fn parse_term(t: &str) -> Result<Term, String> {
@@ -239,52 +282,39 @@ fn parse_term(t: &str) -> Result<Term, String> {
     bad(format!("'{}' is not a region term", excerpt(t)))
 }
 
-/// Whether a symbol (mangled or not) is the one the user named: the same
-/// text, its demangled form, or a demangled path ending in `::NAME`
-/// (`site:init` finds the Rust function `prog::init`).
 /// Whether a term selects a site of small allocations (not judged by the
 /// library, which does not track them): `heap`, a size term by their mean
 /// size, a function or line its call stack passes through.
 fn small_term(t: &Term, r: &RegionProfile) -> bool {
-    let frames = || {
-        r.stack.iter().map(|f| {
-            let mut w = f.split_whitespace();
-            (w.next().unwrap_or(""), w.next().unwrap_or(""))
-        })
-    };
+    let frames = || r.stack.iter().map(|f| super::symbols::parse_frame(f));
     match t {
         Term::Heap => true,
         Term::Size { min, max } => {
             (*min..=*max).contains(&r.bytes.checked_div(r.allocations).unwrap_or(0))
         }
-        Term::Function(name) => frames().any(|(f, _)| names_match(f, name)),
+        // The frame's name is the printed (demangled) one: it matches as a
+        // symbol would.
+        Term::Function(name) => frames().any(|f| f.function.is_some_and(|n| names_match(n, name))),
+        // A frame names its file by name only: a term's folders cannot be
+        // checked here, its file name and line can.
         Term::Line { file, line } => {
-            let want = format!("{file}:{line}");
-            frames().any(|(_, at)| {
-                !at.is_empty() && (at.ends_with(&want) || want.ends_with(&format!("/{at}")))
+            let want = Path::new(file).file_name();
+            frames().any(|f| {
+                f.line
+                    .and_then(|l| l.rsplit_once(':'))
+                    .is_some_and(|(ff, l)| {
+                        l.parse::<u32>() == Ok(*line) && Path::new(ff).file_name() == want
+                    })
             })
         }
         Term::Call { object, offset } => {
-            let want = format!("{object}+{offset:#x}");
-            r.stack
-                .iter()
-                .any(|f| f == &want || f.ends_with(&format!("({want})")))
+            frames().any(|f| f.object == Some(object.as_str()) && f.address == Some(*offset))
         }
         _ => false,
     }
 }
 
-pub(crate) fn names_match(symbol: &str, wanted: &str) -> bool {
-    if symbol == wanted {
-        return true;
-    }
-    let readable = super::symbols::demangle(symbol);
-    let readable = readable.as_deref().unwrap_or(symbol);
-    readable == wanted
-        || readable
-            .strip_suffix(wanted)
-            .is_some_and(|head| head.ends_with("::"))
-}
+pub(crate) use super::symbols::names_match;
 
 fn hex(t: &str) -> Option<u64> {
     u64::from_str_radix(t.trim().strip_prefix("0x")?, 16).ok()
@@ -304,71 +334,34 @@ pub struct CodeRange {
 }
 
 /// The code ranges of the filter's site terms in `objects` (the program
-/// first, then its libraries): a function's symbol, a source line's rows
-/// of the DWARF line table (read by `objdump`, binutils). Each term must
-/// match somewhere, else the error says which and where it looked.
+/// first, then its libraries), each object read once ([`super::elf_index`]):
+/// a function's symbols (every overload for a name without parameters), a
+/// source line's rows of the DWARF line table, a call's address. Each term
+/// must match somewhere, else the error says which and where it looked.
 pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRange>, String> {
     let mut out = Vec::new();
-    let mut functions: Vec<Option<Vec<(String, u64, u64)>>> = vec![None; objects.len()];
     for t in &f.terms {
-        let found = match t {
-            Term::Function(name) => {
-                let mut v = Vec::new();
-                for (o, funcs) in objects.iter().zip(functions.iter_mut()) {
-                    // Each object's symbols are read once, whatever the
-                    // number of function terms.
-                    let funcs = funcs.get_or_insert_with(|| {
-                        super::symbols::function_symbols(&o.to_string_lossy())
-                    });
-                    v.extend(funcs.iter().filter(|(n, _, _)| names_match(n, name)).map(
-                        |(_, value, size)| CodeRange {
-                            object: o.clone(),
-                            start: *value,
-                            end: value + size,
-                        },
-                    ));
-                }
-                v
-            }
-            Term::Line { file, line } => {
-                let mut v = Vec::new();
-                for o in objects {
-                    v.extend(line_ranges(o, file, *line)?);
-                }
-                v
-            }
-            // The call instruction's own address: the library compares
-            // each return address less one.
-            Term::Call { object, offset } => objects
-                .iter()
-                .filter(|o| {
-                    o.file_name()
-                        .is_some_and(|f| f.to_string_lossy() == *object)
-                })
-                .map(|o| CodeRange {
-                    object: o.clone(),
+        if !is_site(t) {
+            continue;
+        }
+        let mut found = Vec::new();
+        for o in objects {
+            found.extend(resolve_term_in(t, o));
+        }
+        if let (true, Term::Call { object, offset }) = (found.is_empty(), t) {
+            // Not loaded at start: a library the program may `dlopen`
+            // (Python's extension modules, libjvm), named by its file
+            // name, which the preload library looks for in each stack.
+            if later_object_name(object) {
+                found.push(CodeRange {
+                    object: PathBuf::from(object),
                     start: *offset,
-                    end: offset + 1,
-                })
-                .collect(),
-            _ => continue,
-        };
+                    end: offset.saturating_add(1),
+                });
+            }
+        }
         if found.is_empty() {
-            let what = match t {
-                Term::Function(n) => format!("site:{n} names no function"),
-                Term::Line { file, line } => format!("site:{file}:{line} is no line with code"),
-                Term::Call { object, offset } => {
-                    format!("site:{object}+{offset:#x}: no object named {object}")
-                }
-                _ => unreachable!("only site terms are resolved"),
-            };
-            let names: Vec<String> = objects
-                .iter()
-                .take(3)
-                .map(|o| o.display().to_string())
-                .collect();
-            let more = if objects.len() > 3 { ", …" } else { "" };
-            return Err(format!("{what} in {}{more}", names.join(", ")));
+            return Err(unresolved(t, objects));
         }
         out.extend(found);
         if out.len() > MAX_CODE_RANGES {
@@ -381,52 +374,108 @@ pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRa
     Ok(out)
 }
 
-/// The rows of `object`'s DWARF line table for `file:line` (the file
-/// compared by its last path components), as address ranges to the next
-/// row.
-fn line_ranges(object: &Path, file: &str, line: u32) -> Result<Vec<CodeRange>, String> {
-    let out = Command::new("objdump")
-        .arg("--dwarf=decodedline")
-        .arg(object)
-        .output()
-        .map_err(|e| {
-            format!("site:{file}:{line} needs objdump (binutils) to read line tables: {e}")
-        })?;
-    Ok(
-        parse_decoded_lines(&String::from_utf8_lossy(&out.stdout), file, line)
-            .into_iter()
-            .map(|(start, end)| CodeRange {
-                object: object.to_path_buf(),
-                start,
-                end,
-            })
-            .collect(),
-    )
+/// Whether `name` can be the file name of an object loaded later: a
+/// plain file name, no path (which the library's lines could not carry).
+fn later_object_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\n', ' '])
 }
 
-/// `objdump --dwarf=decodedline` rows (`FILE LINE 0xADDRESS [VIEW] [x]`)
-/// for `file:line`: each matching row's address to the next row's. Rows
-/// name files without their folders, so files compare by name only.
-pub fn parse_decoded_lines(text: &str, file: &str, line: u32) -> Vec<(u64, u64)> {
-    let wanted = Path::new(file).file_name();
-    let mut rows: Vec<(bool, u64)> = Vec::new();
-    for l in text.lines() {
-        let mut f = l.split_whitespace();
-        let (Some(name), Some(num), Some(addr)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        let Some(addr) = hex(addr) else {
-            continue;
-        };
-        // A sequence's end row ("-" for the line) closes the previous row.
-        let hit =
-            num.parse::<u32>().is_ok_and(|n| n == line) && Path::new(name).file_name() == wanted;
-        rows.push((hit, addr));
+/// The objects not loaded at start (see [`resolve_sites`]) whose code the
+/// library's lines (a filter's or a plan's [`RegionFilter::library_form`])
+/// name, by file name: the launch says that their code is looked for as
+/// the program loads them.
+pub fn later_objects(library_form: &str) -> Vec<String> {
+    let mut out: Vec<String> = library_form
+        .lines()
+        .filter_map(|l| l.strip_prefix("code ")?.splitn(3, ' ').nth(2))
+        .filter(|o| later_object_name(o))
+        .map(str::to_string)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn is_site(t: &Term) -> bool {
+    matches!(t, Term::Function(_) | Term::Line { .. } | Term::Call { .. })
+}
+
+/// The code ranges a site term selects in the one ELF object at `object`,
+/// given explicitly: for a library the program loads later (`dlopen`),
+/// whose path a plan entry carries, as for the program's own objects.
+/// Empty when the term names nothing there (or the file is not a readable
+/// ELF object); other terms select no code.
+pub fn resolve_term_in(t: &Term, object: &Path) -> Vec<CodeRange> {
+    let range = |start: u64, end: u64| CodeRange {
+        object: object.to_path_buf(),
+        start,
+        end,
+    };
+    match t {
+        // The call instruction's own address: the library compares each
+        // return address less one.
+        Term::Call {
+            object: name,
+            offset,
+        } => {
+            let named = |p: &Path| p.file_name().is_some_and(|f| f.to_string_lossy() == *name);
+            let real = std::fs::canonicalize(object).ok();
+            if named(object) || real.as_deref().is_some_and(named) {
+                vec![range(*offset, offset.saturating_add(1))]
+            } else {
+                Vec::new()
+            }
+        }
+        Term::Function(name) => super::elf_index::cached(object).map_or_else(Vec::new, |i| {
+            i.functions()
+                .iter()
+                .filter(|s| names_match(&s.name, name))
+                .map(|s| range(s.start, s.end()))
+                .collect()
+        }),
+        Term::Line { file, line } => super::elf_index::cached(object).map_or_else(Vec::new, |i| {
+            i.line_ranges(file, *line)
+                .into_iter()
+                .map(|(s, e)| range(s, e))
+                .collect()
+        }),
+        _ => Vec::new(),
     }
-    rows.windows(2)
-        .filter(|w| w[0].0 && w[1].1 > w[0].1)
-        .map(|w| (w[0].1, w[1].1))
-        .collect()
+}
+
+/// Why a site term matched nothing in `objects`.
+fn unresolved(t: &Term, objects: &[PathBuf]) -> String {
+    let names: Vec<String> = objects
+        .iter()
+        .take(3)
+        .map(|o| o.display().to_string())
+        .collect();
+    let more = if objects.len() > 3 { ", …" } else { "" };
+    let place = format!("{}{more}", names.join(", "));
+    match t {
+        Term::Function(n) => format!(
+            "site:{n} names no function in {place} (the program and the libraries it loads at start; code of a library loaded later with dlopen is named by its call: site:OBJECT+0xADDRESS, as profiles print it)"
+        ),
+        Term::Line { file, line } => {
+            // Where no line table names the file (the program built
+            // without -g while the system's libraries have debug files),
+            // the line cannot be judged at all.
+            let with_file = objects
+                .iter()
+                .any(|o| super::elf_index::cached(o).is_some_and(|i| i.names_file(file)));
+            if with_file {
+                format!("site:{file}:{line} is no line with code in {place}")
+            } else {
+                format!(
+                    "site:{file}:{line}: no line information in {place} (no line table names {file}: built without -g, or its debug file is not installed); name the function (site:FUNCTION) or the call (site:OBJECT+0xADDRESS)"
+                )
+            }
+        }
+        Term::Call { object, offset } => {
+            format!("site:{object}+{offset:#x}: no object named {object} in {place}")
+        }
+        _ => format!("{t:?} is not a site term"),
+    }
 }
 
 /// A parsed `--threads` set: thread ordinals, 0 the main thread, then the
@@ -541,11 +590,28 @@ mod tests {
                 end: 0x17b7
             }]
         );
-        let other = RegionFilter::parse("site:libm.so.6+0x10").unwrap();
+        // An object not loaded at start (dlopen'ed later) is kept by its
+        // file name, for the library to find in each stack.
+        let later = RegionFilter::parse("site:libm.so.6+0x10,site:profile_truth+0x20").unwrap();
+        let code = resolve_sites(&later, &objects).unwrap();
         assert_eq!(
-            resolve_sites(&other, &objects).unwrap_err(),
-            "site:libm.so.6+0x10: no object named libm.so.6 in /bin/profile_truth, /lib/libc.so.6"
+            code,
+            vec![
+                CodeRange {
+                    object: "libm.so.6".into(),
+                    start: 0x10,
+                    end: 0x11
+                },
+                CodeRange {
+                    object: "/bin/profile_truth".into(),
+                    start: 0x20,
+                    end: 0x21
+                }
+            ]
         );
+        let form = later.library_form(&code);
+        assert!(form.contains("code 16 17 libm.so.6\n"), "{form}");
+        assert_eq!(later_objects(&form), ["libm.so.6"]);
         assert!(RegionFilter::parse("site:/bin/x+0x10")
             .unwrap_err()
             .contains("is not site:OBJECT+0xOFFSET"));
@@ -624,28 +690,121 @@ mod tests {
     }
 
     #[test]
-    fn decoded_line_rows_give_ranges_to_the_next_row() {
-        let text = "\
-CU: ./src/prog.c:
-File name                            Line number    Starting address    View    Stmt
-prog.c                                        41              0x1149               x
-prog.c                                        42              0x1151               x
-prog.c                                        43              0x1160               x
-prog.c                                        42              0x1170               x
-prog.c                                         -              0x1178
-other.c                                       42              0x2000               x
-other.c                                        -              0x2010
-";
+    fn commas_inside_a_names_brackets_do_not_split_terms() {
+        let f = RegionFilter::parse(
+            "site:ns::Alloc::Make(unsigned long, int), heap,site:std::map<int, long>::at(int const&),size>1M",
+        )
+        .unwrap();
         assert_eq!(
-            parse_decoded_lines(text, "prog.c", 42),
-            vec![(0x1151, 0x1160), (0x1170, 0x1178)]
+            f.terms,
+            vec![
+                Term::Function("ns::Alloc::Make(unsigned long, int)".into()),
+                Term::Heap,
+                Term::Function("std::map<int, long>::at(int const&)".into()),
+                Term::Size {
+                    min: (1 << 20) + 1,
+                    max: u64::MAX
+                },
+            ]
         );
-        assert_eq!(parse_decoded_lines(text, "src/prog.c", 42).len(), 2);
-        assert_eq!(parse_decoded_lines(text, "rog.c", 42), vec![]);
+        // Operators' own brackets do not nest.
+        for (text, first) in [
+            ("site:ns::operator<(A, B),mmap", "ns::operator<(A, B)"),
+            (
+                "site:operator<<(std::ostream&, int),mmap",
+                "operator<<(std::ostream&, int)",
+            ),
+            (
+                "site:A::operator()(int, int),mmap",
+                "A::operator()(int, int)",
+            ),
+            ("site:A::operator->(),mmap", "A::operator->()"),
+            ("site:A::operator>=(A, A),mmap", "A::operator>=(A, A)"),
+        ] {
+            let f = RegionFilter::parse(text).unwrap();
+            assert_eq!(
+                f.terms,
+                vec![Term::Function(first.into()), Term::Mmap],
+                "{text}"
+            );
+        }
+        // Elsewhere a comma always splits (size<N is no bracket).
         assert_eq!(
-            parse_decoded_lines(text, "other.c", 42),
-            vec![(0x2000, 0x2010)]
+            RegionFilter::parse("size<1M,heap").unwrap().terms,
+            vec![
+                Term::Size {
+                    min: 0,
+                    max: (1 << 20) - 1
+                },
+                Term::Heap
+            ]
         );
+        assert_eq!(split_terms("static:f<é,x>,heap"), ["static:f<é,x>", "heap"]);
+    }
+
+    #[inline(never)]
+    #[no_mangle]
+    extern "C" fn filter_probe_for_terms() -> u64 {
+        std::hint::black_box(11)
+    }
+
+    #[test]
+    fn site_terms_resolve_in_an_object_given_explicitly() {
+        // Its address taken: kept by the linker.
+        assert!(!std::hint::black_box(filter_probe_for_terms as *const ()).is_null());
+        let exe = std::env::current_exe().unwrap();
+        let f = RegionFilter::parse("site:filter_probe_for_terms").unwrap();
+        let found = resolve_term_in(&f.terms[0], &exe);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let index = super::super::elf_index::ElfIndex::open(&exe).unwrap();
+        let sym = index
+            .functions()
+            .iter()
+            .find(|s| s.name == "filter_probe_for_terms")
+            .unwrap();
+        assert_eq!(
+            (found[0].start, found[0].end, &found[0].object),
+            (sym.start, sym.end(), &exe)
+        );
+        // Its source line, from this binary's DWARF, holds the same code.
+        let (file, line) = index.location(sym.start).unwrap();
+        assert!(file.ends_with("profile/filter.rs"), "{file}");
+        let term = Term::Line {
+            file: "profile/filter.rs".into(),
+            line,
+        };
+        let lines = resolve_term_in(&term, &exe);
+        assert!(
+            lines.iter().any(|c| (c.start..c.end).contains(&sym.start)),
+            "{:#x} in {lines:?}",
+            sym.start
+        );
+        // A call in it by the object's file name; another object's not.
+        let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+        let call = Term::Call {
+            object: name,
+            offset: sym.start + 4,
+        };
+        assert_eq!(resolve_term_in(&call, &exe)[0].start, sym.start + 4);
+        assert!(resolve_term_in(&call, Path::new("/lib/other.so")).is_empty());
+        // Nothing there: empty, and the whole filter's error says so.
+        let none = RegionFilter::parse("site:no_such_function_here").unwrap();
+        assert!(resolve_term_in(&none.terms[0], &exe).is_empty());
+        let e = resolve_sites(&none, std::slice::from_ref(&exe)).unwrap_err();
+        assert!(
+            e.starts_with("site:no_such_function_here names no function in /"),
+            "{e}"
+        );
+        let bad_line = RegionFilter::parse("site:filter.rs:999999").unwrap();
+        assert!(resolve_sites(&bad_line, std::slice::from_ref(&exe))
+            .unwrap_err()
+            .starts_with("site:filter.rs:999999 is no line with code in /"));
+        // An object without line tables says why a line cannot be found.
+        let text = std::env::temp_dir().join(format!("numalab-no-lines-{}", std::process::id()));
+        std::fs::write(&text, "not ELF").unwrap();
+        let e = resolve_sites(&bad_line, std::slice::from_ref(&text)).unwrap_err();
+        assert!(e.contains("no line information in"), "{e}");
+        std::fs::remove_file(&text).unwrap();
     }
 
     #[test]

@@ -10,9 +10,11 @@
 
 pub mod compare;
 pub mod diagnose;
+pub mod elf_index;
 pub mod estimate;
 pub mod filter;
 pub mod latency;
+pub mod objects;
 pub mod page_map;
 #[path = "../../../numalab-preload/src/perf.rs"]
 mod perf;
@@ -981,10 +983,9 @@ pub fn build(
                 .stack
                 .iter()
                 .map(|&pc| names.frame(pc).unwrap_or_else(|| format!("{pc:#x}")))
+                .filter(|f| !symbols::is_profiler_frame(f))
                 .collect();
-            let site = stack
-                .iter()
-                .find(|f| !symbols::is_allocator_frame(f))
+            let site = symbols::site_of(&stack)
                 .cloned()
                 .unwrap_or_else(|| "(no stack)".into());
             let small = s.kind == "small";
