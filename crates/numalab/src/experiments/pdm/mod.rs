@@ -928,8 +928,52 @@ pub fn run_pdm(machine: &Machine, req: &PdmRequest) -> Result<PdmResult, PdmErro
     count(&model_of(machine, req)?, req)
 }
 
+/// The contention of one placement of `quantities` on `machine`'s inferred
+/// links, in the model's units: thread `t` on node `threads[t]`, its
+/// quantity `q` on node `memory[t][q]`. The largest load of any arc or
+/// controller, as [`run_pdm`] classes placements by.
+pub fn placement_contention(
+    machine: &Machine,
+    quantities: &[Quantity],
+    threads: &[u32],
+    memory: &[Vec<u32>],
+) -> Result<f64, PdmError> {
+    let model = machine_model(machine, None)?;
+    let vertex = |n: u32| {
+        model
+            .vertex(n)
+            .ok_or_else(|| PdmError::Invalid(format!("node {n} is not on this machine")))
+    };
+    let t: Vec<usize> = threads
+        .iter()
+        .map(|&n| vertex(n))
+        .collect::<Result<_, _>>()?;
+    if let Some(&bad) = t.iter().find(|&&v| !model.cpu[v]) {
+        return invalid(format!(
+            "node {} has no CPU to run a thread",
+            model.nodes[bad]
+        ));
+    }
+    let mem: Vec<Vec<usize>> = memory
+        .iter()
+        .map(|row| row.iter().map(|&n| vertex(n)).collect::<Result<_, _>>())
+        .collect::<Result<_, _>>()?;
+    if mem.len() != t.len() || mem.iter().any(|row| row.len() != quantities.len()) {
+        return invalid("one memory node per thread and quantity".to_string());
+    }
+    Ok(model
+        .loads(quantities, &t, &mem)
+        .into_iter()
+        .fold(0.0, f64::max))
+}
+
 /// The graph of `machine`, with the links of `req` when it gives them.
 fn model_of(machine: &Machine, req: &PdmRequest) -> Result<Model, PdmError> {
+    machine_model(machine, req.links.as_deref())
+}
+
+/// The graph of `machine`: its nodes, and `links` or its inferred links.
+fn machine_model(machine: &Machine, links: Option<&[(u32, u32)]>) -> Result<Model, PdmError> {
     let mut nodes: Vec<(u32, bool)> = machine
         .nodes
         .iter()
@@ -944,11 +988,12 @@ fn model_of(machine: &Machine, req: &PdmRequest) -> Result<Model, PdmError> {
     }
     let ids: Vec<u32> = nodes.iter().map(|n| n.0).collect();
     let cpu: Vec<bool> = nodes.iter().map(|n| n.1).collect();
-    let links: Vec<(u32, u32)> = match &req.links {
-        Some(l) => l.clone(),
+    let given = links.is_some();
+    let links: Vec<(u32, u32)> = match links {
+        Some(l) => l.to_vec(),
         None => machine.links.iter().map(|l| (l.a, l.b)).collect(),
     };
-    Model::new(&ids, &cpu, &links, req.links.is_some())
+    Model::new(&ids, &cpu, &links, given)
 }
 
 /// A request checked against its model, with what counting and drawing share.
