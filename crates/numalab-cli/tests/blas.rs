@@ -173,23 +173,35 @@ fn parallel_run_measures_each_contention_class_with_its_pages_verified() {
 }
 
 #[test]
-fn quartet_plan_folds_by_hops_and_full_lists_every_placement() {
+fn quartet_plan_folds_by_the_rings_automorphisms_and_full_lists_every_placement() {
     let q = fixture(QUARTET);
     let v = json(&["blas", "--list", "--topology", &q, "--json"]);
     let runs = v["placements"].as_array().unwrap();
-    // 4 CPU nodes; per operand 3 hop groups on the ring (0, 1, 2 hops).
-    // daxpy has 2 operands (9 classes), triad, dgemv and dgemm 3 (27).
-    assert_eq!(runs.len(), 4 * (9 + 27 + 27 + 27));
-    let dgemm_on_0: Vec<&Value> = runs
-        .iter()
-        .filter(|r| r["kernel"] == "dgemm" && r["cpu_node"] == 0)
-        .collect();
-    assert_eq!(dgemm_on_0.len(), 27);
-    let stands: u64 = dgemm_on_0
+    // The ring's 8 automorphisms move every node onto node 0: 4 x 4^q
+    // placements fold into (4^q + 2^q) / 2 classes of a thread on node 0
+    // (the reflection through node 0 fixes the 2^q on nodes 0 and 3):
+    // daxpy 10, triad, dgemv and dgemm 36.
+    assert_eq!(runs.len(), 10 + 36 + 36 + 36);
+    assert!(runs.iter().all(|r| r["cpu_node"] == 0), "{v}");
+    let dgemm: Vec<&Value> = runs.iter().filter(|r| r["kernel"] == "dgemm").collect();
+    assert_eq!(dgemm.len(), 36);
+    let stands: u64 = dgemm
         .iter()
         .map(|r| r["stands_for"].as_u64().unwrap())
         .sum();
-    assert_eq!(stands, 64, "the classes stand for all 4^3 placements");
+    assert_eq!(stands, 256, "the classes stand for all 4 x 4^3 placements");
+    // Each with its contention: A@0 B@1 C@1 and A@0 B@1 C@2 (hop tuple
+    // 0/1/1 both) are two classes, of contention 2 and 1.
+    let at = |nodes: [u64; 3]| {
+        dgemm
+            .iter()
+            .find(|r| r["nodes"] == serde_json::json!(nodes))
+            .unwrap_or_else(|| panic!("{nodes:?} not run"))
+    };
+    assert_eq!(at([0, 1, 1])["contention"], 2.0);
+    assert_eq!(at([0, 1, 2])["contention"], 1.0);
+    assert_eq!(at([0, 1, 1])["class"], "0/1/1");
+    assert_eq!(at([0, 1, 2])["class"], "0/1/1");
     let full = json(&[
         "blas",
         "--list",
@@ -217,9 +229,9 @@ fn quartet_plan_folds_by_hops_and_full_lists_every_placement() {
         "--node",
         "0",
     ]);
-    assert!(text.starts_with("9 placement(s) to run:\n"), "{text}");
+    assert!(text.starts_with("10 placement(s) to run:\n"), "{text}");
     assert!(
-        text.contains("daxpy     0    0  2/2            1  x@3 y@3"),
+        text.contains("  daxpy     0    0  2/2            1          2  x@3 y@3\n"),
         "{text}"
     );
 }

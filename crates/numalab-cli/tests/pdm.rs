@@ -49,6 +49,35 @@ fn quartet_triad_one_thread_per_node_is_counted_exactly() {
     }
 }
 
+/// The 2007 study's Tables 4 (copy) and 5 (triad): share of placements
+/// per contention class on the Opteron ring, one thread per node, in
+/// percent to one decimal; the written array moves both ways.
+#[test]
+fn quartet_copy_and_triad_give_the_studys_tables() {
+    let q = fixture(QUARTET);
+    let tables: [(&str, f64, &[f64]); 2] = [
+        ("copy", 2.0, &[2.6, 51.9, 34.6, 9.2, 1.5]),
+        ("triad", 3.0, &[1.9, 38.1, 38.2, 16.0]),
+    ];
+    for (kernel, first, table) in tables {
+        let v = json(&["pdm", "--topology", &q, "--kernel", kernel, "--json"]);
+        assert_eq!(v["exact"], true);
+        let qs = v["quantities"].as_array().unwrap();
+        assert_eq!(qs.last().unwrap()["direction"], "both", "{kernel}");
+        let classes = v["classes"].as_array().unwrap();
+        for (i, want) in table.iter().enumerate() {
+            let c = &classes[i];
+            assert_eq!(num(&c["low"]), first + i as f64, "{kernel}");
+            let got = num(&c["share"]) * 100.0;
+            assert!(
+                (got - want).abs() < 0.05,
+                "{kernel} class {}: {got:.3}% against {want}%",
+                num(&c["low"])
+            );
+        }
+    }
+}
+
 #[test]
 fn text_lists_classes_and_says_exact() {
     let q = fixture(QUARTET);

@@ -94,12 +94,13 @@ fn full_report_measures_blas_with_its_tables_claim_and_section() {
             "hops_class",
             "operand_nodes",
             "stands_for",
+            "contention",
             "gflops_median",
             "verified"
         ]
     );
     assert_eq!(rows.len(), 1 + placements);
-    assert!(rows[1..].iter().all(|r| r[7] == "yes"), "{rows:?}");
+    assert!(rows[1..].iter().all(|r| r[8] == "yes"), "{rows:?}");
     if memory_nodes() == 1 {
         // Every placement is local: one per kernel.
         assert_eq!(placements, 4);

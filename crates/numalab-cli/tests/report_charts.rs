@@ -43,7 +43,7 @@ use std::time::Duration;
 /// class, as real ones are.
 fn run_of(space: &SweepSpace, threads: usize) -> SweepRun {
     let planned = space.folded(threads);
-    let mut cases: Vec<CaseResult> = planned
+    let cases: Vec<CaseResult> = planned
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -70,6 +70,7 @@ fn run_of(space: &SweepSpace, threads: usize) -> SweepRun {
                     rel_ci: 0.01,
                     samples: 5,
                 },
+                total_seconds: s * p.threads.len() as f64,
                 normalized: 0.0,
                 threads: p
                     .threads
@@ -91,13 +92,6 @@ fn run_of(space: &SweepSpace, threads: usize) -> SweepRun {
             }
         })
         .collect();
-    let fastest = cases
-        .iter()
-        .map(|c| c.seconds.median)
-        .fold(f64::INFINITY, f64::min);
-    for c in &mut cases {
-        c.normalized = c.seconds.median / fastest;
-    }
     let hop_classes = cases
         .iter()
         .map(|c| c.hop_class.as_str())
@@ -112,6 +106,7 @@ fn run_of(space: &SweepSpace, threads: usize) -> SweepRun {
         hop_classes,
         hop_classes_run: hop_classes,
         elapsed_s: 1.0,
+        normalization: String::new(),
         cases,
         twins: Vec::new(),
     }
@@ -148,13 +143,15 @@ fn quartet_report(dir: &Path) -> SweepRun {
     let m = quartet();
     let accesses = [Access::Read, Access::Write];
     let space = SweepSpace::new(&m, &m.allowed_cpus, &m.memory_nodes(), &accesses).unwrap();
-    let runs = vec![run_of(&space, 1), run_of(&space, 2)];
+    let mut runs = vec![run_of(&space, 1), run_of(&space, 2)];
+    numalab::experiments::sweep::normalize(&mut runs);
     let two = runs[1].clone();
     assert_eq!(two.classes, 108, "the Quartet's two-thread classes");
     let sweep = SweepResult {
         folded: true,
         node_symmetry_order: space.symmetry_order().to_string(),
         node_automorphisms: space.automorphism_count() as u64,
+        machine_symmetry_order: space.machine_symmetry_order().to_string(),
         cpus: m.allowed_cpus.iter().collect(),
         mem_nodes: m.memory_nodes().iter().collect(),
         accesses: accesses.to_vec(),

@@ -70,6 +70,32 @@ fn folded_sweep_on_this_host() {
             }
         }
         assert!((min - 1.0).abs() < 1e-9);
+        // The study's rule: the threads' total time over the fastest idle
+        // case's total, named in the run.
+        assert!(
+            r["normalization"]
+                .as_str()
+                .unwrap()
+                .starts_with("total time of the threads"),
+            "{}",
+            r["normalization"]
+        );
+        let base = cases
+            .iter()
+            .map(|c| c["total_seconds"].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min);
+        for c in cases {
+            let total = c["total_seconds"].as_f64().unwrap();
+            let sum: f64 = c["threads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["seconds"].as_f64().unwrap())
+                .sum();
+            assert!((total - sum).abs() <= 1e-12 * sum, "{c}");
+            let norm = c["normalized"].as_f64().unwrap();
+            assert!((norm - total / base).abs() < 1e-9, "{c}");
+        }
     }
     // Two threads on one CPU take turns: marked so that (d) compares like with like.
     let shared = runs[1]["cases"]
@@ -303,7 +329,7 @@ fn the_plan_of_a_machine_from_a_topology_file() {
     let quartet = &fixture("qemu-quartet-4n2c-ring.xml");
     let text = stdout(&["sweep", "--list", "--topology", quartet]);
     assert!(
-        text.contains("2 thread(s): 4096 cases (8 CPUs x 4 memory nodes x 2 access(es), per thread), 108 classes under 8 node symmetries, core swaps and thread exchange"),
+        text.contains("2 thread(s): 4096 cases (8 CPUs x 4 memory nodes x 2 access(es), per thread), 108 classes under the machine tree's 128 automorphisms (8 of the nodes) and thread exchange"),
         "{text}"
     );
     assert!(

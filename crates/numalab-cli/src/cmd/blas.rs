@@ -39,7 +39,8 @@ pub struct Args {
     /// Run the thread on this CPU node only (default: each CPU node in turn).
     #[arg(long, value_name = "NODE", allow_hyphen_values = true, value_parser = whole(0, u16::MAX as usize))]
     node: Option<usize>,
-    /// Run every placement instead of one per hop class.
+    /// Run every placement instead of one per class of the machine's
+    /// automorphisms (4 x 4^3 = 256 for dgemm on 4 nodes).
     #[arg(long)]
     full: bool,
     /// Parallel mode: one thread per CPU node, each with its own operands,

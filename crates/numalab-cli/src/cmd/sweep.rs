@@ -385,7 +385,10 @@ pub fn run(a: Args) -> CliResult {
     let space =
         SweepSpace::new(&m, &req.cpus, &req.mem_nodes, &req.accesses).map_err(CliError::usage)?;
     let plans = plan(&space, &req).map_err(CliError::usage)?;
-    let symmetries = space.symmetry_order().to_string();
+    let symmetries = Symmetries {
+        nodes: space.symmetry_order().to_string(),
+        machine: space.machine_symmetry_order().to_string(),
+    };
     if a.list {
         return list(&a, &req, &plans, &symmetries);
     }
@@ -398,7 +401,7 @@ pub fn run(a: Args) -> CliResult {
     }
     write_stderr(format_args!(
         "{}",
-        view::plan_text(&req, &plans, &symmetries)
+        view::plan_text(&req, &plans, &symmetries.nodes, &symmetries.machine)
     ));
     // The sweep plans again for itself: one plan in memory at a time.
     drop(plans);
@@ -507,9 +510,18 @@ fn list_scenarios(a: &Args, set: &ScenarioSet) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: &str) -> CliResult {
+/// The orders of the node symmetry and of the whole machine tree's.
+struct Symmetries {
+    nodes: String,
+    machine: String,
+}
+
+fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: &Symmetries) -> CliResult {
     if !a.json {
-        out!("{}", view::plan_text(req, plans, symmetries))?;
+        out!(
+            "{}",
+            view::plan_text(req, plans, &symmetries.nodes, &symmetries.machine)
+        )?;
         out!("{}", view::list_text(plans))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -523,6 +535,9 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: &str) -> CliRes
         /// Saturating at `u64::MAX`; exactly in `node_symmetry_order`.
         node_automorphisms: u64,
         node_symmetry_order: &'a str,
+        /// The whole machine tree's automorphisms that keep the sweep's
+        /// CPUs and memory nodes (cores, caches, PUs and nodes).
+        machine_symmetry_order: &'a str,
         cases: ListedCases<'a>,
     }
     #[derive(Serialize)]
@@ -560,8 +575,9 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: &str) -> CliRes
                 threads: *t,
                 total_cases: *total,
                 classes: cases.len(),
-                node_automorphisms: symmetries.parse().unwrap_or(u64::MAX),
-                node_symmetry_order: symmetries,
+                node_automorphisms: symmetries.nodes.parse().unwrap_or(u64::MAX),
+                node_symmetry_order: &symmetries.nodes,
+                machine_symmetry_order: &symmetries.machine,
                 cases: ListedCases(cases),
             })
             .collect(),

@@ -1,7 +1,7 @@
 //! `numalab blas` in the Quartet guest (4 nodes in a ring, 2 CPUs each):
 //! every operand of every placement, serial and parallel, has its pages on
-//! the node its placement names, and the study's 4^3 DGEMM placements of one
-//! node run unfolded. Timings inside the guest (TCG) mean nothing and are
+//! the node its placement names, and the study's 4 x 4^3 = 256 DGEMM
+//! placements (its Figure 2) run unfolded, each with its contention. Timings inside the guest (TCG) mean nothing and are
 //! never asserted. Runs in the Quartet guest guest_experiments.rs boots.
 
 #![allow(unused_imports)]
@@ -20,7 +20,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ),
     (
         "blas_full",
-        "numalab blas --n 64 --kernels dgemm --node 0 --full --budget 0.01 --min-reps 2 --warmup 0 --json",
+        "numalab blas --n 32 --kernels dgemm --full --budget 0.005 --min-reps 2 --warmup 0 --json",
     ),
     (
         "blas_parallel",
@@ -71,20 +71,17 @@ fn quartet_blas_serial_puts_every_operand_on_its_node() {
         let name = k["kernel"].as_str().unwrap();
         let q = k["operands"].as_array().unwrap().len() as u32;
         let ps = k["placements"].as_array().unwrap();
-        // One placement per hop class (3 hop groups per operand) per CPU node.
-        assert_eq!(ps.len(), 4 * 3usize.pow(q), "{name}");
+        // One placement per class under the ring's 8 automorphisms, a
+        // thread on node 0 standing for all four: (4^q + 2^q) / 2.
+        assert_eq!(ps.len(), (4usize.pow(q) + 2usize.pow(q)) / 2, "{name}");
         for p in ps {
             let cpu_node = p["cpu_node"].as_u64().unwrap();
+            assert_eq!(cpu_node, 0, "{name}");
             operand_nodes(&p["operands"], cpu_node, name);
+            assert!(p["contention"].as_f64().unwrap() >= 1.0, "{p}");
         }
-        for node in 0..4u64 {
-            let stands: u64 = ps
-                .iter()
-                .filter(|p| p["cpu_node"] == node)
-                .map(|p| p["stands_for"].as_u64().unwrap())
-                .sum();
-            assert_eq!(stands, 4u64.pow(q), "{name} on node {node}");
-        }
+        let stands: u64 = ps.iter().map(|p| p["stands_for"].as_u64().unwrap()).sum();
+        assert_eq!(stands, 4 * 4u64.pow(q), "{name}");
         assert_eq!(k["sensitivity"]["measurable"], true);
     }
     let verdict = v["finding"]["verdict"].as_str().unwrap();
@@ -95,19 +92,62 @@ fn quartet_blas_serial_puts_every_operand_on_its_node() {
 }
 
 #[test]
-fn quartet_blas_full_runs_the_studys_64_dgemm_placements_of_node_0() {
+fn quartet_blas_full_runs_the_studys_256_dgemm_placements_by_contention() {
     let v = quartet().json("blas_full", 0);
     assert_eq!(v["verified"], true);
-    let ps = v["kernels"][0]["placements"].as_array().unwrap();
-    assert_eq!(ps.len(), 64);
+    let k = &v["kernels"][0];
+    let ps = k["placements"].as_array().unwrap();
+    assert_eq!(ps.len(), 256);
+    let mut by_contention: std::collections::BTreeMap<u64, u64> = Default::default();
     let distinct: BTreeSet<Vec<u64>> = ps
         .iter()
         .map(|p| {
-            assert_eq!(p["cpu_node"], 0);
-            operand_nodes(&p["operands"], 0, "dgemm")
+            let cpu_node = p["cpu_node"].as_u64().unwrap();
+            let nodes = operand_nodes(&p["operands"], cpu_node, "dgemm");
+            let c = p["contention"].as_f64().unwrap();
+            // Seen from node 0: the study's best case and its hop twin.
+            if cpu_node == 0 && nodes == [0, 1, 2] {
+                assert_eq!(c, 1.0);
+            }
+            if cpu_node == 0 && nodes == [0, 1, 1] {
+                assert_eq!(c, 2.0);
+            }
+            if nodes.iter().all(|&n| n == cpu_node) {
+                assert_eq!(c, 3.0, "all local: one controller serves A, B and C");
+            }
+            *by_contention
+                .entry((c * 1000.0).round() as u64)
+                .or_default() += 1;
+            let mut key = vec![cpu_node];
+            key.extend(nodes);
+            key
         })
         .collect();
-    assert_eq!(distinct.len(), 64, "every placement once");
+    assert_eq!(distinct.len(), 256, "every placement once");
+    // The Figure 2 order: groups by contention, lowest first, covering
+    // every placement.
+    let groups = k["sensitivity"]["per_contention"].as_array().unwrap();
+    let values: Vec<f64> = groups
+        .iter()
+        .map(|g| g["contention"].as_f64().unwrap())
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    assert_eq!(
+        groups
+            .iter()
+            .map(|g| g["placements"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        by_contention.values().copied().collect::<Vec<_>>()
+    );
+    assert_eq!(values.first(), Some(&1.0));
+    let verdict = k["contention_finding"]["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("holds")
+            || verdict.starts_with("does not hold")
+            || verdict.starts_with("cannot tell"),
+        "{verdict}"
+    );
+    assert!(!v["openblas"]["core"].as_str().unwrap().is_empty());
 }
 
 #[test]

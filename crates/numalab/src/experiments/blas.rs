@@ -6,19 +6,32 @@
 //!
 //! Serial mode: one thread on the first allowed CPU of each CPU node runs
 //! every placement of its operands over the memory nodes, CPU-less ones
-//! included, folded by symmetry: placements whose operands are the same
-//! number of hops from the thread's node form one class, measured once
-//! (its first placement in node order) and standing for all. `full` runs
-//! every placement.
+//! included (4^3 x 4 = 256 for three operands on a 4-node machine, as the
+//! study's Figure 2), each with its contention in the placement
+//! distribution model (the written operand both ways,
+//! [`crate::experiments::pdm::streamed`]). They are folded only by real
+//! automorphisms of the machine (the sweep's machine tree: a node
+//! permutation that keeps distances, memory and the CPUs' structure maps a
+//! placement onto one the hardware cannot tell apart); each class is
+//! measured once and stands for its members. `full` runs every placement.
+//! Hop tuples are not a symmetry: `0/1/1` holds A@0 B@1 C@1 (contention 2)
+//! and A@0 B@1 C@2 (contention 1).
+//!
+//! The finding the study drew from Figure 2, that a non-local placement of
+//! lower contention can beat the all-local one for DGEMM, is tested per
+//! kernel by [`contention_finding`].
 //!
 //! Level 1 vectors hold n² elements, the same memory as one n x n matrix
 //! (20 MB each at the study's n = 1600): long enough to leave the caches,
 //! so level 1 streams memory while level 3 reuses its cache blocks, which
 //! is the contrast the study measured.
 
+use crate::experiments::pdm;
+use crate::experiments::sweep::{Access, SweepSpace};
 use crate::machine::Machine;
 use crate::measure::blas::{self, NumericCheck, OpenBlasThreads};
 use crate::measure::cancel;
+use crate::measure::compare::{holm, rank_compare, RankComparison, ALPHA};
 use crate::measure::harness::{check_buffer, BufferCheck, Figure};
 use crate::measure::kernels::{run_pass, BandwidthKernel, Isa};
 use crate::measure::stats::{measure, Better, StopRule, Summary};
@@ -160,10 +173,14 @@ pub struct PlannedRun {
     /// Hops from the thread's node to each operand's node (`null`: no
     /// path known).
     pub hops: Vec<Option<u32>>,
-    /// The hop tuple as text, e.g. `0/1/2`: the symmetry class.
+    /// The hop tuple as text, e.g. `0/1/2`.
     pub class: String,
-    /// How many placements of this CPU node the run stands for (1 with `full`).
+    /// How many placements the run stands for: its class under the
+    /// machine's automorphisms (1 with `full`).
     pub stands_for: u64,
+    /// Its largest link or controller load in the placement distribution
+    /// model (`None`: the model has no routes on this machine).
+    pub contention: Option<f64>,
 }
 
 fn class_label(hops: &[Option<u32>]) -> String {
@@ -199,7 +216,8 @@ fn thread_cpus(m: &Machine, only: Option<&IdSet>) -> Result<Vec<(u32, u32)>, Pla
 }
 
 /// Every placement the serial mode would run, in run order: per kernel,
-/// per CPU node, one per hop class (or all of them with `full`).
+/// per CPU node, one per class of placements under the machine's
+/// automorphisms (or all of them with `full`), each with its contention.
 pub fn plan(m: &Machine, req: &BlasRequest) -> Result<Vec<PlannedRun>, PlacementError> {
     let threads = thread_cpus(m, req.cpu_nodes.as_ref())?;
     let memory: Vec<u32> = m.memory_nodes().iter().collect();
@@ -211,13 +229,16 @@ pub fn plan(m: &Machine, req: &BlasRequest) -> Result<Vec<PlannedRun>, Placement
     let mut runs = Vec::new();
     for &kernel in &req.kernels {
         let q = kernel.operands().len();
-        for &(cpu_node, cpu) in &threads {
-            let hop = |v: u32| m.hops_between(cpu_node, v);
-            if req.full {
-                let total = memory.len().saturating_pow(q as u32);
-                if runs.len().saturating_add(total) > MAX_RUNS {
-                    return Err(too_many());
-                }
+        let total = memory.len().saturating_pow(q as u32);
+        if req.full {
+            if runs
+                .len()
+                .saturating_add(total.saturating_mul(threads.len()))
+                > MAX_RUNS
+            {
+                return Err(too_many());
+            }
+            for &(cpu_node, cpu) in &threads {
                 for i in 0..total {
                     let mut rest = i;
                     let mut nodes = vec![0; q];
@@ -225,37 +246,37 @@ pub fn plan(m: &Machine, req: &BlasRequest) -> Result<Vec<PlannedRun>, Placement
                         *slot = memory[rest % memory.len()];
                         rest /= memory.len();
                     }
-                    let hops: Vec<_> = nodes.iter().map(|&v| hop(v)).collect();
-                    runs.push(run_of(kernel, cpu_node, cpu, nodes, hops, 1));
-                }
-            } else {
-                // Memory nodes by hop count from the thread: each class is
-                // one hop count per operand; it stands for the product of
-                // the group sizes and runs its groups' first nodes.
-                let mut groups: BTreeMap<Option<u32>, Vec<u32>> = BTreeMap::new();
-                for &v in &memory {
-                    groups.entry(hop(v)).or_default().push(v);
-                }
-                let keys: Vec<_> = groups.keys().copied().collect();
-                let classes = keys.len().saturating_pow(q as u32);
-                if runs.len().saturating_add(classes) > MAX_RUNS {
-                    return Err(too_many());
-                }
-                for i in 0..classes {
-                    let mut rest = i;
-                    let mut hops = vec![None; q];
-                    for slot in hops.iter_mut().rev() {
-                        *slot = keys[rest % keys.len()];
-                        rest /= keys.len();
-                    }
-                    let nodes = hops.iter().map(|h| groups[h][0]).collect();
-                    let stands_for = hops.iter().map(|h| groups[h].len() as u64).product();
-                    runs.push(run_of(kernel, cpu_node, cpu, nodes, hops, stands_for));
+                    runs.push(run_of(m, kernel, cpu_node, cpu, nodes, 1));
                 }
             }
+            continue;
+        }
+        let space = operand_space(m, &threads)?;
+        // Node automorphisms merge at most their number of placements: a
+        // plan past the cap is refused before it is folded.
+        let least = (total.saturating_mul(threads.len()) as u128)
+            .div_ceil(space.symmetry_order().saturating().max(1));
+        if runs.len() as u128 + least > MAX_RUNS as u128 {
+            return Err(too_many());
+        }
+        let mut classes = space.operand_classes(q);
+        classes.sort_by_key(|(cpu, nodes, _)| (*cpu, nodes.clone()));
+        if runs.len().saturating_add(classes.len()) > MAX_RUNS {
+            return Err(too_many());
+        }
+        for (cpu, nodes, size) in classes {
+            let cpu_node = m.node_of_cpu(cpu).unwrap_or(u32::MAX);
+            runs.push(run_of(m, kernel, cpu_node, cpu, nodes, size));
         }
     }
     Ok(runs)
+}
+
+/// The machine's symmetry over the serial mode's thread CPUs and every
+/// memory node.
+fn operand_space(m: &Machine, threads: &[(u32, u32)]) -> Result<SweepSpace, PlacementError> {
+    let cpus: IdSet = threads.iter().map(|t| t.1).collect();
+    SweepSpace::new(m, &cpus, &m.memory_nodes(), &[Access::Read]).map_err(PlacementError::Invalid)
 }
 
 fn too_many() -> PlacementError {
@@ -265,13 +286,21 @@ fn too_many() -> PlacementError {
 }
 
 fn run_of(
+    m: &Machine,
     kernel: Kernel,
     cpu_node: u32,
     cpu: u32,
     nodes: Vec<u32>,
-    hops: Vec<Option<u32>>,
     stands_for: u64,
 ) -> PlannedRun {
+    let hops: Vec<Option<u32>> = nodes.iter().map(|&v| m.hops_between(cpu_node, v)).collect();
+    let contention = pdm::placement_contention(
+        m,
+        &pdm::streamed(nodes.len()),
+        &[cpu_node],
+        std::slice::from_ref(&nodes),
+    )
+    .ok();
     PlannedRun {
         kernel,
         level: kernel.level(),
@@ -281,6 +310,7 @@ fn run_of(
         nodes,
         hops,
         stands_for,
+        contention,
     }
 }
 
@@ -306,8 +336,15 @@ pub struct PlacementResult {
     pub hops: Vec<Option<u32>>,
     pub class: String,
     pub stands_for: u64,
+    /// Its contention in the placement distribution model.
+    #[serde(default)]
+    pub contention: Option<f64>,
     /// GFLOPS (1e9 floating-point operations per second) of the samples.
     pub gflops: Figure,
+    /// Every sample's GFLOPS, in the order taken: what the contention
+    /// finding's rank tests compare.
+    #[serde(default)]
+    pub gflops_samples: Vec<f64>,
     /// Calls of the kernel per sample (small kernels are repeated).
     pub calls_per_sample: u64,
     pub samples: usize,
@@ -348,7 +385,57 @@ pub struct Sensitivity {
     /// False on a machine with one memory node: every placement is local.
     pub measurable: bool,
     pub per_hop_class: Vec<HopClass>,
+    /// The serial placements by contention, lowest first (the study's
+    /// Figure 2 order).
+    #[serde(default)]
+    pub per_contention: Vec<ContentionGroup>,
 }
+
+/// GFLOPS of the serial placements of one contention value.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContentionGroup {
+    pub contention: f64,
+    /// Measured placements with it.
+    pub placements: usize,
+    /// Placements they stand for.
+    pub stands_for: u64,
+    pub median_gflops: f64,
+    pub min_gflops: f64,
+    pub max_gflops: f64,
+}
+
+/// Whether a non-local placement of lower contention beats the all-local
+/// one (the study's reading of its Figure 2 for DGEMM), by [`CONTENTION_RULE`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContentionFinding {
+    /// `holds`, `does not hold` or `cannot tell` with the reason.
+    pub verdict: String,
+    pub holds: Option<bool>,
+    pub rule: String,
+    /// Each all-local placement compared, with the placements of lower
+    /// contention on the same CPU.
+    pub comparisons: Vec<LocalComparison>,
+}
+
+/// One non-local placement of lower contention against the all-local one
+/// on the same CPU.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalComparison {
+    pub cpu_node: u32,
+    pub local_contention: f64,
+    pub local_gflops: f64,
+    /// The non-local placement: `A@0 B@1 C@2`.
+    pub placement: String,
+    pub contention: f64,
+    pub gflops: f64,
+    /// Its samples against the local one's (ratio non-local / local).
+    pub comparison: RankComparison,
+    /// Holm-adjusted p-value over all comparisons of the kernel.
+    pub p_adjusted: f64,
+}
+
+/// The rule of [`ContentionFinding`].
+pub const CONTENTION_RULE: &str = "per CPU node, every non-local placement whose contention is below the all-local placement's is compared with it by a Mann–Whitney U test on their GFLOPS samples, p-values adjusted by Holm over all those comparisons of the kernel; 'holds' when one is faster than local at adjusted p < 0.05, 'does not hold' when every one is slower at adjusted p < 0.05, else 'cannot tell'";
 
 /// One kernel's placements and sensitivity.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -362,6 +449,10 @@ pub struct KernelResult {
     pub flops_per_call: f64,
     /// Serial mode's placements (empty in parallel mode).
     pub placements: Vec<PlacementResult>,
+    /// Serial mode: whether a non-local placement of lower contention beat
+    /// the all-local one.
+    #[serde(default)]
+    pub contention_finding: Option<ContentionFinding>,
     /// Parallel mode's contention classes (empty in serial mode).
     #[serde(default)]
     pub contention_classes: Vec<ContentionClassResult>,
@@ -645,7 +736,9 @@ fn run_pinned(
         hops: run.hops.clone(),
         class: run.class.clone(),
         stands_for: run.stands_for,
+        contention: run.contention,
         gflops: Figure::of(&mt.summary, Better::Higher, 1.0),
+        gflops_samples: mt.samples.clone(),
         calls_per_sample: calls,
         samples: mt.summary.n,
         verified,
@@ -734,7 +827,7 @@ pub fn plan_parallel(
     m: &Machine,
     req: &BlasRequest,
 ) -> Result<Vec<(Kernel, Vec<ParallelClass>)>, PlacementError> {
-    use crate::experiments::pdm::{self, Direction, PdmError, PdmRequest, ThreadPlacement};
+    use crate::experiments::pdm::{self, PdmError, PdmRequest, ThreadPlacement};
     let per_class = req.parallel.unwrap_or(20);
     let pdm_err = |e: PdmError| match e {
         PdmError::Invalid(x) => PlacementError::Invalid(x),
@@ -743,12 +836,9 @@ pub fn plan_parallel(
     let mut out = Vec::new();
     let mut total = 0usize;
     for &kernel in &req.kernels {
-        let q = kernel.operands().len();
-        let mut dirs = vec![Direction::Read; q];
-        dirs[q - 1] = Direction::Both;
         let preq = PdmRequest {
             workload: kernel.name().to_string(),
-            quantities: pdm::named_quantities(&dirs, &vec![1.0; q]),
+            quantities: pdm::streamed(kernel.operands().len()),
             threads: ThreadPlacement::OnePerNode,
             links: None,
             class_width: 1.0,
@@ -940,6 +1030,8 @@ pub struct Scored<'a> {
     pub class: String,
     pub hops: Vec<Option<u32>>,
     pub stands_for: u64,
+    /// Its contention (serial placements).
+    pub contention: Option<f64>,
     pub gflops: &'a Figure,
 }
 
@@ -949,9 +1041,143 @@ impl<'a> From<&'a PlacementResult> for Scored<'a> {
             class: p.class.clone(),
             hops: p.hops.clone(),
             stands_for: p.stands_for,
+            contention: p.contention,
             gflops: &p.gflops,
         }
     }
+}
+
+/// Contention values are sums of shares of equal-path splits: grouped at
+/// a millionth.
+fn contention_key(c: f64) -> i64 {
+    (c * 1e6).round() as i64
+}
+
+/// The serial placements of a kernel grouped by contention, lowest first.
+pub fn per_contention(placements: &[Scored]) -> Vec<ContentionGroup> {
+    let mut groups: BTreeMap<i64, Vec<&Scored>> = BTreeMap::new();
+    for p in placements {
+        if let Some(c) = p.contention {
+            if p.gflops.median.is_finite() && p.gflops.median > 0.0 {
+                groups.entry(contention_key(c)).or_default().push(p);
+            }
+        }
+    }
+    groups
+        .into_values()
+        .map(|ps| {
+            let medians: Vec<f64> = ps.iter().map(|p| p.gflops.median).collect();
+            let s = Summary::of(&medians);
+            ContentionGroup {
+                contention: ps[0].contention.unwrap_or(f64::NAN),
+                placements: ps.len(),
+                stands_for: ps.iter().map(|p| p.stands_for).sum(),
+                median_gflops: s.as_ref().map_or(f64::NAN, |s| s.median),
+                min_gflops: s.as_ref().map_or(f64::NAN, |s| s.min),
+                max_gflops: s.as_ref().map_or(f64::NAN, |s| s.max),
+            }
+        })
+        .collect()
+}
+
+/// The placement's operands as `A@0 B@1 C@2`.
+pub fn placement_label(p: &PlacementResult) -> String {
+    p.operands
+        .iter()
+        .map(|o| format!("{}@{}", o.name, o.node))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether a non-local placement of lower contention beats the all-local
+/// one on the same CPU ([`CONTENTION_RULE`]); `None` when no placement is
+/// all-local or none has contention values.
+pub fn contention_finding(placements: &[PlacementResult]) -> Option<ContentionFinding> {
+    let mut found: Vec<(LocalComparison, f64)> = Vec::new();
+    let mut locals = 0;
+    for local in placements
+        .iter()
+        .filter(|p| p.operands.iter().all(|o| o.node == p.cpu_node))
+    {
+        let Some(lc) = local.contention else {
+            continue;
+        };
+        locals += 1;
+        for p in placements.iter().filter(|p| {
+            p.cpu == local.cpu
+                && p.operands.iter().any(|o| o.node != p.cpu_node)
+                && p.contention.is_some_and(|c| c < lc - 1e-9)
+        }) {
+            if let Some(cmp) = rank_compare(&p.gflops_samples, &local.gflops_samples) {
+                let p_value = cmp.p_value;
+                found.push((
+                    LocalComparison {
+                        cpu_node: local.cpu_node,
+                        local_contention: lc,
+                        local_gflops: local.gflops.median,
+                        placement: placement_label(p),
+                        contention: p.contention.unwrap_or(f64::NAN),
+                        gflops: p.gflops.median,
+                        comparison: cmp,
+                        p_adjusted: f64::NAN,
+                    },
+                    p_value,
+                ));
+            }
+        }
+    }
+    if locals == 0 {
+        return None;
+    }
+    let adjusted = holm(&found.iter().map(|f| f.1).collect::<Vec<_>>());
+    let mut comparisons: Vec<LocalComparison> = found
+        .into_iter()
+        .zip(adjusted)
+        .map(|((mut c, _), p)| {
+            c.p_adjusted = p;
+            c
+        })
+        .collect();
+    // Fastest relative to local first.
+    comparisons.sort_by(|a, b| b.comparison.ratio.total_cmp(&a.comparison.ratio));
+    let faster = comparisons
+        .iter()
+        .find(|c| c.p_adjusted < ALPHA && c.comparison.ratio > 1.0);
+    let all_slower = !comparisons.is_empty()
+        && comparisons
+            .iter()
+            .all(|c| c.p_adjusted < ALPHA && c.comparison.ratio < 1.0);
+    let (verdict, holds) = if let Some(c) = faster {
+        (
+            format!(
+                "holds: {} (contention {}) beats all-local (contention {}) on node {}: {}",
+                c.placement,
+                c.contention,
+                c.local_contention,
+                c.cpu_node,
+                c.comparison.describe()
+            ),
+            Some(true),
+        )
+    } else if all_slower {
+        (
+            "does not hold: every placement of lower contention is slower than all-local".into(),
+            Some(false),
+        )
+    } else if comparisons.is_empty() {
+        (
+            "cannot tell (no non-local placement of lower contention than all-local was measured with samples)".into(),
+            None,
+        )
+    } else {
+        ("cannot tell (inside the noise)".into(), None)
+    };
+    Some(ContentionFinding {
+        verdict,
+        holds,
+        rule: CONTENTION_RULE.into(),
+        comparisons,
+    })
 }
 
 /// Best, worst and per-class figures of a kernel's placements.
@@ -967,6 +1193,7 @@ pub fn sensitivity(placements: &[Scored], measurable: bool) -> Option<Sensitivit
     for p in &ok {
         classes.entry(p.class.clone()).or_default().push(p);
     }
+    let per_contention = per_contention(placements);
     let per_hop_class = classes
         .into_iter()
         .map(|(class, ps)| {
@@ -993,6 +1220,7 @@ pub fn sensitivity(placements: &[Scored], measurable: bool) -> Option<Sensitivit
         worst_class: worst.class.clone(),
         measurable,
         per_hop_class,
+        per_contention,
     })
 }
 
@@ -1076,6 +1304,12 @@ pub fn run_blas(
             openblas.num_threads_after
         ));
     }
+    warnings.extend(openblas.core_warning.clone());
+    if runs.iter().any(|r| r.contention.is_none()) {
+        warnings.push(
+            "the placement distribution model has no routes on this machine (no links inferred): placements carry no contention".into(),
+        );
+    }
     let check = if req.check {
         let sizes: Vec<usize> = (1..=blas::CHECK_MAX_N).collect();
         let c = blas::check_numerics(&sizes, 1);
@@ -1106,6 +1340,7 @@ pub fn run_blas(
             elements: k.elements(n),
             flops_per_call: k.flops(n),
             placements: Vec::new(),
+            contention_finding: None,
             contention_classes: Vec::new(),
             sensitivity: None,
         })
@@ -1171,10 +1406,14 @@ pub fn run_blas(
                 class: range_label(c.low, c.high),
                 hops: Vec::new(),
                 stands_for: 1,
+                contention: None,
                 gflops: &p.gflops,
             }));
         }
         k.sensitivity = sensitivity(&scored, measurable);
+        if measurable && !k.placements.is_empty() {
+            k.contention_finding = contention_finding(&k.placements);
+        }
     }
     let verified = kernels.iter().all(|k| {
         k.placements.iter().all(|p| p.verified)
@@ -1227,52 +1466,126 @@ mod tests {
         }
     }
 
+    /// The ring's automorphisms (the dihedral group of the square 0-1-3-2,
+    /// order 8) as node maps, written out here rather than taken from the
+    /// sweep's symmetry code.
+    fn ring_symmetries() -> Vec<[u32; 4]> {
+        let rotate = [1, 3, 0, 2];
+        let reflect = [0, 2, 1, 3];
+        let mut group: Vec<[u32; 4]> = vec![[0, 1, 2, 3]];
+        while let Some(g) = group.iter().find_map(|g| {
+            [rotate, reflect]
+                .iter()
+                .map(|h| {
+                    [
+                        h[g[0] as usize],
+                        h[g[1] as usize],
+                        h[g[2] as usize],
+                        h[g[3] as usize],
+                    ]
+                })
+                .find(|x| !group.contains(x))
+        }) {
+            group.push(g);
+        }
+        group
+    }
+
     #[test]
-    fn quartet_ring_folds_each_operand_into_three_hop_groups() {
+    fn quartet_ring_folds_serial_placements_by_its_automorphisms_only() {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
-        let memory = m.memory_nodes().len();
-        let cpu_nodes = m.cpu_nodes().len();
+        assert_eq!(m.memory_nodes().len(), 4);
+        assert_eq!(m.cpu_nodes().len(), 4);
         let folded = plan(&m, &req(vec![Kernel::Dgemm, Kernel::Daxpy], false)).unwrap();
         let full = plan(&m, &req(vec![Kernel::Dgemm, Kernel::Daxpy], true)).unwrap();
-        assert_eq!(memory, 4);
-        assert_eq!(cpu_nodes, 4);
-        // On the ring each node sees itself (0 hops), two neighbours (1)
-        // and the opposite node (2): 3 classes per operand.
-        let dgemm: Vec<_> = folded
-            .iter()
-            .filter(|r| r.kernel == Kernel::Dgemm)
-            .collect();
-        assert_eq!(dgemm.len(), 4 * 27);
-        assert_eq!(folded.len(), 4 * 27 + 4 * 9);
+        // --full: the study's 4 thread nodes x 4^3 operand nodes.
         assert_eq!(full.len(), 4 * 64 + 4 * 16);
-        // Every class of a CPU node stands for all 4^3 placements together.
-        for node in m.cpu_nodes().iter() {
-            let sum: u64 = dgemm
-                .iter()
-                .filter(|r| r.cpu_node == node)
-                .map(|r| r.stands_for)
-                .sum();
-            assert_eq!(sum, 64, "node {node}");
-        }
-        let c = dgemm
+        assert!(full
             .iter()
-            .find(|r| r.cpu_node == 0 && r.class == "1/1/2")
-            .unwrap();
-        assert_eq!(c.stands_for, 2 * 2);
-        assert_eq!(c.hops, vec![Some(1), Some(1), Some(2)]);
-        for (&v, h) in c.nodes.iter().zip(&c.hops) {
-            assert_eq!(m.hops_between(0, v), *h);
+            .all(|r| r.stands_for == 1 && r.contention.is_some()));
+        // Brute force: orbits of (thread node, operand nodes) under the
+        // ring's 8 symmetries.
+        let group = ring_symmetries();
+        assert_eq!(group.len(), 8);
+        let orbit_sizes = |q: usize| {
+            let mut seen: BTreeMap<Vec<u32>, u64> = BTreeMap::new();
+            for i in 0..4usize.pow(q as u32 + 1) {
+                let p: Vec<u32> = (0..=q)
+                    .map(|k| (i / 4usize.pow(k as u32) % 4) as u32)
+                    .collect();
+                let rep = group
+                    .iter()
+                    .map(|g| p.iter().map(|&x| g[x as usize]).collect::<Vec<u32>>())
+                    .min()
+                    .unwrap();
+                *seen.entry(rep).or_default() += 1;
+            }
+            let mut sizes: Vec<u64> = seen.into_values().collect();
+            sizes.sort();
+            sizes
+        };
+        for (kernel, q) in [(Kernel::Dgemm, 3), (Kernel::Daxpy, 2)] {
+            let runs: Vec<_> = folded.iter().filter(|r| r.kernel == kernel).collect();
+            let mut sizes: Vec<u64> = runs.iter().map(|r| r.stands_for).collect();
+            sizes.sort();
+            assert_eq!(sizes, orbit_sizes(q), "{kernel:?}");
+            assert_eq!(sizes.iter().sum::<u64>(), 4 * 4u64.pow(q as u32));
         }
-        // Unfolded, each placement's class is its own hop tuple, and the
-        // classes partition the placements exactly as the folded counts say.
-        let mut counts: BTreeMap<(u32, String), u64> = BTreeMap::new();
-        for r in full.iter().filter(|r| r.kernel == Kernel::Dgemm) {
-            assert_eq!(r.stands_for, 1);
-            *counts.entry((r.cpu_node, r.class.clone())).or_default() += 1;
+        assert_eq!(
+            folded.iter().filter(|r| r.kernel == Kernel::Dgemm).count(),
+            36
+        );
+        assert_eq!(
+            folded.iter().filter(|r| r.kernel == Kernel::Daxpy).count(),
+            10
+        );
+        // Every member of a class has the contention of the run standing
+        // for it (the model is symmetric too), and every full placement's
+        // class is run.
+        let key = |r: &PlannedRun| {
+            let p: Vec<u32> = std::iter::once(r.cpu_node)
+                .chain(r.nodes.iter().copied())
+                .collect();
+            group
+                .iter()
+                .map(|g| p.iter().map(|&x| g[x as usize]).collect::<Vec<u32>>())
+                .min()
+                .unwrap()
+        };
+        for f in &full {
+            let rep = folded
+                .iter()
+                .find(|r| r.kernel == f.kernel && key(r) == key(f))
+                .unwrap_or_else(|| panic!("no class runs {:?} {:?}", f.cpu_node, f.nodes));
+            assert_eq!(
+                rep.contention, f.contention,
+                "{:?} {:?}",
+                f.cpu_node, f.nodes
+            );
+            assert_eq!(rep.class, f.class, "automorphisms keep hop counts");
         }
-        for r in &dgemm {
-            assert_eq!(counts[&(r.cpu_node, r.class.clone())], r.stands_for);
-        }
+        // Hop tuples are not a symmetry: 0/1/1 holds A@0 B@1 C@1
+        // (contention 2: the link 1->0 carries B and C's read-for-ownership)
+        // and A@0 B@1 C@2 (contention 1), the study's best DGEMM case.
+        let at = |nodes: [u32; 3]| {
+            full.iter()
+                .find(|r| r.kernel == Kernel::Dgemm && r.cpu_node == 0 && r.nodes == nodes)
+                .unwrap()
+        };
+        assert_eq!(at([0, 1, 1]).class, "0/1/1");
+        assert_eq!(at([0, 1, 2]).class, "0/1/1");
+        assert_eq!(at([0, 1, 1]).contention, Some(2.0));
+        assert_eq!(at([0, 1, 2]).contention, Some(1.0));
+        assert_eq!(at([0, 0, 0]).contention, Some(3.0));
+        let folded_011: Vec<_> = folded
+            .iter()
+            .filter(|r| r.kernel == Kernel::Dgemm && r.class == "0/1/1")
+            .collect();
+        assert_eq!(
+            folded_011.len(),
+            2,
+            "A@0 B@1 C@1 and A@0 B@1 C@2 are two classes"
+        );
     }
 
     #[test]
@@ -1281,7 +1594,11 @@ mod tests {
         let mut r = req(vec![Kernel::Dgemv], false);
         r.cpu_nodes = Some(IdSet::single(2));
         let p = plan(&m, &r).unwrap();
-        assert_eq!(p.len(), 27);
+        // 64 placements of node 2's thread, folded by the reflection of
+        // the ring through node 2 (swapping 0 and 3, fixing the 2^3
+        // placements on nodes 1 and 2): (64 + 8) / 2 = 36 classes.
+        assert_eq!(p.len(), 36);
+        assert_eq!(p.iter().map(|r| r.stands_for).sum::<u64>(), 64);
         assert!(p
             .iter()
             .all(|r| r.cpu_node == 2 && m.node_of_cpu(r.cpu) == Some(2)));
@@ -1301,6 +1618,7 @@ mod tests {
             hops: vec![],
             class: class.into(),
             stands_for: 1,
+            contention: None,
             gflops: Figure {
                 median,
                 best: median,
@@ -1309,6 +1627,7 @@ mod tests {
                 spread: 0.0,
                 rel_ci,
             },
+            gflops_samples: vec![],
             calls_per_sample: 1,
             samples: 5,
             verified: true,
@@ -1323,6 +1642,7 @@ mod tests {
             operands: vec![],
             elements: vec![],
             flops_per_call: 1.0,
+            contention_finding: None,
             contention_classes: vec![],
             sensitivity: sensitivity(
                 &placements.iter().map(Scored::from).collect::<Vec<_>>(),
@@ -1330,6 +1650,94 @@ mod tests {
             ),
             placements,
         }
+    }
+
+    /// A serial placement of thread node 0 with operands on `nodes`,
+    /// its contention and samples.
+    fn serial(nodes: [u32; 3], contention: f64, samples: &[f64]) -> PlacementResult {
+        let mut p = placed(
+            "x",
+            crate::measure::stats::median(samples.to_vec()).unwrap(),
+            0.01,
+        );
+        p.operands = ["A", "B", "C"]
+            .iter()
+            .zip(nodes)
+            .map(|(name, node)| OperandPlacement {
+                name: name.to_string(),
+                node,
+                hops: None,
+                bytes: 0,
+                pages_by_node: BTreeMap::new(),
+                verified: true,
+                problems: vec![],
+            })
+            .collect();
+        p.contention = Some(contention);
+        p.gflops_samples = samples.to_vec();
+        p
+    }
+
+    #[test]
+    fn contention_finding_compares_lower_contention_placements_with_all_local() {
+        let local: Vec<f64> = (0..8).map(|i| 10.0 + 0.01 * i as f64).collect();
+        let faster: Vec<f64> = local.iter().map(|x| x * 1.2).collect();
+        let slower: Vec<f64> = local.iter().map(|x| x * 0.8).collect();
+        // A@0 B@1 C@2 (contention 1) against A@0 B@0 C@0 (3); A@0 B@1 C@1
+        // (2) slower; a placement of higher contention is never compared.
+        let ps = vec![
+            serial([0, 0, 0], 3.0, &local),
+            serial([0, 1, 2], 1.0, &faster),
+            serial([0, 1, 1], 2.0, &slower),
+            serial([3, 3, 3], 3.5, &faster),
+        ];
+        let f = contention_finding(&ps).unwrap();
+        assert_eq!(f.holds, Some(true), "{}", f.verdict);
+        assert!(
+            f.verdict.starts_with(
+                "holds: A@0 B@1 C@2 (contention 1) beats all-local (contention 3) on node 0"
+            ),
+            "{}",
+            f.verdict
+        );
+        assert_eq!(f.comparisons.len(), 2);
+        assert!(f.comparisons.iter().all(|c| c.p_adjusted < ALPHA));
+        // Every lower-contention placement slower: does not hold.
+        let ps = vec![
+            serial([0, 0, 0], 3.0, &local),
+            serial([0, 1, 2], 1.0, &slower),
+        ];
+        let f = contention_finding(&ps).unwrap();
+        assert_eq!(f.holds, Some(false), "{}", f.verdict);
+        // Indistinguishable samples: cannot tell.
+        let mixed: Vec<f64> = local.iter().rev().map(|x| x + 0.005).collect();
+        let ps = vec![
+            serial([0, 0, 0], 3.0, &local),
+            serial([0, 1, 2], 1.0, &mixed),
+        ];
+        let f = contention_finding(&ps).unwrap();
+        assert_eq!(f.holds, None);
+        assert_eq!(f.verdict, "cannot tell (inside the noise)");
+        // No all-local placement measured: no finding.
+        assert!(contention_finding(&[serial([0, 1, 2], 1.0, &local)]).is_none());
+    }
+
+    #[test]
+    fn serial_placements_group_by_contention_lowest_first() {
+        let ps = [
+            serial([0, 0, 0], 3.0, &[9.0]),
+            serial([0, 1, 2], 1.0, &[12.0]),
+            serial([0, 1, 1], 2.0, &[10.0]),
+            serial([0, 2, 2], 2.0, &[11.0]),
+            serial([0, 1, 3], 1.0 + 1e-12, &[13.0]),
+        ];
+        let scored: Vec<Scored> = ps.iter().map(Scored::from).collect();
+        let groups = per_contention(&scored);
+        let got: Vec<(f64, usize, f64)> = groups
+            .iter()
+            .map(|g| (g.contention, g.placements, g.median_gflops))
+            .collect();
+        assert_eq!(got, vec![(1.0, 2, 12.5), (2.0, 2, 10.5), (3.0, 1, 9.0)]);
     }
 
     #[test]

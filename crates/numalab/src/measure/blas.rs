@@ -58,6 +58,7 @@ extern "C" {
     fn openblas_set_num_threads(n: c_int);
     fn openblas_get_num_threads() -> c_int;
     fn openblas_get_config() -> *const c_char;
+    fn openblas_get_corename() -> *const c_char;
 }
 
 /// `CblasRowMajor` of cblas.h.
@@ -83,6 +84,118 @@ pub struct OpenBlasThreads {
     pub num_threads_after: i32,
     /// `openblas_get_config()`: version, build options and core.
     pub config: String,
+    /// `openblas_get_corename()`: the kernels OpenBLAS chose when it was
+    /// loaded (`Haswell`, `SkylakeX`, `Zen`, or a generic `Prescott`).
+    #[serde(default)]
+    pub core: String,
+    /// The widest vector instructions those kernels use, from the core's
+    /// name (`sse`, `sse4.2`, `avx`, `avx2`, `avx512`; `unknown` for a
+    /// name numalab does not know).
+    #[serde(default)]
+    pub core_isa: String,
+    /// The widest this CPU runs, as the same names.
+    #[serde(default)]
+    pub cpu_isa: String,
+    /// `OPENBLAS_CORETYPE` as this process saw it: the core is chosen from
+    /// it when the library is loaded, so it must be set before numalab
+    /// starts.
+    #[serde(default)]
+    pub env_openblas_coretype: Option<String>,
+    /// Why OpenBLAS's kernels are below what the CPU runs, and what to set;
+    /// `None` when they match (or cannot be told).
+    #[serde(default)]
+    pub core_warning: Option<String>,
+}
+
+/// Vector instruction levels, narrowest first.
+const ISA_LEVELS: [&str; 5] = ["sse", "sse4.2", "avx", "avx2", "avx512"];
+
+/// The widest vector instructions the kernels of an OpenBLAS core type
+/// (`openblas_get_corename`, DYNAMIC_ARCH x86-64 names) use; `None` for a
+/// name not in the list.
+pub fn core_isa(core: &str) -> Option<&'static str> {
+    let c = core.to_ascii_lowercase();
+    Some(match c.as_str() {
+        "prescott" | "core2" | "penryn" | "dunnington" | "atom" | "katmai" | "coppermine"
+        | "northwood" | "banias" | "athlon" | "opteron" | "opteron_sse3" | "barcelona"
+        | "bobcat" | "nano" | "generic" => "sse",
+        "nehalem" => "sse4.2",
+        "sandybridge" | "bulldozer" | "piledriver" | "steamroller" | "excavator" => "avx",
+        "haswell" | "zen" => "avx2",
+        "skylakex" | "cooperlake" | "sapphirerapids" => "avx512",
+        _ => return None,
+    })
+}
+
+/// The widest vector instructions this CPU runs, as [`core_isa`] names.
+pub fn cpu_isa() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+        {
+            return "avx512";
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return "avx2";
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            return "avx";
+        }
+        if std::arch::is_x86_feature_detected!("sse4.2") {
+            return "sse4.2";
+        }
+        "sse"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        "unknown"
+    }
+}
+
+/// The core type to ask for on a CPU of `cpu` level: the widest kernels
+/// Debian's OpenBLAS 0.3.21 has for it (DESIGN.md section 2: on a Sapphire
+/// Rapids server it chose `Prescott`; `SkylakeX` ran DGEMM 5x faster).
+fn suggested_core(cpu: &str, vendor_amd: bool) -> &'static str {
+    match cpu {
+        "avx512" => "SkylakeX",
+        "avx2" if vendor_amd => "Zen",
+        "avx2" => "Haswell",
+        "avx" if vendor_amd => "Bulldozer",
+        "avx" => "Sandybridge",
+        _ => "Nehalem",
+    }
+}
+
+/// Why OpenBLAS's `core` runs narrower kernels than the CPU's `cpu` level,
+/// naming the generic fallback and the variable to set; `None` when they
+/// match or either is unknown.
+pub fn core_warning(core: &str, cpu: &str, vendor_amd: bool) -> Option<String> {
+    let core_level = core_isa(core)?;
+    let have = ISA_LEVELS.iter().position(|l| *l == core_level)?;
+    let want = ISA_LEVELS.iter().position(|l| *l == cpu)?;
+    if have >= want {
+        return None;
+    }
+    let generic = if have == 0 {
+        "its generic kernels"
+    } else {
+        "kernels"
+    };
+    Some(format!(
+        "OpenBLAS chose {generic} for {core} ({}) on a CPU that runs {cpu}: its GFLOPS are a fraction of what this machine can do (level 3 most). Set OPENBLAS_CORETYPE={} before starting numalab: OpenBLAS reads it only when it is loaded",
+        ISA_LEVELS[have],
+        suggested_core(cpu, vendor_amd)
+    ))
+}
+
+/// Whether the CPU is AMD's (for the core type to suggest).
+fn vendor_amd() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|t| t.contains("AuthenticAMD"))
+        .unwrap_or(false)
 }
 
 /// Keeps OpenBLAS's own thread pool out of every call (its threads would
@@ -91,23 +204,37 @@ pub struct OpenBlasThreads {
 pub fn single_threaded() -> &'static OpenBlasThreads {
     static DONE: OnceLock<OpenBlasThreads> = OnceLock::new();
     DONE.get_or_init(|| {
-        // SAFETY: plain setters/getters of the library's global state;
-        // `openblas_get_config` returns a static NUL-terminated string.
-        let (after, config) = unsafe {
-            openblas_set_num_threads(1);
-            let p = openblas_get_config();
-            let config = if p.is_null() {
+        let text = |p: *const c_char| {
+            if p.is_null() {
                 String::new()
             } else {
-                CStr::from_ptr(p).to_string_lossy().trim().to_string()
-            };
-            (openblas_get_num_threads(), config)
+                // SAFETY: a static NUL-terminated string of the library.
+                unsafe { CStr::from_ptr(p) }
+                    .to_string_lossy()
+                    .trim()
+                    .to_string()
+            }
         };
+        // SAFETY: plain setters/getters of the library's global state;
+        // `openblas_get_config` and `openblas_get_corename` return static
+        // NUL-terminated strings.
+        let (after, config, core) = unsafe {
+            openblas_set_num_threads(1);
+            let config = text(openblas_get_config());
+            let core = text(openblas_get_corename());
+            (openblas_get_num_threads(), config, core)
+        };
+        let cpu = cpu_isa();
         OpenBlasThreads {
             method: "openblas_set_num_threads(1) before the first BLAS call".into(),
             env_openblas_num_threads: std::env::var("OPENBLAS_NUM_THREADS").ok(),
             num_threads_after: after,
             config,
+            core_isa: core_isa(&core).unwrap_or("unknown").into(),
+            cpu_isa: cpu.into(),
+            env_openblas_coretype: std::env::var("OPENBLAS_CORETYPE").ok(),
+            core_warning: core_warning(&core, cpu, vendor_amd()),
+            core,
         }
     })
 }
@@ -375,6 +502,32 @@ mod tests {
         let t = single_threaded();
         assert_eq!(t.num_threads_after, 1);
         assert!(t.config.contains("OpenBLAS"), "{}", t.config);
+        // The core type ran is named, and is the one in the config line.
+        assert!(!t.core.is_empty());
+        assert!(t.config.contains(&t.core), "{} not in {}", t.core, t.config);
+        assert_eq!(t.cpu_isa, cpu_isa());
+    }
+
+    /// Debian's 0.3.21 on a Sapphire Rapids server chose its generic
+    /// Prescott kernels (DESIGN.md section 2): that is warned about, with
+    /// the variable to set; a core type that matches the CPU is not.
+    #[test]
+    fn a_generic_or_narrow_core_type_is_warned_about() {
+        let w = core_warning("Prescott", "avx512", false).unwrap();
+        assert!(w.contains("generic kernels for Prescott (sse)"), "{w}");
+        assert!(w.contains("OPENBLAS_CORETYPE=SkylakeX"), "{w}");
+        let w = core_warning("Sandybridge", "avx2", true).unwrap();
+        assert!(w.contains("chose kernels for Sandybridge (avx)"), "{w}");
+        assert!(w.contains("OPENBLAS_CORETYPE=Zen"), "{w}");
+        assert!(core_warning("Haswell", "avx512", false)
+            .unwrap()
+            .contains("SkylakeX"));
+        assert_eq!(core_warning("SkylakeX", "avx512", false), None);
+        assert_eq!(core_warning("Zen", "avx2", true), None);
+        // A core type newer than numalab's list decides nothing.
+        assert_eq!(core_warning("FutureLake", "avx512", false), None);
+        assert_eq!(core_isa("COOPERLAKE"), Some("avx512"));
+        assert_eq!(core_isa("Nehalem"), Some("sse4.2"));
     }
 
     #[test]

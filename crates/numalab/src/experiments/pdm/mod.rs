@@ -142,19 +142,33 @@ pub struct Quantity {
 pub const KERNELS: [&str; 4] = ["copy", "scale", "add", "triad"];
 
 /// The quantities of a STREAM kernel: copy and scale read `a` and write `b`;
-/// add and triad read `a` and `b` and write `c`.
+/// add and triad read `a` and `b` and write `c` ([`streamed`]).
 pub fn kernel_quantities(kernel: &str) -> Result<Vec<Quantity>, PdmError> {
-    let dirs: &[Direction] = match kernel {
-        "copy" | "scale" => &[Direction::Read, Direction::Write],
-        "add" | "triad" => &[Direction::Read, Direction::Read, Direction::Write],
-        other => {
-            return invalid(format!(
-                "--kernel: unknown kernel '{other}' (valid: {})",
-                KERNELS.join(", ")
-            ))
-        }
-    };
-    Ok(named_quantities(dirs, &vec![1.0; dirs.len()]))
+    match kernel {
+        "copy" | "scale" => Ok(streamed(2)),
+        "add" | "triad" => Ok(streamed(3)),
+        other => invalid(format!(
+            "--kernel: unknown kernel '{other}' (valid: {})",
+            KERNELS.join(", ")
+        )),
+    }
+}
+
+/// The traffic of a kernel that reads its first `arrays - 1` arrays and
+/// writes the last, weight 1 each: the read arrays move from memory to the
+/// CPU; the written one both ways, because an ordinary store misses,
+/// reads the line (write-allocate) and later writes it back, which is the
+/// memory-bytes rule of `bench` (a written byte counts twice). Each array
+/// adds its weight once to its node's controller, as the 2007 study
+/// counts it. `pdm --kernel` and `blas --parallel` both use this model;
+/// with it the Quartet's one-thread-per-node copy and triad give the
+/// study's Tables 4 and 5.
+pub fn streamed(arrays: usize) -> Vec<Quantity> {
+    let mut dirs = vec![Direction::Read; arrays];
+    if let Some(last) = dirs.last_mut() {
+        *last = Direction::Both;
+    }
+    named_quantities(&dirs, &vec![1.0; arrays])
 }
 
 /// Quantities named `a`, `b`, ... with these directions and weights.
@@ -914,8 +928,52 @@ pub fn run_pdm(machine: &Machine, req: &PdmRequest) -> Result<PdmResult, PdmErro
     count(&model_of(machine, req)?, req)
 }
 
+/// The contention of one placement of `quantities` on `machine`'s inferred
+/// links, in the model's units: thread `t` on node `threads[t]`, its
+/// quantity `q` on node `memory[t][q]`. The largest load of any arc or
+/// controller, as [`run_pdm`] classes placements by.
+pub fn placement_contention(
+    machine: &Machine,
+    quantities: &[Quantity],
+    threads: &[u32],
+    memory: &[Vec<u32>],
+) -> Result<f64, PdmError> {
+    let model = machine_model(machine, None)?;
+    let vertex = |n: u32| {
+        model
+            .vertex(n)
+            .ok_or_else(|| PdmError::Invalid(format!("node {n} is not on this machine")))
+    };
+    let t: Vec<usize> = threads
+        .iter()
+        .map(|&n| vertex(n))
+        .collect::<Result<_, _>>()?;
+    if let Some(&bad) = t.iter().find(|&&v| !model.cpu[v]) {
+        return invalid(format!(
+            "node {} has no CPU to run a thread",
+            model.nodes[bad]
+        ));
+    }
+    let mem: Vec<Vec<usize>> = memory
+        .iter()
+        .map(|row| row.iter().map(|&n| vertex(n)).collect::<Result<_, _>>())
+        .collect::<Result<_, _>>()?;
+    if mem.len() != t.len() || mem.iter().any(|row| row.len() != quantities.len()) {
+        return invalid("one memory node per thread and quantity".to_string());
+    }
+    Ok(model
+        .loads(quantities, &t, &mem)
+        .into_iter()
+        .fold(0.0, f64::max))
+}
+
 /// The graph of `machine`, with the links of `req` when it gives them.
 fn model_of(machine: &Machine, req: &PdmRequest) -> Result<Model, PdmError> {
+    machine_model(machine, req.links.as_deref())
+}
+
+/// The graph of `machine`: its nodes, and `links` or its inferred links.
+fn machine_model(machine: &Machine, links: Option<&[(u32, u32)]>) -> Result<Model, PdmError> {
     let mut nodes: Vec<(u32, bool)> = machine
         .nodes
         .iter()
@@ -930,11 +988,12 @@ fn model_of(machine: &Machine, req: &PdmRequest) -> Result<Model, PdmError> {
     }
     let ids: Vec<u32> = nodes.iter().map(|n| n.0).collect();
     let cpu: Vec<bool> = nodes.iter().map(|n| n.1).collect();
-    let links: Vec<(u32, u32)> = match &req.links {
-        Some(l) => l.clone(),
+    let given = links.is_some();
+    let links: Vec<(u32, u32)> = match links {
+        Some(l) => l.to_vec(),
         None => machine.links.iter().map(|l| (l.a, l.b)).collect(),
     };
-    Model::new(&ids, &cpu, &links, req.links.is_some())
+    Model::new(&ids, &cpu, &links, given)
 }
 
 /// A request checked against its model, with what counting and drawing share.
@@ -1734,6 +1793,37 @@ mod tests {
         assert_eq!(counts(&got).values().sum::<u128>(), 4u128.pow(12) * 24);
         // Every controller gets 3 units at best (12 quantities, 4 nodes).
         assert_eq!(got.classes[0].class, 3);
+    }
+
+    /// Tables 4 (copy) and 5 (triad) of the 2007 study: the share of
+    /// placements in each contention class on the Quartet ring, one thread
+    /// per node, in percent to one decimal. Modelling the written array
+    /// one way only gives 3.8 / 51.3 / 34.0 for copy's first classes.
+    #[test]
+    fn the_quartet_gives_the_2007_studys_tables() {
+        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let tables: [(&str, u64, &[f64]); 2] = [
+            ("copy", 2, &[2.6, 51.9, 34.6, 9.2, 1.5]),
+            ("triad", 3, &[1.9, 38.1, 38.2, 16.0]),
+        ];
+        for (kernel, first, table) in tables {
+            let qs = kernel_quantities(kernel).unwrap();
+            assert_eq!(qs.last().unwrap().direction, Direction::Both);
+            let r = run_pdm(&m, &req(qs, ThreadPlacement::OnePerNode, 1.0)).unwrap();
+            assert!(r.exact, "{kernel}");
+            assert_eq!(r.classes[0].class, first, "{kernel}");
+            for (i, &want) in table.iter().enumerate() {
+                let c = &r.classes[i];
+                assert_eq!(c.class, first + i as u64);
+                let got = c.share * 100.0;
+                assert!(
+                    (got - want).abs() < 0.05,
+                    "{kernel} class {}-{}: {got:.3}% against the table's {want}%",
+                    c.class,
+                    c.class + 1
+                );
+            }
+        }
     }
 
     #[test]

@@ -767,6 +767,7 @@ pub(crate) mod test_cases {
                 rel_ci: 0.01,
                 samples: 3,
             },
+            total_seconds: seconds * threads.len() as f64,
             normalized: 1.0,
             threads,
             background_achieved: Vec::new(),
@@ -786,6 +787,7 @@ pub(crate) mod test_cases {
             hop_classes: 4,
             hop_classes_run: 4,
             elapsed_s: 1.0,
+            normalization: crate::experiments::sweep::NORMALIZATION.into(),
             cases,
             twins: Vec::new(),
         }

@@ -35,6 +35,7 @@ mod scenario_run;
 mod scenarios;
 mod space;
 mod symmetry;
+mod tree;
 
 #[cfg(test)]
 pub(crate) use findings::test_cases;
@@ -42,7 +43,7 @@ pub use findings::{
     compared_classes, crossfire_cases, findings, hop_cases, two_writer_cases, widest_class,
     Finding, Findings, NOISE as FINDING_NOISE,
 };
-pub use run::{bytes_per_pass, check_buffers_fit, run_sweep};
+pub use run::{bytes_per_pass, check_buffers_fit, normalize, run_sweep};
 pub use scenario_findings::{scenario_findings, ScenarioFinding};
 pub use scenario_run::{
     run_scenarios, BaselineResults, Normalize, ScenarioCaseResult, ScenarioRequest, ScenarioRun,
@@ -254,11 +255,16 @@ pub struct CaseResult {
     pub class_key: String,
     /// Seconds per pass of the slowest thread: the case's time.
     pub seconds: CaseTime,
+    /// The threads' seconds per pass (each its median) summed: the total
+    /// time the study normalises.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub total_seconds: f64,
     /// Each sample of that time, in the order taken: what the findings'
     /// rank tests compare.
     #[serde(default, deserialize_with = "vec_f64_or_nan")]
     pub samples: Vec<f64>,
-    /// `seconds.median` over the fastest case of the same thread count.
+    /// `total_seconds` over the fastest idle case's of the same thread
+    /// count ([`NORMALIZATION`]; the run's `normalization` says the rule).
     #[serde(deserialize_with = "f64_or_nan")]
     pub normalized: f64,
     pub threads: Vec<ThreadResult>,
@@ -287,6 +293,9 @@ pub struct SweepRun {
     pub hop_classes_run: u64,
     #[serde(deserialize_with = "f64_or_nan")]
     pub elapsed_s: f64,
+    /// What `normalized` is relative to, in words.
+    #[serde(default = "old_normalization")]
+    pub normalization: String,
     pub cases: Vec<CaseResult>,
     /// Classes measured at two members, to test the symmetry the folding
     /// assumed (finding e).
@@ -314,6 +323,22 @@ pub struct TwinPair {
     pub verified: bool,
 }
 
+/// The rule of every case's `normalized`: the classic study's (and
+/// `--scenarios`'), so a sweep and the study's figures read alike.
+pub const NORMALIZATION: &str = "total time of the threads (their seconds per pass summed) over the fastest idle case's of the same thread count, as the classic study normalises";
+
+/// The rule when the sweep ran no idle case of a thread count.
+pub const NORMALIZATION_LOADED: &str = "total time of the threads (their seconds per pass summed) over the fastest case's of the same thread count under any load (no idle run to normalise to)";
+
+/// What results written before the study's rule were normalised by.
+fn old_normalization() -> String {
+    "time of the slowest thread over the fastest case of the same run".into()
+}
+
+fn nan() -> f64 {
+    f64::NAN
+}
+
 impl SweepRun {
     /// What the run was measured under: `idle`, or
     /// [`Background::describe`].
@@ -332,6 +357,11 @@ pub struct SweepResult {
     /// table have 40320; 64 have about 10^89).
     #[serde(default)]
     pub node_symmetry_order: String,
+    /// The order of the whole machine tree's automorphisms that keep the
+    /// sweep's CPUs and memory nodes (nodes, and a node's alike cores,
+    /// caches and PUs), exactly; empty in results written before it.
+    #[serde(default)]
+    pub machine_symmetry_order: String,
     pub cpus: Vec<u32>,
     pub mem_nodes: Vec<u32>,
     pub accesses: Vec<Access>,
@@ -410,9 +440,41 @@ mod tests {
             hop_classes: 0,
             hop_classes_run: 0,
             elapsed_s: 0.0,
+            normalization: String::new(),
             cases: Vec::new(),
             twins: Vec::new(),
         }
+    }
+
+    /// The study's rule: total time over the fastest idle case's total,
+    /// load included (values above 1), per thread count; the slowest
+    /// thread alone decides nothing.
+    #[test]
+    fn cases_are_normalised_by_total_time_to_the_fastest_idle_case() {
+        use findings::test_cases::case;
+        // Two threads of 1 s and 3 s (total 4): slower by its slowest
+        // thread than a case of 2 s and 2 s, faster in total than 3 + 3.
+        let mut uneven = case(&[(0, 0, 0, 0), (1, 2, 1, 0)], 3.0);
+        uneven.threads[0].seconds = 1.0;
+        uneven.total_seconds = 4.0;
+        let even = case(&[(0, 0, 1, 1), (1, 2, 0, 1)], 2.0);
+        let slow = case(&[(0, 0, 3, 2), (1, 2, 2, 2)], 3.0);
+        let mut idle = run(None);
+        idle.cases = vec![uneven, even, slow.clone()];
+        let mut loaded = run(Some(high(None)));
+        loaded.cases = vec![slow];
+        let mut runs = vec![idle, loaded];
+        normalize(&mut runs);
+        let norm: Vec<f64> = runs[0].cases.iter().map(|c| c.normalized).collect();
+        assert_eq!(norm, vec![1.0, 1.0, 1.5]);
+        assert_eq!(runs[1].cases[0].normalized, 1.5, "over the idle baseline");
+        assert_eq!(runs[0].normalization, NORMALIZATION);
+        assert_eq!(runs[1].normalization, NORMALIZATION);
+        // Only a loaded run: its own fastest, and the rule says so.
+        let mut only = vec![runs.pop().unwrap()];
+        normalize(&mut only);
+        assert_eq!(only[0].cases[0].normalized, 1.0);
+        assert_eq!(only[0].normalization, NORMALIZATION_LOADED);
     }
 
     #[test]

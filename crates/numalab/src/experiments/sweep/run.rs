@@ -7,7 +7,7 @@ use super::space::{
 };
 use super::{
     Background, BufferCheckLite, CaseResult, CaseTime, SweepBuffer, SweepProgress, SweepRequest,
-    SweepResult, SweepRun, ThreadResult, TwinPair,
+    SweepResult, SweepRun, ThreadResult, TwinPair, NORMALIZATION, NORMALIZATION_LOADED,
 };
 use crate::machine::Machine;
 use crate::measure::cancel;
@@ -93,6 +93,7 @@ pub fn run_sweep(
         Ok(c) => c.finish(),
         Err(why) => MemoryTraffic::assumed(why),
     };
+    normalize(&mut runs);
     if cancel::requested() {
         sweep.warnings.push(cancel::WARNING.to_string());
     }
@@ -101,6 +102,7 @@ pub fn run_sweep(
         folded: !req.full,
         node_automorphisms: u64::try_from(space.symmetry_order().saturating()).unwrap_or(u64::MAX),
         node_symmetry_order: space.symmetry_order().to_string(),
+        machine_symmetry_order: space.machine_symmetry_order().to_string(),
         cpus: space.cpu_ids(),
         mem_nodes: space.mem_nodes().to_vec(),
         accesses: req.accesses.clone(),
@@ -115,6 +117,36 @@ pub fn run_sweep(
         elapsed_s: t_start.elapsed().as_secs_f64(),
         memory_traffic,
     })
+}
+
+/// Normalises every case as the classic study did ([`NORMALIZATION`]):
+/// its threads' total time over the fastest idle case's of the same thread
+/// count, so that load shows as values above 1; a thread count run only
+/// under load is normalised to its fastest case under load
+/// ([`NORMALIZATION_LOADED`]).
+pub fn normalize(runs: &mut [SweepRun]) {
+    let fastest = |runs: &[SweepRun], threads: usize, idle_only: bool| {
+        runs.iter()
+            .filter(|r| r.threads == threads && (!idle_only || r.background.is_none()))
+            .flat_map(|r| r.cases.iter().map(|c| c.total_seconds))
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let counts: BTreeSet<usize> = runs.iter().map(|r| r.threads).collect();
+    for t in counts {
+        let idle = fastest(runs, t, true);
+        let (base, rule) = if idle.is_finite() {
+            (idle, NORMALIZATION)
+        } else {
+            (fastest(runs, t, false), NORMALIZATION_LOADED)
+        };
+        for r in runs.iter_mut().filter(|r| r.threads == t) {
+            r.normalization = rule.into();
+            for c in r.cases.iter_mut() {
+                c.normalized = c.total_seconds / base;
+            }
+        }
+    }
 }
 
 /// Refuses buffers too small to stream, or more buffers than free memory:
@@ -399,14 +431,6 @@ impl Sweep<'_, '_> {
             }
             results.push(first);
         }
-        let fastest = results
-            .iter()
-            .map(|r| r.seconds.median)
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        for r in results.iter_mut() {
-            r.normalized = r.seconds.median / fastest;
-        }
         let run_hops: BTreeSet<&str> = results.iter().map(|r| r.hop_class.as_str()).collect();
         Ok(SweepRun {
             threads: *threads,
@@ -417,6 +441,7 @@ impl Sweep<'_, '_> {
             hop_classes: hop_class_count(cases) as u64,
             hop_classes_run: run_hops.len() as u64,
             elapsed_s: t_run.elapsed().as_secs_f64(),
+            normalization: NORMALIZATION.into(),
             cases: results,
             twins,
         })
@@ -556,6 +581,7 @@ impl Sweep<'_, '_> {
             class_key: case.class_key.clone(),
             seconds: time,
             samples: Vec::new(),
+            total_seconds: threads.iter().map(|t| t.seconds).sum(),
             normalized: f64::NAN,
             threads,
             background_achieved: bg.achieved,

@@ -3,6 +3,7 @@
 //! run them when the budget cannot pay for all.
 
 use super::symmetry::{GroupOrder, NodeSymmetry, Orbits};
+use super::tree::{MachineTree, Path};
 use super::SweepRequest;
 use crate::machine::Machine;
 use crate::IdSet;
@@ -39,42 +40,41 @@ impl Access {
     }
 }
 
-/// A CPU of the sweep with its place in the machine's symmetry.
+/// A CPU of the sweep with its place in the machine tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct SweepCpu {
     os: u32,
     node: u32,
-    /// Interchangeable-core group inside the node (same LLC, same PU count).
-    group: u16,
-    /// Core index inside the group.
-    core: u16,
-    /// PU index inside the core.
-    pu: u16,
+    /// Its path in its node's local tree (concrete indexes).
+    path: Path,
     /// Position of the CPU among the node's sweep CPUs: the `core` of the
     /// classic `node.core.{r|w}.memnode` label.
     in_node: u16,
 }
 
-/// A thread of a case in symmetry coordinates: node, group, core, PU,
-/// access, memory node. Cores and PUs are concrete indexes or slots.
-type Key = (u32, u16, u16, u16, Access, u32);
+/// What an automorphism keeps between two nodes: their distance, the
+/// objects above both (as one id), and the memory attributes of the pair.
+type PairRelation<'a> = (Option<u64>, u32, Option<&'a Vec<(String, u64)>>);
 
-/// A node's cores grouped by (last-level cache, PUs per core), each core
-/// its PU list.
-type CoreGroups = BTreeMap<(u32, usize), Vec<Vec<u32>>>;
+/// A thread of a case in symmetry coordinates: node, path in the node's
+/// local tree (concrete indexes or slots), access, memory node.
+type Key = (u32, Path, Access, u32);
 
 /// The space a sweep enumerates, and the machine's symmetry over it.
 #[derive(Debug, Clone)]
 pub struct SweepSpace {
+    /// Sorted by OS index.
     cpus: Vec<SweepCpu>,
     mem_nodes: Vec<u32>,
     accesses: Vec<Access>,
-    /// Every node involved (CPU nodes and memory nodes), sorted.
+    /// Every node of the machine, sorted: the node symmetry acts on all
+    /// of them (an automorphism of the whole machine that keeps the
+    /// sweep's CPUs and memory nodes).
     nodes: Vec<u32>,
     /// Node symmetry over `nodes` (indexes into it).
     symmetry: NodeSymmetry,
-    /// (node, group) -> cores, each the sorted CPU list of the core.
-    groups: BTreeMap<(u32, u16), Vec<Vec<u32>>>,
+    /// The machine tree: local trees, paths, objects above the nodes.
+    tree: MachineTree,
     hops: HashMap<(u32, u32), u32>,
 }
 
@@ -165,6 +165,11 @@ pub const MAX_FOLDED_CLASSES: u64 = 200_000;
 /// anyway).
 const MAX_COUNTED_THREADS: usize = 64;
 
+/// The one line naming a CPU the sweep cannot place.
+fn no_node(c: u32) -> String {
+    format!("CPU {c} does not exist or belongs to no NUMA node")
+}
+
 impl SweepSpace {
     /// The space over `cpus` (foreground CPUs) and `mem_nodes`.
     pub fn new(
@@ -177,68 +182,147 @@ impl SweepSpace {
             return Err("no CPUs to sweep over".into());
         }
         check_mem_nodes(m, mem_nodes)?;
-        let (cpus, groups) = number_cpus(&core_shape(m, cpus)?);
-        let nodes: Vec<u32> = cpus
-            .iter()
-            .map(|c| c.node)
-            .chain(mem_nodes.iter())
-            .collect::<BTreeSet<u32>>()
-            .into_iter()
-            .collect();
+        let tree = MachineTree::new(m, cpus);
+        let nodes = tree.nodes().to_vec();
+        let mut placed: Vec<SweepCpu> = Vec::with_capacity(cpus.len());
+        let mut count: HashMap<u32, u16> = HashMap::new();
+        for c in cpus.iter() {
+            let (a, path) = tree.place(c).ok_or_else(|| no_node(c))?;
+            let node = nodes[a];
+            let k = count.entry(node).or_default();
+            placed.push(SweepCpu {
+                os: c,
+                node,
+                path,
+                in_node: *k,
+            });
+            *k += 1;
+        }
         let hops = hop_table(m, &nodes);
         let mut space = SweepSpace {
-            cpus,
+            cpus: placed,
             mem_nodes: mem_nodes.iter().collect(),
             accesses: accesses.to_vec(),
             nodes,
             symmetry: NodeSymmetry::new(None, &[]),
-            groups,
+            tree,
             hops,
         };
-        // The signatures the search compares need the groups built above.
         space.symmetry = space.node_symmetry(m);
         Ok(space)
     }
 
-    /// What must match for node `a` to stand in for node `b`.
-    fn node_signature(&self, m: &Machine, n: u32) -> String {
+    /// What must match for node `a` to stand in for node `b`: its local
+    /// tree (CPUs, caches, sweep PUs), its role as a memory node, its
+    /// memory's kind, size (as a power of two) and tier, and the memory
+    /// attributes it has as a target of CPUs that are not whole nodes.
+    fn node_signature(&self, m: &Machine, i: usize) -> String {
+        let n = self.nodes[i];
         let node = m.node(n);
-        let shapes: Vec<(usize, usize)> = self
-            .groups
-            .range((n, 0)..=(n, u16::MAX))
-            .map(|(_, cores)| (cores.len(), cores[0].len()))
+        let mut foreign: Vec<(String, u64, usize)> = m
+            .memory_attributes
+            .iter()
+            .filter(|v| v.target == n && v.initiator_nodes.is_empty())
+            .map(|v| (v.attribute.clone(), v.value, v.initiator_cpus.len()))
             .collect();
+        foreign.sort();
         format!(
-            "{:?}|{}|{:?}|{}",
-            shapes,
+            "{:?}|{}|{:?}|{}|{:?}|{:?}",
+            self.tree.shape(i),
             self.mem_nodes.contains(&n),
             node.map(|x| (x.cpuless, x.kind, x.subtype.clone())),
-            node.map_or(0, |x| memory_scale(x.memory_bytes))
+            node.map_or(0, |x| memory_scale(x.memory_bytes)),
+            node.and_then(|x| x.tier),
+            foreign
         )
     }
 
-    /// The symmetry of the involved nodes: permutations that keep
-    /// distances and each node's signature. Without distances only the
-    /// identity is safe.
+    /// The symmetry of the nodes: permutations that keep each pair's
+    /// distance, the objects above both (a package of two nodes, an L3
+    /// over sub-NUMA clusters) and their memory attributes, each node's
+    /// signature, and the labelled node sets (the objects above the
+    /// nodes, memory attributes of several initiator nodes). Without
+    /// distances, or with objects that do not nest, only the identity is
+    /// safe.
     fn node_symmetry(&self, m: &Machine) -> NodeSymmetry {
-        let sig: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|&x| self.node_signature(m, x))
-            .collect();
-        let dist = m.distances.as_ref().map(|d| {
-            self.nodes
+        let n = self.nodes.len();
+        let sig: Vec<String> = (0..n).map(|i| self.node_signature(m, i)).collect();
+        // Memory attributes of one initiator node: a pair relation; of
+        // several: a labelled set (with the target) besides.
+        let mut pair_attrs: HashMap<(usize, usize), Vec<(String, u64)>> = HashMap::new();
+        let mut sets: Vec<(u32, Vec<usize>)> = self.tree.upper_sets().to_vec();
+        let mut set_labels: HashMap<(String, u64, usize), u32> = HashMap::new();
+        let top = sets.iter().map(|s| s.0).max().unwrap_or(0) + 1;
+        for v in &m.memory_attributes {
+            let Ok(t) = self.nodes.binary_search(&v.target) else {
+                continue;
+            };
+            let inits: Vec<usize> = v
+                .initiator_nodes
                 .iter()
-                .map(|&a| self.nodes.iter().map(|&b| d.get(a, b)).collect())
+                .filter_map(|x| self.nodes.binary_search(&x).ok())
+                .collect();
+            for &a in &inits {
+                pair_attrs
+                    .entry((a, t))
+                    .or_default()
+                    .push((v.attribute.clone(), v.value));
+            }
+            if inits.len() > 1 {
+                let next = top + set_labels.len() as u32;
+                let label = *set_labels
+                    .entry((v.attribute.clone(), v.value, inits.len()))
+                    .or_insert(next);
+                let mut members = inits.clone();
+                members.push(t);
+                sets.push((label, members));
+            }
+        }
+        for v in pair_attrs.values_mut() {
+            v.sort();
+        }
+        let trivial = m.distances.is_none() || !self.tree.laminar;
+        let dist = (!trivial).then(|| {
+            let d = m.distances.as_ref().expect("checked");
+            let mut ids: HashMap<PairRelation, u64> = HashMap::new();
+            (0..n)
+                .map(|a| {
+                    (0..n)
+                        .map(|b| {
+                            let key = (
+                                d.get(self.nodes[a], self.nodes[b]),
+                                self.tree.upper(a, b),
+                                pair_attrs.get(&(a, b)),
+                            );
+                            let next = ids.len() as u64;
+                            Some(*ids.entry(key).or_insert(next))
+                        })
+                        .collect()
+                })
                 .collect()
         });
-        NodeSymmetry::new(dist, &sig)
+        NodeSymmetry::with_sets(dist, &sig, sets)
     }
 
     /// The order of the node symmetry group (1 = no node symmetry),
     /// exactly, however large.
     pub fn symmetry_order(&self) -> &GroupOrder {
         self.symmetry.order()
+    }
+
+    /// The order of the whole machine's automorphisms that keep the
+    /// sweep's CPUs and memory nodes: the node symmetry times the local
+    /// trees' own (cores, caches and PUs of a node exchanged), exactly.
+    pub fn machine_symmetry_order(&self) -> GroupOrder {
+        let mut order = self.symmetry.order().clone();
+        self.tree.local_order(&mut order);
+        order
+    }
+
+    /// Whether the machine's objects nest as a tree (always, from hwloc);
+    /// when they do not, nothing is folded.
+    pub fn tree_is_laminar(&self) -> bool {
+        self.tree.laminar
     }
 
     /// [`SweepSpace::symmetry_order`] as a number, saturating at
@@ -284,11 +368,12 @@ impl SweepSpace {
             .ok()
             .and_then(|t| per_thread.checked_pow(t))
             .unwrap_or(u128::MAX);
-        let shapes = self
-            .groups
-            .values()
-            .map(|cores| (cores.len(), cores[0].len()));
-        let upper = cpu_slot_forms(shapes, threads).saturating_mul(choices);
+        let upper = if threads > MAX_COUNTED_THREADS {
+            u128::MAX
+        } else {
+            self.tree.slot_forms(threads, &binomials(threads))[threads]
+        }
+        .saturating_mul(choices);
         let exchanges = if threads <= MAX_EXCHANGED_THREADS {
             (1..=threads as u128).product::<u128>()
         } else {
@@ -303,60 +388,52 @@ impl SweepSpace {
         self.nodes.binary_search(&n).expect("involved node")
     }
 
-    /// Numbers cores and PUs by first use: the form that core and PU swaps
-    /// cannot change.
+    /// Numbers the children taken at every level of the local trees by
+    /// first use: the form that no local automorphism (exchanging alike
+    /// subtrees: cores, caches, PUs) can change.
     fn slots(case: &[Key]) -> Vec<Key> {
         // Cases have a handful of threads: linear scans beat hashing.
-        let mut cores: Vec<((u32, u16, u16), u16)> = Vec::with_capacity(case.len());
-        let mut pus: Vec<((u32, u16, u16, u16), u16)> = Vec::with_capacity(case.len());
+        // (node, level, concrete path above, shape, concrete index, slot)
+        type Seen = (u32, usize, Path, u16, u16, u16);
+        let mut seen: Vec<Seen> = Vec::with_capacity(case.len() * 4);
         let mut out = Vec::with_capacity(case.len());
-        for &(n, g, c, p, a, mem) in case {
-            let cs = match cores.iter().find(|x| x.0 == (n, g, c)) {
-                Some(x) => x.1,
-                None => {
-                    let k = cores.iter().filter(|x| x.0 .0 == n && x.0 .1 == g).count() as u16;
-                    cores.push(((n, g, c), k));
-                    k
-                }
-            };
-            let ps = match pus.iter().find(|x| x.0 == (n, g, cs, p)) {
-                Some(x) => x.1,
-                None => {
-                    let k = pus
-                        .iter()
-                        .filter(|x| x.0 .0 == n && x.0 .1 == g && x.0 .2 == cs)
-                        .count() as u16;
-                    pus.push(((n, g, cs, p), k));
-                    k
-                }
-            };
-            out.push((n, g, cs, ps, a, mem));
+        for &(n, path, a, mem) in case {
+            let mut slot_path = Path::EMPTY;
+            let mut above = Path::EMPTY;
+            for (level, &(shape, idx)) in path.steps().iter().enumerate() {
+                let same = |e: &&Seen| e.0 == n && e.1 == level && e.3 == shape && e.2 == above;
+                let slot = match seen.iter().filter(same).find(|e| e.4 == idx) {
+                    Some(e) => e.5,
+                    None => {
+                        let k = seen.iter().filter(same).count() as u16;
+                        seen.push((n, level, above, shape, idx, k));
+                        k
+                    }
+                };
+                slot_path.push((shape, slot));
+                above.push((shape, idx));
+            }
+            out.push((n, slot_path, a, mem));
         }
         out
     }
 
-    /// The smallest form of a case under node automorphisms alone: core
-    /// slots and accesses do not move with the nodes, so the smallest form
-    /// is the slot form with the smallest image of its node sequence
+    /// The smallest form of a case under node automorphisms alone: slot
+    /// paths and accesses do not move with the nodes (an isomorphism of
+    /// two nodes' local trees follows the same paths), so the smallest
+    /// form is the slot form with the smallest image of its node sequence
     /// (each thread's CPU node, then its memory node).
     fn canonical_nodes(&self, case: &[Key]) -> Vec<Key> {
         let seq: Vec<usize> = case
             .iter()
-            .flat_map(|k| [self.node_index(k.0), self.node_index(k.5)])
+            .flat_map(|k| [self.node_index(k.0), self.node_index(k.3)])
             .collect();
         let img = self.symmetry.min_image(&seq);
         let mapped: Vec<Key> = case
             .iter()
             .enumerate()
-            .map(|(i, &(_, g, c, p, a, _))| {
-                (
-                    self.nodes[img[2 * i]],
-                    g,
-                    c,
-                    p,
-                    a,
-                    self.nodes[img[2 * i + 1]],
-                )
+            .map(|(i, &(_, path, a, _))| {
+                (self.nodes[img[2 * i]], path, a, self.nodes[img[2 * i + 1]])
             })
             .collect();
         Self::slots(&mapped)
@@ -385,7 +462,14 @@ impl SweepSpace {
     }
 
     fn key_of(&self, cpu: &SweepCpu, access: Access, mem: u32) -> Key {
-        (cpu.node, cpu.group, cpu.core, cpu.pu, access, mem)
+        (cpu.node, cpu.path, access, mem)
+    }
+
+    fn sweep_cpu(&self, os: u32) -> Option<&SweepCpu> {
+        self.cpus
+            .binary_search_by_key(&os, |c| c.os)
+            .ok()
+            .map(|i| &self.cpus[i])
     }
 
     fn thread_case(&self, cpu: &SweepCpu, access: Access, mem: u32) -> ThreadCase {
@@ -401,7 +485,7 @@ impl SweepSpace {
 
     fn class_key(key: &[Key]) -> String {
         key.iter()
-            .map(|(n, g, c, p, a, mem)| format!("{n}:{g}:{c}:{p}:{}:{mem}", a.letter()))
+            .map(|(n, path, a, mem)| format!("{n}:{}:{}:{mem}", path.text(), a.letter()))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -504,36 +588,15 @@ impl SweepSpace {
     /// Every next-thread choice in slot form after `prefix`.
     fn next_choices(&self, prefix: &[Key]) -> Vec<(Key, u64)> {
         let mut out = Vec::new();
-        for (&(n, g), cores) in &self.groups {
-            let used_cores = prefix
-                .iter()
-                .filter(|k| k.0 == n && k.1 == g)
-                .map(|k| k.2 + 1)
-                .max()
-                .unwrap_or(0);
-            for c in 0..(used_cores + 1).min(cores.len() as u16) {
-                // A new core stands for every core of the group not used yet.
-                let core_mult = if c == used_cores {
-                    cores.len() as u64 - used_cores as u64
-                } else {
-                    1
-                };
-                let used_pus = prefix
-                    .iter()
-                    .filter(|k| k.0 == n && k.1 == g && k.2 == c)
-                    .map(|k| k.3 + 1)
-                    .max()
-                    .unwrap_or(0);
-                for p in 0..(used_pus + 1).min(cores[0].len() as u16) {
-                    let pu_mult = if p == used_pus {
-                        cores[0].len() as u64 - used_pus as u64
-                    } else {
-                        1
-                    };
-                    for &a in &self.accesses {
-                        for &mem in &self.mem_nodes {
-                            out.push(((n, g, c, p, a, mem), core_mult * pu_mult));
-                        }
+        let mut cpu_nodes: Vec<u32> = self.cpus.iter().map(|c| c.node).collect();
+        cpu_nodes.sort_unstable();
+        cpu_nodes.dedup();
+        for n in cpu_nodes {
+            let used: Vec<Path> = prefix.iter().filter(|k| k.0 == n).map(|k| k.1).collect();
+            for (path, mult) in self.tree.slot_choices(self.node_index(n), &used) {
+                for &a in &self.accesses {
+                    for &mem in &self.mem_nodes {
+                        out.push(((n, path, a, mem), mult));
                     }
                 }
             }
@@ -564,9 +627,12 @@ impl SweepSpace {
             walk.out.push(PlannedCase {
                 threads: prefix
                     .iter()
-                    .map(|&(n, g, c, p, a, mem)| {
-                        let os = self.groups[&(n, g)][c as usize][p as usize];
-                        let cpu = self.cpus.iter().find(|x| x.os == os).expect("sweep CPU");
+                    .map(|&(n, path, a, mem)| {
+                        let os = self
+                            .tree
+                            .cpu_at(self.node_index(n), &path)
+                            .expect("a slot path leads to a PU");
+                        let cpu = self.sweep_cpu(os).expect("sweep CPU");
                         self.thread_case(cpu, a, mem)
                     })
                     .collect(),
@@ -590,7 +656,7 @@ impl SweepSpace {
                 last = Some((node, with_node, orbits));
             }
             let (_, with_node, around_node) = last.as_ref().expect("set above");
-            let mem = self.node_index(x.5);
+            let mem = self.node_index(x.3);
             if around_node.rep(mem) != mem {
                 continue;
             }
@@ -605,6 +671,77 @@ impl SweepSpace {
             }
         }
         true
+    }
+}
+
+impl SweepSpace {
+    /// The placements of one thread and `operands` buffers of distinct
+    /// roles (a kernel's operands: never exchanged), folded by the machine's
+    /// automorphisms that keep the space's CPUs and memory nodes: the thread
+    /// on a CPU of the space, each buffer on a memory node. One entry per
+    /// class: (CPU, each operand's memory node, class size); the sizes sum
+    /// to CPUs x memory nodes ^ operands. The CPU node comes from the
+    /// orbits of the node symmetry, the CPU from its node's local tree, and
+    /// each memory node from the orbits of the automorphisms fixing the
+    /// nodes before it (orbit-stabilizer, as [`SweepSpace::folded`]).
+    pub fn operand_classes(&self, operands: usize) -> Vec<(u32, Vec<u32>, u64)> {
+        let out = self.operand_walk(operands);
+        if !self.symmetry.gave_up() {
+            return out;
+        }
+        self.symmetry.make_trivial();
+        self.operand_walk(operands)
+    }
+
+    fn operand_walk(&self, operands: usize) -> Vec<(u32, Vec<u32>, u64)> {
+        let mut out = Vec::new();
+        let mut cpu_nodes: Vec<u32> = self.cpus.iter().map(|c| c.node).collect();
+        cpu_nodes.sort_unstable();
+        cpu_nodes.dedup();
+        let all = self.symmetry.orbits(&[]);
+        for n in cpu_nodes {
+            let ni = self.node_index(n);
+            if all.rep(ni) != ni {
+                continue;
+            }
+            for (path, mult) in self.tree.slot_choices(ni, &[]) {
+                let Some(cpu) = self.tree.cpu_at(ni, &path) else {
+                    continue;
+                };
+                let size = all.size(ni) as u64 * mult;
+                let mut mems = Vec::with_capacity(operands);
+                self.operand_step(operands, &[ni], size, cpu, &mut mems, &mut out);
+            }
+        }
+        out
+    }
+
+    fn operand_step(
+        &self,
+        operands: usize,
+        fixed: &[usize],
+        size: u64,
+        cpu: u32,
+        mems: &mut Vec<u32>,
+        out: &mut Vec<(u32, Vec<u32>, u64)>,
+    ) {
+        if mems.len() == operands {
+            out.push((cpu, mems.clone(), size));
+            return;
+        }
+        let orbits = self.symmetry.orbits(fixed);
+        for &mem in &self.mem_nodes {
+            let mi = self.node_index(mem);
+            if orbits.rep(mi) != mi {
+                continue;
+            }
+            let mut next = fixed.to_vec();
+            insert_sorted(&mut next, mi);
+            mems.push(mem);
+            let grown = size.saturating_mul(orbits.size(mi) as u64);
+            self.operand_step(operands, &next, grown, cpu, mems, out);
+            mems.pop();
+        }
     }
 }
 
@@ -677,7 +814,8 @@ pub enum TwinMove {
     /// Other nodes, by a permutation that keeps every distance: what the
     /// distance table claims is the same experiment.
     NodeSymmetry,
-    /// Other cores of the same nodes (same last-level cache).
+    /// Other cores (or PUs, or caches with their cores) of the same
+    /// nodes: an exchange of alike subtrees of the machine tree.
     CoreSwap,
 }
 
@@ -697,7 +835,7 @@ impl SweepSpace {
         let keys: Vec<Key> = threads
             .iter()
             .map(|t| {
-                let cpu = self.cpus.iter().find(|c| c.os == t.cpu)?;
+                let cpu = self.sweep_cpu(t.cpu)?;
                 self.mem_nodes
                     .contains(&t.mem)
                     .then(|| self.key_of(cpu, t.access, t.mem))
@@ -708,14 +846,16 @@ impl SweepSpace {
 
     /// Another member of `case`'s class, to test the symmetry the folding
     /// assumed: its image under a node automorphism that moves it when
-    /// there is one, else the same case on other cores of the same group
-    /// (every thread of a moved core moves with it). None when the class
-    /// has no other member either way.
+    /// there is one (each thread at the same path of its image node's local
+    /// tree), else the same case with the first thread's subtree (its
+    /// core, or the cache holding it, or its PU) exchanged with an alike
+    /// one no thread uses; every thread inside moves along. None when the
+    /// class has no other member either way.
     pub fn twin(&self, case: &PlannedCase) -> Option<(PlannedCase, TwinMove)> {
-        let coords: Vec<&SweepCpu> = case
+        let places: Vec<(usize, Path)> = case
             .threads
             .iter()
-            .map(|t| self.cpus.iter().find(|c| c.os == t.cpu))
+            .map(|t| self.tree.place(t.cpu))
             .collect::<Option<_>>()?;
         let seq: Vec<usize> = case
             .threads
@@ -728,7 +868,7 @@ impl SweepSpace {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
-                    let cpu = self.cpus.iter().find(|c| c.os == cpus[i])?;
+                    let cpu = self.sweep_cpu(cpus[i])?;
                     Some(self.thread_case(cpu, t.access, self.nodes[nodes[2 * i + 1]]))
                 })
                 .collect::<Option<Vec<_>>>()?;
@@ -739,118 +879,25 @@ impl SweepSpace {
             })
         };
         if let Some(img) = self.symmetry.moved_image(&seq) {
-            let cpus: Option<Vec<u32>> = coords
+            let cpus: Option<Vec<u32>> = places
                 .iter()
                 .enumerate()
-                .map(|(i, c)| {
-                    let cores = self.groups.get(&(self.nodes[img[2 * i]], c.group))?;
-                    cores.get(c.core as usize)?.get(c.pu as usize).copied()
-                })
+                .map(|(i, (_, path))| self.tree.cpu_at(img[2 * i], path))
                 .collect();
             if let Some(t) = cpus.and_then(|cpus| build(cpus, &img)) {
                 return Some((t, TwinMove::NodeSymmetry));
             }
         }
-        // Move the first thread's core to a core of its group no thread uses.
-        let first = coords[0];
-        let cores = &self.groups[&(first.node, first.group)];
-        let used: BTreeSet<u16> = coords
-            .iter()
-            .filter(|c| (c.node, c.group) == (first.node, first.group))
-            .map(|c| c.core)
-            .collect();
-        let free = (0..cores.len() as u16).find(|c| !used.contains(c))?;
-        let cpus: Vec<u32> = coords
-            .iter()
-            .map(|c| {
-                if (c.node, c.group, c.core) == (first.node, first.group, first.core) {
-                    cores[free as usize][c.pu as usize]
-                } else {
-                    c.os
-                }
-            })
-            .collect();
+        let node = places[0].0;
+        let inside: Vec<usize> = (0..places.len()).filter(|&i| places[i].0 == node).collect();
+        let paths: Vec<Path> = inside.iter().map(|&i| places[i].1).collect();
+        let moved = self.tree.swapped(node, &paths)?;
+        let mut cpus: Vec<u32> = case.threads.iter().map(|t| t.cpu).collect();
+        for (k, &i) in inside.iter().enumerate() {
+            cpus[i] = self.tree.cpu_at(node, &moved[k])?;
+        }
         build(cpus, &seq).map(|t| (t, TwinMove::CoreSwap))
     }
-}
-
-/// Ways to put `threads` labelled threads on CPUs of groups of
-/// interchangeable cores, `shapes` giving each group's (cores, PUs per
-/// core), up to swaps of cores in a group and of PUs in a core.
-///
-/// For one group the count for k threads is the number of set partitions
-/// of the k threads into at most `cores` blocks (the cores used), each
-/// block split into at most `pus` blocks (its PUs used); groups combine as
-/// labelled products: choose which threads go to each group.
-fn cpu_slot_forms(shapes: impl Iterator<Item = (usize, usize)>, threads: usize) -> u128 {
-    if threads > MAX_COUNTED_THREADS {
-        return u128::MAX;
-    }
-    let t = threads;
-    let binom = binomials(t);
-    // Set partitions of k items into exactly j blocks: Stirling numbers of
-    // the second kind.
-    let mut stirling = vec![vec![0u128; t + 1]; t + 1];
-    stirling[0][0] = 1;
-    for k in 1..=t {
-        for j in 1..=k {
-            stirling[k][j] = (j as u128)
-                .saturating_mul(stirling[k - 1][j])
-                .saturating_add(stirling[k - 1][j - 1]);
-        }
-    }
-    let mut by_shape: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-    for s in shapes {
-        *by_shape.entry(s).or_default() += 1;
-    }
-    // ways[k]: the groups so far holding a given set of k threads.
-    let mut ways = vec![0u128; t + 1];
-    ways[0] = 1;
-    for ((cores, pus), count) in by_shape {
-        // A core's ways to hold b threads on at most `pus` PUs.
-        let core: Vec<u128> = (0..=t)
-            .map(|b| {
-                (1..=b.min(pus))
-                    .map(|i| stirling[b][i])
-                    .fold(0u128, u128::saturating_add)
-            })
-            .collect();
-        // blocks[k][j]: k threads in exactly j used cores.
-        let mut blocks = vec![vec![0u128; t + 1]; t + 1];
-        blocks[0][0] = 1;
-        for k in 1..=t {
-            for j in 1..=k.min(cores) {
-                // The block of the first thread holds b threads.
-                let mut sum = 0u128;
-                for b in 1..=k {
-                    let term = binom[k - 1][b - 1]
-                        .saturating_mul(core[b])
-                        .saturating_mul(blocks[k - b][j - 1]);
-                    sum = sum.saturating_add(term);
-                }
-                blocks[k][j] = sum;
-            }
-        }
-        let group: Vec<u128> = blocks
-            .iter()
-            .map(|row| row.iter().copied().fold(0u128, u128::saturating_add))
-            .collect();
-        for _ in 0..count {
-            let mut next = vec![0u128; t + 1];
-            for (k, slot) in next.iter_mut().enumerate() {
-                let mut sum = 0u128;
-                for i in 0..=k {
-                    let term = binom[k][i]
-                        .saturating_mul(group[i])
-                        .saturating_mul(ways[k - i]);
-                    sum = sum.saturating_add(term);
-                }
-                *slot = sum;
-            }
-            ways = next;
-        }
-    }
-    ways[t]
 }
 
 /// Pascal's triangle up to `n`, saturating.
@@ -888,96 +935,6 @@ fn check_mem_nodes(m: &Machine, mem_nodes: &IdSet) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The sweep CPUs by node, then by (last-level cache, PUs per core): only
-/// cores alike in both can stand in for each other.
-fn core_shape(m: &Machine, cpus: &IdSet) -> Result<BTreeMap<u32, CoreGroups>, String> {
-    let llc_level = m.caches.iter().map(|c| c.level).max();
-    let llc_of = |cpu: u32| -> u32 {
-        m.caches
-            .iter()
-            .filter(|c| Some(c.level) == llc_level && c.cpus.contains(cpu))
-            .map(|c| c.logical_index)
-            .next()
-            .unwrap_or(u32::MAX)
-    };
-    let mut shape: BTreeMap<u32, CoreGroups> = BTreeMap::new();
-    let mut seen = IdSet::new();
-    for core in &m.cores {
-        let pus: Vec<u32> = core.cpus.intersection(cpus).iter().collect();
-        if pus.is_empty() {
-            continue;
-        }
-        let node = m
-            .node_of_cpu(pus[0])
-            .ok_or_else(|| format!("CPU {} belongs to no NUMA node", pus[0]))?;
-        for &p in &pus {
-            seen.insert(p);
-        }
-        shape
-            .entry(node)
-            .or_default()
-            .entry((llc_of(pus[0]), pus.len()))
-            .or_default()
-            .push(pus);
-    }
-    // CPUs hwloc put in no core (should not happen) count as one-PU cores.
-    for c in cpus.difference(&seen).iter() {
-        let node = m
-            .node_of_cpu(c)
-            .ok_or_else(|| format!("CPU {c} does not exist or belongs to no NUMA node"))?;
-        shape
-            .entry(node)
-            .or_default()
-            .entry((llc_of(c), 1))
-            .or_default()
-            .push(vec![c]);
-    }
-    Ok(shape)
-}
-
-/// Every sweep CPU with its symmetry coordinates (sorted by OS index), and
-/// each (node, group)'s cores.
-type NumberedCpus = (Vec<SweepCpu>, BTreeMap<(u32, u16), Vec<Vec<u32>>>);
-
-/// Numbers groups, cores and PUs inside each node, and each CPU's position
-/// among its node's CPUs (the label's core).
-fn number_cpus(shape: &BTreeMap<u32, CoreGroups>) -> NumberedCpus {
-    let mut cpus = Vec::new();
-    let mut groups = BTreeMap::new();
-    for (&node, gs) in shape {
-        // Groups ordered by shape so that node automorphisms can map
-        // group i to group i.
-        let mut gv: Vec<Vec<Vec<u32>>> = gs.values().cloned().collect();
-        for g in gv.iter_mut() {
-            g.sort();
-        }
-        gv.sort_by_key(|g| (g.len(), g[0].len(), g[0][0]));
-        for (gi, cores) in gv.into_iter().enumerate() {
-            for (ci, pus) in cores.iter().enumerate() {
-                for (pi, &os) in pus.iter().enumerate() {
-                    cpus.push(SweepCpu {
-                        os,
-                        node,
-                        group: gi as u16,
-                        core: ci as u16,
-                        pu: pi as u16,
-                        in_node: 0,
-                    });
-                }
-            }
-            groups.insert((node, gi as u16), cores);
-        }
-    }
-    cpus.sort_by_key(|c| c.os);
-    let mut count: HashMap<u32, u16> = HashMap::new();
-    for c in cpus.iter_mut() {
-        let k = count.entry(c.node).or_default();
-        c.in_node = *k;
-        *k += 1;
-    }
-    (cpus, groups)
 }
 
 /// Hops between every pair of `nodes` the machine knows a path for.
@@ -1273,26 +1230,27 @@ mod tests {
 
     #[test]
     fn a_plan_too_large_is_refused_with_its_estimate_before_it_is_built() {
-        // Symmetry folds the 8-node POWER machine by at most 384 (and
-        // thread exchange by 4! for four threads): two threads fit, four
-        // do not.
+        // Node symmetry folds the 8-node POWER machine by at most 384 and
+        // thread exchange by 5! for five threads; its SMT4 cores and
+        // their caches fold inside the nodes: two threads fit, five do not.
         let s = whole("256ppc-8n8s4t.xml");
         assert_eq!(s.symmetry_order().to_string(), "384");
-        assert_eq!(s.class_bounds(2), (1387, 1064960));
-        assert_eq!(s.folded(2).len(), 6624);
-        let e = plan(&s, &request(&s, &[1, 4], false, 100_000)).unwrap_err();
-        assert_eq!(e, "sweep plan too large: 4 thread(s) on 256 CPUs x 8 memory nodes x 2 access(es): 281474976710656 cases fold into at least 130693803 classes (at most 1204474085376) besides the 48 of the thread counts before, more than the 200000 classes a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access");
+        assert_eq!(s.class_bounds(2), (27, 20480));
+        assert_eq!(s.folded(2).len(), 169);
+        let e = plan(&s, &request(&s, &[1, 5], false, 100_000)).unwrap_err();
+        assert_eq!(e, "sweep plan too large: 5 thread(s) on 256 CPUs x 8 memory nodes x 2 access(es): 1152921504606846976 cases fold into at least 4155529 classes (at most 191486754816) besides the 6 of the thread counts before, more than the 200000 classes a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access");
         // A full plan never trusts its limit for memory: the cap holds.
         let s = whole("256ia64-64n2s2c.xml");
         let e = plan(&s, &request(&s, &[2], true, u64::MAX)).unwrap_err();
         assert!(e.contains("1073741824 cases, more than the 1500000"), "{e}");
         let e = s.full(2, u64::MAX).unwrap_err();
         assert!(e.contains("more than the limit of 1500000"), "{e}");
-        // The 64-node machine's symmetry (about 9.3 x 10^24) folds two
-        // threads into 1648 classes of its 2^30 cases.
+        // The 64-node machine's symmetry (about 9.3 x 10^24 node
+        // automorphisms, its sockets and cores inside the nodes) folds two
+        // threads into 1791 classes of its 2^30 cases.
         let p = plan(&s, &request(&s, &[1, 2], false, 100_000)).unwrap();
         assert_eq!((p[0].1, p[0].2.len()), (32768, 14));
-        assert_eq!((p[1].1, p[1].2.len()), (1 << 30, 1648));
+        assert_eq!((p[1].1, p[1].2.len()), (1 << 30, 1791));
         assert_eq!(
             p[1].2.iter().map(|c| c.class_size).sum::<u64>(),
             1 << 30,

@@ -128,11 +128,11 @@ pub struct GroupOrder {
 }
 
 impl GroupOrder {
-    fn one() -> Self {
+    pub(super) fn one() -> Self {
         GroupOrder { limbs: vec![1] }
     }
 
-    fn times(&mut self, k: usize) {
+    pub(super) fn times(&mut self, k: usize) {
         let mut carry = 0u64;
         for l in self.limbs.iter_mut() {
             let v = *l * k as u64 + carry;
@@ -177,6 +177,9 @@ pub(super) struct NodeSymmetry {
     /// No symmetry to look for (no distances), or a search gave up.
     trivial: Cell<bool>,
     gave_up: Cell<bool>,
+    /// Labelled node sets every automorphism maps onto sets of the same
+    /// label (members sorted).
+    sets: Vec<(u32, Vec<usize>)>,
     /// Stabilizer orbits by sorted fixed set.
     orbits: RefCell<HashMap<Vec<usize>, Rc<Orbits>>>,
     /// Smallest images of node sequences.
@@ -192,6 +195,7 @@ impl Clone for NodeSymmetry {
             base: self.base.clone(),
             trivial: self.trivial.clone(),
             gave_up: self.gave_up.clone(),
+            sets: self.sets.clone(),
             orbits: RefCell::new(HashMap::new()),
             images: RefCell::new(HashMap::new()),
             order: self.order.clone(),
@@ -204,7 +208,22 @@ impl NodeSymmetry {
     /// table, so only the identity is safe) and signatures `sig` (nodes
     /// with different signatures never exchange).
     pub(super) fn new(dist: Option<Vec<Vec<Option<u64>>>>, sig: &[String]) -> Self {
+        Self::with_sets(dist, sig, Vec::new())
+    }
+
+    /// [`NodeSymmetry::new`] whose automorphisms also map every set of
+    /// `sets` onto a set of the same label.
+    pub(super) fn with_sets(
+        dist: Option<Vec<Vec<Option<u64>>>>,
+        sig: &[String],
+        mut sets: Vec<(u32, Vec<usize>)>,
+    ) -> Self {
         let n = sig.len();
+        for s in sets.iter_mut() {
+            s.1.sort_unstable();
+        }
+        sets.sort();
+        sets.dedup();
         let trivial = dist.is_none();
         let dist = dist.unwrap_or_else(|| vec![vec![None; n]; n]);
         let keys: Vec<(&String, Option<u64>)> = (0..n).map(|i| (&sig[i], dist[i][i])).collect();
@@ -215,6 +234,7 @@ impl NodeSymmetry {
             base,
             trivial: Cell::new(trivial),
             gave_up: Cell::new(false),
+            sets,
             orbits: RefCell::new(HashMap::new()),
             images: RefCell::new(HashMap::new()),
             order: GroupOrder::one(),
@@ -478,10 +498,20 @@ impl Dfs<'_> {
             })
     }
 
+    /// Whether the complete map keeps every labelled set.
+    fn keeps_sets(&self) -> bool {
+        let sets = &self.sym.sets;
+        sets.iter().all(|(label, members)| {
+            let mut img: Vec<usize> = members.iter().map(|&x| self.image[x]).collect();
+            img.sort_unstable();
+            sets.binary_search(&(*label, img)).is_ok()
+        })
+    }
+
     /// Maps `order[pos..]`; Err when out of steps.
     fn extend(&mut self, pos: usize) -> Result<bool, ()> {
         if pos == self.order.len() {
-            return Ok(true);
+            return Ok(self.keeps_sets());
         }
         let v = self.order[pos];
         for w in 0..self.sym.n {

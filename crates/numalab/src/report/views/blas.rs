@@ -7,7 +7,7 @@
 //! placements folded by hop class, with `n` cut to fit its budget.
 
 use crate::experiments::blas::{
-    plan as plan_runs, run_blas, BlasRequest, BlasResult, Kernel, ParallelClass, PlannedRun,
+    self, plan as plan_runs, run_blas, BlasRequest, BlasResult, Kernel, ParallelClass, PlannedRun,
     DEFAULT_N,
 };
 use crate::machine::Machine;
@@ -20,7 +20,10 @@ use crate::report::part::{
     default_rule, Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S,
 };
 use crate::report::summary::{finding, SummaryBuilder};
+use crate::report::svg::{bar_chart, Bar, BarGroup};
+use crate::text::format::significant;
 use crate::IdSet;
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -82,19 +85,17 @@ fn thread_nodes(m: &Machine) -> IdSet {
         .collect()
 }
 
-/// Placements per kernel (in [`Kernel::ALL`] order) of each thread node.
-fn runs_per_node(m: &Machine) -> Vec<(u32, [usize; 4])> {
-    thread_nodes(m)
-        .iter()
-        .map(|node| {
-            let req = request(IdSet::single(node), 1, MIN_MEASUREMENT_S);
-            let mut counts = [0usize; 4];
-            for r in plan_runs(m, &req).unwrap_or_default() {
-                counts[r.kernel as usize] += 1;
-            }
-            (node, counts)
-        })
-        .collect()
+/// Placements per kernel (in [`Kernel::ALL`] order) of threads on
+/// `nodes` together: the machine's automorphisms fold placements across
+/// the nodes, so a set's count is not the sum of its nodes' alone. `None`
+/// when `blas` would refuse the plan (too many placements).
+fn runs_of(m: &Machine, nodes: &IdSet) -> Option<[usize; 4]> {
+    let req = request(nodes.clone(), 1, MIN_MEASUREMENT_S);
+    let mut counts = [0usize; 4];
+    for r in plan_runs(m, &req).ok()? {
+        counts[r.kernel as usize] += 1;
+    }
+    Some(counts)
 }
 
 /// The serial request the part runs.
@@ -120,7 +121,14 @@ fn request(cpu_nodes: IdSet, n: usize, per: f64) -> BlasRequest {
 /// that fit, at least one.
 fn work(env: &PlanEnv, budget: f64) -> (BlasWork, PartPlan) {
     let c = env.costs;
-    let per_node = runs_per_node(env.m);
+    let nodes: Vec<u32> = thread_nodes(env.m).iter().collect();
+    let counted: std::cell::RefCell<HashMap<Vec<usize>, Option<[usize; 4]>>> = Default::default();
+    let runs = |chosen: &[usize]| -> Option<[usize; 4]> {
+        *counted
+            .borrow_mut()
+            .entry(chosen.to_vec())
+            .or_insert_with(|| runs_of(env.m, &chosen.iter().map(|&i| nodes[i]).collect()))
+    };
     let memory: Vec<u32> = env.m.memory_nodes().iter().collect();
     // Three operands of n² doubles on one node within half its memory.
     let ladder: Vec<usize> = N_LADDER
@@ -134,24 +142,17 @@ fn work(env: &PlanEnv, budget: f64) -> (BlasWork, PartPlan) {
     } else {
         ladder
     };
-    let cost = |nodes: &[usize], n: usize, per: f64| -> f64 {
-        nodes
+    let cost = |chosen: &[usize], n: usize, per: f64| -> f64 {
+        let Some(counts) = runs(chosen) else {
+            return f64::INFINITY;
+        };
+        Kernel::ALL
             .iter()
-            .map(|&i| {
-                Kernel::ALL
-                    .iter()
-                    .map(|&k| per_node[i].1[k as usize] as f64 * placement_s(c, k, n, per))
-                    .sum::<f64>()
-            })
+            .map(|&k| counts[k as usize] as f64 * placement_s(c, k, n, per))
             .sum()
     };
-    let placements = |nodes: &[usize]| -> usize {
-        nodes
-            .iter()
-            .map(|&i| per_node[i].1.iter().sum::<usize>())
-            .sum()
-    };
-    let all: Vec<usize> = (0..per_node.len()).collect();
+    let placements = |chosen: &[usize]| -> usize { runs(chosen).map_or(0, |c| c.iter().sum()) };
+    let all: Vec<usize> = (0..nodes.len()).collect();
     let fits = ladder
         .iter()
         .copied()
@@ -160,9 +161,12 @@ fn work(env: &PlanEnv, budget: f64) -> (BlasWork, PartPlan) {
         Some(n) => (n, all.clone()),
         None => {
             let n = *ladder.last().unwrap_or(&smallest);
+            // More CPU nodes cost nothing where automorphisms fold them
+            // onto the first: keep every node the smallest form's cost allows.
+            let least = budget.max(cost(&spread(all.len(), 1), n, MIN_MEASUREMENT_S));
             let k = (1..=all.len())
-                .take_while(|&k| cost(&spread(all.len(), k), n, MIN_MEASUREMENT_S) <= budget)
-                .last()
+                .filter(|&k| cost(&spread(all.len(), k), n, MIN_MEASUREMENT_S) <= least)
+                .max()
                 .unwrap_or(1);
             (n, spread(all.len(), k))
         }
@@ -173,7 +177,7 @@ fn work(env: &PlanEnv, budget: f64) -> (BlasWork, PartPlan) {
         .clamp(MIN_MEASUREMENT_S, MAX_PER_PLACEMENT_S);
     let predicted = cost(&chosen, n, per);
     let measuring = count as f64 * per;
-    let cpu_nodes: IdSet = chosen.iter().map(|&i| per_node[i].0).collect();
+    let cpu_nodes: IdSet = chosen.iter().map(|&i| nodes[i]).collect();
     let mut cut = Vec::new();
     if n < DEFAULT_N {
         cut.push(format!(
@@ -270,6 +274,7 @@ impl ReportPart for BlasPart {
                 "hops_class",
                 "operand_nodes",
                 "stands_for",
+                "contention",
                 "gflops_median",
                 "verified",
             ],
@@ -287,6 +292,7 @@ impl ReportPart for BlasPart {
                         .collect::<Vec<_>>()
                         .join(" "),
                     p.stands_for.to_string(),
+                    p.contention.map_or_else(String::new, |c| num(c, 6)),
                     num(p.gflops.median, 3),
                     yes(p.verified),
                 ]);
@@ -336,6 +342,19 @@ impl ReportPart for BlasPart {
             "Sensitivity = best / worst median GFLOPS over the placements of a kernel. Rule: {}. OpenBLAS: {} ({} thread after).",
             f.rule, r.openblas.method, r.openblas.num_threads_after
         ));
+        for k in r.kernels.iter().filter(|k| !k.placements.is_empty()) {
+            s.figure(
+                contention_chart(k),
+                &format!(
+                    "{}: each measured placement's median GFLOPS, grouped and ordered by its contention in the placement distribution model (lowest first), as the study's Figure 2; a bar stands for its class of placements under the machine's automorphisms. {}",
+                    k.kernel.name(),
+                    k.contention_finding
+                        .as_ref()
+                        .map(|f| format!("Non-local placement of lower contention beats all-local: {}.", f.verdict))
+                        .unwrap_or_default()
+                ),
+            );
+        }
         s.table("blas", true);
     }
 
@@ -422,7 +441,7 @@ pub fn text(r: &BlasResult) -> String {
         match (r.mode.as_str(), r.full) {
             ("parallel", _) => ", one thread per CPU node, random placements per contention class",
             (_, true) => ", every placement",
-            _ => ", one placement per hop class",
+            _ => ", one placement per class of the machine's automorphisms",
         },
         r.memory_nodes,
         r.cpu_nodes
@@ -435,6 +454,20 @@ pub fn text(r: &BlasResult) -> String {
         "OpenBLAS: {}; {} -> {} thread(s)",
         r.openblas.config, r.openblas.method, r.openblas.num_threads_after
     );
+    if !r.openblas.core.is_empty() {
+        let _ = writeln!(
+            s,
+            "OpenBLAS core type: {} ({} kernels; this CPU runs {}{})",
+            r.openblas.core,
+            r.openblas.core_isa,
+            r.openblas.cpu_isa,
+            r.openblas
+                .env_openblas_coretype
+                .as_ref()
+                .map(|v| format!("; OPENBLAS_CORETYPE={v}"))
+                .unwrap_or_default()
+        );
+    }
     if let Some(c) = &r.check {
         let _ = writeln!(
             s,
@@ -462,17 +495,18 @@ pub fn text(r: &BlasResult) -> String {
         if !k.placements.is_empty() {
             let _ = writeln!(
                 s,
-                "  {:>4}  {:<9} {:>6}  {:<24} {:>9} {:>7}  pages",
-                "node", "hops", "stands", "operands", "GFLOPS", "±CI"
+                "  {:>4}  {:<9} {:>10} {:>6}  {:<24} {:>9} {:>7}  pages",
+                "node", "hops", "contention", "stands", "operands", "GFLOPS", "±CI"
             );
         }
         for p in &k.placements {
             let nodes: Vec<u32> = p.operands.iter().map(|o| o.node).collect();
             let _ = writeln!(
                 s,
-                "  {:>4}  {:<9} {:>6}  {:<24} {:>9} {:>6.1}%  {}",
+                "  {:>4}  {:<9} {:>10} {:>6}  {:<24} {:>9} {:>6.1}%  {}",
                 p.cpu_node,
                 p.class,
+                contention_text(p.contention),
                 p.stands_for,
                 operand_nodes(&names, &nodes),
                 gf(p.gflops.median),
@@ -530,6 +564,33 @@ pub fn text(r: &BlasResult) -> String {
                     per.join(", ")
                 );
             }
+            if sens.per_contention.len() > 1 {
+                let per: Vec<String> = sens
+                    .per_contention
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{} {} ({} run, {} placements)",
+                            contention_text(Some(c.contention)),
+                            gf(c.median_gflops),
+                            c.placements,
+                            c.stands_for
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "  median GFLOPS by contention, lowest first: {}",
+                    per.join(", ")
+                );
+            }
+        }
+        if let Some(f) = &k.contention_finding {
+            let _ = writeln!(
+                s,
+                "  a non-local placement of lower contention beats all-local: {}",
+                f.verdict
+            );
         }
     }
     let f = &r.finding;
@@ -549,7 +610,71 @@ pub fn text(r: &BlasResult) -> String {
         );
     }
     let _ = writeln!(s, "rule: {}", f.rule);
+    if r.kernels.iter().any(|k| k.contention_finding.is_some()) {
+        let _ = writeln!(s, "contention rule: {}", blas::CONTENTION_RULE);
+    }
     s
+}
+
+/// The study's Figure 2 for one kernel: its serial placements' GFLOPS, one
+/// group per contention value, lowest first; placements without a value
+/// (no links inferred) last.
+pub fn contention_chart(k: &blas::KernelResult) -> String {
+    let mut groups: Vec<(Option<f64>, Vec<Bar>)> = Vec::new();
+    let mut placements: Vec<&blas::PlacementResult> = k.placements.iter().collect();
+    placements.sort_by(|a, b| {
+        let key = |c: Option<f64>| c.unwrap_or(f64::INFINITY);
+        key(a.contention)
+            .total_cmp(&key(b.contention))
+            .then(b.gflops.median.total_cmp(&a.gflops.median))
+    });
+    for p in placements {
+        let bar = Bar {
+            label: format!("{} t@{}", blas::placement_label(p), p.cpu_node),
+            value: p.gflops.median,
+            tooltip: format!(
+                "thread on node {} (CPU {}), hops {}, stands for {} placement(s), contention {}",
+                p.cpu_node,
+                p.cpu,
+                p.class,
+                p.stands_for,
+                contention_text(p.contention)
+            ),
+            flagged: !p.verified,
+        };
+        let same = |c: &Option<f64>| match (c, p.contention) {
+            (Some(a), Some(b)) => (a - b).abs() < 1e-6,
+            (None, None) => true,
+            _ => false,
+        };
+        match groups.last_mut() {
+            Some((c, bars)) if same(c) => bars.push(bar),
+            _ => groups.push((p.contention, vec![bar])),
+        }
+    }
+    let groups: Vec<BarGroup> = groups
+        .into_iter()
+        .map(|(c, bars)| BarGroup {
+            label: format!("contention {}", contention_text(c)),
+            bars,
+        })
+        .collect();
+    bar_chart(
+        &format!("blas-contention-{}", k.kernel.name()),
+        &format!("{} GFLOPS by placement contention", k.kernel.name()),
+        "GFLOPS",
+        &groups,
+        None,
+    )
+}
+
+/// A contention value as the model gives it (shares of split paths show
+/// as decimals), `-` without one.
+fn contention_text(c: Option<f64>) -> String {
+    match c {
+        Some(x) if x.is_finite() => significant(x, 3),
+        _ => "-".into(),
+    }
 }
 
 /// The `--list` text: the placements a run would measure.
@@ -557,23 +682,25 @@ pub fn plan_text(runs: &[PlannedRun]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} placement(s) to run:\n  {:<6} {:>4} {:>4}  {:<9} {:>6}  operands",
+        "{} placement(s) to run:\n  {:<6} {:>4} {:>4}  {:<9} {:>6} {:>10}  operands",
         runs.len(),
         "kernel",
         "node",
         "cpu",
         "hops",
-        "stands"
+        "stands",
+        "contention"
     );
     for r in runs {
         let _ = writeln!(
             s,
-            "  {:<6} {:>4} {:>4}  {:<9} {:>6}  {}",
+            "  {:<6} {:>4} {:>4}  {:<9} {:>6} {:>10}  {}",
             r.kernel.name(),
             r.cpu_node,
             r.cpu,
             r.class,
             r.stands_for,
+            contention_text(r.contention),
             operand_nodes(r.kernel.operands(), &r.nodes)
         );
     }
@@ -639,25 +766,27 @@ mod tests {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
         let costs = Costs::reference();
         let e = plan_env(&m, &costs);
-        // The ring seen from a node: hop classes 0, 1, 2, so 3^q per kernel:
-        // daxpy 9, triad 27, dgemv 27, dgemm 27 = 90 per CPU node.
+        // The ring's placements of a thread and q operands under its 8
+        // automorphisms: daxpy 10, triad 36, dgemv 36, dgemm 36 = 118, the
+        // same whether the thread may be on one node (its reflection
+        // folds) or on all four (every node is alike).
         let (w, p) = work(&e, 1e6);
         assert_eq!(w.n, 1600);
         assert_eq!(w.cpu_nodes.to_string(), "0-3");
-        assert_eq!(p.work.measurements, 4 * 90);
+        assert_eq!(p.work.measurements, 118);
         assert_eq!(p.work.rows, Some((4, 4)));
         assert_eq!(p.cut, None);
         assert!(p.predicted_s <= 1e6);
-        // No budget: the smallest form, one CPU node at the smallest n,
-        // and the plan says so.
+        // No budget: the smallest n, and the plan says so; every CPU node
+        // is kept, since on the ring they cost no more than one.
         let (w, p) = work(&e, 0.0);
         assert_eq!(w.n, 50);
-        assert_eq!(w.cpu_nodes.len(), 1);
-        assert_eq!(p.work.measurements, 90);
+        assert_eq!(w.cpu_nodes.to_string(), "0-3");
+        assert_eq!(p.work.measurements, 118);
         assert_eq!(w.per_placement_s, MIN_MEASUREMENT_S);
         let cut = p.cut.unwrap();
         assert!(cut.contains("n = 50 instead of 1600"), "{cut}");
-        assert!(cut.contains("1 of 4 CPU nodes"), "{cut}");
+        assert!(!cut.contains("CPU nodes"), "{cut}");
         // Any budget above the smallest form is kept.
         for b in [1.5, 3.0, 10.0, 30.0, 100.0] {
             let budget = p.predicted_s * b;
@@ -715,6 +844,54 @@ mod tests {
         assert!(ReportPart::applicable(&BlasPart, &ring).is_ok());
     }
 
+    /// The study's Figure 2 order: groups by contention, lowest first,
+    /// whatever order the placements ran in; each bar names its operands.
+    #[test]
+    fn contention_chart_orders_placements_by_contention() {
+        let placement = |nodes: [u32; 3], contention: f64, gflops: f64| {
+            let operands: Vec<serde_json::Value> = ["A", "B", "C"]
+                .iter()
+                .zip(nodes)
+                .map(|(n, v)| {
+                    serde_json::json!({"name": n, "node": v, "hops": null, "bytes": 0,
+                        "pages_by_node": {}, "verified": true, "problems": []})
+                })
+                .collect();
+            serde_json::json!({
+                "cpu_node": 0, "cpu": 0, "hops": [], "class": "x", "stands_for": 1,
+                "contention": contention,
+                "gflops": {"median": gflops, "best": gflops, "min": gflops, "max": gflops,
+                           "spread": 0.0, "rel_ci": 0.01},
+                "calls_per_sample": 1, "samples": 3, "verified": true,
+                "operands": operands
+            })
+        };
+        let k: blas::KernelResult = serde_json::from_value(serde_json::json!({
+            "kernel": "dgemm", "level": 3, "n": 8, "operands": ["A", "B", "C"],
+            "elements": [64, 64, 64], "flops_per_call": 1024.0, "sensitivity": null,
+            "placements": [
+                placement([0, 0, 0], 3.0, 9.0),
+                placement([0, 1, 1], 2.0, 10.0),
+                placement([0, 1, 2], 1.0, 12.0),
+                placement([0, 2, 2], 2.0, 11.0),
+            ]
+        }))
+        .unwrap();
+        let svg = contention_chart(&k);
+        let at = |t: &str| {
+            svg.find(t)
+                .unwrap_or_else(|| panic!("{t} not in the chart"))
+        };
+        assert!(at("contention 1") < at("contention 2"));
+        assert!(at("contention 2") < at("contention 3"));
+        assert!(at("A@0 B@1 C@2 t@0") < at("A@0 B@2 C@2 t@0"));
+        assert!(
+            at("A@0 B@2 C@2 t@0") < at("A@0 B@1 C@1 t@0"),
+            "faster first within a group"
+        );
+        assert!(at("A@0 B@1 C@1 t@0") < at("A@0 B@0 C@0 t@0"));
+    }
+
     #[test]
     fn plan_text_lists_every_run_with_its_operand_nodes() {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
@@ -729,15 +906,23 @@ mod tests {
             seed: 1,
         };
         let t = plan_text(&plan(&m, &req).unwrap());
-        assert!(t.starts_with("9 placement(s) to run:\n"), "{t}");
-        assert_eq!(t.lines().count(), 2 + 9, "{t}");
-        assert!(
-            t.contains("daxpy     0    0  0/0            1  x@0 y@0"),
-            "{t}"
-        );
-        assert!(
-            t.contains("daxpy     0    0  1/2            2  x@1 y@3"),
-            "{t}"
-        );
+        // Node 0's 16 placements under the ring's reflection through
+        // node 0 (1 and 2 swap): 10 classes; x@1 y@1 and x@1 y@2 share the
+        // hop tuple 1/1 but not the links they load.
+        assert!(t.starts_with("10 placement(s) to run:\n"), "{t}");
+        assert_eq!(t.lines().count(), 2 + 10, "{t}");
+        // Contention: y written moves both ways and x@1 y@1 loads the
+        // link 1->0 twice; y two hops away splits over both paths (0.5).
+        let row = |hops: &str, stands: u64, contention: &str, ops: &str| {
+            format!("  daxpy     0    0  {hops:<9} {stands:>6} {contention:>10}  {ops}\n")
+        };
+        for r in [
+            row("0/0", 1, "2", "x@0 y@0"),
+            row("1/2", 2, "1.5", "x@1 y@3"),
+            row("1/1", 2, "2", "x@1 y@1"),
+            row("1/1", 2, "1", "x@1 y@2"),
+        ] {
+            assert!(t.contains(&r), "{r} in {t}");
+        }
     }
 }

@@ -250,9 +250,20 @@ impl ReportPart for SweepPart {
     fn tables(&self, r: &SweepOutcome, _m: &Machine) -> Vec<Table> {
         let part = self.info().name;
         let s = r;
+        let mut rules: Vec<&str> = s
+            .sweep
+            .runs
+            .iter()
+            .map(|r| r.normalization.as_str())
+            .collect();
+        rules.dedup();
+        let title = format!(
+            "Placement sweep: one representative case per symmetry class; normalized: {}",
+            rules.join("; ")
+        );
         let mut t = Table::new(
             "sweep",
-            "Placement sweep: one representative case per symmetry class; time per pass normalized to the fastest case of the same thread count",
+            &title,
             &[
                 "part",
                 "condition",
@@ -262,6 +273,7 @@ impl ReportPart for SweepPart {
                 "class_size",
                 "sharing",
                 "normalized",
+                "total_seconds_per_pass",
                 "seconds_per_pass",
                 "rel_ci",
                 "memory_gbps",
@@ -293,6 +305,7 @@ impl ReportPart for SweepPart {
                     c.class_size.to_string(),
                     c.sharing.clone(),
                     num(c.normalized, 4),
+                    num(c.total_seconds, 6),
                     num(c.seconds.median, 6),
                     num(c.seconds.rel_ci, 4),
                     num(c.threads.iter().map(|t| t.memory_gbps).sum(), 3),
@@ -332,12 +345,14 @@ impl ReportPart for SweepPart {
 }
 
 /// What a sweep will run, one line per thread count: the cases of the
-/// full enumeration and, folded, the classes under the machine's
-/// `symmetries` (node automorphisms) and core swaps.
+/// full enumeration and, folded, the classes under the machine tree's
+/// `machine` automorphisms (of which `nodes` move the nodes) and thread
+/// exchange.
 pub fn plan_text(
     req: &SweepRequest,
     plans: &[(usize, u64, Vec<PlannedCase>)],
-    symmetries: &str,
+    nodes: &str,
+    machine: &str,
 ) -> String {
     let mut s = String::new();
     for (t, total, cases) in plans {
@@ -351,9 +366,9 @@ pub fn plan_text(
                 String::new()
             } else {
                 format!(
-                    ", {} classes under {symmetries} node symmetr{}, core swaps and thread exchange",
+                    ", {} classes under the machine tree's {machine} automorphism{} ({nodes} of the nodes) and thread exchange",
                     cases.len(),
-                    if symmetries == "1" { "y" } else { "ies" }
+                    if machine == "1" { "" } else { "s" },
                 )
             }
         );
@@ -421,7 +436,7 @@ pub fn text(r: &SweepResult) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "placement sweep: kernels {} / {}, {} per buffer, {} node symmetr{}{}",
+        "placement sweep: kernels {} / {}, {} per buffer, {} node symmetr{}{}{}",
         r.read_kernel,
         r.write_kernel,
         format_bytes(r.buffer_bytes),
@@ -430,6 +445,11 @@ pub fn text(r: &SweepResult) -> String {
             "y"
         } else {
             "ies"
+        },
+        if r.machine_symmetry_order.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} of the whole machine tree)", r.machine_symmetry_order)
         },
         if r.folded {
             ", folded"
@@ -450,6 +470,11 @@ pub fn text(r: &SweepResult) -> String {
             run.hop_classes_run,
             run.hop_classes,
             run.elapsed_s
+        );
+        let _ = writeln!(
+            s,
+            "  norm: {}; ms/pass: the slowest thread's",
+            run.normalization
         );
         let width = run
             .cases
@@ -587,7 +612,7 @@ fn chart(sec: &mut Section, id: &str, s: &SweepOutcome, title: &str) {
                 label: c.labels.join(" "),
                 value: c.normalized,
                 tooltip: format!(
-                    "{}: {:.2}x the fastest, {:.2} ms per pass, class of {} case{}{}{}",
+                    "{}: {:.2}x the baseline's total time, {:.2} ms per pass (slowest thread), class of {} case{}{}{}",
                     c.labels.join(" "),
                     c.normalized,
                     c.seconds.median * 1e3,
@@ -623,13 +648,13 @@ fn chart(sec: &mut Section, id: &str, s: &SweepOutcome, title: &str) {
             bar_chart(
                 &format!("{id}-{}t", run.threads),
                 &format!("{title}: {threads}{cond}"),
-                "time / fastest case (x)",
+                "total time / baseline (x)",
                 &groups,
                 Some(1.0),
             ),
             &format!(
-                "{} of {} symmetry classes ({} cases in all), one bar per class, grouped by hop class (r/w and hops of each thread: w0/w1 = one writer local, one a hop away). 1.0 = the fastest case; higher is slower. Labels: node.core.r|w.memory-node per thread.",
-                run.cases_run, run.classes, run.total_cases
+                "{} of {} symmetry classes ({} cases in all), one bar per class, grouped by hop class (r/w and hops of each thread: w0/w1 = one writer local, one a hop away). Normalized: {}; 1.0 = that baseline, higher is slower. Labels: node.core.r|w.memory-node per thread.",
+                run.cases_run, run.classes, run.total_cases, run.normalization
             ),
         );
     }
@@ -1013,6 +1038,7 @@ mod tests {
             folded: true,
             node_automorphisms: 8,
             node_symmetry_order: "8".into(),
+            machine_symmetry_order: "128".into(),
             cpus: (0..8).collect(),
             mem_nodes: (0..4).collect(),
             accesses: vec![Access::Write],
