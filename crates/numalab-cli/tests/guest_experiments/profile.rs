@@ -15,7 +15,7 @@ use serde_json::Value;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "profile_truth",
-        "numalab profile --json --rate 2000 -o /tmp/prof -- profile_truth 200",
+        "numalab profile --json --rate 2000 --overhead 99 -o /tmp/prof -- profile_truth 200",
     ),
     (
         "profile_distance_0",
@@ -189,17 +189,6 @@ fn quartet_threads_keep_only_the_selected_threads_samples() {
     assert_eq!(region(&arrays, &v, "E")["samples"], 0);
 }
 
-/// A share measured from `n` samples agrees with `want` within four
-/// standard errors of a binomial proportion (and 10 points).
-fn share_near(got: f64, want: f64, n: u64, what: &str) {
-    let se = (want * (1.0 - want) / n.max(1) as f64).sqrt();
-    let tol = (4.0 * se).max(0.10);
-    assert!(
-        (got - want).abs() <= tol,
-        "{what}: remote share {got:.3} from {n} samples, want {want} ± {tol:.3}"
-    );
-}
-
 #[test]
 fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
     let g = quartet();
@@ -211,7 +200,16 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
     assert_eq!(pages(a), [("0".to_string(), 24 * 256 - 1)]);
     let n = a["samples"].as_u64().unwrap();
     assert!(n >= 40, "A: only {n} samples");
-    share_near(a["remote_share"].as_f64().unwrap(), 0.75, n, "A");
+    // The share from word counts, judged by its own interval (the fault
+    // samples' count says nothing of its error).
+    let e = &a["estimate"];
+    assert!(e["placed_cells"].as_u64().unwrap() >= 30, "A: {e}");
+    let width = e["remote"]["high"].as_f64().unwrap() - e["remote"]["low"].as_f64().unwrap();
+    let got = a["remote_share"].as_f64().unwrap();
+    assert!(
+        (got - 0.75).abs() <= width.max(0.10),
+        "A: remote share {got:.3}, want 0.75 within {width:.3}: {e}"
+    );
     assert_eq!(a["threads"].as_object().unwrap().len(), 8, "{a}");
     let from: Vec<&String> = a["accesses"].as_object().unwrap().keys().collect();
     assert_eq!(from, ["0", "1", "2", "3"], "A is read from every node");

@@ -1012,8 +1012,11 @@ pub fn build(
                 reads: s.reads,
                 writes: s.writes,
                 unknown_access: s.unknown,
+                // The word counts' share where they are enough to rest a
+                // diagnosis on (the same threshold), else the faults'.
                 remote_share: estimate
                     .as_ref()
+                    .filter(|e| e.placed_cells >= estimate::MIN_CELLS)
                     .and_then(|e| e.remote)
                     .map(|r| r.share)
                     .or(share(s.remote, located)),
@@ -1124,6 +1127,7 @@ pub fn build(
         unattributed,
         remote_share: program_estimate
             .as_ref()
+            .filter(|e| e.placed_cells >= estimate::MIN_CELLS)
             .and_then(|e| e.remote)
             .map(|r| r.share)
             .or(share(remote_total, located_total)),
