@@ -226,6 +226,13 @@ pub fn plan(m: &Machine, req: &BlasRequest) -> Result<Vec<PlannedRun>, Placement
             "this machine has no node with memory".into(),
         ));
     }
+    // Both are built once: each is quadratic in nodes (or worse) and a
+    // plan prices hundreds of placements.
+    let links = pdm::Contention::of(m).ok();
+    let space = match req.full {
+        true => None,
+        false => Some(operand_space(m, &threads)?),
+    };
     let mut runs = Vec::new();
     for &kernel in &req.kernels {
         let q = kernel.operands().len();
@@ -246,12 +253,12 @@ pub fn plan(m: &Machine, req: &BlasRequest) -> Result<Vec<PlannedRun>, Placement
                         *slot = memory[rest % memory.len()];
                         rest /= memory.len();
                     }
-                    runs.push(run_of(m, kernel, cpu_node, cpu, nodes, 1));
+                    runs.push(run_of(m, links.as_ref(), kernel, cpu_node, cpu, nodes, 1));
                 }
             }
             continue;
         }
-        let space = operand_space(m, &threads)?;
+        let Some(space) = &space else { continue };
         // Node automorphisms merge at most their number of placements: a
         // plan past the cap is refused before it is folded.
         let least = (total.saturating_mul(threads.len()) as u128)
@@ -266,7 +273,15 @@ pub fn plan(m: &Machine, req: &BlasRequest) -> Result<Vec<PlannedRun>, Placement
         }
         for (cpu, nodes, size) in classes {
             let cpu_node = m.node_of_cpu(cpu).unwrap_or(u32::MAX);
-            runs.push(run_of(m, kernel, cpu_node, cpu, nodes, size));
+            runs.push(run_of(
+                m,
+                links.as_ref(),
+                kernel,
+                cpu_node,
+                cpu,
+                nodes,
+                size,
+            ));
         }
     }
     Ok(runs)
@@ -287,6 +302,7 @@ fn too_many() -> PlacementError {
 
 fn run_of(
     m: &Machine,
+    links: Option<&pdm::Contention>,
     kernel: Kernel,
     cpu_node: u32,
     cpu: u32,
@@ -294,13 +310,14 @@ fn run_of(
     stands_for: u64,
 ) -> PlannedRun {
     let hops: Vec<Option<u32>> = nodes.iter().map(|&v| m.hops_between(cpu_node, v)).collect();
-    let contention = pdm::placement_contention(
-        m,
-        &pdm::streamed(nodes.len()),
-        &[cpu_node],
-        std::slice::from_ref(&nodes),
-    )
-    .ok();
+    let contention = links.and_then(|l| {
+        l.of_placement(
+            &pdm::streamed(nodes.len()),
+            &[cpu_node],
+            std::slice::from_ref(&nodes),
+        )
+        .ok()
+    });
     PlannedRun {
         kernel,
         level: kernel.level(),

@@ -931,40 +931,66 @@ pub fn run_pdm(machine: &Machine, req: &PdmRequest) -> Result<PdmResult, PdmErro
 /// The contention of one placement of `quantities` on `machine`'s inferred
 /// links, in the model's units: thread `t` on node `threads[t]`, its
 /// quantity `q` on node `memory[t][q]`. The largest load of any arc or
-/// controller, as [`run_pdm`] classes placements by.
+/// controller, as [`run_pdm`] classes placements by. Builds the machine's
+/// model each call: to price many placements, build a [`Contention`] once.
 pub fn placement_contention(
     machine: &Machine,
     quantities: &[Quantity],
     threads: &[u32],
     memory: &[Vec<u32>],
 ) -> Result<f64, PdmError> {
-    let model = machine_model(machine, None)?;
-    let vertex = |n: u32| {
-        model
-            .vertex(n)
-            .ok_or_else(|| PdmError::Invalid(format!("node {n} is not on this machine")))
-    };
-    let t: Vec<usize> = threads
-        .iter()
-        .map(|&n| vertex(n))
-        .collect::<Result<_, _>>()?;
-    if let Some(&bad) = t.iter().find(|&&v| !model.cpu[v]) {
-        return invalid(format!(
-            "node {} has no CPU to run a thread",
-            model.nodes[bad]
-        ));
+    Contention::of(machine)?.of_placement(quantities, threads, memory)
+}
+
+/// A machine's inferred links, built once (all shortest routes between its
+/// nodes: quadratic in nodes times links) to price many placements.
+pub struct Contention {
+    model: Model,
+}
+
+impl Contention {
+    /// The model of `machine`'s inferred links.
+    pub fn of(machine: &Machine) -> Result<Self, PdmError> {
+        Ok(Self {
+            model: machine_model(machine, None)?,
+        })
     }
-    let mem: Vec<Vec<usize>> = memory
-        .iter()
-        .map(|row| row.iter().map(|&n| vertex(n)).collect::<Result<_, _>>())
-        .collect::<Result<_, _>>()?;
-    if mem.len() != t.len() || mem.iter().any(|row| row.len() != quantities.len()) {
-        return invalid("one memory node per thread and quantity".to_string());
+
+    /// What [`placement_contention`] says of one placement.
+    pub fn of_placement(
+        &self,
+        quantities: &[Quantity],
+        threads: &[u32],
+        memory: &[Vec<u32>],
+    ) -> Result<f64, PdmError> {
+        let model = &self.model;
+        let vertex = |n: u32| {
+            model
+                .vertex(n)
+                .ok_or_else(|| PdmError::Invalid(format!("node {n} is not on this machine")))
+        };
+        let t: Vec<usize> = threads
+            .iter()
+            .map(|&n| vertex(n))
+            .collect::<Result<_, _>>()?;
+        if let Some(&bad) = t.iter().find(|&&v| !model.cpu[v]) {
+            return invalid(format!(
+                "node {} has no CPU to run a thread",
+                model.nodes[bad]
+            ));
+        }
+        let mem: Vec<Vec<usize>> = memory
+            .iter()
+            .map(|row| row.iter().map(|&n| vertex(n)).collect::<Result<_, _>>())
+            .collect::<Result<_, _>>()?;
+        if mem.len() != t.len() || mem.iter().any(|row| row.len() != quantities.len()) {
+            return invalid("one memory node per thread and quantity".to_string());
+        }
+        Ok(model
+            .loads(quantities, &t, &mem)
+            .into_iter()
+            .fold(0.0, f64::max))
     }
-    Ok(model
-        .loads(quantities, &t, &mem)
-        .into_iter()
-        .fold(0.0, f64::max))
 }
 
 /// The graph of `machine`, with the links of `req` when it gives them.
