@@ -30,7 +30,7 @@ fn last_level_cache_bytes() -> Option<u64> {
 fn bench_bandwidth_warns_below_four_times_the_cache_and_not_above() {
     let _turn = turn();
     let Some(llc) = last_level_cache_bytes() else {
-        println!("skipped: hwloc reports no cache on this machine");
+        numalab_testkit::skip("hwloc reports no cache on this machine");
         return;
     };
     let bench = |size: &str| {

@@ -403,7 +403,7 @@ impl Drop for SmallDisk {
 fn a_full_disk_keeps_the_old_files_whole() {
     let d = scratch("hostile-full-disk");
     let Some(disk) = SmallDisk::mount(&d.join("disk")) else {
-        eprintln!("skipped: cannot mount a small tmpfs here (needs root and mount rights)");
+        numalab_testkit::skip("cannot mount a small tmpfs here (needs root and mount rights)");
         return;
     };
     let (a, b) = (

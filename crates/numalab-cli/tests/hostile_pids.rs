@@ -127,7 +127,7 @@ fn pids_that_are_not_user_processes() {
 fn pid_1_as_root_is_shown_or_refused_for_ptrace_rights() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("pid 1 as root: not running as root, skipped");
+        numalab_testkit::skip("pid 1 as root: not running as root");
         return;
     }
     let r = Run::new(&["verify", "--pid", "1"]).run();
@@ -158,15 +158,15 @@ fn another_users_memory_names_the_file_and_the_rights() {
     ];
     let probe = Run::new(&["--version"]).via(&as_nobody).run();
     if probe.rc != 0 {
-        eprintln!(
-            "another user's memory: cannot run numalab as nobody here ({}), skipped",
+        numalab_testkit::skip(format!(
+            "another user's memory: cannot run numalab as nobody here ({})",
             probe.err.trim()
-        );
+        ));
         return;
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("another user's memory: this test process is not root's, skipped");
+        numalab_testkit::skip("another user's memory: this test process is not root's");
         return;
     }
     let me = std::process::id().to_string();

@@ -14,9 +14,9 @@ use common::{allowed_cpus, assert_one_line_error, fails, json, num as f, stdout,
 fn two_cpus(test: &str) -> bool {
     let n = allowed_cpus().len();
     if n < 2 {
-        eprintln!(
-            "skipped: {test} needs 2 CPUs (one to chase, one to inject); this process may use {n}"
-        );
+        numalab_testkit::skip(format!(
+            "{test} needs 2 CPUs (one to chase, one to inject); this process may use {n}"
+        ));
     }
     n >= 2
 }

@@ -22,7 +22,7 @@ fn memory_nodes() -> Vec<u64> {
 #[test]
 fn one_memory_node_has_nowhere_to_move_pages() {
     if memory_nodes().len() != 1 {
-        eprintln!("skipped: this machine has several memory nodes (the guests cover it)");
+        numalab_testkit::skip("this machine has several memory nodes (the guests cover it)");
         return;
     }
     let want = "nothing to migrate: this machine has one memory node (0) this process may use; migrate needs two or more";

@@ -21,7 +21,9 @@ fn two_copies_of_true_run_pinned_on_node_0_and_spread_is_not_applicable() {
     let _t = turn();
     let cpus = allowed_cpus();
     if cpus.len() < 2 {
-        eprintln!("skipped: two copies need 2 allowed CPUs; this process may use {cpus:?}");
+        numalab_testkit::skip(format!(
+            "two copies need 2 allowed CPUs; this process may use {cpus:?}"
+        ));
         return;
     }
     let v = json(&[
@@ -67,7 +69,7 @@ fn two_copies_of_true_run_pinned_on_node_0_and_spread_is_not_applicable() {
 fn threads_mode_sets_the_variable_for_one_process() {
     let _t = turn();
     if allowed_cpus().len() < 2 {
-        eprintln!("skipped: two threads need 2 allowed CPUs");
+        numalab_testkit::skip("two threads need 2 allowed CPUs");
         return;
     }
     // The copy fails unless the variable is 2 in the packed run.

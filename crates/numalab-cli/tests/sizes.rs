@@ -34,7 +34,7 @@ fn run_json(args: &[String]) -> Value {
 fn two_packed_threads_report_per_core_bandwidth_with_pages_on_node_0() {
     let cpus = allowed_cpus();
     if cpus.len() < 2 {
-        eprintln!("skipped: needs 2 allowed CPUs, this process has {cpus:?}");
+        numalab_testkit::skip(format!("needs 2 allowed CPUs, this process has {cpus:?}"));
         return;
     }
     let _turn = turn();
@@ -68,7 +68,7 @@ fn two_packed_threads_report_per_core_bandwidth_with_pages_on_node_0() {
 #[test]
 fn two_threads_text_shows_per_core_figures_and_nodes() {
     if allowed_cpus().len() < 2 {
-        eprintln!("skipped: needs 2 allowed CPUs");
+        numalab_testkit::skip("needs 2 allowed CPUs");
         return;
     }
     let _turn = turn();

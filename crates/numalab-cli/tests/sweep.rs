@@ -283,7 +283,7 @@ fn bad_sweep_options_get_one_line_errors() {
 fn background_threads_run_on_the_free_cpu_at_the_asked_rate() {
     let _turn = turn();
     if cpus() < 2 {
-        eprintln!("skipped: background_threads_run_on_the_free_cpu_at_the_asked_rate needs 2 CPUs (background load needs a CPU the foreground thread leaves free)");
+        numalab_testkit::skip("background_threads_run_on_the_free_cpu_at_the_asked_rate needs 2 CPUs (background load needs a CPU the foreground thread leaves free)");
         return;
     }
     let v = json(&[

@@ -271,17 +271,17 @@ fn kernel_version() -> (u32, u32) {
 #[test]
 fn sampling_keeps_transparent_huge_pages_whole() {
     if let Some(why) = no_huge_pages() {
-        eprintln!("skipped: {why}");
+        numalab_testkit::skip(why);
         return;
     }
     // What the kernel gives the array without the library.
     let plain = Command::new(program()).arg("thp").output().unwrap();
     let plain_kb = huge_kb(&text(&plain));
     if plain_kb[0] < 64 << 10 {
-        eprintln!(
-            "skipped: memory too fragmented: the kernel gave the 64 MiB array {} kB of huge pages",
+        numalab_testkit::skip(format!(
+            "memory too fragmented: the kernel gave the 64 MiB array {} kB of huge pages",
             plain_kb[0]
-        );
+        ));
         return;
     }
     let (o, r) = run("thp", 20_000);

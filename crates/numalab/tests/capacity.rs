@@ -103,10 +103,10 @@ fn experiments_refuse_their_whole_plan_before_measuring() {
 fn loaded_latency_sums_the_chase_and_every_injector() {
     let m = Machine::live().unwrap();
     if m.allowed_cpus.len() < 2 {
-        eprintln!(
-            "skipped: loaded latency needs 2 CPUs (one to chase, one to inject); this process may use {}",
+        numalab_testkit::skip(format!(
+            "loaded latency needs 2 CPUs (one to chase, one to inject); this process may use {}",
             m.allowed_cpus
-        );
+        ));
         return;
     }
     let chase = m.allowed_cpus.first().unwrap();

@@ -40,10 +40,10 @@ fn an_unpaced_injector_raises_dram_latency() {
     let _turn = turn();
     let m = Machine::live().unwrap();
     if m.allowed_cpus.len() < 2 {
-        eprintln!(
-            "skipped: an_unpaced_injector_raises_dram_latency needs 2 CPUs (one to chase, one to inject); this process may use {}",
+        numalab_testkit::skip(format!(
+            "an_unpaced_injector_raises_dram_latency needs 2 CPUs (one to chase, one to inject); this process may use {}",
             m.allowed_cpus
-        );
+        ));
         return;
     }
     let chase_cpu = m.allowed_cpus.first().unwrap();
@@ -147,10 +147,10 @@ fn the_automatic_ladder_climbs_to_the_unpaced_rate() {
     let _turn = turn();
     let m = Machine::live().unwrap();
     if m.allowed_cpus.len() < 2 {
-        eprintln!(
-            "skipped: the_automatic_ladder_climbs_to_the_unpaced_rate needs 2 CPUs (one to chase, one to inject); this process may use {}",
+        numalab_testkit::skip(format!(
+            "the_automatic_ladder_climbs_to_the_unpaced_rate needs 2 CPUs (one to chase, one to inject); this process may use {}",
             m.allowed_cpus
-        );
+        ));
         return;
     }
     let cpu = m.allowed_cpus.first().unwrap();

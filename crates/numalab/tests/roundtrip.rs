@@ -301,7 +301,10 @@ fn loaded_latency() {
     let m = Machine::live().unwrap();
     let (a, b) = two_cpus(&m);
     if a == b {
-        eprintln!("skipped: loaded_latency needs 2 CPUs (one to chase, one to inject); this process may use {}", m.allowed_cpus);
+        numalab_testkit::skip(format!(
+            "loaded_latency needs 2 CPUs (one to chase, one to inject); this process may use {}",
+            m.allowed_cpus
+        ));
         return;
     }
     let req = LoadedLatencyRequest {
@@ -332,10 +335,10 @@ fn c2c() {
     let m = Machine::live().unwrap();
     let (a, b) = two_cpus(&m);
     if a == b {
-        eprintln!(
-            "skipped: c2c needs 2 CPUs to pass a cache line between; this process may use {}",
+        numalab_testkit::skip(format!(
+            "c2c needs 2 CPUs to pass a cache line between; this process may use {}",
             m.allowed_cpus
-        );
+        ));
         return;
     }
     let r = run_c2c(

@@ -367,8 +367,10 @@ pub fn boot_with_files(
         kernel.display()
     );
     let mut script = String::from(
-        "step() { name=$1; shift; echo \"@@@BEGIN $name\"; \"$@\" >/tmp/o 2>/tmp/e; rc=$?; \
-         echo '@@@OUT'; cat /tmp/o; echo '@@@ERR'; cat /tmp/e; echo \"@@@END $name $rc\"; }\n",
+        "step() { name=$1; shift; t0=$(cut -d' ' -f1 /proc/uptime); echo \"@@@BEGIN $name\"; \
+         \"$@\" >/tmp/o 2>/tmp/e; rc=$?; t1=$(cut -d' ' -f1 /proc/uptime); \
+         echo '@@@OUT'; cat /tmp/o; echo '@@@ERR'; cat /tmp/e; echo \"@@@END $name $rc\"; \
+         echo \"@@@TIME $name $t0 $t1\"; }\n",
     );
     // One perf event held open for the whole script: the kernel then
     // patches its perf static keys once, not at every profile's first and
@@ -389,6 +391,7 @@ pub fn boot_with_files(
     std::fs::create_dir_all(&dir).unwrap();
     let script_path = dir.join("script.sh");
     std::fs::write(&script_path, script).unwrap();
+    let started = std::time::Instant::now();
     let out = Command::new("bash")
         .arg(root.join("guest/boot.sh"))
         .args([
@@ -425,6 +428,13 @@ pub fn boot_with_files(
         .expect("run guest/boot.sh");
     let console = String::from_utf8_lossy(&out.stdout).replace('\r', "");
     std::fs::remove_dir_all(&dir).ok();
+    // Where a guest's time goes (seen with --nocapture): the whole boot and
+    // its slowest steps, by the guest's clock.
+    eprintln!(
+        "guest {machine} {kernel_version}: {:.0} s, slowest steps: {}",
+        started.elapsed().as_secs_f64(),
+        slowest_steps(&console, 8)
+    );
     assert!(
         out.status.success(),
         "guest {machine} failed ({}): {}\nconsole tail:\n{}",
@@ -436,6 +446,30 @@ pub fn boot_with_files(
         steps: parse_steps(&console),
         console,
     }
+}
+
+/// The `n` slowest steps of a console, "name 12.3 s" each.
+fn slowest_steps(console: &str, n: usize) -> String {
+    let mut times: Vec<(f64, &str)> = console
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("@@@TIME ")?.split(' ');
+            let (name, t0, t1) = (w.next()?, w.next()?, w.next()?);
+            Some((t1.parse::<f64>().ok()? - t0.parse::<f64>().ok()?, name))
+        })
+        .collect();
+    let total: f64 = times.iter().map(|t| t.0).sum();
+    times.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let top: Vec<String> = times
+        .iter()
+        .take(n)
+        .map(|(t, name)| format!("{name} {t:.1} s"))
+        .collect();
+    format!(
+        "{} (all {} steps: {total:.0} s)",
+        top.join(", "),
+        times.len()
+    )
 }
 
 fn parse_steps(console: &str) -> HashMap<String, Step> {

@@ -1082,7 +1082,7 @@ mod tests {
     fn one_memory_node_has_nowhere_to_move() {
         let m = Machine::live().unwrap();
         if m.memory_nodes().len() != 1 {
-            eprintln!("skipped: this machine has several memory nodes");
+            numalab_testkit::skip("this machine has several memory nodes");
             return;
         }
         let e = pairs_for(&m, Selection::Default).unwrap_err();

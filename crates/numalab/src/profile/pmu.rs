@@ -236,7 +236,9 @@ mod tests {
         let devices = Path::new("/sys/bus/event_source/devices");
         let d = detect(devices);
         if devices.join("cpu").exists() || devices.join("ibs_op").exists() {
-            eprintln!("skip: this machine has a cpu or IBS PMU; the refusal path is tested where it has none");
+            numalab_testkit::skip(
+                "this machine has a cpu or IBS PMU; the refusal path is tested where it has none",
+            );
             return;
         }
         assert_eq!(d.event, None);

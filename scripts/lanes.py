@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Runs numalab's Rust tests in lanes and reports each lane's count and time.
+
+    scripts/lanes.py [--lane fast|guest|browser]... [--list]
+
+The lanes (a test binary's lane follows from its name, see `lane_of`):
+
+- fast: every crate's unit tests, doctests, and the integration tests that
+  run on this machine alone (fixtures, properties, host measurements, the C
+  and Fortran API). What a developer runs on every change.
+- guest: the binaries that boot QEMU guests with emulated NUMA nodes
+  (crates/numalab-cli/tests/guest*.rs).
+- browser: the binaries that render report.html in headless Chromium.
+
+Each binary is built once (`cargo test --no-run`) and run as cargo runs it
+(from its package's folder, with cargo's environment); the guest lane runs
+beside the fast and browser lanes, since a guest spends most of its time
+booting and waiting on one emulated CPU. A test that skips for hardware this
+machine cannot have calls `numalab_testkit::skip`, which appends to the file
+named by NUMALAB_SKIP_LOG: the lane counts it as skipped, not passed, and
+prints why. Exits 1 when any test failed or any binary did not finish.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LANES = ("fast", "guest", "browser")
+# Integration-test binaries that render report.html in Chromium.
+BROWSER = {"report", "report_charts", "browser_harness"}
+# A binary that runs longer than this is killed and counted as failed: the
+# guests cap themselves at 900 s each and a binary boots at most four.
+BINARY_TIMEOUT_S = 3600
+RESULT = re.compile(
+    r"^test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
+)
+
+
+def lane_of(kind, name):
+    """The lane of one test binary: its target kind and name."""
+    if kind == "test" and name.startswith("guest"):
+        return "guest"
+    if kind == "test" and name in BROWSER:
+        return "browser"
+    return "fast"
+
+
+class Binary:
+    def __init__(self, package, kind, name, executable, manifest_dir):
+        self.package = package
+        self.kind = kind
+        self.name = name
+        self.executable = executable
+        self.manifest_dir = manifest_dir
+        self.lane = lane_of(kind, name)
+
+    def label(self):
+        return f"{self.package} {self.kind} {self.name}"
+
+
+def build():
+    """Builds every test binary once; returns them in cargo's order."""
+    cmd = [
+        "cargo", "test", "--workspace", "--locked", "--no-run",
+        "--message-format=json-render-diagnostics",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"lanes: error: `{' '.join(cmd)}` failed (exit {proc.returncode})")
+    binaries = []
+    for line in proc.stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+            continue
+        if not msg.get("profile", {}).get("test"):
+            continue
+        target = msg["target"]
+        kind = target["kind"][0]
+        package = msg["package_id"]
+        # package_id: "path+file:///.../crates/numalab-cli#0.1.0" or
+        # "numalab-cli 0.1.0 (path+...)".
+        package = re.split(r"[#@ ]", package.rsplit("/", 1)[-1])[0]
+        binaries.append(
+            Binary(
+                package,
+                kind,
+                target["name"],
+                msg["executable"],
+                str(Path(msg["manifest_path"]).parent),
+            )
+        )
+    return binaries
+
+
+class Tally:
+    def __init__(self, lane):
+        self.lane = lane
+        self.passed = self.failed = self.ignored = self.skipped = 0
+        self.broken = []  # binaries that failed or did not finish
+        self.skips = []
+        self.seconds = 0.0
+
+    def line(self):
+        return (
+            f"lane {self.lane}: {self.passed} passed, {self.failed} failed, "
+            f"{self.skipped} skipped, {self.ignored} ignored in {self.seconds:.0f} s"
+        )
+
+
+def run_binary(b, log, skip_log, out):
+    """Runs one test binary as cargo would; its output goes to `out`."""
+    env = dict(os.environ)
+    env["CARGO_MANIFEST_DIR"] = b.manifest_dir
+    env["CARGO_PKG_NAME"] = b.package
+    env["NUMALAB_SKIP_LOG"] = str(skip_log)
+    start = time.monotonic()
+    out.write(f"     Running {b.label()} ({b.executable})\n")
+    out.flush()
+    try:
+        proc = subprocess.Popen(
+            [b.executable],
+            cwd=b.manifest_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+    except OSError as e:
+        return None, f"cannot run {b.executable}: {e}", 0.0
+    results = []
+    timer = threading.Timer(BINARY_TIMEOUT_S, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stdout:
+            out.write(line)
+            log.append(line)
+            m = RESULT.match(line)
+            if m:
+                results.append(tuple(int(x) for x in m.groups()[1:4]))
+        rc = proc.wait()
+    finally:
+        timer.cancel()
+    out.flush()
+    elapsed = time.monotonic() - start
+    if rc != 0 and not results:
+        return None, f"exited {rc} without a test result", elapsed
+    passed = sum(r[0] for r in results)
+    failed = sum(r[1] for r in results)
+    ignored = sum(r[2] for r in results)
+    if rc != 0 and failed == 0:
+        return (passed, 1, ignored), f"exited {rc}", elapsed
+    return (passed, failed, ignored), None, elapsed
+
+
+def run_lane(lane, binaries, out, scratch):
+    tally = Tally(lane)
+    start = time.monotonic()
+    for i, b in enumerate(binaries):
+        log = []
+        skip_log = scratch / f"skips-{lane}-{i}"
+        skip_log.write_text("")
+        counts, problem, elapsed = run_binary(b, log, skip_log, out)
+        for s in skip_log.read_text().splitlines():
+            if s.strip():
+                tally.skips.append(f"{b.label()} {s}")
+        out.write(f"lanes: {b.label()} took {elapsed:.0f} s\n")
+        if counts:
+            tally.passed += counts[0]
+            tally.failed += counts[1]
+            tally.ignored += counts[2]
+        if problem or (counts and counts[1]):
+            tally.broken.append(f"{b.label()}: {problem or 'tests failed'}")
+    if lane == "fast":
+        doc = doctests(out)
+        tally.passed += doc[0]
+        tally.failed += doc[1]
+        tally.ignored += doc[2]
+        if doc[1]:
+            tally.broken.append("doctests: failed")
+    tally.skipped = len(tally.skips)
+    tally.passed -= tally.skipped
+    tally.seconds = time.monotonic() - start
+    return tally
+
+
+def doctests(out):
+    """The workspace's doctests (cargo builds them only when it runs them)."""
+    proc = subprocess.Popen(
+        ["cargo", "test", "--workspace", "--locked", "--doc"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
+    totals = [0, 0, 0]
+    for line in proc.stdout:
+        out.write(line)
+        m = RESULT.match(line)
+        if m:
+            for i, x in enumerate(m.groups()[1:4]):
+                totals[i] += int(x)
+    if proc.wait() != 0 and totals[1] == 0:
+        totals[1] = 1
+    return totals
+
+
+class Buffered:
+    """A lane's output held until the lane ends, so that lanes running side
+    by side do not interleave their lines; a line per binary shows progress."""
+
+    def __init__(self, lane):
+        self.lane = lane
+        self.parts = []
+
+    def write(self, s):
+        if s.startswith("     Running "):
+            print(f"[{self.lane}] {s.strip()}", flush=True)
+        self.parts.append(s)
+
+    def flush(self):
+        pass
+
+    def text(self):
+        return "".join(self.parts)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lane", action="append", choices=LANES, help="run this lane (repeatable; default: all)")
+    ap.add_argument("--list", action="store_true", help="print each test binary's lane and exit")
+    args = ap.parse_args()
+    lanes = args.lane or list(LANES)
+    t0 = time.monotonic()
+    binaries = build()
+    print(f"lanes: {len(binaries)} test binaries built in {time.monotonic() - t0:.0f} s", flush=True)
+    if args.list:
+        for b in binaries:
+            print(f"{b.lane:8} {b.label()}")
+        return 0
+    by_lane = {lane: [b for b in binaries if b.lane == lane] for lane in lanes}
+    scratch = Path(tempfile.mkdtemp(prefix="numalab-lanes-"))
+    tallies = {}
+    # The guest lane beside the others; the fast and browser lanes one after
+    # another (both measure on the host, and the browser is heavy).
+    side = [lane for lane in lanes if lane == "guest"]
+    main_lanes = [lane for lane in lanes if lane != "guest"]
+    buffered = {lane: Buffered(lane) for lane in side}
+    threads = []
+    for lane in side:
+        th = threading.Thread(
+            target=lambda lane=lane: tallies.__setitem__(
+                lane, run_lane(lane, by_lane[lane], buffered[lane], scratch)
+            )
+        )
+        th.start()
+        threads.append(th)
+    for lane in main_lanes:
+        print(f"lanes: lane {lane}: {len(by_lane[lane])} binaries", flush=True)
+        tallies[lane] = run_lane(lane, by_lane[lane], sys.stdout, scratch)
+        print(tallies[lane].line(), flush=True)
+    for th in threads:
+        th.join()
+    for lane in side:
+        print(f"lanes: lane {lane}: {len(by_lane[lane])} binaries, its output:", flush=True)
+        sys.stdout.write(buffered[lane].text())
+        print(tallies[lane].line(), flush=True)
+    print("lanes: summary", flush=True)
+    bad = False
+    for lane in lanes:
+        t = tallies[lane]
+        print("  " + t.line())
+        for s in t.skips:
+            test, _, why = s.partition("\t")
+            print(f"    skipped {test}: {why}")
+        for b in t.broken:
+            print(f"    FAILED {b}")
+            bad = True
+    print(f"lanes: all lanes in {time.monotonic() - t0:.0f} s", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
