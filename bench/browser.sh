@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How fast the test suite's headless-Chromium harness (crates/numalab-cli/tests/common/browser.rs)
 # renders, and how close to its timeout it gives up on a page that hangs, on this machine:
-# runs the harness's own tests (`cargo test -p numalab-cli --test browser_harness`, one at a
+# runs the harness's own tests (`cargo test -p numalab-cli --test browser browser_harness::`, one at a
 # time) and reads the timings they print. Prints a Markdown table of each page's render time
 # and, for the hanging page, the time to the error / its timeout, with "targets met: X of Y"
 # for the target the test used to assert: the hanging page's error within 15 s of a 4 s timeout
@@ -28,7 +28,7 @@ bash scripts/install-deps.sh --test >/dev/null
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-browser-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"
-cargo test --locked -q -p numalab-cli --test browser_harness -- --nocapture --test-threads 1 \
+cargo test --locked -q -p numalab-cli --test browser browser_harness:: -- --nocapture --test-threads 1 \
     > "$LOG_DIR/tests.out" 2>&1 || { tail -n 40 "$LOG_DIR/tests.out" >&2; exit 1; }
 echo "headless Chromium harness timings: $(nproc) CPUs, $(/usr/bin/chromium --version 2>/dev/null || echo chromium), logs in $LOG_DIR"
 echo

@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # The whole test suite: the lint gate (rustfmt, clippy with warnings as
-# errors, rustdoc with warnings as errors), then unit tests, property tests,
-# the topology-fixture tests, the multi-node tests in QEMU guests (guest/),
-# the browser tests of report.html in headless Chromium, libnumalab from C
-# and Fortran (installed into a scratch prefix) and its Python package
-# (pytest). Installs what it needs.
+# errors, rustdoc with warnings as errors), then the Rust tests in lanes
+# (scripts/lanes.py): fast (unit, doc, fixture, property and host tests, the
+# C and Fortran API), guest (multi-node tests in QEMU guests, guest/) and
+# browser (report.html in headless Chromium), then the Python package
+# (pytest). Each lane prints its count and time; a summary ends the run.
+# Installs what it needs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+start=$(date +%s)
 bash scripts/install-deps.sh --test
 bash guest/fetch-kernel.sh
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+lint_start=$(date +%s)
 echo "test: lint gate: cargo fmt --check, cargo clippy -D warnings, cargo doc -D warnings"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
-# cargo test builds no cdylib: the preload library `numalab profile` loads
-# (crates/numalab-preload) is built here, beside the numalab binary the
-# tests run.
-echo "test: cargo build --workspace (numalab, libnumalab_preload.so, libnumalab_capi.so and .a)"
-cargo build --workspace --locked
-echo "test: cargo test --workspace (guest tests boot QEMU; about a few minutes)"
-cargo test --workspace --locked
-# libnumalab's Python package: its wheel (maturin) and its tests (pytest).
-echo "test: the Python package: maturin build, pytest"
-bash scripts/test-python.sh
+lint_s=$(( $(date +%s) - lint_start ))
+# One build of everything the lanes run: the binaries, the cdylibs cargo
+# test does not build (libnumalab_preload.so that `numalab profile` loads,
+# libnumalab_capi.so and .a) and every test binary.
+build_start=$(date +%s)
+echo "test: cargo build --workspace --all-targets (binaries, cdylibs, test binaries)"
+cargo build --workspace --all-targets --locked
+build_s=$(( $(date +%s) - build_start ))
+rc=0
+python3 -u scripts/lanes.py || rc=1
+python_start=$(date +%s)
+echo "test: lane python: maturin build, pytest"
+bash scripts/test-python.sh || rc=1
+python_s=$(( $(date +%s) - python_start ))
+echo "test: lint ${lint_s} s, build ${build_s} s, python lane ${python_s} s; the whole command $(( $(date +%s) - start )) s"
+exit $rc

@@ -4,7 +4,7 @@
 //! (and once statically), Fortran ones with `gfortran $(pkg-config
 //! --cflags --libs numalab-fortran)`, run on this machine. The multi-node
 //! truths (bind:2, interleave:0-3, weighted 3:1, scatter) are checked in
-//! the Quartet guest (crates/numalab-cli/tests/guest_experiments/capi.rs).
+//! the Quartet guest (crates/numalab-cli/tests/guests/guest_experiments/capi.rs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

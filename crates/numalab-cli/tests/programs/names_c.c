@@ -1,5 +1,5 @@
 /* Allocation sites in C for `numalab profile`'s names
- * (crates/numalab-cli/tests/profile_names.rs), built with and without -g
+ * (crates/numalab-cli/tests/host/profile_names.rs), built with and without -g
  * and with its debug information in a separate file: one in the program,
  * one in a stripped shared library (names_lib.c). */
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Loads the stripped library of names_lib.c with dlopen, as Python loads
  * an extension module, and allocates through it, for
- * crates/numalab-cli/tests/profile_names.rs: a site in an object the
+ * crates/numalab-cli/tests/host/profile_names.rs: a site in an object the
  * program does not have at start, in `profile`, `--regions` and plans. */
 #include <dlfcn.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* A shared library for crates/numalab-cli/tests/profile_names.rs, stripped
+/* A shared library for crates/numalab-cli/tests/host/profile_names.rs, stripped
  * of every symbol but its exports: the allocation is in `fill_new`, a
  * static function placed right after the tiny exported `lib_tiny`, so the
  * nearest exported symbol before the allocation's call is `lib_tiny`,

@@ -2,7 +2,7 @@
  * them when THREADS is 1) each map PAGES fresh anonymous pages and write one
  * byte to each (PAGES page faults each), then spin until their own CPU time
  * reaches CPU_MS milliseconds. Deterministic counts for the counters tests
- * (crates/numalab-cli/tests/counters.rs). */
+ * (crates/numalab-cli/tests/host/counters.rs). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -180,6 +180,11 @@ pub(super) struct NodeSymmetry {
     /// Labelled node sets every automorphism maps onto sets of the same
     /// label (members sorted).
     sets: Vec<(u32, Vec<usize>)>,
+    /// `shared[i][j]`: an id of the labels of the sets holding both i and
+    /// j. An automorphism keeps it, so the search checks it at every step
+    /// instead of finding out only at the end that a map breaks a set
+    /// (which made it exhaust millions of maps on a 64-node machine).
+    shared: Vec<Vec<u32>>,
     /// Stabilizer orbits by sorted fixed set.
     orbits: RefCell<HashMap<Vec<usize>, Rc<Orbits>>>,
     /// Smallest images of node sequences.
@@ -196,6 +201,7 @@ impl Clone for NodeSymmetry {
             trivial: self.trivial.clone(),
             gave_up: self.gave_up.clone(),
             sets: self.sets.clone(),
+            shared: self.shared.clone(),
             orbits: RefCell::new(HashMap::new()),
             images: RefCell::new(HashMap::new()),
             order: self.order.clone(),
@@ -228,6 +234,7 @@ impl NodeSymmetry {
         let dist = dist.unwrap_or_else(|| vec![vec![None; n]; n]);
         let keys: Vec<(&String, Option<u64>)> = (0..n).map(|i| (&sig[i], dist[i][i])).collect();
         let base = ids(&keys);
+        let shared = shared_labels(n, &sets);
         let mut s = NodeSymmetry {
             n,
             dist,
@@ -235,6 +242,7 @@ impl NodeSymmetry {
             trivial: Cell::new(trivial),
             gave_up: Cell::new(false),
             sets,
+            shared,
             orbits: RefCell::new(HashMap::new()),
             images: RefCell::new(HashMap::new()),
             order: GroupOrder::one(),
@@ -356,7 +364,14 @@ impl NodeSymmetry {
                 .map(|v| {
                     let mut seen: Vec<Seen> = (0..self.n)
                         .filter(|&u| u != v)
-                        .map(|u| (self.dist[v][u], self.dist[u][v], colour[u]))
+                        .map(|u| {
+                            (
+                                self.dist[v][u],
+                                self.dist[u][v],
+                                self.shared[v][u],
+                                colour[u],
+                            )
+                        })
                         .collect();
                     seen.sort_unstable();
                     (colour[v], seen)
@@ -473,7 +488,7 @@ impl NodeSymmetry {
 
 /// What a node sees of another in colour refinement: the distance to it,
 /// the distance from it, its colour.
-type Seen = (Option<u64>, Option<u64>, u32);
+type Seen = (Option<u64>, Option<u64>, u32, u32);
 
 /// The depth-first search of one automorphism.
 struct Dfs<'a> {
@@ -490,11 +505,13 @@ impl Dfs<'_> {
     fn fits(&self, pos: usize, w: usize) -> bool {
         let v = self.order[pos];
         let d = &self.sym.dist;
+        let s = &self.sym.shared;
         self.colour[v] == self.colour[w]
             && d[v][v] == d[w][w]
+            && s[v][v] == s[w][w]
             && self.order[..pos].iter().all(|&u| {
                 let iu = self.image[u];
-                d[v][u] == d[w][iu] && d[u][v] == d[iu][w]
+                d[v][u] == d[w][iu] && d[u][v] == d[iu][w] && s[v][u] == s[w][iu]
             })
     }
 
@@ -535,6 +552,27 @@ impl Dfs<'_> {
         }
         Ok(false)
     }
+}
+
+/// Ids of the sorted labels of the sets holding both nodes, per pair.
+fn shared_labels(n: usize, sets: &[(u32, Vec<usize>)]) -> Vec<Vec<u32>> {
+    let mut labels: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); n]; n];
+    for (label, members) in sets {
+        for &a in members {
+            for &b in members {
+                labels[a][b].push(*label);
+            }
+        }
+    }
+    let flat: Vec<Vec<u32>> = labels
+        .into_iter()
+        .flatten()
+        .map(|mut l| {
+            l.sort_unstable();
+            l
+        })
+        .collect();
+    ids(&flat).chunks(n.max(1)).map(|c| c.to_vec()).collect()
 }
 
 fn find(uf: &mut [usize], mut x: usize) -> usize {

@@ -162,16 +162,19 @@ fn work(env: &PlanEnv, budget: f64) -> (BlasWork, PartPlan) {
         None => {
             let n = *ladder.last().unwrap_or(&smallest);
             // More CPU nodes cost nothing where automorphisms fold them
-            // onto the first: keep as many nodes as the smallest form's
-            // cost allows, growing until one more does not fit. The walk
+            // onto the first: keep them all if that costs no more than the
+            // smallest form, else as many as that cost allows, growing
+            // until one more does not fit. The walk
             // stops there because an irregular subset of a big machine
             // (every CPU node but a few of 64) has few automorphisms and
             // each is found only by a long search.
             let least = budget.max(cost(&spread(all.len(), 1), n, MIN_MEASUREMENT_S));
-            let k = (2..all.len())
-                .take_while(|&k| cost(&spread(all.len(), k), n, MIN_MEASUREMENT_S) <= least)
-                .last()
-                .unwrap_or(1);
+            let fit = |k: usize| cost(&spread(all.len(), k), n, MIN_MEASUREMENT_S) <= least;
+            let k = if fit(all.len()) {
+                all.len()
+            } else {
+                (2..all.len()).take_while(|&k| fit(k)).last().unwrap_or(1)
+            };
             (n, spread(all.len(), k))
         }
     };

@@ -1,0 +1,801 @@
+//! `numalab report` on this machine: a real quick report (schema, parts,
+//! placement proof, CSVs, the page in headless Chromium), Ctrl-C and
+//! `--resume`, `--parts`, reports of topology files, `compare` on two
+//! reports, and one-line errors. Timings are never asserted (the machines
+//! are shared); budget compliance is measured by bench/report.sh.
+
+use crate::common;
+
+use common::report::{
+    assert_matrix_placed, assert_valid, out_dir, page_nodes, render_and_check, results,
+    schema_errors, statuses, REPORT_IDS,
+};
+use common::{fails, fixture, json, numalab, stdout, turn, Ran};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+// Measuring and rendering (Chromium is CPU-heavy) take turns
+// (common::turn): two reports at once on a 2-core machine would each
+// measure the other. Take the turn after `quick_report()`, which takes it
+// itself.
+
+/// A fresh scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let d = out_dir().join(test);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// This machine's model, as `numalab topology --json` gives it.
+fn machine() -> Value {
+    json(&["topology", "--json"])
+}
+
+/// One quick report of this machine, shared by the tests that read it.
+fn quick_report() -> &'static (PathBuf, Ran) {
+    static R: OnceLock<(PathBuf, Ran)> = OnceLock::new();
+    R.get_or_init(|| {
+        let _turn = turn();
+        let d = scratch("quick");
+        let r = numalab(&["report", "--quick", "-o", d.to_str().unwrap()]);
+        (d, r)
+    })
+}
+
+/// The quick report's directory, once it completed (exit code 0).
+fn quick_report_done() -> &'static Path {
+    let (dir, r) = quick_report();
+    assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
+    dir
+}
+
+#[test]
+fn quick_report_of_this_machine_is_complete_and_verified() {
+    let dir = quick_report_done();
+    let out = &quick_report().1.out;
+    assert!(out.starts_with("numalab report: complete in "), "{out}");
+    let doc = results(dir);
+    assert_valid(&doc, "quick report");
+    let m = machine();
+    let nodes = m["nodes"].as_array().unwrap().len();
+    assert_eq!(doc["summary"]["node_count"], nodes);
+    let one = if nodes == 1 {
+        "1 NUMA node,".to_string()
+    } else {
+        format!("{nodes} NUMA nodes")
+    };
+    let headline = doc["summary"]["headline"].as_str().unwrap();
+    assert!(headline.contains(&one), "{headline}");
+    assert!(out.contains(headline), "stdout names the machine: {out}");
+    assert_eq!(doc["complete"], true);
+    assert_eq!(
+        doc["verification"]["verified"], true,
+        "{}",
+        doc["verification"]
+    );
+    assert_eq!(doc["mode"], "quick");
+    // A virtual machine says so among the warnings, and names its
+    // hypervisor; bare metal says nothing of the kind.
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let in_vm = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "hypervisor"));
+    let caveats: Vec<&str> = doc["summary"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.starts_with("Measured in a virtual machine ("))
+        .collect();
+    let hv = &doc["environment"]["hypervisor"];
+    if in_vm && doc["environment"]["emulated_cpu"].is_null() {
+        let name = hv.as_str().expect("a VM without environment.hypervisor");
+        assert_eq!(caveats.len(), 1, "{caveats:?}");
+        assert!(caveats[0].contains(&format!("({name})")), "{caveats:?}");
+    } else {
+        assert!(hv.is_null() && caveats.is_empty(), "{hv} {caveats:?}");
+    }
+    // Every part done, but the farthest node on a one-node machine and
+    // the full-only part.
+    for (part, status) in statuses(&doc) {
+        let want = if (part == "loaded-latency-far" && nodes == 1) || part == "blas" {
+            "not-applicable"
+        } else {
+            "done"
+        };
+        assert_eq!(status, want, "part {part}: {}", doc["parts"][&part]);
+    }
+    assert_eq!(doc["parts"]["blas"]["reason"], "runs with --full");
+    if nodes == 1 {
+        let why = doc["parts"]["loaded-latency-far"]["reason"]
+            .as_str()
+            .unwrap();
+        assert!(why.contains("one memory node"), "{why}");
+    }
+    // The matrices: every CPU node x every memory node, pages where asked.
+    let cpu_nodes: Vec<u32> = m["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["cpuless"] == false)
+        .map(|n| n["os_index"].as_u64().unwrap() as u32)
+        .collect();
+    let mem_nodes: Vec<u32> = m["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["os_index"].as_u64().unwrap() as u32)
+        .collect();
+    assert_matrix_placed(&doc, "latency-matrix", "latency", &cpu_nodes, &mem_nodes);
+    assert_matrix_placed(
+        &doc,
+        "bandwidth-matrix",
+        "bandwidth",
+        &cpu_nodes,
+        &mem_nodes,
+    );
+    let lat = doc["parts"]["latency-matrix"]["result"]["latency"][0][0]["value"]["median"]
+        .as_f64()
+        .unwrap();
+    assert!((20.0..2000.0).contains(&lat), "memory latency {lat} ns");
+    // c2c over every allowed CPU; the sweep's buffers stayed on their nodes.
+    let p = &doc["parts"];
+    assert_eq!(p["c2c"]["result"]["cpus"], m["allowed_cpus"]);
+    for b in p["sweep"]["result"]["sweep"]["buffers"].as_array().unwrap() {
+        let node = b["node"].as_u64().unwrap() as u32;
+        assert_eq!(page_nodes(&b["at_start"]["pages_by_node"]), vec![node]);
+        assert_eq!(page_nodes(&b["at_end"]["pages_by_node"]), vec![node]);
+    }
+    let runs = p["sweep"]["result"]["sweep"]["runs"].as_array().unwrap();
+    let threads: Vec<u64> = runs
+        .iter()
+        .map(|r| r["threads"].as_u64().unwrap())
+        .collect();
+    assert_eq!(threads, vec![1, 2]);
+    // The study's scenarios: at least the first this machine can have,
+    // every case normalised to a baseline.
+    let sc = &p["sweep-scenarios"]["result"];
+    let first = &sc["priority"][0];
+    let ran: Vec<&Value> = sc["measured"]["runs"].as_array().unwrap().iter().collect();
+    assert!(ran.iter().any(|r| r["scenario"] == *first), "{sc}");
+    for c in ran.iter().flat_map(|r| r["cases"].as_array().unwrap()) {
+        let x = c["normalized"].as_f64().unwrap();
+        assert!(x.is_finite() && x > 0.0, "{c}");
+        assert!(c["total_s"].as_array().unwrap().len() >= 4, "{c}");
+    }
+    // Scaling 1..N threads packed and spread, the sizes from L1 to memory.
+    let n = m["allowed_cpus"].as_array().unwrap().len();
+    let packed = p["scaling"]["result"]["packed"].as_array().unwrap();
+    assert_eq!(packed.len(), n.min(8));
+    let pts = p["sizes"]["result"]["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 7, "quick: seven sizes");
+    assert_eq!(pts.last().unwrap()["fits_in"], "memory");
+    // Loaded latency: chase pages on the home node, injectors on every other CPU.
+    let ll = &p["loaded-latency-local"]["result"];
+    assert_eq!(
+        page_nodes(&ll["chase"]["pages_by_node"]),
+        vec![cpu_nodes[0]]
+    );
+    assert_eq!(ll["injectors"]["cpus"].as_array().unwrap().len(), n - 1);
+    // The policy comparison ran every quick workload under every policy.
+    let cells = p["policies"]["result"]["cells"].as_array().unwrap();
+    // 3 quick workloads x 4 policies (local, interleave, interleave over the
+    // accessing nodes, one node).
+    assert_eq!(cells.len(), 12);
+    assert!(cells.iter().all(|c| c["verified"] == true));
+    // The quick budget of this machine, and the time taken, are recorded
+    // (bench/report.sh measures how well the budget is kept).
+    let quick = numalab::report::plan::default_budget(
+        &numalab::Machine::live().unwrap(),
+        numalab::report::results::Mode::Quick,
+    );
+    assert_eq!(doc["budget_s"].as_f64(), Some(quick));
+    assert_eq!(doc["runs"][0]["budget_s"], doc["budget_s"]);
+    assert!(doc["elapsed_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["runs"][0]["outcome"], "complete");
+    // One CSV per table, numbers in them.
+    for f in [
+        "machine-nodes.csv",
+        "distances.csv",
+        "parts.csv",
+        "latency-matrix.csv",
+        "bandwidth-matrix.csv",
+        "sizes.csv",
+        "scaling.csv",
+        "sweep.csv",
+        "sweep-findings.csv",
+        "scenario-plan.csv",
+        "scenarios.csv",
+        "scenario-findings.csv",
+        "loaded-latency.csv",
+        "c2c.csv",
+        "c2c-nodes.csv",
+        "policies.csv",
+        "key-figures.csv",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(dir.join("latency-matrix.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("cpu_node,mem_node,mem_node_cpuless,median_ns,"));
+    assert_eq!(lines.len(), 1 + cpu_nodes.len() * mem_nodes.len());
+    let median: f64 = lines[1].split(',').nth(3).unwrap().parse().unwrap();
+    assert!((median - lat).abs() < 0.01, "{median} vs {lat}");
+    let parts_csv = std::fs::read_to_string(dir.join("parts.csv")).unwrap();
+    // A header and one row per part.
+    let parts = doc["parts"].as_object().unwrap().len();
+    assert_eq!(parts_csv.lines().count(), 1 + parts, "{parts_csv}");
+}
+
+/// The study's scenarios alone, on this machine: every scenario it can
+/// have runs with the study's roles and a value per round; the others are
+/// listed with why not.
+#[test]
+fn the_study_scenarios_run_by_role_with_real_values() {
+    let _turn = turn();
+    let dir = scratch("scenarios");
+    let r = numalab(&[
+        "report",
+        "--quick",
+        "--parts",
+        "sweep-scenarios",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
+    let doc = results(&dir);
+    assert_valid(&doc, "scenarios report");
+    let part = &doc["parts"]["sweep-scenarios"];
+    assert_eq!(part["status"], "done", "{part}");
+    assert_eq!(part["verified"], true, "{part}");
+    let sc = &part["result"];
+    let m = &sc["measured"];
+    let runs = m["runs"].as_array().unwrap();
+    let run = |name: &str| {
+        runs.iter()
+            .find(|r| r["scenario"] == name)
+            .unwrap_or_else(|| panic!("no run of {name}: {sc}"))
+    };
+    let roles = |r: &Value| -> Vec<String> {
+        r["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let v: Vec<&str> = c["roles"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_str().unwrap())
+                    .collect();
+                v.join(" + ")
+            })
+            .collect()
+    };
+    // Every case: a positive total per round, normalised; pages stayed.
+    let rounds = m["rounds_run"].as_u64().unwrap() as usize;
+    assert!(rounds >= 4, "{rounds} rounds");
+    for c in runs.iter().flat_map(|r| r["cases"].as_array().unwrap()) {
+        assert_eq!(c["verified"], true, "{c}");
+        let n = c["normalized"].as_f64().unwrap();
+        assert!(n.is_finite() && n > 0.0, "{c}");
+        let totals = c["total_s"].as_array().unwrap();
+        assert_eq!(totals.len(), rounds, "{c}");
+        assert!(totals.iter().all(|t| t.as_f64().unwrap() > 0.0), "{c}");
+    }
+    for b in m["buffers"].as_array().unwrap() {
+        let node = b["node"].as_u64().unwrap() as u32;
+        assert_eq!(page_nodes(&b["at_end"]["pages_by_node"]), vec![node]);
+    }
+    let nodes = doc["machine"]["nodes"].as_array().unwrap().len();
+    let cpus = doc["machine"]["allowed_cpus"].as_array().unwrap().len();
+    if nodes == 1 && cpus >= 2 {
+        // One node: the one-node pair and the one thread, nothing left out.
+        assert_eq!(
+            sc["priority"],
+            serde_json::json!(["two-on-one-node", "one-thread-hops"])
+        );
+        assert_eq!(sc["left_out"], serde_json::json!([]));
+        let two = run("two-on-one-node");
+        assert_eq!(roles(two), ["A.0.r.A + A.1.r.A", "A.0.w.A + A.1.w.A"]);
+        let one = run("one-thread-hops");
+        assert_eq!(roles(one), ["A.0.r.A", "A.0.w.A"]);
+        // The baselines are measured cases: the local read, the two
+        // local readers (on A's two cores here).
+        assert_eq!(one["cases"][0]["normalized"], 1.0);
+        assert_eq!(two["cases"][0]["normalized"], 1.0);
+        assert_eq!(
+            two["cases"][1]["baseline"],
+            two["cases"][0]["labels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l.as_str().unwrap())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        // The crossfire scenarios are listed, not applicable, with why.
+        let na: Vec<&Value> = m["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| !s["not_applicable"].is_null())
+            .collect();
+        assert_eq!(na.len(), 4, "{na:?}");
+        for s in &na {
+            let why = s["not_applicable"].as_str().unwrap();
+            assert!(why.starts_with("needs "), "{s}");
+        }
+        // (c) cannot be told on one node, and the summary says why.
+        let f = &m["findings"][0];
+        assert_eq!(f["verdict"], "cannot_tell", "{f}");
+        let said: Vec<&str> = doc["summary"]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["text"].as_str().unwrap())
+            .filter(|t| t.starts_with("Classic scenario (c)"))
+            .collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0]
+                .contains("idle: cannot tell — this machine has no memory node away from node A"),
+            "{}",
+            said[0]
+        );
+    } else {
+        // Several nodes: crossfire first.
+        assert_eq!(sc["priority"][0], "crossfire", "{sc}");
+        assert_eq!(roles(run("crossfire"))[1], "A.0.w.B + B.0.w.A");
+    }
+    // The tables: every scenario in the plan, a row per case.
+    let plan = std::fs::read_to_string(dir.join("scenario-plan.csv")).unwrap();
+    assert_eq!(plan.lines().count(), 1 + 6, "{plan}");
+    let cases = std::fs::read_to_string(dir.join("scenarios.csv")).unwrap();
+    let rows: usize = runs
+        .iter()
+        .map(|r| r["cases"].as_array().unwrap().len())
+        .sum();
+    assert!(cases.lines().count() > rows, "{cases}");
+    let text = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(
+        text.contains("scenarios of the classic two-thread study"),
+        "{text}"
+    );
+}
+
+#[test]
+fn report_html_renders_in_chromium_with_every_chart_and_table() {
+    let dir = quick_report_done();
+    let _turn = turn();
+    let doc = results(dir);
+    let nodes = doc["machine"]["nodes"].as_array().unwrap().len();
+    let nodes_text = if nodes == 1 {
+        "1 NUMA node".to_string()
+    } else {
+        format!("{nodes} NUMA nodes")
+    };
+    // Every chart and table of a complete report, but what this machine
+    // cannot have: a far node's curve, a distance heatmap without a table.
+    let mut ids: Vec<&str> = REPORT_IDS.to_vec();
+    if doc["parts"]["loaded-latency-far"]["status"] == "not-applicable" {
+        ids.retain(|i| *i != "fig-loaded-latency-far");
+        ids.push("missing-loaded-latency-far");
+    }
+    if doc["machine"]["distances"].is_null() {
+        ids.retain(|i| *i != "fig-distance-heatmap");
+    }
+    let r = render_and_check(dir, "report-host", &ids, &nodes_text);
+    // Charts carry their units; the page's title names the host.
+    let lat = r.text_of("fig-latency-heatmap").unwrap_or_default();
+    assert!(lat.contains("ns"), "{lat}");
+    let sizes = r.text_of("fig-sizes-bandwidth").unwrap_or_default();
+    assert!(sizes.contains("GB/s") && sizes.contains("KiB"), "{sizes}");
+    assert!(r.title.starts_with("numalab report: "), "{}", r.title);
+    // Every CSV link in the page points at a file that exists.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for link in html.split("href=\"").skip(1) {
+        let target = link.split('"').next().unwrap();
+        if target.starts_with('#') {
+            continue;
+        }
+        assert!(
+            dir.join(target).is_file(),
+            "report.html links to {target}, which is not in {}",
+            dir.display()
+        );
+    }
+    assert!(!html.contains("<script"), "no script in the report");
+}
+
+/// Waits until at least `n` parts of DIR/results.json are done; panics if
+/// the report ends first.
+fn wait_for_parts(dir: &Path, n: usize, child: &mut std::process::Child) {
+    loop {
+        if let Ok(text) = std::fs::read_to_string(dir.join("results.json")) {
+            if let Ok(doc) = serde_json::from_str::<Value>(&text) {
+                let done = statuses(&doc).iter().filter(|(_, s)| s == "done").count();
+                if done >= n {
+                    return;
+                }
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the report ended ({status}) before {n} parts were done");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_keeps_what_was_measured_and_resume_measures_only_the_rest() {
+    let _turn = turn();
+    let dir = scratch("interrupted");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args([
+            "report",
+            "--quick",
+            "--budget",
+            "20",
+            "-o",
+            dir.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_parts(&dir, 2, &mut child);
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "stderr: {err}");
+    assert!(
+        err.contains("numalab: interrupted after") && err.contains("--resume"),
+        "{err}"
+    );
+    let before = results(&dir);
+    assert_valid(&before, "interrupted report");
+    assert_eq!(before["complete"], false);
+    assert_eq!(before["runs"][0]["outcome"], "interrupted");
+    let st = statuses(&before);
+    let done: Vec<String> = st
+        .iter()
+        .filter(|(_, s)| s == "done")
+        .map(|(p, _)| p.clone())
+        .collect();
+    let interrupted: Vec<String> = st
+        .iter()
+        .filter(|(_, s)| s == "interrupted")
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert!(done.len() >= 2, "{st:?}");
+    assert!(!interrupted.is_empty(), "{st:?}");
+    for p in &interrupted {
+        let why = before["parts"][p]["reason"].as_str().unwrap();
+        assert!(
+            why.contains("interrupted") && why.contains("--resume"),
+            "{p}: {why}"
+        );
+        assert!(before["parts"][p]["result"].is_null());
+    }
+    // The page says what is missing and why.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for p in &interrupted {
+        assert!(html.contains(&format!("id=\"missing-{p}\"")), "{p}");
+    }
+    assert!(html.contains("id=\"summary-missing\""));
+    // The summary names every missing part (parts missing for the same
+    // reason share a line).
+    let missing = before["summary"]["missing"].to_string();
+    for p in &interrupted {
+        assert!(missing.contains(p.as_str()), "{p} not in {missing}");
+    }
+
+    let r = numalab(&["report", "-o", dir.to_str().unwrap(), "--resume"]);
+    assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
+    assert!(r.err.contains("report: resuming"), "{}", r.err);
+    let after = results(&dir);
+    assert_valid(&after, "resumed report");
+    assert_eq!(after["complete"], true, "{:?}", statuses(&after));
+    let runs = after["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[1]["resumed"], true);
+    // Finished parts are untouched; only the missing ones were measured.
+    for p in &done {
+        assert_eq!(
+            after["parts"][p], before["parts"][p],
+            "part {p} was measured again"
+        );
+        assert_eq!(after["parts"][p]["run"], 1);
+    }
+    let measured: Vec<String> = runs[1]["measured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    for p in &measured {
+        assert!(!done.contains(p), "{p} measured twice");
+        assert_eq!(after["parts"][p]["run"], 2);
+    }
+    for p in &interrupted {
+        assert!(measured.contains(p), "{p} not measured by --resume");
+    }
+    // Resuming a complete report measures nothing.
+    let out = stdout(&["report", "-o", dir.to_str().unwrap(), "--resume"]);
+    assert!(out.contains("nothing to resume"), "{out}");
+    assert_eq!(results(&dir)["runs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn parts_selection_and_compare_of_two_reports() {
+    let a = quick_report_done();
+    let _turn = turn();
+    let b = {
+        let b = scratch("matrices");
+        let r = numalab(&[
+            "report",
+            "--parts",
+            "matrix",
+            "--budget",
+            "4",
+            "-o",
+            b.to_str().unwrap(),
+        ]);
+        assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
+        b
+    };
+    let doc = results(&b);
+    assert_valid(&doc, "--parts matrix");
+    assert_eq!(doc["complete"], true);
+    for (part, status) in statuses(&doc) {
+        let want = if part.ends_with("-matrix") {
+            "done"
+        } else {
+            "not-selected"
+        };
+        assert_eq!(status, want, "{part}");
+    }
+    let html = std::fs::read_to_string(b.join("report.html")).unwrap();
+    assert!(html.contains("id=\"fig-latency-heatmap\""));
+    assert!(
+        !html.contains("id=\"sec-sizes\""),
+        "unselected parts have no section"
+    );
+
+    let page = b.join("compare.html");
+    let c = json(&[
+        "compare",
+        a.join("results.json").to_str().unwrap(),
+        b.join("results.json").to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+        "--json",
+    ]);
+    let rows = c["rows"].as_array().unwrap();
+    let lat = rows
+        .iter()
+        .find(|r| {
+            r["metric"]
+                .as_str()
+                .unwrap()
+                .starts_with("parts.latency-matrix.result.latency[cpu_node=0,mem_node=0].value")
+        })
+        .unwrap_or_else(|| panic!("no latency metric in {c}"));
+    let (x, y) = (lat["a"].as_f64().unwrap(), lat["b"].as_f64().unwrap());
+    assert!((lat["ratio"].as_f64().unwrap() - y / x).abs() < 1e-9);
+    assert!(!lat["significant"].is_null());
+    // Parts only one report has are one-sided rows.
+    let sizes = rows
+        .iter()
+        .find(|r| r["metric"].as_str().unwrap().starts_with("parts.scaling."))
+        .expect("a scaling metric");
+    assert!(sizes["b"].is_null() && sizes["ratio"].is_null());
+    let page = std::fs::read_to_string(page).unwrap();
+    assert!(page.contains("parts.latency-matrix.result.latency"));
+}
+
+#[test]
+fn topology_file_reports_describe_the_machine_and_name_what_needs_it() {
+    let _turn = turn();
+    for (file, nodes_text, extra) in [
+        (
+            "qemu-quartet-4n2c-ring.xml",
+            "4 NUMA nodes",
+            &["fig-distance-heatmap"][..],
+        ),
+        (
+            "qemu-ring4-cpuless-hmat.xml",
+            "5 NUMA nodes (4 with CPUs, 1 CPU-less)",
+            &["fig-distance-heatmap", "tab-hmat"][..],
+        ),
+        (
+            "16amd64-8n2c.xml",
+            "8 NUMA nodes",
+            &["fig-distance-heatmap"][..],
+        ),
+    ] {
+        let dir = scratch(&format!("topology-{}", file.trim_end_matches(".xml")));
+        let out = stdout(&[
+            "report",
+            "--topology",
+            &fixture(file),
+            "-o",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(out.contains(nodes_text), "{file}: {out}");
+        let doc = results(&dir);
+        assert_valid(&doc, file);
+        assert!(doc["environment"].is_null());
+        assert_eq!(doc["machine"]["source"]["kind"], "file");
+        for (part, status) in statuses(&doc) {
+            assert_eq!(status, "needs-machine", "{file} {part}");
+            let why = doc["parts"][&part]["reason"].as_str().unwrap();
+            assert!(why.contains(file) && why.contains("live machine"), "{why}");
+        }
+        let mut ids = vec![
+            "summary",
+            "fig-node-graph",
+            "tab-distances",
+            "tab-machine",
+            "tab-caches",
+            "missing-latency-matrix",
+            "missing-sweep-scenarios",
+        ];
+        ids.extend_from_slice(extra);
+        let r = render_and_check(
+            &dir,
+            &format!("report-topology-{}", file.trim_end_matches(".xml")),
+            &ids,
+            nodes_text,
+        );
+        let missing = r.text_of("missing-latency-matrix").unwrap();
+        assert!(missing.contains("needs the live machine"), "{missing}");
+    }
+}
+
+#[test]
+fn bad_input_gets_one_line_errors() {
+    let _turn = turn();
+    let tmp = scratch("errors");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let d = tmp.to_str().unwrap();
+    let file = tmp.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    // A report already in the directory (a topology one: no measuring).
+    let taken = tmp.join("taken");
+    stdout(&[
+        "report",
+        "--topology",
+        &fixture("qemu-quartet-4n2c-ring.xml"),
+        "-o",
+        taken.to_str().unwrap(),
+    ]);
+    let before = std::fs::read_to_string(taken.join("results.json")).unwrap();
+    let quartet = fixture("qemu-quartet-4n2c-ring.xml");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["report", "-o", taken.to_str().unwrap()],
+            "already holds a report: --resume completes it, --force overwrites it",
+        ),
+        (
+            vec!["report", "-o", taken.to_str().unwrap(), "--resume"],
+            "describes a topology file, not this machine",
+        ),
+        (vec!["report", "-o", d, "--resume"], "--resume: "),
+        (
+            vec!["report", "--parts", "latency", "-o", d],
+            "--parts: unknown part 'latency'; valid: latency-matrix",
+        ),
+        (
+            vec!["report", "--budget", "0", "-o", d],
+            "--budget 0 must be at least 1 second",
+        ),
+        (
+            vec!["report", "--budget", "soon", "-o", d],
+            "--budget 'soon' is not a number of seconds",
+        ),
+        (
+            vec!["report", "--size", "10K", "-o", d],
+            "--size 10K is too small",
+        ),
+        (
+            vec!["report", "--topology", &quartet, "--resume", "-o", d],
+            "measures nothing",
+        ),
+        (
+            vec![
+                "report",
+                "--resume",
+                "--quick",
+                "-o",
+                taken.to_str().unwrap(),
+            ],
+            "drop --quick",
+        ),
+        (
+            vec!["report", "-o", file.to_str().unwrap()],
+            "not a directory",
+        ),
+        (vec!["report", "--quick", "--full"], "cannot be used with"),
+        (
+            vec!["report", "--topology", "/nonexistent.xml", "-o", d],
+            "cannot read topology file /nonexistent.xml",
+        ),
+    ];
+    for (args, needle) in cases {
+        fails(&args, needle);
+    }
+    // Nothing was lost or changed.
+    assert_eq!(
+        std::fs::read_to_string(taken.join("results.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn the_schema_rejects_what_it_should() {
+    let dir = scratch("schema");
+    stdout(&[
+        "report",
+        "--topology",
+        &fixture("qemu-ring4-cpuless-hmat.xml"),
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    let good = results(&dir);
+    assert_valid(&good, "topology report");
+    type Breakage = (&'static str, Box<dyn Fn(&mut Value)>);
+    let broken: Vec<Breakage> = vec![
+        (
+            "unknown status",
+            Box::new(|d| d["parts"]["sizes"]["status"] = "finished".into()),
+        ),
+        (
+            "done without a result",
+            Box::new(|d| d["parts"]["c2c"]["status"] = "done".into()),
+        ),
+        (
+            "missing part",
+            Box::new(|d| {
+                d["parts"].as_object_mut().unwrap().remove("policies");
+            }),
+        ),
+        (
+            "node count 0",
+            Box::new(|d| d["summary"]["node_count"] = 0.into()),
+        ),
+        (
+            "headline without nodes",
+            Box::new(|d| d["summary"]["headline"] = "A machine.".into()),
+        ),
+        (
+            "wrong schema",
+            Box::new(|d| d["schema"] = "numalab-sweep".into()),
+        ),
+        ("unknown key", Box::new(|d| d["extra"] = 1.into())),
+        (
+            "missing reason",
+            Box::new(|d| d["parts"]["sweep"]["reason"] = Value::Null),
+        ),
+        (
+            "bad page key",
+            Box::new(|d| {
+                d["machine"]["nodes"][0]["kind"] = "sram".into();
+            }),
+        ),
+    ];
+    for (what, f) in broken {
+        let mut d = good.clone();
+        f(&mut d);
+        assert!(!schema_errors(&d).is_empty(), "the schema accepts {what}");
+    }
+}

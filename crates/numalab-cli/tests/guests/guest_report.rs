@@ -1,0 +1,378 @@
+//! `numalab report` measured inside the multi-node QEMU guests: the Quartet
+//! (4 nodes in a ring, 2 CPUs each) and the ring with a CPU-less node 4.
+//! The report directory comes back over the serial console (tar, gzip,
+//! base64); the tests check its placement proofs against the machine, its
+//! schema, and render report.html in headless Chromium on the host.
+//! Timings inside the guest mean nothing and are never asserted. One test
+//! per guest, so that both guests boot at once.
+
+use crate::common;
+
+use common::report::{
+    assert_emulated, assert_matrix_placed, assert_valid, out_dir, page_nodes, render_and_check,
+    results, statuses, REPORT_IDS,
+};
+use common::{boot, Guest};
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The guest steps: the report (quick, with smaller buffers than a real
+/// machine needs: TCG faults pages slowly), then the directory packed.
+fn steps(budget: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "report",
+            format!("numalab report --quick --size 32M --budget {budget} -o /tmp/rep"),
+        ),
+        ("pack", "cd /tmp && tar czf - rep | base64".into()),
+    ]
+}
+
+/// The page's ids under TCG: the emulation box, and the findings list only
+/// where some finding does not rest on timings (the Quartet has none).
+fn emulated_ids() -> Vec<&'static str> {
+    REPORT_IDS
+        .iter()
+        .copied()
+        .filter(|i| *i != "summary-findings")
+        .chain(["summary-emulated"])
+        .collect()
+}
+
+/// Boots `machine`, runs the report, unpacks it on the host.
+fn run(machine: &str, budget: &str) -> (Guest, PathBuf) {
+    let owned = steps(budget);
+    let s: Vec<(&str, &str)> = owned.iter().map(|(n, c)| (*n, c.as_str())).collect();
+    let g = boot(machine, "6.12", &s);
+    let dir = out_dir().join(format!("guest-{machine}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pack = g.step("pack");
+    assert_eq!(pack.rc, 0, "pack: {}", pack.err);
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("base64 -d | tar xzf - -C '{}'", dir.display()))
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(pack.out.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "unpacking the guest's report"
+    );
+    (g, dir.join("rep"))
+}
+
+/// The report ran to the end and every part is done: the whole report.
+fn complete(g: &Guest, dir: &Path, what: &str) -> Value {
+    let s = g.step("report");
+    assert_eq!(
+        s.rc, 0,
+        "{what}: report exit code\nstdout:\n{}\nstderr:\n{}",
+        s.out, s.err
+    );
+    assert!(s.out.starts_with("numalab report: complete"), "{}", s.out);
+    let doc = results(dir);
+    assert_valid(&doc, what);
+    for (part, status) in statuses(&doc) {
+        // The guest's report is --quick: full-only parts are not in it.
+        let full_only = part == "blas" && doc["mode"] != "full";
+        assert_eq!(
+            status,
+            if full_only { "not-applicable" } else { "done" },
+            "{what}: {part}: {}",
+            doc["parts"][&part]["reason"]
+        );
+    }
+    assert_eq!(doc["complete"], true);
+    assert_eq!(
+        doc["verification"]["verified"], true,
+        "{}",
+        doc["verification"]
+    );
+    doc
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn quartet_report_measures_every_node_pair_where_it_says() {
+    let (g, dir) = &run("quartet", "200");
+    let doc = complete(g, dir, "quartet");
+    let p = &doc["parts"];
+    assert_eq!(doc["machine"]["nodes"].as_array().unwrap().len(), 4);
+    let nodes = [0, 1, 2, 3];
+    assert_matrix_placed(&doc, "latency-matrix", "latency", &nodes, &nodes);
+    assert_matrix_placed(&doc, "bandwidth-matrix", "bandwidth", &nodes, &nodes);
+    // Loaded latency from CPU 0: local is node 0, the farthest node 3 (22).
+    let local = &p["loaded-latency-local"]["result"];
+    let far = &p["loaded-latency-far"]["result"];
+    assert_eq!(local["chase"]["cpu"], 0);
+    assert_eq!(page_nodes(&local["chase"]["pages_by_node"]), vec![0]);
+    assert_eq!(page_nodes(&far["chase"]["pages_by_node"]), vec![3]);
+    assert_eq!(u32s(&far["injectors"]["cpus"]), vec![1, 2, 3, 4, 5, 6, 7]);
+    for w in far["verification"]["workers"].as_array().unwrap() {
+        for b in w["buffers"].as_array().unwrap() {
+            assert_eq!(page_nodes(&b["pages_by_node"]), vec![3], "injector {w}");
+        }
+    }
+    // Core-to-core over every CPU, grouped by node.
+    let c2c = &p["c2c"]["result"];
+    assert_eq!(u32s(&c2c["cpus"]), (0..8).collect::<Vec<_>>());
+    assert_eq!(u32s(&c2c["nodes"]), vec![0, 0, 1, 1, 2, 2, 3, 3]);
+    assert_eq!(c2c["pair_count"], 28);
+    // Packed fills node 0 first, spread takes one CPU per node.
+    let sc = &p["scaling"]["result"];
+    assert_eq!(u32s(&sc["packed"][1]["cpus"]), vec![0, 1]);
+    // Whichever thread counts the budget kept: up to four threads spread
+    // over as many nodes, five and more on every node.
+    let spread = sc["spread"].as_array().unwrap();
+    assert!(spread.len() >= 2, "{spread:?}");
+    for point in spread {
+        let cpus = u32s(&point["cpus"]);
+        let mut nodes: Vec<u32> = cpus.iter().map(|c| c / 2).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        assert_eq!(nodes.len(), cpus.len().min(4), "spread CPUs {cpus:?}");
+    }
+    // The sweep: every hop class of one thread, every buffer on its node.
+    let sw = &p["sweep"]["result"]["sweep"];
+    assert_eq!(sw["node_automorphisms"], 8);
+    let one = sw["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["threads"] == 1)
+        .unwrap();
+    let classes: std::collections::BTreeSet<&str> = one["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["hop_class"].as_str().unwrap())
+        .collect();
+    for c in ["r0", "r1", "r2", "w0", "w1", "w2"] {
+        assert!(classes.contains(c), "hop class {c} missing: {classes:?}");
+    }
+    for b in sw["buffers"].as_array().unwrap() {
+        let node = b["node"].as_u64().unwrap() as u32;
+        assert_eq!(page_nodes(&b["at_end"]["pages_by_node"]), vec![node]);
+    }
+    // The study's scenarios by role: A = 0, B = 1 (linked), C = 3 (one
+    // hop from B, two from A); crossfire first, its cases named as the
+    // study names them, every buffer on its node.
+    let sc = &p["sweep-scenarios"]["result"];
+    let roles = &sc["measured"]["roles"];
+    assert_eq!(
+        (&roles["a"], &roles["b"], &roles["c"]),
+        (&0.into(), &1.into(), &3.into())
+    );
+    assert_eq!(sc["priority"][0], "crossfire", "{sc}");
+    let runs = sc["measured"]["runs"].as_array().unwrap();
+    let cross = runs
+        .iter()
+        .find(|r| r["scenario"] == "crossfire")
+        .unwrap_or_else(|| panic!("crossfire did not run: {sc}"));
+    let case_roles: Vec<Vec<&str>> = cross["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            c["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        case_roles,
+        [
+            ["A.0.w.A", "B.0.w.B"],
+            ["A.0.w.B", "B.0.w.A"],
+            ["A.0.w.B", "B.0.w.C"]
+        ]
+    );
+    assert_eq!(
+        cross["cases"][2]["labels"],
+        serde_json::json!(["0.0.w.1", "1.0.w.3"])
+    );
+    let rounds = sc["measured"]["rounds_run"].as_u64().unwrap() as usize;
+    assert!(rounds >= 4, "{rounds}");
+    for r in runs {
+        for c in r["cases"].as_array().unwrap() {
+            assert_eq!(c["verified"], true, "{c}");
+            assert_eq!(c["total_s"].as_array().unwrap().len(), rounds, "{c}");
+            assert!(c["normalized"].as_f64().unwrap() > 0.0, "{c}");
+        }
+    }
+    for b in sc["measured"]["buffers"].as_array().unwrap() {
+        let node = b["node"].as_u64().unwrap() as u32;
+        assert_eq!(page_nodes(&b["at_end"]["pages_by_node"]), vec![node]);
+    }
+    // Findings (b) by the rank test, idle at least.
+    let f = sc["measured"]["findings"].as_array().unwrap();
+    assert!(
+        f.iter().any(|x| x["question"] == "b"
+            && x["condition"] == "idle"
+            && x["comparison"].is_object()),
+        "{f:?}"
+    );
+    // Policies: main-thread first touch puts every page on node 0,
+    // interleave on all four nodes.
+    let cells = p["policies"]["result"]["cells"].as_array().unwrap();
+    let cell = |w: &str, pol: &str| {
+        cells
+            .iter()
+            .find(|c| c["workload"] == w && c["policy"] == pol)
+            .unwrap_or_else(|| panic!("{w}/{pol}"))
+    };
+    assert_eq!(
+        page_nodes(&cell("serial-init", "local")["pages_by_node"]),
+        vec![0]
+    );
+    assert_eq!(
+        page_nodes(&cell("serial-init", "interleave")["pages_by_node"]),
+        vec![0, 1, 2, 3]
+    );
+    assert_eq!(
+        page_nodes(&cell("numa-aware", "local")["pages_by_node"]),
+        vec![0, 1, 2, 3]
+    );
+    // The summary names the nodes and answers the multi-node questions.
+    let s = &doc["summary"];
+    assert_eq!(s["node_count"], 4);
+    assert!(s["headline"]
+        .as_str()
+        .unwrap()
+        .contains("has 4 NUMA nodes,"));
+    // Measured under TCG: the timing findings are claims, withheld.
+    let findings = assert_emulated(&doc);
+    let topics: Vec<&str> = findings
+        .iter()
+        .map(|f| f["topic"].as_str().unwrap())
+        .collect();
+    for t in [
+        "latency",
+        "bandwidth",
+        "scaling",
+        "writers",
+        "crossfire",
+        "loaded-latency",
+        "c2c",
+    ] {
+        assert!(topics.contains(&t), "no {t} sentence: {topics:?}");
+    }
+    let lat = findings.iter().find(|f| f["topic"] == "latency").unwrap()["text"]
+        .as_str()
+        .unwrap();
+    assert!(lat.contains("NUMA ratios"), "{lat}");
+    let k = &s["key_figures"];
+    assert!(k["numa_ratio_max"].as_f64().unwrap() > 0.0);
+    assert!(k["c2c_across_nodes_ns"].as_f64().unwrap() > 0.0);
+    assert_eq!(k["compared_threads"], 2);
+    // The CSVs hold every cell.
+    let csv = std::fs::read_to_string(dir.join("latency-matrix.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 17);
+
+    // The page, in a real browser.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // The farthest memory's chart names the node its pages are on (3), not
+    // the chase CPU's node (0).
+    assert!(
+        html.contains("Loaded latency, farthest memory (node 3) from CPU 0"),
+        "farthest-node chart title"
+    );
+    let r = render_and_check(dir, "report-guest-quartet", &emulated_ids(), "4 NUMA nodes");
+    assert!(
+        r.text_of("summary-emulated")
+            .is_some_and(|t| t.contains("Emulated CPU.")),
+        "no emulation banner in the page"
+    );
+    // Only the --full-only BLAS part stays out of a default report.
+    assert!(
+        !r.element_ids
+            .iter()
+            .any(|i| i.starts_with("missing-") && i != "missing-blas"),
+        "a part is missing: {:?}",
+        r.element_ids
+    );
+    // The ring's four links (distance 16); 0-3 and 1-2 are two hops, no link.
+    let graph = r.text_of("fig-node-graph").unwrap_or_default();
+    for link in [
+        "node 0 – node 1: 16",
+        "node 0 – node 2: 16",
+        "node 1 – node 3: 16",
+        "node 2 – node 3: 16",
+    ] {
+        assert!(graph.contains(link), "node graph lacks '{link}': {graph}");
+    }
+    for not in ["node 0 – node 3", "node 1 – node 2"] {
+        assert!(!graph.contains(not), "node graph has '{not}': {graph}");
+    }
+}
+
+#[test]
+fn ring_report_includes_the_cpuless_node() {
+    let (g, dir) = &run("ring4-cpuless", "160");
+    let doc = complete(g, dir, "ring4-cpuless");
+    let p = &doc["parts"];
+    assert_matrix_placed(
+        &doc,
+        "latency-matrix",
+        "latency",
+        &[0, 1, 2, 3],
+        &[0, 1, 2, 3, 4],
+    );
+    assert_matrix_placed(
+        &doc,
+        "bandwidth-matrix",
+        "bandwidth",
+        &[0, 1, 2, 3],
+        &[0, 1, 2, 3, 4],
+    );
+    // The farthest node from 0 is 2 (22), not the CPU-less 4 (20).
+    let far = &p["loaded-latency-far"]["result"];
+    assert_eq!(page_nodes(&far["chase"]["pages_by_node"]), vec![2]);
+    assert_eq!(
+        u32s(&p["sweep"]["result"]["sweep"]["mem_nodes"]),
+        vec![0, 1, 2, 3, 4]
+    );
+    let headline = doc["summary"]["headline"].as_str().unwrap();
+    assert!(
+        headline.contains("5 NUMA nodes (4 with CPUs, 1 CPU-less)"),
+        "{headline}"
+    );
+    let findings = assert_emulated(&doc);
+    // Each CPU-less node named once in the bandwidth sentence.
+    let bw = findings.iter().find(|f| f["topic"] == "bandwidth").unwrap()["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(bw.matches("CPU-less node 4").count(), 1, "{bw}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Loaded latency, farthest memory (node 2) from CPU 0"));
+    let csv = std::fs::read_to_string(dir.join("latency-matrix.csv")).unwrap();
+    let cpuless_rows = csv.lines().filter(|l| l.contains(",4,yes,")).count();
+    assert_eq!(cpuless_rows, 4, "{csv}");
+    let r = render_and_check(
+        dir,
+        "report-guest-ring4-cpuless",
+        &[&emulated_ids()[..], &["tab-hmat"]].concat(),
+        "5 NUMA nodes (4 with CPUs, 1 CPU-less)",
+    );
+    let heat = r.text_of("fig-latency-heatmap").unwrap_or_default();
+    assert!(heat.contains("node 4 (CPU-less)"), "{heat}");
+}

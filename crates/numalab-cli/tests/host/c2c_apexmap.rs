@@ -1,0 +1,250 @@
+//! `numalab c2c` and `numalab apexmap` on this host: JSON shape, text
+//! views, plausible magnitudes and one-line errors. Timed runs are short and
+//! serialized.
+
+use crate::common;
+
+use common::{allowed_cpus, fails, json, num as f, stdout, turn};
+
+#[test]
+fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
+    let _turn = turn();
+    let v = json(&["c2c", "--cpus", "0-1", "--budget", "0.3", "--json"]);
+    assert_eq!(v["command"], "c2c");
+    assert!(v["schema_version"].is_string() && v["environment"].is_object());
+    assert_eq!(v["cpus"], serde_json::json!([0, 1]));
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 2);
+    assert_eq!(v["pair_count"], 1);
+    let mx = &v["matrices"];
+    for key in ["modified_ns", "clean_ns", "false_sharing_ns"] {
+        let rows = mx[key].as_array().unwrap_or_else(|| panic!("{key}"));
+        assert_eq!(rows.len(), 2, "{key}");
+        for (i, r) in rows.iter().enumerate() {
+            let r = r.as_array().unwrap();
+            assert_eq!(r.len(), 2, "{key}");
+            assert!(r[i].is_null(), "{key}: the diagonal is not measured");
+            assert!(r[1 - i].is_number(), "{key}: off-diagonal measured");
+        }
+    }
+    let m = &mx["modified_ns"];
+    let (a, b) = (f(&m[0][1]), f(&m[1][0]));
+    assert_eq!(a, b, "the modified ping-pong is one figure per pair");
+    assert!((10.0..2000.0).contains(&a), "modified one-way {a} ns");
+    let c = &mx["clean_ns"];
+    let (x, y) = (f(&c[0][1]), f(&c[1][0]));
+    for z in [x, y] {
+        assert!((5.0..2000.0).contains(&z), "clean {z} ns");
+    }
+    assert!(x / y < 4.0 && y / x < 4.0, "clean both ways alike: {x} {y}");
+    if f(&v["core_ghz"]) > 0.0 {
+        let cyc = f(&mx["modified_cycles"][0][1]);
+        assert!((cyc / (a * f(&v["core_ghz"])) - 1.0).abs() < 1e-9);
+    }
+    let p = &v["pairs"][0];
+    assert_eq!(p["verification"]["requested"], serde_json::json!([0, 1]));
+    assert_eq!(p["verification"]["seen"], serde_json::json!([[0], [1]]));
+    assert_eq!(v["verification"]["verified"], true);
+    let fs = &p["false_sharing"];
+    assert!(
+        f(&fs["shared_line_ns"]["median"]) > 0.0 && f(&fs["separate_lines_ns"]["median"]) > 0.0
+    );
+    let ns = v["node_summary"].as_array().unwrap();
+    assert_eq!(ns[0]["pairs"], 1);
+    assert_eq!(f(&ns[0]["modified_ns"]), a);
+}
+
+#[test]
+fn c2c_text_marks_nodes_and_the_diagonal() {
+    let _turn = turn();
+    let out = stdout(&["c2c", "--figures", "modified", "--budget", "0.1"]);
+    assert!(out.contains("one-way latency (ns)"), "{out}");
+    assert!(out.contains("node 0") && out.contains("CPU"), "{out}");
+    assert!(out.contains("not measured"), "{out}");
+    assert!(out.contains("Per node pair"), "{out}");
+    assert!(
+        !out.contains("Clean line"),
+        "only the figure asked for: {out}"
+    );
+    let cpus = allowed_cpus();
+    // One matrix row per CPU: "  node 0   0     -  ..." rows carry a "-" diagonal.
+    let rows = out
+        .lines()
+        .skip_while(|l| !l.contains("one-way latency (ns)"))
+        .skip(3)
+        .take(cpus.len())
+        .filter(|l| l.split_whitespace().any(|w| w == "-"))
+        .count();
+    assert_eq!(rows, cpus.len(), "{out}");
+}
+
+#[test]
+fn apexmap_small_grid_json_and_text() {
+    let _turn = turn();
+    let args = [
+        "apexmap", "--size", "8M", "--alphas", "1,0.01", "--ls", "1024,1", "--budget", "0.1",
+    ];
+    let mut ja = args.to_vec();
+    ja.push("--json");
+    let v = json(&ja);
+    assert_eq!(v["command"], "apexmap");
+    assert_eq!(v["alphas"], serde_json::json!([0.01, 1.0]), "sorted");
+    assert_eq!(v["ls"], serde_json::json!([1, 1024]));
+    let pts = v["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 4);
+    let order: Vec<(f64, u64)> = pts
+        .iter()
+        .map(|p| (f(&p["alpha"]), p["l"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(order, vec![(0.01, 1), (0.01, 1024), (1.0, 1), (1.0, 1024)]);
+    for p in pts {
+        let ns = f(&p["ns"]["median"]);
+        let gb = f(&p["gbps"]["median"]);
+        let l = p["l"].as_u64().unwrap() as f64;
+        assert!(ns > 0.0 && gb > 0.0);
+        // GB/s is 8L bytes per access: medians of samples, not exactly reciprocal.
+        assert!((gb * ns / (8.0 * l) - 1.0).abs() < 0.5, "{p}");
+        assert_eq!(p["blocks"].as_u64().unwrap(), (8u64 << 20) / 8 / l as u64);
+        let share: f64 = p["level_share"].as_array().unwrap().iter().map(f).sum();
+        assert!((share - 1.0).abs() < 1e-9);
+    }
+    // Uniform random single words: slower per access than concentrated ones.
+    assert!(f(&pts[2]["ns"]["median"]) > f(&pts[0]["ns"]["median"]));
+    // Four points cannot fit two parameters for each of three or more
+    // levels: the multi-level model is refused and says why.
+    let levels_used = pts[2]["level_share"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| f(s) > 0.0)
+        .count();
+    if levels_used * 2 > 4 {
+        assert!(v["model"].is_null(), "{}", v["model"]);
+        let why = format!(
+            "multi-level model: {} parameters (latency and bandwidth of {levels_used} levels) but 4 points: no fit",
+            2 * levels_used
+        );
+        let warnings = v["warnings"].as_array().unwrap();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.as_str().unwrap().starts_with(&why)),
+            "'{why}' in {warnings:?}"
+        );
+        for p in pts {
+            assert!(p["residual"].is_null() && p["model_ns"].is_null(), "{p}");
+        }
+    }
+    // The study's model has four parameters: four points fit it.
+    let pm = &v["published_model"];
+    for level in ["l2", "memory"] {
+        assert!(f(&pm[level]["latency_ns"]) > 0.0, "{pm}");
+    }
+    assert!(
+        f(&pm["l2"]["latency_ns"]) <= f(&pm["memory"]["latency_ns"]),
+        "{pm}"
+    );
+    match pm["frequency_mhz"].as_f64() {
+        Some(mhz) => {
+            let cycles = f(&pm["memory"]["latency_cycles"]);
+            let ns = f(&pm["memory"]["latency_ns"]);
+            assert!((cycles - ns * mhz / 1000.0).abs() < 1e-6 * cycles, "{pm}");
+            assert_ne!(pm["frequency_source"], "unknown frequency");
+        }
+        None => {
+            assert_eq!(pm["frequency_source"], "unknown frequency");
+            assert!(pm["memory"]["latency_cycles"].is_null(), "{pm}");
+        }
+    }
+    let w = &v["verification"]["workers"][0];
+    assert_eq!(w["requested_cpu"], 0);
+    assert_eq!(w["buffers"][0]["bytes"], 8 << 20);
+    assert_eq!(v["verification"]["verified"], true);
+
+    let out = stdout(&args);
+    for needle in [
+        "ns per access",
+        "GB/s",
+        "alpha \\ L",
+        "Published model (Apex-MAP",
+        "memory",
+        "placement verified",
+    ] {
+        assert!(out.contains(needle), "'{needle}' in {out}");
+    }
+}
+
+/// The levels' fitted `key` (latency or bandwidth), where fitted, in order of depth.
+fn fitted(levels: &[serde_json::Value], key: &str) -> Vec<f64> {
+    levels
+        .iter()
+        .filter(|l| !l[key].is_null())
+        .map(|l| f(&l[key]))
+        .collect()
+}
+
+#[test]
+fn apexmap_fit_on_this_host_is_monotone() {
+    let _turn = turn();
+    let v = json(&[
+        "apexmap",
+        "--size",
+        "64M",
+        "--alphas",
+        "0.01,0.1,0.5,1",
+        "--ls",
+        "1,64,1024",
+        "--budget",
+        "0.05",
+        "--json",
+    ]);
+    assert_eq!(v["points"].as_array().unwrap().len(), 12);
+    let levels = v["model"]["levels"].as_array().unwrap();
+    assert_eq!(levels.last().unwrap()["name"], "memory");
+    let lat = fitted(levels, "latency_ns");
+    assert!(lat.len() >= 2, "{levels:?}");
+    assert!(lat.windows(2).all(|w| w[0] <= w[1]), "latency {lat:?}");
+    // A level without a bandwidth has bytes at no cost (unbounded): it may
+    // only be above the bounded ones.
+    let bw: Vec<Option<f64>> = levels
+        .iter()
+        .map(|l| l["bandwidth_gbps"].as_f64())
+        .collect();
+    let first_bounded = bw.iter().position(Option::is_some).unwrap_or(bw.len());
+    assert!(bw[first_bounded..].iter().all(Option::is_some), "{bw:?}");
+    let bounded: Vec<f64> = bw.iter().flatten().copied().collect();
+    assert!(
+        bounded.windows(2).all(|w| w[0] >= w[1]),
+        "bandwidth {bounded:?}"
+    );
+    let pm = &v["published_model"];
+    assert!(
+        f(&pm["l2"]["latency_ns"]) <= f(&pm["memory"]["latency_ns"]),
+        "{pm}"
+    );
+}
+
+#[test]
+fn bad_options_get_one_line_errors() {
+    fails(&["apexmap", "--alphas", "0.5,1.5"], "(0, 1]");
+    fails(&["apexmap", "--alphas", "0"], "(0, 1]");
+    fails(&["apexmap", "--alphas", "high"], "not a number");
+    fails(
+        &["apexmap", "--ls", "1,3.5"],
+        "whole number of words from 1 to 65536",
+    );
+    fails(&["apexmap", "--ls", "65537"], "from 1 to 65536");
+    fails(&["apexmap", "--ls", "0"], "from 1 to 65536");
+    fails(&["apexmap", "--ls", ""], "whole number");
+    fails(
+        &["apexmap", "--size", "64K", "--ls", "65536"],
+        "does not fit",
+    );
+    fails(&["apexmap", "--cpu", "99"], "CPU");
+    fails(&["apexmap", "--mem", "bind:9"], "node");
+    fails(&["c2c", "--cpus", "0"], "at least two");
+    fails(
+        &["c2c", "--figures", "dirty"],
+        "valid: modified, clean, false-sharing",
+    );
+    fails(&["c2c", "--budget", "0"], "--budget");
+}

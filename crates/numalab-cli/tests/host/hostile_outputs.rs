@@ -1,0 +1,683 @@
+//! Hostile conditions on numalab's output side: standard output closed or
+//! on a full device, output files that are the inputs, folders holding the
+//! user's files, a full disk, two reports into one folder, paths and
+//! arguments that are not UTF-8, and no arguments at all.
+
+use crate::common;
+
+use common::hostile::{arg, check_all, file, Case, Stdout};
+use common::{fixture, scratch, turn};
+use serde_json::Value;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_numalab")
+}
+
+/// A result `numalab compare` accepts (one latency figure).
+fn result_json(latency: f64) -> String {
+    format!(
+        r#"{{"schema_version": "1.0", "command": "matrix", "latency": [[{{"cpu_node": 0, "mem_node": 1, "value": {{"median": {latency}, "best": {latency}, "min": {latency}, "max": {latency}, "spread": 0.01, "rel_ci": 0.01}}}}]]}}"#
+    )
+}
+
+/// A path with a byte that is not UTF-8 in its last component.
+fn not_utf8(dir: &Path, stem: &[u8], ext: &str) -> PathBuf {
+    let mut name = stem.to_vec();
+    name.push(0xff);
+    name.extend_from_slice(ext.as_bytes());
+    dir.join(OsStr::from_bytes(&name))
+}
+
+fn os(args: &[&OsStr]) -> Vec<OsString> {
+    args.iter().map(|a| a.to_os_string()).collect()
+}
+
+/// Names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn standard_output_closed_or_full() {
+    let d = scratch("hostile-stdout");
+    let (a, b) = (
+        file(&d, "a.json", result_json(100.0)),
+        file(&d, "b.json", result_json(130.0)),
+    );
+    let quartet = fixture("qemu-quartet-4n2c-ring.xml");
+    let big = fixture("16amd64-8n2c.xml");
+    let full = || Stdout::File(PathBuf::from("/dev/full"));
+    let report_dir = d.join("report");
+    let cases = vec![
+        Case::new("topology, stdout closed", &["topology"])
+            .stdout(Stdout::Closed)
+            .code(1)
+            .says("cannot write to standard output")
+            .says("closed"),
+        Case::new("topology --json, stdout closed", &["topology", "--json"])
+            .stdout(Stdout::Closed)
+            .code(1)
+            .says("closed"),
+        Case::new(
+            "sweep --list, stdout closed",
+            &["sweep", "--list", "--topology", &big],
+        )
+        .stdout(Stdout::Closed)
+        .code(1)
+        .says("standard output"),
+        Case::new("compare, stdout closed", &["compare", &arg(&a), &arg(&b)])
+            .stdout(Stdout::Closed)
+            .code(1)
+            .says("standard output")
+            .keeps(&a)
+            .keeps(&b),
+        Case::new("--version, stdout closed", &["--version"])
+            .stdout(Stdout::Closed)
+            .code(1)
+            .says("standard output"),
+        Case::new("topology > /dev/full", &["topology"])
+            .stdout(full())
+            .code(1)
+            .says("cannot write to standard output")
+            .says("no space left"),
+        Case::new("topology --json > /dev/full", &["topology", "--json"])
+            .stdout(full())
+            .code(1)
+            .says("no space left"),
+        // Megabytes of text: the write fails in the middle of the stream.
+        Case::new(
+            "sweep --list > /dev/full",
+            &["sweep", "--list", "--topology", &big],
+        )
+        .stdout(full())
+        .code(1)
+        .says("no space left"),
+        Case::new("--help > /dev/full", &["--help"])
+            .stdout(full())
+            .code(1)
+            .says("standard output"),
+        Case::new(
+            "compare > /dev/full",
+            &["compare", &arg(&a), &arg(&b), "--json"],
+        )
+        .stdout(full())
+        .code(1)
+        .says("no space left")
+        .keeps(&a)
+        .keeps(&b),
+        Case::new(
+            "topology report > /dev/full",
+            &["report", "--topology", &quartet, "-o", &arg(&report_dir)],
+        )
+        .stdout(full())
+        .code(1)
+        .says("no space left"),
+    ];
+    check_all("standard output", cases);
+    // The report itself was written; only its summary was lost.
+    assert!(report_dir.join("results.json").is_file());
+}
+
+#[test]
+fn output_files_never_replace_inputs_or_the_users_files() {
+    let d = scratch("hostile-over-inputs");
+    let (a, b) = (
+        file(&d, "a.json", result_json(100.0)),
+        file(&d, "b.json", result_json(130.0)),
+    );
+    let (a_s, b_s) = (arg(&a), arg(&b));
+    let link = d.join("link.html");
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    let hard = d.join("hard.html");
+    std::fs::hard_link(&b, &hard).unwrap();
+    let mine = file(&d, "mine.html", "<html>the user's page</html>");
+    let dir_out = d.join("a-folder");
+    std::fs::create_dir_all(&dir_out).unwrap();
+    // Folders for `report -o`.
+    let foreign = d.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    let foreign_html = file(&foreign, "report.html", "<html>not numalab's</html>");
+    let foreign_notes = file(&foreign, "notes.txt", "notes");
+    let foreign_json = d.join("foreign-json");
+    std::fs::create_dir_all(&foreign_json).unwrap();
+    let their_results = file(&foreign_json, "results.json", r#"{"mine": true}"#);
+    let holds_input = d.join("holds-input");
+    std::fs::create_dir_all(&holds_input).unwrap();
+    let input_there = holds_input.join("report.txt");
+    std::fs::copy(fixture("qemu-quartet-4n2c-ring.xml"), &input_there).unwrap();
+    let ran = d.join("ran-anyway");
+    let script = file(&d, "script.sh", format!("touch '{}'\n", ran.display()));
+    let cases = vec![
+        Case::new(
+            "compare a a --html a",
+            &["compare", &a_s, &a_s, "--html", &a_s],
+        )
+        .code(2)
+        .says("same file")
+        .says("never writes over an input")
+        .keeps(&a),
+        Case::new(
+            "--html is B under another spelling",
+            &[
+                "compare",
+                &a_s,
+                &b_s,
+                "--html",
+                &format!("{}/./b.json", d.display()),
+            ],
+        )
+        .code(2)
+        .says("same file as B")
+        .keeps(&b),
+        Case::new(
+            "--html is a link to A",
+            &["compare", &a_s, &b_s, "--html", &arg(&link)],
+        )
+        .code(2)
+        .says("same file as A")
+        .keeps(&a),
+        Case::new(
+            "--html is a hard link of B",
+            &["compare", &a_s, &b_s, "--html", &arg(&hard)],
+        )
+        .code(2)
+        .says("same file as B")
+        .keeps(&b),
+        Case::new(
+            "--html over a page numalab did not write",
+            &["compare", &a_s, &b_s, "--html", &arg(&mine)],
+        )
+        .code(2)
+        .says("not a page numalab compare wrote")
+        .says("--force")
+        .keeps(&mine),
+        Case::new(
+            "--html is a folder",
+            &["compare", &a_s, &b_s, "--html", &arg(&dir_out)],
+        )
+        .code(2)
+        .says("is a directory"),
+        Case::new(
+            "--html in a missing folder",
+            &[
+                "compare",
+                &a_s,
+                &b_s,
+                "--html",
+                &arg(&d.join("no/such/x.html")),
+            ],
+        )
+        .code(2)
+        .says("does not exist"),
+        Case::new(
+            "--html where nothing can be created",
+            &["compare", &a_s, &b_s, "--html", "/proc/numalab-out.html"],
+        )
+        .code(1)
+        .says("cannot write /proc/numalab-out.html"),
+        Case::os(
+            "--html not UTF-8 in a missing folder",
+            os(&[
+                OsStr::new("compare"),
+                a.as_os_str(),
+                b.as_os_str(),
+                OsStr::new("--html"),
+                not_utf8(&d.join("none"), b"out", ".html").as_os_str(),
+            ]),
+        )
+        .code(2)
+        .says("does not exist"),
+        Case::new(
+            "report -o a folder of the user's files",
+            &["report", "-o", &arg(&foreign)],
+        )
+        .code(2)
+        .says("2 file(s) numalab did not make (notes.txt, report.html)")
+        .says("--force")
+        .keeps(&foreign_html)
+        .keeps(&foreign_notes)
+        .keeps(foreign.join(".numalab-report")),
+        Case::new(
+            "report --topology -o a folder of the user's files",
+            &[
+                "report",
+                "--topology",
+                &fixture("qemu-quartet-4n2c-ring.xml"),
+                "-o",
+                &arg(&foreign),
+            ],
+        )
+        .code(2)
+        .says("did not make")
+        .keeps(&foreign_html),
+        Case::new(
+            "report -o a folder whose results.json is not numalab's",
+            &["report", "-o", &arg(&foreign_json)],
+        )
+        .code(2)
+        .says("did not make (results.json)")
+        .keeps(&their_results),
+        Case::new(
+            "report --force over its own --topology file",
+            &[
+                "report",
+                "--topology",
+                &arg(&input_there),
+                "-o",
+                &arg(&holds_input),
+                "--force",
+            ],
+        )
+        .code(2)
+        .says("never writes over an input")
+        .keeps(&input_there),
+        Case::new(
+            "report -o where nothing can be created",
+            &["report", "-o", "/proc/numalab-report-here"],
+        )
+        .code(1)
+        .says("/proc/numalab-report-here"),
+        Case::new(
+            "run --verify-json where nothing can be created",
+            &[
+                "run",
+                "--verify",
+                "--verify-json",
+                "/proc/numalab-v.json",
+                "--",
+                "sh",
+                &arg(&script),
+            ],
+        )
+        .code(1)
+        .says("cannot create a file in /proc"),
+        Case::new(
+            "run --verify-json in a missing folder",
+            &[
+                "run",
+                "--verify",
+                "--verify-json",
+                &arg(&d.join("no/such/v.json")),
+                "--",
+                "sh",
+                &arg(&script),
+            ],
+        )
+        .code(2)
+        .says("does not exist"),
+        Case::new(
+            "run --verify-json is a folder",
+            &[
+                "run",
+                "--verify",
+                "--verify-json",
+                &arg(&dir_out),
+                "--",
+                "sh",
+                &arg(&script),
+            ],
+        )
+        .code(2)
+        .says("is a directory"),
+        Case::new(
+            "run --verify-json over the command's script",
+            &[
+                "run",
+                "--verify",
+                "--verify-json",
+                &arg(&script),
+                "--",
+                "sh",
+                &arg(&script),
+            ],
+        )
+        .code(2)
+        .says("same file as the command's argument")
+        .keeps(&script),
+    ];
+    check_all("output files", cases);
+    // Refused before the command started: the script never ran.
+    assert!(
+        !ran.exists(),
+        "the command ran although its --verify-json could not be written"
+    );
+    // Refused folders got nothing, not even the lock file.
+    assert_eq!(names_in(&foreign), vec!["notes.txt", "report.html"]);
+    assert_eq!(names_in(&foreign_json), vec!["results.json"]);
+    // With --force numalab writes beside the user's files and removes none.
+    let r = Command::new(bin())
+        .args(["report", "--topology"])
+        .arg(fixture("qemu-quartet-4n2c-ring.xml"))
+        .arg("-o")
+        .arg(&foreign)
+        .arg("--force")
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{r:?}");
+    assert!(names_in(&foreign).contains(&"notes.txt".to_string()));
+    assert!(names_in(&foreign).contains(&".numalab-report".to_string()));
+}
+
+/// A small tmpfs that root mounts and the guard unmounts.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &Path) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=512k", "numalab-test"])
+            .arg(at)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallDisk(at.to_path_buf()))
+    }
+
+    /// Fills the rest of the disk.
+    fn fill(&self) {
+        let _ = Command::new("dd")
+            .args(["if=/dev/zero", "bs=4k"])
+            .arg(format!("of={}", self.0.join("filler").display()))
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_keeps_the_old_files_whole() {
+    let d = scratch("hostile-full-disk");
+    let Some(disk) = SmallDisk::mount(&d.join("disk")) else {
+        numalab_testkit::skip("cannot mount a small tmpfs here (needs root and mount rights)");
+        return;
+    };
+    let (a, b) = (
+        file(&d, "a.json", result_json(100.0)),
+        file(&d, "b.json", result_json(130.0)),
+    );
+    let page = disk.0.join("compare.html");
+    let report = disk.0.join("report");
+    let quartet = fixture("qemu-quartet-4n2c-ring.xml");
+    for args in [
+        vec![
+            "compare".to_string(),
+            arg(&a),
+            arg(&b),
+            "--html".into(),
+            arg(&page),
+        ],
+        vec![
+            "report".into(),
+            "--topology".into(),
+            quartet.clone(),
+            "-o".into(),
+            arg(&report),
+        ],
+    ] {
+        let r = Command::new(bin()).args(&args).output().unwrap();
+        assert_eq!(r.status.code(), Some(0), "{args:?}: {r:?}");
+    }
+    // The lock file is rewritten by every run that claims the folder.
+    let report_files: Vec<String> = names_in(&report)
+        .into_iter()
+        .filter(|n| n != ".numalab-report")
+        .collect();
+    disk.fill();
+    let mut cases = vec![
+        Case::new(
+            "compare --html onto a full disk",
+            &["compare", &arg(&a), &arg(&b), "--html", &arg(&page)],
+        )
+        .code(1)
+        .says("no space left")
+        .keeps(&page),
+        Case::new(
+            "report --force onto a full disk",
+            &[
+                "report",
+                "--topology",
+                &quartet,
+                "-o",
+                &arg(&report),
+                "--force",
+            ],
+        )
+        .code(1)
+        .says("no space left"),
+    ];
+    let last = cases.pop().unwrap();
+    let last = report_files
+        .iter()
+        .fold(last, |c, n| c.keeps(report.join(n)));
+    cases.push(last);
+    check_all("full disk", cases);
+    // No temporary file is left behind either.
+    let mut left = names_in(&report);
+    left.retain(|n| n != ".numalab-report");
+    assert_eq!(left, report_files);
+    assert_eq!(names_in(&disk.0), vec!["compare.html", "filler", "report"]);
+}
+
+#[test]
+fn paths_and_arguments_that_are_not_utf8_work() {
+    let d = scratch("hostile-not-utf8");
+    // `run` passes arguments through byte for byte, as numactl does.
+    let odd = OsString::from_vec(b"caf\xe9-\xff".to_vec());
+    let r = Command::new(bin())
+        .args(["run", "--", "printf", "%s"])
+        .arg(&odd)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{r:?}");
+    assert_eq!(r.stdout, odd.as_bytes());
+    // A program name that is not UTF-8 and does not exist: one line, 127.
+    let r = Command::new(bin())
+        .args(["run", "--"])
+        .arg(not_utf8(&d, b"no-such-program", ""))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(127), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no-such-program\u{fffd}"), "{err}");
+    // Output files and folders with such names.
+    let (a, b) = (
+        file(&d, "a.json", result_json(100.0)),
+        file(&d, "b.json", result_json(130.0)),
+    );
+    let page = not_utf8(&d, b"page", ".html");
+    let r = Command::new(bin())
+        .arg("compare")
+        .args([&a, &b])
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{r:?}");
+    assert!(std::fs::read_to_string(&page)
+        .unwrap()
+        .contains("<title>numalab compare</title>"));
+    let topo = not_utf8(&d, b"machine", ".xml");
+    std::fs::copy(fixture("qemu-quartet-4n2c-ring.xml"), &topo).unwrap();
+    let r = Command::new(bin())
+        .args(["topology", "--json", "--topology"])
+        .arg(&topo)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{r:?}");
+    let v: Value = serde_json::from_slice(&r.stdout).unwrap();
+    let source = v["source"]["path"].as_str().unwrap_or_default();
+    assert!(source.ends_with("machine\u{fffd}.xml"), "{}", v["source"]);
+    let out = not_utf8(&d, b"report", "");
+    let r = Command::new(bin())
+        .arg("report")
+        .arg("--topology")
+        .arg(&topo)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{r:?}");
+    assert!(out.join("report.html").is_file());
+    // A measured report records its command line, lossily.
+    let _turn = turn();
+    let live = not_utf8(&d, b"live", "");
+    let r = Command::new(bin())
+        .args(["report", "--parts", "c2c", "--budget", "2", "-o"])
+        .arg(&live)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{r:?}");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(live.join("results.json")).unwrap()).unwrap();
+    let line = doc["runs"][0]["command_line"].to_string();
+    assert!(line.contains("live\u{fffd}"), "{line}");
+    let env_line = doc["environment"]["command_line"].to_string();
+    assert!(env_line.contains("live\u{fffd}"), "{env_line}");
+}
+
+#[test]
+fn a_second_report_into_a_folder_in_use_names_the_first() {
+    let _turn = turn();
+    let d = scratch("hostile-busy");
+    let dir = d.join("report");
+    let mut first = Command::new(bin())
+        .args(["report", "--budget", "60", "-o"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = first.id();
+    // The first run has claimed the folder once its lock file names it.
+    let start = Instant::now();
+    let lock = dir.join(".numalab-report");
+    while !std::fs::read_to_string(&lock).is_ok_and(|t| t.contains(&format!("pid {pid}\n"))) {
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first report ended before it was seen running"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the first report never locked its folder"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let holder = format!("in use by another numalab report (pid {pid}, started ");
+    let o = arg(&dir);
+    let cases = vec![
+        Case::new("second report", &["report", "-o", &o])
+            .code(1)
+            .says(&holder),
+        Case::new("second report --force", &["report", "-o", &o, "--force"])
+            .code(1)
+            .says(&holder),
+        Case::new("second report --resume", &["report", "-o", &o, "--resume"])
+            .code(1)
+            .says(&holder),
+        Case::new(
+            "second report --topology",
+            &[
+                "report",
+                "--topology",
+                &fixture("qemu-quartet-4n2c-ring.xml"),
+                "-o",
+                &o,
+                "--force",
+            ],
+        )
+        .code(1)
+        .says(&holder),
+    ];
+    check_all("folder in use", cases);
+    let still_running = first.try_wait().unwrap().is_none();
+    // Stop the first: it keeps what it measured, in a whole report.
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let out = first.wait_with_output().unwrap();
+    assert!(still_running, "the first report ended during the cases");
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "numalab-report");
+    // The folder is free again: a plain run now says a report is there.
+    let r = Command::new(bin())
+        .args(["report", "-o"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("already holds a report"));
+}
+
+#[test]
+fn no_arguments_shows_the_usage_on_stderr_and_exits_2() {
+    for args in [&[][..], &["bench"][..]] {
+        let r = Command::new(bin()).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "numalab {args:?}: {err}");
+        assert!(err.contains("Usage: numalab"), "numalab {args:?}: {err}");
+        assert!(r.stdout.is_empty(), "numalab {args:?}: nothing on stdout");
+    }
+    for flag in ["--help", "--version"] {
+        let r = Command::new(bin()).arg(flag).output().unwrap();
+        assert_eq!(r.status.code(), Some(0), "{flag}");
+        assert!(
+            String::from_utf8_lossy(&r.stdout).contains("numalab"),
+            "{flag}"
+        );
+        assert!(r.stderr.is_empty(), "{flag}");
+    }
+}
+
+#[test]
+fn a_closed_or_full_stderr_and_run_without_stdout() {
+    use std::os::unix::process::ExitStatusExt;
+    // An error that cannot be shown must still end in its exit code, not in
+    // a panic or an abort.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let s = Command::new(bin())
+        .args(["topology", "--frob"])
+        .stderr(full)
+        .status()
+        .unwrap();
+    assert_eq!((s.code(), s.signal()), (Some(2), None));
+    let sh = |line: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .arg(bin())
+            .status()
+            .unwrap()
+    };
+    let s = sh("exec \"$0\" topology >&- 2>&-");
+    assert_eq!((s.code(), s.signal()), (Some(1), None));
+    // `run` prints nothing on stdout: it runs without one, as numactl does,
+    // and ends as its command ended.
+    let s = sh("exec \"$0\" run -- sh -c 'exit 7' >&-");
+    assert_eq!(s.code(), Some(7));
+}

@@ -1,0 +1,481 @@
+//! The measuring commands end to end on this machine. Timings on a shared
+//! machine are noisy, so assertions are on orders of magnitude (L1 vs DRAM),
+//! on byte accounting, on structure and on placement proofs, never on a
+//! tight speed figure (speed targets live in bench/compare.sh).
+
+use crate::common;
+
+use common::{fails, json, turn};
+use serde_json::Value;
+
+const QUICK: [&str; 6] = ["--budget", "0.3", "--min-reps", "3", "--target-ci", "5"];
+
+/// `numalab ARGS` with the quick stopping rule, as JSON.
+fn quick(args: &[&str]) -> Value {
+    json(&[args, &QUICK[..]].concat())
+}
+
+/// `numalab bench bandwidth --kernel KERNEL --size SIZE --json`, quick.
+fn bandwidth(kernel: &str, size: &str) -> Value {
+    quick(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        kernel,
+        "--size",
+        size,
+        "--json",
+    ])
+}
+
+#[test]
+fn bandwidth_result_has_figures_verification_and_environment() {
+    let _turn = turn();
+    let v = bandwidth("triad", "16M");
+    assert_eq!(v["schema_version"], "1.0");
+    assert_eq!(v["command"], "bench bandwidth");
+    assert_eq!(v["kernel"], "triad");
+    let (med, best) = (
+        v["gbps"]["median"].as_f64().unwrap(),
+        v["gbps"]["best"].as_f64().unwrap(),
+    );
+    assert!(med > 0.1 && best >= med, "median {med} best {best}");
+    // Triad moves 24 bytes per element for the program, 32 with write-allocate.
+    let ratio = v["memory_gbps"]["median"].as_f64().unwrap() / med;
+    assert!((ratio - 32.0 / 24.0).abs() < 1e-9, "{ratio}");
+    assert_eq!(v["bytes_per_pass"]["program"], 24 * (16 << 20) / 8);
+    let w = &v["verification"]["workers"][0];
+    assert_eq!(v["verification"]["verified"], true);
+    assert_eq!(w["buffers"].as_array().unwrap().len(), 3);
+    assert_eq!(w["buffers"][0]["pages_by_node"]["0"], 4096);
+    assert!(v["measurement"]["samples"].as_array().unwrap().len() >= 3);
+    for key in [
+        "kernel",
+        "cpu_model",
+        "thp_enabled",
+        "numa_balancing",
+        "hwloc_version",
+        "numalab_version",
+        "command_line",
+    ] {
+        assert!(
+            !v["environment"][key].is_null() || key == "numa_balancing",
+            "environment.{key}"
+        );
+    }
+    assert!(v["environment"]["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "triad"));
+}
+
+/// Whether this machine lists a memory-controller PMU.
+fn has_memory_controller_pmu() -> bool {
+    std::fs::read_dir("/sys/bus/event_source/devices")
+        .map(|d| {
+            d.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("uncore_imc") || n == "amd_df"
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn memory_bytes_are_labelled_measured_or_assumed() {
+    let _turn = turn();
+    let v = bandwidth("write", "4M");
+    let t = &v["memory_traffic"];
+    let source = t["source"].as_str().unwrap();
+    assert!(source == "assumed" || source == "measured", "{t}");
+    // The assumed figure keeps its meaning: write counts 2x program bytes.
+    let ratio =
+        v["memory_gbps"]["median"].as_f64().unwrap() / v["gbps"]["median"].as_f64().unwrap();
+    assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
+    let text = common::stdout(
+        &[
+            &["bench", "bandwidth", "--kernel", "write", "--size", "4M"][..],
+            &QUICK[..],
+        ]
+        .concat(),
+    );
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("memory bytes"))
+        .unwrap_or_else(|| panic!("{text}"));
+    if !has_memory_controller_pmu() {
+        assert_eq!(source, "assumed");
+        assert_eq!(
+            t["reason"],
+            "not available on this machine: no uncore_imc, amd_umc or amd_df PMU"
+        );
+        assert!(t["read_bytes"].is_null() && t["gbps"].is_null(), "{t}");
+        assert!(
+            line.ends_with("(assumed: write-allocate counted, no memory-controller counters: not available on this machine: no uncore_imc, amd_umc or amd_df PMU)"),
+            "{line}"
+        );
+    } else if source == "measured" {
+        assert!(t["read_bytes"].as_u64().is_some(), "{t}");
+        assert!(t["write_bytes"].as_u64().unwrap() > 0, "{t}");
+        assert!(
+            text.contains("measured by uncore_imc CAS counts: "),
+            "{text}"
+        );
+    } else {
+        assert!(line.contains("(assumed: "), "{line}");
+        assert!(t["reason"].as_str().unwrap().len() > 10, "{t}");
+    }
+}
+
+#[test]
+fn write_nt_moves_fewer_memory_bytes_than_write() {
+    let _turn = turn();
+    let w = bandwidth("write", "16M");
+    let nt = bandwidth("write-nt", "16M");
+    assert_eq!(w["bytes_per_pass"]["memory"], 2 * (16u64 << 20));
+    assert_eq!(nt["bytes_per_pass"]["memory"], 16u64 << 20);
+    assert_eq!(
+        w["bytes_per_pass"]["program"],
+        nt["bytes_per_pass"]["program"]
+    );
+}
+
+#[test]
+fn latency_rises_from_l1_to_dram() {
+    let _turn = turn();
+    let small = quick(&["bench", "latency", "--size", "16K", "--json"]);
+    let big = quick(&["bench", "latency", "--size", "512M", "--json"]);
+    let (s, b) = (
+        small["ns"]["median"].as_f64().unwrap(),
+        big["ns"]["median"].as_f64().unwrap(),
+    );
+    assert!(s > 0.3 && s < 10.0, "L1 latency {s} ns");
+    assert!(b > 5.0 * s, "DRAM {b} ns vs L1 {s} ns");
+    assert!(
+        big["cycles"]["median"].as_f64().unwrap() > big["ns"]["median"].as_f64().unwrap() * 0.5
+    );
+    assert_eq!(big["verification"]["verified"], true);
+    // Several chains overlap their misses: the time per access drops.
+    let chains = quick(&[
+        "bench", "latency", "--size", "512M", "--chains", "4", "--json",
+    ]);
+    assert_eq!(chains["chains"], 4);
+    assert!(
+        chains["ns_per_access"].as_f64().unwrap() < b,
+        "{} vs {b}",
+        chains["ns_per_access"]
+    );
+}
+
+#[test]
+fn sizes_marks_cache_boundaries() {
+    let _turn = turn();
+    let v = json(&[
+        "sizes",
+        "--max-size",
+        "4M",
+        "--json",
+        "--budget",
+        "0.1",
+        "--min-reps",
+        "2",
+        "--target-ci",
+        "10",
+    ]);
+    let points = v["points"].as_array().unwrap();
+    assert!(points.len() >= 6, "{}", points.len());
+    assert_eq!(points[0]["fits_in"], "L1");
+    let caches = v["caches"].as_array().unwrap();
+    assert_eq!(caches[0]["name"], "L1");
+    for p in points {
+        assert_eq!(p["gbps"].as_array().unwrap().len(), 3);
+        let bytes = p["bytes"].as_u64().unwrap();
+        let fits = p["fits_in"].as_str().unwrap();
+        let first_fit = caches
+            .iter()
+            .find(|c| bytes <= c["bytes"].as_u64().unwrap())
+            .map(|c| c["name"].as_str().unwrap())
+            .unwrap_or("memory");
+        assert_eq!(fits, first_fit, "{bytes}");
+    }
+}
+
+#[test]
+fn scaling_single_thread_matches_bench_bandwidth() {
+    let _turn = turn();
+    let sc = quick(&["scaling", "--kernel", "read", "--size", "64M", "--json"]);
+    let packed = sc["packed"].as_array().unwrap();
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    assert_eq!(packed.len(), n.min(packed.len()).max(1));
+    assert_eq!(packed[0]["threads"], 1);
+    let bw = bandwidth("read", "64M");
+    let (a, b) = (
+        packed[0]["gbps"]["best"].as_f64().unwrap(),
+        bw["gbps"]["best"].as_f64().unwrap(),
+    );
+    // Same kernel, size, CPU and placement: the same figure up to this
+    // shared machine's noise, which swings 30-50% between two runs (a
+    // CI run saw 54.6 vs 39.8 GB/s). Within a factor of two catches what
+    // a test can: bytes counted twice or in the wrong unit, another
+    // kernel; how close they are is bench/'s to say, not a test's.
+    assert!(
+        (a / b).max(b / a) < 2.0,
+        "scaling 1 thread {a} vs bench {b}"
+    );
+    if packed.len() >= 2 && sc["model"].is_null() {
+        // This shared machine's noise can leave no split: the note must
+        // then say which way the two packed points broke the model.
+        let (t1, t2) = (
+            packed[0]["seconds_per_pass"].as_f64().unwrap(),
+            packed[1]["seconds_per_pass"].as_f64().unwrap(),
+        );
+        let note = sc["model_note"].as_str().expect("no model and no note");
+        let expected = if t2 < t1 {
+            "there is no contention to split off"
+        } else {
+            "contention grows faster than the bandwidth model allows"
+        };
+        assert!(note.contains(expected), "{t1} -> {t2}: {note}");
+    } else if packed.len() >= 2 {
+        assert!(sc["model"]["core_seconds"].as_f64().unwrap() >= 0.0);
+        // The split is fitted within one node: 1 and 2 packed threads.
+        assert_eq!(
+            sc["model"]["fitted_on"]["threads"],
+            serde_json::json!([1, 2])
+        );
+        assert_eq!(sc["model"]["fitted_on"]["node"], 0);
+        assert_eq!(
+            sc["model"]["fitted_on"]["cpus"],
+            serde_json::json!([packed[0]["cpus"][0], packed[1]["cpus"][1]])
+        );
+    }
+}
+
+#[test]
+fn matrix_on_this_machine() {
+    let _turn = turn();
+    let v = quick(&["matrix", "--size", "32M", "--json"]);
+    let nodes = v["cpu_nodes"].as_array().unwrap().len();
+    assert_eq!(v["latency"].as_array().unwrap().len(), nodes);
+    assert_eq!(v["bandwidth"].as_array().unwrap().len(), nodes);
+    assert_eq!(v["latency"][0][0]["numa_ratio"], 1.0);
+    assert_eq!(v["verified"], true);
+}
+
+#[test]
+fn measuring_commands_reject_bad_options() {
+    let _turn = turn();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "bandwidth", "--kernel", "stream"],
+            "unknown kernel 'stream'; valid: read, read-prefetch, write",
+        ),
+        (
+            &["bench", "bandwidth", "--size", "0"],
+            "--size 0 is too small",
+        ),
+        (
+            &["bench", "bandwidth", "--threads", "4096"],
+            "4096 threads but only",
+        ),
+        (
+            &["bench", "bandwidth", "--threads", "0"],
+            "not a thread count",
+        ),
+        (&["bench", "bandwidth", "--isa", "mmx"], "valid:"),
+        (&["bench", "bandwidth", "--units", "furlongs"], "valid: gb"),
+        (&["bench", "bandwidth", "--target-ci", "0"], "--target-ci"),
+        (&["bench", "bandwidth", "--budget", "-1"], "--budget"),
+        (
+            &["bench", "latency", "--pattern", "zigzag"],
+            "valid: random, page, stride",
+        ),
+        (&["bench", "latency", "--chains", "0"], "--chains"),
+        (&["matrix", "--threads-per-node", "2"], "valid: 1, all"),
+        (
+            &["scaling", "--max-threads", "999"],
+            "--max-threads 999 but only",
+        ),
+        (
+            &["sizes", "--max-size", "1K"],
+            "smaller than the smallest size",
+        ),
+    ];
+    for (args, needle) in cases {
+        fails(args, needle);
+    }
+}
+
+#[test]
+fn forcing_an_isa_the_cpu_lacks_is_a_clean_error() {
+    let _turn = turn();
+    use numalab::measure::kernels::Isa;
+    let missing: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Sse2, Isa::Neon]
+        .into_iter()
+        .filter(|i| !Isa::available().contains(i))
+        .collect();
+    for isa in missing {
+        fails(
+            &["bench", "bandwidth", "--isa", isa.name(), "--size", "1M"],
+            isa.name(),
+        );
+    }
+    // The best available ISA runs.
+    let best = Isa::detect_best();
+    let v = quick(&[
+        "bench",
+        "bandwidth",
+        "--isa",
+        best.name(),
+        "--size",
+        "4M",
+        "--json",
+    ]);
+    assert_eq!(v["isa"], best.name());
+}
+
+/// Each array by name, as `[array, policy, pages on node 0]`.
+fn arrays_of(worker: &Value) -> Vec<(String, String, u64)> {
+    worker["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["array"].as_str().unwrap().to_string(),
+                b["policy"].as_str().unwrap().to_string(),
+                b["pages_by_node"]["0"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn each_array_gets_its_own_policy_and_its_own_proof() {
+    let _turn = turn();
+    let v = quick(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        "triad",
+        "--mem",
+        "a=bind:0,c=interleave:all",
+        "--size",
+        "8M",
+        "--json",
+    ]);
+    assert_eq!(v["verification"]["verified"], true);
+    assert_eq!(
+        arrays_of(&v["verification"]["workers"][0]),
+        vec![
+            ("a".into(), "bind:0".into(), 2048),
+            ("b".into(), "first-touch".into(), 2048),
+            ("c".into(), "interleave:0".into(), 2048),
+        ]
+    );
+    // The text names every array and where its pages are.
+    let t = common::numalab(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        "copy",
+        "--mem",
+        "b=bind:0",
+        "--size",
+        "8M",
+        "--budget",
+        "0.2",
+    ]);
+    assert_eq!(t.rc, 0, "{}", t.err);
+    assert!(t.out.contains("memory b=bind:0,"), "{}", t.out);
+    for line in [
+        "array a: first-touch pages node 0 100%",
+        "array b: bind:0 pages node 0 100%",
+    ] {
+        assert!(t.out.contains(line), "{line}: {}", t.out);
+    }
+}
+
+#[test]
+fn a_placement_file_places_each_threads_arrays() {
+    let _turn = turn();
+    let dir = common::scratch("placement-file");
+    let file = dir.join("placement.json");
+    std::fs::write(
+        &file,
+        r#"[{"cpu": 0, "arrays": {"a": "bind:0", "b": "interleave:all"}}, {"cpu": 1, "arrays": {"b": "local"}}]"#,
+    )
+    .unwrap();
+    let f = file.to_string_lossy().into_owned();
+    let v = quick(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        "copy",
+        "--placement",
+        &f,
+        "--size",
+        "8M",
+        "--json",
+    ]);
+    let w = v["verification"]["workers"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    assert_eq!(
+        (
+            w[0]["requested_cpu"].as_u64(),
+            w[1]["requested_cpu"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
+    assert_eq!(
+        arrays_of(&w[0]),
+        vec![
+            ("a".into(), "bind:0".into(), 2048),
+            ("b".into(), "interleave:0".into(), 2048)
+        ]
+    );
+    assert_eq!(
+        arrays_of(&w[1]),
+        vec![
+            ("a".into(), "first-touch".into(), 2048),
+            ("b".into(), "local".into(), 2048)
+        ]
+    );
+    std::fs::write(&file, r#"[{"cpu": 0, "arrays": {"c": "bind:0"}}]"#).unwrap();
+    fails(
+        &["bench", "bandwidth", "--kernel", "copy", "--placement", &f],
+        &format!(
+            "--placement {f}: entry 0 (cpu 0): kernel copy has no array 'c' (its arrays: a, b)"
+        ),
+    );
+    fails(
+        &["bench", "bandwidth", "--placement", &f, "--threads", "2"],
+        "cannot be used with '--threads <N>'",
+    );
+    fails(
+        &["bench", "bandwidth", "--placement", "/nonexistent.json"],
+        "--placement: cannot read /nonexistent.json",
+    );
+    fails(
+        &[
+            "bench",
+            "bandwidth",
+            "--kernel",
+            "add",
+            "--mem",
+            "a=bind:0,a=bind:0",
+        ],
+        "--mem: array 'a' is given twice",
+    );
+    fails(
+        &["matrix", "--kernel", "copy", "--mem", "bind:0"],
+        "--mem: the matrix binds arrays to each column; name the arrays to keep in place instead",
+    );
+    fails(
+        &["scaling", "--kernel", "read", "--mem", "b=local"],
+        "--mem: kernel read has no array 'b' (its arrays: a)",
+    );
+}

@@ -1,0 +1,417 @@
+//! SIGINT, SIGTERM and SIGKILL at seeded-random moments of `place`, `run`
+//! and `report`: system settings always come back (after SIGKILL, at the
+//! next numalab command, which says so), and results.json stays a valid,
+//! resumable report.
+//!
+//! The setting is the kernel's weighted-interleave weight of node 0, read
+//! from sysfs itself after every run. The tests share it, so they are one
+//! test function; a guard puts the original weights back whatever happens.
+//! The seed is printed; `NUMALAB_SIGNAL_SEED=N` replays a run.
+
+use crate::common;
+
+use common::report::{assert_valid, results};
+use common::scratch;
+use numalab::random::SplitMix64;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const WEIGHTS: &str = "/sys/kernel/mm/mempolicy/weighted_interleave";
+
+/// How long any one numalab run of this test may take before the test fails.
+const RUN_LIMIT: Duration = Duration::from_secs(40);
+
+/// Puts the weights this test may change back when dropped, even when an
+/// assertion failed half way.
+struct Restore(Vec<(PathBuf, String)>);
+
+impl Restore {
+    fn save() -> Self {
+        let files = std::fs::read_dir(WEIGHTS)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_else(|_| Vec::new());
+        Self(
+            files
+                .into_iter()
+                .filter_map(|p| Some((p.clone(), std::fs::read_to_string(&p).ok()?)))
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        // Weights first: writing one turns automatic weights off.
+        self.0.sort_by_key(|(p, _)| !p.ends_with("node0"));
+        for (p, v) in &self.0 {
+            if std::fs::read_to_string(p).ok().as_deref() != Some(v) {
+                let _ = std::fs::write(p, v.trim());
+            }
+        }
+    }
+}
+
+fn node0() -> String {
+    std::fs::read_to_string(format!("{WEIGHTS}/node0"))
+        .expect("read node0's weight")
+        .trim()
+        .to_string()
+}
+
+/// numalab with the test's own journal.
+fn numalab(state: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_numalab"));
+    c.args(args)
+        .env("NUMALAB_STATE_DIR", state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// When the signal goes out.
+#[derive(Clone, Copy, Debug)]
+enum Moment {
+    /// This long after the start.
+    After(Duration),
+    /// This long after node 0's weight was seen changed.
+    Held(Duration),
+}
+
+/// What an interrupted run did.
+struct Ended {
+    status: ExitStatus,
+    err: String,
+    /// The weight the moment the signal was sent.
+    weight_at_signal: String,
+    /// Processes the run had started (for `run`'s command).
+    children: Vec<i32>,
+}
+
+impl Ended {
+    fn describe(&self) -> String {
+        format!("{:?}, stderr {:?}", self.status, self.err)
+    }
+}
+
+fn children_of(pid: u32) -> Vec<i32> {
+    let Ok(d) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    d.filter_map(|e| {
+        let p: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        let ppid: u32 = stat
+            .get(stat.rfind(')')? + 1..)?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        (ppid == pid).then_some(p)
+    })
+    .collect()
+}
+
+fn wait_limited(child: &mut Child, what: &str) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s;
+        }
+        if start.elapsed() > RUN_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {RUN_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn interrupt(state: &Path, args: &[&str], sig: i32, at: Moment, original: &str) -> Ended {
+    use std::io::Read;
+    let what = format!("numalab {args:?} with signal {sig} at {at:?}");
+    let mut child = numalab(state, args).spawn().expect("start numalab");
+    match at {
+        Moment::After(d) => std::thread::sleep(d),
+        Moment::Held(d) => {
+            let start = Instant::now();
+            while node0() == original {
+                assert!(
+                    child.try_wait().expect("wait").is_none(),
+                    "{what}: ended before the weight changed"
+                );
+                assert!(
+                    start.elapsed() < RUN_LIMIT,
+                    "{what}: the weight never changed"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(d);
+        }
+    }
+    let children = children_of(child.id());
+    let weight_at_signal = node0();
+    // SAFETY: kill(2) on our own child's pid, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let status = wait_limited(&mut child, &what);
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    Ended {
+        status,
+        err,
+        weight_at_signal,
+        children,
+    }
+}
+
+fn journal_entries(state: &Path) -> Vec<String> {
+    std::fs::read_dir(state)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".json"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// After SIGINT or SIGTERM: the weight is back at once, and the run ended
+/// one of the ways it may.
+fn check_polite(state: &Path, what: &str, e: &Ended, sig: i32, original: &str, held: bool) {
+    assert_eq!(
+        node0(),
+        original,
+        "{what}: weight after the signal; {}",
+        e.describe()
+    );
+    assert!(
+        !e.err.contains("internal error"),
+        "{what}: {}",
+        e.describe()
+    );
+    let name = if sig == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    let handled = e.status.code() == Some(128 + sig);
+    if handled {
+        assert_eq!(
+            e.err.lines().last(),
+            Some(
+                format!("numalab: stopped by {name}; the system settings it changed are restored")
+                    .as_str()
+            ),
+            "{what}: {}",
+            e.describe()
+        );
+    }
+    // `run` passes the signal to its command and ends as the command did.
+    let passed_on = e.status.signal() == Some(sig);
+    assert!(
+        handled || passed_on || (!held && e.status.code() == Some(0)),
+        "{what}: ended {}",
+        e.describe()
+    );
+    assert_eq!(
+        journal_entries(state),
+        Vec::<String>::new(),
+        "{what}: journal left"
+    );
+}
+
+/// After SIGKILL: the next numalab command restores the weight and says so
+/// in one line. A command signalled at a moment (not while it held the
+/// setting) may have finished before the signal came: on a fast machine
+/// `place --size 1G` ends in under half a second, and a kill to a zombie
+/// changes nothing.
+fn check_killed(state: &Path, what: &str, e: &Ended, original: &str, held: bool) {
+    let finished = !held && e.status.code() == Some(0);
+    assert!(
+        e.status.signal() == Some(libc::SIGKILL) || finished,
+        "{what}: {}",
+        e.describe()
+    );
+    for c in &e.children {
+        // SAFETY: kill(2); the command `run` started, now orphaned.
+        unsafe { libc::kill(*c, libc::SIGKILL) };
+    }
+    let changed = node0() != original;
+    let out = numalab(state, &["set", "0"]).output().expect("numalab set");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: the next command: {err}"
+    );
+    assert_eq!(
+        node0(),
+        original,
+        "{what}: weight after the next command: {err}"
+    );
+    if changed {
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: one warning: {err:?}");
+        assert!(
+            lines[0].starts_with(&format!(
+                "numalab: warning: restored {WEIGHTS}/node0 to {original}, left changed by numalab pid "
+            )),
+            "{what}: {err:?}"
+        );
+    } else {
+        assert_eq!(err, "", "{what}: nothing to restore, nothing to say");
+    }
+    assert_eq!(
+        journal_entries(state),
+        Vec::<String>::new(),
+        "{what}: journal left"
+    );
+}
+
+fn report_dir_is_valid(dir: &Path, what: &str) -> bool {
+    if !dir.join("results.json").exists() {
+        return false;
+    }
+    assert_valid(&results(dir), what);
+    true
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "SIGKILL",
+    }
+}
+
+#[test]
+fn signals_at_random_moments() {
+    let seed: u64 = std::env::var("NUMALAB_SIGNAL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(1)
+        });
+    eprintln!("signals: seed {seed} (NUMALAB_SIGNAL_SEED={seed} replays it)");
+    let mut rng = SplitMix64::new(seed);
+    let mut ms =
+        |lo: u64, hi: u64| Duration::from_millis(lo + rng.below((hi - lo) as usize) as u64);
+    let base = scratch("signals");
+    let state = base.join("journal");
+    let sigs = [libc::SIGINT, libc::SIGTERM, libc::SIGKILL];
+
+    let writable = Path::new(&format!("{WEIGHTS}/node0")).exists()
+        && std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("{WEIGHTS}/node0"))
+            .is_ok();
+    if writable {
+        let _restore = Restore::save();
+        let original = node0();
+        let weight = if original == "3" { "4" } else { "3" };
+        let policy = format!("weighted:0={weight}");
+        let place = [
+            "place",
+            "--size",
+            "1G",
+            "--mem",
+            &policy,
+            "--weighted-impl",
+            "kernel",
+        ];
+        let run = ["run", "--mem", &policy, "--", "sleep", "5"];
+        for (cmd, args) in [("place", &place[..]), ("run", &run[..])] {
+            for sig in sigs {
+                for at in [Moment::After(ms(0, 600)), Moment::Held(ms(0, 30))] {
+                    let what = format!("{cmd} {} at {at:?}", signal_name(sig));
+                    let e = interrupt(&state, args, sig, at, &original);
+                    let held = matches!(at, Moment::Held(_));
+                    if held {
+                        assert_eq!(e.weight_at_signal, weight, "{what}: weight when signalled");
+                    }
+                    if sig == libc::SIGKILL {
+                        check_killed(&state, &what, &e, &original, held);
+                    } else {
+                        check_polite(&state, &what, &e, sig, &original, held);
+                    }
+                }
+            }
+        }
+    } else {
+        eprintln!(
+            "signals: {WEIGHTS}/node0 is missing or not writable (kernel before 6.9, or not root): the weight checks are skipped"
+        );
+    }
+
+    for sig in sigs {
+        let dir = base.join(format!("report-{}", signal_name(sig)));
+        let d = dir.to_string_lossy().into_owned();
+        let what = format!("report {} ", signal_name(sig));
+        let args = [
+            "report",
+            "-o",
+            &d,
+            "--quick",
+            "--parts",
+            "latency-matrix,c2c",
+            "--budget",
+            "4",
+        ];
+        let e = interrupt(&state, &args, sig, Moment::After(ms(0, 3500)), "");
+        assert!(
+            !e.err.contains("internal error"),
+            "{what}: {}",
+            e.describe()
+        );
+        if sig != libc::SIGKILL {
+            let code = e.status.code();
+            assert!(
+                code == Some(128 + sig) || code == Some(0) || e.status.signal() == Some(sig),
+                "{what}: ended {}",
+                e.describe()
+            );
+        }
+        if report_dir_is_valid(&dir, &what) {
+            let out = numalab(&state, &["report", "-o", &d, "--resume", "--budget", "6"])
+                .output()
+                .expect("resume");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                matches!(out.status.code(), Some(0) | Some(3)),
+                "{what}: resume: {:?} {err}",
+                out.status
+            );
+            assert!(
+                report_dir_is_valid(&dir, &what),
+                "{what}: resume kept results.json"
+            );
+            // Every selected part is measured, or left for a later
+            // --resume by the budget: none is still pending or interrupted.
+            let doc = results(&dir);
+            let status = |part: &str| {
+                doc["parts"][part]["status"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let after: Vec<String> = ["latency-matrix", "c2c"]
+                .iter()
+                .map(|p| status(p))
+                .collect();
+            assert!(
+                after.iter().all(|s| s == "done" || s == "out-of-budget")
+                    && after.iter().any(|s| s == "done"),
+                "{what}: parts after resume: {after:?}; {err}"
+            );
+        } else {
+            eprintln!("signals: {what}: stopped before results.json was first written");
+        }
+    }
+}

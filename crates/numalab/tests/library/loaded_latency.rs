@@ -1,0 +1,229 @@
+//! Loaded latency on this machine, engine side: an unpaced read injector on
+//! another CPU raises the latency of a DRAM-sized chase, and the ladder's
+//! injected bandwidth grows. On a shared machine the rise of one injector
+//! (a few percent of a server socket's bandwidth) is small beside the drift
+//! of other processes' traffic, so idle and loaded windows are interleaved
+//! finely (tens of ms each, order alternating) and pooled: drift then falls
+//! on both pools alike.
+
+use crate::common;
+
+use common::turn;
+use numalab::experiments::loaded_latency::{
+    run_loaded_latency, Ladder, LoadStep, LoadedLatencyRequest,
+};
+use numalab::measure::chase::{Chase, ChasePattern};
+use numalab::measure::harness::default_buffer_bytes;
+use numalab::measure::pacing::{Pace, PaceOptions, PacedLoad, PacedSpec, TrafficMix};
+use numalab::measure::stats::{StopRule, Summary};
+use numalab::placement::{pin_current_thread, BufferSpec, MemoryPolicy, PlacedBuffer, Thp};
+use numalab::Machine;
+use std::time::Duration;
+
+/// Idle/loaded pairs of 10 ms chase samples, adjacent in time.
+const ROUNDS: usize = 150;
+
+/// CPU time of the calling thread (the chase is timed on it, as the
+/// experiment does: time descheduled is not latency).
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+#[test]
+fn an_unpaced_injector_raises_dram_latency() {
+    let _turn = turn();
+    let m = Machine::live().unwrap();
+    if m.allowed_cpus.len() < 2 {
+        numalab_testkit::skip(format!(
+            "an_unpaced_injector_raises_dram_latency needs 2 CPUs (one to chase, one to inject); this process may use {}",
+            m.allowed_cpus
+        ));
+        return;
+    }
+    let chase_cpu = m.allowed_cpus.first().unwrap();
+    let inj_cpu = m.allowed_cpus.last().unwrap();
+    let size = default_buffer_bytes(&m);
+    let m2 = m.clone();
+    let (idle, loaded, inj) = std::thread::spawn(move || {
+        let m = m2;
+        pin_current_thread(chase_cpu).unwrap();
+        let buf = PlacedBuffer::new(
+            &m,
+            &BufferSpec {
+                size,
+                policy: MemoryPolicy::Local,
+                thp: Some(Thp::On),
+                hugetlb: false,
+                toucher: Some(chase_cpu),
+                weighted: Default::default(),
+            },
+        )
+        .unwrap();
+        let mut chase = Chase::build(buf.as_ptr(), buf.len(), ChasePattern::Random, 1, 7).unwrap();
+        let warm = chase.run(2_000_000);
+        let steps = (0.01 / (warm.elapsed.as_secs_f64() / 2e6)) as u64;
+        let load = PacedLoad::start_with(
+            &m,
+            &PacedSpec {
+                cpus: vec![inj_cpu],
+                bytes_per_second: None,
+                mix: TrafficMix::Read,
+                buffer_bytes: size,
+                policy: MemoryPolicy::Local,
+                thp: Some(Thp::On),
+            },
+            &PaceOptions {
+                initial: Some(Pace::Idle),
+                ..PaceOptions::default()
+            },
+        )
+        .unwrap();
+        let (mut idle, mut loaded) = (Vec::new(), Vec::new());
+        let mut injected = Vec::new();
+        for round in 0..ROUNDS {
+            for k in 0..2 {
+                let busy = (round + k) % 2 == 1;
+                let pace = if busy { Pace::Unpaced } else { Pace::Idle };
+                load.set(pace, TrafficMix::Read).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+                let mark = load.mark();
+                let c0 = thread_cpu_seconds();
+                let r = chase.run(steps);
+                let ns = (thread_cpu_seconds() - c0) * 1e9 / steps as f64;
+                std::hint::black_box(r.sum);
+                if busy {
+                    loaded.push(ns);
+                    injected.push(load.traffic_since(&mark).total / 1e9);
+                } else {
+                    idle.push(ns);
+                }
+            }
+        }
+        drop(load);
+        (idle, loaded, injected)
+    })
+    .join()
+    .unwrap();
+    let (i, l) = (Summary::of(&idle).unwrap(), Summary::of(&loaded).unwrap());
+    let g = Summary::of(&inj).unwrap();
+    eprintln!(
+        "idle {:.1} ns [{:.1}-{:.1}], loaded {:.1} ns [{:.1}-{:.1}] ({:+.1}%), injector {:.2} GB/s",
+        i.median,
+        i.ci_low,
+        i.ci_high,
+        l.median,
+        l.ci_low,
+        l.ci_high,
+        (l.median / i.median - 1.0) * 100.0,
+        g.median
+    );
+    assert!(g.median > 1.0, "the injector streamed: {} GB/s", g.median);
+    // Sign test on adjacent pairs: with no effect, loaded > idle in half of
+    // them (sd 4% of the pairs at 150); a real rise makes it most.
+    let higher = idle.iter().zip(&loaded).filter(|(i, l)| l > i).count();
+    eprintln!("loaded above idle in {higher} of {ROUNDS} adjacent pairs");
+    assert!(
+        higher * 2 > ROUNDS,
+        "loaded above idle in only {higher} of {ROUNDS} adjacent pairs"
+    );
+    // And the pooled medians, with a tolerant margin (the rise of one
+    // injector is a few percent here).
+    assert!(
+        l.median > 0.995 * i.median,
+        "loaded median {:.1} ns not above idle {:.1} ns",
+        l.median,
+        i.median
+    );
+}
+
+#[test]
+fn the_automatic_ladder_climbs_to_the_unpaced_rate() {
+    let _turn = turn();
+    let m = Machine::live().unwrap();
+    if m.allowed_cpus.len() < 2 {
+        numalab_testkit::skip(format!(
+            "the_automatic_ladder_climbs_to_the_unpaced_rate needs 2 CPUs (one to chase, one to inject); this process may use {}",
+            m.allowed_cpus
+        ));
+        return;
+    }
+    let cpu = m.allowed_cpus.first().unwrap();
+    let req = LoadedLatencyRequest {
+        cpu,
+        policy: MemoryPolicy::Local,
+        pattern: ChasePattern::Random,
+        buffer_bytes: 16 << 20,
+        thp: Some(Thp::Off),
+        injector_cpus: vec![m.allowed_cpus.last().unwrap()],
+        injector_policy: None,
+        injector_buffer_bytes: 64 << 20,
+        injector_thp: Some(Thp::On),
+        mixes: vec![TrafficMix::parse("3:1").unwrap()],
+        ladder: Ladder::Auto,
+        rule: StopRule {
+            warmup: 1,
+            min_reps: 2,
+            max_reps: 50,
+            target_rel_ci: 0.05,
+            budget: Duration::from_millis(120),
+        },
+        settle: Duration::from_millis(10),
+    };
+    let mut seen = Vec::new();
+    let r = run_loaded_latency(&m, &req, &mut |s| seen.push(s.to_string())).unwrap();
+    assert_eq!(seen.len(), 7, "progress per measurement: {seen:?}");
+    assert_eq!(seen[0], "3:1: idle");
+    assert_eq!(seen[1], "3:1: max", "unpaced first, to size the ladder");
+    let c = &r.mixes[0];
+    assert_eq!(c.steps.len(), 6);
+    let max = c.steps.last().unwrap();
+    assert_eq!(max.load, Some(LoadStep::Max));
+    let per_thread_max = max.injected_gbps * 1e9;
+    let rates: Vec<f64> = c.steps[..5]
+        .iter()
+        .map(|p| match p.load {
+            Some(LoadStep::Rate { bytes_per_second }) => bytes_per_second,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // 1/16, 1/8, 1/4, 1/2, 1/sqrt 2 of the unpaced per-thread rate.
+    for (r, f) in rates
+        .iter()
+        .zip([1.0 / 16.0, 0.125, 0.25, 0.5, 0.5f64.sqrt()])
+    {
+        assert!((r / per_thread_max - f).abs() < 1e-9, "{r} vs {f}");
+    }
+    let inj: Vec<f64> = c.steps.iter().map(|p| p.injected_gbps).collect();
+    eprintln!("3:1 ladder GB/s {inj:?}");
+    for w in inj[..5].windows(2) {
+        assert!(
+            w[1] > w[0],
+            "injected bandwidth grows along the ladder: {inj:?}"
+        );
+    }
+    for p in &c.steps[..4] {
+        // The lower rungs are well within what the injector supplies.
+        let want = p.load.map(|l| match l {
+            LoadStep::Rate { bytes_per_second } => bytes_per_second / 1e9,
+            _ => 0.0,
+        });
+        let want = want.unwrap();
+        assert!(
+            (p.injected_gbps / want - 1.0).abs() < 0.25,
+            "{} vs {want}",
+            p.injected_gbps
+        );
+        // Write-allocate: 3:1 moves 5/4 of its program bytes.
+        assert!((p.injected_memory_gbps / p.injected_gbps - 1.25).abs() < 0.01);
+    }
+    assert_eq!(r.injectors.policy, "bind:0");
+    assert!(r.verification.verified, "{:?}", r.verification.problems);
+    assert_eq!(r.verification.workers.len(), 2);
+    assert_eq!(c.knee.is_some(), c.steps.iter().any(|p| p.knee));
+}
