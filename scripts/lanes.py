@@ -268,7 +268,7 @@ def main():
     # fitted latency of 0). --guest-beside runs the guest lane beside the
     # others, for a machine with CPUs to spare.
     side = [lane for lane in lanes if lane == "guest" and args.guest_beside]
-    main_lanes = [lane for lane in lanes if lane != "guest"]
+    main_lanes = [lane for lane in lanes if lane not in side]
     buffered = {lane: Buffered(lane) for lane in side}
     threads = []
     for lane in side:
