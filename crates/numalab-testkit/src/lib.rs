@@ -24,8 +24,24 @@ pub fn skip(reason: impl Display) {
     let test = thread.name().unwrap_or("?");
     let line = skip_line(test, &reason.to_string());
     eprintln!("skipped: {test}: {reason}");
-    if let Some(path) = std::env::var_os(SKIP_LOG) {
-        // One write of a whole line with O_APPEND: tests that skip at once
+    append_line(SKIP_LOG, &line);
+}
+
+/// The environment variable naming the file [`note`]s are appended to.
+pub const NOTES: &str = "NUMALAB_LANE_NOTES";
+
+/// Prints `note` and, under the lane runner, appends it to the file named
+/// by `NUMALAB_LANE_NOTES`, to be shown after the lane whether the test
+/// passes or not (a guest's boot time and slowest steps).
+pub fn note(note: &str) {
+    eprintln!("{note}");
+    append_line(NOTES, &format!("{}\n", note.replace('\n', " ")));
+}
+
+/// Appends `line` to the file named by the variable `var`, if it is set.
+fn append_line(var: &str, line: &str) {
+    if let Some(path) = std::env::var_os(var) {
+        // One write of a whole line with O_APPEND: tests that write at once
         // in several threads or binaries never interleave their lines.
         let written = std::fs::OpenOptions::new()
             .create(true)
@@ -33,7 +49,7 @@ pub fn skip(reason: impl Display) {
             .open(&path)
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = written {
-            panic!("cannot record the skip in {}: {e}", path.to_string_lossy());
+            panic!("cannot append to {} ({var}): {e}", path.to_string_lossy());
         }
     }
 }

@@ -433,7 +433,7 @@ pub fn boot_with_files(
     std::fs::remove_dir_all(&dir).ok();
     // Where a guest's time goes: the whole boot and its slowest steps, by
     // the guest's clock; the lane runner prints these notes after the lane.
-    lane_note(&format!(
+    numalab_testkit::note(&format!(
         "guest {machine} {kernel_version} {}: {:.0} s, slowest steps: {}",
         options.join(" "),
         started.elapsed().as_secs_f64(),
@@ -449,23 +449,6 @@ pub fn boot_with_files(
     Guest {
         steps: parse_steps(&console),
         console,
-    }
-}
-
-/// Prints `note` and, under the lane runner (scripts/lanes.py, which names
-/// the file in NUMALAB_LANE_NOTES), appends it there to be shown after the
-/// lane whether the test passes or not.
-pub fn lane_note(note: &str) {
-    eprintln!("{note}");
-    if let Some(path) = std::env::var_os("NUMALAB_LANE_NOTES") {
-        use std::io::Write;
-        let line = format!("{}\n", note.replace('\n', " "));
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(line.as_bytes()));
-        written.expect("append to NUMALAB_LANE_NOTES");
     }
 }
 
