@@ -41,6 +41,10 @@ BROWSER = {"browser"}
 # guests binary boots eight guests one or two at a time (about 30 minutes
 # on an idle 2-core host), each capped at 1500 s.
 BINARY_TIMEOUT_S = 3600
+# How much of each failed test's own output the summary repeats: its panic
+# message and the lines around it, so that a log cut to its tail still says
+# why each test failed.
+FAILURE_LINES = 30
 RESULT = re.compile(
     r"^test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
 )
@@ -112,6 +116,7 @@ class Tally:
         self.broken = []  # binaries that failed or did not finish
         self.skips = []
         self.notes = []  # what tests asked to show (a guest's time)
+        self.failures = []  # (test, its output's last lines) per failed test
         self.seconds = 0.0
 
     def line(self):
@@ -142,13 +147,15 @@ def run_binary(b, skip_log, out):
             errors="replace",
         )
     except OSError as e:
-        return None, f"cannot run {b.executable}: {e}", 0.0
+        return None, f"cannot run {b.executable}: {e}", 0.0, []
     results = []
+    failures = FailureReader()
     timer = threading.Timer(BINARY_TIMEOUT_S, proc.kill)
     timer.start()
     try:
         for line in proc.stdout:
             out.write(line)
+            failures.feed(line)
             m = RESULT.match(line)
             if m:
                 results.append(tuple(int(x) for x in m.groups()[1:4]))
@@ -158,13 +165,52 @@ def run_binary(b, skip_log, out):
     out.flush()
     elapsed = time.monotonic() - start
     if rc != 0 and not results:
-        return None, f"exited {rc} without a test result", elapsed
+        return None, f"exited {rc} without a test result", elapsed, failures.found
     passed = sum(r[0] for r in results)
     failed = sum(r[1] for r in results)
     ignored = sum(r[2] for r in results)
     if rc != 0 and failed == 0:
-        return (passed, 1, ignored), f"exited {rc}", elapsed
-    return (passed, failed, ignored), None, elapsed
+        return (passed, 1, ignored), f"exited {rc}", elapsed, failures.found
+    return (passed, failed, ignored), None, elapsed, failures.found
+
+
+class FailureReader:
+    """Picks each failed test's captured output out of libtest's report
+    ("---- name stdout ----" blocks after the first "failures:" line)."""
+
+    HEADER = re.compile(r"^---- (\S+) stdout ----$")
+
+    def __init__(self):
+        self.in_failures = False
+        self.current = None
+        self.found = []  # (test, lines)
+
+    def feed(self, line):
+        line = line.rstrip("\n")
+        if not self.in_failures:
+            self.in_failures = line == "failures:"
+            return
+        m = self.HEADER.match(line)
+        if m:
+            self.current = (m.group(1), [])
+            self.found.append(self.current)
+        elif line == "failures:" or RESULT.match(line):
+            # The list of names that ends the report; a later binary's run
+            # (doctests) starts a new report.
+            self.in_failures = False
+            self.current = None
+        elif self.current is not None:
+            self.current[1].append(line)
+
+    @staticmethod
+    def excerpt(lines):
+        """The panic and what led to it, at most FAILURE_LINES lines."""
+        lines = [l for l in lines if l.strip() and not l.startswith("note: run with")]
+        at = next((i for i, l in enumerate(lines) if "panicked at" in l), None)
+        if at is None:
+            return lines[-FAILURE_LINES:]
+        start = max(0, at - FAILURE_LINES // 3)
+        return lines[start : start + FAILURE_LINES]
 
 
 def run_lane(lane, binaries, out, scratch):
@@ -173,7 +219,8 @@ def run_lane(lane, binaries, out, scratch):
     for i, b in enumerate(binaries):
         skip_log = scratch / f"skips-{lane}-{i}"
         skip_log.write_text("")
-        counts, problem, elapsed = run_binary(b, skip_log, out)
+        counts, problem, elapsed, failures = run_binary(b, skip_log, out)
+        tally.failures += [(f"{b.label()} {t}", lines) for t, lines in failures]
         for s in skip_log.read_text().splitlines():
             if s.strip():
                 tally.skips.append(f"{b.label()} {s}")
@@ -303,6 +350,10 @@ def main():
         for b in t.broken:
             print(f"    FAILED {b}")
             bad = True
+        for test, lines in t.failures:
+            print(f"    failed {test}:")
+            for l in FailureReader.excerpt(lines):
+                print(f"      | {l}")
     print(f"lanes: all lanes in {time.monotonic() - t0:.0f} s", flush=True)
     return 1 if bad else 0
 
