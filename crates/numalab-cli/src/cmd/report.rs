@@ -261,6 +261,13 @@ pub fn run(a: Args) -> CliResult {
     check_output(&a)?;
     let dir = a.output.clone();
     let m = load_machine(a.topology.as_deref())?;
+    // Before the claim: from the moment the lock names this run, Ctrl-C or
+    // SIGTERM ends it through the measuring loop, which keeps a whole
+    // report; a signal between the claim and the first part would
+    // otherwise kill it with nothing saved.
+    cancel::reset();
+    cancel::request_on_signals()
+        .map_err(|e| CliError::failed(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
     // Held to the end of the run (and released by the kernel however the
     // process ends): a second report into DIR is refused, naming this one.
     let held = claim(&a)?;
@@ -288,9 +295,6 @@ pub fn run(a: Args) -> CliResult {
     let written = save(&dir, &doc)?;
     remove_old(&dir, &old_files, &written)?;
 
-    cancel::reset();
-    cancel::request_on_signals()
-        .map_err(|e| CliError::failed(format!("cannot handle Ctrl-C and SIGTERM: {e}")))?;
     let mut progress = Progress::new(&dir, budget);
     // The operations' costs on this machine, then the budget the parts'
     // smallest forms need: a default budget grows to it, a given one is
