@@ -136,9 +136,27 @@ fn apexmap_small_grid_json_and_text() {
     }
     // The study's model has four parameters: four points fit it.
     let pm = &v["published_model"];
-    for level in ["l2", "memory"] {
-        assert!(f(&pm[level]["latency_ns"]) > 0.0, "{pm}");
+    let warnings: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    for (level, name) in [("l2", "L2"), ("memory", "memory")] {
+        // A latency at the fit's bound (noise can drown the L2's few ns in
+        // the long blocks' time) is named as unresolved, never shown as
+        // measured.
+        let ns = f(&pm[level]["latency_ns"]);
+        let unresolved = format!("published model: the {name} latency fits at its bound, 0 ns");
+        assert!(ns >= 0.0, "{pm}");
+        assert_eq!(
+            ns == 0.0,
+            warnings.iter().any(|w| w.starts_with(&unresolved)),
+            "{pm} {warnings:?}"
+        );
     }
+    // Random words over 8 MiB take tens of ns on any machine: not at the bound.
+    assert!(f(&pm["memory"]["latency_ns"]) > 0.0, "{pm}");
     assert!(
         f(&pm["l2"]["latency_ns"]) <= f(&pm["memory"]["latency_ns"]),
         "{pm}"

@@ -478,7 +478,10 @@ fn run_pinned(
         }
     };
     let published_model = match published_model(m, req.cpu, &points, Path::new("/")) {
-        Ok(mo) => Some(mo),
+        Ok(mo) => {
+            warnings.extend(mo.unresolved());
+            Some(mo)
+        }
         Err(e) => {
             warnings.push(format!("published model: {e}"));
             None
@@ -869,6 +872,24 @@ pub fn published_model(
         frequency_source: source,
         rms_residual: (ss / data.len().max(1) as f64).sqrt(),
     })
+}
+
+impl PublishedModel {
+    /// A warning for each latency the fit put at its bound, 0 ns: the
+    /// non-negative fit found no latency those points can resolve (on a
+    /// noisy machine, a few ns of L2 latency drown in the long blocks'
+    /// microseconds), so the figure is no measurement of it.
+    pub fn unresolved(&self) -> Vec<String> {
+        [("L2", &self.l2), ("memory", &self.memory)]
+            .into_iter()
+            .filter(|(_, level)| level.latency_ns == Some(0.0))
+            .map(|(name, _)| {
+                format!(
+                    "published model: the {name} latency fits at its bound, 0 ns: these points do not resolve it; measure more small Ls (--ls) or a longer --budget"
+                )
+            })
+            .collect()
+    }
 }
 
 /// The core clock of `cpu` in MHz and where it was read, under `root`: the

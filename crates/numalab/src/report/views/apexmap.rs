@@ -182,5 +182,11 @@ mod tests {
         let cols: Vec<&str> = mem.split_whitespace().collect();
         assert_eq!(cols[3], "180", "{mem}");
         assert_eq!(cols[5], "5", "{mem}");
+        assert!(pm.unresolved().is_empty());
+        pm.l2 = level(0.0, 100.0, None);
+        assert_eq!(
+            pm.unresolved(),
+            vec!["published model: the L2 latency fits at its bound, 0 ns: these points do not resolve it; measure more small Ls (--ls) or a longer --budget"]
+        );
     }
 }
