@@ -81,6 +81,11 @@ const MIN_FIRST_TOUCHES: u64 = 5;
 /// end of the 95% interval of its share above one half), with the words
 /// for it: "thread 812 (the main thread, pinned to CPU 0), 40 of 41
 /// sampled first touches (95% CI 87–100%)".
+/// Below this share of a region's accesses, the thread that first touched
+/// it does not use it: its initialising writes are all it did there (one
+/// pass, against the users' many).
+const TOUCHER_USE_SHARE: f64 = 0.10;
+
 fn first_toucher(p: &Profile, r: &RegionProfile) -> Option<(u32, String)> {
     let f = r.first_touch.as_ref()?;
     if f.samples < MIN_FIRST_TOUCHES {
@@ -371,17 +376,35 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
             // (not a policy that put them elsewhere) and never used it.
             let placed_by =
                 |tid: &u32| p.threads.iter().any(|t| t.tid == *tid && t.nodes == [node]);
-            let uses = |tid: &u32| {
-                r.threads.contains_key(tid)
-                    || r.estimate
-                        .as_ref()
-                        .is_some_and(|e| e.threads.contains_key(tid))
+            // Its part of the accesses, by either source: the word counts
+            // see the toucher's initialising writes, which are not a use.
+            let use_share = |tid: &u32| {
+                let sampled: u64 = r.threads.values().sum();
+                let by_faults = match sampled {
+                    0 => 0.0,
+                    n => r.threads.get(tid).copied().unwrap_or(0) as f64 / n as f64,
+                };
+                let by_words = r
+                    .estimate
+                    .as_ref()
+                    .and_then(|e| e.threads.get(tid))
+                    .map_or(0.0, |t| t.share);
+                by_faults.max(by_words)
             };
-            match first_toucher(p, r).filter(|(tid, _)| !uses(tid) && placed_by(tid)) {
-                Some((_, words)) => {
+            match first_toucher(p, r)
+                .filter(|(tid, _)| use_share(tid) < TOUCHER_USE_SHARE && placed_by(tid))
+            {
+                Some((tid, words)) => {
                     d.kind = "first-touched-elsewhere".into();
+                    let uses = match use_share(&tid) {
+                        x if x > 0.0 => format!(
+                            "which makes only {} of its accesses (its initialising writes)",
+                            pct(x)
+                        ),
+                        _ => "which does not use it".to_string(),
+                    };
                     d.text = format!(
-                        "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}; first touched by {words}, which does not use it: private data placed by another thread; initialise it in the threads that use it, or place it on their node",
+                        "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}; first touched by {words}, {uses}: private data placed by another thread; initialise it in the threads that use it, or place it on their node",
                         r.site,
                         pct(pshare)
                     );
@@ -768,7 +791,17 @@ mod tests {
         // Too few first touches to name anyone: remote-bound.
         let mut f = region("f", &[(0, 512)], &[(3, 0, 40)]);
         f.first_touch = touched(100, 4, 0);
-        let mut p = profile(vec![e, c, a, f]);
+        // G: as E, but the main thread's own accesses are 1 of 41 samples
+        // (its initialising writes): still placed by another thread.
+        let mut g = region("g", &[(0, 2047)], &[(3, 0, 40), (0, 0, 1)]);
+        g.threads = BTreeMap::from([(103, 40), (100, 1)]);
+        g.first_touch = touched(100, 12, 0);
+        // H: the toucher makes 12 of 40 accesses (30%): it uses the data,
+        // shared by two nodes.
+        let mut h = region("h", &[(0, 2047)], &[(3, 0, 28), (0, 0, 12)]);
+        h.threads = BTreeMap::from([(103, 28), (100, 12)]);
+        h.first_touch = touched(100, 12, 0);
+        let mut p = profile(vec![e, c, a, f, g, h]);
         p.threads = vec![thread(100, 0, 0), thread(101, 0, 0), thread(103, 3, 3)];
         let d = diagnose(&m, &p);
         assert_eq!(
@@ -777,8 +810,17 @@ mod tests {
                 ("e", "first-touched-elsewhere"),
                 ("c", "remote-bound"),
                 ("a", "one-node-shared"),
-                ("f", "remote-bound")
+                ("f", "remote-bound"),
+                ("g", "first-touched-elsewhere"),
+                ("h", "two-node-shared"),
             ]
+        );
+        assert!(
+            d[4].text.contains(
+                "12 of 12 sampled first touches (95% CI 76%–100%), which makes only 2% of its accesses (its initialising writes): private data"
+            ),
+            "{}",
+            d[4].text
         );
         assert!(
             d[0].text.contains(
