@@ -400,10 +400,13 @@ pub fn run_scenarios(
             break;
         }
         // Only whole rounds keep the comparison balanced: start one only
-        // when it fits what is left.
+        // when it fits what is left. The first MIN_ROUNDS always run (when
+        // planned): fewer cannot tell a case from noise, so stopping there
+        // would throw away what was measured; a loaded machine overruns
+        // the budget instead.
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
-            if rounds_run > 0 && left < round_s {
+            if rounds_run >= MIN_ROUNDS.min(rounds) && left < round_s {
                 warnings.push(format!("budget spent: {rounds_run} of {rounds} rounds ran"));
                 break;
             }
