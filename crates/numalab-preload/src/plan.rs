@@ -106,9 +106,17 @@ static ARENAS_USED: AtomicUsize = AtomicUsize::new(0);
 /// The break heap: where striping started, and how far it reaches.
 static BRK_START: AtomicUsize = AtomicUsize::new(0);
 static BRK_DONE: AtomicUsize = AtomicUsize::new(0);
-/// Arena heaps striped: start and end.
-static ARENAS: [[AtomicUsize; 2]; MAX_ARENAS] =
-    [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; MAX_ARENAS];
+/// Arena heaps seen: start, how far striped, and end. A heap is striped as
+/// far as its blocks reach (and [`ARENA_AHEAD`] beyond), never whole: a
+/// thread's 64 MiB heap that holds 2 MiB costs tens of stripes, not
+/// thousands (each a mapping of the process, and an `mbind`).
+static ARENAS: [[AtomicUsize; 3]; MAX_ARENAS] = [const {
+    [
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    ]
+}; MAX_ARENAS];
 /// One thread at a time extends the heaps' stripes.
 static GROWING: AtomicBool = AtomicBool::new(false);
 /// Program `mbind` calls skipped on planned regions, and `mbind` calls of
@@ -517,6 +525,13 @@ pub fn mapped(p: usize, len: usize, file: Option<&[u8]>) {
 /// 64-bit: heaps are mapped whole, readable or not, at multiples of it).
 const ARENA_HEAP: usize = 64 << 20;
 
+/// How far past a block's end an arena heap is striped: malloc writes the
+/// next chunk's header just past a block, and the following blocks come
+/// from there, so they find their pages striped already; a multiple of
+/// any stripe's pages (the phase of the pattern comes from the heap's
+/// start).
+const ARENA_AHEAD: usize = 1 << 20;
+
 /// A small block malloc returned at `p`: with an `all` entry, the heap it
 /// came from is striped as far as it reaches (the break as it grows, each
 /// arena heap once, whole).
@@ -530,7 +545,7 @@ pub fn heap_block(p: usize, n: usize) {
     if p >= brk_start && end <= BRK_DONE.load(SeqCst) {
         return;
     }
-    if in_arena(p) || IN_GROWTH.with(|g| g.get()) {
+    if in_arena(p, end) || IN_GROWTH.with(|g| g.get()) {
         // (Reading /proc/self/maps below may allocate: those blocks wait.)
         return;
     }
@@ -543,9 +558,9 @@ pub fn heap_block(p: usize, n: usize) {
     }
     IN_GROWTH.with(|g| g.set(true));
     // Another thread may have striped this block's heap meanwhile.
-    let striped = (p >= brk_start && end <= BRK_DONE.load(SeqCst)) || in_arena(p);
+    let striped = (p >= brk_start && end <= BRK_DONE.load(SeqCst)) || in_arena(p, end);
     if !striped {
-        grow(all - 1, p, brk_start);
+        grow(all - 1, p, end, brk_start);
     }
     IN_GROWTH.with(|g| g.set(false));
     GROWING.store(false, SeqCst);
@@ -556,9 +571,10 @@ thread_local! {
     static IN_GROWTH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Stripes the heap that holds `p` with entry `all`'s policy: the break
-/// up to where it is now, or the arena heap (or mapping) around `p`.
-fn grow(all: usize, p: usize, brk_start: usize) {
+/// Stripes the heap that holds the block `[p, end)` with entry `all`'s
+/// policy: the break up to where it is now, or the arena heap (or
+/// mapping) around `p` as far as the block reaches.
+fn grow(all: usize, p: usize, end: usize, brk_start: usize) {
     let ps = page_size();
     // SAFETY: sbrk(0) only reads the break.
     let brk = unsafe { libc::sbrk(0) } as usize / ps * ps;
@@ -568,27 +584,53 @@ fn grow(all: usize, p: usize, brk_start: usize) {
             apply(all, brk_start, done, brk - done);
             BRK_DONE.store(brk, SeqCst);
         }
-    } else {
-        // An arena heap starts at the multiple of its span below the
-        // block, and is mapped whole; anything else (the main arena's
-        // mappings when the break cannot grow) is striped as mapped.
-        let heap = p & !(ARENA_HEAP - 1);
-        let span = match mapping_of(heap) {
-            Some((s, _)) if s == heap && mapped_through(heap, heap + ARENA_HEAP) => {
-                Some((heap, heap + ARENA_HEAP))
-            }
-            _ => mapping_of(p),
-        };
-        if let Some((s, e)) = span {
-            apply(all, s, s, e - s);
-            // Only this thread adds arenas (GROWING is held).
-            let k = ARENAS_USED.load(SeqCst);
-            if let Some(slot) = ARENAS.get(k) {
-                slot[0].store(s, SeqCst);
-                slot[1].store(e, SeqCst);
-                ARENAS_USED.store(k + 1, SeqCst);
-            }
+        return;
+    }
+    // Only this thread changes the arenas (GROWING is held).
+    let used = ARENAS_USED.load(SeqCst);
+    let known = ARENAS[..used].iter().find(|a| {
+        let limit = a[2].load(SeqCst);
+        limit != 0 && p >= a[0].load(SeqCst) && p < limit
+    });
+    let slot = match known {
+        Some(slot) => slot,
+        None => {
+            // An arena heap starts at the multiple of its span below the
+            // block, and is mapped whole; anything else (the main arena's
+            // mappings when the break cannot grow) is striped as mapped.
+            let heap = p & !(ARENA_HEAP - 1);
+            let span = match mapping_of(heap) {
+                Some((s, _)) if s == heap && mapped_through(heap, heap + ARENA_HEAP) => {
+                    Some((heap, heap + ARENA_HEAP))
+                }
+                _ => mapping_of(p),
+            };
+            let Some((s, e)) = span else {
+                return;
+            };
+            let Some(slot) = ARENAS.get(used) else {
+                // No slot left to remember it: striped whole, once.
+                apply(all, s, s, e - s);
+                return;
+            };
+            slot[0].store(s, SeqCst);
+            slot[1].store(s, SeqCst);
+            slot[2].store(e, SeqCst);
+            ARENAS_USED.store(used + 1, SeqCst);
+            slot
         }
+    };
+    let (s, striped, limit) = (
+        slot[0].load(SeqCst),
+        slot[1].load(SeqCst),
+        slot[2].load(SeqCst),
+    );
+    let reach = (end.div_ceil(ARENA_AHEAD) * ARENA_AHEAD)
+        .saturating_add(ARENA_AHEAD)
+        .min(limit);
+    if reach > striped {
+        apply(all, s, striped, reach - striped);
+        slot[1].store(reach, SeqCst);
     }
 }
 
@@ -611,10 +653,11 @@ fn mapped_through(s: usize, e: usize) -> bool {
     true
 }
 
-fn in_arena(p: usize) -> bool {
+/// Whether the block `[p, end)` lies in the striped part of an arena heap.
+fn in_arena(p: usize, end: usize) -> bool {
     ARENAS[..ARENAS_USED.load(SeqCst)].iter().any(|a| {
-        let e = a[1].load(SeqCst);
-        e != 0 && p >= a[0].load(SeqCst) && p < e
+        let striped = a[1].load(SeqCst);
+        p >= a[0].load(SeqCst) && end <= striped
     })
 }
 
