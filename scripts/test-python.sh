@@ -13,6 +13,15 @@ VENV="${NUMALAB_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/numalab/python-venv}"
 WHEELS="$ROOT/target/wheels"
 mkdir -p "$WHEELS"
 rm -f "$WHEELS"/numalab-*.whl
+# maturin builds this crate alone: shared crates whose features differ from
+# the workspace build's are compiled again (crates/numalab-python/Cargo.toml
+# lines them up); say which, so that the drift is seen.
+tree() { (cd "$ROOT" && cargo tree --locked --prefix none -f '{p} [{f}]' "$@" | sort -u); }
+drift=$(comm -13 <(tree --workspace -e normal,build,dev) <(tree -p numalab-python -e normal,build) | grep -v '^numalab' || true)
+if [ -n "$drift" ]; then
+    echo "test-python: note: these crates' features differ from the workspace build's, so maturin compiles them (and what uses them) again; line them up in crates/numalab-python/Cargo.toml:"
+    echo "$drift" | sed 's/^/  /'
+fi
 start=$(date +%s)
 (cd "$ROOT/crates/numalab-python" && "$VENV/bin/maturin" build --locked --quiet \
     --interpreter "$VENV/bin/python" --compatibility linux --auditwheel skip --out "$WHEELS")
