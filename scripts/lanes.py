@@ -38,7 +38,7 @@ LANES = ("fast", "guest", "browser")
 # (crates/numalab-cli/tests/browser/).
 BROWSER = {"browser"}
 # A binary that runs longer than this is killed and counted as failed: the
-# guests binary boots eight guests one or two at a time (about 30 minutes
+# guests binary boots four guests one or two at a time (about 20 minutes
 # on an idle 2-core host), each capped at 1500 s.
 BINARY_TIMEOUT_S = 3600
 # How much of each failed test's own output the summary repeats: its panic

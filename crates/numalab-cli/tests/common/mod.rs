@@ -366,6 +366,15 @@ pub fn boot_with_files(
         "{} is missing: run guest/fetch-kernel.sh (the README test command does)",
         kernel.display()
     );
+    // Files add their steps to shared boots: a name used twice would
+    // answer one test with another's output.
+    let mut names = std::collections::BTreeSet::new();
+    for (name, _) in steps {
+        assert!(
+            names.insert(*name),
+            "step '{name}' is listed twice for the {machine} guest"
+        );
+    }
     let mut script = String::from(
         "step() { name=$1; shift; t0=$(cut -d' ' -f1 /proc/uptime); echo \"@@@BEGIN $name\"; \
          \"$@\" >/tmp/o 2>/tmp/e; rc=$?; t1=$(cut -d' ' -f1 /proc/uptime); \

@@ -1,6 +1,7 @@
 //! Multi-node tests for real: numalab runs inside a QEMU guest (stock Linux
 //! 6.12 kernel, TCG) with emulated NUMA nodes (guest/boot.sh). Each machine
-//! boots once; its script runs every step and prints the output between
+//! boots once (the 6.12 ones in guest_experiments.rs, which runs these
+//! steps first); its script runs every step and prints the output between
 //! markers; each `#[test]` below asserts on one step. Timings inside the guest
 //! mean nothing and are never asserted; placement, topology and errors are real.
 //!
@@ -13,7 +14,9 @@ use common::{boot, nodes_of, one_line_error, Guest};
 use serde_json::Value;
 use std::sync::OnceLock;
 
-const QUARTET_STEPS: &[(&str, &str)] = &[
+/// Steps the experiments' Quartet guest runs first, on a fresh machine
+/// (guest_experiments.rs boots it once for every file).
+pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ("topology", "numalab topology --json"),
     ("topology_text", "numalab topology"),
     ("bind", "numalab place --size 16M --mem bind:2 --cpu 0 --json"),
@@ -57,8 +60,7 @@ const QUARTET_STEPS: &[(&str, &str)] = &[
 ];
 
 fn quartet() -> &'static Guest {
-    static G: OnceLock<Guest> = OnceLock::new();
-    G.get_or_init(|| boot("quartet", "6.12", QUARTET_STEPS))
+    crate::guest_experiments::quartet()
 }
 
 #[test]
@@ -367,7 +369,8 @@ fn quartet_bad_input_gets_one_line_errors() {
     assert!(!g.console.contains("Out of memory"), "the OOM killer ran");
 }
 
-const RING_STEPS: &[(&str, &str)] = &[
+/// Steps the experiments' ring guest runs first.
+pub const RING_STEPS: &[(&str, &str)] = &[
     ("topology", "numalab topology --json"),
     ("topology_text", "numalab topology"),
     ("hmat_sysfs", "cat /sys/devices/system/node/node4/access0/initiators/read_latency /sys/devices/system/node/node4/access0/initiators/read_bandwidth"),
@@ -385,8 +388,7 @@ const RING_STEPS: &[(&str, &str)] = &[
 ];
 
 fn ring() -> &'static Guest {
-    static G: OnceLock<Guest> = OnceLock::new();
-    G.get_or_init(|| boot("ring4-cpuless", "6.12", RING_STEPS))
+    crate::guest_experiments::ring()
 }
 
 #[test]

@@ -40,11 +40,14 @@ mod sweep;
 use common::{boot, boot_with, boot_with_files, Guest};
 use std::sync::OnceLock;
 
-/// The Quartet guest (4 nodes in a ring, 2 CPUs each) with every experiment's steps.
-fn quartet() -> &'static Guest {
+/// The Quartet guest (4 nodes in a ring, 2 CPUs each) with every experiment's
+/// steps, the profile's truth suite and the whole report's: one boot.
+pub(crate) fn quartet() -> &'static Guest {
     static G: OnceLock<Guest> = OnceLock::new();
     G.get_or_init(|| {
         let steps: Vec<(&str, &str)> = [
+            // First, on a fresh machine: placement, topology and errors.
+            crate::guest::QUARTET_STEPS,
             sweep::QUARTET_STEPS,
             scenarios::QUARTET_STEPS,
             loaded_latency::QUARTET_STEPS,
@@ -60,6 +63,9 @@ fn quartet() -> &'static Guest {
             // After the profile steps: the plan is theirs.
             plan::QUARTET_STEPS,
             capi::QUARTET_STEPS,
+            profile::TRUTH_STEPS,
+            // Last: the whole report, and the folder packed (guest_report.rs).
+            crate::guest_report::QUARTET_STEPS,
         ]
         .concat();
         boot_with_files("quartet", "6.12", &steps, &[], &capi::programs())
@@ -82,18 +88,13 @@ fn quartet_for_refinement() -> &'static Guest {
     })
 }
 
-/// The Quartet guest for the profile's truth suite (its own boot: nine
-/// profiles would not fit the experiments' guest's cap).
-fn quartet_for_truth() -> &'static Guest {
-    static G: OnceLock<Guest> = OnceLock::new();
-    G.get_or_init(|| boot("quartet", "6.12", profile::TRUTH_STEPS))
-}
-
-/// The ring guest with CPU-less node 4 (HMAT) with every experiment's steps.
-fn ring() -> &'static Guest {
+/// The ring guest with CPU-less node 4 (HMAT) with every experiment's steps,
+/// and the whole report's.
+pub(crate) fn ring() -> &'static Guest {
     static G: OnceLock<Guest> = OnceLock::new();
     G.get_or_init(|| {
         let steps: Vec<(&str, &str)> = [
+            crate::guest::RING_STEPS,
             sweep::RING_STEPS,
             scenarios::RING_STEPS,
             loaded_latency::RING_STEPS,
@@ -102,6 +103,7 @@ fn ring() -> &'static Guest {
             policies::RING_STEPS,
             migrate::RING_STEPS,
             profile::RING_STEPS,
+            crate::guest_report::RING_STEPS,
         ]
         .concat();
         boot("ring4-cpuless", "6.12", &steps)

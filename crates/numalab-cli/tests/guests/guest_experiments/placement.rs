@@ -31,7 +31,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ),
     (
         "report_pdm_full",
-        "numalab report -o /tmp/pdmr --full --parts pdm --budget 40 >/dev/null && cat /tmp/pdmr/results.json && echo",
+        "numalab report -o /tmp/pdmr --full --parts pdm --budget 15 >/dev/null && cat /tmp/pdmr/results.json && echo",
     ),
     (
         "array_err_name",
