@@ -38,13 +38,14 @@ LANES = ("fast", "guest", "browser")
 # (crates/numalab-cli/tests/browser/).
 BROWSER = {"browser"}
 # A binary that runs longer than this is killed and counted as failed: the
-# guests binary boots four guests one or two at a time (about 20 minutes
+# guests binary boots five guests one or two at a time (about 20 minutes
 # on an idle 2-core host), each capped at 1500 s.
 BINARY_TIMEOUT_S = 3600
 # How much of each failed test's own output the summary repeats: its panic
 # message and the lines around it, so that a log cut to its tail still says
 # why each test failed.
 FAILURE_LINES = 30
+FAILURE_LINE_CHARS = 600
 RESULT = re.compile(
     r"^test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
 )
@@ -353,7 +354,9 @@ def main():
         for test, lines in t.failures:
             print(f"    failed {test}:")
             for l in FailureReader.excerpt(lines):
-                print(f"      | {l}")
+                # An assertion may print a whole JSON document.
+                cut = l if len(l) <= FAILURE_LINE_CHARS else l[:FAILURE_LINE_CHARS] + " [...]"
+                print(f"      | {cut}")
     print(f"lanes: all lanes in {time.monotonic() - t0:.0f} s", flush=True)
     return 1 if bad else 0
 

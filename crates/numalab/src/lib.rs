@@ -29,6 +29,7 @@ pub mod profile;
 pub mod random;
 pub mod report;
 pub mod serde_util;
+pub mod sys;
 pub mod text;
 
 pub use idset::IdSet;

@@ -41,7 +41,7 @@ use common::{boot, boot_with, boot_with_files, Guest};
 use std::sync::OnceLock;
 
 /// The Quartet guest (4 nodes in a ring, 2 CPUs each) with every experiment's
-/// steps, the profile's truth suite and the whole report's: one boot.
+/// steps and the whole report's: one boot.
 pub(crate) fn quartet() -> &'static Guest {
     static G: OnceLock<Guest> = OnceLock::new();
     G.get_or_init(|| {
@@ -63,7 +63,6 @@ pub(crate) fn quartet() -> &'static Guest {
             // After the profile steps: the plan is theirs.
             plan::QUARTET_STEPS,
             capi::QUARTET_STEPS,
-            profile::TRUTH_STEPS,
             // Last: the whole report, and the folder packed (guest_report.rs).
             crate::guest_report::QUARTET_STEPS,
         ]
@@ -86,6 +85,15 @@ fn quartet_for_refinement() -> &'static Guest {
             &["--tcg", "single"],
         )
     })
+}
+
+/// The Quartet guest for the profile's truth suite, fresh: at the end of
+/// the experiments' guest (after a hundred steps) truth_slices' S (0, 0)
+/// was estimated 0.083 (95% CI 0.036–0.182) against a truth of 0.250,
+/// which a fresh guest has not shown (issue 29 follows it up).
+pub(crate) fn quartet_for_truth() -> &'static Guest {
+    static G: OnceLock<Guest> = OnceLock::new();
+    G.get_or_init(|| boot("quartet", "6.12", profile::TRUTH_STEPS))
 }
 
 /// The ring guest with CPU-less node 4 (HMAT) with every experiment's steps,

@@ -463,9 +463,7 @@ fn run_pinned(
     let (mut buf, check) =
         pinned_buffer(m, req.cpu, &req.policy, req.buffer_bytes, req.thp, false)?;
     let mut report = WorkerReport::pinned(m, req.cpu, check);
-    // SAFETY: page-aligned memory owned by `buf`; any bit pattern is an f64.
-    let (_, data, _) = unsafe { buf.as_mut_slice().align_to_mut::<f64>() };
-    let data = &mut data[..req.buffer_bytes / 8];
+    let data = &mut buf.as_f64_mut()[..req.buffer_bytes / 8];
     let map = Map::new(m, req);
     let mut warnings = Vec::new();
     let mut points = map.points(data, progress, &mut warnings);

@@ -595,10 +595,7 @@ fn fit_n(
 /// An operand's pages as f64s. The mapping is page-aligned, so the cast
 /// has no prefix.
 fn doubles(buf: &mut PlacedBuffer) -> &mut [f64] {
-    // SAFETY: every bit pattern is a valid f64 and the mapping is
-    // page-aligned; `align_to_mut` gives the aligned middle part.
-    let (_, mid, _) = unsafe { buf.as_mut_slice().align_to_mut::<f64>() };
-    mid
+    buf.as_f64_mut()
 }
 
 /// Calls the kernel once on its operands (in [`Kernel::operands`] order).

@@ -686,10 +686,8 @@ fn measure_modified(
     cpus: [u32; 2],
     rule: &StopRule,
 ) -> Result<(Measurement, Seen), PlacementError> {
-    let buf = page_local_to(m, cpus[0], 4096)?;
-    // SAFETY: the page is zeroed, 4096-byte aligned, lives until the end of
-    // this function, and is only accessed through this atomic.
-    let flag: &AtomicU64 = unsafe { &*(buf.as_ptr() as *const AtomicU64) };
+    let mut buf = page_local_to(m, cpus[0], 4096)?;
+    let flag = &buf.as_atomics()[0];
     flag.store(0, Ordering::Release);
     let target = sample_target(rule);
     run_on_pair(
@@ -726,51 +724,17 @@ fn measure_modified(
 
 /// True where the clean-line figure can be measured.
 pub fn clean_supported() -> bool {
-    cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
+    crate::sys::cache::FLUSH_SUPPORTED
 }
 
-/// Writes back and invalidates the line at `p` in every cache.
+/// Follows `steps` links of a chain of word indices from word `at`.
 #[inline(always)]
-fn flush_line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: clflush of a mapped address of ours; SSE2 is baseline on x86-64.
-    unsafe {
-        std::arch::x86_64::_mm_clflush(p)
-    };
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: clean+invalidate by address of a mapped line of ours; Linux
-    // lets user space do it (SCTLR_EL1.UCI).
-    unsafe {
-        std::arch::asm!("dc civac, {0}", in(reg) p, options(nostack, preserves_flags))
-    };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    let _ = p;
-}
-
-/// Waits for earlier flushes to finish.
-#[inline(always)]
-fn flush_fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a fence.
-    unsafe {
-        std::arch::x86_64::_mm_mfence()
-    };
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: a barrier.
-    unsafe {
-        std::arch::asm!("dsb ish", options(nostack, preserves_flags))
-    };
-}
-
-/// Follows `steps` pointers from `p`.
-#[inline(always)]
-fn follow(mut p: usize, steps: usize) -> usize {
+fn follow(words: &[AtomicU64], mut at: usize, steps: usize) -> usize {
     for _ in 0..steps {
-        // SAFETY: every pointer of the chain is the address of a line of the
-        // chain's buffer holding the next pointer.
-        p = unsafe { std::ptr::read_volatile(p as *const usize) };
+        // Relaxed: a plain load each step, which the next one depends on.
+        at = words[at].load(Ordering::Relaxed) as usize;
     }
-    p
+    at
 }
 
 /// Median cost of reading the clock twice, in ns (subtracted from short timings).
@@ -805,17 +769,18 @@ fn measure_clean(
     rule: &StopRule,
 ) -> Result<(Measurement, Seen), PlacementError> {
     const PAGE: usize = 4096;
-    let buf = page_local_to(m, owner, CLEAN_LINES * PAGE)?;
-    let base = buf.as_ptr() as usize;
-    let line = |k: usize| base + k * PAGE + (k % (PAGE / 64)) * 64;
+    let mut buf = page_local_to(m, owner, CLEAN_LINES * PAGE)?;
+    let words = buf.as_atomics();
+    // The word index of line k: one line a page, at a different offset in
+    // each page so that the lines spread over the cache's sets.
+    let line = |k: usize| (k * PAGE + (k % (PAGE / 64)) * 64) / 8;
     let order = clean_order(reader, owner);
     for i in 0..CLEAN_LINES {
         let next = line(order[(i + 1) % CLEAN_LINES]);
-        // SAFETY: line(k) is 8-byte aligned inside the buffer.
-        unsafe { (line(order[i]) as *mut usize).write_volatile(next) };
+        words[line(order[i])].store(next as u64, Ordering::Relaxed);
     }
     let head = line(order[0]);
-    let lines: Vec<usize> = (0..CLEAN_LINES).map(line).collect();
+    let lines: Vec<&AtomicU64> = (0..CLEAN_LINES).map(|k| &words[line(k)]).collect();
     let cmd = Padded(AtomicU64::new(0));
     let ack = Padded(AtomicU64::new(0));
     let overhead = timer_overhead_ns();
@@ -828,7 +793,7 @@ fn measure_clean(
                 cmd.0.store(round, Ordering::Release);
                 while ack.0.load(Ordering::Acquire) != round {}
                 let t0 = Instant::now();
-                let p = follow(head, CLEAN_LINES);
+                let p = follow(words, head, CLEAN_LINES);
                 let ns = t0.elapsed().as_secs_f64() * 1e9;
                 std::hint::black_box(p);
                 (ns - overhead).max(0.0) / CLEAN_LINES as f64
@@ -839,11 +804,11 @@ fn measure_clean(
             loop {
                 let c = cmd.0.load(Ordering::Acquire);
                 if c != done {
-                    for &l in &lines {
-                        flush_line(l as *const u8);
+                    for l in &lines {
+                        crate::sys::cache::flush_line(*l);
                     }
-                    flush_fence();
-                    std::hint::black_box(follow(head, CLEAN_LINES));
+                    crate::sys::cache::flush_fence();
+                    std::hint::black_box(follow(words, head, CLEAN_LINES));
                     // Release: the loads above are done before the reader starts.
                     ack.0.store(c, Ordering::Release);
                     done = c;
@@ -861,13 +826,11 @@ fn measure_false_sharing(
     rule: &StopRule,
     shared: bool,
 ) -> Result<(Measurement, Seen), PlacementError> {
-    let buf = page_local_to(m, cpus[0], 4096)?;
-    let base = buf.as_ptr() as usize;
-    // SAFETY: both words are 8-byte aligned inside the zeroed page, which
-    // outlives the threads, and are only accessed as atomics.
-    let a: &AtomicU64 = unsafe { &*(base as *const AtomicU64) };
-    // SAFETY: as for `a`.
-    let b: &AtomicU64 = unsafe { &*((base + if shared { 8 } else { 2048 }) as *const AtomicU64) };
+    let mut buf = page_local_to(m, cpus[0], 4096)?;
+    let words = buf.as_atomics();
+    // One line for both, or half a page apart.
+    let a = &words[0];
+    let b = &words[if shared { 1 } else { 2048 / 8 }];
     let go = Padded(AtomicU64::new(0));
     let count = Padded(AtomicU64::new(0));
     let started = Padded(AtomicU64::new(0));

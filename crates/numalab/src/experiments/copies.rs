@@ -29,7 +29,7 @@ use crate::placement::{sys, MemoryPolicy, PlacementError};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
 /// Most copies (or threads) one run may start.
@@ -328,7 +328,7 @@ fn run_layout(m: &Machine, req: &CopiesRequest, l: &Layout) -> Result<(RepRun, b
             });
         match launched {
             Ok((launch, at)) => {
-                let fd = pidfd(launch.pid());
+                let fd = crate::sys::process::pidfd_open(launch.pid());
                 started.push((launch, at, cpus.clone(), fd));
             }
             Err(e) => {
@@ -411,14 +411,6 @@ fn run_layout(m: &Machine, req: &CopiesRequest, l: &Layout) -> Result<(RepRun, b
         },
         late,
     ))
-}
-
-/// A pidfd for `pid`, readable once it exits (Linux 5.3 and later).
-fn pidfd(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: a non-negative return is a descriptor this process now owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Waits until every copy with a pidfd has exited, noting when each did.

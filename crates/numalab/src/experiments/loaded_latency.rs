@@ -367,17 +367,6 @@ struct ChaseReady {
     pages_by_node: BTreeMap<u32, u64>,
 }
 
-/// CPU time of the calling thread, in seconds.
-fn thread_cpu_seconds() -> Option<f64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
-}
-
 /// The chase thread: pins, places and verifies the buffer, builds and
 /// warms the chase, then measures on command until the command channel
 /// closes; returns its report with the CPU seen at the end.
@@ -416,9 +405,9 @@ fn chase_thread(
     while let Ok(Cmd::Measure(rule)) = cmds.recv() {
         let mut wall = Vec::new();
         let meas = measure(&rule, || {
-            let c0 = thread_cpu_seconds();
+            let c0 = crate::sys::process::thread_cpu_seconds();
             let run = chase.run(steps);
-            let c1 = thread_cpu_seconds();
+            let c1 = crate::sys::process::thread_cpu_seconds();
             std::hint::black_box(run.sum);
             let w = run.elapsed.as_secs_f64();
             wall.push(w * 1e9 / steps as f64);

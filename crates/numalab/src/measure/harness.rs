@@ -347,10 +347,7 @@ fn named(mut c: BufferCheck, kernel: BandwidthKernel, name: &str) -> BufferCheck
 
 /// Views a placed buffer as f64s (it is page aligned).
 fn as_f64(buf: &mut PlacedBuffer) -> &mut [f64] {
-    // SAFETY: page-aligned, initialized memory owned by `buf`; any bit pattern is a valid f64.
-    let (pre, mid, _) = unsafe { buf.as_mut_slice().align_to_mut::<f64>() };
-    debug_assert!(pre.is_empty());
-    mid
+    buf.as_f64_mut()
 }
 
 /// Runs a bandwidth measurement. Workers allocate and verify their buffers

@@ -394,6 +394,29 @@ impl PlacedBuffer {
         // SAFETY: as above, uniquely borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
+
+    /// The buffer as 8-byte floats (it starts on a page and is whole pages,
+    /// so every byte is in one).
+    pub fn as_f64_mut(&mut self) -> &mut [f64] {
+        debug_assert!((self.ptr as usize).is_multiple_of(std::mem::align_of::<f64>()));
+        // SAFETY: mapped and initialized, page aligned, `len` a multiple of
+        // 8; any bit pattern is an f64; uniquely borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut f64, self.len / 8) }
+    }
+
+    /// The buffer as 8-byte atomic words, for threads that share it (the
+    /// exclusive borrow keeps the byte views away while they do).
+    pub fn as_atomics(&mut self) -> &[std::sync::atomic::AtomicU64] {
+        // SAFETY: mapped and initialized, page aligned (AtomicU64 needs 8),
+        // `len` a multiple of 8; AtomicU64 has u64's layout and every bit
+        // pattern is valid; no other view exists while this borrow lives.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.ptr as *const std::sync::atomic::AtomicU64,
+                self.len / 8,
+            )
+        }
+    }
 }
 
 impl Drop for PlacedBuffer {

@@ -148,8 +148,8 @@ pub struct Evidence {
 
 /// The evidence of region `r`: its word counts when they have enough
 /// cells, else its page-fault samples with an interval over its threads;
-/// `None` with too few of either. The accessing nodes come from every
-/// counted access and every sampled fault, so that a biased sampler
+/// `None` with too few of either. The accessing nodes come from the
+/// counted accesses and the sampled faults, so that a biased sampler
 /// cannot leave out a node that reads the region.
 pub fn evidence(r: &RegionProfile) -> Option<Evidence> {
     let fault_placed: u64 = r.accesses.values().flat_map(|v| v.values()).sum();
@@ -160,10 +160,14 @@ pub fn evidence(r: &RegionProfile) -> Option<Evidence> {
         .map(|(c, _)| *c)
         .collect();
     if let Some(e) = &r.estimate {
+        // A counted access is real, but a share from a few cells is not:
+        // a node counts when its share's interval clears ACCESSING (one
+        // cell of eight from the thread that initialised the region is
+        // not a user of it).
         accessing.extend(
             e.cpu_nodes
                 .iter()
-                .filter(|(_, share)| **share >= ACCESSING)
+                .filter(|(_, share)| wilson(**share, e.placed_cells as f64)[0] >= ACCESSING)
                 .map(|(n, _)| *n),
         );
         if let Some(remote) = e.remote.filter(|_| e.placed_cells >= MIN_CELLS) {
@@ -758,6 +762,30 @@ mod tests {
             cpu_changes_seen: 0,
             timeline: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_node_in_a_few_word_counts_is_no_user_until_its_interval_says_so() {
+        // E's faults all come from node 3; its word counts saw the main
+        // thread's initialising writes from node 0 in 1 of 8 cells.
+        let mut e = region("e", &[(0, 2047)], &[(3, 0, 40)]);
+        let estimate = |placed_cells: u64| crate::profile::estimate::AccessEstimate {
+            draws: 100,
+            cells: placed_cells,
+            effective_cells: placed_cells as f64,
+            counted: placed_cells,
+            placed_cells,
+            accesses: 1e6,
+            remote: None,
+            matrix: Vec::new(),
+            cpu_nodes: BTreeMap::from([(0, 0.125), (3, 0.875)]),
+            threads: BTreeMap::new(),
+        };
+        e.estimate = Some(estimate(8));
+        assert_eq!(evidence(&e).unwrap().accessing, [3]);
+        // The same share from 400 cells: node 0 does use it.
+        e.estimate = Some(estimate(400));
+        assert_eq!(evidence(&e).unwrap().accessing, [0, 3]);
     }
 
     #[test]

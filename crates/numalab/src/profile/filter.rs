@@ -742,6 +742,9 @@ mod tests {
         assert_eq!(split_terms("static:f<é,x>,heap"), ["static:f<é,x>", "heap"]);
     }
 
+    // An exported name for the symbol lookups to find (no_mangle counts
+    // as unsafe code: the name could clash with another library's).
+    #[allow(unsafe_code)]
     #[inline(never)]
     #[no_mangle]
     extern "C" fn filter_probe_for_terms() -> u64 {

@@ -8,6 +8,10 @@
 //! of the page) matrix, its remote share, where its pages were, and the
 //! threads that touched it. [`symbols`] names the allocation sites.
 
+// Unsafe code lives in `crate::sys` (and the modules its documentation
+// names), behind safe functions.
+#![deny(unsafe_code)]
+
 pub mod compare;
 pub mod diagnose;
 pub mod elf_index;
@@ -16,8 +20,11 @@ pub mod filter;
 pub mod latency;
 pub mod objects;
 pub mod page_map;
+// Shared with the preload library, which is unsafe by nature; the engine
+// opens events through `crate::sys::perf`.
+#[allow(unsafe_code)]
 #[path = "../../../numalab-preload/src/perf.rs"]
-mod perf;
+pub(crate) mod perf;
 pub mod plan;
 pub mod pmu;
 #[path = "../../../numalab-preload/src/record.rs"]

@@ -182,8 +182,7 @@ pub fn encode_event(
 /// kernel's refusal.
 pub fn probe(e: &MemoryEvent) -> Result<(), String> {
     use super::perf::{
-        perf_event_open, PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL,
-        ATTR_PRECISE_SHIFT,
+        PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL, ATTR_PRECISE_SHIFT,
     };
     let attr = PerfEventAttr {
         kind: e.kind,
@@ -198,12 +197,9 @@ pub fn probe(e: &MemoryEvent) -> Result<(), String> {
             | (e.precise_ip as u64 & 3) << ATTR_PRECISE_SHIFT,
         ..Default::default()
     };
-    match perf_event_open(&attr, 0) {
-        Ok(fd) => {
-            // SAFETY: fd is the descriptor just opened.
-            unsafe { libc::close(fd) };
-            Ok(())
-        }
+    match crate::sys::perf::open_event(&attr, 0) {
+        // Opened: it can be; dropping the descriptor closes it.
+        Ok(_fd) => Ok(()),
         Err(errno) => {
             let err = std::io::Error::from_raw_os_error(errno);
             let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")

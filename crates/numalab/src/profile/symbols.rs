@@ -912,7 +912,10 @@ mod tests {
         assert_eq!(f.function, Some("operator new(unsigned long)"));
     }
 
+    // An exported name for the symbol lookups to find (no_mangle counts
+    // as unsafe code: the name could clash with another library's).
     const PROBE_LINE: u32 = line!() + 3;
+    #[allow(unsafe_code)]
     #[inline(never)]
     #[no_mangle]
     extern "C" fn function_probe_for_sites() -> u64 {

@@ -12,6 +12,10 @@
 //! report directory. [`compare`] sets
 //! two results side by side.
 
+// Unsafe code lives in `crate::sys` (and the modules its documentation
+// names), behind safe functions.
+#![deny(unsafe_code)]
+
 pub mod budget;
 pub mod claims;
 pub mod compare;

@@ -8,7 +8,7 @@
 //! the sampling error the counts allow.
 
 use crate::common::{parse_json, Guest};
-use crate::guest_experiments::{quartet, quartet_for_refinement, ring};
+use crate::guest_experiments::{quartet, quartet_for_refinement, quartet_for_truth, ring};
 use serde_json::Value;
 
 /// Steps run in the Quartet guest: (unique name, shell command).
@@ -38,8 +38,9 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
 ];
 
 /// The truth suite's steps (crates/numalab-preload/tests/programs/
-/// truth.c), in the experiments' Quartet guest: nine profiles of a few
-/// seconds each (tens in the emulated guest).
+/// truth.c), in a fresh Quartet guest of their own (see
+/// `quartet_for_truth`): nine profiles of a few seconds each (tens in the
+/// emulated guest).
 pub const TRUTH_STEPS: &[(&str, &str)] = &[
     // The program: 8 workers read A (first-touched by the main
     // thread) in step, worker 0 in front. (--overhead 99: the guest's
@@ -590,7 +591,7 @@ fn agrees(got: &Value, want: f64, what: &str) {
 /// Every group of the run with enough word counts: its remote share and
 /// each cell of its access matrix against the truth.
 fn check_truth(step: &str) -> (Truth, Value) {
-    let (t, v) = truth_run(quartet(), step);
+    let (t, v) = truth_run(quartet_for_truth(), step);
     let groups: std::collections::BTreeSet<String> =
         t.regions.iter().map(|r| Truth::group(&r.0)).collect();
     let mut checked = 0;
@@ -655,7 +656,7 @@ fn check_truth(step: &str) -> (Truth, Value) {
 /// least 100 of them within 0.60–0.90, the private arrays at most 10%.
 #[test]
 fn quartet_truth_leader_a_is_three_quarters_remote_by_word_counts() {
-    let (t, v) = truth_run(quartet(), "truth_leader");
+    let (t, v) = truth_run(quartet_for_truth(), "truth_leader");
     let a = t.region(&v, "A");
     let e = &a["estimate"];
     let n = e["placed_cells"].as_u64().unwrap();
@@ -703,7 +704,7 @@ fn quartet_truth_leader_a_is_three_quarters_remote_by_word_counts() {
 /// are what they are without numalab.
 #[test]
 fn quartet_truth_leader_plan_interleaves_a_and_run_verifies_it_placed() {
-    let g = quartet();
+    let g = quartet_for_truth();
     let plan = parse_json(&g.step("truth_leader_plan").out, "truth_leader_plan");
     let entries = plan["entries"].as_array().unwrap();
     let (t, _) = truth_run(g, "truth_leader");

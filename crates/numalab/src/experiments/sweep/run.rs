@@ -255,10 +255,7 @@ pub(super) fn place_buffers(
 }
 
 fn as_f64(buf: &mut PlacedBuffer) -> &mut [f64] {
-    // SAFETY: page-aligned, initialized memory owned by `buf`; any bit pattern is a valid f64.
-    let (pre, mid, _) = unsafe { buf.as_mut_slice().align_to_mut::<f64>() };
-    debug_assert!(pre.is_empty());
-    mid
+    buf.as_f64_mut()
 }
 
 /// Where the pages of a buffer bound to `node` are, and what is wrong.

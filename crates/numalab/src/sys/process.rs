@@ -1,0 +1,45 @@
+//! Descriptors and clocks of processes and threads.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+
+/// A pidfd for `pid`, readable once the process exits (Linux 5.3 and
+/// later); `None` where the kernel has none or refuses.
+pub fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative return is a descriptor this process now owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// CPU time of the calling thread, in seconds (`CLOCK_THREAD_CPUTIME_ID`):
+/// what it ran, not the time it waited descheduled.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_cpu_time_grows_with_work() {
+        let t0 = thread_cpu_seconds().unwrap();
+        let mut x = 0u64;
+        while thread_cpu_seconds().unwrap() - t0 < 0.01 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        assert!(thread_cpu_seconds().unwrap() >= t0 + 0.01);
+    }
+
+    #[test]
+    fn a_pidfd_of_this_process_and_none_of_no_process() {
+        assert!(pidfd_open(std::process::id() as i32).is_some());
+        assert!(pidfd_open(-1).is_none());
+    }
+}
