@@ -119,6 +119,10 @@ fn buffers_larger_than_the_machine_are_refused_before_anything_is_allocated() {
     check_all("plans (capacity)", cases);
 }
 
+/// The time a refusal that enumerates its classes may take on a loaded
+/// 2-core machine (the other cases keep the common 30 s).
+const SLOW_REFUSAL: std::time::Duration = std::time::Duration::from_secs(120);
+
 #[test]
 fn sweep_plans_of_big_machines_are_refused_with_their_size() {
     let big = fixture("256ia64-64n2s2c.xml");
@@ -133,7 +137,11 @@ fn sweep_plans_of_big_machines_are_refused_with_their_size() {
         .code(2)
         .says(too_large)
         .says("more than 200000 classes")
-        .says("fewer --threads"),
+        .says("fewer --threads")
+        // Its bounds do not decide it: 200000 classes are enumerated
+        // before the refusal, about 9 s of a core in this debug build
+        // (issue 32 follows up a cheaper bound).
+        .within(SLOW_REFUSAL),
         Case::new(
             "64 nodes, 8 threads, json",
             &[
@@ -160,7 +168,8 @@ fn sweep_plans_of_big_machines_are_refused_with_their_size() {
             ],
         )
         .code(2)
-        .says(too_large),
+        .says(too_large)
+        .within(SLOW_REFUSAL),
         Case::new(
             "24-node SMT, 3 threads",
             &["sweep", "--list", "--topology", &smt, "--threads", "3"],
