@@ -20,11 +20,9 @@ pub mod filter;
 pub mod latency;
 pub mod objects;
 pub mod page_map;
-// Shared with the preload library, which is unsafe by nature; the engine
-// opens events through `crate::sys::perf`.
-#[allow(unsafe_code)]
-#[path = "../../../numalab-preload/src/perf.rs"]
-pub(crate) mod perf;
+// The perf_event_open ABI and sample decoding, shared with the preload
+// library; it lives under `crate::sys` (it holds a system call).
+pub(crate) use crate::sys::perf_abi as perf;
 pub mod plan;
 pub mod pmu;
 #[path = "../../../numalab-preload/src/record.rs"]

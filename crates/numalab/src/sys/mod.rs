@@ -10,9 +10,13 @@
 //! Not here yet (ARCHITECTURE.md, "unsafe code"): the memory-policy calls
 //! (`placement::sys`), the measuring kernels (`measure::kernels`), the
 //! forked children of `machine::isolate`, `placement::launch` and
-//! `experiments::migrate`, and the raw perf_event_open (in the file shared
-//! with the preload library, which [`perf`] wraps).
+//! `experiments::migrate`. [`perf_abi`] is the preload library's own file
+//! (the raw perf_event_open and the sample layout), which [`perf`] wraps.
 
 pub mod cache;
 pub mod perf;
+// The perf_event_open ABI and its sample records, the same file the
+// preload library records with.
+#[path = "../../../numalab-preload/src/perf.rs"]
+pub mod perf_abi;
 pub mod process;

@@ -1,6 +1,6 @@
 //! perf events as owned descriptors.
 
-use crate::profile::perf::{perf_event_open, PerfEventAttr};
+use super::perf_abi::{perf_event_open, PerfEventAttr};
 use std::os::fd::{FromRawFd, OwnedFd};
 
 /// Opens the event `attr` for thread `tid` (0: the caller) on any CPU; the
