@@ -821,6 +821,25 @@ static REPLACED: Mutex<[bool; 3]> = Mutex::new([false; 3]);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     if !INSTALLED.load(Ordering::SeqCst) {
+        // Either a handler installed after ours chains to it (it decides),
+        // or `uninstall_handlers` is between clearing INSTALLED and putting
+        // the default action back: then ours is still the disposition, and
+        // the signal must not be lost (a Ctrl-C there ended a `place` with
+        // status 0): it gets the default action.
+        // SAFETY: sigaction and raise are async-signal-safe; the structs
+        // are local.
+        unsafe {
+            let mut now: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut now) == 0
+                && now.sa_sigaction == on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t
+            {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+                // Pending until this handler returns, then the default.
+                libc::raise(sig);
+            }
+        }
         return;
     }
     restore_slots();
@@ -924,6 +943,33 @@ impl Drop for BlockedSignals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signal_while_the_handlers_are_taken_down_is_not_lost() {
+        // In a child: our handler is the disposition but INSTALLED is
+        // clear, as in the middle of `uninstall_handlers`. The SIGINT must
+        // end it as the default action would, not return to status 0.
+        // SAFETY: the child makes only async-signal-safe calls on local
+        // structs and ends with _exit; the parent waits for its own child.
+        unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                INSTALLED.store(false, Ordering::SeqCst);
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                libc::sigaction(libc::SIGINT, &new, std::ptr::null_mut());
+                libc::raise(libc::SIGINT);
+                libc::_exit(0);
+            }
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+            assert!(
+                libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGINT,
+                "status {status:#x}"
+            );
+        }
+    }
 
     /// A scratch journal and settings root with weight files in it.
     struct Scratch {
