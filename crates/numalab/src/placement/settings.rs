@@ -826,19 +826,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
         // the default action back: then ours is still the disposition, and
         // the signal must not be lost (a Ctrl-C there ended a `place` with
         // status 0): it gets the default action.
-        // SAFETY: sigaction and raise are async-signal-safe; the structs
-        // are local.
-        unsafe {
-            let mut now: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut now) == 0
-                && now.sa_sigaction == on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t
-            {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-                // Pending until this handler returns, then the default.
-                libc::raise(sig);
-            }
+        if default_if_ours(sig) {
+            // Pending until this handler returns, then the default.
+            // SAFETY: raise is async-signal-safe.
+            unsafe { libc::raise(sig) };
         }
         return;
     }
@@ -888,6 +879,24 @@ fn install_handlers() {
     INSTALLED.store(true, Ordering::SeqCst);
 }
 
+/// Puts the default action back for `sig` if [`on_signal`] is its
+/// disposition (nobody replaced ours since); whether it did. Only
+/// async-signal-safe calls: the handler uses it too.
+fn default_if_ours(sig: libc::c_int) -> bool {
+    // SAFETY: sigaction with local structs, async-signal-safe.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut now) != 0
+            || now.sa_sigaction != on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t
+        {
+            return false;
+        }
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &dfl, std::ptr::null_mut()) == 0
+    }
+}
+
 /// Puts the default action back where we replaced it and nobody replaced
 /// ours since.
 fn uninstall_handlers() {
@@ -898,17 +907,7 @@ fn uninstall_handlers() {
             continue;
         }
         replaced[k] = false;
-        // SAFETY: as in `install_handlers`.
-        unsafe {
-            let mut now: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut now) == 0
-                && now.sa_sigaction == on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t
-            {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
-        }
+        default_if_ours(sig);
     }
 }
 
