@@ -126,7 +126,28 @@ fn software_counters_match_perf_stat() {
     // holds the exec itself, before the counters were enabled).
     let tc = value(&ours, "task-clock");
     assert!(tc >= 290_000_000, "task-clock {tc} ns");
-    within("task-clock", tc as f64, p("task-clock"), 0.05);
+    // The exec and the exit (freeing 80 MB) are in both counts too, and on
+    // a loaded machine they alone can differ by 15% between two runs
+    // (seen in CI: 349 vs 303 ms). So the two tools are compared on
+    // alternating runs, and one of up to three pairs must agree within 5%:
+    // a count of the wrong task, of one thread or of twice the time fails
+    // all three.
+    let mut pairs = vec![(tc as f64, p("task-clock"))];
+    while !pairs.iter().any(|&(o, q)| (o - q).abs() / q <= 0.05) && pairs.len() < 3 {
+        let q = perf_stat("task-clock", &cmd);
+        let q = q.iter().find(|(n, _)| n == "task-clock");
+        let o = counted("task-clock", &cmd, "software_counters_match_perf_stat");
+        pairs.push((
+            value(&o, "task-clock") as f64,
+            q.expect("perf stat task-clock").1,
+        ));
+    }
+    let &(o, q) = pairs
+        .iter()
+        .min_by(|a, b| ((a.0 - a.1).abs() / a.1).total_cmp(&((b.0 - b.1).abs() / b.1)))
+        .unwrap();
+    eprintln!("task-clock pairs (numalab, perf stat) in ns: {pairs:?}");
+    within("task-clock", o, q, 0.05);
     // Scheduling events are not deterministic: present and plausible (at
     // most one switch per 10 µs of run time, migrations at most switches).
     let cs = value(&ours, "context-switches");
