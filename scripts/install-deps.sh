@@ -10,7 +10,11 @@
 # for libnumalab's tests: gfortran (the Fortran module), cbindgen 0.29.4
 # from crates.io (cargo install; the header test), and a Python virtual
 # environment ($NUMALAB_VENV, default ~/.cache/numalab/python-venv) with
-# maturin, numpy, pandas and pytest pinned from PyPI (the Python package).
+# maturin, numpy, pandas and pytest pinned from PyPI (the Python package);
+# and real programs the preload library must not break (tests/host/
+# real_programs.rs): libjemalloc2 (preloaded under xz), xz-utils, and
+# redis-server with redis-tools (linked with jemalloc; served on the
+# loopback, never started as a service by the tests).
 set -euo pipefail
 TEST=0
 case "${1:-}" in
@@ -30,7 +34,7 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 
 need=()
 pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas-dev)
-[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran python3 python3-venv binutils)
+[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran python3 python3-venv binutils libjemalloc2 xz-utils redis-server redis-tools)
 for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")
 done

@@ -6,22 +6,16 @@ use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_HUGE, FLAG_WRITE, FL
 use crate::tables::{self, Lookup};
 use crate::{cost, emit, page_size, sys, FIRST_TOUCHES, SAMPLES};
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
 type SigactionFn = unsafe extern "C" fn(i32, *const libc::sigaction, *mut libc::sigaction) -> i32;
 
-static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
-
 /// The libc `sigaction` this library's interposes.
 pub fn real_sigaction() -> Option<SigactionFn> {
-    let mut p = REAL_SIGACTION.load(SeqCst);
-    if p == 0 {
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds libc's.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) } as usize;
-        REAL_SIGACTION.store(p, SeqCst);
-    }
-    // SAFETY: a non-null result of dlsym("sigaction") is that function.
-    (p != 0).then(|| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
+    static S: crate::next::Symbol = crate::next::Symbol::new("sigaction\0");
+    // SAFETY: the next definition of "sigaction" is that function.
+    S.get()
+        .map(|p| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
 }
 
 /// A signal's action as the program last set it, while the library's own

@@ -5,48 +5,25 @@
 
 use crate::record::{Kind, Record};
 use crate::tables::{self, BusyGuard};
-use crate::{active, emit, fault, page_size, plan, select, sys, MIN_BYTES};
+use crate::{active, emit, fault, next, page_size, plan, select, sys, MIN_BYTES};
 use libc::{c_int, c_void, size_t, ssize_t};
 use std::sync::atomic::Ordering::SeqCst;
 
-extern "C" {
-    fn __libc_malloc(n: size_t) -> *mut c_void;
-    fn __libc_calloc(n: size_t, m: size_t) -> *mut c_void;
-    fn __libc_realloc(p: *mut c_void, n: size_t) -> *mut c_void;
-    fn __libc_free(p: *mut c_void);
-    fn __libc_memalign(align: size_t, n: size_t) -> *mut c_void;
-    fn __libc_valloc(n: size_t) -> *mut c_void;
-    fn __libc_pvalloc(n: size_t) -> *mut c_void;
-}
-
-/// The next definition of a libc function, looked up once.
+/// The next definition of a libc function: found at the library's start
+/// (next.rs), never by a loader call from a hook.
 macro_rules! real {
     ($name:expr, $ty:ty) => {{
-        static P: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let mut p = P.load(SeqCst);
-        if p == 0 {
-            // SAFETY: dlsym with a NUL-terminated name.
-            p = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast()) }
-                as usize;
-            P.store(p, SeqCst);
-        }
-        if p == 0 {
-            None
-        } else {
-            // SAFETY: the symbol $name has the C type $ty.
-            Some(unsafe { std::mem::transmute::<usize, $ty>(p) })
-        }
+        static S: next::Symbol = next::Symbol::new(concat!($name, "\0"));
+        // SAFETY: the symbol $name has the C type $ty.
+        S.get()
+            .map(|p| unsafe { std::mem::transmute::<usize, $ty>(p) })
     }};
 }
 
-type UsableSizeFn = unsafe extern "C" fn(*mut c_void) -> size_t;
-
-/// libc's `malloc_usable_size` (this library's answers for its pools).
+/// The allocator's `malloc_usable_size` (this library's answers for its
+/// pools).
 unsafe fn libc_usable_size(p: *mut c_void) -> size_t {
-    match real!("malloc_usable_size", UsableSizeFn) {
-        Some(f) => f(p),
-        None => 0,
-    }
+    next::usable_size(p)
 }
 
 fn floor(a: usize) -> usize {
@@ -309,7 +286,7 @@ unsafe fn planned(
     }
     if let Some(i) = plan::entry_for_allocation(n) {
         let ps = page_size();
-        let p = __libc_memalign(align.max(ps), n.div_ceil(ps) * ps);
+        let p = next::memalign(align.max(ps), n.div_ceil(ps) * ps);
         if !p.is_null() {
             plan::place_allocation(i, p as usize, n);
             if zero {
@@ -327,7 +304,7 @@ unsafe fn planned(
 /// As C's `malloc`.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(n: size_t) -> *mut c_void {
-    track(planned(n, 0, false, || __libc_malloc(n)), n, 0)
+    track(planned(n, 0, false, || next::malloc(n)), n, 0)
 }
 
 /// # Safety
@@ -335,9 +312,9 @@ pub unsafe extern "C" fn malloc(n: size_t) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: size_t, m: size_t) -> *mut c_void {
     let Some(bytes) = n.checked_mul(m) else {
-        return __libc_calloc(n, m);
+        return next::calloc(n, m);
     };
-    track(planned(bytes, 0, true, || __libc_calloc(n, m)), bytes, 0)
+    track(planned(bytes, 0, true, || next::calloc(n, m)), bytes, 0)
 }
 
 /// # Safety
@@ -360,7 +337,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
         return q;
     }
     untrack_heap(p);
-    let q = __libc_realloc(p, n);
+    let q = next::realloc(p, n);
     // A moved or grown block cannot be made aligned: its whole pages are
     // placed (and moved there) where an entry selects it.
     if let Some(i) = plan::entry_for_allocation(n) {
@@ -377,7 +354,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         return;
     }
     untrack_heap(p);
-    __libc_free(p)
+    next::free(p)
 }
 
 /// # Safety
@@ -394,14 +371,14 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> size_t {
 /// As C's `memalign`.
 #[no_mangle]
 pub unsafe extern "C" fn memalign(align: size_t, n: size_t) -> *mut c_void {
-    track(planned(n, align, false, || __libc_memalign(align, n)), n, 0)
+    track(planned(n, align, false, || next::memalign(align, n)), n, 0)
 }
 
 /// # Safety
 /// As C's `aligned_alloc`.
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(align: size_t, n: size_t) -> *mut c_void {
-    track(planned(n, align, false, || __libc_memalign(align, n)), n, 0)
+    track(planned(n, align, false, || next::memalign(align, n)), n, 0)
 }
 
 /// # Safety
@@ -412,7 +389,7 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: size_t, n:
     {
         return libc::EINVAL;
     }
-    let p = planned(n, align, false, || __libc_memalign(align, n));
+    let p = planned(n, align, false, || next::memalign(align, n));
     if p.is_null() && n != 0 {
         return libc::ENOMEM;
     }
@@ -424,7 +401,11 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: size_t, n:
 /// As C's `valloc`.
 #[no_mangle]
 pub unsafe extern "C" fn valloc(n: size_t) -> *mut c_void {
-    track(planned(n, page_size(), false, || __libc_valloc(n)), n, 0)
+    track(
+        planned(n, page_size(), false, || next::memalign(page_size(), n)),
+        n,
+        0,
+    )
 }
 
 /// # Safety
@@ -433,7 +414,11 @@ pub unsafe extern "C" fn valloc(n: size_t) -> *mut c_void {
 pub unsafe extern "C" fn pvalloc(n: size_t) -> *mut c_void {
     let ps = page_size();
     let rounded = n.div_ceil(ps).max(1) * ps;
-    track(planned(rounded, ps, false, || __libc_pvalloc(n)), n, 0)
+    track(
+        planned(rounded, ps, false, || next::memalign(ps, rounded)),
+        n,
+        0,
+    )
 }
 
 type StartFn = extern "C" fn(*mut c_void) -> *mut c_void;
@@ -850,13 +835,19 @@ pub(crate) unsafe fn real_syscall(n: libc::c_long, a: [libc::c_long; 6]) -> libc
 }
 
 /// Resolves what the interposers forward to before anything else can call
-/// them from a signal handler.
+/// them (from a signal handler, or from inside an allocator's lock).
 pub fn resolve_early() {
-    let _ = real!("syscall", SyscallFn);
-    // Looked up now rather than inside the first `free` (glibc answers 0
-    // for a null pointer).
-    // SAFETY: a null pointer is valid for malloc_usable_size.
-    let _ = unsafe { libc_usable_size(std::ptr::null_mut()) };
+    next::resolve();
+    // glibc's `backtrace` loads libgcc's unwinder (dlopen, which
+    // allocates) at its first call: made now, not from a hook that an
+    // allocator calls with its own lock held (jemalloc maps its arenas with
+    // mmap), which hung rustc and cargo under `profile` (issue 36).
+    if std::env::var_os("NUMALAB_PROFILE_OUT").is_some()
+        || std::env::var_os("NUMALAB_PLAN").is_some()
+    {
+        let mut pcs = [0usize; STACK_CAPACITY];
+        let _ = call_stack(&mut pcs);
+    }
 }
 
 /// # Safety
@@ -878,4 +869,37 @@ pub unsafe extern "C" fn syscall(
         return 0;
     }
     real_syscall(n, [a, b, c, d, e, f])
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every function a hook forwards to by name is looked up at start
+    /// (next::EARLY), so no hook calls the loader.
+    #[test]
+    fn every_forwarded_symbol_is_resolved_at_start() {
+        let mut names = Vec::new();
+        for (src, open) in [
+            (include_str!("hooks.rs"), "real!(\""),
+            (include_str!("hooks.rs"), "buffered!("),
+            (include_str!("fault.rs"), "Symbol::new(\""),
+        ] {
+            for piece in src.split(open).skip(1) {
+                let name: String = piece
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                // The macros' own definitions.
+                if !name.is_empty() && name != "stringify" {
+                    names.push(name);
+                }
+            }
+        }
+        assert!(names.len() >= 20, "{names:?}");
+        for n in names {
+            assert!(
+                super::next::EARLY.contains(&format!("{n}\0").as_str()),
+                "{n} is forwarded to but not in next::EARLY"
+            );
+        }
+    }
 }

@@ -39,6 +39,7 @@ mod cost;
 mod fault;
 mod hooks;
 mod huge;
+mod next;
 mod places;
 mod plan;
 mod pmu;

@@ -30,6 +30,7 @@ mod plan;
 mod policies;
 mod profile;
 mod profile_names;
+mod real_programs;
 mod report_blas;
 mod report_plan;
 mod scaling_copies;

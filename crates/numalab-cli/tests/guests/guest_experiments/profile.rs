@@ -69,9 +69,12 @@ pub const TRUTH_STEPS: &[(&str, &str)] = &[
         "truth_slices",
         "numalab profile --json --rate 500 --overhead 99 -o /tmp/t3 -- truth slices 8 40 4096",
     ),
+    // 100 passes: producers and consumers wait on each other, so their
+    // threads run fewer word-count windows; at 40 passes no region reached
+    // 30 counts in 2 of 4 runs on a loaded host.
     (
         "truth_prodcons",
-        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t4 -- truth prodcons 8 40 4096",
+        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t4 -- truth prodcons 8 100 4096",
     ),
     (
         "truth_unequal",

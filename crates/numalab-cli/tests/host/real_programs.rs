@@ -1,0 +1,338 @@
+//! Real programs nobody here wrote, from Debian's packages, under the
+//! preload library (`profile`, `run --plan`, `run --mem interleave:0@4`):
+//! the same output and exit status as a plain run, and no hang (issue 36).
+//! Each allocator case is one that broke before: rustc links jemalloc
+//! (its arena set-up called `mmap`, whose hook's first `backtrace` loaded
+//! libgcc's unwinder under jemalloc's lock: a hang, every time); xz with
+//! libjemalloc preloaded (the library's `malloc_usable_size` was
+//! jemalloc's, given glibc's blocks: SIGSEGV at start); redis-server links
+//! libjemalloc, and serves redis-benchmark on the loopback meanwhile.
+
+use crate::common;
+
+use common::{preload_library, scratch, Ran};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const JEMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+
+/// The three ways numalab runs a program with its library: a profile, a
+/// plan that places every allocation over 1 MiB, and 4-page stripes.
+fn modes(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
+    let plan = dir.join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"schema": "numalab-plan/1", "entries": [{"region": "size>1M", "policy": "interleave:0"}]}"#,
+    )
+    .unwrap();
+    vec![
+        (
+            "profile",
+            vec![
+                "profile".into(),
+                "-o".into(),
+                dir.join("prof").to_string_lossy().into_owned(),
+            ],
+        ),
+        (
+            "run --plan",
+            vec![
+                "run".into(),
+                "--plan".into(),
+                plan.to_string_lossy().into_owned(),
+            ],
+        ),
+        (
+            "run --mem interleave:0@4",
+            vec!["run".into(), "--mem".into(), "interleave:0@4".into()],
+        ),
+    ]
+}
+
+/// Runs `numalab ARGS -- CMD` (or CMD alone when `args` is empty) in
+/// `dir`, with `env`; a run longer than `limit` is killed and fails the
+/// test as a hang.
+fn bounded(args: &[String], cmd: &[&str], dir: &Path, env: &[(&str, &str)], limit: u64) -> Ran {
+    let mut c = if args.is_empty() {
+        Command::new(cmd[0])
+    } else {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_numalab"));
+        c.args(args).arg("--").arg(cmd[0]);
+        c
+    };
+    // A group of its own: a hang is killed whole (the program under
+    // numalab holds the pipes too).
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
+    c.args(&cmd[1..])
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let start = Instant::now();
+    // Drain both pipes beside the wait: a chatty program must not block.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut v).ok();
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut err, &mut v).ok();
+        v
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(limit) {
+            // SAFETY: killpg has no memory preconditions; the group is
+            // the child's own.
+            unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) };
+            let _ = child.wait();
+            let err = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
+            panic!(
+                "numalab {args:?} -- {cmd:?} hung: killed after {limit} s; stderr:\n{}",
+                common::tail(&err, 20)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ran {
+        status,
+        rc: status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&t_out.join().unwrap()).into_owned(),
+        err: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
+    }
+}
+
+/// Whether a Debian package's file is here; else the test cannot run, and
+/// says which package `scripts/install-deps.sh --test` installs for it.
+fn have(path: &str, package: &str) {
+    assert!(
+        Path::new(path).exists(),
+        "{path} is missing: scripts/install-deps.sh --test installs {package}"
+    );
+}
+
+/// Deterministic text that compresses like a log: 8 MiB.
+fn log_like(path: &Path) {
+    let mut s = String::with_capacity(9 << 20);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut i = 0u64;
+    while s.len() < 8 << 20 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!(
+            "{i:08} worker-{} served /item/{} in {} us status {}\n",
+            x % 16,
+            x % 100_000,
+            x % 5000,
+            [200, 200, 200, 404, 500][(x % 5) as usize]
+        ));
+        i += 1;
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+#[test]
+fn xz_with_jemalloc_preloaded_compresses_the_same_in_every_mode() {
+    preload_library();
+    have(JEMALLOC, "libjemalloc2");
+    have("/usr/bin/xz", "xz-utils");
+    let dir = scratch("real-xz-jemalloc");
+    let data = dir.join("data.log");
+    log_like(&data);
+    let env = [("LD_PRELOAD", JEMALLOC)];
+    // Two threads, so that jemalloc's arenas and the library's hooks meet
+    // on more than the main thread.
+    let xz = ["xz", "-T2", "-3", "-k", "-f", "data.log"];
+    let plain = bounded(&[], &xz, &dir, &env, 120);
+    assert_eq!(plain.rc, 0, "plain xz: {}", plain.err);
+    let want = std::fs::read(dir.join("data.log.xz")).unwrap();
+    assert!(
+        want.len() > 1000 && want.len() < 8 << 20,
+        "{} bytes",
+        want.len()
+    );
+    for (mode, args) in modes(&dir) {
+        std::fs::remove_file(dir.join("data.log.xz")).unwrap();
+        let r = bounded(&args, &xz, &dir, &env, 120);
+        assert_eq!(
+            r.rc, 0,
+            "{mode}: xz under jemalloc: {:?}\n{}",
+            r.status, r.err
+        );
+        let got = std::fs::read(dir.join("data.log.xz")).unwrap();
+        assert!(
+            got == want,
+            "{mode}: the archive differs ({} vs {} bytes)",
+            got.len(),
+            want.len()
+        );
+    }
+    // The profile saw the program's allocations through jemalloc.
+    let prof = std::fs::read_to_string(dir.join("prof/profile.json")).unwrap();
+    let v: serde_json::Value = common::parse_json(&prof, "profile.json");
+    assert!(
+        v["regions"].as_array().is_some_and(|r| !r.is_empty()),
+        "no region under jemalloc: {}",
+        common::tail(&prof, 30)
+    );
+}
+
+/// rustc, built with jemalloc, compiling a small program: every mode
+/// finishes (it hung under `profile` before) and the program it built
+/// prints what the plain compiler's does.
+#[test]
+fn rustc_with_its_jemalloc_compiles_the_same_in_every_mode() {
+    preload_library();
+    let rustc = Command::new("rustc").arg("--version").output();
+    assert!(
+        rustc.as_ref().is_ok_and(|o| o.status.success()),
+        "rustc is missing (scripts/install-deps.sh installs Rust)"
+    );
+    let dir = scratch("real-rustc");
+    std::fs::write(
+        dir.join("sum.rs"),
+        "fn main() { let v: Vec<u64> = (0..2_000_000).collect(); \
+         println!(\"{}\", v.iter().sum::<u64>()); }\n",
+    )
+    .unwrap();
+    let exe = |name: &str| -> PathBuf { dir.join(name) };
+    let build = |args: &[String], name: &str| {
+        let out = exe(name);
+        let cmd = ["rustc", "-O", "-o", out.to_str().unwrap(), "sum.rs"];
+        bounded(args, &cmd, &dir, &[], 180)
+    };
+    let plain = build(&[], "plain");
+    assert_eq!(plain.rc, 0, "plain rustc: {}", plain.err);
+    for (i, (mode, args)) in modes(&dir).into_iter().enumerate() {
+        let name = format!("mode{i}");
+        let r = build(&args, &name);
+        assert_eq!(r.rc, 0, "{mode}: rustc: {:?}\n{}", r.status, r.err);
+        let run = Command::new(exe(&name)).output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&run.stdout),
+            "1999999000000\n",
+            "{mode}: the program rustc built"
+        );
+    }
+}
+
+/// A process group, killed when the test ends (passed or failed).
+struct Group(u32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: killpg has no memory preconditions; the group is the
+        // test's own child's (gone already when it ended: ESRCH).
+        unsafe { libc::killpg(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+/// A free TCP port on the loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// redis-server (linked with libjemalloc) under each mode serves
+/// redis-benchmark and keeps a value set through redis-cli; it shuts down
+/// cleanly when asked.
+#[test]
+fn redis_with_its_jemalloc_serves_a_benchmark_in_every_mode() {
+    preload_library();
+    have("/usr/bin/redis-server", "redis-server");
+    have("/usr/bin/redis-benchmark", "redis-tools");
+    let dir = scratch("real-redis");
+    for (mode, args) in modes(&dir) {
+        let port = free_port().to_string();
+        let cli = |extra: &[&str]| {
+            let o = Command::new("redis-cli")
+                .args(["-p", &port])
+                .args(extra)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        let mut server = Command::new(env!("CARGO_BIN_EXE_numalab"));
+        std::os::unix::process::CommandExt::process_group(&mut server, 0);
+        let mut server = server
+            .args(&args)
+            .args([
+                "--",
+                "redis-server",
+                "--port",
+                &port,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--bind", "127.0.0.1", "--dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Whatever fails below, no server stays behind.
+        let _group = Group(server.id());
+        let start = Instant::now();
+        while cli(&["ping"]) != "PONG" {
+            if let Some(s) = server.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).ok();
+                panic!("{mode}: redis-server ended before serving: {s:?}\n{err}");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{mode}: redis-server never answered"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(cli(&["set", "numalab", "placed"]), "OK", "{mode}");
+        // Values of 64 KiB: jemalloc's large size classes, which the
+        // library tracks (and places under the plan).
+        let bench = Command::new("redis-benchmark")
+            .args([
+                "-p", &port, "-n", "3000", "-c", "4", "-d", "65536", "-t", "set,get", "-q",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&bench.stdout);
+        assert!(bench.status.success(), "{mode}: redis-benchmark: {text}");
+        for t in ["SET: ", "GET: "] {
+            assert!(
+                text.contains(t) && text.contains("requests per second"),
+                "{mode}: {text}"
+            );
+        }
+        assert_eq!(cli(&["get", "numalab"]), "placed", "{mode}");
+        cli(&["shutdown", "nosave"]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = server.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                panic!("{mode}: redis-server did not end after SHUTDOWN");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).ok();
+        assert!(
+            status.success(),
+            "{mode}: numalab over redis-server: {status:?}\n{err}"
+        );
+    }
+}
