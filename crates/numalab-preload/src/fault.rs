@@ -13,9 +13,10 @@ type SigactionFn = unsafe extern "C" fn(i32, *const libc::sigaction, *mut libc::
 /// The libc `sigaction` this library's interposes.
 pub fn real_sigaction() -> Option<SigactionFn> {
     static S: crate::next::Symbol = crate::next::Symbol::new("sigaction\0");
-    // SAFETY: the next definition of "sigaction" is that function.
-    S.get()
-        .map(|p| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
+    S.get().map(|p| {
+        // SAFETY: the next definition of "sigaction" is that function.
+        unsafe { std::mem::transmute::<usize, SigactionFn>(p) }
+    })
 }
 
 /// A signal's action as the program last set it, while the library's own

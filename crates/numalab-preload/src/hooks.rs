@@ -14,9 +14,10 @@ use std::sync::atomic::Ordering::SeqCst;
 macro_rules! real {
     ($name:expr, $ty:ty) => {{
         static S: next::Symbol = next::Symbol::new(concat!($name, "\0"));
-        // SAFETY: the symbol $name has the C type $ty.
-        S.get()
-            .map(|p| unsafe { std::mem::transmute::<usize, $ty>(p) })
+        S.get().map(|p| {
+            // SAFETY: the symbol $name has the C type $ty.
+            unsafe { std::mem::transmute::<usize, $ty>(p) }
+        })
     }};
 }
 
