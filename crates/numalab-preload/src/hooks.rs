@@ -586,11 +586,23 @@ pub unsafe extern "C" fn mremap(
     new_addr: *mut c_void,
 ) -> *mut c_void {
     untrack(old as usize, old_len);
+    // Stripes split the range into one mapping per stripe: made one again
+    // first, laid again after (plan::before_remap).
+    let striped = plan::before_remap(old as usize, old_len);
     plan::released(old as usize, old_len);
-    match real!("mremap", MremapFn) {
+    let q = match real!("mremap", MremapFn) {
         Some(real) => real(old, old_len, new_len, flags, new_addr),
         None => libc::MAP_FAILED,
+    };
+    if let Some(i) = striped {
+        let errno = *libc::__errno_location();
+        match q == libc::MAP_FAILED {
+            true => plan::after_remap(i, old as usize, old_len),
+            false => plan::after_remap(i, q as usize, new_len),
+        }
+        *libc::__errno_location() = errno;
     }
+    q
 }
 
 type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;

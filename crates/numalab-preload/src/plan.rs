@@ -266,6 +266,12 @@ fn parse_policy(t: &str) -> Option<Policy> {
 
 /// One `mbind`; counts a refusal.
 fn mbind(start: usize, len: usize, mode: usize, mask: &[u64; MASK_WORDS]) {
+    mbind_with(start, len, mode, mask, MF_MOVE)
+}
+
+/// [`mbind`] with the call's `flags` (0: the policy for pages to come
+/// only, present pages stay where they are).
+fn mbind_with(start: usize, len: usize, mode: usize, mask: &[u64; MASK_WORDS], flags: usize) {
     // SAFETY: mbind reads MASK_WORDS words of the mask. libc's own
     // `syscall`: this library's would skip the call on a planned range.
     let r = unsafe {
@@ -277,7 +283,7 @@ fn mbind(start: usize, len: usize, mode: usize, mask: &[u64; MASK_WORDS]) {
                 mode as libc::c_long,
                 mask.as_ptr() as libc::c_long,
                 (MASK_WORDS * 64) as libc::c_long,
-                MF_MOVE as libc::c_long,
+                flags as libc::c_long,
             ],
         )
     };
@@ -380,6 +386,69 @@ fn place(i: usize, start: usize, len: usize, whole: bool) {
         // 1: huge pages turned off on it (interleave, stripes).
         aux: spread as u32,
     });
+}
+
+/// The stripes entry that governs `[p, p + len)`: a planned region's, or
+/// the `all` entry's; None where no stripes over two or more nodes do.
+fn striping(p: usize, len: usize) -> Option<usize> {
+    let end = p.saturating_add(len);
+    let entries = ENTRIES.get()?;
+    let stripes = |i: usize| matches!(entries.get(i).map(|e| &e.policy), Some(Policy::Chunks(runs)) if runs.iter().any(|r| r.0 != runs[0].0));
+    let region = planned().iter().find_map(|s| {
+        let e = s[2].load(SeqCst);
+        let (a, l) = (s[0].load(SeqCst), s[1].load(SeqCst));
+        (e != 0 && e != usize::MAX && a < end && p < a + l).then(|| e - 1)
+    });
+    region
+        .or_else(|| ALL.load(SeqCst).checked_sub(1))
+        .filter(|&i| stripes(i))
+}
+
+/// Before the program's `mremap` of `[p, p + len)`: `mremap` works on one
+/// mapping only, and stripes split a range into one mapping per stripe
+/// (each with its own node's policy), so the call would fail with EFAULT
+/// where it never failed without numalab (issue 36). The range gets one
+/// policy, interleave over the stripes' nodes, and the kernel merges it
+/// into one mapping again (its pages stay where they are). Returns the
+/// entry whose stripes [`after_remap`] lays again.
+pub fn before_remap(p: usize, len: usize) -> Option<usize> {
+    if !active() || len == 0 {
+        return None;
+    }
+    let i = striping(p, len)?;
+    let Some(Policy::Chunks(runs)) = ENTRIES.get().and_then(|v| v.get(i)).map(|e| &e.policy) else {
+        return None;
+    };
+    let mut every = [0u64; MASK_WORDS];
+    for r in runs {
+        every[r.0 as usize / 64] |= 1 << (r.0 % 64);
+    }
+    let ps = page_size();
+    // No move: the stripes' pages stay on their nodes.
+    mbind_with(
+        p / ps * ps,
+        len.div_ceil(ps) * ps,
+        MODE_INTERLEAVE,
+        &every,
+        0,
+    );
+    Some(i)
+}
+
+/// After the `mremap` [`before_remap`] prepared: entry `i`'s stripes are
+/// laid again on the range the call left, the new one (or the old one
+/// when it failed), from its start; pages already there stay.
+pub fn after_remap(i: usize, start: usize, len: usize) {
+    let ps = page_size();
+    let len = len.div_ceil(ps) * ps;
+    if len == 0 {
+        return;
+    }
+    if ENTRIES.get().and_then(|v| v.get(i)).is_some_and(|e| e.all) {
+        apply(i, start, start, len);
+    } else {
+        place(i, start, len, true);
+    }
 }
 
 /// Whether entry `i` spreads a region page by page over several nodes

@@ -6,6 +6,13 @@
  * - arena T: 4096 blocks of 512 bytes from each of 4 threads (malloc gives
  *   each its own arena, an mmapped heap).
  *
+ * `stripes remap` instead maps 1 MiB, grows it to 4 MiB with mremap
+ * (MREMAP_MAYMOVE), shrinks it in place to 2 MiB, unmaps 256 KiB in its
+ * middle and checks every byte: what a program that calls mremap itself
+ * does on a striped mapping (one mapping per stripe, which mremap alone
+ * refuses with EFAULT). Its line is "remap ..." for the 2 MiB kept, then
+ * "remap ok".
+ *
  * Each line: "NAME pages P nodes N:K,N:K... runs R1,R2,..." (the lengths
  * of the runs of consecutive pages on one node, in address order; for the
  * blocks, their distinct pages in address order). Exits 0 when every
@@ -16,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -103,9 +111,47 @@ static void *thread(void *arg) {
     return NULL;
 }
 
-int main(void) {
+static int remap(uintptr_t *pages) {
+    size_t mib = 1 << 20;
+    unsigned char *p = mmap(NULL, mib, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        return 1;
+    }
+    memset(p, 1, mib);
+    unsigned char *q = mremap(p, mib, 4 * mib, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) {
+        perror("remap: mremap grow");
+        return 1;
+    }
+    memset(q + mib, 2, 3 * mib);
+    if (mremap(q, 4 * mib, 2 * mib, 0) != q) {
+        perror("remap: mremap shrink");
+        return 1;
+    }
+    if (munmap(q + mib, mib / 4) != 0) {
+        perror("remap: munmap");
+        return 1;
+    }
+    for (size_t i = 0; i < 2 * mib; i++) {
+        if (i >= mib && i < mib + mib / 4) continue;
+        if (q[i] != (i < mib ? 1 : 2)) {
+            printf("remap byte %zu is %d\n", i, q[i]);
+            return 1;
+        }
+    }
+    int n = 0;
+    for (size_t off = 0; off < 2 * mib; off += page)
+        if (off < mib || off >= mib + mib / 4) pages[n++] = (uintptr_t)q + off;
+    report("remap", pages, n);
+    printf("remap ok\n");
+    return missing != 0;
+}
+
+int main(int argc, char **argv) {
     static uintptr_t pages[MAX_PAGES];
     page = sysconf(_SC_PAGESIZE);
+    if (argc > 1 && strcmp(argv[1], "remap") == 0) return remap(pages);
     char *big = malloc(BIG);
     memset(big, 1, BIG);
     uintptr_t first = ((uintptr_t)big + page - 1) & ~(uintptr_t)(page - 1);

@@ -31,6 +31,12 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
         "stripes_interleave",
         "numalab run --mem interleave:0-3@8 -- stripes",
     ),
+    // A program that calls mremap itself on a striped mapping (one
+    // mapping per stripe): grown, shrunk, partly unmapped, every byte kept.
+    (
+        "stripes_remap",
+        "numalab run --mem interleave:0-3@4 -- stripes remap",
+    ),
     (
         "stripes_weighted",
         "numalab run --mem weighted:0=3,1=1@4 --weighted-impl emulate -- stripes",
@@ -234,6 +240,34 @@ fn quartet_interleave_with_stripes_reaches_the_big_allocation_the_heap_and_every
         let whole = inner.iter().filter(|r| **r == 8).count();
         assert!(whole * 10 >= inner.len() * 9, "{name}: {runs:?}");
     }
+}
+
+/// mremap works on one mapping, and stripes make one per stripe: the
+/// library makes the range one mapping again for the call and lays the
+/// stripes again after it, so the program's own mremap (grow with
+/// MREMAP_MAYMOVE, shrink in place) and a munmap inside succeed as without
+/// numalab (before: EFAULT), its bytes kept. The first MiB keeps the
+/// pages its stripes placed, the rest is striped from the new start: runs
+/// of 4 pages over all four nodes.
+#[test]
+fn quartet_a_programs_own_mremap_of_a_striped_mapping_works() {
+    let s = quartet().step("stripes_remap");
+    assert_eq!(s.rc, 0, "stripes remap: {}\n{}", s.err, s.out);
+    assert!(s.out.contains("remap ok"), "{}", s.out);
+    let line = s
+        .out
+        .lines()
+        .find(|l| l.starts_with("remap pages"))
+        .unwrap();
+    assert_eq!(
+        line,
+        format!(
+            "remap pages 448 nodes 0:112,1:112,2:112,3:112 runs {}",
+            ["4"; 112].join(",")
+        ),
+        "{}",
+        s.out
+    );
 }
 
 #[test]
