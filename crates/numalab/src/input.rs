@@ -70,8 +70,12 @@ pub struct InputError {
 pub enum InputProblem {
     /// Opening or reading failed (missing, permission denied, I/O error).
     Io(std::io::Error),
-    /// The path names a directory, FIFO, device or socket.
+    /// The path names a directory, device or socket.
     NotRegular(&'static str),
+    /// A FIFO or pipe that no program writes into: it would give nothing.
+    NoWriter,
+    /// A FIFO or pipe whose writer sent nothing for [`PIPE_WAIT`].
+    PipeSilent,
     /// The file holds more than the cap of its kind: `size` is the size the
     /// file reports, `None` when it reported less and reading found more.
     TooLarge { size: Option<u64>, kind: InputKind },
@@ -86,6 +90,15 @@ impl fmt::Display for InputProblem {
             InputProblem::NotRegular(what) => write!(
                 f,
                 "it is {what}, not a regular file (give a file saved on disk)"
+            ),
+            InputProblem::NoWriter => write!(
+                f,
+                "it is a FIFO (named pipe) that no program writes into (give a file saved on disk, or a pipe a program writes, such as <(cat FILE))"
+            ),
+            InputProblem::PipeSilent => write!(
+                f,
+                "it is a pipe whose writer sent nothing for {} s (give a file saved on disk)",
+                PIPE_WAIT.as_secs()
             ),
             InputProblem::TooLarge {
                 size: Some(size),
@@ -152,16 +165,60 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
     }
 }
 
-/// Reads a whole regular file of `kind`, at most its cap.
+/// How long a pipe's writer may stay silent before reading it gives up.
+pub const PIPE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads a FIFO or pipe opened non-blocking to its end, at most `cap` + 1
+/// bytes: refused when no program writes into it (a read with no writer
+/// ends at once) or when the writer is silent for [`PIPE_WAIT`].
+fn read_pipe(file: &mut std::fs::File, cap: u64) -> Result<Vec<u8>, InputProblem> {
+    use std::os::fd::AsRawFd;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) if bytes.is_empty() => return Err(InputProblem::NoWriter),
+            Ok(0) => return Ok(bytes),
+            Ok(n) => {
+                bytes.extend_from_slice(&chunk[..n]);
+                if bytes.len() as u64 > cap {
+                    return Ok(bytes);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut fds = [libc::pollfd {
+                    fd: file.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                }];
+                // SAFETY: one valid pollfd, for the duration of the call.
+                let r = unsafe { libc::poll(fds.as_mut_ptr(), 1, PIPE_WAIT.as_millis() as i32) };
+                if r == 0 {
+                    return Err(InputProblem::PipeSilent);
+                }
+                if r < 0
+                    && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    return Err(InputProblem::Io(std::io::Error::last_os_error()));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(InputProblem::Io(e)),
+        }
+    }
+}
+
+/// Reads a whole regular file of `kind`, at most its cap; a FIFO or pipe
+/// (`--plan <(cat plan.json)`) is read to its end, bounded the same way.
 pub fn read_bytes(path: &Path, kind: InputKind) -> Result<Vec<u8>, InputError> {
     let fail = |problem| InputError {
         path: path.to_path_buf(),
         problem,
     };
     // O_NONBLOCK: opening a FIFO for reading blocks until a writer comes;
-    // nonblocking, it returns at once and the type check below refuses it.
+    // nonblocking, it returns at once, and a read with no writer ends.
     // O_NOCTTY: a terminal device named by mistake must not become ours.
-    let file = std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
@@ -169,10 +226,17 @@ pub fn read_bytes(path: &Path, kind: InputKind) -> Result<Vec<u8>, InputError> {
     // The type of what was opened, not of the path: a path swapped between
     // a check and the open cannot slip a device through.
     let meta = file.metadata().map_err(|e| fail(InputProblem::Io(e)))?;
+    let cap = kind.max_bytes();
+    if meta.file_type().is_fifo() {
+        let bytes = read_pipe(&mut file, cap).map_err(fail)?;
+        if bytes.len() as u64 > cap {
+            return Err(fail(InputProblem::TooLarge { size: None, kind }));
+        }
+        return Ok(bytes);
+    }
     if !meta.file_type().is_file() {
         return Err(fail(InputProblem::NotRegular(file_kind(meta.file_type()))));
     }
-    let cap = kind.max_bytes();
     if meta.len() > cap {
         return Err(fail(InputProblem::TooLarge {
             size: Some(meta.len()),
@@ -220,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn refuses_what_is_not_a_regular_file() {
+    fn refuses_what_is_not_a_regular_file_or_a_written_pipe() {
         let d = scratch("kinds");
         let e = read_text(&d, InputKind::ResultsJson).unwrap_err();
         assert_eq!(
@@ -238,7 +302,45 @@ mod tests {
         // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let e = read_text(&fifo, InputKind::ResultsJson).unwrap_err();
-        assert!(e.to_string().contains("a FIFO (named pipe)"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("it is a FIFO (named pipe) that no program writes into"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    #[test]
+    fn reads_a_pipe_a_program_writes_and_bounds_it() {
+        let d = scratch("pipe");
+        let fifo = d.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // The writer opens first (as a shell's <(...) does), writes in two
+        // pieces with a pause, and closes.
+        let f2 = fifo.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = std::thread::spawn(move || {
+            let mut w = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&f2)
+                .unwrap();
+            tx.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::io::Write::write_all(&mut w, b"{\"a\":").unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::io::Write::write_all(&mut w, b" 1}").unwrap();
+        });
+        rx.recv().unwrap();
+        // The writer holds it open read-write, so the reader sees a writer;
+        // the text ends when the writer's thread drops it.
+        assert_eq!(
+            read_text(&fifo, InputKind::ResultsJson).unwrap(),
+            "{\"a\": 1}"
+        );
+        writer.join().unwrap();
         std::fs::remove_dir_all(&d).ok();
     }
 

@@ -87,10 +87,11 @@ pub struct Args {
     #[arg(long, value_name = "S", default_value = "2", value_parser = seconds(0.02))]
     refine_time: f64,
     /// Sample only these regions: comma-separated terms, any of which
-    /// selects a region: heap, mmap, stack, static, static:SYMBOL,
-    /// site:FUNCTION and site:FILE:LINE (an allocation whose call stack
-    /// passes there), 0xSTART-0xEND (overlapping), size>N, size<N (each
-    /// allocation's bytes).
+    /// selects a region: heap, mmap, file:PATH (mappings of that file),
+    /// stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE and
+    /// site:OBJECT+0xOFFSET (an allocation whose call stack passes there),
+    /// 0xSTART-0xEND (overlapping), size>N, size<N (each allocation's
+    /// bytes).
     #[arg(long, value_name = "FILTER", value_parser = region_filter())]
     regions: Option<(String, RegionFilter)>,
     /// Keep only these threads' samples: numbers in creation order, 0 (or

@@ -190,7 +190,7 @@ fn inputs_without_a_size_or_an_end() {
             &["topology", "--topology", path(&topology_fifo)],
         )
         .code(2)
-        .says("it is a FIFO (named pipe), not a regular file"),
+        .says("it is a FIFO (named pipe) that no program writes into (give a file saved on disk, or a pipe a program writes"),
         Case::new(
             "compare FIFOs with no writer",
             &["compare", path(&result_fifo), path(&result_fifo)],

@@ -390,3 +390,24 @@ fn small_allocations_of_an_entry_come_from_its_placed_pool() {
     let e = check(&v["plan"], "site:make_node");
     assert_eq!(e["verdict"], "nothing-matched", "{e}");
 }
+
+/// A plan given through a shell's process substitution (a pipe, not a
+/// file on disk) is read like a file (issue 36: it was refused as a FIFO).
+#[test]
+fn a_plan_from_a_pipe_is_read() {
+    preload_library();
+    let dir = scratch("plan-pipe");
+    let plan = write_plan(&dir, &[("size>1M", "bind:0")]);
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{}' run --plan <(cat '{plan}') --verify -- sh -c 'echo planned'",
+            env!("CARGO_BIN_EXE_numalab")
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("planned\n"));
+    assert!(!err.contains("FIFO"), "{err}");
+}
