@@ -596,9 +596,10 @@ pub unsafe extern "C" fn mremap(
     };
     if let Some(i) = striped {
         let errno = *libc::__errno_location();
-        match q == libc::MAP_FAILED {
-            true => plan::after_remap(i, old as usize, old_len),
-            false => plan::after_remap(i, q as usize, new_len),
+        if q == libc::MAP_FAILED {
+            plan::after_remap(i, old as usize, old_len);
+        } else {
+            plan::after_remap(i, q as usize, new_len);
         }
         *libc::__errno_location() = errno;
     }
