@@ -60,7 +60,7 @@ if [ -z "$FROM" ]; then
         for mode in ${MODES//,/ }; do
             for r in $(seq "$REPEATS"); do
                 echo "echo '@@@RUN $mode $r'"
-                echo "numalab profile --json --rate 500 --overhead 99 -o /tmp/p -- truth $mode 8 $PASSES 4096 > /tmp/o 2>/tmp/e; echo \"@@@RC \$?\""
+                echo "numalab profile --rate 500 --overhead 99 -o /tmp/p -- truth $mode 8 $PASSES 4096 > /tmp/o 2>/tmp/e; echo \"@@@RC \$?\""
                 echo "grep -E '^(region|truth|thread) ' /tmp/o; echo '@@@JSON'; cat /tmp/p/profile.json; echo; echo '@@@END'"
             done
         done

@@ -98,9 +98,10 @@ fn main() -> ExitCode {
     numalab::placement::settings::replay_journal()
         .iter()
         .for_each(|w| errln!("numalab: warning: {w}"));
-    // Every command but `run` prints its result: with standard output
-    // closed it would measure for nothing. `run` prints nothing there.
-    if !matches!(cli.command, Command::Run(_)) {
+    // Every command but `run` and `profile` prints its result: with
+    // standard output closed it would measure for nothing. `run` and
+    // `profile` print nothing there: it is the program's.
+    if !matches!(cli.command, Command::Run(_) | Command::Profile(_)) {
         if let Err(e) = output::require_stdout() {
             errln!("numalab: {e}");
             return ExitCode::from(e.code);

@@ -13,7 +13,7 @@ use crate::args::{percent, seconds, size, whole, Typed};
 use crate::launch_args::{
     library, library_filter, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
 };
-use crate::output::{errln, load_machine, write_stderr, write_stdout, CliError, CliResult};
+use crate::output::{errln, load_machine, write_stderr, CliError, CliResult};
 use numalab::placement::ExitStatus;
 use numalab::profile::compare::compare as compare_profiles;
 use numalab::profile::filter::{self, RegionFilter};
@@ -132,8 +132,9 @@ pub struct Args {
     /// started has ended.
     #[arg(long)]
     per_thread: bool,
-    /// Print the profile as JSON on stdout instead of text (with --plan: the comparison, the
-    /// plan's check and the run times).
+    /// Print the profile as JSON on stderr instead of text (with --plan: the comparison, the
+    /// plan's check and the run times). Nothing numalab prints goes to stdout, which is the
+    /// program's; scripts read DIR/profile.json.
     #[arg(long)]
     json: bool,
     /// The command and its arguments, after `--`.
@@ -202,7 +203,7 @@ fn sampler_mode() -> Typed<Sampler> {
 }
 
 /// The files this command writes in its folder.
-const OURS: [&str; 9] = [
+const OURS: [&str; 10] = [
     "profile.json",
     "profile.txt",
     "profile.html",
@@ -210,6 +211,7 @@ const OURS: [&str; 9] = [
     "records.bin.maps",
     "plan.json",
     "compare.txt",
+    "compare.json",
     "before",
     "after",
 ];
@@ -396,9 +398,9 @@ pub fn run(a: Args) -> CliResult {
         if a.json {
             let json = serde_json::to_string_pretty(&profile)
                 .map_err(|e| CliError::failed(e.to_string()))?;
-            write_stdout(format_args!("{json}\n"))?;
+            write_stderr(format_args!("{json}\n"));
         } else {
-            write_stdout(format_args!("{}{}", render(&profile), plan_text(&proposed)))?;
+            write_stderr(format_args!("{}{}", render(&profile), plan_text(&proposed)));
             errln!("numalab profile: written to {}", a.output.display());
             if !proposed.entries.is_empty() {
                 errln!(
@@ -433,20 +435,23 @@ pub fn run(a: Args) -> CliResult {
         text.push('\n');
         text.push_str(&run_times_text(t));
     }
-    write_atomically(&a.output.join("compare.txt"), text.as_bytes())
-        .map_err(|e| CliError::failed(format!("cannot write compare.txt: {e}")))?;
+    let v = serde_json::json!({
+        "comparison": c,
+        "plan_check": after.plan_check,
+        "run_time": times,
+    });
+    let json =
+        serde_json::to_string_pretty(&v).map_err(|e| CliError::failed(e.to_string()))? + "\n";
+    for (name, body) in [("compare.txt", &text), ("compare.json", &json)] {
+        write_atomically(&a.output.join(name), body.as_bytes())
+            .map_err(|e| CliError::failed(format!("cannot write {name}: {e}")))?;
+    }
     if a.json {
-        let v = serde_json::json!({
-            "comparison": c,
-            "plan_check": after.plan_check,
-            "run_time": times,
-        });
-        let json = serde_json::to_string_pretty(&v).map_err(|e| CliError::failed(e.to_string()))?;
-        write_stdout(format_args!("{json}\n"))?;
+        write_stderr(format_args!("{json}"));
     } else {
-        write_stdout(format_args!("{text}"))?;
+        write_stderr(format_args!("{text}"));
         errln!(
-            "numalab profile: written to {} (before/, after/, compare.txt)",
+            "numalab profile: written to {} (before/, after/, compare.txt, compare.json)",
             a.output.display()
         );
     }

@@ -12,7 +12,7 @@ pub mod report;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
@@ -123,6 +123,32 @@ pub fn json_rc(args: &[&str], rc: i32) -> Value {
     let r = numalab(args);
     assert_eq!(r.rc, rc, "numalab {args:?}: exit code; stderr: {}", r.err);
     parse_json(&r.out, &format!("numalab {args:?}"))
+}
+
+/// What `numalab profile [--json] -o DIR -- PROGRAM` left: the program's
+/// stdout, which must hold nothing of the profile (stdout is the
+/// program's), and DIR/profile.json. With `--json` the JSON printed on
+/// stderr (after the program's own stderr) must be that file's.
+pub fn written_profile(r: &Ran, dir: &Path) -> (String, Value) {
+    assert!(
+        !r.out.contains("\"schema_version\"") && !r.out.contains("numalab profile"),
+        "numalab printed into the program's stdout:\n{}",
+        r.out
+    );
+    let file = dir.join("profile.json");
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{}: {e}; stderr: {}", file.display(), r.err));
+    let v = parse_json(&text, "profile.json");
+    let top = if r.err.starts_with("{\n") {
+        Some(0)
+    } else {
+        r.err.rfind("\n{\n").map(|i| i + 1)
+    };
+    if let Some(at) = top {
+        let printed = parse_json(&r.err[at..], "the JSON numalab profile printed on stderr");
+        assert_eq!(printed, v, "stderr's JSON is not profile.json's");
+    }
+    (r.out.clone(), v)
 }
 
 /// `text` as JSON, or a panic naming `what` and quoting the text.

@@ -158,11 +158,12 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
     assert!(out.join("profile.json").is_file());
     assert!(!out.join("plan.json").exists());
     assert!(
-        r.out
+        r.err
             .contains("plan: no region has a placement fix (no plan.json written)"),
         "{}",
-        r.out
+        r.err
     );
+    assert!(!r.out.contains("plan:"), "the profile on stdout: {}", r.out);
 
     let c = format!("site:profile_truth.c:{C_LINE}");
     let plan = write_plan(&dir, &[(&c, "bind:0")]);
@@ -170,13 +171,16 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
     let r = profile_truth(&["--plan", &plan], &out, "5");
     assert_eq!(r.rc, 0, "{}", r.err);
     assert!(
-        r.out.contains("without the plan") && r.out.contains("with the plan"),
+        r.err.contains("without the plan") && r.err.contains("with the plan"),
         "{}",
-        r.out
+        r.err
     );
     let compared = std::fs::read_to_string(out.join("compare.txt")).unwrap();
-    // After the program's own output (twice: without and with).
-    assert!(r.out.ends_with(&compared), "{}", r.out);
+    // On stderr, after the program's own stderr; stdout is the program's
+    // output alone (twice: without and with).
+    assert!(r.err.contains(&compared), "{}", r.err);
+    assert_eq!(r.out.matches("wrong sums 0").count(), 2, "{}", r.out);
+    assert!(!r.out.contains("with the plan"), "{}", r.out);
     assert!(compared.contains("plan check"), "{compared}");
     for side in ["before", "after"] {
         assert!(out.join(side).join("profile.json").is_file(), "{side}");
@@ -201,8 +205,12 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
     assert_eq!(r.rc, 0, "{}", r.err);
     // The two profiled runs print; the eight timed ones do not.
     assert_eq!(r.out.matches("wrong sums 0").count(), 2, "{}", r.out);
-    let json = &r.out[r.out.find("\n{").unwrap() + 1..];
-    let v = parse_json(json, "profile --plan --repeat 4 --json");
+    let v = parse_json(
+        &std::fs::read_to_string(out.join("compare.json")).unwrap(),
+        "compare.json",
+    );
+    let json = &r.err[r.err.rfind("\n{\n").unwrap() + 1..];
+    assert_eq!(parse_json(json, "profile --plan --repeat 4 --json"), v);
     let t = &v["run_time"];
     assert_eq!(t["without_s"].as_array().unwrap().len(), 4, "{t}");
     assert_eq!(t["with_s"].as_array().unwrap().len(), 4, "{t}");

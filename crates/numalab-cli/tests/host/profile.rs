@@ -8,7 +8,9 @@
 
 use crate::common;
 
-use common::{compile_c, fails, numalab, parse_json, preload_library, scratch, Run};
+use common::{
+    compile_c, fails, numalab, parse_json, preload_library, scratch, written_profile, Run,
+};
 use serde_json::Value;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -44,10 +46,15 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         "sample",
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    // The program's own output comes first on stdout, then the profile.
-    let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
+    // stdout is the program's alone; the profile goes to stderr (as JSON
+    // with --json) and to DIR.
+    let (program_out, v) = written_profile(&r, &out);
     assert!(program_out.contains("sums right"), "{program_out}");
-    let v = parse_json(json, "numalab profile --json");
+    assert!(
+        r.err.contains("\n{\n  \"schema_version\"") || r.err.starts_with("{\n"),
+        "--json prints the profile on stderr: {}",
+        r.err
+    );
     assert_eq!(v["schema_version"], "1.7");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
@@ -203,9 +210,8 @@ fn the_adaptive_rate_falls_to_meet_a_small_overhead_target() {
         "sample",
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
+    let (program_out, v) = written_profile(&r, &dir);
     assert!(program_out.contains("sums right"), "{program_out}");
-    let v = parse_json(json, "numalab profile --overhead 0.1 --json");
     assert_eq!(v["rate"], 0, "adaptive");
     let c = &v["cost"];
     assert_eq!(c["target_percent"], 0.1, "{c}");
@@ -249,12 +255,9 @@ fn profile_truth_passes(dir: &Path, options: &[&str], passes: &str) -> (String, 
     ]);
     let r = numalab(&args);
     assert_eq!(r.rc, 0, "{}", r.err);
-    let (program_out, json) = r.out.split_at(r.out.find("\n{").unwrap() + 1);
+    let (program_out, v) = written_profile(&r, dir);
     assert!(program_out.contains("wrong sums 0"), "{program_out}");
-    (
-        program_out.to_string(),
-        parse_json(json, "numalab profile of profile_truth"),
-    )
+    (program_out, v)
 }
 
 /// `--refine auto` watches the words of the line both counter threads
@@ -767,9 +770,8 @@ fn duration_stops_sampling_and_the_program_runs_on() {
         "sample",
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
+    let (program_out, v) = written_profile(&r, &dir);
     assert!(program_out.contains("sums right"), "{program_out}");
-    let v = parse_json(json, "numalab profile --duration 0.3 --json");
     assert_eq!(v["sampled_for_s"], 0.3);
     assert!(v["samples"].as_u64().unwrap() > 0, "{v}");
     // The cost as sampling ended: measured, not read from the ended
@@ -828,6 +830,11 @@ fn the_commands_exit_status_and_signal_are_passed_on() {
     ]);
     assert_eq!(r.rc, 7, "{}", r.err);
     assert!(dir.join("a/profile.html").is_file());
+    // The text goes to stderr, the same as profile.txt; stdout is the
+    // program's (here empty).
+    assert_eq!(r.out, "");
+    let txt = std::fs::read_to_string(dir.join("a/profile.txt")).unwrap();
+    assert!(txt.len() > 100 && r.err.contains(&txt), "{}", r.err);
     let r = numalab(&[
         "profile",
         "-o",
@@ -871,7 +878,8 @@ fn a_static_program_is_not_sampled_and_says_why() {
         exe.to_str().unwrap(),
     ]);
     assert_eq!(r.rc, 3, "the program's own status: {}", r.err);
-    let v = parse_json(&r.out, "profile of a static program");
+    let (program_out, v) = written_profile(&r, &dir.join("p"));
+    assert_eq!(program_out, "");
     assert_eq!(v["samples"], 0);
     let w = v["warnings"][0].as_str().unwrap();
     assert!(
@@ -1035,8 +1043,7 @@ fn small_allocations_are_estimated_by_site() {
         args.extend_from_slice(&["--", prog, "small"]);
         let r = numalab(&args);
         assert_eq!(r.rc, 0, "{}", r.err);
-        let (_, json) = r.out.split_at(r.out.find('{').unwrap());
-        parse_json(json, "numalab profile --json")
+        written_profile(&r, &out).1
     };
     let v = run(&[]);
     // 200000 allocations of 100 bytes from make_small, one drawn per
@@ -1111,9 +1118,8 @@ fn file_mappings_are_regions_named_by_their_file_and_selected_by_it() {
         data.to_str().unwrap(),
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    let (program_out, json) = r.out.split_at(r.out.find('{').unwrap());
+    let (program_out, v) = written_profile(&r, &out);
     assert!(program_out.contains("read-only kept"), "{program_out}");
-    let v = parse_json(json, "numalab profile --json");
     // Only the file's two mappings are tracked (the filter), both named by
     // it, both sampled.
     let sampled: Vec<&Value> = v["regions"]
@@ -1171,13 +1177,7 @@ fn equal_work_threads_get_equal_word_count_samples() {
         "16384",
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    let at = r
-        .out
-        .find("\n{")
-        .expect("a JSON profile after the program's output")
-        + 1;
-    let (program_out, json) = r.out.split_at(at);
-    let v = parse_json(json, "numalab profile --json");
+    let (program_out, v) = written_profile(&r, &dir.join("p"));
     let a_addr = program_out
         .lines()
         .find_map(|l| l.strip_prefix("region A 0x"))

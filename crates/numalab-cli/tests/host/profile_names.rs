@@ -219,8 +219,7 @@ fn profile_with(prog: &Path, prog_args: &[&str], extra: &[&str], what: &str) -> 
         .filter(|n| n.starts_with("ran-"))
         .collect();
     assert!(ran.is_empty(), "numalab ran an external tool: {ran:?}");
-    let text = std::fs::read_to_string(dir.join("profile.json")).unwrap();
-    parse_json(&text, what)
+    common::written_profile(&r, &dir).1
 }
 
 /// The refused `numalab profile` of `prog` with `extra`: its stderr.

@@ -15,7 +15,7 @@ use serde_json::Value;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "profile_truth",
-        "numalab profile --json --rate 2000 --overhead 99 -o /tmp/prof -- profile_truth 200",
+        "numalab profile --rate 2000 --overhead 99 -o /tmp/prof -- profile_truth 200 2>/tmp/prof.err; rc=$?; cat /tmp/prof/profile.json; grep ^numalab /tmp/prof.err >&2; exit $rc",
     ),
     (
         "profile_distance_0",
@@ -23,7 +23,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ),
     (
         "profile_threads",
-        "numalab profile --json --rate 2000 --threads 1-2 -o /tmp/prof-threads -- profile_truth 150",
+        "numalab profile --rate 2000 --threads 1-2 -o /tmp/prof-threads -- profile_truth 150 2>/tmp/prof-threads.err; rc=$?; cat /tmp/prof-threads/profile.json; grep ^numalab /tmp/prof-threads.err >&2; exit $rc",
     ),
     // Names without binutils: the guest has none (and no ldd); a site
     // term is resolved in the program's symbols.
@@ -33,7 +33,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ),
     (
         "profile_site_term",
-        "numalab profile --json --rate 500 --regions site:main -o /tmp/prof-site -- profile_truth 20",
+        "numalab profile --rate 500 --regions site:main -o /tmp/prof-site -- profile_truth 20 2>/tmp/prof-site.err; rc=$?; cat /tmp/prof-site/profile.json; grep ^numalab /tmp/prof-site.err >&2; exit $rc",
     ),
 ];
 
@@ -47,7 +47,7 @@ pub const TRUTH_STEPS: &[(&str, &str)] = &[
     // emulated CPUs make every cost look large; the shares need draws.)
     (
         "truth_leader",
-        "numalab profile --json --rate 500 --overhead 99 -o /tmp/tl -- truth leader 8 30 4096",
+        "numalab profile --rate 500 --overhead 99 -o /tmp/tl -- truth leader 8 30 4096 2>/tmp/tl.err; rc=$?; cat /tmp/tl/profile.json; grep ^numalab /tmp/tl.err >&2; exit $rc",
     ),
     ("truth_leader_plan", "cat /tmp/tl/plan.json"),
     ("truth_leader_plain", "truth leader 8 4 4096"),
@@ -59,30 +59,30 @@ pub const TRUTH_STEPS: &[(&str, &str)] = &[
     // The rest of the truth suite (bench/profile-truth.sh repeats them).
     (
         "truth_staggered",
-        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t1 -- truth staggered 8 12 4096",
+        "numalab profile --rate 500 --overhead 99 -o /tmp/t1 -- truth staggered 8 12 4096 2>/tmp/t1.err; rc=$?; cat /tmp/t1/profile.json; grep ^numalab /tmp/t1.err >&2; exit $rc",
     ),
     (
         "truth_random",
-        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t2 -- truth random 8 12 4096",
+        "numalab profile --rate 500 --overhead 99 -o /tmp/t2 -- truth random 8 12 4096 2>/tmp/t2.err; rc=$?; cat /tmp/t2/profile.json; grep ^numalab /tmp/t2.err >&2; exit $rc",
     ),
     (
         "truth_slices",
-        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t3 -- truth slices 8 40 4096",
+        "numalab profile --rate 500 --overhead 99 -o /tmp/t3 -- truth slices 8 40 4096 2>/tmp/t3.err; rc=$?; cat /tmp/t3/profile.json; grep ^numalab /tmp/t3.err >&2; exit $rc",
     ),
     // 100 passes: producers and consumers wait on each other, so their
     // threads run fewer word-count windows; at 40 passes no region reached
     // 30 counts in 2 of 4 runs on a loaded host.
     (
         "truth_prodcons",
-        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t4 -- truth prodcons 8 100 4096",
+        "numalab profile --rate 500 --overhead 99 -o /tmp/t4 -- truth prodcons 8 100 4096 2>/tmp/t4.err; rc=$?; cat /tmp/t4/profile.json; grep ^numalab /tmp/t4.err >&2; exit $rc",
     ),
     (
         "truth_unequal",
-        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t5 -- truth unequal 8 12 4096",
+        "numalab profile --rate 500 --overhead 99 -o /tmp/t5 -- truth unequal 8 12 4096 2>/tmp/t5.err; rc=$?; cat /tmp/t5/profile.json; grep ^numalab /tmp/t5.err >&2; exit $rc",
     ),
     (
         "truth_migrate",
-        "numalab profile --json --rate 500 --overhead 99 -o /tmp/t6 -- truth migrate 8 12 4096",
+        "numalab profile --rate 500 --overhead 99 -o /tmp/t6 -- truth migrate 8 12 4096 2>/tmp/t6.err; rc=$?; cat /tmp/t6/profile.json; grep ^numalab /tmp/t6.err >&2; exit $rc",
     ),
 ];
 
@@ -97,13 +97,13 @@ pub const TRUTH_STEPS: &[(&str, &str)] = &[
 // only (both take the thread's debug registers); open in issue 29.
 pub const REFINE_STEPS: &[(&str, &str)] = &[(
     "profile_refine",
-    "numalab profile --json --rate 2000 --refine auto --word-counts off -o /tmp/prof -- profile_truth 500",
+    "numalab profile --rate 2000 --refine auto --word-counts off -o /tmp/prof -- profile_truth 500 2>/tmp/prof.err; rc=$?; cat /tmp/prof/profile.json; grep ^numalab /tmp/prof.err >&2; exit $rc",
 )];
 
 /// Steps run in the ring guest with the CPU-less node 4.
 pub const RING_STEPS: &[(&str, &str)] = &[(
     "profile_cpuless",
-    "numalab profile --json --rate 2000 -o /tmp/prof -- profile_truth 100 4",
+    "numalab profile --rate 2000 -o /tmp/prof -- profile_truth 100 4 2>/tmp/prof.err; rc=$?; cat /tmp/prof/profile.json; grep ^numalab /tmp/prof.err >&2; exit $rc",
 )];
 
 /// The program's lines (array addresses) and the profile after them.
