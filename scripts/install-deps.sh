@@ -14,7 +14,9 @@
 # and real programs the preload library must not break (tests/host/
 # real_programs.rs): libjemalloc2 (preloaded under xz), xz-utils, and
 # redis-server with redis-tools (linked with jemalloc; served on the
-# loopback, never started as a service by the tests).
+# loopback, never started as a service by the tests); and the runtimes of
+# tests/host/real_runtimes.rs: golang-go (cgo and static Go programs),
+# default-jre-headless, nodejs, python3-numpy and sqlite3.
 set -euo pipefail
 TEST=0
 case "${1:-}" in
@@ -34,7 +36,7 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 
 need=()
 pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas-dev)
-[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran python3 python3-venv binutils libjemalloc2 xz-utils redis-server redis-tools)
+[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran python3 python3-venv binutils libjemalloc2 xz-utils redis-server redis-tools golang-go default-jre-headless nodejs python3-numpy sqlite3)
 for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")
 done

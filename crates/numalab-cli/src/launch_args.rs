@@ -209,16 +209,7 @@ pub fn library() -> Result<PathBuf, CliError> {
 /// (`numalab::profile::objects`).
 pub fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliError> {
     let p = Path::new(program);
-    let exe = if p.components().count() > 1 {
-        Some(p.to_path_buf())
-    } else {
-        std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|d| d.join(p))
-                .find(|c| c.is_file())
-        })
-    };
-    let objects = exe
+    let objects = program_file(program)
         .map(|e| objects::loaded_at_start(&e, &objects::LoaderPaths::current()))
         .unwrap_or_default();
     if objects.is_empty() {
@@ -228,6 +219,44 @@ pub fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliEr
         )));
     }
     Ok(objects)
+}
+
+/// The file the command `program` runs: a path as given, a bare name
+/// looked up in PATH as exec does.
+fn program_file(program: &OsStr) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        Some(p.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(p))
+                .find(|c| c.is_file())
+        })
+    }
+}
+
+/// Why the program `program` will not load the preload library, if it
+/// will not: the loader ignores `LD_PRELOAD` for a statically linked
+/// program, and for a set-user-ID or set-group-ID one run by another
+/// user (secure execution).
+pub fn ignores_preload(program: &OsStr) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let exe = program_file(program)?;
+    if numalab::profile::objects::statically_linked(&exe) {
+        return Some(format!("{} is statically linked", exe.display()));
+    }
+    let meta = std::fs::metadata(&exe).ok()?;
+    // SAFETY: geteuid and getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let setuid = meta.mode() & 0o4000 != 0 && meta.uid() != uid;
+    let setgid = meta.mode() & 0o2000 != 0 && meta.gid() != gid;
+    (setuid || setgid).then(|| {
+        format!(
+            "{} is set-user-ID or set-group-ID (the loader ignores LD_PRELOAD for it)",
+            exe.display()
+        )
+    })
 }
 
 /// A region filter in the library's form, the site terms resolved to

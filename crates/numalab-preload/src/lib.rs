@@ -73,6 +73,20 @@ static START_NS: AtomicU64 = AtomicU64::new(0);
 /// Set while the library starts its own thread: the interposed
 /// `pthread_create` passes it through (its stack is not the program's).
 static SAMPLER_STARTING: AtomicBool = AtomicBool::new(false);
+/// The program runs Go's runtime (cgo: `crosscall2` is exported), whose
+/// system calls do not go through libc: a `read` into an armed page would
+/// fail with EFAULT where no hook can disarm it first. No page is armed
+/// then; word counts (watchpoints, which the kernel's own accesses do not
+/// trip) sample its accesses.
+static GO_RUNTIME: AtomicBool = AtomicBool::new(false);
+
+/// Whether the program runs Go's runtime (see [`GO_RUNTIME`]); looked up
+/// once at start, outside any hook.
+fn go_runtime_linked() -> bool {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name; called
+    // from the library's constructor, not from a hook.
+    unsafe { !libc::dlsym(libc::RTLD_DEFAULT, c"crosscall2".as_ptr()).is_null() }
+}
 
 fn page_size() -> usize {
     PAGE_SIZE.load(SeqCst)
@@ -145,7 +159,7 @@ fn emit_page_records(start: usize, len: usize, snapshot: u32) {
 
 /// Copies /proc/self/maps beside the records (`<out>.maps`), for the
 /// allocation stacks' symbols.
-fn save_maps() {
+pub(crate) fn save_maps() {
     let Some(path) = std::env::var_os("NUMALAB_PROFILE_OUT") else {
         return;
     };
@@ -258,6 +272,7 @@ extern "C" fn init() {
     if !fault::install() {
         return;
     }
+    GO_RUNTIME.store(go_runtime_linked(), SeqCst);
     ACTIVE.store(true, SeqCst);
     emit(&record::Record {
         kind: record::Kind::Start,
@@ -273,8 +288,11 @@ extern "C" fn init() {
             sampler::RatePolicy::Overhead(_) => 0,
         },
         // 1: refinement on, half the pages armed region by region; 2:
-        // samples from a memory-sampling PMU, no page armed.
-        flags: refine::requested() as u32 | if pmu { 2 } else { 0 },
+        // samples from a memory-sampling PMU, no page armed; 4: Go's
+        // runtime, no page armed.
+        flags: refine::requested() as u32
+            | if pmu { 2 } else { 0 }
+            | if GO_RUNTIME.load(SeqCst) { 4 } else { 0 },
         addr: MIN_BYTES.load(SeqCst) as u64,
         size: page_size() as u64,
         time_ns: START_NS.load(SeqCst),

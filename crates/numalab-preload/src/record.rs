@@ -18,7 +18,9 @@ pub enum Kind {
     /// size, `addr` the tracking threshold in bytes, `node` the fixed rate
     /// (0: adaptive, see the Cost records), `cpu` the sampling window in
     /// ms (`u32::MAX`: the whole run), `flags` 1 when refining (half the
-    /// pages are then armed region by region, see refine.rs).
+    /// pages are then armed region by region, see refine.rs), 2 when a
+    /// memory-sampling PMU samples (no page armed), 4 when the program
+    /// runs Go's runtime (no page armed: its system calls bypass libc).
     Start = 4,
     /// Pages armed and samples taken so far (`addr`, `size`), written at
     /// exit; `node` records lost to a full queue, `flags` samples of

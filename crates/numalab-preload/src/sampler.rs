@@ -44,6 +44,29 @@ struct Snapshots {
     taken: u32,
 }
 
+/// When the program's memory map is saved beside the records while it
+/// runs: at the sampler's first tick, then 1, 2, 4, 8… s in (a log of the map grows with the
+/// log of the run time). A program that never calls libc's `exit` (Go's
+/// runtime exits by a raw system call) or that a signal ends still has
+/// its sites named; the save at exit comes last and is the fullest.
+struct MapSaves {
+    next_at: u64,
+}
+
+impl MapSaves {
+    fn save_when_due(&mut self, now: u64) {
+        if now < self.next_at {
+            return;
+        }
+        crate::save_maps();
+        // Word counts' totals so far (the last one read wins): a Go
+        // program's at-exit totals never come.
+        crate::words::totals_so_far();
+        let since = now.saturating_sub(crate::START_NS.load(SeqCst));
+        self.next_at = now + since.max(1_000_000_000);
+    }
+}
+
 impl Snapshots {
     fn take_when_due(&mut self, now: u64) {
         if now < self.next_at {
@@ -126,6 +149,9 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     };
     // The window counts from the library's start, as the records' times.
     let stop_at = duration_ns.map(|d| crate::START_NS.load(SeqCst).saturating_add(d));
+    let mut map_saves = MapSaves {
+        next_at: crate::START_NS.load(SeqCst),
+    };
     let mut refiner = Refiner::from_env(ps);
     let huge = crate::huge::HugePages::open();
     let mut pmu = crate::pmu::PmuSampler::from_env(ps);
@@ -157,6 +183,10 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
                 pmu = None;
             }
         }
+        // Go's runtime makes system calls libc never sees: no page armed.
+        if crate::GO_RUNTIME.load(SeqCst) {
+            owed = 0.0;
+        }
         // The tracked pages are counted once a tick, not once a page.
         let (_, total) = tables::nth_page(0, ps);
         while owed >= 1.0 {
@@ -177,6 +207,7 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         }
         control.tick(now);
         snapshots.take_when_due(now);
+        map_saves.save_when_due(now);
     }
 }
 

@@ -558,6 +558,14 @@ pub fn after_fork_in_child() {
     MINE.with(|m| m.set(usize::MAX));
 }
 
+/// The totals so far, while counting runs (the sampler writes them now
+/// and then: a program that never calls libc's `exit` gets no others).
+pub fn totals_so_far() {
+    if STARTED.load(SeqCst) {
+        totals(0);
+    }
+}
+
 fn totals(unavailable: i32) {
     emit(&Record {
         kind: Kind::WordTotals,

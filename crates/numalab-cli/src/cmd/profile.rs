@@ -689,7 +689,7 @@ fn analyse(m: &Machine, a: &Args, records: &Path, pmu: (PmuStatus, bool)) -> Pro
     }
     if !saved_maps && !pcs.is_empty() {
         p.warnings.push(
-            "the program did not exit normally, so its memory map was not saved: allocation sites are addresses"
+            "the program's memory map was not saved (it ended before the library's sampler started, and not through libc's exit): allocation sites are addresses"
                 .into(),
         );
     }

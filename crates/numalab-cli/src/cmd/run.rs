@@ -13,7 +13,7 @@
 
 use crate::args::{List, Typed};
 use crate::launch_args::{
-    library, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
+    ignores_preload, library, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
 };
 use crate::output::{
     errln, folder_of, load_machine, refuse_overwriting_input, write_stderr, CliError, CliResult,
@@ -121,6 +121,19 @@ pub fn run(a: Args) -> CliResult {
     let plan = plan(&m, &a.launch)?.verify_at_exit(a.verify);
     let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
     let placement = placement_for_library(&m, &plan, file_plan.as_ref(), &a.command[0])?;
+    // A program the loader will not give the library: a plan would place
+    // nothing (refused), stripes become the kernel's page-by-page
+    // interleave (said).
+    let unreachable = if placement.is_empty() {
+        None
+    } else {
+        ignores_preload(&a.command[0])
+    };
+    if let (Some(why), Some(_)) = (&unreachable, &file_plan) {
+        return Err(CliError::usage(format!(
+            "--plan: {why}, so the preload library that applies a plan cannot load into it and nothing would be placed; give a dynamically linked program"
+        )));
+    }
     let mut prepared = plan.prepare()?;
     // The library's records of a plan, for --verify: a file this run
     // creates (never one that was there), removed once read.
@@ -137,7 +150,14 @@ pub fn run(a: Args) -> CliResult {
                     .as_ref()
                     .map_or(OsString::new(), |r| r.as_os_str().into()),
             );
-        if let Some(s) = plan.stripes() {
+        if let (Some(why), Some(s)) = (&unreachable, plan.stripes()) {
+            let mut nodes: Vec<String> = s.iter().map(|(n, _)| n.to_string()).collect();
+            nodes.dedup();
+            errln!(
+                "numalab: warning: {why}, so the preload library cannot lay stripes of pages in it: the kernel interleaves its memory page by page over nodes {} instead",
+                nodes.join(",")
+            );
+        } else if let Some(s) = plan.stripes() {
             let stripes: Vec<String> = s.iter().map(|(n, p)| format!("{p} on {n}")).collect();
             errln!(
                 "numalab: stripes of pages ({}) laid by the preload library on every mapping the command makes; thread stacks and libc's own mappings are interleaved page by page",

@@ -31,6 +31,7 @@ mod policies;
 mod profile;
 mod profile_names;
 mod real_programs;
+mod real_runtimes;
 mod report_blas;
 mod report_plan;
 mod scaling_copies;

@@ -320,10 +320,13 @@ fn refinement_watches_the_counters_line_word_by_word() {
         let reads = w["reads"]["0"].as_u64().unwrap();
         assert!(writes > 0, "{w}");
         // An increment is a load and a store; the two watches of a word
-        // start a moment apart.
+        // start a moment apart, and on a loaded host the thread that sets
+        // them can be preempted between the two (seen: 1346 reads, 1556
+        // writes in a 152 ms window). Counting one kind twice, or not at
+        // all, still fails.
         let diff = (writes as f64 - reads as f64).abs();
         assert!(
-            diff <= 0.1 * writes as f64 + 4.0,
+            diff <= 0.25 * writes as f64 + 4.0,
             "reads {reads} writes {writes}: {w}"
         );
         let threads = w["threads"].as_array().unwrap();

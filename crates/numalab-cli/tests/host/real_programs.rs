@@ -19,7 +19,7 @@ const JEMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
 
 /// The three ways numalab runs a program with its library: a profile, a
 /// plan that places every allocation over 1 MiB, and 4-page stripes.
-fn modes(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
+pub(crate) fn modes(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
     let plan = dir.join("plan.json");
     std::fs::write(
         &plan,
@@ -53,7 +53,13 @@ fn modes(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
 /// Runs `numalab ARGS -- CMD` (or CMD alone when `args` is empty) in
 /// `dir`, with `env`; a run longer than `limit` is killed and fails the
 /// test as a hang.
-fn bounded(args: &[String], cmd: &[&str], dir: &Path, env: &[(&str, &str)], limit: u64) -> Ran {
+pub(crate) fn bounded(
+    args: &[String],
+    cmd: &[&str],
+    dir: &Path,
+    env: &[(&str, &str)],
+    limit: u64,
+) -> Ran {
     bounded_into(args, cmd, dir, env, limit, None)
 }
 
@@ -130,7 +136,7 @@ fn bounded_into(
 
 /// Whether a Debian package's file is here; else the test cannot run, and
 /// says which package `scripts/install-deps.sh --test` installs for it.
-fn have(path: &str, package: &str) {
+pub(crate) fn have(path: &str, package: &str) {
     assert!(
         Path::new(path).exists(),
         "{path} is missing: scripts/install-deps.sh --test installs {package}"

@@ -669,6 +669,9 @@ pub fn build(
     let mut watch_hits: Vec<(Record, Option<(usize, u64)>)> = Vec::new();
     let mut refine_book: Vec<Record> = Vec::new();
     let mut half_by_region = false;
+    let mut go_runtime = false;
+    let mut started = false;
+    let mut ended = false;
     let mut write_probes = 0u64;
     let mut huge_page_samples = 0u64;
     // The site of each Alloc record, in order, for the page maps.
@@ -721,6 +724,8 @@ pub fn build(
                 min_bytes = r.addr;
                 page_size = r.size.max(1);
                 half_by_region = r.flags & 1 != 0;
+                go_runtime |= r.flags & 4 != 0;
+                started = true;
             }
             Kind::Watch => {
                 let owner = owner_of(&live, r.addr).map(|l| (l.site, r.addr - l.start));
@@ -730,6 +735,7 @@ pub fn build(
             // Read by PmuStatus::after_run.
             Kind::Pmu => {}
             Kind::Totals => {
+                ended = true;
                 armed += r.addr;
                 overflowed += r.node.max(0) as u64;
                 other_threads += r.flags as u64;
@@ -1098,7 +1104,19 @@ pub fn build(
         })
         .collect();
     let mut warnings = Vec::new();
-    if samples == 0 {
+    if go_runtime {
+        warnings.push(
+            "a Go program: its runtime makes system calls without libc, which would fail (EFAULT) on a page armed for sampling, so no page was armed: accesses come from word counts (watchpoints) alone, and first touches are not sampled".into(),
+        );
+    }
+    if started && !ended {
+        warnings.push(if go_runtime {
+            "the program exited without libc's exit (Go's runtime never calls it): where its pages were at exit, its totals and its last second of word counts are missing".into()
+        } else {
+            "the program did not exit through libc's exit (a signal, _exit, or an exec ended it): where its pages were at exit, its totals and its last second of word counts are missing".into()
+        });
+    }
+    if samples == 0 && !go_runtime {
         warnings.push(format!(
             "no access was sampled: the program allocated nothing of {} or more that it touched while sampled, or ran too briefly (raise --rate or lower --min-bytes)",
             crate::text::format::bytes(min_bytes)
@@ -1564,6 +1582,53 @@ mod tests {
         // Not asked: nothing to say.
         let (s, w) = status().after_run(false, &[fault_sample]);
         assert!(!s.used && w.is_empty());
+    }
+
+    /// A Go program's Start (flag 4: no page armed) and no Totals (Go
+    /// never calls libc's exit): both said first, and no advice to raise
+    /// the rate; a C program that exited has neither warning.
+    #[test]
+    fn a_go_program_and_a_missing_exit_are_said_first() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let mut start = rec(Kind::Start, 100, u32::MAX, 0, 65536, 4096, 1);
+        start.flags = 4;
+        let p = build(&m, vec!["prog".into()], &[start], &Fixed);
+        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+        assert!(
+            p.warnings[0].starts_with("a Go program: its runtime makes system calls without libc"),
+            "{}",
+            p.warnings[0]
+        );
+        assert!(
+            p.warnings[1].starts_with("the program exited without libc's exit (Go's runtime"),
+            "{}",
+            p.warnings[1]
+        );
+        let text = crate::report::views::profile::render(&p);
+        let lines: Vec<&str> = text.lines().take(3).collect();
+        assert!(lines[1].starts_with("warning: a Go program"), "{text}");
+        assert!(
+            lines[2].starts_with("warning: the program exited"),
+            "{text}"
+        );
+        // A C program that exited: no Go warning, no exit warning (only
+        // that nothing was sampled).
+        let start = rec(Kind::Start, 100, u32::MAX, 0, 65536, 4096, 1);
+        let totals = rec(Kind::Totals, 100, u32::MAX, 0, 0, 0, 2);
+        let p = build(&m, vec!["prog".into()], &[start, totals], &Fixed);
+        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+        assert!(
+            p.warnings[0].starts_with("no access was sampled"),
+            "{}",
+            p.warnings[0]
+        );
+        // Killed before its exit: said.
+        let p = build(&m, vec!["prog".into()], &[start], &Fixed);
+        assert!(
+            p.warnings[0].starts_with("the program did not exit through libc's exit (a signal"),
+            "{:?}",
+            p.warnings
+        );
     }
 
     #[test]

@@ -237,6 +237,15 @@ fn loadable(path: &Path, machine: u16) -> bool {
         }
 }
 
+/// Whether the loader never runs for the program at `exe`, so that
+/// `LD_PRELOAD` (and with it numalab's preload library) is ignored: an
+/// ELF file without an interpreter (statically linked, static-pie
+/// included). False for what is not an ELF file (a script's interpreter
+/// is what runs) or cannot be read.
+pub fn statically_linked(exe: &Path) -> bool {
+    dynamic_of(exe).is_some_and(|d| d.interp.is_none())
+}
+
 /// The objects the program at `exe` has when it starts (see the module's
 /// documentation), canonical paths, the program first, at most
 /// [`MAX_OBJECTS`]; a library that cannot be found is left out (the

@@ -316,10 +316,16 @@ const SMALL_SITES_SHOWN: usize = 10;
 /// The text view.
 pub fn render(p: &Profile) -> String {
     let mut s = String::new();
+    let _ = writeln!(s, "profile of: {}", p.command.join(" "));
+    // First: what the profile could not see changes how to read the rest
+    // (a static program has no data at all; a Go program no page-fault
+    // samples).
+    for w in &p.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
     let _ = writeln!(
         s,
-        "profile of: {}\n{}\npage faults: {} samples ({} pages armed; allocations of {} or more tracked)\n{}",
-        p.command.join(" "),
+        "{}\npage faults: {} samples ({} pages armed; allocations of {} or more tracked)\n{}",
         program_share_line(p),
         p.samples,
         p.pages_armed,
@@ -516,9 +522,6 @@ pub fn render(p: &Profile) -> String {
     if let Some(c) = &p.counters {
         s.push('\n');
         s.push_str(&super::counters::text(c));
-    }
-    for w in &p.warnings {
-        let _ = writeln!(s, "warning: {w}");
     }
     s
 }
