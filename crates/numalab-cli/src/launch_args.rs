@@ -37,9 +37,11 @@ pub struct LaunchArgs {
     /// numactl alias: allocate on the node of the CPU that asks (local).
     #[arg(short = 'l', long)]
     localalloc: bool,
-    /// Weighted interleave: the kernel's where it has it and the stripes are single pages
-    /// (auto), the kernel's only (kernel), or placed chunk by chunk by numalab's preload
-    /// library on every mapping the command makes (emulate).
+    /// Weighted interleave: auto, the kernel's where its system-wide weights already are the
+    /// ones asked for (nothing written), else numalab's per-process stripes; kernel, the
+    /// kernel's, its system-wide weights written for the command's lifetime (every process
+    /// using weighted interleave sees them) and restored after; emulate, placed chunk by chunk
+    /// by numalab's preload library on every mapping the command makes.
     #[arg(long, value_name = "IMPL", default_value = "auto", value_parser = choice(&["auto", "kernel", "emulate"], WeightedImpl::parse))]
     weighted_impl: WeightedImpl,
 }

@@ -134,6 +134,17 @@ pub fn run(a: Args) -> CliResult {
             "--plan: {why}, so the preload library that applies a plan cannot load into it and nothing would be placed; give a dynamically linked program"
         )));
     }
+    // Unequal stripes are weighted interleave: without the library it
+    // would silently become plain interleave.
+    let weighted_stripes = plan
+        .stripes()
+        .is_some_and(|s| s.iter().any(|(_, p)| *p != s[0].1));
+    if let (Some(why), true) = (&unreachable, weighted_stripes) {
+        return Err(CliError::usage(format!(
+            "--mem {}: {why}, so numalab's per-process weighted interleave (stripes laid by the preload library) cannot load into it; --weighted-impl kernel uses the kernel's, writing its system-wide weights for the command's lifetime",
+            plan.policy()
+        )));
+    }
     let mut prepared = plan.prepare()?;
     // The library's records of a plan, for --verify: a file this run
     // creates (never one that was there), removed once read.
@@ -193,10 +204,17 @@ pub fn run(a: Args) -> CliResult {
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default();
     if let Some(g) = prepared.weights() {
-        errln!(
-            "numalab: weighted interleave weights set for the command's lifetime: {}",
-            g.describe()
-        );
+        if g.changed() {
+            errln!(
+                "numalab: system-wide weighted interleave weights set for the command's lifetime (every process on this machine that uses weighted interleave sees them; another numalab command waits; restored when the command ends): {}",
+                g.describe()
+            );
+        } else {
+            errln!(
+                "numalab: the kernel's weighted interleave with the system's weights as they are: {} (nothing changed)",
+                g.describe()
+            );
+        }
     }
     let launch = prepared.spawn(&a.command).map_err(|e| {
         if let Some(r) = &records {

@@ -27,6 +27,12 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ("weighted_kernel", "numalab place --size 16M --mem weighted:0=3,1=1 --weighted-impl kernel --cpu 0 --json"),
     ("weighted_emulated", "numalab place --size 16M --mem weighted:0=3,1=1 --weighted-impl emulate --cpu 0 --json"),
     ("weights_after", "cat /sys/kernel/mm/mempolicy/weighted_interleave/node0 /sys/kernel/mm/mempolicy/weighted_interleave/node1"),
+    // run's auto: the per-process stripes, no system-wide weight written;
+    // the kernel's policy only where the system's weights already are
+    // the ones asked for; a static program (busybox) refused.
+    ("run_weighted_auto", "numalab run --mem weighted:0=3,1=1 -- stripes; rc=$?; echo weights $(cat /sys/kernel/mm/mempolicy/weighted_interleave/node0 /sys/kernel/mm/mempolicy/weighted_interleave/node1) >&2; exit $rc"),
+    ("run_weighted_as_set", "echo 3 > /sys/kernel/mm/mempolicy/weighted_interleave/node0 && numalab run --mem weighted:0=3,1=1 -- true; rc=$?; echo 1 > /sys/kernel/mm/mempolicy/weighted_interleave/node0; exit $rc"),
+    ("err_weighted_static", "numalab run --mem weighted:0=3,1=1 -- busybox true"),
     ("preferred", "numalab place --size 16M --mem preferred:3 --cpu 0 --json"),
     ("preferred_many", "numalab place --size 16M --mem preferred:1-2 --cpu 0 --json"),
     ("local", "numalab place --size 16M --mem local --cpu 4 --json"),
@@ -161,6 +167,51 @@ fn quartet_weighted_interleave_kernel_gives_three_to_one() {
             .split_whitespace()
             .collect::<Vec<_>>(),
         vec!["1", "1"]
+    );
+}
+
+#[test]
+fn quartet_run_weighted_changes_no_system_wide_weight_unless_asked() {
+    let g = quartet();
+    let s = g.step("run_weighted_auto");
+    assert_eq!(s.rc, 0, "{}\n{}", s.err, s.out);
+    assert!(
+        s.err.contains("stripes of pages (3 on 0, 1 on 1)"),
+        "{}",
+        s.err
+    );
+    assert!(s.err.contains("weights 1 1"), "{}", s.err);
+    assert!(
+        !s.err
+            .contains("system-wide weighted interleave weights set"),
+        "{}",
+        s.err
+    );
+    let big = s
+        .out
+        .lines()
+        .find(|l| l.starts_with("big "))
+        .unwrap_or_default();
+    assert!(
+        big.starts_with("big pages 4096 nodes 0:3072,1:1024 runs 3,1,3,1,"),
+        "{}",
+        s.out
+    );
+    // The system's weights already 3 and 1: the kernel's policy, nothing
+    // written.
+    let s = g.step("run_weighted_as_set");
+    assert_eq!(s.rc, 0, "{}", s.err);
+    assert!(
+        s.err.contains(
+            "the kernel's weighted interleave with the system's weights as they are: node0=3 (was 3), node1=1 (was 1) (nothing changed)"
+        ),
+        "{}",
+        s.err
+    );
+    one_line_error(
+        g.step("err_weighted_static"),
+        2,
+        "is statically linked, so numalab's per-process weighted interleave (stripes laid by the preload library) cannot load into it; --weighted-impl kernel",
     );
 }
 

@@ -288,8 +288,41 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// The tests that write node 0's weight, or read it to prove nothing
+/// wrote it, take turns.
+static WEIGHT_OF_NODE0: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `run --mem weighted:` under the default `--weighted-impl auto` lays
+/// per-process stripes and leaves the system-wide weights alone: the
+/// command itself reads node 0's weight while it runs, unchanged.
+#[test]
+fn run_weighted_by_default_writes_no_system_wide_weight() {
+    let _w = WEIGHT_OF_NODE0.lock().unwrap_or_else(|p| p.into_inner());
+    common::preload_library();
+    let node0 = format!("{WEIGHTS}/node0");
+    let Ok(before) = std::fs::read_to_string(&node0) else {
+        eprintln!("skipped: this kernel has no weighted interleave ({node0} is missing)");
+        return;
+    };
+    let want = if before.trim() == "5" { "6" } else { "5" };
+    let policy = format!("weighted:0={want}");
+    let r = common::numalab(&["run", "--mem", &policy, "--", "cat", &node0]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert_eq!(r.out, before, "the weight the command saw while it ran");
+    assert!(
+        r.err.contains(&format!(
+            "stripes of pages ({want} on 0) laid by the preload library"
+        )),
+        "{}",
+        r.err
+    );
+    assert!(!r.err.contains("system-wide"), "{}", r.err);
+    assert_eq!(std::fs::read_to_string(&node0).unwrap(), before);
+}
+
 #[test]
 fn signals_at_random_moments() {
+    let _w = WEIGHT_OF_NODE0.lock().unwrap_or_else(|p| p.into_inner());
     let seed: u64 = std::env::var("NUMALAB_SIGNAL_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -326,7 +359,18 @@ fn signals_at_random_moments() {
             "--weighted-impl",
             "kernel",
         ];
-        let run = ["run", "--mem", &policy, "--", "sleep", "5"];
+        // run writes the system-wide weights only when asked (auto
+        // stripes per process).
+        let run = [
+            "run",
+            "--mem",
+            &policy,
+            "--weighted-impl",
+            "kernel",
+            "--",
+            "sleep",
+            "5",
+        ];
         for (cmd, args) in [("place", &place[..]), ("run", &run[..])] {
             for sig in sigs {
                 for at in [Moment::After(ms(0, 600)), Moment::Held(ms(0, 30))] {

@@ -776,6 +776,15 @@ impl SysfsWeights {
     pub fn describe(&self) -> String {
         self.0.describe()
     }
+
+    /// Whether any weight differs from what it was (false when the
+    /// system's weights already were these).
+    pub fn changed(&self) -> bool {
+        self.0
+            .weights
+            .iter()
+            .any(|(_, w, s)| s.saved().trim() != w.to_string())
+    }
 }
 
 #[cfg(test)]

@@ -49,10 +49,14 @@ pub enum MemoryPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum WeightedImpl {
-    /// The kernel's MPOL_WEIGHTED_INTERLEAVE when it has it, else chunk-wise emulation.
+    /// The kernel's MPOL_WEIGHTED_INTERLEAVE when it has it and its
+    /// system-wide weights already are the ones asked for (nothing is
+    /// written), else the per-process emulation: no setting other
+    /// processes rely on is ever changed without being asked for.
     #[default]
     Auto,
-    /// The kernel policy; an error on kernels older than 6.9.
+    /// The kernel policy, its system-wide weights written for the
+    /// duration (restored after); an error on kernels older than 6.9.
     Kernel,
     /// Exact chunk-wise binding, on any kernel.
     Emulate,
@@ -230,7 +234,11 @@ impl MemoryPolicy {
                         }
                         true
                     }
-                    WeightedImpl::Auto => have_kernel.is_ok() && *chunk_pages == 1,
+                    WeightedImpl::Auto => {
+                        have_kernel.is_ok()
+                            && *chunk_pages == 1
+                            && kernel_weights_are(super::settings::Journal::system(), weights)
+                    }
                     WeightedImpl::Emulate => false,
                 };
                 if use_kernel {
@@ -397,5 +405,49 @@ impl fmt::Display for MemoryPolicy {
             Self::Remote { far: false } => write!(f, "remote:near"),
             Self::Remote { far: true } => write!(f, "remote:far"),
         }
+    }
+}
+
+/// Whether the kernel's system-wide weighted-interleave weights of the
+/// nodes in `weights` already are those weights (read under `journal`'s
+/// root: /sys on the live machine), so that the kernel's policy needs
+/// nothing written. A weight that cannot be read is not equal.
+pub fn kernel_weights_are(journal: &super::settings::Journal, weights: &[(u32, u32)]) -> bool {
+    weights.iter().all(|(node, w)| {
+        let key = format!("{}/node{node}", super::settings::WEIGHTS_DIR);
+        std::fs::read_to_string(journal.path_of(&key))
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            == Some(*w)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::settings::{Journal, WEIGHTS_DIR};
+
+    /// `auto` uses the kernel's weighted interleave only where nothing
+    /// needs writing: every listed node's system-wide weight already is
+    /// the one asked for.
+    #[test]
+    fn kernel_weights_are_equal_only_when_every_listed_node_matches() {
+        let base = std::env::temp_dir().join(format!("numalab-weights-eq-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("root").join(WEIGHTS_DIR);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("node0"), "3\n").unwrap();
+        std::fs::write(dir.join("node1"), "1\n").unwrap();
+        std::fs::write(dir.join("node2"), "7\n").unwrap();
+        let j = Journal::new(base.join("journal"), base.join("root"));
+        assert!(kernel_weights_are(&j, &[(0, 3), (1, 1)]));
+        // Node 2's weight does not matter when it is not listed.
+        assert!(kernel_weights_are(&j, &[(1, 1)]));
+        assert!(!kernel_weights_are(&j, &[(0, 3), (1, 2)]));
+        // The same ratio is not the same layout (6:2 runs differ).
+        assert!(!kernel_weights_are(&j, &[(0, 6), (1, 2)]));
+        // A node the kernel has no weight file for.
+        assert!(!kernel_weights_are(&j, &[(0, 3), (5, 1)]));
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
