@@ -212,6 +212,20 @@ extern "C" fn at_exit() {
 extern "C" fn after_fork_in_child() {
     queue::disable();
     words::after_fork_in_child();
+    // Said, so that the profile can tell that a child was not sampled.
+    // SAFETY: getpid and getppid have no preconditions.
+    let (pid, parent) = unsafe { (libc::getpid(), libc::getppid()) };
+    emit(&record::Record {
+        kind: record::Kind::Forked,
+        tid: pid as u32,
+        cpu: u32::MAX,
+        node: 0,
+        flags: 0,
+        addr: parent as u64,
+        size: 0,
+        time_ns: sys::monotonic_ns(),
+        aux: 0,
+    });
 }
 
 /// The sampling rate the environment asks for: `NUMALAB_PROFILE_RATE`

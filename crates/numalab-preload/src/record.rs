@@ -121,6 +121,11 @@ pub enum Kind {
     /// counter is unavailable (0: it ran), `aux` the ns one counted access
     /// costs (measured at start), `time_ns` the ns its windows' turns took.
     WordTotals = 24,
+    /// Process `tid` was forked from process `addr` (written by the child
+    /// as it starts). A forked child has no sampler thread: nothing of it
+    /// is sampled unless it execs, which starts the library again (a
+    /// Start record of the same pid).
+    Forked = 25,
 }
 
 /// Set in a WordCount's `flags` when the word was hit so often that its
@@ -239,6 +244,7 @@ impl Record {
             22 => Kind::PlanEnd,
             23 => Kind::WordCount,
             24 => Kind::WordTotals,
+            25 => Kind::Forked,
             _ => return None,
         };
         Some(Record {

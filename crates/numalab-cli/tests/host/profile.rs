@@ -1226,3 +1226,66 @@ fn chi_square_rejects_a_leader_and_accepts_equal_counts() {
     assert!(chi_square_equal(&leader) > 30.58);
     assert!(chi_square_equal(&[20.0, 22.0, 18.0, 21.0, 19.0, 20.0]) < 1.0);
 }
+
+/// Children forked without exec have no sampler thread: the profile says
+/// how many, first, and does not advise a higher rate; children that
+/// exec are profiled by the library again and not counted.
+#[test]
+fn children_forked_without_exec_are_said_not_sampled() {
+    library_built();
+    let dir = scratch("profile-forks");
+    let _ = std::fs::remove_dir_all(&dir);
+    let workers = "import os\n\
+        pids = []\n\
+        for i in range(3):\n\
+        \x20   p = os.fork()\n\
+        \x20   if p == 0:\n\
+        \x20       b = bytearray(32 << 20)\n\
+        \x20       for j in range(0, len(b), 4096): b[j] = 1\n\
+        \x20       os._exit(0)\n\
+        \x20   pids.append(p)\n\
+        print(all(os.waitpid(p, 0)[1] == 0 for p in pids))\n";
+    let out = dir.join("forks");
+    let r = numalab(&[
+        "profile",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        workers,
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let (program_out, v) = written_profile(&r, &out);
+    assert_eq!(program_out, "True\n");
+    let w = v["warnings"][0].as_str().unwrap();
+    assert!(
+        w.starts_with("3 processes forked without exec (workers such as stress-ng's or a pre-forking server's) were not sampled"),
+        "{}",
+        v["warnings"]
+    );
+    assert!(
+        !v["warnings"].to_string().contains("raise --rate"),
+        "{}",
+        v["warnings"]
+    );
+    // A shell that forks and execs: each child runs the library again.
+    let out = dir.join("execs");
+    let r = numalab(&[
+        "profile",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "/bin/true; /bin/true; echo done",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let (program_out, v) = written_profile(&r, &out);
+    assert_eq!(program_out, "done\n");
+    assert!(
+        !v["warnings"].to_string().contains("forked without exec"),
+        "{}",
+        v["warnings"]
+    );
+}

@@ -672,6 +672,10 @@ pub fn build(
     let mut go_runtime = false;
     let mut started = false;
     let mut ended = false;
+    // Processes forked without a sampler, and those that started the
+    // library again by exec.
+    let mut forked: std::collections::BTreeSet<u32> = Default::default();
+    let mut started_pids: std::collections::BTreeSet<u32> = Default::default();
     let mut write_probes = 0u64;
     let mut huge_page_samples = 0u64;
     // The site of each Alloc record, in order, for the page maps.
@@ -716,6 +720,9 @@ pub fn build(
                 t.word_draws += 1;
             }
             Kind::WordTotals => word_totals = Some(*r),
+            Kind::Forked => {
+                forked.insert(r.tid);
+            }
             Kind::Start => {
                 t0 = Some(r.time_ns);
                 sampled_for = (r.cpu != u32::MAX).then(|| r.cpu as f64 / 1e3);
@@ -726,6 +733,7 @@ pub fn build(
                 half_by_region = r.flags & 1 != 0;
                 go_runtime |= r.flags & 4 != 0;
                 started = true;
+                started_pids.insert(r.tid);
             }
             Kind::Watch => {
                 let owner = owner_of(&live, r.addr).map(|l| (l.site, r.addr - l.start));
@@ -1116,7 +1124,20 @@ pub fn build(
             "the program did not exit through libc's exit (a signal, _exit, or an exec ended it): where its pages were at exit, its totals and its last second of word counts are missing".into()
         });
     }
-    if samples == 0 && !go_runtime {
+    // Forked children that never exec'd ran without a sampler.
+    let unsampled = forked.difference(&started_pids).count();
+    if unsampled > 0 {
+        warnings.push(format!(
+            "{unsampled} process{} forked without exec (workers such as stress-ng's or a pre-forking server's) {} not sampled: the library's sampler thread does not survive fork, so only the process numalab started and the programs children exec are profiled; their work is missing here (profile one worker by running it directly)",
+            if unsampled == 1 { "" } else { "es" },
+            if unsampled == 1 { "was" } else { "were" }
+        ));
+    }
+    if samples == 0 && unsampled > 0 {
+        warnings.push(
+            "no access was sampled: the work ran in the forked processes above, which are not sampled (a higher --rate would not help)".into(),
+        );
+    } else if samples == 0 && !go_runtime {
         warnings.push(format!(
             "no access was sampled: the program allocated nothing of {} or more that it touched while sampled, or ran too briefly (raise --rate or lower --min-bytes)",
             crate::text::format::bytes(min_bytes)
