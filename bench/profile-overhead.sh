@@ -113,14 +113,6 @@ c = p.get("cost") or {}
 print(p["samples"], "%.2f" % (c.get("estimated_percent") or 0))
 PY
 )
-                # The profile's text follows the program's output: keep the program's.
-                python3 - "$work/out.profiled" <<'PY'
-import sys
-p = sys.argv[1]
-b = open(p, "rb").read()
-i = b.rfind(b"profile of: ")
-open(p, "wb").write(b[:i] if i >= 0 else b)
-PY
             fi
             echo "$round $mode $wall $cpu $samples" >> "$work/times"
         done

@@ -178,6 +178,35 @@ pub(crate) fn save_maps() {
     sys::close(to);
 }
 
+/// Every live thread's name, as the kernel has it (a ThreadName record
+/// each). Called by the sampler thread and at exit, never from a hook.
+pub(crate) fn emit_thread_names() {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(comm) = std::fs::read(t.path().join("comm")) else {
+            continue;
+        };
+        let name = comm.strip_suffix(b"\n").unwrap_or(&comm);
+        let (addr, size) = record::name_words(name);
+        emit(&record::Record {
+            kind: record::Kind::ThreadName,
+            tid,
+            cpu: u32::MAX,
+            node: 0,
+            flags: 0,
+            addr,
+            size,
+            time_ns: sys::monotonic_ns(),
+            aux: 0,
+        });
+    }
+}
+
 extern "C" fn at_exit() {
     plan::at_exit();
     if !active() {
@@ -190,6 +219,7 @@ extern "C" fn at_exit() {
     tables::for_each_region(emit_pages);
     places::at_exit();
     pmu::report();
+    emit_thread_names();
     save_maps();
     cost::emit_totals();
     emit(&record::Record {

@@ -126,6 +126,34 @@ pub enum Kind {
     /// is sampled unless it execs, which starts the library again (a
     /// Start record of the same pid).
     Forked = 25,
+    /// Thread `tid`'s name as the kernel has it (`comm`, at most 15
+    /// bytes, NUL-padded): bytes 0–7 in `addr`, 8–15 in `size`, little
+    /// endian. Written when the sampler saves the memory map and at exit;
+    /// the last one read wins (a program names its threads after they
+    /// start).
+    ThreadName = 26,
+}
+
+/// A thread name's bytes in a ThreadName record's `addr` and `size`.
+pub fn name_words(name: &[u8]) -> (u64, u64) {
+    let mut b = [0u8; 16];
+    let n = name.len().min(15);
+    b[..n].copy_from_slice(&name[..n]);
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    (word(0), word(8))
+}
+
+/// The name a ThreadName record carries.
+pub fn name_of(r: &Record) -> String {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&r.addr.to_le_bytes());
+    b[8..].copy_from_slice(&r.size.to_le_bytes());
+    let end = b.iter().position(|c| *c == 0).unwrap_or(16);
+    String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
 /// Set in a WordCount's `flags` when the word was hit so often that its
@@ -245,6 +273,7 @@ impl Record {
             23 => Kind::WordCount,
             24 => Kind::WordTotals,
             25 => Kind::Forked,
+            26 => Kind::ThreadName,
             _ => return None,
         };
         Some(Record {

@@ -59,6 +59,7 @@ impl MapSaves {
             return;
         }
         crate::save_maps();
+        crate::emit_thread_names();
         // Word counts' totals so far (the last one read wins): a Go
         // program's at-exit totals never come.
         crate::words::totals_so_far();

@@ -14,6 +14,7 @@ use common::{
 };
 use serde_json::Value;
 use std::path::Path;
+use std::process::Command;
 
 /// The lines of profile_truth.c that allocate A and C (an mmap the
 /// program binds itself).
@@ -418,4 +419,21 @@ fn a_plan_from_a_pipe_is_read() {
     assert!(out.status.success(), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("planned\n"));
     assert!(!err.contains("FIFO"), "{err}");
+}
+
+/// madvise(MADV_DONTNEED) and fork on a striped mapping: the program's
+/// checks pass and it prints what it prints alone (the multi-node layout
+/// is checked in the Quartet guest).
+#[test]
+fn madvise_and_fork_under_stripes_print_what_a_plain_run_prints() {
+    preload_library();
+    let prog = stripes_program();
+    let p = prog.to_str().unwrap();
+    let plain = Command::new(p).arg("advise").output().unwrap();
+    assert!(plain.status.success());
+    let plain = String::from_utf8_lossy(&plain.stdout).into_owned();
+    assert!(plain.ends_with("advise ok\nfork ok\n"), "{plain}");
+    let r = numalab(&["run", "--mem", "interleave:0@4", "--", p, "advise"]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert_eq!(r.out, plain);
 }

@@ -13,6 +13,12 @@
  * refuses with EFAULT). Its line is "remap ..." for the 2 MiB kept, then
  * "remap ok".
  *
+ * `stripes advise` maps 1 MiB, drops its second quarter with
+ * madvise(MADV_DONTNEED) (which must then read as zeros and fault again,
+ * still striped), then forks: the child checks every byte and writes its
+ * own copy (copy on write), the parent checks that its bytes did not
+ * change. Its lines: "advise ..." for the 1 MiB, "advise ok", "fork ok".
+ *
  * Each line: "NAME pages P nodes N:K,N:K... runs R1,R2,..." (the lengths
  * of the runs of consecutive pages on one node, in address order; for the
  * blocks, their distinct pages in address order). Exits 0 when every
@@ -25,6 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BIG (16 << 20)
@@ -148,10 +155,68 @@ static int remap(uintptr_t *pages) {
     return missing != 0;
 }
 
+/* Every byte of the 1 MiB at `p` as advise() left it: 3, the second
+ * quarter 4 (dropped, read as 0, then written again). */
+static int advised_bytes_ok(const unsigned char *p, size_t mib, const char *who) {
+    for (size_t i = 0; i < mib; i++) {
+        int want = (i >= mib / 4 && i < mib / 2) ? 4 : 3;
+        if (p[i] != want) {
+            printf("%s: byte %zu is %d, not %d\n", who, i, p[i], want);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int advise(uintptr_t *pages) {
+    size_t mib = 1 << 20;
+    unsigned char *p = mmap(NULL, mib, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("advise: mmap");
+        return 1;
+    }
+    memset(p, 3, mib);
+    if (madvise(p + mib / 4, mib / 4, MADV_DONTNEED) != 0) {
+        perror("advise: madvise");
+        return 1;
+    }
+    for (size_t i = mib / 4; i < mib / 2; i++)
+        if (p[i] != 0) {
+            printf("advise: dropped byte %zu is %d\n", i, p[i]);
+            return 1;
+        }
+    memset(p + mib / 4, 4, mib / 4);
+    if (!advised_bytes_ok(p, mib, "advise")) return 1;
+    int n = 0;
+    for (size_t off = 0; off < mib; off += page) pages[n++] = (uintptr_t)p + off;
+    report("advise", pages, n);
+    printf("advise ok\n");
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0) {
+        perror("advise: fork");
+        return 1;
+    }
+    if (child == 0) {
+        if (!advised_bytes_ok(p, mib, "fork child")) _exit(1);
+        memset(p, 5, mib);
+        _exit(p[mib - 1] == 5 ? 0 : 1);
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        printf("fork: the child failed (status %d)\n", status);
+        return 1;
+    }
+    if (!advised_bytes_ok(p, mib, "fork parent")) return 1;
+    printf("fork ok\n");
+    return missing != 0;
+}
+
 int main(int argc, char **argv) {
     static uintptr_t pages[MAX_PAGES];
     page = sysconf(_SC_PAGESIZE);
     if (argc > 1 && strcmp(argv[1], "remap") == 0) return remap(pages);
+    if (argc > 1 && strcmp(argv[1], "advise") == 0) return advise(pages);
     char *big = malloc(BIG);
     memset(big, 1, BIG);
     uintptr_t first = ((uintptr_t)big + page - 1) & ~(uintptr_t)(page - 1);

@@ -748,6 +748,7 @@ mod tests {
     fn thread(tid: u32, cpu: u32, node: u32) -> crate::profile::ThreadProfile {
         crate::profile::ThreadProfile {
             tid,
+            name: None,
             ordinal: None,
             samples: 0,
             allowed_cpus: Some(1),

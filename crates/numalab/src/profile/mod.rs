@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.7";
+pub const SCHEMA_VERSION: &str = "1.8";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -166,6 +166,10 @@ pub struct FirstTouches {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ThreadProfile {
     pub tid: u32,
+    /// Its name as the kernel had it last (`comm`: what `ps -L` and `top
+    /// -H` show), since 1.8; `None` where no name was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Its number in creation order (0: the main thread), as `--threads`
     /// selects it; `None`: not created through `pthread_create`.
     #[serde(default)]
@@ -676,6 +680,8 @@ pub fn build(
     // library again by exec.
     let mut forked: std::collections::BTreeSet<u32> = Default::default();
     let mut started_pids: std::collections::BTreeSet<u32> = Default::default();
+    // Thread names, the last recorded of each.
+    let mut thread_names: BTreeMap<u32, String> = BTreeMap::new();
     let mut write_probes = 0u64;
     let mut huge_page_samples = 0u64;
     // The site of each Alloc record, in order, for the page maps.
@@ -722,6 +728,9 @@ pub fn build(
             Kind::WordTotals => word_totals = Some(*r),
             Kind::Forked => {
                 forked.insert(r.tid);
+            }
+            Kind::ThreadName => {
+                thread_names.insert(r.tid, record::name_of(r));
             }
             Kind::Start => {
                 t0 = Some(r.time_ns);
@@ -1087,6 +1096,7 @@ pub fn build(
         .filter(|(_, t)| !t.cpus.is_empty() || t.word_draws > 0)
         .map(|(tid, t)| ThreadProfile {
             tid,
+            name: thread_names.get(&tid).cloned(),
             ordinal: ordinals.get(&tid).copied(),
             samples: t.samples,
             allowed_cpus: allowed.get(&tid).copied(),
@@ -1469,7 +1479,20 @@ mod tests {
             rec(Kind::Cost, 100, 20_000, 500, 3_000_000, 200_000_000, 9),
         ]);
         records.last_mut().unwrap().flags = 2500;
+        // Thread 101's name, recorded twice: the later one wins (a
+        // program names its threads after they start).
+        for (name, t) in [("prog", 10), ("reader-1", 11)] {
+            let (addr, size) = record::name_words(name.as_bytes());
+            records.push(rec(Kind::ThreadName, 101, u32::MAX, 0, addr, size, t));
+        }
         let p = build(&m, vec!["prog".into()], &records, &Fixed);
+        let t101 = p.threads.iter().find(|t| t.tid == 101).unwrap();
+        assert_eq!(t101.name.as_deref(), Some("reader-1"));
+        assert!(
+            crate::report::views::profile::render(&p).contains("      101 -    reader-1 "),
+            "{}",
+            crate::report::views::profile::render(&p)
+        );
         assert_eq!((p.samples, p.huge_page_samples), (3, 1));
         assert_eq!(p.remote_share, Some(1.0));
         let heap_region = &p.regions[0];

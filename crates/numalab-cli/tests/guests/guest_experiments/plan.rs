@@ -37,6 +37,11 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
         "stripes_remap",
         "numalab run --mem interleave:0-3@4 -- stripes remap",
     ),
+    // madvise(MADV_DONTNEED) on part of a striped mapping, then fork.
+    (
+        "stripes_advise",
+        "numalab run --mem interleave:0-3@4 -- stripes advise",
+    ),
     (
         "stripes_weighted",
         "numalab run --mem weighted:0=3,1=1@4 --weighted-impl emulate -- stripes",
@@ -267,6 +272,31 @@ fn quartet_a_programs_own_mremap_of_a_striped_mapping_works() {
         ),
         "{}",
         s.out
+    );
+}
+
+/// madvise(MADV_DONTNEED) on a quarter of a striped mapping drops its
+/// pages as without numalab (they read as zeros) and they fault back in
+/// their stripes; a forked child sees every byte and writes its own copy
+/// while the parent's stay.
+#[test]
+fn quartet_madvise_and_fork_on_a_striped_mapping_behave_as_without_numalab() {
+    let s = quartet().step("stripes_advise");
+    assert_eq!(s.rc, 0, "stripes advise: {}\n{}", s.err, s.out);
+    let lines: Vec<&str> = s.out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "advise pages 256 nodes 0:64,1:64,2:64,3:64 runs {}",
+                ["4"; 64].join(",")
+            )
+            .as_str(),
+            "advise ok",
+            "fork ok"
+        ],
+        "{}",
+        s.err
     );
 }
 

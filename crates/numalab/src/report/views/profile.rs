@@ -492,9 +492,10 @@ pub fn render(p: &Profile) -> String {
         };
         let _ = writeln!(
             s,
-            "  {:>8} {:<4}  accesses {:>4}  fault samples {:>6}  first touches {:>5}  CPUs {:?}  nodes {:?}  remote {}  {pinned}, {moved}",
+            "  {:>8} {:<4} {:<15}  accesses {:>4}  fault samples {:>6}  first touches {:>5}  CPUs {:?}  nodes {:?}  remote {}  {pinned}, {moved}",
             t.tid,
             t.ordinal.map_or("-".into(), |o| format!("#{o}")),
+            t.name.as_deref().unwrap_or("-"),
             t.estimated_share.map_or("-".into(), |s| format!("{:.0}%", s * 100.0)),
             t.samples,
             t.first_touches,
