@@ -138,6 +138,11 @@ pub fn refuse_overwriting_input(
     output: &Path,
     inputs: &[(&str, &Path)],
 ) -> Result<(), CliError> {
+    // A device or FIFO is written in place, never replaced
+    // (`write_atomically`): /dev/null named by the command too is fine.
+    if std::fs::metadata(output).is_ok_and(|m| !m.is_file()) {
+        return Ok(());
+    }
     for (role, input) in inputs {
         if same_file(output, input) {
             return Err(CliError::usage(format!(

@@ -35,6 +35,7 @@ pub mod perf;
 pub mod record;
 pub mod tables;
 
+mod channel;
 mod cost;
 mod fault;
 mod hooks;
@@ -232,7 +233,8 @@ extern "C" fn at_exit() {
         addr: ARMED_TOTAL.load(SeqCst) as u64,
         size: SAMPLES.load(SeqCst) as u64,
         time_ns: sys::monotonic_ns(),
-        aux: 0,
+        // Times the program closed or took over the records' file.
+        aux: channel::reopened().min(u32::MAX as usize) as u32,
     });
     queue::drain(OUT_FD.load(SeqCst), true);
 }
@@ -286,7 +288,9 @@ extern "C" fn init() {
     let out = profiled
         .clone()
         .or_else(|| std::env::var_os("NUMALAB_PLAN_OUT"));
-    if let Some(fd) = out.and_then(|o| sys::open_append(&o)) {
+    // On a high descriptor, checked before every write: a program that
+    // closes or reuses descriptors never gets records in its own files.
+    if let Some(fd) = out.and_then(|o| channel::open(&o)) {
         OUT_FD.store(fd, SeqCst);
     }
     if plan::init() {

@@ -71,7 +71,18 @@ pub fn push(fd: i32, b: &[u8; RECORD_BYTES]) {
     if ON.load(SeqCst) {
         OVERFLOWED.fetch_add(1, SeqCst);
     }
-    sys::write_all(fd, b);
+    if fd >= 0 {
+        write_checked(b);
+    }
+}
+
+/// Writes to the records' channel, checked first (crate::channel): never
+/// into a file of the program's that took over its descriptor.
+fn write_checked(b: &[u8]) {
+    let fd = crate::channel::checked();
+    if fd >= 0 {
+        sys::write_all(fd, b);
+    }
 }
 
 fn try_push(b: &[u8; RECORD_BYTES]) -> bool {
@@ -140,7 +151,9 @@ pub fn drain_inspecting(fd: i32, wait: bool, mut inspect: impl FnMut(&[u8; RECOR
         if n == 0 {
             break;
         }
-        sys::write_all(fd, &out[..n * RECORD_BYTES]);
+        if fd >= 0 {
+            write_checked(&out[..n * RECORD_BYTES]);
+        }
     }
     DRAINING.store(false, SeqCst);
 }

@@ -24,7 +24,8 @@ pub enum Kind {
     Start = 4,
     /// Pages armed and samples taken so far (`addr`, `size`), written at
     /// exit; `node` records lost to a full queue, `flags` samples of
-    /// threads outside `--threads`, left out.
+    /// threads outside `--threads`, left out, `aux` times the program
+    /// closed or took over the records' file (opened again each time).
     Totals = 5,
     /// Pages of the region at `addr` on memory node `node` (`size` pages;
     /// node -1: not present), from `move_pages` when the region is freed

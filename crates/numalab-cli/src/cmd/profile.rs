@@ -289,22 +289,14 @@ fn live_status(m: Machine, records: PathBuf, stop: Arc<AtomicBool>) {
     }
 }
 
-/// Results files larger than this are refused (a report's results.json
-/// is a few MB).
-const MAX_MACHINE_FILE: u64 = 256 << 20;
-
 /// The latency matrix of `--machine FILE`, checked against this machine.
 fn machine_latencies(m: &Machine, path: &Path) -> Result<LatencyTable, CliError> {
     let bad = |why: String| CliError::usage(format!("--machine {}: {why}", path.display()));
-    let len = std::fs::metadata(path)
-        .map_err(|e| bad(format!("cannot read it ({e})")))?
-        .len();
-    if len > MAX_MACHINE_FILE {
-        return Err(bad(format!(
-            "{len} bytes is more than a numalab result ({MAX_MACHINE_FILE} at most)"
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    // The bounded reader: a result's cap, a device refused, a FIFO read
+    // to its end or refused when nothing writes into it (never a wait for
+    // ever, never gigabytes of /dev/zero).
+    let text = numalab::input::read_text(path, numalab::input::InputKind::ResultsJson)
+        .map_err(|e| CliError::usage(format!("--machine: {e}")))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
     let t = LatencyTable::from_json(&v).map_err(bad)?;

@@ -71,13 +71,19 @@ fn counter_list() -> Typed<List<&'static Event>> {
 /// not be written, before the command runs (its run would be wasted): a
 /// directory, a file in a missing or unwritable folder, or one of the
 /// command's own files.
-fn check_json_output(opt: &str, path: &Path, command: &[OsString]) -> Result<(), CliError> {
+fn check_json_output(
+    opt: &str,
+    path: &Path,
+    command: &[OsString],
+    plan: Option<&Path>,
+) -> Result<(), CliError> {
     let shown = path.display();
     let named: Vec<PathBuf> = command.iter().map(PathBuf::from).collect();
-    let inputs: Vec<(&str, &Path)> = named
+    let mut inputs: Vec<(&str, &Path)> = named
         .iter()
         .map(|p| ("the command's argument", p.as_path()))
         .collect();
+    inputs.extend(plan.map(|p| ("--plan", p)));
     refuse_overwriting_input(opt, path, &inputs)?;
     if path.is_dir() {
         return Err(CliError::usage(format!(
@@ -112,10 +118,10 @@ fn check_json_output(opt: &str, path: &Path, command: &[OsString]) -> Result<(),
 
 pub fn run(a: Args) -> CliResult {
     if let Some(path) = &a.verify_json {
-        check_json_output("--verify-json", path, &a.command)?;
+        check_json_output("--verify-json", path, &a.command, a.plan.as_deref())?;
     }
     if let Some(path) = &a.counters_json {
-        check_json_output("--counters-json", path, &a.command)?;
+        check_json_output("--counters-json", path, &a.command, a.plan.as_deref())?;
     }
     let m = load_machine(None)?;
     let plan = plan(&m, &a.launch)?.verify_at_exit(a.verify);

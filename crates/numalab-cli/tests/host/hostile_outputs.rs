@@ -681,3 +681,125 @@ fn a_closed_or_full_stderr_and_run_without_stdout() {
     let s = sh("exec \"$0\" run -- sh -c 'exit 7' >&-");
     assert_eq!(s.code(), Some(7));
 }
+
+/// Every option that names an output file, given a character device of
+/// its own (mknod: the null device's numbers, as root), a FIFO a program
+/// reads from, and a FIFO nobody reads: the device stays a device (a
+/// rename once turned /dev/null into a regular file), the reader gets the
+/// JSON, and the FIFO without a reader is an error, never a wait.
+#[test]
+fn an_output_that_is_a_device_or_a_fifo_is_written_in_place() {
+    let dir = scratch("hostile-output-devices");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    std::fs::write(&a, result_json(100.0)).unwrap();
+    std::fs::write(&b, result_json(120.0)).unwrap();
+    let dev = dir.join("null");
+    // SAFETY: a NUL-terminated path; mknod has no memory preconditions.
+    let made = unsafe {
+        let c = std::ffi::CString::new(dev.as_os_str().as_bytes()).unwrap();
+        libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3))
+    };
+    let outputs: Vec<(&str, Vec<String>)> = vec![
+        (
+            "run --verify-json",
+            vec!["run".into(), "--verify".into(), "--verify-json".into()],
+        ),
+        (
+            "run --counters-json",
+            vec!["run".into(), "--counters".into(), "--counters-json".into()],
+        ),
+    ];
+    let with_device = |what: &str, args: &[String], out: &Path| -> common::Ran {
+        let mut v: Vec<&str> = args.iter().map(String::as_str).collect();
+        v.push(out.to_str().unwrap());
+        v.extend(["--", "true"]);
+        let r = common::numalab(&v);
+        assert_eq!(r.rc, 0, "{what} {}: {}", out.display(), r.err);
+        r
+    };
+    use std::os::unix::fs::FileTypeExt;
+    if made == 0 {
+        for (what, args) in &outputs {
+            with_device(what, args, &dev);
+            let t = std::fs::metadata(&dev).unwrap().file_type();
+            assert!(t.is_char_device(), "{what} replaced the device");
+        }
+        let r = common::numalab(&[
+            "compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--html",
+            dev.to_str().unwrap(),
+            "--force",
+        ]);
+        assert_eq!(r.rc, 0, "compare --html DEV: {}", r.err);
+        assert!(std::fs::metadata(&dev)
+            .unwrap()
+            .file_type()
+            .is_char_device());
+    } else {
+        eprintln!("mknod refused (not root): the device case ran on /dev/null only");
+    }
+    // The system's own /dev/null, as a user would pass it.
+    with_device("run --verify-json", &outputs[0].1, Path::new("/dev/null"));
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // A FIFO a reader drains: the JSON arrives whole.
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = Command::new("cat")
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    with_device("run --verify-json", &outputs[0].1, &fifo);
+    let got = reader.wait_with_output().unwrap();
+    let v: Value =
+        serde_json::from_slice(&got.stdout).expect("the verification's JSON through the FIFO");
+    assert!(v.is_object(), "{v}");
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    // Nobody reads: an error naming why, at once.
+    let start = Instant::now();
+    let r = common::numalab(&[
+        "run",
+        "--verify",
+        "--verify-json",
+        fifo.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "it waited for a reader"
+    );
+    assert_ne!(r.rc, 0, "{}", r.err);
+    assert!(r.err.contains("no program reads from"), "{}", r.err);
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    // The command's own plan as its output: refused, the plan kept.
+    let plan = dir.join("plan.json");
+    let text = r#"{"schema": "numalab-plan/1", "entries": [{"region": "size>1M", "policy": "interleave:0"}]}"#;
+    std::fs::write(&plan, text).unwrap();
+    let p = plan.to_str().unwrap();
+    for opt in ["--verify-json", "--counters-json"] {
+        let extra = if opt == "--verify-json" {
+            "--verify"
+        } else {
+            "--counters"
+        };
+        let r = common::numalab(&["run", "--plan", p, extra, opt, p, "--", "true"]);
+        common::assert_one_line_error(
+            &format!("{opt} = --plan"),
+            r.rc,
+            &r.err,
+            2,
+            &format!("{opt} {p} is the same file as --plan {p}"),
+        );
+        assert_eq!(std::fs::read_to_string(&plan).unwrap(), text);
+    }
+}

@@ -1001,7 +1001,13 @@ fn bad_input_is_refused_in_one_line() {
             "--",
             "true",
         ],
-        "--machine /nonexistent/results.json: cannot read it (No such file or directory",
+        "--machine: cannot read /nonexistent/results.json: No such file or directory",
+    );
+    // Through the bounded reader: a device is refused at once (it read
+    // /dev/zero to 2 GB before).
+    fails(
+        &["profile", "--machine", "/dev/zero", "--", "true"],
+        "--machine: cannot read /dev/zero: it is a character device, not a regular file",
     );
     let dir = scratch("profile-foreign");
     std::fs::create_dir_all(&dir).unwrap();
@@ -1288,4 +1294,102 @@ fn children_forked_without_exec_are_said_not_sampled() {
         "{}",
         v["warnings"]
     );
+}
+
+/// A program that closes every descriptor from 3 up, or dup2s its file
+/// onto 3..63, gets byte for byte the files it wrote under `profile`,
+/// `profile --per-thread` and `run --plan` (the library's records once
+/// went into them), and the profile still has its samples.
+#[test]
+fn programs_that_close_or_dup2_descriptors_keep_their_files() {
+    library_built();
+    let prog = compile_c(
+        "crates/numalab-preload/tests/programs/fdjuggle.c",
+        "fdjuggle",
+    );
+    let p = prog.to_str().unwrap();
+    let dir = scratch("profile-fdjuggle");
+    let _ = std::fs::remove_dir_all(&dir);
+    let plan = dir.join("plan.json");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        &plan,
+        r#"{"schema": "numalab-plan/1", "entries": [{"region": "size>1M", "policy": "interleave:0"}]}"#,
+    )
+    .unwrap();
+    let files = |mode: &str| -> Vec<(&'static str, Vec<u8>)> {
+        let names: &[&'static str] = if mode == "close" {
+            &["a.txt", "b.txt"]
+        } else {
+            &["c.txt"]
+        };
+        names
+            .iter()
+            .map(|n| (*n, std::fs::read(dir.join("files").join(n)).unwrap()))
+            .collect()
+    };
+    for mode in ["close", "dup2"] {
+        let out_dir = dir.join("files");
+        let _ = std::fs::remove_dir_all(&out_dir);
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let plain = Command::new(p)
+            .args([mode, out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(plain.status.success(), "plain {mode}");
+        let want = files(mode);
+        let prof = dir.join(format!("prof-{mode}"));
+        let ways: Vec<Vec<String>> = vec![
+            vec![
+                "profile".into(),
+                "--rate".into(),
+                "2000".into(),
+                "-o".into(),
+                prof.to_string_lossy().into(),
+            ],
+            vec![
+                "profile".into(),
+                "--per-thread".into(),
+                "-o".into(),
+                dir.join(format!("pt-{mode}")).to_string_lossy().into(),
+            ],
+            vec!["run".into(), "--plan".into(), plan.to_string_lossy().into()],
+        ];
+        for way in ways {
+            let _ = std::fs::remove_dir_all(&out_dir);
+            std::fs::create_dir_all(&out_dir).unwrap();
+            let mut args: Vec<&str> = way.iter().map(String::as_str).collect();
+            args.extend(["--", p, mode, out_dir.to_str().unwrap()]);
+            let r = numalab(&args);
+            assert_eq!(r.rc, 0, "{args:?}: {}", r.err);
+            assert_eq!(r.out.as_bytes(), &plain.stdout[..], "{args:?}");
+            for ((name, got), (_, w)) in files(mode).iter().zip(&want) {
+                assert!(
+                    got == w,
+                    "{args:?}: {name} has {} bytes, the program wrote {}",
+                    got.len(),
+                    w.len()
+                );
+            }
+        }
+        // The profile kept its samples: the library opened its file again.
+        let v = parse_json(
+            &std::fs::read_to_string(prof.join("profile.json")).unwrap(),
+            "profile.json",
+        );
+        assert!(
+            v["samples"].as_u64().unwrap() > 0,
+            "{mode}: {}",
+            v["warnings"]
+        );
+        if mode == "close" {
+            assert!(
+                v["warnings"].to_string().contains(
+                    "the program closed or reused the descriptor of the library's record file"
+                ),
+                "{}",
+                v["warnings"]
+            );
+        }
+    }
 }

@@ -676,6 +676,7 @@ pub fn build(
     let mut go_runtime = false;
     let mut started = false;
     let mut ended = false;
+    let mut channel_reopened = 0u64;
     // Processes forked without a sampler, and those that started the
     // library again by exec.
     let mut forked: std::collections::BTreeSet<u32> = Default::default();
@@ -753,6 +754,7 @@ pub fn build(
             Kind::Pmu => {}
             Kind::Totals => {
                 ended = true;
+                channel_reopened += r.aux as u64;
                 armed += r.addr;
                 overflowed += r.node.max(0) as u64;
                 other_threads += r.flags as u64;
@@ -1133,6 +1135,12 @@ pub fn build(
         } else {
             "the program did not exit through libc's exit (a signal, _exit, or an exec ended it): where its pages were at exit, its totals and its last second of word counts are missing".into()
         });
+    }
+    if channel_reopened > 0 {
+        warnings.push(format!(
+            "the program closed or reused the descriptor of the library's record file {channel_reopened} time{} (it closes descriptors from 3 up, or dup2s onto them): the library opened its file again each time and never wrote into the program's files, but records made meanwhile may be missing",
+            if channel_reopened == 1 { "" } else { "s" }
+        ));
     }
     // Forked children that never exec'd ran without a sampler.
     let unsampled = forked.difference(&started_pids).count();

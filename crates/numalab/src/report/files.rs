@@ -49,7 +49,19 @@ fn partial_path(path: &Path) -> PathBuf {
 /// and a rename: whatever fails (a full disk, a signal), `path` holds
 /// either its old content or all of the new one, never a truncated file.
 /// The temporary file is removed when writing fails.
+///
+/// Atomic replacement is for regular files: a character or block device
+/// or a FIFO given as the output is written in place (a rename would
+/// replace the system's /dev/null with a regular file), a FIFO only when
+/// a program reads from it (else an error, never a wait), and a socket is
+/// refused.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        let kind = meta.file_type();
+        if !kind.is_file() && !kind.is_dir() {
+            return write_in_place(path, bytes, kind);
+        }
+    }
     let tmp = partial_path(path);
     let written = (|| {
         let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
@@ -63,6 +75,38 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// Writes `bytes` into the device or FIFO at `path` (see
+/// [`write_atomically`]), without creating, truncating or replacing it.
+fn write_in_place(path: &Path, bytes: &[u8], kind: std::fs::FileType) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it is a socket; give a file, a device or a FIFO",
+        ));
+    }
+    // Non-blocking open: a FIFO nobody reads is an error (ENXIO), not a
+    // wait for ever; no controlling terminal is taken from a tty.
+    let mut f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENXIO) && kind.is_fifo() {
+                io::Error::new(
+                    e.kind(),
+                    "it is a FIFO (named pipe) that no program reads from",
+                )
+            } else {
+                e
+            }
+        })?;
+    // Blocking again for the writes: a reader slower than numalab is
+    // waited for.
+    crate::sys::process::set_blocking(std::os::fd::AsFd::as_fd(&f))?;
+    f.write_all(bytes)
 }
 
 /// Whether `name` is a file numalab writes in a report directory: the

@@ -23,6 +23,23 @@ pub fn thread_cpu_seconds() -> Option<f64> {
     (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
 }
 
+/// Clears `O_NONBLOCK` on an open descriptor (one opened non-blocking so
+/// that opening a FIFO could not wait, then written blocking).
+pub fn set_blocking(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor the caller keeps open for the call.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
