@@ -132,9 +132,13 @@ fn check_html(a: &Args, out: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Whether `path` begins like a page this command writes.
+/// Whether `path` begins like a page this command writes. Only a regular
+/// file is opened: opening a FIFO to read it would wait for a writer.
 fn is_compare_page(path: &Path) -> bool {
     use std::io::Read;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut head = Vec::new();
     match std::fs::File::open(path) {
         Ok(f) => {

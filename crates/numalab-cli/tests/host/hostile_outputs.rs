@@ -764,6 +764,26 @@ fn an_output_that_is_a_device_or_a_fifo_is_written_in_place() {
         serde_json::from_slice(&got.stdout).expect("the verification's JSON through the FIFO");
     assert!(v.is_object(), "{v}");
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    // compare --html on the FIFO without --force: refused at once (its
+    // check that the file is a compare page once waited for a writer).
+    let start = Instant::now();
+    let r = common::numalab(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--html",
+        fifo.to_str().unwrap(),
+    ]);
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "compare waited on the FIFO"
+    );
+    assert_eq!(r.rc, 2, "{}", r.err);
+    assert!(
+        r.err.contains("is not a page numalab compare wrote"),
+        "{}",
+        r.err
+    );
     // Nobody reads: an error naming why, at once.
     let start = Instant::now();
     let r = common::numalab(&[
