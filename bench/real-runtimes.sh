@@ -59,42 +59,12 @@ with open(os.path.join(WORK, "data.log"), "w") as f:
         x ^= (x << 13) & (2**64 - 1); x ^= x >> 7; x ^= (x << 17) & (2**64 - 1)
         f.write(f"{i:08} worker-{x % 16} served /item/{x % 100000} in {x % 5000} us\n")
 os.makedirs(os.path.join(WORK, "go"), exist_ok=True)
-with open(os.path.join(WORK, "go", "main.go"), "w") as f:
-    f.write('''package main
-
-/*
-static int twice(int x) { return 2 * x; }
-*/
-import "C"
-
-import (
-	"fmt"
-	"os"
-)
-
-func main() {
-	data := make([]byte, 64<<20)
-	for i := range data {
-		data[i] = byte(i * 7)
-	}
-	if err := os.WriteFile("blob", data, 0o644); err != nil {
-		fmt.Println("write error:", err)
-		os.Exit(3)
-	}
-	sum := 0
-	for round := 0; round < 6; round++ {
-		b, err := os.ReadFile("blob")
-		if err != nil {
-			fmt.Println("readfile error:", err)
-			os.Exit(3)
-		}
-		for _, x := range b {
-			sum += int(x)
-		}
-	}
-	fmt.Println("sum", sum, C.twice(21))
-}
-''')
+# The Go program of the runtime tests, in its cgo form.
+with open("crates/numalab-cli/tests/programs/gofiles.go") as src, \
+        open(os.path.join(WORK, "go", "main.go"), "w") as f:
+    f.write(src.read()
+            .replace("import (", "/*\nstatic int twice(int x) { return 2 * x; }\n*/\nimport \"C\"\n\nimport (", 1)
+            .replace('"CGO"', "C.twice(21)"))
 with open(os.path.join(WORK, "go", "go.mod"), "w") as f:
     f.write("module gofiles\n\ngo 1.19\n")
 sh(["go", "build", "-buildvcs=false", "-o", os.path.join(WORK, "gofiles"), "."],

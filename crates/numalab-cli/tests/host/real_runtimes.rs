@@ -92,36 +92,7 @@ fn go_build(dir: &Path, name: &str, src: &str, cgo: bool) -> std::path::PathBuf 
 /// system calls (no libc): it writes 64 MiB from the heap to a file and
 /// reads it back into the heap 6 times. Such a `read` into a page armed
 /// for sampling failed with EFAULT ("bad address", exit 3).
-const GO_FILES: &str = r#"package main
-
-import (
-	"fmt"
-	"os"
-)
-
-func main() {
-	data := make([]byte, 64<<20)
-	for i := range data {
-		data[i] = byte(i * 7)
-	}
-	if err := os.WriteFile("blob", data, 0o644); err != nil {
-		fmt.Println("write error:", err)
-		os.Exit(3)
-	}
-	sum := 0
-	for round := 0; round < 6; round++ {
-		b, err := os.ReadFile("blob")
-		if err != nil {
-			fmt.Println("readfile error:", err)
-			os.Exit(3)
-		}
-		for _, x := range b {
-			sum += int(x)
-		}
-	}
-	fmt.Println("sum", sum, "CGO")
-}
-"#;
+const GO_FILES: &str = include_str!("../programs/gofiles.go");
 
 #[test]
 fn go_with_cgo_reads_and_writes_its_heap_in_every_mode() {
