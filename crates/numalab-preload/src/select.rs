@@ -31,6 +31,12 @@ pub(crate) enum Term {
     /// Mappings of a file: the path (or its last components) at this
     /// index of [`FILE_PATHS`].
     File(usize),
+    /// The next term is also required by the alternative before it (a
+    /// line's `& ` prefix: `heap&size>1M`).
+    And,
+    /// The next term is another choice for the term before it (a line's
+    /// `| ` prefix: a site's further code ranges inside an `&`).
+    Or,
 }
 
 /// The paths of `file` terms, as given.
@@ -96,6 +102,16 @@ pub(crate) fn parse_regions(
 ) -> Vec<Term> {
     let mut terms = Vec::new();
     for line in text.lines().take(MAX_TERMS) {
+        let (link, line) = if let Some(l) = line.strip_prefix("& ") {
+            (Some(Term::And), l)
+        } else if let Some(l) = line.strip_prefix("| ") {
+            (Some(Term::Or), l)
+        } else {
+            (None, line)
+        };
+        // A joined line the library cannot read still joins: the
+        // alternative then requires a term nothing matches.
+        terms.extend(link);
         if let Some(path) = line.strip_prefix("file ").filter(|p| !p.is_empty()) {
             terms.push(Term::File(paths.len()));
             paths.push(path.to_string());
@@ -126,7 +142,12 @@ pub(crate) fn parse_regions(
             // "none" and anything unknown select nothing.
             _ => None,
         };
-        terms.extend(term);
+        match (term, link) {
+            (Some(t), _) => terms.push(t),
+            // What cannot be judged, joined: a term that selects nothing.
+            (None, Some(_)) => terms.push(Term::Size(1, 0)),
+            (None, None) => {}
+        }
     }
     terms
 }
@@ -271,9 +292,42 @@ fn selects(terms: &[Term], c: &Candidate) -> bool {
     selects_in(terms, FILE_PATHS.get().map_or(&[], |p| p), c)
 }
 
-/// Whether any of `terms` selects `c`; `file` terms index `paths`.
+/// Whether some alternative of `terms` selects `c`: a term starts an
+/// alternative unless [`Term::And`] (all of its parts are required) or
+/// [`Term::Or`] (either of two terms will do) joins it to the one
+/// before; `file` terms index `paths`. No allocation: hooks call it.
 pub(crate) fn selects_in(terms: &[Term], paths: &[String], c: &Candidate) -> bool {
-    terms.iter().any(|t| match *t {
+    // The alternative so far: its finished parts all matched (`whole`),
+    // and whether the part being read matched.
+    let (mut whole, mut part, mut started, mut joined) = (true, false, false, false);
+    for t in terms {
+        match t {
+            Term::And => {
+                whole &= part;
+                part = false;
+                joined = true;
+            }
+            Term::Or => joined = true,
+            t => {
+                if started && !joined {
+                    if whole && part {
+                        return true;
+                    }
+                    whole = true;
+                    part = false;
+                }
+                started = true;
+                joined = false;
+                part |= matches(t, paths, c);
+            }
+        }
+    }
+    started && whole && part
+}
+
+fn matches(t: &Term, paths: &[String], c: &Candidate) -> bool {
+    match *t {
+        Term::And | Term::Or => false,
         Term::Heap => !c.mmap,
         Term::Mmap => c.mmap,
         Term::Size(lo, hi) => (lo..=hi).contains(&c.len),
@@ -300,7 +354,7 @@ pub(crate) fn selects_in(terms: &[Term], paths: &[String], c: &Candidate) -> boo
             (Some(path), Some(wanted)) => file_matches(path, wanted),
             _ => false,
         },
-    })
+    }
 }
 
 /// The ordinal of the thread being created, set in it by [`thread_starts`].
@@ -414,6 +468,71 @@ mod tests {
             parse_regions("code 1 2 /opt/my prog", spaced, &mut paths),
             vec![Term::Code(1, 2)]
         );
+    }
+
+    #[test]
+    fn joined_lines_require_every_part_of_their_alternative() {
+        let bias = |p: &str| (p == "/bin/prog").then_some(0);
+        let mut paths = Vec::new();
+        // (heap and over 1000 bytes and called from [16, 32) or [64, 80))
+        // or a mapping of 4096 bytes exactly.
+        let t = parse_regions(
+            "heap\n& size 1001 18446744073709551615\n& code 16 32 /bin/prog\n| code 64 80 /bin/prog\nmmap\n& size 4096 4096\n",
+            bias,
+            &mut paths,
+        );
+        assert_eq!(
+            t,
+            vec![
+                Term::Heap,
+                Term::And,
+                Term::Size(1001, usize::MAX),
+                Term::And,
+                Term::Code(16, 32),
+                Term::Or,
+                Term::Code(64, 80),
+                Term::Mmap,
+                Term::And,
+                Term::Size(4096, 4096)
+            ]
+        );
+        let judge = |mmap: bool, len: usize, stack: &[usize]| {
+            selects_in(
+                &t,
+                &paths,
+                &Candidate {
+                    addr: 0x10000,
+                    len,
+                    mmap,
+                    stack,
+                    path: None,
+                },
+            )
+        };
+        assert!(judge(false, 2000, &[20]));
+        assert!(judge(false, 2000, &[3, 70]), "the site's second range");
+        assert!(!judge(false, 500, &[20]), "too small");
+        assert!(!judge(false, 2000, &[40]), "called from elsewhere");
+        assert!(
+            !judge(true, 2000, &[20]),
+            "a mapping: the first alternative wants heap"
+        );
+        assert!(judge(true, 4096, &[]));
+        assert!(!judge(true, 8192, &[]));
+        // A joined line the library cannot read selects nothing in its
+        // alternative (it is not dropped, which would widen it).
+        let unread = parse_regions("heap\n& code 1 2 /not/loaded\n", bias, &mut paths);
+        assert!(!selects_in(
+            &unread,
+            &paths,
+            &Candidate {
+                addr: 0,
+                len: 10,
+                mmap: false,
+                stack: &[],
+                path: None
+            }
+        ));
     }
 
     #[test]

@@ -86,8 +86,9 @@ pub struct Args {
     /// costs the accessing thread a debug trap).
     #[arg(long, value_name = "S", default_value = "2", value_parser = seconds(0.02))]
     refine_time: f64,
-    /// Sample only these regions: comma-separated terms, any of which
-    /// selects a region: heap, mmap, file:PATH (mappings of that file),
+    /// Sample only these regions: comma-separated alternatives, each a
+    /// term or terms joined by & that must all match (heap&size>100M):
+    /// heap, mmap, file:PATH (mappings of that file),
     /// stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE and
     /// site:OBJECT+0xOFFSET (an allocation whose call stack passes there),
     /// 0xSTART-0xEND (overlapping), size>N, size<N (each allocation's

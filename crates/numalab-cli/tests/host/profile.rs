@@ -373,6 +373,38 @@ fn truth_line(text: &str) -> usize {
     1 + src.lines().position(|l| l.contains(text)).unwrap()
 }
 
+/// Terms joined by `&` are all required: heap blocks over 10 MiB (A, B;
+/// not E, 8 MiB, nor the mapping C, 24 and 16 MiB against 8), mappings under
+/// 1 MiB (none), the heap block of D's line, the static table if over
+/// 1 MiB (it is 4), stacks over 100 MiB (none).
+#[test]
+fn regions_joined_by_and_need_every_term() {
+    let d_line = truth_line("d = aligned_alloc(");
+    let filter = format!(
+        "heap&size>10M,mmap&size<1M,heap&site:profile_truth.c:{d_line},static:static_table&size>1M,stack&size>100M"
+    );
+    let dir = scratch("profile-joined");
+    let (_, v) = profile_truth_passes(&dir, &["--rate", "2000", "--regions", &filter], "10");
+    let regions = v["regions"].as_array().unwrap();
+    let mut kept: Vec<(&str, u64)> = regions
+        .iter()
+        .map(|r| (r["kind"].as_str().unwrap(), r["bytes"].as_u64().unwrap()))
+        .collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        [
+            ("heap", 64 << 10),
+            ("heap", 16 << 20),
+            ("heap", 24 << 20),
+            ("static", 4 << 20)
+        ],
+        "{:#}",
+        v["regions"]
+    );
+    assert_eq!(v["selection"]["regions"], filter.as_str());
+}
+
 /// `--regions` tracks only the allocations its terms select (any term:
 /// array A by its source line, C as the one mapping, every allocation
 /// under 1 MiB (D) by size, the static table by name; not B or E, 16 and 8

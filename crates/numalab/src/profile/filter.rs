@@ -1,8 +1,9 @@
 //! `--regions FILTER` and `--threads SET`: which regions and threads a
 //! profile samples.
 //!
-//! A filter is a comma-separated list of terms; a region is kept when any
-//! term matches it. The preload library applies the terms it can judge
+//! A filter is a comma-separated list of alternatives, each one term or
+//! terms joined by `&`; a region is kept when every term of some
+//! alternative matches it (`heap&size>100M,file:data.db`). The preload library applies the terms it can judge
 //! when an allocation is made (kind, size, address, allocation site, as
 //! code ranges [`resolve_sites`] found in the program's ELF files, read in
 //! process), so
@@ -23,7 +24,7 @@ pub const MAX_CODE_RANGES: usize = 256;
 pub const MAX_THREAD_ORDINAL: u32 = 1023;
 
 /// The terms, as `--help` and errors list them.
-pub const TERMS_HELP: &str = "heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, site:OBJECT+0xOFFSET, 0xSTART-0xEND, size>N, size<N";
+pub const TERMS_HELP: &str = "heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, site:OBJECT+0xOFFSET, 0xSTART-0xEND, size>N, size<N; a comma between terms means or, & means and (heap&size>1M)";
 
 /// One term of a region filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,14 +58,24 @@ pub enum Term {
 /// A parsed `--regions` filter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegionFilter {
+    /// Every term, in the order given.
     pub terms: Vec<Term>,
+    /// The alternative of each term (`groups[i]` for `terms[i]`):
+    /// alternatives are numbered from 0 in order, and a region is kept
+    /// when all the terms of one alternative match it.
+    pub groups: Vec<usize>,
 }
 
 impl RegionFilter {
     /// Parses `heap,size>1M,site:init_arrays`; the error names the term
     /// and lists the valid ones.
     pub fn parse(text: &str) -> Result<RegionFilter, String> {
-        let parts: Vec<&str> = split_terms(text).into_iter().map(str::trim).collect();
+        let mut parts = Vec::new();
+        for (group, alternative) in split_terms(text, ',').into_iter().enumerate() {
+            for term in split_terms(alternative, '&') {
+                parts.push((group, term.trim()));
+            }
+        }
         if parts.len() > MAX_TERMS {
             return Err(format!(
                 "{} terms is too many (at most {MAX_TERMS})",
@@ -73,9 +84,31 @@ impl RegionFilter {
         }
         let terms = parts
             .iter()
-            .map(|p| parse_term(p))
+            .map(|(_, p)| parse_term(p))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(RegionFilter { terms })
+        Ok(RegionFilter {
+            terms,
+            groups: parts.iter().map(|(g, _)| *g).collect(),
+        })
+    }
+
+    /// The alternatives: each the terms joined by `&`, with their indexes
+    /// in `terms`.
+    pub fn alternatives(&self) -> Vec<Vec<(usize, &Term)>> {
+        let mut out: Vec<Vec<(usize, &Term)>> = Vec::new();
+        for (i, (t, g)) in self.terms.iter().zip(&self.groups).enumerate() {
+            if out.len() <= *g {
+                out.resize_with(g + 1, Vec::new);
+            }
+            out[*g].push((i, t));
+        }
+        out.retain(|a| !a.is_empty());
+        out
+    }
+
+    /// Whether some term is joined with another by `&`.
+    pub fn has_conjunctions(&self) -> bool {
+        self.alternatives().iter().any(|a| a.len() > 1)
     }
 
     /// Whether any term needs the allocation sites' code addresses.
@@ -90,9 +123,14 @@ impl RegionFilter {
     /// its size and address, its call stack), so they are kept as they
     /// come; static data and stacks are judged here.
     pub fn keeps(&self, r: &RegionProfile) -> bool {
+        let any = |judge: &dyn Fn(&Term) -> bool| {
+            self.alternatives()
+                .iter()
+                .any(|a| a.iter().all(|(_, t)| judge(t)))
+        };
         match r.kind.as_str() {
-            "static" | "stack" => self.terms.iter().any(|t| self.located_term(t, r)),
-            "small" => self.terms.iter().any(|t| small_term(t, r)),
+            "static" | "stack" => any(&|t| self.located_term(t, r)),
+            "small" => any(&|t| small_term(t, r)),
             _ => true,
         }
     }
@@ -110,33 +148,56 @@ impl RegionFilter {
     }
 
     /// The library's form of the filter (`NUMALAB_PROFILE_REGIONS`): one
-    /// term per line, `heap`, `mmap`, `size MIN MAX`, `addr START END`,
-    /// `code START END PATH` (ELF virtual addresses of the object at PATH).
-    /// Terms the library cannot judge (statics, stacks) select no
-    /// allocation; a filter of only those tracks nothing.
+    /// line per term, `heap`, `mmap`, `file PATH`, `size MIN MAX`, `addr
+    /// START END`, and per code range of a site term (from
+    /// [`resolve_sites`]) `code START END PATH` (ELF virtual addresses of
+    /// the object at PATH). A line starts an alternative of its own, or,
+    /// with the prefix `& `, is also required by the alternative before it,
+    /// or, with `| `, is another choice for the term before it (a site's
+    /// further code ranges in an alternative joined by `&`). Terms the
+    /// library cannot judge (statics, stacks) select no allocation, nor
+    /// does an alternative that requires one; a filter of only those
+    /// tracks nothing.
     pub fn library_form(&self, code: &[CodeRange]) -> String {
         let mut out = String::new();
-        for t in &self.terms {
-            match t {
-                Term::Heap => out.push_str("heap\n"),
-                Term::Mmap => out.push_str("mmap\n"),
-                Term::File(path) => out.push_str(&format!("file {path}\n")),
-                Term::Address { start, end } => out.push_str(&format!("addr {start} {end}\n")),
-                Term::Size { min, max } => out.push_str(&format!("size {min} {max}\n")),
-                Term::Stack
-                | Term::Static(_)
-                | Term::Function(_)
-                | Term::Line { .. }
-                | Term::Call { .. } => {}
+        for alternative in self.alternatives() {
+            let mut lines: Vec<Vec<String>> = Vec::new();
+            for (i, t) in &alternative {
+                let term: Vec<String> = match t {
+                    Term::Heap => vec!["heap".into()],
+                    Term::Mmap => vec!["mmap".into()],
+                    Term::File(path) => vec![format!("file {path}")],
+                    Term::Address { start, end } => vec![format!("addr {start} {end}")],
+                    Term::Size { min, max } => vec![format!("size {min} {max}")],
+                    Term::Function(_) | Term::Line { .. } | Term::Call { .. } => code
+                        .iter()
+                        .filter(|c| c.term == *i)
+                        .map(|c| format!("code {} {} {}", c.start, c.end, c.object.display()))
+                        .collect(),
+                    Term::Stack | Term::Static(_) => Vec::new(),
+                };
+                lines.push(term);
             }
-        }
-        for c in code {
-            out.push_str(&format!(
-                "code {} {} {}\n",
-                c.start,
-                c.end,
-                c.object.display()
-            ));
+            if alternative.len() == 1 {
+                // One term: each of its lines an alternative.
+                for l in &lines[0] {
+                    out.push_str(&format!("{l}\n"));
+                }
+                continue;
+            }
+            if lines.iter().any(Vec::is_empty) {
+                continue;
+            }
+            for (k, term) in lines.iter().enumerate() {
+                for (j, l) in term.iter().enumerate() {
+                    let prefix = match (k, j) {
+                        (0, 0) => "",
+                        (_, 0) => "& ",
+                        _ => "| ",
+                    };
+                    out.push_str(&format!("{prefix}{l}\n"));
+                }
+            }
         }
         if out.is_empty() {
             // No allocation can match: the library is told so explicitly
@@ -147,11 +208,13 @@ impl RegionFilter {
     }
 }
 
-/// The terms of a filter: split at commas, except inside the parentheses
-/// and angle brackets of a `site:` or `static:` name (C++ parameter lists
-/// and template arguments: `site:f(int, long)`, `site:g<a, b>`); the `<`
-/// and `>` of an `operator<`-like name and the `>` of `->` do not nest.
-fn split_terms(text: &str) -> Vec<&str> {
+/// The parts of a filter: split at `sep` (`,` between alternatives, `&`
+/// between the terms of one), except inside the parentheses and angle
+/// brackets of a `site:` or `static:` name (C++ parameter lists and
+/// template arguments: `site:f(int, long)`, `site:g<a, b>`,
+/// `site:f(int&)`); the `<` and `>` of an `operator<`-like name and the
+/// `>` of `->` do not nest, and the `&` of `operator&` is the name's.
+fn split_terms(text: &str, sep: char) -> Vec<&str> {
     let named = |term: &str| {
         let t = term.trim_start();
         t.starts_with("site:") || t.starts_with("static:")
@@ -162,11 +225,15 @@ fn split_terms(text: &str) -> Vec<&str> {
     for (i, c) in text.char_indices() {
         let head = &text[start..i];
         match c {
-            ',' if depth == 0 => {
+            '&' if in_name && after_operator(head) => {}
+            c if c == sep && depth == 0 => {
                 out.push(head);
                 start = i + 1;
                 in_name = named(&text[start..]);
             }
+            // A term's end inside an alternative (split at commas): the
+            // next term may be no name (`site:f&size<1M,heap`).
+            '&' if depth == 0 => in_name = named(&text[i + 1..]),
             _ if !in_name => {}
             // `operator()`: its own parentheses do not nest.
             '(' if head.ends_with("operator") => {}
@@ -331,6 +398,8 @@ pub struct CodeRange {
     pub object: PathBuf,
     pub start: u64,
     pub end: u64,
+    /// The index of the site term (in [`RegionFilter::terms`]) it is code of.
+    pub term: usize,
 }
 
 /// The code ranges of the filter's site terms in `objects` (the program
@@ -340,13 +409,16 @@ pub struct CodeRange {
 /// must match somewhere, else the error says which and where it looked.
 pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRange>, String> {
     let mut out = Vec::new();
-    for t in &f.terms {
+    for (i, t) in f.terms.iter().enumerate() {
         if !is_site(t) {
             continue;
         }
         let mut found = Vec::new();
         for o in objects {
             found.extend(resolve_term_in(t, o));
+        }
+        for c in &mut found {
+            c.term = i;
         }
         if let (true, Term::Call { object, offset }) = (found.is_empty(), t) {
             // Not loaded at start: a library the program may `dlopen`
@@ -357,6 +429,7 @@ pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRa
                     object: PathBuf::from(object),
                     start: *offset,
                     end: offset.saturating_add(1),
+                    term: i,
                 });
             }
         }
@@ -387,7 +460,10 @@ fn later_object_name(name: &str) -> bool {
 pub fn later_objects(library_form: &str) -> Vec<String> {
     let mut out: Vec<String> = library_form
         .lines()
-        .filter_map(|l| l.strip_prefix("code ")?.splitn(3, ' ').nth(2))
+        .filter_map(|l| {
+            let l = l.strip_prefix("& ").or(l.strip_prefix("| ")).unwrap_or(l);
+            l.strip_prefix("code ")?.splitn(3, ' ').nth(2)
+        })
         .filter(|o| later_object_name(o))
         .map(str::to_string)
         .collect();
@@ -410,6 +486,7 @@ pub fn resolve_term_in(t: &Term, object: &Path) -> Vec<CodeRange> {
         object: object.to_path_buf(),
         start,
         end,
+        term: 0,
     };
     match t {
         // The call instruction's own address: the library compares each
@@ -587,7 +664,8 @@ mod tests {
             vec![CodeRange {
                 object: "/bin/profile_truth".into(),
                 start: 0x17b6,
-                end: 0x17b7
+                end: 0x17b7,
+                term: 0
             }]
         );
         // An object not loaded at start (dlopen'ed later) is kept by its
@@ -600,12 +678,14 @@ mod tests {
                 CodeRange {
                     object: "libm.so.6".into(),
                     start: 0x10,
-                    end: 0x11
+                    end: 0x11,
+                    term: 0
                 },
                 CodeRange {
                     object: "/bin/profile_truth".into(),
                     start: 0x20,
-                    end: 0x21
+                    end: 0x21,
+                    term: 1
                 }
             ]
         );
@@ -644,6 +724,7 @@ mod tests {
             object: "/bin/prog".into(),
             start: 0x1100,
             end: 0x1180,
+            term: 3,
         }];
         assert_eq!(
             f.library_form(&code),
@@ -654,6 +735,64 @@ mod tests {
             RegionFilter::parse("stack").unwrap().library_form(&[]),
             "none\n"
         );
+    }
+
+    #[test]
+    fn terms_joined_by_and_are_all_required() {
+        let f = RegionFilter::parse("heap & size>100M, site:f&site:g(int&),file:x").unwrap();
+        assert_eq!(f.groups, [0, 0, 1, 1, 2]);
+        assert_eq!(f.terms[3], Term::Function("g(int&)".into()));
+        assert!(f.has_conjunctions());
+        assert!(!RegionFilter::parse("heap,size>1M")
+            .unwrap()
+            .has_conjunctions());
+        // `&` of a C++ operator's name is the name's; a comma after a size
+        // joined to a site still splits.
+        let f = RegionFilter::parse("site:A::operator&&mmap").unwrap();
+        assert_eq!(f.terms, [Term::Function("A::operator&&mmap".into())]);
+        let f = RegionFilter::parse("site:f&size<1M,heap").unwrap();
+        assert_eq!(f.groups, [0, 0, 1]);
+        assert_eq!(f.terms[2], Term::Heap);
+        assert!(RegionFilter::parse("heap&")
+            .unwrap_err()
+            .starts_with("an empty term"));
+        // The library's lines: each alternative's first line alone, its
+        // other terms after `& `, a site's further code after `| `.
+        let f = RegionFilter::parse("heap&size>1M&site:f,mmap,site:h").unwrap();
+        let range = |start: u64, term: usize| CodeRange {
+            object: "/bin/prog".into(),
+            start,
+            end: start + 16,
+            term,
+        };
+        let code = [
+            range(0x100, 2),
+            range(0x200, 2),
+            range(0x300, 4),
+            range(0x400, 4),
+        ];
+        assert_eq!(
+            f.library_form(&code),
+            "heap\n& size 1048577 18446744073709551615\n& code 256 272 /bin/prog\n| code 512 528 /bin/prog\nmmap\ncode 768 784 /bin/prog\ncode 1024 1040 /bin/prog\n"
+        );
+        assert_eq!(
+            later_objects("& code 1 2 libm.so.6\n| code 3 4 libz.so.1\n"),
+            ["libm.so.6", "libz.so.1"]
+        );
+        // An alternative that needs a static object or a stack selects no
+        // allocation: left out of the library's lines.
+        assert_eq!(
+            RegionFilter::parse("stack&size>1M,mmap")
+                .unwrap()
+                .library_form(&[]),
+            "mmap\n"
+        );
+        // Statics and stacks: every term of an alternative judged.
+        let table = super::super::located_region("static", "table".into(), 4 << 20, 0x100000);
+        let small = super::super::located_region("static", "table".into(), 4096, 0x100000);
+        let f = RegionFilter::parse("static:table&size>1M").unwrap();
+        assert!(f.keeps(&table) && !f.keeps(&small));
+        assert!(!RegionFilter::parse("heap&static").unwrap().keeps(&table));
     }
 
     #[test]
@@ -739,7 +878,10 @@ mod tests {
                 Term::Heap
             ]
         );
-        assert_eq!(split_terms("static:f<é,x>,heap"), ["static:f<é,x>", "heap"]);
+        assert_eq!(
+            split_terms("static:f<é,x>,heap", ','),
+            ["static:f<é,x>", "heap"]
+        );
     }
 
     // An exported name for the symbol lookups to find (no_mangle counts

@@ -299,6 +299,17 @@ fn policy_line(r: &Realization) -> String {
 
 /// Refuses the terms a plan cannot place.
 fn placeable(f: &RegionFilter) -> Result<(), String> {
+    for a in f.alternatives().iter().filter(|a| a.len() > 1) {
+        if let Some((_, t)) = a.iter().find(|(_, t)| matches!(t, Term::Static(_))) {
+            return Err(format!(
+                "{} is placed where its symbol is, whatever else is asked: give it alone, not joined by & to other terms",
+                match t {
+                    Term::Static(Some(n)) => format!("static:{n}"),
+                    _ => "static".into(),
+                }
+            ));
+        }
+    }
     for t in &f.terms {
         match t {
             Term::Stack => {
@@ -323,6 +334,7 @@ fn static_ranges(name: &str, objects: &[PathBuf]) -> Vec<CodeRange> {
                 object: o.clone(),
                 start: value,
                 end: value + size,
+                term: 0,
             })
             .collect();
         if !found.is_empty() {
@@ -952,6 +964,17 @@ mod tests {
         bad(
             r#"{"schema":"numalab-plan/1","entries":[{"region":"heap","policy":"remote"}]}"#,
             "name the node",
+        );
+        bad(
+            r#"{"schema":"numalab-plan/1","entries":[{"region":"static:table&size>1M","policy":"bind:0"}]}"#,
+            "entry 0 (static:table&size>1M): static:table is placed where its symbol is, whatever else is asked: give it alone",
+        );
+        // Terms joined by & reach the library as one alternative.
+        let joined = r#"{"schema":"numalab-plan/1","entries":[{"region":"heap&size>1M,mmap","policy":"bind:1"}]}"#;
+        let plan = Plan::parse(&m, joined).unwrap();
+        assert_eq!(
+            plan.library_form(&m, &[]).unwrap(),
+            "policy 2 1\nheap\n& size 1048577 18446744073709551615\nmmap\n"
         );
         bad(
             r#"{"schema":"numalab-plan/1","entries":[{"region":"heap","polcy":"bind:0"}]}"#,
