@@ -121,6 +121,14 @@ fn go_with_cgo_reads_and_writes_its_heap_in_every_mode() {
     let text = std::fs::read_to_string(dir.join("prof/profile.txt")).unwrap();
     let second = text.lines().nth(1).unwrap();
     assert!(second.starts_with("warning: a Go program"), "{text}");
+    // No rate of pages: none was armed.
+    assert_eq!(v["go_runtime"], true);
+    let sampling = text.lines().find(|l| l.contains("sampling: ")).unwrap();
+    assert!(
+        sampling.contains("sampling: no page armed (a Go program: its runtime's own system calls would fail on one); word counts over ")
+            && !sampling.contains("pages a second"),
+        "{sampling}"
+    );
     // The Go heap is a region, named from the map saved while it ran
     // (Go never calls libc's exit), and word counts sampled it.
     let regions = v["regions"].as_array().unwrap();

@@ -630,6 +630,7 @@ mod tests {
             min_bytes: 65536,
             page_size: 4096,
             pages_armed: 0,
+            go_runtime: false,
             huge_page_samples: 0,
             samples: regions.iter().map(|r| r.samples).sum(),
             cost: None,

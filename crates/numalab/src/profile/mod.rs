@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.8";
+pub const SCHEMA_VERSION: &str = "1.9";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -304,6 +304,10 @@ pub struct Profile {
     pub min_bytes: u64,
     pub page_size: u64,
     pub pages_armed: u64,
+    /// A Go program (its runtime found at start): no page was armed, since
+    /// the runtime's own system calls would fail on one (since 1.9).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub go_runtime: bool,
     pub samples: u64,
     /// Samples taken on a transparent huge page armed whole, so that
     /// sampling did not split it (since 1.4).
@@ -1182,6 +1186,7 @@ pub fn build(
         min_bytes,
         page_size,
         pages_armed: armed,
+        go_runtime,
         samples,
         huge_page_samples,
         cost,

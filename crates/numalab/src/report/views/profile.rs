@@ -108,6 +108,24 @@ fn program_share_line(p: &Profile) -> String {
 
 /// How the rate was chosen and what sampling cost, as measured.
 pub(super) fn sampling_line(p: &Profile) -> String {
+    // No page was armed: a rate of pages says nothing.
+    let armed_none = if p.go_runtime {
+        Some("no page armed (a Go program: its runtime's own system calls would fail on one)")
+    } else if p.pmu.as_ref().is_some_and(|u| u.used) {
+        Some("no page armed (the PMU's memory samples instead)")
+    } else {
+        None
+    };
+    if let Some(why) = armed_none {
+        let words = p.word_counting.as_ref().filter(|w| w.unavailable.is_none());
+        return match words {
+            Some(w) => format!(
+                "sampling: {why}; word counts over {} windows of {} threads",
+                w.windows, w.threads
+            ),
+            None => format!("sampling: {why}"),
+        };
+    }
     let Some(c) = &p.cost else {
         return format!("sampling: {} pages a second (cost not measured)", p.rate);
     };
