@@ -1295,7 +1295,7 @@ fn pages_within(runs: &[(u64, u64, i32)], start: u64, end: u64, ps: u64) -> BTre
 }
 
 /// A region located only: no samples, its pages by node.
-fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> RegionProfile {
+pub(crate) fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> RegionProfile {
     RegionProfile {
         kind: kind.into(),
         site,

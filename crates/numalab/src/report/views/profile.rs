@@ -10,6 +10,43 @@ pub(super) fn percent(v: Option<f64>) -> String {
 }
 
 /// "0→0 120, 0→1 40": sampled accesses by CPU node → memory node.
+/// Each region's site as the output shows it: where sampled regions share
+/// a site, what tells them apart: the first caller where their stacks
+/// differ (`xmalloc util.c:10 via parse_args main.c:80`), else their order
+/// and address (`main t.c:42 #2 of 8 at 0x7f…`).
+pub(super) fn shown_sites(regions: &[RegionProfile]) -> Vec<String> {
+    let mut by_site: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, r) in regions.iter().enumerate().filter(|(_, r)| r.sampled) {
+        by_site.entry(r.site.as_str()).or_default().push(i);
+    }
+    let mut out: Vec<String> = regions.iter().map(|r| r.site.clone()).collect();
+    for (site, same) in by_site.into_iter().filter(|(_, v)| v.len() > 1) {
+        for (k, &i) in same.iter().enumerate() {
+            let stack = &regions[i].stack;
+            // The first frame (past the site's own) that some other
+            // region of the site does not have at that depth.
+            let apart = (1..stack.len()).find(|&d| {
+                same.iter()
+                    .any(|&j| j != i && regions[j].stack.get(d) != Some(&stack[d]))
+            });
+            let unique = apart.is_some_and(|d| {
+                same.iter()
+                    .all(|&j| j == i || regions[j].stack.get(..=d) != stack.get(..=d))
+            });
+            out[i] = match apart {
+                Some(d) if unique => format!("{site} via {}", stack[d]),
+                _ => format!(
+                    "{site} #{} of {} at {:#x}",
+                    k + 1,
+                    same.len(),
+                    regions[i].first_address
+                ),
+            };
+        }
+    }
+    out
+}
+
 fn matrix(r: &RegionProfile) -> String {
     let cells: Vec<String> = r
         .accesses
@@ -382,8 +419,9 @@ pub fn render(p: &Profile) -> String {
         );
     }
     let _ = writeln!(s, "\nregions (by allocation site, most sampled first):");
-    let sampled = p.regions.iter().filter(|r| r.sampled);
-    for (i, r) in sampled.enumerate() {
+    let names = shown_sites(&p.regions);
+    let sampled = p.regions.iter().zip(&names).filter(|(r, _)| r.sampled);
+    for (i, (r, name)) in sampled.enumerate() {
         let _ = writeln!(
             s,
             "{:>3}. {} {} in {} allocation{} at {}{}\n     {}\n     page faults: {} samples (reads {}, writes {}{}), remote {}{}, distance ratio {}\n     page-fault samples CPU node→memory node: {}\n     pages by node: {}\n     threads: {}",
@@ -392,7 +430,7 @@ pub fn render(p: &Profile) -> String {
             format_bytes(r.bytes),
             r.allocations,
             if r.allocations == 1 { "" } else { "s" },
-            r.site,
+            name,
             match (&r.object, r.kind.as_str()) {
                 (Some(f), "file") => format!(", mapping {f}"),
                 _ => String::new(),
@@ -547,7 +585,37 @@ pub fn render(p: &Profile) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::head_and_tail;
+    use super::{head_and_tail, shown_sites};
+
+    /// Regions of one site are told apart by the caller where their stacks
+    /// part, else by order and address; others keep their site.
+    #[test]
+    fn regions_that_share_a_site_are_told_apart() {
+        let region = |site: &str, stack: &[&str], at: u64| {
+            let mut r = crate::profile::located_region("heap", site.into(), 1 << 20, at);
+            r.sampled = true;
+            r.stack = stack.iter().map(|s| s.to_string()).collect();
+            r
+        };
+        let x = "xmalloc util.c:10";
+        let regions = [
+            region(x, &[x, "parse main.c:80", "main main.c:5"], 0x1000),
+            region(x, &[x, "load main.c:90", "main main.c:6"], 0x2000),
+            region("main t.c:42", &["main t.c:42"], 0x3000),
+            region("main t.c:42", &["main t.c:42"], 0x4000),
+            region("once a.c:1", &["once a.c:1"], 0x5000),
+        ];
+        assert_eq!(
+            shown_sites(&regions),
+            [
+                "xmalloc util.c:10 via parse main.c:80",
+                "xmalloc util.c:10 via load main.c:90",
+                "main t.c:42 #1 of 2 at 0x3000",
+                "main t.c:42 #2 of 2 at 0x4000",
+                "once a.c:1"
+            ]
+        );
+    }
 
     /// All items up to the limit; past it the ends around the count left out.
     #[test]

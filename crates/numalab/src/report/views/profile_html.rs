@@ -3,7 +3,7 @@
 //! heatmap of regions by (CPU node → memory node), a page map per hot
 //! region, the threads over time, and the refinement's lines and words.
 
-use super::profile::{node_counts, percent, refinement_summary, sampling_line};
+use super::profile::{node_counts, percent, refinement_summary, sampling_line, shown_sites};
 use crate::machine::Machine;
 use crate::measure::counters::{CounterReport, Kind};
 use crate::profile::page_map::PageMap;
@@ -181,10 +181,10 @@ fn join(v: &[u32]) -> String {
 }
 
 /// `1. site (heap, 40% remote)`: a region as rows and headings name it.
-fn region_name(rank: usize, r: &RegionProfile) -> String {
+fn region_name(rank: usize, r: &RegionProfile, site: &str) -> String {
     format!(
         "{rank}. {} ({}, {} remote)",
-        r.site,
+        site,
         r.kind,
         percent(r.remote_share)
     )
@@ -194,6 +194,7 @@ fn region_name(rank: usize, r: &RegionProfile) -> String {
 /// memory node), each row its region's shares, then every region in a
 /// table.
 fn regions(h: &mut String, p: &Profile, m: &Machine, ranks: &BTreeMap<usize, usize>) {
+    let names = shown_sites(&p.regions);
     h.push_str("<section id=\"sec-regions\">\n<h2>Regions: where their accesses went</h2>\n");
     let sampled: Vec<(usize, &RegionProfile)> = p
         .regions
@@ -227,7 +228,7 @@ fn regions(h: &mut String, p: &Profile, m: &Machine, ranks: &BTreeMap<usize, usi
     let map = Heatmap {
         rows: shown
             .iter()
-            .map(|(i, r)| region_name(ranks[i], r))
+            .map(|(i, r)| region_name(ranks[i], r, &names[*i]))
             .collect(),
         cols: pairs.iter().map(|(c, mem)| format!("{c}→{mem}")).collect(),
         values,
@@ -278,10 +279,11 @@ fn region_table(h: &mut String, p: &Profile, ranks: &BTreeMap<usize, usize>) {
         "<details><summary>Every region ({})</summary>\n<div class=\"scroll\"><table id=\"tab-profile-regions\">\n<tr><th>#</th><th class=\"l\">kind</th><th class=\"l\">site</th><th>bytes</th><th>allocations</th><th>samples</th><th>reads</th><th>writes</th><th>remote</th><th>distance ratio</th><th class=\"l\">pages by node</th></tr>\n",
         p.regions.len()
     );
+    let names = shown_sites(&p.regions);
     for (i, r) in p.regions.iter().enumerate() {
         let site = match &r.object {
-            Some(o) => format!("{} in {o}", r.site),
-            None => r.site.clone(),
+            Some(o) => format!("{} in {o}", names[i]),
+            None => names[i].clone(),
         };
         let _ = writeln!(
             h,
@@ -304,6 +306,7 @@ fn region_table(h: &mut String, p: &Profile, ranks: &BTreeMap<usize, usize>) {
 
 /// The page map of each of the most sampled regions that has one.
 fn page_maps(h: &mut String, p: &Profile, m: &Machine, ranks: &BTreeMap<usize, usize>) {
+    let names = shown_sites(&p.regions);
     let mapped: Vec<(usize, &RegionProfile, &PageMap)> = p
         .regions
         .iter()
@@ -323,7 +326,7 @@ fn page_maps(h: &mut String, p: &Profile, m: &Machine, ranks: &BTreeMap<usize, u
         let _ = writeln!(
             h,
             "<div id=\"page-map-{rank}\" class=\"page-map\">\n<h3>{}</h3>",
-            esc(&region_name(rank, r))
+            esc(&region_name(rank, r, &names[i]))
         );
         let (lanes, keys) = page_lanes(pm, m);
         let x = Axis {
