@@ -261,6 +261,45 @@ pub fn ignores_preload(program: &OsStr) -> Option<String> {
     })
 }
 
+/// Says before the program runs which `static:SYMBOL` terms name no data
+/// symbol in the program or the libraries it loads at start. A warning,
+/// not a refusal (as for an unknown `site:`): a library the program
+/// `dlopen`s later may hold the symbol, and static data is located at
+/// exit, from the memory map then.
+fn warn_unknown_statics(opt: &str, f: &RegionFilter, program: &OsStr) {
+    let names: Vec<&str> = f
+        .terms
+        .iter()
+        .filter_map(|t| match t {
+            numalab::profile::filter::Term::Static(Some(n)) => Some(n.as_str()),
+            _ => None,
+        })
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    let Some(exe) = program_file(program) else {
+        return;
+    };
+    let objects = objects::loaded_at_start(&exe, &objects::LoaderPaths::current());
+    let symbols: Vec<String> = objects
+        .iter()
+        .flat_map(|o| numalab::profile::symbols::data_symbols(&o.to_string_lossy()))
+        .map(|(n, _, _)| n)
+        .collect();
+    for name in names {
+        if !symbols
+            .iter()
+            .any(|s| numalab::profile::symbols::names_match(s, name))
+        {
+            eprintln!(
+                "numalab: warning: {opt} static:{name} names no data symbol in {} or the libraries it loads at start: it selects nothing unless a library loaded later holds it",
+                exe.display()
+            );
+        }
+    }
+}
+
 /// A region filter in the library's form, the site terms resolved to
 /// code in the program's objects; empty without a filter.
 pub fn library_filter(
@@ -271,6 +310,7 @@ pub fn library_filter(
     let Some(f) = f else {
         return Ok(String::new());
     };
+    warn_unknown_statics(opt, f, program);
     let code = if f.has_sites() {
         let objects = program_objects(opt, program)?;
         filter::resolve_sites(f, &objects).map_err(|e| CliError::usage(format!("{opt}: {e}")))?

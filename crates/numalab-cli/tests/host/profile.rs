@@ -373,6 +373,48 @@ fn truth_line(text: &str) -> usize {
     1 + src.lines().position(|l| l.contains(text)).unwrap()
 }
 
+/// A `static:` term that names no data symbol of the program or its
+/// libraries is said before the program runs (a warning: a library loaded
+/// later may hold it); one that names a symbol is not.
+#[test]
+fn unknown_static_symbols_are_named_before_the_program_runs() {
+    let dir = scratch("profile-static-nosuch");
+    let truth = common::profile_truth_program();
+    let out = dir.join("p");
+    let r = numalab(&[
+        "profile",
+        "--regions",
+        "static:no_such_table,static:static_table",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        truth.to_str().unwrap(),
+        "1",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let warned: Vec<&str> = r
+        .err
+        .lines()
+        .filter(|l| l.contains("names no data symbol"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", r.err);
+    assert!(
+        warned[0].starts_with(&format!(
+            "numalab: warning: --regions static:no_such_table names no data symbol in {}",
+            truth.display()
+        )),
+        "{}",
+        warned[0]
+    );
+    // The warning comes first: before the profile's own lines.
+    assert!(
+        r.err
+            .starts_with("numalab: warning: --regions static:no_such_table"),
+        "{}",
+        r.err
+    );
+}
+
 /// Terms joined by `&` are all required: heap blocks over 10 MiB (A, B;
 /// not E, 8 MiB, nor the mapping C, 24 and 16 MiB against 8), mappings under
 /// 1 MiB (none), the heap block of D's line, the static table if over
