@@ -11,8 +11,8 @@ use numalab::report::views::place::text;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Buffer size, e.g. 64M, 1G (binary units), 0 to 128T.
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = size(0, "any size"))]
+    /// Buffer size, e.g. 64M, 1G (binary units), 1 byte to 128T.
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = size(1, "a buffer holds one byte or more"))]
     size: usize,
     /// Memory policy: first-touch, local, bind:NODES, preferred:NODE,
     /// interleave:NODES[@PAGES], weighted:N=W,...[@PAGES], remote[:near|:far].

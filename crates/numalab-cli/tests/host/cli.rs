@@ -229,7 +229,14 @@ fn bad_input_gets_one_line_errors() {
             &["place", "--size", "1M", "--weighted-impl", "magic"],
             "valid: auto, kernel, emulate",
         ),
-        (&["place", "--size", "0"], "at least 1 byte"),
+        (
+            &["place", "--size", "0"],
+            "--size 0 is too small: at least 1 B (a buffer holds one byte or more)",
+        ),
+        (
+            &["place", "--size", "0.0000001K"],
+            "--size 0.0000001K is too small: at least 1 B",
+        ),
         (
             &["place", "--size", "1P", "--mem", "bind:0"],
             "unknown size unit",

@@ -224,6 +224,15 @@ fn threads_share_a_cpu_only_when_asked() {
         )
         .code(2)
         .says("--oversubscribe"),
+        // A repeat past the threads that use the list is refused too (the
+        // issue's `--threads 2 --threads-policy 0,1,0` was accepted).
+        Case::new(
+            "set --threads 2 --threads-policy 0,1,0",
+            &["set", "all", "--threads", "2", "--threads-policy", "0,1,0"],
+        )
+        .code(2)
+        .says("CPU 0 appears twice in the thread list 0,1,0")
+        .says("--oversubscribe"),
         Case::new(
             "set --threads-policy 0,,0",
             &["set", "all", "--threads", "2", "--threads-policy", "0,,0"],

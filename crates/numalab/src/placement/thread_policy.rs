@@ -102,7 +102,10 @@ impl ThreadPolicy {
                     ));
                 }
                 let mut seen = IdSet::new();
-                let twice = list.iter().take(n).find(|&&c| !seen.insert(c));
+                // The whole list, also past the threads that use it: a
+                // repeat is a mistake in the layout the user wrote, even
+                // where fewer threads than entries would not meet it.
+                let twice = list.iter().find(|&&c| !seen.insert(c));
                 if let (Some(cpu), false) = (twice, oversubscribe) {
                     return Err(format!(
                         "CPU {cpu} appears twice in the thread list {}: two threads would share it; pass --oversubscribe to share CPUs",
