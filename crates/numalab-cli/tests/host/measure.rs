@@ -265,6 +265,30 @@ fn matrix_on_this_machine() {
     assert_eq!(v["verified"], true);
 }
 
+/// Threads past the address space are refused before any starts, naming
+/// the limit (issue 37: 8192 threads under `ulimit -v` panicked in a
+/// thread's start, then hung; now Rust would abort on the signal stack).
+#[test]
+fn threads_past_the_address_space_limit_are_refused_first() {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 3000000 && exec timeout 60 '{}' bench bandwidth --threads 8192 --oversubscribe --size 64K",
+            env!("CARGO_BIN_EXE_numalab")
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    common::assert_one_line_error(
+        "bench bandwidth --threads 8192 under ulimit -v",
+        out.status.code().unwrap_or(-1),
+        &err,
+        2,
+        "8192 threads need about 17 GiB of address space (stacks and buffers), and RLIMIT_AS (ulimit -v) 2.86 GiB leaves ",
+    );
+    assert!(err.contains("use fewer --threads"), "{err}");
+}
+
 #[test]
 fn measuring_commands_reject_bad_options() {
     let _turn = turn();

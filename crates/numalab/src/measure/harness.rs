@@ -25,7 +25,7 @@ use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::{Barrier, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Shortest time one sample should take: below this, timer resolution and
@@ -443,7 +443,15 @@ pub fn run_bandwidth_with(
         for (i, plan) in req.workers.iter().enumerate() {
             let made = premade[i].take();
             let run = &run;
-            s.spawn(move || worker(run, i, plan, made));
+            let started =
+                std::thread::Builder::new().spawn_scoped(s, move || worker(run, i, plan, made));
+            if let Err(e) = started {
+                // The started ones and the main thread meet no one more:
+                // the gate opens, the error stops them all.
+                run.sync.reports()[i] = Some(Err(spawn_failure(i, n, &e)));
+                run.sync.ready.open();
+                break;
+            }
         }
         drive_samples(&run, opts.aggregate)
     });
@@ -500,6 +508,12 @@ fn check_bandwidth_request(
             "unpinned workers need at least one CPU to run on".into(),
         ));
     }
+    // Room for the threads themselves: past the address space or the
+    // thread limits, a worker's thread dies starting (Rust aborts the
+    // process when its signal stack cannot be mapped), so say it first.
+    let arrays = req.kernel.array_names().len() as u64;
+    sys::room_for_threads(n, req.buffer_bytes as u64 * arrays)
+        .map_err(|e| PlacementError::Invalid(format!("{e}; use fewer --threads")))?;
     // Every worker's arrays, counted where their policy puts them.
     let toucher = |w: &WorkerPlan| match (&opts.unpinned, opts.initializer) {
         (Some(_), _) => None,
@@ -520,8 +534,9 @@ fn check_bandwidth_request(
 
 /// What the workers and the main thread of a run share.
 struct Rendezvous {
-    /// Every worker finished its setup (or failed).
-    ready: Barrier,
+    /// Every worker finished its setup (or failed), or a worker could not
+    /// be started.
+    ready: Gate,
     /// The samples: passes over its buffers each worker makes, and each
     /// worker's seconds of the last sample.
     clock: SampleClock,
@@ -533,7 +548,7 @@ impl Rendezvous {
     /// For `n` workers and the main thread.
     fn new(n: usize) -> Self {
         Rendezvous {
-            ready: Barrier::new(n + 1),
+            ready: Gate::new(n + 1),
             clock: SampleClock::new(n),
             reports: Mutex::new((0..n).map(|_| None).collect()),
         }
@@ -560,6 +575,54 @@ struct Run<'a> {
     /// Node of the serial initializer's CPU.
     init_node: Option<u32>,
     sync: Rendezvous,
+}
+
+/// A barrier for one meeting that a failed thread start can open: the
+/// workers that did start, and the main thread, are not left waiting for
+/// one that never will (a `std::sync::Barrier` cannot be told).
+struct Gate {
+    /// Arrived so far, and whether the gate was opened for everyone.
+    state: Mutex<(usize, bool)>,
+    met: Condvar,
+    parties: usize,
+}
+
+impl Gate {
+    fn new(parties: usize) -> Self {
+        Gate {
+            state: Mutex::new((0, false)),
+            met: Condvar::new(),
+            parties,
+        }
+    }
+
+    /// Waits until every party arrived or the gate was opened.
+    fn wait(&self) {
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 += 1;
+        if g.0 >= self.parties {
+            self.met.notify_all();
+        }
+        while g.0 < self.parties && !g.1 {
+            g = self.met.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Lets everyone through, now and later.
+    fn open(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.met.notify_all();
+    }
+}
+
+/// Why worker `i` of `n` could not be started, with the limits on
+/// threads that may have refused it.
+fn spawn_failure(i: usize, n: usize, e: &std::io::Error) -> PlacementError {
+    PlacementError::Os(format!(
+        "could not start worker thread {} of {n}: {e} ({})",
+        i + 1,
+        sys::thread_limits()
+    ))
 }
 
 /// One worker's life: its setup, then one timed batch of passes per sample
@@ -1033,4 +1096,29 @@ pub fn default_buffer_bytes(m: &Machine) -> usize {
 /// Convenience for time budgets given in seconds.
 pub fn seconds(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Gate;
+
+    /// Opened, the gate lets the parties that came through without the
+    /// ones that never will; full, it lets them through by itself.
+    #[test]
+    fn a_gate_opens_for_the_parties_that_came() {
+        let g = Gate::new(3);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| g.wait());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(!waiter.is_finished(), "one of three arrived: it waits");
+            g.open();
+            waiter.join().unwrap();
+        });
+        g.wait(); // opened: no wait
+        let full = Gate::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| full.wait());
+            full.wait();
+        });
+    }
 }

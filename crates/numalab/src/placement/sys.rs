@@ -383,6 +383,129 @@ pub fn current_cpu() -> Option<u32> {
     (c >= 0).then_some(c as u32)
 }
 
+/// The limits that can refuse a new thread, as one line: the soft
+/// RLIMIT_NPROC and RLIMIT_AS, the cgroup's pids.max, the kernel's
+/// threads-max (each only where it is set or readable).
+pub fn thread_limits() -> String {
+    let rlimit = |what: libc::__rlimit_resource_t| -> Option<u64> {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given.
+        (unsafe { libc::getrlimit(what, &mut r) } == 0 && r.rlim_cur != libc::RLIM_INFINITY)
+            .then_some(r.rlim_cur)
+    };
+    let mut out = Vec::new();
+    if let Some(n) = rlimit(libc::RLIMIT_NPROC) {
+        out.push(format!("RLIMIT_NPROC {n} (ulimit -u)"));
+    }
+    if let Some(b) = rlimit(libc::RLIMIT_AS) {
+        out.push(format!(
+            "RLIMIT_AS {} (ulimit -v)",
+            crate::text::format::bytes(b)
+        ));
+    }
+    // cgroup v2: the line "0::/PATH" of /proc/self/cgroup.
+    let pids = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+        })
+        .and_then(|p| {
+            std::fs::read_to_string(format!("/sys/fs/cgroup{p}/pids.max"))
+                .ok()
+                .map(|v| (p, v.trim().to_string()))
+        });
+    if let Some((p, v)) = pids.filter(|(_, v)| v != "max") {
+        out.push(format!("pids.max {v} in cgroup {p}"));
+    }
+    if let Ok(t) = std::fs::read_to_string("/proc/sys/kernel/threads-max") {
+        out.push(format!("threads-max {}", t.trim()));
+    }
+    format!("limits: {}", out.join(", "))
+}
+
+/// Address space a thread takes besides its own memory: Rust's default
+/// 2 MiB stack, its guard page and signal stack, rounded up.
+const THREAD_ADDRESS_SPACE: u64 = (2 << 20) + (64 << 10);
+
+/// Whether `n` more threads, each with `own` bytes of memory of its own,
+/// fit in what this process may still have: its address space
+/// (RLIMIT_AS against VmSize), its cgroup's pids.max (against
+/// pids.current) and the kernel's threads-max (against the threads
+/// running); the error names the limit and what it leaves.
+pub fn room_for_threads(n: usize, own: u64) -> Result<(), String> {
+    let n64 = n as u64;
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let as_limit = (unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0
+        && r.rlim_cur != libc::RLIM_INFINITY)
+        .then_some(r.rlim_cur);
+    if let Some(limit) = as_limit {
+        let used = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmSize:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+            * 1024;
+        let need = n64.saturating_mul(THREAD_ADDRESS_SPACE.saturating_add(own));
+        if used.saturating_add(need) > limit {
+            let b = crate::text::format::bytes;
+            return Err(format!(
+                "{n} threads need about {} of address space (stacks and buffers), and RLIMIT_AS (ulimit -v) {} leaves {}",
+                b(need),
+                b(limit),
+                b(limit.saturating_sub(used))
+            ));
+        }
+    }
+    let read_u64 =
+        |path: &str| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+    if let Some(p) = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+        })
+    {
+        let dir = format!("/sys/fs/cgroup{p}");
+        if let (Some(max), Some(current)) = (
+            read_u64(&format!("{dir}/pids.max")),
+            read_u64(&format!("{dir}/pids.current")),
+        ) {
+            if current.saturating_add(n64) > max {
+                return Err(format!(
+                    "{n} threads do not fit under the cgroup's pids.max {max} ({current} tasks in {p} already)"
+                ));
+            }
+        }
+    }
+    let running = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| {
+        l.split_whitespace()
+            .nth(3)?
+            .split('/')
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+    });
+    if let (Some(max), Some(running)) = (read_u64("/proc/sys/kernel/threads-max"), running) {
+        if running.saturating_add(n64) > max {
+            return Err(format!(
+                "{n} threads do not fit under the kernel's threads-max {max} ({running} running)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The running kernel's (major, minor) version and full release string.
 pub fn kernel_version() -> ((u32, u32), String) {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -458,6 +581,19 @@ pub fn page_size() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn room_for_threads_names_the_limit_it_would_pass() {
+        assert_eq!(room_for_threads(1, 4096), Ok(()));
+        // More threads than any kernel allows.
+        let e = room_for_threads(1 << 40, 0).unwrap_err();
+        assert!(
+            e.contains("threads-max") || e.contains("pids.max") || e.contains("RLIMIT_AS"),
+            "{e}"
+        );
+        assert!(e.starts_with(&format!("{} threads ", 1u64 << 40)), "{e}");
+        assert!(thread_limits().starts_with("limits: "));
+    }
 
     #[test]
     fn kernel_version_parsing() {
