@@ -508,12 +508,6 @@ fn check_bandwidth_request(
             "unpinned workers need at least one CPU to run on".into(),
         ));
     }
-    // Room for the threads themselves: past the address space or the
-    // thread limits, a worker's thread dies starting (Rust aborts the
-    // process when its signal stack cannot be mapped), so say it first.
-    let arrays = req.kernel.array_names().len() as u64;
-    sys::room_for_threads(n, req.buffer_bytes as u64 * arrays)
-        .map_err(|e| PlacementError::Invalid(format!("{e}; use fewer --threads")))?;
     // Every worker's arrays, counted where their policy puts them.
     let toucher = |w: &WorkerPlan| match (&opts.unpinned, opts.initializer) {
         (Some(_), _) => None,
@@ -529,7 +523,14 @@ fn check_bandwidth_request(
                 })
             })
             .collect();
-    check_plan(m, &[buffers], "use a smaller --size or fewer threads")
+    check_plan(m, &[buffers], "use a smaller --size or fewer threads")?;
+    // Room for the threads themselves (after the memory, whose refusal
+    // says more): past the address space or the thread limits, a worker's
+    // thread dies starting (Rust aborts the process when its signal stack
+    // cannot be mapped), so say it first.
+    let arrays = req.kernel.array_names().len() as u64;
+    sys::room_for_threads(n, req.buffer_bytes as u64 * arrays)
+        .map_err(|e| PlacementError::Os(format!("{e}; use fewer --threads")))
 }
 
 /// What the workers and the main thread of a run share.

@@ -453,10 +453,17 @@ fn explicit_lists_share_a_cpu_only_when_oversubscribing() {
         "{e}"
     );
     assert_eq!(twice.assign(&m, &cpus, 2, true), Ok(vec![0, 0]));
-    // Only the CPUs of the threads asked for count.
+    // A repeat anywhere in the list is refused, also past the threads
+    // that use it (issue 37: `--threads 2 --threads-policy 0,1,0` was
+    // accepted); with --oversubscribe the list is a placement.
     let later = ThreadPolicy::parse("1,2,1").unwrap();
-    assert_eq!(later.assign(&m, &cpus, 2, false), Ok(vec![1, 2]));
+    let e = later.assign(&m, &cpus, 2, false).unwrap_err();
+    assert!(
+        e.contains("CPU 1 appears twice in the thread list 1,2,1"),
+        "{e}"
+    );
     assert!(later.assign(&m, &cpus, 3, false).is_err());
+    assert_eq!(later.assign(&m, &cpus, 2, true), Ok(vec![1, 2]));
     let e = ThreadPolicy::parse("0-65535,0-65535").unwrap_err();
     assert!(e.contains("more than 8192 threads"), "{e}");
     let e = ThreadPolicy::parse("0,,1").unwrap_err();
