@@ -232,6 +232,84 @@ pub struct Step {
     pub rc: i32,
 }
 
+/// A guest of the lane, booted in the background: the first test that asks
+/// for any guest starts them all (`start_guests`), longest first, at most
+/// [`guest_jobs`] at a time, so that the lane's time is the guests' work
+/// spread over the host's CPUs rather than the sum of their boots (tests
+/// asking for one guest used to wait while a single guest ran). A boot that
+/// fails fails every test of its guest with its message.
+pub struct LazyGuest {
+    cell: std::sync::OnceLock<Result<Guest, String>>,
+    boot: fn() -> Guest,
+}
+
+impl LazyGuest {
+    pub const fn new(boot: fn() -> Guest) -> LazyGuest {
+        LazyGuest {
+            cell: std::sync::OnceLock::new(),
+            boot,
+        }
+    }
+
+    /// The guest once booted (every guest of `all` starts booting first).
+    pub fn get(&'static self, all: &'static [&'static LazyGuest]) -> &'static Guest {
+        start_guests(all);
+        match self.cell.wait() {
+            Ok(g) => g,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn run(&self) {
+        let booted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(self.boot));
+        let result = booted.map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the guest's boot panicked".to_string())
+        });
+        // Only this function sets the cell, once per guest.
+        let _ = self.cell.set(result);
+    }
+}
+
+/// Guests booted at once: NUMALAB_GUEST_JOBS, or 3. Two guests left one of
+/// two host cores idle much of the time (a guest's steps are mostly one
+/// thread); more than three stretch every guest's steps without adding
+/// work done.
+pub fn guest_jobs() -> usize {
+    std::env::var("NUMALAB_GUEST_JOBS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(3)
+}
+
+/// Starts booting every guest of `all`, in their order, once per process.
+pub fn start_guests(all: &'static [&'static LazyGuest]) {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        std::thread::spawn(move || {
+            let jobs = guest_jobs();
+            let free = std::sync::Arc::new((Mutex::new(jobs), std::sync::Condvar::new()));
+            for g in all {
+                {
+                    let (lock, cv) = &*free;
+                    let mut n = cv.wait_while(lock.lock().unwrap(), |n| *n == 0).unwrap();
+                    *n -= 1;
+                }
+                let free = free.clone();
+                std::thread::spawn(move || {
+                    g.run();
+                    let (lock, cv) = &*free;
+                    *lock.lock().unwrap() += 1;
+                    cv.notify_one();
+                });
+            }
+        });
+    });
+}
+
 pub struct Guest {
     pub steps: HashMap<String, Step>,
     pub console: String,
@@ -423,10 +501,15 @@ pub fn boot_with_files(
             cmd.replace('\'', "'\\''")
         ));
     }
+    // A folder of its own per boot: guests of one machine and kernel boot
+    // side by side (start_guests), and a shared script would boot one
+    // guest with another's steps.
+    static BOOTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "numalab-guest-test-{machine}-{kernel_version}-{}-{}",
+        "numalab-guest-test-{machine}-{kernel_version}-{}-{}-{}",
         options.join("").replace(['-', ' '], ""),
-        std::process::id()
+        std::process::id(),
+        BOOTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let script_path = dir.join("script.sh");

@@ -10,9 +10,8 @@
 
 use crate::common;
 
-use common::{boot, nodes_of, one_line_error, Guest};
+use common::{boot, nodes_of, one_line_error, Guest, LazyGuest};
 use serde_json::Value;
-use std::sync::OnceLock;
 
 /// Steps the experiments' Quartet guest runs first, on a fresh machine
 /// (guest_experiments.rs boots it once for every file).
@@ -632,9 +631,10 @@ const OLD_KERNEL_STEPS: &[(&str, &str)] = &[
 
 /// Debian 12's stock kernel (6.1): no weighted interleave (Linux >= 6.9).
 fn old_kernel() -> &'static Guest {
-    static G: OnceLock<Guest> = OnceLock::new();
-    G.get_or_init(|| boot("quartet", "6.1", OLD_KERNEL_STEPS))
+    crate::guest(&OLD_KERNEL)
 }
+pub(crate) static OLD_KERNEL: LazyGuest =
+    LazyGuest::new(|| boot("quartet", "6.1", OLD_KERNEL_STEPS));
 
 #[test]
 fn old_kernel_lacks_weighted_interleave_and_says_so() {

@@ -11,7 +11,7 @@
 //! their entry's pool, placed (tests/programs/small_nodes.c).
 
 use crate::common::{parse_json, Guest};
-use crate::guest_experiments::quartet;
+use crate::guest_experiments::quartet_profile as quartet;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
