@@ -15,8 +15,7 @@ The lanes (a test binary's lane follows from its name, see `lane_of`):
 
 Each binary is built once (`cargo test --no-run`) and run as cargo runs it
 (from its package's folder, with cargo's environment); the lanes run one
-after another, but for the guest lane, which runs beside the browser lane
-(--guest-beside: beside the fast lane too). A test that skips for hardware this
+after another (--guest-beside runs the guest lane beside the others). A test that skips for hardware this
 machine cannot have calls `numalab_testkit::skip`, which appends to the file
 named by NUMALAB_SKIP_LOG: the lane counts it as skipped, not passed, and
 prints why. Exits 1 when any test failed or any binary did not finish.
@@ -298,7 +297,7 @@ def main():
     ap.add_argument(
         "--guest-beside",
         action="store_true",
-        help="run the guest lane beside the fast lane too (needs CPUs to spare)",
+        help="run the guest lane beside the others (needs CPUs to spare)",
     )
     args = ap.parse_args()
     lanes = args.lane or list(LANES)
@@ -312,38 +311,27 @@ def main():
     by_lane = {lane: [b for b in binaries if b.lane == lane] for lane in lanes}
     scratch = Path(tempfile.mkdtemp(prefix="numalab-lanes-"))
     tallies = {}
-    # The fast lane first and alone: it measures on the host, and a guest
-    # beside it (QEMU keeps both CPUs busy at times) made its
+    # One lane after another by default: the fast lane measures on the host,
+    # and a guest beside it (QEMU keeps both CPUs busy at times) made its
     # timing-dependent tests fail (a loaded-latency ladder out of order, a
-    # fitted latency of 0). Then the guest lane with the browser lane beside
-    # it: neither times anything on the host, and the guests leave some CPU
-    # idle. --guest-beside starts the guest lane before the fast lane, for a
-    # machine with CPUs to spare.
-    side = [lane for lane in lanes if lane == "guest"]
+    # fitted latency of 0). --guest-beside runs the guest lane beside the
+    # others, for a machine with CPUs to spare.
+    side = [lane for lane in lanes if lane == "guest" and args.guest_beside]
     main_lanes = [lane for lane in lanes if lane not in side]
     buffered = {lane: Buffered(lane) for lane in side}
     threads = []
-
-    def start_side():
-        for lane in side:
-            th = threading.Thread(
-                target=lambda lane=lane: tallies.__setitem__(
-                    lane, run_lane(lane, by_lane[lane], buffered[lane], scratch)
-                )
+    for lane in side:
+        th = threading.Thread(
+            target=lambda lane=lane: tallies.__setitem__(
+                lane, run_lane(lane, by_lane[lane], buffered[lane], scratch)
             )
-            th.start()
-            threads.append(th)
-
-    if args.guest_beside:
-        start_side()
+        )
+        th.start()
+        threads.append(th)
     for lane in main_lanes:
-        if lane != "fast" and not threads:
-            start_side()
         print(f"lanes: lane {lane}: {len(by_lane[lane])} binaries", flush=True)
         tallies[lane] = run_lane(lane, by_lane[lane], sys.stdout, scratch)
         print(tallies[lane].line(), flush=True)
-    if not threads:
-        start_side()
     for th in threads:
         th.join()
     for lane in side:
