@@ -311,7 +311,9 @@ def main():
     by_lane = {lane: [b for b in binaries if b.lane == lane] for lane in lanes}
     scratch = Path(tempfile.mkdtemp(prefix="numalab-lanes-"))
     tallies = {}
-    # One lane after another by default: the fast lane measures on the host,
+    # One lane after another by default. The browser lane measures on the
+    # host too (it renders a real `report --quick` of this host; beside the
+    # guests its budget kept 4 of its 7 sizes). The fast lane measures on the host,
     # and a guest beside it (QEMU keeps both CPUs busy at times) made its
     # timing-dependent tests fail (a loaded-latency ladder out of order, a
     # fitted latency of 0). --guest-beside runs the guest lane beside the
