@@ -262,15 +262,21 @@ impl LazyGuest {
 
     fn run(&self) {
         let booted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(self.boot));
-        let result = booted.map_err(|e| {
-            e.downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "the guest's boot panicked".to_string())
+        let result = booted.map_err(|e| match panic_text(&*e) {
+            t if t.is_empty() => "the guest's boot panicked".to_string(),
+            t => t,
         });
         // Only this function sets the cell, once per guest.
         let _ = self.cell.set(result);
     }
+}
+
+/// A caught panic's message (empty when it carried no text).
+pub fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
 }
 
 /// Guests booted at once: NUMALAB_GUEST_JOBS, or 3. Two guests left one of

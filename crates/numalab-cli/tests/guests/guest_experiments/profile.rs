@@ -873,11 +873,7 @@ fn quartet_truth_suite_estimates_agree_with_the_truth() {
             }
         });
         if let Err(e) = checked {
-            let why = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let why = crate::common::panic_text(&*e);
             failed.push(format!(
                 "{step}: {}",
                 why.chars().take(600).collect::<String>()
