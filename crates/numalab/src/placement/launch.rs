@@ -574,6 +574,12 @@ impl Launch {
         // Traced tasks other than the command's first, and whether their
         // first stop (the SIGSTOP a new tracee starts with) was seen.
         let mut tasks: std::collections::HashMap<i32, bool> = Default::default();
+        // Tasks whose first stop came before their creator's clone or fork
+        // event: waitpid(-1) does not report stops in the order they
+        // happened, so a short thread may even have exited before its
+        // creator's event is seen, and that late event must not start it
+        // again (it would be a task that never ran, with no /proc entry).
+        let mut early: std::collections::HashSet<i32> = Default::default();
         loop {
             let (tid, status) = if observer.is_some() {
                 match waitpid_any_raw()? {
@@ -606,6 +612,7 @@ impl Launch {
                     // creator's event: it is counted from here.
                     None | Some(false) if sig == libc::SIGSTOP && event == 0 => {
                         if tasks.insert(tid.as_raw(), true).is_none() {
+                            early.insert(tid.as_raw());
                             if let Some(o) = observer.as_mut() {
                                 o.started(tid.as_raw());
                             }
@@ -615,6 +622,7 @@ impl Launch {
                     }
                     None => {
                         tasks.insert(tid.as_raw(), true);
+                        early.insert(tid.as_raw());
                         if let Some(o) = observer.as_mut() {
                             o.started(tid.as_raw());
                         }
@@ -657,7 +665,9 @@ impl Launch {
                 // The new task, stopped until its first stop is seen.
                 if let Ok(new) = ptrace::getevent(tid) {
                     let new = new as i32;
-                    if let std::collections::hash_map::Entry::Vacant(v) = tasks.entry(new) {
+                    if early.remove(&new) {
+                        // Already started from its own first stop.
+                    } else if let std::collections::hash_map::Entry::Vacant(v) = tasks.entry(new) {
                         v.insert(false);
                         if let Some(o) = observer.as_mut() {
                             o.started(new);
