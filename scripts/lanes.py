@@ -45,7 +45,7 @@ BINARY_TIMEOUT_S = 3600
 # message and the lines around it, so that a log cut to its tail still says
 # why each test failed.
 FAILURE_LINES = 30
-FAILURE_LINE_CHARS = 600
+FAILURE_LINE_CHARS = 400
 RESULT = re.compile(
     r"^test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
 )
@@ -210,8 +210,14 @@ class FailureReader:
         at = next((i for i, l in enumerate(lines) if "panicked at" in l), None)
         if at is None:
             return lines[-FAILURE_LINES:]
+        # The message ends where a backtrace starts: its frames say less
+        # than the next failure's message would in a log cut to its tail.
+        end = next(
+            (i for i in range(at + 1, len(lines)) if lines[i].startswith("stack backtrace:")),
+            len(lines),
+        )
         start = max(0, at - FAILURE_LINES // 3)
-        return lines[start : start + FAILURE_LINES]
+        return lines[start : min(end, start + FAILURE_LINES)]
 
 
 def run_lane(lane, binaries, out, scratch):

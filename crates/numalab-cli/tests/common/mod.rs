@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What one run of the numalab binary did.
 #[derive(Debug)]
@@ -66,6 +66,7 @@ impl Run {
 
     /// Runs it to the end.
     pub fn run(self) -> Ran {
+        let _beside = beside();
         let bin = env!("CARGO_BIN_EXE_numalab");
         let mut cmd = match self.via.split_first() {
             Some((wrapper, rest)) => {
@@ -185,12 +186,51 @@ pub fn assert_one_line_error(what: &str, rc: i32, err: &str, want_rc: i32, needl
     assert!(!err.contains("panicked"), "{what}: {err}");
 }
 
-/// Measuring tests of one test file take turns: on a 2-core machine two
-/// measurements at once would measure each other. Hold the guard for the
-/// whole test.
-pub fn turn() -> MutexGuard<'static, ()> {
+/// Measuring tests of one test binary take turns, and while one measures
+/// no other test of the binary runs a process ([`Run::run`] and the
+/// programs of real_programs wait in [`beside`]): on a 2-core machine a
+/// measurement beside anything else measures that too (a loaded-latency
+/// median below idle, a per-thread trace's races, seen in CI). Hold the
+/// guard for the whole test; the processes it runs itself do not wait.
+pub fn turn() -> Turn {
     static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|p| p.into_inner())
+    let turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let alone = ALONE.write().unwrap_or_else(|p| p.into_inner());
+    MEASURING.with(|m| m.set(true));
+    Turn {
+        _alone: alone,
+        _turn: turn,
+    }
+}
+
+/// A measuring test's turn ([`turn`]); dropping it lets the others run.
+pub struct Turn {
+    _alone: RwLockWriteGuard<'static, ()>,
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        MEASURING.with(|m| m.set(false));
+    }
+}
+
+/// Taken for reading by every process a test runs ([`beside`]), for
+/// writing by a measuring test's [`turn`].
+static ALONE: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// Whether this test thread holds a [`turn`].
+    static MEASURING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Held while a test runs a process on the host: waits while another test
+/// measures ([`turn`]); nothing for the measuring test's own processes.
+pub fn beside() -> Option<RwLockReadGuard<'static, ()>> {
+    if MEASURING.with(|m| m.get()) {
+        return None;
+    }
+    Some(ALONE.read().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// The path of a topology file of tests/fixtures/topologies.

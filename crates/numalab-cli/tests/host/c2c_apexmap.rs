@@ -203,10 +203,23 @@ fn fitted(levels: &[serde_json::Value], key: &str) -> Vec<f64> {
 #[test]
 fn apexmap_fit_on_this_host_is_monotone() {
     let _turn = turn();
+    // Memory must serve some accesses, or the model has no memory level to
+    // fit: at least twice the largest cache (105 MiB of L3 on a CI host).
+    let llc = json(&["topology", "--json"])["caches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["size_bytes"].as_u64().unwrap())
+        .max()
+        .unwrap_or(0);
+    let size = format!(
+        "{}M",
+        (2 * llc).div_ceil(1 << 20).next_power_of_two().max(64)
+    );
     let v = json(&[
         "apexmap",
         "--size",
-        "64M",
+        &size,
         "--alphas",
         "0.01,0.1,0.5,1",
         "--ls",
@@ -218,6 +231,10 @@ fn apexmap_fit_on_this_host_is_monotone() {
     assert_eq!(v["points"].as_array().unwrap().len(), 12);
     let levels = v["model"]["levels"].as_array().unwrap();
     assert_eq!(levels.last().unwrap()["name"], "memory");
+    assert!(
+        !levels.last().unwrap()["latency_ns"].is_null(),
+        "memory fitted: {levels:?}"
+    );
     let lat = fitted(levels, "latency_ns");
     assert!(lat.len() >= 2, "{levels:?}");
     assert!(lat.windows(2).all(|w| w[0] <= w[1]), "latency {lat:?}");

@@ -92,6 +92,7 @@ fn bounded_into(
         Some(path) => c.stdout(std::fs::File::create(path).unwrap()),
         None => c.stdout(Stdio::piped()),
     };
+    let _beside = crate::common::beside();
     let mut child = c.spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     let start = Instant::now();
     // Drain both pipes beside the wait: a chatty program must not block.

@@ -308,8 +308,24 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
     // under 1 (0.974 in a run), its accesses all from node 3.
     let share = e["remote_share"].as_f64().unwrap();
     assert!(share > 0.95 && share <= 1.0, "{e}");
+    // Its fault samples: node 3's readers, and node 0's only when the
+    // sampler armed a page before the main thread had finished writing it
+    // (seen in CI's run with three guests side by side); those are a small
+    // part of the main thread's one pass against node 3's reads.
+    let from_node = |n: &str| -> u64 {
+        e["accesses"][n]
+            .as_object()
+            .map_or(0, |m| m.values().map(|c| c.as_u64().unwrap()).sum())
+    };
     let efrom: Vec<&String> = e["accesses"].as_object().unwrap().keys().collect();
-    assert_eq!(efrom, ["3"]);
+    assert!(
+        efrom.iter().all(|n| *n == "0" || *n == "3") && efrom.contains(&&"3".to_string()),
+        "E is read from node 3 (and written once from node 0): {e}"
+    );
+    assert!(
+        from_node("0") * 10 <= from_node("3"),
+        "E's samples from node 0 (the initialising pass) against node 3's reads: {e}"
+    );
     let fe = &e["first_touch"];
     let ne = fe["samples"].as_u64().unwrap();
     assert!(ne >= 5, "E: {ne} first touches sampled: {fe}");
