@@ -200,12 +200,14 @@ fn check_polite(state: &Path, what: &str, e: &Ended, sig: i32, original: &str, h
     };
     let handled = e.status.code() == Some(128 + sig);
     if handled {
-        assert_eq!(
-            e.err.lines().last(),
-            Some(
-                format!("numalab: stopped by {name}; the system settings it changed are restored")
-                    .as_str()
-            ),
+        // Or, where automatic weights were on (a fresh boot) and the kernel
+        // has no bandwidth data to turn them back on, the line says so.
+        let restored =
+            format!("numalab: stopped by {name}; the system settings it changed are restored");
+        let last = e.err.lines().last().unwrap_or("");
+        assert!(
+            last == restored
+                || last == format!("{restored}, but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)"),
             "{what}: {}",
             e.describe()
         );

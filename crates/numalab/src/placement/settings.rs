@@ -615,7 +615,24 @@ impl Drop for SettingGuard {
             let _blocked = BlockedSignals::new();
             let restored = match read_value(&h.path) {
                 Ok(v) if v == h.saved => true,
-                _ => std::fs::write(&h.path, &h.saved).is_ok(),
+                _ => match std::fs::write(&h.path, &h.saved) {
+                    Ok(()) => true,
+                    // See `AUTO_STAYS_OFF`.
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::ENODEV)
+                            && h.path.file_name().is_some_and(|n| {
+                                AUTO_NAMES.iter().any(|a| n == std::ffi::OsStr::new(a))
+                            }) =>
+                    {
+                        eprintln!(
+                            "numalab: warning: automatic interleave weights stay off ({} reads false, not {}): the kernel has no memory bandwidth data to turn them on ({e}); the weights are the same as before",
+                            h.path.display(),
+                            h.saved
+                        );
+                        true
+                    }
+                    Err(_) => false,
+                },
             };
             release_slot(h.slot);
             // A value that could not be written keeps its entry, for the
@@ -752,6 +769,49 @@ fn release_slot(i: usize) {
     }
 }
 
+/// Set when the automatic-weights switch could not be turned back on
+/// because the kernel has no memory bandwidth data (ENODEV): it reads
+/// "true" at boot, but then only because no weight was ever written, and
+/// turning it on needs that data. Its weights without the data are all 1,
+/// the weights restored before it, so what interleaving does is unchanged;
+/// only the switch reads "false". Retrying could never succeed: the entry
+/// goes, and the handler's last line says so.
+static AUTO_STAYS_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Whether the NUL-terminated `path` names the automatic-weights switch
+/// ([`AUTO_NAMES`]). Async-signal-safe.
+fn is_auto_path(path: &[u8]) -> bool {
+    let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+    AUTO_NAMES.iter().any(|n| {
+        let n = n.as_bytes();
+        end > n.len() && path[..end].ends_with(n) && path[end - n.len() - 1] == b'/'
+    })
+}
+
+/// The line the handler ends with.
+fn stopped_line(sig: libc::c_int, auto_stays_off: bool) -> &'static [u8] {
+    match (sig, auto_stays_off) {
+        (libc::SIGINT, false) => {
+            b"numalab: stopped by SIGINT; the system settings it changed are restored\n"
+        }
+        (libc::SIGTERM, false) => {
+            b"numalab: stopped by SIGTERM; the system settings it changed are restored\n"
+        }
+        (_, false) => {
+            b"numalab: stopped by SIGHUP; the system settings it changed are restored\n"
+        }
+        (libc::SIGINT, true) => {
+            b"numalab: stopped by SIGINT; the system settings it changed are restored, but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)\n"
+        }
+        (libc::SIGTERM, true) => {
+            b"numalab: stopped by SIGTERM; the system settings it changed are restored, but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)\n"
+        }
+        (_, true) => {
+            b"numalab: stopped by SIGHUP; the system settings it changed are restored, but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)\n"
+        }
+    }
+}
+
 /// Restores every ready slot, latest change first. Async-signal-safe:
 /// atomics, open, read, write, close and unlink on buffers prepared
 /// beforehand.
@@ -795,9 +855,14 @@ fn restore_slots() {
                 let fd = libc::open(d.path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd >= 0 {
                     let written = libc::write(fd, d.saved.as_ptr().cast(), d.saved_len);
+                    let errno = *libc::__errno_location();
                     libc::close(fd);
                     if written == d.saved_len as isize {
                         libc::unlink(d.entry.as_ptr().cast());
+                    } else if written < 0 && errno == libc::ENODEV && is_auto_path(&d.path) {
+                        // See `AUTO_STAYS_OFF`: nothing to retry.
+                        libc::unlink(d.entry.as_ptr().cast());
+                        AUTO_STAYS_OFF.store(true, Ordering::SeqCst);
                     }
                 }
             } else {
@@ -834,15 +899,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
         return;
     }
     restore_slots();
-    let msg: &[u8] = match sig {
-        libc::SIGINT => {
-            b"numalab: stopped by SIGINT; the system settings it changed are restored\n"
-        }
-        libc::SIGTERM => {
-            b"numalab: stopped by SIGTERM; the system settings it changed are restored\n"
-        }
-        _ => b"numalab: stopped by SIGHUP; the system settings it changed are restored\n",
-    };
+    let msg = stopped_line(sig, AUTO_STAYS_OFF.load(Ordering::SeqCst));
     // SAFETY: write and _exit are async-signal-safe; the message is static.
     unsafe {
         libc::write(2, msg.as_ptr().cast(), msg.len());
@@ -1245,6 +1302,22 @@ mod tests {
     #[test]
     fn known_keys() {
         assert!(is_known_key(&format!("{WEIGHTS_DIR}/node12")));
+        assert!(is_auto_path(
+            b"/sys/kernel/mm/mempolicy/weighted_interleave/auto\0\0"
+        ));
+        assert!(is_auto_path(
+            b"/sys/kernel/mm/mempolicy/weighted_interleave/__auto_type\0"
+        ));
+        assert!(!is_auto_path(
+            b"/sys/kernel/mm/mempolicy/weighted_interleave/node0\0"
+        ));
+        assert!(!is_auto_path(b"/x/not_auto\0"));
+        assert!(!is_auto_path(b"auto\0"));
+        assert!(std::str::from_utf8(stopped_line(libc::SIGTERM, true))
+            .unwrap()
+            .contains("SIGTERM; the system settings it changed are restored, but automatic interleave weights stay off"));
+        assert!(stopped_line(libc::SIGHUP, false)
+            .ends_with(b"SIGHUP; the system settings it changed are restored\n"));
         assert!(is_known_key(&format!("{WEIGHTS_DIR}/auto")));
         assert!(is_known_key(&format!("{WEIGHTS_DIR}/__auto_type")));
         for k in [
