@@ -788,28 +788,22 @@ fn is_auto_path(path: &[u8]) -> bool {
     })
 }
 
-/// The line the handler ends with.
-fn stopped_line(sig: libc::c_int, auto_stays_off: bool) -> &'static [u8] {
-    match (sig, auto_stays_off) {
-        (libc::SIGINT, false) => {
-            b"numalab: stopped by SIGINT; the system settings it changed are restored\n"
+/// The line the handler ends with, in two parts written one after the
+/// other (a handler cannot format): what stopped it, and how it ends.
+fn stopped_line(sig: libc::c_int, auto_stays_off: bool) -> [&'static [u8]; 2] {
+    let start: &[u8] = match sig {
+        libc::SIGINT => b"numalab: stopped by SIGINT; the system settings it changed are restored",
+        libc::SIGTERM => {
+            b"numalab: stopped by SIGTERM; the system settings it changed are restored"
         }
-        (libc::SIGTERM, false) => {
-            b"numalab: stopped by SIGTERM; the system settings it changed are restored\n"
-        }
-        (_, false) => {
-            b"numalab: stopped by SIGHUP; the system settings it changed are restored\n"
-        }
-        (libc::SIGINT, true) => {
-            b"numalab: stopped by SIGINT; the system settings it changed are restored, but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)\n"
-        }
-        (libc::SIGTERM, true) => {
-            b"numalab: stopped by SIGTERM; the system settings it changed are restored, but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)\n"
-        }
-        (_, true) => {
-            b"numalab: stopped by SIGHUP; the system settings it changed are restored, but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)\n"
-        }
-    }
+        _ => b"numalab: stopped by SIGHUP; the system settings it changed are restored",
+    };
+    let end: &[u8] = if auto_stays_off {
+        b", but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)\n"
+    } else {
+        b"\n"
+    };
+    [start, end]
 }
 
 /// Restores every ready slot, latest change first. Async-signal-safe:
@@ -902,7 +896,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
     let msg = stopped_line(sig, AUTO_STAYS_OFF.load(Ordering::SeqCst));
     // SAFETY: write and _exit are async-signal-safe; the message is static.
     unsafe {
-        libc::write(2, msg.as_ptr().cast(), msg.len());
+        for part in msg {
+            libc::write(2, part.as_ptr().cast(), part.len());
+        }
         libc::_exit(128 + sig);
     }
 }
@@ -1313,10 +1309,11 @@ mod tests {
         ));
         assert!(!is_auto_path(b"/x/not_auto\0"));
         assert!(!is_auto_path(b"auto\0"));
-        assert!(std::str::from_utf8(stopped_line(libc::SIGTERM, true))
+        assert!(String::from_utf8(stopped_line(libc::SIGTERM, true).concat())
             .unwrap()
             .contains("SIGTERM; the system settings it changed are restored, but automatic interleave weights stay off"));
         assert!(stopped_line(libc::SIGHUP, false)
+            .concat()
             .ends_with(b"SIGHUP; the system settings it changed are restored\n"));
         assert!(is_known_key(&format!("{WEIGHTS_DIR}/auto")));
         assert!(is_known_key(&format!("{WEIGHTS_DIR}/__auto_type")));
