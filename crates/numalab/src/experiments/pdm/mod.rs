@@ -38,8 +38,8 @@ pub mod measure;
 use crate::machine::Machine;
 use crate::random::SplitMix64;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{Hash, Hasher};
 
 /// Most nodes the model takes.
 pub const MAX_NODES: usize = 64;
@@ -638,7 +638,85 @@ impl Hasher for LoadHasher {
     }
 }
 
-type LoadMap<K> = HashMap<Box<[K]>, u32, BuildHasherDefault<LoadHasher>>;
+/// One layer of the DP's states: load vectors of `width` loads stored one
+/// after another, numbered in the order they were first reached, and found
+/// through an open-addressing table of those numbers. A `HashMap` of boxed
+/// vectors spent half of `numalab pdm --kernel triad` on the Quartet ring
+/// (3 s, 16.7 million placements) in malloc, free and rehashing.
+struct LoadTable<K> {
+    width: usize,
+    len: usize,
+    loads: Vec<K>,
+    /// State numbers; `EMPTY` where none. A power of two, at most half full.
+    slots: Vec<u32>,
+}
+
+const EMPTY: u32 = u32::MAX;
+
+impl<K: Load> LoadTable<K> {
+    fn new(width: usize) -> Self {
+        LoadTable {
+            width,
+            len: 0,
+            loads: Vec::new(),
+            slots: vec![EMPTY; 64],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The loads of state `i`.
+    fn get(&self, i: usize) -> &[K] {
+        &self.loads[i * self.width..(i + 1) * self.width]
+    }
+
+    /// Where `key`'s probe starts in a table of `slots` slots: the hash's
+    /// high bits (Fibonacci hashing), as its low bits mix poorly.
+    fn start(key: &[K], slots: usize) -> usize {
+        let mut h = LoadHasher::default();
+        for &k in key {
+            h.write_u64(k.into());
+        }
+        let shift = 64 - slots.trailing_zeros();
+        (h.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
+    }
+
+    /// The number of `key`'s state, and whether it is new (numbered next).
+    fn find_or_insert(&mut self, key: &[K]) -> (usize, bool) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = Self::start(key, self.slots.len());
+        loop {
+            match self.slots[at] {
+                EMPTY => {
+                    self.slots[at] = self.len as u32;
+                    self.loads.extend_from_slice(key);
+                    self.len += 1;
+                    return (self.len - 1, true);
+                }
+                i if self.get(i as usize) == key => return (i as usize, false),
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
+    fn grow(&mut self) {
+        let n = 2 * self.slots.len();
+        let mut slots = vec![EMPTY; n];
+        for i in 0..self.len {
+            let mut at = Self::start(self.get(i), n);
+            while slots[at] != EMPTY {
+                at = (at + 1) & (n - 1);
+            }
+            slots[at] = i as u32;
+        }
+        self.slots = slots;
+    }
+}
 
 /// The integer type of one load in the DP's keys.
 trait Load:
@@ -805,8 +883,8 @@ impl Prepared<'_> {
                     .collect::<Option<Vec<_>>>()
             })
             .collect::<Option<_>>()?;
-        let mut cur: LoadMap<K> = LoadMap::default();
-        cur.insert(vec![K::default(); r].into_boxed_slice(), 0);
+        let mut cur: LoadTable<K> = LoadTable::new(r);
+        cur.find_or_insert(&vec![K::default(); r]);
         let mut counts: Vec<u128> = vec![1];
         let mut back: Vec<Vec<(u32, u32)>> = Vec::new();
         let mut largest = 1usize;
@@ -814,26 +892,26 @@ impl Prepared<'_> {
         let mut key = vec![K::default(); r];
         let (last, rest) = options.split_last()?;
         for opts in rest {
-            let mut next: LoadMap<K> = LoadMap::default();
+            let mut next: LoadTable<K> = LoadTable::new(r);
             let mut next_counts: Vec<u128> = Vec::new();
             let mut next_back: Vec<(u32, u32)> = Vec::new();
-            for (load, &idx) in &cur {
-                let n = counts[idx as usize];
+            for idx in 0..cur.len() {
+                let (load, n) = (cur.get(idx), counts[idx]);
                 for (oi, (mult, add)) in opts.iter().enumerate() {
                     for ((k, &l), &a) in key.iter_mut().zip(load.iter()).zip(add) {
                         *k = l + a;
                     }
                     let c = n.checked_mul(*mult)?;
-                    if let Some(&j) = next.get(key.as_slice()) {
-                        let slot = &mut next_counts[j as usize];
-                        *slot = slot.checked_add(c)?;
-                    } else {
+                    let (j, new) = next.find_or_insert(&key);
+                    if new {
                         if next_counts.len() >= cap {
                             return None;
                         }
-                        next.insert(key.clone().into_boxed_slice(), next_counts.len() as u32);
                         next_counts.push(c);
-                        next_back.push((idx, oi as u32));
+                        next_back.push((idx as u32, oi as u32));
+                    } else {
+                        let slot = &mut next_counts[j];
+                        *slot = slot.checked_add(c)?;
                     }
                 }
             }
@@ -848,13 +926,10 @@ impl Prepared<'_> {
         }
         // The last group only decides each placement's maximum: its layer is
         // never stored (it would be the largest), only folded into classes.
-        let mut classes = ClassCounts::new();
-        let mut finals: Vec<(u32, &[K])> =
-            cur.iter().map(|(load, &idx)| (idx, &load[..])).collect();
         // Deterministic examples: the first states reached, in order.
-        finals.sort_unstable_by_key(|f| f.0);
-        for (idx, load) in finals {
-            let n = counts[idx as usize];
+        let mut classes = ClassCounts::new();
+        for idx in 0..cur.len() {
+            let (load, n) = (cur.get(idx), counts[idx]);
             for (oi, (mult, add)) in last.iter().enumerate() {
                 let max = load
                     .iter()
@@ -867,7 +942,7 @@ impl Prepared<'_> {
                 if entry.1.len() < EXAMPLES_PER_CLASS {
                     let mut choice = vec![0usize; back.len() + 1];
                     choice[back.len()] = oi;
-                    let mut at = idx;
+                    let mut at = idx as u32;
                     for (layer, b) in back.iter().enumerate().rev() {
                         let (parent, o) = b[at as usize];
                         choice[layer] = o as usize;
