@@ -663,10 +663,6 @@ impl<K: Load> LoadTable<K> {
         }
     }
 
-    fn len(&self) -> usize {
-        self.len
-    }
-
     /// The loads of state `i`.
     fn get(&self, i: usize) -> &[K] {
         &self.loads[i * self.width..(i + 1) * self.width]
@@ -895,8 +891,8 @@ impl Prepared<'_> {
             let mut next: LoadTable<K> = LoadTable::new(r);
             let mut next_counts: Vec<u128> = Vec::new();
             let mut next_back: Vec<(u32, u32)> = Vec::new();
-            for idx in 0..cur.len() {
-                let (load, n) = (cur.get(idx), counts[idx]);
+            for (idx, &n) in counts.iter().enumerate() {
+                let load = cur.get(idx);
                 for (oi, (mult, add)) in opts.iter().enumerate() {
                     for ((k, &l), &a) in key.iter_mut().zip(load.iter()).zip(add) {
                         *k = l + a;
@@ -928,8 +924,8 @@ impl Prepared<'_> {
         // never stored (it would be the largest), only folded into classes.
         // Deterministic examples: the first states reached, in order.
         let mut classes = ClassCounts::new();
-        for idx in 0..cur.len() {
-            let (load, n) = (cur.get(idx), counts[idx]);
+        for (idx, &n) in counts.iter().enumerate() {
+            let load = cur.get(idx);
             for (oi, (mult, add)) in last.iter().enumerate() {
                 let max = load
                     .iter()
