@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "blas_serial",
-        "numalab blas --n 128 --budget 0.01 --min-reps 2 --warmup 0 --json",
+        "numalab blas --n 64 --budget 0.01 --min-reps 2 --warmup 0 --json",
     ),
     (
         "blas_full",
@@ -68,7 +68,7 @@ fn quartet_blas_serial_puts_every_operand_on_its_node() {
     assert_eq!(v["command"], "blas");
     assert_eq!(v["mode"], "serial");
     assert_eq!(v["verified"], true);
-    assert_eq!(v["n"], 128);
+    assert_eq!(v["n"], 64);
     assert_eq!(v["openblas"]["num_threads_after"], 1);
     assert_eq!(v["memory_nodes"], serde_json::json!([0, 1, 2, 3]));
     for k in v["kernels"].as_array().unwrap() {

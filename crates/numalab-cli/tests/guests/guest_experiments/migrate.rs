@@ -16,7 +16,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ),
     (
         "migrate_matrix",
-        "numalab migrate --matrix --size 4M --reps 1 --json",
+        "numalab migrate --matrix --size 1M --reps 1 --json",
     ),
     (
         "migrate_thp",
@@ -118,7 +118,7 @@ fn quartet_matrix_verifies_all_twelve_ordered_pairs() {
         );
         assert_eq!(methods(p).len(), 3);
         for m in methods(p) {
-            moved_all(m, a, b, 1024, 1);
+            moved_all(m, a, b, 256, 1);
         }
     }
     let mx = v["matrices"].as_array().unwrap();
