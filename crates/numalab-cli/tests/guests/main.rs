@@ -12,10 +12,11 @@ mod guest_experiments;
 mod guest_report;
 
 /// Every guest of the lane, longest first (booted three at a time on this
-/// 2-core host: the main Quartet 643 s, the measurements' 439 s,
-/// refinement's 133 s, profile's 334 s, the truth suite's 235 s, the ring
-/// 317 s, 6.1 59 s; the lane 793 s): the first test that asks for a guest
-/// starts them all in this order (`common::start_guests`).
+/// 2-core host, one run on a day its CPUs were slow: the main Quartet
+/// 789 s, the measurements' 586 s, refinement's 268 s, profile's 581 s, the
+/// truth suite's 387 s, the ring 290 s, 6.1 115 s; the lane 1095 s; a lone
+/// boot takes 17-22 s): the first test that asks for a guest starts them
+/// all in this order (`common::start_guests`).
 static GUESTS: &[&common::LazyGuest] = &[
     &guest_experiments::QUARTET,
     &guest_experiments::QUARTET_MEASURES,
