@@ -100,19 +100,20 @@ impl Ended {
     }
 }
 
+/// The fields of /proc/PID/stat after the command name: state, ppid, ...
+fn stat_fields(pid: impl std::fmt::Display) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
 fn children_of(pid: u32) -> Vec<i32> {
     let Ok(d) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     d.filter_map(|e| {
         let p: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        let ppid: u32 = stat
-            .get(stat.rfind(')')? + 1..)?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
+        let ppid: u32 = stat_fields(p)?.get(1)?.parse().ok()?;
         (ppid == pid).then_some(p)
     })
     .collect()
@@ -158,13 +159,7 @@ fn interrupt(state: &Path, args: &[&str], sig: i32, at: Moment, original: &str) 
     let children = children_of(child.id());
     let weight_at_signal = node0();
     // Read last, right before the signal: a zombie has finished its run.
-    let exited_first = std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
-        .ok()
-        .and_then(|st| {
-            let rest = st.get(st.rfind(')')? + 1..)?;
-            rest.split_whitespace().next().map(|state| state == "Z")
-        })
-        .unwrap_or(false);
+    let exited_first = stat_fields(child.id()).is_some_and(|f| f.first().is_some_and(|s| s == "Z"));
     // SAFETY: kill(2) on our own child's pid, not yet reaped.
     unsafe { libc::kill(child.id() as i32, sig) };
     let status = wait_limited(&mut child, &what);

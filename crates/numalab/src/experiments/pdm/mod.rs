@@ -39,7 +39,6 @@ use crate::machine::Machine;
 use crate::random::SplitMix64;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
-use std::hash::{Hash, Hasher};
 
 /// Most nodes the model takes.
 pub const MAX_NODES: usize = 64;
@@ -610,32 +609,12 @@ fn bfs(s: usize, adj: &[Vec<(usize, usize)>], cpu: &[bool]) -> (Vec<Option<u32>>
     (dist, sigma)
 }
 
-/// A fast hash for load vectors: the keys are small integers, hashed many
+/// A fast hash of a load vector: the loads are small integers, hashed many
 /// times, and need no protection against chosen collisions.
-#[derive(Default)]
-struct LoadHasher(u64);
-
-impl Hasher for LoadHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(u64::from(x));
-    }
-    fn write_u16(&mut self, x: u16) {
-        self.write_u64(u64::from(x));
-    }
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
+fn hash_loads<K: Load>(key: &[K]) -> u64 {
+    key.iter().fold(0u64, |h, &k| {
+        (h.rotate_left(5) ^ k.into()).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+    })
 }
 
 /// One layer of the DP's states: load vectors of `width` loads stored one
@@ -671,12 +650,8 @@ impl<K: Load> LoadTable<K> {
     /// Where `key`'s probe starts in a table of `slots` slots: the hash's
     /// high bits (Fibonacci hashing), as its low bits mix poorly.
     fn start(key: &[K], slots: usize) -> usize {
-        let mut h = LoadHasher::default();
-        for &k in key {
-            h.write_u64(k.into());
-        }
         let shift = 64 - slots.trailing_zeros();
-        (h.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
+        (hash_loads(key).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
     }
 
     /// The number of `key`'s state, and whether it is new (numbered next).
@@ -715,10 +690,7 @@ impl<K: Load> LoadTable<K> {
 }
 
 /// The integer type of one load in the DP's keys.
-trait Load:
-    Copy + Eq + Hash + Default + Into<u64> + TryFrom<u64> + std::ops::Add<Output = Self>
-{
-}
+trait Load: Copy + Eq + Default + Into<u64> + TryFrom<u64> + std::ops::Add<Output = Self> {}
 impl Load for u16 {}
 impl Load for u32 {}
 impl Load for u64 {}
