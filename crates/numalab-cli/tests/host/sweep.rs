@@ -133,9 +133,12 @@ fn folded_sweep_on_this_host() {
             assert_eq!(t["moved_by"], "core-swap", "{t}");
             assert_ne!(t["labels"], t["twin_labels"]);
             assert_eq!(t["verified"], true);
-            assert!(t["samples"].as_array().unwrap().len() >= 6, "two runs: {t}");
+            // Two runs each (twin, representative, twin after the
+            // representative's own), at least one sample a run: a loaded
+            // host spends a 0.2 s case budget in fewer than three.
+            assert!(t["samples"].as_array().unwrap().len() >= 2, "two runs: {t}");
             assert!(
-                t["twin_samples"].as_array().unwrap().len() >= 6,
+                t["twin_samples"].as_array().unwrap().len() >= 2,
                 "two runs: {t}"
             );
         }
