@@ -243,8 +243,6 @@ extern "C" fn at_exit() {
 /// sampler thread; its copy of the queue holds the parent's records).
 extern "C" fn after_fork_in_child() {
     queue::disable();
-    // The child has no sampler: it arms nothing of its own either.
-    sampler::no_more_fresh_arms();
     words::after_fork_in_child();
     // Said, so that the profile can tell that a child was not sampled.
     // SAFETY: getpid and getppid have no preconditions.

@@ -382,12 +382,6 @@ fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, 
     ARMED_TOTAL.fetch_add(1, SeqCst);
 }
 
-/// New allocations get no page armed from now on (a forked child, which
-/// no sampler thread serves).
-pub fn no_more_fresh_arms() {
-    FRESH_TOKENS.store(0, SeqCst);
-}
-
 /// Arms a few untouched pages of an allocation the program just made
 /// (`[start, start + len)`, tracked already), on the calling thread: their
 /// faults are first touches, whenever the program gets to them. Uniform

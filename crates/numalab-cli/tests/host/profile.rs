@@ -754,50 +754,6 @@ fn static_arrays_and_stacks_are_located_and_named() {
 }
 
 #[test]
-fn a_new_allocations_first_touches_are_sampled_at_any_rate() {
-    let dir = scratch("profile-fresh-arms");
-    // One page a second: uniform draws all but never fall inside the
-    // initialisations (milliseconds). The pages armed as each array is
-    // allocated still sample who placed it: one in 16 pages, 8 at most.
-    let (program_out, v) = profile_truth(&dir, &["--rate", "1"]);
-    let pid = v["pid"].as_u64().unwrap().to_string();
-    let region_at = |name: &str| {
-        let addr = program_out
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{name} 0x")))
-            .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
-            .unwrap();
-        v["regions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["first_address"] == addr)
-            .unwrap_or_else(|| panic!("no region for {name}: {v}"))
-            .clone()
-    };
-    // A (24 MiB) and E (8 MiB), written by the main thread after it
-    // allocated them all: 8 first touches each, all its writes.
-    for name in ["A", "E"] {
-        // (A uniform draw, about one in the whole run, may add one.)
-        let f = &region_at(name)["first_touch"];
-        let n = f["samples"].as_u64().unwrap();
-        assert!((8..=9).contains(&n), "{name}: {f}");
-        assert_eq!(f["writes"], n, "{name}: {f}");
-        assert_eq!(
-            f["threads"],
-            serde_json::json!({ pid.clone(): n }),
-            "{name}: {f}"
-        );
-    }
-    // B: allocated by the main thread, its slices written by the workers:
-    // the armed pages name the workers, never the allocating thread.
-    let fb = &region_at("B")["first_touch"];
-    assert!((8..=9).contains(&fb["samples"].as_u64().unwrap()), "{fb}");
-    let owners = fb["threads"].as_object().unwrap();
-    assert!(!owners.contains_key(&pid), "{fb}");
-}
-
-#[test]
 fn first_touches_name_the_thread_that_placed_each_array() {
     let dir = scratch("profile-first-touch");
     // A high fixed rate: the arrays are initialised within milliseconds.
