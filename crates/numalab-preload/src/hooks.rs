@@ -172,11 +172,6 @@ fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32, fd: c_int) -> *mu
         depth = call_stack(&mut pcs);
     }
     emit_frames(p as u64, &pcs[..depth]);
-    // Anonymous memory only: a file's pages were placed by whoever read
-    // the file into the page cache, not by this program's first touch.
-    if fd < 0 {
-        crate::sampler::arm_new_region(p as usize, n);
-    }
     p
 }
 
@@ -574,14 +569,6 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
     let r = libc::syscall(libc::SYS_madvise, addr, len, advice) as c_int;
     if r == 0 && active() {
         crate::huge::advise(addr as usize, len, advice);
-        // Pages of a new allocation armed one by one before this advice
-        // would keep their huge-page spans on small pages: armed again,
-        // now as whole spans.
-        if advice == libc::MADV_HUGEPAGE && !on_library_thread() {
-            let (start, end) = (floor(addr as usize), (addr as usize).saturating_add(len));
-            tables::disarm_range(start, end, restore);
-            crate::sampler::arm_new_region(start, end - start);
-        }
     }
     r
 }

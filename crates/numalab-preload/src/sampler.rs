@@ -7,8 +7,7 @@ use crate::cost::{self, Controller};
 use crate::huge::{HugePages, Span};
 use crate::refine::Refiner;
 use crate::{page_size, queue, sys, tables, ARMED_TOTAL, OUT_FD};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::OnceLock;
+use std::sync::atomic::Ordering::SeqCst;
 
 /// Where an adaptive rate starts (pages armed a second): low, so that a
 /// short program is not overcharged before the first measurement; the
@@ -31,23 +30,6 @@ const PAGES_PER_TICK: f64 = 4.0;
 const MAX_BURST: usize = 256;
 /// A page armed longer than this without an access is disarmed.
 const MAX_ARMED_NS: u64 = 200_000_000;
-/// A new allocation has a few of its pages armed as it is made (see
-/// [`arm_new_region`]): one in 16 of its pages, 8 at most, each drawn
-/// from its own stretch of the allocation.
-const FRESH_PAGES: usize = 8;
-const FRESH_STRETCH_PAGES: usize = 16;
-/// They wait for their first touch up to 2 s, not [`MAX_ARMED_NS`]: a
-/// program allocates its arrays first and initialises them later.
-const FRESH_ARMED_NS: u64 = 2_000_000_000;
-/// Pages armed that way, as tokens: a burst of 64 at most, earned at a
-/// quarter of the sampling rate, and none while a quarter of the armed
-/// table is in use (a program that allocates all the time pays at most
-/// that, and the uniform draws keep their table).
-const FRESH_BURST: usize = 64;
-static FRESH_TOKENS: AtomicUsize = AtomicUsize::new(0);
-/// The kernel's huge-page facts, opened once when sampling starts
-/// (`None`: THP off or unknown).
-static HUGE: OnceLock<Option<HugePages>> = OnceLock::new();
 /// Pages by node of every tracked region are written at 250 ms, then at
 /// least a second apart, and far enough apart that snapshots take at most
 /// 0.25% of the time (one taking 10 ms waits 4 s for the next); the
@@ -117,18 +99,11 @@ pub fn start(policy: RatePolicy, duration_ns: Option<u64>) -> bool {
     if matches!(policy, RatePolicy::Fixed(0)) {
         return false;
     }
-    HUGE.get_or_init(HugePages::open);
-    let started = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("numalab-sampler".into())
         .stack_size(64 << 10)
         .spawn(move || run(policy, duration_ns))
-        .is_ok();
-    // New allocations' pages are armed only where pages are armed at all:
-    // not with a PMU's samples, nor under Go's runtime (see the loop).
-    if started && !crate::pmu::on() && !crate::GO_RUNTIME.load(SeqCst) {
-        FRESH_TOKENS.store(FRESH_BURST, SeqCst);
-    }
-    started
+        .is_ok()
 }
 
 /// A small xorshift generator: the sampler only needs spread, not quality.
@@ -168,8 +143,6 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     // whatever a tick really took (a loaded or emulated machine sleeps
     // longer), at most MAX_BURST at once.
     let mut owed: f64 = 0.0;
-    // The same for pages of new allocations (FRESH_TOKENS).
-    let mut fresh_owed: f64 = 0.0;
     let mut last = sys::monotonic_ns();
     let mut snapshots = Snapshots {
         next_at: last + FIRST_SNAPSHOT_NS,
@@ -181,14 +154,13 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         next_at: crate::START_NS.load(SeqCst),
     };
     let mut refiner = Refiner::from_env(ps);
-    let huge = HUGE.get().and_then(Option::as_ref);
+    let huge = crate::huge::HugePages::open();
     let mut pmu = crate::pmu::PmuSampler::from_env(ps);
     loop {
         let tick = (PAGES_PER_TICK * 1e9 / control.rate) as u64;
         sys::sleep_ns(tick.clamp(MIN_TICK_NS, MAX_TICK_NS));
         let now = sys::monotonic_ns();
         if stop_at.is_some_and(|end| now >= end) {
-            FRESH_TOKENS.store(0, SeqCst);
             if let Some(p) = pmu.as_mut() {
                 p.tick(true);
             }
@@ -201,20 +173,13 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         tables::take_pending(touched);
         queue::drain_inspecting(OUT_FD.load(SeqCst), false, |r| refiner.observe(r));
         refiner.tick(now);
-        let earned = control.rate * now.saturating_sub(last) as f64 / 1e9;
-        owed = (owed + earned).min(MAX_BURST as f64);
-        fresh_owed += earned / 4.0;
-        if fresh_owed >= 1.0 {
-            let add = fresh_owed as usize;
-            fresh_owed -= add as f64;
-            let _ = FRESH_TOKENS.fetch_update(SeqCst, SeqCst, |t| Some((t + add).min(FRESH_BURST)));
-        }
+        owed += control.rate * now.saturating_sub(last) as f64 / 1e9;
+        owed = owed.min(MAX_BURST as f64);
         last = now;
         // With a PMU, its samples, and no page armed.
         if let Some(p) = pmu.as_mut() {
             p.tick(false);
             owed = 0.0;
-            FRESH_TOKENS.store(0, SeqCst);
             if p.refused() {
                 pmu = None;
             }
@@ -222,7 +187,6 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         // Go's runtime makes system calls libc never sees: no page armed.
         if crate::GO_RUNTIME.load(SeqCst) {
             owed = 0.0;
-            FRESH_TOKENS.store(0, SeqCst);
         }
         // The tracked pages are counted once a tick, not once a page.
         let (_, total) = tables::nth_page(0, ps);
@@ -240,7 +204,7 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
                 (true, 1) => Choice::ByRegion,
                 (true, _) => Choice::Uniform,
             };
-            arm_one(&mut rng, ps, huge, total, choice);
+            arm_one(&mut rng, ps, huge.as_ref(), total, choice);
         }
         control.tick(now);
         snapshots.take_when_due(now);
@@ -260,9 +224,6 @@ enum Choice {
     ByRegion,
     /// This one (checked as any other: it must be tracked).
     Page(usize),
-    /// This page of a new allocation, armed only if absent: its fault is
-    /// a first touch, and it waits longer for it ([`FRESH_ARMED_NS`]).
-    Fresh(usize),
 }
 
 fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, choice: Choice) {
@@ -282,7 +243,7 @@ fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, 
             let k = (rng.next() % total as u64) as usize;
             tables::nth_page(k, ps).0
         }
-        Choice::Page(p) | Choice::Fresh(p) => Some(p),
+        Choice::Page(p) => Some(p),
     };
     let Some(page) = page else {
         return;
@@ -299,10 +260,6 @@ fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, 
     // writers. An absent page is not probed (its writes are first touches).
     let probe = matches!(choice, Choice::Page(_));
     if probe && node == tables::NODE_ABSENT {
-        return;
-    }
-    let fresh = matches!(choice, Choice::Fresh(_));
-    if fresh && node != tables::NODE_ABSENT {
         return;
     }
     // The protection its region had, which the page gets back; a page of
@@ -372,51 +329,8 @@ fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, 
             tables::set_node(i, n);
         }
     }
-    // `since` is when expiry counts from: a fresh page's lies ahead.
-    let wait = if fresh {
-        FRESH_ARMED_NS - MAX_ARMED_NS
-    } else {
-        0
-    };
-    tables::finish_arming(i, sys::monotonic_ns() + wait);
+    tables::finish_arming(i, sys::monotonic_ns());
     ARMED_TOTAL.fetch_add(1, SeqCst);
-}
-
-/// Arms a few untouched pages of an allocation the program just made
-/// (`[start, start + len)`, tracked already), on the calling thread: their
-/// faults are first touches, whenever the program gets to them. Uniform
-/// draws alone catch an initialisation only when a tick falls inside it,
-/// and a quick one (8 MiB written in a few ms) got 4 samples or none;
-/// these give every large allocation up to [`FRESH_PAGES`] samples of who
-/// placed it, spread over its length. Bounded by [`FRESH_TOKENS`].
-pub fn arm_new_region(start: usize, len: usize) {
-    let ps = page_size();
-    let first = start.div_ceil(ps) * ps;
-    let end = start.saturating_add(len) / ps * ps;
-    if end <= first {
-        return;
-    }
-    let pages = (end - first) / ps;
-    let k = (pages / FRESH_STRETCH_PAGES).min(FRESH_PAGES);
-    if k == 0
-        || tables::armed_count() >= tables::ARMED_CAPACITY / 4
-        || !tables::in_region(first, end - first)
-    {
-        return;
-    }
-    if FRESH_TOKENS
-        .fetch_update(SeqCst, SeqCst, |t| t.checked_sub(k))
-        .is_err()
-    {
-        return;
-    }
-    let huge = HUGE.get().and_then(Option::as_ref);
-    let mut rng = Random((sys::monotonic_ns() ^ start as u64) | 1);
-    for i in 0..k {
-        let (lo, hi) = (pages * i / k, pages * (i + 1) / k);
-        let page = first + (lo + rng.next() as usize % (hi - lo)) * ps;
-        arm_one(&mut rng, ps, huge, 1, Choice::Fresh(page));
-    }
 }
 
 /// Regions of at most this many pages are asked which of their pages are
