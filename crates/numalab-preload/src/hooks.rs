@@ -562,6 +562,21 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -
 }
 
 /// # Safety
+/// As C's `sigaltstack`. The kernel writes a signal's frame on this stack,
+/// ours included (the fault handler runs `SA_ONSTACK`): a frame written
+/// onto an armed page cannot be written, and the kernel kills the process
+/// with SIGSEGV. So the range is never armed again, as after `mprotect`.
+/// (LLVM in rustc sets a malloc'd 77,488-byte stack: large enough to be a
+/// tracked allocation whose pages the sampler draws.)
+#[no_mangle]
+pub unsafe extern "C" fn sigaltstack(ss: *const libc::stack_t, old: *mut libc::stack_t) -> c_int {
+    if !ss.is_null() && (*ss).ss_flags & libc::SS_DISABLE == 0 {
+        untrack((*ss).ss_sp as usize, (*ss).ss_size);
+    }
+    libc::syscall(libc::SYS_sigaltstack, ss, old) as c_int
+}
+
+/// # Safety
 /// As C's `madvise`: the huge-page advice is noted, so that sampling keeps
 /// the huge pages it asks for whole.
 #[no_mangle]

@@ -462,3 +462,30 @@ fn array_of(t: &str) -> (u64, u64) {
     let start = u64::from_str_radix(w.next().unwrap().trim_start_matches("0x"), 16).unwrap();
     (start, w.next().unwrap().parse().unwrap())
 }
+
+#[test]
+fn an_alternate_signal_stack_is_never_armed() {
+    let (o, r) = run("altstack", 20_000);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("signals 200"), "{t}");
+    let at = t
+        .lines()
+        .find_map(|l| l.strip_prefix("altstack 0x"))
+        .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+        .unwrap();
+    // Tracked when malloc returned it, let go when it became a signal
+    // stack (the program never frees it).
+    assert!(
+        r.iter().any(|x| x.kind == Kind::Alloc && x.addr == at),
+        "{t}"
+    );
+    assert!(
+        r.iter().any(|x| x.kind == Kind::Free && x.addr == at),
+        "{t}"
+    );
+    let end = at + (1 << 20);
+    assert!(
+        !samples(&r).iter().any(|x| x.addr >= at && x.addr < end),
+        "a sample in the signal stack"
+    );
+}

@@ -326,17 +326,28 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
         from_node("0") * 10 <= from_node("3"),
         "E's samples from node 0 (the initialising pass) against node 3's reads: {e}"
     );
+    // Its first touches, where sampled, were all the main thread's. How
+    // many are sampled is chance: the main thread writes E's 8 MiB in a few
+    // ms, about 6 expected at this rate (CI once drew 4). With at least 5
+    // the diagnosis names the main thread; with fewer it must not claim a
+    // toucher, and says only that E is bound away from its users.
     let fe = &e["first_touch"];
-    let ne = fe["samples"].as_u64().unwrap();
-    assert!(ne >= 5, "E: {ne} first touches sampled: {fe}");
-    assert_eq!(
-        fe["threads"],
-        serde_json::json!({ pid.to_string(): ne }),
-        "{fe}"
-    );
+    let ne = fe["samples"].as_u64().unwrap_or(0);
+    if ne > 0 {
+        assert_eq!(
+            fe["threads"],
+            serde_json::json!({ pid.to_string(): ne }),
+            "{fe}"
+        );
+    }
     let de = diag(e);
     assert_eq!(de.len(), 1, "{de:?}");
-    assert_eq!(de[0]["kind"], "first-touched-elsewhere", "{de:?}");
+    let kind = if ne >= 5 {
+        "first-touched-elsewhere"
+    } else {
+        "remote-bound"
+    };
+    assert_eq!(de[0]["kind"], kind, "{ne} first touches: {de:?}");
     assert!(de[0]["fix"]
         .as_str()
         .unwrap()
