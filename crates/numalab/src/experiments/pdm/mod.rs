@@ -1498,7 +1498,8 @@ pub struct ClassDraw {
 /// on `machine`, each drawn uniformly from its class: uniform placements are
 /// drawn and sorted into their classes (a placement met twice is kept once)
 /// until every class has `per_class`, or all its placements when it has
-/// fewer, or [`MAX_DRAWS`] were drawn. Classes come from the count, so a
+/// fewer, or [`MAX_DRAWS`] were drawn, or (exact counts) no class still
+/// short can expect another hit (`worth_drawing_on`). Classes come from the count, so a
 /// class too rare to be met still appears: it gets the count's examples
 /// (up to [`EXAMPLES_PER_CLASS`], marked `drawn: false`) and may still hold
 /// fewer placements than wanted.
