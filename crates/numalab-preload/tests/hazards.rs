@@ -454,10 +454,15 @@ fn file_mappings_are_sampled_and_keep_their_protection() {
 
 /// The "array ADDRESS BYTES" line a mode prints.
 fn array_of(t: &str) -> (u64, u64) {
+    range_of(t, "array")
+}
+
+/// The "LABEL ADDRESS BYTES" line a mode prints.
+fn range_of(t: &str, label: &str) -> (u64, u64) {
     let line = t
         .lines()
-        .find(|l| l.starts_with("array "))
-        .unwrap_or_else(|| panic!("{t}"));
+        .find(|l| l.strip_prefix(label).is_some_and(|r| r.starts_with(' ')))
+        .unwrap_or_else(|| panic!("no '{label}' line: {t}"));
     let mut w = line.split_whitespace().skip(1);
     let start = u64::from_str_radix(w.next().unwrap().trim_start_matches("0x"), 16).unwrap();
     (start, w.next().unwrap().parse().unwrap())
@@ -468,11 +473,7 @@ fn an_alternate_signal_stack_is_never_armed() {
     let (o, r) = run("altstack", 20_000);
     let t = text(&o);
     assert!(o.status.success() && t.contains("signals 200"), "{t}");
-    let at = t
-        .lines()
-        .find_map(|l| l.strip_prefix("altstack 0x"))
-        .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
-        .unwrap();
+    let (at, len) = range_of(&t, "altstack");
     // Tracked when malloc returned it, let go when it became a signal
     // stack (the program never frees it).
     assert!(
@@ -483,7 +484,7 @@ fn an_alternate_signal_stack_is_never_armed() {
         r.iter().any(|x| x.kind == Kind::Free && x.addr == at),
         "{t}"
     );
-    let end = at + (1 << 20);
+    let end = at + len;
     assert!(
         !samples(&r).iter().any(|x| x.addr >= at && x.addr < end),
         "a sample in the signal stack"
