@@ -7,7 +7,8 @@
 # and rustfmt-web beside Debian's toolchain), Debian's Chromium (headless,
 # renders report.html), DejaVu fonts (the same text metrics everywhere),
 # linux-perf (perf stat, the reference of the `run --counters` tests), and
-# for libnumalab's tests: gfortran (the Fortran module), cbindgen 0.29.4
+# for libnumalab's tests: gfortran (the Fortran module), cmake (the examples'
+# CMakeLists.txt through pkg-config), cbindgen 0.29.4
 # from crates.io (cargo install; the header test), and a Python virtual
 # environment ($NUMALAB_VENV, default ~/.cache/numalab/python-venv) with
 # maturin, numpy, pandas and pytest pinned from PyPI (the Python package);
@@ -36,7 +37,7 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 
 need=()
 pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas-dev)
-[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran python3 python3-venv binutils libjemalloc2 xz-utils redis-server redis-tools golang-go default-jre-headless nodejs python3-numpy sqlite3)
+[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran cmake python3 python3-venv binutils libjemalloc2 xz-utils redis-server redis-tools golang-go default-jre-headless nodejs python3-numpy sqlite3)
 for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")
 done

@@ -435,12 +435,50 @@ mod tests {
                 .to_str()
                 .unwrap();
             assert_eq!(e, "numalab_machine_node: node 9 does not exist; nodes: 0-4");
+            let mut cpus = [0u32; 16];
+            assert_eq!(
+                numalab_machine_cpus(m, cpus.as_mut_ptr(), 16, &mut n),
+                NUMALAB_OK
+            );
+            assert_eq!(&cpus[..n], &[0, 1, 2, 3]);
+            // Too little room: the first ones are written, the count says how many.
+            cpus = [99; 16];
+            assert_eq!(
+                numalab_machine_cpus(m, cpus.as_mut_ptr(), 3, &mut n),
+                NUMALAB_E_TRUNCATED
+            );
+            assert_eq!((n, &cpus[..4]), (4, &[0, 1, 2, 99][..]));
+            assert_eq!(
+                numalab_machine_node_cpus(m, 2, cpus.as_mut_ptr(), 16, &mut n),
+                NUMALAB_OK
+            );
+            assert_eq!(&cpus[..n], &[2]);
+            // The CPU-less node has none; a node that does not exist is named.
+            assert_eq!(
+                numalab_machine_node_cpus(m, 4, cpus.as_mut_ptr(), 16, &mut n),
+                NUMALAB_OK
+            );
+            assert_eq!(n, 0);
+            assert_eq!(
+                numalab_machine_node_cpus(m, 5, cpus.as_mut_ptr(), 16, &mut n),
+                NUMALAB_E_INVALID
+            );
             let mut caches = 0;
             assert_eq!(numalab_machine_cache_count(m, &mut caches), NUMALAB_OK);
             assert!(caches > 0);
             let mut c = numalab_cache_info::default();
             assert_eq!(numalab_machine_cache(m, 0, &mut c), NUMALAB_OK);
             assert!((1..=5).contains(&c.level) && c.size_bytes > 0, "{c:?}");
+            assert_eq!(
+                numalab_machine_cache_cpus(m, 0, cpus.as_mut_ptr(), 16, &mut n),
+                NUMALAB_OK
+            );
+            assert_eq!(n as u32, c.cpu_count, "{c:?}");
+            assert!(cpus[..n].iter().all(|&cpu| cpu < 4), "{:?}", &cpus[..n]);
+            assert_eq!(
+                numalab_machine_cache_cpus(m, caches, cpus.as_mut_ptr(), 16, &mut n),
+                NUMALAB_E_INVALID
+            );
             let mut need = 0;
             assert_eq!(
                 numalab_machine_json(m, std::ptr::null_mut(), 0, &mut need),

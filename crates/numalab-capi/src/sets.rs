@@ -637,6 +637,53 @@ mod tests {
     }
 
     #[test]
+    fn union_and_intersection_follow_the_cpus_and_refuse_two_machines() {
+        let m = quartet();
+        let a = parsed(m, c"node:0-1");
+        let b = parsed(m, c"node:1-2");
+        let (mut u, mut i) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let mut text = [0 as c_char; 64];
+        let format = |s: *const numalab_set, text: &mut [c_char; 64]| {
+            // SAFETY: valid pointers and the buffer's size.
+            let st = unsafe { numalab_set_format(s, text.as_mut_ptr(), 64, std::ptr::null_mut()) };
+            assert_eq!(st, NUMALAB_OK);
+            // SAFETY: NUL-terminated by numalab_set_format.
+            unsafe { std::ffi::CStr::from_ptr(text.as_ptr()) }
+                .to_str()
+                .unwrap()
+                .to_string()
+        };
+        // SAFETY: valid pointers throughout.
+        unsafe {
+            assert_eq!(numalab_set_union(a, b, &mut u), NUMALAB_OK);
+            assert_eq!(cpus(u), [0, 1, 2, 3, 4, 5]);
+            assert_eq!(format(u, &mut text), "cpus {0-5} nodes {0-2}");
+            assert_eq!(numalab_set_intersection(a, b, &mut i), NUMALAB_OK);
+            assert_eq!(cpus(i), [2, 3]);
+            assert_eq!(format(i, &mut text), "cpus {2-3} nodes {1}");
+            // Sets of two loads of the same file are of two machines.
+            let other = quartet();
+            let c = parsed(other, c"node:3");
+            let mut bad = std::ptr::null_mut();
+            assert_eq!(numalab_set_union(a, c, &mut bad), NUMALAB_E_INVALID);
+            assert!(bad.is_null());
+            assert_eq!(
+                last(),
+                "numalab_set_union: the two sets belong to different machines (load the machine once and make both sets from it)"
+            );
+            assert_eq!(
+                numalab_set_intersection(a, std::ptr::null(), &mut bad),
+                NUMALAB_E_NULL
+            );
+            for s in [a, b, u, i, c] {
+                assert_eq!(numalab_set_free(s), NUMALAB_OK);
+            }
+            crate::machine::numalab_machine_free(m);
+            crate::machine::numalab_machine_free(other);
+        }
+    }
+
+    #[test]
     fn named_subsets_nest_and_are_found_by_path() {
         let m = quartet();
         let io = parsed(m, c"node:0");

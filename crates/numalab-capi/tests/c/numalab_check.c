@@ -6,10 +6,17 @@
  *       policy and verify: one line "policy=P status=S verified=V total=T
  *       untouched=U nodes=N:C,..." each. "k/POLICY" allocates with
  *       NUMALAB_ALLOC_WEIGHTED_KERNEL; "team:SET" is a first touch by the
- *       set's CPUs; "range:POLICY" places a malloc'ed range instead.
+ *       set's CPUs; "range:POLICY" places a malloc'ed range instead;
+ *       "from:SET/POLICY" binds the calling thread to SET first (for
+ *       first-touch, local, remote and preferred, relative to it) and back
+ *       to all its CPUs after.
  *   numalab_check threads SET POLICY N       N threads, each bound as member
  *       i of a team of N by thread policy POLICY over SET, each checked:
  *       "thread=i cpu=C running=R allowed=A verified=V".
+ *   numalab_check bind SET_A SET_B           numalab_bind_thread_id puts a
+ *       second thread on SET_A, numalab_bind_process then both on SET_B;
+ *       each checked once it has run there: "step=S thread=T running=R
+ *       allowed=A verified=V".
  *   numalab_check errors                     bad input from C: each case
  *       prints "ok CASE" or "FAIL CASE ..."; exit status = failures.
  *   numalab_check sets TOPOLOGY              named and nested sets.
@@ -49,9 +56,28 @@ static int policies(int argc, char **argv) {
     if (s != NUMALAB_OK) die("machine", s);
     long pages = atol(argv[0]);
     size_t page = 4096;
+    numalab_set *all;
+    s = numalab_set_parse(m, "all", &all);
+    if (s != NUMALAB_OK) die("set all", s);
     for (int i = 1; i < argc; i++) {
-        const char *text = argv[i];
+        const char *shown = argv[i];
+        const char *text = shown;
         unsigned flags = 0;
+        int moved = 0;
+        if (strncmp(text, "from:", 5) == 0) {
+            const char *slash = strchr(text, '/');
+            if (!slash) die("from:SET/POLICY without '/'", NUMALAB_E_INVALID);
+            char expr[256];
+            snprintf(expr, sizeof expr, "%.*s", (int)(slash - text - 5), text + 5);
+            numalab_set *from;
+            s = numalab_set_parse(m, expr, &from);
+            if (s != NUMALAB_OK) die("from set", s);
+            s = numalab_bind_thread(from);
+            if (s != NUMALAB_OK) die("bind to the from set", s);
+            numalab_set_free(from);
+            moved = 1;
+            text = slash + 1;
+        }
         numalab_policy *p = NULL;
         numalab_buffer_check c;
         void *buf = NULL;
@@ -83,9 +109,9 @@ static int policies(int argc, char **argv) {
             if (s == NUMALAB_OK) s = numalab_verify(buf, &c);
         }
         if (s != NUMALAB_OK) {
-            printf("policy=%s status=%s error=%s\n", text, name(s), numalab_last_error());
+            printf("policy=%s status=%s error=%s\n", shown, name(s), numalab_last_error());
         } else {
-            printf("policy=%s status=%s verified=%d total=%llu untouched=%llu ", text, name(s),
+            printf("policy=%s status=%s verified=%d total=%llu untouched=%llu ", shown, name(s),
                    c.verified, (unsigned long long)c.pages.total,
                    (unsigned long long)c.pages.untouched);
             print_nodes(&c.pages);
@@ -94,7 +120,9 @@ static int policies(int argc, char **argv) {
         if (buf) numalab_free(buf);
         free(range);
         numalab_policy_free(p);
+        if (moved && (s = numalab_bind_thread(all)) != NUMALAB_OK) die("bind back to all", s);
     }
+    numalab_set_free(all);
     numalab_machine_free(m);
     return 0;
 }
@@ -163,6 +191,113 @@ static int threads(const char *expr, const char *policy, int n) {
     numalab_set_free(set);
     numalab_machine_free(m);
     return 0;
+}
+
+/* The allowed CPUs of a check, as "0,2,5". */
+static void print_allowed(const numalab_thread_check *c) {
+    int first = 1;
+    for (unsigned cpu = 0; cpu < NUMALAB_MAX_CPUS; cpu++)
+        if (numalab_mask_isset(c->allowed, cpu)) {
+            printf("%s%u", first ? "" : ",", cpu);
+            first = 0;
+        }
+}
+
+static void spin(void) {
+    volatile double x = 0;
+    for (int i = 0; i < 2000000; i++) x += i;
+}
+
+/* Two threads taking turns: the second waits for "go", runs a little and
+ * checks itself against the set it was put on, then says "done". */
+struct turns {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int go, done;
+    int tid;
+    const numalab_set *asked;
+    numalab_thread_check check;
+    numalab_status status;
+};
+
+static void wait_for(struct turns *t, int *flag, int value) {
+    pthread_mutex_lock(&t->lock);
+    while (*flag < value) pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void set_flag(struct turns *t, int *flag, int value) {
+    pthread_mutex_lock(&t->lock);
+    *flag = value;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void *second_thread(void *arg) {
+    struct turns *t = arg;
+    int tid = 0;
+    numalab_thread_id(&tid);
+    pthread_mutex_lock(&t->lock);
+    t->tid = tid;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    for (int round = 1; round <= 2; round++) {
+        wait_for(t, &t->go, round);
+        spin();
+        t->status = numalab_check_thread(0, t->asked, &t->check);
+        set_flag(t, &t->done, round);
+    }
+    return NULL;
+}
+
+static void print_check(const char *step, const char *who, numalab_status s,
+                        const numalab_thread_check *c) {
+    if (s != NUMALAB_OK) {
+        printf("step=%s thread=%s status=%s error=%s\n", step, who, name(s), numalab_last_error());
+        failures++;
+        return;
+    }
+    printf("step=%s thread=%s running=%d allowed=", step, who, c->running_cpu);
+    print_allowed(c);
+    printf(" verified=%d\n", c->verified);
+}
+
+static int bindings(const char *expr_a, const char *expr_b) {
+    numalab_machine *m;
+    numalab_set *a, *b;
+    numalab_status s = numalab_machine_load(NULL, &m);
+    if (s != NUMALAB_OK) die("machine", s);
+    if ((s = numalab_set_parse(m, expr_a, &a)) != NUMALAB_OK) die("set a", s);
+    if ((s = numalab_set_parse(m, expr_b, &b)) != NUMALAB_OK) die("set b", s);
+    struct turns t = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    pthread_t id;
+    pthread_create(&id, NULL, second_thread, &t);
+    pthread_mutex_lock(&t.lock);
+    while (t.tid == 0) pthread_cond_wait(&t.cond, &t.lock);
+    pthread_mutex_unlock(&t.lock);
+
+    /* One thread, by its id, from another thread. */
+    if ((s = numalab_bind_thread_id(t.tid, a)) != NUMALAB_OK) die("numalab_bind_thread_id", s);
+    t.asked = a;
+    set_flag(&t, &t.go, 1);
+    wait_for(&t, &t.done, 1);
+    print_check("thread_id", "second", t.status, &t.check);
+
+    /* Every thread of the process. */
+    if ((s = numalab_bind_process(b)) != NUMALAB_OK) die("numalab_bind_process", s);
+    spin();
+    numalab_thread_check mine;
+    numalab_status ms = numalab_check_thread(0, b, &mine);
+    print_check("process", "main", ms, &mine);
+    t.asked = b;
+    set_flag(&t, &t.go, 2);
+    wait_for(&t, &t.done, 2);
+    print_check("process", "second", t.status, &t.check);
+    pthread_join(id, NULL);
+    numalab_set_free(a);
+    numalab_set_free(b);
+    numalab_machine_free(m);
+    return failures;
 }
 
 #define EXPECT(case_name, call, want)                                                       \
@@ -317,6 +452,20 @@ static int results(const char *path) {
         printf("machine nodes %zu\n", len);
     if (numalab_results_number(r, "/machine/nodes/1/os_index", &nodes) == NUMALAB_OK)
         printf("second node %g\n", nodes);
+    /* A table by name, and a value as text: its size first, then the text. */
+    size_t index, needed = 0;
+    if (numalab_results_table_find(r, "distances", &index) == NUMALAB_OK)
+        printf("find distances %zu\n", index);
+    s = numalab_results_table_find(r, "no-such-table", &index);
+    printf("find no-such-table %s %s\n", name(s), numalab_last_error());
+    if (numalab_results_text(r, "/schema_version", NULL, 0, &needed) == NUMALAB_OK) {
+        char *text = malloc(needed);
+        if (numalab_results_text(r, "/schema_version", text, needed, NULL) == NUMALAB_OK)
+            printf("schema_version %s (%zu bytes)\n", text, needed);
+        free(text);
+    }
+    if (numalab_results_text(r, "/machine/nodes/0", NULL, 0, &needed) == NUMALAB_OK)
+        printf("node 0 as JSON needs %zu bytes\n", needed);
     numalab_results_free(r);
     return 0;
 }
@@ -324,9 +473,10 @@ static int results(const char *path) {
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "policies") == 0) return policies(argc - 2, argv + 2);
     if (argc == 5 && strcmp(argv[1], "threads") == 0) return threads(argv[2], argv[3], atoi(argv[4]));
+    if (argc == 4 && strcmp(argv[1], "bind") == 0) return bindings(argv[2], argv[3]);
     if (argc == 2 && strcmp(argv[1], "errors") == 0) return errors();
     if (argc == 3 && strcmp(argv[1], "sets") == 0) return sets(argv[2]);
     if (argc == 3 && strcmp(argv[1], "results") == 0) return results(argv[2]);
-    fprintf(stderr, "usage: numalab_check policies PAGES POLICY... | threads SET POLICY N | errors | sets TOPOLOGY | results FILE\n");
+    fprintf(stderr, "usage: numalab_check policies PAGES POLICY... | threads SET POLICY N | bind SET_A SET_B | errors | sets TOPOLOGY | results FILE\n");
     return 2;
 }

@@ -1,10 +1,15 @@
 ! The Fortran module's calls an HPC code makes, and its errors: placing an
 ! allocatable the program already has, where its pages are, binding a
-! team member, a bad policy and a freed array as statuses with messages.
+! team member, a bad policy and a freed array as statuses with messages;
+! an array allocated and verified under every memory policy of the grammar
+! on the machine's first node, existing arrays placed by several, and an
+! OpenMP team bound by the scatter thread policy, each thread checked on
+! its own CPU (built with -fopenmp).
 ! Prints one line per case: "ok CASE ..." or "FAIL CASE ..."; stops with
 ! code 1 when any failed.
 program check
   use numalab
+  use omp_lib
   use, intrinsic :: iso_c_binding
   implicit none
   type(numalab_machine_t) :: m
@@ -16,6 +21,12 @@ program check
   real(c_double), pointer :: p(:), q(:)
   integer(c_int32_t), pointer :: k(:)
   integer :: status, cpu, failures
+  integer(c_int) :: node_ids(NUMALAB_MAX_NODES), cpu_ids(NUMALAB_MAX_CPUS)
+  integer(c_size_t) :: ncpus
+  integer :: nnodes, i, team
+  character(len=40) :: policies(8), placements(3)
+  integer, allocatable :: member_cpu(:), member_running(:), member_status(:), member_verified(:)
+  ! member_verified: how many CPUs the thread may run on once bound (1).
   failures = 0
 
   call numalab_init(m, status)
@@ -65,6 +76,81 @@ program check
   end if
   call numalab_deallocate(k, status)
   call expect('free them', status, NUMALAB_OK)
+
+  ! Every memory policy of the grammar, 64 pages each, on the first node.
+  call numalab_nodes(everything, node_ids, nnodes, status)
+  call expect('the nodes of all', status, NUMALAB_OK)
+  write (policies(1), '(a)') 'first-touch'
+  write (policies(2), '(a)') 'local'
+  write (policies(3), '(a, i0)') 'bind:', node_ids(1)
+  write (policies(4), '(a, i0)') 'preferred:', node_ids(1)
+  write (policies(5), '(a, i0)') 'interleave:', node_ids(1)
+  write (policies(6), '(a, i0, a)') 'interleave:', node_ids(1), '@4'
+  write (policies(7), '(a, i0, a)') 'weighted:', node_ids(1), '=3'
+  write (policies(8), '(a, i0, a)') 'weighted:', node_ids(1), '=2@2'
+  do i = 1, size(policies)
+     call numalab_allocate(m, p, 32768_c_size_t, trim(policies(i)), status)
+     call expect('allocate with '//trim(policies(i)), status, NUMALAB_OK)
+     if (status /= NUMALAB_OK) cycle
+     p = real(i, c_double)
+     call numalab_verify_array(p, bc, status)
+     if (status == NUMALAB_OK .and. bc%verified == 1 .and. bc%pages%total == 64 &
+          .and. bc%pages%untouched == 0 .and. (i <= 2 .or. bc%pages%by_node(node_ids(1)) == 64) &
+          .and. all(p == real(i, c_double))) then
+        print '(a, a, a, a)', 'ok policy ', trim(policies(i)), ' verified: ', numalab_counts_text(bc%pages)
+     else
+        print '(a, a, a, a)', 'FAIL policy ', trim(policies(i)), ': ', numalab_message(bc)
+        failures = failures + 1
+     end if
+     call numalab_deallocate(p, status)
+     call expect('free the '//trim(policies(i))//' array', status, NUMALAB_OK)
+  end do
+
+  ! Arrays the program has, placed page by page, in stripes and by weight.
+  write (placements(1), '(a, i0)') 'interleave:', node_ids(1)
+  write (placements(2), '(a, i0, a)') 'interleave:', node_ids(1), '@2'
+  write (placements(3), '(a, i0, a)') 'weighted:', node_ids(1), '=3'
+  do i = 1, size(placements)
+     x = real(i, c_double)
+     call numalab_place(m, x, trim(placements(i)), status)
+     call expect('place x by '//trim(placements(i)), status, NUMALAB_OK)
+     call numalab_where(x, counts, status)
+     if (status == NUMALAB_OK .and. counts%by_node(node_ids(1)) == counts%total &
+          .and. counts%total >= 196 .and. all(x == real(i, c_double))) then
+        print '(a, a, a, a)', 'ok placed by ', trim(placements(i)), ': ', numalab_counts_text(counts)
+     else
+        print '(a, a, a, a)', 'FAIL placed by ', trim(placements(i)), ': ', numalab_counts_text(counts)
+        failures = failures + 1
+     end if
+  end do
+
+  ! An OpenMP team, one thread per CPU, bound by the scatter policy.
+  status = numalab_set_cpus(everything%p, cpu_ids, int(NUMALAB_MAX_CPUS, c_size_t), ncpus)
+  call expect('the CPUs of all', status, NUMALAB_OK)
+  team = int(ncpus)
+  allocate (member_cpu(0:team - 1), member_running(0:team - 1), member_status(0:team - 1), &
+       member_verified(0:team - 1))
+  member_cpu = -1
+  member_status = -1
+  !$omp parallel num_threads(team) default(shared) private(i, cpu, status, tc)
+  i = omp_get_thread_num()
+  call numalab_bind_member(everything, 'scatter', team, i, cpu, status)
+  if (status == NUMALAB_OK) call numalab_check_thread(everything, tc, status)
+  member_cpu(i) = cpu
+  member_status(i) = status
+  member_running(i) = tc%running_cpu
+  member_verified(i) = tc%allowed_count
+  !$omp end parallel
+  do i = 0, team - 1
+     if (member_status(i) == NUMALAB_OK .and. member_running(i) == member_cpu(i) &
+          .and. member_verified(i) == 1 .and. count(member_cpu == member_cpu(i)) == 1) then
+        print '(a, i0, a, i0, a, i0)', 'ok thread ', i, ' of ', team, ' on CPU ', member_cpu(i)
+     else
+        print '(a, i0, a, i0, a, i0, a, i0)', 'FAIL thread ', i, ' status ', member_status(i), &
+             ' cpu ', member_cpu(i), ' running ', member_running(i)
+        failures = failures + 1
+     end if
+  end do
 
   call numalab_allocate(m, p, 10_c_size_t, 'scatter', status)
   call expect('a bad policy', status, NUMALAB_E_INVALID)

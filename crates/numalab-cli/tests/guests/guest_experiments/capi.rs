@@ -6,8 +6,10 @@
 //! node 2, `interleave:0-3` a quarter per node within a point, weighted 3:1
 //! as 75/25 within two points (laid by chunks, and by the kernel's
 //! weighted interleave), a team first-touching its shares, ranges placed,
-//! threads bound by a scatter policy on the CPUs asked, and the triad
-//! example with each array on its own node.
+//! remote, first-touch, local and preferred relative to the calling
+//! thread's node, threads bound by a scatter policy, by thread id and as a
+//! whole process on the CPUs asked, and the triad example with each array
+//! on its own node.
 
 use crate::common::{repo_root, Step};
 use crate::guest_experiments::quartet;
@@ -20,8 +22,9 @@ use std::sync::OnceLock;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "capi_policies",
-        "numalab_check policies 1024 bind:2 interleave:0-3 interleave:0-3@4 weighted:0=3,1=1 k/weighted:0=3,1=1 preferred:3 team:all range:bind:1 range:interleave:0-3 range:weighted:0=3,1=1",
+        "numalab_check policies 1024 bind:2 interleave:0-3 interleave:0-3@4 weighted:0=3,1=1 k/weighted:0=3,1=1 preferred:3 team:all range:bind:1 range:interleave:0-3 range:weighted:0=3,1=1 from:node:1/remote:near from:node:1/remote:far from:node:3/first-touch from:node:2/local from:node:0/preferred:1,3",
     ),
+    ("capi_bind", "numalab_check bind cpu:5 cpu:2"),
     ("capi_scatter4", "numalab_check threads all scatter 4"),
     ("capi_scatter8", "numalab_check threads all scatter 8"),
     ("capi_compact3", "numalab_check threads node:1-2 compact 3"),
@@ -130,7 +133,7 @@ fn shares(f: &BTreeMap<String, String>) -> BTreeMap<u32, f64> {
 #[test]
 fn quartet_c_program_places_every_policy_where_asked() {
     let all = lines(quartet().step("capi_policies"));
-    assert_eq!(all.len(), 10, "{all:?}");
+    assert_eq!(all.len(), 15, "{all:?}");
     for f in &all {
         assert_eq!(f["status"], "NUMALAB_OK", "{f:?}");
         assert_eq!(f["verified"], "1", "{f:?}");
@@ -173,6 +176,32 @@ fn quartet_c_program_places_every_policy_where_asked() {
     let r = nodes(policy(&all, "range:bind:1"));
     assert_eq!(r.keys().copied().collect::<Vec<_>>(), [1]);
     assert!((1024..=1025).contains(&r[&1]), "{r:?}");
+    // Relative to the calling thread's node (guest/boot.sh's distances:
+    // 1 is 16 from 0 and 3, 22 from 2; ties go to the lowest node; 0 is
+    // 16 from 1 and 22 from 3).
+    for (p, node) in [
+        ("from:node:1/remote:near", 0),
+        ("from:node:1/remote:far", 2),
+        ("from:node:3/first-touch", 3),
+        ("from:node:2/local", 2),
+        ("from:node:0/preferred:1,3", 1),
+    ] {
+        assert_eq!(
+            nodes(policy(&all, p)),
+            BTreeMap::from([(node, 1024)]),
+            "{p}"
+        );
+    }
+}
+
+#[test]
+fn quartet_threads_bound_by_id_and_as_a_process_run_where_asked() {
+    assert_eq!(
+        quartet().step("capi_bind").out,
+        "step=thread_id thread=second running=5 allowed=5 verified=1\n\
+         step=process thread=main running=2 allowed=2 verified=1\n\
+         step=process thread=second running=2 allowed=2 verified=1\n"
+    );
 }
 
 /// (cpu, running, allowed) of each thread, checked verified.
