@@ -3,7 +3,7 @@
 //!
 //! A protection-fault sample goes to whichever thread touches an armed page
 //! first, so threads that scan shared data in step hand nearly every
-//! sample to the one in front (DESIGN.md section 5). Debug registers are
+//! sample to the one in front (docs/profile.md, "How the remote share is estimated"). Debug registers are
 //! per thread: a watchpoint in a thread counts that thread's accesses to
 //! its word, whatever the other threads do. So every program thread
 //! watches a few 8-byte words (its *slots*) drawn uniformly from the

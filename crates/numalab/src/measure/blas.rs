@@ -156,7 +156,7 @@ pub fn cpu_isa() -> &'static str {
 }
 
 /// The core type to ask for on a CPU of `cpu` level: the widest kernels
-/// Debian's OpenBLAS 0.3.21 has for it (DESIGN.md section 2: on a Sapphire
+/// Debian's OpenBLAS 0.3.21 has for it (docs/blas.md, "OpenBLAS core type": on a Sapphire
 /// Rapids server it chose `Prescott`; `SkylakeX` ran DGEMM 5x faster).
 fn suggested_core(cpu: &str, vendor_amd: bool) -> &'static str {
     match cpu {
@@ -509,7 +509,7 @@ mod tests {
     }
 
     /// Debian's 0.3.21 on a Sapphire Rapids server chose its generic
-    /// Prescott kernels (DESIGN.md section 2): that is warned about, with
+    /// Prescott kernels (docs/blas.md, "OpenBLAS core type"): that is warned about, with
     /// the variable to set; a core type that matches the CPU is not.
     #[test]
     fn a_generic_or_narrow_core_type_is_warned_about() {

@@ -934,7 +934,7 @@ mod tests {
 
     #[test]
     fn hardware_events_are_refused_here_with_the_kernels_reason() {
-        // This host has no CPU PMU (DESIGN.md §5); on one that has, the
+        // The test machines have no CPU PMU (a VM without the `cpu` PMU); on one that has, the
         // test checks that cycles is counted instead.
         let devices = Path::new("/sys/bus/event_source/devices");
         let ops = open(0, &[find("cycles").unwrap(), find("page-faults").unwrap()]);

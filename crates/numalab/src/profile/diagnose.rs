@@ -1,5 +1,5 @@
 //! Diagnoses of a profile, each computed from its region's numbers with
-//! the evidence stated (DESIGN.md section 6: a share is judged by its 95%
+//! the evidence stated (docs/profile.md, "Diagnoses": a share is judged by its 95%
 //! Wilson interval, never by its point value), and the placement that
 //! fixes it as a `numalab run` option.
 
@@ -335,7 +335,7 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
             d.fix = format!("numalab run --preferred {nodes} -- {command}");
             out.push(d);
         } else if ci[0] > 0.5 && accessing.len() == 2 {
-            // The AMD note (DESIGN.md section 1): interleave pays where three
+            // The AMD note (docs/profile.md, "Diagnoses"): interleave pays where three
             // or more nodes share the data; over two, about half the
             // accesses stay remote either way, and interleave only spreads
             // the load over both controllers.
@@ -867,6 +867,34 @@ mod tests {
             "{}",
             d[2].text
         );
+    }
+
+    #[test]
+    fn a_region_shared_by_four_nodes_is_interleaved_only_from_16_pages_a_node() {
+        let m = fixture("qemu-ring4-cpuless-hmat.xml");
+        let shared = &[(0, 0, 30), (1, 0, 30), (2, 0, 30), (3, 0, 30)];
+        // 63 pages: one short of 16 a node over the four accessing nodes.
+        let mut small = region("small", &[(0, 63)], shared);
+        small.bytes = 63 * 4096;
+        let mut big = region("big", &[(0, 64)], shared);
+        big.bytes = 64 * 4096;
+        let d = diagnose(&m, &profile(vec![small, big]));
+        assert_eq!(
+            kinds(&d),
+            [("small", "one-node-shared"), ("big", "one-node-shared")]
+        );
+        assert!(
+            d[0].text.contains(
+                "but at 252 KiB it is too small to interleave (fewer than 16 pages a node)"
+            ),
+            "{}",
+            d[0].text
+        );
+        assert_eq!(
+            d[0].fix,
+            "change the program: replicate it per node, or keep it where its busiest users run"
+        );
+        assert_eq!(d[1].fix, "numalab run --interleave 0-3 -- ./app");
     }
 
     #[test]
