@@ -225,7 +225,7 @@ pub fn program_objects(opt: &str, program: &OsStr) -> Result<Vec<PathBuf>, CliEr
 
 /// The file the command `program` runs: a path as given, a bare name
 /// looked up in PATH as exec does.
-fn program_file(program: &OsStr) -> Option<PathBuf> {
+pub fn program_file(program: &OsStr) -> Option<PathBuf> {
     let p = Path::new(program);
     if p.components().count() > 1 {
         Some(p.to_path_buf())

@@ -67,6 +67,25 @@ enum Command {
     Profile(cmd::profile::Args),
 }
 
+/// The (sub)command the arguments name, as far as they name one:
+/// `numalab bench bandwidth` for `numalab bench bandwidth --reps 3`.
+fn command_path() -> String {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut path = vec!["numalab".to_string()];
+    for arg in std::env::args_os().skip(1) {
+        let Some(word) = arg.to_str() else { break };
+        match cmd.find_subcommand(word) {
+            Some(sub) => {
+                path.push(sub.get_name().to_string());
+                cmd = sub.clone();
+            }
+            None => break,
+        }
+    }
+    path.join(" ")
+}
+
 fn main() -> ExitCode {
     // `numalab ... | head` must end quietly when the reader goes away, as
     // other command-line tools do, not as a failed write.
@@ -92,7 +111,7 @@ fn main() -> ExitCode {
     }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => return output::clap_error(e),
+        Err(e) => return output::clap_error(e, &command_path()),
     };
     // What a numalab killed by SIGKILL left changed comes back first.
     numalab::placement::settings::replay_journal()

@@ -252,7 +252,9 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
 /// stdout cannot take them). No command at all, or a command group without
 /// its subcommand, shows the help on stderr and exits 2, as numactl does
 /// when it is given nothing to run.
-pub fn clap_error(e: clap::Error) -> ExitCode {
+/// `command` is the command the arguments named (`numalab bench
+/// bandwidth`): its own help lists the option that was wrong.
+pub fn clap_error(e: clap::Error, command: &str) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -294,7 +296,7 @@ pub fn clap_error(e: clap::Error) -> ExitCode {
             } else {
                 parts.join(" ")
             };
-            errln!("numalab: {msg}; see numalab --help");
+            errln!("numalab: {msg}; see {command} --help");
             ExitCode::from(2)
         }
     }

@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long)]
     bandwidth: bool,
     /// Threads per CPU node for bandwidth: 1 or all.
-    #[arg(long, value_name = "1|all", default_value = "1", value_parser = choice(&["1", "all"], threads_per_node))]
+    #[arg(long, value_name = "1|all", default_value = "1", action = clap::ArgAction::Set, value_parser = choice(&["1", "all"], threads_per_node))]
     threads_per_node: bool,
     /// Bandwidth kernel.
     #[arg(long, value_name = "KERNEL", default_value = "read", value_parser = choice(KERNELS, BandwidthKernel::parse))]

@@ -1,5 +1,7 @@
-//! `numalab run [PLACEMENT] [--plan FILE] [--verify] -- CMD ARGS...`: launch a command with
-//! CPU and memory placement. numactl's option names work as aliases.
+//! `numalab run [PLACEMENT] [--plan FILE] [--verify] [--] CMD ARGS...`: launch a command with
+//! CPU and memory placement. numactl's option names work as aliases, the
+//! command needs no `--` (as with numactl), `-H` prints what `numactl -H`
+//! prints, and perf's `-e LIST` spells `--counters=LIST`.
 //!
 //! Placement the kernel cannot give a whole process (a policy per data
 //! region from `--plan`, stripes of `interleave:NODES@PAGES`, emulated
@@ -16,7 +18,8 @@ use crate::launch_args::{
     ignores_preload, library, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
 };
 use crate::output::{
-    errln, folder_of, load_machine, refuse_overwriting_input, write_stderr, CliError, CliResult,
+    errln, folder_of, load_machine, out, refuse_overwriting_input, write_stderr, CliError,
+    CliResult,
 };
 use numalab::measure::counters::{self, Event};
 use numalab::placement::launch::ExitStatus;
@@ -29,9 +32,14 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("counting").args(["counters", "event"])))]
 pub struct Args {
     #[command(flatten)]
     launch: LaunchArgs,
+    /// numactl's -H: the nodes, their CPUs, size, free memory (and what each can give now) and
+    /// distances, as `numactl -H` prints them; runs nothing.
+    #[arg(short = 'H', long, conflicts_with_all = ["command", "verify", "plan", "counting"])]
+    hardware: bool,
     /// Report where the command's memory and threads were when it exited (on stderr).
     #[arg(long)]
     verify: bool,
@@ -44,18 +52,44 @@ pub struct Args {
     verify_json: Option<PathBuf>,
     /// Count events for the command, its threads and children (perf_event_open;
     /// LIST: comma list of event names or all, default all; see docs/counters.md), on stderr.
-    #[arg(long, value_name = "LIST", num_args = 0..=1, require_equals = true, default_missing_value = "all", value_parser = counter_list())]
+    #[arg(long, value_name = "LIST", num_args = 0..=1, require_equals = true, default_missing_value = "all", value_parser = counter_list(), conflicts_with = "event")]
     counters: Option<List<&'static Event>>,
+    /// perf's spelling of --counters=LIST: -e cycles,instructions.
+    #[arg(short = 'e', long, value_name = "LIST", value_parser = counter_list())]
+    event: Option<List<&'static Event>>,
     /// With --counters: write the counters as JSON to FILE instead of text on stderr.
-    #[arg(long, value_name = "FILE", requires = "counters")]
+    #[arg(long, value_name = "FILE", requires = "counting")]
     counters_json: Option<PathBuf>,
     /// With --counters: count each thread and child process on its own as well (the command
     /// runs traced, and numalab waits until every process it started has ended).
-    #[arg(long, requires = "counters")]
+    #[arg(long, requires = "counting")]
     per_thread: bool,
-    /// The command and its arguments, after `--` (passed on byte for byte, UTF-8 or not).
-    #[arg(required = true, last = true, value_name = "CMD")]
+    /// The command and its arguments (passed on byte for byte, UTF-8 or not), after the
+    /// options or after `--`: everything from the first word that is not an option is the
+    /// command's, as with numactl.
+    #[arg(
+        required_unless_present = "hardware",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
     command: Vec<OsString>,
+}
+
+/// `--counters LIST` with a space: the list would be run as the command.
+/// Said before anything runs when the command's first word is a counter
+/// list and no program of that name exists.
+fn check_counters_spelling(a: &Args) -> Result<(), CliError> {
+    let (Some(_), Some(first)) = (&a.counters, a.command.first()) else {
+        return Ok(());
+    };
+    let word = first.to_string_lossy();
+    if counters::parse_list(&word).is_ok() && crate::launch_args::program_file(first).is_none() {
+        return Err(CliError::usage(format!(
+            "--counters takes its list after '=' (--counters={word}) or as perf's -e {word}; '{word}' is no program to run"
+        )));
+    }
+    Ok(())
 }
 
 /// `--counters=LIST`: event names (docs/counters.md), or all.
@@ -116,7 +150,20 @@ fn check_json_output(
     }
 }
 
-pub fn run(a: Args) -> CliResult {
+pub fn run(mut a: Args) -> CliResult {
+    if a.hardware {
+        let m = load_machine(None)?;
+        let memory = numalab::placement::node_memory::NodeMemory::capture();
+        out!(
+            "{}",
+            numalab::report::views::topology::render_hardware(&m, Some(&memory))
+        )?;
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    check_counters_spelling(&a)?;
+    if a.counters.is_none() {
+        a.counters = a.event.take();
+    }
     if let Some(path) = &a.verify_json {
         check_json_output("--verify-json", path, &a.command, a.plan.as_deref())?;
     }

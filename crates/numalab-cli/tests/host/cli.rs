@@ -340,6 +340,74 @@ fn run_places_the_child_and_propagates_its_status() {
 }
 
 #[test]
+fn numactl_and_perf_habits_work_in_run() {
+    // The command without `--`, its own options left to it.
+    let r = numalab(&["run", "-m", "0", "-C", "0", "echo", "hi", "-x", "--verify"]);
+    assert_eq!((r.rc, r.out.as_str()), (0, "hi -x --verify\n"), "{}", r.err);
+    // -H: numactl -H's lines, with what each node can give.
+    let nodes = json(&["topology", "--json"])["nodes"]
+        .as_array()
+        .unwrap()
+        .len();
+    let hw = stdout(&["run", "-H"]);
+    let lines: Vec<&str> = hw.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("available: {nodes} nodes (")),
+        "{hw}"
+    );
+    for key in ["cpus: ", "size: ", "free: ", "can give: "] {
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.starts_with("node ") && l.contains(key))
+                .count(),
+            nodes,
+            "{key}: {hw}"
+        );
+    }
+    assert!(lines.contains(&"node distances:"), "{hw}");
+    assert!(lines.contains(&"  0:  10 "), "{hw}");
+    fails(
+        &["run", "-H", "true"],
+        "'--hardware' cannot be used with '[CMD]...'",
+    );
+    // perf's -e, and --counters LIST with a space said, not run.
+    let r = numalab(&["run", "-e", "task-clock,page-faults", "true"]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(r.err.contains("  task-clock  "), "{}", r.err);
+    assert!(r.err.contains("  page-faults  "), "{}", r.err);
+    let r = numalab(&["run", "--counters", "instructions", "--", "true"]);
+    assert_eq!(r.rc, 2, "{}", r.err);
+    assert_eq!(
+        r.err,
+        "numalab: --counters takes its list after '=' (--counters=instructions) or as perf's -e instructions; 'instructions' is no program to run\n"
+    );
+    fails(
+        &["run", "-e", "cycles", "--counters=all", "true"],
+        "cannot be used with",
+    );
+    // A subcommand's error points to its own help.
+    let r = numalab(&["bench", "bandwidth", "--reps", "3"]);
+    assert_eq!(r.rc, 2, "{}", r.err);
+    assert!(
+        r.err.ends_with("; see numalab bench bandwidth --help\n"),
+        "{}",
+        r.err
+    );
+    // matrix --threads-per-node takes its value.
+    let v = json(&[
+        "matrix",
+        "--bandwidth",
+        "--threads-per-node",
+        "all",
+        "--size",
+        "1M",
+        "--json",
+    ]);
+    assert_eq!(v["threads_per_node"], "all", "{v}");
+}
+
+#[test]
 fn verify_reads_another_process() {
     let mut child = std::process::Command::new("sleep")
         .arg("30")

@@ -486,7 +486,7 @@ impl Measurement {
             };
             out.push(format!(
                 "{} of {} samples are outliers (Tukey 1.5 IQR){severe}; the system may be noisy: \
-                 close other programs, pin, or raise --reps",
+                 close other programs, pin, or raise --min-reps",
                 s.outliers, n
             ));
         }

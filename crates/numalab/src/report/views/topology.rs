@@ -47,6 +47,69 @@ pub fn render_topology_text_with(m: &Machine, memory: Option<&NodeMemory>) -> St
     out
 }
 
+/// What `numactl -H` prints, line for line (so that scripts reading it keep
+/// working): the nodes, each node's CPUs, size and free memory in MB, and
+/// the distance matrix. Two things numactl does not say: each node's
+/// `can give` (what a placement may take there now: free memory plus what
+/// the kernel reclaims, within the memory cgroup) after its `free` line,
+/// and, where the kernel's figures disagree (memory being hot-added), the
+/// sentence saying which figure capacity checks use. `memory` is `None` for
+/// a topology file: sizes and free memory then come from the file.
+pub fn render_hardware(m: &Machine, memory: Option<&NodeMemory>) -> String {
+    const MB: u64 = 1 << 20;
+    let mut out = String::new();
+    let ids: Vec<u32> = m.nodes.iter().map(|n| n.os_index).collect();
+    let _ = writeln!(out, "available: {} nodes ({})", ids.len(), m.node_ids());
+    for n in &m.nodes {
+        let i = n.os_index;
+        let cpus: Vec<String> = n.cpus.iter().map(|c| c.to_string()).collect();
+        let _ = writeln!(out, "node {i} cpus: {}", cpus.join(" "));
+        let figures = memory.and_then(|mem| mem.nodes.get(&i));
+        let size = figures.map_or(n.memory_bytes, |f| f.total);
+        let _ = writeln!(out, "node {i} size: {} MB", size / MB);
+        match figures.map(|f| f.free).or(n.free_bytes) {
+            Some(free) => {
+                let _ = writeln!(out, "node {i} free: {} MB", free / MB);
+            }
+            None => {
+                let _ = writeln!(out, "node {i} free: unknown (a topology file)");
+            }
+        }
+        if let (Some(mem), Some(_)) = (memory, figures) {
+            let _ = writeln!(out, "node {i} can give: {} MB", mem.allocatable(i) / MB);
+        }
+    }
+    let _ = writeln!(out, "node distances:");
+    let mut head = String::from("node ");
+    for i in &ids {
+        let _ = write!(head, "{i:>3} ");
+    }
+    let _ = writeln!(out, "{head}");
+    for &from in &ids {
+        let mut row = format!("{from:>3}: ");
+        for &to in &ids {
+            let _ = write!(row, "{:>3} ", m.distance(from, to));
+        }
+        let _ = writeln!(out, "{row}");
+    }
+    if let Some(mem) = memory {
+        let _ = writeln!(
+            out,
+            "can give: free memory plus the page cache and kernel memory the kernel reclaims on \
+             demand, within the memory cgroup{}: what numalab's capacity checks use",
+            if mem.cgroup.is_some() {
+                " that binds this process"
+            } else {
+                " (none binds this process)"
+            }
+        );
+        if let Some(d) = &mem.disagreement {
+            let _ = writeln!(out, "memory figures disagree: {}", d.sentence());
+        }
+    }
+    out
+}
+
 fn header(out: &mut String, m: &Machine) {
     let source = match &m.source {
         Source::Live => "this machine (live)".to_string(),
@@ -762,6 +825,64 @@ mod tests {
             render_topology_text_with(&m, None)
         );
         assert!(render_topology_text_with(&m, None).contains("node  CPUs     memory  kind"));
+    }
+
+    #[test]
+    fn hardware_is_numactls_layout_with_what_each_node_can_give() {
+        use crate::placement::node_memory::test_tree::Tree;
+        use crate::placement::node_memory::Blocks;
+        use crate::report::fixture;
+        let m = fixture("qemu-ring4-cpuless-hmat.xml");
+        let text = render_hardware(&m, None);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "available: 5 nodes (0-4)");
+        assert_eq!(lines[1], "node 0 cpus: 0");
+        assert_eq!(lines[2], "node 0 size: 502 MB");
+        assert_eq!(lines[3], "node 0 free: unknown (a topology file)");
+        // The CPU-less node: no CPUs, as numactl prints it.
+        assert!(lines.contains(&"node 4 cpus: "), "{text}");
+        let d = lines.iter().position(|l| *l == "node distances:").unwrap();
+        assert_eq!(lines[d + 1], "node   0   1   2   3   4 ");
+        assert_eq!(lines[d + 2], "  0:  10  16  22  16  20 ");
+        assert_eq!(lines.len(), d + 7, "{text}");
+
+        // Live figures: size and free from the node's meminfo, what it can
+        // give after them, and the disagreement's sentence last.
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let t = Tree::new("hardware-hotplug");
+        for n in 0..4 {
+            t.file(
+                &format!("sys/devices/system/node/node{n}/meminfo"),
+                &format!("Node {n} MemTotal:  1048576 kB\nNode {n} MemFree:   524288 kB\n"),
+            );
+        }
+        t.file(
+            "proc/meminfo",
+            "MemTotal:  134217728 kB\nMemAvailable:  131072000 kB\n",
+        );
+        let mem = NodeMemory::capture_from(t.path(), Blocks::Always);
+        let text = render_hardware(&m, Some(&mem));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            &lines[..5],
+            [
+                "available: 4 nodes (0-3)",
+                "node 0 cpus: 0 1",
+                "node 0 size: 1024 MB",
+                "node 0 free: 512 MB",
+                &format!("node 0 can give: {} MB", mem.allocatable(0) >> 20),
+            ]
+        );
+        assert!(mem.allocatable(0) > 512 << 20, "{mem:?}");
+        let n = lines.len();
+        assert!(
+            lines[n - 2].starts_with("can give: free memory plus the page cache"),
+            "{text}"
+        );
+        assert!(
+            lines[n - 1].starts_with("memory figures disagree: "),
+            "{text}"
+        );
     }
 
     #[test]
