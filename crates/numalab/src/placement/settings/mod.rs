@@ -46,17 +46,20 @@
 //! survives a reboot is discarded rather than replayed. Entries are not
 //! fsynced: a power loss resets the settings as well.
 
+mod handler;
+mod watchdog;
+
 use super::PlacementError as E;
 use super::PlacementError;
+use handler::{claim_slot, release_slot, BlockedSignals, VALUE_CAP};
 use serde::{Deserialize, Serialize};
-use std::cell::UnsafeCell;
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -80,7 +83,16 @@ const MAX_ENTRIES: usize = 1024;
 const MAX_ENTRY_BYTES: u64 = 4096;
 
 /// The name of the lock file in the journal directory.
-const LOCK_FILE: &str = ".lock";
+const LOCK_FILE: &str = ".numalab-settings.lock";
+
+/// How every entry's file name begins: a journal directory may be one a
+/// user chose (`NUMALAB_STATE_DIR`), and only files of this shape are ours.
+const ENTRY_PREFIX: &str = "numalab-setting.";
+
+/// What every entry says it is, and the shape's version: a file without
+/// them is someone else's, read and left alone.
+const MAGIC: &str = "numalab settings journal";
+const ENTRY_VERSION: u32 = 1;
 
 /// The journal of changed settings, and the root the settings' paths are
 /// relative to (`/` but in tests).
@@ -94,6 +106,10 @@ pub struct Journal {
 /// One journal entry: a setting, the value to put back, and who changed it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 struct Entry {
+    /// [`MAGIC`].
+    magic: String,
+    /// [`ENTRY_VERSION`].
+    version: u32,
     /// The setting's path relative to the root, e.g.
     /// `sys/kernel/mm/mempolicy/weighted_interleave/node0`.
     key: String,
@@ -165,7 +181,8 @@ impl Journal {
     }
 
     fn entry_path(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("{}.json", key.replace('/', "%")))
+        self.dir
+            .join(format!("{ENTRY_PREFIX}{}.json", key.replace('/', "%")))
     }
 
     /// Restores every setting a numalab process changed and did not live to
@@ -179,11 +196,17 @@ impl Journal {
         };
         let names: Vec<PathBuf> = list
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| is_entry_name(p))
             .take(MAX_ENTRIES)
             .collect();
         if names.is_empty() {
             return Vec::new();
+        }
+        if let Err(why) = check_dir(&self.dir) {
+            return vec![format!(
+                "ignored the journal of changed settings in {}: {why}",
+                self.dir.display()
+            )];
         }
         let me = process_identity();
         let mut dead: Vec<(PathBuf, Entry)> = Vec::new();
@@ -192,13 +215,11 @@ impl Journal {
             match read_entry(&p) {
                 Ok(e) if is_alive(e.pid, e.start_time) || me == Some((e.pid, e.start_time)) => {}
                 Ok(e) => dead.push((p, e)),
-                Err(why) => {
-                    let _ = std::fs::remove_file(&p);
-                    lines.push(format!(
-                        "removed the unreadable journal entry {} ({why})",
-                        p.display()
-                    ));
-                }
+                // Not ours, or not ours to trust: never removed, never replayed.
+                Err(why) => lines.push(format!(
+                    "ignored {}: not a journal entry numalab wrote ({why})",
+                    p.display()
+                )),
             }
         }
         if dead.is_empty() {
@@ -228,9 +249,8 @@ impl Journal {
     /// and says what happened; `None` when there is nothing worth saying.
     fn undo(&self, entry_path: &Path, e: &Entry, boot: &str) -> Option<String> {
         if !is_known_key(&e.key) {
-            let _ = std::fs::remove_file(entry_path);
             return Some(format!(
-                "ignored and removed the journal entry {}: {} is not a setting numalab changes",
+                "ignored the journal entry {}: {} is not a setting numalab changes",
                 entry_path.display(),
                 e.key
             ));
@@ -295,15 +315,24 @@ impl Journal {
     /// Creates the directory (owner only) and takes the journal's lock,
     /// held until the returned file is closed (or the process ends, however).
     fn lock(&self) -> io::Result<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)?;
+        check_dir(&self.dir).map_err(io::Error::other)?;
         let f = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(self.dir.join(LOCK_FILE))?;
+        if !f.metadata()?.is_file() {
+            return Err(io::Error::other(format!(
+                "{LOCK_FILE} there is not a regular file"
+            )));
+        }
         loop {
             // SAFETY: flock on a descriptor we own for the call's duration.
             if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
@@ -346,16 +375,105 @@ fn is_known_key(key: &str) -> bool {
             .is_some_and(|n| !n.is_empty() && n.len() <= 5 && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Whether a path has the name of a journal entry ([`ENTRY_PREFIX`]).
+fn is_entry_name(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(ENTRY_PREFIX) && n.ends_with(".json"))
+}
+
+/// This process's effective user.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Why the journal directory cannot be trusted, if it cannot: it must be a
+/// real directory (not a link) of this user or root that nobody else may
+/// write, or anyone could plant or swap entries in it.
+fn check_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !m.is_dir() {
+        return Err("it is not a directory (a link is not followed)".into());
+    }
+    if m.uid() != euid() && m.uid() != 0 {
+        return Err(format!("it belongs to user {}, not to this user", m.uid()));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "others may write it (mode {:o}); give {STATE_DIR_ENV} a directory only this user can write",
+            m.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a journal entry, trusting only a regular file (never a link, a
+/// FIFO or a device: opened without following or blocking) of this user,
+/// nobody else may write, of our shape ([`MAGIC`], [`ENTRY_VERSION`]),
+/// whose values are values of its setting.
 fn read_entry(p: &Path) -> Result<Entry, String> {
     use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(p)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                "a symbolic link".to_string()
+            } else {
+                e.to_string()
+            }
+        })?;
+    let m = f.metadata().map_err(|e| e.to_string())?;
+    if !m.is_file() {
+        return Err("not a regular file".into());
+    }
+    if m.uid() != euid() {
+        return Err(format!("owned by user {}, not this user", m.uid()));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "others may write it (mode {:o})",
+            m.mode() & 0o7777
+        ));
+    }
     let mut text = String::new();
-    std::fs::File::open(p)
-        .and_then(|f| f.take(MAX_ENTRY_BYTES + 1).read_to_string(&mut text))
+    f.take(MAX_ENTRY_BYTES + 1)
+        .read_to_string(&mut text)
         .map_err(|e| e.to_string())?;
     if text.len() as u64 > MAX_ENTRY_BYTES {
         return Err(format!("larger than {MAX_ENTRY_BYTES} bytes"));
     }
-    serde_json::from_str(&text).map_err(|e| e.to_string())
+    let e: Entry = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    if e.magic != MAGIC || e.version != ENTRY_VERSION {
+        return Err(format!(
+            "it says it is '{}' version {}, not '{MAGIC}' version {ENTRY_VERSION}",
+            e.magic, e.version
+        ));
+    }
+    if !is_known_key(&e.key) {
+        return Err(format!("{} is not a setting numalab changes", e.key));
+    }
+    for v in std::iter::once(&e.saved).chain(e.set.as_ref()) {
+        if !is_value_of(&e.key, v) {
+            return Err(format!("'{v}' is not a value of {}", e.key));
+        }
+    }
+    Ok(e)
+}
+
+/// Whether `v` is a value the kernel prints or takes for the setting
+/// `key`: a weight from 1 to 255, or a boolean for the automatic switch.
+fn is_value_of(key: &str, v: &str) -> bool {
+    if AUTO_NAMES.iter().any(|n| key.ends_with(&format!("/{n}"))) {
+        return matches!(v, "true" | "false" | "1" | "0" | "Y" | "N" | "y" | "n");
+    }
+    v.len() <= 3
+        && v.bytes().all(|b| b.is_ascii_digit())
+        && v.parse::<u16>().is_ok_and(|w| (1..=255).contains(&w))
 }
 
 /// A setting's value as the kernel prints it, without the newline.
@@ -557,6 +675,8 @@ impl SettingGuard {
             }
         })?;
         let entry = Entry {
+            magic: MAGIC.into(),
+            version: ENTRY_VERSION,
             key: key.to_string(),
             saved: saved.clone(),
             set: value.map(str::to_string),
@@ -577,11 +697,23 @@ impl SettingGuard {
                 return Err(journal.journal_error(e));
             }
         }
+        // Before the value changes: a kill in between leaves the value as
+        // it was, which the watchdog sees and leaves.
+        watchdog::held(&watchdog::Held {
+            slot,
+            order: entry.seq,
+            path,
+            entry: &entry_path,
+            lock: &journal.dir.join(LOCK_FILE),
+            saved: &saved,
+            set: value,
+        });
         if let Some(v) = value.filter(|v| *v != saved) {
             let _blocked = BlockedSignals::new();
             if let Err(e) = std::fs::write(path, v) {
                 release_slot(slot);
                 let _ = std::fs::remove_file(&entry_path);
+                watchdog::released(slot);
                 return Err(if e.kind() == io::ErrorKind::PermissionDenied {
                     E::Permission(format!("writing {} needs root ({e})", path.display()))
                 } else {
@@ -639,6 +771,7 @@ impl Drop for SettingGuard {
             // next numalab command to retry and report.
             if restored {
                 let _ = std::fs::remove_file(&h.entry_path);
+                watchdog::released(h.slot);
             }
         }
         drop(list);
@@ -647,10 +780,21 @@ impl Drop for SettingGuard {
 }
 
 fn write_entry(path: &Path, e: &Entry) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let text = serde_json::to_string(e).map_err(io::Error::other)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
+    // A left-over of an earlier process of this pid is ours: the name has
+    // our prefix in a directory only we may write.
+    let _ = std::fs::remove_file(&tmp);
+    // Never through a link, never an existing file: the rename replaces the
+    // entry itself (a link there is replaced, not followed).
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
     if let Err(err) = f.write_all(text.as_bytes()) {
         let _ = std::fs::remove_file(&tmp);
         return Err(err);
@@ -661,339 +805,9 @@ fn write_entry(path: &Path, e: &Entry) -> io::Result<()> {
     })
 }
 
-// ---------------------------------------------------------------------------
-// What the signal handler restores: fixed slots it can read without locks
-// or allocation.
-
-const SLOTS: usize = 128;
-const PATH_CAP: usize = 512;
-const VALUE_CAP: usize = 64;
-
-const FREE: u8 = 0;
-const FILLING: u8 = 1;
-const READY: u8 = 2;
-const HANDLING: u8 = 3;
-
-struct SlotData {
-    path: [u8; PATH_CAP],
-    entry: [u8; PATH_CAP],
-    saved: [u8; VALUE_CAP],
-    saved_len: usize,
-}
-
-struct Slot {
-    state: AtomicU8,
-    order: AtomicU64,
-    data: UnsafeCell<SlotData>,
-}
-
-// SAFETY: `data` is written only by the thread that moved `state` from FREE
-// to FILLING, and read only by the one that moved it from READY to
-// HANDLING; the atomic transitions order those accesses.
-unsafe impl Sync for Slot {}
-
-impl Slot {
-    const fn new() -> Self {
-        Self {
-            state: AtomicU8::new(FREE),
-            order: AtomicU64::new(0),
-            data: UnsafeCell::new(SlotData {
-                path: [0; PATH_CAP],
-                entry: [0; PATH_CAP],
-                saved: [0; VALUE_CAP],
-                saved_len: 0,
-            }),
-        }
-    }
-}
-
-static SLOT_TABLE: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
-static SLOT_ORDER: AtomicU64 = AtomicU64::new(1);
-
-/// Copies `s` and a NUL into `buf`; false when it does not fit.
-fn fill(buf: &mut [u8], s: &[u8]) -> bool {
-    if s.len() >= buf.len() || s.contains(&0) {
-        return false;
-    }
-    buf[..s.len()].copy_from_slice(s);
-    buf[s.len()] = 0;
-    true
-}
-
-/// Takes a slot for the handler and installs it; called with [`HELD`] locked.
-fn claim_slot(path: &Path, entry: &Path, saved: &str) -> Result<usize, PlacementError> {
-    install_handlers();
-    for (i, slot) in SLOT_TABLE.iter().enumerate() {
-        if slot
-            .state
-            .compare_exchange(FREE, FILLING, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
-            continue;
-        }
-        // SAFETY: FILLING is ours alone (see `Slot`).
-        let d = unsafe { &mut *slot.data.get() };
-        let ok = fill(&mut d.path, path.as_os_str().as_bytes())
-            && fill(&mut d.entry, entry.as_os_str().as_bytes())
-            && fill(&mut d.saved, saved.as_bytes());
-        if !ok {
-            slot.state.store(FREE, Ordering::Release);
-            return Err(E::Os(format!(
-                "cannot record {} for restoring on a signal: its path, the journal's ({}) or its value is too long",
-                path.display(),
-                entry.display()
-            )));
-        }
-        d.saved_len = saved.len();
-        slot.order
-            .store(SLOT_ORDER.fetch_add(1, Ordering::SeqCst), Ordering::Relaxed);
-        slot.state.store(READY, Ordering::Release);
-        return Ok(i);
-    }
-    Err(E::Os(format!(
-        "cannot change more than {SLOTS} system settings at once"
-    )))
-}
-
-/// Gives a slot back; a slot the handler took stays its own (the process is
-/// ending). Called with [`HELD`] locked.
-fn release_slot(i: usize) {
-    let _ = SLOT_TABLE[i]
-        .state
-        .compare_exchange(READY, FREE, Ordering::AcqRel, Ordering::Relaxed);
-    if SLOT_TABLE
-        .iter()
-        .all(|s| s.state.load(Ordering::Acquire) == FREE)
-    {
-        uninstall_handlers();
-    }
-}
-
-/// Set when the automatic-weights switch could not be turned back on
-/// because the kernel has no memory bandwidth data (ENODEV): it reads
-/// "true" at boot, but then only because no weight was ever written, and
-/// turning it on needs that data. Its weights without the data are all 1,
-/// the weights restored before it, so what interleaving does is unchanged;
-/// only the switch reads "false". Retrying could never succeed: the entry
-/// goes, and the handler's last line says so.
-static AUTO_STAYS_OFF: AtomicBool = AtomicBool::new(false);
-
-/// Whether the NUL-terminated `path` names the automatic-weights switch
-/// ([`AUTO_NAMES`]). Async-signal-safe.
-fn is_auto_path(path: &[u8]) -> bool {
-    let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
-    AUTO_NAMES.iter().any(|n| {
-        let n = n.as_bytes();
-        end > n.len() && path[..end].ends_with(n) && path[end - n.len() - 1] == b'/'
-    })
-}
-
-/// The line the handler ends with, in two parts written one after the
-/// other (a handler cannot format): what stopped it, and how it ends.
-fn stopped_line(sig: libc::c_int, auto_stays_off: bool) -> [&'static [u8]; 2] {
-    let start: &[u8] = match sig {
-        libc::SIGINT => b"numalab: stopped by SIGINT; the system settings it changed are restored",
-        libc::SIGTERM => {
-            b"numalab: stopped by SIGTERM; the system settings it changed are restored"
-        }
-        _ => b"numalab: stopped by SIGHUP; the system settings it changed are restored",
-    };
-    let end: &[u8] = if auto_stays_off {
-        b", but automatic interleave weights stay off (the kernel has no bandwidth data to turn them on; the weights are the same)\n"
-    } else {
-        b"\n"
-    };
-    [start, end]
-}
-
-/// Restores every ready slot, latest change first. Async-signal-safe:
-/// atomics, open, read, write, close and unlink on buffers prepared
-/// beforehand.
-fn restore_slots() {
-    let mut below = u64::MAX;
-    loop {
-        let mut pick: Option<(usize, u64)> = None;
-        for (i, s) in SLOT_TABLE.iter().enumerate() {
-            let o = s.order.load(Ordering::Relaxed);
-            if s.state.load(Ordering::Acquire) == READY && o < below && pick.is_none_or(|p| o > p.1)
-            {
-                pick = Some((i, o));
-            }
-        }
-        let Some((i, o)) = pick else { return };
-        below = o;
-        let slot = &SLOT_TABLE[i];
-        if slot
-            .state
-            .compare_exchange(READY, HANDLING, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
-            continue;
-        }
-        // SAFETY: HANDLING is ours alone (see `Slot`); the buffers hold
-        // NUL-terminated paths and `saved_len` value bytes.
-        unsafe {
-            let d = &*slot.data.get();
-            let mut now = [0u8; VALUE_CAP];
-            let fd = libc::open(d.path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-            let mut n = 0isize;
-            if fd >= 0 {
-                n = libc::read(fd, now.as_mut_ptr().cast(), VALUE_CAP);
-                libc::close(fd);
-            }
-            let mut len = n.max(0) as usize;
-            while len > 0 && now[len - 1].is_ascii_whitespace() {
-                len -= 1;
-            }
-            if now[..len] != d.saved[..d.saved_len] {
-                let fd = libc::open(d.path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd >= 0 {
-                    let written = libc::write(fd, d.saved.as_ptr().cast(), d.saved_len);
-                    let errno = *libc::__errno_location();
-                    libc::close(fd);
-                    if written == d.saved_len as isize {
-                        libc::unlink(d.entry.as_ptr().cast());
-                    } else if written < 0 && errno == libc::ENODEV && is_auto_path(&d.path) {
-                        // See `AUTO_STAYS_OFF`: nothing to retry.
-                        libc::unlink(d.entry.as_ptr().cast());
-                        AUTO_STAYS_OFF.store(true, Ordering::SeqCst);
-                    }
-                }
-            } else {
-                libc::unlink(d.entry.as_ptr().cast());
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// The handler of SIGINT, SIGTERM and SIGHUP while settings are held.
-
-const HANDLED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-/// Whether our handler is the one in place (for handlers that chain to the
-/// one they replaced: ours then does nothing).
-static INSTALLED: AtomicBool = AtomicBool::new(false);
-
-/// The signals whose disposition we replaced (and so put back).
-static REPLACED: Mutex<[bool; 3]> = Mutex::new([false; 3]);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    if !INSTALLED.load(Ordering::SeqCst) {
-        // Either a handler installed after ours chains to it (it decides),
-        // or `uninstall_handlers` is between clearing INSTALLED and putting
-        // the default action back: then ours is still the disposition, and
-        // the signal must not be lost (a Ctrl-C there ended a `place` with
-        // status 0): it gets the default action.
-        if default_if_ours(sig) {
-            // Pending until this handler returns, then the default.
-            // SAFETY: raise is async-signal-safe.
-            unsafe { libc::raise(sig) };
-        }
-        return;
-    }
-    restore_slots();
-    let msg = stopped_line(sig, AUTO_STAYS_OFF.load(Ordering::SeqCst));
-    // SAFETY: write and _exit are async-signal-safe; the message is static.
-    unsafe {
-        for part in msg {
-            libc::write(2, part.as_ptr().cast(), part.len());
-        }
-        libc::_exit(128 + sig);
-    }
-}
-
-/// Installs [`on_signal`] for each handled signal whose action is the
-/// default (ending the process); leaves ignored and handled ones alone.
-fn install_handlers() {
-    let mut replaced = REPLACED.lock().unwrap_or_else(|p| p.into_inner());
-    for (k, &sig) in HANDLED.iter().enumerate() {
-        if replaced[k] {
-            continue;
-        }
-        // SAFETY: sigaction with valid pointers to zeroed/filled structs;
-        // the handler is an extern "C" fn(c_int).
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
-                || old.sa_sigaction != libc::SIG_DFL
-            {
-                continue;
-            }
-            let mut new: libc::sigaction = std::mem::zeroed();
-            new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            libc::sigfillset(&mut new.sa_mask);
-            new.sa_flags = libc::SA_RESTART;
-            if libc::sigaction(sig, &new, std::ptr::null_mut()) == 0 {
-                replaced[k] = true;
-            }
-        }
-    }
-    INSTALLED.store(true, Ordering::SeqCst);
-}
-
-/// Puts the default action back for `sig` if [`on_signal`] is its
-/// disposition (nobody replaced ours since); whether it did. Only
-/// async-signal-safe calls: the handler uses it too.
-fn default_if_ours(sig: libc::c_int) -> bool {
-    // SAFETY: sigaction with local structs, async-signal-safe.
-    unsafe {
-        let mut now: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(sig, std::ptr::null(), &mut now) != 0
-            || now.sa_sigaction != on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t
-        {
-            return false;
-        }
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &dfl, std::ptr::null_mut()) == 0
-    }
-}
-
-/// Puts the default action back where we replaced it and nobody replaced
-/// ours since.
-fn uninstall_handlers() {
-    let mut replaced = REPLACED.lock().unwrap_or_else(|p| p.into_inner());
-    INSTALLED.store(false, Ordering::SeqCst);
-    for (k, &sig) in HANDLED.iter().enumerate() {
-        if !replaced[k] {
-            continue;
-        }
-        replaced[k] = false;
-        default_if_ours(sig);
-    }
-}
-
-/// The handled signals blocked in this thread for its life, so that a
-/// setting is never half changed or half restored when one arrives here.
-struct BlockedSignals(libc::sigset_t);
-
-impl BlockedSignals {
-    fn new() -> Self {
-        // SAFETY: sigset operations on local sets; pthread_sigmask changes
-        // only this thread's mask and stores the old one in `old`.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in HANDLED {
-                libc::sigaddset(&mut set, s);
-            }
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-            Self(old)
-        }
-    }
-}
-
-impl Drop for BlockedSignals {
-    fn drop(&mut self) {
-        // SAFETY: puts back the mask saved in `new`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::handler::{is_auto_path, on_signal, stopped_line, INSTALLED};
     use super::*;
 
     #[test]
@@ -1060,7 +874,7 @@ mod tests {
             let mut v: Vec<Entry> = std::fs::read_dir(self.journal.dir())
                 .map(|d| {
                     d.filter_map(|e| e.ok())
-                        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                        .filter(|e| is_entry_name(&e.path()))
                         .map(|e| read_entry(&e.path()).unwrap())
                         .collect()
                 })
@@ -1072,6 +886,8 @@ mod tests {
         /// An entry as a dead process would have left it.
         fn dead_entry(&self, f: &str, saved: &str, set: Option<&str>, seq: u64, pid: u32) {
             let e = Entry {
+                magic: MAGIC.into(),
+                version: ENTRY_VERSION,
                 key: Self::key(f),
                 saved: saved.into(),
                 set: set.map(Into::into),
@@ -1169,6 +985,8 @@ mod tests {
             .unwrap();
         s.write("node0", "7\n");
         let e = Entry {
+            magic: MAGIC.into(),
+            version: ENTRY_VERSION,
             key: Scratch::key("node0"),
             saved: "1".into(),
             set: Some("7".into()),
@@ -1258,6 +1076,8 @@ mod tests {
         std::fs::create_dir_all(victim.parent().unwrap()).unwrap();
         std::fs::write(&victim, "root:x:0:0\n").unwrap();
         let e = Entry {
+            magic: MAGIC.into(),
+            version: ENTRY_VERSION,
             key: "etc/passwd".into(),
             saved: "owned".into(),
             set: None,
@@ -1266,22 +1086,118 @@ mod tests {
             boot_id: boot_id(),
             seq: 0,
         };
-        write_entry(&s.journal.entry_path(&e.key), &e).unwrap();
-        std::fs::write(s.journal.dir().join("garbage.json"), "{not json").unwrap();
+        let passwd = s.journal.entry_path(&e.key);
+        write_entry(&passwd, &e).unwrap();
+        let broken = s.journal.dir().join(format!("{ENTRY_PREFIX}broken.json"));
+        std::fs::write(&broken, "{not json").unwrap();
         let lines = s.journal.replay();
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(
-            lines
-                .iter()
-                .any(|l| l.contains("not a setting numalab changes")),
+            lines.iter().any(|l| l.starts_with(&format!(
+                "ignored {}: not a journal entry numalab wrote (etc/passwd is not a setting numalab changes)",
+                passwd.display()
+            ))),
             "{lines:?}"
         );
         assert!(
-            lines.iter().any(|l| l.contains("unreadable journal entry")),
+            lines.iter().any(|l| l.starts_with(&format!(
+                "ignored {}: not a journal entry numalab wrote (",
+                broken.display()
+            ))),
             "{lines:?}"
         );
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root:x:0:0\n");
-        assert!(s.entries().is_empty());
+        // Neither is ours to delete.
+        assert!(passwd.exists() && broken.exists());
+    }
+
+    /// A journal directory a user chose holds the user's own files: replay
+    /// reads only entries of our shape, deletes none of the rest, never
+    /// blocks on a FIFO, never follows a link, and trusts no entry another
+    /// user could have written (a forged one asked for node0=77).
+    #[test]
+    fn replay_touches_only_its_own_entries_in_a_users_folder() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = Scratch::new("userdir");
+        let dir = s.journal.dir().to_path_buf();
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..5 {
+            std::fs::write(dir.join(format!("user{i}.json")), "{not ours").unwrap();
+        }
+        let fifo = |name: &str| {
+            let c = CString::new(dir.join(name).as_os_str().as_bytes()).unwrap();
+            // SAFETY: mkfifo on a NUL-terminated path we own.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        };
+        fifo("pipe.json");
+        fifo(&format!("{ENTRY_PREFIX}pipe.json"));
+        // A valid entry, but reached through a link.
+        let elsewhere = s.base.join("elsewhere.json");
+        s.write("node0", "3\n");
+        s.dead_entry("node0", "1", Some("3"), 0, dead_pid());
+        std::fs::rename(s.journal.entry_path(&Scratch::key("node0")), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, s.journal.entry_path(&Scratch::key("node0")))
+            .unwrap();
+        // A forged entry of another user, and one anyone may write.
+        s.dead_entry("node1", "77", Some("1"), 0, dead_pid());
+        let forged = s.journal.entry_path(&Scratch::key("node1"));
+        std::os::unix::fs::chown(&forged, Some(4242), None).unwrap();
+        s.dead_entry("auto", "false", None, 1, dead_pid());
+        let open = s.journal.entry_path(&Scratch::key("auto"));
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+
+        let t0 = Instant::now();
+        let lines = s.journal.replay();
+        assert!(t0.elapsed() < Duration::from_secs(2), "replay blocked");
+        let mut why: Vec<&str> = lines
+            .iter()
+            .map(|l| {
+                l.split_once(": not a journal entry numalab wrote (")
+                    .map_or("", |x| x.1)
+            })
+            .collect();
+        why.sort();
+        assert_eq!(
+            why,
+            [
+                "a symbolic link)",
+                "not a regular file)",
+                "others may write it (mode 666))",
+                "owned by user 4242, not this user)",
+            ],
+            "{lines:?}"
+        );
+        assert_eq!(s.value("node0"), "3", "nothing replayed through the link");
+        assert_eq!(s.value("node1"), "1", "the forged 77 was not written");
+        assert_eq!(s.value("auto"), "true");
+        let left = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(left, 5 + 2 + 3, "nothing deleted");
+        assert!(elsewhere.exists());
+    }
+
+    /// A journal directory others may write is not used: no entry there is
+    /// trusted, and no setting is changed with its old value kept there.
+    #[test]
+    fn a_journal_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = Scratch::new("opendir");
+        s.write("node0", "3\n");
+        s.dead_entry("node0", "1", Some("3"), 0, dead_pid());
+        std::fs::set_permissions(s.journal.dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let lines = s.journal.replay();
+        assert_eq!(
+            lines,
+            [format!(
+                "ignored the journal of changed settings in {}: others may write it (mode 777); give {STATE_DIR_ENV} a directory only this user can write",
+                s.journal.dir().display()
+            )]
+        );
+        assert_eq!(s.value("node0"), "3");
+        let err = SettingGuard::set(&s.journal, &Scratch::key("node1"), "2")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("others may write it (mode 777)"), "{err}");
+        assert_eq!(s.value("node1"), "1");
     }
 
     #[test]
