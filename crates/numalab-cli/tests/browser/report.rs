@@ -172,7 +172,24 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
     let packed = p["scaling"]["result"]["packed"].as_array().unwrap();
     assert_eq!(packed.len(), n.min(8));
     let pts = p["sizes"]["result"]["points"].as_array().unwrap();
-    assert_eq!(pts.len(), 7, "quick: seven sizes");
+    // Quick: seven sizes, unless this machine's measured costs left the
+    // budget short; then fewer, still reaching memory, and the part says so
+    // (a slow shared machine kept 6 of 7 once).
+    assert!(
+        (4..=7).contains(&pts.len()),
+        "quick: four to seven sizes, got {}",
+        pts.len()
+    );
+    if pts.len() < 7 {
+        let reason = p["sizes"]["reason"].as_str().unwrap_or_default();
+        let want = format!("{} of 7 sizes", pts.len());
+        assert!(
+            reason.contains(&want),
+            "a cut sweep names its cut: {reason:?}"
+        );
+    }
+    let bytes: Vec<u64> = pts.iter().map(|x| x["bytes"].as_u64().unwrap()).collect();
+    assert!(bytes.windows(2).all(|w| w[0] < w[1]), "{bytes:?}");
     assert_eq!(pts.last().unwrap()["fits_in"], "memory");
     // Loaded latency: chase pages on the home node, injectors on every other CPU.
     let ll = &p["loaded-latency-local"]["result"];
