@@ -366,7 +366,22 @@ pub fn check_plan(
     }
     // What each node can give is read once: the phases are checked against
     // the same moment, not against what the kernel reclaims between reads.
-    let snapshot = NodeMemory::capture_for_capacity();
+    check_plan_with(m, phases, advice, &NodeMemory::capture_for_capacity())
+}
+
+/// [`check_plan`] against `snapshot`, a snapshot of what the kernel will
+/// give ([`NodeMemory::capture_for_capacity`] on this machine,
+/// [`NodeMemory::capture_from`] of a fixture tree), on any machine, a
+/// topology file's included: how a test shows what the check refuses and
+/// accepts in a state of memory this machine is not in (nodes' meminfo
+/// lagging /proc/meminfo while memory is hot-added). Hugetlbfs pages are
+/// counted from this machine's sysfs.
+pub fn check_plan_with(
+    m: &Machine,
+    phases: &[Vec<BufferDemand>],
+    advice: &str,
+    snapshot: &NodeMemory,
+) -> Result<(), PlacementError> {
     let huge_cache = RefCell::new(BTreeMap::new());
     let hugetlb_free = |n: u32| -> u64 {
         *huge_cache
@@ -382,7 +397,7 @@ pub fn check_plan(
             let r = b.policy.realize(m, toucher_node, WeightedImpl::Auto)?;
             placed.push((shares(m, &r, toucher_node, b.bytes), b.bytes, b.hugetlb));
         }
-        if let Some(s) = snapshot_shortfall(m, &placed, &snapshot, &hugetlb_free) {
+        if let Some(s) = snapshot_shortfall(m, &placed, snapshot, &hugetlb_free) {
             return Err(PlacementError::Capacity(plan_message(
                 &s,
                 advice,
