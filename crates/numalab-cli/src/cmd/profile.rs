@@ -411,9 +411,25 @@ pub fn run(a: Args) -> CliResult {
     // The plan in the library's form once (its sites resolved in the
     // program's files), for the profile and every timed run.
     let planned = placement_for_library(&setup.machine, &setup.launch, Some(&fp), &a.command[0])?;
-    let (before, _) = profile_once(&a, &setup, &a.output.join("before"), None)?;
+    let (before, outcome) = profile_once(&a, &setup, &a.output.join("before"), None)?;
+    if let Some(sig) = outcome.interrupted_by {
+        errln!(
+            "numalab profile: stopped by {} during the run without the plan: its profile is in {}; the run with the plan was not started",
+            signal_name(sig),
+            a.output.join("before").display()
+        );
+        return Ok(outcome.status.propagate());
+    }
     let (after, outcome) =
         profile_once(&a, &setup, &a.output.join("after"), Some((&fp, &planned)))?;
+    if let Some(sig) = outcome.interrupted_by {
+        errln!(
+            "numalab profile: stopped by {} during the run with the plan: both profiles are in {} (before/, after/), not compared (the second is cut short)",
+            signal_name(sig),
+            a.output.display()
+        );
+        return Ok(outcome.status.propagate());
+    }
     let c = compare_profiles(&before, &after);
     let times = a
         .repeat
@@ -468,7 +484,7 @@ fn time_runs(a: &Args, s: &Setup, with_plan: &str, n: usize) -> Result<RunTimes,
         };
         for planned in order {
             let placement = if planned { with } else { without };
-            let mut prepared = s.launch.prepare()?.quiet();
+            let mut prepared = s.launch.prepare()?.quiet().end_with_this_process(true);
             if !placement.is_empty() {
                 prepared = prepared
                     .with_env("LD_PRELOAD", preload_with(&s.library))
@@ -484,6 +500,16 @@ fn time_runs(a: &Args, s: &Setup, with_plan: &str, n: usize) -> Result<RunTimes,
                 .wait()
                 .map_err(|e| CliError::failed(format!("waiting for a timed run: {e}")))?;
             let dt = t0.elapsed().as_secs_f64();
+            if let Some(sig) = outcome.interrupted_by {
+                return Err(CliError {
+                    msg: format!(
+                        "stopped by {} during timed run {}: the profiles before/ and after/ are written, the times are not",
+                        signal_name(sig),
+                        round + 1
+                    ),
+                    code: (128 + sig) as u8,
+                });
+            }
             if outcome.status != ExitStatus::Exited(0) {
                 return Err(CliError::failed(format!(
                     "timed run {} {} the plan {:?}: its time would not be the program's",
@@ -500,6 +526,15 @@ fn time_runs(a: &Args, s: &Setup, with_plan: &str, n: usize) -> Result<RunTimes,
         }
     }
     Ok(RunTimes::judge(times_without, times_with))
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
 }
 
 /// The command as a shell would take it back (for the hint).
@@ -523,9 +558,11 @@ fn profile_once(
     let records = dir.join("records.bin");
     let placement = file_plan.map_or(s.placement.as_str(), |p| p.1);
     let records_abs = std::path::absolute(&records).unwrap_or(records.clone());
+    // A profiled program runs armed pages for numalab: it ends with it.
     let prepared = s
         .launch
         .prepare()?
+        .end_with_this_process(true)
         .with_env("LD_PRELOAD", preload_with(&s.library))
         .with_env("NUMALAB_PROFILE_OUT", records_abs.as_os_str())
         .with_env("NUMALAB_PLAN", placement)

@@ -595,3 +595,94 @@ fn signals_at_random_moments() {
         }
     }
 }
+
+/// `profile --plan` interrupted during its first run stops there (exit as
+/// its program ended, one line, the first profile kept, no second run),
+/// and a SIGKILLed `profile` takes its program with it within a second
+/// (the program runs armed pages for numalab; `run` keeps numactl's way).
+#[test]
+fn profile_stops_where_it_is_interrupted_and_its_program_ends_with_it() {
+    common::preload_library();
+    let base = scratch("profile-signals");
+    let plan = base.join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"schema": "numalab-plan/1", "entries": [{"region": "size>1G", "policy": "bind:0"}]}"#,
+    )
+    .unwrap();
+    let out = base.join("p");
+    let (o, p) = (out.to_string_lossy(), plan.to_string_lossy());
+    let mut c = numalab(
+        &base.join("journal"),
+        &["profile", "-o", &o, "--plan", &p, "--", "sleep", "3"],
+    );
+    let mut child = c.spawn().expect("start profile");
+    let start = Instant::now();
+    while children_of(child.id()).is_empty() {
+        assert!(
+            start.elapsed() < RUN_LIMIT,
+            "profile never started its program"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) of our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = wait_limited(&mut child, "profile --plan");
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}: {err}");
+    assert!(
+        err.contains(&format!(
+            "numalab profile: stopped by SIGTERM during the run without the plan: its profile is in {}; the run with the plan was not started",
+            out.join("before").display()
+        )),
+        "{err}"
+    );
+    assert!(out.join("before/profile.json").is_file(), "{err}");
+    assert!(!out.join("after").exists(), "{err}");
+    assert!(!out.join("compare.json").exists(), "{err}");
+
+    let out = base.join("k");
+    let o = out.to_string_lossy();
+    let mut c = numalab(
+        &base.join("journal"),
+        &["profile", "-o", &o, "--", "sleep", "30"],
+    );
+    let mut child = c.spawn().expect("start profile");
+    let start = Instant::now();
+    let program = loop {
+        if let Some(p) = children_of(child.id()).first() {
+            break *p;
+        }
+        assert!(
+            start.elapsed() < RUN_LIMIT,
+            "profile never started its program"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) of our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = wait_limited(&mut child, "profile");
+    let killed = Instant::now();
+    let gone = || stat_fields(program).is_none_or(|f| f[0] == "Z");
+    while !gone() && killed.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let still = !gone();
+    if still {
+        // SAFETY: kill(2) of the orphan, so the test leaves nothing behind.
+        unsafe { libc::kill(program, libc::SIGKILL) };
+    }
+    assert!(
+        !still,
+        "the profiled program {program} outlived its killed profile by 1 s"
+    );
+}

@@ -56,6 +56,7 @@ use std::marker::PhantomData;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -206,6 +207,7 @@ impl LaunchPlan {
             quiet: false,
             before_exec: Vec::new(),
             observer: None,
+            end_with_this_process: false,
         })
     }
 }
@@ -233,6 +235,7 @@ pub struct PreparedLaunch {
     quiet: bool,
     before_exec: Vec<BeforeExec>,
     observer: Option<Box<dyn TaskObserver>>,
+    end_with_this_process: bool,
 }
 
 /// Told of every task (thread or process) of a command launched with
@@ -288,6 +291,15 @@ impl PreparedLaunch {
         self
     }
 
+    /// Ends the command (SIGKILL) if this process dies first, however it
+    /// dies (PR_SET_PDEATHSIG): for a measurement session (`profile`), whose
+    /// command is instrumented for it. Off by default, as with numactl: a
+    /// `run` that is killed leaves its command running.
+    pub fn end_with_this_process(mut self, on: bool) -> Self {
+        self.end_with_this_process = on;
+        self
+    }
+
     /// The kernel weighted-interleave weights set for the command's lifetime.
     pub fn weights(&self) -> Option<&SysfsWeights> {
         self.weights.as_ref()
@@ -332,6 +344,8 @@ impl PreparedLaunch {
         let stop = EventFd::from_flags(EfdFlags::EFD_CLOEXEC).map_err(|e| restore(e.into()))?;
 
         let (cpus, mode, nodes, trace) = (self.cpus, self.mode, self.nodes, self.trace);
+        let parent = std::process::id() as libc::pid_t;
+        let end_with_parent = self.end_with_this_process;
         let gate = if self.before_exec.is_empty() {
             None
         } else {
@@ -352,6 +366,17 @@ impl PreparedLaunch {
         unsafe {
             cmd.pre_exec(move || {
                 sigprocmask(SigmaskHow::SIG_SETMASK, Some(&saved_mask), None)?;
+                if end_with_parent {
+                    // The spawning thread waits for the launch (a `Launch`
+                    // stays on its thread), so its death is this process's.
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    // Dead already, between the fork and the prctl.
+                    if libc::getppid() != parent {
+                        libc::_exit(128 + libc::SIGKILL);
+                    }
+                }
                 if let Some(c) = &cpus {
                     sys::set_affinity_mask(0, c)?;
                 }
@@ -548,6 +573,11 @@ pub enum ExitStatus {
 #[derive(Debug)]
 pub struct LaunchOutcome {
     pub status: ExitStatus,
+    /// The first SIGINT, SIGTERM or SIGHUP this process received while the
+    /// command ran (from a process, or from the terminal, which sent it to
+    /// the command too): a caller with more to run after the command stops
+    /// there.
+    pub interrupted_by: Option<i32>,
     /// With [`LaunchPlan::verify_at_exit`]: the command's placement read at
     /// its exit, or why it could not be read. `None` without tracing, or
     /// when the exit was not seen (a SIGKILL may end a process without it).
@@ -685,7 +715,12 @@ impl Launch {
             Some(s) => s,
             None => return Err(io::Error::from_raw_os_error(libc::ECHILD)),
         };
-        Ok(LaunchOutcome { status, placement })
+        let interrupted_by = self.forwarder.as_ref().and_then(Forwarder::interrupted_by);
+        Ok(LaunchOutcome {
+            status,
+            placement,
+            interrupted_by,
+        })
     }
 }
 
@@ -733,16 +768,28 @@ impl ExitStatus {
 struct Forwarder {
     stop: Arc<EventFd>,
     thread: JoinHandle<()>,
+    /// See [`LaunchOutcome::interrupted_by`]; 0 for none.
+    interrupted: Arc<AtomicI32>,
 }
 
 impl Forwarder {
     fn start(child: Pid, signals: SignalFd, stop: EventFd) -> io::Result<Self> {
         let stop = Arc::new(stop);
         let stop_seen = Arc::clone(&stop);
+        let interrupted = Arc::new(AtomicI32::new(0));
+        let seen = Arc::clone(&interrupted);
         let thread = std::thread::Builder::new()
             .name("numalab-forward".into())
-            .spawn(move || forward(child, &signals, &stop_seen))?;
-        Ok(Self { stop, thread })
+            .spawn(move || forward(child, &signals, &stop_seen, &seen))?;
+        Ok(Self {
+            stop,
+            thread,
+            interrupted,
+        })
+    }
+
+    fn interrupted_by(&self) -> Option<i32> {
+        Some(self.interrupted.load(Ordering::SeqCst)).filter(|s| *s != 0)
     }
 
     fn stop(self) {
@@ -754,7 +801,7 @@ impl Forwarder {
 /// Sends the child every forwarded signal a process sent to this one, until
 /// `stop` is written. Terminal-generated ones (SI_KERNEL) already reached
 /// the child through its process group.
-fn forward(child: Pid, signals: &SignalFd, stop: &EventFd) {
+fn forward(child: Pid, signals: &SignalFd, stop: &EventFd, interrupted: &AtomicI32) {
     loop {
         let mut fds = [
             PollFd::new(signals.as_fd(), PollFlags::POLLIN),
@@ -768,6 +815,10 @@ fn forward(child: Pid, signals: &SignalFd, stop: &EventFd) {
             return;
         }
         while let Ok(Some(info)) = signals.read_signal() {
+            let signo = info.ssi_signo as i32;
+            if [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(&signo) {
+                let _ = interrupted.compare_exchange(0, signo, Ordering::SeqCst, Ordering::SeqCst);
+            }
             if info.ssi_code == libc::SI_KERNEL {
                 continue;
             }
