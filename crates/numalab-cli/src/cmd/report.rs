@@ -417,6 +417,10 @@ fn claim(a: &Args) -> Result<ReportDir, CliError> {
             "-o {} {e} and no numalab report: choose another -o DIR (new or empty), or --force to write the report's files beside them",
             dir.display()
         )),
+        ClaimError::WouldReplace { .. } => CliError::usage(format!(
+            "-o {} {e}: --force writes the report's files beside a folder's own files, never over them; move those or choose another -o DIR",
+            dir.display()
+        )),
         ClaimError::Busy { holder } => busy(dir, &holder),
         ClaimError::Io(err) => CliError::failed(format!(
             "cannot use -o {} ({}): {err}",

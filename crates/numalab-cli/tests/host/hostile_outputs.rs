@@ -354,7 +354,32 @@ fn output_files_never_replace_inputs_or_the_users_files() {
     // Refused folders got nothing, not even the lock file.
     assert_eq!(names_in(&foreign), vec!["notes.txt", "report.html"]);
     assert_eq!(names_in(&foreign_json), vec!["results.json"]);
-    // With --force numalab writes beside the user's files and removes none.
+    // --force writes beside the user's files, never over them: a folder
+    // holding a user's results.json or report.html is refused, unchanged.
+    for (folder, theirs, name) in [
+        (&foreign, &foreign_html, "report.html"),
+        (&foreign_json, &their_results, "results.json"),
+    ] {
+        let before = std::fs::read(theirs).unwrap();
+        let r = Command::new(bin())
+            .args(["report", "--topology"])
+            .arg(fixture("qemu-quartet-4n2c-ring.xml"))
+            .arg("-o")
+            .arg(folder)
+            .arg("--force")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("under names the report writes ({name}): --force writes the report's files beside a folder's own files, never over them")),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(theirs).unwrap(), before);
+        assert!(!names_in(folder).contains(&".numalab-report".to_string()));
+    }
+    // Beside other files, --force writes and removes none.
+    std::fs::remove_file(&foreign_html).unwrap();
     let r = Command::new(bin())
         .args(["report", "--topology"])
         .arg(fixture("qemu-quartet-4n2c-ring.xml"))

@@ -184,6 +184,10 @@ pub enum ClaimError {
     /// The directory holds files numalab did not make: the first few names
     /// (sorted) and how many there are.
     Foreign { names: Vec<String>, count: usize },
+    /// `force` was given for a directory that is not a report, and files
+    /// there have names the report writes: they would be replaced. The
+    /// first few names (sorted) and how many there are.
+    WouldReplace { names: Vec<String>, count: usize },
     /// Another run holds the directory; what its lock file says about it
     /// ("pid N, started T"), or that it says nothing yet.
     Busy { holder: String },
@@ -198,6 +202,17 @@ impl fmt::Display for ClaimError {
                 write!(
                     f,
                     "holds {count} file(s) numalab did not make ({}",
+                    names.join(", ")
+                )?;
+                if *count > names.len() {
+                    write!(f, ", ...")?;
+                }
+                write!(f, ")")
+            }
+            ClaimError::WouldReplace { names, count } => {
+                write!(
+                    f,
+                    "holds {count} file(s) numalab did not make under names the report writes ({}",
                     names.join(", ")
                 )?;
                 if *count > names.len() {
@@ -254,12 +269,16 @@ pub fn claim_dir(dir: &Path, force: bool) -> Result<ReportDir, ClaimError> {
         Ok(md) if !md.is_dir() => {
             return Err(io::Error::new(io::ErrorKind::NotADirectory, "not a directory").into())
         }
-        Ok(_) if was_report || force => {}
+        Ok(_) if was_report => {}
         Ok(_) => {
             let mut names = Vec::new();
             let mut count = 0;
             for e in std::fs::read_dir(dir)? {
                 let name = e?.file_name().to_string_lossy().into_owned();
+                // --force writes beside a user's files, never over them.
+                if force && !is_own_name(&name) {
+                    continue;
+                }
                 count += 1;
                 names.push(name);
                 // Bounded: a directory of a million files needs no full list.
@@ -271,7 +290,11 @@ pub fn claim_dir(dir: &Path, force: bool) -> Result<ReportDir, ClaimError> {
             if count > 0 {
                 names.sort();
                 names.truncate(FOREIGN_SHOWN);
-                return Err(ClaimError::Foreign { names, count });
+                return Err(if force {
+                    ClaimError::WouldReplace { names, count }
+                } else {
+                    ClaimError::Foreign { names, count }
+                });
             }
         }
     }
@@ -446,9 +469,28 @@ mod tests {
             other => panic!("want Foreign, got {other:?}"),
         }
         assert!(!d.join(LOCK_FILE).exists(), "nothing written when refused");
+        // --force writes beside the user's files, never over them: the
+        // user's report.html (and results.json, a table's CSV) keep it out.
+        std::fs::write(d.join(RESULTS_FILE), "{\"mine\": 1}").unwrap();
+        std::fs::write(d.join("latency.csv"), "a,b").unwrap();
+        match claim_dir(&d, true) {
+            Err(e @ ClaimError::WouldReplace { .. }) => assert_eq!(
+                e.to_string(),
+                "holds 3 file(s) numalab did not make under names the report writes (latency.csv, report.html, results.json)"
+            ),
+            other => panic!("want WouldReplace, got {other:?}"),
+        }
+        assert!(!d.join(LOCK_FILE).exists(), "nothing written when refused");
+        for f in [RESULTS_FILE, "latency.csv", "report.html"] {
+            std::fs::remove_file(d.join(f)).unwrap();
+        }
         let held = claim_dir(&d, true).unwrap();
         assert!(!held.was_report());
         assert!(d.join(LOCK_FILE).is_file());
+        assert_eq!(
+            std::fs::read_to_string(d.join("notes.txt")).unwrap(),
+            "mine"
+        );
         drop(held);
         std::fs::remove_dir_all(&d).unwrap();
     }
