@@ -138,3 +138,125 @@ fn bad_inputs_are_one_line_errors() {
     }
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// A profile.json made by hand in the current schema: `regions` regions,
+/// region `i` with `remote` of its 100 samples remote.
+fn profile(regions: usize, remote: impl Fn(usize) -> u64) -> Value {
+    let regions: Vec<Value> = (0..regions)
+        .map(|i| {
+            let r = remote(i);
+            json!({"kind": "heap", "site": format!("alloc_{i} app.c:{i}"), "sampled": true,
+                "object": null, "thread": null, "stack": [format!("alloc_{i} app.c:{i}")],
+                "allocations": 1, "bytes": 1 << 20, "first_address": 4096 * (i + 1),
+                "samples": 100, "reads": 100, "writes": 0, "unknown_access": 0,
+                "accesses": {"0": {"0": 100 - r, "1": r}}, "remote_share": r as f64 / 100.0,
+                "distance_ratio": null, "pages_by_node": {"0": 128, "1": 128},
+                "threads": {"7": 100}, "first_touch": null, "pages_over_time": []})
+        })
+        .collect();
+    json!({"schema_version": numalab::profile::SCHEMA_VERSION, "command": ["./app"],
+        "pid": 1, "rate": 1000, "min_bytes": 65536, "page_size": 4096, "pages_armed": 0,
+        "samples": 100 * regions.len(), "cost": null, "sampled_for_s": null,
+        "unattributed": 0, "remote_share": null, "regions": regions, "threads": [],
+        "diagnoses": [], "warnings": []})
+}
+
+/// Two profiles made by hand (no profiler needed), read straight into the
+/// profile's struct, compared region by region; a profile of a schema this
+/// numalab does not read is refused with its version, and a profile beside
+/// a result is refused.
+#[test]
+fn two_profiles_made_by_hand() {
+    let d = dir("profiles");
+    let (pa, pb) = (d.join("a.json"), d.join("b.json"));
+    // Region 0 goes from 0 to 90 remote samples of 100; the others stay.
+    std::fs::write(&pa, profile(500, |_| 0).to_string()).unwrap();
+    std::fs::write(
+        &pb,
+        profile(500, |i| if i == 0 { 90 } else { 0 }).to_string(),
+    )
+    .unwrap();
+    let (a, b) = (pa.to_str().unwrap(), pb.to_str().unwrap());
+    let v = run_json(&["compare", a, b, "--json"]);
+    let regions = v["regions"].as_array().unwrap();
+    assert_eq!(regions.len(), 200, "the most sampled 200 of 500");
+    let changed: Vec<&str> = regions
+        .iter()
+        .filter(|r| r["remote"]["changed"] == true)
+        .map(|r| r["site"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["alloc_0 app.c:0"], "{v}");
+    assert!(v["warnings"].to_string().contains("500 regions"), "{v}");
+    let text = stdout(&["compare", a, b, "--significant"]);
+    assert!(text.contains("alloc_0 app.c:0"), "{text}");
+    assert!(!text.contains("alloc_1 app.c:1"), "{text}");
+    // Another major schema: refused by its version, before it is parsed
+    // (its regions are no regions).
+    let old = d.join("old.json");
+    std::fs::write(
+        &old,
+        json!({"schema_version": "0.1", "pages_armed": 0, "regions": [1, 2]}).to_string(),
+    )
+    .unwrap();
+    fails(
+        &["compare", a, old.to_str().unwrap()],
+        "old.json is a profile of schema 0.1; this numalab reads schema ",
+    );
+    let result = d.join("r.json");
+    std::fs::write(&result, r#"{"schema_version":"1.0","command":"topology"}"#).unwrap();
+    fails(
+        &["compare", result.to_str().unwrap(), a],
+        "a.json is a profile and ",
+    );
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// A result of many runs, a few of them named alike: every run is its own
+/// metric, and only the runs named alike carry their index.
+#[test]
+fn many_runs_a_few_named_alike() {
+    let d = dir("many");
+    let result = |shift: f64| {
+        let runs: Vec<Value> = (0..20_000)
+            .map(|i| {
+                let threads = if i % 5000 == 1 { i - 1 } else { i };
+                json!({"threads": threads, "gbps": fig(10.0 + shift, 0.001)})
+            })
+            .collect();
+        json!({"schema_version": "1.0", "command": "sweep", "sweep": {"runs": runs}})
+    };
+    let (pa, pb) = (d.join("a.json"), d.join("b.json"));
+    std::fs::write(&pa, result(0.0).to_string()).unwrap();
+    std::fs::write(&pb, result(1.0).to_string()).unwrap();
+    let v = run_json(&[
+        "compare",
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+        "--json",
+    ]);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 20_000);
+    let indexed: Vec<&str> = rows
+        .iter()
+        .map(|r| r["metric"].as_str().unwrap())
+        .filter(|m| m.contains('#'))
+        .collect();
+    assert_eq!(
+        indexed,
+        [
+            "sweep.runs[threads=0#0].gbps",
+            "sweep.runs[threads=0#1].gbps",
+            "sweep.runs[threads=10000#10000].gbps",
+            "sweep.runs[threads=10000#10001].gbps",
+            "sweep.runs[threads=15000#15000].gbps",
+            "sweep.runs[threads=15000#15001].gbps",
+            "sweep.runs[threads=5000#5000].gbps",
+            "sweep.runs[threads=5000#5001].gbps",
+        ]
+    );
+    assert!(
+        rows.iter().all(|r| r["significant"] == true),
+        "1.0 apart, CI 1%"
+    );
+    std::fs::remove_dir_all(&d).ok();
+}
