@@ -138,6 +138,12 @@ pub fn refuse_overwriting_input(
     output: &Path,
     inputs: &[(&str, &Path)],
 ) -> Result<(), CliError> {
+    if let Some(why) = numalab::report::files::output_refusal(output) {
+        return Err(CliError::usage(format!(
+            "{option} {}: {why}",
+            output.display()
+        )));
+    }
     // A device or FIFO is written in place, never replaced
     // (`write_atomically`): /dev/null named by the command too is fine.
     if std::fs::metadata(output).is_ok_and(|m| !m.is_file()) {

@@ -184,7 +184,7 @@ fn output_files_never_replace_inputs_or_the_users_files() {
             &["compare", &a_s, &b_s, "--html", &arg(&link)],
         )
         .code(2)
-        .says("same file as A")
+        .says("is a symbolic link")
         .keeps(&a),
         Case::new(
             "--html is a hard link of B",
@@ -847,4 +847,115 @@ fn an_output_that_is_a_device_or_a_fifo_is_written_in_place() {
         );
         assert_eq!(std::fs::read_to_string(&plan).unwrap(), text);
     }
+}
+
+/// Every option that names an output file, given a symbolic link to a
+/// user's file, a read-only file, a FIFO nobody reads, a private character
+/// device and the command's own input: refused (or written in place, for
+/// the device) at once, and nothing replaced, followed or overwritten.
+#[test]
+fn every_output_option_keeps_links_read_only_files_fifos_devices_and_inputs() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    common::preload_library();
+    let d = scratch("hostile-output-walk");
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let (a, b) = (
+        file(&d, "a.json", result_json(100.0)),
+        file(&d, "b.json", result_json(120.0)),
+    );
+    let users = file(&d, "users.txt", "the user's own file\n");
+    let link = d.join("link.json");
+    std::os::unix::fs::symlink(&users, &link).unwrap();
+    let ro = file(&d, "read-only.json", "kept\n");
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let fifo = d.join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let dev = d.join("null");
+    // SAFETY: a NUL-terminated path; mknod has no memory preconditions.
+    let made_dev = unsafe {
+        let c = std::ffi::CString::new(dev.as_os_str().as_bytes()).unwrap();
+        libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3))
+    } == 0;
+    let plan = file(
+        &d,
+        "plan.json",
+        r#"{"schema": "numalab-plan/1", "entries": [{"region": "size>1M", "policy": "interleave:0"}]}"#,
+    );
+    // (option, the command before the output, after it, its own input)
+    let (a_s, b_s, p_s) = (arg(&a), arg(&b), arg(&plan));
+    let options: Vec<(&str, Vec<&str>, Vec<&str>, &Path)> = vec![
+        (
+            "run --verify-json",
+            vec!["run", "--plan", &p_s, "--verify", "--verify-json"],
+            vec!["--", "true"],
+            &plan,
+        ),
+        (
+            "run --counters-json",
+            vec!["run", "--plan", &p_s, "--counters", "--counters-json"],
+            vec!["--", "true"],
+            &plan,
+        ),
+        (
+            "compare --html",
+            vec!["compare", &a_s, &b_s, "--html"],
+            vec!["--force"],
+            &a,
+        ),
+    ];
+    let snapshot = || {
+        (
+            std::fs::read(&users).unwrap(),
+            std::fs::read(&ro).unwrap(),
+            std::fs::read(&plan).unwrap(),
+            std::fs::read(&a).unwrap(),
+        )
+    };
+    let before = snapshot();
+    let mut cases = 0;
+    for (what, pre, post, input) in &options {
+        let mut targets: Vec<(&str, &Path, &str)> = vec![
+            ("a link to a user's file", &link, "is a symbolic link to"),
+            ("a read-only file", &ro, "it is read-only"),
+            ("a FIFO nobody reads", &fifo, "no program reads from"),
+            ("its own input", input, "is the same file as"),
+        ];
+        if made_dev {
+            targets.push(("a private character device", &dev, ""));
+        }
+        for (kind, target, says) in targets {
+            cases += 1;
+            let t = arg(target);
+            let mut v: Vec<&str> = pre.clone();
+            v.push(&t);
+            v.extend(post.iter().copied());
+            let start = Instant::now();
+            let r = common::numalab(&v);
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{what} {kind}: it waited"
+            );
+            if says.is_empty() {
+                assert_eq!(r.rc, 0, "{what} {kind}: {}", r.err);
+                assert!(std::fs::metadata(&dev)
+                    .unwrap()
+                    .file_type()
+                    .is_char_device());
+            } else {
+                assert_ne!(r.rc, 0, "{what} {kind}: accepted");
+                assert!(r.err.contains(says), "{what} {kind}: {}", r.err);
+            }
+            assert_eq!(snapshot(), before, "{what} {kind}: a file changed");
+            assert!(std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+            assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        }
+    }
+    assert!(cases >= 12, "{cases} cases");
+    eprintln!("output walk: {cases} cases");
 }

@@ -56,6 +56,9 @@ fn partial_path(path: &Path) -> PathBuf {
 /// a program reads from it (else an error, never a wait), and a socket is
 /// refused.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(why) = output_refusal(path) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+    }
     if let Ok(meta) = std::fs::metadata(path) {
         let kind = meta.file_type();
         if !kind.is_file() && !kind.is_dir() {
@@ -75,6 +78,29 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// Why numalab will not write the output file `path`, if it will not: a
+/// symbolic link (writing would follow it to a file the user may not mean,
+/// renaming over it would replace it) or a regular file made read-only
+/// (root may rename over it; its owner meant it kept).
+pub fn output_refusal(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if m.file_type().is_symlink() {
+        let to = std::fs::read_link(path)
+            .map(|t| format!(" to {}", t.display()))
+            .unwrap_or_default();
+        return Some(format!(
+            "it is a symbolic link{to}: numalab neither follows nor replaces one; give the file itself"
+        ));
+    }
+    if m.is_file() && m.permissions().mode() & 0o222 == 0 {
+        return Some(
+            "it is read-only: numalab does not replace a file made read-only; make it writable or choose another file".into(),
+        );
+    }
+    None
 }
 
 /// Writes `bytes` into the device or FIFO at `path` (see
