@@ -108,6 +108,17 @@ fn stat_fields(pid: impl std::fmt::Display) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_string).collect())
 }
 
+/// Whether a process is a zombie or in its exit (PF_EXITING, 0x4, in the
+/// flags of /proc/PID/stat).
+fn exiting(pid: u32) -> bool {
+    stat_fields(pid).is_none_or(|f| {
+        f[0] == "Z"
+            || f.get(6)
+                .and_then(|x| x.parse::<u64>().ok())
+                .is_some_and(|x| x & 0x4 != 0)
+    })
+}
+
 fn children_of(pid: u32) -> Vec<i32> {
     let Ok(d) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -163,6 +174,12 @@ fn interrupt(state: &Path, args: &[&str], sig: i32, at: Moment, original: &str) 
     let exited_first = stat_fields(child.id()).is_some_and(|f| f.first().is_some_and(|s| s == "Z"));
     // SAFETY: kill(2) on our own child's pid, not yet reaped.
     unsafe { libc::kill(child.id() as i32, sig) };
+    // Already exiting when the signal came (the kernel ignores it then): a
+    // hold can end, and exit_group start, between the reads above and the
+    // kill on a loaded host (CI: `place` SIGINT'd 19 ms into its hold
+    // exited 0, not a zombie yet at the check). A signal the process lost
+    // would leave it running, not exiting, right after the kill.
+    let exited_first = exited_first || exiting(child.id());
     let status = wait_limited(&mut child, &what);
     let mut err = String::new();
     if let Some(mut e) = child.stderr.take() {

@@ -129,7 +129,10 @@ fn bandwidth_corner_matches_the_read_kernel_on_the_block() {
     // 16 blocks of 512 KiB: 99.72% of the accesses go to block 0, the rest
     // to blocks that stay in the L3, so the corner touches one block.
     let size = 8usize << 20;
-    let (mut kernel, mut map) = (0.0f64, 0.0f64);
+    // Each try's best, then the median of those: one try's outlier (a
+    // kernel best of 102.6 GB/s among nine of 82-94 on a loaded CI
+    // machine) does not decide the comparison.
+    let (mut kernel_bests, mut map_bests) = (Vec::new(), Vec::new());
     let mut log = Vec::new();
     for _ in 0..BANDWIDTH_TRIES {
         let a = apex(&m, 0.001, 65536, size, 0.2);
@@ -155,11 +158,19 @@ fn bandwidth_corner_matches_the_read_kernel_on_the_block() {
             "kernel {:.1}/{:.1} apexmap {:.1}/{:.1} (best/median GB/s)",
             b.gbps.best, b.gbps.median, p.gbps.best, p.gbps.median
         ));
-        kernel = kernel.max(b.gbps.best);
-        map = map.max(p.gbps.best);
+        kernel_bests.push(b.gbps.best);
+        map_bests.push(p.gbps.best);
     }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        (v[(n - 1) / 2] + v[n / 2]) / 2.0
+    };
+    let (kernel, map) = (median(kernel_bests), median(map_bests));
     let ratio = map / kernel;
-    eprintln!("bandwidth corner: {log:?}; best {map:.1} vs {kernel:.1} GB/s, ratio {ratio:.3}");
+    eprintln!(
+        "bandwidth corner: {log:?}; median best {map:.1} vs {kernel:.1} GB/s, ratio {ratio:.3}"
+    );
     assert!(
         (0.9..=1.1).contains(&ratio),
         "apexmap (alpha 0.001, L 65536) {map:.1} GB/s vs read kernel on 512 KiB {kernel:.1} GB/s: ratio {ratio:.3}; {log:?}"
