@@ -56,6 +56,26 @@ pub(super) static SLOT_TABLE: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
 pub(super) static SLOT_ORDER: AtomicU64 = AtomicU64::new(1);
 
 /// Copies `s` and a NUL into `buf`; false when it does not fit.
+/// Reads the setting at the NUL-terminated `path` into `now`: what read(2)
+/// returned (0 when the file could not be opened) and the length without
+/// trailing whitespace. Async-signal-safe (the handler and the watchdog).
+pub(super) unsafe fn read_setting(path: &[u8], now: &mut [u8; VALUE_CAP]) -> (isize, usize) {
+    // SAFETY: `path` is NUL-terminated (filled by `fill`); `now` is ours.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let mut n = 0isize;
+        if fd >= 0 {
+            n = libc::read(fd, now.as_mut_ptr().cast(), VALUE_CAP);
+            libc::close(fd);
+        }
+        let mut len = n.max(0) as usize;
+        while len > 0 && now[len - 1].is_ascii_whitespace() {
+            len -= 1;
+        }
+        (n, len)
+    }
+}
+
 pub(super) fn fill(buf: &mut [u8], s: &[u8]) -> bool {
     if s.len() >= buf.len() || s.contains(&0) {
         return false;
@@ -180,16 +200,7 @@ pub(super) fn restore_slots() {
         unsafe {
             let d = &*slot.data.get();
             let mut now = [0u8; VALUE_CAP];
-            let fd = libc::open(d.path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-            let mut n = 0isize;
-            if fd >= 0 {
-                n = libc::read(fd, now.as_mut_ptr().cast(), VALUE_CAP);
-                libc::close(fd);
-            }
-            let mut len = n.max(0) as usize;
-            while len > 0 && now[len - 1].is_ascii_whitespace() {
-                len -= 1;
-            }
+            let (_, len) = read_setting(&d.path, &mut now);
             if now[..len] != d.saved[..d.saved_len] {
                 let fd = libc::open(d.path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd >= 0 {

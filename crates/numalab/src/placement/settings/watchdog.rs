@@ -21,7 +21,7 @@
 //! If the watchdog itself is killed (a `kill -9` of the process group),
 //! the journal entry stays, and the next numalab command restores it.
 
-use super::handler::{PATH_CAP, SLOTS, VALUE_CAP};
+use super::handler::{fill, read_setting, PATH_CAP, SLOTS, VALUE_CAP};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -85,16 +85,6 @@ pub(super) struct Held<'a> {
     pub lock: &'a Path,
     pub saved: &'a str,
     pub set: Option<&'a str>,
-}
-
-/// Copies `s` and a NUL into `buf`; false when it does not fit.
-fn fill(buf: &mut [u8], s: &[u8]) -> bool {
-    if s.len() >= buf.len() || s.contains(&0) {
-        return false;
-    }
-    buf[..s.len()].copy_from_slice(s);
-    buf[s.len()] = 0;
-    true
 }
 
 /// Tells the watchdog (started on first use) that a setting is held. A
@@ -395,16 +385,7 @@ unsafe fn restore_value(m: &Message) {
     // SAFETY: as in `restore`.
     unsafe {
         let mut now = [0u8; VALUE_CAP];
-        let fd = libc::open(m.path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        let mut n = 0isize;
-        if fd >= 0 {
-            n = libc::read(fd, now.as_mut_ptr().cast(), VALUE_CAP);
-            libc::close(fd);
-        }
-        let mut len = n.max(0) as usize;
-        while len > 0 && now[len - 1].is_ascii_whitespace() {
-            len -= 1;
-        }
+        let (n, len) = read_setting(&m.path, &mut now);
         let saved = &m.saved[..cstr_len(&m.saved)];
         let set = &m.set[..cstr_len(&m.set)];
         let path = &m.path[..cstr_len(&m.path)];
