@@ -225,25 +225,56 @@ fn ratio(
     Some((rho, var / (d_total * d_total)))
 }
 
+/// Kish's effective number of the placed draws: (Σ u)² / Σ u², u each
+/// draw's part of the placed total (its thread's post-stratification
+/// factor × its weight × its count). A share weighs its draws by u, so a
+/// few heavy ones (a thread with a single draw in the region, which its
+/// factor makes stand for all its windows; a draw with many accesses)
+/// carry what many light ones would: the share knows at most this many
+/// independent draws. The within-thread variance cannot see it: a thread
+/// whose only draw in the region hit has no residual at all, and CI once
+/// printed 0.558 (95% CI 0.395-0.709) for a staggered reader's cell whose
+/// truth was 0.250.
+fn kish_draws(threads: &[ThreadSums]) -> f64 {
+    let (mut sum, mut sum_sq) = (0.0, 0.0);
+    for t in threads {
+        let g = t.factor();
+        for c in t.cells.iter().filter(|c| c.placed()) {
+            let u = g * c.weight * c.count;
+            sum += u;
+            sum_sq += u * u;
+        }
+    }
+    if sum_sq > 0.0 {
+        sum * sum / sum_sq
+    } else {
+        0.0
+    }
+}
+
 /// Wilson's interval of `share` at the effective draws its variance
 /// implies; where the variance is nought (every draw agrees), at the
-/// draws with an access.
-fn interval(share: f64, var: f64, cells: u64) -> Share {
+/// draws with an access. Never at more than `most` draws.
+fn interval(share: f64, var: f64, most: f64) -> Share {
     let s = share.clamp(0.0, 1.0);
-    // Never more than one independent observation a draw: stratifying by
-    // thread can shrink the variance below the binomial's, but a handful of
-    // threads that happen to agree is no proof of it.
-    let n = if var > 0.0 && s > 0.0 && s < 1.0 {
-        (s * (1.0 - s) / var).min(cells as f64)
-    } else {
-        cells as f64
-    };
-    let [low, high] = wilson(s, n.max(1.0));
+    let [low, high] = wilson(s, effective_draws(s, var, most));
     Share {
         share: s + 0.0,
         low,
         high,
     }
+}
+
+/// The independent draws a share with variance `var` stands for: s(1 − s)
+/// / var, at most `most`; `most` where the variance is nought (every draw
+/// agrees) or the share is 0 or 1.
+fn effective_draws(s: f64, var: f64, most: f64) -> f64 {
+    let n = if var > 0.0 && s > 0.0 && s < 1.0 {
+        (s * (1.0 - s) / var).min(most)
+    } else {
+        most
+    };
+    n.max(1.0)
 }
 
 /// The estimate of region `site` (None: every tracked region, the whole
@@ -282,13 +313,12 @@ pub fn estimate(cells: &[&Cell], design: &Design) -> Option<AccessEstimate> {
     let with_access = cells.iter().filter(|c| c.count > 0.0).count() as u64;
     let placed_cells = cells.iter().filter(|c| c.placed()).count() as u64;
     let remote_share = ratio(&threads, remote, placed);
-    let effective = remote_share.map_or(0.0, |(s, v)| {
-        if v > 0.0 && s > 0.0 && s < 1.0 {
-            (s * (1.0 - s) / v).min(placed_cells as f64)
-        } else {
-            placed_cells as f64
-        }
-    });
+    // Never more than one independent observation a draw (stratifying by
+    // thread can shrink the variance below the binomial's, but a handful of
+    // threads that happen to agree is no proof of it), nor more than the
+    // draws' weights allow.
+    let most = (placed_cells as f64).min(kish_draws(&threads));
+    let effective = remote_share.map_or(0.0, |(s, v)| effective_draws(s, v, most));
     let mut pairs: BTreeMap<(u32, u32), ()> = BTreeMap::new();
     for c in cells.iter().filter(|c| c.placed()) {
         if let (Some(a), Some(b)) = (c.cpu_node, c.memory_node) {
@@ -312,7 +342,7 @@ pub fn estimate(cells: &[&Cell], design: &Design) -> Option<AccessEstimate> {
             Some(MatrixShare {
                 cpu_node: a,
                 memory_node: b,
-                share: interval(s, v, placed_cells),
+                share: interval(s, v, most),
             })
         })
         .collect();
@@ -356,7 +386,7 @@ pub fn estimate(cells: &[&Cell], design: &Design) -> Option<AccessEstimate> {
         counted: cells.iter().map(|c| c.count.round() as u64).sum(),
         placed_cells,
         accesses: all,
-        remote: remote_share.map(|(s, v)| interval(s, v, placed_cells)),
+        remote: remote_share.map(|(s, v)| interval(s, v, most)),
         matrix,
         cpu_nodes,
         threads: shares,
@@ -479,6 +509,32 @@ mod tests {
         assert!((a.remote.unwrap().share - 0.5).abs() < 1e-12);
         let width = |e: &AccessEstimate| e.remote.unwrap().high - e.remote.unwrap().low;
         assert!(width(&b) > width(&a), "{} {}", width(&a), width(&b));
+    }
+
+    #[test]
+    fn a_thread_whose_single_draw_stands_for_all_its_windows_widens_the_interval() {
+        // Four local threads with 10 draws each in the region, and one
+        // remote thread whose only draw there hit: its factor makes that
+        // draw a fifth of the accesses. It has no residual, so the
+        // variance alone would print an interval at all 41 draws; Kish's
+        // effective draws bound it: u is 1 for each local draw and 10 for
+        // the remote one, (Σu)²/Σu² = 50²/(40 + 100) = 17.9.
+        let mut cells: Vec<Cell> = (0..40).map(|i| cell(1 + i % 4, 0, 0, 1.0)).collect();
+        cells.push(cell(9, 1, 0, 1.0));
+        let mut threads: Vec<(u32, f64, u64)> = (1..=4).map(|t| (t, 10.0, 40)).collect();
+        threads.push((9, 10.0, 40));
+        let e = estimate(&cells.iter().collect::<Vec<_>>(), &design(&threads)).unwrap();
+        let r = e.remote.unwrap();
+        assert!((r.share - 0.2).abs() < 1e-12, "{r:?}");
+        let kish = 2500.0 / 140.0;
+        assert!((e.effective_cells - kish).abs() < 1e-9, "{}", e.effective_cells);
+        let [low, high] = wilson(0.2, kish);
+        assert_eq!((r.low, r.high), (low, high));
+        // Equal weights: Kish's bound is the draws themselves.
+        let even: Vec<Cell> = (0..40).map(|i| cell(1 + i % 4, i % 2, 0, 1.0)).collect();
+        let d = design(&(1..=4).map(|t| (t, 10.0, 40)).collect::<Vec<_>>());
+        let e = estimate(&even.iter().collect::<Vec<_>>(), &d).unwrap();
+        assert!(e.effective_cells <= 40.0 && e.effective_cells > 39.0, "{}", e.effective_cells);
     }
 
     #[test]

@@ -226,7 +226,30 @@ fn quartet_profile_finds_main_thread_init_local_slices_and_the_far_array() {
         (got - 0.75).abs() <= width.max(0.10),
         "A: remote share {got:.3}, want 0.75 within {width:.3}: {e}"
     );
-    assert_eq!(a["threads"].as_object().unwrap().len(), 8, "{a}");
+    // The 8 readers (ordinals 1-8), and the main thread (0) only if a
+    // page was armed while it was still writing it: it initialised A, so
+    // such accesses are true ones (CI saw it once), but never many.
+    let ordinal_of = |tid: &str| -> Option<u64> {
+        v["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| tid.parse().ok() == t["tid"].as_u64())
+            .and_then(|t| t["ordinal"].as_u64())
+    };
+    let mut by_ordinal: Vec<(Option<u64>, u64)> = a["threads"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(tid, n)| (ordinal_of(tid), n.as_u64().unwrap()))
+        .collect();
+    by_ordinal.sort();
+    if by_ordinal.first().map(|t| t.0) == Some(Some(0)) {
+        let main = by_ordinal.remove(0);
+        assert!(main.1 * 20 <= n, "the main thread's {} of {n}: {a}", main.1);
+    }
+    let readers: Vec<Option<u64>> = by_ordinal.iter().map(|t| t.0).collect();
+    assert_eq!(readers, (1..=8).map(Some).collect::<Vec<_>>(), "{a}");
     let from: Vec<&String> = a["accesses"].as_object().unwrap().keys().collect();
     assert_eq!(from, ["0", "1", "2", "3"], "A is read from every node");
     // B: each thread's slice first-touched and read by its owner.
