@@ -527,14 +527,22 @@ mod tests {
         let r = e.remote.unwrap();
         assert!((r.share - 0.2).abs() < 1e-12, "{r:?}");
         let kish = 2500.0 / 140.0;
-        assert!((e.effective_cells - kish).abs() < 1e-9, "{}", e.effective_cells);
+        assert!(
+            (e.effective_cells - kish).abs() < 1e-9,
+            "{}",
+            e.effective_cells
+        );
         let [low, high] = wilson(0.2, kish);
         assert_eq!((r.low, r.high), (low, high));
         // Equal weights: Kish's bound is the draws themselves.
         let even: Vec<Cell> = (0..40).map(|i| cell(1 + i % 4, i % 2, 0, 1.0)).collect();
         let d = design(&(1..=4).map(|t| (t, 10.0, 40)).collect::<Vec<_>>());
         let e = estimate(&even.iter().collect::<Vec<_>>(), &d).unwrap();
-        assert!(e.effective_cells <= 40.0 && e.effective_cells > 39.0, "{}", e.effective_cells);
+        assert!(
+            e.effective_cells <= 40.0 && e.effective_cells > 39.0,
+            "{}",
+            e.effective_cells
+        );
     }
 
     #[test]

@@ -1023,6 +1023,65 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_huge_pages_are_judged_in_huge_pages() {
+        let m = quartet();
+        let plan = Plan::parse(
+            &m,
+            r#"{"schema":"numalab-plan/1","entries":[
+                {"region":"site:t.c:1","policy":"interleave:0-1"},
+                {"region":"site:t.c:2","policy":"interleave:0-1"},
+                {"region":"site:t.c:3","policy":"interleave:0-1"}]}"#,
+        )
+        .unwrap();
+        let huge = |node, addr, n: u64| Record {
+            aux: 1,
+            ..rec(Kind::PlanPages, node, addr, n * HUGE_PAGES)
+        };
+        let records = vec![
+            // 7 huge pages interleaved as the kernel does, 4 and 3: 57%
+            // against 50%, 7 points, yet one huge page of rounding.
+            rec(Kind::Planned, 0, 0x20_0000, 7 << 21),
+            rec(Kind::PlanPages, 0, 0x20_0000, 4 * HUGE_PAGES),
+            rec(Kind::PlanPages, 1, 0x20_0000, 3 * HUGE_PAGES),
+            huge(0, 0x20_0000, 4),
+            huge(1, 0x20_0000, 3),
+            // 7 huge pages 6 and 1: off by more than a unit (both nodes
+            // equally; the check names the last).
+            rec(Kind::Planned, 1, 0x200_0000, 7 << 21),
+            rec(Kind::PlanPages, 0, 0x200_0000, 6 * HUGE_PAGES),
+            rec(Kind::PlanPages, 1, 0x200_0000, HUGE_PAGES),
+            huge(0, 0x200_0000, 6),
+            huge(1, 0x200_0000, 1),
+            // The same 4 and 3 split in small pages, with huge pages
+            // turned off on the region: judged page by page, misplaced.
+            Record {
+                aux: 1,
+                ..rec(Kind::Planned, 2, 0x400_0000, 7 << 21)
+            },
+            rec(Kind::PlanPages, 0, 0x400_0000, 4 * HUGE_PAGES),
+            rec(Kind::PlanPages, 1, 0x400_0000, 3 * HUGE_PAGES),
+        ];
+        let c = verify(&m, &plan, &records);
+        let verdicts: Vec<&str> = c.entries.iter().map(|e| e.verdict.as_str()).collect();
+        assert_eq!(verdicts, ["placed", "misplaced", "misplaced"]);
+        assert_eq!(
+            c.entries[0].detail,
+            "all 3584 present pages on the policy's nodes (node 0: 2048, node 1: 1536), \
+             3584 of the pages in 2 MiB huge pages, judged in huge pages, the rest in 4 KiB pages"
+        );
+        assert_eq!(
+            c.entries[1].detail,
+            "node 1 holds 14% of the 3584 present pages, the policy 50% (36 points off, \
+             3584 of the pages in 2 MiB huge pages, judged in huge pages, the rest in 4 KiB pages)"
+        );
+        assert_eq!(
+            c.entries[2].detail,
+            "node 1 holds 43% of the 3584 present pages, the policy 50% (7 points off, \
+             judged in 4 KiB pages (huge pages turned off on the region))"
+        );
+    }
+
+    #[test]
     fn the_kernels_pages_decide_each_entry() {
         let m = quartet();
         let plan = Plan::parse(
