@@ -41,6 +41,12 @@ const MAX_LINES: usize = 1024;
 const WINDOWS_PER_TICK: usize = 4;
 /// The best ranked lines, watched every round.
 const BEST_LINES: usize = 2;
+/// Rounds in which every word of a line is watched, not only those the
+/// samples hit: one 20 ms window can fall while the thread that writes a
+/// word is not running (CI, in a guest on one host thread: D's second
+/// counter, written all the time from node 1, had no hit in its only
+/// window, and the line was not found falsely shared).
+const EVERY_WORD_ROUNDS: u32 = 3;
 /// Threads watched in one window at most (four descriptors each); more
 /// threads are taken in turns.
 const MAX_THREADS: usize = 64;
@@ -348,8 +354,9 @@ impl Refiner {
 
     /// The round's word pairs: the words the samples hit on the best
     /// ranked lines (a line found written from two nodes is watched every
-    /// round), each of their other words once, and every word of the least
-    /// watched other line (every line gets its turn).
+    /// round), each of their other words in the line's first
+    /// [`EVERY_WORD_ROUNDS`] rounds, and every word of the least watched
+    /// other line (every line gets its turn).
     fn new_round(&mut self) -> bool {
         if self.lines.is_empty() {
             return false;
@@ -366,7 +373,7 @@ impl Refiner {
         self.round.clear();
         for i in order.into_iter().chain(other) {
             let l = &mut self.lines[i];
-            let all = l.watched == 0;
+            let all = l.watched < EVERY_WORD_ROUNDS;
             l.watched += 1;
             // The words the samples hit first, then (the first time) the
             // others, in pairs.

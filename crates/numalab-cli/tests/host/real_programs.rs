@@ -285,8 +285,10 @@ fn redis_with_its_jemalloc_serves_a_benchmark_in_every_mode() {
     for (mode, args) in modes(&dir) {
         let port = free_port().to_string();
         let cli = |extra: &[&str]| {
-            let o = Command::new("redis-cli")
-                .args(["-p", &port])
+            // Bounded (coreutils' timeout): a server that stops answering
+            // fails the test instead of hanging it.
+            let o = Command::new("timeout")
+                .args(["-k", "5", "20", "redis-cli", "-p", &port])
                 .args(extra)
                 .output()
                 .unwrap();
@@ -330,13 +332,19 @@ fn redis_with_its_jemalloc_serves_a_benchmark_in_every_mode() {
         assert_eq!(cli(&["set", "numalab", "placed"]), "OK", "{mode}");
         // Values of 64 KiB: jemalloc's large size classes, which the
         // library tracks (and places under the plan).
-        let bench = Command::new("redis-benchmark")
+        let bench = Command::new("timeout")
+            .args(["-k", "5", "300", "redis-benchmark", "-p", &port])
             .args([
-                "-p", &port, "-n", "3000", "-c", "4", "-d", "65536", "-t", "set,get", "-q",
+                "-n", "3000", "-c", "4", "-d", "65536", "-t", "set,get", "-q",
             ])
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&bench.stdout);
+        assert_ne!(
+            bench.status.code(),
+            Some(124),
+            "{mode}: redis-benchmark did not end within 300 s: {text}"
+        );
         assert!(bench.status.success(), "{mode}: redis-benchmark: {text}");
         for t in ["SET: ", "GET: "] {
             assert!(

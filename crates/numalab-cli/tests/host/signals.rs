@@ -85,8 +85,9 @@ struct Ended {
     pid: u32,
     status: ExitStatus,
     err: String,
-    /// The weight the moment the signal was sent.
+    /// The weight the moment before the signal was sent, and right after.
     weight_at_signal: String,
+    weight_after_signal: String,
     /// Processes the run had started (for `run`'s command).
     children: Vec<i32>,
     /// The command had already exited (a zombie) when the signal was sent:
@@ -96,8 +97,22 @@ struct Ended {
 }
 
 impl Ended {
+    /// Whether the command may have finished its hold before the signal
+    /// reached it: not signalled in a hold, already exiting, or the weight
+    /// already put back right after the signal.
+    fn finished_first(&self, held: bool, original: &str) -> bool {
+        !held || self.exited_first || self.weight_after_signal == original
+    }
+
     fn describe(&self) -> String {
-        format!("{:?}, stderr {:?}", self.status, self.err)
+        format!(
+            "{:?}, stderr {:?} (weight {} before the signal, {} right after; exiting then: {})",
+            self.status,
+            self.err,
+            self.weight_at_signal,
+            self.weight_after_signal,
+            self.exited_first
+        )
     }
 }
 
@@ -180,6 +195,14 @@ fn interrupt(state: &Path, args: &[&str], sig: i32, at: Moment, original: &str) 
     // exited 0, not a zombie yet at the check). A signal the process lost
     // would leave it running, not exiting, right after the kill.
     let exited_first = exited_first || exiting(child.id());
+    // A signal lost in the middle of a hold leaves the weight held after
+    // it, for the rest of the hold; one that came as the hold ended finds
+    // it put back. CI twice saw `place` SIGINT'd 7-19 ms into its hold
+    // exit 0, neither a zombie nor exiting right after the kill: on a host
+    // loaded by three guests, the test's thread can lose the CPU between
+    // reading the weight and sending the signal, long enough for `place`
+    // to restore it, verify and reach exit_group.
+    let weight_after_signal = node0();
     let status = wait_limited(&mut child, &what);
     let mut err = String::new();
     if let Some(mut e) = child.stderr.take() {
@@ -190,6 +213,7 @@ fn interrupt(state: &Path, args: &[&str], sig: i32, at: Moment, original: &str) 
         status,
         err,
         weight_at_signal,
+        weight_after_signal,
         children,
         exited_first,
     }
@@ -242,7 +266,7 @@ fn check_polite(state: &Path, what: &str, e: &Ended, sig: i32, original: &str, h
     // `run` passes the signal to its command and ends as the command did.
     let passed_on = e.status.signal() == Some(sig);
     assert!(
-        handled || passed_on || ((!held || e.exited_first) && e.status.code() == Some(0)),
+        handled || passed_on || (e.finished_first(held, original) && e.status.code() == Some(0)),
         "{what}: ended {}",
         e.describe()
     );
@@ -260,7 +284,7 @@ fn check_polite(state: &Path, what: &str, e: &Ended, sig: i32, original: &str, h
 /// before the signal came: on a fast machine `place --size 1G` ends in under
 /// half a second, and a kill to a zombie changes nothing.
 fn check_killed(state: &Path, what: &str, e: &Ended, original: &str, held: bool) {
-    let finished = (!held || e.exited_first) && e.status.code() == Some(0);
+    let finished = e.finished_first(held, original) && e.status.code() == Some(0);
     assert!(
         e.status.signal() == Some(libc::SIGKILL) || finished,
         "{what}: {}",
