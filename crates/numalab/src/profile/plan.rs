@@ -1022,17 +1022,25 @@ mod tests {
         assert_eq!((none.verdict, none.comparison), (Verdict::CannotTell, None));
     }
 
+    /// A plan whose entry i places the allocations of line i + 1 of t.c
+    /// with `policies[i]`.
+    fn sites_plan(m: &Machine, policies: &[&str]) -> Plan {
+        let entries: Vec<String> = policies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!(r#"{{"region":"site:t.c:{}","policy":"{p}"}}"#, i + 1))
+            .collect();
+        let text = format!(
+            r#"{{"schema":"numalab-plan/1","entries":[{}]}}"#,
+            entries.join(",")
+        );
+        Plan::parse(m, &text).unwrap()
+    }
+
     #[test]
     fn interleaved_huge_pages_are_judged_in_huge_pages() {
         let m = quartet();
-        let plan = Plan::parse(
-            &m,
-            r#"{"schema":"numalab-plan/1","entries":[
-                {"region":"site:t.c:1","policy":"interleave:0-1"},
-                {"region":"site:t.c:2","policy":"interleave:0-1"},
-                {"region":"site:t.c:3","policy":"interleave:0-1"}]}"#,
-        )
-        .unwrap();
+        let plan = sites_plan(&m, &["interleave:0-1"; 3]);
         let huge = |node, addr, n: u64| Record {
             aux: 1,
             ..rec(Kind::PlanPages, node, addr, n * HUGE_PAGES)
@@ -1084,16 +1092,16 @@ mod tests {
     #[test]
     fn the_kernels_pages_decide_each_entry() {
         let m = quartet();
-        let plan = Plan::parse(
+        let plan = sites_plan(
             &m,
-            r#"{"schema":"numalab-plan/1","entries":[
-                {"region":"site:t.c:1","policy":"interleave:0-3"},
-                {"region":"site:t.c:2","policy":"bind:0"},
-                {"region":"site:t.c:3","policy":"bind:1"},
-                {"region":"site:t.c:4","policy":"interleave:0-1"},
-                {"region":"site:t.c:5","policy":"bind:2"}]}"#,
-        )
-        .unwrap();
+            &[
+                "interleave:0-3",
+                "bind:0",
+                "bind:1",
+                "interleave:0-1",
+                "bind:2",
+            ],
+        );
         let records = vec![
             rec(Kind::Planned, 0, 0x1000, 4096 * 400),
             rec(Kind::Planned, 1, 0x900000, 4096 * 10),
