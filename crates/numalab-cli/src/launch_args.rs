@@ -261,12 +261,12 @@ pub fn ignores_preload(program: &OsStr) -> Option<String> {
     })
 }
 
-/// Says before the program runs which `static:SYMBOL` terms name no data
-/// symbol in the program or the libraries it loads at start. A warning,
-/// not a refusal (as for an unknown `site:`): a library the program
-/// `dlopen`s later may hold the symbol, and static data is located at
-/// exit, from the memory map then.
-fn warn_unknown_statics(opt: &str, f: &RegionFilter, program: &OsStr) {
+/// Refuses, before the program runs, a `static:SYMBOL` term that names no
+/// data symbol in the program or the libraries it loads at start, as an
+/// unknown `site:` and a plan's `static:` entry are refused: a filter that
+/// can select nothing is a typo far more often than a library the program
+/// `dlopen`s later. The error names the closest symbols.
+fn refuse_unknown_statics(opt: &str, f: &RegionFilter, program: &OsStr) -> Result<(), CliError> {
     let names: Vec<&str> = f
         .terms
         .iter()
@@ -276,10 +276,10 @@ fn warn_unknown_statics(opt: &str, f: &RegionFilter, program: &OsStr) {
         })
         .collect();
     if names.is_empty() {
-        return;
+        return Ok(());
     }
     let Some(exe) = program_file(program) else {
-        return;
+        return Ok(());
     };
     let objects = objects::loaded_at_start(&exe, &objects::LoaderPaths::current());
     let symbols: Vec<String> = objects
@@ -288,16 +288,64 @@ fn warn_unknown_statics(opt: &str, f: &RegionFilter, program: &OsStr) {
         .map(|(n, _, _)| n)
         .collect();
     for name in names {
-        if !symbols
+        if symbols
             .iter()
             .any(|s| numalab::profile::symbols::names_match(s, name))
         {
-            eprintln!(
-                "numalab: warning: {opt} static:{name} names no data symbol in {} or the libraries it loads at start: it selects nothing unless a library loaded later holds it",
-                exe.display()
-            );
+            continue;
+        }
+        let close = closest_names(name, &symbols, 5);
+        let valid = if close.is_empty() {
+            String::new()
+        } else {
+            format!(" (closest: {})", close.join(", "))
+        };
+        return Err(CliError::usage(format!(
+            "{opt} static:{name} names no data symbol in {} or the libraries it loads at start{valid}; give a symbol of them, or `static` for all static data (a library the program loads later with dlopen is not searched)",
+            exe.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Up to `n` of `names` closest to `want`: those that contain it (or it
+/// them), then by edit distance at most a third of its length.
+fn closest_names(want: &str, names: &[String], n: usize) -> Vec<String> {
+    let lower = want.to_lowercase();
+    let mut scored: Vec<(usize, &String)> = names
+        .iter()
+        .filter_map(|s| {
+            let l = s.to_lowercase();
+            if l.contains(&lower) || (l.len() >= 3 && lower.contains(&l)) {
+                return Some((0, s));
+            }
+            let d = edit_distance(&lower, &l);
+            (d <= (want.len() / 3).max(1)).then_some((d, s))
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(n).map(|(_, s)| s.clone()).collect()
+}
+
+/// Levenshtein distance, bounded work: names longer than 256 bytes are
+/// compared by their first 256.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (
+        &a.as_bytes()[..a.len().min(256)],
+        &b.as_bytes()[..b.len().min(256)],
+    );
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, x) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, y) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(x != y)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
         }
     }
+    row[b.len()]
 }
 
 /// A region filter in the library's form, the site terms resolved to
@@ -310,7 +358,7 @@ pub fn library_filter(
     let Some(f) = f else {
         return Ok(String::new());
     };
-    warn_unknown_statics(opt, f, program);
+    refuse_unknown_statics(opt, f, program)?;
     let code = if f.has_sites() {
         let objects = program_objects(opt, program)?;
         filter::resolve_sites(f, &objects).map_err(|e| CliError::usage(format!("{opt}: {e}")))?

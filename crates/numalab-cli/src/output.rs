@@ -144,9 +144,12 @@ pub fn refuse_overwriting_input(
             output.display()
         )));
     }
-    // A device or FIFO is written in place, never replaced
-    // (`write_atomically`): /dev/null named by the command too is fine.
-    if std::fs::metadata(output).is_ok_and(|m| !m.is_file()) {
+    // A character device is written in place, never replaced
+    // (`write_atomically`), and keeps nothing: /dev/null named by the
+    // command too is fine. A FIFO an input is read from is not.
+    if std::fs::metadata(output)
+        .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_char_device(&m.file_type()))
+    {
         return Ok(());
     }
     for (role, input) in inputs {

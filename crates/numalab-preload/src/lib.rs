@@ -223,6 +223,9 @@ extern "C" fn at_exit() {
     emit_thread_names();
     save_maps();
     cost::emit_totals();
+    // A descriptor the program closed or took since the last write is
+    // found (and opened again) now, so that the Totals say so.
+    channel::checked();
     emit(&record::Record {
         kind: record::Kind::Totals,
         tid: sys::gettid(),

@@ -867,7 +867,8 @@ fn pages(start: usize, len: usize) {
 /// `addr` the program's `mbind` calls skipped, `size` the plan's refused,
 /// `node` the first refusal's errno, `flags` the ranges interleaved page by
 /// page past the stripe budget, `cpu` the small allocations an entry
-/// selected that its pool could not take).
+/// selected that its pool could not take, `aux` the times the program
+/// closed or took the records' descriptor).
 pub fn at_exit() {
     if !active() {
         return;
@@ -879,6 +880,9 @@ pub fn at_exit() {
             pages(s[0].load(SeqCst), s[1].load(SeqCst));
         }
     }
+    // A descriptor lost since the last write is found (and opened again)
+    // now, so that this record can say so.
+    crate::channel::checked();
     emit(&Record {
         kind: Kind::PlanEnd,
         tid: sys::gettid(),
@@ -888,7 +892,7 @@ pub fn at_exit() {
         addr: OVERRIDDEN.load(SeqCst) as u64,
         size: REFUSED.load(SeqCst) as u64,
         time_ns: sys::monotonic_ns(),
-        aux: 0,
+        aux: crate::channel::reopened().min(u32::MAX as usize) as u32,
     });
 }
 

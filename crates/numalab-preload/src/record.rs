@@ -103,7 +103,8 @@ pub enum Kind {
     /// skipped on planned regions, `size` the plan's `mbind` calls the
     /// kernel refused, `node` the first refusal's errno, `flags` the ranges
     /// interleaved page by page past the stripe budget, `cpu` the small
-    /// allocations selected that went to the heap (their pool was full).
+    /// allocations selected that went to the heap (their pool was full),
+    /// `aux` the times the program closed or took the records' descriptor.
     PlanEnd = 22,
     /// Word counts (see the library's `words`): thread `tid` accessed the
     /// 8-byte word at `addr` an estimated `size` times in one window of

@@ -333,7 +333,56 @@ struct Setup {
     placement: String,
 }
 
+/// Refuses an input (`--plan`, `--machine`) that is one of the files this
+/// command writes or removes in its folder (`-o DIR`, its before/ and
+/// after/): numalab never writes over what it reads.
+fn refuse_inputs_in_output(a: &Args) -> Result<(), CliError> {
+    const RUN: [&str; 5] = [
+        "profile.json",
+        "profile.txt",
+        "profile.html",
+        "records.bin",
+        "records.bin.maps",
+    ];
+    let mut ours: Vec<PathBuf> = Vec::new();
+    if a.plan.is_some() {
+        for sub in ["before", "after"] {
+            ours.extend(RUN.iter().map(|n| a.output.join(sub).join(n)));
+        }
+        ours.extend(
+            [
+                "compare.txt",
+                "compare.json",
+                "records.bin",
+                "records.bin.maps",
+            ]
+            .iter()
+            .map(|n| a.output.join(n)),
+        );
+    } else {
+        ours.extend(RUN.iter().chain(&["plan.json"]).map(|n| a.output.join(n)));
+    }
+    let inputs = [
+        ("--plan", a.plan.as_deref()),
+        ("--machine", a.machine.as_deref()),
+    ];
+    for path in &ours {
+        for (opt, input) in inputs {
+            if let Some(input) = input.filter(|p| crate::output::same_file(p, path)) {
+                return Err(CliError::usage(format!(
+                    "{opt} {} is {}, a file this command writes in -o {}: numalab never writes over an input; move it or choose another -o folder",
+                    input.display(),
+                    path.display(),
+                    a.output.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(a: Args) -> CliResult {
+    refuse_inputs_in_output(&a)?;
     let m = load_machine(None)?;
     let launch = plan(&m, &a.launch)?;
     let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;

@@ -124,6 +124,14 @@ fn check_json_output(
             "{opt} {shown} is a directory; give a file name"
         )));
     }
+    // A device, a FIFO or one of numalab's own descriptors (/dev/stdout)
+    // is written in place (`write_atomically`): its folder (/dev) need not
+    // take new files.
+    if numalab::report::files::own_descriptor(path).is_some()
+        || std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+    {
+        return Ok(());
+    }
     let folder = folder_of(path);
     if !folder.is_dir() {
         return Err(CliError::usage(format!(

@@ -610,6 +610,15 @@ pub fn boot_with_files(
         .expect("run guest/boot.sh");
     let console = String::from_utf8_lossy(&out.stdout).replace('\r', "");
     std::fs::remove_dir_all(&dir).ok();
+    // NUMALAB_GUEST_CONSOLES=DIR keeps every guest's console (each step's
+    // output and its @@@TIME line) for a look at where the lane's time goes.
+    if let Some(keep) = std::env::var_os("NUMALAB_GUEST_CONSOLES") {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let keep = PathBuf::from(keep);
+        if std::fs::create_dir_all(&keep).is_ok() {
+            let _ = std::fs::write(keep.join(format!("{name}.console")), &console);
+        }
+    }
     // Where a guest's time goes: the whole boot and its slowest steps, by
     // the guest's clock; the lane runner prints these notes after the lane.
     numalab_testkit::note(&format!(

@@ -826,6 +826,29 @@ fn an_output_that_is_a_device_or_a_fifo_is_written_in_place() {
     assert_ne!(r.rc, 0, "{}", r.err);
     assert!(r.err.contains("no program reads from"), "{}", r.err);
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    // An input that is a FIFO nobody writes into: refused at once.
+    let start = Instant::now();
+    let prof = dir.join("prof");
+    let r = common::numalab(&[
+        "profile",
+        "--machine",
+        fifo.to_str().unwrap(),
+        "-o",
+        prof.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "profile --machine waited for a writer"
+    );
+    assert_eq!(r.rc, 2, "{}", r.err);
+    assert!(
+        r.err.contains("--machine") && r.err.contains("no program writes into"),
+        "{}",
+        r.err
+    );
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
     // The command's own plan as its output: refused, the plan kept.
     let plan = dir.join("plan.json");
     let text = r#"{"schema": "numalab-plan/1", "entries": [{"region": "size>1M", "policy": "interleave:0"}]}"#;
@@ -956,6 +979,175 @@ fn every_output_option_keeps_links_read_only_files_fifos_devices_and_inputs() {
             assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
         }
     }
-    assert!(cases >= 12, "{cases} cases");
+    // A block device is a disk: refused, never written in place.
+    let blk = d.join("disk");
+    // SAFETY: a NUL-terminated path; mknod has no memory preconditions.
+    let made_blk = unsafe {
+        let c = std::ffi::CString::new(blk.as_os_str().as_bytes()).unwrap();
+        libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(7, 250))
+    } == 0;
+    // A FIFO the command reads its plan from is its input too.
+    let fifo_s = arg(&fifo);
+    let mut last: Vec<(&str, Vec<&str>, &str)> = vec![(
+        "run --plan FIFO --verify-json FIFO",
+        vec![
+            "run",
+            "--plan",
+            &fifo_s,
+            "--verify",
+            "--verify-json",
+            &fifo_s,
+            "--",
+            "true",
+        ],
+        "is the same file as --plan",
+    )];
+    let blk_s = arg(&blk);
+    if made_blk {
+        for (what, pre, post, _) in &options {
+            let mut v: Vec<&str> = pre.clone();
+            v.push(&blk_s);
+            v.extend(post.iter().copied());
+            last.push((what, v, "it is a block device"));
+        }
+    }
+    for (what, v, says) in last {
+        cases += 1;
+        let start = Instant::now();
+        let r = common::numalab(&v);
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: it waited"
+        );
+        assert_eq!(r.rc, 2, "{what}: {}", r.err);
+        assert!(r.err.contains(says), "{what}: {}", r.err);
+        assert_eq!(snapshot(), before, "{what}: a file changed");
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        if made_blk {
+            assert!(std::fs::metadata(&blk)
+                .unwrap()
+                .file_type()
+                .is_block_device());
+        }
+    }
+    assert!(cases >= 13, "{cases} cases");
     eprintln!("output walk: {cases} cases");
+}
+
+/// A user who may not create files in /dev still writes a result to
+/// /dev/null: the folder of a device is not probed (it is written in
+/// place, never replaced).
+#[test]
+fn a_user_writes_results_to_dev_null() {
+    use std::os::unix::fs::FileTypeExt;
+    // setpriv is util-linux's, essential on Debian; nobody is uid 65534.
+    let bin = env!("CARGO_BIN_EXE_numalab");
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin])
+        .args([
+            "run",
+            "--verify",
+            "--verify-json",
+            "/dev/null",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("cannot create"), "{err}");
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+}
+
+/// `profile` never writes over its own inputs: a plan or a machine file
+/// kept in the folder it writes (`-o`) under a name it writes there is
+/// refused before the program runs, and left as it was. The plan a
+/// profile wrote, given back with the same `-o`, is fine: that run writes
+/// before/, after/ and the comparison, not plan.json.
+#[test]
+fn profile_refuses_inputs_it_would_write_over() {
+    let d = scratch("hostile-profile-inputs");
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("after")).unwrap();
+    let plan_text = r#"{"schema": "numalab-plan/1", "entries": [{"region": "heap", "policy": "interleave:0"}]}"#;
+    let plan = file(&d, "plan.json", plan_text);
+    let inner = file(&d.join("after"), "profile.json", plan_text);
+    let (p_s, i_s, d_s) = (arg(&plan), arg(&inner), arg(&d));
+    for (what, args, says) in [
+        (
+            "--plan DIR/after/profile.json -o DIR",
+            vec!["profile", "--plan", &i_s, "-o", &d_s, "--", "true"],
+            "--plan",
+        ),
+        (
+            "--machine DIR/plan.json -o DIR",
+            vec!["profile", "--machine", &p_s, "-o", &d_s, "--", "true"],
+            "--machine",
+        ),
+    ] {
+        let r = common::numalab(&args);
+        assert_eq!(r.rc, 2, "{what}: {}", r.err);
+        assert!(
+            r.err.starts_with(&format!("numalab: {says} "))
+                && r.err.contains("a file this command writes in -o"),
+            "{what}: {}",
+            r.err
+        );
+        assert_eq!(std::fs::read_to_string(&plan).unwrap(), plan_text, "{what}");
+        assert_eq!(
+            std::fs::read_to_string(&inner).unwrap(),
+            plan_text,
+            "{what}"
+        );
+    }
+    let r = common::numalab(&["profile", "--plan", &p_s, "-o", &d_s, "--", "true"]);
+    assert!(!r.err.contains("a file this command writes"), "{}", r.err);
+    assert_eq!(std::fs::read_to_string(&plan).unwrap(), plan_text);
+}
+
+/// /dev/stdout and /dev/fd/N name numalab's own descriptors: written
+/// through them where they stand (a file standard output is redirected to
+/// keeps what it held), never refused as links nor replaced.
+#[test]
+fn results_go_to_dev_stdout_and_dev_fd_where_they_stand() {
+    use std::io::Write;
+    use std::os::unix::fs::FileTypeExt;
+    let d = scratch("hostile-dev-stdout");
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    for target in ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"] {
+        let out = d.join("out.txt");
+        let mut f = std::fs::File::create(&out).unwrap();
+        f.write_all(b"before\n").unwrap();
+        let r = Command::new(env!("CARGO_BIN_EXE_numalab"))
+            .args(["run", "--verify", "--verify-json", target, "--", "true"])
+            .stdout(Stdio::from(f))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(0), "{target}: {err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let json = text
+            .strip_prefix("before\n")
+            .unwrap_or_else(|| panic!("{target}: the file lost its start: {text:?}"));
+        let v: Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("{target}: {e}: {json:?}"));
+        assert!(v["pid"].as_i64().is_some_and(|p| p > 0), "{target}: {v}");
+        assert!(
+            v["command"].as_str().is_some_and(|c| c.contains("true")),
+            "{target}: {v}"
+        );
+    }
+    assert!(std::fs::symlink_metadata("/dev/stdout")
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
 }

@@ -374,17 +374,46 @@ fn truth_line(text: &str) -> usize {
 }
 
 /// A `static:` term that names no data symbol of the program or its
-/// libraries is said before the program runs (a warning: a library loaded
-/// later may hold it); one that names a symbol is not.
+/// libraries is refused before the program runs (as an unknown `site:` and
+/// a plan's `static:` entry are), naming the closest symbols; one that
+/// names a symbol is not.
 #[test]
-fn unknown_static_symbols_are_named_before_the_program_runs() {
+fn unknown_static_symbols_are_refused_before_the_program_runs() {
     let dir = scratch("profile-static-nosuch");
     let truth = common::profile_truth_program();
-    let out = dir.join("p");
+    for (terms, closest) in [
+        ("static:no_such_table,static:static_table", ""),
+        ("static:static_tabel", " (closest: static_table"),
+    ] {
+        let out = dir.join("p");
+        let r = numalab(&[
+            "profile",
+            "--regions",
+            terms,
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            truth.to_str().unwrap(),
+            "1",
+        ]);
+        assert_eq!(r.rc, 2, "{terms}: {}", r.err);
+        let bad = terms.split(',').next().unwrap();
+        assert!(
+            r.err.starts_with(&format!(
+                "numalab: --regions {bad} names no data symbol in {} or the libraries it loads at start{closest}",
+                truth.display()
+            )),
+            "{terms}: {}",
+            r.err
+        );
+        assert_eq!(r.err.lines().count(), 1, "{terms}: {}", r.err);
+        assert!(!out.exists(), "{terms}: the program ran");
+    }
+    let out = dir.join("q");
     let r = numalab(&[
         "profile",
         "--regions",
-        "static:no_such_table,static:static_table",
+        "static:static_table",
         "-o",
         out.to_str().unwrap(),
         "--",
@@ -392,27 +421,6 @@ fn unknown_static_symbols_are_named_before_the_program_runs() {
         "1",
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    let warned: Vec<&str> = r
-        .err
-        .lines()
-        .filter(|l| l.contains("names no data symbol"))
-        .collect();
-    assert_eq!(warned.len(), 1, "{}", r.err);
-    assert!(
-        warned[0].starts_with(&format!(
-            "numalab: warning: --regions static:no_such_table names no data symbol in {}",
-            truth.display()
-        )),
-        "{}",
-        warned[0]
-    );
-    // The warning comes first: before the profile's own lines.
-    assert!(
-        r.err
-            .starts_with("numalab: warning: --regions static:no_such_table"),
-        "{}",
-        r.err
-    );
 }
 
 /// Terms joined by `&` are all required: heap blocks over 10 MiB (A, B;
@@ -1428,6 +1436,12 @@ fn programs_that_close_or_dup2_descriptors_keep_their_files() {
                 dir.join(format!("pt-{mode}")).to_string_lossy().into(),
             ],
             vec!["run".into(), "--plan".into(), plan.to_string_lossy().into()],
+            vec![
+                "run".into(),
+                "--verify".into(),
+                "--plan".into(),
+                plan.to_string_lossy().into(),
+            ],
         ];
         for way in ways {
             let _ = std::fs::remove_dir_all(&out_dir);
@@ -1443,6 +1457,17 @@ fn programs_that_close_or_dup2_descriptors_keep_their_files() {
                     "{args:?}: {name} has {} bytes, the program wrote {}",
                     got.len(),
                     w.len()
+                );
+            }
+            // The plan's check says when its records may be incomplete.
+            if args.contains(&"--verify") {
+                assert!(r.err.contains("plan check"), "{args:?}: {}", r.err);
+                assert_eq!(
+                    r.err
+                        .contains("closed or reused the descriptor of the library's record file"),
+                    mode == "close",
+                    "{args:?}: {}",
+                    r.err
                 );
             }
         }

@@ -446,9 +446,11 @@ pub fn run_apexmap(
         "use a smaller --size",
     )?;
     std::thread::scope(|s| {
-        s.spawn(|| run_pinned(m, req, progress))
-            .join()
-            .map_err(|_| PlacementError::Os("the apexmap worker panicked".into()))?
+        crate::placement::sys::spawn_scoped(s, "the apexmap worker", || {
+            run_pinned(m, req, progress)
+        })?
+        .join()
+        .map_err(|_| PlacementError::Os("the apexmap worker panicked".into()))?
     })
 }
 

@@ -640,9 +640,11 @@ fn run_one(
     rule: &StopRule,
 ) -> Result<PlacementResult, PlacementError> {
     std::thread::scope(|s| {
-        s.spawn(|| run_pinned(m, run, n, rule))
-            .join()
-            .unwrap_or_else(|_| Err(PlacementError::Os("the measuring thread panicked".into())))
+        crate::placement::sys::spawn_scoped(s, "the measuring thread", || {
+            run_pinned(m, run, n, rule)
+        })?
+        .join()
+        .unwrap_or_else(|_| Err(PlacementError::Os("the measuring thread panicked".into())))
     })
 }
 
@@ -919,7 +921,10 @@ fn run_parallel_one(
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::{Barrier, Mutex};
     let t = run.threads.len();
-    let ready = Barrier::new(t + 1);
+    // A gate, not a barrier: a thread the system refuses opens it, and the
+    // ones that started leave before the sampling barriers.
+    let ready = crate::measure::sample_clock::Gate::new(t + 1);
+    let refused = AtomicBool::new(false);
     let start = Barrier::new(t + 1);
     let end = Barrier::new(t + 1);
     let stop = AtomicBool::new(false);
@@ -930,9 +935,17 @@ fn run_parallel_one(
     let flops = kernel.flops(n);
     std::thread::scope(|s| {
         for (i, th) in run.threads.iter().enumerate() {
-            let (ready, start, end, stop, call_failed, calls, setups) =
-                (&ready, &start, &end, &stop, &call_failed, &calls, &setups);
-            s.spawn(move || {
+            let (ready, start, end, stop, call_failed, calls, setups, refused) = (
+                &ready,
+                &start,
+                &end,
+                &stop,
+                &call_failed,
+                &calls,
+                &setups,
+                &refused,
+            );
+            let started = crate::placement::sys::spawn_scoped(s, "a BLAS thread", move || {
                 let placed = place_operands(m, kernel, n, th.cpu, th.cpu_node, &th.nodes);
                 let mut kept = None;
                 let setup = placed.and_then(|(bufs, operands)| {
@@ -948,6 +961,9 @@ fn run_parallel_one(
                     v[i] = Some(setup);
                 }
                 ready.wait();
+                if refused.load(Ordering::Acquire) {
+                    return;
+                }
                 let mut flip = true;
                 loop {
                     start.wait();
@@ -967,6 +983,11 @@ fn run_parallel_one(
                     end.wait();
                 }
             });
+            if let Err(e) = started {
+                refused.store(true, Ordering::Release);
+                ready.open();
+                return Err(e);
+            }
         }
         ready.wait();
         let taken: Vec<Option<Setup>> = setups

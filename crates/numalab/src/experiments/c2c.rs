@@ -614,33 +614,43 @@ fn run_on_pair<R: Send>(
     let stop = AtomicBool::new(false);
     let (ready, stop) = (&ready, &stop);
     std::thread::scope(|s| {
-        let d = s.spawn(move || -> Result<(Option<R>, Vec<u32>), PlacementError> {
-            let _guard = StopOnDrop(stop);
-            let pinned = pin_current_thread(cpus[0]);
-            ready[0].store(if pinned.is_ok() { 1 } else { 2 }, Ordering::Release);
-            let other = wait_nonzero(&ready[1]);
-            pinned?;
-            if other != 1 {
-                return Ok((None, Vec::new()));
-            }
-            let mut seen: Vec<u32> = sys::current_cpu().into_iter().collect();
-            let r = driver();
-            seen.extend(sys::current_cpu());
-            Ok((Some(r), seen))
-        });
-        let f = s.spawn(move || -> Result<Vec<u32>, PlacementError> {
-            let pinned = pin_current_thread(cpus[1]);
-            ready[1].store(if pinned.is_ok() { 1 } else { 2 }, Ordering::Release);
-            let other = wait_nonzero(&ready[0]);
-            pinned?;
-            if other != 1 {
-                return Ok(Vec::new());
-            }
-            let mut seen: Vec<u32> = sys::current_cpu().into_iter().collect();
-            follower(stop);
-            seen.extend(sys::current_cpu());
-            Ok(seen)
-        });
+        let d = sys::spawn_scoped(
+            s,
+            "a c2c thread",
+            move || -> Result<(Option<R>, Vec<u32>), PlacementError> {
+                let _guard = StopOnDrop(stop);
+                let pinned = pin_current_thread(cpus[0]);
+                ready[0].store(if pinned.is_ok() { 1 } else { 2 }, Ordering::Release);
+                let other = wait_nonzero(&ready[1]);
+                pinned?;
+                if other != 1 {
+                    return Ok((None, Vec::new()));
+                }
+                let mut seen: Vec<u32> = sys::current_cpu().into_iter().collect();
+                let r = driver();
+                seen.extend(sys::current_cpu());
+                Ok((Some(r), seen))
+            },
+        )?;
+        let f = sys::spawn_scoped(
+            s,
+            "a c2c thread",
+            move || -> Result<Vec<u32>, PlacementError> {
+                let pinned = pin_current_thread(cpus[1]);
+                ready[1].store(if pinned.is_ok() { 1 } else { 2 }, Ordering::Release);
+                let other = wait_nonzero(&ready[0]);
+                pinned?;
+                if other != 1 {
+                    return Ok(Vec::new());
+                }
+                let mut seen: Vec<u32> = sys::current_cpu().into_iter().collect();
+                follower(stop);
+                seen.extend(sys::current_cpu());
+                Ok(seen)
+            },
+        );
+        // The driver waits for its partner's start: told it never came.
+        let f = f.inspect_err(|_| ready[1].store(2, Ordering::Release))?;
         let panicked = || PlacementError::Os("a c2c thread panicked".into());
         let dr = d.join().map_err(|_| panicked())?;
         let fr = f.join().map_err(|_| panicked())?;

@@ -496,7 +496,9 @@ pub fn run_loaded_latency(
         let (ready_tx, ready_rx) = mpsc::channel();
         let (cmd_tx, cmd_rx) = mpsc::channel();
         let (out_tx, out_rx) = mpsc::channel();
-        let chase = s.spawn(move || chase_thread(m, req, ready_tx, cmd_rx, out_tx));
+        let chase = crate::placement::sys::spawn_scoped(s, "the chase thread", move || {
+            chase_thread(m, req, ready_tx, cmd_rx, out_tx)
+        })?;
         let ready = match ready_rx.recv() {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(e),

@@ -775,7 +775,7 @@ fn measure_method(plan: &Plan, method: Method) -> Result<MethodResult, Placement
     } else {
         let last = plan.reps - 1;
         std::thread::scope(|s| {
-            s.spawn(|| {
+            crate::placement::sys::spawn_scoped(s, "the measuring thread", || {
                 if let Err(e) = sys::set_affinity(0, &IdSet::single(plan.cpu)) {
                     work.header.failed_stage = Stage::Pin as u32;
                     work.header.errno = e.raw_os_error().unwrap_or(0);
@@ -788,7 +788,7 @@ fn measure_method(plan: &Plan, method: Method) -> Result<MethodResult, Placement
                     Some(_) => {}
                 };
                 work.run(method, &region, plan, &mut observe);
-            })
+            })?
             .join()
             .map_err(|_| PlacementError::Os("the measuring thread panicked".into()))
         })?;

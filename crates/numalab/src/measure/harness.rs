@@ -16,7 +16,7 @@ use super::kernels::{run_pass, BandwidthKernel, ByteCount, Isa};
 use super::memory_traffic::{self, MemoryTraffic};
 use super::stats::{measure, Better, Measurement, StopRule, Summary};
 use crate::machine::Machine;
-use crate::measure::sample_clock::SampleClock;
+use crate::measure::sample_clock::{Gate, SampleClock};
 use crate::placement::{
     check_plan, pin_current_thread, sys, ArrayPolicies, BufferDemand, BufferSpec, MemoryPolicy,
     PlacedBuffer, PlacementError, Realization, Thp,
@@ -25,7 +25,7 @@ use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Shortest time one sample should take: below this, timer resolution and
@@ -578,44 +578,6 @@ struct Run<'a> {
     sync: Rendezvous,
 }
 
-/// A barrier for one meeting that a failed thread start can open: the
-/// workers that did start, and the main thread, are not left waiting for
-/// one that never will (a `std::sync::Barrier` cannot be told).
-struct Gate {
-    /// Arrived so far, and whether the gate was opened for everyone.
-    state: Mutex<(usize, bool)>,
-    met: Condvar,
-    parties: usize,
-}
-
-impl Gate {
-    fn new(parties: usize) -> Self {
-        Gate {
-            state: Mutex::new((0, false)),
-            met: Condvar::new(),
-            parties,
-        }
-    }
-
-    /// Waits until every party arrived or the gate was opened.
-    fn wait(&self) {
-        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        g.0 += 1;
-        if g.0 >= self.parties {
-            self.met.notify_all();
-        }
-        while g.0 < self.parties && !g.1 {
-            g = self.met.wait(g).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Lets everyone through, now and later.
-    fn open(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
-        self.met.notify_all();
-    }
-}
-
 /// Why worker `i` of `n` could not be started, with the limits on
 /// threads that may have refused it.
 fn spawn_failure(i: usize, n: usize, e: &std::io::Error) -> PlacementError {
@@ -927,7 +889,7 @@ pub struct LatencyResult {
 /// Runs a pointer chase on one pinned CPU over a placed buffer.
 pub fn run_latency(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult, PlacementError> {
     std::thread::scope(|s| {
-        s.spawn(|| run_latency_pinned(m, req))
+        crate::placement::sys::spawn_scoped(s, "the latency worker", || run_latency_pinned(m, req))?
             .join()
             .map_err(|_| PlacementError::Os("the latency worker panicked".into()))?
     })
@@ -1097,29 +1059,4 @@ pub fn default_buffer_bytes(m: &Machine) -> usize {
 /// Convenience for time budgets given in seconds.
 pub fn seconds(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Gate;
-
-    /// Opened, the gate lets the parties that came through without the
-    /// ones that never will; full, it lets them through by itself.
-    #[test]
-    fn a_gate_opens_for_the_parties_that_came() {
-        let g = Gate::new(3);
-        std::thread::scope(|s| {
-            let waiter = s.spawn(|| g.wait());
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            assert!(!waiter.is_finished(), "one of three arrived: it waits");
-            g.open();
-            waiter.join().unwrap();
-        });
-        g.wait(); // opened: no wait
-        let full = Gate::new(2);
-        std::thread::scope(|s| {
-            s.spawn(|| full.wait());
-            full.wait();
-        });
-    }
 }

@@ -7,7 +7,7 @@
 //! and the placement sweep (a case's foreground threads).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Barrier;
+use std::sync::{Barrier, Condvar, Mutex};
 
 /// The barriers, the stop flag, the passes per sample and each worker's
 /// seconds of the last sample.
@@ -79,6 +79,44 @@ impl SampleClock {
     }
 }
 
+/// A barrier for one meeting that a failed thread start can open: the
+/// workers that did start, and the main thread, are not left waiting for
+/// one that never will (a `std::sync::Barrier` cannot be told).
+pub struct Gate {
+    /// Arrived so far, and whether the gate was opened for everyone.
+    state: Mutex<(usize, bool)>,
+    met: Condvar,
+    parties: usize,
+}
+
+impl Gate {
+    pub fn new(parties: usize) -> Self {
+        Gate {
+            state: Mutex::new((0, false)),
+            met: Condvar::new(),
+            parties,
+        }
+    }
+
+    /// Waits until every party arrived or the gate was opened.
+    pub fn wait(&self) {
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 += 1;
+        if g.0 >= self.parties {
+            self.met.notify_all();
+        }
+        while g.0 < self.parties && !g.1 {
+            g = self.met.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Lets everyone through, now and later.
+    pub fn open(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.met.notify_all();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +144,25 @@ mod tests {
         // Two workers, one pass then three.
         assert_eq!(runs.load(Ordering::Relaxed), 8);
         assert_eq!(clock.workers(), 2);
+    }
+
+    /// Opened, the gate lets the parties that came through without the
+    /// ones that never will; full, it lets them through by itself.
+    #[test]
+    fn a_gate_opens_for_the_parties_that_came() {
+        let g = Gate::new(3);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| g.wait());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(!waiter.is_finished(), "one of three arrived: it waits");
+            g.open();
+            waiter.join().unwrap();
+        });
+        g.wait(); // opened: no wait
+        let full = Gate::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| full.wait());
+            full.wait();
+        });
     }
 }

@@ -278,29 +278,35 @@ impl PlacedBuffer {
                 .filter(|(i, _)| i * per < pages)
                 .map(|(i, &cpu)| {
                     let (first, last) = (i * per, ((i + 1) * per).min(pages));
-                    s.spawn(move || -> Result<WorkerCheck, PlacementError> {
-                        pin_current_thread(cpu)?;
-                        let p = addr as *mut u8;
-                        for page in first..last {
-                            // SAFETY: inside our mapping; volatile so the
-                            // store is not elided.
-                            unsafe { p.add(page * step).write_volatile(0) };
-                        }
-                        let seen = sys::current_cpu();
-                        Ok(WorkerCheck {
-                            requested_cpu: cpu,
-                            seen_cpu: seen,
-                            ok: seen == Some(cpu),
-                        })
-                    })
+                    sys::spawn_scoped(
+                        s,
+                        "a first-touch thread",
+                        move || -> Result<WorkerCheck, PlacementError> {
+                            pin_current_thread(cpu)?;
+                            let p = addr as *mut u8;
+                            for page in first..last {
+                                // SAFETY: inside our mapping; volatile so the
+                                // store is not elided.
+                                unsafe { p.add(page * step).write_volatile(0) };
+                            }
+                            let seen = sys::current_cpu();
+                            Ok(WorkerCheck {
+                                requested_cpu: cpu,
+                                seen_cpu: seen,
+                                ok: seen == Some(cpu),
+                            })
+                        },
+                    )
                 })
                 .collect();
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join()
+                    h?.join()
                         .map_err(|_| E::Os("a first-touch thread panicked".into()))?
                 })
+                .collect::<Vec<_>>()
+                .into_iter()
                 .collect()
         })
     }
@@ -322,11 +328,15 @@ impl PlacedBuffer {
                 Ok(sys::current_cpu())
             }
             Some(cpu) => std::thread::scope(|s| {
-                s.spawn(move || -> Result<Option<u32>, PlacementError> {
-                    pin_current_thread(cpu)?;
-                    touch();
-                    Ok(sys::current_cpu())
-                })
+                sys::spawn_scoped(
+                    s,
+                    "the toucher thread",
+                    move || -> Result<Option<u32>, PlacementError> {
+                        pin_current_thread(cpu)?;
+                        touch();
+                        Ok(sys::current_cpu())
+                    },
+                )?
                 .join()
                 .map_err(|_| E::Invalid("the toucher thread panicked".into()))?
             }),

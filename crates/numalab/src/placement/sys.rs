@@ -427,6 +427,25 @@ pub fn thread_limits() -> String {
     format!("limits: {}", out.join(", "))
 }
 
+/// Starts `f` on a thread of scope `s`, as `Scope::spawn` does, but a
+/// thread the system refuses (EAGAIN, ENOMEM: a limit reached) is an
+/// error naming `what` and the limits on threads, where `Scope::spawn`
+/// would panic. Code whose other threads wait for this one at a barrier
+/// must release them on the error (see the sweep's and the harness's
+/// start gates).
+pub fn spawn_scoped<'scope, 'env, T: Send + 'scope>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> Result<std::thread::ScopedJoinHandle<'scope, T>, crate::placement::PlacementError> {
+    std::thread::Builder::new().spawn_scoped(s, f).map_err(|e| {
+        crate::placement::PlacementError::Os(format!(
+            "could not start {what}: {e} ({})",
+            thread_limits()
+        ))
+    })
+}
+
 /// Address space a thread takes besides its own memory: Rust's default
 /// 2 MiB stack, its guard page and signal stack, rounded up.
 const THREAD_ADDRESS_SPACE: u64 = (2 << 20) + (64 << 10);
@@ -581,6 +600,71 @@ pub fn page_size() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread the system refuses is an error naming the limits, not a
+    /// panic: in a forked child whose address space is capped just above
+    /// what it uses, the thread's 2 MiB stack cannot be mapped.
+    #[test]
+    fn a_refused_thread_is_an_error_naming_the_limits() {
+        // SAFETY: the child only sets its limits, starts a thread through
+        // the function under test, and leaves with _exit; glibc's fork
+        // leaves malloc usable in the child.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            // SAFETY: alarm and setrlimit have no memory preconditions;
+            // the alarm ends a child that would hang.
+            unsafe { libc::alarm(20) };
+            let used = std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("VmSize:"))
+                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                })
+                .unwrap_or(0)
+                * 1024;
+            let cap = libc::rlimit {
+                rlim_cur: used + (256 << 10),
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // glibc keeps the stacks of ended threads (up to 40 MiB) and
+            // gives them to new ones without mapping: threads are started,
+            // and kept, until one needs a new stack.
+            let release = std::sync::atomic::AtomicBool::new(false);
+            // SAFETY: setrlimit reads the struct it is given.
+            let ok = unsafe { libc::setrlimit(libc::RLIMIT_AS, &cap) } == 0
+                && std::thread::scope(|s| {
+                    let mut refused = None;
+                    for _ in 0..64 {
+                        let release = &release;
+                        let started = spawn_scoped(s, "a test thread", move || {
+                            while !release.load(std::sync::atomic::Ordering::Acquire) {
+                                std::thread::sleep(std::time::Duration::from_millis(1));
+                            }
+                        });
+                        if let Err(e) = started {
+                            refused = Some(e.to_string());
+                            break;
+                        }
+                    }
+                    release.store(true, std::sync::atomic::Ordering::Release);
+                    refused.is_some_and(|t| {
+                        t.contains("could not start a test thread: ") && t.contains("RLIMIT_AS")
+                    })
+                });
+            // SAFETY: leaves the child without running the parent's
+            // destructors or the test harness.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child's status {status:#x} (stderr above)"
+        );
+    }
 
     #[test]
     fn room_for_threads_names_the_limit_it_would_pass() {

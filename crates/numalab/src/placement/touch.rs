@@ -36,26 +36,34 @@ pub fn write_from_workers(
             .chunks_mut(per.max(page))
             .zip(cpus)
             .map(|(chunk, &cpu)| {
-                s.spawn(move || -> Result<WorkerCheck, PlacementError> {
-                    pin_current_thread(cpu)?;
-                    for b in chunk.iter_mut().step_by(64) {
-                        *b = b.wrapping_add(1);
-                    }
-                    let seen = sys::current_cpu();
-                    Ok(WorkerCheck {
-                        requested_cpu: cpu,
-                        seen_cpu: seen,
-                        ok: seen == Some(cpu),
-                    })
-                })
+                sys::spawn_scoped(
+                    s,
+                    "a writer thread",
+                    move || -> Result<WorkerCheck, PlacementError> {
+                        pin_current_thread(cpu)?;
+                        for b in chunk.iter_mut().step_by(64) {
+                            *b = b.wrapping_add(1);
+                        }
+                        let seen = sys::current_cpu();
+                        Ok(WorkerCheck {
+                            requested_cpu: cpu,
+                            seen_cpu: seen,
+                            ok: seen == Some(cpu),
+                        })
+                    },
+                )
             })
             .collect();
+        // The threads that started are joined (the scope would anyway)
+        // before a refused one's error is returned.
         handles
             .into_iter()
             .map(|h| {
-                h.join()
+                h?.join()
                     .map_err(|_| PlacementError::Os("a worker thread panicked".into()))?
             })
+            .collect::<Vec<_>>()
+            .into_iter()
             .collect()
     })
 }

@@ -507,6 +507,11 @@ pub struct PlanCheck {
     pub small_spilled: u64,
     /// Processes that ran with the plan (each writes its end).
     pub processes: u64,
+    /// Times the program closed or took over the descriptor of the
+    /// library's record file (the library opened it again each time;
+    /// records made meanwhile may be missing from this check).
+    #[serde(default)]
+    pub channel_reopened: u64,
 }
 
 /// The command's run time without and with the plan (`profile --plan
@@ -580,6 +585,7 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
         stripes_folded: 0,
         small_spilled: 0,
         processes: 0,
+        channel_reopened: 0,
     };
     for r in records {
         match r.kind {
@@ -607,6 +613,7 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
                 check.program_mbinds_skipped += r.addr;
                 check.refused += r.size;
                 check.stripes_folded += u64::from(r.flags);
+                check.channel_reopened += u64::from(r.aux);
                 if r.cpu != u32::MAX {
                     check.small_spilled += u64::from(r.cpu);
                 }

@@ -50,12 +50,15 @@ fn partial_path(path: &Path) -> PathBuf {
 /// either its old content or all of the new one, never a truncated file.
 /// The temporary file is removed when writing fails.
 ///
-/// Atomic replacement is for regular files: a character or block device
-/// or a FIFO given as the output is written in place (a rename would
+/// Atomic replacement is for regular files: a character device or a FIFO
+/// given as the output is written in place (a rename would
 /// replace the system's /dev/null with a regular file), a FIFO only when
 /// a program reads from it (else an error, never a wait), and a socket is
 /// refused.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(fd) = own_descriptor(path) {
+        return crate::sys::process::write_to_descriptor(fd, bytes);
+    }
     if let Some(why) = output_refusal(path) {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
     }
@@ -80,12 +83,35 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
+/// The descriptor `path` names when it is one of this process's own:
+/// /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N. These links
+/// are written through the descriptor itself, where it stands (a
+/// redirection to a file keeps what is before; the link is neither
+/// followed to its file nor replaced).
+pub fn own_descriptor(path: &Path) -> Option<i32> {
+    let p = path.to_str()?;
+    match p {
+        "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        _ => {}
+    }
+    let n = p
+        .strip_prefix("/dev/fd/")
+        .or_else(|| p.strip_prefix("/proc/self/fd/"))?;
+    let fd: i32 = n.parse().ok()?;
+    crate::sys::process::descriptor_is_open(fd).then_some(fd)
+}
+
 /// Why numalab will not write the output file `path`, if it will not: a
 /// symbolic link (writing would follow it to a file the user may not mean,
-/// renaming over it would replace it) or a regular file made read-only
-/// (root may rename over it; its owner meant it kept).
+/// renaming over it would replace it), a block device (writing in place
+/// would overwrite a disk) or a regular file made read-only (root may
+/// rename over it; its owner meant it kept).
 pub fn output_refusal(path: &Path) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
+    if own_descriptor(path).is_some() {
+        return None;
+    }
     let m = std::fs::symlink_metadata(path).ok()?;
     if m.file_type().is_symlink() {
         let to = std::fs::read_link(path)
@@ -94,6 +120,11 @@ pub fn output_refusal(path: &Path) -> Option<String> {
         return Some(format!(
             "it is a symbolic link{to}: numalab neither follows nor replaces one; give the file itself"
         ));
+    }
+    if std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()) {
+        return Some(
+            "it is a block device (a disk or a partition): numalab writes its results to files, FIFOs and character devices only; choose a file".into(),
+        );
     }
     if m.is_file() && m.permissions().mode() & 0o222 == 0 {
         return Some(

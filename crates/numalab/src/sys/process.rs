@@ -40,6 +40,29 @@ pub fn set_blocking(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether `fd` is an open descriptor of this process (fcntl F_GETFD,
+/// which changes nothing).
+pub fn descriptor_is_open(fd: i32) -> bool {
+    // SAFETY: F_GETFD only reads the descriptor's flags; a closed or
+    // invalid number is EBADF.
+    fd >= 0 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0
+}
+
+/// Writes all of `bytes` to this process's open descriptor `fd`, which
+/// stays open (standard output given as /dev/stdout, say).
+pub fn write_to_descriptor(fd: i32, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    if !descriptor_is_open(fd) {
+        return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: `fd` is open; ManuallyDrop keeps it open after the write,
+    // so its owner (the standard streams, say) still has it.
+    let mut f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+    f.write_all(bytes)?;
+    f.flush()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

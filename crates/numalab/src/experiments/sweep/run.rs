@@ -15,7 +15,7 @@ use crate::measure::environment::cache_fit_warning;
 use crate::measure::kernels::{run_pass, BandwidthKernel, ByteCount};
 use crate::measure::memory_traffic::{self, MemoryTraffic};
 use crate::measure::pacing::{PacedLoad, PacedReport, PacedSpec, TrafficMix};
-use crate::measure::sample_clock::SampleClock;
+use crate::measure::sample_clock::{Gate, SampleClock};
 use crate::measure::stats::{measure, StopRule};
 use crate::placement::{
     check_plan, pin_current_thread, sys, BufferDemand, BufferSpec, MemoryPolicy, PlacedBuffer,
@@ -23,6 +23,7 @@ use crate::placement::{
 };
 use crate::IdSet;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -750,11 +751,28 @@ pub(super) fn run_case(
         slots.push(b.by_node.get_mut(&case.threads[i].mem));
     }
     let mut per_thread: Vec<Vec<f64>> = vec![Vec::new(); n];
+    // The threads meet at the gate before the clock's first barrier: a
+    // thread the system refuses opens it, and the ones that started leave
+    // without sampling (a `Barrier` would wait for the missing one).
+    let gate = Gate::new(n + 1);
+    let refused = AtomicBool::new(false);
     let meas = std::thread::scope(|s| {
         for (i, slot) in slots.into_iter().enumerate() {
-            let (sync, t) = (&sync, case.threads[i]);
-            s.spawn(move || case_thread(req, sync, i, t, slot));
+            let (sync, t, gate, refused) = (&sync, case.threads[i], &gate, &refused);
+            let started = crate::placement::sys::spawn_scoped(s, "a case thread", move || {
+                gate.wait();
+                if !refused.load(Ordering::Acquire) {
+                    case_thread(req, sync, i, t, slot);
+                }
+            });
+            if let Err(e) = started {
+                sync.fail(e);
+                refused.store(true, Ordering::Release);
+                gate.open();
+                return None;
+            }
         }
+        gate.wait();
         // Calibrate: samples long enough that barrier skew does not count.
         if req.min_sample_s > 0.0 {
             let one = sync.sample(None).max(1e-7);

@@ -73,6 +73,12 @@ pub fn check_text(c: &PlanCheck) -> String {
             c.small_spilled
         ));
     }
+    if c.channel_reopened > 0 {
+        out.push_str(&format!(
+            "  warning: the program closed or reused the descriptor of the library's record file {} time(s) (it closes descriptors from 3 up, or dup2s onto them): the library opened its file again each time and never wrote into the program's files, but records made meanwhile may be missing from this check\n",
+            c.channel_reopened
+        ));
+    }
     if c.processes == 0 {
         out.push_str("  the library never reported its end: the program did not exit normally, or ignored LD_PRELOAD (static or setuid)\n");
     }
