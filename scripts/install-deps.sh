@@ -13,7 +13,8 @@
 # environment ($NUMALAB_VENV, default ~/.cache/numalab/python-venv) with
 # maturin, numpy, pandas and pytest pinned from PyPI (the Python package);
 # and real programs the preload library must not break (tests/host/
-# real_programs.rs): libjemalloc2 (preloaded under xz), xz-utils, and
+# real_programs.rs): libjemalloc2, libtcmalloc-minimal4 and libmimalloc2.0
+# (each preloaded under xz), xz-utils, and
 # redis-server with redis-tools (linked with jemalloc; served on the
 # loopback, never started as a service by the tests); and the runtimes of
 # tests/host/real_runtimes.rs: golang-go (cgo and static Go programs),
@@ -37,7 +38,7 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 
 need=()
 pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas-dev)
-[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran cmake python3 python3-venv binutils libjemalloc2 xz-utils redis-server redis-tools golang-go default-jre-headless nodejs python3-numpy sqlite3)
+[ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran cmake python3 python3-venv binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 xz-utils redis-server redis-tools golang-go default-jre-headless nodejs python3-numpy sqlite3)
 for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")
 done
