@@ -68,7 +68,108 @@ fn numalab(state: &Path, args: &[&str]) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    // As from a terminal: the handled signals at their default action.
+    // The suite may itself run with SIGINT ignored (a shell starts a
+    // background job so, and the ignoring is inherited through exec), and
+    // numalab rightly keeps ignoring a signal it was started ignoring
+    // (`started_with_sigint_ignored_…` below): CI saw `place` "lose" a
+    // SIGINT that way.
+    with_signals(&mut c, libc::SIG_DFL);
     c
+}
+
+/// Sets SIGINT, SIGTERM and SIGHUP to `action` (and unblocks them) in
+/// the child before it execs.
+fn with_signals(c: &mut Command, action: libc::sighandler_t) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure makes only
+    // async-signal-safe calls (signal, sigemptyset, sigaddset,
+    // pthread_sigmask) on local data.
+    unsafe {
+        c.pre_exec(move || {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(sig, action);
+                libc::sigaddset(&mut set, sig);
+            }
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// A command started with SIGINT ignored (a background job of a shell
+/// without job control, `nohup`-like wrappers) keeps ignoring it, as
+/// numactl and every POSIX tool do: a SIGINT while it holds a weight
+/// changes nothing, and it ends normally, the weight put back by itself.
+#[test]
+fn started_with_sigint_ignored_it_keeps_ignoring_it() {
+    let _w = WEIGHT_OF_NODE0.lock().unwrap_or_else(|p| p.into_inner());
+    let writable = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("{WEIGHTS}/node0"))
+        .is_ok();
+    if !writable {
+        return numalab_testkit::skip(format!(
+            "{WEIGHTS}/node0 is missing or not writable (kernel before 6.9, or not root)"
+        ));
+    }
+    let _restore = Restore::save();
+    let state = scratch("signals-ignored").join("journal");
+    let original = node0();
+    let weight = if original == "3" { "4" } else { "3" };
+    let policy = format!("weighted:0={weight}");
+    let mut c = numalab(
+        &state,
+        &[
+            "place",
+            "--size",
+            "1G",
+            "--mem",
+            &policy,
+            "--weighted-impl",
+            "kernel",
+        ],
+    );
+    with_signals(&mut c, libc::SIG_IGN);
+    let mut child = c.spawn().expect("start numalab");
+    let start = Instant::now();
+    while node0() == original {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended before the weight changed"
+        );
+        assert!(start.elapsed() < RUN_LIMIT, "the weight never changed");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let ignored = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        });
+    // SAFETY: kill(2) on our own child's pid, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_limited(&mut child, "place with SIGINT ignored");
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).ok();
+    if let Some(mask) = ignored {
+        assert_ne!(
+            mask & (1 << (libc::SIGINT - 1)),
+            0,
+            "SIGINT not ignored: {mask:#x}"
+        );
+    }
+    assert_eq!(status.code(), Some(0), "{status:?}: {err}");
+    assert!(!err.contains("stopped by SIGINT"), "{err}");
+    assert_eq!(node0(), original, "the weight after the command");
+    assert_eq!(
+        journal_entries(&state),
+        Vec::<String>::new(),
+        "journal left"
+    );
 }
 
 /// When the signal goes out.
