@@ -198,11 +198,13 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
         vec![cpu_nodes[0]]
     );
     assert_eq!(ll["injectors"]["cpus"].as_array().unwrap().len(), n - 1);
-    // The policy comparison ran every quick workload under every policy.
+    // The policy comparison ran each quick workload it kept under every
+    // policy: 4 (local, interleave, interleave over the accessing nodes,
+    // one node) for each; the budget cuts workloads last to first and says
+    // so (a clean run here, the host loaded by other work, kept 1 of 3).
     let cells = p["policies"]["result"]["cells"].as_array().unwrap();
-    // 3 quick workloads x 4 policies (local, interleave, interleave over the
-    // accessing nodes, one node).
-    assert_eq!(cells.len(), 12);
+    let ran = common::report::policies_workloads_kept(&p["policies"]);
+    assert_eq!(cells.len(), 4 * ran.len(), "{ran:?}");
     assert!(cells.iter().all(|c| c["verified"] == true));
     // The quick budget of this machine, and the time taken, are recorded
     // (bench/report.sh measures how well the budget is kept).

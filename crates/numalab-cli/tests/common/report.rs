@@ -288,3 +288,37 @@ pub fn assert_matrix_placed(doc: &Value, part: &str, table: &str, rows: &[u32], 
         }
     }
 }
+
+/// The workloads the report's `policies` part ran, in its order. The quick
+/// table's workloads are cut last to first (single-pinned, numa-aware,
+/// serial-init) when the budget is short: the kept ones must be a prefix
+/// of that order, each with the same number of policy cells, and a cut
+/// must be named in the part's reason ("k of 3 workloads").
+pub fn policies_workloads_kept(pol: &Value) -> Vec<&str> {
+    let cells = pol["result"]["cells"].as_array().unwrap();
+    let order = ["single-pinned", "numa-aware", "serial-init"];
+    let mut ran: Vec<&str> = cells
+        .iter()
+        .map(|c| c["workload"].as_str().unwrap())
+        .collect();
+    ran.sort_unstable_by_key(|w| order.iter().position(|k| k == w));
+    ran.dedup();
+    assert!(
+        !ran.is_empty() && ran == order[..ran.len()],
+        "policies workloads {ran:?}"
+    );
+    assert_eq!(
+        cells.len() % ran.len(),
+        0,
+        "{} cells for {ran:?}",
+        cells.len()
+    );
+    if ran.len() < order.len() {
+        let reason = pol["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(&format!("{} of 3 workloads", ran.len())),
+            "policies ran {ran:?} but says: {reason}"
+        );
+    }
+    ran
+}

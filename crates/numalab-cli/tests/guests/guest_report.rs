@@ -275,30 +275,7 @@ fn quartet_report_measures_every_node_pair_where_it_says() {
     // four nodes, each thread of a NUMA-aware program on its own node.
     let pol = &p["policies"];
     let cells = pol["result"]["cells"].as_array().unwrap();
-    let kept = ["single-pinned", "numa-aware", "serial-init"];
-    let mut ran: Vec<&str> = cells
-        .iter()
-        .map(|c| c["workload"].as_str().unwrap())
-        .collect();
-    ran.sort_unstable_by_key(|w| kept.iter().position(|k| k == w));
-    ran.dedup();
-    assert!(
-        !ran.is_empty() && ran == kept[..ran.len()],
-        "policies workloads {ran:?}"
-    );
-    assert_eq!(
-        cells.len() % ran.len(),
-        0,
-        "{} cells for {ran:?}",
-        cells.len()
-    );
-    if ran.len() < kept.len() {
-        let reason = pol["reason"].as_str().unwrap_or_default();
-        assert!(
-            reason.contains(&format!("{} of 3 workloads", ran.len())),
-            "policies ran {ran:?} but says: {reason}"
-        );
-    }
+    let ran = crate::common::report::policies_workloads_kept(pol);
     let cell = |w: &str, pol: &str| {
         cells
             .iter()
