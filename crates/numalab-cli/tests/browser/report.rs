@@ -455,7 +455,8 @@ fn wait_for_parts(dir: &Path, n: usize, child: &mut std::process::Child) {
 fn ctrl_c_keeps_what_was_measured_and_resume_measures_only_the_rest() {
     let _turn = turn();
     let dir = scratch("interrupted");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_numalab"))
+    let mut report = Command::new(env!("CARGO_BIN_EXE_numalab"));
+    report
         .args([
             "report",
             "--quick",
@@ -465,9 +466,17 @@ fn ctrl_c_keeps_what_was_measured_and_resume_measures_only_the_rest() {
             dir.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    // SIGINT at its default action, as at a terminal: the suite may run
+    // with it ignored (a background shell's job), which numalab keeps.
+    // SAFETY: signal is async-signal-safe, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut report, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = report.spawn().unwrap();
     wait_for_parts(&dir, 2, &mut child);
     // SAFETY: signalling our own child.
     unsafe {

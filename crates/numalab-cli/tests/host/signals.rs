@@ -846,3 +846,50 @@ fn profile_stops_where_it_is_interrupted_and_its_program_ends_with_it() {
         "the profiled program {program} outlived its killed profile by 1 s"
     );
 }
+
+/// `report` catches SIGINT and SIGTERM to stop cleanly and keep what it
+/// measured, except a signal it was started ignoring, which stays ignored
+/// (as the settings' handler does): SigIgn and SigCgt of /proc/PID/status
+/// say so while it runs; SIGTERM still stops it cleanly.
+#[test]
+fn report_keeps_an_inherited_ignored_sigint_ignored() {
+    let base = scratch("signals-report-ignored");
+    let dir = base.join("report");
+    let d = dir.to_string_lossy().into_owned();
+    let mut c = numalab(&base.join("journal"), &["report", "-o", &d, "--quick"]);
+    with_signals(&mut c, libc::SIG_DFL);
+    // SAFETY: signal is async-signal-safe, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = c.spawn().expect("start numalab report");
+    let pid = child.id();
+    let mask = |field: &str| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix(field))
+                    .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            })
+            .unwrap_or(0)
+    };
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    let start = Instant::now();
+    // Its handlers are in place once SIGTERM is caught.
+    while mask("SigCgt:") & bit(libc::SIGTERM) == 0 {
+        assert!(child.try_wait().unwrap().is_none(), "report ended first");
+        assert!(start.elapsed() < RUN_LIMIT, "report never caught SIGTERM");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (ign, cgt) = (mask("SigIgn:"), mask("SigCgt:"));
+    // SAFETY: kill(2) on our own child's pid, not yet reaped.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let status = wait_limited(&mut child, "report with SIGINT ignored");
+    assert_ne!(ign & bit(libc::SIGINT), 0, "SIGINT not ignored: {ign:#x}");
+    assert_eq!(cgt & bit(libc::SIGINT), 0, "SIGINT caught: {cgt:#x}");
+    assert_eq!(status.code(), Some(143), "{status:?}");
+}

@@ -62,16 +62,25 @@ pub fn reset() {
 /// [`request`] cancellation, for front ends that stop cleanly and keep what
 /// they measured. A second such signal, once cancellation is requested,
 /// does what the signal does by default: the process ends at once. The
-/// handlers stay for the life of the process.
+/// handlers stay for the life of the process. A signal the process was
+/// started ignoring (a background job of a shell without job control,
+/// `nohup`) stays ignored, as POSIX tools and the settings' own handler
+/// (`placement::settings`) do.
 pub fn request_on_signals() -> std::io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
+    let handled: Vec<i32> = [SIGINT, SIGTERM]
+        .into_iter()
+        .filter(|&s| !crate::sys::process::signal_ignored(s))
+        .collect();
     // Registered first, so that the first signal finds the flag clear and
     // only the second one ends the process.
-    for sig in [SIGINT, SIGTERM] {
+    for &sig in &handled {
         signal_hook::flag::register_conditional_default(sig, &REQUESTED)?;
     }
-    signal_hook::flag::register(SIGTERM, &TERMINATED)?;
-    for sig in [SIGINT, SIGTERM] {
+    if handled.contains(&SIGTERM) {
+        signal_hook::flag::register(SIGTERM, &TERMINATED)?;
+    }
+    for &sig in &handled {
         signal_hook::flag::register(sig, &REQUESTED)?;
     }
     Ok(())

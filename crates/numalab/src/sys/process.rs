@@ -40,6 +40,18 @@ pub fn set_blocking(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether `sig`'s disposition is "ignore" (SIG_IGN), as a process started
+/// in the background by a shell without job control, or by nohup-like
+/// wrappers, inherits it for SIGINT, SIGQUIT or SIGHUP through exec.
+pub fn signal_ignored(sig: i32) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current
+    // disposition into a local struct.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut now) == 0 && now.sa_sigaction == libc::SIG_IGN
+    }
+}
+
 /// Whether `fd` is an open descriptor of this process (fcntl F_GETFD,
 /// which changes nothing).
 pub fn descriptor_is_open(fd: i32) -> bool {
