@@ -874,8 +874,10 @@ fn an_output_that_is_a_device_or_a_fifo_is_written_in_place() {
 
 /// Every option that names an output file, given a symbolic link to a
 /// user's file, a read-only file, a FIFO nobody reads, a private character
-/// device and the command's own input: refused (or written in place, for
-/// the device) at once, and nothing replaced, followed or overwritten.
+/// device, a block device and the command's own input: refused (or written
+/// in place, for the character device) at once, and nothing replaced,
+/// followed or overwritten; the options that name an output folder
+/// (`report -o`, `profile -o`) refuse every such file.
 #[test]
 fn every_output_option_keeps_links_read_only_files_fifos_devices_and_inputs() {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -1030,7 +1032,63 @@ fn every_output_option_keeps_links_read_only_files_fifos_devices_and_inputs() {
                 .is_block_device());
         }
     }
-    assert!(cases >= 13, "{cases} cases");
+    // The options that name an output folder: a file of any kind there is
+    // refused before anything runs, and never replaced by a folder.
+    let folders: Vec<(&str, Vec<&str>, Vec<&str>, &str)> = vec![
+        (
+            "report -o",
+            vec!["report", "--quick", "--parts", "c2c", "-o"],
+            vec![],
+            "not a directory",
+        ),
+        (
+            "profile -o",
+            vec!["profile", "-o"],
+            vec!["--", "true"],
+            "is a file; give a folder",
+        ),
+    ];
+    let (link_s, ro_s, dev_s) = (arg(&link), arg(&ro), arg(&dev));
+    let mut kinds = vec![
+        ("a link to a user's file", link_s.as_str()),
+        ("a read-only file", ro_s.as_str()),
+        ("a FIFO nobody reads", fifo_s.as_str()),
+    ];
+    if made_dev {
+        kinds.push(("a private character device", dev_s.as_str()));
+    }
+    if made_blk {
+        kinds.push(("a block device", blk_s.as_str()));
+    }
+    for (what, pre, post, says) in &folders {
+        for (kind, target) in &kinds {
+            cases += 1;
+            let mut v: Vec<&str> = pre.clone();
+            v.push(target);
+            v.extend(post.iter().copied());
+            let start = Instant::now();
+            let r = common::numalab(&v);
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{what} {kind}: it waited"
+            );
+            assert_ne!(r.rc, 0, "{what} {kind}: accepted");
+            assert!(r.err.contains(says), "{what} {kind}: {}", r.err);
+            assert_eq!(snapshot(), before, "{what} {kind}: a file changed");
+            assert!(std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+            assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+            if made_dev {
+                assert!(std::fs::metadata(&dev)
+                    .unwrap()
+                    .file_type()
+                    .is_char_device());
+            }
+        }
+    }
+    assert!(cases >= 21, "{cases} cases");
     eprintln!("output walk: {cases} cases");
 }
 
