@@ -185,6 +185,14 @@ fn inputs_without_a_size_or_an_end() {
         Case::new("sweep --from /dev/zero", &["sweep", "--from", "/dev/zero"])
             .code(2)
             .says("--from /dev/zero: it is a character device"),
+        // Its size check once trusted metadata().len(), 0 for a device,
+        // and read 2 GB before it was stopped.
+        Case::new(
+            "profile --machine /dev/zero",
+            &["profile", "--machine", "/dev/zero", "-o", path(&d.join("pz")), "--", "true"],
+        )
+        .code(2)
+        .says("--machine: cannot read /dev/zero: it is a character device"),
         Case::new(
             "topology from a FIFO with no writer",
             &["topology", "--topology", path(&topology_fifo)],
