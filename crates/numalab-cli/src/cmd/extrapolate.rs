@@ -4,11 +4,14 @@
 use crate::args::{parsed, read_list, List, Output};
 use crate::output::{out, print_result, CliError, CliResult};
 use numalab::experiments::extrapolate::{
-    CoreContention, Prediction, TimedPoint, MAX_CORES, MAX_POINTS,
+    CoreContention, PerCoreBandwidth, Prediction, TimedPoint, MAX_CORES, MAX_POINTS,
 };
-use numalab::report::views::extrapolate::text;
+use numalab::experiments::scaling::ScalingResult;
+use numalab::input::{read_text, InputKind};
+use numalab::report::views::extrapolate::{text, to_machine_text};
 use numalab::text::parse;
 use serde::Serialize;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -22,6 +25,12 @@ pub struct Args {
     /// Per-core memory bandwidth in each run, GB/s (default: proportional to 1/cores).
     #[arg(long, value_name = "B1,B2,...", allow_hyphen_values = true, value_parser = parsed(rates))]
     bandwidth: Option<List<f64>>,
+    /// The measured system's per-core bandwidth by cores per node, from its `numalab scaling --json` or a report's results.json (instead of --bandwidth).
+    #[arg(long, value_name = "FILE", conflicts_with = "bandwidth")]
+    from_machine: Option<PathBuf>,
+    /// Also project to another machine from its `numalab scaling --json` or a report's results.json: the contention term scales by the per-core bandwidth there (needs --bandwidth or --from-machine).
+    #[arg(long, value_name = "FILE")]
+    to_machine: Option<PathBuf>,
     /// Cores per node to project to (default: 1, 2, 4, 8 and the counts measured).
     #[arg(long = "to", value_name = "K,...", allow_hyphen_values = true, value_parser = parsed(core_list))]
     to: Option<List<usize>>,
@@ -87,6 +96,50 @@ struct ExtrapolateResult<'a> {
     max_residual_seconds: f64,
     runs: &'a [TimedPoint],
     predictions: &'a [Prediction],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    from_machine: Option<MachineCurve<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    to_machine: Option<ToMachine<'a>>,
+}
+
+/// A machine's per-core bandwidth curve and the file it came from.
+#[derive(Serialize)]
+struct MachineCurve<'a> {
+    file: String,
+    per_core_gbps: &'a PerCoreBandwidth,
+}
+
+/// The projections to `--to-machine`.
+#[derive(Serialize)]
+struct ToMachine<'a> {
+    #[serde(flatten)]
+    machine: MachineCurve<'a>,
+    formula: &'static str,
+    predictions: &'a [Prediction],
+}
+
+/// The per-core bandwidth curve of the machine `path` measured: its
+/// `numalab scaling --json` or a report's results.json (its scaling part),
+/// read through the bounded reader; `option` names the option in errors.
+fn machine_curve(option: &str, path: &Path) -> Result<PerCoreBandwidth, CliError> {
+    let bad = |why: String| CliError::usage(format!("{option} {}: {why}", path.display()));
+    let text = read_text(path, InputKind::ResultsJson)
+        .map_err(|e| CliError::usage(format!("{option}: {e}")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let scaling = if v["command"] == "scaling" {
+        &v
+    } else if v["parts"]["scaling"]["result"].is_object() {
+        &v["parts"]["scaling"]["result"]
+    } else {
+        return Err(bad(
+            "holds no scaling measurement; give the output of numalab scaling --json or a report's results.json with its scaling part"
+                .into(),
+        ));
+    };
+    let r: ScalingResult = serde_json::from_value(scaling.clone())
+        .map_err(|e| bad(format!("its scaling measurement does not read ({e})")))?;
+    PerCoreBandwidth::from_scaling(&r).map_err(bad)
 }
 
 pub fn run(a: Args) -> CliResult {
@@ -102,6 +155,19 @@ pub fn run(a: Args) -> CliResult {
             cores.len()
         )));
     }
+    let from = match &a.from_machine {
+        Some(p) => Some(machine_curve("--from-machine", p)?),
+        None => None,
+    };
+    let target = match &a.to_machine {
+        Some(p) => Some(machine_curve("--to-machine", p)?),
+        None => None,
+    };
+    if target.is_some() && a.bandwidth.is_none() && from.is_none() {
+        return Err(CliError::usage(
+            "--to-machine needs this system's per-core bandwidth to compare with: give --bandwidth B1,B2,... (one per run) or --from-machine FILE",
+        ));
+    }
     if let Some(b) = &a.bandwidth {
         if b.0.len() != times.len() {
             return Err(CliError::usage(format!(
@@ -115,7 +181,11 @@ pub fn run(a: Args) -> CliResult {
         .map(|i| TimedPoint {
             cores: cores[i],
             seconds: times[i],
-            per_core_bandwidth: a.bandwidth.as_ref().map(|b| b.0[i] / 1e9),
+            per_core_bandwidth: match (&a.bandwidth, &from) {
+                (Some(b), _) => Some(b.0[i] / 1e9),
+                (None, Some(curve)) => Some(curve.at(cores[i])),
+                (None, None) => None,
+            },
         })
         .collect();
     let fit =
@@ -137,6 +207,19 @@ pub fn run(a: Args) -> CliResult {
         .flat_map(|&k| ratios.iter().map(move |&r| (k, r)))
         .map(|(k, r)| fit.predict(k, r))
         .collect();
+    let on_target: Vec<Prediction> = match &target {
+        Some(t) => to
+            .iter()
+            .map(|&k| fit.predict_on(k, t))
+            .collect::<Result<_, _>>()
+            .map_err(|e| CliError::usage(format!("extrapolate: {e}")))?,
+        None => Vec::new(),
+    };
+    let shown = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
     if a.out.json {
         print_result(
             "extrapolate",
@@ -148,10 +231,28 @@ pub fn run(a: Args) -> CliResult {
                 max_residual_seconds: fit.max_residual_seconds,
                 runs: &fit.points,
                 predictions: &predictions,
+                from_machine: from.as_ref().map(|c| MachineCurve {
+                    file: shown(&a.from_machine),
+                    per_core_gbps: c,
+                }),
+                to_machine: target.as_ref().map(|t| ToMachine {
+                    machine: MachineCurve {
+                        file: shown(&a.to_machine),
+                        per_core_gbps: t,
+                    },
+                    formula: "T(k) = core_seconds + contention_seconds * B(1)/B_target(k); bandwidth_ratio = B_target(k)/B(k)",
+                    predictions: &on_target,
+                }),
             },
         )?;
     } else {
         out!("{}", text(&fit, &predictions))?;
+        if let Some(t) = &target {
+            out!(
+                "{}",
+                to_machine_text(&fit, &shown(&a.to_machine), t, &on_target)
+            )?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -132,3 +132,156 @@ fn bad_input_is_one_line_and_exit_2() {
     );
     fails(&["extrapolate"], "--times");
 }
+
+/// `--from-machine` and `--to-machine` read per-core bandwidths from a
+/// machine's `numalab scaling --json` (this host's, measured here, with
+/// its per-thread figures set to known values) or from a report's
+/// results.json: the study's 160 s and 230 s at 10 and 5 GB/s per core,
+/// projected to a machine with 20 and 15, give 125 s at one core, 90 +
+/// 70 x 10/15 s at two, and 90 + 70 x 10/7.5 s at four (the two-core
+/// aggregate, 30 GB/s, shared by four).
+#[test]
+fn another_machine_from_its_scaling_result() {
+    let d = common::scratch("extrapolate-machines");
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let scaling = json(&["scaling", "--size", "4M", "--budget", "0.05", "--json"]);
+    let packed = scaling["packed"].as_array().unwrap();
+    // The points say their nodes: this host's first two CPUs share node 0.
+    assert_eq!(packed[0]["nodes"], serde_json::json!([0]));
+    if packed.len() < 2 || packed[1]["nodes"] != serde_json::json!([0]) {
+        numalab_testkit::skip("this machine has no two CPUs on its first node");
+        return;
+    }
+    let write = |name: &str, gbps: [f64; 2], as_report: bool| {
+        let mut s = scaling.clone();
+        for (i, g) in gbps.iter().enumerate() {
+            s["packed"][i]["per_thread_gbps"] = serde_json::json!(g);
+        }
+        let doc = if as_report {
+            serde_json::json!({"parts": {"scaling": {"result": s}}})
+        } else {
+            s
+        };
+        let p = d.join(name);
+        std::fs::write(&p, doc.to_string()).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let here = write("here.json", [10.0, 5.0], false);
+    let there = write("results.json", [20.0, 15.0], true);
+    let v = json(&[
+        "extrapolate",
+        "--times",
+        "160,230",
+        "--from-machine",
+        &here,
+        "--to-machine",
+        &there,
+        "--to",
+        "1,2,4",
+        "--json",
+    ]);
+    assert!(close(&v["core_seconds"], 90.0), "{v}");
+    assert!(close(&v["contention_seconds"], 70.0), "{v}");
+    assert!(close(&v["runs"][0]["per_core_bandwidth"], 10.0), "{v}");
+    assert!(close(&v["runs"][1]["per_core_bandwidth"], 5.0), "{v}");
+    let to = &v["to_machine"];
+    assert_eq!(to["file"], there.as_str());
+    assert_eq!(
+        to["per_core_gbps"],
+        serde_json::json!([{"cores": 1, "gbps": 20.0}, {"cores": 2, "gbps": 15.0}])
+    );
+    let p = to["predictions"].as_array().unwrap();
+    let got: Vec<(u64, f64, f64)> = p
+        .iter()
+        .map(|x| {
+            (
+                x["cores"].as_u64().unwrap(),
+                num(&x["bandwidth_ratio"]),
+                num(&x["seconds"]),
+            )
+        })
+        .collect();
+    let want = [
+        (1, 2.0, 125.0),
+        (2, 3.0, 90.0 + 70.0 * 10.0 / 15.0),
+        (4, 3.0, 90.0 + 70.0 * 10.0 / 7.5),
+    ];
+    assert_eq!(got.len(), 3, "{got:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            g.0 == w.0 && (g.1 - w.1).abs() < 1e-9 && (g.2 - w.2).abs() < 1e-9,
+            "{got:?}"
+        );
+    }
+    // The text prints the target's table after the split's.
+    let t = stdout(&[
+        "extrapolate",
+        "--times",
+        "160,230",
+        "--bandwidth",
+        "10,5",
+        "--to-machine",
+        &there,
+        "--to",
+        "4",
+    ]);
+    assert!(t.contains(&format!("on {there}")), "{t}");
+    assert!(t.contains("x3.000") && t.contains("183.333"), "{t}");
+    // Refusals, one line each.
+    fails(
+        &["extrapolate", "--times", "160,230", "--to-machine", &there],
+        "--to-machine needs this system's per-core bandwidth",
+    );
+    fails(
+        &[
+            "extrapolate",
+            "--times",
+            "160,230",
+            "--bandwidth",
+            "10,5",
+            "--from-machine",
+            &here,
+        ],
+        "cannot be used with",
+    );
+    let sizes = d.join("sizes.json");
+    std::fs::write(&sizes, r#"{"command": "sizes"}"#).unwrap();
+    fails(
+        &[
+            "extrapolate",
+            "--times",
+            "160,230",
+            "--from-machine",
+            sizes.to_str().unwrap(),
+        ],
+        "holds no scaling measurement",
+    );
+    // A result from before the points named their nodes.
+    let mut old = scaling.clone();
+    for p in old["packed"].as_array_mut().unwrap() {
+        p.as_object_mut().unwrap().remove("nodes");
+    }
+    let old_p = d.join("old.json");
+    std::fs::write(&old_p, old.to_string()).unwrap();
+    fails(
+        &[
+            "extrapolate",
+            "--times",
+            "160,230",
+            "--from-machine",
+            old_p.to_str().unwrap(),
+        ],
+        "do not name their nodes",
+    );
+    fails(
+        &[
+            "extrapolate",
+            "--times",
+            "160,230",
+            "--from-machine",
+            "/dev/zero",
+        ],
+        "character device",
+    );
+}

@@ -230,11 +230,26 @@ fn scaling_single_thread_counts_bytes_like_bench_bandwidth() {
     );
     assert_eq!(packed[0]["gbps"]["median"], packed[0]["per_thread_gbps"]);
     assert_eq!(bw["gbps"]["median"], bw["measurement"]["summary"]["median"]);
+    // With 2 CPUs on node 0, the single-core reference also runs on the
+    // pair's second CPU alone (the study ran it on each core of the pair).
+    let alone = sc["alone"].as_array().cloned().unwrap_or_default();
+    let t_alone: Vec<f64> = alone
+        .iter()
+        .map(|p| p["seconds_per_pass"].as_f64().unwrap())
+        .collect();
+    if packed.len() >= 2 {
+        assert_eq!(alone.len(), 1, "{alone:?}");
+        assert_eq!(alone[0]["threads"], 1);
+        assert_eq!(alone[0]["cpus"], serde_json::json!([packed[1]["cpus"][1]]));
+        assert_eq!(alone[0]["verified"], true);
+    } else {
+        assert!(alone.is_empty(), "{alone:?}");
+    }
     if packed.len() >= 2 && sc["model"].is_null() {
         // This shared machine's noise can leave no split: the note must
         // then say which way the two packed points broke the model.
         let (t1, t2) = (
-            packed[0]["seconds_per_pass"].as_f64().unwrap(),
+            (packed[0]["seconds_per_pass"].as_f64().unwrap() + t_alone[0]) / 2.0,
             packed[1]["seconds_per_pass"].as_f64().unwrap(),
         );
         let note = sc["model_note"].as_str().expect("no model and no note");
@@ -255,6 +270,27 @@ fn scaling_single_thread_counts_bytes_like_bench_bandwidth() {
         assert_eq!(
             sc["model"]["fitted_on"]["cpus"],
             serde_json::json!([packed[0]["cpus"][0], packed[1]["cpus"][1]])
+        );
+        // The one-core time is the mean of both cores alone: T(1) and T(2)
+        // of the fit give back that mean and the 2-thread time.
+        assert_eq!(
+            sc["model"]["fitted_on"]["alone"],
+            serde_json::json!([
+                {"cpu": packed[0]["cpus"][0], "seconds_per_pass": packed[0]["seconds_per_pass"]},
+                {"cpu": packed[1]["cpus"][1], "seconds_per_pass": t_alone[0]},
+            ])
+        );
+        let core = sc["model"]["core_seconds"].as_f64().unwrap();
+        let c = sc["model"]["contention_seconds"].as_f64().unwrap();
+        let mean = (packed[0]["seconds_per_pass"].as_f64().unwrap() + t_alone[0]) / 2.0;
+        assert!(
+            (core + c - mean).abs() <= 1e-9 * mean,
+            "{core} + {c} vs {mean}"
+        );
+        let t2 = packed[1]["seconds_per_pass"].as_f64().unwrap();
+        assert!(
+            (core + 2.0 * c - t2).abs() <= 1e-9 * t2,
+            "{core} + 2 x {c} vs {t2}"
         );
     }
 }

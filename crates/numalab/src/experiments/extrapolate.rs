@@ -192,10 +192,100 @@ impl CoreContention {
         }
     }
 
+    /// The projected time at `cores` per node on another machine whose
+    /// per-core bandwidth is `target` (GB/s, as the runs' bandwidths): the
+    /// contention term scales by this system's per-core bandwidth at one
+    /// core over the target's at `cores`, so `bandwidth_ratio` is the
+    /// target's per-core bandwidth over this system's at that count. Needs
+    /// the runs' per-core bandwidths (the ratio has no meaning without
+    /// them).
+    pub fn predict_on(
+        &self,
+        cores: usize,
+        target: &PerCoreBandwidth,
+    ) -> Result<Prediction, String> {
+        let here = Bandwidth::of(&self.points);
+        if here.measured.is_empty() {
+            return Err(
+                "projecting to another machine needs this system's per-core bandwidth at each run (--bandwidth or --from-machine)"
+                    .into(),
+            );
+        }
+        let (b1, bk, tk) = (here.at(1), here.at(cores.max(1)), target.at(cores.max(1)));
+        Ok(Prediction {
+            cores,
+            bandwidth_ratio: tk / bk,
+            seconds: self.core_seconds + self.contention_seconds * b1 / tk,
+        })
+    }
+
     /// Share of the time at `cores` per node that is contention.
     pub fn contention_share(&self, cores: usize) -> f64 {
         let p = self.predict(cores, 1.0);
         (p.seconds - self.core_seconds) / p.seconds
+    }
+}
+
+/// A machine's per-core memory bandwidth by cores busy on one node, GB/s:
+/// the packed points of its `numalab scaling` that lie on one node (one
+/// thread, two, ... up to the node's CPUs). Counts between or beyond them
+/// keep the aggregate bandwidth of the nearest measured count, shared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PerCoreBandwidth {
+    /// By cores.
+    pub points: Vec<CoreBandwidth>,
+}
+
+/// GB/s per core with `cores` busy on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CoreBandwidth {
+    pub cores: usize,
+    pub gbps: f64,
+}
+
+impl PerCoreBandwidth {
+    /// The curve of a scaling result: its packed points whose CPUs all lie
+    /// on one node (the same node as the first). Refuses a result without
+    /// a one-thread point or whose points do not name their nodes (made
+    /// before they did).
+    pub fn from_scaling(r: &super::scaling::ScalingResult) -> Result<Self, String> {
+        let first = r
+            .packed
+            .first()
+            .filter(|p| p.threads == 1)
+            .ok_or("it has no one-thread packed point")?;
+        let node = match first.nodes.as_slice() {
+            [n] => *n,
+            _ => {
+                return Err(
+                    "its scaling points do not name their nodes (a numalab from before they did): run numalab scaling there again"
+                        .into(),
+                )
+            }
+        };
+        let points: Vec<CoreBandwidth> = r
+            .packed
+            .iter()
+            .filter(|p| p.nodes == [node])
+            .filter(|p| p.per_thread_gbps.is_finite() && p.per_thread_gbps > 0.0)
+            .map(|p| CoreBandwidth {
+                cores: p.threads,
+                gbps: p.per_thread_gbps,
+            })
+            .collect();
+        if points.first().map(|p| p.cores) != Some(1) {
+            return Err("its one-thread point has no bandwidth".into());
+        }
+        Ok(Self { points })
+    }
+
+    /// GB/s per core at `k` cores busy on one node.
+    pub fn at(&self, k: usize) -> f64 {
+        Bandwidth {
+            measured: self.points.iter().map(|p| (p.cores, p.gbps)).collect(),
+        }
+        .at(k)
     }
 }
 
@@ -283,6 +373,67 @@ mod tests {
         assert!(close(f.predict(2, 2.0).seconds, 160.0));
         assert!(close(f.predict(1, 1.0).seconds, 160.0));
         assert!(close(f.contention_share(2), 140.0 / 230.0));
+    }
+
+    /// The study's split projected to a machine with 20 GB/s per core
+    /// alone and 15 at two cores, from one with 10 and 5: the contention
+    /// term scales by 10 over the target's bandwidth at each count, and
+    /// four cores share the target's two-core aggregate (30 GB/s).
+    #[test]
+    fn another_machine_scales_contention_by_its_per_core_bandwidth() {
+        let f = CoreContention::fit(&[
+            TimedPoint {
+                cores: 1,
+                seconds: 160.0,
+                per_core_bandwidth: Some(10.0),
+            },
+            TimedPoint {
+                cores: 2,
+                seconds: 230.0,
+                per_core_bandwidth: Some(5.0),
+            },
+        ])
+        .unwrap();
+        assert!(close(f.core_seconds, 90.0) && close(f.contention_seconds, 70.0));
+        let target = PerCoreBandwidth {
+            points: vec![
+                CoreBandwidth {
+                    cores: 1,
+                    gbps: 20.0,
+                },
+                CoreBandwidth {
+                    cores: 2,
+                    gbps: 15.0,
+                },
+            ],
+        };
+        let on = |k| f.predict_on(k, &target).unwrap();
+        assert!(close(on(1).seconds, 125.0) && close(on(1).bandwidth_ratio, 2.0));
+        assert!(close(on(2).seconds, 90.0 + 70.0 * 10.0 / 15.0));
+        assert!(close(on(2).bandwidth_ratio, 3.0));
+        assert!(close(on(4).seconds, 90.0 + 70.0 * 10.0 / 7.5));
+        // The same machine as target gives back the fit's own projections.
+        let here = PerCoreBandwidth {
+            points: vec![
+                CoreBandwidth {
+                    cores: 1,
+                    gbps: 10.0,
+                },
+                CoreBandwidth {
+                    cores: 2,
+                    gbps: 5.0,
+                },
+            ],
+        };
+        for k in [1, 2, 4, 8] {
+            let p = f.predict_on(k, &here).unwrap();
+            assert!(close(p.seconds, f.predict(k, 1.0).seconds), "{k}: {p:?}");
+            assert!(close(p.bandwidth_ratio, 1.0));
+        }
+        // Without the runs' bandwidths there is nothing to compare with.
+        let plain = CoreContention::fit(&[pt(1, 160.0), pt(2, 230.0)]).unwrap();
+        let e = plain.predict_on(2, &target).unwrap_err();
+        assert!(e.contains("--bandwidth or --from-machine"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! Contention split ([`crate::experiments::extrapolate`]), as the
 //! Cray/NERSC study made it: within ONE node, from one thread and two
 //! threads on that node's cores (the packed layout's first two points when
-//! they share a node), `T(k) = core + k * C` per pass. Fitting across nodes
+//! they share a node), `T(k) = core + k * C` per pass. The one-core time is
+//! the mean of each core of the pair run alone, as the study ran its
+//! single-core reference, so that a pair whose cores differ (a busier
+//! core, a cache or frequency domain of its own) is not judged by its
+//! first core only. Fitting across nodes
 //! would dilute the contention a core sees, so spread points never enter
 //! it. The split then projects the time per pass (and the per-core
 //! bandwidth `bytes / T`) to more cores per node and to a memory system
@@ -35,6 +39,10 @@ use std::collections::BTreeMap;
 pub struct ScalingPoint {
     pub threads: usize,
     pub cpus: Vec<u32>,
+    /// The NUMA nodes of `cpus`, ascending (results before this field have
+    /// none).
+    #[serde(default)]
+    pub nodes: Vec<u32>,
     /// Aggregate GB/s (program bytes).
     pub gbps: Figure,
     /// Aggregate divided by threads.
@@ -79,6 +87,18 @@ pub struct FittedOn {
     pub cpus: Vec<u32>,
     /// Threads at each fitted point (1 and 2).
     pub threads: Vec<usize>,
+    /// Each core of the pair run alone: the one-core time of the split is
+    /// their mean (results before this field fitted the first core only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alone: Vec<AloneRun>,
+}
+
+/// One core of the fitted pair running the kernel alone.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct AloneRun {
+    pub cpu: u32,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub seconds_per_pass: f64,
 }
 
 /// One projection: seconds per pass and the per-core bandwidth that means.
@@ -102,20 +122,39 @@ impl ScalingModel {
     /// Splits the packed points `one` (1 thread) and `two` (2 threads, on
     /// the same node) with [`CoreContention::fit`] and projects to
     /// `cores` per node at [`PROJECTED_RATIOS`]; the error says why there
-    /// is no split.
+    /// is no split. `others_alone` are 1-thread runs on the pair's other
+    /// core: the one-core time is the mean over every core of the pair run
+    /// alone (`one` among them).
     pub fn fit(
         node: u32,
         one: &ScalingPoint,
+        others_alone: &[&ScalingPoint],
         two: &ScalingPoint,
         bytes_per_thread: f64,
         cores: &[usize],
     ) -> Result<Self, String> {
-        let at = |p: &ScalingPoint| TimedPoint {
-            cores: p.threads,
-            seconds: p.seconds_per_pass,
-            per_core_bandwidth: None,
-        };
-        let split = CoreContention::fit(&[at(one), at(two)])?;
+        let alone: Vec<AloneRun> = std::iter::once(one)
+            .chain(others_alone.iter().copied())
+            .filter_map(|p| {
+                Some(AloneRun {
+                    cpu: *p.cpus.first()?,
+                    seconds_per_pass: p.seconds_per_pass,
+                })
+            })
+            .collect();
+        let one_core = alone.iter().map(|a| a.seconds_per_pass).sum::<f64>() / alone.len() as f64;
+        let split = CoreContention::fit(&[
+            TimedPoint {
+                cores: one.threads,
+                seconds: one_core,
+                per_core_bandwidth: None,
+            },
+            TimedPoint {
+                cores: two.threads,
+                seconds: two.seconds_per_pass,
+                per_core_bandwidth: None,
+            },
+        ])?;
         let predictions = cores
             .iter()
             .flat_map(|&k| PROJECTED_RATIOS.map(|r| split.predict(k, r)))
@@ -131,6 +170,7 @@ impl ScalingModel {
                 node,
                 cpus: two.cpus.clone(),
                 threads: vec![one.threads, two.threads],
+                alone,
             },
             core_seconds: split.core_seconds,
             contention_seconds: split.contention_seconds,
@@ -151,6 +191,11 @@ pub struct ScalingResult {
     pub memory: Option<String>,
     pub packed: Vec<ScalingPoint>,
     pub spread: Vec<ScalingPoint>,
+    /// The split's single-core reference on the pair's second core: one
+    /// thread alone on the second CPU of the 2-thread packed point, when
+    /// both lie on one node ([`pair_reference_cpu`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alone: Vec<ScalingPoint>,
     /// The core + contention split within one node (packed, 1 and 2 threads).
     #[serde(default)]
     pub model: Option<ScalingModel>,
@@ -244,6 +289,7 @@ pub fn run_scaling_placed(
     };
     let mut packed = Vec::new();
     let mut spread = Vec::new();
+    let mut alone = Vec::new();
     for &n in &counts {
         if cancel::requested() {
             break;
@@ -260,7 +306,12 @@ pub fn run_scaling_placed(
             spread.push(run.point(&spread_order, n, "spread")?);
         }
     }
-    let (model, model_note) = match fit_packed(m, kernel, buffer_bytes, &packed, max) {
+    if let Some(cpu) = pair_reference_cpu(m, &packed_order, &counts) {
+        if !cancel::requested() {
+            alone.push(run.point(&[cpu], 1, &format!("alone, CPU {cpu},"))?);
+        }
+    }
+    let (model, model_note) = match fit_packed(m, kernel, buffer_bytes, &packed, &alone, max) {
         Ok(model) => (Some(model), None),
         Err(why) => (None, Some(why)),
     };
@@ -275,6 +326,7 @@ pub fn run_scaling_placed(
         memory: (!local).then(|| arrays.to_string()),
         packed,
         spread,
+        alone,
         model,
         model_note,
         warnings,
@@ -325,9 +377,13 @@ impl Points<'_> {
         self.warnings
             .extend(r.warnings.iter().map(|w| format!("{layout} {n}: {w}")));
         let per_thread_bytes = r.bytes_per_pass.program as f64 / n as f64;
+        let mut nodes: Vec<u32> = cpus.iter().filter_map(|&c| self.m.node_of_cpu(c)).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
         Ok(ScalingPoint {
             threads: n,
             cpus,
+            nodes,
             per_thread_gbps: r.gbps.median / n as f64,
             seconds_per_pass: per_thread_bytes * n as f64 / (r.gbps.median * 1e9),
             gbps: r.gbps,
@@ -337,14 +393,28 @@ impl Points<'_> {
     }
 }
 
+/// The CPU the split's single-core reference also runs on: the second CPU
+/// of the packed order, when 1 and 2 threads are among `counts` and the
+/// first two packed CPUs share a node (the pair the split is fitted on).
+pub fn pair_reference_cpu(m: &Machine, packed_order: &[u32], counts: &[usize]) -> Option<u32> {
+    if !(counts.contains(&1) && counts.contains(&2)) {
+        return None;
+    }
+    let (&first, &second) = (packed_order.first()?, packed_order.get(1)?);
+    let node = m.node_of_cpu(first)?;
+    (m.node_of_cpu(second) == Some(node)).then_some(second)
+}
+
 /// The split of the packed layout within its first node: its 1- and
-/// 2-thread points, which must both lie on that node, projected to 1, 2, 4,
-/// ... up to four times the largest count run; why not, otherwise.
+/// 2-thread points, which must both lie on that node, with the pair's
+/// second core alone (`alone`, when it was run), projected to 1, 2, 4, ...
+/// up to four times the largest count run; why not, otherwise.
 fn fit_packed(
     m: &Machine,
     kernel: BandwidthKernel,
     buffer_bytes: usize,
     packed: &[ScalingPoint],
+    alone: &[ScalingPoint],
     max: usize,
 ) -> Result<ScalingModel, String> {
     let first_node = packed
@@ -378,7 +448,11 @@ fn fit_packed(
         .map(|k| 1usize << k)
         .take_while(|&c| c <= top)
         .collect();
-    ScalingModel::fit(node, one, two, bytes_per_thread, &cores)
+    let second: Vec<&ScalingPoint> = alone
+        .iter()
+        .filter(|p| p.cpus.len() == 1 && two.cpus.get(1) == p.cpus.first())
+        .collect();
+    ScalingModel::fit(node, one, &second, two, bytes_per_thread, &cores)
         .map_err(|e| format!("no split within node {node}: {e}"))
 }
 
@@ -390,6 +464,7 @@ mod tests {
         ScalingPoint {
             threads,
             cpus,
+            nodes: Vec::new(),
             gbps: Figure {
                 median: 1.0,
                 best: 1.0,
@@ -411,6 +486,7 @@ mod tests {
         let m = ScalingModel::fit(
             0,
             &point(1, vec![0], 160.0),
+            &[],
             &point(2, vec![0, 1], 230.0),
             1.6e11,
             &[1, 2, 4],
@@ -440,14 +516,57 @@ mod tests {
             point(1, order[..1].to_vec(), 1.0),
             point(2, order[..2].to_vec(), 1.5),
         ];
-        let m = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &packed, 2).unwrap();
+        let m = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &packed, &[], 2).unwrap();
         assert_eq!(m.fitted_on.node, 0);
         assert!((m.core_seconds - 0.5).abs() < 1e-9);
         // Two threads on two nodes are not a split within one node.
         let across = [point(1, vec![0], 1.0), point(2, vec![0, 2], 1.5)];
-        let e = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &across, 2).unwrap_err();
+        let e = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &across, &[], 2).unwrap_err();
         assert!(e.contains("not all on node 0"), "{e}");
-        let e = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &packed[..1], 1).unwrap_err();
+        let e = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &packed[..1], &[], 1).unwrap_err();
         assert!(e.contains("1- and 2-thread packed points"), "{e}");
+    }
+
+    /// The study's single-core reference ran on each core of the pair
+    /// alone: with the first core at 150 s and the second at 170 s alone,
+    /// the one-core time is their mean, 160 s, and 230 s with both busy
+    /// splits into 90 s core and 70 s contention, as the study's figures.
+    /// A run on some other CPU is not the pair's and is left out.
+    #[test]
+    fn the_one_core_time_is_the_mean_of_each_core_of_the_pair_alone() {
+        let q = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let order = crate::placement::thread_policy::compact_order(&q, &q.allowed_cpus);
+        let (a, b) = (order[0], order[1]);
+        let packed = [point(1, vec![a], 150.0), point(2, vec![a, b], 230.0)];
+        let alone = [point(1, vec![b], 170.0), point(1, vec![order[2]], 500.0)];
+        let m = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &packed, &alone, 2).unwrap();
+        assert!((m.core_seconds - 90.0).abs() < 1e-9, "{m:?}");
+        assert!((m.contention_seconds - 70.0).abs() < 1e-9, "{m:?}");
+        let runs: Vec<(u32, f64)> = m
+            .fitted_on
+            .alone
+            .iter()
+            .map(|r| (r.cpu, r.seconds_per_pass))
+            .collect();
+        assert_eq!(runs, vec![(a, 150.0), (b, 170.0)]);
+        // Without the second core's run, the first core alone decides.
+        let m = fit_packed(&q, BandwidthKernel::Read, 1 << 20, &packed, &[], 2).unwrap();
+        assert!((m.core_seconds - 70.0).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.fitted_on.alone.len(), 1);
+    }
+
+    /// The reference runs on the packed order's second CPU when it shares
+    /// the first one's node and both 1 and 2 threads are measured.
+    #[test]
+    fn the_pair_reference_is_the_second_packed_cpu_on_the_first_node() {
+        let q = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let order = crate::placement::thread_policy::compact_order(&q, &q.allowed_cpus);
+        assert_eq!(pair_reference_cpu(&q, &order, &[1, 2, 4]), Some(order[1]));
+        assert_eq!(q.node_of_cpu(order[1]), q.node_of_cpu(order[0]));
+        assert_eq!(pair_reference_cpu(&q, &order, &[1, 4]), None);
+        assert_eq!(pair_reference_cpu(&q, &order, &[2, 4]), None);
+        // The first two CPUs on two nodes: no pair within a node.
+        let across = [order[0], order[2]];
+        assert_eq!(pair_reference_cpu(&q, &across, &[1, 2]), None);
     }
 }

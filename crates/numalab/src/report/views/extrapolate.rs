@@ -62,6 +62,45 @@ pub fn text(fit: &CoreContention, predictions: &[Prediction]) -> String {
     s
 }
 
+/// The projections to another machine (`--to-machine`): per row its
+/// per-core bandwidth there, the ratio to this system's at that count, and
+/// the projected time.
+pub fn to_machine_text(
+    fit: &CoreContention,
+    name: &str,
+    target: &crate::experiments::extrapolate::PerCoreBandwidth,
+    predictions: &[Prediction],
+) -> String {
+    let mut s = String::new();
+    let measured: Vec<String> = target
+        .points
+        .iter()
+        .map(|p| format!("{:.2} at {}", p.gbps, p.cores))
+        .collect();
+    let _ = writeln!(
+        s,
+        "on {name} (per-core GB/s by cores on one node, from its scaling: {}):",
+        measured.join(", ")
+    );
+    let _ = writeln!(
+        s,
+        "  {:>14}  {:>14}  {:>15}  {:>12}  {:>11}",
+        "cores per node", "GB/s per core", "bandwidth ratio", "seconds", "contention"
+    );
+    for p in predictions {
+        let _ = writeln!(
+            s,
+            "  {:>14}  {:>14.2}  {:>15}  {:>12}  {:>10.0}%",
+            p.cores,
+            target.at(p.cores.max(1)),
+            format!("x{:.3}", p.bandwidth_ratio),
+            secs(p.seconds),
+            (p.seconds - fit.core_seconds) / p.seconds * 100.0
+        );
+    }
+    s
+}
+
 /// Seconds with 3 decimals, 6 below one second (an application's short
 /// runs and a bandwidth kernel's passes are fractions of a second).
 fn secs(x: f64) -> String {

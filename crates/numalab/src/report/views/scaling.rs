@@ -5,7 +5,9 @@
 use super::matrix::halvings;
 use super::Units;
 use crate::experiments::copies::CopiesResult;
-use crate::experiments::scaling::{run_scaling_at, ScalingModel, ScalingPoint, ScalingResult};
+use crate::experiments::scaling::{
+    pair_reference_cpu, run_scaling_at, ScalingModel, ScalingPoint, ScalingResult,
+};
 use crate::machine::Machine;
 use crate::measure::kernels::BandwidthKernel;
 use crate::placement::thread_policy::{compact_order, scatter_order};
@@ -65,8 +67,13 @@ fn work(env: &PlanEnv, budget: f64) -> ((Vec<usize>, usize, f64), PartPlan) {
             (all.clone(), byte_levels[l + 1 - counts_levels])
         }
     };
-    let cost =
-        |v: &[usize], bytes: usize, per: f64| v.iter().map(|&n| point(n, bytes, per)).sum::<f64>();
+    // The split's single-core reference on the pair's second CPU adds a
+    // one-thread point where the counts give a pair on one node.
+    let reference = |v: &[usize]| usize::from(pair_reference_cpu(m, &packed, v).is_some());
+    let cost = |v: &[usize], bytes: usize, per: f64| {
+        v.iter().map(|&n| point(n, bytes, per)).sum::<f64>()
+            + reference(v) as f64 * point(1, bytes, per)
+    };
     let l = largest_fitting(levels, budget, |l| {
         let (v, b) = at(l);
         cost(&v, b, MIN_MEASUREMENT_S)
@@ -81,7 +88,8 @@ fn work(env: &PlanEnv, budget: f64) -> ((Vec<usize>, usize, f64), PartPlan) {
                 1
             }
         })
-        .sum();
+        .sum::<usize>()
+        + reference(&counts);
     let fixed = cost(&counts, bytes, MIN_MEASUREMENT_S) - measurements as f64 * MIN_MEASUREMENT_S;
     let per = ((budget - fixed) / measurements.max(1) as f64).clamp(MIN_MEASUREMENT_S, 5.0);
     let mut cut = Vec::new();
@@ -331,8 +339,19 @@ pub fn text(r: &ScalingResult, units: Units) -> String {
 /// The split in one sentence, as the study wrote it.
 fn model_sentence(mo: &ScalingModel) -> String {
     let two = mo.fitted_on.threads.last().copied().unwrap_or(2);
+    // The one-core time: each core of the pair alone, as the study ran it.
+    let alone = match mo.fitted_on.alone.as_slice() {
+        [] | [_] => String::new(),
+        runs => format!(
+            "; one core: the mean of each core alone ({})",
+            runs.iter()
+                .map(|a| format!("CPU {} {:.3} ms", a.cpu, a.seconds_per_pass * 1e3))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
     format!(
-        "core + contention split within node {} (packed, 1 and {two} threads on CPUs {}): T(k) = {:.3} ms core + k x {:.3} ms contention per pass; {:.0}% of the time with {two} threads is contention; projections scale only the contention term by the bandwidth ratio",
+        "core + contention split within node {} (packed, 1 and {two} threads on CPUs {}{alone}): T(k) = {:.3} ms core + k x {:.3} ms contention per pass; {:.0}% of the time with {two} threads is contention; projections scale only the contention term by the bandwidth ratio",
         mo.fitted_on.node,
         mo.fitted_on.cpus.iter().copied().collect::<crate::IdSet>(),
         mo.core_seconds * 1e3,
