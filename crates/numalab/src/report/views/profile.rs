@@ -173,18 +173,35 @@ pub(super) fn sampling_line(p: &Profile) -> String {
         ),
         None => format!("{} pages a second, fixed", c.final_rate),
     };
-    let spent = match (c.estimated_percent, c.us_per_sample) {
-        (Some(e), Some(u)) => format!(
-            "; it took {e:.1}% of the program's CPU time by its own measure ({u:.1} µs a sample, {:.1} µs of it the kernel's fault)",
+    let spent = match (cost_words(c), c.us_per_sample) {
+        (Some(w), Some(u)) => format!(
+            "; {w} ({u:.1} µs a sample, {:.1} µs of it the kernel's fault)",
             c.kernel_us_per_fault
         ),
-        (Some(e), None) => format!("; it took {e:.1}% of the program's CPU time by its own measure"),
+        (Some(w), None) => format!("; {w}"),
         _ => String::new(),
     };
     let window = p
         .sampled_for_s
         .map_or(String::new(), |d| format!(", for the first {d} s"));
     format!("sampling: {how}{window}{spent}")
+}
+
+/// What sampling cost, by the library's own measure: its CPU time beside
+/// the program's own (the process's CPU time less sampling's), as a share
+/// of it, or as a multiple when sampling used more than the program (a
+/// program that mostly waits: 1338% once read as a share of a whole).
+pub fn cost_words(c: &crate::profile::SamplingCost) -> Option<String> {
+    let e = c.estimated_percent?;
+    let share = if e <= 100.0 {
+        format!("{e:.1}% on top of")
+    } else {
+        format!("{:.1} times", e / 100.0)
+    };
+    Some(format!(
+        "sampling used {:.1} ms of CPU, {share} the program's own {:.1} ms",
+        c.spent_ms, c.program_cpu_ms
+    ))
 }
 
 /// A region's page snapshots, the first and last three when there are
@@ -585,7 +602,38 @@ pub fn render(p: &Profile) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{head_and_tail, shown_sites};
+    /// The cost is sampling's CPU time beside the program's own: a share
+    /// of it up to 100%, a multiple beyond (an idle program's 1338% once
+    /// read as a share of a whole).
+    #[test]
+    fn the_cost_is_a_share_of_the_programs_own_time_or_a_multiple() {
+        let c = |spent_ms: f64, program_cpu_ms: f64| crate::profile::SamplingCost {
+            target_percent: Some(1.0),
+            spent_ms,
+            program_cpu_ms,
+            estimated_percent: Some(100.0 * spent_ms / program_cpu_ms),
+            kernel_us_per_fault: 1.0,
+            us_per_sample: None,
+            final_rate: 1,
+            min_rate: 1,
+            max_rate: 1,
+        };
+        assert_eq!(
+            cost_words(&c(15.0, 1000.0)).unwrap(),
+            "sampling used 15.0 ms of CPU, 1.5% on top of the program's own 1000.0 ms"
+        );
+        assert_eq!(
+            cost_words(&c(133.8, 10.0)).unwrap(),
+            "sampling used 133.8 ms of CPU, 13.4 times the program's own 10.0 ms"
+        );
+        let none = crate::profile::SamplingCost {
+            estimated_percent: None,
+            ..c(1.0, 0.0)
+        };
+        assert_eq!(cost_words(&none), None);
+    }
+
+    use super::{cost_words, head_and_tail, shown_sites};
 
     /// Regions of one site are told apart by the caller where their stacks
     /// part, else by order and address; others keep their site.

@@ -85,10 +85,9 @@ fn header(h: &mut String, p: &Profile) {
     let cost = p
         .cost
         .as_ref()
-        .and_then(|c| c.estimated_percent)
-        .map_or("not measured".into(), |e| {
-            format!("{e:.2}% of the program's CPU time")
-        });
+        .and_then(super::profile::cost_words)
+        .map(|w| w.trim_start_matches("sampling used ").to_string())
+        .unwrap_or_else(|| "not measured".into());
     let _ = write!(
         h,
         "<h1>{}</h1>\n<p class=\"meta\" id=\"profile-command\"><code>{}</code> · pid {}</p>\n",
