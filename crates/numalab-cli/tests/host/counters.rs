@@ -279,29 +279,77 @@ fn text_on_stderr_with_the_default_list_and_the_commands_exit_code() {
         "memory-intensity",
         "remote-share",
     ] {
+        // perf stat's layout: value (and unit), then the event.
         let line = r
             .err
             .lines()
-            .find(|l| l.split_whitespace().next() == Some(name))
+            .find(|l| l.split_whitespace().any(|w| w == name))
             .unwrap_or_else(|| panic!("no {name} line in {}", r.err));
         if name == "page-faults" {
-            let v: u64 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(words[1], "page-faults", "{line}");
+            let v: u64 = words[0].replace(',', "").parse().unwrap();
             assert!(v > 0, "{line}");
+        }
+        if name == "task-clock" {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(&words[1..3], ["msec", "task-clock"], "{line}");
+            assert!(words[0].parse::<f64>().unwrap() > 0.0, "{line}");
         }
     }
     if !std::path::Path::new("/sys/bus/event_source/devices/cpu").exists() {
         let cycles = r
             .err
             .lines()
-            .find(|l| l.trim_start().starts_with("cycles "))
+            .find(|l| l.split_whitespace().nth(2) == Some("cycles"))
             .unwrap();
-        assert!(
-            cycles.contains("hw  not available on this machine: no cpu PMU"),
+        assert_eq!(
+            cycles.split_whitespace().collect::<Vec<_>>(),
+            ["<not", "supported>", "cycles", "hw"],
             "{cycles}"
         );
-        assert!(!cycles.contains(" 0"), "{cycles}");
+        // The reason once, for all six hardware events, not on each line.
+        let reasons: Vec<&str> = r.err.lines().filter(|l| l.contains("no cpu PMU")).collect();
+        assert_eq!(reasons.len(), 1, "{}", r.err);
+        assert!(
+            reasons[0].starts_with("<not supported> cycles, instructions, llc-load-misses, dtlb-load-misses, node-loads, node-load-misses: no cpu PMU (perf_event_open: "),
+            "{}",
+            reasons[0]
+        );
     }
     assert!(r.err.contains("\nmemory-controller traffic: "), "{}", r.err);
+}
+
+/// Only what was asked: the software events asked for, with perf stat's
+/// thousands separators, and no derived metric whose inputs were not asked
+/// for (the JSON keeps them, saying why).
+#[test]
+fn only_the_asked_events_and_their_derived_metrics_are_printed() {
+    let prog = touch_pages();
+    let r = numalab(&[
+        "run",
+        "--counters=task-clock,page-faults",
+        "--",
+        prog.to_str().unwrap(),
+        "1",
+        "3000",
+        "0",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    let lines: Vec<&str> = r.err.lines().filter(|l| l.starts_with("  ")).collect();
+    assert_eq!(lines.len(), 2, "{}", r.err);
+    let faults: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(faults[1..], ["page-faults", "sw"], "{}", lines[1]);
+    // At least the 3000 pages touched: four digits and more, grouped.
+    let v = faults[0];
+    assert!(
+        v.contains(',') && v.replace(',', "").parse::<u64>().unwrap() >= 3000,
+        "{v}"
+    );
+    assert!(v.split(',').skip(1).all(|g| g.len() == 3), "{v}");
+    assert!(!r.err.contains("derived:"), "{}", r.err);
+    assert!(!r.err.contains("ipc"), "{}", r.err);
+    assert!(!r.err.contains("<not supported>"), "{}", r.err);
 }
 
 #[test]

@@ -7,7 +7,40 @@ use crate::measure::task_counters::TaskTable;
 use crate::text::format::significant;
 use std::fmt::Write;
 
-/// The text view.
+/// What perf stat prints for an event it cannot count.
+pub const NOT_SUPPORTED: &str = "<not supported>";
+
+/// The prefix of an unavailable event's reason, left out of the footer
+/// that gathers the reasons.
+const NOT_AVAILABLE: &str = "not available on this machine: ";
+
+/// A count with thousands separators, as perf stat prints it.
+pub fn grouped(v: u64) -> String {
+    let digits = v.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An event's value and unit as perf stat prints them: task-clock in
+/// milliseconds (`1.10 msec`), counts with thousands separators.
+fn value_and_unit(v: u64, unit: &str) -> (String, &'static str) {
+    match unit {
+        "ns" => (format!("{:.2}", v as f64 / 1e6), "msec"),
+        _ => (grouped(v), ""),
+    }
+}
+
+/// The text view, laid out as `perf stat` lays out its counts: value (with
+/// thousands separators) and unit, the event, a `#` comment; an event
+/// that cannot be counted reads `<not supported>` and its reason is given
+/// once, below, for every event it applies to; derived metrics only where
+/// their inputs were asked for.
 pub fn text(r: &CounterReport) -> String {
     let mut s = String::new();
     let width = r
@@ -21,6 +54,8 @@ pub fn text(r: &CounterReport) -> String {
         s,
         "counters (totals over the command's threads and children):"
     );
+    // Reasons in the order first met, with the events each applies to.
+    let mut reasons: Vec<(String, Vec<&str>)> = Vec::new();
     for e in &r.events {
         let kind = match e.kind {
             Kind::Software => "sw",
@@ -28,11 +63,7 @@ pub fn text(r: &CounterReport) -> String {
         };
         match (e.value, &e.unavailable) {
             (Some(v), _) => {
-                let unit = if e.unit.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", e.unit)
-                };
+                let (value, unit) = value_and_unit(v, &e.unit);
                 let mut notes: Vec<String> = Vec::new();
                 if let Some(f) = e.scale_factor {
                     notes.push(format!(
@@ -47,43 +78,63 @@ pub fn text(r: &CounterReport) -> String {
                 let notes = if notes.is_empty() {
                     String::new()
                 } else {
-                    format!("  ({})", notes.join("; "))
+                    format!("  # {}", notes.join("; "))
                 };
-                let _ = writeln!(s, "  {:<width$}  {kind}  {v:>15}{unit}{notes}", e.name);
-            }
-            (None, why) => {
                 let _ = writeln!(
                     s,
-                    "  {:<width$}  {kind}  {}",
-                    e.name,
-                    why.as_deref().unwrap_or("no value")
+                    "  {value:>18} {unit:<4}  {:<width$}  {kind}{notes}",
+                    e.name
+                );
+            }
+            (None, why) => {
+                let why = why.as_deref().unwrap_or("no value");
+                let why = why.strip_prefix(NOT_AVAILABLE).unwrap_or(why).to_string();
+                match reasons.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, names)) => names.push(&e.name),
+                    None => reasons.push((why, vec![&e.name])),
+                }
+                let _ = writeln!(
+                    s,
+                    "  {NOT_SUPPORTED:>18} {:<4}  {:<width$}  {kind}",
+                    "", e.name
                 );
             }
         }
     }
-    let _ = writeln!(s, "derived:");
-    for d in &r.derived {
-        match (d.value, &d.unavailable) {
-            (Some(v), _) => {
+    // A derived metric whose inputs were not all asked for says nothing
+    // about this run: it is left out (the JSON keeps it, with why).
+    let asked = |d: &crate::measure::counters::DerivedValue| {
+        !d.unavailable
+            .as_deref()
+            .is_some_and(|w| w.contains("not counted (add it to --counters)"))
+    };
+    let shown: Vec<_> = r.derived.iter().filter(|d| asked(d)).collect();
+    if !shown.is_empty() {
+        let _ = writeln!(s, "derived:");
+    }
+    for d in shown {
+        match d.value {
+            Some(v) => {
                 let _ = writeln!(
                     s,
-                    "  {:<width$}  {:>15} {}  = {}",
-                    d.name,
+                    "  {:>18} {:<4}  {:<width$}  # = {}",
                     significant(v, 4),
                     d.unit,
+                    d.name,
                     d.formula
                 );
             }
-            (None, why) => {
+            None => {
                 let _ = writeln!(
                     s,
-                    "  {:<width$}  not available: {}  (= {})",
-                    d.name,
-                    why.as_deref().unwrap_or("no value"),
-                    d.formula
+                    "  {NOT_SUPPORTED:>18} {:<4}  {:<width$}  # = {}",
+                    "", d.name, d.formula
                 );
             }
         }
+    }
+    for (why, names) in &reasons {
+        let _ = writeln!(s, "{NOT_SUPPORTED} {}: {why}", names.join(", "));
     }
     if let Some(t) = &r.tasks {
         s.push_str(&tasks_text(t));
@@ -230,41 +281,44 @@ mod tests {
             Some(64),
         );
         let t = text(&r);
+        // The line whose event (after the value and unit) is `name`.
         let line = |name: &str| -> String {
             t.lines()
-                .find(|l| l.split_whitespace().next() == Some(name))
+                .find(|l| l.starts_with("  ") && l.split_whitespace().any(|w| w == name))
                 .unwrap_or_else(|| panic!("no {name} line in {t}"))
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        assert_eq!(line("page-faults"), "page-faults sw 4242");
-        assert_eq!(
-            line("cycles"),
-            "cycles hw not available on this machine: no cpu PMU"
-        );
+        assert_eq!(line("page-faults"), "4,242 page-faults sw");
+        assert_eq!(line("cycles"), "<not supported> cycles hw");
         assert_eq!(
             line("instructions"),
-            "instructions hw 4000 (multiplexed: ran 25% of the time, scaled ×4)"
+            "4,000 instructions hw # multiplexed: ran 25% of the time, scaled ×4"
         );
+        // Its inputs were asked for: shown, with no number and no reason
+        // repeated; the reason is given once, below, naming the event.
+        assert_eq!(line("ipc"), "<not supported> ipc # = instructions / cycles");
         assert_eq!(
-            line("ipc"),
-            "ipc not available: cycles not available on this machine: no cpu PMU (= instructions / cycles)"
+            t.lines()
+                .filter(|l| l.contains("no cpu PMU"))
+                .collect::<Vec<_>>(),
+            ["<not supported> cycles: no cpu PMU"]
         );
-        // Aligned: every value starts in the same column.
+        // Not asked for: no llc-load-misses, so no memory intensity.
+        assert!(!t.contains("memory-intensity"), "{t}");
+        // Aligned: every event name starts in the same column.
         let col = |name: &str| {
             t.lines()
-                .find(|l| l.trim_start().starts_with(name))
-                .unwrap()
-                .find(" sw ")
-                .or_else(|| {
-                    t.lines()
-                        .find(|l| l.trim_start().starts_with(name))
-                        .unwrap()
-                        .find(" hw ")
-                })
+                .find(|l| l.starts_with("  ") && l.split_whitespace().any(|w| w == name))
+                .and_then(|l| l.find(name))
         };
         assert_eq!(col("page-faults"), col("cycles"));
+        assert_eq!(col("page-faults"), col("instructions"));
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(6324039230), "6,324,039,230");
         assert!(t.contains("memory-controller traffic: "), "{t}");
     }
 
