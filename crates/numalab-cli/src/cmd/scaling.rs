@@ -135,6 +135,10 @@ pub fn run(a: Args) -> CliResult {
         print_warnings(&r.warnings)?;
     }
     Ok(exit_for(
-        r.packed.iter().chain(&r.spread).all(|p| p.verified),
+        r.packed
+            .iter()
+            .chain(&r.spread)
+            .chain(&r.alone)
+            .all(|p| p.verified),
     ))
 }

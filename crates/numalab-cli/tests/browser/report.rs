@@ -327,19 +327,38 @@ fn the_study_scenarios_run_by_role_with_real_values() {
     let nodes = doc["machine"]["nodes"].as_array().unwrap().len();
     let cpus = doc["machine"]["allowed_cpus"].as_array().unwrap().len();
     if nodes == 1 && cpus >= 2 {
-        // One node: the one-node pair and the one thread, nothing left out.
+        // One node: the one-node pair, then the one thread. The budget,
+        // sized from costs probed at the start, keeps both on an idle host
+        // and may leave the second out on a loaded one (a clean run here
+        // did): the part then names what it left out.
         assert_eq!(
             sc["priority"],
             serde_json::json!(["two-on-one-node", "one-thread-hops"])
         );
-        assert_eq!(sc["left_out"], serde_json::json!([]));
+        let kept_one = match sc["left_out"].as_array().unwrap().as_slice() {
+            [] => true,
+            [only] if only == "one-thread-hops" => {
+                let reason = part["reason"].as_str().unwrap_or_default();
+                assert!(
+                    reason.contains("1 of 2 scenarios") && reason.contains("the budget leaves out"),
+                    "a cut names its cut: {part}"
+                );
+                false
+            }
+            other => panic!("left out {other:?}: {part}"),
+        };
         let two = run("two-on-one-node");
         assert_eq!(roles(two), ["A.0.r.A + A.1.r.A", "A.0.w.A + A.1.w.A"]);
-        let one = run("one-thread-hops");
-        assert_eq!(roles(one), ["A.0.r.A", "A.0.w.A"]);
-        // The baselines are measured cases: the local read, the two
-        // local readers (on A's two cores here).
-        assert_eq!(one["cases"][0]["normalized"], 1.0);
+        if kept_one {
+            let one = run("one-thread-hops");
+            assert_eq!(roles(one), ["A.0.r.A", "A.0.w.A"]);
+            // The baselines are measured cases: the local read.
+            assert_eq!(one["cases"][0]["normalized"], 1.0);
+        } else {
+            assert!(runs.iter().all(|r| r["scenario"] != "one-thread-hops"));
+        }
+        // The two local readers (on A's two cores here) are their own
+        // baseline.
         assert_eq!(two["cases"][0]["normalized"], 1.0);
         assert_eq!(
             two["cases"][1]["baseline"],

@@ -178,7 +178,11 @@ impl ReportPart for ScalingPart {
     }
 
     fn verified(&self, r: &ScalingResult) -> bool {
-        r.packed.iter().chain(&r.spread).all(|p| p.verified)
+        r.packed
+            .iter()
+            .chain(&r.spread)
+            .chain(&r.alone)
+            .all(|p| p.verified)
     }
 
     fn text(&self, r: &ScalingResult, _m: &Machine) -> String {
