@@ -227,7 +227,18 @@ esac
 cmdline="console=ttyS0 quiet panic=-1 transparent_hugepage=madvise numa_balancing=disable"
 [ -z "$append" ] || cmdline="$cmdline $append"
 
-qemu_cmd=("$QEMU" -accel "tcg,thread=$tcg" -cpu max -machine "$machine_opt" -smp "$smp" -m "${mem_mb}M"
+# QEMU runs with transparent huge pages disabled for its own memory
+# (PR_SET_THP_DISABLE, 41, kept across exec): it asks for them on the
+# guest's RAM, and on a host that is itself a virtual machine handing free
+# memory back to its hypervisor (free page reporting) the first touch of a
+# huge page ran at 0.1 GB/s against 1.9 GB/s for small pages. A Quartet
+# guest placing 3.6 GiB took 56 s with them, 28 s without. The guest's
+# own huge pages are its kernel's business and unchanged; timings in a
+# TCG guest mean nothing either way.
+no_host_thp=(python3 -c 'import ctypes, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(41, 1, 0, 0, 0)
+os.execvp(sys.argv[1], sys.argv[1:])')
+qemu_cmd=("${no_host_thp[@]}" "$QEMU" -accel "tcg,thread=$tcg" -cpu max -machine "$machine_opt" -smp "$smp" -m "${mem_mb}M"
           "${numa[@]}"
           -kernel "$KERNEL" -initrd "$tmp/initrd.gz" -append "$cmdline"
           -nic none -vga none -nographic -no-reboot -pidfile "$qemu_pidfile")

@@ -488,10 +488,15 @@ fn ctrl_c_keeps_what_was_measured_and_resume_measures_only_the_rest() {
     let _turn = turn();
     let dir = scratch("interrupted");
     let mut report = Command::new(env!("CARGO_BIN_EXE_numalab"));
+    // Two parts that end within a second here (c2c, pdm), then one that
+    // runs for seconds (sweep) for the signal to land in. The whole quick
+    // report took two minutes here, and the resume as long again.
     report
         .args([
             "report",
             "--quick",
+            "--parts",
+            "c2c,pdm,sweep",
             "--budget",
             "20",
             "-o",

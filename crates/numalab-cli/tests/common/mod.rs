@@ -200,18 +200,32 @@ pub fn turn() -> Turn {
     Turn {
         _alone: alone,
         _turn: turn,
+        since: std::time::Instant::now(),
     }
 }
+
+/// A turn held longer than this is noted in the lane's summary: the
+/// turns run one at a time, so their sum bounds the binary's time.
+const LONG_TURN_S: f64 = 10.0;
 
 /// A measuring test's turn ([`turn`]); dropping it lets the others run.
 pub struct Turn {
     _alone: RwLockWriteGuard<'static, ()>,
     _turn: MutexGuard<'static, ()>,
+    since: std::time::Instant,
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
         MEASURING.with(|m| m.set(false));
+        let held = self.since.elapsed().as_secs_f64();
+        if held > LONG_TURN_S {
+            let thread = std::thread::current();
+            numalab_testkit::note(&format!(
+                "measuring turn of {}: {held:.0} s",
+                thread.name().unwrap_or("a test")
+            ));
+        }
     }
 }
 
@@ -258,6 +272,41 @@ pub fn allowed_cpus() -> Vec<u64> {
     let v = json(&["topology", "--json"]);
     serde_json::from_value(v["allowed_cpus"].clone())
         .unwrap_or_else(|e| panic!("allowed_cpus {}: {e}", v["allowed_cpus"]))
+}
+
+/// The largest last-level (data or unified) cache of this machine, from
+/// `numalab topology --json`; `None` when hwloc reports no cache.
+pub fn last_level_cache_bytes() -> Option<u64> {
+    let v = json(&["topology", "--json"]);
+    let caches: Vec<(u64, u64)> = v["caches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] != "instruction")
+        .map(|c| {
+            (
+                c["level"].as_u64().unwrap(),
+                c["size_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let top = caches.iter().map(|c| c.0).max()?;
+    caches.iter().filter(|c| c.0 == top).map(|c| c.1).max()
+}
+
+/// A buffer size ("NM") of at least `multiple` times the last-level cache,
+/// a power of two and at least 64 MiB: memory must serve most accesses,
+/// and no more is touched than that needs (first touches are slow on a
+/// virtual machine whose free memory goes back to its host).
+pub fn beyond_cache(multiple: u64) -> String {
+    let llc = last_level_cache_bytes().unwrap_or(0);
+    format!(
+        "{}M",
+        (multiple * llc)
+            .div_ceil(1 << 20)
+            .next_power_of_two()
+            .max(64)
+    )
 }
 
 /// A JSON number as f64.

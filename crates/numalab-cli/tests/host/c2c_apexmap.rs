@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{allowed_cpus, fails, json, num as f, stdout, turn};
+use common::{allowed_cpus, beyond_cache, fails, json, num as f, stdout, turn};
 
 #[test]
 fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
@@ -205,17 +205,7 @@ fn apexmap_fit_on_this_host_is_monotone() {
     let _turn = turn();
     // Memory must serve some accesses, or the model has no memory level to
     // fit: at least twice the largest cache (105 MiB of L3 on a CI host).
-    let llc = json(&["topology", "--json"])["caches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["size_bytes"].as_u64().unwrap())
-        .max()
-        .unwrap_or(0);
-    let size = format!(
-        "{}M",
-        (2 * llc).div_ceil(1 << 20).next_power_of_two().max(64)
-    );
+    let size = beyond_cache(2);
     let v = json(&[
         "apexmap",
         "--size",

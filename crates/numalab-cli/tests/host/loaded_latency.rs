@@ -7,7 +7,9 @@
 
 use crate::common;
 
-use common::{allowed_cpus, assert_one_line_error, fails, json, num as f, stdout, turn, Run};
+use common::{
+    allowed_cpus, assert_one_line_error, beyond_cache, fails, json, num as f, stdout, turn, Run,
+};
 
 /// Whether this process may use two CPUs (one to chase, one to inject);
 /// says why the test skips when not.
@@ -27,10 +29,15 @@ fn latency_rises_with_injected_bandwidth() {
         return;
     }
     let _turn = turn();
-    // The default chase (4x the LLC, random) with huge pages, so the
-    // latency is mostly DRAM's and not the page walk's; an unpaced read
-    // injector on the other CPU against idle, twice each way (idle and
-    // loaded alternate), plus a paced ladder whose bandwidth must grow.
+    // A random chase over twice the LLC with huge pages, so the latency is
+    // mostly DRAM's and not the page walk's; an unpaced read injector on
+    // the other CPU against idle, twice each way (idle and loaded
+    // alternate), plus a paced ladder whose bandwidth must grow. Not the
+    // default 4x the LLC, and injectors on small pages: on a 480 MiB L3
+    // that touched 3.8 GiB, most of it huge pages, whose first touch costs
+    // a virtual machine whose free memory goes back to its host about
+    // five times a small page's (60 s here, 9 s at 1 GiB).
+    let size = beyond_cache(2);
     let v = json(&[
         "loaded-latency",
         "--mix",
@@ -38,6 +45,10 @@ fn latency_rises_with_injected_bandwidth() {
         "--rates",
         "0.5,2,max",
         "--huge",
+        "--size",
+        &size,
+        "--injector-thp",
+        "off",
         "--budget",
         "0.6",
         "--json",
@@ -61,7 +72,7 @@ fn latency_rises_with_injected_bandwidth() {
     // idle 190 ns, loaded 178 ns);
     // crates/numalab/tests/library/loaded_latency.rs shows the rise with
     // finely interleaved idle and loaded windows. Here: both medians are DRAM
-    // latencies of the same chase (4x the LLC, random, huge pages), not a
+    // latencies of the same chase (2x the LLC, random, huge pages), not a
     // cache hit or a unit slip.
     let idle = f(&c["idle"]["latency_ns"]["median"]);
     let loaded = f(&steps[2]["latency_ns"]["median"]);
