@@ -8,7 +8,9 @@ use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
-use numalab::experiments::matrix::{cell_count, run_matrix, MatrixRequest};
+use numalab::experiments::matrix::{
+    cell_count, default_cell_budget_s, plan, run_matrix, MatrixRequest,
+};
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::report::views::matrix;
@@ -37,6 +39,14 @@ pub struct Args {
     /// --kernel copy --mem b=local (read each column, write locally).
     #[arg(long = "mem", value_name = "ARRAY=POLICY,...")]
     mem: Option<String>,
+    /// Print the plan (rows, columns, the CPUs of each row, buffers, cells
+    /// and the measuring time) and measure nothing.
+    #[arg(long)]
+    list: bool,
+    /// With --list: plan for the machine of this hwloc XML file instead of
+    /// the live one.
+    #[arg(long, value_name = "FILE", requires = "list")]
+    topology: Option<std::path::PathBuf>,
     #[command(flatten)]
     stats: StatOptions,
     #[command(flatten)]
@@ -53,7 +63,7 @@ fn threads_per_node(t: &str) -> Result<bool, String> {
 }
 
 pub fn run(a: Args) -> CliResult {
-    let m = load_machine(None)?;
+    let m = load_machine(a.topology.as_deref())?;
     let (lat, bw) = match (a.latency, a.bandwidth) {
         (false, false) => (true, true),
         x => x,
@@ -94,9 +104,22 @@ pub fn run(a: Args) -> CliResult {
         fixed_arrays,
     };
     let cells = cell_count(&m, &req).max(1);
-    // The default budget is for the whole matrix: about 12 s in all.
+    // The default budget is for the whole matrix, shared by its cells.
     if a.stats.budget.is_none() {
-        req.rule.budget = std::time::Duration::from_secs_f64((12.0 / cells as f64).clamp(0.2, 1.5));
+        req.rule.budget = std::time::Duration::from_secs_f64(default_cell_budget_s(cells));
+    }
+    if a.list {
+        let p = plan(&m, &req)?;
+        if a.out.json {
+            print_result("matrix", &serde_json::json!({ "plan": p }))?;
+        } else {
+            let machine = match &a.topology {
+                Some(f) => format!("the machine of {}", f.display()),
+                None => "this machine".to_string(),
+            };
+            out!("{}", matrix::plan_text(&p, &machine))?;
+        }
+        return Ok(exit_for(true));
     }
     let progress = Progress::bar(cells as u64, "matrix");
     let r = run_matrix(&m, &req, &mut |what| progress.step(what))?;

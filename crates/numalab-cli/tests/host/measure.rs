@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{fails, json, turn};
+use common::{fails, fails_rc, fixture, json, num, stdout, turn};
 use serde_json::Value;
 
 const QUICK: [&str; 6] = ["--budget", "0.3", "--min-reps", "3", "--target-ci", "5"];
@@ -304,6 +304,123 @@ fn matrix_on_this_machine() {
     assert_eq!(v["bandwidth"].as_array().unwrap().len(), nodes);
     assert_eq!(v["latency"][0][0]["numa_ratio"], 1.0);
     assert_eq!(v["verified"], true);
+}
+
+/// `matrix --list` plans without measuring, for this machine or one read
+/// from a file: rows, columns (CPU-less ones named), the CPUs of each row,
+/// cells, buffers and the measuring time; a cell that cannot fit in its
+/// node is refused as the measurement would be.
+#[test]
+fn matrix_list_plans_a_machine_from_a_file_without_measuring() {
+    let ring = fixture("qemu-ring4-cpuless-hmat.xml");
+    let v = json(&[
+        "matrix",
+        "--list",
+        "--topology",
+        &ring,
+        "--size",
+        "64M",
+        "--json",
+    ]);
+    let p = &v["plan"];
+    assert_eq!(p["cpu_nodes"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(p["mem_nodes"], serde_json::json!([0, 1, 2, 3, 4]));
+    assert_eq!(p["cpuless_nodes"], serde_json::json!([4]));
+    assert_eq!(
+        (p["latency_cells"].as_u64(), p["bandwidth_cells"].as_u64()),
+        (Some(20), Some(20))
+    );
+    for (i, row) in p["rows"].as_array().unwrap().iter().enumerate() {
+        // One CPU per node on this machine: it chases and it streams.
+        assert_eq!(row["cpu_node"], i);
+        assert_eq!(row["chase_cpu"], i);
+        assert_eq!(row["stream_cpus"], serde_json::json!([i]));
+    }
+    assert_eq!(p["latency_bytes"], 64 << 20);
+    // The default 12 s shared by 40 cells.
+    assert_eq!(p["budget_per_cell_s"], 0.3);
+    assert!((num(&p["measuring_s"]) - 12.0).abs() < 1e-9, "{p}");
+    // The text says the same, CPU-less column included.
+    let t = stdout(&[
+        "matrix",
+        "--list",
+        "--topology",
+        &ring,
+        "--size",
+        "64M",
+        "--latency",
+    ]);
+    assert!(
+        t.starts_with(&format!(
+            "matrix plan for the machine of {ring} (nothing measured)\n"
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains("columns (memory nodes): 0-4 (5; 1 without CPUs: 4)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("latency: 20 cells, a random chase over 64 MiB"),
+        "{t}"
+    );
+    assert!(!t.contains("bandwidth:"), "latency only: {t}");
+    assert!(
+        t.contains("0.60 s per cell: 12.0 s of measuring"),
+        "12 s shared by 20 cells: {t}"
+    );
+
+    // Every CPU of a Quartet node streams, in compact order; one chases.
+    let quartet = fixture("qemu-quartet-4n2c-ring.xml");
+    let v = json(&[
+        "matrix",
+        "--list",
+        "--topology",
+        &quartet,
+        "--size",
+        "32M",
+        "--bandwidth",
+        "--threads-per-node",
+        "all",
+        "--kernel",
+        "copy",
+        "--budget",
+        "0.5",
+        "--json",
+    ]);
+    let p = &v["plan"];
+    assert!(p["cpuless_nodes"].as_array().unwrap().is_empty());
+    let streams: Vec<&Value> = p["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["stream_cpus"])
+        .collect();
+    assert_eq!(
+        streams,
+        [
+            &serde_json::json!([0, 1]),
+            &serde_json::json!([2, 3]),
+            &serde_json::json!([4, 5]),
+            &serde_json::json!([6, 7])
+        ]
+    );
+    assert!(p["rows"][0]["chase_cpu"].is_null(), "bandwidth only: {p}");
+    assert_eq!(
+        (p["latency_cells"].as_u64(), p["bandwidth_cells"].as_u64()),
+        (Some(0), Some(16))
+    );
+    // Two threads, two arrays of 32 MiB each: 128 MiB placed at once.
+    assert_eq!(p["largest_cell_bytes"], 128u64 << 20);
+    assert!((num(&p["measuring_s"]) - 8.0).abs() < 1e-9, "{p}");
+
+    // Buffers larger than a node: refused as the run would be.
+    fails_rc(
+        &["matrix", "--list", "--topology", &ring, "--size", "1G"],
+        1,
+        "node 0 holds 503 MiB of memory in all, and one cell places 1 GiB there: use a smaller --size",
+    );
+    fails(&["matrix", "--topology", &ring], "--list");
 }
 
 /// Threads past the address space are refused before any starts, naming

@@ -14,7 +14,7 @@ use crate::measure::harness::{
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::stats::StopRule;
 use crate::placement::{
-    check_plan, ArrayPolicies, BufferDemand, MemoryPolicy, PlacementError, Thp,
+    check_plan, exceeds_file_memory, ArrayPolicies, BufferDemand, MemoryPolicy, PlacementError, Thp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -88,12 +88,138 @@ pub fn cell_count(m: &Machine, req: &MatrixRequest) -> usize {
     r * c.len() * (req.latency as usize + req.bandwidth as usize)
 }
 
-/// Runs the matrix; `progress` is called before each cell with its name.
-pub fn run_matrix(
+/// The matrix's whole budget when none is given: about 12 s, shared by
+/// the cells.
+pub const DEFAULT_TOTAL_BUDGET_S: f64 = 12.0;
+
+/// Each cell's budget (s) when the user gives none: the default total
+/// shared by `cells`, from 0.2 s (enough for a precise median) to 1.5 s.
+pub fn default_cell_budget_s(cells: usize) -> f64 {
+    (DEFAULT_TOTAL_BUDGET_S / cells.max(1) as f64).clamp(0.2, 1.5)
+}
+
+/// What a matrix would measure, without measuring (`matrix --list`, also
+/// for a machine read from a topology file): its rows and columns, the
+/// CPUs each row runs on, the buffers and the measurement time.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MatrixPlan {
+    /// Rows: the CPU nodes measured.
+    pub cpu_nodes: Vec<u32>,
+    /// Columns: every allowed memory node.
+    pub mem_nodes: Vec<u32>,
+    /// Columns without CPUs (CPU-less memory: CXL, HBM, persistent memory).
+    pub cpuless_nodes: Vec<u32>,
+    pub rows: Vec<PlannedRow>,
+    /// Latency cells (rows x columns), 0 when latency is not measured.
+    pub latency_cells: usize,
+    /// Bandwidth cells, 0 when bandwidth is not measured.
+    pub bandwidth_cells: usize,
+    /// The chase buffer of a latency cell.
+    pub latency_bytes: usize,
+    /// Each array of each bandwidth thread.
+    pub bandwidth_bytes: usize,
+    pub kernel: BandwidthKernel,
+    /// Arrays of the kernel, and those kept in place (`--mem b=local`).
+    pub arrays: Vec<String>,
+    pub fixed_arrays: BTreeMap<String, String>,
+    pub pattern: ChasePattern,
+    pub budget_per_cell_s: f64,
+    /// Cells times their budget: the measurement's time; placing and
+    /// touching each cell's buffers comes on top.
+    pub measuring_s: f64,
+    /// The most memory one cell places at once (its buffers are freed
+    /// before the next cell's are placed).
+    pub largest_cell_bytes: u64,
+    pub warnings: Vec<String>,
+}
+
+/// One row of a [`MatrixPlan`]: a CPU node and the CPUs that run on it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlannedRow {
+    pub cpu_node: u32,
+    /// The CPU that chases for latency (`None` without latency).
+    pub chase_cpu: Option<u32>,
+    /// The CPUs that stream for bandwidth (empty without bandwidth).
+    pub stream_cpus: Vec<u32>,
+}
+
+/// The plan of `req` on `m`: which cells, on which CPUs, with which
+/// buffers, and whether they fit in each node's memory (an error naming
+/// the node when a cell's buffers do not, as [`run_matrix`] would give).
+pub fn plan(m: &Machine, req: &MatrixRequest) -> Result<MatrixPlan, PlacementError> {
+    let (rows, cols) = rows_and_columns(m, req)?;
+    let phases = buffer_plan(m, req, &rows, &cols)?;
+    check_plan(m, &phases, "use a smaller --size")?;
+    if !m.is_live() {
+        if let Some(e) = exceeds_file_memory(m, &phases, "one cell") {
+            return Err(PlacementError::Capacity(format!(
+                "{e}: use a smaller --size"
+            )));
+        }
+    }
+    let mut planned = Vec::new();
+    for &r in &rows {
+        planned.push(PlannedRow {
+            cpu_node: r,
+            chase_cpu: if req.latency {
+                Some(first_cpu(m, r)?)
+            } else {
+                None
+            },
+            stream_cpus: if req.bandwidth {
+                node_threads(m, req, r)?
+            } else {
+                Vec::new()
+            },
+        });
+    }
+    let cells = rows.len() * cols.len();
+    let latency_cells = if req.latency { cells } else { 0 };
+    let bandwidth_cells = if req.bandwidth { cells } else { 0 };
+    let budget = req.rule.budget.as_secs_f64();
+    let cpu_nodes = m.cpu_nodes();
+    Ok(MatrixPlan {
+        cpuless_nodes: cols
+            .iter()
+            .copied()
+            .filter(|&c| !cpu_nodes.contains(c))
+            .collect(),
+        cpu_nodes: rows,
+        mem_nodes: cols,
+        rows: planned,
+        latency_cells,
+        bandwidth_cells,
+        latency_bytes: req.latency_bytes,
+        bandwidth_bytes: req.bandwidth_bytes,
+        kernel: req.kernel,
+        arrays: req
+            .kernel
+            .array_names()
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        fixed_arrays: req
+            .fixed_arrays
+            .iter()
+            .map(|(n, p)| (n.clone(), p.to_string()))
+            .collect(),
+        pattern: req.pattern,
+        budget_per_cell_s: budget,
+        measuring_s: (latency_cells + bandwidth_cells) as f64 * budget,
+        largest_cell_bytes: phases
+            .iter()
+            .map(|p| p.iter().map(|d| d.bytes).sum::<u64>())
+            .max()
+            .unwrap_or(0),
+        warnings: cache_warnings(m, req),
+    })
+}
+
+/// Rows (the requested CPU nodes, checked, or every one) and columns.
+fn rows_and_columns(
     m: &Machine,
     req: &MatrixRequest,
-    progress: &mut dyn FnMut(&str),
-) -> Result<MatrixResult, PlacementError> {
+) -> Result<(Vec<u32>, Vec<u32>), PlacementError> {
     let (all_rows, cols) = matrix_nodes(m);
     let rows = match &req.rows {
         None => all_rows,
@@ -116,21 +242,38 @@ pub fn run_matrix(
             "no allowed node with CPUs or memory to measure".into(),
         ));
     }
+    Ok((rows, cols))
+}
+
+/// The warning when one bandwidth thread's data fits in the cache: the
+/// threads of a row share it, so one thread's data is the smallest amount
+/// that must outgrow it.
+fn cache_warnings(m: &Machine, req: &MatrixRequest) -> Vec<String> {
+    if !req.bandwidth {
+        return Vec::new();
+    }
+    crate::measure::environment::cache_fit_warning(
+        m,
+        req.bandwidth_bytes as u64 * req.kernel.arrays() as u64,
+        "one thread's data",
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Runs the matrix; `progress` is called before each cell with its name.
+pub fn run_matrix(
+    m: &Machine,
+    req: &MatrixRequest,
+    progress: &mut dyn FnMut(&str),
+) -> Result<MatrixResult, PlacementError> {
+    let (rows, cols) = rows_and_columns(m, req)?;
     check_plan(
         m,
         &buffer_plan(m, req, &rows, &cols)?,
         "use a smaller --size",
     )?;
-    let mut warnings = Vec::new();
-    if req.bandwidth {
-        // Per thread: the threads of a row share the cache, so the data of
-        // one is the smallest amount that must outgrow it.
-        warnings.extend(crate::measure::environment::cache_fit_warning(
-            m,
-            req.bandwidth_bytes as u64 * req.kernel.arrays() as u64,
-            "one thread's data",
-        ));
-    }
+    let mut warnings = cache_warnings(m, req);
     let mut latency = None;
     let mut bandwidth = None;
     if req.latency {

@@ -369,6 +369,53 @@ pub fn check_plan(
     check_plan_with(m, phases, advice, &NodeMemory::capture_for_capacity())
 }
 
+/// A plan for a machine read from a topology file, where nothing is free
+/// or used: whether any phase places more on a node (or a pool of nodes)
+/// than the file says it holds in all (`phase` names one in the message:
+/// "one cell"). `None` when every phase fits; on a live machine
+/// [`check_plan`] is the check.
+pub fn exceeds_file_memory(
+    m: &Machine,
+    phases: &[Vec<BufferDemand>],
+    phase_name: &str,
+) -> Option<String> {
+    let total = |n: u32| m.node(n).map_or(0, |node| node.memory_bytes);
+    for phase in phases {
+        let mut on_node: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut pools: Vec<(IdSet, u64)> = Vec::new();
+        for b in phase {
+            let toucher_node = b.toucher.and_then(|c| m.node_of_cpu(c));
+            let Ok(r) = b.policy.realize(m, toucher_node, WeightedImpl::Auto) else {
+                continue;
+            };
+            for share in shares(m, &r, toucher_node, b.bytes) {
+                match share {
+                    Share::Node(n, bytes) => *on_node.entry(n).or_default() += bytes,
+                    Share::Pool(nodes, bytes) => pools.push((nodes, bytes)),
+                }
+            }
+        }
+        if let Some((n, bytes)) = on_node.iter().find(|(&n, &b)| b > total(n)) {
+            return Some(format!(
+                "node {n} holds {} of memory in all, and {phase_name} places {} there",
+                format::bytes(total(*n)),
+                format::bytes(*bytes)
+            ));
+        }
+        if let Some((nodes, bytes)) = pools
+            .iter()
+            .find(|(nodes, b)| *b > nodes.iter().map(total).sum::<u64>())
+        {
+            return Some(format!(
+                "nodes {nodes} hold {} of memory in all, and {phase_name} places {} there",
+                format::bytes(nodes.iter().map(total).sum::<u64>()),
+                format::bytes(*bytes)
+            ));
+        }
+    }
+    None
+}
+
 /// [`check_plan`] against `snapshot`, a snapshot of what the kernel will
 /// give ([`NodeMemory::capture_for_capacity`] on this machine,
 /// [`NodeMemory::capture_from`] of a fixture tree), on any machine, a
@@ -520,6 +567,38 @@ mod tests {
     /// the file) with `mib` MiB of base pages free.
     fn free_mib(mib: u64) -> impl Fn(u32, bool) -> u64 {
         move |_, hugetlb| if hugetlb { 0 } else { mib << 20 }
+    }
+
+    /// A file's machine has totals only: a step fits when each node (or a
+    /// pool of nodes) holds what the step places there, summed over its
+    /// buffers.
+    #[test]
+    fn file_memory_bounds_each_step_by_node_and_by_pool() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let demand = |policy: &str, mib: u64| {
+            BufferDemand::new(
+                (mib << 20) as usize,
+                &MemoryPolicy::parse(&m, policy).unwrap(),
+                None,
+            )
+        };
+        // Node 1 holds 459 MiB: two buffers of 200 MiB fit, three do not.
+        let two = vec![vec![demand("bind:1", 200), demand("bind:1", 200)]];
+        assert_eq!(exceeds_file_memory(&m, &two, "one cell"), None);
+        let three = vec![two[0].clone(), vec![demand("bind:1", 200); 3]];
+        assert_eq!(
+            exceeds_file_memory(&m, &three, "one cell").as_deref(),
+            Some("node 1 holds 459 MiB of memory in all, and one cell places 600 MiB there")
+        );
+        // A pool is bounded by its nodes together.
+        let pool = vec![vec![demand("bind:1-2", 900)]];
+        assert_eq!(exceeds_file_memory(&m, &pool, "one step"), None);
+        let pool = vec![vec![demand("bind:1-2", 1000)]];
+        let e = exceeds_file_memory(&m, &pool, "one step").unwrap();
+        assert!(
+            e.starts_with("nodes 1-2 hold 962 MiB of memory in all, and one step places 1000 MiB"),
+            "{e}"
+        );
     }
 
     #[test]

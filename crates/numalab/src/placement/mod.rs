@@ -30,7 +30,7 @@ pub use arrays::{parse_placement_file, ArrayPolicies, ThreadArrays};
 pub use buffer::{
     pin_current_thread, usable_free_bytes, BufferSpec, PlacedBuffer, Prefault, SysfsWeights, Thp,
 };
-pub use capacity::{check_plan, BufferDemand};
+pub use capacity::{check_plan, exceeds_file_memory, BufferDemand};
 pub use check::{check_pages, parallel_touch_problems, place_and_check, BufferCheck, PlaceResult};
 pub use launch::{ExitStatus, LaunchOutcome, LaunchPlan, SpawnError};
 pub use memory_policy::{remote_node, MemoryPolicy, Realization, WeightedImpl};

@@ -3,7 +3,10 @@
 //! node, with NUMA ratios.
 
 use super::Units;
-use crate::experiments::matrix::{matrix_nodes, run_matrix, Cell, MatrixRequest, MatrixResult};
+use crate::experiments::matrix::{
+    matrix_nodes, run_matrix, Cell, MatrixPlan, MatrixRequest, MatrixResult,
+};
+use crate::idset::IdSet;
 use crate::machine::Machine;
 use crate::measure::chase::ChasePattern;
 use crate::measure::harness::Figure;
@@ -291,6 +294,85 @@ impl ReportPart for MatrixPart {
 
 /// The text `numalab matrix` prints: the classic tables of values and NUMA
 /// ratios, and whether every cell verified.
+/// `matrix --list`: what the matrix would measure on `machine` ("this
+/// machine", "the machine of FILE"), and nothing measured.
+pub fn plan_text(p: &MatrixPlan, machine: &str) -> String {
+    let ids = |v: &[u32]| v.iter().copied().collect::<IdSet>().to_string();
+    let cells = |n: usize| format!("{n} cell{}", if n == 1 { "" } else { "s" });
+    let mut s = format!("matrix plan for {machine} (nothing measured)\n");
+    let cpuless = if p.cpuless_nodes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} without CPUs: {}",
+            p.cpuless_nodes.len(),
+            ids(&p.cpuless_nodes)
+        )
+    };
+    let _ = writeln!(
+        s,
+        "  rows (CPU nodes): {} ({}); columns (memory nodes): {} ({}{cpuless})",
+        ids(&p.cpu_nodes),
+        p.cpu_nodes.len(),
+        ids(&p.mem_nodes),
+        p.mem_nodes.len()
+    );
+    if p.latency_cells > 0 {
+        let _ = writeln!(
+            s,
+            "  latency: {}, a {} chase over {} from one CPU per row",
+            cells(p.latency_cells),
+            p.pattern,
+            format_bytes(p.latency_bytes as u64)
+        );
+    }
+    if p.bandwidth_cells > 0 {
+        let kept = if p.fixed_arrays.is_empty() {
+            String::new()
+        } else {
+            let f: Vec<String> = p
+                .fixed_arrays
+                .iter()
+                .map(|(a, pol)| format!("{a}={pol}"))
+                .collect();
+            format!(" ({} kept in place, the others on the column)", f.join(" "))
+        };
+        let _ = writeln!(
+            s,
+            "  bandwidth: {}, {} over {} array(s) of {} per thread{kept}",
+            cells(p.bandwidth_cells),
+            p.kernel.name(),
+            p.arrays.len(),
+            format_bytes(p.bandwidth_bytes as u64)
+        );
+    }
+    let _ = writeln!(s, "  row   chase CPU  stream CPUs");
+    for r in &p.rows {
+        let _ = writeln!(
+            s,
+            "  {:>3}   {:>9}  {}",
+            r.cpu_node,
+            r.chase_cpu.map_or("-".to_string(), |c| c.to_string()),
+            if r.stream_cpus.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{} ({})", ids(&r.stream_cpus), r.stream_cpus.len())
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  {:.2} s per cell: {:.1} s of measuring, plus placing and touching each cell's buffers (at most {} at once)",
+        p.budget_per_cell_s,
+        p.measuring_s,
+        format_bytes(p.largest_cell_bytes)
+    );
+    for w in &p.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
+    s
+}
+
 pub fn text(r: &MatrixResult, units: Units) -> String {
     let mut s = String::new();
     if let Some(t) = &r.latency {
