@@ -39,7 +39,7 @@
 use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::harness::{core_ghz, Figure};
-use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
+use crate::measure::stats::{measure, median, Better, Measurement, StopRule};
 use crate::placement::{
     pin_current_thread, sys, BufferSpec, MemoryPolicy, PlacedBuffer, PlacementError,
 };
@@ -373,10 +373,6 @@ fn verify_pairs(f: C2cFigures, pairs: &[PairResult]) -> (C2cVerification, Vec<St
     (verification, warnings)
 }
 
-fn median(v: &mut [f64]) -> Option<f64> {
-    Summary::of(v).map(|s| s.median)
-}
-
 /// Per node pair (p <= q), the medians of the pair figures.
 fn summarize_nodes(nodes: &[u32], pairs: &[PairResult], ghz: f64) -> Vec<NodePairSummary> {
     let mut ids: Vec<u32> = nodes.to_vec();
@@ -407,26 +403,26 @@ fn summarize_nodes(nodes: &[u32], pairs: &[PairResult], ghz: f64) -> Vec<NodePai
                 }
                 continue;
             }
-            let mut modified: Vec<f64> = sel
+            let modified: Vec<f64> = sel
                 .iter()
                 .filter_map(|r| r.modified_ns.as_ref().map(|f| f.median))
                 .collect();
-            let mut clean: Vec<f64> = sel
+            let clean: Vec<f64> = sel
                 .iter()
                 .flat_map(|r| [&r.clean_ab_ns, &r.clean_ba_ns])
                 .filter_map(|f| f.as_ref().map(|f| f.median))
                 .collect();
-            let mut fs: Vec<f64> = sel
+            let fs: Vec<f64> = sel
                 .iter()
                 .filter_map(|r| r.false_sharing.as_ref().map(|f| f.shared_line_ns.median))
                 .collect();
-            let mut fr: Vec<f64> = sel
+            let fr: Vec<f64> = sel
                 .iter()
                 .filter_map(|r| r.false_sharing.as_ref().map(|f| f.ratio))
                 .collect();
             let cyc = |v: Option<f64>| v.filter(|_| ghz > 0.0).map(|x| x * ghz);
-            let modified_ns = median(&mut modified);
-            let clean_ns = median(&mut clean);
+            let modified_ns = median(modified);
+            let clean_ns = median(clean);
             out.push(NodePairSummary {
                 nodes: [p, q],
                 pairs: sel.len(),
@@ -434,8 +430,8 @@ fn summarize_nodes(nodes: &[u32], pairs: &[PairResult], ghz: f64) -> Vec<NodePai
                 modified_cycles: cyc(modified_ns),
                 clean_ns,
                 clean_cycles: cyc(clean_ns),
-                false_sharing_ns: median(&mut fs),
-                false_sharing_ratio: median(&mut fr),
+                false_sharing_ns: median(fs),
+                false_sharing_ratio: median(fr),
             });
         }
     }
@@ -749,14 +745,14 @@ fn follow(words: &[AtomicU64], mut at: usize, steps: usize) -> usize {
 
 /// Median cost of reading the clock twice, in ns (subtracted from short timings).
 fn timer_overhead_ns() -> f64 {
-    let mut v: Vec<f64> = (0..201)
+    let v: Vec<f64> = (0..201)
         .map(|_| {
             let t = Instant::now();
             std::hint::black_box(&t);
             t.elapsed().as_secs_f64() * 1e9
         })
         .collect();
-    median(&mut v).unwrap_or(0.0)
+    median(v).unwrap_or(0.0)
 }
 
 /// The order in which the reader follows the clean lines: a random cycle,

@@ -23,6 +23,7 @@
 use crate::experiments::extrapolate::{CoreContention, Prediction, TimedPoint};
 use crate::machine::Machine;
 use crate::measure::cancel;
+use crate::measure::stats::median;
 use crate::placement::launch::{ExitStatus, Launch, LaunchPlan};
 use crate::placement::thread_policy::{compact_order, scatter_order};
 use crate::placement::{sys, MemoryPolicy, PlacementError};
@@ -501,19 +502,6 @@ fn summarize(m: &Machine, l: Layout, runs: Vec<RepRun>) -> LayoutRun {
         verified,
         runs,
     }
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let k = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[k]
-    } else {
-        (v[k - 1] + v[k]) / 2.0
-    })
 }
 
 /// The split from `one` (1 per node) and `packed` (all on one node), with

@@ -93,8 +93,8 @@ pub fn rank_compare(a: &[f64], b: &[f64]) -> Option<RankComparison> {
         return None;
     }
     let (m, n) = (a.len(), b.len());
-    let median_a = median(a);
-    let median_b = median(b);
+    let median_a = median_of(a);
+    let median_b = median_of(b);
     let (u, tie_groups) = u_statistic(a, b);
     let exact = m < EXACT_BELOW && n < EXACT_BELOW;
     let table = exact.then(|| LowerTail::new(m, n));
@@ -183,15 +183,10 @@ impl RankComparison {
     }
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let k = s.len() / 2;
-    if s.len() % 2 == 1 {
-        s[k]
-    } else {
-        (s[k - 1] + s[k]) / 2.0
-    }
+/// The samples' median ([`super::stats::median`], the one median);
+/// `rank_compare` checked that they are finite and not empty.
+fn median_of(v: &[f64]) -> f64 {
+    super::stats::median(v.to_vec()).unwrap_or(f64::NAN)
 }
 
 /// U of sample a (pairs where a's value is larger, ties counting one half,
@@ -336,7 +331,7 @@ fn ratio_interval(a: &[f64], b: &[f64], table: Option<&LowerTail>) -> (f64, f64,
         }
     }
     diffs.sort_by(f64::total_cmp);
-    let estimate = median(&diffs).exp();
+    let estimate = median_of(&diffs).exp();
     if k == 0 {
         return (estimate, f64::NAN, f64::NAN);
     }

@@ -208,16 +208,8 @@ impl Derivation {
                     _ => Err(format!("pages on {} nodes at {path}", with_pages.len())),
                 }
             }
-            Derivation::Median { of } => {
-                let mut v = many(of)?;
-                v.sort_by(f64::total_cmp);
-                let n = v.len();
-                Ok(if n % 2 == 1 {
-                    v[n / 2]
-                } else {
-                    (v[n / 2 - 1] + v[n / 2]) / 2.0
-                })
-            }
+            Derivation::Median { of } => crate::measure::stats::median(many(of)?)
+                .ok_or_else(|| "a median of no finite value".to_string()),
             Derivation::Min { of } => Ok(many(of)?.into_iter().fold(f64::INFINITY, f64::min)),
             Derivation::Max { of } => Ok(many(of)?.into_iter().fold(f64::NEG_INFINITY, f64::max)),
             Derivation::Sum { of } => Ok(many(of)?.into_iter().sum()),

@@ -799,8 +799,7 @@ pub(super) fn run_case(
         .zip(seen)
         .map(|(mut v, s)| {
             v.drain(..meas.warmup_samples.len().min(v.len()));
-            v.sort_by(f64::total_cmp);
-            (v.get(v.len() / 2).copied().unwrap_or(f64::NAN), s)
+            (crate::measure::stats::median(v).unwrap_or(f64::NAN), s)
         })
         .collect();
     Ok((CaseTime::of(&meas.summary), threads, meas.samples))

@@ -335,13 +335,12 @@ pub fn text(r: &C2cResult) -> String {
         &ns,
     );
     if let Some(m) = &mx.false_sharing_ratio {
-        let mut v: Vec<f64> = r
+        let v: Vec<f64> = r
             .pairs
             .iter()
             .filter_map(|p| p.false_sharing.as_ref().map(|f| f.separate_lines_ns.median))
             .collect();
-        v.sort_by(f64::total_cmp);
-        let sep = v.get(v.len() / 2).copied().unwrap_or(f64::NAN);
+        let sep = crate::measure::stats::median(v).unwrap_or(f64::NAN);
         s.push('\n');
         s.push_str(&render_matrix(
             &format!(

@@ -88,11 +88,7 @@ pub fn check_text(c: &PlanCheck) -> String {
 /// The run times without and with the plan, and the verdict.
 pub fn run_times_text(t: &crate::profile::plan::RunTimes) -> String {
     use crate::text::format::fixed;
-    let median = |v: &[f64]| {
-        let mut s = v.to_vec();
-        s.sort_by(f64::total_cmp);
-        s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
-    };
+    let median = |v: &[f64]| crate::measure::stats::median(v.to_vec()).unwrap_or(f64::NAN);
     let mut out = format!(
         "run time (unprofiled, {} runs each, interleaved): without the plan {} s, with it {} s (medians)\n",
         t.without_s.len(),

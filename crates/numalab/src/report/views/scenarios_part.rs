@@ -908,9 +908,7 @@ mod tests {
 
     /// A measured case: one value per round.
     fn measured(case: &ScenarioCase, totals: &[f64], base: f64) -> ScenarioCaseResult {
-        let mut sorted = totals.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let med = sorted[sorted.len() / 2];
+        let med = crate::measure::stats::median(totals.to_vec()).unwrap();
         ScenarioCaseResult {
             case: case.clone(),
             rounds: totals.iter().map(|t| vec![t / 2.0, t / 2.0]).collect(),
