@@ -267,20 +267,12 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
 /// The study's scenarios alone, on this machine: every scenario it can
 /// have runs with the study's roles and a value per round; the others are
 /// listed with why not.
+/// The scenarios part of the shared quick report (a report of this part
+/// alone measured the same for another 50 s).
 #[test]
 fn the_study_scenarios_run_by_role_with_real_values() {
-    let _turn = turn();
-    let dir = scratch("scenarios");
-    let r = numalab(&[
-        "report",
-        "--quick",
-        "--parts",
-        "sweep-scenarios",
-        "-o",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(r.rc, 0, "stdout:\n{}\nstderr:\n{}", r.out, r.err);
-    let doc = results(&dir);
+    let dir = quick_report_done();
+    let doc = results(dir);
     assert_valid(&doc, "scenarios report");
     let part = &doc["parts"]["sweep-scenarios"];
     assert_eq!(part["status"], "done", "{part}");
