@@ -312,17 +312,14 @@ fn matrix_on_this_machine() {
 /// node is refused as the measurement would be.
 #[test]
 fn matrix_list_plans_a_machine_from_a_file_without_measuring() {
+    // The JSON plan of the machine of fixture `file`.
+    let plan_of = |file: &str, args: &[&str]| -> Value {
+        let mut all = vec!["matrix", "--list", "--topology", file, "--json"];
+        all.extend(args);
+        json(&all)["plan"].clone()
+    };
     let ring = fixture("qemu-ring4-cpuless-hmat.xml");
-    let v = json(&[
-        "matrix",
-        "--list",
-        "--topology",
-        &ring,
-        "--size",
-        "64M",
-        "--json",
-    ]);
-    let p = &v["plan"];
+    let p = &plan_of(&ring, &["--size", "64M"]);
     assert_eq!(p["cpu_nodes"], serde_json::json!([0, 1, 2, 3]));
     assert_eq!(p["mem_nodes"], serde_json::json!([0, 1, 2, 3, 4]));
     assert_eq!(p["cpuless_nodes"], serde_json::json!([4]));
@@ -372,23 +369,20 @@ fn matrix_list_plans_a_machine_from_a_file_without_measuring() {
 
     // Every CPU of a Quartet node streams, in compact order; one chases.
     let quartet = fixture("qemu-quartet-4n2c-ring.xml");
-    let v = json(&[
-        "matrix",
-        "--list",
-        "--topology",
+    let p = &plan_of(
         &quartet,
-        "--size",
-        "32M",
-        "--bandwidth",
-        "--threads-per-node",
-        "all",
-        "--kernel",
-        "copy",
-        "--budget",
-        "0.5",
-        "--json",
-    ]);
-    let p = &v["plan"];
+        &[
+            "--size",
+            "32M",
+            "--bandwidth",
+            "--threads-per-node",
+            "all",
+            "--kernel",
+            "copy",
+            "--budget",
+            "0.5",
+        ],
+    );
     assert!(p["cpuless_nodes"].as_array().unwrap().is_empty());
     let streams: Vec<&Value> = p["rows"]
         .as_array()
