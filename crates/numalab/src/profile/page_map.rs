@@ -89,10 +89,48 @@ struct Allocation {
     /// free or exit), the index of its first record, and the counts.
     counts: Option<(u32, usize, BTreeMap<i32, u64>)>,
     /// Where its pages were at free or exit: runs of (first page from the
-    /// allocation's first page, pages, node) in address order, and the
-    /// index of their first record.
-    runs: Vec<(u64, u64, i32)>,
-    runs_at: usize,
+    /// allocation's first page, pages, node, index of the record) in
+    /// address order, without overlaps (a later run over the same pages
+    /// replaces them: a thread's stack is located as the thread ends and
+    /// again at exit, and a mapping can be both a stack and an
+    /// allocation).
+    runs: Vec<PageRun>,
+}
+
+/// (first page, pages, node, index of the record it came from).
+type PageRun = (u64, u64, i32, usize);
+
+/// Puts `new` into `runs` (address order, no overlaps), cutting away what
+/// it covers of the runs already there.
+fn put_run(runs: &mut Vec<PageRun>, new: PageRun) {
+    let (first, n, _, _) = new;
+    if n == 0 {
+        return;
+    }
+    let end = first.saturating_add(n);
+    // The common case: runs of one snapshot arrive in address order.
+    if runs.last().is_none_or(|r| r.0 + r.1 <= first) {
+        runs.push(new);
+        return;
+    }
+    let mut kept: Vec<PageRun> = Vec::with_capacity(runs.len() + 2);
+    for &r in runs.iter() {
+        let (rf, rn, node, at) = r;
+        let re = rf + rn;
+        if re <= first || rf >= end {
+            kept.push(r);
+            continue;
+        }
+        if rf < first {
+            kept.push((rf, first - rf, node, at));
+        }
+        if re > end {
+            kept.push((end, re - end, node, at));
+        }
+    }
+    let i = kept.partition_point(|r| r.0 < first);
+    kept.insert(i, new);
+    *runs = kept;
 }
 
 impl Allocation {
@@ -151,7 +189,6 @@ pub fn page_maps(
                     pages: BTreeMap::new(),
                     counts: None,
                     runs: Vec::new(),
-                    runs_at: 0,
                 });
             }
             Kind::Free => {
@@ -186,13 +223,10 @@ pub fn page_maps(
             Kind::PageRun => {
                 if let Some(i) = owner(&live, &allocs, r.addr) {
                     let a = &mut allocs[i];
-                    if a.runs.is_empty() {
-                        a.runs_at = at;
-                    }
                     // -3: past the library's cap, unknown.
                     if r.node >= -1 && a.runs.len() < MAX_RUNS {
-                        a.runs
-                            .push((r.addr / ps - a.first_page(ps), r.size, r.node));
+                        let first = r.addr / ps - a.first_page(ps);
+                        put_run(&mut a.runs, (first, r.size, r.node, at));
                     }
                 }
             }
@@ -275,17 +309,12 @@ fn cell_of(a: &Allocation, first: u64, end: u64, uniform: Option<(i32, usize)>) 
     let mut from: BTreeMap<u32, u64> = BTreeMap::new();
     // The base: the runs at free or exit where there are any, else a count
     // with every page on one node; each with the record it dates from.
-    let base_since = if a.runs.is_empty() {
-        uniform.map(|(_, since)| since)
-    } else {
-        Some(a.runs_at)
-    };
-    let base_node = |page: u64| -> Option<i32> {
+    let base = |page: u64| -> Option<(i32, usize)> {
         if a.runs.is_empty() {
-            return uniform.map(|(u, _)| u);
+            return uniform;
         }
         let i = a.runs.partition_point(|r| r.0 + r.1 <= page);
-        a.runs.get(i).filter(|r| r.0 <= page).map(|r| r.2)
+        a.runs.get(i).filter(|r| r.0 <= page).map(|r| (r.2, r.3))
     };
     if a.runs.is_empty() {
         if let Some((u, _)) = uniform {
@@ -293,7 +322,7 @@ fn cell_of(a: &Allocation, first: u64, end: u64, uniform: Option<(i32, usize)>) 
         }
     } else {
         let i = a.runs.partition_point(|r| r.0 + r.1 <= first);
-        for &(rf, rn, node) in a.runs[i..].iter().take_while(|r| r.0 < end) {
+        for &(rf, rn, node, _) in a.runs[i..].iter().take_while(|r| r.0 < end) {
             let k = (rf + rn).min(end) - rf.max(first);
             *nodes.entry(node).or_default() += k;
         }
@@ -301,10 +330,9 @@ fn cell_of(a: &Allocation, first: u64, end: u64, uniform: Option<(i32, usize)>) 
     for (&page, p) in a.pages.range(first..end) {
         // A page's own record later than the base is the later word on it.
         if let Some((n, at)) = p.node {
-            let newer = base_since.is_none_or(|since| at > since);
-            match base_node(page) {
-                Some(_) if !newer => {}
-                Some(b) => {
+            match base(page) {
+                Some((_, since)) if at <= since => {}
+                Some((b, _)) => {
                     if let Some(k) = nodes.get_mut(&b) {
                         *k = k.saturating_sub(1);
                     }
@@ -452,6 +480,45 @@ mod tests {
         assert_eq!(
             p.runs,
             [run(1, Some(1), Some(0), 1), run(2047, Some(0), None, 0)]
+        );
+    }
+
+    #[test]
+    fn a_later_set_of_runs_over_the_same_pages_replaces_the_earlier() {
+        // A mapping that is both an allocation and a thread's stack: its
+        // runs come as the thread ends, then again at exit (numpy's
+        // OpenBLAS threads made the engine subtract past zero here).
+        let m = machine();
+        let a = 0x30_0000u64;
+        let records = vec![
+            rec(Kind::Alloc, u32::MAX, -1, a, 8 * 4096),
+            rec(Kind::Sample, 0, 0, a + 5 * 4096, 0),
+            // As the thread ends: pages 0-7 on node 0.
+            rec(Kind::PageRun, u32::MAX, 0, a, 8),
+            // Later, pages 2-5 on node 2 (migrated), then at exit pages
+            // 4-7 on node 1.
+            rec(Kind::PageRun, u32::MAX, 2, a + 2 * 4096, 4),
+            rec(Kind::PageRun, u32::MAX, 1, a + 4 * 4096, 4),
+        ];
+        let maps = page_maps(&m, &records, &[0], 1, 4096);
+        let p = maps[0].as_ref().unwrap();
+        assert_eq!(
+            p.runs,
+            [
+                run(2, Some(0), None, 0),
+                run(2, Some(2), None, 0),
+                run(1, Some(1), None, 0),
+                run(1, Some(1), Some(0), 1),
+                run(2, Some(1), None, 0),
+            ]
+        );
+        let mut runs = Vec::new();
+        for r in [(0, 8, 0, 1), (2, 4, 2, 2), (4, 4, 1, 3), (0, 1, 3, 4)] {
+            put_run(&mut runs, r);
+        }
+        assert_eq!(
+            runs,
+            [(0, 1, 3, 4), (1, 1, 0, 1), (2, 2, 2, 2), (4, 4, 1, 3)]
         );
     }
 
