@@ -727,6 +727,8 @@ pub unsafe extern "C" fn sigaction(
         Some(fault::program_action_kept())
     } else if sig != 0 && sig == crate::words::signal() {
         Some(crate::words::program_action())
+    } else if sig == libc::SIGTRAP {
+        crate::traps::program_action()
     } else {
         None
     };

@@ -51,6 +51,7 @@ mod sampler;
 mod select;
 mod small;
 mod sys;
+mod traps;
 mod words;
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -361,7 +362,9 @@ extern "C" fn init() {
     sys::watch_forks();
     // Word counts need no sampler thread: each thread turns its own
     // windows (words.rs). Started before the sampler so that its first
-    // Cost record sees the cost of one counted access.
+    // Cost record sees the cost of one counted access. Both watch words
+    // with debug registers: SIGTRAP is held first (traps.rs).
+    traps::guard();
     words::init(refine::requested());
     SAMPLER_STARTING.store(true, SeqCst);
     let sampling = sampler::start(policy, duration_ns);

@@ -141,6 +141,46 @@ fn a_real_crash_still_crashes_with_sigsegv() {
 }
 
 #[test]
+fn a_stray_breakpoint_trap_is_dropped_and_every_other_trap_goes_where_it_went() {
+    // Without the library a breakpoint trap nobody watches ends the
+    // program: the hazard the word counter's watches bring.
+    let plain = Command::new(program()).arg("traps").output().unwrap();
+    assert_eq!(
+        plain.status.signal(),
+        Some(libc::SIGTRAP),
+        "{}",
+        text(&plain)
+    );
+    let under_library = |args: &[&str], records: &str| {
+        Command::new(program())
+            .args(args)
+            .env("LD_PRELOAD", library())
+            .env(
+                "NUMALAB_PROFILE_OUT",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join(records),
+            )
+            .output()
+            .unwrap()
+    };
+    let o = under_library(&["traps"], "preload-traps.bin");
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for line in [
+        "stray breakpoint trap survived",
+        "ignored kill survived",
+        "handler: SIGTRAP code 128",
+        "handler: SIGTRAP code 4",
+        "traps seen by the handler 2, sum ok",
+    ] {
+        assert!(t.contains(line), "no '{line}' in {t}");
+    }
+    // An int3 with no handler still ends the program by SIGTRAP.
+    let int3 = under_library(&["traps", "int3"], "preload-traps-int3.bin");
+    assert_eq!(int3.status.signal(), Some(libc::SIGTRAP), "{}", text(&int3));
+    assert!(!text(&int3).contains("after int3"), "{}", text(&int3));
+}
+
+#[test]
 fn the_programs_own_mprotect_stands() {
     let (o, r) = run("mprotect", 20_000);
     let t = text(&o);

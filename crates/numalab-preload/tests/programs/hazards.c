@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -359,6 +360,52 @@ static int mode_altstack(void) {
     return rc || usr1_seen != 200;
 }
 
+/* SIGTRAP: a hardware-breakpoint trap nobody asked for (sent to this
+ * thread with TRAP_HWBKPT's si_code, as the kernel sends one it cannot
+ * tie to a watch) must not end the program; `kill -TRAP` with SIGTRAP
+ * ignored stays ignored; the program's own handler still gets its int3;
+ * and `traps int3` without a handler dies by SIGTRAP as it would. */
+static volatile int traps_seen;
+static void on_trap(int sig, siginfo_t *info, void *ctx) {
+    (void)sig; (void)ctx;
+    traps_seen++;
+    printf("handler: SIGTRAP code %d\n", info->si_code);
+}
+
+static int send_trap(int code) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = SIGTRAP;
+    si.si_code = code;
+    return (int)syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), SIGTRAP, &si);
+}
+
+static int mode_traps(const char *how) {
+    static uint64_t buf[1 << 20];
+    volatile uint64_t *b = buf;
+    uint64_t sum = churn(b, 1 << 20, 0.3);
+    if (how && !strcmp(how, "int3")) {
+        __asm__ volatile("int3");
+        printf("after int3\n");
+        return 1;
+    }
+    /* TRAP_HWBKPT (4), from the default action. */
+    if (send_trap(4) != 0) { perror("rt_tgsigqueueinfo"); return 1; }
+    printf("stray breakpoint trap survived\n");
+    signal(SIGTRAP, SIG_IGN);
+    kill(getpid(), SIGTRAP);
+    printf("ignored kill survived\n");
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = on_trap;
+    a.sa_flags = SA_SIGINFO;
+    sigaction(SIGTRAP, &a, NULL);
+    __asm__ volatile("int3");
+    send_trap(4);
+    printf("traps seen by the handler %d, sum %s\n", traps_seen, sum ? "ok" : "zero");
+    return traps_seen == 2 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     const char *m = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -372,6 +419,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "small")) return mode_small();
     if (!strcmp(m, "file")) return mode_file(argc > 2 ? argv[2] : NULL);
     if (!strcmp(m, "altstack")) return mode_altstack();
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file, altstack\n", m);
+    if (!strcmp(m, "traps")) return mode_traps(argc > 2 ? argv[2] : NULL);
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file, altstack, traps\n", m);
     return 2;
 }
