@@ -437,6 +437,23 @@ fn report_html_renders_in_chromium_with_every_chart_and_table() {
     // Charts carry their units; the page's title names the host.
     let lat = r.text_of("fig-latency-heatmap").unwrap_or_default();
     assert!(lat.contains("ns"), "{lat}");
+    // The summary leads with the key figures: the local idle latency the
+    // latency matrix measured, and the local read bandwidth with its
+    // threads named.
+    let keys = r.text_of("tab-key-figures").unwrap_or_default();
+    let local = doc["summary"]["key_figures"]["local_latency_ns"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        keys.contains("Idle latency, local memory")
+            && keys.contains(&format!("{local:.0} ns"))
+            && keys.contains("Read bandwidth, local memory (read kernel, "),
+        "{keys}"
+    );
+    let txt = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let head: Vec<&str> = txt.lines().take(4).collect();
+    assert_eq!(head[2], "key figures:", "{txt}");
+    assert!(head[3].contains("Idle latency, local memory"), "{txt}");
     let sizes = r.text_of("fig-sizes-bandwidth").unwrap_or_default();
     assert!(sizes.contains("GB/s") && sizes.contains("KiB"), "{sizes}");
     assert!(r.title.starts_with("numalab report: "), "{}", r.title);

@@ -13,6 +13,7 @@ pub const REPORT_IDS: &[&str] = &[
     "summary-headline",
     "summary-findings",
     "summary-advice",
+    "tab-key-figures",
     "tab-parts",
     "tab-machine",
     "tab-nodes",

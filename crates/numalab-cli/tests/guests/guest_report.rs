@@ -44,12 +44,13 @@ pub const RING_STEPS: &[(&str, &str)] = &[
 ];
 
 /// The page's ids under TCG: the emulation box, and the findings list only
-/// where some finding does not rest on timings (the Quartet has none).
+/// where some finding does not rest on timings (the Quartet has none); no
+/// key-figures table (timings of the emulator, withheld).
 fn emulated_ids() -> Vec<&'static str> {
     REPORT_IDS
         .iter()
         .copied()
-        .filter(|i| *i != "summary-findings")
+        .filter(|i| *i != "summary-findings" && *i != "tab-key-figures")
         .chain(["summary-emulated"])
         .collect()
 }

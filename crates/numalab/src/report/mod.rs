@@ -22,6 +22,7 @@ pub mod compare;
 pub mod csv;
 pub mod files;
 pub mod html;
+pub mod key_table;
 pub mod part;
 pub mod plan;
 pub mod results;

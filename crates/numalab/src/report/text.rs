@@ -22,8 +22,8 @@ pub fn status_line(doc: &ReportResults) -> String {
     format!("numalab report: {state}{took}")
 }
 
-/// The status line, the headline, the findings, advice, warnings and what
-/// is missing.
+/// The status line, the headline, the key-figures table, the findings,
+/// advice, warnings and what is missing.
 pub fn summary(doc: &ReportResults) -> String {
     let s = &doc.summary;
     let mut out = String::new();
@@ -32,6 +32,18 @@ pub fn summary(doc: &ReportResults) -> String {
         let _ = writeln!(out, "EMULATED CPU: {b}");
     }
     let _ = writeln!(out, "{}", s.headline);
+    let keys = crate::report::key_table::rows(doc);
+    if !keys.is_empty() {
+        let _ = writeln!(out, "key figures:");
+        let width = keys
+            .iter()
+            .map(|r| r.figure.chars().count())
+            .max()
+            .unwrap_or(0);
+        for r in &keys {
+            let _ = writeln!(out, "  {:<width$}  {}", r.figure, r.value);
+        }
+    }
     for f in &s.findings {
         let _ = writeln!(out, "  - {}", f.text);
     }
@@ -112,5 +124,30 @@ mod tests {
         );
         assert!(t.contains("working-set sweep on CPU 0"), "{t}");
         assert!(t.contains("-- L1 boundary"), "{t}");
+    }
+
+    #[test]
+    fn the_key_figures_follow_the_headline_unless_the_cpu_is_emulated() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let mut doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &PartName::all());
+        assert!(!summary(&doc).contains("key figures:"));
+        doc.summary.key_figures.set("local_latency_ns", Some(88.6));
+        doc.summary
+            .key_figures
+            .set("c2c_across_nodes_ns", Some(140.2));
+        let t = summary(&doc);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[2], "key figures:", "{t}");
+        assert!(
+            lines[3].starts_with("  Idle latency, local memory") && lines[3].ends_with("  89 ns"),
+            "{t}"
+        );
+        assert!(
+            lines[4].starts_with("  Core-to-core latency, across nodes")
+                && lines[4].ends_with("  140 ns"),
+            "{t}"
+        );
+        doc.summary.banner = Some("TCG".into());
+        assert!(!summary(&doc).contains("key figures:"));
     }
 }

@@ -199,6 +199,20 @@ fn summary(h: &mut String, doc: &ReportResults) {
             }
         );
     }
+    let keys = crate::report::key_table::rows(doc);
+    if !keys.is_empty() {
+        h.push_str("<table id=\"tab-key-figures\" class=\"key-figures\">\n<caption>Key figures</caption>\n<thead><tr><th class=\"l\">figure</th><th>value</th></tr></thead>\n<tbody>\n");
+        for r in &keys {
+            let _ = writeln!(
+                h,
+                "<tr data-keys=\"{}\"><td class=\"l\">{}</td><td>{}</td></tr>",
+                esc(&r.keys.join(" ")),
+                esc(&r.figure),
+                esc(&r.value)
+            );
+        }
+        h.push_str("</tbody></table>\n");
+    }
     let mut sentences = |heading: &str, id: &str, lines: &[SummaryLine]| {
         if lines.is_empty() {
             return;
