@@ -95,6 +95,23 @@ impl Units {
     }
 }
 
+/// `Err` with why a part that compares memory nodes says nothing where
+/// the process may use only one (`what`: what would happen there); the
+/// report lists it as not applicable and gives its time to the others.
+pub fn one_memory_node(m: &crate::machine::Machine, what: &str) -> Result<(), String> {
+    let nodes = m.memory_nodes();
+    if nodes.len() >= 2 {
+        return Ok(());
+    }
+    Err(format!(
+        "one memory node ({}): {what}; it compares two or more",
+        match nodes.first() {
+            Some(n) => format!("node {n}"),
+            None => "none allowed".into(),
+        }
+    ))
+}
+
 /// Rows of cells as aligned columns (left-aligned, three spaces apart),
 /// each line indented by two spaces.
 pub fn grid(head: &[String], rows: &[Vec<String>]) -> String {
@@ -137,6 +154,27 @@ pub(crate) fn page_shares(pages: &std::collections::BTreeMap<u32, u64>) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_that_compare_nodes_are_left_out_with_one_memory_node() {
+        let mut m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let part = |name: &str| crate::report::part::PartName::find(name).unwrap();
+        for name in ["policies", "pdm"] {
+            assert_eq!(part(name).part().applicable(&m), Ok(()), "{name}");
+        }
+        // The process may use node 2 only (a cpuset), the others stay.
+        for n in m.nodes.iter_mut() {
+            n.allowed = n.os_index == 2;
+        }
+        assert_eq!(
+            part("policies").part().applicable(&m),
+            Err("one memory node (node 2): every policy places the pages on it; it compares two or more".into())
+        );
+        assert_eq!(
+            part("pdm").part().applicable(&m),
+            Err("one memory node (node 2): every placement of the arrays is on it; it compares two or more".into())
+        );
+    }
 
     #[test]
     fn part_names_are_unique_and_weights_positive() {

@@ -354,6 +354,12 @@ impl ReportPart for PdmPart {
         )
     }
 
+    /// Not with one memory node: every placement of the arrays is on it,
+    /// one contention class, nothing to compare.
+    fn applicable(&self, m: &Machine) -> Result<(), String> {
+        super::one_memory_node(m, "every placement of the arrays is on it")
+    }
+
     fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
         work(env, budget).2
     }

@@ -188,6 +188,12 @@ impl ReportPart for PoliciesPart {
         }
     }
 
+    /// Not with one memory node: every policy would place the same pages
+    /// on it, and the part's time goes to parts that can tell something.
+    fn applicable(&self, m: &Machine) -> Result<(), String> {
+        super::one_memory_node(m, "every policy places the pages on it")
+    }
+
     fn plan(&self, env: &PlanEnv, budget: f64) -> PartPlan {
         match work(env, budget) {
             Ok((_, plan)) => plan,
