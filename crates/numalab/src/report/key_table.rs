@@ -142,7 +142,12 @@ fn number(v: f64, unit: &str, decimals: usize) -> String {
 /// the report has them.
 pub fn rows_of(figures: &KeyFigures, matrix_threads: Option<&str>) -> Vec<KeyRow> {
     let mut out = Vec::new();
+    // With no remote memory the slowest pair is the local one: one row.
+    let remote = figures.get("numa_ratio_max").is_some();
     for spec in ROWS {
+        if matches!(spec.shape, Shape::One("max_latency_ns")) && !remote {
+            continue;
+        }
         let (value, keys) = match spec.shape {
             Shape::One(k) => match figures.get(k) {
                 Some(v) => (number(v, spec.unit, spec.decimals), vec![k]),
@@ -247,6 +252,13 @@ mod tests {
         );
         assert_eq!(rows[1].keys, ["numa_ratio_min", "numa_ratio_max"]);
         // A range whose ends agree is one value; nothing measured, no rows.
+        // One memory node: no NUMA ratio, no second latency row.
+        let mut one = KeyFigures::default();
+        one.set("local_latency_ns", Some(458.0));
+        one.set("max_latency_ns", Some(458.0));
+        assert_eq!(rows_of(&one, None).len(), 1);
+        k.set("max_latency_ns", Some(140.0));
+        assert_eq!(rows_of(&k, None)[1].value, "140 ns");
         let mut same = KeyFigures::default();
         same.set("numa_ratio_min", Some(1.2));
         same.set("numa_ratio_max", Some(1.2));
