@@ -272,9 +272,16 @@ pub fn crossfire_cases(run: &SweepRun) -> (Vec<usize>, Vec<usize>) {
 }
 
 /// (b) crossfire vs no crossfire, two writers, same hop counts.
-fn finding_crossfire(run: Option<&SweepRun>) -> Finding {
+/// `mem_nodes`: the sweep's memory nodes (with fewer than two no budget
+/// could reach such a case).
+fn finding_crossfire(run: Option<&SweepRun>, mem_nodes: &[u32]) -> Finding {
     let title = "two writers: crossfire (each writes the other's node) is slower than no crossfire (same hops, other links)";
     let none = |why: &str| Finding::unanswered("b", title, why);
+    if let [only] = mem_nodes {
+        return none(&format!(
+            "this sweep has one memory node (node {only}): crossfire needs two writers on linked nodes"
+        ));
+    }
     let Some(run) = run else {
         return none("no two-thread cases in this sweep");
     };
@@ -711,7 +718,7 @@ pub fn findings(r: &SweepResult) -> Vec<Findings> {
                 condition: condition(bg.as_ref()),
                 findings: vec![
                     finding_hops(one),
-                    finding_crossfire(two),
+                    finding_crossfire(two, &r.mem_nodes),
                     finding_two_local_writers(two),
                     finding_equal_hops(most),
                     finding_symmetry(&runs),
@@ -805,10 +812,22 @@ mod tests {
     }
 
     #[test]
+    fn crossfire_on_one_memory_node_names_the_node_not_the_budget() {
+        // 1 of 20 classes ran, but no budget could reach a crossfire case.
+        let run = two_threads(local_only(), 20);
+        let b = finding_crossfire(Some(&run), &[0]);
+        assert_eq!(b.holds, None);
+        assert_eq!(
+            b.detail,
+            "this sweep has one memory node (node 0): crossfire needs two writers on linked nodes"
+        );
+    }
+
+    #[test]
     fn unanswered_questions_say_the_budget_stopped_short() {
         // 1 of 20 classes ran on a 4-node machine: the cases exist but were not measured.
         let run = two_threads(local_only(), 20);
-        let b = finding_crossfire(Some(&run));
+        let b = finding_crossfire(Some(&run), &[0, 1, 2, 3]);
         assert_eq!(b.holds, None);
         assert!(
             b.detail
@@ -840,7 +859,7 @@ mod tests {
             c.detail,
             "this machine has no such case: two writers on one node, one of them writing a memory node one hop away (every class of 2 threads ran)"
         );
-        let b = finding_crossfire(Some(&run));
+        let b = finding_crossfire(Some(&run), &[0, 1, 2, 3]);
         assert!(
             b.detail
                 .starts_with("this machine has no such case: two writers on linked nodes"),
@@ -861,7 +880,7 @@ mod tests {
             4,
         );
         assert_eq!(crossfire_cases(&run), (vec![0], vec![1]));
-        let b = finding_crossfire(Some(&run));
+        let b = finding_crossfire(Some(&run), &[0, 1, 2, 3]);
         assert_eq!(b.holds, Some(true));
         assert!((b.ratio.unwrap() - 1.2).abs() < 1e-9);
         let c = finding_two_local_writers(Some(&run));
