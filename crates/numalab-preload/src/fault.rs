@@ -80,18 +80,18 @@ pub fn installed() -> bool {
     INSTALLED.load(SeqCst)
 }
 
-/// Replaces the program's action; returns the previous one.
-pub fn set_program_action(a: &libc::sigaction) -> libc::sigaction {
-    PROGRAM.set(a)
-}
-
 /// The program's SIGSEGV action, for the interposed `sigaction`.
 pub fn program_action_kept() -> &'static KeptAction {
     &PROGRAM
 }
 
-/// Installs the handler, keeping the action in place as the program's.
-pub fn install() -> bool {
+/// A library handler's signature (`SA_SIGINFO`).
+pub type Handler = extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void);
+
+/// Takes `sig` for `handler` (`SA_SIGINFO | SA_ONSTACK | SA_RESTART`, with
+/// `blocked` blocked while it runs), keeping the action in place in
+/// `kept` as the program's; whether it was taken.
+pub fn take_signal(sig: i32, handler: Handler, blocked: Option<i32>, kept: &KeptAction) -> bool {
     let Some(real) = real_sigaction() else {
         return false;
     };
@@ -99,17 +99,28 @@ pub fn install() -> bool {
     // SA_SIGINFO signature.
     unsafe {
         let mut ours: libc::sigaction = std::mem::zeroed();
-        ours.sa_sigaction = on_fault as *const () as usize;
+        ours.sa_sigaction = handler as *const () as usize;
         ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
         libc::sigemptyset(&mut ours.sa_mask);
-        // A word counter's turn never runs inside a sample's handler (both
-        // write records and read the tables).
-        libc::sigaddset(&mut ours.sa_mask, crate::words::signal_number());
+        if let Some(b) = blocked {
+            libc::sigaddset(&mut ours.sa_mask, b);
+        }
         let mut old: libc::sigaction = std::mem::zeroed();
-        if real(libc::SIGSEGV, &ours, &mut old) != 0 {
+        if real(sig, &ours, &mut old) != 0 {
             return false;
         }
-        set_program_action(&old);
+        kept.set(&old);
+    }
+    true
+}
+
+/// Installs the handler, keeping the action in place as the program's.
+pub fn install() -> bool {
+    // A word counter's turn never runs inside a sample's handler (both
+    // write records and read the tables).
+    let blocked = Some(crate::words::signal_number());
+    if !take_signal(libc::SIGSEGV, on_fault, blocked, &PROGRAM) {
+        return false;
     }
     INSTALLED.store(true, SeqCst);
     true

@@ -8,7 +8,7 @@
 //! everything else goes where it went without the library (the program's
 //! handler, or the default action for an `int3` or a single step).
 
-use crate::fault::{chain, real_sigaction, KeptAction};
+use crate::fault::{chain, real_sigaction, take_signal, KeptAction};
 use crate::sys;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
@@ -27,21 +27,8 @@ pub fn guard() {
     if GUARDED.load(SeqCst) {
         return;
     }
-    let Some(real) = real_sigaction() else {
+    if !take_signal(libc::SIGTRAP, on_trap, None, &PROGRAM) {
         return;
-    };
-    // SAFETY: zeroed sigactions are valid to fill; the handler has the
-    // SA_SIGINFO signature.
-    unsafe {
-        let mut ours: libc::sigaction = std::mem::zeroed();
-        ours.sa_sigaction = on_trap as *const () as usize;
-        ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-        libc::sigemptyset(&mut ours.sa_mask);
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if real(libc::SIGTRAP, &ours, &mut old) != 0 {
-            return;
-        }
-        PROGRAM.set(&old);
     }
     GUARDED.store(true, SeqCst);
 }

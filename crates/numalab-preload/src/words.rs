@@ -313,25 +313,13 @@ pub fn init(refining: bool) {
         CPU_NODE[cpu].store(node, SeqCst);
     }
     let sig = signal_number();
-    let Some(real) = crate::fault::real_sigaction() else {
+    if !crate::fault::take_signal(sig, on_signal, None, &PROGRAM) {
         return;
-    };
-    // SAFETY: zeroed sigactions are valid to fill; the handler has the
-    // SA_SIGINFO signature.
-    unsafe {
-        let mut ours: libc::sigaction = std::mem::zeroed();
-        ours.sa_sigaction = on_signal as *const () as usize;
-        ours.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-        libc::sigemptyset(&mut ours.sa_mask);
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if real(sig, &ours, &mut old) != 0 {
-            return;
-        }
-        PROGRAM.set(&old);
-        let mut key: libc::pthread_key_t = 0;
-        if libc::pthread_key_create(&mut key, Some(key_destructor)) == 0 {
-            KEY.store(key, SeqCst);
-        }
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: a key for this library, its destructor an extern "C" fn.
+    if unsafe { libc::pthread_key_create(&mut key, Some(key_destructor)) } == 0 {
+        KEY.store(key, SeqCst);
     }
     SIGNAL.store(sig, SeqCst);
     STARTED.store(true, SeqCst);

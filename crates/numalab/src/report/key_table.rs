@@ -12,6 +12,7 @@ use crate::experiments::matrix::MatrixResult;
 use crate::report::part::PartName;
 use crate::report::results::ReportResults;
 use crate::report::summary::KeyFigures;
+use crate::text::format::fixed;
 
 /// One row: what the figure is, its value with its unit, and the key
 /// figures it shows (results.json `summary.key_figures`).
@@ -132,9 +133,14 @@ const ROWS: &[RowSpec] = &[
     },
 ];
 
+/// `v` with its unit: ratios as `1.25x`, the rest as `91 ns`.
 fn number(v: f64, unit: &str, decimals: usize) -> String {
+    with_unit(&fixed(v, decimals), unit)
+}
+
+fn with_unit(text: &str, unit: &str) -> String {
     let sep = if unit == "x" { "" } else { " " };
-    format!("{v:.decimals$}{sep}{unit}")
+    format!("{text}{sep}{unit}")
 }
 
 /// The rows of `figures` that were measured, with the bandwidth matrix's
@@ -162,8 +168,8 @@ pub fn rows_of(figures: &KeyFigures, matrix_threads: Option<&str>) -> Vec<KeyRow
                     let text = if a_s == b_s {
                         a_s
                     } else {
-                        let sep = if spec.unit == "x" { "" } else { " " };
-                        format!("{a:.d$}–{b:.d$}{sep}{u}", d = spec.decimals, u = spec.unit)
+                        let (a, b) = (fixed(a, spec.decimals), fixed(b, spec.decimals));
+                        with_unit(&format!("{a}–{b}"), spec.unit)
                     };
                     (text, vec![lo, hi])
                 }
