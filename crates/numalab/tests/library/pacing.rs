@@ -1,22 +1,17 @@
 //! Rate-paced background traffic on this machine: pacing accuracy (the
 //! issue's acceptance: ±10% at 0.5, 1 and 2 GB/s for one paced thread), byte
 //! accounting per mix, placement proof, and threads that always end (stop,
-//! drop, errors). Timed tests take turns (a static mutex): on a 2-core
-//! machine two loads at once would measure each other.
+//! drop, errors). Timed tests take the binary's measuring turn
+//! (`common::turn`): on a 2-core machine two loads at once would measure
+//! each other.
 
+use crate::common::turn;
 use numalab::measure::pacing::{
     Pace, PaceOptions, PacedLoad, PacedSpec, TrafficMix, RATE_TOLERANCE,
 };
 use numalab::placement::{MemoryPolicy, PlacementError, Thp};
 use numalab::Machine;
-use std::sync::Mutex;
 use std::time::Duration;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The last allowed CPU (the test's main thread mostly sleeps).
 fn cpu(m: &Machine) -> u32 {

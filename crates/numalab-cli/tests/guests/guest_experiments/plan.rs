@@ -25,7 +25,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ),
     (
         "plan_profile",
-        "numalab profile --rate 2000 --plan /tmp/prof/plan.json -o /tmp/pp -- profile_truth 150 >/dev/null; rc=$?; cat /tmp/pp/after/profile.json; exit $rc",
+        "numalab profile --rate 2000 --plan /tmp/prof/plan.json -o /tmp/pp -- profile_truth 50 >/dev/null; rc=$?; cat /tmp/pp/after/profile.json; exit $rc",
     ),
     (
         "stripes_interleave",
