@@ -14,9 +14,6 @@
 # prints is `NUMALAB-GUEST-EXIT <rc>`; boot.sh exits with that rc, 124 on timeout, 125 when the
 # marker never appeared (kernel panic, init crash), 2 on usage errors, 1 on host errors.
 # Without --script, a built-in script prints the guest's NUMA topology.
-# With NUMALAB_GUEST_QMP_DIR set, each QEMU listens for QMP on a socket in that folder
-# (PID-ATTEMPT.sock, removed when it ends): the lane runner (scripts/lanes.py) pauses the
-# guests there ("stop", which stops the guest's clocks too) while a host test measures.
 # Needs guest/cache/vmlinuz[-6.1] (run guest/fetch-kernel.sh first) and qemu-system-x86_64.
 set -euo pipefail
 
@@ -93,7 +90,6 @@ cleanup() {
     # A reader still blocked opening the fifo gets its EOF.
     if [ -p "$tmp/serial.fifo" ]; then : 3<>"$tmp/serial.fifo"; fi
     rm -rf "$tmp"
-    [ -z "${qmp_sock:-}" ] || rm -f "$qmp_sock"
 }
 trap cleanup EXIT
 trap 'echo "boot.sh: interrupted, stopping qemu" >&2; exit 130' INT
@@ -246,8 +242,6 @@ qemu_cmd=("${no_host_thp[@]}" "$QEMU" -accel "tcg,thread=$tcg" -cpu max -machine
           "${numa[@]}"
           -kernel "$KERNEL" -initrd "$tmp/initrd.gz" -append "$cmdline"
           -nic none -vga none -nographic -no-reboot -pidfile "$qemu_pidfile")
-qmp_dir=${NUMALAB_GUEST_QMP_DIR:-}
-[ -z "$qmp_dir" ] || [ -d "$qmp_dir" ] || die "NUMALAB_GUEST_QMP_DIR $qmp_dir is not a folder"
 
 # ---- run ----
 # qemu runs in the background (so a TERM/INT to boot.sh is handled at once, not after qemu ends),
@@ -267,19 +261,13 @@ for attempt in $(seq 1 "$BOOT_TRIES"); do
     sed -u -e 's/\r$//' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\x1b[()][0-9A-Za-z]//g' \
         < "$tmp/serial.fifo" | tee "$tmp/serial.log" &
     reader_pid=$!
-    qmp=()
-    if [ -n "$qmp_dir" ]; then
-        qmp_sock="$qmp_dir/$$-$attempt.sock"
-        qmp=(-qmp "unix:$qmp_sock,server=on,wait=off")
-    fi
-    timeout -k 5 "$timeout_s" "${qemu_cmd[@]}" ${qmp[@]+"${qmp[@]}"} </dev/null >"$tmp/serial.fifo" &
+    timeout -k 5 "$timeout_s" "${qemu_cmd[@]}" </dev/null >"$tmp/serial.fifo" &
     timeout_pid=$!
     qemu_rc=0
     wait "$timeout_pid" || qemu_rc=$?
     timeout_pid=""
     wait "$reader_pid" || true
     rm -f "$qemu_pidfile"
-    [ -z "$qmp_dir" ] || rm -f "$qmp_sock"
     # The kernel's last line (power down) has no newline: end the stream on a line boundary.
     [ ! -s "$tmp/serial.log" ] || [ -z "$(tail -c 1 "$tmp/serial.log")" ] || echo
     [ "$qemu_rc" -ne 124 ] && [ "$qemu_rc" -ne 137 ] || break

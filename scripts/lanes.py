@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs numalab's Rust tests in lanes and reports each lane's count and time.
 
-    scripts/lanes.py [--lane fast|guest|browser]... [--list] [--one-by-one]
+    scripts/lanes.py [--lane fast|guest|browser]... [--list] [--guest-beside]
 
 The lanes (a test binary's lane follows from its name, see `lane_of`):
 
@@ -14,15 +14,8 @@ The lanes (a test binary's lane follows from its name, see `lane_of`):
   (crates/numalab-cli/tests/browser/).
 
 Each binary is built once (`cargo test --no-run`) and run as cargo runs it
-(from its package's folder, with cargo's environment). The guest lane runs
-beside the others, at idle priority (SCHED_IDLE), and pauses while they measure: a
-measuring test asks for quiet (`numalab_testkit::quiet`, a file in the
-folder NUMALAB_QUIET_DIR names), and the runner stops every guest through
-QMP (which stops the guest's clocks: nothing in the guest sees the pause)
-and every other process of the guest lane with SIGSTOP, answers, and
-resumes them all when no request is left. Binaries that do not take turns
-to measure (the unit tests) run with the guests paused throughout.
---one-by-one runs the lanes one after another instead. A test that skips for hardware this
+(from its package's folder, with cargo's environment); the lanes run one
+after another (--guest-beside runs the guest lane beside the others). A test that skips for hardware this
 machine cannot have calls `numalab_testkit::skip`, which appends to the file
 named by NUMALAB_SKIP_LOG: the lane counts it as skipped, not passed, and
 prints why. Exits 1 when any test failed or any binary did not finish.
@@ -32,8 +25,6 @@ import argparse
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,19 +46,6 @@ BINARY_TIMEOUT_S = 3600
 # why each test failed.
 FAILURE_LINES = 30
 FAILURE_LINE_CHARS = 400
-# The binaries of the main lanes that run beside the guests: those whose
-# measuring tests take turns and ask for quiet (crates/numalab-cli/tests/
-# common, crates/numalab/tests/common). Every other binary runs with the
-# guests paused.
-BESIDE_GUESTS = {("numalab-cli", "host"), ("numalab-cli", "browser"), ("numalab", "library")}
-
-
-def idle_priority():
-    """The guest lane runs under SCHED_IDLE: it takes only the CPU time the
-    other lanes leave. (Nice 10 was not enough: three guests of 4 to 8
-    vCPU threads each outweighed a host test's threads, and a profiled
-    program whose threads meet at barriers ran ten times slower.)"""
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 RESULT = re.compile(
     r"^test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
 )
@@ -149,22 +127,16 @@ class Tally:
         )
 
 
-def run_binary(b, skip_log, out, pauser=None):
+def run_binary(b, skip_log, out):
     """Runs one test binary as cargo would; its output goes to `out`."""
     env = dict(os.environ)
     env["CARGO_MANIFEST_DIR"] = b.manifest_dir
     env["CARGO_PKG_NAME"] = b.package
     env["NUMALAB_SKIP_LOG"] = str(skip_log)
     env["NUMALAB_LANE_NOTES"] = str(skip_log) + ".notes"
-    guests = pauser is not None and b.lane == "guest"
-    if pauser is not None:
-        env.update(pauser.env(guest=guests))
     start = time.monotonic()
     out.write(f"     Running {b.label()} ({b.executable})\n")
     out.flush()
-    quiet = pauser is not None and not guests and (b.package, b.name) not in BESIDE_GUESTS
-    if quiet:
-        pauser.hold()
     try:
         proc = subprocess.Popen(
             [b.executable],
@@ -174,17 +146,9 @@ def run_binary(b, skip_log, out, pauser=None):
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
-            # The guest lane in a session of its own (the pauser finds its
-            # processes by it), at idle priority.
-            start_new_session=guests,
-            preexec_fn=idle_priority if guests else None,
         )
     except OSError as e:
-        if quiet:
-            pauser.release()
         return None, f"cannot run {b.executable}: {e}", 0.0, []
-    if guests:
-        pauser.watch(proc.pid)
     results = []
     failures = FailureReader()
     timer = threading.Timer(BINARY_TIMEOUT_S, proc.kill)
@@ -199,8 +163,6 @@ def run_binary(b, skip_log, out, pauser=None):
         rc = proc.wait()
     finally:
         timer.cancel()
-        if quiet:
-            pauser.release()
     out.flush()
     elapsed = time.monotonic() - start
     if rc != 0 and not results:
@@ -258,13 +220,13 @@ class FailureReader:
         return lines[start : min(end, start + FAILURE_LINES)]
 
 
-def run_lane(lane, binaries, out, scratch, pauser=None):
+def run_lane(lane, binaries, out, scratch):
     tally = Tally(lane)
     start = time.monotonic()
     for i, b in enumerate(binaries):
         skip_log = scratch / f"skips-{lane}-{i}"
         skip_log.write_text("")
-        counts, problem, elapsed, failures = run_binary(b, skip_log, out, pauser)
+        counts, problem, elapsed, failures = run_binary(b, skip_log, out)
         tally.failures += [(f"{b.label()} {t}", lines) for t, lines in failures]
         for s in skip_log.read_text().splitlines():
             if s.strip():
@@ -280,13 +242,7 @@ def run_lane(lane, binaries, out, scratch, pauser=None):
         if problem or (counts and counts[1]):
             tally.broken.append(f"{b.label()}: {problem or 'tests failed'}")
     if lane == "fast":
-        if pauser is not None:
-            pauser.hold()
-        try:
-            doc = doctests(out)
-        finally:
-            if pauser is not None:
-                pauser.release()
+        doc = doctests(out)
         tally.passed += doc[0]
         tally.failed += doc[1]
         tally.ignored += doc[2]
@@ -320,186 +276,6 @@ def doctests(out):
     return totals
 
 
-def qmp(path, command):
-    """Sends one QMP command to the QEMU listening on `path`; True when it
-    answered without an error."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(5)
-        sock.connect(str(path))
-        f = sock.makefile("rw")
-        json.loads(f.readline())  # the greeting
-        for execute in ("qmp_capabilities", command):
-            f.write(json.dumps({"execute": execute}) + "\n")
-            f.flush()
-            while True:
-                line = f.readline()
-                if not line:
-                    return False
-                reply = json.loads(line)
-                if "error" in reply:
-                    return False
-                if "return" in reply:
-                    break
-    return True
-
-
-def session_of(pid):
-    """The session id of process `pid`, None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # pid (comm) state ppid pgrp session ...: comm may hold spaces.
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[3])
-
-
-def comm_of(pid):
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
-class Pauser:
-    """Pauses the guest lane while a test of another lane measures.
-
-    A request for quiet is a file NAME.want in `quiet_dir` (written by
-    `numalab_testkit::quiet`) or a hold of the runner's own (`hold`, for
-    binaries that run wholly paused). While any is there, every QEMU of the
-    guest lane is stopped through its QMP socket in `qmp_dir` (guest/boot.sh
-    makes one per boot), which stops the guest's clocks too, and every
-    other process of the guest lane's session gets SIGSTOP; each request is
-    then answered with NAME.granted. With no request left, all resume."""
-
-    POLL_S = 0.02
-
-    def __init__(self, scratch):
-        self.quiet_dir = scratch / "quiet"
-        self.qmp_dir = scratch / "qmp"
-        self.quiet_dir.mkdir()
-        self.qmp_dir.mkdir()
-        self.lock = threading.Lock()
-        self.holds = 0
-        self.session = None
-        self.stopped_guests = set()  # QMP sockets
-        self.stopped_pids = set()
-        self.paused_since = None
-        self.pauses = 0
-        self.paused_s = 0.0
-        self.failures = 0  # QMP commands that failed (a guest ending, say)
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self.loop, daemon=True)
-
-    def env(self, guest):
-        """The variables a lane's binaries run with."""
-        if guest:
-            return {"NUMALAB_GUEST_QMP_DIR": str(self.qmp_dir)}
-        return {"NUMALAB_QUIET_DIR": str(self.quiet_dir)}
-
-    def watch(self, pid):
-        """The guest lane's binary, in a session of its own."""
-        with self.lock:
-            self.session = pid
-
-    def hold(self):
-        """Pauses the guests until `release` (waits until they are)."""
-        with self.lock:
-            self.holds += 1
-            self.pause()
-
-    def release(self):
-        with self.lock:
-            self.holds -= 1
-
-    def start(self):
-        self.thread.start()
-
-    def stop(self):
-        """Ends the watch and lets everything run."""
-        self.done.set()
-        self.thread.join()
-        with self.lock:
-            self.resume()
-
-    def loop(self):
-        while not self.done.is_set():
-            with self.lock:
-                wants = list(self.quiet_dir.glob("*.want"))
-                if wants or self.holds:
-                    self.pause()
-                    for w in wants:
-                        granted = w.with_suffix(".granted")
-                        if w.exists() and not granted.exists():
-                            granted.write_text("")
-                elif self.paused_since is not None:
-                    self.resume()
-                for g in self.quiet_dir.glob("*.granted"):
-                    if not g.with_suffix(".want").exists():
-                        g.unlink(missing_ok=True)
-            self.done.wait(self.POLL_S)
-
-    def pause(self):
-        """Stops what is not stopped yet (guests and processes started
-        since the last call included). Called with the lock held."""
-        if self.paused_since is None:
-            self.paused_since = time.monotonic()
-            self.pauses += 1
-        for sock in self.qmp_dir.glob("*.sock"):
-            if sock in self.stopped_guests:
-                continue
-            try:
-                ok = qmp(sock, "stop")
-            except (OSError, ValueError):
-                ok = False
-            if ok:
-                self.stopped_guests.add(sock)
-            else:
-                self.failures += 1
-        if self.session is None:
-            return
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            pid = int(entry)
-            if pid in self.stopped_pids or session_of(pid) != self.session:
-                continue
-            # QEMU is stopped through QMP: a SIGSTOP would leave its clocks
-            # running, and the guest would see the pause.
-            if comm_of(pid).startswith("qemu-system"):
-                continue
-            try:
-                os.kill(pid, signal.SIGSTOP)
-                self.stopped_pids.add(pid)
-            except ProcessLookupError:
-                pass
-
-    def resume(self):
-        """Called with the lock held."""
-        for pid in self.stopped_pids:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        self.stopped_pids.clear()
-        for sock in self.stopped_guests:
-            try:
-                qmp(sock, "cont")
-            except (OSError, ValueError):
-                self.failures += 1
-        self.stopped_guests.clear()
-        if self.paused_since is not None:
-            self.paused_s += time.monotonic() - self.paused_since
-            self.paused_since = None
-
-    def line(self):
-        return (
-            f"lanes: the guest lane was paused {self.pauses} times, "
-            f"{self.paused_s:.0f} s in all, while the other lanes measured"
-            + (f" ({self.failures} QMP commands failed: guests ending)" if self.failures else "")
-        )
-
-
 class Buffered:
     """A lane's output held until the lane ends, so that lanes running side
     by side do not interleave their lines; a line per binary shows progress."""
@@ -525,9 +301,9 @@ def main():
     ap.add_argument("--lane", action="append", choices=LANES, help="run this lane (repeatable; default: all)")
     ap.add_argument("--list", action="store_true", help="print each test binary's lane and exit")
     ap.add_argument(
-        "--one-by-one",
+        "--guest-beside",
         action="store_true",
-        help="run the lanes one after another (by default the guest lane runs beside the others, paused while they measure)",
+        help="run the guest lane beside the others (needs CPUs to spare)",
     )
     args = ap.parse_args()
     lanes = args.lane or list(LANES)
@@ -541,59 +317,35 @@ def main():
     by_lane = {lane: [b for b in binaries if b.lane == lane] for lane in lanes}
     scratch = Path(tempfile.mkdtemp(prefix="numalab-lanes-"))
     tallies = {}
-    # The guest lane (QEMU, CPU-bound for most of its 8 minutes) runs beside
-    # the others and takes the CPU time they leave: the host lane kept 38%
-    # of the two CPUs idle, the browser lane 49% (vmstat, 2026-12-02),
-    # mostly while one test measured and the others waited for its turn.
-    # A measurement must not share the host with a guest (a loaded-latency
-    # ladder out of order, a fitted latency of 0, seen when the lanes first
-    # ran side by side): the Pauser stops the guests for every measuring
-    # turn.
-    side = [lane for lane in lanes if lane == "guest" and not args.one_by_one and len(lanes) > 1]
+    # One lane after another by default. The browser lane measures on the
+    # host too (it renders a real `report --quick` of this host; beside the
+    # guests its budget kept 4 of its 7 sizes). The fast lane measures on the host,
+    # and a guest beside it (QEMU keeps both CPUs busy at times) made its
+    # timing-dependent tests fail (a loaded-latency ladder out of order, a
+    # fitted latency of 0). --guest-beside runs the guest lane beside the
+    # others, for a machine with CPUs to spare.
+    side = [lane for lane in lanes if lane == "guest" and args.guest_beside]
     main_lanes = [lane for lane in lanes if lane not in side]
-    pauser = Pauser(scratch) if side else None
     buffered = {lane: Buffered(lane) for lane in side}
     threads = []
-    stop_signals = {}
-    if pauser is not None:
-        pauser.start()
-
-        # A runner stopped by a signal lets the guests go first: stopped
-        # processes would outlive it.
-        def ended(signum, _frame):
-            pauser.stop()
-            sys.exit(128 + signum)
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            stop_signals[sig] = signal.signal(sig, ended)
     for lane in side:
         th = threading.Thread(
             target=lambda lane=lane: tallies.__setitem__(
-                lane, run_lane(lane, by_lane[lane], buffered[lane], scratch, pauser)
+                lane, run_lane(lane, by_lane[lane], buffered[lane], scratch)
             )
         )
         th.start()
         threads.append(th)
-    try:
-        for lane in main_lanes:
-            print(f"lanes: lane {lane}: {len(by_lane[lane])} binaries", flush=True)
-            tallies[lane] = run_lane(lane, by_lane[lane], sys.stdout, scratch, pauser)
-            print(tallies[lane].line(), flush=True)
-        if threads:
-            print("lanes: the other lanes are done; waiting for the guest lane", flush=True)
-        for th in threads:
-            th.join()
-    finally:
-        if pauser is not None:
-            pauser.stop()
-            for sig, old in stop_signals.items():
-                signal.signal(sig, old)
+    for lane in main_lanes:
+        print(f"lanes: lane {lane}: {len(by_lane[lane])} binaries", flush=True)
+        tallies[lane] = run_lane(lane, by_lane[lane], sys.stdout, scratch)
+        print(tallies[lane].line(), flush=True)
+    for th in threads:
+        th.join()
     for lane in side:
         print(f"lanes: lane {lane}: {len(by_lane[lane])} binaries, its output:", flush=True)
         sys.stdout.write(buffered[lane].text())
         print(tallies[lane].line(), flush=True)
-    if pauser is not None:
-        print(pauser.line(), flush=True)
     print("lanes: summary", flush=True)
     bad = False
     for lane in lanes:

@@ -54,70 +54,6 @@ fn append_line(var: &str, line: &str) {
     }
 }
 
-/// The environment variable naming the folder where measuring tests ask
-/// the lane runner for quiet (scripts/lanes.py sets it when it runs the
-/// guest lane beside the others).
-pub const QUIET_DIR: &str = "NUMALAB_QUIET_DIR";
-
-/// How long [`quiet`] waits for the runner to pause the guests before it
-/// measures anyway (and notes that it did).
-const QUIET_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Quiet for a measuring test: while the guard lives, the lane runner
-/// keeps the guest lane's QEMU guests paused (QMP `stop`, which stops
-/// their clocks too) and its other processes stopped, so a measurement on
-/// this 2-core host measures the host, not the emulator beside it.
-///
-/// A request is a file `PID-N.want` in the folder named by
-/// `NUMALAB_QUIET_DIR`; the runner answers with `PID-N.granted` once
-/// everything is paused, and resumes the guests when no request is left.
-/// Without the variable (a test binary run by hand, or lanes one after
-/// another) nothing runs beside, and the guard does nothing.
-pub fn quiet() -> Quiet {
-    let Some(dir) = std::env::var_os(QUIET_DIR) else {
-        return Quiet { want: None };
-    };
-    static REQUESTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = REQUESTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let base = std::path::Path::new(&dir).join(format!("{}-{n}", std::process::id()));
-    let want = base.with_extension("want");
-    let granted = base.with_extension("granted");
-    if let Err(e) = std::fs::write(&want, b"") {
-        panic!(
-            "cannot ask for quiet in {} ({QUIET_DIR}): {e}",
-            want.display()
-        );
-    }
-    let asked = std::time::Instant::now();
-    while !granted.exists() {
-        if asked.elapsed() > QUIET_WAIT {
-            note(&format!(
-                "the guests did not pause within {} s of a measurement's request; it measured anyway",
-                QUIET_WAIT.as_secs()
-            ));
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    Quiet {
-        want: Some((want, granted)),
-    }
-}
-
-/// A measuring test's quiet ([`quiet`]); dropping it lets the guests run.
-pub struct Quiet {
-    want: Option<(std::path::PathBuf, std::path::PathBuf)>,
-}
-
-impl Drop for Quiet {
-    fn drop(&mut self) {
-        if let Some((want, granted)) = self.want.take() {
-            std::fs::remove_file(&want).ok();
-            std::fs::remove_file(&granted).ok();
-        }
-    }
-}
-
 /// One line of the skip log: the test, a tab, the reason on one line.
 fn skip_line(test: &str, reason: &str) -> String {
     let reason: String = reason
@@ -157,46 +93,5 @@ mod tests {
             "{text}"
         );
         assert!(lines[1].ends_with("\tsecond"), "{text}");
-    }
-
-    #[test]
-    fn quiet_asks_the_runner_waits_for_its_answer_and_withdraws_when_dropped() {
-        let dir = std::env::temp_dir().join(format!("numalab-quiet-test-{}", std::process::id()));
-        std::fs::remove_dir_all(&dir).ok();
-        std::fs::create_dir_all(&dir).unwrap();
-        // The runner's part: answer the first request, after a while.
-        let runner = {
-            let dir = dir.clone();
-            std::thread::spawn(move || loop {
-                let wants: Vec<_> = std::fs::read_dir(&dir)
-                    .unwrap()
-                    .map(|e| e.unwrap().path())
-                    .filter(|p| p.extension().is_some_and(|e| e == "want"))
-                    .collect();
-                if let Some(w) = wants.first() {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                    std::fs::write(w.with_extension("granted"), b"").unwrap();
-                    return w.clone();
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            })
-        };
-        // Only this test sets the variable, and only `quiet` reads it.
-        std::env::set_var(QUIET_DIR, &dir);
-        let asked = std::time::Instant::now();
-        let guard = quiet();
-        std::env::remove_var(QUIET_DIR);
-        assert!(asked.elapsed() >= std::time::Duration::from_millis(50));
-        let want = runner.join().unwrap();
-        assert_eq!(
-            want.file_name().unwrap().to_string_lossy(),
-            format!("{}-0.want", std::process::id())
-        );
-        assert!(want.exists() && want.with_extension("granted").exists());
-        drop(guard);
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
-        std::fs::remove_dir_all(&dir).ok();
-        // Without the variable there is no one to ask.
-        assert!(quiet().want.is_none());
     }
 }

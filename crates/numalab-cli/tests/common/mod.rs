@@ -188,18 +188,16 @@ pub fn assert_one_line_error(what: &str, rc: i32, err: &str, want_rc: i32, needl
 
 /// Measuring tests of one test binary take turns, and while one measures
 /// no other test of the binary runs a process ([`Run::run`] and the
-/// programs of real_programs wait in [`beside`]) and the guest lane beside
-/// pauses ([`numalab_testkit::quiet`]): on a 2-core machine a measurement
-/// beside anything else measures that too (a loaded-latency median below
-/// idle, a per-thread trace's races, seen in CI). Hold the guard for the
-/// whole test; the processes it runs itself do not wait.
+/// programs of real_programs wait in [`beside`]): on a 2-core machine a
+/// measurement beside anything else measures that too (a loaded-latency
+/// median below idle, a per-thread trace's races, seen in CI). Hold the
+/// guard for the whole test; the processes it runs itself do not wait.
 pub fn turn() -> Turn {
     static TURN: Mutex<()> = Mutex::new(());
     let turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let alone = ALONE.write().unwrap_or_else(|p| p.into_inner());
     MEASURING.with(|m| m.set(true));
     Turn {
-        _quiet: numalab_testkit::quiet(),
         _alone: alone,
         _turn: turn,
         since: std::time::Instant::now(),
@@ -212,7 +210,6 @@ const LONG_TURN_S: f64 = 10.0;
 
 /// A measuring test's turn ([`turn`]); dropping it lets the others run.
 pub struct Turn {
-    _quiet: numalab_testkit::Quiet,
     _alone: RwLockWriteGuard<'static, ()>,
     _turn: MutexGuard<'static, ()>,
     since: std::time::Instant,

@@ -31,22 +31,11 @@ pub fn fixture(name: &str) -> Machine {
 }
 
 /// Measuring tests of one test binary take turns: on a 2-core machine two
-/// measurements at once would measure each other; and while one measures,
-/// the guest lane beside pauses ([`numalab_testkit::quiet`]). Hold the
-/// guard for the whole test.
-pub fn turn() -> Turn {
+/// measurements at once would measure each other. Hold the guard for the
+/// whole test.
+pub fn turn() -> MutexGuard<'static, ()> {
     static TURN: Mutex<()> = Mutex::new(());
-    let lock = TURN.lock().unwrap_or_else(|p| p.into_inner());
-    Turn {
-        _quiet: numalab_testkit::quiet(),
-        _lock: lock,
-    }
-}
-
-/// A measuring test's turn ([`turn`]).
-pub struct Turn {
-    _quiet: numalab_testkit::Quiet,
-    _lock: MutexGuard<'static, ()>,
+    TURN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One warm-up run, then `min_reps` to `max_reps` repetitions until the

@@ -8,6 +8,7 @@
 //! when permitted (root), so that other jobs' threads rarely preempt a
 //! sample; each side is measured several times, interleaved, and the best
 //! sample of all runs is compared (the STREAM convention), within 10%.
+//! Both take the binary's measuring turn (`common::turn`).
 
 use numalab::experiments::apexmap::{run_apexmap, ApexRequest, ApexResult};
 use numalab::measure::chase::ChasePattern;
@@ -18,11 +19,7 @@ use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::measure::stats::StopRule;
 use numalab::placement::{MemoryPolicy, Thp};
 use numalab::Machine;
-use std::sync::Mutex;
 use std::time::Duration;
-
-/// Timed tests run one at a time.
-static LOCK: Mutex<()> = Mutex::new(());
 
 /// Tries of each side, interleaved (the latency corner needs a 128 MiB
 /// buffer per try; the bandwidth corner's runs are cheap, and its figure,
@@ -77,7 +74,7 @@ fn apex(m: &Machine, alpha: f64, l: usize, size: usize, budget: f64) -> ApexResu
 
 #[test]
 fn latency_corner_matches_the_random_chase() {
-    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::common::turn();
     high_priority();
     let m = Machine::live().unwrap();
     let size = 128usize << 20;
@@ -123,7 +120,7 @@ fn latency_corner_matches_the_random_chase() {
 
 #[test]
 fn bandwidth_corner_matches_the_read_kernel_on_the_block() {
-    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::common::turn();
     high_priority();
     let m = Machine::live().unwrap();
     // 16 blocks of 512 KiB: 99.72% of the accesses go to block 0, the rest

@@ -496,6 +496,7 @@ fn chase_ns(bytes: usize, steps: u64) -> f64 {
 
 #[test]
 fn host_cache_chase_is_faster_than_dram_chase() {
+    let _turn = crate::common::turn();
     let small = chase_ns(256 << 10, 4_000_000);
     let big = chase_ns(256 << 20, 2_000_000);
     eprintln!("random chase: 256 KiB {small:.2} ns, 256 MiB {big:.2} ns per load");
