@@ -2,7 +2,8 @@
 # Boot the numalab multi-node test guest under QEMU (TCG) and run a script inside it.
 #
 #   guest/boot.sh --machine quartet|ring4-cpuless [--kernel 6.12|6.1] [--timeout SECONDS]
-#                 [--file HOSTPATH]... [--script FILE] [--append KERNEL_ARGS] [--tcg multi|single]
+#                 [--file HOSTPATH]... [--lib SONAME|PATH]... [--script FILE] [--append KERNEL_ARGS]
+#                 [--tcg multi|single]
 #
 # --kernel 6.12 (default, guest/cache/vmlinuz, weighted interleave) or 6.1 (Debian 12's stock
 # kernel, guest/cache/vmlinuz-6.1, no weighted interleave). --tcg single runs every vCPU on one
@@ -10,7 +11,9 @@
 # while it runs (perf events switch on its scheduler hooks), which multi-threaded TCG gets wrong
 # now and then ("Oops: int3").
 # The guest's serial console is streamed to stdout (CR stripped). The script runs under
-# busybox /bin/sh as root in /tmp (a tmpfs); every --file is in /bin. The last line the guest
+# busybox /bin/sh as root in /tmp (a tmpfs); every --file is in /bin, with the shared objects it
+# links; every --lib (a library a program loads at run time, by soname as ldconfig knows it or by
+# path) at its host path, with those it links. The last line the guest
 # prints is `NUMALAB-GUEST-EXIT <rc>`; boot.sh exits with that rc, 124 on timeout, 125 when the
 # marker never appeared (kernel panic, init crash), 2 on usage errors, 1 on host errors.
 # Without --script, a built-in script prints the guest's NUMA topology.
@@ -30,7 +33,7 @@ usage() {
 }
 
 machine="" kernel_ver=6.12 timeout_s=300 script="" append="" tcg=multi
-files=()
+files=() extra_libs=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --machine) [ $# -ge 2 ] || usage; machine=$2; shift 2 ;;
@@ -41,6 +44,8 @@ while [ $# -gt 0 ]; do
         --timeout=*) timeout_s=${1#*=}; shift ;;
         --file) [ $# -ge 2 ] || usage; files+=("$2"); shift 2 ;;
         --file=*) files+=("${1#*=}"); shift ;;
+        --lib) [ $# -ge 2 ] || usage; extra_libs+=("$2"); shift 2 ;;
+        --lib=*) extra_libs+=("${1#*=}"); shift ;;
         --script) [ $# -ge 2 ] || usage; script=$2; shift 2 ;;
         --script=*) script=${1#*=}; shift ;;
         --append) [ $# -ge 2 ] || usage; append=$2; shift 2 ;;
@@ -128,6 +133,16 @@ for f in ${files[@]+"${files[@]}"}; do
         cp "$f" "$dest"
         chmod 755 "$dest"
     fi
+done
+for want in ${extra_libs[@]+"${extra_libs[@]}"}; do
+    lib=$want
+    case "$lib" in
+        /*) ;;
+        *) lib=$(ldconfig -p | awk -v n="$want" '$1 == n && /x86-64/ { print $NF; exit }') ;;
+    esac
+    [ -n "$lib" ] && [ -f "$lib" ] || die "--lib $want: no such shared object (ldconfig -p does not list it)"
+    libs["$lib"]=1
+    while read -r dep; do [ -n "$dep" ] && libs["$dep"]=1; done < <(libs_of "$lib")
 done
 for lib in "${!libs[@]}"; do
     mkdir -p "$root$(dirname "$lib")"

@@ -37,7 +37,7 @@ fi
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 need=()
-pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas-dev)
+pkgs=(pkg-config libhwloc-dev libudev-dev gcc libc6-dev libopenblas0)
 [ "$TEST" -eq 1 ] && pkgs+=(chromium fonts-dejavu-core linux-perf gfortran cmake python3 python3-venv binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 xz-utils redis-server redis-tools golang-go default-jre-headless nodejs python3-numpy sqlite3)
 for pkg in "${pkgs[@]}"; do
     installed "$pkg" || need+=("$pkg")

@@ -65,8 +65,8 @@ fi
 install -m 644 "$ROOT/crates/numalab-capi/include/numalab.h" "$INCLUDEDIR/numalab.h"
 
 # What the static library needs besides itself (rustc --print
-# native-static-libs: hwloc, OpenBLAS, libudev through hwloc, and the Rust
-# runtime's system libraries).
+# native-static-libs: hwloc, libudev through hwloc, and the Rust runtime's
+# system libraries; OpenBLAS is loaded at run time, by `blas` only).
 cat > "$LIBDIR/pkgconfig/numalab.pc" <<PC
 prefix=$PREFIX
 libdir=$LIBDIR
@@ -78,7 +78,7 @@ URL: https://example.invalid/numalab
 Version: $VERSION
 Requires.private: hwloc
 Libs: -L\${libdir} -lnumalab
-Libs.private: -lopenblas -ludev -lgcc_s -lutil -lrt -lpthread -lm -ldl
+Libs.private: -ludev -lgcc_s -lutil -lrt -lpthread -lm -ldl
 Cflags: -I\${includedir}
 PC
 log "installed libnumalab $VERSION ($PROFILE build): $LIBDIR/libnumalab.so.$VERSION$([ "$STATIC" -eq 1 ] && echo ", libnumalab.a"), $INCLUDEDIR/numalab.h, $LIBDIR/pkgconfig/numalab.pc"

@@ -648,6 +648,9 @@ pub fn boot_with_files(
         .arg(small_nodes_program())
         .arg("--file")
         .arg(thread_tree_program())
+        // numalab loads OpenBLAS when `blas` runs (docs/blas.md), not at
+        // start: ldd of the binary does not name it.
+        .args(["--lib", "libopenblas.so.0"])
         .args(
             files
                 .iter()

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{fails, fixture, json, num, stdout, turn};
+use common::{assert_one_line_error, fails, fixture, json, num, numalab, stdout, turn, Run};
 use serde_json::Value;
 
 const QUARTET: &str = "qemu-quartet-4n2c-ring.xml";
@@ -326,4 +326,34 @@ fn bad_input_is_one_line_exit_2() {
         &["blas", "--list", "--full", "--topology", &big],
         "more than 10000 placements to run",
     );
+}
+
+/// OpenBLAS is loaded by `blas` when it first needs it, not linked: other
+/// commands never map it (nor start its thread pool), and where it cannot
+/// be loaded `blas` says so in one line before anything is placed
+/// (NUMALAB_OPENBLAS names a library that is not there).
+#[test]
+fn openblas_is_loaded_by_blas_only_and_a_missing_one_is_one_line() {
+    // `numalab run`'s command reads its parent's (numalab's) mappings.
+    let r = numalab(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "grep -q libhwloc /proc/$PPID/maps && echo hwloc; grep -c libopenblas /proc/$PPID/maps",
+    ]);
+    let said: Vec<&str> = r.out.lines().collect();
+    assert_eq!(said, ["hwloc", "0"], "numalab's mappings: {r:?}");
+    let r = Run::new(&["blas", "--levels", "1"])
+        .env("NUMALAB_OPENBLAS", "/nonexistent/libopenblas.so.0")
+        .run();
+    assert_one_line_error(
+        "blas with NUMALAB_OPENBLAS=/nonexistent/libopenblas.so.0",
+        r.rc,
+        &r.err,
+        1,
+        "OpenBLAS cannot be loaded (/nonexistent/libopenblas.so.0: cannot open shared object file",
+    );
+    assert!(r.err.contains("NUMALAB_OPENBLAS names it"), "{}", r.err);
+    assert_eq!(r.out, "");
 }

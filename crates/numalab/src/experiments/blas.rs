@@ -605,7 +605,7 @@ fn call(
     ops: &mut [&mut [f64]],
     flip: bool,
 ) -> Result<(), PlacementError> {
-    let dim = |e: blas::DimensionError| PlacementError::Invalid(e.0);
+    let dim = |e: blas::BlasError| PlacementError::Invalid(e.0);
     match (kernel, ops) {
         (Kernel::Daxpy, [x, y]) => {
             // Alternating signs keep y bounded over any number of calls.
@@ -1331,7 +1331,11 @@ pub fn run_blas(
         .or_else(|| m.allowed_cpus.first())
         .unwrap_or(0);
     let (n, scaled_down) = fit_n(m, req, first_cpu, threads)?;
-    let openblas = blas::single_threaded().clone();
+    // OpenBLAS is loaded here, before anything is placed: a machine
+    // without it gets one line naming the package.
+    let openblas = blas::single_threaded()
+        .map_err(|e| PlacementError::Unsupported(e.0))?
+        .clone();
     let mut warnings = Vec::new();
     if openblas.num_threads_after != 1 {
         warnings.push(format!(

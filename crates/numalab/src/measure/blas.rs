@@ -4,61 +4,159 @@
 //! library's thread control, and naive reference implementations for the
 //! numerical check (docs/blas.md).
 //!
-//! The routines are declared here rather than through `cblas-sys` and
-//! `openblas-src`: `openblas-src` with only its `system` feature still
-//! compiles its build helper, which refuses to build without a TLS stack
-//! (`rustls` or `native-tls`) it would use only to download OpenBLAS
-//! sources. Five declarations against the installed library are smaller
-//! than that dependency tree, and link exactly the library Debian's
-//! `libopenblas-dev` installs.
+//! The library is loaded at the first use (`dlopen` of `libopenblas.so.0`),
+//! not linked: a numalab that never runs `blas` never starts OpenBLAS's
+//! thread pool (its constructor starts one thread a CPU, 0.25 s of every
+//! numalab command in the 8-CPU emulated guest, and extra threads in a
+//! process that forks to load untrusted topology files only while it has
+//! one thread), and numalab builds and runs without OpenBLAS installed:
+//! `blas` then says what to install. Five routines and four getters are
+//! looked up by name rather than declared through `cblas-sys` and
+//! `openblas-src` (whose build helper refuses to build without a TLS
+//! stack it would use only to download OpenBLAS's sources).
 //!
 //! OpenBLAS's integers (`blasint`) are C `int` in Debian's build (not the
 //! 64-bit-integer `libopenblas64`), so every dimension must fit in `i32`.
 
 use crate::random::SplitMix64;
 use serde::{Deserialize, Serialize};
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
-#[link(name = "openblas")]
-extern "C" {
-    fn cblas_daxpy(n: c_int, alpha: f64, x: *const f64, incx: c_int, y: *mut f64, incy: c_int);
-    #[allow(clippy::too_many_arguments)]
-    fn cblas_dgemv(
-        order: c_int,
-        trans: c_int,
-        m: c_int,
-        n: c_int,
-        alpha: f64,
-        a: *const f64,
-        lda: c_int,
-        x: *const f64,
-        incx: c_int,
-        beta: f64,
-        y: *mut f64,
-        incy: c_int,
-    );
-    #[allow(clippy::too_many_arguments)]
-    fn cblas_dgemm(
-        order: c_int,
-        trans_a: c_int,
-        trans_b: c_int,
-        m: c_int,
-        n: c_int,
-        k: c_int,
-        alpha: f64,
-        a: *const f64,
-        lda: c_int,
-        b: *const f64,
-        ldb: c_int,
-        beta: f64,
-        c: *mut f64,
-        ldc: c_int,
-    );
-    fn openblas_set_num_threads(n: c_int);
-    fn openblas_get_num_threads() -> c_int;
-    fn openblas_get_config() -> *const c_char;
-    fn openblas_get_corename() -> *const c_char;
+/// The shared object loaded: Debian's `libopenblas0` (the pthread, OpenMP
+/// or serial build, through its alternatives) installs it.
+pub const LIBRARY: &str = "libopenblas.so.0";
+
+/// The environment variable naming another OpenBLAS to load (a path or a
+/// soname): a build of one's own, say.
+pub const LIBRARY_VAR: &str = "NUMALAB_OPENBLAS";
+
+type Daxpy = unsafe extern "C" fn(c_int, f64, *const f64, c_int, *mut f64, c_int);
+type Dgemv = unsafe extern "C" fn(
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    f64,
+    *const f64,
+    c_int,
+    *const f64,
+    c_int,
+    f64,
+    *mut f64,
+    c_int,
+);
+type Dgemm = unsafe extern "C" fn(
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    f64,
+    *const f64,
+    c_int,
+    *const f64,
+    c_int,
+    f64,
+    *mut f64,
+    c_int,
+);
+type SetThreads = unsafe extern "C" fn(c_int);
+type GetThreads = unsafe extern "C" fn() -> c_int;
+type GetText = unsafe extern "C" fn() -> *const c_char;
+
+/// OpenBLAS's entry points, looked up once.
+struct OpenBlas {
+    daxpy: Daxpy,
+    dgemv: Dgemv,
+    dgemm: Dgemm,
+    set_num_threads: SetThreads,
+    get_num_threads: GetThreads,
+    get_config: GetText,
+    get_corename: GetText,
+}
+
+/// The library, loaded at the first call; the error says what is missing
+/// and what to install.
+fn library() -> Result<&'static OpenBlas, BlasError> {
+    static LOADED: OnceLock<Result<OpenBlas, String>> = OnceLock::new();
+    LOADED
+        .get_or_init(load)
+        .as_ref()
+        .map_err(|e| BlasError(e.clone()))
+}
+
+/// The last `dlerror()` text.
+fn dl_error() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until
+    // the next dl call on this thread; it is copied at once.
+    let p = unsafe { libc::dlerror() };
+    if p.is_null() {
+        "no reason given".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated (above).
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
+fn load() -> Result<OpenBlas, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let chosen = std::env::var_os(LIBRARY_VAR).filter(|v| !v.is_empty());
+    let bytes = chosen
+        .as_deref()
+        .map_or(LIBRARY.as_bytes(), |v| v.as_bytes());
+    let Ok(name) = std::ffi::CString::new(bytes) else {
+        return Err(format!("{LIBRARY_VAR} holds a NUL byte"));
+    };
+    // SAFETY: a NUL-terminated name; the handle is kept for the process's
+    // life (never closed: the function pointers below stay valid).
+    let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        return Err(match chosen {
+            Some(_) => format!(
+                "OpenBLAS cannot be loaded ({}): {LIBRARY_VAR} names it; unset it to load {LIBRARY}",
+                dl_error()
+            ),
+            None => format!(
+                "OpenBLAS cannot be loaded ({}): install it (apt-get install libopenblas0)",
+                dl_error()
+            ),
+        });
+    }
+    let symbol = |what: &str| -> Result<*mut c_void, String> {
+        let c = std::ffi::CString::new(what).expect("no NUL in the name");
+        // SAFETY: a live handle and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+        if p.is_null() {
+            Err(format!(
+                "{} has no {what} ({}): it is not OpenBLAS, or too old",
+                name.to_string_lossy(),
+                dl_error()
+            ))
+        } else {
+            Ok(p)
+        }
+    };
+    // SAFETY: each symbol is the OpenBLAS function of that name, whose C
+    // prototype (cblas.h, openblas_config.h) the type spells out.
+    unsafe {
+        Ok(OpenBlas {
+            daxpy: std::mem::transmute::<*mut c_void, Daxpy>(symbol("cblas_daxpy")?),
+            dgemv: std::mem::transmute::<*mut c_void, Dgemv>(symbol("cblas_dgemv")?),
+            dgemm: std::mem::transmute::<*mut c_void, Dgemm>(symbol("cblas_dgemm")?),
+            set_num_threads: std::mem::transmute::<*mut c_void, SetThreads>(symbol(
+                "openblas_set_num_threads",
+            )?),
+            get_num_threads: std::mem::transmute::<*mut c_void, GetThreads>(symbol(
+                "openblas_get_num_threads",
+            )?),
+            get_config: std::mem::transmute::<*mut c_void, GetText>(symbol("openblas_get_config")?),
+            get_corename: std::mem::transmute::<*mut c_void, GetText>(symbol(
+                "openblas_get_corename",
+            )?),
+        })
+    }
 }
 
 /// `CblasRowMajor` of cblas.h.
@@ -66,11 +164,11 @@ const ROW_MAJOR: c_int = 101;
 /// `CblasNoTrans` of cblas.h.
 const NO_TRANS: c_int = 111;
 
-/// Operands whose dimensions do not match, or do not fit OpenBLAS's
-/// 32-bit integers.
+/// Operands whose dimensions do not match or do not fit OpenBLAS's 32-bit
+/// integers, or an OpenBLAS that cannot be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct DimensionError(pub String);
+pub struct BlasError(pub String);
 
 /// How OpenBLAS was kept to the calling thread, and what it says it is.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -198,12 +296,14 @@ fn vendor_amd() -> bool {
         .unwrap_or(false)
 }
 
-/// Keeps OpenBLAS's own thread pool out of every call (its threads would
-/// run wherever the scheduler likes, escaping the placement): one thread,
-/// the caller's. Idempotent; every wrapper calls it first.
-pub fn single_threaded() -> &'static OpenBlasThreads {
+/// Loads OpenBLAS and keeps its own thread pool out of every call (its
+/// threads would run wherever the scheduler likes, escaping the
+/// placement): one thread, the caller's. Idempotent; every wrapper calls
+/// it first. The error says what to install when OpenBLAS cannot be loaded.
+pub fn single_threaded() -> Result<&'static OpenBlasThreads, BlasError> {
     static DONE: OnceLock<OpenBlasThreads> = OnceLock::new();
-    DONE.get_or_init(|| {
+    let lib = library()?;
+    Ok(DONE.get_or_init(|| {
         let text = |p: *const c_char| {
             if p.is_null() {
                 String::new()
@@ -219,10 +319,10 @@ pub fn single_threaded() -> &'static OpenBlasThreads {
         // `openblas_get_config` and `openblas_get_corename` return static
         // NUL-terminated strings.
         let (after, config, core) = unsafe {
-            openblas_set_num_threads(1);
-            let config = text(openblas_get_config());
-            let core = text(openblas_get_corename());
-            (openblas_get_num_threads(), config, core)
+            (lib.set_num_threads)(1);
+            let config = text((lib.get_config)());
+            let core = text((lib.get_corename)());
+            ((lib.get_num_threads)(), config, core)
         };
         let cpu = cpu_isa();
         OpenBlasThreads {
@@ -236,35 +336,36 @@ pub fn single_threaded() -> &'static OpenBlasThreads {
             core_warning: core_warning(&core, cpu, vendor_amd()),
             core,
         }
-    })
+    }))
 }
 
-fn int(what: &str, v: usize) -> Result<c_int, DimensionError> {
+fn int(what: &str, v: usize) -> Result<c_int, BlasError> {
     c_int::try_from(v).map_err(|_| {
-        DimensionError(format!(
+        BlasError(format!(
             "{what} = {v} exceeds OpenBLAS's 32-bit limit {}",
             c_int::MAX
         ))
     })
 }
 
-fn expect_len(what: &str, got: usize, want: Option<usize>) -> Result<(), DimensionError> {
+fn expect_len(what: &str, got: usize, want: Option<usize>) -> Result<(), BlasError> {
     match want {
         Some(w) if w == got => Ok(()),
-        Some(w) => Err(DimensionError(format!(
+        Some(w) => Err(BlasError(format!(
             "{what} has {got} elements, expected {w}"
         ))),
-        None => Err(DimensionError(format!("{what}: dimensions overflow"))),
+        None => Err(BlasError(format!("{what}: dimensions overflow"))),
     }
 }
 
 /// y = alpha·x + y.
-pub fn daxpy(alpha: f64, x: &[f64], y: &mut [f64]) -> Result<(), DimensionError> {
+pub fn daxpy(alpha: f64, x: &[f64], y: &mut [f64]) -> Result<(), BlasError> {
     expect_len("y", y.len(), Some(x.len()))?;
     let n = int("n", x.len())?;
-    single_threaded();
+    single_threaded()?;
+    let lib = library()?;
     // SAFETY: both slices hold n elements, unit stride; x is only read.
-    unsafe { cblas_daxpy(n, alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1) };
+    unsafe { (lib.daxpy)(n, alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1) };
     Ok(())
 }
 
@@ -277,7 +378,7 @@ pub fn dgemv(
     x: &[f64],
     beta: f64,
     y: &mut [f64],
-) -> Result<(), DimensionError> {
+) -> Result<(), BlasError> {
     expect_len("A", a.len(), rows.checked_mul(cols))?;
     expect_len("x", x.len(), Some(cols))?;
     expect_len("y", y.len(), Some(rows))?;
@@ -285,11 +386,12 @@ pub fn dgemv(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    single_threaded();
+    single_threaded()?;
+    let lib = library()?;
     // SAFETY: A holds m·n elements with leading dimension n, x n and y m,
     // as checked above; only y is written.
     unsafe {
-        cblas_dgemv(
+        (lib.dgemv)(
             ROW_MAJOR,
             NO_TRANS,
             m,
@@ -318,7 +420,7 @@ pub fn dgemm(
     b: &[f64],
     beta: f64,
     c: &mut [f64],
-) -> Result<(), DimensionError> {
+) -> Result<(), BlasError> {
     expect_len("A", a.len(), m.checked_mul(k))?;
     expect_len("B", b.len(), k.checked_mul(n))?;
     expect_len("C", c.len(), m.checked_mul(n))?;
@@ -326,12 +428,13 @@ pub fn dgemm(
     if mi == 0 || ni == 0 {
         return Ok(());
     }
-    single_threaded();
+    single_threaded()?;
+    let lib = library()?;
     // SAFETY: A holds m·k elements (leading dimension k), B k·n (n), C m·n
     // (n), as checked above; only C is written. A zero k is valid BLAS (C =
     // beta·C); lda must still be at least 1.
     unsafe {
-        cblas_dgemm(
+        (lib.dgemm)(
             ROW_MAJOR,
             NO_TRANS,
             NO_TRANS,
@@ -499,7 +602,7 @@ mod tests {
 
     #[test]
     fn openblas_is_kept_to_one_thread_and_names_itself() {
-        let t = single_threaded();
+        let t = single_threaded().unwrap();
         assert_eq!(t.num_threads_after, 1);
         assert!(t.config.contains("OpenBLAS"), "{}", t.config);
         // The core type ran is named, and is the one in the config line.
