@@ -138,7 +138,9 @@ for want in ${extra_libs[@]+"${extra_libs[@]}"}; do
     lib=$want
     case "$lib" in
         /*) ;;
-        *) lib=$(ldconfig -p | awk -v n="$want" '$1 == n && /x86-64/ { print $NF; exit }') ;;
+        # awk reads to the end: an early exit would end ldconfig by SIGPIPE, which pipefail
+        # makes this script's exit status.
+        *) lib=$(ldconfig -p | awk -v n="$want" '$1 == n && /x86-64/ && !found { print $NF; found = 1 }') ;;
     esac
     [ -n "$lib" ] && [ -f "$lib" ] || die "--lib $want: no such shared object (ldconfig -p does not list it)"
     libs["$lib"]=1
