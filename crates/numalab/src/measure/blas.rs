@@ -5,12 +5,12 @@
 //! numerical check (docs/blas.md).
 //!
 //! The library is loaded at the first use (`dlopen` of `libopenblas.so.0`),
-//! not linked: a numalab that never runs `blas` never starts OpenBLAS's
-//! thread pool (its constructor starts one thread a CPU, 0.25 s of every
-//! numalab command in the 8-CPU emulated guest, and extra threads in a
-//! process that forks to load untrusted topology files only while it has
-//! one thread), and numalab builds and runs without OpenBLAS installed:
-//! `blas` then says what to install. Five routines and four getters are
+//! not linked: a numalab that never runs `blas` never pays OpenBLAS's
+//! initialisation at load (0.25–0.3 s of every numalab command in the
+//! 8-CPU emulated guest, none with `OPENBLAS_NUM_THREADS=1`: it grows with
+//! the threads OpenBLAS prepares for, though it starts none then), and
+//! numalab builds and runs without OpenBLAS installed: `blas` then says
+//! what to install. Five routines and four getters are
 //! looked up by name rather than declared through `cblas-sys` and
 //! `openblas-src` (whose build helper refuses to build without a TLS
 //! stack it would use only to download OpenBLAS's sources).
