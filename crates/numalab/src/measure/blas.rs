@@ -31,37 +31,13 @@ pub const LIBRARY: &str = "libopenblas.so.0";
 /// soname): a build of one's own, say.
 pub const LIBRARY_VAR: &str = "NUMALAB_OPENBLAS";
 
+// cblas.h's prototypes: (order,) (trans,) dimensions, alpha, each operand
+// with its leading dimension or stride, beta, the result and its own.
 type Daxpy = unsafe extern "C" fn(c_int, f64, *const f64, c_int, *mut f64, c_int);
-type Dgemv = unsafe extern "C" fn(
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    f64,
-    *const f64,
-    c_int,
-    *const f64,
-    c_int,
-    f64,
-    *mut f64,
-    c_int,
-);
-type Dgemm = unsafe extern "C" fn(
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    f64,
-    *const f64,
-    c_int,
-    *const f64,
-    c_int,
-    f64,
-    *mut f64,
-    c_int,
-);
+#[rustfmt::skip]
+type Dgemv = unsafe extern "C" fn(c_int, c_int, c_int, c_int, f64, *const f64, c_int, *const f64, c_int, f64, *mut f64, c_int);
+#[rustfmt::skip]
+type Dgemm = unsafe extern "C" fn(c_int, c_int, c_int, c_int, c_int, c_int, f64, *const f64, c_int, *const f64, c_int, f64, *mut f64, c_int);
 type SetThreads = unsafe extern "C" fn(c_int);
 type GetThreads = unsafe extern "C" fn() -> c_int;
 type GetText = unsafe extern "C" fn() -> *const c_char;
@@ -124,14 +100,14 @@ fn load() -> Result<OpenBlas, String> {
             ),
         });
     }
-    let symbol = |what: &str| -> Result<*mut c_void, String> {
-        let c = std::ffi::CString::new(what).expect("no NUL in the name");
+    let symbol = |what: &CStr| -> Result<*mut c_void, String> {
         // SAFETY: a live handle and a NUL-terminated name.
-        let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+        let p = unsafe { libc::dlsym(handle, what.as_ptr()) };
         if p.is_null() {
             Err(format!(
-                "{} has no {what} ({}): it is not OpenBLAS, or too old",
+                "{} has no {} ({}): it is not OpenBLAS, or too old",
                 name.to_string_lossy(),
+                what.to_string_lossy(),
                 dl_error()
             ))
         } else {
@@ -139,24 +115,36 @@ fn load() -> Result<OpenBlas, String> {
         }
     };
     // SAFETY: each symbol is the OpenBLAS function of that name, whose C
-    // prototype (cblas.h, openblas_config.h) the type spells out.
+    // prototype (cblas.h, openblas_config.h) the field's type spells out.
     unsafe {
         Ok(OpenBlas {
-            daxpy: std::mem::transmute::<*mut c_void, Daxpy>(symbol("cblas_daxpy")?),
-            dgemv: std::mem::transmute::<*mut c_void, Dgemv>(symbol("cblas_dgemv")?),
-            dgemm: std::mem::transmute::<*mut c_void, Dgemm>(symbol("cblas_dgemm")?),
-            set_num_threads: std::mem::transmute::<*mut c_void, SetThreads>(symbol(
-                "openblas_set_num_threads",
-            )?),
-            get_num_threads: std::mem::transmute::<*mut c_void, GetThreads>(symbol(
-                "openblas_get_num_threads",
-            )?),
-            get_config: std::mem::transmute::<*mut c_void, GetText>(symbol("openblas_get_config")?),
-            get_corename: std::mem::transmute::<*mut c_void, GetText>(symbol(
-                "openblas_get_corename",
-            )?),
+            daxpy: as_fn(symbol(c"cblas_daxpy")?),
+            dgemv: as_fn(symbol(c"cblas_dgemv")?),
+            dgemm: as_fn(symbol(c"cblas_dgemm")?),
+            set_num_threads: as_fn(symbol(c"openblas_set_num_threads")?),
+            get_num_threads: as_fn(symbol(c"openblas_get_num_threads")?),
+            get_config: as_fn(symbol(c"openblas_get_config")?),
+            get_corename: as_fn(symbol(c"openblas_get_corename")?),
         })
     }
+}
+
+/// A symbol's address as the function pointer type `F`.
+///
+/// # Safety
+/// `F` must be an `extern "C"` function pointer type matching the
+/// symbol's true prototype.
+unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()) };
+    // SAFETY: same size (above); the caller vouches for the prototype.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+/// OpenBLAS loaded and kept to the calling thread: what every wrapper
+/// calls first.
+fn ready() -> Result<&'static OpenBlas, BlasError> {
+    single_threaded()?;
+    library()
 }
 
 /// `CblasRowMajor` of cblas.h.
@@ -362,8 +350,7 @@ fn expect_len(what: &str, got: usize, want: Option<usize>) -> Result<(), BlasErr
 pub fn daxpy(alpha: f64, x: &[f64], y: &mut [f64]) -> Result<(), BlasError> {
     expect_len("y", y.len(), Some(x.len()))?;
     let n = int("n", x.len())?;
-    single_threaded()?;
-    let lib = library()?;
+    let lib = ready()?;
     // SAFETY: both slices hold n elements, unit stride; x is only read.
     unsafe { (lib.daxpy)(n, alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1) };
     Ok(())
@@ -386,8 +373,7 @@ pub fn dgemv(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    single_threaded()?;
-    let lib = library()?;
+    let lib = ready()?;
     // SAFETY: A holds m·n elements with leading dimension n, x n and y m,
     // as checked above; only y is written.
     unsafe {
@@ -428,8 +414,7 @@ pub fn dgemm(
     if mi == 0 || ni == 0 {
         return Ok(());
     }
-    single_threaded()?;
-    let lib = library()?;
+    let lib = ready()?;
     // SAFETY: A holds m·k elements (leading dimension k), B k·n (n), C m·n
     // (n), as checked above; only C is written. A zero k is valid BLAS (C =
     // beta·C); lda must still be at least 1.
