@@ -7,7 +7,7 @@ use crate::args;
 use crate::handles::{self, Object};
 use crate::{guard, numalab_status, Fail, Result};
 use numalab::input::{read_text, InputKind};
-use numalab::report::csv::Table;
+use numalab_report::csv::Table;
 use serde_json::Value;
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ fn results_of(r: *const numalab_results) -> Result<Arc<ResultsObject>> {
 /// What a numalab JSON document is: `report`, `profile`, or the command
 /// that printed it (`command:matrix`).
 pub(crate) fn kind_of(v: &Value) -> Result<String> {
-    if v["schema"] == numalab::report::results::REPORT_SCHEMA {
+    if v["schema"] == numalab_report::results::REPORT_SCHEMA {
         return Ok("report".into());
     }
     if v["regions"].is_array() && v["pages_armed"].is_u64() && v["schema_version"].is_string() {
@@ -57,9 +57,9 @@ pub(crate) fn load(path: &std::path::Path) -> Result<ResultsObject> {
     let kind =
         kind_of(&value).map_err(|e| Fail::invalid(format!("{}: {}", path.display(), e.message)))?;
     let tables = if kind == "report" {
-        let doc = numalab::report::results::ReportResults::from_json(&text)
+        let doc = numalab_report::results::ReportResults::from_json(&text)
             .map_err(|e| Fail::invalid(format!("{}: {e}", path.display())))?;
-        numalab::report::csv::tables(&doc)
+        numalab_report::csv::tables(&doc)
     } else {
         Vec::new()
     };

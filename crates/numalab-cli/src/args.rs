@@ -10,10 +10,10 @@ use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::BandwidthKernel;
 use numalab::measure::stats::StopRule;
 use numalab::placement::{ArrayPolicies, ListMeaning, MemoryPolicy, ResourceSet, ThreadPolicy};
-use numalab::report::views::Units;
 use numalab::text::format::excerpt;
 use numalab::text::parse;
 use numalab::{IdSet, Machine};
+use numalab_report::views::Units;
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -397,7 +397,7 @@ pub const PATTERNS: &[&str] = &["random", "page", "page:N", "stride", "stride:N"
 /// Transparent huge page choices (`Thp::parse`).
 pub const THP: &[&str] = &["on", "off", "system"];
 /// Bandwidth units of the text output.
-pub const UNITS: &[&str] = numalab::report::views::Units::NAMES;
+pub const UNITS: &[&str] = numalab_report::views::Units::NAMES;
 
 /// Parses `--isa`: `auto` (the widest ISA this CPU runs) or a name; refused
 /// when this CPU cannot run it.

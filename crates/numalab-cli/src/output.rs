@@ -138,7 +138,7 @@ pub fn refuse_overwriting_input(
     output: &Path,
     inputs: &[(&str, &Path)],
 ) -> Result<(), CliError> {
-    if let Some(why) = numalab::report::files::output_refusal(output) {
+    if let Some(why) = numalab_report::files::output_refusal(output) {
         return Err(CliError::usage(format!(
             "{option} {}: {why}",
             output.display()

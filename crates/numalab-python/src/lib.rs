@@ -531,9 +531,9 @@ fn report_tables(
     py.detach(|| {
         let text = numalab::input::read_text(&path, numalab::input::InputKind::ResultsJson)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let doc = numalab::report::results::ReportResults::from_json(&text)
+        let doc = numalab_report::results::ReportResults::from_json(&text)
             .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
-        Ok(numalab::report::csv::tables(&doc)
+        Ok(numalab_report::csv::tables(&doc)
             .into_iter()
             .map(|t| (t.name, t.title, t.header, t.rows))
             .collect())

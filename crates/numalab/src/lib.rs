@@ -16,8 +16,9 @@
 //!    models, prediction), and [`profile`]: what a program's sampled
 //!    accesses say (records of the preload library, regions by allocation
 //!    site, access matrices);
-//! 6. [`report`]: one view per experiment (text, tables, HTML, summary),
-//!    `numalab report` and its document, charts, `numalab compare`.
+//! 6. reports, in the crate `numalab-report`: one view per experiment
+//!    (text, tables, HTML, summary), `numalab report` and its document,
+//!    charts, `numalab compare`.
 
 pub mod experiments;
 pub mod idset;
@@ -27,7 +28,6 @@ pub mod measure;
 pub mod placement;
 pub mod profile;
 pub mod random;
-pub mod report;
 pub mod serde_util;
 pub mod sys;
 pub mod text;

@@ -12,7 +12,7 @@ use numalab::experiments::apexmap::{
 };
 use numalab::measure::kernels::Isa;
 use numalab::placement::Thp;
-use numalab::report::views::apexmap::text;
+use numalab_report::views::apexmap::text;
 
 #[derive(clap::Args)]
 #[command(

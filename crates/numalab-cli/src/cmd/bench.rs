@@ -16,7 +16,7 @@ use numalab::measure::harness::{
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::placement::{parse_placement_file, ArrayPolicies};
 use numalab::placement::{Thp, ThreadPolicy};
-use numalab::report::views::bench::{bandwidth_text, latency_text};
+use numalab_report::views::bench::{bandwidth_text, latency_text};
 
 #[derive(clap::Subcommand)]
 pub enum Bench {

@@ -6,8 +6,8 @@ use crate::output::{
     exit_for, load_machine, out, print_result, print_warnings, CliError, CliResult, Progress,
 };
 use numalab::experiments::blas::{self, BlasRequest, Kernel, DEFAULT_N, MAX_N};
-use numalab::report::views::blas::{parallel_plan_text, plan_text, text};
 use numalab::IdSet;
+use numalab_report::views::blas::{parallel_plan_text, plan_text, text};
 use std::path::PathBuf;
 
 /// Default time per placement, in seconds.

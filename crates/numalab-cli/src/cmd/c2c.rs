@@ -8,8 +8,8 @@ use crate::output::{out, outln};
 use numalab::experiments::c2c::{pair_count, run_c2c, C2cFigures, C2cRequest};
 use numalab::experiments::loaded_latency::usable_cpus;
 use numalab::placement::{ListMeaning, ResourceSet};
-use numalab::report::views::c2c::text;
 use numalab::{IdSet, Machine};
+use numalab_report::views::c2c::text;
 
 #[derive(clap::Args)]
 #[command(

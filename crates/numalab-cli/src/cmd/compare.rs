@@ -10,10 +10,10 @@ use crate::output::{
 };
 use numalab::input::{read_text, InputKind};
 use numalab::profile::{Profile, SCHEMA_VERSION as PROFILE_SCHEMA_VERSION};
-use numalab::report::compare::{check_input, compare_summaries, summarize, Summary};
-use numalab::report::files::write_atomically;
-use numalab::report::views::compare::{render_html, render_text};
-use numalab::report::views::profile_compare;
+use numalab_report::compare::{check_input, compare_summaries, summarize, Summary};
+use numalab_report::files::write_atomically;
+use numalab_report::views::compare::{render_html, render_text};
+use numalab_report::views::profile_compare;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -328,7 +328,7 @@ pub fn run(a: Args) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numalab::report::compare::compare;
+    use numalab_report::compare::compare;
 
     /// The rule profiles were told by, on a parsed tree.
     fn is_profile(v: &Value) -> bool {

@@ -8,8 +8,8 @@ use numalab::experiments::extrapolate::{
 };
 use numalab::experiments::scaling::ScalingResult;
 use numalab::input::{read_text, InputKind};
-use numalab::report::views::extrapolate::{text, to_machine_text};
 use numalab::text::parse;
+use numalab_report::views::extrapolate::{text, to_machine_text};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -17,9 +17,9 @@ use numalab::measure::chase::ChasePattern;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::pacing::TrafficMix;
 use numalab::placement::{ListMeaning, MemoryPolicy, ResourceSet, Thp};
-use numalab::report::views::loaded_latency::text;
 use numalab::text::parse;
 use numalab::{IdSet, Machine};
+use numalab_report::views::loaded_latency::text;
 use std::time::Duration;
 
 /// Default per-step budget, seconds: five mixes of seven measurements stay

@@ -13,7 +13,7 @@ use numalab::experiments::matrix::{
 };
 use numalab::measure::chase::ChasePattern;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
-use numalab::report::views::matrix;
+use numalab_report::views::matrix;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -9,8 +9,8 @@ use crate::output::{
 use numalab::experiments::migrate::{
     pairs_for, run_migrate, Method, MigrateRequest, Selection, DEFAULT_SIZE, MAX_REPS, MAX_SIZE,
 };
-use numalab::report::views::migrate::text;
 use numalab::text::format::bytes as format_bytes;
+use numalab_report::views::migrate::text;
 
 #[derive(clap::Args)]
 #[command(

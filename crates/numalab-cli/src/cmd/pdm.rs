@@ -152,9 +152,9 @@ pub fn run(a: Args) -> CliResult {
             },
         )?;
     } else {
-        out!("{}", numalab::report::views::pdm::text(&r))?;
+        out!("{}", numalab_report::views::pdm::text(&r))?;
         if let Some(x) = &measured {
-            out!("{}", numalab::report::views::pdm::measured_text(x))?;
+            out!("{}", numalab_report::views::pdm::measured_text(x))?;
         }
     }
     match &measured {

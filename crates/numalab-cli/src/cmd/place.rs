@@ -7,7 +7,7 @@ use crate::output::{exit_for, load_machine, print_json, CliError, CliResult};
 use numalab::placement::{
     place_and_check, BufferSpec, ListMeaning, ResourceSet, Thp, WeightedImpl,
 };
-use numalab::report::views::place::text;
+use numalab_report::views::place::text;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -16,8 +16,8 @@ use numalab::experiments::policies::{
 };
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab::placement::{ListMeaning, ResourceSet, Thp, ThreadPolicy};
-use numalab::report::views::policies::text;
 use numalab::Machine;
+use numalab_report::views::policies::text;
 
 #[derive(clap::Args)]
 pub struct Args {

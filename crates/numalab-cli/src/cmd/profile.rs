@@ -6,8 +6,8 @@
 //! accessed from which node.
 //!
 //! The sampling is `crates/numalab-preload`; the analysis
-//! `numalab::profile`; the text `numalab::report::views::profile`, the page
-//! `numalab::report::views::profile_html`.
+//! `numalab::profile`; the text `numalab_report::views::profile`, the page
+//! `numalab_report::views::profile_html`.
 
 use crate::args::{percent, seconds, size, whole, Typed};
 use crate::launch_args::{
@@ -21,13 +21,13 @@ use numalab::profile::latency::{price, LatencyTable};
 use numalab::profile::plan::{verify, Plan, RunTimes};
 use numalab::profile::record::{Kind, Record, FLAG_WRITE_PROBE, RECORD_BYTES};
 use numalab::profile::{build, symbols, PmuStatus, Profile, Sampler};
-use numalab::report::files::write_atomically;
-use numalab::report::views::plan::{check_text, plan_text, run_times_text};
-use numalab::report::views::profile::render;
-use numalab::report::views::profile_compare;
-use numalab::report::views::profile_html::render_html;
 use numalab::text::format::excerpt;
 use numalab::{IdSet, Machine};
+use numalab_report::files::write_atomically;
+use numalab_report::views::plan::{check_text, plan_text, run_times_text};
+use numalab_report::views::profile::render;
+use numalab_report::views::profile_compare;
+use numalab_report::views::profile_html::render_html;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

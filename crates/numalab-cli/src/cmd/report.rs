@@ -10,18 +10,18 @@ use numalab::measure::cancel;
 use numalab::measure::environment::Environment;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::Isa;
-use numalab::report::budget::{dry_run as plan_report, effective_budget, probe, Costs, PlanEnv};
-use numalab::report::files::{
+use numalab::text::format::bytes as format_bytes;
+use numalab::Machine;
+use numalab_report::budget::{dry_run as plan_report, effective_budget, probe, Costs, PlanEnv};
+use numalab_report::files::{
     claim_dir, holder, is_own_name, is_report_dir, read_dir, remove_stale, report_files, write_dir,
     ClaimError, ReportDir, HTML_FILE, LOCK_FILE, RESULTS_FILE, TEXT_FILE,
 };
-use numalab::report::part::{Observer, PartName};
-use numalab::report::plan::default_budget;
-use numalab::report::plan::home_cpu;
-use numalab::report::results::{Mode, PartStatus, ReportResults};
-use numalab::report::session::{self, RunOutcome};
-use numalab::text::format::bytes as format_bytes;
-use numalab::Machine;
+use numalab_report::part::{Observer, PartName};
+use numalab_report::plan::default_budget;
+use numalab_report::plan::home_cpu;
+use numalab_report::results::{Mode, PartStatus, ReportResults};
+use numalab_report::session::{self, RunOutcome};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -480,8 +480,8 @@ fn dry_run(a: &Args) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     let source = match &plan.costs.source {
-        numalab::report::budget::CostSource::Probed => "probed on this machine".to_string(),
-        numalab::report::budget::CostSource::Preset(p) => format!("preset {p}"),
+        numalab_report::budget::CostSource::Probed => "probed on this machine".to_string(),
+        numalab_report::budget::CostSource::Preset(p) => format!("preset {p}"),
     };
     outln!(
         "report plan: {} mode, budget {:.0} s, predicted {:.1} s (the smallest forms need {:.1} s)",
@@ -608,7 +608,7 @@ fn exit_code(doc: &ReportResults, outcome: RunOutcome, dir: &Path) -> ExitCode {
 }
 
 /// Removes the files of the old report in `dir` that the new one did not
-/// replace (see `numalab::report::files::remove_stale`: only numalab's own).
+/// replace (see `numalab_report::files::remove_stale`: only numalab's own).
 fn remove_old(dir: &Path, old_files: &[String], written: &[PathBuf]) -> Result<(), CliError> {
     remove_stale(dir, old_files, written).map_err(|e| {
         CliError::failed(format!(
@@ -626,7 +626,7 @@ fn save(dir: &Path, doc: &ReportResults) -> Result<Vec<PathBuf>, CliError> {
 
 /// The summary on stdout, and where the files are.
 fn print_summary(doc: &ReportResults, dir: &Path, written: &[PathBuf]) -> Result<(), CliError> {
-    out!("{}", numalab::report::text::summary(doc))?;
+    out!("{}", numalab_report::text::summary(doc))?;
     outln!(
         "wrote {} (open it in a browser), {}, {} and {} CSV file(s) in {}",
         dir.join(HTML_FILE).display(),

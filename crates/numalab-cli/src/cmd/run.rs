@@ -25,9 +25,9 @@ use numalab::measure::counters::{self, Event};
 use numalab::placement::launch::ExitStatus;
 use numalab::profile::plan::{verify, PlanCheck};
 use numalab::profile::record::Record;
-use numalab::report::files::write_atomically;
-use numalab::report::views::plan::check_text;
-use numalab::report::views::verify::render;
+use numalab_report::files::write_atomically;
+use numalab_report::views::plan::check_text;
+use numalab_report::views::verify::render;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -127,7 +127,7 @@ fn check_json_output(
     // A device, a FIFO or one of numalab's own descriptors (/dev/stdout)
     // is written in place (`write_atomically`): its folder (/dev) need not
     // take new files.
-    if numalab::report::files::own_descriptor(path).is_some()
+    if numalab_report::files::own_descriptor(path).is_some()
         || std::fs::metadata(path).is_ok_and(|m| !m.is_file())
     {
         return Ok(());
@@ -164,7 +164,7 @@ pub fn run(mut a: Args) -> CliResult {
         let memory = numalab::placement::node_memory::NodeMemory::capture();
         out!(
             "{}",
-            numalab::report::views::topology::render_hardware(&m, Some(&memory))
+            numalab_report::views::topology::render_hardware(&m, Some(&memory))
         )?;
         return Ok(std::process::ExitCode::SUCCESS);
     }
@@ -371,7 +371,7 @@ fn print_counters(
             errln!("numalab: counters of '{program}' ({}):", ended(status));
             write_stderr(format_args!(
                 "{}",
-                numalab::report::views::counters::text(&r)
+                numalab_report::views::counters::text(&r)
             ));
             Ok(())
         }

@@ -13,7 +13,7 @@ use crate::output::{
 use numalab::experiments::copies::{run_copies, CopiesError, CopiesRequest, MAX_COPIES, MAX_REPS};
 use numalab::experiments::scaling::run_scaling_placed;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
-use numalab::report::views::scaling;
+use numalab_report::views::scaling;
 use std::ffi::OsString;
 
 #[derive(clap::Args)]

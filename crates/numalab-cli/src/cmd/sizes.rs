@@ -10,8 +10,8 @@ use crate::output::{
 };
 use numalab::experiments::sizes::{run_sizes_with, sweep_sizes, SizesLayout, SizesSetup};
 use numalab::measure::kernels::Isa;
-use numalab::report::views::sizes;
 use numalab::text::format::bytes as format_bytes;
+use numalab_report::views::sizes;
 
 #[derive(clap::Args)]
 pub struct Args {

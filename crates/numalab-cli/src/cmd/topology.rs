@@ -22,7 +22,7 @@ pub fn run(a: Args) -> CliResult {
     } else {
         out!(
             "{}",
-            numalab::report::views::topology::render_topology_text(&m)
+            numalab_report::views::topology::render_topology_text(&m)
         )?;
     }
     Ok(ExitCode::SUCCESS)

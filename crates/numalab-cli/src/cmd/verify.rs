@@ -4,7 +4,7 @@ use crate::args::parsed;
 use crate::output::out;
 use crate::output::{print_json, CliResult};
 use numalab::placement::ProcessPlacement;
-use numalab::report::views::verify::render;
+use numalab_report::views::verify::render;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]

@@ -223,9 +223,9 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
     }
     // The quick budget of this machine, and the time taken, are recorded
     // (bench/report.sh measures how well the budget is kept).
-    let quick = numalab::report::plan::default_budget(
+    let quick = numalab_report::plan::default_budget(
         &numalab::Machine::live().unwrap(),
-        numalab::report::results::Mode::Quick,
+        numalab_report::results::Mode::Quick,
     );
     // The default, unless the smallest forms of the parts need longer with
     // the costs probed at the start (a loaded host once needed 31 s of the

@@ -25,14 +25,14 @@ use numalab::experiments::sweep::{
     CaseTime, Normalize, Scenario, ScenarioCase, ScenarioCaseResult, ScenarioRun, ScenariosResult,
     Subscription, SweepResult, SweepRun, SweepSpace, ThreadResult,
 };
-use numalab::report::html;
-use numalab::report::part::{PartName, PartResult};
-use numalab::report::results::{Mode, PartRecord, PartStatus};
-use numalab::report::session::new_document;
-use numalab::report::summary::Summary;
-use numalab::report::views::scenarios_part::{ScenariosOutcome, PRIORITY};
-use numalab::report::views::sweep::SweepOutcome;
 use numalab::Machine;
+use numalab_report::html;
+use numalab_report::part::{PartName, PartResult};
+use numalab_report::results::{Mode, PartRecord, PartStatus};
+use numalab_report::session::new_document;
+use numalab_report::summary::Summary;
+use numalab_report::views::scenarios_part::{ScenariosOutcome, PRIORITY};
+use numalab_report::views::sweep::SweepOutcome;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;

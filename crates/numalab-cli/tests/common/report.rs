@@ -89,9 +89,9 @@ pub fn assert_valid(doc: &Value, what: &str) {
 
 /// Every sentence of the summary is a claim, and every claim's figures,
 /// facts, verdicts and text re-derive from the document
-/// (`numalab::report::claims::check`).
+/// (`numalab_report::claims::check`).
 pub fn assert_claims(doc: &Value, what: &str) {
-    let bad = numalab::report::claims::check(doc);
+    let bad = numalab_report::claims::check(doc);
     assert!(
         bad.is_empty(),
         "{what}: {} sentence(s) of the summary disagree with results.json:\n{}",

@@ -1490,7 +1490,7 @@ pub fn run_blas(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixture;
+    use crate::machine::fixture;
 
     fn req(kernels: Vec<Kernel>, full: bool) -> BlasRequest {
         BlasRequest {

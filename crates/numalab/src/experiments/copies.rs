@@ -569,7 +569,7 @@ fn split(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixture;
+    use crate::machine::fixture;
 
     #[test]
     fn the_quartet_packs_two_copies_on_node_0_and_spreads_them_over_two_nodes() {

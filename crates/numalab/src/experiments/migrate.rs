@@ -1039,7 +1039,7 @@ fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixture;
+    use crate::machine::fixture;
 
     #[test]
     fn quartet_matrix_is_every_ordered_pair() {

@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn the_first_node_of_the_quartet_fits_and_a_one_cpu_node_says_why() {
-        let q = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let q = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let order = crate::placement::thread_policy::compact_order(&q, &q.allowed_cpus);
         let packed = [
             point(1, order[..1].to_vec(), 1.0),
@@ -534,7 +534,7 @@ mod tests {
     /// A run on some other CPU is not the pair's and is left out.
     #[test]
     fn the_one_core_time_is_the_mean_of_each_core_of_the_pair_alone() {
-        let q = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let q = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let order = crate::placement::thread_policy::compact_order(&q, &q.allowed_cpus);
         let (a, b) = (order[0], order[1]);
         let packed = [point(1, vec![a], 150.0), point(2, vec![a, b], 230.0)];
@@ -559,7 +559,7 @@ mod tests {
     /// the first one's node and both 1 and 2 threads are measured.
     #[test]
     fn the_pair_reference_is_the_second_packed_cpu_on_the_first_node() {
-        let q = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let q = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let order = crate::placement::thread_policy::compact_order(&q, &q.allowed_cpus);
         assert_eq!(pair_reference_cpu(&q, &order, &[1, 2, 4]), Some(order[1]));
         assert_eq!(q.node_of_cpu(order[1]), q.node_of_cpu(order[0]));

@@ -355,7 +355,7 @@ fn add_bytes_by_node(into: &mut BTreeMap<u32, u64>, v: &Verification) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixture;
+    use crate::machine::fixture;
 
     #[test]
     fn layouts_pick_one_node_first_or_one_per_node() {

@@ -27,6 +27,15 @@ use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// A machine of `tests/fixtures/topologies`, for unit tests.
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> Machine {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/topologies")
+        .join(name);
+    Machine::from_xml_file(&p).unwrap()
+}
+
 /// Version of the JSON produced by [`Machine`] (`numalab topology --json`).
 /// Bump the major part when a key changes meaning or disappears.
 pub const TOPOLOGY_SCHEMA_VERSION: &str = "1.0";

@@ -927,7 +927,7 @@ mod tests {
 
     #[test]
     fn cache_fit_warning_states_the_multiple_and_the_cache() {
-        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let llc = m.last_level_cache_bytes().expect("the fixture has caches");
         let w = cache_fit_warning(&m, llc, "buffer").expect("one cache's worth fits");
         assert_eq!(

@@ -207,7 +207,7 @@ mod tests {
     use super::*;
 
     fn quartet() -> Machine {
-        crate::report::fixture("qemu-quartet-4n2c-ring.xml")
+        crate::machine::fixture("qemu-quartet-4n2c-ring.xml")
     }
 
     fn bind(n: u32) -> MemoryPolicy {

@@ -551,7 +551,7 @@ pub(crate) fn usable(free: u64, hugetlb: bool) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixture;
+    use crate::machine::fixture;
 
     const GIB: u64 = 1 << 30;
 

@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn each_share_of_a_parallel_first_touch_is_on_its_cpus_node() {
-        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         // CPUs 0, 2, 4 are on nodes 0, 1, 2: three shares of 2 pages.
         let h = hist(&[0, 0, 1, 1, 2, 2]);
         assert!(parallel_touch_problems(&m, &h, &[0, 2, 4]).is_empty());

@@ -648,17 +648,19 @@ fn cgroup_memory(fs: &SysRoot) -> Option<CgroupMemory> {
 }
 
 /// Fixture trees of `/proc` and `/sys` files for tests that read them
-/// through a root directory.
-#[cfg(test)]
-pub(crate) mod test_tree {
+/// through a root directory (numalab-report's tests too: the
+/// `test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod test_tree {
     use std::path::{Path, PathBuf};
 
     /// A fixture tree under the temporary directory, removed on drop.
-    pub(crate) struct Tree(PathBuf);
+    pub struct Tree(PathBuf);
 
     impl Tree {
         /// An empty tree named after `name` and this process.
-        pub(crate) fn new(name: &str) -> Tree {
+        pub fn new(name: &str) -> Tree {
             let d =
                 std::env::temp_dir().join(format!("numalab-tree-{}-{name}", std::process::id()));
             let _ = std::fs::remove_dir_all(&d);
@@ -667,7 +669,7 @@ pub(crate) mod test_tree {
         }
 
         /// Writes `text` at `rel`, creating its directories.
-        pub(crate) fn file(&self, rel: &str, text: &str) -> &Tree {
+        pub fn file(&self, rel: &str, text: &str) -> &Tree {
             let p = self.0.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
@@ -675,7 +677,7 @@ pub(crate) mod test_tree {
         }
 
         /// The tree's root, to read it as `/`.
-        pub(crate) fn path(&self) -> &Path {
+        pub fn path(&self) -> &Path {
             &self.0
         }
     }
@@ -1058,7 +1060,7 @@ mod tests {
     ) -> Option<String> {
         use crate::placement::capacity::{plan_message, shares, snapshot_shortfall};
         use crate::placement::{MemoryPolicy, WeightedImpl};
-        let m = crate::report::fixture(fixture);
+        let m = crate::machine::fixture(fixture);
         let placed: Vec<_> = buffers
             .iter()
             .map(|&(policy, toucher, bytes)| {

@@ -577,7 +577,7 @@ fn drifting_threads(p: &Profile) -> Vec<Diagnosis> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixture;
+    use crate::machine::fixture;
     use std::collections::BTreeMap;
 
     fn region(site: &str, pages: &[(i32, u64)], acc: &[(u32, u32, u64)]) -> RegionProfile {

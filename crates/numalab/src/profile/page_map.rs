@@ -365,7 +365,7 @@ fn cell_of(a: &Allocation, first: u64, end: u64, uniform: Option<(i32, usize)>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixture;
+    use crate::machine::fixture;
 
     fn rec(kind: Kind, cpu: u32, node: i32, addr: u64, size: u64) -> Record {
         Record {

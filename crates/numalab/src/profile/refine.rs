@@ -302,7 +302,7 @@ mod tests {
     /// are the accesses less the writes, per window and CPU.
     #[test]
     fn two_nodes_writing_two_words_is_false_sharing() {
-        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let hits = vec![
             // Word 0: thread 11 on CPU 0 (node 0) writes 100, reads 50.
             watch(11, 0, 0x1000, true, 100, 1),
@@ -357,7 +357,7 @@ mod tests {
     /// reason; hits whose CPU is unknown stay unplaced.
     #[test]
     fn one_writer_node_and_a_refusal() {
-        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let hits = vec![
             watch(11, 0, 0x1000, true, 10, 1),
             watch(13, 1, 0x1008, true, 10, 1),

@@ -3,8 +3,8 @@
 //! Expected values were read from the XML files themselves (see the comments).
 
 use numalab::machine::{Link, MachineError, MemoryKind};
-use numalab::report::render_topology_text;
 use numalab::{IdSet, Machine};
+use numalab_report::render_topology_text;
 use std::path::{Path, PathBuf};
 
 fn dir() -> PathBuf {

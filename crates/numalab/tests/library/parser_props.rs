@@ -18,10 +18,10 @@ use numalab::placement::resource_set::{MAX_SET_DEPTH, MAX_SET_TEXT};
 use numalab::placement::thread_policy::MAX_THREADS;
 use numalab::placement::{ListMeaning, MemoryPolicy, ResourceSet, Thp, ThreadPolicy, WeightedImpl};
 use numalab::random::SplitMix64;
-use numalab::report::part::PartName;
-use numalab::report::views::Units;
 use numalab::text::{format, parse};
 use numalab::{IdSet, Machine};
+use numalab_report::part::PartName;
+use numalab_report::views::Units;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Inputs tried per parser and run.

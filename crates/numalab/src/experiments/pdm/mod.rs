@@ -1893,7 +1893,7 @@ mod tests {
     /// one way only gives 3.8 / 51.3 / 34.0 for copy's first classes.
     #[test]
     fn the_quartet_gives_the_2007_studys_tables() {
-        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let tables: [(&str, u64, &[f64]); 2] = [
             ("copy", 2, &[2.6, 51.9, 34.6, 9.2, 1.5]),
             ("triad", 3, &[1.9, 38.1, 38.2, 16.0]),
@@ -1966,7 +1966,7 @@ mod tests {
 
     #[test]
     fn draws_lie_in_their_class_and_fill_every_class_of_the_quartet_copy() {
-        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let r = PdmRequest {
             workload: "copy".into(),
             quantities: kernel_quantities("copy").unwrap(),
@@ -2048,7 +2048,7 @@ mod tests {
 
     #[test]
     fn a_class_too_rare_to_draw_gets_the_counts_examples() {
-        let m = crate::report::fixture("qemu-quartet-4n2c-ring.xml");
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let r = PdmRequest {
             workload: "triad".into(),
             quantities: kernel_quantities("triad").unwrap(),

@@ -729,14 +729,15 @@ pub fn findings(r: &SweepResult) -> Vec<Findings> {
 }
 
 /// Synthetic sweep runs for the tests of the findings and of the views
-/// that state them.
-#[cfg(test)]
-pub(crate) mod test_cases {
+/// that state them (numalab-report's: the `test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod test_cases {
     use super::*;
     use crate::experiments::sweep::{CaseTime, ThreadResult};
 
     /// A two-writer case: (node, cpu, mem, hops) per thread, in seconds.
-    pub(crate) fn case(threads: &[(u32, u32, u32, u32)], seconds: f64) -> CaseResult {
+    pub fn case(threads: &[(u32, u32, u32, u32)], seconds: f64) -> CaseResult {
         let threads: Vec<ThreadResult> = threads
             .iter()
             .map(|&(node, cpu, mem, hops)| ThreadResult {
@@ -784,7 +785,7 @@ pub(crate) mod test_cases {
         }
     }
 
-    pub(crate) fn two_threads(cases: Vec<CaseResult>, classes: u64) -> SweepRun {
+    pub fn two_threads(cases: Vec<CaseResult>, classes: u64) -> SweepRun {
         SweepRun {
             threads: 2,
             background: None,

@@ -37,8 +37,8 @@ mod space;
 mod symmetry;
 mod tree;
 
-#[cfg(test)]
-pub(crate) use findings::test_cases;
+#[cfg(any(test, feature = "test-support"))]
+pub use findings::test_cases;
 pub use findings::{
     compared_classes, crossfire_cases, findings, hop_cases, two_writer_cases, widest_class,
     Finding, Findings, NOISE as FINDING_NOISE,

@@ -345,7 +345,7 @@ mod tests {
     use crate::experiments::sweep::{
         plan_scenarios, BaselineResults, Normalize, Scenario, ScenarioCase,
     };
-    use crate::report::fixture;
+    use crate::machine::fixture;
 
     /// A measured case: its per-round totals (one thread each, for brevity).
     fn measured(case: &ScenarioCase, totals: &[f64]) -> ScenarioCaseResult {

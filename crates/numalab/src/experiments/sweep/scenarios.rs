@@ -680,7 +680,7 @@ fn plan_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixture;
+    use crate::machine::fixture;
 
     fn quartet() -> Machine {
         fixture("qemu-quartet-4n2c-ring.xml")

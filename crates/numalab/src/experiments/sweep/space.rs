@@ -1132,9 +1132,9 @@ pub fn coverage_order(cases: &[PlannedCase]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::fixture;
     use crate::measure::kernels::{BandwidthKernel, Isa};
     use crate::measure::stats::StopRule;
-    use crate::report::fixture;
 
     const RW: &[Access] = &[Access::Read, Access::Write];
 

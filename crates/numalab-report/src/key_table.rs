@@ -1,0 +1,274 @@
+//! The key-figures table the summary leads with, on the terminal, in
+//! report.txt and on the page, as Intel MLC leads with its matrices: one
+//! row per headline quantity, each named by what was measured (threads,
+//! kernel, which part), from the summary's key figures
+//! ([`crate::summary::KeyFigures`]). Rows whose figures were not
+//! measured are left out; a report with none (a topology file's, or
+//! nothing done yet) has no table. On an emulated CPU the figures are
+//! timings of the emulator, and the table is withheld with the summary's
+//! other timing statements.
+
+use crate::part::PartName;
+use crate::results::ReportResults;
+use crate::summary::KeyFigures;
+use numalab::experiments::matrix::MatrixResult;
+use numalab::text::format::fixed;
+
+/// One row: what the figure is, its value with its unit, and the key
+/// figures it shows (results.json `summary.key_figures`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRow {
+    pub figure: String,
+    pub value: String,
+    pub keys: Vec<&'static str>,
+}
+
+/// How a row shows its figures.
+enum Shape {
+    /// One figure.
+    One(&'static str),
+    /// A range from the first to the second (one value where they agree).
+    Range(&'static str, &'static str),
+}
+
+struct RowSpec {
+    figure: &'static str,
+    shape: Shape,
+    unit: &'static str,
+    decimals: usize,
+}
+
+/// The rows, in the order MLC's users read them: latency, bandwidth,
+/// ratios, core to core, loaded latency, then the sweeps' two figures.
+const ROWS: &[RowSpec] = &[
+    RowSpec {
+        figure: "Idle latency, local memory (random pointer chase, latency matrix)",
+        shape: Shape::One("local_latency_ns"),
+        unit: "ns",
+        decimals: 0,
+    },
+    RowSpec {
+        figure: "Idle latency, slowest CPU node to memory node",
+        shape: Shape::One("max_latency_ns"),
+        unit: "ns",
+        decimals: 0,
+    },
+    RowSpec {
+        figure: "NUMA ratio, remote over local latency",
+        shape: Shape::Range("numa_ratio_min", "numa_ratio_max"),
+        unit: "x",
+        decimals: 2,
+    },
+    RowSpec {
+        figure: "Read bandwidth, local memory",
+        shape: Shape::One("local_read_gbps"),
+        unit: "GB/s",
+        decimals: 1,
+    },
+    RowSpec {
+        figure: "Read bandwidth, remote memory",
+        shape: Shape::Range("remote_read_gbps_min", "remote_read_gbps_max"),
+        unit: "GB/s",
+        decimals: 1,
+    },
+    RowSpec {
+        figure: "Read bandwidth, one thread alone (scaling)",
+        shape: Shape::One("single_thread_gbps"),
+        unit: "GB/s",
+        decimals: 1,
+    },
+    RowSpec {
+        figure: "Per-thread bandwidth, threads packed",
+        shape: Shape::One("packed_per_thread_gbps"),
+        unit: "GB/s",
+        decimals: 1,
+    },
+    RowSpec {
+        figure: "Per-thread bandwidth, threads spread",
+        shape: Shape::One("spread_per_thread_gbps"),
+        unit: "GB/s",
+        decimals: 1,
+    },
+    RowSpec {
+        figure: "Core-to-core latency, within a node (modified line)",
+        shape: Shape::One("c2c_within_node_ns"),
+        unit: "ns",
+        decimals: 0,
+    },
+    RowSpec {
+        figure: "Core-to-core latency, across nodes (modified line)",
+        shape: Shape::One("c2c_across_nodes_ns"),
+        unit: "ns",
+        decimals: 0,
+    },
+    RowSpec {
+        figure: "Loaded latency, idle (local node)",
+        shape: Shape::One("loaded_idle_ns"),
+        unit: "ns",
+        decimals: 0,
+    },
+    RowSpec {
+        figure: "Loaded latency at the highest load",
+        shape: Shape::One("loaded_max_ns"),
+        unit: "ns",
+        decimals: 0,
+    },
+    RowSpec {
+        figure: "Highest load injected (loaded latency)",
+        shape: Shape::One("loaded_max_gbps"),
+        unit: "GB/s",
+        decimals: 1,
+    },
+    RowSpec {
+        figure: "Two writers on one node, together over alone (sweep)",
+        shape: Shape::One("two_writers_gain"),
+        unit: "x",
+        decimals: 2,
+    },
+    RowSpec {
+        figure: "Crossfire over no crossfire, time (sweep scenarios)",
+        shape: Shape::One("crossfire_ratio"),
+        unit: "x",
+        decimals: 2,
+    },
+];
+
+/// `v` with its unit: ratios as `1.25x`, the rest as `91 ns`.
+fn number(v: f64, unit: &str, decimals: usize) -> String {
+    with_unit(&fixed(v, decimals), unit)
+}
+
+fn with_unit(text: &str, unit: &str) -> String {
+    let sep = if unit == "x" { "" } else { " " };
+    format!("{text}{sep}{unit}")
+}
+
+/// The rows of `figures` that were measured, with the bandwidth matrix's
+/// threads per node and the scaling's thread count in their names where
+/// the report has them.
+pub fn rows_of(figures: &KeyFigures, matrix_threads: Option<&str>) -> Vec<KeyRow> {
+    let mut out = Vec::new();
+    // With no remote memory the slowest pair is the local one: one row.
+    let remote = figures.get("numa_ratio_max").is_some();
+    for spec in ROWS {
+        if matches!(spec.shape, Shape::One("max_latency_ns")) && !remote {
+            continue;
+        }
+        let (value, keys) = match spec.shape {
+            Shape::One(k) => match figures.get(k) {
+                Some(v) => (number(v, spec.unit, spec.decimals), vec![k]),
+                None => continue,
+            },
+            Shape::Range(lo, hi) => match (figures.get(lo), figures.get(hi)) {
+                (Some(a), Some(b)) => {
+                    let (a_s, b_s) = (
+                        number(a, spec.unit, spec.decimals),
+                        number(b, spec.unit, spec.decimals),
+                    );
+                    let text = if a_s == b_s {
+                        a_s
+                    } else {
+                        let (a, b) = (fixed(a, spec.decimals), fixed(b, spec.decimals));
+                        with_unit(&format!("{a}–{b}"), spec.unit)
+                    };
+                    (text, vec![lo, hi])
+                }
+                _ => continue,
+            },
+        };
+        let mut figure = spec.figure.to_string();
+        match keys[0] {
+            "local_read_gbps" | "remote_read_gbps_min" => {
+                let who = match matrix_threads {
+                    Some("1") => "one thread per node".to_string(),
+                    Some("all") => "all threads of a node".to_string(),
+                    Some(n) => format!("{n} threads per node"),
+                    None => "bandwidth matrix".to_string(),
+                };
+                figure.push_str(&format!(" (read kernel, {who})"));
+            }
+            "packed_per_thread_gbps" | "spread_per_thread_gbps" => {
+                if let Some(n) = figures.get("compared_threads") {
+                    figure.push_str(&format!(", {n:.0} threads"));
+                }
+            }
+            _ => {}
+        }
+        out.push(KeyRow {
+            figure,
+            value,
+            keys,
+        });
+    }
+    out
+}
+
+/// The table of a report: empty where nothing was measured, or where the
+/// CPU is emulated (the summary's banner says so).
+pub fn rows(doc: &ReportResults) -> Vec<KeyRow> {
+    if doc.summary.banner.is_some() {
+        return Vec::new();
+    }
+    let threads = PartName::find("bandwidth-matrix")
+        .and_then(|p| doc.parts.get(p).done())
+        .and_then(|r| r.get::<MatrixResult>())
+        .map(|m| m.threads_per_node.clone());
+    rows_of(&doc.summary.key_figures, threads.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measured_figures_make_rows_in_order_with_what_they_are() {
+        let mut k = KeyFigures::default();
+        k.set("local_latency_ns", Some(91.4));
+        k.set("numa_ratio_min", Some(1.5));
+        k.set("numa_ratio_max", Some(2.25));
+        k.set("local_read_gbps", Some(12.34));
+        // Only one end of a range: no row.
+        k.set("remote_read_gbps_min", Some(8.0));
+        k.set("remote_read_gbps_max", None);
+        k.set("compared_threads", Some(4.0));
+        k.set("packed_per_thread_gbps", Some(3.04));
+        k.set("c2c_within_node_ns", None);
+        let rows = rows_of(&k, Some("1"));
+        let table: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (r.figure.as_str(), r.value.as_str()))
+            .collect();
+        assert_eq!(
+            table,
+            [
+                (
+                    "Idle latency, local memory (random pointer chase, latency matrix)",
+                    "91 ns"
+                ),
+                ("NUMA ratio, remote over local latency", "1.50–2.25x"),
+                (
+                    "Read bandwidth, local memory (read kernel, one thread per node)",
+                    "12.3 GB/s"
+                ),
+                (
+                    "Per-thread bandwidth, threads packed, 4 threads",
+                    "3.0 GB/s"
+                ),
+            ]
+        );
+        assert_eq!(rows[1].keys, ["numa_ratio_min", "numa_ratio_max"]);
+        // A range whose ends agree is one value; nothing measured, no rows.
+        // One memory node: no NUMA ratio, no second latency row.
+        let mut one = KeyFigures::default();
+        one.set("local_latency_ns", Some(458.0));
+        one.set("max_latency_ns", Some(458.0));
+        assert_eq!(rows_of(&one, None).len(), 1);
+        k.set("max_latency_ns", Some(140.0));
+        assert_eq!(rows_of(&k, None)[1].value, "140 ns");
+        let mut same = KeyFigures::default();
+        same.set("numa_ratio_min", Some(1.2));
+        same.set("numa_ratio_max", Some(1.2));
+        assert_eq!(rows_of(&same, None)[0].value, "1.20x");
+        assert!(rows_of(&KeyFigures::default(), None).is_empty());
+    }
+}

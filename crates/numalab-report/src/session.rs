@@ -1,0 +1,468 @@
+//! One run of `numalab report`: measures the parts a report is missing,
+//! each within its share of the budget ([`super::budget`]), and keeps the
+//! document up to date after every part so that an interrupted or failing
+//! run loses nothing it measured.
+//!
+//! The session knows parts only through [`crate::part::Part`]: before
+//! each part it re-plans the parts left from the time really left and the
+//! costs learnt so far ([`allocate`]), runs the part with a [`PartContext`],
+//! and stores what it returns with its plan. Every selected, applicable part
+//! runs in some form; only a signal stops one. The sweeps run last (they are
+//! last in the registry) and keep their deadline exactly, absorbing what the
+//! earlier parts over- or under-ran.
+
+use crate::budget::{allocate, corrected_factor, plan_part, PlanEnv};
+use crate::part::{Costs, Measured, Observer, PartContext, PartName, PartResult};
+use crate::plan::RESERVE_SECONDS;
+use crate::results::{
+    Mode, PartStatus, Parts, ReportResults, RunRecord, REPORT_SCHEMA, REPORT_SCHEMA_VERSION,
+};
+use crate::summary::Summary;
+use numalab::machine::{Machine, Source};
+use numalab::measure::cancel;
+use numalab::measure::environment::{rfc3339_utc, Environment};
+use numalab::measure::kernels::Isa;
+use std::panic::AssertUnwindSafe;
+use std::time::{Instant, SystemTime};
+
+/// A new, empty report of `m`: every selected part pending (or not
+/// applicable, or needing the live machine when `m` is a topology file).
+pub fn new_document(
+    m: &Machine,
+    environment: Option<Environment>,
+    mode: Mode,
+    budget_s: f64,
+    buffer_bytes: usize,
+    selected: &[PartName],
+) -> ReportResults {
+    let mut parts = Parts::all(PartStatus::Pending, None);
+    for p in PartName::all() {
+        let (status, reason) = initial_status(m, mode, p, selected);
+        parts.mark(p, status, reason);
+    }
+    let mut doc = ReportResults {
+        schema: REPORT_SCHEMA.into(),
+        schema_version: REPORT_SCHEMA_VERSION.into(),
+        command: "report".into(),
+        numalab_version: env!("CARGO_PKG_VERSION").into(),
+        mode,
+        budget_s,
+        buffer_bytes: buffer_bytes as u64,
+        selected_parts: selected.to_vec(),
+        complete: false,
+        elapsed_s: 0.0,
+        runs: Vec::new(),
+        machine: m.clone(),
+        environment,
+        parts,
+        summary: Summary::default(),
+        verification: Default::default(),
+    };
+    doc.refresh_status();
+    doc.summary = Summary::of(&doc);
+    doc
+}
+
+/// A part's status in a new report, and why.
+fn initial_status(
+    m: &Machine,
+    mode: Mode,
+    p: PartName,
+    selected: &[PartName],
+) -> (PartStatus, Option<String>) {
+    if !selected.contains(&p) {
+        return (
+            PartStatus::NotSelected,
+            Some("left out with --parts".to_string()),
+        );
+    }
+    if let Source::File { path } = &m.source {
+        let file = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        return (
+            PartStatus::NeedsMachine,
+            Some(format!(
+                "needs the live machine: this report describes the topology file {file}; run `numalab report` on that machine"
+            )),
+        );
+    }
+    match p.available(m, mode) {
+        Err(why) => (PartStatus::NotApplicable, Some(why)),
+        Ok(()) => (PartStatus::Pending, None),
+    }
+}
+
+/// Parts of `doc` a run on the live machine can measure: selected parts
+/// that are missing (pending, interrupted, out of budget or failed).
+pub fn parts_to_measure(doc: &ReportResults) -> Vec<PartName> {
+    doc.selected_parts
+        .iter()
+        .copied()
+        .filter(|&p| {
+            matches!(
+                doc.parts.get(p).status,
+                PartStatus::Pending
+                    | PartStatus::Interrupted
+                    | PartStatus::OutOfBudget
+                    | PartStatus::Failed
+            )
+        })
+        .collect()
+}
+
+/// The budget of a `--resume` run without `--budget`: the missing parts'
+/// share (by weight) of the report's original budget, at least 5 s.
+pub fn resume_budget(doc: &ReportResults) -> f64 {
+    let weigh = |parts: &mut dyn Iterator<Item = PartName>| -> f64 {
+        parts.map(|p| p.part().info().weight_in(doc.mode)).sum()
+    };
+    let all = weigh(
+        &mut doc
+            .selected_parts
+            .iter()
+            .copied()
+            .filter(|&p| doc.parts.get(p).status != PartStatus::NotApplicable),
+    );
+    let missing = weigh(&mut parts_to_measure(doc).into_iter());
+    (doc.budget_s * missing / all.max(1e-9)).max(5.0)
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Every selected part is done (or not applicable).
+    Complete,
+    /// Some part is missing (failed, out of budget); the report says why.
+    Incomplete,
+    /// Stopped by a signal; the report keeps what was measured.
+    Interrupted,
+}
+
+impl RunOutcome {
+    fn name(self) -> &'static str {
+        match self {
+            RunOutcome::Complete => "complete",
+            RunOutcome::Incomplete => "incomplete",
+            RunOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// How one run measures.
+pub struct RunSettings {
+    /// Seconds the run may take, counted from `started`.
+    pub budget_s: f64,
+    /// When the run began (before the costs were probed).
+    pub started: Instant,
+    /// The operations' costs it plans with (from
+    /// [`crate::budget::probe`]).
+    pub costs: Costs,
+    pub isa: Isa,
+    /// The command line, recorded in the run's record.
+    pub command_line: Vec<String>,
+    /// What the run could not keep, recorded in the run's record.
+    pub warnings: Vec<String>,
+}
+
+/// Measures the parts `doc` is missing on the live machine `m` as
+/// `settings` say, saving through `obs` after every part.
+pub fn run(
+    m: &Machine,
+    doc: &mut ReportResults,
+    settings: RunSettings,
+    obs: &mut dyn Observer,
+) -> RunOutcome {
+    let RunSettings {
+        budget_s,
+        started: t0,
+        costs,
+        isa,
+        command_line,
+        warnings,
+    } = settings;
+    let todo = parts_to_measure(doc);
+    let run_no = start_run(doc, budget_s, command_line);
+    if let Some(r) = doc.runs.last_mut() {
+        r.costs = Some(costs.clone());
+        r.warnings = warnings;
+    }
+    for &p in &todo {
+        doc.parts.mark(p, PartStatus::Pending, None);
+    }
+    let mut costs = costs;
+    let mut interrupted = false;
+    for (i, &p) in todo.iter().enumerate() {
+        if cancel::requested() {
+            interrupted = true;
+            doc.parts.mark(
+                p,
+                PartStatus::Interrupted,
+                Some("not started: the report was interrupted (Ctrl-C or SIGTERM) before this part; `numalab report --resume` measures it".into()),
+            );
+            continue;
+        }
+        // Re-planned from the time really left and the costs learnt so far.
+        let left = budget_s - t0.elapsed().as_secs_f64() - RESERVE_SECONDS;
+        let env = PlanEnv {
+            m,
+            mode: doc.mode,
+            size: doc.buffer_bytes as usize,
+            costs: &costs,
+            live: m.is_live(),
+        };
+        let share = allocate(&env, &todo[i..], left)
+            .first()
+            .map_or(0.0, |x| x.1);
+        let plan = plan_part(&env, p, share);
+        obs.part_started(p, i, todo.len(), share);
+        doc.parts
+            .start(p, share, run_no, rfc3339_utc(SystemTime::now()));
+        doc.parts.get_mut(p).plan = Some(plan);
+        let ctx = PartContext {
+            m,
+            mode: doc.mode,
+            isa,
+            size: doc.buffer_bytes as usize,
+            costs: costs.clone(),
+            obs: &mut *obs,
+            part: p,
+        };
+        interrupted |= run_part(doc, p, share, ctx, &mut costs);
+        finish_document(doc, t0, false);
+        obs.part_ended(doc, p);
+    }
+    finish_document(doc, t0, true);
+    let outcome = if interrupted {
+        RunOutcome::Interrupted
+    } else if doc.complete {
+        RunOutcome::Complete
+    } else {
+        RunOutcome::Incomplete
+    };
+    if let Some(r) = doc.runs.last_mut() {
+        r.outcome = outcome.name().into();
+    }
+    outcome
+}
+
+/// Records a new run of the report; returns its number.
+fn start_run(doc: &mut ReportResults, budget_s: f64, command_line: Vec<String>) -> u32 {
+    let run_no = doc.runs.len() as u32 + 1;
+    let env_now = Environment::capture();
+    let environment_changes = match &doc.environment {
+        Some(first) if run_no > 1 => environment_changes(first, &env_now),
+        _ => Vec::new(),
+    };
+    if doc.environment.is_none() {
+        doc.environment = Some(env_now);
+    }
+    doc.runs.push(RunRecord {
+        run: run_no,
+        resumed: run_no > 1,
+        command_line,
+        started_utc: rfc3339_utc(SystemTime::now()),
+        finished_utc: None,
+        budget_s,
+        elapsed_s: 0.0,
+        outcome: "running".into(),
+        measured: Vec::new(),
+        environment_changes,
+        costs: None,
+        warnings: Vec::new(),
+    });
+    run_no
+}
+
+/// Runs one part within `share` seconds and records how it ended (done,
+/// failed, interrupted); corrects `costs` by what its fixed costs really
+/// were. Returns whether a signal interrupted it.
+fn run_part(
+    doc: &mut ReportResults,
+    p: PartName,
+    share: f64,
+    mut ctx: PartContext,
+    costs: &mut Costs,
+) -> bool {
+    let t_part = Instant::now();
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| p.part().run(&mut ctx, share)));
+    let elapsed = t_part.elapsed().as_secs_f64();
+    let mut interrupted = false;
+    match outcome {
+        _ if cancel::requested() => {
+            interrupted = true;
+            doc.parts.mark(
+                p,
+                PartStatus::Interrupted,
+                Some(format!(
+                    "interrupted (Ctrl-C or SIGTERM) after {elapsed:.1} s of this part; what it had measured was dropped; `numalab report --resume` measures it again"
+                )),
+            );
+        }
+        Ok(Ok(measured)) => {
+            costs.factor = corrected_factor(
+                costs.factor,
+                measured.measuring_s,
+                measured.fixed_s,
+                elapsed,
+            );
+            store(doc, p, measured);
+        }
+        Ok(Err(e)) => {
+            doc.parts
+                .mark(p, PartStatus::Failed, Some(format!("failed: {e}")));
+        }
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            doc.parts.mark(
+                p,
+                PartStatus::Failed,
+                Some(format!(
+                    "failed: internal error: {msg} (please report this)"
+                )),
+            );
+        }
+    }
+    doc.parts.get_mut(p).elapsed_s = Some(elapsed);
+    interrupted
+}
+
+/// Stores a done part's result, its verification and note.
+fn store(doc: &mut ReportResults, p: PartName, measured: Measured<PartResult>) {
+    let rec = doc.parts.get_mut(p);
+    rec.verified = Some(p.part().verified(&measured.result));
+    rec.result = Some(measured.result);
+    rec.status = PartStatus::Done;
+    rec.reason = measured.note;
+    if let Some(r) = doc.runs.last_mut() {
+        r.measured.push(p);
+    }
+}
+
+/// Updates the run record, totals, status and summary of `doc`.
+fn finish_document(doc: &mut ReportResults, t0: Instant, finished: bool) {
+    let elapsed = t0.elapsed().as_secs_f64();
+    if let Some(r) = doc.runs.last_mut() {
+        r.elapsed_s = elapsed;
+        if finished {
+            r.finished_utc = Some(rfc3339_utc(SystemTime::now()));
+        }
+    }
+    doc.elapsed_s = doc.runs.iter().map(|r| r.elapsed_s).sum();
+    doc.refresh_status();
+    doc.summary = Summary::of(doc);
+}
+
+/// Environment fields that differ between two captures, as sentences.
+fn environment_changes(a: &Environment, b: &Environment) -> Vec<String> {
+    let va = serde_json::to_value(a).unwrap_or_default();
+    let vb = serde_json::to_value(b).unwrap_or_default();
+    let mut out = Vec::new();
+    for &key in crate::compare::ENV_KEYS.iter().chain(&["cgroup"]) {
+        if va.get(key) != vb.get(key) {
+            out.push(format!(
+                "{key}: {} then, {} in this run",
+                va.get(key).map(|v| v.to_string()).unwrap_or("-".into()),
+                vb.get(key).map(|v| v.to_string()).unwrap_or("-".into())
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
+
+    fn part(name: &str) -> PartName {
+        PartName::find(name).unwrap()
+    }
+
+    #[test]
+    fn resume_budget_is_the_missing_parts_share() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let all = PartName::all();
+        let mut doc = new_document(&m, None, Mode::Default, 100.0, 64 << 20, &all);
+        for &p in &all {
+            // As on the live machine, where full-only parts are not
+            // applicable outside --full.
+            let status = match p.available(&m, Mode::Default) {
+                Ok(()) => PartStatus::Pending,
+                Err(_) => PartStatus::NotApplicable,
+            };
+            doc.parts.mark(p, status, None);
+        }
+        assert!((resume_budget(&doc) - 100.0).abs() < 1e-9);
+        // Everything but the sweeps done: their weights' share.
+        let sweeps = all.len() - 2;
+        for p in &all[..sweeps] {
+            doc.parts.mark(*p, PartStatus::Done, None);
+        }
+        let weight = |ps: &[PartName]| -> f64 {
+            ps.iter()
+                .map(|p| p.part().info().weight_in(Mode::Default))
+                .sum()
+        };
+        let share = 100.0 * weight(&all[sweeps..]) / weight(&all);
+        assert!(share > 20.0 && share < 23.0, "{share}");
+        assert!(
+            (resume_budget(&doc) - share).abs() < 1e-9,
+            "{}",
+            resume_budget(&doc)
+        );
+        // Never below 5 s.
+        doc.parts.mark(part("sweep"), PartStatus::Done, None);
+        doc.budget_s = 10.0;
+        assert_eq!(resume_budget(&doc), 5.0);
+    }
+
+    #[test]
+    fn a_topology_file_report_needs_the_machine() {
+        let m = fixture("qemu-ring4-cpuless-hmat.xml");
+        let doc = new_document(&m, None, Mode::Default, 240.0, 64 << 20, &PartName::all());
+        for (p, s) in doc.parts.statuses() {
+            assert_eq!(s, PartStatus::NeedsMachine, "{p:?}");
+        }
+        assert!(!doc.complete);
+        assert!(parts_to_measure(&doc).is_empty());
+        let why = doc.parts.get(part("sizes")).reason.clone().unwrap();
+        assert!(why.contains("qemu-ring4-cpuless-hmat.xml"), "{why}");
+        assert_eq!(doc.summary.node_count, 5);
+    }
+
+    #[test]
+    fn full_only_parts_run_with_full_and_say_so_otherwise() {
+        let mut m = fixture("qemu-quartet-4n2c-ring.xml");
+        m.source = Source::Live;
+        let blas = part("blas");
+        for mode in [Mode::Quick, Mode::Default] {
+            // Asked for by name or not, outside --full it is not applicable.
+            for selected in [PartName::all(), vec![blas]] {
+                let doc = new_document(&m, None, mode, 60.0, 64 << 20, &selected);
+                let r = doc.parts.get(blas);
+                assert_eq!(r.status, PartStatus::NotApplicable, "{mode:?}");
+                assert_eq!(r.reason.as_deref(), Some("runs with --full"));
+                assert!(!parts_to_measure(&doc).contains(&blas));
+            }
+        }
+        let doc = new_document(&m, None, Mode::Full, 60.0, 64 << 20, &[blas]);
+        assert_eq!(doc.parts.get(blas).status, PartStatus::Pending);
+        assert_eq!(parts_to_measure(&doc), vec![blas]);
+    }
+
+    #[test]
+    fn parts_left_out_are_not_selected() {
+        let m = fixture("qemu-ring4-cpuless-hmat.xml");
+        let doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &[part("c2c")]);
+        assert_eq!(doc.parts.get(part("c2c")).status, PartStatus::NeedsMachine);
+        let s = doc.parts.get(part("sizes"));
+        assert_eq!(s.status, PartStatus::NotSelected);
+        assert_eq!(s.reason.as_deref(), Some("left out with --parts"));
+    }
+}

@@ -1,0 +1,388 @@
+//! The counters of a launched command (`numalab run --counters`): one line
+//! per event, aligned; an unavailable one says why; the derived metrics
+//! with their formulas (docs/counters.md).
+
+use numalab::measure::counters::{CounterReport, Kind};
+use numalab::measure::task_counters::TaskTable;
+use numalab::text::format::significant;
+use std::fmt::Write;
+
+/// What perf stat prints for an event it cannot count.
+pub const NOT_SUPPORTED: &str = "<not supported>";
+
+/// The prefix of an unavailable event's reason, left out of the footer
+/// that gathers the reasons.
+const NOT_AVAILABLE: &str = "not available on this machine: ";
+
+/// A count with thousands separators, as perf stat prints it.
+pub fn grouped(v: u64) -> String {
+    let digits = v.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An event's value and unit as perf stat prints them: task-clock in
+/// milliseconds (`1.10 msec`), counts with thousands separators.
+fn value_and_unit(v: u64, unit: &str) -> (String, &'static str) {
+    match unit {
+        "ns" => (format!("{:.2}", v as f64 / 1e6), "msec"),
+        _ => (grouped(v), ""),
+    }
+}
+
+/// The text view, laid out as `perf stat` lays out its counts: value (with
+/// thousands separators) and unit, the event, a `#` comment; an event
+/// that cannot be counted reads `<not supported>` and its reason is given
+/// once, below, for every event it applies to; derived metrics only where
+/// their inputs were asked for.
+pub fn text(r: &CounterReport) -> String {
+    let mut s = String::new();
+    let width = r
+        .events
+        .iter()
+        .map(|e| e.name.len())
+        .chain(r.derived.iter().map(|d| d.name.len()))
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "counters (totals over the command's threads and children):"
+    );
+    // Reasons in the order first met, with the events each applies to.
+    let mut reasons: Vec<(String, Vec<&str>)> = Vec::new();
+    for e in &r.events {
+        let kind = match e.kind {
+            Kind::Software => "sw",
+            Kind::Hardware => "hw",
+        };
+        match (e.value, &e.unavailable) {
+            (Some(v), _) => {
+                let (value, unit) = value_and_unit(v, &e.unit);
+                let mut notes: Vec<String> = Vec::new();
+                if let Some(f) = e.scale_factor {
+                    notes.push(format!(
+                        "multiplexed: ran {}% of the time, scaled ×{}",
+                        significant(100.0 * e.running_ns as f64 / e.enabled_ns.max(1) as f64, 3),
+                        significant(f, 4)
+                    ));
+                }
+                if e.user_only {
+                    notes.push("user space only".into());
+                }
+                let notes = if notes.is_empty() {
+                    String::new()
+                } else {
+                    format!("  # {}", notes.join("; "))
+                };
+                let _ = writeln!(
+                    s,
+                    "  {value:>18} {unit:<4}  {:<width$}  {kind}{notes}",
+                    e.name
+                );
+            }
+            (None, why) => {
+                let why = why.as_deref().unwrap_or("no value");
+                let why = why.strip_prefix(NOT_AVAILABLE).unwrap_or(why).to_string();
+                match reasons.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, names)) => names.push(&e.name),
+                    None => reasons.push((why, vec![&e.name])),
+                }
+                let _ = writeln!(
+                    s,
+                    "  {NOT_SUPPORTED:>18} {:<4}  {:<width$}  {kind}",
+                    "", e.name
+                );
+            }
+        }
+    }
+    // A derived metric whose inputs were not all asked for says nothing
+    // about this run: it is left out (the JSON keeps it, with why).
+    let asked = |d: &numalab::measure::counters::DerivedValue| {
+        !d.unavailable
+            .as_deref()
+            .is_some_and(|w| w.contains("not counted (add it to --counters)"))
+    };
+    let shown: Vec<_> = r.derived.iter().filter(|d| asked(d)).collect();
+    if !shown.is_empty() {
+        let _ = writeln!(s, "derived:");
+    }
+    for d in shown {
+        match d.value {
+            Some(v) => {
+                let _ = writeln!(
+                    s,
+                    "  {:>18} {:<4}  {:<width$}  # = {}",
+                    significant(v, 4),
+                    d.unit,
+                    d.name,
+                    d.formula
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "  {NOT_SUPPORTED:>18} {:<4}  {:<width$}  # = {}",
+                    "", d.name, d.formula
+                );
+            }
+        }
+    }
+    for (why, names) in &reasons {
+        let _ = writeln!(s, "{NOT_SUPPORTED} {}: {why}", names.join(", "));
+    }
+    if let Some(t) = &r.tasks {
+        s.push_str(&tasks_text(t));
+    }
+    let mc = &r.memory_controller;
+    match &mc.unavailable {
+        Some(why) => {
+            let _ = writeln!(s, "memory-controller traffic: {why}");
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "memory-controller traffic: PMUs present ({}), not counted by numalab",
+                mc.pmus.join(", ")
+            );
+        }
+    }
+    s
+}
+
+/// Rows of the per-task table shown in text; the JSON has them all.
+const TEXT_TASKS: usize = 64;
+
+/// The per-task table: one row per thread or process, one column per event
+/// some task counted, and IPC where both its inputs were counted.
+fn tasks_text(t: &TaskTable) -> String {
+    let mut s = String::new();
+    let Some(first) = t.tasks.first() else {
+        let _ = writeln!(s, "per thread: no task was seen");
+        return s;
+    };
+    let columns: Vec<usize> = (0..first.events.len())
+        .filter(|&i| t.tasks.iter().any(|k| k.events[i].value.is_some()))
+        .collect();
+    let ipc = t
+        .tasks
+        .iter()
+        .any(|k| k.derived.iter().any(|d| d.name == "ipc"));
+    let _ = writeln!(
+        s,
+        "per thread ({} tasks{}; each task counted alone, totals are their sums):",
+        t.tasks.len() as u64 + t.not_listed,
+        if t.not_listed > 0 {
+            format!(", {} not listed", t.not_listed)
+        } else {
+            String::new()
+        }
+    );
+    let name_w = t
+        .tasks
+        .iter()
+        .map(|k| k.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 16);
+    let mut header = format!("  {:>8} {:>8}  {:<name_w$}", "pid", "tid", "name");
+    let widths: Vec<usize> = columns
+        .iter()
+        .map(|&i| first.events[i].name.len().max(10))
+        .collect();
+    for (&i, w) in columns.iter().zip(&widths) {
+        let _ = write!(header, "  {:>w$}", first.events[i].name);
+    }
+    if ipc {
+        header.push_str("    ipc");
+    }
+    let _ = writeln!(s, "{}", header.trim_end());
+    for k in t.tasks.iter().take(TEXT_TASKS) {
+        let name: String = k.name.chars().take(16).collect();
+        let mut row = format!("  {:>8} {:>8}  {name:<name_w$}", k.pid, k.tid);
+        for (&i, w) in columns.iter().zip(&widths) {
+            let e = &k.events[i];
+            let cell = match e.value {
+                Some(v) if e.scaled => format!("{v}*"),
+                Some(v) => v.to_string(),
+                None => "n/a".into(),
+            };
+            let _ = write!(row, "  {cell:>w$}");
+        }
+        if ipc {
+            match k
+                .derived
+                .iter()
+                .find(|d| d.name == "ipc")
+                .and_then(|d| d.value)
+            {
+                Some(v) => {
+                    let _ = write!(row, "  {:>5}", significant(v, 3));
+                }
+                None => row.push_str("    n/a"),
+            }
+        }
+        if !k.ended {
+            row.push_str("  (exit not seen: read at the end)");
+        }
+        let _ = writeln!(s, "{}", row.trim_end());
+    }
+    let hidden = t.tasks.len().saturating_sub(TEXT_TASKS) as u64 + t.not_listed;
+    if hidden > 0 {
+        let _ = writeln!(
+            s,
+            "  ... {hidden} more tasks (--counters-json lists up to {})",
+            numalab::measure::task_counters::MAX_TASKS
+        );
+    }
+    if t.tasks.iter().any(|k| k.events.iter().any(|e| e.scaled)) {
+        let _ = writeln!(s, "  * scaled: the task's counter was multiplexed");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalab::measure::counters::{find, report, EventValue, Reading};
+
+    #[test]
+    fn counters_text_says_why_and_never_prints_zero_for_the_missing() {
+        let pf = find("page-faults").unwrap();
+        let cy = find("cycles").unwrap();
+        let ins = find("instructions").unwrap();
+        let r = report(
+            vec![
+                EventValue::from_reading(
+                    pf,
+                    Reading {
+                        value: 4242,
+                        enabled_ns: 10,
+                        running_ns: 10,
+                    },
+                    false,
+                ),
+                EventValue::unavailable(cy, "not available on this machine: no cpu PMU".into()),
+                EventValue::from_reading(
+                    ins,
+                    Reading {
+                        value: 1000,
+                        enabled_ns: 40,
+                        running_ns: 10,
+                    },
+                    false,
+                ),
+            ],
+            Some(64),
+        );
+        let t = text(&r);
+        // The line whose event (after the value and unit) is `name`.
+        let line = |name: &str| -> String {
+            t.lines()
+                .find(|l| l.starts_with("  ") && l.split_whitespace().any(|w| w == name))
+                .unwrap_or_else(|| panic!("no {name} line in {t}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(line("page-faults"), "4,242 page-faults sw");
+        assert_eq!(line("cycles"), "<not supported> cycles hw");
+        assert_eq!(
+            line("instructions"),
+            "4,000 instructions hw # multiplexed: ran 25% of the time, scaled ×4"
+        );
+        // Its inputs were asked for: shown, with no number and no reason
+        // repeated; the reason is given once, below, naming the event.
+        assert_eq!(line("ipc"), "<not supported> ipc # = instructions / cycles");
+        assert_eq!(
+            t.lines()
+                .filter(|l| l.contains("no cpu PMU"))
+                .collect::<Vec<_>>(),
+            ["<not supported> cycles: no cpu PMU"]
+        );
+        // Not asked for: no llc-load-misses, so no memory intensity.
+        assert!(!t.contains("memory-intensity"), "{t}");
+        // Aligned: every event name starts in the same column.
+        let col = |name: &str| {
+            t.lines()
+                .find(|l| l.starts_with("  ") && l.split_whitespace().any(|w| w == name))
+                .and_then(|l| l.find(name))
+        };
+        assert_eq!(col("page-faults"), col("cycles"));
+        assert_eq!(col("page-faults"), col("instructions"));
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(6324039230), "6,324,039,230");
+        assert!(t.contains("memory-controller traffic: "), "{t}");
+    }
+
+    #[test]
+    fn task_table_marks_scaled_counts_ipc_and_running_tasks() {
+        use numalab::measure::counters::derive;
+        use numalab::measure::task_counters::TaskCounters;
+        let read = |name: &str, value: u64, running_ns: u64| {
+            EventValue::from_reading(
+                find(name).unwrap(),
+                Reading {
+                    value,
+                    enabled_ns: 100,
+                    running_ns,
+                },
+                false,
+            )
+        };
+        let task = |tid: i32, name: &str, ended: bool, cycles: Option<u64>| {
+            let events = vec![
+                read("page-faults", 10 * tid as u64, 100),
+                match cycles {
+                    Some(c) => read("cycles", c, 50),
+                    None => EventValue::unavailable(find("cycles").unwrap(), "refused".into()),
+                },
+                read("instructions", 3000, 100),
+            ];
+            TaskCounters {
+                pid: 7,
+                tid,
+                name: name.into(),
+                derived: derive(&events, 64, true)
+                    .into_iter()
+                    .filter(|d| d.value.is_some())
+                    .collect(),
+                events,
+                ended,
+            }
+        };
+        let mut r = report(vec![], Some(64));
+        r.tasks = Some(TaskTable {
+            tasks: vec![
+                task(7, "main", true, Some(1000)),
+                task(8, "worker", false, None),
+            ],
+            not_listed: 2,
+        });
+        let t = text(&r);
+        let row = |name: &str| -> String {
+            t.lines()
+                .find(|l| l.split_whitespace().nth(2) == Some(name))
+                .unwrap_or_else(|| panic!("no {name} row in {t}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(t.contains("per thread (4 tasks, 2 not listed;"), "{t}");
+        // cycles 1000 counted half the time: 2000, scaled; IPC 3000 / 2000.
+        assert_eq!(row("main"), "7 7 main 70 2000* 3000 1.5");
+        assert_eq!(
+            row("worker"),
+            "7 8 worker 80 n/a 3000 n/a (exit not seen: read at the end)"
+        );
+        assert!(t.contains("... 2 more tasks (--counters-json lists up to 4096)"));
+        assert!(t.contains("* scaled: the task's counter was multiplexed"));
+    }
+}

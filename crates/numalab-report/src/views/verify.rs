@@ -1,0 +1,171 @@
+//! Where a running process's memory and threads are (`numalab verify`, and
+//! `numalab run --verify` at the command's exit).
+
+use numalab::placement::ProcessPlacement;
+use numalab::text::format::bytes as format_bytes;
+use std::fmt::Write;
+
+/// The most mappings the text lists without `--all`: the largest.
+pub const MAPPING_LINES: usize = 40;
+
+/// The text view, shared with `numalab run --verify`.
+pub fn render(p: &ProcessPlacement, all: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "process {} ({})", p.pid, p.command);
+    if let Some(pol) = &p.process_policy {
+        let _ = writeln!(s, "memory policy: {pol}");
+    }
+    let total: u64 = p.bytes_by_node.values().sum();
+    let _ = writeln!(
+        s,
+        "resident memory by node ({} in all):",
+        format_bytes(total)
+    );
+    for (n, b) in &p.bytes_by_node {
+        let _ = writeln!(
+            s,
+            "  node {n:>3}  {:>10}  {:>5.1}%",
+            format_bytes(*b),
+            100.0 * *b as f64 / total.max(1) as f64
+        );
+    }
+    let private: u64 = p.private_bytes_by_node.values().sum();
+    let _ = writeln!(
+        s,
+        "  of which allocated by the process (anon, heap, stack; follows its policy): {}",
+        p.private_bytes_by_node
+            .iter()
+            .map(|(n, b)| format!(
+                "node {n} {} ({:.1}%)",
+                format_bytes(*b),
+                100.0 * *b as f64 / private.max(1) as f64
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(s, "threads:");
+    for t in &p.threads {
+        let _ = writeln!(
+            s,
+            "  {:>7} {:<16} last on CPU {:<4} allowed CPUs {{{}}} nodes {{{}}}",
+            t.tid,
+            t.name,
+            t.last_cpu.map(|c| c.to_string()).unwrap_or("?".into()),
+            t.cpus_allowed,
+            t.mems_allowed
+        );
+    }
+    let _ = writeln!(
+        s,
+        "mappings{}:",
+        if all { "" } else { " with resident pages" }
+    );
+    let shown: Vec<&numalab::placement::verify::Mapping> = p
+        .mappings
+        .iter()
+        .filter(|m| all || m.pages_total > 0)
+        .collect();
+    // A program whose heap a plan placed block by block can have hundreds
+    // of mappings (numpy had about 370): the text keeps the largest, in
+    // address order, and says what it left out; --all and the JSON keep
+    // every one.
+    let kept: Vec<&numalab::placement::verify::Mapping> = if all || shown.len() <= MAPPING_LINES {
+        shown.clone()
+    } else {
+        let mut by_size: Vec<usize> = (0..shown.len()).collect();
+        by_size.sort_by_key(|&i| std::cmp::Reverse(shown[i].pages_total));
+        by_size.truncate(MAPPING_LINES);
+        by_size.sort_unstable();
+        by_size.into_iter().map(|i| shown[i]).collect()
+    };
+    for m in &kept {
+        let nodes: Vec<String> = m
+            .pages_by_node
+            .iter()
+            .map(|(n, c)| format!("N{n}={c}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {:>14} {:<18} {:>8} pages  {:<24} {}",
+            m.address,
+            m.policy,
+            m.pages_total,
+            nodes.join(" "),
+            m.name
+        );
+    }
+    if kept.len() < shown.len() {
+        let pages: u64 = shown.iter().map(|m| m.pages_total).sum::<u64>()
+            - kept.iter().map(|m| m.pages_total).sum::<u64>();
+        let _ = writeln!(
+            s,
+            "  ... and {} smaller mappings with {pages} resident pages (every mapping: `numalab verify --all`, or the JSON: --json, run's --verify-json)",
+            shown.len() - kept.len()
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalab::placement::verify::Mapping;
+    use std::collections::BTreeMap;
+
+    fn process(mappings: usize) -> ProcessPlacement {
+        ProcessPlacement {
+            pid: 7,
+            command: "prog".into(),
+            threads: Vec::new(),
+            mappings: (0..mappings)
+                .map(|i| Mapping {
+                    address: format!("{:x}", 0x1000 * (i + 1)),
+                    policy: "default".into(),
+                    name: "anon".into(),
+                    page_size: 4096,
+                    // Mapping 3 is empty; the others hold i + 1 pages.
+                    pages_by_node: BTreeMap::from([(0, if i == 3 { 0 } else { i as u64 + 1 })]),
+                    pages_total: if i == 3 { 0 } else { i as u64 + 1 },
+                })
+                .collect(),
+            bytes_by_node: BTreeMap::from([(0, 1 << 20)]),
+            private_bytes_by_node: BTreeMap::from([(0, 1 << 20)]),
+            process_policy: None,
+        }
+    }
+
+    fn mapping_lines(text: &str) -> Vec<&str> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("mappings"))
+            .skip(1)
+            .collect()
+    }
+
+    #[test]
+    fn many_mappings_list_the_largest_in_address_order_and_say_what_is_left_out() {
+        let text = render(&process(100), false);
+        let lines = mapping_lines(&text);
+        assert_eq!(lines.len(), MAPPING_LINES + 1, "{text}");
+        // The 40 largest are mappings 60..100 (61..100 pages), in order.
+        assert!(
+            lines[0].contains(&format!("{:x}", 0x1000 * 61)),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[39].contains(&format!("{:x}", 0x1000 * 100)),
+            "{}",
+            lines[39]
+        );
+        // 99 with pages, 40 shown: 59 left, with 1+2+3+5+...+60 pages.
+        let left: u64 = (1..=60).sum::<u64>() - 4;
+        assert_eq!(
+            lines[40],
+            format!("  ... and 59 smaller mappings with {left} resident pages (every mapping: `numalab verify --all`, or the JSON: --json, run's --verify-json)")
+        );
+        // --all lists every one, the empty one too.
+        assert_eq!(mapping_lines(&render(&process(100), true)).len(), 100);
+        // Few mappings: all of them, no footer.
+        assert_eq!(mapping_lines(&render(&process(10), false)).len(), 9);
+    }
+}
