@@ -30,9 +30,7 @@
 use crate::part::{PartName, MIN_MEASUREMENT_S};
 use crate::results::Mode;
 use numalab::machine::Machine;
-use numalab::measure::chase::{Chase, ChasePattern};
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 
 const GIB: f64 = (1u64 << 30) as f64;
 const MIB: f64 = (1u64 << 20) as f64;
@@ -609,82 +607,28 @@ pub fn corrected_factor(old: f64, measuring: f64, fixed: f64, elapsed: f64) -> f
 }
 
 /// Measures the operations of [`Costs`] on the live machine from `cpu`
-/// (about half a second on a small VM; bounded on a slow one by probing
-/// smaller amounts).
+/// (about half a second on a small VM; `numalab::measure::probe`, in the
+/// engine's optimized build); what could not be measured keeps its
+/// reference value.
 pub fn probe(m: &Machine, cpu: u32) -> Costs {
-    // On a thread of its own pinned to `cpu`, so that every figure is of
-    // one CPU and the caller's affinity stays as it was.
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("numalab-probe".into())
-            .spawn_scoped(s, || probe_here(m, cpu))
-            .ok()
-            .and_then(|h| h.join().ok())
-    })
-    .unwrap_or_else(|| {
-        let mut c = Costs::reference();
-        c.source = CostSource::Probed;
-        c
-    })
-}
-
-fn probe_here(m: &Machine, cpu: u32) -> Costs {
-    use numalab::placement::{BufferSpec, MemoryPolicy, PlacedBuffer, Thp, WeightedImpl};
     let mut c = Costs::reference();
     c.source = CostSource::Probed;
-    let _ = numalab::placement::pin_current_thread(cpu);
-    // Faulting: 32 MiB of base pages, placed and checked.
-    let bytes = 32usize << 20;
-    let spec = BufferSpec {
-        size: bytes,
-        policy: MemoryPolicy::Local,
-        thp: Some(Thp::Off),
-        hugetlb: false,
-        toucher: Some(cpu),
-        weighted: WeightedImpl::Auto,
+    let Some(p) = numalab::measure::probe::probe_operations(m, cpu) else {
+        return c;
     };
-    let t = Instant::now();
-    if let Ok(mut buf) = PlacedBuffer::new(m, &spec) {
-        let _ = buf.histogram();
-        c.fault_s_per_gib = (t.elapsed().as_secs_f64() * GIB / bytes as f64).max(0.01);
-        // A read pass, twice (the first may still miss the TLB).
-        let t = Instant::now();
-        let mut sum = 0u64;
-        for _ in 0..2 {
-            for w in buf.as_slice().chunks_exact(8) {
-                sum = sum.wrapping_add(u64::from_ne_bytes(w.try_into().unwrap_or([0; 8])));
-            }
-        }
-        std::hint::black_box(sum);
-        c.pass_s_per_gib = (t.elapsed().as_secs_f64() / 2.0 * GIB / bytes as f64).max(0.005);
-        // A chase: built, then walked.
-        let t = Instant::now();
-        let built = Chase::build(
-            buf.as_mut_slice().as_mut_ptr(),
-            bytes,
-            ChasePattern::Random,
-            1,
-            0x5eed,
-        );
-        if let Ok(mut chase) = built {
-            c.chase_s_per_mib = (t.elapsed().as_secs_f64() * MIB / bytes as f64).max(1e-4);
-            let steps = 200_000;
-            let walk = chase.run(steps);
-            std::hint::black_box(walk.sum);
-            c.load_ns = (walk.elapsed.as_secs_f64() / steps as f64 * 1e9).max(5.0);
-        }
+    if let Some(v) = p.fault_s_per_gib {
+        c.fault_s_per_gib = v.max(0.01);
     }
-    // Threads: start, pin and join a few.
-    let n = 4usize;
-    let t = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..n {
-            let _ = std::thread::Builder::new().spawn_scoped(s, move || {
-                let _ = numalab::placement::pin_current_thread(cpu);
-            });
-        }
-    });
-    c.thread_s = (t.elapsed().as_secs_f64() / n as f64).max(1e-5);
+    if let Some(v) = p.pass_s_per_gib {
+        c.pass_s_per_gib = v.max(0.005);
+    }
+    if let Some(v) = p.chase_s_per_mib {
+        c.chase_s_per_mib = v.max(1e-4);
+    }
+    if let Some(v) = p.load_ns {
+        c.load_ns = v.max(5.0);
+    }
+    c.thread_s = p.thread_s.max(1e-5);
     c.measurement_s = (c.thread_s * 10.0).max(0.005);
     c
 }

@@ -12,6 +12,7 @@ pub mod harness;
 pub mod kernels;
 pub mod memory_traffic;
 pub mod pacing;
+pub mod probe;
 pub mod sample_clock;
 pub mod stats;
 pub mod task_counters;

@@ -648,9 +648,9 @@ fn cgroup_memory(fs: &SysRoot) -> Option<CgroupMemory> {
 }
 
 /// Fixture trees of `/proc` and `/sys` files for tests that read them
-/// through a root directory (numalab-report's tests too: the
-/// `test-support` feature).
-#[cfg(any(test, feature = "test-support"))]
+/// through a root directory, here and in numalab-report's tests (compiled
+/// always: a feature for them would build the engine twice in one test
+/// run).
 #[doc(hidden)]
 pub mod test_tree {
     use std::path::{Path, PathBuf};

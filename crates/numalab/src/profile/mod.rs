@@ -1401,8 +1401,8 @@ fn located_regions(
 }
 
 /// A record for tests that build profiles from records (no flags), here and
-/// in numalab-report (the `test-support` feature).
-#[cfg(any(test, feature = "test-support"))]
+/// in numalab-report (compiled always, as
+/// `placement::node_memory::test_tree`).
 #[doc(hidden)]
 pub fn test_record(
     kind: Kind,

@@ -729,8 +729,8 @@ pub fn findings(r: &SweepResult) -> Vec<Findings> {
 }
 
 /// Synthetic sweep runs for the tests of the findings and of the views
-/// that state them (numalab-report's: the `test-support` feature).
-#[cfg(any(test, feature = "test-support"))]
+/// that state them, here and in numalab-report (compiled always, as
+/// `placement::node_memory::test_tree`).
 #[doc(hidden)]
 pub mod test_cases {
     use super::*;

@@ -37,7 +37,7 @@ mod space;
 mod symmetry;
 mod tree;
 
-#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
 pub use findings::test_cases;
 pub use findings::{
     compared_classes, crossfire_cases, findings, hop_cases, two_writer_cases, widest_class,
