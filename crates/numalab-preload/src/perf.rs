@@ -43,7 +43,8 @@ pub const ATTR_EXCLUDE_HV: u64 = 1 << 6;
 /// `precise_ip` (two bits) starts here.
 pub const ATTR_PRECISE_SHIFT: u32 = 15;
 
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+/// `perf_event_open`'s flag: the descriptor closes on exec.
+pub const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
 /// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)` (tid 0:
 /// this thread): the descriptor or the errno.

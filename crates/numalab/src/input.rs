@@ -172,7 +172,7 @@ pub const PIPE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// bytes: refused when no program writes into it (a read with no writer
 /// ends at once) or when the writer is silent for [`PIPE_WAIT`].
 fn read_pipe(file: &mut std::fs::File, cap: u64) -> Result<Vec<u8>, InputProblem> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 64 << 10];
     loop {
@@ -186,20 +186,13 @@ fn read_pipe(file: &mut std::fs::File, cap: u64) -> Result<Vec<u8>, InputProblem
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut fds = [libc::pollfd {
-                    fd: file.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                }];
-                // SAFETY: one valid pollfd, for the duration of the call.
-                let r = unsafe { libc::poll(fds.as_mut_ptr(), 1, PIPE_WAIT.as_millis() as i32) };
-                if r == 0 {
-                    return Err(InputProblem::PipeSilent);
-                }
-                if r < 0
-                    && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                match crate::sys::process::wait_readable(file.as_fd(), PIPE_WAIT.as_millis() as i32)
                 {
-                    return Err(InputProblem::Io(std::io::Error::last_os_error()));
+                    Ok(true) => {}
+                    Ok(false) => return Err(InputProblem::PipeSilent),
+                    // A signal ended the wait early: that is no silence.
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(InputProblem::Io(e)),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -298,9 +291,7 @@ mod tests {
         assert!(e.to_string().contains("it is a character device"), "{e}");
         // A FIFO with no writer: refused at once instead of waiting forever.
         let fifo = d.join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::process::make_fifo(&fifo, 0o600).unwrap();
         let e = read_text(&fifo, InputKind::ResultsJson).unwrap_err();
         assert!(
             e.to_string()
@@ -314,9 +305,7 @@ mod tests {
     fn reads_a_pipe_a_program_writes_and_bounds_it() {
         let d = scratch("pipe");
         let fifo = d.join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::process::make_fifo(&fifo, 0o600).unwrap();
         // The writer opens first (as a shell's <(...) does), writes in two
         // pieces with a pause, and closes.
         let f2 = fifo.clone();

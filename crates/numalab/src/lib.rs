@@ -20,6 +20,10 @@
 //!    (text, tables, HTML, summary), `numalab report` and its document,
 //!    charts, `numalab compare`.
 
+// Unsafe code lives in `sys`, behind safe functions, and the crate denies
+// it everywhere else.
+#![deny(unsafe_code)]
+
 pub mod experiments;
 pub mod idset;
 pub mod input;
@@ -29,6 +33,7 @@ pub mod placement;
 pub mod profile;
 pub mod random;
 pub mod serde_util;
+#[allow(unsafe_code)]
 pub mod sys;
 pub mod text;
 

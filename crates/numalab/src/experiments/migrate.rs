@@ -32,6 +32,8 @@ use crate::measure::stats::{Better, Summary};
 use crate::placement::buffer::system_thp_mode;
 use crate::placement::sys::{self, KernelMask, Mode};
 use crate::placement::{check_plan, BufferDemand, MemoryPolicy, PlacementError};
+use crate::sys::child::{self, Trial};
+use crate::sys::mapping::AnonymousMapping;
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -415,7 +417,6 @@ struct Plan {
 /// What the moves found, in plain numbers so that a forked child can fill
 /// it in without allocating and send it back as bytes.
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
 struct Header {
     /// 0: ran to the end; else the [`Stage`] that failed.
     failed_stage: u32,
@@ -427,7 +428,6 @@ struct Header {
 
 /// Pages of the buffer by where the kernel says they are.
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
 struct Count {
     on_node: u64,
     elsewhere: u64,
@@ -435,9 +435,115 @@ struct Count {
     unknown: u64,
 }
 
+/// Little-endian bytes of the numbers a forked child sends back: encoded
+/// on the stack (no allocation), decoded by the parent.
+struct Bytes<const N: usize> {
+    b: [u8; N],
+    at: usize,
+}
+
+impl<const N: usize> Bytes<N> {
+    fn new() -> Self {
+        Bytes { b: [0; N], at: 0 }
+    }
+    fn from(b: &[u8]) -> Self {
+        let mut out = Self::new();
+        out.b.copy_from_slice(&b[..N]);
+        out
+    }
+    fn put(&mut self, v: [u8; 8]) -> &mut Self {
+        self.b[self.at..self.at + 8].copy_from_slice(&v);
+        self.at += 8;
+        self
+    }
+    fn take(&mut self) -> [u8; 8] {
+        let v = self.b[self.at..self.at + 8].try_into().expect("8 bytes");
+        self.at += 8;
+        v
+    }
+    fn put_count(&mut self, c: &Count) -> &mut Self {
+        for v in [c.on_node, c.elsewhere, c.untouched, c.unknown] {
+            self.put(v.to_le_bytes());
+        }
+        self
+    }
+    fn take_count(&mut self) -> Count {
+        let mut v = [0u64; 4];
+        for x in &mut v {
+            *x = u64::from_le_bytes(self.take());
+        }
+        Count {
+            on_node: v[0],
+            elsewhere: v[1],
+            untouched: v[2],
+            unknown: v[3],
+        }
+    }
+    /// Two 32-bit numbers in one 8-byte word.
+    fn put_pair(&mut self, a: u32, b: u32) -> &mut Self {
+        self.put((u64::from(a) | u64::from(b) << 32).to_le_bytes())
+    }
+    fn take_pair(&mut self) -> (u32, u32) {
+        let w = u64::from_le_bytes(self.take());
+        (w as u32, (w >> 32) as u32)
+    }
+}
+
+impl Header {
+    const BYTES: usize = 16 + 32;
+
+    fn encode(&self) -> Bytes<{ Header::BYTES }> {
+        let mut b = Bytes::new();
+        b.put_pair(self.failed_stage, self.errno as u32)
+            .put_pair(self.cpu_seen as u32, 0)
+            .put_count(&self.placed);
+        b
+    }
+
+    fn decode(bytes: &[u8]) -> Header {
+        let mut b = Bytes::<{ Header::BYTES }>::from(bytes);
+        let (failed_stage, errno) = b.take_pair();
+        let (cpu_seen, _) = b.take_pair();
+        Header {
+            failed_stage,
+            errno: errno as i32,
+            cpu_seen: cpu_seen as i32,
+            placed: b.take_count(),
+        }
+    }
+}
+
+impl Rep {
+    const BYTES: usize = 8 + 32 + 8 + 8 + 32;
+
+    fn encode(&self) -> Bytes<{ Rep::BYTES }> {
+        let mut b = Bytes::new();
+        b.put(self.seconds.to_le_bytes())
+            .put_count(&self.after)
+            .put(self.failures.to_le_bytes())
+            .put_pair(self.first_status as u32, 0)
+            .put_count(&self.back);
+        b
+    }
+
+    fn decode(bytes: &[u8]) -> Rep {
+        let mut b = Bytes::<{ Rep::BYTES }>::from(bytes);
+        let seconds = f64::from_le_bytes(b.take());
+        let after = b.take_count();
+        let failures = u64::from_le_bytes(b.take());
+        let (first_status, _) = b.take_pair();
+        Rep {
+            seconds,
+            after,
+            failures,
+            first_status: first_status as i32,
+            back: b.take_count(),
+        }
+    }
+}
+
 /// One timed forward move and its untimed way back.
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
 struct Rep {
     seconds: f64,
     after: Count,
@@ -477,7 +583,8 @@ impl Stage {
 
 /// Arrays prepared before the moves (and before any fork).
 struct Work {
-    pages: Vec<*mut u8>,
+    /// Page addresses, as numbers for the kernel.
+    pages: Vec<usize>,
     status: Vec<i32>,
     to_dest: Vec<i32>,
     to_source: Vec<i32>,
@@ -491,10 +598,7 @@ impl Work {
     fn new(region: &Region, plan: &Plan) -> Self {
         let n = plan.len / plan.page;
         Work {
-            // Only handed to the kernel as addresses, never dereferenced here.
-            pages: (0..n)
-                .map(|i| region.ptr.wrapping_add(i * plan.page))
-                .collect(),
+            pages: (0..n).map(|i| region.start() + i * plan.page).collect(),
             status: vec![0; n],
             to_dest: vec![plan.to as i32; n],
             to_source: vec![plan.from as i32; n],
@@ -574,11 +678,9 @@ impl Work {
                 } else {
                     &self.from_mask
                 };
-                // SAFETY: the region is our own mapping.
-                unsafe {
-                    sys::mbind_mask(region.ptr, region.len, Mode::Bind, mask, sys::MPOL_MF_MOVE)
-                }
-                .map_err(errno)?;
+                region
+                    .bind(Mode::Bind, mask, sys::MPOL_MF_MOVE)
+                    .map_err(errno)?;
                 Ok((0, 0))
             }
             Method::MigratePages => {
@@ -594,15 +696,15 @@ impl Work {
     }
 
     /// Binds and touches the buffer on the source, then the timed moves.
-    /// `observe(None)` runs once the buffer is placed, `observe(Some(rep))`
+    /// `observe(None, _)` runs once the buffer is placed, `observe(Some(rep), _)`
     /// after each forward move. Makes only system calls into prepared
     /// memory: a forked child may run it.
     fn run(
         &mut self,
         method: Method,
-        region: &Region,
+        region: &mut Region,
         plan: &Plan,
-        observe: &mut dyn FnMut(Option<usize>),
+        observe: &mut dyn FnMut(Option<usize>, &Region),
     ) {
         if let Err((stage, errno)) = self.run_inner(method, region, plan, observe) {
             self.header.failed_stage = stage as u32;
@@ -613,17 +715,17 @@ impl Work {
     fn run_inner(
         &mut self,
         method: Method,
-        region: &Region,
+        region: &mut Region,
         plan: &Plan,
-        observe: &mut dyn FnMut(Option<usize>),
+        observe: &mut dyn FnMut(Option<usize>, &Region),
     ) -> Result<(), (Stage, i32)> {
         let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(0);
-        // SAFETY: the region is our own mapping.
-        unsafe { sys::mbind_mask(region.ptr, region.len, Mode::Bind, &self.from_mask, 0) }
+        region
+            .bind(Mode::Bind, &self.from_mask, 0)
             .map_err(|e| (Stage::Bind, errno(e)))?;
-        region.touch(plan.page);
+        region.touch_pages(plan.page, 1);
         self.header.placed = self.count(plan.from).map_err(|e| (Stage::Query, e))?;
-        observe(None);
+        observe(None, region);
         if method == Method::MigratePages {
             // The warm-up: carries off whatever else of this child is on
             // the source (stack pages copied before its policy was set);
@@ -640,7 +742,7 @@ impl Work {
                 .map_err(|e| (Stage::Move, e))?;
             let seconds = t0.elapsed().as_secs_f64();
             let after = self.count(plan.to).map_err(|e| (Stage::Query, e))?;
-            observe(Some(rep));
+            observe(Some(rep), region);
             let back_method = if method == Method::MigratePages {
                 Method::Mbind
             } else {
@@ -661,44 +763,27 @@ impl Work {
     }
 }
 
-// SAFETY: the page addresses are handed to the kernel, never dereferenced;
-// the arrays are plain data owned by this value.
-unsafe impl Send for Work {}
+/// The measured buffer: an anonymous mapping, 2 MiB aligned, with THP
+/// advice and no pages yet.
+struct Region(AnonymousMapping);
 
-/// An anonymous mapping, 2 MiB aligned, with THP advice and no pages yet.
-struct Region {
-    ptr: *mut u8,
-    len: usize,
-    map_ptr: *mut libc::c_void,
-    map_len: usize,
+impl std::ops::Deref for Region {
+    type Target = AnonymousMapping;
+    fn deref(&self) -> &AnonymousMapping {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Region {
+    fn deref_mut(&mut self) -> &mut AnonymousMapping {
+        &mut self.0
+    }
 }
 
 impl Region {
     fn new(len: usize, thp: bool) -> Result<Self, PlacementError> {
-        let map_len = len + HUGE_2M;
-        // SAFETY: an anonymous mapping, no file.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(PlacementError::Os(format!(
-                "mmap of {len} bytes: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        let r = Region {
-            ptr: (p as usize).next_multiple_of(HUGE_2M) as *mut u8,
-            len,
-            map_ptr: p,
-            map_len,
-        };
+        let map = AnonymousMapping::new(len, HUGE_2M)
+            .map_err(|e| PlacementError::Os(format!("mmap of {len} bytes: {e}")))?;
         let advice = if thp {
             libc::MADV_HUGEPAGE
         } else {
@@ -706,35 +791,15 @@ impl Region {
         };
         // A kernel without THP refuses the advice (EINVAL): then the
         // buffer has base pages, which the result says.
-        // SAFETY: inside our mapping.
-        unsafe { libc::madvise(r.ptr as *mut libc::c_void, len, advice) };
-        Ok(r)
-    }
-
-    /// One write per base page. No allocation.
-    fn touch(&self, page: usize) {
-        for off in (0..self.len).step_by(page) {
-            // SAFETY: inside our mapping; volatile so the store stays.
-            unsafe { self.ptr.add(off).write_volatile(1) };
-        }
+        let _ = map.advise(advice);
+        Ok(Region(map))
     }
 
     /// 2 MiB pages backing the region now (/proc/self/smaps).
     fn huge_pages(&self) -> Option<u64> {
         let text = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let start = self.ptr as u64;
-        Some(anon_huge_kb(&text, start, start + self.len as u64)? * 1024 / HUGE_2M as u64)
-    }
-}
-
-// SAFETY: through `&Region` only the measuring thread writes the mapping
-// (`touch`), one thread at a time; the rest reads its address.
-unsafe impl Sync for Region {}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `new` mapped.
-        unsafe { libc::munmap(self.map_ptr, self.map_len) };
+        let start = self.start() as u64;
+        Some(anon_huge_kb(&text, start, start + self.len() as u64)? * 1024 / HUGE_2M as u64)
     }
 }
 
@@ -767,11 +832,11 @@ fn anon_huge_kb(smaps: &str, start: u64, end: u64) -> Option<u64> {
 }
 
 fn measure_method(plan: &Plan, method: Method) -> Result<MethodResult, PlacementError> {
-    let region = Region::new(plan.len, plan.thp)?;
+    let mut region = Region::new(plan.len, plan.thp)?;
     let mut work = Work::new(&region, plan);
     let mut huge = (None, None);
     if method == Method::MigratePages {
-        in_child(&mut work, &region, plan)?;
+        in_child(&mut work, &mut region, plan)?;
     } else {
         let last = plan.reps - 1;
         std::thread::scope(|s| {
@@ -782,12 +847,12 @@ fn measure_method(plan: &Plan, method: Method) -> Result<MethodResult, Placement
                     return;
                 }
                 work.header.cpu_seen = sys::current_cpu().map_or(-1, |c| c as i32);
-                let mut observe = |rep: Option<usize>| match rep {
+                let mut observe = |rep: Option<usize>, region: &Region| match rep {
                     None => huge.0 = region.huge_pages(),
                     Some(r) if r == last => huge.1 = region.huge_pages(),
                     Some(_) => {}
                 };
-                work.run(method, &region, plan, &mut observe);
+                work.run(method, &mut region, plan, &mut observe);
             })?
             .join()
             .map_err(|_| PlacementError::Os("the measuring thread panicked".into()))
@@ -796,67 +861,58 @@ fn measure_method(plan: &Plan, method: Method) -> Result<MethodResult, Placement
     Ok(summarize(method, plan, &work, huge))
 }
 
+/// How long the `migrate_pages` child may take: far beyond any move of the
+/// largest buffer `migrate` accepts; a child past it is killed and the
+/// method reported failed.
+const CHILD_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Runs the moves in a forked child (see the module documentation) and
-/// reads its figures back.
-fn in_child(work: &mut Work, region: &Region, plan: &Plan) -> Result<(), PlacementError> {
+/// reads its figures back: the child writes them as bytes on its standard
+/// error, which `sys::child` collects.
+fn in_child(work: &mut Work, region: &mut Region, plan: &Plan) -> Result<(), PlacementError> {
     let cpu_mask = KernelMask::new(&IdSet::single(plan.cpu));
-    let mut fds = [0; 2];
-    // SAFETY: `fds` holds two ints for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(PlacementError::Os(format!(
-            "pipe for the migrate_pages child: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    let (rd, wr) = (fds[0], fds[1]);
-    // SAFETY: the child makes only system calls into memory prepared
-    // before the fork and ends with _exit (see the module documentation).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        let e = std::io::Error::last_os_error();
-        // SAFETY: our own descriptors.
-        unsafe {
-            libc::close(rd);
-            libc::close(wr);
+    let reps = work.reps.len();
+    let trial = child::in_child(
+        || {
+            // Only system calls into memory prepared before the fork.
+            child_moves(work, region, plan, &cpu_mask);
+            let mut sent = child::write_stderr(&work.header.encode().b);
+            for rep in &work.reps {
+                sent &= child::write_stderr(&rep.encode().b);
+            }
+            i32::from(!sent)
+        },
+        CHILD_LIMIT,
+        Header::BYTES + reps * Rep::BYTES,
+    );
+    let said = match trial {
+        Trial::Exited { code: 0, said } if said.len() == Header::BYTES + reps * Rep::BYTES => said,
+        Trial::NotRun => {
+            return Err(PlacementError::Os(format!(
+                "no child for migrate_pages (pipe or fork refused): {}",
+                std::io::Error::last_os_error()
+            )))
         }
-        return Err(PlacementError::Os(format!("fork: {e}")));
+        _ => {
+            work.header.failed_stage = Stage::Child as u32;
+            work.header.errno = 0;
+            return Ok(());
+        }
+    };
+    work.header = Header::decode(&said);
+    for (i, rep) in work.reps.iter_mut().enumerate() {
+        *rep = Rep::decode(&said[Header::BYTES + i * Rep::BYTES..]);
     }
-    if pid == 0 {
-        // SAFETY: the read end is ours to close.
-        unsafe { libc::close(rd) };
-        child_moves(work, region, plan, &cpu_mask);
-        write_all(wr, as_bytes(std::slice::from_ref(&work.header)));
-        write_all(wr, as_bytes(&work.reps));
-        // SAFETY: ends the child without running the parent's destructors.
-        unsafe { libc::_exit(0) };
-    }
-    // SAFETY: the write end belongs to the child now.
-    unsafe { libc::close(wr) };
-    let mut header = Header::default();
-    let got_header = read_exact(rd, as_bytes_mut(std::slice::from_mut(&mut header)));
-    let got_reps = got_header && read_exact(rd, as_bytes_mut(&mut work.reps));
-    // SAFETY: our own descriptor.
-    unsafe { libc::close(rd) };
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    if !got_reps {
-        work.header.failed_stage = Stage::Child as u32;
-        work.header.errno = 0;
-        return Ok(());
-    }
-    work.header = header;
     Ok(())
 }
 
-fn child_moves(work: &mut Work, region: &Region, plan: &Plan, cpu_mask: &KernelMask) {
+fn child_moves(work: &mut Work, region: &mut Region, plan: &Plan, cpu_mask: &KernelMask) {
     if let Err(e) = sys::set_affinity_mask(0, cpu_mask) {
         work.header.failed_stage = Stage::Pin as u32;
         work.header.errno = e.raw_os_error().unwrap_or(0);
         return;
     }
-    // SAFETY: no arguments.
-    work.header.cpu_seen = unsafe { libc::sched_getcpu() };
+    work.header.cpu_seen = sys::current_cpu().map_or(-1, |c| c as i32);
     // Without CAP_SYS_NICE the kernel moves only pages this child alone
     // maps; an error means it was not in effect anyway.
     let _ = sys::drop_effective_capability(sys::CAP_SYS_NICE);
@@ -865,49 +921,7 @@ fn child_moves(work: &mut Work, region: &Region, plan: &Plan, cpu_mask: &KernelM
         work.header.errno = e.raw_os_error().unwrap_or(0);
         return;
     }
-    work.run(Method::MigratePages, region, plan, &mut |_| {});
-}
-
-fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: T is a repr(C) struct of plain numbers; any bytes are readable.
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-}
-
-fn as_bytes_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
-    // SAFETY: T is a repr(C) struct of plain numbers (u64, i32, u32, f64):
-    // every bit pattern is a valid value.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
-}
-
-/// Writes all of `bytes` to `fd`; no allocation.
-fn write_all(fd: i32, mut bytes: &[u8]) {
-    while !bytes.is_empty() {
-        // SAFETY: `bytes` is readable for its length.
-        let n = unsafe { libc::write(fd, bytes.as_ptr() as *const libc::c_void, bytes.len()) };
-        if n <= 0 {
-            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
-        bytes = &bytes[n as usize..];
-    }
-}
-
-/// Fills `buf` from `fd`; false at an early end of file or an error.
-fn read_exact(fd: i32, mut buf: &mut [u8]) -> bool {
-    while !buf.is_empty() {
-        // SAFETY: `buf` is writable for its length.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
-        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        if n <= 0 {
-            return false;
-        }
-        buf = &mut buf[n as usize..];
-    }
-    true
+    work.run(Method::MigratePages, region, plan, &mut |_, _| {});
 }
 
 fn errno_name(errno: i32) -> String {

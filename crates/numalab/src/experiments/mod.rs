@@ -5,10 +5,6 @@
 //! placement sensitivity of BLAS levels 1 to 3 (`blas`), and the cost of
 //! moving pages between nodes (`migrate`).
 
-// Unsafe code lives in `crate::sys` (and the modules its documentation
-// names), behind safe functions.
-#![deny(unsafe_code)]
-
 pub mod apexmap;
 pub mod blas;
 pub mod c2c;
@@ -16,9 +12,6 @@ pub mod copies;
 pub mod extrapolate;
 pub mod loaded_latency;
 pub mod matrix;
-// Its forked child and raw mapping are next to move to `crate::sys`
-// (issue 33).
-#[allow(unsafe_code)]
 pub mod migrate;
 pub mod pdm;
 pub mod policies;

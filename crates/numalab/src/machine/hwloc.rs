@@ -19,7 +19,7 @@
 //!   a cpuset and no complete_cpuset). Files are checked in Rust first
 //!   (`xml_check.rs`), then, while the process is single-threaded (the
 //!   command-line tool loads its machine before starting threads), loaded
-//!   once in a forked child (`isolate.rs`) whose death by a signal becomes a
+//!   once in a forked child (`crate::sys::child`) whose death by a signal becomes a
 //!   one-line error, and whose hwloc messages (HWLOC_XML_VERBOSE) name what
 //!   hwloc refused.
 //! - In debug builds hwlocality runs `hwloc_topology_check` after loading,
@@ -28,13 +28,13 @@
 //!   builds do not run it; `[profile.dev.package.hwlocality]
 //!   debug-assertions = false` turns it off in debug builds too.
 
-use super::isolate::{self, Trial};
 use super::{graph, xml_check};
 use super::{
     Cache, Core, Device, Distances, Machine, MachineError, MemoryAttributeValue, MemoryKind, Node,
     Package, Source, TOPOLOGY_SCHEMA_VERSION,
 };
 use crate::input::{self, InputKind};
+use crate::sys::child::{self, Trial};
 use crate::IdSet;
 use hwlocality::bitmap::SpecializedBitmap;
 use hwlocality::memory::attribute::{Initiator, MemoryAttribute};
@@ -120,13 +120,13 @@ fn read_xml(path: &Path) -> Result<String, MachineError> {
 }
 
 /// Loads the file once in a forked child while the process is
-/// single-threaded (see `isolate.rs`): a crash there, a refusal hwloc
+/// single-threaded (see `sys::child`): a crash there, a refusal hwloc
 /// explains, or a warning hwloc would print becomes one error line.
 fn trial_load(path: &Path, text: &str) -> Result<(), MachineError> {
-    if !isolate::single_threaded() {
+    if !child::single_threaded() {
         return Ok(());
     }
-    let trial = isolate::in_child(
+    let trial = child::in_child(
         || {
             // The child is single-threaded: changing its environment is
             // safe, and hwloc reads this once, at its first XML import.
@@ -140,6 +140,7 @@ fn trial_load(path: &Path, text: &str) -> Result<(), MachineError> {
             }
         },
         TRIAL_LIMIT,
+        child::SAID_BYTES,
     );
     let malformed = |reason: String| MachineError::Malformed {
         path: path.to_path_buf(),
@@ -148,8 +149,8 @@ fn trial_load(path: &Path, text: &str) -> Result<(), MachineError> {
     match trial {
         Trial::Killed { signal, said } => Err(MachineError::Crashed {
             path: path.to_path_buf(),
-            signal: isolate::signal_name(signal),
-            detail: hwloc_complaint(&said)
+            signal: child::signal_name(signal),
+            detail: hwloc_complaint(&String::from_utf8_lossy(&said))
                 .map(|c| format!(" after \"{c}\""))
                 .unwrap_or_default(),
         }),
@@ -157,11 +158,13 @@ fn trial_load(path: &Path, text: &str) -> Result<(), MachineError> {
             "hwloc did not finish loading it within {} s",
             TRIAL_LIMIT.as_secs()
         ))),
-        Trial::Exited { code, said } if code == HWLOC_REFUSED => match hwloc_complaint(&said) {
-            Some(c) => Err(malformed(format!("hwloc refused it: {c}"))),
-            None => Ok(()),
-        },
-        Trial::Exited { code: 0, said } => match hwloc_banner(&said) {
+        Trial::Exited { code, said } if code == HWLOC_REFUSED => {
+            match hwloc_complaint(&String::from_utf8_lossy(&said)) {
+                Some(c) => Err(malformed(format!("hwloc refused it: {c}"))),
+                None => Ok(()),
+            }
+        }
+        Trial::Exited { code: 0, said } => match hwloc_banner(&String::from_utf8_lossy(&said)) {
             // hwloc would print this screenful again in this process.
             Some(b) => Err(malformed(format!("hwloc reports: {b}"))),
             None => Ok(()),
@@ -169,7 +172,7 @@ fn trial_load(path: &Path, text: &str) -> Result<(), MachineError> {
         // The panic hook has already spoken in the child; here it would
         // add a second line to the error.
         Trial::Exited {
-            code: isolate::PANICKED,
+            code: child::PANICKED,
             ..
         } => Err(malformed(PANIC_REASON.to_string())),
         // Other outcomes are reproduced by the load in this process, which

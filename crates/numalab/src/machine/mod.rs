@@ -6,11 +6,10 @@
 //! and on a topology file. Derived facts (interconnect graph, hop counts,
 //! firmware sanity warnings) live in `graph.rs`. Topology files are checked
 //! in Rust before hwloc reads them (`xml_check.rs`) and loaded first in a
-//! child process where that is sound (`isolate.rs`).
+//! child process where that is sound (`crate::sys::child`).
 
 mod graph;
 mod hwloc;
-mod isolate;
 mod xml_check;
 
 pub use graph::{

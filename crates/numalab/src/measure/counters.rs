@@ -19,8 +19,10 @@
 
 use crate::machine::Machine;
 use crate::placement::launch::PreparedLaunch;
+use crate::sys::perf::open_event_on;
+use crate::sys::perf_abi::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use serde::{Deserialize, Serialize};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::mpsc;
 
@@ -165,29 +167,12 @@ pub fn default_list() -> Vec<&'static Event> {
     EVENTS.iter().collect()
 }
 
-/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes); the
-/// libc crate has none. Only the fields set here are named.
-#[repr(C)]
-#[derive(Default)]
-struct Attr {
-    type_: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    rest: [u64; 8],
-}
-
-const ATTR_DISABLED: u64 = 1;
+// `flags` bits of perf_event_attr beyond those the shared ABI file names,
+// and `read_format` bits.
 const ATTR_INHERIT: u64 = 1 << 1;
-const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
-const ATTR_EXCLUDE_HV: u64 = 1 << 6;
 const ATTR_ENABLE_ON_EXEC: u64 = 1 << 12;
 const FORMAT_TOTAL_TIME_ENABLED: u64 = 1;
 const FORMAT_TOTAL_TIME_RUNNING: u64 = 2;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
 /// Opens `e` on `pid` (inherited, enabled at its exec), all of it or, when
 /// the kernel refuses kernel-mode counting (perf_event_paranoid), user
@@ -200,9 +185,9 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 fn open_one(e: &Event, pid: i32, one_task: bool) -> Result<(OwnedFd, bool), i32> {
     let mut first_err = None;
     for user_only in [false, true] {
-        let mut attr = Attr {
-            type_: e.type_,
-            size: std::mem::size_of::<Attr>() as u32,
+        let mut attr = PerfEventAttr {
+            kind: e.type_,
+            size: PerfEventAttr::SIZE,
             config: e.config,
             read_format: FORMAT_TOTAL_TIME_ENABLED | FORMAT_TOTAL_TIME_RUNNING,
             flags: if one_task {
@@ -210,29 +195,15 @@ fn open_one(e: &Event, pid: i32, one_task: bool) -> Result<(OwnedFd, bool), i32>
             } else {
                 ATTR_DISABLED | ATTR_INHERIT | ATTR_ENABLE_ON_EXEC
             },
-            ..Attr::default()
+            ..PerfEventAttr::default()
         };
         if user_only {
             attr.flags |= ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV;
         }
-        // SAFETY: a valid, zeroed attr of the size it says; no group.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const Attr,
-                pid as libc::pid_t,
-                -1 as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
-            )
+        let errno = match open_event_on(&attr, pid, -1) {
+            Ok(fd) => return Ok((fd, user_only)),
+            Err(errno) => errno,
         };
-        if fd >= 0 {
-            // SAFETY: a descriptor the kernel just gave us, owned by no one else.
-            return Ok((unsafe { OwnedFd::from_raw_fd(fd as i32) }, user_only));
-        }
-        let errno = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL);
         let errno = *first_err.get_or_insert(errno);
         if errno != libc::EACCES && errno != libc::EPERM {
             break;
@@ -245,32 +216,15 @@ fn open_one(e: &Event, pid: i32, one_task: bool) -> Result<(OwnedFd, bool), i32>
 /// `cpu` (`pid` = -1, enabled now, no inherit, read with its times), as
 /// uncore PMUs need; the descriptor or the kernel's errno.
 pub(crate) fn open_system_wide(type_: u32, config: u64, cpu: i32) -> Result<OwnedFd, i32> {
-    let attr = Attr {
-        type_,
-        size: std::mem::size_of::<Attr>() as u32,
+    let attr = PerfEventAttr {
+        kind: type_,
+        size: PerfEventAttr::SIZE,
         config,
         // Times too: an event sharing its counter is scaled.
         read_format: FORMAT_TOTAL_TIME_ENABLED | FORMAT_TOTAL_TIME_RUNNING,
-        ..Attr::default()
+        ..PerfEventAttr::default()
     };
-    // SAFETY: a valid, zeroed attr of the size it says; no group.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const Attr,
-            -1 as libc::pid_t,
-            cpu as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd >= 0 {
-        // SAFETY: a descriptor the kernel just gave us, owned by no one else.
-        return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-    }
-    Err(std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EINVAL))
+    open_event_on(&attr, -1, cpu)
 }
 
 /// The kernel's refusal of `errno` in words, with its symbolic name, and
@@ -661,9 +615,8 @@ fn read_event(e: &'static Event, opened: &OpenedEvent) -> EventValue {
         Err(why) => EventValue::unavailable(e, why.clone()),
         Ok((fd, user_only)) => {
             let mut buf = [0u8; 24];
-            // SAFETY: reads into a buffer of the length given.
-            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            let got = usize::try_from(n).map_err(|_| std::io::Error::last_os_error().to_string());
+            let got =
+                crate::sys::process::read_once(fd.as_fd(), &mut buf).map_err(|e| e.to_string());
             match got.as_ref().ok().and_then(|n| Reading::decode(&buf[..*n])) {
                 Some(r) => EventValue::from_reading(e, r, *user_only),
                 None => EventValue::unavailable(
@@ -797,7 +750,7 @@ mod tests {
 
     #[test]
     fn attr_has_the_size_of_version_5() {
-        assert_eq!(std::mem::size_of::<Attr>(), 112);
+        assert_eq!(std::mem::size_of::<PerfEventAttr>(), 112);
     }
 
     #[test]

@@ -989,7 +989,7 @@ pub fn core_ghz() -> f64 {
     let mut best = f64::MAX;
     for _ in 0..60 {
         let t = Instant::now();
-        let cycles = dependent_cycles(50_000);
+        let cycles = crate::sys::kernels::dependent_cycles(50_000);
         let s = t.elapsed().as_secs_f64();
         if cycles > 0 {
             best = best.min(s / cycles as f64);
@@ -1000,53 +1000,6 @@ pub fn core_ghz() -> f64 {
     } else {
         1e-9 / best
     }
-}
-
-/// Runs a dependent chain and returns how many cycles it takes.
-#[cfg(target_arch = "x86_64")]
-fn dependent_cycles(rounds: u64) -> u64 {
-    let mut x: u64 = 3;
-    for _ in 0..rounds {
-        // SAFETY: register arithmetic only.
-        unsafe {
-            std::arch::asm!(
-                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
-                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
-                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
-                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
-                inout(reg) x,
-                options(nomem, nostack)
-            );
-        }
-    }
-    std::hint::black_box(x);
-    rounds * 16 * 3
-}
-
-/// aarch64: dependent adds, one cycle each.
-#[cfg(target_arch = "aarch64")]
-fn dependent_cycles(rounds: u64) -> u64 {
-    let mut x: u64 = 0;
-    for _ in 0..rounds {
-        // SAFETY: register arithmetic only.
-        unsafe {
-            std::arch::asm!(
-                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
-                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
-                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
-                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
-                inout(reg) x,
-                options(nomem, nostack)
-            );
-        }
-    }
-    std::hint::black_box(x);
-    rounds * 16
-}
-
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn dependent_cycles(_rounds: u64) -> u64 {
-    0
 }
 
 /// Default buffer size: at least 4x the last-level cache (from the machine

@@ -25,7 +25,7 @@
 use super::counters::{memory_controller, open_system_wide, refusal_text, Reading};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::Instant;
 
@@ -501,19 +501,14 @@ pub struct Counting {
 
 fn read_count(fd: &OwnedFd) -> Result<Reading, String> {
     let mut buf = [0u8; 24];
-    // SAFETY: reads into a buffer of the length given.
-    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    match usize::try_from(n)
-        .ok()
-        .and_then(|n| Reading::decode(&buf[..n]))
-    {
+    let n = crate::sys::process::read_once(fd.as_fd(), &mut buf);
+    match n.as_ref().ok().and_then(|&n| Reading::decode(&buf[..n])) {
         Some(r) => Ok(r),
         None => Err(format!(
             "could not read a memory-controller count: {}",
-            if n < 0 {
-                std::io::Error::last_os_error().to_string()
-            } else {
-                format!("{n} bytes instead of 24")
+            match n {
+                Err(e) => e.to_string(),
+                Ok(n) => format!("{n} bytes instead of 24"),
             }
         )),
     }

@@ -2,14 +2,20 @@
 //! statistics engine, rate-paced background traffic, the environment a result depends on, a harness of
 //! pinned workers started together, and cooperative cancellation of all of it.
 
-pub mod blas;
+// OpenBLAS, loaded with dlopen and called through its C ABI, lives in
+// `crate::sys::blas`.
+pub use crate::sys::blas;
 pub mod cancel;
-pub mod chase;
+// The pointer chases (loads through raw addresses) live in
+// `crate::sys::chase`.
+pub use crate::sys::chase;
 pub mod compare;
 pub mod counters;
 pub mod environment;
 pub mod harness;
-pub mod kernels;
+// The kernels (SIMD instructions, non-temporal stores: `unsafe`) live in
+// `crate::sys::kernels`.
+pub use crate::sys::kernels;
 pub mod memory_traffic;
 pub mod pacing;
 pub mod probe;

@@ -753,7 +753,7 @@ fn thread_main(
             weighted: Default::default(),
         };
         let mut buf = PlacedBuffer::new(m, &bspec)?;
-        as_f64(&mut buf).fill(1.0);
+        buf.as_f64_mut().fill(1.0);
         let check = check_buffer(m, &spec.policy, &buf, m.node_of_cpu(cpu))?;
         Ok((buf, WorkerReport::pinned(m, cpu, check)))
     })();
@@ -772,8 +772,7 @@ fn thread_main(
     };
     drop(tx);
     // Sleeps end within ~1 µs of their deadline instead of the default 50 µs.
-    // SAFETY: prctl with integer arguments; affects only this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
+    crate::sys::process::set_timer_slack(1000);
     while !shared.go.load(Ordering::Acquire) {
         if shared.stop.load(Ordering::Acquire) {
             return ThreadEnd {
@@ -784,7 +783,7 @@ fn thread_main(
         std::thread::sleep(Duration::from_micros(100));
     }
     let t0 = Instant::now();
-    let mut stream = Stream::new(as_f64(&mut buf), chunk_bytes / 8, isa);
+    let mut stream = Stream::new(buf.as_f64_mut(), chunk_bytes / 8, isa);
     traffic(&mut stream, &shared.counters[i], shared);
     let seconds = t0.elapsed().as_secs_f64();
     if let Some(c) = sys::current_cpu() {
@@ -793,15 +792,6 @@ fn thread_main(
     let p = shared.counters[i].program.load(Ordering::Relaxed);
     report.gbps = vec![p as f64 / seconds.max(1e-9) / 1e9];
     ThreadEnd { report, seconds }
-}
-
-/// Views a placed buffer as f64s (it is page aligned).
-fn as_f64(buf: &mut PlacedBuffer) -> &mut [f64] {
-    // SAFETY: page-aligned, initialized memory owned by `buf`; any bit
-    // pattern is a valid f64.
-    let (pre, mid, _) = unsafe { buf.as_mut_slice().align_to_mut::<f64>() };
-    debug_assert!(pre.is_empty());
-    mid
 }
 
 /// A cursor walking a buffer chunk by chunk with a traffic mix.

@@ -23,6 +23,7 @@ use super::counters::{
     derive, open_on, report, CounterReport, DerivedValue, Event, EventValue, Opened,
 };
 use crate::placement::launch::{PreparedLaunch, TaskObserver};
+use crate::sys::process;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
@@ -95,7 +96,7 @@ struct State {
     not_listed: u64,
     totals: Vec<Total>,
     /// RLIMIT_NOFILE as it was before it was raised for the tasks' events.
-    saved_nofile: Option<libc::rlimit>,
+    saved_nofile: Option<(u64, u64)>,
 }
 
 impl State {
@@ -185,22 +186,10 @@ impl State {
 }
 
 /// Raises this process's soft limit on open descriptors to its hard limit
-/// (each task holds one per event); the old limit, to restore.
-fn raise_nofile() -> Option<libc::rlimit> {
-    let mut old = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) } != 0 {
-        return None;
-    }
-    let new = libc::rlimit {
-        rlim_cur: old.rlim_max,
-        rlim_max: old.rlim_max,
-    };
-    // SAFETY: valid pointer to an initialised rlimit.
-    (unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &new) } == 0).then_some(old)
+/// (each task holds one per event); the old (soft, hard) limit, to restore.
+fn raise_nofile() -> Option<(u64, u64)> {
+    let old = process::descriptor_limit()?;
+    process::set_descriptor_limit(old.1, old.1).then_some(old)
 }
 
 /// `/proc/TID/comm`: the task's name.
@@ -294,9 +283,8 @@ impl PerTask {
         for tid in still {
             s.close(tid, false);
         }
-        if let Some(old) = s.saved_nofile.take() {
-            // SAFETY: valid pointer to the limit read before.
-            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &old) };
+        if let Some((soft, hard)) = s.saved_nofile.take() {
+            process::set_descriptor_limit(soft, hard);
         }
         if s.next_order == 0 {
             return None;

@@ -10,6 +10,7 @@ use super::touch::WorkerCheck;
 use super::verify::PageHistogram;
 use super::{PlacementError, PlacementError as E};
 use crate::machine::Machine;
+use crate::sys::mapping::{touch_pages, AnonymousMapping};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -98,10 +99,7 @@ pub enum Prefault {
 /// A buffer whose pages were placed on purpose.
 #[derive(Debug)]
 pub struct PlacedBuffer {
-    ptr: *mut u8,
-    len: usize,
-    map_ptr: *mut u8,
-    map_len: usize,
+    map: AnonymousMapping,
     page_size: usize,
     thp: Thp,
     realization: Realization,
@@ -109,15 +107,6 @@ pub struct PlacedBuffer {
     workers: Vec<WorkerCheck>,
     notes: Vec<String>,
 }
-
-// SAFETY: the buffer is plain memory owned by this value; sending it to
-// another thread is the caller's business exactly as for a Vec<u8>.
-unsafe impl Send for PlacedBuffer {}
-// SAFETY: through `&self`, safe code only reads the mapping's address,
-// length and settings and asks the kernel where its pages are; safe writes
-// need `&mut self`. Writing through the raw pointer of `as_ptr` from several
-// threads is unsafe code's own business, as with any raw pointer.
-unsafe impl Sync for PlacedBuffer {}
 
 impl PlacedBuffer {
     /// Maps, applies the policy and prefaults. Fails cleanly (never an OOM
@@ -239,17 +228,21 @@ impl PlacedBuffer {
                 if let Err(msg) = sys::kernel_supports(*mode) {
                     return Err(E::Unsupported(msg));
                 }
-                // SAFETY: the range is our own fresh mapping.
-                unsafe { sys::mbind(self.ptr, self.len, *mode, nodes, 0) }
+                sys::mbind(self.map.start(), self.map.len(), *mode, nodes, 0)
                     .map_err(|e| mbind_error(e, *mode, nodes))?;
                 Ok(None)
             }
             Realization::KernelWeighted { nodes, weights } => {
                 sys::kernel_supports(Mode::WeightedInterleave).map_err(E::Unsupported)?;
                 let guard = WeightGuard::set(weights)?;
-                // SAFETY: as above.
-                unsafe { sys::mbind(self.ptr, self.len, Mode::WeightedInterleave, nodes, 0) }
-                    .map_err(|e| mbind_error(e, Mode::WeightedInterleave, nodes))?;
+                sys::mbind(
+                    self.map.start(),
+                    self.map.len(),
+                    Mode::WeightedInterleave,
+                    nodes,
+                    0,
+                )
+                .map_err(|e| mbind_error(e, Mode::WeightedInterleave, nodes))?;
                 self.notes.push(format!(
                     "kernel weighted interleave; weights written to /sys/kernel/mm/mempolicy/weighted_interleave for the prefault, then restored ({})",
                     guard.describe()
@@ -257,8 +250,7 @@ impl PlacedBuffer {
                 Ok(Some(guard))
             }
             Realization::Chunks { pattern } => {
-                // SAFETY: the range is our own fresh mapping.
-                unsafe { bind_chunks(self.ptr, self.len, self.page_size, pattern, 0) }?;
+                bind_chunks(self.map.start(), self.map.len(), self.page_size, pattern, 0)?;
                 Ok(None)
             }
         }
@@ -267,28 +259,23 @@ impl PlacedBuffer {
     /// Writes one byte per page from threads pinned to `cpus`, each its
     /// contiguous share of the pages, all at once; returns where each ran.
     /// A buffer of fewer pages than CPUs leaves the last CPUs idle.
-    fn prefault_parallel(&self, cpus: &[u32]) -> Result<Vec<WorkerCheck>, PlacementError> {
-        let (addr, step) = (self.ptr as usize, self.page_size);
-        let pages = self.len / step;
+    fn prefault_parallel(&mut self, cpus: &[u32]) -> Result<Vec<WorkerCheck>, PlacementError> {
+        let step = self.page_size;
+        let pages = self.map.len() / step;
         let per = pages.div_ceil(cpus.len()).max(1);
+        // One contiguous share of the pages per CPU, each a slice of its own.
+        let shares = self.map.as_mut_slice().chunks_mut(per * step);
         std::thread::scope(|s| {
             let handles: Vec<_> = cpus
                 .iter()
-                .enumerate()
-                .filter(|(i, _)| i * per < pages)
-                .map(|(i, &cpu)| {
-                    let (first, last) = (i * per, ((i + 1) * per).min(pages));
+                .zip(shares)
+                .map(|(&cpu, share)| {
                     sys::spawn_scoped(
                         s,
                         "a first-touch thread",
                         move || -> Result<WorkerCheck, PlacementError> {
                             pin_current_thread(cpu)?;
-                            let p = addr as *mut u8;
-                            for page in first..last {
-                                // SAFETY: inside our mapping; volatile so the
-                                // store is not elided.
-                                unsafe { p.add(page * step).write_volatile(0) };
-                            }
+                            touch_pages(share, step, 0);
                             let seen = sys::current_cpu();
                             Ok(WorkerCheck {
                                 requested_cpu: cpu,
@@ -313,17 +300,13 @@ impl PlacedBuffer {
 
     /// Writes one byte per page from a thread pinned to `cpu`; returns the
     /// CPU the toucher was seen on.
-    fn prefault(&self, cpu: Option<u32>) -> Result<Option<u32>, PlacementError> {
-        let (addr, len, step) = (self.ptr as usize, self.len, self.page_size);
-        let touch = move || {
-            let p = addr as *mut u8;
-            for off in (0..len).step_by(step) {
-                // SAFETY: inside our mapping; volatile so the store is not elided.
-                unsafe { p.add(off).write_volatile(0) };
-            }
-        };
+    fn prefault(&mut self, cpu: Option<u32>) -> Result<Option<u32>, PlacementError> {
+        let step = self.page_size;
+        let bytes = self.map.as_mut_slice();
+        let touch = move || touch_pages(bytes, step, 0);
         match cpu {
             None => {
+                let mut touch = touch;
                 touch();
                 Ok(sys::current_cpu())
             }
@@ -332,6 +315,7 @@ impl PlacedBuffer {
                     s,
                     "the toucher thread",
                     move || -> Result<Option<u32>, PlacementError> {
+                        let mut touch = touch;
                         pin_current_thread(cpu)?;
                         touch();
                         Ok(sys::current_cpu())
@@ -345,16 +329,16 @@ impl PlacedBuffer {
 
     /// Start of the buffer.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr
+        self.map.start() as *mut u8
     }
 
     /// Length in bytes (a whole number of pages).
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
 
     /// Size of the pages backing the buffer (4 KiB, or 2 MiB with hugetlb).
@@ -390,49 +374,29 @@ impl PlacedBuffer {
 
     /// Where every page is now (move_pages query mode).
     pub fn histogram(&self) -> Result<PageHistogram, PlacementError> {
-        PageHistogram::of_range(0, self.ptr, self.len, self.page_size)
+        PageHistogram::of_range(0, self.as_ptr(), self.len(), self.page_size)
     }
 
     /// The buffer as a byte slice.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: mapped, initialized by the prefault, alive while `self` is.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        self.map.as_slice()
     }
 
     /// The buffer as a mutable byte slice.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as above, uniquely borrowed.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+        self.map.as_mut_slice()
     }
 
     /// The buffer as 8-byte floats (it starts on a page and is whole pages,
     /// so every byte is in one).
     pub fn as_f64_mut(&mut self) -> &mut [f64] {
-        debug_assert!((self.ptr as usize).is_multiple_of(std::mem::align_of::<f64>()));
-        // SAFETY: mapped and initialized, page aligned, `len` a multiple of
-        // 8; any bit pattern is an f64; uniquely borrowed.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut f64, self.len / 8) }
+        self.map.as_f64_mut()
     }
 
     /// The buffer as 8-byte atomic words, for threads that share it (the
     /// exclusive borrow keeps the byte views away while they do).
     pub fn as_atomics(&mut self) -> &[std::sync::atomic::AtomicU64] {
-        // SAFETY: mapped and initialized, page aligned (AtomicU64 needs 8),
-        // `len` a multiple of 8; AtomicU64 has u64's layout and every bit
-        // pattern is valid; no other view exists while this borrow lives.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.ptr as *const std::sync::atomic::AtomicU64,
-                self.len / 8,
-            )
-        }
-    }
-}
-
-impl Drop for PlacedBuffer {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped.
-        unsafe { libc::munmap(self.map_ptr as *mut libc::c_void, self.map_len) };
+        self.map.as_atomics()
     }
 }
 
@@ -469,30 +433,13 @@ fn map(
     } else {
         page_size
     };
-    let map_len = if hugetlb { len } else { len + align };
-    // hugetlbfs pages must be reserved at mmap time: with MAP_NORESERVE an
-    // empty pool only shows up as SIGBUS at the first touch.
-    let flags = libc::MAP_PRIVATE
-        | libc::MAP_ANONYMOUS
-        | if hugetlb {
-            libc::MAP_HUGETLB
-        } else {
-            libc::MAP_NORESERVE
-        };
-    // SAFETY: anonymous mapping, no file.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            map_len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            -1,
-            0,
-        )
+    let mapped = if hugetlb {
+        AnonymousMapping::hugetlb(len)
+    } else {
+        AnonymousMapping::new(len, align)
     };
-    if p == libc::MAP_FAILED {
-        let e = io::Error::last_os_error();
-        return Err(if hugetlb {
+    let map = mapped.map_err(|e| {
+        if hugetlb {
             E::Unsupported(format!(
                 "cannot map {} of hugetlbfs pages ({e}): reserve 2 MiB pages first, e.g. echo {} > /proc/sys/vm/nr_hugepages",
                 crate::text::format::bytes(len as u64),
@@ -500,22 +447,15 @@ fn map(
             ))
         } else {
             E::Os(format!("mmap of {len} bytes: {e}"))
-        });
-    }
-    let base = p as usize;
-    let start = base.next_multiple_of(align);
-    let ptr = start as *mut u8;
+        }
+    })?;
     let advice = match thp {
         Thp::On => Some(libc::MADV_HUGEPAGE),
         Thp::Off => Some(libc::MADV_NOHUGEPAGE),
         Thp::System => None,
     };
     if let (Some(a), false) = (advice, hugetlb) {
-        // SAFETY: inside our mapping.
-        if unsafe { libc::madvise(ptr as *mut libc::c_void, len, a) } != 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: our own mapping.
-            unsafe { libc::munmap(p, map_len) };
+        if let Err(e) = map.advise(a) {
             return Err(E::Unsupported(format!(
                 "madvise for THP {:?} failed ({e}); is transparent_hugepage disabled in this kernel?",
                 thp
@@ -523,10 +463,7 @@ fn map(
         }
     }
     Ok(PlacedBuffer {
-        ptr,
-        len,
-        map_ptr: p as *mut u8,
-        map_len,
+        map,
         page_size,
         thp,
         realization: Realization::Kernel {
@@ -555,12 +492,9 @@ pub fn max_stripes() -> usize {
 /// `(node, pages)` strictly on one node, as `Realization::Chunks` says.
 /// `flags` are mbind's (`MPOL_MF_MOVE` for memory that already has pages).
 /// Refuses more stripes than [`max_stripes`] before binding any.
-///
-/// # Safety
-/// The range must be memory this process maps, `ptr` page aligned and
-/// `len` a multiple of `page_size`.
-pub(super) unsafe fn bind_chunks(
-    ptr: *mut u8,
+/// `start` is page aligned and `len` a multiple of `page_size`.
+pub(super) fn bind_chunks(
+    start: usize,
     len: usize,
     page_size: usize,
     pattern: &[(u32, u64)],
@@ -597,16 +531,13 @@ pub(super) unsafe fn bind_chunks(
             }
             let count = (n as usize).min(pages - page);
             let set = IdSet::single(node);
-            // SAFETY: the chunk lies inside the caller's range.
-            unsafe {
-                sys::mbind(
-                    ptr.add(page * page_size),
-                    count * page_size,
-                    Mode::Bind,
-                    &set,
-                    flags,
-                )
-            }
+            sys::mbind(
+                start + page * page_size,
+                count * page_size,
+                Mode::Bind,
+                &set,
+                flags,
+            )
             .map_err(|e| mbind_error(e, Mode::Bind, &set))?;
             page += count;
         }
@@ -878,22 +809,9 @@ mod tests {
         let limit = max_stripes();
         // A reservation only: no page is ever touched.
         let len = (limit + 1) * page;
-        // SAFETY: a fresh anonymous mapping, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        // SAFETY: our own mapping.
-        let e = unsafe { bind_chunks(p as *mut u8, len, page, &[(0, 1)], 0) }.unwrap_err();
-        // SAFETY: our own mapping.
-        unsafe { libc::munmap(p, len) };
+        let p = crate::sys::mapping::AnonymousMapping::new(len, page).unwrap();
+        let e = bind_chunks(p.start(), len, page, &[(0, 1)], 0).unwrap_err();
+        drop(p);
         assert!(
             e.to_string().contains(&format!(
                 "takes {} stripes, more than the {limit}",

@@ -41,12 +41,13 @@ use super::sys::{self, KernelMask, Mode};
 use super::verify::ProcessPlacement;
 use super::{PlacementError, PlacementError as E};
 use crate::machine::Machine;
+use crate::sys::process::{self, pipe, ExecSetup};
 use crate::IdSet;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::ptrace;
-use nix::sys::signal::{kill, sigprocmask, SigSet, SigmaskHow, Signal};
+use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 use std::ffi::OsStr;
@@ -54,7 +55,6 @@ use std::fmt;
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::AsFd;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -359,39 +359,15 @@ impl PreparedLaunch {
             cmd.stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null());
         }
-        // SAFETY: the closure runs in the child between fork and exec and
-        // makes only async-signal-safe calls: sigprocmask, two raw system
-        // calls on masks built before the fork, and ptrace(PTRACE_TRACEME).
-        // It allocates nothing and touches no lock.
-        unsafe {
-            cmd.pre_exec(move || {
-                sigprocmask(SigmaskHow::SIG_SETMASK, Some(&saved_mask), None)?;
-                if end_with_parent {
-                    // The spawning thread waits for the launch (a `Launch`
-                    // stays on its thread), so its death is this process's.
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                    // Dead already, between the fork and the prctl.
-                    if libc::getppid() != parent {
-                        libc::_exit(128 + libc::SIGKILL);
-                    }
-                }
-                if let Some(c) = &cpus {
-                    sys::set_affinity_mask(0, c)?;
-                }
-                if mode != Mode::Default {
-                    sys::set_mempolicy_mask(mode, &nodes)?;
-                }
-                if trace {
-                    ptrace::traceme()?;
-                }
-                if let Some(fds) = gate_fds {
-                    wait_at_gate(fds)?;
-                }
-                Ok(())
-            });
+        ExecSetup {
+            signal_mask: saved_mask,
+            end_with_parent: end_with_parent.then_some(parent),
+            cpus,
+            policy: (mode != Mode::Default).then_some((mode, nodes)),
+            trace,
+            gate: gate_fds,
         }
+        .install(&mut cmd);
         let spawned = cmd.spawn();
         if let Some(g) = gate {
             g.finish();
@@ -473,54 +449,6 @@ impl ExecGate {
         drop(self.pid_w);
         drop(self.go_r);
         let _ = self.thread.join();
-    }
-}
-
-/// A close-on-exec pipe: (read end, write end).
-fn pipe() -> io::Result<(std::fs::File, std::fs::File)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid out-array of two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: two descriptors the kernel just gave us, owned by no one else.
-    Ok(unsafe {
-        (
-            std::fs::File::from_raw_fd(fds[0]),
-            std::fs::File::from_raw_fd(fds[1]),
-        )
-    })
-}
-
-/// The child's side of [`ExecGate`], between fork and exec: only
-/// async-signal-safe calls (getpid, write, close, read).
-fn wait_at_gate([pid_w, go_r, go_w]: [i32; 3]) -> io::Result<()> {
-    // SAFETY: raw system calls on descriptors inherited from the parent,
-    // with buffers on this stack.
-    unsafe {
-        libc::close(go_w);
-        let pid = libc::getpid().to_ne_bytes();
-        loop {
-            let n = libc::write(pid_w, pid.as_ptr().cast(), pid.len());
-            if n == pid.len() as isize {
-                break;
-            }
-            if n >= 0 {
-                // A pipe takes 4 bytes whole or not at all.
-                return Err(io::Error::from_raw_os_error(libc::EIO));
-            }
-            if *libc::__errno_location() != libc::EINTR {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        let mut b = 0u8;
-        loop {
-            let n = libc::read(go_r, (&mut b as *mut u8).cast(), 1);
-            if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                return Ok(());
-            }
-        }
     }
 }
 
@@ -832,42 +760,18 @@ fn forward(child: Pid, signals: &SignalFd, stop: &EventFd, interrupted: &AtomicI
 /// waitpid(2) keeping the raw status: nix's `WaitStatus` has no real-time
 /// signals and fails on them after the child is already reaped.
 fn waitpid_raw(pid: Pid) -> io::Result<i32> {
-    loop {
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` is a valid out-pointer.
-        if unsafe { libc::waitpid(pid.as_raw(), &mut status, 0) } >= 0 {
-            return Ok(status);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    process::wait_raw(pid.as_raw())
 }
 
 /// waitpid(-1, __WALL) keeping the raw status: the task that changed
 /// state and its status, or `None` when this process has no child left.
 fn waitpid_any_raw() -> io::Result<Option<(Pid, i32)>> {
-    loop {
-        let mut status = 0;
-        // SAFETY: `status` is a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
-        if pid > 0 {
-            return Ok(Some((Pid::from_raw(pid), status)));
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::ECHILD) => return Ok(None),
-            _ => return Err(e),
-        }
-    }
+    Ok(process::wait_any_raw()?.map(|(pid, status)| (Pid::from_raw(pid), status)))
 }
 
 /// PTRACE_CONT delivering signal `sig` (0: none). nix's `ptrace::cont` takes
 /// only the standard signals, and a traced program may be stopped by a
 /// real-time one (glibc's own 32 and 33 among them), which must reach it.
 fn resume(pid: Pid, sig: i32) {
-    // SAFETY: resumes our own stopped tracee; no memory is passed.
-    unsafe { libc::ptrace(libc::PTRACE_CONT, pid.as_raw(), 0, sig as libc::c_ulong) };
+    process::ptrace_continue(pid.as_raw(), sig);
 }

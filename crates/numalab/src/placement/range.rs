@@ -103,7 +103,6 @@ pub fn place_range(
     if options.strict {
         flags |= MPOL_MF_STRICT;
     }
-    let ptr = start as *mut u8;
     match &realization {
         // The kernel moves only pages outside a policy's nodes, and every
         // page of a range is inside `interleave:ALL`'s: the policy is set
@@ -113,21 +112,19 @@ pub fn place_range(
             mode: Mode::Interleave,
             nodes,
         } if options.move_pages => {
-            // SAFETY: as below.
-            unsafe { sys::mbind(ptr, span, Mode::Interleave, nodes, 0) }
+            sys::mbind(start, span, Mode::Interleave, nodes, 0)
                 .map_err(|e| range_error(e, Mode::Interleave, nodes, start, span))?;
             spread_pages(start, span, page_size, nodes, options.strict)?;
         }
         Realization::Kernel { mode, nodes } => {
             sys::kernel_supports(*mode).map_err(E::Unsupported)?;
-            // SAFETY: a memory policy moves or places pages without changing
-            // their contents; the kernel refuses ranges that are not mapped.
-            unsafe { sys::mbind(ptr, span, *mode, nodes, flags) }
+            // A memory policy moves or places pages without changing their
+            // contents; the kernel refuses ranges that are not mapped.
+            sys::mbind(start, span, *mode, nodes, flags)
                 .map_err(|e| range_error(e, *mode, nodes, start, span))?;
         }
         Realization::Chunks { pattern } => {
-            // SAFETY: as above, chunk by chunk.
-            unsafe { bind_chunks(ptr, span, page_size, pattern, flags) }?;
+            bind_chunks(start, span, page_size, pattern, flags)?;
         }
         Realization::KernelWeighted { .. } => {
             return Err(E::Invalid(
@@ -167,7 +164,7 @@ fn spread_pages(
     const BATCH: usize = 1 << 14;
     let order: Vec<i32> = nodes.iter().map(|n| n as i32).collect();
     let pages = span / page_size;
-    let mut addrs: Vec<*mut u8> = Vec::with_capacity(BATCH.min(pages));
+    let mut addrs: Vec<usize> = Vec::with_capacity(BATCH.min(pages));
     let mut targets: Vec<i32> = Vec::with_capacity(BATCH.min(pages));
     let mut status: Vec<i32> = vec![0; BATCH.min(pages)];
     let mut stuck = 0usize;
@@ -177,7 +174,7 @@ fn spread_pages(
         addrs.clear();
         targets.clear();
         for p in i..i + k {
-            addrs.push((start + p * page_size) as *mut u8);
+            addrs.push(start + p * page_size);
             targets.push(order[p % order.len()]);
         }
         sys::move_pages(0, &addrs, &targets, &mut status[..k])
@@ -319,21 +316,11 @@ mod tests {
     fn memory_that_is_not_mapped_is_an_error() {
         let (m, n) = node0();
         let page = sys::page_size();
-        // SAFETY: a fresh anonymous mapping, unmapped at once so that its
-        // address is known not to be mapped.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4 * page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        // SAFETY: our own mapping.
-        assert_eq!(unsafe { libc::munmap(p, 4 * page) }, 0);
+        // A fresh mapping, unmapped at once so that its address is known
+        // not to be mapped.
+        let p = crate::sys::mapping::AnonymousMapping::new(4 * page, page)
+            .unwrap()
+            .start();
         for policy in [
             MemoryPolicy::on_node(n),
             MemoryPolicy::Interleave {
@@ -341,8 +328,7 @@ mod tests {
                 chunk_pages: 2,
             },
         ] {
-            let e = place_range(&m, p as usize, 4 * page, &policy, RangeOptions::default())
-                .unwrap_err();
+            let e = place_range(&m, p, 4 * page, &policy, RangeOptions::default()).unwrap_err();
             assert!(
                 e.to_string()
                     .contains("is not all mapped memory of this process"),

@@ -11,11 +11,7 @@ use super::{PlacementError, PlacementError as E};
 use crate::IdSet;
 use serde::Serialize;
 
-/// The kernel's id of the calling thread.
-pub fn current_tid() -> i32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() }
-}
+pub use crate::sys::process::current_tid;
 
 /// Binds thread `tid` (0: the caller) to `cpus`.
 pub fn bind_thread(tid: i32, cpus: &IdSet) -> Result<(), PlacementError> {
@@ -226,42 +222,44 @@ mod tests {
     fn binding_the_process_binds_every_thread() {
         // In a child process, whose threads are its own (the test
         // harness's threads would be bound too).
-        // SAFETY: glibc's allocator and thread creation work in a forked
-        // child; the child ends with _exit, never returning here.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            let all = sys::get_affinity(0).unwrap();
-            let cpu = all.first().unwrap();
-            let (go, wait) = std::sync::mpsc::channel::<()>();
-            let wait = std::sync::Arc::new(std::sync::Mutex::new(wait));
-            let helpers: Vec<_> = (0..2)
-                .map(|_| {
-                    let w = wait.clone();
-                    std::thread::spawn(move || {
-                        let _ = w.lock().unwrap().recv();
+        // The child allocates and starts threads although the harness has
+        // threads of its own: glibc's fork resets its allocator's locks in
+        // the child, and the child locks nothing else the harness holds.
+        let trial = crate::sys::child::in_child(
+            || {
+                let all = sys::get_affinity(0).unwrap();
+                let cpu = all.first().unwrap();
+                let (go, wait) = std::sync::mpsc::channel::<()>();
+                let wait = std::sync::Arc::new(std::sync::Mutex::new(wait));
+                let helpers: Vec<_> = (0..2)
+                    .map(|_| {
+                        let w = wait.clone();
+                        std::thread::spawn(move || {
+                            let _ = w.lock().unwrap().recv();
+                        })
                     })
-                })
-                .collect();
-            while own_threads().unwrap().len() < 3 {
-                std::thread::yield_now();
-            }
-            let bound = bind_process(&IdSet::single(cpu)).unwrap_or(0);
-            let ok = bound == 3
-                && own_threads()
-                    .unwrap()
-                    .iter()
-                    .all(|&t| sys::get_affinity(t).unwrap() == IdSet::single(cpu));
-            drop(go);
-            for h in helpers {
-                let _ = h.join();
-            }
-            // SAFETY: ends the child without running the parent's destructors.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-        }
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+                    .collect();
+                while own_threads().unwrap().len() < 3 {
+                    std::thread::yield_now();
+                }
+                let bound = bind_process(&IdSet::single(cpu)).unwrap_or(0);
+                let ok = bound == 3
+                    && own_threads()
+                        .unwrap()
+                        .iter()
+                        .all(|&t| sys::get_affinity(t).unwrap() == IdSet::single(cpu));
+                drop(go);
+                for h in helpers {
+                    let _ = h.join();
+                }
+                i32::from(!ok)
+            },
+            std::time::Duration::from_secs(60),
+            crate::sys::child::SAID_BYTES,
+        );
+        assert!(
+            matches!(trial, crate::sys::child::Trial::Exited { code: 0, .. }),
+            "{trial:?}"
+        );
     }
 }

@@ -61,14 +61,13 @@ impl PageHistogram {
     ) -> Result<Self, PlacementError> {
         let n = len / page_size;
         let mut nodes = Vec::with_capacity(n);
-        let mut pages: Vec<*mut u8> = Vec::with_capacity(QUERY_BATCH.min(n));
+        let mut pages: Vec<usize> = Vec::with_capacity(QUERY_BATCH.min(n));
         let mut status = vec![0i32; QUERY_BATCH.min(n)];
         let mut i = 0;
         while i < n {
             let k = QUERY_BATCH.min(n - i);
             pages.clear();
-            // The addresses are only compared by the kernel, never dereferenced here.
-            pages.extend((i..i + k).map(|p| start.wrapping_add(p * page_size)));
+            pages.extend((i..i + k).map(|p| start as usize + p * page_size));
             sys::query_page_nodes(pid, &pages, &mut status[..k]).map_err(|e| {
                 match e.raw_os_error() {
                     Some(libc::EPERM) | Some(libc::EACCES) => PlacementError::Permission(format!(
@@ -416,8 +415,7 @@ fn zombie(pid: i32, s: &ProcessStatus) -> PlacementError {
 /// A refused read of `file`: as root the refusal comes from ptrace rules,
 /// not from being another user, so say which.
 fn denied(pid: i32, file: &str, e: &std::io::Error) -> PlacementError {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = crate::sys::process::effective_root();
     PlacementError::Permission(if root {
         format!(
             "reading {file} was refused although numalab runs as root ({e}): it needs ptrace rights over pid {pid} (CAP_SYS_PTRACE where that process lives; a container or security module may deny them)"

@@ -8,10 +8,6 @@
 //! of the page) matrix, its remote share, where its pages were, and the
 //! threads that touched it. [`symbols`] names the allocation sites.
 
-// Unsafe code lives in `crate::sys` (and the modules its documentation
-// names), behind safe functions.
-#![deny(unsafe_code)]
-
 pub mod compare;
 pub mod diagnose;
 pub mod elf_index;

@@ -1,22 +1,41 @@
 //! System calls and machine instructions that need `unsafe`, behind safe
-//! functions: the engine's experiments, report and profile modules deny
-//! `unsafe_code` and come here instead.
+//! functions. The crate denies `unsafe_code` everywhere else (lib.rs names
+//! the modules still allowed it, each to move here).
 //!
+//! - [`blas`]: OpenBLAS, loaded when first needed and called through its C
+//!   ABI behind dimension-checked wrappers, re-exported as `measure::blas`;
 //! - [`cache`]: writing back and invalidating cache lines, and the fence
 //!   that waits for it (core-to-core's clean-line figure);
+//! - [`chase`]: pointer chases laid out in a buffer and timed (loads
+//!   through raw addresses), re-exported as `measure::chase`;
+//! - [`child`]: work in a forked child, and what it wrote back (hwloc's
+//!   trial load of a topology file, `migrate_pages` from a process of its
+//!   own);
+//! - [`kernels`]: the bandwidth kernels (SIMD instructions, non-temporal
+//!   stores), re-exported as `measure::kernels`;
+//! - [`mapping`]: anonymous mappings owned by a value;
+//! - [`numa`]: the kernel's memory-policy, page-moving, affinity and
+//!   capability calls, re-exported as `placement::sys`;
 //! - [`perf`]: perf events as owned descriptors;
-//! - [`process`]: descriptors and clocks of processes and threads.
+//! - [`process`]: descriptors and clocks of processes and threads, pipes,
+//!   waits, what a launched program's child does before exec;
+//! - [`restore`]: system settings put back from a signal handler or a
+//!   watchdog process (`placement::settings` holds them).
 //!
-//! Not here yet (ARCHITECTURE.md, "unsafe code"): the memory-policy calls
-//! (`placement::sys`), the measuring kernels (`measure::kernels`), the
-//! forked children of `machine::isolate`, `placement::launch` and
-//! `experiments::migrate`. [`perf_abi`] is the preload library's own file
-//! (the raw perf_event_open and the sample layout), which [`perf`] wraps.
+//! [`perf_abi`] is the preload library's own file (the raw perf_event_open
+//! and the sample layout), which [`perf`] wraps.
 
+pub mod blas;
 pub mod cache;
+pub mod chase;
+pub mod child;
+pub mod kernels;
+pub mod mapping;
+pub mod numa;
 pub mod perf;
 // The perf_event_open ABI and its sample records, the same file the
 // preload library records with.
 #[path = "../../../numalab-preload/src/perf.rs"]
 pub mod perf_abi;
 pub mod process;
+pub mod restore;

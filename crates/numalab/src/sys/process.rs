@@ -1,6 +1,7 @@
 //! Descriptors and clocks of processes and threads.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use super::numa::{set_affinity_mask, set_mempolicy_mask, KernelMask, Mode};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 
 /// A pidfd for `pid`, readable once the process exits (Linux 5.3 and
 /// later); `None` where the kernel has none or refuses.
@@ -75,6 +76,267 @@ pub fn write_to_descriptor(fd: i32, bytes: &[u8]) -> std::io::Result<()> {
     f.flush()
 }
 
+/// The kernel's id of the calling thread (`gettid`).
+pub fn current_tid() -> i32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// The effective user id numalab runs with.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether numalab runs with effective user id 0.
+pub fn effective_root() -> bool {
+    effective_uid() == 0
+}
+
+/// Takes an exclusive `flock` on an open file, waiting for it (a signal
+/// does not end the wait); released when the file closes.
+pub fn lock_exclusive(f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a descriptor `f` keeps open for the call.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// `access(path, W_OK)`: whether this process may write `path`, by its
+/// real ids, without opening it.
+pub fn may_write(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: access() reads a NUL-terminated path that outlives the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`): its sleeps
+/// end within about `ns` of their deadline instead of the default 50 µs.
+pub fn set_timer_slack(ns: u64) -> bool {
+    // SAFETY: prctl with integer arguments; affects only this thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) == 0 }
+}
+
+/// Waits up to `ms` milliseconds for `fd` to be readable (or at its end):
+/// `Ok(true)` when it is, `Ok(false)` when the time ran out; a signal that
+/// ends the wait early is an error of kind `Interrupted`.
+pub fn wait_readable(fd: BorrowedFd<'_>, ms: i32) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(r > 0)
+}
+
+/// One read(2) of `fd` into `buf` (a perf event's counts come whole in
+/// one read): the bytes read.
+pub fn read_once(fd: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: reads at most `buf.len()` bytes into `buf`.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    usize::try_from(n).map_err(|_| std::io::Error::last_os_error())
+}
+
+/// This process's limit on open descriptors (`RLIMIT_NOFILE`): (soft, hard).
+pub fn descriptor_limit() -> Option<(u64, u64)> {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } == 0)
+        .then_some((l.rlim_cur, l.rlim_max))
+}
+
+/// Sets this process's limit on open descriptors; false when refused.
+pub fn set_descriptor_limit(soft: u64, hard: u64) -> bool {
+    let l = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: a valid pointer to an initialised rlimit.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 }
+}
+
+/// Makes a FIFO (named pipe) at `path` with permissions `mode`.
+pub fn make_fifo(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid out-array of two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: two descriptors the kernel just gave us, owned by no one else.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// Waits for child `pid` to end; its raw wait status (a real-time signal
+/// included, which nix's `WaitStatus` cannot hold).
+pub fn wait_raw(pid: i32) -> std::io::Result<i32> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } >= 0 {
+            return Ok(status);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// `waitpid(-1, __WALL)`: the task of this process's (or its tracees')
+/// that changed state and its raw status, or `None` when none is left.
+pub fn wait_any_raw() -> std::io::Result<Option<(i32, i32)>> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if pid > 0 {
+            return Ok(Some((pid, status)));
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// `PTRACE_CONT` of a stopped tracee, delivering signal `sig` (0: none;
+/// real-time signals too).
+pub fn ptrace_continue(pid: i32, sig: i32) {
+    // SAFETY: resumes a stopped tracee; no memory is passed.
+    unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_ulong) };
+}
+
+/// What a launched program's child does between fork and exec, in this
+/// order, with async-signal-safe calls on values built before the fork.
+pub struct ExecSetup {
+    /// The signal mask the program starts with.
+    pub signal_mask: nix::sys::signal::SigSet,
+    /// Dies by SIGKILL with the thread that spawned it, whose process has
+    /// this pid (checked after the prctl: it may be gone already).
+    pub end_with_parent: Option<libc::pid_t>,
+    /// CPUs to bind the program to.
+    pub cpus: Option<KernelMask>,
+    /// The program's memory policy.
+    pub policy: Option<(Mode, KernelMask)>,
+    /// Asks to be traced by the parent (`PTRACE_TRACEME`).
+    pub trace: bool,
+    /// Waits at an exec gate (`wait_at_gate`'s descriptors).
+    pub gate: Option<[i32; 3]>,
+}
+
+impl ExecSetup {
+    /// Has `cmd` run the setup in its child before exec.
+    pub fn install(self, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs in the child between fork and exec and
+        // makes only async-signal-safe calls: sigprocmask, prctl, getppid,
+        // two raw system calls on masks built before the fork,
+        // ptrace(PTRACE_TRACEME) and the gate's reads and writes. It
+        // allocates nothing and touches no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                use nix::sys::signal::{sigprocmask, SigmaskHow};
+                sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.signal_mask), None)?;
+                if let Some(parent) = self.end_with_parent {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // Dead already, between the fork and the prctl.
+                    if libc::getppid() != parent {
+                        libc::_exit(128 + libc::SIGKILL);
+                    }
+                }
+                if let Some(c) = &self.cpus {
+                    set_affinity_mask(0, c)?;
+                }
+                if let Some((mode, nodes)) = &self.policy {
+                    set_mempolicy_mask(*mode, nodes)?;
+                }
+                if self.trace {
+                    nix::sys::ptrace::traceme()?;
+                }
+                if let Some(fds) = self.gate {
+                    wait_at_gate(fds)?;
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// The child's side of `placement::launch`'s exec gate, between fork and
+/// exec: only async-signal-safe calls (getpid, write, close, read). `pid_w`
+/// takes the child's pid; a byte (or the end) on `go_r` lets it go on.
+fn wait_at_gate([pid_w, go_r, go_w]: [i32; 3]) -> std::io::Result<()> {
+    // SAFETY: raw system calls on descriptors inherited from the parent,
+    // with buffers on this stack.
+    unsafe {
+        libc::close(go_w);
+        let pid = libc::getpid().to_ne_bytes();
+        loop {
+            let n = libc::write(pid_w, pid.as_ptr().cast(), pid.len());
+            if n == pid.len() as isize {
+                break;
+            }
+            if n >= 0 {
+                // A pipe takes 4 bytes whole or not at all.
+                return Err(std::io::Error::from_raw_os_error(libc::EIO));
+            }
+            if *libc::__errno_location() != libc::EINTR {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        let mut b = 0u8;
+        loop {
+            let n = libc::read(go_r, (&mut b as *mut u8).cast(), 1);
+            if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                return Ok(());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +349,38 @@ mod tests {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
         }
         assert!(thread_cpu_seconds().unwrap() >= t0 + 0.01);
+    }
+
+    #[test]
+    fn the_descriptor_limit_is_read_and_set_back() {
+        let (soft, hard) = descriptor_limit().unwrap();
+        assert!(soft <= hard);
+        assert!(set_descriptor_limit(soft, hard));
+        assert_eq!(descriptor_limit(), Some((soft, hard)));
+        assert!(current_tid() > 0);
+    }
+
+    #[test]
+    fn a_fifo_is_made_and_a_silent_one_waited_for() {
+        let p = std::env::temp_dir().join(format!("numalab-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        make_fifo(&p, 0o600).unwrap();
+        assert!(make_fifo(&p, 0o600).is_err(), "it exists");
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let r = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&p)
+            .unwrap();
+        let mut w = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        assert!(!wait_readable(r.as_fd(), 10).unwrap());
+        std::io::Write::write_all(&mut w, b"abc").unwrap();
+        assert!(wait_readable(r.as_fd(), 1000).unwrap());
+        let mut buf = [0u8; 8];
+        assert_eq!(read_once(r.as_fd(), &mut buf).unwrap(), 3);
+        assert_eq!(&buf[..3], b"abc");
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]

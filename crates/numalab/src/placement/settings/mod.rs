@@ -46,17 +46,14 @@
 //! survives a reboot is discarded rather than replayed. Entries are not
 //! fsynced: a power loss resets the settings as well.
 
-mod handler;
-mod watchdog;
+use crate::sys::restore::{handler, watchdog};
 
 use super::PlacementError as E;
 use super::PlacementError;
+use crate::sys::process;
 use handler::{claim_slot, release_slot, BlockedSignals, VALUE_CAP};
 use serde::{Deserialize, Serialize};
-use std::ffi::CString;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,8 +68,9 @@ pub const WEIGHTS_DIR: &str = "sys/kernel/mm/mempolicy/weighted_interleave";
 
 /// The names the kernel's automatic-weights switch goes by in
 /// [`WEIGHTS_DIR`]: `auto`, or `__auto_type` where the kernel's C sources
-/// define `auto` as a keyword.
-pub const AUTO_NAMES: [&str; 2] = ["auto", "__auto_type"];
+/// define `auto` as a keyword (defined beside the signal handler that
+/// restores them).
+pub use crate::sys::restore::AUTO_NAMES;
 
 /// How long a guard waits for a setting another numalab process holds.
 const DEFAULT_WAIT: Duration = Duration::from_secs(10);
@@ -134,8 +132,7 @@ impl Journal {
     pub fn system() -> &'static Journal {
         static SYSTEM: OnceLock<Journal> = OnceLock::new();
         SYSTEM.get_or_init(|| {
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            let euid = unsafe { libc::geteuid() };
+            let euid = process::effective_uid();
             let dir = match (
                 std::env::var_os(STATE_DIR_ENV),
                 std::env::var_os("XDG_RUNTIME_DIR"),
@@ -333,16 +330,8 @@ impl Journal {
                 "{LOCK_FILE} there is not a regular file"
             )));
         }
-        loop {
-            // SAFETY: flock on a descriptor we own for the call's duration.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(f);
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        process::lock_exclusive(&f)?;
+        Ok(f)
     }
 
     fn journal_error(&self, e: io::Error) -> PlacementError {
@@ -384,8 +373,7 @@ fn is_entry_name(p: &Path) -> bool {
 
 /// This process's effective user.
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    process::effective_uid()
 }
 
 /// Why the journal directory cannot be trusted, if it cannot: it must be a
@@ -585,12 +573,8 @@ impl SettingGuard {
                 value.unwrap_or_default()
             )));
         }
-        let c_path = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| E::Invalid(format!("{show}: a path with a NUL byte")))?;
         // Unprivileged users learn that first, not that the journal is missing.
-        // SAFETY: access() reads a NUL-terminated path we own.
-        if value.is_some() && unsafe { libc::access(c_path.as_ptr(), libc::W_OK) } != 0 {
-            let e = io::Error::last_os_error();
+        if let (Some(_), Err(e)) = (value, process::may_write(&path)) {
             return Err(if e.kind() == io::ErrorKind::PermissionDenied {
                 E::Permission(format!("writing {show} needs root ({e})"))
             } else {
@@ -689,7 +673,7 @@ impl SettingGuard {
         // handler, which restores the value and removes the entry. An entry
         // written before the handler was in place stayed behind when a
         // signal's default action ended the process in between.
-        let slot = claim_slot(path, &entry_path, &saved)?;
+        let slot = claim_slot(path, &entry_path, &saved).map_err(E::Os)?;
         {
             let _blocked = BlockedSignals::new();
             if let Err(e) = write_entry(&entry_path, &entry) {
@@ -807,35 +791,8 @@ fn write_entry(path: &Path, e: &Entry) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::handler::{is_auto_path, on_signal, stopped_line, INSTALLED};
     use super::*;
-
-    #[test]
-    fn a_signal_while_the_handlers_are_taken_down_is_not_lost() {
-        // In a child: our handler is the disposition but INSTALLED is
-        // clear, as in the middle of `uninstall_handlers`. The SIGINT must
-        // end it as the default action would, not return to status 0.
-        // SAFETY: the child makes only async-signal-safe calls on local
-        // structs and ends with _exit; the parent waits for its own child.
-        unsafe {
-            let pid = libc::fork();
-            assert!(pid >= 0);
-            if pid == 0 {
-                INSTALLED.store(false, Ordering::SeqCst);
-                let mut new: libc::sigaction = std::mem::zeroed();
-                new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-                libc::sigaction(libc::SIGINT, &new, std::ptr::null_mut());
-                libc::raise(libc::SIGINT);
-                libc::_exit(0);
-            }
-            let mut status = 0;
-            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
-            assert!(
-                libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGINT,
-                "status {status:#x}"
-            );
-        }
-    }
+    use crate::sys::restore::handler::{is_auto_path, stopped_line};
 
     /// A scratch journal and settings root with weight files in it.
     struct Scratch {
@@ -1124,11 +1081,7 @@ mod tests {
         for i in 0..5 {
             std::fs::write(dir.join(format!("user{i}.json")), "{not ours").unwrap();
         }
-        let fifo = |name: &str| {
-            let c = CString::new(dir.join(name).as_os_str().as_bytes()).unwrap();
-            // SAFETY: mkfifo on a NUL-terminated path we own.
-            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        };
+        let fifo = |name: &str| process::make_fifo(&dir.join(name), 0o600).unwrap();
         fifo("pipe.json");
         fifo(&format!("{ENTRY_PREFIX}pipe.json"));
         // A valid entry, but reached through a link.

@@ -820,6 +820,55 @@ x86_simd! {
     stream = _mm512_stream_pd, add = _mm512_add_pd, mul = _mm512_mul_pd
 }
 
+/// Runs a chain of dependent register operations and returns how many
+/// cycles it takes (0 on an architecture without one here): the clock
+/// estimate of `measure::harness`.
+#[cfg(target_arch = "x86_64")]
+pub fn dependent_cycles(rounds: u64) -> u64 {
+    let mut x: u64 = 3;
+    for _ in 0..rounds {
+        // SAFETY: register arithmetic only.
+        unsafe {
+            std::arch::asm!(
+                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
+                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
+                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
+                "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}", "imul {0}, {0}",
+                inout(reg) x,
+                options(nomem, nostack)
+            );
+        }
+    }
+    std::hint::black_box(x);
+    rounds * 16 * 3
+}
+
+/// aarch64: dependent adds, one cycle each.
+#[cfg(target_arch = "aarch64")]
+pub fn dependent_cycles(rounds: u64) -> u64 {
+    let mut x: u64 = 0;
+    for _ in 0..rounds {
+        // SAFETY: register arithmetic only.
+        unsafe {
+            std::arch::asm!(
+                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
+                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
+                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
+                "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1", "add {0}, {0}, #1",
+                inout(reg) x,
+                options(nomem, nostack)
+            );
+        }
+    }
+    std::hint::black_box(x);
+    rounds * 16
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub fn dependent_cycles(_rounds: u64) -> u64 {
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,31 +2,29 @@
 //! read without locks or allocation, filled while a setting is held.
 
 use super::AUTO_NAMES;
-use crate::placement::PlacementError as E;
-use crate::placement::PlacementError;
 use std::cell::UnsafeCell;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-pub(super) const SLOTS: usize = 128;
-pub(super) const PATH_CAP: usize = 512;
-pub(super) const VALUE_CAP: usize = 64;
+pub(crate) const SLOTS: usize = 128;
+pub(crate) const PATH_CAP: usize = 512;
+pub(crate) const VALUE_CAP: usize = 64;
 
-pub(super) const FREE: u8 = 0;
-pub(super) const FILLING: u8 = 1;
-pub(super) const READY: u8 = 2;
-pub(super) const HANDLING: u8 = 3;
+pub(crate) const FREE: u8 = 0;
+pub(crate) const FILLING: u8 = 1;
+pub(crate) const READY: u8 = 2;
+pub(crate) const HANDLING: u8 = 3;
 
-pub(super) struct SlotData {
+pub(crate) struct SlotData {
     path: [u8; PATH_CAP],
     entry: [u8; PATH_CAP],
     saved: [u8; VALUE_CAP],
     saved_len: usize,
 }
 
-pub(super) struct Slot {
+pub(crate) struct Slot {
     state: AtomicU8,
     order: AtomicU64,
     data: UnsafeCell<SlotData>,
@@ -52,14 +50,14 @@ impl Slot {
     }
 }
 
-pub(super) static SLOT_TABLE: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
-pub(super) static SLOT_ORDER: AtomicU64 = AtomicU64::new(1);
+pub(crate) static SLOT_TABLE: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+pub(crate) static SLOT_ORDER: AtomicU64 = AtomicU64::new(1);
 
 /// Copies `s` and a NUL into `buf`; false when it does not fit.
 /// Reads the setting at the NUL-terminated `path` into `now`: what read(2)
 /// returned (0 when the file could not be opened) and the length without
 /// trailing whitespace. Async-signal-safe (the handler and the watchdog).
-pub(super) unsafe fn read_setting(path: &[u8], now: &mut [u8; VALUE_CAP]) -> (isize, usize) {
+pub(crate) unsafe fn read_setting(path: &[u8], now: &mut [u8; VALUE_CAP]) -> (isize, usize) {
     // SAFETY: `path` is NUL-terminated (filled by `fill`); `now` is ours.
     unsafe {
         let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
@@ -76,7 +74,7 @@ pub(super) unsafe fn read_setting(path: &[u8], now: &mut [u8; VALUE_CAP]) -> (is
     }
 }
 
-pub(super) fn fill(buf: &mut [u8], s: &[u8]) -> bool {
+pub(crate) fn fill(buf: &mut [u8], s: &[u8]) -> bool {
     if s.len() >= buf.len() || s.contains(&0) {
         return false;
     }
@@ -86,7 +84,7 @@ pub(super) fn fill(buf: &mut [u8], s: &[u8]) -> bool {
 }
 
 /// Takes a slot for the handler and installs it; called with [`HELD`] locked.
-pub(super) fn claim_slot(path: &Path, entry: &Path, saved: &str) -> Result<usize, PlacementError> {
+pub(crate) fn claim_slot(path: &Path, entry: &Path, saved: &str) -> Result<usize, String> {
     install_handlers();
     for (i, slot) in SLOT_TABLE.iter().enumerate() {
         if slot
@@ -103,11 +101,11 @@ pub(super) fn claim_slot(path: &Path, entry: &Path, saved: &str) -> Result<usize
             && fill(&mut d.saved, saved.as_bytes());
         if !ok {
             slot.state.store(FREE, Ordering::Release);
-            return Err(E::Os(format!(
+            return Err(format!(
                 "cannot record {} for restoring on a signal: its path, the journal's ({}) or its value is too long",
                 path.display(),
                 entry.display()
-            )));
+            ));
         }
         d.saved_len = saved.len();
         slot.order
@@ -115,14 +113,14 @@ pub(super) fn claim_slot(path: &Path, entry: &Path, saved: &str) -> Result<usize
         slot.state.store(READY, Ordering::Release);
         return Ok(i);
     }
-    Err(E::Os(format!(
+    Err(format!(
         "cannot change more than {SLOTS} system settings at once"
-    )))
+    ))
 }
 
 /// Gives a slot back; a slot the handler took stays its own (the process is
 /// ending). Called with [`HELD`] locked.
-pub(super) fn release_slot(i: usize) {
+pub(crate) fn release_slot(i: usize) {
     let _ = SLOT_TABLE[i]
         .state
         .compare_exchange(READY, FREE, Ordering::AcqRel, Ordering::Relaxed);
@@ -141,11 +139,11 @@ pub(super) fn release_slot(i: usize) {
 /// the weights restored before it, so what interleaving does is unchanged;
 /// only the switch reads "false". Retrying could never succeed: the entry
 /// goes, and the handler's last line says so.
-pub(super) static AUTO_STAYS_OFF: AtomicBool = AtomicBool::new(false);
+pub(crate) static AUTO_STAYS_OFF: AtomicBool = AtomicBool::new(false);
 
 /// Whether the NUL-terminated `path` names the automatic-weights switch
 /// ([`AUTO_NAMES`]). Async-signal-safe.
-pub(super) fn is_auto_path(path: &[u8]) -> bool {
+pub(crate) fn is_auto_path(path: &[u8]) -> bool {
     let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
     AUTO_NAMES.iter().any(|n| {
         let n = n.as_bytes();
@@ -155,7 +153,7 @@ pub(super) fn is_auto_path(path: &[u8]) -> bool {
 
 /// The line the handler ends with, in two parts written one after the
 /// other (a handler cannot format): what stopped it, and how it ends.
-pub(super) fn stopped_line(sig: libc::c_int, auto_stays_off: bool) -> [&'static [u8]; 2] {
+pub(crate) fn stopped_line(sig: libc::c_int, auto_stays_off: bool) -> [&'static [u8]; 2] {
     let start: &[u8] = match sig {
         libc::SIGINT => b"numalab: stopped by SIGINT; the system settings it changed are restored",
         libc::SIGTERM => {
@@ -174,7 +172,7 @@ pub(super) fn stopped_line(sig: libc::c_int, auto_stays_off: bool) -> [&'static 
 /// Restores every ready slot, latest change first. Async-signal-safe:
 /// atomics, open, read, write, close and unlink on buffers prepared
 /// beforehand.
-pub(super) fn restore_slots() {
+pub(crate) fn restore_slots() {
     let mut below = u64::MAX;
     loop {
         let mut pick: Option<(usize, u64)> = None;
@@ -225,16 +223,16 @@ pub(super) fn restore_slots() {
 // ---------------------------------------------------------------------------
 // The handler of SIGINT, SIGTERM and SIGHUP while settings are held.
 
-pub(super) const HANDLED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+pub(crate) const HANDLED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 /// Whether our handler is the one in place (for handlers that chain to the
 /// one they replaced: ours then does nothing).
-pub(super) static INSTALLED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// The signals whose disposition we replaced (and so put back).
-pub(super) static REPLACED: Mutex<[bool; 3]> = Mutex::new([false; 3]);
+pub(crate) static REPLACED: Mutex<[bool; 3]> = Mutex::new([false; 3]);
 
-pub(super) extern "C" fn on_signal(sig: libc::c_int) {
+pub(crate) extern "C" fn on_signal(sig: libc::c_int) {
     if !INSTALLED.load(Ordering::SeqCst) {
         // Either a handler installed after ours chains to it (it decides),
         // or `uninstall_handlers` is between clearing INSTALLED and putting
@@ -261,7 +259,7 @@ pub(super) extern "C" fn on_signal(sig: libc::c_int) {
 
 /// Installs [`on_signal`] for each handled signal whose action is the
 /// default (ending the process); leaves ignored and handled ones alone.
-pub(super) fn install_handlers() {
+pub(crate) fn install_handlers() {
     let mut replaced = REPLACED.lock().unwrap_or_else(|p| p.into_inner());
     for (k, &sig) in HANDLED.iter().enumerate() {
         if replaced[k] {
@@ -291,7 +289,7 @@ pub(super) fn install_handlers() {
 /// Puts the default action back for `sig` if [`on_signal`] is its
 /// disposition (nobody replaced ours since); whether it did. Only
 /// async-signal-safe calls: the handler uses it too.
-pub(super) fn default_if_ours(sig: libc::c_int) -> bool {
+pub(crate) fn default_if_ours(sig: libc::c_int) -> bool {
     // SAFETY: sigaction with local structs, async-signal-safe.
     unsafe {
         let mut now: libc::sigaction = std::mem::zeroed();
@@ -308,7 +306,7 @@ pub(super) fn default_if_ours(sig: libc::c_int) -> bool {
 
 /// Puts the default action back where we replaced it and nobody replaced
 /// ours since.
-pub(super) fn uninstall_handlers() {
+pub(crate) fn uninstall_handlers() {
     let mut replaced = REPLACED.lock().unwrap_or_else(|p| p.into_inner());
     INSTALLED.store(false, Ordering::SeqCst);
     for (k, &sig) in HANDLED.iter().enumerate() {
@@ -322,10 +320,10 @@ pub(super) fn uninstall_handlers() {
 
 /// The handled signals blocked in this thread for its life, so that a
 /// setting is never half changed or half restored when one arrives here.
-pub(super) struct BlockedSignals(libc::sigset_t);
+pub(crate) struct BlockedSignals(libc::sigset_t);
 
 impl BlockedSignals {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         // SAFETY: sigset operations on local sets; pthread_sigmask changes
         // only this thread's mask and stores the old one in `old`.
         unsafe {
@@ -345,5 +343,37 @@ impl Drop for BlockedSignals {
     fn drop(&mut self) {
         // SAFETY: puts back the mask saved in `new`.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_while_the_handlers_are_taken_down_is_not_lost() {
+        // In a child: our handler is the disposition but INSTALLED is
+        // clear, as in the middle of `uninstall_handlers`. The SIGINT must
+        // end it as the default action would, not return to status 0.
+        // SAFETY: the child makes only async-signal-safe calls on local
+        // structs and ends with _exit; the parent waits for its own child.
+        unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                INSTALLED.store(false, Ordering::SeqCst);
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                libc::sigaction(libc::SIGINT, &new, std::ptr::null_mut());
+                libc::raise(libc::SIGINT);
+                libc::_exit(0);
+            }
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+            assert!(
+                libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGINT,
+                "status {status:#x}"
+            );
+        }
     }
 }

@@ -305,7 +305,7 @@ fn successors<T: Idx>(
                 if let Some(ahead) = order.get(p + 16) {
                     // The successor table is written at random: overlap the misses.
                     let at = link.succ.as_ptr().wrapping_add(ahead.get());
-                    crate::measure::kernels::prefetch(at as *const u8);
+                    crate::sys::kernels::prefetch(at as *const u8);
                 }
                 link.push(e.get());
             }

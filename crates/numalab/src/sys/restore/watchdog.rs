@@ -77,7 +77,7 @@ struct Channel {
 static CHANNEL: Mutex<Option<Channel>> = Mutex::new(None);
 
 /// What a held setting is, for [`held`].
-pub(super) struct Held<'a> {
+pub(crate) struct Held<'a> {
     pub slot: usize,
     pub order: u64,
     pub path: &'a Path,
@@ -90,7 +90,7 @@ pub(super) struct Held<'a> {
 /// Tells the watchdog (started on first use) that a setting is held. A
 /// watchdog that cannot be started or told is not an error: the journal
 /// entry is written, and the next numalab command restores it.
-pub(super) fn held(h: &Held) {
+pub(crate) fn held(h: &Held) {
     let Ok(meta) = std::fs::symlink_metadata(h.entry) else {
         return;
     };
@@ -113,7 +113,7 @@ pub(super) fn held(h: &Held) {
 }
 
 /// Tells the watchdog that a setting was restored by this process.
-pub(super) fn released(slot: usize) {
+pub(crate) fn released(slot: usize) {
     let mut m = EMPTY;
     m.kind = RELEASE;
     m.slot = slot as u16;
@@ -354,7 +354,7 @@ unsafe fn say(parts: &[&[u8]]) {
     }
 }
 
-/// Puts one setting back, as [`super::Journal::replay`] would.
+/// Puts one setting back, as `placement::settings::Journal::replay` would.
 unsafe fn restore(m: &Message) {
     // SAFETY: system calls on the message's NUL-terminated buffers and on
     // local structs.

@@ -1,31 +1,39 @@
-//! Running a risky piece of work (hwloc loading an untrusted file) in a
-//! forked child first, so that a crash inside C code becomes an answer
-//! instead of the death of numalab.
+//! Work in a forked child: a risky piece of work (hwloc loading an
+//! untrusted file, `machine`), so that a crash inside C code becomes an
+//! answer instead of the death of numalab, or system calls that must come
+//! from a process of their own (`migrate_pages` moving only the child's
+//! pages, `experiments::migrate`). What the child writes on its standard
+//! error comes back, as text or as the bytes of a result.
 //!
-//! Forking is only sound while the process has a single thread: the child
-//! gets a copy of every lock, and one held by another thread at the fork
-//! would never be released there. [`single_threaded`] says whether that
-//! holds; callers skip the trial otherwise (the command-line tool loads its
-//! machine before it starts any thread; test harnesses run tests on
-//! threads).
+//! The child is a copy of this process with one thread and a copy of every
+//! lock: one that another thread held at the fork is never released there.
+//! So the work may do anything only while this process has a single thread
+//! ([`single_threaded`]: the command-line tool loads its machine before it
+//! starts any thread; test harnesses run tests on threads, and callers skip
+//! the trial there). Otherwise it must make only system calls into memory
+//! prepared before the fork: no allocation, no lock, no buffered I/O (write
+//! with [`write_stderr`]). That is the one contract of this module its
+//! types cannot check; breaking it can hang the child, which the time limit
+//! then ends.
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// The child's exit code when `work` panicked.
-pub(super) const PANICKED: i32 = 101;
+pub const PANICKED: i32 = 101;
 
-/// Bytes of the child's standard error kept (the rest is read and dropped).
-const SAID_BYTES: usize = 64 << 10;
+/// Bytes of the child's standard error [`in_child`] keeps (the rest is read
+/// and dropped).
+pub const SAID_BYTES: usize = 64 << 10;
 
 /// How a trial in a child ended.
 #[derive(Debug)]
-pub(super) enum Trial {
+pub enum Trial {
     /// The child exited with `code`; `said` is what it wrote on stderr.
-    Exited { code: i32, said: String },
+    Exited { code: i32, said: Vec<u8> },
     /// A signal ended the child (a crash: SIGSEGV, SIGBUS, SIGABRT...).
-    Killed { signal: i32, said: String },
+    Killed { signal: i32, said: Vec<u8> },
     /// The child was still running at the time limit and was killed.
     TimedOut,
     /// No child could be started (no pipe, no fork, or it could not be
@@ -34,7 +42,7 @@ pub(super) enum Trial {
 }
 
 /// Whether this process has exactly one thread (from /proc/self/stat).
-pub(super) fn single_threaded() -> bool {
+pub fn single_threaded() -> bool {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return false;
     };
@@ -47,11 +55,12 @@ pub(super) fn single_threaded() -> bool {
 }
 
 /// Runs `work` in a forked child whose standard error goes to a pipe, and
-/// reports how the child ended. The caller must know the process to be
-/// single-threaded ([`single_threaded`]); `work` returns the child's exit
-/// code and must not return to the caller's frames (the child exits
-/// straight after it, without running destructors or atexit handlers).
-pub(super) fn in_child(work: impl FnOnce() -> i32, limit: Duration) -> Trial {
+/// reports how the child ended and the first `keep` bytes it wrote there;
+/// past `limit` the child is killed. `work` returns the child's exit code
+/// and must keep to the module's contract (anything in a single-threaded
+/// process, else system calls into prepared memory only); the child exits
+/// straight after it, without running destructors or atexit handlers.
+pub fn in_child(work: impl FnOnce() -> i32, limit: Duration, keep: usize) -> Trial {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -79,7 +88,7 @@ pub(super) fn in_child(work: impl FnOnce() -> i32, limit: Duration) -> Trial {
         unsafe { libc::_exit(code) }
     }
     drop(writer);
-    let (said, timed_out) = read_until(reader, Instant::now() + limit);
+    let (said, timed_out) = read_until(reader, Instant::now() + limit, keep);
     if timed_out {
         // SAFETY: `pid` is our child, not yet reaped, so the id is still ours.
         unsafe {
@@ -101,9 +110,27 @@ pub(super) fn in_child(work: impl FnOnce() -> i32, limit: Duration) -> Trial {
     }
 }
 
-/// Reads the pipe to its end or to the deadline; returns what was read
-/// (lossily as UTF-8, at most [`SAID_BYTES`]) and whether time ran out.
-fn read_until(reader: OwnedFd, deadline: Instant) -> (String, bool) {
+/// Writes all of `bytes` to this process's standard error with write(2)
+/// alone: no allocation, no lock, so a forked child of a threaded process
+/// may call it. False when the descriptor refused them.
+pub fn write_stderr(mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        // SAFETY: `bytes` is readable for its length; fd 2 is a number.
+        let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        if n <= 0 {
+            return false;
+        }
+        bytes = &bytes[n as usize..];
+    }
+    true
+}
+
+/// Reads the pipe to its end or to the deadline; returns what was read (at
+/// most `keep` bytes) and whether time ran out.
+fn read_until(reader: OwnedFd, deadline: Instant, keep: usize) -> (Vec<u8>, bool) {
     let fd = reader.as_raw_fd();
     let mut file = std::fs::File::from(reader);
     let mut kept = Vec::new();
@@ -111,7 +138,7 @@ fn read_until(reader: OwnedFd, deadline: Instant) -> (String, bool) {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return (String::from_utf8_lossy(&kept).into_owned(), true);
+            return (kept, true);
         }
         let mut poll = libc::pollfd {
             fd,
@@ -125,19 +152,19 @@ fn read_until(reader: OwnedFd, deadline: Instant) -> (String, bool) {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return (String::from_utf8_lossy(&kept).into_owned(), false);
+            return (kept, false);
         }
         if ready == 0 {
             continue;
         }
         match file.read(&mut buf) {
-            Ok(0) => return (String::from_utf8_lossy(&kept).into_owned(), false),
+            Ok(0) => return (kept, false),
             Ok(n) => {
-                let room = SAID_BYTES.saturating_sub(kept.len());
+                let room = keep.saturating_sub(kept.len());
                 kept.extend_from_slice(&buf[..n.min(room)]);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return (String::from_utf8_lossy(&kept).into_owned(), false),
+            Err(_) => return (kept, false),
         }
     }
 }
@@ -158,7 +185,7 @@ fn wait(pid: libc::pid_t) -> std::io::Result<libc::c_int> {
 }
 
 /// A signal's name ("SIGSEGV"), or its number.
-pub(super) fn signal_name(signal: i32) -> String {
+pub fn signal_name(signal: i32) -> String {
     nix::sys::signal::Signal::try_from(signal)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {signal}"))
@@ -176,24 +203,23 @@ mod tests {
     fn a_crash_in_the_child_is_reported_with_its_signal() {
         let trial = in_child(
             || {
-                let msg = b"about to crash\n";
-                // SAFETY: writes a valid buffer to fd 2, then raises a
-                // signal whose default action ends the process (std's own
-                // SIGSEGV handler, for stack overflows, is put aside: it
-                // returns when no instruction faulted).
+                write_stderr(b"about to crash\n");
+                // SAFETY: raises a signal whose default action ends the
+                // process (std's own SIGSEGV handler, for stack overflows,
+                // is put aside: it returns when no instruction faulted).
                 unsafe {
-                    libc::write(2, msg.as_ptr().cast(), msg.len());
                     libc::signal(libc::SIGSEGV, libc::SIG_DFL);
                     libc::raise(libc::SIGSEGV);
                 }
                 0
             },
             Duration::from_secs(20),
+            SAID_BYTES,
         );
         match trial {
             Trial::Killed { signal, said } => {
                 assert_eq!(signal_name(signal), "SIGSEGV");
-                assert_eq!(said, "about to crash\n");
+                assert_eq!(said, b"about to crash\n");
             }
             other => panic!("expected a SIGSEGV, got {other:?}"),
         }
@@ -201,10 +227,10 @@ mod tests {
 
     #[test]
     fn the_exit_code_of_the_child_comes_back() {
-        match in_child(|| 7, Duration::from_secs(20)) {
+        match in_child(|| 7, Duration::from_secs(20), SAID_BYTES) {
             Trial::Exited { code, said } => {
                 assert_eq!(code, 7);
-                assert_eq!(said, "");
+                assert_eq!(said, b"");
             }
             other => panic!("expected exit 7, got {other:?}"),
         }
@@ -221,8 +247,26 @@ mod tests {
                 0
             },
             Duration::from_millis(100),
+            SAID_BYTES,
         );
         assert!(matches!(trial, Trial::TimedOut), "{trial:?}");
+    }
+
+    /// A result written as bytes comes back whole, binary and all; past
+    /// `keep` the rest is read and dropped.
+    #[test]
+    fn the_bytes_a_child_writes_come_back_up_to_keep() {
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+        let run = |keep: usize| match in_child(
+            || i32::from(!write_stderr(&bytes)),
+            Duration::from_secs(20),
+            keep,
+        ) {
+            Trial::Exited { code: 0, said } => said,
+            other => panic!("expected exit 0, got {other:?}"),
+        };
+        assert_eq!(run(100_000), bytes);
+        assert_eq!(run(1000), bytes[..1000]);
     }
 
     #[test]
