@@ -249,8 +249,10 @@ pub fn ignores_preload(program: &OsStr) -> Option<String> {
         return Some(format!("{} is statically linked", exe.display()));
     }
     let meta = std::fs::metadata(&exe).ok()?;
-    // SAFETY: geteuid and getegid have no preconditions.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (uid, gid) = (
+        numalab::sys::process::effective_uid(),
+        numalab::sys::process::effective_gid(),
+    );
     let setuid = meta.mode() & 0o4000 != 0 && meta.uid() != uid;
     let setgid = meta.mode() & 0o2000 != 0 && meta.gid() != gid;
     (setuid || setgid).then(|| {

@@ -1,13 +1,17 @@
 //! `numalab`: the command-line front end. Each subcommand lives in
 //! `cmd/<name>.rs`; the engine is the `numalab` library crate.
 
+// System calls that need `unsafe` go through the engine's `numalab::sys`;
+// the one exception is the ELF constructor of `output.rs`.
+#![deny(unsafe_code)]
+
 mod args;
 mod cmd;
 mod launch_args;
 mod output;
 
 use clap::{Parser, Subcommand};
-use nix::sys::signal::{signal, SigHandler, Signal};
+use nix::sys::signal::Signal;
 use output::errln;
 use std::process::ExitCode;
 
@@ -89,9 +93,7 @@ fn command_path() -> String {
 fn main() -> ExitCode {
     // `numalab ... | head` must end quietly when the reader goes away, as
     // other command-line tools do, not as a failed write.
-    // SAFETY: restores the default disposition (no handler of ours runs),
-    // at start-up, before any other thread exists.
-    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+    numalab::sys::process::default_signal_action(Signal::SIGPIPE);
     // A bug must still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info

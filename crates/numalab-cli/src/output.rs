@@ -54,9 +54,9 @@ static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 /// after which a closed stdout can no longer be told from a wanted
 /// `>/dev/null`, and what numalab prints would be lost without a word.
 extern "C" fn note_closed_stdout() {
-    // SAFETY: F_GETFD reads the descriptor's flags and changes nothing; it
-    // fails (EBADF is its only error here) exactly when fd 1 is closed.
-    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+    // F_GETFD reads the descriptor's flags and changes nothing; it fails
+    // (EBADF is its only error here) exactly when fd 1 is closed.
+    if !numalab::sys::process::descriptor_is_open(1) {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
     }
 }
@@ -67,6 +67,7 @@ extern "C" fn note_closed_stdout() {
 // once, single-threaded, with no arguments; the function touches only an
 // atomic and a system call that needs no runtime.
 #[used]
+#[allow(unsafe_code)]
 #[unsafe(link_section = ".init_array")]
 static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
 

@@ -88,6 +88,21 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// The effective group id numalab runs with.
+pub fn effective_gid() -> u32 {
+    // SAFETY: getegid has no preconditions and cannot fail.
+    unsafe { libc::getegid() }
+}
+
+/// Puts back the default action of `sig` (SIGPIPE at start-up: a reader
+/// that goes away ends numalab quietly); false when refused. No handler of
+/// ours is installed, so nothing runs in signal context.
+pub fn default_signal_action(sig: nix::sys::signal::Signal) -> bool {
+    use nix::sys::signal::{signal, SigHandler};
+    // SAFETY: SIG_DFL installs no function, only the kernel's default.
+    unsafe { signal(sig, SigHandler::SigDfl) }.is_ok()
+}
+
 /// Whether numalab runs with effective user id 0.
 pub fn effective_root() -> bool {
     effective_uid() == 0
