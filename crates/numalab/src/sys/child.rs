@@ -17,7 +17,7 @@
 //! then ends.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 /// The child's exit code when `work` panicked.
@@ -61,13 +61,9 @@ pub fn single_threaded() -> bool {
 /// process, else system calls into prepared memory only); the child exits
 /// straight after it, without running destructors or atexit handlers.
 pub fn in_child(work: impl FnOnce() -> i32, limit: Duration, keep: usize) -> Trial {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    let Ok((reader, writer)) = super::process::pipe() else {
         return Trial::NotRun;
-    }
-    // SAFETY: pipe2 succeeded, so both descriptors are open and owned here.
-    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    };
     // SAFETY: the caller guarantees a single-threaded process, so the child
     // starts with no lock held by a thread that does not exist there.
     let pid = unsafe { libc::fork() };
@@ -95,7 +91,7 @@ pub fn in_child(work: impl FnOnce() -> i32, limit: Duration, keep: usize) -> Tri
             libc::kill(pid, libc::SIGKILL);
         }
     }
-    let status = wait(pid);
+    let status = super::process::wait_raw(pid);
     match status {
         _ if timed_out => Trial::TimedOut,
         Ok(s) if libc::WIFSIGNALED(s) => Trial::Killed {
@@ -130,9 +126,7 @@ pub fn write_stderr(mut bytes: &[u8]) -> bool {
 
 /// Reads the pipe to its end or to the deadline; returns what was read (at
 /// most `keep` bytes) and whether time ran out.
-fn read_until(reader: OwnedFd, deadline: Instant, keep: usize) -> (Vec<u8>, bool) {
-    let fd = reader.as_raw_fd();
-    let mut file = std::fs::File::from(reader);
+fn read_until(mut file: std::fs::File, deadline: Instant, keep: usize) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -140,22 +134,12 @@ fn read_until(reader: OwnedFd, deadline: Instant, keep: usize) -> (Vec<u8>, bool
         if left.is_zero() {
             return (kept, true);
         }
-        let mut poll = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd, count 1.
-        let ready = unsafe { libc::poll(&mut poll, 1, ms) };
-        if ready < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return (kept, false);
-        }
-        if ready == 0 {
-            continue;
+        let ms = i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX);
+        match super::process::wait_readable(file.as_fd(), ms) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return (kept, false),
         }
         match file.read(&mut buf) {
             Ok(0) => return (kept, false),
@@ -165,21 +149,6 @@ fn read_until(reader: OwnedFd, deadline: Instant, keep: usize) -> (Vec<u8>, bool
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return (kept, false),
-        }
-    }
-}
-
-fn wait(pid: libc::pid_t) -> std::io::Result<libc::c_int> {
-    loop {
-        let mut status = 0;
-        // SAFETY: `pid` is our child; `status` is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Ok(status);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
         }
     }
 }
