@@ -9,6 +9,7 @@ mod args;
 mod cmd;
 mod launch_args;
 mod output;
+mod sampling_args;
 
 use clap::{Parser, Subcommand};
 use nix::sys::signal::Signal;
@@ -68,7 +69,7 @@ enum Command {
     /// Run a command with CPU and memory placement (numactl-compatible options).
     Run(cmd::run::Args),
     /// Run a command and sample which of its data is accessed from which node (no PMU needed).
-    Profile(cmd::profile::Args),
+    Profile(Box<cmd::profile::Args>),
 }
 
 /// The (sub)command the arguments name, as far as they name one:
@@ -149,7 +150,7 @@ fn main() -> ExitCode {
         Command::Set(a) => cmd::set::run(a),
         Command::Verify(a) => cmd::verify::run(a),
         Command::Run(a) => cmd::run::run(a),
-        Command::Profile(a) => cmd::profile::run(a),
+        Command::Profile(a) => cmd::profile::run(*a),
     };
     // What is still buffered must reach its file before the exit code says
     // it did; a command's own error outranks a failed flush after it.

@@ -237,6 +237,29 @@ impl From<numalab::machine::MachineError> for CliError {
     }
 }
 
+/// A profile session's errors: a placement's as placement errors are
+/// everywhere, the rest with the session's exit code.
+impl From<numalab::profile::session::SessionError> for CliError {
+    fn from(e: numalab::profile::session::SessionError) -> Self {
+        match e {
+            numalab::profile::session::SessionError::Placement(p) => p.into(),
+            e => CliError {
+                msg: e.to_string(),
+                code: e.exit_code(),
+            },
+        }
+    }
+}
+
+impl From<numalab_report::profile_dir::DirError> for CliError {
+    fn from(e: numalab_report::profile_dir::DirError) -> Self {
+        match e {
+            numalab_report::profile_dir::DirError::Refused(m) => CliError::usage(m),
+            numalab_report::profile_dir::DirError::Io(m) => CliError::failed(m),
+        }
+    }
+}
+
 impl From<numalab::placement::PlacementError> for CliError {
     fn from(e: numalab::placement::PlacementError) -> Self {
         use numalab::placement::PlacementError as P;

@@ -12,7 +12,6 @@
 //! which is why the default target (1%) sits well below the 3% the
 //! overhead benchmark holds it to (bench/profile-overhead.sh).
 
-use crate::record::{Kind, Record};
 use crate::{emit, sys, tables, FIRST_TOUCHES, SAMPLES};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
@@ -241,17 +240,19 @@ pub fn emit_totals() {
     let spent =
         t.sampler_ns + t.handler_ns + t.small_ns + t.samples * KERNEL_NS.load(SeqCst) + t.words_ns;
     let program = t.process_ns.saturating_sub(spent);
-    emit(&Record {
-        kind: Kind::Cost,
-        tid: sys::gettid(),
-        cpu: TARGET_PPM.load(SeqCst) as u32,
-        node: RATE.load(SeqCst).min(i32::MAX as u64) as i32,
-        flags: KERNEL_NS.load(SeqCst).min(u32::MAX as u64) as u32,
-        addr: spent,
-        size: program,
-        time_ns: sys::monotonic_ns(),
-        aux: 0,
-    });
+    let target = TARGET_PPM.load(SeqCst);
+    emit(
+        &numalab_profile_abi::events::Cost {
+            tid: sys::gettid(),
+            spent_ns: spent,
+            program_ns: program,
+            rate: RATE.load(SeqCst).min(i32::MAX as u64) as u32,
+            kernel_ns_per_fault: KERNEL_NS.load(SeqCst).min(u32::MAX as u64) as u32,
+            target_ppm: (target < u32::MAX as u64).then_some(target as u32),
+            time_ns: sys::monotonic_ns(),
+        }
+        .to_record(),
+    );
 }
 
 /// The rate for the next window: scaled by how far the measured share of

@@ -229,25 +229,19 @@ pub fn emit_call_stack(key: u64) {
 fn emit_frames(addr: u64, pcs: &[usize]) {
     let tid = sys::gettid();
     for (depth, pc) in pcs.iter().enumerate() {
-        emit(&Record {
-            kind: Kind::Frame,
-            tid,
-            cpu: u32::MAX,
-            node: -1,
-            flags: 0,
-            addr,
-            size: depth as u64,
-            time_ns: *pc as u64,
-            aux: 0,
-        });
+        emit(
+            &numalab_profile_abi::events::Frame {
+                tid,
+                key: addr,
+                depth: depth as u64,
+                pc: *pc as u64,
+            }
+            .to_record(),
+        );
     }
 }
 
-/// `flags` of an Alloc record from `mmap`; of a mapping of a file; of a
-/// shared mapping (file or anonymous).
-pub const ALLOC_MMAP: u32 = 1;
-pub const ALLOC_FILE: u32 = 2;
-pub const ALLOC_SHARED: u32 = 4;
+pub use crate::record::{ALLOC_FILE, ALLOC_MMAP, ALLOC_SHARED};
 
 fn untrack_heap(p: *mut c_void) {
     // (The size is asked only when a profile tracks allocations or a plan
@@ -873,9 +867,7 @@ pub fn resolve_early() {
     // allocates) at its first call: made now, not from a hook that an
     // allocator calls with its own lock held (jemalloc maps its arenas with
     // mmap), which hung rustc and cargo under `profile` (issue 36).
-    if std::env::var_os("NUMALAB_PROFILE_OUT").is_some()
-        || std::env::var_os("NUMALAB_PLAN").is_some()
-    {
+    if crate::config().active() {
         let mut pcs = [0usize; STACK_CAPACITY];
         let _ = call_stack(&mut pcs);
     }

@@ -31,8 +31,9 @@
 //! `NUMALAB_PLAN` in the environment the library does nothing but pass
 //! every call through.
 
-pub mod perf;
-pub mod record;
+// The records, their flags and the perf structures: the contract crate's,
+// which the engine reads them back with.
+pub(crate) use numalab_profile_abi::{perf, record};
 pub mod tables;
 
 mod channel;
@@ -108,10 +109,12 @@ fn emit(r: &record::Record) {
     }
 }
 
-/// A number from the environment, read before `main` without allocating
-/// more than the lookup does.
-fn env_number(name: &str) -> Option<usize> {
-    std::env::var(name).ok()?.trim().parse().ok()
+/// What the environment asks the library to do, read once at its start
+/// (before `main`).
+pub(crate) fn config() -> &'static numalab_profile_abi::config::LibraryConfig {
+    static CONFIG: std::sync::OnceLock<numalab_profile_abi::config::LibraryConfig> =
+        std::sync::OnceLock::new();
+    CONFIG.get_or_init(numalab_profile_abi::config::LibraryConfig::from_env)
 }
 
 /// Where the pages of the region at `start` are, a record per node, as
@@ -162,10 +165,10 @@ fn emit_page_records(start: usize, len: usize, snapshot: u32) {
 /// Copies /proc/self/maps beside the records (`<out>.maps`), for the
 /// allocation stacks' symbols.
 pub(crate) fn save_maps() {
-    let Some(path) = std::env::var_os("NUMALAB_PROFILE_OUT") else {
+    let Some(path) = &config().records else {
         return;
     };
-    let mut out = path;
+    let mut out = path.clone();
     out.push(".maps");
     let Some(to) = sys::open_append(&out) else {
         return;
@@ -227,19 +230,18 @@ extern "C" fn at_exit() {
     // A descriptor the program closed or took since the last write is
     // found (and opened again) now, so that the Totals say so.
     channel::checked();
-    emit(&record::Record {
-        kind: record::Kind::Totals,
-        tid: sys::gettid(),
-        cpu: u32::MAX,
-        node: queue::overflowed().min(i32::MAX as usize) as i32,
-        // Samples of threads outside --threads, left out.
-        flags: select::SKIPPED.load(SeqCst).min(u32::MAX as u64) as u32,
-        addr: ARMED_TOTAL.load(SeqCst) as u64,
-        size: SAMPLES.load(SeqCst) as u64,
-        time_ns: sys::monotonic_ns(),
-        // Times the program closed or took over the records' file.
-        aux: channel::reopened().min(u32::MAX as usize) as u32,
-    });
+    emit(
+        &numalab_profile_abi::events::Totals {
+            tid: sys::gettid(),
+            pages_armed: ARMED_TOTAL.load(SeqCst) as u64,
+            samples: SAMPLES.load(SeqCst) as u64,
+            lost_records: queue::overflowed().min(i32::MAX as usize) as u32,
+            other_thread_samples: select::SKIPPED.load(SeqCst).min(u32::MAX as u64) as u32,
+            channel_reopened: channel::reopened().min(u32::MAX as usize) as u32,
+            time_ns: sys::monotonic_ns(),
+        }
+        .to_record(),
+    );
     queue::drain(OUT_FD.load(SeqCst), true);
 }
 
@@ -268,14 +270,14 @@ extern "C" fn after_fork_in_child() {
 /// (pages a second, fixed) or `NUMALAB_PROFILE_OVERHEAD` (percent of the
 /// program's CPU time, adaptive), else the default target.
 fn rate_policy() -> sampler::RatePolicy {
-    if let Some(r) = env_number("NUMALAB_PROFILE_RATE") {
+    if let Some(r) = config().rate {
         return sampler::RatePolicy::Fixed(r);
     }
-    let pct = std::env::var("NUMALAB_PROFILE_OVERHEAD")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|p| p.is_finite() && *p > 0.0 && *p < 100.0);
-    sampler::RatePolicy::Overhead(pct.map_or(sampler::DEFAULT_OVERHEAD, |p| p / 100.0))
+    sampler::RatePolicy::Overhead(
+        config()
+            .overhead_percent
+            .map_or(sampler::DEFAULT_OVERHEAD, |p| p / 100.0),
+    )
 }
 
 /// Runs when the library is loaded, before the program's `main`.
@@ -286,15 +288,13 @@ extern "C" fn init() {
         PAGE_SIZE.store(ps as usize, SeqCst);
     }
     hooks::resolve_early();
-    let profiled = std::env::var_os("NUMALAB_PROFILE_OUT");
+    let profiled = config().records.as_ref();
     // Records go to the profile's file, or with placement only (`numalab
     // run --plan`) to the plan's, written by the thread that makes them.
-    let out = profiled
-        .clone()
-        .or_else(|| std::env::var_os("NUMALAB_PLAN_OUT"));
+    let out = profiled.or(config().plan_records.as_ref());
     // On a high descriptor, checked before every write: a program that
     // closes or reuses descriptors never gets records in its own files.
-    if let Some(fd) = out.and_then(|o| channel::open(&o)) {
+    if let Some(fd) = out.and_then(|o| channel::open(o)) {
         OUT_FD.store(fd, SeqCst);
     }
     if plan::init() {
@@ -304,7 +304,7 @@ extern "C" fn init() {
     if profiled.is_none() {
         return;
     }
-    if let Some(b) = env_number("NUMALAB_PROFILE_MIN_BYTES") {
+    if let Some(b) = config().min_bytes {
         MIN_BYTES.store(b.max(page_size()), SeqCst);
     }
     START_NS.store(sys::monotonic_ns(), SeqCst);
@@ -312,11 +312,9 @@ extern "C" fn init() {
     small::init();
     let pmu = pmu::init();
     let policy = rate_policy();
-    // NUMALAB_PROFILE_DURATION: seconds to sample for, from the start.
-    let duration_ns = std::env::var("NUMALAB_PROFILE_DURATION")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
+    // The seconds to sample for, from the start.
+    let duration_ns = config()
+        .duration_s
         .map(|s| (s * 1e9).min(u64::MAX as f64) as u64);
     if OUT_FD.load(SeqCst) < 0 {
         return;
@@ -326,30 +324,24 @@ extern "C" fn init() {
     }
     GO_RUNTIME.store(go_runtime_linked(), SeqCst);
     ACTIVE.store(true, SeqCst);
-    emit(&record::Record {
-        kind: record::Kind::Start,
-        // SAFETY: getpid has no preconditions.
-        tid: unsafe { libc::getpid() } as u32,
-        // The sampling window in ms (u32::MAX: the whole run).
-        cpu: duration_ns.map_or(u32::MAX, |d| {
-            (d / 1_000_000).min(u32::MAX as u64 - 1) as u32
-        }),
-        // The fixed rate, or 0: adaptive (the Cost records say the rate).
-        node: match policy {
-            sampler::RatePolicy::Fixed(r) => r.min(i32::MAX as usize) as i32,
-            sampler::RatePolicy::Overhead(_) => 0,
-        },
-        // 1: refinement on, half the pages armed region by region; 2:
-        // samples from a memory-sampling PMU, no page armed; 4: Go's
-        // runtime, no page armed.
-        flags: refine::requested() as u32
-            | if pmu { 2 } else { 0 }
-            | if GO_RUNTIME.load(SeqCst) { 4 } else { 0 },
-        addr: MIN_BYTES.load(SeqCst) as u64,
-        size: page_size() as u64,
-        time_ns: START_NS.load(SeqCst),
-        aux: 0,
-    });
+    emit(
+        &numalab_profile_abi::events::Start {
+            // SAFETY: getpid has no preconditions.
+            pid: unsafe { libc::getpid() } as u32,
+            page_size: page_size() as u64,
+            min_bytes: MIN_BYTES.load(SeqCst) as u64,
+            fixed_rate: match policy {
+                sampler::RatePolicy::Fixed(r) => Some(r.min(i32::MAX as usize) as u32),
+                sampler::RatePolicy::Overhead(_) => None,
+            },
+            window_ms: duration_ns.map(|d| (d / 1_000_000).min(u32::MAX as u64 - 1) as u32),
+            refining: refine::requested(),
+            pmu,
+            go_runtime: GO_RUNTIME.load(SeqCst),
+            time_ns: START_NS.load(SeqCst),
+        }
+        .to_record(),
+    );
     // SAFETY: at_exit is an extern "C" fn with no arguments (registered
     // once: the plan's start did when a plan is in force); the fork hook
     // is a valid child handler.

@@ -146,10 +146,7 @@ pub fn active() -> bool {
 /// from the library's start, before the program runs. Returns whether
 /// a plan is in force.
 pub fn init() -> bool {
-    let Some(text) = std::env::var("NUMALAB_PLAN")
-        .ok()
-        .filter(|t| !t.trim().is_empty())
-    else {
+    let Some(text) = crate::config().plan.clone() else {
         return false;
     };
     let mut paths = Vec::new();

@@ -18,7 +18,7 @@
 //! decoding on records built by the engine's tests.
 
 use crate::perf::{
-    decode_sample, perf_event_open, Operation, PerfEventAttr, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL,
+    decode_sample, Operation, PerfEventAttr, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL,
     ATTR_PRECISE_SHIFT, RECORD_SAMPLE, SAMPLE_TYPE,
 };
 use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_PMU, FLAG_WRITE};
@@ -91,9 +91,7 @@ pub fn parse(spec: &str) -> Option<Spec> {
 /// Turns PMU sampling on when the environment asks for it (at the
 /// library's start); whether it is on.
 pub fn init() -> bool {
-    let spec = std::env::var("NUMALAB_PROFILE_PMU")
-        .ok()
-        .and_then(|s| parse(&s));
+    let spec = crate::config().pmu.as_deref().and_then(parse);
     if let Some(s) = spec {
         let _ = SPEC.set(s);
     }
@@ -159,7 +157,7 @@ pub fn thread_starts() {
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
     };
-    match perf_event_open(&attr, 0) {
+    match crate::sys::perf_event_open(&attr, 0) {
         Ok(fd) => {
             let ps = crate::page_size();
             // SAFETY: a shared mapping of a perf descriptor, one header

@@ -21,7 +21,7 @@
 //! default), and the engine reports the hits with the cost per hit
 //! measured at the first window.
 
-use crate::perf::{perf_event_open, PerfEventAttr, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
+use crate::perf::{PerfEventAttr, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{Kind, Record, FLAG_WRITE, RECORD_BYTES};
 use crate::sys;
 
@@ -90,7 +90,7 @@ fn open_watch(tid: u32, addr: u64, bp_type: u32) -> Result<i32, i32> {
         config2: WORD,
         ..Default::default()
     };
-    perf_event_open(&attr, tid)
+    crate::sys::perf_event_open(&attr, tid)
 }
 
 fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> i32 {
@@ -187,7 +187,7 @@ pub struct Refiner {
 /// Whether the environment asks for refinement: `NUMALAB_PROFILE_REFINE`
 /// is `auto` (default off).
 pub fn requested() -> bool {
-    std::env::var("NUMALAB_PROFILE_REFINE").is_ok_and(|v| v.trim() == "auto")
+    crate::config().refine
 }
 
 /// The sampler's own thread, never watched.
@@ -200,8 +200,7 @@ impl Refiner {
     /// `NUMALAB_PROFILE_REFINE_MS`: the budget).
     pub fn from_env(page_size: usize) -> Refiner {
         let on = requested();
-        let budget_ms =
-            crate::env_number("NUMALAB_PROFILE_REFINE_MS").map_or(DEFAULT_BUDGET_MS, |m| m as u64);
+        let budget_ms = crate::config().refine_ms.unwrap_or(DEFAULT_BUDGET_MS);
         Refiner {
             on: on && budget_ms > 0,
             budget_ns: budget_ms.saturating_mul(1_000_000),
@@ -741,7 +740,7 @@ fn hold_perf_enabled() -> Option<i32> {
         flags: ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
         ..Default::default()
     };
-    perf_event_open(&attr, 0).ok()
+    crate::sys::perf_event_open(&attr, 0).ok()
 }
 
 /// What one watchpoint hit costs the accessing thread, measured once on a

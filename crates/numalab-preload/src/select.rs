@@ -71,19 +71,22 @@ thread_local! {
 /// thread (ordinal 0).
 pub fn init() {
     ORDINAL.with(|o| o.set(0));
-    // An empty value is no filter (numalab clears what it does not set).
-    let given = |name: &str| std::env::var(name).ok().filter(|t| !t.trim().is_empty());
+    let config = crate::config();
     let mut paths = Vec::new();
-    let regions =
-        given("NUMALAB_PROFILE_REGIONS").map(|t| parse_regions(&t, object_bias, &mut paths));
+    let regions = config
+        .regions
+        .as_ref()
+        .map(|t| parse_regions(t, object_bias, &mut paths));
     let _ = REGIONS.set(regions);
-    let refine =
-        given("NUMALAB_PROFILE_REFINE_REGIONS").map(|t| parse_regions(&t, object_bias, &mut paths));
+    let refine = config
+        .refine_regions
+        .as_ref()
+        .map(|t| parse_regions(t, object_bias, &mut paths));
     let _ = REFINE_REGIONS.set(refine);
     let _ = FILE_PATHS.set(paths);
     resolve_find_object();
-    if let Some(t) = given("NUMALAB_PROFILE_THREADS") {
-        for w in t.split(',').filter_map(|w| w.trim().parse::<u32>().ok()) {
+    if let Some(t) = &config.threads {
+        for &w in t {
             if let Some(word) = THREADS.get(w as usize / 64) {
                 word.fetch_or(1 << (w % 64), SeqCst);
             }

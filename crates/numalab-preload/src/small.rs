@@ -12,7 +12,6 @@
 //! draws' time counts in what sampling costs, and the mean doubles while
 //! draws alone take over half the target.
 
-use crate::record::{Kind, Record};
 use crate::{emit, sys};
 use std::sync::atomic::{
     AtomicI64, AtomicU64, AtomicUsize,
@@ -83,7 +82,7 @@ fn shard() -> &'static Shard {
 /// Reads `NUMALAB_PROFILE_SMALL_EVERY` (bytes, 0: off), at the library's
 /// start.
 pub fn init() {
-    if let Some(b) = crate::env_number("NUMALAB_PROFILE_SMALL_EVERY") {
+    if let Some(b) = crate::config().small_every {
         EVERY.store(b, SeqCst);
     }
 }
@@ -139,18 +138,18 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
         sys::PageState::Present(n) => n,
         sys::PageState::Absent => -1,
     };
-    emit(&Record {
-        kind: Kind::SmallAlloc,
-        tid: sys::gettid(),
-        // The mean, in KiB.
-        cpu: (every >> 10).min(u32::MAX as usize) as u32,
-        node,
-        flags,
-        addr: p as u64,
-        size: n as u64,
-        time_ns: key,
-        aux: 0,
-    });
+    emit(
+        &numalab_profile_abi::events::SmallAlloc {
+            tid: sys::gettid(),
+            addr: p as u64,
+            size: n as u64,
+            node,
+            flags,
+            mean_bytes: every as u64,
+            key,
+        }
+        .to_record(),
+    );
     crate::hooks::emit_call_stack(key);
     DRAW_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
 }

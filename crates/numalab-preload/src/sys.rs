@@ -357,3 +357,24 @@ pub fn task_cpu(tid: u32) -> Option<u32> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(36)?.parse().ok()
 }
+
+/// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)` (tid 0:
+/// this thread): the descriptor or the errno.
+pub fn perf_event_open(attr: &crate::perf::PerfEventAttr, tid: u32) -> Result<i32, i32> {
+    // SAFETY: a valid attr of the size it says; no group.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const crate::perf::PerfEventAttr,
+            tid as libc::pid_t,
+            -1 as libc::c_int,
+            -1 as libc::c_int,
+            crate::perf::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        Err(errno())
+    } else {
+        Ok(fd as i32)
+    }
+}

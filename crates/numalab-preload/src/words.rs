@@ -29,9 +29,7 @@
 //! 2^-d, the duty exponent d, which every count carries for its weight).
 
 use crate::fault::{chain, KeptAction};
-use crate::perf::{
-    perf_event_open, PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL,
-};
+use crate::perf::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{word_flags, Kind, Record, WORD_CAPPED, WORD_MOVED};
 use crate::{emit, page_size, sys, tables};
 use std::cell::Cell;
@@ -284,21 +282,19 @@ fn next_random(w: &Watch) -> u64 {
 /// trial watchpoint (a refusal is written once, with its errno), the cost
 /// of one counted access, the CPUs' nodes, and the main thread's watch.
 pub fn init(refining: bool) {
-    if std::env::var("NUMALAB_PROFILE_WORDS").is_ok_and(|v| v.trim() == "off") {
+    let config = crate::config();
+    if !config.word_counts {
         return;
     }
-    let slots = crate::env_number("NUMALAB_PROFILE_WORD_SLOTS")
+    let slots = config
+        .word_slots
         .unwrap_or(if refining { 2 } else { MAX_SLOTS })
         .clamp(1, if refining { 2 } else { MAX_SLOTS });
     SLOTS.store(slots, SeqCst);
-    if let Some(pct) = std::env::var("NUMALAB_PROFILE_OVERHEAD")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|p| p.is_finite() && *p > 0.0 && *p < 100.0)
-    {
+    if let Some(pct) = config.overhead_percent {
         TARGET_PPM.store((pct * 1e4).round() as u64, SeqCst);
     }
-    if let Some(ms) = crate::env_number("NUMALAB_PROFILE_WORD_WINDOW_MS") {
+    if let Some(ms) = config.word_window_ms {
         WINDOW_NS.store((ms as u64).clamp(1, 10_000) * 1_000_000, SeqCst);
     }
     if let Err(errno) = calibrate() {
@@ -336,7 +332,7 @@ fn calibrate() -> Result<(), i32> {
     let mut a = attr(p as u64);
     a.flags &= !ATTR_DISABLED;
     a.sample_period = 0;
-    let fd = perf_event_open(&a, 0)?;
+    let fd = crate::sys::perf_event_open(&a, 0)?;
     const HITS: u64 = 16;
     let mut rounds = [0u64; 5];
     for r in rounds.iter_mut() {
@@ -374,7 +370,7 @@ pub fn thread_starts() {
     let w = &WATCHES[i];
     let mut slots = 0;
     for s in 0..SLOTS.load(SeqCst) {
-        match perf_event_open(&attr(w as *const Watch as u64), 0) {
+        match crate::sys::perf_event_open(&attr(w as *const Watch as u64), 0) {
             Ok(fd) => {
                 w.fds[s].store(fd, SeqCst);
                 w.words[s].store(0, SeqCst);

@@ -13,7 +13,7 @@
 //! sentences and advice, [`csv`] the tables, [`html`] (with the charts of
 //! [`svg`]) the page, [`text`] the same in plain text, and [`files`] the
 //! report directory. [`compare`] sets
-//! two results side by side.
+//! two results side by side. [`profile_dir`] is `numalab profile`'s folder.
 
 // Unsafe code lives in `numalab::sys` (and the modules its documentation
 // names), behind safe functions.
@@ -28,6 +28,7 @@ pub mod html;
 pub mod key_table;
 pub mod part;
 pub mod plan;
+pub mod profile_dir;
 pub mod results;
 pub mod session;
 pub mod summary;

@@ -25,6 +25,8 @@ use numalab::measure::counters::{self, Event};
 use numalab::placement::launch::ExitStatus;
 use numalab::profile::plan::{verify, PlanCheck};
 use numalab::profile::record::Record;
+use numalab::profile::session::with_library;
+use numalab_profile_abi::config::LibraryConfig;
 use numalab_report::files::write_atomically;
 use numalab_report::views::plan::check_text;
 use numalab_report::views::verify::render;
@@ -213,15 +215,12 @@ pub fn run(mut a: Args) -> CliResult {
         .then(plan_records_file)
         .transpose()?;
     if !placement.is_empty() {
-        prepared = prepared
-            .with_env("LD_PRELOAD", preload_with(&library()?))
-            .with_env("NUMALAB_PLAN", placement)
-            .with_env(
-                "NUMALAB_PLAN_OUT",
-                records
-                    .as_ref()
-                    .map_or(OsString::new(), |r| r.as_os_str().into()),
-            );
+        let config = LibraryConfig {
+            plan: Some(placement.clone()),
+            plan_records: records.as_ref().map(|r| r.as_os_str().to_owned()),
+            ..LibraryConfig::default()
+        };
+        prepared = with_library(prepared, &preload_with(&library()?), &config);
         if let (Some(why), Some(s)) = (&unreachable, plan.stripes()) {
             let mut nodes: Vec<String> = s.iter().map(|(n, _)| n.to_string()).collect();
             nodes.dedup();

@@ -20,7 +20,9 @@
 use crate::machine::Machine;
 use crate::placement::launch::PreparedLaunch;
 use crate::sys::perf::open_event_on;
-use crate::sys::perf_abi::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
+use numalab_profile_abi::perf::{
+    PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL,
+};
 use serde::{Deserialize, Serialize};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;

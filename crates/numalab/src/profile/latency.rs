@@ -28,6 +28,43 @@ impl LatencyTable {
         })
     }
 
+    /// The table of the numalab result at `path` (`--machine FILE`),
+    /// checked against `m`; the error names the option.
+    pub fn read_for_machine(
+        m: &crate::Machine,
+        path: &std::path::Path,
+    ) -> Result<LatencyTable, String> {
+        // The bounded reader: a result's cap, a device refused, a FIFO read
+        // to its end or refused when nothing writes into it.
+        let text = crate::input::read_text(path, crate::input::InputKind::ResultsJson)
+            .map_err(|e| format!("--machine: {e}"))?;
+        LatencyTable::for_machine(m, &text)
+            .map_err(|why| format!("--machine {}: {why}", path.display()))
+    }
+
+    /// The table of a JSON document (`text`), refused when it was measured
+    /// on another machine than `m` (other CPU or memory nodes).
+    pub fn for_machine(m: &crate::Machine, text: &str) -> Result<LatencyTable, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+        let t = LatencyTable::from_json(&v)?;
+        let (rows, cols) = t.nodes();
+        let cpu_nodes: Vec<u32> = m.cpu_nodes().iter().collect();
+        let mem_nodes: Vec<u32> = m.memory_nodes().iter().collect();
+        if rows.iter().any(|n| !cpu_nodes.contains(n))
+            || cols.iter().any(|n| !mem_nodes.contains(n))
+        {
+            let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            return Err(format!(
+                "its matrix has CPU nodes {} and memory nodes {}, this machine CPU nodes {} and memory nodes {}: measured on another machine",
+                list(&rows),
+                list(&cols),
+                list(&cpu_nodes),
+                list(&mem_nodes)
+            ));
+        }
+        Ok(t)
+    }
+
     /// ns from a CPU of `cpu_node` to memory on `mem_node`, when measured.
     pub fn ns(&self, cpu_node: u32, mem_node: u32) -> Option<f64> {
         self.cells.get(&(cpu_node, mem_node)).copied()
@@ -151,6 +188,21 @@ mod tests {
         assert_eq!(LatencyTable::from_json(&deep).unwrap(), t);
         let err = LatencyTable::from_json(&json!({"latency": null, "x": [1, 2]})).unwrap_err();
         assert!(err.starts_with("it holds no latency matrix"), "{err}");
+    }
+
+    #[test]
+    fn a_matrix_of_other_nodes_is_refused_for_this_machine() {
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
+        let two = json!({"latency": [[cell(0, 0, 90.0), cell(0, 1, 140.0)]]});
+        assert!(LatencyTable::for_machine(&m, &two.to_string()).is_ok());
+        let other = json!({"latency": [[cell(0, 0, 90.0), cell(0, 7, 140.0)]]});
+        assert_eq!(
+            LatencyTable::for_machine(&m, &other.to_string()).unwrap_err(),
+            "its matrix has CPU nodes 0 and memory nodes 0,7, this machine CPU nodes 0,1,2,3 and memory nodes 0,1,2,3: measured on another machine"
+        );
+        assert!(LatencyTable::for_machine(&m, "{")
+            .unwrap_err()
+            .starts_with("not JSON ("));
     }
 
     /// Two local accesses from node 0 at 90 ns and one from node 1 to node

@@ -16,14 +16,14 @@
 //! - [`mapping`]: anonymous mappings owned by a value;
 //! - [`numa`]: the kernel's memory-policy, page-moving, affinity and
 //!   capability calls, re-exported as `placement::sys`;
-//! - [`perf`]: perf events as owned descriptors;
+//! - [`perf`]: perf events as owned descriptors (the only
+//!   `perf_event_open` call; the attribute structure is the contract
+//!   crate's, `numalab_profile_abi::perf`, which the preload library fills
+//!   too);
 //! - [`process`]: descriptors and clocks of processes and threads, pipes,
 //!   waits, what a launched program's child does before exec;
 //! - [`restore`]: system settings put back from a signal handler or a
 //!   watchdog process (`placement::settings` holds them).
-//!
-//! [`perf_abi`] is the preload library's own file (the raw perf_event_open
-//! and the sample layout), which [`perf`] wraps.
 
 pub mod blas;
 pub mod cache;
@@ -33,9 +33,5 @@ pub mod kernels;
 pub mod mapping;
 pub mod numa;
 pub mod perf;
-// The perf_event_open ABI and its sample records, the same file the
-// preload library records with.
-#[path = "../../../numalab-preload/src/perf.rs"]
-pub mod perf_abi;
 pub mod process;
 pub mod restore;

@@ -1,15 +1,12 @@
 //! perf events as owned descriptors.
 
-use super::perf_abi::{perf_event_open, PerfEventAttr, PERF_FLAG_FD_CLOEXEC};
+use numalab_profile_abi::perf::{PerfEventAttr, PERF_FLAG_FD_CLOEXEC};
 use std::os::fd::{FromRawFd, OwnedFd};
 
 /// Opens the event `attr` for thread `tid` (0: the caller) on any CPU; the
 /// descriptor closes when dropped. Err: the errno.
 pub fn open_event(attr: &PerfEventAttr, tid: u32) -> Result<OwnedFd, i32> {
-    let fd = perf_event_open(attr, tid)?;
-    // SAFETY: a descriptor perf_event_open just returned: open, and owned
-    // by no one else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    open_event_on(attr, tid as i32, -1)
 }
 
 /// Opens the event `attr` for process `pid` (0: the caller, -1: every
@@ -24,7 +21,7 @@ pub fn open_event_on(attr: &PerfEventAttr, pid: i32, cpu: i32) -> Result<OwnedFd
             pid as libc::pid_t,
             cpu as libc::c_int,
             -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
+            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )
     };
     if fd < 0 {

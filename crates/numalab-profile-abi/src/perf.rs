@@ -1,9 +1,9 @@
-//! `perf_event_open(2)`: the attribute structure (the libc crate has no
-//! definition), the call, and the reading of data-address samples (the
+//! `perf_event_open(2)`'s data: the attribute structure (the libc crate has
+//! no definition) and the reading of data-address samples (the
 //! `PERF_RECORD_SAMPLE` fields, the `data_src` word, the ring buffer). The
-//! engine includes this file by path for its PMU probe and decoding tests
-//! (`numalab::profile::pmu`), as it does `record`; the library's PMU
-//! sampler (`pmu`) reads its samples with it.
+//! call itself is a system call, so each side makes it in its own `sys`
+//! module (the engine's `numalab::sys::perf`, the library's `sys`); both
+//! fill this structure, and both decode the samples with these functions.
 
 /// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes).
 /// `config1` is `bp_addr` for a breakpoint, `config2` its `bp_len`.
@@ -44,30 +44,7 @@ pub const ATTR_EXCLUDE_HV: u64 = 1 << 6;
 pub const ATTR_PRECISE_SHIFT: u32 = 15;
 
 /// `perf_event_open`'s flag: the descriptor closes on exec.
-pub const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-
-/// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)` (tid 0:
-/// this thread): the descriptor or the errno.
-pub fn perf_event_open(attr: &PerfEventAttr, tid: u32) -> Result<i32, i32> {
-    // SAFETY: a valid attr of the size it says; no group.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr as *const PerfEventAttr,
-            tid as libc::pid_t,
-            -1 as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL))
-    } else {
-        Ok(fd as i32)
-    }
-}
+pub const PERF_FLAG_FD_CLOEXEC: u64 = 8;
 
 /// `perf_event_attr.sample_type` bits read by [`decode_sample`].
 pub const SAMPLE_IDENTIFIER: u64 = 1 << 16;

@@ -1,5 +1,8 @@
 //! The records the library writes, one fixed-size binary record per event,
-//! so that a signal handler can queue one with no allocation. `numalab profile` reads them back with [`Record::decode`].
+//! so that a signal handler can queue one with no allocation. `numalab
+//! profile` reads them back with [`Record::decode`]. The kinds whose fields
+//! change meaning have typed views in [`crate::events`]; every flag bit has
+//! a named constant here.
 
 /// The size of every record in bytes.
 pub const RECORD_BYTES: usize = 48;
@@ -17,10 +20,11 @@ pub enum Kind {
     /// The library started in process `tid` (the pid); `size` is the page
     /// size, `addr` the tracking threshold in bytes, `node` the fixed rate
     /// (0: adaptive, see the Cost records), `cpu` the sampling window in
-    /// ms (`u32::MAX`: the whole run), `flags` 1 when refining (half the
-    /// pages are then armed region by region, see refine.rs), 2 when a
-    /// memory-sampling PMU samples (no page armed), 4 when the program
-    /// runs Go's runtime (no page armed: its system calls bypass libc).
+    /// ms (`u32::MAX`: the whole run), `flags` [`START_REFINING`] (half the
+    /// pages are then armed region by region, see refine.rs),
+    /// [`START_PMU`] (a memory-sampling PMU samples, no page armed),
+    /// [`START_GO`] (the program runs Go's runtime, no page armed: its
+    /// system calls bypass libc). Typed: [`crate::events::Start`].
     Start = 4,
     /// Pages armed and samples taken so far (`addr`, `size`), written at
     /// exit; `node` records lost to a full queue, `flags` samples of
@@ -206,6 +210,25 @@ pub const FLAG_HUGE: u32 = 8;
 /// `size`: the access's latency in cycles where the PMU gives one).
 pub const FLAG_PMU: u32 = 16;
 
+/// Set in an Alloc's (or SmallAlloc's) `flags` when the allocation is a
+/// mapping (`mmap`), not the heap.
+pub const ALLOC_MMAP: u32 = 1;
+/// Set in an Alloc's `flags` when the mapping maps a file.
+pub const ALLOC_FILE: u32 = 2;
+/// Set in an Alloc's `flags` when the mapping is shared (file or
+/// anonymous).
+pub const ALLOC_SHARED: u32 = 4;
+
+/// Set in a Start's `flags` when refinement is on: half the pages are
+/// armed region by region.
+pub const START_REFINING: u32 = 1;
+/// Set in a Start's `flags` when a memory-sampling PMU samples: no page
+/// is armed.
+pub const START_PMU: u32 = 2;
+/// Set in a Start's `flags` when the program runs Go's runtime: no page
+/// is armed (its system calls bypass libc).
+pub const START_GO: u32 = 4;
+
 /// One event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
@@ -336,5 +359,44 @@ mod tests {
         assert_eq!(word_duty(f), 3);
         assert_eq!(word_slots(word_flags(0, 2, 0)), 2);
         assert_eq!(word_duty(word_flags(WORD_CAPPED, 1, 15)), 15);
+    }
+
+    #[test]
+    fn flag_bits_of_one_kind_are_distinct() {
+        let sample = [
+            FLAG_WRITE,
+            FLAG_ACCESS_UNKNOWN,
+            FLAG_WRITE_PROBE,
+            FLAG_HUGE,
+            FLAG_PMU,
+        ];
+        for set in [
+            &sample[..],
+            &[ALLOC_MMAP, ALLOC_FILE, ALLOC_SHARED],
+            &[START_REFINING, START_PMU, START_GO],
+        ] {
+            let all = set.iter().fold(0, |a, b| a | b);
+            assert_eq!(all.count_ones() as usize, set.len(), "{set:?}");
+            assert!(set.iter().all(|b| b.count_ones() == 1), "{set:?}");
+        }
+    }
+
+    #[test]
+    fn thread_names_round_trip_and_are_cut_at_15_bytes() {
+        let (addr, size) = name_words(b"worker-0123456789");
+        let r = Record {
+            kind: Kind::ThreadName,
+            tid: 1,
+            cpu: 0,
+            node: 0,
+            flags: 0,
+            aux: 0,
+            addr,
+            size,
+            time_ns: 0,
+        };
+        assert_eq!(name_of(&r), "worker-01234567");
+        let (addr, size) = name_words(b"main");
+        assert_eq!(name_of(&Record { addr, size, ..r }), "main");
     }
 }

@@ -1,0 +1,141 @@
+//! `numalab profile`'s sampling options, one group: how the preload
+//! library samples (rate or overhead, word counts, duration, thresholds,
+//! refinement, which regions and threads, which sampler), read into the
+//! engine's [`Sampling`].
+
+use crate::args::{percent, seconds, size, whole, Typed};
+use numalab::profile::filter::{self, RegionFilter};
+use numalab::profile::session::{Refine, Sampling};
+use numalab::profile::Sampler;
+use numalab::text::format::excerpt;
+use numalab::IdSet;
+
+fn on_off(t: &str) -> Result<bool, String> {
+    match t {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{t}' is not on or off")),
+    }
+}
+
+/// A value the engine parses, its error after the option and a colon.
+fn engine<T: Send + Sync + Clone + 'static>(parse: fn(&str) -> Result<T, String>) -> Typed<T> {
+    Typed::new(move |opt, t| parse(t).map_err(|e| format!("{opt}: {e}")))
+}
+
+#[derive(clap::Args, Clone)]
+pub struct SamplingArgs {
+    /// Pages armed per second, fixed (each access to an armed page is one
+    /// page-fault sample). Without it the rate adapts to --overhead.
+    #[arg(long, value_name = "R", value_parser = whole(1, 200_000))]
+    pub rate: Option<usize>,
+    /// The share of the program's CPU time sampling may take, in percent,
+    /// for each sampler: the page-fault rate (unless --rate fixes it) and
+    /// the word counts' windows adapt to the cost the library measures
+    /// (default 1).
+    #[arg(long, value_name = "PCT", value_parser = percent())]
+    pub overhead: Option<f64>,
+    /// Word counts, the estimate of every share: each thread counts its
+    /// accesses to words drawn at random, with hardware watchpoints
+    /// (docs/profile.md). `off` leaves the shares to page-fault samples,
+    /// whose error is not bounded.
+    #[arg(long, value_name = "on|off", default_value = "on", action = clap::ArgAction::Set, value_parser = crate::args::choice(&["on", "off"], on_off))]
+    pub word_counts: bool,
+    /// Sample for the first S seconds only; the command then runs on
+    /// unsampled, and the profile is written when it ends.
+    #[arg(long, value_name = "S", value_parser = seconds(0.001))]
+    pub duration: Option<f64>,
+    /// Track allocations of at least this size (malloc family and anonymous mmaps).
+    #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = size(4096, "one page"))]
+    pub min_bytes: usize,
+    /// Allocations below --min-bytes are not tracked one by one: one is
+    /// drawn per this many bytes allocated, on average, with its call
+    /// stack and its page's node, and each site's allocations and bytes
+    /// are estimated from the draws (0: off).
+    #[arg(long, value_name = "SIZE", default_value = "512K", value_parser = small_every())]
+    pub small_every: usize,
+    /// `auto`: after the page samples found lines accessed from several
+    /// nodes, watch their 8-byte words with hardware watchpoints (reads
+    /// and writes by node, false sharing); a region filter (as
+    /// --regions): the same, within those regions only; `off` (default):
+    /// pages only.
+    #[arg(long, value_name = "MODE", default_value = "off", value_parser = engine(Refine::parse))]
+    pub refine: Refine,
+    /// Seconds of watchpoint windows refinement may spend in all (each hit
+    /// costs the accessing thread a debug trap).
+    #[arg(long, value_name = "S", default_value = "2", value_parser = seconds(0.02))]
+    pub refine_time: f64,
+    /// Sample only these regions: comma-separated alternatives, each a
+    /// term or terms joined by & that must all match (heap&size>100M):
+    /// heap, mmap, file:PATH (mappings of that file),
+    /// stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE and
+    /// site:OBJECT+0xOFFSET (an allocation whose call stack passes there),
+    /// 0xSTART-0xEND (overlapping), size>N, size<N (each allocation's
+    /// bytes).
+    #[arg(long, value_name = "FILTER", value_parser = region_filter())]
+    pub regions: Option<(String, RegionFilter)>,
+    /// Keep only these threads' samples: numbers in creation order, 0 (or
+    /// `main`) the main thread, 1 the first thread the program created
+    /// (e.g. `1-8`).
+    #[arg(long, value_name = "SET", value_parser = thread_set())]
+    pub threads: Option<(String, IdSet)>,
+    /// `auto` (default): a memory-sampling PMU where this machine has one
+    /// this user may open (Intel PEBS mem-loads, AMD IBS op), else
+    /// protection faults; `faults`: protection faults; `pmu`: the PMU, or
+    /// an error.
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = engine(Sampler::parse))]
+    pub sampler: Sampler,
+    /// Count each thread and child process on its own as well (the counters in profile.json,
+    /// docs/counters.md): the command runs traced, and numalab waits until every process it
+    /// started has ended.
+    #[arg(long)]
+    pub per_thread: bool,
+}
+
+impl SamplingArgs {
+    /// The engine's form.
+    pub fn into_sampling(self) -> Sampling {
+        Sampling {
+            rate: self.rate,
+            overhead: self.overhead,
+            word_counts: self.word_counts,
+            duration_s: self.duration,
+            min_bytes: self.min_bytes,
+            small_every: self.small_every,
+            refine: self.refine,
+            refine_time_s: self.refine_time,
+            regions: self.regions,
+            threads: self.threads,
+            per_thread: self.per_thread,
+        }
+    }
+}
+
+fn region_filter() -> Typed<(String, RegionFilter)> {
+    Typed::new(|opt, t| {
+        RegionFilter::parse(t)
+            .map(|f| (t.to_string(), f))
+            .map_err(|e| format!("{opt}: {e}"))
+    })
+}
+
+fn thread_set() -> Typed<(String, IdSet)> {
+    Typed::new(|opt, t| {
+        filter::parse_thread_set(t)
+            .map(|s| (t.to_string(), s))
+            .map_err(|e| format!("{opt} {}: {e}", excerpt(t, 40)))
+    })
+}
+
+fn small_every() -> Typed<usize> {
+    Typed::new(
+        |opt, t| match numalab::text::parse::size(t).map_err(|e| format!("{opt}: {e}"))? {
+            0 => Ok(0),
+            1..=4095 => Err(format!(
+                "{opt} {} is too small: 0 (off) or at least 4 KiB",
+                excerpt(t, 40)
+            )),
+            v => usize::try_from(v).map_err(|_| format!("{opt} {} is too large", excerpt(t, 40))),
+        },
+    )
+}

@@ -1,0 +1,338 @@
+//! Typed views of the records whose fields do not mean what their names
+//! say: each is made from a [`Record`] of its kind and back, so that the
+//! library writes and the engine reads the same field for the same thing.
+//! (Kinds whose fields mean what they say — a Sample's `addr`, `cpu` and
+//! `node` — are read from [`Record`] directly.)
+
+use crate::record::{Kind, Record, START_GO, START_PMU, START_REFINING};
+
+/// The library started ([`Kind::Start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Start {
+    pub pid: u32,
+    pub page_size: u64,
+    /// Allocations of at least this many bytes are tracked one by one.
+    pub min_bytes: u64,
+    /// Pages armed a second, fixed; `None`: the rate adapts (the Cost
+    /// records say it).
+    pub fixed_rate: Option<u32>,
+    /// The sampling window in ms; `None`: the whole run.
+    pub window_ms: Option<u32>,
+    /// Refinement is on: half the pages are armed region by region.
+    pub refining: bool,
+    /// A memory-sampling PMU samples: no page is armed.
+    pub pmu: bool,
+    /// The program runs Go's runtime: no page is armed.
+    pub go_runtime: bool,
+    pub time_ns: u64,
+}
+
+impl Start {
+    pub fn from_record(r: &Record) -> Option<Start> {
+        (r.kind == Kind::Start).then(|| Start {
+            pid: r.tid,
+            page_size: r.size,
+            min_bytes: r.addr,
+            fixed_rate: (r.node > 0).then_some(r.node as u32),
+            window_ms: (r.cpu != u32::MAX).then_some(r.cpu),
+            refining: r.flags & START_REFINING != 0,
+            pmu: r.flags & START_PMU != 0,
+            go_runtime: r.flags & START_GO != 0,
+            time_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        let bit = |on: bool, b: u32| if on { b } else { 0 };
+        Record {
+            kind: Kind::Start,
+            tid: self.pid,
+            cpu: self.window_ms.map_or(u32::MAX, |w| w.min(u32::MAX - 1)),
+            node: self.fixed_rate.map_or(0, |r| r.min(i32::MAX as u32) as i32),
+            flags: bit(self.refining, START_REFINING)
+                | bit(self.pmu, START_PMU)
+                | bit(self.go_runtime, START_GO),
+            aux: 0,
+            addr: self.min_bytes,
+            size: self.page_size,
+            time_ns: self.time_ns,
+        }
+    }
+}
+
+/// The library's totals at exit ([`Kind::Totals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    pub tid: u32,
+    pub pages_armed: u64,
+    pub samples: u64,
+    /// Records lost to a full queue.
+    pub lost_records: u32,
+    /// Samples of threads outside `--threads`, left out.
+    pub other_thread_samples: u32,
+    /// Times the program closed or took over the records' file.
+    pub channel_reopened: u32,
+    pub time_ns: u64,
+}
+
+impl Totals {
+    pub fn from_record(r: &Record) -> Option<Totals> {
+        (r.kind == Kind::Totals).then(|| Totals {
+            tid: r.tid,
+            pages_armed: r.addr,
+            samples: r.size,
+            lost_records: r.node.max(0) as u32,
+            other_thread_samples: r.flags,
+            channel_reopened: r.aux,
+            time_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::Totals,
+            tid: self.tid,
+            cpu: u32::MAX,
+            node: self.lost_records.min(i32::MAX as u32) as i32,
+            flags: self.other_thread_samples,
+            aux: self.channel_reopened,
+            addr: self.pages_armed,
+            size: self.samples,
+            time_ns: self.time_ns,
+        }
+    }
+}
+
+/// What sampling cost so far ([`Kind::Cost`], every second and at exit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    pub tid: u32,
+    /// ns spent on sampling.
+    pub spent_ns: u64,
+    /// ns of the program's own CPU time.
+    pub program_ns: u64,
+    /// The rate now, pages armed a second.
+    pub rate: u32,
+    /// The kernel's ns per sampled fault, as measured at start.
+    pub kernel_ns_per_fault: u32,
+    /// The target share of the program's CPU time in millionths; `None`:
+    /// a fixed rate.
+    pub target_ppm: Option<u32>,
+    pub time_ns: u64,
+}
+
+impl Cost {
+    pub fn from_record(r: &Record) -> Option<Cost> {
+        (r.kind == Kind::Cost).then(|| Cost {
+            tid: r.tid,
+            spent_ns: r.addr,
+            program_ns: r.size,
+            rate: r.node.max(0) as u32,
+            kernel_ns_per_fault: r.flags,
+            target_ppm: (r.cpu != u32::MAX).then_some(r.cpu),
+            time_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::Cost,
+            tid: self.tid,
+            cpu: self.target_ppm.map_or(u32::MAX, |t| t.min(u32::MAX - 1)),
+            node: self.rate.min(i32::MAX as u32) as i32,
+            flags: self.kernel_ns_per_fault,
+            aux: 0,
+            addr: self.spent_ns,
+            size: self.program_ns,
+            time_ns: self.time_ns,
+        }
+    }
+}
+
+/// One frame of an allocation's call stack ([`Kind::Frame`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    pub tid: u32,
+    /// The allocation's key: its address, or a small allocation's key
+    /// (with [`crate::record::KEY_BIT_SMALL`]).
+    pub key: u64,
+    /// 0: the caller of malloc.
+    pub depth: u64,
+    /// The frame's return address.
+    pub pc: u64,
+}
+
+impl Frame {
+    pub fn from_record(r: &Record) -> Option<Frame> {
+        (r.kind == Kind::Frame).then_some(Frame {
+            tid: r.tid,
+            key: r.addr,
+            depth: r.size,
+            pc: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::Frame,
+            tid: self.tid,
+            cpu: u32::MAX,
+            node: -1,
+            flags: 0,
+            aux: 0,
+            addr: self.key,
+            size: self.depth,
+            time_ns: self.pc,
+        }
+    }
+}
+
+/// A sampled allocation below the tracking threshold
+/// ([`Kind::SmallAlloc`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SmallAlloc {
+    pub tid: u32,
+    pub addr: u64,
+    pub size: u64,
+    /// Its page's node; -1: not present.
+    pub node: i32,
+    /// As an Alloc's ([`crate::record::ALLOC_MMAP`]).
+    pub flags: u32,
+    /// The sampling mean in bytes (one draw per this many bytes
+    /// allocated), kept to the KiB.
+    pub mean_bytes: u64,
+    /// The key of its Frame records.
+    pub key: u64,
+}
+
+impl SmallAlloc {
+    pub fn from_record(r: &Record) -> Option<SmallAlloc> {
+        (r.kind == Kind::SmallAlloc).then(|| SmallAlloc {
+            tid: r.tid,
+            addr: r.addr,
+            size: r.size,
+            node: r.node,
+            flags: r.flags,
+            mean_bytes: r.cpu as u64 * 1024,
+            key: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::SmallAlloc,
+            tid: self.tid,
+            cpu: (self.mean_bytes >> 10).min(u32::MAX as u64) as u32,
+            node: self.node,
+            flags: self.flags,
+            aux: 0,
+            addr: self.addr,
+            size: self.size,
+            time_ns: self.key,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::KEY_BIT_SMALL;
+
+    #[test]
+    fn typed_views_round_trip_through_the_wire_format() {
+        let start = Start {
+            pid: 4242,
+            page_size: 4096,
+            min_bytes: 65536,
+            fixed_rate: None,
+            window_ms: Some(1500),
+            refining: false,
+            pmu: true,
+            go_runtime: true,
+            time_ns: 7,
+        };
+        let r = start.to_record();
+        assert_eq!((r.node, r.cpu, r.flags), (0, 1500, START_PMU | START_GO));
+        let back = Record::decode(&r.encode()).unwrap();
+        assert_eq!(Start::from_record(&back), Some(start));
+        let fixed = Start {
+            fixed_rate: Some(20_000),
+            window_ms: None,
+            refining: true,
+            pmu: false,
+            go_runtime: false,
+            ..start
+        };
+        let r = fixed.to_record();
+        assert_eq!((r.node, r.cpu, r.flags), (20_000, u32::MAX, START_REFINING));
+        assert_eq!(Start::from_record(&r), Some(fixed));
+
+        let totals = Totals {
+            tid: 1,
+            pages_armed: 900,
+            samples: 812,
+            lost_records: 3,
+            other_thread_samples: 4,
+            channel_reopened: 2,
+            time_ns: 9,
+        };
+        assert_eq!(Totals::from_record(&totals.to_record()), Some(totals));
+        let cost = Cost {
+            tid: 1,
+            spent_ns: 3_000_000,
+            program_ns: 200_000_000,
+            rate: 500,
+            kernel_ns_per_fault: 900,
+            target_ppm: Some(10_000),
+            time_ns: 11,
+        };
+        assert_eq!(Cost::from_record(&cost.to_record()), Some(cost));
+        assert_eq!(
+            Cost::from_record(
+                &Cost {
+                    target_ppm: None,
+                    ..cost
+                }
+                .to_record()
+            )
+            .unwrap()
+            .target_ppm,
+            None
+        );
+        let frame = Frame {
+            tid: 5,
+            key: KEY_BIT_SMALL | 17,
+            depth: 2,
+            pc: 0x40_1000,
+        };
+        assert_eq!(Frame::from_record(&frame.to_record()), Some(frame));
+        let small = SmallAlloc {
+            tid: 5,
+            addr: 0x7f00_0000_1000,
+            size: 48,
+            node: -1,
+            flags: 0,
+            mean_bytes: 512 * 1024,
+            key: KEY_BIT_SMALL | 17,
+        };
+        let r = small.to_record();
+        assert_eq!(r.cpu, 512, "the mean travels in KiB");
+        assert_eq!(SmallAlloc::from_record(&r), Some(small));
+    }
+
+    #[test]
+    fn a_view_of_another_kind_is_none() {
+        let frame = Frame {
+            tid: 5,
+            key: 1,
+            depth: 0,
+            pc: 2,
+        }
+        .to_record();
+        assert_eq!(Start::from_record(&frame), None);
+        assert_eq!(Totals::from_record(&frame), None);
+        assert_eq!(Cost::from_record(&frame), None);
+        assert_eq!(SmallAlloc::from_record(&frame), None);
+        assert!(Frame::from_record(&frame).is_some());
+    }
+}
