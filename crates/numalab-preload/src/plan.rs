@@ -880,17 +880,19 @@ pub fn at_exit() {
     // A descriptor lost since the last write is found (and opened again)
     // now, so that this record can say so.
     crate::channel::checked();
-    emit(&Record {
-        kind: Kind::PlanEnd,
-        tid: sys::gettid(),
-        cpu: crate::pool::spilled().min(u32::MAX as usize - 1) as u32,
-        node: FIRST_ERRNO.load(SeqCst).min(i32::MAX as usize) as i32,
-        flags: FOLDED.load(SeqCst).min(u32::MAX as usize) as u32,
-        addr: OVERRIDDEN.load(SeqCst) as u64,
-        size: REFUSED.load(SeqCst) as u64,
-        time_ns: sys::monotonic_ns(),
-        aux: crate::channel::reopened().min(u32::MAX as usize) as u32,
-    });
+    emit(
+        &numalab_profile_abi::events::PlanEnd {
+            tid: sys::gettid(),
+            program_mbinds_skipped: OVERRIDDEN.load(SeqCst) as u64,
+            refused: REFUSED.load(SeqCst) as u64,
+            first_errno: FIRST_ERRNO.load(SeqCst).min(i32::MAX as usize) as i32,
+            stripes_folded: FOLDED.load(SeqCst).min(u32::MAX as usize) as u32,
+            small_spilled: Some(crate::pool::spilled().min(u32::MAX as usize - 1) as u32),
+            channel_reopened: crate::channel::reopened().min(u32::MAX as usize) as u32,
+            time_ns: sys::monotonic_ns(),
+        }
+        .to_record(),
+    );
 }
 
 #[cfg(test)]

@@ -351,17 +351,17 @@ pub fn report() {
     if !on() {
         return;
     }
-    emit(&Record {
-        kind: Kind::Pmu,
-        tid: REFUSED.load(SeqCst).min(u32::MAX as u64) as u32,
-        cpu: UNTRACKED.load(SeqCst).min(u32::MAX as u64) as u32,
-        node: FIRST_ERRNO.load(SeqCst),
-        flags: 0,
-        addr: LOST.load(SeqCst),
-        size: OUTSIDE.load(SeqCst),
-        time_ns: sys::monotonic_ns(),
-        aux: 0,
-    });
+    emit(
+        &numalab_profile_abi::events::PmuEnd {
+            refused_threads: REFUSED.load(SeqCst).min(u32::MAX as u64) as u32,
+            first_errno: FIRST_ERRNO.load(SeqCst),
+            untracked_threads: UNTRACKED.load(SeqCst).min(u32::MAX as u64) as u32,
+            lost_samples: LOST.load(SeqCst),
+            outside_samples: OUTSIDE.load(SeqCst),
+            time_ns: sys::monotonic_ns(),
+        }
+        .to_record(),
+    );
 }
 
 // SAFETY: the rings are the sampler thread's alone (the struct lives on

@@ -551,17 +551,19 @@ pub fn totals_so_far() {
 }
 
 fn totals(unavailable: i32) {
-    emit(&Record {
-        kind: Kind::WordTotals,
-        tid: sys::gettid(),
-        cpu: THREADS.load(SeqCst).min(u32::MAX as u64) as u32,
-        node: unavailable,
-        flags: LOST.load(SeqCst).min(u32::MAX as u64) as u32,
-        aux: HIT_NS.load(SeqCst).min(u32::MAX as u64) as u32,
-        addr: WINDOWS.load(SeqCst),
-        size: CELLS.load(SeqCst),
-        time_ns: TURN_NS.load(SeqCst),
-    });
+    emit(
+        &numalab_profile_abi::events::WordTotals {
+            tid: sys::gettid(),
+            windows: WINDOWS.load(SeqCst),
+            cells: CELLS.load(SeqCst),
+            threads: THREADS.load(SeqCst).min(u32::MAX as u64) as u32,
+            threads_lost: LOST.load(SeqCst).min(u32::MAX as u64) as u32,
+            unavailable,
+            ns_per_access: HIT_NS.load(SeqCst).min(u32::MAX as u64) as u32,
+            turns_ns: TURN_NS.load(SeqCst),
+        }
+        .to_record(),
+    );
 }
 
 extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {

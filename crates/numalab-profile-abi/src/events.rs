@@ -233,6 +233,148 @@ impl SmallAlloc {
     }
 }
 
+/// PMU sampling's end ([`Kind::Pmu`], at exit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PmuEnd {
+    /// Threads on which the kernel refused the event.
+    pub refused_threads: u32,
+    /// The first refusal's errno (0: none).
+    pub first_errno: i32,
+    /// Threads past the library's table, not sampled.
+    pub untracked_threads: u32,
+    /// Samples the kernel dropped (a ring was full).
+    pub lost_samples: u64,
+    /// Samples outside every tracked region.
+    pub outside_samples: u64,
+    pub time_ns: u64,
+}
+
+impl PmuEnd {
+    pub fn from_record(r: &Record) -> Option<PmuEnd> {
+        (r.kind == Kind::Pmu).then_some(PmuEnd {
+            refused_threads: r.tid,
+            first_errno: r.node,
+            untracked_threads: r.cpu,
+            lost_samples: r.addr,
+            outside_samples: r.size,
+            time_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::Pmu,
+            tid: self.refused_threads,
+            cpu: self.untracked_threads,
+            node: self.first_errno,
+            flags: 0,
+            aux: 0,
+            addr: self.lost_samples,
+            size: self.outside_samples,
+            time_ns: self.time_ns,
+        }
+    }
+}
+
+/// A plan's end in one process ([`Kind::PlanEnd`], at exit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanEnd {
+    pub tid: u32,
+    /// The program's own `mbind` calls skipped on planned regions.
+    pub program_mbinds_skipped: u64,
+    /// The plan's `mbind` calls the kernel refused.
+    pub refused: u64,
+    /// The first refusal's errno.
+    pub first_errno: i32,
+    /// Ranges interleaved page by page past the stripe budget.
+    pub stripes_folded: u32,
+    /// Small allocations selected that went to the heap (their pool was
+    /// full); `None`: not counted.
+    pub small_spilled: Option<u32>,
+    /// Times the program closed or took the records' descriptor.
+    pub channel_reopened: u32,
+    pub time_ns: u64,
+}
+
+impl PlanEnd {
+    pub fn from_record(r: &Record) -> Option<PlanEnd> {
+        (r.kind == Kind::PlanEnd).then_some(PlanEnd {
+            tid: r.tid,
+            program_mbinds_skipped: r.addr,
+            refused: r.size,
+            first_errno: r.node,
+            stripes_folded: r.flags,
+            small_spilled: (r.cpu != u32::MAX).then_some(r.cpu),
+            channel_reopened: r.aux,
+            time_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::PlanEnd,
+            tid: self.tid,
+            cpu: self.small_spilled.map_or(u32::MAX, |s| s.min(u32::MAX - 1)),
+            node: self.first_errno,
+            flags: self.stripes_folded,
+            aux: self.channel_reopened,
+            addr: self.program_mbinds_skipped,
+            size: self.refused,
+            time_ns: self.time_ns,
+        }
+    }
+}
+
+/// The word counter's totals ([`Kind::WordTotals`], at exit, or when it
+/// cannot start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WordTotals {
+    pub tid: u32,
+    /// Windows watched.
+    pub windows: u64,
+    /// Slot-windows (cells) among them.
+    pub cells: u64,
+    /// Threads watched.
+    pub threads: u32,
+    /// Threads whose watch was lost (descriptors closed or refused).
+    pub threads_lost: u32,
+    /// Minus the errno when the counter is unavailable (0: it ran).
+    pub unavailable: i32,
+    /// ns one counted access costs (measured at start).
+    pub ns_per_access: u32,
+    /// ns the windows' turns took.
+    pub turns_ns: u64,
+}
+
+impl WordTotals {
+    pub fn from_record(r: &Record) -> Option<WordTotals> {
+        (r.kind == Kind::WordTotals).then_some(WordTotals {
+            tid: r.tid,
+            windows: r.addr,
+            cells: r.size,
+            threads: r.cpu,
+            threads_lost: r.flags,
+            unavailable: r.node,
+            ns_per_access: r.aux,
+            turns_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::WordTotals,
+            tid: self.tid,
+            cpu: self.threads,
+            node: self.unavailable,
+            flags: self.threads_lost,
+            aux: self.ns_per_access,
+            addr: self.windows,
+            size: self.cells,
+            time_ns: self.turns_ns,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +463,48 @@ mod tests {
     }
 
     #[test]
+    fn the_end_records_round_trip() {
+        let pmu = PmuEnd {
+            refused_threads: 2,
+            first_errno: 13,
+            untracked_threads: 1,
+            lost_samples: 5,
+            outside_samples: 3,
+            time_ns: 9,
+        };
+        assert_eq!(PmuEnd::from_record(&pmu.to_record()), Some(pmu));
+        let plan = PlanEnd {
+            tid: 7,
+            program_mbinds_skipped: 4,
+            refused: 1,
+            first_errno: 22,
+            stripes_folded: 6,
+            small_spilled: Some(3),
+            channel_reopened: 2,
+            time_ns: 11,
+        };
+        assert_eq!(PlanEnd::from_record(&plan.to_record()), Some(plan));
+        let unknown = PlanEnd {
+            small_spilled: None,
+            ..plan
+        };
+        assert_eq!(unknown.to_record().cpu, u32::MAX);
+        assert_eq!(PlanEnd::from_record(&unknown.to_record()), Some(unknown));
+        let words = WordTotals {
+            tid: 7,
+            windows: 400,
+            cells: 1600,
+            threads: 8,
+            threads_lost: 1,
+            unavailable: -19,
+            ns_per_access: 2500,
+            turns_ns: 3_000_000,
+        };
+        let r = Record::decode(&words.to_record().encode()).unwrap();
+        assert_eq!(WordTotals::from_record(&r), Some(words));
+    }
+
+    #[test]
     fn a_view_of_another_kind_is_none() {
         let frame = Frame {
             tid: 5,
@@ -333,6 +517,9 @@ mod tests {
         assert_eq!(Totals::from_record(&frame), None);
         assert_eq!(Cost::from_record(&frame), None);
         assert_eq!(SmallAlloc::from_record(&frame), None);
+        assert_eq!(PmuEnd::from_record(&frame), None);
+        assert_eq!(PlanEnd::from_record(&frame), None);
+        assert_eq!(WordTotals::from_record(&frame), None);
         assert!(Frame::from_record(&frame).is_some());
     }
 }

@@ -415,21 +415,24 @@ pub struct WordCounting {
 
 impl WordCounting {
     /// From the WordTotals record (`cells_with_accesses` from the draws).
-    pub fn of(r: &Record, cells_with_accesses: u64) -> WordCounting {
+    pub fn of(
+        r: &numalab_profile_abi::events::WordTotals,
+        cells_with_accesses: u64,
+    ) -> WordCounting {
         WordCounting {
-            unavailable: (r.node < 0).then(|| {
+            unavailable: (r.unavailable < 0).then(|| {
                 format!(
                     "the kernel refused a hardware watchpoint ({}): shares come from page-fault samples, whose error is not bounded",
-                    std::io::Error::from_raw_os_error(-r.node)
+                    std::io::Error::from_raw_os_error(-r.unavailable)
                 )
             }),
-            threads: r.cpu as u64,
-            threads_lost: r.flags as u64,
-            windows: r.addr,
-            cells: r.size,
+            threads: r.threads as u64,
+            threads_lost: r.threads_lost as u64,
+            windows: r.windows,
+            cells: r.cells,
             cells_with_accesses,
-            us_per_access: r.aux as f64 / 1e3,
-            turns_ms: r.time_ns as f64 / 1e6,
+            us_per_access: r.ns_per_access as f64 / 1e3,
+            turns_ms: r.turns_ns as f64 / 1e6,
         }
     }
 }

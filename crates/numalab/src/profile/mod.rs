@@ -29,7 +29,7 @@ pub mod session;
 pub mod symbols;
 
 use crate::machine::Machine;
-use numalab_profile_abi::events::Cost;
+use numalab_profile_abi::events::{Cost, PmuEnd};
 use record::{Kind, Record};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -461,13 +461,13 @@ impl PmuStatus {
             return (self, warnings);
         }
         // The last Pmu record (a forked child writes its own).
-        let end = records.iter().rev().find(|r| r.kind == Kind::Pmu);
-        if let Some(r) = end {
-            if r.tid > 0 {
-                let err = std::io::Error::from_raw_os_error(r.node);
+        let end = records.iter().rev().find_map(PmuEnd::from_record);
+        if let Some(r) = &end {
+            if r.refused_threads > 0 {
+                let err = std::io::Error::from_raw_os_error(r.first_errno);
                 warnings.push(format!(
                     "the kernel refused the PMU event on {} thread(s) ({err}){}",
-                    r.tid,
+                    r.refused_threads,
                     if self.used {
                         ""
                     } else {
@@ -475,26 +475,26 @@ impl PmuStatus {
                     }
                 ));
             }
-            if r.cpu > 0 {
+            if r.untracked_threads > 0 {
                 warnings.push(format!(
                     "{} thread(s) past the library's 1024 were not sampled by the PMU",
-                    r.cpu
+                    r.untracked_threads
                 ));
             }
-            if r.addr > 0 {
+            if r.lost_samples > 0 {
                 warnings.push(format!(
                     "the kernel dropped {} PMU samples (a thread's ring was full between the sampler's reads)",
-                    r.addr
+                    r.lost_samples
                 ));
             }
         }
         self.reason = if self.used {
             format!(
                 "the samples are the PMU's data addresses (one in {PMU_PERIOD} events){}",
-                end.filter(|r| r.size > 0)
+                end.filter(|r| r.outside_samples > 0)
                     .map_or(String::new(), |r| format!(
                         "; {} fell outside the tracked allocations",
-                        r.size
+                        r.outside_samples
                     ))
             )
         } else {

@@ -609,16 +609,17 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
                 }
             }
             Kind::PlanEnd => {
+                let Some(end) = numalab_profile_abi::events::PlanEnd::from_record(r) else {
+                    continue;
+                };
                 check.processes += 1;
-                check.program_mbinds_skipped += r.addr;
-                check.refused += r.size;
-                check.stripes_folded += u64::from(r.flags);
-                check.channel_reopened += u64::from(r.aux);
-                if r.cpu != u32::MAX {
-                    check.small_spilled += u64::from(r.cpu);
-                }
-                if r.size > 0 && check.first_errno.is_none() {
-                    check.first_errno = Some(r.node);
+                check.program_mbinds_skipped += end.program_mbinds_skipped;
+                check.refused += end.refused;
+                check.stripes_folded += u64::from(end.stripes_folded);
+                check.channel_reopened += u64::from(end.channel_reopened);
+                check.small_spilled += u64::from(end.small_spilled.unwrap_or(0));
+                if end.refused > 0 && check.first_errno.is_none() {
+                    check.first_errno = Some(end.first_errno);
                 }
             }
             _ => {}

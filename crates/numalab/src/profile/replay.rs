@@ -13,7 +13,7 @@ use super::{
     Selection, SiteAcc, Symbolizer, ThreadAcc, ThreadProfile, MAPPED_REGIONS, SCHEMA_VERSION,
 };
 use crate::machine::Machine;
-use numalab_profile_abi::events::{Cost, Frame, SmallAlloc, Start, Totals};
+use numalab_profile_abi::events::{Cost, Frame, SmallAlloc, Start, Totals, WordTotals};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the records said so far.
@@ -71,7 +71,7 @@ pub(super) struct Replay<'a> {
     designs: BTreeMap<Option<usize>, estimate::Design>,
     last_window: BTreeMap<u32, u64>,
     live_sites: BTreeSet<usize>,
-    word_totals: Option<Record>,
+    word_totals: Option<WordTotals>,
 }
 
 impl<'a> Replay<'a> {
@@ -140,7 +140,7 @@ impl<'a> Replay<'a> {
     pub(super) fn record(&mut self, r: &Record) {
         match r.kind {
             Kind::WordCount => self.word_count(r),
-            Kind::WordTotals => self.word_totals = Some(*r),
+            Kind::WordTotals => self.word_totals = WordTotals::from_record(r),
             Kind::Forked => {
                 self.forked.insert(r.tid);
             }
