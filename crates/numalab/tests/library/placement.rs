@@ -327,7 +327,17 @@ fn placed_buffer_on_this_machine_is_verified_page_by_page() {
 fn strict_bind_beyond_free_memory_is_refused_cleanly() {
     let m = Machine::live().unwrap();
     let node = m.allowed_nodes.first().unwrap();
-    let huge = (m.node(node).unwrap().memory_bytes * 2) as usize;
+    // Twice the node's memory, or the whole machine's where that is more:
+    // the model's node size is read once, and memory added since (a VM's
+    // balloon, hot-plugged DIMMs) would make twice a stale size fit.
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let kb = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+            kb.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024);
+    let huge = (m.node(node).unwrap().memory_bytes.max(total) * 2) as usize;
     let e = PlacedBuffer::new(
         &m,
         &live_spec(
