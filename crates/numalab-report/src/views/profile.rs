@@ -388,6 +388,36 @@ const SMALL_SITES_SHOWN: usize = 10;
 /// The text view.
 pub fn render(p: &Profile) -> String {
     let mut s = String::new();
+    header(&mut s, p);
+    sampled_regions(&mut s, p);
+    small_sites(&mut s, p);
+    located_regions(&mut s, p);
+    if p.regions.is_empty() {
+        let _ = writeln!(s, "  none");
+    }
+    threads(&mut s, p);
+    if let Some(r) = &p.refinement {
+        s.push_str(&refinement(r));
+    }
+    if !p.diagnoses.is_empty() {
+        let _ = writeln!(s, "\ndiagnoses:");
+        for d in &p.diagnoses {
+            let _ = writeln!(s, "  [{}] {}\n    fix: {}", d.kind, d.text, d.fix);
+        }
+    }
+    if let Some(c) = &p.plan_check {
+        s.push('\n');
+        s.push_str(&super::plan::check_text(c));
+    }
+    if let Some(c) = &p.counters {
+        s.push('\n');
+        s.push_str(&super::counters::text(c));
+    }
+    s
+}
+
+/// The command, what the profile could not see, and how it sampled.
+fn header(s: &mut String, p: &Profile) {
     let _ = writeln!(s, "profile of: {}", p.command.join(" "));
     // First: what the profile could not see changes how to read the rest
     // (a static program has no data at all; a Go program no page-fault
@@ -435,6 +465,10 @@ pub fn render(p: &Profile) -> String {
             p.unattributed
         );
     }
+}
+
+/// The sampled regions, most sampled first, each with its accesses, pages and threads.
+fn sampled_regions(s: &mut String, p: &Profile) {
     let _ = writeln!(s, "\nregions (by allocation site, most sampled first):");
     let names = shown_sites(&p.regions);
     let sampled = p.regions.iter().zip(&names).filter(|(r, _)| r.sampled);
@@ -495,6 +529,10 @@ pub fn render(p: &Profile) -> String {
             let _ = writeln!(s, "     pages over time: {}", pages_over_time(r));
         }
     }
+}
+
+/// Small allocations by site, most bytes first (estimated from draws).
+fn small_sites(s: &mut String, p: &Profile) {
     let mut small: Vec<_> = p.regions.iter().filter(|r| r.kind == "small").collect();
     if !small.is_empty() {
         small.sort_by_key(|r| std::cmp::Reverse(r.bytes));
@@ -524,6 +562,10 @@ pub fn render(p: &Profile) -> String {
             );
         }
     }
+}
+
+/// Static data and stacks: located, not sampled.
+fn located_regions(s: &mut String, p: &Profile) {
     let located: Vec<_> = p
         .regions
         .iter()
@@ -548,9 +590,10 @@ pub fn render(p: &Profile) -> String {
             );
         }
     }
-    if p.regions.is_empty() {
-        let _ = writeln!(s, "  none");
-    }
+}
+
+/// The threads, in creation order, with their accesses and CPUs.
+fn threads(s: &mut String, p: &Profile) {
     let _ = writeln!(s, "\nthreads (#: in creation order, #0 the main thread):");
     for t in &p.threads {
         let pinned = match t.allowed_cpus {
@@ -580,24 +623,6 @@ pub fn render(p: &Profile) -> String {
             let _ = writeln!(s, "            over time: {}", timeline(&t.timeline));
         }
     }
-    if let Some(r) = &p.refinement {
-        s.push_str(&refinement(r));
-    }
-    if !p.diagnoses.is_empty() {
-        let _ = writeln!(s, "\ndiagnoses:");
-        for d in &p.diagnoses {
-            let _ = writeln!(s, "  [{}] {}\n    fix: {}", d.kind, d.text, d.fix);
-        }
-    }
-    if let Some(c) = &p.plan_check {
-        s.push('\n');
-        s.push_str(&super::plan::check_text(c));
-    }
-    if let Some(c) = &p.counters {
-        s.push('\n');
-        s.push_str(&super::counters::text(c));
-    }
-    s
 }
 
 #[cfg(test)]
