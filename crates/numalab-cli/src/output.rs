@@ -113,15 +113,7 @@ pub fn write_stderr(args: fmt::Arguments<'_>) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
-/// Whether `a` and `b` name one file (same device and inode: hard links and
-/// symbolic links included). A path that does not exist is no file.
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
-}
+pub use numalab_report::files::same_file;
 
 /// The folder `path` is in ("." for a bare file name).
 pub fn folder_of(path: &Path) -> &Path {

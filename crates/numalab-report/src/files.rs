@@ -45,6 +45,16 @@ fn partial_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}{PARTIAL_SUFFIX}", std::process::id()))
 }
 
+/// Whether `a` and `b` name one file (same device and inode: hard links and
+/// symbolic links included). A path that does not exist is no file.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 /// Writes `bytes` to `path` through a temporary file in the same directory
 /// and a rename: whatever fails (a full disk, a signal), `path` holds
 /// either its old content or all of the new one, never a truncated file.

@@ -2,7 +2,7 @@
 //! how it is claimed (never one that holds files numalab did not write),
 //! and the profile's three forms written into it.
 
-use crate::files::write_atomically;
+use crate::files::{same_file, write_atomically};
 use crate::views::plan::{check_text, run_times_text};
 use crate::views::profile::render;
 use crate::views::profile_compare;
@@ -113,14 +113,9 @@ pub fn refuse_inputs(
     with_plan: bool,
     inputs: &[(&str, Option<&Path>)],
 ) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    };
     for path in written_files(dir, with_plan) {
         for (opt, input) in inputs {
-            if let Some(input) = input.filter(|p| same(p, &path)) {
+            if let Some(input) = input.filter(|p| same_file(p, &path)) {
                 return Err(format!(
                     "{opt} {} is {}, a file this command writes in -o {}: numalab never writes over an input; move it or choose another -o folder",
                     input.display(),

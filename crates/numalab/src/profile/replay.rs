@@ -507,7 +507,6 @@ impl<'a> Replay<'a> {
         names: &dyn Symbolizer,
         mut site_estimates: BTreeMap<usize, estimate::AccessEstimate>,
     ) -> Vec<RegionProfile> {
-        let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
         let t0 = self.t0;
         let page_maps = page_map::page_maps(
             self.m,
@@ -556,14 +555,7 @@ impl<'a> Replay<'a> {
                     reads: s.reads,
                     writes: s.writes,
                     unknown_access: s.unknown,
-                    // The word counts' share where they are enough to rest a
-                    // diagnosis on (the same threshold), else the faults'.
-                    remote_share: estimate
-                        .as_ref()
-                        .filter(|e| e.placed_cells >= estimate::MIN_CELLS)
-                        .and_then(|e| e.remote)
-                        .map(|r| r.share)
-                        .or(share(s.remote, located)),
+                    remote_share: remote_share(estimate.as_ref(), s.remote, located),
                     estimate,
                     distance_ratio: (s.local_distance_sum > 0.0)
                         .then(|| s.distance_sum / s.local_distance_sum),
@@ -592,7 +584,6 @@ impl<'a> Replay<'a> {
         &mut self,
         program_estimate: Option<&estimate::AccessEstimate>,
     ) -> Vec<ThreadProfile> {
-        let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
         // Threads seen only at their end (no sampled fault, no counted
         // access) are left out.
         std::mem::take(&mut self.threads)
@@ -690,7 +681,6 @@ impl<'a> Replay<'a> {
         records: &[Record],
         names: &dyn Symbolizer,
     ) -> Profile {
-        let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
         let (site_estimates, program_estimate) = self.estimates();
         let mut regions = self.region_profiles(records, names, site_estimates);
         let threads = self.thread_profiles(program_estimate.as_ref());
@@ -740,12 +730,11 @@ impl<'a> Replay<'a> {
             cost,
             sampled_for_s: self.sampled_for,
             unattributed: self.unattributed,
-            remote_share: program_estimate
-                .as_ref()
-                .filter(|e| e.placed_cells >= estimate::MIN_CELLS)
-                .and_then(|e| e.remote)
-                .map(|r| r.share)
-                .or(share(self.remote_total, self.located_total)),
+            remote_share: remote_share(
+                program_estimate.as_ref(),
+                self.remote_total,
+                self.located_total,
+            ),
             word_counting: self.word_totals.map(|r| {
                 estimate::WordCounting::of(
                     &r,
@@ -770,4 +759,19 @@ impl<'a> Replay<'a> {
         p.diagnoses = diagnose::diagnose(self.m, &p);
         p
     }
+}
+
+/// `part` of `whole`, when there is a whole.
+fn share(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+/// The word counts' remote share where they are enough to rest a diagnosis
+/// on (the diagnoses' threshold), else the page faults' (`remote` of
+/// `located` samples).
+fn remote_share(e: Option<&estimate::AccessEstimate>, remote: u64, located: u64) -> Option<f64> {
+    e.filter(|e| e.placed_cells >= estimate::MIN_CELLS)
+        .and_then(|e| e.remote)
+        .map(|r| r.share)
+        .or(share(remote, located))
 }
