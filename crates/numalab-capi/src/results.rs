@@ -59,7 +59,7 @@ pub(crate) fn load(path: &std::path::Path) -> Result<ResultsObject> {
     let tables = if kind == "report" {
         let doc = numalab_report::results::ReportResults::from_json(&text)
             .map_err(|e| Fail::invalid(format!("{}: {e}", path.display())))?;
-        numalab_report::csv::tables(&doc)
+        numalab_report::tables::tables(&doc)
     } else {
         Vec::new()
     };

@@ -533,7 +533,7 @@ fn report_tables(
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let doc = numalab_report::results::ReportResults::from_json(&text)
             .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
-        Ok(numalab_report::csv::tables(&doc)
+        Ok(numalab_report::tables::tables(&doc)
             .into_iter()
             .map(|t| (t.name, t.title, t.header, t.rows))
             .collect())

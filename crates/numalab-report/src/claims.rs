@@ -676,7 +676,7 @@ fn placeholder(c: &Claim, name: &str) -> Result<String, String> {
         .strip_prefix('^')
         .and_then(|n| c.facts.iter().find(|f| f.name == n))
     {
-        return Ok(super::summary::sentence_case(&fact_text(&f.value)));
+        return Ok(sentence_case(&fact_text(&f.value)));
     }
     if let Some(x) = c.comparisons.iter().find(|x| x.name == name) {
         return Ok(if x.holds { x.yes.clone() } else { x.no.clone() });
@@ -919,6 +919,16 @@ pub fn check(doc: &Value) -> Vec<String> {
 /// Escapes a JSON pointer token (`~` and `/`).
 pub fn token(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
+}
+
+/// `t` with its first letter upper case (the experiments' notes and
+/// advice start lower case, as clauses).
+pub fn sentence_case(t: &str) -> String {
+    let mut c = t.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect::<String>(),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! when it exceeds the two medians' 95% confidence half-widths added (or,
 //! without a CI, their interquartile spreads added).
 
-use crate::results::{REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
+use crate::model::{REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};

@@ -9,9 +9,9 @@
 //! numalab only writes and removes the files it names itself
 //! ([`is_own_name`]).
 
-use crate::csv::tables;
-use crate::html;
+use crate::page;
 use crate::results::ReportResults;
+use crate::tables::tables;
 use numalab::input::{read_text, InputKind};
 use numalab::measure::environment::rfc3339_utc;
 use std::fmt;
@@ -222,7 +222,7 @@ pub fn write_dir(dir: &Path, doc: &ReportResults) -> io::Result<Vec<PathBuf>> {
     for t in tables(doc) {
         put(t.file_name(), t.to_csv().as_bytes())?;
     }
-    put(HTML_FILE.to_string(), html::render(doc).as_bytes())?;
+    put(HTML_FILE.to_string(), page::render(doc).as_bytes())?;
     put(TEXT_FILE.to_string(), crate::text::render(doc).as_bytes())?;
     Ok(written)
 }

@@ -8,7 +8,7 @@
 //! timings of the emulator, and the table is withheld with the summary's
 //! other timing statements.
 
-use crate::part::PartName;
+use crate::registry::REPORT;
 use crate::results::ReportResults;
 use crate::summary::KeyFigures;
 use numalab::experiments::matrix::MatrixResult;
@@ -209,7 +209,8 @@ pub fn rows(doc: &ReportResults) -> Vec<KeyRow> {
     if doc.summary.banner.is_some() {
         return Vec::new();
     }
-    let threads = PartName::find("bandwidth-matrix")
+    let threads = REPORT
+        .find("bandwidth-matrix")
         .and_then(|p| doc.parts.get(p).done())
         .and_then(|r| r.get::<MatrixResult>())
         .map(|m| m.threads_per_node.clone());

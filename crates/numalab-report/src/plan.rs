@@ -3,7 +3,7 @@
 //! and buffers fitted to a node's free memory. How the budget is shared
 //! among the parts is [`super::budget`].
 
-use crate::results::Mode;
+use crate::model::{Costs, Mode};
 use numalab::machine::Machine;
 use numalab::placement::PlacementError;
 
@@ -110,14 +110,79 @@ pub fn no_cpu_node() -> PlacementError {
     PlacementError::Invalid("no allowed node has CPUs".into())
 }
 
+/// What a plan runs on: the machine, the mode, the wanted buffer size and
+/// the costs; `live` when buffers must fit in the machine's free memory now
+/// (a topology file, or a simulation, uses the nodes' memory instead).
+pub struct PlanEnv<'a> {
+    pub m: &'a Machine,
+    pub mode: Mode,
+    /// Bytes per buffer of the memory-bound measurements, before fitting.
+    pub size: usize,
+    pub costs: &'a Costs,
+    pub live: bool,
+}
+
+impl PlanEnv<'_> {
+    /// Runs `f` with the environment a part's applicability is judged in:
+    /// the default mode, the reference costs, a machine file's memory.
+    pub fn for_applicability<R>(m: &Machine, f: impl FnOnce(&PlanEnv) -> R) -> R {
+        let costs = Costs::reference();
+        f(&PlanEnv {
+            m,
+            mode: Mode::Default,
+            size: 2 << 20,
+            costs: &costs,
+            live: false,
+        })
+    }
+
+    /// Bytes per buffer so that `count` buffers fit in `share` of node
+    /// `node`'s memory: free memory now on a live machine
+    /// ([`fit`]), the node's memory otherwise.
+    pub fn fit(&self, node: u32, count: usize, wanted: usize, share: f64) -> usize {
+        if self.live {
+            return fit(node, count, wanted, share);
+        }
+        const STEP: usize = 2 << 20;
+        let memory = self.m.node(node).map_or(u64::MAX, |n| n.memory_bytes) as f64;
+        let cap = (memory * share / count.max(1) as f64).min(usize::MAX as f64) as usize;
+        wanted.min(cap / STEP * STEP).max(STEP)
+    }
+
+    /// [`PlanEnv::fit`] on every node of `nodes`: the smallest.
+    pub fn fit_all(&self, nodes: &[u32], count: usize, wanted: usize, share: f64) -> usize {
+        nodes
+            .iter()
+            .map(|&n| self.fit(n, count, wanted, share))
+            .min()
+            .unwrap_or(wanted)
+    }
+
+    /// The last-level cache in bytes (32 MiB when the machine does not say).
+    pub fn llc(&self) -> f64 {
+        self.m.last_level_cache_bytes().unwrap_or(32 << 20) as f64
+    }
+
+    /// The smallest buffer a memory-bound measurement may shrink to: twice
+    /// the last-level cache, at least 16 MiB, in 2 MiB steps, and never
+    /// more than `bytes` (a small node keeps the buffer it can hold).
+    pub fn min_memory_bytes(&self, bytes: usize) -> usize {
+        let rule = ((2.0 * self.llc()) as usize)
+            .max(16 << 20)
+            .next_multiple_of(2 << 20);
+        rule.min(bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fixture;
     use crate::part::PartName;
+    use crate::registry::REPORT;
 
     fn part(name: &str) -> PartName {
-        PartName::find(name).unwrap()
+        REPORT.find(name).unwrap()
     }
 
     #[test]
@@ -133,7 +198,7 @@ mod tests {
 
     #[test]
     fn far_node_is_the_farthest_by_distance() {
-        let far = part("loaded-latency-far").part();
+        let far = REPORT.part(part("loaded-latency-far"));
         let q = fixture("qemu-quartet-4n2c-ring.xml");
         assert_eq!(home_node(&q), Some(0));
         assert_eq!(far_node(&q), Some(3));

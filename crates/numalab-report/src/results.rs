@@ -8,42 +8,14 @@
 //! result of its experiment, exactly as the experiment's own command writes
 //! it with `--json` (without that command's envelope).
 
-use crate::part::{PartName, PartResult};
+pub use crate::model::{Mode, REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
+use crate::model::{PartName, PartPlan};
+use crate::part::PartResult;
+use crate::registry::REPORT;
 use crate::summary::Summary;
 use numalab::machine::Machine;
 use numalab::measure::environment::Environment;
 use serde::{Deserialize, Serialize};
-
-/// Name of the document kind, the `schema` field.
-pub const REPORT_SCHEMA: &str = "numalab-report";
-
-/// Version of the results.json layout. Bump the major part when a key
-/// changes meaning or disappears, the minor part when keys are added.
-pub const REPORT_SCHEMA_VERSION: &str = "1.0";
-
-/// How thorough a report is: it sets the default budget and how much each
-/// part measures within its share of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// A third of the default budget: fewer sizes, one traffic mix.
-    Quick,
-    /// The default.
-    Default,
-    /// Four times the default budget: every size, every mix, all threads per
-    /// node in the bandwidth matrix, every scenario of the study.
-    Full,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Quick => "quick",
-            Mode::Default => "default",
-            Mode::Full => "full",
-        }
-    }
-}
 
 /// Where a part stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +83,7 @@ pub struct PartRecord {
     /// The work planned for its budget and the predicted seconds (absent
     /// in reports of numalab before 0.2 and for parts not started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<crate::budget::PartPlan>,
+    pub plan: Option<PartPlan>,
 }
 
 impl PartRecord {
@@ -152,7 +124,8 @@ impl Parts {
     /// Every part with the same status and reason.
     pub fn all(status: PartStatus, reason: Option<String>) -> Self {
         Parts(
-            PartName::all()
+            REPORT
+                .all()
                 .into_iter()
                 .map(|p| (p, PartRecord::new(status, reason.clone())))
                 .collect(),
@@ -166,12 +139,12 @@ impl Parts {
 
     /// A part's record.
     pub fn get(&self, name: PartName) -> &PartRecord {
-        &self.0[name.index()].1
+        &self.0[REPORT.index(name)].1
     }
 
     /// A part's record, to change it.
     pub fn get_mut(&mut self, name: PartName) -> &mut PartRecord {
-        &mut self.0[name.index()].1
+        &mut self.0[REPORT.index(name)].1
     }
 
     /// Marks a part as not done (dropping any result).
@@ -216,7 +189,7 @@ struct RawRecord {
     verified: Option<bool>,
     result: Option<serde_json::Value>,
     #[serde(default)]
-    plan: Option<crate::budget::PartPlan>,
+    plan: Option<PartPlan>,
 }
 
 impl<'de> Deserialize<'de> for Parts {
@@ -224,7 +197,7 @@ impl<'de> Deserialize<'de> for Parts {
         let mut raw: std::collections::BTreeMap<String, RawRecord> =
             std::collections::BTreeMap::deserialize(d)?;
         let mut out = Vec::new();
-        for p in PartName::all() {
+        for p in REPORT.all() {
             let rec = match raw.remove(p.name()) {
                 // A part this numalab has but the report's numalab had not.
                 None => PartRecord::new(
@@ -234,7 +207,7 @@ impl<'de> Deserialize<'de> for Parts {
                 Some(r) => {
                     let result = match r.result {
                         None | Some(serde_json::Value::Null) => None,
-                        Some(v) => Some(p.part().decode(v).map_err(|e| {
+                        Some(v) => Some(REPORT.part(p).decode(v).map_err(|e| {
                             serde::de::Error::custom(format!("parts.{p}.result: {e}"))
                         })?),
                     };
@@ -277,7 +250,7 @@ pub struct RunRecord {
     pub environment_changes: Vec<String>,
     /// The operation costs the run planned with (probed at its start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub costs: Option<crate::budget::Costs>,
+    pub costs: Option<crate::model::Costs>,
     /// What the run could not keep, e.g. a budget below what the smallest
     /// forms of its parts need.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -379,13 +352,13 @@ mod tests {
     use super::*;
 
     fn part(name: &str) -> PartName {
-        PartName::find(name).unwrap()
+        REPORT.find(name).unwrap()
     }
 
     #[test]
     fn part_lists_parse_in_run_order() {
         assert_eq!(
-            PartName::parse_list("sweeps,matrix").unwrap(),
+            REPORT.parse_list("sweeps,matrix").unwrap(),
             vec![
                 part("latency-matrix"),
                 part("bandwidth-matrix"),
@@ -393,21 +366,22 @@ mod tests {
                 part("sweep")
             ]
         );
-        assert_eq!(PartName::parse_list("all").unwrap(), PartName::all());
-        assert_eq!(PartName::parse_list("c2c,c2c").unwrap(), vec![part("c2c")]);
-        let e = PartName::parse_list("c2c,latency").unwrap_err();
+        assert_eq!(REPORT.parse_list("all").unwrap(), REPORT.all());
+        assert_eq!(REPORT.parse_list("c2c,c2c").unwrap(), vec![part("c2c")]);
+        let e = REPORT.parse_list("c2c,latency").unwrap_err();
         assert!(
             e.starts_with("unknown part 'latency'; valid: latency-matrix"),
             "{e}"
         );
-        assert!(PartName::parse_list("c2c,")
+        assert!(REPORT
+            .parse_list("c2c,")
             .unwrap_err()
             .contains("empty part name"));
     }
 
     #[test]
     fn names_match_serde() {
-        for p in PartName::all() {
+        for p in REPORT.all() {
             let v = serde_json::to_value(p).unwrap();
             assert_eq!(v.as_str(), Some(p.name()));
             let back: PartName = serde_json::from_value(v).unwrap();

@@ -11,12 +11,13 @@
 //! last in the registry) and keep their deadline exactly, absorbing what the
 //! earlier parts over- or under-ran.
 
-use crate::budget::{allocate, corrected_factor, plan_part, PlanEnv};
-use crate::part::{Costs, Measured, Observer, PartContext, PartName, PartResult};
-use crate::plan::RESERVE_SECONDS;
-use crate::results::{
-    Mode, PartStatus, Parts, ReportResults, RunRecord, REPORT_SCHEMA, REPORT_SCHEMA_VERSION,
-};
+use crate::budget::{allocate, corrected_factor, plan_part};
+use crate::model::{Costs, Measured, Mode, PartName, REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
+use crate::part::{PartContext, PartResult, Progress};
+use crate::plan::{PlanEnv, RESERVE_SECONDS};
+use crate::registry::REPORT;
+use crate::results::{PartStatus, Parts, ReportResults, RunRecord};
+use crate::summarize::summarize;
 use crate::summary::Summary;
 use numalab::machine::{Machine, Source};
 use numalab::measure::cancel;
@@ -24,6 +25,18 @@ use numalab::measure::environment::{rfc3339_utc, Environment};
 use numalab::measure::kernels::Isa;
 use std::panic::AssertUnwindSafe;
 use std::time::{Instant, SystemTime};
+
+/// What the front end sees while a report runs (and, through
+/// [`Progress`], what the running part is doing).
+pub trait Observer: Progress {
+    /// Calibration (a few tenths of a second) starts.
+    fn calibrating(&mut self) {}
+    /// A part starts: its position among the parts of this run and its budget.
+    fn part_started(&mut self, part: PartName, index: usize, count: usize, budget_s: f64);
+    /// A part ended (done or not): the document is up to date and should
+    /// be saved now.
+    fn part_ended(&mut self, doc: &ReportResults, part: PartName);
+}
 
 /// A new, empty report of `m`: every selected part pending (or not
 /// applicable, or needing the live machine when `m` is a topology file).
@@ -36,7 +49,7 @@ pub fn new_document(
     selected: &[PartName],
 ) -> ReportResults {
     let mut parts = Parts::all(PartStatus::Pending, None);
-    for p in PartName::all() {
+    for p in REPORT.all() {
         let (status, reason) = initial_status(m, mode, p, selected);
         parts.mark(p, status, reason);
     }
@@ -59,7 +72,7 @@ pub fn new_document(
         verification: Default::default(),
     };
     doc.refresh_status();
-    doc.summary = Summary::of(&doc);
+    doc.summary = summarize(&doc);
     doc
 }
 
@@ -88,7 +101,7 @@ fn initial_status(
             )),
         );
     }
-    match p.available(m, mode) {
+    match REPORT.available(p, m, mode) {
         Err(why) => (PartStatus::NotApplicable, Some(why)),
         Ok(()) => (PartStatus::Pending, None),
     }
@@ -116,7 +129,9 @@ pub fn parts_to_measure(doc: &ReportResults) -> Vec<PartName> {
 /// share (by weight) of the report's original budget, at least 5 s.
 pub fn resume_budget(doc: &ReportResults) -> f64 {
     let weigh = |parts: &mut dyn Iterator<Item = PartName>| -> f64 {
-        parts.map(|p| p.part().info().weight_in(doc.mode)).sum()
+        parts
+            .map(|p| REPORT.part(p).info().weight_in(doc.mode))
+            .sum()
     };
     let all = weigh(
         &mut doc
@@ -212,10 +227,10 @@ pub fn run(
             costs: &costs,
             live: m.is_live(),
         };
-        let share = allocate(&env, &todo[i..], left)
+        let share = allocate(&REPORT, &env, &todo[i..], left)
             .first()
             .map_or(0.0, |x| x.1);
-        let plan = plan_part(&env, p, share);
+        let plan = plan_part(&REPORT, &env, p, share);
         obs.part_started(p, i, todo.len(), share);
         doc.parts
             .start(p, share, run_no, rfc3339_utc(SystemTime::now()));
@@ -286,7 +301,8 @@ fn run_part(
     costs: &mut Costs,
 ) -> bool {
     let t_part = Instant::now();
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| p.part().run(&mut ctx, share)));
+    let outcome =
+        std::panic::catch_unwind(AssertUnwindSafe(|| REPORT.part(p).run(&mut ctx, share)));
     let elapsed = t_part.elapsed().as_secs_f64();
     let mut interrupted = false;
     match outcome {
@@ -335,7 +351,7 @@ fn run_part(
 /// Stores a done part's result, its verification and note.
 fn store(doc: &mut ReportResults, p: PartName, measured: Measured<PartResult>) {
     let rec = doc.parts.get_mut(p);
-    rec.verified = Some(p.part().verified(&measured.result));
+    rec.verified = Some(REPORT.part(p).verified(&measured.result));
     rec.result = Some(measured.result);
     rec.status = PartStatus::Done;
     rec.reason = measured.note;
@@ -355,7 +371,7 @@ fn finish_document(doc: &mut ReportResults, t0: Instant, finished: bool) {
     }
     doc.elapsed_s = doc.runs.iter().map(|r| r.elapsed_s).sum();
     doc.refresh_status();
-    doc.summary = Summary::of(doc);
+    doc.summary = summarize(doc);
 }
 
 /// Environment fields that differ between two captures, as sentences.
@@ -381,18 +397,18 @@ mod tests {
     use crate::fixture;
 
     fn part(name: &str) -> PartName {
-        PartName::find(name).unwrap()
+        REPORT.find(name).unwrap()
     }
 
     #[test]
     fn resume_budget_is_the_missing_parts_share() {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
-        let all = PartName::all();
+        let all = REPORT.all();
         let mut doc = new_document(&m, None, Mode::Default, 100.0, 64 << 20, &all);
         for &p in &all {
             // As on the live machine, where full-only parts are not
             // applicable outside --full.
-            let status = match p.available(&m, Mode::Default) {
+            let status = match REPORT.available(p, &m, Mode::Default) {
                 Ok(()) => PartStatus::Pending,
                 Err(_) => PartStatus::NotApplicable,
             };
@@ -406,7 +422,7 @@ mod tests {
         }
         let weight = |ps: &[PartName]| -> f64 {
             ps.iter()
-                .map(|p| p.part().info().weight_in(Mode::Default))
+                .map(|&p| REPORT.part(p).info().weight_in(Mode::Default))
                 .sum()
         };
         let share = 100.0 * weight(&all[sweeps..]) / weight(&all);
@@ -425,7 +441,7 @@ mod tests {
     #[test]
     fn a_topology_file_report_needs_the_machine() {
         let m = fixture("qemu-ring4-cpuless-hmat.xml");
-        let doc = new_document(&m, None, Mode::Default, 240.0, 64 << 20, &PartName::all());
+        let doc = new_document(&m, None, Mode::Default, 240.0, 64 << 20, &REPORT.all());
         for (p, s) in doc.parts.statuses() {
             assert_eq!(s, PartStatus::NeedsMachine, "{p:?}");
         }
@@ -443,7 +459,7 @@ mod tests {
         let blas = part("blas");
         for mode in [Mode::Quick, Mode::Default] {
             // Asked for by name or not, outside --full it is not applicable.
-            for selected in [PartName::all(), vec![blas]] {
+            for selected in [REPORT.all(), vec![blas]] {
                 let doc = new_document(&m, None, mode, 60.0, 64 << 20, &selected);
                 let r = doc.parts.get(blas);
                 assert_eq!(r.status, PartStatus::NotApplicable, "{mode:?}");

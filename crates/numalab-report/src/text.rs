@@ -2,6 +2,7 @@
 //! `numalab report`, and DIR/report.txt, which adds every part's text view
 //! (what the part's own command prints), for terminals, mail and diffs.
 
+use crate::registry::REPORT;
 use crate::results::ReportResults;
 use std::fmt::Write;
 
@@ -75,9 +76,9 @@ pub fn render(doc: &ReportResults) -> String {
     let mut out = summary(doc);
     for (name, rec) in doc.parts.iter() {
         let Some(r) = rec.done() else { continue };
-        let title = name.part().info().title;
+        let title = REPORT.part(name).info().title;
         let _ = writeln!(out, "\n== {title} ({name}) ==\n");
-        out.push_str(&name.part().text(r, &doc.machine));
+        out.push_str(&REPORT.part(name).text(r, &doc.machine));
     }
     out
 }
@@ -86,14 +87,13 @@ pub fn render(doc: &ReportResults) -> String {
 mod tests {
     use super::*;
     use crate::fixture;
-    use crate::part::PartName;
     use crate::results::{Mode, PartStatus};
     use crate::session::new_document;
 
     #[test]
     fn the_text_report_has_the_summary_and_each_done_part() {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
-        let mut doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &PartName::all());
+        let mut doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &REPORT.all());
         let t = render(&doc);
         assert!(
             t.starts_with("numalab report: the machine model of a topology file"),
@@ -101,9 +101,9 @@ mod tests {
         );
         assert!(t.contains("4 NUMA nodes"), "{t}");
         assert!(!t.contains("=="), "no part is done: {t}");
-        let sizes = PartName::find("sizes").unwrap();
-        let result = sizes
-            .part()
+        let sizes = REPORT.find("sizes").unwrap();
+        let result = REPORT
+            .part(sizes)
             .decode(serde_json::json!({
                 "cpu": 0, "kernels": ["read", "write", "copy"], "pattern": "random",
                 "caches": [{"name": "L1", "bytes": 32768}],
@@ -129,7 +129,7 @@ mod tests {
     #[test]
     fn the_key_figures_follow_the_headline_unless_the_cpu_is_emulated() {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
-        let mut doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &PartName::all());
+        let mut doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &REPORT.all());
         assert!(!summary(&doc).contains("key figures:"));
         doc.summary.key_figures.set("local_latency_ns", Some(88.6));
         doc.summary

@@ -12,16 +12,18 @@ use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::Isa;
 use numalab::text::format::bytes as format_bytes;
 use numalab::Machine;
-use numalab_report::budget::{dry_run as plan_report, effective_budget, probe, Costs, PlanEnv};
+use numalab_report::budget::{dry_run as plan_report, effective_budget, probe};
 use numalab_report::files::{
     claim_dir, holder, is_own_name, is_report_dir, read_dir, remove_stale, report_files, write_dir,
     ClaimError, ReportDir, HTML_FILE, LOCK_FILE, RESULTS_FILE, TEXT_FILE,
 };
-use numalab_report::part::{Observer, PartName};
-use numalab_report::plan::default_budget;
-use numalab_report::plan::home_cpu;
+use numalab_report::model::PartName;
+use numalab_report::model::{CostSource, Costs};
+use numalab_report::part::Progress as PartProgress;
+use numalab_report::plan::{default_budget, home_cpu, PlanEnv};
+use numalab_report::registry::REPORT;
 use numalab_report::results::{Mode, PartStatus, ReportResults};
-use numalab_report::session::{self, RunOutcome};
+use numalab_report::session::{self, Observer, RunOutcome};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -90,7 +92,7 @@ fn after_help() -> String {
 The default budget is 80 s on a one-node machine plus 40 s per further memory node (at most 300 s); --quick takes a third of it, --full four times. \
 Ctrl-C (or SIGTERM) stops the report and keeps what was measured; a second Ctrl-C kills it at once. \
 Exit codes: 0 done (parts skipped for the budget are listed), 1 a part failed or the report could not be written, 2 bad input, 3 some placement did not verify, 130/143 interrupted. See docs/report.md.",
-        PartName::all()
+        REPORT.all()
             .iter()
             .map(|p| p.name())
             .collect::<Vec<_>>()
@@ -103,7 +105,7 @@ Exit codes: 0 done (parts skipped for the budget are listed), 1 a part failed or
 struct PartList(Vec<PartName>);
 
 fn part_list(t: &str) -> Result<PartList, String> {
-    PartName::parse_list(t).map(PartList)
+    REPORT.parse_list(t).map(PartList)
 }
 
 fn mode_of(a: &Args) -> Mode {
@@ -177,6 +179,12 @@ impl Progress {
     }
 }
 
+impl PartProgress for Progress {
+    fn step(&mut self, part: PartName, what: &str) {
+        self.tick(format!("{}: {what}", part.name()));
+    }
+}
+
 impl Observer for Progress {
     fn calibrating(&mut self) {
         self.tick("calibrating".into());
@@ -189,10 +197,6 @@ impl Observer for Progress {
             part.name()
         ));
         self.tick(part.name().into());
-    }
-
-    fn step(&mut self, part: PartName, what: &str) {
-        self.tick(format!("{}: {what}", part.name()));
     }
 
     fn part_ended(&mut self, doc: &ReportResults, part: PartName) {
@@ -315,7 +319,7 @@ pub fn run(a: Args) -> CliResult {
         live: true,
     };
     let asked = a.budget.or((a.resume).then_some(budget));
-    let (budget, warning) = effective_budget(&env, &todo, asked);
+    let (budget, warning) = effective_budget(&REPORT, &env, &todo, asked);
     if let Some(w) = &warning {
         errln!("numalab: warning: {w}");
     }
@@ -474,14 +478,14 @@ fn dry_run(a: &Args) -> CliResult {
         costs: &costs,
         live: m.is_live(),
     };
-    let plan = plan_report(&env, &a.parts.0, a.budget);
+    let plan = plan_report(&REPORT, &env, &a.parts.0, a.budget);
     if a.json {
         crate::output::print_json(&plan)?;
         return Ok(ExitCode::SUCCESS);
     }
     let source = match &plan.costs.source {
-        numalab_report::budget::CostSource::Probed => "probed on this machine".to_string(),
-        numalab_report::budget::CostSource::Preset(p) => format!("preset {p}"),
+        CostSource::Probed => "probed on this machine".to_string(),
+        CostSource::Preset(p) => format!("preset {p}"),
     };
     outln!(
         "report plan: {} mode, budget {:.0} s, predicted {:.1} s (the smallest forms need {:.1} s)",
@@ -532,7 +536,7 @@ fn resumed(a: &Args, m: &Machine) -> Result<Option<(ReportResults, f64)>, CliErr
             existing.display()
         )));
     }
-    if a.quick || a.full || a.size.is_some() || a.parts.0 != PartName::all() {
+    if a.quick || a.full || a.size.is_some() || a.parts.0 != REPORT.all() {
         return Err(CliError::usage(
             "--resume continues a report with its own mode, parts and buffer size: drop --quick, --full, --parts and --size (--budget may be given)",
         ));

@@ -26,11 +26,12 @@ use numalab::experiments::sweep::{
     Subscription, SweepResult, SweepRun, SweepSpace, ThreadResult,
 };
 use numalab::Machine;
-use numalab_report::html;
-use numalab_report::part::{PartName, PartResult};
+use numalab_report::page;
+use numalab_report::part::PartResult;
+use numalab_report::registry::REPORT;
 use numalab_report::results::{Mode, PartRecord, PartStatus};
 use numalab_report::session::new_document;
-use numalab_report::summary::Summary;
+use numalab_report::summarize::summarize;
 use numalab_report::views::scenarios_part::{ScenariosOutcome, PRIORITY};
 use numalab_report::views::sweep::SweepOutcome;
 use serde_json::Value;
@@ -119,7 +120,7 @@ fn quartet() -> Machine {
 
 /// report.html of `m` with only `part` done, holding `result`, in `dir`.
 fn write_report(dir: &Path, m: &Machine, part: &str, result: PartResult) {
-    let part = PartName::find(part).expect("the part");
+    let part = REPORT.find(part).expect("the part");
     let mut doc = new_document(m, None, Mode::Default, 600.0, 64 << 20, &[part]);
     *doc.parts.get_mut(part) = PartRecord {
         status: PartStatus::Done,
@@ -133,8 +134,8 @@ fn write_report(dir: &Path, m: &Machine, part: &str, result: PartResult) {
         plan: None,
     };
     doc.refresh_status();
-    doc.summary = Summary::of(&doc);
-    std::fs::write(dir.join("report.html"), html::render(&doc)).unwrap();
+    doc.summary = summarize(&doc);
+    std::fs::write(dir.join("report.html"), page::render(&doc)).unwrap();
 }
 
 /// report.html of the Quartet guest with only the idle sweep done, in

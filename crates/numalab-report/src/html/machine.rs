@@ -11,7 +11,7 @@ use numalab::text::format::bytes as format_bytes;
 use std::fmt::Write;
 
 /// The whole section.
-pub(super) fn section(h: &mut String, m: &Machine, tabs: &[Table]) {
+pub(crate) fn section(h: &mut String, m: &Machine, tabs: &[Table]) {
     h.push_str("<section id=\"sec-machine\">\n<h2>The machine</h2>\n");
     let source = match &m.source {
         Source::Live => "the live machine (hwloc)".to_string(),

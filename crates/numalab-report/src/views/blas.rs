@@ -6,10 +6,11 @@
 //! `--list` plan. The report part runs the serial mode, every CPU node's
 //! placements folded by hop class, with `n` cut to fit its budget.
 
-use crate::budget::{spread, Costs, PartPlan, PlanEnv, Work};
 use crate::csv::{num, yes, Table};
 use crate::html::Section;
+use crate::model::{spread, Costs, PartPlan, Work};
 use crate::part::{default_rule, Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
+use crate::plan::PlanEnv;
 use crate::summary::{finding, SummaryBuilder};
 use crate::svg::{bar_chart, Bar, BarGroup};
 use numalab::experiments::blas::{
@@ -752,7 +753,7 @@ pub fn parallel_plan_text(draws: &[(Kernel, Vec<ParallelClass>)]) -> String {
 mod tests {
     use super::*;
     use crate::fixture;
-    use crate::results::Mode;
+    use crate::model::Mode;
     use numalab::experiments::blas::{plan, BlasRequest, Kernel};
     use numalab::measure::stats::StopRule;
 

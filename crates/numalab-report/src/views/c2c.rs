@@ -2,12 +2,13 @@
 //! transfers between every pair of CPUs, as CPU x CPU matrices with node
 //! boundaries and a summary per node pair.
 
-use crate::budget::{PartPlan, PlanEnv, Work};
 use crate::claims::Derivation;
 use crate::csv::{opt, yes, Table};
 use crate::html::Section;
+use crate::model::Mode;
+use crate::model::{PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart};
-use crate::results::Mode;
+use crate::plan::PlanEnv;
 use crate::summary::{finding, SummaryBuilder};
 use crate::svg::{heatmap, Heatmap};
 use numalab::experiments::c2c::{
@@ -278,7 +279,7 @@ pub fn c2c_cpus(m: &Machine, usable: &IdSet, budget_s: f64, min_pair_s: f64) -> 
             .take_while(|&n| pairs(n) as f64 * min_pair_s <= budget_s)
             .last()
             .unwrap_or(2);
-        best = crate::budget::spread(firsts.len(), n)
+        best = crate::model::spread(firsts.len(), n)
             .into_iter()
             .map(|i| firsts[i])
             .collect();

@@ -5,13 +5,14 @@
 
 use super::bench::verification_text;
 use super::Units;
-use crate::budget::{largest_fitting, spread, PartPlan, PlanEnv, Work, SAMPLE_S};
 use crate::claims::Derivation;
 use crate::csv::{ids, num, yes, Table};
 use crate::html::Section;
+use crate::model::Mode;
+use crate::model::{largest_fitting, spread, PartPlan, Work, SAMPLE_S};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
+use crate::plan::PlanEnv;
 use crate::plan::{far_node, home_cpu, home_node, needs_home_cpu, no_cpu_node};
-use crate::results::Mode;
 use crate::summary::{finding, SummaryBuilder};
 use crate::svg::{line_chart, Axis, PointMark, Scale, Series, TickFormat};
 use numalab::experiments::loaded_latency::DEFAULT_LADDER;

@@ -3,13 +3,14 @@
 //! node, with NUMA ratios.
 
 use super::Units;
-use crate::budget::{largest_fitting, PartPlan, PlanEnv, Work, SAMPLE_S};
 use crate::claims::{Basis, Claim, Derivation, Relation, Threshold};
 use crate::csv::{num, opt, yes, Table};
 use crate::html::{node_label, Section};
+use crate::model::Mode;
+use crate::model::{largest_fitting, PartPlan, Work, SAMPLE_S};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::plan::max_cpus_per_node;
-use crate::results::Mode;
+use crate::plan::PlanEnv;
 use crate::summary::{finding, warning, SummaryBuilder};
 use crate::svg::{heatmap, Heatmap};
 use numalab::experiments::matrix::{

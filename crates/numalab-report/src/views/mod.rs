@@ -154,24 +154,25 @@ pub(crate) fn page_shares(pages: &std::collections::BTreeMap<u32, u64>) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::REPORT;
 
     #[test]
     fn parts_that_compare_nodes_are_left_out_with_one_memory_node() {
         let mut m = crate::fixture("qemu-quartet-4n2c-ring.xml");
-        let part = |name: &str| crate::part::PartName::find(name).unwrap();
+        let part = |name: &str| REPORT.find(name).unwrap();
         for name in ["policies", "pdm"] {
-            assert_eq!(part(name).part().applicable(&m), Ok(()), "{name}");
+            assert_eq!(REPORT.part(part(name)).applicable(&m), Ok(()), "{name}");
         }
         // The process may use node 2 only (a cpuset), the others stay.
         for n in m.nodes.iter_mut() {
             n.allowed = n.os_index == 2;
         }
         assert_eq!(
-            part("policies").part().applicable(&m),
+            REPORT.part(part("policies")).applicable(&m),
             Err("one memory node (node 2): every policy places the pages on it; it compares two or more".into())
         );
         assert_eq!(
-            part("pdm").part().applicable(&m),
+            REPORT.part(part("pdm")).applicable(&m),
             Err("one memory node (node 2): every placement of the arrays is on it; it compares two or more".into())
         );
     }

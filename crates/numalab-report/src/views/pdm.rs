@@ -165,12 +165,13 @@ pub fn measured_text(r: &numalab::experiments::pdm::measure::PdmMeasurement) -> 
 // ---------------------------------------------------------------------
 // The report part `pdm`.
 
-use crate::budget::{PartPlan, PlanEnv, Work};
 use crate::claims::{Basis, Claim, ClaimKind};
 use crate::csv::{opt, Table};
 use crate::html::Section;
+use crate::model::Mode;
+use crate::model::{PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart};
-use crate::results::Mode;
+use crate::plan::PlanEnv;
 use crate::summary::SummaryBuilder;
 use numalab::experiments::pdm::measure::{measure_classes, MeasureRequest, PdmMeasurement};
 use numalab::experiments::pdm::{kernel_quantities, run_pdm, PdmRequest, ThreadPlacement};

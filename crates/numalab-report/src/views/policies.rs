@@ -4,13 +4,14 @@
 
 use super::matrix::halvings;
 use super::{grid, Units};
-use crate::budget::{largest_fitting, PartPlan, PlanEnv, Work};
 use crate::claims::{Basis, Claim, ClaimKind, Derivation, RankRule};
 use crate::csv::{opt, yes, Table};
 use crate::html::Section;
+use crate::model::Mode;
+use crate::model::{largest_fitting, PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::plan::no_cpu_node;
-use crate::results::Mode;
+use crate::plan::PlanEnv;
 use crate::summary::{advice, sentence_case, SummaryBuilder};
 use crate::svg::{bar_chart, Bar, BarGroup};
 use numalab::experiments::policies::{

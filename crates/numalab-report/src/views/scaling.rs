@@ -4,12 +4,13 @@
 
 use super::matrix::halvings;
 use super::Units;
-use crate::budget::{largest_fitting, spread, PartPlan, PlanEnv, Work};
 use crate::claims::{Derivation, Relation, Threshold};
 use crate::csv::{ids, num, yes, Table};
 use crate::html::Section;
+use crate::model::{largest_fitting, spread, PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::plan::max_cpus_per_node;
+use crate::plan::PlanEnv;
 use crate::summary::{finding, SummaryBuilder};
 use crate::svg::{line_chart, Axis, Scale, Series, TickFormat};
 use numalab::experiments::copies::CopiesResult;

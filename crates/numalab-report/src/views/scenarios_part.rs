@@ -13,13 +13,14 @@
 //! scenario this machine cannot have is shown with its reason; one the
 //! budget left out is named as such.
 
-use crate::budget::{largest_fitting, PartPlan, PlanEnv, Work};
 use crate::claims::{Basis, Claim, ClaimKind, Derivation, RankRule};
 use crate::csv::{num, yes, Table};
 use crate::html::Section;
+use crate::model::Mode;
+use crate::model::{largest_fitting, PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart};
 use crate::plan::max_cpus_per_node;
-use crate::results::Mode;
+use crate::plan::PlanEnv;
 use crate::summary::SummaryBuilder;
 use crate::svg::{bar_chart, Bar, BarGroup};
 use numalab::experiments::sweep::{
@@ -274,7 +275,7 @@ impl ScenariosPart {
                 target_rel_ci: 0.02,
                 budget: Duration::from_secs_f64(per),
             },
-            min_sample_s: crate::budget::SAMPLE_S,
+            min_sample_s: crate::model::SAMPLE_S,
             normalize: Normalize::Study,
             // The runner keeps the deadline: it starts a round only when
             // one fits what is left. Never below the smallest form, which
@@ -790,9 +791,9 @@ fn findings_table(r: &ScenariosOutcome) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::Costs;
     use crate::claims::check_claim;
     use crate::fixture;
+    use crate::model::Costs;
     use numalab::experiments::sweep::{
         scenario_findings, BaselineResults, ScenarioCase, ScenarioRun,
     };

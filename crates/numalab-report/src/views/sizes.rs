@@ -4,12 +4,13 @@
 
 use super::matrix::halvings;
 use super::Units;
-use crate::budget::{largest_fitting, spread, Costs, PartPlan, PlanEnv, Work, SAMPLE_S};
 use crate::csv::{num, yes, Table};
 use crate::html::Section;
+use crate::model::Mode;
+use crate::model::{largest_fitting, spread, Costs, PartPlan, Work, SAMPLE_S};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
+use crate::plan::PlanEnv;
 use crate::plan::{home_cpu, home_node, needs_home_cpu, no_cpu_node};
-use crate::results::Mode;
 use crate::summary::{finding, SummaryBuilder};
 use crate::svg::{line_chart, Axis, Marker, Scale, Series, TickFormat};
 use numalab::experiments::sizes::{run_sizes, sweep_sizes, SizePoint, SizesResult};

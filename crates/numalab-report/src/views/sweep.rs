@@ -4,12 +4,13 @@
 //! answered from it. The report's runs under background load are the
 //! study's scenarios (`scenarios_part.rs`).
 
-use crate::budget::{PartPlan, PlanEnv, Work};
 use crate::claims::{Basis, Claim, ClaimKind, Derivation, RankRule, Relation, Threshold};
 use crate::csv::{num, opt, yes, Table};
 use crate::html::Section;
+use crate::model::{PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart};
 use crate::plan::max_cpus_per_node;
+use crate::plan::PlanEnv;
 use crate::summary::{finding, SummaryBuilder};
 use crate::svg::{bar_chart, Bar, BarGroup};
 use numalab::experiments::sweep::{

@@ -20,7 +20,7 @@ use numalab::placement::{ListMeaning, MemoryPolicy, ResourceSet, Thp, ThreadPoli
 use numalab::random::SplitMix64;
 use numalab::text::{format, parse};
 use numalab::{IdSet, Machine};
-use numalab_report::part::PartName;
+use numalab_report::registry::REPORT;
 use numalab_report::views::Units;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -748,16 +748,18 @@ fn figure_workload_and_part_lists() {
             Err(e) => one_line(t, &e),
         },
     );
-    let parts: Vec<&'static str> = PartName::all().iter().map(|p| p.name()).collect();
+    let parts: Vec<&'static str> = REPORT.all().iter().map(|p| p.name()).collect();
     fuzz(
-        "PartName::parse_list",
+        "Registry::parse_list",
         19,
         &parts,
         &["all", "matrix", "sweeps"],
-        |t| match PartName::parse_list(t) {
+        |t| match REPORT.parse_list(t) {
             Ok(v) => {
-                assert!(!v.is_empty() && v.len() <= PartName::all().len());
-                assert!(v.windows(2).all(|w| w[0].index() < w[1].index()));
+                assert!(!v.is_empty() && v.len() <= REPORT.all().len());
+                assert!(v
+                    .windows(2)
+                    .all(|w| REPORT.index(w[0]) < REPORT.index(w[1])));
                 true
             }
             Err(e) => one_line(t, &e),

@@ -1,0 +1,486 @@
+//! The summary of a whole report: every done part's sentences, advice and
+//! key figures (through the registry), the advice that draws on several
+//! parts (how to lay out threads with independent or shared data), and the
+//! warnings about the machine and its settings, from the key figures.
+//! Computed from whatever parts are done, so a partial report still has a
+//! summary, and says which questions it cannot answer yet.
+
+use crate::claims::{token, Basis, Claim, ClaimKind, Derivation, Relation, Threshold};
+use crate::registry::REPORT;
+use crate::results::{PartStatus, ReportResults};
+use crate::summary::{advice, headline, warning, Summary, SummaryBuilder, SummaryLine};
+
+/// The summary of whatever `doc` holds so far.
+pub fn summarize(doc: &ReportResults) -> Summary {
+    let m = &doc.machine;
+    let mut b = SummaryBuilder::new(m, doc.buffer_bytes);
+    for (name, _) in doc.parts.iter() {
+        for key in REPORT.part(name).info().key_figures {
+            b.set_figure(key, None);
+        }
+    }
+    for (name, rec) in doc.parts.iter() {
+        if let Some(r) = rec.done() {
+            b.base = format!("/parts/{}/result", token(name.name()));
+            REPORT.part(name).summarize(r, &mut b);
+        }
+    }
+    b.base.clear();
+    let env = doc.environment.as_ref();
+    b.emulated = env.is_some_and(|e| e.emulated_cpu.is_some());
+    general_advice(&mut b);
+    if let Some(c) = placements_verified(doc) {
+        b.claim(c);
+    }
+    let mut claims = vec![headline(m, env.map(|e| e.hostname.as_str()))];
+    let emulated = env.and_then(|e| e.emulated_cpu.clone());
+    if let Some(e) = &emulated {
+        claims.push(
+            Claim::new(
+                ClaimKind::Banner,
+                "emulation",
+                Basis::Setting,
+                "These timings were taken on an emulated CPU ({emulator}): they say nothing about the hardware, so the findings, advice and warnings drawn from timings are withheld; placement and topology facts stand.",
+            )
+            .fact("emulator", e, "/environment/emulated_cpu")
+            .render(),
+        );
+    }
+    claims.append(&mut b.claims);
+    claims.extend(warnings(doc));
+    claims.extend(missing(doc));
+    let withheld = |c: &Claim| emulated.is_some() && c.basis == Basis::Timing;
+    let texts = |kind: ClaimKind| -> Vec<&Claim> {
+        claims
+            .iter()
+            .filter(|c| c.kind == kind && !withheld(c))
+            .collect()
+    };
+    let lines = |kind| {
+        texts(kind)
+            .into_iter()
+            .map(|c| SummaryLine {
+                topic: c.topic.clone(),
+                text: c.text.clone(),
+            })
+            .collect()
+    };
+    let strings = |kind| texts(kind).into_iter().map(|c| c.text.clone()).collect();
+    Summary {
+        node_count: m.nodes.len(),
+        headline: claims[0].text.clone(),
+        findings: lines(ClaimKind::Finding),
+        advice: lines(ClaimKind::Advice),
+        warnings: strings(ClaimKind::Warning),
+        missing: strings(ClaimKind::Missing),
+        key_figures: b.key_figures,
+        banner: texts(ClaimKind::Banner).first().map(|c| c.text.clone()),
+        withheld: claims
+            .iter()
+            .filter(|c| withheld(c))
+            .map(|c| c.text.clone())
+            .collect(),
+        claims,
+    }
+}
+
+/// Parts missing for the same reason are one line.
+fn missing(doc: &ReportResults) -> Vec<Claim> {
+    let mut groups: Vec<(String, Option<String>, Vec<&str>)> = Vec::new();
+    for (n, rec) in doc.missing() {
+        let status = rec.status.name().to_string();
+        match groups
+            .iter_mut()
+            .find(|(st, r, _)| *st == status && *r == rec.reason)
+        {
+            Some(g) => g.2.push(n.name()),
+            None => groups.push((status, rec.reason.clone(), vec![n.name()])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(status, reason, names)| {
+            let first = format!("/parts/{}", token(names[0]));
+            let mut c = Claim::new(
+                ClaimKind::Missing,
+                "parts",
+                Basis::Run,
+                format!(
+                    "{} ({{status}}): {}",
+                    names.join(", "),
+                    if reason.is_some() {
+                        "{reason}"
+                    } else {
+                        "not measured yet"
+                    }
+                ),
+            );
+            for (i, n) in names.iter().enumerate().skip(1) {
+                c = c.fact(
+                    &format!("status{i}"),
+                    &status,
+                    format!("/parts/{}/status", token(n)),
+                );
+            }
+            c = c.fact("status", &status, format!("{first}/status"));
+            if let Some(r) = reason {
+                c = c.fact("reason", r, format!("{first}/reason"));
+            }
+            c.render()
+        })
+        .collect()
+}
+
+/// Advice for threads with independent data and threads sharing data,
+/// from the key figures of the scaling and c2c parts and what other parts
+/// added to these topics.
+fn general_advice(b: &mut SummaryBuilder) {
+    let m = b.machine;
+    if b.emulated {
+        // The timings cannot confirm or refute the classic layouts here:
+        // say them as what the topology suggests.
+        let multi = m.cpu_nodes().len() > 1;
+        b.claim(Claim::new(
+            ClaimKind::Advice,
+            "independent-data",
+            Basis::Topology,
+            if multi {
+                "Threads with independent data: the classic layout is one per node first (scatter, node-major), each thread first-touching its own data; the timings of this emulated CPU cannot confirm it."
+            } else {
+                "Threads with independent data: with one node, pin each thread and let it first-touch its own data."
+            },
+        ));
+        b.claim(Claim::new(
+            ClaimKind::Advice,
+            "shared-data",
+            Basis::Topology,
+            "Threads sharing data: fill one node's cores first (compact, core-major), within one shared cache.",
+        ));
+        return;
+    }
+    if let Some(c) = independent_data_advice(b) {
+        b.claim(c);
+    }
+    let shared_cache = m
+        .caches
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.kind != "instruction" && c.cpus.len() > 1)
+        .max_by_key(|(_, c)| (c.level, c.size_bytes));
+    let shared = match (b.key("c2c_within_node_ns"), b.key("c2c_across_nodes_ns")) {
+        (Some((w, wf)), Some((a, af))) => advice(
+            "shared-data",
+            "Threads sharing data: fill one node's cores first (compact, core-major), within one shared cache: a written line moves in {w} ns within a node{cmp} {a} ns across nodes.",
+        )
+        .fig("w", w, "ns", 0, wf)
+        .fig("a", a, "ns", 0, af)
+        .compare(
+            "cmp",
+            ("a", Relation::Greater, "w"),
+            Threshold::Share(NOISE),
+            (" but", " and"),
+        ),
+        (Some((w, wf)), None) => {
+            let mut c = advice("shared-data", "").fig("w", w, "ns", 0, wf);
+            let mut t = "Threads sharing data: keep them on cores that share a cache".to_string();
+            if let Some((i, x)) = shared_cache {
+                c = c
+                    .fig("level", x.level as f64, "count", 0, Derivation::at(format!("/machine/caches/{i}/level")))
+                    .fig("size", x.size_bytes as f64, "bytes", 0, Derivation::at(format!("/machine/caches/{i}/size_bytes")))
+                    .fact("cpus", &x.cpus, format!("/machine/caches/{i}/cpus"));
+                t.push_str(" (the L{level}: {size}, CPUs {cpus})");
+            }
+            t.push_str("; a written line moves between cores in {w} ns.");
+            c.template = t;
+            c
+        }
+        _ => Claim::new(
+            ClaimKind::Advice,
+            "shared-data",
+            Basis::Topology,
+            "Threads sharing data: fill one node's cores first (compact, core-major), within one shared cache.",
+        ),
+    };
+    b.claim(shared);
+    // What parts added to the general advice, right after it.
+    for c in std::mem::take(&mut b.addenda) {
+        match b
+            .claims
+            .iter()
+            .rposition(|l| l.kind == ClaimKind::Advice && l.topic == c.topic)
+        {
+            Some(i) => b.claims.insert(i + 1, c),
+            None => b.claims.push(c),
+        }
+    }
+}
+
+/// Differences smaller than this share are noise on any real machine.
+const NOISE: f64 = 0.05;
+
+/// A placement fact, true on any CPU: every done part's threads ran where
+/// asked and its pages were on the nodes asked.
+fn placements_verified(doc: &ReportResults) -> Option<Claim> {
+    let done: Vec<&str> = doc
+        .parts
+        .iter()
+        .filter(|(_, r)| r.status == PartStatus::Done && r.verified.is_some())
+        .map(|(n, _)| n.name())
+        .collect();
+    if done.is_empty() || !doc.verification.verified {
+        return None;
+    }
+    let mut c = Claim::new(
+        ClaimKind::Finding,
+        "placement",
+        Basis::Placement,
+        format!(
+            "Every placement verified: in the {} part{} measured, threads ran on the CPUs asked and pages were on the nodes asked (checked with the kernel).",
+            done.len(),
+            numalab::text::format::s(done.len())
+        ),
+    )
+    .fact("verified", true, "/verification/verified");
+    for (i, n) in done.iter().enumerate() {
+        c = c.fact(
+            &format!("v{i}"),
+            true,
+            format!("/parts/{}/verified", token(n)),
+        );
+    }
+    Some(c.render())
+}
+
+/// How to lay out threads with independent data, from the packed vs
+/// spread figures of the scaling part.
+fn independent_data_advice(b: &SummaryBuilder) -> Option<Claim> {
+    let multi = b.machine.cpu_nodes().len() > 1;
+    let (n, nf) = b.key("compared_threads")?;
+    let (p, pf) = b.key("packed_per_thread_gbps")?;
+    let spread = b.key("spread_per_thread_gbps");
+    match (multi, spread) {
+        (true, Some((sp, sf))) => {
+            let c = advice("independent-data", "")
+                .fig("n", n, "count", 0, nf)
+                .fig("p", p, "GB/s", 2, pf)
+                .fig("sp", sp, "GB/s", 2, sf)
+                .compare(
+                    "faster",
+                    ("sp", Relation::Greater, "p"),
+                    Threshold::Share(NOISE),
+                    ("", ""),
+                );
+            let template = if c.holds("faster") == Some(true) {
+                "Threads with independent data: spread them one per node first, then fill each node's second core (scatter, node-major), each with its own first-touched data: at {n} threads each got {sp} GB/s spread vs {p} packed (more than 5% apart{faster})."
+            } else {
+                "Threads with independent data: packing them on one node was not slower here ({p} vs {sp} GB/s per thread at {n} threads spread, within 5%{faster}), so keep them where their data is; let each thread first-touch its own data."
+            };
+            Some(Claim {
+                template: template.into(),
+                ..c
+            })
+        }
+        (false, _) => {
+            let mut c = advice("independent-data", "")
+                .fig("n", n, "count", 0, nf)
+                .fig("p", p, "GB/s", 1, pf);
+            let mut t = "Threads with independent data: with one node there is nothing to spread over; let each thread first-touch its own data and pin it. {n} threads share the node's bandwidth ({p} GB/s each".to_string();
+            if let Some((x, xf)) = b.key("single_thread_gbps") {
+                c = c.fig("one", x, "GB/s", 1, xf);
+                t.push_str(" vs {one} alone");
+            }
+            t.push_str(").");
+            c.template = t;
+            Some(c)
+        }
+        _ => None,
+    }
+}
+
+/// The warnings: settings of the machine, the firmware, placements that did
+/// not verify, failed parts (the parts' own warnings are their claims).
+fn warnings(doc: &ReportResults) -> Vec<Claim> {
+    let m = &doc.machine;
+    let mut out = Vec::new();
+    let setting = |t: &str| warning("settings", Basis::Setting, t);
+    if let Some(env) = &doc.environment {
+        // The environment's own sentences are the one source for settings
+        // (NUMA balancing, THP, governor, cgroup limits, memory figures).
+        for (i, w) in env.warnings.iter().enumerate() {
+            out.push(setting("{^w}.").fact("w", w, format!("/environment/warnings/{i}")));
+        }
+    }
+    if m.restricted {
+        out.push(
+            warning(
+                "cgroup",
+                Basis::Setting,
+                "A cgroup (cpuset) restricts this process to CPUs {cpus} and memory nodes {nodes} of the {all} CPUs and nodes {all_nodes} the machine has; the report covers only what it may use.",
+            )
+            .fact("cpus", &m.allowed_cpus, "/machine/allowed_cpus")
+            .fact("nodes", &m.allowed_nodes, "/machine/allowed_nodes")
+            .fig("all", m.complete_cpus.len() as f64, "count", 0, Derivation::Count { path: "/machine/complete_cpus".into() })
+            .fact("all_nodes", &m.complete_nodes, "/machine/complete_nodes"),
+        );
+    }
+    for (i, w) in m.warnings.iter().enumerate() {
+        out.push(warning("firmware", Basis::Topology, "Firmware: {w}").fact(
+            "w",
+            w,
+            format!("/machine/warnings/{i}"),
+        ));
+    }
+    for (i, p) in doc.verification.problems.iter().enumerate() {
+        out.push(
+            warning(
+                "placement",
+                Basis::Placement,
+                "Placement did not verify: {p}.",
+            )
+            .fact("p", p, format!("/verification/problems/{i}")),
+        );
+    }
+    let failed: Vec<&str> = doc
+        .parts
+        .iter()
+        .filter(|(_, r)| r.status == PartStatus::Failed)
+        .map(|(n, _)| n.name())
+        .collect();
+    if !failed.is_empty() {
+        let mut c = warning(
+            "parts",
+            Basis::Run,
+            format!(
+                "Part{} {} failed (see the parts table for why).",
+                numalab::text::format::s(failed.len()),
+                failed.join(", ")
+            ),
+        );
+        for (i, n) in failed.iter().enumerate() {
+            c = c.fact(
+                &format!("failed{i}"),
+                "failed",
+                format!("/parts/{}/status", token(n)),
+            );
+        }
+        out.push(c);
+    }
+    out.into_iter().map(Claim::render).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claims::check;
+    use crate::part::PartResult;
+    use crate::results::{Mode, PartStatus};
+    use crate::session::new_document;
+    use crate::views::matrix::claim_tests::ring_bandwidth;
+    use numalab::measure::environment::Environment;
+
+    /// A report of the CPU-less ring with its bandwidth matrix done.
+    fn ring_report(emulated: Option<&str>) -> ReportResults {
+        let m = crate::fixture("qemu-ring4-cpuless-hmat.xml");
+        let mut env = Environment::capture();
+        env.emulated_cpu = emulated.map(str::to_string);
+        env.warnings.clear();
+        let mut doc = new_document(&m, Some(env), Mode::Quick, 100.0, 64 << 20, &REPORT.all());
+        let name = REPORT.find("bandwidth-matrix").unwrap();
+        let rec = doc.parts.get_mut(name);
+        rec.status = PartStatus::Done;
+        rec.verified = Some(true);
+        rec.result = Some(PartResult::new(ring_bandwidth()));
+        doc.summary = crate::summarize::summarize(&doc);
+        doc
+    }
+
+    #[test]
+    fn every_sentence_is_a_claim_that_re_derives() {
+        let doc = ring_report(None);
+        let s = &doc.summary;
+        assert_eq!(s.banner, None);
+        assert!(
+            s.findings.iter().any(|f| f.topic == "bandwidth"),
+            "{:?}",
+            s.findings
+        );
+        let v = serde_json::to_value(&doc).unwrap();
+        assert_eq!(check(&v), Vec::<String>::new());
+        // A sentence edited after rendering is caught.
+        let mut v2 = v.clone();
+        v2["summary"]["findings"][0]["text"] = "One thread reads 9.9 GB/s.".into();
+        assert_eq!(check(&v2).len(), 1);
+        // So is a figure the data do not give.
+        let mut v3 = v;
+        v3["parts"]["bandwidth-matrix"]["result"]["bandwidth"][0][4]["value"]["median"] =
+            0.7.into();
+        let bad = check(&v3);
+        assert!(
+            bad.iter().any(|b| b.contains("but the data give")),
+            "{bad:?}"
+        );
+    }
+
+    #[test]
+    fn each_setting_is_warned_about_once() {
+        let mut doc = ring_report(None);
+        let env = doc.environment.as_mut().unwrap();
+        env.numa_balancing = Some(true);
+        env.warnings = vec![
+            "automatic NUMA balancing is on (/proc/sys/kernel/numa_balancing=1): pages may migrate during the experiment; turn it off with echo 0 > /proc/sys/kernel/numa_balancing".into(),
+        ];
+        doc.summary = crate::summarize::summarize(&doc);
+        let w = &doc.summary.warnings;
+        assert_eq!(
+            w.iter()
+                .filter(|x| x.to_lowercase().contains("numa balancing"))
+                .count(),
+            1,
+            "{w:?}"
+        );
+        assert!(w[0].starts_with("Automatic NUMA balancing is on"), "{w:?}");
+        let v = serde_json::to_value(&doc).unwrap();
+        assert_eq!(check(&v), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_emulated_cpu_withholds_timing_claims_and_keeps_the_rest() {
+        let doc = ring_report(Some(
+            "software emulation: CPU model 'QEMU TCG CPU version 2.5+'",
+        ));
+        let s = &doc.summary;
+        let banner = s.banner.as_deref().expect("a banner");
+        assert!(
+            banner.starts_with("These timings were taken on an emulated CPU (software emulation: CPU model 'QEMU TCG CPU version 2.5+')"),
+            "{banner}"
+        );
+        // The bandwidth finding is withheld, the topology advice and the
+        // missing parts stay.
+        assert!(
+            s.findings.iter().all(|f| f.topic != "bandwidth"),
+            "{:?}",
+            s.findings
+        );
+        assert_eq!(s.withheld.len(), 1, "{:?}", s.withheld);
+        assert!(
+            s.withheld[0].starts_with("One thread reads 2.0 GB/s"),
+            "{:?}",
+            s.withheld
+        );
+        // The placement proof stands.
+        assert!(
+            s.findings.iter().any(|f| f.text
+                == "Every placement verified: in the 1 part measured, threads ran on the CPUs asked and pages were on the nodes asked (checked with the kernel)."),
+            "{:?}",
+            s.findings
+        );
+        assert!(
+            s.advice.iter().any(|a| a.topic == "shared-data"),
+            "{:?}",
+            s.advice
+        );
+        assert!(!s.missing.is_empty());
+        let v = serde_json::to_value(&doc).unwrap();
+        assert_eq!(check(&v), Vec::<String>::new());
+    }
+}
