@@ -158,7 +158,7 @@ pub fn refuse_overwriting_input(
 }
 
 /// Version of the JSON the measuring commands print (`schema_version`).
-pub const RESULT_SCHEMA_VERSION: &str = "1.0";
+pub const RESULT_SCHEMA_VERSION: &str = "1.1";
 
 /// What a measuring command prints with `--json`: the schema version, the
 /// command, the result's own fields, and the environment it depends on.

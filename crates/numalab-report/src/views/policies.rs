@@ -19,7 +19,7 @@ use numalab::experiments::policies::{
     PoliciesResult, PolicyColumn, Workload,
 };
 use numalab::machine::Machine;
-use numalab::measure::compare::{rank_compare, Verdict};
+use numalab::measure::compare::Verdict;
 use numalab::measure::harness::default_buffer_bytes;
 use numalab::measure::kernels::BandwidthKernel;
 use numalab::measure::stats::StopRule;
@@ -288,27 +288,23 @@ impl ReportPart for PoliciesPart {
             let g = c.gbps.as_ref()?;
             Some((g.median, s.at(&format!("cells/{i}/gbps/median"))))
         };
-        // The samples a recommendation's rank test compared, for the
-        // checker to rerun it ("better is faster": its samples the larger).
+        // Where the samples a recommendation's rank test compared are, for
+        // the checker to rerun it ("better is faster": its samples the larger).
         let cell_of = |label: &str| {
             r.cells
                 .iter()
                 .position(|c| format!("{}/{}", c.workload.name(), c.policy.name()) == label)
         };
         let cells_at = s.path("cells");
-        let rerun = |c: Claim, name: &str, x: &Comparison, verdict_at: String| {
+        let ranked = |c: Claim, name: &str, x: &Comparison, verdict_at: String| {
             let (Some(bi), Some(wi)) = (cell_of(&x.better), cell_of(&x.worse)) else {
                 return c;
             };
-            let samples = |i: usize| {
-                r.cells[i]
-                    .run
-                    .as_ref()
-                    .map_or(&[][..], |b| b.measurement.samples.as_slice())
-            };
             let at = |i: usize| vec![format!("{cells_at}/{i}/run/measurement/samples")];
-            match rank_compare(samples(bi), samples(wi)) {
-                Some(t) => c.ranked_as(name, (at(bi), at(wi)), RankRule::Larger, &t, verdict_at),
+            // The experiment's own test of these samples: the checker
+            // reruns it from them.
+            match &x.test {
+                Some(t) => c.ranked_as(name, (at(bi), at(wi)), RankRule::Larger, t, verdict_at),
                 None => c,
             }
         };
@@ -334,7 +330,7 @@ impl ReportPart for PoliciesPart {
                     .fig(&format!("w{k}"), w, "GB/s", 3, wd)
                     .fact(&format!("p{k}"), x.p_value, at("p_value"))
                     .fact(&format!("v{k}"), x.verdict, at("verdict"));
-                c = rerun(c, &format!("t{k}"), x, at("verdict"));
+                c = ranked(c, &format!("t{k}"), x, at("verdict"));
             }
             claims.push(c);
         }
@@ -372,7 +368,7 @@ impl ReportPart for PoliciesPart {
                 (Verdict::Holds, false) => "When threads on three or more nodes share data, or the program initializes it from one thread, interleaving is the classic fix, but first touch was faster here: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch (Mann–Whitney U, p = {p}).",
                 _ => "When threads on three or more nodes share data, or the program initializes it from one thread, interleaving is the classic fix; here the rank test cannot tell it from first touch: the program whose main thread initialized the data got {i} GB/s interleaved vs {l} with first touch (Mann–Whitney U, p = {p}).",
             };
-            let claim = rerun(
+            let claim = ranked(
                 advice("shared-data", template),
                 "test",
                 x,

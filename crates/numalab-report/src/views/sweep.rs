@@ -562,8 +562,10 @@ fn twins_text(s: &mut String, run: &SweepRun) {
     for t in &run.twins {
         let ms =
             |v: &[f64]| numalab::measure::stats::median(v.to_vec()).map_or(f64::NAN, |m| m * 1e3);
-        let test = numalab::measure::compare::rank_compare(&t.twin_samples, &t.samples)
-            .map_or("not comparable".to_string(), |c| c.describe());
+        let test = t.test.as_ref().map_or_else(
+            || "no rank test in this result".to_string(),
+            |c| c.describe(),
+        );
         let _ = writeln!(
             s,
             "    {} ({:.2} ms) vs {} ({:.2} ms), {}: {test}{}",

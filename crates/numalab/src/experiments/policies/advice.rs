@@ -55,6 +55,7 @@ pub fn compare(a: (&str, &[f64]), b: (&str, &[f64])) -> Comparison {
         ratio_high,
         rule: RULE.to_string(),
         verdict,
+        test: rc,
     }
 }
 

@@ -38,7 +38,7 @@
 //! recommendations from the figures.
 
 use crate::machine::Machine;
-use crate::measure::compare::Verdict;
+use crate::measure::compare::{RankComparison, Verdict};
 use crate::measure::environment::CACHE_FIT_MULTIPLE;
 use crate::measure::harness::{Aggregate, BandwidthResult, Figure};
 use crate::measure::kernels::{BandwidthKernel, Isa};
@@ -335,6 +335,11 @@ pub struct Comparison {
     /// the cells are the same memory).
     #[serde(default = "cannot_tell")]
     pub verdict: Verdict,
+    /// The rank test of `better`'s samples against `worse`'s that the
+    /// verdict comes from (absent in results written before report schema
+    /// 1.1, and when a cell had no samples): the claims checker reruns it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<RankComparison>,
 }
 
 fn nan() -> f64 {

@@ -938,6 +938,7 @@ mod tests {
             samples: rep.to_vec(),
             twin_samples: twin.to_vec(),
             verified: true,
+            test: rank_compare(twin, rep),
         }
     }
 

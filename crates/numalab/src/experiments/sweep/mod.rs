@@ -58,6 +58,7 @@ pub use space::{
     TwinMove, MAX_EXCHANGED_THREADS, MAX_PLANNED_CASES,
 };
 
+use crate::measure::compare::RankComparison;
 use crate::measure::harness::BufferCheck;
 use crate::measure::kernels::{BandwidthKernel, Isa};
 use crate::measure::memory_traffic::MemoryTraffic;
@@ -321,6 +322,11 @@ pub struct TwinPair {
     pub twin_samples: Vec<f64>,
     /// Every thread and buffer of both members where it was put.
     pub verified: bool,
+    /// The rank test of the twin's samples against the representative's
+    /// (absent in results written before report schema 1.1, and when a
+    /// sample is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<RankComparison>,
 }
 
 /// The rule of every case's `normalized`: the classic study's (and

@@ -475,7 +475,9 @@ impl Sweep<'_, '_> {
                 samples.extend(r.samples);
             }
         }
+        let test = crate::measure::compare::rank_compare(&twin_samples, &samples);
         Ok(Some(TwinPair {
+            test,
             class_key: case.class_key.clone(),
             hop_class: case.hop_class(),
             moved_by,
