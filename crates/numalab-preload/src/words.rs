@@ -95,25 +95,6 @@ struct Watch {
     busy: AtomicBool,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn windows_aim_at_as_many_accesses_a_draw_as_a_turn_costs() {
-        let ms = 1_000_000;
-        // Turns as cheap as a trap: about one access a draw.
-        assert_eq!(next_interval(20 * ms, 0, 4, 0.7), 40 * ms);
-        assert_eq!(next_interval(20 * ms, 4, 4, 0.7), 20 * ms);
-        assert_eq!(next_interval(20 * ms, 12, 4, 0.7), 10 * ms);
-        // Turns a hundred traps dear (an emulator): up to the cap.
-        assert_eq!(next_interval(20 * ms, 8, 4, 100.0), 40 * ms);
-        assert_eq!(next_interval(20 * ms, 24, 4, 100.0), 20 * ms);
-        assert_eq!(next_interval(MAX_WINDOW_NS, 0, 4, 1.0), MAX_WINDOW_NS);
-        assert_eq!(next_interval(MIN_WINDOW_NS, 32, 4, 1.0), MIN_WINDOW_NS);
-    }
-}
-
 #[allow(clippy::declare_interior_mutable_const)]
 const FREE_WATCH: Watch = Watch {
     tid: AtomicU32::new(0),
@@ -781,4 +762,23 @@ fn open_window(w: &Watch, slots: usize, duty: u32) {
     }
     w.frame.store(total as u64, SeqCst);
     w.duty.store(duty, SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_aim_at_as_many_accesses_a_draw_as_a_turn_costs() {
+        let ms = 1_000_000;
+        // Turns as cheap as a trap: about one access a draw.
+        assert_eq!(next_interval(20 * ms, 0, 4, 0.7), 40 * ms);
+        assert_eq!(next_interval(20 * ms, 4, 4, 0.7), 20 * ms);
+        assert_eq!(next_interval(20 * ms, 12, 4, 0.7), 10 * ms);
+        // Turns a hundred traps dear (an emulator): up to the cap.
+        assert_eq!(next_interval(20 * ms, 8, 4, 100.0), 40 * ms);
+        assert_eq!(next_interval(20 * ms, 24, 4, 100.0), 20 * ms);
+        assert_eq!(next_interval(MAX_WINDOW_NS, 0, 4, 1.0), MAX_WINDOW_NS);
+        assert_eq!(next_interval(MIN_WINDOW_NS, 32, 4, 1.0), MIN_WINDOW_NS);
+    }
 }
