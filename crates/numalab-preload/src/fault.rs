@@ -3,8 +3,9 @@
 //! the interposed `sigaction` and `signal`), or fatal as without us.
 
 use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_HUGE, FLAG_WRITE, FLAG_WRITE_PROBE};
+use crate::runtime::sys;
 use crate::tables::{self, Lookup};
-use crate::{cost, emit, page_size, sys, FIRST_TOUCHES, SAMPLES};
+use crate::{cost, emit, page_size, FIRST_TOUCHES, SAMPLES};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
@@ -12,7 +13,7 @@ type SigactionFn = unsafe extern "C" fn(i32, *const libc::sigaction, *mut libc::
 
 /// The libc `sigaction` this library's interposes.
 pub fn real_sigaction() -> Option<SigactionFn> {
-    static S: crate::next::Symbol = crate::next::Symbol::new("sigaction\0");
+    static S: crate::runtime::next::Symbol = crate::runtime::next::Symbol::new("sigaction\0");
     S.get().map(|p| {
         // SAFETY: the next definition of "sigaction" is that function.
         unsafe { std::mem::transmute::<usize, SigactionFn>(p) }

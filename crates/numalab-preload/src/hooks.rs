@@ -4,8 +4,9 @@
 //! memory protections.
 
 use crate::record::{Kind, Record};
+use crate::runtime::{next, sys};
 use crate::tables::{self, BusyGuard};
-use crate::{active, emit, fault, next, page_size, plan, select, sys, MIN_BYTES};
+use crate::{active, emit, fault, page_size, plan, select, MIN_BYTES};
 use libc::{c_int, c_void, size_t, ssize_t};
 use std::sync::atomic::Ordering::SeqCst;
 

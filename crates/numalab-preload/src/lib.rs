@@ -36,25 +36,23 @@
 pub(crate) use numalab_profile_abi::{perf, record};
 pub mod tables;
 
-mod channel;
 mod cost;
 mod fault;
 mod hooks;
 mod huge;
-mod next;
 mod places;
 mod plan;
 mod pmu;
 mod pool;
-mod queue;
 mod refine;
+mod runtime;
 mod sampler;
 mod select;
 mod small;
-mod sys;
 mod traps;
 mod words;
 
+use runtime::{channel, queue, sys};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 /// Where records go (`NUMALAB_PROFILE_OUT`, opened for appending); -1: off.

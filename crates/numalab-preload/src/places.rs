@@ -7,7 +7,8 @@
 //! tables.
 
 use crate::record::{Kind, Record};
-use crate::{emit, page_size, sys};
+use crate::runtime::sys;
+use crate::{emit, page_size};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 

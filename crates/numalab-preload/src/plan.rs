@@ -32,8 +32,9 @@
 //! records, or to `NUMALAB_PLAN_OUT` when the program is not profiled.
 
 use crate::record::{Kind, Record};
+use crate::runtime::{channel, sys};
 use crate::select::{self, Candidate, Term};
-use crate::{emit, page_size, sys};
+use crate::{emit, page_size};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::OnceLock;
 
@@ -879,7 +880,7 @@ pub fn at_exit() {
     }
     // A descriptor lost since the last write is found (and opened again)
     // now, so that this record can say so.
-    crate::channel::checked();
+    channel::checked();
     emit(
         &numalab_profile_abi::events::PlanEnd {
             tid: sys::gettid(),
@@ -888,7 +889,7 @@ pub fn at_exit() {
             first_errno: FIRST_ERRNO.load(SeqCst).min(i32::MAX as usize) as i32,
             stripes_folded: FOLDED.load(SeqCst).min(u32::MAX as usize) as u32,
             small_spilled: Some(crate::pool::spilled().min(u32::MAX as usize - 1) as u32),
-            channel_reopened: crate::channel::reopened().min(u32::MAX as usize) as u32,
+            channel_reopened: channel::reopened().min(u32::MAX as usize) as u32,
             time_ns: sys::monotonic_ns(),
         }
         .to_record(),

@@ -22,7 +22,8 @@ use crate::perf::{
     ATTR_PRECISE_SHIFT, RECORD_SAMPLE, SAMPLE_TYPE,
 };
 use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_PMU, FLAG_WRITE};
-use crate::{emit, sys, tables, SAMPLES};
+use crate::runtime::sys;
+use crate::{emit, tables, SAMPLES};
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst,
 };
@@ -157,7 +158,7 @@ pub fn thread_starts() {
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
     };
-    match crate::sys::perf_event_open(&attr, 0) {
+    match sys::perf_event_open(&attr, 0) {
         Ok(fd) => {
             let ps = crate::page_size();
             // SAFETY: a shared mapping of a perf descriptor, one header

@@ -23,7 +23,7 @@
 
 use crate::perf::{PerfEventAttr, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{Kind, Record, FLAG_WRITE, RECORD_BYTES};
-use crate::sys;
+use crate::runtime::sys;
 
 /// How long a window watches its two words.
 const WINDOW_NS: u64 = 20_000_000;
@@ -90,7 +90,7 @@ fn open_watch(tid: u32, addr: u64, bp_type: u32) -> Result<i32, i32> {
         config2: WORD,
         ..Default::default()
     };
-    crate::sys::perf_event_open(&attr, tid)
+    sys::perf_event_open(&attr, tid)
 }
 
 fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> i32 {
@@ -740,7 +740,7 @@ fn hold_perf_enabled() -> Option<i32> {
         flags: ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
         ..Default::default()
     };
-    crate::sys::perf_event_open(&attr, 0).ok()
+    sys::perf_event_open(&attr, 0).ok()
 }
 
 /// What one watchpoint hit costs the accessing thread, measured once on a

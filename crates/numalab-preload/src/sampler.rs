@@ -6,7 +6,8 @@
 use crate::cost::{self, Controller};
 use crate::huge::{HugePages, Span};
 use crate::refine::Refiner;
-use crate::{page_size, queue, sys, tables, ARMED_TOTAL, OUT_FD};
+use crate::runtime::{queue, sys};
+use crate::{page_size, tables, ARMED_TOTAL, OUT_FD};
 use std::sync::atomic::Ordering::SeqCst;
 
 /// Where an adaptive rate starts (pages armed a second): low, so that a

@@ -12,7 +12,8 @@
 //! draws' time counts in what sampling costs, and the mean doubles while
 //! draws alone take over half the target.
 
-use crate::{emit, sys};
+use crate::emit;
+use crate::runtime::sys;
 use std::sync::atomic::{
     AtomicI64, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},

@@ -9,7 +9,7 @@
 //! handler, or the default action for an `int3` or a single step).
 
 use crate::fault::{chain, real_sigaction, take_signal, KeptAction};
-use crate::sys;
+use crate::runtime::sys;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
 /// `si_code` of a trap from a debug register (`TRAP_HWBKPT`), and of a

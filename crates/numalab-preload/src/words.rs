@@ -31,7 +31,8 @@
 use crate::fault::{chain, KeptAction};
 use crate::perf::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{word_flags, Kind, Record, WORD_CAPPED, WORD_MOVED};
-use crate::{emit, page_size, sys, tables};
+use crate::runtime::sys;
+use crate::{emit, page_size, tables};
 use std::cell::Cell;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst,
@@ -313,7 +314,7 @@ fn calibrate() -> Result<(), i32> {
     let mut a = attr(p as u64);
     a.flags &= !ATTR_DISABLED;
     a.sample_period = 0;
-    let fd = crate::sys::perf_event_open(&a, 0)?;
+    let fd = sys::perf_event_open(&a, 0)?;
     const HITS: u64 = 16;
     let mut rounds = [0u64; 5];
     for r in rounds.iter_mut() {
@@ -351,7 +352,7 @@ pub fn thread_starts() {
     let w = &WATCHES[i];
     let mut slots = 0;
     for s in 0..SLOTS.load(SeqCst) {
-        match crate::sys::perf_event_open(&attr(w as *const Watch as u64), 0) {
+        match sys::perf_event_open(&attr(w as *const Watch as u64), 0) {
             Ok(fd) => {
                 w.fds[s].store(fd, SeqCst);
                 w.words[s].store(0, SeqCst);

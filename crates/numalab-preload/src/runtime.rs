@@ -1,0 +1,13 @@
+//! The bottom layer: what every other module of the library stands on,
+//! and which calls nothing above it.
+//!
+//! - [`sys`]: system calls made directly (async-signal-safe).
+//! - [`next`]: the next definitions of the functions the library
+//!   interposes, found at its start.
+//! - [`channel`] and [`queue`]: where records go, and the lock-free queue
+//!   that takes them there.
+
+pub mod channel;
+pub mod next;
+pub mod queue;
+pub mod sys;
