@@ -2,10 +2,11 @@
 //! fault is the program's, delivered to the handler it installed (kept by
 //! the interposed `sigaction` and `signal`), or fatal as without us.
 
+use crate::cost;
 use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_HUGE, FLAG_WRITE, FLAG_WRITE_PROBE};
-use crate::runtime::sys;
+use crate::runtime::state::{page_size, FIRST_TOUCHES, SAMPLES};
+use crate::runtime::{emit, sys};
 use crate::tables::{self, Lookup};
-use crate::{cost, emit, page_size, FIRST_TOUCHES, SAMPLES};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 

@@ -4,9 +4,10 @@
 //! memory protections.
 
 use crate::record::{Kind, Record};
-use crate::runtime::{next, sys};
+use crate::runtime::state::{active, config, page_size, MIN_BYTES, SAMPLER_STARTING};
+use crate::runtime::{emit, next, sys};
 use crate::tables::{self, BusyGuard};
-use crate::{active, emit, fault, page_size, plan, select, MIN_BYTES};
+use crate::{fault, plan, select};
 use libc::{c_int, c_void, size_t, ssize_t};
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -461,7 +462,7 @@ pub unsafe extern "C" fn pthread_create(
     let Some(real) = real!("pthread_create", PthreadCreateFn) else {
         return libc::EAGAIN;
     };
-    if !active() || crate::SAMPLER_STARTING.load(SeqCst) {
+    if !active() || SAMPLER_STARTING.load(SeqCst) {
         return real(thread, attr, routine, arg);
     }
     let start = Box::into_raw(Box::new(Start {
@@ -868,7 +869,7 @@ pub fn resolve_early() {
     // allocates) at its first call: made now, not from a hook that an
     // allocator calls with its own lock held (jemalloc maps its arenas with
     // mmap), which hung rustc and cargo under `profile` (issue 36).
-    if crate::config().active() {
+    if config().active() {
         let mut pcs = [0usize; STACK_CAPACITY];
         let _ = call_stack(&mut pcs);
     }

@@ -52,34 +52,13 @@ mod small;
 mod traps;
 mod words;
 
+use runtime::emit::{emit, emit_thread_names, save_maps};
+use runtime::state::{
+    active, config, page_size, ACTIVE, ARMED_TOTAL, GO_RUNTIME, MIN_BYTES, OUT_FD, PAGE_SIZE,
+    SAMPLER_STARTING, SAMPLES, START_NS,
+};
 use runtime::{channel, queue, sys};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
-
-/// Where records go (`NUMALAB_PROFILE_OUT`, opened for appending); -1: off.
-static OUT_FD: AtomicI32 = AtomicI32::new(-1);
-/// Set once the library sampled anything: the handler and hooks are live.
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
-/// Allocations at least this large are tracked (and their pages armed).
-static MIN_BYTES: AtomicUsize = AtomicUsize::new(64 << 10);
-/// Samples taken and pages armed, for the totals at exit.
-static SAMPLES: AtomicUsize = AtomicUsize::new(0);
-/// First touches taken (faults on pages armed absent).
-static FIRST_TOUCHES: AtomicUsize = AtomicUsize::new(0);
-static ARMED_TOTAL: AtomicUsize = AtomicUsize::new(0);
-
-/// When the library started (CLOCK_MONOTONIC ns, the Start record's).
-static START_NS: AtomicU64 = AtomicU64::new(0);
-
-/// Set while the library starts its own thread: the interposed
-/// `pthread_create` passes it through (its stack is not the program's).
-static SAMPLER_STARTING: AtomicBool = AtomicBool::new(false);
-/// The program runs Go's runtime (cgo: `crosscall2` is exported), whose
-/// system calls do not go through libc: a `read` into an armed page would
-/// fail with EFAULT where no hook can disarm it first. No page is armed
-/// then; word counts (watchpoints, which the kernel's own accesses do not
-/// trip) sample its accesses.
-static GO_RUNTIME: AtomicBool = AtomicBool::new(false);
+use std::sync::atomic::Ordering::SeqCst;
 
 /// Whether the program runs Go's runtime (see [`GO_RUNTIME`]); looked up
 /// once at start, outside any hook.
@@ -87,32 +66,6 @@ fn go_runtime_linked() -> bool {
     // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name; called
     // from the library's constructor, not from a hook.
     unsafe { !libc::dlsym(libc::RTLD_DEFAULT, c"crosscall2".as_ptr()).is_null() }
-}
-
-fn page_size() -> usize {
-    PAGE_SIZE.load(SeqCst)
-}
-
-fn active() -> bool {
-    ACTIVE.load(SeqCst)
-}
-
-/// Queues one record for the sampler to write (or writes it when no
-/// sampler runs); lost when the output cannot take it (the profile then
-/// has fewer samples, the program is unaffected).
-fn emit(r: &record::Record) {
-    let fd = OUT_FD.load(SeqCst);
-    if fd >= 0 {
-        queue::push(fd, &r.encode());
-    }
-}
-
-/// What the environment asks the library to do, read once at its start
-/// (before `main`).
-pub(crate) fn config() -> &'static numalab_profile_abi::config::LibraryConfig {
-    static CONFIG: std::sync::OnceLock<numalab_profile_abi::config::LibraryConfig> =
-        std::sync::OnceLock::new();
-    CONFIG.get_or_init(numalab_profile_abi::config::LibraryConfig::from_env)
 }
 
 /// Where the pages of the region at `start` are, a record per node, as
@@ -157,56 +110,6 @@ fn emit_page_records(start: usize, len: usize, snapshot: u32) {
                 aux: 0,
             });
         }
-    }
-}
-
-/// Copies /proc/self/maps beside the records (`<out>.maps`), for the
-/// allocation stacks' symbols.
-pub(crate) fn save_maps() {
-    let Some(path) = &config().records else {
-        return;
-    };
-    let mut out = path.clone();
-    out.push(".maps");
-    let Some(to) = sys::open_append(&out) else {
-        return;
-    };
-    if let Some(from) = sys::open_read(std::ffi::OsStr::new("/proc/self/maps")) {
-        let mut buf = [0u8; 4096];
-        while let Some(n) = sys::read_some(from, &mut buf).filter(|n| *n > 0) {
-            sys::write_all(to, &buf[..n]);
-        }
-        sys::close(from);
-    }
-    sys::close(to);
-}
-
-/// Every live thread's name, as the kernel has it (a ThreadName record
-/// each). Called by the sampler thread and at exit, never from a hook.
-pub(crate) fn emit_thread_names() {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return;
-    };
-    for t in tasks.flatten() {
-        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(comm) = std::fs::read(t.path().join("comm")) else {
-            continue;
-        };
-        let name = comm.strip_suffix(b"\n").unwrap_or(&comm);
-        let (addr, size) = record::name_words(name);
-        emit(&record::Record {
-            kind: record::Kind::ThreadName,
-            tid,
-            cpu: u32::MAX,
-            node: 0,
-            flags: 0,
-            addr,
-            size,
-            time_ns: sys::monotonic_ns(),
-            aux: 0,
-        });
     }
 }
 

@@ -7,8 +7,8 @@
 //! tables.
 
 use crate::record::{Kind, Record};
-use crate::runtime::sys;
-use crate::{emit, page_size};
+use crate::runtime::state::page_size;
+use crate::runtime::{emit, sys};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 

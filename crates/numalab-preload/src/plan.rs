@@ -32,9 +32,9 @@
 //! records, or to `NUMALAB_PLAN_OUT` when the program is not profiled.
 
 use crate::record::{Kind, Record};
-use crate::runtime::{channel, sys};
+use crate::runtime::state::{config, page_size};
+use crate::runtime::{channel, emit, sys};
 use crate::select::{self, Candidate, Term};
-use crate::{emit, page_size};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::OnceLock;
 
@@ -147,7 +147,7 @@ pub fn active() -> bool {
 /// from the library's start, before the program runs. Returns whether
 /// a plan is in force.
 pub fn init() -> bool {
-    let Some(text) = crate::config().plan.clone() else {
+    let Some(text) = config().plan.clone() else {
         return false;
     };
     let mut paths = Vec::new();

@@ -14,7 +14,7 @@
 //!   their address; each pool has a spin lock, taken around `fork` so that
 //!   a child never inherits it held.
 
-use crate::page_size;
+use crate::runtime::state::page_size;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize};
 

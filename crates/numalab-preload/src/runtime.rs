@@ -6,8 +6,15 @@
 //!   interposes, found at its start.
 //! - [`channel`] and [`queue`]: where records go, and the lock-free queue
 //!   that takes them there.
+//! - [`state`]: the process-wide switches and counters, and what the
+//!   environment asks ([`state::config`]).
+//! - [`emit`]: a record out, and the files written beside the records.
 
 pub mod channel;
+pub mod emit;
 pub mod next;
 pub mod queue;
+pub mod state;
 pub mod sys;
+
+pub use emit::emit;

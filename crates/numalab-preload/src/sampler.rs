@@ -6,8 +6,11 @@
 use crate::cost::{self, Controller};
 use crate::huge::{HugePages, Span};
 use crate::refine::Refiner;
-use crate::runtime::{queue, sys};
-use crate::{page_size, tables, ARMED_TOTAL, OUT_FD};
+use crate::runtime::state::{
+    page_size, ARMED_TOTAL, FIRST_TOUCHES, GO_RUNTIME, OUT_FD, SAMPLES, START_NS,
+};
+use crate::runtime::{emit, queue, sys};
+use crate::tables;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// Where an adaptive rate starts (pages armed a second): low, so that a
@@ -59,12 +62,12 @@ impl MapSaves {
         if now < self.next_at {
             return;
         }
-        crate::save_maps();
-        crate::emit_thread_names();
+        emit::save_maps();
+        emit::emit_thread_names();
         // Word counts' totals so far (the last one read wins): a Go
         // program's at-exit totals never come.
         crate::words::totals_so_far();
-        let since = now.saturating_sub(crate::START_NS.load(SeqCst));
+        let since = now.saturating_sub(START_NS.load(SeqCst));
         self.next_at = now + since.max(1_000_000_000);
     }
 }
@@ -150,9 +153,9 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         taken: 0,
     };
     // The window counts from the library's start, as the records' times.
-    let stop_at = duration_ns.map(|d| crate::START_NS.load(SeqCst).saturating_add(d));
+    let stop_at = duration_ns.map(|d| START_NS.load(SeqCst).saturating_add(d));
     let mut map_saves = MapSaves {
-        next_at: crate::START_NS.load(SeqCst),
+        next_at: START_NS.load(SeqCst),
     };
     let mut refiner = Refiner::from_env(ps);
     let huge = crate::huge::HugePages::open();
@@ -186,7 +189,7 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
             }
         }
         // Go's runtime makes system calls libc never sees: no page armed.
-        if crate::GO_RUNTIME.load(SeqCst) {
+        if GO_RUNTIME.load(SeqCst) {
             owed = 0.0;
         }
         // The tracked pages are counted once a tick, not once a page.
@@ -228,7 +231,7 @@ enum Choice {
 }
 
 fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, choice: Choice) {
-    if crate::SAMPLES.load(SeqCst) + crate::FIRST_TOUCHES.load(SeqCst) >= MAX_SAMPLES {
+    if SAMPLES.load(SeqCst) + FIRST_TOUCHES.load(SeqCst) >= MAX_SAMPLES {
         return;
     }
     if total == 0 {
@@ -392,7 +395,7 @@ pub fn touched(page: usize) {
     } else {
         -libc::ENOSYS
     };
-    crate::emit(&crate::record::Record {
+    emit(&crate::record::Record {
         kind: crate::record::Kind::Touched,
         tid: 0,
         cpu: u32::MAX,

@@ -12,8 +12,8 @@
 //! draws' time counts in what sampling costs, and the mean doubles while
 //! draws alone take over half the target.
 
-use crate::emit;
-use crate::runtime::sys;
+use crate::runtime::state::{config, page_size};
+use crate::runtime::{emit, sys};
 use std::sync::atomic::{
     AtomicI64, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
@@ -83,7 +83,7 @@ fn shard() -> &'static Shard {
 /// Reads `NUMALAB_PROFILE_SMALL_EVERY` (bytes, 0: off), at the library's
 /// start.
 pub fn init() {
-    if let Some(b) = crate::config().small_every {
+    if let Some(b) = config().small_every {
         EVERY.store(b, SeqCst);
     }
 }
@@ -134,7 +134,7 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
     }
     let key = crate::record::KEY_BIT_SMALL | seq;
     let t0 = sys::monotonic_ns();
-    let ps = crate::page_size();
+    let ps = page_size();
     let node = match sys::page_state(p & !(ps - 1), ps) {
         sys::PageState::Present(n) => n,
         sys::PageState::Absent => -1,

@@ -31,8 +31,9 @@
 use crate::fault::{chain, KeptAction};
 use crate::perf::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{word_flags, Kind, Record, WORD_CAPPED, WORD_MOVED};
-use crate::runtime::sys;
-use crate::{emit, page_size, tables};
+use crate::runtime::state::{config, page_size};
+use crate::runtime::{emit, sys};
+use crate::tables;
 use std::cell::Cell;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst,
@@ -264,7 +265,7 @@ fn next_random(w: &Watch) -> u64 {
 /// trial watchpoint (a refusal is written once, with its errno), the cost
 /// of one counted access, the CPUs' nodes, and the main thread's watch.
 pub fn init(refining: bool) {
-    let config = crate::config();
+    let config = config();
     if !config.word_counts {
         return;
     }
