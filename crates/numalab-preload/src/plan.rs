@@ -32,8 +32,9 @@
 //! records, or to `NUMALAB_PLAN_OUT` when the program is not profiled.
 
 use crate::record::{Kind, Record};
-use crate::runtime::state::{config, page_size};
-use crate::runtime::{channel, emit, sys};
+use crate::runtime::stacks::{call_stack, STACK_CAPACITY};
+use crate::runtime::state::{config, on_library_thread, page_size};
+use crate::runtime::{channel, emit, next, sys};
 use crate::select::{self, Candidate, Term};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::OnceLock;
@@ -273,7 +274,7 @@ fn mbind_with(start: usize, len: usize, mode: usize, mask: &[u64; MASK_WORDS], f
     // SAFETY: mbind reads MASK_WORDS words of the mask. libc's own
     // `syscall`: this library's would skip the call on a planned range.
     let r = unsafe {
-        crate::hooks::real_syscall(
+        next::real_syscall(
             libc::SYS_mbind,
             [
                 start as libc::c_long,
@@ -498,12 +499,12 @@ fn selecting(c: &Candidate) -> Option<usize> {
 /// by the calling thread (its stack taken when an entry needs it); `None`
 /// below a page or when nothing selects it.
 pub fn entry_for_allocation(n: usize) -> Option<usize> {
-    if !active() || n < page_size() || crate::hooks::on_library_thread() {
+    if !active() || n < page_size() || on_library_thread() {
         return None;
     }
-    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let mut pcs = [0usize; STACK_CAPACITY];
     let depth = if BY_STACK.load(SeqCst) {
-        crate::hooks::call_stack(&mut pcs)
+        call_stack(&mut pcs)
     } else {
         0
     };
@@ -521,12 +522,12 @@ pub fn entry_for_allocation(n: usize) -> Option<usize> {
 /// below a page, about to be made by the calling thread; `None` when no
 /// entry asks for small allocations (then no stack is taken).
 pub fn entry_for_small(n: usize) -> Option<usize> {
-    if !active() || !SMALL.load(SeqCst) || n >= page_size() || crate::hooks::on_library_thread() {
+    if !active() || !SMALL.load(SeqCst) || n >= page_size() || on_library_thread() {
         return None;
     }
-    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let mut pcs = [0usize; STACK_CAPACITY];
     let depth = if BY_STACK.load(SeqCst) {
-        crate::hooks::call_stack(&mut pcs)
+        call_stack(&mut pcs)
     } else {
         0
     };
@@ -567,12 +568,12 @@ pub fn needs_path() -> bool {
 
 /// Places a new mapping when an entry selects it.
 pub fn mapped(p: usize, len: usize, file: Option<&[u8]>) {
-    if !active() || crate::hooks::on_library_thread() {
+    if !active() || on_library_thread() {
         return;
     }
-    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let mut pcs = [0usize; STACK_CAPACITY];
     let depth = if BY_STACK.load(SeqCst) {
-        crate::hooks::call_stack(&mut pcs)
+        call_stack(&mut pcs)
     } else {
         0
     };

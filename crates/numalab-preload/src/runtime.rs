@@ -9,11 +9,14 @@
 //! - [`state`]: the process-wide switches and counters, and what the
 //!   environment asks ([`state::config`]).
 //! - [`emit`]: a record out, and the files written beside the records.
+//! - [`stacks`]: the calling thread's stack, for an allocation's Frame
+//!   records.
 
 pub mod channel;
 pub mod emit;
 pub mod next;
 pub mod queue;
+pub mod stacks;
 pub mod state;
 pub mod sys;
 

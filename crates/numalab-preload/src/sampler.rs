@@ -7,7 +7,7 @@ use crate::cost::{self, Controller};
 use crate::huge::{HugePages, Span};
 use crate::refine::Refiner;
 use crate::runtime::state::{
-    page_size, ARMED_TOTAL, FIRST_TOUCHES, GO_RUNTIME, OUT_FD, SAMPLES, START_NS,
+    library_thread, page_size, ARMED_TOTAL, FIRST_TOUCHES, GO_RUNTIME, OUT_FD, SAMPLES, START_NS,
 };
 use crate::runtime::{emit, queue, sys};
 use crate::tables;
@@ -125,7 +125,7 @@ impl Random {
 }
 
 fn run(policy: RatePolicy, duration_ns: Option<u64>) {
-    crate::hooks::library_thread();
+    library_thread();
     // The program's signal handlers run on its own threads, never here
     // (one that calls exit() while this thread writes records out would
     // wait for itself); SIGSEGV stays open (the interposed mask).

@@ -12,8 +12,8 @@
 //! draws' time counts in what sampling costs, and the mean doubles while
 //! draws alone take over half the target.
 
-use crate::runtime::state::{config, page_size};
-use crate::runtime::{emit, sys};
+use crate::runtime::state::{config, on_library_thread, page_size};
+use crate::runtime::{emit, stacks, sys};
 use std::sync::atomic::{
     AtomicI64, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
@@ -125,7 +125,7 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
     let drawn = left <= 0;
     sh.left
         .store(if drawn { draw(sh, every) } else { left }, Relaxed);
-    if !drawn || crate::hooks::on_library_thread() {
+    if !drawn || on_library_thread() {
         return;
     }
     let seq = SEQUENCE.fetch_add(1, SeqCst);
@@ -151,7 +151,7 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
         }
         .to_record(),
     );
-    crate::hooks::emit_call_stack(key);
+    stacks::emit_call_stack(key);
     DRAW_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
 }
 

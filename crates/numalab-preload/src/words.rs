@@ -31,7 +31,7 @@
 use crate::fault::{chain, KeptAction};
 use crate::perf::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{word_flags, Kind, Record, WORD_CAPPED, WORD_MOVED};
-use crate::runtime::state::{config, page_size};
+use crate::runtime::state::{config, on_library_thread, page_size};
 use crate::runtime::{emit, sys};
 use crate::tables;
 use std::cell::Cell;
@@ -339,7 +339,7 @@ fn calibrate() -> Result<(), i32> {
 pub fn thread_starts() {
     // Threads outside `--threads` are not watched: their accesses are
     // not the profile's.
-    if !running() || crate::hooks::on_library_thread() || !crate::select::thread_selected() {
+    if !running() || on_library_thread() || !crate::select::thread_selected() {
         return;
     }
     let tid = sys::gettid();

@@ -1,6 +1,6 @@
 //! The library's process-wide state: what the environment asks (read
 //! once, at start), and the switches and counters every layer reads.
-//! Atomics only: the fault handler reads them.
+//! Atomics and thread-local flags only: the fault handler reads them.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
@@ -46,4 +46,21 @@ pub fn config() -> &'static numalab_profile_abi::config::LibraryConfig {
     static CONFIG: std::sync::OnceLock<numalab_profile_abi::config::LibraryConfig> =
         std::sync::OnceLock::new();
     CONFIG.get_or_init(numalab_profile_abi::config::LibraryConfig::from_env)
+}
+
+thread_local! {
+    /// Set on the library's own thread (the sampler): its allocations are
+    /// not the program's, and are never armed.
+    static LIBRARY_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as the library's own.
+pub fn library_thread() {
+    LIBRARY_THREAD.with(|l| l.set(true));
+}
+
+/// Whether this is the library's own thread (the sampler), whose
+/// allocations are not the program's.
+pub fn on_library_thread() -> bool {
+    LIBRARY_THREAD.with(|l| l.get())
 }
