@@ -11,7 +11,7 @@ use crate::runtime::state::{
 };
 use crate::runtime::{emit, next, sys};
 use crate::tables::{self, BusyGuard};
-use crate::{fault, plan, select};
+use crate::{fault, plan, select, signals};
 use libc::{c_int, c_void, size_t, ssize_t};
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -654,7 +654,7 @@ pub unsafe extern "C" fn sigaction(
         }
         return 0;
     }
-    match fault::real_sigaction() {
+    match signals::real_sigaction() {
         Some(f) => f(sig, act, old),
         None => enosys(),
     }
@@ -811,7 +811,7 @@ mod tests {
             (include_str!("hooks.rs"), "real!(\""),
             (include_str!("hooks.rs"), "buffered!("),
             (include_str!("runtime/next.rs"), "real!(\""),
-            (include_str!("fault.rs"), "Symbol::new(\""),
+            (include_str!("signals.rs"), "Symbol::new(\""),
         ] {
             for piece in src.split(open).skip(1) {
                 let name: String = piece

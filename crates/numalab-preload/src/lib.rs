@@ -48,6 +48,7 @@ mod refine;
 mod runtime;
 mod sampler;
 mod select;
+mod signals;
 mod small;
 mod traps;
 mod words;

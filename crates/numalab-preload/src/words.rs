@@ -28,11 +28,11 @@
 //! time, whole windows are skipped at random (watched with probability
 //! 2^-d, the duty exponent d, which every count carries for its weight).
 
-use crate::fault::{chain, KeptAction};
 use crate::perf::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{word_flags, Kind, Record, WORD_CAPPED, WORD_MOVED};
 use crate::runtime::state::{config, on_library_thread, page_size};
 use crate::runtime::{emit, sys};
+use crate::signals::{chain, take_signal, KeptAction};
 use crate::tables;
 use std::cell::Cell;
 use std::sync::atomic::{
@@ -292,7 +292,7 @@ pub fn init(refining: bool) {
         CPU_NODE[cpu].store(node, SeqCst);
     }
     let sig = signal_number();
-    if !crate::fault::take_signal(sig, on_signal, None, &PROGRAM) {
+    if !take_signal(sig, on_signal, None, &PROGRAM) {
         return;
     }
     let mut key: libc::pthread_key_t = 0;
