@@ -55,8 +55,8 @@ mod words;
 
 use runtime::emit::{emit, emit_thread_names, save_maps};
 use runtime::state::{
-    active, config, page_size, ACTIVE, ARMED_TOTAL, GO_RUNTIME, MIN_BYTES, OUT_FD, PAGE_SIZE,
-    SAMPLER_STARTING, SAMPLES, START_NS,
+    active, config, page_size, ACTIVE, ARMED_TOTAL, DEFAULT_OVERHEAD, GO_RUNTIME, MIN_BYTES,
+    OUT_FD, PAGE_SIZE, SAMPLER_STARTING, SAMPLES, START_NS,
 };
 use runtime::{channel, queue, sys};
 use std::sync::atomic::Ordering::SeqCst;
@@ -178,7 +178,7 @@ fn rate_policy() -> sampler::RatePolicy {
     sampler::RatePolicy::Overhead(
         config()
             .overhead_percent
-            .map_or(sampler::DEFAULT_OVERHEAD, |p| p / 100.0),
+            .map_or(DEFAULT_OVERHEAD, |p| p / 100.0),
     )
 }
 

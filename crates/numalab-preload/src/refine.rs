@@ -206,7 +206,7 @@ impl Refiner {
             on: on && budget_ms > 0,
             budget_ns: budget_ms.saturating_mul(1_000_000),
             spent_ns: 0,
-            cpu_node: if on { cpu_nodes() } else { Vec::new() },
+            cpu_node: if on { sys::cpu_nodes() } else { Vec::new() },
             lines: Vec::new(),
             index: std::collections::HashMap::new(),
             hot: Vec::new(),
@@ -694,30 +694,6 @@ fn words_per_window() -> usize {
     } else {
         2
     }
-}
-
-/// CPU → node, from /sys/devices/system/node/nodeN/cpulist (u8::MAX: none).
-pub(crate) fn cpu_nodes() -> Vec<u8> {
-    let mut map = Vec::new();
-    for node in 0..64u8 {
-        let path = format!("/sys/devices/system/node/node{node}/cpulist");
-        let Ok(list) = std::fs::read_to_string(path) else {
-            continue;
-        };
-        for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) else {
-                continue;
-            };
-            for cpu in a..=b.min(4095) {
-                if map.len() <= cpu {
-                    map.resize(cpu + 1, u8::MAX);
-                }
-                map[cpu] = node;
-            }
-        }
-    }
-    map
 }
 
 /// Opens a dummy software event on this thread, kept open while

@@ -17,11 +17,6 @@ use std::sync::atomic::Ordering::SeqCst;
 /// short program is not overcharged before the first measurement; the
 /// rate doubles a window while under its target.
 pub const START_RATE: usize = 500;
-/// The share of the program's CPU time sampling may take by default, as
-/// the library measures it: 1%, because what it cannot see (TLB
-/// shootdowns on the program's CPUs, waits for the memory map's lock)
-/// was about as large again in bench/profile-overhead.sh.
-pub const DEFAULT_OVERHEAD: f64 = 0.01;
 /// Samples after which the sampler stops arming (about 200 MB of records):
 /// a program profiled for hours keeps its profile bounded.
 pub const MAX_SAMPLES: usize = 4 << 20;

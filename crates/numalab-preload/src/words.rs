@@ -30,7 +30,7 @@
 
 use crate::perf::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{word_flags, Kind, Record, WORD_CAPPED, WORD_MOVED};
-use crate::runtime::state::{config, on_library_thread, page_size};
+use crate::runtime::state::{config, on_library_thread, page_size, DEFAULT_OVERHEAD};
 use crate::runtime::{emit, sys};
 use crate::signals::{chain, take_signal, KeptAction};
 use crate::tables;
@@ -137,7 +137,7 @@ static TARGET_PPM: AtomicU64 = AtomicU64::new(0);
 /// The share of the program's CPU time word counting may take.
 pub fn target() -> f64 {
     match TARGET_PPM.load(SeqCst) {
-        0 => crate::sampler::DEFAULT_OVERHEAD,
+        0 => DEFAULT_OVERHEAD,
         ppm => ppm as f64 / 1e6,
     }
 }
@@ -284,11 +284,7 @@ pub fn init(refining: bool) {
         totals(-errno);
         return;
     }
-    for (cpu, node) in crate::refine::cpu_nodes()
-        .into_iter()
-        .enumerate()
-        .take(4096)
-    {
+    for (cpu, node) in sys::cpu_nodes().into_iter().enumerate().take(4096) {
         CPU_NODE[cpu].store(node, SeqCst);
     }
     let sig = signal_number();

@@ -48,6 +48,12 @@ pub fn config() -> &'static numalab_profile_abi::config::LibraryConfig {
     CONFIG.get_or_init(numalab_profile_abi::config::LibraryConfig::from_env)
 }
 
+/// The share of the program's CPU time sampling may take by default, as
+/// the library measures it: 1%, because what it cannot see (TLB
+/// shootdowns on the program's CPUs, waits for the memory map's lock)
+/// was about as large again in bench/profile-overhead.sh.
+pub const DEFAULT_OVERHEAD: f64 = 0.01;
+
 thread_local! {
     /// Set on the library's own thread (the sampler): its allocations are
     /// not the program's, and are never armed.
