@@ -78,7 +78,7 @@ fn untrack(p: usize, n: usize) -> bool {
     // region whole covers every armed page of the range.
     let removed = tables::remove_regions(p, p.saturating_add(n), |s, len| {
         tables::disarm_range(floor(s), s + len, restore);
-        crate::emit_pages(s, len);
+        crate::places::emit_pages(s, len);
     });
     if removed > 0 {
         emit(&Record {

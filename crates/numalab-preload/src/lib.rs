@@ -69,51 +69,6 @@ fn go_runtime_linked() -> bool {
     unsafe { !libc::dlsym(libc::RTLD_DEFAULT, c"crosscall2".as_ptr()).is_null() }
 }
 
-/// Where the pages of the region at `start` are, a record per node, as
-/// it is freed or at exit, and their runs in address order (for page
-/// maps).
-fn emit_pages(start: usize, len: usize) {
-    emit_page_records(start, len, u32::MAX);
-}
-
-/// Runs written per allocation at free or exit at most (512 kB of
-/// records): the rest of a more scattered one is one run, node unknown.
-const MAX_ALLOCATION_RUNS: usize = 16_384;
-
-/// Where the pages of the region at `start` are, a record per node;
-/// `snapshot`: the number of the sampler's snapshot, or `u32::MAX` (freed
-/// or at exit: the runs too).
-fn emit_page_records(start: usize, len: usize, snapshot: u32) {
-    let ps = page_size();
-    let end = start.saturating_add(len) / ps * ps;
-    let mut runs =
-        (snapshot == u32::MAX).then(|| places::RunWriter::new(MAX_ALLOCATION_RUNS, end, ps));
-    let h = sys::page_histogram(start, len, ps, |page, node| {
-        if let Some(r) = runs.as_mut() {
-            r.page(page, node);
-        }
-    });
-    if let Some(r) = runs {
-        r.finish();
-    }
-    let nodes = h.counts.iter().enumerate().map(|(n, c)| (n as i32, *c));
-    for (node, pages) in nodes.chain([(-1, h.absent), (-2, h.beyond)]) {
-        if pages > 0 {
-            emit(&record::Record {
-                kind: record::Kind::PageNodes,
-                tid: sys::gettid(),
-                cpu: snapshot,
-                node,
-                flags: 0,
-                addr: start as u64,
-                size: pages,
-                time_ns: sys::monotonic_ns(),
-                aux: 0,
-            });
-        }
-    }
-}
-
 extern "C" fn at_exit() {
     plan::at_exit();
     if !active() {
@@ -123,7 +78,7 @@ extern "C" fn at_exit() {
     words::at_exit();
     // First touches since the sampler's last tick.
     tables::take_pending(sampler::touched);
-    tables::for_each_region(emit_pages);
+    tables::for_each_region(places::emit_pages);
     places::at_exit();
     pmu::report();
     emit_thread_names();

@@ -5,6 +5,7 @@
 
 use crate::cost::{self, Controller};
 use crate::huge::{HugePages, Span};
+use crate::places;
 use crate::refine::Refiner;
 use crate::runtime::state::{
     library_thread, page_size, ARMED_TOTAL, FIRST_TOUCHES, GO_RUNTIME, OUT_FD, SAMPLES, START_NS,
@@ -73,7 +74,7 @@ impl Snapshots {
             return;
         }
         let n = self.taken;
-        crate::tables::for_each_region(|start, len| crate::emit_page_records(start, len, n));
+        crate::tables::for_each_region(|start, len| places::emit_page_records(start, len, n));
         let took = sys::monotonic_ns().saturating_sub(now);
         self.taken += 1;
         let gap = MIN_SNAPSHOT_GAP_NS.max(took * SNAPSHOT_SHARE) << (self.taken / 256).min(16);
