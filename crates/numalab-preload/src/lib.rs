@@ -30,6 +30,28 @@
 //! module, driven by `NUMALAB_PLAN`. Without `NUMALAB_PROFILE_OUT` and
 //! `NUMALAB_PLAN` in the environment the library does nothing but pass
 //! every call through.
+//!
+//! # Layers
+//!
+//! Each module calls only the layers before it; nothing below the hooks
+//! calls into them, and nothing calls up into this file:
+//!
+//! 1. `runtime`: what everything stands on: the process-wide state and
+//!    configuration (`state`), records out (`emit`, `queue`, `channel`),
+//!    call stacks (`stacks`), system calls made directly (`sys`) and the
+//!    libc functions the hooks forward to (`next`).
+//! 2. [`tables`]: the armed pages, tracked allocations and busy buffers
+//!    the sampler, the handler and the hooks share.
+//! 3. The mechanisms: which allocations and threads are selected
+//!    (`select`), huge pages (`huge`), static data, stacks and a region's
+//!    pages (`places`), the signals the library takes (`signals`, `traps`,
+//!    `fault`), small allocations (`small`), word counts (`words`), the
+//!    cost controller (`cost`), placement (`plan`, `pool`), refinement
+//!    (`refine`) and PMU sampling (`pmu`).
+//! 4. `hooks` (the interposed libc functions) and `sampler` (the library's
+//!    thread).
+//! 5. This file: the constructor that starts them, and the handlers at
+//!    exit and in a forked child.
 
 // The records, their flags and the perf structures: the contract crate's,
 // which the engine reads them back with.

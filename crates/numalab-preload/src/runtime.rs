@@ -1,16 +1,21 @@
-//! The bottom layer: what every other module of the library stands on,
-//! and which calls nothing above it.
+//! The bottom layer: what every other module of the library stands on.
+//! Nothing here calls a module outside `runtime` (the contract crate's
+//! records aside), so the hooks, the handlers and the sampler can all use
+//! it.
 //!
-//! - [`sys`]: system calls made directly (async-signal-safe).
-//! - [`next`]: the next definitions of the functions the library
-//!   interposes, found at its start.
-//! - [`channel`] and [`queue`]: where records go, and the lock-free queue
-//!   that takes them there.
-//! - [`state`]: the process-wide switches and counters, and what the
-//!   environment asks ([`state::config`]).
-//! - [`emit`]: a record out, and the files written beside the records.
+//! - [`state`]: the process-wide switches and counters, the library's own
+//!   thread, and what the environment asks ([`state::config`]).
+//! - [`emit`](mod@emit): a record out, and the files written beside the
+//!   records; [`queue`] and [`channel`]: the lock-free queue that takes
+//!   records to their file, and that file.
 //! - [`stacks`]: the calling thread's stack, for an allocation's Frame
 //!   records.
+//! - [`sys`]: system calls made directly, and the clocks.
+//! - [`next`]: the next definitions of the functions the library
+//!   interposes, found at its start (libc's `syscall` among them:
+//!   [`next::real_syscall`]).
+//!
+//! `use crate::runtime::emit` brings both the module and its function.
 
 pub mod channel;
 pub mod emit;
