@@ -12,7 +12,9 @@
 //! which is why the default target (1%) sits well below the 3% the
 //! overhead benchmark holds it to (bench/profile-overhead.sh).
 
-use crate::{emit, sys, tables, FIRST_TOUCHES, SAMPLES};
+use crate::runtime::state::{FIRST_TOUCHES, SAMPLES};
+use crate::runtime::{emit, sys};
+use crate::tables;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 /// Time spent in the fault handler on samples, in ns.

@@ -4,22 +4,16 @@
 //! memory protections.
 
 use crate::record::{Kind, Record};
+use crate::runtime::next::{enosys, real, real_syscall};
+use crate::runtime::stacks::{call_stack, emit_frames, STACK_CAPACITY};
+use crate::runtime::state::{
+    active, config, on_library_thread, page_size, MIN_BYTES, SAMPLER_STARTING,
+};
+use crate::runtime::{emit, next, sys};
 use crate::tables::{self, BusyGuard};
-use crate::{active, emit, fault, next, page_size, plan, select, sys, MIN_BYTES};
+use crate::{fault, plan, select, signals};
 use libc::{c_int, c_void, size_t, ssize_t};
 use std::sync::atomic::Ordering::SeqCst;
-
-/// The next definition of a libc function: found at the library's start
-/// (next.rs), never by a loader call from a hook.
-macro_rules! real {
-    ($name:expr, $ty:ty) => {{
-        static S: next::Symbol = next::Symbol::new(concat!($name, "\0"));
-        S.get().map(|p| {
-            // SAFETY: the symbol $name has the C type $ty.
-            unsafe { std::mem::transmute::<usize, $ty>(p) }
-        })
-    }};
-}
 
 /// The allocator's `malloc_usable_size` (this library's answers for its
 /// pools).
@@ -84,7 +78,7 @@ fn untrack(p: usize, n: usize) -> bool {
     // region whole covers every armed page of the range.
     let removed = tables::remove_regions(p, p.saturating_add(n), |s, len| {
         tables::disarm_range(floor(s), s + len, restore);
-        crate::emit_pages(s, len);
+        crate::places::emit_pages(s, len);
     });
     if removed > 0 {
         emit(&Record {
@@ -100,11 +94,6 @@ fn untrack(p: usize, n: usize) -> bool {
         });
     }
     removed > 0
-}
-
-/// Marks the calling thread as the library's own.
-pub fn library_thread() {
-    LIBRARY_THREAD.with(|l| l.set(true));
 }
 
 /// Tracks a new heap allocation when it is large enough and the region
@@ -173,72 +162,6 @@ fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32, fd: c_int) -> *mu
     }
     emit_frames(p as u64, &pcs[..depth]);
     p
-}
-
-/// Whether this is the library's own thread (the sampler), whose
-/// allocations are not the program's.
-pub fn on_library_thread() -> bool {
-    LIBRARY_THREAD.with(|l| l.get())
-}
-
-/// Frames of the call stack recorded per allocation.
-const FRAMES: usize = 8;
-
-thread_local! {
-    /// Set on the library's own thread (the sampler): its allocations are
-    /// not the program's, and are never armed.
-    static LIBRARY_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Set while this thread takes a backtrace: the unwinder may allocate.
-    static IN_BACKTRACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-extern "C" {
-    fn backtrace(buf: *mut *mut c_void, size: c_int) -> c_int;
-}
-
-/// Return addresses taken per allocation: the recorded frames and the
-/// library's own (malloc's hook, `track`, this function).
-pub(crate) const STACK_CAPACITY: usize = FRAMES + 3;
-
-/// Fills `pcs` with the calling thread's stack; returns how many frames.
-/// None when the unwinder itself allocates (its allocations are not the
-/// program's).
-pub(crate) fn call_stack(pcs: &mut [usize; STACK_CAPACITY]) -> usize {
-    if IN_BACKTRACE.with(|b| b.replace(true)) {
-        return 0;
-    }
-    let mut buf = [std::ptr::null_mut::<c_void>(); STACK_CAPACITY];
-    // SAFETY: buf holds STACK_CAPACITY pointers.
-    let n = unsafe { backtrace(buf.as_mut_ptr(), buf.len() as c_int) }.max(0) as usize;
-    for (pc, b) in pcs.iter_mut().zip(&buf[..n]) {
-        *pc = *b as usize;
-    }
-    IN_BACKTRACE.with(|b| b.set(false));
-    n
-}
-
-/// This thread's call stack, as the Frame records of `key` (a sampled
-/// small allocation's).
-pub fn emit_call_stack(key: u64) {
-    let mut pcs = [0usize; STACK_CAPACITY];
-    let depth = call_stack(&mut pcs);
-    emit_frames(key, &pcs[..depth]);
-}
-
-/// The call stack of the allocation at `addr`, a Frame record per frame.
-fn emit_frames(addr: u64, pcs: &[usize]) {
-    let tid = sys::gettid();
-    for (depth, pc) in pcs.iter().enumerate() {
-        emit(
-            &numalab_profile_abi::events::Frame {
-                tid,
-                key: addr,
-                depth: depth as u64,
-                pc: *pc as u64,
-            }
-            .to_record(),
-        );
-    }
 }
 
 pub use crate::record::{ALLOC_FILE, ALLOC_MMAP, ALLOC_SHARED};
@@ -460,7 +383,7 @@ pub unsafe extern "C" fn pthread_create(
     let Some(real) = real!("pthread_create", PthreadCreateFn) else {
         return libc::EAGAIN;
     };
-    if !active() || crate::SAMPLER_STARTING.load(SeqCst) {
+    if !active() || SAMPLER_STARTING.load(SeqCst) {
         return real(thread, attr, routine, arg);
     }
     let start = Box::into_raw(Box::new(Start {
@@ -644,12 +567,6 @@ type SendmsgFn = unsafe extern "C" fn(c_int, *const libc::msghdr, c_int) -> ssiz
 type FreadFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, *mut libc::FILE) -> size_t;
 type FwriteFn = unsafe extern "C" fn(*const c_void, size_t, size_t, *mut libc::FILE) -> size_t;
 
-/// Fails a call whose libc function could not be found.
-unsafe fn enosys<T: From<i8>>() -> T {
-    *libc::__errno_location() = libc::ENOSYS;
-    T::from(-1)
-}
-
 /// Interposes `$name`, a call taking a buffer: the buffer is disarmed
 /// (`$shield`) before libc's `$name` runs.
 macro_rules! buffered {
@@ -737,7 +654,7 @@ pub unsafe extern "C" fn sigaction(
         }
         return 0;
     }
-    match fault::real_sigaction() {
+    match signals::real_sigaction() {
         Some(f) => f(sig, act, old),
         None => enosys(),
     }
@@ -848,17 +765,6 @@ pub unsafe extern "C" fn mbind(
     )
 }
 
-type SyscallFn = unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long;
-
-/// libc's `syscall`, looked up at the library's start (never first from a
-/// signal handler).
-pub(crate) unsafe fn real_syscall(n: libc::c_long, a: [libc::c_long; 6]) -> libc::c_long {
-    match real!("syscall", SyscallFn) {
-        Some(f) => f(n, a[0], a[1], a[2], a[3], a[4], a[5]),
-        None => enosys(),
-    }
-}
-
 /// Resolves what the interposers forward to before anything else can call
 /// them (from a signal handler, or from inside an allocator's lock).
 pub fn resolve_early() {
@@ -867,7 +773,7 @@ pub fn resolve_early() {
     // allocates) at its first call: made now, not from a hook that an
     // allocator calls with its own lock held (jemalloc maps its arenas with
     // mmap), which hung rustc and cargo under `profile` (issue 36).
-    if crate::config().active() {
+    if config().active() {
         let mut pcs = [0usize; STACK_CAPACITY];
         let _ = call_stack(&mut pcs);
     }
@@ -904,7 +810,8 @@ mod tests {
         for (src, open) in [
             (include_str!("hooks.rs"), "real!(\""),
             (include_str!("hooks.rs"), "buffered!("),
-            (include_str!("fault.rs"), "Symbol::new(\""),
+            (include_str!("runtime/next.rs"), "real!(\""),
+            (include_str!("signals.rs"), "Symbol::new(\""),
         ] {
             for piece in src.split(open).skip(1) {
                 let name: String = piece

@@ -13,7 +13,7 @@
 //! (Linux 6.7). On older kernels, or with THP off, pages are armed one by
 //! one as before.
 
-use crate::sys;
+use crate::runtime::sys;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 

@@ -30,58 +30,63 @@
 //! module, driven by `NUMALAB_PLAN`. Without `NUMALAB_PROFILE_OUT` and
 //! `NUMALAB_PLAN` in the environment the library does nothing but pass
 //! every call through.
+//!
+//! # Layers
+//!
+//! Each module calls only the layers before it (a test checks it); nothing
+//! below the hooks calls into them, and nothing calls up into this file:
+//!
+//! 1. `runtime`: what everything stands on: the process-wide state and
+//!    configuration (`state`), records out (`emit`, `queue`, `channel`),
+//!    call stacks (`stacks`), system calls made directly (`sys`) and the
+//!    libc functions the hooks forward to (`next`).
+//! 2. [`tables`]: the armed pages, tracked allocations and busy buffers
+//!    the sampler, the handler and the hooks share.
+//! 3. The mechanisms: which allocations and threads are selected
+//!    (`select`), huge pages (`huge`), static data, stacks and a region's
+//!    pages (`places`), the signals the library takes (`signals`, `traps`,
+//!    `fault`), small allocations (`small`), word counts (`words`), the
+//!    cost controller (`cost`), placement (`plan`, `pool`), refinement
+//!    (`refine`) and PMU sampling (`pmu`).
+//! 4. `hooks` (the interposed libc functions) and `sampler` (the library's
+//!    thread).
+//! 5. This file: the constructor that starts them, and the handlers at
+//!    exit and in a forked child.
 
 // The records, their flags and the perf structures: the contract crate's,
 // which the engine reads them back with.
 pub(crate) use numalab_profile_abi::{perf, record};
-pub mod tables;
 
-mod channel;
+// 1. runtime
+mod runtime;
+// 2. tables
+pub mod tables;
+// 3. mechanisms (the test below lists them in an order where each uses
+// only those before it)
 mod cost;
 mod fault;
-mod hooks;
 mod huge;
-mod next;
 mod places;
 mod plan;
 mod pmu;
 mod pool;
-mod queue;
 mod refine;
-mod sampler;
 mod select;
+mod signals;
 mod small;
-mod sys;
 mod traps;
 mod words;
+// 4. hooks and the sampler
+mod hooks;
+mod sampler;
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
-
-/// Where records go (`NUMALAB_PROFILE_OUT`, opened for appending); -1: off.
-static OUT_FD: AtomicI32 = AtomicI32::new(-1);
-/// Set once the library sampled anything: the handler and hooks are live.
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
-/// Allocations at least this large are tracked (and their pages armed).
-static MIN_BYTES: AtomicUsize = AtomicUsize::new(64 << 10);
-/// Samples taken and pages armed, for the totals at exit.
-static SAMPLES: AtomicUsize = AtomicUsize::new(0);
-/// First touches taken (faults on pages armed absent).
-static FIRST_TOUCHES: AtomicUsize = AtomicUsize::new(0);
-static ARMED_TOTAL: AtomicUsize = AtomicUsize::new(0);
-
-/// When the library started (CLOCK_MONOTONIC ns, the Start record's).
-static START_NS: AtomicU64 = AtomicU64::new(0);
-
-/// Set while the library starts its own thread: the interposed
-/// `pthread_create` passes it through (its stack is not the program's).
-static SAMPLER_STARTING: AtomicBool = AtomicBool::new(false);
-/// The program runs Go's runtime (cgo: `crosscall2` is exported), whose
-/// system calls do not go through libc: a `read` into an armed page would
-/// fail with EFAULT where no hook can disarm it first. No page is armed
-/// then; word counts (watchpoints, which the kernel's own accesses do not
-/// trip) sample its accesses.
-static GO_RUNTIME: AtomicBool = AtomicBool::new(false);
+use runtime::emit::{emit, emit_thread_names, save_maps};
+use runtime::state::{
+    active, config, page_size, ACTIVE, ARMED_TOTAL, DEFAULT_OVERHEAD, GO_RUNTIME, MIN_BYTES,
+    OUT_FD, PAGE_SIZE, SAMPLER_STARTING, SAMPLES, START_NS,
+};
+use runtime::{channel, queue, sys};
+use std::sync::atomic::Ordering::SeqCst;
 
 /// Whether the program runs Go's runtime (see [`GO_RUNTIME`]); looked up
 /// once at start, outside any hook.
@@ -89,127 +94,6 @@ fn go_runtime_linked() -> bool {
     // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name; called
     // from the library's constructor, not from a hook.
     unsafe { !libc::dlsym(libc::RTLD_DEFAULT, c"crosscall2".as_ptr()).is_null() }
-}
-
-fn page_size() -> usize {
-    PAGE_SIZE.load(SeqCst)
-}
-
-fn active() -> bool {
-    ACTIVE.load(SeqCst)
-}
-
-/// Queues one record for the sampler to write (or writes it when no
-/// sampler runs); lost when the output cannot take it (the profile then
-/// has fewer samples, the program is unaffected).
-fn emit(r: &record::Record) {
-    let fd = OUT_FD.load(SeqCst);
-    if fd >= 0 {
-        queue::push(fd, &r.encode());
-    }
-}
-
-/// What the environment asks the library to do, read once at its start
-/// (before `main`).
-pub(crate) fn config() -> &'static numalab_profile_abi::config::LibraryConfig {
-    static CONFIG: std::sync::OnceLock<numalab_profile_abi::config::LibraryConfig> =
-        std::sync::OnceLock::new();
-    CONFIG.get_or_init(numalab_profile_abi::config::LibraryConfig::from_env)
-}
-
-/// Where the pages of the region at `start` are, a record per node, as
-/// it is freed or at exit, and their runs in address order (for page
-/// maps).
-fn emit_pages(start: usize, len: usize) {
-    emit_page_records(start, len, u32::MAX);
-}
-
-/// Runs written per allocation at free or exit at most (512 kB of
-/// records): the rest of a more scattered one is one run, node unknown.
-const MAX_ALLOCATION_RUNS: usize = 16_384;
-
-/// Where the pages of the region at `start` are, a record per node;
-/// `snapshot`: the number of the sampler's snapshot, or `u32::MAX` (freed
-/// or at exit: the runs too).
-fn emit_page_records(start: usize, len: usize, snapshot: u32) {
-    let ps = page_size();
-    let end = start.saturating_add(len) / ps * ps;
-    let mut runs =
-        (snapshot == u32::MAX).then(|| places::RunWriter::new(MAX_ALLOCATION_RUNS, end, ps));
-    let h = sys::page_histogram(start, len, ps, |page, node| {
-        if let Some(r) = runs.as_mut() {
-            r.page(page, node);
-        }
-    });
-    if let Some(r) = runs {
-        r.finish();
-    }
-    let nodes = h.counts.iter().enumerate().map(|(n, c)| (n as i32, *c));
-    for (node, pages) in nodes.chain([(-1, h.absent), (-2, h.beyond)]) {
-        if pages > 0 {
-            emit(&record::Record {
-                kind: record::Kind::PageNodes,
-                tid: sys::gettid(),
-                cpu: snapshot,
-                node,
-                flags: 0,
-                addr: start as u64,
-                size: pages,
-                time_ns: sys::monotonic_ns(),
-                aux: 0,
-            });
-        }
-    }
-}
-
-/// Copies /proc/self/maps beside the records (`<out>.maps`), for the
-/// allocation stacks' symbols.
-pub(crate) fn save_maps() {
-    let Some(path) = &config().records else {
-        return;
-    };
-    let mut out = path.clone();
-    out.push(".maps");
-    let Some(to) = sys::open_append(&out) else {
-        return;
-    };
-    if let Some(from) = sys::open_read(std::ffi::OsStr::new("/proc/self/maps")) {
-        let mut buf = [0u8; 4096];
-        while let Some(n) = sys::read_some(from, &mut buf).filter(|n| *n > 0) {
-            sys::write_all(to, &buf[..n]);
-        }
-        sys::close(from);
-    }
-    sys::close(to);
-}
-
-/// Every live thread's name, as the kernel has it (a ThreadName record
-/// each). Called by the sampler thread and at exit, never from a hook.
-pub(crate) fn emit_thread_names() {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return;
-    };
-    for t in tasks.flatten() {
-        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(comm) = std::fs::read(t.path().join("comm")) else {
-            continue;
-        };
-        let name = comm.strip_suffix(b"\n").unwrap_or(&comm);
-        let (addr, size) = record::name_words(name);
-        emit(&record::Record {
-            kind: record::Kind::ThreadName,
-            tid,
-            cpu: u32::MAX,
-            node: 0,
-            flags: 0,
-            addr,
-            size,
-            time_ns: sys::monotonic_ns(),
-            aux: 0,
-        });
-    }
 }
 
 extern "C" fn at_exit() {
@@ -221,7 +105,7 @@ extern "C" fn at_exit() {
     words::at_exit();
     // First touches since the sampler's last tick.
     tables::take_pending(sampler::touched);
-    tables::for_each_region(emit_pages);
+    tables::for_each_region(places::emit_pages);
     places::at_exit();
     pmu::report();
     emit_thread_names();
@@ -276,7 +160,7 @@ fn rate_policy() -> sampler::RatePolicy {
     sampler::RatePolicy::Overhead(
         config()
             .overhead_percent
-            .map_or(sampler::DEFAULT_OVERHEAD, |p| p / 100.0),
+            .map_or(DEFAULT_OVERHEAD, |p| p / 100.0),
     )
 }
 
@@ -371,3 +255,103 @@ extern "C" fn init() {
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
+
+#[cfg(test)]
+mod layering {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    /// The modules in an order where each uses only modules before it
+    /// (the layers of the crate's documentation, bottom first).
+    const ORDER: &[&str] = &[
+        "runtime", "tables", "select", "huge", "places", "signals", "traps", "small", "words",
+        "cost", "fault", "pool", "plan", "refine", "pmu", "hooks", "sampler",
+    ];
+
+    /// The crate's modules this source uses (`crate::NAME`, and `super::NAME`
+    /// in a top-level file), outside comments and its test module.
+    fn uses(text: &str, top_level: bool) -> Vec<String> {
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let mut out = Vec::new();
+        for line in code.lines() {
+            let line = line.split("//").next().unwrap_or("");
+            let mut prefixes = vec!["crate::"];
+            if top_level {
+                prefixes.push("super::");
+            }
+            for p in prefixes {
+                for (i, _) in line.match_indices(p) {
+                    let rest = &line[i + p.len()..];
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        out.push(name);
+                    }
+                }
+            }
+            // `use crate::{a, b}`: every name in the braces.
+            if let Some(i) = line.find("crate::{") {
+                let inner = line[i + 8..].split('}').next().unwrap_or("");
+                out.extend(
+                    inner
+                        .split(',')
+                        .map(|s| s.trim().split("::").next().unwrap_or("").to_string()),
+                );
+            }
+        }
+        out
+    }
+
+    fn sources(dir: &Path, root: &Path, out: &mut BTreeMap<String, Vec<(String, bool)>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                sources(&p, root, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(root).unwrap();
+                let top = rel
+                    .iter()
+                    .next()
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace(".rs", "");
+                let text = std::fs::read_to_string(&p).unwrap();
+                out.entry(top)
+                    .or_default()
+                    .push((text, rel.components().count() == 1));
+            }
+        }
+    }
+
+    #[test]
+    fn every_module_uses_only_the_layers_below_it() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = BTreeMap::new();
+        sources(&root, &root, &mut files);
+        files.remove("lib");
+        let mut listed: Vec<&str> = files.keys().map(String::as_str).collect();
+        let mut order = ORDER.to_vec();
+        listed.sort_unstable();
+        order.sort_unstable();
+        assert_eq!(listed, order, "a module is missing from ORDER (or gone)");
+        let rank = |m: &str| ORDER.iter().position(|x| *x == m);
+        let mut wrong = Vec::new();
+        for (module, texts) in &files {
+            let own = rank(module).unwrap();
+            for (text, top_level) in texts {
+                for used in uses(text, *top_level) {
+                    if let Some(r) = rank(&used) {
+                        if r > own {
+                            wrong.push(format!("{module} uses {used}"));
+                        }
+                    }
+                }
+            }
+        }
+        wrong.sort();
+        wrong.dedup();
+        assert!(wrong.is_empty(), "upward uses: {wrong:?}");
+    }
+}

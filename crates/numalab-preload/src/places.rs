@@ -5,9 +5,14 @@
 //! whose futex calls would fail on an armed page. `numalab profile` names
 //! the large static symbols from the segments and the objects' symbol
 //! tables.
+//!
+//! Also where the pages of a tracked region are ([`emit_pages`], PageNodes
+//! and PageRun records), written by the sampler's snapshots, by the hooks
+//! as a region is freed, and at exit.
 
 use crate::record::{Kind, Record};
-use crate::{emit, page_size, sys};
+use crate::runtime::state::page_size;
+use crate::runtime::{emit, sys};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 
@@ -150,6 +155,50 @@ pub fn page_runs(start: usize, len: usize) {
     let mut runs = RunWriter::new(MAX_RUNS, end, ps);
     sys::page_histogram(first, end - first, ps, |page, node| runs.page(page, node));
     runs.finish();
+}
+
+/// Where the pages of the region at `start` are, a record per node, as
+/// it is freed or at exit, and their runs in address order (for page
+/// maps).
+pub fn emit_pages(start: usize, len: usize) {
+    emit_page_records(start, len, u32::MAX);
+}
+
+/// Runs written per allocation at free or exit at most (512 kB of
+/// records): the rest of a more scattered one is one run, node unknown.
+const MAX_ALLOCATION_RUNS: usize = 16_384;
+
+/// Where the pages of the region at `start` are, a record per node;
+/// `snapshot`: the number of the sampler's snapshot, or `u32::MAX` (freed
+/// or at exit: the runs too).
+pub fn emit_page_records(start: usize, len: usize, snapshot: u32) {
+    let ps = page_size();
+    let end = start.saturating_add(len) / ps * ps;
+    let mut runs = (snapshot == u32::MAX).then(|| RunWriter::new(MAX_ALLOCATION_RUNS, end, ps));
+    let h = sys::page_histogram(start, len, ps, |page, node| {
+        if let Some(r) = runs.as_mut() {
+            r.page(page, node);
+        }
+    });
+    if let Some(r) = runs {
+        r.finish();
+    }
+    let nodes = h.counts.iter().enumerate().map(|(n, c)| (n as i32, *c));
+    for (node, pages) in nodes.chain([(-1, h.absent), (-2, h.beyond)]) {
+        if pages > 0 {
+            emit(&Record {
+                kind: Kind::PageNodes,
+                tid: sys::gettid(),
+                cpu: snapshot,
+                node,
+                flags: 0,
+                addr: start as u64,
+                size: pages,
+                time_ns: sys::monotonic_ns(),
+                aux: 0,
+            });
+        }
+    }
 }
 
 /// Builds PageRun records from pages given in address order, at most

@@ -32,8 +32,10 @@
 //! records, or to `NUMALAB_PLAN_OUT` when the program is not profiled.
 
 use crate::record::{Kind, Record};
+use crate::runtime::stacks::{call_stack, STACK_CAPACITY};
+use crate::runtime::state::{config, on_library_thread, page_size};
+use crate::runtime::{channel, emit, next, sys};
 use crate::select::{self, Candidate, Term};
-use crate::{emit, page_size, sys};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::OnceLock;
 
@@ -146,7 +148,7 @@ pub fn active() -> bool {
 /// from the library's start, before the program runs. Returns whether
 /// a plan is in force.
 pub fn init() -> bool {
-    let Some(text) = crate::config().plan.clone() else {
+    let Some(text) = config().plan.clone() else {
         return false;
     };
     let mut paths = Vec::new();
@@ -272,7 +274,7 @@ fn mbind_with(start: usize, len: usize, mode: usize, mask: &[u64; MASK_WORDS], f
     // SAFETY: mbind reads MASK_WORDS words of the mask. libc's own
     // `syscall`: this library's would skip the call on a planned range.
     let r = unsafe {
-        crate::hooks::real_syscall(
+        next::real_syscall(
             libc::SYS_mbind,
             [
                 start as libc::c_long,
@@ -497,12 +499,12 @@ fn selecting(c: &Candidate) -> Option<usize> {
 /// by the calling thread (its stack taken when an entry needs it); `None`
 /// below a page or when nothing selects it.
 pub fn entry_for_allocation(n: usize) -> Option<usize> {
-    if !active() || n < page_size() || crate::hooks::on_library_thread() {
+    if !active() || n < page_size() || on_library_thread() {
         return None;
     }
-    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let mut pcs = [0usize; STACK_CAPACITY];
     let depth = if BY_STACK.load(SeqCst) {
-        crate::hooks::call_stack(&mut pcs)
+        call_stack(&mut pcs)
     } else {
         0
     };
@@ -520,12 +522,12 @@ pub fn entry_for_allocation(n: usize) -> Option<usize> {
 /// below a page, about to be made by the calling thread; `None` when no
 /// entry asks for small allocations (then no stack is taken).
 pub fn entry_for_small(n: usize) -> Option<usize> {
-    if !active() || !SMALL.load(SeqCst) || n >= page_size() || crate::hooks::on_library_thread() {
+    if !active() || !SMALL.load(SeqCst) || n >= page_size() || on_library_thread() {
         return None;
     }
-    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let mut pcs = [0usize; STACK_CAPACITY];
     let depth = if BY_STACK.load(SeqCst) {
-        crate::hooks::call_stack(&mut pcs)
+        call_stack(&mut pcs)
     } else {
         0
     };
@@ -566,12 +568,12 @@ pub fn needs_path() -> bool {
 
 /// Places a new mapping when an entry selects it.
 pub fn mapped(p: usize, len: usize, file: Option<&[u8]>) {
-    if !active() || crate::hooks::on_library_thread() {
+    if !active() || on_library_thread() {
         return;
     }
-    let mut pcs = [0usize; crate::hooks::STACK_CAPACITY];
+    let mut pcs = [0usize; STACK_CAPACITY];
     let depth = if BY_STACK.load(SeqCst) {
-        crate::hooks::call_stack(&mut pcs)
+        call_stack(&mut pcs)
     } else {
         0
     };
@@ -879,7 +881,7 @@ pub fn at_exit() {
     }
     // A descriptor lost since the last write is found (and opened again)
     // now, so that this record can say so.
-    crate::channel::checked();
+    channel::checked();
     emit(
         &numalab_profile_abi::events::PlanEnd {
             tid: sys::gettid(),
@@ -888,7 +890,7 @@ pub fn at_exit() {
             first_errno: FIRST_ERRNO.load(SeqCst).min(i32::MAX as usize) as i32,
             stripes_folded: FOLDED.load(SeqCst).min(u32::MAX as usize) as u32,
             small_spilled: Some(crate::pool::spilled().min(u32::MAX as usize - 1) as u32),
-            channel_reopened: crate::channel::reopened().min(u32::MAX as usize) as u32,
+            channel_reopened: channel::reopened().min(u32::MAX as usize) as u32,
             time_ns: sys::monotonic_ns(),
         }
         .to_record(),

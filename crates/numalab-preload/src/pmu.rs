@@ -22,7 +22,9 @@ use crate::perf::{
     ATTR_PRECISE_SHIFT, RECORD_SAMPLE, SAMPLE_TYPE,
 };
 use crate::record::{Kind, Record, FLAG_ACCESS_UNKNOWN, FLAG_PMU, FLAG_WRITE};
-use crate::{emit, sys, tables, SAMPLES};
+use crate::runtime::state::{config, page_size, SAMPLES};
+use crate::runtime::{emit, sys};
+use crate::tables;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst,
 };
@@ -91,7 +93,7 @@ pub fn parse(spec: &str) -> Option<Spec> {
 /// Turns PMU sampling on when the environment asks for it (at the
 /// library's start); whether it is on.
 pub fn init() -> bool {
-    let spec = crate::config().pmu.as_deref().and_then(parse);
+    let spec = config().pmu.as_deref().and_then(parse);
     if let Some(s) = spec {
         let _ = SPEC.set(s);
     }
@@ -157,9 +159,9 @@ pub fn thread_starts() {
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
     };
-    match crate::sys::perf_event_open(&attr, 0) {
+    match sys::perf_event_open(&attr, 0) {
         Ok(fd) => {
-            let ps = crate::page_size();
+            let ps = page_size();
             // SAFETY: a shared mapping of a perf descriptor, one header
             // page and a power-of-two data area, as perf_event_open(2)
             // documents (not a private anonymous one: not tracked).

@@ -14,7 +14,8 @@
 //!   their address; each pool has a spin lock, taken around `fork` so that
 //!   a child never inherits it held.
 
-use crate::page_size;
+use crate::runtime::next;
+use crate::runtime::state::page_size;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize};
 
@@ -99,7 +100,7 @@ impl Pool {
                 // mapping against the plan as the program's.
                 // SAFETY: a fresh anonymous mapping, no address given.
                 let p = unsafe {
-                    crate::hooks::real_syscall(
+                    next::real_syscall(
                         libc::SYS_mmap,
                         [
                             0,

@@ -23,7 +23,8 @@
 
 use crate::perf::{PerfEventAttr, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{Kind, Record, FLAG_WRITE, RECORD_BYTES};
-use crate::sys;
+use crate::runtime::state::{config, page_size, START_NS};
+use crate::runtime::{emit, sys};
 
 /// How long a window watches its two words.
 const WINDOW_NS: u64 = 20_000_000;
@@ -90,7 +91,7 @@ fn open_watch(tid: u32, addr: u64, bp_type: u32) -> Result<i32, i32> {
         config2: WORD,
         ..Default::default()
     };
-    crate::sys::perf_event_open(&attr, tid)
+    sys::perf_event_open(&attr, tid)
 }
 
 fn ioctl(fd: i32, request: libc::c_ulong, arg: libc::c_ulong) -> i32 {
@@ -187,7 +188,7 @@ pub struct Refiner {
 /// Whether the environment asks for refinement: `NUMALAB_PROFILE_REFINE`
 /// is `auto` (default off).
 pub fn requested() -> bool {
-    crate::config().refine
+    config().refine
 }
 
 /// The sampler's own thread, never watched.
@@ -200,12 +201,12 @@ impl Refiner {
     /// `NUMALAB_PROFILE_REFINE_MS`: the budget).
     pub fn from_env(page_size: usize) -> Refiner {
         let on = requested();
-        let budget_ms = crate::config().refine_ms.unwrap_or(DEFAULT_BUDGET_MS);
+        let budget_ms = config().refine_ms.unwrap_or(DEFAULT_BUDGET_MS);
         Refiner {
             on: on && budget_ms > 0,
             budget_ns: budget_ms.saturating_mul(1_000_000),
             spent_ns: 0,
-            cpu_node: if on { cpu_nodes() } else { Vec::new() },
+            cpu_node: if on { sys::cpu_nodes() } else { Vec::new() },
             lines: Vec::new(),
             index: std::collections::HashMap::new(),
             hot: Vec::new(),
@@ -323,7 +324,7 @@ impl Refiner {
         }
         if !self.on
             || self.spent_ns >= self.budget_ns
-            || now < crate::START_NS.load(std::sync::atomic::Ordering::SeqCst) + START_AFTER_NS
+            || now < START_NS.load(std::sync::atomic::Ordering::SeqCst) + START_AFTER_NS
         {
             return;
         }
@@ -477,7 +478,7 @@ impl Refiner {
 
     fn give_up(&mut self, errno: i32, now: u64) {
         self.on = false;
-        crate::emit(&Record {
+        emit(&Record {
             kind: Kind::Refine,
             tid: 0,
             cpu: 0,
@@ -533,7 +534,7 @@ impl Refiner {
                     }
                 }
                 let emit = |cpu: u32, n: u64| {
-                    crate::emit(&Record {
+                    emit(&Record {
                         kind: Kind::Watch,
                         tid: w.tid,
                         cpu,
@@ -572,7 +573,7 @@ impl Refiner {
             sys::PageState::Absent => -1,
         };
         for addr in self.window_words.into_iter().filter(|a| *a != 0) {
-            crate::emit(&Record {
+            emit(&Record {
                 kind: Kind::Refine,
                 tid: 0,
                 cpu: u32::MAX,
@@ -622,12 +623,7 @@ fn attach_ring(w: &mut Watched, page_size: usize) -> bool {
 fn close_all(w: &Watched) {
     if !w.ring.is_null() {
         // SAFETY: the mapping attach_ring made, of that length.
-        unsafe {
-            libc::munmap(
-                w.ring as *mut libc::c_void,
-                crate::page_size() + RING_BYTES_DATA,
-            )
-        };
+        unsafe { libc::munmap(w.ring as *mut libc::c_void, page_size() + RING_BYTES_DATA) };
     }
     for fd in w.fds.into_iter().filter(|fd| *fd >= 0) {
         sys::close(fd);
@@ -700,30 +696,6 @@ fn words_per_window() -> usize {
     }
 }
 
-/// CPU → node, from /sys/devices/system/node/nodeN/cpulist (u8::MAX: none).
-pub(crate) fn cpu_nodes() -> Vec<u8> {
-    let mut map = Vec::new();
-    for node in 0..64u8 {
-        let path = format!("/sys/devices/system/node/node{node}/cpulist");
-        let Ok(list) = std::fs::read_to_string(path) else {
-            continue;
-        };
-        for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) else {
-                continue;
-            };
-            for cpu in a..=b.min(4095) {
-                if map.len() <= cpu {
-                    map.resize(cpu + 1, u8::MAX);
-                }
-                map[cpu] = node;
-            }
-        }
-    }
-    map
-}
-
 /// Opens a dummy software event on this thread, kept open while
 /// refining. The kernel turns its scheduler hooks for perf events on when
 /// the first task event opens and off when the last closes, patching its
@@ -740,7 +712,7 @@ fn hold_perf_enabled() -> Option<i32> {
         flags: ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
         ..Default::default()
     };
-    crate::sys::perf_event_open(&attr, 0).ok()
+    sys::perf_event_open(&attr, 0).ok()
 }
 
 /// What one watchpoint hit costs the accessing thread, measured once on a
@@ -762,7 +734,7 @@ fn calibrate() {
     let hits = read_count(fd);
     sys::close(fd);
     if hits == HITS {
-        crate::emit(&Record {
+        emit(&Record {
             kind: Kind::Refine,
             tid: 0,
             cpu: 1,

@@ -5,19 +5,19 @@
 
 use crate::cost::{self, Controller};
 use crate::huge::{HugePages, Span};
+use crate::places;
 use crate::refine::Refiner;
-use crate::{page_size, queue, sys, tables, ARMED_TOTAL, OUT_FD};
+use crate::runtime::state::{
+    library_thread, page_size, ARMED_TOTAL, FIRST_TOUCHES, GO_RUNTIME, OUT_FD, SAMPLES, START_NS,
+};
+use crate::runtime::{emit, queue, sys};
+use crate::tables;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// Where an adaptive rate starts (pages armed a second): low, so that a
 /// short program is not overcharged before the first measurement; the
 /// rate doubles a window while under its target.
 pub const START_RATE: usize = 500;
-/// The share of the program's CPU time sampling may take by default, as
-/// the library measures it: 1%, because what it cannot see (TLB
-/// shootdowns on the program's CPUs, waits for the memory map's lock)
-/// was about as large again in bench/profile-overhead.sh.
-pub const DEFAULT_OVERHEAD: f64 = 0.01;
 /// Samples after which the sampler stops arming (about 200 MB of records):
 /// a program profiled for hours keeps its profile bounded.
 pub const MAX_SAMPLES: usize = 4 << 20;
@@ -58,12 +58,12 @@ impl MapSaves {
         if now < self.next_at {
             return;
         }
-        crate::save_maps();
-        crate::emit_thread_names();
+        emit::save_maps();
+        emit::emit_thread_names();
         // Word counts' totals so far (the last one read wins): a Go
         // program's at-exit totals never come.
         crate::words::totals_so_far();
-        let since = now.saturating_sub(crate::START_NS.load(SeqCst));
+        let since = now.saturating_sub(START_NS.load(SeqCst));
         self.next_at = now + since.max(1_000_000_000);
     }
 }
@@ -74,7 +74,7 @@ impl Snapshots {
             return;
         }
         let n = self.taken;
-        crate::tables::for_each_region(|start, len| crate::emit_page_records(start, len, n));
+        crate::tables::for_each_region(|start, len| places::emit_page_records(start, len, n));
         let took = sys::monotonic_ns().saturating_sub(now);
         self.taken += 1;
         let gap = MIN_SNAPSHOT_GAP_NS.max(took * SNAPSHOT_SHARE) << (self.taken / 256).min(16);
@@ -121,7 +121,7 @@ impl Random {
 }
 
 fn run(policy: RatePolicy, duration_ns: Option<u64>) {
-    crate::hooks::library_thread();
+    library_thread();
     // The program's signal handlers run on its own threads, never here
     // (one that calls exit() while this thread writes records out would
     // wait for itself); SIGSEGV stays open (the interposed mask).
@@ -149,9 +149,9 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         taken: 0,
     };
     // The window counts from the library's start, as the records' times.
-    let stop_at = duration_ns.map(|d| crate::START_NS.load(SeqCst).saturating_add(d));
+    let stop_at = duration_ns.map(|d| START_NS.load(SeqCst).saturating_add(d));
     let mut map_saves = MapSaves {
-        next_at: crate::START_NS.load(SeqCst),
+        next_at: START_NS.load(SeqCst),
     };
     let mut refiner = Refiner::from_env(ps);
     let huge = crate::huge::HugePages::open();
@@ -185,7 +185,7 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
             }
         }
         // Go's runtime makes system calls libc never sees: no page armed.
-        if crate::GO_RUNTIME.load(SeqCst) {
+        if GO_RUNTIME.load(SeqCst) {
             owed = 0.0;
         }
         // The tracked pages are counted once a tick, not once a page.
@@ -227,7 +227,7 @@ enum Choice {
 }
 
 fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, choice: Choice) {
-    if crate::SAMPLES.load(SeqCst) + crate::FIRST_TOUCHES.load(SeqCst) >= MAX_SAMPLES {
+    if SAMPLES.load(SeqCst) + FIRST_TOUCHES.load(SeqCst) >= MAX_SAMPLES {
         return;
     }
     if total == 0 {
@@ -391,7 +391,7 @@ pub fn touched(page: usize) {
     } else {
         -libc::ENOSYS
     };
-    crate::emit(&crate::record::Record {
+    emit(&crate::record::Record {
         kind: crate::record::Kind::Touched,
         tid: 0,
         cpu: u32::MAX,

@@ -7,6 +7,7 @@
 //! Both are read once at start, before the program runs: the hooks and
 //! the fault handler only read them, without locks or allocation.
 
+use crate::runtime::state::config;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::OnceLock;
@@ -71,7 +72,7 @@ thread_local! {
 /// thread (ordinal 0).
 pub fn init() {
     ORDINAL.with(|o| o.set(0));
-    let config = crate::config();
+    let config = config();
     let mut paths = Vec::new();
     let regions = config
         .regions

@@ -12,7 +12,8 @@
 //! draws' time counts in what sampling costs, and the mean doubles while
 //! draws alone take over half the target.
 
-use crate::{emit, sys};
+use crate::runtime::state::{config, on_library_thread, page_size};
+use crate::runtime::{emit, stacks, sys};
 use std::sync::atomic::{
     AtomicI64, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
@@ -82,7 +83,7 @@ fn shard() -> &'static Shard {
 /// Reads `NUMALAB_PROFILE_SMALL_EVERY` (bytes, 0: off), at the library's
 /// start.
 pub fn init() {
-    if let Some(b) = crate::config().small_every {
+    if let Some(b) = config().small_every {
         EVERY.store(b, SeqCst);
     }
 }
@@ -124,7 +125,7 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
     let drawn = left <= 0;
     sh.left
         .store(if drawn { draw(sh, every) } else { left }, Relaxed);
-    if !drawn || crate::hooks::on_library_thread() {
+    if !drawn || on_library_thread() {
         return;
     }
     let seq = SEQUENCE.fetch_add(1, SeqCst);
@@ -133,7 +134,7 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
     }
     let key = crate::record::KEY_BIT_SMALL | seq;
     let t0 = sys::monotonic_ns();
-    let ps = crate::page_size();
+    let ps = page_size();
     let node = match sys::page_state(p & !(ps - 1), ps) {
         sys::PageState::Present(n) => n,
         sys::PageState::Absent => -1,
@@ -150,7 +151,7 @@ pub fn allocated(p: usize, n: usize, flags: u32) {
         }
         .to_record(),
     );
-    crate::hooks::emit_call_stack(key);
+    stacks::emit_call_stack(key);
     DRAW_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
 }
 

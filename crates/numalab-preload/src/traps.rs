@@ -8,8 +8,8 @@
 //! everything else goes where it went without the library (the program's
 //! handler, or the default action for an `int3` or a single step).
 
-use crate::fault::{chain, real_sigaction, take_signal, KeptAction};
-use crate::sys;
+use crate::runtime::sys;
+use crate::signals::{chain, real_sigaction, take_signal, KeptAction};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
 /// `si_code` of a trap from a debug register (`TRAP_HWBKPT`), and of a

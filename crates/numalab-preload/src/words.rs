@@ -28,10 +28,12 @@
 //! time, whole windows are skipped at random (watched with probability
 //! 2^-d, the duty exponent d, which every count carries for its weight).
 
-use crate::fault::{chain, KeptAction};
 use crate::perf::{PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL};
 use crate::record::{word_flags, Kind, Record, WORD_CAPPED, WORD_MOVED};
-use crate::{emit, page_size, sys, tables};
+use crate::runtime::state::{config, on_library_thread, page_size, DEFAULT_OVERHEAD};
+use crate::runtime::{emit, sys};
+use crate::signals::{chain, take_signal, KeptAction};
+use crate::tables;
 use std::cell::Cell;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst,
@@ -95,25 +97,6 @@ struct Watch {
     busy: AtomicBool,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn windows_aim_at_as_many_accesses_a_draw_as_a_turn_costs() {
-        let ms = 1_000_000;
-        // Turns as cheap as a trap: about one access a draw.
-        assert_eq!(next_interval(20 * ms, 0, 4, 0.7), 40 * ms);
-        assert_eq!(next_interval(20 * ms, 4, 4, 0.7), 20 * ms);
-        assert_eq!(next_interval(20 * ms, 12, 4, 0.7), 10 * ms);
-        // Turns a hundred traps dear (an emulator): up to the cap.
-        assert_eq!(next_interval(20 * ms, 8, 4, 100.0), 40 * ms);
-        assert_eq!(next_interval(20 * ms, 24, 4, 100.0), 20 * ms);
-        assert_eq!(next_interval(MAX_WINDOW_NS, 0, 4, 1.0), MAX_WINDOW_NS);
-        assert_eq!(next_interval(MIN_WINDOW_NS, 32, 4, 1.0), MIN_WINDOW_NS);
-    }
-}
-
 #[allow(clippy::declare_interior_mutable_const)]
 const FREE_WATCH: Watch = Watch {
     tid: AtomicU32::new(0),
@@ -154,7 +137,7 @@ static TARGET_PPM: AtomicU64 = AtomicU64::new(0);
 /// The share of the program's CPU time word counting may take.
 pub fn target() -> f64 {
     match TARGET_PPM.load(SeqCst) {
-        0 => crate::sampler::DEFAULT_OVERHEAD,
+        0 => DEFAULT_OVERHEAD,
         ppm => ppm as f64 / 1e6,
     }
 }
@@ -282,7 +265,7 @@ fn next_random(w: &Watch) -> u64 {
 /// trial watchpoint (a refusal is written once, with its errno), the cost
 /// of one counted access, the CPUs' nodes, and the main thread's watch.
 pub fn init(refining: bool) {
-    let config = crate::config();
+    let config = config();
     if !config.word_counts {
         return;
     }
@@ -301,15 +284,11 @@ pub fn init(refining: bool) {
         totals(-errno);
         return;
     }
-    for (cpu, node) in crate::refine::cpu_nodes()
-        .into_iter()
-        .enumerate()
-        .take(4096)
-    {
+    for (cpu, node) in sys::cpu_nodes().into_iter().enumerate().take(4096) {
         CPU_NODE[cpu].store(node, SeqCst);
     }
     let sig = signal_number();
-    if !crate::fault::take_signal(sig, on_signal, None, &PROGRAM) {
+    if !take_signal(sig, on_signal, None, &PROGRAM) {
         return;
     }
     let mut key: libc::pthread_key_t = 0;
@@ -332,7 +311,7 @@ fn calibrate() -> Result<(), i32> {
     let mut a = attr(p as u64);
     a.flags &= !ATTR_DISABLED;
     a.sample_period = 0;
-    let fd = crate::sys::perf_event_open(&a, 0)?;
+    let fd = sys::perf_event_open(&a, 0)?;
     const HITS: u64 = 16;
     let mut rounds = [0u64; 5];
     for r in rounds.iter_mut() {
@@ -356,7 +335,7 @@ fn calibrate() -> Result<(), i32> {
 pub fn thread_starts() {
     // Threads outside `--threads` are not watched: their accesses are
     // not the profile's.
-    if !running() || crate::hooks::on_library_thread() || !crate::select::thread_selected() {
+    if !running() || on_library_thread() || !crate::select::thread_selected() {
         return;
     }
     let tid = sys::gettid();
@@ -370,7 +349,7 @@ pub fn thread_starts() {
     let w = &WATCHES[i];
     let mut slots = 0;
     for s in 0..SLOTS.load(SeqCst) {
-        match crate::sys::perf_event_open(&attr(w as *const Watch as u64), 0) {
+        match sys::perf_event_open(&attr(w as *const Watch as u64), 0) {
             Ok(fd) => {
                 w.fds[s].store(fd, SeqCst);
                 w.words[s].store(0, SeqCst);
@@ -781,4 +760,23 @@ fn open_window(w: &Watch, slots: usize, duty: u32) {
     }
     w.frame.store(total as u64, SeqCst);
     w.duty.store(duty, SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_aim_at_as_many_accesses_a_draw_as_a_turn_costs() {
+        let ms = 1_000_000;
+        // Turns as cheap as a trap: about one access a draw.
+        assert_eq!(next_interval(20 * ms, 0, 4, 0.7), 40 * ms);
+        assert_eq!(next_interval(20 * ms, 4, 4, 0.7), 20 * ms);
+        assert_eq!(next_interval(20 * ms, 12, 4, 0.7), 10 * ms);
+        // Turns a hundred traps dear (an emulator): up to the cap.
+        assert_eq!(next_interval(20 * ms, 8, 4, 100.0), 40 * ms);
+        assert_eq!(next_interval(20 * ms, 24, 4, 100.0), 20 * ms);
+        assert_eq!(next_interval(MAX_WINDOW_NS, 0, 4, 1.0), MAX_WINDOW_NS);
+        assert_eq!(next_interval(MIN_WINDOW_NS, 32, 4, 1.0), MIN_WINDOW_NS);
+    }
 }

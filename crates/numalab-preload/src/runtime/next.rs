@@ -74,9 +74,9 @@ fn lookup(name: &str) -> usize {
     }
 }
 
-/// Every function a hook forwards to by name (`real!` in hooks.rs): looked
-/// up at start. hooks.rs's test `every_forwarded_symbol_is_resolved_at_start`
-/// keeps this list whole.
+/// Every function a hook forwards to by name (`real!`, in hooks.rs and
+/// [`real_syscall`]): looked up at start. hooks.rs's test
+/// `every_forwarded_symbol_is_resolved_at_start` keeps this list whole.
 pub const EARLY: &[&str] = &[
     "pthread_create\0",
     "mmap\0",
@@ -389,6 +389,37 @@ pub unsafe fn usable_size(p: *mut c_void) -> size_t {
         0 => 0,
         // SAFETY: the allocator's malloc_usable_size, given its own block.
         f => std::mem::transmute::<usize, UsableFn>(f)(p),
+    }
+}
+
+/// The next definition of a libc function: found at the library's start
+/// ([`resolve`]), never by a loader call from a hook.
+macro_rules! real {
+    ($name:expr, $ty:ty) => {{
+        static S: $crate::runtime::next::Symbol =
+            $crate::runtime::next::Symbol::new(concat!($name, "\0"));
+        S.get().map(|p| {
+            // SAFETY: the symbol $name has the C type $ty.
+            unsafe { std::mem::transmute::<usize, $ty>(p) }
+        })
+    }};
+}
+pub(crate) use real;
+
+/// Fails a call whose libc function could not be found.
+pub(crate) unsafe fn enosys<T: From<i8>>() -> T {
+    *libc::__errno_location() = libc::ENOSYS;
+    T::from(-1)
+}
+
+type SyscallFn = unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long;
+
+/// libc's `syscall`, looked up at the library's start (never first from a
+/// signal handler).
+pub(crate) unsafe fn real_syscall(n: libc::c_long, a: [libc::c_long; 6]) -> libc::c_long {
+    match real!("syscall", SyscallFn) {
+        Some(f) => f(n, a[0], a[1], a[2], a[3], a[4], a[5]),
+        None => enosys(),
     }
 }
 

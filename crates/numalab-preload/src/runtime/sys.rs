@@ -358,6 +358,31 @@ pub fn task_cpu(tid: u32) -> Option<u32> {
     rest.split_whitespace().nth(36)?.parse().ok()
 }
 
+/// CPU → node, from /sys/devices/system/node/nodeN/cpulist (u8::MAX: none);
+/// allocates: not for signal handlers.
+pub fn cpu_nodes() -> Vec<u8> {
+    let mut map = Vec::new();
+    for node in 0..64u8 {
+        let path = format!("/sys/devices/system/node/node{node}/cpulist");
+        let Ok(list) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) else {
+                continue;
+            };
+            for cpu in a..=b.min(4095) {
+                if map.len() <= cpu {
+                    map.resize(cpu + 1, u8::MAX);
+                }
+                map[cpu] = node;
+            }
+        }
+    }
+    map
+}
+
 /// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)` (tid 0:
 /// this thread): the descriptor or the errno.
 pub fn perf_event_open(attr: &crate::perf::PerfEventAttr, tid: u32) -> Result<i32, i32> {

@@ -10,8 +10,8 @@
 //! holds the parent's records) or full, a record is written directly;
 //! records lost that way are counted.
 
+use super::sys;
 use crate::record::RECORD_BYTES;
-use crate::sys;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
@@ -76,10 +76,10 @@ pub fn push(fd: i32, b: &[u8; RECORD_BYTES]) {
     }
 }
 
-/// Writes to the records' channel, checked first (crate::channel): never
+/// Writes to the records' channel, checked first ([`super::channel`]): never
 /// into a file of the program's that took over its descriptor.
 fn write_checked(b: &[u8]) {
-    let fd = crate::channel::checked();
+    let fd = super::channel::checked();
     if fd >= 0 {
         sys::write_all(fd, b);
     }
