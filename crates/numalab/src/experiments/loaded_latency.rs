@@ -41,9 +41,7 @@ use crate::measure::pacing::{
     Pace, PaceOptions, PacedLoad, PacedReport, PacedSpec, TrafficMix, RATE_TOLERANCE,
 };
 use crate::measure::stats::{measure, Better, Measurement, StopReason, StopRule, Summary};
-use crate::placement::{
-    check_plan, sys, BufferDemand, MemoryPolicy, PlacedBuffer, PlacementError, Thp,
-};
+use crate::placement::{check_plan, sys, BufferDemand, MemoryPolicy, PlacementError, Thp};
 use crate::serde_util::{f64_or_nan, int_keyed_map, vec_f64_or_nan};
 use crate::IdSet;
 use serde::{Deserialize, Serialize};
@@ -377,22 +375,30 @@ fn chase_thread(
     cmds: mpsc::Receiver<Cmd>,
     out: mpsc::Sender<(Measurement, Vec<f64>)>,
 ) -> Option<WorkerReport> {
-    let setup = (|| -> Result<(PlacedBuffer, Chase, ChaseReady), PlacementError> {
-        let (buf, check) =
-            pinned_buffer(m, req.cpu, &req.policy, req.buffer_bytes, req.thp, false)?;
-        let mut chase = Chase::build(buf.as_ptr(), buf.len(), req.pattern, 1, CHASE_SEED)
-            .map_err(PlacementError::Invalid)?;
-        // Warm up as run_latency does, samples sized at idle.
-        let steps = warm_chase(m, &mut chase, SAMPLE_SECONDS);
-        let ready = ChaseReady {
-            pages_by_node: check.pages_by_node.clone(),
-            report: WorkerReport::pinned(m, req.cpu, check),
-            steps,
-            buffer_bytes: buf.len() as u64,
+    // The buffer outlives the chase laid out in it (which borrows it).
+    let (mut buf, check) =
+        match pinned_buffer(m, req.cpu, &req.policy, req.buffer_bytes, req.thp, false) {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return None;
+            }
         };
-        Ok((buf, chase, ready))
-    })();
-    let (_buf, mut chase, r) = match setup {
+    let buffer_bytes = buf.len() as u64;
+    let setup = Chase::build(buf.as_mut_slice(), req.pattern, 1, CHASE_SEED)
+        .map_err(PlacementError::Invalid)
+        .map(|mut chase| {
+            // Warm up as run_latency does, samples sized at idle.
+            let steps = warm_chase(m, &mut chase, SAMPLE_SECONDS);
+            let ready = ChaseReady {
+                pages_by_node: check.pages_by_node.clone(),
+                report: WorkerReport::pinned(m, req.cpu, check),
+                steps,
+                buffer_bytes,
+            };
+            (chase, ready)
+        });
+    let (mut chase, r) = match setup {
         Ok(x) => x,
         Err(e) => {
             let _ = ready.send(Err(e));

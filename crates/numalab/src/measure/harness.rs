@@ -902,7 +902,7 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
         &[vec![buffer.hugetlb(req.hugetlb)]],
         "use a smaller --size",
     )?;
-    let (buf, check) = pinned_buffer(
+    let (mut buf, check) = pinned_buffer(
         m,
         req.cpu,
         &req.policy,
@@ -910,7 +910,8 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
         req.thp,
         req.hugetlb,
     )?;
-    let mut chase = Chase::build(buf.as_ptr(), buf.len(), req.pattern, req.chains, CHASE_SEED)
+    let buffer_bytes = buf.len() as u64;
+    let mut chase = Chase::build(buf.as_mut_slice(), req.pattern, req.chains, CHASE_SEED)
         .map_err(PlacementError::Invalid)?;
     let ghz = core_ghz();
     let steps = warm_chase(m, &mut chase, MIN_SAMPLE_SECONDS);
@@ -926,7 +927,7 @@ fn run_latency_pinned(m: &Machine, req: &LatencyRequest) -> Result<LatencyResult
     Ok(LatencyResult {
         pattern: req.pattern,
         chains: chase.chains(),
-        buffer_bytes: buf.len() as u64,
+        buffer_bytes,
         steps_per_sample: steps,
         ns_per_access: ns.median / chase.chains() as f64,
         cycles: Figure::of(&meas.summary, Better::Lower, ghz),

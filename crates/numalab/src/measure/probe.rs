@@ -71,13 +71,7 @@ fn probe_here(m: &Machine, cpu: u32) -> OperationCosts {
         c.pass_s_per_gib = Some(t.elapsed().as_secs_f64() / 2.0 * GIB / bytes as f64);
         // A chase: built, then walked.
         let t = Instant::now();
-        let built = Chase::build(
-            buf.as_mut_slice().as_mut_ptr(),
-            bytes,
-            ChasePattern::Random,
-            1,
-            0x5eed,
-        );
+        let built = Chase::build(buf.as_mut_slice(), ChasePattern::Random, 1, 0x5eed);
         if let Ok(mut chase) = built {
             c.chase_s_per_mib = Some(t.elapsed().as_secs_f64() * MIB / bytes as f64);
             let steps = 200_000;

@@ -13,6 +13,7 @@
 use crate::random::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 /// Line (element) size of the random and page patterns.
@@ -119,13 +120,13 @@ impl ChaseRun {
     }
 }
 
-/// A pointer chase laid out in a caller's buffer.
-///
-/// The chase holds the buffer's address: the buffer must stay allocated, and
-/// must not be written by anything else, for as long as the `Chase` is used
-/// (`run`, `verify_cycle`, `walk` read it).
+/// A pointer chase laid out in a caller's buffer, which it borrows for as
+/// long as it lives: nothing else can free or write the buffer while
+/// `run`, `verify_cycle` and `walk` follow the links in it.
 #[derive(Debug)]
-pub struct Chase {
+pub struct Chase<'a> {
+    /// The borrow of the buffer the links are written in.
+    memory: PhantomData<&'a mut [u8]>,
     /// The buffer as given to `build`.
     buf: *mut u8,
     /// First element (`buf` rounded up to the element alignment).
@@ -365,32 +366,25 @@ fn write_stride(g: &Geometry) -> Vec<usize> {
     heads
 }
 
-impl Chase {
-    /// Lays out a chase in the `len` bytes at `buf` (overwriting the first
-    /// 8 bytes of every element), with `chains` disjoint cycles of equal
-    /// length and the PRNG seeded with `seed`. Elements left over when the
-    /// element count is not a multiple of `chains` are not visited.
-    ///
-    /// The buffer must be valid for reads and writes of `len` bytes and stay
-    /// so while the `Chase` is used (see [`Chase`]).
+impl<'a> Chase<'a> {
+    /// Lays out a chase in `memory` (overwriting the first 8 bytes of every
+    /// element), with `chains` disjoint cycles of equal length and the PRNG
+    /// seeded with `seed`. Elements left over when the element count is not
+    /// a multiple of `chains` are not visited.
     ///
     /// Errors: `chains` 0 or more than 64, a page group of 0 pages, a stride
     /// not a positive multiple of 8 or larger than the buffer, or fewer than
     /// 2 elements per chain.
-    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn build(
-        buf: *mut u8,
-        len: usize,
+        memory: &'a mut [u8],
         pattern: ChasePattern,
         chains: usize,
         seed: u64,
-    ) -> Result<Chase, String> {
+    ) -> Result<Chase<'a>, String> {
         if chains == 0 || chains > MAX_CHAINS {
             return Err(format!("chains must be 1 to {MAX_CHAINS}, not {chains}"));
         }
-        if buf.is_null() {
-            return Err("the chase buffer is a null pointer".into());
-        }
+        let (buf, len) = (memory.as_mut_ptr(), memory.len());
         let elem = match pattern {
             ChasePattern::Random => LINE,
             ChasePattern::Page { pages_per_group } => {
@@ -455,6 +449,7 @@ impl Chase {
         };
         debug_assert_eq!(heads.len(), chains);
         Ok(Chase {
+            memory: PhantomData,
             buf,
             base,
             elem,
@@ -650,6 +645,13 @@ mod tests {
             assert!(!ptr.is_null());
             Buf { ptr, layout }
         }
+
+        /// The whole buffer, borrowed.
+        fn bytes(&mut self) -> &mut [u8] {
+            // SAFETY: `ptr` is a live allocation of `layout.size()` bytes,
+            // borrowed mutably through `self`.
+            unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+        }
     }
 
     impl Drop for Buf {
@@ -702,9 +704,9 @@ mod tests {
     fn chase_orders_are_pinned() {
         // The orders of a seed must never change: results taken with one
         // version compare with results taken with the next.
-        let b = Buf::new(4 << 20);
-        let lines = |pattern, len, chains, seed| {
-            let c = Chase::build(b.ptr, len, pattern, chains, seed).unwrap();
+        let mut b = Buf::new(4 << 20);
+        let mut lines = |pattern, len: usize, chains, seed| {
+            let c = Chase::build(&mut b.bytes()[..len], pattern, chains, seed).unwrap();
             c.walk(0, 8).iter().map(|o| o / LINE).collect::<Vec<_>>()
         };
         // One bucket (Fisher-Yates), two buckets (scatter-shuffle), pages.
@@ -772,16 +774,9 @@ mod tests {
 
     #[test]
     fn unaligned_buffer_and_leftovers() {
-        let b = Buf::new(64 * 1024);
+        let mut b = Buf::new(64 * 1024);
         // Start 8 bytes in: lines start at the next 64-byte boundary.
-        let mut c = Chase::build(
-            b.ptr.wrapping_add(8),
-            64 * 1024 - 8,
-            ChasePattern::Random,
-            3,
-            1,
-        )
-        .unwrap();
+        let mut c = Chase::build(&mut b.bytes()[8..], ChasePattern::Random, 3, 1).unwrap();
         assert_eq!(c.lines_per_chain(), 1023 / 3);
         assert!(c.verify_cycle());
         assert!(c.walk(0, 10).iter().all(|o| (o + 8) % 64 == 0));
@@ -791,23 +786,24 @@ mod tests {
 
     #[test]
     fn fixed_and_dynamic_chain_counts_agree() {
-        let b = Buf::new(1 << 20);
-        let mut c = Chase::build(b.ptr, 1 << 20, ChasePattern::Random, 17, 5).unwrap();
+        let mut b = Buf::new(1 << 20);
+        let mut c = Chase::build(b.bytes(), ChasePattern::Random, 17, 5).unwrap();
         assert!(c.verify_cycle());
         // After lines_per_chain steps every chain is back at its head.
         let heads: usize = c.heads.iter().fold(0, |a, &x| a.wrapping_add(x));
         assert_eq!(c.run(c.lines_per_chain() as u64).sum, heads);
-        let mut c = Chase::build(b.ptr, 1 << 20, ChasePattern::Random, 4, 5).unwrap();
+        let mut c = Chase::build(b.bytes(), ChasePattern::Random, 4, 5).unwrap();
         let heads: usize = c.heads.iter().fold(0, |a, &x| a.wrapping_add(x));
         assert_eq!(c.run(3 * c.lines_per_chain() as u64).sum, heads);
     }
 
     #[test]
     fn runs_continue_where_the_last_one_stopped() {
-        let b = Buf::new(1 << 20);
-        let mut c = Chase::build(b.ptr, 1 << 20, ChasePattern::Random, 3, 9).unwrap();
+        let mut b = Buf::new(1 << 20);
+        let base = b.ptr as usize;
+        let mut c = Chase::build(b.bytes(), ChasePattern::Random, 3, 9).unwrap();
         let per = c.lines_per_chain() as u64;
-        let offset = |c: &Chase, k: usize, n: usize| c.walk(k, n + 1)[n] + b.ptr as usize;
+        let offset = |c: &Chase, k: usize, n: usize| c.walk(k, n + 1)[n] + base;
         // 10 + 15 steps end where 25 steps from the heads end, not at step 15.
         c.run(10);
         let sum = c.run(15).sum;

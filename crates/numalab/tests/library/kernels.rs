@@ -24,6 +24,11 @@ impl Aligned {
         Aligned { ptr, layout }
     }
 
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: allocated with this layout; exclusively borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+
     fn f64s(&mut self) -> &mut [f64] {
         // SAFETY: zeroed memory is valid f64s; aligned; exclusively borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut f64, self.layout.size() / 8) }
@@ -285,14 +290,15 @@ fn bytes_per_pass_table() {
 
 // ---- pointer chase -------------------------------------------------------
 
-fn build(a: &Aligned, len: usize, p: ChasePattern, chains: usize) -> Chase {
-    Chase::build(a.ptr, len, p, chains, 42).unwrap_or_else(|e| panic!("{p:?} x{chains}: {e}"))
+fn build(a: &mut Aligned, len: usize, p: ChasePattern, chains: usize) -> Chase<'_> {
+    Chase::build(&mut a.bytes()[..len], p, chains, 42)
+        .unwrap_or_else(|e| panic!("{p:?} x{chains}: {e}"))
 }
 
 #[test]
 fn chase_cycles_for_every_pattern_and_chain_count() {
     let len = 1 << 20;
-    let a = Aligned::new(len);
+    let mut a = Aligned::new(len);
     let patterns = [
         ChasePattern::Random,
         ChasePattern::Page { pages_per_group: 1 },
@@ -303,7 +309,7 @@ fn chase_cycles_for_every_pattern_and_chain_count() {
     ];
     for p in patterns {
         for chains in [1, 2, 4, 7] {
-            let mut c = build(&a, len, p, chains);
+            let mut c = build(&mut a, len, p, chains);
             assert_eq!(c.chains(), chains);
             let elem = c.element_bytes();
             let elems = if elem == 64 { len / 64 } else { len / elem };
@@ -324,24 +330,27 @@ fn chase_cycles_for_every_pattern_and_chain_count() {
 #[test]
 fn verify_cycle_notices_a_broken_chase() {
     let len = 64 * 1024;
-    let a = Aligned::new(len);
-    let c = build(&a, len, ChasePattern::Random, 2);
+    let mut a = Aligned::new(len);
+    let base = a.ptr;
+    let c = build(&mut a, len, ChasePattern::Random, 2);
     assert!(c.verify_cycle());
     // Short-circuit chain 0: its second element points back to itself.
     let w = c.walk(0, 2);
-    // SAFETY: w[1] is an element offset inside the buffer.
-    unsafe { (a.ptr.add(w[1]) as *mut usize).write(a.ptr as usize + w[1]) };
+    // SAFETY: w[1] is an element offset inside the buffer, and the link
+    // written is an element of it: this is the memory corruption the check
+    // exists for, done behind the chase's borrow on purpose.
+    unsafe { (base.add(w[1]) as *mut usize).write(base as usize + w[1]) };
     assert!(!c.verify_cycle());
 }
 
 #[test]
 fn page_pattern_stays_inside_groups() {
     let len = 4 << 20;
-    let a = Aligned::new(len);
+    let mut a = Aligned::new(len);
     for ppg in [1, 4] {
         for chains in [1, 4] {
             let c = build(
-                &a,
+                &mut a,
                 len,
                 ChasePattern::Page {
                     pages_per_group: ppg,
@@ -389,10 +398,10 @@ fn page_pattern_stays_inside_groups() {
 #[test]
 fn stride_pattern_visits_in_order() {
     let len = 1 << 20;
-    let a = Aligned::new(len);
+    let mut a = Aligned::new(len);
     for stride in [8, 64, 256, 4096] {
         for chains in [1, 2] {
-            let c = build(&a, len, ChasePattern::Stride { bytes: stride }, chains);
+            let c = build(&mut a, len, ChasePattern::Stride { bytes: stride }, chains);
             let per = c.lines_per_chain();
             assert_eq!(per, len / stride / chains);
             for k in 0..chains {
@@ -410,8 +419,8 @@ fn stride_pattern_visits_in_order() {
 #[test]
 fn random_pattern_is_not_sequential() {
     let len = 16 << 20;
-    let a = Aligned::new(len);
-    let c = build(&a, len, ChasePattern::Random, 1);
+    let mut a = Aligned::new(len);
+    let c = build(&mut a, len, ChasePattern::Random, 1);
     let w = c.walk(0, c.lines_per_chain());
     assert_eq!(w.len(), len / 64);
     let adjacent = w.windows(2).filter(|t| t[0].abs_diff(t[1]) == 64).count();
@@ -427,15 +436,15 @@ fn random_pattern_is_not_sequential() {
     );
     // Another seed gives another order.
     let first: Vec<usize> = w[..100].to_vec();
-    let c2 = Chase::build(a.ptr, len, ChasePattern::Random, 1, 43).unwrap();
+    let c2 = Chase::build(&mut a.bytes()[..len], ChasePattern::Random, 1, 43).unwrap();
     assert_ne!(c2.walk(0, 100), first);
 }
 
 #[test]
 fn chase_build_errors() {
-    let a = Aligned::new(8192);
-    let err = |len: usize, p: ChasePattern, chains: usize| {
-        Chase::build(a.ptr, len, p, chains, 1).unwrap_err()
+    let mut a = Aligned::new(8192);
+    let mut err = |len: usize, p: ChasePattern, chains: usize| {
+        Chase::build(&mut a.bytes()[..len], p, chains, 1).unwrap_err()
     };
     assert!(err(8192, ChasePattern::Random, 0).contains("chains must be 1 to 64"));
     assert!(err(8192, ChasePattern::Random, 65).contains("not 65"));
@@ -456,9 +465,11 @@ fn chase_build_errors() {
     assert!(e.contains("at least 2"), "{e}");
     let e = err(8192, ChasePattern::Page { pages_per_group: 0 }, 1);
     assert!(e.contains("at least 1 page"), "{e}");
-    assert!(Chase::build(std::ptr::null_mut(), 8192, ChasePattern::Random, 1, 1).is_err());
+    assert!(Chase::build(&mut [], ChasePattern::Random, 1, 1)
+        .unwrap_err()
+        .contains("a 0-byte buffer"));
     // The smallest valid chase: 2 lines.
-    let c = Chase::build(a.ptr, 128, ChasePattern::Random, 1, 1).unwrap();
+    let c = Chase::build(&mut a.bytes()[..128], ChasePattern::Random, 1, 1).unwrap();
     assert!(c.verify_cycle());
 }
 
@@ -482,8 +493,8 @@ fn chase_pattern_parse() {
 /// Nanoseconds per step of a random single-chain chase over `bytes`: the
 /// best of 3 runs (other processes only ever make a run slower).
 fn chase_ns(bytes: usize, steps: u64) -> f64 {
-    let a = Aligned::new(bytes);
-    let mut c = build(&a, bytes, ChasePattern::Random, 1);
+    let mut a = Aligned::new(bytes);
+    let mut c = build(&mut a, bytes, ChasePattern::Random, 1);
     c.run(steps / 4); // warm caches and TLB
     (0..3)
         .map(|_| {

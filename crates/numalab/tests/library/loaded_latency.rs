@@ -57,7 +57,7 @@ fn an_unpaced_injector_raises_dram_latency() {
     let (idle, loaded, inj) = std::thread::spawn(move || {
         let m = m2;
         pin_current_thread(chase_cpu).unwrap();
-        let buf = PlacedBuffer::new(
+        let mut buf = PlacedBuffer::new(
             &m,
             &BufferSpec {
                 size,
@@ -69,7 +69,7 @@ fn an_unpaced_injector_raises_dram_latency() {
             },
         )
         .unwrap();
-        let mut chase = Chase::build(buf.as_ptr(), buf.len(), ChasePattern::Random, 1, 7).unwrap();
+        let mut chase = Chase::build(buf.as_mut_slice(), ChasePattern::Random, 1, 7).unwrap();
         let warm = chase.run(2_000_000);
         let steps = (0.01 / (warm.elapsed.as_secs_f64() / 2e6)) as u64;
         let load = PacedLoad::start_with(
