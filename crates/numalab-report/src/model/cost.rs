@@ -148,9 +148,13 @@ impl Costs {
         self.measurement(budget, sample) - budget.max(MIN_MEASUREMENT_S)
     }
 }
-/// The work of one part, as the plan and the report show it. Fields a part
-/// does not have are absent.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The work of one part, as the plan and the report show it: what every
+/// part has (measurements, threads, buffers) and the part's own
+/// [`Count`]s (sizes, pairs, cells, …), each labelled by the part.
+///
+/// In JSON the counts are keys of the object beside the common fields (`"cells": 16`,
+/// `"rows": [2, 4]` for 2 of 4), as docs/report-schema.json's `plan_work` lists them.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Work {
     /// Timed measurements.
     pub measurements: usize,
@@ -160,99 +164,64 @@ pub struct Work {
     pub threads: usize,
     /// Bytes per buffer.
     pub buffer_bytes: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cells: Option<usize>,
-    /// CPU nodes measured as rows of a matrix (of how many).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rows: Option<(usize, usize)>,
-    /// Working-set sizes (of how many).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sizes: Option<(usize, usize)>,
-    /// Thread counts of a scaling curve (of how many).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub points: Option<(usize, usize)>,
-    /// CPUs whose every pair is measured (of how many usable).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<(usize, usize)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pairs: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mixes: Option<usize>,
-    /// Load steps per mix (of how many).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps: Option<(usize, usize)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub injectors: Option<usize>,
-    /// Workloads × policy columns.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workloads: Option<(usize, usize)>,
-    /// Sweep cases planned (of how many classes there are).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub classes: Option<(u64, u64)>,
-    /// The study's scenarios run (of how many this machine can have).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scenarios: Option<(usize, usize)>,
-    /// Interleaved rounds, each running every case once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rounds: Option<usize>,
+    /// The part's own counts, in the order it gave them.
+    pub counts: Vec<Count>,
+}
+
+/// One count of a part's work: its key in JSON, its value, and the words
+/// a person reads ("4 sizes of 9").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Count {
+    pub key: String,
+    pub value: CountValue,
+    pub text: String,
+}
+
+/// A count alone (`16`) or with what it is taken of (`[2, 4]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CountValue {
+    One(u64),
+    Of(u64, u64),
 }
 
 impl Work {
+    /// `n` `noun` (`"16 cells"`), under `key`.
+    pub fn count(self, key: &str, noun: &str, n: usize) -> Self {
+        self.with(key, CountValue::One(n as u64), format!("{n} {noun}"))
+    }
+
+    /// `n` `noun` of `all` (`"4 sizes of 9"`, `"9 sizes"` when all), under
+    /// `key`.
+    pub fn count_of(self, key: &str, noun: &str, n: usize, all: usize) -> Self {
+        let text = if n == all {
+            format!("{n} {noun}")
+        } else {
+            format!("{n} {noun} of {all}")
+        };
+        self.with(key, CountValue::Of(n as u64, all as u64), text)
+    }
+
+    /// A count under `key` with its own words.
+    pub fn with(mut self, key: &str, value: CountValue, text: String) -> Self {
+        self.counts.push(Count {
+            key: key.to_string(),
+            value,
+            text,
+        });
+        self
+    }
+
+    /// The count under `key`.
+    pub fn get(&self, key: &str) -> Option<CountValue> {
+        self.counts.iter().find(|c| c.key == key).map(|c| c.value)
+    }
+
     /// One line for people: "4 sizes of 9, 1 thread, 64 MiB buffers, 0.3 s
     /// per measurement".
     pub fn describe(&self) -> String {
         use numalab::text::format;
-        let of = |n: usize, all: usize, what: &str| {
-            if n == all {
-                format!("{n} {what}")
-            } else {
-                format!("{n} {what} of {all}")
-            }
-        };
-        let mut v: Vec<String> = Vec::new();
-        if let Some((r, all)) = self.rows {
-            v.push(of(r, all, "CPU nodes"));
-        }
-        if let Some(c) = self.cells {
-            v.push(format!("{c} cells"));
-        }
-        if let Some((s, all)) = self.sizes {
-            v.push(of(s, all, "sizes"));
-        }
-        if let Some((p, all)) = self.points {
-            v.push(of(p, all, "thread counts"));
-        }
-        if let Some((c, all)) = self.cpus {
-            v.push(of(c, all, "CPUs"));
-        }
-        if let Some(p) = self.pairs {
-            v.push(format!("{p} pairs"));
-        }
-        if let Some(m) = self.mixes {
-            v.push(format!("{m} mixes"));
-        }
-        if let Some((s, all)) = self.steps {
-            v.push(of(s, all, "load steps"));
-        }
-        if let Some(i) = self.injectors {
-            v.push(format!("{i} injectors"));
-        }
-        if let Some((w, p)) = self.workloads {
-            v.push(format!("{w} workloads x {p} policies"));
-        }
-        if let Some((c, all)) = self.classes {
-            v.push(if c == all {
-                format!("{c} cases")
-            } else {
-                format!("{c} cases of {all}")
-            });
-        }
-        if let Some((s, all)) = self.scenarios {
-            v.push(of(s, all, "scenarios"));
-        }
-        if let Some(r) = self.rounds {
-            v.push(format::plural(r, "round", "rounds"));
-        }
+        let mut v: Vec<String> = self.counts.iter().map(|c| c.text.clone()).collect();
         v.push(format::plural(self.threads, "thread", "threads"));
         if self.buffer_bytes > 0 {
             v.push(format!("{} buffers", format::bytes(self.buffer_bytes)));
@@ -262,6 +231,55 @@ impl Work {
             self.measurements, self.per_measurement_s
         ));
         v.join(", ")
+    }
+}
+
+/// The common fields by name, then each count under its key.
+impl Serialize for Work {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(4 + self.counts.len()))?;
+        map.serialize_entry("measurements", &self.measurements)?;
+        map.serialize_entry("per_measurement_s", &self.per_measurement_s)?;
+        map.serialize_entry("threads", &self.threads)?;
+        map.serialize_entry("buffer_bytes", &self.buffer_bytes)?;
+        for c in &self.counts {
+            map.serialize_entry(&c.key, &c.value)?;
+        }
+        map.end()
+    }
+}
+
+/// Keys other than the common fields are counts (their words, which JSON
+/// does not keep, become "KEY VALUE").
+impl<'de> Deserialize<'de> for Work {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let mut w = Work::default();
+        for (key, v) in map {
+            let number = |v: &serde_json::Value| {
+                v.as_f64()
+                    .ok_or_else(|| D::Error::custom(format!("work.{key}: not a number")))
+            };
+            match key.as_str() {
+                "measurements" => w.measurements = number(&v)? as usize,
+                "per_measurement_s" => w.per_measurement_s = number(&v)?,
+                "threads" => w.threads = number(&v)? as usize,
+                "buffer_bytes" => w.buffer_bytes = number(&v)? as u64,
+                _ => {
+                    let value = CountValue::deserialize(&v).map_err(|_| {
+                        D::Error::custom(format!("work.{key}: a count is a number or [number, of]"))
+                    })?;
+                    let text = match value {
+                        CountValue::One(n) => format!("{key} {n}"),
+                        CountValue::Of(n, all) => format!("{key} {n} of {all}"),
+                    };
+                    w.counts.push(Count { key, value, text });
+                }
+            }
+        }
+        Ok(w)
     }
 }
 
@@ -385,5 +403,42 @@ mod tests {
         for name in Costs::PRESETS {
             assert!(Costs::preset(name).is_some(), "{name}");
         }
+    }
+
+    #[test]
+    fn work_is_labelled_counts_in_json_and_words() {
+        let w = Work {
+            measurements: 12,
+            per_measurement_s: 0.25,
+            threads: 2,
+            buffer_bytes: 64 << 20,
+            ..Work::default()
+        }
+        .count_of("sizes", "sizes", 4, 9)
+        .count("pairs", "pairs", 6)
+        .count_of("rows", "CPU nodes", 2, 2);
+        assert_eq!(
+            w.describe(),
+            "4 sizes of 9, 6 pairs, 2 CPU nodes, 2 threads, 64 MiB buffers, 12 measurements of 0.25 s"
+        );
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"measurements": 12, "per_measurement_s": 0.25, "threads": 2,
+                "buffer_bytes": 67108864, "sizes": [4, 9], "pairs": 6, "rows": [2, 2]})
+        );
+        let back: Work = serde_json::from_value(v).unwrap();
+        assert_eq!(back.get("sizes"), Some(CountValue::Of(4, 9)));
+        assert_eq!(back.get("pairs"), Some(CountValue::One(6)));
+        assert_eq!((back.measurements, back.threads), (12, 2));
+        // Read back, a count's words are its key and value.
+        assert!(back
+            .describe()
+            .starts_with("pairs 6, rows 2 of 2, sizes 4 of 9"));
+        let bad = serde_json::from_value::<Work>(serde_json::json!({"cells": "x"}));
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("work.cells: a count is a number or [number, of]"));
     }
 }

@@ -8,8 +8,8 @@
 pub mod cost;
 
 pub use cost::{
-    default_rule, largest_fitting, spread, CostSource, Costs, PartPlan, Work, FLOOR_SAMPLES,
-    MIN_MEASUREMENT_S, SAMPLE_S,
+    default_rule, largest_fitting, spread, CostSource, Costs, Count, CountValue, PartPlan, Work,
+    FLOOR_SAMPLES, MIN_MEASUREMENT_S, SAMPLE_S,
 };
 
 use serde::{Deserialize, Serialize};

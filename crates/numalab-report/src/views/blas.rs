@@ -205,9 +205,9 @@ fn work(env: &PlanEnv, budget: f64) -> (BlasWork, PartPlan) {
             per_measurement_s: per,
             threads: 1,
             buffer_bytes: (n * n * 8) as u64,
-            rows: Some((chosen.len(), all.len())),
             ..Work::default()
-        },
+        }
+        .count_of("rows", "CPU nodes", chosen.len(), all.len()),
         cut: (!cut.is_empty()).then(|| cut.join("; ")),
     };
     (
@@ -780,7 +780,7 @@ mod tests {
         assert_eq!(w.n, 1600);
         assert_eq!(w.cpu_nodes.to_string(), "0-3");
         assert_eq!(p.work.measurements, 118);
-        assert_eq!(p.work.rows, Some((4, 4)));
+        assert_eq!(p.work.get("rows"), Some(crate::model::CountValue::Of(4, 4)));
         assert_eq!(p.cut, None);
         assert!(p.predicted_s <= 1e6);
         // No budget: the smallest n, and the plan says so; every CPU node

@@ -76,10 +76,10 @@ fn work(env: &PlanEnv, budget: f64) -> ((Vec<u32>, C2cFigures, f64), PartPlan) {
             measurements: pairs * kinds,
             per_measurement_s: per / kinds.max(1) as f64,
             threads: 2,
-            cpus: Some((cpus.len(), usable.len())),
-            pairs: Some(pairs),
             ..Work::default()
-        },
+        }
+        .count_of("cpus", "CPUs", cpus.len(), usable.len())
+        .count("pairs", "pairs", pairs),
         cut,
     };
     ((cpus, figures, per), plan)

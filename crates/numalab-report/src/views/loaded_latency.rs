@@ -183,11 +183,11 @@ impl LoadedLatencyPart {
                 per_measurement_s: per,
                 threads: n_inj + 1,
                 buffer_bytes: chase_bytes as u64,
-                mixes: Some(mixes),
-                steps: Some((steps + 1, full_steps + 1)),
-                injectors: Some(n_inj),
                 ..Work::default()
-            },
+            }
+            .count("mixes", "mixes", mixes)
+            .count_of("steps", "load steps", steps + 1, full_steps + 1)
+            .count("injectors", "injectors", n_inj),
             cut: (!cut.is_empty()).then(|| {
                 format!(
                     "{}: the full ladder would not fit the budget",

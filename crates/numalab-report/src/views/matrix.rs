@@ -140,10 +140,10 @@ impl MatrixPart {
                 per_measurement_s: per,
                 threads,
                 buffer_bytes: bytes as u64,
-                cells: Some(cells),
-                rows: Some((r, all_rows.len())),
                 ..Work::default()
-            },
+            }
+            .count_of("rows", "CPU nodes", r, all_rows.len())
+            .count("cells", "cells", cells),
             cut: (!cut.is_empty()).then(|| cut.join("; ")),
         };
         let w = MatrixWork {

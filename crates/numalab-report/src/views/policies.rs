@@ -8,7 +8,7 @@ use crate::claims::{Basis, Claim, ClaimKind, Derivation, RankRule};
 use crate::csv::{opt, yes, Table};
 use crate::html::Section;
 use crate::model::Mode;
-use crate::model::{largest_fitting, PartPlan, Work};
+use crate::model::{largest_fitting, CountValue, PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart, MIN_MEASUREMENT_S};
 use crate::plan::no_cpu_node;
 use crate::plan::PlanEnv;
@@ -147,10 +147,14 @@ fn work(env: &PlanEnv, budget: f64) -> Result<(PoliciesRequest, PartPlan), Place
             per_measurement_s: per,
             threads: t,
             buffer_bytes: array as u64,
-            cells: Some(cells),
-            workloads: Some((k, columns)),
             ..Work::default()
-        },
+        }
+        .count("cells", "cells", cells)
+        .with(
+            "workloads",
+            CountValue::Of(k as u64, columns as u64),
+            format!("{k} workloads x {columns} policies"),
+        ),
         cut: (!cut.is_empty()).then(|| {
             format!(
                 "{}: the full table would not fit the budget",

@@ -121,9 +121,9 @@ fn work(env: &PlanEnv, budget: f64) -> ((Vec<usize>, usize, f64), PartPlan) {
             per_measurement_s: per,
             threads: counts.iter().copied().max().unwrap_or(1),
             buffer_bytes: bytes as u64,
-            points: Some((counts.len(), all.len())),
             ..Work::default()
-        },
+        }
+        .count_of("points", "thread counts", counts.len(), all.len()),
         cut: (!cut.is_empty()).then(|| {
             format!(
                 "{}: the full curve would not fit the budget",

@@ -17,7 +17,7 @@ use crate::claims::{Basis, Claim, ClaimKind, Derivation, RankRule};
 use crate::csv::{num, yes, Table};
 use crate::html::Section;
 use crate::model::Mode;
-use crate::model::{largest_fitting, PartPlan, Work};
+use crate::model::{largest_fitting, CountValue, PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart};
 use crate::plan::max_cpus_per_node;
 use crate::plan::PlanEnv;
@@ -290,10 +290,14 @@ impl ScenariosPart {
                 per_measurement_s: per,
                 threads: 2 + sh.widest,
                 buffer_bytes: bytes as u64,
-                scenarios: Some((k, n)),
-                rounds: Some(rounds),
                 ..Work::default()
-            },
+            }
+            .count_of("scenarios", "scenarios", k, n)
+            .with(
+                "rounds",
+                CountValue::One(rounds as u64),
+                numalab::text::format::plural(rounds, "round", "rounds"),
+            ),
             cut,
         };
         Ok(Planned {
@@ -834,7 +838,7 @@ mod tests {
         );
         // Crossfire's 3 cases and the baseline, 4 rounds.
         assert_eq!(small.plan.work.measurements, 4 * 4);
-        assert_eq!(small.plan.work.scenarios, Some((1, 6)));
+        assert_eq!(small.plan.work.get("scenarios"), Some(CountValue::Of(1, 6)));
         // Room for two: the idle one-node pair joins.
         let two = ScenariosPart
             .work(&e, small.plan.predicted_s * 3.0)

@@ -229,9 +229,9 @@ fn work(env: &PlanEnv, budget: f64) -> (Vec<u64>, PartPlan) {
             per_measurement_s: per,
             threads: 1,
             buffer_bytes: largest,
-            sizes: Some((sizes.len(), full.len())),
             ..Work::default()
-        },
+        }
+        .count_of("sizes", "sizes", sizes.len(), full.len()),
         cut,
     };
     (sizes, plan)

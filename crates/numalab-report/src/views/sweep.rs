@@ -7,7 +7,7 @@
 use crate::claims::{Basis, Claim, ClaimKind, Derivation, RankRule, Relation, Threshold};
 use crate::csv::{num, opt, yes, Table};
 use crate::html::Section;
-use crate::model::{PartPlan, Work};
+use crate::model::{CountValue, PartPlan, Work};
 use crate::part::{Measured, PartContext, PartInfo, ReportPart};
 use crate::plan::max_cpus_per_node;
 use crate::plan::PlanEnv;
@@ -129,9 +129,17 @@ impl SweepPart {
                 per_measurement_s: per,
                 threads: max_threads,
                 buffer_bytes: bytes as u64,
-                classes: Some((cases, planned)),
                 ..Work::default()
-            },
+            }
+            .with(
+                "classes",
+                CountValue::Of(cases, planned),
+                if cases == planned {
+                    format!("{cases} cases")
+                } else {
+                    format!("{cases} cases of {planned}")
+                },
+            ),
             cut,
         };
         Ok((req, plan))
