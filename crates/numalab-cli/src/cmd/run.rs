@@ -22,7 +22,8 @@ use crate::output::{
     CliResult,
 };
 use numalab::measure::counters::{self, Event};
-use numalab::placement::launch::ExitStatus;
+use numalab::placement::buffer::SysfsWeights;
+use numalab::placement::launch::{ExitStatus, LaunchOutcome, LaunchPlan};
 use numalab::profile::plan::{verify, PlanCheck};
 use numalab::profile::record::Record;
 use numalab::profile::session::with_library;
@@ -221,30 +222,7 @@ pub fn run(mut a: Args) -> CliResult {
             ..LibraryConfig::default()
         };
         prepared = with_library(prepared, &preload_with(&library()?), &config);
-        if let (Some(why), Some(s)) = (&unreachable, plan.stripes()) {
-            let mut nodes: Vec<String> = s.iter().map(|(n, _)| n.to_string()).collect();
-            nodes.dedup();
-            errln!(
-                "numalab: warning: {why}, so the preload library cannot lay stripes of pages in it: the kernel interleaves its memory page by page over nodes {} instead",
-                nodes.join(",")
-            );
-        } else if let Some(s) = plan.stripes() {
-            let stripes: Vec<String> = s.iter().map(|(n, p)| format!("{p} on {n}")).collect();
-            errln!(
-                "numalab: stripes of pages ({}) laid by the preload library on every mapping the command makes; thread stacks and libc's own mappings are interleaved page by page",
-                stripes.join(", ")
-            );
-            if s.iter().any(|(n, _)| *n != s[0].0) {
-                let max = std::fs::read_to_string("/proc/sys/vm/max_map_count")
-                    .ok()
-                    .and_then(|t| t.trim().parse::<u64>().ok())
-                    .unwrap_or(65530);
-                errln!(
-                    "numalab: at most {} stripes are laid over the run (half of vm.max_map_count {max}: each is a kernel mapping of its own, and the other half is left to the command); past them a range is interleaved page by page",
-                    max / 2
-                );
-            }
-        }
+        announce_stripes(plan.stripes(), unreachable.as_deref());
     }
     let (prepared, counted) = match &a.counters {
         Some(list) => {
@@ -264,17 +242,7 @@ pub fn run(mut a: Args) -> CliResult {
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_default();
     if let Some(g) = prepared.weights() {
-        if g.changed() {
-            errln!(
-                "numalab: system-wide weighted interleave weights set for the command's lifetime (every process on this machine that uses weighted interleave sees them; another numalab command waits; restored when the command ends): {}",
-                g.describe()
-            );
-        } else {
-            errln!(
-                "numalab: the kernel's weighted interleave with the system's weights as they are: {} (nothing changed)",
-                g.describe()
-            );
-        }
+        announce_weights(g);
     }
     let launch = prepared.spawn(&a.command).map_err(|e| {
         if let Some(r) = &records {
@@ -297,49 +265,112 @@ pub fn run(mut a: Args) -> CliResult {
         _ => None,
     };
     if a.verify {
-        match (&outcome.placement, &a.verify_json) {
-            (Some(Ok(p)), Some(path)) => {
-                let written = serde_json::to_value(p)
-                    .map(|mut v| {
-                        // The plan's check beside the process's placement.
-                        if let (Some(c), Some(o)) = (&checked, v.as_object_mut()) {
-                            o.insert("plan".into(), serde_json::to_value(c).unwrap_or_default());
-                        }
-                        v
-                    })
-                    .and_then(|v| serde_json::to_string_pretty(&v))
-                    .map_err(std::io::Error::other)
-                    .and_then(|text| write_atomically(path, (text + "\n").as_bytes()));
-                if let Err(e) = written {
-                    // The placement asked for is lost: that is a failure,
-                    // whatever the command's own status was (said here).
-                    return Err(CliError::failed(format!(
-                        "cannot write {}: {e} ('{program}' {})",
-                        path.display(),
-                        ended(outcome.status)
-                    )));
-                }
-            }
-            (Some(Ok(p)), None) => {
-                errln!("numalab: placement of '{program}' at exit ({plan}):");
-                write_stderr(format_args!("{}", render(p, false)));
-                if let Some(c) = &checked {
-                    write_stderr(format_args!("{}", check_text(c)));
-                }
-            }
-            (Some(Err(e)), _) => {
-                errln!("numalab: could not read the command's placement at exit: {e}")
-            }
-            (None, _) => {
-                errln!("numalab: the command's exit was not seen, so its placement was not read")
-            }
-        }
+        say_placement(
+            &outcome,
+            checked.as_ref(),
+            a.verify_json.as_deref(),
+            &program,
+            &plan,
+        )?;
     }
     if let Some(c) = counted {
         print_counters(c, a.counters_json.as_deref(), &program, outcome.status)?;
     }
     // Same exit code, or death by the same signal.
     Ok(outcome.status.propagate())
+}
+
+/// What the preload library does with stripes of pages, on stderr; `why`
+/// the program cannot load it, when it cannot.
+fn announce_stripes(stripes: Option<&[(u32, u64)]>, unreachable: Option<&str>) {
+    if let (Some(why), Some(s)) = (unreachable, stripes) {
+        let mut nodes: Vec<String> = s.iter().map(|(n, _)| n.to_string()).collect();
+        nodes.dedup();
+        errln!(
+            "numalab: warning: {why}, so the preload library cannot lay stripes of pages in it: the kernel interleaves its memory page by page over nodes {} instead",
+            nodes.join(",")
+        );
+    } else if let Some(s) = stripes {
+        let stripes: Vec<String> = s.iter().map(|(n, p)| format!("{p} on {n}")).collect();
+        errln!(
+            "numalab: stripes of pages ({}) laid by the preload library on every mapping the command makes; thread stacks and libc's own mappings are interleaved page by page",
+            stripes.join(", ")
+        );
+        if s.iter().any(|(n, _)| *n != s[0].0) {
+            let max = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .unwrap_or(65530);
+            errln!(
+                "numalab: at most {} stripes are laid over the run (half of vm.max_map_count {max}: each is a kernel mapping of its own, and the other half is left to the command); past them a range is interleaved page by page",
+                max / 2
+            );
+        }
+    }
+}
+
+/// The weighted-interleave weights the command runs with, on stderr.
+fn announce_weights(g: &SysfsWeights) {
+    if g.changed() {
+        errln!(
+            "numalab: system-wide weighted interleave weights set for the command's lifetime (every process on this machine that uses weighted interleave sees them; another numalab command waits; restored when the command ends): {}",
+            g.describe()
+        );
+    } else {
+        errln!(
+            "numalab: the kernel's weighted interleave with the system's weights as they are: {} (nothing changed)",
+            g.describe()
+        );
+    }
+}
+
+/// `--verify`: the command's placement at exit (and the plan's check), to
+/// `verify_json` or as text on stderr.
+fn say_placement(
+    outcome: &LaunchOutcome,
+    checked: Option<&PlanCheck>,
+    verify_json: Option<&Path>,
+    program: &str,
+    plan: &LaunchPlan,
+) -> Result<(), CliError> {
+    match (&outcome.placement, verify_json) {
+        (Some(Ok(p)), Some(path)) => {
+            let written = serde_json::to_value(p)
+                .map(|mut v| {
+                    // The plan's check beside the process's placement.
+                    if let (Some(c), Some(o)) = (checked, v.as_object_mut()) {
+                        o.insert("plan".into(), serde_json::to_value(c).unwrap_or_default());
+                    }
+                    v
+                })
+                .and_then(|v| serde_json::to_string_pretty(&v))
+                .map_err(std::io::Error::other)
+                .and_then(|text| write_atomically(path, (text + "\n").as_bytes()));
+            if let Err(e) = written {
+                // The placement asked for is lost: that is a failure,
+                // whatever the command's own status was (said here).
+                return Err(CliError::failed(format!(
+                    "cannot write {}: {e} ('{program}' {})",
+                    path.display(),
+                    ended(outcome.status)
+                )));
+            }
+        }
+        (Some(Ok(p)), None) => {
+            errln!("numalab: placement of '{program}' at exit ({plan}):");
+            write_stderr(format_args!("{}", render(p, false)));
+            if let Some(c) = checked {
+                write_stderr(format_args!("{}", check_text(c)));
+            }
+        }
+        (Some(Err(e)), _) => {
+            errln!("numalab: could not read the command's placement at exit: {e}")
+        }
+        (None, _) => {
+            errln!("numalab: the command's exit was not seen, so its placement was not read")
+        }
+    }
+    Ok(())
 }
 
 /// `--counters`: the text on stderr, or the JSON to `--counters-json`.

@@ -436,9 +436,20 @@ fn operand_nodes(names: &[&str], nodes: &[u32]) -> String {
         .join(" ")
 }
 
-/// The command's text.
+/// The command's text: the run's settings, each kernel's placements and
+/// classes, then the finding across levels.
 pub fn text(r: &BlasResult) -> String {
     let mut s = String::new();
+    settings_text(&mut s, r);
+    for k in &r.kernels {
+        kernel_text(&mut s, k);
+    }
+    finding_text(&mut s, r);
+    s
+}
+
+/// Mode, size, nodes, OpenBLAS and the numerical check.
+fn settings_text(s: &mut String, r: &BlasResult) {
     let _ = writeln!(
         s,
         "BLAS placement sensitivity, {} mode, n = {}{}; memory nodes {}, threads on CPU nodes {}",
@@ -484,121 +495,127 @@ pub fn text(r: &BlasResult) -> String {
             c.bound
         );
     }
-    for k in &r.kernels {
-        let names: Vec<&str> = k.operands.iter().map(|s| s.as_str()).collect();
+}
+
+/// One kernel: its placements, contention classes, sensitivity and finding.
+fn kernel_text(s: &mut String, k: &blas::KernelResult) {
+    let names: Vec<&str> = k.operands.iter().map(|s| s.as_str()).collect();
+    let _ = writeln!(
+        s,
+        "\n{} (level {}), operands {} of {} elements",
+        k.kernel.name(),
+        k.level,
+        names.join(", "),
+        k.elements
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if !k.placements.is_empty() {
         let _ = writeln!(
             s,
-            "\n{} (level {}), operands {} of {} elements",
-            k.kernel.name(),
-            k.level,
-            names.join(", "),
-            k.elements
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "  {:>4}  {:<9} {:>10} {:>6}  {:<24} {:>9} {:>7}  pages",
+            "node", "hops", "contention", "stands", "operands", "GFLOPS", "±CI"
         );
-        if !k.placements.is_empty() {
-            let _ = writeln!(
-                s,
-                "  {:>4}  {:<9} {:>10} {:>6}  {:<24} {:>9} {:>7}  pages",
-                "node", "hops", "contention", "stands", "operands", "GFLOPS", "±CI"
-            );
-        }
-        for p in &k.placements {
-            let nodes: Vec<u32> = p.operands.iter().map(|o| o.node).collect();
-            let _ = writeln!(
-                s,
-                "  {:>4}  {:<9} {:>10} {:>6}  {:<24} {:>9} {:>6.1}%  {}",
-                p.cpu_node,
-                p.class,
-                contention_text(p.contention),
-                p.stands_for,
-                operand_nodes(&names, &nodes),
-                gf(p.gflops.median),
-                p.gflops.rel_ci * 100.0,
-                if p.verified {
-                    "verified"
-                } else {
-                    "NOT verified"
-                }
-            );
-        }
-        for c in &k.contention_classes {
-            let _ = writeln!(
-                s,
-                "  contention [{}, {}) ({:.2}% of placements): {} placement(s), median {} GFLOPS (min {}, max {}){}",
-                c.low,
-                c.high,
-                c.share * 100.0,
-                c.placements.len(),
-                gf(c.median_gflops),
-                gf(c.min_gflops),
-                gf(c.max_gflops),
-                if c.placements.iter().all(|p| p.verified) {
-                    ", pages verified"
-                } else {
-                    ", pages NOT verified"
-                }
-            );
-        }
-        if let Some(sens) = &k.sensitivity {
-            let _ = writeln!(
-                s,
-                "  best {} GFLOPS ({}), worst {} ({}): worst/best {:.3}, noise ±{:.1}%",
-                gf(sens.best),
-                sens.best_class,
-                gf(sens.worst),
-                sens.worst_class,
-                sens.ratio,
-                sens.noise * 100.0
-            );
-            if sens.per_hop_class.len() > 1 {
-                let per: Vec<String> = sens
-                    .per_hop_class
-                    .iter()
-                    .map(|c| format!("{} {}", c.class, gf(c.median_gflops)))
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "  median GFLOPS per {} class: {}",
-                    if k.placements.is_empty() {
-                        "contention"
-                    } else {
-                        "hop"
-                    },
-                    per.join(", ")
-                );
+    }
+    for p in &k.placements {
+        let nodes: Vec<u32> = p.operands.iter().map(|o| o.node).collect();
+        let _ = writeln!(
+            s,
+            "  {:>4}  {:<9} {:>10} {:>6}  {:<24} {:>9} {:>6.1}%  {}",
+            p.cpu_node,
+            p.class,
+            contention_text(p.contention),
+            p.stands_for,
+            operand_nodes(&names, &nodes),
+            gf(p.gflops.median),
+            p.gflops.rel_ci * 100.0,
+            if p.verified {
+                "verified"
+            } else {
+                "NOT verified"
             }
-            if sens.per_contention.len() > 1 {
-                let per: Vec<String> = sens
-                    .per_contention
-                    .iter()
-                    .map(|c| {
-                        format!(
-                            "{} {} ({} run, {} placements)",
-                            contention_text(Some(c.contention)),
-                            gf(c.median_gflops),
-                            c.placements,
-                            c.stands_for
-                        )
-                    })
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "  median GFLOPS by contention, lowest first: {}",
-                    per.join(", ")
-                );
+        );
+    }
+    for c in &k.contention_classes {
+        let _ = writeln!(
+            s,
+            "  contention [{}, {}) ({:.2}% of placements): {} placement(s), median {} GFLOPS (min {}, max {}){}",
+            c.low,
+            c.high,
+            c.share * 100.0,
+            c.placements.len(),
+            gf(c.median_gflops),
+            gf(c.min_gflops),
+            gf(c.max_gflops),
+            if c.placements.iter().all(|p| p.verified) {
+                ", pages verified"
+            } else {
+                ", pages NOT verified"
             }
-        }
-        if let Some(f) = &k.contention_finding {
+        );
+    }
+    if let Some(sens) = &k.sensitivity {
+        let _ = writeln!(
+            s,
+            "  best {} GFLOPS ({}), worst {} ({}): worst/best {:.3}, noise ±{:.1}%",
+            gf(sens.best),
+            sens.best_class,
+            gf(sens.worst),
+            sens.worst_class,
+            sens.ratio,
+            sens.noise * 100.0
+        );
+        if sens.per_hop_class.len() > 1 {
+            let per: Vec<String> = sens
+                .per_hop_class
+                .iter()
+                .map(|c| format!("{} {}", c.class, gf(c.median_gflops)))
+                .collect();
             let _ = writeln!(
                 s,
-                "  a non-local placement of lower contention beats all-local: {}",
-                f.verdict
+                "  median GFLOPS per {} class: {}",
+                if k.placements.is_empty() {
+                    "contention"
+                } else {
+                    "hop"
+                },
+                per.join(", ")
+            );
+        }
+        if sens.per_contention.len() > 1 {
+            let per: Vec<String> = sens
+                .per_contention
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {} ({} run, {} placements)",
+                        contention_text(Some(c.contention)),
+                        gf(c.median_gflops),
+                        c.placements,
+                        c.stands_for
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "  median GFLOPS by contention, lowest first: {}",
+                per.join(", ")
             );
         }
     }
+    if let Some(f) = &k.contention_finding {
+        let _ = writeln!(
+            s,
+            "  a non-local placement of lower contention beats all-local: {}",
+            f.verdict
+        );
+    }
+}
+
+/// Whether sensitivity falls from level 1 to 3, and the rules.
+fn finding_text(s: &mut String, r: &BlasResult) {
     let f = &r.finding;
     let _ = writeln!(
         s,
@@ -619,7 +636,6 @@ pub fn text(r: &BlasResult) -> String {
     if r.kernels.iter().any(|k| k.contention_finding.is_some()) {
         let _ = writeln!(s, "contention rule: {}", blas::CONTENTION_RULE);
     }
-    s
 }
 
 /// The study's Figure 2 for one kernel: its serial placements' GFLOPS, one

@@ -86,18 +86,7 @@ impl LoadedLatencyPart {
                 "no CPU left for injector threads".into(),
             ));
         }
-        let all_mixes: Vec<TrafficMix> = match env.mode {
-            Mode::Quick => vec![TrafficMix::Read],
-            Mode::Default => vec![
-                TrafficMix::Read,
-                TrafficMix::ReadWrite {
-                    reads: 2,
-                    writes: 1,
-                },
-                TrafficMix::WriteNt,
-            ],
-            Mode::Full => TrafficMix::CLASSIC.to_vec(),
-        };
+        let all_mixes = mixes_of(env.mode);
         // The chase and every injector buffer are on `node`: together they
         // take at most 60% of its free memory.
         let chase_bytes = env.fit(node, 1, env.size, 0.2);
@@ -137,23 +126,7 @@ impl LoadedLatencyPart {
         let n = count((mixes, steps));
         let fixed = cost(l, MIN_MEASUREMENT_S) - n as f64 * MIN_MEASUREMENT_S;
         let per = ((budget - fixed) / n as f64).clamp(MIN_MEASUREMENT_S, 2.0);
-        let ladder = if steps == full_steps {
-            Ladder::Auto
-        } else {
-            Ladder::Fractions(
-                spread(full_steps, steps)
-                    .into_iter()
-                    .map(|i| DEFAULT_LADDER[i])
-                    .collect(),
-            )
-        };
-        let mut cut = Vec::new();
-        if steps < full_steps {
-            cut.push(format!("{steps} of {full_steps} paced load steps"));
-        }
-        if mixes < all_mixes.len() {
-            cut.push(format!("{mixes} of {} traffic mixes", all_mixes.len()));
-        }
+        let ladder = ladder_of(steps);
         let req = LoadedLatencyRequest {
             cpu,
             policy: MemoryPolicy::Bind {
@@ -188,15 +161,59 @@ impl LoadedLatencyPart {
             .count("mixes", "mixes", mixes)
             .count_of("steps", "load steps", steps + 1, full_steps + 1)
             .count("injectors", "injectors", n_inj),
-            cut: (!cut.is_empty()).then(|| {
-                format!(
-                    "{}: the full ladder would not fit the budget",
-                    cut.join("; ")
-                )
-            }),
+            cut: cut_text(steps, mixes, all_mixes.len()),
         };
         Ok((req, plan))
     }
+}
+
+/// The traffic mixes a report of `mode` measures.
+fn mixes_of(mode: Mode) -> Vec<TrafficMix> {
+    match mode {
+        Mode::Quick => vec![TrafficMix::Read],
+        Mode::Default => vec![
+            TrafficMix::Read,
+            TrafficMix::ReadWrite {
+                reads: 2,
+                writes: 1,
+            },
+            TrafficMix::WriteNt,
+        ],
+        Mode::Full => TrafficMix::CLASSIC.to_vec(),
+    }
+}
+
+/// The default ladder, or `steps` of its steps spread over it.
+fn ladder_of(steps: usize) -> Ladder {
+    let full_steps = DEFAULT_LADDER.len();
+    if steps == full_steps {
+        Ladder::Auto
+    } else {
+        Ladder::Fractions(
+            spread(full_steps, steps)
+                .into_iter()
+                .map(|i| DEFAULT_LADDER[i])
+                .collect(),
+        )
+    }
+}
+
+/// What was cut from the full ladder and mixes, when something was.
+fn cut_text(steps: usize, mixes: usize, all_mixes: usize) -> Option<String> {
+    let full_steps = DEFAULT_LADDER.len();
+    let mut cut = Vec::new();
+    if steps < full_steps {
+        cut.push(format!("{steps} of {full_steps} paced load steps"));
+    }
+    if mixes < all_mixes {
+        cut.push(format!("{mixes} of {all_mixes} traffic mixes"));
+    }
+    (!cut.is_empty()).then(|| {
+        format!(
+            "{}: the full ladder would not fit the budget",
+            cut.join("; ")
+        )
+    })
 }
 
 impl ReportPart for LoadedLatencyPart {

@@ -62,27 +62,7 @@ fn work(env: &PlanEnv, budget: f64) -> Result<(PoliciesRequest, PartPlan), Place
         .next_multiple_of(2 << 20)
         .min(full_array);
     let byte_levels = halvings(min_array, full_array);
-    // Workloads in the order they are dropped last to first.
-    let keep_order = [
-        Workload::SinglePinned,
-        Workload::NumaAware,
-        Workload::SerialInit,
-        Workload::Independent,
-        Workload::SingleUnpinned,
-    ];
-    let mode_workloads: Vec<Workload> = match env.mode {
-        Mode::Quick => vec![
-            Workload::SinglePinned,
-            Workload::SerialInit,
-            Workload::NumaAware,
-        ],
-        _ => Workload::ALL.to_vec(),
-    };
-    let ranked: Vec<Workload> = keep_order
-        .iter()
-        .copied()
-        .filter(|w| mode_workloads.contains(w))
-        .collect();
+    let (mode_workloads, ranked) = workloads_by_rank(env.mode);
     let columns = PolicyColumn::ALL.len();
     let c = env.costs;
     // One cell: the workload's threads place their arrays (one toucher
@@ -128,17 +108,6 @@ fn work(env: &PlanEnv, budget: f64) -> Result<(PoliciesRequest, PartPlan), Place
         .copied()
         .filter(|w| ranked[..k].contains(w))
         .collect();
-    let mut cut = Vec::new();
-    if k < mode_workloads.len() {
-        cut.push(format!("{k} of {} workloads", mode_workloads.len()));
-    }
-    if array < full_array {
-        cut.push(format!(
-            "{} arrays instead of {}",
-            format_bytes(array as u64),
-            format_bytes(full_array as u64)
-        ));
-    }
     let plan = PartPlan {
         predicted_s: cost((k, array), per),
         measuring_s: per * cells as f64,
@@ -155,17 +124,11 @@ fn work(env: &PlanEnv, budget: f64) -> Result<(PoliciesRequest, PartPlan), Place
             CountValue::Of(k as u64, columns as u64),
             format!("{k} workloads x {columns} policies"),
         ),
-        cut: (!cut.is_empty()).then(|| {
-            format!(
-                "{}: the full table would not fit the budget",
-                cut.join("; ")
-            )
-        }),
+        cut: cut_text(k, mode_workloads.len(), array, full_array),
     };
     let req = PoliciesRequest {
         kernel,
         isa: numalab::measure::kernels::Isa::detect_best(),
-        cpus: cpus.clone(),
         thread_policy: "scatter".into(),
         unpinned_cpus: m.allowed_cpus.clone(),
         node,
@@ -177,8 +140,57 @@ fn work(env: &PlanEnv, budget: f64) -> Result<(PoliciesRequest, PartPlan), Place
         },
         workloads,
         policies: PolicyColumn::ALL.to_vec(),
+        cpus,
     };
     Ok((req, plan))
+}
+
+/// The workloads of `mode` in table order, and the same ranked by how long
+/// they are kept when the budget is short (dropped last to first).
+fn workloads_by_rank(mode: Mode) -> (Vec<Workload>, Vec<Workload>) {
+    // Workloads in the order they are dropped last to first.
+    let keep_order = [
+        Workload::SinglePinned,
+        Workload::NumaAware,
+        Workload::SerialInit,
+        Workload::Independent,
+        Workload::SingleUnpinned,
+    ];
+    let mode_workloads: Vec<Workload> = match mode {
+        Mode::Quick => vec![
+            Workload::SinglePinned,
+            Workload::SerialInit,
+            Workload::NumaAware,
+        ],
+        _ => Workload::ALL.to_vec(),
+    };
+    let ranked: Vec<Workload> = keep_order
+        .iter()
+        .copied()
+        .filter(|w| mode_workloads.contains(w))
+        .collect();
+    (mode_workloads, ranked)
+}
+
+/// What was cut from the full table, when something was.
+fn cut_text(kept: usize, workloads: usize, array: usize, full_array: usize) -> Option<String> {
+    let mut cut = Vec::new();
+    if kept < workloads {
+        cut.push(format!("{kept} of {workloads} workloads"));
+    }
+    if array < full_array {
+        cut.push(format!(
+            "{} arrays instead of {}",
+            format_bytes(array as u64),
+            format_bytes(full_array as u64)
+        ));
+    }
+    (!cut.is_empty()).then(|| {
+        format!(
+            "{}: the full table would not fit the budget",
+            cut.join("; ")
+        )
+    })
 }
 
 impl ReportPart for PoliciesPart {

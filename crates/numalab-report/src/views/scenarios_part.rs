@@ -226,18 +226,8 @@ impl ScenariosPart {
                         + sh.cases as f64
                             * (overhead * SCENARIO_CASE_OVERHEAD_S + c.measurement(per, sample)))
         };
-        // Forms in increasing cost: scenarios one by one at the fewest
-        // rounds, then more rounds; `--full` has every scenario from the
-        // start.
         let top = max_rounds(env.mode);
-        let forms: Vec<(usize, usize)> = if env.mode == Mode::Full {
-            (MIN_ROUNDS..=top).map(|r| (n, r)).collect()
-        } else {
-            (1..=n)
-                .map(|k| (k, MIN_ROUNDS))
-                .chain((MIN_ROUNDS + 1..=top).map(|r| (n, r)))
-                .collect()
-        };
+        let forms = forms(env.mode, n);
         let i = largest_fitting(forms.len(), budget, |i| cost(forms[i], SCENARIO_MIN_CASE_S));
         let (k, rounds) = forms[i];
         let sh = &shapes[k];
@@ -246,19 +236,7 @@ impl ScenariosPart {
             .clamp(SCENARIO_MIN_CASE_S, MAX_CASE_S);
         let predicted = cost((k, rounds), per);
         let left_out: Vec<Scenario> = priority[k..].to_vec();
-        let cut = if !left_out.is_empty() {
-            Some(format!(
-                "{k} of {n} scenarios ({}), {rounds} rounds: the budget leaves out {}",
-                join_names(&priority[..k]),
-                join_names(&left_out)
-            ))
-        } else if rounds < top {
-            Some(format!(
-                "every scenario, {rounds} of {top} rounds: more would not fit the budget"
-            ))
-        } else {
-            None
-        };
+        let cut = cut_text(&priority, k, rounds, top);
         let req = ScenarioRequest {
             set: selected(&all, &priority[..k]),
             read_kernel: BandwidthKernel::LineRead,
@@ -306,6 +284,41 @@ impl ScenariosPart {
             left_out,
             plan,
         })
+    }
+}
+
+/// The forms of the part, in increasing cost, as (scenarios, rounds):
+/// scenarios one by one at the fewest rounds, then more rounds; `--full`
+/// has every one of the `n` scenarios from the start.
+fn forms(mode: Mode, n: usize) -> Vec<(usize, usize)> {
+    let top = max_rounds(mode);
+    if mode == Mode::Full {
+        (MIN_ROUNDS..=top).map(|r| (n, r)).collect()
+    } else {
+        (1..=n)
+            .map(|k| (k, MIN_ROUNDS))
+            .chain((MIN_ROUNDS + 1..=top).map(|r| (n, r)))
+            .collect()
+    }
+}
+
+/// What the budget cut from the study (the first `k` of `priority` run,
+/// `rounds` of `top`), when it cut something.
+fn cut_text(priority: &[Scenario], k: usize, rounds: usize, top: usize) -> Option<String> {
+    let left_out = &priority[k..];
+    if !left_out.is_empty() {
+        Some(format!(
+            "{k} of {} scenarios ({}), {rounds} rounds: the budget leaves out {}",
+            priority.len(),
+            join_names(&priority[..k]),
+            join_names(left_out)
+        ))
+    } else if rounds < top {
+        Some(format!(
+            "every scenario, {rounds} of {top} rounds: more would not fit the budget"
+        ))
+    } else {
+        None
     }
 }
 
