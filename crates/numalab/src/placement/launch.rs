@@ -529,15 +529,7 @@ impl Launch {
         let mut placement = None;
         let mut first_stop = self.trace;
         let mut status_of_main = None;
-        // Traced tasks other than the command's first, and whether their
-        // first stop (the SIGSTOP a new tracee starts with) was seen.
-        let mut tasks: std::collections::HashMap<i32, bool> = Default::default();
-        // Tasks whose first stop came before their creator's clone or fork
-        // event: waitpid(-1) does not report stops in the order they
-        // happened, so a short thread may even have exited before its
-        // creator's event is seen, and that late event must not start it
-        // again (it would be a task that never ran, with no /proc entry).
-        let mut early: std::collections::HashSet<i32> = Default::default();
+        let mut tasks = Tasks::default();
         loop {
             let (tid, status) = if observer.is_some() {
                 match waitpid_any_raw()? {
@@ -552,9 +544,9 @@ impl Launch {
                 if tid == main {
                     status_of_main = Some(s);
                 } else {
-                    tasks.remove(&tid.as_raw());
+                    tasks.seen.remove(&tid.as_raw());
                 }
-                if observer.is_none() || (status_of_main.is_some() && tasks.is_empty()) {
+                if observer.is_none() || (status_of_main.is_some() && tasks.seen.is_empty()) {
                     break;
                 }
                 continue;
@@ -564,28 +556,10 @@ impl Launch {
             }
             let sig = libc::WSTOPSIG(status);
             let event = (status >> 16) & 0xff;
-            if tid != main && observer.is_some() {
-                match tasks.get(&tid.as_raw()).copied() {
-                    // A new task's first stop, before or after its
-                    // creator's event: it is counted from here.
-                    None | Some(false) if sig == libc::SIGSTOP && event == 0 => {
-                        if tasks.insert(tid.as_raw(), true).is_none() {
-                            early.insert(tid.as_raw());
-                            if let Some(o) = observer.as_mut() {
-                                o.started(tid.as_raw());
-                            }
-                        }
-                        resume(tid, 0);
-                        continue;
-                    }
-                    None => {
-                        tasks.insert(tid.as_raw(), true);
-                        early.insert(tid.as_raw());
-                        if let Some(o) = observer.as_mut() {
-                            o.started(tid.as_raw());
-                        }
-                    }
-                    Some(_) => {}
+            if let (true, Some(o)) = (tid != main, observer.as_mut()) {
+                if tasks.stopped(tid.as_raw(), sig, event, o.as_mut()) {
+                    resume(tid, 0);
+                    continue;
                 }
             }
             let mut deliver = 0;
@@ -621,16 +595,8 @@ impl Launch {
                 .any(|e| event == *e as i32)
             {
                 // The new task, stopped until its first stop is seen.
-                if let Ok(new) = ptrace::getevent(tid) {
-                    let new = new as i32;
-                    if early.remove(&new) {
-                        // Already started from its own first stop.
-                    } else if let std::collections::hash_map::Entry::Vacant(v) = tasks.entry(new) {
-                        v.insert(false);
-                        if let Some(o) = observer.as_mut() {
-                            o.started(new);
-                        }
-                    }
+                if let (Ok(new), Some(o)) = (ptrace::getevent(tid), observer.as_mut()) {
+                    tasks.created(new as i32, o.as_mut());
                 }
             } else if sig == libc::SIGTRAP && event != 0 {
                 // Exec and other ptrace events: nothing to deliver.
@@ -649,6 +615,58 @@ impl Launch {
             placement,
             interrupted_by,
         })
+    }
+}
+
+/// The traced tasks other than the command's first, while
+/// [`Launch::wait`] follows them.
+#[derive(Default)]
+struct Tasks {
+    /// Each task, and whether its first stop (the SIGSTOP a new tracee
+    /// starts with) was seen.
+    seen: std::collections::HashMap<i32, bool>,
+    /// Tasks whose first stop came before their creator's clone or fork
+    /// event: waitpid(-1) does not report stops in the order they
+    /// happened, so a short thread may even have exited before its
+    /// creator's event is seen, and that late event must not start it
+    /// again (it would be a task that never ran, with no /proc entry).
+    early: std::collections::HashSet<i32>,
+}
+
+impl Tasks {
+    /// Task `tid` stopped with `sig` and ptrace `event`: a task not seen
+    /// before is counted (and `observer` told) from here. Returns whether
+    /// this was its first stop, which the caller resumes without a signal.
+    fn stopped(&mut self, tid: i32, sig: i32, event: i32, observer: &mut dyn TaskObserver) -> bool {
+        match self.seen.get(&tid).copied() {
+            // A new task's first stop, before or after its creator's
+            // event: it is counted from here.
+            None | Some(false) if sig == libc::SIGSTOP && event == 0 => {
+                if self.seen.insert(tid, true).is_none() {
+                    self.early.insert(tid);
+                    observer.started(tid);
+                }
+                true
+            }
+            None => {
+                self.seen.insert(tid, true);
+                self.early.insert(tid);
+                observer.started(tid);
+                false
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// A clone or fork event created task `new` (stopped until its first
+    /// stop is seen).
+    fn created(&mut self, new: i32, observer: &mut dyn TaskObserver) {
+        if self.early.remove(&new) {
+            // Already started from its own first stop.
+        } else if let std::collections::hash_map::Entry::Vacant(v) = self.seen.entry(new) {
+            v.insert(false);
+            observer.started(new);
+        }
     }
 }
 

@@ -376,58 +376,76 @@ pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
             out.push(d);
         } else if ci[0] > 0.5 && accessing.len() == 1 && accessing[0] != node {
             d.fix = format!("numalab run --membind {nodes} -- {command}");
-            // First touch placed it: the toucher ran on the pages' node
-            // (not a policy that put them elsewhere) and never used it.
-            let placed_by =
-                |tid: &u32| p.threads.iter().any(|t| t.tid == *tid && t.nodes == [node]);
-            // Its part of the accesses, by either source: the word counts
-            // see the toucher's initialising writes, which are not a use.
-            let use_share = |tid: &u32| {
-                let sampled: u64 = r.threads.values().sum();
-                let by_faults = match sampled {
-                    0 => 0.0,
-                    n => r.threads.get(tid).copied().unwrap_or(0) as f64 / n as f64,
-                };
-                let by_words = r
-                    .estimate
-                    .as_ref()
-                    .and_then(|e| e.threads.get(tid))
-                    .map_or(0.0, |t| t.share);
-                by_faults.max(by_words)
-            };
-            match first_toucher(p, r)
-                .filter(|(tid, _)| use_share(tid) < TOUCHER_USE_SHARE && placed_by(tid))
-            {
-                Some((tid, words)) => {
-                    d.kind = "first-touched-elsewhere".into();
-                    let uses = match use_share(&tid) {
-                        x if x > 0.0 => format!(
-                            "which makes only {} of its accesses (its initialising writes)",
-                            pct(x)
-                        ),
-                        _ => "which does not use it".to_string(),
-                    };
-                    d.text = format!(
-                        "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}; first touched by {words}, {uses}: private data placed by another thread; initialise it in the threads that use it, or place it on their node",
-                        r.site,
-                        pct(pshare)
-                    );
-                }
-                None => {
-                    d.kind = "remote-bound".into();
-                    d.text = format!(
-                        "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}: place it on the node of its users",
-                        r.site,
-                        pct(pshare)
-                    );
-                }
-            }
+            let (kind, text) = remote_use(p, r, node, pshare, &nodes, &evidence);
+            d.kind = kind.into();
+            d.text = text;
             out.push(d);
         }
     }
     out.extend(drifting_threads(p));
     out.extend(contended_lines(p));
     out
+}
+
+/// A region on node `node` that one other node uses: data its first
+/// toucher placed and hardly uses ("first-touched-elsewhere"), or else data
+/// bound away from its users ("remote-bound"); the kind and the sentence.
+fn remote_use(
+    p: &Profile,
+    r: &RegionProfile,
+    node: u32,
+    pshare: f64,
+    nodes: &IdSet,
+    evidence: &str,
+) -> (&'static str, String) {
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    // First touch placed it: the toucher ran on the pages' node
+    // (not a policy that put them elsewhere) and never used it.
+    let placed_by = |tid: &u32| p.threads.iter().any(|t| t.tid == *tid && t.nodes == [node]);
+    // Its part of the accesses, by either source: the word counts
+    // see the toucher's initialising writes, which are not a use.
+    let use_share = |tid: &u32| {
+        let sampled: u64 = r.threads.values().sum();
+        let by_faults = match sampled {
+            0 => 0.0,
+            n => r.threads.get(tid).copied().unwrap_or(0) as f64 / n as f64,
+        };
+        let by_words = r
+            .estimate
+            .as_ref()
+            .and_then(|e| e.threads.get(tid))
+            .map_or(0.0, |t| t.share);
+        by_faults.max(by_words)
+    };
+    match first_toucher(p, r)
+        .filter(|(tid, _)| use_share(tid) < TOUCHER_USE_SHARE && placed_by(tid))
+    {
+        Some((tid, words)) => {
+            let uses = match use_share(&tid) {
+                x if x > 0.0 => format!(
+                    "which makes only {} of its accesses (its initialising writes)",
+                    pct(x)
+                ),
+                _ => "which does not use it".to_string(),
+            };
+            (
+                "first-touched-elsewhere",
+                format!(
+                    "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}; first touched by {words}, {uses}: private data placed by another thread; initialise it in the threads that use it, or place it on their node",
+                    r.site,
+                    pct(pshare)
+                ),
+            )
+        }
+        None => (
+            "remote-bound",
+            format!(
+                "{}: {} of its pages are on node {node} but only node {nodes} accesses it; {evidence}: place it on the node of its users",
+                r.site,
+                pct(pshare)
+            ),
+        ),
+    }
 }
 
 /// Lines the watchpoints saw written from two or more nodes: false sharing

@@ -10,7 +10,7 @@
 //! freedom). A significant negative ρ is "holds", a significant positive one
 //! "does not hold", anything else "cannot tell".
 
-use super::{draw_by_class, PdmError, PdmRequest};
+use super::{draw_by_class, DrawnPlacement, PdmError, PdmRequest};
 use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::harness::{run_bandwidth, BandwidthRequest, Figure, PagesByArray, WorkerPlan};
@@ -113,24 +113,7 @@ pub fn measure_classes(
     mr: &MeasureRequest,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PdmMeasurement, PdmError> {
-    let names = mr.kernel.array_names();
-    let mut quantity_names: Vec<&str> = req.quantities.iter().map(|q| q.name.as_str()).collect();
-    quantity_names.sort_unstable();
-    let mut kernel_names = names.to_vec();
-    kernel_names.sort_unstable();
-    if quantity_names != kernel_names {
-        return Err(PdmError::Invalid(format!(
-            "--measure runs a STREAM kernel: its quantities must be the arrays of {} ({}); give --kernel instead of --quantities",
-            mr.kernel.name(),
-            kernel_names.join(", ")
-        )));
-    }
-    if mr.per_class == 0 || mr.per_class > MAX_PER_CLASS {
-        return Err(PdmError::Invalid(format!(
-            "--measure {}: placements per class (valid: 1 to {MAX_PER_CLASS})",
-            mr.per_class
-        )));
-    }
+    check_request(req, mr)?;
     let draws = draw_by_class(m, req, mr.per_class, mr.seed)?;
     let cpus_of = node_cpus(m);
     // Every drawn placement must fit where it puts its arrays (a class of
@@ -169,56 +152,9 @@ pub fn measure_classes(
             }
             done += 1;
             progress(&format!("placement {done}/{total}: {}", p.label));
-            let cpus = thread_cpus(&cpus_of, &p.thread_nodes)?;
-            let workers: Vec<WorkerPlan> = cpus
-                .iter()
-                .zip(&p.memory)
-                .map(|(&cpu, nodes)| WorkerPlan {
-                    cpu,
-                    policy: ArrayPolicies {
-                        default: MemoryPolicy::FirstTouch,
-                        arrays: req
-                            .quantities
-                            .iter()
-                            .zip(nodes)
-                            .map(|(q, &n)| (q.name.clone(), MemoryPolicy::on_node(n)))
-                            .collect(),
-                    },
-                    toucher: None,
-                })
-                .collect();
-            let r = run_bandwidth(
-                m,
-                &BandwidthRequest {
-                    kernel: mr.kernel,
-                    isa: Isa::detect_best(),
-                    workers,
-                    buffer_bytes: mr.buffer_bytes,
-                    thp: Some(Thp::On),
-                    rule: mr.rule.clone(),
-                },
-            )
-            .map_err(|e| PdmError::Failed(format!("placement {}: {e}", p.label)))?;
-            warnings.extend(r.warnings.iter().map(|w| format!("{}: {w}", p.label)));
-            let pages = r
-                .verification
-                .workers
-                .iter()
-                .map(|w| {
-                    w.buffers
-                        .iter()
-                        .filter_map(|b| Some((b.array.clone()?, b.pages_by_node.clone())))
-                        .collect()
-                })
-                .collect();
-            placements.push(MeasuredPlacement {
-                label: p.label.clone(),
-                contention: p.contention,
-                cpus,
-                gbps: r.gbps,
-                verified: r.verification.verified,
-                pages,
-            });
+            let (placement, said) = measure_placement(m, req, mr, &cpus_of, p)?;
+            warnings.extend(said);
+            placements.push(placement);
         }
         let meds: Vec<f64> = placements
             .iter()
@@ -257,6 +193,98 @@ pub fn measure_classes(
         trend: trend(&points, measured_classes),
         warnings,
     })
+}
+
+/// A `--measure` request that can run: the kernel's arrays are the
+/// quantities, and a sane count per class.
+fn check_request(req: &PdmRequest, mr: &MeasureRequest) -> Result<(), PdmError> {
+    let names = mr.kernel.array_names();
+    let mut quantity_names: Vec<&str> = req.quantities.iter().map(|q| q.name.as_str()).collect();
+    quantity_names.sort_unstable();
+    let mut kernel_names = names.to_vec();
+    kernel_names.sort_unstable();
+    if quantity_names != kernel_names {
+        return Err(PdmError::Invalid(format!(
+            "--measure runs a STREAM kernel: its quantities must be the arrays of {} ({}); give --kernel instead of --quantities",
+            mr.kernel.name(),
+            kernel_names.join(", ")
+        )));
+    }
+    if mr.per_class == 0 || mr.per_class > MAX_PER_CLASS {
+        return Err(PdmError::Invalid(format!(
+            "--measure {}: placements per class (valid: 1 to {MAX_PER_CLASS})",
+            mr.per_class
+        )));
+    }
+    Ok(())
+}
+
+/// Runs drawn placement `p` with the arrays bound where it puts them: what
+/// it measured, and its warnings.
+fn measure_placement(
+    m: &Machine,
+    req: &PdmRequest,
+    mr: &MeasureRequest,
+    cpus_of: &BTreeMap<u32, Vec<u32>>,
+    p: &DrawnPlacement,
+) -> Result<(MeasuredPlacement, Vec<String>), PdmError> {
+    let cpus = thread_cpus(cpus_of, &p.thread_nodes)?;
+    let workers: Vec<WorkerPlan> = cpus
+        .iter()
+        .zip(&p.memory)
+        .map(|(&cpu, nodes)| WorkerPlan {
+            cpu,
+            policy: ArrayPolicies {
+                default: MemoryPolicy::FirstTouch,
+                arrays: req
+                    .quantities
+                    .iter()
+                    .zip(nodes)
+                    .map(|(q, &n)| (q.name.clone(), MemoryPolicy::on_node(n)))
+                    .collect(),
+            },
+            toucher: None,
+        })
+        .collect();
+    let r = run_bandwidth(
+        m,
+        &BandwidthRequest {
+            kernel: mr.kernel,
+            isa: Isa::detect_best(),
+            workers,
+            buffer_bytes: mr.buffer_bytes,
+            thp: Some(Thp::On),
+            rule: mr.rule.clone(),
+        },
+    )
+    .map_err(|e| PdmError::Failed(format!("placement {}: {e}", p.label)))?;
+    let said = r
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {w}", p.label))
+        .collect();
+    let pages = r
+        .verification
+        .workers
+        .iter()
+        .map(|w| {
+            w.buffers
+                .iter()
+                .filter_map(|b| Some((b.array.clone()?, b.pages_by_node.clone())))
+                .collect()
+        })
+        .collect();
+    Ok((
+        MeasuredPlacement {
+            label: p.label.clone(),
+            contention: p.contention,
+            cpus,
+            gbps: r.gbps,
+            verified: r.verification.verified,
+            pages,
+        },
+        said,
+    ))
 }
 
 /// Allowed CPUs of each node, in compact order.

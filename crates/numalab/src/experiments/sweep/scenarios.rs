@@ -542,6 +542,73 @@ fn background(levels: &[&str], cpus: Vec<u32>) -> Result<ScenarioBackground, Str
     })
 }
 
+/// One thread on A's first CPU reading, then writing, a buffer on each
+/// memory node.
+fn one_thread_cases(m: &Machine, r: &Roles, mem: &[u32]) -> Vec<ScenarioCase> {
+    let a0 = r.a_cpus[0];
+    [Access::Read, Access::Write]
+        .iter()
+        .flat_map(|&acc| mem.iter().map(move |&n| (acc, n)))
+        .map(|(acc, n)| {
+            let t = r.thread(m, a0, acc, n);
+            let name = format!(
+                "{}, {}",
+                if acc == Access::Read { "read" } else { "write" },
+                hops_words(t.hops)
+            );
+            ScenarioCase::new(name, r, vec![t])
+        })
+        .collect()
+}
+
+/// Two threads on node A (its first CPU and `a1`), the first on A's
+/// memory, the second's buffer on each memory node, for each of `accesses`.
+fn same_node_cases(
+    m: &Machine,
+    r: &Roles,
+    a1: u32,
+    accesses: &[Access],
+    mem: &[u32],
+) -> Vec<ScenarioCase> {
+    let a0 = r.a_cpus[0];
+    accesses
+        .iter()
+        .flat_map(|&acc| mem.iter().map(move |&n| (acc, n)))
+        .map(|(acc, n)| {
+            let t = [r.thread(m, a0, acc, r.a), r.thread(m, a1, acc, n)];
+            let name = format!(
+                "{}, second buffer {}",
+                if acc == Access::Read {
+                    "two readers"
+                } else {
+                    "two writers"
+                },
+                hops_words(t[1].hops)
+            );
+            ScenarioCase::new(name, r, t.to_vec())
+        })
+        .collect()
+}
+
+/// The background CPUs of high crossfire: one per node, the other core of
+/// A and of B, one core of each other node.
+fn one_per_node(m: &Machine, r: &Roles) -> Vec<u32> {
+    let busy = [r.a_cpus[0], r.b_cpus[0]];
+    free_cpus_by_node(m, &busy)
+        .into_iter()
+        .map(|(n, free)| {
+            let other = if n == r.a {
+                r.a_cpus.get(1).copied()
+            } else if Some(n) == r.b {
+                r.b_cpus.get(1).copied()
+            } else {
+                None
+            };
+            other.unwrap_or(free[0])
+        })
+        .collect()
+}
+
 fn plan_one(
     m: &Machine,
     r: &Roles,
@@ -557,22 +624,12 @@ fn plan_one(
             .ok_or_else(|| "needs two CPUs for its two threads".to_string())
     };
     let (cases, bg, subscription, baseline) = match s {
-        Scenario::OneThreadHops => {
-            let cases = [Access::Read, Access::Write]
-                .iter()
-                .flat_map(|&acc| mem.iter().map(move |&n| (acc, n)))
-                .map(|(acc, n)| {
-                    let t = r.thread(m, a0, acc, n);
-                    let name = format!(
-                        "{}, {}",
-                        if acc == Access::Read { "read" } else { "write" },
-                        hops_words(t.hops)
-                    );
-                    ScenarioCase::new(name, r, vec![t])
-                })
-                .collect();
-            (cases, None, "idle".to_string(), one_base.label())
-        }
+        Scenario::OneThreadHops => (
+            one_thread_cases(m, r, &mem),
+            None,
+            "idle".to_string(),
+            one_base.label(),
+        ),
         Scenario::Crossfire => (
             crossfire_cases(m, r)?,
             None,
@@ -581,24 +638,9 @@ fn plan_one(
         ),
         Scenario::CrossfireHigh => {
             let cases = crossfire_cases(m, r)?;
-            let busy = [a0, r.b_cpus[0]];
-            // One per node: the other core of A and of B, one core of each other node.
-            let cpus = free_cpus_by_node(m, &busy)
-                .into_iter()
-                .map(|(n, free)| {
-                    let other = if n == r.a {
-                        r.a_cpus.get(1).copied()
-                    } else if Some(n) == r.b {
-                        r.b_cpus.get(1).copied()
-                    } else {
-                        None
-                    };
-                    other.unwrap_or(free[0])
-                })
-                .collect();
             (
                 cases,
-                Some(background(s.levels(), cpus)?),
+                Some(background(s.levels(), one_per_node(m, r))?),
                 "high".into(),
                 two_base_label()?,
             )
@@ -627,23 +669,7 @@ fn plan_one(
             } else {
                 &[Access::Write]
             };
-            let cases = accesses
-                .iter()
-                .flat_map(|&acc| mem.iter().map(move |&n| (acc, n)))
-                .map(|(acc, n)| {
-                    let t = [r.thread(m, a0, acc, r.a), r.thread(m, a1, acc, n)];
-                    let name = format!(
-                        "{}, second buffer {}",
-                        if acc == Access::Read {
-                            "two readers"
-                        } else {
-                            "two writers"
-                        },
-                        hops_words(t[1].hops)
-                    );
-                    ScenarioCase::new(name, r, t.to_vec())
-                })
-                .collect();
+            let cases = same_node_cases(m, r, a1, accesses, &mem);
             if s == Scenario::TwoOnOneNode {
                 (cases, None, "idle".into(), two_base_label()?)
             } else {

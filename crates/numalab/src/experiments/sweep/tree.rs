@@ -486,30 +486,53 @@ fn build(nodes: &[u32], node_cpus: &[IdSet], protos: &[Proto]) -> Option<Machine
             })
             .collect();
         let tree = LocalTree { vertices };
-        // Every leaf's path.
-        let mut stack: Vec<(usize, Path)> = vec![(0, Path::EMPTY)];
-        while let Some((v, path)) = stack.pop() {
-            let vx = &tree.vertices[v];
-            if let Some(cpu) = vx.cpu {
-                places.insert(cpu, (a, path));
-                continue;
-            }
-            for (s, kids) in &vx.groups {
-                for (j, &c) in kids.iter().enumerate() {
-                    if path.len as usize >= MAX_DEPTH {
-                        return None;
-                    }
-                    let mut p = path;
-                    p.push((*s, j as u16));
-                    stack.push((c, p));
-                }
-            }
-        }
+        leaf_places(&tree, a, &mut places)?;
         shapes[a] = Some(shape[0]);
         locals[a] = Some(tree);
     }
-    // The objects above the nodes: vertices holding CPUs of two nodes or
-    // more, each a union of whole nodes (laminar).
+    let (upper, upper_sets) = above_nodes(node_cpus, protos);
+    Some(MachineTree {
+        nodes: nodes.to_vec(),
+        locals,
+        shapes,
+        places,
+        upper,
+        upper_sets,
+        laminar: true,
+    })
+}
+
+/// Every leaf's path in node `a`'s local tree, into `places`; `None` when
+/// a path is deeper than [`MAX_DEPTH`].
+fn leaf_places(tree: &LocalTree, a: usize, places: &mut HashMap<u32, (usize, Path)>) -> Option<()> {
+    let mut stack: Vec<(usize, Path)> = vec![(0, Path::EMPTY)];
+    while let Some((v, path)) = stack.pop() {
+        let vx = &tree.vertices[v];
+        if let Some(cpu) = vx.cpu {
+            places.insert(cpu, (a, path));
+            continue;
+        }
+        for (s, kids) in &vx.groups {
+            for (j, &c) in kids.iter().enumerate() {
+                if path.len as usize >= MAX_DEPTH {
+                    return None;
+                }
+                let mut p = path;
+                p.push((*s, j as u16));
+                stack.push((c, p));
+            }
+        }
+    }
+    Some(())
+}
+
+/// The objects above the nodes: vertices holding CPUs of two nodes or
+/// more, each a union of whole nodes (laminar). Returns, for every pair of
+/// nodes, the id of the chain of such objects holding both, and each
+/// object's label id with the nodes it holds.
+#[allow(clippy::type_complexity)]
+fn above_nodes(node_cpus: &[IdSet], protos: &[Proto]) -> (Vec<Vec<u32>>, Vec<(u32, Vec<usize>)>) {
+    let n = node_cpus.len();
     let mut label_ids: HashMap<Vec<String>, u32> = HashMap::new();
     let mut above: Vec<(usize, u32, Vec<usize>)> = Vec::new();
     for (i, p) in protos.iter().enumerate() {
@@ -542,15 +565,7 @@ fn build(nodes: &[u32], node_cpus: &[IdSet], protos: &[Proto]) -> Option<Machine
                 .collect()
         })
         .collect();
-    Some(MachineTree {
-        nodes: nodes.to_vec(),
-        locals,
-        shapes,
-        places,
-        upper,
-        upper_sets: above.into_iter().map(|x| (x.1, x.2)).collect(),
-        laminar: true,
-    })
+    (upper, above.into_iter().map(|x| (x.1, x.2)).collect())
 }
 
 /// The slot paths below vertex `v` at `depth` (see
