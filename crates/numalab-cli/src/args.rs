@@ -245,12 +245,19 @@ pub struct StatOptions {
     /// Warm-up repetitions, not counted, 0 to 1000000.
     #[arg(long, value_name = "N", default_value = "1", allow_hyphen_values = true, value_parser = whole(0, 1_000_000))]
     pub warmup: usize,
+    /// Exactly N repetitions after warm-up, 1 to 1000000 (sets --min-reps and --max-reps to N).
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = whole(1, 1_000_000), conflicts_with_all = ["min_reps", "max_reps"])]
+    pub reps: Option<usize>,
 }
 
 impl StatOptions {
     /// The stop rule, with `default_budget` seconds unless --budget is given.
     pub fn rule(&self, default_budget: f64) -> Result<StopRule, CliError> {
-        if self.max_reps < self.min_reps {
+        let (min_reps, max_reps) = match self.reps {
+            Some(n) => (n, n),
+            None => (self.min_reps, self.max_reps),
+        };
+        if max_reps < min_reps {
             return Err(CliError::usage(format!(
                 "--min-reps {} and --max-reps {}: need 1 <= min-reps <= max-reps",
                 self.min_reps, self.max_reps
@@ -258,8 +265,8 @@ impl StatOptions {
         }
         Ok(StopRule {
             warmup: self.warmup,
-            min_reps: self.min_reps,
-            max_reps: self.max_reps,
+            min_reps,
+            max_reps,
             target_rel_ci: self.target_ci,
             // `seconds` bounds --budget; the clamp keeps a caller's default
             // inside the same range.

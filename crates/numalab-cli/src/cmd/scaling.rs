@@ -43,9 +43,6 @@ pub struct Args {
     /// on N CPUs instead of N copies.
     #[arg(long, value_name = "VAR", requires = "copies", value_parser = parsed(env_name))]
     env: Option<String>,
-    /// With --copies: repetitions of every layout, 1 to 100 (the median is reported).
-    #[arg(long, value_name = "N", allow_hyphen_values = true, requires = "copies", value_parser = whole(1, MAX_REPS))]
-    reps: Option<usize>,
     /// The command and its arguments, after `--` (with --copies).
     #[arg(last = true, value_name = "CMD", requires = "copies")]
     command: Vec<OsString>,
@@ -68,13 +65,25 @@ fn env_name(t: &str) -> Result<String, String> {
     }
 }
 
+/// Runs of every layout with `--copies`: `--reps` (1 to [`MAX_REPS`], each
+/// a whole run of the application), 3 by default; the median is reported.
+fn copies_reps(reps: Option<usize>) -> Result<usize, CliError> {
+    match reps {
+        None => Ok(3),
+        Some(n) if n <= MAX_REPS => Ok(n),
+        Some(n) => Err(CliError::usage(format!(
+            "--reps {n} with --copies: runs of every layout, 1 to {MAX_REPS} (each runs the whole command)"
+        ))),
+    }
+}
+
 /// `--copies N -- CMD`: the application runs and their split.
 fn run_copies_cmd(a: &Args, copies: usize) -> CliResult {
     let m = load_machine(None)?;
     let req = CopiesRequest {
         copies,
         env: a.env.clone(),
-        reps: a.reps.unwrap_or(3),
+        reps: copies_reps(a.stats.reps)?,
         command: a.command.clone(),
         output_to_stderr: a.out.json,
     };

@@ -655,3 +655,49 @@ fn a_placement_file_places_each_threads_arrays() {
         "--mem: kernel read has no array 'b' (its arrays: a)",
     );
 }
+
+#[test]
+fn reps_asks_for_exactly_that_many_repetitions_on_every_statistics_command() {
+    let _turn = turn();
+    // --reps N is --min-reps N --max-reps N: exactly N samples, whatever
+    // the precision reached (a 5% target that 2 samples rarely meet).
+    let v = json(&[
+        "bench",
+        "bandwidth",
+        "--kernel",
+        "read",
+        "--size",
+        "4M",
+        "--reps",
+        "4",
+        "--budget",
+        "5",
+        "--target-ci",
+        "50",
+        "--json",
+    ]);
+    assert_eq!(
+        v["measurement"]["samples"].as_array().unwrap().len(),
+        4,
+        "{v}"
+    );
+    let v = json(&[
+        "bench", "latency", "--size", "4M", "--reps", "2", "--budget", "5", "--json",
+    ]);
+    assert_eq!(
+        v["measurement"]["samples"].as_array().unwrap().len(),
+        2,
+        "{v}"
+    );
+    // It replaces the pair, so it cannot be given with either.
+    fails(
+        &["bench", "bandwidth", "--reps", "3", "--min-reps", "2"],
+        "'--reps <N>' cannot be used with '--min-reps <N>'",
+    );
+    fails(&["bench", "bandwidth", "--reps", "0"], "--reps");
+    // With --copies each repetition runs the whole command: at most 100.
+    fails(
+        &["scaling", "--copies", "1", "--reps", "101", "--", "true"],
+        "--reps 101 with --copies: runs of every layout, 1 to 100",
+    );
+}
