@@ -2,11 +2,10 @@
 
 use crate::args::{buffer_size, seconds, size_or_default, whole, MAX_THREADS};
 use crate::output::{exit_for, load_machine, out, print_result, CliError, CliResult, Progress};
-use numalab::experiments::pdm::measure::{measure_classes, MeasureRequest, PdmMeasurement};
-use numalab::experiments::pdm::{self, PdmError, PdmRequest, PdmResult, ThreadPlacement};
+use numalab::experiments::pdm::measure::{measure_classes, MeasureRequest, PdmReport};
+use numalab::experiments::pdm::{self, PdmError, PdmRequest, ThreadPlacement};
 use numalab::measure::kernels::BandwidthKernel;
 use numalab::measure::stats::StopRule;
-use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -146,7 +145,7 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_result(
             "pdm",
-            &PdmOutput {
+            &PdmReport {
                 model: &r,
                 measured: measured.as_ref(),
             },
@@ -161,13 +160,4 @@ pub fn run(a: Args) -> CliResult {
         Some(x) if x.classes.iter().any(|c| c.verified < c.placements.len()) => Ok(exit_for(false)),
         _ => Ok(ExitCode::SUCCESS),
     }
-}
-
-/// `pdm --json`: the model's counts, and with --measure the runs.
-#[derive(Serialize)]
-struct PdmOutput<'a> {
-    #[serde(flatten)]
-    model: &'a PdmResult,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    measured: Option<&'a PdmMeasurement>,
 }

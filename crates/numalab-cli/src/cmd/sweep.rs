@@ -12,8 +12,9 @@ use crate::output::{
 use crate::output::{out, write_stderr};
 use numalab::experiments::sweep::{
     check_buffers_fit, findings, plan, plan_scenarios, run_scenarios, run_sweep, Access,
-    Background, Findings, Normalize, PlannedCase, Scenario, ScenarioRequest, ScenarioSet,
-    Subscription, SweepRequest, SweepResult, SweepSpace, ThreadCase, MAX_PLANNED_CASES, MIN_ROUNDS,
+    Background, ListedCases, ListedPlan, Normalize, PlannedCase, Scenario, ScenarioRequest,
+    ScenarioSet, Subscription, SweepListing, SweepReport, SweepRequest, SweepResult, SweepSpace,
+    MAX_PLANNED_CASES, MIN_ROUNDS,
 };
 use numalab::input::{read_text, InputKind};
 use numalab::measure::kernels::{BandwidthKernel, Isa};
@@ -181,14 +182,6 @@ const MEASURING: [&str; 24] = [
     "normalize",
     "rounds",
 ];
-
-/// A sweep with its findings, as `sweep --json` prints it.
-#[derive(Serialize)]
-struct WithFindings<'a> {
-    #[serde(flatten)]
-    sweep: &'a SweepResult,
-    findings: &'a [Findings],
-}
 
 fn backgrounds(m: &Machine, a: &Args) -> Result<Vec<Option<Background>>, CliError> {
     let cpus = a
@@ -412,7 +405,7 @@ pub fn run(a: Args) -> CliResult {
     if a.json {
         print_result(
             "sweep",
-            &WithFindings {
+            &SweepReport {
                 sweep: &r,
                 findings: &f,
             },
@@ -525,53 +518,12 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: &Symmetries) ->
         out!("{}", view::list_text(plans))?;
         return Ok(ExitCode::SUCCESS);
     }
-    /// One thread count's plan; its cases are written as they are read,
-    /// never gathered into one document in memory first.
-    #[derive(Serialize)]
-    struct Listed<'a> {
-        threads: usize,
-        total_cases: u64,
-        classes: usize,
-        /// Saturating at `u64::MAX`; exactly in `node_symmetry_order`.
-        node_automorphisms: u64,
-        node_symmetry_order: &'a str,
-        /// The whole machine tree's automorphisms that keep the sweep's
-        /// CPUs and memory nodes (cores, caches, PUs and nodes).
-        machine_symmetry_order: &'a str,
-        cases: ListedCases<'a>,
-    }
-    #[derive(Serialize)]
-    struct ListedCase<'a> {
-        labels: Vec<String>,
-        threads: &'a [ThreadCase],
-        hop_class: String,
-        class_size: u64,
-        class_key: &'a str,
-    }
-    struct ListedCases<'a>(&'a [PlannedCase]);
-    impl Serialize for ListedCases<'_> {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            s.collect_seq(self.0.iter().map(|c| ListedCase {
-                labels: c.threads.iter().map(|t| t.label()).collect(),
-                threads: &c.threads,
-                hop_class: c.hop_class(),
-                class_size: c.class_size,
-                class_key: &c.class_key,
-            }))
-        }
-    }
-    #[derive(Serialize)]
-    struct Listing<'a> {
-        schema_version: &'static str,
-        command: &'static str,
-        plans: Vec<Listed<'a>>,
-    }
-    let listing = Listing {
+    let listing = SweepListing {
         schema_version: RESULT_SCHEMA_VERSION,
         command: "sweep --list",
         plans: plans
             .iter()
-            .map(|(t, total, cases)| Listed {
+            .map(|(t, total, cases)| ListedPlan {
                 threads: *t,
                 total_cases: *total,
                 classes: cases.len(),

@@ -101,6 +101,15 @@ pub struct PdmMeasurement {
     pub warnings: Vec<String>,
 }
 
+/// `pdm --json`: the model's counts, and with `--measure` the runs.
+#[derive(Serialize)]
+pub struct PdmReport<'a> {
+    #[serde(flatten)]
+    pub model: &'a super::PdmResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<&'a PdmMeasurement>,
+}
+
 /// The rule of [`Trend`], as the result states it.
 pub const TREND_RULE: &str = "Spearman's rank correlation rho between each placement's contention and its median GB/s; two-sided t test of rho = 0 at 5% (t = rho*sqrt((n-2)/(1-rho^2)), Student's t with n-2 degrees of freedom): significant and negative = holds, significant and positive = does not hold, otherwise cannot tell";
 

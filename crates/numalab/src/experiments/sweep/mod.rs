@@ -29,6 +29,7 @@
 //! ([`Background::describe`], [`SweepRun::condition`]).
 
 mod findings;
+mod listing;
 mod run;
 mod scenario_findings;
 mod scenario_run;
@@ -43,6 +44,7 @@ pub use findings::{
     compared_classes, crossfire_cases, findings, hop_cases, two_writer_cases, widest_class,
     Finding, Findings, NOISE as FINDING_NOISE,
 };
+pub use listing::{ListedCases, ListedPlan, SweepListing, SweepReport};
 pub use run::{bytes_per_pass, check_buffers_fit, normalize, run_sweep};
 pub use scenario_findings::{scenario_findings, ScenarioFinding};
 pub use scenario_run::{
