@@ -88,8 +88,11 @@ pub struct LatencyArgs {
     /// Independent chains followed at once (memory-level parallelism), 1 to 64.
     #[arg(long, value_name = "N", default_value = "1", allow_hyphen_values = true, value_parser = whole(1, 64))]
     chains: usize,
-    /// Back the buffer with huge pages (THP; with --hugetlb, hugetlbfs pages).
-    #[arg(long)]
+    /// Transparent huge pages for the chase buffer: on (fewer TLB misses), off, or the system's setting.
+    #[arg(long, value_name = "THP", default_value = "off", value_parser = choice(THP, Thp::parse))]
+    thp: Thp,
+    /// The older spelling of --thp on.
+    #[arg(long, hide = true, conflicts_with = "thp")]
     huge: bool,
     /// Use hugetlbfs 2 MiB pages (reserved in /proc/sys/vm/nr_hugepages).
     #[arg(long)]
@@ -179,7 +182,7 @@ fn latency(a: LatencyArgs) -> CliResult {
         pattern: a.pattern,
         chains: a.chains,
         buffer_bytes: size_or_default(&m, a.size),
-        thp: Some(if a.huge { Thp::On } else { Thp::Off }),
+        thp: Some(if a.huge { Thp::On } else { a.thp }),
         hugetlb: a.hugetlb,
         rule: a.stats.rule(2.5)?,
     };

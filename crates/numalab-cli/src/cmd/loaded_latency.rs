@@ -63,8 +63,11 @@ pub struct Args {
     /// Chase pattern: random (TLB misses included) or page (random within pages).
     #[arg(long, value_name = "PATTERN", default_value = "random", value_parser = choice(PATTERNS, ChasePattern::parse))]
     pattern: ChasePattern,
-    /// Back the chase buffer with transparent huge pages (fewer TLB misses).
-    #[arg(long)]
+    /// Transparent huge pages for the chase buffer: on (fewer TLB misses), off, or the system's setting.
+    #[arg(long, value_name = "THP", default_value = "off", value_parser = choice(THP, Thp::parse))]
+    thp: Thp,
+    /// The older spelling of --thp on.
+    #[arg(long, hide = true, conflicts_with = "thp")]
     huge: bool,
     /// Transparent huge pages for the injector buffers.
     #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
@@ -206,7 +209,7 @@ pub fn run(a: Args) -> CliResult {
         policy,
         pattern,
         buffer_bytes: size,
-        thp: Some(if a.huge { Thp::On } else { Thp::Off }),
+        thp: Some(if a.huge { Thp::On } else { a.thp }),
         injector_cpus: injectors,
         injector_policy,
         injector_buffer_bytes: injector_size,

@@ -44,7 +44,8 @@ fn latency_rises_with_injected_bandwidth() {
         "read",
         "--rates",
         "0.5,2,max",
-        "--huge",
+        "--thp",
+        "on",
         "--size",
         &size,
         "--injector-thp",
@@ -107,7 +108,7 @@ fn json_has_the_curve_the_knee_verification_and_environment() {
         "0.15",
         "--json",
     ]);
-    assert_eq!(v["schema_version"], "1.0");
+    assert_eq!(v["schema_version"], "1.1");
     assert_eq!(v["command"], "loaded-latency");
     for key in [
         "chase",

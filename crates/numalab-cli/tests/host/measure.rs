@@ -701,3 +701,25 @@ fn reps_asks_for_exactly_that_many_repetitions_on_every_statistics_command() {
         "--reps 101 with --copies: runs of every layout, 1 to 100",
     );
 }
+
+#[test]
+fn latency_commands_take_thp_like_the_others() {
+    let _turn = turn();
+    // One name for one concept: --thp on|off|system, as bench bandwidth,
+    // place and apexmap; --huge stays the older spelling of --thp on.
+    for args in [
+        &["bench", "latency", "--size", "4M", "--thp", "on"][..],
+        &["bench", "latency", "--size", "4M", "--huge"][..],
+    ] {
+        let v = quick(&[args, &["--json"]].concat());
+        assert_eq!(v["command"], "bench latency", "{args:?}");
+    }
+    fails(
+        &["bench", "latency", "--thp", "maybe"],
+        "valid: on, off, system",
+    );
+    fails(
+        &["loaded-latency", "--huge", "--thp", "off"],
+        "'--huge' cannot be used with '--thp <THP>'",
+    );
+}
