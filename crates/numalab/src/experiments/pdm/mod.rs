@@ -439,23 +439,21 @@ fn setup<'a>(model: &'a Model, req: &'a PdmRequest) -> Result<Setup<'a>, PdmErro
     })
 }
 
-pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmError> {
-    let Setup {
-        prepared,
-        cpu_vertices,
-        cpu_ids,
-        fixed,
-        threads,
-        mode,
-    } = setup(model, req)?;
+/// How many placements `req` has on `nodes` nodes, `cpus` of them CPU
+/// nodes, with `threads` threads: exactly when the count fits 128 bits, its
+/// decimal logarithm always, and the [`Total`] a result reports.
+fn total_placements(
+    req: &PdmRequest,
+    nodes: usize,
+    cpus: usize,
+    threads: usize,
+) -> (Option<u128>, f64, Total) {
     let q = &req.quantities;
-    let v = model.nodes.len() as u128;
-    let c = cpu_vertices.len() as u128;
+    let v = nodes as u128;
+    let c = cpus as u128;
     let memory_ways = v.checked_pow((threads * q.len()) as u32);
     let thread_ways = match &req.threads {
-        ThreadPlacement::OnePerNode => {
-            Some(factorial(cpu_vertices.len().min(34))).filter(|_| cpu_vertices.len() <= 34)
-        }
+        ThreadPlacement::OnePerNode => Some(factorial(cpus.min(34))).filter(|_| cpus <= 34),
         ThreadPlacement::Any(n) => c.checked_pow(*n as u32),
         ThreadPlacement::Fixed(_) => Some(1),
     };
@@ -464,9 +462,7 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
         .and_then(|(a, b)| a.checked_mul(b));
     let log10_total = {
         let tw: f64 = match &req.threads {
-            ThreadPlacement::OnePerNode => {
-                (1..=cpu_vertices.len()).map(|i| (i as f64).log10()).sum()
-            }
+            ThreadPlacement::OnePerNode => (1..=cpus).map(|i| (i as f64).log10()).sum(),
             ThreadPlacement::Any(n) => *n as f64 * (c as f64).log10(),
             ThreadPlacement::Fixed(_) => 0.0,
         };
@@ -479,6 +475,21 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
             Total::Approximate(x.is_finite().then_some(x))
         }
     };
+    (total_exact, log10_total, total)
+}
+
+pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmError> {
+    let Setup {
+        prepared,
+        cpu_vertices,
+        cpu_ids,
+        fixed,
+        threads,
+        mode,
+    } = setup(model, req)?;
+    let q = &req.quantities;
+    let (total_exact, log10_total, total) =
+        total_placements(req, model.nodes.len(), cpu_vertices.len(), threads);
     let mut notes = Vec::new();
     let exact = if req.samples.is_some() {
         notes.push("sampled on request (--samples)".to_string());
