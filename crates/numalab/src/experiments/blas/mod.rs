@@ -298,34 +298,7 @@ pub fn run_blas(
     let (n, scaled_down) = fit_n(m, req, first_cpu, threads)?;
     // OpenBLAS is loaded here, before anything is placed: a machine
     // without it gets one line naming the package.
-    let openblas = blas::single_threaded()
-        .map_err(|e| PlacementError::Unsupported(e.0))?
-        .clone();
-    let mut warnings = Vec::new();
-    if openblas.num_threads_after != 1 {
-        warnings.push(format!(
-            "OpenBLAS reports {} threads after openblas_set_num_threads(1): its threads may run outside the placement",
-            openblas.num_threads_after
-        ));
-    }
-    warnings.extend(openblas.core_warning.clone());
-    if runs.iter().any(|r| r.contention.is_none()) {
-        warnings.push(
-            "the placement distribution model has no routes on this machine (no links inferred): placements carry no contention".into(),
-        );
-    }
-    let check = if req.check {
-        let sizes: Vec<usize> = (1..=blas::CHECK_MAX_N).collect();
-        let c = blas::check_numerics(&sizes, 1);
-        if let Some(f) = &c.failure {
-            return Err(PlacementError::Os(format!(
-                "OpenBLAS disagrees with the naive implementation: {f}"
-            )));
-        }
-        Some(c)
-    } else {
-        None
-    };
+    let (openblas, check, mut warnings) = load_openblas(req, &runs)?;
     let memory_nodes = m.memory_nodes();
     let measurable = memory_nodes.len() > 1;
     if !measurable {
@@ -349,76 +322,17 @@ pub fn run_blas(
             sensitivity: None,
         })
         .collect();
-    let cancelled = "cancelled: the placements not yet run are missing";
-    'serial: for run in &runs {
-        if cancel::requested() {
-            warnings.push(cancelled.into());
-            break 'serial;
-        }
-        let p = run_one(m, run, n, &req.rule)?;
-        if let Some(k) = kernels.iter_mut().find(|k| k.kernel == run.kernel) {
-            k.placements.push(p);
-        }
-        on_step();
-    }
-    'parallel: for (kernel, classes) in &draws {
-        let Some(k) = kernels.iter_mut().find(|k| k.kernel == *kernel) else {
-            continue;
-        };
-        for c in classes {
-            if c.runs.is_empty() {
-                warnings.push(format!(
-                    "{}: contention class [{}, {}) ({:.2e}% of placements) was too rare to draw; it is reported without placements",
-                    kernel.name(),
-                    c.low,
-                    c.high,
-                    c.share * 100.0
-                ));
-            }
-            let mut placements = Vec::new();
-            for run in &c.runs {
-                if cancel::requested() {
-                    warnings.push(cancelled.into());
-                    break 'parallel;
-                }
-                placements.push(run_parallel_one(m, *kernel, n, run, &req.rule)?);
-                on_step();
-            }
-            let medians: Vec<f64> = placements
-                .iter()
-                .map(|p| p.gflops.median)
-                .filter(|x| x.is_finite())
-                .collect();
-            let s = Summary::of(&medians);
-            k.contention_classes.push(ContentionClassResult {
-                class: c.class,
-                low: c.low,
-                high: c.high,
-                share: c.share,
-                wanted: c.wanted,
-                placements,
-                median_gflops: s.as_ref().map_or(f64::NAN, |s| s.median),
-                min_gflops: s.as_ref().map_or(f64::NAN, |s| s.min),
-                max_gflops: s.as_ref().map_or(f64::NAN, |s| s.max),
-            });
-        }
-    }
-    for k in &mut kernels {
-        let mut scored: Vec<Scored> = k.placements.iter().map(Scored::from).collect();
-        for c in &k.contention_classes {
-            scored.extend(c.placements.iter().map(|p| Scored {
-                class: range_label(c.low, c.high),
-                hops: Vec::new(),
-                stands_for: 1,
-                contention: None,
-                gflops: &p.gflops,
-            }));
-        }
-        k.sensitivity = sensitivity(&scored, measurable);
-        if measurable && !k.placements.is_empty() {
-            k.contention_finding = contention_finding(&k.placements);
-        }
-    }
+    run_serial(m, &runs, n, &req.rule, &mut kernels, &mut warnings, on_step)?;
+    run_parallel(
+        m,
+        &draws,
+        n,
+        &req.rule,
+        &mut kernels,
+        &mut warnings,
+        on_step,
+    )?;
+    judge(&mut kernels, measurable);
     let verified = kernels.iter().all(|k| {
         k.placements.iter().all(|p| p.verified)
             && k.contention_classes
@@ -450,6 +364,151 @@ pub fn run_blas(
         verified,
         warnings,
     })
+}
+
+/// Loads OpenBLAS and runs the numerical check when asked: the library's
+/// threads, the check, and the warnings about its threads, its core type
+/// and placements without contention.
+fn load_openblas(
+    req: &BlasRequest,
+    runs: &[PlannedRun],
+) -> Result<(OpenBlasThreads, Option<NumericCheck>, Vec<String>), PlacementError> {
+    let openblas = blas::single_threaded()
+        .map_err(|e| PlacementError::Unsupported(e.0))?
+        .clone();
+    let mut warnings = Vec::new();
+    if openblas.num_threads_after != 1 {
+        warnings.push(format!(
+            "OpenBLAS reports {} threads after openblas_set_num_threads(1): its threads may run outside the placement",
+            openblas.num_threads_after
+        ));
+    }
+    warnings.extend(openblas.core_warning.clone());
+    if runs.iter().any(|r| r.contention.is_none()) {
+        warnings.push(
+            "the placement distribution model has no routes on this machine (no links inferred): placements carry no contention".into(),
+        );
+    }
+    let check = if req.check {
+        let sizes: Vec<usize> = (1..=blas::CHECK_MAX_N).collect();
+        let c = blas::check_numerics(&sizes, 1);
+        if let Some(f) = &c.failure {
+            return Err(PlacementError::Os(format!(
+                "OpenBLAS disagrees with the naive implementation: {f}"
+            )));
+        }
+        Some(c)
+    } else {
+        None
+    };
+    Ok((openblas, check, warnings))
+}
+
+/// The warning of a run cancelled part way.
+const CANCELLED: &str = "cancelled: the placements not yet run are missing";
+
+/// Runs the serial mode's placements in order, each into its kernel's
+/// result, until cancelled.
+fn run_serial(
+    m: &Machine,
+    runs: &[PlannedRun],
+    n: usize,
+    rule: &StopRule,
+    kernels: &mut [KernelResult],
+    warnings: &mut Vec<String>,
+    on_step: &mut dyn FnMut(),
+) -> Result<(), PlacementError> {
+    for run in runs {
+        if cancel::requested() {
+            warnings.push(CANCELLED.into());
+            break;
+        }
+        let p = run_one(m, run, n, rule)?;
+        if let Some(k) = kernels.iter_mut().find(|k| k.kernel == run.kernel) {
+            k.placements.push(p);
+        }
+        on_step();
+    }
+    Ok(())
+}
+
+/// Runs the parallel mode's placements class by class, each class into its
+/// kernel's result with the spread of its placements, until cancelled (the
+/// class in progress is then left out).
+fn run_parallel(
+    m: &Machine,
+    draws: &[(Kernel, Vec<ParallelClass>)],
+    n: usize,
+    rule: &StopRule,
+    kernels: &mut [KernelResult],
+    warnings: &mut Vec<String>,
+    on_step: &mut dyn FnMut(),
+) -> Result<(), PlacementError> {
+    for (kernel, classes) in draws {
+        let Some(k) = kernels.iter_mut().find(|k| k.kernel == *kernel) else {
+            continue;
+        };
+        for c in classes {
+            if c.runs.is_empty() {
+                warnings.push(format!(
+                    "{}: contention class [{}, {}) ({:.2e}% of placements) was too rare to draw; it is reported without placements",
+                    kernel.name(),
+                    c.low,
+                    c.high,
+                    c.share * 100.0
+                ));
+            }
+            let mut placements = Vec::new();
+            for run in &c.runs {
+                if cancel::requested() {
+                    warnings.push(CANCELLED.into());
+                    return Ok(());
+                }
+                placements.push(run_parallel_one(m, *kernel, n, run, rule)?);
+                on_step();
+            }
+            let medians: Vec<f64> = placements
+                .iter()
+                .map(|p| p.gflops.median)
+                .filter(|x| x.is_finite())
+                .collect();
+            let s = Summary::of(&medians);
+            k.contention_classes.push(ContentionClassResult {
+                class: c.class,
+                low: c.low,
+                high: c.high,
+                share: c.share,
+                wanted: c.wanted,
+                placements,
+                median_gflops: s.as_ref().map_or(f64::NAN, |s| s.median),
+                min_gflops: s.as_ref().map_or(f64::NAN, |s| s.min),
+                max_gflops: s.as_ref().map_or(f64::NAN, |s| s.max),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Each kernel's sensitivity, over its serial placements or its parallel
+/// ones with their contention classes as classes, and (serial) whether a
+/// non-local placement of lower contention beat the all-local one.
+fn judge(kernels: &mut [KernelResult], measurable: bool) {
+    for k in kernels {
+        let mut scored: Vec<Scored> = k.placements.iter().map(Scored::from).collect();
+        for c in &k.contention_classes {
+            scored.extend(c.placements.iter().map(|p| Scored {
+                class: range_label(c.low, c.high),
+                hops: Vec::new(),
+                stands_for: 1,
+                contention: None,
+                gflops: &p.gflops,
+            }));
+        }
+        k.sensitivity = sensitivity(&scored, measurable);
+        if measurable && !k.placements.is_empty() {
+            k.contention_finding = contention_finding(&k.placements);
+        }
+    }
 }
 
 #[cfg(test)]

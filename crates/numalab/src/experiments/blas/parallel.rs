@@ -7,9 +7,12 @@ use super::run::{call, calls_for, operand_slices, place_operands, time_one_call}
 use super::{BlasRequest, Kernel, OperandPlacement, MAX_RUNS};
 use crate::machine::Machine;
 use crate::measure::harness::Figure;
+use crate::measure::sample_clock::Gate;
 use crate::measure::stats::{measure, Better, StopRule};
 use crate::placement::PlacementError;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
 /// One thread of a parallel placement: its CPU and its operands' nodes.
@@ -159,6 +162,40 @@ pub fn plan_parallel(
     Ok(out)
 }
 
+/// One thread's setup: where its operands are, and the seconds of one
+/// call (for sizing samples).
+type Setup = Result<(Vec<OperandPlacement>, f64), PlacementError>;
+
+/// What the threads of a parallel placement and the measuring thread share.
+struct Shared {
+    /// A gate, not a barrier: a thread the system refuses opens it, and the
+    /// ones that started leave before the sampling barriers.
+    ready: Gate,
+    refused: AtomicBool,
+    start: Barrier,
+    end: Barrier,
+    stop: AtomicBool,
+    call_failed: AtomicBool,
+    calls: AtomicU64,
+    setups: Mutex<Vec<Option<Setup>>>,
+}
+
+impl Shared {
+    /// For `t` threads and the measuring thread.
+    fn new(t: usize) -> Self {
+        Shared {
+            ready: Gate::new(t + 1),
+            refused: AtomicBool::new(false),
+            start: Barrier::new(t + 1),
+            end: Barrier::new(t + 1),
+            stop: AtomicBool::new(false),
+            call_failed: AtomicBool::new(false),
+            calls: AtomicU64::new(1),
+            setups: Mutex::new((0..t).map(|_| None).collect()),
+        }
+    }
+}
+
 /// Places every thread's operands from that thread, then measures all
 /// threads calling the kernel together: a sample starts them at one
 /// barrier and ends when the last one reaches the next.
@@ -169,131 +206,137 @@ pub(super) fn run_parallel_one(
     run: &ParallelRun,
     rule: &StopRule,
 ) -> Result<ParallelPlacement, PlacementError> {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::{Barrier, Mutex};
-    let t = run.threads.len();
-    // A gate, not a barrier: a thread the system refuses opens it, and the
-    // ones that started leave before the sampling barriers.
-    let ready = crate::measure::sample_clock::Gate::new(t + 1);
-    let refused = AtomicBool::new(false);
-    let start = Barrier::new(t + 1);
-    let end = Barrier::new(t + 1);
-    let stop = AtomicBool::new(false);
-    let call_failed = AtomicBool::new(false);
-    let calls = AtomicU64::new(1);
-    type Setup = Result<(Vec<OperandPlacement>, f64), PlacementError>;
-    let setups: Mutex<Vec<Option<Setup>>> = Mutex::new((0..t).map(|_| None).collect());
-    let flops = kernel.flops(n);
+    let shared = Shared::new(run.threads.len());
     std::thread::scope(|s| {
         for (i, th) in run.threads.iter().enumerate() {
-            let (ready, start, end, stop, call_failed, calls, setups, refused) = (
-                &ready,
-                &start,
-                &end,
-                &stop,
-                &call_failed,
-                &calls,
-                &setups,
-                &refused,
-            );
+            let sh = &shared;
             let started = crate::placement::sys::spawn_scoped(s, "a BLAS thread", move || {
-                let placed = place_operands(m, kernel, n, th.cpu, th.cpu_node, &th.nodes);
-                let mut kept = None;
-                let setup = placed.and_then(|(bufs, operands)| {
-                    let mut bufs = bufs;
-                    let once = {
-                        let mut ops = operand_slices(&mut bufs, kernel, n);
-                        time_one_call(kernel, n, &mut ops)?
-                    };
-                    kept = Some(bufs);
-                    Ok((operands, once))
-                });
-                if let Ok(mut v) = setups.lock() {
-                    v[i] = Some(setup);
-                }
-                ready.wait();
-                if refused.load(Ordering::Acquire) {
-                    return;
-                }
-                let mut flip = true;
-                loop {
-                    start.wait();
-                    if stop.load(Ordering::Acquire) {
-                        break;
-                    }
-                    if let Some(bufs) = kept.as_mut() {
-                        let mut ops = operand_slices(bufs, kernel, n);
-                        for _ in 0..calls.load(Ordering::Acquire) {
-                            if call(kernel, n, &mut ops, flip).is_err() {
-                                call_failed.store(true, Ordering::Release);
-                            }
-                            flip = !flip;
-                        }
-                        std::hint::black_box(&ops);
-                    }
-                    end.wait();
-                }
+                parallel_thread(m, kernel, n, th, i, sh)
             });
             if let Err(e) = started {
-                refused.store(true, Ordering::Release);
-                ready.open();
+                shared.refused.store(true, Ordering::Release);
+                shared.ready.open();
                 return Err(e);
             }
         }
-        ready.wait();
-        let taken: Vec<Option<Setup>> = setups
-            .lock()
-            .map(|mut v| std::mem::take(&mut *v))
-            .unwrap_or_default();
-        let mut threads = Vec::new();
-        let mut slowest: f64 = 0.0;
-        let mut failure = None;
-        for (th, setup) in run.threads.iter().zip(taken) {
-            match setup {
-                Some(Ok((operands, once))) => {
-                    slowest = slowest.max(once);
-                    threads.push(ThreadOperands {
-                        cpu_node: th.cpu_node,
-                        cpu: th.cpu,
-                        operands,
-                    });
-                }
-                Some(Err(e)) => failure = failure.or(Some(e)),
-                None => {
-                    failure = failure.or(Some(PlacementError::Os(
-                        "a thread reported no setup".into(),
-                    )))
-                }
-            }
-        }
-        let result = match failure {
-            Some(e) => Err(e),
-            None => {
-                let per_sample = calls_for(slowest);
-                calls.store(per_sample, Ordering::Release);
-                let mt = measure(rule, || {
-                    let t0 = Instant::now();
-                    start.wait();
-                    end.wait();
-                    if call_failed.load(Ordering::Acquire) {
-                        return f64::NAN;
-                    }
-                    t as f64 * per_sample as f64 * flops / t0.elapsed().as_secs_f64() / 1e9
-                });
-                let verified = threads.iter().flat_map(|t| &t.operands).all(|o| o.verified);
-                Ok(ParallelPlacement {
-                    label: run.label.clone(),
-                    contention: run.contention,
-                    threads,
-                    gflops: Figure::of(&mt.summary, Better::Higher, 1.0),
-                    calls_per_sample: per_sample,
-                    samples: mt.summary.n,
-                    verified,
-                })
-            }
-        };
-        stop.store(true, Ordering::Release);
-        start.wait();
+        shared.ready.wait();
+        let result = measure_together(kernel, n, run, rule, &shared);
+        shared.stop.store(true, Ordering::Release);
+        shared.start.wait();
         result
     })
+}
+
+/// Thread `i` of a parallel placement: places its operands and times one
+/// call, reports that, then calls the kernel between the start and end
+/// barriers of every sample until stopped.
+fn parallel_thread(
+    m: &Machine,
+    kernel: Kernel,
+    n: usize,
+    th: &ParallelThread,
+    i: usize,
+    sh: &Shared,
+) {
+    let placed = place_operands(m, kernel, n, th.cpu, th.cpu_node, &th.nodes);
+    let mut kept = None;
+    let setup = placed.and_then(|(bufs, operands)| {
+        let mut bufs = bufs;
+        let once = {
+            let mut ops = operand_slices(&mut bufs, kernel, n);
+            time_one_call(kernel, n, &mut ops)?
+        };
+        kept = Some(bufs);
+        Ok((operands, once))
+    });
+    if let Ok(mut v) = sh.setups.lock() {
+        v[i] = Some(setup);
+    }
+    sh.ready.wait();
+    if sh.refused.load(Ordering::Acquire) {
+        return;
+    }
+    let mut flip = true;
+    loop {
+        sh.start.wait();
+        if sh.stop.load(Ordering::Acquire) {
+            break;
+        }
+        if let Some(bufs) = kept.as_mut() {
+            let mut ops = operand_slices(bufs, kernel, n);
+            for _ in 0..sh.calls.load(Ordering::Acquire) {
+                if call(kernel, n, &mut ops, flip).is_err() {
+                    sh.call_failed.store(true, Ordering::Release);
+                }
+                flip = !flip;
+            }
+            std::hint::black_box(&ops);
+        }
+        sh.end.wait();
+    }
+}
+
+/// The measuring thread's part once every thread is set up: their setups
+/// (or the first failure), then samples of all threads calling together.
+fn measure_together(
+    kernel: Kernel,
+    n: usize,
+    run: &ParallelRun,
+    rule: &StopRule,
+    sh: &Shared,
+) -> Result<ParallelPlacement, PlacementError> {
+    let t = run.threads.len();
+    let flops = kernel.flops(n);
+    let taken: Vec<Option<Setup>> = sh
+        .setups
+        .lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default();
+    let mut threads = Vec::new();
+    let mut slowest: f64 = 0.0;
+    let mut failure = None;
+    for (th, setup) in run.threads.iter().zip(taken) {
+        match setup {
+            Some(Ok((operands, once))) => {
+                slowest = slowest.max(once);
+                threads.push(ThreadOperands {
+                    cpu_node: th.cpu_node,
+                    cpu: th.cpu,
+                    operands,
+                });
+            }
+            Some(Err(e)) => failure = failure.or(Some(e)),
+            None => {
+                failure = failure.or(Some(PlacementError::Os(
+                    "a thread reported no setup".into(),
+                )))
+            }
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => {
+            let per_sample = calls_for(slowest);
+            sh.calls.store(per_sample, Ordering::Release);
+            let mt = measure(rule, || {
+                let t0 = Instant::now();
+                sh.start.wait();
+                sh.end.wait();
+                if sh.call_failed.load(Ordering::Acquire) {
+                    return f64::NAN;
+                }
+                t as f64 * per_sample as f64 * flops / t0.elapsed().as_secs_f64() / 1e9
+            });
+            let verified = threads.iter().flat_map(|t| &t.operands).all(|o| o.verified);
+            Ok(ParallelPlacement {
+                label: run.label.clone(),
+                contention: run.contention,
+                threads,
+                gflops: Figure::of(&mt.summary, Better::Higher, 1.0),
+                calls_per_sample: per_sample,
+                samples: mt.summary.n,
+                verified,
+            })
+        }
+    }
 }
