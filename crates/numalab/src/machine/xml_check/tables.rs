@@ -9,6 +9,9 @@ use super::{
 use roxmltree::Node;
 use std::collections::HashSet;
 
+/// The objects a distance matrix names: each one's type and index.
+type Indexes = Vec<(&'static Kind, u64)>;
+
 impl Checker {
     /// `<distances2[hetero] nbobjs kind indexing [type] [name]>` with
     /// `<indexes length>` and `<u64values length>` children holding exactly
@@ -18,53 +21,49 @@ impl Checker {
             Some(n) => format!("{} name={}", self.element(node), quote(n)),
             None => self.element(node),
         };
-        let number = |name: &str, max: u64, want: &str| -> Result<u64, String> {
-            let v = node
-                .attribute(name)
-                .ok_or_else(|| format!("{at}: no {name} attribute"))?;
-            decimal(v)
-                .filter(|&n| n <= max)
-                .ok_or_else(|| format!("{at}: {name}={} is not {want}", quote(v)))
-        };
-        let n = number(
-            "nbobjs",
-            MAX_DISTANCE_OBJECTS,
-            &format!("a number of objects up to {MAX_DISTANCE_OBJECTS}"),
-        )?;
-        if n == 0 {
-            return Err(format!("{at}: nbobjs is 0"));
+        let (n, unique_type, by_os) = distances_header(node, hetero, &at)?;
+        let (indexes, values) = self.distances_content(node, hetero, &at, n, unique_type)?;
+        if indexes.len() as u64 != n {
+            return Err(format!(
+                "{at}: {} indexes where nbobjs says {n}",
+                indexes.len()
+            ));
         }
-        let kind = number("kind", u64::from(u32::MAX), "a whole number")?;
-        if kind == 0 {
-            return Err(format!("{at}: kind is 0 (hwloc needs the kind of values)"));
+        if values != n * n {
+            return Err(format!("{at}: {values} values where nbobjs^2 is {}", n * n));
         }
-        let indexing = node.attribute("indexing");
-        let unique_type = if hetero {
-            None
-        } else {
-            let t = node
-                .attribute("type")
-                .ok_or_else(|| format!("{at}: no type attribute"))?;
-            Some(kind_named(t).ok_or_else(|| {
-                format!(
-                    "{at}: type={} is not an hwloc object type (valid: {})",
-                    quote(t),
-                    kind_names()
-                )
-            })?)
-        };
-        let by_os = match (hetero, indexing) {
-            (true, None | Some("gp")) => false,
-            (false, Some("os")) => true,
-            (false, Some("gp")) => false,
-            (_, other) => {
-                return Err(format!(
-                    "{at}: indexing={} is not {}",
-                    quote(other.unwrap_or("")),
-                    if hetero { "gp" } else { "os or gp" }
-                ))
+        let mut seen = HashSet::new();
+        for &(k, index) in &indexes {
+            if !seen.insert((k.name, index)) {
+                return Err(format!("{at}: names {} {index} twice", k.name));
             }
-        };
+            // hwloc ignores os indexing for other types than PU and NUMA
+            // node; those references need no object.
+            if by_os && !matches!(k.name, "PU" | "NUMANode") {
+                continue;
+            }
+            self.references.push(Reference {
+                from: at.clone(),
+                kind: k,
+                index,
+                by_os,
+            });
+        }
+        Ok(())
+    }
+
+    /// The `<indexes>` and `<u64values>` children of a distance matrix of
+    /// `n` objects: the indexes (at most `n`, each a whole number, after its
+    /// type in a heterogeneous matrix) and how many values (at most `n`^2,
+    /// each a whole number below 2^53).
+    fn distances_content(
+        &self,
+        node: Node,
+        hetero: bool,
+        at: &str,
+        n: u64,
+        unique_type: Option<&'static Kind>,
+    ) -> Result<(Indexes, u64), String> {
         let mut indexes: Vec<(&'static Kind, u64)> = Vec::new();
         let mut values: u64 = 0;
         for child in node.children().filter(Node::is_element) {
@@ -130,33 +129,7 @@ impl Checker {
                 }
             }
         }
-        if indexes.len() as u64 != n {
-            return Err(format!(
-                "{at}: {} indexes where nbobjs says {n}",
-                indexes.len()
-            ));
-        }
-        if values != n * n {
-            return Err(format!("{at}: {values} values where nbobjs^2 is {}", n * n));
-        }
-        let mut seen = HashSet::new();
-        for &(k, index) in &indexes {
-            if !seen.insert((k.name, index)) {
-                return Err(format!("{at}: names {} {index} twice", k.name));
-            }
-            // hwloc ignores os indexing for other types than PU and NUMA
-            // node; those references need no object.
-            if by_os && !matches!(k.name, "PU" | "NUMANode") {
-                continue;
-            }
-            self.references.push(Reference {
-                from: at.clone(),
-                kind: k,
-                index,
-                by_os,
-            });
-        }
-        Ok(())
+        Ok((indexes, values))
     }
 
     /// `<memattr name flags>` with `<memattr_value>` children.
@@ -289,4 +262,62 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// The attributes of `<distances2[hetero]>` named `at` in messages: the
+/// number of objects, the type of a homogeneous matrix, and whether it is
+/// indexed by OS index (else by gp_index).
+fn distances_header(
+    node: Node,
+    hetero: bool,
+    at: &str,
+) -> Result<(u64, Option<&'static Kind>, bool), String> {
+    let number = |name: &str, max: u64, want: &str| -> Result<u64, String> {
+        let v = node
+            .attribute(name)
+            .ok_or_else(|| format!("{at}: no {name} attribute"))?;
+        decimal(v)
+            .filter(|&n| n <= max)
+            .ok_or_else(|| format!("{at}: {name}={} is not {want}", quote(v)))
+    };
+    let n = number(
+        "nbobjs",
+        MAX_DISTANCE_OBJECTS,
+        &format!("a number of objects up to {MAX_DISTANCE_OBJECTS}"),
+    )?;
+    if n == 0 {
+        return Err(format!("{at}: nbobjs is 0"));
+    }
+    let kind = number("kind", u64::from(u32::MAX), "a whole number")?;
+    if kind == 0 {
+        return Err(format!("{at}: kind is 0 (hwloc needs the kind of values)"));
+    }
+    let indexing = node.attribute("indexing");
+    let unique_type = if hetero {
+        None
+    } else {
+        let t = node
+            .attribute("type")
+            .ok_or_else(|| format!("{at}: no type attribute"))?;
+        Some(kind_named(t).ok_or_else(|| {
+            format!(
+                "{at}: type={} is not an hwloc object type (valid: {})",
+                quote(t),
+                kind_names()
+            )
+        })?)
+    };
+    let by_os = match (hetero, indexing) {
+        (true, None | Some("gp")) => false,
+        (false, Some("os")) => true,
+        (false, Some("gp")) => false,
+        (_, other) => {
+            return Err(format!(
+                "{at}: indexing={} is not {}",
+                quote(other.unwrap_or("")),
+                if hetero { "gp" } else { "os or gp" }
+            ))
+        }
+    };
+    Ok((n, unique_type, by_os))
 }
