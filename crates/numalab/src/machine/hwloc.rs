@@ -17,7 +17,7 @@
 //!   defence so that no input can crash the program.
 //! - hwloc's XML importer trusts v2 files and crashes on some (a Group with
 //!   a cpuset and no complete_cpuset). Files are checked in Rust first
-//!   (`xml_check.rs`), then, while the process is single-threaded (the
+//!   (`xml_check/`), then, while the process is single-threaded (the
 //!   command-line tool loads its machine before starting threads), loaded
 //!   once in a forked child (`crate::sys::child`) whose death by a signal becomes a
 //!   one-line error, and whose hwloc messages (HWLOC_XML_VERBOSE) name what

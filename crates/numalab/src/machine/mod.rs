@@ -5,7 +5,7 @@
 //! queried without hwloc: every later layer works the same on the live machine
 //! and on a topology file. Derived facts (interconnect graph, hop counts,
 //! firmware sanity warnings) live in `graph.rs`. Topology files are checked
-//! in Rust before hwloc reads them (`xml_check.rs`) and loaded first in a
+//! in Rust before hwloc reads them (`xml_check/`) and loaded first in a
 //! child process where that is sound (`crate::sys::child`).
 
 mod graph;

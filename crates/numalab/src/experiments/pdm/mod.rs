@@ -33,12 +33,25 @@
 //! the counts `u128`), uniform random placements are sampled instead and each
 //! class carries its 95% Wilson interval.
 
+mod count;
+mod draw;
 pub mod measure;
+mod model;
+mod workload;
 
 use crate::machine::Machine;
-use crate::random::SplitMix64;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
+
+use count::{exact_count, factorial};
+use draw::sample;
+pub use draw::{draw_by_class, ClassDraw, DrawnPlacement, MAX_DRAWS};
+pub(crate) use model::Model;
+use model::{gcd, milli};
+pub use workload::{
+    kernel_quantities, named_quantities, parse_class_width, parse_directions, parse_links,
+    parse_thread_nodes, parse_weights, streamed, Direction, Quantity, KERNELS,
+};
 
 /// Most nodes the model takes.
 pub const MAX_NODES: usize = 64;
@@ -91,207 +104,6 @@ pub enum PdmError {
 
 fn invalid<T>(msg: impl Into<String>) -> Result<T, PdmError> {
     Err(PdmError::Invalid(msg.into()))
-}
-
-/// Which way a quantity's data moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// Memory to CPU.
-    Read,
-    /// CPU to memory.
-    Write,
-    /// Both ways (each way carries the full weight).
-    Both,
-}
-
-impl Direction {
-    /// `r`/`read`, `w`/`write`, `b`/`both`.
-    pub fn parse(s: &str) -> Result<Self, PdmError> {
-        match s.trim() {
-            "r" | "read" => Ok(Self::Read),
-            "w" | "write" => Ok(Self::Write),
-            "b" | "both" => Ok(Self::Both),
-            other => invalid(format!(
-                "--directions: unknown direction '{other}' (valid: r, w, both)"
-            )),
-        }
-    }
-
-    /// `r`, `w` or `rw`, as the text writes it.
-    pub fn short(self) -> &'static str {
-        match self {
-            Self::Read => "r",
-            Self::Write => "w",
-            Self::Both => "rw",
-        }
-    }
-}
-
-/// One data quantity of every thread.
-#[derive(Debug, Clone, Serialize)]
-pub struct Quantity {
-    /// `a`, `b`, `c`, ... as in the STREAM kernels.
-    pub name: String,
-    pub weight: f64,
-    pub direction: Direction,
-}
-
-/// The STREAM kernels the model knows, by name.
-pub const KERNELS: [&str; 4] = ["copy", "scale", "add", "triad"];
-
-/// The quantities of a STREAM kernel: copy and scale read `a` and write `b`;
-/// add and triad read `a` and `b` and write `c` ([`streamed`]).
-pub fn kernel_quantities(kernel: &str) -> Result<Vec<Quantity>, PdmError> {
-    match kernel {
-        "copy" | "scale" => Ok(streamed(2)),
-        "add" | "triad" => Ok(streamed(3)),
-        other => invalid(format!(
-            "--kernel: unknown kernel '{other}' (valid: {})",
-            KERNELS.join(", ")
-        )),
-    }
-}
-
-/// The traffic of a kernel that reads its first `arrays - 1` arrays and
-/// writes the last, weight 1 each: the read arrays move from memory to the
-/// CPU; the written one both ways, because an ordinary store misses,
-/// reads the line (write-allocate) and later writes it back, which is the
-/// memory-bytes rule of `bench` (a written byte counts twice). Each array
-/// adds its weight once to its node's controller, as the 2007 study
-/// counts it. `pdm --kernel` and `blas --parallel` both use this model;
-/// with it the Quartet's one-thread-per-node copy and triad give the
-/// study's Tables 4 and 5.
-pub fn streamed(arrays: usize) -> Vec<Quantity> {
-    let mut dirs = vec![Direction::Read; arrays];
-    if let Some(last) = dirs.last_mut() {
-        *last = Direction::Both;
-    }
-    named_quantities(&dirs, &vec![1.0; arrays])
-}
-
-/// Quantities named `a`, `b`, ... with these directions and weights.
-pub fn named_quantities(dirs: &[Direction], weights: &[f64]) -> Vec<Quantity> {
-    dirs.iter()
-        .zip(weights)
-        .enumerate()
-        .map(|(i, (&direction, &weight))| Quantity {
-            name: ((b'a' + i as u8) as char).to_string(),
-            weight,
-            direction,
-        })
-        .collect()
-}
-
-/// `r,r,w`: one direction per quantity.
-pub fn parse_directions(text: &str, quantities: usize) -> Result<Vec<Direction>, PdmError> {
-    let d: Vec<Direction> = text
-        .split(',')
-        .map(Direction::parse)
-        .collect::<Result<_, _>>()?;
-    if d.len() != quantities {
-        return invalid(format!(
-            "--directions: {} given for {quantities} quantities (give one per quantity)",
-            d.len()
-        ));
-    }
-    Ok(d)
-}
-
-/// A positive decimal with at most three decimals, at most `max`.
-fn parse_milli(opt: &str, s: &str, max: f64) -> Result<f64, PdmError> {
-    let bad = || {
-        PdmError::Invalid(format!(
-            "{opt}: '{}' is not a number above 0 and at most {max} with at most 3 decimals",
-            s.trim()
-        ))
-    };
-    let t = s.trim();
-    if t.len() > 24 {
-        return Err(bad());
-    }
-    let v: f64 = t.parse().map_err(|_| bad())?;
-    if !v.is_finite() || v <= 0.0 || v > max {
-        return Err(bad());
-    }
-    let decimals = t.split_once('.').map_or(0, |(_, f)| f.len());
-    if decimals > 3 || t.contains(['e', 'E']) {
-        return Err(bad());
-    }
-    Ok(v)
-}
-
-/// `1,1,2`: one weight per quantity.
-pub fn parse_weights(text: &str, quantities: usize) -> Result<Vec<f64>, PdmError> {
-    let w: Vec<f64> = text
-        .split(',')
-        .take(MAX_QUANTITIES + 1)
-        .map(|s| parse_milli("--weights", s, MAX_WEIGHT))
-        .collect::<Result<_, _>>()?;
-    if w.len() != quantities {
-        return invalid(format!(
-            "--weights: {} given for {quantities} quantities (give one per quantity)",
-            text.split(',').count()
-        ));
-    }
-    Ok(w)
-}
-
-/// The class width: above 0, at most [`MAX_CLASS_WIDTH`], three decimals.
-pub fn parse_class_width(text: &str) -> Result<f64, PdmError> {
-    parse_milli("--class-width", text, MAX_CLASS_WIDTH)
-}
-
-fn parse_node(opt: &str, s: &str) -> Result<u32, PdmError> {
-    let t = s.trim();
-    if t.is_empty() || t.len() > 5 || !t.bytes().all(|b| b.is_ascii_digit()) {
-        return invalid(format!("{opt}: '{t}' is not a node number"));
-    }
-    t.parse()
-        .map_err(|_| PdmError::Invalid(format!("{opt}: '{t}' is not a node number")))
-}
-
-/// `0,0,1,3`: the CPU node of each thread.
-pub fn parse_thread_nodes(text: &str) -> Result<Vec<u32>, PdmError> {
-    let parts: Vec<&str> = text.split(',').collect();
-    if parts.len() > MAX_THREADS {
-        return invalid(format!(
-            "--thread-nodes: {} threads (at most {MAX_THREADS})",
-            parts.len()
-        ));
-    }
-    parts
-        .iter()
-        .map(|s| parse_node("--thread-nodes", s))
-        .collect()
-}
-
-/// `0-1,1-2,...`: undirected links between nodes.
-pub fn parse_links(text: &str) -> Result<Vec<(u32, u32)>, PdmError> {
-    let max = MAX_NODES * (MAX_NODES - 1) / 2;
-    let parts: Vec<&str> = text.split(',').collect();
-    if parts.len() > max {
-        return invalid(format!("--links: {} links (at most {max})", parts.len()));
-    }
-    let mut links = Vec::new();
-    for p in parts {
-        let Some((a, b)) = p.split_once('-') else {
-            return invalid(format!(
-                "--links: '{}' is not a link (write A-B, e.g. 0-1,1-2)",
-                p.trim()
-            ));
-        };
-        let (a, b) = (parse_node("--links", a)?, parse_node("--links", b)?);
-        if a == b {
-            return invalid(format!("--links: {a}-{b} links a node to itself"));
-        }
-        let key = (a.min(b), a.max(b));
-        if links.contains(&key) {
-            return invalid(format!("--links: {}-{} is given twice", key.0, key.1));
-        }
-        links.push(key);
-    }
-    Ok(links)
 }
 
 /// How threads sit on CPU nodes.
@@ -406,354 +218,6 @@ pub struct PdmResult {
     pub notes: Vec<String>,
 }
 
-/// The graph and its routes, with loads in integer units.
-#[derive(Debug)]
-pub(crate) struct Model {
-    nodes: Vec<u32>,
-    cpu: Vec<bool>,
-    edges: Vec<(usize, usize)>,
-    /// `routes[c][m]`: (arc in the direction c → m, paths through it, total paths).
-    routes: Vec<Vec<Option<Route>>>,
-    /// The least common multiple of all path counts.
-    scale: u64,
-}
-
-#[derive(Debug, Clone)]
-struct Route {
-    total: u64,
-    arcs: Vec<(usize, u64)>,
-}
-
-impl Model {
-    fn resources(&self) -> usize {
-        2 * self.edges.len() + self.nodes.len()
-    }
-
-    fn vertex(&self, id: u32) -> Option<usize> {
-        self.nodes.iter().position(|&n| n == id)
-    }
-
-    /// Builds the graph from the machine's nodes and `links` (os indexes).
-    pub(crate) fn new(
-        nodes: &[u32],
-        cpu: &[bool],
-        links: &[(u32, u32)],
-        given: bool,
-    ) -> Result<Self, PdmError> {
-        let opt = if given {
-            "--links"
-        } else {
-            "the interconnect graph"
-        };
-        let known = nodes
-            .iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let index = |id: u32| -> Result<usize, PdmError> {
-            nodes.iter().position(|&n| n == id).ok_or_else(|| {
-                PdmError::Invalid(format!(
-                    "{opt}: node {id} is not on this machine (nodes: {known})"
-                ))
-            })
-        };
-        let mut edges = Vec::new();
-        for &(a, b) in links {
-            let (i, j) = (index(a)?, index(b)?);
-            edges.push((i.min(j), i.max(j)));
-        }
-        edges.sort_unstable();
-        edges.dedup();
-        let v = nodes.len();
-        let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); v];
-        for (e, &(a, b)) in edges.iter().enumerate() {
-            adj[a].push((b, e));
-            adj[b].push((a, e));
-        }
-        let model_err = |msg: String| {
-            if given {
-                PdmError::Invalid(msg)
-            } else {
-                PdmError::Failed(format!("{msg}; give the links with --links"))
-            }
-        };
-        let bfs_all: Vec<(Vec<Option<u32>>, Vec<u128>)> =
-            (0..v).map(|s| bfs(s, &adj, cpu)).collect();
-        let mut routes = vec![vec![None; v]; v];
-        let mut scale: u64 = 1;
-        for c in (0..v).filter(|&c| cpu[c]) {
-            let (dc, sc) = &bfs_all[c];
-            for m in 0..v {
-                let Some(dist) = dc[m] else {
-                    return Err(model_err(format!(
-                        "{opt}: node {} cannot reach node {} without passing through a CPU-less node or at all (links must connect every node)",
-                        nodes[c], nodes[m]
-                    )));
-                };
-                let (dm, sm) = &bfs_all[m];
-                let total = u64::try_from(sc[m]).unwrap_or(u64::MAX);
-                let mut arcs = Vec::new();
-                for (e, &(a, b)) in edges.iter().enumerate() {
-                    for (u, w, arc) in [(a, b, 2 * e), (b, a, 2 * e + 1)] {
-                        let on_path =
-                            matches!((dc[u], dm[w]), (Some(x), Some(y)) if x + 1 + y == dist);
-                        if on_path && (u == c || cpu[u]) && (w == m || cpu[w]) {
-                            let through = sc[u].saturating_mul(sm[w]);
-                            arcs.push((arc, u64::try_from(through).unwrap_or(u64::MAX)));
-                        }
-                    }
-                }
-                scale = lcm(scale, total).ok_or_else(|| {
-                    PdmError::Failed(format!(
-                        "{opt}: the shortest-path counts are too irregular for exact loads (their common multiple exceeds {MAX_SCALE})"
-                    ))
-                })?;
-                routes[c][m] = Some(Route { total, arcs });
-            }
-        }
-        if !cpu.iter().any(|&c| c) {
-            return Err(PdmError::Failed("the machine has no CPU node".into()));
-        }
-        Ok(Self {
-            nodes: nodes.to_vec(),
-            cpu: cpu.to_vec(),
-            edges,
-            routes,
-            scale,
-        })
-    }
-
-    /// The loads a quantity of `milli` thousandths adds, in units of
-    /// `1 / (1000 · scale)`: (resource, amount), arcs first, then controllers.
-    fn contribution(&self, c: usize, m: usize, milli: u64, dir: Direction) -> Vec<(usize, u64)> {
-        let unit = milli * self.scale;
-        let route = self.routes[c][m]
-            .as_ref()
-            .expect("routes exist from CPU nodes");
-        let mut out = vec![(2 * self.edges.len() + m, unit)];
-        for &(arc, through) in &route.arcs {
-            let amount = unit / route.total * through;
-            if matches!(dir, Direction::Write | Direction::Both) {
-                out.push((arc, amount));
-            }
-            if matches!(dir, Direction::Read | Direction::Both) {
-                out.push((arc ^ 1, amount));
-            }
-        }
-        out
-    }
-
-    /// Real-valued loads of one placement (arcs `2e` = a→b, `2e+1` = b→a of
-    /// edge `e`, then controllers), for tests and examples.
-    pub(crate) fn loads(
-        &self,
-        quantities: &[Quantity],
-        thread_nodes: &[usize],
-        memory: &[Vec<usize>],
-    ) -> Vec<f64> {
-        let mut l = vec![0u64; self.resources()];
-        for (t, &c) in thread_nodes.iter().enumerate() {
-            for (q, qty) in quantities.iter().enumerate() {
-                for (r, a) in self.contribution(c, memory[t][q], milli(qty.weight), qty.direction) {
-                    l[r] += a;
-                }
-            }
-        }
-        let unit = (MILLI * self.scale) as f64;
-        l.iter().map(|&x| x as f64 / unit).collect()
-    }
-}
-
-fn milli(x: f64) -> u64 {
-    (x * MILLI as f64).round() as u64
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
-
-fn lcm(a: u64, b: u64) -> Option<u64> {
-    let l = (a / gcd(a, b)).checked_mul(b)?;
-    (l <= MAX_SCALE).then_some(l)
-}
-
-/// Distances and shortest-path counts from `s`; only `s` and CPU nodes are
-/// passed through.
-fn bfs(s: usize, adj: &[Vec<(usize, usize)>], cpu: &[bool]) -> (Vec<Option<u32>>, Vec<u128>) {
-    let mut dist = vec![None; adj.len()];
-    let mut sigma = vec![0u128; adj.len()];
-    dist[s] = Some(0);
-    sigma[s] = 1;
-    let mut queue = VecDeque::from([s]);
-    while let Some(u) = queue.pop_front() {
-        if u != s && !cpu[u] {
-            continue;
-        }
-        let du = dist[u].unwrap_or(0);
-        for &(w, _) in &adj[u] {
-            match dist[w] {
-                None => {
-                    dist[w] = Some(du + 1);
-                    sigma[w] = sigma[u];
-                    queue.push_back(w);
-                }
-                Some(dw) if dw == du + 1 => sigma[w] = sigma[w].saturating_add(sigma[u]),
-                _ => {}
-            }
-        }
-    }
-    (dist, sigma)
-}
-
-/// A fast hash of a load vector: the loads are small integers, hashed many
-/// times, and need no protection against chosen collisions.
-fn hash_loads<K: Load>(key: &[K]) -> u64 {
-    key.iter().fold(0u64, |h, &k| {
-        (h.rotate_left(5) ^ k.into()).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
-    })
-}
-
-/// One layer of the DP's states: load vectors of `width` loads stored one
-/// after another, numbered in the order they were first reached, and found
-/// through an open-addressing table of those numbers. A `HashMap` of boxed
-/// vectors spent half of `numalab pdm --kernel triad` on the Quartet ring
-/// (3 s, 16.7 million placements) in malloc, free and rehashing.
-struct LoadTable<K> {
-    width: usize,
-    len: usize,
-    loads: Vec<K>,
-    /// State numbers; `EMPTY` where none. A power of two, at most half full.
-    slots: Vec<u32>,
-}
-
-const EMPTY: u32 = u32::MAX;
-
-impl<K: Load> LoadTable<K> {
-    fn new(width: usize) -> Self {
-        LoadTable {
-            width,
-            len: 0,
-            loads: Vec::new(),
-            slots: vec![EMPTY; 64],
-        }
-    }
-
-    /// The loads of state `i`.
-    fn get(&self, i: usize) -> &[K] {
-        &self.loads[i * self.width..(i + 1) * self.width]
-    }
-
-    /// Where `key`'s probe starts in a table of `slots` slots: the hash's
-    /// high bits (Fibonacci hashing), as its low bits mix poorly.
-    fn start(key: &[K], slots: usize) -> usize {
-        let shift = 64 - slots.trailing_zeros();
-        (hash_loads(key).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
-    }
-
-    /// The number of `key`'s state, and whether it is new (numbered next).
-    fn find_or_insert(&mut self, key: &[K]) -> (usize, bool) {
-        if 2 * (self.len + 1) > self.slots.len() {
-            self.grow();
-        }
-        let mask = self.slots.len() - 1;
-        let mut at = Self::start(key, self.slots.len());
-        loop {
-            match self.slots[at] {
-                EMPTY => {
-                    self.slots[at] = self.len as u32;
-                    self.loads.extend_from_slice(key);
-                    self.len += 1;
-                    return (self.len - 1, true);
-                }
-                i if self.get(i as usize) == key => return (i as usize, false),
-                _ => at = (at + 1) & mask,
-            }
-        }
-    }
-
-    fn grow(&mut self) {
-        let n = 2 * self.slots.len();
-        let mut slots = vec![EMPTY; n];
-        for i in 0..self.len {
-            let mut at = Self::start(self.get(i), n);
-            while slots[at] != EMPTY {
-                at = (at + 1) & (n - 1);
-            }
-            slots[at] = i as u32;
-        }
-        self.slots = slots;
-    }
-}
-
-/// The integer type of one load in the DP's keys.
-trait Load: Copy + Eq + Default + Into<u64> + TryFrom<u64> + std::ops::Add<Output = Self> {}
-impl Load for u16 {}
-impl Load for u32 {}
-impl Load for u64 {}
-
-/// Items of equal thread node, weight and direction, placed together.
-struct Group {
-    /// (thread, quantity) of each item.
-    items: Vec<(usize, usize)>,
-    /// Each multiset of memory nodes: nodes in item order, count, dense loads.
-    options: Vec<(Vec<usize>, u128, Vec<u64>)>,
-}
-
-/// Per class: placements and up to three examples (one option per group).
-type ClassCounts = BTreeMap<u64, (u128, Vec<Vec<usize>>)>;
-
-struct Dp {
-    classes: ClassCounts,
-    largest: usize,
-    states: usize,
-}
-
-fn multisets(v: usize, g: usize) -> usize {
-    // C(v+g-1, g), saturating.
-    let mut r: u128 = 1;
-    for i in 0..g as u128 {
-        r = r * (v as u128 + i) / (i + 1);
-        if r > u128::from(u32::MAX) {
-            return usize::MAX;
-        }
-    }
-    r as usize
-}
-
-fn factorial(n: usize) -> u128 {
-    (1..=n as u128).product()
-}
-
-/// Every non-decreasing sequence of length `g` over `0..v`, with its count
-/// of orderings.
-fn each_multiset(v: usize, g: usize) -> Vec<(Vec<usize>, u128)> {
-    let mut out = Vec::new();
-    let mut cur = vec![0usize; g];
-    loop {
-        let mut mult = factorial(g);
-        let mut run = 1usize;
-        for i in 1..=g {
-            if i < g && cur[i] == cur[i - 1] {
-                run += 1;
-            } else {
-                mult /= factorial(run);
-                run = 1;
-            }
-        }
-        out.push((cur.clone(), mult));
-        // Next non-decreasing sequence.
-        let Some(i) = (0..g).rev().find(|&i| cur[i] + 1 < v) else {
-            return out;
-        };
-        let x = cur[i] + 1;
-        cur[i..].iter_mut().for_each(|c| *c = x);
-    }
-}
-
 struct Prepared<'a> {
     model: &'a Model,
     quantities: &'a [Quantity],
@@ -766,165 +230,6 @@ struct Prepared<'a> {
 impl Prepared<'_> {
     fn class_of(&self, max_normalized: u64) -> u64 {
         (u128::from(max_normalized) * u128::from(self.unit) / u128::from(self.class_divisor)) as u64
-    }
-
-    fn groups(&self, thread_nodes: &[usize]) -> Vec<Group> {
-        let v = self.model.nodes.len();
-        let r = self.model.resources();
-        let mut keyed: BTreeMap<(usize, u64, Direction), Vec<(usize, usize)>> = BTreeMap::new();
-        for (t, &c) in thread_nodes.iter().enumerate() {
-            for (q, qty) in self.quantities.iter().enumerate() {
-                keyed
-                    .entry((c, milli(qty.weight), qty.direction))
-                    .or_default()
-                    .push((t, q));
-            }
-        }
-        let mut groups = Vec::new();
-        for ((c, w, dir), items) in keyed {
-            let per_node: Vec<Vec<(usize, u64)>> = (0..v)
-                .map(|m| self.model.contribution(c, m, w, dir))
-                .collect();
-            let mut size = items.len();
-            while size > 1 && multisets(v, size) > MAX_GROUP_OPTIONS {
-                size -= 1;
-            }
-            for chunk in items.chunks(size) {
-                let options = each_multiset(v, chunk.len())
-                    .into_iter()
-                    .map(|(ms, mult)| {
-                        let mut dense = vec![0u64; r];
-                        for &m in &ms {
-                            for &(res, a) in &per_node[m] {
-                                dense[res] += a / self.unit;
-                            }
-                        }
-                        (ms, mult, dense)
-                    })
-                    .collect();
-                groups.push(Group {
-                    items: chunk.to_vec(),
-                    options,
-                });
-            }
-        }
-        groups
-    }
-
-    /// The exact class counts of one thread layout, or `None` past the caps.
-    fn dp(&self, groups: &[Group], state_budget: usize) -> Option<Dp> {
-        let bound: u64 = groups
-            .iter()
-            .map(|g| {
-                g.options
-                    .iter()
-                    .flat_map(|o| o.2.iter())
-                    .copied()
-                    .max()
-                    .unwrap_or(0)
-            })
-            .sum();
-        if bound <= u64::from(u16::MAX) {
-            self.dp_with::<u16>(groups, state_budget)
-        } else if bound <= u64::from(u32::MAX) {
-            self.dp_with::<u32>(groups, state_budget)
-        } else {
-            self.dp_with::<u64>(groups, state_budget)
-        }
-    }
-
-    fn dp_with<K: Load>(&self, groups: &[Group], state_budget: usize) -> Option<Dp> {
-        let r = self.model.resources();
-        let cap = STATE_CAP.min(MAX_LAYER_BYTES / (r * std::mem::size_of::<K>() + 48).max(1));
-        let conv = |x: u64| K::try_from(x).ok();
-        let options: Vec<Vec<(u128, Vec<K>)>> = groups
-            .iter()
-            .map(|g| {
-                g.options
-                    .iter()
-                    .map(|(_, mult, d)| {
-                        Some((
-                            *mult,
-                            d.iter().map(|&x| conv(x)).collect::<Option<Vec<K>>>()?,
-                        ))
-                    })
-                    .collect::<Option<Vec<_>>>()
-            })
-            .collect::<Option<_>>()?;
-        let mut cur: LoadTable<K> = LoadTable::new(r);
-        cur.find_or_insert(&vec![K::default(); r]);
-        let mut counts: Vec<u128> = vec![1];
-        let mut back: Vec<Vec<(u32, u32)>> = Vec::new();
-        let mut largest = 1usize;
-        let mut states = 1usize;
-        let mut key = vec![K::default(); r];
-        let (last, rest) = options.split_last()?;
-        for opts in rest {
-            let mut next: LoadTable<K> = LoadTable::new(r);
-            let mut next_counts: Vec<u128> = Vec::new();
-            let mut next_back: Vec<(u32, u32)> = Vec::new();
-            for (idx, &n) in counts.iter().enumerate() {
-                let load = cur.get(idx);
-                for (oi, (mult, add)) in opts.iter().enumerate() {
-                    for ((k, &l), &a) in key.iter_mut().zip(load.iter()).zip(add) {
-                        *k = l + a;
-                    }
-                    let c = n.checked_mul(*mult)?;
-                    let (j, new) = next.find_or_insert(&key);
-                    if new {
-                        if next_counts.len() >= cap {
-                            return None;
-                        }
-                        next_counts.push(c);
-                        next_back.push((idx as u32, oi as u32));
-                    } else {
-                        let slot = &mut next_counts[j];
-                        *slot = slot.checked_add(c)?;
-                    }
-                }
-            }
-            largest = largest.max(next_counts.len());
-            states += next_counts.len();
-            if states > state_budget {
-                return None;
-            }
-            back.push(next_back);
-            cur = next;
-            counts = next_counts;
-        }
-        // The last group only decides each placement's maximum: its layer is
-        // never stored (it would be the largest), only folded into classes.
-        // Deterministic examples: the first states reached, in order.
-        let mut classes = ClassCounts::new();
-        for (idx, &n) in counts.iter().enumerate() {
-            let load = cur.get(idx);
-            for (oi, (mult, add)) in last.iter().enumerate() {
-                let max = load
-                    .iter()
-                    .zip(add)
-                    .map(|(&l, &a)| (l + a).into())
-                    .max()
-                    .unwrap_or(0);
-                let entry = classes.entry(self.class_of(max)).or_insert((0, Vec::new()));
-                entry.0 = entry.0.checked_add(n.checked_mul(*mult)?)?;
-                if entry.1.len() < EXAMPLES_PER_CLASS {
-                    let mut choice = vec![0usize; back.len() + 1];
-                    choice[back.len()] = oi;
-                    let mut at = idx as u32;
-                    for (layer, b) in back.iter().enumerate().rev() {
-                        let (parent, o) = b[at as usize];
-                        choice[layer] = o as usize;
-                        at = parent;
-                    }
-                    entry.1.push(choice);
-                }
-            }
-        }
-        Some(Dp {
-            classes,
-            largest,
-            states,
-        })
     }
 
     /// `T0@0:a→1,b→2`: thread nodes and each quantity's memory node.
@@ -945,16 +250,6 @@ impl Prepared<'_> {
             })
             .collect::<Vec<_>>()
             .join(" ")
-    }
-
-    fn decode(&self, thread_nodes: &[usize], groups: &[Group], choice: &[usize]) -> Example {
-        let mut memory = vec![vec![0usize; self.quantities.len()]; thread_nodes.len()];
-        for (g, &oi) in groups.iter().zip(choice) {
-            for (&(t, q), &m) in g.items.iter().zip(&g.options[oi].0) {
-                memory[t][q] = m;
-            }
-        }
-        self.example(thread_nodes, memory)
     }
 
     fn example(&self, thread_nodes: &[usize], memory: Vec<Vec<usize>>) -> Example {
@@ -1144,23 +439,21 @@ fn setup<'a>(model: &'a Model, req: &'a PdmRequest) -> Result<Setup<'a>, PdmErro
     })
 }
 
-pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmError> {
-    let Setup {
-        prepared,
-        cpu_vertices,
-        cpu_ids,
-        fixed,
-        threads,
-        mode,
-    } = setup(model, req)?;
+/// How many placements `req` has on `nodes` nodes, `cpus` of them CPU
+/// nodes, with `threads` threads: exactly when the count fits 128 bits, its
+/// decimal logarithm always, and the [`Total`] a result reports.
+fn total_placements(
+    req: &PdmRequest,
+    nodes: usize,
+    cpus: usize,
+    threads: usize,
+) -> (Option<u128>, f64, Total) {
     let q = &req.quantities;
-    let v = model.nodes.len() as u128;
-    let c = cpu_vertices.len() as u128;
+    let v = nodes as u128;
+    let c = cpus as u128;
     let memory_ways = v.checked_pow((threads * q.len()) as u32);
     let thread_ways = match &req.threads {
-        ThreadPlacement::OnePerNode => {
-            Some(factorial(cpu_vertices.len().min(34))).filter(|_| cpu_vertices.len() <= 34)
-        }
+        ThreadPlacement::OnePerNode => Some(factorial(cpus.min(34))).filter(|_| cpus <= 34),
         ThreadPlacement::Any(n) => c.checked_pow(*n as u32),
         ThreadPlacement::Fixed(_) => Some(1),
     };
@@ -1169,9 +462,7 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
         .and_then(|(a, b)| a.checked_mul(b));
     let log10_total = {
         let tw: f64 = match &req.threads {
-            ThreadPlacement::OnePerNode => {
-                (1..=cpu_vertices.len()).map(|i| (i as f64).log10()).sum()
-            }
+            ThreadPlacement::OnePerNode => (1..=cpus).map(|i| (i as f64).log10()).sum(),
             ThreadPlacement::Any(n) => *n as f64 * (c as f64).log10(),
             ThreadPlacement::Fixed(_) => 0.0,
         };
@@ -1184,6 +475,21 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
             Total::Approximate(x.is_finite().then_some(x))
         }
     };
+    (total_exact, log10_total, total)
+}
+
+pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmError> {
+    let Setup {
+        prepared,
+        cpu_vertices,
+        cpu_ids,
+        fixed,
+        threads,
+        mode,
+    } = setup(model, req)?;
+    let q = &req.quantities;
+    let (total_exact, log10_total, total) =
+        total_placements(req, model.nodes.len(), cpu_vertices.len(), threads);
     let mut notes = Vec::new();
     let exact = if req.samples.is_some() {
         notes.push("sampled on request (--samples)".to_string());
@@ -1293,334 +599,6 @@ pub fn wilson(p: f64, n: f64) -> [f64; 2] {
 }
 
 type Labelled = BTreeMap<u64, (u128, Vec<Example>)>;
-
-/// Loads one quantity adds: (resource, amount).
-type Sparse = Vec<(usize, u64)>;
-
-fn exact_count(
-    p: &Prepared,
-    threads: &ThreadPlacement,
-    fixed: Option<&[usize]>,
-    cpu_vertices: &[usize],
-) -> Option<(Labelled, usize)> {
-    let mut out = Labelled::new();
-    let mut largest = 0;
-    let mut budget = MAX_TOTAL_STATES;
-    let mut add = |layout: &[usize], weight: u128, budget: &mut usize| -> Option<()> {
-        let groups = p.groups(layout);
-        let dp = p.dp(&groups, *budget)?;
-        *budget = budget.saturating_sub(dp.states);
-        largest = largest.max(dp.largest);
-        for (k, (n, examples)) in dp.classes {
-            let e = out.entry(k).or_insert((0, Vec::new()));
-            e.0 = e.0.checked_add(n.checked_mul(weight)?)?;
-            for ch in examples {
-                if e.1.len() < EXAMPLES_PER_CLASS {
-                    e.1.push(p.decode(layout, &groups, &ch));
-                }
-            }
-        }
-        Some(())
-    };
-    match threads {
-        ThreadPlacement::OnePerNode => {
-            add(cpu_vertices, factorial(cpu_vertices.len()), &mut budget)?;
-        }
-        ThreadPlacement::Fixed(_) => add(fixed?, 1, &mut budget)?,
-        ThreadPlacement::Any(n) => {
-            if multisets(cpu_vertices.len(), *n) > MAX_THREAD_MULTISETS {
-                return None;
-            }
-            for (ms, mult) in each_multiset(cpu_vertices.len(), *n) {
-                let layout: Vec<usize> = ms.iter().map(|&i| cpu_vertices[i]).collect();
-                add(&layout, mult, &mut budget)?;
-            }
-        }
-    }
-    Some((out, largest))
-}
-
-/// What [`each_random_placement`] shows each placement to: its class, its
-/// largest load normalized, its thread vertices and memory vertices.
-type PlacementVisitor<'v> = dyn FnMut(u64, u64, &[usize], &[Vec<usize>]) -> bool + 'v;
-
-/// Draws `samples` uniform random placements and shows each to `visit`
-/// (thread nodes and memory nodes as vertices, its class, its largest load
-/// normalized); `visit` returns false to stop early.
-#[allow(clippy::too_many_arguments)]
-fn each_random_placement(
-    p: &Prepared,
-    threads: &ThreadPlacement,
-    fixed: Option<&[usize]>,
-    cpu_vertices: &[usize],
-    n_threads: usize,
-    samples: u64,
-    seed: u64,
-    visit: &mut PlacementVisitor,
-) {
-    let model = p.model;
-    let v = model.nodes.len();
-    // contributions[c][m][q], normalized.
-    let contributions: Vec<Vec<Vec<Sparse>>> = (0..v)
-        .map(|c| {
-            (0..v)
-                .map(|m| {
-                    if !model.cpu[c] {
-                        return Vec::new();
-                    }
-                    p.quantities
-                        .iter()
-                        .map(|q| {
-                            model
-                                .contribution(c, m, milli(q.weight), q.direction)
-                                .into_iter()
-                                .map(|(r, a)| (r, a / p.unit))
-                                .collect()
-                        })
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
-    let mut rng = SplitMix64::new(seed);
-    let mut load = vec![0u64; model.resources()];
-    let mut layout: Vec<usize> = match (threads, fixed) {
-        (_, Some(f)) => f.to_vec(),
-        _ => cpu_vertices[..n_threads.min(cpu_vertices.len())].to_vec(),
-    };
-    layout.resize(n_threads, cpu_vertices[0]);
-    let mut memory = vec![vec![0usize; p.quantities.len()]; n_threads];
-    for _ in 0..samples {
-        match threads {
-            ThreadPlacement::OnePerNode => rng.shuffle(&mut layout),
-            ThreadPlacement::Any(_) => layout
-                .iter_mut()
-                .for_each(|t| *t = cpu_vertices[rng.below(cpu_vertices.len())]),
-            ThreadPlacement::Fixed(_) => {}
-        }
-        load.iter_mut().for_each(|l| *l = 0);
-        for (t, &c) in layout.iter().enumerate() {
-            for (q, slot) in memory[t].iter_mut().enumerate() {
-                let m = rng.below(v);
-                *slot = m;
-                for &(r, a) in &contributions[c][m][q] {
-                    load[r] += a;
-                }
-            }
-        }
-        let max = load.iter().copied().max().unwrap_or(0);
-        if !visit(p.class_of(max), max, &layout, &memory) {
-            return;
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn sample(
-    p: &Prepared,
-    threads: &ThreadPlacement,
-    fixed: Option<&[usize]>,
-    cpu_vertices: &[usize],
-    n_threads: usize,
-    samples: u64,
-    seed: u64,
-) -> Labelled {
-    let mut out = Labelled::new();
-    each_random_placement(
-        p,
-        threads,
-        fixed,
-        cpu_vertices,
-        n_threads,
-        samples,
-        seed,
-        &mut |class, _, layout, memory| {
-            let e = out.entry(class).or_insert((0, Vec::new()));
-            e.0 += 1;
-            if e.1.len() < EXAMPLES_PER_CLASS {
-                e.1.push(p.example(layout, memory.to_vec()));
-            }
-            true
-        },
-    );
-    out
-}
-
-/// Most random placements [`draw_by_class`] looks at before it gives up on
-/// filling the rarest classes.
-pub const MAX_DRAWS: u64 = 4_000_000;
-/// How often [`draw_by_class`] asks [`worth_drawing_on`].
-const DRAWS_BETWEEN_CHECKS: u64 = 4096;
-
-/// Whether `left` more uniform draws can be expected to meet a class that
-/// still lacks placements at least once (its exact share times `left`):
-/// when none can, drawing on would cost up to [`MAX_DRAWS`] for nothing the
-/// count's examples do not give. On the Quartet's triad the rarest class
-/// (96 of 402,653,184 placements) kept all 4 million draws going, where
-/// the other classes were full after a few hundred thousand.
-fn worth_drawing_on<'a>(classes: impl IntoIterator<Item = &'a ClassDraw>, left: u64) -> bool {
-    classes
-        .into_iter()
-        .any(|d| d.placements.len() < d.wanted && d.share * left as f64 >= 1.0)
-}
-
-/// One placement drawn at random: each thread's CPU node and each of its
-/// quantities' memory nodes (os indexes).
-#[derive(Debug, Clone, Serialize)]
-pub struct DrawnPlacement {
-    pub thread_nodes: Vec<u32>,
-    /// `memory[t][q]`: the node of thread `t`'s quantity `q`.
-    pub memory: Vec<Vec<u32>>,
-    /// As the examples of [`PdmClass`] write it: `T0@0:a→1,b→2`.
-    pub label: String,
-    /// False for one of the exact count's examples, added because uniform
-    /// draws did not meet the class often enough.
-    pub drawn: bool,
-    /// The placement's largest arc or controller load.
-    pub contention: f64,
-}
-
-/// The placements drawn from one contention class.
-#[derive(Debug, Clone, Serialize)]
-pub struct ClassDraw {
-    pub class: u64,
-    pub low: f64,
-    pub high: f64,
-    /// The class's share of all placements (exact, or sampled while drawing).
-    pub share: f64,
-    /// How many were asked for; `placements` holds fewer when the class is
-    /// so rare that [`MAX_DRAWS`] uniform draws did not meet it often enough.
-    pub wanted: usize,
-    pub placements: Vec<DrawnPlacement>,
-}
-
-/// Up to `per_class` distinct placements of each contention class of `req`
-/// on `machine`, each drawn uniformly from its class: uniform placements are
-/// drawn and sorted into their classes (a placement met twice is kept once)
-/// until every class has `per_class`, or all its placements when it has
-/// fewer, or [`MAX_DRAWS`] were drawn, or (exact counts) no class still
-/// short can expect another hit (`worth_drawing_on`). Classes come from the count, so a
-/// class too rare to be met still appears: it gets the count's examples
-/// (up to [`EXAMPLES_PER_CLASS`], marked `drawn: false`) and may still hold
-/// fewer placements than wanted.
-pub fn draw_by_class(
-    machine: &Machine,
-    req: &PdmRequest,
-    per_class: usize,
-    seed: u64,
-) -> Result<Vec<ClassDraw>, PdmError> {
-    if per_class == 0 || per_class > 1000 {
-        return invalid(format!(
-            "{per_class} placements per class (valid: 1 to 1000)"
-        ));
-    }
-    let model = model_of(machine, req)?;
-    let counted = count(&model, req)?;
-    let setup = setup(&model, req)?;
-    let p = &setup.prepared;
-    let w = req.class_width;
-    // An exactly counted class smaller than `per_class` is wanted whole.
-    let mut out: BTreeMap<u64, ClassDraw> = counted
-        .classes
-        .iter()
-        .map(|c| {
-            let wanted = match counted.exact {
-                true => usize::try_from(c.count)
-                    .unwrap_or(usize::MAX)
-                    .min(per_class),
-                false => per_class,
-            };
-            (
-                c.class,
-                ClassDraw {
-                    class: c.class,
-                    low: c.low,
-                    high: c.high,
-                    share: c.share,
-                    wanted,
-                    placements: Vec::new(),
-                },
-            )
-        })
-        .collect();
-    let mut seen = std::collections::HashSet::new();
-    let mut full = 0usize;
-    let classes = out.len();
-    let mut drawn = 0u64;
-    let unit = (MILLI * model.scale) as f64;
-    let ids = &model.nodes;
-    each_random_placement(
-        p,
-        &req.threads,
-        setup.fixed.as_deref(),
-        &setup.cpu_vertices,
-        setup.threads,
-        MAX_DRAWS,
-        seed,
-        &mut |class, max, layout, memory| {
-            let d = out.entry(class).or_insert_with(|| ClassDraw {
-                class,
-                low: class as f64 * w,
-                high: (class + 1) as f64 * w,
-                share: 0.0,
-                wanted: per_class,
-                placements: Vec::new(),
-            });
-            if d.placements.len() < d.wanted && seen.insert((layout.to_vec(), memory.to_vec())) {
-                d.placements.push(DrawnPlacement {
-                    thread_nodes: layout.iter().map(|&c| ids[c]).collect(),
-                    memory: memory
-                        .iter()
-                        .map(|qs| qs.iter().map(|&m| ids[m]).collect())
-                        .collect(),
-                    label: p.label(layout, memory),
-                    drawn: true,
-                    contention: (max * p.unit) as f64 / unit,
-                });
-                if d.placements.len() == d.wanted {
-                    full += 1;
-                }
-            }
-            drawn += 1;
-            if drawn.is_multiple_of(DRAWS_BETWEEN_CHECKS)
-                && counted.exact
-                && !worth_drawing_on(out.values(), MAX_DRAWS - drawn)
-            {
-                return false;
-            }
-            full < classes.max(out.len())
-        },
-    );
-    // A class too rare for the draws: the count's examples (real
-    // placements of the class, though not random ones).
-    for c in &counted.classes {
-        let Some(d) = out.get_mut(&c.class) else {
-            continue;
-        };
-        for e in &c.example_placements {
-            if d.placements.len() >= d.wanted || !seen.insert((e.threads.clone(), e.memory.clone()))
-            {
-                continue;
-            }
-            let contention = model
-                .loads(&req.quantities, &e.threads, &e.memory)
-                .into_iter()
-                .fold(0.0, f64::max);
-            d.placements.push(DrawnPlacement {
-                thread_nodes: e.threads.iter().map(|&c| ids[c]).collect(),
-                memory: e
-                    .memory
-                    .iter()
-                    .map(|qs| qs.iter().map(|&m| ids[m]).collect())
-                    .collect(),
-                label: e.label.clone(),
-                drawn: false,
-                contention,
-            });
-        }
-    }
-    Ok(out.into_values().collect())
-}
 
 #[cfg(test)]
 mod tests {
@@ -1955,16 +933,6 @@ mod tests {
     }
 
     #[test]
-    fn multisets_count_every_ordering() {
-        for (v, g) in [(4, 2), (3, 3), (5, 1), (2, 4)] {
-            let ms = each_multiset(v, g);
-            assert_eq!(ms.len(), multisets(v, g));
-            let total: u128 = ms.iter().map(|x| x.1).sum();
-            assert_eq!(total, (v as u128).pow(g as u32));
-        }
-    }
-
-    #[test]
     fn draws_lie_in_their_class_and_fill_every_class_of_the_quartet_copy() {
         let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
         let r = PdmRequest {
@@ -2009,41 +977,6 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("valid: 1 to 1000"));
-    }
-
-    #[test]
-    fn drawing_stops_when_no_short_class_expects_another_hit() {
-        let class = |share: f64, have: usize, wanted: usize| ClassDraw {
-            class: 0,
-            low: 0.0,
-            high: 1.0,
-            share,
-            wanted,
-            placements: vec![
-                DrawnPlacement {
-                    thread_nodes: vec![0],
-                    memory: vec![vec![0]],
-                    label: String::new(),
-                    drawn: true,
-                    contention: 0.5,
-                };
-                have
-            ],
-        };
-        // The triad's rarest class: 96 of 402,653,184 placements.
-        let rare = 96.0 / 402_653_184.0;
-        assert!(worth_drawing_on(&[class(rare, 0, 10)], 4_200_000));
-        assert!(!worth_drawing_on(&[class(rare, 0, 10)], 4_000_000));
-        // A full class asks for nothing, however common.
-        assert!(!worth_drawing_on(
-            &[class(0.5, 10, 10), class(rare, 2, 10)],
-            1_000_000
-        ));
-        assert!(worth_drawing_on(
-            &[class(0.5, 9, 10), class(rare, 2, 10)],
-            2
-        ));
-        assert!(!worth_drawing_on(&[], MAX_DRAWS));
     }
 
     #[test]

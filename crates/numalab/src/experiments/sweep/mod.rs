@@ -23,8 +23,9 @@
 //! count and background reached).
 //!
 //! The code is split by concern: the case space and its symmetry
-//! (`space.rs`), running the cases (`run.rs`) and mining the result for the
-//! classic questions (`findings.rs`). This file holds the requests and
+//! (`space/`: canonical forms and folding in `fold.rs`, the plan and its
+//! limits in `plan.rs`, twins in `twin.rs`), running the cases (`run.rs`)
+//! and mining the result for the classic questions (`findings.rs`). This file holds the requests and
 //! results every layer reads, and the one description of a run's condition
 //! ([`Background::describe`], [`SweepRun::condition`]).
 

@@ -14,7 +14,7 @@
 //!
 //! An automorphism of the whole tree that keeps the sweep's CPUs is then a
 //! permutation of the nodes that keeps the objects above them (and the
-//! distances and memory, which `space.rs` adds) together with, for every
+//! distances and memory, which `space/` adds) together with, for every
 //! node, an isomorphism of its local tree onto its image's. The local part
 //! is an iterated wreath product: at every vertex, children whose subtrees
 //! have the same *shape* (canonical form) may be permuted freely. So a PU is
