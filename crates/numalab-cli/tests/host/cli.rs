@@ -387,7 +387,7 @@ fn numactl_and_perf_habits_work_in_run() {
         "cannot be used with",
     );
     // A subcommand's error points to its own help.
-    let r = numalab(&["bench", "bandwidth", "--reps", "3"]);
+    let r = numalab(&["bench", "bandwidth", "--repetitions", "3"]);
     assert_eq!(r.rc, 2, "{}", r.err);
     assert!(
         r.err.ends_with("; see numalab bench bandwidth --help\n"),
