@@ -157,28 +157,66 @@ pub fn refuse_overwriting_input(
     Ok(())
 }
 
-/// Version of the JSON the measuring commands print (`schema_version`).
-pub const RESULT_SCHEMA_VERSION: &str = "1.1";
+/// Version of the JSON the commands print (`schema_version`), for results
+/// without a schema of their own. 1.2: every command's `--json` is in the
+/// envelope (place, set, topology, verify, compare, profile, run, the sweep
+/// listings and the report plan were bare).
+pub const RESULT_SCHEMA_VERSION: &str = "1.2";
 
-/// What a measuring command prints with `--json`: the schema version, the
+/// What every command prints with `--json`: the schema version, the
 /// command, the result's own fields, and the environment it depends on.
+/// A result with a schema of its own (the machine of `topology`, `place`'s
+/// result, a profile) carries that version in its own `schema_version`, and
+/// the envelope adds none.
 #[derive(Serialize)]
 pub struct Envelope<'a, T: Serialize> {
-    pub schema_version: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<&'static str>,
     pub command: &'static str,
     #[serde(flatten)]
     pub result: &'a T,
     pub environment: Environment,
 }
 
+impl<'a, T: Serialize> Envelope<'a, T> {
+    /// `result` of `command`, at [`RESULT_SCHEMA_VERSION`].
+    pub fn new(command: &'static str, result: &'a T) -> Self {
+        Self {
+            schema_version: Some(RESULT_SCHEMA_VERSION),
+            command,
+            result,
+            environment: Environment::capture(),
+        }
+    }
+
+    /// `result` of `command`, whose own `schema_version` field is the
+    /// document's.
+    pub fn versioned(command: &'static str, result: &'a T) -> Self {
+        Self {
+            schema_version: None,
+            ..Self::new(command, result)
+        }
+    }
+
+    /// The envelope as pretty JSON.
+    pub fn to_json(&self) -> Result<String, CliError> {
+        serde_json::to_string_pretty(self)
+            .map_err(|e| CliError::failed(format!("cannot encode JSON: {e}")))
+    }
+}
+
 /// Prints `result` of `command` in its [`Envelope`], as pretty JSON.
 pub fn print_result<T: Serialize>(command: &'static str, result: &T) -> Result<(), CliError> {
-    print_json(&Envelope {
-        schema_version: RESULT_SCHEMA_VERSION,
-        command,
-        result,
-        environment: Environment::capture(),
-    })
+    print_json(&Envelope::new(command, result))
+}
+
+/// Prints `result` of `command`, which has a schema (and a
+/// `schema_version` field) of its own, in its [`Envelope`].
+pub fn print_versioned_result<T: Serialize>(
+    command: &'static str,
+    result: &T,
+) -> Result<(), CliError> {
+    print_json(&Envelope::versioned(command, result))
 }
 
 /// Exit 3 when the placement did not verify (the figures are still printed).
@@ -264,8 +302,9 @@ impl From<numalab::placement::PlacementError> for CliError {
 
 pub type CliResult = Result<ExitCode, CliError>;
 
-/// Prints a value as pretty JSON on stdout.
-pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
+/// Prints a value as pretty JSON on stdout: private, so that every
+/// command's JSON goes through [`print_result`] and its envelope.
+fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(v)
         .map_err(|e| CliError::failed(format!("cannot encode JSON: {e}")))?;
     outln!("{text}")

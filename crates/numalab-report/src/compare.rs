@@ -98,8 +98,9 @@ pub struct Comparison {
     pub command_a: String,
     pub command_b: String,
     pub rows: Vec<Row>,
-    /// Environment fields that differ: (field, a, b).
-    pub environment: Vec<(String, String, String)>,
+    /// Environment fields that differ: (field, a, b). (Not `environment`:
+    /// that is the envelope's, the environment `compare` itself ran in.)
+    pub environment_differences: Vec<(String, String, String)>,
     pub warnings: Vec<String>,
 }
 
@@ -323,7 +324,7 @@ pub fn compare_summaries(a: &Summary, b: &Summary) -> Comparison {
         command_a: ca,
         command_b: cb,
         rows,
-        environment,
+        environment_differences: environment,
         warnings,
     }
 }
@@ -480,7 +481,7 @@ mod tests {
         assert_eq!(c.warnings.len(), 1);
         assert!(c.warnings[0].contains("`matrix` result with a `sizes` result"));
         assert_eq!(
-            c.environment,
+            c.environment_differences,
             vec![("kernel".to_string(), "6.1".to_string(), "6.12".to_string())]
         );
         assert_eq!(c.rows.len(), 2);

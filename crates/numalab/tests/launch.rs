@@ -171,7 +171,7 @@ fn tracing_reads_the_placement_at_exit() {
     assert_eq!(o.status, ExitStatus::Exited(0));
     let placement = o.placement.expect("exit event seen").unwrap();
     assert_eq!(placement.pid, pid);
-    assert_eq!(placement.command, "dd");
+    assert_eq!(placement.program, "dd");
     assert_eq!(placement.process_policy.as_deref(), Some("bind:0"));
     // dd's 16 MiB block was still mapped: read before the teardown.
     assert!(
@@ -201,7 +201,7 @@ fn traced_commands_still_get_their_signals() {
         &["sh", "-c", "trap 'exit 4' USR1; kill -USR1 $$; sleep 5"],
     );
     assert_eq!(o.status, ExitStatus::Exited(4));
-    assert_eq!(o.placement.unwrap().unwrap().command, "sh");
+    assert_eq!(o.placement.unwrap().unwrap().program, "sh");
     // A real-time signal stops the tracee too and must be delivered.
     let o = run(
         &p,
@@ -211,7 +211,7 @@ fn traced_commands_still_get_their_signals() {
     // A deadly signal still shows the exit event, then the death.
     let o = run(&p, &["sh", "-c", "kill -TERM $$"]);
     assert_eq!(o.status, ExitStatus::Signaled(libc::SIGTERM));
-    assert_eq!(o.placement.unwrap().unwrap().command, "sh");
+    assert_eq!(o.placement.unwrap().unwrap().program, "sh");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use crate::output::out;
 use crate::output::{
-    folder_of, print_json, print_warnings, refuse_overwriting_input, CliError, CliResult,
+    folder_of, print_result, print_warnings, refuse_overwriting_input, CliError, CliResult,
     RESULT_SCHEMA_VERSION,
 };
 use numalab::input::{read_text, InputKind};
@@ -111,6 +111,10 @@ struct ProfileProbe {
     schema_version: Option<String>,
     pages_armed: bool,
     regions: bool,
+    /// `command` is a string: `profile --json`'s output, the profile in
+    /// the envelope (a profile.json of schema 1 has the program's
+    /// arguments there, an array).
+    enveloped: bool,
 }
 
 impl ProfileProbe {
@@ -140,6 +144,7 @@ impl<'de> Deserialize<'de> for ProfileProbe {
                                 _ => None,
                             }
                         }
+                        "command" => p.enveloped = matches!(m.next_value()?, Shape::Str(_)),
                         "pages_armed" => p.pages_armed = matches!(m.next_value()?, Shape::Count),
                         "regions" => p.regions = matches!(m.next_value()?, Shape::Array),
                         _ => {
@@ -161,11 +166,12 @@ impl<'de> Deserialize<'de> for ProfileProbe {
 /// tree beside the other's profile or summary, never two trees.
 fn read_doc(p: &Path) -> Result<Doc, CliError> {
     let text = read_text(p, InputKind::ResultsJson).map_err(|e| CliError::usage(e.to_string()))?;
-    if let Some(version) = serde_json::from_str::<ProfileProbe>(&text)
-        .ok()
-        .and_then(ProfileProbe::profile_version)
-    {
-        return Ok(Doc::Profile(profile_of(p, &version, &text).map(Box::new)));
+    if let Ok(probe) = serde_json::from_str::<ProfileProbe>(&text) {
+        let enveloped = probe.enveloped;
+        if let Some(version) = probe.profile_version() {
+            let profile = profile_of(p, &version, &text, enveloped).map(Box::new);
+            return Ok(Doc::Profile(profile));
+        }
     }
     // Not an object, not JSON, or an object that is no profile.
     let v: Value = serde_json::from_str(&text).map_err(|e| {
@@ -185,23 +191,36 @@ fn check_result(p: &Path, v: &Value) -> Result<(), CliError> {
         .map_err(|e| CliError::usage(format!("{} {e}", p.display())))
 }
 
-/// A profile of a schema this numalab reads, from its text; its schema
-/// version is checked before the text is parsed.
-fn profile_of(p: &Path, version: &str, text: &str) -> Result<Profile, CliError> {
+/// A profile of a schema this numalab reads (1.x, whose `program` was
+/// called `command`, and 2.x), from its text; its schema version is
+/// checked before the text is parsed. An enveloped one (`profile --json`)
+/// goes through a tree, without the envelope's `command` and
+/// `environment`.
+fn profile_of(p: &Path, version: &str, text: &str, enveloped: bool) -> Result<Profile, CliError> {
     let major = |t: &str| t.split('.').next().map(str::to_string);
-    if major(version) != major(PROFILE_SCHEMA_VERSION) {
+    let current = major(PROFILE_SCHEMA_VERSION).unwrap_or_default();
+    let read = major(version).and_then(|v| v.parse::<u32>().ok());
+    if !read.is_some_and(|v| (1..=current.parse().unwrap_or(1)).contains(&v)) {
         return Err(CliError::usage(format!(
-            "{} is a profile of schema {version}; this numalab reads schema {}.x",
+            "{} is a profile of schema {version}; this numalab reads schemas 1.x to {current}.x",
             p.display(),
-            major(PROFILE_SCHEMA_VERSION).unwrap_or_default()
         )));
     }
-    serde_json::from_str(text).map_err(|e| {
+    let unreadable = |e: serde_json::Error| {
         CliError::usage(format!(
             "{} is not a profile numalab can read ({e})",
             p.display()
         ))
-    })
+    };
+    if !enveloped {
+        return serde_json::from_str(text).map_err(unreadable);
+    }
+    let mut v: Value = serde_json::from_str(text).map_err(unreadable)?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("command");
+        o.remove("environment");
+    }
+    serde_json::from_value(v).map_err(unreadable)
 }
 
 /// Two profiles, region by region.
@@ -221,7 +240,7 @@ fn compare_profiles(
         c.regions.retain(|r| r.remote.changed == Some(true));
     }
     if a.json {
-        print_json(&c)?;
+        print_result("compare", &c)?;
     } else {
         let (na, nb) = (a.a.display().to_string(), a.b.display().to_string());
         out!("{}", profile_compare::render(&c, &na, &nb))?;
@@ -317,7 +336,7 @@ pub fn run(a: Args) -> CliResult {
             .map_err(|e| CliError::failed(format!("cannot write {}: {e}", h.display())))?;
     }
     if a.json {
-        print_json(&c)?;
+        print_result("compare", &c)?;
     } else {
         out!("{}", render_text(&c, &na, &nb))?;
         print_warnings(&c.warnings)?;
@@ -437,7 +456,7 @@ mod tests {
         assert_eq!(
             e.msg,
             format!(
-                "{} is a profile of schema 0.3; this numalab reads schema {}.x",
+                "{} is a profile of schema 0.3; this numalab reads schemas 1.x to {}.x",
                 old_probe.display(),
                 PROFILE_SCHEMA_VERSION.split('.').next().unwrap()
             )

@@ -3,7 +3,7 @@
 
 use crate::args::{choice, cpuless_hint, memory_policy, one_cpu, size, THP};
 use crate::output::out;
-use crate::output::{exit_for, load_machine, print_json, CliError, CliResult};
+use crate::output::{exit_for, load_machine, print_versioned_result, CliError, CliResult};
 use numalab::placement::{
     place_and_check, BufferSpec, ListMeaning, ResourceSet, Thp, WeightedImpl,
 };
@@ -70,7 +70,7 @@ pub fn run(a: Args) -> CliResult {
     };
     let r = place_and_check(&m, &spec, &workers)?;
     if a.json {
-        print_json(&r)?;
+        print_versioned_result("place", &r)?;
     } else {
         out!("{}", text(&r))?;
     }

@@ -13,7 +13,7 @@ use crate::args::whole;
 use crate::launch_args::{
     library, library_filter, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
 };
-use crate::output::{errln, load_machine, write_stderr, CliError, CliResult};
+use crate::output::{errln, load_machine, write_stderr, CliError, CliResult, Envelope};
 use crate::sampling_args::SamplingArgs;
 use numalab::placement::LaunchOutcome;
 use numalab::profile::compare::compare as compare_profiles;
@@ -114,8 +114,7 @@ pub fn run(a: Args) -> CliResult {
         let proposed = Plan::from_profile(&s.machine, &profile, &profile.diagnoses);
         let plan_path = profile_dir::write_plan(&a.output, &proposed).map_err(CliError::failed)?;
         if a.json {
-            let json = serde_json::to_string_pretty(&profile)
-                .map_err(|e| CliError::failed(e.to_string()))?;
+            let json = Envelope::versioned("profile", &profile).to_json()?;
             write_stderr(format_args!("{json}\n"));
         } else {
             write_stderr(format_args!("{}{}", render(&profile), plan_text(&proposed)));
@@ -164,7 +163,11 @@ pub fn run(a: Args) -> CliResult {
         profile_dir::write_comparison(&a.output, &c, after.plan_check.as_ref(), times.as_ref())
             .map_err(CliError::failed)?;
     if a.json {
-        write_stderr(format_args!("{json}"));
+        // compare.json as written, in the envelope.
+        let c: serde_json::Value =
+            serde_json::from_str(&json).map_err(|e| CliError::failed(e.to_string()))?;
+        let json = Envelope::new("profile --plan", &c).to_json()?;
+        write_stderr(format_args!("{json}\n"));
     } else {
         write_stderr(format_args!("{text}"));
         errln!(

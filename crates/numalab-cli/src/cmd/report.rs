@@ -480,7 +480,7 @@ fn dry_run(a: &Args) -> CliResult {
     };
     let plan = plan_report(&REPORT, &env, &a.parts.0, a.budget);
     if a.json {
-        crate::output::print_json(&plan)?;
+        crate::output::print_result("report --dry-run", &plan)?;
         return Ok(ExitCode::SUCCESS);
     }
     let source = match &plan.costs.source {

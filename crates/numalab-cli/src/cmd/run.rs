@@ -19,7 +19,7 @@ use crate::launch_args::{
 };
 use crate::output::{
     errln, folder_of, load_machine, out, refuse_overwriting_input, write_stderr, CliError,
-    CliResult,
+    CliResult, Envelope,
 };
 use numalab::measure::counters::{self, Event};
 use numalab::placement::buffer::SysfsWeights;
@@ -343,7 +343,7 @@ fn say_placement(
                     }
                     v
                 })
-                .and_then(|v| serde_json::to_string_pretty(&v))
+                .and_then(|v| serde_json::to_string_pretty(&Envelope::new("run --verify", &v)))
                 .map_err(std::io::Error::other)
                 .and_then(|text| write_atomically(path, (text + "\n").as_bytes()));
             if let Err(e) = written {
@@ -386,7 +386,7 @@ fn print_counters(
     };
     match json {
         Some(path) => {
-            let written = serde_json::to_string_pretty(&r)
+            let written = serde_json::to_string_pretty(&Envelope::new("run --counters", &r))
                 .map_err(std::io::Error::other)
                 .and_then(|text| write_atomically(path, (text + "\n").as_bytes()));
             written.map_err(|e| {

@@ -4,7 +4,7 @@
 
 use crate::args::{choice, thread_count};
 use crate::output::outln;
-use crate::output::{load_machine, print_json, CliError, CliResult};
+use crate::output::{load_machine, print_result, CliError, CliResult};
 use numalab::placement::thread_policy::MAX_LAYOUT_THREADS;
 use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
 use numalab::IdSet;
@@ -84,7 +84,7 @@ pub fn run(a: Args) -> CliResult {
         threads,
     };
     if a.json {
-        print_json(&r)?;
+        print_result("set", &r)?;
     } else {
         outln!("cpus  {{{}}} ({})", r.cpus, r.cpus.len())?;
         outln!("nodes {{{}}} ({})", r.nodes, r.nodes.len())?;

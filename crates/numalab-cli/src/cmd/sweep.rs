@@ -6,8 +6,8 @@ use crate::args::{
     buffer_size, choice, choice_list, parsed, seconds, size_or_default, whole, List, THP,
 };
 use crate::output::{
-    exit_for, load_machine, print_json, print_result, print_warnings, CliError, CliResult,
-    Progress, RESULT_SCHEMA_VERSION,
+    exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Envelope, Progress,
+    RESULT_SCHEMA_VERSION,
 };
 use crate::output::{out, write_stderr};
 use numalab::experiments::sweep::{
@@ -26,7 +26,6 @@ use numalab::Machine;
 use numalab_report::compare::check_input;
 use numalab_report::views::scenarios as scenario_view;
 use numalab_report::views::sweep::{self as view, findings_text};
-use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -488,18 +487,7 @@ fn list_scenarios(a: &Args, set: &ScenarioSet) -> CliResult {
         out!("{}", scenario_view::plan_text(set))?;
         return Ok(ExitCode::SUCCESS);
     }
-    #[derive(Serialize)]
-    struct Listing<'a> {
-        schema_version: &'static str,
-        command: &'static str,
-        #[serde(flatten)]
-        set: &'a ScenarioSet,
-    }
-    print_json(&Listing {
-        schema_version: RESULT_SCHEMA_VERSION,
-        command: "sweep --list --scenarios",
-        set,
-    })?;
+    print_result("sweep --list --scenarios", set)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -519,8 +507,6 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: &Symmetries) ->
         return Ok(ExitCode::SUCCESS);
     }
     let listing = SweepListing {
-        schema_version: RESULT_SCHEMA_VERSION,
-        command: "sweep --list",
         plans: plans
             .iter()
             .map(|(t, total, cases)| ListedPlan {
@@ -536,7 +522,9 @@ fn list(a: &Args, req: &SweepRequest, plans: &Plans, symmetries: &Symmetries) ->
     };
     let out = std::io::stdout().lock();
     let mut out = std::io::BufWriter::new(out);
-    let written = serde_json::to_writer_pretty(&mut out, &listing)
+    // Written as it is serialized (the cases are never one document in
+    // memory), in the envelope every command's JSON has.
+    let written = serde_json::to_writer_pretty(&mut out, &Envelope::new("sweep --list", &listing))
         .map_err(std::io::Error::from)
         .and_then(|()| writeln!(out))
         .and_then(|()| out.flush());
@@ -571,7 +559,7 @@ fn from_file(path: &std::path::Path, a: &Args) -> CliResult {
     let result: SweepResult = serde_json::from_value(v).map_err(|e| not_sweep(e.to_string()))?;
     let f = findings(&result);
     if a.json {
-        print_json(&f)?;
+        print_result("sweep --from", &f)?;
     } else {
         if !a.findings {
             out!("{}", view::text(&result))?;

@@ -1,7 +1,7 @@
 //! `numalab topology`: the machine model, as text or JSON (docs/topology-schema.md).
 
 use crate::output::out;
-use crate::output::{load_machine, print_json, CliResult};
+use crate::output::{load_machine, print_versioned_result, CliResult};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,7 +18,7 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(a.topology.as_deref())?;
     if a.json {
-        print_json(&m)?;
+        print_versioned_result("topology", &m)?;
     } else {
         out!(
             "{}",

@@ -2,7 +2,7 @@
 
 use crate::args::parsed;
 use crate::output::out;
-use crate::output::{print_json, CliResult};
+use crate::output::{print_result, CliResult};
 use numalab::placement::ProcessPlacement;
 use numalab_report::views::verify::render;
 use std::process::ExitCode;
@@ -32,7 +32,7 @@ fn process_id(t: &str) -> Result<i32, String> {
 pub fn run(a: Args) -> CliResult {
     let p = ProcessPlacement::read(a.pid)?;
     if a.json {
-        print_json(&p)?;
+        print_result("verify", &p)?;
     } else {
         out!("{}", render(&p, a.all))?;
     }

@@ -146,8 +146,20 @@ pub fn written_profile(r: &Ran, dir: &Path) -> (String, Value) {
         r.err.rfind("\n{\n").map(|i| i + 1)
     };
     if let Some(at) = top {
-        let printed = parse_json(&r.err[at..], "the JSON numalab profile printed on stderr");
-        assert_eq!(printed, v, "stderr's JSON is not profile.json's");
+        // `--json`: profile.json in the envelope every command's JSON has
+        // (its own schema version, the command, the environment).
+        let mut printed = parse_json(&r.err[at..], "the JSON numalab profile printed on stderr");
+        let o = printed.as_object_mut().unwrap();
+        assert_eq!(o.remove("command"), Some("profile".into()), "{}", r.err);
+        let env = o.remove("environment");
+        assert!(
+            env.as_ref().is_some_and(|e| e["kernel"].is_string()),
+            "{env:?}"
+        );
+        assert_eq!(
+            printed, v,
+            "stderr's JSON is not profile.json's in the envelope"
+        );
     }
     (r.out.clone(), v)
 }

@@ -385,7 +385,8 @@ fn quartet_verify_pid_of_a_running_process() {
         v["bytes_by_node"]
     );
     assert_eq!(verify_bytes_on(&v, "0"), 0, "{}", v["bytes_by_node"]);
-    assert_eq!(v["command"], "dd");
+    assert_eq!(v["command"], "verify");
+    assert_eq!(v["program"], "dd");
     assert_eq!(v["threads"][0]["cpus_allowed"], serde_json::json!([3]));
     assert_eq!(v["threads"][0]["last_cpu"], 3);
 }

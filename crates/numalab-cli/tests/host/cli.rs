@@ -425,7 +425,10 @@ fn verify_reads_another_process() {
     let v = json(&["verify", "--pid", &child.id().to_string(), "--json"]);
     child.kill().ok();
     child.wait().ok();
-    assert_eq!(v["command"], "sleep");
+    assert_eq!(v["command"], "verify");
+    assert_eq!(v["program"], "sleep");
+    assert_eq!(v["schema_version"], "1.2");
+    assert!(v["environment"]["kernel"].is_string(), "{v}");
     assert_eq!(v["threads"].as_array().unwrap().len(), 1);
     assert!(v["mappings"]
         .as_array()

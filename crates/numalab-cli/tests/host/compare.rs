@@ -200,7 +200,7 @@ fn two_profiles_made_by_hand() {
     .unwrap();
     fails(
         &["compare", a, old.to_str().unwrap()],
-        "old.json is a profile of schema 0.1; this numalab reads schema ",
+        "old.json is a profile of schema 0.1; this numalab reads schemas 1.x to 2.x",
     );
     let result = d.join("r.json");
     std::fs::write(&result, r#"{"schema_version":"1.0","command":"topology"}"#).unwrap();

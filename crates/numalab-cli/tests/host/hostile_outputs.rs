@@ -1196,7 +1196,7 @@ fn results_go_to_dev_stdout_and_dev_fd_where_they_stand() {
             serde_json::from_str(json).unwrap_or_else(|e| panic!("{target}: {e}: {json:?}"));
         assert!(v["pid"].as_i64().is_some_and(|p| p > 0), "{target}: {v}");
         assert!(
-            v["command"].as_str().is_some_and(|c| c.contains("true")),
+            v["program"].as_str().is_some_and(|c| c.contains("true")),
             "{target}: {v}"
         );
     }

@@ -13,6 +13,7 @@ mod cache_fit;
 mod cli;
 mod compare;
 mod counters;
+mod envelope;
 mod extrapolate;
 mod hostile_affinity;
 mod hostile_cli;

@@ -210,8 +210,16 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
         &std::fs::read_to_string(out.join("compare.json")).unwrap(),
         "compare.json",
     );
+    // `--json`: compare.json in the envelope.
     let json = &r.err[r.err.rfind("\n{\n").unwrap() + 1..];
-    assert_eq!(parse_json(json, "profile --plan --repeat 4 --json"), v);
+    let mut printed = parse_json(json, "profile --plan --repeat 4 --json");
+    let o = printed.as_object_mut().unwrap();
+    assert_eq!(o.remove("command"), Some("profile --plan".into()));
+    assert_eq!(o.remove("schema_version"), Some("1.2".into()));
+    assert!(o
+        .remove("environment")
+        .is_some_and(|e| e["kernel"].is_string()));
+    assert_eq!(printed, v);
     let t = &v["run_time"];
     assert_eq!(t["without_s"].as_array().unwrap().len(), 4, "{t}");
     assert_eq!(t["with_s"].as_array().unwrap().len(), 4, "{t}");

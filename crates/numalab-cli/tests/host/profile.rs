@@ -51,11 +51,11 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let (program_out, v) = written_profile(&r, &out);
     assert!(program_out.contains("sums right"), "{program_out}");
     assert!(
-        r.err.contains("\n{\n  \"schema_version\"") || r.err.starts_with("{\n"),
+        r.err.contains("\n{\n  \"command\": \"profile\"") || r.err.starts_with("{\n"),
         "--json prints the profile on stderr: {}",
         r.err
     );
-    assert_eq!(v["schema_version"], "1.9");
+    assert_eq!(v["schema_version"], "2.0");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
     let c = &v["cost"];

@@ -27,9 +27,9 @@ pub fn render_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
         "A: {a_name} ({})\nB: {b_name} ({})",
         c.command_a, c.command_b
     );
-    if !c.environment.is_empty() {
+    if !c.environment_differences.is_empty() {
         let _ = writeln!(s, "\nenvironment differences:");
-        for (k, x, y) in &c.environment {
+        for (k, x, y) in &c.environment_differences {
             let _ = writeln!(s, "  {k:<16} A: {x}\n  {:<16} B: {y}", "");
         }
     }
@@ -89,7 +89,7 @@ pub fn render_html(c: &Comparison, a_name: &str, b_name: &str) -> String {
         ));
     }
     let mut env = String::new();
-    for (k, x, y) in &c.environment {
+    for (k, x, y) in &c.environment_differences {
         env.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(k),

@@ -418,7 +418,7 @@ pub fn render(p: &Profile) -> String {
 
 /// The command, what the profile could not see, and how it sampled.
 fn header(s: &mut String, p: &Profile) {
-    let _ = writeln!(s, "profile of: {}", p.command.join(" "));
+    let _ = writeln!(s, "profile of: {}", p.program.join(" "));
     // First: what the profile could not see changes how to read the rest
     // (a static program has no data at all; a Go program no page-fault
     // samples).

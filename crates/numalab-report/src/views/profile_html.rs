@@ -27,7 +27,7 @@ pub const REFINED_LINES: usize = 64;
 
 /// The title of the page.
 pub fn page_title(p: &Profile) -> String {
-    let program = p.command.first().map_or("(no command)", String::as_str);
+    let program = p.program.first().map_or("(no command)", String::as_str);
     format!("numalab profile: {program}")
 }
 
@@ -90,7 +90,7 @@ fn header(h: &mut String, p: &Profile) {
         h,
         "<h1>{}</h1>\n<p class=\"meta\" id=\"profile-command\"><code>{}</code> · pid {}</p>\n",
         esc(&page_title(p)),
-        esc(&p.command.join(" ")),
+        esc(&p.program.join(" ")),
         p.pid
     );
     let _ = writeln!(

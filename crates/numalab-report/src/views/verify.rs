@@ -11,7 +11,7 @@ pub const MAPPING_LINES: usize = 40;
 /// The text view, shared with `numalab run --verify`.
 pub fn render(p: &ProcessPlacement, all: bool) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "process {} ({})", p.pid, p.command);
+    let _ = writeln!(s, "process {} ({})", p.pid, p.program);
     if let Some(pol) = &p.process_policy {
         let _ = writeln!(s, "memory policy: {pol}");
     }
@@ -115,7 +115,7 @@ mod tests {
     fn process(mappings: usize) -> ProcessPlacement {
         ProcessPlacement {
             pid: 7,
-            command: "prog".into(),
+            program: "prog".into(),
             threads: Vec::new(),
             mappings: (0..mappings)
                 .map(|i| Mapping {

@@ -263,7 +263,9 @@ pub struct ThreadPlacement {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessPlacement {
     pub pid: i32,
-    pub command: String,
+    /// Its name (/proc/PID/comm). (Not `command`: that is the envelope's,
+    /// the numalab command that printed it.)
+    pub program: String,
     pub threads: Vec<ThreadPlacement>,
     pub mappings: Vec<Mapping>,
     /// Sum over mappings, in bytes per node.
@@ -355,7 +357,7 @@ impl ProcessPlacement {
         }
         Ok(Self {
             pid,
-            command,
+            program: command,
             threads,
             mappings,
             bytes_by_node,
@@ -520,7 +522,7 @@ mod tests {
                 e.to_string(),
                 "pid 2 (kthreadd) is a kernel thread: it has no user memory to verify"
             ),
-            Ok(p) => assert_ne!(p.command, "kthreadd", "a kernel thread shown as a process"),
+            Ok(p) => assert_ne!(p.program, "kthreadd", "a kernel thread shown as a process"),
         }
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;

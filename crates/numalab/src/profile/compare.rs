@@ -135,11 +135,11 @@ fn key(r: &RegionProfile) -> Option<(String, String)> {
 /// Compares profile `a` with profile `b`.
 pub fn compare(a: &Profile, b: &Profile) -> ProfileComparison {
     let mut warnings = Vec::new();
-    if a.command != b.command {
+    if a.program != b.program {
         warnings.push(format!(
             "the profiles are of different commands ('{}' and '{}'): regions match by site only",
-            a.command.join(" "),
-            b.command.join(" ")
+            a.program.join(" "),
+            b.program.join(" ")
         ));
     }
     for (name, p) in [("A", a), ("B", b)] {
@@ -218,8 +218,8 @@ pub fn compare(a: &Profile, b: &Profile) -> ProfileComparison {
         s.changed = Some(adj < ALPHA);
     }
     ProfileComparison {
-        command_a: a.command.join(" "),
-        command_b: b.command.join(" "),
+        command_a: a.program.join(" "),
+        command_b: b.program.join(" "),
         samples_a: a.samples,
         samples_b: b.samples,
         remote,

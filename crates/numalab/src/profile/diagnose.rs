@@ -286,7 +286,7 @@ fn by_thread_interval(r: &RegionProfile, share: f64) -> [f64; 2] {
 /// profiled command, for the fix.
 pub fn diagnose(m: &Machine, p: &Profile) -> Vec<Diagnosis> {
     let total: u64 = p.regions.iter().map(|r| r.samples).sum();
-    let command = p.command.join(" ");
+    let command = p.program.join(" ");
     let mut out = Vec::new();
     for (i, r) in p.regions.iter().enumerate() {
         let Some((node, pshare)) = pages_node(r) else {
@@ -549,7 +549,7 @@ fn contended_lines(p: &Profile) -> Vec<Diagnosis> {
 /// their data. The fix binds the program's CPUs to the node holding most
 /// of the pages they accessed.
 fn drifting_threads(p: &Profile) -> Vec<Diagnosis> {
-    let command = p.command.join(" ");
+    let command = p.program.join(" ");
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let mut out = Vec::new();
     for t in &p.threads {
@@ -648,7 +648,7 @@ mod tests {
             refinement: None,
             latency_source: None,
             schema_version: "1.0".into(),
-            command: vec!["./app".into()],
+            program: vec!["./app".into()],
             pid: 100,
             rate: 2000,
             min_bytes: 65536,

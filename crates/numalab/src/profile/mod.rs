@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "1.9";
+pub const SCHEMA_VERSION: &str = "2.0";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -294,7 +294,11 @@ pub struct SamplingCost {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Profile {
     pub schema_version: String,
-    pub command: Vec<String>,
+    /// The profiled program and its arguments. (Schema 1 called it
+    /// `command`, read still; 2.0 renamed it so that `profile --json`'s
+    /// envelope can carry the numalab command as every command's does.)
+    #[serde(alias = "command")]
+    pub program: Vec<String>,
     /// The profiled process (its main thread's id).
     pub pid: u32,
     /// Pages armed per second asked (0: adaptive, see `cost`), and the

@@ -106,7 +106,7 @@ impl Plan {
     /// accessing nodes). Regions no filter term can name (an unsymbolised
     /// site, a stack) are left out.
     pub fn from_profile(m: &Machine, p: &Profile, diagnoses: &[Diagnosis]) -> Plan {
-        Self::from_regions(m, &p.regions, p.command.clone(), diagnoses)
+        Self::from_regions(m, &p.regions, p.program.clone(), diagnoses)
     }
 
     fn from_regions(

@@ -718,7 +718,7 @@ impl<'a> Replay<'a> {
         let cost = sampling_cost(&self.costs, faults);
         let mut p = Profile {
             schema_version: SCHEMA_VERSION.into(),
-            command,
+            program: command,
             pid: self.pid,
             rate: self.rate,
             min_bytes: self.min_bytes,

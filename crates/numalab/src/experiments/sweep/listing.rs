@@ -14,12 +14,10 @@ pub struct SweepReport<'a> {
     pub findings: &'a [Findings],
 }
 
-/// `sweep --list --json`: the plan of each thread count. It measures
-/// nothing, so it carries no environment.
+/// `sweep --list --json`: the plan of each thread count (inside the
+/// command's envelope).
 #[derive(Serialize)]
 pub struct SweepListing<'a> {
-    pub schema_version: &'static str,
-    pub command: &'static str,
     pub plans: Vec<ListedPlan<'a>>,
 }
 
