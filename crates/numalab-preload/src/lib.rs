@@ -258,9 +258,6 @@ static INIT: extern "C" fn() = init;
 
 #[cfg(test)]
 mod layering {
-    use std::collections::BTreeMap;
-    use std::path::Path;
-
     /// The modules in an order where each uses only modules before it
     /// (the layers of the crate's documentation, bottom first).
     const ORDER: &[&str] = &[
@@ -268,90 +265,9 @@ mod layering {
         "cost", "fault", "pool", "plan", "refine", "pmu", "hooks", "sampler",
     ];
 
-    /// The crate's modules this source uses (`crate::NAME`, and `super::NAME`
-    /// in a top-level file), outside comments and its test module.
-    fn uses(text: &str, top_level: bool) -> Vec<String> {
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        let mut out = Vec::new();
-        for line in code.lines() {
-            let line = line.split("//").next().unwrap_or("");
-            let mut prefixes = vec!["crate::"];
-            if top_level {
-                prefixes.push("super::");
-            }
-            for p in prefixes {
-                for (i, _) in line.match_indices(p) {
-                    let rest = &line[i + p.len()..];
-                    let name: String = rest
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    if !name.is_empty() {
-                        out.push(name);
-                    }
-                }
-            }
-            // `use crate::{a, b}`: every name in the braces.
-            if let Some(i) = line.find("crate::{") {
-                let inner = line[i + 8..].split('}').next().unwrap_or("");
-                out.extend(
-                    inner
-                        .split(',')
-                        .map(|s| s.trim().split("::").next().unwrap_or("").to_string()),
-                );
-            }
-        }
-        out
-    }
-
-    fn sources(dir: &Path, root: &Path, out: &mut BTreeMap<String, Vec<(String, bool)>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                sources(&p, root, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let rel = p.strip_prefix(root).unwrap();
-                let top = rel
-                    .iter()
-                    .next()
-                    .unwrap()
-                    .to_string_lossy()
-                    .replace(".rs", "");
-                let text = std::fs::read_to_string(&p).unwrap();
-                out.entry(top)
-                    .or_default()
-                    .push((text, rel.components().count() == 1));
-            }
-        }
-    }
-
     #[test]
     fn every_module_uses_only_the_layers_below_it() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = BTreeMap::new();
-        sources(&root, &root, &mut files);
-        files.remove("lib");
-        let mut listed: Vec<&str> = files.keys().map(String::as_str).collect();
-        let mut order = ORDER.to_vec();
-        listed.sort_unstable();
-        order.sort_unstable();
-        assert_eq!(listed, order, "a module is missing from ORDER (or gone)");
-        let rank = |m: &str| ORDER.iter().position(|x| *x == m);
-        let mut wrong = Vec::new();
-        for (module, texts) in &files {
-            let own = rank(module).unwrap();
-            for (text, top_level) in texts {
-                for used in uses(text, *top_level) {
-                    if let Some(r) = rank(&used) {
-                        if r > own {
-                            wrong.push(format!("{module} uses {used}"));
-                        }
-                    }
-                }
-            }
-        }
-        wrong.sort();
-        wrong.dedup();
-        assert!(wrong.is_empty(), "upward uses: {wrong:?}");
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        numalab_testkit::layering::assert_layered(&src, ORDER);
     }
 }

@@ -8,6 +8,8 @@
 //! line per skip to that file, so the runner reports the test as skipped,
 //! not passed.
 
+pub mod layering;
+
 use std::fmt::Display;
 use std::io::Write;
 
