@@ -149,19 +149,26 @@ pub fn written_profile(r: &Ran, dir: &Path) -> (String, Value) {
         // `--json`: profile.json in the envelope every command's JSON has
         // (its own schema version, the command, the environment).
         let mut printed = parse_json(&r.err[at..], "the JSON numalab profile printed on stderr");
-        let o = printed.as_object_mut().unwrap();
-        assert_eq!(o.remove("command"), Some("profile".into()), "{}", r.err);
-        let env = o.remove("environment");
-        assert!(
-            env.as_ref().is_some_and(|e| e["kernel"].is_string()),
-            "{env:?}"
-        );
+        open_envelope(&mut printed, "profile");
         assert_eq!(
             printed, v,
             "stderr's JSON is not profile.json's in the envelope"
         );
     }
     (r.out.clone(), v)
+}
+
+/// Takes the envelope's `command` (which must be `command`) and its
+/// `environment` (which must name the kernel) out of `v`, leaving the
+/// result and its `schema_version`.
+pub fn open_envelope(v: &mut Value, command: &str) {
+    let o = v.as_object_mut().expect("a JSON object");
+    assert_eq!(o.remove("command"), Some(command.into()));
+    let env = o.remove("environment");
+    assert!(
+        env.as_ref().is_some_and(|e| e["kernel"].is_string()),
+        "{env:?}"
+    );
 }
 
 /// `text` as JSON, or a panic naming `what` and quoting the text.

@@ -38,6 +38,19 @@ fn envelope(v: &Value, command: &str, version: &str) {
     );
 }
 
+/// `numalab profile OPTIONS -o DIR/prof -- true`, which must succeed: the
+/// folder and the run.
+fn profile_true(d: &std::path::Path, options: &[&str]) -> (std::path::PathBuf, common::Ran) {
+    let _ = preload_library();
+    let pd = d.join("prof");
+    let mut args = vec!["profile"];
+    args.extend_from_slice(options);
+    args.extend(["-o", pd.to_str().unwrap(), "--", "true"]);
+    let pr = numalab(&args);
+    assert_eq!(pr.rc, 0, "{}", pr.err);
+    (pd, pr)
+}
+
 /// The JSON file `path`, as numalab wrote it.
 fn read(path: &std::path::Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
@@ -126,17 +139,7 @@ fn the_commands_that_printed_bare_json_print_the_envelope() {
     envelope(&c, "compare", "1.2");
     assert!(!c["rows"].as_array().unwrap().is_empty(), "{c}");
     assert!(c["environment_differences"].is_array(), "{c}");
-    let _ = preload_library();
-    let pd = d.join("prof");
-    let pr = numalab(&[
-        "profile",
-        "--json",
-        "-o",
-        pd.to_str().unwrap(),
-        "--",
-        "true",
-    ]);
-    assert_eq!(pr.rc, 0, "{}", pr.err);
+    let (pd, pr) = profile_true(&d, &["--json"]);
     let at = pr.err.find("{\n").expect("profile --json on stderr");
     let end = pr.err.rfind("\n}").expect("the end of the JSON") + 2;
     let printed = parse_json(&pr.err[at..end], "profile --json");
@@ -163,10 +166,7 @@ fn the_commands_that_printed_bare_json_print_the_envelope() {
 #[test]
 fn a_schema_1_profile_is_read_with_its_command_as_the_program() {
     let d = scratch("a_schema_1_profile_is_read_with_its_command_as_the_program");
-    let _ = preload_library();
-    let pd = d.join("prof");
-    let pr = numalab(&["profile", "-o", pd.to_str().unwrap(), "--", "true"]);
-    assert_eq!(pr.rc, 0, "{}", pr.err);
+    let (pd, _) = profile_true(&d, &[]);
     let mut old = read(&pd.join("profile.json"));
     let o = old.as_object_mut().unwrap();
     let program = o.remove("program").expect("profile.json's program");
