@@ -52,16 +52,16 @@ RULE=(--warmup 1 --min-reps 5 --max-reps 1000 --target-ci 1)
 # The latency corner: 128 MiB, THP on both sides (the chase's --huge).
 for i in $(seq 1 "$TRIES"); do
     "$BIN" bench latency --pattern random --size 128M --huge "${CPU_OPT[@]}" "${RULE[@]}" \
-        --budget 0.6 --json > "$LOG_DIR/chase-$i.json"
+        --budget-each 0.6 --json > "$LOG_DIR/chase-$i.json"
     "$BIN" apexmap --alphas 1 --ls 1 --size 128M --thp on "${CPU_OPT[@]}" "${RULE[@]}" \
-        --budget 0.6 --json > "$LOG_DIR/latency-corner-$i.json"
+        --budget-each 0.6 --json > "$LOG_DIR/latency-corner-$i.json"
 done
 # The bandwidth corner: an 8 MiB buffer (16 blocks), against the read kernel on one block.
 for i in $(seq 1 "$TRIES"); do
     "$BIN" apexmap --alphas 0.001 --ls 65536 --size 8M --thp on "${CPU_OPT[@]}" "${RULE[@]}" \
-        --budget 0.2 --json > "$LOG_DIR/bandwidth-corner-$i.json"
+        --budget-each 0.2 --json > "$LOG_DIR/bandwidth-corner-$i.json"
     "$BIN" bench bandwidth --kernel read --size 512K --threads 1 "${BW_CPUS[@]}" --thp on \
-        "${RULE[@]}" --budget 0.2 --json > "$LOG_DIR/read-$i.json"
+        "${RULE[@]}" --budget-each 0.2 --json > "$LOG_DIR/read-$i.json"
 done
 
 python3 - "$LOG_DIR" "$TRIES" <<'PY'

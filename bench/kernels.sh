@@ -37,7 +37,7 @@ done
 numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-kernels-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"
-FIVE=(--warmup 1 --min-reps 5 --max-reps 5 --budget 60)
+FIVE=(--warmup 1 --min-reps 5 --max-reps 5 --budget-each 60)
 
 # The instruction sets this CPU has: forcing one it lacks is a one-line error (exit 2).
 isas=()

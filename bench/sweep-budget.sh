@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How well `numalab sweep --budget` keeps its budget, on this machine, in one run: the
-# two-thread sweep of the tests (`sweep --threads 2 --size 16M --budget B --json`) for each
+# two-thread sweep of the tests (`sweep --thread-counts 2 --size 16M --budget B --json`) for each
 # budget (default 1 and 4 s; with 1 s it runs a subset covering every hop class, with 4 s
 # every class), a few times each, timed from the outside; prints a Markdown table of the
 # sweep's own elapsed time / budget and the wall time (process start to exit) / budget per
@@ -47,7 +47,7 @@ for b in "${budgets[@]}"; do
     for run in $(seq 1 "$RUNS"); do
         out="$LOG_DIR/budget-$b-run-$run"
         start=$(date +%s.%N)
-        "$BIN" sweep --threads 2 --size 16M --budget "$b" --json > "$out.json" 2> "$out.err"
+        "$BIN" sweep --thread-counts 2 --size 16M --budget "$b" --json > "$out.json" 2> "$out.err"
         end=$(date +%s.%N)
         python3 - "$out.json" "$start" "$end" "$b" "$run" <<'PY' > "$out.row"
 import json, sys

@@ -221,6 +221,33 @@ pub struct Output {
     pub json: bool,
 }
 
+/// One buffer and the one pinned thread that uses it: the same three
+/// options, words and defaults in `apexmap`, `bench latency` and
+/// `loaded-latency`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PinnedBuffer {
+    /// CPU of the pinned thread (default: the first allowed CPU).
+    #[arg(long, value_name = "CPU")]
+    pub cpu: Option<String>,
+    /// Memory policy of the buffer (see numalab place --help; CPU-less nodes welcome: bind:4).
+    #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
+    pub mem: String,
+    /// Buffer size, 4K to 128T (default: 4x the last-level cache, at least 64 MiB).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
+    pub size: Option<usize>,
+}
+
+/// How a command lays its threads out over its CPUs: the same option, the
+/// same words and the same help in every command that places threads
+/// (`set`, `bench bandwidth`, `policies`). A command whose default differs
+/// says so with `#[command(mut_arg("layout", ...))]`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ThreadLayout {
+    /// How threads are laid out over the CPUs: compact (fill a node first) or scatter (one per node in turn); where the possible values say so, an explicit CPU list (0,2,4-5).
+    #[arg(long, value_name = "LAYOUT", default_value = "compact", value_parser = choice(&["compact", "scatter", "CPU list"], ThreadPolicy::parse))]
+    pub layout: ThreadPolicy,
+}
+
 /// How long and how precisely to measure.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatOptions {
@@ -233,9 +260,12 @@ pub struct StatOptions {
         value_parser = percent()
     )]
     pub target_ci: f64,
-    /// Time budget per measurement, in seconds (0.001 to 604800, one week).
-    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
+    /// Time budget of the whole command, in seconds (0.001 to 604800, one week): shared equally among its measurements.
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0), conflicts_with = "budget_each")]
     pub budget: Option<f64>,
+    /// Time budget of each measurement, in seconds (0.001 to 604800, one week).
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
+    pub budget_each: Option<f64>,
     /// Repetitions at least (after warm-up), 1 to 1000000.
     #[arg(long, value_name = "N", default_value = "5", allow_hyphen_values = true, value_parser = whole(1, 1_000_000))]
     pub min_reps: usize,
@@ -251,8 +281,14 @@ pub struct StatOptions {
 }
 
 impl StatOptions {
-    /// The stop rule, with `default_budget` seconds unless --budget is given.
-    pub fn rule(&self, default_budget: f64) -> Result<StopRule, CliError> {
+    /// Whether the user gave a budget (--budget or --budget-each).
+    pub fn budget_given(&self) -> bool {
+        self.budget.is_some() || self.budget_each.is_some()
+    }
+
+    /// The stop rule of each of a command's `measurements`: --budget-each
+    /// seconds, or --budget shared equally among them, or `default_each`.
+    pub fn rule(&self, default_each: f64, measurements: usize) -> Result<StopRule, CliError> {
         let (min_reps, max_reps) = match self.reps {
             Some(n) => (n, n),
             None => (self.min_reps, self.max_reps),
@@ -271,8 +307,9 @@ impl StatOptions {
             // `seconds` bounds --budget; the clamp keeps a caller's default
             // inside the same range.
             budget: Duration::from_secs_f64(
-                self.budget
-                    .unwrap_or(default_budget)
+                self.budget_each
+                    .or(self.budget.map(|total| total / measurements.max(1) as f64))
+                    .unwrap_or(default_each)
                     .clamp(parse::MIN_SECONDS, parse::MAX_SECONDS),
             ),
         })
@@ -536,11 +573,26 @@ mod tests {
         assert_eq!(t.size, Some(64 << 20));
         assert_eq!(t.total, Some(2.0));
         let st = TryStats::try_parse_from(["try"]).unwrap().stats;
-        assert_eq!(st.rule(1.0).unwrap().target_rel_ci, 0.01);
+        assert_eq!(st.rule(1.0, 4).unwrap().target_rel_ci, 0.01);
+        assert_eq!(st.rule(1.0, 4).unwrap().budget, Duration::from_secs(1));
+        let budget = |args: &[&str], n| {
+            let mut v = vec!["try"];
+            v.extend(args);
+            let st = TryStats::try_parse_from(v).unwrap().stats;
+            st.rule(1.0, n).unwrap().budget.as_secs_f64()
+        };
+        assert_eq!(budget(&["--budget", "8"], 4), 2.0);
+        assert_eq!(budget(&["--budget", "8"], 0), 8.0);
+        assert_eq!(budget(&["--budget-each", "0.5"], 4), 0.5);
+        let e = stats_error(&["--budget", "8", "--budget-each", "1"]);
+        assert!(
+            e.contains("'--budget <SECONDS>' cannot be used with '--budget-each <SECONDS>'"),
+            "{e}"
+        );
         let e = TryStats::try_parse_from(["try", "--min-reps", "9", "--max-reps", "3"])
             .unwrap()
             .stats
-            .rule(1.0)
+            .rule(1.0, 1)
             .unwrap_err();
         assert!(e.msg.contains("min-reps <= max-reps"), "{}", e.msg);
     }

@@ -16,7 +16,7 @@ pub struct LaunchArgs {
     /// CPUs the command may run on (set grammar: 0-3, node:1, package:0, l3:0, ...).
     #[arg(long, value_name = "SET")]
     cpus: Option<String>,
-    /// Memory policy of the command (see `numalab place --help`).
+    /// Memory policy of the command (see `numalab place --help`; default: none set, the command's own or the system's, first-touch unless it sets one).
     #[arg(long = "mem", value_name = "POLICY")]
     mem: Option<String>,
     /// numactl alias: allocate only on NODES (bind:NODES).

@@ -77,7 +77,7 @@ pub struct SamplingArgs {
     /// Keep only these threads' samples: numbers in creation order, 0 (or
     /// `main`) the main thread, 1 the first thread the program created
     /// (e.g. `1-8`).
-    #[arg(long, value_name = "SET", value_parser = thread_set())]
+    #[arg(long = "only-threads", value_name = "SET", value_parser = thread_set())]
     pub threads: Option<(String, IdSet)>,
     /// `auto` (default): a memory-sampling PMU where this machine has one
     /// this user may open (Intel PEBS mem-loads, AMD IBS op), else

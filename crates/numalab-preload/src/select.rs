@@ -1,5 +1,5 @@
 //! Which allocations are tracked and which threads' samples are kept:
-//! `numalab profile --regions FILTER --threads SET`, passed as
+//! `numalab profile --regions FILTER --only-threads SET`, passed as
 //! `NUMALAB_PROFILE_REGIONS` (one term a line, in the form the engine's
 //! `profile::filter` writes) and `NUMALAB_PROFILE_THREADS` (thread
 //! ordinals: 0 the main thread, then threads in creation order).

@@ -1,7 +1,7 @@
 //! `numalab apexmap`: the Apex-MAP locality map and the simple model's fit.
 
 use crate::args::{
-    buffer_size, choice, cpu_or_first, isa, memory_policy, size_or_default, StatOptions, ISAS, THP,
+    choice, cpu_or_first, isa, memory_policy, size_or_default, PinnedBuffer, StatOptions, ISAS, THP,
 };
 use crate::output::out;
 use crate::output::{
@@ -16,18 +16,11 @@ use numalab_report::views::apexmap::text;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "--budget is the time per (alpha, L) point (default 0.4 s: the default 45 points take about 25 s). Block index = floor(M * r^(1/alpha)), r uniform in [0, 1); each access reads L contiguous words and depends on the previous one. See docs/apexmap.md."
+    after_help = "--budget is the whole command's time, shared among the (alpha, L) points; --budget-each the time per point (default 0.4 s: the default 45 points take about 25 s). Block index = floor(M * r^(1/alpha)), r uniform in [0, 1); each access reads L contiguous words and depends on the previous one. See docs/apexmap.md."
 )]
 pub struct Args {
-    /// CPU that runs the accesses (default: the first allowed CPU).
-    #[arg(long, value_name = "CPU")]
-    cpu: Option<String>,
-    /// Memory policy of the buffer (see numalab place --help).
-    #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
-    mem: String,
-    /// Buffer size, 4K to 128T (default: 4x the last-level cache, at least 64 MiB).
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
-    size: Option<usize>,
+    #[command(flatten)]
+    buffer: PinnedBuffer,
     /// Temporal localities, each in (0, 1] (comma list; 1 = uniform random, small = concentrated).
     #[arg(
         long,
@@ -104,11 +97,10 @@ pub fn parse_ls(text: &str) -> Result<Vec<usize>, CliError> {
 
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
-    let cpu = cpu_or_first(&m, a.cpu.as_deref())?;
-    let policy = memory_policy(&m, "--mem", &a.mem)?;
+    let cpu = cpu_or_first(&m, a.buffer.cpu.as_deref())?;
+    let policy = memory_policy(&m, "--mem", &a.buffer.mem)?;
     let alphas = parse_alphas(&a.alphas)?;
     let ls = parse_ls(&a.ls)?;
-    let rule = a.stats.rule(DEFAULT_POINT_BUDGET.as_secs_f64())?;
     let n_points = {
         let mut x = alphas.clone();
         x.sort_by(f64::total_cmp);
@@ -118,10 +110,11 @@ pub fn run(a: Args) -> CliResult {
         y.dedup();
         x.len() * y.len()
     };
+    let rule = a.stats.rule(DEFAULT_POINT_BUDGET.as_secs_f64(), n_points)?;
     let req = ApexRequest {
         cpu,
         policy,
-        buffer_bytes: size_or_default(&m, a.size),
+        buffer_bytes: size_or_default(&m, a.buffer.size),
         thp: Some(a.thp),
         alphas,
         ls,

@@ -2,8 +2,8 @@
 
 use crate::args::{
     array_policies, buffer_size, choice, cpu_or_first, isa, memory_policy, one_cpu,
-    size_or_default, thread_count, thread_cpus, whole, Output, StatOptions, ISAS, KERNELS,
-    MAX_THREADS, PATTERNS, THP,
+    size_or_default, thread_count, thread_cpus, whole, Output, PinnedBuffer, StatOptions,
+    ThreadLayout, ISAS, KERNELS, MAX_THREADS, PATTERNS, THP,
 };
 use crate::output::out;
 use crate::output::{exit_for, load_machine, print_result, CliError, CliResult, Progress};
@@ -14,8 +14,8 @@ use numalab::measure::harness::{
     run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
 };
 use numalab::measure::kernels::{BandwidthKernel, Isa};
+use numalab::placement::Thp;
 use numalab::placement::{parse_placement_file, ArrayPolicies};
-use numalab::placement::{Thp, ThreadPolicy};
 use numalab_report::views::bench::{bandwidth_text, latency_text};
 
 #[derive(clap::Subcommand)]
@@ -37,9 +37,8 @@ pub struct BandwidthArgs {
     /// CPUs the threads may use (set grammar; default all allowed).
     #[arg(long, value_name = "SET", default_value = "all")]
     cpus: String,
-    /// compact (fill a node first), scatter (one per node in turn), or a CPU list.
-    #[arg(long, value_name = "POLICY", default_value = "compact", value_parser = choice(&["compact", "scatter", "CPU list"], ThreadPolicy::parse))]
-    threads_policy: ThreadPolicy,
+    #[command(flatten)]
+    layout: ThreadLayout,
     /// Allow more threads than CPUs.
     #[arg(long)]
     oversubscribe: bool,
@@ -49,9 +48,9 @@ pub struct BandwidthArgs {
     #[arg(long = "mem", value_name = "POLICY", default_value = "first-touch")]
     mem: String,
     /// Per-thread, per-array placement from a JSON file: [{"cpu": 0, "arrays": {"a": "bind:1"}}, ...],
-    /// one entry per thread (replaces --threads, --cpus and --threads-policy; --mem is the
+    /// one entry per thread (replaces --threads, --cpus and --layout; --mem is the
     /// policy of arrays an entry does not name).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["threads", "cpus", "threads_policy", "oversubscribe"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["threads", "cpus", "layout", "oversubscribe"])]
     placement: Option<std::path::PathBuf>,
     /// CPU that first touches every buffer (default: each worker its own).
     #[arg(long, value_name = "CPU")]
@@ -76,15 +75,8 @@ pub struct LatencyArgs {
     /// random (whole buffer: TLB misses included), page (random within a page: TLB misses rare), stride.
     #[arg(long, value_name = "PATTERN", default_value = "random", value_parser = choice(PATTERNS, ChasePattern::parse))]
     pattern: ChasePattern,
-    /// CPU that chases (default: the first allowed CPU).
-    #[arg(long, value_name = "CPU")]
-    cpu: Option<String>,
-    /// Memory policy of the buffer (default: local to the CPU).
-    #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
-    mem: String,
-    /// Buffer size, 4K to 128T (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
-    size: Option<usize>,
+    #[command(flatten)]
+    buffer: PinnedBuffer,
     /// Independent chains followed at once (memory-level parallelism), 1 to 64.
     #[arg(long, value_name = "N", default_value = "1", allow_hyphen_values = true, value_parser = whole(1, 64))]
     chains: usize,
@@ -131,7 +123,7 @@ fn bandwidth(a: BandwidthArgs) -> CliResult {
                 .map(|t| (t.cpu, t.arrays))
                 .collect()
         }
-        None => thread_cpus(&m, &a.cpus, a.threads, &a.threads_policy, a.oversubscribe)?
+        None => thread_cpus(&m, &a.cpus, a.threads, &a.layout.layout, a.oversubscribe)?
             .into_iter()
             .map(|cpu| (cpu, policy.clone()))
             .collect(),
@@ -149,7 +141,7 @@ fn bandwidth(a: BandwidthArgs) -> CliResult {
             .collect(),
         buffer_bytes: size_or_default(&m, a.size),
         thp: Some(a.thp),
-        rule: a.stats.rule(2.5)?,
+        rule: a.stats.rule(2.5, 1)?,
     };
     let progress = Progress::spinner(&format!("bench bandwidth {}", a.kernel.name()));
     let mut r = run_bandwidth(&m, &req)?;
@@ -174,17 +166,17 @@ fn bandwidth(a: BandwidthArgs) -> CliResult {
 
 fn latency(a: LatencyArgs) -> CliResult {
     let m = load_machine(None)?;
-    let cpu = cpu_or_first(&m, a.cpu.as_deref())?;
-    let policy = memory_policy(&m, "--mem", &a.mem)?;
+    let cpu = cpu_or_first(&m, a.buffer.cpu.as_deref())?;
+    let policy = memory_policy(&m, "--mem", &a.buffer.mem)?;
     let req = LatencyRequest {
         cpu,
         policy: policy.clone(),
         pattern: a.pattern,
         chains: a.chains,
-        buffer_bytes: size_or_default(&m, a.size),
+        buffer_bytes: size_or_default(&m, a.buffer.size),
         thp: Some(if a.huge { Thp::On } else { a.thp }),
         hugetlb: a.hugetlb,
-        rule: a.stats.rule(2.5)?,
+        rule: a.stats.rule(2.5, 1)?,
     };
     let progress = Progress::spinner("bench latency");
     let r = run_latency(&m, &req)?;

@@ -24,7 +24,7 @@ fn level(t: &str) -> Result<u8, String> {
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Level 1: daxpy (y = a*x + y) and triad (a = b + s*c), vectors of n^2 elements; level 2: dgemv (y = A*x); level 3: dgemm (C = A*B), n x n matrices. Each operand lives on its own memory node, first touched by the pinned thread; OpenBLAS runs on that thread only (openblas_set_num_threads(1)). --budget is the time per placement (default 0.5 s). See docs/blas.md."
+    after_help = "Level 1: daxpy (y = a*x + y) and triad (a = b + s*c), vectors of n^2 elements; level 2: dgemv (y = A*x); level 3: dgemm (C = A*B), n x n matrices. Each operand lives on its own memory node, first touched by the pinned thread; OpenBLAS runs on that thread only (openblas_set_num_threads(1)). --budget is the whole command's time, shared among the placements; --budget-each the time per placement (default 0.5 s). See docs/blas.md."
 )]
 pub struct Args {
     /// BLAS levels to run, e.g. 1,3 (default all).
@@ -39,14 +39,14 @@ pub struct Args {
     /// Run the thread on this CPU node only (default: each CPU node in turn).
     #[arg(long, value_name = "NODE", allow_hyphen_values = true, value_parser = whole(0, u16::MAX as usize))]
     node: Option<usize>,
-    /// Run every placement instead of one per class of the machine's
-    /// automorphisms (4 x 4^3 = 256 for dgemm on 4 nodes).
+    /// Run every case (placement) instead of one per class of the
+    /// machine's automorphisms (4 x 4^3 = 256 for dgemm on 4 nodes).
     #[arg(long)]
-    full: bool,
+    every_case: bool,
     /// Parallel mode: one thread per CPU node, each with its own operands,
     /// K random placements per contention class of the placement
     /// distribution model (1 to 1000; the study used 20).
-    #[arg(long, value_name = "K", allow_hyphen_values = true, value_parser = whole(1, 1000), conflicts_with_all = ["full", "node"])]
+    #[arg(long, value_name = "K", allow_hyphen_values = true, value_parser = whole(1, 1000), conflicts_with_all = ["every_case", "node"])]
     parallel: Option<usize>,
     /// Seed of the parallel mode's random placements.
     #[arg(long, value_name = "N", default_value = "1", value_parser = whole(0, usize::MAX), requires = "parallel")]
@@ -84,14 +84,13 @@ fn kernels(a: &Args) -> Result<Vec<Kernel>, CliError> {
 
 pub fn run(a: Args) -> CliResult {
     let kernels = kernels(&a)?;
-    let rule = a.stats.rule(DEFAULT_BUDGET)?;
     let m = load_machine(a.topology.as_deref())?;
-    let req = BlasRequest {
+    let mut req = BlasRequest {
         kernels,
         n: a.n,
         cpu_nodes: a.node.map(|n| IdSet::single(n as u32)),
-        full: a.full,
-        rule,
+        full: a.every_case,
+        rule: a.stats.rule(DEFAULT_BUDGET, 1)?,
         check: a.check,
         parallel: a.parallel,
         seed: a.seed as u64,
@@ -123,6 +122,7 @@ pub fn run(a: Args) -> CliResult {
         }
         runs.len()
     };
+    req.rule = a.stats.rule(DEFAULT_BUDGET, count)?;
     let progress = Progress::bar(
         count as u64,
         &format!(

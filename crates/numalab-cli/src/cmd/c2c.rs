@@ -13,7 +13,7 @@ use numalab_report::views::c2c::text;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "--budget is the time per pair of CPUs (default: about 60 s in all, 0.05 to 0.5 s per pair). Figures: modified (one-way latency of a written line, ping-pong / 2), clean (a reader loads lines held clean by the other CPU), false-sharing (atomic increments of two words of one line vs separate lines). See docs/c2c.md."
+    after_help = "--budget is the whole command's time, shared among the pairs of CPUs; --budget-each the time per pair (default: about 60 s in all, 0.05 to 0.5 s per pair). Figures: modified (one-way latency of a written line, ping-pong / 2), clean (a reader loads lines held clean by the other CPU), false-sharing (atomic increments of two words of one line vs separate lines). See docs/c2c.md."
 )]
 pub struct Args {
     /// CPUs to pair (set grammar; default and `all`: every CPU this process
@@ -81,7 +81,7 @@ pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
     let cpus = pair_cpus(&m, a.cpus.as_deref())?;
     let pairs = pair_count(cpus.len());
-    let rule = a.stats.rule(default_pair_budget(pairs))?;
+    let rule = a.stats.rule(default_pair_budget(pairs), pairs)?;
     let budget = rule.budget.as_secs_f64();
     let estimate = format!(
         "{pairs} pair{} x {budget:.2} s: about {}",
@@ -90,7 +90,7 @@ pub fn run(a: Args) -> CliResult {
     );
     if !a.json {
         outln!(
-            "c2c over CPUs {} ({estimate}; --budget sets the time per pair)",
+            "c2c over CPUs {} ({estimate}; --budget sets the whole time, --budget-each the time per pair)",
             cpus.iter().copied().collect::<IdSet>()
         )?;
     }

@@ -2,8 +2,8 @@
 //! traffic, idle to saturation, per traffic mix, with the knee marked.
 
 use crate::args::{
-    buffer_size, choice, choice_list, cpuless_hint, one_cpu, List, Output, StatOptions, PATTERNS,
-    THP,
+    buffer_size, choice, choice_list, cpuless_hint, one_cpu, List, Output, PinnedBuffer,
+    StatOptions, PATTERNS, THP,
 };
 use crate::output::out;
 use crate::output::{
@@ -28,12 +28,9 @@ const DEFAULT_STEP_BUDGET: f64 = 0.3;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// CPU that chases (default: the first allowed CPU).
-    #[arg(long, value_name = "CPU")]
-    cpu: Option<String>,
-    /// Memory policy of the chase buffer (CPU-less nodes welcome: bind:4).
-    #[arg(long = "mem", value_name = "POLICY", default_value = "local")]
-    mem: String,
+    /// The chase buffer and the chasing CPU.
+    #[command(flatten)]
+    buffer: PinnedBuffer,
     /// CPUs of the injector threads, one each (set grammar; default: every other allowed CPU, SMT siblings of the chasing CPU left out when others remain).
     #[arg(long, value_name = "SET")]
     injector_cpus: Option<String>,
@@ -54,9 +51,6 @@ pub struct Args {
     /// Load steps as ns of pause after every injector chunk (0 to 1000000000, one second), comma separated (0 = no pause).
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     delays: Option<String>,
-    /// Chase buffer size, 4K to 128T (default: 4x the last-level cache).
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
-    size: Option<usize>,
     /// Buffer size per injector, 4K to 128T (default: --size when given, else 4x the last-level cache shared among the injectors, at least 64M each).
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     injector_size: Option<usize>,
@@ -72,7 +66,7 @@ pub struct Args {
     /// Transparent huge pages for the injector buffers.
     #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
     injector_thp: Thp,
-    /// Per measurement (idle and each step); --budget defaults to 0.3 s per step.
+    /// Measurement options: --budget is shared among every mix's idle measurement and steps; --budget-each defaults to 0.3 s per step.
     #[command(flatten)]
     stats: StatOptions,
     #[command(flatten)]
@@ -170,14 +164,14 @@ fn injector_cpus(m: &Machine, chase: u32, text: Option<&str>) -> Result<Vec<u32>
 
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(None)?;
-    let cpu = match a.cpu.as_deref() {
+    let cpu = match a.buffer.cpu.as_deref() {
         Some(c) => one_cpu(&m, "--cpu", c)?,
         None => usable_cpus(&m)
             .first()
             .ok_or_else(|| CliError::failed("no CPU is allowed for this process"))?,
     };
-    let policy =
-        MemoryPolicy::parse(&m, &a.mem).map_err(|e| CliError::usage(format!("--mem: {e}")))?;
+    let policy = MemoryPolicy::parse(&m, &a.buffer.mem)
+        .map_err(|e| CliError::usage(format!("--mem: {e}")))?;
     let injector_policy = a
         .injector_mem
         .as_deref()
@@ -192,19 +186,15 @@ pub fn run(a: Args) -> CliResult {
         ));
     }
     let injectors = injector_cpus(&m, cpu, a.injector_cpus.as_deref())?;
-    let size = a.size.unwrap_or_else(|| default_buffer_bytes(&m));
-    let injector_size = match (a.injector_size, a.size) {
+    let size = a.buffer.size.unwrap_or_else(|| default_buffer_bytes(&m));
+    let injector_size = match (a.injector_size, a.buffer.size) {
         (Some(t), _) => t,
         (None, Some(_)) => size,
         (None, None) => (default_buffer_bytes(&m) / injectors.len())
             .max(64 << 20)
             .next_multiple_of(2 << 20),
     };
-    let mut rule = a.stats.rule(DEFAULT_STEP_BUDGET)?;
-    // A short budget per step: the first sample after a change of load is
-    // the warm-up, not a separate wait.
-    rule.warmup = rule.warmup.max(1);
-    let req = LoadedLatencyRequest {
+    let mut req = LoadedLatencyRequest {
         cpu,
         policy,
         pattern,
@@ -216,10 +206,15 @@ pub fn run(a: Args) -> CliResult {
         injector_thp: Some(a.injector_thp),
         mixes: a.mix.0.clone(),
         ladder,
-        rule,
+        rule: a.stats.rule(DEFAULT_STEP_BUDGET, 1)?,
         settle: Duration::from_millis(20),
     };
-    let progress = Progress::bar(measurements(&req) as u64, "loaded-latency");
+    let count = measurements(&req);
+    req.rule = a.stats.rule(DEFAULT_STEP_BUDGET, count)?;
+    // A short budget per step: the first sample after a change of load is
+    // the warm-up, not a separate wait.
+    req.rule.warmup = req.rule.warmup.max(1);
+    let progress = Progress::bar(count as u64, "loaded-latency");
     let r = run_loaded_latency(&m, &req, &mut |w| progress.step(w))?;
     progress.finish();
     if a.out.json {

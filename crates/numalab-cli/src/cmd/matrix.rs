@@ -36,7 +36,8 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
     /// Bandwidth: arrays kept in place in every cell while the others follow the column, e.g.
-    /// --kernel copy --mem b=local (read each column, write locally).
+    /// --kernel copy --mem b=local (read each column, write locally); default: none kept, every
+    /// array follows the column.
     #[arg(long = "mem", value_name = "ARRAY=POLICY,...")]
     mem: Option<String>,
     /// Print the plan (rows, columns, the CPUs of each row, buffers, cells
@@ -100,14 +101,12 @@ pub fn run(a: Args) -> CliResult {
         pattern: a.pattern,
         latency_bytes: size,
         bandwidth_bytes: size,
-        rule: a.stats.rule(1.0)?,
+        rule: a.stats.rule(1.0, 1)?,
         fixed_arrays,
     };
     let cells = cell_count(&m, &req).max(1);
     // The default budget is for the whole matrix, shared by its cells.
-    if a.stats.budget.is_none() {
-        req.rule.budget = std::time::Duration::from_secs_f64(default_cell_budget_s(cells));
-    }
+    req.rule = a.stats.rule(default_cell_budget_s(cells), cells)?;
     if a.list {
         let p = plan(&m, &req)?;
         if a.out.json {

@@ -61,9 +61,12 @@ pub struct Args {
     /// With --measure: bytes per array, 4K to 128T (default: 4x the last-level cache).
     #[arg(long, value_name = "SIZE", requires = "measure", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
-    /// With --measure: seconds per placement (0.001 to 604800; default 0.3).
-    #[arg(long, value_name = "SECONDS", requires = "measure", allow_hyphen_values = true, value_parser = seconds(0.0))]
+    /// With --measure: time budget of the whole command, in seconds (0.001 to 604800, one week): shared equally among its measurements (placements).
+    #[arg(long, value_name = "SECONDS", requires = "measure", allow_hyphen_values = true, value_parser = seconds(0.0), conflicts_with = "budget_each")]
     budget: Option<f64>,
+    /// With --measure: time budget of each measurement (placement), in seconds (0.001 to 604800, one week; default 0.3).
+    #[arg(long, value_name = "SECONDS", requires = "measure", allow_hyphen_values = true, value_parser = seconds(0.0))]
+    budget_each: Option<f64>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -125,8 +128,14 @@ pub fn run(a: Args) -> CliResult {
         None => None,
         Some(k) => {
             let kernel = BandwidthKernel::parse(&req.workload).map_err(CliError::usage)?;
+            let placements = (r.classes.len() * k).max(1);
+            let each = a
+                .budget_each
+                .or(a.budget.map(|total| total / placements as f64))
+                .unwrap_or(0.3)
+                .max(numalab::text::parse::MIN_SECONDS);
             let rule = StopRule {
-                budget: Duration::from_secs_f64(a.budget.unwrap_or(0.3)),
+                budget: Duration::from_secs_f64(each),
                 ..Default::default()
             };
             let mr = MeasureRequest {

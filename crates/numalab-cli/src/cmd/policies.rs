@@ -4,8 +4,8 @@
 //! table with every cell verified, and the advice that follows.
 
 use crate::args::{
-    buffer_size, choice, isa, thread_count, thread_cpus, List, Output, StatOptions, ISAS, KERNELS,
-    MAX_THREADS, THP,
+    buffer_size, choice, isa, thread_count, thread_cpus, List, Output, StatOptions, ThreadLayout,
+    ISAS, KERNELS, MAX_THREADS, THP,
 };
 use crate::output::out;
 use crate::output::{
@@ -20,6 +20,11 @@ use numalab::Machine;
 use numalab_report::views::policies::text;
 
 #[derive(clap::Args)]
+// The classic workloads spread their threads over the nodes by default, and
+// lay them out themselves: no CPU list.
+#[command(mut_arg("layout", |a| a
+    .default_value("scatter")
+    .value_parser(choice(&["scatter", "compact"], ThreadPolicy::parse))))]
 pub struct Args {
     /// Bandwidth kernel every workload streams.
     #[arg(long, value_name = "KERNEL", default_value = "triad", value_parser = choice(KERNELS, BandwidthKernel::parse))]
@@ -30,9 +35,8 @@ pub struct Args {
     /// CPUs the workloads may use (set grammar; default all allowed); the unpinned thread may run on any of them.
     #[arg(long, value_name = "SET", default_value = "all")]
     cpus: String,
-    /// How threads are laid out: scatter (one per node in turn) or compact (fill a node first).
-    #[arg(long, value_name = "POLICY", default_value = "scatter", value_parser = choice(&["scatter", "compact"], layout))]
-    threads_policy: ThreadPolicy,
+    #[command(flatten)]
+    layout: ThreadLayout,
     /// Node of the one-node column (default: the node of the first thread's CPU).
     #[arg(long, value_name = "NODE")]
     node: Option<String>,
@@ -51,7 +55,7 @@ pub struct Args {
     /// Instruction set (auto: the widest this CPU runs).
     #[arg(long, value_name = "ISA", default_value = "auto", value_parser = choice(ISAS, isa))]
     isa: Isa,
-    /// Measurement options; --budget is per cell (default: about 15 s over all cells, 0.25 to 1.5 s each).
+    /// Measurement options: --budget is shared among the cells; --budget-each is per cell (default: about 15 s over all cells, 0.25 to 1.5 s each).
     #[command(flatten)]
     stats: StatOptions,
     #[command(flatten)]
@@ -66,16 +70,14 @@ fn columns(t: &str) -> Result<List<PolicyColumn>, String> {
     parse_list(t, &PolicyColumn::ALL, PolicyColumn::parse).map(List)
 }
 
-/// `--threads-policy`: scatter or compact only (the workloads lay threads
-/// out themselves, so a CPU list is not a choice here).
-fn layout(t: &str) -> Result<ThreadPolicy, String> {
-    match t {
-        "compact" | "fill" => Ok(ThreadPolicy::Compact),
-        "scatter" | "round-robin" => Ok(ThreadPolicy::Scatter),
-        _ => Err(format!(
-            "unknown thread policy '{}' (the workloads place their threads, so no CPU list); valid: scatter (one thread per node in turn), compact (fill a node first)",
-            numalab::text::format::excerpt(t, 40)
+/// `--layout`: scatter or compact only (the workloads lay threads out
+/// themselves, so a CPU list is not a choice here).
+fn workload_layout(p: &ThreadPolicy) -> Result<ThreadPolicy, CliError> {
+    match p {
+        ThreadPolicy::Explicit(_) => Err(CliError::usage(
+            "--layout: the workloads place their threads, so no CPU list; valid: scatter (one thread per node in turn), compact (fill a node first)",
         )),
+        p => Ok(p.clone()),
     }
 }
 
@@ -122,20 +124,20 @@ pub fn run(a: Args) -> CliResult {
         }
     }
     let n = a.threads.unwrap_or_else(|| set.cpus.len().max(1));
-    let cpus = thread_cpus(&m, &a.cpus, n, &a.threads_policy, false)?;
+    let layout = workload_layout(&a.layout.layout)?;
+    let cpus = thread_cpus(&m, &a.cpus, n, &layout, false)?;
     let node = node_option(&m, a.node.as_deref(), cpus[0])?;
     let (workloads, policies) = (a.workloads.0.clone(), a.policies.0.clone());
     let buffer_bytes = a.size.unwrap_or_else(|| default_array_bytes(&m, a.kernel));
     let cells = workloads.len() * policies.len();
-    let mut rule = a.stats.rule(1.0)?;
-    if a.stats.budget.is_none() {
-        rule.budget = std::time::Duration::from_secs_f64((15.0 / cells as f64).clamp(0.25, 1.5));
-    }
+    let rule = a
+        .stats
+        .rule((15.0 / cells as f64).clamp(0.25, 1.5), cells)?;
     let req = PoliciesRequest {
         kernel: a.kernel,
         isa: a.isa,
         cpus,
-        thread_policy: match a.threads_policy {
+        thread_policy: match layout {
             ThreadPolicy::Compact => "compact".into(),
             _ => "scatter".into(),
         },

@@ -46,7 +46,7 @@ pub struct Args {
     /// Four times the default budget: every size, every mix, every scenario of the study.
     #[arg(long)]
     full: bool,
-    /// Time budget of the whole report in seconds, 1 to 604800 (one week; default: by machine size and mode).
+    /// Time budget of the whole command, in seconds (1 to 604800, one week; default: by machine size and mode).
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(1.0))]
     budget: Option<f64>,
     /// Describe the machine of this hwloc XML file (no measurement: the report says which parts need the machine).

@@ -120,10 +120,9 @@ pub fn run(a: Args) -> CliResult {
     }
     let size = size_or_default(&m, a.size);
     let arrays = array_policies(&m, "--mem", &a.mem, a.kernel)?;
-    let mut rule = a.stats.rule(1.0)?;
-    if a.stats.budget.is_none() {
-        rule.budget = std::time::Duration::from_secs_f64((16.0 / (2 * max) as f64).clamp(0.3, 2.0));
-    }
+    let rule = a
+        .stats
+        .rule((16.0 / (2 * max) as f64).clamp(0.3, 2.0), 2 * max)?;
     let progress = Progress::bar(2 * max as u64, "scaling");
     let counts: Vec<usize> = (1..=max).collect();
     let r = run_scaling_placed(

@@ -2,11 +2,11 @@
 //! and, with `--threads N`, lay N threads out over it with a thread policy.
 //! Needs no hardware: works on `--topology FILE` too.
 
-use crate::args::{choice, thread_count};
+use crate::args::{thread_count, ThreadLayout};
 use crate::output::outln;
 use crate::output::{load_machine, print_result, CliError, CliResult};
 use numalab::placement::thread_policy::MAX_LAYOUT_THREADS;
-use numalab::placement::{ListMeaning, ResourceSet, ThreadPolicy};
+use numalab::placement::{ListMeaning, ResourceSet};
 use numalab::IdSet;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -24,9 +24,8 @@ pub struct Args {
     /// Linux supports, so that --oversubscribe stays bounded).
     #[arg(long, value_name = "N", value_parser = thread_count(MAX_LAYOUT_THREADS))]
     threads: Option<usize>,
-    /// compact (fill), scatter (round-robin), or an explicit CPU list.
-    #[arg(long, value_name = "POLICY", default_value = "compact", value_parser = choice(&["compact", "scatter", "CPU list"], ThreadPolicy::parse))]
-    threads_policy: ThreadPolicy,
+    #[command(flatten)]
+    layout: ThreadLayout,
     /// Allow more threads than CPUs (they then share CPUs).
     #[arg(long)]
     oversubscribe: bool,
@@ -64,7 +63,8 @@ pub fn run(a: Args) -> CliResult {
     let mut threads = Vec::new();
     if let Some(n) = a.threads {
         let cpus = a
-            .threads_policy
+            .layout
+            .layout
             .assign(&m, &set.cpus, n, a.oversubscribe)
             .map_err(CliError::usage)?;
         threads = cpus

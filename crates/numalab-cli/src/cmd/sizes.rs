@@ -22,8 +22,7 @@ pub struct Args {
     /// (default 1); bandwidth is then also shown per core (aggregate / N).
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = thread_count(MAX_THREADS))]
     threads: Option<usize>,
-    /// Where the threads run: packed (one node's CPUs first; the default) or spread (one per
-    /// node in turn).
+    /// How threads are laid out over the CPUs: compact (fill a node first) or scatter (one per node in turn) [default: compact].
     #[arg(long, value_name = "LAYOUT", value_parser = choice(SizesLayout::NAMES, SizesLayout::parse))]
     layout: Option<SizesLayout>,
     /// Memory policy of every buffer (e.g. bind:1 for a remote curve); default local to each thread.
@@ -47,7 +46,7 @@ pub fn run(a: Args) -> CliResult {
             ..SizesSetup::one(cpu_or_first(&m, a.cpu.as_deref())?)
         },
         (threads, layout) => {
-            let layout = layout.unwrap_or(SizesLayout::Packed);
+            let layout = layout.unwrap_or(SizesLayout::Compact);
             let n = threads.unwrap_or(1);
             SizesSetup {
                 cpus: layout
@@ -66,11 +65,12 @@ pub fn run(a: Args) -> CliResult {
             format_bytes(max)
         )));
     }
-    let mut rule = a.stats.rule(0.4)?;
-    if a.stats.budget.is_none() {
-        // About 25 s for the whole sweep: four measurements per size.
-        rule.budget =
-            std::time::Duration::from_secs_f64((25.0 / (4 * sizes.len()) as f64).clamp(0.1, 1.0));
+    // About 25 s for the whole sweep by default: four measurements per size.
+    let measurements = 4 * sizes.len();
+    let mut rule = a
+        .stats
+        .rule((25.0 / measurements as f64).clamp(0.1, 1.0), measurements)?;
+    if !a.stats.budget_given() {
         rule.min_reps = rule.min_reps.min(3);
     }
     let progress = Progress::bar(4 * sizes.len() as u64, "sizes");

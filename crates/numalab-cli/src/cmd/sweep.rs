@@ -35,7 +35,7 @@ use std::time::Duration;
 pub struct Args {
     /// Foreground thread counts, each swept on its own (e.g. 2 or 1,2; 1 to 8).
     #[arg(long, value_name = "LIST", default_value = "1,2", allow_hyphen_values = true, value_parser = choice_list(&["1", "2", "3", "4", "5", "6", "7", "8"], thread_count))]
-    threads: List<usize>,
+    thread_counts: List<usize>,
     /// CPUs the foreground threads may use (resource-set grammar).
     #[arg(long, value_name = "SET", default_value = "all")]
     cpus: String,
@@ -59,18 +59,18 @@ pub struct Args {
     thp: Thp,
     /// Run every case instead of one per symmetry class.
     #[arg(long)]
-    full: bool,
+    every_case: bool,
     /// Measure one member per class only: no twin (by default a second
     /// member of each class run is measured when the budget pays for it,
     /// to test the symmetry the folding assumes).
     #[arg(long)]
     no_twins: bool,
-    /// Whole-sweep time budget in seconds (0.001 to 604800, one week): runs a subset covering every hop class.
+    /// Time budget of the whole command, in seconds (0.001 to 604800, one week): runs a subset covering every hop class.
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
     budget: Option<f64>,
-    /// Time budget of one case, in seconds, 0.001 to 604800 (default: shared out of about 40 s).
+    /// Time budget of each measurement (case), in seconds (0.001 to 604800, one week; default: shared out of about 40 s).
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(0.0))]
-    case_budget: Option<f64>,
+    budget_each: Option<f64>,
     /// Background levels, comma-separated, each a sweep of its own: none, low (0.5 GB/s per
     /// thread), medium (1), high (2), very-high (4) or a number of GB/s (0.001 to 10000).
     #[arg(long, value_name = "LEVELS", default_value = "none", allow_hyphen_values = true, value_parser = choice_list(&["none", "low", "medium", "high", "very-high", "GB/s"], level))]
@@ -110,10 +110,10 @@ pub struct Args {
         value_parser = parsed(sample_ms)
     )]
     sample_ms: f64,
-    /// Most cases --full may run, per thread count: 1 to 1500000 (the most a sweep may plan,
-    /// days of measuring).
-    #[arg(long, value_name = "N", default_value = "100000", value_parser = parsed(full_limit))]
-    full_limit: u64,
+    /// Most cases --every-case may run, per thread count: 1 to 1500000 (the most a sweep may
+    /// plan, days of measuring).
+    #[arg(long, value_name = "N", default_value = "100000", value_parser = parsed(case_limit))]
+    case_limit: u64,
     /// Run the classic study's figures as fixed scenarios, by role: all, or a comma-separated
     /// list of one-thread-hops, crossfire, crossfire-high, crossfire-full, two-on-one-node,
     /// two-writers-loaded.
@@ -143,11 +143,11 @@ fn scenario_list(t: &str) -> Result<ScenarioList, String> {
 /// Options of the case-space sweep that the fixed scenarios choose for
 /// themselves.
 const SWEEP_ONLY: [&str; 8] = [
-    "threads",
+    "thread_counts",
     "cpus",
     "mem_nodes",
     "access",
-    "full",
+    "every_case",
     "background",
     "subscription",
     "background_cpus",
@@ -156,7 +156,7 @@ const SWEEP_ONLY: [&str; 8] = [
 /// The options that shape a measurement (or a plan), which `--from` would
 /// ignore: every option but --from, --findings and --json.
 const MEASURING: [&str; 24] = [
-    "threads",
+    "thread_counts",
     "cpus",
     "mem_nodes",
     "access",
@@ -164,10 +164,10 @@ const MEASURING: [&str; 24] = [
     "write_kernel",
     "size",
     "thp",
-    "full",
+    "every_case",
     "no_twins",
     "budget",
-    "case_budget",
+    "budget_each",
     "background",
     "subscription",
     "background_cpus",
@@ -176,7 +176,7 @@ const MEASURING: [&str; 24] = [
     "topology",
     "reps",
     "sample_ms",
-    "full_limit",
+    "case_limit",
     "scenarios",
     "normalize",
     "rounds",
@@ -282,10 +282,10 @@ fn sample_ms(t: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{t}' is not a number of milliseconds from 0 to 10000"))
 }
 
-/// `--full-limit`: a whole number of cases from 1 to
+/// `--case-limit`: a whole number of cases from 1 to
 /// [`MAX_PLANNED_CASES`]; a larger plan could not be built in bounded memory,
 /// let alone run.
-fn full_limit(t: &str) -> Result<u64, String> {
+fn case_limit(t: &str) -> Result<u64, String> {
     t.trim()
         .parse()
         .ok()
@@ -319,9 +319,9 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
     let size = size_or_default(m, a.size);
     let background_bytes = a.background_size.unwrap_or(size);
     let budget = a.budget.map(Duration::from_secs_f64);
-    let case_budget = a.case_budget;
+    let budget_each = a.budget_each;
     Ok(SweepRequest {
-        threads: a.threads.0.clone(),
+        threads: a.thread_counts.0.clone(),
         cpus,
         mem_nodes,
         accesses: a.access.0.clone(),
@@ -330,7 +330,7 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
         isa: Isa::detect_best(),
         buffer_bytes: size,
         thp: Some(a.thp),
-        full: a.full,
+        full: a.every_case,
         budget,
         rule: match a.reps {
             None => StopRule {
@@ -338,21 +338,21 @@ fn request(m: &Machine, a: &Args) -> Result<SweepRequest, CliError> {
                 min_reps: 3,
                 max_reps: 50,
                 target_rel_ci: 0.01,
-                budget: Duration::from_secs_f64(case_budget.unwrap_or(1.0)),
+                budget: Duration::from_secs_f64(budget_each.unwrap_or(1.0)),
             },
             Some(n) => StopRule {
                 warmup: 0,
                 min_reps: n,
                 max_reps: n,
                 target_rel_ci: 0.0,
-                budget: Duration::from_secs_f64(case_budget.unwrap_or(3600.0)),
+                budget: Duration::from_secs_f64(budget_each.unwrap_or(3600.0)),
             },
         },
         min_sample_s: a.sample_ms / 1e3,
-        twins: !a.full && !a.no_twins,
+        twins: !a.every_case && !a.no_twins,
         backgrounds: backgrounds(m, a)?,
         background_bytes,
-        full_limit: a.full_limit,
+        full_limit: a.case_limit,
     })
 }
 
@@ -387,7 +387,7 @@ pub fn run(a: Args) -> CliResult {
     let n_cases: usize = plans.iter().map(|p| p.2.len()).sum::<usize>() * req.backgrounds.len();
     // A sweep that cannot fit says so in its one line, before the plan.
     check_buffers_fit(&m, &req)?;
-    if a.case_budget.is_none() && req.budget.is_none() {
+    if a.budget_each.is_none() && req.budget.is_none() {
         // About 40 s of measuring in all by default.
         req.rule.budget = Duration::from_secs_f64((40.0 / n_cases.max(1) as f64).clamp(0.1, 1.0));
     }
@@ -439,14 +439,14 @@ fn scenarios(m: &Machine, a: &Args, which: &[Scenario]) -> CliResult {
             min_reps: 3,
             max_reps: 5,
             target_rel_ci: 0.02,
-            budget: Duration::from_secs_f64(a.case_budget.unwrap_or(0.3)),
+            budget: Duration::from_secs_f64(a.budget_each.unwrap_or(0.3)),
         },
         Some(n) => StopRule {
             warmup: 0,
             min_reps: n,
             max_reps: n,
             target_rel_ci: 0.0,
-            budget: Duration::from_secs_f64(a.case_budget.unwrap_or(3600.0)),
+            budget: Duration::from_secs_f64(a.budget_each.unwrap_or(3600.0)),
         },
     };
     let req = ScenarioRequest {

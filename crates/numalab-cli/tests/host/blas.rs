@@ -25,7 +25,15 @@ fn assert_operands_on_their_nodes(operands: &Value, what: &str) {
 #[test]
 fn serial_run_reports_every_placement_verified_and_the_numerical_check() {
     let _t = turn();
-    let v = json(&["blas", "--n", "48", "--budget", "0.02", "--check", "--json"]);
+    let v = json(&[
+        "blas",
+        "--n",
+        "48",
+        "--budget-each",
+        "0.02",
+        "--check",
+        "--json",
+    ]);
     assert_eq!(v["command"], "blas");
     assert_eq!(v["mode"], "serial");
     assert_eq!(v["n"], 48);
@@ -106,7 +114,7 @@ fn text_names_the_openblas_threads_and_the_finding() {
         "daxpy",
         "--n",
         "32",
-        "--budget",
+        "--budget-each",
         "0.02",
     ]);
     assert!(
@@ -144,7 +152,7 @@ fn parallel_run_measures_each_contention_class_with_its_pages_verified() {
         "daxpy,dgemm",
         "--n",
         "32",
-        "--budget",
+        "--budget-each",
         "0.02",
         "--json",
     ]);
@@ -207,7 +215,7 @@ fn quartet_plan_folds_by_the_rings_automorphisms_and_full_lists_every_placement(
         "--list",
         "--topology",
         &q,
-        "--full",
+        "--every-case",
         "--kernels",
         "dgemm",
         "--node",
@@ -307,7 +315,7 @@ fn bad_input_is_one_line_exit_2() {
     );
     fails(&["blas", "--parallel", "1001"], "from 1 to 1000");
     fails(
-        &["blas", "--parallel", "2", "--full"],
+        &["blas", "--parallel", "2", "--every-case"],
         "cannot be used with",
     );
     fails(
@@ -315,7 +323,7 @@ fn bad_input_is_one_line_exit_2() {
         "--node 4095 is not a node with CPUs",
     );
     fails(&["blas", "--topology", "x.xml"], "--list");
-    fails(&["blas", "--budget", "0"], "--budget");
+    fails(&["blas", "--budget-each", "0"], "--budget");
     fails(&["blas", "--seed", "3"], "--parallel");
     fails(
         &["blas", "--parallel", "1", "--node", "0"],
@@ -323,7 +331,7 @@ fn bad_input_is_one_line_exit_2() {
     );
     let big = fixture("256ia64-64n2s2c.xml");
     fails(
-        &["blas", "--list", "--full", "--topology", &big],
+        &["blas", "--list", "--every-case", "--topology", &big],
         "more than 10000 placements to run",
     );
 }

@@ -9,7 +9,7 @@ use common::{allowed_cpus, beyond_cache, fails, json, num as f, stdout, turn};
 #[test]
 fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
     let _turn = turn();
-    let v = json(&["c2c", "--cpus", "0-1", "--budget", "0.3", "--json"]);
+    let v = json(&["c2c", "--cpus", "0-1", "--budget-each", "0.3", "--json"]);
     assert_eq!(v["command"], "c2c");
     assert!(v["schema_version"].is_string() && v["environment"].is_object());
     assert_eq!(v["cpus"], serde_json::json!([0, 1]));
@@ -56,7 +56,7 @@ fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
 #[test]
 fn c2c_text_marks_nodes_and_the_diagonal() {
     let _turn = turn();
-    let out = stdout(&["c2c", "--figures", "modified", "--budget", "0.1"]);
+    let out = stdout(&["c2c", "--figures", "modified", "--budget-each", "0.1"]);
     assert!(out.contains("one-way latency (ns)"), "{out}");
     assert!(out.contains("node 0") && out.contains("CPU"), "{out}");
     assert!(out.contains("not measured"), "{out}");
@@ -81,7 +81,15 @@ fn c2c_text_marks_nodes_and_the_diagonal() {
 fn apexmap_small_grid_json_and_text() {
     let _turn = turn();
     let args = [
-        "apexmap", "--size", "8M", "--alphas", "1,0.01", "--ls", "1024,1", "--budget", "0.1",
+        "apexmap",
+        "--size",
+        "8M",
+        "--alphas",
+        "1,0.01",
+        "--ls",
+        "1024,1",
+        "--budget-each",
+        "0.1",
     ];
     let mut ja = args.to_vec();
     ja.push("--json");
@@ -214,7 +222,7 @@ fn apexmap_fit_on_this_host_is_monotone() {
         "0.01,0.1,0.5,1",
         "--ls",
         "1,64,1024",
-        "--budget",
+        "--budget-each",
         "0.05",
         "--json",
     ]);
@@ -271,5 +279,5 @@ fn bad_options_get_one_line_errors() {
         &["c2c", "--figures", "dirty"],
         "valid: modified, clean, false-sharing",
     );
-    fails(&["c2c", "--budget", "0"], "--budget");
+    fails(&["c2c", "--budget-each", "0"], "--budget");
 }

@@ -29,7 +29,7 @@ fn two_bandwidth_runs_side_by_side() {
             "16M",
             "--threads",
             threads,
-            "--budget",
+            "--budget-each",
             "0.3",
             "--json",
         ]);

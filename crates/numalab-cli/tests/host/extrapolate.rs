@@ -145,7 +145,7 @@ fn another_machine_from_its_scaling_result() {
     let d = common::scratch("extrapolate-machines");
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    let scaling = json(&["scaling", "--size", "4M", "--budget", "0.05", "--json"]);
+    let scaling = json(&["scaling", "--size", "4M", "--budget-each", "0.05", "--json"]);
     let packed = scaling["packed"].as_array().unwrap();
     // The points say their nodes: this host's first two CPUs share node 0.
     assert_eq!(packed[0]["nodes"], serde_json::json!([0]));

@@ -317,9 +317,9 @@ fn sweep_from_refuses_options_it_would_ignore() {
         Case::new(name, &args).code(2).keeps(&saved)
     };
     let cases = vec![
-        from("--threads", &["--threads", "1"])
+        from("--thread-counts", &["--thread-counts", "1"])
             .says("'--from <FILE>' cannot be used with")
-            .says("--threads"),
+            .says("--thread-counts"),
         from(
             "--background and --reps",
             &["--background", "low", "--reps", "3"],
@@ -332,9 +332,12 @@ fn sweep_from_refuses_options_it_would_ignore() {
             &["--topology", &fixture("qemu-quartet-4n2c-ring.xml")],
         )
         .says("--topology"),
-        from("--full and --budget", &["--full", "--budget", "5"])
-            .says("--full")
-            .says("--budget"),
+        from(
+            "--every-case and --budget",
+            &["--every-case", "--budget", "5"],
+        )
+        .says("--every-case")
+        .says("--budget"),
         from("--cpus", &["--cpus", "0", "--findings"]).says("--cpus"),
     ];
     check_all("sweep --from", cases);

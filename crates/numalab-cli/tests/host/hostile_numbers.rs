@@ -55,7 +55,7 @@ fn budgets_and_durations() {
     ));
     cases.extend(refused(
         &["sweep"],
-        "--case-budget",
+        "--budget-each",
         &bad,
         "from 0.001 to 604800",
     ));
@@ -119,7 +119,7 @@ fn thread_counts() {
     }
     cases.extend(refused(
         &["sweep", "--list"],
-        "--threads",
+        "--thread-counts",
         &["9", "-1", "18446744073709551616"],
         "from 1 to 8",
     ));
@@ -344,7 +344,7 @@ fn a_stride_chase_names_its_pattern() {
         "stride",
         "--size",
         "64K",
-        "--budget",
+        "--budget-each",
         "0.01",
     ]);
     assert!(out.starts_with("stride chase on CPU"), "{out}");

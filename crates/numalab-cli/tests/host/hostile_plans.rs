@@ -1,5 +1,5 @@
 //! Hostile input that asks for too much: plans and outputs sized by the
-//! input (sweep plans of huge machines, `--full-limit` near u64::MAX, a
+//! input (sweep plans of huge machines, `--case-limit` near u64::MAX, a
 //! layout of millions of threads) and buffers larger than the machine
 //! (every measuring command, and buffers that only fail when summed on one
 //! node). Each must be refused up front in one line, within the harness's
@@ -93,7 +93,7 @@ fn buffers_larger_than_the_machine_are_refused_before_anything_is_allocated() {
             .says("--size"),
         Case::new(
             "sweep threads and memory nodes together",
-            &["sweep", "--size", &most, "--threads", "2"],
+            &["sweep", "--size", &most, "--thread-counts", "2"],
         )
         .code(1)
         .says("do not fit"),
@@ -132,12 +132,19 @@ fn sweep_plans_of_big_machines_are_refused_with_their_size() {
     let cases = vec![
         Case::new(
             "64 nodes, 3 threads",
-            &["sweep", "--list", "--topology", &big, "--threads", "3"],
+            &[
+                "sweep",
+                "--list",
+                "--topology",
+                &big,
+                "--thread-counts",
+                "3",
+            ],
         )
         .code(2)
         .says(too_large)
         .says("more than 200000 classes")
-        .says("fewer --threads")
+        .says("fewer --thread-counts")
         // Its bounds do not decide it: 200000 classes are enumerated
         // before the refusal, about 9 s of a core in this debug build
         // (issue 32 follows up a cheaper bound).
@@ -150,7 +157,7 @@ fn sweep_plans_of_big_machines_are_refused_with_their_size() {
                 "--json",
                 "--topology",
                 &big,
-                "--threads",
+                "--thread-counts",
                 "8",
             ],
         )
@@ -163,7 +170,7 @@ fn sweep_plans_of_big_machines_are_refused_with_their_size() {
                 "--list",
                 "--topology",
                 &big,
-                "--threads",
+                "--thread-counts",
                 "1,2,3,4,5,6,7,8",
             ],
         )
@@ -172,20 +179,41 @@ fn sweep_plans_of_big_machines_are_refused_with_their_size() {
         .within(SLOW_REFUSAL),
         Case::new(
             "24-node SMT, 3 threads",
-            &["sweep", "--list", "--topology", &smt, "--threads", "3"],
+            &[
+                "sweep",
+                "--list",
+                "--topology",
+                &smt,
+                "--thread-counts",
+                "3",
+            ],
         )
         .code(2)
         .says(too_large)
         .says("fold into more than 200000 classes"),
         Case::new(
             "24-node SMT, 1 to 3 threads",
-            &["sweep", "--list", "--topology", &smt, "--threads", "1,2,3"],
+            &[
+                "sweep",
+                "--list",
+                "--topology",
+                &smt,
+                "--thread-counts",
+                "1,2,3",
+            ],
         )
         .code(2)
         .says(too_large),
         Case::new(
             "16 CPUs, 8 threads",
-            &["sweep", "--list", "--topology", &small, "--threads", "8"],
+            &[
+                "sweep",
+                "--list",
+                "--topology",
+                &small,
+                "--thread-counts",
+                "8",
+            ],
         )
         .code(2)
         .says(too_large),
@@ -194,8 +222,8 @@ fn sweep_plans_of_big_machines_are_refused_with_their_size() {
             &[
                 "sweep",
                 "--list",
-                "--full",
-                "--full-limit",
+                "--every-case",
+                "--case-limit",
                 "1500000",
                 "--topology",
                 &big,
@@ -204,27 +232,27 @@ fn sweep_plans_of_big_machines_are_refused_with_their_size() {
         .code(2)
         .says("more than the"),
         Case::new(
-            "--full-limit u64::MAX",
+            "--case-limit u64::MAX",
             &[
                 "sweep",
                 "--list",
-                "--full",
-                "--full-limit",
+                "--every-case",
+                "--case-limit",
                 "18446744073709551615",
                 "--topology",
                 &big,
             ],
         )
         .code(2)
-        .says("--full-limit")
+        .says("--case-limit")
         .says("from 1 to 1500000"),
         Case::new(
-            "--full-limit beyond u64",
-            &["sweep", "--full-limit", "99999999999999999999999"],
+            "--case-limit beyond u64",
+            &["sweep", "--case-limit", "99999999999999999999999"],
         )
         .code(2)
         .says("from 1 to 1500000"),
-        Case::new("--full-limit 0", &["sweep", "--full-limit", "0"])
+        Case::new("--case-limit 0", &["sweep", "--case-limit", "0"])
             .code(2)
             .says("from 1 to 1500000"),
     ];
@@ -242,7 +270,14 @@ fn sweep_plans_that_fit_are_listed_within_the_address_space_limit() {
     let power = fixture("256ppc-8n8s4t.xml");
     let runs: [(&[&str], &str); 6] = [
         (
-            &["sweep", "--list", "--topology", &big, "--threads", "1"],
+            &[
+                "sweep",
+                "--list",
+                "--topology",
+                &big,
+                "--thread-counts",
+                "1",
+            ],
             "14 classes",
         ),
         // Two threads on 64 nodes: 2^30 cases under the machine tree's
@@ -252,15 +287,36 @@ fn sweep_plans_that_fit_are_listed_within_the_address_space_limit() {
         // large under the distance table's symmetry, they fold into 5012
         // classes under the machine tree's automorphisms (issue 32).
         (
-            &["sweep", "--list", "--topology", &power, "--threads", "3"],
+            &[
+                "sweep",
+                "--list",
+                "--topology",
+                &power,
+                "--thread-counts",
+                "3",
+            ],
             "5012 classes",
         ),
         (
-            &["sweep", "--list", "--topology", &smt, "--threads", "1"],
+            &[
+                "sweep",
+                "--list",
+                "--topology",
+                &smt,
+                "--thread-counts",
+                "1",
+            ],
             "34 classes",
         ),
         (
-            &["sweep", "--list", "--topology", &smt, "--threads", "2"],
+            &[
+                "sweep",
+                "--list",
+                "--topology",
+                &smt,
+                "--thread-counts",
+                "2",
+            ],
             "5717 classes",
         ),
         (
@@ -270,7 +326,7 @@ fn sweep_plans_that_fit_are_listed_within_the_address_space_limit() {
                 "--json",
                 "--topology",
                 &smt,
-                "--threads",
+                "--thread-counts",
                 "1",
             ],
             "\"classes\": 34",

@@ -167,28 +167,14 @@ fn ids_beyond_any_linux_machine() {
         .code(2)
         .says("ids go from 0 to 65535"),
         Case::new(
-            "bench --threads-policy 0-65535 ten times",
-            &[
-                "bench",
-                "bandwidth",
-                "--threads",
-                "2",
-                "--threads-policy",
-                &ranges,
-            ],
+            "bench --layout 0-65535 ten times",
+            &["bench", "bandwidth", "--threads", "2", "--layout", &ranges],
         )
         .code(2)
         .says("more than 8192 threads"),
         Case::new(
-            "set --threads-policy 0-4294967295",
-            &[
-                "set",
-                "all",
-                "--threads",
-                "2",
-                "--threads-policy",
-                "0-4294967295",
-            ],
+            "set --layout 0-4294967295",
+            &["set", "all", "--threads", "2", "--layout", "0-4294967295"],
         )
         .code(2)
         .says("ids go from 0 to 65535"),
@@ -205,53 +191,43 @@ fn ids_beyond_any_linux_machine() {
 fn threads_share_a_cpu_only_when_asked() {
     let cases = vec![
         Case::new(
-            "bench --threads-policy 0,0",
-            &[
-                "bench",
-                "bandwidth",
-                "--threads",
-                "2",
-                "--threads-policy",
-                "0,0",
-            ],
+            "bench --layout 0,0",
+            &["bench", "bandwidth", "--threads", "2", "--layout", "0,0"],
         )
         .code(2)
         .says("CPU 0 appears twice")
         .says("--oversubscribe"),
         Case::new(
-            "set --threads-policy 0,0",
-            &["set", "all", "--threads", "2", "--threads-policy", "0,0"],
+            "set --layout 0,0",
+            &["set", "all", "--threads", "2", "--layout", "0,0"],
         )
         .code(2)
         .says("--oversubscribe"),
         // A repeat past the threads that use the list is refused too (the
-        // issue's `--threads 2 --threads-policy 0,1,0` was accepted).
+        // issue's `--threads 2 --layout 0,1,0` was accepted).
         Case::new(
-            "set --threads 2 --threads-policy 0,1,0",
-            &["set", "all", "--threads", "2", "--threads-policy", "0,1,0"],
+            "set --threads 2 --layout 0,1,0",
+            &["set", "all", "--threads", "2", "--layout", "0,1,0"],
         )
         .code(2)
         .says("CPU 0 appears twice in the thread list 0,1,0")
         .says("--oversubscribe"),
         Case::new(
-            "set --threads-policy 0,,0",
-            &["set", "all", "--threads", "2", "--threads-policy", "0,,0"],
+            "set --layout 0,,0",
+            &["set", "all", "--threads", "2", "--layout", "0,,0"],
         )
         .code(2)
         .says("empty entry"),
         Case::new(
-            "set --threads-policy zigzag",
-            &["set", "all", "--threads", "1", "--threads-policy", "zigzag"],
+            "set --layout zigzag",
+            &["set", "all", "--threads", "1", "--layout", "zigzag"],
         )
         .code(2)
         .says("unknown thread policy 'zigzag'; valid: compact"),
-        Case::new(
-            "policies --threads-policy 0",
-            &["policies", "--threads-policy", "0"],
-        )
-        .code(2)
-        .says("unknown thread policy '0'")
-        .says("valid: scatter"),
+        Case::new("policies --layout 0", &["policies", "--layout", "0"])
+            .code(2)
+            .says("--layout: the workloads place their threads, so no CPU list")
+            .says("valid: scatter"),
     ];
     check_all("thread lists", cases);
     // With --oversubscribe the same list is a placement.
@@ -260,7 +236,7 @@ fn threads_share_a_cpu_only_when_asked() {
         "all",
         "--threads",
         "2",
-        "--threads-policy",
+        "--layout",
         "0,0",
         "--oversubscribe",
     ]);

@@ -50,7 +50,7 @@ fn latency_rises_with_injected_bandwidth() {
         &size,
         "--injector-thp",
         "off",
-        "--budget",
+        "--budget-each",
         "0.6",
         "--json",
     ]);
@@ -104,7 +104,7 @@ fn json_has_the_curve_the_knee_verification_and_environment() {
         "20000,0",
         "--size",
         "32M",
-        "--budget",
+        "--budget-each",
         "0.15",
         "--json",
     ]);
@@ -203,7 +203,7 @@ fn text_output_is_a_table_per_mix_with_the_knee_line() {
         "1,max",
         "--size",
         "16M",
-        "--budget",
+        "--budget-each",
         "0.1",
     ]);
     assert!(out.contains("mix read (reads only)"), "{out}");
@@ -232,7 +232,7 @@ fn bad_requests_are_one_line_errors() {
         "--injector-mem",
     );
     fails(&["loaded-latency", "--pattern", "stride"], "random");
-    fails(&["loaded-latency", "--budget", "0"], "--budget");
+    fails(&["loaded-latency", "--budget-each", "0"], "--budget");
     if two_cpus("bad_requests_are_one_line_errors: injector CPU errors") {
         fails(
             &["loaded-latency", "--cpu", "0", "--injector-cpus", "0-1"],

@@ -26,6 +26,7 @@ mod hostile_sets;
 mod loaded_latency;
 mod measure;
 mod migrate;
+mod options;
 mod pdm;
 mod plan;
 mod policies;

@@ -8,7 +8,14 @@ use crate::common;
 use common::{fails, fails_rc, fixture, json, num, stdout, turn};
 use serde_json::Value;
 
-const QUICK: [&str; 6] = ["--budget", "0.3", "--min-reps", "3", "--target-ci", "5"];
+const QUICK: [&str; 6] = [
+    "--budget-each",
+    "0.3",
+    "--min-reps",
+    "3",
+    "--target-ci",
+    "5",
+];
 
 /// `numalab ARGS` with the quick stopping rule, as JSON.
 fn quick(args: &[&str]) -> Value {
@@ -176,7 +183,7 @@ fn sizes_marks_cache_boundaries() {
         "--max-size",
         "4M",
         "--json",
-        "--budget",
+        "--budget-each",
         "0.1",
         "--min-reps",
         "2",
@@ -379,7 +386,7 @@ fn matrix_list_plans_a_machine_from_a_file_without_measuring() {
             "all",
             "--kernel",
             "copy",
-            "--budget",
+            "--budget-each",
             "0.5",
         ],
     );
@@ -562,7 +569,7 @@ fn each_array_gets_its_own_policy_and_its_own_proof() {
         "b=bind:0",
         "--size",
         "8M",
-        "--budget",
+        "--budget-each",
         "0.2",
     ]);
     assert_eq!(t.rc, 0, "{}", t.err);
@@ -670,7 +677,7 @@ fn reps_asks_for_exactly_that_many_repetitions_on_every_statistics_command() {
         "4M",
         "--reps",
         "4",
-        "--budget",
+        "--budget-each",
         "5",
         "--target-ci",
         "50",
@@ -682,7 +689,15 @@ fn reps_asks_for_exactly_that_many_repetitions_on_every_statistics_command() {
         "{v}"
     );
     let v = json(&[
-        "bench", "latency", "--size", "4M", "--reps", "2", "--budget", "5", "--json",
+        "bench",
+        "latency",
+        "--size",
+        "4M",
+        "--reps",
+        "2",
+        "--budget-each",
+        "5",
+        "--json",
     ]);
     assert_eq!(
         v["measurement"]["samples"].as_array().unwrap().len(),

@@ -275,7 +275,7 @@ fn measure_runs_each_distinct_placement_of_each_class() {
         "5",
         "--size",
         "8M",
-        "--budget",
+        "--budget-each",
         "0.1",
         "--json",
     ]);

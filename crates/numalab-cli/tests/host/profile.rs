@@ -468,7 +468,14 @@ fn regions_and_threads_limit_what_is_sampled() {
     let dir = scratch("profile-selected");
     let (_, v) = profile_truth_passes(
         &dir,
-        &["--rate", "3000", "--regions", &filter, "--threads", "1"],
+        &[
+            "--rate",
+            "3000",
+            "--regions",
+            &filter,
+            "--only-threads",
+            "1",
+        ],
         "20",
     );
     let regions = v["regions"].as_array().unwrap();
@@ -1041,8 +1048,8 @@ fn bad_input_is_refused_in_one_line() {
         "--regions site: cannot find the program '/no/such/program' to read its symbols",
     );
     fails(
-        &["profile", "--threads", "x", "--", "true"],
-        "--threads x: ",
+        &["profile", "--only-threads", "x", "--", "true"],
+        "--only-threads x: ",
     );
     fails(
         &["profile", "--small-every", "100", "--", "true"],
@@ -1059,8 +1066,8 @@ fn bad_input_is_refused_in_one_line() {
         );
     }
     fails(
-        &["profile", "--threads", "5000", "--", "true"],
-        "--threads 5000: thread 5000 is beyond the last one numalab can select (1023)",
+        &["profile", "--only-threads", "5000", "--", "true"],
+        "--only-threads 5000: thread 5000 is beyond the last one numalab can select (1023)",
     );
     let files = scratch("profile-machine-files");
     std::fs::create_dir_all(&files).unwrap();

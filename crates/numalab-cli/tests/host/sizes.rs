@@ -13,7 +13,7 @@ fn short(extra: &[&str]) -> Vec<String> {
         "sizes",
         "--max-size",
         "256K",
-        "--budget",
+        "--budget-each",
         "0.05",
         "--min-reps",
         "2",
@@ -38,10 +38,10 @@ fn two_packed_threads_report_per_core_bandwidth_with_pages_on_node_0() {
         return;
     }
     let _turn = turn();
-    let v = run_json(&short(&["--threads", "2", "--layout", "packed", "--json"]));
+    let v = run_json(&short(&["--threads", "2", "--layout", "compact", "--json"]));
     assert_eq!(v["command"], "sizes");
     assert_eq!(v["threads"], 2);
-    assert_eq!(v["layout"], "packed");
+    assert_eq!(v["layout"], "compact");
     assert_eq!(v["memory"], "local");
     // Packed on one node: its first two CPUs, the first of them the chase's.
     assert_eq!(v["cpus"], serde_json::json!([cpus[0], cpus[1]]));
@@ -76,7 +76,7 @@ fn two_threads_text_shows_per_core_figures_and_nodes() {
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     let out = stdout(&a);
     for needle in [
-        "on 2 CPUs packed",
+        "on 2 CPUs compact",
         "memory bind:0",
         "bandwidth per core (aggregate / 2)",
         "memory on",
@@ -109,7 +109,7 @@ fn bad_threads_layout_and_memory_get_one_line_errors() {
     fails(&["sizes", "--threads", "0"], "--threads");
     fails(
         &["sizes", "--layout", "diagonal"],
-        "unknown layout 'diagonal'; valid: packed, spread",
+        "unknown layout 'diagonal'; valid: compact, scatter",
     );
     fails(&["sizes", "--mem", "bind:99"], "--mem");
     fails(&["sizes", "--mem", "sideways"], "--mem");

@@ -10,11 +10,11 @@ fn cpus() -> usize {
     allowed_cpus().len()
 }
 
-/// `numalab sweep --threads 2 --size 16M --budget BUDGET --json`.
+/// `numalab sweep --thread-counts 2 --size 16M --budget BUDGET --json`.
 fn budgeted(budget: &str) -> serde_json::Value {
     json(&[
         "sweep",
-        "--threads",
+        "--thread-counts",
         "2",
         "--size",
         "16M",
@@ -29,11 +29,11 @@ fn folded_sweep_on_this_host() {
     let _turn = turn();
     let v = json(&[
         "sweep",
-        "--threads",
+        "--thread-counts",
         "1,2",
         "--size",
         "16M",
-        "--case-budget",
+        "--budget-each",
         "0.2",
         "--json",
     ]);
@@ -189,7 +189,7 @@ fn findings_from_a_saved_result_and_the_list() {
     let _turn = turn();
     let out = stdout(&[
         "sweep",
-        "--threads",
+        "--thread-counts",
         "2",
         "--access",
         "w",
@@ -262,7 +262,7 @@ fn findings_from_a_saved_result_and_the_list() {
 
 #[test]
 fn bad_sweep_options_get_one_line_errors() {
-    fails(&["sweep", "--threads", "0"], "from 1 to 8");
+    fails(&["sweep", "--thread-counts", "0"], "from 1 to 8");
     fails(&["sweep", "--access", "rw2"], "valid: r (read-only)");
     fails(
         &["sweep", "--subscription", "most", "--background", "low"],
@@ -293,7 +293,7 @@ fn background_threads_run_on_the_free_cpu_at_the_asked_rate() {
     }
     let v = json(&[
         "sweep",
-        "--threads",
+        "--thread-counts",
         "1",
         "--cpus",
         "0",
@@ -305,7 +305,7 @@ fn background_threads_run_on_the_free_cpu_at_the_asked_rate() {
         "none,1",
         "--background-size",
         "16M",
-        "--case-budget",
+        "--budget-each",
         "0.3",
         "--json",
     ]);

@@ -244,7 +244,7 @@ fn bad_scenario_options_are_refused_in_one_line() {
         "scenario 'crossfire' is named twice",
     );
     fails(
-        &["sweep", "--scenarios", "all", "--threads", "2"],
+        &["sweep", "--scenarios", "all", "--thread-counts", "2"],
         "cannot be used with",
     );
     fails(&["sweep", "--normalize", "run"], "--scenarios");
@@ -268,7 +268,7 @@ fn a_sweep_in_cache_is_warned_about() {
     let _turn = turn();
     let v = json(&[
         "sweep",
-        "--threads",
+        "--thread-counts",
         "1",
         "--access",
         "w",

@@ -355,7 +355,7 @@ fn refinement(r: &numalab::profile::refine::Refinement) -> String {
     s
 }
 
-/// What `--regions` and `--threads` limited the profile to.
+/// What `--regions` and `--only-threads` limited the profile to.
 fn selection_line(sel: &numalab::profile::Selection) -> String {
     let mut parts = Vec::new();
     if let Some(r) = &sel.regions {

@@ -327,7 +327,7 @@ pub fn text(r: &SizesResult, units: Units) -> String {
     s
 }
 
-/// "CPU 0", or "2 CPUs packed (0, 1)".
+/// "CPU 0", or "2 CPUs compact (0, 1)".
 fn where_it_runs(r: &SizesResult) -> String {
     if r.threads <= 1 {
         return format!("CPU {}", r.cpu);

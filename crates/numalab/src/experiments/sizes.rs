@@ -3,8 +3,8 @@
 //! boundaries of the machine model marked.
 //!
 //! With several threads ([`SizesSetup`]), as Membench was run with several
-//! cores busy: `N` pinned threads, packed (one node's CPUs first, as
-//! `scaling`'s compact order) or spread (one per node in turn), each
+//! cores busy: `N` pinned threads, compact (one node's CPUs first, as
+//! `scaling`'s compact order) or scatter (one per node in turn), each
 //! streaming its own working set of the size; the bandwidth is reported as
 //! the aggregate and per core (aggregate / N). The latency stays one chase
 //! from the first CPU, the others idle: it is the unloaded latency of the
@@ -41,28 +41,31 @@ pub const SIZE_KERNELS: [BandwidthKernel; 3] = [
 #[serde(rename_all = "lowercase")]
 pub enum SizesLayout {
     /// One node's CPUs first, then the next node's (the compact order).
-    Packed,
+    #[serde(alias = "packed")]
+    Compact,
     /// One CPU of each node in turn (the scatter order).
-    Spread,
+    #[serde(alias = "spread")]
+    Scatter,
 }
 
 impl SizesLayout {
-    /// The layouts' names, as `--layout` takes them.
-    pub const NAMES: &'static [&'static str] = &["packed", "spread"];
+    /// The layouts' names, as `--layout` takes them (the words of every
+    /// command's `--layout`; results before 2026-12 said packed and spread).
+    pub const NAMES: &'static [&'static str] = &["compact", "scatter"];
 
     /// The name `--layout` takes and the JSON holds.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Packed => "packed",
-            Self::Spread => "spread",
+            Self::Compact => "compact",
+            Self::Scatter => "scatter",
         }
     }
 
     /// Parses a layout name; an unknown one gives an error listing the valid ones.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
-            "packed" => Ok(Self::Packed),
-            "spread" => Ok(Self::Spread),
+            "compact" => Ok(Self::Compact),
+            "scatter" => Ok(Self::Scatter),
             _ => Err(format!(
                 "unknown layout '{s}'; valid: {}",
                 Self::NAMES.join(", ")
@@ -74,8 +77,8 @@ impl SizesLayout {
     /// naming how many CPUs are allowed.
     pub fn cpus(self, m: &Machine, threads: usize) -> Result<Vec<u32>, String> {
         let order = match self {
-            Self::Packed => compact_order(m, &m.allowed_cpus),
-            Self::Spread => scatter_order(m, &m.allowed_cpus),
+            Self::Compact => compact_order(m, &m.allowed_cpus),
+            Self::Scatter => scatter_order(m, &m.allowed_cpus),
         };
         if threads == 0 || threads > order.len() {
             return Err(format!(
@@ -362,14 +365,14 @@ mod tests {
         // The Quartet: 4 nodes of 2 CPUs, node n holds CPUs 2n and 2n+1.
         let m = fixture("qemu-quartet-4n2c-ring.xml");
         let node = |c: &u32| m.node_of_cpu(*c).unwrap();
-        let packed = SizesLayout::Packed.cpus(&m, 2).unwrap();
+        let packed = SizesLayout::Compact.cpus(&m, 2).unwrap();
         assert_eq!(packed.iter().map(node).collect::<Vec<_>>(), [0, 0]);
-        let spread = SizesLayout::Spread.cpus(&m, 4).unwrap();
+        let spread = SizesLayout::Scatter.cpus(&m, 4).unwrap();
         assert_eq!(spread.iter().map(node).collect::<Vec<_>>(), [0, 1, 2, 3]);
-        assert_eq!(SizesLayout::Packed.cpus(&m, 8).unwrap().len(), 8);
-        let e = SizesLayout::Spread.cpus(&m, 9).unwrap_err();
+        assert_eq!(SizesLayout::Compact.cpus(&m, 8).unwrap().len(), 8);
+        let e = SizesLayout::Scatter.cpus(&m, 9).unwrap_err();
         assert!(e.contains("9 threads asked but only 8 CPUs"), "{e}");
-        assert!(SizesLayout::Packed.cpus(&m, 0).is_err());
+        assert!(SizesLayout::Compact.cpus(&m, 0).is_err());
     }
 
     #[test]
@@ -378,7 +381,11 @@ mod tests {
             assert_eq!(SizesLayout::parse(name).unwrap().name(), *name);
         }
         let e = SizesLayout::parse("diagonal").unwrap_err();
-        assert_eq!(e, "unknown layout 'diagonal'; valid: packed, spread");
+        assert_eq!(e, "unknown layout 'diagonal'; valid: compact, scatter");
+        // Results written before the layouts took the words of every
+        // command's --layout still read.
+        let old: SizesLayout = serde_json::from_str("\"spread\"").unwrap();
+        assert_eq!(old, SizesLayout::Scatter);
     }
 
     #[test]

@@ -146,7 +146,7 @@ pub fn compare(a: &Profile, b: &Profile) -> ProfileComparison {
         if let Some(sel) = &p.selection {
             if sel.regions.is_some() || sel.threads.is_some() {
                 warnings.push(format!(
-                    "profile {name} was limited (--regions/--threads): its whole-program share is of the selection only"
+                    "profile {name} was limited (--regions/--only-threads): its whole-program share is of the selection only"
                 ));
             }
         }

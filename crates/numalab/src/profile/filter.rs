@@ -1,4 +1,4 @@
-//! `--regions FILTER` and `--threads SET`: which regions and threads a
+//! `--regions FILTER` and `--only-threads SET`: which regions and threads a
 //! profile samples.
 //!
 //! A filter is a comma-separated list of alternatives, each one term or
@@ -20,7 +20,7 @@ pub const MAX_TERMS: usize = 64;
 /// Code ranges one filter may resolve to at most (a line inlined in many
 /// places has one range per copy).
 pub const MAX_CODE_RANGES: usize = 256;
-/// Thread ordinals a `--threads` set may name (0 is the main thread).
+/// Thread ordinals a `--only-threads` set may name (0 is the main thread).
 pub const MAX_THREAD_ORDINAL: u32 = 1023;
 
 /// The terms, as `--help` and errors list them.
@@ -555,7 +555,7 @@ fn unresolved(t: &Term, objects: &[PathBuf]) -> String {
     }
 }
 
-/// A parsed `--threads` set: thread ordinals, 0 the main thread, then the
+/// A parsed `--only-threads` set: thread ordinals, 0 the main thread, then the
 /// threads in the order the program created them (`pthread_create`).
 pub fn parse_thread_set(text: &str) -> Result<IdSet, String> {
     let t = text.trim();

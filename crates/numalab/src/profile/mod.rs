@@ -169,7 +169,7 @@ pub struct ThreadProfile {
     /// -H` show), since 1.8; `None` where no name was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// Its number in creation order (0: the main thread), as `--threads`
+    /// Its number in creation order (0: the main thread), as `--only-threads`
     /// selects it; `None`: not created through `pthread_create`.
     #[serde(default)]
     pub ordinal: Option<u32>,
@@ -349,7 +349,7 @@ pub struct Profile {
     pub plan_check: Option<plan::PlanCheck>,
     /// What limits this profile (no samples, records lost, ...).
     pub warnings: Vec<String>,
-    /// What `--regions` and `--threads` selected; `None`: everything.
+    /// What `--regions` and `--only-threads` selected; `None`: everything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
     /// The memory-sampling PMU this machine has, and whether it was used.
@@ -540,7 +540,7 @@ pub fn huge_pages_split(enabled: &str, release: &str) -> Option<String> {
 pub struct Selection {
     /// The `--regions` filter, as given.
     pub regions: Option<String>,
-    /// The `--threads` set, as given.
+    /// The `--only-threads` set, as given.
     pub threads: Option<String>,
     /// Static objects and stacks the filter left out of `regions`.
     pub regions_left_out: u64,

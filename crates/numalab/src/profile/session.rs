@@ -71,7 +71,7 @@ pub struct Sampling {
     pub refine_time_s: f64,
     /// `--regions`: its text and filter.
     pub regions: Option<(String, RegionFilter)>,
-    /// `--threads`: its text and set.
+    /// `--only-threads`: its text and set.
     pub threads: Option<(String, IdSet)>,
     /// Count each thread and child process on its own as well.
     pub per_thread: bool,

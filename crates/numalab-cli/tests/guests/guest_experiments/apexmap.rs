@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "apexmap_remote",
-        "numalab apexmap --cpu 0 --mem bind:3 --size 8M --alphas 0.01,1 --ls 1,1024 --budget 0.2 --json",
+        "numalab apexmap --cpu 0 --mem bind:3 --size 8M --alphas 0.01,1 --ls 1,1024 --budget-each 0.2 --json",
     ),
     ("apexmap_err_alpha", "numalab apexmap --alphas 0.1,2"),
 ];
@@ -19,7 +19,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
 /// Steps run in the ring guest with the CPU-less node 4.
 pub const RING_STEPS: &[(&str, &str)] = &[(
     "apexmap_cpuless",
-    "numalab apexmap --cpu 2 --mem bind:4 --size 8M --alphas 1 --ls 1,64 --budget 0.1 --json",
+    "numalab apexmap --cpu 2 --mem bind:4 --size 8M --alphas 1 --ls 1,64 --budget-each 0.1 --json",
 )];
 
 /// (node, bytes) of the apexmap buffer, and checks the worker's CPU.

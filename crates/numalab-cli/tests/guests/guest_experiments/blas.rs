@@ -16,11 +16,11 @@ use std::collections::BTreeSet;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "blas_serial",
-        "numalab blas --n 64 --budget 0.01 --min-reps 2 --warmup 0 --json",
+        "numalab blas --n 64 --budget-each 0.01 --min-reps 2 --warmup 0 --json",
     ),
     (
         "blas_full",
-        "numalab blas --n 32 --kernels dgemm --full --budget 0.005 --min-reps 2 --warmup 0 --json",
+        "numalab blas --n 32 --kernels dgemm --every-case --budget-each 0.005 --min-reps 2 --warmup 0 --json",
     ),
     // daxpy alone: counting dgemv's 4^12 x 4! parallel placements took
     // 100 of this step's 111 s under TCG (2 s natively), and the counts are
@@ -28,7 +28,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     // the guest checks where each thread's operands land.
     (
         "blas_parallel",
-        "numalab blas --n 64 --kernels daxpy --parallel 1 --budget 0.01 --min-reps 2 --warmup 0 --json",
+        "numalab blas --n 64 --kernels daxpy --parallel 1 --budget-each 0.01 --min-reps 2 --warmup 0 --json",
     ),
     ("blas_err_node", "numalab blas --node 9 --list"),
 ];

@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 
 /// Steps run in the Quartet guest: (unique name, shell command).
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
-    ("c2c_all", "numalab c2c --budget 0.02 --json"),
+    ("c2c_all", "numalab c2c --budget-each 0.02 --json"),
     (
         "c2c_text",
-        "numalab c2c --cpus node:0,node:3 --figures modified,clean --budget 0.02",
+        "numalab c2c --cpus node:0,node:3 --figures modified,clean --budget-each 0.02",
     ),
     ("c2c_err_one_cpu", "numalab c2c --cpus 5"),
 ];
@@ -21,7 +21,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
 pub const RING_STEPS: &[(&str, &str)] = &[
     (
         "c2c_ring",
-        "numalab c2c --figures modified --budget 0.02 --json",
+        "numalab c2c --figures modified --budget-each 0.02 --json",
     ),
     ("c2c_err_cpuless", "numalab c2c --cpus node:4"),
 ];

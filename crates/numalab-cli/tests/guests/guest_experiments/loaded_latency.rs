@@ -11,18 +11,18 @@ use serde_json::Value;
 /// Steps run in the Quartet guest: (unique name, shell command).
 pub const QUARTET_STEPS: &[(&str, &str)] = &[(
     "ll_remote",
-    "numalab loaded-latency --cpu 0 --mem bind:3 --injector-cpus node:3 --mix 2:1 --rates max --size 8M --budget 0.2 --min-reps 2 --json",
+    "numalab loaded-latency --cpu 0 --mem bind:3 --injector-cpus node:3 --mix 2:1 --rates max --size 8M --budget-each 0.2 --min-reps 2 --json",
 )];
 
 /// Steps run in the ring guest with the CPU-less node 4.
 pub const RING_STEPS: &[(&str, &str)] = &[
     (
         "ll_cpuless",
-        "numalab loaded-latency --cpu 0 --mem bind:4 --injector-cpus 1-2 --mix read --rates 0.02,max --size 8M --budget 0.2 --min-reps 2 --json",
+        "numalab loaded-latency --cpu 0 --mem bind:4 --injector-cpus 1-2 --mix read --rates 0.02,max --size 8M --budget-each 0.2 --min-reps 2 --json",
     ),
     (
         "ll_cpuless_injector_mem",
-        "numalab loaded-latency --cpu 3 --mem bind:4 --injector-cpus 1 --injector-mem bind:2 --mix write-nt --delays 100000,0 --size 4M --budget 0.15 --min-reps 2 --json",
+        "numalab loaded-latency --cpu 3 --mem bind:4 --injector-cpus 1 --injector-mem bind:2 --mix write-nt --delays 100000,0 --size 4M --budget-each 0.15 --min-reps 2 --json",
     ),
     (
         "ll_err_chase_is_injector",

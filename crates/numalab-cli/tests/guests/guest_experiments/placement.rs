@@ -15,19 +15,19 @@ use std::collections::BTreeMap;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "array_triad",
-        "numalab bench bandwidth --kernel triad --cpus 0 --mem a=bind:0,b=bind:1,c=bind:3 --size 8M --thp off --budget 0.02 --min-reps 2 --warmup 0 --json",
+        "numalab bench bandwidth --kernel triad --cpus 0 --mem a=bind:0,b=bind:1,c=bind:3 --size 8M --thp off --budget-each 0.02 --min-reps 2 --warmup 0 --json",
     ),
     (
         "array_file",
-        "printf '%s' '[{\"cpu\":0,\"arrays\":{\"a\":\"bind:1\",\"b\":\"bind:2\",\"c\":\"bind:3\"}},{\"cpu\":2,\"arrays\":{\"a\":\"bind:2\",\"b\":\"bind:3\",\"c\":\"bind:0\"}},{\"cpu\":4,\"arrays\":{\"a\":\"bind:3\",\"b\":\"bind:0\",\"c\":\"bind:1\"}},{\"cpu\":6,\"arrays\":{\"a\":\"bind:0\",\"b\":\"bind:1\",\"c\":\"bind:2\"}}]' > /tmp/placement.json && numalab bench bandwidth --kernel add --placement /tmp/placement.json --size 8M --thp off --budget 0.02 --min-reps 2 --warmup 0 --json",
+        "printf '%s' '[{\"cpu\":0,\"arrays\":{\"a\":\"bind:1\",\"b\":\"bind:2\",\"c\":\"bind:3\"}},{\"cpu\":2,\"arrays\":{\"a\":\"bind:2\",\"b\":\"bind:3\",\"c\":\"bind:0\"}},{\"cpu\":4,\"arrays\":{\"a\":\"bind:3\",\"b\":\"bind:0\",\"c\":\"bind:1\"}},{\"cpu\":6,\"arrays\":{\"a\":\"bind:0\",\"b\":\"bind:1\",\"c\":\"bind:2\"}}]' > /tmp/placement.json && numalab bench bandwidth --kernel add --placement /tmp/placement.json --size 8M --thp off --budget-each 0.02 --min-reps 2 --warmup 0 --json",
     ),
     (
         "array_matrix",
-        "numalab matrix --bandwidth --kernel copy --mem b=local --size 4M --budget 0.02 --min-reps 2 --warmup 0 --json",
+        "numalab matrix --bandwidth --kernel copy --mem b=local --size 4M --budget-each 0.02 --min-reps 2 --warmup 0 --json",
     ),
     (
         "pdm_measure",
-        "numalab pdm --kernel copy --measure 1 --size 4M --budget 0.02 --json",
+        "numalab pdm --kernel copy --measure 1 --size 4M --budget-each 0.02 --json",
     ),
     // 4 MiB arrays (the part's default, 16 MiB, is for real caches): each
     // placement faults 12 arrays in, which TCG does slowly (115 s at 16 MiB

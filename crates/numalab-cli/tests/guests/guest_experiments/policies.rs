@@ -12,35 +12,35 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     // few samples: the guest is slow and its timings mean nothing.
     (
         "policies_all",
-        "numalab policies --json --size 512K --budget 0.05 --warmup 0 --min-reps 2 --node 2",
+        "numalab policies --json --size 512K --budget-each 0.05 --warmup 0 --min-reps 2 --node 2",
     ),
     // The one-node column on each of the other nodes.
     (
         "policies_node0",
-        "numalab policies --json --size 256K --budget 0.05 --warmup 0 --min-reps 2 --policies one-node --workloads single-unpinned,serial-init,numa-aware --node 0",
+        "numalab policies --json --size 256K --budget-each 0.05 --warmup 0 --min-reps 2 --policies one-node --workloads single-unpinned,serial-init,numa-aware --node 0",
     ),
     (
         "policies_node1",
-        "numalab policies --json --size 256K --budget 0.05 --warmup 0 --min-reps 2 --policies one-node --workloads single-unpinned,serial-init,numa-aware --node 1",
+        "numalab policies --json --size 256K --budget-each 0.05 --warmup 0 --min-reps 2 --policies one-node --workloads single-unpinned,serial-init,numa-aware --node 1",
     ),
     (
         "policies_node3",
-        "numalab policies --json --size 256K --budget 0.05 --warmup 0 --min-reps 2 --policies one-node --workloads single-unpinned,serial-init,numa-aware --node 3",
+        "numalab policies --json --size 256K --budget-each 0.05 --warmup 0 --min-reps 2 --policies one-node --workloads single-unpinned,serial-init,numa-aware --node 3",
     ),
     // Compact layout: 4 threads fill nodes 0 and 1.
     (
         "policies_compact",
-        "numalab policies --json --size 256K --budget 0.05 --warmup 0 --min-reps 2 --threads 4 --threads-policy compact --workloads serial-init,numa-aware --policies local,interleave",
+        "numalab policies --json --size 256K --budget-each 0.05 --warmup 0 --min-reps 2 --threads 4 --layout compact --workloads serial-init,numa-aware --policies local,interleave",
     ),
     // Interleave over the accessing nodes: 4 compact threads run on nodes
     // 0 and 1 only, so that column must leave nodes 2 and 3 alone.
     (
         "policies_accessing",
-        "numalab policies --json --size 256K --budget 0.05 --warmup 0 --min-reps 2 --threads 4 --threads-policy compact --workloads single-pinned,serial-init,numa-aware --policies interleave,interleave-accessing",
+        "numalab policies --json --size 256K --budget-each 0.05 --warmup 0 --min-reps 2 --threads 4 --layout compact --workloads single-pinned,serial-init,numa-aware --policies interleave,interleave-accessing",
     ),
     (
         "policies_text",
-        "numalab policies --size 256K --budget 0.05 --warmup 0 --min-reps 2 --workloads single-pinned,numa-aware",
+        "numalab policies --size 256K --budget-each 0.05 --warmup 0 --min-reps 2 --workloads single-pinned,numa-aware",
     ),
     ("policies_err_node", "numalab policies --node 7"),
 ];
@@ -48,7 +48,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
 /// Steps run in the ring guest with the CPU-less node 4.
 pub const RING_STEPS: &[(&str, &str)] = &[(
     "policies_cpuless",
-    "numalab policies --json --size 256K --budget 0.05 --warmup 0 --min-reps 2 --node 4 --workloads single-pinned,numa-aware",
+    "numalab policies --json --size 256K --budget-each 0.05 --warmup 0 --min-reps 2 --node 4 --workloads single-pinned,numa-aware",
 )];
 
 /// Quartet: CPUs 2n and 2n+1 on node n.

@@ -25,7 +25,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ),
     (
         "profile_threads",
-        "numalab profile --rate 2000 --threads 1-2 -o /tmp/prof-threads -- profile_truth 50 2>/tmp/prof-threads.err; rc=$?; cat /tmp/prof-threads/profile.json; grep ^numalab /tmp/prof-threads.err >&2; exit $rc",
+        "numalab profile --rate 2000 --only-threads 1-2 -o /tmp/prof-threads -- profile_truth 50 2>/tmp/prof-threads.err; rc=$?; cat /tmp/prof-threads/profile.json; grep ^numalab /tmp/prof-threads.err >&2; exit $rc",
     ),
     // Names without binutils: the guest has none (and no ldd); a site
     // term is resolved in the program's symbols.

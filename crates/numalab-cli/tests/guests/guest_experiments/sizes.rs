@@ -9,7 +9,7 @@ use crate::guest_experiments::quartet;
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
     (
         "sizes_spread_remote",
-        "numalab sizes --threads 2 --layout spread --mem bind:3 --max-size 256K --budget 0.05 --min-reps 2 --json",
+        "numalab sizes --threads 2 --layout scatter --mem bind:3 --max-size 256K --budget-each 0.05 --min-reps 2 --json",
     ),
     ("sizes_err_threads", "numalab sizes --threads 9"),
 ];
@@ -19,7 +19,7 @@ fn quartet_sizes_spread_threads_on_two_nodes_memory_on_node_3() {
     let v = quartet().json("sizes_spread_remote", 0);
     assert_eq!(v["command"], "sizes");
     assert_eq!(v["threads"], 2);
-    assert_eq!(v["layout"], "spread");
+    assert_eq!(v["layout"], "scatter");
     assert_eq!(v["memory"], "bind:3");
     // Node n holds CPUs 2n and 2n+1: spread puts one thread on node 0, one on node 1.
     let cpus: Vec<u64> = v["cpus"]

@@ -8,32 +8,32 @@ use std::collections::BTreeMap;
 
 /// Steps run in the Quartet guest: (unique name, shell command).
 pub const QUARTET_STEPS: &[(&str, &str)] = &[
-    ("sweep_list_full", "numalab sweep --threads 2 --full --list --json"),
-    ("sweep_list_folded", "numalab sweep --threads 2 --list --json"),
+    ("sweep_list_full", "numalab sweep --thread-counts 2 --every-case --list --json"),
+    ("sweep_list_folded", "numalab sweep --thread-counts 2 --list --json"),
     ("sweep_list_text", "numalab sweep --list"),
     // Every case of the nodes 0 and 1 CPUs against memory on nodes 0 and 3:
     // all three hop classes, 256 cases (sweep_list_full checks all 4096
     // are planned; running them took 180 s of the guest, verifying the
     // same code 16 times over).
-    ("sweep_full_run", "numalab sweep --threads 2 --full --cpus node:0,node:1 --mem-nodes 0,3 --size 256K --reps 1 --sample-ms 0 --thp off --json"),
-    ("sweep_folded_findings", "numalab sweep --threads 1,2 --size 1M --reps 1 --sample-ms 0 --thp off --json > /tmp/sweep.json; echo rc=$? >&2; cat /tmp/sweep.json"),
+    ("sweep_full_run", "numalab sweep --thread-counts 2 --every-case --cpus node:0,node:1 --mem-nodes 0,3 --size 256K --reps 1 --sample-ms 0 --thp off --json"),
+    ("sweep_folded_findings", "numalab sweep --thread-counts 1,2 --size 1M --reps 1 --sample-ms 0 --thp off --json > /tmp/sweep.json; echo rc=$? >&2; cat /tmp/sweep.json"),
     ("sweep_findings_from_file", "numalab sweep --from /tmp/sweep.json --findings"),
-    ("sweep_background", "numalab sweep --threads 2 --cpus node:0 --mem-nodes 0-1 --access w --size 1M --background low --subscription full,under --background-size 1M --reps 1 --sample-ms 0 --thp off --json"),
-    ("sweep_err_threads", "numalab sweep --threads 9"),
+    ("sweep_background", "numalab sweep --thread-counts 2 --cpus node:0 --mem-nodes 0-1 --access w --size 1M --background low --subscription full,under --background-size 1M --reps 1 --sample-ms 0 --thp off --json"),
+    ("sweep_err_threads", "numalab sweep --thread-counts 9"),
     ("sweep_err_access", "numalab sweep --access x"),
     ("sweep_err_background", "numalab sweep --background huge"),
     ("sweep_err_subscription", "numalab sweep --background low --subscription most"),
-    ("sweep_err_full_limit", "numalab sweep --threads 3 --full --list"),
+    ("sweep_err_full_limit", "numalab sweep --thread-counts 3 --every-case --list"),
     ("sweep_err_kernel", "numalab sweep --read-kernel triad"),
     ("sweep_err_mem_nodes", "numalab sweep --mem-nodes 9"),
 ];
 
 /// Steps run in the ring guest with the CPU-less node 4.
 pub const RING_STEPS: &[(&str, &str)] = &[
-    ("sweep_ring_list", "numalab sweep --threads 1 --list --json"),
+    ("sweep_ring_list", "numalab sweep --thread-counts 1 --list --json"),
     (
         "sweep_ring_run",
-        "numalab sweep --threads 1 --access r --size 1M --reps 1 --sample-ms 0 --thp off --json",
+        "numalab sweep --thread-counts 1 --access r --size 1M --reps 1 --sample-ms 0 --thp off --json",
     ),
 ];
 

@@ -200,7 +200,7 @@ pub(super) fn writers(s: &mut SummaryBuilder, r: &SweepResult) {
             ClaimKind::Finding,
             "writers",
             Basis::Run,
-            "Whether two writers saturate a node was not measured within the sweep's budget: it needs two local writers on one node and one writer alone there, on an idle machine; `numalab sweep --threads 1,2` measures it, as does a report with a larger --budget or --full.",
+            "Whether two writers saturate a node was not measured within the sweep's budget: it needs two local writers on one node and one writer alone there, on an idle machine; `numalab sweep --thread-counts 1,2` measures it, as does a report with a larger --budget or --full.",
         ))
     };
     let two_cpus = m

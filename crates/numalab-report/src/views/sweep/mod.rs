@@ -549,7 +549,7 @@ mod tests {
         let texts: Vec<&str> = s.claims().iter().map(|c| c.text.as_str()).collect();
         assert_eq!(
             texts,
-            ["Whether two writers saturate a node was not measured within the sweep's budget: it needs two local writers on one node and one writer alone there, on an idle machine; `numalab sweep --threads 1,2` measures it, as does a report with a larger --budget or --full."]
+            ["Whether two writers saturate a node was not measured within the sweep's budget: it needs two local writers on one node and one writer alone there, on an idle machine; `numalab sweep --thread-counts 1,2` measures it, as does a report with a larger --budget or --full."]
         );
         assert_eq!(s.claims()[0].basis, Basis::Run);
     }

@@ -562,7 +562,7 @@ mod tests {
         assert_eq!(m.cpu_nodes().len(), 4);
         let folded = plan(&m, &req(vec![Kernel::Dgemm, Kernel::Daxpy], false)).unwrap();
         let full = plan(&m, &req(vec![Kernel::Dgemm, Kernel::Daxpy], true)).unwrap();
-        // --full: the study's 4 thread nodes x 4^3 operand nodes.
+        // --every-case: the study's 4 thread nodes x 4^3 operand nodes.
         assert_eq!(full.len(), 4 * 64 + 4 * 16);
         assert!(full
             .iter()

@@ -123,7 +123,7 @@ fn operand_space(m: &Machine, threads: &[(u32, u32)]) -> Result<SweepSpace, Plac
 
 pub(super) fn too_many() -> PlacementError {
     PlacementError::Invalid(format!(
-        "more than {MAX_RUNS} placements to run; leave out --full, or pick one --node or fewer --kernels"
+        "more than {MAX_RUNS} placements to run; leave out --every-case, or pick one --node or fewer --kernels"
     ))
 }
 

@@ -110,7 +110,7 @@ impl Finding {
 fn no_cases(run: &SweepRun, needs: &str) -> String {
     if run.cases_run < run.classes {
         format!(
-            "not measured: the budget reached {} of the {} classes of {} threads and none of them was such a case ({needs}); run `numalab sweep --threads {}`, or `numalab report --full` or a larger `--budget`",
+            "not measured: the budget reached {} of the {} classes of {} threads and none of them was such a case ({needs}); run `numalab sweep --thread-counts {}`, or `numalab report --full` or a larger `--budget`",
             run.cases_run, run.classes, run.threads, run.threads
         )
     } else {
@@ -163,7 +163,7 @@ fn finding_hops(run: Option<&SweepRun>) -> Finding {
         return Finding::unanswered(
             "a",
             title,
-            "no one-thread cases in this sweep (run with --threads 1,2)",
+            "no one-thread cases in this sweep (run with --thread-counts 1,2)",
         );
     };
     let mut parts = Vec::new();
@@ -547,7 +547,7 @@ struct MemberPair<'a> {
 }
 
 /// Every class of `runs` measured at two members: the twins, and with
-/// `--full` the fastest and slowest member of each class.
+/// `--every-case` the fastest and slowest member of each class.
 fn member_pairs<'a>(runs: &[&'a SweepRun]) -> Vec<MemberPair<'a>> {
     let mut out = Vec::new();
     for run in runs {
@@ -579,7 +579,7 @@ fn member_pairs<'a>(runs: &[&'a SweepRun]) -> Vec<MemberPair<'a>> {
                 .expect("member");
             out.push(MemberPair {
                 hop_class: &run.cases[lo].hop_class,
-                moved_by: "every member (--full)",
+                moved_by: "every member (--every-case)",
                 labels: run.cases[lo].labels.join(" "),
                 twin_labels: run.cases[hi].labels.join(" "),
                 samples: pooled(run, &[lo]),
@@ -603,7 +603,7 @@ fn finding_symmetry(runs: &[&SweepRun]) -> Finding {
             .iter()
             .any(|r| r.cases.iter().any(|c| c.class_size > 1))
         {
-            "no class was measured at two members (the budget paid for one member per class, or --no-twins; give more --budget or use --full)"
+            "no class was measured at two members (the budget paid for one member per class, or --no-twins; give more --budget or use --every-case)"
         } else {
             "every class has a single member here"
         };
@@ -837,7 +837,7 @@ mod tests {
             b.detail
         );
         assert!(
-            b.detail.contains("numalab sweep --threads 2"),
+            b.detail.contains("numalab sweep --thread-counts 2"),
             "{}",
             b.detail
         );

@@ -11,7 +11,7 @@
 //! node's CPU structure, memory kind and role) and swapping interchangeable
 //! cores (same node, same last-level cache) or SMT siblings gives a case the
 //! hardware cannot tell apart. The sweep folds such cases into *classes*,
-//! runs one representative per class and reports the class size; `--full`
+//! runs one representative per class and reports the class size; `--every-case`
 //! runs them all. Folding never enumerates the full space: representatives
 //! are generated with cores numbered by first use ("slots") and kept when no
 //! node automorphism gives a smaller form, and a class's size is the number
@@ -184,7 +184,7 @@ pub struct SweepRequest {
     pub backgrounds: Vec<Option<Background>>,
     /// Bytes per background buffer.
     pub background_bytes: usize,
-    /// Refuse `--full` beyond this many cases.
+    /// Refuse `--every-case` beyond this many cases.
     pub full_limit: u64,
     /// Shortest sample in seconds (passes are repeated up to it, after a
     /// calibration sample); 0 = one pass per sample, no calibration.
@@ -288,7 +288,7 @@ pub struct SweepRun {
     pub background: Option<Background>,
     /// Cases of the full enumeration.
     pub total_cases: u64,
-    /// Classes of equivalent cases (= total with `--full`).
+    /// Classes of equivalent cases (= total with `--every-case`).
     pub classes: u64,
     /// Cases run (fewer than `classes` under `--budget`).
     pub cases_run: u64,

@@ -202,7 +202,7 @@ pub fn check_buffers_fit(m: &Machine, req: &SweepRequest) -> Result<(), Placemen
     check_plan(
         m,
         &phases,
-        "use a smaller --size or --background-size, fewer --threads or fewer --mem-nodes",
+        "use a smaller --size or --background-size, fewer --thread-counts or fewer --mem-nodes",
     )
 }
 

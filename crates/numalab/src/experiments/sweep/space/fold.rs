@@ -1,5 +1,5 @@
 //! Canonical forms of cases and the walks that fold them: the full
-//! enumeration (`--full`), one representative per class of equivalent
+//! enumeration (`--every-case`), one representative per class of equivalent
 //! cases, and a kernel's operand placements.
 
 use super::super::symmetry::Orbits;
@@ -110,7 +110,7 @@ impl SweepSpace {
             .join(" ")
     }
 
-    /// Every case, each standing for itself (`--full`), in enumeration order.
+    /// Every case, each standing for itself (`--every-case`), in enumeration order.
     /// Refuses more than `limit` cases (and more than [`MAX_PLANNED_CASES`],
     /// whatever the limit: memory goes with the real count).
     pub fn full(&self, threads: usize, limit: u64) -> Result<Vec<PlannedCase>, String> {
@@ -118,7 +118,7 @@ impl SweepSpace {
         let limit = limit.min(MAX_PLANNED_CASES);
         if total > limit as u128 {
             return Err(format!(
-                "{total} cases for {threads} thread(s) is more than the limit of {limit}; fold them (drop --full) or narrow --cpus/--mem-nodes"
+                "{total} cases for {threads} thread(s) is more than the limit of {limit}; fold them (drop --every-case) or narrow --cpus/--mem-nodes"
             ));
         }
         let orders = exchanges(threads);

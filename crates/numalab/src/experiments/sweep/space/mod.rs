@@ -116,7 +116,7 @@ impl ThreadCase {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedCase {
     pub threads: Vec<ThreadCase>,
-    /// Cases of the full enumeration equivalent to this one (1 with `--full`).
+    /// Cases of the full enumeration equivalent to this one (1 with `--every-case`).
     pub class_size: u64,
     /// The class's canonical form (equal for equivalent cases).
     pub class_key: String,
@@ -152,7 +152,7 @@ impl PlannedCase {
 }
 
 /// Most cases a sweep plan may hold, over all its thread counts (folded
-/// classes, or cases with `--full`). The shortest case a sweep measures
+/// classes, or cases with `--every-case`). The shortest case a sweep measures
 /// costs about 0.16 s with its set-up, so this is days of measuring
 /// without a budget; with a budget, a sweep measures a covering subset of
 /// its plan. The plan takes 100 to 500 bytes a case (about 320 MB for the
@@ -577,7 +577,7 @@ mod tests {
         assert_eq!(s.class_bounds(2), (27, 20480));
         assert_eq!(s.folded(2).len(), 169);
         let e = plan(&s, &request(&s, &[1, 5], false, 100_000)).unwrap_err();
-        assert_eq!(e, "sweep plan too large: 5 thread(s) on 256 CPUs x 8 memory nodes x 2 access(es): 1152921504606846976 cases fold into at least 4155529 classes (at most 191486754816) besides the 6 of the thread counts before, more than the 200000 classes a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access");
+        assert_eq!(e, "sweep plan too large: 5 thread(s) on 256 CPUs x 8 memory nodes x 2 access(es): 1152921504606846976 cases fold into at least 4155529 classes (at most 191486754816) besides the 6 of the thread counts before, more than the 200000 classes a sweep may plan; use fewer --thread-counts, a smaller --cpus or --mem-nodes set, or one --access");
         // A full plan never trusts its limit for memory: the cap holds.
         let s = whole("256ia64-64n2s2c.xml");
         let e = plan(&s, &request(&s, &[2], true, u64::MAX)).unwrap_err();

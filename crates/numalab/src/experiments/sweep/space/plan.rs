@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// running them: (threads, total cases, planned cases).
 ///
 /// Refuses, before building anything, a plan of more than
-/// [`MAX_PLANNED_CASES`] cases over all thread counts (or, with `--full`,
+/// [`MAX_PLANNED_CASES`] cases over all thread counts (or, with `--every-case`,
 /// more than `req.full_limit` for one thread count), saying how many it
 /// would hold and what to narrow. Folded classes are counted without
 /// enumerating ([`SweepSpace::class_bounds`]); only when the bounds straddle
@@ -39,7 +39,7 @@ pub fn plan(
         };
         let total = u64::try_from(total).map_err(|_| {
             format!(
-                "{t} thread(s): {} cases, more than a sweep can count (2^64); use fewer --threads or a smaller --cpus or --mem-nodes set",
+                "{t} thread(s): {} cases, more than a sweep can count (2^64); use fewer --thread-counts or a smaller --cpus or --mem-nodes set",
                 count(total)
             )
         })?;
@@ -101,7 +101,7 @@ fn refused(
         String::new()
     };
     format!(
-        "sweep plan too large: {threads} thread(s) on {} CPUs x {} memory nodes x {} access(es): {what}{others}, more than the {limit} {unit} a sweep may plan; use fewer --threads, a smaller --cpus or --mem-nodes set, or one --access",
+        "sweep plan too large: {threads} thread(s) on {} CPUs x {} memory nodes x {} access(es): {what}{others}, more than the {limit} {unit} a sweep may plan; use fewer --thread-counts, a smaller --cpus or --mem-nodes set, or one --access",
         space.cpus.len(),
         space.mem_nodes.len(),
         space.accesses.len()
