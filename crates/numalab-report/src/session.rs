@@ -15,7 +15,7 @@ use crate::budget::{allocate, corrected_factor, plan_part};
 use crate::model::{Costs, Measured, Mode, PartName, REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
 use crate::part::{PartContext, PartResult, Progress};
 use crate::plan::{PlanEnv, RESERVE_SECONDS};
-use crate::registry::REPORT;
+use crate::registry::Registry;
 use crate::results::{PartStatus, Parts, ReportResults, RunRecord};
 use crate::summarize::summarize;
 use crate::summary::Summary;
@@ -38,9 +38,11 @@ pub trait Observer: Progress {
     fn part_ended(&mut self, doc: &ReportResults, part: PartName);
 }
 
-/// A new, empty report of `m`: every selected part pending (or not
-/// applicable, or needing the live machine when `m` is a topology file).
+/// A new, empty report of `m` with the parts of `reg`: every selected part
+/// pending (or not applicable, or needing the live machine when `m` is a
+/// topology file).
 pub fn new_document(
+    reg: &Registry,
     m: &Machine,
     environment: Option<Environment>,
     mode: Mode,
@@ -49,8 +51,8 @@ pub fn new_document(
     selected: &[PartName],
 ) -> ReportResults {
     let mut parts = Parts::all(PartStatus::Pending, None);
-    for p in REPORT.all() {
-        let (status, reason) = initial_status(m, mode, p, selected);
+    for p in reg.all() {
+        let (status, reason) = initial_status(reg, m, mode, p, selected);
         parts.mark(p, status, reason);
     }
     let mut doc = ReportResults {
@@ -78,6 +80,7 @@ pub fn new_document(
 
 /// A part's status in a new report, and why.
 fn initial_status(
+    reg: &Registry,
     m: &Machine,
     mode: Mode,
     p: PartName,
@@ -101,7 +104,7 @@ fn initial_status(
             )),
         );
     }
-    match REPORT.available(p, m, mode) {
+    match reg.available(p, m, mode) {
         Err(why) => (PartStatus::NotApplicable, Some(why)),
         Ok(()) => (PartStatus::Pending, None),
     }
@@ -127,11 +130,9 @@ pub fn parts_to_measure(doc: &ReportResults) -> Vec<PartName> {
 
 /// The budget of a `--resume` run without `--budget`: the missing parts'
 /// share (by weight) of the report's original budget, at least 5 s.
-pub fn resume_budget(doc: &ReportResults) -> f64 {
+pub fn resume_budget(reg: &Registry, doc: &ReportResults) -> f64 {
     let weigh = |parts: &mut dyn Iterator<Item = PartName>| -> f64 {
-        parts
-            .map(|p| REPORT.part(p).info().weight_in(doc.mode))
-            .sum()
+        parts.map(|p| reg.part(p).info().weight_in(doc.mode)).sum()
     };
     let all = weigh(
         &mut doc
@@ -181,9 +182,10 @@ pub struct RunSettings {
     pub warnings: Vec<String>,
 }
 
-/// Measures the parts `doc` is missing on the live machine `m` as
-/// `settings` say, saving through `obs` after every part.
+/// Measures the parts `doc` is missing on the live machine `m` with the
+/// parts of `reg`, as `settings` say, saving through `obs` after every part.
 pub fn run(
+    reg: &Registry,
     m: &Machine,
     doc: &mut ReportResults,
     settings: RunSettings,
@@ -227,10 +229,10 @@ pub fn run(
             costs: &costs,
             live: m.is_live(),
         };
-        let share = allocate(&REPORT, &env, &todo[i..], left)
+        let share = allocate(reg, &env, &todo[i..], left)
             .first()
             .map_or(0.0, |x| x.1);
-        let plan = plan_part(&REPORT, &env, p, share);
+        let plan = plan_part(reg, &env, p, share);
         obs.part_started(p, i, todo.len(), share);
         doc.parts
             .start(p, share, run_no, rfc3339_utc(SystemTime::now()));
@@ -244,7 +246,7 @@ pub fn run(
             obs: &mut *obs,
             part: p,
         };
-        interrupted |= run_part(doc, p, share, ctx, &mut costs);
+        interrupted |= run_part(reg, doc, p, share, ctx, &mut costs);
         finish_document(doc, t0, false);
         obs.part_ended(doc, p);
     }
@@ -294,6 +296,7 @@ fn start_run(doc: &mut ReportResults, budget_s: f64, command_line: Vec<String>) 
 /// failed, interrupted); corrects `costs` by what its fixed costs really
 /// were. Returns whether a signal interrupted it.
 fn run_part(
+    reg: &Registry,
     doc: &mut ReportResults,
     p: PartName,
     share: f64,
@@ -301,8 +304,7 @@ fn run_part(
     costs: &mut Costs,
 ) -> bool {
     let t_part = Instant::now();
-    let outcome =
-        std::panic::catch_unwind(AssertUnwindSafe(|| REPORT.part(p).run(&mut ctx, share)));
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| reg.part(p).run(&mut ctx, share)));
     let elapsed = t_part.elapsed().as_secs_f64();
     let mut interrupted = false;
     match outcome {
@@ -323,7 +325,7 @@ fn run_part(
                 measured.fixed_s,
                 elapsed,
             );
-            store(doc, p, measured);
+            store(reg, doc, p, measured);
         }
         Ok(Err(e)) => {
             doc.parts
@@ -349,9 +351,9 @@ fn run_part(
 }
 
 /// Stores a done part's result, its verification and note.
-fn store(doc: &mut ReportResults, p: PartName, measured: Measured<PartResult>) {
+fn store(reg: &Registry, doc: &mut ReportResults, p: PartName, measured: Measured<PartResult>) {
     let rec = doc.parts.get_mut(p);
-    rec.verified = Some(REPORT.part(p).verified(&measured.result));
+    rec.verified = Some(reg.part(p).verified(&measured.result));
     rec.result = Some(measured.result);
     rec.status = PartStatus::Done;
     rec.reason = measured.note;
@@ -395,6 +397,7 @@ fn environment_changes(a: &Environment, b: &Environment) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::fixture;
+    use crate::registry::REPORT;
 
     fn part(name: &str) -> PartName {
         REPORT.find(name).unwrap()
@@ -404,7 +407,7 @@ mod tests {
     fn resume_budget_is_the_missing_parts_share() {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
         let all = REPORT.all();
-        let mut doc = new_document(&m, None, Mode::Default, 100.0, 64 << 20, &all);
+        let mut doc = new_document(&REPORT, &m, None, Mode::Default, 100.0, 64 << 20, &all);
         for &p in &all {
             // As on the live machine, where full-only parts are not
             // applicable outside --full.
@@ -414,7 +417,7 @@ mod tests {
             };
             doc.parts.mark(p, status, None);
         }
-        assert!((resume_budget(&doc) - 100.0).abs() < 1e-9);
+        assert!((resume_budget(&REPORT, &doc) - 100.0).abs() < 1e-9);
         // Everything but the sweeps done: their weights' share.
         let sweeps = all.len() - 2;
         for p in &all[..sweeps] {
@@ -428,20 +431,28 @@ mod tests {
         let share = 100.0 * weight(&all[sweeps..]) / weight(&all);
         assert!(share > 20.0 && share < 23.0, "{share}");
         assert!(
-            (resume_budget(&doc) - share).abs() < 1e-9,
+            (resume_budget(&REPORT, &doc) - share).abs() < 1e-9,
             "{}",
-            resume_budget(&doc)
+            resume_budget(&REPORT, &doc)
         );
         // Never below 5 s.
         doc.parts.mark(part("sweep"), PartStatus::Done, None);
         doc.budget_s = 10.0;
-        assert_eq!(resume_budget(&doc), 5.0);
+        assert_eq!(resume_budget(&REPORT, &doc), 5.0);
     }
 
     #[test]
     fn a_topology_file_report_needs_the_machine() {
         let m = fixture("qemu-ring4-cpuless-hmat.xml");
-        let doc = new_document(&m, None, Mode::Default, 240.0, 64 << 20, &REPORT.all());
+        let doc = new_document(
+            &REPORT,
+            &m,
+            None,
+            Mode::Default,
+            240.0,
+            64 << 20,
+            &REPORT.all(),
+        );
         for (p, s) in doc.parts.statuses() {
             assert_eq!(s, PartStatus::NeedsMachine, "{p:?}");
         }
@@ -460,14 +471,14 @@ mod tests {
         for mode in [Mode::Quick, Mode::Default] {
             // Asked for by name or not, outside --full it is not applicable.
             for selected in [REPORT.all(), vec![blas]] {
-                let doc = new_document(&m, None, mode, 60.0, 64 << 20, &selected);
+                let doc = new_document(&REPORT, &m, None, mode, 60.0, 64 << 20, &selected);
                 let r = doc.parts.get(blas);
                 assert_eq!(r.status, PartStatus::NotApplicable, "{mode:?}");
                 assert_eq!(r.reason.as_deref(), Some("runs with --full"));
                 assert!(!parts_to_measure(&doc).contains(&blas));
             }
         }
-        let doc = new_document(&m, None, Mode::Full, 60.0, 64 << 20, &[blas]);
+        let doc = new_document(&REPORT, &m, None, Mode::Full, 60.0, 64 << 20, &[blas]);
         assert_eq!(doc.parts.get(blas).status, PartStatus::Pending);
         assert_eq!(parts_to_measure(&doc), vec![blas]);
     }
@@ -475,7 +486,15 @@ mod tests {
     #[test]
     fn parts_left_out_are_not_selected() {
         let m = fixture("qemu-ring4-cpuless-hmat.xml");
-        let doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &[part("c2c")]);
+        let doc = new_document(
+            &REPORT,
+            &m,
+            None,
+            Mode::Quick,
+            60.0,
+            64 << 20,
+            &[part("c2c")],
+        );
         assert_eq!(doc.parts.get(part("c2c")).status, PartStatus::NeedsMachine);
         let s = doc.parts.get(part("sizes"));
         assert_eq!(s.status, PartStatus::NotSelected);

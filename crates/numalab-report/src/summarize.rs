@@ -384,7 +384,15 @@ mod tests {
         let mut env = Environment::capture();
         env.emulated_cpu = emulated.map(str::to_string);
         env.warnings.clear();
-        let mut doc = new_document(&m, Some(env), Mode::Quick, 100.0, 64 << 20, &REPORT.all());
+        let mut doc = new_document(
+            &REPORT,
+            &m,
+            Some(env),
+            Mode::Quick,
+            100.0,
+            64 << 20,
+            &REPORT.all(),
+        );
         let name = REPORT.find("bandwidth-matrix").unwrap();
         let rec = doc.parts.get_mut(name);
         rec.status = PartStatus::Done;

@@ -93,7 +93,15 @@ mod tests {
     #[test]
     fn the_text_report_has_the_summary_and_each_done_part() {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
-        let mut doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &REPORT.all());
+        let mut doc = new_document(
+            &REPORT,
+            &m,
+            None,
+            Mode::Quick,
+            60.0,
+            64 << 20,
+            &REPORT.all(),
+        );
         let t = render(&doc);
         assert!(
             t.starts_with("numalab report: the machine model of a topology file"),
@@ -129,7 +137,15 @@ mod tests {
     #[test]
     fn the_key_figures_follow_the_headline_unless_the_cpu_is_emulated() {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
-        let mut doc = new_document(&m, None, Mode::Quick, 60.0, 64 << 20, &REPORT.all());
+        let mut doc = new_document(
+            &REPORT,
+            &m,
+            None,
+            Mode::Quick,
+            60.0,
+            64 << 20,
+            &REPORT.all(),
+        );
         assert!(!summary(&doc).contains("key figures:"));
         doc.summary.key_figures.set("local_latency_ns", Some(88.6));
         doc.summary

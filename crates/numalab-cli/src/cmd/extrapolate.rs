@@ -4,13 +4,13 @@
 use crate::args::{parsed, read_list, List, Output};
 use crate::output::{out, print_result, CliError, CliResult};
 use numalab::experiments::extrapolate::{
-    CoreContention, PerCoreBandwidth, Prediction, TimedPoint, MAX_CORES, MAX_POINTS,
+    CoreContention, ExtrapolateResult, MachineCurve, PerCoreBandwidth, Prediction, TimedPoint,
+    MAX_CORES, MAX_POINTS,
 };
 use numalab::experiments::scaling::ScalingResult;
 use numalab::input::{read_text, InputKind};
 use numalab::text::parse;
 use numalab_report::views::extrapolate::{text, to_machine_text};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -84,38 +84,6 @@ fn ratio(t: &str) -> Result<f64, String> {
                 "'{t}' is not a bandwidth ratio (a number above 0, at most 1000, e.g. 2 or 0.5)"
             )
         })
-}
-
-/// What `--json` prints.
-#[derive(Serialize)]
-struct ExtrapolateResult<'a> {
-    formula: &'static str,
-    core_seconds: f64,
-    contention_seconds: f64,
-    method: &'a numalab::experiments::extrapolate::FitMethod,
-    max_residual_seconds: f64,
-    runs: &'a [TimedPoint],
-    predictions: &'a [Prediction],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    from_machine: Option<MachineCurve<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    to_machine: Option<ToMachine<'a>>,
-}
-
-/// A machine's per-core bandwidth curve and the file it came from.
-#[derive(Serialize)]
-struct MachineCurve<'a> {
-    file: String,
-    per_core_gbps: &'a PerCoreBandwidth,
-}
-
-/// The projections to `--to-machine`.
-#[derive(Serialize)]
-struct ToMachine<'a> {
-    #[serde(flatten)]
-    machine: MachineCurve<'a>,
-    formula: &'static str,
-    predictions: &'a [Prediction],
 }
 
 /// The per-core bandwidth curve of the machine `path` measured: its
@@ -221,29 +189,20 @@ pub fn run(a: Args) -> CliResult {
             .unwrap_or_default()
     };
     if a.out.json {
+        let from_machine = from.as_ref().map(|c| MachineCurve {
+            file: shown(&a.from_machine),
+            per_core_gbps: c,
+        });
+        let to_machine = target.as_ref().map(|t| {
+            let curve = MachineCurve {
+                file: shown(&a.to_machine),
+                per_core_gbps: t,
+            };
+            (curve, &on_target[..])
+        });
         print_result(
             "extrapolate",
-            &ExtrapolateResult {
-                formula: "T(k) = core_seconds + contention_seconds * B(1)/B(k) / bandwidth_ratio",
-                core_seconds: fit.core_seconds,
-                contention_seconds: fit.contention_seconds,
-                method: &fit.method,
-                max_residual_seconds: fit.max_residual_seconds,
-                runs: &fit.points,
-                predictions: &predictions,
-                from_machine: from.as_ref().map(|c| MachineCurve {
-                    file: shown(&a.from_machine),
-                    per_core_gbps: c,
-                }),
-                to_machine: target.as_ref().map(|t| ToMachine {
-                    machine: MachineCurve {
-                        file: shown(&a.to_machine),
-                        per_core_gbps: t,
-                    },
-                    formula: "T(k) = core_seconds + contention_seconds * B(1)/B_target(k); bandwidth_ratio = B_target(k)/B(k)",
-                    predictions: &on_target,
-                }),
-            },
+            &ExtrapolateResult::new(&fit, &predictions, from_machine, to_machine),
         )?;
     } else {
         out!("{}", text(&fit, &predictions))?;

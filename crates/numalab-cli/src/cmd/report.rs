@@ -341,7 +341,7 @@ pub fn run(a: Args) -> CliResult {
         command_line,
         warnings: warning.into_iter().collect(),
     };
-    let outcome = session::run(&m, &mut doc, settings, &mut progress);
+    let outcome = session::run(&REPORT, &m, &mut doc, settings, &mut progress);
     progress.finish();
     let written = save(&dir, &doc)?;
     if let Some(e) = progress.save_error {
@@ -438,6 +438,7 @@ fn claim(a: &Args) -> Result<ReportDir, CliError> {
 fn topology_report(a: &Args, m: &Machine, old_files: &[String]) -> CliResult {
     let mode = mode_of(a);
     let doc = session::new_document(
+        &REPORT,
         m,
         None,
         mode,
@@ -553,7 +554,9 @@ fn resumed(a: &Args, m: &Machine) -> Result<Option<(ReportResults, f64)>, CliErr
         print_summary(&doc, dir, &written)?;
         return Ok(None);
     }
-    let budget = a.budget.unwrap_or_else(|| session::resume_budget(&doc));
+    let budget = a
+        .budget
+        .unwrap_or_else(|| session::resume_budget(&REPORT, &doc));
     errln!(
         "report: resuming {}: {} part(s) missing ({}), budget {budget:.0} s",
         dir.display(),
@@ -571,7 +574,7 @@ fn new_report(a: &Args, m: &Machine) -> (ReportResults, f64) {
         .map(|v| v.next_multiple_of(2 << 20))
         .unwrap_or_else(|| default_buffer_bytes(m));
     let budget = a.budget.unwrap_or_else(|| default_budget(m, mode));
-    let doc = session::new_document(m, None, mode, budget, size, &a.parts.0);
+    let doc = session::new_document(&REPORT, m, None, mode, budget, size, &a.parts.0);
     errln!(
         "report: {} report into {} within {budget:.0} s ({} per memory buffer, {} part(s)): {}",
         mode.name(),

@@ -5,10 +5,9 @@
 use crate::args::{thread_count, ThreadLayout};
 use crate::output::outln;
 use crate::output::{load_machine, print_result, CliError, CliResult};
+use numalab::placement::thread_policy::SetLayout;
 use numalab::placement::thread_policy::MAX_LAYOUT_THREADS;
 use numalab::placement::{ListMeaning, ResourceSet};
-use numalab::IdSet;
-use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,21 +36,6 @@ pub struct Args {
     json: bool,
 }
 
-#[derive(Serialize)]
-struct ThreadSlot {
-    thread: usize,
-    cpu: u32,
-    node: Option<u32>,
-}
-
-#[derive(Serialize)]
-struct SetResult {
-    expression: String,
-    cpus: IdSet,
-    nodes: IdSet,
-    threads: Vec<ThreadSlot>,
-}
-
 pub fn run(a: Args) -> CliResult {
     let m = load_machine(a.topology.as_deref())?;
     let meaning = if a.nodes {
@@ -60,29 +44,8 @@ pub fn run(a: Args) -> CliResult {
         ListMeaning::Cpus
     };
     let set = ResourceSet::parse(&m, &a.expr, meaning).map_err(CliError::usage)?;
-    let mut threads = Vec::new();
-    if let Some(n) = a.threads {
-        let cpus = a
-            .layout
-            .layout
-            .assign(&m, &set.cpus, n, a.oversubscribe)
-            .map_err(CliError::usage)?;
-        threads = cpus
-            .into_iter()
-            .enumerate()
-            .map(|(i, cpu)| ThreadSlot {
-                thread: i,
-                cpu,
-                node: m.node_of_cpu(cpu),
-            })
-            .collect();
-    }
-    let r = SetResult {
-        expression: a.expr.clone(),
-        cpus: set.cpus,
-        nodes: set.nodes,
-        threads,
-    };
+    let threads = a.threads.map(|n| (n, &a.layout.layout, a.oversubscribe));
+    let r = SetLayout::new(&m, &a.expr, set.cpus, set.nodes, threads).map_err(CliError::usage)?;
     if a.json {
         print_result("set", &r)?;
     } else {

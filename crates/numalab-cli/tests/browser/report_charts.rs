@@ -121,7 +121,7 @@ fn quartet() -> Machine {
 /// report.html of `m` with only `part` done, holding `result`, in `dir`.
 fn write_report(dir: &Path, m: &Machine, part: &str, result: PartResult) {
     let part = REPORT.find(part).expect("the part");
-    let mut doc = new_document(m, None, Mode::Default, 600.0, 64 << 20, &[part]);
+    let mut doc = new_document(&REPORT, m, None, Mode::Default, 600.0, 64 << 20, &[part]);
     *doc.parts.get_mut(part) = PartRecord {
         status: PartStatus::Done,
         reason: None,

@@ -346,6 +346,67 @@ fn trim_number(x: f64) -> String {
     }
 }
 
+/// `numalab extrapolate --json`: the fit, its predictions and the machine
+/// curves they used.
+#[derive(Serialize)]
+pub struct ExtrapolateResult<'a> {
+    pub formula: &'static str,
+    pub core_seconds: f64,
+    pub contention_seconds: f64,
+    pub method: &'a FitMethod,
+    pub max_residual_seconds: f64,
+    pub runs: &'a [TimedPoint],
+    pub predictions: &'a [Prediction],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_machine: Option<MachineCurve<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to_machine: Option<ToMachine<'a>>,
+}
+
+/// A machine's per-core bandwidth curve and the file it came from.
+#[derive(Serialize)]
+pub struct MachineCurve<'a> {
+    pub file: String,
+    pub per_core_gbps: &'a PerCoreBandwidth,
+}
+
+/// The projections to another machine (`--to-machine`).
+#[derive(Serialize)]
+pub struct ToMachine<'a> {
+    #[serde(flatten)]
+    pub machine: MachineCurve<'a>,
+    pub formula: &'static str,
+    pub predictions: &'a [Prediction],
+}
+
+impl<'a> ExtrapolateResult<'a> {
+    /// The result of `fit` with its `predictions`; `from` the curve that
+    /// gave this system's per-core bandwidth, `to` the target machine's
+    /// curve and the predictions on it.
+    pub fn new(
+        fit: &'a CoreContention,
+        predictions: &'a [Prediction],
+        from: Option<MachineCurve<'a>>,
+        to: Option<(MachineCurve<'a>, &'a [Prediction])>,
+    ) -> Self {
+        ExtrapolateResult {
+            formula: "T(k) = core_seconds + contention_seconds * B(1)/B(k) / bandwidth_ratio",
+            core_seconds: fit.core_seconds,
+            contention_seconds: fit.contention_seconds,
+            method: &fit.method,
+            max_residual_seconds: fit.max_residual_seconds,
+            runs: &fit.points,
+            predictions,
+            from_machine: from,
+            to_machine: to.map(|(machine, predictions)| ToMachine {
+                machine,
+                formula: "T(k) = core_seconds + contention_seconds * B(1)/B_target(k); bandwidth_ratio = B_target(k)/B(k)",
+                predictions,
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,6 +129,58 @@ impl ThreadPolicy {
     }
 }
 
+/// One thread of a [`SetLayout`]: its number, CPU and that CPU's node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadSlot {
+    pub thread: usize,
+    pub cpu: u32,
+    pub node: Option<u32>,
+}
+
+/// `numalab set`'s result: a resource set's CPUs and nodes, and where each
+/// of N threads would run over its CPUs.
+#[derive(Debug, Clone, Serialize)]
+pub struct SetLayout {
+    /// The expression as given.
+    pub expression: String,
+    pub cpus: IdSet,
+    pub nodes: IdSet,
+    /// Empty unless threads were laid out.
+    pub threads: Vec<ThreadSlot>,
+}
+
+impl SetLayout {
+    /// The set `cpus`/`nodes` of `expression`, with `threads` (how many,
+    /// laid out how, CPUs shared or not) laid over its CPUs.
+    pub fn new(
+        m: &Machine,
+        expression: &str,
+        cpus: IdSet,
+        nodes: IdSet,
+        threads: Option<(usize, &ThreadPolicy, bool)>,
+    ) -> Result<Self, String> {
+        let threads = match threads {
+            None => Vec::new(),
+            Some((n, policy, oversubscribe)) => policy
+                .assign(m, &cpus, n, oversubscribe)?
+                .into_iter()
+                .enumerate()
+                .map(|(thread, cpu)| ThreadSlot {
+                    thread,
+                    cpu,
+                    node: m.node_of_cpu(cpu),
+                })
+                .collect(),
+        };
+        Ok(SetLayout {
+            expression: expression.to_string(),
+            cpus,
+            nodes,
+            threads,
+        })
+    }
+}
+
 /// Each node's CPUs of `cpus` in compact order: one PU per core first, then
 /// the remaining SMT siblings; nodes in OS order. CPUs outside any node
 /// (machines without NUMA information) form one group at the end.
