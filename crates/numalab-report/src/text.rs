@@ -90,10 +90,10 @@ mod tests {
     use crate::results::{Mode, PartStatus};
     use crate::session::new_document;
 
-    #[test]
-    fn the_text_report_has_the_summary_and_each_done_part() {
+    /// A new quick report of the Quartet topology file, every part selected.
+    fn quick_quartet() -> ReportResults {
         let m = fixture("qemu-quartet-4n2c-ring.xml");
-        let mut doc = new_document(
+        new_document(
             &REPORT,
             &m,
             None,
@@ -101,7 +101,12 @@ mod tests {
             60.0,
             64 << 20,
             &REPORT.all(),
-        );
+        )
+    }
+
+    #[test]
+    fn the_text_report_has_the_summary_and_each_done_part() {
+        let mut doc = quick_quartet();
         let t = render(&doc);
         assert!(
             t.starts_with("numalab report: the machine model of a topology file"),
@@ -136,16 +141,7 @@ mod tests {
 
     #[test]
     fn the_key_figures_follow_the_headline_unless_the_cpu_is_emulated() {
-        let m = fixture("qemu-quartet-4n2c-ring.xml");
-        let mut doc = new_document(
-            &REPORT,
-            &m,
-            None,
-            Mode::Quick,
-            60.0,
-            64 << 20,
-            &REPORT.all(),
-        );
+        let mut doc = quick_quartet();
         assert!(!summary(&doc).contains("key figures:"));
         doc.summary.key_figures.set("local_latency_ns", Some(88.6));
         doc.summary

@@ -107,6 +107,22 @@ pub fn numalab(args: &[&str]) -> Ran {
     Run::new(args).run()
 }
 
+/// The commands `numalab ARGS --help` lists (`help` left out): the
+/// subcommands of `numalab ARGS`.
+pub fn subcommands(args: &[&str]) -> Vec<String> {
+    let mut with_help = args.to_vec();
+    with_help.push("--help");
+    numalab(&with_help)
+        .out
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect()
+}
+
 /// Runs `numalab ARGS`, asserts exit code 0 and returns stdout.
 pub fn stdout(args: &[&str]) -> String {
     let r = numalab(args);

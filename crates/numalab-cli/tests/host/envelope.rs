@@ -187,16 +187,7 @@ fn a_schema_1_profile_is_read_with_its_command_as_the_program() {
 /// Every command whose help offers JSON is covered here or by its own test.
 #[test]
 fn every_command_with_json_is_covered() {
-    let help = numalab(&["--help"]);
-    let commands: Vec<String> = help
-        .out
-        .lines()
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .filter(|c| c != "help")
-        .collect();
+    let commands = common::subcommands(&[]);
     assert!(commands.len() >= 20, "{commands:?}");
     let here = [
         "topology", "set", "place", "sweep", "report", "verify", "run", "compare", "profile",

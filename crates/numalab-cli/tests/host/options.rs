@@ -12,7 +12,7 @@
 //! - The shared groups (args.rs: StatOptions, ThreadLayout, PinnedBuffer)
 //!   print the same help in every command that has them.
 
-use crate::common::numalab;
+use crate::common::{numalab, subcommands};
 use std::collections::BTreeMap;
 
 /// One option line of a help text: its long name, the value it takes
@@ -25,20 +25,9 @@ struct OptionLine {
 
 /// Every command and subcommand (`bench latency`), with its help text.
 fn helps() -> BTreeMap<String, String> {
-    let list = |args: &[&str]| -> Vec<String> {
-        numalab(args)
-            .out
-            .lines()
-            .skip_while(|l| !l.starts_with("Commands:"))
-            .skip(1)
-            .take_while(|l| !l.trim().is_empty())
-            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-            .filter(|c| c != "help")
-            .collect()
-    };
     let mut out = BTreeMap::new();
-    for c in list(&["--help"]) {
-        let subs = list(&[&c, "--help"]);
+    for c in subcommands(&[]) {
+        let subs = subcommands(&[&c]);
         if subs.is_empty() {
             out.insert(c.clone(), numalab(&[&c, "--help"]).out);
         }
