@@ -6,7 +6,7 @@ use super::capacity::{self, Shortfall};
 use super::memory_policy::{MemoryPolicy, Realization, WeightedImpl};
 use super::settings::{Journal, SettingGuard, AUTO_NAMES, WEIGHTS_DIR};
 use super::sys::{self, Mode};
-use super::touch::WorkerCheck;
+use super::touch::{on_pinned_workers, WorkerCheck};
 use super::verify::PageHistogram;
 use super::{PlacementError, PlacementError as E};
 use crate::machine::Machine;
@@ -265,37 +265,11 @@ impl PlacedBuffer {
         let per = pages.div_ceil(cpus.len()).max(1);
         // One contiguous share of the pages per CPU, each a slice of its own.
         let shares = self.map.as_mut_slice().chunks_mut(per * step);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = cpus
-                .iter()
-                .zip(shares)
-                .map(|(&cpu, share)| {
-                    sys::spawn_scoped(
-                        s,
-                        "a first-touch thread",
-                        move || -> Result<WorkerCheck, PlacementError> {
-                            pin_current_thread(cpu)?;
-                            touch_pages(share, step, 0);
-                            let seen = sys::current_cpu();
-                            Ok(WorkerCheck {
-                                requested_cpu: cpu,
-                                seen_cpu: seen,
-                                ok: seen == Some(cpu),
-                            })
-                        },
-                    )
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h?.join()
-                        .map_err(|_| E::Os("a first-touch thread panicked".into()))?
-                })
-                .collect::<Vec<_>>()
-                .into_iter()
-                .collect()
-        })
+        on_pinned_workers(
+            "a first-touch thread",
+            cpus.iter().copied().zip(shares),
+            |share: &mut [u8]| touch_pages(share, step, 0),
+        )
     }
 
     /// Writes one byte per page from a thread pinned to `cpu`; returns the

@@ -30,42 +30,16 @@ pub fn write_from_workers(
     let page = buf.page_size();
     let pages = buf.len() / page;
     let per = pages.div_ceil(cpus.len()) * page;
-    let slice = buf.as_mut_slice();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = slice
-            .chunks_mut(per.max(page))
-            .zip(cpus)
-            .map(|(chunk, &cpu)| {
-                sys::spawn_scoped(
-                    s,
-                    "a writer thread",
-                    move || -> Result<WorkerCheck, PlacementError> {
-                        pin_current_thread(cpu)?;
-                        for b in chunk.iter_mut().step_by(64) {
-                            *b = b.wrapping_add(1);
-                        }
-                        let seen = sys::current_cpu();
-                        Ok(WorkerCheck {
-                            requested_cpu: cpu,
-                            seen_cpu: seen,
-                            ok: seen == Some(cpu),
-                        })
-                    },
-                )
-            })
-            .collect();
-        // The threads that started are joined (the scope would anyway)
-        // before a refused one's error is returned.
-        handles
-            .into_iter()
-            .map(|h| {
-                h?.join()
-                    .map_err(|_| PlacementError::Os("a worker thread panicked".into()))?
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .collect()
-    })
+    let chunks = buf.as_mut_slice().chunks_mut(per.max(page));
+    on_pinned_workers(
+        "a worker thread",
+        cpus.iter().copied().zip(chunks),
+        |chunk: &mut [u8]| {
+            for b in chunk.iter_mut().step_by(64) {
+                *b = b.wrapping_add(1);
+            }
+        },
+    )
 }
 
 #[cfg(test)]
@@ -131,4 +105,42 @@ mod tests {
         let e = write_from_workers(&mut buf, &[4095]).unwrap_err();
         assert!(e.to_string().contains("cannot pin to CPU 4095"), "{e}");
     }
+}
+
+/// Runs `work` on each `(cpu, item)` of `jobs` at once, each in a thread of
+/// its own (`what`, in errors) pinned to its CPU; returns where each ran.
+/// Every thread that started is joined before a refused one's error is
+/// returned.
+pub(crate) fn on_pinned_workers<I: Send>(
+    what: &str,
+    jobs: impl IntoIterator<Item = (u32, I)>,
+    work: impl Fn(I) + Sync,
+) -> Result<Vec<WorkerCheck>, PlacementError> {
+    let work = &work;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .map(|(cpu, item)| {
+                sys::spawn_scoped(s, what, move || -> Result<WorkerCheck, PlacementError> {
+                    pin_current_thread(cpu)?;
+                    work(item);
+                    let seen = sys::current_cpu();
+                    Ok(WorkerCheck {
+                        requested_cpu: cpu,
+                        seen_cpu: seen,
+                        ok: seen == Some(cpu),
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h?.join()
+                    .map_err(|_| PlacementError::Os(format!("{what} panicked")))?
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect()
+    })
 }
