@@ -42,6 +42,44 @@ pub fn write_from_workers(
     )
 }
 
+/// Runs `work` on each `(cpu, item)` of `jobs` at once, each in a thread of
+/// its own (`what`, in errors) pinned to its CPU; returns where each ran.
+/// Every thread that started is joined before a refused one's error is
+/// returned.
+pub(crate) fn on_pinned_workers<I: Send>(
+    what: &str,
+    jobs: impl IntoIterator<Item = (u32, I)>,
+    work: impl Fn(I) + Sync,
+) -> Result<Vec<WorkerCheck>, PlacementError> {
+    let work = &work;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .map(|(cpu, item)| {
+                sys::spawn_scoped(s, what, move || -> Result<WorkerCheck, PlacementError> {
+                    pin_current_thread(cpu)?;
+                    work(item);
+                    let seen = sys::current_cpu();
+                    Ok(WorkerCheck {
+                        requested_cpu: cpu,
+                        seen_cpu: seen,
+                        ok: seen == Some(cpu),
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h?.join()
+                    .map_err(|_| PlacementError::Os(format!("{what} panicked")))?
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,42 +143,4 @@ mod tests {
         let e = write_from_workers(&mut buf, &[4095]).unwrap_err();
         assert!(e.to_string().contains("cannot pin to CPU 4095"), "{e}");
     }
-}
-
-/// Runs `work` on each `(cpu, item)` of `jobs` at once, each in a thread of
-/// its own (`what`, in errors) pinned to its CPU; returns where each ran.
-/// Every thread that started is joined before a refused one's error is
-/// returned.
-pub(crate) fn on_pinned_workers<I: Send>(
-    what: &str,
-    jobs: impl IntoIterator<Item = (u32, I)>,
-    work: impl Fn(I) + Sync,
-) -> Result<Vec<WorkerCheck>, PlacementError> {
-    let work = &work;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .map(|(cpu, item)| {
-                sys::spawn_scoped(s, what, move || -> Result<WorkerCheck, PlacementError> {
-                    pin_current_thread(cpu)?;
-                    work(item);
-                    let seen = sys::current_cpu();
-                    Ok(WorkerCheck {
-                        requested_cpu: cpu,
-                        seen_cpu: seen,
-                        ok: seen == Some(cpu),
-                    })
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h?.join()
-                    .map_err(|_| PlacementError::Os(format!("{what} panicked")))?
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .collect()
-    })
 }
