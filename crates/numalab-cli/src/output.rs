@@ -160,8 +160,10 @@ pub fn refuse_overwriting_input(
 /// Version of the JSON the commands print (`schema_version`), for results
 /// without a schema of their own. 1.2: every command's `--json` is in the
 /// envelope (place, set, topology, verify, compare, profile, run, the sweep
-/// listings and the report plan were bare).
-pub const RESULT_SCHEMA_VERSION: &str = "1.2";
+/// listings and the report plan were bare). 1.3: `sizes`' `layout` takes
+/// the words of every command's `--layout`, compact and scatter (packed and
+/// spread before, still read).
+pub const RESULT_SCHEMA_VERSION: &str = "1.3";
 
 /// What every command prints with `--json`: the schema version, the
 /// command, the result's own fields, and the environment it depends on.

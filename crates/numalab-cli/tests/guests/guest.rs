@@ -46,7 +46,7 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
     ("run_exit_code", "numalab run --cpus 1 -- sh -c \"exit 7\""),
     ("run_signal", "numalab run -- sh -c \"kill -TERM \\$\\$\"; echo rc=$?"),
     ("run_forward", "numalab run -- sleep 60 & p=$!; sleep 2; kill -TERM $p; wait $p; echo rc=$?"),
-    ("verify_pid", "numalab run --membind 1 --cpus 3 -- dd if=/dev/zero of=/dev/null bs=16M count=100000000 & sleep 4; d=$(pidof dd); numalab verify --pid $d --json; kill $d"),
+    ("verify_pid", "numalab run --membind 1 --cpus 3 -- dd if=/dev/zero of=/dev/null bs=16M count=100000000 & for i in $(seq 90); do d=$(pidof dd) && break; sleep 1; done; sleep 2; numalab verify --pid $d --json; kill $d"),
     ("hugetlb_none_reserved", "numalab place --size 8M --hugetlb --cpu 0"),
     ("hugetlb", "echo 32 > /proc/sys/vm/nr_hugepages && cat /sys/devices/system/node/node*/hugepages/hugepages-2048kB/nr_hugepages >&2 && numalab place --size 16M --hugetlb --mem bind:3 --cpu 0 --json"),
     ("hugetlb_too_big", "numalab place --size 64M --hugetlb --mem bind:3 --cpu 0"),

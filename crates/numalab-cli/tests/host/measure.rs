@@ -39,7 +39,7 @@ fn bandwidth(kernel: &str, size: &str) -> Value {
 fn bandwidth_result_has_figures_verification_and_environment() {
     let _turn = turn();
     let v = bandwidth("triad", "16M");
-    assert_eq!(v["schema_version"], "1.2");
+    assert_eq!(v["schema_version"], "1.3");
     assert_eq!(v["command"], "bench bandwidth");
     assert_eq!(v["kernel"], "triad");
     let (med, best) = (
@@ -157,7 +157,11 @@ fn latency_rises_from_l1_to_dram() {
         small["ns"]["median"].as_f64().unwrap(),
         big["ns"]["median"].as_f64().unwrap(),
     );
-    assert!(s > 0.3 && s < 10.0, "L1 latency {s} ns");
+    // Plausibility, not a speed target: an L1 hit costs a few ns, a chase
+    // that missed or timed nothing would give far more or less. A loaded
+    // shared host stretched one clean-clone run's median to 13 ns, so the
+    // bound is wide; the test's claim is the ratio below.
+    assert!(s > 0.3 && s < 50.0, "L1 latency {s} ns");
     assert!(b > 5.0 * s, "DRAM {b} ns vs L1 {s} ns");
     assert!(
         big["cycles"]["median"].as_f64().unwrap() > big["ns"]["median"].as_f64().unwrap() * 0.5
