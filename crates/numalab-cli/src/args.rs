@@ -306,14 +306,25 @@ impl StatOptions {
             target_rel_ci: self.target_ci,
             // `seconds` bounds --budget; the clamp keeps a caller's default
             // inside the same range.
-            budget: Duration::from_secs_f64(
-                self.budget_each
-                    .or(self.budget.map(|total| total / measurements.max(1) as f64))
-                    .unwrap_or(default_each)
-                    .clamp(parse::MIN_SECONDS, parse::MAX_SECONDS),
-            ),
+            budget: budget_each(self.budget, self.budget_each, default_each, measurements),
         })
     }
+}
+
+/// The time of each of `measurements`: `each` (--budget-each) when given,
+/// else `total` (--budget) shared equally, else `default_each`; within the
+/// range `seconds` accepts.
+pub fn budget_each(
+    total: Option<f64>,
+    each: Option<f64>,
+    default_each: f64,
+    measurements: usize,
+) -> Duration {
+    Duration::from_secs_f64(
+        each.or(total.map(|t| t / measurements.max(1) as f64))
+            .unwrap_or(default_each)
+            .clamp(parse::MIN_SECONDS, parse::MAX_SECONDS),
+    )
 }
 
 /// The buffer size of an option, or the default (4x the last-level cache).

@@ -1,6 +1,6 @@
 //! `numalab pdm`: the placement distribution model, counted (docs/pdm.md).
 
-use crate::args::{buffer_size, seconds, size_or_default, whole, MAX_THREADS};
+use crate::args::{budget_each, buffer_size, seconds, size_or_default, whole, MAX_THREADS};
 use crate::output::{exit_for, load_machine, out, print_result, CliError, CliResult, Progress};
 use numalab::experiments::pdm::measure::{measure_classes, MeasureRequest, PdmReport};
 use numalab::experiments::pdm::{self, PdmError, PdmRequest, ThreadPlacement};
@@ -8,7 +8,6 @@ use numalab::measure::kernels::BandwidthKernel;
 use numalab::measure::stats::StopRule;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -128,14 +127,8 @@ pub fn run(a: Args) -> CliResult {
         None => None,
         Some(k) => {
             let kernel = BandwidthKernel::parse(&req.workload).map_err(CliError::usage)?;
-            let placements = (r.classes.len() * k).max(1);
-            let each = a
-                .budget_each
-                .or(a.budget.map(|total| total / placements as f64))
-                .unwrap_or(0.3)
-                .max(numalab::text::parse::MIN_SECONDS);
             let rule = StopRule {
-                budget: Duration::from_secs_f64(each),
+                budget: budget_each(a.budget, a.budget_each, 0.3, r.classes.len() * k),
                 ..Default::default()
             };
             let mr = MeasureRequest {
