@@ -198,6 +198,15 @@ mod tests {
         assert_eq!(c.allowed, IdSet::single(cpu));
         done_tx.send(()).unwrap();
         h.join().unwrap();
+        // join returns when the kernel clears the thread's tid word, a
+        // moment before the task leaves /proc: wait for it to go.
+        let task = format!("/proc/self/task/{tid}");
+        for _ in 0..500 {
+            if !std::path::Path::new(&task).exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let e = check_thread(tid, &all).unwrap_err().to_string();
         assert!(e.contains(&format!("no thread {tid}")), "{e}");
     }
