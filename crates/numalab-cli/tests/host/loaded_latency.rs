@@ -71,7 +71,7 @@ fn latency_rises_with_injected_bandwidth() {
     // Whether one injector raises the latency is a timing, and timings
     // of this shared host swing more than one injector moves them (CI saw
     // idle 190 ns, loaded 178 ns);
-    // crates/numalab/tests/library/loaded_latency.rs shows the rise with
+    // crates/numalab-tests/tests/library/loaded_latency.rs shows the rise with
     // finely interleaved idle and loaded windows. Here: both medians are DRAM
     // latencies of the same chase (2x the LLC, random, huge pages), not a
     // cache hit or a unit slip.
