@@ -361,13 +361,20 @@ extern "C" fn thread_trampoline(p: *mut c_void) -> *mut c_void {
     // SAFETY: p is the Start that pthread_create below allocated for this
     // thread alone.
     let start = unsafe { Box::from_raw(p as *mut Start) };
-    select::thread_starts(start.ordinal);
-    crate::places::thread_starts();
-    crate::pmu::thread_starts();
-    crate::words::thread_starts();
+    crate::pin::thread_starts(start.ordinal);
+    // A thread created while only pinning (no profile) is only pinned.
+    let sampled = active();
+    if sampled {
+        select::thread_starts(start.ordinal);
+        crate::places::thread_starts();
+        crate::pmu::thread_starts();
+        crate::words::thread_starts();
+    }
     let r = (start.routine)(start.arg);
-    crate::pmu::thread_ends();
-    crate::places::thread_ends();
+    if sampled {
+        crate::pmu::thread_ends();
+        crate::places::thread_ends();
+    }
     r
 }
 
@@ -383,7 +390,7 @@ pub unsafe extern "C" fn pthread_create(
     let Some(real) = real!("pthread_create", PthreadCreateFn) else {
         return libc::EAGAIN;
     };
-    if !active() || SAMPLER_STARTING.load(SeqCst) {
+    if (!active() && !crate::pin::on()) || SAMPLER_STARTING.load(SeqCst) {
         return real(thread, attr, routine, arg);
     }
     let start = Box::into_raw(Box::new(Start {
@@ -773,7 +780,7 @@ pub fn resolve_early() {
     // allocates) at its first call: made now, not from a hook that an
     // allocator calls with its own lock held (jemalloc maps its arenas with
     // mmap), which hung rustc and cargo under `profile` (issue 36).
-    if config().active() {
+    if config().profiling() || config().plan.is_some() {
         let mut pcs = [0usize; STACK_CAPACITY];
         let _ = call_stack(&mut pcs);
     }

@@ -47,7 +47,8 @@
 //!    pages (`places`), the signals the library takes (`signals`, `traps`,
 //!    `fault`), small allocations (`small`), word counts (`words`), the
 //!    cost controller (`cost`), placement (`plan`, `pool`), refinement
-//!    (`refine`) and PMU sampling (`pmu`).
+//!    (`refine`), PMU sampling (`pmu`) and threads pinned one CPU each
+//!    (`pin`, `numalab run --pin`).
 //! 4. `hooks` (the interposed libc functions) and `sampler` (the library's
 //!    thread).
 //! 5. This file: the constructor that starts them, and the handlers at
@@ -66,6 +67,7 @@ pub mod tables;
 mod cost;
 mod fault;
 mod huge;
+mod pin;
 mod places;
 mod plan;
 mod pmu;
@@ -181,6 +183,8 @@ extern "C" fn init() {
     if let Some(fd) = out.and_then(|o| channel::open(o)) {
         OUT_FD.store(fd, SeqCst);
     }
+    // Threads pinned (`run --pin`): the main thread now, before `main`.
+    pin::init();
     if plan::init() {
         // SAFETY: at_exit is an extern "C" fn with no arguments.
         unsafe { libc::atexit(at_exit) };
@@ -261,8 +265,8 @@ mod layering {
     /// The modules in an order where each uses only modules before it
     /// (the layers of the crate's documentation, bottom first).
     const ORDER: &[&str] = &[
-        "runtime", "tables", "select", "huge", "places", "signals", "traps", "small", "words",
-        "cost", "fault", "pool", "plan", "refine", "pmu", "hooks", "sampler",
+        "runtime", "tables", "pin", "select", "huge", "places", "signals", "traps", "small",
+        "words", "cost", "fault", "pool", "plan", "refine", "pmu", "hooks", "sampler",
     ];
 
     #[test]

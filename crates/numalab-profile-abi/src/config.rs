@@ -49,9 +49,17 @@ pub mod var {
     pub const THREADS: &str = "NUMALAB_PROFILE_THREADS";
     /// The PMU event (`TYPE:CONFIG:CONFIG1:PRECISE_IP:PERIOD`).
     pub const PMU: &str = "NUMALAB_PROFILE_PMU";
+    /// `numalab run --pin`: the CPUs threads are pinned to, in order (the
+    /// main thread the first, then each thread as it is created), comma
+    /// separated; past the end the list starts again.
+    pub const PIN: &str = "NUMALAB_PIN";
+    /// `--skip`: the created threads left alone, as a hexadecimal mask (bit
+    /// k: the k-th thread created, from 0; the main thread is never
+    /// skipped).
+    pub const PIN_SKIP: &str = "NUMALAB_PIN_SKIP";
 
     /// Every variable [`super::LibraryConfig`] reads and writes.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 19] = [
         PROFILE_OUT,
         PLAN,
         PLAN_OUT,
@@ -69,6 +77,8 @@ pub mod var {
         REFINE_REGIONS,
         THREADS,
         PMU,
+        PIN,
+        PIN_SKIP,
     ];
 }
 
@@ -108,6 +118,11 @@ pub struct LibraryConfig {
     pub threads: Option<Vec<u32>>,
     /// The PMU event; `None`: protection faults.
     pub pmu: Option<String>,
+    /// The CPUs threads are pinned to, in order ([`var::PIN`]); `None`:
+    /// no thread is pinned.
+    pub pin: Option<Vec<u32>>,
+    /// The created threads left alone (bit k: the k-th created).
+    pub pin_skip: u64,
 }
 
 impl Default for LibraryConfig {
@@ -130,6 +145,8 @@ impl Default for LibraryConfig {
             refine_regions: None,
             threads: None,
             pmu: None,
+            pin: None,
+            pin_skip: 0,
         }
     }
 }
@@ -140,9 +157,16 @@ impl LibraryConfig {
         self.records.is_some()
     }
 
-    /// Whether the library does anything at all: profiles or places.
+    /// Whether the library does anything at all: profiles, places memory
+    /// or pins threads.
     pub fn active(&self) -> bool {
-        self.records.is_some() || self.plan.is_some()
+        self.records.is_some() || self.plan.is_some() || self.pin.is_some()
+    }
+
+    /// Whether the created thread of `ordinal` (1 the first created) is
+    /// left alone by `--skip`.
+    pub fn pin_skips(&self, ordinal: u32) -> bool {
+        (1..=64).contains(&ordinal) && (self.pin_skip >> (ordinal - 1)) & 1 == 1
     }
 
     /// Every variable, in [`var::ALL`]'s order, with an empty value for
@@ -153,10 +177,13 @@ impl LibraryConfig {
                 .map_or_else(OsString::new, |v| v.to_string().into())
         }
         let path = |v: &Option<OsString>| v.clone().unwrap_or_default();
-        let threads = self
-            .threads
-            .as_ref()
-            .map(|t| t.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
+        let list = |v: &Option<Vec<u32>>| {
+            v.as_ref()
+                .map(|t| t.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+        };
+        let threads = list(&self.threads);
+        let pin = list(&self.pin);
+        let skip = (self.pin_skip != 0).then(|| format!("{:x}", self.pin_skip));
         vec![
             (var::PROFILE_OUT, path(&self.records)),
             (var::PLAN, text(&self.plan)),
@@ -175,6 +202,8 @@ impl LibraryConfig {
             (var::REFINE_REGIONS, text(&self.refine_regions)),
             (var::THREADS, text(&threads)),
             (var::PMU, text(&self.pmu)),
+            (var::PIN, text(&pin)),
+            (var::PIN_SKIP, text(&skip)),
         ]
     }
 
@@ -202,6 +231,13 @@ impl LibraryConfig {
                 .and_then(|v| v.into_string().ok())
                 .filter(|v| !v.trim().is_empty())
         };
+        let numbers = |name: &str| {
+            text(name).map(|t| {
+                t.split(',')
+                    .filter_map(|w| w.trim().parse::<u32>().ok())
+                    .collect::<Vec<u32>>()
+            })
+        };
         LibraryConfig {
             records: path(var::PROFILE_OUT),
             plan: lines(var::PLAN),
@@ -219,12 +255,12 @@ impl LibraryConfig {
             refine_ms: number(text(var::REFINE_MS)),
             regions: lines(var::REGIONS),
             refine_regions: lines(var::REFINE_REGIONS),
-            threads: text(var::THREADS).map(|t| {
-                t.split(',')
-                    .filter_map(|w| w.trim().parse::<u32>().ok())
-                    .collect()
-            }),
+            threads: numbers(var::THREADS),
             pmu: text(var::PMU),
+            pin: numbers(var::PIN).filter(|l| !l.is_empty()),
+            pin_skip: text(var::PIN_SKIP)
+                .and_then(|t| u64::from_str_radix(t.trim_start_matches("0x"), 16).ok())
+                .unwrap_or(0),
         }
     }
 }
@@ -259,8 +295,12 @@ mod tests {
             refine_regions: None,
             threads: Some(vec![0, 3, 4]),
             pmu: Some("4:461:3:2:4000".into()),
+            pin: Some(vec![3, 1, 2]),
+            pin_skip: 0x5,
         };
         let env = c.to_env();
+        assert!(c.pin_skips(1) && !c.pin_skips(2) && c.pin_skips(3));
+        assert!(!c.pin_skips(0), "the main thread is never skipped");
         assert_eq!(env.len(), var::ALL.len());
         assert!(env.iter().map(|(n, _)| *n).eq(var::ALL));
         assert_eq!(read(&env), c);

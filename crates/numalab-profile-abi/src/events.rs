@@ -4,7 +4,7 @@
 //! (Kinds whose fields mean what they say — a Sample's `addr`, `cpu` and
 //! `node` — are read from [`Record`] directly.)
 
-use crate::record::{Kind, Record, START_GO, START_PMU, START_REFINING};
+use crate::record::{Kind, Record, PIN_SKIPPED, START_GO, START_PMU, START_REFINING};
 
 /// The library started ([`Kind::Start`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,6 +325,52 @@ impl PlanEnd {
     }
 }
 
+/// A thread placed by `numalab run --pin` ([`Kind::Pinned`], as it
+/// started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pinned {
+    /// The process (each process pins its own threads).
+    pub pid: u32,
+    pub tid: u32,
+    /// 0 the main thread, then in creation order.
+    pub ordinal: u32,
+    /// The CPU it was pinned to; `None`: `--skip` left it alone.
+    pub cpu: Option<u32>,
+    /// The errno of `sched_setaffinity` (0: done).
+    pub errno: i32,
+    /// The CPU it ran on right after; `None`: not known.
+    pub ran_on: Option<u32>,
+    pub time_ns: u64,
+}
+
+impl Pinned {
+    pub fn from_record(r: &Record) -> Option<Pinned> {
+        (r.kind == Kind::Pinned).then_some(Pinned {
+            pid: r.aux,
+            tid: r.tid,
+            ordinal: r.node.max(0) as u32,
+            cpu: (r.flags & PIN_SKIPPED == 0 && r.cpu != u32::MAX).then_some(r.cpu),
+            errno: r.addr.min(i32::MAX as u64) as i32,
+            ran_on: u32::try_from(r.size).ok().filter(|c| *c != u32::MAX),
+            time_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::Pinned,
+            tid: self.tid,
+            cpu: self.cpu.unwrap_or(u32::MAX),
+            node: self.ordinal.min(i32::MAX as u32) as i32,
+            flags: if self.cpu.is_none() { PIN_SKIPPED } else { 0 },
+            aux: self.pid,
+            addr: self.errno.max(0) as u64,
+            size: self.ran_on.map_or(u64::MAX, u64::from),
+            time_ns: self.time_ns,
+        }
+    }
+}
+
 /// The word counter's totals ([`Kind::WordTotals`], at exit, or when it
 /// cannot start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -484,6 +530,29 @@ mod tests {
             time_ns: 11,
         };
         assert_eq!(PlanEnd::from_record(&plan.to_record()), Some(plan));
+        let pinned = Pinned {
+            pid: 40,
+            tid: 41,
+            ordinal: 3,
+            cpu: Some(6),
+            errno: 0,
+            ran_on: Some(6),
+            time_ns: 12,
+        };
+        let back = Record::decode(&pinned.to_record().encode()).unwrap();
+        assert_eq!(Pinned::from_record(&back), Some(pinned));
+        let skipped = Pinned {
+            cpu: None,
+            errno: 22,
+            ran_on: None,
+            ..pinned
+        };
+        let r = skipped.to_record();
+        assert_eq!(
+            (r.cpu, r.flags, r.addr, r.size),
+            (u32::MAX, PIN_SKIPPED, 22, u64::MAX)
+        );
+        assert_eq!(Pinned::from_record(&r), Some(skipped));
         let unknown = PlanEnd {
             small_spilled: None,
             ..plan
@@ -520,6 +589,7 @@ mod tests {
         assert_eq!(PmuEnd::from_record(&frame), None);
         assert_eq!(PlanEnd::from_record(&frame), None);
         assert_eq!(WordTotals::from_record(&frame), None);
+        assert_eq!(Pinned::from_record(&frame), None);
         assert!(Frame::from_record(&frame).is_some());
     }
 }

@@ -138,7 +138,19 @@ pub enum Kind {
     /// the last one read wins (a program names its threads after they
     /// start).
     ThreadName = 26,
+    /// Thread `tid`, ordinal `node` (0 the main thread, then in creation
+    /// order), as `numalab run --pin` placed it as it started: pinned to
+    /// CPU `cpu` (`u32::MAX`: left alone, [`PIN_SKIPPED`] in `flags`),
+    /// `addr` the errno of `sched_setaffinity` (0: done), `size` the CPU
+    /// it ran on right after (`getcpu`; `u64::MAX`: not known), `aux` the
+    /// process id (a child process, or a program that execs another, pins
+    /// its own threads from the list's start again).
+    Pinned = 27,
 }
+
+/// Set in a Pinned's `flags` when `--skip` left the thread alone (a
+/// runtime's helper thread): it keeps the process's CPUs.
+pub const PIN_SKIPPED: u32 = 1;
 
 /// A thread name's bytes in a ThreadName record's `addr` and `size`.
 pub fn name_words(name: &[u8]) -> (u64, u64) {
@@ -299,6 +311,7 @@ impl Record {
             24 => Kind::WordTotals,
             25 => Kind::Forked,
             26 => Kind::ThreadName,
+            27 => Kind::Pinned,
             _ => return None,
         };
         Some(Record {

@@ -28,6 +28,7 @@ mod measure;
 mod migrate;
 mod options;
 mod pdm;
+mod pin;
 mod plan;
 mod policies;
 mod profile;

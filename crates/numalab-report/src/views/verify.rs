@@ -1,6 +1,7 @@
 //! Where a running process's memory and threads are (`numalab verify`, and
 //! `numalab run --verify` at the command's exit).
 
+use numalab::placement::pin_check::PinCheck;
 use numalab::placement::ProcessPlacement;
 use numalab::text::format::bytes as format_bytes;
 use std::fmt::Write;
@@ -104,6 +105,66 @@ pub fn render(p: &ProcessPlacement, all: bool) -> String {
         );
     }
     s
+}
+
+/// `run --pin --verify`: each thread, the CPU it was pinned to and the
+/// kernel's word on it, a line each.
+pub fn pins_text(c: &PinCheck) -> String {
+    let list: Vec<String> = c.cpus.iter().map(u32::to_string).collect();
+    let pinned = c.threads.iter().filter(|t| t.cpu.is_some()).count();
+    let mut out = format!(
+        "pinned threads (--pin {}{}): {pinned} pinned, {} skipped: {}\n",
+        list.join(","),
+        if c.skip_mask != 0 {
+            format!(", --skip 0x{:x}", c.skip_mask)
+        } else {
+            String::new()
+        },
+        c.threads.len() - pinned,
+        if c.verified {
+            "each ran on its CPU (checked with the kernel)"
+        } else if c.threads.is_empty() {
+            "no thread was pinned (the preload library did not start in the command)"
+        } else {
+            "NOT as asked"
+        }
+    );
+    for t in &c.threads {
+        let who = if t.ordinal == 0 {
+            format!("thread 0 (main, tid {})", t.tid)
+        } else {
+            format!("thread {} (tid {})", t.ordinal, t.tid)
+        };
+        let what = match (t.cpu, &t.problem) {
+            (None, _) => "skipped (--skip): on the command's CPUs".to_string(),
+            (Some(_), Some(p)) => p.clone(),
+            (Some(cpu), None) => format!(
+                "CPU {cpu}, ran there{}",
+                if t.allowed_at_exit.is_some() {
+                    ", still there at the exit"
+                } else {
+                    ", ended before the command"
+                }
+            ),
+        };
+        let _ = writeln!(out, "  {who}: {what}");
+    }
+    if c.other_processes > 0 {
+        let _ = writeln!(
+            out,
+            "  and {} other process(es) the command started pinned their own threads from the list's start (the preload library is inherited)",
+            c.other_processes
+        );
+    }
+    if !c.unseen_tids.is_empty() {
+        let tids: Vec<String> = c.unseen_tids.iter().map(u32::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  not pinned: threads {} ran at the exit without starting through pthread_create (the library never saw them)",
+            tids.join(", ")
+        );
+    }
+    out
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod check;
 pub mod launch;
 pub mod memory_policy;
 pub mod node_memory;
+pub mod pin_check;
 pub mod range;
 pub mod resource_set;
 pub mod set_tree;

@@ -186,8 +186,14 @@ impl<'a> Replay<'a> {
                 }
             }
             // Read with the records they follow, or by `plan::verify` (a
-            // plan's placement, `profile --plan`).
-            Kind::Touched | Kind::Frame | Kind::Planned | Kind::PlanPages | Kind::PlanEnd => {}
+            // plan's placement, `profile --plan`), or by
+            // `placement::pin_check` (`run --pin`).
+            Kind::Touched
+            | Kind::Frame
+            | Kind::Planned
+            | Kind::PlanPages
+            | Kind::PlanEnd
+            | Kind::Pinned => {}
         }
     }
 
