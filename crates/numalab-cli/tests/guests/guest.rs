@@ -628,6 +628,10 @@ const OLD_KERNEL_STEPS: &[(&str, &str)] = &[
         "per_thread",
         "numalab run --counters=page-faults,task-clock --per-thread --counters-json /tmp/pt.json -- thread_tree 256 >/dev/null; rc=$?; cat /tmp/pt.json; exit $rc",
     ),
+    (
+        "pin_scatter",
+        "numalab run --pin scatter --verify --verify-json /tmp/pin.json -- thread_tree 64 >/dev/null; rc=$?; cat /tmp/pin.json; exit $rc",
+    ),
 ];
 
 /// Debian 12's stock kernel (6.1): no weighted interleave (Linux >= 6.9).
@@ -722,6 +726,41 @@ fn boot_retries_a_kernel_that_dies_before_init() {
             .contains("ended without 'NUMALAB-GUEST-EXIT'"),
         "{stderr}"
     );
+}
+
+/// `run --pin scatter` on four nodes of two CPUs: one CPU of each node in
+/// turn (0, 2, 4, 6, then 1, 3, 5, 7), the main thread on the first, the
+/// program's four threads on the next four as they start, each checked.
+#[test]
+fn old_kernel_pins_threads_scattered_over_the_nodes() {
+    let g = old_kernel();
+    let s = g.step("pin_scatter");
+    assert_eq!(s.rc, 0, "{}", s.err);
+    let r = common::parse_json(&s.out, "pin_scatter");
+    let p = &r["pins"];
+    assert_eq!(
+        p["cpus"],
+        serde_json::json!([0, 2, 4, 6, 1, 3, 5, 7]),
+        "{p}"
+    );
+    assert_eq!(p["verified"], true, "{p}");
+    let threads = p["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 5, "{p}");
+    assert_eq!(
+        (threads[0]["ordinal"].as_u64(), threads[0]["cpu"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let mut created: Vec<u64> = threads[1..]
+        .iter()
+        .map(|t| t["cpu"].as_u64().unwrap())
+        .collect();
+    created.sort_unstable();
+    assert_eq!(created, [1, 2, 4, 6], "{p}");
+    for t in threads {
+        assert_eq!(t["ran_on"], t["cpu"], "{t}");
+    }
+    // thread_tree's child process pins its own thread (child-t).
+    assert_eq!(p["other_processes"], 1, "{p}");
 }
 
 /// `--per-thread` on Debian's kernel: ptrace follows every thread and the

@@ -71,11 +71,15 @@ fn python_threads_are_pinned_and_skip_leaves_the_one_asked() {
     let python = "/usr/bin/python3";
     let dir = scratch("pin_python");
     let json = dir.join("v.json");
+    // Each thread's CPUs are printed by the main thread after the joins
+    // (threads printing at once interleave their lines).
     let script = "import threading, os, time\n\
-                  def f():\n    time.sleep(0.2)\n    print(threading.get_native_id(), sorted(os.sched_getaffinity(0)))\n\
+                  seen = []\n\
+                  def f():\n    time.sleep(0.2)\n    seen.append(sorted(os.sched_getaffinity(0)))\n\
                   print(os.getpid(), sorted(os.sched_getaffinity(0)))\n\
                   ts = [threading.Thread(target=f) for _ in range(3)]\n\
-                  [t.start() for t in ts]\n[t.join() for t in ts]\n";
+                  [t.start() for t in ts]\n[t.join() for t in ts]\n\
+                  [print('thread', s) for s in seen]\n";
     let out = numalab(&[
         "run",
         "--pin",
