@@ -120,6 +120,7 @@ pub fn run(a: Args) -> CliResult {
         class_width: pdm::parse_class_width(&a.class_width)?,
         samples: a.samples.map(|n| n as u64),
         seed: a.seed as u64,
+        time_limit: None,
     };
     let m = load_machine(a.topology.as_deref())?;
     let r = pdm::run_pdm(&m, &req)?;

@@ -114,6 +114,7 @@ pub fn plan_parallel(
             class_width: 1.0,
             samples: None,
             seed: req.seed,
+            time_limit: None,
         };
         let draws = pdm::draw_by_class(m, &preq, per_class, req.seed).map_err(pdm_err)?;
         let mut classes = Vec::new();

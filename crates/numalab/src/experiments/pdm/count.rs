@@ -8,6 +8,7 @@ use super::{
     MAX_LAYER_BYTES, MAX_THREAD_MULTISETS, MAX_TOTAL_STATES, STATE_CAP,
 };
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 /// A fast hash of a load vector: the loads are small integers, hashed many
 /// times, and need no protection against chosen collisions.
@@ -199,7 +200,8 @@ impl Prepared<'_> {
     }
 
     /// The exact class counts of one thread layout, or `None` past the caps.
-    fn dp(&self, groups: &[Group], state_budget: usize) -> Option<Dp> {
+    /// `None` also past `deadline`.
+    fn dp(&self, groups: &[Group], state_budget: usize, deadline: Option<Instant>) -> Option<Dp> {
         let bound: u64 = groups
             .iter()
             .map(|g| {
@@ -212,15 +214,20 @@ impl Prepared<'_> {
             })
             .sum();
         if bound <= u64::from(u16::MAX) {
-            self.dp_with::<u16>(groups, state_budget)
+            self.dp_with::<u16>(groups, state_budget, deadline)
         } else if bound <= u64::from(u32::MAX) {
-            self.dp_with::<u32>(groups, state_budget)
+            self.dp_with::<u32>(groups, state_budget, deadline)
         } else {
-            self.dp_with::<u64>(groups, state_budget)
+            self.dp_with::<u64>(groups, state_budget, deadline)
         }
     }
 
-    fn dp_with<K: Load>(&self, groups: &[Group], state_budget: usize) -> Option<Dp> {
+    fn dp_with<K: Load>(
+        &self,
+        groups: &[Group],
+        state_budget: usize,
+        deadline: Option<Instant>,
+    ) -> Option<Dp> {
         let r = self.model.resources();
         let cap = STATE_CAP.min(MAX_LAYER_BYTES / (r * std::mem::size_of::<K>() + 48).max(1));
         let conv = |x: u64| K::try_from(x).ok();
@@ -251,6 +258,10 @@ impl Prepared<'_> {
             let mut next_counts: Vec<u128> = Vec::new();
             let mut next_back: Vec<(u32, u32)> = Vec::new();
             for (idx, &n) in counts.iter().enumerate() {
+                // The clock is read once every 4096 states of a layer.
+                if idx % 4096 == 4095 && deadline.is_some_and(|d| Instant::now() >= d) {
+                    return None;
+                }
                 let load = cur.get(idx);
                 for (oi, (mult, add)) in opts.iter().enumerate() {
                     for ((k, &l), &a) in key.iter_mut().zip(load.iter()).zip(add) {
@@ -284,6 +295,9 @@ impl Prepared<'_> {
         // Deterministic examples: the first states reached, in order.
         let mut classes = ClassCounts::new();
         for (idx, &n) in counts.iter().enumerate() {
+            if idx % 4096 == 4095 && deadline.is_some_and(|d| Instant::now() >= d) {
+                return None;
+            }
             let load = cur.get(idx);
             for (oi, (mult, add)) in last.iter().enumerate() {
                 let max = load
@@ -330,13 +344,14 @@ pub(super) fn exact_count(
     threads: &ThreadPlacement,
     fixed: Option<&[usize]>,
     cpu_vertices: &[usize],
+    deadline: Option<Instant>,
 ) -> Option<(Labelled, usize)> {
     let mut out = Labelled::new();
     let mut largest = 0;
     let mut budget = MAX_TOTAL_STATES;
     let mut add = |layout: &[usize], weight: u128, budget: &mut usize| -> Option<()> {
         let groups = p.groups(layout);
-        let dp = p.dp(&groups, *budget)?;
+        let dp = p.dp(&groups, *budget, deadline)?;
         *budget = budget.saturating_sub(dp.states);
         largest = largest.max(dp.largest);
         for (k, (n, examples)) in dp.classes {

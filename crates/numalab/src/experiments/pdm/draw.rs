@@ -88,6 +88,9 @@ fn each_random_placement(
     }
 }
 
+/// Draws `samples.0` uniform random placements, or, past `deadline`, stops
+/// after at least `samples.1`; returns each class's count and examples and
+/// the number drawn.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn sample(
     p: &Prepared,
@@ -95,17 +98,20 @@ pub(super) fn sample(
     fixed: Option<&[usize]>,
     cpu_vertices: &[usize],
     n_threads: usize,
-    samples: u64,
+    samples: (u64, u64),
     seed: u64,
-) -> Labelled {
+    deadline: Option<std::time::Instant>,
+) -> (Labelled, u64) {
+    let (wanted, at_least) = samples;
     let mut out = Labelled::new();
+    let mut drawn = 0u64;
     each_random_placement(
         p,
         threads,
         fixed,
         cpu_vertices,
         n_threads,
-        samples,
+        wanted,
         seed,
         &mut |class, _, layout, memory| {
             let e = out.entry(class).or_insert((0, Vec::new()));
@@ -113,10 +119,15 @@ pub(super) fn sample(
             if e.1.len() < EXAMPLES_PER_CLASS {
                 e.1.push(p.example(layout, memory.to_vec()));
             }
-            true
+            drawn += 1;
+            // The clock is read once every 1024 draws (a draw takes
+            // well under a microsecond here).
+            !(drawn >= at_least
+                && drawn.is_multiple_of(1024)
+                && deadline.is_some_and(|d| std::time::Instant::now() >= d))
         },
     );
-    out
+    (out, drawn)
 }
 
 /// Most random placements [`draw_by_class`] looks at before it gives up on

@@ -131,7 +131,19 @@ pub struct PdmRequest {
     pub samples: Option<u64>,
     /// Seed of the random placements.
     pub seed: u64,
+    /// How long the count may take (`None`: as long as it needs). The
+    /// exact count gets two thirds of it and gives up past them; random
+    /// placements are then drawn until the whole limit (at least
+    /// [`MIN_TIMED_SAMPLES`]), and the shares carry their intervals. For a
+    /// caller with a budget on a machine of unknown speed (`numalab
+    /// report`: the Quartet's triad takes 0.3 s on this host, 20 s in an
+    /// emulated guest).
+    pub time_limit: Option<std::time::Duration>,
 }
+
+/// Random placements drawn at least when a [`PdmRequest::time_limit`] cut
+/// the exact count: every share within ±3.1 points (95%).
+pub const MIN_TIMED_SAMPLES: u64 = 1000;
 
 /// The total number of placements: exact when it fits 128 bits, else
 /// approximate, and `null` past the largest float (64 nodes give 10^700 and
@@ -491,6 +503,8 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
     let (total_exact, log10_total, total) =
         total_placements(req, model.nodes.len(), cpu_vertices.len(), threads);
     let mut notes = Vec::new();
+    let started = std::time::Instant::now();
+    let exact_deadline = req.time_limit.map(|l| started + l * 2 / 3);
     let exact = if req.samples.is_some() {
         notes.push("sampled on request (--samples)".to_string());
         None
@@ -498,11 +512,25 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
         notes.push("the number of placements exceeds 128 bits: sampled".to_string());
         None
     } else {
-        let r = exact_count(&prepared, &req.threads, fixed.as_deref(), &cpu_vertices);
+        let r = exact_count(
+            &prepared,
+            &req.threads,
+            fixed.as_deref(),
+            &cpu_vertices,
+            exact_deadline,
+        );
         if r.is_none() {
-            notes.push(format!(
-                "the exact count needs more than {STATE_CAP} load vectors per step (or its work cap): sampled"
-            ));
+            if exact_deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                notes.push(format!(
+                    "the exact count did not finish in {:.2} s of the {:.2} s given: sampled",
+                    started.elapsed().as_secs_f64(),
+                    req.time_limit.unwrap_or_default().as_secs_f64()
+                ));
+            } else {
+                notes.push(format!(
+                    "the exact count needs more than {STATE_CAP} load vectors per step (or its work cap): sampled"
+                ));
+            }
         }
         r
     };
@@ -554,38 +582,46 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
     }
     let wanted = req.samples.unwrap_or(DEFAULT_SAMPLES).clamp(1, MAX_SAMPLES);
     let items = (threads * q.len()) as u64;
-    let samples = wanted.min((MAX_SAMPLED_ITEMS / items).max(1));
-    if samples < wanted {
+    let bounded = wanted.min((MAX_SAMPLED_ITEMS / items).max(1));
+    if bounded < wanted {
         result.notes.push(format!(
-            "{samples} placements drawn instead of {wanted} to bound the time ({items} quantities each): the intervals are wider"
+            "{bounded} placements drawn instead of {wanted} to bound the time ({items} quantities each): the intervals are wider"
         ));
     }
-    result.samples = Some(samples);
-    result.seed = Some(req.seed);
-    result.classes = sample(
+    let deadline = req.time_limit.map(|l| started + l);
+    let (drawn, samples) = sample(
         &prepared,
         &req.threads,
         fixed.as_deref(),
         &cpu_vertices,
         threads,
-        samples,
+        (bounded, bounded.min(MIN_TIMED_SAMPLES)),
         req.seed,
-    )
-    .into_iter()
-    .map(|(k, (count, examples))| {
-        let p = count as f64 / samples as f64;
-        PdmClass {
-            class: k,
-            low: k as f64 * w,
-            high: (k + 1) as f64 * w,
-            count,
-            share: p,
-            interval: Some(wilson(p, samples as f64)),
-            examples: examples.iter().map(|e| e.label.clone()).collect(),
-            example_placements: examples,
-        }
-    })
-    .collect();
+        deadline,
+    );
+    if samples < bounded {
+        result.notes.push(format!(
+            "{samples} placements drawn instead of {bounded}: the time given ran out"
+        ));
+    }
+    result.samples = Some(samples);
+    result.seed = Some(req.seed);
+    result.classes = drawn
+        .into_iter()
+        .map(|(k, (count, examples))| {
+            let p = count as f64 / samples as f64;
+            PdmClass {
+                class: k,
+                low: k as f64 * w,
+                high: (k + 1) as f64 * w,
+                count,
+                share: p,
+                interval: Some(wilson(p, samples as f64)),
+                examples: examples.iter().map(|e| e.label.clone()).collect(),
+                example_placements: examples,
+            }
+        })
+        .collect();
     Ok(result)
 }
 
@@ -619,6 +655,7 @@ mod tests {
             class_width: width,
             samples: None,
             seed: 7,
+            time_limit: None,
         }
     }
 
@@ -932,6 +969,51 @@ mod tests {
             .contains("node 5 is not on this machine (nodes: 0,1,2)"));
     }
 
+    /// A count given no time is sampled (at least MIN_TIMED_SAMPLES draws,
+    /// shares with intervals, the reason in its notes); one given time
+    /// enough is the exact count.
+    #[test]
+    fn a_count_past_its_time_limit_is_sampled_and_says_so() {
+        let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
+        let req = |limit: Option<std::time::Duration>| PdmRequest {
+            workload: "triad".into(),
+            quantities: kernel_quantities("triad").unwrap(),
+            threads: ThreadPlacement::OnePerNode,
+            links: None,
+            class_width: 1.0,
+            samples: None,
+            seed: 1,
+            time_limit: limit,
+        };
+        let cut = run_pdm(&m, &req(Some(std::time::Duration::from_nanos(1)))).unwrap();
+        assert!(!cut.exact);
+        assert_eq!(cut.total_placements, Total::Exact(402_653_184));
+        let n = cut.samples.unwrap();
+        assert!((MIN_TIMED_SAMPLES..DEFAULT_SAMPLES).contains(&n), "{n}");
+        let drawn: u128 = cut.classes.iter().map(|c| c.count).sum();
+        assert_eq!(drawn, u128::from(n));
+        assert!(cut.classes.iter().all(|c| c.interval.is_some()));
+        assert!(
+            cut.notes[0].starts_with("the exact count did not finish in ")
+                && cut.notes[0].ends_with(" s of the 0.00 s given: sampled"),
+            "{:?}",
+            cut.notes
+        );
+        assert_eq!(
+            cut.notes[1],
+            format!("{n} placements drawn instead of {DEFAULT_SAMPLES}: the time given ran out")
+        );
+        let whole = run_pdm(&m, &req(Some(std::time::Duration::from_secs(600)))).unwrap();
+        assert!(whole.exact, "{:?}", whole.notes);
+        let counts = |r: &PdmResult| {
+            r.classes
+                .iter()
+                .map(|c| (c.class, c.count))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(counts(&whole), counts(&run_pdm(&m, &req(None)).unwrap()));
+    }
+
     #[test]
     fn draws_lie_in_their_class_and_fill_every_class_of_the_quartet_copy() {
         let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
@@ -943,6 +1025,7 @@ mod tests {
             class_width: 1.0,
             samples: None,
             seed: 1,
+            time_limit: None,
         };
         let counted = run_pdm(&m, &r).unwrap();
         let draws = draw_by_class(&m, &r, 5, 3).unwrap();
@@ -990,6 +1073,7 @@ mod tests {
             class_width: 1.0,
             samples: None,
             seed: 1,
+            time_limit: None,
         };
         let draws = draw_by_class(&m, &r, 10, 5).unwrap();
         // Every array on one node: 4 nodes x 4! orders of 402653184.
