@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs numalab's Rust tests in lanes and reports each lane's count and time.
+"""Runs numalab's Rust tests in lanes and reports each lane's count, time and CPU use.
 
     scripts/lanes.py [--lane fast|guest|browser]... [--list] [--guest-beside]
 
@@ -119,12 +119,34 @@ class Tally:
         self.notes = []  # what tests asked to show (a guest's time)
         self.failures = []  # (test, its output's last lines) per failed test
         self.seconds = 0.0
+        self.busy = None  # share of the host's CPU time busy during the lane
 
     def line(self):
+        busy = "" if self.busy is None else f" (host CPUs {100 * self.busy:.0f}% busy)"
         return (
             f"lane {self.lane}: {self.passed} passed, {self.failed} failed, "
-            f"{self.skipped} skipped, {self.ignored} ignored in {self.seconds:.0f} s"
+            f"{self.skipped} skipped, {self.ignored} ignored in {self.seconds:.0f} s{busy}"
         )
+
+
+def cpu_times():
+    """(busy, total) jiffies of all CPUs from /proc/stat, or None. A lane
+    whose CPUs stay busy is shortened only by less work, one with idle
+    CPUs also by running more beside it."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + fields[4]  # idle, iowait
+    total = sum(fields)
+    return total - idle, total
+
+
+def busy_between(before, after):
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def run_binary(b, skip_log, out):
@@ -223,6 +245,7 @@ class FailureReader:
 def run_lane(lane, binaries, out, scratch):
     tally = Tally(lane)
     start = time.monotonic()
+    cpu_start = cpu_times()
     for i, b in enumerate(binaries):
         skip_log = scratch / f"skips-{lane}-{i}"
         skip_log.write_text("")
@@ -251,6 +274,7 @@ def run_lane(lane, binaries, out, scratch):
     tally.skipped = len(tally.skips)
     tally.passed -= tally.skipped
     tally.seconds = time.monotonic() - start
+    tally.busy = busy_between(cpu_start, cpu_times())
     return tally
 
 

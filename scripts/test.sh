@@ -4,7 +4,7 @@
 # (scripts/lanes.py): fast (unit, doc, fixture, property and host tests, the
 # C and Fortran API), guest (multi-node tests in QEMU guests, guest/) and
 # browser (report.html in headless Chromium), then the Python package
-# (pytest). Each lane prints its count and time; a summary ends the run.
+# (pytest). Each lane prints its count, its time and how busy the CPUs were; a summary ends the run.
 # Installs what it needs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
