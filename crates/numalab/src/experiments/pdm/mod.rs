@@ -969,22 +969,27 @@ mod tests {
             .contains("node 5 is not on this machine (nodes: 0,1,2)"));
     }
 
+    /// A STREAM kernel's arrays, one thread per CPU node, seed 1.
+    fn kernel_request(kernel: &str, time_limit: Option<std::time::Duration>) -> PdmRequest {
+        PdmRequest {
+            workload: kernel.into(),
+            quantities: kernel_quantities(kernel).unwrap(),
+            threads: ThreadPlacement::OnePerNode,
+            links: None,
+            class_width: 1.0,
+            samples: None,
+            seed: 1,
+            time_limit,
+        }
+    }
+
     /// A count given no time is sampled (at least MIN_TIMED_SAMPLES draws,
     /// shares with intervals, the reason in its notes); one given time
     /// enough is the exact count.
     #[test]
     fn a_count_past_its_time_limit_is_sampled_and_says_so() {
         let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
-        let req = |limit: Option<std::time::Duration>| PdmRequest {
-            workload: "triad".into(),
-            quantities: kernel_quantities("triad").unwrap(),
-            threads: ThreadPlacement::OnePerNode,
-            links: None,
-            class_width: 1.0,
-            samples: None,
-            seed: 1,
-            time_limit: limit,
-        };
+        let req = |limit| kernel_request("triad", limit);
         let cut = run_pdm(&m, &req(Some(std::time::Duration::from_nanos(1)))).unwrap();
         assert!(!cut.exact);
         assert_eq!(cut.total_placements, Total::Exact(402_653_184));
@@ -1017,16 +1022,7 @@ mod tests {
     #[test]
     fn draws_lie_in_their_class_and_fill_every_class_of_the_quartet_copy() {
         let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
-        let r = PdmRequest {
-            workload: "copy".into(),
-            quantities: kernel_quantities("copy").unwrap(),
-            threads: ThreadPlacement::OnePerNode,
-            links: None,
-            class_width: 1.0,
-            samples: None,
-            seed: 1,
-            time_limit: None,
-        };
+        let r = kernel_request("copy", None);
         let counted = run_pdm(&m, &r).unwrap();
         let draws = draw_by_class(&m, &r, 5, 3).unwrap();
         assert_eq!(
@@ -1065,16 +1061,7 @@ mod tests {
     #[test]
     fn a_class_too_rare_to_draw_gets_the_counts_examples() {
         let m = crate::machine::fixture("qemu-quartet-4n2c-ring.xml");
-        let r = PdmRequest {
-            workload: "triad".into(),
-            quantities: kernel_quantities("triad").unwrap(),
-            threads: ThreadPlacement::OnePerNode,
-            links: None,
-            class_width: 1.0,
-            samples: None,
-            seed: 1,
-            time_limit: None,
-        };
+        let r = kernel_request("triad", None);
         let draws = draw_by_class(&m, &r, 10, 5).unwrap();
         // Every array on one node: 4 nodes x 4! orders of 402653184.
         let top = draws.last().unwrap();
