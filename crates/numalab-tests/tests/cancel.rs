@@ -48,21 +48,6 @@ fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
 }
 
-/// Threads of this process once exited threads are gone: a joined thread
-/// can stay listed in /proc/self/task for a moment after `join` returns
-/// (the kernel wakes the joiner before it releases the task), so wait up
-/// to a second for the count to come down to `want`.
-fn settled_threads(want: usize) -> usize {
-    let t0 = Instant::now();
-    loop {
-        let n = threads();
-        if n <= want || t0.elapsed() > Duration::from_secs(1) {
-            return n;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Runs `f` with cancellation requested from another thread after `after`;
 /// returns its value and how long it took. The flag is clear before and after.
 fn cancelled_after<R>(after: Duration, f: impl FnOnce() -> R) -> (R, Duration) {
@@ -255,6 +240,10 @@ fn cancellation_stops_measurements_and_experiments() {
 
     // Nothing left running: paced background threads, c2c partners and
     // workers were all joined (the canceller threads too).
-    assert_eq!(settled_threads(baseline), baseline, "threads left running");
+    assert_eq!(
+        common::settled(baseline, threads),
+        baseline,
+        "threads left running"
+    );
     assert!(!cancel::requested());
 }

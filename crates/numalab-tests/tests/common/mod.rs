@@ -151,3 +151,18 @@ pub fn loaded_latency_request(cpu: u32, injector: u32, rule: StopRule) -> Loaded
         settle: Duration::from_millis(5),
     }
 }
+
+/// `count()` once it is down to `want`, or its last value after 5 s: a
+/// joined thread can stay listed in /proc/self/task for a moment after
+/// `join` returns (the kernel wakes the joiner before it releases the
+/// task), which a loaded machine (CI's) makes visible.
+pub fn settled(want: usize, count: impl Fn() -> usize) -> usize {
+    let t0 = std::time::Instant::now();
+    loop {
+        let n = count();
+        if n <= want || t0.elapsed() > Duration::from_secs(5) {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

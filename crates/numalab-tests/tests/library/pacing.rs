@@ -5,7 +5,7 @@
 //! (`common::turn`): on a 2-core machine two loads at once would measure
 //! each other.
 
-use crate::common::turn;
+use crate::common::{settled, turn};
 use numalab::measure::pacing::{
     Pace, PaceOptions, PacedLoad, PacedSpec, TrafficMix, RATE_TOLERANCE,
 };
@@ -176,7 +176,7 @@ fn drop_and_errors_leave_no_thread_behind() {
         assert_eq!(load.workers().len(), 1);
         // Dropped here without stop().
     }
-    assert_eq!(threads_of_this_process(), before);
+    assert_eq!(settled(before, threads_of_this_process), before);
     // A CPU that does not exist, after one that does: an error, no thread left.
     let mut bad = spec(&m, Some(1e9), TrafficMix::Read);
     bad.cpus.push(4000);
@@ -191,7 +191,7 @@ fn drop_and_errors_leave_no_thread_behind() {
         nodes: numalab::IdSet::single(999),
     };
     assert!(PacedLoad::start(&m, &bad).is_err());
-    assert_eq!(threads_of_this_process(), before);
+    assert_eq!(settled(before, threads_of_this_process), before);
     for r in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         let e = PacedLoad::start(&m, &spec(&m, Some(r), TrafficMix::Read))
             .err()
@@ -212,5 +212,5 @@ fn drop_and_errors_leave_no_thread_behind() {
         )
         .is_err());
     drop(load);
-    assert_eq!(threads_of_this_process(), before);
+    assert_eq!(settled(before, threads_of_this_process), before);
 }
