@@ -40,8 +40,8 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
 ];
 
 /// The truth suite's steps (crates/numalab-preload/tests/programs/
-/// truth.c), first in the profile guest while it is fresh (see
-/// `quartet_profile`): nine profiles of a few seconds each (tens in the
+/// truth.c), in a fresh Quartet guest of their own (see
+/// `quartet_for_truth`): nine profiles of a few seconds each (tens in the
 /// emulated guest).
 pub const TRUTH_STEPS: &[(&str, &str)] = &[
     // The program: 8 workers read A (first-touched by the main
