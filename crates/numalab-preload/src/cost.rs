@@ -186,8 +186,7 @@ impl Controller {
     /// Closes the window when it is over: measures, adapts the rate, and
     /// writes a Cost record now and then.
     pub fn tick(&mut self, now: u64) {
-        let wall = now.saturating_sub(self.window_start);
-        if wall < WINDOW_NS {
+        if now.saturating_sub(self.window_start) < WINDOW_NS {
             return;
         }
         self.window_start = now;
@@ -202,26 +201,22 @@ impl Controller {
         let words = d(t.words_ns, self.last.words_ns);
         let program = d(t.process_ns, self.last.process_ns).saturating_sub(spent + words);
         self.last = t;
-        let base = cost_base(program, wall);
-        // With an adaptive page rate the two samplers share the target:
-        // word counting keeps to half of it, the pages get the rest.
-        let words_target = crate::words::target() * if self.target.is_some() { 0.5 } else { 1.0 };
         if let Some(target) = self.target {
-            if base > 0 {
-                crate::small::adapt(small as f64 / base as f64, target);
+            if program > 0 {
+                crate::small::adapt(small as f64 / program as f64, target);
             }
-            let words_share = if base > 0 {
-                words as f64 / base as f64
-            } else {
-                0.0
-            };
-            let pages_target = (target - words_share.min(words_target)).max(target / 2.0);
-            self.rate = next_rate(self.rate, pages_target, spent, base);
+            self.rate = next_rate(self.rate, target, spent, program);
             RATE.store(self.rate.round() as u64, SeqCst);
         }
-        // Word counting's windows are skipped at random, half as often
-        // again, as its measured share asks.
-        crate::words::set_duty(next_duty(crate::words::duty(), words_target, words, base));
+        // Word counting keeps to its own share (--overhead, also with a
+        // fixed page rate): its windows are skipped at random, half as
+        // often again, as the measured share asks.
+        crate::words::set_duty(next_duty(
+            crate::words::duty(),
+            crate::words::target(),
+            words,
+            program,
+        ));
         self.windows += 1;
         if self.windows.is_multiple_of(RECORD_EVERY) {
             emit_totals();
@@ -260,18 +255,6 @@ pub fn emit_totals() {
         }
         .to_record(),
     );
-}
-
-/// What sampling's cost is measured against in a window: the program's
-/// CPU time, but never more than the window's wall-clock time. A program
-/// whose threads wait on each other (a barrier each pass, threads in step)
-/// waits for the slowest: a handler or the sampler thread delaying any one
-/// of them delays them all, so n busy threads lose up to n times a CPU-time
-/// share of their wall-clock time. Measured against the wall clock, the
-/// target bounds that slowdown; a program that mostly waits (CPU time
-/// under the wall clock) is measured against its CPU time, as before.
-pub fn cost_base(program_cpu_ns: u64, wall_ns: u64) -> u64 {
-    program_cpu_ns.min(wall_ns)
 }
 
 /// The rate for the next window: scaled by how far the measured share of
@@ -330,18 +313,6 @@ mod tests {
         assert_eq!(next_rate(40_000.0, 0.02, 0, 100_000_000), MAX_RATE);
         // An idle program: unchanged.
         assert_eq!(next_rate(2000.0, 0.02, 5_000, 900_000), 2000.0);
-    }
-
-    #[test]
-    fn the_cost_is_measured_against_the_smaller_of_cpu_and_wall_time() {
-        // Two threads busy through a 100 ms window: 200 ms of CPU, 100 of
-        // wall clock; 1.5 ms spent is 0.75% of the CPU but 1.5% of the
-        // wall clock, over a 1% target: the rate goes down.
-        let base = cost_base(200_000_000, 100_000_000);
-        assert_eq!(base, 100_000_000);
-        assert!(next_rate(1000.0, 0.01, 1_500_000, base) < 1000.0);
-        // A program that mostly waits: its 10 ms of CPU is the base.
-        assert_eq!(cost_base(10_000_000, 100_000_000), 10_000_000);
     }
 
     #[test]

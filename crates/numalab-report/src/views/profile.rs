@@ -198,17 +198,8 @@ pub fn cost_words(c: &numalab::profile::SamplingCost) -> Option<String> {
     } else {
         format!("{:.1} times", e / 100.0)
     };
-    // With several threads busy the run took less wall-clock time than
-    // CPU time; the rate kept sampling to its share of the wall clock.
-    let wall = match c.wall_ms {
-        Some(w) if w > 0.0 && w < c.program_cpu_ms && c.spent_ms <= w => format!(
-            " ({:.1}% of the {w:.1} ms it ran: with threads that wait on each other, a pause of one delays all)",
-            100.0 * c.spent_ms / w
-        ),
-        _ => String::new(),
-    };
     Some(format!(
-        "sampling used {:.1} ms of CPU, {share} the program's own {:.1} ms{wall}",
+        "sampling used {:.1} ms of CPU, {share} the program's own {:.1} ms",
         c.spent_ms, c.program_cpu_ms
     ))
 }
@@ -646,7 +637,6 @@ mod tests {
             spent_ms,
             program_cpu_ms,
             estimated_percent: Some(100.0 * spent_ms / program_cpu_ms),
-            wall_ms: None,
             kernel_us_per_fault: 1.0,
             us_per_sample: None,
             final_rate: 1,
@@ -663,29 +653,9 @@ mod tests {
         );
         let none = numalab::profile::SamplingCost {
             estimated_percent: None,
-            wall_ms: None,
             ..c(1.0, 0.0)
         };
         assert_eq!(cost_words(&none), None);
-        // Two busy threads: 20 ms is 1.0% of their 2000 ms of CPU but 2.0%
-        // of the 1000 ms they ran, the share the rate is kept to.
-        let busy = numalab::profile::SamplingCost {
-            wall_ms: Some(1000.0),
-            ..c(20.0, 2000.0)
-        };
-        assert_eq!(
-            cost_words(&busy).unwrap(),
-            "sampling used 20.0 ms of CPU, 1.0% on top of the program's own 2000.0 ms (2.0% of the 1000.0 ms it ran: with threads that wait on each other, a pause of one delays all)"
-        );
-        // One thread that mostly waits: the CPU time is the smaller.
-        let idle = numalab::profile::SamplingCost {
-            wall_ms: Some(5000.0),
-            ..c(15.0, 1000.0)
-        };
-        assert_eq!(
-            cost_words(&idle).unwrap(),
-            "sampling used 15.0 ms of CPU, 1.5% on top of the program's own 1000.0 ms"
-        );
     }
 
     use super::{cost_words, head_and_tail, shown_sites};

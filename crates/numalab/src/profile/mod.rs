@@ -280,12 +280,6 @@ pub struct SamplingCost {
     pub program_cpu_ms: f64,
     /// `spent_ms` over `program_cpu_ms`.
     pub estimated_percent: Option<f64>,
-    /// Wall-clock time from the first Cost record to the last. An adaptive
-    /// rate keeps sampling's time to its target share of the smaller of
-    /// this and the program's CPU time: threads that wait on each other
-    /// are all delayed by a pause of any one of them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wall_ms: Option<f64>,
     /// The kernel's part of one sampled fault, measured at start.
     pub kernel_us_per_fault: f64,
     /// Everything spent, per sampled fault (accesses and first touches).
@@ -672,9 +666,6 @@ fn sampling_cost(costs: &[Cost], faults: u64) -> Option<SamplingCost> {
         spent_ms,
         program_cpu_ms,
         estimated_percent: (last.program_ns > 0).then(|| 100.0 * spent_ms / program_cpu_ms),
-        wall_ms: (costs.len() > 1)
-            .then(|| last.time_ns.saturating_sub(costs[0].time_ns) as f64 / 1e6)
-            .filter(|&w| w > 0.0),
         kernel_us_per_fault: last.kernel_ns_per_fault as f64 / 1e3,
         us_per_sample: (faults > 0).then(|| 1e3 * spent_ms / faults as f64),
         final_rate: last.rate as u64,
