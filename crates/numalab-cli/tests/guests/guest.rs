@@ -733,10 +733,7 @@ fn boot_retries_a_kernel_that_dies_before_init() {
 /// program's four threads on the next four as they start, each checked.
 #[test]
 fn old_kernel_pins_threads_scattered_over_the_nodes() {
-    let g = old_kernel();
-    let s = g.step("pin_scatter");
-    assert_eq!(s.rc, 0, "{}", s.err);
-    let r = common::parse_json(&s.out, "pin_scatter");
+    let r = old_kernel().json("pin_scatter", 0);
     let p = &r["pins"];
     assert_eq!(
         p["cpus"],
