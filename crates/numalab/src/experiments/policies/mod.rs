@@ -54,7 +54,7 @@ mod advice;
 mod run;
 
 pub use advice::{compare, recommend};
-pub use run::{run_policies, uneven};
+pub use run::{run_policies, uneven, ROUNDS};
 
 /// A canonical workload: a row of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
