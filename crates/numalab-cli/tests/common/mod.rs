@@ -708,8 +708,15 @@ pub fn boot_with_files(
     }
     // Where a guest's time goes: the whole boot and its slowest steps, by
     // the guest's clock; the lane runner prints these notes after the lane.
+    // boot.sh's last line names the host CPU time the guest took.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let cpu = stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_suffix(" CPU-seconds")?.rsplit(' ').next())
+        .map_or(String::new(), |s| format!(" ({s} CPU-seconds)"));
     numalab_testkit::note(&format!(
-        "guest {machine} {kernel_version} {}: {:.0} s, slowest steps: {}",
+        "guest {machine} {kernel_version} {}: {:.0} s{cpu}, slowest steps: {}",
         options.join(" "),
         started.elapsed().as_secs_f64(),
         slowest_steps(&console, 8)
