@@ -60,14 +60,38 @@ fn latency_rises_with_injected_bandwidth() {
     let inj: Vec<f64> = steps.iter().map(|s| f(&s["injected_gbps"])).collect();
     eprintln!("injected GB/s {inj:?}");
     assert_eq!(f(&c["idle"]["injected_gbps"]), 0.0);
-    // Paced steps near their request (the injector may lose its CPU to
-    // other processes for a while: 25% slack), and max above 2 GB/s.
-    assert!((inj[0] / 0.5 - 1.0).abs() < 0.25, "{inj:?}");
-    assert!((inj[1] / 2.0 - 1.0).abs() < 0.25, "{inj:?}");
-    assert!(
-        inj[0] < inj[1] && inj[1] < inj[2],
-        "grows along the ladder: {inj:?}"
-    );
+    assert!(c["idle"]["injectors_waited"].is_null(), "{}", c["idle"]);
+    // Paced steps near their request (25% slack), less the share of the
+    // step the injector waited for its CPU (other processes held it: the
+    // guest lane runs beside this one), which each step states.
+    let waited: Vec<f64> = steps
+        .iter()
+        .map(|s| {
+            s["injectors_waited"]
+                .as_f64()
+                .expect("Linux keeps schedstat")
+        })
+        .collect();
+    eprintln!("injectors waited {waited:?}");
+    for (k, req) in [0.5, 2.0].into_iter().enumerate() {
+        let r = inj[k] / req;
+        assert!(
+            r < 1.25 && r > 0.75 - waited[k],
+            "step {k}: {inj:?} GB/s, waited {waited:?}"
+        );
+    }
+    // The ladder grows where its injector ran: unpaced moves the most.
+    if waited.iter().all(|&w| w < 0.05) {
+        assert!(
+            inj[0] < inj[1] && inj[1] < inj[2],
+            "grows along the ladder: {inj:?}"
+        );
+    } else {
+        assert!(
+            inj[0] < inj[2] && inj[1] < inj[2] * 1.25,
+            "{inj:?} {waited:?}"
+        );
+    }
     // Whether one injector raises the latency is a timing, and timings
     // of this shared host swing more than one injector moves them (CI saw
     // idle 190 ns, loaded 178 ns);

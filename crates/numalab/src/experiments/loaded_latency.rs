@@ -230,6 +230,12 @@ pub struct LoadPoint {
     /// chase thread ran (1 on a quiet machine).
     #[serde(deserialize_with = "f64_or_nan")]
     pub cpu_share: f64,
+    /// The share of the measurement the injectors waited, ready, for their
+    /// CPUs while other tasks held them (mean over the injectors; `None`
+    /// where the kernel keeps no such account): a paced step falls about
+    /// this much short of its rate on a busy machine.
+    #[serde(default)]
+    pub injectors_waited: Option<f64>,
     /// Median over the idle median.
     #[serde(deserialize_with = "f64_or_nan")]
     pub vs_idle: f64,
@@ -723,11 +729,22 @@ impl Stepper<'_> {
         for w in meas.warnings() {
             self.warnings.push(format!("mix {mix}, {label}: {w}"));
         }
+        let waits: Option<Vec<f64>> = t.per_thread_waited.iter().copied().collect();
+        let injectors_waited = waits
+            .filter(|w| !w.is_empty() && step.is_some())
+            .map(|w| w.iter().sum::<f64>() / w.len() as f64);
         if let Some(LoadStep::Rate { bytes_per_second }) = step {
             let per = t.total / self.threads();
             if per < bytes_per_second * (1.0 - RATE_TOLERANCE) {
+                let why = match injectors_waited {
+                    Some(w) if w >= 0.05 => format!(
+                        "the injectors waited for their CPUs {:.0}% of the step (other processes held them)",
+                        w * 100.0
+                    ),
+                    _ => "more than the injectors could supply".into(),
+                };
                 self.warnings.push(format!(
-                    "mix {mix}: requested {:.2} GB/s per injector, achieved {:.2}: more than the injectors could supply (or they were descheduled)",
+                    "mix {mix}: requested {:.2} GB/s per injector, achieved {:.2}: {why}",
                     bytes_per_second / 1e9,
                     per / 1e9
                 ));
@@ -746,6 +763,7 @@ impl Stepper<'_> {
             stop_reason: meas.stop_reason,
             wall_latency_ns: wall_median,
             cpu_share: meas.summary.median / wall_median,
+            injectors_waited,
             vs_idle: 1.0,
             rises: false,
             knee: false,
@@ -798,6 +816,7 @@ mod tests {
             stop_reason: StopReason::Budget,
             wall_latency_ns: median,
             cpu_share: 1.0,
+            injectors_waited: None,
             vs_idle: 1.0,
             rises: false,
             knee: false,

@@ -38,7 +38,7 @@ use crate::placement::{
 use crate::text::format::{self, s};
 use serde::Serialize;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -288,6 +288,19 @@ impl Default for PaceOptions {
 struct Counter {
     program: AtomicU64,
     memory: AtomicU64,
+    /// The thread's kernel id once it runs (0 before), for its schedstat.
+    tid: AtomicI32,
+}
+
+impl Counter {
+    /// Nanoseconds the thread has waited for its CPU so far (see
+    /// [`crate::sys::process::run_delay_ns`]).
+    fn waited_ns(&self) -> Option<u64> {
+        match self.tid.load(Ordering::Acquire) {
+            0 => None,
+            tid => crate::sys::process::run_delay_ns(tid),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -315,6 +328,8 @@ impl Shared {
 struct ThreadEnd {
     report: WorkerReport,
     seconds: f64,
+    /// Of `seconds`, the time spent waiting for the CPU.
+    waited_seconds: Option<f64>,
 }
 
 /// Threads running in the background until [`PacedLoad::stop`] (or drop,
@@ -335,6 +350,7 @@ pub struct PacedMark {
     at: Instant,
     program: Vec<u64>,
     memory: Vec<u64>,
+    waited_ns: Vec<Option<u64>>,
 }
 
 /// Bytes moved by a paced load between a mark and now.
@@ -348,6 +364,11 @@ pub struct PacedRates {
     /// Sums over the threads.
     pub total: f64,
     pub total_memory: f64,
+    /// The share of the window each thread waited, ready, for a CPU that
+    /// other tasks held (`None`: the kernel keeps no account). A thread that
+    /// waited a fifth of the window falls about a fifth short of its rate:
+    /// the machine was busy, not the pacing wrong.
+    pub per_thread_waited: Vec<Option<f64>>,
 }
 
 /// One thread of a finished paced load.
@@ -362,6 +383,10 @@ pub struct PacedThreadReport {
     pub program_bytes: u64,
     pub memory_bytes: u64,
     pub seconds: f64,
+    /// Seconds of `seconds` the thread waited, ready, for a CPU that other
+    /// tasks held (`None`: the kernel keeps no account): what it fell short
+    /// of its rate by for want of a CPU.
+    pub waited_seconds: Option<f64>,
     /// The thread's CPU (seen at start and end) and its buffer's placement.
     pub worker: WorkerReport,
 }
@@ -499,6 +524,7 @@ impl PacedLoad {
                 .map(|c| c.program.load(Ordering::Relaxed))
                 .collect(),
             memory: c.iter().map(|c| c.memory.load(Ordering::Relaxed)).collect(),
+            waited_ns: c.iter().map(Counter::waited_ns).collect(),
         }
     }
 
@@ -519,7 +545,14 @@ impl PacedLoad {
         };
         let per_thread = rate(&now.program, &mark.program);
         let per_thread_memory = rate(&now.memory, &mark.memory);
+        let per_thread_waited = now
+            .waited_ns
+            .iter()
+            .zip(&mark.waited_ns)
+            .map(|(b, a)| Some(b.as_ref()?.saturating_sub(*a.as_ref()?) as f64 / 1e9 / s))
+            .collect();
         PacedRates {
+            per_thread_waited,
             seconds: s,
             total: per_thread.iter().sum(),
             total_memory: per_thread_memory.iter().sum(),
@@ -570,14 +603,15 @@ impl PacedLoad {
                 c.program.load(Ordering::Relaxed),
                 c.memory.load(Ordering::Relaxed),
             );
-            let (report, seconds) = match end {
-                Some(e) => (e.report, e.seconds),
+            let (report, seconds, waited_seconds) = match end {
+                Some(e) => (e.report, e.seconds, e.waited_seconds),
                 None => (
                     self.workers
                         .get(i)
                         .cloned()
                         .unwrap_or_else(|| empty_report(self.cpus[i], None)),
                     self.started.elapsed().as_secs_f64(),
+                    None,
                 ),
             };
             let s = seconds.max(1e-9);
@@ -589,6 +623,7 @@ impl PacedLoad {
                 program_bytes: p,
                 memory_bytes: mem,
                 seconds,
+                waited_seconds,
                 worker: report,
             });
         }
@@ -767,6 +802,7 @@ fn thread_main(
             return ThreadEnd {
                 report: empty_report(cpu, m.node_of_cpu(cpu)),
                 seconds: 0.0,
+                waited_seconds: None,
             };
         }
     };
@@ -778,20 +814,34 @@ fn thread_main(
             return ThreadEnd {
                 report,
                 seconds: 0.0,
+                waited_seconds: None,
             };
         }
         std::thread::sleep(Duration::from_micros(100));
     }
+    let counter = &shared.counters[i];
+    counter
+        .tid
+        .store(crate::sys::process::current_tid(), Ordering::Release);
+    let waited0 = counter.waited_ns();
     let t0 = Instant::now();
     let mut stream = Stream::new(buf.as_f64_mut(), chunk_bytes / 8, isa);
-    traffic(&mut stream, &shared.counters[i], shared);
+    traffic(&mut stream, counter, shared);
     let seconds = t0.elapsed().as_secs_f64();
+    let waited_seconds = counter
+        .waited_ns()
+        .zip(waited0)
+        .map(|(b, a)| b.saturating_sub(a) as f64 / 1e9);
     if let Some(c) = sys::current_cpu() {
         report.seen_cpus.push(c);
     }
     let p = shared.counters[i].program.load(Ordering::Relaxed);
     report.gbps = vec![p as f64 / seconds.max(1e-9) / 1e9];
-    ThreadEnd { report, seconds }
+    ThreadEnd {
+        report,
+        seconds,
+        waited_seconds,
+    }
 }
 
 /// A cursor walking a buffer chunk by chunk with a traffic mix.

@@ -76,6 +76,15 @@ pub fn write_to_descriptor(fd: i32, bytes: &[u8]) -> std::io::Result<()> {
     f.flush()
 }
 
+/// How long thread `tid` of this process has waited, ready to run, for a
+/// CPU that another task held: the second field of
+/// `/proc/self/task/TID/schedstat`, in nanoseconds. `None` where the kernel
+/// keeps no such account (no `CONFIG_SCHED_INFO`) or the thread is gone.
+pub fn run_delay_ns(tid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    text.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
 /// The kernel's id of the calling thread (`gettid`).
 pub fn current_tid() -> i32 {
     // SAFETY: gettid has no preconditions and cannot fail.
@@ -355,6 +364,20 @@ fn wait_at_gate([pid_w, go_r, go_w]: [i32; 3]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_delay_is_counted_per_thread_and_never_goes_back() {
+        let tid = current_tid();
+        let a = run_delay_ns(tid).expect("this kernel keeps schedstat");
+        // Yielding lets another runnable task in, if there is one; the
+        // account may stay put, but never shrinks.
+        for _ in 0..100 {
+            std::thread::yield_now();
+        }
+        assert!(run_delay_ns(tid).unwrap() >= a);
+        // A thread of another process, or none: no account.
+        assert_eq!(run_delay_ns(i32::MAX), None);
+    }
 
     #[test]
     fn thread_cpu_time_grows_with_work() {
