@@ -38,20 +38,35 @@ fn threads_of_this_process() -> usize {
         .count()
 }
 
-/// Achieved/requested over `secs`, the best of `tries` windows (a window
-/// in which another process took the CPU says nothing about the pacing).
-fn ratio(load: &PacedLoad, rate: f64, secs: f64, tries: usize) -> Vec<f64> {
+/// Achieved/requested over `secs` and the share of the window the thread
+/// waited for its CPU, for up to `tries` windows (stopping at one close to
+/// the request).
+fn ratio(load: &PacedLoad, rate: f64, secs: f64, tries: usize) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
     for _ in 0..tries {
         let mark = load.mark();
         std::thread::sleep(Duration::from_secs_f64(secs));
-        let r = load.rates_since(&mark)[0] / rate;
-        out.push(r);
+        let t = load.traffic_since(&mark);
+        let r = t.per_thread[0] / rate;
+        let waited = t.per_thread_waited[0].expect("Linux keeps schedstat");
+        out.push((r, waited));
         if (r - 1.0).abs() <= RATE_TOLERANCE / 2.0 {
             break;
         }
     }
     out
+}
+
+/// How far a window's rate is from its request beyond what the thread's
+/// wait for its CPU explains: a thread that waited a fifth of the window
+/// (other processes held its CPU: the guest lane runs beside this one) may
+/// fall a fifth short, never run over.
+fn unexplained((r, waited): (f64, f64)) -> f64 {
+    if r > 1.0 {
+        r - 1.0
+    } else {
+        (1.0 - r - waited).max(0.0)
+    }
 }
 
 #[test]
@@ -72,13 +87,13 @@ fn one_paced_thread_is_within_ten_percent_at_half_one_and_two_gbps() {
         let rs = ratio(&load, rate, 0.4, 3);
         let best = rs
             .iter()
-            .cloned()
-            .min_by(|a, b| (a - 1.0).abs().total_cmp(&(b - 1.0).abs()))
+            .map(|&w| unexplained(w))
+            .min_by(f64::total_cmp)
             .unwrap();
-        eprintln!("{gbps} GB/s: achieved/requested {rs:?}");
+        eprintln!("{gbps} GB/s: (achieved/requested, waited) {rs:?}");
         assert!(
-            (best - 1.0).abs() <= RATE_TOLERANCE,
-            "{gbps} GB/s: achieved/requested {rs:?}"
+            best <= RATE_TOLERANCE,
+            "{gbps} GB/s: (achieved/requested, waited) {rs:?}"
         );
     }
     let rep = load.stop();

@@ -777,6 +777,11 @@ fn thread_main(
     shared: &Shared,
     tx: mpsc::Sender<Setup>,
 ) -> ThreadEnd {
+    // Known before the load starts, so that every mark sees this thread's
+    // waits.
+    shared.counters[i]
+        .tid
+        .store(crate::sys::process::current_tid(), Ordering::Release);
     let setup = (|| -> Result<(PlacedBuffer, WorkerReport), PlacementError> {
         pin_current_thread(cpu)?;
         let bspec = BufferSpec {
@@ -820,9 +825,6 @@ fn thread_main(
         std::thread::sleep(Duration::from_micros(100));
     }
     let counter = &shared.counters[i];
-    counter
-        .tid
-        .store(crate::sys::process::current_tid(), Ordering::Release);
     let waited0 = counter.waited_ns();
     let t0 = Instant::now();
     let mut stream = Stream::new(buf.as_f64_mut(), chunk_bytes / 8, isa);
