@@ -21,8 +21,16 @@ use std::time::{Duration, Instant};
 /// and its small buffers, far below what a runaway plan or read reaches.
 pub const ADDRESS_SPACE: u64 = 2 << 30;
 
-/// Time a hostile case may take unless it says otherwise.
+/// CPU time a hostile case may take unless it says otherwise. CPU time, not
+/// the wall clock: the guest lane runs beside the host tests and keeps the
+/// CPUs busy, and a refusal that takes 9 s of a core alone took over 30 s
+/// of the wall clock there. A case that waits without working (a hang) is
+/// killed at [`HANG_FACTOR`] times its limit on the wall clock.
 pub const TIME_LIMIT: Duration = Duration::from_secs(30);
+
+/// A case still running after this many times its limit on the wall clock
+/// is killed, whatever CPU time it used.
+pub const HANG_FACTOR: u32 = 4;
 
 /// One hostile run of numalab and what it must do.
 pub struct Case {
@@ -123,8 +131,8 @@ impl Case {
         }
         if ran.timed_out {
             problems.push(format!(
-                "still running after {:.0?} (killed)",
-                self.time_limit
+                "still running after {:.1} s of CPU and {:.0} s of wall time (killed; limit {:.0?} of CPU, {} times that of wall time)",
+                ran.cpu_s, ran.wall_s, self.time_limit, HANG_FACTOR
             ));
         }
         if ran.signal.is_none() && !ran.timed_out && !self.codes.contains(&ran.code) {
@@ -201,11 +209,35 @@ struct Limited {
     code: i32,
     signal: Option<i32>,
     timed_out: bool,
+    /// CPU time (user and system, all threads) and wall time it ran.
+    cpu_s: f64,
+    wall_s: f64,
     err: String,
 }
 
-/// Runs the case under `prlimit --as` (util-linux), killing it at its time
-/// limit.
+/// CPU time of process `pid` so far, all its threads (utime + stime of
+/// /proc/PID/stat), in seconds; 0 once it is gone.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // The command name may hold spaces: fields count from its ')'.
+    let Some(rest) = stat.rsplit_once(')').map(|x| x.1) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| f.get(i)?.parse::<f64>().ok())
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks / hz
+}
+
+/// Runs the case under `prlimit --as` (util-linux, which execs numalab in
+/// its own process), killing it at its CPU-time limit or, hung, at
+/// [`HANG_FACTOR`] times that of wall time.
 fn run_limited(case: &Case) -> Result<Limited, String> {
     use std::os::unix::process::ExitStatusExt;
     let bin = env!("CARGO_BIN_EXE_numalab");
@@ -276,17 +308,21 @@ fn run_limited(case: &Case) -> Result<Limited, String> {
             .map(|e| Box::new(e) as Box<dyn Read + Send>),
     );
     let mut timed_out = false;
+    let mut cpu_s = 0.0;
+    let limit = case.time_limit.as_secs_f64();
     let status = loop {
         if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
             break s;
         }
-        if start.elapsed() > case.time_limit {
+        cpu_s = cpu_seconds(child.id()).max(cpu_s);
+        if cpu_s > limit || start.elapsed() > case.time_limit * HANG_FACTOR {
             timed_out = true;
             let _ = child.kill();
             break child.wait().map_err(|e| e.to_string())?;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let wall_s = start.elapsed().as_secs_f64();
     writer.join().ok();
     let _ = out.join();
     let err = err.join().unwrap_or_default();
@@ -294,6 +330,8 @@ fn run_limited(case: &Case) -> Result<Limited, String> {
         code: status.code().unwrap_or(-1),
         signal: if timed_out { None } else { status.signal() },
         timed_out,
+        cpu_s,
+        wall_s,
         err: String::from_utf8_lossy(&err).into_owned(),
     })
 }
