@@ -204,24 +204,32 @@ fn the_automatic_ladder_climbs_to_the_unpaced_rate() {
         assert!((r / per_thread_max - f).abs() < 1e-9, "{r} vs {f}");
     }
     let inj: Vec<f64> = c.steps.iter().map(|p| p.injected_gbps).collect();
-    eprintln!("3:1 ladder GB/s {inj:?}");
-    for w in inj[..5].windows(2) {
-        assert!(
-            w[1] > w[0],
-            "injected bandwidth grows along the ladder: {inj:?}"
-        );
+    let waited: Vec<f64> = c
+        .steps
+        .iter()
+        .map(|p| p.injectors_waited.expect("Linux keeps schedstat"))
+        .collect();
+    eprintln!("3:1 ladder GB/s {inj:?}, injectors waited {waited:?}");
+    // The ladder grows where its injector held its CPU; where other
+    // processes held it (the guest lane runs beside this one), a rung falls
+    // short by the wait it states (CI saw the 1/4 rung at 0.07 GB/s).
+    for k in 0..4 {
+        if waited[k] < 0.05 && waited[k + 1] < 0.05 {
+            assert!(
+                inj[k + 1] > inj[k],
+                "injected bandwidth grows along the ladder: {inj:?}, waited {waited:?}"
+            );
+        }
     }
     for p in &c.steps[..4] {
         // The lower rungs are well within what the injector supplies.
-        let want = p.load.map(|l| match l {
-            LoadStep::Rate { bytes_per_second } => bytes_per_second / 1e9,
-            _ => 0.0,
-        });
-        let want = want.unwrap();
+        let miss = p.unexplained_miss().unwrap();
         assert!(
-            (p.injected_gbps / want - 1.0).abs() < 0.25,
-            "{} vs {want}",
-            p.injected_gbps
+            miss < 0.25,
+            "{}: {} GB/s, waited {:?}",
+            p.step,
+            p.injected_gbps,
+            p.injectors_waited
         );
         // Write-allocate: 3:1 moves 5/4 of its program bytes.
         assert!((p.injected_memory_gbps / p.injected_gbps - 1.25).abs() < 0.01);

@@ -38,7 +38,7 @@ use crate::measure::harness::{
     pinned_buffer, verification_of, warm_chase, Figure, Verification, WorkerReport, CHASE_SEED,
 };
 use crate::measure::pacing::{
-    Pace, PaceOptions, PacedLoad, PacedReport, PacedSpec, TrafficMix, RATE_TOLERANCE,
+    self, Pace, PaceOptions, PacedLoad, PacedReport, PacedSpec, TrafficMix, RATE_TOLERANCE,
 };
 use crate::measure::stats::{measure, Better, Measurement, StopReason, StopRule, Summary};
 use crate::placement::{check_plan, sys, BufferDemand, MemoryPolicy, PlacementError, Thp};
@@ -236,12 +236,38 @@ pub struct LoadPoint {
     /// this much short of its rate on a busy machine.
     #[serde(default)]
     pub injectors_waited: Option<f64>,
+    /// Seconds over which the injected traffic was counted (`None` in
+    /// reports written before it was kept).
+    #[serde(default)]
+    pub counted_seconds: Option<f64>,
     /// Median over the idle median.
     #[serde(deserialize_with = "f64_or_nan")]
     pub vs_idle: f64,
     /// Whether this step is at least 10% and 2 CIs above idle (see the knee rule).
     pub rises: bool,
     pub knee: bool,
+}
+
+impl LoadPoint {
+    /// For a rate step, how far the injectors' mean rate is from the
+    /// request beyond what their wait for CPUs explains
+    /// ([`pacing::unexplained_miss`]); `None` for idle and unpaced steps,
+    /// and where the kernel keeps no account of waits.
+    pub fn unexplained_miss(&self) -> Option<f64> {
+        let Some(LoadStep::Rate { bytes_per_second }) = self.load else {
+            return None;
+        };
+        if self.per_thread_gbps.is_empty() {
+            return None;
+        }
+        let per = self.injected_gbps * 1e9 / self.per_thread_gbps.len() as f64;
+        Some(pacing::unexplained_miss(
+            per,
+            bytes_per_second,
+            self.injectors_waited?,
+            pacing::carried_share(self.counted_seconds?),
+        ))
+    }
 }
 
 /// The latency-bandwidth curve of one mix.
@@ -733,24 +759,7 @@ impl Stepper<'_> {
         let injectors_waited = waits
             .filter(|w| !w.is_empty() && step.is_some())
             .map(|w| w.iter().sum::<f64>() / w.len() as f64);
-        if let Some(LoadStep::Rate { bytes_per_second }) = step {
-            let per = t.total / self.threads();
-            if per < bytes_per_second * (1.0 - RATE_TOLERANCE) {
-                let why = match injectors_waited {
-                    Some(w) if w >= 0.05 => format!(
-                        "the injectors waited for their CPUs {:.0}% of the step (other processes held them)",
-                        w * 100.0
-                    ),
-                    _ => "more than the injectors could supply".into(),
-                };
-                self.warnings.push(format!(
-                    "mix {mix}: requested {:.2} GB/s per injector, achieved {:.2}: {why}",
-                    bytes_per_second / 1e9,
-                    per / 1e9
-                ));
-            }
-        }
-        Ok(LoadPoint {
+        let point = LoadPoint {
             step: label,
             load: step,
             injected_gbps: t.total / 1e9,
@@ -764,10 +773,29 @@ impl Stepper<'_> {
             wall_latency_ns: wall_median,
             cpu_share: meas.summary.median / wall_median,
             injectors_waited,
+            counted_seconds: Some(t.seconds),
             vs_idle: 1.0,
             rises: false,
             knee: false,
-        })
+        };
+        if let Some(LoadStep::Rate { bytes_per_second }) = step {
+            let per = t.total / self.threads();
+            if per < bytes_per_second * (1.0 - RATE_TOLERANCE) {
+                let why = match (point.unexplained_miss(), injectors_waited) {
+                    (Some(miss), Some(w)) if miss <= RATE_TOLERANCE => format!(
+                        "the injectors waited for their CPUs {:.0}% of the step (other processes held them)",
+                        w * 100.0
+                    ),
+                    _ => "more than the injectors could supply".into(),
+                };
+                self.warnings.push(format!(
+                    "mix {mix}: requested {:.2} GB/s per injector, achieved {:.2}: {why}",
+                    bytes_per_second / 1e9,
+                    per / 1e9
+                ));
+            }
+        }
+        Ok(point)
     }
 }
 
@@ -817,6 +845,7 @@ mod tests {
             wall_latency_ns: median,
             cpu_share: 1.0,
             injectors_waited: None,
+            counted_seconds: None,
             vs_idle: 1.0,
             rises: false,
             knee: false,

@@ -52,6 +52,34 @@ pub const SLEEP_ABOVE: Duration = Duration::from_micros(200);
 pub const MAX_DEBT: Duration = Duration::from_millis(25);
 /// How close the achieved rate should come to the request: ±10%.
 pub const RATE_TOLERANCE: f64 = 0.10;
+
+/// How far an achieved rate is from its request beyond what the pacing rule
+/// explains, as a share of the request (0: on target or explained). A
+/// thread that waited, ready, a fifth of its time while other tasks held
+/// its CPU may fall a fifth short (the machine was busy, not the pacing
+/// wrong). It may run over only by the debt it carried into the window
+/// (at most [`MAX_DEBT`], paid back flat out): `carried_share` is that
+/// debt over the window's length, 0 for a window that starts with the pace.
+pub fn unexplained_miss(
+    achieved: f64,
+    requested: f64,
+    waited_share: f64,
+    carried_share: f64,
+) -> f64 {
+    let r = achieved / requested;
+    if r > 1.0 {
+        (r - 1.0 - carried_share.max(0.0)).max(0.0)
+    } else {
+        (1.0 - r - waited_share.max(0.0)).max(0.0)
+    }
+}
+
+/// The most debt a window of `seconds` that starts mid-pace can pay back,
+/// as a share of the window.
+pub fn carried_share(seconds: f64) -> f64 {
+    MAX_DEBT.as_secs_f64() / seconds
+}
+
 /// The classic background levels, in bytes/s per thread.
 pub const BACKGROUND_LEVELS: [(&str, f64); 4] = [
     ("low", 0.5e9),
@@ -371,6 +399,21 @@ pub struct PacedRates {
     pub per_thread_waited: Vec<Option<f64>>,
 }
 
+impl PacedRates {
+    /// [`unexplained_miss`] of thread `k` against `requested` bytes/s, for
+    /// a window that starts mid-pace (`None`: the kernel keeps no account
+    /// of waits).
+    pub fn unexplained_miss(&self, k: usize, requested: f64) -> Option<f64> {
+        let waited = self.per_thread_waited.get(k).copied().flatten()?;
+        Some(unexplained_miss(
+            self.per_thread[k],
+            requested,
+            waited,
+            carried_share(self.seconds),
+        ))
+    }
+}
+
 /// One thread of a finished paced load.
 #[derive(Debug, Clone, Serialize)]
 pub struct PacedThreadReport {
@@ -389,6 +432,23 @@ pub struct PacedThreadReport {
     pub waited_seconds: Option<f64>,
     /// The thread's CPU (seen at start and end) and its buffer's placement.
     pub worker: WorkerReport,
+}
+
+impl PacedThreadReport {
+    /// [`unexplained_miss`] of the thread's life against its rate, for a
+    /// load whose pace never changed (`None`: not rate-paced, or no account
+    /// of waits).
+    pub fn unexplained_miss(&self) -> Option<f64> {
+        let requested = self.requested_bytes_per_second?;
+        let waited = self.waited_seconds? / self.seconds;
+        // A life starts with its pace: it carries no debt in.
+        Some(unexplained_miss(
+            self.achieved_bytes_per_second,
+            requested,
+            waited,
+            0.0,
+        ))
+    }
 }
 
 /// The record of a paced load, from [`PacedLoad::stop`].
