@@ -430,6 +430,15 @@ fn the_study_scenarios_run_by_role_with_real_values() {
         text.contains("scenarios of the classic two-thread study"),
         "{text}"
     );
+    // Memory-controller and link traffic: counted per package, or one
+    // line saying why not (no PMU on this project's hosts).
+    if !common::memory_controller_pmus() {
+        assert!(
+            text.contains("memory-controller and link traffic: not measured: not available on this machine: no uncore_imc, amd_umc or amd_df PMU\n"),
+            "{text}"
+        );
+        assert!(!text.contains("memory controllers, GB/s"), "{text}");
+    }
 }
 
 #[test]

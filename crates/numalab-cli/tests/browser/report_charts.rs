@@ -203,6 +203,7 @@ fn scenario_case(c: &ScenarioCase, load: f64, base: f64) -> ScenarioCaseResult {
         seen_cpus: c.threads.iter().map(|t| vec![t.cpu]).collect(),
         verified: true,
         problems: Vec::new(),
+        memory_traffic: Default::default(),
     }
 }
 

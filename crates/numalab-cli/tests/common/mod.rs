@@ -302,6 +302,19 @@ pub fn scratch(test: &str) -> PathBuf {
     d
 }
 
+/// Whether this machine has a memory-controller PMU numalab counts
+/// (`uncore_imc_N`, `amd_umc_N` or `amd_df`).
+pub fn memory_controller_pmus() -> bool {
+    std::fs::read_dir("/sys/bus/event_source/devices")
+        .map(|d| {
+            d.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("uncore_imc") || n.starts_with("amd_umc") || n == "amd_df"
+            })
+        })
+        .unwrap_or(false)
+}
+
 /// The CPUs this process may use, as `numalab topology --json` lists them.
 pub fn allowed_cpus() -> Vec<u64> {
     let v = json(&["topology", "--json"]);

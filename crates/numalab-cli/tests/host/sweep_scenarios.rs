@@ -183,6 +183,26 @@ fn one_node_runs_what_it_can_and_says_why_not_the_rest() {
             {
                 assert_eq!(seen, &serde_json::json!([t["cpu"]]), "{c}");
             }
+            // Each case's memory-controller traffic: per package where the
+            // machine has the PMUs, else why not (this project's hosts have
+            // no PMU at all: no zeros printed).
+            let t = &c["memory_traffic"];
+            if common::memory_controller_pmus() {
+                assert_eq!(t["source"], "measured", "{t}");
+                let packages = t["per_package"].as_array().unwrap();
+                assert!(!packages.is_empty(), "{t}");
+                let sum: u64 = packages.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+                assert_eq!(sum, t["bytes"].as_u64().unwrap(), "{t}");
+            } else {
+                assert_eq!(t["source"], "assumed", "{t}");
+                assert_eq!(
+                    t["reason"],
+                    "not available on this machine: no uncore_imc, amd_umc or amd_df PMU"
+                );
+                assert_eq!(t["per_package"], serde_json::json!([]));
+                assert_eq!(t["links"], serde_json::json!([]));
+                assert!(t["read_gbps"].is_null(), "{t}");
+            }
         }
     }
     // The local read is its own baseline; the two-thread baseline is two

@@ -6,6 +6,7 @@ use numalab::experiments::sweep::{
     ScenarioCaseResult, ScenarioFinding, ScenarioSet, ScenariosResult,
 };
 use numalab::measure::compare::Verdict;
+use numalab::measure::memory_traffic::{MemoryTraffic, Source};
 use numalab::text::format::bytes as format_bytes;
 use std::fmt::Write;
 
@@ -89,6 +90,87 @@ fn case_line(s: &mut String, c: &ScenarioCaseResult) {
         threads.join(", "),
         if c.verified { "" } else { "  NOT VERIFIED" }
     );
+    if let Some(t) = traffic_line(&c.memory_traffic) {
+        let _ = writeln!(s, "    {t}");
+    }
+}
+
+fn nodes_of(nodes: &[u32]) -> String {
+    match nodes {
+        [] => "nodes unknown".to_string(),
+        [n] => format!("node {n}"),
+        _ => format!("nodes {}", join(nodes)),
+    }
+}
+
+/// What the memory controllers of each package and each link port moved
+/// during a case, when they were counted.
+pub fn traffic_line(t: &MemoryTraffic) -> Option<String> {
+    if t.source != Source::Measured || t.per_package.is_empty() {
+        return None;
+    }
+    let packages: Vec<String> = t
+        .per_package
+        .iter()
+        .map(|p| {
+            let secs = t.seconds.unwrap_or(0.0).max(1e-9);
+            let rate = |b: u64| b as f64 / secs / 1e9;
+            match (p.read_bytes, p.write_bytes) {
+                (Some(r), Some(w)) => format!(
+                    "{} {:.2} read + {:.2} written",
+                    nodes_of(&p.nodes),
+                    rate(r),
+                    rate(w)
+                ),
+                _ => format!("{} {:.2}", nodes_of(&p.nodes), p.gbps),
+            }
+        })
+        .collect();
+    let mut line = format!("memory controllers, GB/s: {}", packages.join("; "));
+    if !t.links.is_empty() {
+        let links: Vec<String> = t
+            .links
+            .iter()
+            .map(|l| format!("{} of {} {:.2}", l.device, nodes_of(&l.nodes), l.gbps))
+            .collect();
+        let _ = write!(line, "; links sent, GB/s: {}", links.join("; "));
+    }
+    Some(line)
+}
+
+/// Whether the memory controllers and links were counted during the
+/// cases, and if not why (one line for the whole run).
+pub fn traffic_header(r: &ScenariosResult) -> String {
+    let cases: Vec<&MemoryTraffic> = r
+        .runs
+        .iter()
+        .flat_map(|x| x.cases.iter())
+        .chain(
+            [&r.baselines.one_thread, &r.baselines.two_threads]
+                .into_iter()
+                .flatten(),
+        )
+        .map(|c| &c.memory_traffic)
+        .collect();
+    let Some(first) = cases.first() else {
+        return String::new();
+    };
+    if cases.iter().all(|t| t.source == Source::Assumed) {
+        return format!(
+            "memory-controller and link traffic: not measured: {}",
+            first.reason.as_deref().unwrap_or("unknown")
+        );
+    }
+    let mut s = String::from(
+        "memory-controller traffic: measured per package during each case (whole machine, background included)",
+    );
+    match cases.iter().find_map(|t| t.links_reason.as_deref()) {
+        Some(why) => {
+            let _ = write!(s, "; links not counted: {why}");
+        }
+        None => s.push_str("; link ports' data sent as well"),
+    }
+    s
 }
 
 /// The whole result as text.
@@ -112,6 +194,10 @@ pub fn text(r: &ScenariosResult) -> String {
             numalab::experiments::sweep::Normalize::Run => "over each run's fastest case (slowest thread)",
         }
     );
+    let header = traffic_header(r);
+    if !header.is_empty() {
+        let _ = writeln!(s, "{header}");
+    }
     for b in [&r.baselines.one_thread, &r.baselines.two_threads]
         .into_iter()
         .flatten()
@@ -173,4 +259,64 @@ pub fn findings_text(f: &[ScenarioFinding]) -> String {
         let _ = writeln!(s, "  rule: {}", x.rule);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalab::measure::memory_traffic::{LinkTraffic, PackageTraffic};
+
+    fn package(cpu: i32, nodes: Vec<u32>, read: u64, write: u64) -> PackageTraffic {
+        PackageTraffic {
+            cpu,
+            nodes,
+            read_bytes: Some(read),
+            write_bytes: Some(write),
+            bytes: read + write,
+            gbps: 0.0,
+        }
+    }
+
+    #[test]
+    fn measured_traffic_is_given_per_package_and_link() {
+        let t = MemoryTraffic::measured(vec!["uncore_imc_0".into()], 6e9 as u64, 1e9 as u64, 2.0)
+            .with_breakdown(
+                vec![
+                    package(28, vec![1], 1e9 as u64, 0),
+                    package(0, vec![0], 5e9 as u64, 1e9 as u64),
+                ],
+                vec![LinkTraffic {
+                    device: "uncore_upi_0".into(),
+                    cpu: 0,
+                    nodes: vec![0],
+                    bytes: 3e9 as u64,
+                    gbps: 0.0,
+                }],
+                None,
+            );
+        assert_eq!(
+            traffic_line(&t).unwrap(),
+            "memory controllers, GB/s: node 0 2.50 read + 0.50 written; node 1 0.50 read + 0.00 written; links sent, GB/s: uncore_upi_0 of node 0 1.50"
+        );
+        let assumed = MemoryTraffic::assumed("no PMU".into());
+        assert_eq!(traffic_line(&assumed), None, "nothing counted, no zeros");
+    }
+
+    #[test]
+    fn a_package_of_several_nodes_or_a_total_only_is_worded_so() {
+        let mut p = package(0, vec![0, 1], 0, 0);
+        p.read_bytes = None;
+        p.write_bytes = None;
+        p.bytes = 4e9 as u64;
+        let t = MemoryTraffic::measured_total(vec!["amd_df".into()], 4e9 as u64, 1.0)
+            .with_breakdown(
+                vec![p],
+                Vec::new(),
+                Some("amd_df present, but numalab knows no data event of its xGMI links".into()),
+            );
+        assert_eq!(
+            traffic_line(&t).unwrap(),
+            "memory controllers, GB/s: nodes 0,1 4.00"
+        );
+    }
 }

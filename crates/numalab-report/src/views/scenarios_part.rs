@@ -942,6 +942,7 @@ mod tests {
             seen_cpus: Vec::new(),
             verified: true,
             problems: Vec::new(),
+            memory_traffic: Default::default(),
         }
     }
 

@@ -17,7 +17,9 @@
 //! four counters, so they are multiplexed and scaled by time enabled over
 //! time running. Anywhere else — no such PMU, another family's data
 //! fabric, or a refusal by the kernel — the result says "assumed" with the
-//! reason.
+//! reason. The same counts are kept per package (each device is read on one
+//! CPU of each package), and Intel `uncore_upi_N` link ports are counted
+//! where they exist ([`link_events`]).
 //!
 //! The counts are the whole machine's: every process's traffic in the
 //! interval is in them, not only the measured workers'.
@@ -31,6 +33,8 @@ use std::time::Instant;
 
 /// Where the PMUs are listed.
 pub const DEVICES: &str = "/sys/bus/event_source/devices";
+/// Where CPUs' packages and nodes' CPUs are listed.
+pub const SYSTEM: &str = "/sys/devices/system";
 
 /// Bytes per CAS command or DRAM request: one cache line.
 const LINE: f64 = 64.0;
@@ -79,6 +83,51 @@ pub struct MemoryTraffic {
     pub write_gbps: Option<f64>,
     /// Read and written bytes per second, 1e9 B/s.
     pub gbps: Option<f64>,
+    /// The same bytes per package (socket): each memory-controller device
+    /// is counted on one CPU of each package (its `cpumask`), so the count
+    /// read on that CPU is that package's controllers'. Empty when assumed.
+    #[serde(default)]
+    pub per_package: Vec<PackageTraffic>,
+    /// Data each inter-socket link port sent (Intel `uncore_upi_N`), per
+    /// package. Empty when not counted: [`MemoryTraffic::links_reason`]
+    /// says why.
+    #[serde(default)]
+    pub links: Vec<LinkTraffic>,
+    /// Why links were not counted while the memory controllers were (no
+    /// link PMU numalab knows, or the kernel's refusal).
+    #[serde(default)]
+    pub links_reason: Option<String>,
+}
+
+/// What the memory controllers of one package moved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackageTraffic {
+    /// The CPU the package's devices were counted on.
+    pub cpu: i32,
+    /// The NUMA nodes of that CPU's package (several where a package is
+    /// split into nodes: the count is the package's, not split between
+    /// them).
+    pub nodes: Vec<u32>,
+    /// Bytes read and written (CAS × 64); `None` where the PMU counts only
+    /// their total (the data fabric).
+    pub read_bytes: Option<u64>,
+    pub write_bytes: Option<u64>,
+    pub bytes: u64,
+    /// `bytes` per second, 1e9 B/s.
+    pub gbps: f64,
+}
+
+/// Data one link port of a package sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkTraffic {
+    /// The port's PMU (`uncore_upi_0`, ...).
+    pub device: String,
+    /// The CPU it was counted on, and that CPU's package's nodes.
+    pub cpu: i32,
+    pub nodes: Vec<u32>,
+    /// Data bytes sent (data flits × 64/9: a 64-byte line is nine flits).
+    pub bytes: u64,
+    pub gbps: f64,
 }
 
 impl Default for MemoryTraffic {
@@ -101,6 +150,9 @@ impl MemoryTraffic {
             read_gbps: None,
             write_gbps: None,
             gbps: None,
+            per_package: Vec::new(),
+            links: Vec::new(),
+            links_reason: None,
         }
     }
 
@@ -118,6 +170,9 @@ impl MemoryTraffic {
             read_gbps: Some(per_s(read)),
             write_gbps: Some(per_s(write)),
             gbps: Some(per_s(read.saturating_add(write))),
+            per_package: Vec::new(),
+            links: Vec::new(),
+            links_reason: None,
         }
     }
 }
@@ -149,6 +204,29 @@ impl MemoryTraffic {
                     }
                 }
                 let seconds = self.seconds.unwrap_or(0.0) + later.seconds.unwrap_or(0.0);
+                let mut packages = std::mem::take(&mut self.per_package);
+                for p in later.per_package {
+                    match packages.iter_mut().find(|q| q.cpu == p.cpu) {
+                        Some(q) => {
+                            let add = |a: Option<u64>, b: Option<u64>| Some(a? + b?);
+                            q.read_bytes = add(q.read_bytes, p.read_bytes);
+                            q.write_bytes = add(q.write_bytes, p.write_bytes);
+                            q.bytes += p.bytes;
+                        }
+                        None => packages.push(p),
+                    }
+                }
+                let mut links = std::mem::take(&mut self.links);
+                for l in later.links {
+                    match links
+                        .iter_mut()
+                        .find(|k| k.device == l.device && k.cpu == l.cpu)
+                    {
+                        Some(k) => k.bytes += l.bytes,
+                        None => links.push(l),
+                    }
+                }
+                let links_reason = self.links_reason.take().or(later.links_reason);
                 *self = if self.read_bytes.is_some() && later.read_bytes.is_some() {
                     MemoryTraffic::measured(
                         pmus,
@@ -158,11 +236,37 @@ impl MemoryTraffic {
                     )
                 } else {
                     MemoryTraffic::measured_total(pmus, sum(self.bytes, later.bytes), seconds)
-                };
+                }
+                .with_breakdown(packages, links, links_reason);
             }
             (Source::Measured, Source::Assumed) => *self = later,
             (Source::Assumed, _) => {}
         }
+    }
+}
+
+impl MemoryTraffic {
+    /// Sets the per-package and per-link bytes, their rates over this
+    /// interval's seconds.
+    pub fn with_breakdown(
+        mut self,
+        mut packages: Vec<PackageTraffic>,
+        mut links: Vec<LinkTraffic>,
+        links_reason: Option<String>,
+    ) -> Self {
+        let secs = self.seconds.unwrap_or(0.0).max(1e-9);
+        for p in packages.iter_mut() {
+            p.gbps = p.bytes as f64 / secs / 1e9;
+        }
+        for l in links.iter_mut() {
+            l.gbps = l.bytes as f64 / secs / 1e9;
+        }
+        packages.sort_by_key(|p| p.cpu);
+        links.sort_by(|a, b| (a.cpu, &a.device).cmp(&(b.cpu, &b.device)));
+        self.per_package = packages;
+        self.links = links;
+        self.links_reason = links_reason;
+        self
     }
 }
 
@@ -491,11 +595,19 @@ pub fn bytes_of(events: &[ImcEvent], counts: &[u64]) -> (u64, u64, u64) {
     )
 }
 
-/// Memory-controller events counting since [`begin`].
+/// One opened event on one CPU: (event index, CPU, descriptor, reading
+/// at the start).
+type Opened = (usize, i32, OwnedFd, Reading);
+
+/// Memory-controller (and link) events counting since [`begin`].
 pub struct Counting {
-    /// Each opened (event index, descriptor, reading at the start).
-    fds: Vec<(usize, OwnedFd, Reading)>,
+    fds: Vec<Opened>,
     events: Vec<ImcEvent>,
+    link_fds: Vec<Opened>,
+    link_events: Vec<ImcEvent>,
+    links_reason: Option<String>,
+    /// The nodes of each counted CPU's package, read before the interval.
+    nodes_of: BTreeMap<i32, Vec<u32>>,
     start: Instant,
 }
 
@@ -532,14 +644,8 @@ pub fn scaled_delta(at: Reading, now: Reading) -> Result<u64, String> {
         .map_err(|why| format!("a memory-controller event {why}"))
 }
 
-/// Starts counting memory traffic with the PMUs under `devices`; the
-/// reason bytes must be assumed when it cannot.
-pub fn begin_at(devices: &Path) -> Result<Counting, String> {
-    begin_with(imc_events(devices)?)
-}
-
-/// Starts counting `events` (system-wide, on each of their CPUs).
-pub fn begin_with(events: Vec<ImcEvent>) -> Result<Counting, String> {
+/// Opens each of `events` system-wide on each of its CPUs.
+fn open_all(events: &[ImcEvent]) -> Result<Vec<Opened>, String> {
     let mut fds = Vec::new();
     for (i, e) in events.iter().enumerate() {
         for &cpu in &e.cpus {
@@ -552,14 +658,131 @@ pub fn begin_with(events: Vec<ImcEvent>) -> Result<Counting, String> {
                 )
             })?;
             let at = read_count(&fd)?;
-            fds.push((i, fd, at));
+            fds.push((i, cpu, fd, at));
         }
     }
+    Ok(fds)
+}
+
+/// Starts counting `events` (system-wide, on each of their CPUs); no links.
+pub fn begin_with(events: Vec<ImcEvent>) -> Result<Counting, String> {
+    begin_with_links(events, Err("not asked for".into()), Path::new(SYSTEM))
+}
+
+/// Starts counting `events` and, where it can, the link events `links`
+/// (a link that cannot be counted leaves the reason, not an error);
+/// packages' nodes are read under `system` (`/sys/devices/system`).
+pub fn begin_with_links(
+    events: Vec<ImcEvent>,
+    links: Result<Vec<ImcEvent>, String>,
+    system: &Path,
+) -> Result<Counting, String> {
+    let (link_events, link_fds, links_reason) = match links.and_then(|l| {
+        let fds = open_all(&l)?;
+        Ok((l, fds))
+    }) {
+        Ok((l, fds)) => (l, fds, None),
+        Err(why) => (Vec::new(), Vec::new(), Some(why)),
+    };
+    let nodes_of = events
+        .iter()
+        .chain(&link_events)
+        .flat_map(|e| e.cpus.iter().copied())
+        .map(|cpu| (cpu, package_nodes_at(system, cpu)))
+        .collect();
+    let fds = open_all(&events)?;
     Ok(Counting {
         fds,
         events,
+        link_fds,
+        link_events,
+        links_reason,
+        nodes_of,
         start: Instant::now(),
     })
+}
+
+/// The NUMA nodes of the package of `cpu`, from sysfs under `system`
+/// (`/sys/devices/system`): the nodes with a CPU of that package (empty
+/// when sysfs does not say).
+pub fn package_nodes_at(system: &Path, cpu: i32) -> Vec<u32> {
+    let topo = system.join(format!("cpu/cpu{cpu}/topology"));
+    let Some(package) = ["package_cpus_list", "core_siblings_list"]
+        .iter()
+        .find_map(|f| parse_cpu_list(&read_trim(&topo.join(f)).ok()?).ok())
+    else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<u32> = std::fs::read_dir(system.join("node"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let n = name.strip_prefix("node")?.parse::<u32>().ok()?;
+                    let cpus = parse_cpu_list(&read_trim(&e.path().join("cpulist")).ok()?).ok()?;
+                    cpus.iter().any(|c| package.contains(c)).then_some(n)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    nodes.sort_unstable();
+    nodes
+}
+
+/// Bytes per UPI data flit: a 64-byte line travels as nine flits (Intel's
+/// and likwid's data-bandwidth metric).
+pub const UPI_BYTES_PER_DATA_FLIT: f64 = 64.0 / 9.0;
+
+/// The link events under `devices`: the data flits each Intel
+/// `uncore_upi_N` port sent (`UNC_UPI_TxL_FLITS.ALL_DATA`: event 0x02,
+/// umask 0x0f), or why links cannot be counted.
+pub fn link_events(devices: &Path) -> Result<Vec<ImcEvent>, String> {
+    let mut names: Vec<String> = std::fs::read_dir(devices)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let upis: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("uncore_upi"))
+        .collect();
+    if upis.is_empty() {
+        return Err(if names.iter().any(|n| n.starts_with("uncore_qpi")) {
+            "uncore_qpi present, but numalab knows the data events of UPI links only".into()
+        } else if names.iter().any(|n| n == "amd_df") {
+            "amd_df present, but numalab knows no data event of its xGMI links".into()
+        } else {
+            "no link PMU on this machine (no uncore_upi)".into()
+        });
+    }
+    upis.into_iter()
+        .map(|name| {
+            let (type_, cpus, formats) = pmu_device(&devices.join(name), name)?;
+            Ok(ImcEvent {
+                device: name.clone(),
+                event: "txl_flits.all_data".into(),
+                direction: Direction::Both,
+                type_,
+                config: encode("event=0x02,umask=0x0f", &formats)
+                    .map_err(|e| format!("{name} txl_flits.all_data: {e}"))?,
+                bytes_per_count: UPI_BYTES_PER_DATA_FLIT,
+                cpus,
+            })
+        })
+        .collect()
+}
+
+/// Starts counting memory traffic with the PMUs under `devices` (and the
+/// links, where it can); the reason bytes must be assumed when it cannot.
+pub fn begin_at(devices: &Path) -> Result<Counting, String> {
+    begin_with_links(
+        imc_events(devices)?,
+        link_events(devices),
+        Path::new(SYSTEM),
+    )
 }
 
 /// [`begin_at`] with the machine's PMUs.
@@ -571,14 +794,24 @@ impl Counting {
     /// Reads the counts and gives the traffic since [`begin`].
     pub fn finish(self) -> MemoryTraffic {
         let seconds = self.start.elapsed().as_secs_f64();
-        let mut counts = vec![0u64; self.events.len()];
-        for (i, fd, at) in &self.fds {
-            match read_count(fd).and_then(|now| scaled_delta(*at, now)) {
-                Ok(c) => counts[*i] = counts[*i].saturating_add(c),
-                Err(e) => return MemoryTraffic::assumed(e),
-            }
-        }
-        let (read, write, both) = bytes_of(&self.events, &counts);
+        let counts = match deltas(&self.fds) {
+            Ok(c) => c,
+            Err(e) => return MemoryTraffic::assumed(e),
+        };
+        let (links, links_reason) = match deltas(&self.link_fds) {
+            Ok(c) => (self.links_of(&c), self.links_reason.clone()),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        self.traffic(&counts, seconds).with_breakdown(
+            self.packages_of(&counts),
+            links,
+            links_reason,
+        )
+    }
+
+    /// The whole machine's traffic from each (event, CPU) count.
+    fn traffic(&self, counts: &[(usize, i32, u64)], seconds: f64) -> MemoryTraffic {
+        let (read, write, both) = bytes_of(&self.events, &per_event(&self.events, counts, None));
         let mut pmus: Vec<String> = self.events.iter().map(|e| e.device.clone()).collect();
         pmus.dedup();
         if self.events.iter().any(|e| e.direction == Direction::Both) {
@@ -587,6 +820,69 @@ impl Counting {
             MemoryTraffic::measured(pmus, read, write, seconds)
         }
     }
+
+    /// Each counted CPU's (package's) bytes.
+    fn packages_of(&self, counts: &[(usize, i32, u64)]) -> Vec<PackageTraffic> {
+        let mut cpus: Vec<i32> = counts.iter().map(|c| c.1).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let split = !self.events.iter().any(|e| e.direction == Direction::Both);
+        cpus.into_iter()
+            .map(|cpu| {
+                let (read, write, both) =
+                    bytes_of(&self.events, &per_event(&self.events, counts, Some(cpu)));
+                PackageTraffic {
+                    cpu,
+                    nodes: self.nodes_of.get(&cpu).cloned().unwrap_or_default(),
+                    read_bytes: split.then_some(read),
+                    write_bytes: split.then_some(write),
+                    bytes: read + write + both,
+                    gbps: 0.0,
+                }
+            })
+            .collect()
+    }
+
+    /// Each link port's bytes on each CPU it was counted on.
+    fn links_of(&self, counts: &[(usize, i32, u64)]) -> Vec<LinkTraffic> {
+        counts
+            .iter()
+            .map(|&(i, cpu, c)| {
+                let e = &self.link_events[i];
+                LinkTraffic {
+                    device: e.device.clone(),
+                    cpu,
+                    nodes: self.nodes_of.get(&cpu).cloned().unwrap_or_default(),
+                    bytes: (c as f64 * e.bytes_per_count).round() as u64,
+                    gbps: 0.0,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Each opened event's count since it was opened.
+fn deltas(fds: &[Opened]) -> Result<Vec<(usize, i32, u64)>, String> {
+    fds.iter()
+        .map(|(i, cpu, fd, at)| {
+            Ok((
+                *i,
+                *cpu,
+                read_count(fd).and_then(|now| scaled_delta(*at, now))?,
+            ))
+        })
+        .collect()
+}
+
+/// Counts summed per event, over every CPU or one.
+fn per_event(events: &[ImcEvent], counts: &[(usize, i32, u64)], cpu: Option<i32>) -> Vec<u64> {
+    let mut out = vec![0u64; events.len()];
+    for &(i, c, n) in counts {
+        if cpu.is_none_or(|want| want == c) {
+            out[i] = out[i].saturating_add(n);
+        }
+    }
+    out
 }
 
 /// The traffic of running `f`: measured when the memory controllers can be
@@ -980,5 +1276,199 @@ mod tests {
         assert!(serde_json::to_string(&t)
             .unwrap()
             .contains("\"source\":\"assumed\""));
+    }
+
+    /// A two-socket machine's sysfs: packages of CPUs 0-3 and 4-7, nodes
+    /// 0 and 1 on the first (split), 2 on the second, 3 CPU-less.
+    fn system(tag: &str) -> std::path::PathBuf {
+        let d = tree(tag);
+        for cpu in 0..8 {
+            let list = if cpu < 4 { "0-3\n" } else { "4-7\n" };
+            write(
+                &d.join(format!("cpu/cpu{cpu}/topology/package_cpus_list")),
+                list,
+            );
+        }
+        for (n, cpus) in [(0, "0-1"), (1, "2-3"), (2, "4-7"), (3, "")] {
+            write(
+                &d.join(format!("node/node{n}/cpulist")),
+                &format!("{cpus}\n"),
+            );
+        }
+        d
+    }
+
+    #[test]
+    fn a_package_has_the_nodes_of_its_cpus_and_cpu_less_nodes_none() {
+        let d = system("pkg");
+        assert_eq!(package_nodes_at(&d, 0), [0, 1]);
+        assert_eq!(package_nodes_at(&d, 3), [0, 1]);
+        assert_eq!(package_nodes_at(&d, 5), [2]);
+        assert_eq!(package_nodes_at(&d, 9), Vec::<u32>::new(), "no such CPU");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn upi_ports_count_data_flits_as_64_9ths_of_a_byte() {
+        let d = tree("upi");
+        for (name, ty) in [("uncore_upi_1", 21), ("uncore_upi_0", 20)] {
+            let dev = d.join(name);
+            write(&dev.join("type"), &format!("{ty}\n"));
+            write(&dev.join("cpumask"), "0,28\n");
+            write(&dev.join("format/event"), "config:0-7\n");
+            write(&dev.join("format/umask"), "config:8-15\n");
+        }
+        let ev = link_events(&d).unwrap();
+        assert_eq!(ev.len(), 2);
+        assert_eq!(ev[0].device, "uncore_upi_0");
+        assert_eq!(ev[0].type_, 20);
+        assert_eq!(ev[0].config, 0x0f02);
+        assert_eq!(ev[0].cpus, [0, 28]);
+        assert_eq!(ev[0].event, "txl_flits.all_data");
+        assert!((ev[1].bytes_per_count - 64.0 / 9.0).abs() < 1e-12);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn machines_without_a_known_link_pmu_say_which() {
+        for (dev, why) in [
+            (
+                "uncore_qpi_0",
+                "uncore_qpi present, but numalab knows the data events of UPI links only",
+            ),
+            (
+                "amd_df",
+                "amd_df present, but numalab knows no data event of its xGMI links",
+            ),
+            ("software", "no link PMU on this machine (no uncore_upi)"),
+        ] {
+            let d = tree("nolink");
+            std::fs::create_dir_all(d.join(dev)).unwrap();
+            assert_eq!(link_events(&d).unwrap_err(), why);
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+
+    /// The system-wide path with a per-package breakdown and links, on
+    /// stand-ins whose type is the kernel's software PMU (`cpu-clock`, 1
+    /// "byte" a nanosecond) counted on CPUs 0 and 1, each its own
+    /// "package" in a made-up sysfs.
+    #[test]
+    fn packages_and_links_are_counted_on_each_cpu_of_their_cpumask() {
+        let Ok(sw) = std::fs::read_to_string(Path::new(DEVICES).join("software/type")) else {
+            return;
+        };
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return;
+        }
+        let d = tree("sw-pkg");
+        let imc = d.join("uncore_imc_0");
+        write(&imc.join("type"), &sw);
+        write(&imc.join("cpumask"), "0,1\n");
+        write(&imc.join("format/event"), "config:0-7\n");
+        for e in ["cas_count_read", "cas_count_write"] {
+            write(&imc.join("events").join(e), "event=0x00\n");
+            write(&imc.join("events").join(format!("{e}.unit")), "B\n");
+        }
+        let sys = tree("sw-sys");
+        for cpu in 0..2 {
+            write(
+                &sys.join(format!("cpu/cpu{cpu}/topology/package_cpus_list")),
+                &format!("{cpu}\n"),
+            );
+            write(
+                &sys.join(format!("node/node{cpu}/cpulist")),
+                &format!("{cpu}\n"),
+            );
+        }
+        // The link stand-in is made here: the UPI encoding is no software
+        // event.
+        let sw_type: u32 = sw.trim().parse().unwrap();
+        let port = ImcEvent {
+            device: "uncore_upi_0".into(),
+            event: "txl_flits.all_data".into(),
+            direction: Direction::Both,
+            type_: sw_type,
+            config: 0,
+            bytes_per_count: UPI_BYTES_PER_DATA_FLIT,
+            cpus: vec![0, 1],
+        };
+        let c = match begin_with_links(imc_events(&d).unwrap(), Ok(vec![port]), &sys) {
+            Ok(c) => c,
+            Err(why) => {
+                assert!(why.starts_with("perf_event_open of uncore_imc_0"), "{why}");
+                return;
+            }
+        };
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let t = c.finish();
+        assert_eq!(t.source, Source::Measured, "{t:?}");
+        let cpus: Vec<i32> = t.per_package.iter().map(|p| p.cpu).collect();
+        assert_eq!(cpus, [0, 1]);
+        assert_eq!(t.per_package[0].nodes, [0]);
+        assert_eq!(t.per_package[1].nodes, [1]);
+        let read: u64 = t.per_package.iter().map(|p| p.read_bytes.unwrap()).sum();
+        assert_eq!(
+            read,
+            t.read_bytes.unwrap(),
+            "packages add up to the machine"
+        );
+        for p in &t.per_package {
+            // cpu-clock on one CPU counts the ns the interval lasted.
+            assert!(p.read_bytes.unwrap() >= 20_000_000, "{p:?}");
+            assert_eq!(p.bytes, p.read_bytes.unwrap() + p.write_bytes.unwrap());
+            let secs = t.seconds.unwrap();
+            assert!((p.gbps - p.bytes as f64 / secs / 1e9).abs() < 1e-9);
+        }
+        assert_eq!(t.links_reason, None);
+        let on: Vec<(i32, &[u32])> = t.links.iter().map(|l| (l.cpu, &l.nodes[..])).collect();
+        assert_eq!(on, [(0, &[0u32][..]), (1, &[1u32][..])]);
+        for l in &t.links {
+            assert_eq!(l.device, "uncore_upi_0");
+            // About 30 ms of ns, each 64/9 bytes.
+            assert!(l.bytes as f64 >= 20e6 * 64.0 / 9.0, "{l:?}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_dir_all(&sys);
+    }
+
+    #[test]
+    fn pooled_intervals_add_packages_and_links_and_rate_them_over_both() {
+        let pkg = |cpu, r, w| PackageTraffic {
+            cpu,
+            nodes: vec![cpu as u32],
+            read_bytes: Some(r),
+            write_bytes: Some(w),
+            bytes: r + w,
+            gbps: 0.0,
+        };
+        let link = |cpu, b| LinkTraffic {
+            device: "uncore_upi_0".into(),
+            cpu,
+            nodes: vec![cpu as u32],
+            bytes: b,
+            gbps: 0.0,
+        };
+        let mut a = MemoryTraffic::measured(vec!["uncore_imc_0".into()], 3_000, 1_000, 1.0)
+            .with_breakdown(
+                vec![pkg(1, 1_000, 0), pkg(0, 2_000, 1_000)],
+                vec![link(0, 900)],
+                None,
+            );
+        assert_eq!(a.per_package[0].cpu, 0, "sorted by CPU");
+        assert!((a.per_package[0].gbps - 3e-6).abs() < 1e-15);
+        let b = MemoryTraffic::measured(vec!["uncore_imc_0".into()], 1_000, 0, 1.0).with_breakdown(
+            vec![pkg(0, 1_000, 0)],
+            vec![link(0, 100)],
+            None,
+        );
+        a.pool(b);
+        assert_eq!(a.read_bytes, Some(4_000));
+        assert_eq!(a.per_package[0].read_bytes, Some(3_000));
+        assert_eq!(a.per_package[0].bytes, 4_000);
+        assert_eq!(a.per_package[1].bytes, 1_000);
+        assert!((a.per_package[0].gbps - 2e-6).abs() < 1e-15, "over 2 s");
+        assert_eq!(a.links[0].bytes, 1_000);
+        assert!((a.links[0].gbps - 0.5e-6).abs() < 1e-15);
     }
 }

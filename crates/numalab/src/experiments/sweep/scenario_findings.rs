@@ -364,6 +364,7 @@ mod tests {
             seen_cpus: Vec::new(),
             verified: true,
             problems: Vec::new(),
+            memory_traffic: Default::default(),
         }
     }
 

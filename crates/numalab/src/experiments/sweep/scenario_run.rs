@@ -20,6 +20,7 @@ use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::environment::cache_fit_warning;
 use crate::measure::kernels::{BandwidthKernel, Isa};
+use crate::measure::memory_traffic::{self, MemoryTraffic};
 use crate::measure::stats::{median, StopRule, Summary};
 use crate::placement::{PlacementError, Thp};
 use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
@@ -117,6 +118,12 @@ pub struct ScenarioCaseResult {
     pub seen_cpus: Vec<Vec<u32>>,
     pub verified: bool,
     pub problems: Vec<String>,
+    /// What the memory controllers (per package) and the links moved while
+    /// the case ran, pooled over its rounds (the whole machine's traffic,
+    /// background included); assumed with the reason where the machine
+    /// has no such counters.
+    #[serde(default)]
+    pub memory_traffic: MemoryTraffic,
 }
 
 /// One scenario at one condition.
@@ -185,6 +192,7 @@ struct Slot {
     achieved: Vec<Vec<f64>>,
     seen: Vec<Vec<u32>>,
     problems: Vec<String>,
+    traffic: Option<MemoryTraffic>,
 }
 
 impl Slot {
@@ -200,6 +208,7 @@ impl Slot {
             achieved: Vec::new(),
             seen: vec![Vec::new(); c.threads.len()],
             problems: Vec::new(),
+            traffic: None,
         }
     }
 }
@@ -470,7 +479,16 @@ fn run_unit(
             break;
         }
         let mark = load.as_ref().map(|l| l.mark());
+        let counting = memory_traffic::begin();
         let (time, per, _) = run_case(breq, &s.case, bufs, rule)?;
+        let traffic = match counting {
+            Ok(c) => c.finish(),
+            Err(why) => MemoryTraffic::assumed(why),
+        };
+        match s.traffic.as_mut() {
+            Some(t) => t.pool(traffic),
+            None => s.traffic = Some(traffic),
+        }
         if let (Some(l), Some(mk)) = (&load, &mark) {
             s.achieved.push(l.rates_since(mk));
         }
@@ -549,6 +567,7 @@ fn case_result(case: &ScenarioCase, s: Slot, baseline: (&str, f64)) -> ScenarioC
         seen_cpus: s.seen,
         verified: s.problems.is_empty(),
         problems: s.problems,
+        memory_traffic: s.traffic.unwrap_or_default(),
     }
 }
 
