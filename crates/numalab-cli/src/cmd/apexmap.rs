@@ -11,6 +11,7 @@ use numalab::experiments::apexmap::{
     check_alpha, check_l, run_apexmap_copies, run_packing_comparison, ApexRequest, Copies,
     DEFAULT_POINT_BUDGET, MAX_L,
 };
+use numalab::experiments::loaded_latency::usable_cpus;
 use numalab::measure::kernels::Isa;
 use numalab::placement::Thp;
 use numalab_report::views::apexmap::{comparison_text, text};
@@ -100,7 +101,12 @@ pub fn parse_ls(text: &str) -> Result<Vec<usize>, CliError> {
 }
 
 pub fn run(a: Args) -> CliResult {
-    let m = load_machine(None)?;
+    let mut m = load_machine(None)?;
+    if a.copies != Copies::Single {
+        // Copies stay inside the taskset mask too (as c2c): the cores and
+        // nodes counted are those this process may use.
+        m.allowed_cpus = usable_cpus(&m);
+    }
     let cpu = cpu_or_first(&m, a.buffer.cpu.as_deref())?;
     let policy = memory_policy(&m, "--mem", &a.buffer.mem)?;
     let alphas = parse_alphas(&a.alphas)?;
