@@ -1792,6 +1792,121 @@ mod tests {
     }
 
     #[test]
+    fn meet_lets_all_through_together_and_opens_on_abort() {
+        let meet = Meet::new(3);
+        let leaders = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        if meet.wait().unwrap() {
+                            leaders.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        // One leader per round.
+        assert_eq!(leaders.load(Ordering::Relaxed), 50);
+        // A party that gives up releases the one waiting, with an error.
+        let meet = Meet::new(2);
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| meet.wait());
+            while meet.state.lock().unwrap().0 == 0 {
+                std::thread::yield_now();
+            }
+            meet.abort();
+            let e = waiting.join().unwrap().unwrap_err().to_string();
+            assert!(e.contains(ABORTED), "{e}");
+        });
+        assert!(meet.aborted() && meet.wait().is_err());
+    }
+
+    fn point_of(ns: f64, samples: usize) -> ApexPoint {
+        let f = |x: f64| Figure {
+            median: x,
+            best: x * 0.9,
+            min: x * 0.8,
+            max: x * 1.2,
+            spread: 0.1,
+            rel_ci: 0.01,
+        };
+        ApexPoint {
+            alpha: 1.0,
+            l: 1,
+            block_bytes: 8,
+            blocks: 1024,
+            stream_len: 1024,
+            steps_per_sample: 16,
+            ns: f(ns),
+            gbps: f(8.0 / ns),
+            footprint_bytes: 8192,
+            hot99_bytes: 8,
+            level_share: vec![1.0],
+            model_ns: None,
+            residual: None,
+            samples,
+            stop_reason: crate::measure::stats::StopReason::Budget,
+            copies: Vec::new(),
+            copy_spread: None,
+        }
+    }
+
+    fn outcome(cpu: u32, ns: f64, samples: usize) -> CopyOutcome {
+        CopyOutcome {
+            cpu,
+            points: vec![point_of(ns, samples)],
+            report: WorkerReport {
+                requested_cpu: cpu,
+                seen_cpus: vec![cpu],
+                pinned: true,
+                migrations: None,
+                node: Some(0),
+                buffers: Vec::new(),
+                gbps: Vec::new(),
+                verified: true,
+            },
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn copies_merge_into_their_median_with_each_kept() {
+        let done = [
+            outcome(4, 10.0, 7),
+            outcome(2, 30.0, 5),
+            outcome(6, 20.0, 9),
+        ];
+        let p = &merge_copies(&done, true)[0];
+        assert_eq!(p.ns.median, 20.0);
+        assert_eq!(p.ns.best, 18.0);
+        assert_eq!(p.ns.max, 24.0);
+        assert_eq!(p.gbps.median, 8.0 / 20.0);
+        assert_eq!(p.samples, 5);
+        // (slowest - fastest) / median.
+        assert_eq!(p.copy_spread, Some(1.0));
+        let cpus: Vec<u32> = p.copies.iter().map(|k| k.cpu).collect();
+        assert_eq!(cpus, [4, 2, 6]);
+        assert_eq!(p.copies[1].ns.median, 30.0);
+        assert_eq!(p.copies[1].samples, 5);
+        // One copy of the single map: its own point, nothing added.
+        let single = &merge_copies(&done[..1], false)[0];
+        assert_eq!(single.ns.median, 10.0);
+        assert!(single.copies.is_empty() && single.copy_spread.is_none());
+    }
+
+    #[test]
+    fn copies_modes_parse_and_refuse() {
+        for name in Copies::NAMES {
+            assert_eq!(Copies::parse(name).unwrap().name(), *name);
+        }
+        assert_eq!(
+            Copies::parse("spread").unwrap_err(),
+            "'spread' is not a copies mode; valid: single, packed, unpacked, both"
+        );
+    }
+
+    #[test]
     fn frequency_comes_from_the_kernel_or_is_unknown() {
         let root = std::env::temp_dir().join(format!("numalab-apexfreq-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
