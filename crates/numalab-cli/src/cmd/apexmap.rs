@@ -8,15 +8,17 @@ use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
 use numalab::experiments::apexmap::{
-    check_alpha, check_l, run_apexmap, ApexRequest, DEFAULT_POINT_BUDGET, MAX_L,
+    check_alpha, check_l, run_apexmap_copies, run_packing_comparison, ApexRequest, Copies,
+    DEFAULT_POINT_BUDGET, MAX_L,
 };
+use numalab::experiments::loaded_latency::usable_cpus;
 use numalab::measure::kernels::Isa;
 use numalab::placement::Thp;
-use numalab_report::views::apexmap::text;
+use numalab_report::views::apexmap::{comparison_text, text};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "--budget is the whole command's time, shared among the (alpha, L) points; --budget-each the time per point (default 0.4 s: the default 45 points take about 25 s). Block index = floor(M * r^(1/alpha)), r uniform in [0, 1); each access reads L contiguous words and depends on the previous one. See docs/apexmap.md."
+    after_help = "--budget is the whole command's time, shared among the (alpha, L) points (of both maps with --copies both); --budget-each the time per point (default 0.4 s: the default 45 points take about 25 s). Block index = floor(M * r^(1/alpha)), r uniform in [0, 1); each access reads L contiguous words and depends on the previous one. See docs/apexmap.md."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -40,6 +42,9 @@ pub struct Args {
     /// Transparent huge pages for the buffer.
     #[arg(long, value_name = "THP", default_value = "on", value_parser = choice(THP, Thp::parse))]
     thp: Thp,
+    /// Copies of the map at once: single (one, on --cpu), packed (one per core of --cpu's node), unpacked (one per node with CPUs), both (unpacked then packed, their ratio and the prediction of packed).
+    #[arg(long, value_name = "MODE", default_value = "single", value_parser = choice(Copies::NAMES, Copies::parse))]
+    copies: Copies,
     /// Instruction set of the block reads (auto: the widest this CPU runs).
     #[arg(long, value_name = "ISA", default_value = "auto", value_parser = choice(ISAS, isa))]
     isa: Isa,
@@ -96,7 +101,12 @@ pub fn parse_ls(text: &str) -> Result<Vec<usize>, CliError> {
 }
 
 pub fn run(a: Args) -> CliResult {
-    let m = load_machine(None)?;
+    let mut m = load_machine(None)?;
+    if a.copies != Copies::Single {
+        // Copies stay inside the taskset mask too (as c2c): the cores and
+        // nodes counted are those this process may use.
+        m.allowed_cpus = usable_cpus(&m);
+    }
     let cpu = cpu_or_first(&m, a.buffer.cpu.as_deref())?;
     let policy = memory_policy(&m, "--mem", &a.buffer.mem)?;
     let alphas = parse_alphas(&a.alphas)?;
@@ -110,7 +120,11 @@ pub fn run(a: Args) -> CliResult {
         y.dedup();
         x.len() * y.len()
     };
-    let rule = a.stats.rule(DEFAULT_POINT_BUDGET.as_secs_f64(), n_points)?;
+    // Both measures every point twice: --budget is shared by both maps.
+    let maps = if a.copies == Copies::Both { 2 } else { 1 };
+    let rule = a
+        .stats
+        .rule(DEFAULT_POINT_BUDGET.as_secs_f64(), maps * n_points)?;
     let req = ApexRequest {
         cpu,
         policy,
@@ -122,8 +136,19 @@ pub fn run(a: Args) -> CliResult {
         rule,
         seed: 0xa9e4_0000_5eed,
     };
-    let progress = Progress::bar(n_points as u64, "apexmap");
-    let r = run_apexmap(&m, &req, &mut |w| progress.step(w))?;
+    let progress = Progress::bar((maps * n_points) as u64, "apexmap");
+    if a.copies == Copies::Both {
+        let c = run_packing_comparison(&m, &req, &mut |w| progress.step(w))?;
+        progress.finish();
+        if a.json {
+            print_result("apexmap", &c)?;
+        } else {
+            out!("{}", comparison_text(&c, &m, a.thp))?;
+            print_warnings(&c.warnings)?;
+        }
+        return Ok(exit_for(c.verification.verified));
+    }
+    let r = run_apexmap_copies(&m, &req, a.copies, &mut |w| progress.step(w))?;
     progress.finish();
     if a.json {
         print_result("apexmap", &r)?;

@@ -4,7 +4,9 @@
 
 use crate::common;
 
-use common::{allowed_cpus, beyond_cache, fails, json, num as f, stdout, turn};
+use common::{
+    allowed_cpus, assert_one_line_error, beyond_cache, fails, json, num as f, stdout, turn, Run,
+};
 
 #[test]
 fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
@@ -181,6 +183,15 @@ fn apexmap_small_grid_json_and_text() {
             assert!(pm["memory"]["latency_cycles"].is_null(), "{pm}");
         }
     }
+    // The single map: one copy, no per-copy figures.
+    assert_eq!(v["copies"], "single");
+    assert_eq!(v["copy_cpus"], serde_json::json!([0]));
+    for p in pts {
+        assert!(
+            p.get("copies").is_none() && p.get("copy_spread").is_none(),
+            "{p}"
+        );
+    }
     let w = &v["verification"]["workers"][0];
     assert_eq!(w["requested_cpu"], 0);
     assert_eq!(w["buffers"][0]["bytes"], 8 << 20);
@@ -280,4 +291,235 @@ fn bad_options_get_one_line_errors() {
         "valid: modified, clean, false-sharing",
     );
     fails(&["c2c", "--budget-each", "0"], "--budget");
+}
+
+/// This host's CPUs that a packed run uses (one per core of CPU 0's node)
+/// and its number of nodes with CPUs, from `numalab topology --json`; `None`
+/// when the node of the first allowed CPU has one core (no packed run).
+fn packed_host() -> Option<(Vec<u64>, usize)> {
+    let t = json(&["topology", "--json"]);
+    let allowed = allowed_cpus();
+    let first = allowed[0];
+    let in_set = |set: &serde_json::Value, c: u64| {
+        set.as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x.as_u64() == Some(c))
+    };
+    let node = t["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| in_set(&n["cpus"], first))
+        .unwrap();
+    let mut packed: Vec<u64> = t["cores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| {
+            allowed
+                .iter()
+                .copied()
+                .find(|&c| in_set(&k["cpus"], c) && in_set(&node["cpus"], c))
+        })
+        .collect();
+    packed.sort_unstable();
+    let cpu_nodes = t["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| allowed.iter().any(|&c| in_set(&n["cpus"], c)))
+        .count();
+    (packed.len() >= 2).then_some((packed, cpu_nodes))
+}
+
+#[test]
+fn apexmap_packed_json_has_every_copy() {
+    let _turn = turn();
+    let Some((packed, _)) = packed_host() else {
+        numalab_testkit::skip("the first node has one core: no packed run");
+        return;
+    };
+    let v = json(&[
+        "apexmap",
+        "--copies",
+        "packed",
+        "--size",
+        "2M",
+        "--alphas",
+        "0.01,1",
+        "--ls",
+        "1,64",
+        "--budget-each",
+        "0.05",
+        "--json",
+    ]);
+    assert_eq!(v["command"], "apexmap");
+    assert_eq!(v["copies"], "packed");
+    assert_eq!(v["copy_cpus"], serde_json::json!(packed));
+    assert_eq!(v["buffer_bytes"], 2 << 20, "per copy");
+    let pts = v["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 4);
+    for p in pts {
+        let copies = p["copies"].as_array().unwrap();
+        let on: Vec<u64> = copies.iter().map(|k| k["cpu"].as_u64().unwrap()).collect();
+        assert_eq!(on, packed, "{p}");
+        for k in copies {
+            for key in ["ns", "gbps"] {
+                for field in ["median", "best", "min", "max", "spread", "rel_ci"] {
+                    assert!(!k[key][field].is_null(), "{key}.{field}: {k}");
+                }
+            }
+            assert!(k["samples"].as_u64().unwrap() >= 1, "{k}");
+        }
+        assert!(f(&p["copy_spread"]) >= 0.0, "{p}");
+        assert!(f(&p["ns"]["median"]) > 0.0, "{p}");
+    }
+    // One worker per copy, seen on its CPU, its buffer on that CPU's node.
+    let workers = v["verification"]["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), packed.len());
+    for (w, &cpu) in workers.iter().zip(&packed) {
+        assert_eq!(w["requested_cpu"], cpu);
+        assert!(
+            w["seen_cpus"].as_array().unwrap().iter().all(|c| *c == cpu),
+            "{w}"
+        );
+        let pages = w["buffers"][0]["pages_by_node"].as_object().unwrap();
+        assert_eq!(
+            pages.keys().cloned().collect::<Vec<_>>(),
+            vec![w["node"].to_string()],
+            "{w}"
+        );
+    }
+    assert_eq!(v["verification"]["verified"], true);
+    assert!(v["published_model"].is_object(), "{}", v["published_model"]);
+}
+
+#[test]
+fn apexmap_both_gives_the_ratio_map_and_the_prediction() {
+    let _turn = turn();
+    let Some((packed, cpu_nodes)) = packed_host() else {
+        numalab_testkit::skip("the first node has one core: no packed run");
+        return;
+    };
+    let args = [
+        "apexmap",
+        "--copies",
+        "both",
+        "--size",
+        "2M",
+        "--alphas",
+        "0.01,1",
+        "--ls",
+        "1,64",
+        "--budget-each",
+        "0.05",
+    ];
+    let mut ja = args.to_vec();
+    ja.push("--json");
+    let v = json(&ja);
+    assert_eq!(v["command"], "apexmap");
+    assert_eq!(v["copies"], "both");
+    for key in ["elapsed_s", "warnings", "verification", "environment"] {
+        assert!(!v[key].is_null(), "{key}");
+    }
+    assert_eq!(v["unpacked"]["copies"], "unpacked");
+    assert_eq!(
+        v["unpacked"]["copy_cpus"].as_array().unwrap().len(),
+        cpu_nodes,
+        "one copy per node with CPUs"
+    );
+    assert_eq!(v["packed"]["copies"], "packed");
+    assert_eq!(v["packed"]["copy_cpus"], serde_json::json!(packed));
+    // Both maps' copies in the verification, unpacked first.
+    assert_eq!(
+        v["verification"]["workers"].as_array().unwrap().len(),
+        cpu_nodes + packed.len()
+    );
+    // The difference map: a ratio at every point, packed / unpacked.
+    let d = v["difference"].as_array().unwrap();
+    assert_eq!(d.len(), 4);
+    for (x, p) in d.iter().zip(v["packed"]["points"].as_array().unwrap()) {
+        assert_eq!((&x["alpha"], &x["l"]), (&p["alpha"], &p["l"]));
+        assert_eq!(x["packed_ns"], p["ns"]["median"]);
+        assert_eq!(f(&x["ratio"]), f(&x["packed_ns"]) / f(&x["unpacked_ns"]));
+    }
+    let pr = &v["prediction"];
+    assert_eq!(pr["sharing"], packed.len());
+    for key in [
+        "method",
+        "memory_bandwidth_gbps",
+        "shared_memory_bandwidth_gbps",
+        "rms_residual",
+    ] {
+        assert!(pr.get(key).is_some(), "{key}: {pr}");
+    }
+    if let Some(bw) = pr["memory_bandwidth_gbps"].as_f64() {
+        let shared = f(&pr["shared_memory_bandwidth_gbps"]);
+        assert!(
+            (shared * packed.len() as f64 / bw - 1.0).abs() < 1e-12,
+            "{pr}"
+        );
+    }
+    let pp = pr["points"].as_array().unwrap();
+    assert_eq!(pp.len(), 4);
+    for q in pp {
+        for key in ["alpha", "l", "predicted_ns", "measured_ns", "residual"] {
+            assert!(!q[key].is_null(), "{key}: {q}");
+        }
+    }
+    for key in ["alpha", "l", "residual"] {
+        assert!(!pr["worst"][key].is_null(), "worst.{key}: {pr}");
+    }
+
+    let out = stdout(&args);
+    for needle in [
+        "== Unpacked",
+        "== Packed",
+        &format!("{} copies packed on CPUs", packed.len()),
+        "Spread between copies",
+        "Packed / unpacked ns per access",
+        &format!("memory bandwidth / {}", packed.len()),
+        "Predicted packed ns per access",
+        "Residual of the prediction (measured packed / predicted - 1)",
+        "placement verified",
+    ] {
+        assert!(out.contains(needle), "'{needle}' in {out}");
+    }
+}
+
+#[test]
+fn apexmap_copies_refusals_say_why() {
+    fails(
+        &["apexmap", "--copies", "spread"],
+        "'spread' is not a copies mode; valid: single, packed, unpacked, both",
+    );
+    // One core in the taskset mask: packed (and so both) would be one copy.
+    let first = allowed_cpus()[0].to_string();
+    for mode in ["packed", "both"] {
+        let r = Run::new(&["apexmap", "--copies", mode])
+            .via(&["taskset", "-c", &first])
+            .run();
+        let what = format!("taskset -c {first} numalab apexmap --copies {mode}");
+        assert_one_line_error(
+            &what,
+            r.rc,
+            &r.err,
+            2,
+            "--copies packed needs two or more cores of node",
+        );
+        assert!(
+            r.err.contains(&format!("and it has one (CPU {first}): packed would be one copy, the single map (--copies single)")),
+            "{what}: {}",
+            r.err
+        );
+        assert_eq!(r.out, "", "{what}: nothing measured");
+    }
+    // One node with CPUs: unpacked alone would be the single map.
+    if packed_host().is_some_and(|(_, nodes)| nodes == 1) {
+        fails(
+            &["apexmap", "--copies", "unpacked"],
+            "--copies unpacked needs two or more nodes with CPUs this process may use, and it has one (node",
+        );
+    }
 }

@@ -3,7 +3,9 @@
 //! memory model, and where the machine departs from it.
 
 use super::bench::verification_text;
-use numalab::experiments::apexmap::{ApexPoint, ApexResult, PublishedModel};
+use numalab::experiments::apexmap::{
+    ApexPoint, ApexResult, Copies, PackedPrediction, PackingComparison, PublishedModel,
+};
 use numalab::machine::Machine;
 use numalab::placement::Thp;
 use numalab::text::format::{bytes as format_bytes, significant};
@@ -11,22 +13,78 @@ use std::fmt::Write;
 
 /// A table with alphas as rows and Ls as columns.
 fn grid(r: &ApexResult, title: &str, cell: &dyn Fn(&ApexPoint) -> String) -> String {
+    grid_of(&r.alphas, &r.ls, title, &|a, l| r.point(a, l).map(cell))
+}
+
+/// A table of `alphas` rows and `ls` columns, `-` where `cell` has nothing.
+fn grid_of(
+    alphas: &[f64],
+    ls: &[usize],
+    title: &str,
+    cell: &dyn Fn(f64, usize) -> Option<String>,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{title}");
     let _ = write!(s, "  {:>9}", "alpha \\ L");
-    for l in &r.ls {
+    for l in ls {
         let _ = write!(s, " {l:>8}");
     }
     s.push('\n');
-    for &a in &r.alphas {
+    for &a in alphas {
         let _ = write!(s, "  {a:>9}");
-        for &l in &r.ls {
-            let c = r.point(a, l).map(cell).unwrap_or_else(|| "-".into());
+        for &l in ls {
+            let c = cell(a, l).unwrap_or_else(|| "-".into());
             let _ = write!(s, " {c:>8}");
         }
         s.push('\n');
     }
     s
+}
+
+/// A relative figure as a signed percentage.
+fn percent(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:+.0}%", x * 100.0)
+    } else {
+        "-".into()
+    }
+}
+
+/// Where the copies ran: "CPU 0 (node 0)" or "2 copies packed on CPUs 0,
+/// 1 (node 0)".
+fn placement(r: &ApexResult, m: &Machine) -> String {
+    let nodes = |cpus: &[u32]| {
+        let mut n: Vec<u32> = cpus.iter().filter_map(|&c| m.node_of_cpu(c)).collect();
+        n.sort_unstable();
+        n.dedup();
+        match n.len() {
+            0 => String::new(),
+            1 => format!(" (node {})", n[0]),
+            _ => format!(
+                " (nodes {})",
+                n.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    };
+    if r.copies == Copies::Single || r.copy_cpus.is_empty() {
+        return format!("CPU {}{}", r.cpu, nodes(&[r.cpu]));
+    }
+    let n = r.copy_cpus.len();
+    format!(
+        "{n} cop{} {} on CPU{} {}{}",
+        if n == 1 { "y" } else { "ies" },
+        r.copies.name(),
+        if n == 1 { "" } else { "s" },
+        r.copy_cpus
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        nodes(&r.copy_cpus)
+    )
 }
 
 /// Three significant digits, `-` when not finite.
@@ -39,16 +97,14 @@ fn sig3(v: f64) -> String {
 /// proof. `thp` is the huge-page setting the buffer was asked with.
 pub fn text(r: &ApexResult, m: &Machine, thp: Thp) -> String {
     let mut s = String::new();
-    let node = m
-        .node_of_cpu(r.cpu)
-        .map(|n| format!(" (node {n})"))
-        .unwrap_or_default();
+    let several = r.copies != Copies::Single;
     let _ = writeln!(
         s,
-        "Apex-MAP on CPU {}{node}, memory {}, {} buffer (THP {}), ISA {}: {} alphas x {} Ls in {:.1} s",
-        r.cpu,
+        "Apex-MAP on {}, memory {}, {} buffer{} (THP {}), ISA {}: {} alphas x {} Ls in {:.1} s",
+        placement(r, m),
         r.policy,
         format_bytes(r.buffer_bytes),
+        if several { " per copy" } else { "" },
         thp.describe(),
         r.isa.name(),
         r.alphas.len(),
@@ -63,6 +119,13 @@ pub fn text(r: &ApexResult, m: &Machine, thp: Thp) -> String {
     s.push_str(&grid(r, "GB/s (8L bytes per access)", &|p| {
         sig3(p.gbps.median)
     }));
+    if several && r.copy_cpus.len() > 1 {
+        s.push_str(&grid(
+            r,
+            "Spread between copies: (slowest - fastest) / median ns (the figures above are medians over copies)",
+            &|p| p.copy_spread.map(|x| format!("{:.0}%", x * 100.0)).unwrap_or("-".into()),
+        ));
+    }
     if let Some(mo) = &r.model {
         let _ = writeln!(
             s,
@@ -105,6 +168,75 @@ pub fn text(r: &ApexResult, m: &Machine, thp: Thp) -> String {
         s.push_str(&published_text(pm));
     }
     s.push_str(&verification_text(&r.verification));
+    s
+}
+
+/// The text of `numalab apexmap --copies both`: the unpacked map, the
+/// packed map, their ratio (the study's Figure 7c) and the prediction of
+/// packed from unpacked with its residuals, then both maps' placement.
+pub fn comparison_text(c: &PackingComparison, m: &Machine, thp: Thp) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Packed against unpacked (the Cray/NERSC study's Apex-MAP runs) in {:.1} s",
+        c.elapsed_s
+    );
+    s.push_str("== Unpacked\n");
+    s.push_str(&text(&c.unpacked, m, thp));
+    s.push_str("== Packed\n");
+    s.push_str(&text(&c.packed, m, thp));
+    s.push_str("== Difference\n");
+    let (alphas, ls) = (&c.packed.alphas, &c.packed.ls);
+    s.push_str(&grid_of(
+        alphas,
+        ls,
+        "Packed / unpacked ns per access (above 1: packing costs; medians over copies)",
+        &|a, l| {
+            c.difference
+                .iter()
+                .find(|d| d.alpha == a && d.l == l)
+                .map(|d| format!("{:.2}", d.ratio))
+        },
+    ));
+    if let Some(p) = &c.prediction {
+        s.push_str(&prediction_text(p, alphas, ls));
+    }
+    s
+}
+
+/// The prediction of the packed map: the rule, predicted ns, residuals.
+fn prediction_text(p: &PackedPrediction, alphas: &[f64], ls: &[usize]) -> String {
+    let mut s = String::new();
+    let gb = |g: Option<f64>| g.map(sig3).unwrap_or("unbounded".into());
+    let _ = writeln!(
+        s,
+        "Prediction of packed: the unpacked published model (L2 + memory) with memory bandwidth / {} ({} copies share one node's memory controller): {} -> {} GB/s per copy",
+        p.sharing,
+        p.sharing,
+        gb(p.memory_bandwidth_gbps),
+        gb(p.shared_memory_bandwidth_gbps)
+    );
+    let at = |a: f64, l: usize| p.points.iter().find(|q| q.alpha == a && q.l == l);
+    s.push_str(&grid_of(
+        alphas,
+        ls,
+        "Predicted packed ns per access",
+        &|a, l| at(a, l).map(|q| sig3(q.predicted_ns)),
+    ));
+    s.push_str(&grid_of(
+        alphas,
+        ls,
+        "Residual of the prediction (measured packed / predicted - 1)",
+        &|a, l| at(a, l).map(|q| percent(q.residual)),
+    ));
+    let _ = writeln!(
+        s,
+        "  rms residual {}, largest {} at alpha {} L {}",
+        percent(p.rms_residual).trim_start_matches('+'),
+        percent(p.worst.residual),
+        p.worst.alpha,
+        p.worst.l
+    );
     s
 }
 

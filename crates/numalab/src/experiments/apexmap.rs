@@ -67,13 +67,15 @@ use crate::machine::Machine;
 use crate::measure::cancel;
 use crate::measure::harness::{pinned_buffer, verification_of, Figure, Verification, WorkerReport};
 use crate::measure::kernels::{run_pass, BandwidthKernel, Isa};
-use crate::measure::stats::{measure, Better, Measurement, StopRule, Summary};
+use crate::measure::stats::{measure, median, Better, Measurement, StopRule, Summary};
 use crate::placement::{check_plan, sys, BufferDemand, MemoryPolicy, PlacementError, Thp};
 use crate::random::SplitMix64;
 use crate::serde_util::{f64_or_nan, vec_f64_or_nan};
 use crate::text::format;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Largest spatial locality, in 8-byte words per access.
@@ -154,6 +156,71 @@ pub struct ApexPoint {
     pub residual: Option<f64>,
     pub samples: usize,
     pub stop_reason: crate::measure::stats::StopReason,
+    /// Packed or unpacked: each copy's figures, in the order of the
+    /// result's `copy_cpus` (`ns`, `gbps` and `samples` of the point are
+    /// then the median over copies of each figure and the fewest samples of
+    /// a copy); empty for a single map.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<CopyPoint>,
+    /// Packed or unpacked: `(slowest - fastest) / median` of the copies'
+    /// median ns: how far the copies disagree at this point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_spread: Option<f64>,
+}
+
+/// One copy's figures at one point.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CopyPoint {
+    pub cpu: u32,
+    /// ns per access of this copy.
+    pub ns: Figure,
+    /// 1e9 B/s of this copy's block reads.
+    pub gbps: Figure,
+    pub samples: usize,
+}
+
+/// How many copies of the map run at once, and where (the Cray/NERSC
+/// study's packed and unpacked runs of Apex-MAP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Copies {
+    /// One copy on the request's CPU, the rest of the machine idle.
+    #[default]
+    Single,
+    /// One copy on each core of the request's CPU's node (one CPU per core),
+    /// all sharing the node's memory controller.
+    Packed,
+    /// One copy on one core of each node with CPUs (the request's CPU on
+    /// its own node), the other cores idle.
+    Unpacked,
+    /// Unpacked, then packed: the difference map and the prediction of
+    /// packed from unpacked ([`run_packing_comparison`]).
+    Both,
+}
+
+impl Copies {
+    pub const NAMES: &'static [&'static str] = &["single", "packed", "unpacked", "both"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Copies::Single => "single",
+            Copies::Packed => "packed",
+            Copies::Unpacked => "unpacked",
+            Copies::Both => "both",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "single" => Ok(Copies::Single),
+            "packed" => Ok(Copies::Packed),
+            "unpacked" => Ok(Copies::Unpacked),
+            "both" => Ok(Copies::Both),
+            _ => Err(format!(
+                "'{text}' is not a copies mode; valid: single, packed, unpacked, both"
+            )),
+        }
+    }
 }
 
 /// One level of the model.
@@ -223,7 +290,14 @@ pub struct PublishedModel {
 /// The outcome of [`run_apexmap`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApexResult {
+    /// The request's CPU (with copies, the CPU of the copy on its node).
     pub cpu: u32,
+    /// Single, packed or unpacked.
+    #[serde(default)]
+    pub copies: Copies,
+    /// The CPU of each copy, in order (one for a single map).
+    #[serde(default)]
+    pub copy_cpus: Vec<u32>,
     pub policy: String,
     pub buffer_bytes: u64,
     pub isa: Isa,
@@ -405,6 +479,102 @@ pub fn run_apexmap(
     req: &ApexRequest,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<ApexResult, PlacementError> {
+    run_copies(m, req, Copies::Single, &[req.cpu], progress)
+}
+
+/// Runs the map as `copies` says: single (as [`run_apexmap`]), packed
+/// ([`packed_cpus`]) or unpacked ([`unpacked_cpus`]); both is
+/// [`run_packing_comparison`]. `progress` is called before each point.
+pub fn run_apexmap_copies(
+    m: &Machine,
+    req: &ApexRequest,
+    copies: Copies,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<ApexResult, PlacementError> {
+    let cpus = match copies {
+        Copies::Single => vec![req.cpu],
+        Copies::Packed => packed_cpus(m, req.cpu)?,
+        Copies::Unpacked => unpacked_cpus(m, req.cpu, false)?,
+        Copies::Both => {
+            return Err(PlacementError::Invalid(
+                "copies both is two maps: run_packing_comparison".into(),
+            ))
+        }
+    };
+    run_copies(m, req, copies, &cpus, progress)
+}
+
+/// The CPUs of a packed run: one per core of `cpu`'s node that this
+/// process may use (`cpu` itself on its core, the first allowed CPU of each
+/// other core: SMT siblings are not separate cores), in CPU order. Refused
+/// when that is one copy: packed would then be the single map.
+pub fn packed_cpus(m: &Machine, cpu: u32) -> Result<Vec<u32>, PlacementError> {
+    let node = m
+        .node_of_cpu(cpu)
+        .ok_or_else(|| PlacementError::Invalid(format!("CPU {cpu} is on no node")))?;
+    let allowed = m.allowed_cpus_of(node);
+    let mut cpus: Vec<u32> = if m.cores.is_empty() {
+        allowed.iter().collect()
+    } else {
+        m.cores
+            .iter()
+            .filter_map(|c| {
+                let mine = c.cpus.intersection(&allowed);
+                if mine.contains(cpu) {
+                    Some(cpu)
+                } else {
+                    mine.first()
+                }
+            })
+            .collect()
+    };
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus.len() < 2 {
+        return Err(PlacementError::Invalid(format!(
+            "--copies packed needs two or more cores of node {node} that this process may use, and it has one (CPU {cpu}): packed would be one copy, the single map (--copies single)"
+        )));
+    }
+    Ok(cpus)
+}
+
+/// The CPUs of an unpacked run: one per node with CPUs this process may
+/// use (`cpu` on its own node, the first allowed CPU of every other), in
+/// node order. With one such node that is one copy, the single map:
+/// refused unless `allow_one` (the unpacked half of [`Copies::Both`], where
+/// one copy alone on its node is the baseline packing is compared with).
+pub fn unpacked_cpus(m: &Machine, cpu: u32, allow_one: bool) -> Result<Vec<u32>, PlacementError> {
+    let own = m
+        .node_of_cpu(cpu)
+        .ok_or_else(|| PlacementError::Invalid(format!("CPU {cpu} is on no node")))?;
+    let cpus: Vec<u32> = m
+        .cpu_nodes()
+        .iter()
+        .filter_map(|n| {
+            if n == own {
+                Some(cpu)
+            } else {
+                m.allowed_cpus_of(n).first()
+            }
+        })
+        .collect();
+    if cpus.len() < 2 && !allow_one {
+        return Err(PlacementError::Invalid(format!(
+            "--copies unpacked needs two or more nodes with CPUs this process may use, and it has one (node {own}): unpacked would be one copy, the single map (--copies single; --copies both compares it with packed)"
+        )));
+    }
+    Ok(cpus)
+}
+
+/// Checks the request and measures the map with one copy on each of
+/// `cpus` at once (one copy: the single map).
+fn run_copies(
+    m: &Machine,
+    req: &ApexRequest,
+    copies: Copies,
+    cpus: &[u32],
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<ApexResult, PlacementError> {
     req.isa
         .check_available()
         .map_err(PlacementError::Unsupported)?;
@@ -436,40 +606,77 @@ pub fn run_apexmap(
             format::bytes(8 * min_l as u64 * (1 << 32))
         )));
     }
+    // Every copy's buffer at once: one phase.
     check_plan(
         m,
-        &[vec![BufferDemand::new(
-            req.buffer_bytes,
-            &req.policy,
-            Some(req.cpu),
-        )]],
+        &[cpus
+            .iter()
+            .map(|&c| BufferDemand::new(req.buffer_bytes, &req.policy, Some(c)))
+            .collect()],
         "use a smaller --size",
     )?;
-    std::thread::scope(|s| {
-        crate::placement::sys::spawn_scoped(s, "the apexmap worker", || {
-            run_pinned(m, req, progress)
-        })?
-        .join()
-        .map_err(|_| PlacementError::Os("the apexmap worker panicked".into()))?
-    })
-}
-
-/// The map on the calling thread, pinned to the request's CPU: the buffer
-/// placed and checked, every point measured, the model fitted.
-fn run_pinned(
-    m: &Machine,
-    req: &ApexRequest,
-    progress: &mut (dyn FnMut(&str) + Send),
-) -> Result<ApexResult, PlacementError> {
     let start = Instant::now();
-    let (mut buf, check) =
-        pinned_buffer(m, req.cpu, &req.policy, req.buffer_bytes, req.thp, false)?;
-    let mut report = WorkerReport::pinned(m, req.cpu, check);
-    let data = &mut buf.as_f64_mut()[..req.buffer_bytes / 8];
     let map = Map::new(m, req);
+    let together = Together::new(cpus.len());
+    let mut progress = Some(progress);
+    let outcomes: Vec<Result<CopyOutcome, PlacementError>> = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(cpus.len());
+        for (i, &cpu) in cpus.iter().enumerate() {
+            let (map, together) = (&map, &together);
+            let progress = if i == 0 { progress.take() } else { None };
+            let what = if cpus.len() == 1 {
+                "the apexmap worker".to_string()
+            } else {
+                format!("the apexmap copy on CPU {cpu}")
+            };
+            let h = sys::spawn_scoped(s, &what, move || {
+                let _guard = AbortOnPanic(&together.meet);
+                run_copy(m, map, together, cpu, progress)
+            });
+            if h.is_err() {
+                // The copies started would wait for this one forever.
+                together.meet.abort();
+            }
+            handles.push((what, h));
+        }
+        handles
+            .into_iter()
+            .map(|(what, h)| {
+                h?.join()
+                    .unwrap_or_else(|_| Err(PlacementError::Os(format!("{what} panicked"))))
+            })
+            .collect()
+    });
+    let mut done = Vec::with_capacity(outcomes.len());
+    let mut errors = Vec::new();
+    for o in outcomes {
+        match o {
+            Ok(c) => done.push(c),
+            Err(e) => errors.push(e),
+        }
+    }
+    // The copy that failed, not the others it stopped.
+    if let Some(i) = errors.iter().position(|e| !e.to_string().contains(ABORTED)) {
+        return Err(errors.swap_remove(i));
+    }
+    if let Some(e) = errors.pop() {
+        return Err(e);
+    }
+    let several = copies != Copies::Single;
     let mut warnings = Vec::new();
-    let mut points = map.points(data, progress, &mut warnings);
-    report.seen_cpus.extend(sys::current_cpu());
+    for c in &done {
+        for w in &c.warnings {
+            let w = if several {
+                format!("copy on CPU {}: {w}", c.cpu)
+            } else {
+                w.clone()
+            };
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+    let mut points = merge_copies(&done, several);
     let model = match fit_points(&map.levels, &mut points) {
         Ok(mo) => Some(mo),
         Err(e) => {
@@ -490,10 +697,12 @@ fn run_pinned(
     if cancel::requested() {
         warnings.push(cancel::WARNING.to_string());
     }
-    let verification = verification_of(vec![report]);
+    let verification = verification_of(done.into_iter().map(|c| c.report).collect());
     warnings.extend(verification.warning());
     Ok(ApexResult {
         cpu: req.cpu,
+        copies,
+        copy_cpus: cpus.to_vec(),
         policy: req.policy.to_string(),
         buffer_bytes: req.buffer_bytes as u64,
         isa: req.isa,
@@ -506,6 +715,199 @@ fn run_pinned(
         warnings,
         verification,
     })
+}
+
+/// What a copy ends with: its points, its placement and its warnings.
+struct CopyOutcome {
+    cpu: u32,
+    points: Vec<ApexPoint>,
+    report: WorkerReport,
+    warnings: Vec<String>,
+}
+
+/// The text of the error a copy returns when another copy failed.
+const ABORTED: &str = "another apexmap copy failed";
+
+/// One copy on the calling thread, pinned to `cpu`: its buffer placed and
+/// checked, then every point in step with the other copies.
+fn run_copy(
+    m: &Machine,
+    map: &Map,
+    together: &Together,
+    cpu: u32,
+    progress: Option<&mut (dyn FnMut(&str) + Send)>,
+) -> Result<CopyOutcome, PlacementError> {
+    let req = map.req;
+    let placed = pinned_buffer(m, cpu, &req.policy, req.buffer_bytes, req.thp, false);
+    let (mut buf, check) = match placed {
+        Ok(x) => x,
+        Err(e) => {
+            together.meet.abort();
+            return Err(e);
+        }
+    };
+    let mut report = WorkerReport::pinned(m, cpu, check);
+    let data = &mut buf.as_f64_mut()[..req.buffer_bytes / 8];
+    let mut warnings = Vec::new();
+    let points = map.points(data, progress, together, &mut warnings)?;
+    report.seen_cpus.extend(sys::current_cpu());
+    Ok(CopyOutcome {
+        cpu,
+        points,
+        report,
+        warnings,
+    })
+}
+
+/// The points of the copies merged: with one copy its own points; with
+/// several (`several`), each figure the median over copies, `samples` the
+/// fewest of a copy, and every copy's figures kept.
+fn merge_copies(done: &[CopyOutcome], several: bool) -> Vec<ApexPoint> {
+    let Some(first) = done.first() else {
+        return Vec::new();
+    };
+    if !several {
+        return first.points.clone();
+    }
+    (0..first.points.len())
+        .map(|k| {
+            let mut p = first.points[k].clone();
+            let per: Vec<&ApexPoint> = done.iter().filter_map(|c| c.points.get(k)).collect();
+            p.copies = done
+                .iter()
+                .zip(&per)
+                .map(|(c, q)| CopyPoint {
+                    cpu: c.cpu,
+                    ns: q.ns.clone(),
+                    gbps: q.gbps.clone(),
+                    samples: q.samples,
+                })
+                .collect();
+            p.ns = median_figure(per.iter().map(|q| &q.ns));
+            p.gbps = median_figure(per.iter().map(|q| &q.gbps));
+            p.samples = per.iter().map(|q| q.samples).min().unwrap_or(0);
+            if let Some(q) = per.iter().min_by_key(|q| q.samples) {
+                p.stop_reason = q.stop_reason;
+            }
+            let medians: Vec<f64> = per.iter().map(|q| q.ns.median).collect();
+            let (lo, hi) = medians
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                    (a.min(x), b.max(x))
+                });
+            p.copy_spread = (p.ns.median > 0.0 && hi >= lo).then(|| (hi - lo) / p.ns.median);
+            p
+        })
+        .collect()
+}
+
+/// Each field of the figures, the median over them.
+fn median_figure<'a>(figs: impl Iterator<Item = &'a Figure> + Clone) -> Figure {
+    let med = |f: fn(&Figure) -> f64| median(figs.clone().map(f).collect()).unwrap_or(f64::NAN);
+    Figure {
+        median: med(|f| f.median),
+        best: med(|f| f.best),
+        min: med(|f| f.min),
+        max: med(|f| f.max),
+        spread: med(|f| f.spread),
+        rel_ci: med(|f| f.rel_ci),
+    }
+}
+
+/// A barrier that a failed or panicking copy can open for everyone (the
+/// others would wait for it forever at a `std::sync::Barrier`).
+struct Meet {
+    /// Arrived in this round, the round, and whether it was opened.
+    state: Mutex<(usize, u64, bool)>,
+    met: Condvar,
+    parties: usize,
+}
+
+impl Meet {
+    fn new(parties: usize) -> Self {
+        Meet {
+            state: Mutex::new((0, 0, false)),
+            met: Condvar::new(),
+            parties,
+        }
+    }
+
+    /// Waits for every party: `Ok(true)` for the last to arrive (one per
+    /// round), an error once a party opened the meet.
+    fn wait(&self) -> Result<bool, PlacementError> {
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if g.2 {
+            return Err(PlacementError::Os(ABORTED.into()));
+        }
+        let round = g.1;
+        g.0 += 1;
+        if g.0 == self.parties {
+            g.0 = 0;
+            g.1 += 1;
+            self.met.notify_all();
+            return Ok(true);
+        }
+        while g.1 == round && !g.2 {
+            g = self.met.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        if g.1 == round {
+            Err(PlacementError::Os(ABORTED.into()))
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Lets everyone through with an error, now and later.
+    fn abort(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).2 = true;
+        self.met.notify_all();
+    }
+
+    fn aborted(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).2
+    }
+}
+
+/// Opens the meet when the copy's thread unwinds.
+struct AbortOnPanic<'a>(&'a Meet);
+
+impl Drop for AbortOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort();
+        }
+    }
+}
+
+/// How the copies keep in step: they start each point's timed samples
+/// together, and each keeps loading its memory until every copy has
+/// finished the point's samples; whether to stop (cancellation) is decided
+/// once for all of them.
+struct Together {
+    meet: Meet,
+    /// Copies done with their timed samples, summed over the points.
+    finished: AtomicUsize,
+    stop: AtomicBool,
+}
+
+impl Together {
+    fn new(copies: usize) -> Self {
+        Together {
+            meet: Meet::new(copies),
+            finished: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether to measure the next point: one copy reads the cancellation
+    /// request for all, so that they all stop at the same point.
+    fn proceed(&self) -> Result<bool, PlacementError> {
+        if self.meet.wait()? {
+            self.stop.store(cancel::requested(), Ordering::Release);
+        }
+        self.meet.wait()?;
+        Ok(!self.stop.load(Ordering::Acquire))
+    }
 }
 
 /// What every point of a map shares.
@@ -543,16 +945,19 @@ impl<'a> Map<'a> {
     }
 
     /// Every point, L by L (the strata permutation is drawn once per stream
-    /// length), until done or cancelled; in row-major order (every L of the
-    /// first alpha, then the next alpha).
+    /// length), until done or cancelled, in step with the other copies
+    /// (`together`); in row-major order (every L of the first alpha, then
+    /// the next alpha).
     fn points(
         &self,
         data: &mut [f64],
-        progress: &mut (dyn FnMut(&str) + Send),
+        mut progress: Option<&mut (dyn FnMut(&str) + Send)>,
+        together: &Together,
         warnings: &mut Vec<String>,
-    ) -> Vec<ApexPoint> {
+    ) -> Result<Vec<ApexPoint>, PlacementError> {
         let mut grid: Vec<Option<ApexPoint>> = vec![None; self.alphas.len() * self.ls.len()];
         let mut perm: (usize, Vec<u32>) = (0, Vec::new());
+        let mut round = 0usize;
         'points: for (li, &l) in self.ls.iter().enumerate() {
             let slen = stream_len(self.req.buffer_bytes, l);
             if perm.0 != slen {
@@ -561,27 +966,34 @@ impl<'a> Map<'a> {
             // Larger alphas first: each point then starts from caches holding
             // more than it needs, not less.
             for (ai, &alpha) in self.alphas.iter().enumerate().rev() {
-                if cancel::requested() {
+                if !together.proceed()? {
                     break 'points;
                 }
-                progress(&format!("apexmap alpha {alpha} L {l}"));
-                let point = self.point(data, alpha, l, &perm.1, warnings);
+                if let Some(p) = progress.as_mut() {
+                    p(&format!("apexmap alpha {alpha} L {l}"));
+                }
+                round += 1;
+                let point = self.point(data, alpha, l, &perm.1, together, round, warnings)?;
                 grid[ai * self.ls.len() + li] = Some(point);
             }
         }
-        grid.into_iter().flatten().collect()
+        Ok(grid.into_iter().flatten().collect())
     }
 
     /// One point: its stream drawn (strata order `perm`), the caches warmed,
-    /// the samples sized, then measured under the request's rule.
+    /// the samples sized, then measured under the request's rule, the
+    /// `round`th point in step with the other copies.
+    #[allow(clippy::too_many_arguments)]
     fn point(
         &self,
         data: &mut [f64],
         alpha: f64,
         l: usize,
         perm: &[u32],
+        together: &Together,
+        round: usize,
         warnings: &mut Vec<String>,
-    ) -> ApexPoint {
+    ) -> Result<ApexPoint, PlacementError> {
         let req = self.req;
         let blocks = (req.buffer_bytes / 8 / l) as u64;
         let seed = req.seed ^ ((l as u64) << 20) ^ alpha.to_bits();
@@ -593,11 +1005,23 @@ impl<'a> Map<'a> {
         };
         self.warm_up(&mut go, stream.len(), l);
         let steps = self.steps_per_sample(&mut go);
+        // The copies' timed samples start together, and each copy keeps
+        // loading its memory until every copy has finished them: no copy is
+        // timed while another is idle.
+        together.meet.wait()?;
         let meas: Measurement = measure(&req.rule, || {
             let t0 = Instant::now();
             go(steps);
             t0.elapsed().as_secs_f64() * 1e9 / steps as f64
         });
+        together.finished.fetch_add(1, Ordering::AcqRel);
+        let all = together.meet.parties * round;
+        while together.finished.load(Ordering::Acquire) < all {
+            if together.meet.aborted() {
+                return Err(PlacementError::Os(ABORTED.into()));
+            }
+            go(steps.div_ceil(4));
+        }
         for w in meas.warnings() {
             warnings.push(format!("alpha {alpha} L {l}: {w}"));
         }
@@ -606,7 +1030,7 @@ impl<'a> Map<'a> {
         let gbps = Summary::of(&gb)
             .map(|s| Figure::of(&s, Better::Higher, 1.0))
             .unwrap_or_else(|| Figure::of(&meas.summary, Better::Higher, 1.0));
-        ApexPoint {
+        Ok(ApexPoint {
             alpha,
             l,
             block_bytes: 8 * l as u64,
@@ -622,7 +1046,9 @@ impl<'a> Map<'a> {
             residual: None,
             samples: meas.samples.len(),
             stop_reason: meas.stop_reason,
-        }
+            copies: Vec::new(),
+            copy_spread: None,
+        })
     }
 
     /// Warms the caches up: two LLCs' worth of units (lines, or blocks when
@@ -892,6 +1318,257 @@ impl PublishedModel {
     }
 }
 
+/// Packed against unpacked at one point (the study's Figure 7c).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PackingRatio {
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub alpha: f64,
+    pub l: usize,
+    /// Median over copies, ns per access.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub unpacked_ns: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub packed_ns: f64,
+    /// `packed_ns / unpacked_ns`: above 1 where packing costs.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub ratio: f64,
+}
+
+/// The predicted packed time of one point and how the measurement departs
+/// from it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PredictedPoint {
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub alpha: f64,
+    pub l: usize,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub predicted_ns: f64,
+    /// The packed map's median over copies.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub measured_ns: f64,
+    /// `measured_ns / predicted_ns - 1`.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub residual: f64,
+}
+
+/// The packed map predicted from the unpacked map's published model (L2
+/// and memory) with the memory bandwidth divided among the copies that
+/// share a memory controller, as the Cray/NERSC study halved it for two
+/// cores per socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PackedPrediction {
+    pub method: String,
+    /// Copies that share one node's memory (its controller): the divisor
+    /// of the memory bandwidth.
+    pub sharing: u32,
+    /// The unpacked model's memory bandwidth, 1e9 B/s (`None`: unbounded).
+    pub memory_bandwidth_gbps: Option<f64>,
+    /// What each packed copy is predicted to get: the above / `sharing`.
+    pub shared_memory_bandwidth_gbps: Option<f64>,
+    pub points: Vec<PredictedPoint>,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub rms_residual: f64,
+    pub worst: WorstPoint,
+}
+
+/// `numalab apexmap --copies both`: unpacked then packed, the ratio of the
+/// two at every point and the prediction of packed from unpacked.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PackingComparison {
+    /// Always [`Copies::Both`].
+    pub copies: Copies,
+    pub unpacked: ApexResult,
+    pub packed: ApexResult,
+    /// Every point measured in both maps, row-major as `points`.
+    pub difference: Vec<PackingRatio>,
+    pub prediction: Option<PackedPrediction>,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub elapsed_s: f64,
+    /// Each map's warnings (marked `unpacked: ` or `packed: `) and the
+    /// comparison's own.
+    pub warnings: Vec<String>,
+    /// Both maps' copies: the unpacked ones first.
+    pub verification: Verification,
+}
+
+/// The packed time of each of `packed`'s points predicted from `model` (the
+/// unpacked map's published model) with its memory bandwidth divided by
+/// `sharing`: `P(L2) (lat_L2 + 8L / bw_L2) + P(mem) (lat_mem + 8L sharing /
+/// bw_mem)`, the shares those of the model's L2 capacity; latencies and the
+/// L2 bandwidth unchanged (each core has its own L2). A level the fit left
+/// without a latency or bandwidth costs nothing of it, as in the fit.
+pub fn predict_packed(
+    model: &PublishedModel,
+    sharing: u32,
+    packed: &[ApexPoint],
+) -> Result<PackedPrediction, String> {
+    let l2 = model
+        .l2
+        .capacity_bytes
+        .ok_or("the published model has no L2 capacity")?;
+    if sharing == 0 {
+        return Err("no copy shares the memory".into());
+    }
+    let levels = vec![("L2".to_string(), Some(l2)), ("memory".to_string(), None)];
+    let inv = |lv: &PublishedLevel| lv.bandwidth_gbps.map(|g| 1.0 / g).unwrap_or(0.0);
+    let (lat2, inv2) = (model.l2.latency_ns.unwrap_or(0.0), inv(&model.l2));
+    let (latm, invm) = (
+        model.memory.latency_ns.unwrap_or(0.0),
+        inv(&model.memory) * sharing as f64,
+    );
+    let mut ss = 0.0;
+    let mut n = 0usize;
+    let mut worst = WorstPoint {
+        alpha: f64::NAN,
+        l: 0,
+        residual: 0.0,
+    };
+    let points: Vec<PredictedPoint> = packed
+        .iter()
+        .map(|p| {
+            let sh = level_shares(&levels, p.alpha, p.l, p.blocks);
+            let bytes = (8 * p.l) as f64;
+            let predicted = sh[0] * (lat2 + bytes * inv2) + sh[1] * (latm + bytes * invm);
+            let residual = if predicted > 0.0 {
+                p.ns.median / predicted - 1.0
+            } else {
+                f64::NAN
+            };
+            if residual.is_finite() {
+                ss += residual * residual;
+                n += 1;
+                if residual.abs() > worst.residual.abs() || worst.alpha.is_nan() {
+                    worst = WorstPoint {
+                        alpha: p.alpha,
+                        l: p.l,
+                        residual,
+                    };
+                }
+            }
+            PredictedPoint {
+                alpha: p.alpha,
+                l: p.l,
+                predicted_ns: predicted,
+                measured_ns: p.ns.median,
+                residual,
+            }
+        })
+        .collect();
+    Ok(PackedPrediction {
+        method: format!(
+            "the unpacked map's published model (L2 and memory) with the memory bandwidth divided by the {sharing} copies that share one node's memory controller (the study halved it for two cores per socket); latencies and the L2 bandwidth unchanged"
+        ),
+        sharing,
+        memory_bandwidth_gbps: model.memory.bandwidth_gbps,
+        shared_memory_bandwidth_gbps: model.memory.bandwidth_gbps.map(|g| g / sharing as f64),
+        points,
+        rms_residual: if n > 0 {
+            (ss / n as f64).sqrt()
+        } else {
+            f64::NAN
+        },
+        worst,
+    })
+}
+
+/// The ratio `packed / unpacked` of every point both maps measured, in
+/// `packed`'s order.
+pub fn packing_ratios(unpacked: &ApexResult, packed: &ApexResult) -> Vec<PackingRatio> {
+    packed
+        .points
+        .iter()
+        .filter_map(|p| {
+            let u = unpacked.point(p.alpha, p.l)?;
+            Some(PackingRatio {
+                alpha: p.alpha,
+                l: p.l,
+                unpacked_ns: u.ns.median,
+                packed_ns: p.ns.median,
+                ratio: p.ns.median / u.ns.median,
+            })
+        })
+        .collect()
+}
+
+/// Copies of `cpus` on the node with the most of them: how many share one
+/// memory controller.
+pub fn copies_sharing_a_node(m: &Machine, cpus: &[u32]) -> u32 {
+    let mut per = std::collections::BTreeMap::<Option<u32>, u32>::new();
+    for &c in cpus {
+        *per.entry(m.node_of_cpu(c)).or_insert(0) += 1;
+    }
+    per.into_values().max().unwrap_or(0)
+}
+
+/// Unpacked, then packed, on the request's CPU's node (both refused before
+/// anything is measured when packed would be one copy; unpacked may be one
+/// copy, alone on the only node: the baseline packing is compared with);
+/// then the ratio map and the prediction of packed from unpacked.
+/// `progress` is called before each point of both maps.
+pub fn run_packing_comparison(
+    m: &Machine,
+    req: &ApexRequest,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<PackingComparison, PlacementError> {
+    let start = Instant::now();
+    let packed_on = packed_cpus(m, req.cpu)?;
+    let unpacked_on = unpacked_cpus(m, req.cpu, true)?;
+    let unpacked = run_copies(m, req, Copies::Unpacked, &unpacked_on, progress)?;
+    let packed = run_copies(m, req, Copies::Packed, &packed_on, progress)?;
+    let difference = packing_ratios(&unpacked, &packed);
+    let mut warnings: Vec<String> = unpacked
+        .warnings
+        .iter()
+        .map(|w| format!("unpacked: {w}"))
+        .chain(packed.warnings.iter().map(|w| format!("packed: {w}")))
+        .collect();
+    let sharing = copies_sharing_a_node(m, &packed_on);
+    let prediction = match &unpacked.published_model {
+        None => {
+            warnings.push(
+                "prediction: the unpacked map has no published model (see its warnings)".into(),
+            );
+            None
+        }
+        Some(model) => match predict_packed(model, sharing, &packed.points) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                warnings.push(format!("prediction: {e}"));
+                None
+            }
+        },
+    };
+    let mut workers = unpacked.verification.workers.clone();
+    workers.extend(packed.verification.workers.iter().cloned());
+    let problems: Vec<String> = unpacked
+        .verification
+        .problems
+        .iter()
+        .map(|p| format!("unpacked: {p}"))
+        .chain(
+            packed
+                .verification
+                .problems
+                .iter()
+                .map(|p| format!("packed: {p}")),
+        )
+        .collect();
+    Ok(PackingComparison {
+        copies: Copies::Both,
+        difference,
+        prediction,
+        elapsed_s: start.elapsed().as_secs_f64(),
+        warnings,
+        verification: Verification {
+            verified: problems.is_empty(),
+            workers,
+            problems,
+        },
+        unpacked,
+        packed,
+    })
+}
+
 /// The core clock of `cpu` in MHz and where it was read, under `root`: the
 /// nominal frequency from cpufreq (`base_frequency`), else `cpu MHz` of
 /// /proc/cpuinfo, else the hardware maximum from cpufreq
@@ -1112,6 +1789,121 @@ mod tests {
             .collect();
         assert!(fit_model(2, &two_levels).is_ok());
         assert!(fit_model(2, &two_levels[..3]).is_err());
+    }
+
+    #[test]
+    fn meet_lets_all_through_together_and_opens_on_abort() {
+        let meet = Meet::new(3);
+        let leaders = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        if meet.wait().unwrap() {
+                            leaders.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        // One leader per round.
+        assert_eq!(leaders.load(Ordering::Relaxed), 50);
+        // A party that gives up releases the one waiting, with an error.
+        let meet = Meet::new(2);
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| meet.wait());
+            while meet.state.lock().unwrap().0 == 0 {
+                std::thread::yield_now();
+            }
+            meet.abort();
+            let e = waiting.join().unwrap().unwrap_err().to_string();
+            assert!(e.contains(ABORTED), "{e}");
+        });
+        assert!(meet.aborted() && meet.wait().is_err());
+    }
+
+    fn point_of(ns: f64, samples: usize) -> ApexPoint {
+        let f = |x: f64| Figure {
+            median: x,
+            best: x * 0.9,
+            min: x * 0.8,
+            max: x * 1.2,
+            spread: 0.1,
+            rel_ci: 0.01,
+        };
+        ApexPoint {
+            alpha: 1.0,
+            l: 1,
+            block_bytes: 8,
+            blocks: 1024,
+            stream_len: 1024,
+            steps_per_sample: 16,
+            ns: f(ns),
+            gbps: f(8.0 / ns),
+            footprint_bytes: 8192,
+            hot99_bytes: 8,
+            level_share: vec![1.0],
+            model_ns: None,
+            residual: None,
+            samples,
+            stop_reason: crate::measure::stats::StopReason::Budget,
+            copies: Vec::new(),
+            copy_spread: None,
+        }
+    }
+
+    fn outcome(cpu: u32, ns: f64, samples: usize) -> CopyOutcome {
+        CopyOutcome {
+            cpu,
+            points: vec![point_of(ns, samples)],
+            report: WorkerReport {
+                requested_cpu: cpu,
+                seen_cpus: vec![cpu],
+                pinned: true,
+                migrations: None,
+                node: Some(0),
+                buffers: Vec::new(),
+                gbps: Vec::new(),
+                verified: true,
+            },
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn copies_merge_into_their_median_with_each_kept() {
+        let done = [
+            outcome(4, 10.0, 7),
+            outcome(2, 30.0, 5),
+            outcome(6, 20.0, 9),
+        ];
+        let p = &merge_copies(&done, true)[0];
+        assert_eq!(p.ns.median, 20.0);
+        assert_eq!(p.ns.best, 18.0);
+        assert_eq!(p.ns.max, 24.0);
+        assert_eq!(p.gbps.median, 8.0 / 20.0);
+        assert_eq!(p.samples, 5);
+        // (slowest - fastest) / median.
+        assert_eq!(p.copy_spread, Some(1.0));
+        let cpus: Vec<u32> = p.copies.iter().map(|k| k.cpu).collect();
+        assert_eq!(cpus, [4, 2, 6]);
+        assert_eq!(p.copies[1].ns.median, 30.0);
+        assert_eq!(p.copies[1].samples, 5);
+        // One copy of the single map: its own point, nothing added.
+        let single = &merge_copies(&done[..1], false)[0];
+        assert_eq!(single.ns.median, 10.0);
+        assert!(single.copies.is_empty() && single.copy_spread.is_none());
+    }
+
+    #[test]
+    fn copies_modes_parse_and_refuse() {
+        for name in Copies::NAMES {
+            assert_eq!(Copies::parse(name).unwrap().name(), *name);
+        }
+        assert_eq!(
+            Copies::parse("spread").unwrap_err(),
+            "'spread' is not a copies mode; valid: single, packed, unpacked, both"
+        );
     }
 
     #[test]

@@ -14,6 +14,14 @@ pub const QUARTET_STEPS: &[(&str, &str)] = &[
         "numalab apexmap --cpu 0 --mem bind:3 --size 8M --alphas 0.01,1 --ls 1,1024 --budget-each 0.2 --json",
     ),
     ("apexmap_err_alpha", "numalab apexmap --alphas 0.1,2"),
+    (
+        "apexmap_unpacked",
+        "numalab apexmap --copies unpacked --size 2M --alphas 1 --ls 1,64 --budget-each 0.1 --json",
+    ),
+    (
+        "apexmap_both",
+        "numalab apexmap --copies both --size 2M --alphas 0.01,1 --ls 1,64 --budget-each 0.1 --json",
+    ),
 ];
 
 /// Steps run in the ring guest with the CPU-less node 4.
@@ -24,7 +32,11 @@ pub const RING_STEPS: &[(&str, &str)] = &[(
 
 /// (node, bytes) of the apexmap buffer, and checks the worker's CPU.
 fn buffer_nodes(v: &Value, cpu: u64) -> Vec<(String, u64)> {
-    let w = &v["verification"]["workers"][0];
+    worker_nodes(&v["verification"]["workers"][0], cpu)
+}
+
+/// (node, bytes) of one worker's buffer, and checks the worker's CPU.
+fn worker_nodes(w: &Value, cpu: u64) -> Vec<(String, u64)> {
     assert_eq!(w["requested_cpu"], cpu);
     assert!(
         w["seen_cpus"].as_array().unwrap().iter().all(|c| *c == cpu),
@@ -96,4 +108,72 @@ fn ring_apexmap_on_the_cpuless_node() {
     assert_eq!(v["points"].as_array().unwrap().len(), 2);
     assert_eq!(buffer_nodes(&v, 2), vec![("4".to_string(), 8 << 20)]);
     assert_eq!(v["verification"]["verified"], true);
+}
+
+/// Checks a copies map: its mode, one copy per CPU of `cpus` in order,
+/// every copy on its CPU with its 2 MiB all on that CPU's node (node =
+/// CPU / 2 here), `points` points each with every copy's figures.
+fn check_copies(v: &Value, mode: &str, cpus: &[u64], points: usize) {
+    assert_eq!(v["copies"], mode);
+    assert_eq!(v["copy_cpus"], json!(cpus));
+    assert_eq!(v["buffer_bytes"], 2 << 20);
+    let workers = v["verification"]["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), cpus.len(), "{mode}");
+    for (w, &cpu) in workers.iter().zip(cpus) {
+        assert_eq!(
+            worker_nodes(w, cpu),
+            vec![((cpu / 2).to_string(), 2 << 20)],
+            "{mode}: copy on CPU {cpu}"
+        );
+    }
+    assert_eq!(v["verification"]["verified"], true, "{mode}");
+    let pts = v["points"].as_array().unwrap();
+    assert_eq!(pts.len(), points, "{mode}");
+    for p in pts {
+        let on: Vec<u64> = p["copies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["cpu"].as_u64().unwrap())
+            .collect();
+        assert_eq!(on, cpus, "{mode}: {p}");
+        assert!(p["copy_spread"].is_number(), "{mode}: {p}");
+    }
+}
+
+#[test]
+fn quartet_apexmap_unpacked_runs_one_copy_per_node_on_its_memory() {
+    let v = quartet().json("apexmap_unpacked", 0);
+    assert_eq!(v["command"], "apexmap");
+    check_copies(&v, "unpacked", &[0, 2, 4, 6], 2);
+}
+
+#[test]
+fn quartet_apexmap_both_packs_two_copies_on_node_0() {
+    let v = quartet().json("apexmap_both", 0);
+    assert_eq!(v["copies"], "both");
+    check_copies(&v["unpacked"], "unpacked", &[0, 2, 4, 6], 4);
+    check_copies(&v["packed"], "packed", &[0, 1], 4);
+    assert_eq!(v["verification"]["workers"].as_array().unwrap().len(), 6);
+    assert_eq!(v["verification"]["verified"], true);
+    let d = v["difference"].as_array().unwrap();
+    assert_eq!(d.len(), 4);
+    for x in d {
+        assert!(x["ratio"].is_number(), "{x}");
+    }
+    // Without an L2 in the guest's machine model (or a published model)
+    // there is no prediction, and the warnings say why.
+    if v["prediction"].is_null() {
+        let warnings = v["warnings"].as_array().unwrap();
+        assert!(
+            warnings.iter().any(|w| w
+                .as_str()
+                .unwrap()
+                .starts_with("prediction: the unpacked map has no published model")),
+            "{warnings:?}"
+        );
+    } else {
+        assert_eq!(v["prediction"]["sharing"], 2);
+        assert_eq!(v["prediction"]["points"].as_array().unwrap().len(), 4);
+    }
 }
