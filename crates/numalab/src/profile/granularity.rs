@@ -85,7 +85,7 @@ impl UnitRule {
         let fmt = crate::text::format::bytes;
         // A size that is no whole number of KiB as its bytes (`3000 B`,
         // not `2.93 KiB`).
-        let given = if b % 1024 == 0 {
+        let given = if b.is_multiple_of(1024) {
             fmt(b)
         } else {
             format!("{b} B")
