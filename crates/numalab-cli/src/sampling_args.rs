@@ -5,6 +5,7 @@
 
 use crate::args::{percent, seconds, size, whole, Typed};
 use numalab::profile::filter::{self, RegionFilter};
+use numalab::profile::granularity::{self, UnitRequest, UnitRule};
 use numalab::profile::session::{Refine, Sampling};
 use numalab::profile::Sampler;
 use numalab::text::format::excerpt;
@@ -90,12 +91,39 @@ pub struct SamplingArgs {
     /// started has ended.
     #[arg(long)]
     pub per_thread: bool,
+    /// Each region's accesses unit by unit: `SIZE` (every sampled region)
+    /// or `FILTER=SIZE` (the regions a filter as --regions takes selects;
+    /// repeat it: a region takes the first rule that selects it), SIZE a
+    /// power of two from the cache line to 2M (docs/profile.md, "Units
+    /// of any size").
+    #[arg(long, value_name = "[FILTER=]SIZE", value_parser = engine(UnitRule::parse))]
+    pub granularity: Vec<UnitRule>,
+    /// With --granularity: units listed per region, the most sampled
+    /// first (default 20; the rest are counted).
+    #[arg(long, value_name = "N", value_parser = whole(1, granularity::MAX_SHOWN), requires = "granularity")]
+    pub units: Option<usize>,
+    /// With --granularity: a unit is hot when its share of the region's
+    /// samples is above PCT percent (the low end of its 95% interval;
+    /// default: twice an even spread over the region's units).
+    #[arg(long, value_name = "PCT", value_parser = percent(), requires = "granularity")]
+    pub hot_share: Option<f64>,
 }
 
 impl SamplingArgs {
-    /// The engine's form.
-    pub fn into_sampling(self) -> Sampling {
-        Sampling {
+    /// The engine's form; `line_bytes` the machine's cache line, the
+    /// smallest unit `--granularity` accepts (the error names the range).
+    pub fn into_sampling(self, line_bytes: u64) -> Result<Sampling, String> {
+        for rule in &self.granularity {
+            rule.check(line_bytes)
+                .map_err(|e| format!("--granularity {e}"))?;
+        }
+        let units = (!self.granularity.is_empty()).then(|| UnitRequest {
+            rules: self.granularity,
+            shown: self.units.unwrap_or(granularity::DEFAULT_SHOWN),
+            hot_share: self.hot_share,
+            line_bytes,
+        });
+        Ok(Sampling {
             rate: self.rate,
             overhead: self.overhead,
             word_counts: self.word_counts,
@@ -107,7 +135,8 @@ impl SamplingArgs {
             regions: self.regions,
             threads: self.threads,
             per_thread: self.per_thread,
-        }
+            units,
+        })
     }
 }
 

@@ -93,9 +93,17 @@ pub fn run(a: Args) -> CliResult {
         _ => String::new(),
     };
     let placement = placement_for_library(&m, &launch, None, program)?;
+    // The smallest unit is the machine's cache line, as its model says.
+    let line = numalab::measure::counters::line_bytes(&m)
+        .map_or(numalab::profile::granularity::DEFAULT_LINE, u64::from);
+    let sampling = a
+        .sampling
+        .clone()
+        .into_sampling(line)
+        .map_err(CliError::usage)?;
     let s = Session {
         preload: preload_with(&library()?),
-        sampling: a.sampling.clone().into_sampling(),
+        sampling,
         command: a.command.clone(),
         machine: m,
         launch,

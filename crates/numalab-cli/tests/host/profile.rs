@@ -1502,3 +1502,143 @@ fn programs_that_close_or_dup2_descriptors_keep_their_files() {
         }
     }
 }
+
+/// `--granularity`: each region's units by the first rule that selects
+/// it (array E at 64 B by its site, the other heap blocks at 2 MiB, the
+/// mapping C at 4 KiB); every unit lies inside its region's allocation,
+/// aligned to its size or clipped at the allocation's start, and the
+/// units' samples (those listed and the rest) sum to the region's. Sizes
+/// outside a power of two from the line to 2 MiB are refused.
+#[test]
+fn granularity_splits_each_region_into_units_whose_samples_sum_to_its_own() {
+    let e_line = truth_line("e = malloc(E_BYTES)");
+    let e_rule = format!("site:profile_truth.c:{e_line}=64");
+    let dir = scratch("profile-granularity");
+    let (_, v) = profile_truth_passes(
+        &dir,
+        &[
+            "--rate",
+            "4000",
+            "--granularity",
+            &e_rule,
+            "--granularity",
+            "heap=2M",
+            "--granularity",
+            "mmap=4K",
+            "--units",
+            "8",
+        ],
+        "10",
+    );
+    let g = &v["granularity"];
+    assert_eq!(
+        g["rules"],
+        serde_json::json!([
+            format!("site:profile_truth.c:{e_line}=64 B"),
+            "heap=2 MiB",
+            "mmap=4 KiB"
+        ])
+    );
+    assert_eq!(
+        (g["shown"].as_u64(), g["line_bytes"].as_u64()),
+        (Some(8), Some(64))
+    );
+    assert_eq!(g["unmatched_rules"], serde_json::json!([]));
+    let regions = v["regions"].as_array().unwrap();
+    let e_site = format!("main profile_truth.c:{e_line} ");
+    let mut checked = Vec::new();
+    for r in regions.iter().filter(|r| r["sampled"] == true) {
+        let site = r["site"].as_str().unwrap();
+        let t = &r["units"];
+        let want = if site.starts_with(&e_site) {
+            64
+        } else if r["kind"] == "mmap" {
+            4096
+        } else {
+            2 << 20
+        };
+        assert_eq!(t["unit_bytes"].as_u64(), Some(want), "{site}: {t}");
+        let n = |v: &Value| v.as_u64().unwrap();
+        let (start, bytes) = (n(&r["first_address"]), n(&r["bytes"]));
+        assert_eq!(n(&r["allocations"]), 1, "{site}");
+        // The units the allocation spans, partial ones at its ends counted.
+        assert_eq!(
+            n(&t["units"]),
+            (start + bytes).div_ceil(want) - start / want,
+            "{site}"
+        );
+        let shown = t["shown"].as_array().unwrap();
+        assert!(shown.len() <= 8, "{site}: {}", shown.len());
+        let mut sum = 0;
+        for u in shown {
+            let (a, b) = (n(&u["address"]), n(&u["bytes"]));
+            assert!(
+                a >= start && a + b <= start + bytes,
+                "{site}: unit {u} outside"
+            );
+            assert!(
+                a.is_multiple_of(want) || a == start,
+                "{site}: unit {u} not aligned"
+            );
+            assert!(b > 0 && b <= want, "{site}: {u}");
+            assert_eq!(n(&u["offset"]), a - start, "{site}: {u}");
+            let from: u64 = u["from_nodes"].as_object().unwrap().values().map(n).sum();
+            assert_eq!(
+                from,
+                n(&u["samples"]),
+                "{site}: every sample's CPU is known"
+            );
+            assert_eq!(
+                n(&u["reads"]) + n(&u["writes"]),
+                n(&u["samples"]),
+                "{site}: {u}"
+            );
+            sum += n(&u["samples"]);
+        }
+        assert_eq!(
+            n(&t["sampled_units"]),
+            shown.len() as u64 + n(&t["rest_units"]),
+            "{site}"
+        );
+        assert_eq!(sum + n(&t["rest_samples"]), n(&r["samples"]), "{site}");
+        assert_eq!(n(&t["samples"]), n(&r["samples"]), "{site}");
+        checked.push((
+            r["kind"].as_str().unwrap().to_string(),
+            want,
+            n(&r["samples"]),
+        ));
+    }
+    // A, B, C, E and D's block: each has its table.
+    checked.sort();
+    assert_eq!(checked.len(), 5, "{checked:?}");
+    assert!(
+        checked.iter().filter(|c| c.2 > 0).count() >= 4,
+        "A, B, C and E are read ten times over: {checked:?}"
+    );
+    let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(
+        text.contains("units (--granularity ")
+            && text.contains(
+                "  exact: samples per unit (counts of the sampled accesses), and watchpoint hits (counts in the watched windows)"
+            ),
+        "{text}"
+    );
+    let range =
+        "give a power of two from 64 B (this machine's cache line) to 2 MiB (e.g. 64, 4K, 64K, 2M)";
+    fails(
+        &["profile", "--granularity", "3000", "--", "true"],
+        &format!("numalab: --granularity 3000 B is not a unit: {range}"),
+    );
+    fails(
+        &["profile", "--granularity", "heap=4M", "--", "true"],
+        &format!("numalab: --granularity 4 MiB is not a unit: {range}"),
+    );
+    fails(
+        &["profile", "--granularity", "hep=4K", "--", "true"],
+        "numalab: --granularity: 'hep' is not a region term; terms: heap, mmap,",
+    );
+    fails(
+        &["profile", "--units", "5", "--", "true"],
+        "--granularity <[FILTER=]SIZE>",
+    );
+}

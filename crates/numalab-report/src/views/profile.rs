@@ -390,6 +390,7 @@ pub fn render(p: &Profile) -> String {
     let mut s = String::new();
     header(&mut s, p);
     sampled_regions(&mut s, p);
+    units(&mut s, p);
     small_sites(&mut s, p);
     located_regions(&mut s, p);
     if p.regions.is_empty() {
@@ -527,6 +528,114 @@ fn sampled_regions(s: &mut String, p: &Profile) {
         }
         if !r.pages_over_time.is_empty() {
             let _ = writeln!(s, "     pages over time: {}", pages_over_time(r));
+        }
+    }
+}
+
+/// "0:5 1:3": counts by node.
+fn by_node(counts: &std::collections::BTreeMap<u32, u64>) -> String {
+    if counts.is_empty() {
+        return "-".into();
+    }
+    counts
+        .iter()
+        .map(|(n, k)| format!("{n}:{k}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `--granularity`: each selected region's hottest units, with what is
+/// exact and what is sampled said first.
+fn units(s: &mut String, p: &Profile) {
+    let Some(g) = &p.granularity else {
+        return;
+    };
+    let page = format_bytes(p.page_size);
+    let _ = writeln!(
+        s,
+        "\nunits (--granularity {}):\n  exact: samples per unit (counts of the sampled accesses), and watchpoint hits (counts in the watched windows)\n  sampled: shares, remote shares (95% CI clustered by thread, not bounded) and accesses~ (the region's word-count estimate times the unit's share of its samples)\n  below a page ({page}) a unit is sampled only by the first access to its page after arming: a page's samples are split by which unit that access hit, not by how often each is used",
+        g.rules.join(" ")
+    );
+    let names = shown_sites(&p.regions);
+    let sampled = p.regions.iter().zip(&names).filter(|(r, _)| r.sampled);
+    for (i, (r, name)) in sampled.enumerate() {
+        let Some(t) = &r.units else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "{:>3}. {} {} at {name}: units of {} ({}): {} unit{}, {} sampled, {} samples; hot (*): {} samples or more and the share's 95% CI above {:.3}% ({}): {}",
+            i + 1,
+            r.kind,
+            format_bytes(r.bytes),
+            format_bytes(t.unit_bytes),
+            t.rule,
+            t.units,
+            if t.units == 1 { "" } else { "s" },
+            t.sampled_units,
+            t.samples,
+            numalab::profile::granularity::MIN_HOT_SAMPLES,
+            t.hot_threshold * 100.0,
+            if g.hot_share.is_some() {
+                "--hot-share"
+            } else {
+                "twice an even spread, at most half"
+            },
+            t.hot_units
+        );
+        if t.shown.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "       {:<14} {:>9} {:>7} {:>6}  {:<14} {:<10} {:<18} {:>10}  watched hits",
+            "offset",
+            "bytes",
+            "samples",
+            "share",
+            "from nodes",
+            "home",
+            "remote (95% CI)",
+            "accesses~"
+        );
+        for u in &t.shown {
+            let remote = u.remote.as_ref().map_or("-".into(), |r| {
+                format!(
+                    "{:.0}% ({:.0}–{:.0}%)",
+                    r.share * 100.0,
+                    r.low * 100.0,
+                    r.high * 100.0
+                )
+            });
+            let watched = u.watched.as_ref().map_or("-".into(), |w| {
+                format!("{} words: {} writes, {} reads", w.words, w.writes, w.reads)
+            });
+            let _ = writeln!(
+                s,
+                "     {} {:<14} {:>9} {:>7} {:>5.1}%  {:<14} {:<10} {:<18} {:>10}  {watched}",
+                if u.hot { '*' } else { ' ' },
+                format!("+{:#x}", u.offset),
+                format_bytes(u.bytes),
+                u.samples,
+                u.share * 100.0,
+                by_node(&u.from_nodes),
+                by_node(&u.home_nodes),
+                remote,
+                u.estimated_accesses.map_or("-".into(), |a| if a < 1e6 {
+                    format!("{a:.0}")
+                } else {
+                    format!("{a:.3e}")
+                }),
+            );
+        }
+        if t.rest_units > 0 {
+            let _ = writeln!(
+                s,
+                "       and {} more sampled unit{} with {} samples",
+                t.rest_units,
+                if t.rest_units == 1 { "" } else { "s" },
+                t.rest_samples
+            );
         }
     }
 }
@@ -690,6 +799,57 @@ mod tests {
 
     /// A thread's row carries the name it had last (a program names its
     /// threads after they start).
+    /// `--granularity`: what is exact and what is sampled said first, a
+    /// row per unit with its samples and nodes, hot units starred, the
+    /// rest counted.
+    #[test]
+    fn units_are_listed_hottest_first_with_what_is_exact_said() {
+        use numalab::profile::granularity::{apply, UnitRequest, UnitRule};
+        let m = crate::fixture("qemu-quartet-4n2c-ring.xml");
+        let heap = 0x7000_0000u64;
+        let mut records = vec![
+            rec(Kind::Start, 100, u32::MAX, 0, 65536, 4096, 1),
+            rec(Kind::Alloc, 100, u32::MAX, -1, heap, 1 << 20, 2),
+        ];
+        // Six reads of page 0 from CPU 2 (node 1), its page on node 0;
+        // one of page 3 and one of page 5 from CPU 0.
+        for t in 3..9 {
+            records.push(rec(Kind::Sample, 101, 2, 0, heap + 8, 0, t));
+        }
+        records.push(rec(Kind::Sample, 102, 0, 0, heap + 3 * 4096, 0, 9));
+        records.push(rec(Kind::Sample, 102, 0, 0, heap + 5 * 4096, 0, 10));
+        let mut p =
+            numalab::profile::build_with_units(&m, vec!["prog".into()], &records, &Unnamed, true);
+        let req = UnitRequest {
+            rules: vec![UnitRule::parse("heap=4K").unwrap()],
+            shown: 2,
+            hot_share: None,
+            line_bytes: 64,
+        };
+        apply(&mut p, &req);
+        let text = super::render(&p);
+        assert!(
+            text.contains("\nunits (--granularity heap=4 KiB):\n  exact: samples per unit"),
+            "{text}"
+        );
+        assert!(
+            text.contains(": units of 4 KiB (heap=4 KiB): 256 units, 3 sampled, 8 samples; hot (*): 5 samples or more and the share's 95% CI above 0.781% (twice an even spread, at most half): 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("     * +0x0               4 KiB       6  75.0%  1:6            0:6        100% (61–100%)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n       +0x3000            4 KiB       1  12.5%  0:1  "),
+            "{text}"
+        );
+        assert!(
+            text.contains("       and 1 more sampled unit with 1 samples\n"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_threads_row_shows_its_last_name() {
         let m = crate::fixture("qemu-quartet-4n2c-ring.xml");

@@ -259,17 +259,28 @@ fn too_few(
 /// It still cannot see threads that drew no sample (the word counts can):
 /// the interval is labelled not bounded.
 fn by_thread_interval(r: &RegionProfile, share: f64) -> [f64; 2] {
-    let placed: u64 = r.placed_by_thread.values().map(|t| t[0]).sum();
-    let clusters = r.placed_by_thread.len() as f64;
+    let all: u64 = r.accesses.values().flat_map(|v| v.values()).sum();
+    cluster_interval(&r.placed_by_thread, all, share)
+}
+
+/// [`by_thread_interval`] of any samples: `placed_by_thread` each
+/// thread's `[placed, remote]`, `all` the placed samples (of threads
+/// known or not), `share` their remote share. `--granularity`'s units use
+/// it too.
+pub(crate) fn cluster_interval(
+    placed_by_thread: &std::collections::BTreeMap<u32, [u64; 2]>,
+    all: u64,
+    share: f64,
+) -> [f64; 2] {
+    let placed: u64 = placed_by_thread.values().map(|t| t[0]).sum();
+    let clusters = placed_by_thread.len() as f64;
     // A profile without samples by thread (schema before 1.7), or with
     // one thread, shows no spread between threads to widen by.
-    let all: u64 = r.accesses.values().flat_map(|v| v.values()).sum();
     if clusters < 2.0 || placed == 0 {
         return wilson(share, all.max(1) as f64);
     }
     let n = placed as f64;
-    let spread: f64 = r
-        .placed_by_thread
+    let spread: f64 = placed_by_thread
         .values()
         .map(|[k, remote]| (*remote as f64 - share * *k as f64).powi(2))
         .sum();
@@ -640,6 +651,8 @@ mod tests {
             first_touch: None,
             pages_over_time: Vec::new(),
             page_map: None,
+            units: None,
+            kept_samples: None,
         }
     }
 
@@ -671,6 +684,7 @@ mod tests {
             selection: None,
             pmu: None,
             counters: None,
+            granularity: None,
         }
     }
 

@@ -135,6 +135,41 @@ impl RegionFilter {
         }
     }
 
+    /// Whether the filter selects region `r` of a built profile, judged
+    /// from what the profile says of it (`--granularity`'s filters): its
+    /// kind, its mapping's file, the frames of its call stack, its
+    /// allocations' addresses (`allocations`, start and bytes; the
+    /// region's first address and bytes where none are given) and each
+    /// allocation's mean size.
+    pub fn judges(&self, r: &RegionProfile, allocations: &[(u64, u64)]) -> bool {
+        let whole = [(r.first_address, r.bytes)];
+        let ranges = if allocations.is_empty() {
+            &whole[..]
+        } else {
+            allocations
+        };
+        let judge = |t: &Term| match t {
+            Term::Heap => r.kind == "heap" || r.kind == "small",
+            Term::Mmap => r.kind == "mmap" || r.kind == "file",
+            Term::File(path) => {
+                r.kind == "file" && r.object.as_deref().is_some_and(|o| path_is(o, path))
+            }
+            Term::Address { start, end } => ranges
+                .iter()
+                .any(|&(a, len)| a < *end && *start < a.saturating_add(len)),
+            Term::Stack | Term::Static(_) => self.located_term(t, r),
+            // Each allocation's size, as the library judges it: their
+            // mean for a region of several.
+            Term::Size { min, max } => {
+                (*min..=*max).contains(&r.bytes.checked_div(r.allocations.max(1)).unwrap_or(0))
+            }
+            Term::Function(_) | Term::Line { .. } | Term::Call { .. } => small_term(t, r),
+        };
+        self.alternatives()
+            .iter()
+            .any(|a| a.iter().all(|(_, t)| judge(t)))
+    }
+
     fn located_term(&self, t: &Term, r: &RegionProfile) -> bool {
         let end = r.first_address.saturating_add(r.bytes);
         match t {
@@ -383,6 +418,13 @@ fn small_term(t: &Term, r: &RegionProfile) -> bool {
 
 pub(crate) use super::symbols::names_match;
 
+/// Whether `path` is `wanted`, or `wanted` is its last components (as the
+/// library judges `file:` terms).
+fn path_is(path: &str, wanted: &str) -> bool {
+    let w = wanted.trim_end_matches('/');
+    path == w || path.strip_suffix(w).is_some_and(|head| head.ends_with('/'))
+}
+
 fn hex(t: &str) -> Option<u64> {
     u64::from_str_radix(t.trim().strip_prefix("0x")?, 16).ok()
 }
@@ -611,6 +653,42 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--granularity`'s filters are judged on the built profile: kinds,
+    /// a mapping's file by its last components, frames, any allocation's
+    /// address range, the mean allocation size.
+    #[test]
+    fn a_built_region_is_judged_by_what_the_profile_says_of_it() {
+        let mut file =
+            crate::profile::located_region("file", "load db.c:9 (db)".into(), 8 << 20, 0x10_0000);
+        file.object = Some("/srv/db/data.db".into());
+        file.stack = vec!["load db.c:9 (db)".into(), "main db.c:30 (db)".into()];
+        let mut heap = crate::profile::located_region(
+            "heap",
+            "fill prog.c:12 (prog)".into(),
+            2 << 20,
+            0x40_0000,
+        );
+        heap.allocations = 2;
+        heap.stack = vec!["fill prog.c:12 (prog)".into()];
+        let two = [(0x40_0000, 1 << 20), (0x90_0000, 1 << 20)];
+        let judges = |f: &str, r: &RegionProfile, a: &[(u64, u64)]| {
+            RegionFilter::parse(f).unwrap().judges(r, a)
+        };
+        assert!(judges("file:data.db", &file, &[]));
+        assert!(judges("file:/srv/db/data.db", &file, &[]));
+        assert!(!judges("file:b/data.db", &file, &[]));
+        assert!(judges("mmap&site:main", &file, &[]));
+        assert!(!judges("heap", &file, &[]));
+        assert!(judges("site:prog.c:12", &heap, &two));
+        assert!(!judges("site:prog.c:13", &heap, &two));
+        // The second allocation's range, not the first's.
+        assert!(judges("0x900000-0x900001", &heap, &two));
+        assert!(!judges("0x800000-0x900000", &heap, &two));
+        // Each allocation is 1 MiB.
+        assert!(judges("heap&size<=1M", &heap, &two));
+        assert!(!judges("heap&size>1M", &heap, &two));
+    }
 
     #[test]
     fn terms_parse_to_what_they_say() {

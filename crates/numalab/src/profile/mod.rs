@@ -13,6 +13,7 @@ pub mod diagnose;
 pub mod elf_index;
 pub mod estimate;
 pub mod filter;
+pub mod granularity;
 pub mod latency;
 pub mod objects;
 pub mod page_map;
@@ -114,6 +115,13 @@ pub struct RegionProfile {
     /// most sampled regions only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_map: Option<page_map::PageMap>,
+    /// Its accesses unit by unit (`--granularity`); `None`: not asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<granularity::UnitTable>,
+    /// Its samples as the replay kept them for `--granularity`, until
+    /// [`granularity::apply`] makes its units (never written).
+    #[serde(skip)]
+    pub kept_samples: Option<Box<granularity::RegionSamples>>,
 }
 
 impl RegionProfile {
@@ -359,6 +367,10 @@ pub struct Profile {
     /// sampling's own cost included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<crate::measure::counters::CounterReport>,
+    /// What `--granularity` asked (each region's units are in its
+    /// `units`); `None`: not asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granularity: Option<granularity::Granularity>,
 }
 
 /// What [`pmu::detect`] and [`pmu::probe`] found, and what sampling
@@ -629,6 +641,8 @@ struct SiteAcc {
     /// Whole pages of its live allocations now (while replaying), the
     /// word counter's frame share.
     live_pages: u64,
+    /// Its allocations and samples, kept for `--granularity`.
+    kept: granularity::RegionSamples,
 }
 
 /// The live allocation holding `addr`.
@@ -647,7 +661,19 @@ pub fn build(
     records: &[Record],
     names: &dyn Symbolizer,
 ) -> Profile {
-    let mut replay = replay::Replay::new(m, records);
+    build_with_units(m, command, records, names, false)
+}
+
+/// [`build`], keeping each sampled region's samples for
+/// [`granularity::apply`] when `keep_samples` (`--granularity`).
+pub fn build_with_units(
+    m: &Machine,
+    command: Vec<String>,
+    records: &[Record],
+    names: &dyn Symbolizer,
+    keep_samples: bool,
+) -> Profile {
+    let mut replay = replay::Replay::new(m, records, keep_samples);
     for r in records {
         replay.record(r);
     }
@@ -753,6 +779,8 @@ pub fn located_region(kind: &str, site: String, bytes: u64, first: u64) -> Regio
         first_touch: None,
         pages_over_time: Vec::new(),
         page_map: None,
+        units: None,
+        kept_samples: None,
     }
 }
 

@@ -72,13 +72,16 @@ pub(super) struct Replay<'a> {
     last_window: BTreeMap<u32, u64>,
     live_sites: BTreeSet<usize>,
     word_totals: Option<WordTotals>,
+    /// Whether each site keeps its allocations and samples, for
+    /// `--granularity`.
+    keep_samples: bool,
 }
 
 impl<'a> Replay<'a> {
     /// A replay of `records` on `m`, nothing replayed yet (the frames and
     /// the first touches' pages, which later records refer back to, are
     /// gathered).
-    pub(super) fn new(m: &'a Machine, records: &[Record]) -> Replay<'a> {
+    pub(super) fn new(m: &'a Machine, records: &[Record], keep_samples: bool) -> Replay<'a> {
         let mut frames: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
         for f in records.iter().filter_map(Frame::from_record) {
             frames.entry(f.key).or_default().push((f.depth, f.pc));
@@ -133,6 +136,7 @@ impl<'a> Replay<'a> {
             last_window: BTreeMap::new(),
             live_sites: BTreeSet::new(),
             word_totals: None,
+            keep_samples,
         }
     }
 
@@ -312,6 +316,9 @@ impl<'a> Replay<'a> {
         self.sites[site].allocations += 1;
         self.sites[site].bytes += r.size;
         self.sites[site].live_pages += whole_pages(r.addr, r.size, self.page_size);
+        if self.keep_samples {
+            self.sites[site].kept.allocations.push((r.addr, r.size));
+        }
         self.live_sites.insert(site);
         self.live.insert(
             r.addr,
@@ -406,12 +413,29 @@ impl<'a> Replay<'a> {
         }
         let at = r.time_ns.saturating_sub(self.t0.unwrap_or(r.time_ns)) as f64 / 1e9;
         t.fault(at, r.cpu, cpu_node, Some(remote));
-        let Some(site) = owner_of(&self.live, r.addr).map(|l| l.site) else {
+        let Some((site, alloc_start, alloc_len)) =
+            owner_of(&self.live, r.addr).map(|l| (l.site, l.start, l.len))
+        else {
             self.unattributed += 1;
             return;
         };
         let s = &mut self.sites[site];
         s.samples += 1;
+        if self.keep_samples {
+            s.kept.samples.push(super::granularity::UnitSample {
+                addr: r.addr,
+                alloc_start,
+                alloc_len,
+                tid: r.tid,
+                cpu_node,
+                page_node: (r.node >= 0).then_some(r.node as u32),
+                write: if r.flags & FLAG_ACCESS_UNKNOWN != 0 {
+                    None
+                } else {
+                    Some(r.flags & FLAG_WRITE != 0)
+                },
+            });
+        }
         if r.flags & FLAG_ACCESS_UNKNOWN != 0 {
             s.unknown += 1;
         } else if r.flags & FLAG_WRITE != 0 {
@@ -580,6 +604,8 @@ impl<'a> Replay<'a> {
                         })
                         .collect(),
                     page_map,
+                    units: None,
+                    kept_samples: (self.keep_samples && !small).then(|| Box::new(s.kept)),
                 }
             })
             .collect()
@@ -757,6 +783,7 @@ impl<'a> Replay<'a> {
             warnings,
             pmu: None,
             counters: None,
+            granularity: None,
             selection: (self.other_threads > 0).then(|| Selection {
                 samples_of_other_threads: self.other_threads,
                 ..Selection::default()

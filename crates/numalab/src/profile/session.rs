@@ -7,7 +7,7 @@ use super::filter::{self, RegionFilter};
 use super::latency::{price, LatencyTable};
 use super::plan::{verify, Plan, RunTimes};
 use super::record::{Kind, Record, ALLOC_FILE, FLAG_WRITE_PROBE, RECORD_BYTES};
-use super::{build, symbols, PmuStatus, Profile, Sampler};
+use super::{build_with_units, symbols, PmuStatus, Profile, Sampler};
 use crate::machine::Machine;
 use crate::measure::counters;
 use crate::placement::launch::PreparedLaunch;
@@ -75,6 +75,9 @@ pub struct Sampling {
     pub threads: Option<(String, IdSet)>,
     /// Count each thread and child process on its own as well.
     pub per_thread: bool,
+    /// `--granularity` (with `--units`, `--hot-share`): each selected
+    /// region's accesses unit by unit; `None`: not asked.
+    pub units: Option<super::granularity::UnitRequest>,
 }
 
 /// Everything every run of the command gets, whatever the plan.
@@ -254,20 +257,23 @@ impl Session {
             .iter()
             .map(|c| c.to_string_lossy().into_owned())
             .collect();
-        let mut p = build(m, command, &all, &names);
+        let s = &self.sampling;
+        let mut p = build_with_units(m, command, &all, &names, s.units.is_some());
         for r in p.regions.iter_mut().filter(|r| r.kind == "file") {
             r.object = files
                 .iter()
                 .find(|(a, _)| *a == r.first_address)
                 .and_then(|(_, f)| f.clone());
         }
-        let s = &self.sampling;
         filter::apply(
             m,
             &mut p,
             s.regions.as_ref().map(|(t, f)| (t.as_str(), f)),
             s.threads.as_ref().map(|(t, _)| t.as_str()),
         );
+        if let Some(u) = &s.units {
+            super::granularity::apply(&mut p, u);
+        }
         let (pmu, pmu_warnings) = self.pmu.clone().after_run(!self.pmu_spec.is_empty(), &all);
         p.pmu = Some(pmu);
         p.warnings.extend(pmu_warnings);
