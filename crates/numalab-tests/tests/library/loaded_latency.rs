@@ -24,7 +24,13 @@ const ROUNDS: usize = 150;
 /// Most share of a loaded window the injector may wait for its CPU and
 /// still count as loading.
 const MAX_INJECTOR_WAIT: f64 = 0.1;
-/// Fewest pairs with the injector on its CPU the sign test judges.
+/// Least rate of a loaded window's injector that counts as load: an
+/// unpaced read stream on one CPU moves several GB/s on any machine that
+/// runs it. CI once saw 0.41 GB/s with the injector on its CPU (its virtual
+/// CPU stolen by the host, which the guest's schedstat does not count): no
+/// load, so no rise to find.
+const MIN_INJECTOR_GBPS: f64 = 1.0;
+/// Fewest pairs with the injector loading the sign test judges.
 const MIN_HELD_PAIRS: usize = 40;
 
 /// CPU time of the calling thread (the chase is timed on it, as the
@@ -93,10 +99,11 @@ fn an_unpaced_injector_raises_dram_latency() {
             },
         )
         .unwrap();
-        // Pairs whose injector held its CPU: where other processes kept
-        // it waiting (the guest lane runs beside this one; CI saw the
-        // injector at 2 GB/s and no rise), a loaded window has no load.
-        // Rounds go on until ROUNDS such pairs, at most 4 x ROUNDS.
+        // Pairs whose injector held its CPU and streamed: where other
+        // processes kept it waiting (the guest lane runs beside this one;
+        // CI saw the injector at 2 GB/s and no rise) or the host stole its
+        // virtual CPU (0.41 GB/s), a loaded window has no load. Rounds go
+        // on until ROUNDS such pairs, at most 4 x ROUNDS.
         let (mut idle, mut loaded) = (Vec::new(), Vec::new());
         let mut injected = Vec::new();
         let mut round = 0;
@@ -118,8 +125,8 @@ fn an_unpaced_injector_raises_dram_latency() {
                 if busy {
                     let t = load.traffic_since(&mark);
                     let waited = t.per_thread_waited[0].expect("Linux keeps schedstat");
-                    held = waited < MAX_INJECTOR_WAIT;
                     gbps = t.total / 1e9;
+                    held = waited < MAX_INJECTOR_WAIT && gbps >= MIN_INJECTOR_GBPS;
                 }
             }
             round += 1;
@@ -131,7 +138,7 @@ fn an_unpaced_injector_raises_dram_latency() {
         }
         assert!(
             idle.len() >= MIN_HELD_PAIRS,
-            "the injector held its CPU in only {} of {round} rounds",
+            "the injector held its CPU and streamed at least {MIN_INJECTOR_GBPS} GB/s in only {} of {round} rounds",
             idle.len()
         );
         drop(load);
@@ -152,7 +159,6 @@ fn an_unpaced_injector_raises_dram_latency() {
         (l.median / i.median - 1.0) * 100.0,
         g.median
     );
-    assert!(g.median > 1.0, "the injector streamed: {} GB/s", g.median);
     // Sign test on adjacent pairs: with no effect, loaded > idle in half of
     // them (sd 4% of the pairs at 150); a real rise makes it most.
     let pairs = idle.len();
