@@ -66,6 +66,11 @@ pub struct Args {
     /// With --counters: write the counters as JSON to FILE instead of text on stderr.
     #[arg(long, value_name = "FILE", requires = "counting")]
     counters_json: Option<PathBuf>,
+    /// With --counters: print the counts as perf stat -x SEP does (value, unit, event, time
+    /// running in ns, percentage of the time it ran, metric, metric unit; one event a line),
+    /// on stderr.
+    #[arg(short = 'x', long, value_name = "SEP", requires = "counting", conflicts_with_all = ["counters_json", "per_thread"], value_parser = field_separator)]
+    field_separator: Option<String>,
     /// With --counters: count each thread and child process on its own as well (the command
     /// runs traced, and numalab waits until every process it started has ended).
     #[arg(long, requires = "counting")]
@@ -92,6 +97,22 @@ pub struct Args {
         value_name = "CMD"
     )]
     command: Vec<OsString>,
+}
+
+/// `-x SEP`: a short separator that cannot be confused with a value.
+fn field_separator(t: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("-x '{t}': {why}; give a separator such as ',' or ';'");
+    if t.is_empty() || t.chars().count() > 8 {
+        return Err(bad("a separator has 1 to 8 characters"));
+    }
+    if t.chars()
+        .any(|c| c.is_ascii_alphanumeric() || c == '.' || c == '\n')
+    {
+        return Err(bad(
+            "letters, digits, '.' and newlines appear in the values",
+        ));
+    }
+    Ok(t.to_string())
 }
 
 /// `--counters LIST` with a space: the list would be run as the command.
@@ -372,7 +393,13 @@ pub fn run(mut a: Args) -> CliResult {
         )?;
     }
     if let Some(c) = counted {
-        print_counters(c, a.counters_json.as_deref(), &program, outcome.status)?;
+        print_counters(
+            c,
+            a.counters_json.as_deref(),
+            a.field_separator.as_deref(),
+            &program,
+            outcome.status,
+        )?;
     }
     // Same exit code, or death by the same signal.
     Ok(outcome.status.propagate())
@@ -479,10 +506,12 @@ fn say_placement(
     Ok(())
 }
 
-/// `--counters`: the text on stderr, or the JSON to `--counters-json`.
+/// `--counters`: the text (or with `-x`, perf's CSV) on stderr, or the JSON
+/// to `--counters-json`.
 fn print_counters(
     counted: counters::Pending,
     json: Option<&Path>,
+    separator: Option<&str>,
     program: &str,
     status: ExitStatus,
 ) -> Result<(), CliError> {
@@ -490,8 +519,8 @@ fn print_counters(
         errln!("numalab: the counters of '{program}' were not opened (it did not start)");
         return Ok(());
     };
-    match json {
-        Some(path) => {
+    match (json, separator) {
+        (Some(path), _) => {
             let written = serde_json::to_string_pretty(&Envelope::new("run --counters", &r))
                 .map_err(std::io::Error::other)
                 .and_then(|text| write_atomically(path, (text + "\n").as_bytes()));
@@ -503,7 +532,14 @@ fn print_counters(
                 ))
             })
         }
-        None => {
+        (None, Some(sep)) => {
+            write_stderr(format_args!(
+                "{}",
+                numalab_report::views::counters::csv(&r, sep)
+            ));
+            Ok(())
+        }
+        (None, None) => {
             errln!("numalab: counters of '{program}' ({}):", ended(status));
             write_stderr(format_args!(
                 "{}",

@@ -65,8 +65,13 @@ fn perf_stat(list: &str, cmd: &[&str]) -> Vec<(String, f64)> {
         "perf stat: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
+    csv_values(&String::from_utf8_lossy(&out.stderr))
+}
+
+/// The values of `perf stat -x,` output (perf's own, or numalab's `-x,`)
+/// by event name, task-clock in ns; `<not supported>` lines left out.
+fn csv_values(text: &str) -> Vec<(String, f64)> {
+    text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(',').collect();
             // value,unit,event,...; task-clock in msec.
@@ -359,7 +364,7 @@ fn only_the_asked_events_and_their_derived_metrics_are_printed() {
 #[test]
 fn bad_counter_options_are_one_line() {
     let r = numalab(&["run", "--counters=task-clock,bogus", "--", "true"]);
-    assert_one_line_error("unknown counter", r.rc, &r.err, 2, "unknown counter 'bogus'; valid: task-clock, page-faults, minor-faults, major-faults, context-switches, cpu-migrations, cycles, instructions, llc-load-misses, dtlb-load-misses, node-loads, node-load-misses, all");
+    assert_one_line_error("unknown counter", r.rc, &r.err, 2, "unknown counter 'bogus'; valid: task-clock, page-faults, minor-faults, major-faults, context-switches, cpu-migrations, cycles, instructions, llc-load-misses, dtlb-load-misses, node-loads, node-load-misses, all, a raw event rNNNN or a PMU event PMU/TERMS/");
     let r = numalab(&["run", "--counters=", "--", "true"]);
     assert_one_line_error("empty list", r.rc, &r.err, 2, "--counters");
     // The list goes after '=': a separate word is not taken as the list.
@@ -401,6 +406,128 @@ fn bad_counter_options_are_one_line() {
         "true",
     ]);
     assert_one_line_error("a directory", r.rc, &r.err, 2, "is a directory");
+}
+
+#[test]
+fn raw_and_pmu_events_in_perf_stats_csv_match_perf_stat() {
+    let _t = turn();
+    let prog = touch_pages();
+    let cmd = [prog.to_str().unwrap(), "1", "3000", "0"];
+    let list = "page-faults,software/config=2/,msr/tsc/,r01c2";
+    let mut args = vec!["run", "-x", ",", "-e", list, "--"];
+    args.extend_from_slice(&cmd);
+    let r = numalab(&args);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    // perf's seven fields on every line, in the order asked, nothing else.
+    let lines: Vec<&str> = r.err.lines().collect();
+    let names: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            assert_eq!(l.split(',').count(), 7, "{l}");
+            l.split(',').nth(2).unwrap()
+        })
+        .collect();
+    assert_eq!(names, list.split(',').collect::<Vec<_>>(), "{}", r.err);
+    let ours = csv_values(&r.err);
+    let get = |v: &[(String, f64)], name: &str| v.iter().find(|(n, _)| n == name).map(|p| p.1);
+    // The software PMU's config 2 is page-faults, counted the same way.
+    let faults = get(&ours, "page-faults").unwrap();
+    assert!(faults >= 3000.0, "{}", r.err);
+    assert_eq!(get(&ours, "software/config=2/"), Some(faults), "{}", r.err);
+    // No CPU PMU here: the raw event is <not supported>, never a zero.
+    assert!(
+        lines[3].starts_with("<not supported>,,r01c2,0,"),
+        "{}",
+        lines[3]
+    );
+    let perf = perf_stat(list, &cmd);
+    within(
+        "software/config=2/",
+        faults,
+        get(&perf, "software/config=2/").unwrap(),
+        0.05,
+    );
+    // msr/tsc/ counted where perf counts it, and then not zero.
+    assert_eq!(
+        get(&ours, "msr/tsc/").is_some(),
+        get(&perf, "msr/tsc/").is_some(),
+        "numalab: {}",
+        r.err
+    );
+    assert!(get(&ours, "msr/tsc/").is_none_or(|v| v > 0.0), "{}", r.err);
+    assert!(get(&perf, "r01c2").is_none());
+
+    // Text: the refusal once, with its reason; a PMU this machine lacks
+    // is reported so, with the PMUs it has.
+    let r = numalab(&[
+        "run",
+        "-e",
+        "r01c2,amd_df/event=0x07/,page-faults",
+        "--",
+        "true",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(
+        r.err.contains("<not supported> r01c2: no cpu PMU"),
+        "{}",
+        r.err
+    );
+    assert!(
+        r.err
+            .contains("<not supported> amd_df/event=0x07/: no PMU named 'amd_df' (PMUs here: ")
+            && r.err.contains("software"),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
+fn bad_raw_and_pmu_events_and_separators_are_one_line() {
+    let r = numalab(&["run", "-e", "msr/bogus=1/", "--", "true"]);
+    assert_one_line_error(
+        "unknown field",
+        r.rc,
+        &r.err,
+        2,
+        "'bogus' is no field or event of PMU 'msr'; fields: config, config1, config2, event; events: ",
+    );
+    let r = numalab(&["run", "-e", "msr/event=0x1/u", "--", "true"]);
+    assert_one_line_error("modifiers", r.rc, &r.err, 2, "modifiers after the event");
+    let r = numalab(&["run", "-e", "../msr/tsc/", "--", "true"]);
+    assert_one_line_error("path", r.rc, &r.err, 2, "is no PMU name");
+    let r = numalab(&["run", "-e", "software/config=zz/", "--", "true"]);
+    assert_one_line_error(
+        "value",
+        r.rc,
+        &r.err,
+        2,
+        "the value is no number (0x1f or 31)",
+    );
+    let r = numalab(&["run", "-x", "a", "-e", "page-faults", "--", "true"]);
+    assert_one_line_error(
+        "separator",
+        r.rc,
+        &r.err,
+        2,
+        "give a separator such as ',' or ';'",
+    );
+    let r = numalab(&["run", "-x", ",", "--", "true"]);
+    assert_one_line_error("-x without counters", r.rc, &r.err, 2, "--counters");
+    let r = numalab(&[
+        "run",
+        "-x",
+        ",",
+        "-e",
+        "page-faults",
+        "--counters-json",
+        "/tmp/x.json",
+        "--",
+        "true",
+    ]);
+    assert_one_line_error("-x with json", r.rc, &r.err, 2, "--counters-json");
+    let many = vec!["page-faults"; 65].join(",");
+    let r = numalab(&["run", "-e", &many, "--", "true"]);
+    assert_one_line_error("too many", r.rc, &r.err, 2, "65 events listed; at most 64");
 }
 
 /// tests/programs/thread_tree.c: five threads in one process and two in

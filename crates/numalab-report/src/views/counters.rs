@@ -155,6 +155,49 @@ pub fn text(r: &CounterReport) -> String {
     s
 }
 
+/// The counts as `perf stat -x SEP` prints them, one event a line:
+/// value, unit, event, time running (ns), percentage of the time enabled it
+/// ran, metric value, metric unit. The value is the count (task-clock in
+/// msec), `<not supported>` when there is none; a derived metric sits on
+/// its first input's line (`ipc` on instructions', named in its unit), and
+/// a second metric of one event on a line of its own with the first five
+/// fields empty, as perf does. No header, no reasons: scripts read it.
+pub fn csv(r: &CounterReport, sep: &str) -> String {
+    let mut s = String::new();
+    for e in &r.events {
+        let (value, unit, running, percent) = match e.value {
+            Some(v) => {
+                let (value, unit) = match e.unit.as_str() {
+                    "ns" => (format!("{:.2}", v as f64 / 1e6), "msec"),
+                    _ => (v.to_string(), ""),
+                };
+                let percent = 100.0 * e.running_ns as f64 / e.enabled_ns.max(1) as f64;
+                (value, unit, e.running_ns, percent.min(100.0))
+            }
+            None => (NOT_SUPPORTED.to_string(), "", 0, 0.0),
+        };
+        let metrics: Vec<String> = r
+            .derived
+            .iter()
+            .filter(|d| d.formula.split_whitespace().next() == Some(e.name.as_str()))
+            .filter_map(|d| {
+                let v = d.value?;
+                Some(format!("{}{sep}{} ({})", significant(v, 4), d.name, d.unit))
+            })
+            .collect();
+        let first = metrics.first().cloned().unwrap_or_else(|| sep.to_string());
+        let _ = writeln!(
+            s,
+            "{value}{sep}{unit}{sep}{}{sep}{running}{sep}{percent:.2}{sep}{first}",
+            e.name
+        );
+        for m in metrics.iter().skip(1) {
+            let _ = writeln!(s, "{}{m}", sep.repeat(5));
+        }
+    }
+    s
+}
+
 /// Rows of the per-task table shown in text; the JSON has them all.
 const TEXT_TASKS: usize = 64;
 
@@ -384,5 +427,42 @@ mod tests {
         );
         assert!(t.contains("... 2 more tasks (--counters-json lists up to 4096)"));
         assert!(t.contains("* scaled: the task's counter was multiplexed"));
+    }
+
+    #[test]
+    fn csv_is_perf_stat_x_with_metrics_on_their_first_inputs_line() {
+        let read = |name: &str, value: u64, enabled_ns: u64, running_ns: u64| {
+            EventValue::from_reading(
+                find(name).unwrap(),
+                Reading {
+                    value,
+                    enabled_ns,
+                    running_ns,
+                },
+                false,
+            )
+        };
+        let r = report(
+            vec![
+                read("task-clock", 1_500_000, 100, 100),
+                read("instructions", 3000, 100, 100),
+                read("cycles", 1000, 100, 50),
+                read("llc-load-misses", 6, 100, 100),
+                EventValue::unavailable(
+                    find("dtlb-load-misses").unwrap(),
+                    "not available on this machine: no cpu PMU".into(),
+                ),
+            ],
+            Some(64),
+        );
+        assert_eq!(
+            csv(&r, ";"),
+            "1.50;msec;task-clock;100;100.00;;\n\
+             3000;;instructions;100;100.00;1.5;ipc (instructions/cycle)\n\
+             2000;;cycles;50;50.00;;\n\
+             6;;llc-load-misses;100;100.00;2;llc-misses-per-kilo-instruction (per 1000 instructions)\n\
+             ;;;;;0.128;memory-intensity (bytes/instruction)\n\
+             <not supported>;;dtlb-load-misses;0;0.00;;\n"
+        );
     }
 }

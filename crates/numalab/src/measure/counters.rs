@@ -46,8 +46,15 @@ pub struct Event {
     pub type_: u32,
     /// `perf_event_attr.config`.
     pub config: u64,
+    /// `perf_event_attr.config1` and `config2` (PMU events that use them,
+    /// [`super::event_syntax`]).
+    pub config1: u64,
+    pub config2: u64,
     /// "ns" for task-clock, "" for counts.
     pub unit: &'static str,
+    /// Why it cannot be counted on this machine before anything is opened
+    /// (a PMU event whose PMU is missing), in the words a refusal takes.
+    pub missing: Option<&'static str>,
 }
 
 const TYPE_HARDWARE: u32 = 0;
@@ -77,7 +84,10 @@ const fn event(
         kind,
         type_,
         config,
+        config1: 0,
+        config2: 0,
         unit,
+        missing: None,
     }
 }
 
@@ -124,9 +134,14 @@ pub const EVENTS: &[Event] = &[
     ),
 ];
 
-/// The names of [`EVENTS`], comma-separated, and `all`, as errors list them.
+/// The most events one list may name.
+pub const MAX_EVENTS: usize = 64;
+
+/// The names of [`EVENTS`], comma-separated, `all`, and the raw and PMU
+/// spellings ([`super::event_syntax`]), as errors list them.
 pub fn valid_names() -> String {
-    EVENTS.iter().map(|e| e.name).collect::<Vec<_>>().join(", ") + ", all"
+    EVENTS.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+        + ", all, a raw event rNNNN or a PMU event PMU/TERMS/"
 }
 
 /// The event named `name` (case does not matter: perf's `LLC-load-misses`
@@ -137,11 +152,20 @@ pub fn find(name: &str) -> Option<&'static Event> {
         .find(|e| e.name.eq_ignore_ascii_case(name.trim()))
 }
 
-/// A comma-separated list of event names, in the order given, without
-/// repeats; the error is one line naming the valid choices.
+/// A comma-separated list of event names, raw events (`r01c2`) and PMU
+/// events (`cpu/event=0xc0,umask=0x01/`, whose commas stay inside their
+/// slashes), in the order given, without repeats, at most [`MAX_EVENTS`];
+/// the error is one line naming the valid choices.
 pub fn parse_list(text: &str) -> Result<Vec<&'static Event>, String> {
+    let items = super::event_syntax::split_list(text);
+    if items.len() > MAX_EVENTS {
+        return Err(format!(
+            "{} events listed; at most {MAX_EVENTS} are counted at once",
+            items.len()
+        ));
+    }
     let mut out: Vec<&'static Event> = Vec::new();
-    for item in text.split(',').map(str::trim) {
+    for item in items.into_iter().map(str::trim) {
         if item.is_empty() {
             return Err(format!(
                 "'{text}' has an empty entry; valid: {}",
@@ -150,6 +174,11 @@ pub fn parse_list(text: &str) -> Result<Vec<&'static Event>, String> {
         }
         let found: Vec<&'static Event> = if item.eq_ignore_ascii_case("all") {
             default_list()
+        } else if find(item).is_none() && super::event_syntax::is_raw_spelling(item) {
+            vec![super::event_syntax::parse(
+                Path::new(super::event_syntax::DEVICES),
+                item,
+            )?]
         } else {
             vec![find(item)
                 .ok_or_else(|| format!("unknown counter '{item}'; valid: {}", valid_names()))?]
@@ -191,6 +220,8 @@ fn open_one(e: &Event, pid: i32, one_task: bool) -> Result<(OwnedFd, bool), i32>
             kind: e.type_,
             size: PerfEventAttr::SIZE,
             config: e.config,
+            config1: e.config1,
+            config2: e.config2,
             read_format: FORMAT_TOTAL_TIME_ENABLED | FORMAT_TOTAL_TIME_RUNNING,
             flags: if one_task {
                 0
@@ -591,10 +622,13 @@ pub(crate) fn open_on(
         events: events
             .iter()
             .map(|e| {
-                (
-                    *e,
-                    open_one(e, pid, one_task).map_err(|errno| refusal(e.kind, errno, cpu_pmu)),
-                )
+                let opened = match e.missing {
+                    Some(why) => Err(why.to_string()),
+                    None => {
+                        open_one(e, pid, one_task).map_err(|errno| refusal(e.kind, errno, cpu_pmu))
+                    }
+                };
+                (*e, opened)
             })
             .collect(),
     }
@@ -883,7 +917,10 @@ mod tests {
             all[..2],
             [find("cycles").unwrap(), find("task-clock").unwrap()]
         );
-        assert!(e.ends_with("node-load-misses, all"), "{e}");
+        assert!(
+            e.ends_with("node-load-misses, all, a raw event rNNNN or a PMU event PMU/TERMS/"),
+            "{e}"
+        );
         assert_eq!(default_list().len(), EVENTS.len());
     }
 

@@ -12,6 +12,7 @@ pub use crate::sys::chase;
 pub mod compare;
 pub mod counters;
 pub mod environment;
+pub mod event_syntax;
 pub mod harness;
 // The kernels (SIMD instructions, non-temporal stores: `unsafe`) live in
 // `crate::sys::kernels`.
