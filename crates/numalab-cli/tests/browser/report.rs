@@ -737,6 +737,7 @@ fn topology_file_reports_describe_the_machine_and_name_what_needs_it() {
             "8 NUMA nodes",
             &["fig-distance-heatmap"][..],
         ),
+        ("nvidiaDGX2.xml", "2 NUMA nodes", &["tab-devices"][..]),
     ] {
         let dir = scratch(&format!("topology-{}", file.trim_end_matches(".xml")));
         let out = stdout(&[
@@ -774,6 +775,23 @@ fn topology_file_reports_describe_the_machine_and_name_what_needs_it() {
         );
         let missing = r.text_of("missing-latency-matrix").unwrap();
         assert!(missing.contains("needs the live machine"), "{missing}");
+        // The machine's picture: every PU, and on the DGX-2 its 16 GPUs
+        // by model (each once in its box and once in its tooltip).
+        let picture = r
+            .text_of("machine-picture")
+            .unwrap_or_else(|| panic!("{file}: no machine picture"));
+        let cpus = doc["machine"]["complete_cpus"].as_array().unwrap().len();
+        // ("GPU nvml0" holds "PU " too.)
+        let pus = picture.matches("PU ").count() - picture.matches("GPU ").count();
+        assert_eq!(pus, 2 * cpus, "{file}: {picture}");
+        if file == "nvidiaDGX2.xml" {
+            assert_eq!(
+                picture.matches("Tesla V100-SXM3-32GB-H").count(),
+                16 * 2,
+                "{picture}"
+            );
+            assert!(picture.contains("GPU nvml15"), "{picture}");
+        }
     }
 }
 

@@ -24,7 +24,7 @@ fn topology_json_has_the_documented_keys() {
         "--topology",
         &fixture("qemu-quartet-4n2c-ring.xml"),
     ]);
-    assert_eq!(t["schema_version"], "1.0");
+    assert_eq!(t["schema_version"], "1.1");
     let nodes = t["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 4);
     assert_eq!(nodes[3]["os_index"], 3);
@@ -46,6 +46,67 @@ fn topology_json_has_the_documented_keys() {
     ]);
     assert!(one["distances"].is_null());
     assert_eq!(one["hops"]["matrix"], serde_json::json!([[0]]));
+}
+
+#[test]
+fn topology_svg_draws_the_machine_with_its_named_gpus() {
+    let d = scratch("topology_svg");
+    let svg = d.join("dgx2.svg");
+    let dgx = fixture("nvidiaDGX2.xml");
+    let text = stdout(&[
+        "topology",
+        "--topology",
+        &dgx,
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    // The text view still printed, with each GPU's model.
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == [
+                    "GPU",
+                    "nvml0",
+                    "Tesla",
+                    "V100-SXM3-32GB-H",
+                    "0000:34:00.0",
+                    "node",
+                    "0"
+                ]),
+        "{text}"
+    );
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        picture.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{picture}"
+    );
+    // In a box's text (a tooltip names it again, after "<title>").
+    assert_eq!(picture.matches("\">GPU nvml").count(), 16, "{picture}");
+    assert_eq!(picture.matches(">Tesla V100-SXM3-32GB-H<").count(), 16);
+    for label in [
+        ">NUMA node 0 (755 GiB)<",
+        ">NUMA node 1 (756 GiB)<",
+        ">PU 25<",
+        ">L3 (33 MiB)<",
+    ] {
+        assert!(picture.contains(label), "{label} not in {picture}");
+    }
+    // Never over the topology file it reads; a directory is refused.
+    let copy = d.join("in.xml");
+    std::fs::copy(&dgx, &copy).unwrap();
+    let before = std::fs::read(&copy).unwrap();
+    let c = copy.to_str().unwrap();
+    let r = numalab(&["topology", "--topology", c, "--svg", c]);
+    assert_eq!(r.rc, 2, "{}", r.err);
+    assert!(
+        r.err.contains("numalab never writes over an input"),
+        "{}",
+        r.err
+    );
+    assert_eq!(std::fs::read(&copy).unwrap(), before);
+    let r = numalab(&["topology", "--svg", d.to_str().unwrap()]);
+    assert_eq!(r.rc, 2, "{}", r.err);
+    assert!(r.err.contains("is a directory"), "{}", r.err);
 }
 
 #[test]
@@ -427,7 +488,7 @@ fn verify_reads_another_process() {
     child.wait().ok();
     assert_eq!(v["command"], "verify");
     assert_eq!(v["program"], "sleep");
-    assert_eq!(v["schema_version"], "1.3");
+    assert_eq!(v["schema_version"], "1.4");
     assert!(v["environment"]["kernel"].is_string(), "{v}");
     assert_eq!(v["threads"].as_array().unwrap().len(), 1);
     assert!(v["mappings"]

@@ -1,6 +1,6 @@
 //! The machine section of report.html: the node graph, an overview, the
-//! nodes, distances and hops, caches, HMAT attributes, devices, and firmware
-//! data that looks wrong.
+//! nodes, the machine's picture, distances and hops, caches, HMAT
+//! attributes, devices, and firmware data that looks wrong.
 
 use super::{csv_link, figure, find, node_label};
 use crate::csv::Table;
@@ -39,6 +39,7 @@ pub(crate) fn section(h: &mut String, m: &Machine, tabs: &[Table]) {
         csv_link(h, t);
     }
     h.push_str("</div></div>\n");
+    picture(h, m);
     distances(h, m);
     caches(h, m);
     hmat(h, m);
@@ -266,18 +267,28 @@ fn hmat(h: &mut String, m: &Machine) {
     h.push_str("</table>\n");
 }
 
+/// The machine as lstopo draws it: packages, nodes, caches, cores, PUs,
+/// CPU-less memory and devices with their models (`topology --svg` writes
+/// the same picture).
+fn picture(h: &mut String, m: &Machine) {
+    h.push_str("<h3>Picture</h3>\n<div class=\"picture\" style=\"overflow-x:auto\">\n");
+    h.push_str(&crate::svg::machine_picture("machine-picture", m));
+    h.push_str("</div>\n");
+}
+
 /// PCI devices and their local nodes.
 fn devices(h: &mut String, m: &Machine) {
     if m.devices.is_empty() {
         return;
     }
-    h.push_str("<h3>Devices</h3>\n<table id=\"tab-devices\">\n<tr><th class=\"l\">kind</th><th class=\"l\">name</th><th class=\"l\">PCI</th><th class=\"l\">local nodes</th></tr>\n");
+    h.push_str("<h3>Devices</h3>\n<table id=\"tab-devices\">\n<tr><th class=\"l\">kind</th><th class=\"l\">name</th><th class=\"l\">model</th><th class=\"l\">PCI</th><th class=\"l\">local nodes</th></tr>\n");
     for d in &m.devices {
         let _ = writeln!(
             h,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
-            esc(&d.kind),
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            esc(d.label()),
             esc(&d.name),
+            esc(d.model.as_deref().unwrap_or("")),
             esc(d.pci_bus_id.as_deref().unwrap_or("")),
             d.local_nodes
         );

@@ -15,7 +15,10 @@
 //! - [`node_graph`]: NUMA nodes on a circle with labelled distance edges,
 //!   CPU-less memory nodes drawn as dashed hexagons;
 //! - [`lane_chart`]: labelled rows of coloured segments along one axis (a
-//!   profiled thread's time on each node, a region's pages by node).
+//!   profiled thread's time on each node, a region's pages by node);
+//! - [`machine_picture`]: the machine as lstopo draws it (packages, nodes,
+//!   caches, cores, PUs, CPU-less memory, devices), with its own style, as
+//!   `numalab topology --svg` writes it.
 //!
 //! Style contract. The page that embeds the charts defines the custom
 //! properties `--fg` (text and axes), `--muted` (grid lines, secondary marks),
@@ -48,6 +51,7 @@ mod graph;
 mod heatmap;
 mod lanes;
 mod line;
+mod machine;
 mod metrics;
 mod palette;
 #[cfg(test)]
@@ -60,6 +64,7 @@ pub use graph::{node_graph, GraphEdge, GraphNode};
 pub use heatmap::{heatmap, Heatmap};
 pub use lanes::{lane_chart, Lane, LaneKey, Segment};
 pub use line::{line_chart, Marker, PointMark, Series};
+pub use machine::machine_picture;
 /// Escapes text for XML content and attribute values: the crate's one
 /// escaping rule, under the name the report pages use.
 pub use numalab::text::escape::xml as escape;

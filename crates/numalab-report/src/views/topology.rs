@@ -541,8 +541,9 @@ fn devices(out: &mut String, m: &Machine) {
             _ => format!("nodes {}", d.local_nodes),
         };
         rows.push(vec![
-            d.kind.clone(),
+            d.label().to_string(),
             d.name.clone(),
+            d.model.clone().unwrap_or_else(|| "-".to_string()),
             d.pci_bus_id.clone().unwrap_or_else(|| "-".to_string()),
             local,
         ]);

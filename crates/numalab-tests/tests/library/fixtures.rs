@@ -56,7 +56,7 @@ fn every_fixture_loads_consistently() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         let m = Machine::from_xml_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!m.is_live(), "{name}");
-        assert_eq!(m.schema_version, "1.0");
+        assert_eq!(m.schema_version, "1.1");
         assert!(!m.nodes.is_empty(), "{name}: no node");
 
         // Nodes keyed by OS index, unique and sorted.
@@ -136,7 +136,7 @@ fn every_fixture_loads_consistently() {
 
         // JSON and text views.
         let json = serde_json::to_value(&m).expect("serializes");
-        assert_eq!(json["schema_version"], "1.0");
+        assert_eq!(json["schema_version"], "1.1");
         let text = render_topology_text(&m);
         assert!(!text.trim().is_empty(), "{name}");
         let rows = rendered_node_rows(&text);
@@ -503,6 +503,39 @@ fn devices_and_their_local_nodes() {
     let nvml8 = dgx.devices.iter().find(|d| d.name == "nvml8").unwrap();
     assert_eq!(nvml8.local_nodes, set("1"));
     assert_eq!(nvml8.pci_bus_id.as_deref(), Some("0000:b7:00.0"));
+    // hwloc files NVML devices as coprocessors; their GPU model says what
+    // they are.
+    assert_eq!(
+        (
+            nvml8.kind.as_str(),
+            nvml8.label(),
+            nvml8.model.as_deref(),
+            nvml8.vendor.as_deref()
+        ),
+        (
+            "gpu",
+            "GPU",
+            Some("Tesla V100-SXM3-32GB-H"),
+            Some("NVIDIA Corporation")
+        )
+    );
+    let dgx_text = render_topology_text(&dgx);
+    let line = dgx_text
+        .lines()
+        .find(|l| l.contains(" nvml8 "))
+        .unwrap_or_else(|| panic!("{dgx_text}"));
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>(),
+        [
+            "GPU",
+            "nvml8",
+            "Tesla",
+            "V100-SXM3-32GB-H",
+            "0000:b7:00.0",
+            "node",
+            "1"
+        ]
+    );
 
     // POWER8: nvml0 is a GPU OS device near node 0.
     let p8 = load("power8gpudistances.xml");

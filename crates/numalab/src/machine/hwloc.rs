@@ -750,6 +750,34 @@ fn read_devices(topology: &Topology, model: &mut Model) -> Result<(), String> {
             _ => "other",
         };
         let name = cstr(dev.name()).unwrap_or_else(|| "?".to_string());
+        // The device's own infos first, then its PCI device's (lspci's
+        // names, where the file has them).
+        let pci = dev
+            .ancestors()
+            .find(|a| matches!(a.attributes(), Some(ObjectAttributes::PCIDevice(_))));
+        let info = |keys: &[&str]| -> Option<String> {
+            let of = |o: &TopologyObject| {
+                keys.iter().find_map(|k| {
+                    o.infos()
+                        .iter()
+                        .find(|i| i.name().to_bytes() == k.as_bytes())
+                        .map(|i| i.value().to_string_lossy().trim().to_string())
+                        .filter(|v| !v.is_empty())
+                })
+            };
+            of(dev).or_else(|| pci.and_then(of))
+        };
+        let device_model = info(&["GPUModel", "Model", "PCIDevice"]);
+        let vendor = info(&["GPUVendor", "Vendor", "PCIVendor"]);
+        let compute_gpu = info(&["GPUModel"]).is_some()
+            || info(&["OpenCLDeviceType"]).is_some_and(|t| t == "GPU")
+            || info(&["Backend"])
+                .is_some_and(|b| ["NVML", "CUDA", "RSMI", "LevelZero"].contains(&b.as_str()));
+        let kind = if kind == "coprocessor" && compute_gpu {
+            "gpu"
+        } else {
+            kind
+        };
         let pci_bus_id = dev.ancestors().find_map(|a| match a.attributes() {
             Some(ObjectAttributes::PCIDevice(p)) => Some(format!(
                 "{:04x}:{:02x}:{:02x}.{:x}",
@@ -767,6 +795,8 @@ fn read_devices(topology: &Topology, model: &mut Model) -> Result<(), String> {
         model.devices.push(Device {
             kind: kind.to_string(),
             name,
+            model: device_model,
+            vendor,
             pci_bus_id,
             local_nodes,
             local_cpus,

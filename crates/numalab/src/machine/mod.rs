@@ -37,7 +37,7 @@ pub(crate) fn fixture(name: &str) -> Machine {
 
 /// Version of the JSON produced by [`Machine`] (`numalab topology --json`).
 /// Bump the major part when a key changes meaning or disappears.
-pub const TOPOLOGY_SCHEMA_VERSION: &str = "1.0";
+pub const TOPOLOGY_SCHEMA_VERSION: &str = "1.1";
 
 /// Where a machine model came from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -163,14 +163,44 @@ pub struct MemoryAttributeValue {
 /// A PCI or OS device with a locality.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Device {
-    /// "gpu", "network", "storage", "coprocessor", "dma", "other".
+    /// "gpu", "network", "storage", "coprocessor", "dma", "other". A
+    /// compute device that names a GPU model (NVML, CUDA, ROCm SMI, Level
+    /// Zero, an OpenCL GPU) is "gpu" although hwloc files it as a
+    /// coprocessor.
     pub kind: String,
     pub name: String,
+    /// What it is, as its description names it: a GPU's model ("Tesla
+    /// V100-SXM3-32GB-H"), a disk's model, the PCI device's name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Its vendor, likewise ("NVIDIA Corporation").
+    #[serde(default)]
+    pub vendor: Option<String>,
     /// PCI bus id "dddd:bb:dd.f" when known.
     pub pci_bus_id: Option<String>,
     /// NUMA nodes local to the device (the nodeset of its nearest non-I/O ancestor).
     pub local_nodes: IdSet,
     pub local_cpus: IdSet,
+}
+
+impl Device {
+    /// What a reader calls it: "GPU", "NVMe", "disk", "NIC", "InfiniBand",
+    /// "DMA", "coprocessor", "device".
+    pub fn label(&self) -> &'static str {
+        match self.kind.as_str() {
+            "gpu" => "GPU",
+            "storage" if self.name.starts_with("nvme") => "NVMe",
+            "storage" if self.name.starts_with("dax") => "DAX",
+            "storage" => "disk",
+            "network" if self.name.starts_with("mlx") || self.name.starts_with("ib") => {
+                "InfiniBand"
+            }
+            "network" => "NIC",
+            "dma" => "DMA",
+            "coprocessor" => "coprocessor",
+            _ => "device",
+        }
+    }
 }
 
 /// The whole machine model.
