@@ -162,8 +162,11 @@ pub fn refuse_overwriting_input(
 /// envelope (place, set, topology, verify, compare, profile, run, the sweep
 /// listings and the report plan were bare). 1.3: `sizes`' `layout` takes
 /// the words of every command's `--layout`, compact and scatter (packed and
-/// spread before, still read).
-pub const RESULT_SCHEMA_VERSION: &str = "1.3";
+/// spread before, still read). 1.4: `compare` gives a report's key figures
+/// (`key_figures`), the settings that differ (`configuration_differences`),
+/// every environment field that differs, and per row its `unit` and why it
+/// is `not_comparable`.
+pub const RESULT_SCHEMA_VERSION: &str = "1.4";
 
 /// What every command prints with `--json`: the schema version, the
 /// command, the result's own fields, and the environment it depends on.

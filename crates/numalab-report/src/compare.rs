@@ -69,6 +69,28 @@ pub const ENV_KEYS: &[&str] = &[
     "cpufreq_mhz",
 ];
 
+/// Settings a figure was measured under, as the user chose them: where
+/// they differ between the two results, a figure is not comparable. Read
+/// from every object on the figure's path that is not an array element (an
+/// element's fields name it instead): a report's mode, budget and buffer,
+/// each part's budget, a result's buffer, pattern, layout, mix.
+const SETTING_KEYS: &[&str] = &[
+    "mode",
+    "budget_s",
+    "buffer_bytes",
+    "size_bytes",
+    "injector_buffer_bytes",
+    "reps",
+    "stride",
+    "pattern",
+    "layout",
+    "mix",
+];
+
+/// Environment fields never listed as differences: they differ between any
+/// two runs.
+const ENV_SKIP: &[&str] = &["timestamp_utc"];
+
 /// One figure of a result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Figure {
@@ -77,19 +99,65 @@ pub struct Figure {
     pub ci: Option<f64>,
     /// Interquartile range, absolute.
     pub spread: Option<f64>,
+    /// Which of the result's setting contexts it was measured under
+    /// ([`Summary`]'s list).
+    #[serde(skip)]
+    pub context: usize,
+}
+
+/// The settings on one figure's path: (qualified key, value).
+type Context = Vec<(String, String)>;
+
+/// The distinct contexts of one result, each stored once.
+#[derive(Debug, Default)]
+struct Contexts {
+    list: Vec<Context>,
+    index: HashMap<Context, usize>,
+}
+
+impl Contexts {
+    fn id(&mut self, ctx: &Context) -> usize {
+        if let Some(&i) = self.index.get(ctx) {
+            return i;
+        }
+        self.list.push(ctx.clone());
+        self.index.insert(ctx.clone(), self.list.len() - 1);
+        self.list.len() - 1
+    }
 }
 
 /// A metric of both results.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub metric: String,
+    /// Its unit, where the metric's name says it (`gbps`: GB/s, `_ns`: ns).
+    pub unit: Option<&'static str>,
     pub a: Option<f64>,
     pub b: Option<f64>,
     /// b / a.
     pub ratio: Option<f64>,
-    /// The difference exceeds the measured spread (None: one side missing
-    /// or no spread known).
+    /// The difference exceeds the measured spread (None: one side missing,
+    /// no spread known, or not comparable).
     pub significant: Option<bool>,
+    /// Why the two figures are not compared: the settings they were
+    /// measured under differ ("buffer_bytes 134217728 vs 1258291200").
+    /// `ratio` and `significant` are then None.
+    pub not_comparable: Option<String>,
+}
+
+/// A report's key figure in both results.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyFigureRow {
+    /// Its name in results.json (`summary.key_figures`).
+    pub key: String,
+    /// What it is, as the key-figures table says.
+    pub figure: String,
+    pub unit: &'static str,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// b / a, where both were measured under the same settings.
+    pub ratio: Option<f64>,
+    pub not_comparable: Option<String>,
 }
 
 /// The comparison of two results.
@@ -97,9 +165,17 @@ pub struct Row {
 pub struct Comparison {
     pub command_a: String,
     pub command_b: String,
+    /// Two reports' key figures, in the key-figures table's order (empty
+    /// for other results).
+    pub key_figures: Vec<KeyFigureRow>,
     pub rows: Vec<Row>,
-    /// Environment fields that differ: (field, a, b). (Not `environment`:
-    /// that is the envelope's, the environment `compare` itself ran in.)
+    /// Settings that differ: (setting, a, b), the report's and each
+    /// part's; figures measured under them are not comparable.
+    pub configuration_differences: Vec<(String, String, String)>,
+    /// Environment fields that differ: (field, a, b), the usual suspects
+    /// ([`ENV_KEYS`]) first, then every other field, the machine's node
+    /// count, memory and distances included. (Not `environment`: that is
+    /// the envelope's, the environment `compare` itself ran in.)
     pub environment_differences: Vec<(String, String, String)>,
     pub warnings: Vec<String>,
 }
@@ -146,27 +222,50 @@ fn figure_of(o: &serde_json::Map<String, Value>) -> Option<Figure> {
         median,
         ci: rel_ci.map(|r| (r * median).abs()),
         spread: spread.map(|s| (s * median).abs()),
+        context: 0,
     })
 }
 
-fn walk(v: &Value, path: &str, out: &mut BTreeMap<String, Figure>) {
+/// What a walk over one result gathers.
+struct Walk {
+    figures: BTreeMap<String, Figure>,
+    contexts: Contexts,
+    /// The settings of the objects on the current path.
+    ctx: Context,
+}
+
+/// `path.key`, or `key` at the top.
+fn qualified(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn walk(v: &Value, path: &str, w: &mut Walk, element: bool) {
     match v {
         Value::Object(o) => {
-            if let Some(f) = figure_of(o) {
-                out.insert(path.to_string(), f);
+            if let Some(mut f) = figure_of(o) {
+                f.context = w.contexts.id(&w.ctx);
+                w.figures.insert(path.to_string(), f);
                 return;
+            }
+            let depth = w.ctx.len();
+            if !element {
+                for k in SETTING_KEYS {
+                    if let Some(t) = o.get(*k).and_then(scalar_text) {
+                        w.ctx.push((qualified(path, k), t));
+                    }
+                }
             }
             for (k, x) in o {
                 if SKIP.contains(&k.as_str()) {
                     continue;
                 }
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                walk(x, &p, out);
+                walk(x, &qualified(path, k), w, false);
             }
+            w.ctx.truncate(depth);
         }
         Value::Array(a) => {
             // Rows of a matrix whose cells name themselves (cpu_node,
@@ -183,7 +282,7 @@ fn walk(v: &Value, path: &str, out: &mut BTreeMap<String, Figure>) {
                 });
             if named_rows {
                 for row in a {
-                    walk(row, path, out);
+                    walk(row, path, w, true);
                 }
                 return;
             }
@@ -206,18 +305,105 @@ fn walk(v: &Value, path: &str, out: &mut BTreeMap<String, Figure>) {
                 } else {
                     format!("{path}[{n}]")
                 };
-                walk(x, &p, out);
+                walk(x, &p, w, true);
             }
         }
         _ => {}
     }
 }
 
+/// Every figure of a result, by metric name, and the setting contexts
+/// their `context` indexes.
+fn figures_and_contexts(v: &Value) -> (BTreeMap<String, Figure>, Vec<Context>) {
+    let mut w = Walk {
+        figures: BTreeMap::new(),
+        contexts: Contexts::default(),
+        ctx: Vec::new(),
+    };
+    walk(v, "", &mut w, false);
+    (w.figures, w.contexts.list)
+}
+
 /// Every figure of a result, by metric name.
 pub fn figures(v: &Value) -> BTreeMap<String, Figure> {
-    let mut out = BTreeMap::new();
-    walk(v, "", &mut out);
-    out
+    figures_and_contexts(v).0
+}
+
+/// The unit a metric's name states: its last field (`…points[bytes=4096].gbps`:
+/// GB/s, `…latency_ns`: ns, `…elapsed_s`: s).
+pub fn unit_of(metric: &str) -> Option<&'static str> {
+    let leaf = metric.rsplit('.').next()?;
+    let leaf = leaf.split('[').next()?;
+    let units: [(&str, &str); 7] = [
+        ("gbps", "GB/s"),
+        ("_ns", "ns"),
+        ("_us", "µs"),
+        ("_ms", "ms"),
+        ("_s", "s"),
+        ("_bytes", "B"),
+        ("_pct", "%"),
+    ];
+    units
+        .iter()
+        .find(|(suffix, _)| leaf == suffix.trim_start_matches('_') || leaf.ends_with(suffix))
+        .map(|(_, u)| *u)
+        .or_else(|| leaf.contains("ratio").then_some("x"))
+}
+
+/// How two contexts differ, in words: the settings both have with other
+/// values (a setting only one side has is not held against it: older
+/// results lack some).
+fn context_difference(a: &Context, b: &Context) -> Option<String> {
+    let diffs: Vec<String> = a
+        .iter()
+        .filter_map(|(k, x)| {
+            let y = &b.iter().find(|(kb, _)| kb == k)?.1;
+            (x != y).then(|| format!("{k} {x} vs {y}"))
+        })
+        .collect();
+    (!diffs.is_empty()).then(|| diffs.join(", "))
+}
+
+/// The scalar fields of `v` (objects flattened with dots, short arrays
+/// joined), for environment differences; long arrays (CPU flags) as
+/// their length and a digest of what each side has that the other lacks.
+fn flatten(v: &Value, path: &str, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                if !ENV_SKIP.contains(&k.as_str()) {
+                    flatten(x, &qualified(path, k), out);
+                }
+            }
+        }
+        _ => out.push((path.to_string(), v.clone())),
+    }
+}
+
+/// The machine's shape as compared: node count, memory per node, the
+/// distance table.
+fn machine_fields(m: &Value) -> Vec<(String, Value)> {
+    let Some(nodes) = m["nodes"].as_array() else {
+        return Vec::new();
+    };
+    let memory: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "{}:{}",
+                n["os_index"],
+                numalab::text::format::bytes(n["memory_bytes"].as_u64().unwrap_or(0))
+            )
+        })
+        .collect();
+    vec![
+        ("machine.nodes".into(), Value::from(nodes.len())),
+        (
+            "machine.memory_by_node".into(),
+            Value::from(memory.join(" ")),
+        ),
+        ("machine.distances".into(), m["distances"]["matrix"].clone()),
+    ]
 }
 
 /// Whether `a` and `b` differ by more than their measured spread.
@@ -237,8 +423,31 @@ fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
+        Value::Array(a) if a.len() > 8 && a.iter().all(Value::is_string) => {
+            format!("{} entries", a.len())
+        }
         other => other.to_string(),
     }
+}
+
+/// Two long lists of words (CPU flags), as what each has that the other
+/// lacks.
+fn list_difference(x: &Value, y: &Value) -> Option<(String, String)> {
+    let (Some(a), Some(b)) = (x.as_array(), y.as_array()) else {
+        return None;
+    };
+    if a.len() <= 8 && b.len() <= 8 {
+        return None;
+    }
+    let only = |p: &[Value], q: &[Value]| -> String {
+        let words: Vec<String> = p.iter().filter(|v| !q.contains(v)).map(text).collect();
+        if words.is_empty() {
+            "nothing more".into()
+        } else {
+            format!("also {}", words.join(" "))
+        }
+    };
+    Some((only(a, b), only(b, a)))
 }
 
 /// What a comparison reads of one result, taken out of its tree so that
@@ -250,22 +459,45 @@ pub struct Summary {
     command: String,
     /// `schema_version` as it is (null without one).
     schema_version: Value,
-    /// The [`ENV_KEYS`] fields of `environment`, in that order (null where
-    /// missing).
-    environment: Vec<Value>,
+    /// Every field of `environment` and the machine's shape, flattened:
+    /// the [`ENV_KEYS`] first, in that order (null where missing).
+    environment: Vec<(String, Value)>,
     figures: BTreeMap<String, Figure>,
+    contexts: Vec<Context>,
+    /// A report's `summary.key_figures` (empty for other results).
+    key_figures: BTreeMap<String, Option<f64>>,
+    /// The report's (or result's) own settings: the context of its top.
+    settings: Context,
 }
 
 /// What [`compare_summaries`] needs of result `v`.
 pub fn summarize(v: &Value) -> Summary {
+    let mut environment: Vec<(String, Value)> = ENV_KEYS
+        .iter()
+        .map(|k| (k.to_string(), v["environment"][k].clone()))
+        .collect();
+    let mut rest = Vec::new();
+    flatten(&v["environment"], "", &mut rest);
+    rest.retain(|(k, _)| !ENV_KEYS.contains(&k.as_str()) && !k.is_empty());
+    environment.extend(rest);
+    environment.extend(machine_fields(&v["machine"]));
+    let (figures, contexts) = figures_and_contexts(v);
+    let settings = SETTING_KEYS
+        .iter()
+        .filter_map(|k| Some((k.to_string(), scalar_text(v.get(*k)?)?)))
+        .collect();
+    let key_figures = v["summary"]["key_figures"]
+        .as_object()
+        .map(|o| o.iter().map(|(k, x)| (k.clone(), x.as_f64())).collect())
+        .unwrap_or_default();
     Summary {
         command: v["command"].as_str().unwrap_or("?").to_string(),
         schema_version: v["schema_version"].clone(),
-        environment: ENV_KEYS
-            .iter()
-            .map(|k| v["environment"][k].clone())
-            .collect(),
-        figures: figures(v),
+        environment,
+        figures,
+        contexts,
+        key_figures,
+        settings,
     }
 }
 
@@ -299,31 +531,97 @@ pub fn compare_summaries(a: &Summary, b: &Summary) -> Comparison {
         .into_iter()
         .map(|n| {
             let (x, y) = (fa.get(n), fb.get(n));
+            let not_comparable = match (x, y) {
+                (Some(x), Some(y)) => {
+                    context_difference(&a.contexts[x.context], &b.contexts[y.context])
+                }
+                _ => None,
+            };
+            let paired = match (x, y) {
+                (Some(x), Some(y)) if not_comparable.is_none() => Some((x, y)),
+                _ => None,
+            };
             Row {
                 metric: n.clone(),
+                unit: unit_of(n),
                 a: x.map(|f| f.median),
                 b: y.map(|f| f.median),
-                ratio: match (x, y) {
-                    (Some(x), Some(y)) if x.median != 0.0 => Some(y.median / x.median),
-                    _ => None,
-                },
-                significant: match (x, y) {
-                    (Some(x), Some(y)) => significant(x, y),
-                    _ => None,
-                },
+                ratio: paired
+                    .filter(|(x, _)| x.median != 0.0)
+                    .map(|(x, y)| y.median / x.median),
+                significant: paired.and_then(|(x, y)| significant(x, y)),
+                not_comparable,
             }
         })
         .collect();
-    let mut environment = Vec::new();
-    for ((k, x), y) in ENV_KEYS.iter().zip(&a.environment).zip(&b.environment) {
-        if x != y {
-            environment.push((k.to_string(), text(x), text(y)));
+    // Every setting that differs, the report's own and each part's, once.
+    let mut configuration: Vec<(String, String, String)> = Vec::new();
+    for ctx in &a.contexts {
+        for (k, x) in ctx {
+            let y = b.contexts.iter().flatten().find(|(kb, _)| kb == k);
+            if let Some((_, y)) = y.filter(|(_, y)| y != x) {
+                if !configuration.iter().any(|(c, _, _)| c == k) {
+                    configuration.push((k.clone(), x.clone(), y.clone()));
+                }
+            }
         }
     }
+    for (k, x) in &a.settings {
+        if let Some((_, y)) = b.settings.iter().find(|(kb, _)| kb == k) {
+            if y != x && !configuration.iter().any(|(c, _, _)| c == k) {
+                configuration.push((k.clone(), x.clone(), y.clone()));
+            }
+        }
+    }
+    let mut environment = Vec::new();
+    for (k, x) in &a.environment {
+        let y = b
+            .environment
+            .iter()
+            .find(|(kb, _)| kb == k)
+            .map_or(&Value::Null, |(_, y)| y);
+        if x == y {
+            continue;
+        }
+        let (tx, ty) = list_difference(x, y).unwrap_or_else(|| (text(x), text(y)));
+        environment.push((k.clone(), tx, ty));
+    }
+    for (k, y) in &b.environment {
+        if !a.environment.iter().any(|(ka, _)| ka == k) && !y.is_null() {
+            environment.push((k.clone(), "-".into(), text(y)));
+        }
+    }
+    let top = context_difference(&a.settings, &b.settings);
+    let key_figures = crate::key_table::key_labels()
+        .into_iter()
+        .filter_map(|(key, figure, unit)| {
+            let (x, y) = (
+                a.key_figures.get(key).copied().flatten(),
+                b.key_figures.get(key).copied().flatten(),
+            );
+            if x.is_none() && y.is_none() {
+                return None;
+            }
+            Some(KeyFigureRow {
+                key: key.to_string(),
+                figure,
+                unit,
+                a: x,
+                b: y,
+                ratio: match (x, y, &top) {
+                    (Some(x), Some(y), None) if x != 0.0 => Some(y / x),
+                    _ => None,
+                },
+                not_comparable: top.clone(),
+            })
+        })
+        .collect();
     Comparison {
         command_a: ca,
         command_b: cb,
+        key_figures,
         rows,
+        configuration_differences: configuration,
         environment_differences: environment,
         warnings,
     }
@@ -531,5 +829,147 @@ mod tests {
         assert!(ok(json!({"schema_version": "1.0", "schema": "other"}))
             .unwrap_err()
             .contains("its schema is \"other\""));
+    }
+
+    /// A report's results.json in miniature: settings at the top and in
+    /// each part, key figures, an environment and a machine.
+    fn report(buffer: u64, budget: f64, local_ns: f64, flags: &[&str], nodes: u64) -> Value {
+        json!({
+            "schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION,
+            "command": "report", "mode": "quick", "buffer_bytes": buffer,
+            "environment": {"kernel": "6.1", "thp_enabled": "always", "cpu_flags": flags,
+                            "timestamp_utc": format!("2026-12-04T00:00:{budget}Z"),
+                            "cgroup": {"cpus": "0-1"}},
+            "machine": {"nodes": (0..nodes).map(|i| json!({"os_index": i, "memory_bytes": 1u64 << 30})).collect::<Vec<_>>(),
+                        "distances": null},
+            "summary": {"key_figures": {"local_latency_ns": local_ns, "numa_ratio_min": null}},
+            "parts": {
+                "sizes": {"budget_s": budget, "result": {"pattern": "random",
+                    "points": [{"bytes": 4096, "latency_ns": fig(local_ns, 0.01)}]}},
+                "c2c": {"budget_s": 5.0, "result": {"within_ns": fig(50.0, 0.01)}},
+            }
+        })
+    }
+
+    #[test]
+    fn figures_under_other_settings_are_not_comparable_and_the_settings_come_first() {
+        let flags: Vec<String> = (0..12).map(|i| format!("f{i}")).collect();
+        let f: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let mut g = f.clone();
+        g[11] = "avx512f";
+        let a = report(128 << 20, 20.0, 90.0, &f, 1);
+        // The same buffer and budgets: everything compared, key figures with
+        // their units.
+        let c = compare(&a, &report(128 << 20, 20.0, 99.0, &f, 1));
+        assert!(c.configuration_differences.is_empty());
+        assert!(c.rows.iter().all(|r| r.not_comparable.is_none()));
+        let k = &c.key_figures[0];
+        assert_eq!(
+            (k.key.as_str(), k.unit, k.a, k.b),
+            ("local_latency_ns", "ns", Some(90.0), Some(99.0))
+        );
+        assert!((k.ratio.unwrap() - 1.1).abs() < 1e-9);
+        assert_eq!(
+            c.key_figures.len(),
+            1,
+            "unmeasured key figures are left out"
+        );
+        let lat = c
+            .rows
+            .iter()
+            .find(|r| r.metric.ends_with("latency_ns"))
+            .unwrap();
+        assert_eq!(lat.unit, Some("ns"));
+        assert_eq!(lat.significant, Some(true));
+
+        // Another buffer and another budget for sizes: sizes' figure and
+        // the key figures not comparable, c2c's still compared.
+        let b = report(1200 << 20, 40.0, 99.0, &g, 2);
+        let c = compare(&a, &b);
+        assert_eq!(
+            c.configuration_differences,
+            [
+                (
+                    "buffer_bytes".to_string(),
+                    "134217728".to_string(),
+                    "1258291200".to_string()
+                ),
+                (
+                    "parts.sizes.budget_s".to_string(),
+                    "20.0".to_string(),
+                    "40.0".to_string()
+                ),
+            ]
+        );
+        let lat = c
+            .rows
+            .iter()
+            .find(|r| r.metric.ends_with("latency_ns"))
+            .unwrap();
+        assert_eq!(
+            lat.not_comparable.as_deref(),
+            Some("buffer_bytes 134217728 vs 1258291200, parts.sizes.budget_s 20.0 vs 40.0")
+        );
+        assert_eq!((lat.ratio, lat.significant), (None, None));
+        let c2c = c.rows.iter().find(|r| r.metric.contains("c2c")).unwrap();
+        assert_eq!(
+            c2c.not_comparable.as_deref(),
+            Some("buffer_bytes 134217728 vs 1258291200")
+        );
+        assert!(c
+            .key_figures
+            .iter()
+            .all(|k| k.ratio.is_none() && k.not_comparable.is_some()));
+        // Every environment difference, the machine's included; never the
+        // time stamp; long lists as what each side has more.
+        let env: Vec<&str> = c
+            .environment_differences
+            .iter()
+            .map(|(k, _, _)| k.as_str())
+            .collect();
+        assert_eq!(
+            env,
+            ["cpu_flags", "machine.nodes", "machine.memory_by_node"]
+        );
+        assert_eq!(
+            (
+                c.environment_differences[0].1.as_str(),
+                c.environment_differences[0].2.as_str()
+            ),
+            ("also f11", "also avx512f")
+        );
+        let t = render_text(&c, "a", "b");
+        let conf = t.find("configuration differences").unwrap();
+        let envt = t.find("environment differences").unwrap();
+        let keys = t.find("key figures:").unwrap();
+        let metrics = t.find("\nmetric ").unwrap();
+        assert!(conf < envt && envt < keys && keys < metrics, "{t}");
+        assert!(t.contains("Idle latency, local memory"), "{t}");
+        assert!(t.contains("90.00 ns"), "{t}");
+        assert!(
+            t.contains("not comparable: buffer_bytes 134217728 vs 1258291200"),
+            "{t}"
+        );
+        assert!(
+            t.contains(", 2 not comparable (measured under other settings)"),
+            "{t}"
+        );
+        let h = render_html(&c, "a", "b");
+        assert!(h.contains("id=\"table-key-figures\"") && h.contains("id=\"table-configuration\""));
+        assert!(h.contains("<tr class=\"nc\">"), "{h}");
+    }
+
+    #[test]
+    fn units_come_from_the_metric_name() {
+        for (m, u) in [
+            ("parts.sizes.result.points[bytes=4096].gbps", Some("GB/s")),
+            ("parts.x.result.latency_ns", Some("ns")),
+            ("elapsed_s", Some("s")),
+            ("runs[threads=2].per_thread_gbps", Some("GB/s")),
+            ("speedup_ratio", Some("x")),
+            ("bandwidth[cpu_node=0,mem_node=1].value", None),
+        ] {
+            assert_eq!(unit_of(m), u, "{m}");
+        }
     }
 }

@@ -133,6 +133,23 @@ const ROWS: &[RowSpec] = &[
     },
 ];
 
+/// The key figures' names in the table's order, each with what it is and
+/// its unit (a range's ends as "…, lowest" and "…, highest"): how
+/// `compare` lists two reports' key figures first.
+pub fn key_labels() -> Vec<(&'static str, String, &'static str)> {
+    let mut out = Vec::new();
+    for spec in ROWS {
+        match spec.shape {
+            Shape::One(k) => out.push((k, spec.figure.to_string(), spec.unit)),
+            Shape::Range(lo, hi) => {
+                out.push((lo, format!("{}, lowest", spec.figure), spec.unit));
+                out.push((hi, format!("{}, highest", spec.figure), spec.unit));
+            }
+        }
+    }
+    out
+}
+
 /// `v` with its unit: ratios as `1.25x`, the rest as `91 ns`.
 fn number(v: f64, unit: &str, decimals: usize) -> String {
     with_unit(&fixed(v, decimals), unit)

@@ -99,6 +99,90 @@ fn what_differs_beyond_the_spread_and_the_environment() {
     std::fs::remove_dir_all(&d).ok();
 }
 
+/// A report's results.json in miniature, as `report` writes it: settings
+/// at the top and per part, key figures, the environment and the machine.
+fn report(mode: &str, buffer: u64, local_ns: f64, thp: &str) -> Value {
+    json!({"schema": "numalab-report", "schema_version": "1.1", "command": "report",
+        "mode": mode, "budget_s": 80.0, "buffer_bytes": buffer,
+        "environment": {"kernel": "6.1.0", "thp_enabled": thp, "timestamp_utc": format!("{mode}")},
+        "machine": {"nodes": [{"os_index": 0, "memory_bytes": 1u64 << 34}], "distances": null},
+        "summary": {"key_figures": {"local_latency_ns": local_ns, "local_read_gbps": 12.0}},
+        "parts": {"latency-matrix": {"budget_s": 10.0, "result": {
+            "latency": [[{"cpu_node": 0, "mem_node": 0, "latency_ns": fig(local_ns, 0.01)}]]}}}})
+}
+
+#[test]
+fn reports_list_what_differs_first_then_key_figures_and_mark_the_incomparable() {
+    let d = dir("reports");
+    let (pa, pb, pc) = (d.join("a.json"), d.join("b.json"), d.join("c.json"));
+    std::fs::write(&pa, report("default", 1 << 30, 90.0, "always").to_string()).unwrap();
+    std::fs::write(&pb, report("default", 1 << 30, 99.0, "never").to_string()).unwrap();
+    std::fs::write(&pc, report("quick", 128 << 20, 99.0, "always").to_string()).unwrap();
+    let (a, b, c) = (
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+        pc.to_str().unwrap(),
+    );
+    // Same settings, THP changed: the environment first, the key figures
+    // with units, every figure compared.
+    let text = stdout(&["compare", a, b]);
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("no '{needle}' in {text}"))
+    };
+    assert!(
+        at("environment differences:") < at("key figures:"),
+        "{text}"
+    );
+    assert!(at("key figures:") < at("\nmetric "), "{text}");
+    assert!(!text.contains("configuration differences"), "{text}");
+    assert!(!text.contains("timestamp_utc"), "{text}");
+    let key = text
+        .lines()
+        .find(|l| l.contains("Idle latency, local memory"))
+        .unwrap();
+    assert!(
+        key.contains("90.00 ns") && key.contains("99.00 ns") && key.contains("1.100"),
+        "{key}"
+    );
+    let read = text
+        .lines()
+        .find(|l| l.contains("Read bandwidth, local memory"))
+        .unwrap();
+    assert!(
+        read.contains("12.00 GB/s") && read.contains("1.000"),
+        "{read}"
+    );
+    // Quick against default: another mode and buffer, listed first; no
+    // ratio and no verdict, each figure says why.
+    let v = run_json(&["compare", a, c, "--json"]);
+    assert_eq!(
+        v["configuration_differences"],
+        json!([
+            ["mode", "default", "quick"],
+            ["buffer_bytes", "1073741824", "134217728"]
+        ])
+    );
+    let row = &v["rows"][0];
+    assert_eq!(row["unit"], "ns");
+    assert!(
+        row["ratio"].is_null() && row["significant"].is_null(),
+        "{row}"
+    );
+    assert_eq!(
+        row["not_comparable"],
+        "mode default vs quick, buffer_bytes 1073741824 vs 134217728"
+    );
+    assert!(v["key_figures"][0]["ratio"].is_null());
+    assert_eq!(v["key_figures"][0]["unit"], "ns");
+    let text = stdout(&["compare", a, c]);
+    assert!(
+        text.contains("1 not comparable (measured under other settings)"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&d).ok();
+}
+
 #[test]
 fn bad_inputs_are_one_line_errors() {
     let d = dir("bad");

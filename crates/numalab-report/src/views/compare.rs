@@ -6,11 +6,6 @@ use numalab::text::escape::xml as escape;
 use numalab::text::format::significant_padded;
 use std::fmt::Write as _;
 
-/// Four significant digits (a second per pass and a GB/s alike).
-fn num(x: Option<f64>) -> String {
-    x.map_or_else(|| "-".into(), |v| significant_padded(v, 4))
-}
-
 fn verdict(s: Option<bool>) -> &'static str {
     match s {
         Some(true) => "yes",
@@ -19,7 +14,32 @@ fn verdict(s: Option<bool>) -> &'static str {
     }
 }
 
-/// The comparison as a text table.
+/// A value with its unit (`91.40 ns`, `1.250x`), "-" where missing: four
+/// significant digits (a second per pass and a GB/s alike).
+fn with_unit(x: Option<f64>, unit: Option<&str>) -> String {
+    match (x, unit) {
+        (None, _) => "-".into(),
+        (Some(v), Some("x")) => format!("{}x", significant_padded(v, 4)),
+        (Some(v), Some(u)) => format!("{} {u}", significant_padded(v, 4)),
+        (Some(v), None) => significant_padded(v, 4),
+    }
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map_or("-".into(), |x| format!("{x:.3}"))
+}
+
+/// A row's verdict: beyond the spread or not, or why it is not compared.
+fn row_verdict(r: &crate::compare::Row) -> String {
+    match &r.not_comparable {
+        Some(why) => format!("not comparable: {why}"),
+        None => verdict(r.significant).to_string(),
+    }
+}
+
+/// The comparison as text: what differs in how and where the two were
+/// measured first (settings, then environment), then a report's key
+/// figures with their units, then every figure.
 pub fn render_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -27,10 +47,53 @@ pub fn render_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
         "A: {a_name} ({})\nB: {b_name} ({})",
         c.command_a, c.command_b
     );
-    if !c.environment_differences.is_empty() {
-        let _ = writeln!(s, "\nenvironment differences:");
-        for (k, x, y) in &c.environment_differences {
-            let _ = writeln!(s, "  {k:<16} A: {x}\n  {:<16} B: {y}", "");
+    for w in &c.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    for (title, diffs) in [
+        (
+            "configuration differences (figures measured under them are not comparable)",
+            &c.configuration_differences,
+        ),
+        ("environment differences", &c.environment_differences),
+    ] {
+        if diffs.is_empty() {
+            continue;
+        }
+        let kw = diffs.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
+        let _ = writeln!(s, "\n{title}:");
+        for (k, x, y) in diffs {
+            let _ = writeln!(s, "  {k:<kw$}  A: {x}\n  {:<kw$}  B: {y}", "");
+        }
+    }
+    if !c.key_figures.is_empty() {
+        let fw = c
+            .key_figures
+            .iter()
+            .map(|k| k.figure.chars().count())
+            .max()
+            .unwrap_or(6);
+        let _ = writeln!(s, "\nkey figures:");
+        let _ = writeln!(
+            s,
+            "  {:<fw$} {:>14} {:>14} {:>8}",
+            "figure", "A", "B", "B/A"
+        );
+        for k in &c.key_figures {
+            let pad = fw - k.figure.chars().count() + k.figure.len();
+            let _ = writeln!(
+                s,
+                "  {:<pad$} {:>14} {:>14} {:>8}{}",
+                k.figure,
+                with_unit(k.a, Some(k.unit)),
+                with_unit(k.b, Some(k.unit)),
+                ratio(k.ratio),
+                if k.not_comparable.is_some() {
+                    "  not comparable"
+                } else {
+                    ""
+                }
+            );
         }
     }
     let w = c
@@ -42,18 +105,18 @@ pub fn render_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
         .max(6);
     let _ = writeln!(
         s,
-        "\n{:<w$} {:>12} {:>12} {:>8}  beyond spread",
+        "\n{:<w$} {:>14} {:>14} {:>8}  beyond spread",
         "metric", "A", "B", "B/A"
     );
     for r in &c.rows {
         let _ = writeln!(
             s,
-            "{:<w$} {:>12} {:>12} {:>8}  {}",
+            "{:<w$} {:>14} {:>14} {:>8}  {}",
             r.metric,
-            num(r.a),
-            num(r.b),
-            r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
-            verdict(r.significant)
+            with_unit(r.a, r.unit),
+            with_unit(r.b, r.unit),
+            ratio(r.ratio),
+            row_verdict(r)
         );
     }
     let n_sig = c
@@ -61,42 +124,77 @@ pub fn render_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
         .iter()
         .filter(|r| r.significant == Some(true))
         .count();
+    let n_not = c.rows.iter().filter(|r| r.not_comparable.is_some()).count();
     let _ = writeln!(
         s,
-        "\n{} metric(s), {n_sig} differ by more than the measured spread",
-        c.rows.len()
+        "\n{} metric(s), {n_sig} differ by more than the measured spread{}",
+        c.rows.len(),
+        if n_not > 0 {
+            format!(", {n_not} not comparable (measured under other settings)")
+        } else {
+            String::new()
+        }
     );
     s
 }
 
+/// Rows of a (field, A, B) table.
+fn difference_rows(diffs: &[(String, String, String)]) -> String {
+    diffs
+        .iter()
+        .map(|(k, x, y)| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                escape(k),
+                escape(x),
+                escape(y)
+            )
+        })
+        .collect()
+}
+
 /// The comparison as one self-contained HTML page (inline CSS, light and
-/// dark mode).
+/// dark mode), in the text's order.
 pub fn render_html(c: &Comparison, a_name: &str, b_name: &str) -> String {
     let mut rows = String::new();
     for r in &c.rows {
-        let class = match (r.significant, r.ratio) {
-            (Some(true), Some(x)) if x > 1.0 => " class=\"up\"",
-            (Some(true), _) => " class=\"down\"",
+        let class = match (&r.not_comparable, r.significant, r.ratio) {
+            (Some(_), _, _) => " class=\"nc\"",
+            (None, Some(true), Some(x)) if x > 1.0 => " class=\"up\"",
+            (None, Some(true), _) => " class=\"down\"",
             _ => "",
         };
         rows.push_str(&format!(
             "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&r.metric),
-            num(r.a),
-            num(r.b),
-            r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
-            verdict(r.significant)
+            escape(&with_unit(r.a, r.unit)),
+            escape(&with_unit(r.b, r.unit)),
+            ratio(r.ratio),
+            escape(&row_verdict(r))
         ));
     }
-    let mut env = String::new();
-    for (k, x, y) in &c.environment_differences {
-        env.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-            escape(k),
-            escape(x),
-            escape(y)
+    let mut keys = String::new();
+    for k in &c.key_figures {
+        keys.push_str(&format!(
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            if k.not_comparable.is_some() {
+                " class=\"nc\""
+            } else {
+                ""
+            },
+            escape(&k.figure),
+            escape(&with_unit(k.a, Some(k.unit))),
+            escape(&with_unit(k.b, Some(k.unit))),
+            ratio(k.ratio)
         ));
     }
+    let keys = if keys.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<h2>Key figures</h2>\n<table id=\"table-key-figures\"><tr><th>figure</th><th>A</th><th>B</th><th>B/A</th></tr>\n{keys}</table>\n"
+        )
+    };
     let warnings: String = c
         .warnings
         .iter()
@@ -106,19 +204,23 @@ pub fn render_html(c: &Comparison, a_name: &str, b_name: &str) -> String {
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>numalab compare</title>
 <style>
-:root {{ color-scheme: light dark; --fg:#1a1a1a; --bg:#fff; --line:#ddd; --up:#1b7f3b; --down:#b3261e; }}
-@media (prefers-color-scheme: dark) {{ :root {{ --fg:#e6e6e6; --bg:#161616; --line:#333; --up:#6fdc8c; --down:#ff8a80; }} }}
+:root {{ color-scheme: light dark; --fg:#1a1a1a; --bg:#fff; --line:#ddd; --up:#1b7f3b; --down:#b3261e; --nc:#777; }}
+@media (prefers-color-scheme: dark) {{ :root {{ --fg:#e6e6e6; --bg:#161616; --line:#333; --up:#6fdc8c; --down:#ff8a80; --nc:#999; }} }}
 body {{ font: 14px/1.4 system-ui, sans-serif; color: var(--fg); background: var(--bg); margin: 2em; }}
 table {{ border-collapse: collapse; }} td, th {{ border-bottom: 1px solid var(--line); padding: .25em .8em; text-align: right; }}
 td:first-child, th:first-child {{ text-align: left; font-family: ui-monospace, monospace; }}
-tr.up td {{ color: var(--up); }} tr.down td {{ color: var(--down); }} .warn {{ color: var(--down); }}
+tr.up td {{ color: var(--up); }} tr.down td {{ color: var(--down); }} tr.nc td {{ color: var(--nc); font-style: italic; }} .warn {{ color: var(--down); }}
 </style></head><body>
 <h1>numalab compare</h1>
 <p>A: {a} ({ca})<br>B: {b} ({cb})</p>
-{warnings}<h2>Environment differences</h2>
+{warnings}<h2>Configuration differences</h2>
+<p>Figures measured under settings that differ are marked not comparable, not compared.</p>
+<table id="table-configuration"><tr><th>setting</th><th>A</th><th>B</th></tr>
+{config}</table>
+<h2>Environment differences</h2>
 <table id="table-environment"><tr><th>field</th><th>A</th><th>B</th></tr>
 {env}</table>
-<h2>Metrics</h2>
+{keys}<h2>Metrics</h2>
 <p>B/A per figure (medians); "beyond spread": the difference exceeds the two 95% confidence half-widths added.</p>
 <table id="table-metrics"><tr><th>metric</th><th>A</th><th>B</th><th>B/A</th><th>beyond spread</th></tr>
 {rows}</table>
@@ -128,6 +230,8 @@ tr.up td {{ color: var(--up); }} tr.down td {{ color: var(--down); }} .warn {{ c
         b = escape(b_name),
         ca = escape(&c.command_a),
         cb = escape(&c.command_b),
+        config = difference_rows(&c.configuration_differences),
+        env = difference_rows(&c.environment_differences),
     )
 }
 
@@ -150,9 +254,10 @@ mod tests {
         let h = render_html(&c, "<script>'x'</script>", "b.json");
         assert!(!h.contains("<script>"), "{h}");
         assert!(h.contains("&lt;script&gt;&#39;x&#39;"), "{h}");
-        assert_eq!(num(Some(0.000123456)), "0.0001235");
-        assert_eq!(num(Some(100.0)), "100.0");
-        assert_eq!(num(Some(12345.6)), "12346");
-        assert_eq!(num(None), "-");
+        assert_eq!(with_unit(Some(0.000123456), None), "0.0001235");
+        assert_eq!(with_unit(Some(100.0), Some("ns")), "100.0 ns");
+        assert_eq!(with_unit(Some(12345.6), Some("GB/s")), "12346 GB/s");
+        assert_eq!(with_unit(Some(1.25), Some("x")), "1.250x");
+        assert_eq!(with_unit(None, Some("ns")), "-");
     }
 }
