@@ -592,7 +592,7 @@ pub fn compare_summaries(a: &Summary, b: &Summary) -> Comparison {
         }
     }
     let top = context_difference(&a.settings, &b.settings);
-    let key_figures = crate::key_table::key_labels()
+    let key_figures = crate::model::key_figures::key_labels()
         .into_iter()
         .filter_map(|(key, figure, unit)| {
             let (x, y) = (

@@ -8,6 +8,7 @@
 //! timings of the emulator, and the table is withheld with the summary's
 //! other timing statements.
 
+use crate::model::key_figures::{Shape, ROWS};
 use crate::registry::REPORT;
 use crate::results::ReportResults;
 use crate::summary::KeyFigures;
@@ -21,133 +22,6 @@ pub struct KeyRow {
     pub figure: String,
     pub value: String,
     pub keys: Vec<&'static str>,
-}
-
-/// How a row shows its figures.
-enum Shape {
-    /// One figure.
-    One(&'static str),
-    /// A range from the first to the second (one value where they agree).
-    Range(&'static str, &'static str),
-}
-
-struct RowSpec {
-    figure: &'static str,
-    shape: Shape,
-    unit: &'static str,
-    decimals: usize,
-}
-
-/// The rows, in the order MLC's users read them: latency, bandwidth,
-/// ratios, core to core, loaded latency, then the sweeps' two figures.
-const ROWS: &[RowSpec] = &[
-    RowSpec {
-        figure: "Idle latency, local memory (random pointer chase, latency matrix)",
-        shape: Shape::One("local_latency_ns"),
-        unit: "ns",
-        decimals: 0,
-    },
-    RowSpec {
-        figure: "Idle latency, slowest CPU node to memory node",
-        shape: Shape::One("max_latency_ns"),
-        unit: "ns",
-        decimals: 0,
-    },
-    RowSpec {
-        figure: "NUMA ratio, remote over local latency",
-        shape: Shape::Range("numa_ratio_min", "numa_ratio_max"),
-        unit: "x",
-        decimals: 2,
-    },
-    RowSpec {
-        figure: "Read bandwidth, local memory",
-        shape: Shape::One("local_read_gbps"),
-        unit: "GB/s",
-        decimals: 1,
-    },
-    RowSpec {
-        figure: "Read bandwidth, remote memory",
-        shape: Shape::Range("remote_read_gbps_min", "remote_read_gbps_max"),
-        unit: "GB/s",
-        decimals: 1,
-    },
-    RowSpec {
-        figure: "Read bandwidth, one thread alone (scaling)",
-        shape: Shape::One("single_thread_gbps"),
-        unit: "GB/s",
-        decimals: 1,
-    },
-    RowSpec {
-        figure: "Per-thread bandwidth, threads packed",
-        shape: Shape::One("packed_per_thread_gbps"),
-        unit: "GB/s",
-        decimals: 1,
-    },
-    RowSpec {
-        figure: "Per-thread bandwidth, threads spread",
-        shape: Shape::One("spread_per_thread_gbps"),
-        unit: "GB/s",
-        decimals: 1,
-    },
-    RowSpec {
-        figure: "Core-to-core latency, within a node (modified line)",
-        shape: Shape::One("c2c_within_node_ns"),
-        unit: "ns",
-        decimals: 0,
-    },
-    RowSpec {
-        figure: "Core-to-core latency, across nodes (modified line)",
-        shape: Shape::One("c2c_across_nodes_ns"),
-        unit: "ns",
-        decimals: 0,
-    },
-    RowSpec {
-        figure: "Loaded latency, idle (local node)",
-        shape: Shape::One("loaded_idle_ns"),
-        unit: "ns",
-        decimals: 0,
-    },
-    RowSpec {
-        figure: "Loaded latency at the highest load",
-        shape: Shape::One("loaded_max_ns"),
-        unit: "ns",
-        decimals: 0,
-    },
-    RowSpec {
-        figure: "Highest load injected (loaded latency)",
-        shape: Shape::One("loaded_max_gbps"),
-        unit: "GB/s",
-        decimals: 1,
-    },
-    RowSpec {
-        figure: "Two writers on one node, together over alone (sweep)",
-        shape: Shape::One("two_writers_gain"),
-        unit: "x",
-        decimals: 2,
-    },
-    RowSpec {
-        figure: "Crossfire over no crossfire, time (sweep scenarios)",
-        shape: Shape::One("crossfire_ratio"),
-        unit: "x",
-        decimals: 2,
-    },
-];
-
-/// The key figures' names in the table's order, each with what it is and
-/// its unit (a range's ends as "…, lowest" and "…, highest"): how
-/// `compare` lists two reports' key figures first.
-pub fn key_labels() -> Vec<(&'static str, String, &'static str)> {
-    let mut out = Vec::new();
-    for spec in ROWS {
-        match spec.shape {
-            Shape::One(k) => out.push((k, spec.figure.to_string(), spec.unit)),
-            Shape::Range(lo, hi) => {
-                out.push((lo, format!("{}, lowest", spec.figure), spec.unit));
-                out.push((hi, format!("{}, highest", spec.figure), spec.unit));
-            }
-        }
-    }
-    out
 }
 
 /// `v` with its unit: ratios as `1.25x`, the rest as `91 ns`.

@@ -213,17 +213,38 @@ fn status_cell(status: PartStatus) -> String {
     format!("<td class=\"l {class}\">{}</td>", status.name())
 }
 
+/// How far a part ran past its budget, as a share of it, when it overran
+/// by more than 10% and half a second (a part plans to end within its
+/// budget; the planner's estimate is not exact).
+fn overrun(budget_s: Option<f64>, elapsed_s: Option<f64>) -> Option<f64> {
+    let (b, e) = (budget_s?, elapsed_s?);
+    (b > 0.0 && e > b * 1.1 && e - b > 0.5).then(|| e / b - 1.0)
+}
+
+/// The "took s" cell: the seconds, flagged where the part overran.
+fn took_cell(budget_s: Option<f64>, elapsed_s: Option<f64>) -> String {
+    let took = elapsed_s.map(|x| format!("{x:.1}")).unwrap_or_default();
+    match overrun(budget_s, elapsed_s) {
+        Some(o) => format!(
+            "<td class=\"status-bad overran\" title=\"ran {:.0}% past its budget\">{took} (over by {:.0}%)</td>",
+            o * 100.0,
+            o * 100.0
+        ),
+        None => format!("<td>{took}</td>"),
+    }
+}
+
 fn parts(h: &mut String, doc: &ReportResults, tabs: &[Table]) {
     h.push_str("<h2 id=\"parts\">Parts of this report</h2>\n<div class=\"scroll\"><table id=\"tab-parts\">\n<tr><th class=\"l\">part</th><th class=\"l\">status</th><th>budget s</th><th>took s</th><th>run</th><th class=\"l\">placement</th><th class=\"l\">note</th></tr>\n");
     for (p, m) in doc.parts.iter() {
         let _ = writeln!(
             h,
-            "<tr><td class=\"l\"><a href=\"#sec-{}\">{}</a></td>{}<td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td class=\"l\"><a href=\"#sec-{}\">{}</a></td>{}<td>{}</td>{}<td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
             p.name(),
             esc(REPORT.title(p)),
             status_cell(m.status),
             m.budget_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
-            m.elapsed_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            took_cell(m.budget_s, m.elapsed_s),
             m.run.map(|x| x.to_string()).unwrap_or_default(),
             match m.verified {
                 Some(true) => "verified".to_string(),
@@ -262,9 +283,15 @@ fn part_section(
         Some(r) => {
             let _ = writeln!(
                 h,
-                "<p class=\"note\">Measured in {:.1} s (budget {:.1} s){}; the same as <code>{}</code>{}.</p>",
+                "<p class=\"note\">Measured in {:.1} s (budget {:.1} s{}){}; the same as <code>{}</code>{}.</p>",
                 rec.elapsed_s.unwrap_or(0.0),
                 rec.budget_s.unwrap_or(0.0),
+                overrun(rec.budget_s, rec.elapsed_s)
+                    .map(|o| format!(
+                        ", <span class=\"status-bad\">overran by {:.0}%</span>",
+                        o * 100.0
+                    ))
+                    .unwrap_or_default(),
                 rec.run
                     .filter(|&r| r > 1)
                     .map(|r| format!(" in run {r}"))
@@ -400,4 +427,25 @@ fn environment(h: &mut String, doc: &ReportResults) {
         );
     }
     h.push_str("</table>\n</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_that_overran_their_budget_are_flagged() {
+        // Within 10% or half a second: not an overrun.
+        assert_eq!(overrun(Some(10.0), Some(10.9)), None);
+        assert_eq!(overrun(Some(2.0), Some(2.4)), None);
+        assert_eq!(overrun(None, Some(30.0)), None);
+        assert_eq!(overrun(Some(10.0), None), None);
+        let o = overrun(Some(10.0), Some(14.0)).unwrap();
+        assert!((o - 0.4).abs() < 1e-9);
+        assert_eq!(took_cell(Some(10.0), Some(10.2)), "<td>10.2</td>");
+        assert_eq!(
+            took_cell(Some(10.0), Some(14.0)),
+            "<td class=\"status-bad overran\" title=\"ran 40% past its budget\">14.0 (over by 40%)</td>"
+        );
+    }
 }

@@ -492,6 +492,23 @@ fn report_html_renders_in_chromium_with_every_chart_and_table() {
     assert!(r.title.starts_with("numalab report: "), "{}", r.title);
     // Every CSV link in the page points at a file that exists.
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // Intervals that were measured are drawn: a bar chart's bars carry
+    // whiskers.
+    let mut charts = 0;
+    for id in ["fig-sweep", "fig-scenarios", "fig-policies", "fig-blas"] {
+        let Some(start) = html.find(&format!("id=\"{id}\"")) else {
+            continue;
+        };
+        let chart = &html[start..];
+        let chart = &chart[..chart.find("</svg>").unwrap_or(chart.len())];
+        let bars = chart.matches("class=\"bar ").count();
+        if bars > 0 {
+            charts += 1;
+            let whiskers = chart.matches("class=\"whisker\"").count();
+            assert!(whiskers > 0, "{id}: {bars} bars, no whisker");
+        }
+    }
+    assert!(charts > 0, "no bar chart in the report");
     for link in html.split("href=\"").skip(1) {
         let target = link.split('"').next().unwrap();
         if target.starts_with('#') {

@@ -18,6 +18,7 @@ pub const REPORT_IDS: &[&str] = &[
     "tab-machine",
     "tab-nodes",
     "fig-node-graph",
+    "machine-picture",
     "tab-distances",
     "fig-distance-heatmap",
     "tab-caches",

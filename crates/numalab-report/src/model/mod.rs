@@ -2,10 +2,12 @@
 //! (its [`Mode`], its schema's name and version), what names a part
 //! ([`PartName`], a plain id) and describes it ([`PartInfo`]), and what a
 //! part plans and returns ([`cost`]: the costs it predicts with and the
-//! work it does; [`Measured`]). Nothing here knows which parts exist: that
+//! work it does; [`Measured`]), and what the key figures are
+//! ([`key_figures`]). Nothing here knows which parts exist: that
 //! is the registry's ([`crate::registry`]), above the views.
 
 pub mod cost;
+pub mod key_figures;
 
 pub use cost::{
     default_rule, largest_fitting, spread, CostSource, Costs, Count, CountValue, PartPlan, Work,

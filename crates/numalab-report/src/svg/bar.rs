@@ -40,10 +40,28 @@ pub struct Bar {
     pub tooltip: String,
     /// Drawn hatched with a dashed outline and a "!" (placement not verified).
     pub flagged: bool,
+    /// The value's 95% confidence interval (low, high), drawn as a whisker
+    /// over the bar and given in its tooltip.
+    pub interval: Option<(f64, f64)>,
+    /// The colour of the thing the bar is (series `s{series % 8}`), the same
+    /// in every group, with a legend under the title; `None`: the group's
+    /// colour.
+    pub series: Option<usize>,
+}
+
+impl Bar {
+    /// The interval of a value given as its median's 95% half-width over
+    /// the median (`rel_ci`, as figures carry it), on the scale of `value`
+    /// (a normalized bar's own case interval); `None` when it is not a
+    /// number.
+    pub fn relative_interval(value: f64, rel_ci: f64) -> Option<(f64, f64)> {
+        (value.is_finite() && rel_ci.is_finite())
+            .then_some((value * (1.0 - rel_ci), value * (1.0 + rel_ci)))
+    }
 }
 
 /// A labelled group of bars; groups are separated by a gap and coloured by
-/// their index, mod 8.
+/// their index, mod 8, unless their bars name a series.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BarGroup {
     pub label: String,
@@ -158,6 +176,15 @@ pub fn bar_chart(
     }
     let reference = reference.filter(|v| v.is_finite());
     values.extend(reference);
+    // The axis holds the whiskers too.
+    values.extend(
+        groups
+            .iter()
+            .flat_map(|g| &g.bars)
+            .filter_map(|b| b.interval)
+            .flat_map(|(lo, hi)| [lo, hi])
+            .filter(|v| v.is_finite()),
+    );
     let axis = Axis::new(y_label, Scale::Linear, TickFormat::Number);
     let yp = plan_axis(&axis, &values, true);
     let mut out = String::new();
@@ -187,10 +214,82 @@ fn bar_tooltip(g: &BarGroup, b: &Bar) -> String {
         tooltip.push('\n');
         tooltip.push_str(&b.tooltip);
     }
+    if let Some((lo, hi)) = b.interval {
+        tooltip.push_str(&format!(
+            "\n95% interval {}–{}",
+            significant(lo, 4),
+            significant(hi, 4)
+        ));
+    }
     if b.flagged {
         tooltip.push_str("\n(flagged)");
     }
     tooltip
+}
+
+/// The series legend under the title: each series' swatch and the label of
+/// its first bar, in series order.
+fn push_series_legend(out: &mut String, groups: &[&BarGroup], x0: f64, y: f64) {
+    let mut seen: Vec<(usize, &str)> = Vec::new();
+    for b in groups.iter().flat_map(|g| &g.bars) {
+        if let Some(k) = b.series {
+            if !seen.iter().any(|(s, _)| *s == k) {
+                seen.push((k, &b.label));
+            }
+        }
+    }
+    seen.sort_by_key(|(k, _)| *k);
+    out.push_str("<g class=\"legend series-legend\">");
+    let mut x = x0;
+    for (k, label) in seen {
+        let _ = write!(
+            out,
+            "<rect class=\"swatch s{}\" x=\"{}\" y=\"{}\" width=\"10\" height=\"10\"/>\
+             <text class=\"legend\" x=\"{}\" y=\"{}\">{}</text>",
+            k % 8,
+            P(x),
+            P(y - 9.0),
+            P(x + 14.0),
+            P(y),
+            escape(label)
+        );
+        x += 14.0 + text_w(label, 12.0) * WIDE_FONT + 14.0;
+    }
+    out.push_str("</g>");
+}
+
+/// A whisker from `a` to `b` (pixels along the value axis) at `c` across
+/// it: vertical in columns, horizontal in rows.
+fn push_whisker(out: &mut String, vertical: bool, c: f64, a: f64, b: f64) {
+    let cap = 4.0;
+    let d = if vertical {
+        format!(
+            "M{} {}V{}M{} {}H{}M{} {}H{}",
+            P(c),
+            P(a),
+            P(b),
+            P(c - cap),
+            P(a),
+            P(c + cap),
+            P(c - cap),
+            P(b),
+            P(c + cap)
+        )
+    } else {
+        format!(
+            "M{} {}H{}M{} {}V{}M{} {}V{}",
+            P(a),
+            P(c),
+            P(b),
+            P(a),
+            P(c - cap),
+            P(c + cap),
+            P(b),
+            P(c - cap),
+            P(c + cap)
+        )
+    };
+    let _ = write!(out, "<path class=\"whisker\" d=\"{d}\"/>");
 }
 
 /// The rectangle of bar `b` of group `gi` at (`x`, `y`), `w` by `h`, with
@@ -208,7 +307,7 @@ fn push_bar_rect(out: &mut String, sid: &str, gi: usize, b: &Bar, tooltip: &str,
     let _ = write!(
         out,
         "<rect class=\"bar s{}{flagged}\" {bar}>{}</rect>",
-        gi % 8,
+        b.series.unwrap_or(gi) % 8,
         tip(tooltip)
     );
     if b.flagged {
@@ -309,8 +408,11 @@ impl Columns {
         let right = left + plot_w;
         let w = (right + right_margin).max(text_w(title, TITLE_SIZE) * WIDE_FONT + 28.0);
         let any_flag = groups.iter().any(|g| g.bars.iter().any(|b| b.flagged));
-        // A note about flagged bars goes under the title.
-        let top = if any_flag { 62.0 } else { 44.0 };
+        let legend = groups
+            .iter()
+            .any(|g| g.bars.iter().any(|b| b.series.is_some()));
+        // A note about flagged bars and the series legend go under the title.
+        let top = 44.0 + if any_flag { 18.0 } else { 0.0 } + if legend { 20.0 } else { 0.0 };
         let plot_h = PLOT_H;
         let bottom = top + plot_h;
         let group_y = bottom + labels.height(lw) + 14.0;
@@ -348,6 +450,12 @@ impl Columns {
         open_svg(out, sid, title, self.w, self.h);
         if self.any_flag {
             push_flag_defs(out, sid);
+        }
+        if groups
+            .iter()
+            .any(|g| g.bars.iter().any(|b| b.series.is_some()))
+        {
+            push_series_legend(out, groups, self.left, self.top - 14.0);
         }
         self.push_axis(out, y_label);
         // Bars left to right, each group followed by its gap.
@@ -436,6 +544,13 @@ impl Columns {
         let (y0, y1) = (self.ypos(v).min(self.zero), self.ypos(v).max(self.zero));
         let x = cx - self.bar_w / 2.0;
         push_bar_rect(out, sid, gi, b, &tooltip, [x, y0, self.bar_w, y1 - y0]);
+        if let Some((lo, hi)) = b.interval.filter(|(l, h)| l.is_finite() && h.is_finite()) {
+            let (lo, hi) = (
+                lo.clamp(self.yp.lo, self.yp.hi),
+                hi.clamp(self.yp.lo, self.yp.hi),
+            );
+            push_whisker(out, true, cx, self.ypos(lo), self.ypos(hi));
+        }
         if b.flagged {
             let _ = write!(
                 out,
@@ -748,6 +863,10 @@ impl Rows {
                 [x1, y + 2.5, x2 - x1, ROW_H - 5.0],
             );
             end = x2;
+            if let Some((lo, hi)) = b.interval.filter(|(l, h)| l.is_finite() && h.is_finite()) {
+                push_whisker(out, false, y + ROW_H / 2.0, xpos(lo), xpos(hi));
+                end = end.max(xpos(hi));
+            }
         }
         let value = value_text(b.value);
         let _ = write!(
@@ -821,6 +940,8 @@ mod tests {
             value,
             tooltip: format!("case {label}"),
             flagged,
+            interval: None,
+            series: None,
         }
     }
 
@@ -1062,6 +1183,77 @@ mod tests {
             assert!(find(&els, "text", "axis-label")
                 .iter()
                 .any(|(_, e)| e.text == g));
+        }
+    }
+
+    #[test]
+    fn intervals_are_whiskers_and_series_colour_the_thing_compared() {
+        // Two workloads, three policies each: coloured by policy, with a
+        // legend; each bar's 95% interval a whisker spanning it.
+        let groups: Vec<BarGroup> = ["copy", "triad"]
+            .iter()
+            .map(|w| BarGroup {
+                label: w.to_string(),
+                bars: ["local", "interleave", "node 1"]
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| Bar {
+                        label: p.to_string(),
+                        value: 10.0 + k as f64,
+                        tooltip: String::new(),
+                        flagged: false,
+                        interval: Some((9.0 + k as f64, 12.0 + k as f64)),
+                        series: Some(k),
+                    })
+                    .collect(),
+            })
+            .collect();
+        for rows in [false, true] {
+            // Many groups force the row layout.
+            let many: Vec<BarGroup> = if rows {
+                (0..40)
+                    .map(|i| BarGroup {
+                        label: format!("workload {i}"),
+                        ..groups[i % 2].clone()
+                    })
+                    .collect()
+            } else {
+                groups.clone()
+            };
+            let svg = bar_chart("p", "Policies", "GB/s", &many, None);
+            check_no_literal_colours(&svg);
+            let els = doc(&svg);
+            let bars = find(&els, "rect", "bar");
+            let whiskers = find(&els, "path", "whisker");
+            assert_eq!(whiskers.len(), bars.len(), "rows {rows}");
+            let t = title_of(&els, bars[1].0).unwrap();
+            assert!(t.contains("95% interval 10–13"), "{t}");
+            if rows {
+                continue;
+            }
+            // Policy k has colour k in both groups.
+            for (i, (_, b)) in bars.iter().enumerate() {
+                assert!(b.has_class(&format!("s{}", i % 3)), "bar {i}");
+            }
+            let legend: Vec<String> = find(&els, "text", "legend")
+                .iter()
+                .map(|(_, e)| e.text.clone())
+                .collect();
+            assert_eq!(legend, ["local", "interleave", "node 1"]);
+            // A whisker spans its interval: from 9 to 12 for a bar of 10,
+            // so it reaches above the bar's top.
+            let (bar, w) = (bars[0].1, whiskers[0].1);
+            let d = w.attr("d").unwrap();
+            let nums: Vec<f64> = d
+                .split(|c: char| c.is_ascii_alphabetic() || c == ' ')
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            let (top, low) = (nums[2], nums[1]);
+            assert!(
+                top < bar.num("y") && low > bar.num("y"),
+                "{d} vs bar at {}",
+                bar.num("y")
+            );
         }
     }
 

@@ -14,7 +14,7 @@ use std::fmt::{self, Write as _};
 /// names: `chart` (root), `chart-title`, `sub`, `tick`, `axis-label`, `axis`,
 /// `grid`, `grid-minor`, `s0`..`s7`, `line`, `dashed`, `pt`, `marker`,
 /// `marker-label`, `mark`, `mark-label`, `halo`, `legend`, `bar`, `flagged`,
-/// `hatch`, `hatch-overlay`, `flag`, `ref`, `group-rule`, `hm-cell`,
+/// `hatch`, `hatch-overlay`, `flag`, `whisker`, `series-legend`, `ref`, `group-rule`, `hm-cell`,
 /// `hm-none`, `hm-text`, `hm-sep`, `edge`, `edge-hit`, `edge-label-bg`,
 /// `edge-label`, `node`, `cpuless`, `swatch-node`, `node-label`, `nodata`;
 /// in bar charts drawn as rows also `bar-label`, `bar-value`, `group-label`,
@@ -57,6 +57,7 @@ svg.chart .ref{stroke:var(--fg);stroke-width:1.2;stroke-dasharray:6 4;fill:none}
 svg.chart .group-rule{stroke:var(--muted);stroke-width:1;fill:none}
 svg.chart .bar-value{font-variant-numeric:tabular-nums}
 svg.chart .swatch{stroke:none}
+svg.chart .whisker{stroke:var(--fg);stroke-width:1.3;fill:none}
 svg.chart .hm-cell{stroke:var(--bg);stroke-width:1}
 svg.chart .hm-none{fill:var(--muted);fill-opacity:.22;stroke:var(--bg);stroke-width:1}
 svg.chart .hm-text{pointer-events:none;font-variant-numeric:tabular-nums}

@@ -537,18 +537,20 @@ mod tests {
             .collect()
     }
 
+    /// Whether rectangle `a` lies inside `o`.
+    fn within(a: [f64; 4], o: [f64; 4]) -> bool {
+        a[0] >= o[0] && a[1] >= o[1] && a[0] + a[2] <= o[0] + o[2] && a[1] + a[3] <= o[1] + o[3]
+    }
+
     /// Boxes never cross: any two are apart or one holds the other.
     fn check_nesting(b: &[(String, [f64; 4], String)]) {
-        let inside = |a: [f64; 4], o: [f64; 4]| {
-            a[0] >= o[0] && a[1] >= o[1] && a[0] + a[2] <= o[0] + o[2] && a[1] + a[3] <= o[1] + o[3]
-        };
         let apart = |a: [f64; 4], o: [f64; 4]| {
             a[0] + a[2] <= o[0] || o[0] + o[2] <= a[0] || a[1] + a[3] <= o[1] || o[1] + o[3] <= a[1]
         };
         for (i, (la, a, _)) in b.iter().enumerate() {
             for (lo, o, _) in &b[i + 1..] {
                 assert!(
-                    inside(*a, *o) || inside(*o, *a) || apart(*a, *o),
+                    within(*a, *o) || within(*o, *a) || apart(*a, *o),
                     "'{la}' {a:?} and '{lo}' {o:?} cross"
                 );
             }
@@ -576,9 +578,6 @@ mod tests {
                 .find(|(l, _, _)| l.starts_with(prefix))
                 .unwrap_or_else(|| panic!("no {prefix} in {svg}"))
                 .1
-        };
-        let within = |a: [f64; 4], o: [f64; 4]| {
-            a[0] >= o[0] && a[1] >= o[1] && a[0] + a[2] <= o[0] + o[2] && a[1] + a[3] <= o[1] + o[3]
         };
         let (n0, n1) = (rect("NUMA node 0"), rect("NUMA node 1"));
         // Devices hang in their node's box, beside its caches and cores.
@@ -633,9 +632,6 @@ mod tests {
         // and cores, not inside them.
         let b = boxes(&els);
         let rect = |prefix: &str| b.iter().find(|(l, _, _)| l.starts_with(prefix)).unwrap().1;
-        let within = |a: [f64; 4], o: [f64; 4]| {
-            a[0] >= o[0] && a[1] >= o[1] && a[0] + a[2] <= o[0] + o[2] && a[1] + a[3] <= o[1] + o[3]
-        };
         let n4 = rect("NUMA node 4");
         assert!(within(n4, rect("Package 0")), "{svg}");
         assert!(!within(n4, rect("NUMA node 0")), "{svg}");

@@ -120,6 +120,8 @@ mod tests {
                     value: 1.5,
                     tooltip: h.into(),
                     flagged: true,
+                    interval: Some((1.0, 2.0)),
+                    series: None,
                 }],
             }],
             Some(1.0),

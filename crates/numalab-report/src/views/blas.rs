@@ -663,6 +663,8 @@ pub fn contention_chart(k: &blas::KernelResult) -> String {
                 contention_text(p.contention)
             ),
             flagged: !p.verified,
+            interval: Bar::relative_interval(p.gflops.median, p.gflops.rel_ci),
+            series: None,
         };
         let same = |c: &Option<f64>| match (c, p.contention) {
             (Some(a), Some(b)) => (a - b).abs() < 1e-6,

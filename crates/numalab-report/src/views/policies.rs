@@ -421,7 +421,8 @@ fn html(r: &PoliciesResult, s: &mut Section) {
             bars: r
                 .policies
                 .iter()
-                .filter_map(|p| {
+                .enumerate()
+                .filter_map(|(k, p)| {
                     let c = r.cell(w.name, p.name)?;
                     let g = c.gbps.as_ref()?;
                     Some(Bar {
@@ -443,6 +444,9 @@ fn html(r: &PoliciesResult, s: &mut Section) {
                             }
                         ),
                         flagged: !c.verified,
+                        interval: Bar::relative_interval(g.median, g.rel_ci),
+                        // Coloured by policy, the thing compared.
+                        series: Some(k),
                     })
                 })
                 .collect(),
@@ -459,7 +463,7 @@ fn html(r: &PoliciesResult, s: &mut Section) {
             &groups,
             None,
         ),
-        "Bars in each group: local (first touch), interleave over every memory node, one node. Higher is better.",
+        "Bars in each group, coloured by policy: local (first touch), interleave over every memory node, one node; whiskers: the median's 95% interval. Higher is better.",
     );
     for n in &r.notes {
         s.note(&format!("{}.", sentence_case(n).trim_end_matches('.')));

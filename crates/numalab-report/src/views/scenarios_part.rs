@@ -599,6 +599,9 @@ fn charts(sec: &mut Section, r: &ScenariosOutcome) {
                             c.total_s.len()
                         ),
                         flagged: !c.verified,
+                        // The total's own interval, on the normalized scale.
+                        interval: Bar::relative_interval(c.normalized, c.total_rel_ci),
+                        series: None,
                     })
                     .collect(),
             })

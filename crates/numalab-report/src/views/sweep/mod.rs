@@ -395,6 +395,10 @@ fn chart(sec: &mut Section, id: &str, s: &SweepOutcome, title: &str) {
                     }
                 ),
                 flagged: !c.verified,
+                // The case's own interval, on the normalized scale (the
+                // baseline's uncertainty is not in it).
+                interval: Bar::relative_interval(c.normalized, c.seconds.rel_ci),
+                series: None,
             });
         }
         let groups: Vec<BarGroup> = by_class
