@@ -55,7 +55,15 @@ fn bandwidth_result_has_figures_verification_and_environment() {
     assert_eq!(v["verification"]["verified"], true);
     assert_eq!(w["buffers"].as_array().unwrap().len(), 3);
     assert_eq!(w["buffers"][0]["pages_by_node"]["0"], 4096);
-    assert!(v["measurement"]["samples"].as_array().unwrap().len() >= 3);
+    // At least --min-reps 3 samples, unless the 0.3 s budget ran out first:
+    // the stop rule takes two samples at least and then keeps to its
+    // budget (CI saw two beside the guest lane).
+    let samples = v["measurement"]["samples"].as_array().unwrap().len();
+    let reason = &v["measurement"]["stop_reason"];
+    assert!(
+        samples >= 3 || (samples == 2 && reason == "budget"),
+        "{samples} samples, stopped by {reason}"
+    );
     for key in [
         "kernel",
         "cpu_model",
