@@ -1,11 +1,13 @@
 //! The pieces of numalab's self-contained HTML pages (inline CSS and SVG,
 //! no script, no network; readable in light and dark mode, printable):
-//! the page's head and styles, tables with their CSV links, figures, the
+//! the page's head and styles, tables with their CSV links (in words and
+//! units on the page: `readable.rs`; raw in the CSV files), figures, the
 //! machine's section (`machine.rs`: node graph, distances, caches, HMAT,
 //! devices) and [`Section`], where a part's view writes its charts and
 //! tables. report.html itself is put together in [`crate::page`].
 
 pub(crate) mod machine;
+pub(crate) mod readable;
 
 use crate::csv::Table;
 use crate::svg;
@@ -108,19 +110,26 @@ pub(crate) fn table_html(h: &mut String, t: &Table, collapsed: bool) {
         esc(&t.name),
         esc(&t.title)
     );
+    // In words, with units; the CSV file keeps the raw names and values.
     for c in &t.header {
-        let _ = write!(h, "<th>{}</th>", esc(c));
+        let _ = write!(
+            h,
+            "<th title=\"{}\">{}</th>",
+            esc(c),
+            esc(&readable::header(c))
+        );
     }
     h.push_str("</tr>\n");
     for r in &t.rows {
         h.push_str("<tr>");
-        for c in r {
+        for (i, c) in r.iter().enumerate() {
             let numeric = c.parse::<f64>().is_ok() || c.is_empty();
+            let column = t.header.get(i).map_or("", String::as_str);
             let _ = write!(
                 h,
                 "<td{}>{}</td>",
                 if numeric { "" } else { " class=\"l\"" },
-                esc(c)
+                esc(&readable::cell(column, c))
             );
         }
         h.push_str("</tr>\n");
