@@ -487,6 +487,18 @@ fn report_html_renders_in_chromium_with_every_chart_and_table() {
     let head: Vec<&str> = txt.lines().take(4).collect();
     assert_eq!(head[2], "key figures:", "{txt}");
     assert!(head[3].contains("Idle latency, local memory"), "{txt}");
+    // One memory node: packed and spread place every count on the same
+    // CPUs, drawn as one line each, not four lines of which two show.
+    let scaling = r.text_of("fig-scaling").unwrap_or_default();
+    if nodes == 1 {
+        assert!(
+            scaling.contains("packed = spread, per thread")
+                && !scaling.contains("packed, per thread"),
+            "{scaling}"
+        );
+    } else {
+        assert!(scaling.contains("spread, per thread"), "{scaling}");
+    }
     let sizes = r.text_of("fig-sizes-bandwidth").unwrap_or_default();
     assert!(sizes.contains("GB/s") && sizes.contains("KiB"), "{sizes}");
     assert!(r.title.starts_with("numalab report: "), "{}", r.title);

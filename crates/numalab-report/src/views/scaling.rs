@@ -365,6 +365,17 @@ fn model_sentence(mo: &ScalingModel) -> String {
     )
 }
 
+/// Whether packed and spread ran every thread count on the same CPUs (as on
+/// a machine of one node), so that their curves are one.
+fn same_placements(packed: &[ScalingPoint], spread: &[ScalingPoint]) -> bool {
+    !packed.is_empty()
+        && packed.len() == spread.len()
+        && packed
+            .iter()
+            .zip(spread)
+            .all(|(p, q)| p.threads == q.threads && p.cpus == q.cpus)
+}
+
 /// Per-thread and aggregate bandwidth by thread count, packed and spread,
 /// then the contention split and the table.
 fn html(r: &ScalingResult, s: &mut Section) {
@@ -377,12 +388,22 @@ fn html(r: &ScalingResult, s: &mut Section) {
         &'a dyn Fn(&ScalingPoint) -> f64,
         bool,
     );
-    let lines: [Line; 4] = [
-        ("packed, per thread", &r.packed, &per, false),
-        ("spread, per thread", &r.spread, &per, false),
-        ("packed, all threads", &r.packed, &all, true),
-        ("spread, all threads", &r.spread, &all, true),
-    ];
+    // Where packed and spread put every thread count on the same CPUs (one
+    // node), their lines would lie on each other: one line each, named so.
+    let same = same_placements(&r.packed, &r.spread);
+    let lines: Vec<Line> = if same {
+        vec![
+            ("packed = spread, per thread", &r.packed, &per, false),
+            ("packed = spread, all threads", &r.packed, &all, true),
+        ]
+    } else {
+        vec![
+            ("packed, per thread", &r.packed, &per, false),
+            ("spread, per thread", &r.spread, &per, false),
+            ("packed, all threads", &r.packed, &all, true),
+            ("spread, all threads", &r.spread, &all, true),
+        ]
+    };
     let series: Vec<Series> = lines
         .into_iter()
         .map(|(name, pts, value, dashed)| Series {
@@ -401,7 +422,11 @@ fn html(r: &ScalingResult, s: &mut Section) {
             &[],
             &[],
         ),
-        "Packed: compact, one node's cores first. Spread: scatter, one thread per node in turn. Each thread streams its own local buffer. Solid: per thread; dashed: all threads together.",
+        if same {
+            "Packed (compact) and spread (scatter) place every thread count on the same CPUs here (one memory node), so each is one line. Each thread streams its own local buffer. Solid: per thread; dashed: all threads together."
+        } else {
+            "Packed: compact, one node's cores first. Spread: scatter, one thread per node in turn. Each thread streams its own local buffer. Solid: per thread; dashed: all threads together."
+        },
     );
     match (&r.model, &r.model_note) {
         (Some(mo), _) => s.note(&model_sentence(mo)),
@@ -585,6 +610,28 @@ pub fn copies_text(r: &CopiesResult) -> String {
 mod tests {
     use super::*;
     use crate::fixture;
+
+    #[test]
+    fn packed_and_spread_on_the_same_cpus_are_one_curve() {
+        let point = |threads: usize, cpus: &[u32]| -> ScalingPoint {
+            serde_json::from_value(serde_json::json!({
+                "threads": threads, "cpus": cpus, "nodes": [0],
+                "gbps": {"median": 10.0, "best": 10.0, "min": 10.0, "max": 10.0,
+                         "spread": 0.0, "rel_ci": 0.01},
+                "per_thread_gbps": 10.0 / threads as f64,
+                "seconds_per_pass": 0.01, "verified": true
+            }))
+            .unwrap()
+        };
+        // One node: both layouts fill CPUs 0 then 1.
+        let one = [point(1, &[0]), point(2, &[0, 1])];
+        assert!(same_placements(&one, &one.clone()));
+        // Two nodes: spread's second thread goes to the other node.
+        let spread = [point(1, &[0]), point(2, &[0, 2])];
+        assert!(!same_placements(&one, &spread));
+        assert!(!same_placements(&one, &one[..1]));
+        assert!(!same_placements(&[], &[]));
+    }
 
     #[test]
     fn scaling_counts_stay_few_on_large_machines() {
