@@ -76,7 +76,17 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     assert!(site.starts_with("mode_sample hazards.c:"), "{site}");
     let samples = a["samples"].as_u64().unwrap();
     assert!(samples > 200, "{samples} samples in about 1 s at 2000/s");
-    assert_eq!(a["reads"], samples, "the threads only read");
+    // The readers only read; the main thread wrote the array first, and a
+    // sample may land in that loop (CI once saw 1 of 2317): such a sample
+    // is a write, and the main thread's.
+    let pid = v["pid"].as_u64().unwrap().to_string();
+    let main_samples = a["threads"].get(&pid).map_or(0, |n| n.as_u64().unwrap());
+    let writes = a["writes"].as_u64().unwrap();
+    assert!(
+        writes <= main_samples,
+        "{writes} writes, {main_samples} samples of the main thread"
+    );
+    assert_eq!(a["reads"].as_u64().unwrap() + writes, samples);
     // Every page of the array (but the one malloc's header shares) found
     // on the machine's nodes; every access local on one node.
     let pages: u64 = a["pages_by_node"]
@@ -136,9 +146,11 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         // All present pages on node 0 at exit: that places every page.
         assert!(runs.iter().all(|r| r["node"] == 0), "{map}");
     }
-    // Two reader threads, each named with its samples.
+    // Two reader threads, each named with its samples (and the main thread
+    // only where a sample caught it writing).
     let threads = a["threads"].as_object().unwrap();
-    assert_eq!(threads.len(), 2, "{threads:?}");
+    let readers = threads.keys().filter(|t| **t != pid).count();
+    assert_eq!(readers, 2, "{threads:?}");
     assert_eq!(
         threads.values().map(|n| n.as_u64().unwrap()).sum::<u64>(),
         samples
