@@ -19,30 +19,33 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
     cat <<'EOF2'
-usage: bash bench/profile-overhead.sh [--rounds N] [--bin PATH] [--program PATH]
+usage: bash bench/profile-overhead.sh [--rounds N] [--bin PATH] [--program PATH] [--workload W]
   --rounds N       rounds of each workload (default: 5)
+  --workload W     truth, xz or all (default: all)
   --bin PATH       measure this numalab binary (its libnumalab_preload.so beside it)
   --program PATH   profile_truth built elsewhere (for a machine without gcc)
 EOF2
 }
-ROUNDS=5 BIN="" PROGRAM=""
+ROUNDS=5 BIN="" PROGRAM="" WORKLOAD=all
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
         --bin) BIN=$2; shift 2 ;;
         --program) PROGRAM=$2; shift 2 ;;
+        --workload) WORKLOAD=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "profile-overhead.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
 done
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "profile-overhead.sh: --rounds takes a whole number from 1" >&2; exit 2 ;; esac
+case "$WORKLOAD" in truth|xz|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, all" >&2; exit 2 ;; esac
 numalab_bin
 BIN=$(realpath "$BIN")
 if [ ! -f "$(dirname "$BIN")/libnumalab_preload.so" ]; then
     echo "profile-overhead.sh: no libnumalab_preload.so beside $BIN (cargo build --release builds it)" >&2
     exit 1
 fi
-if ! command -v xz >/dev/null; then
+if [ "$WORKLOAD" != truth ] && ! command -v xz >/dev/null; then
     echo "profile-overhead.sh: apt-get install xz-utils" >&2
     apt-get install -y -qq --no-install-recommends xz-utils >/dev/null
 fi
@@ -55,7 +58,7 @@ else
     gcc -O2 -g -pthread -o "$work/truth" crates/numalab-preload/tests/programs/profile_truth.c
 fi
 # 96 MiB of data xz works at: text-like, partly repetitive, partly random.
-python3 - "$work/data" <<'PY'
+[ "$WORKLOAD" = truth ] || python3 - "$work/data" <<'PY'
 import os, random, sys
 r = random.Random(42)
 words = [bytes(r.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 9))) for _ in range(4000)]
@@ -66,10 +69,9 @@ with open(sys.argv[1], "wb") as f:
 PY
 
 # name|command (run in $work; its stdout is compared between plain and profiled)
-workloads=(
-    "profile_truth, $(nproc) threads, 1500 passes|./truth 1500"
-    "xz -T2 -6, 96 MiB|xz -T2 -6 -c data"
-)
+workloads=()
+[ "$WORKLOAD" = xz ] || workloads+=("profile_truth, $(nproc) threads, 1500 passes|./truth 1500")
+[ "$WORKLOAD" = truth ] || workloads+=("xz -T2 -6, 96 MiB|xz -T2 -6 -c data")
 LIB="$(dirname "$BIN")/libnumalab_preload.so"
 echo "numalab profile overhead at the default setting (the rate adapts to 1% of the CPU time the library sees): $(nproc) CPUs, $ROUNDS rounds, $BIN"
 echo
@@ -115,6 +117,8 @@ PY
 )
             fi
             echo "$round $mode $wall $cpu $samples" >> "$work/times"
+            # Each run on stderr as it ends: a run cut short keeps its rounds.
+            echo "round $round $mode: $wall s wall, $cpu s CPU, samples and cost: $samples" >&2
         done
         # Addresses (ASLR) and thread ids differ from run to run: compare the rest.
         same() { grep -av -e 0x -e 'thread [0-9]' "$1"; }
