@@ -165,8 +165,11 @@ pub fn refuse_overwriting_input(
 /// spread before, still read). 1.4: `compare` gives a report's key figures
 /// (`key_figures`), the settings that differ (`configuration_differences`),
 /// every environment field that differs, and per row its `unit` and why it
-/// is `not_comparable`.
-pub const RESULT_SCHEMA_VERSION: &str = "1.4";
+/// is `not_comparable`. 1.5: `loaded-latency` gives each point's
+/// `total_memory_gbps` (the injectors' memory bytes and the chase's lines)
+/// and each curve's `knee_total_gbps` (where the knee lies, interpolated),
+/// and measures one idle point for all mixes (`shared_idle`).
+pub const RESULT_SCHEMA_VERSION: &str = "1.5";
 
 /// What every command prints with `--json`: the schema version, the
 /// command, the result's own fields, and the environment it depends on.

@@ -136,7 +136,7 @@ fn json_has_the_curve_the_knee_verification_and_environment() {
         "0.15",
         "--json",
     ]);
-    assert_eq!(v["schema_version"], "1.4");
+    assert_eq!(v["schema_version"], "1.5");
     assert_eq!(v["command"], "loaded-latency");
     for key in [
         "chase",
@@ -195,11 +195,38 @@ fn json_has_the_curve_the_knee_verification_and_environment() {
             (ratio - f(&c["memory_per_program_byte"])).abs() < 0.02,
             "{ratio}"
         );
+        // Total memory traffic: the injectors' memory bytes and the
+        // chase's one 64-byte line per load (its latency at most 2 us).
+        for p in std::iter::once(&c["idle"]).chain(steps) {
+            let chase = f(&p["total_memory_gbps"]) - f(&p["injected_memory_gbps"]);
+            let expect = 64.0 / f(&p["latency_ns"]["median"]);
+            assert!((chase - expect).abs() < 1e-3 * expect.max(1.0), "{p}");
+        }
         match c["knee"].as_u64() {
-            Some(k) => assert_eq!(steps[k as usize]["knee"], true),
-            None => assert!(steps.iter().all(|s| s["knee"] == false)),
+            Some(k) => {
+                assert_eq!(steps[k as usize]["knee"], true);
+                // Where the knee lies: within the bracket of its step.
+                let before = if k == 0 {
+                    &c["idle"]
+                } else {
+                    &steps[k as usize - 1]
+                };
+                let t = f(&c["knee_total_gbps"]);
+                assert!(
+                    t >= f(&before["total_memory_gbps"]) - 1e-9
+                        && t <= f(&steps[k as usize]["total_memory_gbps"]) + 1e-9,
+                    "{c}"
+                );
+            }
+            None => {
+                assert!(steps.iter().all(|s| s["knee"] == false));
+                assert!(c["knee_total_gbps"].is_null(), "{c}");
+            }
         }
     }
+    // One idle point for both mixes.
+    assert_eq!(v["shared_idle"], true);
+    assert_eq!(mixes[0]["idle"], mixes[1]["idle"]);
     let ver = &v["verification"];
     assert_eq!(ver["verified"], true, "{}", ver["problems"]);
     let workers = ver["workers"].as_array().unwrap();

@@ -84,7 +84,7 @@ pub const ROWS: &[RowSpec] = &[
         decimals: 0,
     },
     RowSpec {
-        figure: "Loaded latency, idle (local node)",
+        figure: "Loaded latency, idle (the loaded-latency run's chase, local node)",
         shape: Shape::One("loaded_idle_ns"),
         unit: "ns",
         decimals: 0,
@@ -98,6 +98,12 @@ pub const ROWS: &[RowSpec] = &[
     RowSpec {
         figure: "Highest load injected (loaded latency)",
         shape: Shape::One("loaded_max_gbps"),
+        unit: "GB/s",
+        decimals: 1,
+    },
+    RowSpec {
+        figure: "Loaded-latency knee: total memory traffic where latency reaches 1.10x idle",
+        shape: Shape::One("loaded_knee_gbps"),
         unit: "GB/s",
         decimals: 1,
     },

@@ -119,7 +119,8 @@ impl LoadedLatencyPart {
                 (l + 2 - step_levels, full_steps)
             }
         };
-        let count = |(mixes, steps): (usize, usize)| mixes * (steps + 2);
+        // One idle for the run, then per mix its ladder and max.
+        let count = |(mixes, steps): (usize, usize)| usize::from(mixes > 0) + mixes * (steps + 1);
         let cost = |l: usize, per: f64| setup + count(at(l)) as f64 * each(per);
         let l = largest_fitting(levels, budget, |l| cost(l, MIN_MEASUREMENT_S));
         let (mixes, steps) = at(l);
@@ -229,7 +230,12 @@ impl ReportPart for LoadedLatencyPart {
             )
         } else {
             PartInfo {
-                key_figures: &["loaded_idle_ns", "loaded_max_ns", "loaded_max_gbps"],
+                key_figures: &[
+                    "loaded_idle_ns",
+                    "loaded_max_ns",
+                    "loaded_max_gbps",
+                    "loaded_knee_gbps",
+                ],
                 ..PartInfo::new(
                     "loaded-latency-local",
                     "Loaded latency, local node",
@@ -301,6 +307,7 @@ impl ReportPart for LoadedLatencyPart {
                 "step",
                 "injected_gbps",
                 "injected_memory_gbps",
+                "total_memory_gbps",
                 "latency_ns",
                 "ci_low_ns",
                 "ci_high_ns",
@@ -323,6 +330,7 @@ impl ReportPart for LoadedLatencyPart {
                     pt.step.clone(),
                     num(pt.injected_gbps, 3),
                     num(pt.injected_memory_gbps, 3),
+                    num(pt.total_memory_gbps, 3),
                     num(pt.latency_ns.median, 2),
                     num(pt.ci_low_ns, 2),
                     num(pt.ci_high_ns, 2),
@@ -397,21 +405,22 @@ fn curve_text(c: &MixCurve, u: Units) -> String {
     let _ = writeln!(s, "mix {} ({})", c.mix, c.description);
     let _ = writeln!(
         s,
-        "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
-        "step", "injected", "(memory)", "latency", "95% CI", "x idle"
+        "  {:<13} {:>10} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
+        "step", "injected", "(memory)", "total", "latency", "95% CI", "x idle"
     );
     let _ = writeln!(
         s,
-        "  {:<13} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
-        "", l, l, "ns", "ns", ""
+        "  {:<13} {:>10} {:>10} {:>10}  {:>10}  {:>17}  {:>6}",
+        "", l, l, l, "ns", "ns", ""
     );
     for p in std::iter::once(&c.idle).chain(&c.steps) {
         let _ = writeln!(
             s,
-            "  {:<13} {:>10.2} {:>10}  {:>10.1}  {:>17}  {:>6.2}{}",
+            "  {:<13} {:>10.2} {:>10} {:>10.2}  {:>10.1}  {:>17}  {:>6.2}{}",
             p.step,
             u.convert(p.injected_gbps),
             format!("({:.2})", u.convert(p.injected_memory_gbps)),
+            u.convert(p.total_memory_gbps),
             p.latency_ns.median,
             format!("{:.1}-{:.1}", p.ci_low_ns, p.ci_high_ns),
             p.vs_idle,
@@ -421,9 +430,16 @@ fn curve_text(c: &MixCurve, u: Units) -> String {
     match c.knee {
         Some(k) => {
             let p = &c.steps[k];
+            if let Some(t) = c.knee_total_gbps {
+                let _ = writeln!(
+                    s,
+                    "  knee at {:.2} {l} of total memory traffic (where the latency, interpolated between steps, reaches 1.10 x idle)",
+                    u.convert(t)
+                );
+            }
             let _ = writeln!(
                 s,
-                "  knee at {:.2} {l} injected ({:.0}% of the curve's highest, {:.2} {l}): {:.1} ns, {:.2} x idle",
+                "  knee step at {:.2} {l} injected ({:.0}% of the curve's highest, {:.2} {l}): {:.1} ns, {:.2} x idle",
                 u.convert(p.injected_gbps),
                 100.0 * p.injected_gbps / c.max_injected_gbps.max(1e-12),
                 u.convert(c.max_injected_gbps),
@@ -442,7 +458,26 @@ fn curve_text(c: &MixCurve, u: Units) -> String {
     s
 }
 
+/// Whether every point of `r` has its total memory bandwidth (reports
+/// written before it was kept plot injected program bytes instead).
+fn has_totals(r: &LoadedLatencyResult) -> bool {
+    r.mixes.iter().all(|c| {
+        std::iter::once(&c.idle)
+            .chain(&c.steps)
+            .all(|p| p.total_memory_gbps.is_finite())
+    })
+}
+
 fn html(s: &mut Section, id: &str, r: &LoadedLatencyResult, which: &str) {
+    // Latency against total memory bandwidth, as MLC plots it.
+    let totals = has_totals(r);
+    let x = |p: &numalab::experiments::loaded_latency::LoadPoint| {
+        if totals {
+            p.total_memory_gbps
+        } else {
+            p.injected_gbps
+        }
+    };
     let series: Vec<Series> = r
         .mixes
         .iter()
@@ -450,7 +485,7 @@ fn html(s: &mut Section, id: &str, r: &LoadedLatencyResult, which: &str) {
             name: format!("{} ({})", c.mix.name(), c.description),
             points: std::iter::once(&c.idle)
                 .chain(&c.steps)
-                .map(|p| (p.injected_gbps, p.latency_ns.median))
+                .map(|p| (x(p), p.latency_ns.median))
                 .collect(),
             dashed: false,
         })
@@ -459,13 +494,24 @@ fn html(s: &mut Section, id: &str, r: &LoadedLatencyResult, which: &str) {
         .mixes
         .iter()
         .filter_map(|c| {
+            let (kx, ky) = if totals {
+                // Where it lies: 1.10 x the idle latency.
+                (c.knee_total_gbps?, 1.1 * c.idle.latency_ns.median)
+            } else {
+                (c.knee_injected_gbps?, c.knee_latency_ns?)
+            };
             Some(PointMark {
-                x: c.knee_injected_gbps?,
-                y: c.knee_latency_ns?,
+                x: kx,
+                y: ky,
                 label: format!("knee ({})", c.mix.name()),
             })
         })
         .collect();
+    let x_axis = if totals {
+        "total memory bandwidth (GB/s: the injectors' memory bytes and the chase's lines)"
+    } else {
+        "injected bandwidth (GB/s, program bytes)"
+    };
     // The memory the chase read, from its pages (the chase's own `node` is
     // its CPU's node).
     let node = chase_memory(r);
@@ -476,14 +522,14 @@ fn html(s: &mut Section, id: &str, r: &LoadedLatencyResult, which: &str) {
                 "Loaded latency, {which} memory ({node}) from CPU {}",
                 r.chase.cpu
             ),
-            &Axis::new("injected bandwidth (GB/s, program bytes)", Scale::Linear, TickFormat::Number),
+            &Axis::new(x_axis, Scale::Linear, TickFormat::Number),
             &Axis::new("latency (ns per load)", Scale::Linear, TickFormat::Number),
             &series,
             &[],
             &marks,
         ),
         &format!(
-            "A pointer chase on CPU {} while {} injector thread{} on CPU{} {} load the same memory at rising rates, from idle to unpaced. The knee is where queueing starts.",
+            "A pointer chase on CPU {} while {} injector thread{} on CPU{} {} load the same memory at rising rates, from idle to unpaced ({}). The knee is where queueing starts: where the latency reaches 1.10 x idle.",
             r.chase.cpu,
             r.injectors.cpus.len(),
             if r.injectors.cpus.len() == 1 { "" } else { "s" },
@@ -492,7 +538,12 @@ fn html(s: &mut Section, id: &str, r: &LoadedLatencyResult, which: &str) {
                 .cpus
                 .iter()
                 .copied()
-                .collect::<numalab::IdSet>()
+                .collect::<numalab::IdSet>(),
+            if r.shared_idle {
+                "one idle point for all mixes"
+            } else {
+                "each mix with its own idle point"
+            }
         ),
     );
 }
@@ -575,8 +626,16 @@ fn summarize(s: &mut SummaryBuilder, r: &LoadedLatencyResult, which: &str, key: 
     } else {
         chase_memory(r)
     };
-    let knee = match (c.knee_injected_gbps, c.knee_latency_ns) {
-        (Some(g), Some(l)) => {
+    let knee = match (c.knee_total_gbps, c.knee_injected_gbps, c.knee_latency_ns) {
+        (Some(t), _, _) => {
+            let kd = s.at(&format!("{mix}/knee_total_gbps"));
+            if key {
+                s.set_key("loaded_knee_gbps", t, kd.clone());
+            }
+            f = f.fig("kt", t, "GB/s", 1, kd);
+            "; the knee, where latency reaches 1.10x idle, is at {kt} GB/s of total memory traffic"
+        }
+        (None, Some(g), Some(l)) => {
             f = f
                 .fig(
                     "kg",

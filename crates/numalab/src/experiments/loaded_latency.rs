@@ -27,6 +27,19 @@
 //! rises (one noisy step alone is not a knee); none when the last step does
 //! not rise (the injectors did not load memory enough to show).
 //!
+//! Where the knee lies is a bandwidth, not a step: the *total* memory
+//! bandwidth (the injectors' memory bytes plus the chase's own lines, as
+//! Intel MLC plots latency against the bandwidth it measured) at which the
+//! latency, interpolated linearly between the step before the knee (idle
+//! for the first) and the knee step, reaches 1.10 x idle. A ladder's steps
+//! only bracket that point: taking the knee step's own bandwidth made the
+//! knee depend on how coarse the ladder was (a `--quick` ladder put it a
+//! third as high as the default one on a 16-core Xeon).
+//!
+//! Idle is measured once, before the first mix, and every mix's rise is
+//! judged against it: the injectors sleep at idle, so their mix cannot
+//! change it, and one idle per mix gave each mix a different baseline.
+//!
 //! Cancellation ([`crate::measure::cancel`]) ends the run after the
 //! measurement in progress: the curves then hold the mixes and steps
 //! measured so far (a mix whose idle point was not measured is left out).
@@ -58,7 +71,7 @@ pub const KNEE_MIN_RISE: f64 = 0.10;
 /// The rise must exceed this many times the two medians' CI half-widths together.
 pub const KNEE_CI_FACTOR: f64 = 2.0;
 /// The knee rule in one sentence (also in the JSON result).
-pub const KNEE_RULE: &str = "first step from which every step's median latency is >= 1.10 x idle and above idle by more than 2 x (idle CI half-width + step CI half-width)";
+pub const KNEE_RULE: &str = "first step from which every step's median latency is >= 1.10 x idle and above idle by more than 2 x (idle CI half-width + step CI half-width); it lies at the total memory bandwidth where the latency, interpolated between the step before it (or idle) and it, reaches 1.10 x idle; one idle for all mixes";
 
 /// Fractions of the injectors' unpaced rate of the default ladder
 /// (geometric: halving down from the top, plus one half-step, 1/sqrt 2, below it).
@@ -213,6 +226,11 @@ pub struct LoadPoint {
     /// The same in memory bytes (write-allocate included).
     #[serde(deserialize_with = "f64_or_nan")]
     pub injected_memory_gbps: f64,
+    /// Total memory bandwidth: `injected_memory_gbps` plus the chase's own
+    /// traffic (one cache line per dependent load). NaN in reports written
+    /// before it was kept.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub total_memory_gbps: f64,
     #[serde(deserialize_with = "vec_f64_or_nan")]
     pub per_thread_gbps: Vec<f64>,
     /// Nanoseconds per dependent load, on the chase thread's CPU clock.
@@ -284,6 +302,11 @@ pub struct MixCurve {
     pub knee: Option<usize>,
     pub knee_injected_gbps: Option<f64>,
     pub knee_latency_ns: Option<f64>,
+    /// Where the knee lies: the total memory bandwidth at which the latency
+    /// reaches 1.10 x idle, interpolated (see the module's "The knee").
+    /// `None` without a knee, and in reports written before it was kept.
+    #[serde(default)]
+    pub knee_total_gbps: Option<f64>,
     /// Highest injected bandwidth of the curve (program bytes).
     #[serde(deserialize_with = "f64_or_nan")]
     pub max_injected_gbps: f64,
@@ -304,6 +327,14 @@ pub struct LoadedLatencyResult {
     pub warnings: Vec<String>,
     /// The chase thread and buffer, then each injector and its buffer.
     pub verification: Verification,
+    /// Whether every mix's `idle` is the one idle measurement of the run
+    /// (false in reports written before idle was shared).
+    #[serde(default)]
+    pub shared_idle: bool,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 /// CPUs this process may run on: the machine's allowed set (cgroup) within
@@ -332,14 +363,25 @@ pub fn default_injectors(m: &Machine, chase: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Number of measurements a request makes (for progress bars): per mix,
-/// idle plus each step.
+/// Number of measurements a request makes (for progress bars): one idle
+/// for the run, then each mix's steps.
 pub fn measurements(req: &LoadedLatencyRequest) -> usize {
     let steps = match &req.ladder {
         Ladder::Steps(s) => s.len(),
         l => l.fractions().map_or(0, |f| f.len()) + 1,
     };
-    req.mixes.len() * (1 + steps)
+    usize::from(!req.mixes.is_empty()) + req.mixes.len() * steps
+}
+
+/// The chase's line: the last-level cache's line size (what a miss fetches
+/// from memory), 64 bytes where the machine model names none.
+fn chase_line_bytes(m: &Machine) -> u32 {
+    m.caches
+        .iter()
+        .max_by_key(|c| c.level)
+        .map(|c| c.line_bytes)
+        .filter(|&b| b > 0)
+        .unwrap_or(64)
 }
 
 /// Marks `rises`, `knee` and `vs_idle` on the steps of a curve; returns the knee index.
@@ -365,6 +407,38 @@ pub fn mark_knee(idle: &LoadPoint, steps: &mut [LoadPoint]) -> Option<usize> {
         steps[k].knee = true;
     }
     knee
+}
+
+/// The total memory bandwidth at which the latency reaches
+/// `(1 + KNEE_MIN_RISE) x idle`, interpolated linearly between the point
+/// before the knee step (idle for the first step) and the knee step; the
+/// knee step's own bandwidth where the one before already reached it.
+/// `None` without a knee or without total bandwidths.
+pub fn knee_bandwidth(idle: &LoadPoint, steps: &[LoadPoint], knee: Option<usize>) -> Option<f64> {
+    let k = knee?;
+    let at = &steps[k];
+    let before = if k == 0 { idle } else { &steps[k - 1] };
+    let threshold = (1.0 + KNEE_MIN_RISE) * idle.latency_ns.median;
+    let (x0, y0) = (before.total_memory_gbps, before.latency_ns.median);
+    let (x1, y1) = (at.total_memory_gbps, at.latency_ns.median);
+    if !(x0.is_finite() && x1.is_finite() && y0.is_finite() && y1.is_finite()) {
+        return None;
+    }
+    if y0 >= threshold || y1 <= y0 {
+        return Some(x1);
+    }
+    let t = ((threshold - y0) / (y1 - y0)).clamp(0.0, 1.0);
+    Some(x0 + t * (x1 - x0))
+}
+
+/// The chase's own memory traffic: one line of `line_bytes` per dependent
+/// load of `latency_ns`, in GB/s (bytes per ns).
+pub fn chase_gbps(line_bytes: u32, latency_ns: f64) -> f64 {
+    if latency_ns > 0.0 && latency_ns.is_finite() {
+        line_bytes as f64 / latency_ns
+    } else {
+        0.0
+    }
 }
 
 /// Why the default injector placement is what it is: bound to the nodes
@@ -572,6 +646,7 @@ pub fn run_loaded_latency(
             elapsed_s: started.elapsed().as_secs_f64(),
             warnings,
             verification,
+            shared_idle: true,
         })
     })
 }
@@ -591,17 +666,24 @@ fn drive(
     let (load, injectors) = start_injectors(m, req, ready)?;
     let mut run = Stepper {
         req,
+        line_bytes: chase_line_bytes(m),
         load,
         cmds,
         results,
         warnings: Vec::new(),
     };
     let mut curves = Vec::new();
+    let mut idle = None;
     for &mix in &req.mixes {
         if cancel::requested() {
             break;
         }
-        curves.push(run.curve(mix, progress)?);
+        if idle.is_none() {
+            progress("idle");
+            idle = Some(run.point(mix, None)?);
+        }
+        let idle = idle.clone().expect("measured above");
+        curves.push(run.curve(mix, idle, progress)?);
     }
     let mut warnings = run.warnings;
     warnings.extend(shared_cpu_warning(&curves));
@@ -654,6 +736,8 @@ fn start_injectors(
 /// thread, and the warnings so far.
 struct Stepper<'a> {
     req: &'a LoadedLatencyRequest,
+    /// The chase's cache line (the machine's last-level cache's).
+    line_bytes: u32,
     load: PacedLoad,
     cmds: &'a mpsc::Sender<Cmd>,
     results: &'a mpsc::Receiver<(Measurement, Vec<f64>)>,
@@ -672,11 +756,10 @@ impl Stepper<'_> {
     fn curve(
         &mut self,
         mix: TrafficMix,
+        idle: LoadPoint,
         progress: &mut dyn FnMut(&str),
     ) -> Result<MixCurve, PlacementError> {
         let req = self.req;
-        progress(&format!("{mix}: idle"));
-        let idle = self.point(mix, None)?;
         let mut steps = Vec::new();
         match &req.ladder {
             Ladder::Auto | Ladder::Fractions(_) if cancel::requested() => {}
@@ -701,7 +784,9 @@ impl Stepper<'_> {
             }
         }
         let knee = mark_knee(&idle, &mut steps);
+        let knee_total_gbps = knee_bandwidth(&idle, &steps, knee);
         Ok(MixCurve {
+            knee_total_gbps,
             mix,
             description: mix.describe(),
             memory_per_program_byte: mix.memory_per_program(),
@@ -764,6 +849,8 @@ impl Stepper<'_> {
             load: step,
             injected_gbps: t.total / 1e9,
             injected_memory_gbps: t.total_memory / 1e9,
+            total_memory_gbps: t.total_memory / 1e9
+                + chase_gbps(self.line_bytes, meas.summary.median),
             per_thread_gbps: t.per_thread.iter().map(|r| r / 1e9).collect(),
             latency_ns: Figure::of(&meas.summary, Better::Lower, 1.0),
             ci_low_ns: meas.summary.ci_low,
@@ -822,6 +909,7 @@ fn shared_cpu_warning(curves: &[MixCurve]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::f64::consts::FRAC_1_SQRT_2;
 
     fn p(median: f64, half: f64) -> LoadPoint {
         LoadPoint {
@@ -829,6 +917,7 @@ mod tests {
             load: None,
             injected_gbps: 0.0,
             injected_memory_gbps: 0.0,
+            total_memory_gbps: 0.0,
             per_thread_gbps: Vec::new(),
             latency_ns: Figure {
                 median,
@@ -876,6 +965,90 @@ mod tests {
         // A curve whose last step falls back has no knee.
         let mut s = vec![p(150.0, 1.0), p(101.0, 1.0)];
         assert_eq!(mark_knee(&idle, &mut s), None);
+    }
+
+    /// A point at total bandwidth `x` with latency `l` (tight CI).
+    fn at(x: f64, l: f64) -> LoadPoint {
+        LoadPoint {
+            total_memory_gbps: x,
+            ..p(l, 0.5)
+        }
+    }
+
+    #[test]
+    fn the_knee_lies_where_the_interpolated_latency_reaches_110_percent_of_idle() {
+        let idle = at(0.5, 100.0);
+        // 104 at 10 GB/s, then 134 at 20: 110 is reached a fifth of the way.
+        let mut s = vec![at(10.0, 104.0), at(20.0, 134.0), at(30.0, 200.0)];
+        let k = mark_knee(&idle, &mut s);
+        assert_eq!(k, Some(1));
+        let x = knee_bandwidth(&idle, &s, k).unwrap();
+        assert!((x - 12.0).abs() < 1e-9, "{x}");
+        // The first step is the knee: interpolated from idle.
+        let mut s = vec![at(10.5, 120.0), at(20.0, 150.0)];
+        let k = mark_knee(&idle, &mut s);
+        assert_eq!(k, Some(0));
+        assert!((knee_bandwidth(&idle, &s, k).unwrap() - 5.5).abs() < 1e-9);
+        // A step before the knee already at 1.10 x (it did not rise by its
+        // CI): the knee step's own bandwidth, never one below the bracket.
+        let mut s = vec![at(10.0, 111.0), at(20.0, 140.0)];
+        s[0].ci_low_ns = 90.0;
+        s[0].ci_high_ns = 132.0;
+        let k = mark_knee(&idle, &mut s);
+        assert_eq!(k, Some(1));
+        assert_eq!(knee_bandwidth(&idle, &s, k), Some(20.0));
+        // No knee, or no total bandwidth (a report from before): none.
+        let mut s = vec![at(10.0, 101.0)];
+        let k = mark_knee(&idle, &mut s);
+        assert_eq!(knee_bandwidth(&idle, &s, k), None);
+        let mut s = vec![at(f64::NAN, 150.0)];
+        let k = mark_knee(&idle, &mut s);
+        assert_eq!(knee_bandwidth(&idle, &s, k), None);
+    }
+
+    #[test]
+    fn the_knee_hardly_depends_on_the_ladder() {
+        // A queueing curve: latency = idle x (1 + 0.3 u / (1 - u)) at
+        // utilisation u of 40 GB/s; it reaches 1.10 x idle at u = 0.25,
+        // 10 GB/s. Sampled by the default ladder and by every cut-down
+        // ladder of two or more steps the report uses (the top at u = 0.9).
+        let curve = |u: f64| 100.0 * (1.0 + 0.3 * u / (1.0 - u));
+        let idle = at(0.0, curve(0.0));
+        let top = 0.9;
+        let ladders: Vec<Vec<f64>> = vec![
+            DEFAULT_LADDER.to_vec(),
+            vec![1.0 / 16.0, 0.25, FRAC_1_SQRT_2],
+            vec![0.125, 0.5],
+            vec![0.25, 0.5],
+        ];
+        for ladder in ladders {
+            let mut steps: Vec<LoadPoint> = ladder
+                .iter()
+                .chain(std::iter::once(&1.0))
+                .map(|f| at(40.0 * top * f, curve(top * f)))
+                .collect();
+            let k = mark_knee(&idle, &mut steps);
+            let x = knee_bandwidth(&idle, &steps, k).unwrap();
+            // Within 25% of the true 10 GB/s on every ladder, where the knee
+            // step's own bandwidth is 18 GB/s (u = 0.45) on the default one.
+            assert!((x - 10.0).abs() <= 2.5, "{ladder:?}: {x}");
+        }
+        let mut steps: Vec<LoadPoint> = DEFAULT_LADDER
+            .iter()
+            .chain(std::iter::once(&1.0))
+            .map(|f| at(40.0 * top * f, curve(top * f)))
+            .collect();
+        let k = mark_knee(&idle, &mut steps).unwrap();
+        assert!((steps[k].total_memory_gbps - 18.0).abs() < 1e-9);
+        let x = knee_bandwidth(&idle, &steps, Some(k)).unwrap();
+        assert!((x - 10.0).abs() <= 0.5, "default ladder: {x}");
+    }
+
+    #[test]
+    fn the_chase_adds_one_line_per_load() {
+        assert!((chase_gbps(64, 100.0) - 0.64).abs() < 1e-12);
+        assert_eq!(chase_gbps(64, f64::NAN), 0.0);
+        assert_eq!(chase_gbps(64, 0.0), 0.0);
     }
 
     #[test]
