@@ -41,8 +41,23 @@ pub fn rows_of(figures: &KeyFigures, matrix_threads: Option<&str>) -> Vec<KeyRow
     let mut out = Vec::new();
     // With no remote memory the slowest pair is the local one: one row.
     let remote = figures.get("numa_ratio_max").is_some();
+    // One quantity, one row: where the latency matrix measured local idle
+    // latency, the loaded-latency run's own idle chase (the baseline of its
+    // knee) is not a second headline figure; where the bandwidth matrix
+    // read with one thread per node, the scaling's lone thread (the
+    // baseline of its ratios) is not either. Both stay in the parts.
+    let quoted_elsewhere = |key: &str| match key {
+        "loaded_idle_ns" => figures.get("local_latency_ns").is_some(),
+        "single_thread_gbps" => {
+            matrix_threads == Some("1") && figures.get("local_read_gbps").is_some()
+        }
+        _ => false,
+    };
     for spec in ROWS {
         if matches!(spec.shape, Shape::One("max_latency_ns")) && !remote {
+            continue;
+        }
+        if matches!(spec.shape, Shape::One(k) if quoted_elsewhere(k)) {
             continue;
         }
         let (value, keys) = match spec.shape {
@@ -162,5 +177,31 @@ mod tests {
         same.set("numa_ratio_max", Some(1.2));
         assert_eq!(rows_of(&same, None)[0].value, "1.20x");
         assert!(rows_of(&KeyFigures::default(), None).is_empty());
+    }
+
+    #[test]
+    fn a_quantity_measured_by_two_parts_is_one_row() {
+        let mut k = KeyFigures::default();
+        k.set("local_latency_ns", Some(171.0));
+        k.set("loaded_idle_ns", Some(170.0));
+        k.set("local_read_gbps", Some(28.9));
+        k.set("single_thread_gbps", Some(26.0));
+        let figures = |rows: Vec<KeyRow>| -> Vec<&'static str> {
+            rows.iter().flat_map(|r| r.keys.clone()).collect()
+        };
+        assert_eq!(
+            figures(rows_of(&k, Some("1"))),
+            ["local_latency_ns", "local_read_gbps"]
+        );
+        // All threads of a node read in the matrix: the lone thread is its
+        // own figure.
+        assert_eq!(
+            figures(rows_of(&k, Some("all"))),
+            ["local_latency_ns", "local_read_gbps", "single_thread_gbps"]
+        );
+        // Without the latency matrix the loaded run's idle is the only one.
+        let mut l = KeyFigures::default();
+        l.set("loaded_idle_ns", Some(170.0));
+        assert_eq!(figures(rows_of(&l, None)), ["loaded_idle_ns"]);
     }
 }

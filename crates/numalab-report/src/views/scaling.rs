@@ -529,7 +529,7 @@ fn summarize(r: &ScalingResult, s: &mut SummaryBuilder) {
                     "the node's memory keeps up with them.",
                 ),
             );
-        c.template = "With {n} threads on one node each reads {p} GB/s, {pr}x what a lone thread gets ({single} GB/s; {all} GB/s together): {compete}".into();
+        c.template = "With {n} threads on one node each reads {p} GB/s, {pr}x what one thread gets alone in the same sweep ({single} GB/s; {all} GB/s together): {compete}".into();
         c
     } else {
         let mut c = c
