@@ -156,3 +156,57 @@ fn the_text_says_each_thread_and_bad_lists_are_one_line_errors() {
         out.err
     );
 }
+
+#[test]
+fn openmp_threads_are_pinned_in_team_order_and_skip_leaves_the_first_helper() {
+    // GCC's OpenMP runtime (libgomp, Debian's): its team threads come from
+    // pthread_create inside the library, in the order of their thread
+    // numbers, so `--skip 0x1` leaves OpenMP thread 1 (the first helper,
+    // as likwid-pin's skip mask does for runtimes with a shepherd thread).
+    let dir = scratch("pin_openmp");
+    let prog = dir.join("omp_threads");
+    let st = std::process::Command::new("gcc")
+        .args(["-O1", "-fopenmp", "-o"])
+        .arg(&prog)
+        .arg(common::repo_root().join("crates/numalab-cli/tests/programs/omp_threads.c"))
+        .status()
+        .expect("gcc (scripts/install-deps.sh installs it)");
+    assert!(st.success(), "gcc -fopenmp failed");
+    let json = dir.join("v.json");
+    let out = common::Run::new(&[
+        "run",
+        "--pin",
+        "1,0",
+        "--skip",
+        "0x1",
+        "--verify",
+        "--verify-json",
+        json.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ])
+    .env("OMP_NUM_THREADS", "4")
+    .env("OMP_PROC_BIND", "false")
+    .run();
+    assert_eq!(out.rc, 0, "stderr: {}", out.err);
+    // The program's own result, unchanged.
+    assert!(
+        out.out.contains("threads 4 sum 499999500000"),
+        "{}",
+        out.out
+    );
+    let p = pins(&json);
+    assert_eq!(p["verified"], true, "{p}");
+    // Main (OpenMP thread 0) on 1; thread 1 skipped; 2 and 3 take the next
+    // CPUs of the list: 0, then 1 again.
+    assert_eq!(
+        cpus_by_ordinal(&p),
+        [(0, Some(1)), (1, None), (2, Some(0)), (3, Some(1))]
+    );
+    // What each OpenMP thread saw itself: the skipped one the command's
+    // CPUs, not its creator's one.
+    for (t, cpus) in [(0, "1"), (1, "0,1"), (2, "0"), (3, "1")] {
+        let line = format!("omp thread {t} cpus {cpus}\n");
+        assert!(out.out.contains(&line), "'{line}' in {}", out.out);
+    }
+}
