@@ -234,9 +234,19 @@ fn took_cell(budget_s: Option<f64>, elapsed_s: Option<f64>) -> String {
     }
 }
 
+/// Whether a part has a row in the parts table and a section: not when it
+/// needs the live machine (a topology file's report), which the summary's
+/// "Not in this report" already says in one line for all such parts.
+fn shown(rec: &PartRecord) -> bool {
+    rec.status != PartStatus::NeedsMachine
+}
+
 fn parts(h: &mut String, doc: &ReportResults, tabs: &[Table]) {
+    if !doc.parts.iter().any(|(_, m)| shown(m)) {
+        return;
+    }
     h.push_str("<h2 id=\"parts\">Parts of this report</h2>\n<div class=\"scroll\"><table id=\"tab-parts\">\n<tr><th class=\"l\">part</th><th class=\"l\">status</th><th>budget s</th><th>took s</th><th>run</th><th class=\"l\">placement</th><th class=\"l\">note</th></tr>\n");
-    for (p, m) in doc.parts.iter() {
+    for (p, m) in doc.parts.iter().filter(|(_, m)| shown(m)) {
         let _ = writeln!(
             h,
             "<tr><td class=\"l\"><a href=\"#sec-{}\">{}</a></td>{}<td>{}</td>{}<td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
@@ -269,7 +279,7 @@ fn part_section(
     rec: &PartRecord,
     tabs: &[Table],
 ) {
-    if rec.status == PartStatus::NotSelected {
+    if rec.status == PartStatus::NotSelected || !shown(rec) {
         return;
     }
     let info = REPORT.part(p).info();
@@ -432,6 +442,33 @@ fn environment(h: &mut String, doc: &ReportResults) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_topology_file_names_what_needs_the_machine_once() {
+        let m = crate::fixture("qemu-quartet-4n2c-ring.xml");
+        let mut doc = crate::session::new_document(
+            &REPORT,
+            &m,
+            None,
+            crate::results::Mode::Quick,
+            10.0,
+            64 << 20,
+            &REPORT.all(),
+        );
+        doc.summary = crate::summarize::summarize(&doc);
+        let h = render(&doc);
+        let why = "needs the live machine: this report describes the topology file qemu-quartet-4n2c-ring.xml";
+        assert_eq!(h.matches(why).count(), 1, "{h}");
+        assert!(h.contains("id=\"summary-missing\""), "{h}");
+        assert!(h.contains("<section id=\"sec-machine\">"), "{h}");
+        for gone in [
+            "<section id=\"sec-latency-matrix\">",
+            "id=\"tab-parts\"",
+            "missing-sweep",
+        ] {
+            assert!(!h.contains(gone), "{gone}");
+        }
+    }
 
     #[test]
     fn parts_that_overran_their_budget_are_flagged() {

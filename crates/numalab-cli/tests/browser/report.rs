@@ -814,8 +814,7 @@ fn topology_file_reports_describe_the_machine_and_name_what_needs_it() {
             "tab-distances",
             "tab-machine",
             "tab-caches",
-            "missing-latency-matrix",
-            "missing-sweep-scenarios",
+            "summary-missing",
         ];
         ids.extend_from_slice(extra);
         let r = render_and_check(
@@ -824,8 +823,27 @@ fn topology_file_reports_describe_the_machine_and_name_what_needs_it() {
             &ids,
             nodes_text,
         );
-        let missing = r.text_of("missing-latency-matrix").unwrap();
-        assert!(missing.contains("needs the live machine"), "{missing}");
+        // What needs the live machine is one line of the summary, naming
+        // every part: no row of the parts table, no empty section each.
+        let missing = r.text_of("summary-missing").unwrap();
+        let why = format!(
+            "needs the live machine: this report describes the topology file {file}; run `numalab report` on that machine"
+        );
+        assert!(
+            missing.contains(&format!("latency-matrix, bandwidth-matrix, sizes, scaling, c2c, loaded-latency-local, loaded-latency-far, policies, pdm, blas, sweep-scenarios, sweep (needs-machine): {why}")),
+            "{missing}"
+        );
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert_eq!(html.matches(&why).count(), 1, "{file}: {html}");
+        for gone in [
+            "<section id=\"sec-latency-matrix\">",
+            "<section id=\"sec-sweep-scenarios\">",
+            "id=\"missing-latency-matrix\"",
+            "id=\"tab-parts\"",
+        ] {
+            assert!(!html.contains(gone), "{file}: {gone} in {html}");
+        }
+        assert!(html.contains("<section id=\"sec-machine\">"), "{file}");
         // The machine's picture: every PU, and on the DGX-2 its 16 GPUs
         // by model (each once in its box and once in its tooltip).
         let picture = r
