@@ -3,11 +3,12 @@
 
 use crate::args::{choice, cpuless_hint};
 use crate::output::{errln, CliError};
+use numalab::placement::thread_policy::{compact_order, scatter_order};
 use numalab::placement::{LaunchPlan, ListMeaning, MemoryPolicy, ResourceSet, WeightedImpl};
 use numalab::profile::filter::{self, RegionFilter};
 use numalab::profile::objects;
 use numalab::profile::plan::{stripes_form, Plan};
-use numalab::Machine;
+use numalab::{IdSet, Machine};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -370,4 +371,94 @@ pub fn library_filter(
     let form = f.library_form(&code);
     note_later_objects(opt, &form);
     Ok(form)
+}
+
+/// likwid-pin's per-thread pinning, shared by the commands that launch a
+/// program (`run`, `profile`): done by the preload library as each thread
+/// starts.
+#[derive(clap::Args, Clone, Default)]
+pub struct PinArgs {
+    /// likwid-pin's pinning, one CPU per thread: the main thread on the first CPU of LIST,
+    /// each thread the command creates on the next as it starts (from the first again past
+    /// the end); compact (node by node, core by core) or scatter (one CPU of each node in
+    /// turn) order the CPUs the command may run on. Done by numalab's preload library;
+    /// `run --verify` checks each thread, a profile lists the CPUs each thread was seen on.
+    #[arg(long, value_name = "LIST|compact|scatter")]
+    pin: Option<String>,
+    /// With --pin: the created threads to leave on the command's CPUs, as a hexadecimal mask
+    /// (bit k: the k-th thread the command creates, from 0; 0x1 skips an OpenMP runtime's
+    /// first helper thread); a skipped thread takes no CPU of the list.
+    #[arg(long, value_name = "MASK", requires = "pin", value_parser = skip_mask)]
+    skip: Option<u64>,
+}
+
+impl PinArgs {
+    /// `--pin`'s CPUs in order, within the CPUs the launch gives the
+    /// command (numalab's own where it sets none); `None` without `--pin`.
+    pub fn cpus(&self, m: &Machine, launch: &LaunchPlan) -> Result<Option<Vec<u32>>, CliError> {
+        let Some(text) = &self.pin else {
+            return Ok(None);
+        };
+        let allowed = match launch.cpus() {
+            Some(c) => c.clone(),
+            None => numalab::sys::numa::get_affinity(0).map_err(|e| {
+                CliError::failed(format!("--pin: cannot read numalab's own CPUs: {e}"))
+            })?,
+        };
+        pin_list(m, text, &allowed).map(Some)
+    }
+
+    /// `--skip`'s mask (0 without it).
+    pub fn skip_mask(&self) -> u64 {
+        self.skip.unwrap_or(0)
+    }
+}
+
+/// `--skip MASK`: hexadecimal, with or without 0x.
+fn skip_mask(t: &str) -> Result<u64, String> {
+    let digits = t.trim().trim_start_matches("0x").trim_start_matches("0X");
+    u64::from_str_radix(digits, 16).map_err(|_| {
+        format!(
+            "'{t}' is no hexadecimal mask of threads (bit k: the k-th created thread; e.g. 0x1)"
+        )
+    })
+}
+
+/// `--pin`'s CPUs in order: a list of CPUs and ranges as given (`3,1,0-2`,
+/// order kept, repeats allowed), or `compact` / `scatter` over `allowed`,
+/// the CPUs the command may run on. Every CPU must be one of them.
+fn pin_list(m: &Machine, text: &str, allowed: &IdSet) -> Result<Vec<u32>, CliError> {
+    const MOST: usize = 65_536;
+    let bad = |why: String| CliError::usage(format!("--pin {text}: {why}"));
+    let list = match text.trim() {
+        "compact" => compact_order(m, allowed),
+        "scatter" => scatter_order(m, allowed),
+        t => {
+            let mut out = Vec::new();
+            for item in t.split(',').map(str::trim) {
+                let (a, b) = item.split_once('-').unwrap_or((item, item));
+                let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) else {
+                    return Err(bad(format!(
+                        "'{item}' is no CPU or range; give CPUs in order (0,2,1 or 0-3), compact or scatter"
+                    )));
+                };
+                if a > b || (b - a) as usize >= MOST || out.len() + (b - a) as usize >= MOST {
+                    return Err(bad(format!(
+                        "'{item}' is no ascending range of at most {MOST} CPUs"
+                    )));
+                }
+                out.extend(a..=b);
+            }
+            out
+        }
+    };
+    if let Some(c) = list.iter().find(|c| !allowed.contains(**c)) {
+        return Err(bad(format!(
+            "CPU {c} is not one the command may run on ({{{allowed}}})"
+        )));
+    }
+    if list.is_empty() {
+        return Err(bad(format!("no CPU of {{{allowed}}} to pin to")));
+    }
+    Ok(list)
 }

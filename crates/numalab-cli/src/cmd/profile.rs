@@ -12,6 +12,7 @@
 use crate::args::whole;
 use crate::launch_args::{
     library, library_filter, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
+    PinArgs,
 };
 use crate::output::{errln, load_machine, write_stderr, CliError, CliResult, Envelope};
 use crate::sampling_args::SamplingArgs;
@@ -33,6 +34,8 @@ use std::path::{Path, PathBuf};
 pub struct Args {
     #[command(flatten)]
     launch: LaunchArgs,
+    #[command(flatten)]
+    pinning: PinArgs,
     #[command(flatten)]
     sampling: SamplingArgs,
     /// A numalab result with this machine's measured latency matrix
@@ -72,6 +75,7 @@ pub fn run(a: Args) -> CliResult {
     profile_dir::refuse_inputs(&a.output, a.plan.is_some(), &inputs).map_err(CliError::usage)?;
     let m = load_machine(None)?;
     let launch = plan(&m, &a.launch)?;
+    let pin = a.pinning.cpus(&m, &launch)?;
     let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
     let latencies = match &a.machine {
         Some(p) => Some((
@@ -113,6 +117,8 @@ pub fn run(a: Args) -> CliResult {
         refine_filter,
         placement,
         latencies,
+        pin,
+        pin_skip: a.pinning.skip_mask(),
     };
     profile_dir::prepare(&a.output)?;
     let Some(fp) = file_plan else {

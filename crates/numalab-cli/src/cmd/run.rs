@@ -16,6 +16,7 @@
 use crate::args::{List, Typed};
 use crate::launch_args::{
     ignores_preload, library, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
+    PinArgs,
 };
 use crate::output::{
     errln, folder_of, load_machine, out, refuse_overwriting_input, write_stderr, CliError,
@@ -25,11 +26,10 @@ use numalab::measure::counters::{self, Event};
 use numalab::placement::buffer::SysfsWeights;
 use numalab::placement::launch::{ExitStatus, LaunchOutcome, LaunchPlan};
 use numalab::placement::pin_check::PinCheck;
-use numalab::placement::thread_policy::{compact_order, scatter_order};
 use numalab::profile::plan::{verify, PlanCheck};
 use numalab::profile::record::Record;
 use numalab::profile::session::with_library;
-use numalab::{IdSet, Machine};
+
 use numalab_profile_abi::config::LibraryConfig;
 use numalab_report::files::write_atomically;
 use numalab_report::views::plan::check_text;
@@ -75,18 +75,8 @@ pub struct Args {
     /// runs traced, and numalab waits until every process it started has ended).
     #[arg(long, requires = "counting")]
     per_thread: bool,
-    /// likwid-pin's pinning, one CPU per thread: the main thread on the first CPU of LIST,
-    /// each thread the command creates on the next as it starts (from the first again past
-    /// the end); compact (node by node, core by core) or scatter (one CPU of each node in
-    /// turn) order the CPUs the command may run on. Done by numalab's preload library;
-    /// --verify checks each thread.
-    #[arg(long, value_name = "LIST|compact|scatter")]
-    pin: Option<String>,
-    /// With --pin: the created threads to leave on the command's CPUs, as a hexadecimal mask
-    /// (bit k: the k-th thread the command creates, from 0; 0x1 skips an OpenMP runtime's
-    /// first helper thread); a skipped thread takes no CPU of the list.
-    #[arg(long, value_name = "MASK", requires = "pin", value_parser = skip_mask)]
-    skip: Option<u64>,
+    #[command(flatten)]
+    pinning: PinArgs,
     /// The command and its arguments (passed on byte for byte, UTF-8 or not), after the
     /// options or after `--`: everything from the first word that is not an option is the
     /// command's, as with numactl.
@@ -129,55 +119,6 @@ fn check_counters_spelling(a: &Args) -> Result<(), CliError> {
         )));
     }
     Ok(())
-}
-
-/// `--skip MASK`: hexadecimal, with or without 0x.
-fn skip_mask(t: &str) -> Result<u64, String> {
-    let digits = t.trim().trim_start_matches("0x").trim_start_matches("0X");
-    u64::from_str_radix(digits, 16).map_err(|_| {
-        format!(
-            "'{t}' is no hexadecimal mask of threads (bit k: the k-th created thread; e.g. 0x1)"
-        )
-    })
-}
-
-/// `--pin`'s CPUs in order: a list of CPUs and ranges as given (`3,1,0-2`,
-/// order kept, repeats allowed), or `compact` / `scatter` over `allowed`,
-/// the CPUs the command may run on. Every CPU must be one of them.
-pub fn pin_list(m: &Machine, text: &str, allowed: &IdSet) -> Result<Vec<u32>, CliError> {
-    const MOST: usize = 65_536;
-    let bad = |why: String| CliError::usage(format!("--pin {text}: {why}"));
-    let list = match text.trim() {
-        "compact" => compact_order(m, allowed),
-        "scatter" => scatter_order(m, allowed),
-        t => {
-            let mut out = Vec::new();
-            for item in t.split(',').map(str::trim) {
-                let (a, b) = item.split_once('-').unwrap_or((item, item));
-                let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) else {
-                    return Err(bad(format!(
-                        "'{item}' is no CPU or range; give CPUs in order (0,2,1 or 0-3), compact or scatter"
-                    )));
-                };
-                if a > b || (b - a) as usize >= MOST || out.len() + (b - a) as usize >= MOST {
-                    return Err(bad(format!(
-                        "'{item}' is no ascending range of at most {MOST} CPUs"
-                    )));
-                }
-                out.extend(a..=b);
-            }
-            out
-        }
-    };
-    if let Some(c) = list.iter().find(|c| !allowed.contains(**c)) {
-        return Err(bad(format!(
-            "CPU {c} is not one the command may run on ({{{allowed}}})"
-        )));
-    }
-    if list.is_empty() {
-        return Err(bad(format!("no CPU of {{{allowed}}} to pin to")));
-    }
-    Ok(list)
 }
 
 /// `--counters=LIST`: event names (docs/counters.md), or all.
@@ -270,18 +211,7 @@ pub fn run(mut a: Args) -> CliResult {
     let plan = plan(&m, &a.launch)?.verify_at_exit(a.verify);
     let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
     let placement = placement_for_library(&m, &plan, file_plan.as_ref(), &a.command[0])?;
-    let pins = match &a.pin {
-        Some(text) => {
-            let allowed = match plan.cpus() {
-                Some(c) => c.clone(),
-                None => numalab::sys::numa::get_affinity(0).map_err(|e| {
-                    CliError::failed(format!("--pin: cannot read numalab's own CPUs: {e}"))
-                })?,
-            };
-            Some(pin_list(&m, text, &allowed)?)
-        }
-        None => None,
-    };
+    let pins = a.pinning.cpus(&m, &plan)?;
     // A program the loader will not give the library: a plan would place
     // nothing (refused), stripes become the kernel's page-by-page
     // interleave (said), threads would not be pinned (refused).
@@ -322,7 +252,7 @@ pub fn run(mut a: Args) -> CliResult {
             plan: (!placement.is_empty()).then(|| placement.clone()),
             plan_records: records.as_ref().map(|r| r.as_os_str().to_owned()),
             pin: pins.clone(),
-            pin_skip: a.skip.unwrap_or(0),
+            pin_skip: a.pinning.skip_mask(),
             ..LibraryConfig::default()
         };
         prepared = with_library(prepared, &preload_with(&library()?), &config);
@@ -375,7 +305,7 @@ pub fn run(mut a: Args) -> CliResult {
     let pinned = match (&pins, &library_records) {
         (Some(list), Some(r)) => Some(PinCheck::new(
             list,
-            a.skip.unwrap_or(0),
+            a.pinning.skip_mask(),
             command_pid,
             r,
             outcome.placement.as_ref().and_then(|p| p.as_ref().ok()),

@@ -1658,3 +1658,51 @@ fn granularity_splits_each_region_into_units_whose_samples_sum_to_its_own() {
         "--granularity <[FILTER=]SIZE>",
     );
 }
+
+#[test]
+fn pin_places_each_thread_on_the_next_cpu_of_the_list_while_profiling() {
+    // likwid-pin's pinning under the profiler: the main thread on the
+    // list's first CPU, the two readers on the next ones as they start;
+    // the profile's threads say where each was seen.
+    library_built();
+    let dir = scratch("profile-pin");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.join("p");
+    let r = numalab(&[
+        "profile",
+        "--pin",
+        "1,0",
+        "--rate",
+        "1000",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        program().to_str().unwrap(),
+        "sample",
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(r.out.contains("sums right"), "{}", r.out);
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("profile.json")).unwrap()).unwrap();
+    let threads = v["threads"].as_array().unwrap();
+    let want = |ordinal: u64| [1, 0, 1][ordinal as usize];
+    let mut readers = 0;
+    for t in threads {
+        let Some(o) = t["ordinal"].as_u64() else {
+            continue;
+        };
+        assert_eq!(t["allowed_cpus"], 1, "thread {o} pinned: {t}");
+        assert_eq!(t["cpus"], serde_json::json!([want(o)]), "thread {o}: {t}");
+        readers += u64::from(o > 0 && t["samples"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(readers, 2, "{threads:?}");
+    // A bad list is the same one-line error as run's.
+    let r = numalab(&["profile", "--pin", "0,7", "--", "true"]);
+    assert_eq!(r.rc, 2, "{}", r.err);
+    assert!(
+        r.err
+            .contains("--pin 0,7: CPU 7 is not one the command may run on ({0-1})"),
+        "{}",
+        r.err
+    );
+}

@@ -214,7 +214,10 @@ fn the_automatic_ladder_climbs_to_the_unpaced_rate() {
     let mut seen = Vec::new();
     let r = run_loaded_latency(&m, &req, &mut |s| seen.push(s.to_string())).unwrap();
     assert_eq!(seen.len(), 7, "progress per measurement: {seen:?}");
-    assert_eq!(seen[0], "idle", "one idle point for the run, before the first mix");
+    assert_eq!(
+        seen[0], "idle",
+        "one idle point for the run, before the first mix"
+    );
     assert_eq!(seen[1], "3:1: max", "unpaced first, to size the ladder");
     let c = &r.mixes[0];
     assert_eq!(c.steps.len(), 6);

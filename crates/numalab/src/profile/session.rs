@@ -99,6 +99,10 @@ pub struct Session {
     pub placement: String,
     /// `--machine`'s latency matrix and where it came from.
     pub latencies: Option<(LatencyTable, String)>,
+    /// `--pin`'s CPUs in order (one per thread as it starts) and
+    /// `--skip`'s mask of created threads left unpinned.
+    pub pin: Option<Vec<u32>>,
+    pub pin_skip: u64,
 }
 
 /// Why a session could not run the command to its end.
@@ -158,6 +162,8 @@ impl Session {
             refine_regions: text(&self.refine_filter),
             threads: s.threads.as_ref().map(|(_, t)| t.iter().collect()),
             pmu: text(&self.pmu_spec),
+            pin: self.pin.clone(),
+            pin_skip: self.pin_skip,
             ..LibraryConfig::default()
         }
     }
