@@ -386,6 +386,43 @@ pub struct RankTest {
     pub stated_by: Option<String>,
 }
 
+/// What this machine lacks that a question needs: the question cannot be
+/// answered here at all, whatever the budget or the noise (a "cannot tell"
+/// from noise is never this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lacks {
+    /// A second memory node: remote memory, a buffer away from a writer.
+    SecondMemoryNode,
+    /// A node with two CPUs this process may use.
+    TwoCpusOnANode,
+}
+
+impl Lacks {
+    /// The machine, as the summary's line names it: "on one memory node".
+    pub fn machine(self) -> &'static str {
+        match self {
+            Lacks::SecondMemoryNode => "on one memory node",
+            Lacks::TwoCpusOnANode => "where no node has two CPUs this process may use",
+        }
+    }
+
+    /// What the questions need: "a second memory node".
+    pub fn need(self) -> &'static str {
+        match self {
+            Lacks::SecondMemoryNode => "a second memory node",
+            Lacks::TwoCpusOnANode => "two CPUs on one node",
+        }
+    }
+}
+
+/// A question this machine cannot answer ([`Claim::not_answerable`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotAnswerable {
+    /// The question in a few words: "classic scenario (c)", "crossfire".
+    pub question: String,
+    pub lacks: Lacks,
+}
+
 /// One sentence of a report, with the figures and facts it states.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Claim {
@@ -404,6 +441,12 @@ pub struct Claim {
     pub rank_tests: Vec<RankTest>,
     /// The sentence, rendered from the template.
     pub text: String,
+    /// Set on a summary sentence whose question this machine cannot
+    /// answer at all: the summary says such questions in one line per
+    /// reason ([`not_answerable_line`]) instead of a sentence each. Not
+    /// written: that line carries the sentences' facts and figures.
+    #[serde(skip)]
+    pub not_answerable: Option<NotAnswerable>,
 }
 
 impl Claim {
@@ -419,7 +462,18 @@ impl Claim {
             comparisons: Vec::new(),
             rank_tests: Vec::new(),
             text: String::new(),
+            not_answerable: None,
         }
+    }
+
+    /// Marks the claim's question as one this machine cannot answer, for
+    /// want of what `lacks` names; `question` names it in a few words.
+    pub fn not_answerable(mut self, question: &str, lacks: Lacks) -> Self {
+        self.not_answerable = Some(NotAnswerable {
+            question: question.into(),
+            lacks,
+        });
+        self
     }
 
     /// Adds a figure.
@@ -914,6 +968,54 @@ pub fn check(doc: &Value) -> Vec<String> {
         }
     }
     bad
+}
+
+/// The one summary line for the questions of `members` (claims marked
+/// [`Claim::not_answerable`] for want of `lacks`): "Not answerable on one
+/// memory node: classic scenario (c), crossfire (they need a second memory
+/// node)." A finding about the machine (under an emulated CPU too). It
+/// carries every member's facts, figures and rank tests, named `q<i>_…`,
+/// so the checker re-derives what each question's "cannot" rests on.
+pub fn not_answerable_line(lacks: Lacks, members: &[Claim]) -> Claim {
+    let mut questions: Vec<&str> = Vec::new();
+    for q in members.iter().filter_map(|c| c.not_answerable.as_ref()) {
+        if !questions.contains(&q.question.as_str()) {
+            questions.push(&q.question);
+        }
+    }
+    let mut line = Claim::new(
+        ClaimKind::Finding,
+        "not-answerable",
+        Basis::Topology,
+        format!(
+            "Not answerable {}: {} ({} {}).",
+            lacks.machine(),
+            questions.join(", "),
+            if questions.len() == 1 {
+                "it needs"
+            } else {
+                "they need"
+            },
+            lacks.need()
+        ),
+    );
+    for (i, c) in members.iter().enumerate() {
+        let name = |n: &str| format!("q{i}_{n}");
+        line.facts.extend(c.facts.iter().map(|f| Fact {
+            name: name(&f.name),
+            ..f.clone()
+        }));
+        line.figures.extend(c.figures.iter().map(|f| Figure {
+            name: name(&f.name),
+            ..f.clone()
+        }));
+        line.rank_tests
+            .extend(c.rank_tests.iter().map(|t| RankTest {
+                name: name(&t.name),
+                ..t.clone()
+            }));
+    }
+    line.render()
 }
 
 /// Escapes a JSON pointer token (`~` and `/`).

@@ -5,7 +5,9 @@
 //! Computed from whatever parts are done, so a partial report still has a
 //! summary, and says which questions it cannot answer yet.
 
-use crate::claims::{token, Basis, Claim, ClaimKind, Derivation, Relation, Threshold};
+use crate::claims::{
+    not_answerable_line, token, Basis, Claim, ClaimKind, Derivation, Lacks, Relation, Threshold,
+};
 use crate::registry::REPORT;
 use crate::results::{PartStatus, ReportResults};
 use crate::summary::{advice, headline, warning, Summary, SummaryBuilder, SummaryLine};
@@ -32,6 +34,7 @@ pub fn summarize(doc: &ReportResults) -> Summary {
     if let Some(c) = placements_verified(doc) {
         b.claim(c);
     }
+    not_answerable(&mut b);
     let mut claims = vec![headline(m, env.map(|e| e.hostname.as_str()))];
     let emulated = env.and_then(|e| e.emulated_cpu.clone());
     if let Some(e) = &emulated {
@@ -81,6 +84,28 @@ pub fn summarize(doc: &ReportResults) -> Summary {
             .map(|c| c.text.clone())
             .collect(),
         claims,
+    }
+}
+
+/// The findings whose questions this machine cannot answer at all (a
+/// second memory node, two CPUs on a node: [`Claim::not_answerable`]) are
+/// not a sentence each: one line per thing lacking names them, last among
+/// the findings. Each part's own section still says why.
+fn not_answerable(b: &mut SummaryBuilder) {
+    let (lacking, kept): (Vec<Claim>, Vec<Claim>) = std::mem::take(&mut b.claims)
+        .into_iter()
+        .partition(|c| c.kind == ClaimKind::Finding && c.not_answerable.is_some());
+    b.claims = kept;
+    let mut groups: Vec<(Lacks, Vec<Claim>)> = Vec::new();
+    for c in lacking {
+        let lacks = c.not_answerable.as_ref().map(|q| q.lacks);
+        match groups.iter_mut().find(|(l, _)| Some(*l) == lacks) {
+            Some(g) => g.1.push(c),
+            None => groups.extend(lacks.map(|l| (l, vec![c]))),
+        }
+    }
+    for (lacks, members) in groups {
+        b.claims.push(not_answerable_line(lacks, &members));
     }
 }
 
@@ -371,7 +396,7 @@ fn warnings(doc: &ReportResults) -> Vec<Claim> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::claims::check;
+    use crate::claims::{check, check_claim};
     use crate::part::PartResult;
     use crate::results::{Mode, PartStatus};
     use crate::session::new_document;
@@ -426,6 +451,90 @@ mod tests {
         assert!(
             bad.iter().any(|b| b.contains("but the data give")),
             "{bad:?}"
+        );
+    }
+
+    #[test]
+    fn questions_this_machine_cannot_answer_are_one_line() {
+        let m = crate::fixture("8em64t-2s2ca2c-buggynuma.xml");
+        let doc = serde_json::json!({"p": {
+            "c": "this machine has no memory node away from node A",
+            "b": "this sweep has one memory node (node 0)",
+            "mem_nodes": [0],
+            "noise": "the difference is inside the noise"
+        }});
+        let finding = |topic: &str, template: &str, why: &str| {
+            Claim::new(ClaimKind::Finding, topic, Basis::Run, template).fact(
+                "why",
+                &doc["p"][why],
+                format!("/p/{why}"),
+            )
+        };
+        let mut b = SummaryBuilder::for_tests(&m, "/p");
+        b.claim(
+            finding(
+                "scenarios",
+                "Classic scenario (c): cannot tell — {why}.",
+                "c",
+            )
+            .not_answerable("classic scenario (c)", Lacks::SecondMemoryNode),
+        );
+        b.claim(finding(
+            "scenarios",
+            "Classic scenario (b): cannot tell — {why}.",
+            "noise",
+        ));
+        b.claim(
+            finding("crossfire", "Crossfire: cannot be told: {why}.", "b")
+                .fact("mem_nodes", [0], "/p/mem_nodes")
+                .not_answerable("crossfire", Lacks::SecondMemoryNode),
+        );
+        // A section's sentence (detail) stays where it is.
+        let mut detail = finding("scenarios", "Classic scenario (c), loaded: {why}.", "c")
+            .not_answerable("classic scenario (c)", Lacks::SecondMemoryNode);
+        detail.kind = ClaimKind::Detail;
+        b.claim(detail);
+        not_answerable(&mut b);
+        let findings: Vec<&str> = b
+            .claims
+            .iter()
+            .filter(|c| c.kind == ClaimKind::Finding)
+            .map(|c| c.text.as_str())
+            .collect();
+        // The cannot-tell from noise stays a sentence of its own.
+        assert_eq!(
+            findings,
+            [
+                "Classic scenario (b): cannot tell — the difference is inside the noise.",
+                "Not answerable on one memory node: classic scenario (c), crossfire (they need a second memory node).",
+            ]
+        );
+        assert_eq!(
+            b.claims
+                .iter()
+                .filter(|c| c.kind == ClaimKind::Detail)
+                .count(),
+            1
+        );
+        // The line carries what each question rested on, re-derived.
+        let line = b.claims.last().unwrap();
+        assert_eq!(line.basis, Basis::Topology);
+        let names: Vec<&str> = line.facts.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["q0_why", "q1_why", "q1_mem_nodes"]);
+        assert_eq!(check_claim(line, &doc), Vec::<String>::new());
+        let mut two = doc.clone();
+        two["p"]["mem_nodes"] = serde_json::json!([0, 1]);
+        assert_eq!(check_claim(line, &two).len(), 1);
+        // One question alone: "it needs".
+        let mut one = SummaryBuilder::for_tests(&m, "/p");
+        one.claim(
+            finding("crossfire", "Crossfire: cannot be told: {why}.", "b")
+                .not_answerable("crossfire", Lacks::SecondMemoryNode),
+        );
+        not_answerable(&mut one);
+        assert_eq!(
+            one.claims[0].text,
+            "Not answerable on one memory node: crossfire (it needs a second memory node)."
         );
     }
 

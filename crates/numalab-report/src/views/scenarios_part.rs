@@ -13,7 +13,7 @@
 //! scenario this machine cannot have is shown with its reason; one the
 //! budget left out is named as such.
 
-use crate::claims::{Basis, Claim, ClaimKind, Derivation, RankRule};
+use crate::claims::{Basis, Claim, ClaimKind, Derivation, Lacks, RankRule};
 use crate::csv::{num, yes, Table};
 use crate::html::Section;
 use crate::model::Mode;
@@ -445,9 +445,53 @@ pub fn finding_claims(r: &ScenariosOutcome, base: &str, kind: ClaimKind) -> Vec<
         .enumerate()
         .map(|(i, f)| {
             let at = format!("{base}/measured/findings/{i}");
-            rank_test(finding_claim(f, &at, kind), r, f, base, &at).render()
+            let c = rank_test(finding_claim(f, &at, kind), r, f, base, &at);
+            no_memory_away(c, r, f, base).render()
         })
         .collect()
+}
+
+/// (c) where its run has no buffer away from node A: every two-thread
+/// case keeps both buffers local (0-0), so this machine has no memory node
+/// to move a buffer to and the question cannot be answered here, however
+/// long it runs. Such a claim is marked so (the summary lists it in one
+/// line with the other questions this machine lacks a second memory node
+/// for) and states the hops of the cases it rests on. A "cannot tell"
+/// from noise has its comparison and is never marked.
+fn no_memory_away(c: Claim, r: &ScenariosOutcome, f: &ScenarioFinding, base: &str) -> Claim {
+    if f.question != "c" || f.verdict != Verdict::CannotTell || f.comparison.is_some() {
+        return c;
+    }
+    let Some((ri, run)) = r
+        .measured
+        .runs
+        .iter()
+        .enumerate()
+        .find(|(_, x)| x.scenario == f.scenario && x.condition() == f.condition)
+    else {
+        return c;
+    };
+    let pairs: Vec<(usize, &ScenarioCaseResult)> = run
+        .cases
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.case.threads.len() == 2)
+        .collect();
+    let local = |x: &ScenarioCaseResult| x.case.threads.iter().all(|t| t.hops == Some(0));
+    if pairs.is_empty() || !pairs.iter().all(|(_, x)| local(x)) {
+        return c;
+    }
+    let mut c = c.not_answerable("classic scenario (c)", Lacks::SecondMemoryNode);
+    for (ci, x) in pairs {
+        for (ti, t) in x.case.threads.iter().enumerate() {
+            c = c.fact(
+                &format!("hops_{ci}_{ti}"),
+                t.hops,
+                format!("{base}/measured/runs/{ri}/cases/{ci}/threads/{ti}/hops"),
+            );
+        }
+    }
+    c
 }
 
 /// The rank test a finding's verdict comes from, on the rounds' total
@@ -1111,6 +1155,99 @@ mod tests {
         assert!(kept[1].contains("the idle result reverses"), "{}", kept[1]);
     }
 
+    /// The one-node pair on a one-node machine: both buffers local only.
+    fn one_node_outcome() -> ScenariosOutcome {
+        let m = fixture("8em64t-2s2ca2c-buggynuma.xml");
+        let all = plan_scenarios(&m, &Scenario::ALL);
+        let set = selected(&all, &[Scenario::TwoOnOneNode]);
+        let runs = set
+            .applicable()
+            .map(|p| ScenarioRun {
+                scenario: p.name.name().into(),
+                figure: p.figure.clone(),
+                title: p.title.clone(),
+                condition: "idle".into(),
+                background: None,
+                cases: p
+                    .cases
+                    .iter()
+                    .map(|c| measured(c, &[1.0, 1.01, 0.99, 1.0], 1.0))
+                    .collect(),
+            })
+            .collect();
+        let mut res = ScenariosResult {
+            set,
+            normalize: Normalize::Study,
+            rounds_planned: 4,
+            rounds_run: 4,
+            read_kernel: "line-read".into(),
+            write_kernel: "line-write".into(),
+            buffer_bytes: 1 << 20,
+            background_bytes: 1 << 20,
+            runs,
+            baselines: BaselineResults {
+                one_thread: None,
+                two_threads: None,
+            },
+            buffers: Vec::new(),
+            findings: Vec::new(),
+            verified: true,
+            warnings: Vec::new(),
+            elapsed_s: 1.0,
+        };
+        res.findings = scenario_findings(&res);
+        ScenariosOutcome {
+            priority: PRIORITY.to_vec(),
+            left_out: Vec::new(),
+            measured: res,
+        }
+    }
+
+    #[test]
+    fn one_memory_node_marks_c_not_answerable_and_the_section_says_why() {
+        let r = one_node_outcome();
+        let base = "/parts/sweep-scenarios/result";
+        let doc = serde_json::json!({
+            "parts": {"sweep-scenarios": {"result": serde_json::to_value(&r).unwrap()}}
+        });
+        let claims = finding_claims(&r, base, ClaimKind::Finding);
+        assert_eq!(claims.len(), 1, "{claims:#?}");
+        let c = &claims[0];
+        assert_eq!(
+            c.text,
+            "Classic scenario (c) two writers on one node: moving one buffer away beats keeping both local, idle: cannot tell — this machine has no memory node away from node A: only both buffers local (0-0) exists."
+        );
+        let q = c.not_answerable.as_ref().expect("marked");
+        assert_eq!(
+            (q.question.as_str(), q.lacks),
+            ("classic scenario (c)", Lacks::SecondMemoryNode)
+        );
+        // The hops it rests on (every pair's buffers local) re-derive.
+        assert!(
+            c.facts.iter().any(|f| f.name.starts_with("hops_")),
+            "{c:#?}"
+        );
+        assert_eq!(check_claim(c, &doc), Vec::<String>::new());
+        // The part's section still gives the sentence.
+        let m = fixture("8em64t-2s2ca2c-buggynuma.xml");
+        let mut h = String::new();
+        let tables = ScenariosPart.tables(&r, &m);
+        let mut s = Section::for_tests(&mut h, &tables, &m);
+        ScenariosPart.html(&r, &mut s);
+        assert!(
+            h.contains("<li>Classic scenario (c) two writers on one node: moving one buffer away beats keeping both local, idle: cannot tell — this machine has no memory node away from node A"),
+            "{h}"
+        );
+        // The summary's builder gets it as a marked finding (summarize
+        // folds such findings into one line).
+        let mut b = SummaryBuilder::for_tests(&m, base);
+        ScenariosPart.summarize(&r, &mut b);
+        assert!(b
+            .claims()
+            .iter()
+            .all(|c| c.kind == ClaimKind::Finding && c.not_answerable.is_some()));
+    }
+
     #[test]
     fn noise_is_cannot_tell_with_its_reason() {
         let mut r = quartet_outcome();
@@ -1128,6 +1265,9 @@ mod tests {
             "{}",
             first.text
         );
+        // Noise is an answer of this machine: no claim is marked as one it
+        // cannot answer.
+        assert!(claims.iter().all(|c| c.not_answerable.is_none()));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! and crossfire sentences of the summary.
 
 use super::*;
-use crate::claims::{Basis, Claim, ClaimKind, Derivation, RankRule, Relation, Threshold};
+use crate::claims::{Basis, Claim, ClaimKind, Derivation, Lacks, RankRule, Relation, Threshold};
 use crate::summary::{finding, SummaryBuilder};
 use numalab::experiments::sweep::{
     compared_classes, crossfire_cases, hop_cases, two_writer_cases, widest_class, Access,
@@ -258,7 +258,8 @@ pub(super) fn writers(s: &mut SummaryBuilder, r: &SweepResult) {
                     Basis::Topology,
                     "Whether two writers saturate a node cannot be told here: no node has two CPUs this process may use (the sweep's CPUs: {cpus}).",
                 )
-                .fact("cpus", &r.cpus, s.path("sweep/cpus")),
+                .fact("cpus", &r.cpus, s.path("sweep/cpus"))
+                .not_answerable("whether two writers saturate a node", Lacks::TwoCpusOnANode),
             );
         }
         return;
@@ -334,7 +335,11 @@ pub(super) fn crossfire(s: &mut SummaryBuilder, r: &SweepOutcome) {
     let measured = two.and_then(|ri| Some((secs(ri, &cross)?, secs(ri, &no_cross)?)));
     match (f.holds, measured) {
         (Some(_), Some(((x, xd), (n, nd)))) => {
-            s.set_key("crossfire_ratio", x / n, Derivation::ratio(xd.clone(), nd.clone()));
+            s.set_key(
+                "crossfire_ratio",
+                x / n,
+                Derivation::ratio(xd.clone(), nd.clone()),
+            );
             s.claim(
                 finding(
                     "crossfire",
@@ -353,14 +358,124 @@ pub(super) fn crossfire(s: &mut SummaryBuilder, r: &SweepOutcome) {
                 ),
             );
         }
-        _ => s.claim(
-            Claim::new(
+        _ => {
+            let c = Claim::new(
                 ClaimKind::Finding,
                 "crossfire",
                 Basis::Run,
                 "Crossfire (two threads each writing the other's node): whether it hurts cannot be told: {why}.",
             )
-            .fact("why", &f.detail, s.path(&format!("findings/{fi}/findings/{k}/detail"))),
-        ),
+            .fact("why", &f.detail, s.path(&format!("findings/{fi}/findings/{k}/detail")));
+            // One memory node: no budget reaches a crossfire case, the
+            // summary lists it with the other questions that need a second
+            // node (the sweep's section still answers (b) with why).
+            let c = match r.sweep.mem_nodes.as_slice() {
+                [_] => c
+                    .fact("mem_nodes", &r.sweep.mem_nodes, s.path("sweep/mem_nodes"))
+                    .not_answerable("crossfire", Lacks::SecondMemoryNode),
+                _ => c,
+            };
+            s.claim(c);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claims::check_claim;
+    use numalab::experiments::sweep::test_cases::{case, two_threads};
+
+    /// A sweep over `mem_nodes` with `runs`, idle.
+    fn sweep_of(mem_nodes: Vec<u32>, runs: Vec<SweepRun>) -> SweepOutcome {
+        let sweep = SweepResult {
+            folded: true,
+            node_automorphisms: 1,
+            node_symmetry_order: "1".into(),
+            machine_symmetry_order: "2".into(),
+            cpus: vec![0, 1],
+            mem_nodes,
+            accesses: vec![Access::Write],
+            read_kernel: "read".into(),
+            write_kernel: "write".into(),
+            buffer_bytes: 64 << 20,
+            budget_s: None,
+            runs,
+            buffers: Vec::new(),
+            verified: true,
+            warnings: Vec::new(),
+            elapsed_s: 1.0,
+            memory_traffic: Default::default(),
+        };
+        SweepOutcome {
+            findings: findings(&sweep),
+            sweep,
+        }
+    }
+
+    fn crossfire_claims(r: &SweepOutcome) -> Vec<Claim> {
+        let m = crate::fixture("qemu-quartet-4n2c-ring.xml");
+        let mut s = SummaryBuilder::for_tests(&m, "/parts/sweep/result");
+        crossfire(&mut s, r);
+        s.claims().to_vec()
+    }
+
+    #[test]
+    fn crossfire_on_one_memory_node_is_not_answerable_here() {
+        let local = case(&[(0, 0, 0, 0), (0, 1, 0, 0)], 1.0);
+        let r = sweep_of(vec![0], vec![two_threads(vec![local], 20)]);
+        let c = crossfire_claims(&r);
+        assert_eq!(c.len(), 1, "{c:#?}");
+        let q = c[0].not_answerable.as_ref().expect("marked");
+        assert_eq!(
+            (q.question.as_str(), q.lacks),
+            ("crossfire", Lacks::SecondMemoryNode)
+        );
+        assert_eq!(
+            c[0].text,
+            "Crossfire (two threads each writing the other's node): whether it hurts cannot be told: this sweep has one memory node (node 0): crossfire needs two writers on linked nodes."
+        );
+        // The one memory node is a fact the checker reads back.
+        let doc = serde_json::json!({
+            "parts": {"sweep": {"result": serde_json::to_value(&r).unwrap()}}
+        });
+        assert_eq!(check_claim(&c[0], &doc), Vec::<String>::new());
+        assert!(c[0].facts.iter().any(|f| f.name == "mem_nodes"));
+    }
+
+    #[test]
+    fn crossfire_without_its_cases_on_several_nodes_stays_a_sentence() {
+        // Four memory nodes, but only local pairs ran: the budget, not the
+        // machine, left (b) open.
+        let local = case(&[(0, 0, 0, 0), (0, 1, 0, 0)], 1.0);
+        let r = sweep_of(vec![0, 1, 2, 3], vec![two_threads(vec![local], 20)]);
+        let c = crossfire_claims(&r);
+        assert_eq!(c.len(), 1, "{c:#?}");
+        assert_eq!(c[0].not_answerable, None, "{}", c[0].text);
+        assert!(c[0].text.contains("cannot be told"), "{}", c[0].text);
+    }
+
+    #[test]
+    fn two_writers_without_two_cpus_on_a_node_are_not_answerable_here() {
+        // One CPU per node: no node holds two writers.
+        let m = crate::fixture("qemu-ring4-cpuless-hmat.xml");
+        assert!(m
+            .cpu_nodes()
+            .iter()
+            .all(|n| m.allowed_cpus_of(n).len() == 1));
+        let mut one = two_threads(vec![case(&[(0, 0, 0, 0)], 1.0)], 4);
+        one.threads = 1;
+        let two = two_threads(vec![case(&[(0, 0, 1, 1), (1, 1, 0, 1)], 1.0)], 20);
+        let r = sweep_of(vec![0, 1], vec![one, two]);
+        let mut s = SummaryBuilder::for_tests(&m, "/parts/sweep/result");
+        writers(&mut s, &r.sweep);
+        let c = s.claims();
+        assert_eq!(c.len(), 1, "{c:#?}");
+        assert_eq!(
+            c[0].not_answerable.as_ref().map(|q| q.lacks),
+            Some(Lacks::TwoCpusOnANode),
+            "{}",
+            c[0].text
+        );
     }
 }
