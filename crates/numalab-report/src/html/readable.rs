@@ -6,7 +6,7 @@
 //! pages by node as "node 0: 33,792", long decimals to four significant
 //! digits).
 
-use numalab::text::format::{bytes, significant};
+use numalab::text::format::{bytes, grouped, significant};
 
 /// Units named by a column's last word, with what the column is then
 /// called (the rest of its name).
@@ -106,19 +106,6 @@ pub fn cell(name: &str, v: &str) -> String {
         Ok(x) if x.is_finite() && v.contains('.') && v.len() > 6 => significant(x, 4),
         _ => v.to_string(),
     }
-}
-
-/// A count with thousands separators.
-fn grouped(v: u64) -> String {
-    let digits = v.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

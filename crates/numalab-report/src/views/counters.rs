@@ -4,7 +4,7 @@
 
 use numalab::measure::counters::{CounterReport, Kind};
 use numalab::measure::task_counters::TaskTable;
-use numalab::text::format::significant;
+use numalab::text::format::{grouped, significant};
 use std::fmt::Write;
 
 /// What perf stat prints for an event it cannot count.
@@ -13,19 +13,6 @@ pub const NOT_SUPPORTED: &str = "<not supported>";
 /// The prefix of an unavailable event's reason, left out of the footer
 /// that gathers the reasons.
 const NOT_AVAILABLE: &str = "not available on this machine: ";
-
-/// A count with thousands separators, as perf stat prints it.
-pub fn grouped(v: u64) -> String {
-    let digits = v.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
 
 /// An event's value and unit as perf stat prints them: task-clock in
 /// milliseconds (`1.10 msec`), counts with thousands separators.

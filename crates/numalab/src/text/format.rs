@@ -116,6 +116,20 @@ pub fn fixed(v: f64, decimals: usize) -> String {
     }
 }
 
+/// A count with thousands separators, as perf stat prints counts:
+/// `6,324,039,230`.
+pub fn grouped(v: u64) -> String {
+    let digits = v.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A byte count in binary units: `100 B`, `512 KiB`, `1.5 GiB`, `1.25 MiB`.
 pub fn bytes(b: u64) -> String {
     bytes_f64(b as f64)
