@@ -350,6 +350,29 @@ pub fn unit_of(metric: &str) -> Option<&'static str> {
         .or_else(|| leaf.contains("ratio").then_some("x"))
 }
 
+/// How far apart two budgets may be and still be one setting: a report
+/// shares its budget out by the costs it measures, so two runs of one
+/// command give a part budgets a few percent apart (7.56 and 7.42 s); a
+/// budget the user changed (quick against default, `--budget 40` against
+/// 80) is a factor of 2 or more.
+const BUDGET_TOLERANCE: f64 = 1.5;
+
+/// Whether setting `key` has other values in the two results: budgets
+/// within [`BUDGET_TOLERANCE`] of each other are the same setting.
+fn differs(key: &str, x: &str, y: &str) -> bool {
+    if x == y {
+        return false;
+    }
+    if key == "budget_s" || key.ends_with(".budget_s") {
+        if let (Ok(a), Ok(b)) = (x.parse::<f64>(), y.parse::<f64>()) {
+            if a > 0.0 && b > 0.0 {
+                return a.max(b) / a.min(b) > BUDGET_TOLERANCE;
+            }
+        }
+    }
+    true
+}
+
 /// How two contexts differ, in words: the settings both have with other
 /// values (a setting only one side has is not held against it: older
 /// results lack some).
@@ -358,7 +381,7 @@ fn context_difference(a: &Context, b: &Context) -> Option<String> {
         .iter()
         .filter_map(|(k, x)| {
             let y = &b.iter().find(|(kb, _)| kb == k)?.1;
-            (x != y).then(|| format!("{k} {x} vs {y}"))
+            differs(k, x, y).then(|| format!("{k} {x} vs {y}"))
         })
         .collect();
     (!diffs.is_empty()).then(|| diffs.join(", "))
@@ -559,7 +582,7 @@ pub fn compare_summaries(a: &Summary, b: &Summary) -> Comparison {
     for ctx in &a.contexts {
         for (k, x) in ctx {
             let y = b.contexts.iter().flatten().find(|(kb, _)| kb == k);
-            if let Some((_, y)) = y.filter(|(_, y)| y != x) {
+            if let Some((_, y)) = y.filter(|(_, y)| differs(k, x, y)) {
                 if !configuration.iter().any(|(c, _, _)| c == k) {
                     configuration.push((k.clone(), x.clone(), y.clone()));
                 }
@@ -568,7 +591,7 @@ pub fn compare_summaries(a: &Summary, b: &Summary) -> Comparison {
     }
     for (k, x) in &a.settings {
         if let Some((_, y)) = b.settings.iter().find(|(kb, _)| kb == k) {
-            if y != x && !configuration.iter().any(|(c, _, _)| c == k) {
+            if differs(k, x, y) && !configuration.iter().any(|(c, _, _)| c == k) {
                 configuration.push((k.clone(), x.clone(), y.clone()));
             }
         }
@@ -863,6 +886,11 @@ mod tests {
         let c = compare(&a, &report(128 << 20, 20.0, 99.0, &f, 1));
         assert!(c.configuration_differences.is_empty());
         assert!(c.rows.iter().all(|r| r.not_comparable.is_none()));
+        // Two runs of one report share a part's budget out a little
+        // differently (two default reports here: 7.56 and 7.42 s): the same setting.
+        let again = compare(&a, &report(128 << 20, 21.7, 99.0, &f, 1));
+        assert!(again.configuration_differences.is_empty());
+        assert!(again.rows.iter().all(|r| r.not_comparable.is_none()));
         let k = &c.key_figures[0];
         assert_eq!(
             (k.key.as_str(), k.unit, k.a, k.b),
