@@ -1,15 +1,25 @@
 //! `numalab profile`'s sampling options, one group: how the preload
 //! library samples (rate or overhead, word counts, duration, thresholds,
 //! refinement, which regions and threads, which sampler), read into the
-//! engine's [`Sampling`].
+//! engine's [`Sampling`]; and [`session`], which turns `profile`'s option
+//! groups into the engine's [`Session`].
 
 use crate::args::{percent, seconds, size, whole, Typed};
+use crate::launch_args::{
+    library, library_filter, placement_for_library, plan, preload_with, LaunchArgs, PinArgs,
+};
+use crate::output::CliError;
 use numalab::profile::filter::{self, RegionFilter};
 use numalab::profile::granularity::{self, UnitRequest, UnitRule};
+use numalab::profile::latency::LatencyTable;
+use numalab::profile::session::Session;
 use numalab::profile::session::{Refine, Sampling};
+use numalab::profile::PmuStatus;
 use numalab::profile::Sampler;
 use numalab::text::format::excerpt;
-use numalab::IdSet;
+use numalab::{IdSet, Machine};
+use std::ffi::OsString;
+use std::path::Path;
 
 fn on_off(t: &str) -> Result<bool, String> {
     match t {
@@ -167,4 +177,59 @@ fn small_every() -> Typed<usize> {
             v => usize::try_from(v).map_err(|_| format!("{opt} {} is too large", excerpt(t, 40))),
         },
     )
+}
+
+/// The engine's session for `profile`: the launch, the pinning, the
+/// sampling and the filters of its option groups, each in the library's
+/// form for `command`'s program; `machine`: `--machine`'s latency file.
+pub fn session(
+    m: Machine,
+    (launch, pinning, sampling): (&LaunchArgs, &PinArgs, &SamplingArgs),
+    machine: Option<&Path>,
+    command: &[OsString],
+) -> Result<Session, CliError> {
+    let launch_plan = plan(&m, launch)?;
+    let pin = pinning.cpus(&m, &launch_plan)?;
+    let latencies = match machine {
+        Some(p) => Some((
+            LatencyTable::read_for_machine(&m, p).map_err(CliError::usage)?,
+            p.display().to_string(),
+        )),
+        None => None,
+    };
+    let (pmu, pmu_spec) =
+        PmuStatus::plan(sampling.sampler, PmuStatus::of_this_machine()).map_err(CliError::usage)?;
+    let program = &command[0];
+    let region_filter = library_filter(
+        "--regions",
+        sampling.regions.as_ref().map(|(_, f)| f),
+        program,
+    )?;
+    let refine_filter = match &sampling.refine {
+        Refine::Regions(_, f) => library_filter("--refine", Some(f), program)?,
+        _ => String::new(),
+    };
+    let placement = placement_for_library(&m, &launch_plan, None, program)?;
+    // The smallest unit is the machine's cache line, as its model says.
+    let line = numalab::measure::counters::line_bytes(&m)
+        .map_or(numalab::profile::granularity::DEFAULT_LINE, u64::from);
+    let library_sampling = sampling
+        .clone()
+        .into_sampling(line)
+        .map_err(CliError::usage)?;
+    Ok(Session {
+        preload: preload_with(&library()?),
+        sampling: library_sampling,
+        command: command.to_vec(),
+        machine: m,
+        launch: launch_plan,
+        pmu,
+        pmu_spec,
+        region_filter,
+        refine_filter,
+        placement,
+        latencies,
+        pin,
+        pin_skip: pinning.skip_mask(),
+    })
 }

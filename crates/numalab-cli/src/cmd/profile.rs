@@ -10,18 +10,14 @@
 //! `numalab_report::profile_dir` and `numalab_report::views::profile`.
 
 use crate::args::whole;
-use crate::launch_args::{
-    library, library_filter, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
-    PinArgs,
-};
+use crate::launch_args::{placement_for_library, read_plan, LaunchArgs, PinArgs};
 use crate::output::{errln, load_machine, write_stderr, CliError, CliResult, Envelope};
-use crate::sampling_args::SamplingArgs;
+use crate::sampling_args::{session, SamplingArgs};
 use numalab::placement::LaunchOutcome;
 use numalab::profile::compare::compare as compare_profiles;
-use numalab::profile::latency::LatencyTable;
 use numalab::profile::plan::Plan;
-use numalab::profile::session::{records_path, Refine, Session};
-use numalab::profile::{PmuStatus, Profile};
+use numalab::profile::session::{records_path, Session};
+use numalab::profile::Profile;
 use numalab::sys::child::signal_name;
 use numalab_report::profile_dir;
 use numalab_report::views::plan::plan_text;
@@ -74,52 +70,14 @@ pub fn run(a: Args) -> CliResult {
     let inputs = [("--plan", &a.plan), ("--machine", &a.machine)].map(|(o, p)| (o, p.as_deref()));
     profile_dir::refuse_inputs(&a.output, a.plan.is_some(), &inputs).map_err(CliError::usage)?;
     let m = load_machine(None)?;
-    let launch = plan(&m, &a.launch)?;
-    let pin = a.pinning.cpus(&m, &launch)?;
     let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
-    let latencies = match &a.machine {
-        Some(p) => Some((
-            LatencyTable::read_for_machine(&m, p).map_err(CliError::usage)?,
-            p.display().to_string(),
-        )),
-        None => None,
-    };
-    let (pmu, pmu_spec) = PmuStatus::plan(a.sampling.sampler, PmuStatus::of_this_machine())
-        .map_err(CliError::usage)?;
-    let program = &a.command[0];
-    let region_filter = library_filter(
-        "--regions",
-        a.sampling.regions.as_ref().map(|(_, f)| f),
-        program,
+    let s = session(
+        m,
+        (&a.launch, &a.pinning, &a.sampling),
+        a.machine.as_deref(),
+        &a.command,
     )?;
-    let refine_filter = match &a.sampling.refine {
-        Refine::Regions(_, f) => library_filter("--refine", Some(f), program)?,
-        _ => String::new(),
-    };
-    let placement = placement_for_library(&m, &launch, None, program)?;
-    // The smallest unit is the machine's cache line, as its model says.
-    let line = numalab::measure::counters::line_bytes(&m)
-        .map_or(numalab::profile::granularity::DEFAULT_LINE, u64::from);
-    let sampling = a
-        .sampling
-        .clone()
-        .into_sampling(line)
-        .map_err(CliError::usage)?;
-    let s = Session {
-        preload: preload_with(&library()?),
-        sampling,
-        command: a.command.clone(),
-        machine: m,
-        launch,
-        pmu,
-        pmu_spec,
-        region_filter,
-        refine_filter,
-        placement,
-        latencies,
-        pin,
-        pin_skip: a.pinning.skip_mask(),
-    };
+    let program = &a.command[0];
     profile_dir::prepare(&a.output)?;
     let Some(fp) = file_plan else {
         let (profile, outcome) = profile_once(&s, &a.output, None)?;
