@@ -359,6 +359,7 @@ fn only_the_asked_events_and_their_derived_metrics_are_printed() {
     assert!(!r.err.contains("derived:"), "{}", r.err);
     assert!(!r.err.contains("ipc"), "{}", r.err);
     assert!(!r.err.contains("<not supported>"), "{}", r.err);
+    assert!(!r.err.contains("memory-controller"), "{}", r.err);
 }
 
 #[test]

@@ -126,8 +126,15 @@ pub fn text(r: &CounterReport) -> String {
     if let Some(t) = &r.tasks {
         s.push_str(&tasks_text(t));
     }
+    // Memory-controller traffic belongs with numalab's default set
+    // (`--counters`, `all`); an explicit list gets only what it names, as
+    // with perf stat.
     let mc = &r.memory_controller;
+    let default_set = numalab::measure::counters::default_list()
+        .iter()
+        .all(|d| r.events.iter().any(|e| e.name == d.name));
     match &mc.unavailable {
+        _ if !default_set => {}
         Some(why) => {
             let _ = writeln!(s, "memory-controller traffic: {why}");
         }
@@ -349,7 +356,21 @@ mod tests {
         assert_eq!(grouped(999), "999");
         assert_eq!(grouped(1000), "1,000");
         assert_eq!(grouped(6324039230), "6,324,039,230");
-        assert!(t.contains("memory-controller traffic: "), "{t}");
+        // Three events named: no memory-controller line (perf stat's way);
+        // the default set has it.
+        assert!(!t.contains("memory-controller traffic"), "{t}");
+        let all = report(
+            numalab::measure::counters::default_list()
+                .into_iter()
+                .map(|e| EventValue::unavailable(e, "not available on this machine: test".into()))
+                .collect(),
+            Some(64),
+        );
+        assert!(
+            text(&all).contains("memory-controller traffic: "),
+            "{}",
+            text(&all)
+        );
     }
 
     #[test]
