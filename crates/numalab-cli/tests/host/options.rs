@@ -161,7 +161,7 @@ fn one_name_per_concept_and_every_mem_says_its_default() {
 #[test]
 fn shared_groups_print_the_same_help_everywhere() {
     let helps = helps();
-    let groups: [(&str, &[&str], &[&str]); 3] = [
+    let groups: [(&str, &[&str], &[&str]); 5] = [
         (
             "StatOptions",
             &[
@@ -196,6 +196,21 @@ fn shared_groups_print_the_same_help_everywhere() {
             &["cpu", "mem", "size"],
             &["apexmap", "bench latency", "loaded-latency"],
         ),
+        (
+            "LaunchArgs",
+            &[
+                "cpus",
+                "mem",
+                "membind",
+                "interleave",
+                "preferred",
+                "cpunodebind",
+                "physcpubind",
+                "localalloc",
+            ],
+            &["run", "profile"],
+        ),
+        ("PinArgs", &["pin", "skip"], &["run", "profile"]),
     ];
     for (group, names, commands) in groups {
         for name in names {
