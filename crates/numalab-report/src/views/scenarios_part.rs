@@ -855,6 +855,33 @@ fn findings_table(r: &ScenariosOutcome) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A scenarios result of `runs` over `set`, `rounds` rounds, with its
+    /// findings drawn.
+    fn result_of(set: ScenarioSet, runs: Vec<ScenarioRun>, rounds: usize) -> ScenariosResult {
+        let mut res = ScenariosResult {
+            set,
+            normalize: Normalize::Study,
+            rounds_planned: rounds,
+            rounds_run: rounds,
+            read_kernel: "line-read".into(),
+            write_kernel: "line-write".into(),
+            buffer_bytes: 1 << 20,
+            background_bytes: 1 << 20,
+            runs,
+            baselines: BaselineResults {
+                one_thread: None,
+                two_threads: None,
+            },
+            buffers: Vec::new(),
+            findings: Vec::new(),
+            verified: true,
+            warnings: Vec::new(),
+            elapsed_s: 1.0,
+        };
+        res.findings = scenario_findings(&res);
+        res
+    }
     use crate::claims::check_claim;
     use crate::fixture;
     use crate::model::Costs;
@@ -1043,27 +1070,7 @@ mod tests {
                     .collect(),
             });
         }
-        let mut res = ScenariosResult {
-            set,
-            normalize: Normalize::Study,
-            rounds_planned: 6,
-            rounds_run: 6,
-            read_kernel: "line-read".into(),
-            write_kernel: "line-write".into(),
-            buffer_bytes: 1 << 20,
-            background_bytes: 1 << 20,
-            runs,
-            baselines: BaselineResults {
-                one_thread: None,
-                two_threads: None,
-            },
-            buffers: Vec::new(),
-            findings: Vec::new(),
-            verified: true,
-            warnings: Vec::new(),
-            elapsed_s: 1.0,
-        };
-        res.findings = scenario_findings(&res);
+        let res = result_of(set, runs, 6);
         ScenariosOutcome {
             priority: PRIORITY.to_vec(),
             left_out: vec![
@@ -1175,27 +1182,7 @@ mod tests {
                     .collect(),
             })
             .collect();
-        let mut res = ScenariosResult {
-            set,
-            normalize: Normalize::Study,
-            rounds_planned: 4,
-            rounds_run: 4,
-            read_kernel: "line-read".into(),
-            write_kernel: "line-write".into(),
-            buffer_bytes: 1 << 20,
-            background_bytes: 1 << 20,
-            runs,
-            baselines: BaselineResults {
-                one_thread: None,
-                two_threads: None,
-            },
-            buffers: Vec::new(),
-            findings: Vec::new(),
-            verified: true,
-            warnings: Vec::new(),
-            elapsed_s: 1.0,
-        };
-        res.findings = scenario_findings(&res);
+        let res = result_of(set, runs, 4);
         ScenariosOutcome {
             priority: PRIORITY.to_vec(),
             left_out: Vec::new(),
