@@ -111,14 +111,19 @@ fn apexmap_small_grid_json_and_text() {
         let gb = f(&p["gbps"]["median"]);
         let l = p["l"].as_u64().unwrap() as f64;
         assert!(ns > 0.0 && gb > 0.0);
-        // GB/s is 8L bytes per access: medians of samples, not exactly reciprocal.
-        assert!((gb * ns / (8.0 * l) - 1.0).abs() < 0.5, "{p}");
+        // GB/s is 8L bytes per access, sample by sample: the fastest
+        // sample gives both bests. (Medians of an even count are means of
+        // two middle samples, which a loaded host pulls far apart: CI saw
+        // samples from 2.6 to 167 ns, medians 32 ns and 0.61 GB/s.)
+        let (ns_best, gb_best) = (f(&p["ns"]["best"]), f(&p["gbps"]["best"]));
+        assert!((gb_best * ns_best / (8.0 * l) - 1.0).abs() < 1e-6, "{p}");
         assert_eq!(p["blocks"].as_u64().unwrap(), (8u64 << 20) / 8 / l as u64);
         let share: f64 = p["level_share"].as_array().unwrap().iter().map(f).sum();
         assert!((share - 1.0).abs() < 1e-9);
     }
-    // Uniform random single words: slower per access than concentrated ones.
-    assert!(f(&pts[2]["ns"]["median"]) > f(&pts[0]["ns"]["median"]));
+    // Uniform random single words: slower per access than concentrated
+    // ones, sample for best sample (a busy host only slows samples down).
+    assert!(f(&pts[2]["ns"]["best"]) > f(&pts[0]["ns"]["best"]));
     // Four points cannot fit two parameters for each of three or more
     // levels: the multi-level model is refused and says why.
     let levels_used = pts[2]["level_share"]
