@@ -212,35 +212,13 @@ pub fn run(mut a: Args) -> CliResult {
     let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
     let placement = placement_for_library(&m, &plan, file_plan.as_ref(), &a.command[0])?;
     let pins = a.pinning.cpus(&m, &plan)?;
-    // A program the loader will not give the library: a plan would place
-    // nothing (refused), stripes become the kernel's page-by-page
-    // interleave (said), threads would not be pinned (refused).
-    let unreachable = if placement.is_empty() && pins.is_none() {
-        None
-    } else {
-        ignores_preload(&a.command[0])
-    };
-    if let (Some(why), Some(_)) = (&unreachable, &pins) {
-        return Err(CliError::usage(format!(
-            "--pin: {why}, so the preload library that pins each thread cannot load into it; --cpus (or -C) binds the whole process"
-        )));
-    }
-    if let (Some(why), Some(_)) = (&unreachable, &file_plan) {
-        return Err(CliError::usage(format!(
-            "--plan: {why}, so the preload library that applies a plan cannot load into it and nothing would be placed; give a dynamically linked program"
-        )));
-    }
-    // Unequal stripes are weighted interleave: without the library it
-    // would silently become plain interleave.
-    let weighted_stripes = plan
-        .stripes()
-        .is_some_and(|s| s.iter().any(|(_, p)| *p != s[0].1));
-    if let (Some(why), true) = (&unreachable, weighted_stripes) {
-        return Err(CliError::usage(format!(
-            "--mem {}: {why}, so numalab's per-process weighted interleave (stripes laid by the preload library) cannot load into it; --weighted-impl kernel uses the kernel's, writing its system-wide weights for the command's lifetime",
-            plan.policy()
-        )));
-    }
+    let unreachable = library_reach(
+        &a.command[0],
+        &plan,
+        !placement.is_empty(),
+        pins.is_some(),
+        file_plan.is_some(),
+    )?;
     let mut prepared = plan.prepare()?;
     // The library's records of a plan, for --verify: a file this run
     // creates (never one that was there), removed once read.
@@ -333,6 +311,49 @@ pub fn run(mut a: Args) -> CliResult {
     }
     // Same exit code, or death by the same signal.
     Ok(outcome.status.propagate())
+}
+
+/// Why the preload library cannot load into `program` (statically linked,
+/// setuid...) where this run needs it (`placed`: stripes or a plan,
+/// `pinned`: --pin, `planned`: --plan); an error where that would silently
+/// change what the run does, `None` where the library is not needed.
+fn library_reach(
+    program: &std::ffi::OsStr,
+    plan: &LaunchPlan,
+    placed: bool,
+    pinned: bool,
+    planned: bool,
+) -> Result<Option<String>, CliError> {
+    // A program the loader will not give the library: a plan would place
+    // nothing (refused), stripes become the kernel's page-by-page
+    // interleave (said), threads would not be pinned (refused).
+    let unreachable = if placed || pinned {
+        ignores_preload(program)
+    } else {
+        None
+    };
+    if let (Some(why), true) = (&unreachable, pinned) {
+        return Err(CliError::usage(format!(
+            "--pin: {why}, so the preload library that pins each thread cannot load into it; --cpus (or -C) binds the whole process"
+        )));
+    }
+    if let (Some(why), true) = (&unreachable, planned) {
+        return Err(CliError::usage(format!(
+            "--plan: {why}, so the preload library that applies a plan cannot load into it and nothing would be placed; give a dynamically linked program"
+        )));
+    }
+    // Unequal stripes are weighted interleave: without the library it
+    // would silently become plain interleave.
+    let weighted_stripes = plan
+        .stripes()
+        .is_some_and(|s| s.iter().any(|(_, p)| *p != s[0].1));
+    if let (Some(why), true) = (&unreachable, weighted_stripes) {
+        return Err(CliError::usage(format!(
+            "--mem {}: {why}, so numalab's per-process weighted interleave (stripes laid by the preload library) cannot load into it; --weighted-impl kernel uses the kernel's, writing its system-wide weights for the command's lifetime",
+            plan.policy()
+        )));
+    }
+    Ok(unreachable)
 }
 
 /// What the preload library does with stripes of pages, on stderr; `why`
