@@ -31,18 +31,39 @@ fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
     let m = &mx["modified_ns"];
     let (a, b) = (f(&m[0][1]), f(&m[1][0]));
     assert_eq!(a, b, "the modified ping-pong is one figure per pair");
-    assert!((10.0..2000.0).contains(&a), "modified one-way {a} ns");
+    // Physical bounds only: two vCPUs of a shared host may sit on SMT
+    // siblings one moment and on different sockets the next, so how the two
+    // directions compare is a timing claim for bench/, not for this test.
+    assert!((2.0..2000.0).contains(&a), "modified one-way {a} ns");
     let c = &mx["clean_ns"];
     let (x, y) = (f(&c[0][1]), f(&c[1][0]));
     for z in [x, y] {
-        assert!((5.0..2000.0).contains(&z), "clean {z} ns");
+        assert!((1.0..2000.0).contains(&z), "clean {z} ns");
     }
-    assert!(x / y < 4.0 && y / x < 4.0, "clean both ways alike: {x} {y}");
+    // The clean matrix is directional, row = reader: [0][1] is CPU 0 reading
+    // lines CPU 1 holds, the pair's a<-b figure.
+    let p = &v["pairs"][0];
+    assert_eq!(x, f(&p["clean_ab_ns"]["median"]), "clean[0][1] is reader 0");
+    assert_eq!(y, f(&p["clean_ba_ns"]["median"]), "clean[1][0] is reader 1");
+    let samples: Vec<u64> = p["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        samples.len(),
+        5,
+        "modified, clean both ways, false sharing two ways"
+    );
+    assert!(
+        samples.iter().all(|&n| n >= 2),
+        "every figure has samples: {samples:?}"
+    );
     if f(&v["core_ghz"]) > 0.0 {
         let cyc = f(&mx["modified_cycles"][0][1]);
         assert!((cyc / (a * f(&v["core_ghz"])) - 1.0).abs() < 1e-9);
     }
-    let p = &v["pairs"][0];
     assert_eq!(p["verification"]["requested"], serde_json::json!([0, 1]));
     assert_eq!(p["verification"]["seen"], serde_json::json!([[0], [1]]));
     assert_eq!(v["verification"]["verified"], true);
