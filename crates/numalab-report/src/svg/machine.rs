@@ -291,114 +291,166 @@ fn layout(m: &Machine) -> Frame {
         m.complete_cpus.clone(),
         0,
     );
-    let mut frames: Vec<Frame> = Vec::new();
-    for p in &m.packages {
-        let name = match p.os_index {
-            Some(i) => format!("Package {i}"),
-            None => format!("Package L#{}", p.logical_index),
-        };
-        frames.push(Frame::new(
-            Kind::Package,
-            vec![name.clone()],
-            format!("{name}: CPUs {}", p.cpus),
-            p.cpus.clone(),
-            1,
-        ));
-    }
-    for n in m.nodes.iter().filter(|n| !n.cpus.is_empty()) {
-        frames.push(Frame::new(
-            Kind::Node,
-            vec![format!(
-                "NUMA node {} ({})",
-                n.os_index,
-                format_bytes(n.memory_bytes)
-            )],
-            format!(
-                "NUMA node {}: {} {}, CPUs {}",
-                n.os_index,
-                format_bytes(n.memory_bytes),
-                memory_kind(n.kind),
-                n.cpus
-            ),
-            n.cpus.clone(),
-            2,
-        ));
-    }
-    // A cache with exactly one core's CPUs is written in that core's label.
-    let private = |cpus: &IdSet| m.cores.iter().any(|c| &c.cpus == cpus);
-    for c in m.caches.iter().filter(|c| !c.cpus.is_empty()) {
-        if private(&c.cpus) {
-            continue;
-        }
-        let name = cache_name(c.level, &c.kind);
-        frames.push(Frame::new(
-            Kind::Cache,
-            vec![format!("{name} ({})", format_bytes(c.size_bytes))],
-            format!(
-                "{name} {}, shared by CPUs {}",
-                format_bytes(c.size_bytes),
-                c.cpus
-            ),
-            c.cpus.clone(),
-            10 - u32::from(c.level.min(9)),
-        ));
-    }
-    for core in &m.cores {
-        let mut caches: Vec<_> = m
-            .caches
-            .iter()
-            .filter(|c| c.cpus == core.cpus && c.kind != "instruction")
-            .collect();
-        caches.sort_by_key(|c| std::cmp::Reverse(c.level));
-        let name = match core.os_index {
-            Some(i) => format!("Core {i}"),
-            None => format!("Core L#{}", core.logical_index),
-        };
-        let private: Vec<String> = caches
-            .iter()
-            .map(|c| {
-                format!(
-                    "{} {}",
-                    cache_name(c.level, &c.kind),
-                    format_bytes(c.size_bytes)
-                )
-            })
-            .collect();
-        let mut lines = vec![name.clone()];
-        if !private.is_empty() {
-            lines.push(private.join(" "));
-        }
-        frames.push(Frame::new(
-            Kind::Core,
-            lines,
-            format!("{name}: PUs {}", core.cpus),
-            core.cpus.clone(),
-            20,
-        ));
-    }
-    for cpu in m.complete_cpus.iter() {
-        let allowed = m.allowed_cpus.contains(cpu);
-        frames.push(Frame::new(
-            Kind::Pu,
-            vec![format!("PU {cpu}")],
-            format!(
-                "PU {cpu}{}",
-                if allowed {
-                    ""
-                } else {
-                    ": not allowed to this process"
-                }
-            ),
-            [cpu].into_iter().collect(),
-            30,
-        ));
-    }
+    let mut frames: Vec<Frame> = package_frames(m);
+    frames.extend(node_frames(m));
+    frames.extend(shared_cache_frames(m));
+    frames.extend(core_frames(m));
+    frames.extend(pu_frames(m));
     // Outer boxes first: more CPUs, then the lower rank.
     frames.sort_by_key(|f| (std::cmp::Reverse(f.cpus.len()), f.rank));
     for f in frames {
         root.insert(f);
     }
-    // CPU-less nodes: beside the package that lists them, else the machine.
+    attach_cpuless_nodes(m, &mut root);
+    for d in &m.devices {
+        let f = device_frame(d);
+        if d.local_cpus.is_empty() {
+            root.extras.push(f);
+        } else {
+            root.device_home(&d.local_cpus).extras.push(f);
+        }
+    }
+    root.sort();
+    root.measure();
+    root.place(0.0, 0.0);
+    root
+}
+
+fn package_frames(m: &Machine) -> Vec<Frame> {
+    m.packages
+        .iter()
+        .map(|p| {
+            let name = match p.os_index {
+                Some(i) => format!("Package {i}"),
+                None => format!("Package L#{}", p.logical_index),
+            };
+            Frame::new(
+                Kind::Package,
+                vec![name.clone()],
+                format!("{name}: CPUs {}", p.cpus),
+                p.cpus.clone(),
+                1,
+            )
+        })
+        .collect()
+}
+
+/// Nodes with CPUs, as boxes around them (CPU-less nodes are attached
+/// afterwards, `attach_cpuless_nodes`).
+fn node_frames(m: &Machine) -> Vec<Frame> {
+    m.nodes
+        .iter()
+        .filter(|n| !n.cpus.is_empty())
+        .map(|n| {
+            Frame::new(
+                Kind::Node,
+                vec![format!(
+                    "NUMA node {} ({})",
+                    n.os_index,
+                    format_bytes(n.memory_bytes)
+                )],
+                format!(
+                    "NUMA node {}: {} {}, CPUs {}",
+                    n.os_index,
+                    format_bytes(n.memory_bytes),
+                    memory_kind(n.kind),
+                    n.cpus
+                ),
+                n.cpus.clone(),
+                2,
+            )
+        })
+        .collect()
+}
+
+/// Caches shared by more than one core; a cache with exactly one core's
+/// CPUs is written in that core's label instead (`core_frames`).
+fn shared_cache_frames(m: &Machine) -> Vec<Frame> {
+    let private = |cpus: &IdSet| m.cores.iter().any(|c| &c.cpus == cpus);
+    m.caches
+        .iter()
+        .filter(|c| !c.cpus.is_empty() && !private(&c.cpus))
+        .map(|c| {
+            let name = cache_name(c.level, &c.kind);
+            Frame::new(
+                Kind::Cache,
+                vec![format!("{name} ({})", format_bytes(c.size_bytes))],
+                format!(
+                    "{name} {}, shared by CPUs {}",
+                    format_bytes(c.size_bytes),
+                    c.cpus
+                ),
+                c.cpus.clone(),
+                10 - u32::from(c.level.min(9)),
+            )
+        })
+        .collect()
+}
+
+fn core_frames(m: &Machine) -> Vec<Frame> {
+    m.cores
+        .iter()
+        .map(|core| {
+            let mut caches: Vec<_> = m
+                .caches
+                .iter()
+                .filter(|c| c.cpus == core.cpus && c.kind != "instruction")
+                .collect();
+            caches.sort_by_key(|c| std::cmp::Reverse(c.level));
+            let name = match core.os_index {
+                Some(i) => format!("Core {i}"),
+                None => format!("Core L#{}", core.logical_index),
+            };
+            let private: Vec<String> = caches
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {}",
+                        cache_name(c.level, &c.kind),
+                        format_bytes(c.size_bytes)
+                    )
+                })
+                .collect();
+            let mut lines = vec![name.clone()];
+            if !private.is_empty() {
+                lines.push(private.join(" "));
+            }
+            Frame::new(
+                Kind::Core,
+                lines,
+                format!("{name}: PUs {}", core.cpus),
+                core.cpus.clone(),
+                20,
+            )
+        })
+        .collect()
+}
+
+fn pu_frames(m: &Machine) -> Vec<Frame> {
+    m.complete_cpus
+        .iter()
+        .map(|cpu| {
+            let allowed = m.allowed_cpus.contains(cpu);
+            Frame::new(
+                Kind::Pu,
+                vec![format!("PU {cpu}")],
+                format!(
+                    "PU {cpu}{}",
+                    if allowed {
+                        ""
+                    } else {
+                        ": not allowed to this process"
+                    }
+                ),
+                [cpu].into_iter().collect(),
+                30,
+            )
+        })
+        .collect()
+}
+
+/// CPU-less nodes: beside the package that lists them, else the machine.
+fn attach_cpuless_nodes(m: &Machine, root: &mut Frame) {
     for n in m.nodes.iter().filter(|n| n.cpus.is_empty()) {
         let f = Frame::new(
             Kind::Memory,
@@ -430,18 +482,6 @@ fn layout(m: &Machine) -> Frame {
             None => root.extras.push(f),
         }
     }
-    for d in &m.devices {
-        let f = device_frame(d);
-        if d.local_cpus.is_empty() {
-            root.extras.push(f);
-        } else {
-            root.device_home(&d.local_cpus).extras.push(f);
-        }
-    }
-    root.sort();
-    root.measure();
-    root.place(0.0, 0.0);
-    root
 }
 
 fn cache_name(level: u8, kind: &str) -> String {

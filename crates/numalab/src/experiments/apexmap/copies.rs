@@ -74,37 +74,7 @@ pub(super) fn run_copies(
     cpus: &[u32],
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<ApexResult, PlacementError> {
-    req.isa
-        .check_available()
-        .map_err(PlacementError::Unsupported)?;
-    if req.alphas.is_empty() || req.ls.is_empty() {
-        return Err(PlacementError::Invalid(
-            "apexmap needs at least one alpha and one L".into(),
-        ));
-    }
-    for &a in &req.alphas {
-        check_alpha(a).map_err(PlacementError::Invalid)?;
-    }
-    for &l in &req.ls {
-        check_l(l).map_err(PlacementError::Invalid)?;
-    }
-    let words = req.buffer_bytes / 8;
-    let max_l = req.ls.iter().copied().max().unwrap_or(1);
-    if max_l > words {
-        return Err(PlacementError::Invalid(format!(
-            "L = {max_l} words ({}) does not fit in the {} buffer; use a larger --size or smaller --ls",
-            format::bytes(8 * max_l as u64),
-            format::bytes(req.buffer_bytes as u64)
-        )));
-    }
-    let min_l = req.ls.iter().copied().min().unwrap_or(1);
-    if (words / min_l) as u64 > u32::MAX as u64 + 1 {
-        return Err(PlacementError::Invalid(format!(
-            "a {} buffer holds more than 2^32 blocks of L = {min_l}: use --size of at most {} or a larger L",
-            format::bytes(req.buffer_bytes as u64),
-            format::bytes(8 * min_l as u64 * (1 << 32))
-        )));
-    }
+    check_request(req)?;
     // Every copy's buffer at once: one phase.
     check_plan(
         m,
@@ -116,65 +86,9 @@ pub(super) fn run_copies(
     )?;
     let start = Instant::now();
     let map = Map::new(m, req);
-    let together = Together::new(cpus.len());
-    let mut progress = Some(progress);
-    let outcomes: Vec<Result<CopyOutcome, PlacementError>> = std::thread::scope(|s| {
-        let mut handles = Vec::with_capacity(cpus.len());
-        for (i, &cpu) in cpus.iter().enumerate() {
-            let (map, together) = (&map, &together);
-            let progress = if i == 0 { progress.take() } else { None };
-            let what = if cpus.len() == 1 {
-                "the apexmap worker".to_string()
-            } else {
-                format!("the apexmap copy on CPU {cpu}")
-            };
-            let h = sys::spawn_scoped(s, &what, move || {
-                let _guard = AbortOnPanic(&together.meet);
-                run_copy(m, map, together, cpu, progress)
-            });
-            if h.is_err() {
-                // The copies started would wait for this one forever.
-                together.meet.abort();
-            }
-            handles.push((what, h));
-        }
-        handles
-            .into_iter()
-            .map(|(what, h)| {
-                h?.join()
-                    .unwrap_or_else(|_| Err(PlacementError::Os(format!("{what} panicked"))))
-            })
-            .collect()
-    });
-    let mut done = Vec::with_capacity(outcomes.len());
-    let mut errors = Vec::new();
-    for o in outcomes {
-        match o {
-            Ok(c) => done.push(c),
-            Err(e) => errors.push(e),
-        }
-    }
-    // The copy that failed, not the others it stopped.
-    if let Some(i) = errors.iter().position(|e| !e.to_string().contains(ABORTED)) {
-        return Err(errors.swap_remove(i));
-    }
-    if let Some(e) = errors.pop() {
-        return Err(e);
-    }
+    let done = run_in_step(m, &map, cpus, progress)?;
     let several = copies != Copies::Single;
-    let mut warnings = Vec::new();
-    for c in &done {
-        for w in &c.warnings {
-            let w = if several {
-                format!("copy on CPU {}: {w}", c.cpu)
-            } else {
-                w.clone()
-            };
-            if !warnings.contains(&w) {
-                warnings.push(w);
-            }
-        }
-    }
+    let mut warnings = copy_warnings(&done, several);
     let mut points = merge_copies(&done, several);
     let model = match fit_points(&map.levels, &mut points) {
         Ok(mo) => Some(mo),
@@ -214,6 +128,118 @@ pub(super) fn run_copies(
         warnings,
         verification,
     })
+}
+
+/// The request's own limits, before anything is placed: the ISA, alpha and
+/// L in range, L within the buffer and the block count within 32 bits.
+fn check_request(req: &ApexRequest) -> Result<(), PlacementError> {
+    req.isa
+        .check_available()
+        .map_err(PlacementError::Unsupported)?;
+    if req.alphas.is_empty() || req.ls.is_empty() {
+        return Err(PlacementError::Invalid(
+            "apexmap needs at least one alpha and one L".into(),
+        ));
+    }
+    for &a in &req.alphas {
+        check_alpha(a).map_err(PlacementError::Invalid)?;
+    }
+    for &l in &req.ls {
+        check_l(l).map_err(PlacementError::Invalid)?;
+    }
+    let words = req.buffer_bytes / 8;
+    let max_l = req.ls.iter().copied().max().unwrap_or(1);
+    if max_l > words {
+        return Err(PlacementError::Invalid(format!(
+            "L = {max_l} words ({}) does not fit in the {} buffer; use a larger --size or smaller --ls",
+            format::bytes(8 * max_l as u64),
+            format::bytes(req.buffer_bytes as u64)
+        )));
+    }
+    let min_l = req.ls.iter().copied().min().unwrap_or(1);
+    if (words / min_l) as u64 > u32::MAX as u64 + 1 {
+        return Err(PlacementError::Invalid(format!(
+            "a {} buffer holds more than 2^32 blocks of L = {min_l}: use --size of at most {} or a larger L",
+            format::bytes(req.buffer_bytes as u64),
+            format::bytes(8 * min_l as u64 * (1 << 32))
+        )));
+    }
+    Ok(())
+}
+
+/// One copy of `map` on each of `cpus` at once, kept in step; the first
+/// copy reports progress. A copy that fails stops the others, and its
+/// error, not theirs, is returned.
+fn run_in_step(
+    m: &Machine,
+    map: &Map,
+    cpus: &[u32],
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<Vec<CopyOutcome>, PlacementError> {
+    let together = Together::new(cpus.len());
+    let mut progress = Some(progress);
+    let outcomes: Vec<Result<CopyOutcome, PlacementError>> = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(cpus.len());
+        for (i, &cpu) in cpus.iter().enumerate() {
+            let together = &together;
+            let progress = if i == 0 { progress.take() } else { None };
+            let what = if cpus.len() == 1 {
+                "the apexmap worker".to_string()
+            } else {
+                format!("the apexmap copy on CPU {cpu}")
+            };
+            let h = sys::spawn_scoped(s, &what, move || {
+                let _guard = AbortOnPanic(&together.meet);
+                run_copy(m, map, together, cpu, progress)
+            });
+            if h.is_err() {
+                // The copies started would wait for this one forever.
+                together.meet.abort();
+            }
+            handles.push((what, h));
+        }
+        handles
+            .into_iter()
+            .map(|(what, h)| {
+                h?.join()
+                    .unwrap_or_else(|_| Err(PlacementError::Os(format!("{what} panicked"))))
+            })
+            .collect()
+    });
+    let mut done = Vec::with_capacity(outcomes.len());
+    let mut errors = Vec::new();
+    for o in outcomes {
+        match o {
+            Ok(c) => done.push(c),
+            Err(e) => errors.push(e),
+        }
+    }
+    // The copy that failed, not the others it stopped.
+    if let Some(i) = errors.iter().position(|e| !e.to_string().contains(ABORTED)) {
+        return Err(errors.swap_remove(i));
+    }
+    if let Some(e) = errors.pop() {
+        return Err(e);
+    }
+    Ok(done)
+}
+
+/// Every copy's warnings once, named by its CPU where there are several.
+fn copy_warnings(done: &[CopyOutcome], several: bool) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for c in done {
+        for w in &c.warnings {
+            let w = if several {
+                format!("copy on CPU {}: {w}", c.cpu)
+            } else {
+                w.clone()
+            };
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+    warnings
 }
 
 /// What a copy ends with: its points, its placement and its warnings.

@@ -504,36 +504,14 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
         total_placements(req, model.nodes.len(), cpu_vertices.len(), threads);
     let mut notes = Vec::new();
     let started = std::time::Instant::now();
-    let exact_deadline = req.time_limit.map(|l| started + l * 2 / 3);
-    let exact = if req.samples.is_some() {
-        notes.push("sampled on request (--samples)".to_string());
-        None
-    } else if total_exact.is_none() {
-        notes.push("the number of placements exceeds 128 bits: sampled".to_string());
-        None
-    } else {
-        let r = exact_count(
-            &prepared,
-            &req.threads,
-            fixed.as_deref(),
-            &cpu_vertices,
-            exact_deadline,
-        );
-        if r.is_none() {
-            if exact_deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                notes.push(format!(
-                    "the exact count did not finish in {:.2} s of the {:.2} s given: sampled",
-                    started.elapsed().as_secs_f64(),
-                    req.time_limit.unwrap_or_default().as_secs_f64()
-                ));
-            } else {
-                notes.push(format!(
-                    "the exact count needs more than {STATE_CAP} load vectors per step (or its work cap): sampled"
-                ));
-            }
-        }
-        r
-    };
+    let exact = exact_or_why(
+        &prepared,
+        req,
+        (fixed.as_deref(), &cpu_vertices),
+        total_exact.is_some(),
+        started,
+        &mut notes,
+    );
     let w = req.class_width;
     let mut result = PdmResult {
         workload: req.workload.clone(),
@@ -580,8 +558,65 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
             .collect();
         return Ok(result);
     }
+    sample_classes(
+        &prepared,
+        req,
+        (fixed.as_deref(), &cpu_vertices),
+        started,
+        &mut result,
+    );
+    Ok(result)
+}
+
+/// The exact class counts, or `None` with the reason in `notes`: sampling
+/// was asked for, the count of placements exceeds 128 bits
+/// (`exact_fits` false), or the exact count ran out of time or states.
+fn exact_or_why(
+    prepared: &Prepared,
+    req: &PdmRequest,
+    (fixed, cpu_vertices): (Option<&[usize]>, &[usize]),
+    exact_fits: bool,
+    started: std::time::Instant,
+    notes: &mut Vec<String>,
+) -> Option<(Labelled, usize)> {
+    let exact_deadline = req.time_limit.map(|l| started + l * 2 / 3);
+    if req.samples.is_some() {
+        notes.push("sampled on request (--samples)".to_string());
+        None
+    } else if !exact_fits {
+        notes.push("the number of placements exceeds 128 bits: sampled".to_string());
+        None
+    } else {
+        let r = exact_count(prepared, &req.threads, fixed, cpu_vertices, exact_deadline);
+        if r.is_none() {
+            if exact_deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                notes.push(format!(
+                    "the exact count did not finish in {:.2} s of the {:.2} s given: sampled",
+                    started.elapsed().as_secs_f64(),
+                    req.time_limit.unwrap_or_default().as_secs_f64()
+                ));
+            } else {
+                notes.push(format!(
+                    "the exact count needs more than {STATE_CAP} load vectors per step (or its work cap): sampled"
+                ));
+            }
+        }
+        r
+    }
+}
+
+/// Draws placements (within the sample and time bounds) and fills
+/// `result`'s classes with their shares and Wilson intervals.
+fn sample_classes(
+    prepared: &Prepared,
+    req: &PdmRequest,
+    (fixed, cpu_vertices): (Option<&[usize]>, &[usize]),
+    started: std::time::Instant,
+    result: &mut PdmResult,
+) {
+    let w = req.class_width;
     let wanted = req.samples.unwrap_or(DEFAULT_SAMPLES).clamp(1, MAX_SAMPLES);
-    let items = (threads * q.len()) as u64;
+    let items = (result.threads * req.quantities.len()) as u64;
     let bounded = wanted.min((MAX_SAMPLED_ITEMS / items).max(1));
     if bounded < wanted {
         result.notes.push(format!(
@@ -590,11 +625,11 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
     }
     let deadline = req.time_limit.map(|l| started + l);
     let (drawn, samples) = sample(
-        &prepared,
+        prepared,
         &req.threads,
-        fixed.as_deref(),
-        &cpu_vertices,
-        threads,
+        fixed,
+        cpu_vertices,
+        result.threads,
         (bounded, bounded.min(MIN_TIMED_SAMPLES)),
         req.seed,
         deadline,
@@ -622,7 +657,6 @@ pub(crate) fn count(model: &Model, req: &PdmRequest) -> Result<PdmResult, PdmErr
             }
         })
         .collect();
-    Ok(result)
 }
 
 /// The 95% Wilson score interval of a share `p` seen in `n` samples.
