@@ -21,7 +21,7 @@
 //! 6. the whole report: [`results`] (the document, results.json),
 //!    [`budget`] (sharing the budget out, given a registry), [`summarize`],
 //!    [`tables`], [`key_table`], [`page`] (report.html) and [`text`],
-//!    [`session`] (measuring the parts), [`files`] (the report directory)
+//!    [`session`] (measuring the parts), [`files`] (the report directory), [`fleet`] (many nodes' reports as one)
 //!    and [`profile_dir`] (`numalab profile`'s folder).
 
 // Unsafe code lives in `numalab::sys` (and the modules its documentation
@@ -47,6 +47,7 @@ pub mod registry;
 // 6. the whole report
 pub mod budget;
 pub mod files;
+pub mod fleet;
 pub mod key_table;
 pub mod page;
 pub mod profile_dir;
@@ -92,6 +93,7 @@ mod layering {
         "text",
         "session",
         "files",
+        "fleet",
         "profile_dir",
     ];
 
