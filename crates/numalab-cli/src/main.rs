@@ -58,6 +58,9 @@ enum Command {
     Report(cmd::report::Args),
     /// Two results side by side: per metric both values, the ratio, and whether it exceeds the spread.
     Compare(cmd::compare::Args),
+    /// Every node of a Slurm allocation reported and judged as one fleet: medians, outliers, differing settings.
+    #[command(subcommand)]
+    Fleet(cmd::fleet::FleetCommand),
     /// Show the machine: nodes, CPUs, memory, caches, distances, hops, HMAT, devices.
     Topology(cmd::topology::Args),
     /// Allocate a buffer with a memory policy, touch it from a pinned thread, show where its pages landed.
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
         Command::Policies(a) => cmd::policies::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Fleet(f) => cmd::fleet::run(f),
         Command::Topology(a) => cmd::topology::run(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Set(a) => cmd::set::run(a),

@@ -24,6 +24,7 @@
 // it everywhere else.
 #![deny(unsafe_code)]
 
+pub mod cluster;
 pub mod experiments;
 pub mod idset;
 pub mod input;

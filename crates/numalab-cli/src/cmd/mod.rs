@@ -6,6 +6,7 @@ pub mod blas;
 pub mod c2c;
 pub mod compare;
 pub mod extrapolate;
+pub mod fleet;
 pub mod loaded_latency;
 pub mod matrix;
 pub mod migrate;

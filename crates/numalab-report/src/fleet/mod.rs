@@ -37,10 +37,10 @@ pub const FLEET_FILE: &str = "fleet.json";
 pub const FLEET_HTML: &str = "fleet.html";
 pub const FLEET_TEXT: &str = "fleet.txt";
 pub const FLEET_CSV: &str = "fleet.csv";
-/// Written beside a node's report by `fleet report`: the exit status of
-/// `numalab report` there, and what it printed on stderr.
-pub const EXIT_FILE: &str = "exit_status";
-pub const LOG_FILE: &str = "numalab.log";
+/// Where `fleet report` keeps each node's output (`NAME.log`) and the exit
+/// status of its `numalab report` (`NAME.exit_status`), under the fleet
+/// directory (see `numalab::cluster::slurm::node_log`).
+pub const LOGS_DIR: &str = "logs";
 /// The most nodes one fleet reads.
 pub const MAX_NODES: usize = 100_000;
 /// The most node names a setting's value lists (the count says the rest).
@@ -472,20 +472,27 @@ impl FleetBuilder {
     ) -> NodeVerdict {
         let mut reasons = Vec::new();
         let mut undecided = Vec::new();
+        // How far off the node is, to list the worst first: a failure,
+        // then a setting, then the largest |z| (or share off the baseline).
+        let mut severity: f64 = 0.0;
         if let NodeStatus::Failed(why) = &r.status {
             reasons.push(why.clone());
+            severity = f64::MAX;
         }
         for (i, s) in settings.iter().enumerate() {
             let Some(id) = r.settings[i] else { continue };
             let mine = &self.values[i][id as usize];
             match &s.expected {
-                Some(want) if want != mine => reasons.push(match baseline {
-                    Some(_) => format!("{}: {mine}, the baseline {want}", s.what),
-                    None => format!(
-                        "{}: {mine}, where {} of {} nodes have {want}",
-                        s.what, s.values[0].count, s.nodes
-                    ),
-                }),
+                Some(want) if want != mine => {
+                    severity = severity.max(1e9);
+                    reasons.push(match baseline {
+                        Some(_) => format!("{}: {mine}, the baseline {want}", s.what),
+                        None => format!(
+                            "{}: {mine}, where {} of {} nodes have {want}",
+                            s.what, s.values[0].count, s.nodes
+                        ),
+                    })
+                }
                 Some(_) => {}
                 None if s.values.len() > 1 => undecided.push(format!(
                     "{}: {mine}, and no value is held by a majority ({})",
@@ -506,6 +513,7 @@ impl FleetBuilder {
                     if let Some(want) = b.figure(&f.name) {
                         let off = x / want - 1.0;
                         if want != 0.0 && off.abs() > b.tolerance {
+                            severity = severity.max(off.abs());
                             reasons.push(format!(
                                 "{}: {} {}, {:.0}% {} the baseline's {} (tolerance {:.0}%)",
                                 f.label,
@@ -522,6 +530,7 @@ impl FleetBuilder {
                 None => {
                     if let Some(o) = f.outliers.iter().find(|o| o.node == r.name) {
                         let s = f.spread.as_ref().expect("outliers have a spread");
+                        severity = severity.max(o.z.abs());
                         reasons.push(format!(
                             "{}: {} {}, modified z {:+.1} (fleet median {}, MAD {})",
                             f.label,
@@ -547,6 +556,7 @@ impl FleetBuilder {
             status: r.status.clone(),
             verdict,
             reasons,
+            severity: severity.min(1e12),
             complete: r.complete,
             mode: r.mode.clone(),
             figures: self
@@ -829,6 +839,10 @@ pub struct NodeVerdict {
     pub status: NodeStatus,
     pub verdict: Verdict,
     pub reasons: Vec<String>,
+    /// How far off, to order nodes worst first: 1e12 failed, 1e9 a
+    /// setting, else the largest |modified z| (or, against a baseline, the
+    /// largest share off it).
+    pub severity: f64,
     pub complete: Option<bool>,
     pub mode: Option<String>,
     pub figures: BTreeMap<String, f64>,
@@ -867,11 +881,12 @@ impl Fleet {
             self.count(Verdict::Undecided),
             self.count(Verdict::Failed),
         )];
-        let odd: Vec<&NodeVerdict> = self
+        let mut odd: Vec<&NodeVerdict> = self
             .nodes
             .iter()
             .filter(|n| n.verdict != Verdict::Conforms)
             .collect();
+        odd.sort_by(|a, b| b.severity.total_cmp(&a.severity));
         for n in odd.iter().take(10) {
             out.push(format!(
                 "{} {}: {}.",
@@ -909,24 +924,28 @@ impl Fleet {
     }
 }
 
-/// Reads one node's directory into `b`: its results.json, or why there is
-/// none (its exit status and the last line of its log, when `fleet report`
-/// wrote them).
-pub fn add_node_dir(b: &mut FleetBuilder, name: &str, dir: &Path) {
-    let results = dir.join(crate::files::RESULTS_FILE);
+/// Reads one node of the fleet directory `fleet` into `b`: its
+/// results.json, or why there is none (its exit status and the last line
+/// of its log, when `fleet report` wrote them).
+pub fn add_node(b: &mut FleetBuilder, fleet: &Path, name: &str) {
+    let results = fleet
+        .join(NODES_DIR)
+        .join(name)
+        .join(crate::files::RESULTS_FILE);
     match numalab::input::read_text(&results, numalab::input::InputKind::ResultsJson) {
         Ok(text) => match NodeDoc::parse(&text) {
             Ok(doc) => b.add(name, &doc),
             Err(e) => b.add_failed(name, format!("its results.json {e}")),
         },
-        Err(e) => b.add_failed(name, why_no_report(dir, &e.to_string())),
+        Err(e) => b.add_failed(name, why_no_report(fleet, name, &e.to_string())),
     }
 }
 
-/// Why a node's directory has no readable report.
-fn why_no_report(dir: &Path, read_error: &str) -> String {
-    let status = std::fs::read_to_string(dir.join(EXIT_FILE)).ok();
-    let log = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap_or_default();
+/// Why a node has no readable report.
+fn why_no_report(fleet: &Path, name: &str, read_error: &str) -> String {
+    let (log, status) = numalab::cluster::slurm::node_log(fleet, name);
+    let status = std::fs::read_to_string(status).ok();
+    let log = std::fs::read_to_string(log).unwrap_or_default();
     let last = log
         .lines()
         .rev()
@@ -943,40 +962,62 @@ fn why_no_report(dir: &Path, read_error: &str) -> String {
     }
 }
 
-/// Aggregates a fleet directory's nodes (`DIR/nodes/*`), plus `expected`
-/// node names that have no directory (never started: unreachable, or
-/// refused by the scheduler), listed as failed with `missing_why`.
-pub fn gather(dir: &Path, expected: &[String], missing_why: &str) -> Result<FleetBuilder, String> {
-    let nodes = dir.join(NODES_DIR);
-    let mut names: Vec<String> = Vec::new();
-    match std::fs::read_dir(&nodes) {
-        Ok(rd) => {
-            for e in rd {
-                let e = e.map_err(|e| format!("{}: {e}", nodes.display()))?;
-                if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                    continue;
-                }
-                names.push(e.file_name().to_string_lossy().into_owned());
-                if names.len() > MAX_NODES {
-                    return Err(format!(
-                        "{} holds more than {MAX_NODES} node directories: the most one fleet reads",
-                        nodes.display()
-                    ));
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !expected.is_empty() => {}
-        Err(e) => {
+/// The names of the directories (or, with `suffix`, of the files ending
+/// in it, less the suffix) in `dir`; none when it does not exist.
+fn names_in(dir: &Path, suffix: Option<&str>, names: &mut Vec<String>) -> Result<(), String> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    for e in rd {
+        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        let name = match suffix {
+            None if is_dir => name,
+            Some(sfx) if !is_dir => match name.strip_suffix(sfx) {
+                Some(n) => n.to_string(),
+                None => continue,
+            },
+            _ => continue,
+        };
+        names.push(name);
+        if names.len() > 2 * MAX_NODES {
             return Err(format!(
-                "{}: {e} (a fleet directory holds nodes/NAME/results.json, as `numalab fleet report -o DIR` writes)",
-                nodes.display()
-            ))
+                "{} holds more than {MAX_NODES} nodes: the most one fleet reads",
+                dir.display()
+            ));
         }
     }
+    Ok(())
+}
+
+/// Aggregates a fleet directory's nodes (those with a directory under
+/// `nodes/` or a log under `logs/`), plus `expected` node names that have
+/// neither (never started: unreachable, or refused by the scheduler),
+/// listed as failed with `missing_why`.
+pub fn gather(dir: &Path, expected: &[String], missing_why: &str) -> Result<FleetBuilder, String> {
+    if !dir.is_dir() {
+        return Err(format!(
+            "{} is not a directory (a fleet directory holds nodes/NAME/results.json, as `numalab fleet report -o DIR` writes)",
+            dir.display()
+        ));
+    }
+    let mut names: Vec<String> = Vec::new();
+    names_in(&dir.join(NODES_DIR), None, &mut names)?;
+    names_in(&dir.join(LOGS_DIR), Some(".log"), &mut names)?;
     names.sort_by(|a, b| natural(a, b));
+    names.dedup();
+    if names.len() > MAX_NODES {
+        return Err(format!(
+            "{} holds more than {MAX_NODES} nodes: the most one fleet reads",
+            dir.display()
+        ));
+    }
     let mut b = FleetBuilder::default();
     for n in &names {
-        add_node_dir(&mut b, n, &nodes.join(n));
+        add_node(&mut b, dir, n);
     }
     for n in expected {
         if names.binary_search_by(|x| natural(x, n)).is_err() {
@@ -985,8 +1026,8 @@ pub fn gather(dir: &Path, expected: &[String], missing_why: &str) -> Result<Flee
     }
     if b.is_empty() {
         return Err(format!(
-            "{} holds no node directory: nothing to aggregate",
-            nodes.display()
+            "{} holds no node (nodes/NAME/results.json): nothing to aggregate",
+            dir.display()
         ));
     }
     Ok(b)

@@ -11,7 +11,7 @@ use std::fmt::Write;
 pub const NODES_LISTED: usize = 2000;
 
 /// Nodes in the order they are shown: those that do not conform first
-/// (failed, outliers, undecided), then the rest, each group in name order.
+/// (failed, outliers worst first, undecided), then the rest in name order.
 fn shown(f: &Fleet) -> Vec<&NodeVerdict> {
     let rank = |v: Verdict| match v {
         Verdict::Failed => 0,
@@ -20,7 +20,11 @@ fn shown(f: &Fleet) -> Vec<&NodeVerdict> {
         Verdict::Conforms => 3,
     };
     let mut v: Vec<&NodeVerdict> = f.nodes.iter().collect();
-    v.sort_by_key(|n| rank(n.verdict));
+    v.sort_by(|a, b| {
+        rank(a.verdict)
+            .cmp(&rank(b.verdict))
+            .then(b.severity.total_cmp(&a.severity))
+    });
     v
 }
 
@@ -33,16 +37,16 @@ pub fn render_text(f: &Fleet) -> String {
     let _ = writeln!(s, "\nJudged {}.", f.rule.text);
     let _ = writeln!(
         s,
-        "\n{:<58} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8}",
-        "Key figure", "nodes", "median", "MAD", "min", "max", "outliers"
+        "\n{:<80} {:<5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "Key figure", "unit", "nodes", "median", "MAD", "min", "max", "outliers"
     );
     for x in &f.figures {
         let Some(sp) = x.spread else { continue };
-        let label: String = x.label.chars().take(50).collect();
         let _ = writeln!(
             s,
-            "{:<58} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8}",
-            format!("{label} ({})", x.unit),
+            "{:<80} {:<5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            x.label,
+            x.unit,
             sp.n,
             num(sp.median),
             num(sp.mad),

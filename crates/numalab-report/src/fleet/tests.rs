@@ -206,10 +206,12 @@ fn gather_lists_failed_and_missing_nodes_beside_those_that_reported() {
         std::fs::create_dir_all(nodes.join(n)).unwrap();
         std::fs::write(nodes.join(n).join("results.json"), text).unwrap();
     }
-    std::fs::create_dir_all(nodes.join("a3")).unwrap();
-    std::fs::write(nodes.join("a3").join(EXIT_FILE), "2\n").unwrap();
+    // a3: its report refused its options before making its directory.
+    let logs = dir.join(LOGS_DIR);
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("a3.exit_status"), "2\n").unwrap();
     std::fs::write(
-        nodes.join("a3").join(LOG_FILE),
+        logs.join("a3.log"),
         "numalab: measuring\nnumalab: --parts: unknown part 'x'\n\n",
     )
     .unwrap();
@@ -264,12 +266,12 @@ fn gather_lists_failed_and_missing_nodes_beside_those_that_reported() {
     std::fs::create_dir_all(empty.join(NODES_DIR)).unwrap();
     let e = gather(&empty, &[], "").err().unwrap();
     assert!(
-        e.ends_with("holds no node directory: nothing to aggregate"),
+        e.ends_with("holds no node (nodes/NAME/results.json): nothing to aggregate"),
         "{e}"
     );
     let e = gather(&dir.join("nope"), &[], "").err().unwrap();
     assert!(
-        e.contains("a fleet directory holds nodes/NAME/results.json"),
+        e.contains("is not a directory (a fleet directory holds nodes/NAME/results.json"),
         "{e}"
     );
     std::fs::remove_dir_all(&dir).ok();
