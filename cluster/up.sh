@@ -19,7 +19,8 @@
 #   export SLURM_CONF=DIR/slurm.conf NUMALAB_CLUSTER_DIR=DIR ... # up in N s
 # On failure stderr gets one line naming what failed (then the tail of the
 # daemon's log), everything started is torn down (down.sh), and the exit
-# status is 1.
+# status is 1; 2 when it refused before starting anything (bad settings,
+# names or subnet in use: another cluster up), which it then leaves alone.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -36,11 +37,10 @@ die() {  # die WHAT [LOGFILE]
     if [ -n "${2:-}" ] && [ -s "$2" ]; then
         tail -n 12 -- "$2" | sed 's/^/  | /' >&2
     fi
-    if [ "$STARTED" = 1 ]; then
-        trap - INT TERM
-        bash "$NL_CLUSTER_SRC/down.sh" "$STATE" >/dev/null 2>&1 ||
-            echo "numalab-cluster: down.sh after the failure also failed; run it by hand" >&2
-    fi
+    [ "$STARTED" = 1 ] || exit 2
+    trap - INT TERM
+    bash "$NL_CLUSTER_SRC/down.sh" "$STATE" >/dev/null 2>&1 ||
+        echo "numalab-cluster: down.sh after the failure also failed; run it by hand" >&2
     exit 1
 }
 trap 'die "interrupted"' INT TERM
@@ -82,6 +82,7 @@ used=$(ip -4 route show match "$NL_NET.0/24" | grep -v '^default' || true)
 [ -z "$(ss -Hltn "sport = :$NL_CTLD_PORT")" ] ||
     die "TCP port $NL_CTLD_PORT is in use (set NUMALAB_CLUSTER_CTLD_PORT)"
 if [ -n "$N2CPUS" ]; then
+    SPEC=$(nl_spec_cpus_outside "$N2CPUS") || die "NUMALAB_CLUSTER_NODE2_CPUS='$N2CPUS': $SPEC"
     read -r CG_VER CG_ROOT <<< "$(nl_cpuset_root)"
     [ -n "${CG_ROOT:-}" ] || die "no cpuset cgroup controller mounted, cannot apply NUMALAB_CLUSTER_NODE2_CPUS"
     [ ! -e "$CG_ROOT/$NL_CPUSET_NAME" ] || rmdir "$CG_ROOT/$NL_CPUSET_NAME" 2>/dev/null ||
@@ -147,11 +148,10 @@ NODE2_EXTRA=""
 if [ -n "$N2CPUS" ]; then
     # Keep Slurm from allocating node 2 the CPUs outside its cpuset (binding
     # a task there would fail): reserve them as specialized CPUs.
-    spec=$(nl_spec_cpus_outside "$N2CPUS") || die "NUMALAB_CLUSTER_NODE2_CPUS='$N2CPUS': $spec"
-    [ -z "$spec" ] || NODE2_EXTRA="CpuSpecList=$spec"
+    [ -z "$SPEC" ] || NODE2_EXTRA="CpuSpecList=$SPEC"
 fi
 MPI_DEFAULT=none
-if [ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so ] || ls /usr/lib/*/slurm*/mpi_pmix.so >/dev/null 2>&1; then
+if compgen -G '/usr/lib/*/slurm*/mpi_pmix.so' >/dev/null || compgen -G '/usr/lib*/slurm/mpi_pmix.so' >/dev/null; then
     MPI_DEFAULT=pmix
 fi
 sed -e "s|@STATE_DIR@|$STATE|g" -e "s|@CTL_NAME@|$NL_CTL_NAME|g" -e "s|@CTL_ADDR@|$NL_CTL_ADDR|g" \
@@ -235,6 +235,15 @@ while :; do
     kill -0 "$(cat "$STATE/pids/slurmctld.pid")" 2>/dev/null || die "slurmctld exited" "$CTLD_LOG"
     [ "$(left)" -gt 0 ] || die "nodes not both idle within ${TIMEOUT}s: $(echo $states)" "$CTLD_LOG"
     sleep 0.2
+done
+
+# Node to node over the bridge (MPI and PMIx need it; a host firewall that
+# filters bridged traffic, e.g. br_netfilter with FORWARD DROP, breaks it).
+for i in 0 1; do
+    j=$((1 - i))
+    nsenter --net="/run/netns/${NL_NODES[$i]}" timeout 3 \
+        bash -c "exec 3<>/dev/tcp/${NL_NODE_ADDRS[$j]}/$NL_SLURMD_PORT" 2>/dev/null ||
+        die "${NL_NODES[$i]} cannot open TCP to ${NL_NODES[$j]} (${NL_NODE_ADDRS[$j]}:$NL_SLURMD_PORT) over $NL_BRIDGE: a firewall on bridged traffic? (bridge-nf-call-iptables=$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null || echo absent))"
 done
 
 trap - INT TERM
