@@ -4,7 +4,8 @@
 # Start numalab's two-node test cluster (up.sh), run CMD with SLURM_CONF,
 # NUMALAB_CLUSTER_DIR and NUMALAB_CLUSTER_NODES=nlnode1,nlnode2 exported,
 # then stop it (down.sh) on every exit path: CMD's end, a failure, Ctrl-C,
-# SIGTERM, SIGHUP. Exits with CMD's status (or up.sh's, or 128+signal).
+# SIGTERM, SIGHUP. Exits with CMD's status (or up.sh's: 1 failed, 2 refused
+# because the cluster's names are taken; or 128+signal).
 #
 # The cluster's names and subnet are host-global, so clusters take turns: a
 # second with-cluster.sh waits (up to NUMALAB_CLUSTER_LOCK_WAIT seconds, 600)
@@ -46,8 +47,16 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-upped=1   # a failed up.sh has torn itself down; down.sh again is harmless
-line=$(bash "$NL_CLUSTER_SRC/up.sh" "$STATE" 9>&-) || exit $?
+# up.sh tears down after its own failures (status 1), and when it refuses
+# (status 2: another cluster holds the names) there is nothing of ours to
+# stop. down.sh runs on the way out unless up.sh refused.
+upped=1
+line=$(bash "$NL_CLUSTER_SRC/up.sh" "$STATE" 9>&-)
+rc=$?
+if [ "$rc" != 0 ]; then
+    [ "$rc" != 2 ] || upped=0
+    exit "$rc"
+fi
 echo "$line" >&2
 export SLURM_CONF=$STATE/slurm.conf
 export NUMALAB_CLUSTER_DIR=$STATE
