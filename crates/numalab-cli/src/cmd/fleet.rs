@@ -47,9 +47,9 @@ pub struct ReportArgs {
     /// Each node's report's parts (as `numalab report --parts`).
     #[arg(long, value_name = "LIST")]
     parts: Option<String>,
-    /// Each node's report budget, in seconds (as `numalab report --budget`).
+    /// Each node's report budget, in seconds (its `numalab report --budget`; the whole command is bounded by --timeout).
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(1.0))]
-    budget: Option<f64>,
+    node_budget: Option<f64>,
     /// Nodes to ask for (or to use, within an allocation).
     #[arg(short = 'N', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     nodes: Option<u32>,
@@ -59,7 +59,7 @@ pub struct ReportArgs {
     /// Exactly these nodes (a Slurm host list, e.g. cn[01-16]), as srun -w.
     #[arg(short = 'w', long, value_name = "LIST")]
     nodelist: Option<String>,
-    /// Stop nodes still measuring after this many seconds (default: 4x the budget + 120 s, or 3600 s).
+    /// Stop nodes still measuring after this many seconds (default: 4x --node-budget + 120 s, or 3600 s).
     #[arg(long, value_name = "SECONDS", value_parser = seconds(10.0))]
     timeout: Option<f64>,
     /// Judge nodes against this node's results.json or fleet.json instead of against each other.
@@ -154,7 +154,8 @@ fn baseline(path: Option<&Path>, tolerance: Option<f64>) -> Result<Option<Baseli
     let Some(p) = path else { return Ok(None) };
     let text = numalab::input::read_text(p, numalab::input::InputKind::ResultsJson)
         .map_err(|e| CliError::usage(format!("--baseline {e}")))?;
-    let tol = tolerance.map_or(fleet::DEFAULT_TOLERANCE, |t| t / 100.0);
+    // `percent()` gives a fraction already.
+    let tol = tolerance.unwrap_or(fleet::DEFAULT_TOLERANCE);
     Baseline::parse(&text, &p.display().to_string(), tol)
         .map(Some)
         .map_err(|e| CliError::usage(format!("--baseline {}: {e}", p.display())))
@@ -190,8 +191,21 @@ fn load(p: &Path) -> Result<FleetDoc, CliError> {
         .map_err(|e| CliError::usage(format!("{}: does not read as a fleet: {e}", p.display())))
 }
 
-/// Writes fleet.json, .html, .txt and .csv into `dir`.
+/// Writes fleet.json, .html, .txt and .csv into `dir`, never over a
+/// fleet.json numalab did not write.
 fn write_fleet(dir: &Path, f: &FleetDoc) -> Result<(), CliError> {
+    let old = dir.join(FLEET_FILE);
+    if let Ok(text) = std::fs::read_to_string(&old) {
+        let ours = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .is_some_and(|v| v.get("schema").and_then(|s| s.as_str()) == Some(FLEET_SCHEMA));
+        if !ours {
+            return Err(CliError::usage(format!(
+                "{} is not a fleet numalab wrote: it is left as it is; move it away to gather this directory",
+                old.display()
+            )));
+        }
+    }
     let json = serde_json::to_string_pretty(f)
         .map_err(|e| CliError::failed(format!("cannot encode JSON: {e}")))?;
     for (name, text) in [
@@ -291,7 +305,7 @@ fn report(a: ReportArgs) -> CliResult {
     if let Some(p) = &a.parts {
         report_args.extend(["--parts".to_string(), p.clone()]);
     }
-    if let Some(b) = a.budget {
+    if let Some(b) = a.node_budget {
         report_args.extend(["--budget".to_string(), b.to_string()]);
     }
     if a.force {
@@ -299,7 +313,7 @@ fn report(a: ReportArgs) -> CliResult {
     }
     let timeout = a
         .timeout
-        .unwrap_or_else(|| a.budget.map_or(3600.0, |b| 4.0 * b + 120.0));
+        .unwrap_or_else(|| a.node_budget.map_or(3600.0, |b| 4.0 * b + 120.0));
     let allocation = match slurm::allocation() {
         Some(Ok(al)) => Some(al),
         Some(Err(e)) => return Err(CliError::usage(e)),

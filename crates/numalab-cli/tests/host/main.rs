@@ -15,6 +15,7 @@ mod compare;
 mod counters;
 mod envelope;
 mod extrapolate;
+mod fleet;
 mod hostile_affinity;
 mod hostile_cli;
 mod hostile_files;

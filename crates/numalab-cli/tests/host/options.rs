@@ -106,7 +106,11 @@ fn one_name_per_concept_and_every_mem_says_its_default() {
                 ),
                 "threads" => assert_eq!(o.value, "<N>", "a count: {what}"),
                 "thread-counts" | "only-threads" => assert_ne!(o.value, "<N>", "{what}"),
-                "full" => assert_eq!(command, "report", "--full is the report's mode: {what}"),
+                // `fleet report` hands it to each node's report.
+                "full" => assert!(
+                    command == "report" || command == "fleet report",
+                    "--full is the report's mode: {what}"
+                ),
                 "layout" => {
                     assert!(
                         o.help.contains("compact") && o.help.contains("scatter"),

@@ -228,15 +228,15 @@ pub fn render_text(c: &FleetComparison) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:<58} {:>9} {:>9} {:>7} {:>11} {:>9}  verdict",
-        "Key figure", "median A", "median B", "B/A", "up/down", "p"
+        "\n{:<80} {:<5} {:>9} {:>9} {:>7} {:>11} {:>9}  verdict",
+        "Key figure", "unit", "median A", "median B", "B/A", "up/down", "p"
     );
     for f in &c.figures {
-        let label: String = f.label.chars().take(50).collect();
         let _ = writeln!(
             s,
-            "{:<58} {:>9} {:>9} {:>7} {:>11} {:>9}  {}",
-            format!("{label} ({})", f.unit),
+            "{:<80} {:<5} {:>9} {:>9} {:>7} {:>11} {:>9}  {}",
+            f.label,
+            f.unit,
             f.median_a.map(num).unwrap_or_else(|| "-".into()),
             f.median_b.map(num).unwrap_or_else(|| "-".into()),
             f.ratio
