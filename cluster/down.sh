@@ -130,6 +130,17 @@ if link_exists "$NL_BRIDGE"; then
     ip link del "$NL_BRIDGE" 2>/dev/null
     link_exists "$NL_BRIDGE" && problems+=("link $NL_BRIDGE")
 fi
+# /run/netns's self bind mount and the directory, when up.sh's "ip netns
+# add" made them and no other namespace lives there now.
+if [ -d /run/netns ] && [ -z "$(ls -A /run/netns)" ]; then
+    if [ -e "$STATE/run-netns-mount-by-us" ] && mountpoint -q /run/netns; then
+        umount /run/netns 2>/dev/null || problems+=("mount /run/netns")
+    fi
+    if [ -e "$STATE/run-netns-dir-by-us" ] && ! mountpoint -q /run/netns; then
+        rmdir /run/netns 2>/dev/null
+    fi
+fi
+rm -f "$STATE/run-netns-mount-by-us" "$STATE/run-netns-dir-by-us" 2>/dev/null
 
 if [ ${#problems[@]} -gt 0 ]; then
     echo "numalab-cluster: down FAILED, left behind: ${problems[*]}" >&2

@@ -138,6 +138,13 @@ mpi_verdict() {
 }
 
 # ---------------------------------------------------------------- after a cluster
+# /run/netns: absent, a directory, or a mount point ("ip netns add" makes it
+# a bind mount of itself); down.sh must leave it as it was.
+netns_mount_state() {
+    if mountpoint -q /run/netns 2>/dev/null; then echo "mount point"
+    elif [ -d /run/netns ]; then echo directory
+    else echo absent; fi
+}
 check_nothing_left() {
     local left="" p z
     for _ in $(seq 30); do      # dead daemons may wait a moment for pid 1 to reap them
@@ -153,10 +160,12 @@ check_nothing_left() {
     [ -z "$z" ] || left="${left}links: $z; "
     z=$(grep -F -e numalab-cluster -e /run/netns/nl /proc/mounts | awk '{ print $2 }' | paste -sd' ')
     [ -z "$z" ] || left="${left}mounts: $z; "
+    [ "$(netns_mount_state)" = "$NETNS_BEFORE" ] ||
+        left="${left}/run/netns: $(netns_mount_state) (before: $NETNS_BEFORE); "
     read -r _v cg <<< "$(nl_cpuset_root)"
     [ -z "${cg:-}" ] || [ ! -d "$cg/$NL_CPUSET_NAME" ] || left="${left}cgroup: $cg/$NL_CPUSET_NAME; "
     if [ -z "$left" ]; then
-        ok "after down.sh: no munged/slurmctld/slurmd/slurmstepd, no nl* netns or link, no mount, no cgroup"
+        ok "after down.sh: no munged/slurmctld/slurmd/slurmstepd, no nl* netns or link, no mount, /run/netns $NETNS_BEFORE as before, no cgroup"
     else
         fail "after down.sh, left behind: $left"
     fi
@@ -172,6 +181,7 @@ esac
 # ---------------------------------------------------------------- outside
 [ "$(id -u)" = 0 ] || { echo "selftest.sh: must run as root" >&2; exit 1; }
 unset NUMALAB_CLUSTER_NODE2_THP NUMALAB_CLUSTER_NODE2_CPUS
+NETNS_BEFORE=$(netns_mount_state)
 echo "# 1. a plain cluster"
 bash "$HERE/with-cluster.sh" bash "$HERE/selftest.sh" --inner-plain ||
     fail "cluster 1 (see the lines above)"

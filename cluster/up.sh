@@ -49,7 +49,7 @@ left() { echo $(( DEADLINE - $(date +%s) )); }
 
 # ---------------------------------------------------------------- preflight
 [ "$(id -u)" = 0 ] || die "not root (namespaces, bridge and cgroups need root)"
-for c in munged mungekey munge unmunge slurmctld slurmd sinfo scontrol ip nsenter unshare setsid ss awk realpath; do
+for c in munged mungekey munge unmunge slurmctld slurmd sinfo scontrol ip nsenter unshare setsid mountpoint ss awk realpath; do
     command -v "$c" >/dev/null || die "command $c not found (run cluster/install.sh)"
 done
 case $STATE in
@@ -123,6 +123,10 @@ munge -n -S "$MUNGE_SOCKET" 2>/dev/null | unmunge -S "$MUNGE_SOCKET" >/dev/null 
 
 # ---------------------------------------------------------------- network
 net() { "$@" >>"$STATE/net.log" 2>&1 || die "network setup: $*" "$STATE/net.log"; }
+# "ip netns add" makes /run/netns (and the first time a shared bind mount of
+# it onto itself): note what it will create so down.sh can undo exactly that.
+[ -d /run/netns ] || touch "$STATE/run-netns-dir-by-us"
+mountpoint -q /run/netns 2>/dev/null || touch "$STATE/run-netns-mount-by-us"
 net ip link add "$NL_BRIDGE" type bridge
 net ip addr add "$NL_CTL_ADDR/24" dev "$NL_BRIDGE"
 net ip link set "$NL_BRIDGE" up
