@@ -47,6 +47,38 @@ pub struct LaunchArgs {
     weighted_impl: WeightedImpl,
 }
 
+impl LaunchArgs {
+    /// `--per-rank`: this rank's share of the node as its CPUs and, unless
+    /// a memory option says otherwise, memory bound to the share's nodes.
+    /// Refused beside a CPU option: the share is the rank's CPUs.
+    pub fn give_rank_share(
+        &mut self,
+        share: &numalab::cluster::ranks::RankShare,
+    ) -> Result<(), CliError> {
+        for (name, given) in [
+            ("--cpus", self.cpus.is_some()),
+            ("--cpunodebind", self.cpunodebind.is_some()),
+            ("--physcpubind", self.physcpubind.is_some()),
+        ] {
+            if given {
+                return Err(CliError::usage(format!(
+                    "--per-rank chooses each rank's CPUs; give it without {name} (or {name} without --per-rank)"
+                )));
+            }
+        }
+        self.cpus = Some(share.cpus.to_string());
+        let memory_given = self.mem.is_some()
+            || self.membind.is_some()
+            || self.interleave.is_some()
+            || self.preferred.is_some()
+            || self.localalloc;
+        if !memory_given {
+            self.mem = Some(format!("bind:{}", share.nodes));
+        }
+        Ok(())
+    }
+}
+
 /// The plan the options ask for: one CPU placement, one memory policy.
 pub fn plan(m: &Machine, a: &LaunchArgs) -> Result<LaunchPlan, CliError> {
     // CPUs: one of --cpus, --cpunodebind, --physcpubind.

@@ -339,6 +339,7 @@ fn report(a: ReportArgs) -> CliResult {
         fleet_dir: dir.clone(),
         numalab,
         report_args,
+        in_allocation: allocation.is_some(),
     };
     let status = run_step(&step, timeout)?;
     let missing = format!(

@@ -13,7 +13,7 @@
 //! the engine's `numalab::placement::launch`; this file parses the options
 //! and prints.
 
-use crate::args::{List, Typed};
+use crate::args::{choice, List, Typed};
 use crate::launch_args::{
     ignores_preload, library, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
     PinArgs,
@@ -22,6 +22,7 @@ use crate::output::{
     errln, folder_of, load_machine, out, refuse_overwriting_input, write_stderr, CliError,
     CliResult, Envelope,
 };
+use numalab::cluster::ranks::{self, Domain};
 use numalab::measure::counters::{self, Event};
 use numalab::placement::buffer::SysfsWeights;
 use numalab::placement::launch::{ExitStatus, LaunchOutcome, LaunchPlan};
@@ -53,9 +54,16 @@ pub struct Args {
     /// plan.json; docs/plan.md), through numalab's preload library.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
-    /// With --verify: write the report as JSON to FILE instead of text on stderr.
+    /// With --verify: write the report as JSON to FILE instead of text on stderr ({rank} in
+    /// FILE: the MPI rank, so that every rank of a job writes its own).
     #[arg(long, value_name = "FILE", requires = "verify")]
     verify_json: Option<PathBuf>,
+    /// Under srun or mpirun: give each rank its share of the node, as likwid-mpirun does: the
+    /// node's CPUs split by NUMA node, socket, last-level cache or into blocks of cores among
+    /// the ranks on the node (by their local rank), memory bound to the share's nodes unless
+    /// a memory option is given; `numalab verify --ranks DIR` gathers the ranks' --verify-json.
+    #[arg(long, value_name = "DOMAIN", value_parser = choice(&["node", "socket", "cache", "core-block"], Domain::parse))]
+    per_rank: Option<Domain>,
     /// Count events for the command, its threads and children (perf_event_open;
     /// LIST: comma list of event names or all, default all; see docs/counters.md), on stderr.
     #[arg(long, value_name = "LIST", num_args = 0..=1, require_equals = true, default_missing_value = "all", value_parser = counter_list(), conflicts_with = "event")]
@@ -208,6 +216,10 @@ pub fn run(mut a: Args) -> CliResult {
         check_json_output("--counters-json", path, &a.command, a.plan.as_deref())?;
     }
     let m = load_machine(None)?;
+    let rank = match a.per_rank {
+        Some(d) => Some(rank_share(&m, d, &mut a)?),
+        None => None,
+    };
     let plan = plan(&m, &a.launch)?.verify_at_exit(a.verify);
     let file_plan = a.plan.as_ref().map(|p| read_plan(&m, p)).transpose()?;
     let placement = placement_for_library(&m, &plan, file_plan.as_ref(), &a.command[0])?;
@@ -295,6 +307,7 @@ pub fn run(mut a: Args) -> CliResult {
             &outcome,
             checked.as_ref(),
             pinned.as_ref(),
+            rank.as_ref(),
             a.verify_json.as_deref(),
             &program,
             &plan,
@@ -311,6 +324,57 @@ pub fn run(mut a: Args) -> CliResult {
     }
     // Same exit code, or death by the same signal.
     Ok(outcome.status.propagate())
+}
+
+/// This rank's place and share (`--per-rank`), as `--verify-json` records
+/// it for `numalab verify --ranks`.
+#[derive(serde::Serialize)]
+struct RankInfo {
+    /// The rank in the whole job, where the launcher says.
+    rank: Option<u32>,
+    local_rank: u32,
+    local_size: u32,
+    host: String,
+    source: &'static str,
+    domain: &'static str,
+    cpus: numalab::IdSet,
+    nodes: numalab::IdSet,
+    label: String,
+}
+
+/// `--per-rank`: the local rank from the launcher's variables, its share of
+/// the node given to the launch options, `{rank}` in --verify-json filled.
+fn rank_share(m: &numalab::Machine, d: Domain, a: &mut Args) -> Result<RankInfo, CliError> {
+    let lr = ranks::local_rank()
+        .ok_or_else(|| {
+            CliError::usage(
+                "--per-rank: no MPI launcher's rank variables (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID): run numalab under srun or mpirun, one numalab per rank",
+            )
+        })?
+        .map_err(|e| CliError::usage(format!("--per-rank: {e}")))?;
+    let share = ranks::share(m, d, &lr)
+        .map_err(|e| CliError::usage(format!("--per-rank {}: {e}", d.name())))?;
+    a.launch.give_rank_share(&share)?;
+    let rank = lr.global.unwrap_or(lr.rank);
+    if let Some(p) = &a.verify_json {
+        let text = p.to_string_lossy();
+        if text.contains("{rank}") {
+            a.verify_json = Some(PathBuf::from(text.replace("{rank}", &rank.to_string())));
+        }
+    }
+    Ok(RankInfo {
+        rank: lr.global,
+        local_rank: lr.rank,
+        local_size: lr.size,
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default(),
+        source: lr.source,
+        domain: d.name(),
+        cpus: share.cpus,
+        nodes: share.nodes,
+        label: share.label,
+    })
 }
 
 /// Why the preload library cannot load into `program` (statically linked,
@@ -406,6 +470,7 @@ fn say_placement(
     outcome: &LaunchOutcome,
     checked: Option<&PlanCheck>,
     pinned: Option<&PinCheck>,
+    rank: Option<&RankInfo>,
     verify_json: Option<&Path>,
     program: &str,
     plan: &LaunchPlan,
@@ -421,6 +486,10 @@ fn say_placement(
                     // And each thread's pinning (--pin).
                     if let (Some(c), Some(o)) = (pinned, v.as_object_mut()) {
                         o.insert("pins".into(), serde_json::to_value(c).unwrap_or_default());
+                    }
+                    // And the rank's share (--per-rank).
+                    if let (Some(r), Some(o)) = (rank, v.as_object_mut()) {
+                        o.insert("rank".into(), serde_json::to_value(r).unwrap_or_default());
                     }
                     v
                 })
@@ -438,6 +507,19 @@ fn say_placement(
             }
         }
         (Some(Ok(p)), None) => {
+            if let Some(r) = rank {
+                errln!(
+                    "numalab: rank {} (local {} of {} on {}, {}): CPUs {} ({}), memory nodes {}",
+                    r.rank.map_or("?".to_string(), |g| g.to_string()),
+                    r.local_rank,
+                    r.local_size,
+                    r.host,
+                    r.source,
+                    r.cpus,
+                    r.label,
+                    r.nodes
+                );
+            }
             errln!("numalab: placement of '{program}' at exit ({plan}):");
             write_stderr(format_args!("{}", render(p, false)));
             if let Some(c) = checked {

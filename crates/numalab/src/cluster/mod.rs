@@ -4,4 +4,5 @@
 //! runs; it starts nothing on a node by itself.
 
 pub mod hostlist;
+pub mod ranks;
 pub mod slurm;

@@ -65,35 +65,49 @@ pub struct FleetStep {
     pub numalab: PathBuf,
     /// `numalab report`'s options, without `-o`.
     pub report_args: Vec<String>,
+    /// Whether srun runs inside an allocation (a step of it) or asks for
+    /// a new job.
+    pub in_allocation: bool,
 }
 
 impl FleetStep {
     /// The `srun` argument list: one task per node, a node's failure not
     /// ending the others.
     pub fn args(&self) -> Vec<OsString> {
+        // Each report pins its own threads to every CPU of its node, so its
+        // one task must get them all. Slurm 22.05, seen on the test
+        // cluster: within an allocation a step of one task per node gets
+        // one CPU unless --whole; a new job with --ntasks-per-node=1 gets
+        // one CPU even with --exclusive, while --exclusive with no task
+        // count gets whole nodes and one task on each.
         let mut a: Vec<OsString> = vec![
-            "--ntasks-per-node=1".into(),
             "--kill-on-bad-exit=0".into(),
             "--job-name=numalab-fleet".into(),
-            // Each report pins its own threads to every CPU it may use.
             "--cpu-bind=none".into(),
-            "--exclusive".into(),
         ];
-        if let Some(n) = self.nodes {
-            a.push(format!("--nodes={n}").into());
-            a.push(format!("--ntasks={n}").into());
+        let count = self.nodes.or_else(|| {
+            self.nodelist
+                .as_deref()
+                .and_then(|l| hostlist::expand(l).ok())
+                .map(|n| n.len())
+        });
+        if self.in_allocation {
+            a.extend(["--ntasks-per-node=1".into(), "--whole".into()]);
+            if let Some(n) = count {
+                a.push(format!("--nodes={n}").into());
+                a.push(format!("--ntasks={n}").into());
+            }
+        } else {
+            a.push("--exclusive".into());
+            if let Some(n) = count {
+                a.push(format!("--nodes={n}").into());
+            }
         }
         if let Some(p) = &self.partition {
             a.push(format!("--partition={p}").into());
         }
         if let Some(l) = &self.nodelist {
             a.push(format!("--nodelist={l}").into());
-            if self.nodes.is_none() {
-                if let Ok(names) = hostlist::expand(l) {
-                    a.push(format!("--nodes={}", names.len()).into());
-                    a.push(format!("--ntasks={}", names.len()).into());
-                }
-            }
         }
         if let Some(t) = self.time_limit_min {
             a.push(format!("--time={t}").into());
@@ -164,6 +178,7 @@ mod tests {
             fleet_dir: "/shared/fleet".into(),
             numalab: "/opt/numalab".into(),
             report_args: vec!["--parts".into(), "topology".into()],
+            in_allocation: false,
         };
         let a: Vec<String> = s
             .args()
@@ -171,16 +186,17 @@ mod tests {
             .map(|x| x.to_string_lossy().into_owned())
             .collect();
         for want in [
-            "--ntasks-per-node=1",
             "--kill-on-bad-exit=0",
             "--partition=nl",
             "--nodelist=nlnode[1-2]",
             "--nodes=2",
-            "--ntasks=2",
             "--time=5",
+            "--exclusive",
         ] {
             assert!(a.contains(&want.to_string()), "{want} in {a:?}");
         }
+        // A new job: no task count (that would give each task one CPU).
+        assert!(!a.iter().any(|x| x.starts_with("--ntasks")), "{a:?}");
         let tail = &a[a.len() - 5..];
         assert_eq!(
             tail,
