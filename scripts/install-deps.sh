@@ -18,7 +18,9 @@
 # redis-server with redis-tools (linked with jemalloc; served on the
 # loopback, never started as a service by the tests); and the runtimes of
 # tests/host/real_runtimes.rs: golang-go (cgo and static Go programs),
-# default-jre-headless, nodejs, python3-numpy and sqlite3.
+# default-jre-headless, nodejs, python3-numpy and sqlite3; and the test
+# cluster's Slurm, munge and Open MPI (cluster/install.sh: the cluster lane,
+# crates/numalab-cli/tests/cluster/).
 set -euo pipefail
 TEST=0
 case "${1:-}" in
@@ -104,5 +106,6 @@ if [ "$TEST" -eq 1 ]; then
         "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $PY_REQS
         echo "$PY_REQS" > "$VENV/.numalab-requirements"
     fi
+    bash "$(dirname "${BASH_SOURCE[0]}")/../cluster/install.sh" | sed 's/^/install-deps: /'
     log "using $(cbindgen --version), $(gfortran --version | head -n1), Python $("$VENV/bin/python" -c 'import sys, numpy, pandas; print(sys.version.split()[0], "numpy", numpy.__version__, "pandas", pandas.__version__)')"
 fi

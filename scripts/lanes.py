@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs numalab's Rust tests in lanes and reports each lane's count, time and CPU use.
 
-    scripts/lanes.py [--lane fast|guest|browser]... [--list] [--guest-apart]
+    scripts/lanes.py [--lane fast|guest|browser|cluster]... [--list] [--guest-apart]
 
 The lanes (a test binary's lane follows from its name, see `lane_of`):
 
@@ -12,10 +12,15 @@ The lanes (a test binary's lane follows from its name, see `lane_of`):
   (named guest*: crates/numalab-cli/tests/guests/).
 - browser: the binary that renders report.html in headless Chromium
   (crates/numalab-cli/tests/browser/).
+- cluster: the binary that runs numalab on a real two-node Slurm cluster
+  and under Open MPI (crates/numalab-cli/tests/cluster/), run inside
+  `cluster/with-cluster.sh`, which starts the cluster (node 2 with THP
+  "never", the setting a fleet must find) and stops every daemon after it,
+  also when a test fails.
 
 Each binary is built once (`cargo test --no-run`) and run as cargo runs it
 (from its package's folder, with cargo's environment); the guest lane runs
-beside the fast and browser lanes, which run one after the other
+beside the fast, browser and cluster lanes, which run one after the other
 (--guest-apart runs it after them). A test that skips for hardware this
 machine cannot have calls `numalab_testkit::skip`, which appends to the file
 named by NUMALAB_SKIP_LOG: the lane counts it as skipped, not passed, and
@@ -34,10 +39,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LANES = ("fast", "guest", "browser")
+LANES = ("fast", "guest", "browser", "cluster")
 # The integration-test binary that renders report.html in Chromium
 # (crates/numalab-cli/tests/browser/).
 BROWSER = {"browser"}
+# The integration-test binary that runs on the test cluster.
+CLUSTER = {"cluster"}
 # A binary that runs longer than this is killed and counted as failed: the
 # guests binary boots five guests one or two at a time (about 20 minutes
 # on an idle 2-core host), each capped at 1500 s.
@@ -58,6 +65,8 @@ def lane_of(kind, name):
         return "guest"
     if kind == "test" and name in BROWSER:
         return "browser"
+    if kind == "test" and name in CLUSTER:
+        return "cluster"
     return "fast"
 
 
@@ -150,6 +159,18 @@ def busy_between(before, after):
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
+def node2_thp():
+    """A transparent-huge-page mode this machine does not have, for the
+    cluster's node 2 (the setting a fleet report must find): never, or
+    madvise where this machine's is never."""
+    try:
+        line = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+        here = line.split("[", 1)[1].split("]", 1)[0]
+    except (OSError, IndexError):
+        here = ""
+    return "madvise" if here == "never" else "never"
+
+
 def run_binary(b, skip_log, out):
     """Runs one test binary as cargo would; its output goes to `out`."""
     env = dict(os.environ)
@@ -160,9 +181,14 @@ def run_binary(b, skip_log, out):
     start = time.monotonic()
     out.write(f"     Running {b.label()} ({b.executable})\n")
     out.flush()
+    cmd = [b.executable]
+    if b.lane == "cluster":
+        # One cluster for the binary, its tests one at a time (they share it).
+        cmd = ["bash", str(ROOT / "cluster" / "with-cluster.sh"), b.executable, "--test-threads=1"]
+        env["NUMALAB_CLUSTER_NODE2_THP"] = node2_thp()
     try:
         proc = subprocess.Popen(
-            [b.executable],
+            cmd,
             cwd=b.manifest_dir,
             env=env,
             stdout=subprocess.PIPE,

@@ -2,8 +2,10 @@
 # The whole test suite: the lint gate (rustfmt, clippy with warnings as
 # errors, rustdoc with warnings as errors), then the Rust tests in lanes
 # (scripts/lanes.py): fast (unit, doc, fixture, property and host tests, the
-# C and Fortran API), guest (multi-node tests in QEMU guests, guest/) and
-# browser (report.html in headless Chromium), then the Python package
+# C and Fortran API), guest (multi-node tests in QEMU guests, guest/),
+# browser (report.html in headless Chromium) and cluster (fleet and MPI
+# ranks on a two-node Slurm cluster started and stopped by cluster/), then
+# the Python package
 # (pytest). Each lane prints its count, its time and how busy the CPUs were; a summary ends the run.
 # Installs what it needs.
 set -euo pipefail

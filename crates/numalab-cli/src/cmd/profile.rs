@@ -39,7 +39,8 @@ pub struct Args {
     /// region's accesses are then priced in ns, not only by SLIT distance.
     #[arg(long, value_name = "FILE")]
     machine: Option<PathBuf>,
-    /// Folder for profile.json, profile.txt, profile.html and the raw records.
+    /// Folder for profile.json, profile.txt, profile.html and the raw records ({rank} in DIR:
+    /// the MPI rank, one folder per rank of a job run under srun or mpirun).
     #[arg(
         short = 'o',
         long,
@@ -66,7 +67,10 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-pub fn run(a: Args) -> CliResult {
+pub fn run(mut a: Args) -> CliResult {
+    // `-o DIR/rank-{rank}`: one profile per MPI rank.
+    a.output = numalab::cluster::ranks::fill_rank(&a.output)
+        .map_err(|e| CliError::usage(format!("-o {e}")))?;
     let inputs = [("--plan", &a.plan), ("--machine", &a.machine)].map(|(o, p)| (o, p.as_deref()));
     profile_dir::refuse_inputs(&a.output, a.plan.is_some(), &inputs).map_err(CliError::usage)?;
     let m = load_machine(None)?;

@@ -210,7 +210,10 @@ pub fn run(mut a: Args) -> CliResult {
         a.counters = a.event.take();
     }
     if let Some(path) = &a.verify_json {
-        check_json_output("--verify-json", path, &a.command, a.plan.as_deref())?;
+        let path =
+            ranks::fill_rank(path).map_err(|e| CliError::usage(format!("--verify-json {e}")))?;
+        check_json_output("--verify-json", &path, &a.command, a.plan.as_deref())?;
+        a.verify_json = Some(path);
     }
     if let Some(path) = &a.counters_json {
         check_json_output("--counters-json", path, &a.command, a.plan.as_deref())?;
@@ -343,7 +346,7 @@ struct RankInfo {
 }
 
 /// `--per-rank`: the local rank from the launcher's variables, its share of
-/// the node given to the launch options, `{rank}` in --verify-json filled.
+/// the node given to the launch options.
 fn rank_share(m: &numalab::Machine, d: Domain, a: &mut Args) -> Result<RankInfo, CliError> {
     let lr = ranks::local_rank()
         .ok_or_else(|| {
@@ -355,13 +358,6 @@ fn rank_share(m: &numalab::Machine, d: Domain, a: &mut Args) -> Result<RankInfo,
     let share = ranks::share(m, d, &lr)
         .map_err(|e| CliError::usage(format!("--per-rank {}: {e}", d.name())))?;
     a.launch.give_rank_share(&share)?;
-    let rank = lr.global.unwrap_or(lr.rank);
-    if let Some(p) = &a.verify_json {
-        let text = p.to_string_lossy();
-        if text.contains("{rank}") {
-            a.verify_json = Some(PathBuf::from(text.replace("{rank}", &rank.to_string())));
-        }
-    }
     Ok(RankInfo {
         rank: lr.global,
         local_rank: lr.rank,

@@ -120,6 +120,25 @@ pub fn local_rank() -> Option<Result<LocalRank, String>> {
     local_rank_from(|k| std::env::var(k).ok())
 }
 
+/// `path` with `{rank}` replaced by this process's MPI rank (its rank in
+/// the job, else its local rank), so that every rank of a job writes its
+/// own file or folder; `path` itself without `{rank}`.
+pub fn fill_rank(path: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    let text = path.to_string_lossy();
+    if !text.contains("{rank}") {
+        return Ok(path.to_path_buf());
+    }
+    let r = local_rank().ok_or_else(|| {
+        format!(
+            "{}: {{rank}} is an MPI rank, and no launcher's rank variables are set (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID): run numalab under srun or mpirun",
+            path.display()
+        )
+    })??;
+    Ok(text
+        .replace("{rank}", &r.global.unwrap_or(r.rank).to_string())
+        .into())
+}
+
 /// What `--per-rank` splits a node by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Domain {

@@ -1,0 +1,344 @@
+//! The cluster lane: numalab on a real two-node Slurm cluster (Debian's
+//! slurmctld and slurmd, munge, Open MPI with PMIx) that
+//! `cluster/with-cluster.sh` starts on this machine, each node in its own
+//! network, UTS and mount namespace (cluster/README.md). scripts/lanes.py
+//! runs this binary inside it, with node 2's transparent huge pages set to
+//! NUMALAB_CLUSTER_NODE2_THP (a value this machine does not have), and
+//! stops every daemon afterwards, also when a test fails.
+//!
+//! Run by hand: `bash cluster/with-cluster.sh cargo test -p numalab-cli
+//! --test cluster -- --test-threads=1` (with NUMALAB_CLUSTER_NODE2_THP set).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The cluster's nodes, and node 2's THP setting; a test run outside the
+/// cluster fails here, saying how to run it.
+fn cluster() -> (Vec<String>, String) {
+    let nodes = std::env::var("NUMALAB_CLUSTER_NODES").ok();
+    let conf = std::env::var("SLURM_CONF").ok();
+    let thp = std::env::var("NUMALAB_CLUSTER_NODE2_THP").ok();
+    match (nodes, conf, thp) {
+        (Some(n), Some(_), Some(t)) => (n.split(',').map(str::to_string).collect(), t),
+        _ => panic!(
+            "the cluster tests run on the test cluster: NUMALAB_CLUSTER_NODE2_THP=never bash cluster/with-cluster.sh cargo test -p numalab-cli --test cluster -- --test-threads=1 (scripts/lanes.py runs them so)"
+        ),
+    }
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_numalab")
+}
+
+/// The THP mode in brackets of a sysfs `enabled` line.
+fn thp_of(line: &str) -> String {
+    line.split('[')
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .unwrap_or(line)
+        .to_string()
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().expect("start the command");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn node<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("node {name} in {v}"))
+}
+
+#[test]
+fn a_fleet_of_the_two_nodes_names_the_node_whose_thp_differs() {
+    let (nodes, node2_thp) = cluster();
+    let here =
+        thp_of(&std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap());
+    assert_ne!(here, node2_thp, "node 2 must differ from this machine");
+    let d = scratch("cluster-fleet");
+    let dir = d.join("fleet");
+    let (rc, out, err) = run(Command::new(bin()).args([
+        "fleet",
+        "report",
+        "-o",
+        dir.to_str().unwrap(),
+        "--parts",
+        "latency-matrix",
+        "--node-budget",
+        "3",
+        "-N",
+        "2",
+        "--timeout",
+        "300",
+        "--json",
+    ]));
+    // Two nodes that differ and no majority: both undecided (exit 3).
+    assert_eq!(rc, 3, "stderr: {err}");
+    let mut v: Value = serde_json::from_str(&out).unwrap();
+    open_envelope(&mut v, "fleet");
+    assert_eq!(
+        (v["nodes_total"].as_u64(), v["reported"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let (n1, n2) = (node(&v, &nodes[0]), node(&v, &nodes[1]));
+    assert_eq!(n1["settings"]["thp_enabled"], here.as_str());
+    assert_eq!(n2["settings"]["thp_enabled"], node2_thp.as_str());
+    assert_eq!(n2["verdict"], "undecided");
+    let why = format!("transparent huge pages: {node2_thp}, and no value is held by a majority");
+    assert!(
+        n2["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().starts_with(&why)),
+        "{n2}"
+    );
+    assert!(v["summary"].as_array().unwrap().iter().any(|s| s
+        .as_str()
+        .unwrap()
+        .starts_with("The nodes differ in transparent huge pages:")));
+    for n in &nodes {
+        assert!(
+            dir.join("nodes").join(n).join("results.json").is_file(),
+            "{n}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("logs").join(format!("{n}.exit_status")))
+                .unwrap()
+                .trim(),
+            "0"
+        );
+    }
+    // Against node 1 as the baseline, node 2 is the outlier, named by THP.
+    let baseline = dir.join("nodes").join(&nodes[0]).join("results.json");
+    let (rc, out, err) = run(Command::new(bin()).args([
+        "fleet",
+        "check",
+        dir.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+        "--tolerance",
+        "99",
+        "--json",
+    ]));
+    assert_eq!(rc, 3, "{err}");
+    let mut c: Value = serde_json::from_str(&out).unwrap();
+    open_envelope(&mut c, "fleet");
+    assert_eq!(node(&c, &nodes[0])["verdict"], "conforms");
+    let n2 = node(&c, &nodes[1]);
+    assert_eq!(n2["verdict"], "outlier");
+    assert_eq!(
+        n2["reasons"],
+        serde_json::json!([format!(
+            "transparent huge pages: {node2_thp}, the baseline {here}"
+        )]),
+        "the same machine otherwise; latency within 99%"
+    );
+}
+
+fn mpi_program(d: &Path) -> PathBuf {
+    let exe = d.join("mpi_ranks");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/programs/mpi_ranks.c");
+    let (rc, _, err) = run(Command::new("mpicc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src));
+    assert_eq!(rc, 0, "mpicc: {err}");
+    exe
+}
+
+/// `rank R of N local L host H cpus C` lines, by rank: (local, host, cpus).
+fn ranks_printed(out: &str) -> Vec<(u32, String, String)> {
+    let mut v: Vec<(u32, u32, String, String)> = out
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 10 && w[0] == "rank").then(|| {
+                (
+                    w[1].parse().unwrap(),
+                    w[5].parse().unwrap(),
+                    w[7].to_string(),
+                    w[9].to_string(),
+                )
+            })
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, l, h, c)| (l, h, c)).collect()
+}
+
+#[test]
+fn ranks_under_srun_get_their_share_and_verify_gathers_them() {
+    let (nodes, _) = cluster();
+    let d = scratch("cluster-ranks");
+    let rec = d.join("ranks");
+    std::fs::create_dir_all(&rec).unwrap();
+    let (rc, out, err) = run(Command::new("srun").args([
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "--cpu-bind=none",
+        bin(),
+        "run",
+        "--per-rank",
+        "node",
+        "--verify",
+        "--verify-json",
+        &format!("{}/rank-{{rank}}.json", rec.display()),
+        "--",
+        "sh",
+        "-c",
+        "echo $SLURM_PROCID $(grep Cpus_allowed_list /proc/self/status)",
+    ]));
+    assert_eq!(rc, 0, "{err}");
+    // Each rank's program ran on the one CPU of its share: local rank L
+    // on CPU L of its node (one NUMA node of two CPUs: core blocks).
+    let mut seen: Vec<String> = out.lines().map(str::to_string).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            "0 Cpus_allowed_list: 0",
+            "1 Cpus_allowed_list: 1",
+            "2 Cpus_allowed_list: 0",
+            "3 Cpus_allowed_list: 1"
+        ],
+        "{err}"
+    );
+    let mut v = json(&["verify", "--ranks", rec.to_str().unwrap(), "--json"]);
+    open_envelope(&mut v, "verify");
+    let got: Vec<(u64, String, Value)> = v["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rank"].as_u64().unwrap(),
+                r["host"].as_str().unwrap().to_string(),
+                r["cpus"].clone(),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, String, Value)> = (0..4u64)
+        .map(|r| (r, nodes[r as usize / 2].clone(), serde_json::json!([r % 2])))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(v["problems"], serde_json::json!([]));
+    // Two ranks given one CPU by hand are found overlapping.
+    let bad = d.join("overlap");
+    std::fs::create_dir_all(&bad).unwrap();
+    let (rc, _, err) = run(Command::new("srun").args([
+        "-N",
+        "1",
+        "-n",
+        "2",
+        "--cpu-bind=none",
+        bin(),
+        "run",
+        "--per-rank",
+        "node",
+        "--cpus",
+        "0",
+        "--verify",
+        "--verify-json",
+        &format!("{}/rank-{{rank}}.json", bad.display()),
+        "--",
+        "true",
+    ]));
+    assert_eq!(rc, 2, "refused: {err}");
+    assert!(
+        err.contains("--per-rank chooses each rank's CPUs; give it without --cpus"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_open_mpi_program_is_placed_by_rank_under_srun_and_mpirun_and_profiled_per_rank() {
+    let (nodes, _) = cluster();
+    let d = scratch("cluster-mpi");
+    let exe = mpi_program(&d);
+    let exe = exe.to_str().unwrap();
+    let want: Vec<(u32, String, String)> = (0..4u32)
+        .map(|r| (r % 2, nodes[r as usize / 2].clone(), (r % 2).to_string()))
+        .collect();
+    // srun starts the ranks (PMIx); numalab places each before MPI_Init.
+    let (rc, out, err) = run(Command::new("srun").args([
+        "-N",
+        "2",
+        "-n",
+        "4",
+        bin(),
+        "run",
+        "--per-rank",
+        "core-block",
+        "--",
+        exe,
+    ]));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(ranks_printed(&out), want, "{out}");
+    // mpirun inside an allocation starts them (Open MPI's own launcher).
+    let (rc, out, err) = run(Command::new("salloc")
+        .args([
+            "-N",
+            "2",
+            "-n",
+            "4",
+            "mpirun",
+            bin(),
+            "run",
+            "--per-rank",
+            "node",
+            "--",
+            exe,
+        ])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(ranks_printed(&out), want, "{out}");
+    // One profile per rank.
+    let prof = d.join("profiles");
+    let (rc, out, err) = run(Command::new("srun").args([
+        "-N",
+        "2",
+        "-n",
+        "4",
+        bin(),
+        "profile",
+        "-o",
+        &format!("{}/rank-{{rank}}", prof.display()),
+        "--",
+        exe,
+    ]));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(
+        ranks_printed(&out).len(),
+        4,
+        "the program's own output: {out}"
+    );
+    for r in 0..4 {
+        let p: Value = serde_json::from_str(
+            &std::fs::read_to_string(prof.join(format!("rank-{r}")).join("profile.json")).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            p["threads"].as_array().is_some_and(|t| !t.is_empty()),
+            "rank {r}: {p}"
+        );
+        assert_eq!(p["program"], serde_json::json!([exe]), "rank {r}");
+    }
+}
