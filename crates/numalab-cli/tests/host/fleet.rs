@@ -317,3 +317,95 @@ fn bad_fleet_input_is_refused_in_one_line() {
         "a baseline is a node's results.json or a fleet.json",
     );
 }
+
+/// Like [`FAKE_SRUN`], the tasks side by side, each in its own process
+/// group, and SIGTERM handed on to them as srun hands it to its tasks.
+const FAKE_SRUN_FORWARDING: &str = r#"#!/bin/sh
+while [ $# -gt 0 ] && [ "$1" != sh ]; do shift; done
+shift 2
+script=$1; shift
+pids=""
+for n in $FAKE_SRUN_NODES; do
+    SLURMD_NODENAME=$n setsid sh -c "$script" "$@" &
+    pids="$pids $!"
+done
+trap 'for p in $pids; do kill -TERM -$p; done' TERM
+wait
+wait
+exit 0
+"#;
+
+#[test]
+fn ctrl_c_stops_every_node_and_the_fleet_keeps_what_arrived() {
+    let _turn = turn();
+    let d = scratch("fleet-interrupt");
+    let srun = d.join("srun");
+    std::fs::write(&srun, FAKE_SRUN_FORWARDING).unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&srun)
+        .status()
+        .unwrap();
+    let out = d.join("fleet");
+    // The whole report, its parts planned to fill a minute.
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args([
+            "fleet",
+            "report",
+            "-o",
+            out.to_str().unwrap(),
+            "--node-budget",
+            "60",
+            "--srun",
+            srun.to_str().unwrap(),
+            "--nodelist",
+            "i1,i2",
+        ])
+        .env("FAKE_SRUN_NODES", "i1 i2")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once both reports are measuring (their logs name a part), Ctrl-C.
+    let started = std::time::Instant::now();
+    let measuring = |n: &str| {
+        std::fs::read_to_string(out.join("logs").join(format!("{n}.log")))
+            .is_ok_and(|l| l.contains("report: [2/"))
+    };
+    while !(measuring("i1") && measuring("i2")) {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the reports never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let r = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(130), "{err}");
+    assert!(
+        started.elapsed().as_secs() < 100,
+        "stopped, not run to its budget"
+    );
+    assert!(
+        err.contains("fleet: stopping every node's report (each keeps what it measured)"),
+        "{err}"
+    );
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("fleet.json")).unwrap()).unwrap();
+    assert_eq!(v["nodes_total"], 2);
+    for n in ["i1", "i2"] {
+        let node = node(&v, n);
+        // Each report kept what it measured: results.json, marked incomplete.
+        assert_eq!(node["status"], "reported", "{node}");
+        assert_eq!(node["complete"], false, "{node}");
+        let status =
+            std::fs::read_to_string(out.join("logs").join(format!("{n}.exit_status"))).unwrap();
+        assert_eq!(status.trim(), "143", "the report ended by SIGTERM");
+    }
+}

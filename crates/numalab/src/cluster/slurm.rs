@@ -35,14 +35,16 @@ pub fn allocation_from(var: impl Fn(&str) -> Option<String>) -> Option<Result<Al
 
 /// The task-side script of a fleet step: each task writes its node's
 /// report into FLEET/nodes/NODE and its output and exit status into
-/// FLEET/logs/NODE.log and NODE.exit_status. The shell ignores SIGINT and
-/// SIGTERM (numalab report gets them, stops and keeps what it measured)
-/// so that it still records the status.
+/// FLEET/logs/NODE.log and NODE.exit_status. The shell catches SIGINT and
+/// SIGTERM with a handler that does nothing, so that it lives to record
+/// the status while numalab report, which gets them too, stops and keeps
+/// what it measured. (Not `trap '' ...`: a signal a shell ignores stays
+/// ignored in the programs it starts, and the report would run on.)
 const NODE_SCRIPT: &str = r#"fleet="$1"; shift
 name="${SLURMD_NODENAME:-$(hostname -s)}"
 mkdir -p "$fleet/nodes" "$fleet/logs" || exit 1
 rm -f "$fleet/logs/$name.exit_status"
-trap '' INT TERM
+trap : INT TERM
 "$@" -o "$fleet/nodes/$name" > "$fleet/logs/$name.log" 2>&1
 echo $? > "$fleet/logs/$name.exit_status"
 "#;
