@@ -23,6 +23,7 @@ pub use render::{render_csv, render_html, render_text};
 
 use crate::model::key_figures::key_labels;
 use crate::model::REPORT_SCHEMA;
+use numalab::text::format::s as plural_s;
 use robust::Spread;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -249,10 +250,10 @@ impl NodeDoc {
         }
     }
 
-    /// The document's value of each key figure, in [`figure_names`] order.
-    fn figures(&self) -> Vec<Option<f64>> {
+    /// The document's value of each key figure of `names`, in their order.
+    fn figures(&self, names: &[&str]) -> Vec<Option<f64>> {
         let k = self.summary.as_ref().map(|s| &s.key_figures);
-        figure_names()
+        names
             .iter()
             .map(|n| k.and_then(|k| k.get(*n).copied().flatten()))
             .map(|x| x.filter(|v| v.is_finite()))
@@ -334,7 +335,7 @@ impl FleetBuilder {
             status: NodeStatus::Reported,
             complete: doc.complete,
             mode: doc.mode.clone(),
-            figures: doc.figures(),
+            figures: doc.figures(&self.figures),
             settings,
         });
     }
@@ -499,7 +500,7 @@ impl FleetBuilder {
                     s.what,
                     s.values
                         .iter()
-                        .map(|v| format!("{} on {} node{}", v.value, v.count, plural(v.count)))
+                        .map(|v| format!("{} on {} node{}", v.value, v.count, plural_s(v.count)))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )),
@@ -574,14 +575,6 @@ impl FleetBuilder {
                 })
                 .collect(),
         }
-    }
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
     }
 }
 
@@ -679,7 +672,7 @@ impl Baseline {
                 .collect(),
             figures: figure_names()
                 .into_iter()
-                .zip(doc.figures())
+                .zip(doc.figures(&figure_names()))
                 .filter_map(|(n, v)| Some((n.to_string(), v?)))
                 .collect(),
             tolerance,
@@ -877,7 +870,7 @@ impl Fleet {
             self.nodes_total,
             self.count(Verdict::Conforms),
             self.count(Verdict::Outlier),
-            plural(self.count(Verdict::Outlier)),
+            plural_s(self.count(Verdict::Outlier)),
             self.count(Verdict::Undecided),
             self.count(Verdict::Failed),
         )];
@@ -907,7 +900,7 @@ impl Fleet {
                 s.what,
                 s.values
                     .iter()
-                    .map(|v| format!("{} on {} node{}", v.value, v.count, plural(v.count)))
+                    .map(|v| format!("{} on {} node{}", v.value, v.count, plural_s(v.count)))
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
@@ -916,7 +909,7 @@ impl Fleet {
             out.push(format!(
                 "With {} node{} reporting, no figure is judged an outlier (that needs {}): give --baseline to judge against a known-good node.",
                 self.reported,
-                plural(self.reported),
+                plural_s(self.reported),
                 robust::MIN_NODES
             ));
         }
