@@ -8,7 +8,7 @@ use crate::output::{print_result, CliError, CliResult};
 use numalab::cluster::ranks::{check, RankRecord};
 use numalab::placement::ProcessPlacement;
 use numalab::IdSet;
-use numalab_report::views::verify::render;
+use numalab_report::views::verify::{ranks_text, render};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -147,38 +147,7 @@ fn ranks(dir: &Path, json: bool) -> CliResult {
     if json {
         print_result("verify", &report)?;
     } else {
-        let mut t = format!(
-            "{:>6}  {:<20} {:<12} {:<8} {:<12} memory by node\n",
-            "rank", "host", "CPUs", "nodes", "seen on"
-        );
-        for r in &report.ranks {
-            let mem: Vec<String> = r
-                .private_bytes_by_node
-                .iter()
-                .map(|(n, b)| format!("{n}: {}", numalab::text::format::bytes(*b)))
-                .collect();
-            t.push_str(&format!(
-                "{:>6}  {:<20} {:<12} {:<8} {:<12} {}\n",
-                r.rank,
-                r.host,
-                r.cpus.to_string(),
-                r.nodes.to_string(),
-                r.seen_cpus.to_string(),
-                mem.join(", ")
-            ));
-        }
-        if report.problems.is_empty() {
-            t.push_str(&format!(
-                "{} ranks: no two on one host share a CPU, every thread ran on its rank's CPUs, every rank's memory is on its nodes\n",
-                report.ranks.len()
-            ));
-        }
-        for p in &report.problems {
-            t.push_str(&format!("problem: {p}\n"));
-        }
-        for s in &report.skipped {
-            t.push_str(&format!("skipped: {s}\n"));
-        }
+        let t = ranks_text(&report.ranks, &report.problems, &report.skipped);
         out!("{t}")?;
     }
     Ok(if report.problems.is_empty() {

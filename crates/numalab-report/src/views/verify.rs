@@ -1,6 +1,7 @@
 //! Where a running process's memory and threads are (`numalab verify`, and
 //! `numalab run --verify` at the command's exit).
 
+use numalab::cluster::ranks::RankRecord;
 use numalab::placement::pin_check::PinCheck;
 use numalab::placement::ProcessPlacement;
 use numalab::text::format::bytes as format_bytes;
@@ -105,6 +106,47 @@ pub fn render(p: &ProcessPlacement, all: bool) -> String {
         );
     }
     s
+}
+
+/// `numalab verify --ranks`: a line per rank (host, its CPUs and nodes,
+/// the CPUs its threads were seen on, its memory by node), then the
+/// problems found, or that there are none, and the files skipped.
+pub fn ranks_text(ranks: &[RankRecord], problems: &[String], skipped: &[String]) -> String {
+    let mut t = format!(
+        "{:>6}  {:<20} {:<12} {:<8} {:<12} memory by node\n",
+        "rank", "host", "CPUs", "nodes", "seen on"
+    );
+    for r in ranks {
+        let mem: Vec<String> = r
+            .private_bytes_by_node
+            .iter()
+            .map(|(n, b)| format!("{n}: {}", format_bytes(*b)))
+            .collect();
+        let _ = writeln!(
+            t,
+            "{:>6}  {:<20} {:<12} {:<8} {:<12} {}",
+            r.rank,
+            r.host,
+            r.cpus.to_string(),
+            r.nodes.to_string(),
+            r.seen_cpus.to_string(),
+            mem.join(", ")
+        );
+    }
+    if problems.is_empty() {
+        let _ = writeln!(
+            t,
+            "{} ranks: no two on one host share a CPU, every thread ran on its rank's CPUs, every rank's memory is on its nodes",
+            ranks.len()
+        );
+    }
+    for p in problems {
+        let _ = writeln!(t, "problem: {p}");
+    }
+    for s in skipped {
+        let _ = writeln!(t, "skipped: {s}");
+    }
+    t
 }
 
 /// `run --pin --verify`: each thread, the CPU it was pinned to and the
