@@ -349,3 +349,126 @@ fn an_open_mpi_program_is_placed_by_rank_under_srun_and_mpirun_and_profiled_per_
         assert_eq!(p["program"], serde_json::json!([exe]), "rank {r}");
     }
 }
+
+/// A job running in the background until dropped (then cancelled).
+struct BackgroundJob {
+    child: std::process::Child,
+    id: String,
+}
+
+impl BackgroundJob {
+    /// `srun ARGS` under job name `name`, once Slurm says it runs.
+    fn start(name: &str, args: &[&str]) -> BackgroundJob {
+        let child = Command::new("srun")
+            .arg(format!("--job-name={name}"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start srun");
+        let mut job = BackgroundJob {
+            child,
+            id: String::new(),
+        };
+        for _ in 0..300 {
+            let (_, out, _) =
+                run(Command::new("squeue").args(["-h", "-t", "R", "-n", name, "-o", "%i"]));
+            if let Some(id) = out.split_whitespace().next() {
+                job.id = id.to_string();
+                // Its tasks have started (and rebound themselves) once
+                // Slurm lists as many processes as the step has tasks.
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                return job;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        panic!("job {name} did not start within 60 s");
+    }
+}
+
+impl Drop for BackgroundJob {
+    fn drop(&mut self) {
+        if !self.id.is_empty() {
+            let _ = Command::new("scancel").arg(&self.id).status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn verify_slurm_job_judges_each_task_against_its_cpu_bind() {
+    let (nodes, _) = cluster();
+    // Four tasks bound one per CPU; task 3 moves itself to CPU 0.
+    let job = BackgroundJob::start(
+        "numalab-verify-test",
+        &[
+            "-N",
+            "2",
+            "-n",
+            "4",
+            "--cpu-bind=map_cpu:0,1",
+            "--mem-bind=local",
+            "sh",
+            "-c",
+            "if [ \"$SLURM_PROCID\" = 3 ]; then taskset -p -c 0 $$ >/dev/null; fi; exec sleep 120",
+        ],
+    );
+    let (rc, out, err) = run(Command::new(bin()).args(["verify", "--slurm-job", &job.id]));
+    assert_eq!(rc, 3, "{out}{err}");
+    let problems: Vec<&str> = out.lines().filter(|l| l.starts_with("problem: ")).collect();
+    assert_eq!(
+        problems,
+        [format!(
+            "problem: task 3 (step 0, {}, local 1): may run on CPUs 0, outside CPUs 1 that --cpu-bind=map_cpu:0,1 gives it",
+            nodes[1]
+        )],
+        "{out}"
+    );
+    // The same from inside the job: its own step left out.
+    let (rc, out, err) = run(Command::new("srun").args([
+        &format!("--jobid={}", job.id),
+        "--overlap",
+        "-n",
+        "1",
+        bin(),
+        "verify",
+        "--slurm-job",
+        "--json",
+    ]));
+    assert_eq!(rc, 3, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    let tasks = v["tasks"].as_array().unwrap();
+    let got: Vec<(u64, String, String, String, String)> = tasks
+        .iter()
+        .map(|t| {
+            (
+                t["task"].as_u64().unwrap(),
+                t["step"].as_str().unwrap().to_string(),
+                t["host"].as_str().unwrap().to_string(),
+                t["cpus"].to_string(),
+                t["bound_cpus"].to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, String, String, String, String)> = [
+        (0, &nodes[0], "[0]", "[0]"),
+        (1, &nodes[0], "[1]", "[1]"),
+        (2, &nodes[1], "[0]", "[0]"),
+        (3, &nodes[1], "[0]", "[1]"),
+    ]
+    .into_iter()
+    .map(|(t, h, c, b)| (t, "0".to_string(), h.clone(), c.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(got, want, "{out}");
+    for t in tasks {
+        assert_eq!(t["mem_bind"], "local", "{t}");
+        assert_eq!(t["bound_nodes"], serde_json::json!([0]), "{t}");
+        assert!(t["private_bytes_by_node"]["0"].as_u64().unwrap() > 0, "{t}");
+    }
+    // A job that is not running is refused in one line.
+    let (rc, _, err) = run(Command::new(bin()).args(["verify", "--slurm-job", "999999"]));
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.starts_with("numalab: --slurm-job 999999: "), "{err}");
+    drop(job);
+}

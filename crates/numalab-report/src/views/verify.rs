@@ -2,6 +2,7 @@
 //! `numalab run --verify` at the command's exit).
 
 use numalab::cluster::ranks::RankRecord;
+use numalab::cluster::tasks::TaskRecord;
 use numalab::placement::pin_check::PinCheck;
 use numalab::placement::ProcessPlacement;
 use numalab::text::format::bytes as format_bytes;
@@ -145,6 +146,81 @@ pub fn ranks_text(ranks: &[RankRecord], problems: &[String], skipped: &[String])
     }
     for s in skipped {
         let _ = writeln!(t, "skipped: {s}");
+    }
+    t
+}
+
+/// `verify --slurm-job`: a line per task (its step, host, CPUs it may run
+/// on against what its binding gives, memory by node), then the problems
+/// and notes.
+pub fn slurm_text(
+    job: &str,
+    step: Option<&str>,
+    nodelist: &str,
+    tasks: &[TaskRecord],
+    problems: &[String],
+    notes: &[String],
+) -> String {
+    let steps: std::collections::BTreeSet<&str> = tasks.iter().map(|t| t.step.as_str()).collect();
+    let mut t = format!(
+        "Slurm job {job}{} on {nodelist}: {} task{} in {} step{}\n",
+        step.map(|s| format!(" step {s}")).unwrap_or_default(),
+        tasks.len(),
+        numalab::text::format::s(tasks.len()),
+        steps.len(),
+        numalab::text::format::s(steps.len()),
+    );
+    let _ = writeln!(
+        t,
+        "{:>5} {:>6}  {:<12} {:>5} {:>8}  {:<12} {:<10} {:<16} {:<8} {:<10} memory by node",
+        "task",
+        "step",
+        "host",
+        "local",
+        "pid",
+        "program",
+        "may run on",
+        "--cpu-bind",
+        "seen on",
+        "--mem-bind"
+    );
+    for r in tasks {
+        let mem: Vec<String> = r
+            .private_bytes_by_node
+            .iter()
+            .map(|(n, b)| format!("{n}: {}", format_bytes(*b)))
+            .collect();
+        let opt = |x: Option<u32>| x.map_or("-".to_string(), |v| v.to_string());
+        let _ = writeln!(
+            t,
+            "{:>5} {:>6}  {:<12} {:>5} {:>8}  {:<12} {:<10} {:<16} {:<8} {:<10} {}",
+            opt(r.task),
+            r.step,
+            r.host,
+            opt(r.local),
+            r.pid,
+            r.program,
+            r.cpus.to_string(),
+            r.cpu_bind,
+            r.seen_cpus.to_string(),
+            r.mem_bind,
+            mem.join(", ")
+        );
+    }
+    if problems.is_empty() {
+        let bound = tasks.iter().filter(|r| r.bound_cpus.is_some()).count();
+        let _ = writeln!(
+            t,
+            "{bound} of {} task{} bound by Slurm: each may run only on the CPUs its --cpu-bind gives it and keeps its memory on the nodes its --mem-bind gives it",
+            tasks.len(),
+            numalab::text::format::s(tasks.len()),
+        );
+    }
+    for p in problems {
+        let _ = writeln!(t, "problem: {p}");
+    }
+    for n in notes {
+        let _ = writeln!(t, "note: {n}");
     }
     t
 }

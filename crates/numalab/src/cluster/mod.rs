@@ -6,3 +6,4 @@
 pub mod hostlist;
 pub mod ranks;
 pub mod slurm;
+pub mod tasks;
