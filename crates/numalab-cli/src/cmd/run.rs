@@ -62,7 +62,7 @@ pub struct Args {
     /// node's CPUs split by NUMA node, socket, last-level cache or into blocks of cores among
     /// the ranks on the node (by their local rank), memory bound to the share's nodes unless
     /// a memory option is given; `numalab verify --ranks DIR` gathers the ranks' --verify-json.
-    #[arg(long, value_name = "DOMAIN", value_parser = choice(&["node", "socket", "cache", "core-block"], Domain::parse))]
+    #[arg(long, value_name = "DOMAIN", value_parser = choice(&["node", "socket", "cache", "core-block", "map:CPU,CPU,..."], Domain::parse))]
     per_rank: Option<Domain>,
     /// Count events for the command, its threads and children (perf_event_open;
     /// LIST: comma list of event names or all, default all; see docs/counters.md), on stderr.
@@ -219,8 +219,8 @@ pub fn run(mut a: Args) -> CliResult {
         check_json_output("--counters-json", path, &a.command, a.plan.as_deref())?;
     }
     let m = load_machine(None)?;
-    let rank = match a.per_rank {
-        Some(d) => Some(rank_share(&m, d, &mut a)?),
+    let rank = match a.per_rank.clone() {
+        Some(d) => Some(rank_share(&m, &d, &mut a)?),
         None => None,
     };
     let plan = plan(&m, &a.launch)?.verify_at_exit(a.verify);
@@ -347,7 +347,7 @@ struct RankInfo {
 
 /// `--per-rank`: the local rank from the launcher's variables, its share of
 /// the node given to the launch options.
-fn rank_share(m: &numalab::Machine, d: Domain, a: &mut Args) -> Result<RankInfo, CliError> {
+fn rank_share(m: &numalab::Machine, d: &Domain, a: &mut Args) -> Result<RankInfo, CliError> {
     let lr = ranks::local_rank()
         .ok_or_else(|| {
             CliError::usage(

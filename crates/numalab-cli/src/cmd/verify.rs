@@ -14,7 +14,6 @@ use numalab::cluster::tasks::{
     TaskRecord,
 };
 use numalab::placement::ProcessPlacement;
-use numalab::IdSet;
 use numalab_report::views::verify::{ranks_text, render, slurm_text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -92,38 +91,6 @@ pub fn run(a: Args) -> CliResult {
 /// The most rank files one gathering reads.
 const MAX_RANK_FILES: usize = 100_000;
 
-/// One rank's record from its `run --verify-json` file.
-fn rank_record(v: &Value) -> Option<RankRecord> {
-    let r = v.get("rank")?;
-    let set = |x: Option<&Value>| -> IdSet {
-        serde_json::from_value(x.cloned().unwrap_or_default()).unwrap_or_default()
-    };
-    Some(RankRecord {
-        rank: r
-            .get("rank")
-            .and_then(Value::as_u64)
-            .or_else(|| r.get("local_rank").and_then(Value::as_u64))? as u32,
-        host: r.get("host")?.as_str()?.to_string(),
-        cpus: set(r.get("cpus")),
-        nodes: set(r.get("nodes")),
-        seen_cpus: v
-            .get("threads")?
-            .as_array()?
-            .iter()
-            .filter_map(|t| t.get("last_cpu").and_then(Value::as_u64).map(|c| c as u32))
-            .collect(),
-        private_bytes_by_node: v
-            .get("private_bytes_by_node")
-            .and_then(Value::as_object)
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, b)| Some((k.parse().ok()?, b.as_u64()?)))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    })
-}
-
 #[derive(serde::Serialize)]
 struct RanksReport {
     ranks: Vec<RankRecord>,
@@ -158,7 +125,7 @@ fn ranks(dir: &Path, json: bool) -> CliResult {
                 continue;
             }
         };
-        match serde_json::from_str::<Value>(&text).ok().as_ref().and_then(rank_record) {
+        match serde_json::from_str::<Value>(&text).ok().as_ref().and_then(RankRecord::from_verify_json) {
             Some(r) => records.push(r),
             None => skipped.push(format!(
                 "{}: not a rank's record (numalab run --per-rank --verify --verify-json writes one)",

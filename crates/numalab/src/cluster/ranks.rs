@@ -140,18 +140,39 @@ pub fn fill_rank(path: &std::path::Path) -> Result<std::path::PathBuf, String> {
 }
 
 /// What `--per-rank` splits a node by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Domain {
     Node,
     Socket,
     Cache,
     CoreBlock,
+    /// `map:0,2,4,6`: local rank `i` on CPU `i mod n` of the list, as
+    /// Slurm's `--cpu-bind=map_cpu:` (`scaling --mpi` lays ranks so).
+    Map(Vec<u32>),
 }
 
+/// The most CPUs a `map:` list names.
+pub const MAX_MAP: usize = 8192;
+
 impl Domain {
-    pub const CHOICES: &'static str = "node, socket, cache, core-block";
+    pub const CHOICES: &'static str = "node, socket, cache, core-block, map:CPU,CPU,...";
 
     pub fn parse(t: &str) -> Result<Domain, String> {
+        if let Some(list) = t.strip_prefix("map:") {
+            let cpus: Vec<u32> = list
+                .split(',')
+                .take(MAX_MAP + 1)
+                .map(|c| {
+                    c.trim().parse::<u32>().ok().filter(|c| *c < 8192).ok_or_else(|| {
+                        format!("map:{list}: '{c}' is not a CPU number (0 to 8191); e.g. map:0,2,4,6")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            if cpus.len() > MAX_MAP {
+                return Err(format!("map: names more than {MAX_MAP} CPUs"));
+            }
+            return Ok(Domain::Map(cpus));
+        }
         Ok(match t {
             "node" => Domain::Node,
             "socket" | "package" => Domain::Socket,
@@ -166,12 +187,13 @@ impl Domain {
         })
     }
 
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Domain::Node => "node",
             Domain::Socket => "socket",
             Domain::Cache => "cache",
             Domain::CoreBlock => "core-block",
+            Domain::Map(_) => "map",
         }
     }
 }
@@ -188,7 +210,7 @@ pub struct RankShare {
 
 /// The domains of a machine as the CPUs this process may use, each with
 /// its label, in CPU order; empty domains left out.
-fn domains(m: &Machine, d: Domain) -> Vec<(IdSet, String)> {
+fn domains(m: &Machine, d: &Domain) -> Vec<(IdSet, String)> {
     let allowed = &m.allowed_cpus;
     let mut out: Vec<(IdSet, String)> = match d {
         Domain::Node => m
@@ -226,7 +248,7 @@ fn domains(m: &Machine, d: Domain) -> Vec<(IdSet, String)> {
                 })
                 .collect()
         }
-        Domain::CoreBlock => vec![(allowed.clone(), "the node".to_string())],
+        Domain::CoreBlock | Domain::Map(_) => vec![(allowed.clone(), "the node".to_string())],
     };
     out.retain(|(c, _)| !c.is_empty());
     // Socket and cache fall back to the whole node where hwloc knows none.
@@ -255,7 +277,24 @@ fn core_groups(m: &Machine, cpus: &IdSet) -> Vec<IdSet> {
 /// whole domains each; with more, ranks spread evenly over the domains and
 /// the ranks of one domain split its cores into contiguous blocks (a block
 /// of whole cores each). Refused when a rank would get no core.
-pub fn share(m: &Machine, d: Domain, r: &LocalRank) -> Result<RankShare, String> {
+pub fn share(m: &Machine, d: &Domain, r: &LocalRank) -> Result<RankShare, String> {
+    if let Domain::Map(list) = d {
+        let cpu = *list
+            .get(r.rank as usize % list.len().max(1))
+            .ok_or("map: names no CPU")?;
+        if !m.allowed_cpus.contains(cpu) {
+            return Err(format!(
+                "map: CPU {cpu} (local rank {}) is not one this process may use ({})",
+                r.rank, m.allowed_cpus
+            ));
+        }
+        let nodes: IdSet = m.node_of_cpu(cpu).into_iter().collect();
+        return Ok(RankShare {
+            cpus: IdSet::single(cpu),
+            nodes,
+            label: format!("CPU {cpu}"),
+        });
+    }
     let doms = domains(m, d);
     let (rank, size) = (r.rank as usize, r.size as usize);
     let n = doms.len();
@@ -283,7 +322,7 @@ pub fn share(m: &Machine, d: Domain, r: &LocalRank) -> Result<RankShare, String>
         let cores = core_groups(m, &doms[dom].0);
         if cores.len() < here {
             let all_cores = core_groups(m, &m.allowed_cpus).len();
-            let hint = if d != Domain::CoreBlock && all_cores >= size {
+            let hint = if *d != Domain::CoreBlock && all_cores >= size {
                 format!("give fewer ranks per node, or --per-rank core-block ({all_cores} cores in all)")
             } else {
                 format!("give at most {all_cores} ranks per node")
@@ -321,6 +360,42 @@ pub struct RankRecord {
     pub seen_cpus: IdSet,
     /// Bytes of its own memory (anon, heap, stack) by node.
     pub private_bytes_by_node: std::collections::BTreeMap<u32, u64>,
+}
+
+impl RankRecord {
+    /// A rank's record from the JSON `run --per-rank --verify --verify-json`
+    /// wrote; `None` when it is not one.
+    pub fn from_verify_json(v: &serde_json::Value) -> Option<RankRecord> {
+        use serde_json::Value;
+        let r = v.get("rank")?;
+        let set = |x: Option<&Value>| -> IdSet {
+            serde_json::from_value(x.cloned().unwrap_or_default()).unwrap_or_default()
+        };
+        Some(RankRecord {
+            rank: r
+                .get("rank")
+                .and_then(Value::as_u64)
+                .or_else(|| r.get("local_rank").and_then(Value::as_u64))? as u32,
+            host: r.get("host")?.as_str()?.to_string(),
+            cpus: set(r.get("cpus")),
+            nodes: set(r.get("nodes")),
+            seen_cpus: v
+                .get("threads")?
+                .as_array()?
+                .iter()
+                .filter_map(|t| t.get("last_cpu").and_then(Value::as_u64).map(|c| c as u32))
+                .collect(),
+            private_bytes_by_node: v
+                .get("private_bytes_by_node")
+                .and_then(Value::as_object)
+                .map(|o| {
+                    o.iter()
+                        .filter_map(|(k, b)| Some((k.parse().ok()?, b.as_u64()?)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
 }
 
 /// What is wrong with a job's ranks, one sentence each: ranks of one host
@@ -480,17 +555,17 @@ mod tests {
         let m = quartet();
         // 4 ranks, 4 nodes: one node each.
         for r in 0..4 {
-            let s = share(&m, Domain::Node, &rank(r, 4)).unwrap();
+            let s = share(&m, &Domain::Node, &rank(r, 4)).unwrap();
             assert_eq!(s.nodes, IdSet::single(r), "{s:?}");
             assert_eq!(s.cpus, m.allowed_cpus_of(r));
             assert_eq!(s.label, format!("NUMA node {r}"));
         }
         // 2 ranks: two nodes each.
-        let s = share(&m, Domain::Node, &rank(1, 2)).unwrap();
+        let s = share(&m, &Domain::Node, &rank(1, 2)).unwrap();
         assert_eq!(s.nodes.to_string(), "2-3");
         // 8 ranks over 4 nodes of 2 cores: one core each, node by node.
         let all: Vec<RankShare> = (0..8)
-            .map(|r| share(&m, Domain::Node, &rank(r, 8)).unwrap())
+            .map(|r| share(&m, &Domain::Node, &rank(r, 8)).unwrap())
             .collect();
         for (r, s) in all.iter().enumerate() {
             assert_eq!(s.cpus.len(), 1, "{s:?}");
@@ -499,13 +574,28 @@ mod tests {
         let union = all.iter().fold(IdSet::new(), |a, s| a.union(&s.cpus));
         assert_eq!(union, m.allowed_cpus, "no CPU left out, none shared");
         // Core blocks: 4 ranks, two cores each, in CPU order.
-        let b = share(&m, Domain::CoreBlock, &rank(3, 4)).unwrap();
+        let b = share(&m, &Domain::CoreBlock, &rank(3, 4)).unwrap();
         assert_eq!(b.cpus.len(), 2);
         assert_eq!(b.label, "cores 6 to 7 of the node");
-        let e = share(&m, Domain::Node, &rank(8, 9)).unwrap_err();
+        let e = share(&m, &Domain::Node, &rank(8, 9)).unwrap_err();
         assert!(e.contains("at most one rank per core"), "{e}");
         assert!(Domain::parse("ring")
             .unwrap_err()
-            .contains("valid: node, socket, cache, core-block"));
+            .contains("valid: node, socket, cache, core-block, map:CPU,CPU,..."));
+        // map: local rank i on the i-th CPU of the list (mod its length).
+        let d = Domain::parse("map:6,0").unwrap();
+        assert_eq!(d, Domain::Map(vec![6, 0]));
+        let s = share(&m, &d, &rank(2, 3)).unwrap();
+        assert_eq!(
+            (s.cpus, s.nodes, s.label),
+            (IdSet::single(6), IdSet::single(3), "CPU 6".into())
+        );
+        let e = share(&m, &Domain::Map(vec![9]), &rank(0, 1)).unwrap_err();
+        assert!(
+            e.starts_with("map: CPU 9 (local rank 0) is not one this process may use (0-7)"),
+            "{e}"
+        );
+        let e = Domain::parse("map:1,x").unwrap_err();
+        assert!(e.contains("'x' is not a CPU number"), "{e}");
     }
 }
