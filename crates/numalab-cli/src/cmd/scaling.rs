@@ -1,6 +1,7 @@
 //! `numalab scaling`: 1..N threads packed vs spread, and the contention split
 //! within one node; with `--copies N -- CMD ARGS...`, N copies (or N threads
-//! through `--env VAR`) of an application packed vs spread, timed, and split.
+//! through `--env VAR`) of an application packed vs spread, timed, and split;
+//! with `--mpi N -- CMD ARGS...`, an MPI job of N ranks packed vs unpacked.
 
 use crate::args::{
     array_policies, buffer_size, choice, parsed, size_or_default, thread_count, whole, Output,
@@ -10,11 +11,14 @@ use crate::output::out;
 use crate::output::{
     exit_for, load_machine, print_result, print_warnings, CliError, CliResult, Progress,
 };
-use numalab::experiments::copies::{run_copies, CopiesError, CopiesRequest, MAX_COPIES, MAX_REPS};
+use numalab::experiments::copies::{
+    run_copies, CopiesError, CopiesRequest, MpiLaunch, MAX_COPIES, MAX_REPS,
+};
 use numalab::experiments::scaling::run_scaling_placed;
 use numalab::measure::kernels::{BandwidthKernel, Isa};
 use numalab_report::views::scaling;
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -39,12 +43,21 @@ pub struct Args {
     /// on its node: one alone, packed on one node, spread one per node.
     #[arg(long, value_name = "N", allow_hyphen_values = true, requires = "command", conflicts_with_all = ["max_threads", "size", "mem", "kernel"], value_parser = whole(1, MAX_COPIES))]
     copies: Option<usize>,
+    /// Run the command after `--` as an MPI job of N ranks (2 to 1024) through mpirun, packed
+    /// (the nodes filled in turn) and unpacked (ranks dealt round-robin over the nodes), each
+    /// rank placed and checked by `numalab run --per-rank map:...`, and split the time into
+    /// core and contention as the Cray study did.
+    #[arg(long, value_name = "N", allow_hyphen_values = true, requires = "command", conflicts_with_all = ["max_threads", "size", "mem", "kernel", "copies", "env"], value_parser = whole(2, MAX_COPIES))]
+    mpi: Option<usize>,
+    /// With --mpi: the MPI launcher (Open MPI's mpirun options: -np, --bind-to none).
+    #[arg(long, value_name = "PATH", default_value = "mpirun", requires = "mpi")]
+    mpirun: PathBuf,
     /// With --copies: run one process with this variable set to N (e.g. OMP_NUM_THREADS)
     /// on N CPUs instead of N copies.
     #[arg(long, value_name = "VAR", requires = "copies", value_parser = parsed(env_name))]
     env: Option<String>,
     /// The command and its arguments, after `--` (with --copies).
-    #[arg(last = true, value_name = "CMD", requires = "copies")]
+    #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
@@ -77,15 +90,52 @@ fn copies_reps(reps: Option<usize>) -> Result<usize, CliError> {
     }
 }
 
-/// `--copies N -- CMD`: the application runs and their split.
+/// A folder of the ranks' records that `--mpi` makes and removes.
+struct RecordsDir(PathBuf);
+
+impl RecordsDir {
+    fn make() -> Result<RecordsDir, CliError> {
+        let p = std::env::temp_dir().join(format!(
+            "numalab-scaling-mpi-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir(&p).map_err(|e| CliError::failed(format!("{}: {e}", p.display())))?;
+        Ok(RecordsDir(p))
+    }
+}
+
+impl Drop for RecordsDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `--copies N -- CMD` or `--mpi N -- CMD`: the application runs and their
+/// split.
 fn run_copies_cmd(a: &Args, copies: usize) -> CliResult {
     let m = load_machine(None)?;
+    let records = a.mpi.map(|_| RecordsDir::make()).transpose()?;
+    let mpi = match &records {
+        Some(dir) => Some(MpiLaunch {
+            mpirun: a.mpirun.clone().into_os_string(),
+            numalab: std::env::current_exe()
+                .map_err(|e| CliError::failed(format!("where is numalab itself: {e}")))?,
+            records: dir.0.clone(),
+            as_root: numalab::sys::process::effective_uid() == 0,
+        }),
+        None => None,
+    };
     let req = CopiesRequest {
         copies,
         env: a.env.clone(),
         reps: copies_reps(a.stats.reps)?,
         command: a.command.clone(),
         output_to_stderr: a.out.json,
+        mpi,
     };
     let r = run_copies(&m, &req, &mut |_| {}).map_err(|e| match e {
         CopiesError::Invalid(msg) => CliError::usage(msg),
@@ -106,8 +156,13 @@ fn run_copies_cmd(a: &Args, copies: usize) -> CliResult {
 }
 
 pub fn run(a: Args) -> CliResult {
-    if let Some(n) = a.copies {
+    if let Some(n) = a.copies.or(a.mpi) {
         return run_copies_cmd(&a, n);
+    }
+    if !a.command.is_empty() {
+        return Err(CliError::usage(
+            "a command after -- needs --copies N (copies of it) or --mpi N (an MPI job of N ranks)",
+        ));
     }
     let m = load_machine(None)?;
     let n_cpus = m.allowed_cpus.len();

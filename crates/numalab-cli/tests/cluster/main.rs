@@ -472,3 +472,58 @@ fn verify_slurm_job_judges_each_task_against_its_cpu_bind() {
     assert!(err.starts_with("numalab: --slurm-job 999999: "), "{err}");
     drop(job);
 }
+
+#[test]
+fn scaling_mpi_runs_the_job_packed_with_each_rank_placed_and_says_why_no_unpacked_run() {
+    let d = scratch("cluster-scaling-mpi");
+    let exe = mpi_program(&d);
+    let (rc, out, err) = run(Command::new(bin()).args([
+        "scaling",
+        "--mpi",
+        "2",
+        "--reps",
+        "1",
+        "--json",
+        "--",
+        exe.to_str().unwrap(),
+    ]));
+    assert_eq!(rc, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON on stdout, the ranks' output on stderr");
+    assert_eq!(v["mode"], "mpi");
+    let layouts = v["layouts"].as_array().unwrap();
+    let names: Vec<&str> = layouts
+        .iter()
+        .map(|l| l["layout"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["packed", "spread"], "no single rank under MPI");
+    let packed = &layouts[0];
+    assert_eq!(packed["cpus"], serde_json::json!([[0], [1]]));
+    assert_eq!(packed["memory"], serde_json::json!(["bind:0", "bind:0"]));
+    assert_eq!(packed["verified"], true, "{packed}");
+    // Each rank's record came back: where it was put, and ran.
+    let ranks = packed["runs"][0]["copies"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2);
+    for (i, r) in ranks.iter().enumerate() {
+        assert_eq!(r["cpus_seen"], serde_json::json!([i]), "{r}");
+    }
+    // This machine has one node: no unpacked run, and no split.
+    assert_eq!(layouts[1]["applicable"], false);
+    assert_eq!(
+        layouts[1]["note"],
+        "spread: not applicable: dealing 2 ranks over 1 node with CPUs puts as many on a node as packing them (2)"
+    );
+    assert!(v["model"].is_null());
+    // The program's own lines went to stderr, one per rank.
+    assert_eq!(ranks_printed(&err).len(), 2, "{err}");
+    // The records folder numalab made is gone.
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("numalab-scaling-mpi-")
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

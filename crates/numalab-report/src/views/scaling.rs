@@ -551,8 +551,10 @@ fn summarize(r: &ScalingResult, s: &mut SummaryBuilder) {
 /// copies ran and their median times, then the split and projections.
 pub fn copies_text(r: &CopiesResult) -> String {
     let mut s = String::new();
+    let mpi = r.mode == "mpi";
     let what = match &r.env {
         Some(var) => format!("1 process, {var}={}", r.copies),
+        None if mpi => format!("an MPI job of {} ranks", r.copies),
         None => format!("{} copies", r.copies),
     };
     let _ = writeln!(
@@ -574,14 +576,19 @@ pub fn copies_text(r: &CopiesResult) -> String {
             .map(|((c, n), mem)| format!("CPUs {c} (node {n}, {mem})"))
             .collect();
         let copy: Vec<String> = l.copy_seconds.iter().map(|t| format!("{t:.3}")).collect();
+        // Under MPI every rank's time is the job's (they end together).
+        let per_copy = if mpi {
+            format!("{} ranks a node at most", l.per_node)
+        } else {
+            format!("per copy {} s", copy.join(", "))
+        };
         let _ = writeln!(
             s,
-            "  {:<7} wall {} s; per copy {} s; {}{}",
+            "  {:<7} wall {} s; {per_copy}; {}{}",
             l.layout,
             l.wall_seconds
                 .map(|w| format!("{w:.3}"))
                 .unwrap_or_else(|| "-".into()),
-            copy.join(", "),
             cpus.join("; "),
             if l.verified {
                 ""

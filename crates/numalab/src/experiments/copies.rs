@@ -19,6 +19,16 @@
 //!   an error naming it.
 //! - The split ([`CoreContention`]) takes `one` as 1 core per node and
 //!   `packed` as N cores per node when packed fits on one node.
+//! - **MPI** (`mpi`, `scaling --mpi N`): one job of N ranks per layout,
+//!   started by the MPI launcher (`mpirun -np N --bind-to none`), each rank
+//!   a `numalab run --per-rank map:CPUS --verify` that places itself on
+//!   its CPU (memory bound to its node) and records where it ran. No `one`
+//!   (one rank is another decomposition of the problem); `spread` deals the
+//!   ranks round-robin over the nodes (the study's unpacked), `packed` fills
+//!   the nodes in turn. The split takes spread's and packed's ranks per
+//!   node as the two core counts, as the study split packed vs unpacked
+//!   times of the same job. A rank's time is the job's: MPI ranks end
+//!   together, in `MPI_Finalize`.
 
 use crate::experiments::extrapolate::{CoreContention, Prediction, TimedPoint};
 use crate::machine::Machine;
@@ -53,6 +63,25 @@ pub struct CopiesRequest {
     /// Send the copies' standard output to standard error (so a JSON
     /// result on standard output stays whole).
     pub output_to_stderr: bool,
+    /// MPI mode: the ranks are started by an MPI launcher.
+    pub mpi: Option<MpiLaunch>,
+}
+
+/// How `scaling --mpi` starts a job's ranks.
+#[derive(Debug, Clone)]
+pub struct MpiLaunch {
+    /// The launcher (`mpirun`, Open MPI's options).
+    pub mpirun: OsString,
+    /// This numalab, which every rank runs to place itself and record where
+    /// it ran.
+    pub numalab: std::path::PathBuf,
+    /// A folder this run made for the ranks' records (a subfolder per
+    /// layout and repetition).
+    pub records: std::path::PathBuf,
+    /// numalab runs as root: Open MPI's mpirun refuses root unless told
+    /// (`OMPI_ALLOW_RUN_AS_ROOT`, set for the launcher alone; other MPIs
+    /// ignore it).
+    pub as_root: bool,
 }
 
 /// One copy in one repetition.
@@ -179,7 +208,7 @@ pub fn run_copies(
     if req.command.is_empty() {
         return Err(CopiesError::Invalid("no command given after --".into()));
     }
-    let layouts = plan_layouts(m, n, req.env.is_some());
+    let layouts = plan_layouts(m, n, req.env.is_some(), req.mpi.is_some());
     let mut runs: Vec<Vec<RepRun>> = vec![Vec::new(); layouts.len()];
     let mut warnings = Vec::new();
     'reps: for rep in 0..req.reps {
@@ -189,7 +218,10 @@ pub fn run_copies(
                 break 'reps;
             }
             progress(&format!("{} rep {}/{}", l.name, rep + 1, req.reps));
-            let (run, late) = run_layout(m, req, l)?;
+            let (run, late) = match &req.mpi {
+                Some(mpi) => (run_mpi_layout(m, req, mpi, l, rep)?, false),
+                None => run_layout(m, req, l)?,
+            };
             if late {
                 warnings.push(format!(
                     "{}: pidfd_open failed, so copy times end when each copy was reaped (upper bounds)",
@@ -212,7 +244,9 @@ pub fn run_copies(
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        mode: if req.env.is_some() {
+        mode: if req.mpi.is_some() {
+            "mpi"
+        } else if req.env.is_some() {
             "threads"
         } else {
             "copies"
@@ -229,8 +263,9 @@ pub fn run_copies(
     })
 }
 
-/// `one` (when n > 1), `packed` and `spread`, placed on this machine.
-fn plan_layouts(m: &Machine, n: usize, threads: bool) -> Vec<Layout> {
+/// `one` (when n > 1, not under MPI), `packed` and `spread`, placed on
+/// this machine.
+fn plan_layouts(m: &Machine, n: usize, threads: bool, mpi: bool) -> Vec<Layout> {
     let packed = compact_order(m, &m.allowed_cpus);
     let spread = scatter_order(m, &m.allowed_cpus);
     let nodes_with_cpus = m
@@ -259,7 +294,7 @@ fn plan_layouts(m: &Machine, n: usize, threads: bool) -> Vec<Layout> {
         applicable: true,
     };
     let mut v = Vec::new();
-    if n > 1 {
+    if n > 1 && !mpi {
         v.push(layout("one", &packed, 1));
     }
     let mut p = layout("packed", &packed, n);
@@ -274,6 +309,37 @@ fn plan_layouts(m: &Machine, n: usize, threads: bool) -> Vec<Layout> {
     if n > 1 {
         if nodes_with_cpus >= n {
             v.push(layout("spread", &spread, n));
+        } else if mpi {
+            // Dealt round-robin, fewer ranks a node than packed, or no
+            // unpacked run to compare with.
+            let most = |l: &Layout| -> usize {
+                let mut per = std::collections::BTreeMap::<u32, usize>::new();
+                for p in &l.procs {
+                    for c in p.0.iter() {
+                        *per.entry(m.node_of_cpu(c).unwrap_or(0)).or_default() += 1;
+                    }
+                }
+                per.values().copied().max().unwrap_or(0)
+            };
+            let mut l = layout("spread", &spread, n);
+            let (dealt, packed_most) = (most(&l), most(&v[v.len() - 1]));
+            if dealt < packed_most {
+                l.note = Some(format!(
+                    "spread: {n} ranks dealt over {nodes_with_cpus} nodes with CPUs, up to {dealt} a node"
+                ));
+            } else {
+                l = Layout {
+                    name: "spread",
+                    procs: Vec::new(),
+                    width: n,
+                    note: Some(format!(
+                        "spread: not applicable: dealing {n} ranks over {nodes_with_cpus} node{} with CPUs puts as many on a node as packing them ({packed_most})",
+                        crate::text::format::s(nodes_with_cpus)
+                    )),
+                    applicable: false,
+                };
+            }
+            v.push(l);
         } else {
             v.push(Layout {
                 name: "spread",
@@ -414,6 +480,117 @@ fn run_layout(m: &Machine, req: &CopiesRequest, l: &Layout) -> Result<(RepRun, b
     ))
 }
 
+/// The launcher's argument vector for one layout: `mpirun -np N
+/// --bind-to none numalab run --per-rank map:CPUS --verify --verify-json
+/// DIR/rank-{rank}.json -- CMD`, output moved to stderr as [`argv`] does.
+fn mpi_argv(
+    req: &CopiesRequest,
+    mpi: &MpiLaunch,
+    l: &Layout,
+    dir: &std::path::Path,
+) -> Vec<OsString> {
+    let cpus: Vec<String> = l
+        .procs
+        .iter()
+        .filter_map(|p| p.0.first())
+        .map(|c| c.to_string())
+        .collect();
+    let mut v: Vec<OsString> = Vec::new();
+    if req.output_to_stderr {
+        v.extend(["sh", "-c", "exec \"$@\" 1>&2", "numalab-copy"].map(OsString::from));
+    }
+    if mpi.as_root {
+        v.extend(
+            [
+                "env",
+                "OMPI_ALLOW_RUN_AS_ROOT=1",
+                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+            ]
+            .map(OsString::from),
+        );
+    }
+    v.push(mpi.mpirun.clone());
+    v.extend(["-np".into(), l.procs.len().to_string().into()]);
+    v.extend(["--bind-to", "none"].map(OsString::from));
+    v.push(mpi.numalab.clone().into_os_string());
+    v.extend(["run", "--per-rank"].map(OsString::from));
+    v.push(format!("map:{}", cpus.join(",")).into());
+    v.extend(["--verify", "--verify-json"].map(OsString::from));
+    v.push(dir.join("rank-{rank}.json").into_os_string());
+    v.push("--".into());
+    v.extend(req.command.iter().cloned());
+    v
+}
+
+/// One repetition of one layout under MPI: the launcher started unpinned,
+/// its ranks' records read back.
+fn run_mpi_layout(
+    m: &Machine,
+    req: &CopiesRequest,
+    mpi: &MpiLaunch,
+    l: &Layout,
+    rep: usize,
+) -> Result<RepRun, CopiesError> {
+    let dir = mpi.records.join(format!("{}-{}", l.name, rep + 1));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CopiesError::Failed(format!("{}: {e}", dir.display())))?;
+    let args = mpi_argv(req, mpi, l, &dir);
+    let launcher = mpi.mpirun.to_string_lossy().into_owned();
+    let plan = LaunchPlan::new(m, None, MemoryPolicy::FirstTouch)?.prepare()?;
+    let t0 = Instant::now();
+    let launch = plan
+        .spawn(&args[..])
+        .map_err(|e| CopiesError::Failed(format!("{launcher} ({}): {e}", l.name)))?;
+    let out = launch
+        .wait()
+        .map_err(|e| CopiesError::Failed(format!("waiting for {launcher}: {e}")))?;
+    let wall = t0.elapsed().as_secs_f64();
+    match out.status {
+        ExitStatus::Exited(0) => {}
+        ExitStatus::Exited(c) => {
+            return Err(CopiesError::Failed(format!(
+                "{launcher} -np {} ({}) exited with {c}",
+                l.procs.len(),
+                l.name
+            )))
+        }
+        ExitStatus::Signaled(sig) => {
+            return Err(CopiesError::Failed(format!(
+                "{launcher} -np {} ({}) was ended by signal {sig}",
+                l.procs.len(),
+                l.name
+            )))
+        }
+    }
+    let mut copies = Vec::with_capacity(l.procs.len());
+    for (i, (cpus, _)) in l.procs.iter().enumerate() {
+        let path = dir.join(format!("rank-{i}.json"));
+        let rec = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| crate::cluster::ranks::RankRecord::from_verify_json(&v))
+            .ok_or_else(|| {
+                CopiesError::Failed(format!(
+                    "rank {i} of {} ({}) wrote no record at {}: did {launcher} start numalab for every rank?",
+                    l.procs.len(),
+                    l.name,
+                    path.display()
+                ))
+            })?;
+        copies.push(CopyRun {
+            copy: i,
+            cpus: cpus.clone(),
+            cpus_seen: rec.cpus.union(&rec.seen_cpus),
+            pid: 0,
+            seconds: wall,
+        });
+    }
+    Ok(RepRun {
+        wall_seconds: wall,
+        copies,
+    })
+}
+
 /// Waits until every copy with a pidfd has exited, noting when each did.
 fn wait_for_exits(
     started: &[(Launch, Instant, IdSet, Option<OwnedFd>)],
@@ -510,7 +687,12 @@ fn split(
     m: &Machine,
     layouts: &[LayoutRun],
 ) -> (Option<CoreContention>, Vec<Prediction>, Option<String>) {
-    let get = |name: &str| layouts.iter().find(|l| l.layout == name);
+    let get = |name: &str| layouts.iter().find(|l| l.layout == name && l.applicable);
+    if get("one").is_none() {
+        if let (Some(spread), Some(packed)) = (get("spread"), get("packed")) {
+            return split_unpacked(m, spread, packed);
+        }
+    }
     let (Some(one), Some(packed)) = (get("one"), get("packed")) else {
         return (
             None,
@@ -551,7 +733,55 @@ fn split(
             per_core_bandwidth: None,
         },
     ];
-    match CoreContention::fit(&pts) {
+    fit_and_project(m, packed, &pts)
+}
+
+/// Under MPI: the same job unpacked (spread, fewer ranks a node) and packed.
+fn split_unpacked(
+    m: &Machine,
+    spread: &LayoutRun,
+    packed: &LayoutRun,
+) -> (Option<CoreContention>, Vec<Prediction>, Option<String>) {
+    if spread.per_node == packed.per_node {
+        return (
+            None,
+            Vec::new(),
+            Some(format!(
+                "spread puts as many ranks on a node as packed ({}): this machine has too few nodes with CPUs for an unpacked run",
+                packed.per_node
+            )),
+        );
+    }
+    let (Some(ts), Some(tp)) = (spread.wall_seconds, packed.wall_seconds) else {
+        return (
+            None,
+            Vec::new(),
+            Some("no time was measured (interrupted)".into()),
+        );
+    };
+    let pts = [
+        TimedPoint {
+            cores: spread.per_node,
+            seconds: ts,
+            per_core_bandwidth: None,
+        },
+        TimedPoint {
+            cores: packed.per_node,
+            seconds: tp,
+            per_core_bandwidth: None,
+        },
+    ];
+    fit_and_project(m, packed, &pts)
+}
+
+/// The fit of `pts`, with projections to 1, 2, 4, ... up to four times the
+/// CPUs of packed's first node.
+fn fit_and_project(
+    m: &Machine,
+    packed: &LayoutRun,
+    pts: &[TimedPoint],
+) -> (Option<CoreContention>, Vec<Prediction>, Option<String>) {
+    match CoreContention::fit(pts) {
         Ok(f) => {
             let node = packed.nodes.first().and_then(|n| n.first()).unwrap_or(0);
             let top = (m.allowed_cpus_of(node).len() * 4).max(4);
@@ -574,7 +804,7 @@ mod tests {
     #[test]
     fn the_quartet_packs_two_copies_on_node_0_and_spreads_them_over_two_nodes() {
         let q = fixture("qemu-quartet-4n2c-ring.xml");
-        let ls = plan_layouts(&q, 2, false);
+        let ls = plan_layouts(&q, 2, false, false);
         let names: Vec<&str> = ls.iter().map(|l| l.name).collect();
         assert_eq!(names, ["one", "packed", "spread"]);
         let nodes = |l: &Layout| -> Vec<u32> {
@@ -588,14 +818,14 @@ mod tests {
         assert_ne!(s[0], s[1]);
         assert_eq!(ls[1].procs[0].1.to_string(), "bind:0");
         // Five copies do not spread over four nodes.
-        let ls = plan_layouts(&q, 5, false);
+        let ls = plan_layouts(&q, 5, false, false);
         assert!(!ls[2].applicable);
         assert_eq!(
             ls[2].note.as_deref(),
             Some("spread: not applicable: needs 5 nodes with CPUs, this machine has 4")
         );
         // Threads: one process over the N CPUs.
-        let ls = plan_layouts(&q, 2, true);
+        let ls = plan_layouts(&q, 2, true, false);
         assert_eq!(ls[1].procs.len(), 1);
         assert_eq!(ls[1].procs[0].0.len(), 2);
     }
@@ -608,6 +838,7 @@ mod tests {
             reps: 1,
             command: vec!["prog".into(), "x".into()],
             output_to_stderr: true,
+            mpi: None,
         };
         let v = argv(&req, 4);
         let v: Vec<&str> = v.iter().map(|s| s.to_str().unwrap()).collect();
@@ -622,6 +853,74 @@ mod tests {
                 "OMP_NUM_THREADS=4",
                 "prog",
                 "x"
+            ]
+        );
+    }
+
+    #[test]
+    fn mpi_jobs_pack_and_deal_ranks_and_place_each_by_map() {
+        let q = fixture("qemu-quartet-4n2c-ring.xml");
+        let ls = plan_layouts(&q, 4, false, true);
+        let names: Vec<&str> = ls.iter().map(|l| l.name).collect();
+        assert_eq!(names, ["packed", "spread"], "no single rank under MPI");
+        let cpus =
+            |l: &Layout| -> Vec<u32> { l.procs.iter().map(|p| p.0.first().unwrap()).collect() };
+        assert_eq!(cpus(&ls[0]), [0, 1, 2, 3]);
+        assert_eq!(cpus(&ls[1]), [0, 2, 4, 6]);
+        // Six ranks on four nodes: dealt, two a node at most (packed: two
+        // on each of three nodes, as many: no unpacked run).
+        let ls = plan_layouts(&q, 6, false, true);
+        assert!(!ls[1].applicable);
+        assert_eq!(
+            ls[1].note.as_deref(),
+            Some("spread: not applicable: dealing 6 ranks over 4 nodes with CPUs puts as many on a node as packing them (2)")
+        );
+        // Eight nodes of 8 CPUs: packed puts 8 on node 0, dealt 2 a node.
+        let big = fixture("64amd64-4s2n4ca2co.xml");
+        let ls = plan_layouts(&big, 12, false, true);
+        assert!(ls[1].applicable);
+        assert_eq!(
+            ls[1].note.as_deref(),
+            Some("spread: 12 ranks dealt over 8 nodes with CPUs, up to 2 a node")
+        );
+        let req = CopiesRequest {
+            copies: 4,
+            env: None,
+            reps: 1,
+            command: vec!["./app".into()],
+            output_to_stderr: false,
+            mpi: Some(MpiLaunch {
+                mpirun: "mpirun".into(),
+                numalab: "/bin/numalab".into(),
+                records: "/tmp/r".into(),
+                as_root: false,
+            }),
+        };
+        let ls = plan_layouts(&q, 4, false, true);
+        let v = mpi_argv(
+            &req,
+            req.mpi.as_ref().unwrap(),
+            &ls[1],
+            std::path::Path::new("/tmp/r/spread-1"),
+        );
+        let v: Vec<&str> = v.iter().map(|s| s.to_str().unwrap()).collect();
+        assert_eq!(
+            v,
+            [
+                "mpirun",
+                "-np",
+                "4",
+                "--bind-to",
+                "none",
+                "/bin/numalab",
+                "run",
+                "--per-rank",
+                "map:0,2,4,6",
+                "--verify",
+                "--verify-json",
+                "/tmp/r/spread-1/rank-{rank}.json",
+                "--",
+                "./app"
             ]
         );
     }
