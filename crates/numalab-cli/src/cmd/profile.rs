@@ -11,7 +11,9 @@
 
 use crate::args::whole;
 use crate::launch_args::{placement_for_library, read_plan, LaunchArgs, PinArgs};
-use crate::output::{errln, load_machine, write_stderr, CliError, CliResult, Envelope};
+use crate::output::{
+    errln, load_machine, out, print_result, write_stderr, CliError, CliResult, Envelope,
+};
 use crate::sampling_args::{session, SamplingArgs};
 use numalab::placement::LaunchOutcome;
 use numalab::profile::compare::compare as compare_profiles;
@@ -62,12 +64,79 @@ pub struct Args {
     /// program's; scripts read DIR/profile.json.
     #[arg(long)]
     json: bool,
+    /// Merge the profiles of an MPI job's ranks (DIR/rank-N/profile.json, as `-o
+    /// DIR/rank-{rank}` wrote them) into one view on stdout (no program runs): each rank's
+    /// figures, each site over every rank, the ranks whose remote share stands out.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["plan", "machine", "repeat", "command"])]
+    merge: Option<PathBuf>,
     /// The command and its arguments, after `--`.
-    #[arg(required = true, last = true, value_name = "CMD")]
+    #[arg(required_unless_present = "merge", last = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
+/// `--merge DIR`: every DIR/*/profile.json, by rank.
+fn merge(dir: &Path, json: bool) -> CliResult {
+    use numalab::profile::merge::{merge, MAX_RANKS};
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| CliError::usage(format!("--merge {}: {e}", dir.display())))?;
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    for e in rd.flatten() {
+        let file = e.path().join("profile.json");
+        if file.is_file() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rank = name.strip_prefix("rank-").unwrap_or(&name).to_string();
+            found.push((rank, file));
+            if found.len() > MAX_RANKS {
+                return Err(CliError::usage(format!(
+                    "--merge {}: more than {MAX_RANKS} profiles",
+                    dir.display()
+                )));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(CliError::usage(format!(
+            "--merge {}: no folder in it holds a profile.json (profile each rank with numalab profile -o {}/rank-{{rank}} -- PROGRAM under srun or mpirun)",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    // Ranks in number order, other names after them.
+    found.sort_by(|a, b| {
+        let key = |r: &str| {
+            r.parse::<u64>()
+                .map_or((1, 0, r.to_string()), |n| (0, n, String::new()))
+        };
+        key(&a.0).cmp(&key(&b.0))
+    });
+    let mut profiles = Vec::with_capacity(found.len());
+    for (rank, file) in found {
+        let text = numalab::input::read_text(&file, numalab::input::InputKind::ResultsJson)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        let p: Profile = serde_json::from_str(&text).map_err(|e| {
+            CliError::usage(format!(
+                "{}: not a profile numalab profile wrote ({e})",
+                file.display()
+            ))
+        })?;
+        profiles.push((rank, p));
+    }
+    let merged = merge(&profiles);
+    if json {
+        print_result("profile", &merged)?;
+    } else {
+        out!(
+            "{}",
+            numalab_report::views::profile_merge::merged_text(&merged)
+        )?;
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 pub fn run(mut a: Args) -> CliResult {
+    if let Some(dir) = &a.merge {
+        return merge(dir, a.json);
+    }
     // `-o DIR/rank-{rank}`: one profile per MPI rank.
     a.output = numalab::cluster::ranks::fill_rank(&a.output)
         .map_err(|e| CliError::usage(format!("-o {e}")))?;

@@ -348,6 +348,39 @@ fn an_open_mpi_program_is_placed_by_rank_under_srun_and_mpirun_and_profiled_per_
         );
         assert_eq!(p["program"], serde_json::json!([exe]), "rank {r}");
     }
+    // One view of the four.
+    let (rc, out, err) =
+        run(Command::new(bin()).args(["profile", "--merge", prof.to_str().unwrap(), "--json"]));
+    assert_eq!(rc, 0, "{err}");
+    let m: Value = serde_json::from_str(&out).expect("JSON");
+    let ranks: Vec<&str> = m["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rank"].as_str().unwrap())
+        .collect();
+    assert_eq!(ranks, ["0", "1", "2", "3"]);
+    let sites = m["sites"].as_array().unwrap();
+    let main_stack = sites
+        .iter()
+        .find(|s| s["site"] == "stack of the main thread")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(
+        main_stack["ranks"], 4,
+        "every rank's main stack is one site"
+    );
+    let total: u64 = m["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["samples"].as_u64().unwrap())
+        .sum();
+    let site_samples: u64 = sites.iter().map(|s| s["samples"].as_u64().unwrap()).sum();
+    assert!(site_samples <= total, "{site_samples} > {total}");
+    assert!(
+        m["findings"].as_array().unwrap().is_empty(),
+        "one node, nothing remote: {out}"
+    );
 }
 
 /// A job running in the background until dropped (then cancelled).

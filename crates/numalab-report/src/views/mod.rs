@@ -28,6 +28,7 @@ pub mod policies;
 pub mod profile;
 pub mod profile_compare;
 pub mod profile_html;
+pub mod profile_merge;
 pub mod scaling;
 pub mod scenarios;
 pub mod scenarios_part;

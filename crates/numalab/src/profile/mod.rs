@@ -15,6 +15,7 @@ pub mod estimate;
 pub mod filter;
 pub mod granularity;
 pub mod latency;
+pub mod merge;
 pub mod objects;
 pub mod page_map;
 // The perf_event_open structures and sample decoding, shared with the
