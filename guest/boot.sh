@@ -2,8 +2,8 @@
 # Boot the numalab multi-node test guest under QEMU (TCG) and run a script inside it.
 #
 #   guest/boot.sh --machine quartet|ring4-cpuless [--kernel 6.12|6.1] [--timeout SECONDS]
-#                 [--file HOSTPATH]... [--lib SONAME|PATH]... [--script FILE] [--append KERNEL_ARGS]
-#                 [--tcg multi|single]
+#                 [--file HOSTPATH]... [--lib SONAME|PATH]... [--tree HOSTDIR]... [--script FILE]
+#                 [--open-mpi] [--append KERNEL_ARGS] [--tcg multi|single]
 #
 # --kernel 6.12 (default, guest/cache/vmlinuz, weighted interleave) or 6.1 (Debian 12's stock
 # kernel, guest/cache/vmlinuz-6.1, no weighted interleave). --tcg single runs every vCPU on one
@@ -13,9 +13,14 @@
 # The guest's serial console is streamed to stdout (CR stripped). The script runs under
 # busybox /bin/sh as root in /tmp (a tmpfs); every --file is in /bin, with the shared objects it
 # links; every --lib (a library a program loads at run time, by soname as ldconfig knows it or by
-# path) at its host path, with those it links. The last line the guest
-# prints is `NUMALAB-GUEST-EXIT <rc>`; boot.sh exits with that rc, 124 on timeout, 125 when the
-# marker never appeared (kernel panic, init crash), 2 on usage errors, 1 on host errors.
+# path) at its host path, with those it links; every --tree (a directory a program reads or
+# dlopens from at run time: plugins, help texts) whole at its host path, with what its ELF files
+# link. --open-mpi adds the host's Open MPI: mpirun in /bin, the trees it reads at run time (MCA
+# components, help texts, /etc/openmpi, PMIx's components and help texts), /dev/shm, the
+# loopback up, and the environment a root mpirun without ssh needs (guest/README.md).
+# The last line the guest prints is `NUMALAB-GUEST-EXIT <rc>`; boot.sh exits with that rc, 124
+# on timeout, 125 when the marker never appeared (kernel panic, init crash), 2 on usage errors,
+# 1 on host errors.
 # Without --script, a built-in script prints the guest's NUMA topology.
 # Needs guest/cache/vmlinuz[-6.1] (run guest/fetch-kernel.sh first) and qemu-system-x86_64.
 set -euo pipefail
@@ -28,12 +33,12 @@ MARKER=NUMALAB-GUEST-EXIT
 
 die() { echo "boot.sh: error: $1" >&2; exit "${2:-1}"; }
 usage() {
-    sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
     exit 2
 }
 
-machine="" kernel_ver=6.12 timeout_s=300 script="" append="" tcg=multi
-files=() extra_libs=()
+machine="" kernel_ver=6.12 timeout_s=300 script="" append="" tcg=multi open_mpi=0
+files=() extra_libs=() trees=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --machine) [ $# -ge 2 ] || usage; machine=$2; shift 2 ;;
@@ -46,6 +51,9 @@ while [ $# -gt 0 ]; do
         --file=*) files+=("${1#*=}"); shift ;;
         --lib) [ $# -ge 2 ] || usage; extra_libs+=("$2"); shift 2 ;;
         --lib=*) extra_libs+=("${1#*=}"); shift ;;
+        --tree) [ $# -ge 2 ] || usage; trees+=("$2"); shift 2 ;;
+        --tree=*) trees+=("${1#*=}"); shift ;;
+        --open-mpi) open_mpi=1; shift ;;
         --script) [ $# -ge 2 ] || usage; script=$2; shift 2 ;;
         --script=*) script=${1#*=}; shift ;;
         --append) [ $# -ge 2 ] || usage; append=$2; shift 2 ;;
@@ -80,8 +88,40 @@ for tool in cpio gzip ldd readelf strip timeout; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed: run guest/fetch-kernel.sh"
 done
 [ -z "$script" ] || [ -r "$script" ] || die "cannot read script $script"
+is_elf() { [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = '177ELF' ]; }
+libs_of() {  # absolute paths of the shared objects (and loader) ELF files need, per ldd
+    ldd "$@" 2>/dev/null | sed -n -e 's/^.*=> \(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p' \
+                                  -e 's/^[[:space:]]*\(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p' || true
+}
+init_extra=""
+if [ "$open_mpi" = 1 ]; then
+    # mpirun (orterun) forks the ranks itself (plm isolated: the guest has no ssh), and dlopens
+    # its MCA components from pkglibdir; its help texts are in pkgdatadir, its defaults in
+    # sysconfdir; the PMIx library it links dlopens its own components (without them: "help
+    # about unavailable" from pcompress) from <prefix>/lib/pmix and reads <prefix>/share.
+    # PMIx's server listens on a TCP socket ("ptl_tool: problems getting address", "listener-
+    # thread-start" with the loopback down); the shared-memory transport (vader) maps its
+    # segments in /dev/shm (without it: the session folder, and an unlink(2) warning).
+    mpirun_path=$(command -v mpirun) && command -v ompi_info >/dev/null 2>&1 \
+        || die "--open-mpi: mpirun or ompi_info is not installed (cluster/install.sh installs Open MPI)"
+    files+=("$mpirun_path")
+    for what in pkglibdir pkgdatadir sysconfdir; do
+        trees+=("$(ompi_info --path "$what" --parsable | sed -n "s/^path:$what://p")")
+    done
+    pmix_lib=$(for f in "${trees[0]}"/mca_pmix_*.so; do libs_of "$f"; done | grep -m1 '/libpmix\.so' || true)
+    [ -n "$pmix_lib" ] || die "--open-mpi: no component in ${trees[0]} links libpmix (ldd)"
+    pmix_prefix=$(dirname "$(dirname "$(readlink -f "$pmix_lib")")")
+    trees+=("$pmix_prefix/lib/pmix" "$pmix_prefix/share")
+    init_extra='mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+ip link set lo up
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated'
+fi
 for f in ${files[@]+"${files[@]}"}; do
     [ -f "$f" ] && [ -r "$f" ] || die "cannot read --file $f"
+done
+for t in ${trees[@]+"${trees[@]}"}; do
+    case "$t" in /*) ;; *) die "--tree wants an absolute directory (it lands at the same path), got '$t'" 2 ;; esac
+    [ -d "$t" ] && [ -r "$t" ] || die "cannot read --tree $t (not a directory)"
 done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/numalab-guest.XXXXXX")
@@ -112,11 +152,6 @@ if [ "$(id -u)" -eq 0 ]; then mknod -m 600 "$root/dev/console" c 5 1; fi
 : > "$root/etc/passwd"; echo 'root:x:0:0:root:/root:/bin/sh' > "$root/etc/passwd"
 echo 'root:x:0:' > "$root/etc/group"
 
-is_elf() { [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = '177ELF' ]; }
-libs_of() {  # absolute paths of the shared objects (and loader) an ELF needs, per ldd
-    ldd "$1" 2>/dev/null | sed -n -e 's/^.*=> \(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p' \
-                                  -e 's/^[[:space:]]*\(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p' || true
-}
 declare -A libs=()
 for f in ${files[@]+"${files[@]}"}; do
     dest="$root/bin/$(basename "$f")"
@@ -146,7 +181,23 @@ for want in ${extra_libs[@]+"${extra_libs[@]}"}; do
     libs["$lib"]=1
     while read -r dep; do [ -n "$dep" ] && libs["$dep"]=1; done < <(libs_of "$lib")
 done
+for t in ${trees[@]+"${trees[@]}"}; do
+    t=${t%/}
+    mkdir -p "$root$t"
+    cp -a "$t/." "$root$t/"
+    # The ELF files by their first bytes read in this shell, and one ldd for them all: three
+    # processes per file took 3.5 s for Open MPI's 258 files.
+    elves=()
+    while IFS= read -r -d '' f; do
+        magic=""
+        LC_ALL=C IFS= read -r -d '' -n 4 magic < "$f" || true
+        [ "$magic" != $'\x7fELF' ] || elves+=("$f")
+    done < <(find "$t" -type f -print0)
+    [ ${#elves[@]} -gt 0 ] || continue
+    while read -r lib; do [ -n "$lib" ] && libs["$lib"]=1; done < <(libs_of "${elves[@]}" | sort -u)
+done
 for lib in "${!libs[@]}"; do
+    [ ! -e "$root$lib" ] || continue  # already there, as a file of a --tree
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
 done
@@ -178,6 +229,7 @@ mount -t tmpfs tmpfs /run
 echo 1 > /proc/sys/kernel/printk
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root TERM=dumb
 hostname numalab-guest
+$init_extra
 cd /tmp
 # Start on a fresh line: the firmware's last line has no newline.
 echo
