@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use common::{boot, nodes_of, one_line_error, Guest, LazyGuest};
+use common::{boot_with_files, nodes_of, one_line_error, Guest, LazyGuest};
 use serde_json::Value;
 
 /// Steps the experiments' Quartet guest runs first, on a fresh machine
@@ -635,11 +635,20 @@ const OLD_KERNEL_STEPS: &[(&str, &str)] = &[
 ];
 
 /// Debian 12's stock kernel (6.1): no weighted interleave (Linux >= 6.9).
+/// The same guest runs Open MPI's ranks after these steps (guest_mpi.rs).
 fn old_kernel() -> &'static Guest {
     crate::guest(&OLD_KERNEL)
 }
-pub(crate) static OLD_KERNEL: LazyGuest =
-    LazyGuest::new(|| boot("quartet", "6.1", OLD_KERNEL_STEPS));
+pub(crate) static OLD_KERNEL: LazyGuest = LazyGuest::new(|| {
+    let steps = [OLD_KERNEL_STEPS, crate::guest_mpi::STEPS].concat();
+    boot_with_files(
+        "quartet",
+        "6.1",
+        &steps,
+        &["--open-mpi"],
+        &[crate::guest_mpi::program()],
+    )
+});
 
 #[test]
 fn old_kernel_lacks_weighted_interleave_and_says_so() {
