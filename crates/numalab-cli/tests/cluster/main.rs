@@ -390,8 +390,10 @@ struct BackgroundJob {
 }
 
 impl BackgroundJob {
-    /// `srun ARGS` under job name `name`, once Slurm says it runs.
-    fn start(name: &str, args: &[&str]) -> BackgroundJob {
+    /// `srun ARGS` under job name `name`, once its `tasks` tasks have each
+    /// created their file `ready/TASK` (the command's last step before it
+    /// waits).
+    fn start(name: &str, args: &[&str], ready: &Path, tasks: usize) -> BackgroundJob {
         let child = Command::new("srun")
             .arg(format!("--job-name={name}"))
             .args(args)
@@ -432,6 +434,12 @@ impl Drop for BackgroundJob {
 #[test]
 fn verify_slurm_job_judges_each_task_against_its_cpu_bind() {
     let (nodes, _) = cluster();
+    let ready = scratch("cluster-verify-slurm").join("ready");
+    std::fs::create_dir_all(&ready).unwrap();
+    let script = format!(
+        "if [ \"$SLURM_PROCID\" = 3 ]; then taskset -p -c 0 $$ >/dev/null; fi; touch {}/$SLURM_PROCID; exec sleep 120",
+        ready.display()
+    );
     // Four tasks bound one per CPU; task 3 moves itself to CPU 0.
     let job = BackgroundJob::start(
         "numalab-verify-test",
@@ -444,8 +452,10 @@ fn verify_slurm_job_judges_each_task_against_its_cpu_bind() {
             "--mem-bind=local",
             "sh",
             "-c",
-            "if [ \"$SLURM_PROCID\" = 3 ]; then taskset -p -c 0 $$ >/dev/null; fi; exec sleep 120",
+            &script,
         ],
+        &ready,
+        4,
     );
     let (rc, out, err) = run(Command::new(bin()).args(["verify", "--slurm-job", &job.id]));
     assert_eq!(rc, 3, "{out}{err}");
