@@ -405,19 +405,18 @@ impl BackgroundJob {
             child,
             id: String::new(),
         };
-        for _ in 0..300 {
-            let (_, out, _) =
-                run(Command::new("squeue").args(["-h", "-t", "R", "-n", name, "-o", "%i"]));
-            if let Some(id) = out.split_whitespace().next() {
-                job.id = id.to_string();
-                // Its tasks have started (and rebound themselves) once
-                // Slurm lists as many processes as the step has tasks.
-                std::thread::sleep(std::time::Duration::from_secs(2));
+        for _ in 0..600 {
+            if job.id.is_empty() {
+                let (_, out, _) = run(Command::new("squeue").args(["-h", "-n", name, "-o", "%i"]));
+                job.id = out.split_whitespace().next().unwrap_or("").to_string();
+            }
+            let done = std::fs::read_dir(ready).map_or(0, |d| d.count());
+            if !job.id.is_empty() && done == tasks {
                 return job;
             }
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
-        panic!("job {name} did not start within 60 s");
+        panic!("job {name} did not start its {tasks} tasks within 120 s");
     }
 }
 
