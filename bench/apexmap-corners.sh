@@ -24,23 +24,8 @@ usage: bash bench/apexmap-corners.sh [--tries N] [--cpu CPU] [--bin PATH] [--log
 EOF2
 }
 TRIES=10 CPU="" BIN="" LOG_DIR=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --tries) TRIES=$2; shift 2 ;;
-        --cpu) CPU=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        --log-dir) LOG_DIR=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "apexmap-corners.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$TRIES" in
-    ''|*[!0-9]*) echo "apexmap-corners.sh: --tries '$TRIES' is not a whole number from 1 to 1000" >&2; exit 2 ;;
-esac
-if [ "$TRIES" -lt 1 ] || [ "$TRIES" -gt 1000 ]; then
-    echo "apexmap-corners.sh: --tries $TRIES is not a whole number from 1 to 1000" >&2
-    exit 2
-fi
+bench_options apexmap-corners.sh "tries=TRIES cpu=CPU bin=BIN log-dir=LOG_DIR" "$@"
+bench_whole apexmap-corners.sh --tries "$TRIES" 1 1000
 numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-apexmap-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"

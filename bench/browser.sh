@@ -9,6 +9,8 @@
 # it cannot measure (install or build failed, a harness test failed). See bench/README.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/common.sh
+. bench/common.sh
 
 usage() {
     cat <<'EOF2'
@@ -17,13 +19,7 @@ usage: bash bench/browser.sh [--log-dir DIR]
 EOF2
 }
 LOG_DIR=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --log-dir) LOG_DIR=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "browser.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
+bench_options browser.sh "log-dir=LOG_DIR" "$@"
 bash scripts/install-deps.sh --test >/dev/null
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-browser-bench.XXXXXX)}

@@ -29,20 +29,10 @@ usage: bash bench/compare-scale.sh [--elements LIST] [--profile-mb LIST] [--time
 EOF2
 }
 ELEMENTS="20000,80000,160000" PROFILE_MB="50,100" TIMEOUT=600 BIN="" LOG_DIR="" KEEP=0
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --elements) ELEMENTS=$2; shift 2 ;;
-        --profile-mb) PROFILE_MB=$2; shift 2 ;;
-        --timeout) TIMEOUT=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        --log-dir) LOG_DIR=$2; KEEP=1; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "compare-scale.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-for n in ${ELEMENTS//,/ } ${PROFILE_MB//,/ } "$TIMEOUT"; do
-    case "$n" in ''|*[!0-9]*|0) echo "compare-scale.sh: '$n' is not a whole number from 1" >&2; exit 2 ;; esac
-done
+bench_options compare-scale.sh "elements=ELEMENTS profile-mb=PROFILE_MB timeout=TIMEOUT bin=BIN log-dir=LOG_DIR log-dir=KEEP:1" "$@"
+for n in ${ELEMENTS//,/ }; do bench_whole compare-scale.sh --elements "$n" 1; done
+for n in ${PROFILE_MB//,/ }; do bench_whole compare-scale.sh --profile-mb "$n" 1; done
+bench_whole compare-scale.sh --timeout "$TIMEOUT" 1
 [ -x /usr/bin/time ] || { echo "compare-scale.sh: /usr/bin/time is missing (apt-get install time)" >&2; exit 1; }
 numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-compare-scale.XXXXXX)}

@@ -10,6 +10,8 @@
 # (it is a report); exits non-zero only when it cannot measure at all (install, build).
 # See bench/README.md.
 set -euo pipefail
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 usage() {
     cat <<'EOF'
@@ -36,29 +38,13 @@ EOF
 
 ROUNDS="" SIZE="" LAT_SIZE="" THREADS="1,all" NUMALAB_THP="system" LIKWID_S="" SKIP_TIME=0
 LOG_DIR="" QUICK=0 BIN="" SKIP_BW=0
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --rounds) ROUNDS="${2:?--rounds needs a number}"; shift 2 ;;
-        --size) SIZE="${2:?--size needs a size}"; shift 2 ;;
-        --lat-size) LAT_SIZE="${2:?--lat-size needs a size}"; shift 2 ;;
-        --threads) THREADS="${2:?--threads needs a list}"; shift 2 ;;
-        --numalab-thp) NUMALAB_THP="${2:?--numalab-thp needs on, off or system}"; shift 2 ;;
-        --likwid-seconds) LIKWID_S="${2:?--likwid-seconds needs a number}"; shift 2 ;;
-        --skip-time) SKIP_TIME=1; shift ;;
-        --skip-bandwidth) SKIP_BW=1; shift ;;
-        --log-dir) LOG_DIR="${2:?--log-dir needs a directory}"; shift 2 ;;
-        --bin) BIN="${2:?--bin needs a path}"; shift 2 ;;
-        --quick) QUICK=1; shift ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "compare: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
+bench_options compare "rounds=ROUNDS size=SIZE lat-size=LAT_SIZE threads=THREADS numalab-thp=NUMALAB_THP likwid-seconds=LIKWID_S skip-time=SKIP_TIME:1 skip-bandwidth=SKIP_BW:1 log-dir=LOG_DIR bin=BIN quick=QUICK:1" "$@"
 if [ "$QUICK" = 1 ]; then
     : "${ROUNDS:=2}" "${SIZE:=256MB}" "${LAT_SIZE:=256MiB}" "${LIKWID_S:=0.5}"
 else
     : "${ROUNDS:=5}" "${SIZE:=1GB}" "${LAT_SIZE:=1GiB}" "${LIKWID_S:=1}"
 fi
-case "$ROUNDS" in ''|*[!0-9]*|0) echo "compare: --rounds must be a whole number >= 1" >&2; exit 2 ;; esac
+bench_whole compare --rounds "$ROUNDS" 1
 case "$NUMALAB_THP" in on|off|system) ;; *) echo "compare: --numalab-thp must be on, off or system" >&2; exit 2 ;; esac
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -26,21 +26,9 @@ usage: bash bench/counters-overhead.sh [--rounds N] [--threads N] [--bin PATH]
 EOF2
 }
 ROUNDS=7 THREADS=2000 BIN=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --rounds) ROUNDS=${2:-}; shift 2 ;;
-        --threads) THREADS=${2:-}; shift 2 ;;
-        --bin) BIN=${2:-}; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "counters-overhead.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$ROUNDS" in ''|*[!0-9]*|0) echo "counters-overhead.sh: --rounds takes a whole number from 1" >&2; exit 2 ;; esac
-case "$THREADS" in ''|*[!0-9]*|0) echo "counters-overhead.sh: --threads takes a whole number from 1" >&2; exit 2 ;; esac
-if [ "$ROUNDS" -gt 100 ] || [ "$THREADS" -gt 100000 ]; then
-    echo "counters-overhead.sh: at most 100 rounds and 100000 threads" >&2
-    exit 2
-fi
+bench_options counters-overhead.sh "rounds=ROUNDS threads=THREADS bin=BIN" "$@"
+bench_whole counters-overhead.sh --rounds "$ROUNDS" 1 100
+bench_whole counters-overhead.sh --threads "$THREADS" 1 100000
 numalab_bin
 BIN=$(realpath "$BIN")
 for tool in perf xz gcc; do

@@ -21,18 +21,9 @@ usage: bash bench/fleet-aggregate.sh [--nodes N] [--source FILE] [--bin PATH] [-
 EOF2
 }
 NODES=10000 SOURCE="" BIN="" KEEP=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --nodes) NODES=$2; shift 2 ;;
-        --source) SOURCE=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        --keep) KEEP=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "fleet-aggregate.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$NODES" in ''|*[!0-9]*|0) echo "fleet-aggregate.sh: --nodes takes a whole number from 1" >&2; exit 2 ;; esac
-[ "$NODES" -le 100000 ] || { echo "fleet-aggregate.sh: --nodes is at most 100000 (the most one fleet reads)" >&2; exit 2; }
+bench_options fleet-aggregate.sh "nodes=NODES source=SOURCE bin=BIN keep=KEEP" "$@"
+# At most 100000: the most one fleet reads.
+bench_whole fleet-aggregate.sh --nodes "$NODES" 1 100000
 numalab_bin
 if [ -n "$KEEP" ]; then
     DIR=$KEEP

@@ -23,17 +23,7 @@ usage: bash bench/kernels.sh [--size SIZE] [--chase-size SIZE] [--no-chase] [--b
 EOF2
 }
 SIZE=400M CHASE_SIZE=1G CHASE=1 BIN="" LOG_DIR=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --size) SIZE=$2; shift 2 ;;
-        --chase-size) CHASE_SIZE=$2; shift 2 ;;
-        --no-chase) CHASE=0; shift ;;
-        --bin) BIN=$2; shift 2 ;;
-        --log-dir) LOG_DIR=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "kernels.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
+bench_options kernels.sh "size=SIZE chase-size=CHASE_SIZE no-chase=CHASE:0 bin=BIN log-dir=LOG_DIR" "$@"
 numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-kernels-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"

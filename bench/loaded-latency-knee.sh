@@ -23,16 +23,9 @@ usage: bash bench/loaded-latency-knee.sh [--runs N] [--bin PATH] [-- OPTIONS...]
 EOF2
 }
 RUNS=3 BIN=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --runs) RUNS=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        --) shift; break ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "loaded-latency-knee.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$RUNS" in ''|*[!0-9]*|0) echo "loaded-latency-knee.sh: --runs takes a whole number from 1" >&2; exit 2 ;; esac
+bench_options loaded-latency-knee.sh "runs=RUNS bin=BIN --" "$@"
+set -- "${BENCH_ARGS[@]}"
+bench_whole loaded-latency-knee.sh --runs "$RUNS" 1
 numalab_bin
 if [ "$(nproc)" -lt 2 ]; then
     echo "loaded-latency-knee.sh: needs 2 CPUs (one to chase, one to inject); this machine has $(nproc)" >&2

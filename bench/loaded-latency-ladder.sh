@@ -22,15 +22,8 @@ usage: bash bench/loaded-latency-ladder.sh [--rounds N] [--bin PATH]
 EOF2
 }
 ROUNDS=8 BIN=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --rounds) ROUNDS=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "loaded-latency-ladder.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$ROUNDS" in ''|*[!0-9]*|0) echo "loaded-latency-ladder.sh: --rounds takes a whole number from 1" >&2; exit 2 ;; esac
+bench_options loaded-latency-ladder.sh "rounds=ROUNDS bin=BIN" "$@"
+bench_whole loaded-latency-ladder.sh --rounds "$ROUNDS" 1
 numalab_bin
 if [ "$(nproc)" -lt 2 ]; then
     echo "loaded-latency-ladder.sh: needs 2 CPUs (one to chase, one to inject); this machine has $(nproc)" >&2

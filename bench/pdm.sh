@@ -19,15 +19,8 @@ usage: bash bench/pdm.sh [--runs N] [--bin PATH]
 EOF2
 }
 RUNS=3 BIN=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --runs) RUNS=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "pdm.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$RUNS" in ''|*[!0-9]*|0) echo "pdm.sh: --runs takes a whole number from 1" >&2; exit 2 ;; esac
+bench_options pdm.sh "runs=RUNS bin=BIN" "$@"
+bench_whole pdm.sh --runs "$RUNS" 1
 numalab_bin
 FIX=tests/fixtures/topologies
 out=$(mktemp /tmp/numalab-pdm-bench.XXXXXX)

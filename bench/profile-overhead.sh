@@ -27,17 +27,8 @@ usage: bash bench/profile-overhead.sh [--rounds N] [--bin PATH] [--program PATH]
 EOF2
 }
 ROUNDS=5 BIN="" PROGRAM="" WORKLOAD=all
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --rounds) ROUNDS=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        --program) PROGRAM=$2; shift 2 ;;
-        --workload) WORKLOAD=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "profile-overhead.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$ROUNDS" in ''|*[!0-9]*|0) echo "profile-overhead.sh: --rounds takes a whole number from 1" >&2; exit 2 ;; esac
+bench_options profile-overhead.sh "rounds=ROUNDS bin=BIN program=PROGRAM workload=WORKLOAD" "$@"
+bench_whole profile-overhead.sh --rounds "$ROUNDS" 1
 case "$WORKLOAD" in truth|xz|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, all" >&2; exit 2 ;; esac
 numalab_bin
 BIN=$(realpath "$BIN")

@@ -29,20 +29,9 @@ EOF2
 }
 REPEATS=20 MODES="leader,instep,staggered,random,slices,prodcons,unequal,migrate,falseshare"
 PASSES=20 BIN="" KEEP="" FROM=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --repeats) REPEATS=$2; shift 2 ;;
-        --modes) MODES=$2; shift 2 ;;
-        --passes) PASSES=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        --keep) KEEP=$2; shift 2 ;;
-        --from) FROM=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "profile-truth.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$REPEATS" in ''|*[!0-9]*|0) echo "profile-truth.sh: --repeats takes a whole number from 1" >&2; exit 2 ;; esac
-case "$PASSES" in ''|*[!0-9]*|0) echo "profile-truth.sh: --passes takes a whole number from 1" >&2; exit 2 ;; esac
+bench_options profile-truth.sh "repeats=REPEATS modes=MODES passes=PASSES bin=BIN keep=KEEP from=FROM" "$@"
+bench_whole profile-truth.sh --repeats "$REPEATS" 1
+bench_whole profile-truth.sh --passes "$PASSES" 1
 
 if [ -z "$FROM" ]; then
     numalab_bin

@@ -24,15 +24,8 @@ usage: bash bench/real-runtimes.sh [--rounds N] [--bin PATH]
 EOF2
 }
 ROUNDS=6 BIN=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --rounds) ROUNDS=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "real-runtimes.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$ROUNDS" in ''|*[!0-9]*|0) echo "real-runtimes.sh: --rounds takes a whole number from 1" >&2; exit 2 ;; esac
+bench_options real-runtimes.sh "rounds=ROUNDS bin=BIN" "$@"
+bench_whole real-runtimes.sh --rounds "$ROUNDS" 1
 numalab_bin
 BIN=$(realpath "$BIN")
 [ -f "$(dirname "$BIN")/libnumalab_preload.so" ] || {

@@ -23,15 +23,7 @@ usage: bash bench/report.sh [--budgets LIST] [--bin PATH] [--log-dir DIR]
 EOF2
 }
 BUDGETS="quick,default,45" BIN="" LOG_DIR=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --budgets) BUDGETS=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        --log-dir) LOG_DIR=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "report.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
+bench_options report.sh "budgets=BUDGETS bin=BIN log-dir=LOG_DIR" "$@"
 numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-report-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"

@@ -23,17 +23,8 @@ usage: bash bench/sweep-budget.sh [--budgets LIST] [--runs N] [--bin PATH] [--lo
 EOF2
 }
 BUDGETS="1,4" RUNS=3 BIN="" LOG_DIR=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --budgets) BUDGETS=$2; shift 2 ;;
-        --runs) RUNS=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        --log-dir) LOG_DIR=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "sweep-budget.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-case "$RUNS" in ''|*[!0-9]*|0) echo "sweep-budget.sh: --runs takes a whole number from 1" >&2; exit 2 ;; esac
+bench_options sweep-budget.sh "budgets=BUDGETS runs=RUNS bin=BIN log-dir=LOG_DIR" "$@"
+bench_whole sweep-budget.sh --runs "$RUNS" 1
 numalab_bin
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/numalab-sweep-bench.XXXXXX)}
 mkdir -p "$LOG_DIR"

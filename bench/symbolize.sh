@@ -11,6 +11,8 @@
 # A report, not a test: exits 0 whatever the ratio, non-zero only when it cannot measure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/common.sh
+. bench/common.sh
 
 usage() {
     cat <<'EOF2'
@@ -22,19 +24,9 @@ usage: bash bench/symbolize.sh [--object PATH] [--addresses N] [--rounds N] [--b
 EOF2
 }
 OBJECT="" N=2000 ROUNDS=5 BIN=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --object) OBJECT=$2; shift 2 ;;
-        --addresses) N=$2; shift 2 ;;
-        --rounds) ROUNDS=$2; shift 2 ;;
-        --bin) BIN=$2; shift 2 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "symbolize.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
-for v in "$N" "$ROUNDS"; do
-    case "$v" in ''|*[!0-9]*|0) echo "symbolize.sh: --addresses and --rounds take a whole number from 1" >&2; exit 2 ;; esac
-done
+bench_options symbolize.sh "object=OBJECT addresses=N rounds=ROUNDS bin=BIN" "$@"
+bench_whole symbolize.sh --addresses "$N" 1
+bench_whole symbolize.sh --rounds "$ROUNDS" 1
 for tool in addr2line nm; do
     command -v "$tool" >/dev/null || { echo "symbolize.sh: $tool missing (apt-get install binutils): it is the peer" >&2; exit 1; }
 done
