@@ -714,26 +714,7 @@ fn split(
             Some("the split needs the packed copies on one node, and they span several".into()),
         );
     }
-    let (Some(t1), Some(tn)) = (one.wall_seconds, packed.wall_seconds) else {
-        return (
-            None,
-            Vec::new(),
-            Some("no time was measured (interrupted)".into()),
-        );
-    };
-    let pts = [
-        TimedPoint {
-            cores: 1,
-            seconds: t1,
-            per_core_bandwidth: None,
-        },
-        TimedPoint {
-            cores: packed.per_node,
-            seconds: tn,
-            per_core_bandwidth: None,
-        },
-    ];
-    fit_and_project(m, packed, &pts)
+    fit_pair(m, one, 1, packed)
 }
 
 /// Under MPI: the same job unpacked (spread, fewer ranks a node) and packed.
@@ -752,7 +733,18 @@ fn split_unpacked(
             )),
         );
     }
-    let (Some(ts), Some(tp)) = (spread.wall_seconds, packed.wall_seconds) else {
+    fit_pair(m, spread, spread.per_node, packed)
+}
+
+/// The split from `base`'s time at `base_cores` a node and `packed`'s at
+/// its ranks or copies a node.
+fn fit_pair(
+    m: &Machine,
+    base: &LayoutRun,
+    base_cores: usize,
+    packed: &LayoutRun,
+) -> (Option<CoreContention>, Vec<Prediction>, Option<String>) {
+    let (Some(tb), Some(tp)) = (base.wall_seconds, packed.wall_seconds) else {
         return (
             None,
             Vec::new(),
@@ -761,8 +753,8 @@ fn split_unpacked(
     };
     let pts = [
         TimedPoint {
-            cores: spread.per_node,
-            seconds: ts,
+            cores: base_cores,
+            seconds: tb,
             per_core_bandwidth: None,
         },
         TimedPoint {
