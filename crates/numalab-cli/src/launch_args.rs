@@ -415,7 +415,11 @@ pub struct PinArgs {
     /// the end); compact (node by node, core by core) or scatter (one CPU of each node in
     /// turn) order the CPUs the command may run on. Done by numalab's preload library;
     /// `run --verify` checks each thread, a profile lists the CPUs each thread was seen on.
-    #[arg(long, visible_alias = "threads-policy", value_name = "LIST|compact|scatter")]
+    #[arg(
+        long,
+        visible_alias = "threads-policy",
+        value_name = "LIST|compact|scatter"
+    )]
     pin: Option<String>,
     /// With --pin: the created threads to leave on the command's CPUs, as a hexadecimal mask
     /// (bit k: the k-th thread the command creates, from 0; 0x1 skips an OpenMP runtime's
