@@ -38,6 +38,20 @@ pub const STEPS: &[(&str, &str)] = &[
         "mkdir -p /tmp/mpi-cb && mpirun -np 8 numalab run --per-rank core-block --verify --verify-json /tmp/mpi-cb/rank-{rank}.json -- mpi_ranks",
     ),
     ("mpi_core_block_ranks", "numalab verify --ranks /tmp/mpi-cb --json"),
+    // The same job packed (two ranks a node) and unpacked (one a node),
+    // each rank placed by map: and its record read back; times mean
+    // nothing here, placements do.
+    (
+        "mpi_scaling",
+        "numalab scaling --mpi 4 --reps 1 --json -- mpi_ranks",
+    ),
+    // One profile per rank (Open MPI binds rank r to socket r, node r, by
+    // itself for more than 2 ranks), then one view of the four.
+    (
+        "mpi_profile",
+        "mpirun -np 4 numalab profile -o /tmp/mpi-prof/rank-{rank} -- mpi_ranks",
+    ),
+    ("mpi_merge", "numalab profile --merge /tmp/mpi-prof --json"),
 ];
 
 /// tests/programs/mpi_ranks.c built with mpicc (Open MPI's wrapper, which
@@ -203,4 +217,69 @@ fn eight_open_mpi_ranks_in_core_blocks_get_one_cpu_each_not_open_mpis_socket() {
         );
         memory_on(mem, r / 2);
     }
+}
+
+#[test]
+fn scaling_mpi_packs_two_ranks_a_node_and_deals_one_a_node_each_verified() {
+    let g = guest();
+    let mut v = g.json("mpi_scaling", 0);
+    common::open_envelope(&mut v, "scaling");
+    assert_eq!(v["mode"], "mpi");
+    let layouts = v["layouts"].as_array().unwrap();
+    let get = |name: &str| {
+        layouts
+            .iter()
+            .find(|l| l["layout"] == name)
+            .unwrap_or_else(|| panic!("{name} in {v}"))
+    };
+    let (packed, spread) = (get("packed"), get("spread"));
+    assert_eq!(packed["cpus"], json!([[0], [1], [2], [3]]));
+    assert_eq!(packed["nodes"], json!([[0], [0], [1], [1]]));
+    assert_eq!(
+        packed["memory"],
+        json!(["bind:0", "bind:0", "bind:1", "bind:1"])
+    );
+    assert_eq!(packed["per_node"], 2);
+    assert_eq!(spread["cpus"], json!([[0], [2], [4], [6]]));
+    assert_eq!(spread["nodes"], json!([[0], [1], [2], [3]]));
+    assert_eq!(spread["per_node"], 1);
+    for l in [packed, spread] {
+        assert_eq!(l["verified"], true, "{l}");
+        // Every rank's record: the CPU it was given, and only it.
+        let ranks = l["runs"][0]["copies"].as_array().unwrap();
+        let seen: Vec<&Value> = ranks.iter().map(|r| &r["cpus_seen"]).collect();
+        let want: Vec<&Value> = l["cpus"].as_array().unwrap().iter().collect();
+        assert_eq!(seen, want, "{l}");
+    }
+    // The split is fitted from the two ranks-a-node counts, or says why
+    // not (guest timings may not follow the model).
+    assert!(v["model"].is_object() || v["model_note"].is_string(), "{v}");
+}
+
+#[test]
+fn merged_profiles_of_four_ranks_show_each_rank_on_its_own_node() {
+    let g = guest();
+    let s = g.step("mpi_profile");
+    assert_eq!(s.rc, 0, "{}\n{}", s.err, s.out);
+    let mut v = g.json("mpi_merge", 0);
+    common::open_envelope(&mut v, "profile");
+    let ranks: Vec<(String, Value)> = v["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rank"].as_str().unwrap().to_string(),
+                r["cpu_nodes"].clone(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, Value)> = (0..4u64).map(|r| (r.to_string(), json!([r]))).collect();
+    assert_eq!(ranks, want, "{v}");
+    let sites = v["sites"].as_array().unwrap();
+    let main_stack = sites
+        .iter()
+        .find(|s| s["site"] == "stack of the main thread")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(main_stack["ranks"], 4);
 }
