@@ -14,7 +14,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The cluster's nodes, and node 2's THP setting; a test run outside the
@@ -156,36 +156,12 @@ fn a_fleet_of_the_two_nodes_names_the_node_whose_thp_differs() {
     );
 }
 
-fn mpi_program(d: &Path) -> PathBuf {
-    let exe = d.join("mpi_ranks");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/programs/mpi_ranks.c");
-    let (rc, _, err) = run(Command::new("mpicc")
-        .arg("-O2")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src));
-    assert_eq!(rc, 0, "mpicc: {err}");
-    exe
-}
-
-/// `rank R of N local L host H cpus C` lines, by rank: (local, host, cpus).
+/// mpi_ranks's lines by rank: (local, host, cpus).
 fn ranks_printed(out: &str) -> Vec<(u32, String, String)> {
-    let mut v: Vec<(u32, u32, String, String)> = out
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            (w.len() == 10 && w[0] == "rank").then(|| {
-                (
-                    w[1].parse().unwrap(),
-                    w[5].parse().unwrap(),
-                    w[7].to_string(),
-                    w[9].to_string(),
-                )
-            })
-        })
-        .collect();
-    v.sort();
-    v.into_iter().map(|(_, l, h, c)| (l, h, c)).collect()
+    mpi_ranks_printed(out)
+        .into_iter()
+        .map(|(_, _, l, h, c)| (l, h, c))
+        .collect()
 }
 
 #[test]
@@ -278,7 +254,7 @@ fn ranks_under_srun_get_their_share_and_verify_gathers_them() {
 fn an_open_mpi_program_is_placed_by_rank_under_srun_and_mpirun_and_profiled_per_rank() {
     let (nodes, _) = cluster();
     let d = scratch("cluster-mpi");
-    let exe = mpi_program(&d);
+    let exe = mpi_ranks_program(&d);
     let exe = exe.to_str().unwrap();
     let want: Vec<(u32, String, String)> = (0..4u32)
         .map(|r| (r % 2, nodes[r as usize / 2].clone(), (r % 2).to_string()))
@@ -518,7 +494,7 @@ fn verify_slurm_job_judges_each_task_against_its_cpu_bind() {
 #[test]
 fn scaling_mpi_runs_the_job_packed_with_each_rank_placed_and_says_why_no_unpacked_run() {
     let d = scratch("cluster-scaling-mpi");
-    let exe = mpi_program(&d);
+    let exe = mpi_ranks_program(&d);
     let (rc, out, err) = run(Command::new(bin()).args([
         "scaling",
         "--mpi",

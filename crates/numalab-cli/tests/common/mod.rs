@@ -887,3 +887,41 @@ pub fn nodes_of(v: &Value) -> Vec<(u32, u64)> {
 pub fn one_line_error(s: &Step, rc: i32, needle: &str) {
     assert_one_line_error("guest step", s.rc, &s.err, rc, needle);
 }
+
+/// tests/programs/mpi_ranks.c built with Open MPI's mpicc into `dir`
+/// (cluster/install.sh installs it; scripts/install-deps.sh --test runs
+/// that).
+pub fn mpi_ranks_program(dir: &Path) -> PathBuf {
+    let out = dir.join("mpi_ranks");
+    let src = repo_root().join("tests/programs/mpi_ranks.c");
+    let st = std::process::Command::new("mpicc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("mpicc (Open MPI: cluster/install.sh installs it, scripts/install-deps.sh --test runs that)");
+    assert!(st.success(), "mpicc failed on {}", src.display());
+    out
+}
+
+/// mpi_ranks's `rank R of N local L host H cpus C` lines, as (R, N, L, H,
+/// C), by rank.
+pub fn mpi_ranks_printed(out: &str) -> Vec<(u32, u32, u32, String, String)> {
+    let mut v: Vec<_> = out
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 10 && w[0] == "rank").then(|| {
+                (
+                    w[1].parse().unwrap(),
+                    w[3].parse().unwrap(),
+                    w[5].parse().unwrap(),
+                    w[7].to_string(),
+                    w[9].to_string(),
+                )
+            })
+        })
+        .collect();
+    v.sort();
+    v
+}

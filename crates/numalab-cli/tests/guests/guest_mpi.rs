@@ -54,8 +54,6 @@ pub const STEPS: &[(&str, &str)] = &[
     ("mpi_merge", "numalab profile --merge /tmp/mpi-prof --json"),
 ];
 
-/// tests/programs/mpi_ranks.c built with mpicc (Open MPI's wrapper, which
-/// scripts/install-deps.sh --test installs through cluster/install.sh);
 /// `/bin/mpi_ranks` in the guest.
 pub fn program() -> PathBuf {
     static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
@@ -63,44 +61,13 @@ pub fn program() -> PathBuf {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("programs-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("mpi_ranks");
-        let src = common::repo_root().join("tests/programs/mpi_ranks.c");
-        let st = std::process::Command::new("mpicc")
-            .args(["-O2", "-Wall", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .expect("mpicc (Open MPI: cluster/install.sh installs it, scripts/install-deps.sh --test runs that)");
-        assert!(st.success(), "mpicc failed on {}", src.display());
-        out
+        common::mpi_ranks_program(&dir)
     })
     .clone()
 }
 
 fn guest() -> &'static Guest {
     crate::guest(&crate::guest::OLD_KERNEL)
-}
-
-/// The program's `rank R of N local L host H cpus C` lines, as (R, N, L,
-/// H, C), by rank.
-fn ranks_printed(out: &str) -> Vec<(u32, u32, u32, String, String)> {
-    let mut v: Vec<_> = out
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            (w.len() == 10 && w[0] == "rank").then(|| {
-                (
-                    w[1].parse().unwrap(),
-                    w[3].parse().unwrap(),
-                    w[5].parse().unwrap(),
-                    w[7].to_string(),
-                    w[9].to_string(),
-                )
-            })
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 /// `verify --ranks --json`'s ranks as (rank, host, cpus, nodes,
@@ -156,7 +123,7 @@ fn open_mpi_ranks_under_mpirun_get_one_numa_node_each_and_their_memory_there() {
             )
         })
         .collect();
-    assert_eq!(ranks_printed(&s.out), want, "{}", s.out);
+    assert_eq!(common::mpi_ranks_printed(&s.out), want, "{}", s.out);
     let got = gathered(g, "mpi_node_ranks");
     assert_eq!(got.len(), 4, "{got:?}");
     for (r, (rank, host, cpus, nodes, mem)) in got.iter().enumerate() {
@@ -205,7 +172,7 @@ fn eight_open_mpi_ranks_in_core_blocks_get_one_cpu_each_not_open_mpis_socket() {
     let want: Vec<_> = (0..8u32)
         .map(|r| (r, 8, r, "numalab-guest".to_string(), r.to_string()))
         .collect();
-    assert_eq!(ranks_printed(&s.out), want, "{}", s.out);
+    assert_eq!(common::mpi_ranks_printed(&s.out), want, "{}", s.out);
     let got = gathered(g, "mpi_core_block_ranks");
     assert_eq!(got.len(), 8, "{got:?}");
     for (r, (rank, host, cpus, nodes, mem)) in got.iter().enumerate() {
