@@ -10,7 +10,7 @@ use crate::output::out;
 use crate::output::{load_machine, outln, print_result, CliError, CliResult};
 use numalab::cluster::ranks::{check, RankRecord};
 use numalab::cluster::tasks::{
-    helper_step_args, judge, node_records, notes, parse_listpids, parse_show_job, JobSpec,
+    helper_step_args, judge, node_records, notes, parse_listpids, parse_show_job, JobInfo, JobSpec,
     TaskRecord,
 };
 use numalab::placement::ProcessPlacement;
@@ -269,19 +269,22 @@ struct SlurmReport {
     notes: Vec<String>,
 }
 
-/// `--slurm-job JOB[.STEP]`: the helper step on every node of the job,
-/// their records gathered and judged.
-fn slurm_job(given: &str, a: &Args) -> CliResult {
-    let spec = if given.is_empty() {
+/// The job `--slurm-job` names, or with no value the one this runs in.
+fn job_spec(given: &str) -> Result<JobSpec, CliError> {
+    if given.is_empty() {
         let id = std::env::var("SLURM_JOB_ID").map_err(|_| {
             CliError::usage(
                 "--slurm-job without a job id verifies the job it runs in, and SLURM_JOB_ID is not set: give one, e.g. --slurm-job 1234",
             )
         })?;
-        JobSpec::parse(&id).map_err(|e| CliError::usage(format!("SLURM_JOB_ID: {e}")))?
+        JobSpec::parse(&id).map_err(|e| CliError::usage(format!("SLURM_JOB_ID: {e}")))
     } else {
-        JobSpec::parse(given).map_err(|e| CliError::usage(format!("--slurm-job: {e}")))?
-    };
+        JobSpec::parse(given).map_err(|e| CliError::usage(format!("--slurm-job: {e}")))
+    }
+}
+
+/// `scontrol show job`'s word on the job: running, on which nodes.
+fn running_job(spec: &JobSpec) -> Result<JobInfo, CliError> {
     let show = Command::new("scontrol")
         .args(["show", "job", "-o", &spec.job])
         .stdin(Stdio::null())
@@ -310,32 +313,39 @@ fn slurm_job(given: &str, a: &Args) -> CliResult {
             spec.job, info.state
         )));
     }
+    Ok(info)
+}
+
+/// The helper step's srun, described by its arguments alone: inside a
+/// step, srun would read the step's own sizes and bindings
+/// (SLURM_NNODES=1: "Only allocated 1 nodes asked for 2"). Run from inside
+/// the job, its own step is not one of the job's tasks to judge.
+fn helper_command(srun: &Path, spec: &JobSpec, info: &JobInfo) -> Result<Command, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failed(format!("where is numalab itself: {e}")))?;
-    let mut cmd = Command::new(&a.srun);
-    cmd.args(helper_step_args(&spec.job, &info, &exe));
-    // Inside a step, srun would read the step's own sizes and bindings
-    // (SLURM_NNODES=1: "Only allocated 1 nodes asked for 2"): the helper
-    // step is described by its arguments alone.
+    let mut cmd = Command::new(srun);
+    cmd.args(helper_step_args(&spec.job, info, &exe));
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
         if k.starts_with("SLURM_") && k != "SLURM_CONF" {
             cmd.env_remove(k.as_ref());
         }
     }
-    // Run from inside the job (srun numalab verify --slurm-job, or a batch
-    // script), its own step is not one of the job's tasks to judge.
     let here = std::env::var("SLURM_JOB_ID").ok();
     if let (Some(j), Some(st)) = (here, std::env::var("SLURM_STEP_ID").ok()) {
         if j == spec.job {
             cmd.args(["--skip-step", &st]);
         }
     }
-    let (out, err, code, timed_out) = run_bounded(cmd, Duration::from_secs(a.timeout as u64))
-        .map_err(|e| CliError::failed(format!("cannot run {}: {e}", a.srun.display())))?;
-    let mut answered: Vec<String> = Vec::new();
-    let mut tasks: Vec<TaskRecord> = Vec::new();
-    let mut problems: Vec<String> = Vec::new();
+    Ok(cmd)
+}
+
+/// The nodes' lines: the hosts that answered, their tasks, and what could
+/// not be read.
+fn read_answers(out: &str) -> (Vec<String>, Vec<TaskRecord>, Vec<String>) {
+    let mut answered = Vec::new();
+    let mut tasks = Vec::new();
+    let mut problems = Vec::new();
     for line in out.lines() {
         if let Some(h) = line.strip_prefix("numalab-node ") {
             answered.push(h.trim().to_string());
@@ -348,20 +358,36 @@ fn slurm_job(given: &str, a: &Args) -> CliResult {
             problems.push(format!("could not read: {e}"));
         }
     }
-    let why = if timed_out {
-        format!("no answer within {} s (--timeout)", a.timeout)
-    } else {
-        let last = err.lines().rev().find(|l| !l.trim().is_empty());
-        match (code, last) {
-            (Some(0), _) => "no answer".to_string(),
-            (c, Some(l)) => format!(
-                "no answer (srun exited with status {}: {})",
-                c.unwrap_or(-1),
-                l.trim()
-            ),
-            (c, None) => format!("no answer (srun exited with status {})", c.unwrap_or(-1)),
-        }
-    };
+    (answered, tasks, problems)
+}
+
+/// Why a node gave no answer, from how the helper step ended.
+fn no_answer(timed_out: bool, timeout: usize, code: Option<i32>, stderr: &str) -> String {
+    if timed_out {
+        return format!("no answer within {timeout} s (--timeout)");
+    }
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+    match (code, last) {
+        (Some(0), _) => "no answer".to_string(),
+        (c, Some(l)) => format!(
+            "no answer (srun exited with status {}: {})",
+            c.unwrap_or(-1),
+            l.trim()
+        ),
+        (c, None) => format!("no answer (srun exited with status {})", c.unwrap_or(-1)),
+    }
+}
+
+/// `--slurm-job JOB[.STEP]`: the helper step on every node of the job,
+/// their records gathered and judged.
+fn slurm_job(given: &str, a: &Args) -> CliResult {
+    let spec = job_spec(given)?;
+    let info = running_job(&spec)?;
+    let cmd = helper_command(&a.srun, &spec, &info)?;
+    let (out, err, code, timed_out) = run_bounded(cmd, Duration::from_secs(a.timeout as u64))
+        .map_err(|e| CliError::failed(format!("cannot run {}: {e}", a.srun.display())))?;
+    let (answered, mut tasks, mut problems) = read_answers(&out);
+    let why = no_answer(timed_out, a.timeout, code, &err);
     for n in info.nodes.iter().filter(|n| !answered.contains(n)) {
         problems.push(format!("{n}: {why}"));
     }
@@ -388,17 +414,16 @@ fn slurm_job(given: &str, a: &Args) -> CliResult {
     if a.json {
         print_result("verify", &report)?;
     } else {
-        out!(
-            "{}",
-            slurm_text(
-                &report.job,
-                report.step.as_deref(),
-                &report.nodelist,
-                &report.tasks,
-                &report.problems,
-                &report.notes
-            )
-        )?;
+        let r = &report;
+        let t = slurm_text(
+            &r.job,
+            r.step.as_deref(),
+            &r.nodelist,
+            &r.tasks,
+            &r.problems,
+            &r.notes,
+        );
+        out!("{t}")?;
     }
     Ok(if report.problems.is_empty() {
         ExitCode::SUCCESS
@@ -410,4 +435,32 @@ fn slurm_job(given: &str, a: &Args) -> CliResult {
 /// Numbered steps in order, then `batch`, `extern`.
 fn step_order(s: &str) -> (u8, u64) {
     s.parse().map_or((1, 0), |n| (0, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nodes_lines_and_why_a_node_is_silent() {
+        let out = "numalab-node a\nnumalab-task {bad\nnumalab-error a: task pid 7: gone\nstray\nnumalab-node b\n";
+        let (answered, tasks, problems) = read_answers(out);
+        assert_eq!(answered, ["a", "b"]);
+        assert!(tasks.is_empty());
+        assert_eq!(problems.len(), 2);
+        assert!(
+            problems[0].starts_with("a node's record does not read: "),
+            "{problems:?}"
+        );
+        assert_eq!(problems[1], "could not read: a: task pid 7: gone");
+        assert_eq!(
+            no_answer(false, 120, Some(1), "srun: error: x\nsrun: error: Unable to contact slurm controller\n\n"),
+            "no answer (srun exited with status 1: srun: error: Unable to contact slurm controller)"
+        );
+        assert_eq!(
+            no_answer(true, 5, None, ""),
+            "no answer within 5 s (--timeout)"
+        );
+        assert_eq!(no_answer(false, 5, Some(0), "x"), "no answer");
+    }
 }

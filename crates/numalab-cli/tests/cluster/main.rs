@@ -545,3 +545,105 @@ fn scaling_mpi_runs_the_job_packed_with_each_rank_placed_and_says_why_no_unpacke
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn verify_slurm_job_on_redis_and_node_says_what_it_cannot_read() {
+    let (nodes, _) = cluster();
+    let d = scratch("cluster-verify-real");
+    // Node.js, two tasks on one node bound crosswise, 160 MB each.
+    let ready = d.join("node-ready");
+    std::fs::create_dir_all(&ready).unwrap();
+    let js = format!(
+        "const a = new Float64Array(20e6).fill(1); require('fs').writeFileSync('{}/' + process.env.SLURM_PROCID, ''); setTimeout(() => a, 120000)",
+        ready.display()
+    );
+    let job = BackgroundJob::start(
+        "numalab-verify-node",
+        &[
+            "-N",
+            "1",
+            "-n",
+            "2",
+            "--cpu-bind=map_cpu:1,0",
+            "node",
+            "-e",
+            &js,
+        ],
+        &ready,
+        2,
+    );
+    let (rc, out, err) =
+        run(Command::new(bin()).args(["verify", "--slurm-job", &job.id, "--json"]));
+    assert_eq!(rc, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let got: Vec<(String, String, String, String)> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            assert!(
+                t["private_bytes_by_node"]["0"].as_u64().unwrap() > 150 << 20,
+                "{t}"
+            );
+            (
+                t["program"].as_str().unwrap().to_string(),
+                t["cpu_bind"].as_str().unwrap().to_string(),
+                t["cpus"].to_string(),
+                t["host"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = |c: &str| {
+        (
+            "node".to_string(),
+            "map_cpu:1,0".to_string(),
+            c.to_string(),
+            nodes[0].clone(),
+        )
+    };
+    assert_eq!(got, [want("[1]"), want("[0]")], "{out}");
+    drop(job);
+    // redis-server writes its process title over its environment, where
+    // Slurm put the binding: shown, and said, not judged.
+    let ready = d.join("redis-ready");
+    std::fs::create_dir_all(&ready).unwrap();
+    let script = format!(
+        "exec redis-server --port 0 --save '' --unixsocket {}/$SLURM_PROCID",
+        ready.display()
+    );
+    let job = BackgroundJob::start(
+        "numalab-verify-redis",
+        &[
+            "-N",
+            "2",
+            "-n",
+            "2",
+            "--cpu-bind=cores",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &ready,
+        2,
+    );
+    let (rc, out, err) = run(Command::new(bin()).args(["verify", "--slurm-job", &job.id]));
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(
+        out.contains("note: tasks 0, 1: their binding cannot be read, the program wrote over its environment"),
+        "{out}"
+    );
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() >= 10 && w[5] == "redis-server")
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for (i, w) in rows.iter().enumerate() {
+        // task, step, host, local, pid, program, may run on, --cpu-bind
+        assert_eq!(
+            (w[0], w[2], w[6], w[7]),
+            (&*i.to_string(), nodes[i].as_str(), "0", "unknown"),
+            "{out}"
+        );
+    }
+}

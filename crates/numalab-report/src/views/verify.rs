@@ -208,13 +208,18 @@ pub fn slurm_text(
         );
     }
     if problems.is_empty() {
-        let bound = tasks.iter().filter(|r| r.bound_cpus.is_some()).count();
-        let _ = writeln!(
-            t,
-            "{bound} of {} task{} bound by Slurm: each may run only on the CPUs its --cpu-bind gives it and keeps its memory on the nodes its --mem-bind gives it",
-            tasks.len(),
-            numalab::text::format::s(tasks.len()),
-        );
+        let n = tasks.len();
+        let cpu = tasks.iter().filter(|r| r.bound_cpus.is_some()).count();
+        let mem = tasks.iter().filter(|r| r.bound_nodes.is_some()).count();
+        if cpu + mem == 0 {
+            let _ = writeln!(t, "no problem, and no binding to judge");
+        } else {
+            let _ = writeln!(
+                t,
+                "no problem: {cpu} of {n} task{} bound by --cpu-bind, each within its CPUs; {mem} of {n} by --mem-bind, each with its memory on its nodes",
+                numalab::text::format::s(n),
+            );
+        }
     }
     for p in problems {
         let _ = writeln!(t, "problem: {p}");

@@ -204,6 +204,9 @@ impl MemBind {
     }
 }
 
+/// A binding that could not be read (the task wrote over its environment).
+pub const UNKNOWN: &str = "unknown";
+
 /// One task of a job as its node saw it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TaskRecord {
@@ -316,8 +319,27 @@ pub fn node_records(
         };
         let get = |k: &str| env.get(k).map(String::as_str).unwrap_or("");
         let local = l.local.unwrap_or(0);
-        let cpu_bind = CpuBind::from_env(get("SLURM_CPU_BIND_TYPE"), get("SLURM_CPU_BIND_LIST"));
-        let mem_bind = MemBind::from_env(get("SLURM_MEM_BIND_TYPE"), get("SLURM_MEM_BIND_LIST"));
+        // slurmstepd sets SLURM_JOB_ID in every task; a task without it has
+        // written over its environment (redis-server does, for its process
+        // title), and its binding cannot be read there.
+        let readable = env.contains_key("SLURM_JOB_ID");
+        let cpu_bind = if readable {
+            CpuBind::from_env(get("SLURM_CPU_BIND_TYPE"), get("SLURM_CPU_BIND_LIST"))
+        } else {
+            Ok(CpuBind::None)
+        };
+        let mem_bind = if readable {
+            MemBind::from_env(get("SLURM_MEM_BIND_TYPE"), get("SLURM_MEM_BIND_LIST"))
+        } else {
+            Ok(MemBind::None)
+        };
+        let said = |kind: &str, list: &str| {
+            if readable {
+                spelled(get(kind), get(list))
+            } else {
+                UNKNOWN.to_string()
+            }
+        };
         let (bound_cpus, bind_error) = match &cpu_bind {
             Ok(b) => (b.expected(m, local), None),
             Err(e) => (None, Some(e.clone())),
@@ -330,8 +352,8 @@ pub fn node_records(
             host: host.to_string(),
             pid: l.pid,
             program: placement.program.clone(),
-            cpu_bind: spelled(get("SLURM_CPU_BIND_TYPE"), get("SLURM_CPU_BIND_LIST")),
-            mem_bind: spelled(get("SLURM_MEM_BIND_TYPE"), get("SLURM_MEM_BIND_LIST")),
+            cpu_bind: said("SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_LIST"),
+            mem_bind: said("SLURM_MEM_BIND_TYPE", "SLURM_MEM_BIND_LIST"),
             step_tasks: get("SLURM_STEP_NUM_TASKS").parse().ok(),
             cpus: IdSet::new(),
             bound_cpus,
@@ -429,7 +451,7 @@ pub fn parse_show_job(text: &str) -> Result<JobInfo, String> {
     };
     let state = field("JobState").ok_or("scontrol show job printed no JobState")?;
     let nodelist = field("NodeList").ok_or("scontrol show job printed no NodeList")?;
-    let nodes = if nodelist == "(null)" {
+    let nodes = if nodelist == "(null)" || nodelist.is_empty() {
         Vec::new()
     } else {
         super::hostlist::expand(nodelist).map_err(|e| format!("NodeList={nodelist}: {e}"))?
@@ -548,15 +570,25 @@ pub fn judge(records: &[TaskRecord]) -> Vec<String> {
 /// one step sharing CPUs on a node.
 pub fn notes(records: &[TaskRecord]) -> Vec<String> {
     let mut out = Vec::new();
-    let unbound: Vec<String> = records
-        .iter()
-        .filter(|r| r.bound_cpus.is_none() && r.task.is_some())
-        .map(|r| r.task.unwrap_or(0).to_string())
-        .collect();
+    let tasks_where = |f: &dyn Fn(&TaskRecord) -> bool| -> Vec<String> {
+        records
+            .iter()
+            .filter(|r| r.task.is_some() && f(r))
+            .map(|r| r.task.unwrap_or(0).to_string())
+            .collect()
+    };
+    let unbound = tasks_where(&|r| r.bound_cpus.is_none() && r.cpu_bind != UNKNOWN);
     if !unbound.is_empty() {
         out.push(format!(
             "tasks {} have no CPU binding (--cpu-bind=none): the kernel may move them",
             unbound.join(", ")
+        ));
+    }
+    let unknown = tasks_where(&|r| r.cpu_bind == UNKNOWN);
+    if !unknown.is_empty() {
+        out.push(format!(
+            "tasks {}: their binding cannot be read, the program wrote over its environment (where Slurm sets SLURM_CPU_BIND; redis-server does so for its process title): shown where they may run, not judged against --cpu-bind or --mem-bind",
+            unknown.join(", ")
         ));
     }
     for (i, a) in records.iter().enumerate() {
