@@ -531,6 +531,10 @@ fn scaling_mpi_runs_the_job_packed_with_each_rank_placed_and_says_why_no_unpacke
         "spread: not applicable: dealing 2 ranks over 1 node with CPUs puts as many on a node as packing them (2)"
     );
     assert!(v["model"].is_null());
+    assert_eq!(
+        v["model_note"],
+        "the split needs the job run unpacked too, and this machine has no unpacked layout (see spread)"
+    );
     // The program's own lines went to stderr, one per rank.
     assert_eq!(ranks_printed(&err).len(), 2, "{err}");
     // The records folder numalab made is gone.

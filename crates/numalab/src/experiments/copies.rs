@@ -237,7 +237,7 @@ pub fn run_copies(
         .zip(runs)
         .map(|(l, runs)| summarize(m, l, runs))
         .collect();
-    let (model, predictions, model_note) = split(m, &layouts);
+    let (model, predictions, model_note) = split(m, &layouts, req.mpi.is_some());
     Ok(CopiesResult {
         argv: req
             .command
@@ -686,12 +686,18 @@ fn summarize(m: &Machine, l: Layout, runs: Vec<RepRun>) -> LayoutRun {
 fn split(
     m: &Machine,
     layouts: &[LayoutRun],
+    mpi: bool,
 ) -> (Option<CoreContention>, Vec<Prediction>, Option<String>) {
     let get = |name: &str| layouts.iter().find(|l| l.layout == name && l.applicable);
-    if get("one").is_none() {
-        if let (Some(spread), Some(packed)) = (get("spread"), get("packed")) {
-            return split_unpacked(m, spread, packed);
-        }
+    if mpi {
+        return match (get("spread"), get("packed")) {
+            (Some(spread), Some(packed)) => split_unpacked(m, spread, packed),
+            _ => (
+                None,
+                Vec::new(),
+                Some("the split needs the job run unpacked too, and this machine has no unpacked layout (see spread)".into()),
+            ),
+        };
     }
     let (Some(one), Some(packed)) = (get("one"), get("packed")) else {
         return (
@@ -915,5 +921,45 @@ mod tests {
                 "./app"
             ]
         );
+    }
+
+    #[test]
+    fn mpi_split_takes_spread_and_packed_ranks_a_node_as_the_two_core_counts() {
+        let q = fixture("qemu-quartet-4n2c-ring.xml");
+        let run = |name: &str, per_node: usize, secs: f64| LayoutRun {
+            layout: name.into(),
+            applicable: true,
+            note: None,
+            processes: 4,
+            width: 4,
+            cpus: vec![],
+            nodes: vec![IdSet::single(0)],
+            memory: vec![],
+            per_node,
+            runs: vec![],
+            wall_seconds: Some(secs),
+            copy_seconds: vec![],
+            verified: true,
+        };
+        // Unpacked one a node in 10 s, packed two a node in 14 s: 4 s of
+        // contention a rank added on the node.
+        let (fit, preds, note) = split(&q, &[run("packed", 2, 14.0), run("spread", 1, 10.0)], true);
+        let fit = fit.unwrap_or_else(|| panic!("{note:?}"));
+        let cores: Vec<usize> = fit.points.iter().map(|p| p.cores).collect();
+        assert_eq!(cores, [1, 2]);
+        assert!(
+            (fit.core_seconds + fit.contention_seconds * 1.0 - 10.0).abs() < 1e-9,
+            "{fit:?}"
+        );
+        assert!(fit.contention_seconds > 0.0, "{fit:?}");
+        assert!(!preds.is_empty());
+        // No unpacked run: said, not fitted.
+        let mut spread = run("spread", 2, 10.0);
+        spread.applicable = false;
+        let (fit, _, note) = split(&q, &[run("packed", 2, 14.0), spread], true);
+        assert!(fit.is_none());
+        assert!(note
+            .unwrap()
+            .starts_with("the split needs the job run unpacked too"));
     }
 }
