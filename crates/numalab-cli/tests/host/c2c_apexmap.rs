@@ -31,14 +31,18 @@ fn c2c_two_cpus_give_a_plausible_two_by_two_matrix() {
     let m = &mx["modified_ns"];
     let (a, b) = (f(&m[0][1]), f(&m[1][0]));
     assert_eq!(a, b, "the modified ping-pong is one figure per pair");
-    // Physical bounds only: two vCPUs of a shared host may sit on SMT
+    // Bounds only, not timings: two vCPUs of a shared host may sit on SMT
     // siblings one moment and on different sockets the next, so how the two
     // directions compare is a timing claim for bench/, not for this test.
-    assert!((2.0..2000.0).contains(&a), "modified one-way {a} ns");
+    // Below: no transfer takes under a nanosecond. Above: where the host's
+    // CPUs are oversubscribed (the guest lane's QEMUs beside this test) a
+    // side waits for the scheduler, not the line; a clean-clone run saw a
+    // 163 us median. A median over 0.1 s means the two never met.
+    assert!((1.0..1e8).contains(&a), "modified one-way {a} ns");
     let c = &mx["clean_ns"];
     let (x, y) = (f(&c[0][1]), f(&c[1][0]));
     for z in [x, y] {
-        assert!((1.0..2000.0).contains(&z), "clean {z} ns");
+        assert!((1.0..1e8).contains(&z), "clean {z} ns");
     }
     // The clean matrix is directional, row = reader: [0][1] is CPU 0 reading
     // lines CPU 1 holds, the pair's a<-b figure.

@@ -386,14 +386,25 @@ pub fn cpu_nodes() -> Vec<u8> {
 /// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)` (tid 0:
 /// this thread): the descriptor or the errno.
 pub fn perf_event_open(attr: &crate::perf::PerfEventAttr, tid: u32) -> Result<i32, i32> {
-    // SAFETY: a valid attr of the size it says; no group.
+    perf_event_open_in(attr, tid, -1)
+}
+
+/// [`perf_event_open`] as a member of the group whose leader is `group`
+/// (-1: none): members start and stop with their leader.
+pub fn perf_event_open_in(
+    attr: &crate::perf::PerfEventAttr,
+    tid: u32,
+    group: i32,
+) -> Result<i32, i32> {
+    // SAFETY: a valid attr of the size it says; `group` is -1 or an open
+    // perf descriptor of the same thread.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
             attr as *const crate::perf::PerfEventAttr,
             tid as libc::pid_t,
             -1 as libc::c_int,
-            -1 as libc::c_int,
+            group as libc::c_int,
             crate::perf::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )
     };
