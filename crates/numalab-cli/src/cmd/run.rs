@@ -362,9 +362,7 @@ fn rank_share(m: &numalab::Machine, d: &Domain, a: &mut Args) -> Result<RankInfo
         rank: lr.global,
         local_rank: lr.rank,
         local_size: lr.size,
-        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_default(),
+        host: numalab::cluster::host_name().unwrap_or_default(),
         source: lr.source,
         domain: d.name(),
         cpus: share.cpus,

@@ -167,8 +167,7 @@ fn slurm_node(job: &str, skip: Option<&str>) -> CliResult {
     let spec = JobSpec::parse(job).map_err(CliError::usage)?;
     let host = std::env::var("SLURMD_NODENAME")
         .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_string())
+        .or_else(numalab::cluster::host_name)
         .unwrap_or_else(|| "?".into());
     outln!("numalab-node {host}")?;
     let listed = match Command::new("scontrol")

@@ -368,8 +368,9 @@ struct BackgroundJob {
 impl BackgroundJob {
     /// `srun ARGS` under job name `name`, once its `tasks` tasks have each
     /// created their file `ready/TASK` (the command's last step before it
-    /// waits).
+    /// waits; the folder is made here).
     fn start(name: &str, args: &[&str], ready: &Path, tasks: usize) -> BackgroundJob {
+        std::fs::create_dir_all(ready).unwrap();
         let child = Command::new("srun")
             .arg(format!("--job-name={name}"))
             .args(args)
@@ -410,7 +411,6 @@ impl Drop for BackgroundJob {
 fn verify_slurm_job_judges_each_task_against_its_cpu_bind() {
     let (nodes, _) = cluster();
     let ready = scratch("cluster-verify-slurm").join("ready");
-    std::fs::create_dir_all(&ready).unwrap();
     let script = format!(
         "if [ \"$SLURM_PROCID\" = 3 ]; then taskset -p -c 0 $$ >/dev/null; fi; touch {}/$SLURM_PROCID; exec sleep 120",
         ready.display()
@@ -556,7 +556,6 @@ fn verify_slurm_job_on_redis_and_node_says_what_it_cannot_read() {
     let d = scratch("cluster-verify-real");
     // Node.js, two tasks on one node bound crosswise, 160 MB each.
     let ready = d.join("node-ready");
-    std::fs::create_dir_all(&ready).unwrap();
     let js = format!(
         "const a = new Float64Array(20e6).fill(1); require('fs').writeFileSync('{}/' + process.env.SLURM_PROCID, ''); setTimeout(() => a, 120000)",
         ready.display()
@@ -610,7 +609,6 @@ fn verify_slurm_job_on_redis_and_node_says_what_it_cannot_read() {
     // redis-server writes its process title over its environment, where
     // Slurm put the binding: shown, and said, not judged.
     let ready = d.join("redis-ready");
-    std::fs::create_dir_all(&ready).unwrap();
     let script = format!(
         "exec redis-server --port 0 --save '' --unixsocket {}/$SLURM_PROCID",
         ready.display()
