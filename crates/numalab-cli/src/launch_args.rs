@@ -411,7 +411,7 @@ pub fn library_filter(
 #[derive(clap::Args, Clone, Default)]
 pub struct PinArgs {
     /// likwid-pin's pinning, one CPU per thread: the main thread on the first CPU of LIST,
-    /// each thread the command creates on the next as it starts (from the first again past
+    /// each thread the command creates on the next, in creation order (from the first again past
     /// the end); compact (node by node, core by core) or scatter (one CPU of each node in
     /// turn) order the CPUs the command may run on. Done by numalab's preload library;
     /// `run --verify` checks each thread, a profile lists the CPUs each thread was seen on.

@@ -1,7 +1,8 @@
 //! Threads pinned one CPU each (`numalab run --pin`, as likwid-pin does):
 //! the main thread to the list's first CPU as the library starts, then
-//! each thread the program creates, as it starts, to the next CPU of the
-//! list (from the first again past its end). A thread `--skip` names (a
+//! each thread the program creates to the next CPU of the list in the
+//! order the threads were created (from the first again past its end),
+//! whatever order they start in. A thread `--skip` names (a
 //! runtime's helper, such as an OpenMP runtime's shepherd) is left on the
 //! process's CPUs (those it had when the library started: a thread would
 //! otherwise inherit its creator's single CPU) and takes no CPU of the
@@ -17,10 +18,7 @@ use crate::runtime::emit::emit;
 use crate::runtime::state::config;
 use crate::runtime::sys;
 use numalab_profile_abi::events::Pinned;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-
-/// The next position in the CPU list (the main thread takes 0).
-static NEXT: AtomicUsize = AtomicUsize::new(0);
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// The highest CPU number a mask here can hold (8192 CPUs).
 const MASK_WORDS: usize = 128;
@@ -67,7 +65,11 @@ fn place(ordinal: u32) {
     let Some(list) = config().pin.as_ref().filter(|l| !l.is_empty()) else {
         return;
     };
-    let cpu = (!config().pin_skips(ordinal)).then(|| list[NEXT.fetch_add(1, SeqCst) % list.len()]);
+    // From the ordinal (given at creation), not a count of starts: two
+    // threads created in one order often start in the other.
+    let cpu = config()
+        .pin_position(ordinal)
+        .map(|at| list[(at % list.len() as u64) as usize]);
     let errno = match cpu {
         Some(c) => {
             let mut mask = [0u64; MASK_WORDS];

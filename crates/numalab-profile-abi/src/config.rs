@@ -169,6 +169,24 @@ impl LibraryConfig {
         (1..=64).contains(&ordinal) && (self.pin_skip >> (ordinal - 1)) & 1 == 1
     }
 
+    /// The position in the `--pin` list of the thread of `ordinal` (0 the
+    /// main thread), before wrapping at the list's end; `None` where
+    /// `--skip` leaves it alone. It follows from the ordinal alone (the
+    /// threads created before it, less those skipped), so threads that
+    /// start in another order than they were created still get the CPUs
+    /// of their creation order.
+    pub fn pin_position(&self, ordinal: u32) -> Option<u64> {
+        if self.pin_skips(ordinal) {
+            return None;
+        }
+        let below = match ordinal {
+            0 => 0,
+            o if o > 64 => self.pin_skip,
+            o => self.pin_skip & ((1u64 << (o - 1)) - 1),
+        };
+        Some(u64::from(ordinal) - u64::from(below.count_ones()))
+    }
+
     /// Every variable, in [`var::ALL`]'s order, with an empty value for
     /// what is not set.
     pub fn to_env(&self) -> Vec<(&'static str, OsString)> {
@@ -301,6 +319,9 @@ mod tests {
         let env = c.to_env();
         assert!(c.pin_skips(1) && !c.pin_skips(2) && c.pin_skips(3));
         assert!(!c.pin_skips(0), "the main thread is never skipped");
+        let at: Vec<_> = (0..6).map(|o| c.pin_position(o)).collect();
+        assert_eq!(at, [Some(0), None, Some(1), None, Some(2), Some(3)]);
+        assert_eq!(c.pin_position(70), Some(68), "past the mask's 64 threads");
         assert_eq!(env.len(), var::ALL.len());
         assert!(env.iter().map(|(n, _)| *n).eq(var::ALL));
         assert_eq!(read(&env), c);
