@@ -292,7 +292,12 @@ pub fn run(mut a: Args) -> CliResult {
         Record::decode_all(&bytes)
     });
     let checked: Option<PlanCheck> = match (&file_plan, &library_records) {
-        (Some(fp), Some(r)) => Some(verify(&m, fp, r)),
+        (Some(fp), Some(r)) => Some(verify(
+            &m,
+            fp,
+            r,
+            outcome.placement.as_ref().and_then(|p| p.as_ref().ok()),
+        )),
         _ => None,
     };
     let pinned = match (&pins, &library_records) {

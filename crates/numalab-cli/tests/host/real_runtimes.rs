@@ -151,6 +151,41 @@ fn go_with_cgo_reads_and_writes_its_heap_in_every_mode() {
         "{}",
         v["warnings"]
     );
+    // A plan on the Go heap's site is checked from the process's mappings
+    // at exit (no libc exit, so the library never counts its regions'
+    // pages): placed, with the heap's pages, not "not-touched".
+    let plan = dir.join("go-plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"schema": "numalab-plan/1", "entries": [{"region": "site:x_cgo_mmap", "policy": "interleave:0"}]}"#,
+    )
+    .unwrap();
+    let json = dir.join("go-verify.json");
+    let args: Vec<String> = [
+        "run",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--verify",
+        "--verify-json",
+        json.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let r = bounded(&args, &[exe.to_str().unwrap()], &dir, &[], 180);
+    assert_eq!((r.rc, &r.out), (0, &plain.out), "{}", r.err);
+    let check = &common::parse_json(&std::fs::read_to_string(&json).unwrap(), "verify")["plan"];
+    let e = &check["entries"][0];
+    assert_eq!(e["verdict"], "placed", "{check}");
+    let pages: u64 = e["pages_by_node"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    // The 64 MiB buffer and what ReadFile read into: 16384 pages at least.
+    assert!(pages >= 16384, "{check}");
+    assert!(check["regions_read_at_exit"].as_u64().unwrap() >= 1, "{check}");
 }
 
 /// The byte sum of GO_FILES's 64 MiB (one pass).

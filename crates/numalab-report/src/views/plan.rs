@@ -79,7 +79,12 @@ pub fn check_text(c: &PlanCheck) -> String {
             c.channel_reopened
         ));
     }
-    if c.processes == 0 {
+    if c.processes == 0 && c.regions_read_at_exit > 0 {
+        out.push_str(&format!(
+            "  the library never reported its end (the program exited without libc's exit, as Go's runtime does): the pages of {} region(s) were read from the process's mappings at exit\n",
+            c.regions_read_at_exit
+        ));
+    } else if c.processes == 0 {
         out.push_str("  the library never reported its end: the program did not exit normally, or ignored LD_PRELOAD (static or setuid)\n");
     }
     out
@@ -123,10 +128,19 @@ mod tests {
             stripes_folded: 0,
             small_spilled: 0,
             processes: 1,
+            regions_read_at_exit: 0,
             channel_reopened: 0,
         };
         let quiet = super::check_text(&c);
         assert!(!quiet.contains("interleaved page by page"), "{quiet}");
+        c.processes = 0;
+        c.regions_read_at_exit = 3;
+        assert!(super::check_text(&c).contains(
+            "  the library never reported its end (the program exited without libc's exit, as Go's runtime does): the pages of 3 region(s) were read from the process's mappings at exit\n"
+        ));
+        c.regions_read_at_exit = 0;
+        assert!(super::check_text(&c).contains("the program did not exit normally, or ignored LD_PRELOAD"));
+        c.processes = 1;
         c.stripes_folded = 2;
         assert!(super::check_text(&c).contains(
             "  2 range(s) interleaved page by page instead of striped: the stripes laid reached half of vm.max_map_count\n"

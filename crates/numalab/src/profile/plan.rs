@@ -507,6 +507,11 @@ pub struct PlanCheck {
     pub small_spilled: u64,
     /// Processes that ran with the plan (each writes its end).
     pub processes: u64,
+    /// Regions whose pages were read from the command's mappings at exit,
+    /// because no process reported its end (Go's runtime exits without
+    /// libc's exit, so the library never counts its regions' pages).
+    #[serde(default)]
+    pub regions_read_at_exit: u64,
     /// Times the program closed or took over the descriptor of the
     /// library's record file (the library opened it again each time;
     /// records made meanwhile may be missing from this check).
@@ -552,8 +557,15 @@ impl RunTimes {
 /// round of the region when that is more (a small region cannot be even).
 const SHARE_SLACK: f64 = 0.05;
 
-/// Checks a plan against the library's records of a run.
-pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
+/// Checks a plan against the library's records of a run, and, where the
+/// program never reported its end (no process wrote one), against the
+/// command's mappings as the kernel gave them at exit (`at_exit`).
+pub fn verify(
+    m: &Machine,
+    plan: &Plan,
+    records: &[Record],
+    at_exit: Option<&crate::placement::verify::ProcessPlacement>,
+) -> PlanCheck {
     let mut entries: Vec<EntryCheck> = plan
         .entries
         .iter()
@@ -585,8 +597,11 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
         stripes_folded: 0,
         small_spilled: 0,
         processes: 0,
+        regions_read_at_exit: 0,
         channel_reopened: 0,
     };
+    // Regions whose pages the library reported (freed, or at exit).
+    let mut counted: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
     for r in records {
         match r.kind {
             Kind::Planned => {
@@ -599,6 +614,7 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
                 }
             }
             Kind::PlanPages => {
+                counted.insert(r.addr);
                 if let Some(e) = open.get(&r.addr).and_then(|&i| entries.get_mut(i)) {
                     let into = if r.aux == 1 {
                         &mut e.huge_pages_by_node
@@ -625,11 +641,61 @@ pub fn verify(m: &Machine, plan: &Plan, records: &[Record]) -> PlanCheck {
             _ => {}
         }
     }
+    if check.processes == 0 {
+        if let Some(p) = at_exit {
+            let uncounted: Vec<(u64, u64, usize)> = records
+                .iter()
+                .filter(|r| r.kind == Kind::Planned && !counted.contains(&r.addr))
+                .filter_map(|r| open.get(&r.addr).map(|&i| (r.addr, r.size, i)))
+                .collect();
+            check.regions_read_at_exit = pages_at_exit(&mut entries, &uncounted, p);
+        }
+    }
     for e in &mut entries {
         judge(e);
     }
     check.entries = entries;
     check
+}
+
+/// Adds to each entry the pages the kernel showed at exit in the mappings
+/// that start inside its regions (`(address, bytes, entry)`, in the order
+/// placed): a placed region is a mapping of its own (its policy split it
+/// from its neighbours) or the start of one that merged with a neighbour
+/// of the same policy. A mapping counts once, for the region placed last
+/// at the nearest start below it (a runtime maps over its own reservations
+/// again). Returns how many regions got pages.
+fn pages_at_exit(
+    entries: &mut [EntryCheck],
+    regions: &[(u64, u64, usize)],
+    at_exit: &crate::placement::verify::ProcessPlacement,
+) -> u64 {
+    let mut by_start: BTreeMap<u64, (u64, usize)> = BTreeMap::new();
+    for &(addr, size, i) in regions {
+        by_start.insert(addr, (size, i));
+    }
+    let mut with_pages = std::collections::BTreeSet::new();
+    for m in &at_exit.mappings {
+        let Ok(start) = u64::from_str_radix(&m.address, 16) else {
+            continue;
+        };
+        let Some((&addr, &(size, i))) = by_start.range(..=start).next_back() else {
+            continue;
+        };
+        let Some(e) = entries.get_mut(i).filter(|_| start < addr.saturating_add(size)) else {
+            continue;
+        };
+        // numa_maps counts in the mapping's page size; the check counts in
+        // 4 KiB pages.
+        let per = (m.page_size / 4096).max(1);
+        for (n, k) in &m.pages_by_node {
+            *e.pages_by_node.entry(*n as i32).or_default() += k * per;
+            if *k > 0 {
+                with_pages.insert(addr);
+            }
+        }
+    }
+    with_pages.len() as u64
 }
 
 /// Each node's share of the pages a policy gives (empty: the policy does
@@ -1077,7 +1143,7 @@ mod tests {
             rec(Kind::PlanPages, 0, 0x400_0000, 4 * HUGE_PAGES),
             rec(Kind::PlanPages, 1, 0x400_0000, 3 * HUGE_PAGES),
         ];
-        let c = verify(&m, &plan, &records);
+        let c = verify(&m, &plan, &records, None);
         let verdicts: Vec<&str> = c.entries.iter().map(|e| e.verdict.as_str()).collect();
         assert_eq!(verdicts, ["placed", "misplaced", "misplaced"]);
         assert_eq!(
@@ -1129,7 +1195,7 @@ mod tests {
                 ..rec(Kind::PlanEnd, 22, 3, 1)
             },
         ];
-        let c = verify(&m, &plan, &records);
+        let c = verify(&m, &plan, &records, None);
         let verdicts: Vec<&str> = c.entries.iter().map(|e| e.verdict.as_str()).collect();
         assert_eq!(
             verdicts,
@@ -1168,5 +1234,49 @@ mod tests {
         );
         // How the folded stripes are worded: numalab-report's views::plan
         // tests.
+    }
+
+    #[test]
+    fn without_a_reported_end_the_pages_come_from_the_mappings_at_exit() {
+        let m = quartet();
+        let plan = sites_plan(&m, &["interleave:0-1", "bind:2"]);
+        // Go's runtime: regions placed, mapped over again at one address,
+        // never freed, and no end reported (no libc exit).
+        let records = vec![
+            rec(Kind::Planned, 0, 0x100_0000, 64 << 20),
+            rec(Kind::Planned, 0, 0x100_0000, 64 << 20),
+            rec(Kind::Planned, 1, 0x800_0000, 1 << 20),
+        ];
+        let maps = crate::placement::verify::parse_numa_maps(
+            "01000000 interleave:0-1 anon=100 dirty=100 N0=50 N1=50 kernelpagesize_kB=4\n\
+             01400000 interleave:0-1 anon=20 dirty=20 N0=10 N1=10 kernelpagesize_kB=4\n\
+             05000000 default anon=7 dirty=7 N3=7 kernelpagesize_kB=4\n\
+             08000000 bind:2 anon=0 dirty=0 kernelpagesize_kB=4\n",
+        );
+        let at_exit = crate::placement::verify::ProcessPlacement {
+            pid: 1,
+            program: "go".into(),
+            threads: Vec::new(),
+            mappings: maps,
+            bytes_by_node: BTreeMap::new(),
+            private_bytes_by_node: BTreeMap::new(),
+            process_policy: None,
+        };
+        let c = verify(&m, &plan, &records, Some(&at_exit));
+        // Each mapping once (the region placed twice), the one past the
+        // region's end not at all.
+        assert_eq!(
+            c.entries[0].pages_by_node,
+            BTreeMap::from([(0, 60), (1, 60)])
+        );
+        let verdicts: Vec<&str> = c.entries.iter().map(|e| e.verdict.as_str()).collect();
+        assert_eq!(verdicts, ["placed", "not-touched"]);
+        assert_eq!(c.regions_read_at_exit, 1);
+        // With an end reported, the library's counts alone decide.
+        let mut ended = records.clone();
+        ended.push(rec(Kind::PlanEnd, 0, 0, 1));
+        let c = verify(&m, &plan, &ended, Some(&at_exit));
+        assert_eq!(c.entries[0].verdict, "not-touched");
+        assert_eq!(c.regions_read_at_exit, 0);
     }
 }

@@ -217,7 +217,8 @@ impl Session {
         profile.counters = counted.report();
         if let Some((fp, _)) = plan {
             let bytes = std::fs::read(records).unwrap_or_default();
-            profile.plan_check = Some(verify(m, fp, &Record::decode_all(&bytes)));
+            let at_exit = outcome.placement.as_ref().and_then(|p| p.as_ref().ok());
+            profile.plan_check = Some(verify(m, fp, &Record::decode_all(&bytes), at_exit));
         }
         if let Some((t, from)) = &self.latencies {
             price(&mut profile, t, from);
