@@ -361,6 +361,7 @@ extern "C" fn thread_trampoline(p: *mut c_void) -> *mut c_void {
     // SAFETY: p is the Start that pthread_create below allocated for this
     // thread alone.
     let start = unsafe { Box::from_raw(p as *mut Start) };
+    crate::runtime::unwind::thread_starts();
     crate::pin::thread_starts(start.ordinal);
     // A thread created while only pinning (no profile) is only pinned.
     let sampled = active();
@@ -776,13 +777,13 @@ pub unsafe extern "C" fn mbind(
 /// them (from a signal handler, or from inside an allocator's lock).
 pub fn resolve_early() {
     next::resolve();
-    // glibc's `backtrace` loads libgcc's unwinder (dlopen, which
-    // allocates) at its first call: made now, not from a hook that an
-    // allocator calls with its own lock held (jemalloc maps its arenas with
-    // mmap), which hung rustc and cargo under `profile` (issue 36).
+    // The stack unwinder's one loader call (`_dl_find_object`), or where
+    // it is missing, glibc's `backtrace`'s first call, which loads libgcc's
+    // unwinder (dlopen, which allocates): made now, not from a hook that
+    // an allocator calls with its own lock held (jemalloc maps its arenas
+    // with mmap), which hung rustc and cargo under `profile` (issue 36).
     if config().profiling() || config().plan.is_some() {
-        let mut pcs = [0usize; STACK_CAPACITY];
-        let _ = call_stack(&mut pcs);
+        crate::runtime::stacks::prepare();
     }
 }
 

@@ -9,7 +9,7 @@
 //!   records; [`queue`] and [`channel`]: the lock-free queue that takes
 //!   records to their file, and that file.
 //! - [`stacks`]: the calling thread's stack, for an allocation's Frame
-//!   records.
+//!   records, taken by [`unwind`] (the library's own unwinder).
 //! - [`sys`]: system calls made directly, and the clocks.
 //! - [`next`]: the next definitions of the functions the library
 //!   interposes, found at its start (libc's `syscall` among them:
@@ -24,5 +24,6 @@ pub mod queue;
 pub mod stacks;
 pub mod state;
 pub mod sys;
+pub mod unwind;
 
 pub use emit::emit;

@@ -1,14 +1,25 @@
-//! Call stacks: the return addresses of an allocation's caller, taken by
-//! glibc's `backtrace` (libgcc's unwinder), and their Frame records.
+//! Call stacks: the return addresses of an allocation's caller, and their
+//! Frame records. They are taken by the library's own unwinder
+//! ([`unwind`]: no lock, no allocation, no loader call, so safe in a hook
+//! that runs inside an allocator's lock or a signal handler); where it
+//! cannot run (no `_dl_find_object` in glibc before 2.35, or not x86_64),
+//! by glibc's `backtrace` (libgcc's unwinder), made once at start so that
+//! its loading happens there. Both give the same frames: this function's
+//! caller first.
 
-use super::{emit, sys};
+use super::{emit, sys, unwind};
 use libc::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// Frames of the call stack recorded per allocation.
 const FRAMES: usize = 8;
 
+/// Whether [`unwind`] takes the stacks (set by [`prepare`]).
+static OWN_UNWINDER: AtomicBool = AtomicBool::new(false);
+
 thread_local! {
-    /// Set while this thread takes a backtrace: the unwinder may allocate.
+    /// Set while this thread takes a stack: `backtrace` may allocate, and
+    /// a hook reached from a signal handler must not start a second walk.
     static IN_BACKTRACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
@@ -20,20 +31,46 @@ extern "C" {
 /// library's own (malloc's hook, `track`, this function).
 pub const STACK_CAPACITY: usize = FRAMES + 3;
 
+/// Readies the stacks at start, before any hook can take one: the
+/// unwinder's one loader call, or else `backtrace`'s first call (which
+/// loads libgcc's unwinder with `dlopen`, allocating).
+pub fn prepare() {
+    if unwind::init() {
+        OWN_UNWINDER.store(true, Relaxed);
+    } else {
+        let mut pcs = [0usize; STACK_CAPACITY];
+        let _ = call_stack(&mut pcs);
+    }
+}
+
 /// Fills `pcs` with the calling thread's stack; returns how many frames.
-/// None when the unwinder itself allocates (its allocations are not the
-/// program's).
+/// None when this thread is already taking one (`backtrace` allocating:
+/// its allocations are not the program's).
 pub fn call_stack(pcs: &mut [usize; STACK_CAPACITY]) -> usize {
     if IN_BACKTRACE.with(|b| b.replace(true)) {
         return 0;
     }
+    let n = if OWN_UNWINDER.load(Relaxed) {
+        unwind::trace(pcs)
+    } else {
+        glibc_backtrace(pcs)
+    };
+    IN_BACKTRACE.with(|b| b.set(false));
+    n
+}
+
+/// glibc's `backtrace` into `pcs`. Inlined: its first frame must be
+/// [`call_stack`]'s, as [`unwind::trace`]'s is, so that both give the
+/// library's own frames (the hook, `track`, `call_stack`) in the same
+/// count.
+#[inline(always)]
+fn glibc_backtrace(pcs: &mut [usize; STACK_CAPACITY]) -> usize {
     let mut buf = [std::ptr::null_mut::<c_void>(); STACK_CAPACITY];
     // SAFETY: buf holds STACK_CAPACITY pointers.
     let n = unsafe { backtrace(buf.as_mut_ptr(), buf.len() as c_int) }.max(0) as usize;
     for (pc, b) in pcs.iter_mut().zip(&buf[..n]) {
         *pc = *b as usize;
     }
-    IN_BACKTRACE.with(|b| b.set(false));
     n
 }
 
