@@ -203,6 +203,11 @@ unsafe fn planned(
         }
     }
     if let Some(i) = plan::entry_for_allocation(n) {
+        if plan::heap_striped(i) {
+            let p = alloc();
+            plan::striped_block(i, p as usize, n);
+            return p;
+        }
         let ps = page_size();
         let p = next::memalign(align.max(ps), n.div_ceil(ps) * ps);
         if !p.is_null() {

@@ -196,7 +196,48 @@ pub fn resolve() {
         }
     }
     NEXT.malloc.store(ok(malloc), SeqCst);
+    // glibc's own malloc: its exported `__libc_malloc` is in malloc's
+    // object (jemalloc, tcmalloc and mimalloc define no such name).
+    let libc_malloc = lookup("__libc_malloc\0");
+    GLIBC.store(
+        home != 0 && libc_malloc != MISSING && object_of(libc_malloc) == home,
+        SeqCst,
+    );
     STATE.store(2, SeqCst);
+}
+
+/// Whether the next allocator is glibc's.
+static GLIBC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the program's allocator is glibc's `malloc`.
+pub fn is_glibc() -> bool {
+    GLIBC.load(SeqCst)
+}
+
+/// The mapping of a block glibc's malloc served by a mapping of its own
+/// (`mmap`, past its threshold): `(start, bytes)`, the block's header page
+/// included; None for any other block, or another allocator. glibc moves
+/// such a block with `mremap` on `realloc` (its internal call, which no
+/// hook sees), and the kernel refuses one that spans two mappings, as a
+/// policy laid on the block's pages alone makes it.
+pub fn own_mapping(p: usize) -> Option<(usize, usize)> {
+    if !is_glibc() || p < 16 || !p.is_multiple_of(16) {
+        return None;
+    }
+    // SAFETY: a block glibc returned: the 16 bytes before it are its
+    // chunk's header (the previous size, then the size with its flags),
+    // on the block's own mapping or the heap.
+    let (prev, size) = unsafe { (*((p - 16) as *const usize), *((p - 8) as *const usize)) };
+    const IS_MMAPPED: usize = 2;
+    if size & IS_MMAPPED == 0 {
+        return None;
+    }
+    // A mapped chunk keeps its offset into its mapping (alignment's
+    // slack) in the previous-size word.
+    let start = (p - 16).checked_sub(prev)?;
+    let bytes = prev.checked_add(size & !7)?;
+    let ps = 4096;
+    (start % ps == 0 && bytes % ps == 0 && p < start + bytes).then_some((start, bytes))
 }
 
 /// Whether the next allocator is known (else: the arena).
