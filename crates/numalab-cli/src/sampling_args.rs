@@ -81,6 +81,7 @@ pub struct SamplingArgs {
     /// heap, mmap, file:PATH (mappings of that file),
     /// stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE and
     /// site:OBJECT+0xOFFSET (an allocation whose call stack passes there),
+    /// site:OBJECT:FUNCTION (a function of a library loaded later, dlopen),
     /// 0xSTART-0xEND (overlapping), size>N, size<N (each allocation's
     /// bytes).
     #[arg(long, value_name = "FILTER", value_parser = region_filter())]

@@ -29,6 +29,11 @@ pub(crate) enum Term {
     /// `dlopen` it later), relative to its load bias, and the object's
     /// file name at this index of [`LATER_OBJECTS`].
     LaterCode(usize, usize, usize),
+    /// Code of a function of an object not loaded at start (`site:
+    /// OBJECT:FUNCTION`): the object's file name at this index of
+    /// [`LATER_OBJECTS`], and how its symbol is recognised (`=NAME`, or
+    /// `^PREFIX` of a mangled name) at this index of the term strings.
+    LaterFunction(usize, usize),
     /// Mappings of a file: the path (or its last components) at this
     /// index of [`FILE_PATHS`].
     File(usize),
@@ -121,6 +126,25 @@ pub(crate) fn parse_regions(
             paths.push(path.to_string());
             continue;
         }
+        if let Some(f) = line.strip_prefix("function ") {
+            // "function OBJECT =NAME" or "function OBJECT ^PREFIX": the
+            // pattern kept with the terms' strings (`file` paths).
+            let term = f
+                .split_once(' ')
+                .filter(|(o, p)| !o.is_empty() && !o.contains('/') && p.len() > 1)
+                .filter(|(_, p)| p.starts_with('=') || p.starts_with('^'))
+                .and_then(|(o, p)| {
+                    let i = later_object(o)?;
+                    paths.push(p.to_string());
+                    Some(Term::LaterFunction(i, paths.len() - 1))
+                });
+            match (term, link) {
+                (Some(t), _) => terms.push(t),
+                (None, Some(_)) => terms.push(Term::Size(1, 0)),
+                (None, None) => {}
+            }
+            continue;
+        }
         let mut f = line.splitn(4, ' ');
         let word = f.next().unwrap_or("");
         let mut num = || f.next().and_then(|n| n.parse::<usize>().ok());
@@ -173,7 +197,10 @@ fn later_object(name: &str) -> Option<usize> {
 impl Term {
     /// Whether the term judges an allocation by its call stack.
     pub(crate) fn by_code(&self) -> bool {
-        matches!(self, Term::Code(..) | Term::LaterCode(..))
+        matches!(
+            self,
+            Term::Code(..) | Term::LaterCode(..) | Term::LaterFunction(..)
+        )
     }
 }
 
@@ -207,12 +234,29 @@ pub fn resolve_find_object() {
 struct LinkMapHead {
     l_addr: usize,
     l_name: *const libc::c_char,
+    l_ld: *const u64,
+}
+
+/// A loaded object that holds an address, as the loader knows it.
+struct LoadedObject {
+    bias: usize,
+    /// Its dynamic section (`l_ld`).
+    dynamic: *const u64,
+    /// Where it is mapped, `[start, end)`.
+    start: usize,
+    end: usize,
 }
 
 /// The load bias of the loaded object holding `pc` when its file name is
 /// `name`: the path it was loaded by names the file, or a link to it by
 /// its soname (`libz.so.1` for the file `libz.so.1.2.13`).
 fn bias_in(pc: usize, name: &str) -> Option<usize> {
+    object_in(pc, name).map(|o| o.bias)
+}
+
+/// The loaded object holding `pc` when its file name is `name` (see
+/// [`bias_in`]).
+fn object_in(pc: usize, name: &str) -> Option<LoadedObject> {
     let find = (*FIND_OBJECT.get()?)?;
     let mut out = [0u64; 32];
     // SAFETY: `out` is larger than glibc's struct dl_find_object.
@@ -225,8 +269,8 @@ fn bias_in(pc: usize, name: &str) -> Option<usize> {
         return None;
     }
     // SAFETY: a loaded object's link map, whose public head (l_addr,
-    // l_name) glibc keeps while the object is loaded.
-    let (bias, path) = unsafe { ((*map).l_addr, (*map).l_name) };
+    // l_name, l_ld) glibc keeps while the object is loaded.
+    let (bias, path, dynamic) = unsafe { ((*map).l_addr, (*map).l_name, (*map).l_ld) };
     if path.is_null() {
         return None;
     }
@@ -236,7 +280,127 @@ fn bias_in(pc: usize, name: &str) -> Option<usize> {
     let n = name.as_bytes();
     let same = !file.is_empty()
         && (file == n || (n.starts_with(file) && n.get(file.len()) == Some(&b'.')));
-    same.then_some(bias)
+    same.then_some(LoadedObject {
+        bias,
+        dynamic,
+        start: out[1] as usize,
+        end: out[2] as usize,
+    })
+}
+
+/// Whether a function symbol of `o`'s dynamic symbol table that holds
+/// `at` (its exported functions: a stripped library keeps these; aliases,
+/// such as `getpid` and `__getpid`, each) has a name `wanted` accepts,
+/// read from the loader's mapped tables, without a lock or allocation.
+///
+/// # Safety
+/// `o` is an object loaded now, found for `at`.
+unsafe fn function_at(o: &LoadedObject, at: usize, wanted: impl Fn(&[u8]) -> bool) -> bool {
+    const DT_NULL: u64 = 0;
+    const DT_HASH: u64 = 4;
+    const DT_STRTAB: u64 = 5;
+    const DT_SYMTAB: u64 = 6;
+    const DT_STRSZ: u64 = 10;
+    const DT_GNU_HASH: u64 = 0x6fff_fef5;
+    if o.dynamic.is_null() {
+        return false;
+    }
+    // glibc relocates the section's addresses in place where it may
+    // write it; an address outside the object is still relative.
+    let absolute = |v: u64| {
+        let v = v as usize;
+        if (o.start..o.end).contains(&v) {
+            v
+        } else {
+            v.wrapping_add(o.bias)
+        }
+    };
+    let (mut hash, mut gnu, mut strtab, mut symtab, mut strsz) = (0, 0, 0, 0, 0);
+    for k in 0..512 {
+        let (tag, val) = (*o.dynamic.add(2 * k), *o.dynamic.add(2 * k + 1));
+        match tag {
+            DT_NULL => break,
+            DT_HASH => hash = absolute(val),
+            DT_GNU_HASH => gnu = absolute(val),
+            DT_STRTAB => strtab = absolute(val),
+            DT_SYMTAB => symtab = absolute(val),
+            DT_STRSZ => strsz = val as usize,
+            _ => {}
+        }
+    }
+    if strtab == 0 || symtab == 0 {
+        return false;
+    }
+    let count = if hash != 0 {
+        *((hash + 4) as *const u32) as usize
+    } else if gnu != 0 {
+        gnu_symbol_count(gnu)
+    } else {
+        return false;
+    };
+    let offset = at.wrapping_sub(o.bias) as u64;
+    // Elf64_Sym: name (u32), info, other, section (u16), value, size.
+    for k in 1..count.min(1 << 20) {
+        let sym = (symtab + 24 * k) as *const u8;
+        let info = *sym.add(4);
+        let section = *(sym.add(6) as *const u16);
+        let (value, size) = (*(sym.add(8) as *const u64), *(sym.add(16) as *const u64));
+        // STT_FUNC (2) or STT_GNU_IFUNC (10), defined here.
+        let function = matches!(info & 0xf, 2 | 10) && section != 0;
+        if function && offset >= value && offset < value.saturating_add(size) {
+            let name = *(sym as *const u32) as usize;
+            if name >= strsz {
+                continue;
+            }
+            let start = (strtab + name) as *const u8;
+            let mut len = 0;
+            while name + len < strsz && *start.add(len) != 0 {
+                len += 1;
+            }
+            if wanted(std::slice::from_raw_parts(start, len)) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The number of dynamic symbols, from a GNU hash table: past the highest
+/// symbol any bucket starts at, to the end of its chain.
+///
+/// # Safety
+/// `table` is a mapped `DT_GNU_HASH` table.
+unsafe fn gnu_symbol_count(table: usize) -> usize {
+    let words = table as *const u32;
+    let (buckets, first, bloom) = (
+        *words as usize,
+        *words.add(1) as usize,
+        *words.add(2) as usize,
+    );
+    let bucket_at = (table + 16 + 8 * bloom) as *const u32;
+    let mut last = 0;
+    for b in 0..buckets.min(1 << 20) {
+        last = last.max(*bucket_at.add(b) as usize);
+    }
+    if last < first {
+        return first;
+    }
+    let chains = bucket_at.add(buckets);
+    let mut k = last;
+    while k - first < 1 << 20 && *chains.add(k - first) & 1 == 0 {
+        k += 1;
+    }
+    k + 1
+}
+
+/// Whether a symbol is the function a `LaterFunction` term names:
+/// `=NAME` the symbol itself, `^PREFIX` a mangled name that starts so.
+fn symbol_is(symbol: &[u8], pattern: &str) -> bool {
+    match pattern.as_bytes().split_first() {
+        Some((b'=', name)) => symbol == name,
+        Some((b'^', prefix)) => symbol.starts_with(prefix),
+        _ => false,
+    }
 }
 
 /// Whether a filter needs a mapping's file path.
@@ -353,6 +517,21 @@ fn matches(t: &Term, paths: &[String], c: &Candidate) -> bool {
                         bias_in(at, name).is_some_and(|b| (lo..hi).contains(&at.wrapping_sub(b)))
                     })
                 })
+        }
+        Term::LaterFunction(i, k) => {
+            let (Some(name), Some(pattern)) =
+                (LATER_OBJECTS.get(i).and_then(OnceLock::get), paths.get(k))
+            else {
+                return false;
+            };
+            c.stack.iter().any(|pc| {
+                let at = pc.wrapping_sub(1);
+                object_in(at, name).is_some_and(|o| {
+                    // SAFETY: the loader's own tables of an object loaded
+                    // now (found by `_dl_find_object` for this address).
+                    unsafe { function_at(&o, at, |sym| symbol_is(sym, pattern)) }
+                })
+            })
         }
         Term::File(i) => match (c.path, paths.get(i)) {
             (Some(path), Some(wanted)) => file_matches(path, wanted),
@@ -597,6 +776,42 @@ mod tests {
             ..c
         };
         assert!(!selects_in(&t[..1], &[], &c));
+    }
+
+    #[test]
+    fn a_function_of_an_object_not_loaded_at_start_is_found_by_its_dynamic_symbol() {
+        // libc's exported getpid, named as the engine names a function of
+        // an object it did not find at start: by the object's file name,
+        // and the symbol exactly (a C name) or by a mangled prefix.
+        let at = libc::getpid as *const () as usize;
+        let mut paths = Vec::new();
+        let text = "function libc.so.6 =getpid\n\
+                    function libc.so.6 =getppid\n\
+                    function libc.so.6 ^getp\n\
+                    function libother.so.1 =getpid\n\
+                    function libc.so.6 getpid\n";
+        let t = parse_regions(text, |_| None, &mut paths);
+        assert_eq!(t.len(), 4, "the line without =/^ is no term: {t:?}");
+        assert!(t.iter().all(Term::by_code));
+        resolve_find_object();
+        // A return address inside getpid (its body is a few bytes long).
+        let stack = [at + 2];
+        let c = Candidate {
+            addr: 0,
+            len: 1,
+            mmap: false,
+            stack: &stack,
+            path: None,
+        };
+        let picks: Vec<bool> = (0..4)
+            .map(|k| selects_in(&t[k..k + 1], &paths, &c))
+            .collect();
+        assert_eq!(picks, [true, false, true, false]);
+        // An address in no function of it (a stack slot) selects nothing.
+        let local = 0u8;
+        let stack = [&local as *const u8 as usize];
+        let c = Candidate { stack: &stack, ..c };
+        assert!(!selects_in(&t[..1], &paths, &c));
     }
 
     #[test]

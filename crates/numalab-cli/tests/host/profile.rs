@@ -1033,7 +1033,7 @@ fn bad_input_is_refused_in_one_line() {
     );
     fails(
         &["profile", "--regions", "heap,hep", "--", "true"],
-        "--regions: 'hep' is not a region term; terms: heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, site:OBJECT+0xOFFSET, 0xSTART-0xEND, size>N, size<N",
+        "--regions: 'hep' is not a region term; terms: heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, site:OBJECT+0xOFFSET, site:OBJECT:FUNCTION, 0xSTART-0xEND, size>N, size<N",
     );
     fails(
         &["profile", "--regions", "size=4", "--", "true"],

@@ -582,8 +582,9 @@ fn sites_in_a_library_loaded_with_dlopen_are_named_selected_and_placed() {
         "{e}"
     );
 
-    // A function there cannot be looked up before the program runs: the
-    // refusal says how to name it.
+    // A function there cannot be looked up before the program runs: alone,
+    // its name is refused (a typo would select nothing), and the refusal
+    // says how to name it: with its object.
     let e = refused(
         &p.dlopen,
         &["--regions", "site:lib_alloc"],
@@ -591,7 +592,54 @@ fn sites_in_a_library_loaded_with_dlopen_are_named_selected_and_placed() {
     );
     assert!(
         e.contains("site:lib_alloc names no function in ")
-            && e.contains("named by its call: site:OBJECT+0xADDRESS"),
+            && e.contains("site:OBJECT:FUNCTION (site:libfoo.so:lib_alloc)")
+            && e.contains("or by its call, site:OBJECT+0xADDRESS"),
+        "{e}"
+    );
+    // With its object, the function the stack names (`lib_alloc`, an
+    // export of the stripped library) selects the 3 MiB as the library
+    // loads: found in its dynamic symbols at run time.
+    let v = profile_with(
+        &p.dlopen,
+        &[lib],
+        &["--regions", "site:libnames.so:lib_alloc"],
+        "names-dlopen-objfn",
+    );
+    assert_eq!(
+        sizes(&v),
+        BTreeSet::from([3 * MIB]),
+        "--regions site:libnames.so:lib_alloc"
+    );
+    // Another function of it, which no allocation passes through: none.
+    let v = profile_with(
+        &p.dlopen,
+        &[lib],
+        &["--regions", "site:libnames.so:lib_tiny"],
+        "names-dlopen-objfn-other",
+    );
+    assert_eq!(
+        sizes(&v),
+        BTreeSet::new(),
+        "--regions site:libnames.so:lib_tiny"
+    );
+    // And a plan naming it places the region.
+    std::fs::write(
+        &plan,
+        serde_json::json!({"schema": "numalab-plan/1", "entries": [
+            {"region": "site:libnames.so:lib_alloc", "policy": "bind:0"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let r = Run::new(&args)
+        .env("PATH", p.trap_path.to_str().unwrap())
+        .run();
+    assert_eq!((r.rc, r.out.as_str()), (0, "sum 4608\n"), "{}", r.err);
+    let v = parse_json(&std::fs::read_to_string(&verify).unwrap(), "verify.json");
+    let e = &v["plan"]["entries"][0];
+    assert_eq!(
+        (e["verdict"].clone(), e["pages_by_node"]["0"].clone()),
+        ("placed".into(), 768.into()),
         "{e}"
     );
 }

@@ -24,7 +24,7 @@ pub const MAX_CODE_RANGES: usize = 256;
 pub const MAX_THREAD_ORDINAL: u32 = 1023;
 
 /// The terms, as `--help` and errors list them.
-pub const TERMS_HELP: &str = "heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, site:OBJECT+0xOFFSET, 0xSTART-0xEND, size>N, size<N; a comma between terms means or, & means and (heap&size>1M)";
+pub const TERMS_HELP: &str = "heap, mmap, file:PATH, stack, static, static:SYMBOL, site:FUNCTION, site:FILE:LINE, site:OBJECT+0xOFFSET, site:OBJECT:FUNCTION, 0xSTART-0xEND, size>N, size<N; a comma between terms means or, & means and (heap&size>1M)";
 
 /// One term of a region filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +48,12 @@ pub enum Term {
     /// object (its file name) and the call's offset in it, as profiles name
     /// sites without debug information (`prog+0x17b6`).
     Call { object: String, offset: u64 },
+    /// Allocations whose call stack passes through this function of the
+    /// object of this file name (`site:libnames.so:lib_alloc`): a library
+    /// the program may load later with `dlopen`, whose functions cannot be
+    /// looked up before it runs (the preload library finds them in the
+    /// object's dynamic symbols as the program loads it).
+    ObjectFunction { object: String, name: String },
     /// Regions overlapping `[start, end)`.
     Address { start: u64, end: u64 },
     /// Regions (each allocation, mapping, static object or stack) of
@@ -113,9 +119,7 @@ impl RegionFilter {
 
     /// Whether any term needs the allocation sites' code addresses.
     pub fn has_sites(&self) -> bool {
-        self.terms
-            .iter()
-            .any(|t| matches!(t, Term::Function(_) | Term::Line { .. } | Term::Call { .. }))
+        self.terms.iter().any(is_site)
     }
 
     /// Whether the profile keeps this region. Heap and mmap regions were
@@ -163,7 +167,10 @@ impl RegionFilter {
             Term::Size { min, max } => {
                 (*min..=*max).contains(&r.bytes.checked_div(r.allocations.max(1)).unwrap_or(0))
             }
-            Term::Function(_) | Term::Line { .. } | Term::Call { .. } => small_term(t, r),
+            Term::Function(_)
+            | Term::Line { .. }
+            | Term::Call { .. }
+            | Term::ObjectFunction { .. } => small_term(t, r),
         };
         self.alternatives()
             .iter()
@@ -204,10 +211,21 @@ impl RegionFilter {
                     Term::File(path) => vec![format!("file {path}")],
                     Term::Address { start, end } => vec![format!("addr {start} {end}")],
                     Term::Size { min, max } => vec![format!("size {min} {max}")],
-                    Term::Function(_) | Term::Line { .. } | Term::Call { .. } => code
+                    Term::Function(_)
+                    | Term::Line { .. }
+                    | Term::Call { .. }
+                    | Term::ObjectFunction { .. } => code
                         .iter()
                         .filter(|c| c.term == *i)
-                        .map(|c| format!("code {} {} {}", c.start, c.end, c.object.display()))
+                        .flat_map(|c| match &c.function {
+                            Some(name) => symbol_patterns(name)
+                                .into_iter()
+                                .map(|p| format!("function {} {p}", c.object.display()))
+                                .collect(),
+                            None => {
+                                vec![format!("code {} {} {}", c.start, c.end, c.object.display())]
+                            }
+                        })
                         .collect(),
                     Term::Stack | Term::Static(_) => Vec::new(),
                 };
@@ -334,6 +352,18 @@ fn parse_term(t: &str) -> Result<Term, String> {
                 });
             }
         }
+        // OBJECT:FUNCTION: a shared object's file name (no folder), then a
+        // name that is not a line number (C++'s `ns::f` has no `.so`
+        // before its first colon).
+        if let Some((object, name)) = spec.split_once(':') {
+            let shared = object.contains(".so") && !object.contains('/') && !object.is_empty();
+            if shared && !name.is_empty() && !name.bytes().all(|b| b.is_ascii_digit()) {
+                return Ok(Term::ObjectFunction {
+                    object: object.to_string(),
+                    name: name.to_string(),
+                });
+            }
+        }
         if let Some((file, line)) = spec.rsplit_once(':') {
             if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) {
                 return match line.parse::<u32>() {
@@ -412,8 +442,42 @@ fn small_term(t: &Term, r: &RegionProfile) -> bool {
         Term::Call { object, offset } => {
             frames().any(|f| f.object == Some(object.as_str()) && f.address == Some(*offset))
         }
+        Term::ObjectFunction { object, name } => frames().any(|f| {
+            f.object == Some(object.as_str()) && f.function.is_some_and(|n| names_match(n, name))
+        }),
         _ => false,
     }
+}
+
+/// How the preload library recognises function `name` among an object's
+/// dynamic symbols, which are mangled: `=NAME` the symbol itself (C),
+/// `^PREFIX` a symbol starting so: the Itanium mangling of a C++ name
+/// without its parameters (`ns::Alloc::Make` is `_ZN2ns5Alloc4MakeE...`,
+/// `make` is `_Z4make...`) and Rust's legacy one (`_ZN...17h<hash>E`).
+/// Templates and operators are matched by their exact symbol only.
+pub fn symbol_patterns(name: &str) -> Vec<String> {
+    let mut out = vec![format!("={name}")];
+    let bare = name.split('(').next().unwrap_or(name).trim();
+    if bare.is_empty() || bare.contains(['<', '>', ' ', '~']) || bare.contains("operator") {
+        return out;
+    }
+    let parts: Vec<&str> = bare.split("::").collect();
+    let ident = |p: &&str| {
+        !p.is_empty()
+            && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !p.as_bytes()[0].is_ascii_digit()
+    };
+    if !parts.iter().all(ident) {
+        return out;
+    }
+    let nested: String = parts.iter().map(|p| format!("{}{p}", p.len())).collect();
+    if parts.len() == 1 {
+        out.push(format!("^_Z{nested}"));
+    } else {
+        out.push(format!("^_ZN{nested}E"));
+        out.push(format!("^_ZN{nested}17h"));
+    }
+    out
 }
 
 pub(crate) use super::symbols::names_match;
@@ -442,6 +506,10 @@ pub struct CodeRange {
     pub end: u64,
     /// The index of the site term (in [`RegionFilter::terms`]) it is code of.
     pub term: usize,
+    /// A function of an object not loaded at start, found by its name as
+    /// the program loads it (then `object` is the object's file name, and
+    /// `start` and `end` are 0).
+    pub function: Option<String>,
 }
 
 /// The code ranges of the filter's site terms in `objects` (the program
@@ -472,6 +540,19 @@ pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRa
                     start: *offset,
                     end: offset.saturating_add(1),
                     term: i,
+                    function: None,
+                });
+            }
+        }
+        if let (true, Term::ObjectFunction { object, name }) = (found.is_empty(), t) {
+            let loaded = objects.iter().any(|o| file_named(o, object));
+            if !loaded && later_object_name(object) {
+                found.push(CodeRange {
+                    object: PathBuf::from(object),
+                    start: 0,
+                    end: 0,
+                    term: i,
+                    function: Some(name.clone()),
                 });
             }
         }
@@ -495,6 +576,17 @@ fn later_object_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\n', ' '])
 }
 
+/// Whether the object at `path` has the file name `name` (or links to a
+/// file of that name: a soname).
+fn file_named(path: &Path, name: &str) -> bool {
+    let named = |p: &Path| p.file_name().is_some_and(|f| f.to_string_lossy() == *name);
+    named(path)
+        || std::fs::canonicalize(path)
+            .ok()
+            .as_deref()
+            .is_some_and(named)
+}
+
 /// The objects not loaded at start (see [`resolve_sites`]) whose code the
 /// library's lines (a filter's or a plan's [`RegionFilter::library_form`])
 /// name, by file name: the launch says that their code is looked for as
@@ -504,7 +596,10 @@ pub fn later_objects(library_form: &str) -> Vec<String> {
         .lines()
         .filter_map(|l| {
             let l = l.strip_prefix("& ").or(l.strip_prefix("| ")).unwrap_or(l);
-            l.strip_prefix("code ")?.splitn(3, ' ').nth(2)
+            match l.strip_prefix("function ") {
+                Some(f) => f.split(' ').next(),
+                None => l.strip_prefix("code ")?.splitn(3, ' ').nth(2),
+            }
         })
         .filter(|o| later_object_name(o))
         .map(str::to_string)
@@ -515,7 +610,10 @@ pub fn later_objects(library_form: &str) -> Vec<String> {
 }
 
 fn is_site(t: &Term) -> bool {
-    matches!(t, Term::Function(_) | Term::Line { .. } | Term::Call { .. })
+    matches!(
+        t,
+        Term::Function(_) | Term::Line { .. } | Term::Call { .. } | Term::ObjectFunction { .. }
+    )
 }
 
 /// The code ranges a site term selects in the one ELF object at `object`,
@@ -529,6 +627,7 @@ pub fn resolve_term_in(t: &Term, object: &Path) -> Vec<CodeRange> {
         start,
         end,
         term: 0,
+        function: None,
     };
     match t {
         // The call instruction's own address: the library compares each
@@ -545,6 +644,10 @@ pub fn resolve_term_in(t: &Term, object: &Path) -> Vec<CodeRange> {
                 Vec::new()
             }
         }
+        Term::ObjectFunction {
+            object: name,
+            name: f,
+        } if file_named(object, name) => resolve_term_in(&Term::Function(f.clone()), object),
         Term::Function(name) => super::elf_index::cached(object).map_or_else(Vec::new, |i| {
             i.functions()
                 .iter()
@@ -573,8 +676,11 @@ fn unresolved(t: &Term, objects: &[PathBuf]) -> String {
     let place = format!("{}{more}", names.join(", "));
     match t {
         Term::Function(n) => format!(
-            "site:{n} names no function in {place} (the program and the libraries it loads at start; code of a library loaded later with dlopen is named by its call: site:OBJECT+0xADDRESS, as profiles print it)"
+            "site:{n} names no function in {place} (the program and the libraries it loads at start; a function of a library loaded later with dlopen is named with the library's file name, site:OBJECT:FUNCTION (site:libfoo.so:{n}), or by its call, site:OBJECT+0xADDRESS, as profiles print it)"
         ),
+        Term::ObjectFunction { object, name } => {
+            format!("site:{object}:{name} names no function in {object}")
+        }
         Term::Line { file, line } => {
             // Where no line table names the file (the program built
             // without -g while the system's libraries have debug files),
@@ -743,7 +849,8 @@ mod tests {
                 object: "/bin/profile_truth".into(),
                 start: 0x17b6,
                 end: 0x17b7,
-                term: 0
+                term: 0,
+                function: None
             }]
         );
         // An object not loaded at start (dlopen'ed later) is kept by its
@@ -757,13 +864,15 @@ mod tests {
                     object: "libm.so.6".into(),
                     start: 0x10,
                     end: 0x11,
-                    term: 0
+                    term: 0,
+                    function: None
                 },
                 CodeRange {
                     object: "/bin/profile_truth".into(),
                     start: 0x20,
                     end: 0x21,
-                    term: 1
+                    term: 1,
+                    function: None
                 }
             ]
         );
@@ -773,6 +882,58 @@ mod tests {
         assert!(RegionFilter::parse("site:/bin/x+0x10")
             .unwrap_err()
             .contains("is not site:OBJECT+0xOFFSET"));
+    }
+
+    #[test]
+    fn a_function_named_with_its_object_waits_for_the_object_and_matches_mangled_names() {
+        let f = RegionFilter::parse("site:libnames.so:lib_alloc,site:ns::Alloc::Make(int),site:libx.so.1:a::b,site:libz.so:12").unwrap();
+        assert_eq!(
+            f.terms[0],
+            Term::ObjectFunction {
+                object: "libnames.so".into(),
+                name: "lib_alloc".into()
+            }
+        );
+        // C++'s `::` is no object; a number after the object is a line.
+        assert_eq!(f.terms[1], Term::Function("ns::Alloc::Make(int)".into()));
+        assert_eq!(
+            f.terms[3],
+            Term::Line {
+                file: "libz.so".into(),
+                line: 12
+            }
+        );
+        assert_eq!(
+            symbol_patterns("lib_alloc"),
+            ["=lib_alloc", "^_Z9lib_alloc"]
+        );
+        assert_eq!(
+            symbol_patterns("ns::Alloc::Make(int)"),
+            [
+                "=ns::Alloc::Make(int)",
+                "^_ZN2ns5Alloc4MakeE",
+                "^_ZN2ns5Alloc4Make17h"
+            ]
+        );
+        assert_eq!(symbol_patterns("f<int>"), ["=f<int>"]);
+        // Not loaded at start: kept for the library, by the object's name.
+        let objects = [PathBuf::from("/bin/profile_truth")];
+        let only = RegionFilter::parse("site:libnames.so:lib_alloc").unwrap();
+        let code = resolve_sites(&only, &objects).unwrap();
+        assert_eq!(code[0].function.as_deref(), Some("lib_alloc"));
+        let form = only.library_form(&code);
+        assert_eq!(
+            form,
+            "function libnames.so =lib_alloc\nfunction libnames.so ^_Z9lib_alloc\n"
+        );
+        assert_eq!(later_objects(&form), ["libnames.so"]);
+        // Joined to another term, its patterns are choices of one part.
+        let joined = RegionFilter::parse("heap&site:libnames.so:lib_alloc").unwrap();
+        let code = resolve_sites(&joined, &objects).unwrap();
+        assert_eq!(
+            joined.library_form(&code),
+            "heap\n& function libnames.so =lib_alloc\n| function libnames.so ^_Z9lib_alloc\n"
+        );
     }
 
     #[test]
@@ -803,6 +964,7 @@ mod tests {
             start: 0x1100,
             end: 0x1180,
             term: 3,
+            function: None,
         }];
         assert_eq!(
             f.library_form(&code),
@@ -842,6 +1004,7 @@ mod tests {
             start,
             end: start + 16,
             term,
+            function: None,
         };
         let code = [
             range(0x100, 2),

@@ -335,6 +335,7 @@ fn static_ranges(name: &str, objects: &[PathBuf]) -> Vec<CodeRange> {
                 start: value,
                 end: value + size,
                 term: 0,
+                function: None,
             })
             .collect();
         if !found.is_empty() {
@@ -682,7 +683,10 @@ fn pages_at_exit(
         let Some((&addr, &(size, i))) = by_start.range(..=start).next_back() else {
             continue;
         };
-        let Some(e) = entries.get_mut(i).filter(|_| start < addr.saturating_add(size)) else {
+        let Some(e) = entries
+            .get_mut(i)
+            .filter(|_| start < addr.saturating_add(size))
+        else {
             continue;
         };
         // numa_maps counts in the mapping's page size; the check counts in
