@@ -185,7 +185,10 @@ fn go_with_cgo_reads_and_writes_its_heap_in_every_mode() {
         .sum();
     // The 64 MiB buffer and what ReadFile read into: 16384 pages at least.
     assert!(pages >= 16384, "{check}");
-    assert!(check["regions_read_at_exit"].as_u64().unwrap() >= 1, "{check}");
+    assert!(
+        check["regions_read_at_exit"].as_u64().unwrap() >= 1,
+        "{check}"
+    );
 }
 
 /// The byte sum of GO_FILES's 64 MiB (one pass).

@@ -139,7 +139,8 @@ mod tests {
             "  the library never reported its end (the program exited without libc's exit, as Go's runtime does): the pages of 3 region(s) were read from the process's mappings at exit\n"
         ));
         c.regions_read_at_exit = 0;
-        assert!(super::check_text(&c).contains("the program did not exit normally, or ignored LD_PRELOAD"));
+        assert!(super::check_text(&c)
+            .contains("the program did not exit normally, or ignored LD_PRELOAD"));
         c.processes = 1;
         c.stripes_folded = 2;
         assert!(super::check_text(&c).contains(
