@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Real programs and runtimes nobody here wrote, from Debian's packages, under every way numalab
+# Real programs and runtimes nobody here wrote, from Debian's packages (and Go static and with
+# cgo, rustc and cargo from the toolchains the tests install), under every way numalab
 # runs a program, in one run: `profile`, `run --plan` (a plan placing every allocation over
 # 1 MiB), `run --mem interleave:0@4` (stripes laid by the preload library) and
 # `run --counters`. Each workload runs plain and in every mode, back to back in an order that
@@ -64,6 +65,14 @@ sh(["go", "build", "-buildvcs=false", "-o", os.path.join(WORK, "gofiles"), "."],
    cwd=os.path.join(WORK, "go"),
    env={**os.environ, "CGO_ENABLED": "1", "GOCACHE": os.path.join(WORK, "gocache")},
    stdout=subprocess.DEVNULL)
+# The same program statically linked (no cgo): the preload library cannot load into it.
+with open("crates/numalab-cli/tests/programs/gofiles.go") as src, \
+        open(os.path.join(WORK, "go", "main.go"), "w") as f:
+    f.write(src.read().replace(', "CGO"', ""))
+sh(["go", "build", "-buildvcs=false", "-o", os.path.join(WORK, "gostatic"), "."],
+   cwd=os.path.join(WORK, "go"),
+   env={**os.environ, "CGO_ENABLED": "0", "GOCACHE": os.path.join(WORK, "gocache")},
+   stdout=subprocess.DEVNULL)
 shutil.rmtree(os.path.join(WORK, "go"))
 with open(os.path.join(WORK, "Sum.java"), "w") as f:
     f.write("public class Sum { public static void main(String[] a) { long[] v = new long[8_000_000]; "
@@ -77,6 +86,23 @@ with open(os.path.join(WORK, "q.sql"), "w") as f:
 with open(os.path.join(WORK, "plan.json"), "w") as f:
     json.dump({"schema": "numalab-plan/1",
                "entries": [{"region": "size>1M", "policy": "interleave:0"}]}, f)
+os.makedirs(os.path.join(WORK, "hello", "src"), exist_ok=True)
+with open(os.path.join(WORK, "hello", "Cargo.toml"), "w") as f:
+    f.write('[package]\nname = "hello"\nversion = "0.1.0"\nedition = "2021"\n\n[workspace]\n')
+with open(os.path.join(WORK, "hello", "src", "main.rs"), "w") as f:
+    f.write("fn main() { let v: Vec<u64> = (1..=1000).collect(); println!(\"{}\", v.iter().sum::<u64>()); }\n")
+# redis-server on a port of its own, serving redis-benchmark on the loopback; everything the
+# script starts runs under the mode (the preload library follows exec); the benchmark's own
+# figures vary, so only a value written and read back is printed.
+import socket
+with socket.socket() as s_:
+    s_.bind(("127.0.0.1", 0))
+    PORT = s_.getsockname()[1]
+REDIS = (f"redis-server --port {PORT} --bind 127.0.0.1 --save '' --appendonly no >/dev/null & "
+         f"for i in $(seq 200); do redis-cli -p {PORT} ping >/dev/null 2>&1 && break; sleep 0.05; done; "
+         f"redis-benchmark -p {PORT} -n 20000 -c 4 -d 1024 -t set,get -q >/dev/null; "
+         f"redis-cli -p {PORT} set k v >/dev/null; redis-cli -p {PORT} get k; "
+         f"redis-cli -p {PORT} shutdown nosave >/dev/null; wait")
 with open(os.path.join(WORK, "sum.rs"), "w") as f:
     f.write("fn main() { let v: Vec<u64> = (0..2_000_000).collect(); println!(\"{}\", v.iter().sum::<u64>()); }\n")
 
@@ -91,6 +117,10 @@ WORKLOADS = [
               "print(sum(float((a * a).sum()) for _ in range(5)))"], {}),
     ("sqlite3, 300k rows and an index", ["sh", "-c", "rm -f db.sqlite && sqlite3 db.sqlite < q.sql"], {}),
     ("rustc -O (its own jemalloc)", ["rustc", "-O", "-o", "sum", "sum.rs"], {}),
+    ("Go static (no preload possible)", ["./gostatic"], {}),
+    ("cargo build + run, a fresh target", ["sh", "-c", "rm -rf t && cargo run --quiet --offline "
+              "--manifest-path hello/Cargo.toml --target-dir t"], {}),
+    ("redis-server + redis-benchmark 20k set/get", ["sh", "-c", REDIS], {}),
 ]
 MODES = [
     ("profile", ["profile", "-o", "prof"]),
