@@ -213,6 +213,60 @@ fn xz_with_mimalloc_preloaded_compresses_the_same_in_every_mode() {
     xz_with_allocator_preloaded(MIMALLOC, "libmimalloc2.0", "real-xz-mimalloc");
 }
 
+/// A C program linked (not preloaded) with jemalloc, tcmalloc and
+/// mimalloc in turn: the allocator is malloc's own object, so the library
+/// passes its blocks to it (`memalign`, `malloc_usable_size` and all), in
+/// two threads, blocks of 16 bytes to 8 MiB, calloc, realloc, aligned
+/// ones. Every mode prints the plain run's sums and the profile saw its
+/// allocations.
+#[test]
+fn a_program_linked_with_jemalloc_tcmalloc_or_mimalloc_runs_the_same_in_every_mode() {
+    preload_library();
+    for (allocator, package, name) in [
+        (JEMALLOC, "libjemalloc2", "real-linked-jemalloc"),
+        (TCMALLOC, "libtcmalloc-minimal4", "real-linked-tcmalloc"),
+        (MIMALLOC, "libmimalloc2.0", "real-linked-mimalloc"),
+    ] {
+        have(allocator, package);
+        let dir = scratch(name);
+        let prog = dir.join("alloc_churn");
+        let st = Command::new("gcc")
+            .args(["-O1", "-pthread", "-o"])
+            .arg(&prog)
+            .arg(common::repo_root().join("crates/numalab-cli/tests/programs/alloc_churn.c"))
+            .arg(allocator)
+            .status()
+            .unwrap();
+        assert!(st.success(), "gcc with {allocator}");
+        let p = prog.to_str().unwrap();
+        let plain = bounded(&[], &[p], &dir, &[], 120);
+        assert_eq!(
+            (plain.rc, plain.out.as_str()),
+            (0, "sums 846610241 835203623\n"),
+            "{allocator}: {}",
+            plain.err
+        );
+        for (mode, args) in modes(&dir) {
+            if plan_not_written(mode, &args) {
+                continue;
+            }
+            let r = bounded(&args, &[p], &dir, &[], 120);
+            assert_eq!(
+                (r.rc, &r.out),
+                (0, &plain.out),
+                "{mode} with {allocator} linked:\n{}",
+                common::tail(&r.err, 20)
+            );
+        }
+        let prof = std::fs::read_to_string(dir.join("prof/profile.json")).unwrap();
+        let v = common::parse_json(&prof, "profile.json");
+        assert!(
+            v["regions"].as_array().is_some_and(|r| !r.is_empty()),
+            "no region with {allocator} linked"
+        );
+    }
+}
+
 /// xz compressing a log with `allocator` preloaded (from Debian's
 /// `package`), plainly and in every mode: the same archive, exit 0, no
 /// hang, and a profile that saw the program's allocations through it.
