@@ -9,9 +9,10 @@
 # with a 95% interval for that median from the rounds' order statistics (distribution-free:
 # with 6 rounds it is the whole range, which covers 96.9%; 5 rounds cover only 93.8%). Prints
 # a Markdown table: workload, plain time, and per mode the ratio with its interval, and whether
-# every run's output and exit status were the plain run's ("same"). A report, not a test: the real-program tests
-# (crates/numalab-cli/tests/host/real_programs.rs, real_runtimes.rs) assert the outputs; this
-# prints what the modes cost. Exits non-zero only when it cannot measure.
+# every run's output and exit status were the plain run's ("same"; a mode numalab refuses for
+# a workload by design, `run --plan` of a static program, must exit 2 and print nothing). A
+# report, not a test: the real-program tests (crates/numalab-cli/tests/host/real_programs.rs,
+# real_runtimes.rs) assert the outputs; this prints what the modes cost. Exits non-zero only when it cannot measure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=bench/common.sh
@@ -106,7 +107,7 @@ REDIS = (f"redis-server --port {PORT} --bind 127.0.0.1 --save '' --appendonly no
 with open(os.path.join(WORK, "sum.rs"), "w") as f:
     f.write("fn main() { let v: Vec<u64> = (0..2_000_000).collect(); println!(\"{}\", v.iter().sum::<u64>()); }\n")
 
-# name, command, environment
+# name, command, environment[, modes numalab refuses for it by design: mode -> exit status]
 WORKLOADS = [
     ("xz -T2 -3, 9 MB (jemalloc preloaded)", ["xz", "-T2", "-3", "-c", "data.log"], {"LD_PRELOAD": JEMALLOC}),
     ("Go with cgo, 64 MiB through its heap", ["./gofiles"], {}),
@@ -117,7 +118,7 @@ WORKLOADS = [
               "print(sum(float((a * a).sum()) for _ in range(5)))"], {}),
     ("sqlite3, 300k rows and an index", ["sh", "-c", "rm -f db.sqlite && sqlite3 db.sqlite < q.sql"], {}),
     ("rustc -O (its own jemalloc)", ["rustc", "-O", "-o", "sum", "sum.rs"], {}),
-    ("Go static (no preload possible)", ["./gostatic"], {}),
+    ("Go static (no preload possible)", ["./gostatic"], {}, {"run --plan": 2}),
     ("cargo build + run, a fresh target", ["sh", "-c", "rm -rf t && cargo run --quiet --offline "
               "--manifest-path hello/Cargo.toml --target-dir t"], {}),
     ("redis-server + redis-benchmark 20k set/get", ["sh", "-c", REDIS], {}),
@@ -158,7 +159,10 @@ print(f"numalab {BIN} on {os.cpu_count()} CPUs, {ROUNDS} rounds; ratio = mode / 
 print()
 print("| workload | plain s | " + " | ".join(m for m, _ in MODES) + " | same output and status |")
 print("|---|---:|" + "---:|" * len(MODES) + "---|")
-for name, cmd, env in WORKLOADS:
+for name, cmd, env, *refusals in WORKLOADS:
+    # A plan cannot be applied to a static program: refused before it runs (exit 2, nothing
+    # printed), which is checked, not timed.
+    refused = refusals[0] if refusals else {}
     plain_t, ratios, same = [], {m: [] for m, _ in MODES}, True
     want = None
     for r in range(ROUNDS):
@@ -171,7 +175,9 @@ for name, cmd, env in WORKLOADS:
             dt, rc, out = once(argv, env)
             if mode == "plain" and want is None:
                 want = (rc, out)
-            if (rc, out) != want:
+            if mode in refused:
+                same &= (rc, out) == (refused[mode], b"")
+            elif (rc, out) != want:
                 same = False
             times[mode] = dt
         plain_t.append(times["plain"])
@@ -179,6 +185,9 @@ for name, cmd, env in WORKLOADS:
             ratios[m].append(times[m] / times["plain"])
     cells = []
     for m, _ in MODES:
+        if m in refused:
+            cells.append(f"refused (exit {refused[m]})")
+            continue
         med, lo, hi = median_interval(ratios[m])
         cells.append(f"{med:.2f} [{lo:.2f}–{hi:.2f}]")
     print(f"| {name} | {statistics.median(plain_t):.2f} | " + " | ".join(cells) + f" | {'yes' if same else 'NO'} |", flush=True)
