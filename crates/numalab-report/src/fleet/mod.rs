@@ -23,6 +23,7 @@ pub use render::{render_csv, render_html, render_text};
 
 use crate::model::key_figures::key_labels;
 use crate::model::REPORT_SCHEMA;
+use numalab::measure::compare::{benjamini_hochberg, normal_two_sided_p};
 use numalab::text::format::s as plural_s;
 use robust::Spread;
 use serde::{Deserialize, Serialize};
@@ -382,12 +383,38 @@ impl FleetBuilder {
 
     fn figure_summaries(&self) -> Vec<FigureSummary> {
         let labels = key_labels();
+        let spreads: Vec<Option<Spread>> = (0..self.figures.len())
+            .map(|i| {
+                let column: Vec<f64> = self.rows.iter().filter_map(|r| r.figures[i]).collect();
+                Spread::of(&column)
+            })
+            .collect();
+        // Every judged value of the fleet is one test: (figure, row, its
+        // two-sided p-value), then the discoveries among all of them.
+        let tests: Vec<(usize, usize, f64)> = spreads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.filter(|s| s.n >= robust::MIN_NODES).map(|s| (i, s)))
+            .flat_map(|(i, s)| {
+                self.rows.iter().enumerate().filter_map(move |(k, r)| {
+                    let x = r.figures[i]?;
+                    Some((i, k, normal_two_sided_p(s.z(x))))
+                })
+            })
+            .collect();
+        let p: Vec<f64> = tests.iter().map(|t| t.2).collect();
+        let found: std::collections::BTreeSet<(usize, usize)> =
+            benjamini_hochberg(&p, robust::FALSE_DISCOVERY_RATE)
+                .into_iter()
+                .zip(&tests)
+                .filter(|(d, _)| *d)
+                .map(|(_, t)| (t.0, t.1))
+                .collect();
         self.figures
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let column: Vec<f64> = self.rows.iter().filter_map(|r| r.figures[i]).collect();
-                let spread = Spread::of(&column);
+                let spread = spreads[i];
                 let (label, unit) = labels
                     .iter()
                     .find(|l| l.0 == *name)
@@ -397,9 +424,10 @@ impl FleetBuilder {
                     Some(s) => self
                         .rows
                         .iter()
-                        .filter_map(|r| {
+                        .enumerate()
+                        .filter_map(|(k, r)| {
                             let x = r.figures[i]?;
-                            s.is_outlier(x).then(|| FigureOutlier {
+                            (s.is_outlier(x) && found.contains(&(i, k))).then(|| FigureOutlier {
                                 node: r.name.clone(),
                                 value: x,
                                 z: s.z(x),
@@ -686,6 +714,10 @@ pub struct Rule {
     pub text: String,
     pub z_threshold: f64,
     pub min_deviation: f64,
+    /// The false-discovery rate over every figure of every node (0 in a
+    /// fleet.json written before it was judged so).
+    #[serde(default)]
+    pub false_discovery_rate: f64,
     pub min_nodes: usize,
     pub baseline: Option<String>,
     pub tolerance: Option<f64>,
@@ -700,9 +732,10 @@ impl Rule {
                 100.0 * b.tolerance
             ),
             None => format!(
-                "against the fleet: a setting differs when a majority of nodes has another value; a key figure is an outlier when its modified z-score (0.6745 × (value − median) / MAD, Iglewicz and Hoaglin) exceeds {} in absolute value and it is at least {:.0}% from the median, judged with {} or more nodes",
+                "against the fleet: a setting differs when a majority of nodes has another value; a key figure is an outlier when its modified z-score (0.6745 × (value − median) / MAD, Iglewicz and Hoaglin) exceeds {} in absolute value, it is at least {:.0}% from the median, and its two-sided normal p-value is a discovery at a false-discovery rate of {:.0}% over every figure of every node (Benjamini and Hochberg), judged with {} or more nodes",
                 robust::Z_THRESHOLD,
                 100.0 * robust::MIN_DEVIATION,
+                100.0 * robust::FALSE_DISCOVERY_RATE,
                 robust::MIN_NODES
             ),
         };
@@ -710,6 +743,7 @@ impl Rule {
             text,
             z_threshold: robust::Z_THRESHOLD,
             min_deviation: robust::MIN_DEVIATION,
+            false_discovery_rate: robust::FALSE_DISCOVERY_RATE,
             min_nodes: robust::MIN_NODES,
             baseline: b.map(|b| b.source.clone()),
             tolerance: b.map(|b| b.tolerance),

@@ -356,6 +356,35 @@ pub fn two_proportion_p(k1: u64, n1: u64, k2: u64, n2: u64) -> Option<f64> {
     Some(erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0))
 }
 
+/// The two-sided p-value of a score `z` of a standard normal variable.
+pub fn normal_two_sided_p(z: f64) -> f64 {
+    erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0)
+}
+
+/// Benjamini and Hochberg's step-up procedure: which of a family of
+/// p-values are discoveries at false-discovery rate `q` (the largest k whose
+/// k-th smallest p-value is at most q·k/m, and every p-value up to it), in
+/// the same order. Where most of many tests are true nulls it lets through
+/// the few large effects and almost none of the chance extremes a fixed
+/// threshold flags in proportion to the number of tests.
+pub fn benjamini_hochberg(p: &[f64], q: f64) -> Vec<bool> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let last = order
+        .iter()
+        .enumerate()
+        .filter(|(rank, &i)| p[i] <= q * (rank + 1) as f64 / m as f64)
+        .map(|(rank, _)| rank + 1)
+        .last()
+        .unwrap_or(0);
+    let mut out = vec![false; m];
+    for &i in &order[..last] {
+        out[i] = true;
+    }
+    out
+}
+
 /// Holm's step-down correction of a family of p-values: the adjusted
 /// p-values, in the same order (each at most 1, never below an earlier
 /// one in ascending order).
@@ -528,6 +557,22 @@ mod tests {
             assert!(close(*a, b, 1e-12), "{adj:?}");
         }
         assert!(holm(&[]).is_empty());
+    }
+
+    #[test]
+    fn benjamini_hochberg_steps_up_to_the_largest_rank_under_its_line() {
+        // m = 5, q = 0.05: lines 0.01, 0.02, 0.03, 0.04, 0.05. The third
+        // smallest (0.025) is under its line, so the first three are
+        // discoveries, the second (0.021 > 0.02) included: step-up.
+        let p = [0.2, 0.001, 0.025, 0.021, 0.9];
+        assert_eq!(
+            benjamini_hochberg(&p, 0.05),
+            [false, true, true, true, false]
+        );
+        assert_eq!(benjamini_hochberg(&[0.5, 0.6], 0.05), [false, false]);
+        assert!(benjamini_hochberg(&[], 0.05).is_empty());
+        assert!(close(normal_two_sided_p(1.959_964), 0.05, 1e-5));
+        assert!(close(normal_two_sided_p(-3.5) / 4.652_581e-4, 1.0, 1e-5));
     }
 
     #[test]
