@@ -374,10 +374,9 @@ pub fn benjamini_hochberg(p: &[f64], q: f64) -> Vec<bool> {
     let last = order
         .iter()
         .enumerate()
-        .filter(|(rank, &i)| p[i] <= q * (rank + 1) as f64 / m as f64)
-        .map(|(rank, _)| rank + 1)
-        .last()
-        .unwrap_or(0);
+        .rev()
+        .find(|(rank, &i)| p[i] <= q * (rank + 1) as f64 / m as f64)
+        .map_or(0, |(rank, _)| rank + 1);
     let mut out = vec![false; m];
     for &i in &order[..last] {
         out[i] = true;
