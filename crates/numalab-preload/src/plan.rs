@@ -605,8 +605,8 @@ pub fn striped_block(i: usize, p: usize, n: usize) {
 /// pages outside the block's whole pages (its header page, a partial
 /// last page) get entry `i`'s policy too, so that the kernel keeps one
 /// mapping: glibc's `realloc` moves the block with `mremap`, which fails
-/// on a range of two mappings (sqlite's page cache under `--mem`: 16 of 19
-/// calls failed, and glibc copied the blocks instead). Stripes over
+/// on a range of two mappings (sqlite under a plan placing `size>1M`: 3 of
+/// its 6 calls failed, and glibc copied the blocks instead). Stripes over
 /// several nodes are one mapping per stripe whatever is done here.
 fn whole_mapping(i: usize, p: usize) {
     let uniform = match ENTRIES.get().and_then(|v| v.get(i)).map(|e| &e.policy) {
