@@ -622,6 +622,19 @@ fn sites_in_a_library_loaded_with_dlopen_are_named_selected_and_placed() {
         BTreeSet::new(),
         "--regions site:libnames.so:lib_tiny"
     );
+    // An object loaded at start is named the same way, the executable
+    // included (no `.so`): main is on both allocations' stacks.
+    let v = profile_with(
+        &p.dlopen,
+        &[lib],
+        &["--regions", "site:names_dlopen:main"],
+        "names-dlopen-exe-fn",
+    );
+    assert_eq!(
+        sizes(&v),
+        BTreeSet::from([3 * MIB, 5 * MIB]),
+        "--regions site:names_dlopen:main"
+    );
     // And a plan naming it places the region.
     std::fs::write(
         &plan,

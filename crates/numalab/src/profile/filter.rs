@@ -352,17 +352,14 @@ fn parse_term(t: &str) -> Result<Term, String> {
                 });
             }
         }
-        // OBJECT:FUNCTION: a shared object's file name (no folder), then a
-        // name that is not a line number (C++'s `ns::f` has no `.so`
-        // before its first colon).
-        if let Some((object, name)) = spec.split_once(':') {
-            let shared = object.contains(".so") && !object.contains('/') && !object.is_empty();
-            if shared && !name.is_empty() && !name.bytes().all(|b| b.is_ascii_digit()) {
-                return Ok(Term::ObjectFunction {
-                    object: object.to_string(),
-                    name: name.to_string(),
-                });
-            }
+        // OBJECT:FUNCTION: an object's file name (no folder), a single
+        // colon (C++'s and Rust's `::` joins a name's parts), then a name
+        // that is not a line number.
+        if let Some((object, name)) = object_and_name(spec) {
+            return Ok(Term::ObjectFunction {
+                object: object.to_string(),
+                name: name.to_string(),
+            });
         }
         if let Some((file, line)) = spec.rsplit_once(':') {
             if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) {
@@ -412,6 +409,21 @@ fn parse_term(t: &str) -> Result<Term, String> {
         }
     }
     bad(format!("'{}' is not a region term", excerpt(t)))
+}
+
+/// `OBJECT:FUNCTION` split at its first colon that is not half of a `::`,
+/// where OBJECT can be a file name and FUNCTION is not a line number.
+fn object_and_name(spec: &str) -> Option<(&str, &str)> {
+    let b = spec.as_bytes();
+    let at = (0..b.len())
+        .find(|&i| b[i] == b':' && (i == 0 || b[i - 1] != b':') && b.get(i + 1) != Some(&b':'))?;
+    let (object, name) = (&spec[..at], &spec[at + 1..]);
+    let file = !object.is_empty()
+        && !object.contains(['/', ' ', '(', '<', '>', ',', '&'])
+        && object != "."
+        && object != "..";
+    (file && !name.is_empty() && !name.bytes().all(|c| c.is_ascii_digit()))
+        .then_some((object, name))
 }
 
 /// Whether a term selects a site of small allocations (not judged by the
@@ -546,7 +558,8 @@ pub fn resolve_sites(f: &RegionFilter, objects: &[PathBuf]) -> Result<Vec<CodeRa
         }
         if let (true, Term::ObjectFunction { object, name }) = (found.is_empty(), t) {
             let loaded = objects.iter().any(|o| file_named(o, object));
-            if !loaded && later_object_name(object) {
+            // Only a shared object can be loaded later (dlopen).
+            if !loaded && later_object_name(object) && object.contains(".so") {
                 found.push(CodeRange {
                     object: PathBuf::from(object),
                     start: 0,
@@ -679,7 +692,13 @@ fn unresolved(t: &Term, objects: &[PathBuf]) -> String {
             "site:{n} names no function in {place} (the program and the libraries it loads at start; a function of a library loaded later with dlopen is named with the library's file name, site:OBJECT:FUNCTION (site:libfoo.so:{n}), or by its call, site:OBJECT+0xADDRESS, as profiles print it)"
         ),
         Term::ObjectFunction { object, name } => {
-            format!("site:{object}:{name} names no function in {object}")
+            if objects.iter().any(|o| file_named(o, object)) {
+                format!("site:{object}:{name} names no function in {object}")
+            } else {
+                format!(
+                    "site:{object}:{name}: no object named {object} in {place}, and {object} is no shared library's file name (libfoo.so…) that the program could load later"
+                )
+            }
         }
         Term::Line { file, line } => {
             // Where no line table names the file (the program built
@@ -916,6 +935,30 @@ mod tests {
             ]
         );
         assert_eq!(symbol_patterns("f<int>"), ["=f<int>"]);
+        // An executable's name has no `.so`: `python3.11:PyList_New`, as a
+        // profile prints the frame `PyList_New (python3.11+0x4fb079)`.
+        assert_eq!(
+            RegionFilter::parse("site:python3.11:PyList_New")
+                .unwrap()
+                .terms[0],
+            Term::ObjectFunction {
+                object: "python3.11".into(),
+                name: "PyList_New".into()
+            }
+        );
+        assert_eq!(
+            RegionFilter::parse("site:ns::f(std::string const&)")
+                .unwrap()
+                .terms[0],
+            Term::Function("ns::f(std::string const&)".into())
+        );
+        // Not loaded at start and no shared object: refused, saying why.
+        let e = resolve_sites(
+            &RegionFilter::parse("site:prog.c:main").unwrap(),
+            &[PathBuf::from("/bin/profile_truth")],
+        )
+        .unwrap_err();
+        assert!(e.contains("no object named prog.c in /bin/profile_truth, and prog.c is no shared library's file name"), "{e}");
         // Not loaded at start: kept for the library, by the object's name.
         let objects = [PathBuf::from("/bin/profile_truth")];
         let only = RegionFilter::parse("site:libnames.so:lib_alloc").unwrap();
