@@ -22,6 +22,8 @@ pub enum InputKind {
     ResultsJson,
     /// A per-thread, per-array placement list (`--placement`).
     PlacementJson,
+    /// The contention model's parameters (`model --params`).
+    ModelParams,
 }
 
 /// The largest topology file read: hwloc exports of the biggest machines
@@ -36,6 +38,10 @@ pub const RESULTS_JSON_MAX_BYTES: u64 = 256 << 20;
 /// stay below 2 MiB.
 pub const PLACEMENT_JSON_MAX_BYTES: u64 = 4 << 20;
 
+/// The largest model parameter file read: a 64-node machine with every
+/// link and controller given stays below 64 KiB.
+pub const MODEL_PARAMS_MAX_BYTES: u64 = 1 << 20;
+
 impl InputKind {
     /// The most bytes a file of this kind may hold.
     pub const fn max_bytes(self) -> u64 {
@@ -43,6 +49,7 @@ impl InputKind {
             InputKind::TopologyXml => TOPOLOGY_XML_MAX_BYTES,
             InputKind::ResultsJson => RESULTS_JSON_MAX_BYTES,
             InputKind::PlacementJson => PLACEMENT_JSON_MAX_BYTES,
+            InputKind::ModelParams => MODEL_PARAMS_MAX_BYTES,
         }
     }
 
@@ -52,6 +59,7 @@ impl InputKind {
             InputKind::TopologyXml => "a topology file",
             InputKind::ResultsJson => "a result file",
             InputKind::PlacementJson => "a placement file",
+            InputKind::ModelParams => "a model parameter file",
         }
     }
 }

@@ -30,6 +30,7 @@ pub mod idset;
 pub mod input;
 pub mod machine;
 pub mod measure;
+pub mod model;
 pub mod placement;
 pub mod profile;
 pub mod random;

@@ -349,7 +349,10 @@ fn model_of(machine: &Machine, req: &PdmRequest) -> Result<Model, PdmError> {
 }
 
 /// The graph of `machine`: its nodes, and `links` or its inferred links.
-fn machine_model(machine: &Machine, links: Option<&[(u32, u32)]>) -> Result<Model, PdmError> {
+pub(crate) fn machine_model(
+    machine: &Machine,
+    links: Option<&[(u32, u32)]>,
+) -> Result<Model, PdmError> {
     let mut nodes: Vec<(u32, bool)> = machine
         .nodes
         .iter()

@@ -147,6 +147,38 @@ impl Model {
         out
     }
 
+    /// The directed links a line from CPU node `c` to memory node `m`
+    /// crosses, as `((from, to), share)` in the direction `c → m` (os
+    /// indexes): the share of the shortest paths through each, so equal
+    /// paths split the traffic as PDM does. `None` when `c` is not a CPU
+    /// node of the graph or `m` not a node; empty when `c == m`.
+    pub(crate) fn arc_shares(&self, c: u32, m: u32) -> Option<Vec<((u32, u32), f64)>> {
+        let (ci, mi) = (self.vertex(c)?, self.vertex(m)?);
+        let route = self.routes[ci][mi].as_ref()?;
+        Some(
+            route
+                .arcs
+                .iter()
+                .map(|&(arc, through)| {
+                    let (a, b) = self.edges[arc / 2];
+                    let (from, to) = if arc % 2 == 0 { (a, b) } else { (b, a) };
+                    (
+                        (self.nodes[from], self.nodes[to]),
+                        through as f64 / route.total as f64,
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// The graph's links as node pairs (os indexes), each once.
+    pub(crate) fn links(&self) -> Vec<(u32, u32)> {
+        self.edges
+            .iter()
+            .map(|&(a, b)| (self.nodes[a], self.nodes[b]))
+            .collect()
+    }
+
     /// Real-valued loads of one placement (arcs `2e` = a→b, `2e+1` = b→a of
     /// edge `e`, then controllers), for tests and examples.
     pub(crate) fn loads(
