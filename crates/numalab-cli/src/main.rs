@@ -54,6 +54,10 @@ enum Command {
     Blas(cmd::blas::Args),
     /// Memory and thread policies compared for canonical workloads, with advice.
     Policies(cmd::policies::Args),
+    /// Predict placements nobody ran: times, link and controller loads, the bottleneck (a calibrated contention model).
+    Model(cmd::model::Args),
+    /// The placement to use for a workload of a given shape, with its predicted gain and the command lines.
+    Advise(cmd::advise::Args),
     /// The full characterization of this machine as one self-contained HTML report.
     Report(cmd::report::Args),
     /// Two results side by side: per metric both values, the ratio, and whether it exceeds the spread.
@@ -144,6 +148,8 @@ fn main() -> ExitCode {
         Command::C2c(a) => cmd::c2c::run(a),
         Command::Apexmap(a) => cmd::apexmap::run(a),
         Command::Pdm(a) => cmd::pdm::run(a),
+        Command::Model(a) => cmd::model::run(a),
+        Command::Advise(a) => cmd::advise::run(a),
         Command::Blas(a) => cmd::blas::run(a),
         Command::Policies(a) => cmd::policies::run(a),
         Command::Report(a) => cmd::report::run(a),

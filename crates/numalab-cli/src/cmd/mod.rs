@@ -1,5 +1,6 @@
 //! One module per subcommand, named like the command.
 
+pub mod advise;
 pub mod apexmap;
 pub mod bench;
 pub mod blas;
@@ -10,6 +11,7 @@ pub mod fleet;
 pub mod loaded_latency;
 pub mod matrix;
 pub mod migrate;
+pub mod model;
 pub mod pdm;
 pub mod place;
 pub mod policies;

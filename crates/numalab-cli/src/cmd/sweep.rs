@@ -134,9 +134,9 @@ pub struct Args {
 
 /// The scenarios `--scenarios` names (clap reads a `Vec` as many values).
 #[derive(Clone)]
-struct ScenarioList(Vec<Scenario>);
+pub(crate) struct ScenarioList(pub(crate) Vec<Scenario>);
 
-fn scenario_list(t: &str) -> Result<ScenarioList, String> {
+pub(crate) fn scenario_list(t: &str) -> Result<ScenarioList, String> {
     Scenario::parse_list(t).map(ScenarioList)
 }
 

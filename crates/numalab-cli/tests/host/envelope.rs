@@ -11,9 +11,11 @@ use serde_json::Value;
 
 /// Commands whose envelope their own host tests assert (`v["command"]`).
 const ASSERTED_ELSEWHERE: &[&str] = &[
+    "advise",
     "bench",
     "matrix",
     "migrate",
+    "model",
     "sizes",
     "scaling",
     "extrapolate",

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod advise;
 mod blas;
 mod c2c_apexmap;
 mod cache_fit;
@@ -27,6 +28,7 @@ mod hostile_sets;
 mod loaded_latency;
 mod measure;
 mod migrate;
+mod model;
 mod options;
 mod pdm;
 mod pin;

@@ -21,6 +21,7 @@ pub mod extrapolate;
 pub mod loaded_latency;
 pub mod matrix;
 pub mod migrate;
+pub mod model;
 pub mod pdm;
 pub mod place;
 pub mod plan;
