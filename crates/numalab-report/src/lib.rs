@@ -50,6 +50,7 @@ pub mod files;
 pub mod fleet;
 pub mod key_table;
 pub mod page;
+pub mod predicted;
 pub mod profile_dir;
 pub mod results;
 pub mod session;
@@ -85,6 +86,7 @@ mod layering {
         "views",
         "registry",
         "results",
+        "predicted",
         "budget",
         "summarize",
         "tables",

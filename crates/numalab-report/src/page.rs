@@ -41,6 +41,7 @@ pub fn render(doc: &ReportResults) -> String {
             }
         }
     }
+    model_section(&mut h, doc, &tabs.tables);
     environment(&mut h, doc);
     let _ = writeln!(
         h,
@@ -341,6 +342,25 @@ fn group_tables(h: &mut String, group: &str, groups: &[(&str, Vec<String>)], tab
         if let Some(t) = find(tabs, n) {
             table_html(h, t, true);
         }
+    }
+    h.push_str("</section>\n");
+}
+
+/// The model's predicted vs measured view, when the report has one.
+fn model_section(h: &mut String, doc: &ReportResults, tabs: &[Table]) {
+    let Some(model) = &doc.model else { return };
+    let _ = writeln!(
+        h,
+        "<section id=\"sec-model\">\n<h2>{}</h2>",
+        esc(crate::predicted::TITLE)
+    );
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">The model of <code>numalab model --from results.json</code> (docs/model.md): memory controllers and links with capacities fitted from this report, threads sharing them as a closed queueing network. Each measured case is predicted without being fitted to it.</p>"
+    );
+    let _ = writeln!(h, "<pre>{}</pre>", esc(&crate::predicted::text(model)));
+    if let Some(t) = find(tabs, "model-check") {
+        table_html(h, t, true);
     }
     h.push_str("</section>\n");
 }

@@ -294,6 +294,27 @@ pub struct ReportResults {
     /// The plain-sentence summary at the top of the report.
     pub summary: Summary,
     pub verification: ReportVerification,
+    /// The contention model calibrated from this report, predicting the
+    /// sweep's classes and the scenarios it ran (`predicted.rs`); absent
+    /// when neither was run, and in reports written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelSection>,
+}
+
+/// The report's predicted vs measured view (docs/model.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ModelSection {
+    /// Why there is no prediction (a part calibration needs is missing).
+    pub not_available: Option<String>,
+    /// The fitted parameters, their residuals and the scaling check.
+    pub calibration: Option<numalab::model::calibrate::Calibration>,
+    /// The sweep's measured classes against the model.
+    pub sweep: Option<numalab::model::predict::ModelCheck>,
+    /// Sweep cases left out (threads taking turns on one CPU).
+    pub sweep_skipped: usize,
+    /// The scenarios' measured cases against the model.
+    pub scenarios: Option<numalab::model::predict::ModelCheck>,
+    pub notes: Vec<String>,
 }
 
 impl ReportResults {

@@ -72,6 +72,7 @@ pub fn new_document(
         parts,
         summary: Summary::default(),
         verification: Default::default(),
+        model: None,
     };
     doc.refresh_status();
     doc.summary = summarize(&doc);
@@ -373,6 +374,7 @@ fn finish_document(doc: &mut ReportResults, t0: Instant, finished: bool) {
     }
     doc.elapsed_s = doc.runs.iter().map(|r| r.elapsed_s).sum();
     doc.refresh_status();
+    doc.model = crate::predicted::model_section(doc);
     doc.summary = summarize(doc);
 }
 

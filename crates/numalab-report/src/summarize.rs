@@ -34,6 +34,9 @@ pub fn summarize(doc: &ReportResults) -> Summary {
     if let Some(c) = placements_verified(doc) {
         b.claim(c);
     }
+    for c in model_findings(doc) {
+        b.claim(c);
+    }
     not_answerable(&mut b);
     let mut claims = vec![headline(m, env.map(|e| e.hostname.as_str()))];
     let emulated = env.and_then(|e| e.emulated_cpu.clone());
@@ -274,6 +277,60 @@ fn placements_verified(doc: &ReportResults) -> Option<Claim> {
         );
     }
     Some(c.render())
+}
+
+/// What the contention model calibrated from this report says of the
+/// cases the report measured: how well it ranks them, and the resource it
+/// finds busiest in the slowest (docs/model.md).
+fn model_findings(doc: &ReportResults) -> Vec<Claim> {
+    let Some(model) = &doc.model else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (key, what, check) in [
+        ("sweep", "sweep classes", &model.sweep),
+        ("scenarios", "scenario cases", &model.scenarios),
+    ] {
+        let Some(check) = check else { continue };
+        let Some(rho) = check.rank_correlation else {
+            continue;
+        };
+        let base = format!("/model/{key}");
+        let mut c = Claim::new(
+            ClaimKind::Finding,
+            "model",
+            Basis::Timing,
+            format!(
+                "The contention model, calibrated from this report, ranks the {{n}} measured {what} with a rank correlation of {{rho}} and a mean absolute error of {{mae}} in normalised time"
+            ),
+        )
+        .fig("n", check.rows.len() as f64, "", 0, Derivation::Count { path: format!("{base}/rows") })
+        .fig("rho", rho, "", 2, Derivation::Value { path: format!("{base}/rank_correlation") })
+        .fig("mae", check.mean_abs_error, "", 2, Derivation::Value { path: format!("{base}/mean_abs_error") });
+        match crate::predicted::slowest(check) {
+            Some(i) => {
+                let row = &check.rows[i];
+                c.template.push_str(
+                    "; in the slowest, {case} ({condition}), its busiest resource is {resource}.",
+                );
+                c = c
+                    .fact("case", &row.labels, format!("{base}/rows/{i}/labels"))
+                    .fact(
+                        "condition",
+                        &row.condition,
+                        format!("{base}/rows/{i}/condition"),
+                    )
+                    .fact(
+                        "resource",
+                        row.bottleneck.as_deref().unwrap_or_default(),
+                        format!("{base}/rows/{i}/bottleneck"),
+                    );
+            }
+            None => c.template.push('.'),
+        }
+        out.push(c.render());
+    }
+    out
 }
 
 /// How to lay out threads with independent data, from the packed vs

@@ -47,6 +47,9 @@ pub fn report_tables(doc: &ReportResults) -> ReportTables {
         }
     }
     out.push(key_figures_table(doc));
+    if let Some(t) = doc.model.as_ref().and_then(model_table) {
+        out.push(t);
+    }
     ReportTables {
         tables: out,
         groups,
@@ -135,6 +138,34 @@ fn parts_table(doc: &ReportResults) -> Table {
         ]);
     }
     t
+}
+
+/// Every case the model predicted and the report measured.
+fn model_table(model: &crate::results::ModelSection) -> Option<Table> {
+    let mut t = Table::new(
+        "model-check",
+        "The contention model calibrated from this report against the measured cases: normalised times (docs/model.md)",
+        &["measured in", "scenario", "condition", "case", "threads", "predicted", "measured", "error", "busiest resource (predicted)"],
+    );
+    for (what, check) in [
+        ("sweep", &model.sweep),
+        ("sweep-scenarios", &model.scenarios),
+    ] {
+        for r in check.iter().flat_map(|c| &c.rows) {
+            t.rows.push(vec![
+                what.to_string(),
+                r.scenario.clone(),
+                r.condition.clone(),
+                r.case.clone(),
+                r.labels.clone(),
+                format!("{:.4}", r.predicted),
+                format!("{:.4}", r.measured),
+                format!("{:.4}", r.error),
+                r.bottleneck.clone().unwrap_or_default(),
+            ]);
+        }
+    }
+    (!t.rows.is_empty()).then_some(t)
 }
 
 fn key_figures_table(doc: &ReportResults) -> Table {

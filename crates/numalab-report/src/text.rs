@@ -80,6 +80,10 @@ pub fn render(doc: &ReportResults) -> String {
         let _ = writeln!(out, "\n== {title} ({name}) ==\n");
         out.push_str(&REPORT.part(name).text(r, &doc.machine));
     }
+    if let Some(model) = &doc.model {
+        let _ = writeln!(out, "\n== {} (model) ==\n", crate::predicted::TITLE);
+        out.push_str(&crate::predicted::text(model));
+    }
     out
 }
 

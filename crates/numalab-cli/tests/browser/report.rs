@@ -289,6 +289,105 @@ fn quick_report_of_this_machine_is_complete_and_verified() {
 /// listed with why not.
 /// The scenarios part of the shared quick report (a report of this part
 /// alone measured the same for another 50 s).
+/// The report calibrates the contention model from its own parts and
+/// predicts the sweep's classes it measured (results.json's `model`, the
+/// text's and the page's section, a finding); `numalab model --from` on
+/// the same file fits the same parameters and predicts the report's
+/// scaling. What is asserted is the mechanics, never how close the
+/// predictions come (bench/model-scaling.sh measures that).
+#[test]
+fn the_report_calibrates_the_model_and_predicts_what_it_measured() {
+    let dir = quick_report_done();
+    let doc = results(dir);
+    let model = &doc["model"];
+    assert!(model["not_available"].is_null(), "{model}");
+    let fitted: Vec<&str> = model["calibration"]["fitted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "read.controller_gbps",
+        "write.controller_gbps",
+        "controller_gbps",
+        "in_flight",
+    ] {
+        assert!(fitted.contains(&name), "{name} not in {fitted:?}");
+    }
+    let rows = model["sweep"]["rows"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{model}");
+    for r in rows {
+        assert!(r["predicted"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["measured"].as_f64().unwrap() > 0.0, "{r}");
+        let labels = r["labels"].as_str().unwrap();
+        assert!(
+            !labels.is_empty() && labels.split(' ').all(|l| l.split('.').count() == 4),
+            "{r}"
+        );
+        assert!(
+            r["bottleneck"]
+                .as_str()
+                .unwrap()
+                .contains("memory controller"),
+            "{r}"
+        );
+    }
+    // Every idle class of one thread count is normalised to its fastest.
+    let ones: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["scenario"] == "sweep, 1 thread(s)" && r["condition"] == "idle")
+        .map(|r| r["predicted"].as_f64().unwrap())
+        .collect();
+    assert!(ones.iter().any(|&p| (p - 1.0).abs() < 1e-9), "{ones:?}");
+    let text = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(
+        text.contains("\n== Predicted vs measured: the contention model (model) ==\n"),
+        "{text}"
+    );
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("id=\"sec-model\"") && page.contains("id=\"tab-model-check\""));
+    assert!(dir.join("model-check.csv").is_file());
+    if let Some(rho) = model["sweep"]["rank_correlation"].as_f64() {
+        let finding = doc["summary"]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["topic"] == "model")
+            .unwrap_or_else(|| panic!("no model finding: {}", doc["summary"]));
+        let t = finding["text"].as_str().unwrap();
+        assert!(
+            t.starts_with(&format!(
+                "The contention model, calibrated from this report, ranks the {} measured sweep classes with a rank correlation of {rho:.2}",
+                rows.len()
+            )),
+            "{t}"
+        );
+    }
+    // The command fits the same parameters from the same file.
+    let file = dir.join("results.json");
+    let v = json(&[
+        "model",
+        "--from",
+        file.to_str().unwrap(),
+        "--calibration",
+        "--json",
+    ]);
+    // The same parameters; the command's source names the file it read.
+    let mut from_file = v["params"].clone();
+    let mut in_report = model["calibration"]["params"].clone();
+    for p in [&mut from_file, &mut in_report] {
+        p.as_object_mut().unwrap().remove("source");
+    }
+    assert_eq!(from_file, in_report);
+    let scaling = v["calibration"]["scaling"].as_array().unwrap();
+    assert!(!scaling.is_empty(), "{v}");
+    assert_eq!(scaling[0]["threads"], 1);
+    for s in scaling {
+        assert!(s["predicted_gbps"].as_f64().unwrap() > 0.0, "{s}");
+    }
+}
+
 #[test]
 fn the_study_scenarios_run_by_role_with_real_values() {
     let dir = quick_report_done();
