@@ -20,6 +20,8 @@ mod capi;
 mod loaded_latency;
 #[path = "guest_experiments/migrate.rs"]
 mod migrate;
+#[path = "guest_experiments/model.rs"]
+mod model;
 #[path = "guest_experiments/placement.rs"]
 mod placement;
 #[path = "guest_experiments/plan.rs"]
@@ -77,6 +79,7 @@ pub(crate) static QUARTET_MEASURES: LazyGuest = LazyGuest::new(|| {
         blas::QUARTET_STEPS,
         placement::QUARTET_STEPS,
         crate::guest_report::QUARTET_STEPS,
+        model::QUARTET_STEPS,
     ]
     .concat();
     boot("quartet", "6.12", &steps)
