@@ -375,7 +375,7 @@ impl Workload {
                 samples,
                 Region {
                     name: format::excerpt(&r.site, 80),
-                    selector: region_selector(r),
+                    selector: crate::profile::plan::selector(r),
                     bytes: r.bytes,
                     write_share,
                     access: Access::Threads { bytes: per_thread },
@@ -425,47 +425,6 @@ impl Workload {
     }
 }
 
-/// The `--regions` term naming a profiled region: its allocation site's
-/// line, else the call's address, else its function. The same rule as
-/// `profile::plan`'s (private there), so that advise's plan names regions
-/// as `numalab profile`'s does.
-fn region_selector(r: &crate::profile::RegionProfile) -> Option<String> {
-    match r.kind.as_str() {
-        "heap" | "mmap" | "small" => {
-            let mut words = r.site.split_whitespace();
-            let first = words.next()?;
-            let rest: Vec<&str> = words.collect();
-            let is_line = |w: &&str| {
-                w.rsplit_once(':')
-                    .is_some_and(|(f, l)| !f.is_empty() && l.parse::<u32>().is_ok())
-            };
-            let is_call = |w: &str| {
-                w.rsplit_once('+')
-                    .is_some_and(|(o, off)| !o.is_empty() && off.starts_with("0x"))
-            };
-            if let Some(line) = rest.iter().copied().find(is_line) {
-                return Some(format!("site:{line}"));
-            }
-            let call = rest
-                .iter()
-                .map(|w| w.trim_start_matches('(').trim_end_matches(')'))
-                .chain(std::iter::once(first))
-                .find(|w| is_call(w));
-            match call {
-                Some(c) => Some(format!("site:{c}")),
-                None if !first.starts_with("0x") => Some(format!("site:{first}")),
-                None => None,
-            }
-        }
-        "static" => r
-            .site
-            .split_whitespace()
-            .next()
-            .map(|s| format!("static:{s}")),
-        "file" => r.object.as_ref().map(|o| format!("file:{o}")),
-        _ => None,
-    }
-}
 
 /// Shares that sum to 1 of non-negative weights (zeros left out); empty
 /// when all are zero.

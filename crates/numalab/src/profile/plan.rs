@@ -346,8 +346,9 @@ fn static_ranges(name: &str, objects: &[PathBuf]) -> Vec<CodeRange> {
 }
 
 /// The filter term that names a region: its allocation site's line (or
-/// function), its static symbol, its file.
-fn selector(r: &RegionProfile) -> Option<String> {
+/// function), its static symbol, its file. `advise` names a profile's
+/// regions by it too, so that its plans read as `profile`'s do.
+pub fn selector(r: &RegionProfile) -> Option<String> {
     match r.kind.as_str() {
         "heap" | "mmap" | "small" => {
             // "function file:line (object)", "function (object+0xOFF)" or
