@@ -2181,6 +2181,50 @@ mod tests {
     }
 
     #[test]
+    fn a_chase_latency_no_queue_explains_falls_back_to_littles_law() {
+        let m = quartet();
+        let mut r = report(&m);
+        // No rise at all at the unpaced step, where even one request in
+        // flight per injector queues; then only paced steps: nothing to
+        // fit a controller to.
+        let steps = r
+            .pointer_mut("/parts/loaded-latency-local/result/mixes/0/steps")
+            .unwrap();
+        steps[2]["latency_ns"] = fig(100.0);
+        let c = calibrate(&r, &m).unwrap();
+        assert!(
+            close(c.params.controller_gbps, 15.0, 2e-2),
+            "{}",
+            c.params.controller_gbps
+        );
+        assert!(
+            close(c.params.in_flight, 15.625, 1e-12),
+            "{}",
+            c.params.in_flight
+        );
+        assert!(
+            c.notes.iter().any(|n| n.starts_with(
+                "in_flight from Little's law: loaded-latency-local: step max (7 injectors and the chase on node 0's memory): the chase's latency, 1.00x idle, lies outside the "
+            )),
+            "{:?}",
+            c.notes
+        );
+        let mut r = report(&m);
+        r.pointer_mut("/parts/loaded-latency-local/result/mixes/0/steps")
+            .unwrap()
+            .as_array_mut()
+            .unwrap()
+            .pop();
+        let e = calibrate(&r, &m).unwrap_err();
+        assert!(
+            e.starts_with(
+                "calibration needs a measurement of several threads loading one memory node"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_file_that_is_not_json_is_one_line() {
         let d = std::env::temp_dir().join(format!("numalab-calibrate-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();

@@ -142,7 +142,10 @@ impl Network {
     /// machine's interconnect graph).
     pub fn new(machine: &Machine, params: ModelParams) -> Result<Network, String> {
         params.check()?;
-        let model = machine_model(machine, params.links.as_deref()).map_err(|e| e.to_string())?;
+        // PDM names its own option in its errors; here the links are the
+        // parameter file's.
+        let model = machine_model(machine, params.links.as_deref())
+            .map_err(|e| e.to_string().replace("--links", "the parameters' links"))?;
         let mut resources = Vec::new();
         let mut capacity = Vec::new();
         for n in machine.memory_nodes().iter() {
