@@ -425,7 +425,6 @@ impl Workload {
     }
 }
 
-
 /// Shares that sum to 1 of non-negative weights (zeros left out); empty
 /// when all are zero.
 fn shares(w: impl IntoIterator<Item = (u32, f64)>) -> Vec<(u32, f64)> {

@@ -55,6 +55,9 @@ const DEFAULT_IN_FLIGHT: f64 = 20.0;
 /// Rounds of the controller / link / in-flight fits, each given the
 /// others' last values.
 const MAX_ROUNDS: usize = 12;
+/// Below this share of their time on a CPU, measuring threads shared
+/// the machine with other work (loaded-latency warns under 90% too).
+const BUSY_SHARE: f64 = 0.9;
 /// Notes about measurements beside the one a parameter was fitted to.
 const MAX_CANDIDATE_NOTES: usize = 8;
 
@@ -451,6 +454,11 @@ struct LoadedLatency {
     injector_nodes: Vec<u32>,
     idle_ns: f64,
     steps: Vec<LlStep>,
+    /// The least share of its wall time the chase ran, and the most the
+    /// injectors waited for their CPUs, over the steps: other processes'
+    /// load on the machine while it measured.
+    chase_share: f64,
+    injectors_waited: f64,
 }
 
 fn loaded_latency(
@@ -501,7 +509,14 @@ fn loaded_latency(
         return Ok(None);
     };
     let mut steps = Vec::new();
+    let (mut chase_share, mut injectors_waited) = (1.0f64, 0.0f64);
     for s in list(mix, "steps", MAX_STEPS, name)? {
+        if let Some(x) = num(s, "cpu_share") {
+            chase_share = chase_share.min(x);
+        }
+        if let Some(x) = num(s, "injectors_waited") {
+            injectors_waited = injectors_waited.max(x);
+        }
         let Some(latency_ns) = median(s, "latency_ns") else {
             continue;
         };
@@ -542,6 +557,8 @@ fn loaded_latency(
         injector_nodes,
         idle_ns,
         steps,
+        chase_share,
+        injectors_waited,
     }))
 }
 
@@ -1489,6 +1506,20 @@ impl<'a> Fitter<'a> {
             .collect();
         params.check()?;
 
+        // Other processes' load is in every figure of the report, and the
+        // model cannot predict it: the loaded-latency curve shows it.
+        for ll in &self.loaded {
+            if ll.chase_share < BUSY_SHARE || ll.injectors_waited > 1.0 - BUSY_SHARE {
+                notes.push(format!(
+                    "the machine was busy while the report measured: in {}, the chase ran as little as {:.0}% of its wall time and the injectors waited up to {:.0}% of theirs for CPUs other processes held; their load is in every figure (the scaling's too), and the model does not predict it: measure again on a quiet machine",
+                    ll.part,
+                    100.0 * ll.chase_share,
+                    100.0 * ll.injectors_waited
+                ));
+                break;
+            }
+        }
+
         // How the model does on each loaded-latency curve's chase: its
         // latency rises only by queueing at the controller.
         for ll in &self.loaded {
@@ -1927,7 +1958,7 @@ mod tests {
         let ll = r.pointer_mut("/parts/loaded-latency-local/result").unwrap();
         ll["injectors"]["cpus"] = json!([1]);
         ll["mixes"][0]["steps"] = json!([{"step": "max", "load": {"kind": "max"}, "per_thread_gbps": [10.0],
-            "total_memory_gbps": 10.64, "latency_ns": fig(101.0)}]);
+            "total_memory_gbps": 10.64, "latency_ns": fig(101.0), "cpu_share": 0.5, "injectors_waited": 0.25}]);
         let c = calibrate(&r, &m).unwrap();
         let f = c
             .fitted
@@ -1946,6 +1977,14 @@ mod tests {
         let n = c.fitted.iter().find(|f| f.name == "in_flight").unwrap();
         assert!(close(n.value, 15.625, 1e-9), "{n:?}");
         assert!(n.from.starts_with("Little's law"), "{}", n.from);
+        // Other processes held the CPUs: said, since it is in every figure.
+        assert!(
+            c.notes.iter().any(|n| n.starts_with(
+                "the machine was busy while the report measured: in loaded-latency-local, the chase ran as little as 50% of its wall time and the injectors waited up to 25%"
+            )),
+            "{:?}",
+            c.notes
+        );
         assert!(
             c.notes
                 .iter()
