@@ -69,7 +69,7 @@ pub struct Args {
     /// With --verify: interleaved rounds of both runs (1 to 20).
     #[arg(long, value_name = "N", default_value = "3", requires = "verify", value_parser = whole(1, 20))]
     rounds: usize,
-    /// With --verify: seconds of each run in each round.
+    /// With --verify: time budget of each measurement, seconds (each run in each round).
     #[arg(long, value_name = "SECONDS", default_value = "0.5", requires = "verify", value_parser = seconds(0.05))]
     budget_each: f64,
     /// With --verify: instruction set (auto: the widest this CPU runs).

@@ -69,7 +69,7 @@ pub struct Args {
     /// With --verify: bytes per buffer, 4K to 128T (default: 4x the last-level cache, at least 64 MiB).
     #[arg(long, value_name = "SIZE", requires = "verify", allow_hyphen_values = true, value_parser = buffer_size())]
     size: Option<usize>,
-    /// With --verify: seconds per case and round at most (0.05 to 60).
+    /// With --verify: time budget of each measurement, seconds (each case in each round; 0.05 to 60).
     #[arg(
         long,
         value_name = "SECONDS",

@@ -10,10 +10,12 @@
 //! | `read.controller_gbps` | `bandwidth-matrix`: one thread reading its own node (read kernel), mean over nodes; `sizes`' memory point when the matrix ran every CPU of a node (`--full`) |
 //! | `write.controller_gbps`, `write.memory_lines` | `sizes`: the write kernel at its memory point, in memory bytes (an ordinary store moves its line twice); else `sweep`'s one-thread local writes (`memory_gbps`, line kernel) |
 //! | `hop_time` | `bandwidth-matrix`: local over remote one-thread bandwidth, by hops; `latency-matrix`'s ratios when the bandwidth matrix ran every CPU |
-//! | `controller_gbps`, `controller_overrides` | per memory node, the most any measurement moved through it: `loaded-latency`'s unpaced step, a `--full` bandwidth matrix's local cells, `sweep`'s idle cases of several threads on one memory node; each inverted through the model (the capacity at which it predicts what was measured) |
+//! | `controller_gbps`, `controller_overrides` | per memory node, the most any measurement moved through it: `loaded-latency`'s unpaced step, a `--full` bandwidth matrix's local cells, `sweep`'s idle cases of several threads on one memory node (with the sweep's own one-thread rates: its line kernels ask other rates than the read kernel); each inverted through the model (the capacity at which it predicts what was measured) |
 //! | `link_gbps` | a `--full` bandwidth matrix's one-hop cells, inverted likewise; else a placeholder, said so |
-//! | `in_flight` | `loaded-latency`'s unpaced step when it saturates the controller (the queue the chase waits behind); else Little's law, one reader's bandwidth x idle latency / line |
+//! | `in_flight` | `loaded-latency`'s unpaced step when it is the measurement that set its controller (the chase's latency is the queue it waits behind there, read off a probe flow that keeps one request in flight); else Little's law, one reader's bandwidth x idle latency / line; else a default |
 //!
+//! The link bytes per line are assumed (a line and a request header), not
+//! measured: nothing in a report counts a link's traffic per thread.
 //! A measurement whose threads got about what they ask alone (98% or
 //! more) does not saturate anything: it only bounds the capacity from
 //! below, and the fit says so.
@@ -38,18 +40,19 @@ const MAX_NODES: usize = 1024;
 const MAX_POINTS: usize = 4096;
 /// Most steps of a loaded-latency curve (the report's ladder has 6).
 const MAX_STEPS: usize = 64;
-/// Most sweep runs and cases read; the first ones are kept.
+/// Most sweep runs, and cases of a run, read (more is refused).
 const MAX_SWEEP_RUNS: usize = 64;
 const MAX_SWEEP_CASES: usize = 100_000;
-/// Most measurements one controller is fitted from: the first ones of
-/// each source are kept, since every fit costs a few dozen solves.
+/// Most measurements one controller is fitted from (loaded-latency's
+/// steps aside): the first ones are kept, since each fit costs a few
+/// dozen solves of the model.
 const MAX_LOADS_PER_NODE: usize = 16;
 /// Threads got at least this share of what they ask alone: nothing
 /// saturated, and the capacity is only bounded from below.
 const SATURATED: f64 = 0.98;
 /// Bytes per request; the model's default and every kernel's line.
 const LINE: f64 = 64.0;
-/// `in_flight` when no latency was measured: the AMD note's fit
+/// `in_flight` when no idle latency was measured: the AMD note's fit
 /// (docs/models/amd-quartet-2006.json).
 const DEFAULT_IN_FLIGHT: f64 = 20.0;
 /// Rounds of the controller / link / in-flight fits, each given the
@@ -130,7 +133,7 @@ fn positive(v: &Value, key: &str) -> Option<f64> {
 }
 
 /// A figure's median (`{"median": ..}`).
-fn median(v: &Value, key: &str) -> Option<f64> {
+fn figure_median(v: &Value, key: &str) -> Option<f64> {
     v.get(key).and_then(|f| positive(f, "median"))
 }
 
@@ -294,7 +297,7 @@ fn matrix(r: &Report, part: &Value, key: &str, name: &str) -> Result<Option<Matr
             let (Some(cpu), Some(mem), Some(value)) = (
                 c.get("cpu_node").and_then(id),
                 c.get("mem_node").and_then(id),
-                median(c, "value"),
+                figure_median(c, "value"),
             ) else {
                 continue;
             };
@@ -505,7 +508,7 @@ fn loaded_latency(
     else {
         return Ok(None);
     };
-    let Some(idle_ns) = mix.get("idle").and_then(|i| median(i, "latency_ns")) else {
+    let Some(idle_ns) = mix.get("idle").and_then(|i| figure_median(i, "latency_ns")) else {
         return Ok(None);
     };
     let mut steps = Vec::new();
@@ -517,7 +520,7 @@ fn loaded_latency(
         if let Some(x) = num(s, "injectors_waited") {
             injectors_waited = injectors_waited.max(x);
         }
-        let Some(latency_ns) = median(s, "latency_ns") else {
+        let Some(latency_ns) = figure_median(s, "latency_ns") else {
             continue;
         };
         let load = s.get("load").unwrap_or(&Value::Null);
@@ -1166,8 +1169,8 @@ impl<'a> Fitter<'a> {
         if points.is_empty() {
             points = best.values().map(|b| b.0.gbps).collect();
         }
-        points.sort_by(f64::total_cmp);
-        let Some(&default) = points.get(points.len() / 2) else {
+        // The nodes' median is the default; nodes 5% off it get their own.
+        let Some(default) = crate::measure::stats::median(points) else {
             return Err(missing(
                 "a measurement of several threads loading one memory node",
                 "loaded-latency (or sweep)",
@@ -1366,14 +1369,16 @@ impl<'a> Fitter<'a> {
                 continue;
             }
             let c = fit_controller(m, &self.base, l, link)?;
-            let predicted = controller_load(m, &params_of(link), l)?;
+            let rates = l.rates.unwrap_or(self.base.rates);
+            let fit = self.base.params(rates, default, &overrides, link);
+            let predicted = controller_load(m, &fit, l)?;
             if shown == MAX_CANDIDATE_NOTES {
                 left += 1;
                 continue;
             }
             shown += 1;
             notes.push(format!(
-                "{}: {} measured, {} predicted ({:+.1}%); alone it implies a controller of {}{}",
+                "{}: {} measured, {} predicted ({:+.1}%); by itself it implies a controller of {}{}",
                 l.source,
                 gbps(l.measured),
                 gbps(predicted),
@@ -1673,7 +1678,7 @@ fn scaling_check(
         for point in list(s, layout, MAX_POINTS, "scaling")? {
             let (Some(threads), Some(measured)) = (
                 point.get("threads").and_then(Value::as_u64),
-                median(point, "gbps"),
+                figure_median(point, "gbps"),
             ) else {
                 continue;
             };
@@ -2283,105 +2288,5 @@ mod tests {
             c.params.source
         );
         std::fs::remove_dir_all(&d).ok();
-    }
-}
-#[cfg(test)]
-mod host_probe {
-    #[test]
-    #[ignore]
-    fn host() {
-        let m = crate::machine::Machine::live().unwrap();
-        let p = std::env::var("CAL_RESULTS").unwrap();
-        let t = std::time::Instant::now();
-        let c = super::calibrate_file(std::path::Path::new(&p), &m).unwrap();
-        eprintln!("took {:?}", t.elapsed());
-        for f in &c.fitted {
-            eprintln!(
-                "{:<24} {:>10.4} {:<12} {:>9}  {}",
-                f.name,
-                f.value,
-                f.unit,
-                f.residual
-                    .map_or("-".into(), |r| format!("{:+.2}%", r * 100.0)),
-                f.from
-            );
-        }
-        for s in &c.scaling {
-            eprintln!(
-                "{:>3} {:<7} {:>8.2} {:>8.2} {:+.1}%",
-                s.threads,
-                s.layout,
-                s.measured_gbps,
-                s.predicted_gbps,
-                s.error * 100.0
-            );
-        }
-        eprintln!("mean abs {:?}", c.mean_abs_error);
-        for n in &c.notes {
-            eprintln!("note: {n}");
-        }
-        if let Ok(out) = std::env::var("CAL_OUT") {
-            std::fs::write(
-                out,
-                serde_json::to_string(
-                    &serde_json::json!({"command": "model", "params": c.params, "calibration": c}),
-                )
-                .unwrap(),
-            )
-            .unwrap();
-        }
-    }
-}
-#[cfg(test)]
-mod big_probe {
-    use super::*;
-    use serde_json::json;
-    #[test]
-    #[ignore]
-    fn big() {
-        let name = std::env::var("CAL_FIXTURE").unwrap();
-        let m = crate::machine::fixture(&name);
-        let nodes: Vec<u32> = m.node_ids().iter().collect();
-        let cpus: Vec<u32> = m.allowed_cpus.iter().collect();
-        let fig = |x: f64| json!({"median": x});
-        let bw: Vec<Value> = nodes.iter().map(|&c| json!(nodes.iter().map(|&mem| json!({"cpu_node": c, "mem_node": mem, "value": fig(if c == mem {10.0} else {10.0 / (1.0 + 0.2 * m.hops_between(c, mem).unwrap_or(1) as f64)})})).collect::<Vec<_>>())).collect();
-        let inj: Vec<u32> = cpus[1..].to_vec();
-        let steps = json!([{"step": "1 GB/s", "load": {"kind": "rate"}, "per_thread_gbps": vec![0.1; inj.len()], "total_memory_gbps": 0.1 * inj.len() as f64, "latency_ns": fig(101.0)},
-                           {"step": "max", "load": {"kind": "max"}, "per_thread_gbps": vec![0.1; inj.len()], "total_memory_gbps": 20.0, "latency_ns": fig(400.0)}]);
-        let mut counts = vec![];
-        let mut n = 1;
-        while n <= cpus.len() {
-            counts.push(n);
-            n *= 2;
-        }
-        let r = json!({"schema": "numalab-report", "parts": {
-            "bandwidth-matrix": {"status": "done", "result": {"threads_per_node": "1", "bandwidth": bw}},
-            "sizes": {"status": "done", "result": {"threads": 1, "kernels": ["read", "write"], "points": [{"bytes": 1e9, "fits_in": "memory", "gbps": [10.0, 6.0]}]}},
-            "latency-matrix": {"status": "done", "result": {"latency": [[{"cpu_node": nodes[0], "mem_node": nodes[0], "value": fig(100.0)}]]}},
-            "loaded-latency-local": {"status": "done", "result": {"chase": {"cpu": cpus[0]}, "injectors": {"cpus": inj, "policy": format!("bind:{}", nodes[0])},
-                "mixes": [{"mix": "read", "idle": {"latency_ns": fig(100.0)}, "steps": steps}]}},
-            "scaling": {"status": "done", "result": {"kernel": "read", "packed": counts.iter().map(|&n| json!({"threads": n, "cpus": cpus[..n].to_vec(), "gbps": fig(10.0 * n as f64)})).collect::<Vec<_>>()}}
-        }});
-        let t = std::time::Instant::now();
-        let c = calibrate(&r, &m).unwrap();
-        eprintln!(
-            "{} nodes {} cpus: took {:?}",
-            nodes.len(),
-            cpus.len(),
-            t.elapsed()
-        );
-        for f in &c.fitted {
-            eprintln!("{:<24} {:>10.4} {}", f.name, f.value, f.from);
-        }
-        for s in &c.scaling {
-            eprintln!(
-                "{:>3} {:<7} {:>8.2} {:>8.2} {:+.1}%",
-                s.threads,
-                s.layout,
-                s.measured_gbps,
-                s.predicted_gbps,
-                s.error * 100.0
-            );
-        }
     }
 }
