@@ -168,8 +168,10 @@ pub fn refuse_overwriting_input(
 /// is `not_comparable`. 1.5: `loaded-latency` gives each point's
 /// `total_memory_gbps` (the injectors' memory bytes and the chase's lines)
 /// and each curve's `knee_total_gbps` (where the knee lies, interpolated),
-/// and measures one idle point for all mixes (`shared_idle`).
-pub const RESULT_SCHEMA_VERSION: &str = "1.5";
+/// and measures one idle point for all mixes (`shared_idle`). 1.6:
+/// `compare`'s key figures carry each report's 95% interval and whether
+/// the two lie apart (`beyond_intervals`).
+pub const RESULT_SCHEMA_VERSION: &str = "1.6";
 
 /// What every command prints with `--json`: the schema version, the
 /// command, the result's own fields, and the environment it depends on.

@@ -157,6 +157,13 @@ pub struct KeyFigureRow {
     pub b: Option<f64>,
     /// b / a, where both were measured under the same settings.
     pub ratio: Option<f64>,
+    /// Each side's 95% interval (`summary.key_intervals`), where it has one.
+    pub a_interval: Option<[f64; 2]>,
+    pub b_interval: Option<[f64; 2]>,
+    /// The two intervals do not overlap (None: a side without one, or not
+    /// comparable). Within-run intervals: two runs on a machine whose
+    /// speed drifts can differ beyond them, and this says so.
+    pub beyond_intervals: Option<bool>,
     pub not_comparable: Option<String>,
 }
 
@@ -489,6 +496,8 @@ pub struct Summary {
     contexts: Vec<Context>,
     /// A report's `summary.key_figures` (empty for other results).
     key_figures: BTreeMap<String, Option<f64>>,
+    /// Their 95% intervals (`summary.key_intervals`).
+    key_intervals: BTreeMap<String, [f64; 2]>,
     /// The report's (or result's) own settings: the context of its top.
     settings: Context,
 }
@@ -513,6 +522,20 @@ pub fn summarize(v: &Value) -> Summary {
         .as_object()
         .map(|o| o.iter().map(|(k, x)| (k.clone(), x.as_f64())).collect())
         .unwrap_or_default();
+    let key_intervals = v["summary"]["key_intervals"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, x)| {
+                    let ends: Vec<f64> = x.as_array()?.iter().filter_map(Value::as_f64).collect();
+                    match ends[..] {
+                        [lo, hi] if lo <= hi => Some((k.clone(), [lo, hi])),
+                        _ => None,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Summary {
         command: v["command"].as_str().unwrap_or("?").to_string(),
         schema_version: v["schema_version"].clone(),
@@ -520,6 +543,7 @@ pub fn summarize(v: &Value) -> Summary {
         figures,
         contexts,
         key_figures,
+        key_intervals,
         settings,
     }
 }
@@ -625,6 +649,10 @@ pub fn compare_summaries(a: &Summary, b: &Summary) -> Comparison {
             if x.is_none() && y.is_none() {
                 return None;
             }
+            let (ia, ib) = (
+                a.key_intervals.get(key).copied(),
+                b.key_intervals.get(key).copied(),
+            );
             Some(KeyFigureRow {
                 key: key.to_string(),
                 figure,
@@ -633,6 +661,12 @@ pub fn compare_summaries(a: &Summary, b: &Summary) -> Comparison {
                 b: y,
                 ratio: match (x, y, &top) {
                     (Some(x), Some(y), None) if x != 0.0 => Some(y / x),
+                    _ => None,
+                },
+                a_interval: ia,
+                b_interval: ib,
+                beyond_intervals: match (ia, ib, &top) {
+                    (Some([a0, a1]), Some([b0, b1]), None) => Some(a1 < b0 || b1 < a0),
                     _ => None,
                 },
                 not_comparable: top.clone(),
@@ -865,7 +899,8 @@ mod tests {
                             "cgroup": {"cpus": "0-1"}},
             "machine": {"nodes": (0..nodes).map(|i| json!({"os_index": i, "memory_bytes": 1u64 << 30})).collect::<Vec<_>>(),
                         "distances": null},
-            "summary": {"key_figures": {"local_latency_ns": local_ns, "numa_ratio_min": null}},
+            "summary": {"key_figures": {"local_latency_ns": local_ns, "numa_ratio_min": null},
+                        "key_intervals": {"local_latency_ns": [local_ns * 0.98, local_ns * 1.02]}},
             "parts": {
                 "sizes": {"budget_s": budget, "result": {"pattern": "random",
                     "points": [{"bytes": 4096, "latency_ns": fig(local_ns, 0.01)}]}},
@@ -897,6 +932,11 @@ mod tests {
             ("local_latency_ns", "ns", Some(90.0), Some(99.0))
         );
         assert!((k.ratio.unwrap() - 1.1).abs() < 1e-9);
+        // 88.2-91.8 ns against 97.0-101.0 ns: apart; against 91-95 ns, not.
+        assert_eq!(k.a_interval, Some([90.0 * 0.98, 90.0 * 1.02]));
+        assert_eq!(k.beyond_intervals, Some(true));
+        let near = compare(&a, &report(128 << 20, 20.0, 93.0, &f, 1));
+        assert_eq!(near.key_figures[0].beyond_intervals, Some(false));
         assert_eq!(
             c.key_figures.len(),
             1,

@@ -14,6 +14,7 @@ use crate::results::ReportResults;
 use crate::summary::KeyFigures;
 use numalab::experiments::matrix::MatrixResult;
 use numalab::text::format::fixed;
+use std::collections::BTreeMap;
 
 /// One row: what the figure is, its value with its unit, and the key
 /// figures it shows (results.json `summary.key_figures`).
@@ -21,7 +22,23 @@ use numalab::text::format::fixed;
 pub struct KeyRow {
     pub figure: String,
     pub value: String,
+    /// Its 95% interval as a relative half-width (`±0.9%`; the larger side
+    /// where it is not symmetric), where the measurements have one.
+    pub interval: Option<String>,
     pub keys: Vec<&'static str>,
+}
+
+/// `±x%` of the interval `[lo, hi]` around `v`: one decimal below 10%.
+fn half_width(v: f64, [lo, hi]: [f64; 2]) -> Option<String> {
+    if v == 0.0 || !v.is_finite() {
+        return None;
+    }
+    let rel = ((v - lo).abs().max((hi - v).abs()) / v.abs()) * 100.0;
+    Some(if rel < 10.0 {
+        format!("±{rel:.1}%")
+    } else {
+        format!("±{rel:.0}%")
+    })
 }
 
 /// `v` with its unit: ratios as `1.25x`, the rest as `91 ns`.
@@ -37,7 +54,11 @@ fn with_unit(text: &str, unit: &str) -> String {
 /// The rows of `figures` that were measured, with the bandwidth matrix's
 /// threads per node and the scaling's thread count in their names where
 /// the report has them.
-pub fn rows_of(figures: &KeyFigures, matrix_threads: Option<&str>) -> Vec<KeyRow> {
+pub fn rows_of(
+    figures: &KeyFigures,
+    intervals: &BTreeMap<String, [f64; 2]>,
+    matrix_threads: Option<&str>,
+) -> Vec<KeyRow> {
     let mut out = Vec::new();
     // With no remote memory the slowest pair is the local one: one row.
     let remote = figures.get("numa_ratio_max").is_some();
@@ -100,9 +121,18 @@ pub fn rows_of(figures: &KeyFigures, matrix_threads: Option<&str>) -> Vec<KeyRow
             }
             _ => {}
         }
+        // A range's ends are two measurements: no one interval.
+        let interval = match keys[..] {
+            [k] => figures
+                .get(k)
+                .zip(intervals.get(k))
+                .and_then(|(v, i)| half_width(v, *i)),
+            _ => None,
+        };
         out.push(KeyRow {
             figure,
             value,
+            interval,
             keys,
         });
     }
@@ -120,7 +150,11 @@ pub fn rows(doc: &ReportResults) -> Vec<KeyRow> {
         .and_then(|p| doc.parts.get(p).done())
         .and_then(|r| r.get::<MatrixResult>())
         .map(|m| m.threads_per_node.clone());
-    rows_of(&doc.summary.key_figures, threads.as_deref())
+    rows_of(
+        &doc.summary.key_figures,
+        &doc.summary.key_intervals,
+        threads.as_deref(),
+    )
 }
 
 #[cfg(test)]
@@ -140,7 +174,7 @@ mod tests {
         k.set("compared_threads", Some(4.0));
         k.set("packed_per_thread_gbps", Some(3.04));
         k.set("c2c_within_node_ns", None);
-        let rows = rows_of(&k, Some("1"));
+        let rows = rows_of(&k, &BTreeMap::new(), Some("1"));
         let table: Vec<(&str, &str)> = rows
             .iter()
             .map(|r| (r.figure.as_str(), r.value.as_str()))
@@ -169,14 +203,14 @@ mod tests {
         let mut one = KeyFigures::default();
         one.set("local_latency_ns", Some(458.0));
         one.set("max_latency_ns", Some(458.0));
-        assert_eq!(rows_of(&one, None).len(), 1);
+        assert_eq!(rows_of(&one, &BTreeMap::new(), None).len(), 1);
         k.set("max_latency_ns", Some(140.0));
-        assert_eq!(rows_of(&k, None)[1].value, "140 ns");
+        assert_eq!(rows_of(&k, &BTreeMap::new(), None)[1].value, "140 ns");
         let mut same = KeyFigures::default();
         same.set("numa_ratio_min", Some(1.2));
         same.set("numa_ratio_max", Some(1.2));
-        assert_eq!(rows_of(&same, None)[0].value, "1.20x");
-        assert!(rows_of(&KeyFigures::default(), None).is_empty());
+        assert_eq!(rows_of(&same, &BTreeMap::new(), None)[0].value, "1.20x");
+        assert!(rows_of(&KeyFigures::default(), &BTreeMap::new(), None).is_empty());
     }
 
     #[test]
@@ -190,18 +224,41 @@ mod tests {
             rows.iter().flat_map(|r| r.keys.clone()).collect()
         };
         assert_eq!(
-            figures(rows_of(&k, Some("1"))),
+            figures(rows_of(&k, &BTreeMap::new(), Some("1"))),
             ["local_latency_ns", "local_read_gbps"]
         );
         // All threads of a node read in the matrix: the lone thread is its
         // own figure.
         assert_eq!(
-            figures(rows_of(&k, Some("all"))),
+            figures(rows_of(&k, &BTreeMap::new(), Some("all"))),
             ["local_latency_ns", "local_read_gbps", "single_thread_gbps"]
         );
         // Without the latency matrix the loaded run's idle is the only one.
         let mut l = KeyFigures::default();
         l.set("loaded_idle_ns", Some(170.0));
-        assert_eq!(figures(rows_of(&l, None)), ["loaded_idle_ns"]);
+        assert_eq!(
+            figures(rows_of(&l, &BTreeMap::new(), None)),
+            ["loaded_idle_ns"]
+        );
+    }
+
+    #[test]
+    fn a_figure_with_an_interval_shows_its_half_width() {
+        let mut k = KeyFigures::default();
+        k.set("local_latency_ns", Some(200.0));
+        k.set("numa_ratio_min", Some(1.5));
+        k.set("numa_ratio_max", Some(2.0));
+        k.set("local_read_gbps", Some(30.0));
+        let intervals = BTreeMap::from([
+            ("local_latency_ns".to_string(), [198.0, 201.0]),
+            ("numa_ratio_min".to_string(), [1.4, 1.6]),
+            // Not symmetric: the larger side, 40%.
+            ("local_read_gbps".to_string(), [18.0, 31.0]),
+        ]);
+        let rows = rows_of(&k, &intervals, Some("1"));
+        let shown: Vec<Option<&str>> = rows.iter().map(|r| r.interval.as_deref()).collect();
+        // The ratio is a range of two figures: no one interval.
+        assert_eq!(shown, [Some("±1.0%"), None, Some("±40%")]);
+        assert_eq!(half_width(0.0, [0.0, 1.0]), None);
     }
 }

@@ -138,14 +138,15 @@ fn summary(h: &mut String, doc: &ReportResults) {
     }
     let keys = crate::key_table::rows(doc);
     if !keys.is_empty() {
-        h.push_str("<table id=\"tab-key-figures\" class=\"key-figures\">\n<caption>Key figures</caption>\n<thead><tr><th class=\"l\">figure</th><th>value</th></tr></thead>\n<tbody>\n");
+        h.push_str("<table id=\"tab-key-figures\" class=\"key-figures\">\n<caption>Key figures</caption>\n<thead><tr><th class=\"l\">figure</th><th>value</th><th title=\"the measurement's own 95% interval, from its repetitions in this run\">95% CI</th></tr></thead>\n<tbody>\n");
         for r in &keys {
             let _ = writeln!(
                 h,
-                "<tr data-keys=\"{}\"><td class=\"l\">{}</td><td>{}</td></tr>",
+                "<tr data-keys=\"{}\"><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&r.keys.join(" ")),
                 esc(&r.figure),
-                esc(&r.value)
+                esc(&r.value),
+                esc(r.interval.as_deref().unwrap_or(""))
             );
         }
         h.push_str("</tbody></table>\n");

@@ -11,6 +11,7 @@ use crate::claims::{
 use crate::registry::REPORT;
 use crate::results::{PartStatus, ReportResults};
 use crate::summary::{advice, headline, warning, Summary, SummaryBuilder, SummaryLine};
+use std::collections::BTreeMap;
 
 /// The summary of whatever `doc` holds so far.
 pub fn summarize(doc: &ReportResults) -> Summary {
@@ -72,6 +73,7 @@ pub fn summarize(doc: &ReportResults) -> Summary {
             .collect()
     };
     let strings = |kind| texts(kind).into_iter().map(|c| c.text.clone()).collect();
+    let key_intervals = key_intervals(doc, &b);
     Summary {
         node_count: m.nodes.len(),
         headline: claims[0].text.clone(),
@@ -80,6 +82,7 @@ pub fn summarize(doc: &ReportResults) -> Summary {
         warnings: strings(ClaimKind::Warning),
         missing: strings(ClaimKind::Missing),
         key_figures: b.key_figures,
+        key_intervals,
         banner: texts(ClaimKind::Banner).first().map(|c| c.text.clone()),
         withheld: claims
             .iter()
@@ -88,6 +91,22 @@ pub fn summarize(doc: &ReportResults) -> Summary {
             .collect(),
         claims,
     }
+}
+
+/// Each key figure's 95% interval, from the measurements it is derived
+/// from in the document (the derivations are JSON pointers into it).
+fn key_intervals(doc: &ReportResults, b: &SummaryBuilder) -> BTreeMap<String, [f64; 2]> {
+    if b.key_sources.is_empty() {
+        return BTreeMap::new();
+    }
+    let Ok(v) = serde_json::to_value(doc) else {
+        return BTreeMap::new();
+    };
+    b.key_sources
+        .iter()
+        .filter(|(k, _)| b.figure(k).is_some())
+        .filter_map(|(k, d)| Some((k.clone(), <[f64; 2]>::from(d.interval(&v)?))))
+        .collect()
 }
 
 /// The findings whose questions this machine cannot answer at all (a

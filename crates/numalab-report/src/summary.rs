@@ -90,6 +90,12 @@ pub struct Summary {
     /// Parts not in the report and why.
     pub missing: Vec<String>,
     pub key_figures: KeyFigures,
+    /// The 95% interval of each key figure whose measurements have one
+    /// ([`crate::claims::Derivation::interval`]): `[low, high]` by name.
+    /// It is the measurement's own (repetitions within this run); two
+    /// runs differ by more where the machine's speed drifts between them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub key_intervals: BTreeMap<String, [f64; 2]>,
     /// Set when the timings were taken on an emulated CPU: said first, and
     /// the timing claims are withheld.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,7 +121,7 @@ pub struct SummaryBuilder<'a> {
     pub(crate) claims: Vec<Claim>,
     pub(crate) key_figures: KeyFigures,
     /// Where each key figure comes from in results.json.
-    key_sources: BTreeMap<String, Derivation>,
+    pub(crate) key_sources: BTreeMap<String, Derivation>,
     /// Sentences to follow the general advice on a topic.
     pub(crate) addenda: Vec<Claim>,
     /// Timings come from an emulated CPU: the general advice is the

@@ -172,16 +172,20 @@ fn key_figures_table(doc: &ReportResults) -> Table {
     let mut t = Table::new(
         "key-figures",
         "The key numbers of the summary (empty: not measured or not meaningful here)",
-        &["figure", "value"],
+        &["figure", "value", "ci95_low", "ci95_high"],
     );
+    let number = |v: Option<f64>| match v {
+        None => String::new(),
+        Some(x) if x.fract() == 0.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.4}"),
+    };
     for (k, v) in doc.summary.key_figures.iter() {
+        let ci = doc.summary.key_intervals.get(k);
         t.rows.push(vec![
             k.to_string(),
-            match v {
-                None => String::new(),
-                Some(x) if x.fract() == 0.0 => format!("{x:.0}"),
-                Some(x) => format!("{x:.4}"),
-            },
+            number(v),
+            number(ci.map(|c| c[0])),
+            number(ci.map(|c| c[1])),
         ]);
     }
     t

@@ -42,7 +42,15 @@ pub fn summary(doc: &ReportResults) -> String {
             .max()
             .unwrap_or(0);
         for r in &keys {
-            let _ = writeln!(out, "  {:<width$}  {}", r.figure, r.value);
+            let line = format!("  {:<width$}  {}", r.figure, r.value);
+            match &r.interval {
+                Some(i) => {
+                    let _ = writeln!(out, "{line}  (95% CI {i})");
+                }
+                None => {
+                    let _ = writeln!(out, "{line}");
+                }
+            }
         }
     }
     for f in &s.findings {

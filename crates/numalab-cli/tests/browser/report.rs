@@ -607,10 +607,31 @@ fn report_html_renders_in_chromium_with_every_chart_and_table() {
             && keys.contains("Read bandwidth, local memory (read kernel, "),
         "{keys}"
     );
+    // Its 95% interval (the latency matrix's own, carried to the figure)
+    // holds the value and is shown beside it.
+    let ci: Vec<f64> = doc["summary"]["key_intervals"]["local_latency_ns"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+        .unwrap_or_default();
+    assert!(
+        ci.len() == 2 && ci[0] <= local && local <= ci[1] && ci[0] < ci[1],
+        "{ci:?} around {local}"
+    );
+    let half = ((local - ci[0]).max(ci[1] - local) / local) * 100.0;
+    let shown = if half < 10.0 {
+        format!("±{half:.1}%")
+    } else {
+        format!("±{half:.0}%")
+    };
+    assert!(keys.contains(&shown), "{shown} not in {keys}");
     let txt = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     let head: Vec<&str> = txt.lines().take(4).collect();
     assert_eq!(head[2], "key figures:", "{txt}");
-    assert!(head[3].contains("Idle latency, local memory"), "{txt}");
+    assert!(
+        head[3].contains("Idle latency, local memory")
+            && head[3].ends_with(&format!("(95% CI {shown})")),
+        "{txt}"
+    );
     // One memory node: packed and spread place every count on the same
     // CPUs, drawn as one line each, not four lines of which two show.
     let scaling = r.text_of("fig-scaling").unwrap_or_default();

@@ -106,7 +106,8 @@ fn report(mode: &str, buffer: u64, local_ns: f64, thp: &str) -> Value {
         "mode": mode, "budget_s": 80.0, "buffer_bytes": buffer,
         "environment": {"kernel": "6.1.0", "thp_enabled": thp, "timestamp_utc": format!("{mode}")},
         "machine": {"nodes": [{"os_index": 0, "memory_bytes": 1u64 << 34}], "distances": null},
-        "summary": {"key_figures": {"local_latency_ns": local_ns, "local_read_gbps": 12.0}},
+        "summary": {"key_figures": {"local_latency_ns": local_ns, "local_read_gbps": 12.0},
+                    "key_intervals": {"local_latency_ns": [local_ns - 1.0, local_ns + 1.0]}},
         "parts": {"latency-matrix": {"budget_s": 10.0, "result": {
             "latency": [[{"cpu_node": 0, "mem_node": 0, "latency_ns": fig(local_ns, 0.01)}]]}}}})
 }
@@ -141,18 +142,27 @@ fn reports_list_what_differs_first_then_key_figures_and_mark_the_incomparable() 
         .lines()
         .find(|l| l.contains("Idle latency, local memory"))
         .unwrap();
+    // Each side's interval, and 89-91 ns against 98-100 ns: apart.
     assert!(
-        key.contains("90.00 ns") && key.contains("99.00 ns") && key.contains("1.100"),
+        key.contains("90.00 ns ±1.1%")
+            && key.contains("99.00 ns ±1.0%")
+            && key.contains("1.100")
+            && key.ends_with("yes"),
         "{key}"
     );
     let read = text
         .lines()
         .find(|l| l.contains("Read bandwidth, local memory"))
         .unwrap();
+    // No interval: no verdict.
     assert!(
-        read.contains("12.00 GB/s") && read.contains("1.000"),
+        read.contains("12.00 GB/s") && read.contains("1.000") && read.ends_with("-"),
         "{read}"
     );
+    let v = run_json(&["compare", a, b, "--json"]);
+    assert_eq!(v["key_figures"][0]["a_interval"], json!([89.0, 91.0]));
+    assert_eq!(v["key_figures"][0]["beyond_intervals"], true);
+    assert!(v["key_figures"][1]["beyond_intervals"].is_null());
     // Quick against default: another mode and buffer, listed first; no
     // ratio and no verdict, each figure says why.
     let v = run_json(&["compare", a, c, "--json"]);

@@ -136,7 +136,7 @@ fn json_has_the_curve_the_knee_verification_and_environment() {
         "0.15",
         "--json",
     ]);
-    assert_eq!(v["schema_version"], "1.5");
+    assert_eq!(v["schema_version"], "1.6");
     assert_eq!(v["command"], "loaded-latency");
     for key in [
         "chase",

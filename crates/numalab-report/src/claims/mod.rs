@@ -223,6 +223,79 @@ impl Derivation {
     }
 }
 
+impl Derivation {
+    /// The 95% interval of the derived number, where every measurement it
+    /// rests on has one: a `median` whose object carries `rel_ci` (the
+    /// measurement's relative half-width) gives `median x (1 ± rel_ci)`;
+    /// counts, page nodes and constants are exact. Aggregates carry their
+    /// inputs' ends through (the median of the lows and of the highs, and
+    /// so on), and a ratio takes the far ends (lowest numerator over the
+    /// highest denominator): conservative where the inputs vary together.
+    /// `None` where some input has no interval (an interpolated knee, a
+    /// verdict's ratio).
+    pub fn interval(&self, doc: &Value) -> Option<(f64, f64)> {
+        let many = |of: &[Derivation]| -> Option<(Vec<f64>, Vec<f64>)> {
+            let ends: Vec<(f64, f64)> =
+                of.iter().map(|d| d.interval(doc)).collect::<Option<_>>()?;
+            (!ends.is_empty()).then(|| ends.into_iter().unzip())
+        };
+        let exact = || self.eval(doc).ok().map(|v| (v, v));
+        let ends = match self {
+            Derivation::Value { path } => {
+                let parent = path.strip_suffix("/median")?;
+                let object = doc.pointer(parent)?;
+                let (m, r) = (
+                    object.get("median")?.as_f64()?,
+                    object.get("rel_ci")?.as_f64()?,
+                );
+                let half = (m * r).abs();
+                (m - half, m + half)
+            }
+            Derivation::Count { .. }
+            | Derivation::CountWhere { .. }
+            | Derivation::PageNode { .. }
+            | Derivation::Const { .. } => exact()?,
+            Derivation::Median { of } => {
+                let (lo, hi) = many(of)?;
+                (
+                    numalab::measure::stats::median(lo)?,
+                    numalab::measure::stats::median(hi)?,
+                )
+            }
+            Derivation::Min { of } => {
+                let (lo, hi) = many(of)?;
+                (
+                    lo.into_iter().fold(f64::INFINITY, f64::min),
+                    hi.into_iter().fold(f64::INFINITY, f64::min),
+                )
+            }
+            Derivation::Max { of } => {
+                let (lo, hi) = many(of)?;
+                (
+                    lo.into_iter().fold(f64::NEG_INFINITY, f64::max),
+                    hi.into_iter().fold(f64::NEG_INFINITY, f64::max),
+                )
+            }
+            Derivation::Sum { of } => {
+                let (lo, hi) = many(of)?;
+                (lo.into_iter().sum(), hi.into_iter().sum())
+            }
+            Derivation::Ratio { num, den } => {
+                let ((a, b), (c, d)) = (num.interval(doc)?, den.interval(doc)?);
+                if c <= 0.0 || a < 0.0 {
+                    return None;
+                }
+                (a / d, b / c)
+            }
+            Derivation::Scale { of, by } => {
+                let (a, b) = of.interval(doc)?;
+                ((a * by).min(b * by), (a * by).max(b * by))
+            }
+        };
+        (ends.0.is_finite() && ends.1.is_finite() && ends.0 <= ends.1).then_some(ends)
+    }
+}
+
 fn number(doc: &Value, path: &str) -> Result<f64, String> {
     match doc.pointer(path) {
         Some(v) => v
@@ -1119,5 +1192,88 @@ mod tests {
             corrected_for: many,
         };
         assert_eq!(wide.judge(&t), Verdict::CannotTell);
+    }
+    #[test]
+    fn intervals_follow_the_measurements_through_the_derivation() {
+        let d = json!({
+            "a": {"median": 200.0, "rel_ci": 0.01},
+            "b": {"median": 100.0, "rel_ci": 0.02},
+            "c": {"median": 50.0},
+            "n": [1, 2, 3]
+        });
+        let at = |p: &str| Derivation::at(format!("/{p}/median"));
+        let close = |x: Option<(f64, f64)>, lo: f64, hi: f64| {
+            let (a, b) = x.unwrap();
+            assert!(
+                (a - lo).abs() < 1e-9 && (b - hi).abs() < 1e-9,
+                "{a}-{b}, not {lo}-{hi}"
+            );
+        };
+        close(at("a").interval(&d), 198.0, 202.0);
+        // A number with no rel_ci beside it, or not a median: no interval.
+        assert_eq!(at("c").interval(&d), None);
+        assert_eq!(Derivation::at("/a/rel_ci").interval(&d), None);
+        // Exact things are their own interval.
+        close(
+            Derivation::Count { path: "/n".into() }.interval(&d),
+            3.0,
+            3.0,
+        );
+        close(Derivation::Const { value: 1.1 }.interval(&d), 1.1, 1.1);
+        // The far ends of a ratio: 198/102 to 202/98.
+        close(
+            Derivation::ratio(at("a"), at("b")).interval(&d),
+            198.0 / 102.0,
+            202.0 / 98.0,
+        );
+        close(
+            Derivation::Min {
+                of: vec![at("a"), at("b")],
+            }
+            .interval(&d),
+            98.0,
+            102.0,
+        );
+        close(
+            Derivation::Max {
+                of: vec![at("a"), at("b")],
+            }
+            .interval(&d),
+            198.0,
+            202.0,
+        );
+        close(
+            Derivation::Sum {
+                of: vec![at("a"), at("b")],
+            }
+            .interval(&d),
+            296.0,
+            304.0,
+        );
+        close(
+            Derivation::Median {
+                of: vec![at("a"), at("b")],
+            }
+            .interval(&d),
+            148.0,
+            152.0,
+        );
+        close(
+            Derivation::Scale {
+                of: Box::new(at("b")),
+                by: -1.0,
+            }
+            .interval(&d),
+            -102.0,
+            -98.0,
+        );
+        // One input without an interval leaves the aggregate without one.
+        assert_eq!(
+            Derivation::Median {
+                of: vec![at("a"), at("c")]
+            }
+            .interval(&d),
+            None
+        );
     }
 }

@@ -22,7 +22,7 @@ pub const REPORT_SCHEMA: &str = "numalab-report";
 
 /// Version of the results.json layout. Bump the major part when a key
 /// changes meaning or disappears, the minor part when keys are added.
-pub const REPORT_SCHEMA_VERSION: &str = "1.2";
+pub const REPORT_SCHEMA_VERSION: &str = "1.3";
 
 /// How thorough a report is: it sets the default budget and how much each
 /// part measures within its share of it.

@@ -25,6 +25,28 @@ fn with_unit(x: Option<f64>, unit: Option<&str>) -> String {
     }
 }
 
+/// A key figure with its unit and, where it has one, its interval's
+/// relative half-width (`218.6 ns ±0.9%`).
+fn key_value(x: Option<f64>, unit: &str, interval: Option<[f64; 2]>) -> String {
+    let v = with_unit(x, Some(unit));
+    match (x, interval) {
+        (Some(m), Some([lo, hi])) if m != 0.0 => {
+            let rel = (m - lo).abs().max((hi - m).abs()) / m.abs() * 100.0;
+            format!("{v} ±{rel:.1}%")
+        }
+        _ => v,
+    }
+}
+
+/// A key figure row's verdict: its intervals apart or not, or why it is
+/// not compared.
+fn key_verdict(k: &crate::compare::KeyFigureRow) -> &'static str {
+    match (&k.not_comparable, k.beyond_intervals) {
+        (Some(_), _) => "not comparable",
+        (None, b) => verdict(b),
+    }
+}
+
 fn ratio(r: Option<f64>) -> String {
     r.map_or("-".into(), |x| format!("{x:.3}"))
 }
@@ -76,23 +98,24 @@ pub fn render_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
         let _ = writeln!(s, "\nkey figures:");
         let _ = writeln!(
             s,
-            "  {:<fw$} {:>14} {:>14} {:>8}",
+            "  {:<fw$} {:>21} {:>21} {:>8}  beyond 95% intervals",
             "figure", "A", "B", "B/A"
         );
         for k in &c.key_figures {
             let pad = fw - k.figure.chars().count() + k.figure.len();
+            let value = |x, i: Option<[f64; 2]>| {
+                let t = key_value(x, k.unit, i);
+                // `±` is one column and two bytes.
+                format!("{:>w$}", t, w = 21 + t.len() - t.chars().count())
+            };
             let _ = writeln!(
                 s,
-                "  {:<pad$} {:>14} {:>14} {:>8}{}",
+                "  {:<pad$} {} {} {:>8}  {}",
                 k.figure,
-                with_unit(k.a, Some(k.unit)),
-                with_unit(k.b, Some(k.unit)),
+                value(k.a, k.a_interval),
+                value(k.b, k.b_interval),
                 ratio(k.ratio),
-                if k.not_comparable.is_some() {
-                    "  not comparable"
-                } else {
-                    ""
-                }
+                key_verdict(k)
             );
         }
     }
@@ -176,23 +199,24 @@ pub fn render_html(c: &Comparison, a_name: &str, b_name: &str) -> String {
     let mut keys = String::new();
     for k in &c.key_figures {
         keys.push_str(&format!(
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             if k.not_comparable.is_some() {
                 " class=\"nc\""
             } else {
                 ""
             },
             escape(&k.figure),
-            escape(&with_unit(k.a, Some(k.unit))),
-            escape(&with_unit(k.b, Some(k.unit))),
-            ratio(k.ratio)
+            escape(&key_value(k.a, k.unit, k.a_interval)),
+            escape(&key_value(k.b, k.unit, k.b_interval)),
+            ratio(k.ratio),
+            key_verdict(k)
         ));
     }
     let keys = if keys.is_empty() {
         String::new()
     } else {
         format!(
-            "<h2>Key figures</h2>\n<table id=\"table-key-figures\"><tr><th>figure</th><th>A</th><th>B</th><th>B/A</th></tr>\n{keys}</table>\n"
+            "<h2>Key figures</h2>\n<table id=\"table-key-figures\"><tr><th>figure</th><th>A</th><th>B</th><th>B/A</th><th>beyond 95% intervals</th></tr>\n{keys}</table>\n"
         )
     };
     let warnings: String = c
@@ -259,5 +283,47 @@ mod tests {
         assert_eq!(with_unit(Some(12345.6), Some("GB/s")), "12346 GB/s");
         assert_eq!(with_unit(Some(1.25), Some("x")), "1.250x");
         assert_eq!(with_unit(None, Some("ns")), "-");
+    }
+
+    #[test]
+    fn key_figures_show_their_intervals_and_whether_they_lie_apart() {
+        assert_eq!(
+            key_value(Some(90.0), "ns", Some([88.2, 91.8])),
+            "90.00 ns ±2.0%"
+        );
+        assert_eq!(key_value(Some(90.0), "ns", None), "90.00 ns");
+        let row = |beyond, nc: Option<&str>| crate::compare::KeyFigureRow {
+            key: "local_latency_ns".into(),
+            figure: "Idle latency".into(),
+            unit: "ns",
+            a: Some(90.0),
+            b: Some(99.0),
+            ratio: Some(1.1),
+            a_interval: Some([88.2, 91.8]),
+            b_interval: Some([97.0, 101.0]),
+            beyond_intervals: beyond,
+            not_comparable: nc.map(str::to_string),
+        };
+        assert_eq!(key_verdict(&row(Some(true), None)), "yes");
+        assert_eq!(key_verdict(&row(Some(false), None)), "no");
+        assert_eq!(key_verdict(&row(None, Some("mode"))), "not comparable");
+        let c = Comparison {
+            command_a: "report".into(),
+            command_b: "report".into(),
+            key_figures: vec![row(Some(true), None)],
+            rows: Vec::new(),
+            configuration_differences: Vec::new(),
+            environment_differences: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let text = render_text(&c, "a.json", "b.json");
+        let line = text.lines().find(|l| l.contains("Idle latency")).unwrap();
+        assert!(
+            line.contains("90.00 ns ±2.0%")
+                && line.contains("99.00 ns ±2.0%")
+                && line.ends_with("yes"),
+            "{text}"
+        );
+        assert!(text.contains("beyond 95% intervals"), "{text}");
     }
 }
