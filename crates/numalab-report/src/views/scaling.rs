@@ -483,8 +483,14 @@ fn summarize(r: &ScalingResult, s: &mut SummaryBuilder) {
         return;
     };
     let (p, sp) = (&r.packed[pi], &r.spread[si]);
-    let p_d = s.at(&format!("packed/{pi}/per_thread_gbps"));
-    let sp_d = s.at(&format!("spread/{si}/per_thread_gbps"));
+    // Per thread is the whole run's median over its threads: derived so,
+    // the figure carries that median's interval.
+    let per_thread = |layout: &str, i: usize, threads: usize| Derivation::Scale {
+        of: Box::new(s.at(&format!("{layout}/{i}/gbps/median"))),
+        by: 1.0 / threads.max(1) as f64,
+    };
+    let p_d = per_thread("packed", pi, p.threads);
+    let sp_d = per_thread("spread", si, sp.threads);
     s.set_key(
         "compared_threads",
         n as f64,
