@@ -4,12 +4,11 @@
 
 use super::sweep::{scenario_list, ScenarioList};
 use crate::args::{buffer_size, parsed, size_or_default, Output};
-use crate::output::{load_machine, out, print_result, write_stderr, CliError, CliResult, Progress};
+use crate::output::{load_machine, out, print_result, write_stderr, CliError, CliResult};
 use numalab::experiments::sweep::{
-    plan_scenarios, run_scenarios, Access, Normalize, Scenario, ScenarioRequest, ThreadCase,
+    plan_scenarios, Access, Normalize, Scenario, ScenarioRequest, ThreadCase,
 };
 use numalab::measure::kernels::{BandwidthKernel, Isa};
-use numalab::measure::stats::StopRule;
 use numalab::model::calibrate::{calibrate_file, Calibration};
 use numalab::model::params::{builtin, BUILTIN_NAMES};
 use numalab::model::predict::{
@@ -23,7 +22,6 @@ use numalab_report::views::model as view;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Most `--case` options.
 const MAX_CASES: usize = 256;
@@ -278,26 +276,12 @@ fn measure(
         background_bytes: size,
         thp: None,
         rounds: a.rounds as usize,
-        rule: StopRule {
-            warmup: 1,
-            min_reps: 3,
-            max_reps: 5,
-            target_rel_ci: 0.02,
-            budget: Duration::from_secs_f64(a.budget_each),
-        },
+        rule: super::sweep::scenario_rule(a.budget_each),
         min_sample_s: 0.0,
         normalize: Normalize::Study,
         budget: None,
     };
-    let cases: usize = req
-        .set
-        .applicable()
-        .map(|p| p.cases.len() * p.background.as_ref().map_or(1, |b| b.levels.len()))
-        .sum();
-    let progress = Progress::bar((cases as u64 + 2) * a.rounds as u64, "scenarios");
-    let r = run_scenarios(m, &req, &mut |_, _, label| progress.step(label))?;
-    progress.finish();
-    Ok(r)
+    super::sweep::run_scenarios_shown(m, &req)
 }
 
 pub fn run(a: Args) -> CliResult {

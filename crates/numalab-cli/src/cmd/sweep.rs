@@ -434,13 +434,7 @@ fn scenarios(m: &Machine, a: &Args, which: &[Scenario]) -> CliResult {
     }
     let size = size_or_default(m, a.size);
     let rule = match a.reps {
-        None => StopRule {
-            warmup: 1,
-            min_reps: 3,
-            max_reps: 5,
-            target_rel_ci: 0.02,
-            budget: Duration::from_secs_f64(a.budget_each.unwrap_or(0.3)),
-        },
+        None => scenario_rule(a.budget_each.unwrap_or(0.3)),
         Some(n) => StopRule {
             warmup: 0,
             min_reps: n,
@@ -464,14 +458,7 @@ fn scenarios(m: &Machine, a: &Args, which: &[Scenario]) -> CliResult {
         budget: a.budget.map(Duration::from_secs_f64),
     };
     write_stderr(format_args!("{}", scenario_view::plan_text(&req.set)));
-    let cases: usize = req
-        .set
-        .applicable()
-        .map(|p| p.cases.len() * p.background.as_ref().map_or(1, |b| b.levels.len()))
-        .sum();
-    let progress = Progress::bar((cases as u64 + 2) * a.rounds as u64, "scenarios");
-    let r = run_scenarios(m, &req, &mut |_, _, label| progress.step(label))?;
-    progress.finish();
+    let r = run_scenarios_shown(m, &req)?;
     if a.json {
         print_result("sweep", &r)?;
     } else {
@@ -479,6 +466,35 @@ fn scenarios(m: &Machine, a: &Args, which: &[Scenario]) -> CliResult {
         print_warnings(&r.warnings)?;
     }
     Ok(exit_for(r.verified))
+}
+
+/// The scenarios' stop rule unless `--reps` fixes the count: a warm-up,
+/// then 3 to 5 repetitions toward ±2%, within `budget_each` seconds.
+pub(crate) fn scenario_rule(budget_each: f64) -> StopRule {
+    StopRule {
+        warmup: 1,
+        min_reps: 3,
+        max_reps: 5,
+        target_rel_ci: 0.02,
+        budget: Duration::from_secs_f64(budget_each),
+    }
+}
+
+/// Runs `req`'s scenarios with a progress bar over every case of every
+/// round (and each round's two alone runs).
+pub(crate) fn run_scenarios_shown(
+    m: &Machine,
+    req: &ScenarioRequest,
+) -> Result<numalab::experiments::sweep::ScenariosResult, CliError> {
+    let cases: usize = req
+        .set
+        .applicable()
+        .map(|p| p.cases.len() * p.background.as_ref().map_or(1, |b| b.levels.len()))
+        .sum();
+    let progress = Progress::bar((cases as u64 + 2) * req.rounds as u64, "scenarios");
+    let r = run_scenarios(m, req, &mut |_, _, label| progress.step(label))?;
+    progress.finish();
+    Ok(r)
 }
 
 /// `--scenarios --list`: the plan, as text or JSON.
