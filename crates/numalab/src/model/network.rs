@@ -197,12 +197,15 @@ impl Network {
         t.controller_gbps / (t.memory_lines * self.params.line_bytes)
     }
 
-    /// Hops from `c` to `m` along the graph's shortest paths.
-    fn hops(&self, c: u32, m: u32) -> Result<u32, String> {
+    /// The arcs from `c` to `m` along the graph's shortest paths, each
+    /// with the share of the traffic it carries, and the hops (the shares
+    /// sum to the path length).
+    fn route(&self, c: u32, m: u32) -> Result<(Vec<((u32, u32), f64)>, u32), String> {
         let arcs = self.model.arc_shares(c, m).ok_or_else(|| {
             format!("node {c} has no CPUs or node {m} is not a node of the model")
         })?;
-        Ok(arcs.iter().map(|a| a.1).sum::<f64>().round() as u32)
+        let hops = arcs.iter().map(|a| a.1).sum::<f64>().round() as u32;
+        Ok((arcs, hops))
     }
 
     /// The solver's class for `flow`, and its rate alone (lines per ns).
@@ -232,11 +235,7 @@ impl Network {
             let controller = self
                 .index(Resource::Controller { node: mem })
                 .ok_or_else(|| format!("{}: node {mem} has no memory", flow.label))?;
-            let hops = self.hops(flow.cpu_node, mem)?;
-            let arcs = self
-                .model
-                .arc_shares(flow.cpu_node, mem)
-                .unwrap_or_default();
+            let (arcs, hops) = self.route(flow.cpu_node, mem)?;
             for (write, q) in [(false, 1.0 - flow.write_share), (true, flow.write_share)] {
                 let q = q * share;
                 if q == 0.0 {
