@@ -336,6 +336,26 @@ fn an_open_mpi_program_is_placed_by_rank_under_srun_and_mpirun_and_profiled_per_
         .map(|r| r["rank"].as_str().unwrap())
         .collect();
     assert_eq!(ranks, ["0", "1", "2", "3"]);
+    // Each rank's host, as its node's kernel names it: both nodes ran ranks.
+    let mut hosts: Vec<&str> = m["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["host"].as_str().unwrap_or_else(|| panic!("{out}")))
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let mut want_hosts: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    want_hosts.sort_unstable();
+    assert_eq!(hosts, want_hosts, "{out}");
+    let (rc, text, err) =
+        run(Command::new(bin()).args(["profile", "--merge", prof.to_str().unwrap()]));
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        text.lines().nth(1).is_some_and(|l| l.contains("host"))
+            && nodes.iter().all(|n| text.contains(n.as_str())),
+        "{text}"
+    );
     let sites = m["sites"].as_array().unwrap();
     let main_stack = sites
         .iter()

@@ -55,7 +55,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         "--json prints the profile on stderr: {}",
         r.err
     );
-    assert_eq!(v["schema_version"], "2.0");
+    assert_eq!(v["schema_version"], "2.1");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
     let c = &v["cost"];

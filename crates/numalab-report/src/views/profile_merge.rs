@@ -20,17 +20,28 @@ pub fn merged_text(m: &MergedProfiles) -> String {
         .map(|r| r.program.join(" "))
         .unwrap_or_default();
     let _ = writeln!(t, "{} ranks of '{program}'", m.ranks.len());
+    // Host names run long (FQDNs): the column is as wide as the longest,
+    // within reason.
+    let hw = m
+        .ranks
+        .iter()
+        .map(|r| r.host.as_deref().unwrap_or("-").chars().count())
+        .max()
+        .unwrap_or(1)
+        .clamp(4, 32);
     let _ = writeln!(
         t,
-        "{:>8} {:>8} {:>8} {:>13} {:>8} {:>8} {:>7} {:>8}",
-        "rank", "samples", "remote", "interval", "nodes", "threads", "cost", "warnings"
+        "{:>8} {:<hw$} {:>8} {:>8} {:>13} {:>8} {:>8} {:>7} {:>8}",
+        "rank", "host", "samples", "remote", "interval", "nodes", "threads", "cost", "warnings"
     );
     for r in &m.ranks {
         let nodes: Vec<String> = r.cpu_nodes.iter().map(u32::to_string).collect();
+        let host: String = r.host.as_deref().unwrap_or("-").chars().take(32).collect();
         let _ = writeln!(
             t,
-            "{:>8} {:>8} {:>8} {:>13} {:>8} {:>8} {:>7} {:>8}",
+            "{:>8} {:<hw$} {:>8} {:>8} {:>13} {:>8} {:>8} {:>7} {:>8}",
             r.rank,
+            host,
             r.samples,
             percent(r.remote_share),
             r.remote_interval

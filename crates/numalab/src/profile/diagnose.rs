@@ -663,6 +663,7 @@ mod tests {
             schema_version: "1.0".into(),
             program: vec!["./app".into()],
             pid: 100,
+            host: None,
             rate: 2000,
             min_bytes: 65536,
             page_size: 4096,

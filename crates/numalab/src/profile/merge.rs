@@ -26,6 +26,8 @@ pub const OUTLIER_MIN_SAMPLES: u64 = 20;
 pub struct RankLine {
     /// The rank (the folder's `rank-N`), or the folder's name.
     pub rank: String,
+    /// The host it ran on (None: a profile older than 2.1, or rebuilt).
+    pub host: Option<String>,
     pub program: Vec<String>,
     pub samples: u64,
     /// Its remote share and, where the word counts gave one, the interval
@@ -77,6 +79,7 @@ fn rank_line(rank: &str, p: &Profile) -> RankLine {
     cpu_nodes.dedup();
     RankLine {
         rank: rank.to_string(),
+        host: p.host.clone(),
         program: p.program.clone(),
         samples: p.samples,
         remote_share: p.remote_share,

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "2.0";
+pub const SCHEMA_VERSION: &str = "2.1";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -310,6 +310,11 @@ pub struct Profile {
     pub program: Vec<String>,
     /// The profiled process (its main thread's id).
     pub pid: u32,
+    /// The host it ran on (the kernel's host name), so that the ranks of a
+    /// job merged from several nodes say where each ran. Since 2.1; absent
+    /// in profiles rebuilt from saved records (`profile build`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Pages armed per second asked (0: adaptive, see `cost`), and the
     /// tracking threshold.
     pub rate: u64,

@@ -752,6 +752,7 @@ impl<'a> Replay<'a> {
             schema_version: SCHEMA_VERSION.into(),
             program: command,
             pid: self.pid,
+            host: None,
             rate: self.rate,
             min_bytes: self.min_bytes,
             page_size: self.page_size,

@@ -266,6 +266,7 @@ impl Session {
             .collect();
         let s = &self.sampling;
         let mut p = build_with_units(m, command, &all, &names, s.units.is_some());
+        p.host = crate::cluster::host_name();
         for r in p.regions.iter_mut().filter(|r| r.kind == "file") {
             r.object = files
                 .iter()
