@@ -48,7 +48,13 @@ pub fn model_section(doc: &ReportResults) -> Option<ModelSection> {
             return Some(section);
         }
     };
-    let net = match Network::new(m, calibration.params.clone()) {
+    // The sweeps run the line kernels: their threads ask the rates the
+    // sweep's own one-thread cases measured, where it has them.
+    let params = calibration
+        .line_kernels
+        .clone()
+        .unwrap_or_else(|| calibration.params.clone());
+    let net = match Network::new(m, params) {
         Ok(n) => n,
         Err(e) => {
             section.not_available = Some(format!("the calibrated model does not build: {e}"));

@@ -95,6 +95,12 @@ pub struct ScalingCheck {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     pub params: ModelParams,
+    /// The same parameters with the rates the sweep's line kernels asked
+    /// alone (its one-thread cases), for predicting the sweeps, which run
+    /// those kernels: a line-read thread streams at another rate than the
+    /// read kernel the matrix measured. `None` without such cases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_kernels: Option<ModelParams>,
     pub fitted: Vec<FittedParameter>,
     pub scaling: Vec<ScalingCheck>,
     /// Mean of |error| over `scaling`; `None` without a scaling part.
@@ -808,6 +814,8 @@ struct Fitter<'a> {
     little: Option<(f64, String)>,
     scaling: Option<&'a Value>,
     loaded: Vec<LoadedLatency>,
+    /// What the sweep's line kernels did alone, where it measured that.
+    sweep_rates: Option<Rates>,
     source: String,
     hostname: String,
     when: String,
@@ -1127,6 +1135,7 @@ impl<'a> Fitter<'a> {
             little,
             scaling,
             loaded,
+            sweep_rates,
             source: format!("numalab report of {hostname} ({when})"),
             hostname,
             when,
@@ -1510,6 +1519,21 @@ impl<'a> Fitter<'a> {
             .map(|f| format!("{}: {}", f.name, f.from))
             .collect();
         params.check()?;
+        let line_kernels = match self.sweep_rates {
+            Some(r) => {
+                let mut p = self.base.params(r, default, &overrides, link_gbps);
+                p.name = format!("{}, the sweep's line kernels", params.name);
+                p.source = params.source.clone();
+                p.notes = vec![format!(
+                    "the rates of the sweep's one-thread cases (line kernels, memory bytes): read {}, write {}",
+                    gbps(r.read),
+                    gbps(r.write)
+                )];
+                p.check()?;
+                Some(p)
+            }
+            None => None,
+        };
 
         // Other processes' load is in every figure of the report, and the
         // model cannot predict it: the loaded-latency curve shows it.
@@ -1558,6 +1582,7 @@ impl<'a> Fitter<'a> {
             .then(|| scaling.iter().map(|s| s.error.abs()).sum::<f64>() / scaling.len() as f64);
         Ok(Calibration {
             params,
+            line_kernels,
             fitted,
             scaling,
             mean_abs_error,
@@ -2049,6 +2074,18 @@ mod tests {
         );
         assert!(f.value > 24.0 && f.value < 28.0, "{f:?}");
         assert!(f.residual.unwrap().abs() < 1e-4, "{f:?}");
+        // For the sweeps, the line kernels' own rates alone: a line-read
+        // thread at 18 GB/s where the read kernel's rate is another; the
+        // capacities are the same.
+        let lines = c.line_kernels.as_ref().expect("the sweep's rates");
+        assert!(
+            close(lines.read.controller_gbps, 18.0, 1e-12),
+            "{:?}",
+            lines.read
+        );
+        assert!(close(lines.write.controller_gbps, 16.0, 1e-12));
+        assert_eq!(lines.controller_gbps, c.params.controller_gbps);
+        assert_ne!(lines.read.controller_gbps, c.params.read.controller_gbps);
         // Default in_flight: no latency in this report.
         assert_eq!(c.params.in_flight, DEFAULT_IN_FLIGHT);
         assert!(
