@@ -128,6 +128,9 @@ pub struct Prediction {
     pub iterations: usize,
 }
 
+/// A directed link `(from, to)` and the share of a route's traffic on it.
+type Arc = ((u32, u32), f64);
+
 /// The machine's resources with their capacities and routes.
 #[derive(Debug)]
 pub struct Network {
@@ -200,7 +203,7 @@ impl Network {
     /// The arcs from `c` to `m` along the graph's shortest paths, each
     /// with the share of the traffic it carries, and the hops (the shares
     /// sum to the path length).
-    fn route(&self, c: u32, m: u32) -> Result<(Vec<((u32, u32), f64)>, u32), String> {
+    fn route(&self, c: u32, m: u32) -> Result<(Vec<Arc>, u32), String> {
         let arcs = self.model.arc_shares(c, m).ok_or_else(|| {
             format!("node {c} has no CPUs or node {m} is not a node of the model")
         })?;
