@@ -42,6 +42,15 @@ pub const MAX_RATE: f64 = 50_000.0;
 /// How often the rate is recomputed, and a Cost record written.
 const WINDOW_NS: u64 = 100_000_000;
 const RECORD_EVERY: u32 = 10;
+/// At start the page rate alone is recomputed this often, this many
+/// times: the rate starts at a guess (`sampler::START_RATE`) that may be
+/// several halvings too high for the program, and at 100 ms a window
+/// those halvings took 0.3-0.4 s in which a short program paid several
+/// times the target (a third of sampling's whole cost on a 3 s run
+/// here). Small allocations' draws and word counting keep the 100 ms
+/// windows.
+const FAST_WINDOW_NS: u64 = 20_000_000;
+const FAST_WINDOWS: u32 = 10;
 
 /// Adds a sample's handler time.
 pub fn handler_took(page: usize, ns: u64) {
@@ -121,6 +130,11 @@ pub struct Controller {
     window_start: u64,
     windows: u32,
     last: Totals,
+    /// The short windows at start: where the open one starts, how many
+    /// closed, the totals at its start.
+    fast_start: u64,
+    fast_windows: u32,
+    fast_last: Totals,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -166,13 +180,17 @@ impl Controller {
         if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
             SAMPLER_CLOCK.store(clock, SeqCst);
         }
+        let (now, t) = (sys::monotonic_ns(), totals());
         let c = Controller {
             target,
             rate: rate.clamp(MIN_RATE, MAX_RATE),
             kernel_ns,
-            window_start: sys::monotonic_ns(),
+            window_start: now,
             windows: 0,
-            last: totals(),
+            last: t,
+            fast_start: now,
+            fast_windows: 0,
+            fast_last: t,
         };
         KERNEL_NS.store(kernel_ns, SeqCst);
         RATE.store(c.rate.round() as u64, SeqCst);
@@ -186,27 +204,23 @@ impl Controller {
     /// Closes the window when it is over: measures, adapts the rate, and
     /// writes a Cost record now and then.
     pub fn tick(&mut self, now: u64) {
+        self.fast_tick(now);
         if now.saturating_sub(self.window_start) < WINDOW_NS {
             return;
         }
         self.window_start = now;
         let t = totals();
-        let d = |a: u64, b: u64| a.saturating_sub(b);
-        let faults = d(t.samples, self.last.samples);
-        let small = d(t.small_ns, self.last.small_ns);
-        let spent = d(t.sampler_ns, self.last.sampler_ns)
-            + d(t.handler_ns, self.last.handler_ns)
-            + small
-            + faults * self.kernel_ns;
-        let words = d(t.words_ns, self.last.words_ns);
-        let program = d(t.process_ns, self.last.process_ns).saturating_sub(spent + words);
+        let (spent, small, words, program) = self.shares(&t, &self.last);
         self.last = t;
         if let Some(target) = self.target {
             if program > 0 {
                 crate::small::adapt(small as f64 / program as f64, target);
             }
-            self.rate = next_rate(self.rate, target, spent, program);
-            RATE.store(self.rate.round() as u64, SeqCst);
+            // While the short windows run, they set the rate.
+            if self.fast_windows >= FAST_WINDOWS {
+                self.rate = next_rate(self.rate, target, spent, program);
+                RATE.store(self.rate.round() as u64, SeqCst);
+            }
         }
         // Word counting keeps to its own share (--overhead, also with a
         // fixed page rate): its windows are skipped at random, half as
@@ -221,6 +235,41 @@ impl Controller {
         if self.windows.is_multiple_of(RECORD_EVERY) {
             emit_totals();
         }
+    }
+}
+
+impl Controller {
+    /// Since `last`: sampling's cost (sampler, handler, small allocations'
+    /// draws, the kernel's part of each fault), the draws alone, word
+    /// counting's cost, and the program's own CPU time, in ns.
+    fn shares(&self, t: &Totals, last: &Totals) -> (u64, u64, u64, u64) {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let faults = d(t.samples, last.samples);
+        let small = d(t.small_ns, last.small_ns);
+        let spent = d(t.sampler_ns, last.sampler_ns)
+            + d(t.handler_ns, last.handler_ns)
+            + small
+            + faults * self.kernel_ns;
+        let words = d(t.words_ns, last.words_ns);
+        let program = d(t.process_ns, last.process_ns).saturating_sub(spent + words);
+        (spent, small, words, program)
+    }
+
+    /// The short windows at start: the page rate only, from their own
+    /// measured share.
+    fn fast_tick(&mut self, now: u64) {
+        let Some(target) = self.target else { return };
+        if self.fast_windows >= FAST_WINDOWS || now.saturating_sub(self.fast_start) < FAST_WINDOW_NS
+        {
+            return;
+        }
+        let t = totals();
+        let (spent, _, _, program) = self.shares(&t, &self.fast_last);
+        self.fast_last = t;
+        self.fast_start = now;
+        self.fast_windows += 1;
+        self.rate = next_rate(self.rate, target, spent, program);
+        RATE.store(self.rate.round() as u64, SeqCst);
     }
 }
 
@@ -313,6 +362,23 @@ mod tests {
         assert_eq!(next_rate(40_000.0, 0.02, 0, 100_000_000), MAX_RATE);
         // An idle program: unchanged.
         assert_eq!(next_rate(2000.0, 0.02, 5_000, 900_000), 2000.0);
+    }
+
+    #[test]
+    fn the_rate_is_recomputed_in_short_windows_at_start_then_each_100_ms() {
+        let mut c = Controller::new(500.0, Some(0.01), 3000);
+        let t0 = c.fast_start;
+        // Ten short windows of 20 ms, one closed each 20 ms...
+        for k in 1..=12u64 {
+            c.tick(t0 + k * FAST_WINDOW_NS);
+            assert_eq!(c.fast_windows, k.min(FAST_WINDOWS as u64) as u32, "at {k}");
+        }
+        // ...while the 100 ms windows went on as before: two closed by 240 ms.
+        assert_eq!(c.windows, 2);
+        // A fixed rate has no short windows.
+        let mut f = Controller::new(500.0, None, 3000);
+        f.tick(f.fast_start + 5 * FAST_WINDOW_NS);
+        assert_eq!((f.fast_windows, f.rate), (0, 500.0));
     }
 
     #[test]
