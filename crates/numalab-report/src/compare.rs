@@ -498,6 +498,9 @@ pub struct Summary {
     key_figures: BTreeMap<String, Option<f64>>,
     /// Their 95% intervals (`summary.key_intervals`).
     key_intervals: BTreeMap<String, [f64; 2]>,
+    /// The bandwidth matrix's threads per node, which decides whether the
+    /// scaling's lone thread is a key figure of its own.
+    matrix_threads: Option<String>,
     /// The report's (or result's) own settings: the context of its top.
     settings: Context,
 }
@@ -536,6 +539,9 @@ pub fn summarize(v: &Value) -> Summary {
                 .collect()
         })
         .unwrap_or_default();
+    let matrix_threads = v["parts"]["bandwidth-matrix"]["result"]["threads_per_node"]
+        .as_str()
+        .map(str::to_string);
     Summary {
         command: v["command"].as_str().unwrap_or("?").to_string(),
         schema_version: v["schema_version"].clone(),
@@ -544,6 +550,7 @@ pub fn summarize(v: &Value) -> Summary {
         contexts,
         key_figures,
         key_intervals,
+        matrix_threads,
         settings,
     }
 }
@@ -647,6 +654,18 @@ pub fn compare_summaries(a: &Summary, b: &Summary) -> Comparison {
                 b.key_figures.get(key).copied().flatten(),
             );
             if x.is_none() && y.is_none() {
+                return None;
+            }
+            // As the report's table: a figure folded into another row on
+            // both sides is not a second row here.
+            let folded_in = |s: &Summary| {
+                crate::model::key_figures::folded(
+                    key,
+                    |k| s.key_figures.get(k).copied().flatten(),
+                    s.matrix_threads.as_deref(),
+                )
+            };
+            if folded_in(a) && folded_in(b) {
                 return None;
             }
             let (ia, ib) = (
@@ -907,6 +926,41 @@ mod tests {
                 "c2c": {"budget_s": 5.0, "result": {"within_ns": fig(50.0, 0.01)}},
             }
         })
+    }
+
+    #[test]
+    fn key_figures_folded_in_the_reports_table_are_not_rows_here_either() {
+        let f = ["f0"];
+        let with = |v: &mut Value, k: &str, x: f64| v["summary"]["key_figures"][k] = json!(x);
+        let (mut a, mut b) = (
+            report(128 << 20, 20.0, 90.0, &f, 1),
+            report(128 << 20, 20.0, 99.0, &f, 1),
+        );
+        for (v, lat) in [(&mut a, 90.0), (&mut b, 99.0)] {
+            // One memory node: the slowest pair is the local one; the
+            // loaded run's idle chase is the latency matrix's quantity.
+            with(v, "max_latency_ns", lat);
+            with(v, "loaded_idle_ns", lat - 10.0);
+            with(v, "loaded_max_ns", lat * 2.0);
+        }
+        let keys = |c: &Comparison| -> Vec<String> {
+            c.key_figures.iter().map(|k| k.key.clone()).collect()
+        };
+        assert_eq!(
+            keys(&compare(&a, &b)),
+            ["local_latency_ns", "loaded_max_ns"]
+        );
+        // A remote node on one side: its slowest pair is a figure of its own.
+        with(&mut b, "numa_ratio_max", 1.5);
+        assert_eq!(
+            keys(&compare(&a, &b)),
+            [
+                "local_latency_ns",
+                "max_latency_ns",
+                "numa_ratio_max",
+                "loaded_max_ns"
+            ]
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! timings of the emulator, and the table is withheld with the summary's
 //! other timing statements.
 
-use crate::model::key_figures::{Shape, ROWS};
+use crate::model::key_figures::{folded, Shape, ROWS};
 use crate::registry::REPORT;
 use crate::results::ReportResults;
 use crate::summary::KeyFigures;
@@ -60,25 +60,8 @@ pub fn rows_of(
     matrix_threads: Option<&str>,
 ) -> Vec<KeyRow> {
     let mut out = Vec::new();
-    // With no remote memory the slowest pair is the local one: one row.
-    let remote = figures.get("numa_ratio_max").is_some();
-    // One quantity, one row: where the latency matrix measured local idle
-    // latency, the loaded-latency run's own idle chase (the baseline of its
-    // knee) is not a second headline figure; where the bandwidth matrix
-    // read with one thread per node, the scaling's lone thread (the
-    // baseline of its ratios) is not either. Both stay in the parts.
-    let quoted_elsewhere = |key: &str| match key {
-        "loaded_idle_ns" => figures.get("local_latency_ns").is_some(),
-        "single_thread_gbps" => {
-            matrix_threads == Some("1") && figures.get("local_read_gbps").is_some()
-        }
-        _ => false,
-    };
     for spec in ROWS {
-        if matches!(spec.shape, Shape::One("max_latency_ns")) && !remote {
-            continue;
-        }
-        if matches!(spec.shape, Shape::One(k) if quoted_elsewhere(k)) {
+        if matches!(spec.shape, Shape::One(k) if folded(k, |x| figures.get(x), matrix_threads)) {
             continue;
         }
         let (value, keys) = match spec.shape {

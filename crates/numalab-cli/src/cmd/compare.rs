@@ -47,7 +47,7 @@ pub struct Args {
 /// JSON of one kind.
 enum Doc {
     Profile(Result<Box<Profile>, CliError>),
-    Other(Result<(), CliError>, Summary),
+    Other(Result<(), CliError>, Box<Summary>),
 }
 
 /// The shape of one top-level field, as far as telling a profile matters.
@@ -181,7 +181,7 @@ fn read_doc(p: &Path) -> Result<Doc, CliError> {
         ))
     })?;
     drop(text);
-    Ok(Doc::Other(check_result(p, &v), summarize(&v)))
+    Ok(Doc::Other(check_result(p, &v), Box::new(summarize(&v))))
 }
 
 /// Checks that a result is a numalab result of a schema version this

@@ -121,6 +121,23 @@ pub const ROWS: &[RowSpec] = &[
     },
 ];
 
+/// Whether key figure `key` is folded into another row (one quantity,
+/// one row), given the report's other figures (`get`) and the bandwidth
+/// matrix's threads per node: with no remote memory the slowest pair is
+/// the local one; where the latency matrix measured local idle latency,
+/// the loaded-latency run's own idle chase (its knee's baseline) is not a
+/// second headline figure; where the bandwidth matrix read with one
+/// thread per node, the scaling's lone thread (its ratios' baseline) is
+/// not either. Both stay in their parts.
+pub fn folded(key: &str, get: impl Fn(&str) -> Option<f64>, matrix_threads: Option<&str>) -> bool {
+    match key {
+        "max_latency_ns" => get("numa_ratio_max").is_none(),
+        "loaded_idle_ns" => get("local_latency_ns").is_some(),
+        "single_thread_gbps" => matrix_threads == Some("1") && get("local_read_gbps").is_some(),
+        _ => false,
+    }
+}
+
 /// The key figures' names in the table's order, each with what it is and
 /// its unit (a range's ends as "…, lowest" and "…, highest"): how
 /// `compare` lists two reports' key figures first.
