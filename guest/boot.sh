@@ -2,14 +2,16 @@
 # Boot the numalab multi-node test guest under QEMU (TCG) and run a script inside it.
 #
 #   guest/boot.sh --machine quartet|ring4-cpuless [--kernel 6.12|6.1] [--timeout SECONDS]
-#                 [--file HOSTPATH]... [--lib SONAME|PATH]... [--tree HOSTDIR]... [--script FILE]
+#                 [--start-timeout SECONDS] [--file HOSTPATH]... [--lib SONAME|PATH]... [--tree HOSTDIR]... [--script FILE]
 #                 [--open-mpi] [--append KERNEL_ARGS] [--tcg multi|single]
 #
 # --kernel 6.12 (default, guest/cache/vmlinuz, weighted interleave) or 6.1 (Debian 12's stock
 # kernel, guest/cache/vmlinuz-6.1, no weighted interleave). --tcg single runs every vCPU on one
 # host thread (default multi: a thread each): needed where the guest kernel patches its own code
 # while it runs (perf events switch on its scheduler hooks), which multi-threaded TCG gets wrong
-# now and then ("Oops: int3").
+# now and then ("Oops: int3"). --start-timeout (default 300, at most --timeout): a guest whose
+# script has not started by then (a TCG boot that hangs silently after "Booting from ROM") is
+# stopped and booted again, as a kernel that died before init is.
 # The guest's serial console is streamed to stdout (CR stripped). The script runs under
 # busybox /bin/sh as root in /tmp (a tmpfs); every --file is in /bin, with the shared objects it
 # links; every --lib (a library a program loads at run time, by soname as ldconfig knows it or by
@@ -33,11 +35,11 @@ MARKER=NUMALAB-GUEST-EXIT
 
 die() { echo "boot.sh: error: $1" >&2; exit "${2:-1}"; }
 usage() {
-    sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,27s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
     exit 2
 }
 
-machine="" kernel_ver=6.12 timeout_s=300 script="" append="" tcg=multi open_mpi=0
+machine="" kernel_ver=6.12 timeout_s=300 start_timeout_s=300 script="" append="" tcg=multi open_mpi=0
 files=() extra_libs=() trees=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,6 +49,8 @@ while [ $# -gt 0 ]; do
         --kernel=*) kernel_ver=${1#*=}; shift ;;
         --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
         --timeout=*) timeout_s=${1#*=}; shift ;;
+        --start-timeout) [ $# -ge 2 ] || usage; start_timeout_s=$2; shift 2 ;;
+        --start-timeout=*) start_timeout_s=${1#*=}; shift ;;
         --file) [ $# -ge 2 ] || usage; files+=("$2"); shift 2 ;;
         --file=*) files+=("${1#*=}"); shift ;;
         --lib) [ $# -ge 2 ] || usage; extra_libs+=("$2"); shift 2 ;;
@@ -79,6 +83,8 @@ case "$tcg" in
     *) die "unknown --tcg '$tcg' (multi or single)" 2 ;;
 esac
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a positive number of seconds, got '$timeout_s'" 2
+[[ "$start_timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--start-timeout wants a positive number of seconds, got '$start_timeout_s'" 2
+[ "$start_timeout_s" -le "$timeout_s" ] || start_timeout_s=$timeout_s
 
 # ---- host prerequisites (fail early, one line each) ----
 [ -s "$KERNEL" ] || die "$KERNEL (kernel $kernel_ver) is missing: run guest/fetch-kernel.sh"
@@ -126,9 +132,10 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/numalab-guest.XXXXXX")
 qemu_pidfile="$tmp/qemu.pid"
-timeout_pid=""
+timeout_pid="" watchdog_pid=""
 cleanup() {
     if [ -n "$timeout_pid" ]; then kill "$timeout_pid" 2>/dev/null || true; fi
+    if [ -n "$watchdog_pid" ]; then kill "$watchdog_pid" 2>/dev/null || true; fi
     local qpid
     qpid=$(cat "$qemu_pidfile" 2>/dev/null || true)
     if [ -n "$qpid" ]; then kill "$qpid" 2>/dev/null || true; fi
@@ -332,9 +339,27 @@ for attempt in $(seq 1 "$BOOT_TRIES"); do
     reader_pid=$!
     timeout -k 5 "$timeout_s" "${qemu_cmd[@]}" </dev/null >"$tmp/serial.fifo" &
     timeout_pid=$!
+    # The start watchdog: a guest that never reaches its script stops
+    # qemu (TERM, through its pidfile) and leaves start-timeout behind.
+    rm -f "$tmp/start-timeout"
+    (
+        for second in $(seq 1 "$start_timeout_s"); do
+            sleep 1
+            if grep -q '^NUMALAB-GUEST-START$' "$tmp/serial.log" 2>/dev/null; then
+                echo "$second" > "$tmp/started-after"
+                exit 0
+            fi
+        done
+        : > "$tmp/start-timeout"
+        kill "$(cat "$qemu_pidfile" 2>/dev/null)" 2>/dev/null || kill "$timeout_pid" 2>/dev/null || true
+    ) &
+    watchdog_pid=$!
     qemu_rc=0
     wait "$timeout_pid" || qemu_rc=$?
     timeout_pid=""
+    kill "$watchdog_pid" 2>/dev/null || true
+    wait "$watchdog_pid" 2>/dev/null || true
+    watchdog_pid=""
     wait "$reader_pid" || true
     rm -f "$qemu_pidfile"
     # The kernel's last line (power down) has no newline: end the stream on a line boundary.
@@ -350,6 +375,10 @@ for attempt in $(seq 1 "$BOOT_TRIES"); do
         continue
     fi
     [ "$attempt" -lt "$BOOT_TRIES" ] || break
+    if [ -e "$tmp/start-timeout" ]; then
+        echo "boot.sh: warning: guest ($machine) had not started its script after ${start_timeout_s}s (${oops:-no kernel message}); booting again ($((attempt + 1)) of $BOOT_TRIES)" >&2
+        continue
+    fi
     echo "boot.sh: warning: guest ($machine) kernel died before init (${oops:-no message}); booting again ($((attempt + 1)) of $BOOT_TRIES)" >&2
 done
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
@@ -363,6 +392,10 @@ if [ "$qemu_rc" -eq 124 ] || [ "$qemu_rc" -eq 137 ]; then
     echo "boot.sh: error: timeout: guest ($machine) still running after ${timeout_s}s, qemu killed" >&2
     exit 124
 fi
+if [ -z "$marker_rc" ] && [ -e "$tmp/start-timeout" ]; then
+    echo "boot.sh: error: guest ($machine) had not started its script after ${start_timeout_s}s, $BOOT_TRIES boots (--start-timeout)" >&2
+    exit 124
+fi
 if [ -z "$marker_rc" ]; then
     echo "boot.sh: error: guest ($machine) ended without '$MARKER' (qemu rc $qemu_rc; kernel panic or init failure?) after ${elapsed}s" >&2
     exit 125
@@ -372,5 +405,8 @@ fi
 # what a step less saves.
 times > "$tmp/times"  # in this shell: a pipe would time a subshell's children
 cpu=$(tail -n 1 "$tmp/times" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.0f", t }')
-echo "boot.sh: guest ($machine) script exited $marker_rc after ${elapsed}s, ${cpu} CPU-seconds" >&2
+# (A script that ends within a second of its start can beat the watchdog's look.)
+started=""
+[ ! -s "$tmp/started-after" ] || started="script started after $(cat "$tmp/started-after")s of its last boot, "
+echo "boot.sh: guest ($machine) ${started}script exited $marker_rc after ${elapsed}s, ${cpu} CPU-seconds" >&2
 exit "$marker_rc"

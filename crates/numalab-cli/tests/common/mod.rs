@@ -728,8 +728,15 @@ pub fn boot_with_files(
         .rev()
         .find_map(|l| l.strip_suffix(" CPU-seconds")?.rsplit(' ').next())
         .map_or(String::new(), |s| format!(" ({s} CPU-seconds)"));
+    // How long its last boot took to reach the script: what --start-timeout
+    // (a hung boot is stopped and booted again) must stay well above.
+    let to_script = stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.split("script started after ").nth(1)?.split(' ').next())
+        .map_or(String::new(), |s| format!(", script started after {s}"));
     numalab_testkit::note(&format!(
-        "guest {machine} {kernel_version} {}: {:.0} s{cpu}, slowest steps: {}",
+        "guest {machine} {kernel_version} {}: {:.0} s{cpu}{to_script}, slowest steps: {}",
         options.join(" "),
         started.elapsed().as_secs_f64(),
         slowest_steps(&console, 8)

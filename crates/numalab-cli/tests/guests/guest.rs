@@ -737,6 +737,47 @@ fn boot_retries_a_kernel_that_dies_before_init() {
     );
 }
 
+/// A guest that never reaches its script (a TCG boot that hangs silently
+/// after "Booting from ROM" cost a CI run 25 minutes) is stopped after
+/// --start-timeout and booted again, three boots in all, then reported as a
+/// timeout naming the start. Here init is a shell that waits for input that
+/// never comes, so every boot hangs the same way.
+#[test]
+fn boot_retries_a_guest_that_never_starts_its_script() {
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new("bash")
+        .arg(common::repo_root().join("guest/boot.sh"))
+        .args(["--machine", "quartet", "--timeout", "300"])
+        .args(["--start-timeout", "10", "--append", "rdinit=/bin/sh"])
+        .output()
+        .expect("run guest/boot.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{stderr}");
+    let retries: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            l.contains("had not started its script after 10s") && l.contains("booting again")
+        })
+        .collect();
+    assert_eq!(retries.len(), 2, "{stderr}");
+    assert!(retries[0].ends_with("(2 of 3)"), "{stderr}");
+    assert!(retries[1].ends_with("(3 of 3)"), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .last()
+            .unwrap_or("")
+            .ends_with("had not started its script after 10s, 3 boots (--start-timeout)"),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("NUMALAB-GUEST-START"),
+        "the shell init never starts a script"
+    );
+    // Three boots of 10 s each, not the whole --timeout.
+    assert!(started.elapsed().as_secs() < 200, "{:?}", started.elapsed());
+}
+
 /// `run --pin scatter` on four nodes of two CPUs: one CPU of each node in
 /// turn (0, 2, 4, 6, then 1, 3, 5, 7), the main thread on the first, the
 /// program's four threads on the next four as they start, each checked.
