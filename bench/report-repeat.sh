@@ -2,9 +2,10 @@
 # Do consecutive reports of this machine agree? Runs `numalab report` N times in a row (the
 # default mode unless --mode says otherwise) and prints, per key figure, each run's value with
 # its 95% interval (results.json `summary.key_intervals`: the measurement's own, from its
-# repetitions within that run), the spread over the runs (highest over lowest), and whether the
+# repetitions within that run, widened by the host's drift over that run), the spread over the runs (highest over lowest), and whether the
 # intervals of all runs share a point ("agree"). Beside it, per run, what the host did while it
-# ran: the share of CPU time the hypervisor took (steal, from /proc/stat) and the load average,
+# ran: the share of CPU time the hypervisor took (steal, from /proc/stat), the load average, and
+# the drift the report's own looks at the host found (results.json `drift`: docs/report.md),
 # since a shared machine whose speed drifts between runs moves every figure at once, beyond
 # intervals that only see one run's repetitions. It also keeps `numalab compare` of the first two
 # runs in the log directory. A report, not a test: it exits non-zero only when it cannot measure
@@ -66,10 +67,14 @@ log, runs = sys.argv[1], int(sys.argv[2])
 docs = [json.load(open(f"{log}/run{r}/results.json")) for r in range(1, runs + 1)]
 hosts = [open(f"{log}/run{r}.host").read().split() for r in range(1, runs + 1)]
 print()
-print("| run | wall s | steal % of CPU time | load average at the end |")
-print("|---:|---:|---:|---:|")
-for r, (wall, steal, load) in enumerate(hosts, 1):
-    print(f"| {r} | {wall} | {steal} | {load} |")
+def drift(d, kind):
+    e = (d.get("drift") or {}).get(kind)
+    return f"±{100 * e['rel_half_width']:.1f}%" if e else "-"
+print("| run | wall s | steal % of CPU time | load average at the end | looks at the host | drift: latency | one thread | two threads |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+for r, ((wall, steal, load), d) in enumerate(zip(hosts, docs), 1):
+    looks = len((d.get("drift") or {}).get("probes", []))
+    print(f"| {r} | {wall} | {steal} | {load} | {looks} | {drift(d, 'latency')} | {drift(d, 'bandwidth')} | {drift(d, 'pair')} |")
 print()
 keys = [k for k, v in docs[0]["summary"]["key_figures"].items()
         if v is not None and k != "compared_threads"

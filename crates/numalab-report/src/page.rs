@@ -138,7 +138,7 @@ fn summary(h: &mut String, doc: &ReportResults) {
     }
     let keys = crate::key_table::rows(doc);
     if !keys.is_empty() {
-        h.push_str("<table id=\"tab-key-figures\" class=\"key-figures\">\n<caption>Key figures</caption>\n<thead><tr><th class=\"l\">figure</th><th>value</th><th title=\"the measurement's own 95% interval, from its repetitions in this run\">95% CI</th></tr></thead>\n<tbody>\n");
+        h.push_str("<table id=\"tab-key-figures\" class=\"key-figures\">\n<caption>Key figures</caption>\n<thead><tr><th class=\"l\">figure</th><th>value</th><th title=\"the 95% interval: the measurement's own, from its repetitions, widened by the host's drift over the report (see under the table)\">95% CI</th></tr></thead>\n<tbody>\n");
         for r in &keys {
             let _ = writeln!(
                 h,
@@ -150,6 +150,13 @@ fn summary(h: &mut String, doc: &ReportResults) {
             );
         }
         h.push_str("</tbody></table>\n");
+        if let Some(note) = crate::key_table::interval_note(doc) {
+            let _ = writeln!(
+                h,
+                "<p id=\"key-intervals\" class=\"note\">{}</p>",
+                esc(&note)
+            );
+        }
     }
     let mut sentences = |heading: &str, id: &str, lines: &[SummaryLine]| {
         if lines.is_empty() {

@@ -8,6 +8,7 @@
 //! result of its experiment, exactly as the experiment's own command writes
 //! it with `--json` (without that command's envelope).
 
+use crate::model::drift::HostDrift;
 pub use crate::model::{Mode, REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
 use crate::model::{PartName, PartPlan};
 use crate::part::PartResult;
@@ -299,6 +300,11 @@ pub struct ReportResults {
     /// when neither was run, and in reports written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelSection>,
+    /// The host's speed looked at between the parts (on the live machine),
+    /// which widens the key figures' intervals (`crate::model::drift`);
+    /// absent without probes.
+    #[serde(default, skip_serializing_if = "HostDrift::is_empty")]
+    pub drift: HostDrift,
 }
 
 /// The report's predicted vs measured view (docs/model.md).

@@ -12,6 +12,7 @@
 //! earlier parts over- or under-ran.
 
 use crate::budget::{allocate, corrected_factor, plan_part};
+use crate::model::drift::DriftProbe;
 use crate::model::{Costs, Measured, Mode, PartName, REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
 use crate::part::{PartContext, PartResult, Progress};
 use crate::plan::{PlanEnv, RESERVE_SECONDS};
@@ -73,6 +74,7 @@ pub fn new_document(
         summary: Summary::default(),
         verification: Default::default(),
         model: None,
+        drift: Default::default(),
     };
     doc.refresh_status();
     doc.summary = summarize(&doc);
@@ -211,6 +213,10 @@ pub fn run(
     }
     let mut costs = costs;
     let mut interrupted = false;
+    let mut last_probe: Option<Instant> = None;
+    if !todo.is_empty() {
+        probe_drift(m, isa, doc, run_no, t0, None, &mut last_probe);
+    }
     for (i, &p) in todo.iter().enumerate() {
         if cancel::requested() {
             interrupted = true;
@@ -248,6 +254,10 @@ pub fn run(
             part: p,
         };
         interrupted |= run_part(reg, doc, p, share, ctx, &mut costs);
+        let last = i + 1 == todo.len();
+        if last || last_probe.is_some_and(|t| t.elapsed().as_secs_f64() >= PROBE_GAP_S) {
+            probe_drift(m, isa, doc, run_no, t0, Some(p), &mut last_probe);
+        }
         finish_document(doc, t0, false);
         obs.part_ended(doc, p);
     }
@@ -263,6 +273,45 @@ pub fn run(
         r.outcome = outcome.name().into();
     }
     outcome
+}
+
+/// Seconds of parts between two looks at the host's speed: a look takes
+/// 0.6-1 s (three short measurements on buffers of 4x the last-level
+/// cache: 2.5-3.9 s of a 51-58 s default report here, four looks), and
+/// parts shorter than this drift little apart.
+const PROBE_GAP_S: f64 = 5.0;
+
+/// Looks at the host's speed now ([`numalab::measure::probe::probe_speed`])
+/// and adds it to the document's drift probes; on the live machine only,
+/// and not once a signal asked the report to stop.
+fn probe_drift(
+    m: &Machine,
+    isa: Isa,
+    doc: &mut ReportResults,
+    run: u32,
+    t0: Instant,
+    after: Option<PartName>,
+    last: &mut Option<Instant>,
+) {
+    let Some(cpu) = m.allowed_cpus.first() else {
+        return;
+    };
+    if !m.is_live() || cancel::requested() {
+        return;
+    }
+    let bytes = numalab::measure::harness::default_buffer_bytes(m);
+    let each = std::time::Duration::from_millis(100);
+    let speed = numalab::measure::probe::probe_speed(m, cpu, isa, bytes, each);
+    *last = Some(Instant::now());
+    doc.drift.probes.push(DriftProbe {
+        run,
+        at_s: t0.elapsed().as_secs_f64(),
+        after: after.map(|p| p.name().to_string()),
+        latency_ns: speed.latency_ns,
+        read_gbps: speed.read_gbps,
+        pair_read_gbps: speed.pair_read_gbps,
+    });
+    doc.drift.refresh();
 }
 
 /// Records a new run of the report; returns its number.

@@ -8,6 +8,7 @@
 use crate::claims::{
     not_answerable_line, token, Basis, Claim, ClaimKind, Derivation, Lacks, Relation, Threshold,
 };
+use crate::model::drift::DriftKind;
 use crate::registry::REPORT;
 use crate::results::{PartStatus, ReportResults};
 use crate::summary::{advice, headline, warning, Summary, SummaryBuilder, SummaryLine};
@@ -55,6 +56,8 @@ pub fn summarize(doc: &ReportResults) -> Summary {
     }
     claims.append(&mut b.claims);
     claims.extend(warnings(doc));
+    let (own_intervals, key_intervals) = key_intervals(doc, &b);
+    claims.extend(drift_warning(doc, &own_intervals, &key_intervals));
     claims.extend(missing(doc));
     let withheld = |c: &Claim| emulated.is_some() && c.basis == Basis::Timing;
     let texts = |kind: ClaimKind| -> Vec<&Claim> {
@@ -73,7 +76,6 @@ pub fn summarize(doc: &ReportResults) -> Summary {
             .collect()
     };
     let strings = |kind| texts(kind).into_iter().map(|c| c.text.clone()).collect();
-    let key_intervals = key_intervals(doc, &b);
     Summary {
         node_count: m.nodes.len(),
         headline: claims[0].text.clone(),
@@ -93,20 +95,74 @@ pub fn summarize(doc: &ReportResults) -> Summary {
     }
 }
 
+type Intervals = BTreeMap<String, [f64; 2]>;
+
 /// Each key figure's 95% interval, from the measurements it is derived
-/// from in the document (the derivations are JSON pointers into it).
-fn key_intervals(doc: &ReportResults, b: &SummaryBuilder) -> BTreeMap<String, [f64; 2]> {
+/// from in the document (the derivations are JSON pointers into it): as
+/// the measurements give it, and widened by the host's drift over the
+/// report for latency and bandwidth figures ([`crate::model::drift`]),
+/// which is the one the summary keeps.
+fn key_intervals(doc: &ReportResults, b: &SummaryBuilder) -> (Intervals, Intervals) {
     if b.key_sources.is_empty() {
-        return BTreeMap::new();
+        return Default::default();
     }
     let Ok(v) = serde_json::to_value(doc) else {
-        return BTreeMap::new();
+        return Default::default();
     };
     b.key_sources
         .iter()
-        .filter(|(k, _)| b.figure(k).is_some())
-        .filter_map(|(k, d)| Some((k.clone(), <[f64; 2]>::from(d.interval(&v)?))))
-        .collect()
+        .filter_map(|(k, d)| {
+            let value = b.figure(k)?;
+            let own = <[f64; 2]>::from(d.interval(&v)?);
+            let wide = match DriftKind::of_key(k) {
+                Some(kind) => doc.drift.widen(kind, value, own),
+                None => own,
+            };
+            Some(((k.clone(), own), (k.clone(), wide)))
+        })
+        .unzip()
+}
+
+/// The sentence on the host's drift, where it is what sets the key
+/// figures' intervals: the drift at least doubles the width of one of
+/// them. On a machine whose speed holds still, nothing.
+fn drift_warning(doc: &ReportResults, own: &Intervals, wide: &Intervals) -> Option<Claim> {
+    let (lat, bw) = (doc.drift.latency.as_ref()?, doc.drift.bandwidth.as_ref()?);
+    let width = |i: &[f64; 2]| i[1] - i[0];
+    let doubled = wide
+        .iter()
+        .any(|(k, w)| own.get(k).is_some_and(|o| width(w) >= 2.0 * width(o)));
+    if !doubled {
+        return None;
+    }
+    let at = |p: &str| Derivation::at(format!("/drift/{p}"));
+    let pair = doc.drift.pair.as_ref();
+    let (pair_range, pair_half) = match pair {
+        Some(_) => (
+            ", two threads reading together at {pair_lo}-{pair_hi} GB/s each",
+            ", ±{pair}% for two threads' bandwidth",
+        ),
+        None => ("", ""),
+    };
+    let mut c = warning(
+        "drift",
+        Basis::Timing,
+        format!("The host's own speed moved while this report ran, more than a measurement's repetitions vary: {{n}} looks between its parts found local latency at {{lat_lo}}-{{lat_hi}} ns, one thread's read at {{bw_lo}}-{{bw_hi}} GB/s{pair_range}. The key figures' 95% intervals include this drift (±{{lat}}% for latency, ±{{bw}}% for bandwidth{pair_half}), so another report of this machine should fall within them; a quieter machine gives narrower ones."),
+    )
+    .fig("n", lat.probes as f64, "count", 0, at("latency/probes"))
+    .fig("lat_lo", lat.low, "ns", 0, at("latency/low"))
+    .fig("lat_hi", lat.high, "ns", 0, at("latency/high"))
+    .fig("bw_lo", bw.low, "GB/s", 1, at("bandwidth/low"))
+    .fig("bw_hi", bw.high, "GB/s", 1, at("bandwidth/high"))
+    .fig("lat", lat.rel_half_width, "%", 0, at("latency/rel_half_width"))
+    .fig("bw", bw.rel_half_width, "%", 0, at("bandwidth/rel_half_width"));
+    if let Some(p) = pair {
+        c = c
+            .fig("pair_lo", p.low, "GB/s", 1, at("pair/low"))
+            .fig("pair_hi", p.high, "GB/s", 1, at("pair/high"))
+            .fig("pair", p.rel_half_width, "%", 0, at("pair/rel_half_width"));
+    }
+    Some(c.render())
 }
 
 /// The findings whose questions this machine cannot answer at all (a
@@ -528,6 +584,70 @@ mod tests {
             bad.iter().any(|b| b.contains("but the data give")),
             "{bad:?}"
         );
+    }
+
+    /// The host's drift, from the probes between the parts, widens the
+    /// bandwidth figures' intervals and, when it at least doubles one,
+    /// is a warning whose numbers re-derive from results.json; without
+    /// probes, or with probes that agree, the intervals are the
+    /// measurements' own and nothing is said.
+    #[test]
+    fn the_hosts_drift_widens_the_intervals_and_is_said_where_it_dominates() {
+        use crate::model::drift::DriftProbe;
+        let mut doc = ring_report(None);
+        let own = doc.summary.key_intervals["local_read_gbps"];
+        let v = doc.summary.key_figures.get("local_read_gbps").unwrap();
+        assert!(
+            (own[0] - v * 0.99).abs() < 1e-9 && (own[1] - v * 1.01).abs() < 1e-9,
+            "{own:?}"
+        );
+        let probe = |at_s: f64, read_gbps: f64| DriftProbe {
+            run: 1,
+            at_s,
+            after: None,
+            latency_ns: 100.0,
+            read_gbps,
+            pair_read_gbps: f64::NAN,
+        };
+        // Three probes that agree: no drift to add, nothing said.
+        doc.drift.probes = vec![probe(0.0, 30.0), probe(10.0, 30.0), probe(20.0, 30.0)];
+        doc.drift.refresh();
+        doc.summary = summarize(&doc);
+        assert_eq!(doc.summary.key_intervals["local_read_gbps"], own);
+        assert!(!doc.summary.warnings.iter().any(|w| w.contains("own speed")));
+        // Probes 27, 30, 33 GB/s: the interval takes the drift in quadrature.
+        doc.drift.probes = vec![probe(0.0, 27.0), probe(10.0, 30.0), probe(20.0, 33.0)];
+        doc.drift.refresh();
+        doc.summary = summarize(&doc);
+        let wide = doc.summary.key_intervals["local_read_gbps"];
+        let drift = doc.drift.bandwidth.clone().unwrap();
+        assert_eq!((drift.probes, drift.low, drift.high), (3, 27.0, 33.0));
+        let lw = ((1.0f64 / 0.99).ln().powi(2) + (drift.t * drift.log_sd).powi(2)).sqrt();
+        assert!((wide[0] - v * (-lw).exp()).abs() < 1e-9, "{wide:?}");
+        assert!(wide[1] > v * 1.4 && wide[0] < v * 0.7, "{wide:?}");
+        let w: Vec<&String> = doc
+            .summary
+            .warnings
+            .iter()
+            .filter(|w| w.contains("own speed"))
+            .collect();
+        assert_eq!(w.len(), 1, "{:?}", doc.summary.warnings);
+        assert!(
+            w[0].contains("3 looks between its parts found local latency at 100-100 ns, one thread's read at 27.0-33.0 GB/s. ")
+                && w[0].contains(&format!("±{:.0}% for bandwidth", drift.rel_half_width * 100.0))
+                && !w[0].contains("two threads"),
+            "{}",
+            w[0]
+        );
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(check(&json), Vec::<String>::new());
+        // The page and the text say what the intervals hold.
+        let note = crate::key_table::interval_note(&doc).unwrap();
+        assert!(
+            note.contains("3 looks between the parts: latency ±0.0%, one thread's bandwidth ±"),
+            "{note}"
+        );
+        assert!(note.ends_with("two threads' not measured), so that another run at another moment falls within them."), "{note}");
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub fn summary(doc: &ReportResults) -> String {
                 }
             }
         }
+        if let Some(note) = crate::key_table::interval_note(doc) {
+            let _ = writeln!(out, "  {note}");
+        }
     }
     for f in &s.findings {
         let _ = writeln!(out, "  - {}", f.text);

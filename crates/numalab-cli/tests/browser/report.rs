@@ -632,6 +632,43 @@ fn report_html_renders_in_chromium_with_every_chart_and_table() {
             && head[3].ends_with(&format!("(95% CI {shown})")),
         "{txt}"
     );
+    // The host's speed was looked at before the first part and after the
+    // last (and between parts at least 5 s apart): every look measured
+    // latency, one thread's read and two threads' (two CPUs here).
+    let probes = doc["drift"]["probes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(probes.len() >= 2, "{}", doc["drift"]);
+    assert!(probes[0]["after"].is_null(), "{}", doc["drift"]);
+    assert!(
+        probes.last().unwrap()["after"].is_string(),
+        "{}",
+        doc["drift"]
+    );
+    for p in &probes {
+        for k in ["latency_ns", "read_gbps", "pair_read_gbps"] {
+            assert!(p[k].as_f64().is_some_and(|v| v > 0.0), "{k}: {p}");
+        }
+    }
+    // What the intervals hold is said under the table, and by the drift's
+    // own numbers where there were enough looks to estimate it.
+    let note = r.text_of("key-intervals").unwrap_or_default();
+    assert!(
+        note.starts_with("95% intervals: each measurement's own"),
+        "{note}"
+    );
+    match doc["drift"]["latency"]["rel_half_width"].as_f64() {
+        Some(h) => {
+            let pct = if h * 100.0 < 10.0 {
+                format!("latency ±{:.1}%", h * 100.0)
+            } else {
+                format!("latency ±{:.0}%", h * 100.0)
+            };
+            assert!(note.contains(&pct), "{pct} not in {note}");
+        }
+        None => assert!(note.contains("too few (3 at least)"), "{note}"),
+    }
     // One memory node: packed and spread place every count on the same
     // CPUs, drawn as one line each, not four lines of which two show.
     let scaling = r.text_of("fig-scaling").unwrap_or_default();

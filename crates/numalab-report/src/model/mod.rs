@@ -2,11 +2,13 @@
 //! (its [`Mode`], its schema's name and version), what names a part
 //! ([`PartName`], a plain id) and describes it ([`PartInfo`]), and what a
 //! part plans and returns ([`cost`]: the costs it predicts with and the
-//! work it does; [`Measured`]), and what the key figures are
-//! ([`key_figures`]). Nothing here knows which parts exist: that
+//! work it does; [`Measured`]), what the key figures are
+//! ([`key_figures`]) and how far the host's speed drifted under them
+//! ([`drift`]). Nothing here knows which parts exist: that
 //! is the registry's ([`crate::registry`]), above the views.
 
 pub mod cost;
+pub mod drift;
 pub mod key_figures;
 
 pub use cost::{
@@ -22,7 +24,7 @@ pub const REPORT_SCHEMA: &str = "numalab-report";
 
 /// Version of the results.json layout. Bump the major part when a key
 /// changes meaning or disappears, the minor part when keys are added.
-pub const REPORT_SCHEMA_VERSION: &str = "1.3";
+pub const REPORT_SCHEMA_VERSION: &str = "1.4";
 
 /// How thorough a report is: it sets the default budget and how much each
 /// part measures within its share of it.

@@ -7,8 +7,13 @@
 
 use crate::machine::Machine;
 use crate::measure::chase::{Chase, ChasePattern};
+use crate::measure::harness::{
+    run_bandwidth, run_latency, BandwidthRequest, LatencyRequest, WorkerPlan,
+};
+use crate::measure::kernels::{BandwidthKernel, Isa};
+use crate::measure::stats::StopRule;
 use crate::placement::{BufferSpec, MemoryPolicy, PlacedBuffer, Thp, WeightedImpl};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const GIB: f64 = (1u64 << 30) as f64;
 const MIB: f64 = (1u64 << 20) as f64;
@@ -94,6 +99,76 @@ fn probe_here(m: &Machine, cpu: u32) -> OperationCosts {
     c
 }
 
+/// The host's speed at one moment ([`probe_speed`]); NaN for what could
+/// not be measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpeedProbe {
+    /// Median ns per dependent load of a random chase.
+    pub latency_ns: f64,
+    /// Median GB/s of one thread reading.
+    pub read_gbps: f64,
+    /// Median GB/s per thread of two threads of one node reading at once
+    /// (NaN where the node has one usable CPU): on a virtual machine the
+    /// host may move two virtual CPUs onto one physical core's memory path
+    /// or apart, which a single thread does not see.
+    pub pair_read_gbps: f64,
+}
+
+/// The host's speed right now, as a report looks at it between its parts
+/// to see how far it drifts: a random chase, one thread reading, and two
+/// threads of `cpu`'s node reading at once, each over fresh buffers of
+/// `bytes` (pages land anew each time, as in a new run) on that node, with
+/// the chase's 4 KiB pages and the reads' huge pages as the latency and
+/// bandwidth matrices use them, each measured within `each`.
+pub fn probe_speed(m: &Machine, cpu: u32, isa: Isa, bytes: usize, each: Duration) -> SpeedProbe {
+    let rule = StopRule {
+        warmup: 1,
+        min_reps: 3,
+        max_reps: 1000,
+        target_rel_ci: 0.01,
+        budget: each,
+    };
+    let policy = MemoryPolicy::Local;
+    let latency_ns = run_latency(
+        m,
+        &LatencyRequest {
+            cpu,
+            policy: policy.clone(),
+            pattern: ChasePattern::Random,
+            chains: 1,
+            buffer_bytes: bytes,
+            thp: Some(Thp::Off),
+            hugetlb: false,
+            rule: rule.clone(),
+        },
+    )
+    .map_or(f64::NAN, |r| r.ns.median);
+    let read = |cpus: &[u32]| {
+        run_bandwidth(
+            m,
+            &BandwidthRequest {
+                kernel: BandwidthKernel::Read,
+                isa,
+                workers: WorkerPlan::on_each(cpus, &policy),
+                buffer_bytes: bytes,
+                thp: Some(Thp::On),
+                rule: rule.clone(),
+            },
+        )
+        .map_or(f64::NAN, |r| r.gbps.median / cpus.len() as f64)
+    };
+    let node = m.node_of_cpu(cpu);
+    let partner = m
+        .allowed_cpus
+        .iter()
+        .find(|&c| c != cpu && m.node_of_cpu(c) == node);
+    SpeedProbe {
+        latency_ns,
+        read_gbps: read(&[cpu]),
+        pair_read_gbps: partner.map_or(f64::NAN, |p| read(&[cpu, p])),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +191,29 @@ mod tests {
         }
         assert!(c.pass_s_per_gib.unwrap() < 10.0, "{c:?}");
         assert!(c.thread_s > 0.0 && c.thread_s < 1.0, "{c:?}");
+    }
+
+    /// The speed probe measures both figures on the live machine, within
+    /// what any machine that runs the suite gives (a loose bound).
+    #[test]
+    fn the_speed_probe_measures_latency_and_one_threads_read() {
+        let m = Machine::live().unwrap();
+        let cpu = m.allowed_cpus.first().unwrap();
+        let t = Instant::now();
+        let p = probe_speed(
+            &m,
+            cpu,
+            Isa::detect_best(),
+            64 << 20,
+            Duration::from_millis(100),
+        );
+        assert!(p.latency_ns > 5.0 && p.latency_ns < 5000.0, "{p:?}");
+        assert!(p.read_gbps > 0.1 && p.read_gbps < 1000.0, "{p:?}");
+        // Two CPUs on one node here (the suite needs two): the pair is measured.
+        assert!(
+            p.pair_read_gbps > 0.05 && p.pair_read_gbps < 1000.0,
+            "{p:?}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     }
 }

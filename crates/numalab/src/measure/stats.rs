@@ -253,6 +253,21 @@ pub fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// When [`measure`] stops repeating.
 ///
+/// The 97.5% quantile of Student's t with `df` degrees of freedom.
+pub fn t_critical(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        // Within 0.002 of the exact quantile past 30 degrees.
+        _ => 1.96 + 2.4 / df as f64,
+    }
+}
+
 /// Order of the checks after each repetition: converged (`rel_ci <=
 /// target_rel_ci` with at least `min_reps` samples), then `max_reps` reached,
 /// then cancellation requested ([`super::cancel`]), then budget spent. The
@@ -562,6 +577,14 @@ fn fmt_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn t_quantiles_match_the_table_and_approach_the_normal() {
+        assert_eq!(t_critical(1), 12.706);
+        assert_eq!(t_critical(30), 2.042);
+        assert!((t_critical(120) - 1.980).abs() < 0.002);
+        assert!((t_critical(100_000) - 1.960).abs() < 0.001);
+    }
 
     #[test]
     fn type7_quantiles() {

@@ -1,0 +1,298 @@
+//! How far the host's own speed moved while a report ran, and how much
+//! wider that makes the key figures' intervals.
+//!
+//! A measurement's 95% interval (`rel_ci`) describes its own repetitions:
+//! seconds apart, on one buffer. On a shared or virtual machine the speed
+//! of the memory the report measures moves over minutes (other tenants,
+//! where the buffers' pages land, the host's power state), by more than
+//! any one measurement's interval: two consecutive reports then disagree
+//! "beyond their intervals" in every figure although nothing about the
+//! machine changed. So the report looks at the host between its parts
+//! ([`DriftProbe`]: one short pointer chase and one single-thread read on
+//! fresh buffers each time) and widens each latency or bandwidth key figure's
+//! interval by the probes' spread ([`HostDrift::widen`]): the interval then
+//! says where the figure of another run at another moment falls, which is
+//! what a reader comparing two reports needs. On a quiet machine the probes
+//! agree and the intervals stay as narrow as the measurements'.
+
+use serde::{Deserialize, Serialize};
+
+/// Probes below which the drift is not estimated (two probes give one
+/// degree of freedom: a t quantile of 12.7).
+pub const MIN_PROBES: usize = 3;
+
+/// One look at the host's speed, between two parts of a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftProbe {
+    /// The report's run (1, then 2... with `--resume`).
+    pub run: u32,
+    /// Seconds into that run.
+    pub at_s: f64,
+    /// The part it followed (`null`: before the first).
+    pub after: Option<String>,
+    /// Median ns per dependent load of a random chase over a fresh buffer
+    /// (`null` when it could not be measured).
+    #[serde(deserialize_with = "numalab::serde_util::f64_or_nan")]
+    pub latency_ns: f64,
+    /// Median GB/s of one thread reading a fresh buffer (`null` likewise).
+    #[serde(deserialize_with = "numalab::serde_util::f64_or_nan")]
+    pub read_gbps: f64,
+    /// Median GB/s per thread of two threads of one node reading at once
+    /// (`null` likewise, and where a node has one usable CPU).
+    #[serde(deserialize_with = "numalab::serde_util::f64_or_nan")]
+    pub pair_read_gbps: f64,
+}
+
+/// What a probe measures, and which key figures move with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriftKind {
+    /// Figures in ns (idle and loaded latency).
+    Latency,
+    /// Figures in GB/s of one thread, or of a node's threads together.
+    Bandwidth,
+    /// Per-thread GB/s of threads sharing the memory (packed, spread): a
+    /// virtual machine's host can move two virtual CPUs onto one physical
+    /// memory path or apart, which one thread alone does not see.
+    Pair,
+}
+
+impl DriftKind {
+    /// The kind of a key figure, from its unit as the key-figures table
+    /// gives it (or its name's `_ns` / `_gbps` ending); `None` for ratios,
+    /// gains and counts, in which a drift common to both sides cancels.
+    pub fn of_key(key: &str) -> Option<DriftKind> {
+        if matches!(key, "packed_per_thread_gbps" | "spread_per_thread_gbps") {
+            return Some(DriftKind::Pair);
+        }
+        let unit = super::key_figures::ROWS.iter().find_map(|r| {
+            let keys = match r.shape {
+                super::key_figures::Shape::One(k) => [k, k],
+                super::key_figures::Shape::Range(a, b) => [a, b],
+            };
+            keys.contains(&key).then_some(r.unit)
+        });
+        match unit {
+            Some("ns") => Some(DriftKind::Latency),
+            Some("GB/s") => Some(DriftKind::Bandwidth),
+            Some(_) => None,
+            None if key.ends_with("_ns") => Some(DriftKind::Latency),
+            None if key.ends_with("_gbps") => Some(DriftKind::Bandwidth),
+            None => None,
+        }
+    }
+}
+
+/// The probes of a report, with what follows from them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostDrift {
+    pub probes: Vec<DriftProbe>,
+    /// The latency probes' drift ([`HostDrift::refresh`]); `null` below
+    /// [`MIN_PROBES`].
+    #[serde(default)]
+    pub latency: Option<DriftEstimate>,
+    /// The bandwidth probes' drift, likewise.
+    #[serde(default)]
+    pub bandwidth: Option<DriftEstimate>,
+    /// The two-thread probes' drift, likewise.
+    #[serde(default)]
+    pub pair: Option<DriftEstimate>,
+}
+
+/// What the probes of one kind say, as results.json keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftEstimate {
+    /// Probes that measured it.
+    pub probes: usize,
+    /// The lowest and highest probe.
+    pub low: f64,
+    pub high: f64,
+    /// The sample standard deviation of the probes' logarithms.
+    pub log_sd: f64,
+    /// Student's t at 97.5% with `probes - 1` degrees of freedom.
+    pub t: f64,
+    /// The relative half-width the drift alone adds at 95%, `exp(t log_sd) - 1`.
+    pub rel_half_width: f64,
+}
+
+impl HostDrift {
+    /// No probe was taken (a report from a topology file, or from before
+    /// probes).
+    pub fn is_empty(&self) -> bool {
+        self.probes.is_empty()
+    }
+
+    /// The probes' values of `kind` that are finite and positive.
+    pub fn values(&self, kind: DriftKind) -> Vec<f64> {
+        self.probes
+            .iter()
+            .map(|p| match kind {
+                DriftKind::Latency => p.latency_ns,
+                DriftKind::Bandwidth => p.read_gbps,
+                DriftKind::Pair => p.pair_read_gbps,
+            })
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect()
+    }
+
+    /// The sample standard deviation of the logarithms of the probes of
+    /// `kind` (about the relative spread: 0.05 is 5%); `None` with fewer
+    /// than [`MIN_PROBES`].
+    pub fn log_sd(&self, kind: DriftKind) -> Option<f64> {
+        let logs: Vec<f64> = self.values(kind).iter().map(|v| v.ln()).collect();
+        let n = logs.len();
+        if n < MIN_PROBES {
+            return None;
+        }
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        Some(var.sqrt())
+    }
+
+    /// Recomputes [`HostDrift::latency`] and [`HostDrift::bandwidth`] from
+    /// the probes (after adding one).
+    pub fn refresh(&mut self) {
+        let estimate = |kind| {
+            let v = self.values(kind);
+            Some(DriftEstimate {
+                probes: v.len(),
+                low: v.iter().copied().fold(f64::INFINITY, f64::min),
+                high: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                log_sd: self.log_sd(kind)?,
+                t: numalab::measure::stats::t_critical(v.len() - 1),
+                rel_half_width: self.rel_half_width(kind)?,
+            })
+        };
+        let (latency, bandwidth, pair) = (
+            estimate(DriftKind::Latency),
+            estimate(DriftKind::Bandwidth),
+            estimate(DriftKind::Pair),
+        );
+        self.latency = latency;
+        self.bandwidth = bandwidth;
+        self.pair = pair;
+    }
+
+    /// The relative half-width the drift alone adds at 95%: the t quantile
+    /// of the probes' degrees of freedom times [`HostDrift::log_sd`], as
+    /// a fraction (`exp(t s) - 1`).
+    pub fn rel_half_width(&self, kind: DriftKind) -> Option<f64> {
+        let s = self.log_sd(kind)?;
+        let n = self.values(kind).len();
+        Some((numalab::measure::stats::t_critical(n - 1) * s).exp_m1())
+    }
+
+    /// `interval` (a measurement's own 95% interval around `value`) widened
+    /// by the drift of `kind`: on the log scale the two half-widths add in
+    /// quadrature (the measurement's repetitions and the moment it ran are
+    /// independent sources of error). Unchanged without an estimate.
+    pub fn widen(&self, kind: DriftKind, value: f64, interval: [f64; 2]) -> [f64; 2] {
+        let Some(s) = self.log_sd(kind) else {
+            return interval;
+        };
+        if !(value > 0.0 && interval[0] > 0.0 && interval[1] >= interval[0]) {
+            return interval;
+        }
+        let t = numalab::measure::stats::t_critical(self.values(kind).len() - 1);
+        let drift = t * s;
+        let below = (value / interval[0]).ln().max(0.0);
+        let above = (interval[1] / value).ln().max(0.0);
+        let wide = |own: f64| (own * own + drift * drift).sqrt();
+        [value * (-wide(below)).exp(), value * wide(above).exp()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probes(lat: &[f64], bw: &[f64]) -> HostDrift {
+        let mut d = HostDrift {
+            probes: lat
+                .iter()
+                .zip(bw)
+                .enumerate()
+                .map(|(i, (&l, &b))| DriftProbe {
+                    run: 1,
+                    at_s: i as f64 * 10.0,
+                    after: None,
+                    latency_ns: l,
+                    read_gbps: b,
+                    pair_read_gbps: b / 2.0 + i as f64,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        d.refresh();
+        d
+    }
+
+    #[test]
+    fn figures_are_latency_or_bandwidth_by_their_unit() {
+        assert_eq!(
+            DriftKind::of_key("local_latency_ns"),
+            Some(DriftKind::Latency)
+        );
+        assert_eq!(
+            DriftKind::of_key("remote_read_gbps_max"),
+            Some(DriftKind::Bandwidth)
+        );
+        assert_eq!(DriftKind::of_key("loaded_max_ns"), Some(DriftKind::Latency));
+        assert_eq!(
+            DriftKind::of_key("packed_per_thread_gbps"),
+            Some(DriftKind::Pair)
+        );
+        // Ratios and gains: a drift common to both sides cancels.
+        assert_eq!(DriftKind::of_key("numa_ratio_min"), None);
+        assert_eq!(DriftKind::of_key("two_writers_gain"), None);
+    }
+
+    #[test]
+    fn the_drift_widens_intervals_by_the_probes_spread() {
+        // Latency probes 180, 200, 220 ns: logs' SD 0.1003, t(2) = 4.303.
+        let d = probes(&[180.0, 200.0, 220.0], &[30.0, 30.0, 30.0]);
+        let s = d.log_sd(DriftKind::Latency).unwrap();
+        assert!((s - 0.10034).abs() < 1e-4, "{s}");
+        let half = d.rel_half_width(DriftKind::Latency).unwrap();
+        assert!((half - ((4.303 * s).exp() - 1.0)).abs() < 1e-9, "{half}");
+        // results.json keeps the same numbers.
+        let e = d.latency.clone().unwrap();
+        assert_eq!((e.probes, e.low, e.high, e.t), (3, 180.0, 220.0, 4.303));
+        assert_eq!((e.log_sd, e.rel_half_width), (s, half));
+        assert_eq!(d.bandwidth.clone().unwrap().rel_half_width, 0.0);
+        // Pairs at 15, 16, 17 GB/s per thread.
+        assert_eq!(d.pair.clone().unwrap().low, 15.0);
+        // 200 ns ±1%: the drift dominates, in quadrature with the 1%.
+        let [lo, hi] = d.widen(DriftKind::Latency, 200.0, [198.0, 202.0]);
+        let w = ((0.01005f64).powi(2) + (4.303 * s).powi(2)).sqrt();
+        assert!((lo - 200.0 * (-w).exp()).abs() < 0.01, "{lo}");
+        assert!(
+            (hi - 200.0 * (0.00995f64.powi(2) + (4.303 * s).powi(2)).sqrt().exp()).abs() < 0.01
+        );
+        assert!(lo < 132.0 && hi > 300.0, "{lo}-{hi}");
+        // Equal bandwidth probes: no drift, the interval stays.
+        assert_eq!(
+            d.widen(DriftKind::Bandwidth, 30.0, [29.7, 30.3]),
+            [
+                30.0 * (-(30.0f64 / 29.7).ln()).exp(),
+                30.0 * (30.3f64 / 30.0).ln().exp()
+            ]
+        );
+    }
+
+    #[test]
+    fn fewer_than_three_probes_estimate_nothing() {
+        let d = probes(&[180.0, 220.0], &[30.0, 25.0]);
+        assert_eq!(d.log_sd(DriftKind::Latency), None);
+        assert_eq!((d.latency.clone(), d.bandwidth.clone()), (None, None));
+        assert_eq!(d.pair, None);
+        assert_eq!(
+            d.widen(DriftKind::Latency, 200.0, [198.0, 202.0]),
+            [198.0, 202.0]
+        );
+        // A probe that failed (NaN) does not count.
+        let d = probes(&[180.0, 200.0, f64::NAN], &[30.0, 31.0, 29.0]);
+        assert_eq!(d.values(DriftKind::Latency).len(), 2);
+        assert_eq!(d.log_sd(DriftKind::Latency), None);
+        assert!(d.log_sd(DriftKind::Bandwidth).is_some());
+    }
+}
