@@ -70,11 +70,12 @@ print()
 def drift(d, kind):
     e = (d.get("drift") or {}).get(kind)
     return f"±{100 * e['rel_half_width']:.1f}%" if e else "-"
-print("| run | wall s | steal % of CPU time | load average at the end | looks at the host | drift: latency | one thread | two threads |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| run | wall s | steal % of CPU time | load average at the end | looks at the host | drift: latency | one thread | two threads | core to core |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r, ((wall, steal, load), d) in enumerate(zip(hosts, docs), 1):
     looks = len((d.get("drift") or {}).get("probes", []))
-    print(f"| {r} | {wall} | {steal} | {load} | {looks} | {drift(d, 'latency')} | {drift(d, 'bandwidth')} | {drift(d, 'pair')} |")
+    kinds = " | ".join(drift(d, k) for k in ("latency", "bandwidth", "pair", "c2c"))
+    print(f"| {r} | {wall} | {steal} | {load} | {looks} | {kinds} |")
 print()
 keys = [k for k, v in docs[0]["summary"]["key_figures"].items()
         if v is not None and k != "compared_threads"

@@ -149,29 +149,30 @@ pub fn interval_note(doc: &ReportResults) -> Option<String> {
     if d.is_empty() || rows(doc).iter().all(|r| r.interval.is_none()) {
         return None;
     }
-    let pct = |e: &Option<crate::model::drift::DriftEstimate>| {
-        e.as_ref().map(|e| {
+    let kinds: Vec<String> = d
+        .estimates()
+        .into_iter()
+        .map(|(what, e)| {
             let p = e.rel_half_width * 100.0;
             if p < 10.0 {
-                format!("±{p:.1}%")
+                format!("{what} ±{p:.1}%")
             } else {
-                format!("±{p:.0}%")
+                format!("{what} ±{p:.0}%")
             }
         })
-    };
-    Some(match (pct(&d.latency), pct(&d.bandwidth), pct(&d.pair)) {
-        (None, None, None) => format!(
+        .collect();
+    Some(if kinds.is_empty() {
+        format!(
             "95% intervals: each measurement's own, from its repetitions; {} look{} at the host's speed between the parts, too few (3 at least) to add how far it drifts.",
             d.probes.len(),
             numalab::text::format::s(d.probes.len())
-        ),
-        (lat, bw, pair) => format!(
-            "95% intervals: each measurement's own, from its repetitions, widened by how far the host's speed drifted over the report ({} looks between the parts: latency {}, one thread's bandwidth {}, two threads' {}), so that another run at another moment falls within them.",
+        )
+    } else {
+        format!(
+            "95% intervals: each measurement's own, from its repetitions, widened by how far the host's speed drifted over the report ({} looks between the parts: {}), so that another run at another moment falls within them.",
             d.probes.len(),
-            lat.unwrap_or_else(|| "not measured".into()),
-            bw.unwrap_or_else(|| "not measured".into()),
-            pair.unwrap_or_else(|| "not measured".into()),
-        ),
+            kinds.join(", ")
+        )
     })
 }
 

@@ -310,6 +310,7 @@ fn probe_drift(
         latency_ns: speed.latency_ns,
         read_gbps: speed.read_gbps,
         pair_read_gbps: speed.pair_read_gbps,
+        pair_c2c_ns: speed.pair_c2c_ns,
     });
     doc.drift.refresh();
 }

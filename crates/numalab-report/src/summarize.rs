@@ -114,10 +114,7 @@ fn key_intervals(doc: &ReportResults, b: &SummaryBuilder) -> (Intervals, Interva
         .filter_map(|(k, d)| {
             let value = b.figure(k)?;
             let own = <[f64; 2]>::from(d.interval(&v)?);
-            let wide = match DriftKind::of_key(k) {
-                Some(kind) => doc.drift.widen(kind, value, own),
-                None => own,
-            };
+            let wide = doc.drift.widen(DriftKind::of_key(k), value, own);
             Some(((k.clone(), own), (k.clone(), wide)))
         })
         .unzip()
@@ -127,7 +124,6 @@ fn key_intervals(doc: &ReportResults, b: &SummaryBuilder) -> (Intervals, Interva
 /// figures' intervals: the drift at least doubles the width of one of
 /// them. On a machine whose speed holds still, nothing.
 fn drift_warning(doc: &ReportResults, own: &Intervals, wide: &Intervals) -> Option<Claim> {
-    let (lat, bw) = (doc.drift.latency.as_ref()?, doc.drift.bandwidth.as_ref()?);
     let width = |i: &[f64; 2]| i[1] - i[0];
     let doubled = wide
         .iter()
@@ -135,32 +131,87 @@ fn drift_warning(doc: &ReportResults, own: &Intervals, wide: &Intervals) -> Opti
     if !doubled {
         return None;
     }
-    let at = |p: &str| Derivation::at(format!("/drift/{p}"));
-    let pair = doc.drift.pair.as_ref();
-    let (pair_range, pair_half) = match pair {
-        Some(_) => (
-            ", two threads reading together at {pair_lo}-{pair_hi} GB/s each",
-            ", ±{pair}% for two threads' bandwidth",
+    let d = &doc.drift;
+    // Each kind's key in results.json `drift`, its range and its half-width
+    // as the sentence says them, its unit and decimals.
+    let kinds = [
+        (
+            "latency",
+            &d.latency,
+            "local latency at {latency_lo}-{latency_hi} ns",
+            "±{latency}% for latency",
+            "ns",
+            0,
         ),
-        None => ("", ""),
-    };
+        (
+            "bandwidth",
+            &d.bandwidth,
+            "one thread's read at {bandwidth_lo}-{bandwidth_hi} GB/s",
+            "±{bandwidth}% for one thread's bandwidth",
+            "GB/s",
+            1,
+        ),
+        (
+            "pair",
+            &d.pair,
+            "two threads reading together at {pair_lo}-{pair_hi} GB/s each",
+            "±{pair}% for two threads' bandwidth",
+            "GB/s",
+            1,
+        ),
+        (
+            "c2c",
+            &d.c2c,
+            "a modified line passed between them in {c2c_lo}-{c2c_hi} ns",
+            "±{c2c}% for core-to-core latency",
+            "ns",
+            0,
+        ),
+    ];
+    let present: Vec<_> = kinds
+        .iter()
+        .filter_map(|k| Some((k, k.1.as_ref()?)))
+        .collect();
+    if present.is_empty() {
+        return None;
+    }
+    let n = d.probes.len();
+    let ranges: Vec<&str> = present.iter().map(|(k, _)| k.2).collect();
+    let halves: Vec<&str> = present.iter().map(|(k, _)| k.3).collect();
+    let at = |p: String| Derivation::at(format!("/drift/{p}"));
     let mut c = warning(
         "drift",
         Basis::Timing,
-        format!("The host's own speed moved while this report ran, more than a measurement's repetitions vary: {{n}} looks between its parts found local latency at {{lat_lo}}-{{lat_hi}} ns, one thread's read at {{bw_lo}}-{{bw_hi}} GB/s{pair_range}. The key figures' 95% intervals include this drift (±{{lat}}% for latency, ±{{bw}}% for bandwidth{pair_half}), so another report of this machine should fall within them; a quieter machine gives narrower ones."),
+        format!(
+            "The host's own speed moved while this report ran, more than a measurement's repetitions vary: {{n}} looks between its parts found {}. The key figures' 95% intervals include this drift ({}), so another report of this machine should fall within them; a quieter machine gives narrower ones.",
+            ranges.join(", "),
+            halves.join(", ")
+        ),
     )
-    .fig("n", lat.probes as f64, "count", 0, at("latency/probes"))
-    .fig("lat_lo", lat.low, "ns", 0, at("latency/low"))
-    .fig("lat_hi", lat.high, "ns", 0, at("latency/high"))
-    .fig("bw_lo", bw.low, "GB/s", 1, at("bandwidth/low"))
-    .fig("bw_hi", bw.high, "GB/s", 1, at("bandwidth/high"))
-    .fig("lat", lat.rel_half_width, "%", 0, at("latency/rel_half_width"))
-    .fig("bw", bw.rel_half_width, "%", 0, at("bandwidth/rel_half_width"));
-    if let Some(p) = pair {
+    .fig("n", n as f64, "count", 0, Derivation::Count { path: "/drift/probes".into() });
+    for ((key, _, _, _, unit, decimals), e) in present {
         c = c
-            .fig("pair_lo", p.low, "GB/s", 1, at("pair/low"))
-            .fig("pair_hi", p.high, "GB/s", 1, at("pair/high"))
-            .fig("pair", p.rel_half_width, "%", 0, at("pair/rel_half_width"));
+            .fig(
+                &format!("{key}_lo"),
+                e.low,
+                unit,
+                *decimals,
+                at(format!("{key}/low")),
+            )
+            .fig(
+                &format!("{key}_hi"),
+                e.high,
+                unit,
+                *decimals,
+                at(format!("{key}/high")),
+            )
+            .fig(
+                key,
+                e.rel_half_width,
+                "%",
+                0,
+                at(format!("{key}/rel_half_width")),
+            );
     }
     Some(c.render())
 }
@@ -608,6 +659,7 @@ mod tests {
             latency_ns: 100.0,
             read_gbps,
             pair_read_gbps: f64::NAN,
+            pair_c2c_ns: f64::NAN,
         };
         // Three probes that agree: no drift to add, nothing said.
         doc.drift.probes = vec![probe(0.0, 30.0), probe(10.0, 30.0), probe(20.0, 30.0)];
@@ -634,7 +686,7 @@ mod tests {
         assert_eq!(w.len(), 1, "{:?}", doc.summary.warnings);
         assert!(
             w[0].contains("3 looks between its parts found local latency at 100-100 ns, one thread's read at 27.0-33.0 GB/s. ")
-                && w[0].contains(&format!("±{:.0}% for bandwidth", drift.rel_half_width * 100.0))
+                && w[0].contains(&format!("±{:.0}% for one thread's bandwidth", drift.rel_half_width * 100.0))
                 && !w[0].contains("two threads"),
             "{}",
             w[0]
@@ -647,7 +699,13 @@ mod tests {
             note.contains("3 looks between the parts: latency ±0.0%, one thread's bandwidth ±"),
             "{note}"
         );
-        assert!(note.ends_with("two threads' not measured), so that another run at another moment falls within them."), "{note}");
+        assert!(
+            note.ends_with(&format!(
+                "one thread's bandwidth ±{:.0}%), so that another run at another moment falls within them.",
+                drift.rel_half_width * 100.0
+            )),
+            "{note}"
+        );
     }
 
     #[test]

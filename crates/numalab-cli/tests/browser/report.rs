@@ -651,6 +651,20 @@ fn report_html_renders_in_chromium_with_every_chart_and_table() {
             assert!(p[k].as_f64().is_some_and(|v| v > 0.0), "{k}: {p}");
         }
     }
+    // Core-to-core latency is the median of the pairs' own medians, so it
+    // carries an interval too (widened by the two-CPU looks).
+    let c2c = doc["summary"]["key_figures"]["c2c_within_node_ns"]
+        .as_f64()
+        .unwrap();
+    let c2c_ci = &doc["summary"]["key_intervals"]["c2c_within_node_ns"];
+    assert!(
+        c2c_ci[0].as_f64().is_some_and(|lo| lo <= c2c)
+            && c2c_ci[1].as_f64().is_some_and(|hi| hi >= c2c),
+        "{c2c_ci} around {c2c}"
+    );
+    for p in &probes {
+        assert!(p["pair_c2c_ns"].as_f64().is_some_and(|v| v > 0.0), "{p}");
+    }
     // What the intervals hold is said under the table, and by the drift's
     // own numbers where there were enough looks to estimate it.
     let note = r.text_of("key-intervals").unwrap_or_default();

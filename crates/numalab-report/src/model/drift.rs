@@ -41,6 +41,10 @@ pub struct DriftProbe {
     /// (`null` likewise, and where a node has one usable CPU).
     #[serde(deserialize_with = "numalab::serde_util::f64_or_nan")]
     pub pair_read_gbps: f64,
+    /// One-way ns of a modified cache line between those two CPUs (`null`
+    /// likewise).
+    #[serde(deserialize_with = "numalab::serde_util::f64_or_nan")]
+    pub pair_c2c_ns: f64,
 }
 
 /// What a probe measures, and which key figures move with it.
@@ -54,15 +58,24 @@ pub enum DriftKind {
     /// virtual machine's host can move two virtual CPUs onto one physical
     /// memory path or apart, which one thread alone does not see.
     Pair,
+    /// Core-to-core latency: where the host put two virtual CPUs.
+    CoreToCore,
 }
 
 impl DriftKind {
-    /// The kind of a key figure, from its unit as the key-figures table
-    /// gives it (or its name's `_ns` / `_gbps` ending); `None` for ratios,
-    /// gains and counts, in which a drift common to both sides cancels.
-    pub fn of_key(key: &str) -> Option<DriftKind> {
-        if matches!(key, "packed_per_thread_gbps" | "spread_per_thread_gbps") {
-            return Some(DriftKind::Pair);
+    /// The kinds of drift a key figure moves with: by its unit as the
+    /// key-figures table gives it (or its name's `_ns` / `_gbps` ending),
+    /// per-thread figures of threads sharing memory and core-to-core latency
+    /// with the two-CPU looks, and latency under another CPU's load with both
+    /// memory latency and where the two CPUs are. Empty for ratios, gains and
+    /// counts, in which a drift common to both sides cancels.
+    pub fn of_key(key: &str) -> &'static [DriftKind] {
+        use DriftKind::*;
+        match key {
+            "packed_per_thread_gbps" | "spread_per_thread_gbps" => return &[Pair],
+            "loaded_max_ns" => return &[Latency, Pair],
+            k if k.starts_with("c2c_") => return &[CoreToCore],
+            _ => {}
         }
         let unit = super::key_figures::ROWS.iter().find_map(|r| {
             let keys = match r.shape {
@@ -72,12 +85,12 @@ impl DriftKind {
             keys.contains(&key).then_some(r.unit)
         });
         match unit {
-            Some("ns") => Some(DriftKind::Latency),
-            Some("GB/s") => Some(DriftKind::Bandwidth),
-            Some(_) => None,
-            None if key.ends_with("_ns") => Some(DriftKind::Latency),
-            None if key.ends_with("_gbps") => Some(DriftKind::Bandwidth),
-            None => None,
+            Some("ns") => &[Latency],
+            Some("GB/s") => &[Bandwidth],
+            Some(_) => &[],
+            None if key.ends_with("_ns") => &[Latency],
+            None if key.ends_with("_gbps") => &[Bandwidth],
+            None => &[],
         }
     }
 }
@@ -96,6 +109,9 @@ pub struct HostDrift {
     /// The two-thread probes' drift, likewise.
     #[serde(default)]
     pub pair: Option<DriftEstimate>,
+    /// The core-to-core probes' drift, likewise.
+    #[serde(default)]
+    pub c2c: Option<DriftEstimate>,
 }
 
 /// What the probes of one kind say, as results.json keeps it.
@@ -129,6 +145,7 @@ impl HostDrift {
                 DriftKind::Latency => p.latency_ns,
                 DriftKind::Bandwidth => p.read_gbps,
                 DriftKind::Pair => p.pair_read_gbps,
+                DriftKind::CoreToCore => p.pair_c2c_ns,
             })
             .filter(|v| v.is_finite() && *v > 0.0)
             .collect()
@@ -162,14 +179,30 @@ impl HostDrift {
                 rel_half_width: self.rel_half_width(kind)?,
             })
         };
-        let (latency, bandwidth, pair) = (
+        let (latency, bandwidth, pair, c2c) = (
             estimate(DriftKind::Latency),
             estimate(DriftKind::Bandwidth),
             estimate(DriftKind::Pair),
+            estimate(DriftKind::CoreToCore),
         );
         self.latency = latency;
         self.bandwidth = bandwidth;
         self.pair = pair;
+        self.c2c = c2c;
+    }
+
+    /// Each kind's estimate where there is one, with what it is for a
+    /// reader, in the order latency, one thread, two threads, core to core.
+    pub fn estimates(&self) -> Vec<(&'static str, &DriftEstimate)> {
+        [
+            ("latency", &self.latency),
+            ("one thread's bandwidth", &self.bandwidth),
+            ("two threads' bandwidth", &self.pair),
+            ("core-to-core latency", &self.c2c),
+        ]
+        .into_iter()
+        .filter_map(|(what, e)| Some((what, e.as_ref()?)))
+        .collect()
     }
 
     /// The relative half-width the drift alone adds at 95%: the t quantile
@@ -182,21 +215,25 @@ impl HostDrift {
     }
 
     /// `interval` (a measurement's own 95% interval around `value`) widened
-    /// by the drift of `kind`: on the log scale the two half-widths add in
-    /// quadrature (the measurement's repetitions and the moment it ran are
-    /// independent sources of error). Unchanged without an estimate.
-    pub fn widen(&self, kind: DriftKind, value: f64, interval: [f64; 2]) -> [f64; 2] {
-        let Some(s) = self.log_sd(kind) else {
-            return interval;
-        };
-        if !(value > 0.0 && interval[0] > 0.0 && interval[1] >= interval[0]) {
+    /// by the drift of `kinds`: on the log scale the half-widths add in
+    /// quadrature (the measurement's repetitions, the moment it ran and,
+    /// for several kinds, each drift are taken as independent sources of
+    /// error). Kinds without an estimate add nothing.
+    pub fn widen(&self, kinds: &[DriftKind], value: f64, interval: [f64; 2]) -> [f64; 2] {
+        let drift2: f64 = kinds
+            .iter()
+            .filter_map(|&k| {
+                let s = self.log_sd(k)?;
+                let t = numalab::measure::stats::t_critical(self.values(k).len() - 1);
+                Some((t * s).powi(2))
+            })
+            .sum();
+        if drift2 == 0.0 || !(value > 0.0 && interval[0] > 0.0 && interval[1] >= interval[0]) {
             return interval;
         }
-        let t = numalab::measure::stats::t_critical(self.values(kind).len() - 1);
-        let drift = t * s;
         let below = (value / interval[0]).ln().max(0.0);
         let above = (interval[1] / value).ln().max(0.0);
-        let wide = |own: f64| (own * own + drift * drift).sqrt();
+        let wide = |own: f64| (own * own + drift2).sqrt();
         [value * (-wide(below)).exp(), value * wide(above).exp()]
     }
 }
@@ -218,6 +255,7 @@ mod tests {
                     latency_ns: l,
                     read_gbps: b,
                     pair_read_gbps: b / 2.0 + i as f64,
+                    pair_c2c_ns: f64::NAN,
                 })
                 .collect(),
             ..Default::default()
@@ -228,22 +266,16 @@ mod tests {
 
     #[test]
     fn figures_are_latency_or_bandwidth_by_their_unit() {
-        assert_eq!(
-            DriftKind::of_key("local_latency_ns"),
-            Some(DriftKind::Latency)
-        );
-        assert_eq!(
-            DriftKind::of_key("remote_read_gbps_max"),
-            Some(DriftKind::Bandwidth)
-        );
-        assert_eq!(DriftKind::of_key("loaded_max_ns"), Some(DriftKind::Latency));
-        assert_eq!(
-            DriftKind::of_key("packed_per_thread_gbps"),
-            Some(DriftKind::Pair)
-        );
+        use DriftKind::*;
+        assert_eq!(DriftKind::of_key("local_latency_ns"), [Latency]);
+        assert_eq!(DriftKind::of_key("loaded_idle_ns"), [Latency]);
+        assert_eq!(DriftKind::of_key("remote_read_gbps_max"), [Bandwidth]);
+        assert_eq!(DriftKind::of_key("loaded_max_ns"), [Latency, Pair]);
+        assert_eq!(DriftKind::of_key("packed_per_thread_gbps"), [Pair]);
+        assert_eq!(DriftKind::of_key("c2c_within_node_ns"), [CoreToCore]);
         // Ratios and gains: a drift common to both sides cancels.
-        assert_eq!(DriftKind::of_key("numa_ratio_min"), None);
-        assert_eq!(DriftKind::of_key("two_writers_gain"), None);
+        assert!(DriftKind::of_key("numa_ratio_min").is_empty());
+        assert!(DriftKind::of_key("two_writers_gain").is_empty());
     }
 
     #[test]
@@ -262,16 +294,25 @@ mod tests {
         // Pairs at 15, 16, 17 GB/s per thread.
         assert_eq!(d.pair.clone().unwrap().low, 15.0);
         // 200 ns ±1%: the drift dominates, in quadrature with the 1%.
-        let [lo, hi] = d.widen(DriftKind::Latency, 200.0, [198.0, 202.0]);
+        let [lo, hi] = d.widen(&[DriftKind::Latency], 200.0, [198.0, 202.0]);
         let w = ((0.01005f64).powi(2) + (4.303 * s).powi(2)).sqrt();
         assert!((lo - 200.0 * (-w).exp()).abs() < 0.01, "{lo}");
         assert!(
             (hi - 200.0 * (0.00995f64.powi(2) + (4.303 * s).powi(2)).sqrt().exp()).abs() < 0.01
         );
         assert!(lo < 132.0 && hi > 300.0, "{lo}-{hi}");
+        // Two kinds add in quadrature: latency and the pairs' 15-17 GB/s.
+        let p = d.log_sd(DriftKind::Pair).unwrap();
+        let both = d.widen(
+            &[DriftKind::Latency, DriftKind::Pair],
+            200.0,
+            [200.0, 200.0],
+        );
+        let w2 = ((4.303 * s).powi(2) + (4.303 * p).powi(2)).sqrt();
+        assert!((both[1] - 200.0 * w2.exp()).abs() < 1e-9, "{both:?}");
         // Equal bandwidth probes: no drift, the interval stays.
         assert_eq!(
-            d.widen(DriftKind::Bandwidth, 30.0, [29.7, 30.3]),
+            d.widen(&[DriftKind::Bandwidth], 30.0, [29.7, 30.3]),
             [
                 30.0 * (-(30.0f64 / 29.7).ln()).exp(),
                 30.0 * (30.3f64 / 30.0).ln().exp()
@@ -286,7 +327,7 @@ mod tests {
         assert_eq!((d.latency.clone(), d.bandwidth.clone()), (None, None));
         assert_eq!(d.pair, None);
         assert_eq!(
-            d.widen(DriftKind::Latency, 200.0, [198.0, 202.0]),
+            d.widen(&[DriftKind::Latency], 200.0, [198.0, 202.0]),
             [198.0, 202.0]
         );
         // A probe that failed (NaN) does not count.

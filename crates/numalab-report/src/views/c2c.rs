@@ -537,12 +537,14 @@ fn html(r: &C2cResult, s: &mut Section) {
 }
 
 fn summarize(r: &C2cResult, s: &mut SummaryBuilder) {
+    // The median over the pairs within (or across) nodes, each pair's own
+    // measurement with its interval: the key figure carries one.
     let modified = |same: bool| {
-        s.median_of(r.node_summary.iter().enumerate().filter_map(|(i, n)| {
-            (same == (n.nodes[0] == n.nodes[1]))
-                .then_some(n.modified_ns)
+        s.median_of(r.pairs.iter().enumerate().filter_map(|(i, p)| {
+            (same == (p.nodes[0] == p.nodes[1]))
+                .then_some(p.modified_ns.as_ref())
                 .flatten()
-                .map(|v| (v, format!("node_summary/{i}/modified_ns")))
+                .map(|f| (f.median, format!("pairs/{i}/modified_ns/median")))
         }))
     };
     let (within, across) = (modified(true), modified(false));

@@ -5,6 +5,7 @@
 //! here, in the engine's optimized build, so that what they time is the
 //! machine and not the compiler's settings of whoever calls them.
 
+use crate::experiments::c2c::{run_c2c, C2cFigures, C2cRequest};
 use crate::machine::Machine;
 use crate::measure::chase::{Chase, ChasePattern};
 use crate::measure::harness::{
@@ -112,6 +113,9 @@ pub struct SpeedProbe {
     /// host may move two virtual CPUs onto one physical core's memory path
     /// or apart, which a single thread does not see.
     pub pair_read_gbps: f64,
+    /// One-way latency of a modified cache line between the same two CPUs,
+    /// ns (NaN likewise): the host moving virtual CPUs shows here most.
+    pub pair_c2c_ns: f64,
 }
 
 /// The host's speed right now, as a report looks at it between its parts
@@ -119,7 +123,8 @@ pub struct SpeedProbe {
 /// threads of `cpu`'s node reading at once, each over fresh buffers of
 /// `bytes` (pages land anew each time, as in a new run) on that node, with
 /// the chase's 4 KiB pages and the reads' huge pages as the latency and
-/// bandwidth matrices use them, each measured within `each`.
+/// bandwidth matrices use them, each measured within `each`; then a
+/// modified line passed between those two CPUs, as `c2c` measures it.
 pub fn probe_speed(m: &Machine, cpu: u32, isa: Isa, bytes: usize, each: Duration) -> SpeedProbe {
     let rule = StopRule {
         warmup: 1,
@@ -162,10 +167,26 @@ pub fn probe_speed(m: &Machine, cpu: u32, isa: Isa, bytes: usize, each: Duration
         .allowed_cpus
         .iter()
         .find(|&c| c != cpu && m.node_of_cpu(c) == node);
+    let c2c = |p: u32| {
+        let req = C2cRequest {
+            cpus: vec![cpu, p],
+            figures: C2cFigures {
+                modified: true,
+                clean: false,
+                false_sharing: false,
+            },
+            rule: rule.clone(),
+        };
+        run_c2c(m, &req, &mut |_| {})
+            .ok()
+            .and_then(|r| r.pairs.first()?.modified_ns.as_ref().map(|f| f.median))
+            .unwrap_or(f64::NAN)
+    };
     SpeedProbe {
         latency_ns,
         read_gbps: read(&[cpu]),
         pair_read_gbps: partner.map_or(f64::NAN, |p| read(&[cpu, p])),
+        pair_c2c_ns: partner.map_or(f64::NAN, c2c),
     }
 }
 
@@ -214,6 +235,7 @@ mod tests {
             p.pair_read_gbps > 0.05 && p.pair_read_gbps < 1000.0,
             "{p:?}"
         );
+        assert!(p.pair_c2c_ns > 1.0 && p.pair_c2c_ns < 100_000.0, "{p:?}");
         assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     }
 }
