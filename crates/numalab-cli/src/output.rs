@@ -170,8 +170,9 @@ pub fn refuse_overwriting_input(
 /// and each curve's `knee_total_gbps` (where the knee lies, interpolated),
 /// and measures one idle point for all mixes (`shared_idle`). 1.6:
 /// `compare`'s key figures carry each report's 95% interval and whether
-/// the two lie apart (`beyond_intervals`).
-pub const RESULT_SCHEMA_VERSION: &str = "1.6";
+/// the two lie apart (`beyond_intervals`). 1.7: `loaded-latency` gives
+/// each curve's knee its 95% interval (`knee_total_gbps_ci`).
+pub const RESULT_SCHEMA_VERSION: &str = "1.7";
 
 /// What every command prints with `--json`: the schema version, the
 /// command, the result's own fields, and the environment it depends on.

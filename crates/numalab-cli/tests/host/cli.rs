@@ -488,7 +488,7 @@ fn verify_reads_another_process() {
     child.wait().ok();
     assert_eq!(v["command"], "verify");
     assert_eq!(v["program"], "sleep");
-    assert_eq!(v["schema_version"], "1.6");
+    assert_eq!(v["schema_version"], "1.7");
     assert!(v["environment"]["kernel"].is_string(), "{v}");
     assert_eq!(v["threads"].as_array().unwrap().len(), 1);
     assert!(v["mappings"]

@@ -76,13 +76,13 @@ fn the_commands_that_printed_bare_json_print_the_envelope() {
         "--topology",
         &q,
     ]);
-    envelope(&s, "set", "1.6");
+    envelope(&s, "set", "1.7");
     assert_eq!(s["cpus"], serde_json::json!([2, 3]));
     let p = json(&["place", "--size", "1M", "--json"]);
     envelope(&p, "place", "1.0");
     assert_eq!(p["size_bytes"], 1 << 20);
     let l = json(&["sweep", "--list", "--json", "--topology", &q]);
-    envelope(&l, "sweep --list", "1.6");
+    envelope(&l, "sweep --list", "1.7");
     assert!(!l["plans"].as_array().unwrap().is_empty(), "{l}");
     let sc = json(&[
         "sweep",
@@ -93,13 +93,13 @@ fn the_commands_that_printed_bare_json_print_the_envelope() {
         "--topology",
         &q,
     ]);
-    envelope(&sc, "sweep --list --scenarios", "1.6");
+    envelope(&sc, "sweep --list --scenarios", "1.7");
     let r = json(&["report", "--dry-run", "--json", "--topology", &q]);
-    envelope(&r, "report --dry-run", "1.6");
+    envelope(&r, "report --dry-run", "1.7");
     // verify and run: the process's name is `program` (`command` is the
     // envelope's).
     let v = json(&["verify", "--pid", &std::process::id().to_string(), "--json"]);
-    envelope(&v, "verify", "1.6");
+    envelope(&v, "verify", "1.7");
     assert_eq!(v["pid"], std::process::id());
     assert!(v["program"].is_string(), "{v}");
     let vj = d.join("verify.json");
@@ -117,10 +117,10 @@ fn the_commands_that_printed_bare_json_print_the_envelope() {
     ]);
     assert_eq!(ran.rc, 0, "{}", ran.err);
     let vr = read(&vj);
-    envelope(&vr, "run --verify", "1.6");
+    envelope(&vr, "run --verify", "1.7");
     assert_eq!(vr["program"], "true");
     let cr = read(&cj);
-    envelope(&cr, "run --counters", "1.6");
+    envelope(&cr, "run --counters", "1.7");
     assert_eq!(cr["events"][0]["name"], "task-clock");
     // compare: two results, and two profiles (its own profile read back
     // from profile --json's envelope, and from profile.json).
@@ -138,7 +138,7 @@ fn the_commands_that_printed_bare_json_print_the_envelope() {
         b.to_str().unwrap(),
         "--json",
     ]);
-    envelope(&c, "compare", "1.6");
+    envelope(&c, "compare", "1.7");
     assert!(!c["rows"].as_array().unwrap().is_empty(), "{c}");
     assert!(c["environment_differences"].is_array(), "{c}");
     let (pd, pr) = profile_true(&d, &["--json"]);
@@ -160,7 +160,7 @@ fn the_commands_that_printed_bare_json_print_the_envelope() {
         file.to_str().unwrap(),
         "--json",
     ]);
-    envelope(&cp, "compare", "1.6");
+    envelope(&cp, "compare", "1.7");
     assert_eq!(cp["command_a"], "true", "{cp}");
 }
 
@@ -182,7 +182,7 @@ fn a_schema_1_profile_is_read_with_its_command_as_the_program() {
         f.to_str().unwrap(),
         "--json",
     ]);
-    envelope(&c, "compare", "1.6");
+    envelope(&c, "compare", "1.7");
     assert_eq!(c["command_a"], "true", "{c}");
 }
 

@@ -136,7 +136,7 @@ fn json_has_the_curve_the_knee_verification_and_environment() {
         "0.15",
         "--json",
     ]);
-    assert_eq!(v["schema_version"], "1.6");
+    assert_eq!(v["schema_version"], "1.7");
     assert_eq!(v["command"], "loaded-latency");
     for key in [
         "chase",
@@ -217,10 +217,21 @@ fn json_has_the_curve_the_knee_verification_and_environment() {
                         && t <= f(&steps[k as usize]["total_memory_gbps"]) + 1e-9,
                     "{c}"
                 );
+                // Its interval holds it, within the same bracket.
+                let ci = &c["knee_total_gbps_ci"];
+                let (lo, hi) = (f(&ci[0]), f(&ci[1]));
+                assert!(
+                    lo <= t + 1e-9
+                        && t <= hi + 1e-9
+                        && lo >= f(&before["total_memory_gbps"]) - 1e-9
+                        && hi <= f(&steps[k as usize]["total_memory_gbps"]) + 1e-9,
+                    "{c}"
+                );
             }
             None => {
                 assert!(steps.iter().all(|s| s["knee"] == false));
                 assert!(c["knee_total_gbps"].is_null(), "{c}");
+                assert!(c["knee_total_gbps_ci"].is_null(), "{c}");
             }
         }
     }

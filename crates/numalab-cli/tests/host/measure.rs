@@ -39,7 +39,7 @@ fn bandwidth(kernel: &str, size: &str) -> Value {
 fn bandwidth_result_has_figures_verification_and_environment() {
     let _turn = turn();
     let v = bandwidth("triad", "16M");
-    assert_eq!(v["schema_version"], "1.6");
+    assert_eq!(v["schema_version"], "1.7");
     assert_eq!(v["command"], "bench bandwidth");
     assert_eq!(v["kernel"], "triad");
     let (med, best) = (

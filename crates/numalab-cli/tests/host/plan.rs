@@ -216,7 +216,7 @@ fn profile_writes_a_plan_and_profiles_without_and_with_one() {
     let mut printed = parse_json(json, "profile --plan --repeat 4 --json");
     open_envelope(&mut printed, "profile --plan");
     let o = printed.as_object_mut().unwrap();
-    assert_eq!(o.remove("schema_version"), Some("1.6".into()));
+    assert_eq!(o.remove("schema_version"), Some("1.7".into()));
     assert_eq!(printed, v);
     let t = &v["run_time"];
     assert_eq!(t["without_s"].as_array().unwrap().len(), 4, "{t}");

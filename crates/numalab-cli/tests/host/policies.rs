@@ -20,7 +20,7 @@ fn policies_runs_here_with_every_cell_verified_on_node_0() {
         "--min-reps",
         "3",
     ]);
-    assert_eq!(v["schema_version"], "1.6");
+    assert_eq!(v["schema_version"], "1.7");
     assert_eq!(v["command"], "policies");
     assert_eq!(v["kernel"], "triad");
     assert_eq!(v["buffer_bytes"], 8 << 20);

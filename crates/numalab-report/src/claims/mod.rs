@@ -241,16 +241,26 @@ impl Derivation {
         };
         let exact = || self.eval(doc).ok().map(|v| (v, v));
         let ends = match self {
-            Derivation::Value { path } => {
-                let parent = path.strip_suffix("/median")?;
-                let object = doc.pointer(parent)?;
-                let (m, r) = (
-                    object.get("median")?.as_f64()?,
-                    object.get("rel_ci")?.as_f64()?,
-                );
-                let half = (m * r).abs();
-                (m - half, m + half)
-            }
+            Derivation::Value { path } => match path.strip_suffix("/median") {
+                Some(parent) => {
+                    let object = doc.pointer(parent)?;
+                    let (m, r) = (
+                        object.get("median")?.as_f64()?,
+                        object.get("rel_ci")?.as_f64()?,
+                    );
+                    let half = (m * r).abs();
+                    (m - half, m + half)
+                }
+                // Another number carries its interval beside it as
+                // `<name>_ci: [low, high]` (the loaded-latency knee's).
+                None => {
+                    let ci = doc.pointer(&format!("{path}_ci"))?.as_array()?;
+                    match ci[..] {
+                        [ref lo, ref hi] => (lo.as_f64()?, hi.as_f64()?),
+                        _ => return None,
+                    }
+                }
+            },
             Derivation::Count { .. }
             | Derivation::CountWhere { .. }
             | Derivation::PageNode { .. }
@@ -1210,6 +1220,10 @@ mod tests {
             );
         };
         close(at("a").interval(&d), 198.0, 202.0);
+        // A number with `<name>_ci` beside it: that interval.
+        let k = json!({"knee": 5.5, "knee_ci": [5.0, 6.5], "bad": 1.0, "bad_ci": [1.0]});
+        close(Derivation::at("/knee").interval(&k), 5.0, 6.5);
+        assert_eq!(Derivation::at("/bad").interval(&k), None);
         // A number with no rel_ci beside it, or not a median: no interval.
         assert_eq!(at("c").interval(&d), None);
         assert_eq!(Derivation::at("/a/rel_ci").interval(&d), None);

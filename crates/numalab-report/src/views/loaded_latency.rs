@@ -431,9 +431,12 @@ fn curve_text(c: &MixCurve, u: Units) -> String {
         Some(k) => {
             let p = &c.steps[k];
             if let Some(t) = c.knee_total_gbps {
+                let ci = c.knee_total_gbps_ci.map_or(String::new(), |[lo, hi]| {
+                    format!(", 95% CI {:.2}-{:.2}", u.convert(lo), u.convert(hi))
+                });
                 let _ = writeln!(
                     s,
-                    "  knee at {:.2} {l} of total memory traffic (where the latency, interpolated between steps, reaches 1.10 x idle)",
+                    "  knee at {:.2} {l} of total memory traffic{ci} (where the latency, interpolated between steps, reaches 1.10 x idle)",
                     u.convert(t)
                 );
             }

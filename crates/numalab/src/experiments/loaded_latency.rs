@@ -307,6 +307,10 @@ pub struct MixCurve {
     /// `None` without a knee, and in reports written before it was kept.
     #[serde(default)]
     pub knee_total_gbps: Option<f64>,
+    /// Its 95% interval, `[low, high]` ([`knee_interval`]); `None` without
+    /// a knee, and in results written before it was kept.
+    #[serde(default)]
+    pub knee_total_gbps_ci: Option<[f64; 2]>,
     /// Highest injected bandwidth of the curve (program bytes).
     #[serde(deserialize_with = "f64_or_nan")]
     pub max_injected_gbps: f64,
@@ -429,6 +433,44 @@ pub fn knee_bandwidth(idle: &LoadPoint, steps: &[LoadPoint], knee: Option<usize>
     }
     let t = ((threshold - y0) / (y1 - y0)).clamp(0.0, 1.0);
     Some(x0 + t * (x1 - x0))
+}
+
+/// The 95% interval of [`knee_bandwidth`]: the same interpolation with the
+/// latencies at the ends of their 95% intervals, the earliest crossing
+/// (idle at its low end, the two steps at their high ends: the threshold
+/// lowest, the curve highest) and the latest (the other way round), each
+/// within the two steps that bracket the knee, where the rule puts it.
+/// `None` where [`knee_bandwidth`] has no value.
+pub fn knee_interval(
+    idle: &LoadPoint,
+    steps: &[LoadPoint],
+    knee: Option<usize>,
+) -> Option<[f64; 2]> {
+    let k = knee?;
+    let at = &steps[k];
+    let before = if k == 0 { idle } else { &steps[k - 1] };
+    let (x0, x1) = (before.total_memory_gbps, at.total_memory_gbps);
+    let ends = [
+        (idle.ci_low_ns, before.ci_high_ns, at.ci_high_ns),
+        (idle.ci_high_ns, before.ci_low_ns, at.ci_low_ns),
+    ];
+    let mut crossing = ends.iter().map(|&(l0, y0, y1)| {
+        if !(x0.is_finite() && x1.is_finite() && l0.is_finite() && y0.is_finite() && y1.is_finite())
+        {
+            return None;
+        }
+        let threshold = (1.0 + KNEE_MIN_RISE) * l0;
+        if y0 >= threshold {
+            return Some(x0);
+        }
+        if y1 <= y0 {
+            return Some(x1);
+        }
+        let t = ((threshold - y0) / (y1 - y0)).clamp(0.0, 1.0);
+        Some(x0 + t * (x1 - x0))
+    });
+    let (a, b) = (crossing.next()??, crossing.next()??);
+    Some([a.min(b), a.max(b)])
 }
 
 /// The chase's own memory traffic: one line of `line_bytes` per dependent
@@ -785,8 +827,10 @@ impl Stepper<'_> {
         }
         let knee = mark_knee(&idle, &mut steps);
         let knee_total_gbps = knee_bandwidth(&idle, &steps, knee);
+        let knee_total_gbps_ci = knee_interval(&idle, &steps, knee);
         Ok(MixCurve {
             knee_total_gbps,
+            knee_total_gbps_ci,
             mix,
             description: mix.describe(),
             memory_per_program_byte: mix.memory_per_program(),
@@ -1004,6 +1048,43 @@ mod tests {
         let mut s = vec![at(f64::NAN, 150.0)];
         let k = mark_knee(&idle, &mut s);
         assert_eq!(knee_bandwidth(&idle, &s, k), None);
+    }
+
+    /// The knee's interval: the interpolation redone with the latencies at
+    /// their intervals' ends, within the bracketing steps.
+    #[test]
+    fn the_knees_interval_carries_the_latencies_intervals_through() {
+        // Idle 100 ±0.5, steps 104 ±0.5 at 10 GB/s and 134 ±0.5 at 20:
+        // earliest crossing 1.1 x 99.5 = 109.45 on the curve 104.5-134.5,
+        // latest 1.1 x 100.5 = 110.55 on 103.5-133.5.
+        let idle = at(0.5, 100.0);
+        let mut s = vec![at(10.0, 104.0), at(20.0, 134.0), at(30.0, 200.0)];
+        let k = mark_knee(&idle, &mut s);
+        let [lo, hi] = knee_interval(&idle, &s, k).unwrap();
+        let x = knee_bandwidth(&idle, &s, k).unwrap();
+        assert!(
+            (lo - (10.0 + 10.0 * (109.45 - 104.5) / 30.0)).abs() < 1e-9,
+            "{lo}"
+        );
+        assert!(
+            (hi - (10.0 + 10.0 * (110.55 - 103.5) / 30.0)).abs() < 1e-9,
+            "{hi}"
+        );
+        assert!(lo < x && x < hi, "{lo} {x} {hi}");
+        // Wide latency intervals: the bracket's ends at most.
+        let mut s = vec![at(10.0, 104.0), at(20.0, 180.0)];
+        s[0].ci_low_ns = 60.0;
+        s[0].ci_high_ns = 148.0;
+        idle_wide(&mut s[1]);
+        let k = Some(1);
+        assert_eq!(knee_interval(&idle, &s, k), Some([10.0, 20.0]));
+        // No knee: no interval.
+        assert_eq!(knee_interval(&idle, &s, None), None);
+    }
+
+    fn idle_wide(p: &mut LoadPoint) {
+        p.ci_low_ns = p.latency_ns.median * 0.5;
+        p.ci_high_ns = p.latency_ns.median * 1.5;
     }
 
     #[test]
