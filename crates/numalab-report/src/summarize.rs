@@ -125,12 +125,27 @@ fn key_intervals(doc: &ReportResults, b: &SummaryBuilder) -> (Intervals, Interva
 /// them. On a machine whose speed holds still, nothing.
 fn drift_warning(doc: &ReportResults, own: &Intervals, wide: &Intervals) -> Option<Claim> {
     let width = |i: &[f64; 2]| i[1] - i[0];
-    let doubled = wide
+    let doubled: Vec<&String> = wide
         .iter()
-        .any(|(k, w)| own.get(k).is_some_and(|o| width(w) >= 2.0 * width(o)));
-    if !doubled {
+        .filter(|(k, w)| own.get(*k).is_some_and(|o| width(w) >= 2.0 * width(o)))
+        .map(|(k, _)| k)
+        .collect();
+    if doubled.is_empty() {
         return None;
     }
+    // Where the two-CPU looks are what widened a figure, the host moved the
+    // CPUs themselves (a virtual machine's vCPUs onto or off one memory
+    // path): say what depends on that, the knee first.
+    let two_cpus = doubled.iter().any(|k| {
+        DriftKind::of_key(k)
+            .iter()
+            .any(|d| matches!(d, DriftKind::Pair | DriftKind::CoreToCore))
+    });
+    let moved = if two_cpus {
+        " The two-CPU looks moved most: where the host runs the CPUs changed during the report, and every figure of two CPUs together depends on it (per-thread bandwidth, core-to-core latency, latency under another CPU's load and its knee, which a run may find or not)."
+    } else {
+        ""
+    };
     let d = &doc.drift;
     // Each kind's key in results.json `drift`, its range and its half-width
     // as the sentence says them, its unit and decimals.
@@ -183,7 +198,7 @@ fn drift_warning(doc: &ReportResults, own: &Intervals, wide: &Intervals) -> Opti
         "drift",
         Basis::Timing,
         format!(
-            "The host's own speed moved while this report ran, more than a measurement's repetitions vary: {{n}} looks between its parts found {}. The key figures' 95% intervals include this drift ({}), so another report of this machine should fall within them; a quieter machine gives narrower ones.",
+            "The host's own speed moved while this report ran, more than a measurement's repetitions vary: {{n}} looks between its parts found {}. The key figures' 95% intervals include this drift ({}), so another report of this machine should fall within them; a quieter machine gives narrower ones.{moved}",
             ranges.join(", "),
             halves.join(", ")
         ),
@@ -691,8 +706,30 @@ mod tests {
             "{}",
             w[0]
         );
+        assert!(!w[0].contains("two-CPU looks"), "{}", w[0]);
         let json = serde_json::to_value(&doc).unwrap();
         assert_eq!(check(&json), Vec::<String>::new());
+        // Two-CPU looks that flip (the host moving two vCPUs): when they are
+        // what doubled a figure's interval, the sentence says what depends on
+        // where the CPUs run.
+        let mut flip = doc.clone();
+        for (p, g) in flip.drift.probes.iter_mut().zip([18.0, 32.0, 19.0]) {
+            p.pair_read_gbps = g;
+        }
+        flip.drift.refresh();
+        let key = "packed_per_thread_gbps".to_string();
+        let own = BTreeMap::from([(key.clone(), [18.0, 19.0])]);
+        let wide = BTreeMap::from([(key, [7.0, 49.0])]);
+        let c = drift_warning(&flip, &own, &wide).unwrap();
+        assert!(
+            c.text
+                .contains("two threads reading together at 18.0-32.0 GB/s each")
+                && c.text.ends_with(
+                    "latency under another CPU's load and its knee, which a run may find or not)."
+                ),
+            "{}",
+            c.text
+        );
         // The page and the text say what the intervals hold.
         let note = crate::key_table::interval_note(&doc).unwrap();
         assert!(

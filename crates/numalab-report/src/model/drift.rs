@@ -74,6 +74,7 @@ impl DriftKind {
         match key {
             "packed_per_thread_gbps" | "spread_per_thread_gbps" => return &[Pair],
             "loaded_max_ns" => return &[Latency, Pair],
+            "loaded_knee_gbps" => return &[Bandwidth, Pair],
             k if k.starts_with("c2c_") => return &[CoreToCore],
             _ => {}
         }
@@ -271,6 +272,7 @@ mod tests {
         assert_eq!(DriftKind::of_key("loaded_idle_ns"), [Latency]);
         assert_eq!(DriftKind::of_key("remote_read_gbps_max"), [Bandwidth]);
         assert_eq!(DriftKind::of_key("loaded_max_ns"), [Latency, Pair]);
+        assert_eq!(DriftKind::of_key("loaded_knee_gbps"), [Bandwidth, Pair]);
         assert_eq!(DriftKind::of_key("packed_per_thread_gbps"), [Pair]);
         assert_eq!(DriftKind::of_key("c2c_within_node_ns"), [CoreToCore]);
         // Ratios and gains: a drift common to both sides cancels.
