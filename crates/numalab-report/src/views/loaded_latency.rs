@@ -658,3 +658,49 @@ fn summarize(s: &mut SummaryBuilder, r: &LoadedLatencyResult, which: &str, key: 
     );
     s.claim(f);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A point at `total` GB/s of total memory traffic with latency `ns`
+    /// and the 95% interval `[lo, hi]`.
+    fn point(step: &str, total: f64, ns: f64, lo: f64, hi: f64) -> serde_json::Value {
+        json!({
+            "step": step, "load": null, "injected_gbps": total, "injected_memory_gbps": total,
+            "total_memory_gbps": total, "per_thread_gbps": [total],
+            "latency_ns": {"median": ns, "best": ns, "min": ns, "max": ns, "spread": 0.0,
+                           "rel_ci": (hi - lo) / 2.0 / ns},
+            "ci_low_ns": lo, "ci_high_ns": hi, "samples": 10, "stop_reason": "converged",
+            "wall_latency_ns": ns, "cpu_share": 1.0, "vs_idle": 1.0, "rises": false, "knee": false
+        })
+    }
+
+    /// The curve's text gives the knee with its 95% interval, in the units
+    /// asked; a curve from before the interval was kept gives the knee alone.
+    #[test]
+    fn the_knee_is_printed_with_its_interval() {
+        let mut curve = json!({
+            "mix": "read", "description": "reads", "memory_per_program_byte": 1.0,
+            "idle": point("idle", 0.5, 100.0, 99.5, 100.5),
+            "steps": [point("1", 10.0, 104.0, 103.5, 104.5), point("2", 20.0, 134.0, 133.5, 134.5)],
+            "knee": 1, "knee_injected_gbps": 20.0, "knee_latency_ns": 134.0,
+            "knee_total_gbps": 12.0, "knee_total_gbps_ci": [11.65, 12.35],
+            "max_injected_gbps": 20.0
+        });
+        let c: MixCurve = serde_json::from_value(curve.clone()).unwrap();
+        let t = curve_text(&c, Units::Gb);
+        assert!(
+            t.contains("knee at 12.00 GB/s of total memory traffic, 95% CI 11.65-12.35 (where"),
+            "{t}"
+        );
+        curve["knee_total_gbps_ci"] = serde_json::Value::Null;
+        let c: MixCurve = serde_json::from_value(curve).unwrap();
+        let t = curve_text(&c, Units::Gb);
+        assert!(
+            t.contains("knee at 12.00 GB/s of total memory traffic (where"),
+            "{t}"
+        );
+    }
+}
