@@ -23,15 +23,32 @@ pub struct KeyRow {
     pub figure: String,
     pub value: String,
     /// Its 95% interval as a relative half-width (`±0.9%`; the larger side
-    /// where it is not symmetric), where the measurements have one.
+    /// where it is not symmetric), or as its ends where it spans more than
+    /// a factor of two either way (`4–1234 ns`), where the measurements
+    /// have one.
     pub interval: Option<String>,
     pub keys: Vec<&'static str>,
 }
 
 /// `±x%` of the interval `[lo, hi]` around `v`: one decimal below 10%.
-fn half_width(v: f64, [lo, hi]: [f64; 2]) -> Option<String> {
+/// An interval reaching past twice `v` or below half of it is given by its
+/// ends in `unit` (`4–1234 ns`): "±999%" reads like a bug, and a lower end
+/// of "-900%" means nothing for a positive quantity.
+fn half_width(v: f64, [lo, hi]: [f64; 2], unit: &str, decimals: usize) -> Option<String> {
     if v == 0.0 || !v.is_finite() {
         return None;
+    }
+    if v > 0.0 && (hi > 2.0 * v || lo < 0.5 * v) {
+        let end = |x: f64| {
+            // Enough digits that the ends differ from the value and zero.
+            let d = if x.abs() < 10.0 {
+                decimals.max(1)
+            } else {
+                decimals
+            };
+            fixed(x, d)
+        };
+        return Some(with_unit(&format!("{}–{}", end(lo), end(hi)), unit));
     }
     let rel = ((v - lo).abs().max((hi - v).abs()) / v.abs()) * 100.0;
     Some(if rel < 10.0 {
@@ -109,7 +126,7 @@ pub fn rows_of(
             [k] => figures
                 .get(k)
                 .zip(intervals.get(k))
-                .and_then(|(v, i)| half_width(v, *i)),
+                .and_then(|(v, i)| half_width(v, *i, spec.unit, spec.decimals)),
             _ => None,
         };
         out.push(KeyRow {
@@ -152,12 +169,19 @@ pub fn interval_note(doc: &ReportResults) -> Option<String> {
     let kinds: Vec<String> = d
         .estimates()
         .into_iter()
-        .map(|(what, e)| {
+        .map(|(kind, e)| {
+            let what = kind.text().label;
             let p = e.rel_half_width * 100.0;
             if p < 10.0 {
                 format!("{what} ±{p:.1}%")
-            } else {
+            } else if p < 100.0 {
                 format!("{what} ±{p:.0}%")
+            } else {
+                // "±999%" reads as a bug: say the factor.
+                format!(
+                    "{what} a factor of {:.1} either way",
+                    1.0 + e.rel_half_width
+                )
             }
         })
         .collect();
@@ -278,6 +302,24 @@ mod tests {
         let shown: Vec<Option<&str>> = rows.iter().map(|r| r.interval.as_deref()).collect();
         // The ratio is a range of two figures: no one interval.
         assert_eq!(shown, [Some("±1.0%"), None, Some("±40%")]);
-        assert_eq!(half_width(0.0, [0.0, 1.0]), None);
+        assert_eq!(half_width(0.0, [0.0, 1.0], "ns", 0), None);
+        // Past twice the value or below half of it: the ends, not "±970%".
+        assert_eq!(
+            half_width(161.6, [21.16, 1734.0], "ns", 0).as_deref(),
+            Some("21–1734 ns")
+        );
+        assert_eq!(
+            half_width(30.0, [14.0, 40.0], "GB/s", 1).as_deref(),
+            Some("14.0–40.0 GB/s")
+        );
+        assert_eq!(
+            half_width(12.0, [5.2, 13.0], "ns", 0).as_deref(),
+            Some("5.2–13 ns")
+        );
+        // Just within: still a half-width.
+        assert_eq!(
+            half_width(100.0, [51.0, 199.0], "ns", 0).as_deref(),
+            Some("±99%")
+        );
     }
 }

@@ -276,8 +276,10 @@ pub fn run(
 }
 
 /// Seconds of parts between two looks at the host's speed: a look takes
-/// 0.6-1 s (three short measurements on buffers of 4x the last-level
-/// cache: 2.5-3.9 s of a 51-58 s default report here, four looks), and
+/// 0.6-1 s (four short measurements: a chase, one thread reading, two
+/// reading together on buffers of 4x the last-level cache, and a modified
+/// line passed between two CPUs: 2.5-3.9 s of a 51-58 s default report
+/// here, four or five looks), and
 /// parts shorter than this drift little apart.
 const PROBE_GAP_S: f64 = 5.0;
 

@@ -8,7 +8,7 @@
 use crate::claims::{
     not_answerable_line, token, Basis, Claim, ClaimKind, Derivation, Lacks, Relation, Threshold,
 };
-use crate::model::drift::DriftKind;
+use crate::model::drift::{DriftKind, KindText};
 use crate::registry::REPORT;
 use crate::results::{PartStatus, ReportResults};
 use crate::summary::{advice, headline, warning, Summary, SummaryBuilder, SummaryLine};
@@ -136,63 +136,37 @@ fn drift_warning(doc: &ReportResults, own: &Intervals, wide: &Intervals) -> Opti
     // Where the two-CPU looks are what widened a figure, the host moved the
     // CPUs themselves (a virtual machine's vCPUs onto or off one memory
     // path): say what depends on that, the knee first.
-    let two_cpus = doubled.iter().any(|k| {
-        DriftKind::of_key(k)
-            .iter()
-            .any(|d| matches!(d, DriftKind::Pair | DriftKind::CoreToCore))
-    });
+    let two_cpus = doubled
+        .iter()
+        .any(|k| DriftKind::of_key(k).iter().any(|d| d.is_two_cpus()));
     let moved = if two_cpus {
         " The two-CPU looks moved most: where the host runs the CPUs changed during the report, and every figure of two CPUs together depends on it (per-thread bandwidth, core-to-core latency, latency under another CPU's load and its knee, which a run may find or not)."
     } else {
         ""
     };
     let d = &doc.drift;
-    // Each kind's key in results.json `drift`, its range and its half-width
-    // as the sentence says them, its unit and decimals.
-    let kinds = [
-        (
-            "latency",
-            &d.latency,
-            "local latency at {latency_lo}-{latency_hi} ns",
-            "±{latency}% for latency",
-            "ns",
-            0,
-        ),
-        (
-            "bandwidth",
-            &d.bandwidth,
-            "one thread's read at {bandwidth_lo}-{bandwidth_hi} GB/s",
-            "±{bandwidth}% for one thread's bandwidth",
-            "GB/s",
-            1,
-        ),
-        (
-            "pair",
-            &d.pair,
-            "two threads reading together at {pair_lo}-{pair_hi} GB/s each",
-            "±{pair}% for two threads' bandwidth",
-            "GB/s",
-            1,
-        ),
-        (
-            "c2c",
-            &d.c2c,
-            "a modified line passed between them in {c2c_lo}-{c2c_hi} ns",
-            "±{c2c}% for core-to-core latency",
-            "ns",
-            0,
-        ),
-    ];
-    let present: Vec<_> = kinds
-        .iter()
-        .filter_map(|k| Some((k, k.1.as_ref()?)))
+    let present: Vec<_> = d
+        .estimates()
+        .into_iter()
+        .map(|(k, e)| (k.text(), e))
         .collect();
     if present.is_empty() {
         return None;
     }
     let n = d.probes.len();
-    let ranges: Vec<&str> = present.iter().map(|(k, _)| k.2).collect();
-    let halves: Vec<&str> = present.iter().map(|(k, _)| k.3).collect();
+    let ranges: Vec<&str> = present.iter().map(|(k, _)| k.range).collect();
+    // A drift of more than twice either way reads as a bug in a percentage
+    // ("±999%"): the range above already says how far it went.
+    let halves: Vec<String> = present
+        .iter()
+        .map(|(k, e)| {
+            if e.rel_half_width >= 1.0 {
+                format!("more than twice either way for {}", k.label)
+            } else {
+                format!("±{{{}}}% for {}", k.key, k.label)
+            }
+        })
+        .collect();
     let at = |p: String| Derivation::at(format!("/drift/{p}"));
     let mut c = warning(
         "drift",
@@ -204,29 +178,37 @@ fn drift_warning(doc: &ReportResults, own: &Intervals, wide: &Intervals) -> Opti
         ),
     )
     .fig("n", n as f64, "count", 0, Derivation::Count { path: "/drift/probes".into() });
-    for ((key, _, _, _, unit, decimals), e) in present {
+    for (k, e) in present {
+        let KindText {
+            key,
+            unit,
+            decimals,
+            ..
+        } = k;
         c = c
             .fig(
                 &format!("{key}_lo"),
                 e.low,
                 unit,
-                *decimals,
+                decimals,
                 at(format!("{key}/low")),
             )
             .fig(
                 &format!("{key}_hi"),
                 e.high,
                 unit,
-                *decimals,
+                decimals,
                 at(format!("{key}/high")),
-            )
-            .fig(
+            );
+        if e.rel_half_width < 1.0 {
+            c = c.fig(
                 key,
                 e.rel_half_width,
                 "%",
                 0,
                 at(format!("{key}/rel_half_width")),
             );
+        }
     }
     Some(c.render())
 }
@@ -729,6 +711,28 @@ mod tests {
                 ),
             "{}",
             c.text
+        );
+        // A drift past twice either way is not given as "±290%": the range
+        // above says how far it went.
+        let pair = flip.drift.pair.clone().unwrap();
+        assert!(pair.rel_half_width > 1.0, "{pair:?}");
+        assert!(
+            c.text
+                .contains("more than twice either way for two threads' bandwidth")
+                && !c.text.contains("±{pair}")
+                && !c
+                    .text
+                    .contains(&format!("±{:.0}%", pair.rel_half_width * 100.0)),
+            "{}",
+            c.text
+        );
+        let note = crate::key_table::interval_note(&flip).unwrap();
+        assert!(
+            note.contains(&format!(
+                "two threads' bandwidth a factor of {:.1} either way",
+                1.0 + pair.rel_half_width
+            )),
+            "{note}"
         );
         // The page and the text say what the intervals hold.
         let note = crate::key_table::interval_note(&doc).unwrap();

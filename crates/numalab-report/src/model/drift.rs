@@ -9,8 +9,9 @@
 //! "beyond their intervals" in every figure although nothing about the
 //! machine changed. So the report looks at the host between its parts
 //! ([`DriftProbe`]: one short pointer chase and one single-thread read on
-//! fresh buffers each time) and widens each latency or bandwidth key figure's
-//! interval by the probes' spread ([`HostDrift::widen`]): the interval then
+//! fresh buffers each time, two CPUs of a node reading together and passing
+//! a modified line between them) and widens each latency or bandwidth key
+//! figure's interval by the probes' spread ([`HostDrift::widen`]): the interval then
 //! says where the figure of another run at another moment falls, which is
 //! what a reader comparing two reports needs. On a quiet machine the probes
 //! agree and the intervals stay as narrow as the measurements'.
@@ -62,7 +63,77 @@ pub enum DriftKind {
     CoreToCore,
 }
 
+/// How the report names a kind of drift: its key in results.json `drift`,
+/// what it is for a reader, the look's range as the drift warning says it
+/// (with `{key_lo}` and `{key_hi}` for the lowest and highest look), its
+/// unit and its decimals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindText {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub range: &'static str,
+    pub unit: &'static str,
+    pub decimals: u8,
+}
+
 impl DriftKind {
+    /// Every kind, in the order the report lists them.
+    pub const ALL: [DriftKind; 4] = [
+        DriftKind::Latency,
+        DriftKind::Bandwidth,
+        DriftKind::Pair,
+        DriftKind::CoreToCore,
+    ];
+
+    /// How the report names this kind (the one table both the note under
+    /// the key figures and the drift warning read).
+    pub fn text(self) -> KindText {
+        let (key, label, range, unit, decimals) = match self {
+            DriftKind::Latency => (
+                "latency",
+                "latency",
+                "local latency at {latency_lo}-{latency_hi} ns",
+                "ns",
+                0,
+            ),
+            DriftKind::Bandwidth => (
+                "bandwidth",
+                "one thread's bandwidth",
+                "one thread's read at {bandwidth_lo}-{bandwidth_hi} GB/s",
+                "GB/s",
+                1,
+            ),
+            DriftKind::Pair => (
+                "pair",
+                "two threads' bandwidth",
+                "two threads reading together at {pair_lo}-{pair_hi} GB/s each",
+                "GB/s",
+                1,
+            ),
+            DriftKind::CoreToCore => (
+                "c2c",
+                "core-to-core latency",
+                "a modified line passed between them in {c2c_lo}-{c2c_hi} ns",
+                "ns",
+                0,
+            ),
+        };
+        KindText {
+            key,
+            label,
+            range,
+            unit,
+            decimals,
+        }
+    }
+
+    /// Whether this kind's looks use two CPUs at once: where the host runs
+    /// them (a virtual machine's vCPUs on one memory path or apart) moves
+    /// these, which one thread alone does not see.
+    pub fn is_two_cpus(self) -> bool {
+        matches!(self, DriftKind::Pair | DriftKind::CoreToCore)
+    }
+
     /// The kinds of drift a key figure moves with: by its unit as the
     /// key-figures table gives it (or its name's `_ns` / `_gbps` ending),
     /// per-thread figures of threads sharing memory and core-to-core latency
@@ -156,63 +227,64 @@ impl HostDrift {
     /// `kind` (about the relative spread: 0.05 is 5%); `None` with fewer
     /// than [`MIN_PROBES`].
     pub fn log_sd(&self, kind: DriftKind) -> Option<f64> {
-        let logs: Vec<f64> = self.values(kind).iter().map(|v| v.ln()).collect();
-        let n = logs.len();
-        if n < MIN_PROBES {
-            return None;
-        }
-        let mean = logs.iter().sum::<f64>() / n as f64;
-        let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        Some(var.sqrt())
+        self.estimate(kind).map(|e| e.log_sd)
     }
 
-    /// Recomputes [`HostDrift::latency`] and [`HostDrift::bandwidth`] from
-    /// the probes (after adding one).
+    /// What the probes of `kind` say, as [`HostDrift::refresh`] stored it.
+    pub fn estimate(&self, kind: DriftKind) -> Option<&DriftEstimate> {
+        match kind {
+            DriftKind::Latency => self.latency.as_ref(),
+            DriftKind::Bandwidth => self.bandwidth.as_ref(),
+            DriftKind::Pair => self.pair.as_ref(),
+            DriftKind::CoreToCore => self.c2c.as_ref(),
+        }
+        .filter(|e| e.log_sd.is_finite() && e.t.is_finite())
+    }
+
+    /// Recomputes each kind's [`DriftEstimate`] from the probes (after
+    /// adding one): the one place the drift is computed.
     pub fn refresh(&mut self) {
         let estimate = |kind| {
             let v = self.values(kind);
+            let n = v.len();
+            if n < MIN_PROBES {
+                return None;
+            }
+            let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
+            let mean = logs.iter().sum::<f64>() / n as f64;
+            let log_sd =
+                (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+            let t = numalab::measure::stats::t_critical(n - 1);
             Some(DriftEstimate {
-                probes: v.len(),
+                probes: n,
                 low: v.iter().copied().fold(f64::INFINITY, f64::min),
                 high: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                log_sd: self.log_sd(kind)?,
-                t: numalab::measure::stats::t_critical(v.len() - 1),
-                rel_half_width: self.rel_half_width(kind)?,
+                log_sd,
+                t,
+                rel_half_width: (t * log_sd).exp_m1(),
             })
         };
-        let (latency, bandwidth, pair, c2c) = (
-            estimate(DriftKind::Latency),
-            estimate(DriftKind::Bandwidth),
-            estimate(DriftKind::Pair),
-            estimate(DriftKind::CoreToCore),
-        );
+        let [latency, bandwidth, pair, c2c] = DriftKind::ALL.map(estimate);
         self.latency = latency;
         self.bandwidth = bandwidth;
         self.pair = pair;
         self.c2c = c2c;
     }
 
-    /// Each kind's estimate where there is one, with what it is for a
-    /// reader, in the order latency, one thread, two threads, core to core.
-    pub fn estimates(&self) -> Vec<(&'static str, &DriftEstimate)> {
-        [
-            ("latency", &self.latency),
-            ("one thread's bandwidth", &self.bandwidth),
-            ("two threads' bandwidth", &self.pair),
-            ("core-to-core latency", &self.c2c),
-        ]
-        .into_iter()
-        .filter_map(|(what, e)| Some((what, e.as_ref()?)))
-        .collect()
+    /// Each kind's estimate where there is one, in the order of
+    /// [`DriftKind::ALL`].
+    pub fn estimates(&self) -> Vec<(DriftKind, &DriftEstimate)> {
+        DriftKind::ALL
+            .into_iter()
+            .filter_map(|k| Some((k, self.estimate(k)?)))
+            .collect()
     }
 
     /// The relative half-width the drift alone adds at 95%: the t quantile
     /// of the probes' degrees of freedom times [`HostDrift::log_sd`], as
     /// a fraction (`exp(t s) - 1`).
     pub fn rel_half_width(&self, kind: DriftKind) -> Option<f64> {
-        let s = self.log_sd(kind)?;
-        let n = self.values(kind).len();
-        Some((numalab::measure::stats::t_critical(n - 1) * s).exp_m1())
+        self.estimate(kind).map(|e| e.rel_half_width)
     }
 
     /// `interval` (a measurement's own 95% interval around `value`) widened
@@ -223,11 +295,7 @@ impl HostDrift {
     pub fn widen(&self, kinds: &[DriftKind], value: f64, interval: [f64; 2]) -> [f64; 2] {
         let drift2: f64 = kinds
             .iter()
-            .filter_map(|&k| {
-                let s = self.log_sd(k)?;
-                let t = numalab::measure::stats::t_critical(self.values(k).len() - 1);
-                Some((t * s).powi(2))
-            })
+            .filter_map(|&k| self.estimate(k).map(|e| (e.t * e.log_sd).powi(2)))
             .sum();
         if drift2 == 0.0 || !(value > 0.0 && interval[0] > 0.0 && interval[1] >= interval[0]) {
             return interval;
