@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What `numalab profile` costs a program at its default rate, on this machine, in one run:
 # the test program of known truth (crates/numalab-preload/tests/programs/profile_truth.c, one
-# thread per CPU, at full size) and a real program from Debian (`xz -T2` compressing generated
-# data), each run plain, with the preload library only ("sampled": what sampling costs the
+# thread per CPU, at full size), a real program from Debian (`xz -T2` compressing generated
+# data) and two threads meeting at a barrier 40,000 times (hazards.c's "barriers": a program
+# that blocks thousands of times a second, where armed watchpoints make each switch dearer),
+# each run plain, with the preload library only ("sampled": what sampling costs the
 # program) and under the whole `numalab profile` command (with its start and analysis),
 # alternated (plain first, then last) for several rounds. Prints a Markdown table of the
 # median wall times, the overhead ratio (the median over rounds of sampled / plain, each round
@@ -21,7 +23,7 @@ usage() {
     cat <<'EOF2'
 usage: bash bench/profile-overhead.sh [--rounds N] [--bin PATH] [--program PATH] [--workload W]
   --rounds N       rounds of each workload (default: 5)
-  --workload W     truth, xz or all (default: all)
+  --workload W     truth, xz, barriers or all (default: all)
   --bin PATH       measure this numalab binary (its libnumalab_preload.so beside it)
   --program PATH   profile_truth built elsewhere (for a machine without gcc)
 EOF2
@@ -29,14 +31,14 @@ EOF2
 ROUNDS=5 BIN="" PROGRAM="" WORKLOAD=all
 bench_options profile-overhead.sh "rounds=ROUNDS bin=BIN program=PROGRAM workload=WORKLOAD" "$@"
 bench_whole profile-overhead.sh --rounds "$ROUNDS" 1
-case "$WORKLOAD" in truth|xz|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, all" >&2; exit 2 ;; esac
+case "$WORKLOAD" in truth|xz|barriers|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, barriers, all" >&2; exit 2 ;; esac
 numalab_bin
 BIN=$(realpath "$BIN")
 if [ ! -f "$(dirname "$BIN")/libnumalab_preload.so" ]; then
     echo "profile-overhead.sh: no libnumalab_preload.so beside $BIN (cargo build --release builds it)" >&2
     exit 1
 fi
-if [ "$WORKLOAD" != truth ] && ! command -v xz >/dev/null; then
+if { [ "$WORKLOAD" = xz ] || [ "$WORKLOAD" = all ]; } && ! command -v xz >/dev/null; then
     echo "profile-overhead.sh: apt-get install xz-utils" >&2
     apt-get install -y -qq --no-install-recommends xz-utils >/dev/null
 fi
@@ -48,8 +50,14 @@ if [ -n "$PROGRAM" ]; then
 else
     gcc -O2 -g -pthread -o "$work/truth" crates/numalab-preload/tests/programs/profile_truth.c
 fi
+# Two threads meeting at a barrier 40,000 times (hazards.c's "barriers"):
+# a program that blocks and is woken thousands of times a second, where
+# word counting's armed registers make each switch dearer.
+if [ "$WORKLOAD" = barriers ] || [ "$WORKLOAD" = all ]; then
+    gcc -O2 -pthread -o "$work/hazards" crates/numalab-preload/tests/programs/hazards.c 2>/dev/null
+fi
 # 96 MiB of data xz works at: text-like, partly repetitive, partly random.
-[ "$WORKLOAD" = truth ] || python3 - "$work/data" <<'PY'
+{ [ "$WORKLOAD" = xz ] || [ "$WORKLOAD" = all ]; } && python3 - "$work/data" <<'PY'
 import os, random, sys
 r = random.Random(42)
 words = [bytes(r.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 9))) for _ in range(4000)]
@@ -61,8 +69,9 @@ PY
 
 # name|command (run in $work; its stdout is compared between plain and profiled)
 workloads=()
-[ "$WORKLOAD" = xz ] || workloads+=("profile_truth, $(nproc) threads, 1500 passes|./truth 1500")
-[ "$WORKLOAD" = truth ] || workloads+=("xz -T2 -6, 96 MiB|xz -T2 -6 -c data")
+case "$WORKLOAD" in truth|all) workloads+=("profile_truth, $(nproc) threads, 1500 passes|./truth 1500") ;; esac
+case "$WORKLOAD" in xz|all) workloads+=("xz -T2 -6, 96 MiB|xz -T2 -6 -c data") ;; esac
+case "$WORKLOAD" in barriers|all) workloads+=("2 threads, 40000 barriers|./hazards barriers") ;; esac
 LIB="$(dirname "$BIN")/libnumalab_preload.so"
 echo "numalab profile overhead at the default setting (the rate adapts to 1% of the CPU time the library sees): $(nproc) CPUs, $ROUNDS rounds, $BIN"
 echo

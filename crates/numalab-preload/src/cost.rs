@@ -6,11 +6,13 @@
 //! page lookup and the `mprotect` that armed it. The handler times itself;
 //! the kernel's part is measured once at start on a page of the
 //! library's own (the median of a few faults); the sampler's part is its
-//! thread CPU time. What this cannot see: the TLB shootdowns `mprotect`
-//! sends to other CPUs running the program, the program's threads waiting
-//! for the memory map's lock while a page is armed, and cache pollution,
-//! which is why the default target (1%) sits well below the 3% the
-//! overhead benchmark holds it to (bench/profile-overhead.sh).
+//! thread CPU time. Word counting's part (its turns, traps and watched
+//! threads' dearer context switches) is measured in words.rs. What this
+//! cannot see: the TLB shootdowns `mprotect` sends to other CPUs running
+//! the program, the program's threads waiting for the memory map's lock
+//! while a page is armed, and cache pollution, which is why the default
+//! target (1%) sits well below the 3% the overhead benchmark holds it to
+//! (bench/profile-overhead.sh).
 
 use crate::runtime::state::{FIRST_TOUCHES, SAMPLES};
 use crate::runtime::{emit, sys};
@@ -135,6 +137,11 @@ pub struct Controller {
     fast_start: u64,
     fast_windows: u32,
     fast_last: Totals,
+    /// Word counting's cost and the program's time, each window's half
+    /// added to half the last (ns): a watched window's context switches
+    /// are charged when it closes, in lumps that a window's share alone
+    /// would swing the duty by.
+    words_smooth: (f64, f64),
 }
 
 #[derive(Clone, Copy, Default)]
@@ -163,12 +170,14 @@ fn totals() -> Totals {
 
 /// What word counting cost so far: its turns' time, each turn's signal
 /// (delivery and return, about a fault's kernel part, measured at
-/// start), and a trap per counted access at the cost measured at start.
+/// start), a trap per counted access at the cost measured at start, and
+/// what watching threads' context switches cost more.
 fn words_ns() -> u64 {
-    let (turn_ns, turns, hits) = crate::words::spent();
-    turn_ns
-        .saturating_add(turns.saturating_mul(KERNEL_NS.load(SeqCst)))
-        .saturating_add(hits.saturating_mul(crate::words::hit_ns()))
+    let s = crate::words::spent();
+    s.turn_ns
+        .saturating_add(s.turns.saturating_mul(KERNEL_NS.load(SeqCst)))
+        .saturating_add(s.hits.saturating_mul(crate::words::hit_ns()))
+        .saturating_add(s.switch_ns)
 }
 
 impl Controller {
@@ -191,6 +200,7 @@ impl Controller {
             fast_start: now,
             fast_windows: 0,
             fast_last: t,
+            words_smooth: (0.0, 0.0),
         };
         KERNEL_NS.store(kernel_ns, SeqCst);
         RATE.store(c.rate.round() as u64, SeqCst);
@@ -226,11 +236,13 @@ impl Controller {
         // Word counting keeps to its own share (--overhead, also with a
         // fixed page rate): its windows are skipped at random, half as
         // often again, as the measured share asks.
+        let (w0, p0) = self.words_smooth;
+        self.words_smooth = ((w0 + words as f64) / 2.0, (p0 + program as f64) / 2.0);
         crate::words::set_duty(next_duty(
             crate::words::duty(),
             crate::words::target(),
-            words,
-            program,
+            self.words_smooth.0 as u64,
+            self.words_smooth.1 as u64,
         ));
         self.windows += 1;
         if self.windows.is_multiple_of(RECORD_EVERY) {
@@ -343,16 +355,20 @@ pub fn next_rate(rate: f64, target: f64, spent_ns: u64, program_ns: u64) -> f64 
 }
 
 /// The word counter's duty exponent for the next window of the
-/// controller: one more (half the windows watched) while its share of the
-/// program's CPU time is above `target`, one less below a third of it;
-/// unchanged when the program hardly ran.
+/// controller: while its share of the program's CPU time is above
+/// `target`, as many more (each halving the windows watched) as it takes
+/// to bring the share under the target (one at 2x, three at 8x: a
+/// program that blocks thousands of times a second pays several times
+/// the target in context switches while its windows watch); one less
+/// below a third of it; unchanged when the program hardly ran.
 pub fn next_duty(duty: u32, target: f64, spent_ns: u64, program_ns: u64) -> u32 {
     if program_ns < 1_000_000 {
         return duty;
     }
     let share = spent_ns as f64 / program_ns as f64;
     if share > target {
-        duty + 1
+        let halvings = (share / target).log2().ceil().clamp(1.0, 12.0) as u32;
+        duty + halvings
     } else if share < target / 3.0 {
         duty.saturating_sub(1)
     } else {
@@ -418,5 +434,9 @@ mod tests {
         assert_eq!(next_duty(3, 0.01, 100_000, 100_000_000), 2);
         assert_eq!(next_duty(0, 0.01, 0, 100_000_000), 0);
         assert_eq!(next_duty(2, 0.01, 90_000_000, 500_000), 2);
+        // Eight times the target: three halvings at once; just over it, one.
+        assert_eq!(next_duty(1, 0.01, 8_000_000, 100_000_000), 4);
+        assert_eq!(next_duty(1, 0.01, 7_900_000, 100_000_000), 4);
+        assert_eq!(next_duty(1, 0.01, 1_010_000, 100_000_000), 2);
     }
 }

@@ -19,9 +19,14 @@
 //! cells are independent draws of a word, so their spread gives an
 //! honest interval ([`numalab::profile::estimate`] in the engine).
 //!
-//! What it costs: a window's turn (a few system calls: 30–50 µs here) and
-//! a debug trap per counted access (about 14 µs here, 34 µs in the TCG
-//! guest). A word hit [`CAP`] times in a window stops counting there (the
+//! What it costs: a window's turn (a few system calls: 30–50 µs here), a
+//! debug trap per counted access (about 14 µs here, 34 µs in the TCG
+//! guest), and, while a window watches, more for each of the thread's
+//! context switches (7–10 µs here, a virtual machine: the armed debug
+//! registers are switched with the thread), which a thread that blocks
+//! often pays thousands of times a second: a two-thread barrier loop ran
+//! 1.35x under the counter when only the first two were counted. Each is
+//! measured at start and charged to the cost controller. A word hit [`CAP`] times in a window stops counting there (the
 //! kernel disables the event at its first overflow) and its count is
 //! scaled to the whole window by the share of the window the event ran.
 //! When the measured cost passes its target share of the program's CPU
@@ -86,6 +91,8 @@ struct Watch {
     running_at: [AtomicU64; MAX_SLOTS],
     /// The thread's CPU time and its CPU's node when the window opened.
     cpu_at: AtomicU64,
+    /// The thread's context switches when the window opened.
+    switches_at: AtomicU64,
     node_at: AtomicI32,
     /// Tracked pages when the window's words were drawn, and its duty.
     frame: AtomicU64,
@@ -106,6 +113,7 @@ const FREE_WATCH: Watch = Watch {
     count_at: [const { AtomicU64::new(0) }; MAX_SLOTS],
     running_at: [const { AtomicU64::new(0) }; MAX_SLOTS],
     cpu_at: AtomicU64::new(0),
+    switches_at: AtomicU64::new(0),
     node_at: AtomicI32::new(-1),
     frame: AtomicU64::new(0),
     duty: AtomicU32::new(0),
@@ -154,6 +162,12 @@ static TURNS: AtomicU64 = AtomicU64::new(0);
 static OPEN_TURNS: AtomicU64 = AtomicU64::new(0);
 static OPEN_TURN_NS: AtomicU64 = AtomicU64::new(0);
 static HITS: AtomicU64 = AtomicU64::new(0);
+/// What a context switch costs a thread more while its window watches
+/// (measured at start; 0: not measured), the switches of watching
+/// threads, and the ns charged for them.
+static SWITCH_NS: AtomicU64 = AtomicU64::new(0);
+static SWITCHES: AtomicU64 = AtomicU64::new(0);
+static SWITCH_COST_NS: AtomicU64 = AtomicU64::new(0);
 static WINDOWS: AtomicU64 = AtomicU64::new(0);
 static CELLS: AtomicU64 = AtomicU64::new(0);
 static THREADS: AtomicU64 = AtomicU64::new(0);
@@ -192,10 +206,63 @@ pub fn hit_ns() -> u64 {
     HIT_NS.load(SeqCst)
 }
 
-/// Turns' time, turns (each a signal delivered) and accesses counted so
-/// far, for the cost controller.
-pub fn spent() -> (u64, u64, u64) {
-    (TURN_NS.load(SeqCst), TURNS.load(SeqCst), HITS.load(SeqCst))
+/// What word counting spent so far, for the cost controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spent {
+    /// The turns' own time, and the turns (each a signal delivered).
+    pub turn_ns: u64,
+    pub turns: u64,
+    /// Accesses counted (each a trap).
+    pub hits: u64,
+    /// What watching threads' context switches cost more.
+    pub switch_ns: u64,
+}
+
+pub fn spent() -> Spent {
+    Spent {
+        turn_ns: TURN_NS.load(SeqCst),
+        turns: TURNS.load(SeqCst),
+        hits: HITS.load(SeqCst),
+        switch_ns: SWITCH_COST_NS.load(SeqCst),
+    }
+}
+
+/// The calling thread's context switches so far (voluntary and not), by
+/// the system call itself: safe in the turn's signal handler.
+fn own_switches() -> u64 {
+    // SAFETY: getrusage writes one rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_THREAD is the calling thread.
+    let r = unsafe { libc::syscall(libc::SYS_getrusage, libc::RUSAGE_THREAD, &mut ru) };
+    if r != 0 {
+        return 0;
+    }
+    (ru.ru_nvcsw as u64).saturating_add(ru.ru_nivcsw as u64)
+}
+
+/// Thread `tid`'s context switches so far (at exit, from another
+/// thread: its /proc status; allocates).
+fn task_switches(tid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some(field("voluntary_ctxt_switches:")? + field("nonvoluntary_ctxt_switches:")?)
+}
+
+/// What the switches of a watched window cost more: `switches` at the
+/// measured `per_switch` ns, for the share of the window the watchpoints
+/// were on (`ran` of `window` ns of the thread's CPU time: an event that
+/// reached its cap is off for the rest).
+pub fn switches_cost(switches: u64, per_switch: u64, ran: u64, window: u64) -> u64 {
+    if window == 0 {
+        return 0;
+    }
+    let on = (ran as f64 / window as f64).clamp(0.0, 1.0);
+    (switches as f64 * per_switch as f64 * on).round() as u64
 }
 
 /// The duty exponent now; the controller raises it when counting costs
@@ -326,7 +393,175 @@ fn calibrate() -> Result<(), i32> {
     HIT_NS.store(rounds[rounds.len() / 2], SeqCst);
     sys::close(fd);
     drop(word);
+    SWITCH_NS.store(switch::calibrate(SLOTS.load(SeqCst)), SeqCst);
     Ok(())
+}
+
+/// What a context switch costs a thread more while its watchpoints are
+/// on. Measured on the calling thread against a helper thread of the
+/// library's: a futex word passed back and forth, so that the thread
+/// blocks and is woken from another CPU each round, as at a program's
+/// barrier or lock (a timed sleep alone showed no difference here: the
+/// cost is in being woken while the registers are armed). Rounds with
+/// the events off and on alternate; the result is the median over pairs
+/// of the difference of the rounds' medians, 0 when it cannot be
+/// measured (no helper thread, a wait that timed out).
+mod switch {
+    use super::{attr, ioctl, IOC_DISABLE, IOC_ENABLE};
+    use crate::perf::ATTR_DISABLED;
+    use crate::runtime::state::{library_thread, SAMPLER_STARTING};
+    use crate::runtime::sys;
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    /// Round trips a round, and pairs of rounds (off, on): 192 round
+    /// trips, 5-10 ms here.
+    const TRIPS: usize = 24;
+    const PAIRS: usize = 4;
+    /// A wait longer than this ends the measurement (a helper that never
+    /// runs must not hold the program's start).
+    const WAIT_NS: i64 = 50_000_000;
+    const STOP: u32 = 2;
+
+    fn wake(word: &AtomicU32) {
+        // SAFETY: a futex wake on a live word.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                1,
+            )
+        };
+    }
+
+    /// Waits while `word` holds `v`; false on a timeout.
+    fn wait_while(word: &AtomicU32, v: u32) -> bool {
+        let t0 = sys::monotonic_ns();
+        while word.load(SeqCst) == v {
+            let left = WAIT_NS - (sys::monotonic_ns() - t0) as i64;
+            if left <= 0 {
+                return false;
+            }
+            let ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: left as libc::c_long,
+            };
+            // SAFETY: a futex wait on a live word with a relative timeout.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    word.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    v,
+                    &ts as *const libc::timespec,
+                )
+            };
+        }
+        true
+    }
+
+    /// One round's round trips, or `None` on a timeout.
+    fn round(word: &AtomicU32, trips: &mut [u64]) -> Option<()> {
+        for t in trips.iter_mut() {
+            let t0 = sys::monotonic_ns();
+            word.store(1, SeqCst);
+            wake(word);
+            if !wait_while(word, 1) {
+                return None;
+            }
+            *t = sys::monotonic_ns() - t0;
+        }
+        Some(())
+    }
+
+    fn median(v: &mut [u64]) -> u64 {
+        v.sort_unstable();
+        v[v.len() / 2]
+    }
+
+    pub fn calibrate(slots: usize) -> u64 {
+        // Words nobody touches: the events only need to be armed.
+        let words = std::hint::black_box(Box::new([0u64; 8]));
+        let mut fds = Vec::new();
+        for s in 0..slots.min(words.len()) {
+            let mut a = attr(&words[s] as *const u64 as u64);
+            a.flags |= ATTR_DISABLED;
+            a.sample_period = 0;
+            match sys::perf_event_open(&a, 0) {
+                Ok(fd) => fds.push(fd),
+                Err(_) => break,
+            }
+        }
+        let ns = if fds.is_empty() {
+            0
+        } else {
+            measure(&fds).unwrap_or(0)
+        };
+        for fd in fds {
+            sys::close(fd);
+        }
+        drop(words);
+        ns
+    }
+
+    fn measure(fds: &[i32]) -> Option<u64> {
+        let word = Arc::new(AtomicU32::new(0));
+        let theirs = Arc::clone(&word);
+        // The helper is the library's: the interposed pthread_create lets
+        // it through unwatched, as it does the sampler.
+        SAMPLER_STARTING.store(true, SeqCst);
+        let helper = std::thread::Builder::new()
+            .name("numalab-calib".into())
+            .stack_size(64 << 10)
+            .spawn(move || {
+                library_thread();
+                // SAFETY: a full sigset, filled before use: the program's
+                // handlers never run here.
+                unsafe {
+                    let mut all: libc::sigset_t = std::mem::zeroed();
+                    libc::sigfillset(&mut all);
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+                }
+                loop {
+                    if !wait_while(&theirs, 0) || theirs.load(SeqCst) == STOP {
+                        return;
+                    }
+                    theirs.store(0, SeqCst);
+                    wake(&theirs);
+                }
+            });
+        SAMPLER_STARTING.store(false, SeqCst);
+        let helper = helper.ok()?;
+        // Every round trip of the rounds with the events off, and on: the
+        // difference of their medians (pooled over the pairs, steadier
+        // than the median of the pairs' differences).
+        let mut off = [0u64; TRIPS * PAIRS];
+        let mut on = [0u64; TRIPS * PAIRS];
+        let mut ok = true;
+        for p in 0..PAIRS {
+            let at = p * TRIPS..(p + 1) * TRIPS;
+            if round(&word, &mut off[at.clone()]).is_none() {
+                ok = false;
+                break;
+            }
+            for &fd in fds {
+                ioctl(fd, IOC_ENABLE, 0);
+            }
+            let r = round(&word, &mut on[at]);
+            for &fd in fds {
+                ioctl(fd, IOC_DISABLE, 0);
+            }
+            if r.is_none() {
+                ok = false;
+                break;
+            }
+        }
+        word.store(STOP, SeqCst);
+        wake(&word);
+        let _ = helper.join();
+        ok.then(|| median(&mut on).saturating_sub(median(&mut off)))
+    }
 }
 
 /// Opens the calling thread's watch: its events (created off), its
@@ -543,6 +778,16 @@ fn totals(unavailable: i32) {
         }
         .to_record(),
     );
+    emit(
+        &numalab_profile_abi::events::WordSwitches {
+            tid: sys::gettid(),
+            ns_per_switch: SWITCH_NS.load(SeqCst).min(u32::MAX as u64) as u32,
+            switches: SWITCHES.load(SeqCst),
+            charged_ns: SWITCH_COST_NS.load(SeqCst),
+            time_ns: sys::monotonic_ns(),
+        }
+        .to_record(),
+    );
 }
 
 extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -629,6 +874,12 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
             let cpu = if own { sys::cpu() } else { u32::MAX };
             w.node_at.store(node_of(cpu), SeqCst);
             w.cpu_at.store(sys::cpu_clock_ns(clock), SeqCst);
+            let switches = if own {
+                own_switches()
+            } else {
+                task_switches(tid).unwrap_or(0)
+            };
+            w.switches_at.store(switches, SeqCst);
             if watching {
                 OPEN_TURNS.fetch_add(1, SeqCst);
                 OPEN_TURN_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
@@ -660,7 +911,7 @@ fn close_window(
     };
     let moved = node_of(cpu) != w.node_at.load(SeqCst);
     let ps = page_size();
-    let (mut counted, mut watched) = (0u64, 0u64);
+    let (mut counted, mut watched, mut ran) = (0u64, 0u64, 0u64);
     for s in 0..slots {
         let fd = w.fds[s].load(SeqCst);
         let word = w.words[s].load(SeqCst);
@@ -670,6 +921,7 @@ fn close_window(
         let (count, running) = read_event(fd)?;
         let c = count.saturating_sub(w.count_at[s].swap(count, SeqCst));
         let r = running.saturating_sub(w.running_at[s].swap(running, SeqCst));
+        ran = ran.max(r);
         CELLS.fetch_add(1, SeqCst);
         watched += 1;
         counted += c;
@@ -709,6 +961,22 @@ fn close_window(
             size: estimate,
             time_ns: now,
         });
+    }
+    // The window's context switches, while its watchpoints were on
+    // (counted where their cost could not be measured too: the profile
+    // shows how many went uncharged).
+    let per_switch = SWITCH_NS.load(SeqCst);
+    if watched > 0 {
+        let now_switches = if own {
+            Some(own_switches())
+        } else {
+            task_switches(tid)
+        };
+        if let Some(n) = now_switches {
+            let switches = n.saturating_sub(w.switches_at.load(SeqCst));
+            SWITCHES.fetch_add(switches, SeqCst);
+            SWITCH_COST_NS.fetch_add(switches_cost(switches, per_switch, ran, window), SeqCst);
+        }
     }
     Some((counted, watched))
 }
@@ -765,6 +1033,34 @@ fn open_window(w: &Watch, slots: usize, duty: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watched_switches_are_charged_for_the_share_of_the_window_the_events_ran() {
+        // 1000 switches at 5 µs, the events on the whole window: 5 ms.
+        assert_eq!(
+            switches_cost(1000, 5_000, 20_000_000, 20_000_000),
+            5_000_000
+        );
+        // An event that reached its cap a quarter into the window.
+        assert_eq!(switches_cost(1000, 5_000, 5_000_000, 20_000_000), 1_250_000);
+        // Running time a little past the window (clock granularity): the
+        // whole window, never more.
+        assert_eq!(switches_cost(10, 5_000, 21_000_000, 20_000_000), 50_000);
+        // Nothing measured, no window: nothing charged.
+        assert_eq!(switches_cost(1000, 0, 1, 1), 0);
+        assert_eq!(switches_cost(1000, 5_000, 1, 0), 0);
+    }
+
+    #[test]
+    fn the_switch_calibration_measures_an_armed_thread_against_a_helper() {
+        // Against a helper thread of the library's: it returns (a value
+        // in µs range or 0 where arming costs nothing measurable), and
+        // never holds the caller up (each wait is bounded).
+        let t0 = std::time::Instant::now();
+        let ns = switch::calibrate(2);
+        assert!(ns < 1_000_000, "{ns} ns a switch");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+    }
 
     #[test]
     fn windows_aim_at_as_many_accesses_a_draw_as_a_turn_costs() {

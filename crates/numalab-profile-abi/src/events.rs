@@ -421,6 +421,50 @@ impl WordTotals {
     }
 }
 
+/// What watching threads' context switches cost ([`Kind::WordSwitches`]):
+/// on a virtual machine a thread whose debug registers are armed pays
+/// several µs more a switch (measured 7–10 µs here, against 12 µs a
+/// counted access), which a program that blocks often (a barrier, a lock,
+/// a server's wait) pays thousands of times a second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WordSwitches {
+    pub tid: u32,
+    /// ns a switch costs more while the watchpoints are on (0: not
+    /// measured).
+    pub ns_per_switch: u32,
+    /// Switches of threads while their windows watched.
+    pub switches: u64,
+    /// ns charged for them.
+    pub charged_ns: u64,
+    pub time_ns: u64,
+}
+
+impl WordSwitches {
+    pub fn from_record(r: &Record) -> Option<WordSwitches> {
+        (r.kind == Kind::WordSwitches).then_some(WordSwitches {
+            tid: r.tid,
+            ns_per_switch: r.aux,
+            switches: r.addr,
+            charged_ns: r.size,
+            time_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::WordSwitches,
+            tid: self.tid,
+            cpu: 0,
+            node: 0,
+            flags: 0,
+            aux: self.ns_per_switch,
+            addr: self.switches,
+            size: self.charged_ns,
+            time_ns: self.time_ns,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,6 +585,17 @@ mod tests {
         };
         let back = Record::decode(&pinned.to_record().encode()).unwrap();
         assert_eq!(Pinned::from_record(&back), Some(pinned));
+        let switches = WordSwitches {
+            tid: 7,
+            ns_per_switch: 8_400,
+            switches: 120_000,
+            charged_ns: 1_008_000_000,
+            time_ns: 99,
+        };
+        let back = Record::decode(&switches.to_record().encode()).unwrap();
+        assert_eq!(back.kind, Kind::WordSwitches);
+        assert_eq!(WordSwitches::from_record(&back), Some(switches));
+        assert_eq!(WordSwitches::from_record(&pinned.to_record()), None);
         let skipped = Pinned {
             cpu: None,
             errno: 22,

@@ -146,6 +146,13 @@ pub enum Kind {
     /// process id (a child process, or a program that execs another, pins
     /// its own threads from the list's start again).
     Pinned = 27,
+    /// What a watching thread's context switches cost (written with the
+    /// WordTotals): `aux` the ns a switch costs more while the thread's
+    /// watchpoints are on, measured at start (0: not measured), `addr`
+    /// the switches of watching threads while their windows watched,
+    /// `size` the ns charged for them. Typed:
+    /// [`crate::events::WordSwitches`].
+    WordSwitches = 28,
 }
 
 /// Set in a Pinned's `flags` when `--skip` left the thread alone (a
@@ -312,6 +319,7 @@ impl Record {
             25 => Kind::Forked,
             26 => Kind::ThreadName,
             27 => Kind::Pinned,
+            28 => Kind::WordSwitches,
             _ => return None,
         };
         Some(Record {

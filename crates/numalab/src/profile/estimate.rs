@@ -411,12 +411,24 @@ pub struct WordCounting {
     /// time the windows' turns took in all (ms).
     pub us_per_access: f64,
     pub turns_ms: f64,
+    /// What a context switch of a watching thread costs more, measured
+    /// at start (µs; null: not measured, or a profile from before 2.2),
+    /// the switches of threads while their windows watched, and what
+    /// was charged for them (ms).
+    #[serde(default)]
+    pub us_per_switch: Option<f64>,
+    #[serde(default)]
+    pub switches: u64,
+    #[serde(default)]
+    pub switches_ms: f64,
 }
 
 impl WordCounting {
-    /// From the WordTotals record (`cells_with_accesses` from the draws).
+    /// From the WordTotals record and the WordSwitches beside it
+    /// (`cells_with_accesses` from the draws).
     pub fn of(
         r: &numalab_profile_abi::events::WordTotals,
+        switches: Option<&numalab_profile_abi::events::WordSwitches>,
         cells_with_accesses: u64,
     ) -> WordCounting {
         WordCounting {
@@ -433,6 +445,11 @@ impl WordCounting {
             cells_with_accesses,
             us_per_access: r.ns_per_access as f64 / 1e3,
             turns_ms: r.turns_ns as f64 / 1e6,
+            us_per_switch: switches
+                .filter(|s| s.ns_per_switch > 0)
+                .map(|s| s.ns_per_switch as f64 / 1e3),
+            switches: switches.map_or(0, |s| s.switches),
+            switches_ms: switches.map_or(0.0, |s| s.charged_ns as f64 / 1e6),
         }
     }
 }

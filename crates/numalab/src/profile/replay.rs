@@ -13,7 +13,9 @@ use super::{
     Selection, SiteAcc, Symbolizer, ThreadAcc, ThreadProfile, MAPPED_REGIONS, SCHEMA_VERSION,
 };
 use crate::machine::Machine;
-use numalab_profile_abi::events::{Cost, Frame, SmallAlloc, Start, Totals, WordTotals};
+use numalab_profile_abi::events::{
+    Cost, Frame, SmallAlloc, Start, Totals, WordSwitches, WordTotals,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the records said so far.
@@ -72,6 +74,7 @@ pub(super) struct Replay<'a> {
     last_window: BTreeMap<u32, u64>,
     live_sites: BTreeSet<usize>,
     word_totals: Option<WordTotals>,
+    word_switches: Option<WordSwitches>,
     /// Whether each site keeps its allocations and samples, for
     /// `--granularity`.
     keep_samples: bool,
@@ -136,6 +139,7 @@ impl<'a> Replay<'a> {
             last_window: BTreeMap::new(),
             live_sites: BTreeSet::new(),
             word_totals: None,
+            word_switches: None,
             keep_samples,
         }
     }
@@ -145,6 +149,7 @@ impl<'a> Replay<'a> {
         match r.kind {
             Kind::WordCount => self.word_count(r),
             Kind::WordTotals => self.word_totals = WordTotals::from_record(r),
+            Kind::WordSwitches => self.word_switches = WordSwitches::from_record(r),
             Kind::Forked => {
                 self.forked.insert(r.tid);
             }
@@ -771,6 +776,7 @@ impl<'a> Replay<'a> {
             word_counting: self.word_totals.map(|r| {
                 estimate::WordCounting::of(
                     &r,
+                    self.word_switches.as_ref(),
                     self.all_cells.iter().filter(|c| c.count > 0.0).count() as u64,
                 )
             }),
