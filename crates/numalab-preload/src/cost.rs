@@ -355,17 +355,21 @@ pub fn next_rate(rate: f64, target: f64, spent_ns: u64, program_ns: u64) -> f64 
 }
 
 /// The word counter's duty exponent for the next window of the
-/// controller: while its share of the program's CPU time is above
-/// `target`, as many more (each halving the windows watched) as it takes
-/// to bring the share under the target (one at 2x, three at 8x: a
-/// program that blocks thousands of times a second pays several times
-/// the target in context switches while its windows watch); one less
-/// below a third of it; unchanged when the program hardly ran.
+/// controller: while its share is above `target`, as many more (each
+/// halving the windows watched) as it takes to bring the share under the
+/// target (one at 2x, three at 8x: a program that blocks thousands of
+/// times a second pays several times the target in context switches
+/// while its windows watch); one less below a third of it; unchanged when
+/// the program hardly ran. The share is of the program's time and word
+/// counting's together, so at most 1: where the rest of sampling's cost
+/// is over-estimated (under an emulator the program's own time can read
+/// 0), a window says "all of it", never an unbounded multiple that would
+/// stop the counting at once.
 pub fn next_duty(duty: u32, target: f64, spent_ns: u64, program_ns: u64) -> u32 {
     if program_ns < 1_000_000 {
         return duty;
     }
-    let share = spent_ns as f64 / program_ns as f64;
+    let share = spent_ns as f64 / (program_ns as f64 + spent_ns as f64);
     if share > target {
         let halvings = (share / target).log2().ceil().clamp(1.0, 12.0) as u32;
         duty + halvings
@@ -437,6 +441,12 @@ mod tests {
         // Eight times the target: three halvings at once; just over it, one.
         assert_eq!(next_duty(1, 0.01, 8_000_000, 100_000_000), 4);
         assert_eq!(next_duty(1, 0.01, 7_900_000, 100_000_000), 4);
-        assert_eq!(next_duty(1, 0.01, 1_010_000, 100_000_000), 2);
+        assert_eq!(next_duty(1, 0.01, 1_100_000, 100_000_000), 2);
+        // Fifty times the program's own time: the share is at most all of
+        // it, seven halvings at 1%, none at `--overhead 99` (the guests'
+        // emulated CPUs, where the rest of sampling reads as most of the
+        // time).
+        assert_eq!(next_duty(0, 0.01, 50_000_000, 1_000_000), 7);
+        assert_eq!(next_duty(0, 0.99, 50_000_000, 1_000_000), 0);
     }
 }
