@@ -22,11 +22,13 @@
 //! What it costs: a window's turn (a few system calls: 30–50 µs here), a
 //! debug trap per counted access (about 14 µs here, 34 µs in the TCG
 //! guest), and, while a window watches, more for each of the thread's
-//! context switches (7–10 µs here, a virtual machine: the armed debug
+//! context switches (1.4–10 µs here, a virtual machine: the armed debug
 //! registers are switched with the thread), which a thread that blocks
 //! often pays thousands of times a second: a two-thread barrier loop ran
-//! 1.35x under the counter when only the first two were counted. Each is
-//! measured at start and charged to the cost controller. A word hit [`CAP`] times in a window stops counting there (the
+//! 1.3–1.4x under the counter when only the first two were counted. Each
+//! is measured at start and charged to the cost controller.
+//!
+//! A word hit [`CAP`] times in a window stops counting there (the
 //! kernel disables the event at its first overflow) and its count is
 //! scaled to the whole window by the share of the window the event ran.
 //! When the measured cost passes its target share of the program's CPU

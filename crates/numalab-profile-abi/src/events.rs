@@ -423,7 +423,7 @@ impl WordTotals {
 
 /// What watching threads' context switches cost ([`Kind::WordSwitches`]):
 /// on a virtual machine a thread whose debug registers are armed pays
-/// several µs more a switch (measured 7–10 µs here, against 12 µs a
+/// several µs more a switch (measured 1.4–10 µs here, against 12 µs a
 /// counted access), which a program that blocks often (a barrier, a lock,
 /// a server's wait) pays thousands of times a second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
