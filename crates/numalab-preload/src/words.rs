@@ -876,12 +876,9 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
             let cpu = if own { sys::cpu() } else { u32::MAX };
             w.node_at.store(node_of(cpu), SeqCst);
             w.cpu_at.store(sys::cpu_clock_ns(clock), SeqCst);
-            let switches = if own {
-                own_switches()
-            } else {
-                task_switches(tid).unwrap_or(0)
-            };
-            w.switches_at.store(switches, SeqCst);
+            // Windows open on their own thread only (another thread's
+            // turn, at exit, closes without reopening).
+            w.switches_at.store(own_switches(), SeqCst);
             if watching {
                 OPEN_TURNS.fetch_add(1, SeqCst);
                 OPEN_TURN_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
