@@ -396,7 +396,8 @@ pub unsafe extern "C" fn pthread_create(
     let Some(real) = real!("pthread_create", PthreadCreateFn) else {
         return libc::EAGAIN;
     };
-    if (!active() && !crate::pin::on()) || SAMPLER_STARTING.load(SeqCst) {
+    // A thread the library's own threads start is the library's too.
+    if (!active() && !crate::pin::on()) || SAMPLER_STARTING.load(SeqCst) || on_library_thread() {
         return real(thread, attr, routine, arg);
     }
     let start = Box::into_raw(Box::new(Start {

@@ -25,8 +25,11 @@
 //! context switches (1.4–10 µs here, a virtual machine: the armed debug
 //! registers are switched with the thread), which a thread that blocks
 //! often pays thousands of times a second: a two-thread barrier loop ran
-//! 1.3–1.4x under the counter when only the first two were counted. Each
-//! is measured at start and charged to the cost controller.
+//! 1.3–1.4x under the counter when only the first two were counted. The
+//! first two are measured at start, the third by the sampler thread once
+//! watching threads have switched [`SWITCHES_BEFORE_MEASURING`] times (a
+//! program that rarely blocks never pays for measuring it); all three are
+//! charged to the cost controller.
 //!
 //! A word hit [`CAP`] times in a window stops counting there (the
 //! kernel disables the event at its first overflow) and its count is
@@ -165,11 +168,25 @@ static OPEN_TURNS: AtomicU64 = AtomicU64::new(0);
 static OPEN_TURN_NS: AtomicU64 = AtomicU64::new(0);
 static HITS: AtomicU64 = AtomicU64::new(0);
 /// What a context switch costs a thread more while its window watches
-/// (measured at start; 0: not measured), the switches of watching
-/// threads, and the ns charged for them.
+/// (0: not measured, or nothing measurable), whether it was measured, the
+/// switches of watching threads, and those switches weighted by the share
+/// of their window the events were on, in thousandths: the charge is the
+/// two multiplied, so that switches counted before the measurement are
+/// charged once it is made.
 static SWITCH_NS: AtomicU64 = AtomicU64::new(0);
+static SWITCH_MEASURED: AtomicBool = AtomicBool::new(false);
+/// Whether the measurement ran to its end (a helper that never ran, or no
+/// event, ends it with nothing).
+static SWITCH_OK: AtomicBool = AtomicBool::new(false);
 static SWITCHES: AtomicU64 = AtomicU64::new(0);
-static SWITCH_COST_NS: AtomicU64 = AtomicU64::new(0);
+static SWITCHES_ON_MILLI: AtomicU64 = AtomicU64::new(0);
+/// Watched switches before their cost is measured, by the sampler thread
+/// ([`measure_switches_when_due`]). Measuring holds a thread 2-20 ms here
+/// (192 round trips of a futex, 10-100 µs each as the host's vCPUs are
+/// together or apart): at the program's start, that was 1-5% of the wall
+/// time of a 0.5 s program, for a charge that comes to less than 5 ms
+/// (500 switches at 10 µs) in programs that rarely block.
+const SWITCHES_BEFORE_MEASURING: u64 = 500;
 static WINDOWS: AtomicU64 = AtomicU64::new(0);
 static CELLS: AtomicU64 = AtomicU64::new(0);
 static THREADS: AtomicU64 = AtomicU64::new(0);
@@ -225,8 +242,14 @@ pub fn spent() -> Spent {
         turn_ns: TURN_NS.load(SeqCst),
         turns: TURNS.load(SeqCst),
         hits: HITS.load(SeqCst),
-        switch_ns: SWITCH_COST_NS.load(SeqCst),
+        switch_ns: switch_charge(),
     }
+}
+
+/// What the watched switches cost so far, at the measured cost.
+fn switch_charge() -> u64 {
+    let milli = SWITCHES_ON_MILLI.load(SeqCst) as u128;
+    (milli * SWITCH_NS.load(SeqCst) as u128 / 1000).min(u64::MAX as u128) as u64
 }
 
 /// The calling thread's context switches so far (voluntary and not), by
@@ -255,16 +278,41 @@ fn task_switches(tid: u32) -> Option<u64> {
     Some(field("voluntary_ctxt_switches:")? + field("nonvoluntary_ctxt_switches:")?)
 }
 
-/// What the switches of a watched window cost more: `switches` at the
-/// measured `per_switch` ns, for the share of the window the watchpoints
-/// were on (`ran` of `window` ns of the thread's CPU time: an event that
-/// reached its cap is off for the rest).
-pub fn switches_cost(switches: u64, per_switch: u64, ran: u64, window: u64) -> u64 {
+/// The switches of a watched window that its watchpoints paid for, in
+/// thousandths: `switches` for the share of the window the events were on
+/// (`ran` of `window` ns of the thread's CPU time: an event that reached
+/// its cap is off for the rest). Times the measured cost a switch, the
+/// window's charge.
+pub fn switches_on_milli(switches: u64, ran: u64, window: u64) -> u64 {
     if window == 0 {
         return 0;
     }
     let on = (ran as f64 / window as f64).clamp(0.0, 1.0);
-    (switches as f64 * per_switch as f64 * on).round() as u64
+    (switches as f64 * 1000.0 * on).round() as u64
+}
+
+/// Measures what a switch costs a watching thread once the watched
+/// switches pass [`SWITCHES_BEFORE_MEASURING`], on the calling thread (the
+/// sampler's, between ticks): a program that rarely blocks never pays for
+/// the measurement, and none holds the program's start. Once only.
+pub fn measure_switches_when_due() {
+    if !STARTED.load(SeqCst)
+        || SWITCH_MEASURED.load(SeqCst)
+        || SWITCHES.load(SeqCst) < SWITCHES_BEFORE_MEASURING
+    {
+        return;
+    }
+    measure_switches();
+}
+
+fn measure_switches() {
+    if SWITCH_MEASURED.swap(true, SeqCst) {
+        return;
+    }
+    if let Some(ns) = switch::calibrate(SLOTS.load(SeqCst)) {
+        SWITCH_NS.store(ns, SeqCst);
+        SWITCH_OK.store(true, SeqCst);
+    }
 }
 
 /// The duty exponent now; the controller raises it when counting costs
@@ -395,7 +443,6 @@ fn calibrate() -> Result<(), i32> {
     HIT_NS.store(rounds[rounds.len() / 2], SeqCst);
     sys::close(fd);
     drop(word);
-    SWITCH_NS.store(switch::calibrate(SLOTS.load(SeqCst)), SeqCst);
     Ok(())
 }
 
@@ -405,13 +452,14 @@ fn calibrate() -> Result<(), i32> {
 /// blocks and is woken from another CPU each round, as at a program's
 /// barrier or lock (a timed sleep alone showed no difference here: the
 /// cost is in being woken while the registers are armed). Rounds with
-/// the events off and on alternate; the result is the median over pairs
-/// of the difference of the rounds' medians, 0 when it cannot be
-/// measured (no helper thread, a wait that timed out).
+/// the events off and on alternate; the result is the difference of the
+/// pooled medians of the rounds, 0 where the armed rounds were no slower,
+/// `None` when it cannot be measured (no helper thread, a wait that timed
+/// out).
 mod switch {
     use super::{attr, ioctl, IOC_DISABLE, IOC_ENABLE};
     use crate::perf::ATTR_DISABLED;
-    use crate::runtime::state::{library_thread, SAMPLER_STARTING};
+    use crate::runtime::state::{library_thread, on_library_thread, SAMPLER_STARTING};
     use crate::runtime::sys;
     use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
     use std::sync::Arc;
@@ -482,7 +530,9 @@ mod switch {
         v[v.len() / 2]
     }
 
-    pub fn calibrate(slots: usize) -> u64 {
+    /// `None` when it could not be measured (no event, or a wait that
+    /// timed out).
+    pub fn calibrate(slots: usize) -> Option<u64> {
         // Words nobody touches: the events only need to be armed.
         let words = std::hint::black_box(Box::new([0u64; 8]));
         let mut fds = Vec::new();
@@ -495,11 +545,7 @@ mod switch {
                 Err(_) => break,
             }
         }
-        let ns = if fds.is_empty() {
-            0
-        } else {
-            measure(&fds).unwrap_or(0)
-        };
+        let ns = if fds.is_empty() { None } else { measure(&fds) };
         for fd in fds {
             sys::close(fd);
         }
@@ -511,8 +557,12 @@ mod switch {
         let word = Arc::new(AtomicU32::new(0));
         let theirs = Arc::clone(&word);
         // The helper is the library's: the interposed pthread_create lets
-        // it through unwatched, as it does the sampler.
-        SAMPLER_STARTING.store(true, SeqCst);
+        // it through unwatched, as it does the sampler (and any thread a
+        // library thread starts).
+        let flag = !on_library_thread();
+        if flag {
+            SAMPLER_STARTING.store(true, SeqCst);
+        }
         let helper = std::thread::Builder::new()
             .name("numalab-calib".into())
             .stack_size(64 << 10)
@@ -533,7 +583,9 @@ mod switch {
                     wake(&theirs);
                 }
             });
-        SAMPLER_STARTING.store(false, SeqCst);
+        if flag {
+            SAMPLER_STARTING.store(false, SeqCst);
+        }
         let helper = helper.ok()?;
         // Every round trip of the rounds with the events off, and on: the
         // difference of their medians (pooled over the pairs, steadier
@@ -784,8 +836,9 @@ fn totals(unavailable: i32) {
         &numalab_profile_abi::events::WordSwitches {
             tid: sys::gettid(),
             ns_per_switch: SWITCH_NS.load(SeqCst).min(u32::MAX as u64) as u32,
+            measured: SWITCH_MEASURED.load(SeqCst) && SWITCH_OK.load(SeqCst),
             switches: SWITCHES.load(SeqCst),
-            charged_ns: SWITCH_COST_NS.load(SeqCst),
+            charged_ns: switch_charge(),
             time_ns: sys::monotonic_ns(),
         }
         .to_record(),
@@ -962,9 +1015,8 @@ fn close_window(
         });
     }
     // The window's context switches, while its watchpoints were on
-    // (counted where their cost could not be measured too: the profile
-    // shows how many went uncharged).
-    let per_switch = SWITCH_NS.load(SeqCst);
+    // (counted where their cost is not measured too: the profile shows
+    // how many went uncharged).
     if watched > 0 {
         let now_switches = if own {
             Some(own_switches())
@@ -974,7 +1026,7 @@ fn close_window(
         if let Some(n) = now_switches {
             let switches = n.saturating_sub(w.switches_at.load(SeqCst));
             SWITCHES.fetch_add(switches, SeqCst);
-            SWITCH_COST_NS.fetch_add(switches_cost(switches, per_switch, ran, window), SeqCst);
+            SWITCHES_ON_MILLI.fetch_add(switches_on_milli(switches, ran, window), SeqCst);
         }
     }
     Some((counted, watched))
@@ -1035,19 +1087,15 @@ mod tests {
 
     #[test]
     fn watched_switches_are_charged_for_the_share_of_the_window_the_events_ran() {
-        // 1000 switches at 5 µs, the events on the whole window: 5 ms.
-        assert_eq!(
-            switches_cost(1000, 5_000, 20_000_000, 20_000_000),
-            5_000_000
-        );
+        // 1000 switches, the events on the whole window: all of them.
+        assert_eq!(switches_on_milli(1000, 20_000_000, 20_000_000), 1_000_000);
         // An event that reached its cap a quarter into the window.
-        assert_eq!(switches_cost(1000, 5_000, 5_000_000, 20_000_000), 1_250_000);
+        assert_eq!(switches_on_milli(1000, 5_000_000, 20_000_000), 250_000);
         // Running time a little past the window (clock granularity): the
         // whole window, never more.
-        assert_eq!(switches_cost(10, 5_000, 21_000_000, 20_000_000), 50_000);
-        // Nothing measured, no window: nothing charged.
-        assert_eq!(switches_cost(1000, 0, 1, 1), 0);
-        assert_eq!(switches_cost(1000, 5_000, 1, 0), 0);
+        assert_eq!(switches_on_milli(10, 21_000_000, 20_000_000), 10_000);
+        // No window: nothing.
+        assert_eq!(switches_on_milli(1000, 1, 0), 0);
     }
 
     #[test]
@@ -1056,7 +1104,7 @@ mod tests {
         // in µs range or 0 where arming costs nothing measurable), and
         // never holds the caller up (each wait is bounded).
         let t0 = std::time::Instant::now();
-        let ns = switch::calibrate(2);
+        let ns = switch::calibrate(2).expect("a helper thread answers within 50 ms");
         assert!(ns < 1_000_000, "{ns} ns a switch");
         assert!(t0.elapsed() < std::time::Duration::from_secs(5));
     }

@@ -429,9 +429,12 @@ impl WordTotals {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WordSwitches {
     pub tid: u32,
-    /// ns a switch costs more while the watchpoints are on (0: not
-    /// measured).
+    /// ns a switch costs more while the watchpoints are on (0 where
+    /// `measured` is false, or where nothing more was measurable).
     pub ns_per_switch: u32,
+    /// Whether that cost was measured (the library measures it once the
+    /// watched switches are many; the record's flag bit 0).
+    pub measured: bool,
     /// Switches of threads while their windows watched.
     pub switches: u64,
     /// ns charged for them.
@@ -444,6 +447,8 @@ impl WordSwitches {
         (r.kind == Kind::WordSwitches).then_some(WordSwitches {
             tid: r.tid,
             ns_per_switch: r.aux,
+            // Records before the flag: a cost above 0 was measured.
+            measured: r.flags & 1 != 0 || r.aux > 0,
             switches: r.addr,
             charged_ns: r.size,
             time_ns: r.time_ns,
@@ -456,7 +461,7 @@ impl WordSwitches {
             tid: self.tid,
             cpu: 0,
             node: 0,
-            flags: 0,
+            flags: u32::from(self.measured),
             aux: self.ns_per_switch,
             addr: self.switches,
             size: self.charged_ns,
@@ -588,6 +593,7 @@ mod tests {
         let switches = WordSwitches {
             tid: 7,
             ns_per_switch: 8_400,
+            measured: true,
             switches: 120_000,
             charged_ns: 1_008_000_000,
             time_ns: 99,
@@ -595,6 +601,17 @@ mod tests {
         let back = Record::decode(&switches.to_record().encode()).unwrap();
         assert_eq!(back.kind, Kind::WordSwitches);
         assert_eq!(WordSwitches::from_record(&back), Some(switches));
+        // Measured as nothing, and not measured (too few switches).
+        for measured in [true, false] {
+            let nothing = WordSwitches {
+                ns_per_switch: 0,
+                measured,
+                charged_ns: 0,
+                ..switches
+            };
+            let back = Record::decode(&nothing.to_record().encode()).unwrap();
+            assert_eq!(WordSwitches::from_record(&back), Some(nothing));
+        }
         assert_eq!(WordSwitches::from_record(&pinned.to_record()), None);
         let skipped = Pinned {
             cpu: None,

@@ -406,19 +406,20 @@ static int mode_traps(const char *how) {
     return traps_seen == 2 ? 0 : 1;
 }
 
-/* Two threads meeting at a barrier 40,000 times, each reading a few
- * words of a 64 MiB array between: each blocks and is woken from the
- * other CPU about once a round, as at a program's barrier or lock. Word
- * counting's watchpoints make each such switch dearer (a virtual
- * machine switches the debug registers with the thread), which the
- * library must count in its cost. */
-#define BARRIER_ROUNDS 40000
+/* Two threads meeting at a barrier 40,000 times (or as many as the
+ * second argument says, 1 to 10 million), each reading a few words of a
+ * 64 MiB array between: each blocks and is woken from the other CPU about
+ * once a round, as at a program's barrier or lock. Word counting's
+ * watchpoints make each such switch dearer (a virtual machine switches
+ * the debug registers with the thread), which the library must count in
+ * its cost. */
+static int barrier_rounds = 40000;
 static pthread_barrier_t rounds_barrier;
 static uint64_t *rounds_array;
 static void *barrier_reader(void *arg) {
     size_t words = 64 * MB / 8, at = (size_t)arg * 4096;
     uint64_t sum = 0;
-    for (int i = 0; i < BARRIER_ROUNDS; i++) {
+    for (int i = 0; i < barrier_rounds; i++) {
         for (int k = 0; k < 256; k++) {
             sum += rounds_array[at];
             at = (at + 8) % words;
@@ -428,7 +429,15 @@ static void *barrier_reader(void *arg) {
     return (void *)(uintptr_t)sum;
 }
 
-static int mode_barriers(void) {
+static int mode_barriers(const char *rounds) {
+    if (rounds) {
+        long n = atol(rounds);
+        if (n < 1 || n > 10000000) {
+            fprintf(stderr, "barriers: '%s' is no round count; give 1 to 10000000\n", rounds);
+            return 2;
+        }
+        barrier_rounds = (int)n;
+    }
     size_t words = 64 * MB / 8;
     rounds_array = malloc(64 * MB);
     for (size_t i = 0; i < words; i++) rounds_array[i] = 1;
@@ -441,8 +450,8 @@ static int mode_barriers(void) {
         pthread_join(t[i], &r);
         sum += (uintptr_t)r;
     }
-    int right = sum == 2ull * BARRIER_ROUNDS * 256;
-    printf("barrier rounds %d, sums %s\n", BARRIER_ROUNDS, right ? "right" : "WRONG");
+    int right = sum == 2ull * (uint64_t)barrier_rounds * 256;
+    printf("barrier rounds %d, sums %s\n", barrier_rounds, right ? "right" : "WRONG");
     return right ? 0 : 1;
 }
 
@@ -460,7 +469,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "file")) return mode_file(argc > 2 ? argv[2] : NULL);
     if (!strcmp(m, "altstack")) return mode_altstack();
     if (!strcmp(m, "traps")) return mode_traps(argc > 2 ? argv[2] : NULL);
-    if (!strcmp(m, "barriers")) return mode_barriers();
+    if (!strcmp(m, "barriers")) return mode_barriers(argc > 2 ? argv[2] : NULL);
     fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file, altstack, traps, barriers\n", m);
     return 2;
 }
