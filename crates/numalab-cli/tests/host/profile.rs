@@ -34,6 +34,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     let _ = std::fs::remove_dir_all(&dir);
     let out = dir.join("p");
     let prog = program().to_str().unwrap();
+    let t0 = std::time::Instant::now();
     let r = numalab(&[
         "profile",
         "--json",
@@ -55,7 +56,11 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         "--json prints the profile on stderr: {}",
         r.err
     );
-    assert_eq!(v["schema_version"], "2.2");
+    assert_eq!(v["schema_version"], "2.3");
+    // The command's own time: within numalab's, which adds its start and
+    // the analysis.
+    let ran = v["ran_for_s"].as_f64().unwrap();
+    assert!(ran > 0.0 && ran < t0.elapsed().as_secs_f64(), "{ran}");
     assert_eq!(v["rate"], 2000);
     // A fixed rate: no target, the rate never moved, the cost measured.
     let c = &v["cost"];
@@ -237,23 +242,30 @@ fn the_adaptive_rate_falls_to_meet_a_small_overhead_target() {
     assert!((20..250).contains(&lo), "{c}");
     assert!(c["estimated_percent"].as_f64().is_some(), "{c}");
     let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    // The first line names the command and how long it ran, in ms below
+    // a second, as the JSON says.
+    let ran = v["ran_for_s"].as_f64().unwrap();
+    let said = if ran < 1.0 {
+        format!("(ran {:.0} ms)", ran * 1e3)
+    } else {
+        format!("(ran {ran:.2} s)")
+    };
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("profile of: ") && first.ends_with(&format!(" sample {said}")),
+        "{first}"
+    );
     assert!(
         text.contains("sampling: adaptive to 0.1% of the program's CPU time, "),
         "{text}"
     );
 }
 
-#[test]
-fn a_program_that_blocks_often_pays_for_its_watched_switches_in_the_cost() {
-    // Two threads meeting at a barrier 40,000 times: on this VM each
-    // switch of a thread whose watchpoints are armed costs microseconds
-    // more, which made such a loop run 1.35x under the default profile
-    // while the library counted 1.3%. The switches of watched windows are
-    // counted, charged at the cost measured at start, and kept to the
-    // target with the rest of word counting.
+/// `numalab profile --json -o DIR -- hazards barriers ROUNDS`: the word
+/// counter's part of the profile and the cost.
+fn profile_barriers(dir: &Path, rounds: &str) -> (serde_json::Value, serde_json::Value) {
     library_built();
-    let dir = scratch("profile-switches");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
     let r = numalab(&[
         "profile",
         "--json",
@@ -262,37 +274,59 @@ fn a_program_that_blocks_often_pays_for_its_watched_switches_in_the_cost() {
         "--",
         program().to_str().unwrap(),
         "barriers",
+        rounds,
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    let (program_out, v) = written_profile(&r, &dir);
+    let (program_out, v) = written_profile(&r, dir);
     assert!(
-        program_out.contains("barrier rounds 40000, sums right"),
+        program_out.contains(&format!("barrier rounds {rounds}, sums right")),
         "{program_out}"
     );
-    let w = &v["word_counting"];
+    (v["word_counting"].clone(), v["cost"].clone())
+}
+
+#[test]
+fn a_program_that_blocks_often_pays_for_its_watched_switches_in_the_cost() {
+    // Two threads meeting at a barrier 40,000 times: on this VM each
+    // switch of a thread whose watchpoints are armed costs microseconds
+    // more, which made such a loop run 1.35x under the default profile
+    // while the library counted 1.3%. The switches of watched windows are
+    // counted, their cost measured once they pass 500 (by the sampler
+    // thread, not at the program's start), charged, and kept to the
+    // target with the rest of word counting.
+    let (w, c) = profile_barriers(&scratch("profile-switches"), "40000");
     assert_eq!(w["unavailable"], Value::Null, "{w}");
     // About one switch a thread a round: those of watched windows alone
     // are thousands, whatever share of the windows the duty left.
     let switches = w["switches"].as_u64().unwrap();
-    assert!(switches > 300, "{w}");
+    assert!(switches > 500, "{w}");
     assert!(switches < 2 * 40_000 + 5_000, "{w}");
-    let c = &v["cost"];
     let spent = c["spent_ms"].as_f64().unwrap();
-    match w["us_per_switch"].as_f64() {
-        Some(us) => {
-            // Charged at most at the measured cost for every switch (less
-            // where an event reached its cap and was off), and within
-            // what the cost record says sampling spent.
-            assert!(us > 0.0 && us < 1000.0, "{w}");
-            let charged = w["switches_ms"].as_f64().unwrap();
-            assert!(charged > 0.0, "{w}");
-            assert!(charged <= switches as f64 * us / 1e3 * 1.001 + 1e-6, "{w}");
-            assert!(spent >= charged, "{c} {w}");
-        }
-        // A machine where armed registers cost nothing measurable: no
-        // charge, and the profile says so by the null.
-        None => assert_eq!(w["switches_ms"], 0.0, "{w}"),
+    // Past 500 switches the cost is measured: 0 only where armed
+    // registers cost nothing measurable, and then nothing is charged.
+    let us = w["us_per_switch"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("measured after {switches} switches: {w}"));
+    assert!((0.0..1000.0).contains(&us), "{w}");
+    let charged = w["switches_ms"].as_f64().unwrap();
+    if us > 0.0 {
+        // Every switch charged at most at the measured cost (less where
+        // an event reached its cap and was off), those counted before the
+        // measurement too, and within what the cost record says sampling
+        // spent.
+        assert!(charged > 0.0, "{w}");
+        assert!(charged <= switches as f64 * us / 1e3 * 1.001 + 1e-6, "{w}");
+        assert!(spent >= charged, "{c} {w}");
+    } else {
+        assert_eq!(charged, 0.0, "{w}");
     }
+    // 50 rounds: too few switches to be worth measuring (the measurement
+    // holds a thread 2-20 ms here): not measured, nothing charged, and
+    // the switches still counted.
+    let (w, _) = profile_barriers(&scratch("profile-few-switches"), "50");
+    assert!(w["switches"].as_u64().unwrap() < 500, "{w}");
+    assert_eq!(w["us_per_switch"], Value::Null, "{w}");
+    assert_eq!(w["switches_ms"], 0.0, "{w}");
 }
 
 /// `numalab profile --json OPTIONS -o DIR -- profile_truth 2`: the

@@ -419,7 +419,19 @@ pub fn render(p: &Profile) -> String {
 
 /// The command, what the profile could not see, and how it sampled.
 fn header(s: &mut String, p: &Profile) {
-    let _ = writeln!(s, "profile of: {}", p.program.join(" "));
+    // How long the command ran under the profile (not numalab's own start
+    // and analysis), to set beside a plain run's time.
+    let ran = p
+        .ran_for_s
+        .map(|t| {
+            if t < 1.0 {
+                format!(" (ran {:.0} ms)", t * 1e3)
+            } else {
+                format!(" (ran {t:.2} s)")
+            }
+        })
+        .unwrap_or_default();
+    let _ = writeln!(s, "profile of: {}{ran}", p.program.join(" "));
     // First: what the profile could not see changes how to read the rest
     // (a static program has no data at all; a Go program no page-fault
     // samples).

@@ -673,6 +673,7 @@ mod tests {
             samples: regions.iter().map(|r| r.samples).sum(),
             cost: None,
             sampled_for_s: None,
+            ran_for_s: None,
             unattributed: 0,
             remote_share: None,
             estimate: None,

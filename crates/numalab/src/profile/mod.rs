@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "2.2";
+pub const SCHEMA_VERSION: &str = "2.3";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -335,6 +335,12 @@ pub struct Profile {
     /// Sampling stopped this long after the start (`--duration`); `None`:
     /// the whole run.
     pub sampled_for_s: Option<f64>,
+    /// The command's wall time under the profile, from its start to its
+    /// end (since 2.3): what profiling cost the program, beside a plain
+    /// run's time, without numalab's own start and analysis. `None` for a
+    /// profile rebuilt from saved records.
+    #[serde(default)]
+    pub ran_for_s: Option<f64>,
     /// Samples outside every tracked allocation (a freed one, a race).
     pub unattributed: u64,
     /// The whole program's remote share: the word counts' estimate where

@@ -767,6 +767,7 @@ impl<'a> Replay<'a> {
             huge_page_samples: self.huge_page_samples,
             cost,
             sampled_for_s: self.sampled_for,
+            ran_for_s: None,
             unattributed: self.unattributed,
             remote_share: remote_share(
                 program_estimate.as_ref(),

@@ -199,21 +199,28 @@ impl Session {
         };
         let (prepared, counted) =
             attach(prepared, counters::default_list(), counters::line_bytes(m));
+        // The kernel's context-switch hooks for perf events turned on
+        // before the clock starts (see hold_task_switch_hooks), and kept
+        // on until the command ended.
+        let _hooks = crate::sys::perf::hold_task_switch_hooks();
+        let started = std::time::Instant::now();
         let launch = prepared.spawn(&self.command)?;
         let stop = AtomicBool::new(false);
-        let outcome = std::thread::scope(|scope| {
+        let (outcome, ran_for) = std::thread::scope(|scope| {
             if let Some(say) = live {
                 scope.spawn(|| live_status(m, records, &stop, say));
             }
             let outcome = launch.wait();
+            let ran_for = started.elapsed().as_secs_f64();
             stop.store(true, Ordering::SeqCst);
-            outcome
-        })
-        .map_err(|source| SessionError::Wait {
+            (outcome, ran_for)
+        });
+        let outcome = outcome.map_err(|source| SessionError::Wait {
             program: self.program(),
             source,
         })?;
         let mut profile = self.analyse(records);
+        profile.ran_for_s = Some(ran_for);
         profile.counters = counted.report();
         if let Some((fp, _)) = plan {
             let bytes = std::fs::read(records).unwrap_or_default();
