@@ -71,7 +71,12 @@ pub fn thread_starts() {
         addr: start as u64,
         size: len as u64,
         time_ns: sys::monotonic_ns(),
-        aux: 0,
+        // Its ordinal (given at creation, set before this): the Thread
+        // record that also says it comes with a page sample only.
+        aux: match crate::select::ordinal() {
+            u32::MAX => 0,
+            o => o + 1,
+        },
     });
     for s in STACKS.iter() {
         if s.tid.compare_exchange(0, tid, SeqCst, SeqCst).is_ok() {

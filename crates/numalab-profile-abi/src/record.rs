@@ -53,7 +53,9 @@ pub enum Kind {
     /// at exit: `addr`, `size` bytes; `time_ns` is the object's load bias
     /// (its symbols' values are relative to it).
     Static = 10,
-    /// Thread `tid`'s stack: `addr`, `size` bytes (written as it starts).
+    /// Thread `tid`'s stack: `addr`, `size` bytes (written as it starts);
+    /// `aux`: its ordinal + 1 (0: unknown), so that a thread no page
+    /// sample found still has its number.
     Stack = 11,
     /// `size` pages from `addr` on memory node `node` (-1: not present,
     /// -3: not looked up, the range was too scattered), located at

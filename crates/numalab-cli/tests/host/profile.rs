@@ -264,6 +264,12 @@ fn the_adaptive_rate_falls_to_meet_a_small_overhead_target() {
 /// `numalab profile --json -o DIR -- hazards barriers ROUNDS`: the word
 /// counter's part of the profile and the cost.
 fn profile_barriers(dir: &Path, rounds: &str) -> (serde_json::Value, serde_json::Value) {
+    let v = profile_barriers_whole(dir, rounds);
+    (v["word_counting"].clone(), v["cost"].clone())
+}
+
+/// [`profile_barriers`]'s whole profile.
+fn profile_barriers_whole(dir: &Path, rounds: &str) -> serde_json::Value {
     library_built();
     let _ = std::fs::remove_dir_all(dir);
     let r = numalab(&[
@@ -282,7 +288,7 @@ fn profile_barriers(dir: &Path, rounds: &str) -> (serde_json::Value, serde_json:
         program_out.contains(&format!("barrier rounds {rounds}, sums right")),
         "{program_out}"
     );
-    (v["word_counting"].clone(), v["cost"].clone())
+    v
 }
 
 #[test]
@@ -327,6 +333,34 @@ fn a_program_that_blocks_often_pays_for_its_watched_switches_in_the_cost() {
     assert!(w["switches"].as_u64().unwrap() < 500, "{w}");
     assert_eq!(w["us_per_switch"], Value::Null, "{w}");
     assert_eq!(w["switches_ms"], 0.0, "{w}");
+}
+
+#[test]
+fn every_created_thread_has_its_number_even_without_a_page_sample() {
+    // 50 barrier rounds: the two threads run a few ms and rarely meet an
+    // armed page; their numbers come from the stack record each writes
+    // as it starts (before, only a page sample's thread record said it,
+    // and both showed "-" here in 3 of 3 runs).
+    let dir = scratch("profile-thread-numbers");
+    let v = profile_barriers_whole(&dir, "50");
+    let threads = v["threads"].as_array().unwrap();
+    let mut ordinals: Vec<u64> = threads
+        .iter()
+        .filter_map(|t| t["ordinal"].as_u64())
+        .collect();
+    ordinals.sort_unstable();
+    assert!(
+        ordinals.ends_with(&[1, 2]),
+        "threads #1 and #2 numbered: {}",
+        v["threads"]
+    );
+    let text = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    for n in ["#1", "#2"] {
+        assert!(
+            text.lines().any(|l| l.split_whitespace().nth(1) == Some(n)),
+            "{n} in the thread table: {text}"
+        );
+    }
 }
 
 /// `numalab profile --json OPTIONS -o DIR -- profile_truth 2`: the

@@ -166,13 +166,18 @@ impl<'a> Replay<'a> {
             Kind::Pmu => {}
             Kind::Totals => self.totals(r),
             Kind::Cost => self.costs.extend(Cost::from_record(r)),
-            Kind::Static | Kind::Stack => self.located.push(Located {
-                stack_of: (r.kind == Kind::Stack).then_some(r.tid),
-                start: r.addr,
-                len: r.size,
-                bias: r.time_ns,
-                runs: Vec::new(),
-            }),
+            Kind::Static | Kind::Stack => {
+                if r.kind == Kind::Stack && r.aux > 0 {
+                    self.ordinals.entry(r.tid).or_insert(r.aux - 1);
+                }
+                self.located.push(Located {
+                    stack_of: (r.kind == Kind::Stack).then_some(r.tid),
+                    start: r.addr,
+                    len: r.size,
+                    bias: r.time_ns,
+                    runs: Vec::new(),
+                })
+            }
             Kind::PageRun => self.page_run(r),
             Kind::Alloc => self.alloc(r),
             Kind::SmallAlloc => self.small_alloc(r),
