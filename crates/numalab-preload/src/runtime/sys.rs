@@ -361,26 +361,39 @@ pub fn task_cpu(tid: u32) -> Option<u32> {
 /// CPU → node, from /sys/devices/system/node/nodeN/cpulist (u8::MAX: none);
 /// allocates: not for signal handlers.
 pub fn cpu_nodes() -> Vec<u8> {
+    // The nodes the kernel may have ("0-3"), not every number up to a
+    // bound: on a one-node machine 63 of 64 opens failed at every start.
+    let nodes = std::fs::read_to_string("/sys/devices/system/node/possible")
+        .map(|l| id_list(&l, 255))
+        .unwrap_or_else(|_| (0..64).collect());
     let mut map = Vec::new();
-    for node in 0..64u8 {
+    for node in nodes {
         let path = format!("/sys/devices/system/node/node{node}/cpulist");
         let Ok(list) = std::fs::read_to_string(path) else {
             continue;
         };
-        for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) else {
-                continue;
-            };
-            for cpu in a..=b.min(4095) {
-                if map.len() <= cpu {
-                    map.resize(cpu + 1, u8::MAX);
-                }
-                map[cpu] = node;
+        for cpu in id_list(&list, 4095) {
+            if map.len() <= cpu {
+                map.resize(cpu + 1, u8::MAX);
             }
+            map[cpu] = node as u8;
         }
     }
     map
+}
+
+/// The ids of a kernel list ("0-3,8,10-11"), those above `max` left out;
+/// malformed parts are skipped.
+fn id_list(list: &str, max: usize) -> Vec<usize> {
+    let mut ids = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) else {
+            continue;
+        };
+        ids.extend(a..=b.min(max));
+    }
+    ids
 }
 
 /// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)` (tid 0:
@@ -412,5 +425,33 @@ pub fn perf_event_open_in(
         Err(errno())
     } else {
         Ok(fd as i32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_lists_become_ids_within_their_bound() {
+        assert_eq!(id_list("0-3\n", 255), [0, 1, 2, 3]);
+        assert_eq!(id_list("0,2-3,8", 255), [0, 2, 3, 8]);
+        // A CPU-less node's empty cpulist, and parts that are not ids.
+        assert!(id_list("\n", 4095).is_empty());
+        assert_eq!(id_list("x,1,2-y,4", 255), [1, 4]);
+        // Past the bound: cut there (a range) or left out.
+        assert_eq!(id_list("254-300,400", 255), [254, 255]);
+    }
+
+    #[test]
+    fn this_machines_cpus_have_nodes() {
+        // Every CPU this process may run on has a node (one on this VM).
+        let map = cpu_nodes();
+        let (cpus, _) = affinity();
+        assert!(cpus > 0);
+        assert!(
+            !map.is_empty() && map.iter().filter(|&&n| n != u8::MAX).count() as u64 >= cpus,
+            "{map:?}"
+        );
     }
 }
