@@ -168,16 +168,15 @@ static OPEN_TURNS: AtomicU64 = AtomicU64::new(0);
 static OPEN_TURN_NS: AtomicU64 = AtomicU64::new(0);
 static HITS: AtomicU64 = AtomicU64::new(0);
 /// What a context switch costs a thread more while its window watches
-/// (0: not measured, or nothing measurable), whether it was measured, the
+/// (0: not measured, or nothing measurable), whether its measurement was
+/// tried and whether it gave a value, the
 /// switches of watching threads, and those switches weighted by the share
 /// of their window the events were on, in thousandths: the charge is the
 /// two multiplied, so that switches counted before the measurement are
 /// charged once it is made.
 static SWITCH_NS: AtomicU64 = AtomicU64::new(0);
+static SWITCH_TRIED: AtomicBool = AtomicBool::new(false);
 static SWITCH_MEASURED: AtomicBool = AtomicBool::new(false);
-/// Whether the measurement ran to its end (a helper that never ran, or no
-/// event, ends it with nothing).
-static SWITCH_OK: AtomicBool = AtomicBool::new(false);
 static SWITCHES: AtomicU64 = AtomicU64::new(0);
 static SWITCHES_ON_MILLI: AtomicU64 = AtomicU64::new(0);
 /// Watched switches before their cost is measured, by the sampler thread
@@ -297,21 +296,15 @@ pub fn switches_on_milli(switches: u64, ran: u64, window: u64) -> u64 {
 /// the measurement, and none holds the program's start. Once only.
 pub fn measure_switches_when_due() {
     if !STARTED.load(SeqCst)
-        || SWITCH_MEASURED.load(SeqCst)
         || SWITCHES.load(SeqCst) < SWITCHES_BEFORE_MEASURING
+        || SWITCH_TRIED.swap(true, SeqCst)
     {
         return;
     }
-    measure_switches();
-}
-
-fn measure_switches() {
-    if SWITCH_MEASURED.swap(true, SeqCst) {
-        return;
-    }
+    // A helper that never ran, or no event, leaves it unmeasured.
     if let Some(ns) = switch::calibrate(SLOTS.load(SeqCst)) {
         SWITCH_NS.store(ns, SeqCst);
-        SWITCH_OK.store(true, SeqCst);
+        SWITCH_MEASURED.store(true, SeqCst);
     }
 }
 
@@ -836,7 +829,7 @@ fn totals(unavailable: i32) {
         &numalab_profile_abi::events::WordSwitches {
             tid: sys::gettid(),
             ns_per_switch: SWITCH_NS.load(SeqCst).min(u32::MAX as u64) as u32,
-            measured: SWITCH_MEASURED.load(SeqCst) && SWITCH_OK.load(SeqCst),
+            measured: SWITCH_MEASURED.load(SeqCst),
             switches: SWITCHES.load(SeqCst),
             charged_ns: switch_charge(),
             time_ns: sys::monotonic_ns(),

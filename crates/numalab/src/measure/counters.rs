@@ -58,7 +58,7 @@ pub struct Event {
 }
 
 const TYPE_HARDWARE: u32 = 0;
-const TYPE_SOFTWARE: u32 = 1;
+use crate::sys::perf::TYPE_SOFTWARE;
 const TYPE_HW_CACHE: u32 = 3;
 
 /// `PERF_TYPE_HW_CACHE` config: cache id | operation << 8 | result << 16.

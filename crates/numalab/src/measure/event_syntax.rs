@@ -17,6 +17,7 @@
 //! its field is refused with one line naming the valid choices.
 
 use super::counters::{Event, Kind};
+use crate::sys::perf::TYPE_SOFTWARE;
 use std::path::Path;
 
 /// Where the kernel lists its PMUs.
@@ -24,8 +25,6 @@ pub const DEVICES: &str = "/sys/bus/event_source/devices";
 
 /// `PERF_TYPE_RAW`.
 const TYPE_RAW: u32 = 4;
-/// `PERF_TYPE_SOFTWARE`.
-const TYPE_SOFTWARE: u32 = 1;
 /// The longest spelling of one event taken.
 const MAX_TEXT: usize = 256;
 /// The most terms between a PMU event's slashes (an alias's included).

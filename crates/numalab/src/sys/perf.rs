@@ -33,9 +33,9 @@ pub fn open_event_on(attr: &PerfEventAttr, pid: i32, cpu: i32) -> Result<OwnedFd
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// `PERF_TYPE_SOFTWARE` and its `PERF_COUNT_SW_DUMMY`, an event that
+/// `PERF_TYPE_SOFTWARE`, and its `PERF_COUNT_SW_DUMMY`, an event that
 /// counts nothing.
-const TYPE_SOFTWARE: u32 = 1;
+pub const TYPE_SOFTWARE: u32 = 1;
 const COUNT_SW_DUMMY: u64 = 9;
 
 /// Opens an event that counts nothing on the calling thread, disabled,
