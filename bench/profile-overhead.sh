@@ -26,16 +26,19 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
     cat <<'EOF2'
-usage: bash bench/profile-overhead.sh [--rounds N] [--bin PATH] [--program PATH] [--workload W]
+usage: bash bench/profile-overhead.sh [--rounds N] [--passes N] [--bin PATH] [--program PATH] [--workload W]
   --rounds N       rounds of each workload (default: 5)
+  --passes N       passes of the truth program over its arrays (default: 1500, about 3 s here);
+                   fewer make a round shorter, so more rounds fit, and its start a larger share
   --workload W     truth, xz, barriers or all (default: all)
   --bin PATH       measure this numalab binary (its libnumalab_preload.so beside it)
   --program PATH   profile_truth built elsewhere (for a machine without gcc)
 EOF2
 }
-ROUNDS=5 BIN="" PROGRAM="" WORKLOAD=all
-bench_options profile-overhead.sh "rounds=ROUNDS bin=BIN program=PROGRAM workload=WORKLOAD" "$@"
+ROUNDS=5 PASSES=1500 BIN="" PROGRAM="" WORKLOAD=all
+bench_options profile-overhead.sh "rounds=ROUNDS passes=PASSES bin=BIN program=PROGRAM workload=WORKLOAD" "$@"
 bench_whole profile-overhead.sh --rounds "$ROUNDS" 1
+bench_whole profile-overhead.sh --passes "$PASSES" 1 100000
 case "$WORKLOAD" in truth|xz|barriers|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, barriers, all" >&2; exit 2 ;; esac
 numalab_bin
 BIN=$(realpath "$BIN")
@@ -74,7 +77,7 @@ PY
 
 # name|command (run in $work; its stdout is compared between plain and profiled)
 workloads=()
-case "$WORKLOAD" in truth|all) workloads+=("profile_truth, $(nproc) threads, 1500 passes|./truth 1500") ;; esac
+case "$WORKLOAD" in truth|all) workloads+=("profile_truth, $(nproc) threads, $PASSES passes|./truth $PASSES") ;; esac
 case "$WORKLOAD" in xz|all) workloads+=("xz -T2 -6, 96 MiB|xz -T2 -6 -c data") ;; esac
 case "$WORKLOAD" in barriers|all) workloads+=("2 threads, 40000 barriers|./hazards barriers") ;; esac
 LIB="$(dirname "$BIN")/libnumalab_preload.so"
@@ -93,9 +96,12 @@ for w in "${workloads[@]}"; do
     IFS='|' read -r name cmd <<< "$w"
     : > "$work/times"
     for round in $(seq 1 "$ROUNDS"); do
-        # Alternated: plain first in odd rounds, last in even ones.
-        modes="plain sampled profiled"
-        [ $((round % 2)) -eq 0 ] && modes="profiled sampled plain"
+        # Alternated: plain first in odd rounds, last in even ones, and
+        # always beside the profiled run it is paired with (the host's
+        # load drifts over seconds: the nearer the pair, the less of it
+        # lands in the ratio).
+        modes="plain profiled sampled"
+        [ $((round % 2)) -eq 0 ] && modes="sampled profiled plain"
         for mode in $modes; do
             rm -rf "$work/prof" "$work/rec" "$work/rec.maps"
             # Wall and CPU (user + system) seconds of the run, by bash's

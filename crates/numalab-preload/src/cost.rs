@@ -211,6 +211,12 @@ impl Controller {
         c
     }
 
+    /// Whether the short windows at start still run (the rate is then
+    /// recomputed every 20 ms, so the sampler ticks at least as often).
+    pub fn starting(&self) -> bool {
+        self.target.is_some() && self.fast_windows < FAST_WINDOWS
+    }
+
     /// Closes the window when it is over: measures, adapts the rate, and
     /// writes a Cost record now and then.
     pub fn tick(&mut self, now: u64) {

@@ -21,11 +21,22 @@ pub const START_RATE: usize = 500;
 /// Samples after which the sampler stops arming (about 200 MB of records):
 /// a program profiled for hours keeps its profile bounded.
 pub const MAX_SAMPLES: usize = 4 << 20;
-/// Ticks last from 1 to 20 ms: about four pages armed a tick, so that a
-/// low rate does not wake the machine a thousand times a second.
+/// Ticks last from 1 to 100 ms: about sixteen pages armed a tick. Each
+/// wake-up costs more than arming a page: on a virtual machine whose CPUs
+/// the program fills, a tick that arms one page took 100-120 µs of the
+/// sampler's CPU time (timer, wake-up and the preempted program thread's
+/// switch, all exits to the hypervisor) against about 50 µs a page armed.
+/// At four pages a tick the truth program's default rate woke the sampler
+/// 50 times a second; at sixteen, about ten, and the budget goes to pages.
 const MIN_TICK_NS: u64 = 1_000_000;
-const MAX_TICK_NS: u64 = 20_000_000;
-const PAGES_PER_TICK: f64 = 4.0;
+const MAX_TICK_NS: u64 = 100_000_000;
+const PAGES_PER_TICK: f64 = 16.0;
+/// The longest tick in the first 200 ms (a short program at a low fixed
+/// rate still gets its pages armed) and while the controller's short
+/// windows run, and throughout with refinement (its windows last 20 ms)
+/// or a PMU (its buffer is read every tick).
+const FINE_TICK_NS: u64 = 20_000_000;
+const FINE_START_NS: u64 = 200_000_000;
 /// Pages armed in one tick at most.
 const MAX_BURST: usize = 256;
 /// A page armed longer than this without an access is disarmed.
@@ -157,8 +168,9 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     let huge = crate::huge::HugePages::open();
     let mut pmu = crate::pmu::PmuSampler::from_env(ps);
     loop {
-        let tick = (PAGES_PER_TICK * 1e9 / control.rate) as u64;
-        sys::sleep_ns(tick.clamp(MIN_TICK_NS, MAX_TICK_NS));
+        let early = sys::monotonic_ns() < START_NS.load(SeqCst).saturating_add(FINE_START_NS);
+        let fine = early || control.starting() || refiner.wants_small_regions() || pmu.is_some();
+        sys::sleep_ns(tick_ns(control.rate, fine));
         let now = sys::monotonic_ns();
         if stop_at.is_some_and(|end| now >= end) {
             if let Some(p) = pmu.as_mut() {
@@ -211,6 +223,13 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
         snapshots.take_when_due(now);
         map_saves.save_when_due(now);
     }
+}
+
+/// How long the sampler sleeps at `rate` pages a second: long enough to
+/// arm [`PAGES_PER_TICK`] pages, at most [`FINE_TICK_NS`] when `fine`.
+fn tick_ns(rate: f64, fine: bool) -> u64 {
+    let max = if fine { FINE_TICK_NS } else { MAX_TICK_NS };
+    ((PAGES_PER_TICK * 1e9 / rate.max(1.0)) as u64).clamp(MIN_TICK_NS, max)
 }
 
 /// Arms one random tracked page, if one is free to arm.
@@ -403,4 +422,24 @@ pub fn touched(page: usize) {
         time_ns: sys::monotonic_ns(),
         aux: 0,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_arm_sixteen_pages_within_their_bounds() {
+        let ms = 1_000_000;
+        // 160 pages a second: a tick of 100 ms; 1600: 10 ms.
+        assert_eq!(tick_ns(160.0, false), 100 * ms);
+        assert_eq!(tick_ns(1600.0, false), 10 * ms);
+        // Low rates sleep at most 100 ms, 20 ms while fine; high ones 1 ms.
+        assert_eq!(tick_ns(20.0, false), MAX_TICK_NS);
+        assert_eq!(tick_ns(20.0, true), FINE_TICK_NS);
+        assert_eq!(tick_ns(160.0, true), 20 * ms);
+        assert_eq!(tick_ns(50_000.0, false), MIN_TICK_NS);
+        // A rate of 0 (never passed, but bounded anyway).
+        assert_eq!(tick_ns(0.0, false), MAX_TICK_NS);
+    }
 }
