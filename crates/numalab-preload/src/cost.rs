@@ -171,13 +171,14 @@ fn totals() -> Totals {
 /// What word counting cost so far: its turns' time, each turn's signal
 /// (delivery and return, about a fault's kernel part, measured at
 /// start), a trap per counted access at the cost measured at start, and
-/// what watching threads' context switches cost more.
+/// what watching threads' context switches and page faults cost more.
 fn words_ns() -> u64 {
     let s = crate::words::spent();
     s.turn_ns
         .saturating_add(s.turns.saturating_mul(KERNEL_NS.load(SeqCst)))
         .saturating_add(s.hits.saturating_mul(crate::words::hit_ns()))
         .saturating_add(s.switch_ns)
+        .saturating_add(s.fault_ns)
 }
 
 impl Controller {

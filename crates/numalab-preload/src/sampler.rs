@@ -219,7 +219,7 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
             arm_one(&mut rng, ps, huge.as_ref(), total, choice);
         }
         control.tick(now);
-        crate::words::measure_switches_when_due();
+        crate::words::measure_surcharges_when_due();
         snapshots.take_when_due(now);
         map_saves.save_when_due(now);
     }

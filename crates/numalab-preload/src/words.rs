@@ -24,12 +24,15 @@
 //! guest), and, while a window watches, more for each of the thread's
 //! context switches (1.4–10 µs here, a virtual machine: the armed debug
 //! registers are switched with the thread), which a thread that blocks
-//! often pays thousands of times a second: a two-thread barrier loop ran
-//! 1.3–1.4x under the counter when only the first two were counted. The
-//! first two are measured at start, the third by the sampler thread once
-//! watching threads have switched [`SWITCHES_BEFORE_MEASURING`] times (a
-//! program that rarely blocks never pays for measuring it); all three are
-//! charged to the cost controller.
+//! often pays thousands of times a second (a two-thread barrier loop ran
+//! 1.3–1.4x under the counter when only the first two were counted), and
+//! more for each page fault (about 1 µs here, on 1.6 µs), which a thread
+//! that touches new memory pays once a page. The first two are measured
+//! at start, the others by the sampler thread once watching threads have
+//! switched [`SWITCHES_BEFORE_MEASURING`] times or faulted
+//! [`FAULTS_BEFORE_MEASURING`] times (a program that rarely blocks or
+//! faults never pays for measuring them); all are charged to the cost
+//! controller.
 //!
 //! A word hit [`CAP`] times in a window stops counting there (the
 //! kernel disables the event at its first overflow) and its count is
@@ -96,8 +99,10 @@ struct Watch {
     running_at: [AtomicU64; MAX_SLOTS],
     /// The thread's CPU time and its CPU's node when the window opened.
     cpu_at: AtomicU64,
-    /// The thread's context switches when the window opened.
+    /// The thread's context switches and page faults when the window
+    /// opened.
     switches_at: AtomicU64,
+    faults_at: AtomicU64,
     node_at: AtomicI32,
     /// Tracked pages when the window's words were drawn, and its duty.
     frame: AtomicU64,
@@ -119,6 +124,7 @@ const FREE_WATCH: Watch = Watch {
     running_at: [const { AtomicU64::new(0) }; MAX_SLOTS],
     cpu_at: AtomicU64::new(0),
     switches_at: AtomicU64::new(0),
+    faults_at: AtomicU64::new(0),
     node_at: AtomicI32::new(-1),
     frame: AtomicU64::new(0),
     duty: AtomicU32::new(0),
@@ -167,25 +173,90 @@ static TURNS: AtomicU64 = AtomicU64::new(0);
 static OPEN_TURNS: AtomicU64 = AtomicU64::new(0);
 static OPEN_TURN_NS: AtomicU64 = AtomicU64::new(0);
 static HITS: AtomicU64 = AtomicU64::new(0);
-/// What a context switch costs a thread more while its window watches
-/// (0: not measured, or nothing measurable), whether its measurement was
-/// tried and whether it gave a value, the
-/// switches of watching threads, and those switches weighted by the share
-/// of their window the events were on, in thousandths: the charge is the
-/// two multiplied, so that switches counted before the measurement are
-/// charged once it is made.
-static SWITCH_NS: AtomicU64 = AtomicU64::new(0);
-static SWITCH_TRIED: AtomicBool = AtomicBool::new(false);
-static SWITCH_MEASURED: AtomicBool = AtomicBool::new(false);
-static SWITCHES: AtomicU64 = AtomicU64::new(0);
-static SWITCHES_ON_MILLI: AtomicU64 = AtomicU64::new(0);
+/// What a context switch and a page fault cost a thread more while its
+/// window watches ([`Surcharge`]).
+static SWITCH: Surcharge = Surcharge::new();
+static FAULT: Surcharge = Surcharge::new();
 /// Watched switches before their cost is measured, by the sampler thread
-/// ([`measure_switches_when_due`]). Measuring holds a thread 2-20 ms here
+/// ([`measure_surcharges_when_due`]). Measuring holds a thread 2-20 ms here
 /// (192 round trips of a futex, 10-100 µs each as the host's vCPUs are
 /// together or apart): at the program's start, that was 1-5% of the wall
 /// time of a 0.5 s program, for a charge that comes to less than 5 ms
 /// (500 switches at 10 µs) in programs that rarely block.
 const SWITCHES_BEFORE_MEASURING: u64 = 500;
+/// Watched page faults before their cost is measured (about 1 ms of
+/// faults, 1-2 ms to measure).
+const FAULTS_BEFORE_MEASURING: u64 = 1000;
+
+/// What one kind of event (a context switch, a page fault) costs a thread
+/// more while its window watches: on a virtual machine armed debug
+/// registers are saved and loaded with every exit to the hypervisor, and
+/// a switch or a fault makes one (1.4-10 µs more a switch here, about 1
+/// µs more a fault, 1.6 µs unarmed: a program that first-touches 60 MB
+/// with its windows on paid 15 ms more). Its cost (0: not measured, or
+/// nothing measurable), whether the measurement was tried and whether it
+/// gave a value, the events of watching threads, and those events
+/// weighted by the share of their window the watchpoints were on, in
+/// thousandths: the charge is the two multiplied, so that events counted
+/// before the measurement are charged once it is made.
+struct Surcharge {
+    ns: AtomicU64,
+    tried: AtomicBool,
+    measured: AtomicBool,
+    events: AtomicU64,
+    on_milli: AtomicU64,
+}
+
+impl Surcharge {
+    const fn new() -> Surcharge {
+        Surcharge {
+            ns: AtomicU64::new(0),
+            tried: AtomicBool::new(false),
+            measured: AtomicBool::new(false),
+            events: AtomicU64::new(0),
+            on_milli: AtomicU64::new(0),
+        }
+    }
+
+    /// A watched window's events, its watchpoints on for `ran` of its
+    /// `window` ns.
+    fn add(&self, events: u64, ran: u64, window: u64) {
+        self.events.fetch_add(events, SeqCst);
+        self.on_milli
+            .fetch_add(events_on_milli(events, ran, window), SeqCst);
+    }
+
+    /// What the watched events cost so far, at the measured cost.
+    fn charge(&self) -> u64 {
+        let milli = self.on_milli.load(SeqCst) as u128;
+        (milli * self.ns.load(SeqCst) as u128 / 1000).min(u64::MAX as u128) as u64
+    }
+
+    /// Measures the cost with `measure` once the watched events reach
+    /// `due` (a program that rarely blocks or faults never pays for the
+    /// measurement). Once only; `None` leaves it unmeasured.
+    fn measure_when_due(&self, due: u64, measure: impl FnOnce() -> Option<u64>) {
+        if self.events.load(SeqCst) < due || self.tried.swap(true, SeqCst) {
+            return;
+        }
+        if let Some(ns) = measure() {
+            self.ns.store(ns, SeqCst);
+            self.measured.store(true, SeqCst);
+        }
+    }
+
+    fn record(&self, events_are: Kind) -> numalab_profile_abi::events::WordSurcharge {
+        numalab_profile_abi::events::WordSurcharge {
+            events_are,
+            tid: sys::gettid(),
+            ns_each: self.ns.load(SeqCst).min(u32::MAX as u64) as u32,
+            measured: self.measured.load(SeqCst),
+            events: self.events.load(SeqCst),
+            charged_ns: self.charge(),
+            time_ns: sys::monotonic_ns(),
+        }
+    }
+}
 static WINDOWS: AtomicU64 = AtomicU64::new(0);
 static CELLS: AtomicU64 = AtomicU64::new(0);
 static THREADS: AtomicU64 = AtomicU64::new(0);
@@ -232,8 +303,10 @@ pub struct Spent {
     pub turns: u64,
     /// Accesses counted (each a trap).
     pub hits: u64,
-    /// What watching threads' context switches cost more.
+    /// What watching threads' context switches and page faults cost
+    /// more.
     pub switch_ns: u64,
+    pub fault_ns: u64,
 }
 
 pub fn spent() -> Spent {
@@ -241,32 +314,31 @@ pub fn spent() -> Spent {
         turn_ns: TURN_NS.load(SeqCst),
         turns: TURNS.load(SeqCst),
         hits: HITS.load(SeqCst),
-        switch_ns: switch_charge(),
+        switch_ns: SWITCH.charge(),
+        fault_ns: FAULT.charge(),
     }
 }
 
-/// What the watched switches cost so far, at the measured cost.
-fn switch_charge() -> u64 {
-    let milli = SWITCHES_ON_MILLI.load(SeqCst) as u128;
-    (milli * SWITCH_NS.load(SeqCst) as u128 / 1000).min(u64::MAX as u128) as u64
-}
-
-/// The calling thread's context switches so far (voluntary and not), by
-/// the system call itself: safe in the turn's signal handler.
-fn own_switches() -> u64 {
+/// The calling thread's context switches (voluntary and not) and page
+/// faults so far, by the system call itself: safe in the turn's signal
+/// handler.
+fn own_usage() -> (u64, u64) {
     // SAFETY: getrusage writes one rusage.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above; RUSAGE_THREAD is the calling thread.
     let r = unsafe { libc::syscall(libc::SYS_getrusage, libc::RUSAGE_THREAD, &mut ru) };
     if r != 0 {
-        return 0;
+        return (0, 0);
     }
-    (ru.ru_nvcsw as u64).saturating_add(ru.ru_nivcsw as u64)
+    (
+        (ru.ru_nvcsw as u64).saturating_add(ru.ru_nivcsw as u64),
+        (ru.ru_minflt as u64).saturating_add(ru.ru_majflt as u64),
+    )
 }
 
-/// Thread `tid`'s context switches so far (at exit, from another
-/// thread: its /proc status; allocates).
-fn task_switches(tid: u32) -> Option<u64> {
+/// Thread `tid`'s context switches and page faults so far (at exit,
+/// from another thread: its /proc status and stat; allocates).
+fn task_usage(tid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
     let field = |name: &str| -> Option<u64> {
         status
@@ -274,38 +346,48 @@ fn task_switches(tid: u32) -> Option<u64> {
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.trim().parse().ok())
     };
-    Some(field("voluntary_ctxt_switches:")? + field("nonvoluntary_ctxt_switches:")?)
+    let switches = field("voluntary_ctxt_switches:")? + field("nonvoluntary_ctxt_switches:")?;
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    Some((switches, stat_faults(&stat)?))
 }
 
-/// The switches of a watched window that its watchpoints paid for, in
-/// thousandths: `switches` for the share of the window the events were on
-/// (`ran` of `window` ns of the thread's CPU time: an event that reached
-/// its cap is off for the rest). Times the measured cost a switch, the
-/// window's charge.
-pub fn switches_on_milli(switches: u64, ran: u64, window: u64) -> u64 {
+/// Minor and major faults from a /proc stat line: its 10th and 12th
+/// fields, counted after the command name's closing parenthesis (the
+/// name may hold spaces and parentheses).
+fn stat_faults(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ")": state is field 3, so field n is at index n - 3.
+    let minor: u64 = fields.get(7)?.parse().ok()?;
+    let major: u64 = fields.get(9)?.parse().ok()?;
+    Some(minor + major)
+}
+
+/// The events of a watched window that its watchpoints paid for, in
+/// thousandths: `events` for the share of the window the watchpoints
+/// were on (`ran` of `window` ns of the thread's CPU time: an event that
+/// reached its cap is off for the rest). Times the measured cost of one,
+/// the window's charge.
+pub fn events_on_milli(events: u64, ran: u64, window: u64) -> u64 {
     if window == 0 {
         return 0;
     }
     let on = (ran as f64 / window as f64).clamp(0.0, 1.0);
-    (switches as f64 * 1000.0 * on).round() as u64
+    (events as f64 * 1000.0 * on).round() as u64
 }
 
-/// Measures what a switch costs a watching thread once the watched
-/// switches pass [`SWITCHES_BEFORE_MEASURING`], on the calling thread (the
-/// sampler's, between ticks): a program that rarely blocks never pays for
-/// the measurement, and none holds the program's start. Once only.
-pub fn measure_switches_when_due() {
-    if !STARTED.load(SeqCst)
-        || SWITCHES.load(SeqCst) < SWITCHES_BEFORE_MEASURING
-        || SWITCH_TRIED.swap(true, SeqCst)
-    {
+/// Measures what a switch and a page fault cost a watching thread once
+/// the watched ones pass [`SWITCHES_BEFORE_MEASURING`] and
+/// [`FAULTS_BEFORE_MEASURING`], on the calling thread (the sampler's,
+/// between ticks): none holds the program's start.
+pub fn measure_surcharges_when_due() {
+    if !STARTED.load(SeqCst) {
         return;
     }
+    let slots = SLOTS.load(SeqCst);
     // A helper that never ran, or no event, leaves it unmeasured.
-    if let Some(ns) = switch::calibrate(SLOTS.load(SeqCst)) {
-        SWITCH_NS.store(ns, SeqCst);
-        SWITCH_MEASURED.store(true, SeqCst);
-    }
+    SWITCH.measure_when_due(SWITCHES_BEFORE_MEASURING, || switch::calibrate(slots));
+    FAULT.measure_when_due(FAULTS_BEFORE_MEASURING, || fault::calibrate(slots));
 }
 
 /// The duty exponent now; the controller raises it when counting costs
@@ -439,6 +521,117 @@ fn calibrate() -> Result<(), i32> {
     Ok(())
 }
 
+/// The middle of `v` (sorted in place).
+fn median(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Runs `measure` with `slots` events (created off) on the calling
+/// thread, each on a word nobody touches: they only need to be armed.
+/// `None` when no event opens.
+fn with_armed_events(slots: usize, measure: impl FnOnce(&[i32]) -> Option<u64>) -> Option<u64> {
+    let words = std::hint::black_box(Box::new([0u64; MAX_SLOTS]));
+    let mut fds = Vec::new();
+    for word in words.iter().take(slots) {
+        let mut a = attr(word as *const u64 as u64);
+        a.flags |= ATTR_DISABLED;
+        a.sample_period = 0;
+        match sys::perf_event_open(&a, 0) {
+            Ok(fd) => fds.push(fd),
+            Err(_) => break,
+        }
+    }
+    let ns = if fds.is_empty() { None } else { measure(&fds) };
+    for fd in fds {
+        sys::close(fd);
+    }
+    drop(words);
+    ns
+}
+
+/// What a page fault costs a thread more while its watchpoints are on,
+/// measured on the calling thread: rounds of first touches of pages of a
+/// mapping of the library's own (dropped between rounds), with the events
+/// off and on alternately; the difference of the pooled medians of a
+/// fault's time, 0 where the armed rounds were no slower.
+mod fault {
+    use super::{ioctl, median, IOC_DISABLE, IOC_ENABLE};
+    use crate::runtime::state::page_size;
+    use crate::runtime::sys;
+
+    /// Pages a round, and pairs of rounds (off, on): 512 faults, 1-2 ms
+    /// here.
+    const PAGES: usize = 64;
+    const PAIRS: usize = 4;
+
+    /// The time of one round's faults, per fault (ns); `None` when the
+    /// pages cannot be dropped.
+    fn round(base: usize, ps: usize) -> Option<u64> {
+        // SAFETY: drops the pages of the library's own mapping below, by
+        // the system call itself (the interposed madvise would not).
+        if unsafe { libc::syscall(libc::SYS_madvise, base, PAGES * ps, libc::MADV_DONTNEED) } != 0 {
+            return None;
+        }
+        let t0 = sys::monotonic_ns();
+        for k in 0..PAGES {
+            // SAFETY: inside the mapping, readable and writable.
+            unsafe { std::ptr::write_volatile((base + k * ps) as *mut u8, 1) };
+        }
+        Some((sys::monotonic_ns() - t0) / PAGES as u64)
+    }
+
+    pub fn calibrate(slots: usize) -> Option<u64> {
+        super::with_armed_events(slots, measure)
+    }
+
+    fn measure(fds: &[i32]) -> Option<u64> {
+        let ps = page_size();
+        // SAFETY: an anonymous private mapping, by the system call itself
+        // (the interposed mmap would track it as the program's).
+        let p = unsafe {
+            libc::syscall(
+                libc::SYS_mmap,
+                0usize,
+                PAGES * ps,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0usize,
+            )
+        };
+        if p < 0 {
+            return None;
+        }
+        let base = p as usize;
+        let mut off = [0u64; PAIRS];
+        let mut on = [0u64; PAIRS];
+        let mut ok = true;
+        for k in 0..PAIRS {
+            let Some(a) = round(base, ps) else {
+                ok = false;
+                break;
+            };
+            off[k] = a;
+            for &fd in fds {
+                ioctl(fd, IOC_ENABLE, 0);
+            }
+            let b = round(base, ps);
+            for &fd in fds {
+                ioctl(fd, IOC_DISABLE, 0);
+            }
+            let Some(b) = b else {
+                ok = false;
+                break;
+            };
+            on[k] = b;
+        }
+        // SAFETY: unmaps the mapping made above.
+        unsafe { libc::syscall(libc::SYS_munmap, base, PAGES * ps) };
+        ok.then(|| median(&mut on).saturating_sub(median(&mut off)))
+    }
+}
+
 /// What a context switch costs a thread more while its watchpoints are
 /// on. Measured on the calling thread against a helper thread of the
 /// library's: a futex word passed back and forth, so that the thread
@@ -450,8 +643,7 @@ fn calibrate() -> Result<(), i32> {
 /// `None` when it cannot be measured (no helper thread, a wait that timed
 /// out).
 mod switch {
-    use super::{attr, ioctl, IOC_DISABLE, IOC_ENABLE};
-    use crate::perf::ATTR_DISABLED;
+    use super::{ioctl, median, IOC_DISABLE, IOC_ENABLE};
     use crate::runtime::state::{library_thread, on_library_thread, SAMPLER_STARTING};
     use crate::runtime::sys;
     use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
@@ -518,32 +710,10 @@ mod switch {
         Some(())
     }
 
-    fn median(v: &mut [u64]) -> u64 {
-        v.sort_unstable();
-        v[v.len() / 2]
-    }
-
     /// `None` when it could not be measured (no event, or a wait that
     /// timed out).
     pub fn calibrate(slots: usize) -> Option<u64> {
-        // Words nobody touches: the events only need to be armed.
-        let words = std::hint::black_box(Box::new([0u64; 8]));
-        let mut fds = Vec::new();
-        for s in 0..slots.min(words.len()) {
-            let mut a = attr(&words[s] as *const u64 as u64);
-            a.flags |= ATTR_DISABLED;
-            a.sample_period = 0;
-            match sys::perf_event_open(&a, 0) {
-                Ok(fd) => fds.push(fd),
-                Err(_) => break,
-            }
-        }
-        let ns = if fds.is_empty() { None } else { measure(&fds) };
-        for fd in fds {
-            sys::close(fd);
-        }
-        drop(words);
-        ns
+        super::with_armed_events(slots, measure)
     }
 
     fn measure(fds: &[i32]) -> Option<u64> {
@@ -825,17 +995,8 @@ fn totals(unavailable: i32) {
         }
         .to_record(),
     );
-    emit(
-        &numalab_profile_abi::events::WordSwitches {
-            tid: sys::gettid(),
-            ns_per_switch: SWITCH_NS.load(SeqCst).min(u32::MAX as u64) as u32,
-            measured: SWITCH_MEASURED.load(SeqCst),
-            switches: SWITCHES.load(SeqCst),
-            charged_ns: switch_charge(),
-            time_ns: sys::monotonic_ns(),
-        }
-        .to_record(),
-    );
+    emit(&SWITCH.record(Kind::WordSwitches).to_record());
+    emit(&FAULT.record(Kind::WordFaults).to_record());
 }
 
 extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -924,7 +1085,9 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
             w.cpu_at.store(sys::cpu_clock_ns(clock), SeqCst);
             // Windows open on their own thread only (another thread's
             // turn, at exit, closes without reopening).
-            w.switches_at.store(own_switches(), SeqCst);
+            let (switches, faults) = own_usage();
+            w.switches_at.store(switches, SeqCst);
+            w.faults_at.store(faults, SeqCst);
             if watching {
                 OPEN_TURNS.fetch_add(1, SeqCst);
                 OPEN_TURN_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
@@ -1007,19 +1170,20 @@ fn close_window(
             time_ns: now,
         });
     }
-    // The window's context switches, while its watchpoints were on
-    // (counted where their cost is not measured too: the profile shows
-    // how many went uncharged).
+    // The window's context switches and page faults, while its
+    // watchpoints were on (counted where their cost is not measured too:
+    // the profile shows how many went uncharged).
     if watched > 0 {
-        let now_switches = if own {
-            Some(own_switches())
+        let now_usage = if own {
+            Some(own_usage())
         } else {
-            task_switches(tid)
+            task_usage(tid)
         };
-        if let Some(n) = now_switches {
-            let switches = n.saturating_sub(w.switches_at.load(SeqCst));
-            SWITCHES.fetch_add(switches, SeqCst);
-            SWITCHES_ON_MILLI.fetch_add(switches_on_milli(switches, ran, window), SeqCst);
+        if let Some((switches, faults)) = now_usage {
+            let switches = switches.saturating_sub(w.switches_at.load(SeqCst));
+            SWITCH.add(switches, ran, window);
+            let faults = faults.saturating_sub(w.faults_at.load(SeqCst));
+            FAULT.add(faults, ran, window);
         }
     }
     Some((counted, watched))
@@ -1079,16 +1243,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn watched_switches_are_charged_for_the_share_of_the_window_the_events_ran() {
+    fn watched_events_are_charged_for_the_share_of_the_window_the_events_ran() {
         // 1000 switches, the events on the whole window: all of them.
-        assert_eq!(switches_on_milli(1000, 20_000_000, 20_000_000), 1_000_000);
+        assert_eq!(events_on_milli(1000, 20_000_000, 20_000_000), 1_000_000);
         // An event that reached its cap a quarter into the window.
-        assert_eq!(switches_on_milli(1000, 5_000_000, 20_000_000), 250_000);
+        assert_eq!(events_on_milli(1000, 5_000_000, 20_000_000), 250_000);
         // Running time a little past the window (clock granularity): the
         // whole window, never more.
-        assert_eq!(switches_on_milli(10, 21_000_000, 20_000_000), 10_000);
+        assert_eq!(events_on_milli(10, 21_000_000, 20_000_000), 10_000);
         // No window: nothing.
-        assert_eq!(switches_on_milli(1000, 1, 0), 0);
+        assert_eq!(events_on_milli(1000, 1, 0), 0);
+        // Charged at the cost once it is measured, for the events counted
+        // before the measurement too; measured once only.
+        let s = Surcharge::new();
+        s.add(600, 10_000_000, 20_000_000);
+        assert_eq!((s.events.load(SeqCst), s.charge()), (600, 0));
+        s.measure_when_due(1000, || panic!("not due at 600"));
+        s.add(600, 20_000_000, 20_000_000);
+        s.measure_when_due(1000, || Some(2_000));
+        assert_eq!(s.charge(), 900 * 2_000);
+        s.measure_when_due(1000, || Some(9_999));
+        assert_eq!(s.ns.load(SeqCst), 2_000);
+        // Tried and not measurable: nothing charged, and said so.
+        let none = Surcharge::new();
+        none.add(5000, 1, 1);
+        none.measure_when_due(1000, || None);
+        assert!(none.tried.load(SeqCst) && !none.measured.load(SeqCst));
+        assert_eq!(none.charge(), 0);
+    }
+
+    #[test]
+    fn fault_counts_are_read_past_a_command_name_with_spaces_and_parentheses() {
+        let stat = "4242 (a (b) c) R 1 4242 4242 0 -1 4194560 1234 0 56 0 7 8 0 0 20 0 1";
+        assert_eq!(stat_faults(stat), Some(1234 + 56));
+        assert_eq!(stat_faults("4242 (x) R 1"), None);
+        // This thread's own, both ways, agree within the faults between.
+        let tid = sys::gettid();
+        let (_, own) = own_usage();
+        let (_, task) = task_usage(tid).expect("this thread's /proc files");
+        assert!(task >= own && task - own < 1000, "{own} then {task}");
+    }
+
+    #[test]
+    fn the_fault_calibration_measures_armed_first_touches() {
+        // A value in µs range, or 0 where arming costs nothing here.
+        let ns = fault::calibrate(2).expect("a breakpoint event opens");
+        assert!(ns < 100_000, "{ns} ns a fault");
     }
 
     #[test]

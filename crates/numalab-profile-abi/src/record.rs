@@ -150,11 +150,15 @@ pub enum Kind {
     Pinned = 27,
     /// What a watching thread's context switches cost (written with the
     /// WordTotals): `aux` the ns a switch costs more while the thread's
-    /// watchpoints are on, measured at start (0: not measured), `addr`
-    /// the switches of watching threads while their windows watched,
-    /// `size` the ns charged for them. Typed:
-    /// [`crate::events::WordSwitches`].
+    /// watchpoints are on (0: not measured, or nothing measurable; `flags`
+    /// bit 0: measured), `addr` the switches of watching threads while
+    /// their windows watched, `size` the ns charged for them. Typed:
+    /// [`crate::events::WordSurcharge`].
     WordSwitches = 28,
+    /// The same for watching threads' page faults (`aux` the ns a fault
+    /// costs more, `addr` the faults). Typed:
+    /// [`crate::events::WordSurcharge`].
+    WordFaults = 29,
 }
 
 /// Set in a Pinned's `flags` when `--skip` left the thread alone (a
@@ -322,6 +326,7 @@ impl Record {
             26 => Kind::ThreadName,
             27 => Kind::Pinned,
             28 => Kind::WordSwitches,
+            29 => Kind::WordFaults,
             _ => return None,
         };
         Some(Record {

@@ -422,16 +422,29 @@ pub struct WordCounting {
     pub switches: u64,
     #[serde(default)]
     pub switches_ms: f64,
+    /// The same for a page fault of a watching thread, measured once the
+    /// watched faults passed 1000 (null: not measured, or a profile from
+    /// before 2.4), the faults, and what was charged for them (ms).
+    #[serde(default)]
+    pub us_per_fault: Option<f64>,
+    #[serde(default)]
+    pub faults: u64,
+    #[serde(default)]
+    pub faults_ms: f64,
 }
 
 impl WordCounting {
-    /// From the WordTotals record and the WordSwitches beside it
-    /// (`cells_with_accesses` from the draws).
+    /// From the WordTotals record and the WordSwitches and WordFaults
+    /// beside it (`cells_with_accesses` from the draws).
     pub fn of(
         r: &numalab_profile_abi::events::WordTotals,
-        switches: Option<&numalab_profile_abi::events::WordSwitches>,
+        switches: Option<&numalab_profile_abi::events::WordSurcharge>,
+        faults: Option<&numalab_profile_abi::events::WordSurcharge>,
         cells_with_accesses: u64,
     ) -> WordCounting {
+        let each = |s: Option<&numalab_profile_abi::events::WordSurcharge>| {
+            s.filter(|s| s.measured).map(|s| s.ns_each as f64 / 1e3)
+        };
         WordCounting {
             unavailable: (r.unavailable < 0).then(|| {
                 format!(
@@ -446,11 +459,12 @@ impl WordCounting {
             cells_with_accesses,
             us_per_access: r.ns_per_access as f64 / 1e3,
             turns_ms: r.turns_ns as f64 / 1e6,
-            us_per_switch: switches
-                .filter(|s| s.measured)
-                .map(|s| s.ns_per_switch as f64 / 1e3),
-            switches: switches.map_or(0, |s| s.switches),
+            us_per_switch: each(switches),
+            switches: switches.map_or(0, |s| s.events),
             switches_ms: switches.map_or(0.0, |s| s.charged_ns as f64 / 1e6),
+            us_per_fault: each(faults),
+            faults: faults.map_or(0, |s| s.events),
+            faults_ms: faults.map_or(0.0, |s| s.charged_ns as f64 / 1e6),
         }
     }
 }

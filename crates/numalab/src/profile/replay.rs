@@ -14,7 +14,7 @@ use super::{
 };
 use crate::machine::Machine;
 use numalab_profile_abi::events::{
-    Cost, Frame, SmallAlloc, Start, Totals, WordSwitches, WordTotals,
+    Cost, Frame, SmallAlloc, Start, Totals, WordSurcharge, WordTotals,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -74,7 +74,8 @@ pub(super) struct Replay<'a> {
     last_window: BTreeMap<u32, u64>,
     live_sites: BTreeSet<usize>,
     word_totals: Option<WordTotals>,
-    word_switches: Option<WordSwitches>,
+    word_switches: Option<WordSurcharge>,
+    word_faults: Option<WordSurcharge>,
     /// Whether each site keeps its allocations and samples, for
     /// `--granularity`.
     keep_samples: bool,
@@ -140,6 +141,7 @@ impl<'a> Replay<'a> {
             live_sites: BTreeSet::new(),
             word_totals: None,
             word_switches: None,
+            word_faults: None,
             keep_samples,
         }
     }
@@ -149,7 +151,8 @@ impl<'a> Replay<'a> {
         match r.kind {
             Kind::WordCount => self.word_count(r),
             Kind::WordTotals => self.word_totals = WordTotals::from_record(r),
-            Kind::WordSwitches => self.word_switches = WordSwitches::from_record(r),
+            Kind::WordSwitches => self.word_switches = WordSurcharge::from_record(r),
+            Kind::WordFaults => self.word_faults = WordSurcharge::from_record(r),
             Kind::Forked => {
                 self.forked.insert(r.tid);
             }
@@ -783,6 +786,7 @@ impl<'a> Replay<'a> {
                 estimate::WordCounting::of(
                     &r,
                     self.word_switches.as_ref(),
+                    self.word_faults.as_ref(),
                     self.all_cells.iter().filter(|c| c.count > 0.0).count() as u64,
                 )
             }),
