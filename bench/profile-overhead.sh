@@ -81,7 +81,7 @@ case "$WORKLOAD" in truth|all) workloads+=("profile_truth, $(nproc) threads, $PA
 case "$WORKLOAD" in xz|all) workloads+=("xz -T2 -6, 96 MiB|xz -T2 -6 -c data") ;; esac
 case "$WORKLOAD" in barriers|all) workloads+=("2 threads, 40000 barriers|./hazards barriers") ;; esac
 LIB="$(dirname "$BIN")/libnumalab_preload.so"
-echo "numalab profile overhead at the default setting (the rate adapts to 1% of the CPU time the library sees): $(nproc) CPUs, $ROUNDS rounds, $BIN"
+echo "numalab profile overhead at the default setting (the rate adapts to 0.5% of the CPU time the library sees): $(nproc) CPUs, $ROUNDS rounds, $BIN"
 echo
 echo "under profile: the program's own wall time under \`numalab profile\` (profile.json's ran_for_s: from its start to its end, without numalab's start and analysis; target <= 1.03)."
 echo "library only: the program with the preload library alone (LD_PRELOAD, no numalab around it; reported, no target)."

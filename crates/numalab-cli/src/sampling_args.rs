@@ -43,7 +43,7 @@ pub struct SamplingArgs {
     /// The share of the program's CPU time sampling may take, in percent,
     /// for each sampler: the page-fault rate (unless --rate fixes it) and
     /// the word counts' windows adapt to the cost the library measures
-    /// (default 1).
+    /// (default 0.5).
     #[arg(long, value_name = "PCT", value_parser = percent())]
     pub overhead: Option<f64>,
     /// Word counts, the estimate of every share: each thread counts its

@@ -10,9 +10,11 @@
 //! threads' dearer context switches) is measured in words.rs. What this
 //! cannot see: the TLB shootdowns `mprotect` sends to other CPUs running
 //! the program, the program's threads waiting for the memory map's lock
-//! while a page is armed, and cache pollution, which is why the default
-//! target (1%) sits well below the 3% the overhead benchmark holds it to
-//! (bench/profile-overhead.sh).
+//! while a page is armed, and cache pollution; and a delay of one thread
+//! holds up the threads that wait for it, so a program whose threads meet
+//! often loses up to its thread count times the share in wall time. That
+//! is why the default target (0.5%) sits well below the 3% the overhead
+//! benchmark holds it to (bench/profile-overhead.sh).
 
 use crate::runtime::state::{FIRST_TOUCHES, SAMPLES};
 use crate::runtime::{emit, sys};

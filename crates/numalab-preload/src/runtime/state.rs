@@ -49,10 +49,14 @@ pub fn config() -> &'static numalab_profile_abi::config::LibraryConfig {
 }
 
 /// The share of the program's CPU time sampling may take by default, as
-/// the library measures it: 1%, because what it cannot see (TLB
-/// shootdowns on the program's CPUs, waits for the memory map's lock)
-/// was about as large again in bench/profile-overhead.sh.
-pub const DEFAULT_OVERHEAD: f64 = 0.01;
+/// the library measures it: 0.5%. A delay of one thread holds up every
+/// thread that waits for it: the truth program's two threads, meeting at
+/// a barrier every 2 ms on a machine they fill, lost about twice the
+/// measured share in wall time (3.5% at 1%, 0.3% at 0.5%, 1.5 s runs, 60
+/// paired rounds). At 0.5% and sixteen pages a sampler tick it takes as
+/// many samples as it took at 1% and four a tick (docs/profile.md,
+/// "Overhead measured").
+pub const DEFAULT_OVERHEAD: f64 = 0.005;
 
 thread_local! {
     /// Set on the library's own thread (the sampler): its allocations are
