@@ -180,8 +180,27 @@ extern "C" fn init() {
     let out = profiled.or(config().plan_records.as_ref());
     // On a high descriptor, checked before every write: a program that
     // closes or reuses descriptors never gets records in its own files.
-    if let Some(fd) = out.and_then(|o| channel::open(o)) {
-        OUT_FD.store(fd, SeqCst);
+    if let Some(path) = out {
+        match channel::open(path) {
+            Ok(fd) => OUT_FD.store(fd, SeqCst),
+            // Set by hand (numalab makes its own files): said once, on
+            // the program's stderr, rather than a run that silently
+            // records nothing.
+            Err(errno) => {
+                let var = if profiled.is_some() {
+                    numalab_profile_abi::config::var::PROFILE_OUT
+                } else {
+                    numalab_profile_abi::config::var::PLAN_OUT
+                };
+                let line = format!(
+                    "numalab: {var}={}: {}; the program runs without the library's records\n",
+                    path.to_string_lossy(),
+                    std::io::Error::from_raw_os_error(errno)
+                );
+                // SAFETY: writes the line's bytes to descriptor 2.
+                unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+            }
+        }
     }
     // Threads pinned (`run --pin`): the main thread now, before `main`.
     pin::init();

@@ -529,3 +529,41 @@ fn an_alternate_signal_stack_is_never_armed() {
         "a sample in the signal stack"
     );
 }
+
+#[test]
+fn a_records_path_that_cannot_be_written_is_said_once_and_the_program_runs() {
+    // NUMALAB_PROFILE_OUT set by hand to a directory, or into one that
+    // does not exist: the library used to stay silently inactive.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    for (path, why) in [
+        (dir.to_path_buf(), "Is a directory"),
+        (
+            dir.join("preload-no-such-dir/records.bin"),
+            "No such file or directory",
+        ),
+    ] {
+        let o = Command::new(program())
+            .args(["barriers", "50"])
+            .env("LD_PRELOAD", library())
+            .env("NUMALAB_PROFILE_OUT", &path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("barrier rounds 50, sums right"),
+            "{}",
+            text(&o)
+        );
+        let said: Vec<&str> = err.lines().filter(|l| l.starts_with("numalab:")).collect();
+        assert_eq!(
+            said,
+            [format!(
+                "numalab: NUMALAB_PROFILE_OUT={}: {why} (os error {}); the program runs without the library's records",
+                path.display(),
+                if why.starts_with("Is") { libc::EISDIR } else { libc::ENOENT }
+            )],
+            "{err}"
+        );
+    }
+}

@@ -49,11 +49,11 @@ fn identity(fd: i32) -> Option<(u64, u64)> {
 }
 
 /// Opens the saved path for appending, on a high descriptor; records its
-/// identity. Returns the descriptor, or -1.
-fn open_saved() -> i32 {
+/// identity. Returns the descriptor, or the errno.
+fn open_saved() -> Result<i32, i32> {
     let len = PATH_LEN.load(SeqCst);
     if len == 0 {
-        return -1;
+        return Err(libc::EINVAL);
     }
     // SAFETY: PATH is NUL-terminated at `len` (see `open`) and no longer
     // written.
@@ -69,7 +69,7 @@ fn open_saved() -> i32 {
         )
     } as i32;
     if fd < 0 {
-        return -1;
+        return Err(errno());
     }
     // SAFETY: fcntl and close on a descriptor this function opened.
     let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD) };
@@ -87,17 +87,26 @@ fn open_saved() -> i32 {
             DEV.store(dev, SeqCst);
             INO.store(ino, SeqCst);
             FD.store(fd, SeqCst);
-            fd
+            Ok(fd)
         }
-        None => -1,
+        None => Err(errno()),
     }
 }
 
-/// Opens the channel at `path` (at the library's start, once).
-pub fn open(path: &OsStr) -> Option<i32> {
+fn errno() -> i32 {
+    // SAFETY: the calling thread's errno location.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Opens the channel at `path` (at the library's start, once); the
+/// errno when it cannot (a directory, a missing parent, no permission).
+pub fn open(path: &OsStr) -> Result<i32, i32> {
     let b = path.as_bytes();
-    if b.is_empty() || b.len() > PATH_MAX || b.contains(&0) {
-        return None;
+    if b.len() > PATH_MAX {
+        return Err(libc::ENAMETOOLONG);
+    }
+    if b.is_empty() || b.contains(&0) {
+        return Err(libc::EINVAL);
     }
     // SAFETY: the library's constructor, before any other thread runs
     // the library's code.
@@ -107,8 +116,7 @@ pub fn open(path: &OsStr) -> Option<i32> {
         p[b.len()] = 0;
     }
     PATH_LEN.store(b.len(), SeqCst);
-    let fd = open_saved();
-    (fd >= 0).then_some(fd)
+    open_saved()
 }
 
 /// The channel's descriptor, checked: still open and still the library's
@@ -130,7 +138,7 @@ pub fn checked() -> i32 {
     // Still the same descriptor the others saw (no reopen meanwhile).
     let fd = if FD.load(SeqCst) == fd {
         REOPENED.fetch_add(1, SeqCst);
-        open_saved()
+        open_saved().unwrap_or(-1)
     } else {
         FD.load(SeqCst)
     };
