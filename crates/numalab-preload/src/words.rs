@@ -189,11 +189,11 @@ const SWITCHES_BEFORE_MEASURING: u64 = 500;
 const FAULTS_BEFORE_MEASURING: u64 = 1000;
 
 /// What one kind of event (a context switch, a page fault) costs a thread
-/// more while its window watches: on a virtual machine armed debug
-/// registers are saved and loaded with every exit to the hypervisor, and
-/// a switch or a fault makes one (1.4-10 µs more a switch here, about 1
-/// µs more a fault, 1.6 µs unarmed: a program that first-touches 60 MB
-/// with its windows on paid 15 ms more). Its cost (0: not measured, or
+/// more while its window watches: on this virtual machine 1.4-10 µs more
+/// a switch and about 1 µs more a fault (1.6 µs unarmed: a program that
+/// first-touches 60 MB with its windows on paid 15 ms more), most likely
+/// because armed debug registers are saved and loaded with every exit to
+/// the hypervisor, which a switch or a fault makes. Its cost (0: not measured, or
 /// nothing measurable), whether the measurement was tried and whether it
 /// gave a value, the events of watching threads, and those events
 /// weighted by the share of their window the watchpoints were on, in
