@@ -62,12 +62,36 @@ pub fn thread_starts() {
         return;
     };
     let tid = sys::gettid();
+    let selected = crate::select::thread_selected();
+    if selected {
+        // Whether it is pinned, as it starts (a thread no page sample
+        // finds has its affinity too; its first sample says it again).
+        let (cpus, first) = sys::affinity();
+        emit(&Record {
+            kind: Kind::Thread,
+            tid,
+            cpu: u32::MAX,
+            node: match crate::select::ordinal() {
+                u32::MAX => -1,
+                o => o.min(i32::MAX as u32) as i32,
+            },
+            flags: 0,
+            addr: first,
+            size: cpus,
+            time_ns: sys::monotonic_ns(),
+            aux: 0,
+        });
+    }
     emit(&Record {
         kind: Kind::Stack,
         tid,
         cpu: u32::MAX,
         node: -1,
-        flags: 0,
+        flags: if selected {
+            crate::record::STACK_SAMPLED
+        } else {
+            0
+        },
         addr: start as u64,
         size: len as u64,
         time_ns: sys::monotonic_ns(),

@@ -39,9 +39,10 @@ pub enum Kind {
     /// One frame of the call stack of the allocation at `addr`: `size` is
     /// the frame's depth (0: the caller of malloc), `time_ns` its address.
     Frame = 7,
-    /// A thread's first sample: `size` is how many CPUs its affinity
-    /// allows, `addr` the first of them (pinned when `size` is 1); `node`
-    /// its ordinal (0 the main thread, then in creation order; -1 unknown).
+    /// A sampled thread's start, and its first sample: `size` is how many
+    /// CPUs its affinity allows, `addr` the first of them (pinned when
+    /// `size` is 1); `node` its ordinal (0 the main thread, then in
+    /// creation order; -1 unknown). The later record says it last.
     Thread = 8,
     /// What sampling cost so far (written every second and at exit):
     /// `addr` ns spent on it, `size` ns of the program's own CPU time,
@@ -164,6 +165,10 @@ pub enum Kind {
 /// Set in a Pinned's `flags` when `--skip` left the thread alone (a
 /// runtime's helper thread): it keeps the process's CPUs.
 pub const PIN_SKIPPED: u32 = 1;
+/// A Stack record's flag: the thread's samples are kept (no
+/// `--only-threads`, or the thread is in its set), so the profile lists
+/// it even when nothing of its was sampled or counted.
+pub const STACK_SAMPLED: u32 = 1;
 
 /// A thread name's bytes in a ThreadName record's `addr` and `size`.
 pub fn name_words(name: &[u8]) -> (u64, u64) {

@@ -1844,12 +1844,23 @@ fn pin_places_each_thread_on_the_next_cpu_of_the_list_while_profiling() {
     let threads = v["threads"].as_array().unwrap();
     let want = |ordinal: u64| [1, 0, 1][ordinal as usize];
     let mut readers = 0;
+    let mut numbered: Vec<u64> = threads
+        .iter()
+        .filter_map(|t| t["ordinal"].as_u64())
+        .collect();
+    numbered.sort_unstable();
+    assert_eq!(numbered, [0, 1, 2], "every thread listed: {threads:?}");
     for t in threads {
         let Some(o) = t["ordinal"].as_u64() else {
             continue;
         };
+        // Its affinity is said as it starts; the CPUs it was seen on by
+        // its samples (a thread no sample found, as the main thread often
+        // is here, was seen on none).
         assert_eq!(t["allowed_cpus"], 1, "thread {o} pinned: {t}");
-        assert_eq!(t["cpus"], serde_json::json!([want(o)]), "thread {o}: {t}");
+        if t["samples"].as_u64().unwrap() > 0 {
+            assert_eq!(t["cpus"], serde_json::json!([want(o)]), "thread {o}: {t}");
+        }
         readers += u64::from(o > 0 && t["samples"].as_u64().unwrap() > 0);
     }
     assert_eq!(readers, 2, "{threads:?}");
