@@ -41,9 +41,10 @@ pub struct SamplingArgs {
     #[arg(long, value_name = "R", value_parser = whole(1, 200_000))]
     pub rate: Option<usize>,
     /// The share of the program's CPU time sampling may take, in percent,
-    /// for each sampler: the page-fault rate (unless --rate fixes it) and
-    /// the word counts' windows adapt to the cost the library measures
-    /// (default 0.5).
+    /// in all: the word counts' windows keep to three quarters of it (all
+    /// but one point above 4), the page-fault rate (unless --rate fixes
+    /// it) to what they leave; both adapt to the cost the library
+    /// measures (default 0.5).
     #[arg(long, value_name = "PCT", value_parser = percent())]
     pub overhead: Option<f64>,
     /// Word counts, the estimate of every share: each thread counts its

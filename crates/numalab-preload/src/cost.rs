@@ -334,9 +334,10 @@ pub fn emit_totals() {
 /// left, never under a quarter of the target. Each used to keep to the
 /// whole target, and together they measured 1.4-1.5% at 1% on the truth
 /// program (its Cost records, second by second). Word counting keeps its
-/// own cap (the whole target, through its duty), so pages yield to it
-/// rather than the other way round: its counts are what the remote
-/// share's interval rests on.
+/// own cap (three quarters of the target, through its duty:
+/// [`crate::words::SHARE_OF_TARGET`]), so pages yield to it rather than
+/// the other way round: its counts are what the remote share's interval
+/// rests on.
 pub fn pages_target(target: f64, words_ns: u64, program_ns: u64) -> f64 {
     if program_ns == 0 {
         return target;

@@ -264,7 +264,10 @@ extern "C" fn init() {
     // Cost record sees the cost of one counted access. Both watch words
     // with debug registers: SIGTRAP is held first (traps.rs).
     traps::guard();
-    words::init(refine::requested());
+    words::init(
+        refine::requested(),
+        !matches!(policy, sampler::RatePolicy::Fixed(0)),
+    );
     SAMPLER_STARTING.store(true, SeqCst);
     let sampling = sampler::start(policy, duration_ns);
     SAMPLER_STARTING.store(false, SeqCst);

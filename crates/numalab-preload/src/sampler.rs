@@ -8,7 +8,8 @@ use crate::huge::{HugePages, Span};
 use crate::places;
 use crate::refine::Refiner;
 use crate::runtime::state::{
-    library_thread, page_size, ARMED_TOTAL, FIRST_TOUCHES, GO_RUNTIME, OUT_FD, SAMPLES, START_NS,
+    library_thread, page_size, ARMED_TOTAL, DEFAULT_OVERHEAD, FIRST_TOUCHES, GO_RUNTIME, OUT_FD,
+    SAMPLES, START_NS,
 };
 use crate::runtime::{emit, queue, sys};
 use crate::tables;
@@ -39,20 +40,29 @@ const FINE_TICK_NS: u64 = 20_000_000;
 const FINE_START_NS: u64 = 200_000_000;
 /// Pages armed in one tick at most.
 const MAX_BURST: usize = 256;
-/// A page armed longer than this without an access is disarmed.
+/// A page armed longer than this without an access is disarmed, at the
+/// first tick after: with ticks of up to 100 ms an untouched page stays
+/// armed 200-300 ms (expiry bounds how long a page holds its entry, not
+/// what its sample means).
 const MAX_ARMED_NS: u64 = 200_000_000;
 /// Pages by node of every tracked region are written at 250 ms, then at
 /// least a second apart, and far enough apart that snapshots take at most
-/// 0.25% of the time (one taking 10 ms waits 4 s for the next); the
-/// spacing doubles every 256 snapshots, so a long run keeps few.
+/// a tenth of sampling's target share of the time, and never more than
+/// 0.25% (0.05% at the default 0.5%: one taking 3 ms waits 6 s for the
+/// next; at 0.25% whatever the target, as before, snapshots took half
+/// the default's budget); the spacing doubles every 256 snapshots, so a
+/// long run keeps few.
 const FIRST_SNAPSHOT_NS: u64 = 250_000_000;
 const MIN_SNAPSHOT_GAP_NS: u64 = 1_000_000_000;
-const SNAPSHOT_SHARE: u64 = 400;
+const SNAPSHOT_SHARE_OF_TARGET: f64 = 0.1;
+const MAX_SNAPSHOT_SHARE: f64 = 0.0025;
 
 /// When the next snapshot of the regions' pages is due.
 struct Snapshots {
     next_at: u64,
     taken: u32,
+    /// The share of the time snapshots may take.
+    share: f64,
 }
 
 /// When the program's memory map is saved beside the records while it
@@ -88,9 +98,15 @@ impl Snapshots {
         crate::tables::for_each_region(|start, len| places::emit_page_records(start, len, n));
         let took = sys::monotonic_ns().saturating_sub(now);
         self.taken += 1;
-        let gap = MIN_SNAPSHOT_GAP_NS.max(took * SNAPSHOT_SHARE) << (self.taken / 256).min(16);
-        self.next_at = now + gap;
+        self.next_at = now + snapshot_gap_ns(took, self.share, self.taken);
     }
+}
+
+/// The time from a snapshot that took `took` ns to the next, when
+/// snapshots may take `share` of the time and `taken` were taken.
+fn snapshot_gap_ns(took: u64, share: f64, taken: u32) -> u64 {
+    let gap = (took as f64 / share.max(1e-6)).min(3_600e9) as u64;
+    MIN_SNAPSHOT_GAP_NS.max(gap) << (taken / 256).min(16)
 }
 
 /// How the rate is chosen.
@@ -155,9 +171,14 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     // longer), at most MAX_BURST at once.
     let mut owed: f64 = 0.0;
     let mut last = sys::monotonic_ns();
+    let target = match policy {
+        RatePolicy::Overhead(t) => t,
+        RatePolicy::Fixed(_) => DEFAULT_OVERHEAD,
+    };
     let mut snapshots = Snapshots {
         next_at: last + FIRST_SNAPSHOT_NS,
         taken: 0,
+        share: (target * SNAPSHOT_SHARE_OF_TARGET).min(MAX_SNAPSHOT_SHARE),
     };
     // The window counts from the library's start, as the records' times.
     let stop_at = duration_ns.map(|d| START_NS.load(SeqCst).saturating_add(d));
@@ -170,7 +191,8 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     loop {
         let early = sys::monotonic_ns() < START_NS.load(SeqCst).saturating_add(FINE_START_NS);
         let fine = early || control.starting() || refiner.wants_small_regions() || pmu.is_some();
-        sys::sleep_ns(tick_ns(control.rate, fine));
+        let tick = tick_ns(control.rate, fine);
+        sys::sleep_ns(sleep_ns(tick, sys::monotonic_ns(), stop_at));
         let now = sys::monotonic_ns();
         if stop_at.is_some_and(|end| now >= end) {
             if let Some(p) = pmu.as_mut() {
@@ -230,6 +252,14 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
 fn tick_ns(rate: f64, fine: bool) -> u64 {
     let max = if fine { FINE_TICK_NS } else { MAX_TICK_NS };
     ((PAGES_PER_TICK * 1e9 / rate.max(1.0)) as u64).clamp(MIN_TICK_NS, max)
+}
+
+/// How long the sampler sleeps before its next tick: `tick`, but no later
+/// than `stop_at` (`--duration`: the window ends on time, not up to a
+/// 100 ms tick late), and at least [`MIN_TICK_NS`].
+fn sleep_ns(tick: u64, now: u64, stop_at: Option<u64>) -> u64 {
+    let until_stop = stop_at.map_or(u64::MAX, |end| end.saturating_sub(now));
+    tick.min(until_stop).max(MIN_TICK_NS)
 }
 
 /// Arms one random tracked page, if one is free to arm.
@@ -441,5 +471,45 @@ mod tests {
         assert_eq!(tick_ns(50_000.0, false), MIN_TICK_NS);
         // A rate of 0 (never passed, but bounded anyway).
         assert_eq!(tick_ns(0.0, false), MAX_TICK_NS);
+    }
+
+    #[test]
+    fn snapshots_keep_to_a_tenth_of_the_target() {
+        let ms = 1_000_000;
+        // At the default target (0.5%: 0.05% for snapshots) one of 3 ms
+        // waits 6 s; one of 0.1 ms the least gap, a second.
+        assert_eq!(snapshot_gap_ns(3 * ms, 0.0005, 0), 6_000 * ms);
+        assert_eq!(snapshot_gap_ns(ms / 10, 0.0005, 0), 1_000 * ms);
+        // A large share: still at least a second apart.
+        assert_eq!(snapshot_gap_ns(3 * ms, 0.099, 0), 1_000 * ms);
+        // 0.25% (the most, from a 2.5% target up): 400 times the time one
+        // took, as before the share followed the target.
+        assert_eq!(snapshot_gap_ns(10 * ms, MAX_SNAPSHOT_SHARE, 0), 4_000 * ms);
+        // The spacing doubles every 256 snapshots.
+        assert_eq!(snapshot_gap_ns(3 * ms, 0.0005, 256), 12_000 * ms);
+        // A share of 0 is a millionth (no division by zero), and no gap
+        // is longer than an hour.
+        assert_eq!(snapshot_gap_ns(3 * ms, 0.0, 0), 3_000_000 * ms);
+        assert_eq!(snapshot_gap_ns(30 * ms, 0.0, 0), 3_600_000 * ms);
+    }
+
+    #[test]
+    fn the_sampling_window_ends_on_time_not_a_tick_late() {
+        let ms = 1_000_000;
+        // No window: the whole tick.
+        assert_eq!(sleep_ns(100 * ms, 5_000 * ms, None), 100 * ms);
+        // The window ends in 30 ms: a 100 ms tick is cut to 30 ms; a
+        // shorter one is left alone.
+        assert_eq!(sleep_ns(100 * ms, 970 * ms, Some(1_000 * ms)), 30 * ms);
+        assert_eq!(sleep_ns(10 * ms, 970 * ms, Some(1_000 * ms)), 10 * ms);
+        // At or past its end: the shortest sleep, then the stop.
+        assert_eq!(
+            sleep_ns(100 * ms, 1_000 * ms, Some(1_000 * ms)),
+            MIN_TICK_NS
+        );
+        assert_eq!(
+            sleep_ns(100 * ms, 2_000 * ms, Some(1_000 * ms)),
+            MIN_TICK_NS
+        );
     }
 }

@@ -263,18 +263,22 @@ fn the_adaptive_rate_falls_to_meet_a_small_overhead_target() {
 
 /// `numalab profile --json -o DIR -- hazards barriers ROUNDS`: the word
 /// counter's part of the profile and the cost.
-fn profile_barriers(dir: &Path, rounds: &str) -> (serde_json::Value, serde_json::Value) {
-    let v = profile_barriers_whole(dir, rounds);
+fn profile_barriers(
+    dir: &Path,
+    rounds: &str,
+    options: &[&str],
+) -> (serde_json::Value, serde_json::Value) {
+    let v = profile_barriers_whole(dir, rounds, options);
     (v["word_counting"].clone(), v["cost"].clone())
 }
 
 /// [`profile_barriers`]'s whole profile.
-fn profile_barriers_whole(dir: &Path, rounds: &str) -> serde_json::Value {
+fn profile_barriers_whole(dir: &Path, rounds: &str, options: &[&str]) -> serde_json::Value {
     library_built();
     let _ = std::fs::remove_dir_all(dir);
-    let r = numalab(&[
-        "profile",
-        "--json",
+    let mut args = vec!["profile", "--json"];
+    args.extend(options);
+    args.extend([
         "-o",
         dir.to_str().unwrap(),
         "--",
@@ -282,6 +286,7 @@ fn profile_barriers_whole(dir: &Path, rounds: &str) -> serde_json::Value {
         "barriers",
         rounds,
     ]);
+    let r = numalab(&args);
     assert_eq!(r.rc, 0, "{}", r.err);
     let (program_out, v) = written_profile(&r, dir);
     assert!(
@@ -300,7 +305,7 @@ fn a_program_that_blocks_often_pays_for_its_watched_switches_in_the_cost() {
     // counted, their cost measured once they pass 500 (by the sampler
     // thread, not at the program's start), charged, and kept to the
     // target with the rest of word counting.
-    let (w, c) = profile_barriers(&scratch("profile-switches"), "40000");
+    let (w, c) = profile_barriers(&scratch("profile-switches"), "40000", &[]);
     assert_eq!(w["unavailable"], Value::Null, "{w}");
     // About one switch a thread a round: those of watched windows alone
     // are thousands, whatever share of the windows the duty left.
@@ -311,8 +316,10 @@ fn a_program_that_blocks_often_pays_for_its_watched_switches_in_the_cost() {
     assert_charged(&w, &c, "switches", "switch", 1000.0);
     // 50 rounds: too few switches to be worth measuring (the measurement
     // holds a thread 2-20 ms here): not measured, nothing charged, and
-    // the switches still counted.
-    let (w, _) = profile_barriers(&scratch("profile-few-switches"), "50");
+    // the switches still counted. --overhead 2: word counting's duty
+    // starts at 0, so each thread's first window watches (at the default
+    // it starts at 2, and a run this short may watch none).
+    let (w, _) = profile_barriers(&scratch("profile-few-switches"), "50", &["--overhead", "2"]);
     assert!(w["switches"].as_u64().unwrap() < 500, "{w}");
     assert_eq!(w["us_per_switch"], Value::Null, "{w}");
     assert_eq!(w["switches_ms"], 0.0, "{w}");
@@ -335,8 +342,11 @@ fn a_program_that_touches_new_memory_pays_for_its_watched_faults_in_the_cost() {
     // thread once they pass 1000, and charged with the rest of word
     // counting. 100 passes: the program runs on past the windows that
     // saw the faults, so that a tick of the sampler's comes after them.
+    // --overhead 2: word counting's duty starts at 0 (every window), so
+    // the first touches are watched; at the default it starts at 2, and
+    // a quarter of them, fewer than 1000, were.
     let dir = scratch("profile-faults");
-    let (_, v) = profile_truth_passes(&dir, &[], "100");
+    let (_, v) = profile_truth_passes(&dir, &["--overhead", "2"], "100");
     let w = &v["word_counting"];
     let c = &v["cost"];
     assert_eq!(w["unavailable"], Value::Null, "{w}");
@@ -379,7 +389,7 @@ fn every_created_thread_has_its_number_even_without_a_page_sample() {
     // as it starts (before, only a page sample's thread record said it,
     // and both showed "-" here in 3 of 3 runs).
     let dir = scratch("profile-thread-numbers");
-    let v = profile_barriers_whole(&dir, "50");
+    let v = profile_barriers_whole(&dir, "50", &[]);
     let threads = v["threads"].as_array().unwrap();
     let mut ordinals: Vec<u64> = threads
         .iter()
