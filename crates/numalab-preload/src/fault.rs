@@ -90,21 +90,7 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
             }
             if !SEEN.with(|s| s.replace(true)) {
                 // Once per thread: whether it is pinned, and its ordinal.
-                let (cpus, first) = sys::affinity();
-                emit(&Record {
-                    kind: Kind::Thread,
-                    tid: sys::gettid(),
-                    cpu: u32::MAX,
-                    node: match crate::select::ordinal() {
-                        u32::MAX => -1,
-                        o => o.min(i32::MAX as u32) as i32,
-                    },
-                    flags: 0,
-                    addr: first,
-                    size: cpus,
-                    time_ns: t0,
-                    aux: 0,
-                });
+                crate::places::emit_thread(t0);
             }
             // A page armed absent: this access puts it somewhere (first
             // touch); the sampler looks up where at its next tick.

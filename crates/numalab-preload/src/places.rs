@@ -66,21 +66,7 @@ pub fn thread_starts() {
     if selected {
         // Whether it is pinned, as it starts (a thread no page sample
         // finds has its affinity too; its first sample says it again).
-        let (cpus, first) = sys::affinity();
-        emit(&Record {
-            kind: Kind::Thread,
-            tid,
-            cpu: u32::MAX,
-            node: match crate::select::ordinal() {
-                u32::MAX => -1,
-                o => o.min(i32::MAX as u32) as i32,
-            },
-            flags: 0,
-            addr: first,
-            size: cpus,
-            time_ns: sys::monotonic_ns(),
-            aux: 0,
-        });
+        emit_thread(sys::monotonic_ns());
     }
     emit(&Record {
         kind: Kind::Stack,
@@ -109,6 +95,26 @@ pub fn thread_starts() {
             return;
         }
     }
+}
+
+/// A Thread record of the calling thread at `time_ns`: how many CPUs its
+/// affinity allows and the first, and its ordinal.
+pub fn emit_thread(time_ns: u64) {
+    let (cpus, first) = sys::affinity();
+    emit(&Record {
+        kind: Kind::Thread,
+        tid: sys::gettid(),
+        cpu: u32::MAX,
+        node: match crate::select::ordinal() {
+            u32::MAX => -1,
+            o => o.min(i32::MAX as u32) as i32,
+        },
+        flags: 0,
+        addr: first,
+        size: cpus,
+        time_ns,
+        aux: 0,
+    });
 }
 
 /// Locates the calling thread's stack pages as its start routine returns,
