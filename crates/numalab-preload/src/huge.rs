@@ -107,18 +107,24 @@ impl HugePages {
         )
         .and_then(|b| std::str::from_utf8(b).ok()?.trim().parse::<usize>().ok())
         .filter(|s| s.is_power_of_two() && *s > 4096)?;
-        let pagemap = sys::open_read(OsStr::new("/proc/self/pagemap"))?;
+        Self::with_pagemap(OsStr::new("/proc/self/pagemap"), size, mode)
+    }
+
+    /// The facts with the pagemap file at `path`, when the kernel answers
+    /// `PAGEMAP_SCAN` on it. The descriptor is closed once, by `Drop`,
+    /// whatever the answer: it was closed twice on kernels before 6.7,
+    /// and the second close took whatever file a program thread had
+    /// opened under the number in between (Open MPI's parameter file in
+    /// the 6.1 guest, whose reader then failed with "input in flex
+    /// scanner failed").
+    fn with_pagemap(path: &OsStr, size: usize, mode: Mode) -> Option<HugePages> {
         let h = HugePages {
-            pagemap,
+            pagemap: sys::open_read(path)?,
             size,
             mode,
         };
         // A scan of nothing: kernels before 6.7 refuse the ioctl.
-        if h.scan(0, 0).is_none() {
-            sys::close(pagemap);
-            return None;
-        }
-        Some(h)
+        h.scan(0, 0).map(|_| h)
     }
 
     /// The huge-page-sized span around `page`, as `(start, len)`.
@@ -249,6 +255,27 @@ fn advice(start: usize, end: usize) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_scan_closes_its_descriptor_once() {
+        // /dev/null refuses the ioctl as kernels before 6.7 do.
+        sys::take_closed();
+        let h = HugePages::with_pagemap(OsStr::new("/dev/null"), 1 << 21, Mode::Always);
+        assert!(h.is_none());
+        let closed = sys::take_closed();
+        assert_eq!(closed.len(), 1, "closed {closed:?}");
+        // Open, the descriptor is closed when the facts are dropped.
+        let Some(h) =
+            HugePages::with_pagemap(OsStr::new("/proc/self/pagemap"), 1 << 21, Mode::Always)
+        else {
+            // Before 6.7 nothing stays open: the refusal above covers it.
+            return;
+        };
+        let fd = h.pagemap;
+        assert_eq!(sys::take_closed(), vec![]);
+        drop(h);
+        assert_eq!(sys::take_closed(), vec![fd]);
+    }
 
     #[test]
     fn advice_is_kept_replaced_and_forgotten() {

@@ -67,8 +67,25 @@ pub fn read_some(fd: i32, buf: &mut [u8]) -> Option<usize> {
 }
 
 pub fn close(fd: i32) {
+    #[cfg(test)]
+    CLOSED.with(|c| c.borrow_mut().push(fd));
     // SAFETY: closes a descriptor this library opened.
     unsafe { libc::syscall(libc::SYS_close, fd) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The descriptors this thread closed (unit tests): a descriptor
+    /// closed twice closes whatever the program opened under its number
+    /// in between.
+    static CLOSED: std::cell::RefCell<Vec<i32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The descriptors the calling thread closed since the last call (unit
+/// tests).
+#[cfg(test)]
+pub fn take_closed() -> Vec<i32> {
+    CLOSED.with(|c| c.take())
 }
 
 /// Bumped in the child of every `fork`: a thread id cached before it is
