@@ -515,13 +515,19 @@ pub fn compile_c(src: &str, name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(name);
     let src = repo_root().join(src);
+    // Built aside and renamed into place: two tests compiling the same
+    // program at once must not run each other's half-written binary.
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = BUILDS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let aside = dir.join(format!(".{name}.{k}"));
     let st = Command::new("gcc")
         .args(["-O1", "-g", "-pthread", "-o"])
-        .arg(&out)
+        .arg(&aside)
         .arg(&src)
         .status()
         .expect("gcc (scripts/install-deps.sh installs it)");
     assert!(st.success(), "gcc failed on {}", src.display());
+    std::fs::rename(&aside, &out).unwrap();
     out
 }
 
