@@ -24,6 +24,10 @@
 //!   handler, or kills the process as the default action would.
 //! - The program's own `mprotect`, `munmap` and `mremap` win: the range's
 //!   armed pages are disarmed and its regions are never armed again.
+//! - The program's descriptors stay its own: the library's sit from 700
+//!   up and are known again before each use (`runtime::sys::HIGH_FD`), so
+//!   a program that closes every descriptor and opens files under the
+//!   same numbers never has one read or closed by the library.
 //!
 //! It also places memory where the kernel cannot for a whole process
 //! (`numalab run --plan`, stripes of `interleave:NODES@PAGES`): the `plan`

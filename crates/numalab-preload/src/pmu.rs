@@ -112,6 +112,11 @@ static SPEC: OnceLock<Spec> = OnceLock::new();
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_FD: AtomicI32 = AtomicI32::new(-1);
 static FDS: [AtomicI32; CAPACITY] = [NO_FD; CAPACITY];
+/// Each slot's event id (`sys::perf_id`): the descriptor is closed only
+/// while it is still that event.
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_ID: AtomicU64 = AtomicU64::new(0);
+static IDS: [AtomicU64; CAPACITY] = [NO_ID; CAPACITY];
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_RING: AtomicUsize = AtomicUsize::new(0);
 static RINGS: [AtomicUsize; CAPACITY] = [NO_RING; CAPACITY];
@@ -178,6 +183,7 @@ pub fn thread_starts() {
             if p == libc::MAP_FAILED {
                 sys::close(fd);
             } else {
+                IDS[i].store(sys::perf_id(fd).unwrap_or(0), SeqCst);
                 FDS[i].store(fd, SeqCst);
                 RINGS[i].store(p as usize, SeqCst);
                 OPENED.store(true, SeqCst);
@@ -252,7 +258,7 @@ impl PmuSampler {
         }
         let fd = FDS[i].swap(-1, SeqCst);
         if fd >= 0 {
-            sys::close(fd);
+            sys::close_event(fd, IDS[i].load(SeqCst));
         }
     }
 

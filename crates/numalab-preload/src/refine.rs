@@ -68,7 +68,6 @@ const PERF_RECORD_SAMPLE: u32 = 9;
 const IOC_ENABLE: libc::c_ulong = 0x2400;
 const IOC_DISABLE: libc::c_ulong = 0x2401;
 const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
-const IOC_ID: libc::c_ulong = 0x8008_2407;
 
 /// The head of the ring's first page (`struct perf_event_mmap_page`): only
 /// the fields read here, at their offsets.
@@ -458,7 +457,10 @@ impl Refiner {
             for slot in 0..slots {
                 let leader = if slot == 0 { -1 } else { w.fds[0] };
                 match open_watch(tid, words[slot / 2], kinds[slot % 2], leader) {
-                    Ok(fd) => w.fds[slot] = fd,
+                    Ok(fd) => {
+                        w.fds[slot] = fd;
+                        w.ids[slot] = sys::perf_id(fd).unwrap_or(0);
+                    }
                     Err(e) => {
                         // No watchpoints at all here: say why, once, and stop.
                         if !self.opened_any && !matches!(e, libc::ESRCH | libc::ENOSPC) {
@@ -525,7 +527,7 @@ impl Refiner {
             let (cpus, full) = ring_cpus(&w, self.page_size);
             for (slot, by_cpu) in cpus.iter().enumerate() {
                 let sampled: u64 = by_cpu.iter().map(|(_, n)| *n).sum();
-                let hits = if full {
+                let hits = if full && sys::perf_id(w.fds[slot]) == Some(w.ids[slot]) {
                     read_count(w.fds[slot]).max(sampled)
                 } else {
                     sampled
@@ -627,11 +629,10 @@ fn attach_ring(w: &mut Watched, page_size: usize) -> bool {
         if slot > 0 && ioctl(w.fds[slot], IOC_SET_OUTPUT, w.fds[0] as libc::c_ulong) != 0 {
             return false;
         }
-        let mut id = 0u64;
-        if ioctl(w.fds[slot], IOC_ID, &mut id as *mut u64 as libc::c_ulong) != 0 {
+        // Known again: the id the samples carry, and the event's.
+        if sys::perf_id(w.fds[slot]) != Some(w.ids[slot]) {
             return false;
         }
-        w.ids[slot] = id;
     }
     true
 }
@@ -641,8 +642,9 @@ fn close_all(w: &Watched) {
         // SAFETY: the mapping attach_ring made, of that length.
         unsafe { libc::munmap(w.ring as *mut libc::c_void, page_size() + RING_BYTES_DATA) };
     }
-    for fd in w.fds.into_iter().filter(|fd| *fd >= 0) {
-        sys::close(fd);
+    // A number the program took over (it closed ours) stays its own.
+    for (fd, id) in w.fds.into_iter().zip(w.ids).filter(|(fd, _)| *fd >= 0) {
+        sys::close_event(fd, id);
     }
 }
 

@@ -92,6 +92,9 @@ struct Watch {
     tid: AtomicU32,
     slots: AtomicUsize,
     fds: [AtomicI32; MAX_SLOTS],
+    /// Each event's id (`sys::perf_id`): a descriptor is read, changed or
+    /// closed only while it is still that event.
+    ids: [AtomicU64; MAX_SLOTS],
     /// The word each slot watches this window (0: none, a skipped window).
     words: [AtomicU64; MAX_SLOTS],
     /// Each event's count and running time when the window opened.
@@ -119,6 +122,7 @@ const FREE_WATCH: Watch = Watch {
     tid: AtomicU32::new(0),
     slots: AtomicUsize::new(0),
     fds: [const { AtomicI32::new(-1) }; MAX_SLOTS],
+    ids: [const { AtomicU64::new(0) }; MAX_SLOTS],
     words: [const { AtomicU64::new(0) }; MAX_SLOTS],
     count_at: [const { AtomicU64::new(0) }; MAX_SLOTS],
     running_at: [const { AtomicU64::new(0) }; MAX_SLOTS],
@@ -852,6 +856,7 @@ pub fn thread_starts() {
     for s in 0..SLOTS.load(SeqCst) {
         match sys::perf_event_open(&attr(w as *const Watch as u64), 0) {
             Ok(fd) => {
+                w.ids[s].store(sys::perf_id(fd).unwrap_or(0), SeqCst);
                 w.fds[s].store(fd, SeqCst);
                 w.words[s].store(0, SeqCst);
                 slots += 1;
@@ -957,12 +962,23 @@ fn start_timer(w: &Watch, tid: u32) -> bool {
 }
 
 fn close_events(w: &Watch) {
-    for fd in &w.fds {
+    for (fd, id) in w.fds.iter().zip(&w.ids) {
         let f = fd.swap(-1, SeqCst);
         if f >= 0 {
-            sys::close(f);
+            sys::close_event(f, id.load(SeqCst));
         }
     }
+}
+
+/// Whether every slot's descriptor is still its event: a program that
+/// closed them (`closefrom`) may have opened its own files under their
+/// numbers, which must then be neither read nor changed. One `ioctl` a
+/// slot, on turns that use the events only.
+fn events_ours(w: &Watch, slots: usize) -> bool {
+    (0..slots).all(|s| {
+        let fd = w.fds[s].load(SeqCst);
+        fd < 0 || sys::perf_id(fd) == Some(w.ids[s].load(SeqCst))
+    })
 }
 
 /// Ends the calling thread's watch (its last window counted).
@@ -1091,8 +1107,8 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
     };
     let slots = w.slots.load(SeqCst);
     let watching = (0..slots).any(|s| w.words[s].load(SeqCst) != 0);
-    let mut lost = false;
-    if watching {
+    let mut lost = watching && !events_ours(w, slots);
+    if watching && !lost {
         match close_window(w, tid, slots, clock, own, t0) {
             Some((counted, watched)) if reopen && watched > 0 => {
                 let interval = w.interval.load(SeqCst);
@@ -1106,14 +1122,7 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
         }
     }
     if lost {
-        // The program closed (or reused) the descriptors: this thread's
-        // accesses are no longer counted, and the profile says so.
-        LOST.fetch_add(1, SeqCst);
-        for s in 0..slots {
-            w.words[s].store(0, SeqCst);
-            w.fds[s].store(-1, SeqCst);
-        }
-        w.slots.store(0, SeqCst);
+        forget_events(w, slots);
     } else if reopen && CELLS.load(SeqCst) >= MAX_CELLS {
         stop();
     } else if reopen {
@@ -1127,6 +1136,10 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
                     }
                 }
             }
+        } else if !watching && !events_ours(w, slots) {
+            // The first window after skipped ones: the events are used
+            // again, and known again first.
+            forget_events(w, slots);
         } else {
             open_window(w, slots, d);
             let cpu = if own { sys::cpu() } else { u32::MAX };
@@ -1146,6 +1159,18 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
     TURN_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
     TURNS.fetch_add(1, SeqCst);
     w.busy.store(false, SeqCst);
+}
+
+/// The program closed (or reused) the descriptors of `w`: its thread's
+/// accesses are no longer counted, and the profile says so. The numbers
+/// are the program's now: never used or closed by the library again.
+fn forget_events(w: &Watch, slots: usize) {
+    LOST.fetch_add(1, SeqCst);
+    for s in 0..slots {
+        w.words[s].store(0, SeqCst);
+        w.fds[s].store(-1, SeqCst);
+    }
+    w.slots.store(0, SeqCst);
 }
 
 /// Reads the counts of the window `w` has open and writes a WordCount per

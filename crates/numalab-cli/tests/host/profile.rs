@@ -1686,6 +1686,67 @@ fn programs_that_close_or_dup2_descriptors_keep_their_files() {
     }
 }
 
+/// A program that closes every descriptor from 3 up and opens its own
+/// file 800 times, over the numbers the library's events had and would
+/// have (700 up), reads every byte of it through each descriptor: the
+/// library never reads (24 bytes a window turn, once) nor closes what is
+/// the program's now, and its word counts say the thread's events were
+/// lost rather than count the file's bytes.
+#[test]
+fn a_program_that_reopens_files_over_the_librarys_descriptors_reads_them_whole() {
+    library_built();
+    let prog = compile_c(
+        "crates/numalab-preload/tests/programs/fdjuggle.c",
+        "fdjuggle",
+    );
+    let p = prog.to_str().unwrap();
+    let dir = scratch("profile-fdreopen");
+    let files = dir.join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let text: String = ('a'..='z')
+        .chain('A'..='Z')
+        .chain('0'..='9')
+        .chain("+/".chars())
+        .collect();
+    std::fs::write(files.join("in.txt"), &text).unwrap();
+    let plain = Command::new(p)
+        .args(["reopen", files.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        plain.status.success(),
+        "plain: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let out = dir.join("p");
+    // Every window watched (duty 0), so that the events are read often.
+    let r = numalab(&[
+        "profile",
+        "--overhead",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        p,
+        "reopen",
+        files.to_str().unwrap(),
+    ]);
+    assert_eq!(r.rc, 0, "{}", r.err);
+    assert!(!r.err.contains("fdjuggle:"), "{}", r.err);
+    assert_eq!(r.out.as_bytes(), &plain.stdout[..]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("profile.json")).unwrap()).unwrap();
+    assert_eq!(
+        v["word_counting"]["threads_lost"], 1,
+        "{}",
+        v["word_counting"]
+    );
+    assert_eq!(
+        std::fs::read(files.join("in.txt")).unwrap(),
+        text.as_bytes()
+    );
+}
+
 /// `--granularity`: each region's units by the first rule that selects
 /// it (array E at 64 B by its site, the other heap blocks at 2 MiB, the
 /// mapping C at 4 KiB); every unit lies inside its region's allocation,

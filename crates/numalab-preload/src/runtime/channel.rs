@@ -15,12 +15,11 @@
 //! the same number between the check and the write would still receive
 //! one write; the window is one system call wide.)
 
+use super::sys;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
-/// The lowest descriptor number the channel moves to.
-const HIGH_FD: i32 = 700;
 /// The longest path kept for reopening.
 const PATH_MAX: usize = 4096;
 
@@ -38,15 +37,6 @@ struct Path(std::cell::UnsafeCell<[u8; PATH_MAX + 1]>);
 unsafe impl Sync for Path {}
 static PATH: Path = Path(std::cell::UnsafeCell::new([0; PATH_MAX + 1]));
 static PATH_LEN: AtomicUsize = AtomicUsize::new(0);
-
-/// (device, inode) of `fd`, or `None` when it is not open.
-fn identity(fd: i32) -> Option<(u64, u64)> {
-    // SAFETY: a zeroed stat filled by fstat.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino))
-    }
-}
 
 /// Opens the saved path for appending, on a high descriptor; records its
 /// identity. Returns the descriptor, or the errno.
@@ -71,18 +61,10 @@ fn open_saved() -> Result<i32, i32> {
     if fd < 0 {
         return Err(errno());
     }
-    // SAFETY: fcntl and close on a descriptor this function opened.
-    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD) };
-    let fd = if high >= 0 {
-        // SAFETY: as above.
-        unsafe { libc::close(fd) };
-        high
-    } else {
-        // The descriptor limit is below HIGH_FD: the low one, still
-        // checked before every write.
-        fd
-    };
-    match identity(fd) {
+    // Where the descriptor limit is below HIGH_FD: the low one, still
+    // checked before every write.
+    let fd = sys::move_high(fd);
+    match sys::identity(fd) {
         Some((dev, ino)) => {
             DEV.store(dev, SeqCst);
             INO.store(ino, SeqCst);
@@ -128,7 +110,7 @@ pub fn checked() -> i32 {
     if fd < 0 {
         return -1;
     }
-    if identity(fd) == Some((DEV.load(SeqCst), INO.load(SeqCst))) {
+    if sys::identity(fd) == Some((DEV.load(SeqCst), INO.load(SeqCst))) {
         return fd;
     }
     // Closed or taken by the program: never written; opened again.

@@ -66,6 +66,64 @@ pub fn read_some(fd: i32, buf: &mut [u8]) -> Option<usize> {
     (n >= 0).then_some(n as usize)
 }
 
+/// The lowest number the descriptors the library keeps open move to.
+///
+/// A program may close every descriptor from 3 up (`closefrom`, the
+/// daemon pattern) and open files again, or close stdin and expect its
+/// next `open` to return 0: a descriptor of the library's on a low number
+/// would take the number the program expects, or the program's file would
+/// get a number the library still uses, and be read (24 bytes gone from
+/// its offset) or closed under it. So the library's events and files sit
+/// high, away from the numbers programs count on, and each is known again
+/// (`perf_id`, `identity`) before it is read or closed.
+pub const HIGH_FD: i32 = 700;
+
+/// `fd` moved to a number from [`HIGH_FD`] up, close-on-exec; `fd`
+/// itself where the descriptor limit is lower.
+pub fn move_high(fd: i32) -> i32 {
+    // SAFETY: fcntl on a descriptor the caller opened.
+    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD) };
+    if high < 0 {
+        return fd;
+    }
+    close(fd);
+    high
+}
+
+/// `PERF_EVENT_IOC_ID`: `_IOR('$', 7, u64)`.
+const PERF_IOC_ID: libc::c_ulong = 0x8008_2407;
+
+/// The kernel's id of the perf event open on `fd`; `None` when `fd` is
+/// not a perf event (closed, or a file of the program's now). The magic
+/// `'$'` is perf's alone: another file refuses the request unchanged.
+pub fn perf_id(fd: i32) -> Option<u64> {
+    if fd < 0 {
+        return None;
+    }
+    let mut id = 0u64;
+    // SAFETY: PERF_EVENT_IOC_ID writes one u64 to the pointer given.
+    let r = unsafe { libc::ioctl(fd, PERF_IOC_ID as _, &mut id as *mut u64) };
+    (r == 0).then_some(id)
+}
+
+/// Closes the perf event `id` on `fd`, and nothing else: a number the
+/// program took over is left alone.
+pub fn close_event(fd: i32, id: u64) {
+    if perf_id(fd) == Some(id) {
+        close(fd);
+    }
+}
+
+/// (device, inode) of the file open on `fd`, or `None` when it is not
+/// open.
+pub fn identity(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: a zeroed stat filled by fstat.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino))
+    }
+}
+
 pub fn close(fd: i32) {
     #[cfg(test)]
     CLOSED.with(|c| c.borrow_mut().push(fd));
@@ -441,13 +499,43 @@ pub fn perf_event_open_in(
     if fd < 0 {
         Err(errno())
     } else {
-        Ok(fd as i32)
+        Ok(move_high(fd as i32))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_events_sit_high_and_are_known_again() {
+        let attr = crate::perf::PerfEventAttr {
+            kind: 1, // PERF_TYPE_SOFTWARE
+            size: crate::perf::PerfEventAttr::SIZE,
+            config: 9, // PERF_COUNT_SW_DUMMY
+            flags: crate::perf::ATTR_EXCLUDE_KERNEL | crate::perf::ATTR_EXCLUDE_HV,
+            ..Default::default()
+        };
+        let Ok(fd) = perf_event_open(&attr, 0) else {
+            eprintln!("skipped: the kernel opens no software perf event here");
+            return;
+        };
+        assert!(fd >= HIGH_FD, "{fd}");
+        let id = perf_id(fd).expect("a perf event has an id");
+        // A file under another number is not an event: never closed.
+        let file = move_high(open_read(OsStr::new("/dev/null")).unwrap());
+        assert!(file >= HIGH_FD && file != fd);
+        assert_eq!(perf_id(file), None);
+        take_closed();
+        close_event(file, id);
+        assert_eq!(take_closed(), vec![]);
+        assert!(identity(file).is_some());
+        close_event(fd, id);
+        assert_eq!(take_closed(), vec![fd]);
+        assert_eq!(perf_id(fd), None);
+        close(file);
+        assert_eq!(identity(file), None);
+    }
 
     #[test]
     fn kernel_lists_become_ids_within_their_bound() {

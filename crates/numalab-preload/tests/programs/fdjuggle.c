@@ -9,6 +9,14 @@
  * - `fdjuggle dup2 DIR`: opens DIR/c.txt, dup2s it onto 3..63, writes
  *   through each of them between passes over the array.
  *
+ * - `fdjuggle reopen DIR`: closes every descriptor from 3 up, then opens
+ *   DIR/in.txt (64 bytes) 800 times, on 3..802, where the library's own
+ *   descriptors were and would be (its events sit from 700 up), and reads
+ *   it byte by byte through every descriptor, between passes over the
+ *   array: each read must give the next byte of the file. Exits 3 when a
+ *   descriptor gives another byte (something else read the file), 4 when
+ *   it fails (something closed it).
+ *
  * Prints "sum S" (the array's passes). The files must hold exactly the
  * bytes the program wrote. */
 #define _GNU_SOURCE
@@ -50,7 +58,7 @@ static unsigned long write_pieces(int fd, char tag, unsigned long *sum) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: fdjuggle close|dup2 DIR\n");
+        fprintf(stderr, "usage: fdjuggle close|dup2|reopen DIR\n");
         return 2;
     }
     array = malloc(BYTES);
@@ -74,6 +82,39 @@ int main(int argc, char **argv) {
             int n = snprintf(line, sizeof line, "%d\n", fd);
             if (write(fd, line, n) != n) return 1;
             sum += pass(fd);
+        }
+    } else if (strcmp(argv[1], "reopen") == 0) {
+        enum { COPIES = 800, ROUNDS = 64 };
+        static int fds[COPIES];
+        char path[4096], want[ROUNDS];
+        snprintf(path, sizeof path, "%s/in.txt", argv[2]);
+        /* Word counting's windows turn meanwhile: its events are open. */
+        for (int k = 0; k < 20; k++) sum += pass(k);
+        for (int fd = 3; fd < 1024; fd++) close(fd);
+        for (int i = 0; i < COPIES; i++) {
+            fds[i] = open(path, O_RDONLY);
+            if (fds[i] < 0) {
+                perror(path);
+                return 1;
+            }
+        }
+        FILE *f = fopen(path, "r");
+        if (!f || fread(want, 1, ROUNDS, f) != ROUNDS) return 1;
+        fclose(f);
+        for (int k = 0; k < ROUNDS; k++) {
+            for (int j = 0; j < 4; j++) sum += pass(k + j);
+            for (int i = 0; i < COPIES; i++) {
+                char c;
+                ssize_t n = read(fds[i], &c, 1);
+                if (n != 1) {
+                    fprintf(stderr, "fdjuggle: descriptor %d: read gave %zd at byte %d\n", fds[i], n, k);
+                    return 4;
+                }
+                if (c != want[k]) {
+                    fprintf(stderr, "fdjuggle: descriptor %d: byte %d is '%c', the file has '%c'\n", fds[i], k, c, want[k]);
+                    return 3;
+                }
+            }
         }
     } else {
         fprintf(stderr, "fdjuggle: unknown mode '%s'\n", argv[1]);
