@@ -1571,6 +1571,18 @@ fn children_forked_without_exec_are_said_not_sampled() {
     );
 }
 
+/// crates/numalab-preload/tests/programs/fdjuggle.c, compiled once.
+fn fdjuggle() -> std::path::PathBuf {
+    static P: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        compile_c(
+            "crates/numalab-preload/tests/programs/fdjuggle.c",
+            "fdjuggle",
+        )
+    })
+    .clone()
+}
+
 /// A program that closes every descriptor from 3 up, or dup2s its file
 /// onto 3..63, gets byte for byte the files it wrote under `profile`,
 /// `profile --per-thread` and `run --plan` (the library's records once
@@ -1578,10 +1590,7 @@ fn children_forked_without_exec_are_said_not_sampled() {
 #[test]
 fn programs_that_close_or_dup2_descriptors_keep_their_files() {
     library_built();
-    let prog = compile_c(
-        "crates/numalab-preload/tests/programs/fdjuggle.c",
-        "fdjuggle",
-    );
+    let prog = fdjuggle();
     let p = prog.to_str().unwrap();
     let dir = scratch("profile-fdjuggle");
     let _ = std::fs::remove_dir_all(&dir);
@@ -1695,10 +1704,7 @@ fn programs_that_close_or_dup2_descriptors_keep_their_files() {
 #[test]
 fn a_program_that_reopens_files_over_the_librarys_descriptors_reads_them_whole() {
     library_built();
-    let prog = compile_c(
-        "crates/numalab-preload/tests/programs/fdjuggle.c",
-        "fdjuggle",
-    );
+    let prog = fdjuggle();
     let p = prog.to_str().unwrap();
     let dir = scratch("profile-fdreopen");
     let files = dir.join("files");
