@@ -66,6 +66,8 @@ pub fn thread_starts() {
     if selected {
         // Whether it is pinned, as it starts (a thread no page sample
         // finds has its affinity too; its first sample says it again).
+        // The record also lists the thread in the profile: its samples
+        // are kept (no `--only-threads`, or the thread is in its set).
         emit_thread(sys::monotonic_ns());
     }
     emit(&Record {
@@ -73,11 +75,7 @@ pub fn thread_starts() {
         tid,
         cpu: u32::MAX,
         node: -1,
-        flags: if selected {
-            crate::record::STACK_SAMPLED
-        } else {
-            0
-        },
+        flags: 0,
         addr: start as u64,
         size: len as u64,
         time_ns: sys::monotonic_ns(),

@@ -165,10 +165,6 @@ pub enum Kind {
 /// Set in a Pinned's `flags` when `--skip` left the thread alone (a
 /// runtime's helper thread): it keeps the process's CPUs.
 pub const PIN_SKIPPED: u32 = 1;
-/// A Stack record's flag: the thread's samples are kept (no
-/// `--only-threads`, or the thread is in its set), so the profile lists
-/// it even when nothing of its was sampled or counted.
-pub const STACK_SAMPLED: u32 = 1;
 
 /// A thread name's bytes in a ThreadName record's `addr` and `size`.
 pub fn name_words(name: &[u8]) -> (u64, u64) {

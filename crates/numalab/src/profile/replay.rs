@@ -44,7 +44,6 @@ pub(super) struct Replay<'a> {
     allowed: BTreeMap<u32, u64>,
     ordinals: BTreeMap<u32, u32>,
     /// Threads whose Stack record said their samples are kept.
-    sampled_from_start: BTreeSet<u32>,
     other_threads: u64,
     costs: Vec<Cost>,
     located: Vec<Located>,
@@ -118,7 +117,6 @@ impl<'a> Replay<'a> {
             used_frames: BTreeSet::new(),
             allowed: BTreeMap::new(),
             ordinals: BTreeMap::new(),
-            sampled_from_start: BTreeSet::new(),
             other_threads: 0,
             costs: Vec::new(),
             located: Vec::new(),
@@ -175,9 +173,6 @@ impl<'a> Replay<'a> {
             Kind::Static | Kind::Stack => {
                 if r.kind == Kind::Stack && r.aux > 0 {
                     self.ordinals.entry(r.tid).or_insert(r.aux - 1);
-                    if r.flags & record::STACK_SAMPLED != 0 {
-                        self.sampled_from_start.insert(r.tid);
-                    }
                 }
                 self.located.push(Located {
                     stack_of: (r.kind == Kind::Stack).then_some(r.tid),
@@ -636,15 +631,15 @@ impl<'a> Replay<'a> {
         program_estimate: Option<&estimate::AccessEstimate>,
     ) -> Vec<ThreadProfile> {
         // Threads seen only at their end (no sampled fault, no counted
-        // access) are left out, unless their start said they were
-        // sampled (numbered, and in `--only-threads`' set if one was
-        // given): such a thread is listed even when no window of word
-        // counting's fell in its life (the duty starts above 0 at small
-        // targets).
-        let started = &self.sampled_from_start;
+        // access) are left out, unless a Thread record said their
+        // affinity: the library writes one as each thread it samples
+        // starts (no `--only-threads`, or the thread is in its set), so
+        // such a thread is listed even when no window of word counting's
+        // fell in its life (the duty starts above 0 at small targets).
+        let allowed = &self.allowed;
         std::mem::take(&mut self.threads)
             .into_iter()
-            .filter(|(tid, t)| !t.cpus.is_empty() || t.word_draws > 0 || started.contains(tid))
+            .filter(|(tid, t)| !t.cpus.is_empty() || t.word_draws > 0 || allowed.contains_key(tid))
             .map(|(tid, t)| ThreadProfile {
                 tid,
                 name: self.thread_names.get(&tid).cloned(),
