@@ -204,29 +204,13 @@ impl Term {
     }
 }
 
-/// glibc's `_dl_find_object` (2.35 and later): the loaded object holding
-/// an address, found without a lock (it is meant for unwinders), so a
-/// hook may call it. Looked up once at start; without it, code of objects
-/// loaded later matches nothing.
-type FindObjectFn = unsafe extern "C" fn(*mut libc::c_void, *mut [u64; 32]) -> libc::c_int;
-static FIND_OBJECT: OnceLock<Option<FindObjectFn>> = OnceLock::new();
-
-/// Looks `_dl_find_object` up when a term needs it; called at start,
-/// after the filter's or the plan's lines are read.
+/// Looks glibc's `_dl_find_object` up when a term needs it (code of
+/// objects loaded after start; without it such a term matches nothing);
+/// called at start, after the filter's or the plan's lines are read.
 pub fn resolve_find_object() {
-    if LATER_OBJECTS[0].get().is_none() {
-        return;
+    if LATER_OBJECTS[0].get().is_some() {
+        crate::runtime::unwind::resolve_find_object();
     }
-    let _ = FIND_OBJECT.get_or_init(|| {
-        // SAFETY: dlsym with a NUL-terminated name, at start (no hook).
-        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
-        (!f.is_null()).then(|| {
-            // SAFETY: the symbol is glibc's `int _dl_find_object(void *,
-            // struct dl_find_object *)`; its struct is smaller than the
-            // 256 bytes [`bias_in`] gives it.
-            unsafe { std::mem::transmute::<*mut libc::c_void, FindObjectFn>(f) }
-        })
-    });
 }
 
 /// The public head of glibc's `struct link_map` (<link.h>).
@@ -257,12 +241,7 @@ fn bias_in(pc: usize, name: &str) -> Option<usize> {
 /// The loaded object holding `pc` when its file name is `name` (see
 /// [`bias_in`]).
 fn object_in(pc: usize, name: &str) -> Option<LoadedObject> {
-    let find = (*FIND_OBJECT.get()?)?;
-    let mut out = [0u64; 32];
-    // SAFETY: `out` is larger than glibc's struct dl_find_object.
-    if unsafe { find(pc as *mut libc::c_void, &mut out) } != 0 {
-        return None;
-    }
+    let out = crate::runtime::unwind::find_object(pc)?;
     // struct dl_find_object: flags, map start, map end, link map.
     let map = out[3] as *const LinkMapHead;
     if map.is_null() {

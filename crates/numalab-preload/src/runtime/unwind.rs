@@ -16,6 +16,53 @@
 #[cfg(target_arch = "x86_64")]
 pub use x86_64::{init, thread_starts, trace};
 
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// glibc's `_dl_find_object` (2.35 and later): the loaded object holding
+/// an address, found without the loader's lock (it is meant for
+/// unwinders), so the fault handler and the hooks may call it.
+type FindObjectFn = unsafe extern "C" fn(*mut libc::c_void, *mut [u64; 32]) -> libc::c_int;
+
+/// Its address; 0 until [`resolve_find_object`] finds it.
+static FIND_OBJECT: AtomicUsize = AtomicUsize::new(0);
+
+/// Looks `_dl_find_object` up (`dlsym` takes the loader's lock: at
+/// start, never from a hook); whether glibc has it. Called by whichever
+/// user starts first (the unwinder, region selection); once found, later
+/// calls cost a load.
+pub fn resolve_find_object() -> bool {
+    if FIND_OBJECT.load(Relaxed) == 0 {
+        // SAFETY: dlsym with a NUL-terminated name.
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
+        FIND_OBJECT.store(f as usize, Relaxed);
+    }
+    FIND_OBJECT.load(Relaxed) != 0
+}
+
+/// Whether [`resolve_find_object`] found it (no loader call: hooks may
+/// ask).
+pub fn have_find_object() -> bool {
+    FIND_OBJECT.load(Relaxed) != 0
+}
+
+/// glibc's `struct dl_find_object` of the loaded object holding `pc`, as
+/// words (flags, map start, map end, link map, then its
+/// `PT_GNU_EH_FRAME`); `None` when no object holds it or
+/// `_dl_find_object` was not found at start.
+pub fn find_object(pc: usize) -> Option<[u64; 32]> {
+    let f = FIND_OBJECT.load(Relaxed);
+    if f == 0 {
+        return None;
+    }
+    // SAFETY: f is glibc's `int _dl_find_object(void *, struct
+    // dl_find_object *)`, whose struct is smaller than `out`; it takes no
+    // lock and is async-signal-safe.
+    let find = unsafe { std::mem::transmute::<usize, FindObjectFn>(f) };
+    let mut out = [0u64; 32];
+    // SAFETY: as above.
+    (unsafe { find(pc as *mut libc::c_void, &mut out) } == 0).then_some(out)
+}
+
 /// On this architecture there is no unwinder of ours: callers keep glibc's
 /// `backtrace`.
 #[cfg(not(target_arch = "x86_64"))]
@@ -35,13 +82,8 @@ pub fn trace(_pcs: &mut [usize]) -> usize {
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64 {
+    use super::{find_object, have_find_object, resolve_find_object};
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-    type FindObjectFn = unsafe extern "C" fn(*mut libc::c_void, *mut [u64; 32]) -> libc::c_int;
-
-    /// glibc's `_dl_find_object`; 0 until [`init`] finds it.
-    static FIND_OBJECT: AtomicUsize = AtomicUsize::new(0);
 
     thread_local! {
         /// The calling thread's stack mapping, `[low, high)`; (0, 0) until
@@ -53,20 +95,16 @@ mod x86_64 {
     /// Looks up `_dl_find_object` (the one loader call, made at start) and
     /// this thread's stack; whether the unwinder can be used.
     pub fn init() -> bool {
-        if FIND_OBJECT.load(Relaxed) == 0 {
-            // SAFETY: dlsym with a NUL-terminated name.
-            let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
-            FIND_OBJECT.store(f as usize, Relaxed);
-        }
+        let found = resolve_find_object();
         let _ = stack_bounds(current_sp());
-        FIND_OBJECT.load(Relaxed) != 0
+        found
     }
 
     /// Records a new thread's stack from its attributes, before its start
     /// routine runs: cheaper than the memory map the first unwind would
     /// read otherwise.
     pub fn thread_starts() {
-        if FIND_OBJECT.load(Relaxed) == 0 {
+        if !have_find_object() {
             return;
         }
         // SAFETY: attr is initialised by pthread_getattr_np before it is
@@ -634,18 +672,7 @@ mod x86_64 {
     /// The FDE covering `pc`, through the sorted table of the
     /// `.eh_frame_hdr` of the object `_dl_find_object` says holds it.
     fn find_fde(pc: usize) -> Option<Fde> {
-        let f = FIND_OBJECT.load(Relaxed);
-        if f == 0 {
-            return None;
-        }
-        // SAFETY: f is glibc's `int _dl_find_object(void *, struct
-        // dl_find_object *)`, whose struct is smaller than `out`.
-        let find = unsafe { std::mem::transmute::<usize, FindObjectFn>(f) };
-        let mut out = [0u64; 32];
-        // SAFETY: as above; it takes no lock and is async-signal-safe.
-        if unsafe { find(pc as *mut libc::c_void, &mut out) } != 0 {
-            return None;
-        }
+        let out = find_object(pc)?;
         // struct dl_find_object: flags, map start, map end, link map,
         // then the object's PT_GNU_EH_FRAME.
         let hdr = out[4] as usize;
