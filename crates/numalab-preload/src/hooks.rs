@@ -9,7 +9,7 @@ use crate::runtime::stacks::{call_stack, emit_frames, STACK_CAPACITY};
 use crate::runtime::state::{
     active, config, on_library_thread, page_size, MIN_BYTES, SAMPLER_STARTING,
 };
-use crate::runtime::{emit, next, sys};
+use crate::runtime::{emit, next, stacks, sys};
 use crate::tables::{self, BusyGuard};
 use crate::{fault, plan, select, signals};
 use libc::{c_int, c_void, size_t, ssize_t};
@@ -121,12 +121,9 @@ fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32, fd: c_int) -> *mu
         return p;
     }
     let mut pcs = [0usize; STACK_CAPACITY];
-    // The call stack is taken first only when the filter judges by it.
-    let mut depth = if select::needs_stack() {
-        call_stack(&mut pcs)
-    } else {
-        0
-    };
+    // The call stack first: the filter may judge by it, and an allocation
+    // libc makes for itself is never armed.
+    let depth = call_stack(&mut pcs);
     // The mapped file's path, only when a `file:` term needs it.
     let mut path_buf = [0u8; 512];
     let path = (fd >= 0 && select::needs_path())
@@ -143,6 +140,11 @@ fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32, fd: c_int) -> *mu
         return p;
     }
     let refine = select::refines(&c);
+    let prot = if stacks::made_by_libc(&pcs[..depth]) {
+        prot | tables::WORDS_ONLY
+    } else {
+        prot
+    };
     if !tables::add_region(p as usize, n, refine, prot) {
         return p;
     }
@@ -157,9 +159,6 @@ fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32, fd: c_int) -> *mu
         time_ns: sys::monotonic_ns(),
         aux: 0,
     });
-    if !select::needs_stack() {
-        depth = call_stack(&mut pcs);
-    }
     emit_frames(p as u64, &pcs[..depth]);
     p
 }
@@ -505,6 +504,44 @@ pub unsafe extern "C" fn sigaltstack(ss: *const libc::stack_t, old: *mut libc::s
         untrack((*ss).ss_sp as usize, (*ss).ss_size);
     }
     libc::syscall(libc::SYS_sigaltstack, ss, old) as c_int
+}
+
+type SetvbufFn = unsafe extern "C" fn(*mut libc::FILE, *mut libc::c_char, c_int, size_t) -> c_int;
+type SetbufferFn = unsafe extern "C" fn(*mut libc::FILE, *mut libc::c_char, size_t);
+
+/// # Safety
+/// As C's `setvbuf`. A buffer the program gives stdio is let go first
+/// (disarmed, never armed again): libc fills and empties it with system
+/// calls of its own (`fflush` writes it out), which no hook sees. An
+/// armed page of a 1 MiB buffer made `fflush` fail with EFAULT, and the
+/// lines in it were lost.
+#[no_mangle]
+pub unsafe extern "C" fn setvbuf(
+    f: *mut libc::FILE,
+    buf: *mut libc::c_char,
+    mode: c_int,
+    size: size_t,
+) -> c_int {
+    if !buf.is_null() {
+        untrack(buf as usize, size);
+    }
+    match real!("setvbuf", SetvbufFn) {
+        Some(g) => g(f, buf, mode, size),
+        None => enosys(),
+    }
+}
+
+/// # Safety
+/// As C's `setbuffer` (BSD's `setvbuf`): its buffer is let go first, as
+/// [`setvbuf`]'s.
+#[no_mangle]
+pub unsafe extern "C" fn setbuffer(f: *mut libc::FILE, buf: *mut libc::c_char, size: size_t) {
+    if !buf.is_null() {
+        untrack(buf as usize, size);
+    }
+    if let Some(g) = real!("setbuffer", SetbufferFn) {
+        g(f, buf, size);
+    }
 }
 
 /// # Safety

@@ -24,6 +24,10 @@
 //!   handler, or kills the process as the default action would.
 //! - The program's own `mprotect`, `munmap` and `mremap` win: the range's
 //!   armed pages are disarmed and its regions are never armed again.
+//! - Memory libc fills with system calls of its own (a directory's buffer,
+//!   a stdio buffer the program gives `setvbuf`) is never armed: libc's own
+//!   allocations are counted by word only (`tables::WORDS_ONLY`), and
+//!   `setvbuf`'s buffer is let go.
 //! - The program's descriptors stay its own: the library's sit from 700
 //!   up and are known again before each use (`runtime::sys::HIGH_FD`), so
 //!   a program that closes every descriptor and opens files under the

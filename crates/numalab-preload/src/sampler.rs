@@ -317,6 +317,10 @@ fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, 
     let Some(prot) = tables::prot_of(page) else {
         return;
     };
+    // libc's own buffers are counted by word only (see WORDS_ONLY).
+    if prot & tables::WORDS_ONLY != 0 {
+        return;
+    }
     if probe && prot & libc::PROT_WRITE == 0 {
         return;
     }

@@ -395,12 +395,6 @@ fn file_matches(path: &[u8], wanted: &str) -> bool {
         || (path.ends_with(w) && path.len() > w.len() && path[path.len() - w.len() - 1] == b'/')
 }
 
-/// Whether a filter needs the allocation's call stack.
-pub fn needs_stack() -> bool {
-    let by_code = |f: &OnceLock<Option<Vec<Term>>>| matches!(f.get(), Some(Some(t)) if t.iter().any(Term::by_code));
-    by_code(&REGIONS) || by_code(&REFINE_REGIONS)
-}
-
 /// An allocation or mapping, as the filters judge it.
 #[derive(Clone, Copy)]
 pub struct Candidate<'a> {

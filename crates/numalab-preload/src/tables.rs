@@ -38,6 +38,14 @@ const DISARMING: u8 = 3;
 /// write, and no sample of the page's accesses.
 pub const PROBE: i32 = 0x80;
 
+/// Or'ed into a region's protection ([`add_region`]): its pages are never
+/// armed, only its words counted (watchpoints, which the kernel's own
+/// accesses do not trip). For memory libc allocates for itself and fills
+/// or empties with system calls of its own, which no hook sees: a
+/// directory's buffer (`opendir`), 32 KiB and up. An armed page of it
+/// made `getdents64` fail with EFAULT: directory listings came out short.
+pub const WORDS_ONLY: i32 = 0x40;
+
 /// One armed span: its address and length, state and the protection to
 /// restore. A span is one page, or one whole transparent huge page (armed
 /// whole, because protecting part of it would split it: see the sampler).
@@ -370,7 +378,8 @@ pub fn for_each_region(mut f: impl FnMut(usize, usize)) {
     }
 }
 
-/// The protection of the tracked region holding `addr`.
+/// The protection of the tracked region holding `addr`, with
+/// [`WORDS_ONLY`] when its pages are never armed.
 pub fn prot_of(addr: usize) -> Option<i32> {
     regions().iter().find_map(|r| {
         let s = r.start.load(SeqCst);

@@ -567,3 +567,38 @@ fn a_records_path_that_cannot_be_written_is_said_once_and_the_program_runs() {
         );
     }
 }
+
+#[test]
+fn buffers_libc_fills_itself_are_never_armed() {
+    // The directory's buffer (opendir's, 32 KiB and a header) tracked as
+    // on file systems whose st_blksize makes it 64 KiB and more.
+    let (o, r) = run_with(
+        "libc-buffers",
+        20_000,
+        &[("NUMALAB_PROFILE_MIN_BYTES", "16384")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let dirs = t.lines().find(|l| l.starts_with("dirs: ")).unwrap();
+    assert!(dirs.ends_with(" rounds, 0 failures"), "{t}");
+    let rounds: usize = dirs.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(rounds > 20, "{t}");
+    let lines = t.lines().find(|l| l.starts_with("setvbuf: ")).unwrap();
+    let w: Vec<&str> = lines.split_whitespace().collect();
+    assert_eq!((w[1], w[6]), (w[3], "0"), "{t}");
+    // Every directory's buffer was tracked, and none was armed: no sample
+    // fell in one, while the array beside was sampled.
+    let buffers: Vec<(u64, u64)> = r
+        .iter()
+        .filter(|x| x.kind == Kind::Alloc && x.size > 32 << 10 && x.size < 64 << 10)
+        .map(|x| (x.addr, x.size))
+        .collect();
+    assert!(buffers.len() >= rounds, "{} of {rounds}", buffers.len());
+    let s = samples(&r);
+    let inside = s
+        .iter()
+        .filter(|x| buffers.iter().any(|(a, n)| x.addr >= *a && x.addr < a + n))
+        .count();
+    assert_eq!(inside, 0, "{} samples in all", s.len());
+    assert!(s.len() > 20, "{} samples", s.len());
+}

@@ -100,6 +100,8 @@ pub const EARLY: &[&str] = &[
     "sendmsg\0",
     "fread\0",
     "fwrite\0",
+    "setvbuf\0",
+    "setbuffer\0",
     "sigaction\0",
 ];
 

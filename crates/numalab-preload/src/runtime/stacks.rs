@@ -9,7 +9,7 @@
 
 use super::{emit, sys, unwind};
 use libc::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 /// Frames of the call stack recorded per allocation.
 const FRAMES: usize = 8;
@@ -35,12 +35,44 @@ pub const STACK_CAPACITY: usize = FRAMES + 3;
 /// unwinder's one loader call, or else `backtrace`'s first call (which
 /// loads libgcc's unwinder with `dlopen`, allocating).
 pub fn prepare() {
+    // The objects of this library and of libc, by their functions.
+    for (range, f) in [
+        (&OWN_OBJECT, made_by_libc as *const () as usize),
+        (&LIBC_OBJECT, libc::getpid as *const () as usize),
+    ] {
+        if unwind::resolve_find_object() {
+            if let Some(o) = unwind::find_object(f) {
+                range[0].store(o[1] as usize, Relaxed);
+                range[1].store(o[2] as usize, Relaxed);
+            }
+        }
+    }
     if unwind::init() {
         OWN_UNWINDER.store(true, Relaxed);
     } else {
         let mut pcs = [0usize; STACK_CAPACITY];
         let _ = call_stack(&mut pcs);
     }
+}
+
+/// The mapped ranges `[start, end)` of this library and of libc, found
+/// at start (`_dl_find_object`); 0, 0 where unknown.
+static OWN_OBJECT: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+static LIBC_OBJECT: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+fn within(range: &[AtomicUsize; 2], pc: usize) -> bool {
+    pc >= range[0].load(Relaxed) && pc < range[1].load(Relaxed)
+}
+
+/// Whether the allocation whose stack is `pcs` ([`call_stack`]'s) was
+/// made by libc for itself: the first frame outside this library is
+/// libc's. Such memory may be filled or emptied by system calls libc
+/// makes itself (a directory's buffer, by `getdents64`), which no hook
+/// can disarm first: it is never armed (`tables::WORDS_ONLY`).
+pub fn made_by_libc(pcs: &[usize]) -> bool {
+    pcs.iter()
+        .find(|&&pc| !within(&OWN_OBJECT, pc))
+        .is_some_and(|&pc| within(&LIBC_OBJECT, pc))
 }
 
 /// Fills `pcs` with the calling thread's stack; returns how many frames.

@@ -14,7 +14,10 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MB (1024 * 1024)
@@ -339,6 +342,74 @@ static void on_usr1(int s) {
     usr1_seen++;
 }
 
+/* Buffers libc fills or empties with system calls of its own, which no hook
+ * of the library sees: a directory's (opendir allocates it, 32 KiB and up,
+ * st_blksize's size on file systems that say more, and getdents64 fills
+ * it) and a stdio buffer the program gives (setvbuf; fflush writes it
+ * out). Run with NUMALAB_PROFILE_MIN_BYTES=16384 so that the directory's
+ * buffer is tracked as on such file systems. Every pass must list every
+ * entry, and the file must hold every line. */
+static int mode_libc_buffers(void) {
+    char dir[] = "/tmp/numalab-hazards-XXXXXX", path[4200];
+    if (!mkdtemp(dir)) return 2;
+    enum { FILES = 3000 };
+    for (int i = 0; i < FILES; i++) {
+        snprintf(path, sizeof path, "%s/f%04d", dir, i);
+        int fd = open(path, O_CREAT | O_WRONLY, 0644);
+        if (fd < 0) return 2;
+        close(fd);
+    }
+    size_t n = MB;
+    uint64_t *array = malloc(n);
+    memset(array, 1, n);
+    int fails = 0, rounds = 0;
+    double end = now() + 1.5;
+    while (now() < end) {
+        DIR *d = opendir(dir);
+        if (!d) return 2;
+        int count = 0;
+        errno = 0;
+        while (readdir(d)) count++;
+        if (errno || count != FILES + 2) fails++;
+        closedir(d);
+        rounds++;
+        churn((volatile uint64_t *)array, n / 8, 0.001);
+    }
+    printf("dirs: %d rounds, %d failures\n", rounds, fails);
+    int dir_fails = fails;
+    /* The program's own 1 MiB stdio buffer. */
+    snprintf(path, sizeof path, "%s/lines.txt", dir);
+    char *buf = malloc(MB);
+    FILE *f = fopen(path, "w");
+    if (!f || setvbuf(f, buf, _IOFBF, MB)) return 2;
+    long lines = 0;
+    fails = 0;
+    end = now() + 1.5;
+    while (now() < end) {
+        for (int k = 0; k < 20000; k++)
+            if (fprintf(f, "line %ld\n", lines++) < 0) fails++;
+        if (fflush(f)) fails++;
+        churn((volatile uint64_t *)array, n / 8, 0.001);
+    }
+    if (fclose(f)) fails++;
+    f = fopen(path, "r");
+    long got = 0;
+    char line[64];
+    while (f && fgets(line, sizeof line, f)) got++;
+    if (f) fclose(f);
+    if (got != lines) fails++;
+    printf("setvbuf: %ld lines, %ld read back, %d failures\n", lines, got, fails);
+    free(buf);
+    for (int i = 0; i < FILES; i++) {
+        snprintf(path, sizeof path, "%s/f%04d", dir, i);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/lines.txt", dir);
+    unlink(path);
+    rmdir(dir);
+    return dir_fails + fails != 0;
+}
+
 static int mode_altstack(void) {
     size_t n = 1 * MB;
     void *stack = malloc(n);
@@ -470,6 +541,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "altstack")) return mode_altstack();
     if (!strcmp(m, "traps")) return mode_traps(argc > 2 ? argv[2] : NULL);
     if (!strcmp(m, "barriers")) return mode_barriers(argc > 2 ? argv[2] : NULL);
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file, altstack, traps, barriers\n", m);
+    if (!strcmp(m, "libc-buffers")) return mode_libc_buffers();
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file, altstack, traps, barriers, libc-buffers\n", m);
     return 2;
 }
