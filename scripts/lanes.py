@@ -19,9 +19,9 @@ The lanes (a test binary's lane follows from its name, see `lane_of`):
   also when a test fails.
 
 Each binary is built once (`cargo test --no-run`) and run as cargo runs it
-(from its package's folder, with cargo's environment); the guest and
-cluster lanes run beside the fast and browser lanes, which run one after
-the other (--guest-apart runs the guest lane after them). A test that skips for hardware this
+(from its package's folder, with cargo's environment); the guest lane runs
+beside the fast, browser and cluster lanes, which run one after the other
+(--guest-apart runs it after them). A test that skips for hardware this
 machine cannot have calls `numalab_testkit::skip`, which appends to the file
 named by NUMALAB_SKIP_LOG: the lane counts it as skipped, not passed, and
 prints why. Exits 1 when any test failed or any binary did not finish.
@@ -375,14 +375,7 @@ def main():
     # another; all three in 689 s side by side. Tests that measure on the
     # host judge rates against the CPU time their threads were given
     # (a paced load's waited_seconds), never against a quiet machine.
-    # The cluster lane beside them too: its tests mostly wait on Slurm's
-    # daemons and Open MPI's launcher (26-29% of the CPUs, 21-25 s after
-    # the browser lane on clean clones of 2026-12-05).
-    side = [
-        lane
-        for lane in lanes
-        if (lane == "guest" and not args.guest_apart) or lane == "cluster"
-    ]
+    side = [lane for lane in lanes if lane == "guest" and not args.guest_apart]
     main_lanes = [lane for lane in lanes if lane not in side]
     buffered = {lane: Buffered(lane) for lane in side}
     threads = []
