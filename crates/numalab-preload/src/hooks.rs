@@ -140,12 +140,12 @@ fn track_with(p: *mut c_void, n: usize, flags: u32, prot: i32, fd: c_int) -> *mu
         return p;
     }
     let refine = select::refines(&c);
-    let prot = if stacks::made_by_libc(&pcs[..depth]) {
-        prot | tables::WORDS_ONLY
+    let arming = if stacks::made_by_libc(&pcs[..depth]) {
+        tables::Arming::WordsOnly
     } else {
-        prot
+        tables::Arming::Pages
     };
-    if !tables::add_region(p as usize, n, refine, prot) {
+    if !tables::add_region(p as usize, n, refine, prot, arming) {
         return p;
     }
     emit(&Record {

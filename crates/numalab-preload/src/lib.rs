@@ -26,7 +26,7 @@
 //!   armed pages are disarmed and its regions are never armed again.
 //! - Memory libc fills with system calls of its own (a directory's buffer,
 //!   a stdio buffer the program gives `setvbuf`) is never armed: libc's own
-//!   allocations are counted by word only (`tables::WORDS_ONLY`), and
+//!   allocations are counted by word only (`tables::Arming::WordsOnly`), and
 //!   `setvbuf`'s buffer is let go.
 //! - The program's descriptors stay its own: the library's sit from 700
 //!   up and are known again before each use (`runtime::sys::HIGH_FD`), so

@@ -312,15 +312,12 @@ fn arm_one(rng: &mut Random, ps: usize, huge: Option<&HugePages>, total: usize, 
     if probe && node == tables::NODE_ABSENT {
         return;
     }
-    // The protection its region had, which the page gets back; a page of
-    // a read-only mapping is not probed for writes.
-    let Some(prot) = tables::prot_of(page) else {
+    // The protection its region had, which the page gets back (none for
+    // libc's own buffers, counted by word only: see tables::Arming); a
+    // page of a read-only mapping is not probed for writes.
+    let Some(prot) = tables::armable_prot(page) else {
         return;
     };
-    // libc's own buffers are counted by word only (see WORDS_ONLY).
-    if prot & tables::WORDS_ONLY != 0 {
-        return;
-    }
     if probe && prot & libc::PROT_WRITE == 0 {
         return;
     }

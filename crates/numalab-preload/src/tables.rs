@@ -38,14 +38,6 @@ const DISARMING: u8 = 3;
 /// write, and no sample of the page's accesses.
 pub const PROBE: i32 = 0x80;
 
-/// Or'ed into a region's protection ([`add_region`]): its pages are never
-/// armed, only its words counted (watchpoints, which the kernel's own
-/// accesses do not trip). For memory libc allocates for itself and fills
-/// or empties with system calls of its own, which no hook sees: a
-/// directory's buffer (`opendir`), 32 KiB and up. An armed page of it
-/// made `getdents64` fail with EFAULT: directory listings came out short.
-pub const WORDS_ONLY: i32 = 0x40;
-
 /// One armed span: its address and length, state and the protection to
 /// restore. A span is one page, or one whole transparent huge page (armed
 /// whole, because protecting part of it would split it: see the sampler).
@@ -301,6 +293,22 @@ struct Region {
     refine: AtomicBool,
     /// Its protection (`PROT_*`), which an armed page of it gets back.
     prot: AtomicU8,
+    /// Its pages may be armed ([`Arming::Pages`]).
+    armable: AtomicBool,
+}
+
+/// How a tracked region is sampled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arming {
+    /// Its pages are armed (protection faults) and its words counted.
+    Pages,
+    /// Its pages are never armed, only its words counted (watchpoints,
+    /// which the kernel's own accesses do not trip). For memory libc
+    /// allocates for itself and fills or empties with system calls of its
+    /// own, which no hook sees: a directory's buffer (`opendir`), 32 KiB
+    /// and up. An armed page of it made `getdents64` fail with EFAULT:
+    /// directory listings came out short.
+    WordsOnly,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -309,6 +317,7 @@ const EMPTY_REGION: Region = Region {
     len: AtomicUsize::new(0),
     refine: AtomicBool::new(false),
     prot: AtomicU8::new(0),
+    armable: AtomicBool::new(false),
 };
 
 static REGIONS: [Region; REGION_CAPACITY] = [EMPTY_REGION; REGION_CAPACITY];
@@ -322,10 +331,10 @@ fn regions() -> &'static [Region] {
     &REGIONS[..REGIONS_USED.load(SeqCst).min(REGION_CAPACITY)]
 }
 
-/// Tracks `[start, start + len)`, of protection `prot`, as a region whose
-/// pages may be armed (`refine`: and whose lines refinement may watch);
+/// Tracks `[start, start + len)`, of protection `prot`, as a region
+/// sampled as `arming` says (`refine`: whose lines refinement may watch);
 /// `false` when the table is full.
-pub fn add_region(start: usize, len: usize, refine: bool, prot: i32) -> bool {
+pub fn add_region(start: usize, len: usize, refine: bool, prot: i32, arming: Arming) -> bool {
     if start == 0 || len == 0 {
         return false;
     }
@@ -338,6 +347,7 @@ pub fn add_region(start: usize, len: usize, refine: bool, prot: i32) -> bool {
             r.len.store(len, SeqCst);
             r.refine.store(refine, SeqCst);
             r.prot.store(prot as u8, SeqCst);
+            r.armable.store(arming == Arming::Pages, SeqCst);
             r.start.store(start, SeqCst);
             return true;
         }
@@ -378,13 +388,15 @@ pub fn for_each_region(mut f: impl FnMut(usize, usize)) {
     }
 }
 
-/// The protection of the tracked region holding `addr`, with
-/// [`WORDS_ONLY`] when its pages are never armed.
-pub fn prot_of(addr: usize) -> Option<i32> {
+/// The protection of the tracked region holding `addr`, which an armed
+/// page of it gets back; None when no region holds it or the region's
+/// pages are never armed ([`Arming::WordsOnly`]).
+pub fn armable_prot(addr: usize) -> Option<i32> {
     regions().iter().find_map(|r| {
         let s = r.start.load(SeqCst);
         (s != 0 && s != usize::MAX && addr >= s && addr - s < r.len.load(SeqCst))
-            .then(|| r.prot.load(SeqCst) as i32)
+            .then(|| r.armable.load(SeqCst).then(|| r.prot.load(SeqCst) as i32))
+            .flatten()
     })
 }
 
@@ -526,16 +538,23 @@ mod tests {
     #[test]
     fn arming_regions_and_busy_buffers_follow_the_handshake() {
         let p = 4096;
-        assert!(add_region(10 * p + 100, 5 * p, true, 3));
-        assert_eq!((prot_of(11 * p), prot_of(16 * p)), (Some(3), None));
+        assert!(add_region(10 * p + 100, 5 * p, true, 3, Arming::Pages));
+        assert_eq!(
+            (armable_prot(11 * p), armable_prot(16 * p)),
+            (Some(3), None)
+        );
         // Whole pages only: 11p..15p.
         assert_eq!(nth_page(0, p), (Some(11 * p), 4));
         assert_eq!(nth_page(3, p), (Some(14 * p), 4));
         assert_eq!(nth_page(4, p), (None, 4));
         assert!(in_region(12 * p, p) && !in_region(15 * p, p));
         // A second region refinement may not watch.
-        assert!(add_region(40 * p, 2 * p, false, 1));
-        assert_eq!(prot_of(41 * p), Some(1));
+        assert!(add_region(40 * p, 2 * p, false, 1, Arming::Pages));
+        assert_eq!(armable_prot(41 * p), Some(1));
+        // A region counted by word only: tracked, never armed.
+        assert!(add_region(50 * p, 2 * p, false, 3, Arming::WordsOnly));
+        assert!(in_region(50 * p, p) && armable_prot(50 * p).is_none());
+        assert_eq!(remove_regions(50 * p, 51 * p, |_, _| {}), 2 * p);
         assert!(refinable(10 * p + 100) && refinable(15 * p + 99));
         assert!(!refinable(15 * p + 100) && !refinable(40 * p));
         assert_eq!(nth_region(1, p, true), Some((11 * p, 4)));

@@ -68,7 +68,7 @@ fn within(range: &[AtomicUsize; 2], pc: usize) -> bool {
 /// made by libc for itself: the first frame outside this library is
 /// libc's. Such memory may be filled or emptied by system calls libc
 /// makes itself (a directory's buffer, by `getdents64`), which no hook
-/// can disarm first: it is never armed (`tables::WORDS_ONLY`).
+/// can disarm first: it is never armed (`tables::Arming::WordsOnly`).
 pub fn made_by_libc(pcs: &[usize]) -> bool {
     pcs.iter()
         .find(|&&pc| !within(&OWN_OBJECT, pc))
