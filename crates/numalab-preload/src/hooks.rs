@@ -12,7 +12,7 @@ use crate::runtime::state::{
 use crate::runtime::{emit, next, stacks, sys};
 use crate::tables::{self, BusyGuard};
 use crate::{fault, plan, select, signals};
-use libc::{c_int, c_void, size_t, ssize_t};
+use libc::{c_int, c_uint, c_void, size_t, ssize_t};
 use std::sync::atomic::Ordering::SeqCst;
 
 /// The allocator's `malloc_usable_size` (this library's answers for its
@@ -42,11 +42,24 @@ fn shield(p: *const c_void, n: usize) -> Option<BusyGuard> {
 
 /// [`shield`] over every buffer of an iovec array (their hull).
 fn shield_iov(iov: *const libc::iovec, count: c_int) -> Option<BusyGuard> {
-    if !active() || iov.is_null() || count <= 0 {
+    if !active() {
         return None;
     }
+    let (lo, hi) = iov_hull(iov, count);
+    (lo < hi)
+        .then(|| shield(lo as *const c_void, hi - lo))
+        .flatten()
+}
+
+/// The hull `[lo, hi)` of an iovec array's non-empty buffers (`lo >= hi`
+/// when there is none).
+fn iov_hull(iov: *const libc::iovec, count: c_int) -> (usize, usize) {
     let (mut lo, mut hi) = (usize::MAX, 0usize);
-    for i in 0..count.min(1024) as usize {
+    if iov.is_null() {
+        return (lo, hi);
+    }
+    // (The kernel takes at most UIO_MAXIOV, 1024, buffers a call.)
+    for i in 0..count.clamp(0, 1024) as usize {
         // SAFETY: the caller gives `count` iovecs.
         let v = unsafe { *iov.add(i) };
         if v.iov_len > 0 {
@@ -54,9 +67,7 @@ fn shield_iov(iov: *const libc::iovec, count: c_int) -> Option<BusyGuard> {
             hi = hi.max((v.iov_base as usize).saturating_add(v.iov_len));
         }
     }
-    (lo < hi)
-        .then(|| shield(lo as *const c_void, hi - lo))
-        .flatten()
+    (lo, hi)
 }
 
 fn shield_msg(msg: *const libc::msghdr) -> Option<BusyGuard> {
@@ -66,6 +77,26 @@ fn shield_msg(msg: *const libc::msghdr) -> Option<BusyGuard> {
     // SAFETY: the caller gives a valid msghdr.
     let m = unsafe { &*msg };
     shield_iov(m.msg_iov, m.msg_iovlen as c_int)
+}
+
+/// [`shield`] over every buffer of every message of an mmsghdr array
+/// (recvmmsg, sendmmsg): their hull.
+fn shield_mmsg(msgs: *const libc::mmsghdr, count: c_uint) -> Option<BusyGuard> {
+    if !active() || msgs.is_null() {
+        return None;
+    }
+    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    // (The kernel takes at most UIO_MAXIOV, 1024, messages a call.)
+    for i in 0..count.min(1024) as usize {
+        // SAFETY: the caller gives `count` messages.
+        let m = unsafe { &(*msgs.add(i)).msg_hdr };
+        let (l, h) = iov_hull(m.msg_iov, m.msg_iovlen as c_int);
+        lo = lo.min(l);
+        hi = hi.max(h);
+    }
+    (lo < hi)
+        .then(|| shield(lo as *const c_void, hi - lo))
+        .flatten()
 }
 
 /// Stops tracking `[p, p + n)` and disarms it; returns whether a tracked
@@ -617,6 +648,26 @@ type MsgFn = unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> ssize_t;
 type SendmsgFn = unsafe extern "C" fn(c_int, *const libc::msghdr, c_int) -> ssize_t;
 type FreadFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, *mut libc::FILE) -> size_t;
 type FwriteFn = unsafe extern "C" fn(*const c_void, size_t, size_t, *mut libc::FILE) -> size_t;
+type ReadChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t) -> ssize_t;
+type PreadChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, libc::off_t, size_t) -> ssize_t;
+type RecvChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t, c_int) -> ssize_t;
+type RecvfromChkFn = unsafe extern "C" fn(
+    c_int,
+    *mut c_void,
+    size_t,
+    size_t,
+    c_int,
+    *mut libc::sockaddr,
+    *mut libc::socklen_t,
+) -> ssize_t;
+type FreadChkFn =
+    unsafe extern "C" fn(*mut c_void, size_t, size_t, size_t, *mut libc::FILE) -> size_t;
+type MmsgFn =
+    unsafe extern "C" fn(c_int, *mut libc::mmsghdr, c_uint, c_int, *mut libc::timespec) -> c_int;
+type SendmmsgFn = unsafe extern "C" fn(c_int, *mut libc::mmsghdr, c_uint, c_int) -> c_int;
+type Piov2Fn =
+    unsafe extern "C" fn(c_int, *const libc::iovec, c_int, libc::off_t, c_int) -> ssize_t;
+type GetrandomFn = unsafe extern "C" fn(*mut c_void, size_t, c_uint) -> ssize_t;
 
 /// Interposes `$name`, a call taking a buffer: the buffer is disarmed
 /// (`$shield`) before libc's `$name` runs.
@@ -674,6 +725,31 @@ buffered!(recvmsg: MsgFn, (fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> s
 buffered!(sendmsg: SendmsgFn, (fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t, shield_msg(msg), enosys());
 buffered!(fread: FreadFn, (buf: *mut c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
 buffered!(fwrite: FwriteFn, (buf: *const c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(fread_unlocked: FreadFn, (buf: *mut c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(fwrite_unlocked: FwriteFn, (buf: *const c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(recvmmsg: MmsgFn, (fd: c_int, msgs: *mut libc::mmsghdr, count: c_uint, flags: c_int, timeout: *mut libc::timespec) -> c_int, shield_mmsg(msgs, count), enosys());
+buffered!(sendmmsg: SendmmsgFn, (fd: c_int, msgs: *mut libc::mmsghdr, count: c_uint, flags: c_int) -> c_int, shield_mmsg(msgs, count), enosys());
+buffered!(preadv2: Piov2Fn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(pwritev2: Piov2Fn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+// The 64-bit offset names, which a program built with
+// _FILE_OFFSET_BITS=64 calls (glibc's headers rename preadv to preadv64):
+// on 64-bit targets the same calls.
+buffered!(preadv64: PiovFn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(pwritev64: PiovFn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(preadv64v2: Piov2Fn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(pwritev64v2: Piov2Fn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(getrandom: GetrandomFn, (buf: *mut c_void, n: size_t, flags: c_uint) -> ssize_t, shield(buf, n), enosys());
+// glibc's fortified variants (_FORTIFY_SOURCE makes read() a call of
+// __read_chk() where the buffer's size is known): each calls libc's
+// internal read, which the hooks above never see. `n` is what the call
+// moves; `len`, the buffer's size, is checked by the real function.
+buffered!(__read_chk: ReadChkFn, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(__pread_chk: PreadChkFn, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(__pread64_chk: PreadChkFn, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(__recv_chk: RecvChkFn, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
+buffered!(__recvfrom_chk: RecvfromChkFn, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t, flags: c_int, from: *mut libc::sockaddr, from_len: *mut libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(__fread_chk: FreadChkFn, (buf: *mut c_void, len: size_t, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(__fread_unlocked_chk: FreadChkFn, (buf: *mut c_void, len: size_t, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
 
 /// # Safety
 /// As C's `sigaction`: for SIGSEGV, once the library is active, the

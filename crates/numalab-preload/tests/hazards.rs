@@ -602,3 +602,16 @@ fn buffers_libc_fills_itself_are_never_armed() {
     assert_eq!(inside, 0, "{} samples in all", s.len());
     assert!(s.len() > 20, "{} samples", s.len());
 }
+
+#[test]
+fn fortified_unlocked_vector_and_random_calls_into_sampled_buffers_move_every_byte() {
+    let (o, r) = run("buffer-calls", 20_000);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let line = t.lines().find(|l| l.starts_with("buffer-calls: ")).unwrap();
+    assert!(line.ends_with(" rounds, 0 failures"), "{t}");
+    let rounds: u32 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(rounds > 10, "{t}");
+    // The buffers were sampled between the calls.
+    assert!(samples(&r).len() > 20, "{} samples", samples(&r).len());
+}

@@ -485,3 +485,58 @@ fn redis_with_its_jemalloc_serves_a_benchmark_in_every_mode() {
         );
     }
 }
+
+/// Debian's coreutils read their input with `fread_unlocked` into a 32 KiB
+/// buffer (sha256sum) or a 30 KiB one (base64), tracked at --min-bytes
+/// 16384: glibc reads a large request straight into that buffer with its
+/// own `read`, which no hook sees. Before the library interposed
+/// `fread_unlocked`, an armed page of the buffer made the read fail:
+/// "sha256sum: FILE: Bad address", exit 1, at once.
+#[test]
+fn coreutils_reading_through_fread_unlocked_into_sampled_buffers_gives_the_same_output() {
+    let dir = scratch("real-fread-unlocked");
+    let data = dir.join("data.bin");
+    let mut bytes = Vec::with_capacity(48 << 20);
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    while bytes.len() < 48 << 20 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(&data, &bytes).unwrap();
+    for cmd in [
+        &["sha256sum", "data.bin"][..],
+        &["base64", "-w", "0", "data.bin"][..],
+    ] {
+        let plain = bounded(&[], cmd, &dir, &[], 60);
+        assert_eq!(plain.rc, 0, "{cmd:?}: {}", plain.err);
+        let args: Vec<String> = [
+            "profile",
+            "--rate",
+            "20000",
+            "--min-bytes",
+            "16384",
+            "-o",
+            dir.join("prof").to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let _ = std::fs::remove_dir_all(dir.join("prof"));
+        let r = bounded(&args, cmd, &dir, &[], 120);
+        // (The program's own complaint, not numalab's summary after it.)
+        let said: Vec<&str> = r.err.lines().filter(|l| l.starts_with(cmd[0])).collect();
+        assert_eq!(r.rc, 0, "{cmd:?} under the profile: {said:?}");
+        assert!(
+            r.out == plain.out,
+            "{cmd:?}: the output differs under the profile"
+        );
+        // The buffer was tracked and sampled while the program read.
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("prof/profile.json")).unwrap())
+                .unwrap();
+        let samples = v["samples"].as_u64().unwrap();
+        assert!(samples > 50, "{cmd:?}: {samples} samples");
+    }
+}

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -526,6 +528,182 @@ static int mode_barriers(const char *rounds) {
     return right ? 0 : 1;
 }
 
+/* Buffer-taking calls beyond read() and recv(), each into or from a
+ * sampled buffer: glibc's fortified variants (with _FORTIFY_SOURCE, read()
+ * compiles to __read_chk() where the buffer's size is known; glibc's own
+ * __read_chk calls its internal read, which no hook sees), the unlocked
+ * stdio calls, the message-vector calls, the vector calls with flags, the
+ * 64-bit offset names (_FILE_OFFSET_BITS=64 renames preadv to preadv64)
+ * and getrandom(). Each call that failed or moved wrong bytes is counted
+ * by name. */
+extern ssize_t __read_chk(int, void *, size_t, size_t);
+extern ssize_t __pread_chk(int, void *, size_t, off_t, size_t);
+extern ssize_t __pread64_chk(int, void *, size_t, off_t, size_t);
+extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
+extern ssize_t __recvfrom_chk(int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *);
+extern size_t __fread_chk(void *, size_t, size_t, size_t, FILE *);
+extern size_t __fread_unlocked_chk(void *, size_t, size_t, size_t, FILE *);
+
+#define CHUNK (64 * 1024)
+#define MSG (16 * 1024)
+enum {
+    READ_CHK, PREAD_CHK, PREAD64_CHK, RECV_CHK, RECVFROM_CHK, FREAD_CHK, FREAD_UNLOCKED_CHK,
+    FREAD_UNLOCKED, FWRITE_UNLOCKED, RECVMMSG, SENDMMSG, PREADV2, PWRITEV2, PREADV64, PWRITEV64,
+    PREADV64V2, PWRITEV64V2, GETRANDOM, CALLS
+};
+static const char *call_names[CALLS] = {
+    "__read_chk", "__pread_chk", "__pread64_chk", "__recv_chk", "__recvfrom_chk", "__fread_chk",
+    "__fread_unlocked_chk", "fread_unlocked", "fwrite_unlocked", "recvmmsg", "sendmmsg",
+    "preadv2", "pwritev2", "preadv64", "pwritev64", "preadv64v2", "pwritev64v2", "getrandom",
+};
+
+/* Reads n bytes from a stream socket with call k, as many times as it
+ * takes; -1 when a call fails. */
+static int stream_in(int k, int fd, unsigned char *dst, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = k == READ_CHK ? __read_chk(fd, dst + got, n - got, n - got)
+                  : k == RECV_CHK ? __recv_chk(fd, dst + got, n - got, n - got, 0)
+                  : __recvfrom_chk(fd, dst + got, n - got, n - got, 0, NULL, NULL);
+        if (r <= 0) return -1;
+        got += r;
+    }
+    return 0;
+}
+
+/* Call k moves CHUNK bytes into dst (reads) or out of src (writes);
+ * returns 0 when every byte arrived where it should. `file` holds want's
+ * first MiB, `out` is written; `sp` is a stream and `dg` a datagram
+ * socket pair. */
+static int call_once(int k, unsigned char *dst, const unsigned char *src, const unsigned char *want,
+                     off_t off, int file, FILE *f, int out, FILE *fo, int sp[2], int dg[2]) {
+    struct iovec v[2] = {{dst, CHUNK / 2}, {dst + CHUNK / 2, CHUNK / 2}};
+    struct iovec w[2] = {{(void *)src, CHUNK / 2}, {(void *)(src + CHUNK / 2), CHUNK / 2}};
+    ssize_t r = -1;
+    int wrote = 0;
+    switch (k) {
+    case READ_CHK: case RECV_CHK: case RECVFROM_CHK:
+        if (send(sp[0], want + off, CHUNK, MSG_DONTWAIT) != CHUNK) return -1;
+        if (stream_in(k, sp[1], dst, CHUNK)) return -1;
+        r = CHUNK;
+        break;
+    case PREAD_CHK: r = __pread_chk(file, dst, CHUNK, off, CHUNK); break;
+    case PREAD64_CHK: r = __pread64_chk(file, dst, CHUNK, off, CHUNK); break;
+    case FREAD_CHK: case FREAD_UNLOCKED_CHK: case FREAD_UNLOCKED:
+        if (fseek(f, off, SEEK_SET)) return -1;
+        r = k == FREAD_CHK ? (ssize_t)__fread_chk(dst, CHUNK, 1, CHUNK, f)
+          : k == FREAD_UNLOCKED_CHK ? (ssize_t)__fread_unlocked_chk(dst, CHUNK, 1, CHUNK, f)
+          : (ssize_t)fread_unlocked(dst, 1, CHUNK, f);
+        clearerr(f);
+        break;
+    case PREADV2: r = preadv2(file, v, 2, off, 0); break;
+    case PREADV64: r = preadv64(file, v, 2, off); break;
+    case PREADV64V2: r = preadv64v2(file, v, 2, off, 0); break;
+    case RECVMMSG: {
+        for (int i = 0; i < 2; i++)
+            if (send(dg[0], want + off + i * MSG, MSG, MSG_DONTWAIT) != MSG) return -1;
+        struct iovec m[2] = {{dst, MSG}, {dst + CHUNK / 2, MSG}};
+        struct mmsghdr h[2];
+        memset(h, 0, sizeof h);
+        for (int i = 0; i < 2; i++) { h[i].msg_hdr.msg_iov = &m[i]; h[i].msg_hdr.msg_iovlen = 1; }
+        if (recvmmsg(dg[1], h, 2, MSG_WAITFORONE, NULL) != 2 || h[0].msg_len != MSG || h[1].msg_len != MSG)
+            return -1;
+        return memcmp(dst, want + off, MSG) || memcmp(dst + CHUNK / 2, want + off + MSG, MSG);
+    }
+    case SENDMMSG: {
+        struct iovec m[2] = {{(void *)src, MSG}, {(void *)(src + CHUNK / 2), MSG}};
+        struct mmsghdr h[2];
+        memset(h, 0, sizeof h);
+        for (int i = 0; i < 2; i++) { h[i].msg_hdr.msg_iov = &m[i]; h[i].msg_hdr.msg_iovlen = 1; }
+        if (sendmmsg(dg[0], h, 2, MSG_DONTWAIT) != 2) return -1;
+        for (int i = 0; i < 2; i++)
+            if (recv(dg[1], dst + i * MSG, MSG, MSG_DONTWAIT) != MSG) return -1;
+        return memcmp(dst, src, MSG) || memcmp(dst + MSG, src + CHUNK / 2, MSG);
+    }
+    case FWRITE_UNLOCKED:
+        if (fseek(fo, 0, SEEK_SET) || fwrite_unlocked(src, 1, CHUNK, fo) != CHUNK || fflush(fo))
+            return -1;
+        wrote = 1;
+        break;
+    case PWRITEV2: wrote = pwritev2(out, w, 2, 0, 0) == CHUNK; if (!wrote) return -1; break;
+    case PWRITEV64: wrote = pwritev64(out, w, 2, 0) == CHUNK; if (!wrote) return -1; break;
+    case PWRITEV64V2: wrote = pwritev64v2(out, w, 2, 0, 0) == CHUNK; if (!wrote) return -1; break;
+    case GETRANDOM: {
+        size_t got = 0;
+        while (got < CHUNK) {
+            ssize_t g = getrandom(dst + got, CHUNK - got, 0);
+            if (g < 0 && errno == EINTR) continue;
+            if (g <= 0) return -1;
+            got += g;
+        }
+        /* The kernel wrote every page (a 4 KiB page of zeros from it is
+         * as likely as never). */
+        for (size_t p = 0; p < CHUNK; p += 4096) {
+            size_t z = 0;
+            while (z < 4096 && dst[p + z] == 0xA5) z++;
+            if (z == 4096) return -1;
+        }
+        return 0;
+    }
+    }
+    if (wrote) {
+        /* Read back with pread(), which is interposed since long. */
+        if (pread(out, dst, CHUNK, 0) != CHUNK) return -1;
+        return memcmp(dst, src, CHUNK) != 0;
+    }
+    if (r != CHUNK) return -1;
+    return memcmp(dst, want + off, CHUNK) != 0;
+}
+
+static int one_call(int k, unsigned char *dst, const unsigned char *src, const unsigned char *want,
+                    off_t off, int file, FILE *f, int out, FILE *fo) {
+    /* Sockets of their own for each call: a failed call leaves no bytes
+     * behind that would block or confuse the next. */
+    int sp[2], dg[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp)) return -1;
+    if (socketpair(AF_UNIX, SOCK_DGRAM, 0, dg)) { close(sp[0]); close(sp[1]); return -1; }
+    int r = call_once(k, dst, src, want, off, file, f, out, fo, sp, dg);
+    close(sp[0]); close(sp[1]); close(dg[0]); close(dg[1]);
+    return r;
+}
+
+static int mode_buffer_calls(void) {
+    size_t n = 16 * MB;
+    unsigned char *area = malloc(n), *want = malloc(MB + CHUNK);
+    for (size_t i = 0; i < MB + CHUNK; i++) want[i] = (unsigned char)(i * 7 + 3);
+    memset(area, 0, n);
+    char path[] = "/tmp/numalab-hazards-XXXXXX", opath[] = "/tmp/numalab-hazards-out-XXXXXX";
+    int file = mkstemp(path), out = mkstemp(opath);
+    if (file < 0 || out < 0) { perror("mkstemp"); return 2; }
+    unlink(path);
+    unlink(opath);
+    if (write(file, want, MB + CHUNK) != MB + CHUNK) { perror("write"); return 2; }
+    FILE *f = fdopen(dup(file), "r"), *fo = fdopen(dup(out), "w");
+    if (!f || !fo) return 2;
+    int fails[CALLS] = {0}, rounds = 0, total = 0;
+    double end = now() + 2.5;
+    while (now() < end) {
+        for (int k = 0; k < CALLS; k++) {
+            size_t slot = (size_t)(rounds * CALLS + k) % 48;
+            unsigned char *dst = area + slot * CHUNK * 2;
+            unsigned char *src = area + n / 2 + slot * CHUNK * 2;
+            off_t off = (off_t)((rounds + k) % 16) * CHUNK;
+            memset(dst, 0xA5, CHUNK);
+            memcpy(src, want + off, CHUNK);
+            churn((volatile uint64_t *)area, n / 8, 0.001);
+            if (one_call(k, dst, src, want, off, file, f, out, fo)) {
+                fails[k]++;
+                total++;
+            }
+        }
+        rounds++;
+    }
+    printf("buffer-calls: %d rounds, %d failures\n", rounds, total);
+    for (int k = 0; k < CALLS; k++)
+        if (fails[k]) printf("  %s: %d failed\n", call_names[k], fails[k]);
+    return total != 0;
+}
+
 int main(int argc, char **argv) {
     const char *m = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -542,6 +720,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "traps")) return mode_traps(argc > 2 ? argv[2] : NULL);
     if (!strcmp(m, "barriers")) return mode_barriers(argc > 2 ? argv[2] : NULL);
     if (!strcmp(m, "libc-buffers")) return mode_libc_buffers();
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file, altstack, traps, barriers, libc-buffers\n", m);
+    if (!strcmp(m, "buffer-calls")) return mode_buffer_calls();
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file, altstack, traps, barriers, libc-buffers, buffer-calls\n", m);
     return 2;
 }
