@@ -14,9 +14,11 @@
 //! - A system call given an armed buffer would fail with EFAULT instead of
 //!   faulting: the buffer-taking calls (`read`, `write`, `recv`, `send`,
 //!   their vector and message-vector forms, `fread`, `fwrite`, their
-//!   unlocked forms, `getrandom`, and glibc's fortified `__*_chk` variants,
-//!   which call libc's internal `read`) are interposed, publish their
-//!   buffer as busy and disarm it first ([`tables`] has the handshake).
+//!   unlocked forms, `getrandom`, glibc's fortified `__*_chk` variants,
+//!   which call libc's internal `read`, and the calls answered in an array
+//!   the program gives: `epoll_wait`, `poll`, `select`, `getdents64`,
+//!   `readlink`, `getcwd`) are interposed, publish their buffer as busy and
+//!   disarm it first ([`tables`] has the handshake).
 //! - Only pages wholly inside allocations of at least
 //!   `NUMALAB_PROFILE_MIN_BYTES` (malloc family and anonymous mmaps) are
 //!   armed: never a stack (the handler runs on it), never small heap

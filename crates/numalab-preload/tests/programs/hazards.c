@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <poll.h>
 #include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -549,13 +552,78 @@ extern size_t __fread_unlocked_chk(void *, size_t, size_t, size_t, FILE *);
 enum {
     READ_CHK, PREAD_CHK, PREAD64_CHK, RECV_CHK, RECVFROM_CHK, FREAD_CHK, FREAD_UNLOCKED_CHK,
     FREAD_UNLOCKED, FWRITE_UNLOCKED, RECVMMSG, SENDMMSG, PREADV2, PWRITEV2, PREADV64, PWRITEV64,
-    PREADV64V2, PWRITEV64V2, GETRANDOM, CALLS
+    PREADV64V2, PWRITEV64V2, GETRANDOM, EPOLL_WAIT, EPOLL_PWAIT, POLL, PPOLL, SELECT, PSELECT,
+    GETDENTS64, READLINK, READLINKAT, GETCWD, CALLS
 };
 static const char *call_names[CALLS] = {
     "__read_chk", "__pread_chk", "__pread64_chk", "__recv_chk", "__recvfrom_chk", "__fread_chk",
     "__fread_unlocked_chk", "fread_unlocked", "fwrite_unlocked", "recvmmsg", "sendmmsg",
     "preadv2", "pwritev2", "preadv64", "pwritev64", "preadv64v2", "pwritev64v2", "getrandom",
+    "epoll_wait", "epoll_pwait", "poll", "ppoll", "select", "pselect", "getdents64", "readlink",
+    "readlinkat", "getcwd",
 };
+
+/* A pipe that always holds a byte (never read): poll, select and epoll
+ * find it ready at once; `ready_epoll` watches it (level-triggered). */
+static int ready_fd = -1, ready_epoll = -1;
+#define READY_MARK 0x5eedull
+/* pollfd entries a poll call gets: at most RLIMIT_NOFILE (1024 by
+ * default), 8,000 bytes over two or three pages. */
+#define POLL_FDS 1000
+
+/* What the kernel writes back into the arrays the program fills first
+ * (poll's and select's) is set before the buffer is churned: the
+ * program's own writes would disarm its pages. */
+static void prepare_call(int k, unsigned char *dst) {
+    if (k == POLL || k == PPOLL) {
+        struct pollfd *p = (struct pollfd *)dst;
+        size_t n = POLL_FDS;
+        for (size_t i = 0; i < n; i++) {
+            p[i].fd = i == 0 ? ready_fd : -1;
+            p[i].events = POLLIN;
+            p[i].revents = 0x5a5a;
+        }
+    } else if (k == SELECT || k == PSELECT) {
+        /* In the buffer's last page. */
+        fd_set *r = (fd_set *)(dst + CHUNK - sizeof(fd_set));
+        FD_ZERO(r);
+        FD_SET(ready_fd, r);
+    }
+}
+
+/* The calls that fill a buffer with what the kernel knows (entries of a
+ * directory, a link's target, the working directory), checked against
+ * the same call into a buffer on the stack, which is never armed. */
+static int same_as_on_stack(int k, unsigned char *dst) {
+    char mine[4096];
+    ssize_t a = -1, b = -1;
+    if (k == GETDENTS64) {
+        int d1 = open("/", O_RDONLY | O_DIRECTORY), d2 = open("/", O_RDONLY | O_DIRECTORY);
+        a = getdents64(d1, dst, CHUNK);
+        b = getdents64(d2, mine, sizeof mine);
+        close(d1);
+        close(d2);
+        /* The stack's buffer is smaller: its entries are the first ones
+         * (compared by inode and name: the padding after a name is not
+         * cleared by the kernel). */
+        if (!(a > 0 && b > 0 && a >= b)) return -1;
+        for (ssize_t i = 0; i < b;) {
+            struct dirent64 *x = (struct dirent64 *)(dst + i), *y = (struct dirent64 *)(mine + i);
+            if (x->d_ino != y->d_ino || x->d_reclen != y->d_reclen || strcmp(x->d_name, y->d_name))
+                return -1;
+            i += y->d_reclen;
+        }
+        return 0;
+    }
+    if (k == GETCWD) {
+        if (!getcwd((char *)dst, CHUNK) || !getcwd(mine, sizeof mine)) return -1;
+        return strcmp((char *)dst, mine) != 0;
+    }
+    a = k == READLINK ? readlink("/proc/self/exe", (char *)dst, CHUNK)
+                      : readlinkat(AT_FDCWD, "/proc/self/exe", (char *)dst, CHUNK);
+    b = readlink("/proc/self/exe", mine, sizeof mine);
+    return !(a > 0 && a == b && !memcmp(dst, mine, (size_t)a));
+}
 
 /* Reads n bytes from a stream socket with call k, as many times as it
  * takes; -1 when a call fails. */
@@ -628,6 +696,31 @@ static int call_once(int k, unsigned char *dst, const unsigned char *src, const 
     case PWRITEV2: wrote = pwritev2(out, w, 2, 0, 0) == CHUNK; if (!wrote) return -1; break;
     case PWRITEV64: wrote = pwritev64(out, w, 2, 0) == CHUNK; if (!wrote) return -1; break;
     case PWRITEV64V2: wrote = pwritev64v2(out, w, 2, 0, 0) == CHUNK; if (!wrote) return -1; break;
+    case EPOLL_WAIT: case EPOLL_PWAIT: {
+        struct epoll_event *ev = (struct epoll_event *)dst;
+        int max = CHUNK / sizeof *ev;
+        int n = k == EPOLL_WAIT ? epoll_wait(ready_epoll, ev, max, 0)
+                                : epoll_pwait(ready_epoll, ev, max, 0, NULL);
+        return !(n == 1 && ev[0].data.u64 == READY_MARK);
+    }
+    case POLL: case PPOLL: {
+        struct pollfd *p = (struct pollfd *)dst;
+        nfds_t n = POLL_FDS;
+        struct timespec zero = {0, 0};
+        int got = k == POLL ? poll(p, n, 0) : ppoll(p, n, &zero, NULL);
+        /* The kernel writes every entry's revents back: the last page too. */
+        return !(got == 1 && (p[0].revents & POLLIN) && p[n - 1].revents == 0);
+    }
+    case SELECT: case PSELECT: {
+        fd_set *r = (fd_set *)(dst + CHUNK - sizeof(fd_set));
+        struct timeval tv = {0, 0};
+        struct timespec ts = {0, 0};
+        int got = k == SELECT ? select(ready_fd + 1, r, NULL, NULL, &tv)
+                              : pselect(ready_fd + 1, r, NULL, NULL, &ts, NULL);
+        return !(got == 1 && FD_ISSET(ready_fd, r));
+    }
+    case GETDENTS64: case READLINK: case READLINKAT: case GETCWD:
+        return same_as_on_stack(k, dst);
     case GETRANDOM: {
         size_t got = 0;
         while (got < CHUNK) {
@@ -680,6 +773,12 @@ static int mode_buffer_calls(void) {
     if (write(file, want, MB + CHUNK) != MB + CHUNK) { perror("write"); return 2; }
     FILE *f = fdopen(dup(file), "r"), *fo = fdopen(dup(out), "w");
     if (!f || !fo) return 2;
+    int ready[2];
+    if (pipe(ready) || write(ready[1], "x", 1) != 1) return 2;
+    ready_fd = ready[0];
+    ready_epoll = epoll_create1(0);
+    struct epoll_event watch = {.events = EPOLLIN, .data.u64 = READY_MARK};
+    if (ready_epoll < 0 || epoll_ctl(ready_epoll, EPOLL_CTL_ADD, ready_fd, &watch)) return 2;
     int fails[CALLS] = {0}, rounds = 0, total = 0;
     double end = now() + 2.5;
     while (now() < end) {
@@ -690,7 +789,11 @@ static int mode_buffer_calls(void) {
             off_t off = (off_t)((rounds + k) % 16) * CHUNK;
             memset(dst, 0xA5, CHUNK);
             memcpy(src, want + off, CHUNK);
-            churn((volatile uint64_t *)area, n / 8, 0.001);
+            prepare_call(k, dst);
+            /* Faults in the other half: churn's own writes (a word a
+             * page) would change the arrays poll and select are given;
+             * the sampler arms pages of both halves all the same. */
+            churn((volatile uint64_t *)(area + n / 2), n / 16, 0.001);
             if (one_call(k, dst, src, want, off, file, f, out, fo)) {
                 fails[k]++;
                 total++;
