@@ -67,6 +67,16 @@ const EMPTY_PAGE: ArmedPage = ArmedPage {
 static ARMED_PAGES: [ArmedPage; ARMED_CAPACITY] = [EMPTY_PAGE; ARMED_CAPACITY];
 /// Entries not FREE: lets calls skip the scan when nothing is armed.
 static ARMED_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Entries ever claimed (a high-water mark; an entry is claimed lowest
+/// first): scans stop there. At the default rate a dozen pages are armed
+/// at a time, and every interposed call that finds any armed scans the
+/// table: a server's event loop makes tens of thousands a second.
+static ARMED_USED: AtomicUsize = AtomicUsize::new(0);
+
+/// The entries that may hold a span.
+fn armed_entries() -> &'static [ArmedPage] {
+    &ARMED_PAGES[..ARMED_USED.load(SeqCst).min(ARMED_CAPACITY)]
+}
 
 /// What the fault handler finds for a page.
 #[derive(Debug, PartialEq, Eq)]
@@ -94,7 +104,7 @@ pub fn lookup_fault(page: usize) -> Lookup {
     if ARMED_COUNT.load(SeqCst) == 0 {
         return Lookup::NotOurs;
     }
-    for (index, e) in ARMED_PAGES.iter().enumerate() {
+    for (index, e) in armed_entries().iter().enumerate() {
         let start = e.page.load(SeqCst);
         if !covers(start, e.len.load(SeqCst), page) {
             continue;
@@ -155,7 +165,7 @@ pub fn disarms() -> u64 {
 /// ARMING); `None` when the table is full or part of the span is armed
 /// already.
 pub fn begin_arming(page: usize, len: usize, prot: i32, node: i32) -> Option<usize> {
-    if ARMED_PAGES.iter().any(|e| {
+    if armed_entries().iter().any(|e| {
         let s = e.page.load(SeqCst);
         s != 0 && e.state.load(SeqCst) != FREE && overlaps(s, e.len.load(SeqCst), page, page + len)
     }) {
@@ -166,6 +176,11 @@ pub fn begin_arming(page: usize, len: usize, prot: i32, node: i32) -> Option<usi
             .compare_exchange(FREE, ARMING, SeqCst, SeqCst)
             .is_ok()
         {
+            // Before the span is named (and before the sampler checks the
+            // busy buffers): a call that read the mark before this either
+            // published its buffer first, and the sampler sees it, or
+            // reads the raised mark.
+            ARMED_USED.fetch_max(i + 1, SeqCst);
             ARMED_COUNT.fetch_add(1, SeqCst);
             e.prot.store(prot as u8, SeqCst);
             e.node.store(node, SeqCst);
@@ -194,7 +209,7 @@ pub fn finish_arming(index: usize, now: u64) {
 /// Returns how many.
 pub fn expire(before: u64, restore: impl Fn(usize, usize, i32)) -> usize {
     let mut n = 0;
-    for (i, e) in ARMED_PAGES.iter().enumerate() {
+    for (i, e) in armed_entries().iter().enumerate() {
         if e.state.load(SeqCst) == ARMED
             && e.since.load(SeqCst) < before
             && e.state
@@ -227,7 +242,7 @@ pub fn disarm_range(start: usize, end: usize, restore: impl Fn(usize, usize, i32
     if ARMED_COUNT.load(SeqCst) == 0 {
         return;
     }
-    for (i, e) in ARMED_PAGES.iter().enumerate() {
+    for (i, e) in armed_entries().iter().enumerate() {
         loop {
             let page = e.page.load(SeqCst);
             let len = e.len.load(SeqCst);
@@ -586,6 +601,8 @@ mod tests {
         // A busy buffer and a disarmed range: any overlap disarms a page.
         let j = begin_arming(13 * p, p, 3, 0).unwrap();
         finish_arming(j, 20);
+        // The freed entry is claimed again: scans stop after one entry.
+        assert_eq!((i, j, ARMED_USED.load(SeqCst)), (0, 0, 1));
         let guard = publish_busy(13 * p + 10, 13 * p + 20);
         assert!(is_busy(13 * p, p) && !is_busy(14 * p, p));
         let restored = std::cell::RefCell::new(Vec::new());
