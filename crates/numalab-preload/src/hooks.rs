@@ -637,117 +637,15 @@ pub unsafe extern "C" fn mremap(
     q
 }
 
-type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
-type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
-type PreadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, libc::off_t) -> ssize_t;
-type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, libc::off_t) -> ssize_t;
-type IovFn = unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> ssize_t;
-type PiovFn = unsafe extern "C" fn(c_int, *const libc::iovec, c_int, libc::off_t) -> ssize_t;
-type RecvFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int) -> ssize_t;
-type SendFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize_t;
-type RecvfromFn = unsafe extern "C" fn(
-    c_int,
-    *mut c_void,
-    size_t,
-    c_int,
-    *mut libc::sockaddr,
-    *mut libc::socklen_t,
-) -> ssize_t;
-type SendtoFn = unsafe extern "C" fn(
-    c_int,
-    *const c_void,
-    size_t,
-    c_int,
-    *const libc::sockaddr,
-    libc::socklen_t,
-) -> ssize_t;
-type MsgFn = unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> ssize_t;
-type SendmsgFn = unsafe extern "C" fn(c_int, *const libc::msghdr, c_int) -> ssize_t;
-type FreadFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, *mut libc::FILE) -> size_t;
-type FwriteFn = unsafe extern "C" fn(*const c_void, size_t, size_t, *mut libc::FILE) -> size_t;
-type ReadChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t) -> ssize_t;
-type PreadChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, libc::off_t, size_t) -> ssize_t;
-type RecvChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t, c_int) -> ssize_t;
-type RecvfromChkFn = unsafe extern "C" fn(
-    c_int,
-    *mut c_void,
-    size_t,
-    size_t,
-    c_int,
-    *mut libc::sockaddr,
-    *mut libc::socklen_t,
-) -> ssize_t;
-type FreadChkFn =
-    unsafe extern "C" fn(*mut c_void, size_t, size_t, size_t, *mut libc::FILE) -> size_t;
-type MmsgFn =
-    unsafe extern "C" fn(c_int, *mut libc::mmsghdr, c_uint, c_int, *mut libc::timespec) -> c_int;
-type SendmmsgFn = unsafe extern "C" fn(c_int, *mut libc::mmsghdr, c_uint, c_int) -> c_int;
-type Piov2Fn =
-    unsafe extern "C" fn(c_int, *const libc::iovec, c_int, libc::off_t, c_int) -> ssize_t;
-type GetrandomFn = unsafe extern "C" fn(*mut c_void, size_t, c_uint) -> ssize_t;
-type EpollWaitFn = unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int;
-type EpollPwaitFn = unsafe extern "C" fn(
-    c_int,
-    *mut libc::epoll_event,
-    c_int,
-    c_int,
-    *const libc::sigset_t,
-) -> c_int;
-type EpollPwait2Fn = unsafe extern "C" fn(
-    c_int,
-    *mut libc::epoll_event,
-    c_int,
-    *const libc::timespec,
-    *const libc::sigset_t,
-) -> c_int;
-type PollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
-type PpollFn = unsafe extern "C" fn(
-    *mut libc::pollfd,
-    libc::nfds_t,
-    *const libc::timespec,
-    *const libc::sigset_t,
-) -> c_int;
-type PollChkFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int, size_t) -> c_int;
-type PpollChkFn = unsafe extern "C" fn(
-    *mut libc::pollfd,
-    libc::nfds_t,
-    *const libc::timespec,
-    *const libc::sigset_t,
-    size_t,
-) -> c_int;
-type SelectFn = unsafe extern "C" fn(
-    c_int,
-    *mut libc::fd_set,
-    *mut libc::fd_set,
-    *mut libc::fd_set,
-    *mut libc::timeval,
-) -> c_int;
-type PselectFn = unsafe extern "C" fn(
-    c_int,
-    *mut libc::fd_set,
-    *mut libc::fd_set,
-    *mut libc::fd_set,
-    *const libc::timespec,
-    *const libc::sigset_t,
-) -> c_int;
-type GetdentsFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
-type ReadlinkFn = unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> ssize_t;
-type ReadlinkatFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t;
-type ReadlinkChkFn = unsafe extern "C" fn(*const c_char, *mut c_char, size_t, size_t) -> ssize_t;
-type ReadlinkatChkFn =
-    unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t, size_t) -> ssize_t;
-type GetcwdFn = unsafe extern "C" fn(*mut c_char, size_t) -> *mut c_char;
-type GetcwdChkFn = unsafe extern "C" fn(*mut c_char, size_t, size_t) -> *mut c_char;
-
 /// Interposes `$name`, a call taking a buffer: the buffer is disarmed
-/// (`$shield`) before libc's `$name` runs.
+/// (`$shield`) before libc's `$name`, of the same C type, runs.
 macro_rules! buffered {
-    ($name:ident: $ty:ty, ($($arg:ident: $t:ty),*) -> $ret:ty, $shield:expr, $missing:expr) => {
+    ($name:ident, ($($arg:ident: $t:ty),*) -> $ret:ty, $shield:expr, $missing:expr) => {
         #[doc = concat!("# Safety\nAs C's `", stringify!($name), "`: its buffer is disarmed first.")]
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $t),*) -> $ret {
             let _g = $shield;
-            match real!(stringify!($name), $ty) {
+            match real!(stringify!($name), unsafe extern "C" fn($($t),*) -> $ret) {
                 Some(f) => f($($arg),*),
                 None => $missing,
             }
@@ -755,9 +653,9 @@ macro_rules! buffered {
     };
 }
 
-buffered!(read: ReadFn, (fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(write: WriteFn, (fd: c_int, buf: *const c_void, n: size_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(pread: PreadFn, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(read, (fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(write, (fd: c_int, buf: *const c_void, n: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(pread, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t, shield(buf, n), enosys());
 /// # Safety
 /// As C's `pread64`.
 #[no_mangle]
@@ -770,7 +668,7 @@ pub unsafe extern "C" fn pread64(
     pread(fd, buf, n, off)
 }
 
-buffered!(pwrite: PwriteFn, (fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(pwrite, (fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t, shield(buf, n), enosys());
 /// # Safety
 /// As C's `pwrite64`.
 #[no_mangle]
@@ -783,63 +681,63 @@ pub unsafe extern "C" fn pwrite64(
     pwrite(fd, buf, n, off)
 }
 
-buffered!(readv: IovFn, (fd: c_int, iov: *const libc::iovec, count: c_int) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(writev: IovFn, (fd: c_int, iov: *const libc::iovec, count: c_int) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(preadv: PiovFn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(pwritev: PiovFn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(recv: RecvFn, (fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
-buffered!(send: SendFn, (fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
-buffered!(recvfrom: RecvfromFn, (fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, from: *mut libc::sockaddr, len: *mut libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(sendto: SendtoFn, (fd: c_int, buf: *const c_void, n: size_t, flags: c_int, to: *const libc::sockaddr, len: libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(recvmsg: MsgFn, (fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t, shield_msg(msg), enosys());
-buffered!(sendmsg: SendmsgFn, (fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t, shield_msg(msg), enosys());
-buffered!(fread: FreadFn, (buf: *mut c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
-buffered!(fwrite: FwriteFn, (buf: *const c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
-buffered!(fread_unlocked: FreadFn, (buf: *mut c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
-buffered!(fwrite_unlocked: FwriteFn, (buf: *const c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
-buffered!(recvmmsg: MmsgFn, (fd: c_int, msgs: *mut libc::mmsghdr, count: c_uint, flags: c_int, timeout: *mut libc::timespec) -> c_int, shield_mmsg(msgs, count), enosys());
-buffered!(sendmmsg: SendmmsgFn, (fd: c_int, msgs: *mut libc::mmsghdr, count: c_uint, flags: c_int) -> c_int, shield_mmsg(msgs, count), enosys());
-buffered!(preadv2: Piov2Fn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(pwritev2: Piov2Fn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(readv, (fd: c_int, iov: *const libc::iovec, count: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(writev, (fd: c_int, iov: *const libc::iovec, count: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(preadv, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(pwritev, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(recv, (fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
+buffered!(send, (fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
+buffered!(recvfrom, (fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, from: *mut libc::sockaddr, len: *mut libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(sendto, (fd: c_int, buf: *const c_void, n: size_t, flags: c_int, to: *const libc::sockaddr, len: libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(recvmsg, (fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t, shield_msg(msg), enosys());
+buffered!(sendmsg, (fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t, shield_msg(msg), enosys());
+buffered!(fread, (buf: *mut c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(fwrite, (buf: *const c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(fread_unlocked, (buf: *mut c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(fwrite_unlocked, (buf: *const c_void, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(recvmmsg, (fd: c_int, msgs: *mut libc::mmsghdr, count: c_uint, flags: c_int, timeout: *mut libc::timespec) -> c_int, shield_mmsg(msgs, count), enosys());
+buffered!(sendmmsg, (fd: c_int, msgs: *mut libc::mmsghdr, count: c_uint, flags: c_int) -> c_int, shield_mmsg(msgs, count), enosys());
+buffered!(preadv2, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(pwritev2, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
 // The 64-bit offset names, which a program built with
 // _FILE_OFFSET_BITS=64 calls (glibc's headers rename preadv to preadv64):
 // on 64-bit targets the same calls.
-buffered!(preadv64: PiovFn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(pwritev64: PiovFn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(preadv64v2: Piov2Fn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(pwritev64v2: Piov2Fn, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
-buffered!(getrandom: GetrandomFn, (buf: *mut c_void, n: size_t, flags: c_uint) -> ssize_t, shield(buf, n), enosys());
+buffered!(preadv64, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(pwritev64, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(preadv64v2, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(pwritev64v2, (fd: c_int, iov: *const libc::iovec, count: c_int, off: libc::off_t, flags: c_int) -> ssize_t, shield_iov(iov, count), enosys());
+buffered!(getrandom, (buf: *mut c_void, n: size_t, flags: c_uint) -> ssize_t, shield(buf, n), enosys());
 // glibc's fortified variants (_FORTIFY_SOURCE makes read() a call of
 // __read_chk() where the buffer's size is known): each calls libc's
 // internal read, which the hooks above never see. `n` is what the call
 // moves; `len`, the buffer's size, is checked by the real function.
-buffered!(__read_chk: ReadChkFn, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(__pread_chk: PreadChkFn, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(__pread64_chk: PreadChkFn, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(__recv_chk: RecvChkFn, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
-buffered!(__recvfrom_chk: RecvfromChkFn, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t, flags: c_int, from: *mut libc::sockaddr, from_len: *mut libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(__fread_chk: FreadChkFn, (buf: *mut c_void, len: size_t, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
-buffered!(__fread_unlocked_chk: FreadChkFn, (buf: *mut c_void, len: size_t, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(__read_chk, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(__pread_chk, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(__pread64_chk, (fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, len: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(__recv_chk, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t, flags: c_int) -> ssize_t, shield(buf, n), enosys());
+buffered!(__recvfrom_chk, (fd: c_int, buf: *mut c_void, n: size_t, len: size_t, flags: c_int, from: *mut libc::sockaddr, from_len: *mut libc::socklen_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(__fread_chk, (buf: *mut c_void, len: size_t, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
+buffered!(__fread_unlocked_chk, (buf: *mut c_void, len: size_t, size: size_t, n: size_t, f: *mut libc::FILE) -> size_t, shield(buf, size.saturating_mul(n)), 0);
 // The calls the kernel answers in an array the program gives (ready
 // events, poll's revents, select's sets, directory entries, a path):
 // redis-server under `profile --rate 20000` once stopped with "aeApiPoll:
 // epoll_wait, Bad address": a page of its 121 KiB events array was armed.
-buffered!(epoll_wait: EpollWaitFn, (fd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int, shield(events.cast(), events_bytes(max)), enosys());
-buffered!(epoll_pwait: EpollPwaitFn, (fd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int, mask: *const libc::sigset_t) -> c_int, shield(events.cast(), events_bytes(max)), enosys());
-buffered!(epoll_pwait2: EpollPwait2Fn, (fd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int, shield(events.cast(), events_bytes(max)), enosys());
-buffered!(poll: PollFn, (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int, shield(fds.cast(), pollfd_bytes(n)), enosys());
-buffered!(ppoll: PpollFn, (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int, shield(fds.cast(), pollfd_bytes(n)), enosys());
-buffered!(__poll_chk: PollChkFn, (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int, len: size_t) -> c_int, shield(fds.cast(), pollfd_bytes(n)), enosys());
-buffered!(__ppoll_chk: PpollChkFn, (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: *const libc::timespec, mask: *const libc::sigset_t, len: size_t) -> c_int, shield(fds.cast(), pollfd_bytes(n)), enosys());
-buffered!(select: SelectFn, (nfds: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, timeout: *mut libc::timeval) -> c_int, shield_sets(nfds, [r, w, e]), enosys());
-buffered!(pselect: PselectFn, (nfds: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int, shield_sets(nfds, [r, w, e]), enosys());
-buffered!(getdents64: GetdentsFn, (fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t, shield(buf, n), enosys());
-buffered!(readlink: ReadlinkFn, (path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t, shield(buf.cast(), n), enosys());
-buffered!(readlinkat: ReadlinkatFn, (dir: c_int, path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t, shield(buf.cast(), n), enosys());
-buffered!(__readlink_chk: ReadlinkChkFn, (path: *const c_char, buf: *mut c_char, n: size_t, len: size_t) -> ssize_t, shield(buf.cast(), n), enosys());
-buffered!(__readlinkat_chk: ReadlinkatChkFn, (dir: c_int, path: *const c_char, buf: *mut c_char, n: size_t, len: size_t) -> ssize_t, shield(buf.cast(), n), enosys());
-buffered!(getcwd: GetcwdFn, (buf: *mut c_char, n: size_t) -> *mut c_char, shield(buf.cast(), n), missing_null());
-buffered!(__getcwd_chk: GetcwdChkFn, (buf: *mut c_char, n: size_t, len: size_t) -> *mut c_char, shield(buf.cast(), n), missing_null());
+buffered!(epoll_wait, (fd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int, shield(events.cast(), events_bytes(max)), enosys());
+buffered!(epoll_pwait, (fd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int, mask: *const libc::sigset_t) -> c_int, shield(events.cast(), events_bytes(max)), enosys());
+buffered!(epoll_pwait2, (fd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int, shield(events.cast(), events_bytes(max)), enosys());
+buffered!(poll, (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int, shield(fds.cast(), pollfd_bytes(n)), enosys());
+buffered!(ppoll, (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int, shield(fds.cast(), pollfd_bytes(n)), enosys());
+buffered!(__poll_chk, (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int, len: size_t) -> c_int, shield(fds.cast(), pollfd_bytes(n)), enosys());
+buffered!(__ppoll_chk, (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: *const libc::timespec, mask: *const libc::sigset_t, len: size_t) -> c_int, shield(fds.cast(), pollfd_bytes(n)), enosys());
+buffered!(select, (nfds: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, timeout: *mut libc::timeval) -> c_int, shield_sets(nfds, [r, w, e]), enosys());
+buffered!(pselect, (nfds: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int, shield_sets(nfds, [r, w, e]), enosys());
+buffered!(getdents64, (fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t, shield(buf, n), enosys());
+buffered!(readlink, (path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t, shield(buf.cast(), n), enosys());
+buffered!(readlinkat, (dir: c_int, path: *const c_char, buf: *mut c_char, n: size_t) -> ssize_t, shield(buf.cast(), n), enosys());
+buffered!(__readlink_chk, (path: *const c_char, buf: *mut c_char, n: size_t, len: size_t) -> ssize_t, shield(buf.cast(), n), enosys());
+buffered!(__readlinkat_chk, (dir: c_int, path: *const c_char, buf: *mut c_char, n: size_t, len: size_t) -> ssize_t, shield(buf.cast(), n), enosys());
+buffered!(getcwd, (buf: *mut c_char, n: size_t) -> *mut c_char, shield(buf.cast(), n), missing_null());
+buffered!(__getcwd_chk, (buf: *mut c_char, n: size_t, len: size_t) -> *mut c_char, shield(buf.cast(), n), missing_null());
 
 /// The bytes of `max` epoll events (none for a count the kernel refuses).
 fn events_bytes(max: c_int) -> usize {
