@@ -46,6 +46,11 @@ fn shield_iov(iov: *const libc::iovec, count: c_int) -> Option<BusyGuard> {
         return None;
     }
     let (lo, hi) = iov_hull(iov, count);
+    shield_hull(lo, hi)
+}
+
+/// [`shield`] over `[lo, hi)`, a hull of buffers (none when `lo >= hi`).
+fn shield_hull(lo: usize, hi: usize) -> Option<BusyGuard> {
     (lo < hi)
         .then(|| shield(lo as *const c_void, hi - lo))
         .flatten()
@@ -91,9 +96,7 @@ fn shield_sets(nfds: c_int, sets: [*mut libc::fd_set; 3]) -> Option<BusyGuard> {
         lo = lo.min(s as usize);
         hi = hi.max(s as usize + bytes);
     }
-    (lo < hi)
-        .then(|| shield(lo as *const c_void, hi - lo))
-        .flatten()
+    shield_hull(lo, hi)
 }
 
 /// [`shield`] over every buffer of every message of an mmsghdr array
@@ -111,9 +114,7 @@ fn shield_mmsg(msgs: *const libc::mmsghdr, count: c_uint) -> Option<BusyGuard> {
         lo = lo.min(l);
         hi = hi.max(h);
     }
-    (lo < hi)
-        .then(|| shield(lo as *const c_void, hi - lo))
-        .flatten()
+    shield_hull(lo, hi)
 }
 
 /// Stops tracking `[p, p + n)` and disarms it; returns whether a tracked
