@@ -66,9 +66,9 @@ else
     log "packages present (${pkgs[*]})"
 fi
 rust_ok || { echo "install-deps: error: no Rust >= 1.89 after installing; install rustup's stable toolchain" >&2; exit 1; }
-# The lint gate of the test command: cargo clippy and cargo fmt from the same
-# toolchain as cargo.
-lint_ok() { cargo clippy --version >/dev/null 2>&1 && cargo fmt --version >/dev/null 2>&1; }
+# The lint gate of the test command: cargo clippy (its clippy-driver lints
+# the suite's build) and cargo fmt from the same toolchain as cargo.
+lint_ok() { cargo clippy --version >/dev/null 2>&1 && command -v clippy-driver >/dev/null && cargo fmt --version >/dev/null 2>&1; }
 if [ "$TEST" -eq 1 ] && ! lint_ok; then
     if command -v rustup >/dev/null 2>&1; then
         log "rustup component add clippy rustfmt"
