@@ -23,9 +23,14 @@ pub const NODE_ABSENT: i32 = -100;
 pub const ARMED_CAPACITY: usize = 512;
 /// Allocations tracked at once, at most (the largest win when full).
 pub const REGION_CAPACITY: usize = 4096;
-/// Threads inside an interposed system call at once, at most; a call that
-/// finds no slot disarms everything and waits for the sampler instead.
-pub const BUSY_CAPACITY: usize = 256;
+/// Threads inside an interposed system call at once, at most; while a call
+/// finds no slot, the sampler arms nothing. Every call with a buffer takes
+/// a slot, tracked or not, so a server whose threads block in `read` or
+/// `poll` holds one each: at 256, a thread-per-connection server with more
+/// connections paused sampling for as long as they stayed blocked. Walks
+/// stop at the slots ever claimed (`BUSY_USED`), so a program with few
+/// threads pays for few.
+pub const BUSY_CAPACITY: usize = 4096;
 
 const FREE: u8 = 0;
 const ARMING: u8 = 1;
@@ -494,6 +499,11 @@ const EMPTY_BUSY: Busy = Busy {
 };
 
 static BUSY: [Busy; BUSY_CAPACITY] = [EMPTY_BUSY; BUSY_CAPACITY];
+/// Slots ever claimed (a high-water mark): [`is_busy`] looks at no other.
+/// A call raises it before its buffer is published and before it looks
+/// for armed pages in its range, so a sampler that read a lower mark
+/// claimed its entry before that look, which then finds it.
+static BUSY_USED: AtomicUsize = AtomicUsize::new(0);
 /// Calls that found no slot: while non-zero, the sampler arms nothing.
 static BUSY_OVERFLOW: AtomicUsize = AtomicUsize::new(0);
 
@@ -510,6 +520,7 @@ pub fn publish_busy(start: usize, end: usize) -> BusyGuard {
             .compare_exchange(0, usize::MAX, SeqCst, SeqCst)
             .is_ok()
         {
+            BUSY_USED.fetch_max(i + 1, SeqCst);
             b.end.store(end, SeqCst);
             b.start.store(start.max(1), SeqCst);
             return BusyGuard { slot: Some(i) };
@@ -539,10 +550,12 @@ pub fn is_busy(page: usize, page_size: usize) -> bool {
     if BUSY_OVERFLOW.load(SeqCst) != 0 {
         return true;
     }
-    BUSY.iter().any(|b| {
-        let s = b.start.load(SeqCst);
-        s == usize::MAX || (s != 0 && s < page + page_size && page < b.end.load(SeqCst))
-    })
+    BUSY[..BUSY_USED.load(SeqCst).min(BUSY_CAPACITY)]
+        .iter()
+        .any(|b| {
+            let s = b.start.load(SeqCst);
+            s == usize::MAX || (s != 0 && s < page + page_size && page < b.end.load(SeqCst))
+        })
 }
 
 #[cfg(test)]
@@ -655,5 +668,23 @@ mod tests {
         assert_eq!(remove_regions(0, 11 * p, |_, _| {}), 5 * p);
         assert_eq!(nth_page(0, p), (None, 0));
         assert_eq!(armed_count(), 0);
+    }
+
+    #[test]
+    fn a_thousand_calls_blocked_at_once_each_keep_only_their_own_pages_from_arming() {
+        // A thread-per-connection server: 1000 threads in `read` at once,
+        // each with its own buffer. With 256 slots the 257th call found
+        // none, and no page anywhere could be armed until it returned.
+        let p = 4096;
+        let base = 1usize << 40;
+        let buffer = |i: usize| base + 2 * i * p;
+        let guards: Vec<BusyGuard> = (0..1000)
+            .map(|i| publish_busy(buffer(i), buffer(i) + 100))
+            .collect();
+        assert_eq!(BUSY_OVERFLOW.load(SeqCst), 0);
+        assert!(is_busy(buffer(0), p) && is_busy(buffer(999), p));
+        assert!(!is_busy(buffer(999) + p, p), "the page between two buffers");
+        drop(guards);
+        assert!(!is_busy(buffer(999), p));
     }
 }

@@ -279,6 +279,25 @@ fn threads_started_with_every_signal_blocked_are_sampled_too() {
     assert!(readers.len() >= 2, "{readers:?}");
 }
 
+#[test]
+fn three_hundred_threads_blocked_in_read_do_not_stop_the_sampling() {
+    // A thread-per-connection server's blocked calls each hold a busy
+    // slot: with 256 slots the array below got no sample at all.
+    let (o, r) = run("many-blocked", 5_000);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("sums right"), "{t}");
+    assert!(
+        t.contains("blocked readers: 300 of 300 read their byte"),
+        "{t}"
+    );
+    let (start, len) = array_of(&t);
+    let inside = samples(&r)
+        .iter()
+        .filter(|x| x.addr >= start && x.addr < start + len)
+        .count();
+    assert!(inside > 100, "{inside} samples in the array");
+}
+
 /// Why this machine cannot show huge pages kept whole, if it cannot.
 fn no_huge_pages() -> Option<String> {
     let enabled = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")

@@ -324,6 +324,47 @@ fn numpy_with_openblas_computes_the_same_in_every_mode() {
 }
 
 #[test]
+fn python_with_300_threads_blocked_in_read_still_has_its_array_sampled() {
+    // A thread-per-connection server's shape: each thread blocked in an
+    // interposed call holds one of the library's busy slots while it
+    // blocks. With 256 slots (the library before) the array got no sample
+    // in such a run, and no page anywhere was armed until the threads woke.
+    preload_library();
+    have("/usr/lib/python3/dist-packages/numpy", "python3-numpy");
+    let dir = scratch("real-numpy-blocked");
+    let script = "import os, threading, time\n\
+        import numpy as np\n\
+        r, w = os.pipe()\n\
+        ts = [threading.Thread(target=os.read, args=(r, 1)) for _ in range(300)]\n\
+        for t in ts: t.start()\n\
+        time.sleep(0.5)\n\
+        a = np.arange(8 << 20, dtype=np.float64)\n\
+        end, s = time.time() + 2, 0.0\n\
+        while time.time() < end: s += a.sum()\n\
+        os.write(w, b'x' * 300)\n\
+        for t in ts: t.join()\n\
+        print('summed', s > 0)\n";
+    let out = dir.join("prof");
+    let _ = std::fs::remove_dir_all(&out);
+    let args: Vec<String> = ["profile", "--rate", "2000", "-o"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.to_string_lossy().into_owned()])
+        .collect();
+    let r = bounded(&args, &["/usr/bin/python3", "-c", script], &dir, &[], 120);
+    assert_eq!((r.rc, r.out.as_str()), (0, "summed True\n"), "{}", r.err);
+    let (_, v) = written_profile(&r, &out);
+    let array = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["bytes"].as_u64().unwrap_or(0) >= 64 << 20)
+        .unwrap_or_else(|| panic!("no region of numpy's 64 MiB array: {}", v["regions"]));
+    let samples = array["samples"].as_u64().unwrap_or(0);
+    assert!(samples >= 20, "{samples} samples in the array: {array}");
+}
+
+#[test]
 fn sqlite3_builds_and_queries_a_table_the_same_in_every_mode() {
     preload_library();
     have("/usr/bin/sqlite3", "sqlite3");

@@ -337,6 +337,60 @@ static int mode_blocked(void) {
     return rc;
 }
 
+/* A thread-per-connection server: 300 threads blocked in read() on a pipe,
+ * each into its own small buffer, while two threads read a sampled array
+ * (mode_sample). Every interposed call with a buffer holds one of the
+ * library's busy slots while it blocks; with fewer slots than blocked
+ * calls, no page could be armed until they returned. */
+enum { BLOCKED_READERS = 300 };
+static int blocked_pipe[2];
+static void *blocked_reader(void *arg) {
+    (void)arg;
+    char buf[64];
+    return (void *)(intptr_t)read(blocked_pipe[0], buf, 1);
+}
+static int mode_many_blocked(void) {
+    if (pipe(blocked_pipe)) return 2;
+    pthread_t t[BLOCKED_READERS];
+    pthread_attr_t small;
+    pthread_attr_init(&small);
+    pthread_attr_setstacksize(&small, 64 * 1024);
+    for (int i = 0; i < BLOCKED_READERS; i++)
+        if (pthread_create(&t[i], &small, blocked_reader, NULL)) return 2;
+    /* Until every reader is in read() (state S in /proc), or 5 s. */
+    for (int tries = 0; tries < 500; tries++) {
+        int sleeping = 0;
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            char path[300], line[600];
+            snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f) continue;
+            if (fgets(line, sizeof line, f)) {
+                char *s = strrchr(line, ')');
+                if (s && s[1] == ' ' && s[2] == 'S') sleeping++;
+            }
+            fclose(f);
+        }
+        if (d) closedir(d);
+        if (sleeping >= BLOCKED_READERS) break;
+        usleep(10000);
+    }
+    int rc = mode_sample();
+    char wake[BLOCKED_READERS];
+    memset(wake, 'w', sizeof wake);
+    if (write(blocked_pipe[1], wake, sizeof wake) != (ssize_t)sizeof wake) return 2;
+    int woke = 0;
+    for (int i = 0; i < BLOCKED_READERS; i++) {
+        void *got;
+        pthread_join(t[i], &got);
+        woke += (intptr_t)got == 1;
+    }
+    printf("blocked readers: %d of %d read their byte\n", woke, BLOCKED_READERS);
+    return rc || woke != BLOCKED_READERS;
+}
+
 /* A malloc'd alternate signal stack (LLVM sets one of 77,488 bytes): the
  * kernel writes signal frames there, the library's own SIGSEGV included,
  * so its pages must never be armed. Signals are taken on it before and
@@ -816,6 +870,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "mprotect")) return mode_mprotect();
     if (!strcmp(m, "sample")) return mode_sample();
     if (!strcmp(m, "blocked")) return mode_blocked();
+    if (!strcmp(m, "many-blocked")) return mode_many_blocked();
     if (!strcmp(m, "thp")) return mode_thp();
     if (!strcmp(m, "small")) return mode_small();
     if (!strcmp(m, "file")) return mode_file(argc > 2 ? argv[2] : NULL);
@@ -824,6 +879,6 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "barriers")) return mode_barriers(argc > 2 ? argv[2] : NULL);
     if (!strcmp(m, "libc-buffers")) return mode_libc_buffers();
     if (!strcmp(m, "buffer-calls")) return mode_buffer_calls();
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, thp, small, file, altstack, traps, barriers, libc-buffers, buffer-calls\n", m);
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, many-blocked, thp, small, file, altstack, traps, barriers, libc-buffers, buffer-calls\n", m);
     return 2;
 }
