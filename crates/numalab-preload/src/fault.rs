@@ -61,6 +61,21 @@ fn access_flags(_ctx: *mut libc::c_void) -> u32 {
 }
 
 extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // The program's errno survives the handler's own system calls (a
+    // sample lands between any call and the program's look at its errno;
+    // `sched_getaffinity` for a thread's first sample can fail, EINVAL on
+    // a machine of more CPUs than its mask holds). A fault chained to the
+    // program's own handler leaves errno to that handler, as without us.
+    // SAFETY: this thread's errno location.
+    let errno = unsafe { *libc::__errno_location() };
+    if !handle(sig, info, ctx) {
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
+    }
+}
+
+/// Takes a fault; whether it went to the program's own handler.
+fn handle(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
     // SAFETY: the kernel passes a valid siginfo_t for SA_SIGINFO.
     let addr = unsafe { (*info).si_addr() } as usize;
     let page = addr & !(page_size() - 1);
@@ -78,7 +93,7 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
             if cost::is_calibration(page) {
                 tables::release(index);
                 cost::handler_took(page, sys::monotonic_ns() - t0);
-                return;
+                return false;
             }
             if !crate::select::thread_selected() {
                 // Outside --threads: the access runs on, unrecorded (the
@@ -86,7 +101,7 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
                 crate::select::SKIPPED.fetch_add(1, SeqCst);
                 tables::release(index);
                 cost::handler_took(page, sys::monotonic_ns() - t0);
-                return;
+                return false;
             }
             if !SEEN.with(|s| s.replace(true)) {
                 // Once per thread: whether it is pinned, and its ordinal.
@@ -127,8 +142,12 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
         // again once it settles.
         Lookup::Settling => {}
         Lookup::NotOurs if sent_by_kernel(info) && !repeated(addr, ip_of(ctx)) => {}
-        Lookup::NotOurs => chain(&PROGRAM, sig, info, ctx),
+        Lookup::NotOurs => {
+            chain(&PROGRAM, sig, info, ctx);
+            return true;
+        }
     }
+    false
 }
 
 thread_local! {
