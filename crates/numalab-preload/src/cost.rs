@@ -14,7 +14,9 @@
 //! holds up the threads that wait for it, so a program whose threads meet
 //! often loses up to its thread count times the share in wall time. That
 //! is why the default target (0.5%) sits well below the 3% the overhead
-//! benchmark holds it to (bench/profile-overhead.sh).
+//! benchmark holds it to (bench/profile-overhead.sh), and why the sampler
+//! thread runs under `SCHED_BATCH` (it takes a CPU when one comes free,
+//! not the moment it wakes: [`sys::yield_on_wake_up`]).
 
 use crate::runtime::state::{FIRST_TOUCHES, SAMPLES};
 use crate::runtime::{emit, sys};

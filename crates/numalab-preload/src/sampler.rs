@@ -161,6 +161,12 @@ fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     let ps = page_size();
     let mut rng = Random(sys::monotonic_ns() | 1);
     let kernel_ns = cost::calibrate(ps);
+    // From here the thread waits for a free CPU rather than preempt a
+    // program thread as it wakes: where the program's threads meet (a
+    // barrier, a lock), whatever took one's CPU held up all of them; the
+    // waits they make leave CPUs free for it (docs/profile.md, "Overhead
+    // measured"). The calibration above is timed, so it ran first.
+    sys::yield_on_wake_up();
     let mut control = match policy {
         RatePolicy::Fixed(r) => Controller::new(r as f64, None, kernel_ns),
         RatePolicy::Overhead(t) => Controller::new(START_RATE as f64, Some(t), kernel_ns),

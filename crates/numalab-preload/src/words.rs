@@ -409,8 +409,12 @@ pub fn measure_surcharges_when_due() {
     }
     let slots = SLOTS.load(SeqCst);
     // A helper that never ran, or no event, leaves it unmeasured.
-    SWITCH.measure_when_due(SWITCHES_BEFORE_MEASURING, || switch::calibrate(slots));
-    FAULT.measure_when_due(FAULTS_BEFORE_MEASURING, || fault::calibrate(slots));
+    SWITCH.measure_when_due(SWITCHES_BEFORE_MEASURING, || {
+        sys::undelayed(|| switch::calibrate(slots))
+    });
+    FAULT.measure_when_due(FAULTS_BEFORE_MEASURING, || {
+        sys::undelayed(|| fault::calibrate(slots))
+    });
 }
 
 /// The duty exponent now; the controller raises it when counting costs

@@ -634,3 +634,56 @@ fn fortified_unlocked_vector_and_random_calls_into_sampled_buffers_move_every_by
     // The buffers were sampled between the calls.
     assert!(samples(&r).len() > 20, "{} samples", samples(&r).len());
 }
+
+/// Each thread's scheduling policy, as the `policies` mode prints it.
+fn policies(t: &str) -> Vec<(String, i32)> {
+    t.lines()
+        .filter_map(|l| l.strip_prefix("thread "))
+        .filter_map(|l| l.rsplit_once(" policy "))
+        .map(|(name, p)| (name.to_string(), p.parse().unwrap()))
+        .collect()
+}
+
+#[test]
+fn the_sampler_thread_yields_on_wake_up_and_keeps_a_policy_the_program_chose() {
+    // Under the default policy the sampler moves to SCHED_BATCH (3): it
+    // never preempts a program thread as it wakes. The program's threads
+    // keep SCHED_OTHER (0).
+    let (o, _) = run("policies", 1000);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let p = policies(&t);
+    assert_eq!(
+        p.iter()
+            .filter(|(n, _)| n == "numalab-sampler")
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>(),
+        [3],
+        "{t}"
+    );
+    assert!(
+        p.iter().any(|(n, p)| n != "numalab-sampler" && *p == 0),
+        "{t}"
+    );
+    assert!(
+        p.iter().all(|(n, p)| n == "numalab-sampler" || *p == 0),
+        "{t}"
+    );
+    // A program started under SCHED_IDLE (5): the sampler stays there
+    // with it (an unprivileged thread could not leave it).
+    let records = Path::new(env!("CARGO_TARGET_TMPDIR")).join("preload-policies-idle.bin");
+    let o = Command::new("chrt")
+        .args(["-i", "0"])
+        .arg(program())
+        .arg("policies")
+        .env("LD_PRELOAD", library())
+        .env("NUMALAB_PROFILE_OUT", &records)
+        .env("NUMALAB_PROFILE_RATE", "1000")
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let p = policies(&t);
+    assert!(p.iter().any(|(n, _)| n == "numalab-sampler"), "{t}");
+    assert!(p.iter().all(|(_, p)| *p == 5), "{t}");
+}

@@ -297,6 +297,44 @@ pub fn sleep_ns(ns: u64) {
     };
 }
 
+/// Moves the calling thread from `SCHED_OTHER` to `SCHED_BATCH`, the
+/// same share of the CPUs without wake-up preemption: a thread of the
+/// library that wakes then runs when a CPU comes free or at the running
+/// thread's next tick, instead of at once in place of a program thread.
+/// A thread under any other policy (real-time, idle: the program's,
+/// inherited) keeps it. Whether it moved.
+pub fn yield_on_wake_up() -> bool {
+    // SAFETY: the calling thread (pid 0), priority 0 as the fair policies
+    // take.
+    unsafe {
+        libc::sched_getscheduler(0) == libc::SCHED_OTHER
+            && libc::sched_setscheduler(
+                0,
+                libc::SCHED_BATCH,
+                &libc::sched_param { sched_priority: 0 },
+            ) == 0
+    }
+}
+
+/// Runs `f` with the calling thread back under `SCHED_OTHER` when it is
+/// under `SCHED_BATCH` (a move between the two fair policies needs no
+/// privilege), then moves it back: a measurement of what a wake-up costs
+/// must not wait for a CPU.
+pub fn undelayed<T>(f: impl FnOnce() -> T) -> T {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: the calling thread (pid 0), a fair policy, priority 0.
+    let batch = unsafe {
+        libc::sched_getscheduler(0) == libc::SCHED_BATCH
+            && libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) == 0
+    };
+    let r = f();
+    if batch {
+        // SAFETY: as above.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    }
+    r
+}
+
 /// One `move_pages` query: the node of each of `pages` (or a negative
 /// errno, -ENOENT when not present) into `status`. False when the call
 /// itself failed (no NUMA in the kernel).

@@ -865,6 +865,43 @@ static int mode_buffer_calls(void) {
     return total != 0;
 }
 
+/* Each thread's name and scheduling policy (its stat's 41st field), once
+ * the library's sampler thread has had time to start and set its own. */
+static int mode_policies(void) {
+    usleep(300 * 1000);
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return 2;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], comm[64] = "", stat[2048] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+        fclose(f);
+        comm[strcspn(comm, "\n")] = 0;
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        f = fopen(path, "r");
+        if (!f) continue;
+        size_t got = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[got] = 0;
+        /* Fields after the name (which may hold spaces) start at the 3rd. */
+        char *p = strrchr(stat, ')');
+        if (!p) continue;
+        int field = 2, policy = -1;
+        for (char *t = strtok(p + 1, " "); t; t = strtok(NULL, " "))
+            if (++field == 41) {
+                policy = atoi(t);
+                break;
+            }
+        printf("thread %s policy %d\n", comm, policy);
+    }
+    closedir(d);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *m = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -883,6 +920,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "barriers")) return mode_barriers(argc > 2 ? argv[2] : NULL);
     if (!strcmp(m, "libc-buffers")) return mode_libc_buffers();
     if (!strcmp(m, "buffer-calls")) return mode_buffer_calls();
-    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, many-blocked, thp, small, file, altstack, traps, barriers, libc-buffers, buffer-calls\n", m);
+    if (!strcmp(m, "policies")) return mode_policies();
+    fprintf(stderr, "unknown mode '%s'; valid: read, segv-handled, crash, mprotect, sample, blocked, many-blocked, thp, small, file, altstack, traps, barriers, libc-buffers, buffer-calls, policies\n", m);
     return 2;
 }
