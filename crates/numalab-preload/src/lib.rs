@@ -136,6 +136,7 @@ extern "C" fn at_exit() {
             lost_records: queue::overflowed().min(i32::MAX as usize) as u32,
             other_thread_samples: select::SKIPPED.load(SeqCst).min(u32::MAX as u64) as u32,
             channel_reopened: channel::reopened().min(u32::MAX as usize) as u32,
+            busy_table_full: Some(tables::busy_table_full().min(u32::MAX as u64) as u32),
             time_ns: sys::monotonic_ns(),
         }
         .to_record(),

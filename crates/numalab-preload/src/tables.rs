@@ -30,7 +30,8 @@ pub const REGION_CAPACITY: usize = 4096;
 /// connections paused sampling for as long as they stayed blocked. Walks
 /// stop at the slots ever claimed (`BUSY_USED`), so a program with few
 /// threads pays for few.
-pub const BUSY_CAPACITY: usize = 4096;
+/// (The profile's warning names the number: it lives in the contract.)
+pub const BUSY_CAPACITY: usize = numalab_profile_abi::events::BUSY_TABLE_SLOTS;
 
 const FREE: u8 = 0;
 const ARMING: u8 = 1;
@@ -506,6 +507,8 @@ static BUSY: [Busy; BUSY_CAPACITY] = [EMPTY_BUSY; BUSY_CAPACITY];
 static BUSY_USED: AtomicUsize = AtomicUsize::new(0);
 /// Calls that found no slot: while non-zero, the sampler arms nothing.
 static BUSY_OVERFLOW: AtomicUsize = AtomicUsize::new(0);
+/// Calls that ever found no slot (the profile warns of them).
+static BUSY_FULL: AtomicU64 = AtomicU64::new(0);
 
 /// A published busy buffer; dropping it unpublishes it.
 pub struct BusyGuard {
@@ -527,7 +530,13 @@ pub fn publish_busy(start: usize, end: usize) -> BusyGuard {
         }
     }
     BUSY_OVERFLOW.fetch_add(1, SeqCst);
+    BUSY_FULL.fetch_add(1, SeqCst);
     BusyGuard { slot: None }
+}
+
+/// How many calls found the busy table full, in all.
+pub fn busy_table_full() -> u64 {
+    BUSY_FULL.load(SeqCst)
 }
 
 impl Drop for BusyGuard {
@@ -562,9 +571,13 @@ pub fn is_busy(page: usize, page_size: usize) -> bool {
 mod tests {
     use super::*;
 
-    // The tables are process-wide: one test walks through all of them.
+    // The tables are process-wide: one test walks through all of them, and
+    // the busy table's own tests take turns with it (one fills the table).
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn arming_regions_and_busy_buffers_follow_the_handshake() {
+        let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let p = 4096;
         assert!(add_region(10 * p + 100, 5 * p, true, 3, Arming::Pages));
         assert_eq!(
@@ -675,6 +688,7 @@ mod tests {
         // A thread-per-connection server: 1000 threads in `read` at once,
         // each with its own buffer. With 256 slots the 257th call found
         // none, and no page anywhere could be armed until it returned.
+        let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let p = 4096;
         let base = 1usize << 40;
         let buffer = |i: usize| base + 2 * i * p;
@@ -686,5 +700,37 @@ mod tests {
         assert!(!is_busy(buffer(999) + p, p), "the page between two buffers");
         drop(guards);
         assert!(!is_busy(buffer(999), p));
+    }
+
+    #[test]
+    fn a_call_past_the_busy_table_stops_the_arming_while_it_lasts_and_is_counted() {
+        let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let p = 4096;
+        let base = 1usize << 41;
+        let buffer = |i: usize| base + 2 * i * p;
+        let before = busy_table_full();
+        let mut guards: Vec<BusyGuard> = (0..BUSY_CAPACITY)
+            .map(|i| publish_busy(buffer(i), buffer(i) + 100))
+            .collect();
+        assert_eq!((BUSY_OVERFLOW.load(SeqCst), busy_table_full()), (0, before));
+        assert!(!is_busy(buffer(0) + p, p), "the page between two buffers");
+        // One call more than the table holds: every page counts as busy
+        // until it returns, and the profile will say it happened.
+        guards.push(publish_busy(
+            buffer(BUSY_CAPACITY),
+            buffer(BUSY_CAPACITY) + 100,
+        ));
+        assert_eq!(
+            (BUSY_OVERFLOW.load(SeqCst), busy_table_full()),
+            (1, before + 1)
+        );
+        assert!(is_busy(buffer(0) + p, p));
+        assert!(is_busy(1 << 30, p));
+        guards.pop();
+        assert_eq!(BUSY_OVERFLOW.load(SeqCst), 0);
+        assert!(!is_busy(buffer(0) + p, p));
+        drop(guards);
+        assert!(!is_busy(buffer(0), p));
+        assert_eq!(busy_table_full(), before + 1);
     }
 }

@@ -54,11 +54,13 @@ fn run_with(mode: &str, rate: u32, env: &[(&str, &str)]) -> (Output, Vec<Record>
         .flat_map(|(_, v)| std::iter::once('-').chain(v.chars()))
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    let records = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("preload-{mode}{tag}.bin"));
+    // A mode may carry its arguments after a space.
+    let name = mode.replace(' ', "-");
+    let records = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("preload-{name}{tag}.bin"));
     let _ = std::fs::remove_file(&records);
     let _ = std::fs::remove_file(records.with_extension("bin.maps"));
     let out = Command::new(program())
-        .arg(mode)
+        .args(mode.split(' '))
         .env("LD_PRELOAD", library())
         .env("NUMALAB_PROFILE_OUT", &records)
         .env("NUMALAB_PROFILE_RATE", rate.to_string())
@@ -296,6 +298,34 @@ fn three_hundred_threads_blocked_in_read_do_not_stop_the_sampling() {
         .filter(|x| x.addr >= start && x.addr < start + len)
         .count();
     assert!(inside > 100, "{inside} samples in the array");
+}
+
+#[test]
+fn calls_past_the_busy_table_are_counted_for_the_profile() {
+    // 4200 threads blocked in read: 104 more calls than the table's 4096
+    // slots. While they block the sampler arms nothing, and the Totals
+    // record counts every call that found the table full (its `cpu`), so
+    // that the profile can say why samples are missing.
+    let (o, r) = run("many-blocked 4200", 5_000);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("sums right"), "{t}");
+    assert!(
+        t.contains("blocked readers: 4200 of 4200 read their byte"),
+        "{t}"
+    );
+    let totals = r.iter().find(|x| x.kind == Kind::Totals).unwrap();
+    let full = numalab_profile_abi::events::Totals::from_record(totals)
+        .unwrap()
+        .busy_table_full;
+    assert!(full.is_some_and(|n| n >= 104), "{full:?}");
+    // 300 readers fit: none found it full. (Its own records file: the
+    // 300-reader test runs the same mode at once.)
+    let (_, r) = run_with("many-blocked", 5_000, &[("NUMALAB_HAZARDS_RUN", "fits")]);
+    let totals = r.iter().find(|x| x.kind == Kind::Totals).unwrap();
+    let full = numalab_profile_abi::events::Totals::from_record(totals)
+        .unwrap()
+        .busy_table_full;
+    assert_eq!(full, Some(0));
 }
 
 /// Why this machine cannot show huge pages kept whole, if it cannot.

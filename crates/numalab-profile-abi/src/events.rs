@@ -60,6 +60,11 @@ impl Start {
     }
 }
 
+/// System calls with a buffer the library can see in the kernel at once
+/// (its table of busy buffers): past them, while one lasts, it arms no
+/// page, and [`Totals::busy_table_full`] counts the calls.
+pub const BUSY_TABLE_SLOTS: usize = 4096;
+
 /// The library's totals at exit ([`Kind::Totals`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Totals {
@@ -72,6 +77,10 @@ pub struct Totals {
     pub other_thread_samples: u32,
     /// Times the program closed or took over the records' file.
     pub channel_reopened: u32,
+    /// System calls that found the library's table of busy buffers full
+    /// (more calls blocked in the kernel at once than it holds): while one
+    /// lasted, no page was armed. `None`: a library from before it said.
+    pub busy_table_full: Option<u32>,
     pub time_ns: u64,
 }
 
@@ -84,6 +93,7 @@ impl Totals {
             lost_records: r.node.max(0) as u32,
             other_thread_samples: r.flags,
             channel_reopened: r.aux,
+            busy_table_full: (r.cpu != u32::MAX).then_some(r.cpu),
             time_ns: r.time_ns,
         })
     }
@@ -92,7 +102,9 @@ impl Totals {
         Record {
             kind: Kind::Totals,
             tid: self.tid,
-            cpu: u32::MAX,
+            cpu: self
+                .busy_table_full
+                .map_or(u32::MAX, |n| n.min(u32::MAX - 1)),
             node: self.lost_records.min(i32::MAX as u32) as i32,
             flags: self.other_thread_samples,
             aux: self.channel_reopened,
@@ -517,9 +529,28 @@ mod tests {
             lost_records: 3,
             other_thread_samples: 4,
             channel_reopened: 2,
+            busy_table_full: Some(5),
             time_ns: 9,
         };
         assert_eq!(Totals::from_record(&totals.to_record()), Some(totals));
+        // An older library's record (cpu u32::MAX) says nothing of the
+        // busy table; a count never reads as that.
+        let old = Totals {
+            busy_table_full: None,
+            ..totals
+        };
+        assert_eq!(old.to_record().cpu, u32::MAX);
+        assert_eq!(Totals::from_record(&old.to_record()), Some(old));
+        let most = Totals {
+            busy_table_full: Some(u32::MAX),
+            ..totals
+        };
+        assert_eq!(
+            Totals::from_record(&most.to_record())
+                .unwrap()
+                .busy_table_full,
+            Some(u32::MAX - 1)
+        );
         let cost = Cost {
             tid: 1,
             spent_ns: 3_000_000,

@@ -29,7 +29,9 @@ pub enum Kind {
     /// Pages armed and samples taken so far (`addr`, `size`), written at
     /// exit; `node` records lost to a full queue, `flags` samples of
     /// threads outside `--threads`, left out, `aux` times the program
-    /// closed or took over the records' file (opened again each time).
+    /// closed or took over the records' file (opened again each time),
+    /// `cpu` system calls that found the busy table full (u32::MAX: a
+    /// library from before it said). Typed: [`crate::events::Totals`].
     Totals = 5,
     /// Pages of the region at `addr` on memory node `node` (`size` pages;
     /// node -1: not present), from `move_pages` when the region is freed

@@ -343,17 +343,23 @@ static int mode_blocked(void) {
  * each into its own small buffer, while two threads read a sampled array
  * (mode_sample). Every interposed call with a buffer holds one of the
  * library's busy slots while it blocks; with fewer slots than blocked
- * calls, no page could be armed until they returned. */
-enum { BLOCKED_READERS = 300 };
+ * calls, no page could be armed until they returned. `count` readers
+ * instead of 300: more than the library's slots show the table full. */
 static int blocked_pipe[2];
 static void *blocked_reader(void *arg) {
     (void)arg;
     char buf[64];
     return (void *)(intptr_t)read(blocked_pipe[0], buf, 1);
 }
-static int mode_many_blocked(void) {
+static int mode_many_blocked(const char *count) {
+    int BLOCKED_READERS = count ? atoi(count) : 300;
+    if (BLOCKED_READERS < 1 || BLOCKED_READERS > 10000) {
+        fprintf(stderr, "many-blocked: readers %s out of 1..10000\n", count);
+        return 2;
+    }
     if (pipe(blocked_pipe)) return 2;
-    pthread_t t[BLOCKED_READERS];
+    pthread_t *t = calloc(BLOCKED_READERS, sizeof *t);
+    if (!t) return 2;
     pthread_attr_t small;
     pthread_attr_init(&small);
     pthread_attr_setstacksize(&small, 64 * 1024);
@@ -380,9 +386,10 @@ static int mode_many_blocked(void) {
         usleep(10000);
     }
     int rc = mode_sample();
-    char wake[BLOCKED_READERS];
-    memset(wake, 'w', sizeof wake);
-    if (write(blocked_pipe[1], wake, sizeof wake) != (ssize_t)sizeof wake) return 2;
+    char *wake = malloc(BLOCKED_READERS);
+    if (!wake) return 2;
+    memset(wake, 'w', BLOCKED_READERS);
+    if (write(blocked_pipe[1], wake, BLOCKED_READERS) != (ssize_t)BLOCKED_READERS) return 2;
     int woke = 0;
     for (int i = 0; i < BLOCKED_READERS; i++) {
         void *got;
@@ -390,6 +397,8 @@ static int mode_many_blocked(void) {
         woke += (intptr_t)got == 1;
     }
     printf("blocked readers: %d of %d read their byte\n", woke, BLOCKED_READERS);
+    free(wake);
+    free(t);
     return rc || woke != BLOCKED_READERS;
 }
 
@@ -911,7 +920,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "mprotect")) return mode_mprotect();
     if (!strcmp(m, "sample")) return mode_sample();
     if (!strcmp(m, "blocked")) return mode_blocked();
-    if (!strcmp(m, "many-blocked")) return mode_many_blocked();
+    if (!strcmp(m, "many-blocked")) return mode_many_blocked(argc > 2 ? argv[2] : NULL);
     if (!strcmp(m, "thp")) return mode_thp();
     if (!strcmp(m, "small")) return mode_small();
     if (!strcmp(m, "file")) return mode_file(argc > 2 ? argv[2] : NULL);

@@ -929,6 +929,7 @@ mod tests {
     }
 
     use super::test_record as rec;
+    use numalab_profile_abi::events::Totals;
 
     #[test]
     fn samples_static_symbols_stacks_and_cost_come_out_of_the_records() {
@@ -1142,6 +1143,21 @@ mod tests {
             p.warnings[0].starts_with("no access was sampled"),
             "{}",
             p.warnings[0]
+        );
+        // Calls that found the busy table full: said, with their count.
+        let full = Totals {
+            busy_table_full: Some(3),
+            ..Totals::from_record(&totals).unwrap()
+        }
+        .to_record();
+        let p = build(&m, vec!["prog".into()], &[start, full], &Fixed);
+        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+        assert!(
+            p.warnings.iter().any(|w| w.starts_with(
+                "3 system calls found the library's table of busy buffers full (more than 4096 calls blocked"
+            )),
+            "{:?}",
+            p.warnings
         );
         // Killed before its exit: said.
         let p = build(&m, vec!["prog".into()], &[start], &Fixed);

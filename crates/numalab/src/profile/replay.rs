@@ -58,6 +58,8 @@ pub(super) struct Replay<'a> {
     started: bool,
     ended: bool,
     channel_reopened: u64,
+    /// System calls that found the library's busy table full.
+    busy_table_full: u64,
     /// Processes forked without a sampler, and those that started the
     /// library again by exec.
     forked: BTreeSet<u32>,
@@ -130,6 +132,7 @@ impl<'a> Replay<'a> {
             started: false,
             ended: false,
             channel_reopened: 0,
+            busy_table_full: 0,
             forked: BTreeSet::new(),
             started_pids: BTreeSet::new(),
             thread_names: BTreeMap::new(),
@@ -288,6 +291,7 @@ impl<'a> Replay<'a> {
         };
         self.ended = true;
         self.channel_reopened += t.channel_reopened as u64;
+        self.busy_table_full += u64::from(t.busy_table_full.unwrap_or(0));
         self.armed += t.pages_armed;
         self.overflowed += t.lost_records as u64;
         self.other_threads += t.other_thread_samples as u64;
@@ -689,6 +693,14 @@ impl<'a> Replay<'a> {
                 "the program closed or reused the descriptor of the library's record file {} time{} (it closes descriptors from 3 up, or dup2s onto them): the library opened its file again each time and never wrote into the program's files, but records made meanwhile may be missing",
                 self.channel_reopened,
                 if self.channel_reopened == 1 { "" } else { "s" }
+            ));
+        }
+        if self.busy_table_full > 0 {
+            warnings.push(format!(
+                "{} system call{} found the library's table of busy buffers full (more than {} calls blocked in the kernel at once, each with a buffer): while each lasted no page was armed, so page-fault samples are missing from that time (word counts do not depend on it)",
+                self.busy_table_full,
+                if self.busy_table_full == 1 { "" } else { "s" },
+                numalab_profile_abi::events::BUSY_TABLE_SLOTS
             ));
         }
         // Forked children that never exec'd ran without a sampler.
