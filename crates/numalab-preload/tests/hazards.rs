@@ -300,6 +300,14 @@ fn three_hundred_threads_blocked_in_read_do_not_stop_the_sampling() {
     assert!(inside > 100, "{inside} samples in the array");
 }
 
+/// The calls that found the busy table full, from a run's Totals record.
+fn busy_table_full(r: &[Record]) -> Option<u32> {
+    let totals = r.iter().find(|x| x.kind == Kind::Totals).unwrap();
+    numalab_profile_abi::events::Totals::from_record(totals)
+        .unwrap()
+        .busy_table_full
+}
+
 #[test]
 fn calls_past_the_busy_table_are_counted_for_the_profile() {
     // 4200 threads blocked in read: 104 more calls than the table's 4096
@@ -313,19 +321,12 @@ fn calls_past_the_busy_table_are_counted_for_the_profile() {
         t.contains("blocked readers: 4200 of 4200 read their byte"),
         "{t}"
     );
-    let totals = r.iter().find(|x| x.kind == Kind::Totals).unwrap();
-    let full = numalab_profile_abi::events::Totals::from_record(totals)
-        .unwrap()
-        .busy_table_full;
+    let full = busy_table_full(&r);
     assert!(full.is_some_and(|n| n >= 104), "{full:?}");
     // 300 readers fit: none found it full. (Its own records file: the
     // 300-reader test runs the same mode at once.)
     let (_, r) = run_with("many-blocked", 5_000, &[("NUMALAB_HAZARDS_RUN", "fits")]);
-    let totals = r.iter().find(|x| x.kind == Kind::Totals).unwrap();
-    let full = numalab_profile_abi::events::Totals::from_record(totals)
-        .unwrap()
-        .busy_table_full;
-    assert_eq!(full, Some(0));
+    assert_eq!(busy_table_full(&r), Some(0));
 }
 
 /// Why this machine cannot show huge pages kept whole, if it cannot.
