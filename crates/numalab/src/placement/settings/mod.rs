@@ -196,6 +196,11 @@ impl Journal {
             .filter(|p| is_entry_name(p))
             .take(MAX_ENTRIES)
             .collect();
+        self.replay_entries(names)
+    }
+
+    /// [`Journal::replay`] of the entries listed as `names`.
+    fn replay_entries(&self, names: Vec<PathBuf>) -> Vec<String> {
         if names.is_empty() {
             return Vec::new();
         }
@@ -212,6 +217,12 @@ impl Journal {
             match read_entry(&p) {
                 Ok(e) if is_alive(e.pid, e.start_time) || me == Some((e.pid, e.start_time)) => {}
                 Ok(e) => dead.push((p, e)),
+                // Gone since the listing: its writer restored its setting
+                // and removed it (a live process's entry, which another
+                // test's numalab warned of as "not a journal entry numalab
+                // wrote (No such file or directory)"). A dangling link is
+                // still there, and still said.
+                Err(_) if std::fs::symlink_metadata(&p).is_err() => {}
                 // Not ours, or not ours to trust: never removed, never replayed.
                 Err(why) => lines.push(format!(
                     "ignored {}: not a journal entry numalab wrote ({why})",
@@ -1066,6 +1077,27 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root:x:0:0\n");
         // Neither is ours to delete.
         assert!(passwd.exists() && broken.exists());
+    }
+
+    /// An entry listed and then removed by its writer before it was read
+    /// (a numalab process restoring its setting as another starts) is
+    /// gone, not foreign: nothing is said of it; a dangling link still is.
+    #[test]
+    fn an_entry_removed_after_the_listing_is_not_said() {
+        let s = Scratch::new("vanished");
+        std::fs::create_dir_all(s.journal.dir()).unwrap();
+        let gone = s.journal.entry_path(&Scratch::key("node0"));
+        assert_eq!(s.journal.replay_entries(vec![gone]), Vec::<String>::new());
+        let link = s.journal.entry_path(&Scratch::key("node1"));
+        std::os::unix::fs::symlink(s.base.join("nowhere"), &link).unwrap();
+        let lines = s.journal.replay_entries(vec![link.clone()]);
+        assert_eq!(
+            lines,
+            [format!(
+                "ignored {}: not a journal entry numalab wrote (a symbolic link)",
+                link.display()
+            )]
+        );
     }
 
     /// A journal directory a user chose holds the user's own files: replay
