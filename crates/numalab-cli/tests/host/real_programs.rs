@@ -517,9 +517,12 @@ fn redis_with_its_jemalloc_serves_a_benchmark_in_every_mode() {
 fn coreutils_reading_through_fread_unlocked_into_sampled_buffers_gives_the_same_output() {
     let dir = scratch("real-fread-unlocked");
     let data = dir.join("data.bin");
-    let mut bytes = Vec::with_capacity(48 << 20);
+    // 144 MiB: with 48 base64 ran about 0.2 s and took 47-91 samples
+    // here at --rate 20000 (a clean clone's loaded lane: 50, one short of
+    // the bound); 144 took 347-725, 273-363 with two busy loops beside it.
+    let mut bytes = Vec::with_capacity(144 << 20);
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    while bytes.len() < 48 << 20 {
+    while bytes.len() < 144 << 20 {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
