@@ -261,7 +261,24 @@ impl SweepSpace {
             });
             return true;
         }
+        for (x, images, with_next) in self.canonical_next(prefix, fixed) {
+            prefix.push(x);
+            let within = self.orderly(walk, prefix, &with_next, size.saturating_mul(images));
+            prefix.pop();
+            if !within {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The next threads after `prefix` (whose nodes, as indexes, are
+    /// `fixed`), one per class of the automorphisms that fix the prefix:
+    /// each with the cases it stands for (orbit sizes times the cores it
+    /// represents) and the nodes fixed once it is placed.
+    fn canonical_next(&self, prefix: &[Key], fixed: &[usize]) -> Vec<(Key, u64, Vec<usize>)> {
         let around_prefix = self.symmetry.orbits(fixed);
+        let mut out = Vec::new();
         // Choices come grouped by CPU node: its stabilizer is looked up once.
         let mut last: Option<(usize, Vec<usize>, std::rc::Rc<Orbits>)> = None;
         for (x, mult) in self.next_choices(prefix) {
@@ -283,8 +300,45 @@ impl SweepSpace {
             let images = (around_prefix.size(node) * around_node.size(mem)) as u64;
             let mut with_node = with_node.clone();
             insert_sorted(&mut with_node, mem);
+            out.push((x, images.saturating_mul(mult), with_node));
+        }
+        out
+    }
+
+    /// Classes of thread *sequences* (threads keep their labels) under the
+    /// node automorphisms and core swaps: what [`SweepSpace::folded`]'s walk
+    /// reaches before it merges exchanges of threads, so the folded classes
+    /// number at least this over the thread orders tried and at most this.
+    /// Counted by the same walk without building the last thread's cases
+    /// (a few thousand prefixes where the classes run to millions); `None`
+    /// as soon as there are more than `cap`.
+    pub fn sequence_classes(&self, threads: usize, cap: u128) -> Option<u128> {
+        let mut total = 0u128;
+        let mut prefix = Vec::with_capacity(threads);
+        self.count_walk(threads, &mut prefix, &[], cap, &mut total)
+            .then_some(total)
+    }
+
+    fn count_walk(
+        &self,
+        threads: usize,
+        prefix: &mut Vec<Key>,
+        fixed: &[usize],
+        cap: u128,
+        total: &mut u128,
+    ) -> bool {
+        if prefix.len() == threads {
+            *total += 1;
+            return *total <= cap;
+        }
+        let next = self.canonical_next(prefix, fixed);
+        if prefix.len() + 1 == threads {
+            *total = total.saturating_add(next.len() as u128);
+            return *total <= cap;
+        }
+        for (x, _, with_next) in next {
             prefix.push(x);
-            let within = self.orderly(walk, prefix, &with_node, size.saturating_mul(images * mult));
+            let within = self.count_walk(threads, prefix, &with_next, cap, total);
             prefix.pop();
             if !within {
                 return false;
@@ -378,6 +432,16 @@ fn exchanges(n: usize) -> Vec<Vec<usize>> {
         return vec![(0..n).collect()];
     }
     permutations(n)
+}
+
+/// How many thread orders [`exchanges`] tries for `n` threads: the most
+/// thread-sequence classes one folded class merges.
+pub(super) fn thread_orders(n: usize) -> u128 {
+    if n > MAX_EXCHANGED_THREADS {
+        1
+    } else {
+        (1..=n as u128).product()
+    }
 }
 
 /// Every order of `n` items (n! of them), as index lists.

@@ -382,14 +382,20 @@ impl SweepSpace {
             self.tree.slot_forms(threads, &binomials(threads))[threads]
         }
         .saturating_mul(choices);
-        let exchanges = if threads <= MAX_EXCHANGED_THREADS {
-            (1..=threads as u128).product::<u128>()
-        } else {
-            1
-        };
-        let merged = self.symmetry.order().saturating().saturating_mul(exchanges);
+        let merged = self
+            .symmetry
+            .order()
+            .saturating()
+            .saturating_mul(fold::thread_orders(threads));
         let lower = upper.div_ceil(merged.max(1));
         (lower, upper)
+    }
+
+    /// Whether every orbit search so far finished within its steps (when
+    /// one gave up, folding falls back to core swaps and the counts of
+    /// the fuller symmetry bound it from below only).
+    fn symmetry_held(&self) -> bool {
+        !self.symmetry.gave_up()
     }
 
     fn node_index(&self, n: u32) -> usize {
@@ -529,6 +535,31 @@ mod tests {
                 if s.automorphism_count() == 1 && t == 1 {
                     assert_eq!((lower, upper), (folded, folded), "{name}, {t} threads");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn sequence_classes_bound_the_folded_count_and_stop_at_their_cap() {
+        for (name, most) in [
+            ("qemu-quartet-4n2c-ring.xml", 3),
+            ("8em64t-2s2ca2c-buggynuma.xml", 3),
+            ("256ppc-8n8s4t.xml", 2),
+        ] {
+            let s = whole(name);
+            for t in 1..=most {
+                let folded = s.folded(t).len() as u128;
+                let seq = s.sequence_classes(t, u128::MAX).unwrap();
+                let orders = fold::thread_orders(t);
+                assert!(
+                    seq.div_ceil(orders) <= folded && folded <= seq,
+                    "{name}, {t} threads: {seq}/{orders} <= {folded} <= {seq}"
+                );
+                if t == 1 {
+                    assert_eq!(seq, folded, "{name}: one thread has no exchanges");
+                }
+                assert_eq!(s.sequence_classes(t, seq), Some(seq));
+                assert_eq!(s.sequence_classes(t, seq - 1), None, "{name}, {t} threads");
             }
         }
     }

@@ -2,6 +2,7 @@
 //! when too large, and the order that covers the most hop classes first.
 
 use super::super::SweepRequest;
+use super::fold::thread_orders;
 use super::{PlannedCase, SweepSpace, MAX_FOLDED_CLASSES, MAX_PLANNED_CASES};
 use crate::machine::Machine;
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 /// [`MAX_PLANNED_CASES`] cases over all thread counts (or, with `--every-case`,
 /// more than `req.full_limit` for one thread count), saying how many it
 /// would hold and what to narrow. Folded classes are counted without
-/// enumerating ([`SweepSpace::class_bounds`]); only when the bounds straddle
-/// the limit are they enumerated, and then never more than the limit.
+/// enumerating ([`SweepSpace::class_bounds`]); when those bounds straddle
+/// the limit, the classes of thread sequences are counted
+/// ([`SweepSpace::sequence_classes`]), and only when the bounds still
+/// straddle it are the classes enumerated, never more than the limit.
 pub fn plan(
     space: &SweepSpace,
     req: &SweepRequest,
@@ -61,6 +64,22 @@ fn folded_within(
     let left = left.min(MAX_FOLDED_CLASSES.saturating_sub(planned));
     let too_many = |space: &SweepSpace, threads: usize, what: &str, planned: u64| {
         refused(space, threads, what, planned, MAX_FOLDED_CLASSES, "classes")
+    };
+    // Bounds that straddle the limit are narrowed by counting the classes
+    // of thread sequences, which costs a walk to the last thread but not
+    // the canonical form of every case (seconds on a 64-node machine).
+    let (lower, upper) = if lower <= left as u128 && upper > left as u128 {
+        let orders = thread_orders(threads);
+        match space.sequence_classes(threads, (left as u128).saturating_mul(orders)) {
+            None => {
+                let classes = format!("{total} cases fold into more than {left} classes");
+                return Err(too_many(space, threads, &classes, planned));
+            }
+            Some(s) if space.symmetry_held() => (lower.max(s.div_ceil(orders)), upper.min(s)),
+            Some(s) => (lower.max(s.div_ceil(orders)), upper),
+        }
+    } else {
+        (lower, upper)
     };
     if lower > left as u128 {
         let classes = if lower == upper {
