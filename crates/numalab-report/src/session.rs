@@ -213,9 +213,9 @@ pub fn run(
     }
     let mut costs = costs;
     let mut interrupted = false;
-    let mut last_probe: Option<Instant> = None;
+    let mut looks = DriftLooks::default();
     if !todo.is_empty() {
-        probe_drift(m, isa, doc, run_no, t0, None, &mut last_probe);
+        probe_drift(m, isa, doc, run_no, t0, None, &mut looks);
     }
     for (i, &p) in todo.iter().enumerate() {
         if cancel::requested() {
@@ -255,8 +255,8 @@ pub fn run(
         };
         interrupted |= run_part(reg, doc, p, share, ctx, &mut costs);
         let last = i + 1 == todo.len();
-        if last || last_probe.is_some_and(|t| t.elapsed().as_secs_f64() >= PROBE_GAP_S) {
-            probe_drift(m, isa, doc, run_no, t0, Some(p), &mut last_probe);
+        if last || looks.due() {
+            probe_drift(m, isa, doc, run_no, t0, Some(p), &mut looks);
         }
         finish_document(doc, t0, false);
         obs.part_ended(doc, p);
@@ -283,6 +283,30 @@ pub fn run(
 /// parts shorter than this drift little apart.
 const PROBE_GAP_S: f64 = 5.0;
 
+/// Where a look costs more than a fifth of [`PROBE_GAP_S`], the parts
+/// between two looks last at least this many times the last look: on an
+/// emulated CPU a look faults its buffers at a twentieth of the speed
+/// (16-20 s a look in the Quartet guest, whose 11 parts measured 98 s of
+/// a report that took 300 s), and looking after every part would spend
+/// more of the run watching the host than measuring it.
+const PROBE_GAP_LOOKS: f64 = 5.0;
+
+/// When the report last looked at the host's speed, and how long that
+/// look took.
+#[derive(Debug, Default)]
+struct DriftLooks {
+    last: Option<Instant>,
+    took_s: f64,
+}
+
+impl DriftLooks {
+    /// Whether enough parts ran since the last look for another.
+    fn due(&self) -> bool {
+        let gap = PROBE_GAP_S.max(PROBE_GAP_LOOKS * self.took_s);
+        self.last.is_some_and(|t| t.elapsed().as_secs_f64() >= gap)
+    }
+}
+
 /// Looks at the host's speed now ([`numalab::measure::probe::probe_speed`])
 /// and adds it to the document's drift probes; on the live machine only,
 /// and not once a signal asked the report to stop.
@@ -293,7 +317,7 @@ fn probe_drift(
     run: u32,
     t0: Instant,
     after: Option<PartName>,
-    last: &mut Option<Instant>,
+    looks: &mut DriftLooks,
 ) {
     let Some(cpu) = m.allowed_cpus.first() else {
         return;
@@ -301,10 +325,19 @@ fn probe_drift(
     if !m.is_live() || cancel::requested() {
         return;
     }
-    let bytes = numalab::measure::harness::default_buffer_bytes(m);
+    // The parts' buffer size where it is smaller than the default (the
+    // user's --size, on a small or emulated machine): a look is no dearer
+    // than the measurements it watches.
+    let default = numalab::measure::harness::default_buffer_bytes(m);
+    let bytes = match usize::try_from(doc.buffer_bytes) {
+        Ok(b) if b > 0 => b.min(default),
+        _ => default,
+    };
     let each = std::time::Duration::from_millis(100);
+    let started = Instant::now();
     let speed = numalab::measure::probe::probe_speed(m, cpu, isa, bytes, each);
-    *last = Some(Instant::now());
+    looks.last = Some(Instant::now());
+    looks.took_s = started.elapsed().as_secs_f64();
     doc.drift.probes.push(DriftProbe {
         run,
         at_s: t0.elapsed().as_secs_f64(),
@@ -455,6 +488,22 @@ mod tests {
 
     fn part(name: &str) -> PartName {
         REPORT.find(name).unwrap()
+    }
+
+    #[test]
+    fn a_dear_look_at_the_host_waits_for_five_times_its_cost_of_parts() {
+        let ago = |s: u64| Instant::now().checked_sub(std::time::Duration::from_secs(s));
+        let looks = |since: u64, took_s: f64| DriftLooks {
+            last: ago(since),
+            took_s,
+        };
+        assert!(!DriftLooks::default().due(), "no first look yet");
+        // A look of under a second: every 5 s of parts, as before.
+        assert!(!looks(4, 0.8).due());
+        assert!(looks(6, 0.8).due());
+        // A look of 17 s (the Quartet guest): 85 s of parts between looks.
+        assert!(!looks(60, 17.0).due());
+        assert!(looks(90, 17.0).due());
     }
 
     #[test]
