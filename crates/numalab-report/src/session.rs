@@ -302,8 +302,13 @@ struct DriftLooks {
 impl DriftLooks {
     /// Whether enough parts ran since the last look for another.
     fn due(&self) -> bool {
-        let gap = PROBE_GAP_S.max(PROBE_GAP_LOOKS * self.took_s);
-        self.last.is_some_and(|t| t.elapsed().as_secs_f64() >= gap)
+        self.last
+            .is_some_and(|t| t.elapsed().as_secs_f64() >= self.gap_s())
+    }
+
+    /// Seconds of parts the next look waits for.
+    fn gap_s(&self) -> f64 {
+        PROBE_GAP_S.max(PROBE_GAP_LOOKS * self.took_s)
     }
 }
 
@@ -492,18 +497,16 @@ mod tests {
 
     #[test]
     fn a_dear_look_at_the_host_waits_for_five_times_its_cost_of_parts() {
-        let ago = |s: u64| Instant::now().checked_sub(std::time::Duration::from_secs(s));
-        let looks = |since: u64, took_s: f64| DriftLooks {
-            last: ago(since),
+        let looks = |took_s: f64| DriftLooks {
+            last: Some(Instant::now()),
             took_s,
         };
         assert!(!DriftLooks::default().due(), "no first look yet");
+        assert!(!looks(0.8).due(), "a look just taken");
         // A look of under a second: every 5 s of parts, as before.
-        assert!(!looks(4, 0.8).due());
-        assert!(looks(6, 0.8).due());
+        assert_eq!(looks(0.8).gap_s(), 5.0);
         // A look of 17 s (the Quartet guest): 85 s of parts between looks.
-        assert!(!looks(60, 17.0).due());
-        assert!(looks(90, 17.0).due());
+        assert_eq!(looks(17.0).gap_s(), 85.0);
     }
 
     #[test]
