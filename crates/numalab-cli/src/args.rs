@@ -112,6 +112,15 @@ pub fn choice_list<T: PartialEq + Clone + Send + Sync + 'static>(
     }
 }
 
+/// `--counters=LIST`: event names (docs/counters.md), or all.
+pub fn counter_list() -> Typed<List<&'static numalab::measure::counters::Event>> {
+    Typed::new(|opt, t| {
+        numalab::measure::counters::parse_list(t)
+            .map(List)
+            .map_err(|e| format!("{opt}: {e}"))
+    })
+}
+
 /// A value read by `parse`, its error prefixed with the option (for
 /// values that are not a choice among names).
 pub fn parsed<T: 'static>(parse: fn(&str) -> Result<T, String>) -> Typed<T> {

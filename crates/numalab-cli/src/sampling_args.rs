@@ -4,11 +4,12 @@
 //! engine's [`Sampling`]; and [`session`], which turns `profile`'s option
 //! groups into the engine's [`Session`].
 
-use crate::args::{percent, seconds, size, whole, Typed};
+use crate::args::{counter_list, percent, seconds, size, whole, List, Typed};
 use crate::launch_args::{
     library, library_filter, placement_for_library, plan, preload_with, LaunchArgs, PinArgs,
 };
 use crate::output::CliError;
+use numalab::measure::counters::Event;
 use numalab::profile::filter::{self, RegionFilter};
 use numalab::profile::granularity::{self, UnitRequest, UnitRule};
 use numalab::profile::latency::LatencyTable;
@@ -98,9 +99,15 @@ pub struct SamplingArgs {
     /// an error.
     #[arg(long, value_name = "HOW", default_value = "auto", value_parser = engine(Sampler::parse))]
     pub sampler: Sampler,
+    /// Count perf events for the command, its threads and children (LIST: comma list of event
+    /// names or all, default all; docs/counters.md). Without it profile.json's counters come
+    /// from the kernel's accounting of the command (CPU time, faults, switches), which costs
+    /// it nothing; perf events make each of its context switches dearer.
+    #[arg(long, value_name = "LIST", num_args = 0..=1, require_equals = true, default_missing_value = "all", value_parser = counter_list())]
+    pub counters: Option<List<&'static Event>>,
     /// Count each thread and child process on its own as well (the counters in profile.json,
-    /// docs/counters.md): the command runs traced, and numalab waits until every process it
-    /// started has ended.
+    /// docs/counters.md: --counters's events, all by default): the command runs traced, and
+    /// numalab waits until every process it started has ended.
     #[arg(long)]
     pub per_thread: bool,
     /// Each region's accesses unit by unit: `SIZE` (every sampled region)
@@ -147,6 +154,7 @@ impl SamplingArgs {
             regions: self.regions,
             threads: self.threads,
             per_thread: self.per_thread,
+            counters: self.counters.map(|l| l.0),
             units,
         })
     }

@@ -13,7 +13,7 @@
 //! the engine's `numalab::placement::launch`; this file parses the options
 //! and prints.
 
-use crate::args::{choice, List, Typed};
+use crate::args::{choice, counter_list, List};
 use crate::launch_args::{
     ignores_preload, library, placement_for_library, plan, preload_with, read_plan, LaunchArgs,
     PinArgs,
@@ -127,15 +127,6 @@ fn check_counters_spelling(a: &Args) -> Result<(), CliError> {
         )));
     }
     Ok(())
-}
-
-/// `--counters=LIST`: event names (docs/counters.md), or all.
-fn counter_list() -> Typed<List<&'static Event>> {
-    Typed::new(|opt, t| {
-        counters::parse_list(t)
-            .map(List)
-            .map_err(|e| format!("{opt}: {e}"))
-    })
 }
 
 /// Refuses a `--verify-json` (or `--counters-json`: `opt`) file that could

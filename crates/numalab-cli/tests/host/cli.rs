@@ -447,6 +447,20 @@ fn numactl_and_perf_habits_work_in_run() {
         &["run", "-e", "cycles", "--counters=all", "true"],
         "cannot be used with",
     );
+    // profile's --counters takes the same lists, and its command comes
+    // after `--`, so a list after a space is no command either.
+    let r = numalab(&["profile", "--counters=bogus", "--", "true"]);
+    assert_eq!(r.rc, 2, "{}", r.err);
+    assert!(
+        r.err
+            .starts_with("numalab: --counters: unknown counter 'bogus'; valid: task-clock, "),
+        "{}",
+        r.err
+    );
+    fails(
+        &["profile", "--counters", "cycles", "--", "true"],
+        "unexpected argument 'cycles'",
+    );
     // A subcommand's error points to its own help.
     let r = numalab(&["bench", "bandwidth", "--repetitions", "3"]);
     assert_eq!(r.rc, 2, "{}", r.err);

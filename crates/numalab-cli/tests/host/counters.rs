@@ -700,53 +700,115 @@ fn per_thread_text_lists_the_tasks_and_keeps_the_exit_code() {
         .any(|l| l.split_whitespace().nth(2) == Some("sh")));
 }
 
-#[test]
-fn profile_json_carries_the_counters() {
-    let _t = turn();
+/// `numalab profile -o DIR [OPTIONS] -- touch_pages 1 3000 50`: profile.json's counters, and
+/// profile.txt and profile.html.
+fn profile_touching_3000_pages(name: &str, options: &[&str]) -> (Value, String, String) {
     let _ = common::preload_library();
-    let dir = scratch("profile_json_carries_the_counters").join("out");
+    let dir = scratch(name).join("out");
     let prog = touch_pages();
-    let r = numalab(&[
-        "profile",
-        "-o",
-        dir.to_str().unwrap(),
-        "--",
-        prog.to_str().unwrap(),
-        "1",
-        "3000",
-        "50",
-    ]);
+    let mut args = vec!["profile", "-o", dir.to_str().unwrap()];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", prog.to_str().unwrap(), "1", "3000", "50"]);
+    let r = numalab(&args);
     assert_eq!(r.rc, 0, "stderr: {}", r.err);
     let p = parse_json(
         &std::fs::read_to_string(dir.join("profile.json")).unwrap(),
         "profile.json",
     );
-    let c = &p["counters"];
-    // 3000 touched pages, plus the loader's and the sampler's faults.
-    let pf = value(c, "page-faults");
+    let txt = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    let html = std::fs::read_to_string(dir.join("profile.html")).unwrap();
+    (p["counters"].clone(), txt, html)
+}
+
+#[test]
+fn profile_json_carries_the_kernels_accounting_without_perf_events() {
+    let _t = turn();
+    let (c, txt, html) = profile_touching_3000_pages("profile_json_rusage", &[]);
+    assert_eq!(c["source"], "rusage", "{c}");
+    let names: Vec<&str> = c["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "task-clock",
+            "page-faults",
+            "minor-faults",
+            "major-faults",
+            "context-switches"
+        ]
+    );
+    // 3000 touched pages, plus the loader's, the library's and its
+    // samples' (a protection fault turned into a signal is not one).
+    let pf = value(&c, "page-faults");
+    assert!((3000..3000 + 4000).contains(&pf), "page-faults {pf}");
+    assert_eq!(pf, value(&c, "minor-faults") + value(&c, "major-faults"));
+    let u = &c["usage"];
+    let n = |k: &str| u[k].as_u64().unwrap_or_else(|| panic!("usage.{k} in {u}"));
+    assert!(value(&c, "task-clock") >= 49_000_000, "{c}");
+    assert_eq!(value(&c, "task-clock"), n("user_ns") + n("system_ns"));
+    assert_eq!(
+        value(&c, "context-switches"),
+        n("voluntary_switches") + n("involuntary_switches")
+    );
+    // Its 3000 pages of 4 KiB were resident at once.
+    assert!(n("max_rss_kib") >= 12_000, "{u}");
+    assert!(c["derived"].as_array().unwrap().is_empty(), "{c}");
+    assert!(
+        txt.contains("counters (the kernel's accounting of the command at its end: its threads and the children it waited for; no perf event opened, --counters opens them):"),
+        "{txt}"
+    );
+    assert!(txt.contains(" voluntary and "), "{txt}");
+    let at = html
+        .find("id=\"tab-profile-counters\"")
+        .expect("counters table");
+    assert!(html[at..].contains("<td class=\"l\">page-faults</td>"));
+    assert!(
+        !html.contains("<td class=\"l\">cycles</td>"),
+        "no perf event"
+    );
+    assert!(!html.contains("tab-profile-tasks"), "no per-thread table");
+}
+
+#[test]
+fn profile_counters_opens_perf_events() {
+    let _t = turn();
+    let (c, txt, html) = profile_touching_3000_pages("profile_json_perf", &["--counters"]);
+    assert_eq!(c["source"], "perf", "{c}");
+    // perf's page-faults counts the samples' protection faults too.
+    let pf = value(&c, "page-faults");
     assert!(pf >= 3000, "page-faults {pf}");
-    assert!(value(c, "task-clock") >= 49_000_000);
+    assert!(value(&c, "task-clock") >= 49_000_000);
     assert_eq!(c["events"].as_array().unwrap().len(), 12, "{c}");
+    assert!(c.get("usage").is_none(), "{c}");
     if !std::path::Path::new("/sys/bus/event_source/devices/cpu").exists() {
-        let e = event(c, "cycles");
+        let e = event(&c, "cycles");
         assert!(e["value"].is_null(), "{e}");
         assert!(e["unavailable"]
             .as_str()
             .unwrap()
             .starts_with("not available on this machine: no cpu PMU"));
     }
-    // In the text and the page too.
-    let txt = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
     assert!(
         txt.contains("counters (totals over the command's threads and children):"),
         "{txt}"
     );
-    let html = std::fs::read_to_string(dir.join("profile.html")).unwrap();
-    let at = html
-        .find("id=\"tab-profile-counters\"")
-        .expect("counters table");
-    assert!(html[at..].contains("<td class=\"l\">page-faults</td>"));
-    assert!(!html.contains("tab-profile-tasks"), "no per-thread table");
+    assert!(html.contains("<td class=\"l\">cpu-migrations</td>"));
+    // A list counts what it names.
+    let (c, _, _) = profile_touching_3000_pages(
+        "profile_json_perf_list",
+        &["--counters=cpu-migrations,page-faults"],
+    );
+    let names: Vec<&str> = c["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cpu-migrations", "page-faults"]);
 }
 
 #[test]

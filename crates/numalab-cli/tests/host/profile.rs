@@ -56,7 +56,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         "--json prints the profile on stderr: {}",
         r.err
     );
-    assert_eq!(v["schema_version"], "2.4");
+    assert_eq!(v["schema_version"], "2.5");
     // The command's own time: within numalab's, which adds its start and
     // the analysis.
     let ran = v["ran_for_s"].as_f64().unwrap();

@@ -2,8 +2,9 @@
 //! per event, aligned; an unavailable one says why; the derived metrics
 //! with their formulas (docs/counters.md).
 
-use numalab::measure::counters::{CounterReport, Kind};
+use numalab::measure::counters::{CountSource, CounterReport, Kind};
 use numalab::measure::task_counters::TaskTable;
+use numalab::placement::launch::ResourceUsage;
 use numalab::text::format::{grouped, significant};
 use std::fmt::Write;
 
@@ -37,10 +38,7 @@ pub fn text(r: &CounterReport) -> String {
         .chain(r.derived.iter().map(|d| d.name.len()))
         .max()
         .unwrap_or(0);
-    let _ = writeln!(
-        s,
-        "counters (totals over the command's threads and children):"
-    );
+    let _ = writeln!(s, "{}", heading(r));
     // Reasons in the order first met, with the events each applies to.
     let mut reasons: Vec<(String, Vec<&str>)> = Vec::new();
     for e in &r.events {
@@ -123,6 +121,9 @@ pub fn text(r: &CounterReport) -> String {
     for (why, names) in &reasons {
         let _ = writeln!(s, "{NOT_SUPPORTED} {}: {why}", names.join(", "));
     }
+    if let Some(u) = &r.usage {
+        let _ = writeln!(s, "  {}", usage_split(u));
+    }
     if let Some(t) = &r.tasks {
         s.push_str(&tasks_text(t));
     }
@@ -147,6 +148,28 @@ pub fn text(r: &CounterReport) -> String {
         }
     }
     s
+}
+
+/// What the counts cover and where they come from.
+pub fn heading(r: &CounterReport) -> &'static str {
+    match r.source {
+        CountSource::Perf => "counters (totals over the command's threads and children):",
+        CountSource::Rusage => "counters (the kernel's accounting of the command at its end: its threads and the children it waited for; no perf event opened, --counters opens them):",
+    }
+}
+
+/// The kernel's accounting split: CPU time into user and system, switches
+/// into voluntary (blocked) and involuntary (preempted), and the peak
+/// resident set.
+pub fn usage_split(u: &ResourceUsage) -> String {
+    format!(
+        "of which: user {:.2} s, system {:.2} s; {} voluntary and {} involuntary switches; peak resident set {} MiB",
+        u.user_ns as f64 / 1e9,
+        u.system_ns as f64 / 1e9,
+        grouped(u.voluntary_switches),
+        grouped(u.involuntary_switches),
+        significant(u.max_rss_kib as f64 / 1024.0, 4)
+    )
 }
 
 /// The counts as `perf stat -x SEP` prints them, one event a line:

@@ -594,6 +594,14 @@ fn merged_spans(spans: &[ThreadSpan]) -> Vec<(f64, f64, Option<u32>, String)> {
 /// it has none, the derived metrics, and the tasks when counted per thread.
 fn counters(h: &mut String, c: &CounterReport) {
     h.push_str("<section id=\"sec-counters\">\n<h2>Counters</h2>\n");
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">{}</p>",
+        esc(super::counters::heading(c).trim_end_matches(':'))
+    );
+    if let Some(u) = &c.usage {
+        let _ = writeln!(h, "<p>{}</p>", esc(&super::counters::usage_split(u)));
+    }
     h.push_str("<div class=\"scroll\"><table id=\"tab-profile-counters\">\n<tr><th class=\"l\">event</th><th class=\"l\">kind</th><th>total</th><th class=\"l\">note</th></tr>\n");
     for e in &c.events {
         let kind = match e.kind {

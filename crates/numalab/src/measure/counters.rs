@@ -20,6 +20,7 @@
 use crate::machine::Machine;
 use crate::placement::launch::PreparedLaunch;
 use crate::sys::perf::open_event_on;
+use crate::sys::process::ResourceUsage;
 use numalab_profile_abi::perf::{
     PerfEventAttr, ATTR_DISABLED, ATTR_EXCLUDE_HV, ATTR_EXCLUDE_KERNEL,
 };
@@ -490,9 +491,26 @@ pub fn memory_controller(devices: &Path) -> MemoryController {
     MemoryController { pmus, unavailable }
 }
 
+/// Where a [`CounterReport`]'s counts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CountSource {
+    /// perf events opened on the command (`--counters`).
+    #[default]
+    Perf,
+    /// The kernel's accounting of the reaped command (`wait4`'s rusage):
+    /// no perf event, so nothing added to the command's context switches
+    /// ([`from_usage`]).
+    Rusage,
+}
+
 /// What `numalab run --counters` reports.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CounterReport {
+    /// perf events, or the kernel's accounting of the reaped command
+    /// (absent before profile schema 2.5: perf).
+    #[serde(default)]
+    pub source: CountSource,
     /// Events in the order asked.
     pub events: Vec<EventValue>,
     pub derived: Vec<DerivedValue>,
@@ -505,6 +523,11 @@ pub struct CounterReport {
     /// ([`crate::measure::task_counters`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<crate::measure::task_counters::TaskTable>,
+    /// With [`CountSource::Rusage`]: the accounting itself, which splits
+    /// CPU time into user and system, and switches into voluntary (the
+    /// task blocked) and involuntary (it was preempted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ResourceUsage>,
 }
 
 /// The last-level cache's line size in the machine model, when known.
@@ -675,12 +698,68 @@ pub fn report(events: Vec<EventValue>, line: Option<u32>) -> CounterReport {
     let line_bytes = line.unwrap_or(64);
     let derived = derive(&events, line_bytes, line.is_some());
     CounterReport {
+        source: CountSource::Perf,
         events,
         derived,
         memory_controller: memory_controller(Path::new("/sys/bus/event_source/devices")),
         line_bytes,
         line_from_machine: line.is_some(),
         tasks: None,
+        usage: None,
+    }
+}
+
+/// The events the kernel's accounting of a reaped process gives, by their
+/// perf names.
+pub const USAGE_EVENTS: [&str; 5] = [
+    "task-clock",
+    "page-faults",
+    "minor-faults",
+    "major-faults",
+    "context-switches",
+];
+
+/// The counts of a command from what the kernel accounted to it when it
+/// was reaped (`u`, over `ran_ns` of wall time), under perf's names:
+/// task-clock is user + system time (microsecond resolution), the faults
+/// are those the memory manager handled (not the protection faults it
+/// turned into signals, which perf's page-faults also counts), the
+/// switches voluntary + involuntary. Its totals cover the threads and the
+/// children the command waited for. No derived metric: they need hardware
+/// events.
+pub fn from_usage(u: &ResourceUsage, ran_ns: u64, line: Option<u32>) -> CounterReport {
+    let values = [
+        u.user_ns + u.system_ns,
+        u.minor_faults + u.major_faults,
+        u.minor_faults,
+        u.major_faults,
+        u.voluntary_switches + u.involuntary_switches,
+    ];
+    let events = USAGE_EVENTS
+        .iter()
+        .zip(values)
+        .map(|(name, value)| {
+            let e = find(name).expect("a usage event is a known software event");
+            EventValue::from_reading(
+                e,
+                Reading {
+                    value,
+                    enabled_ns: ran_ns,
+                    running_ns: ran_ns,
+                },
+                false,
+            )
+        })
+        .collect();
+    CounterReport {
+        source: CountSource::Rusage,
+        events,
+        derived: Vec::new(),
+        memory_controller: memory_controller(Path::new("/sys/bus/event_source/devices")),
+        line_bytes: line.unwrap_or(64),
+        line_from_machine: line.is_some(),
+        tasks: None,
+        usage: Some(*u),
     }
 }
 

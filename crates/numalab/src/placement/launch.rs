@@ -41,6 +41,7 @@ use super::sys::{self, KernelMask, Mode};
 use super::verify::ProcessPlacement;
 use super::{PlacementError, PlacementError as E};
 use crate::machine::Machine;
+pub use crate::sys::process::ResourceUsage;
 use crate::sys::process::{self, pipe, ExecSetup};
 use crate::IdSet;
 use nix::errno::Errno;
@@ -510,6 +511,10 @@ pub struct LaunchOutcome {
     /// its exit, or why it could not be read. `None` without tracing, or
     /// when the exit was not seen (a SIGKILL may end a process without it).
     pub placement: Option<Result<ProcessPlacement, PlacementError>>,
+    /// What the kernel accounted to the command when it was reaped
+    /// (`wait4`'s rusage: its threads and the children it waited for).
+    /// `None` when its end was not reaped here.
+    pub usage: Option<ResourceUsage>,
 }
 
 impl Launch {
@@ -529,20 +534,23 @@ impl Launch {
         let mut placement = None;
         let mut first_stop = self.trace;
         let mut status_of_main = None;
+        let mut usage = None;
         let mut tasks = Tasks::default();
         loop {
-            let (tid, status) = if observer.is_some() {
+            let (tid, status, used) = if observer.is_some() {
                 match waitpid_any_raw()? {
                     Some(w) => w,
                     // No child left (some exits went unseen).
                     None => break,
                 }
             } else {
-                (main, waitpid_raw(main)?)
+                let (status, used) = waitpid_raw(main)?;
+                (main, status, used)
             };
             if let Some(s) = ExitStatus::from_wait(status) {
                 if tid == main {
                     status_of_main = Some(s);
+                    usage = Some(used);
                 } else {
                     tasks.seen.remove(&tid.as_raw());
                 }
@@ -614,6 +622,7 @@ impl Launch {
             status,
             placement,
             interrupted_by,
+            usage,
         })
     }
 }
@@ -777,14 +786,15 @@ fn forward(child: Pid, signals: &SignalFd, stop: &EventFd, interrupted: &AtomicI
 
 /// waitpid(2) keeping the raw status: nix's `WaitStatus` has no real-time
 /// signals and fails on them after the child is already reaped.
-fn waitpid_raw(pid: Pid) -> io::Result<i32> {
-    process::wait_raw(pid.as_raw())
+fn waitpid_raw(pid: Pid) -> io::Result<(i32, ResourceUsage)> {
+    process::wait_raw_usage(pid.as_raw())
 }
 
 /// waitpid(-1, __WALL) keeping the raw status: the task that changed
-/// state and its status, or `None` when this process has no child left.
-fn waitpid_any_raw() -> io::Result<Option<(Pid, i32)>> {
-    Ok(process::wait_any_raw()?.map(|(pid, status)| (Pid::from_raw(pid), status)))
+/// state, its status and usage, or `None` when this process has no child
+/// left.
+fn waitpid_any_raw() -> io::Result<Option<(Pid, i32, ResourceUsage)>> {
+    Ok(process::wait_any_raw()?.map(|(pid, status, used)| (Pid::from_raw(pid), status, used)))
 }
 
 /// PTRACE_CONT delivering signal `sig` (0: none). nix's `ptrace::cont` takes

@@ -75,6 +75,11 @@ pub struct Sampling {
     pub threads: Option<(String, IdSet)>,
     /// Count each thread and child process on its own as well.
     pub per_thread: bool,
+    /// `--counters`: perf events to open on the command. Without it the
+    /// counts come from the kernel's accounting of the reaped command,
+    /// which costs nothing; inherited perf events make each of the
+    /// command's context switches dearer (docs/profile.md, "Overhead").
+    pub counters: Option<Vec<&'static counters::Event>>,
     /// `--granularity` (with `--units`, `--hot-share`): each selected
     /// region's accesses unit by unit; `None`: not asked.
     pub units: Option<super::granularity::UnitRequest>,
@@ -191,14 +196,22 @@ impl Session {
             &self.preload,
             &self.library_config(Some(records), placement),
         );
-        // Counted by default: the software events and what the machine has.
-        let attach = if self.sampling.per_thread {
-            counters::attach_per_task
-        } else {
-            counters::attach
+        // perf events only where asked for (each thread's, or a list):
+        // by default the kernel's accounting at the reap gives the counts.
+        let line = counters::line_bytes(m);
+        let asked = self.sampling.counters.clone();
+        let (prepared, counted) = match (self.sampling.per_thread, asked) {
+            (true, list) => {
+                let list = list.unwrap_or_else(counters::default_list);
+                let (p, c) = counters::attach_per_task(prepared, list, line);
+                (p, Some(c))
+            }
+            (false, Some(list)) => {
+                let (p, c) = counters::attach(prepared, list, line);
+                (p, Some(c))
+            }
+            (false, None) => (prepared, None),
         };
-        let (prepared, counted) =
-            attach(prepared, counters::default_list(), counters::line_bytes(m));
         // The kernel's context-switch hooks for perf events turned on
         // before the clock starts (see hold_task_switch_hooks), and kept
         // on until the command ended.
@@ -221,7 +234,12 @@ impl Session {
         })?;
         let mut profile = self.analyse(records);
         profile.ran_for_s = Some(ran_for);
-        profile.counters = counted.report();
+        profile.counters = match counted {
+            Some(c) => c.report(),
+            None => outcome
+                .usage
+                .map(|u| counters::from_usage(&u, (ran_for * 1e9) as u64, line)),
+        };
         if let Some((fp, _)) = plan {
             let bytes = std::fs::read(records).unwrap_or_default();
             let at_exit = outcome.placement.as_ref().and_then(|p| p.as_ref().ok());

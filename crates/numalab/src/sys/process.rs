@@ -229,39 +229,82 @@ pub fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
     })
 }
 
-/// Waits for child `pid` to end; its raw wait status (a real-time signal
-/// included, which nix's `WaitStatus` cannot hold).
-pub fn wait_raw(pid: i32) -> std::io::Result<i32> {
-    loop {
-        let mut status = 0;
-        // SAFETY: `status` is a valid out-pointer.
-        if unsafe { libc::waitpid(pid, &mut status, 0) } >= 0 {
-            return Ok(status);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
+/// What the kernel accounted to a reaped child, from `wait4(2)`'s
+/// rusage: for a process, its threads' totals and those of the children it
+/// waited for. Free to read, unlike perf events, which make every context
+/// switch of the counted tasks dearer (docs/profile.md, "Overhead").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ResourceUsage {
+    pub user_ns: u64,
+    pub system_ns: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    /// The largest resident set of the process or of one child it waited
+    /// for, in KiB.
+    pub max_rss_kib: u64,
+}
+
+impl ResourceUsage {
+    fn from_rusage(r: &libc::rusage) -> Self {
+        let ns = |t: libc::timeval| {
+            t.tv_sec.max(0) as u64 * 1_000_000_000 + t.tv_usec.max(0) as u64 * 1000
+        };
+        let n = |v: libc::c_long| v.max(0) as u64;
+        Self {
+            user_ns: ns(r.ru_utime),
+            system_ns: ns(r.ru_stime),
+            minor_faults: n(r.ru_minflt),
+            major_faults: n(r.ru_majflt),
+            voluntary_switches: n(r.ru_nvcsw),
+            involuntary_switches: n(r.ru_nivcsw),
+            max_rss_kib: n(r.ru_maxrss),
         }
     }
 }
 
-/// `waitpid(-1, __WALL)`: the task of this process's (or its tracees')
-/// that changed state and its raw status, or `None` when none is left.
-pub fn wait_any_raw() -> std::io::Result<Option<(i32, i32)>> {
+/// `wait4(pid, options)` until it is not interrupted: the task, its raw
+/// status and its usage, or `None` on ECHILD when `pid` is -1.
+fn wait4_raw(pid: i32, options: i32) -> std::io::Result<Option<(i32, i32, ResourceUsage)>> {
     loop {
         let mut status = 0;
-        // SAFETY: `status` is a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
-        if pid > 0 {
-            return Ok(Some((pid, status)));
+        // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `status` and `usage` are valid out-pointers.
+        let got = unsafe { libc::wait4(pid, &mut status, options, &mut usage) };
+        if got > 0 {
+            return Ok(Some((got, status, ResourceUsage::from_rusage(&usage))));
         }
         let e = std::io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::ECHILD) => return Ok(None),
+            Some(libc::ECHILD) if pid == -1 => return Ok(None),
             _ => return Err(e),
         }
     }
+}
+
+/// Waits for child `pid` to end; its raw wait status (a real-time signal
+/// included, which nix's `WaitStatus` cannot hold).
+pub fn wait_raw(pid: i32) -> std::io::Result<i32> {
+    wait_raw_usage(pid).map(|(status, _)| status)
+}
+
+/// [`wait_raw`] with what the kernel accounted to the child (meaningful
+/// once it ended, not for a stop).
+pub fn wait_raw_usage(pid: i32) -> std::io::Result<(i32, ResourceUsage)> {
+    match wait4_raw(pid, 0)? {
+        Some((_, status, usage)) => Ok((status, usage)),
+        None => Err(std::io::Error::from_raw_os_error(libc::ECHILD)),
+    }
+}
+
+/// `waitpid(-1, __WALL)`: the task of this process's (or its tracees')
+/// that changed state, its raw status and its usage (that of a task that
+/// ended), or `None` when none is left.
+pub fn wait_any_raw() -> std::io::Result<Option<(i32, i32, ResourceUsage)>> {
+    wait4_raw(-1, libc::__WALL)
 }
 
 /// `PTRACE_CONT` of a stopped tracee, delivering signal `sig` (0: none;
