@@ -32,7 +32,9 @@
 //! switched [`SWITCHES_BEFORE_MEASURING`] times or faulted
 //! [`FAULTS_BEFORE_MEASURING`] times (a program that rarely blocks or
 //! faults never pays for measuring them); all are charged to the cost
-//! controller.
+//! controller. A thread's events are open only while its window is
+//! watched: perf events on a thread make each of its context switches
+//! dearer even while they are off ([`open_events`]).
 //!
 //! A word hit [`CAP`] times in a window stops counting there (the
 //! kernel disables the event at its first overflow) and its count is
@@ -72,6 +74,8 @@ const MAX_DUTY: u32 = 12;
 const WORD: usize = 8;
 
 const PERF_TYPE_BREAKPOINT: u32 = 5;
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_DUMMY: u64 = 9;
 const HW_BREAKPOINT_RW: u32 = 3;
 /// `read_format`: the count, then the times enabled and running.
 const READ_TIMES: u64 = 1 | 2;
@@ -115,6 +119,9 @@ struct Watch {
     interval: AtomicU64,
     seed: AtomicU64,
     busy: AtomicBool,
+    /// The program closed or reused the events' descriptors: no more
+    /// windows ([`forget_events`]).
+    forgotten: AtomicBool,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -136,6 +143,7 @@ const FREE_WATCH: Watch = Watch {
     interval: AtomicU64::new(0),
     seed: AtomicU64::new(0),
     busy: AtomicBool::new(false),
+    forgotten: AtomicBool::new(false),
 };
 
 static WATCHES: [Watch; MAX_THREADS] = [FREE_WATCH; MAX_THREADS];
@@ -856,21 +864,8 @@ pub fn thread_starts() {
         return;
     };
     let w = &WATCHES[i];
-    let mut slots = 0;
-    for s in 0..SLOTS.load(SeqCst) {
-        match sys::perf_event_open(&attr(w as *const Watch as u64), 0) {
-            Ok(fd) => {
-                w.ids[s].store(sys::perf_id(fd).unwrap_or(0), SeqCst);
-                w.fds[s].store(fd, SeqCst);
-                w.words[s].store(0, SeqCst);
-                slots += 1;
-            }
-            // The registers are taken (a debugger, refinement): fewer
-            // slots, which the weights know.
-            Err(_) => break,
-        }
-    }
-    w.slots.store(slots, SeqCst);
+    w.forgotten.store(false, SeqCst);
+    let slots = open_events(w);
     w.seed
         .store(sys::monotonic_ns() ^ ((tid as u64) << 32) | 1, SeqCst);
     if slots == 0 || !start_timer(w, tid) {
@@ -963,6 +958,73 @@ fn start_timer(w: &Watch, tid: u32) -> bool {
         w.interval.store(ns, SeqCst);
     }
     true
+}
+
+/// Opens the calling thread's events (off, on a placeholder word) into
+/// its slots; how many it got. They are open only while windows are
+/// watched ([`turn`] closes them for skipped ones): a thread with perf
+/// events pays for each of its context switches even while they are off,
+/// 2-4 µs here, which made a two-thread barrier loop 17% slower with four
+/// events a thread that never counted (docs/profile.md, "Overhead
+/// measured").
+fn open_events(w: &Watch) -> usize {
+    let mut slots = 0;
+    for s in 0..SLOTS.load(SeqCst) {
+        match sys::perf_event_open(&attr(w as *const Watch as u64), 0) {
+            Ok(fd) => {
+                w.ids[s].store(sys::perf_id(fd).unwrap_or(0), SeqCst);
+                w.fds[s].store(fd, SeqCst);
+                w.words[s].store(0, SeqCst);
+                // A new event counts from 0.
+                w.count_at[s].store(0, SeqCst);
+                w.running_at[s].store(0, SeqCst);
+                slots += 1;
+            }
+            // The registers are taken (a debugger, refinement): fewer
+            // slots, which the weights know.
+            Err(_) => break,
+        }
+    }
+    w.slots.store(slots, SeqCst);
+    slots
+}
+
+/// An event that counts nothing, held on the sampler thread while word
+/// counting runs. While any task has a perf event the kernel keeps its
+/// context-switch hooks for them on; the first event after none holds the
+/// thread that opens it while the kernel patches its code and waits for
+/// every CPU (11-23 ms on this VM), and the hooks go off 1 s after the
+/// last event closes. With the events closed in skipped windows, a
+/// thread's next watched window would otherwise pay that again after
+/// every quiet second. The sampler thread switches a few times a tick, so
+/// the event's own cost there is small.
+pub struct SwitchHooks(i32, u64);
+
+impl Drop for SwitchHooks {
+    fn drop(&mut self) {
+        sys::close_event(self.0, self.1);
+    }
+}
+
+/// [`SwitchHooks`] on the calling thread, while word counting runs.
+pub fn hold_switch_hooks() -> Option<SwitchHooks> {
+    if !running() {
+        return None;
+    }
+    let attr = PerfEventAttr {
+        kind: PERF_TYPE_SOFTWARE,
+        size: PerfEventAttr::SIZE,
+        config: PERF_COUNT_SW_DUMMY,
+        flags: ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
+        ..Default::default()
+    };
+    let fd = sys::perf_event_open(&attr, 0).ok()?;
+    Some(SwitchHooks(fd, sys::perf_id(fd).unwrap_or(0)))
+}
+
+/// Whether `w`'s events are open (closed while windows are skipped).
+fn events_open(w: &Watch) -> bool {
+    w.fds[0].load(SeqCst) >= 0
 }
 
 fn close_events(w: &Watch) {
@@ -1132,19 +1194,21 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
     } else if reopen {
         let d = DUTY.load(SeqCst);
         if d > 0 && !next_random(w).is_multiple_of(1u64 << d) {
-            if watching {
-                for s in 0..slots {
-                    let fd = w.fds[s].load(SeqCst);
-                    if w.words[s].swap(0, SeqCst) != 0 && fd >= 0 {
-                        ioctl(fd, IOC_DISABLE, 0);
-                    }
-                }
+            // A skipped window: no events on the thread while it runs
+            // (see open_events).
+            for s in 0..slots {
+                w.words[s].store(0, SeqCst);
             }
-        } else if !watching && !events_ours(w, slots) {
-            // The first window after skipped ones: the events are used
-            // again, and known again first.
+            close_events(w);
+        } else if !watching && events_open(w) && !events_ours(w, slots) {
+            // The first window after the events sat unused: they are
+            // known again first.
             forget_events(w, slots);
+        } else if !events_open(w) && (w.forgotten.load(SeqCst) || open_events(w) == 0) {
+            // The registers were taken while the windows were skipped: no
+            // window now, another try at the next turn.
         } else {
+            let slots = w.slots.load(SeqCst);
             open_window(w, slots, d);
             let cpu = if own { sys::cpu() } else { u32::MAX };
             w.node_at.store(node_of(cpu), SeqCst);
@@ -1170,6 +1234,7 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
 /// are the program's now: never used or closed by the library again.
 fn forget_events(w: &Watch, slots: usize) {
     LOST.fetch_add(1, SeqCst);
+    w.forgotten.store(true, SeqCst);
     for s in 0..slots {
         w.words[s].store(0, SeqCst);
         w.fds[s].store(-1, SeqCst);

@@ -718,3 +718,40 @@ fn the_sampler_thread_yields_on_wake_up_and_keeps_a_policy_the_program_chose() {
     assert!(p.iter().any(|(n, _)| n == "numalab-sampler"), "{t}");
     assert!(p.iter().all(|(_, p)| *p == 5), "{t}");
 }
+
+/// The counts "perf-fds: 1:290 5:10" prints: checks by how many perf
+/// descriptors the process had.
+fn perf_fd_checks(t: &str) -> Vec<(u32, u32)> {
+    let line = t
+        .lines()
+        .find_map(|l| l.strip_prefix("perf-fds:"))
+        .unwrap_or_else(|| panic!("no perf-fds line in {t}"));
+    line.split_whitespace()
+        .take_while(|w| !w.starts_with('('))
+        .map(|w| {
+            let (c, n) = w.split_once(':').unwrap();
+            (c.parse().unwrap(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn word_counting_keeps_its_events_open_only_in_watched_windows() {
+    // Every window watched (duty 0): the main thread's four watchpoints
+    // and the sampler thread's event that holds the kernel's hooks.
+    let (o, _) = run_with("perf-fds", 1, &[("NUMALAB_PROFILE_OVERHEAD", "99")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let all = perf_fd_checks(&text(&o));
+    assert_eq!(all.iter().map(|c| c.0).collect::<Vec<_>>(), [5], "{all:?}");
+    assert!(all[0].1 >= 250, "{all:?}");
+    // One window in 256 watched: a thread with perf events pays for each
+    // of its context switches even while they are off, so skipped windows
+    // have none; only the sampler's stays.
+    let (o, _) = run_with("perf-fds", 1, &[("NUMALAB_PROFILE_OVERHEAD", "0.01")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let few = perf_fd_checks(&text(&o));
+    let closed: u32 = few.iter().filter(|c| c.0 == 1).map(|c| c.1).sum();
+    let total: u32 = few.iter().map(|c| c.1).sum();
+    assert!(few.iter().all(|c| c.0 == 1 || c.0 == 5), "{few:?}");
+    assert!(closed * 10 >= total * 9, "{few:?}");
+}
