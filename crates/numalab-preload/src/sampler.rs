@@ -149,7 +149,7 @@ impl Random {
 
 fn run(policy: RatePolicy, duration_ns: Option<u64>) {
     library_thread();
-    let _hooks = crate::words::hold_switch_hooks();
+    crate::words::hold_switch_hooks();
     // The program's signal handlers run on its own threads, never here
     // (one that calls exit() while this thread writes records out would
     // wait for itself); SIGSEGV stays open (the interposed mask).

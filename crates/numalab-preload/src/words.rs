@@ -418,10 +418,10 @@ pub fn measure_surcharges_when_due() {
     let slots = SLOTS.load(SeqCst);
     // A helper that never ran, or no event, leaves it unmeasured.
     SWITCH.measure_when_due(SWITCHES_BEFORE_MEASURING, || {
-        sys::undelayed(|| switch::calibrate(slots))
+        without_hold(|| sys::undelayed(|| switch::calibrate(slots)))
     });
     FAULT.measure_when_due(FAULTS_BEFORE_MEASURING, || {
-        sys::undelayed(|| fault::calibrate(slots))
+        without_hold(|| sys::undelayed(|| fault::calibrate(slots)))
     });
 }
 
@@ -592,36 +592,66 @@ fn median(v: &mut [u64]) -> u64 {
     v[v.len() / 2]
 }
 
-/// Runs `measure` with `slots` events (created off) on the calling
-/// thread, each on a word nobody touches: they only need to be armed.
-/// `None` when no event opens.
-fn with_armed_events(slots: usize, measure: impl FnOnce(&[i32]) -> Option<u64>) -> Option<u64> {
-    let words = std::hint::black_box(Box::new([0u64; MAX_SLOTS]));
-    let mut fds = Vec::new();
-    for word in words.iter().take(slots) {
-        let mut a = attr(word as *const u64 as u64);
-        a.flags |= ATTR_DISABLED;
-        a.sample_period = 0;
-        match sys::perf_event_open(&a, 0) {
-            Ok(fd) => fds.push(fd),
-            Err(_) => break,
+/// Watchpoints the calibrations arm on the calling thread, each on a word
+/// nobody touches (they only need to be armed). Open only around the
+/// armed rounds: the rounds they are compared with have no event at all,
+/// as a thread has in a skipped window ([`open_events`]), so the
+/// difference is what a watched window adds over a skipped one, the
+/// events' mere presence included.
+struct Armed {
+    words: Box<[u64; MAX_SLOTS]>,
+    slots: usize,
+    fds: Vec<i32>,
+}
+
+impl Armed {
+    /// `None` when the kernel opens no watchpoint now.
+    fn new(slots: usize) -> Option<Armed> {
+        let mut a = Armed {
+            words: std::hint::black_box(Box::new([0u64; MAX_SLOTS])),
+            slots,
+            fds: Vec::with_capacity(MAX_SLOTS),
+        };
+        a.on();
+        let opened = !a.fds.is_empty();
+        a.off();
+        opened.then_some(a)
+    }
+
+    /// Opens the events, enabled (as many as open).
+    fn on(&mut self) {
+        for word in self.words.iter().take(self.slots) {
+            let mut a = attr(word as *const u64 as u64);
+            a.flags &= !ATTR_DISABLED;
+            a.sample_period = 0;
+            match sys::perf_event_open(&a, 0) {
+                Ok(fd) => self.fds.push(fd),
+                Err(_) => break,
+            }
         }
     }
-    let ns = if fds.is_empty() { None } else { measure(&fds) };
-    for fd in fds {
-        sys::close(fd);
+
+    /// Closes them: the thread has no event.
+    fn off(&mut self) {
+        for fd in self.fds.drain(..) {
+            sys::close(fd);
+        }
     }
-    drop(words);
-    ns
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        self.off();
+    }
 }
 
 /// What a page fault costs a thread more while its watchpoints are on,
 /// measured on the calling thread: rounds of first touches of pages of a
-/// mapping of the library's own (dropped between rounds), with the events
-/// off and on alternately; the difference of the pooled medians of a
+/// mapping of the library's own (dropped between rounds), without events
+/// and with them armed alternately ([`Armed`]); the difference of the pooled medians of a
 /// fault's time, 0 where the armed rounds were no slower.
 mod fault {
-    use super::{ioctl, median, IOC_DISABLE, IOC_ENABLE};
+    use super::median;
     use crate::runtime::state::page_size;
     use crate::runtime::sys;
 
@@ -647,10 +677,10 @@ mod fault {
     }
 
     pub fn calibrate(slots: usize) -> Option<u64> {
-        super::with_armed_events(slots, measure)
+        measure(&mut super::Armed::new(slots)?)
     }
 
-    fn measure(fds: &[i32]) -> Option<u64> {
+    fn measure(armed: &mut super::Armed) -> Option<u64> {
         let ps = page_size();
         // SAFETY: an anonymous private mapping, by the system call itself
         // (the interposed mmap would track it as the program's).
@@ -678,13 +708,9 @@ mod fault {
                 break;
             };
             off[k] = a;
-            for &fd in fds {
-                ioctl(fd, IOC_ENABLE, 0);
-            }
+            armed.on();
             let b = round(base, ps);
-            for &fd in fds {
-                ioctl(fd, IOC_DISABLE, 0);
-            }
+            armed.off();
             let Some(b) = b else {
                 ok = false;
                 break;
@@ -702,13 +728,13 @@ mod fault {
 /// library's: a futex word passed back and forth, so that the thread
 /// blocks and is woken from another CPU each round, as at a program's
 /// barrier or lock (a timed sleep alone showed no difference here: the
-/// cost is in being woken while the registers are armed). Rounds with
-/// the events off and on alternate; the result is the difference of the
+/// cost is in being woken while the registers are armed). Rounds without
+/// events and with them armed alternate ([`Armed`]); the result is the difference of the
 /// pooled medians of the rounds, 0 where the armed rounds were no slower,
 /// `None` when it cannot be measured (no helper thread, a wait that timed
 /// out).
 mod switch {
-    use super::{ioctl, median, IOC_DISABLE, IOC_ENABLE};
+    use super::median;
     use crate::runtime::state::{library_thread, on_library_thread, SAMPLER_STARTING};
     use crate::runtime::sys;
     use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
@@ -778,10 +804,10 @@ mod switch {
     /// `None` when it could not be measured (no event, or a wait that
     /// timed out).
     pub fn calibrate(slots: usize) -> Option<u64> {
-        super::with_armed_events(slots, measure)
+        measure(&mut super::Armed::new(slots)?)
     }
 
-    fn measure(fds: &[i32]) -> Option<u64> {
+    fn measure(armed: &mut super::Armed) -> Option<u64> {
         let word = Arc::new(AtomicU32::new(0));
         let theirs = Arc::clone(&word);
         // The helper is the library's: the interposed pthread_create lets
@@ -827,13 +853,9 @@ mod switch {
                 ok = false;
                 break;
             }
-            for &fd in fds {
-                ioctl(fd, IOC_ENABLE, 0);
-            }
+            armed.on();
             let r = round(&word, &mut on[at]);
-            for &fd in fds {
-                ioctl(fd, IOC_DISABLE, 0);
-            }
+            armed.off();
             if r.is_none() {
                 ok = false;
                 break;
@@ -990,26 +1012,25 @@ fn open_events(w: &Watch) -> usize {
 }
 
 /// An event that counts nothing, held on the sampler thread while word
-/// counting runs. While any task has a perf event the kernel keeps its
-/// context-switch hooks for them on; the first event after none holds the
-/// thread that opens it while the kernel patches its code and waits for
-/// every CPU (11-23 ms on this VM), and the hooks go off 1 s after the
-/// last event closes. With the events closed in skipped windows, a
-/// thread's next watched window would otherwise pay that again after
-/// every quiet second. The sampler thread switches a few times a tick, so
-/// the event's own cost there is small.
-pub struct SwitchHooks(i32, u64);
+/// counting runs (its descriptor and id; -1: none). While any task has a
+/// perf event the kernel keeps its context-switch hooks for them on; the
+/// first event after none holds the thread that opens it while the kernel
+/// patches its code and waits for every CPU (11-23 ms on this VM), and
+/// the hooks go off 1 s after the last event closes. With the events
+/// closed in skipped windows, a thread's next watched window would
+/// otherwise pay that again after every quiet second. The sampler thread
+/// switches a few times a tick, so the event's own cost there is small;
+/// the calibrations, which run on that thread and compare rounds without
+/// events against armed ones, let it go while they measure
+/// ([`without_hold`]).
+static HOLD_FD: AtomicI32 = AtomicI32::new(-1);
+static HOLD_ID: AtomicU64 = AtomicU64::new(0);
 
-impl Drop for SwitchHooks {
-    fn drop(&mut self) {
-        sys::close_event(self.0, self.1);
-    }
-}
-
-/// [`SwitchHooks`] on the calling thread, while word counting runs.
-pub fn hold_switch_hooks() -> Option<SwitchHooks> {
-    if !running() {
-        return None;
+/// Opens the hold on the calling thread (the sampler's), while word
+/// counting runs.
+pub fn hold_switch_hooks() {
+    if !running() || HOLD_FD.load(SeqCst) >= 0 {
+        return;
     }
     let attr = PerfEventAttr {
         kind: PERF_TYPE_SOFTWARE,
@@ -1018,8 +1039,24 @@ pub fn hold_switch_hooks() -> Option<SwitchHooks> {
         flags: ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
         ..Default::default()
     };
-    let fd = sys::perf_event_open(&attr, 0).ok()?;
-    Some(SwitchHooks(fd, sys::perf_id(fd).unwrap_or(0)))
+    if let Ok(fd) = sys::perf_event_open(&attr, 0) {
+        HOLD_ID.store(sys::perf_id(fd).unwrap_or(0), SeqCst);
+        HOLD_FD.store(fd, SeqCst);
+    }
+}
+
+/// `f` with the hold let go (on the hold's thread): the hooks stay on
+/// meanwhile, since they go off only a second after the last event.
+fn without_hold<T>(f: impl FnOnce() -> T) -> T {
+    let fd = HOLD_FD.swap(-1, SeqCst);
+    if fd >= 0 {
+        sys::close_event(fd, HOLD_ID.load(SeqCst));
+    }
+    let r = f();
+    if fd >= 0 {
+        hold_switch_hooks();
+    }
+    r
 }
 
 /// Whether `w`'s events are open (closed while windows are skipped).
