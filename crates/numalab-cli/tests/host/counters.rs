@@ -720,17 +720,22 @@ fn profile_touching_3000_pages(name: &str, options: &[&str]) -> (Value, String, 
     (p["counters"].clone(), txt, html)
 }
 
+/// The events' names in a counters report, in its order.
+fn event_names(c: &Value) -> Vec<&str> {
+    c["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn profile_json_carries_the_kernels_accounting_without_perf_events() {
     let _t = turn();
     let (c, txt, html) = profile_touching_3000_pages("profile_json_rusage", &[]);
     assert_eq!(c["source"], "rusage", "{c}");
-    let names: Vec<&str> = c["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = event_names(&c);
     assert_eq!(
         names,
         [
@@ -802,12 +807,7 @@ fn profile_counters_opens_perf_events() {
         "profile_json_perf_list",
         &["--counters=cpu-migrations,page-faults"],
     );
-    let names: Vec<&str> = c["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = event_names(&c);
     assert_eq!(names, ["cpu-migrations", "page-faults"]);
 }
 
