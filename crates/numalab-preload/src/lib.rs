@@ -57,7 +57,8 @@
 //! 3. The mechanisms: which allocations and threads are selected
 //!    (`select`), huge pages (`huge`), static data, stacks and a region's
 //!    pages (`places`), the signals the library takes (`signals`, `traps`,
-//!    `fault`), small allocations (`small`), word counts (`words`), the
+//!    `fault`), small allocations (`small`), word counts (`words`, with what their
+//!    context switches cost measured in `switch_cost`), the
 //!    cost controller (`cost`), placement (`plan`, `pool`), refinement
 //!    (`refine`), PMU sampling (`pmu`) and threads pinned one CPU each
 //!    (`pin`, `numalab run --pin`).
@@ -88,6 +89,7 @@ mod refine;
 mod select;
 mod signals;
 mod small;
+mod switch_cost;
 mod traps;
 mod words;
 // 4. hooks and the sampler
@@ -300,8 +302,25 @@ mod layering {
     /// The modules in an order where each uses only modules before it
     /// (the layers of the crate's documentation, bottom first).
     const ORDER: &[&str] = &[
-        "runtime", "tables", "pin", "select", "huge", "places", "signals", "traps", "small",
-        "words", "cost", "fault", "pool", "plan", "refine", "pmu", "hooks", "sampler",
+        "runtime",
+        "tables",
+        "pin",
+        "select",
+        "huge",
+        "places",
+        "signals",
+        "traps",
+        "small",
+        "switch_cost",
+        "words",
+        "cost",
+        "fault",
+        "pool",
+        "plan",
+        "refine",
+        "pmu",
+        "hooks",
+        "sampler",
     ];
 
     #[test]

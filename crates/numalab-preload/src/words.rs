@@ -22,17 +22,17 @@
 //! What it costs: a window's turn (a few system calls: 30–50 µs here), a
 //! debug trap per counted access (about 14 µs here, 34 µs in the TCG
 //! guest), and, while a window watches, more for each of the thread's
-//! context switches (1.4–10 µs here, a virtual machine: the armed debug
-//! registers are switched with the thread), which a thread that blocks
+//! context switches (1-16 µs here, a virtual machine: the armed debug
+//! registers are saved and loaded at every exit to the hypervisor), which a thread that blocks
 //! often pays thousands of times a second (a two-thread barrier loop ran
 //! 1.3–1.4x under the counter when only the first two were counted), and
 //! more for each page fault (about 1 µs here, on 1.6 µs), which a thread
 //! that touches new memory pays once a page. The first two are measured
-//! at start, the others by the sampler thread once watching threads have
-//! switched [`SWITCHES_BEFORE_MEASURING`] times or faulted
-//! [`FAULTS_BEFORE_MEASURING`] times (a program that rarely blocks or
-//! faults never pays for measuring them); all are charged to the cost
-//! controller. A thread's events are open only while its window is
+//! at start; a switch's on the program's own windows, watched against
+//! skipped ([`crate::switch_cost`]); a fault's by the sampler thread once
+//! watching threads have faulted [`FAULTS_BEFORE_MEASURING`] times (a
+//! program that rarely faults never pays for measuring it); all are
+//! charged to the cost controller. A thread's events are open only while its window is
 //! watched: perf events on a thread make each of its context switches
 //! dearer even while they are off ([`open_events`]).
 //!
@@ -106,10 +106,15 @@ struct Watch {
     running_at: [AtomicU64; MAX_SLOTS],
     /// The thread's CPU time and its CPU's node when the window opened.
     cpu_at: AtomicU64,
-    /// The thread's context switches and page faults when the window
-    /// opened.
+    /// The thread's context switches, page faults, system time and CPU
+    /// time when its last turn ended (`usage_valid`: read by its own
+    /// thread's turn), for the surcharge of watched switches
+    /// ([`crate::switch_cost`]) and their charge.
     switches_at: AtomicU64,
     faults_at: AtomicU64,
+    sys_at: AtomicU64,
+    run_at: AtomicU64,
+    usage_valid: AtomicBool,
     node_at: AtomicI32,
     /// Tracked pages when the window's words were drawn, and its duty.
     frame: AtomicU64,
@@ -136,6 +141,9 @@ const FREE_WATCH: Watch = Watch {
     cpu_at: AtomicU64::new(0),
     switches_at: AtomicU64::new(0),
     faults_at: AtomicU64::new(0),
+    sys_at: AtomicU64::new(0),
+    run_at: AtomicU64::new(0),
+    usage_valid: AtomicBool::new(false),
     node_at: AtomicI32::new(-1),
     frame: AtomicU64::new(0),
     duty: AtomicU32::new(0),
@@ -205,48 +213,63 @@ static OPEN_TURNS: AtomicU64 = AtomicU64::new(0);
 static OPEN_TURN_NS: AtomicU64 = AtomicU64::new(0);
 static HITS: AtomicU64 = AtomicU64::new(0);
 /// What a context switch and a page fault cost a thread more while its
-/// window watches ([`Surcharge`]).
-static SWITCH: Surcharge = Surcharge::new();
-static FAULT: Surcharge = Surcharge::new();
-/// Watched switches before their cost is measured, by the sampler thread
-/// ([`measure_surcharges_when_due`]). Measuring holds a thread 2-20 ms here
-/// (192 round trips of a futex, 10-100 µs each as the host's vCPUs are
-/// together or apart): at the program's start, that was 1-5% of the wall
-/// time of a 0.5 s program, for a charge that comes to less than 5 ms
-/// (500 switches at 10 µs) in programs that rarely block.
-const SWITCHES_BEFORE_MEASURING: u64 = 500;
+/// window watches ([`Surcharge`]). A switch's is measured on the
+/// program's own windows, watched against skipped ([`crate::switch_cost`]),
+/// and charged for every watched switch; a fault's by the sampler thread
+/// ([`measure_surcharges_when_due`]), for the share of its window the
+/// watchpoints were on.
+static SWITCH: Surcharge = Surcharge::new(false);
+static FAULT: Surcharge = Surcharge::new(true);
 /// Watched page faults before their cost is measured (about 1 ms of
 /// faults, 1-2 ms to measure).
 const FAULTS_BEFORE_MEASURING: u64 = 1000;
 
 /// What one kind of event (a context switch, a page fault) costs a thread
-/// more while its window watches: on this virtual machine 1.4-10 µs more
-/// a switch and about 1 µs more a fault (1.6 µs unarmed: a program that
+/// more while its window watches: on this virtual machine 1-2 µs more a
+/// switch on one busy CPU, about 16 µs more one that halts its CPU and is
+/// woken from another, and about 1 µs more a fault (1.6 µs unarmed: a program that
 /// first-touches 60 MB with its windows on paid 15 ms more), most likely
 /// because armed debug registers are saved and loaded with every exit to
 /// the hypervisor, which a switch or a fault makes. Its cost (0: not measured, or
 /// nothing measurable), whether the measurement was tried and whether it
 /// gave a value, the events of watching threads, and those events
 /// weighted by the share of their window the watchpoints were on, in
-/// thousandths: the charge is the two multiplied, so that events counted
-/// before the measurement are charged once it is made.
+/// thousandths: the charge is the cost times the events (`weighted`: the
+/// weighted events), so that events counted before the measurement are
+/// charged once it is made. A cost measured on the program's own windows
+/// is already their average, watchpoints on or not: it is charged for
+/// every event. `unwatched_ns`: what the event takes in a skipped window,
+/// where it was measured there.
 struct Surcharge {
     ns: AtomicU64,
+    unwatched_ns: AtomicU64,
     tried: AtomicBool,
     measured: AtomicBool,
+    weighted: bool,
     events: AtomicU64,
     on_milli: AtomicU64,
 }
 
 impl Surcharge {
-    const fn new() -> Surcharge {
+    const fn new(weighted: bool) -> Surcharge {
         Surcharge {
             ns: AtomicU64::new(0),
+            unwatched_ns: AtomicU64::new(0),
             tried: AtomicBool::new(false),
             measured: AtomicBool::new(false),
+            weighted,
             events: AtomicU64::new(0),
             on_milli: AtomicU64::new(0),
         }
+    }
+
+    /// A cost measured on the program's windows (it is updated as they
+    /// come).
+    fn set(&self, ns: u64, unwatched_ns: u64) {
+        self.ns.store(ns, SeqCst);
+        self.unwatched_ns.store(unwatched_ns, SeqCst);
+        self.tried.store(true, SeqCst);
+        self.measured.store(true, SeqCst);
     }
 
     /// A watched window's events, its watchpoints on for `ran` of its
@@ -259,7 +282,11 @@ impl Surcharge {
 
     /// What the watched events cost so far, at the measured cost.
     fn charge(&self) -> u64 {
-        let milli = self.on_milli.load(SeqCst) as u128;
+        let milli = if self.weighted {
+            self.on_milli.load(SeqCst) as u128
+        } else {
+            self.events.load(SeqCst) as u128 * 1000
+        };
         (milli * self.ns.load(SeqCst) as u128 / 1000).min(u64::MAX as u128) as u64
     }
 
@@ -281,6 +308,7 @@ impl Surcharge {
             events_are,
             tid: sys::gettid(),
             ns_each: self.ns.load(SeqCst).min(u32::MAX as u64) as u32,
+            unwatched_ns_each: self.unwatched_ns.load(SeqCst).min(u32::MAX as u64) as u32,
             measured: self.measured.load(SeqCst),
             events: self.events.load(SeqCst),
             charged_ns: self.charge(),
@@ -350,21 +378,32 @@ pub fn spent() -> Spent {
     }
 }
 
-/// The calling thread's context switches (voluntary and not) and page
-/// faults so far, by the system call itself: safe in the turn's signal
-/// handler.
-fn own_usage() -> (u64, u64) {
+/// A thread's context switches (voluntary and not), page faults and
+/// system time so far.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    switches: u64,
+    faults: u64,
+    sys_ns: u64,
+}
+
+/// The calling thread's usage so far, by the system call itself: safe in
+/// the turn's signal handler.
+fn own_usage() -> Usage {
     // SAFETY: getrusage writes one rusage.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above; RUSAGE_THREAD is the calling thread.
     let r = unsafe { libc::syscall(libc::SYS_getrusage, libc::RUSAGE_THREAD, &mut ru) };
     if r != 0 {
-        return (0, 0);
+        return Usage::default();
     }
-    (
-        (ru.ru_nvcsw as u64).saturating_add(ru.ru_nivcsw as u64),
-        (ru.ru_minflt as u64).saturating_add(ru.ru_majflt as u64),
-    )
+    Usage {
+        switches: (ru.ru_nvcsw as u64).saturating_add(ru.ru_nivcsw as u64),
+        faults: (ru.ru_minflt as u64).saturating_add(ru.ru_majflt as u64),
+        sys_ns: (ru.ru_stime.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ru.ru_stime.tv_usec as u64 * 1000),
+    }
 }
 
 /// Thread `tid`'s context switches and page faults so far (at exit,
@@ -407,19 +446,16 @@ pub fn events_on_milli(events: u64, ran: u64, window: u64) -> u64 {
     (events as f64 * 1000.0 * on).round() as u64
 }
 
-/// Measures what a switch and a page fault cost a watching thread once
-/// the watched ones pass [`SWITCHES_BEFORE_MEASURING`] and
-/// [`FAULTS_BEFORE_MEASURING`], on the calling thread (the sampler's,
-/// between ticks): none holds the program's start.
+/// Measures what a page fault costs a watching thread once the watched
+/// ones pass [`FAULTS_BEFORE_MEASURING`], on the calling thread (the
+/// sampler's, between ticks): it never holds the program's start. (A
+/// switch's cost comes from the program's own windows: see
+/// [`crate::switch_cost`].)
 pub fn measure_surcharges_when_due() {
     if !STARTED.load(SeqCst) {
         return;
     }
     let slots = SLOTS.load(SeqCst);
-    // A helper that never ran, or no event, leaves it unmeasured.
-    SWITCH.measure_when_due(SWITCHES_BEFORE_MEASURING, || {
-        without_hold(|| sys::undelayed(|| switch::calibrate(slots)))
-    });
     FAULT.measure_when_due(FAULTS_BEFORE_MEASURING, || {
         without_hold(|| sys::undelayed(|| fault::calibrate(slots)))
     });
@@ -431,8 +467,13 @@ pub fn duty() -> u32 {
     DUTY.load(SeqCst)
 }
 
+/// Sets the duty exponent; at least 1 while a program that switches
+/// often has not shown yet what its watched switches cost: half its
+/// windows skipped at least, since the comparison needs both kinds
+/// ([`crate::switch_cost`]).
 pub fn set_duty(d: u32) {
-    DUTY.store(d.min(MAX_DUTY), SeqCst);
+    let floor = u32::from(crate::switch_cost::sums().wants_skipped_windows());
+    DUTY.store(d.max(floor).min(MAX_DUTY), SeqCst);
 }
 
 fn attr(word: u64) -> PerfEventAttr {
@@ -719,151 +760,6 @@ mod fault {
         }
         // SAFETY: unmaps the mapping made above.
         unsafe { libc::syscall(libc::SYS_munmap, base, PAGES * ps) };
-        ok.then(|| median(&mut on).saturating_sub(median(&mut off)))
-    }
-}
-
-/// What a context switch costs a thread more while its watchpoints are
-/// on. Measured on the calling thread against a helper thread of the
-/// library's: a futex word passed back and forth, so that the thread
-/// blocks and is woken from another CPU each round, as at a program's
-/// barrier or lock (a timed sleep alone showed no difference here: the
-/// cost is in being woken while the registers are armed). Rounds without
-/// events and with them armed alternate ([`Armed`]); the result is the difference of the
-/// pooled medians of the rounds, 0 where the armed rounds were no slower,
-/// `None` when it cannot be measured (no helper thread, a wait that timed
-/// out).
-mod switch {
-    use super::median;
-    use crate::runtime::state::{library_thread, on_library_thread, SAMPLER_STARTING};
-    use crate::runtime::sys;
-    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
-    use std::sync::Arc;
-
-    /// Round trips a round, and pairs of rounds (off, on): 192 round
-    /// trips, 5-10 ms here.
-    const TRIPS: usize = 24;
-    const PAIRS: usize = 4;
-    /// A wait longer than this ends the measurement (a helper that never
-    /// runs must not hold the program's start).
-    const WAIT_NS: i64 = 50_000_000;
-    const STOP: u32 = 2;
-
-    fn wake(word: &AtomicU32) {
-        // SAFETY: a futex wake on a live word.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                1,
-            )
-        };
-    }
-
-    /// Waits while `word` holds `v`; false on a timeout.
-    fn wait_while(word: &AtomicU32, v: u32) -> bool {
-        let t0 = sys::monotonic_ns();
-        while word.load(SeqCst) == v {
-            let left = WAIT_NS - (sys::monotonic_ns() - t0) as i64;
-            if left <= 0 {
-                return false;
-            }
-            let ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: left as libc::c_long,
-            };
-            // SAFETY: a futex wait on a live word with a relative timeout.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    word.as_ptr(),
-                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                    v,
-                    &ts as *const libc::timespec,
-                )
-            };
-        }
-        true
-    }
-
-    /// One round's round trips, or `None` on a timeout.
-    fn round(word: &AtomicU32, trips: &mut [u64]) -> Option<()> {
-        for t in trips.iter_mut() {
-            let t0 = sys::monotonic_ns();
-            word.store(1, SeqCst);
-            wake(word);
-            if !wait_while(word, 1) {
-                return None;
-            }
-            *t = sys::monotonic_ns() - t0;
-        }
-        Some(())
-    }
-
-    /// `None` when it could not be measured (no event, or a wait that
-    /// timed out).
-    pub fn calibrate(slots: usize) -> Option<u64> {
-        measure(&mut super::Armed::new(slots)?)
-    }
-
-    fn measure(armed: &mut super::Armed) -> Option<u64> {
-        let word = Arc::new(AtomicU32::new(0));
-        let theirs = Arc::clone(&word);
-        // The helper is the library's: the interposed pthread_create lets
-        // it through unwatched, as it does the sampler (and any thread a
-        // library thread starts).
-        let flag = !on_library_thread();
-        if flag {
-            SAMPLER_STARTING.store(true, SeqCst);
-        }
-        let helper = std::thread::Builder::new()
-            .name("numalab-calib".into())
-            .stack_size(64 << 10)
-            .spawn(move || {
-                library_thread();
-                // SAFETY: a full sigset, filled before use: the program's
-                // handlers never run here.
-                unsafe {
-                    let mut all: libc::sigset_t = std::mem::zeroed();
-                    libc::sigfillset(&mut all);
-                    libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-                }
-                loop {
-                    if !wait_while(&theirs, 0) || theirs.load(SeqCst) == STOP {
-                        return;
-                    }
-                    theirs.store(0, SeqCst);
-                    wake(&theirs);
-                }
-            });
-        if flag {
-            SAMPLER_STARTING.store(false, SeqCst);
-        }
-        let helper = helper.ok()?;
-        // Every round trip of the rounds with the events off, and on: the
-        // difference of their medians (pooled over the pairs, steadier
-        // than the median of the pairs' differences).
-        let mut off = [0u64; TRIPS * PAIRS];
-        let mut on = [0u64; TRIPS * PAIRS];
-        let mut ok = true;
-        for p in 0..PAIRS {
-            let at = p * TRIPS..(p + 1) * TRIPS;
-            if round(&word, &mut off[at.clone()]).is_none() {
-                ok = false;
-                break;
-            }
-            armed.on();
-            let r = round(&word, &mut on[at]);
-            armed.off();
-            if r.is_none() {
-                ok = false;
-                break;
-            }
-        }
-        word.store(STOP, SeqCst);
-        wake(&word);
-        let _ = helper.join();
         ok.then(|| median(&mut on).saturating_sub(median(&mut off)))
     }
 }
@@ -1197,7 +1093,11 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_
 /// Closes the window `w` (of thread `tid`) has open, writing a WordCount
 /// per word it counted, and with `reopen` opens the next: new words, or a
 /// skipped window at the duty's odds. `own`: called on the watch's own
-/// thread. A skipped window followed by another costs no system call.
+/// thread. On its own thread a turn reads the thread's usage as it starts
+/// and as it ends (two `getrusage` calls), so that each window's system
+/// time and switches, its turns' own left out, compare watched windows
+/// with skipped ones ([`crate::switch_cost`]); a skipped window followed
+/// by another makes no other system call.
 fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
     if w.busy.swap(true, SeqCst) {
         return;
@@ -1208,22 +1108,32 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
     } else {
         thread_clock(tid)
     };
+    let at_start = own.then(|| (own_usage(), sys::cpu_clock_ns(clock)));
     let slots = w.slots.load(SeqCst);
     let watching = (0..slots).any(|s| w.words[s].load(SeqCst) != 0);
+    // Events open: the window was watched, for what its switches cost.
+    let armed = events_open(w);
     let mut lost = watching && !events_ours(w, slots);
+    let mut hits = 0;
     if watching && !lost {
-        match close_window(w, tid, slots, clock, own, t0) {
-            Some((counted, watched)) if reopen && watched > 0 => {
-                let interval = w.interval.load(SeqCst);
-                let next = next_interval(interval, counted, watched, turn_per_access());
-                if next != interval && set_interval(w.timer.load(SeqCst), next) {
-                    w.interval.store(next, SeqCst);
+        match close_window(w, tid, slots, clock, at_start.map(|(u, _)| u), t0) {
+            Some((counted, watched)) => {
+                hits = counted;
+                if reopen && watched > 0 {
+                    let interval = w.interval.load(SeqCst);
+                    let next = next_interval(interval, counted, watched, turn_per_access());
+                    if next != interval && set_interval(w.timer.load(SeqCst), next) {
+                        w.interval.store(next, SeqCst);
+                    }
                 }
             }
-            Some(_) => {}
             None => lost = true,
         }
     }
+    if let Some((u, cpu)) = at_start.filter(|_| reopen && !lost) {
+        window_ends(w, armed, hits, u, cpu);
+    }
+    w.usage_valid.store(false, SeqCst);
     if lost {
         forget_events(w, slots);
     } else if reopen && CELLS.load(SeqCst) >= MAX_CELLS {
@@ -1250,20 +1160,57 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
             let cpu = if own { sys::cpu() } else { u32::MAX };
             w.node_at.store(node_of(cpu), SeqCst);
             w.cpu_at.store(sys::cpu_clock_ns(clock), SeqCst);
-            // Windows open on their own thread only (another thread's
-            // turn, at exit, closes without reopening).
-            let (switches, faults) = own_usage();
-            w.switches_at.store(switches, SeqCst);
-            w.faults_at.store(faults, SeqCst);
             if watching {
                 OPEN_TURNS.fetch_add(1, SeqCst);
                 OPEN_TURN_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
             }
         }
+        if own {
+            window_starts(w, clock);
+        }
     }
     TURN_NS.fetch_add(sys::monotonic_ns().saturating_sub(t0), SeqCst);
     TURNS.fetch_add(1, SeqCst);
     w.busy.store(false, SeqCst);
+}
+
+/// The usage a window of `w` starts from, read as its thread's turn ends
+/// (after the turn's own system calls).
+fn window_starts(w: &Watch, clock: libc::clockid_t) {
+    let u = own_usage();
+    w.switches_at.store(u.switches, SeqCst);
+    w.faults_at.store(u.faults, SeqCst);
+    w.sys_at.store(u.sys_ns, SeqCst);
+    w.run_at.store(sys::cpu_clock_ns(clock), SeqCst);
+    w.usage_valid.store(true, SeqCst);
+}
+
+/// A window of `w` ended (watched: `armed`, with `hits` counted accesses)
+/// with the thread's usage `u` and CPU time `cpu`: it joins the
+/// comparison of watched and skipped windows, and the switches' cost is
+/// updated from it.
+fn window_ends(w: &Watch, armed: bool, hits: u64, u: Usage, cpu: u64) {
+    if !w.usage_valid.load(SeqCst) {
+        return;
+    }
+    let faults = u.faults.saturating_sub(w.faults_at.load(SeqCst));
+    let apart = if armed {
+        hits.saturating_mul(HIT_NS.load(SeqCst))
+            .saturating_add(faults.saturating_mul(FAULT.ns.load(SeqCst)))
+    } else {
+        0
+    };
+    crate::switch_cost::add(&crate::switch_cost::Window {
+        watched: armed,
+        switches: u.switches.saturating_sub(w.switches_at.load(SeqCst)),
+        faults,
+        sys_ns: u.sys_ns.saturating_sub(w.sys_at.load(SeqCst)),
+        cpu_ns: cpu.saturating_sub(w.run_at.load(SeqCst)),
+        charged_apart_ns: apart,
+    });
+    if let Some(e) = crate::switch_cost::sums().estimate() {
+        SWITCH.set(e.surcharge_ns(), e.skipped_ns as u64);
+    }
 }
 
 /// The program closed (or reused) the descriptors of `w`: its thread's
@@ -1287,9 +1234,11 @@ fn close_window(
     tid: u32,
     slots: usize,
     clock: libc::clockid_t,
-    own: bool,
+    usage: Option<Usage>,
     now: u64,
 ) -> Option<(u64, u64)> {
+    // Its own thread's usage was read as the turn started.
+    let own = usage.is_some();
     let window = sys::cpu_clock_ns(clock).saturating_sub(w.cpu_at.load(SeqCst));
     // Another thread's CPU (at exit) from its scheduler statistics.
     let cpu = if own {
@@ -1354,11 +1303,9 @@ fn close_window(
     // watchpoints were on (counted where their cost is not measured too:
     // the profile shows how many went uncharged).
     if watched > 0 {
-        let now_usage = if own {
-            Some(own_usage())
-        } else {
-            task_usage(tid)
-        };
+        let now_usage = usage
+            .map(|u| (u.switches, u.faults))
+            .or_else(|| task_usage(tid));
         if let Some((switches, faults)) = now_usage {
             let switches = switches.saturating_sub(w.switches_at.load(SeqCst));
             SWITCH.add(switches, ran, window);
@@ -1460,7 +1407,7 @@ mod tests {
         assert_eq!(events_on_milli(1000, 1, 0), 0);
         // Charged at the cost once it is measured, for the events counted
         // before the measurement too; measured once only.
-        let s = Surcharge::new();
+        let s = Surcharge::new(true);
         s.add(600, 10_000_000, 20_000_000);
         assert_eq!((s.events.load(SeqCst), s.charge()), (600, 0));
         s.measure_when_due(1000, || panic!("not due at 600"));
@@ -1470,11 +1417,27 @@ mod tests {
         s.measure_when_due(1000, || Some(9_999));
         assert_eq!(s.ns.load(SeqCst), 2_000);
         // Tried and not measurable: nothing charged, and said so.
-        let none = Surcharge::new();
+        let none = Surcharge::new(true);
         none.add(5000, 1, 1);
         none.measure_when_due(1000, || None);
         assert!(none.tried.load(SeqCst) && !none.measured.load(SeqCst));
         assert_eq!(none.charge(), 0);
+        // Measured on the program's windows (their average, watchpoints
+        // on or not): every watched event is charged, and each new
+        // estimate prices them all again.
+        let windows = Surcharge::new(false);
+        windows.add(600, 10_000_000, 20_000_000);
+        windows.set(16_000, 20_000);
+        assert_eq!(windows.charge(), 600 * 16_000);
+        windows.add(400, 20_000_000, 20_000_000);
+        windows.set(10_000, 21_000);
+        assert_eq!(windows.charge(), 1000 * 10_000);
+        let r = windows.record(Kind::WordSwitches);
+        assert_eq!(
+            (r.ns_each, r.unwatched_ns_each, r.measured),
+            (10_000, 21_000, true)
+        );
+        assert_eq!((r.events, r.charged_ns), (1000, 10_000_000));
     }
 
     #[test]
@@ -1484,7 +1447,7 @@ mod tests {
         assert_eq!(stat_faults("4242 (x) R 1"), None);
         // This thread's own, both ways, agree within the faults between.
         let tid = sys::gettid();
-        let (_, own) = own_usage();
+        let own = own_usage().faults;
         let (_, task) = task_usage(tid).expect("this thread's /proc files");
         assert!(task >= own && task - own < 1000, "{own} then {task}");
     }
@@ -1494,17 +1457,6 @@ mod tests {
         // A value in µs range, or 0 where arming costs nothing here.
         let ns = fault::calibrate(2).expect("a breakpoint event opens");
         assert!(ns < 100_000, "{ns} ns a fault");
-    }
-
-    #[test]
-    fn the_switch_calibration_measures_an_armed_thread_against_a_helper() {
-        // Against a helper thread of the library's: it returns (a value
-        // in µs range or 0 where arming costs nothing measurable), and
-        // never holds the caller up (each wait is bounded).
-        let t0 = std::time::Instant::now();
-        let ns = switch::calibrate(2).expect("a helper thread answers within 50 ms");
-        assert!(ns < 1_000_000, "{ns} ns a switch");
-        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

@@ -449,6 +449,10 @@ pub struct WordSurcharge {
     /// ns an event costs more while the watchpoints are on (0 where
     /// `measured` is false, or where nothing more was measurable).
     pub ns_each: u32,
+    /// What an event took in a skipped window, where the cost was measured
+    /// against those (a switch's system time; 0: not measured so). The
+    /// record's `cpu` field.
+    pub unwatched_ns_each: u32,
     /// Whether that cost was measured (the library measures it once the
     /// watched events are many; the record's flag bit 0).
     pub measured: bool,
@@ -465,6 +469,7 @@ impl WordSurcharge {
             events_are: r.kind,
             tid: r.tid,
             ns_each: r.aux,
+            unwatched_ns_each: r.cpu,
             // Records before the flag: a cost above 0 was measured.
             measured: r.flags & 1 != 0 || r.aux > 0,
             events: r.addr,
@@ -477,7 +482,7 @@ impl WordSurcharge {
         Record {
             kind: self.events_are,
             tid: self.tid,
-            cpu: 0,
+            cpu: self.unwatched_ns_each,
             node: 0,
             flags: u32::from(self.measured),
             aux: self.ns_each,
@@ -632,6 +637,7 @@ mod tests {
                 events_are: kind,
                 tid: 7,
                 ns_each: 8_400,
+                unwatched_ns_each: 17_000,
                 measured: true,
                 events: 120_000,
                 charged_ns: 1_008_000_000,

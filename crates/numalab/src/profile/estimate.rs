@@ -411,13 +411,20 @@ pub struct WordCounting {
     /// time the windows' turns took in all (ms).
     pub us_per_access: f64,
     pub turns_ms: f64,
-    /// What a context switch of a watching thread costs more, measured
-    /// once the watched switches passed 500 (µs; 0: nothing measurable;
-    /// null: not measured, or a profile from before 2.2),
-    /// the switches of threads while their windows watched, and what
-    /// was charged for them (ms).
+    /// What a context switch of a watching thread costs more (µs; 0:
+    /// nothing measurable; null: not measured, or a profile from before
+    /// 2.2): since 2.6 the system time a switch took in the program's
+    /// watched windows less what it took in its skipped ones, measured
+    /// once each kind had 400 switches and 100 ms of CPU time in windows
+    /// that switch often (before, a helper thread's futex passed back and
+    /// forth once the watched switches passed 500), and the baseline,
+    /// the system time a switch took in skipped windows (µs, null before
+    /// 2.6 or when not measured); the switches of threads while their
+    /// windows watched, and what was charged for them (ms).
     #[serde(default)]
     pub us_per_switch: Option<f64>,
+    #[serde(default)]
+    pub us_sys_per_switch_skipped: Option<f64>,
     #[serde(default)]
     pub switches: u64,
     #[serde(default)]
@@ -460,6 +467,9 @@ impl WordCounting {
             us_per_access: r.ns_per_access as f64 / 1e3,
             turns_ms: r.turns_ns as f64 / 1e6,
             us_per_switch: each(switches),
+            us_sys_per_switch_skipped: switches
+                .filter(|s| s.measured && s.unwatched_ns_each > 0)
+                .map(|s| s.unwatched_ns_each as f64 / 1e3),
             switches: switches.map_or(0, |s| s.events),
             switches_ms: switches.map_or(0.0, |s| s.charged_ns as f64 / 1e6),
             us_per_fault: each(faults),
