@@ -26,19 +26,22 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
     cat <<'EOF2'
-usage: bash bench/profile-overhead.sh [--rounds N] [--passes N] [--bin PATH] [--program PATH] [--workload W]
+usage: bash bench/profile-overhead.sh [--rounds N] [--passes N] [--xz-mib N] [--bin PATH] [--program PATH] [--workload W]
   --rounds N       rounds of each workload (default: 5)
   --passes N       passes of the truth program over its arrays (default: 1500, about 3 s here);
                    fewer make a round shorter, so more rounds fit, and its start a larger share
+  --xz-mib N       MiB of generated data xz compresses (default: 96, 37-48 s a run here; 1 to 1024):
+                   less makes a round shorter, so more rounds fit
   --workload W     truth, xz, barriers or all (default: all)
   --bin PATH       measure this numalab binary (its libnumalab_preload.so beside it)
   --program PATH   profile_truth built elsewhere (for a machine without gcc)
 EOF2
 }
-ROUNDS=5 PASSES=1500 BIN="" PROGRAM="" WORKLOAD=all
-bench_options profile-overhead.sh "rounds=ROUNDS passes=PASSES bin=BIN program=PROGRAM workload=WORKLOAD" "$@"
+ROUNDS=5 PASSES=1500 XZ_MIB=96 BIN="" PROGRAM="" WORKLOAD=all
+bench_options profile-overhead.sh "rounds=ROUNDS passes=PASSES xz-mib=XZ_MIB bin=BIN program=PROGRAM workload=WORKLOAD" "$@"
 bench_whole profile-overhead.sh --rounds "$ROUNDS" 1
 bench_whole profile-overhead.sh --passes "$PASSES" 1 100000
+bench_whole profile-overhead.sh --xz-mib "$XZ_MIB" 1 1024
 case "$WORKLOAD" in truth|xz|barriers|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, barriers, all" >&2; exit 2 ;; esac
 numalab_bin
 BIN=$(realpath "$BIN")
@@ -64,13 +67,13 @@ fi
 if [ "$WORKLOAD" = barriers ] || [ "$WORKLOAD" = all ]; then
     gcc -O2 -pthread -o "$work/hazards" crates/numalab-preload/tests/programs/hazards.c 2>/dev/null
 fi
-# 96 MiB of data xz works at: text-like, partly repetitive, partly random.
-{ [ "$WORKLOAD" = xz ] || [ "$WORKLOAD" = all ]; } && python3 - "$work/data" <<'PY'
+# --xz-mib MiB of data xz works at: text-like, partly repetitive, partly random.
+{ [ "$WORKLOAD" = xz ] || [ "$WORKLOAD" = all ]; } && python3 - "$work/data" "$XZ_MIB" <<'PY'
 import os, random, sys
 r = random.Random(42)
 words = [bytes(r.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 9))) for _ in range(4000)]
 with open(sys.argv[1], "wb") as f:
-    while f.tell() < 96 << 20:
+    while f.tell() < int(sys.argv[2]) << 20:
         line = b" ".join(r.choice(words) for _ in range(r.randint(5, 15)))
         f.write(line + b"\n" + (os.urandom(16).hex().encode() + b"\n" if r.random() < 0.1 else b""))
 PY
@@ -78,7 +81,7 @@ PY
 # name|command (run in $work; its stdout is compared between plain and profiled)
 workloads=()
 case "$WORKLOAD" in truth|all) workloads+=("profile_truth, $(nproc) threads, $PASSES passes|./truth $PASSES") ;; esac
-case "$WORKLOAD" in xz|all) workloads+=("xz -T2 -6, 96 MiB|xz -T2 -6 -c data") ;; esac
+case "$WORKLOAD" in xz|all) workloads+=("xz -T2 -6, $XZ_MIB MiB|xz -T2 -6 -c data") ;; esac
 case "$WORKLOAD" in barriers|all) workloads+=("2 threads, 40000 barriers|./hazards barriers") ;; esac
 LIB="$(dirname "$BIN")/libnumalab_preload.so"
 echo "numalab profile overhead at the default setting (the rate adapts to 0.5% of the CPU time the library sees): $(nproc) CPUs, $ROUNDS rounds, $BIN"
