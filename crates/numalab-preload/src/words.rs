@@ -69,6 +69,10 @@ pub const CAP: u64 = 8;
 const DEFAULT_WINDOW_NS: u64 = 20_000_000;
 const MIN_WINDOW_NS: u64 = 1_000_000;
 const MAX_WINDOW_NS: u64 = 50_000_000;
+/// A window's length at most while the switches' price is learnt
+/// ([`crate::switch_cost`]): the system time it compares is apportioned
+/// by 4 ms ticks, pooled over the windows.
+const LEARNING_WINDOW_NS: u64 = 4_000_000;
 /// The duty exponent's ceiling: at worst one window in 4096 is watched.
 const MAX_DUTY: u32 = 12;
 const WORD: usize = 8;
@@ -467,13 +471,8 @@ pub fn duty() -> u32 {
     DUTY.load(SeqCst)
 }
 
-/// Sets the duty exponent; at least 1 while a program that switches
-/// often has not shown yet what its watched switches cost: half its
-/// windows skipped at least, since the comparison needs both kinds
-/// ([`crate::switch_cost`]).
 pub fn set_duty(d: u32) {
-    let floor = u32::from(crate::switch_cost::sums().wants_skipped_windows());
-    DUTY.store(d.max(floor).min(MAX_DUTY), SeqCst);
+    DUTY.store(d.min(MAX_DUTY), SeqCst);
 }
 
 fn attr(word: u64) -> PerfEventAttr {
@@ -1139,7 +1138,21 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
     } else if reopen && CELLS.load(SeqCst) >= MAX_CELLS {
         stop();
     } else if reopen {
-        let d = DUTY.load(SeqCst);
+        // While a program that switches often has few skipped windows to
+        // price its watched switches against, at least half its windows
+        // are skipped (the comparison needs both kinds), and they are
+        // short: a watched one costs while the price is unknown, and with
+        // the floor in the controller's duty and windows grown to 50 ms
+        // a thread of a 0.6 s barrier loop turned two or three times,
+        // never skipping one.
+        let learning = crate::switch_cost::sums().wants_skipped_windows();
+        if learning
+            && w.interval.load(SeqCst) > LEARNING_WINDOW_NS
+            && set_interval(w.timer.load(SeqCst), LEARNING_WINDOW_NS)
+        {
+            w.interval.store(LEARNING_WINDOW_NS, SeqCst);
+        }
+        let d = DUTY.load(SeqCst).max(u32::from(learning));
         if d > 0 && !next_random(w).is_multiple_of(1u64 << d) {
             // A skipped window: no events on the thread while it runs
             // (see open_events).

@@ -358,8 +358,10 @@ fn the_switch_surcharge_measured_in_the_windows_matches_whole_runs_watched_and_n
     // estimate is a thread's own surcharge: a thread whose partner is
     // watched pays more too (about 5 µs a switch in a /tmp C test where
     // its own watched switches paid 16 µs more), which the whole runs
-    // hold and the estimate does not. Means of three pairs here:
-    // estimates 10.4-13.5 µs, whole runs 12.5-22.6 µs.
+    // hold and the estimate does not. Means of three pairs here, on an
+    // idle host: estimates 10.4-13.5 µs, whole runs 12.5-22.6 µs; with a
+    // test suite running beside (the CPUs busy, so that a blocked thread's
+    // CPU rarely halts): 2.3-3.9 µs and 3.2-4.4 µs.
     let dir = scratch("profile-switch-truth");
     let (mut truth, mut estimate) = (0.0, 0.0);
     let usage = |v: &Value| {
