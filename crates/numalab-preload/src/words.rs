@@ -115,6 +115,7 @@ struct Watch {
     /// thread's turn), for the surcharge of watched switches
     /// ([`crate::switch_cost`]) and their charge.
     switches_at: AtomicU64,
+    blocked_at: AtomicU64,
     faults_at: AtomicU64,
     sys_at: AtomicU64,
     run_at: AtomicU64,
@@ -144,6 +145,7 @@ const FREE_WATCH: Watch = Watch {
     running_at: [const { AtomicU64::new(0) }; MAX_SLOTS],
     cpu_at: AtomicU64::new(0),
     switches_at: AtomicU64::new(0),
+    blocked_at: AtomicU64::new(0),
     faults_at: AtomicU64::new(0),
     sys_at: AtomicU64::new(0),
     run_at: AtomicU64::new(0),
@@ -382,11 +384,12 @@ pub fn spent() -> Spent {
     }
 }
 
-/// A thread's context switches (voluntary and not), page faults and
-/// system time so far.
+/// A thread's context switches (voluntary and not; `blocked`: the
+/// voluntary ones), page faults and system time so far.
 #[derive(Debug, Clone, Copy, Default)]
 struct Usage {
     switches: u64,
+    blocked: u64,
     faults: u64,
     sys_ns: u64,
 }
@@ -403,6 +406,7 @@ fn own_usage() -> Usage {
     }
     Usage {
         switches: (ru.ru_nvcsw as u64).saturating_add(ru.ru_nivcsw as u64),
+        blocked: ru.ru_nvcsw as u64,
         faults: (ru.ru_minflt as u64).saturating_add(ru.ru_majflt as u64),
         sys_ns: (ru.ru_stime.tv_sec as u64)
             .saturating_mul(1_000_000_000)
@@ -1192,6 +1196,7 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
 fn window_starts(w: &Watch, clock: libc::clockid_t) {
     let u = own_usage();
     w.switches_at.store(u.switches, SeqCst);
+    w.blocked_at.store(u.blocked, SeqCst);
     w.faults_at.store(u.faults, SeqCst);
     w.sys_at.store(u.sys_ns, SeqCst);
     w.run_at.store(sys::cpu_clock_ns(clock), SeqCst);
@@ -1216,6 +1221,7 @@ fn window_ends(w: &Watch, armed: bool, hits: u64, u: Usage, cpu: u64) {
     crate::switch_cost::add(&crate::switch_cost::Window {
         watched: armed,
         switches: u.switches.saturating_sub(w.switches_at.load(SeqCst)),
+        blocked: u.blocked.saturating_sub(w.blocked_at.load(SeqCst)),
         faults,
         sys_ns: u.sys_ns.saturating_sub(w.sys_at.load(SeqCst)),
         cpu_ns: cpu.saturating_sub(w.run_at.load(SeqCst)),
