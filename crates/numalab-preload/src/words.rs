@@ -224,8 +224,8 @@ static HITS: AtomicU64 = AtomicU64::new(0);
 /// and charged for every watched switch; a fault's by the sampler thread
 /// ([`measure_surcharges_when_due`]), for the share of its window the
 /// watchpoints were on.
-static SWITCH: Surcharge = Surcharge::new(false);
-static FAULT: Surcharge = Surcharge::new(true);
+static SWITCH: Surcharge = Surcharge::new();
+static FAULT: Surcharge = Surcharge::new();
 /// Watched page faults before their cost is measured (about 1 ms of
 /// faults, 1-2 ms to measure).
 const FAULTS_BEFORE_MEASURING: u64 = 1000;
@@ -240,30 +240,28 @@ const FAULTS_BEFORE_MEASURING: u64 = 1000;
 /// nothing measurable), whether the measurement was tried and whether it
 /// gave a value, the events of watching threads, and those events
 /// weighted by the share of their window the watchpoints were on, in
-/// thousandths: the charge is the cost times the events (`weighted`: the
-/// weighted events), so that events counted before the measurement are
-/// charged once it is made. A cost measured on the program's own windows
-/// is already their average, watchpoints on or not: it is charged for
-/// every event. `unwatched_ns`: what the event takes in a skipped window,
+/// thousandths: the charge is the two multiplied, so that events counted
+/// before the measurement are charged once it is made. (A cost measured
+/// on the program's own windows is already their average, watchpoints on
+/// or not: its events are added as on for the whole window.)
+/// `unwatched_ns`: what the event takes in a skipped window,
 /// where it was measured there.
 struct Surcharge {
     ns: AtomicU64,
     unwatched_ns: AtomicU64,
     tried: AtomicBool,
     measured: AtomicBool,
-    weighted: bool,
     events: AtomicU64,
     on_milli: AtomicU64,
 }
 
 impl Surcharge {
-    const fn new(weighted: bool) -> Surcharge {
+    const fn new() -> Surcharge {
         Surcharge {
             ns: AtomicU64::new(0),
             unwatched_ns: AtomicU64::new(0),
             tried: AtomicBool::new(false),
             measured: AtomicBool::new(false),
-            weighted,
             events: AtomicU64::new(0),
             on_milli: AtomicU64::new(0),
         }
@@ -288,11 +286,7 @@ impl Surcharge {
 
     /// What the watched events cost so far, at the measured cost.
     fn charge(&self) -> u64 {
-        let milli = if self.weighted {
-            self.on_milli.load(SeqCst) as u128
-        } else {
-            self.events.load(SeqCst) as u128 * 1000
-        };
+        let milli = self.on_milli.load(SeqCst) as u128;
         (milli * self.ns.load(SeqCst) as u128 / 1000).min(u64::MAX as u128) as u64
     }
 
@@ -1327,7 +1321,8 @@ fn close_window(
             .or_else(|| task_usage(tid));
         if let Some((switches, faults)) = now_usage {
             let switches = switches.saturating_sub(w.switches_at.load(SeqCst));
-            SWITCH.add(switches, ran, window);
+            // Priced from whole windows (switch_cost): each counts whole.
+            SWITCH.add(switches, window, window);
             let faults = faults.saturating_sub(w.faults_at.load(SeqCst));
             FAULT.add(faults, ran, window);
         }
@@ -1426,7 +1421,7 @@ mod tests {
         assert_eq!(events_on_milli(1000, 1, 0), 0);
         // Charged at the cost once it is measured, for the events counted
         // before the measurement too; measured once only.
-        let s = Surcharge::new(true);
+        let s = Surcharge::new();
         s.add(600, 10_000_000, 20_000_000);
         assert_eq!((s.events.load(SeqCst), s.charge()), (600, 0));
         s.measure_when_due(1000, || panic!("not due at 600"));
@@ -1436,7 +1431,7 @@ mod tests {
         s.measure_when_due(1000, || Some(9_999));
         assert_eq!(s.ns.load(SeqCst), 2_000);
         // Tried and not measurable: nothing charged, and said so.
-        let none = Surcharge::new(true);
+        let none = Surcharge::new();
         none.add(5000, 1, 1);
         none.measure_when_due(1000, || None);
         assert!(none.tried.load(SeqCst) && !none.measured.load(SeqCst));
@@ -1444,8 +1439,8 @@ mod tests {
         // Measured on the program's windows (their average, watchpoints
         // on or not): every watched event is charged, and each new
         // estimate prices them all again.
-        let windows = Surcharge::new(false);
-        windows.add(600, 10_000_000, 20_000_000);
+        let windows = Surcharge::new();
+        windows.add(600, 20_000_000, 20_000_000);
         windows.set(16_000, 20_000);
         assert_eq!(windows.charge(), 600 * 16_000);
         windows.add(400, 20_000_000, 20_000_000);
