@@ -75,9 +75,11 @@ pub struct Window {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sums {
     /// Watched: system time less what is charged apart (may go below 0).
+    pub watched_windows: u64,
     pub watched_sys_ns: i64,
     pub watched_switches: u64,
     pub watched_cpu_ns: u64,
+    pub skipped_windows: u64,
     pub skipped_sys_ns: u64,
     pub skipped_switches: u64,
     pub skipped_cpu_ns: u64,
@@ -105,10 +107,12 @@ impl Sums {
         }
         if w.watched {
             let net = w.sys_ns as i64 - w.charged_apart_ns.min(i64::MAX as u64) as i64;
+            self.watched_windows += 1;
             self.watched_sys_ns = self.watched_sys_ns.saturating_add(net);
             self.watched_switches += w.switches;
             self.watched_cpu_ns += w.cpu_ns;
         } else {
+            self.skipped_windows += 1;
             self.skipped_sys_ns += w.sys_ns;
             self.skipped_switches += w.switches;
             self.skipped_cpu_ns += w.cpu_ns;
@@ -146,9 +150,11 @@ fn switchy(w: &Window) -> bool {
 
 /// The process's sums (windows of every thread, added by their own
 /// threads' turns, in the timer's signal handler: atomics only).
+static WATCHED_WINDOWS: AtomicU64 = AtomicU64::new(0);
 static WATCHED_SYS: AtomicI64 = AtomicI64::new(0);
 static WATCHED_SWITCHES: AtomicU64 = AtomicU64::new(0);
 static WATCHED_CPU: AtomicU64 = AtomicU64::new(0);
+static SKIPPED_WINDOWS: AtomicU64 = AtomicU64::new(0);
 static SKIPPED_SYS: AtomicU64 = AtomicU64::new(0);
 static SKIPPED_SWITCHES: AtomicU64 = AtomicU64::new(0);
 static SKIPPED_CPU: AtomicU64 = AtomicU64::new(0);
@@ -160,9 +166,11 @@ pub fn add(w: &Window) {
     if one == Sums::default() {
         return;
     }
+    WATCHED_WINDOWS.fetch_add(one.watched_windows, SeqCst);
     WATCHED_SYS.fetch_add(one.watched_sys_ns, SeqCst);
     WATCHED_SWITCHES.fetch_add(one.watched_switches, SeqCst);
     WATCHED_CPU.fetch_add(one.watched_cpu_ns, SeqCst);
+    SKIPPED_WINDOWS.fetch_add(one.skipped_windows, SeqCst);
     SKIPPED_SYS.fetch_add(one.skipped_sys_ns, SeqCst);
     SKIPPED_SWITCHES.fetch_add(one.skipped_switches, SeqCst);
     SKIPPED_CPU.fetch_add(one.skipped_cpu_ns, SeqCst);
@@ -171,13 +179,47 @@ pub fn add(w: &Window) {
 /// The process's sums so far.
 pub fn sums() -> Sums {
     Sums {
+        watched_windows: WATCHED_WINDOWS.load(SeqCst),
         watched_sys_ns: WATCHED_SYS.load(SeqCst),
         watched_switches: WATCHED_SWITCHES.load(SeqCst),
         watched_cpu_ns: WATCHED_CPU.load(SeqCst),
+        skipped_windows: SKIPPED_WINDOWS.load(SeqCst),
         skipped_sys_ns: SKIPPED_SYS.load(SeqCst),
         skipped_switches: SKIPPED_SWITCHES.load(SeqCst),
         skipped_cpu_ns: SKIPPED_CPU.load(SeqCst),
     }
+}
+
+/// The two sides as records (watched first), for the profile to say what
+/// the price rests on.
+pub fn records(tid: u32) -> [numalab_profile_abi::events::SwitchWindows; 2] {
+    let s = sums();
+    let side = |watched, windows: u64, switches, sys_ns, cpu_ns| {
+        numalab_profile_abi::events::SwitchWindows {
+            tid,
+            watched,
+            windows: windows.min(u32::MAX as u64) as u32,
+            switches,
+            sys_ns,
+            cpu_ns,
+        }
+    };
+    [
+        side(
+            true,
+            s.watched_windows,
+            s.watched_switches,
+            s.watched_sys_ns,
+            s.watched_cpu_ns,
+        ),
+        side(
+            false,
+            s.skipped_windows,
+            s.skipped_switches,
+            s.skipped_sys_ns.min(i64::MAX as u64) as i64,
+            s.skipped_cpu_ns,
+        ),
+    ]
 }
 
 #[cfg(test)]
@@ -241,7 +283,11 @@ mod tests {
         traps.charged_apart_ns = 2_000_000;
         s.add(&traps);
         assert_eq!(s.watched_sys_ns, 8_000_000);
-        assert_eq!((s.watched_switches, s.watched_cpu_ns), (500, 20_000_000));
+        assert_eq!(
+            (s.watched_windows, s.watched_switches, s.watched_cpu_ns),
+            (1, 500, 20_000_000)
+        );
+        assert_eq!(s.skipped_windows, 0);
     }
 
     #[test]

@@ -1057,6 +1057,9 @@ fn totals(unavailable: i32) {
         .to_record(),
     );
     emit(&SWITCH.record(Kind::WordSwitches).to_record());
+    for side in crate::switch_cost::records(sys::gettid()) {
+        emit(&side.to_record());
+    }
     emit(&FAULT.record(Kind::WordFaults).to_record());
 }
 
@@ -1127,7 +1130,11 @@ fn turn(w: &Watch, tid: u32, reopen: bool, own: bool) {
             None => lost = true,
         }
     }
-    if let Some((u, cpu)) = at_start.filter(|_| reopen && !lost) {
+    // A thread's last window counts too (its exit, or sampling's end): a
+    // thread of a short program that blocks often has few windows, and
+    // on a loaded host (CI) a 20,000-round barrier loop ended before its
+    // skipped ones had 20 ms of CPU time, its switches left unpriced.
+    if let Some((u, cpu)) = at_start.filter(|_| !lost) {
         window_ends(w, armed, hits, u, cpu);
     }
     w.usage_valid.store(false, SeqCst);

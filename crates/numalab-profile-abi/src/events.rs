@@ -493,6 +493,51 @@ impl WordSurcharge {
     }
 }
 
+/// The sums of one side of the comparison the switch price comes from
+/// ([`Kind::SwitchWindows`]): the windows, watched or skipped, whose
+/// thread blocked often in them, with their switches, system time and
+/// CPU time. The price is the watched side's system time per switch less
+/// the skipped side's; these say how much evidence it rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchWindows {
+    pub tid: u32,
+    pub watched: bool,
+    pub windows: u32,
+    pub switches: u64,
+    /// System time in ns; a watched side's is net of what is charged
+    /// apart (its counted accesses' traps, its faults' surcharge), so it
+    /// may be below 0.
+    pub sys_ns: i64,
+    pub cpu_ns: u64,
+}
+
+impl SwitchWindows {
+    pub fn from_record(r: &Record) -> Option<SwitchWindows> {
+        (r.kind == Kind::SwitchWindows).then_some(SwitchWindows {
+            tid: r.tid,
+            watched: r.flags & 1 != 0,
+            windows: r.aux,
+            switches: r.addr,
+            sys_ns: r.size as i64,
+            cpu_ns: r.time_ns,
+        })
+    }
+
+    pub fn to_record(&self) -> Record {
+        Record {
+            kind: Kind::SwitchWindows,
+            tid: self.tid,
+            cpu: u32::MAX,
+            node: 0,
+            flags: u32::from(self.watched),
+            aux: self.windows,
+            addr: self.switches,
+            size: self.sys_ns as u64,
+            time_ns: self.cpu_ns,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,6 +704,20 @@ mod tests {
             }
         }
         assert_eq!(WordSurcharge::from_record(&pinned.to_record()), None);
+        for (watched, sys_ns) in [(true, -2_500_000), (false, 40_000_000)] {
+            let sums = SwitchWindows {
+                tid: 7,
+                watched,
+                windows: 9,
+                switches: 3_100,
+                sys_ns,
+                cpu_ns: 36_000_000,
+            };
+            let back = Record::decode(&sums.to_record().encode()).unwrap();
+            assert_eq!(back.kind, Kind::SwitchWindows);
+            assert_eq!(SwitchWindows::from_record(&back), Some(sums));
+        }
+        assert_eq!(SwitchWindows::from_record(&pinned.to_record()), None);
         let skipped = Pinned {
             cpu: None,
             errno: 22,

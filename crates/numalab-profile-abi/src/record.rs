@@ -162,6 +162,14 @@ pub enum Kind {
     /// costs more, `addr` the faults). Typed:
     /// [`crate::events::WordSurcharge`].
     WordFaults = 29,
+    /// What the switch price of WordSwitches rests on (written with it):
+    /// the sums of one side's windows that switched often, watched
+    /// (`flags` bit 0) or skipped. `aux` the windows, `addr` their
+    /// switches, `size` their system time in ns (two's complement: a
+    /// watched side's is net of what is charged apart and may be
+    /// negative), `time_ns` their CPU time in ns. Typed:
+    /// [`crate::events::SwitchWindows`].
+    SwitchWindows = 30,
 }
 
 /// Set in a Pinned's `flags` when `--skip` left the thread alone (a
@@ -330,6 +338,7 @@ impl Record {
             27 => Kind::Pinned,
             28 => Kind::WordSwitches,
             29 => Kind::WordFaults,
+            30 => Kind::SwitchWindows,
             _ => return None,
         };
         Some(Record {

@@ -393,6 +393,42 @@ pub fn estimate(cells: &[&Cell], design: &Design) -> Option<AccessEstimate> {
     })
 }
 
+/// The windows the switch price was measured on, by side: those whose
+/// thread blocked often (8 times or more, and 1000 times a second of its
+/// CPU time).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SwitchEvidence {
+    pub watched: SwitchSide,
+    pub skipped: SwitchSide,
+}
+
+/// One side's windows: how many, their context switches, their system
+/// time (ms; the watched side's net of what is charged apart, its counted
+/// accesses and faults, so it may be below 0) and their CPU time (ms).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SwitchSide {
+    pub windows: u64,
+    pub switches: u64,
+    pub sys_ms: f64,
+    pub cpu_ms: f64,
+}
+
+impl SwitchSide {
+    fn of(r: &numalab_profile_abi::events::SwitchWindows) -> SwitchSide {
+        SwitchSide {
+            windows: r.windows as u64,
+            switches: r.switches,
+            sys_ms: r.sys_ns as f64 / 1e6,
+            cpu_ms: r.cpu_ns as f64 / 1e6,
+        }
+    }
+
+    /// System time a switch (µs), where it switched.
+    pub fn us_sys_per_switch(&self) -> Option<f64> {
+        (self.switches > 0).then(|| self.sys_ms * 1e3 / self.switches as f64)
+    }
+}
+
 /// What the word counter did over the run (its WordTotals record).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct WordCounting {
@@ -415,9 +451,10 @@ pub struct WordCounting {
     /// nothing measurable; null: not measured, or a profile from before
     /// 2.2): since 2.6 the system time a switch took in the program's
     /// watched windows less what it took in its skipped ones, measured
-    /// once each kind had 400 switches and 100 ms of CPU time in windows
-    /// that switch often (before, a helper thread's futex passed back and
-    /// forth once the watched switches passed 500), and the baseline,
+    /// once each kind had 100 switches and 20 ms of CPU time in windows
+    /// whose thread blocked often (`switch_windows`; before 2.6, a helper
+    /// thread's futex passed back and forth once the watched switches
+    /// passed 500), and the baseline,
     /// the system time a switch took in skipped windows (µs, null before
     /// 2.6 or when not measured); the switches of threads while their
     /// windows watched, and what was charged for them (ms).
@@ -425,6 +462,10 @@ pub struct WordCounting {
     pub us_per_switch: Option<f64>,
     #[serde(default)]
     pub us_sys_per_switch_skipped: Option<f64>,
+    /// What that price rests on: the two sides' windows (null before
+    /// 2.7).
+    #[serde(default)]
+    pub switch_windows: Option<SwitchEvidence>,
     #[serde(default)]
     pub switches: u64,
     #[serde(default)]
@@ -447,6 +488,7 @@ impl WordCounting {
         r: &numalab_profile_abi::events::WordTotals,
         switches: Option<&numalab_profile_abi::events::WordSurcharge>,
         faults: Option<&numalab_profile_abi::events::WordSurcharge>,
+        sides: &[Option<numalab_profile_abi::events::SwitchWindows>; 2],
         cells_with_accesses: u64,
     ) -> WordCounting {
         let each = |s: Option<&numalab_profile_abi::events::WordSurcharge>| {
@@ -470,6 +512,13 @@ impl WordCounting {
             us_sys_per_switch_skipped: switches
                 .filter(|s| s.measured && s.unwatched_ns_each > 0)
                 .map(|s| s.unwatched_ns_each as f64 / 1e3),
+            switch_windows: match sides {
+                [Some(skipped), Some(watched)] => Some(SwitchEvidence {
+                    watched: SwitchSide::of(watched),
+                    skipped: SwitchSide::of(skipped),
+                }),
+                _ => None,
+            },
             switches: switches.map_or(0, |s| s.events),
             switches_ms: switches.map_or(0.0, |s| s.charged_ns as f64 / 1e6),
             us_per_fault: each(faults),

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "2.6";
+pub const SCHEMA_VERSION: &str = "2.7";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::machine::Machine;
 use numalab_profile_abi::events::{
-    Cost, Frame, SmallAlloc, Start, Totals, WordSurcharge, WordTotals,
+    Cost, Frame, SmallAlloc, Start, SwitchWindows, Totals, WordSurcharge, WordTotals,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -79,6 +79,8 @@ pub(super) struct Replay<'a> {
     word_totals: Option<WordTotals>,
     word_switches: Option<WordSurcharge>,
     word_faults: Option<WordSurcharge>,
+    /// The switch price's two sides (skipped, watched).
+    switch_windows: [Option<SwitchWindows>; 2],
     /// Whether each site keeps its allocations and samples, for
     /// `--granularity`.
     keep_samples: bool,
@@ -146,6 +148,7 @@ impl<'a> Replay<'a> {
             word_totals: None,
             word_switches: None,
             word_faults: None,
+            switch_windows: [None; 2],
             keep_samples,
         }
     }
@@ -157,6 +160,11 @@ impl<'a> Replay<'a> {
             Kind::WordTotals => self.word_totals = WordTotals::from_record(r),
             Kind::WordSwitches => self.word_switches = WordSurcharge::from_record(r),
             Kind::WordFaults => self.word_faults = WordSurcharge::from_record(r),
+            Kind::SwitchWindows => {
+                if let Some(side) = SwitchWindows::from_record(r) {
+                    self.switch_windows[usize::from(side.watched)] = Some(side);
+                }
+            }
             Kind::Forked => {
                 self.forked.insert(r.tid);
             }
@@ -805,6 +813,7 @@ impl<'a> Replay<'a> {
                     &r,
                     self.word_switches.as_ref(),
                     self.word_faults.as_ref(),
+                    &self.switch_windows,
                     self.all_cells.iter().filter(|c| c.count > 0.0).count() as u64,
                 )
             }),
