@@ -422,11 +422,6 @@ impl SwitchSide {
             cpu_ms: r.cpu_ns as f64 / 1e6,
         }
     }
-
-    /// System time a switch (µs), where it switched.
-    pub fn us_sys_per_switch(&self) -> Option<f64> {
-        (self.switches > 0).then(|| self.sys_ms * 1e3 / self.switches as f64)
-    }
 }
 
 /// What the word counter did over the run (its WordTotals record).
@@ -671,5 +666,45 @@ mod tests {
         assert_eq!(e.remote.unwrap().share, 1.0);
         assert_eq!(e.matrix.len(), 1);
         assert_eq!((e.matrix[0].cpu_node, e.matrix[0].memory_node), (0, 1));
+    }
+
+    #[test]
+    fn the_switch_price_says_both_sides_it_rests_on_or_nothing() {
+        use numalab_profile_abi::events::{SwitchWindows, WordTotals};
+        let totals = WordTotals {
+            tid: 1,
+            windows: 12,
+            cells: 48,
+            threads: 2,
+            threads_lost: 0,
+            unavailable: 0,
+            ns_per_access: 12_000,
+            turns_ns: 3_000_000,
+        };
+        let side = |watched, sys_ns| SwitchWindows {
+            tid: 1,
+            watched,
+            windows: 5,
+            switches: 4_000,
+            sys_ns,
+            cpu_ns: 61_500_000,
+        };
+        // The watched side net of what is charged apart: below 0 here.
+        let sides = [Some(side(false, 70_000_000)), Some(side(true, -1_500_000))];
+        let w = WordCounting::of(&totals, None, None, &sides, 0);
+        let e = w.switch_windows.expect("both sides");
+        assert_eq!(
+            (
+                e.skipped.windows,
+                e.skipped.switches,
+                e.skipped.sys_ms,
+                e.skipped.cpu_ms
+            ),
+            (5, 4_000, 70.0, 61.5)
+        );
+        assert_eq!(e.watched.sys_ms, -1.5);
+        // A profile from before 2.7 (or one side's record lost): nothing.
+        let w = WordCounting::of(&totals, None, None, &[sides[0], None], 0);
+        assert_eq!(w.switch_windows, None);
     }
 }
