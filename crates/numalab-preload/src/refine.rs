@@ -137,6 +137,16 @@ struct Line {
 }
 
 impl Line {
+    /// `tid` accessed the line (a sample, or a hit in a window): its page's
+    /// windows watch it (the first 8 threads).
+    fn saw_thread(&mut self, tid: u32) {
+        if !self.tids.contains(&tid) {
+            if let Some(free) = self.tids.iter_mut().find(|t| **t == 0) {
+                *free = tid;
+            }
+        }
+    }
+
     /// Lines written from two nodes first, then written ones (a written
     /// line is where sharing costs), then those accessed from two nodes,
     /// then by remote and all samples.
@@ -162,6 +172,14 @@ struct Watched {
 
 const RING_BYTES_DATA: usize = RING_DATA_PAGES * 4096;
 
+/// One window's words (the second 0 when one word a window), and whether
+/// every thread is watched or only those seen on their page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pair {
+    words: [u64; 2],
+    every_thread: bool,
+}
+
 /// The refinement state, owned by the sampler thread.
 pub struct Refiner {
     on: bool,
@@ -175,7 +193,7 @@ pub struct Refiner {
     /// ranked once a tick (write probes arm them).
     hot: Vec<usize>,
     /// The round's word pairs, and the next to watch.
-    round: Vec<[u64; 2]>,
+    round: Vec<Pair>,
     next: usize,
     window: Vec<Watched>,
     window_words: [u64; 2],
@@ -308,11 +326,7 @@ impl Refiner {
         let l = &mut self.lines[i];
         l.samples += 1;
         l.words_seen |= 1 << ((r.addr % LINE) / WORD);
-        if !l.tids.contains(&r.tid) {
-            if let Some(free) = l.tids.iter_mut().find(|t| **t == 0) {
-                *free = r.tid;
-            }
-        }
+        l.saw_thread(r.tid);
         if let Some(n) = cpu_node.filter(|n| *n < 64) {
             l.nodes |= 1 << n;
             if r.flags & FLAG_WRITE != 0 {
@@ -346,9 +360,16 @@ impl Refiner {
             {
                 return;
             }
-            let words = self.round[self.next];
+            let Pair {
+                words,
+                every_thread,
+            } = self.round[self.next];
             self.next += 1;
-            let tids = self.threads_seen_on_page(words[0]);
+            let tids = if every_thread {
+                Vec::new()
+            } else {
+                self.threads_seen_on_page(words[0])
+            };
             // The window is watched here, the sampler waiting: whatever
             // else it has to do (arming, slow in an emulator) cannot
             // stretch it.
@@ -364,7 +385,13 @@ impl Refiner {
     /// ranked lines (a line found written from two nodes is watched every
     /// round), each of their other words in the line's first
     /// [`EVERY_WORD_ROUNDS`] rounds, and every word of the least watched
-    /// other line (every line gets its turn).
+    /// other line (every line gets its turn). In those first rounds every
+    /// thread is watched, later only those seen on the line's page (by
+    /// the samples, or hitting its words in a window): a page's fault
+    /// sample goes to whichever thread touches it first once armed, and
+    /// a clean clone's guest (one host thread) gave every sample of D's
+    /// page to the thread on CPU 0, so its windows never watched the
+    /// second writer and the false sharing went unseen.
     fn new_round(&mut self) -> bool {
         if self.lines.is_empty() {
             return false;
@@ -393,7 +420,10 @@ impl Refiner {
             // each thread's four registers (`words_per_window`).
             if words_per_window() == 1 {
                 for w in words {
-                    self.round.push([l.addr + w * WORD, 0]);
+                    self.round.push(Pair {
+                        words: [l.addr + w * WORD, 0],
+                        every_thread: all,
+                    });
                 }
                 continue;
             }
@@ -402,8 +432,10 @@ impl Refiner {
                     .get(1)
                     .copied()
                     .unwrap_or((pair[0] + 1) % (LINE / WORD));
-                self.round
-                    .push([l.addr + pair[0] * WORD, l.addr + second * WORD]);
+                self.round.push(Pair {
+                    words: [l.addr + pair[0] * WORD, l.addr + second * WORD],
+                    every_thread: all,
+                });
             }
         }
         self.next = 0;
@@ -536,6 +568,9 @@ impl Refiner {
                     continue;
                 }
                 let addr = self.window_words[slot / 2];
+                if let Some(&i) = self.index.get(&(addr & !(LINE - 1))) {
+                    self.lines[i].saw_thread(w.tid);
+                }
                 let flags = if slot % 2 == 0 { FLAG_WRITE } else { 0 };
                 if flags == FLAG_WRITE {
                     // What the watch saw ranks the line: a read-modify-write
@@ -764,5 +799,72 @@ fn calibrate() {
             time_ns: sys::monotonic_ns(),
             aux: 0,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refiner with the lines given (address, words the samples hit,
+    /// threads they saw), as the samples would leave it.
+    fn refiner(lines: &[(u64, u8, &[u32])]) -> Refiner {
+        let mut r = Refiner::from_env(4096);
+        for (i, (addr, words_seen, tids)) in lines.iter().enumerate() {
+            let mut l = Line {
+                addr: *addr,
+                samples: 3,
+                words_seen: *words_seen,
+                ..Default::default()
+            };
+            for t in *tids {
+                l.saw_thread(*t);
+            }
+            r.index.insert(*addr, i);
+            r.lines.push(l);
+        }
+        r
+    }
+
+    #[test]
+    fn a_lines_first_rounds_watch_every_word_on_every_thread_then_those_seen() {
+        // The samples saw word 0 of the line, written by one thread only
+        // (the one that leads to each armed page).
+        let line = 0x5000_0000;
+        let mut r = refiner(&[(line, 0b1, &[223])]);
+        for round in 0..EVERY_WORD_ROUNDS {
+            assert!(r.new_round());
+            let words: Vec<u64> = r.round.iter().flat_map(|p| p.words).collect();
+            assert_eq!(words.len(), 8, "round {round}: {:?}", r.round);
+            // Word 0 first, then every other word of the line.
+            assert_eq!(words[0], line);
+            let mut sorted = words.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..8).map(|w| line + w * WORD).collect::<Vec<_>>());
+            assert!(r.round.iter().all(|p| p.every_thread), "{:?}", r.round);
+        }
+        // Then the words the samples hit, on the threads seen there: the
+        // sampled thread, and one a window found hitting the line.
+        assert!(r.new_round());
+        assert_eq!(
+            r.round,
+            [Pair {
+                words: [line, line + WORD],
+                every_thread: false
+            }]
+        );
+        r.lines[0].saw_thread(225);
+        r.lines[0].saw_thread(223);
+        assert_eq!(r.threads_seen_on_page(line), [223, 225]);
+    }
+
+    #[test]
+    fn a_line_keeps_eight_threads_seen_at_most() {
+        let mut l = Line::default();
+        for t in 1..=10 {
+            l.saw_thread(t);
+        }
+        l.saw_thread(3);
+        assert_eq!(l.tids, [1, 2, 3, 4, 5, 6, 7, 8]);
     }
 }
