@@ -12,6 +12,18 @@ numalab_bin() {
     fi
 }
 
+# numalab_profile_bin SCRIPT: numalab_bin, then BIN made absolute, and checked to have the
+# preload library `numalab profile` loads beside it (a binary copied alone cannot profile): else
+# "SCRIPT: no libnumalab_preload.so beside BIN" and exit 1.
+numalab_profile_bin() {
+    numalab_bin
+    BIN=$(realpath "$BIN")
+    if [ ! -f "$(dirname "$BIN")/libnumalab_preload.so" ]; then
+        echo "$1: no libnumalab_preload.so beside $BIN (cargo build --release builds it)" >&2
+        exit 1
+    fi
+}
+
 # bench_options SCRIPT SPEC "$@": parses a script's options into its variables, so that every
 # script answers the same way (-h/--help, an unknown option, a missing value) rather than each
 # repeating its own loop, which on a value option given last died obscurely ("$2: unbound

@@ -43,12 +43,7 @@ bench_whole profile-overhead.sh --rounds "$ROUNDS" 1
 bench_whole profile-overhead.sh --passes "$PASSES" 1 100000
 bench_whole profile-overhead.sh --xz-mib "$XZ_MIB" 1 1024
 case "$WORKLOAD" in truth|xz|barriers|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, barriers, all" >&2; exit 2 ;; esac
-numalab_bin
-BIN=$(realpath "$BIN")
-if [ ! -f "$(dirname "$BIN")/libnumalab_preload.so" ]; then
-    echo "profile-overhead.sh: no libnumalab_preload.so beside $BIN (cargo build --release builds it)" >&2
-    exit 1
-fi
+numalab_profile_bin profile-overhead.sh
 if { [ "$WORKLOAD" = xz ] || [ "$WORKLOAD" = all ]; } && ! command -v xz >/dev/null; then
     echo "profile-overhead.sh: apt-get install xz-utils" >&2
     apt-get install -y -qq --no-install-recommends xz-utils >/dev/null

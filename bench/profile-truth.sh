@@ -34,10 +34,8 @@ bench_whole profile-truth.sh --repeats "$REPEATS" 1
 bench_whole profile-truth.sh --passes "$PASSES" 1
 
 if [ -z "$FROM" ]; then
-    numalab_bin
-    BIN=$(realpath "$BIN")
+    numalab_profile_bin profile-truth.sh
     lib="$(dirname "$BIN")/libnumalab_preload.so"
-    [ -f "$lib" ] || { echo "profile-truth.sh: no libnumalab_preload.so beside $BIN" >&2; exit 1; }
     bash guest/fetch-kernel.sh >/dev/null
     work=$(mktemp -d /tmp/numalab-profile-truth.XXXXXX)
     trap 'rm -rf "$work"' EXIT

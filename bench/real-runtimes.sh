@@ -28,12 +28,7 @@ EOF2
 ROUNDS=6 BIN=""
 bench_options real-runtimes.sh "rounds=ROUNDS bin=BIN" "$@"
 bench_whole real-runtimes.sh --rounds "$ROUNDS" 1
-numalab_bin
-BIN=$(realpath "$BIN")
-[ -f "$(dirname "$BIN")/libnumalab_preload.so" ] || {
-    echo "real-runtimes.sh: no libnumalab_preload.so beside $BIN (cargo build --release builds it)" >&2
-    exit 1
-}
+numalab_profile_bin real-runtimes.sh
 bash scripts/install-deps.sh --test >/dev/null
 work=$(mktemp -d /tmp/numalab-real-runtimes.XXXXXX)
 trap 'rm -rf "$work"' EXIT

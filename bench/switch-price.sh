@@ -35,12 +35,7 @@ ROUNDS=10 BARRIERS=20000 BIN=""
 bench_options switch-price.sh "rounds=ROUNDS barriers=BARRIERS bin=BIN" "$@"
 bench_whole switch-price.sh --rounds "$ROUNDS" 2 1000
 bench_whole switch-price.sh --barriers "$BARRIERS" 1000 10000000
-numalab_bin
-BIN=$(realpath "$BIN")
-if [ ! -f "$(dirname "$BIN")/libnumalab_preload.so" ]; then
-    echo "switch-price.sh: no libnumalab_preload.so beside $BIN (cargo build --release builds it)" >&2
-    exit 1
-fi
+numalab_profile_bin switch-price.sh
 work=$(mktemp -d /tmp/numalab-switch-price.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 gcc -O2 -pthread -o "$work/hazards" crates/numalab-preload/tests/programs/hazards.c
