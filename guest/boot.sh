@@ -300,7 +300,13 @@ case "$machine" in
         ;;
 esac
 
-cmdline="console=ttyS0 quiet panic=-1 transparent_hugepage=madvise numa_balancing=disable"
+# tsc=reliable: under TCG the kernel finds the vCPUs' TSCs unsynchronised and falls back to the
+# emulated HPET, where every clock read is a system call and a device read the vCPUs queue for
+# (200,000 reads: 0.34 s alone, 2.7-2.9 s each with four at once; with the TSC 0.03-0.085 s).
+# mitigations=off: the guest kernel's retpolines (3000 execs 36-41 s, without 29-36 s). Timings
+# in a TCG guest mean nothing either way; with both, the truth suite's guest used 83-108
+# CPU-seconds where it used 159 (guest/README.md, "Timings").
+cmdline="console=ttyS0 quiet panic=-1 transparent_hugepage=madvise numa_balancing=disable mitigations=off tsc=reliable"
 [ -z "$append" ] || cmdline="$cmdline $append"
 
 # QEMU runs with transparent huge pages disabled for its own memory
