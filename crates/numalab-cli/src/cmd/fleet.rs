@@ -4,7 +4,7 @@
 //! verdict); a fleet re-read, checked against a baseline, or compared with
 //! another.
 
-use crate::args::{percent, seconds};
+use crate::args::{percent, seconds, size};
 use crate::output::{errln, out, print_result, print_versioned_result, CliError, CliResult};
 use numalab::cluster::{hostlist, slurm};
 use numalab::measure::cancel;
@@ -47,6 +47,9 @@ pub struct ReportArgs {
     /// Each node's report's parts (as `numalab report --parts`).
     #[arg(long, value_name = "LIST")]
     parts: Option<String>,
+    /// Each node's report's bytes per buffer, 1M to 128T (its `numalab report --size`; default each node's own, 4x its last-level cache). One size for every node keeps their figures comparable where the nodes' caches differ.
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true, value_parser = size(1 << 20, "the memory-bound measurements need buffers well beyond the caches; default 4x each node's last-level cache"))]
+    size: Option<usize>,
     /// Each node's report budget, in seconds (its `numalab report --budget`; the whole command is bounded by --timeout).
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = seconds(1.0))]
     node_budget: Option<f64>,
@@ -304,6 +307,9 @@ fn report(a: ReportArgs) -> CliResult {
     }
     if let Some(p) = &a.parts {
         report_args.extend(["--parts".to_string(), p.clone()]);
+    }
+    if let Some(b) = a.size {
+        report_args.extend(["--size".to_string(), b.to_string()]);
     }
     if let Some(b) = a.node_budget {
         report_args.extend(["--budget".to_string(), b.to_string()]);

@@ -84,6 +84,8 @@ fn a_fleet_of_the_two_nodes_names_the_node_whose_thp_differs() {
         dir.to_str().unwrap(),
         "--parts",
         "latency-matrix",
+        "--size",
+        "64M",
         "--node-budget",
         "3",
         "-N",

@@ -56,6 +56,8 @@ fn a_fleet_report_gathers_every_node_and_names_the_failed_and_the_unreached() {
         out.to_str().unwrap(),
         "--parts",
         "latency-matrix",
+        "--size",
+        "64M",
         "--node-budget",
         "2",
         "--srun",
@@ -72,7 +74,10 @@ fn a_fleet_report_gathers_every_node_and_names_the_failed_and_the_unreached() {
     assert_eq!(v["schema"], "numalab-fleet");
     assert_eq!(
         (v["nodes_total"].as_u64(), v["reported"].as_u64()),
-        (Some(4), Some(2))
+        (Some(4), Some(2)),
+        "nodes: {}\nstderr: {}",
+        v["nodes"],
+        r.err
     );
     for h in ["h1", "h2"] {
         let n = node(&v, h);
@@ -80,7 +85,15 @@ fn a_fleet_report_gathers_every_node_and_names_the_failed_and_the_unreached() {
         assert_eq!(n["status"], "reported");
         // The same machine twice: every setting equal.
         assert_eq!(n["settings"]["numa_nodes"], "1", "{n}");
-        assert!(out.join("nodes").join(h).join("results.json").is_file());
+        // --size reached every node's report (without it each node sizes
+        // its buffers from its cache: 1.88 GiB on a VM that reports a
+        // 480 MiB L3, where the fake srun's nodes, run one after another,
+        // outlasted the 128 s timeout under load).
+        let doc: Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("nodes").join(h).join("results.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(doc["buffer_bytes"], 64 << 20, "{h}");
         assert!(out.join("logs").join(format!("{h}.exit_status")).is_file());
     }
     let bad = node(&v, "bad");
@@ -148,6 +161,8 @@ fn summarize_check_and_compare_judge_nodes_of_a_real_report() {
         "report",
         "--parts",
         "latency-matrix",
+        "--size",
+        "64M",
         "--budget",
         "2",
         "-o",
@@ -265,6 +280,10 @@ fn bad_fleet_input_is_refused_in_one_line() {
         &["fleet", "report", "-o", dir, "--parts", "nosuch"],
         "--parts: ",
     );
+    fails(
+        &["fleet", "report", "-o", dir, "--size", "10K"],
+        "--size 10K is too small: at least 1 MiB",
+    );
     std::fs::write(d.join("mine.txt"), "x").unwrap();
     fails(
         &["fleet", "report", "-o", dir],
@@ -354,6 +373,8 @@ fn a_stop_signal_stops_every_node_and_the_fleet_keeps_what_arrived() {
             "report",
             "-o",
             out.to_str().unwrap(),
+            "--size",
+            "64M",
             "--node-budget",
             "60",
             "--srun",
