@@ -563,7 +563,9 @@ fn paths_and_arguments_that_are_not_utf8_work() {
     let _turn = turn();
     let live = not_utf8(&d, b"live", "");
     let r = Command::new(bin())
-        .args(["report", "--parts", "c2c", "--budget", "2", "-o"])
+        .args([
+            "report", "--parts", "c2c", "--size", "64M", "--budget", "2", "-o",
+        ])
         .arg(&live)
         .output()
         .unwrap();

@@ -50,6 +50,8 @@ fn full_report_measures_blas_with_its_tables_claim_and_section() {
         "--full",
         "--parts",
         "blas",
+        "--size",
+        "64M",
         "--budget",
         "20",
         "-o",
