@@ -2,6 +2,7 @@
 //! `srun` (the real Slurm cluster's tests are in tests/cluster), and
 //! summarize, check and compare on fleets made from a real report.
 
+use crate::common::report::results;
 use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -89,10 +90,7 @@ fn a_fleet_report_gathers_every_node_and_names_the_failed_and_the_unreached() {
         // its buffers from its cache: 1.88 GiB on a VM that reports a
         // 480 MiB L3, where the fake srun's nodes, run one after another,
         // outlasted the 128 s timeout under load).
-        let doc: Value = serde_json::from_str(
-            &std::fs::read_to_string(out.join("nodes").join(h).join("results.json")).unwrap(),
-        )
-        .unwrap();
+        let doc = results(&out.join("nodes").join(h));
         assert_eq!(doc["buffer_bytes"], 64 << 20, "{h}");
         assert!(out.join("logs").join(format!("{h}.exit_status")).is_file());
     }
@@ -169,8 +167,7 @@ fn summarize_check_and_compare_judge_nodes_of_a_real_report() {
         one.to_str().unwrap(),
     ]);
     assert_eq!(r.rc, 0, "{}", r.err);
-    let base: Value =
-        serde_json::from_str(&std::fs::read_to_string(one.join("results.json")).unwrap()).unwrap();
+    let base = results(&one);
     let before = d.join("before");
     let after = d.join("after");
     let fleet = |gbps: [f64; 4], thp: [&str; 4]| -> Vec<(&'static str, String)> {
