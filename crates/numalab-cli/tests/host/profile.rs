@@ -363,8 +363,11 @@ fn the_switch_price_is_its_windows_arithmetic_and_they_lie_within_the_run() {
     // --overhead 99: every window watched once the baseline is made. CI
     // once found 20,000 rounds unpriced (15 windows watched, its skipped
     // ones under 20 ms of CPU time): a thread's last window now counts.
+    // 60,000 rounds: on a faster host 20,000 ran about 0.5 s and, with two
+    // busy loops beside, ended before the skipped windows had 20 ms of
+    // CPU time in 4 runs of 6 (clean clone cc114 once).
     let dir = scratch("profile-switch-windows");
-    let v = profile_barriers_whole(&dir, "20000", &["--rate", "20", "--overhead", "99"]);
+    let v = profile_barriers_whole(&dir, "60000", &["--rate", "20", "--overhead", "99"]);
     let w = &v["word_counting"];
     let sides = &w["switch_windows"];
     let side = |name: &str| {
@@ -382,7 +385,9 @@ fn the_switch_price_is_its_windows_arithmetic_and_they_lie_within_the_run() {
     for (windows, switches, sys_ms, cpu_ms) in [watched, skipped] {
         assert!(windows >= 1 && switches >= 100 && cpu_ms >= 20.0, "{sides}");
         assert!(switches >= 8 * windows, "{sides}");
-        assert!(sys_ms < cpu_ms, "{sides}");
+        // A 4 ms tick aside: system time is apportioned by ticks, CPU
+        // time read from the clock (426.307 against 426.237 ms once).
+        assert!(sys_ms <= cpu_ms + 4.0, "{sides}");
     }
     let price = w["us_per_switch"]
         .as_f64()
