@@ -2,8 +2,11 @@
 # What `numalab profile` costs a program at its default rate, on this machine, in one run:
 # the test program of known truth (crates/numalab-preload/tests/programs/profile_truth.c, one
 # thread per CPU, at full size), a real program from Debian (`xz -T2` compressing generated
-# data) and two threads meeting at a barrier 40,000 times (hazards.c's "barriers": a program
-# that blocks thousands of times a second, where armed watchpoints make each switch dearer),
+# data) and two threads meeting at a barrier 40,000 times, each pinned to its own CPU
+# (hazards.c's "barriers ... pinned": a program that blocks thousands of times a second, where
+# armed watchpoints make each switch dearer; unpinned, "--workload barriers-unpinned", how long
+# the scheduler lets the two share a CPU decides a run's time, 0.72-1.22 s here, a spread
+# 40 rounds cannot resolve 3% through),
 # each run plain, under the whole `numalab profile` command (with its start and analysis)
 # and with the preload library only ("library only": LD_PRELOAD without numalab), alternated
 # (plain first, then last) for several rounds. Prints a Markdown table of the median wall
@@ -32,7 +35,7 @@ usage: bash bench/profile-overhead.sh [--rounds N] [--passes N] [--xz-mib N] [--
                    fewer make a round shorter, so more rounds fit, and its start a larger share
   --xz-mib N       MiB of generated data xz compresses (default: 96, 37-48 s a run here; 1 to 1024):
                    less makes a round shorter, so more rounds fit
-  --workload W     truth, xz, barriers or all (default: all)
+  --workload W     truth, xz, barriers, barriers-unpinned or all (default: all: the first three)
   --bin PATH       measure this numalab binary (its libnumalab_preload.so beside it)
   --program PATH   profile_truth built elsewhere (for a machine without gcc)
 EOF2
@@ -42,7 +45,7 @@ bench_options profile-overhead.sh "rounds=ROUNDS passes=PASSES xz-mib=XZ_MIB bin
 bench_whole profile-overhead.sh --rounds "$ROUNDS" 1
 bench_whole profile-overhead.sh --passes "$PASSES" 1 100000
 bench_whole profile-overhead.sh --xz-mib "$XZ_MIB" 1 1024
-case "$WORKLOAD" in truth|xz|barriers|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, barriers, all" >&2; exit 2 ;; esac
+case "$WORKLOAD" in truth|xz|barriers|barriers-unpinned|all) ;; *) echo "profile-overhead.sh: unknown workload '$WORKLOAD'; valid: truth, xz, barriers, barriers-unpinned, all" >&2; exit 2 ;; esac
 numalab_profile_bin profile-overhead.sh
 if { [ "$WORKLOAD" = xz ] || [ "$WORKLOAD" = all ]; } && ! command -v xz >/dev/null; then
     echo "profile-overhead.sh: apt-get install xz-utils" >&2
@@ -59,7 +62,7 @@ fi
 # Two threads meeting at a barrier 40,000 times (hazards.c's "barriers"):
 # a program that blocks and is woken thousands of times a second, where
 # word counting's armed registers make each switch dearer.
-if [ "$WORKLOAD" = barriers ] || [ "$WORKLOAD" = all ]; then
+if [[ "$WORKLOAD" = barriers* ]] || [ "$WORKLOAD" = all ]; then
     gcc -O2 -pthread -o "$work/hazards" crates/numalab-preload/tests/programs/hazards.c 2>/dev/null
 fi
 # --xz-mib MiB of data xz works at: text-like, partly repetitive, partly random.
@@ -77,7 +80,8 @@ PY
 workloads=()
 case "$WORKLOAD" in truth|all) workloads+=("profile_truth, $(nproc) threads, $PASSES passes|./truth $PASSES") ;; esac
 case "$WORKLOAD" in xz|all) workloads+=("xz -T2 -6, $XZ_MIB MiB|xz -T2 -6 -c data") ;; esac
-case "$WORKLOAD" in barriers|all) workloads+=("2 threads, 40000 barriers|./hazards barriers") ;; esac
+case "$WORKLOAD" in barriers|all) workloads+=("2 threads pinned, 40000 barriers|./hazards barriers 40000 pinned") ;; esac
+case "$WORKLOAD" in barriers-unpinned) workloads+=("2 threads, 40000 barriers|./hazards barriers") ;; esac
 LIB="$(dirname "$BIN")/libnumalab_preload.so"
 echo "numalab profile overhead at the default setting (the rate adapts to 0.5% of the CPU time the library sees): $(nproc) CPUs, $ROUNDS rounds, $BIN"
 echo

@@ -619,6 +619,48 @@ fn a_records_path_that_cannot_be_written_is_said_once_and_the_program_runs() {
 }
 
 #[test]
+fn the_barrier_loop_pinned_runs_each_thread_on_its_own_allowed_cpu_under_the_library() {
+    // bench/profile-overhead.sh measures `barriers 40000 pinned`: its
+    // threads must stay where they were put with the library loaded (its
+    // sampler thread is not pinned, and must not move them).
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let records = dir.join("preload-barriers-pinned.bin");
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        .filter(|c| {
+            // SAFETY: a zeroed set filled by the kernel for this process.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) == 0
+                    && libc::CPU_ISSET(*c, &set)
+            }
+        })
+        .collect();
+    let o = Command::new(program())
+        .args(["barriers", "200", "pinned"])
+        .env("LD_PRELOAD", library())
+        .env("NUMALAB_PROFILE_OUT", &records)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let want = format!(
+        "barrier rounds 200, sums right, threads ended on CPUs {} {}\n",
+        cpus[0],
+        cpus[1 % cpus.len()]
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), want, "{}", text(&o));
+    // A placement it does not know is a one-line error naming the valid one.
+    let o = Command::new(program())
+        .args(["barriers", "200", "spread"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "barriers: 'spread' is no placement; valid: pinned (or nothing)\n"
+    );
+}
+
+#[test]
 fn buffers_libc_fills_itself_are_never_armed() {
     // The directory's buffer (opendir's, 32 KiB and a header) tracked as
     // on file systems whose st_blksize makes it 64 KiB and more.
