@@ -58,7 +58,7 @@ const RECORD_EVERY: u32 = 10;
 const FAST_WINDOW_NS: u64 = 20_000_000;
 const FAST_WINDOWS: u32 = 10;
 
-/// Adds a sample's handler time.
+/// Adds a sample's handler time (the handling thread's CPU time).
 pub fn handler_took(page: usize, ns: u64) {
     if page == CALIBRATION_PAGE.load(SeqCst) {
         CALIBRATION_HANDLER_NS.store(ns, SeqCst);

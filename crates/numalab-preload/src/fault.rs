@@ -88,11 +88,18 @@ fn handle(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool 
             node,
             probe,
         } => {
+            // The record's time, and the handler's cost by this thread's
+            // CPU clock: by the wall clock, a handler preempted on a busy
+            // host counted the other threads' time as the library's (one
+            // of 15 samples once took 4 ms of a 0.2 s run), and an adaptive
+            // rate fell for it.
             let t0 = sys::monotonic_ns();
+            let c0 = sys::cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+            let took = || sys::cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(c0);
             sys::mprotect(start, len, prot);
             if cost::is_calibration(page) {
                 tables::release(index);
-                cost::handler_took(page, sys::monotonic_ns() - t0);
+                cost::handler_took(page, took());
                 return false;
             }
             if !crate::select::thread_selected() {
@@ -100,7 +107,7 @@ fn handle(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool 
                 // protection is the process's, so other threads fault too).
                 crate::select::SKIPPED.fetch_add(1, SeqCst);
                 tables::release(index);
-                cost::handler_took(page, sys::monotonic_ns() - t0);
+                cost::handler_took(page, took());
                 return false;
             }
             if !SEEN.with(|s| s.replace(true)) {
@@ -136,7 +143,7 @@ fn handle(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool 
                 aux: 0,
             });
             tables::release(index);
-            cost::handler_took(page, sys::monotonic_ns() - t0);
+            cost::handler_took(page, took());
         }
         // Another thread is arming or restoring the page: run the access
         // again once it settles.
