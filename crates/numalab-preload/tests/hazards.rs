@@ -625,15 +625,14 @@ fn the_barrier_loop_pinned_runs_each_thread_on_its_own_allowed_cpu_under_the_lib
     // sampler thread is not pinned, and must not move them).
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let records = dir.join("preload-barriers-pinned.bin");
+    // SAFETY: an all-zero cpu_set_t is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel fills the set, of the size given, once.
+    let got = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    assert_eq!(got, 0);
     let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        .filter(|c| {
-            // SAFETY: a zeroed set filled by the kernel for this process.
-            unsafe {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) == 0
-                    && libc::CPU_ISSET(*c, &set)
-            }
-        })
+        // SAFETY: reads the set filled above.
+        .filter(|c| unsafe { libc::CPU_ISSET(*c, &set) })
         .collect();
     let o = Command::new(program())
         .args(["barriers", "200", "pinned"])
