@@ -5,7 +5,7 @@
 # data) and two threads meeting at a barrier 40,000 times, each pinned to its own CPU
 # (hazards.c's "barriers ... pinned": a program that blocks thousands of times a second, where
 # armed watchpoints make each switch dearer; unpinned, "--workload barriers-unpinned", how long
-# the scheduler lets the two share a CPU decides a run's time, 0.72-1.22 s here, a spread
+# the scheduler lets the two share a CPU decides a run's time, 0.67-1.98 s here, a spread
 # 40 rounds cannot resolve 3% through),
 # each run plain, under the whole `numalab profile` command (with its start and analysis)
 # and with the preload library only ("library only": LD_PRELOAD without numalab), alternated

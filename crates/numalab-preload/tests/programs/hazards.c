@@ -556,7 +556,7 @@ static int mode_traps(const char *how) {
  * its cost. With "pinned" after the count, thread i runs on the i-th
  * CPU this process may use (modulo their count), as threads bound by
  * OMP_PROC_BIND do. Unpinned, how long the two threads share a CPU
- * decides the run's time (40,000 rounds took 0.72-1.22 s here, 0.13 s
+ * decides the run's time (40,000 rounds took 0.67-1.98 s here, 0.13 s
  * both on one CPU), and that spread hides a few percent of cost; pinned
  * apart, 1.13-1.26 s. */
 static int barrier_rounds = 40000;
