@@ -12,7 +12,8 @@
 # (plain first, then last) for several rounds. Prints a Markdown table of the median wall
 # times, the overhead ratio (the median over rounds of the program's own time under `numalab
 # profile`, its profile.json `ran_for_s`, over the plain run's; each round paired with its own
-# plain run; target <= 1.03) with its 95% bootstrap interval and the spread of the rounds, the
+# plain run; target <= 1.03) with its 95% moving-block bootstrap interval (neighbouring rounds
+# resampled together: they share the host's state) and the spread of the rounds, the
 # library-only ratio with its interval and CPU-time ratio, the whole command's ratio, the cost
 # the library measured itself, whether the program's output was the same, and "targets met:
 # X of Y". The library-only run pays what `numalab profile` pays before the program starts:
@@ -89,11 +90,11 @@ echo "under profile: the program's own wall time under \`numalab profile\` (prof
 echo "library only: the program with the preload library alone (LD_PRELOAD, no numalab around it; reported, no target)."
 echo "whole command: \`numalab profile\` end to end, with its start and its analysis (reported, no target)."
 echo
-echo "ratio: the median over rounds of the program's time under the profile / its plain time, each round against its own plain run, with a 95% bootstrap interval; the target is met when the whole interval is at or below 1.03, missed when it is all above, and otherwise this run cannot tell."
+echo "ratio: the median over rounds of the program's time under the profile / its plain time, each round against its own plain run, with a 95% moving-block bootstrap interval (neighbouring rounds resampled together: they share the host's state); the target is met when the whole interval is at or below 1.03, missed when it is all above, and otherwise this run cannot tell."
 echo
 echo "| workload | plain s (median) | under profile s (median) | ratio | 95% interval | range over rounds | library only ratio (95% interval) | library only CPU time ratio | whole command ratio | samples (median) | cost numalab measured (median) | same output | target | met |"
 echo "|---|---:|---:|---:|---|---|---|---:|---:|---:|---:|---|---|---|"
-met=0 total=0 untold=0
+met=0 total=0 untold=0 notes=()
 for w in "${workloads[@]}"; do
     IFS='|' read -r name cmd <<< "$w"
     : > "$work/times"
@@ -157,22 +158,45 @@ for row in rows:
         ran[r] = float(ran_for)
 if not all(ran.values()):
     sys.exit("profile.json has no ran_for_s: measure a numalab that writes it (profile schema 2.3)")
-rounds = list(by_round.values())
+# In the order they ran: the interval below resamples neighbours together.
+order = sorted(by_round, key=int)
+rounds = [by_round[r] for r in order]
 def med(mode, i=0):
     return statistics.median(v[mode][i] for v in rounds)
 # Paired: each round's profiled run against its own plain run, so that the
 # machine's drift between rounds cancels.
-wall = sorted(ran[r] / v["plain"][0] for r, v in by_round.items())
-alone = sorted(v["sampled"][0] / v["plain"][0] for v in rounds)
-cpu = sorted(v["sampled"][1] / v["plain"][1] for v in rounds)
+wall = [ran[r] / by_round[r]["plain"][0] for r in order]
+alone = [v["sampled"][0] / v["plain"][0] for v in rounds]
+cpu = [v["sampled"][1] / v["plain"][1] for v in rounds]
 whole = statistics.median(v["profiled"][0] / v["plain"][0] for v in rounds)
 ratio = statistics.median(wall)
+# Rounds next to each other share the host's state (where the scheduler
+# put the threads, a neighbour's load), so they are not independent draws:
+# unpinned, the barrier loop's placement came in streaks, and two 40-round
+# runs of one comparison disagreed beyond their plain bootstrap intervals.
+# A moving-block bootstrap (Kunsch 1989) resamples runs of BLOCK
+# neighbouring rounds, which keeps such streaks in every resample; without
+# streaks it gives about the plain bootstrap's interval.
+BLOCK = max(1, round(len(wall) ** (1 / 3)))
 def interval(x):
-    """A 95% bootstrap interval of the median (seeded: the same rounds give
-    the same interval)."""
+    """A 95% moving-block bootstrap interval of the median of x, in round
+    order (seeded: the same rounds give the same interval)."""
     rng = random.Random(1)
-    boot = sorted(statistics.median(rng.choices(x, k=len(x))) for _ in range(2000))
+    starts = range(len(x) - BLOCK + 1)
+    boot = []
+    for _ in range(2000):
+        s = []
+        while len(s) < len(x):
+            k = rng.choice(starts)
+            s.extend(x[k:k + BLOCK])
+        boot.append(statistics.median(s[:len(x)]))
+    boot.sort()
     return boot[50], boot[1949]
+def lag1(x):
+    """The correlation of each round's ratio with the next one's."""
+    m = statistics.fmean(x)
+    d = sum((a - m) ** 2 for a in x)
+    return sum((a - m) * (b - m) for a, b in zip(x, x[1:])) / d if d > 0 else 0.0
 lo, hi = interval(wall)
 alo, ahi = interval(alone)
 if not same:
@@ -186,11 +210,18 @@ elif lo > 1.03:
 else:
     verdict = "CANNOT TELL"
 word = {"MET": "yes", "MISSED": "no", "CANNOT TELL": "cannot tell"}[verdict]
-print(f"| {sys.argv[2]} | {med('plain'):.3f} | {statistics.median(ran.values()):.3f} | {ratio:.3f} | {lo:.3f}–{hi:.3f} | {wall[0]:.3f}–{wall[-1]:.3f} | {statistics.median(alone):.3f} ({alo:.3f}–{ahi:.3f}) | {statistics.median(cpu):.3f} | {whole:.3f} | {int(statistics.median(samples))} | {statistics.median(est):.2f}% | {'yes' if same else 'NO'} | <= 1.03 | {word} |")
+print(f"| {sys.argv[2]} | {med('plain'):.3f} | {statistics.median(ran.values()):.3f} | {ratio:.3f} | {lo:.3f}–{hi:.3f} | {min(wall):.3f}–{max(wall):.3f} | {statistics.median(alone):.3f} ({alo:.3f}–{ahi:.3f}) | {statistics.median(cpu):.3f} | {whole:.3f} | {int(statistics.median(samples))} | {statistics.median(est):.2f}% | {'yes' if same else 'NO'} | <= 1.03 | {word} |")
+# Streaks beyond chance (lag-1 correlation above 2/sqrt(n), about a 5%
+# test): said under the table, since blocks of BLOCK rounds may be too
+# short for them.
+r1 = lag1(wall)
+streaks = f"{sys.argv[2]}: rounds ran in streaks (lag-1 correlation of the ratios {r1:.2f} over {len(wall)} rounds); the interval resamples blocks of {BLOCK}, which may be too short for them: more rounds, or a quieter host" if len(wall) >= 5 and r1 > 2 / len(wall) ** 0.5 else ""
+print(streaks)
 print(verdict)
 PY
 )
     echo "$row" | head -1
+    notes+=("$(echo "$row" | sed -n 2p)")
     total=$((total + 1))
     case "$(echo "$row" | tail -1)" in
         MET) met=$((met + 1)) ;;
@@ -198,4 +229,5 @@ PY
     esac
 done
 echo
+for n in "${notes[@]}"; do if [ -n "$n" ]; then echo "note: $n"; fi; done
 echo "targets met: $met of $total ($untold this run cannot tell)"
