@@ -56,7 +56,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         "--json prints the profile on stderr: {}",
         r.err
     );
-    assert_eq!(v["schema_version"], "2.7");
+    assert_eq!(v["schema_version"], "2.8");
     // The command's own time: within numalab's, which adds its start and
     // the analysis.
     let ran = v["ran_for_s"].as_f64().unwrap();
@@ -71,6 +71,16 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
     );
     assert!(c["kernel_us_per_fault"].as_f64().unwrap() > 0.0, "{c}");
     assert!(c["spent_ms"].as_f64().unwrap() > 0.0, "{c}");
+    // What it got: never more than asked (the pages owed follow the
+    // clock), and two threads reading 8192 pages for a second touch
+    // enough of them to arm hundreds a second even on a busy host.
+    let armed = c["armed_per_s"].as_f64().unwrap();
+    assert!((200.0..=2000.0 * 1.05).contains(&armed), "{c}");
+    let text = std::fs::read_to_string(out.join("profile.txt")).unwrap();
+    assert!(
+        text.contains(&format!("; {armed:.0} pages armed a second")),
+        "{text}"
+    );
     assert_eq!(v["min_bytes"], 65536);
     let regions = v["regions"].as_array().unwrap();
     let a = &regions[0];

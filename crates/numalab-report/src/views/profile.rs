@@ -184,7 +184,26 @@ pub(super) fn sampling_line(p: &Profile) -> String {
     let window = p
         .sampled_for_s
         .map_or(String::new(), |d| format!(", for the first {d} s"));
-    format!("sampling: {how}{window}{spent}")
+    let armed = armed_words(c).map_or(String::new(), |a| format!("; {a}"));
+    format!("sampling: {how}{window}{armed}{spent}")
+}
+
+/// The pages armed a second, as the run got them; with a fixed rate that
+/// got under 80% of it, how much of it and why (the rate asked is not
+/// what a program with few pages to arm, or a busy machine, gets).
+pub fn armed_words(c: &numalab::profile::SamplingCost) -> Option<String> {
+    // None armed: the page-fault line and its warning say so and why.
+    let armed = c.armed_per_s.filter(|&a| a > 0.0)?;
+    let asked = c.final_rate as f64;
+    Some(match c.target_percent {
+        None if asked > 0.0 && armed < 0.8 * asked => format!(
+            "{armed:.0} pages armed a second, {:.0}% of the rate asked (a page is armed again \
+             only once its last arming was touched: a program that touches few pages, or a \
+             busy machine that delays the sampler's ticks, gets fewer)",
+            100.0 * armed / asked
+        ),
+        _ => format!("{armed:.0} pages armed a second"),
+    })
 }
 
 /// What sampling cost, by the library's own measure: its CPU time beside
@@ -763,6 +782,7 @@ mod tests {
             final_rate: 1,
             min_rate: 1,
             max_rate: 1,
+            armed_per_s: None,
         };
         assert_eq!(
             cost_words(&c(15.0, 1000.0)).unwrap(),
@@ -779,7 +799,42 @@ mod tests {
         assert_eq!(cost_words(&none), None);
     }
 
-    use super::{cost_words, head_and_tail, shown_sites};
+    /// The pages armed a second beside the rate: a fixed rate the run got
+    /// under 80% of is said to be short, and why.
+    #[test]
+    fn the_armed_rate_is_said_and_a_short_fixed_rate_explained() {
+        let c = |target_percent: Option<f64>, armed: Option<f64>| numalab::profile::SamplingCost {
+            target_percent,
+            spent_ms: 1.0,
+            program_cpu_ms: 100.0,
+            estimated_percent: Some(1.0),
+            kernel_us_per_fault: 1.0,
+            us_per_sample: None,
+            final_rate: 20000,
+            min_rate: 20000,
+            max_rate: 20000,
+            armed_per_s: armed,
+        };
+        assert_eq!(
+            armed_words(&c(None, Some(9712.4))).unwrap(),
+            "9712 pages armed a second, 49% of the rate asked (a page is armed again only once \
+             its last arming was touched: a program that touches few pages, or a busy machine \
+             that delays the sampler's ticks, gets fewer)"
+        );
+        assert_eq!(
+            armed_words(&c(None, Some(16000.0))).unwrap(),
+            "16000 pages armed a second"
+        );
+        // Adaptive: the rate moved, so no one rate to fall short of.
+        assert_eq!(
+            armed_words(&c(Some(0.5), Some(300.0))).unwrap(),
+            "300 pages armed a second"
+        );
+        assert_eq!(armed_words(&c(None, None)), None);
+        assert_eq!(armed_words(&c(None, Some(0.0))), None);
+    }
+
+    use super::{armed_words, cost_words, head_and_tail, shown_sites};
     use numalab::profile::record::{name_words, Kind, Record};
     use numalab::profile::{build, StaticObject, Symbolizer};
 

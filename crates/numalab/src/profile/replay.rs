@@ -786,7 +786,10 @@ impl<'a> Replay<'a> {
         }
         // A first touch is a sampled fault too.
         let faults = self.samples + self.first_by_thread.values().sum::<u64>();
-        let cost = sampling_cost(&self.costs, faults);
+        // Several processes' Cost records interleave: no one span to
+        // divide their pages by.
+        let one_process = self.started_pids.len() <= 1;
+        let cost = sampling_cost(&self.costs, faults, one_process.then_some(self.armed));
         let mut p = Profile {
             schema_version: SCHEMA_VERSION.into(),
             program: command,
