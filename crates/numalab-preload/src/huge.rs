@@ -13,6 +13,7 @@
 //! (Linux 6.7). On older kernels, or with THP off, pages are armed one by
 //! one as before.
 
+use crate::runtime::pagemap::{self, PageRegion, PAGE_IS_HUGE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED};
 use crate::runtime::sys;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -48,38 +49,6 @@ pub struct HugePages {
     pub size: usize,
     pub mode: Mode,
 }
-
-/// `struct pm_scan_arg` of `<linux/fs.h>`.
-#[repr(C)]
-struct PmScanArg {
-    size: u64,
-    flags: u64,
-    start: u64,
-    end: u64,
-    walk_end: u64,
-    vec: u64,
-    vec_len: u64,
-    max_pages: u64,
-    category_inverted: u64,
-    category_mask: u64,
-    category_anyof_mask: u64,
-    return_mask: u64,
-}
-
-/// `struct page_region` of `<linux/fs.h>`.
-#[repr(C)]
-#[derive(Default)]
-struct PageRegion {
-    start: u64,
-    end: u64,
-    categories: u64,
-}
-
-/// `_IOWR('f', 16, struct pm_scan_arg)`.
-const PAGEMAP_SCAN: u64 = 0xC000_0000 | (96 << 16) | (0x66 << 8) | 16;
-const PAGE_IS_PRESENT: u64 = 1 << 3;
-const PAGE_IS_SWAPPED: u64 = 1 << 4;
-const PAGE_IS_HUGE: u64 = 1 << 6;
 
 impl Drop for HugePages {
     fn drop(&mut self) {
@@ -165,32 +134,14 @@ impl HugePages {
     /// swapped and huge bits: `(start, end, bits)`, `(0, 0, 0)` if the
     /// range holds none; `None`: the kernel refused.
     fn scan(&self, start: usize, end: usize) -> Option<(usize, usize, u64)> {
-        let mut region = PageRegion::default();
+        let mut region = [PageRegion::default()];
         let mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_HUGE;
-        let mut arg = PmScanArg {
-            size: std::mem::size_of::<PmScanArg>() as u64,
-            flags: 0,
-            start: start as u64,
-            end: end as u64,
-            walk_end: 0,
-            vec: &mut region as *mut PageRegion as u64,
-            vec_len: 1,
-            max_pages: 0,
-            category_inverted: 0,
-            category_mask: 0,
-            category_anyof_mask: 0,
-            return_mask: mask,
-        };
-        // SAFETY: PAGEMAP_SCAN reads `arg` and writes at most `vec_len`
-        // page regions into `region`.
-        let n = unsafe { libc::ioctl(self.pagemap, PAGEMAP_SCAN as _, &mut arg) };
-        match n {
-            n if n < 0 => None,
-            0 => Some((0, 0, 0)),
+        match pagemap::scan(self.pagemap, start, end, 0, mask, &mut region)? {
+            (0, _) => Some((0, 0, 0)),
             _ => Some((
-                region.start as usize,
-                region.end as usize,
-                region.categories & mask,
+                region[0].start as usize,
+                region[0].end as usize,
+                region[0].categories & mask,
             )),
         }
     }

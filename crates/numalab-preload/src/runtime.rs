@@ -10,7 +10,8 @@
 //!   records to their file, and that file.
 //! - [`stacks`]: the calling thread's stack, for an allocation's Frame
 //!   records, taken by [`unwind`] (the library's own unwinder).
-//! - [`sys`]: system calls made directly, and the clocks.
+//! - [`sys`]: system calls made directly, and the clocks; [`pagemap`]: which
+//!   pages of a range are present, huge or swapped, a run at a time.
 //! - [`next`]: the next definitions of the functions the library
 //!   interposes, found at its start (libc's `syscall` among them:
 //!   [`next::real_syscall`]).
@@ -20,6 +21,7 @@
 pub mod channel;
 pub mod emit;
 pub mod next;
+pub mod pagemap;
 pub mod queue;
 pub mod stacks;
 pub mod state;

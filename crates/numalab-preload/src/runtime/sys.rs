@@ -367,8 +367,10 @@ pub struct Histogram {
 }
 
 /// Where the pages of a region are, by `move_pages` queries of 256 pages
-/// at a time (no allocation); `each(page, node)` sees every whole page
-/// in address order (node -1: not present).
+/// at a time (no allocation), asked only where the kernel's page map says
+/// some are present ([`pagemap::present_runs`]; every page on kernels
+/// before 6.7); `each(page, node)` sees every whole page in address order
+/// (node -1: not present).
 pub fn page_histogram(
     start: usize,
     len: usize,
@@ -382,29 +384,58 @@ pub fn page_histogram(
     };
     let first = start.div_ceil(page_size) * page_size;
     let end = (start + len) / page_size * page_size;
+    if first >= end {
+        return h;
+    }
     let mut at = first;
+    let mut count = |page: usize, node: i32| {
+        each(page, node);
+        if node < 0 {
+            h.absent += 1;
+        } else if (node as usize) < HISTOGRAM_NODES {
+            h.counts[node as usize] += 1;
+        } else {
+            h.beyond += 1;
+        }
+    };
+    let scanned = crate::runtime::pagemap::present_runs(first, end, |s, e| {
+        // Runs come page-aligned and in order; the gap before one is absent.
+        let s = s / page_size * page_size;
+        let e = e.div_ceil(page_size) * page_size;
+        while at < s.min(end) {
+            count(at, -1);
+            at += page_size;
+        }
+        at = at.max(s);
+        query_run(&mut at, e.min(end), page_size, &mut count);
+    });
+    if !scanned {
+        // The kernel cannot say: every page not yet seen is asked.
+        query_run(&mut at, end, page_size, &mut count);
+    }
     while at < end {
-        let n = ((end - at) / page_size).min(256);
+        count(at, -1);
+        at += page_size;
+    }
+    h
+}
+
+/// The nodes of the pages from `*at` to `end`, 256 to a `move_pages`
+/// query; `*at` ends at `end`.
+fn query_run(at: &mut usize, end: usize, page_size: usize, count: &mut impl FnMut(usize, i32)) {
+    while *at < end {
+        let n = ((end - *at) / page_size).min(256);
         let mut pages = [std::ptr::null_mut::<libc::c_void>(); 256];
         let mut status = [0i32; 256];
         for (i, p) in pages.iter_mut().take(n).enumerate() {
-            *p = (at + i * page_size) as *mut libc::c_void;
+            *p = (*at + i * page_size) as *mut libc::c_void;
         }
         let ok = query_pages(&pages[..n], &mut status[..n]);
         for (i, &s) in status.iter().take(n).enumerate() {
-            let node = if !ok || s < 0 { -1 } else { s };
-            each(at + i * page_size, node);
-            if node < 0 {
-                h.absent += 1;
-            } else if (node as usize) < HISTOGRAM_NODES {
-                h.counts[node as usize] += 1;
-            } else {
-                h.beyond += 1;
-            }
+            count(*at + i * page_size, if !ok || s < 0 { -1 } else { s });
         }
-        at += n * page_size;
+        *at += n * page_size;
     }
-    h
 }
 
 /// How many CPUs this thread may run on, and the first of them.
