@@ -368,7 +368,7 @@ pub struct Histogram {
 
 /// Where the pages of a region are, by `move_pages` queries of 256 pages
 /// at a time (no allocation), asked only where the kernel's page map says
-/// some are present ([`pagemap::present_runs`]; every page on kernels
+/// some are present ([`crate::runtime::pagemap::present_runs`]; every page on kernels
 /// before 6.7); `each(page, node)` sees every whole page in address order
 /// (node -1: not present).
 pub fn page_histogram(
