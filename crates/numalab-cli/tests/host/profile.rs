@@ -210,14 +210,32 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         )),
         "{map_html}"
     );
-    // One timeline row per thread.
+    // One timeline row per thread a sampled fault fell in (both readers
+    // at least); the others are counted in a note.
     let at = html.find("id=\"sec-threads\"").unwrap();
     let timelines = &html[at..at + html[at..].find("</section>").unwrap()];
+    let threads = v["threads"].as_array().unwrap();
+    let sampled = threads
+        .iter()
+        .filter(|t| !t["timeline"].as_array().unwrap().is_empty())
+        .count();
+    assert!(sampled >= 2, "{threads:?}");
     assert_eq!(
         timelines.matches("class=\"tick lane-label\"").count(),
-        v["threads"].as_array().unwrap().len(),
+        sampled,
         "{timelines}"
     );
+    match threads.len() - sampled {
+        0 => assert!(!timelines.contains("without a sampled fault"), "{timelines}"),
+        1 => assert!(
+            timelines.contains("1 thread without a sampled fault has no row."),
+            "{timelines}"
+        ),
+        n => assert!(
+            timelines.contains(&format!("{n} threads without a sampled fault have no row.")),
+            "{timelines}"
+        ),
+    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ use numalab::profile::page_map::PageMap;
 use numalab::profile::refine::Refinement;
 use numalab::profile::{Profile, RegionProfile, ThreadProfile, ThreadSpan, MAPPED_REGIONS};
 use numalab::text::escape::xml as esc;
-use numalab::text::format::bytes as format_bytes;
+use numalab::text::format::{bytes as format_bytes, plural};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -533,6 +533,17 @@ fn threads(h: &mut String, p: &Profile, m: &Machine) {
             all - shown.len()
         ));
     }
+    // A thread no sampled fault fell in (one that ran before the first
+    // pages were armed, or touched none of them) has no row to draw: say
+    // so, so that a missing row is not read as a missing thread.
+    let unsampled = p.threads.len() - all;
+    if unsampled > 0 {
+        s.note(&format!(
+            "{} without a sampled fault ha{} no row.",
+            plural(unsampled, "thread", "threads"),
+            if unsampled == 1 { "s" } else { "ve" }
+        ));
+    }
     h.push_str("</section>\n");
 }
 
@@ -830,6 +841,9 @@ mod tests {
             rec(Kind::Sample, 101, 1, 0, b + 4096, 0, 500 * ms),
             rec(Kind::PageNodes, 100, u32::MAX, 1, a, 256, 600 * ms),
             rec(Kind::PageNodes, 100, u32::MAX, 0, b, 64, 600 * ms),
+            // A thread no sampled fault fell in, from its start to its end.
+            rec(Kind::Thread, 103, u32::MAX, -1, 0, 2, 520 * ms),
+            rec(Kind::ThreadEnd, 103, u32::MAX, -1, 0, 0, 550 * ms),
         ]);
         let mut p = build(&m, vec!["./app".into(), "<b>".into()], &records, &Names);
         p.warnings.push("a <warning> & more".into());
@@ -962,6 +976,11 @@ mod tests {
         // One timeline row per thread that faulted, each on its CPU's node.
         let threads = part(&h, "sec-threads", "</section>");
         assert_eq!(threads.matches("lane-label").count(), 2);
+        assert!(!threads.contains(">thread 103</text>"));
+        assert!(
+            threads.contains("1 thread without a sampled fault has no row."),
+            "{threads}"
+        );
         assert!(threads.contains(">thread 101</text>") && threads.contains(">thread 102</text>"));
         assert!(threads.contains(
             "<title>thread 102, 0.350–0.350 s: node 1 (CPUs 2); 1 samples, 0 remote</title>"
