@@ -185,9 +185,21 @@ pub fn interval_note(doc: &ReportResults) -> Option<String> {
             }
         })
         .collect();
+    // Why a run did not watch, where one did not: "too few" alone would
+    // not say that a larger budget gives the looks.
+    let unwatched = match d.unwatched.last() {
+        Some(u) if doc.runs.len() > 1 => format!(": in run {}, {}", u.run, u.why),
+        Some(u) => format!(": {}", u.why),
+        None => String::new(),
+    };
+    if d.probes.is_empty() {
+        return Some(format!(
+            "95% intervals: each measurement's own, from its repetitions, without the host's drift{unwatched}."
+        ));
+    }
     Some(if kinds.is_empty() {
         format!(
-            "95% intervals: each measurement's own, from its repetitions; {} look{} at the host's speed between the parts, too few (3 at least) to add how far it drifts.",
+            "95% intervals: each measurement's own, from its repetitions; {} look{} at the host's speed between the parts, too few (3 at least) to add how far it drifts{unwatched}.",
             d.probes.len(),
             numalab::text::format::s(d.probes.len())
         )

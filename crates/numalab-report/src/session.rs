@@ -12,7 +12,7 @@
 //! earlier parts over- or under-ran.
 
 use crate::budget::{allocate, corrected_factor, plan_part};
-use crate::model::drift::DriftProbe;
+use crate::model::drift::{DriftProbe, Unwatched, MIN_PROBES};
 use crate::model::{Costs, Measured, Mode, PartName, REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
 use crate::part::{PartContext, PartResult, Progress};
 use crate::plan::{PlanEnv, RESERVE_SECONDS};
@@ -214,8 +214,24 @@ pub fn run(
     let mut costs = costs;
     let mut interrupted = false;
     let mut looks = DriftLooks::default();
-    if !todo.is_empty() {
-        probe_drift(m, isa, doc, run_no, t0, None, &mut looks);
+    if !todo.is_empty() && m.is_live() {
+        let predicted = look_cost_s(m, &costs, look_bytes(m, doc));
+        match looks_fit(predicted, budget_s, false) {
+            Ok(()) => {
+                probe_drift(m, isa, doc, run_no, t0, None, &mut looks);
+                // The first look's real time decides the others: the
+                // costs probed on small buffers can miss what large ones
+                // cost (a last-level cache larger than the probe's buffer).
+                if let Err(why) = looks_fit(looks.took_s, budget_s, true) {
+                    looks.off = true;
+                    doc.drift.unwatched.push(Unwatched { run: run_no, why });
+                }
+            }
+            Err(why) => {
+                looks.off = true;
+                doc.drift.unwatched.push(Unwatched { run: run_no, why });
+            }
+        }
     }
     for (i, &p) in todo.iter().enumerate() {
         if cancel::requested() {
@@ -227,8 +243,9 @@ pub fn run(
             );
             continue;
         }
-        // Re-planned from the time really left and the costs learnt so far.
-        let left = budget_s - t0.elapsed().as_secs_f64() - RESERVE_SECONDS;
+        // Re-planned from the time really left and the costs learnt so
+        // far, less the last look's (as long as the first).
+        let left = budget_s - t0.elapsed().as_secs_f64() - RESERVE_SECONDS - looks.last_look_s();
         let env = PlanEnv {
             m,
             mode: doc.mode,
@@ -255,7 +272,7 @@ pub fn run(
         };
         interrupted |= run_part(reg, doc, p, share, ctx, &mut costs);
         let last = i + 1 == todo.len();
-        if last || looks.due() {
+        if !looks.off && (last || looks.due(budget_s)) {
             probe_drift(m, isa, doc, run_no, t0, Some(p), &mut looks);
         }
         finish_document(doc, t0, false);
@@ -275,12 +292,12 @@ pub fn run(
     outcome
 }
 
-/// Seconds of parts between two looks at the host's speed: a look takes
-/// 0.6-1 s (four short measurements: a chase, one thread reading, two
-/// reading together on buffers of 4x the last-level cache, and a modified
-/// line passed between two CPUs: 2.5-3.9 s of a 51-58 s default report
-/// here, four or five looks), and
-/// parts shorter than this drift little apart.
+/// Seconds of parts between two looks at the host's speed: a look (four
+/// short measurements: a chase, one thread reading, two reading together
+/// on buffers of 4x the last-level cache, and a modified line passed
+/// between two CPUs) took 0.6-1 s on a host with a 32 MiB cache, 14 s on
+/// one with 480 MiB (its chase's warm-up alone 6 s), and parts shorter
+/// than this drift little apart. [`LOOK_SHARE`] bounds their sum.
 const PROBE_GAP_S: f64 = 5.0;
 
 /// Where a look costs more than a fifth of [`PROBE_GAP_S`], the parts
@@ -291,19 +308,85 @@ const PROBE_GAP_S: f64 = 5.0;
 /// more of the run watching the host than measuring it.
 const PROBE_GAP_LOOKS: f64 = 5.0;
 
-/// When the report last looked at the host's speed, and how long that
-/// look took.
+/// Each measurement of a look, seconds.
+const LOOK_MEASUREMENT_S: f64 = 0.1;
+
+/// The share of a run's budget its looks at the host's speed may take. A
+/// look is not a part: its time comes out of the parts', and its cost
+/// grows with the buffers, sized by the last-level cache (a look over the
+/// 1.9 GiB buffers of a host with a 480 MiB cache took 14 s here, where
+/// `--budget 4` made a report of 35 s).
+const LOOK_SHARE: f64 = 0.25;
+
+/// What one look at the host's speed ([`probe_speed`]) is expected to
+/// take on `m` with `costs`, over buffers of `bytes`: placing and faulting
+/// its buffers (the chase's, one thread's read and two threads' reads),
+/// building the chase, warming it (two last-level caches of dependent
+/// loads at most, as the latency measurement does), and four
+/// measurements of a tenth of a second each.
+///
+/// [`probe_speed`]: numalab::measure::probe::probe_speed
+fn look_cost_s(m: &Machine, costs: &Costs, bytes: usize) -> f64 {
+    let llc = m.last_level_cache_bytes().unwrap_or(32 << 20) as f64;
+    let b = bytes as f64;
+    let each = LOOK_MEASUREMENT_S;
+    2.0 * costs.place(b, 1)
+        + costs.place(2.0 * b, 2)
+        + costs.chase(b, llc)
+        + 2.0 * costs.measurement(each, costs.bandwidth_sample(b, 1))
+        + costs.measurement(each, costs.bandwidth_sample(b, 2))
+        + costs.measurement(each, 0.0)
+}
+
+/// Whether a run of `budget_s` looks at the host: only when the looks
+/// that estimate a drift ([`MIN_PROBES`]), at `look_s` each, fit in
+/// [`LOOK_SHARE`] of it (two looks show no drift). `look_s` is predicted
+/// before the first look and that look's own time after it (`taken`).
+/// `Err`: why not, with the budget that would.
+fn looks_fit(look_s: f64, budget_s: f64, taken: bool) -> Result<(), String> {
+    let needed = MIN_PROBES as f64 * look_s;
+    if needed <= LOOK_SHARE * budget_s {
+        return Ok(());
+    }
+    let look = if taken {
+        format!("its one look at the host's speed took {look_s:.1} s")
+    } else {
+        format!("a look at the host's speed would take about {look_s:.1} s here")
+    };
+    Err(format!(
+        "{look}, and the {MIN_PROBES} that estimate a drift more than a quarter of the {budget_s:.0} s budget (--budget {:.0} or more, or a smaller --size, gives them)",
+        (needed / LOOK_SHARE).ceil()
+    ))
+}
+
+/// When the report last looked at the host's speed, how long that look
+/// took, and how long all its looks took; `off` when this run does not
+/// look ([`looks_fit`]).
 #[derive(Debug, Default)]
 struct DriftLooks {
     last: Option<Instant>,
     took_s: f64,
+    spent_s: f64,
+    off: bool,
 }
 
 impl DriftLooks {
-    /// Whether enough parts ran since the last look for another.
-    fn due(&self) -> bool {
+    /// Whether enough parts ran since the last look for another, and the
+    /// looks' share of `budget_s` holds it and the last one.
+    fn due(&self, budget_s: f64) -> bool {
         self.last
             .is_some_and(|t| t.elapsed().as_secs_f64() >= self.gap_s())
+            && self.spent_s + 2.0 * self.took_s <= LOOK_SHARE * budget_s
+    }
+
+    /// The time to keep for the look after the last part: as long as the
+    /// last look took (0 when the run does not look).
+    fn last_look_s(&self) -> f64 {
+        if self.off || self.last.is_none() {
+            0.0
+        } else {
+            self.took_s
+        }
     }
 
     /// Seconds of parts the next look waits for.
@@ -330,19 +413,13 @@ fn probe_drift(
     if !m.is_live() || cancel::requested() {
         return;
     }
-    // The parts' buffer size where it is smaller than the default (the
-    // user's --size, on a small or emulated machine): a look is no dearer
-    // than the measurements it watches.
-    let default = numalab::measure::harness::default_buffer_bytes(m);
-    let bytes = match usize::try_from(doc.buffer_bytes) {
-        Ok(b) if b > 0 => b.min(default),
-        _ => default,
-    };
-    let each = std::time::Duration::from_millis(100);
+    let bytes = look_bytes(m, doc);
+    let each = std::time::Duration::from_secs_f64(LOOK_MEASUREMENT_S);
     let started = Instant::now();
     let speed = numalab::measure::probe::probe_speed(m, cpu, isa, bytes, each);
     looks.last = Some(Instant::now());
     looks.took_s = started.elapsed().as_secs_f64();
+    looks.spent_s += looks.took_s;
     doc.drift.probes.push(DriftProbe {
         run,
         at_s: t0.elapsed().as_secs_f64(),
@@ -353,6 +430,17 @@ fn probe_drift(
         pair_c2c_ns: speed.pair_c2c_ns,
     });
     doc.drift.refresh();
+}
+
+/// The buffer size of a look: the parts' where it is smaller than the
+/// default (the user's --size, on a small or emulated machine), so that a
+/// look is no dearer than the measurements it watches.
+fn look_bytes(m: &Machine, doc: &ReportResults) -> usize {
+    let default = numalab::measure::harness::default_buffer_bytes(m);
+    match usize::try_from(doc.buffer_bytes) {
+        Ok(b) if b > 0 => b.min(default),
+        _ => default,
+    }
 }
 
 /// Records a new run of the report; returns its number.
@@ -500,13 +588,68 @@ mod tests {
         let looks = |took_s: f64| DriftLooks {
             last: Some(Instant::now()),
             took_s,
+            spent_s: took_s,
+            off: false,
         };
-        assert!(!DriftLooks::default().due(), "no first look yet");
-        assert!(!looks(0.8).due(), "a look just taken");
+        assert!(!DriftLooks::default().due(100.0), "no first look yet");
+        assert!(!looks(0.8).due(100.0), "a look just taken");
         // A look of under a second: every 5 s of parts, as before.
         assert_eq!(looks(0.8).gap_s(), 5.0);
         // A look of 17 s (the Quartet guest): 85 s of parts between looks.
         assert_eq!(looks(17.0).gap_s(), 85.0);
+        // Long enough after the last look, a look is due while the looks
+        // so far, it and the last stay within a quarter of the budget.
+        let mut l = looks(1.0);
+        l.last = Some(Instant::now() - std::time::Duration::from_secs(6));
+        assert!(l.due(12.0), "1 + 2 x 1 s of a 12 s budget's 3 s");
+        assert!(!l.due(11.0), "3 s over a quarter of 11 s");
+        l.spent_s = 5.0;
+        assert!(!l.due(24.0), "5 + 2 s over 6 s");
+        // The last look's time is kept from the parts only while looking.
+        assert_eq!(l.last_look_s(), 1.0);
+        l.off = true;
+        assert_eq!(l.last_look_s(), 0.0);
+        assert_eq!(DriftLooks::default().last_look_s(), 0.0);
+    }
+
+    /// Three looks within a quarter of the budget, or a sentence that says
+    /// what a look costs and the budget that holds three.
+    #[test]
+    fn a_run_looks_at_the_host_only_when_three_looks_fit_a_quarter_of_its_budget() {
+        assert_eq!(looks_fit(0.8, 10.0, false), Ok(()));
+        assert_eq!(looks_fit(2.0, 24.0, true), Ok(()));
+        assert_eq!(
+            looks_fit(7.8, 4.0, false),
+            Err("a look at the host's speed would take about 7.8 s here, and the 3 that estimate a drift more than a quarter of the 4 s budget (--budget 94 or more, or a smaller --size, gives them)".into())
+        );
+        assert_eq!(
+            looks_fit(14.0, 80.0, true),
+            Err("its one look at the host's speed took 14.0 s, and the 3 that estimate a drift more than a quarter of the 80 s budget (--budget 168 or more, or a smaller --size, gives them)".into())
+        );
+    }
+
+    /// A look's predicted time grows with its buffers and, through the
+    /// chase's warm-up, with the last-level cache (up to twice it).
+    #[test]
+    fn a_look_costs_its_buffers_faults_and_chase_and_four_measurements() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let llc = m.last_level_cache_bytes().unwrap() as f64;
+        let c = Costs::reference();
+        let small = look_cost_s(&m, &c, 64 << 20);
+        let big = look_cost_s(&m, &c, 1 << 30);
+        // The floor: four measurements of 0.1 s and their fixed costs.
+        assert!(small > 0.4 && small < big, "{small} {big}");
+        let b = (1u64 << 30) as f64;
+        let by_hand = 2.0 * c.place(b, 1)
+            + c.place(2.0 * b, 2)
+            + c.chase(b, llc)
+            + 2.0 * c.measurement(0.1, c.bandwidth_sample(b, 1))
+            + c.measurement(0.1, c.bandwidth_sample(b, 2))
+            + c.measurement(0.1, 0.0);
+        assert!((big - by_hand).abs() < 1e-12, "{big} {by_hand}");
+        // Slower costs, a slower look.
+        let tcg = Costs::preset("tcg").unwrap();
+        assert!(look_cost_s(&m, &tcg, 64 << 20) > 10.0 * small);
     }
 
     #[test]

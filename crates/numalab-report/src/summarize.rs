@@ -749,6 +749,56 @@ mod tests {
         );
     }
 
+    /// A run that did not watch the host says why under the key figures,
+    /// with no look at all or with its first only; results.json keeps it.
+    #[test]
+    fn a_run_that_did_not_watch_the_host_says_why_under_the_key_figures() {
+        use crate::model::drift::{DriftProbe, Unwatched};
+        let mut doc = ring_report(None);
+        let why = "a look at the host's speed would take about 7.8 s here, and the 3 that estimate a drift more than a quarter of the 4 s budget (--budget 94 or more, or a smaller --size, gives them)";
+        doc.drift.unwatched = vec![Unwatched {
+            run: 1,
+            why: why.into(),
+        }];
+        doc.summary = summarize(&doc);
+        let own = doc.summary.key_intervals["local_read_gbps"];
+        let note = crate::key_table::interval_note(&doc).unwrap();
+        assert_eq!(
+            note,
+            format!("95% intervals: each measurement's own, from its repetitions, without the host's drift: {why}.")
+        );
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(json["drift"]["unwatched"][0]["run"], 1);
+        assert_eq!(check(&json), Vec::<String>::new());
+        // One look, then no more: the look is counted, and the reason given.
+        doc.drift.probes = vec![DriftProbe {
+            run: 1,
+            at_s: 0.5,
+            after: None,
+            latency_ns: 300.0,
+            read_gbps: 15.0,
+            pair_read_gbps: 14.0,
+            pair_c2c_ns: 60.0,
+        }];
+        doc.drift.unwatched[0].why = "its one look at the host's speed took 14.0 s, and the 3 that estimate a drift more than a quarter of the 80 s budget (--budget 168 or more, or a smaller --size, gives them)".into();
+        doc.drift.refresh();
+        doc.summary = summarize(&doc);
+        assert_eq!(doc.summary.key_intervals["local_read_gbps"], own);
+        let note = crate::key_table::interval_note(&doc).unwrap();
+        assert!(
+            note.ends_with("1 look at the host's speed between the parts, too few (3 at least) to add how far it drifts: its one look at the host's speed took 14.0 s, and the 3 that estimate a drift more than a quarter of the 80 s budget (--budget 168 or more, or a smaller --size, gives them)."),
+            "{note}"
+        );
+        assert_eq!(
+            check(&serde_json::to_value(&doc).unwrap()),
+            Vec::<String>::new()
+        );
+        // A report without looks and without a reason (a topology file's)
+        // says nothing of the host.
+        doc.drift = Default::default();
+        assert!(serde_json::to_value(&doc).unwrap().get("drift").is_none());
+    }
+
     #[test]
     fn questions_this_machine_cannot_answer_are_one_line() {
         let m = crate::fixture("8em64t-2s2ca2c-buggynuma.xml");

@@ -39,6 +39,7 @@ mod profile_names;
 mod real_programs;
 mod real_runtimes;
 mod report_blas;
+mod report_looks;
 mod report_plan;
 mod scaling_copies;
 mod signals;

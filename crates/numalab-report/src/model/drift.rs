@@ -184,6 +184,22 @@ pub struct HostDrift {
     /// The core-to-core probes' drift, likewise.
     #[serde(default)]
     pub c2c: Option<DriftEstimate>,
+    /// The runs that did not watch the host (their budget could not hold
+    /// [`MIN_PROBES`] looks), and why; empty when every run did (since
+    /// 1.5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unwatched: Vec<Unwatched>,
+}
+
+/// A run that did not watch the host's speed: none or only its first look
+/// fit the share of its budget looks may take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unwatched {
+    /// The report's run.
+    pub run: u32,
+    /// Why, in a sentence without its end: what a look took or would
+    /// take, and the budget that gives the looks.
+    pub why: String,
 }
 
 /// What the probes of one kind say, as results.json keeps it.
@@ -203,10 +219,10 @@ pub struct DriftEstimate {
 }
 
 impl HostDrift {
-    /// No probe was taken (a report from a topology file, or from before
-    /// probes).
+    /// No probe was taken and no run said why (a report from a topology
+    /// file, or from before probes).
     pub fn is_empty(&self) -> bool {
-        self.probes.is_empty()
+        self.probes.is_empty() && self.unwatched.is_empty()
     }
 
     /// The probes' values of `kind` that are finite and positive.

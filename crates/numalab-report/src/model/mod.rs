@@ -24,7 +24,7 @@ pub const REPORT_SCHEMA: &str = "numalab-report";
 
 /// Version of the results.json layout. Bump the major part when a key
 /// changes meaning or disappears, the minor part when keys are added.
-pub const REPORT_SCHEMA_VERSION: &str = "1.4";
+pub const REPORT_SCHEMA_VERSION: &str = "1.5";
 
 /// How thorough a report is: it sets the default budget and how much each
 /// part measures within its share of it.
