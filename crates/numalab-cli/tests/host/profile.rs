@@ -226,7 +226,10 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         "{timelines}"
     );
     match threads.len() - sampled {
-        0 => assert!(!timelines.contains("without a sampled fault"), "{timelines}"),
+        0 => assert!(
+            !timelines.contains("without a sampled fault"),
+            "{timelines}"
+        ),
         1 => assert!(
             timelines.contains("1 thread without a sampled fault has no row."),
             "{timelines}"
