@@ -167,6 +167,24 @@ pub struct DryRun {
     pub costs: Costs,
     pub parts: Vec<DryRunPart>,
     pub warnings: Vec<String>,
+    /// Whether the run would look at the host's speed between its parts
+    /// (on the live machine only; absent for a topology file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub looks: Option<DryRunLooks>,
+}
+
+/// The looks at the host's speed a run plans (`crate::session`'s rule:
+/// three of them within a quarter of the budget, judged again after the
+/// first from its own time).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DryRunLooks {
+    /// One look's predicted seconds, from the costs.
+    pub look_s: f64,
+    /// Whether the run looks (the first look's own time decides the rest).
+    pub planned: bool,
+    /// Why not, with the budget that gives them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The plan of a report of `env`'s machine with the `selected` parts and
@@ -208,6 +226,16 @@ pub fn dry_run(reg: &Registry, env: &PlanEnv, selected: &[PartName], asked: Opti
         costs: env.costs.clone(),
         parts,
         warnings: warning.into_iter().collect(),
+        looks: env.live.then(|| {
+            let bytes = crate::session::look_bytes_for(env.m, env.size as u64);
+            let look_s = crate::session::look_cost_s(env.m, env.costs, bytes);
+            let fit = crate::session::looks_fit(look_s, budget, false);
+            DryRunLooks {
+                look_s,
+                planned: fit.is_ok(),
+                reason: fit.err(),
+            }
+        }),
     }
 }
 
@@ -268,6 +296,43 @@ mod tests {
         assert!((corrected_factor(1.0, 0.0, 0.1, 100.0) - 3.0).abs() < 1e-12);
         // Nothing predicted: nothing learnt.
         assert_eq!(corrected_factor(1.7, 1.0, 0.0, 9.0), 1.7);
+    }
+
+    /// A plan of the live machine says whether its run would look at the
+    /// host (the session's rule, with the look's predicted time); a
+    /// topology file's plan has no looks.
+    #[test]
+    fn a_live_plan_says_whether_the_run_looks_at_the_host() {
+        let m = fixture("qemu-quartet-4n2c-ring.xml");
+        let costs = Costs::reference();
+        let mut env = PlanEnv {
+            m: &m,
+            mode: Mode::Quick,
+            size: 64 << 20,
+            costs: &costs,
+            live: false,
+        };
+        let c2c = [REPORT.find("c2c").unwrap()];
+        assert!(dry_run(&REPORT, &env, &c2c, Some(60.0)).looks.is_none());
+        env.live = true;
+        let look_s = crate::session::look_cost_s(&m, &costs, 64 << 20);
+        let room = dry_run(&REPORT, &env, &c2c, Some(60.0)).looks.unwrap();
+        assert_eq!(
+            (room.look_s, room.planned, room.reason),
+            (look_s, true, None)
+        );
+        let tight = dry_run(&REPORT, &env, &c2c, Some(2.0)).looks.unwrap();
+        assert!(!tight.planned);
+        assert_eq!(
+            tight.reason,
+            crate::session::looks_fit(look_s, tight_budget(&env, &c2c), false).err()
+        );
+    }
+
+    /// The budget a plan with `--budget 2` gets (raised to what the
+    /// smallest forms need).
+    fn tight_budget(env: &PlanEnv, parts: &[PartName]) -> f64 {
+        dry_run(&REPORT, env, parts, Some(2.0)).budget_s
     }
 
     #[test]

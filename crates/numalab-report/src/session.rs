@@ -326,7 +326,7 @@ const LOOK_SHARE: f64 = 0.25;
 /// measurements of a tenth of a second each.
 ///
 /// [`probe_speed`]: numalab::measure::probe::probe_speed
-fn look_cost_s(m: &Machine, costs: &Costs, bytes: usize) -> f64 {
+pub(crate) fn look_cost_s(m: &Machine, costs: &Costs, bytes: usize) -> f64 {
     let llc = m.last_level_cache_bytes().unwrap_or(32 << 20) as f64;
     let b = bytes as f64;
     let each = LOOK_MEASUREMENT_S;
@@ -343,7 +343,7 @@ fn look_cost_s(m: &Machine, costs: &Costs, bytes: usize) -> f64 {
 /// [`LOOK_SHARE`] of it (two looks show no drift). `look_s` is predicted
 /// before the first look and that look's own time after it (`taken`).
 /// `Err`: why not, with the budget that would.
-fn looks_fit(look_s: f64, budget_s: f64, taken: bool) -> Result<(), String> {
+pub(crate) fn looks_fit(look_s: f64, budget_s: f64, taken: bool) -> Result<(), String> {
     let needed = MIN_PROBES as f64 * look_s;
     if needed <= LOOK_SHARE * budget_s {
         return Ok(());
@@ -436,8 +436,13 @@ fn probe_drift(
 /// default (the user's --size, on a small or emulated machine), so that a
 /// look is no dearer than the measurements it watches.
 fn look_bytes(m: &Machine, doc: &ReportResults) -> usize {
+    look_bytes_for(m, doc.buffer_bytes)
+}
+
+/// [`look_bytes`] for parts' buffers of `buffer_bytes` (0: the default).
+pub(crate) fn look_bytes_for(m: &Machine, buffer_bytes: u64) -> usize {
     let default = numalab::measure::harness::default_buffer_bytes(m);
-    match usize::try_from(doc.buffer_bytes) {
+    match usize::try_from(buffer_bytes) {
         Ok(b) if b > 0 => b.min(default),
         _ => default,
     }

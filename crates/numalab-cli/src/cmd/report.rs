@@ -519,6 +519,15 @@ fn dry_run(a: &Args) -> CliResult {
             )?,
         }
     }
+    if let Some(l) = &plan.looks {
+        match &l.reason {
+            None => outln!(
+                "looks at the host's speed: before the first part, after the last and between parts, about {:.1} s each, within a quarter of the budget",
+                l.look_s
+            )?,
+            Some(why) => outln!("looks at the host's speed: none: {why}")?,
+        }
+    }
     for w in &plan.warnings {
         errln!("numalab: warning: {w}");
     }

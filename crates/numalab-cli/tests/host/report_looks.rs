@@ -7,9 +7,17 @@ use crate::common;
 use common::{numalab, scratch};
 use serde_json::Value;
 
-fn results(dir: &std::path::Path) -> Value {
+/// `numalab report --quick --parts c2c` with `options`, into a new folder
+/// under `test`'s scratch: the folder and its results.json.
+fn c2c_report(test: &str, options: &[&str]) -> (std::path::PathBuf, Value) {
+    let dir = scratch(test).join("r");
+    let mut args = vec!["report", "--quick", "--parts", "c2c"];
+    args.extend_from_slice(options);
+    args.extend(["-o", dir.to_str().unwrap()]);
+    let r = numalab(&args);
+    assert_eq!(r.rc, 0, "{}", r.err);
     let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    (dir, serde_json::from_str(&text).unwrap())
 }
 
 /// Small buffers make a look cheap (0.8 s here, 1.8 s beside the guest
@@ -18,22 +26,7 @@ fn results(dir: &std::path::Path) -> Value {
 /// has. Its one short part (c2c) leaves most of the budget unused.
 #[test]
 fn a_report_with_room_for_three_looks_looks_before_and_after_its_parts() {
-    let d = scratch("looks-room");
-    let dir = d.join("r");
-    let r = numalab(&[
-        "report",
-        "--quick",
-        "--parts",
-        "c2c",
-        "--size",
-        "64M",
-        "--budget",
-        "60",
-        "-o",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(r.rc, 0, "{}", r.err);
-    let doc = results(&dir);
+    let (_, doc) = c2c_report("looks-room", &["--size", "64M", "--budget", "60"]);
     let drift = &doc["drift"];
     assert!(drift.get("unwatched").is_none(), "{drift}");
     let probes = drift["probes"].as_array().unwrap();
@@ -65,20 +58,7 @@ fn a_report_with_room_for_three_looks_looks_before_and_after_its_parts() {
 /// would.
 #[test]
 fn a_report_without_room_for_three_looks_says_why_and_which_budget_gives_them() {
-    let d = scratch("looks-none");
-    let dir = d.join("r");
-    let r = numalab(&[
-        "report",
-        "--quick",
-        "--parts",
-        "c2c",
-        "--budget",
-        "2",
-        "-o",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(r.rc, 0, "{}", r.err);
-    let doc = results(&dir);
+    let (dir, doc) = c2c_report("looks-none", &["--budget", "2"]);
     let drift = &doc["drift"];
     assert_eq!(drift["probes"].as_array().unwrap().len(), 0, "{drift}");
     let unwatched = drift["unwatched"].as_array().unwrap();

@@ -27,6 +27,8 @@ fn a_topology_plan_schedules_every_applicable_part_within_the_budget() {
     let quartet = fixture("qemu-quartet-4n2c-ring.xml");
     let p = plan(&["--topology", &quartet]);
     assert_eq!(p["mode"], "default");
+    // A topology file's report measures nothing: no looks at the host.
+    assert!(p.get("looks").is_none(), "{}", p["looks"]);
     // 80 s plus 40 s per further memory node.
     assert_eq!(p["budget_s"], 200.0);
     assert_eq!(p["costs"]["source"]["preset"], "reference-vm");
@@ -229,6 +231,62 @@ fn the_live_plan_probes_costs_and_writes_nothing() {
     assert_eq!(part(&p, "sizes")["planned"], true);
     assert_eq!(part(&p, "scaling")["planned"], false);
     assert_eq!(part(&p, "scaling")["reason"], "left out with --parts");
+    // The looks at the host's speed, as the run would judge them before
+    // its first look: with 64 MiB buffers a 60 s budget's quarter holds
+    // three; a 2 s budget's does not, and the plan says which would.
+    let room = plan(&[
+        "--quick", "--parts", "c2c", "--size", "64M", "--budget", "60",
+    ]);
+    let looks = &room["looks"];
+    assert!(
+        looks["look_s"]
+            .as_f64()
+            .is_some_and(|s| s > 0.0 && s <= 5.0),
+        "{looks}"
+    );
+    assert_eq!(looks["planned"], true, "{looks}");
+    assert!(looks.get("reason").is_none(), "{looks}");
+    let out = stdout(&[
+        "report",
+        "--dry-run",
+        "--quick",
+        "--parts",
+        "c2c",
+        "--size",
+        "64M",
+        "--budget",
+        "60",
+    ]);
+    assert!(
+        out.contains("looks at the host's speed: before the first part, after the last and between parts, about "),
+        "{out}"
+    );
+    let none = plan(&[
+        "--quick", "--parts", "c2c", "--size", "64M", "--budget", "2",
+    ]);
+    let looks = &none["looks"];
+    assert_eq!(looks["planned"], false, "{looks}");
+    let why = looks["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("a look at the host's speed would take about ")
+            && why.contains("a quarter of the 2 s budget (--budget "),
+        "{why}"
+    );
+    let out = stdout(&[
+        "report",
+        "--dry-run",
+        "--quick",
+        "--parts",
+        "c2c",
+        "--budget",
+        "2",
+    ]);
+    assert!(
+        out.contains(
+            "looks at the host's speed: none: a look at the host's speed would take about "
+        ),
+        "{out}"
+    );
 }
 
 #[test]
