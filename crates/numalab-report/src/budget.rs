@@ -27,6 +27,7 @@
 //! A budget below what the smallest forms need ([`required_budget`]) is
 //! raised for the defaults and warned about when given with `--budget`.
 
+use crate::model::drift::MIN_PROBES;
 use crate::model::{CostSource, Costs, Mode, PartName, PartPlan, Work};
 use crate::plan::{default_budget, PlanEnv, RESERVE_SECONDS};
 use crate::registry::Registry;
@@ -187,6 +188,70 @@ pub struct DryRunLooks {
     pub reason: Option<String>,
 }
 
+/// Each measurement of a look, seconds.
+pub const LOOK_MEASUREMENT_S: f64 = 0.1;
+
+/// The share of a run's budget its looks at the host's speed may take. A
+/// look is not a part: its time comes out of the parts', and its cost
+/// grows with the buffers, sized by the last-level cache (a look over the
+/// 1.9 GiB buffers of a host with a 480 MiB cache took 14 s here, where
+/// `--budget 4` made a report of 35 s).
+pub const LOOK_SHARE: f64 = 0.25;
+
+/// What one look at the host's speed ([`probe_speed`], between a report's
+/// parts: `crate::session`) is expected to
+/// take on `m` with `costs`, over buffers of `bytes`: placing and faulting
+/// its buffers (the chase's, one thread's read and two threads' reads),
+/// building the chase, warming it (two last-level caches of dependent
+/// loads at most, as the latency measurement does), and four
+/// measurements of a tenth of a second each.
+///
+/// [`probe_speed`]: numalab::measure::probe::probe_speed
+pub fn look_cost_s(m: &Machine, costs: &Costs, bytes: usize) -> f64 {
+    let llc = m.last_level_cache_bytes().unwrap_or(32 << 20) as f64;
+    let b = bytes as f64;
+    let each = LOOK_MEASUREMENT_S;
+    2.0 * costs.place(b, 1)
+        + costs.place(2.0 * b, 2)
+        + costs.chase(b, llc)
+        + 2.0 * costs.measurement(each, costs.bandwidth_sample(b, 1))
+        + costs.measurement(each, costs.bandwidth_sample(b, 2))
+        + costs.measurement(each, 0.0)
+}
+
+/// Whether a run of `budget_s` looks at the host: only when the looks
+/// that estimate a drift ([`MIN_PROBES`]), at `look_s` each, fit in
+/// [`LOOK_SHARE`] of it (two looks show no drift). `look_s` is predicted
+/// before the first look and that look's own time after it (`taken`).
+/// `Err`: why not, with the budget that would.
+pub fn looks_fit(look_s: f64, budget_s: f64, taken: bool) -> Result<(), String> {
+    let needed = MIN_PROBES as f64 * look_s;
+    if needed <= LOOK_SHARE * budget_s {
+        return Ok(());
+    }
+    let look = if taken {
+        format!("its one look at the host's speed took {look_s:.1} s")
+    } else {
+        format!("a look at the host's speed would take about {look_s:.1} s here")
+    };
+    Err(format!(
+        "{look}, and the {MIN_PROBES} that estimate a drift more than a quarter of the {budget_s:.0} s budget (--budget {:.0} or more, or a smaller --size, gives them)",
+        (needed / LOOK_SHARE).ceil()
+    ))
+}
+
+/// The buffer size of a look at the host's speed, for parts' buffers of
+/// `buffer_bytes` (0: the default): the parts' where it is smaller than the
+/// default (the user's --size, on a small or emulated machine), so that a
+/// look is no dearer than the measurements it watches.
+pub fn look_bytes_for(m: &Machine, buffer_bytes: u64) -> usize {
+    let default = numalab::measure::harness::default_buffer_bytes(m);
+    match usize::try_from(buffer_bytes) {
+        Ok(b) if b > 0 => b.min(default),
+        _ => default,
+    }
+}
+
 /// The plan of a report of `env`'s machine with the `selected` parts and
 /// `--budget` `asked`.
 pub fn dry_run(reg: &Registry, env: &PlanEnv, selected: &[PartName], asked: Option<f64>) -> DryRun {
@@ -227,9 +292,9 @@ pub fn dry_run(reg: &Registry, env: &PlanEnv, selected: &[PartName], asked: Opti
         parts,
         warnings: warning.into_iter().collect(),
         looks: env.live.then(|| {
-            let bytes = crate::session::look_bytes_for(env.m, env.size as u64);
-            let look_s = crate::session::look_cost_s(env.m, env.costs, bytes);
-            let fit = crate::session::looks_fit(look_s, budget, false);
+            let bytes = look_bytes_for(env.m, env.size as u64);
+            let look_s = look_cost_s(env.m, env.costs, bytes);
+            let fit = looks_fit(look_s, budget, false);
             DryRunLooks {
                 look_s,
                 planned: fit.is_ok(),
@@ -315,7 +380,7 @@ mod tests {
         let c2c = [REPORT.find("c2c").unwrap()];
         assert!(dry_run(&REPORT, &env, &c2c, Some(60.0)).looks.is_none());
         env.live = true;
-        let look_s = crate::session::look_cost_s(&m, &costs, 64 << 20);
+        let look_s = look_cost_s(&m, &costs, 64 << 20);
         let room = dry_run(&REPORT, &env, &c2c, Some(60.0)).looks.unwrap();
         assert_eq!(
             (room.look_s, room.planned, room.reason),
@@ -325,7 +390,7 @@ mod tests {
         assert!(!tight.planned);
         assert_eq!(
             tight.reason,
-            crate::session::looks_fit(look_s, tight_budget(&env, &c2c), false).err()
+            looks_fit(look_s, tight_budget(&env, &c2c), false).err()
         );
     }
 

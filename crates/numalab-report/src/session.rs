@@ -11,8 +11,8 @@
 //! last in the registry) and keep their deadline exactly, absorbing what the
 //! earlier parts over- or under-ran.
 
-use crate::budget::{allocate, corrected_factor, plan_part};
-use crate::model::drift::{DriftProbe, Unwatched, MIN_PROBES};
+use crate::budget::{allocate, corrected_factor, look_cost_s, looks_fit, plan_part, LOOK_SHARE};
+use crate::model::drift::{DriftProbe, Unwatched};
 use crate::model::{Costs, Measured, Mode, PartName, REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
 use crate::part::{PartContext, PartResult, Progress};
 use crate::plan::{PlanEnv, RESERVE_SECONDS};
@@ -308,57 +308,6 @@ const PROBE_GAP_S: f64 = 5.0;
 /// more of the run watching the host than measuring it.
 const PROBE_GAP_LOOKS: f64 = 5.0;
 
-/// Each measurement of a look, seconds.
-const LOOK_MEASUREMENT_S: f64 = 0.1;
-
-/// The share of a run's budget its looks at the host's speed may take. A
-/// look is not a part: its time comes out of the parts', and its cost
-/// grows with the buffers, sized by the last-level cache (a look over the
-/// 1.9 GiB buffers of a host with a 480 MiB cache took 14 s here, where
-/// `--budget 4` made a report of 35 s).
-const LOOK_SHARE: f64 = 0.25;
-
-/// What one look at the host's speed ([`probe_speed`]) is expected to
-/// take on `m` with `costs`, over buffers of `bytes`: placing and faulting
-/// its buffers (the chase's, one thread's read and two threads' reads),
-/// building the chase, warming it (two last-level caches of dependent
-/// loads at most, as the latency measurement does), and four
-/// measurements of a tenth of a second each.
-///
-/// [`probe_speed`]: numalab::measure::probe::probe_speed
-pub(crate) fn look_cost_s(m: &Machine, costs: &Costs, bytes: usize) -> f64 {
-    let llc = m.last_level_cache_bytes().unwrap_or(32 << 20) as f64;
-    let b = bytes as f64;
-    let each = LOOK_MEASUREMENT_S;
-    2.0 * costs.place(b, 1)
-        + costs.place(2.0 * b, 2)
-        + costs.chase(b, llc)
-        + 2.0 * costs.measurement(each, costs.bandwidth_sample(b, 1))
-        + costs.measurement(each, costs.bandwidth_sample(b, 2))
-        + costs.measurement(each, 0.0)
-}
-
-/// Whether a run of `budget_s` looks at the host: only when the looks
-/// that estimate a drift ([`MIN_PROBES`]), at `look_s` each, fit in
-/// [`LOOK_SHARE`] of it (two looks show no drift). `look_s` is predicted
-/// before the first look and that look's own time after it (`taken`).
-/// `Err`: why not, with the budget that would.
-pub(crate) fn looks_fit(look_s: f64, budget_s: f64, taken: bool) -> Result<(), String> {
-    let needed = MIN_PROBES as f64 * look_s;
-    if needed <= LOOK_SHARE * budget_s {
-        return Ok(());
-    }
-    let look = if taken {
-        format!("its one look at the host's speed took {look_s:.1} s")
-    } else {
-        format!("a look at the host's speed would take about {look_s:.1} s here")
-    };
-    Err(format!(
-        "{look}, and the {MIN_PROBES} that estimate a drift more than a quarter of the {budget_s:.0} s budget (--budget {:.0} or more, or a smaller --size, gives them)",
-        (needed / LOOK_SHARE).ceil()
-    ))
-}
-
 /// When the report last looked at the host's speed, how long that look
 /// took, and how long all its looks took; `off` when this run does not
 /// look ([`looks_fit`]).
@@ -414,7 +363,7 @@ fn probe_drift(
         return;
     }
     let bytes = look_bytes(m, doc);
-    let each = std::time::Duration::from_secs_f64(LOOK_MEASUREMENT_S);
+    let each = std::time::Duration::from_secs_f64(crate::budget::LOOK_MEASUREMENT_S);
     let started = Instant::now();
     let speed = numalab::measure::probe::probe_speed(m, cpu, isa, bytes, each);
     looks.last = Some(Instant::now());
@@ -436,16 +385,7 @@ fn probe_drift(
 /// default (the user's --size, on a small or emulated machine), so that a
 /// look is no dearer than the measurements it watches.
 fn look_bytes(m: &Machine, doc: &ReportResults) -> usize {
-    look_bytes_for(m, doc.buffer_bytes)
-}
-
-/// [`look_bytes`] for parts' buffers of `buffer_bytes` (0: the default).
-pub(crate) fn look_bytes_for(m: &Machine, buffer_bytes: u64) -> usize {
-    let default = numalab::measure::harness::default_buffer_bytes(m);
-    match usize::try_from(buffer_bytes) {
-        Ok(b) if b > 0 => b.min(default),
-        _ => default,
-    }
+    crate::budget::look_bytes_for(m, doc.buffer_bytes)
 }
 
 /// Records a new run of the report; returns its number.

@@ -246,17 +246,13 @@ fn the_live_plan_probes_costs_and_writes_nothing() {
     );
     assert_eq!(looks["planned"], true, "{looks}");
     assert!(looks.get("reason").is_none(), "{looks}");
-    let out = stdout(&[
-        "report",
-        "--dry-run",
-        "--quick",
-        "--parts",
-        "c2c",
-        "--size",
-        "64M",
-        "--budget",
-        "60",
-    ]);
+    // The plan's text with `options` after `--dry-run --quick --parts c2c`.
+    let text = |options: &[&str]| {
+        let mut args = vec!["report", "--dry-run", "--quick", "--parts", "c2c"];
+        args.extend_from_slice(options);
+        stdout(&args)
+    };
+    let out = text(&["--size", "64M", "--budget", "60"]);
     assert!(
         out.contains("looks at the host's speed: before the first part, after the last and between parts, about "),
         "{out}"
@@ -272,15 +268,7 @@ fn the_live_plan_probes_costs_and_writes_nothing() {
             && why.contains("a quarter of the 2 s budget (--budget "),
         "{why}"
     );
-    let out = stdout(&[
-        "report",
-        "--dry-run",
-        "--quick",
-        "--parts",
-        "c2c",
-        "--budget",
-        "2",
-    ]);
+    let out = text(&["--budget", "2"]);
     assert!(
         out.contains(
             "looks at the host's speed: none: a look at the host's speed would take about "
