@@ -174,9 +174,9 @@ pub struct DryRun {
     pub looks: Option<DryRunLooks>,
 }
 
-/// The looks at the host's speed a run plans (`crate::session`'s rule:
-/// three of them within a quarter of the budget, judged again after the
-/// first from its own time).
+/// The looks at the host's speed a run plans ([`looks_fit`]: three of
+/// them within a quarter of the budget, judged again after the first from
+/// its own time).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DryRunLooks {
     /// One look's predicted seconds, from the costs.
@@ -198,9 +198,9 @@ pub const LOOK_MEASUREMENT_S: f64 = 0.1;
 /// `--budget 4` made a report of 35 s).
 pub const LOOK_SHARE: f64 = 0.25;
 
-/// What one look at the host's speed ([`probe_speed`], between a report's
-/// parts: `crate::session`) is expected to
-/// take on `m` with `costs`, over buffers of `bytes`: placing and faulting
+/// What one look at the host's speed between a report's parts
+/// ([`probe_speed`]) is expected to take on `m` with `costs`, over buffers
+/// of `bytes`: placing and faulting
 /// its buffers (the chase's, one thread's read and two threads' reads),
 /// building the chase, warming it (two last-level caches of dependent
 /// loads at most, as the latency measurement does), and four

@@ -11,7 +11,9 @@
 //! last in the registry) and keep their deadline exactly, absorbing what the
 //! earlier parts over- or under-ran.
 
-use crate::budget::{allocate, corrected_factor, look_cost_s, looks_fit, plan_part, LOOK_SHARE};
+use crate::budget::{
+    allocate, corrected_factor, look_bytes_for, look_cost_s, looks_fit, plan_part, LOOK_SHARE,
+};
 use crate::model::drift::{DriftProbe, Unwatched};
 use crate::model::{Costs, Measured, Mode, PartName, REPORT_SCHEMA, REPORT_SCHEMA_VERSION};
 use crate::part::{PartContext, PartResult, Progress};
@@ -215,22 +217,17 @@ pub fn run(
     let mut interrupted = false;
     let mut looks = DriftLooks::default();
     if !todo.is_empty() && m.is_live() {
-        let predicted = look_cost_s(m, &costs, look_bytes(m, doc));
-        match looks_fit(predicted, budget_s, false) {
-            Ok(()) => {
-                probe_drift(m, isa, doc, run_no, t0, None, &mut looks);
-                // The first look's real time decides the others: the
-                // costs probed on small buffers can miss what large ones
-                // cost (a last-level cache larger than the probe's buffer).
-                if let Err(why) = looks_fit(looks.took_s, budget_s, true) {
-                    looks.off = true;
-                    doc.drift.unwatched.push(Unwatched { run: run_no, why });
-                }
-            }
-            Err(why) => {
-                looks.off = true;
-                doc.drift.unwatched.push(Unwatched { run: run_no, why });
-            }
+        let predicted = look_cost_s(m, &costs, look_bytes_for(m, doc.buffer_bytes));
+        // The first look's real time decides the others: the costs probed
+        // on small buffers can miss what large ones cost (a last-level
+        // cache larger than the probe's buffer).
+        let verdict = looks_fit(predicted, budget_s, false).and_then(|()| {
+            probe_drift(m, isa, doc, run_no, t0, None, &mut looks);
+            looks_fit(looks.took_s, budget_s, true)
+        });
+        if let Err(why) = verdict {
+            looks.off = true;
+            doc.drift.unwatched.push(Unwatched { run: run_no, why });
         }
     }
     for (i, &p) in todo.iter().enumerate() {
@@ -362,7 +359,7 @@ fn probe_drift(
     if !m.is_live() || cancel::requested() {
         return;
     }
-    let bytes = look_bytes(m, doc);
+    let bytes = look_bytes_for(m, doc.buffer_bytes);
     let each = std::time::Duration::from_secs_f64(crate::budget::LOOK_MEASUREMENT_S);
     let started = Instant::now();
     let speed = numalab::measure::probe::probe_speed(m, cpu, isa, bytes, each);
@@ -379,13 +376,6 @@ fn probe_drift(
         pair_c2c_ns: speed.pair_c2c_ns,
     });
     doc.drift.refresh();
-}
-
-/// The buffer size of a look: the parts' where it is smaller than the
-/// default (the user's --size, on a small or emulated machine), so that a
-/// look is no dearer than the measurements it watches.
-fn look_bytes(m: &Machine, doc: &ReportResults) -> usize {
-    crate::budget::look_bytes_for(m, doc.buffer_bytes)
 }
 
 /// Records a new run of the report; returns its number.
