@@ -399,14 +399,28 @@ impl Refiner {
         let mut order: Vec<usize> = (0..self.lines.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.lines[i].rank()));
         let rest = order.split_off(BEST_LINES.min(order.len()));
-        let other = rest.iter().copied().min_by_key(|&i| {
-            (
-                self.lines[i].watched,
-                std::cmp::Reverse(self.lines[i].rank()),
-            )
-        });
+        // A line whose every-word rounds began finishes them, the best
+        // ranked first: a clean clone's guest watched D's line once, its
+        // second writer not running in that window, and then always
+        // newer lines as the least watched, so the line was never found
+        // falsely shared.
+        let unfinished = rest
+            .iter()
+            .copied()
+            .filter(|&i| (1..EVERY_WORD_ROUNDS).contains(&self.lines[i].watched))
+            .max_by_key(|&i| self.lines[i].rank());
+        let other = rest
+            .iter()
+            .copied()
+            .filter(|&i| Some(i) != unfinished)
+            .min_by_key(|&i| {
+                (
+                    self.lines[i].watched,
+                    std::cmp::Reverse(self.lines[i].rank()),
+                )
+            });
         self.round.clear();
-        for i in order.into_iter().chain(other) {
+        for i in order.into_iter().chain(unfinished).chain(other) {
             let l = &mut self.lines[i];
             let all = l.watched < EVERY_WORD_ROUNDS;
             l.watched += 1;
@@ -856,6 +870,40 @@ mod tests {
         r.lines[0].saw_thread(225);
         r.lines[0].saw_thread(223);
         assert_eq!(r.threads_seen_on_page(line), [223, 225]);
+    }
+
+    #[test]
+    fn a_line_finishes_its_every_word_rounds_behind_better_and_newer_lines() {
+        // Two lines ranked above D (written from two nodes), D (written
+        // from one, read from two), and ten newer lines no round watched
+        // yet, each least watched in its turn.
+        let d = 0x6000_0000;
+        let mut lines: Vec<(u64, u8, &[u32])> =
+            vec![(0x1000, 1, &[]), (0x2000, 1, &[]), (d, 1, &[])];
+        lines.extend((0..10).map(|k| (0x10_0000 + k * 0x1000, 1u8, &[][..])));
+        let mut r = refiner(&lines);
+        for best in 0..2 {
+            r.lines[best].writers = 0b11;
+        }
+        r.lines[2].writers = 0b1;
+        r.lines[2].nodes = 0b11;
+        let mut d_all = 0;
+        for round in 0..EVERY_WORD_ROUNDS + 1 {
+            assert!(r.new_round());
+            // The best two and at most two more lines a round.
+            let lines_in: std::collections::BTreeSet<u64> =
+                r.round.iter().map(|p| p.words[0] & !(LINE - 1)).collect();
+            assert!(lines_in.len() <= 4, "round {round}: {lines_in:x?}");
+            let d_words: Vec<&Pair> = r
+                .round
+                .iter()
+                .filter(|p| p.words[0] & !(LINE - 1) == d)
+                .collect();
+            if d_words.len() == 4 && d_words.iter().all(|p| p.every_thread) {
+                d_all += 1;
+            }
+        }
+        assert_eq!(d_all, EVERY_WORD_ROUNDS, "D's every-word rounds");
     }
 
     #[test]
