@@ -130,6 +130,10 @@ pub struct Cost {
     /// The target share of the program's CPU time in millionths; `None`:
     /// a fixed rate.
     pub target_ppm: Option<u32>,
+    /// How many threads ran in step, in thousandths (see the library's
+    /// `cost::in_step`): the controller kept the cost to the target over
+    /// it. `None`: a library before it was measured (0 in the record).
+    pub in_step_milli: Option<u32>,
     pub time_ns: u64,
 }
 
@@ -142,6 +146,7 @@ impl Cost {
             rate: r.node.max(0) as u32,
             kernel_ns_per_fault: r.flags,
             target_ppm: (r.cpu != u32::MAX).then_some(r.cpu),
+            in_step_milli: (r.aux != 0).then_some(r.aux),
             time_ns: r.time_ns,
         })
     }
@@ -153,7 +158,7 @@ impl Cost {
             cpu: self.target_ppm.map_or(u32::MAX, |t| t.min(u32::MAX - 1)),
             node: self.rate.min(i32::MAX as u32) as i32,
             flags: self.kernel_ns_per_fault,
-            aux: 0,
+            aux: self.in_step_milli.unwrap_or(0),
             addr: self.spent_ns,
             size: self.program_ns,
             time_ns: self.time_ns,
@@ -608,21 +613,17 @@ mod tests {
             rate: 500,
             kernel_ns_per_fault: 900,
             target_ppm: Some(10_000),
+            in_step_milli: Some(1894),
             time_ns: 11,
         };
         assert_eq!(Cost::from_record(&cost.to_record()), Some(cost));
-        assert_eq!(
-            Cost::from_record(
-                &Cost {
-                    target_ppm: None,
-                    ..cost
-                }
-                .to_record()
-            )
-            .unwrap()
-            .target_ppm,
-            None
-        );
+        // A fixed rate; a library that did not count threads in step.
+        let older = Cost {
+            target_ppm: None,
+            in_step_milli: None,
+            ..cost
+        };
+        assert_eq!(Cost::from_record(&older.to_record()), Some(older));
         let frame = Frame {
             tid: 5,
             key: KEY_BIT_SMALL | 17,

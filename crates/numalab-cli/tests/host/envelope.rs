@@ -145,7 +145,7 @@ fn the_commands_that_printed_bare_json_print_the_envelope() {
     let at = pr.err.find("{\n").expect("profile --json on stderr");
     let end = pr.err.rfind("\n}").expect("the end of the JSON") + 2;
     let printed = parse_json(&pr.err[at..end], "profile --json");
-    envelope(&printed, "profile", "2.8");
+    envelope(&printed, "profile", "2.9");
     assert_eq!(printed["program"], serde_json::json!(["true"]));
     let enveloped = d.join("enveloped.json");
     std::fs::write(&enveloped, &pr.err[at..end]).unwrap();

@@ -56,7 +56,7 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         "--json prints the profile on stderr: {}",
         r.err
     );
-    assert_eq!(v["schema_version"], "2.8");
+    assert_eq!(v["schema_version"], "2.9");
     // The command's own time: within numalab's, which adds its start and
     // the analysis.
     let ran = v["ran_for_s"].as_f64().unwrap();
@@ -81,6 +81,11 @@ fn an_array_read_by_two_threads_is_one_region_with_its_site_pages_and_threads() 
         text.contains(&format!("; {armed:.0} pages armed a second")),
         "{text}"
     );
+    // Two readers that never wait for each other (the main thread joins
+    // them once): no thread in step, whatever the host's load.
+    let in_step = c["in_step"].as_f64().unwrap();
+    assert!((1.0..1.05).contains(&in_step), "{c}");
+    assert!(!text.contains("threads in step"), "{text}");
     assert_eq!(v["min_bytes"], 65536);
     let regions = v["regions"].as_array().unwrap();
     let a = &regions[0];

@@ -214,6 +214,21 @@ pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
+/// The voluntary context switches (a wait that blocked: a lock, a
+/// barrier, a read) of `who`: `RUSAGE_SELF`, every thread of the process,
+/// ended ones too; `RUSAGE_THREAD`, the calling thread. 0 when refused.
+pub fn voluntary_switches(who: i32) -> u64 {
+    // SAFETY: getrusage writes one rusage into a zeroed one.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let r = unsafe { libc::syscall(libc::SYS_getrusage, who, &mut ru) };
+    if r == 0 {
+        ru.ru_nvcsw as u64
+    } else {
+        0
+    }
+}
+
 /// CPU time on `clock` (a thread's CPU-time clock), in ns.
 pub fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
     clock_ns(clock)

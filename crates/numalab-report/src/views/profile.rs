@@ -168,8 +168,11 @@ pub(super) fn sampling_line(p: &Profile) -> String {
     };
     let how = match c.target_percent {
         Some(t) => format!(
-            "adaptive to {t}% of the program's CPU time, {}–{} pages a second (last {})",
-            c.min_rate, c.max_rate, c.final_rate
+            "adaptive to {t}% of the program's CPU time{}, {}–{} pages a second (last {})",
+            in_step_words(c),
+            c.min_rate,
+            c.max_rate,
+            c.final_rate
         ),
         None => format!("{} pages a second, fixed", c.final_rate),
     };
@@ -186,6 +189,20 @@ pub(super) fn sampling_line(p: &Profile) -> String {
         .map_or(String::new(), |d| format!(", for the first {d} s"));
     let armed = armed_words(c).map_or(String::new(), |a| format!("; {a}"));
     format!("sampling: {how}{window}{armed}{spent}")
+}
+
+/// What the target was a share of where the program's threads ran in
+/// step (a delay of one holds up the others): its CPU time over them,
+/// which is its wall time when every busy thread is in step. Empty under
+/// 1.05 threads, or from a library that did not measure it.
+pub fn in_step_words(c: &numalab::profile::SamplingCost) -> String {
+    match c.in_step {
+        Some(k) if k >= 1.05 => format!(
+            " over its {k:.1} threads in step (busy, and waiting for each other often: a \
+             delay of one holds up the others)"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The pages armed a second, as the run got them; with a fixed rate that
@@ -783,6 +800,7 @@ mod tests {
             min_rate: 1,
             max_rate: 1,
             armed_per_s: None,
+            in_step: None,
         };
         assert_eq!(
             cost_words(&c(15.0, 1000.0)).unwrap(),
@@ -814,6 +832,7 @@ mod tests {
             min_rate: 20000,
             max_rate: 20000,
             armed_per_s: armed,
+            in_step: None,
         };
         assert_eq!(
             armed_words(&c(None, Some(9712.4))).unwrap(),
@@ -834,7 +853,32 @@ mod tests {
         assert_eq!(armed_words(&c(None, Some(0.0))), None);
     }
 
-    use super::{armed_words, cost_words, head_and_tail, shown_sites};
+    /// Threads in step are said beside the target from 1.05 up.
+    #[test]
+    fn the_target_is_said_over_the_threads_in_step() {
+        let c = |in_step: Option<f64>| numalab::profile::SamplingCost {
+            target_percent: Some(0.5),
+            spent_ms: 1.0,
+            program_cpu_ms: 100.0,
+            estimated_percent: Some(1.0),
+            kernel_us_per_fault: 1.0,
+            us_per_sample: None,
+            final_rate: 49,
+            min_rate: 49,
+            max_rate: 500,
+            armed_per_s: None,
+            in_step,
+        };
+        assert_eq!(
+            in_step_words(&c(Some(1.94))),
+            " over its 1.9 threads in step (busy, and waiting for each other often: a delay of \
+             one holds up the others)"
+        );
+        assert_eq!(in_step_words(&c(Some(1.04))), "");
+        assert_eq!(in_step_words(&c(None)), "");
+    }
+
+    use super::{armed_words, cost_words, head_and_tail, in_step_words, shown_sites};
     use numalab::profile::record::{name_words, Kind, Record};
     use numalab::profile::{build, StaticObject, Symbolizer};
 

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the profile's JSON (docs/profile.md).
-pub const SCHEMA_VERSION: &str = "2.8";
+pub const SCHEMA_VERSION: &str = "2.9";
 
 /// Sampled accesses by (CPU node of the thread, memory node of the page).
 pub type AccessMatrix = BTreeMap<u32, BTreeMap<u32, u64>>;
@@ -306,6 +306,13 @@ pub struct SamplingCost {
     /// late (a busy machine): base64 at `--rate 20000` got about half.
     #[serde(default)]
     pub armed_per_s: Option<f64>,
+    /// How many threads ran in step over the run, weighed by the
+    /// program's CPU time (since 2.9; `None` from an older library, or
+    /// several processes): busy threads that wait for each other often,
+    /// so that a delay of one holds up the others. The rate and word
+    /// counting kept their cost to the target over it.
+    #[serde(default)]
+    pub in_step: Option<f64>,
 }
 
 /// What a profiled run found.
@@ -724,7 +731,26 @@ fn sampling_cost(costs: &[Cost], faults: u64, armed: Option<u64>) -> Option<Samp
         armed_per_s: armed
             .filter(|_| ran_s >= MIN_RATE_SPAN_S)
             .map(|a| a as f64 / ran_s),
+        in_step: armed.and_then(|_| in_step_over_run(costs)),
     })
+}
+
+/// The threads in step over the run: each Cost record's count weighed by
+/// the program's CPU time since the record before (it moves from window
+/// to window as the program's threads meet more or less often). `None`
+/// when the records do not carry it (an older library).
+fn in_step_over_run(costs: &[Cost]) -> Option<f64> {
+    let (mut weighed, mut time) = (0.0, 0.0);
+    for pair in costs.windows(2) {
+        let k = pair[1].in_step_milli? as f64 / 1e3;
+        let t = pair[1].program_ns.saturating_sub(pair[0].program_ns) as f64;
+        weighed += k * t;
+        time += t;
+    }
+    match (time > 0.0, costs.last()?.in_step_milli) {
+        (true, _) => Some(weighed / time),
+        (false, last) => last.map(|k| k as f64 / 1e3),
+    }
 }
 
 /// The shortest sampling time an armed rate is given for: over less, a
@@ -1060,15 +1086,37 @@ mod tests {
             rate,
             kernel_ns_per_fault: 2000,
             target_ppm: None,
+            in_step_milli: Some(1000 + t_ms as u32),
             time_ns: 5_000_000_000 + t_ms * 1_000_000,
         };
-        // 2000 asked, 500 armed over 0.5 s: 1000 a second.
+        // 2000 asked, 500 armed over 0.5 s: 1000 a second; the threads in
+        // step the last record's.
         let c = sampling_cost(&[cost(2000, 0), cost(2000, 500)], 400, Some(500)).unwrap();
         assert_eq!(c.armed_per_s, Some(1000.0));
+        assert_eq!(c.in_step, Some(1.5));
+        // Over several records, each weighed by the program's time since
+        // the one before: 1.2 over 100 ms, then 1.8 over 300 ms.
+        let at = |program_ms: u64, milli: u32| Cost {
+            program_ns: program_ms * 1_000_000,
+            in_step_milli: Some(milli),
+            ..cost(2000, program_ms)
+        };
+        let c = sampling_cost(&[at(0, 1000), at(100, 1200), at(400, 1800)], 1, Some(9)).unwrap();
+        assert!((c.in_step.unwrap() - 1.65).abs() < 1e-9, "{:?}", c.in_step);
+        // One record: its own; a record not carrying it: none.
+        let c = sampling_cost(&[at(0, 1300)], 1, Some(9)).unwrap();
+        assert_eq!(c.in_step, Some(1.3));
+        let older = Cost {
+            in_step_milli: None,
+            ..at(100, 0)
+        };
+        let c = sampling_cost(&[at(0, 1300), older], 1, Some(9)).unwrap();
+        assert_eq!(c.in_step, None);
         assert_eq!((c.min_rate, c.final_rate), (2000, 2000));
-        // Several processes' records: no one span.
+        // Several processes' records: no one span, and no one program's
+        // threads.
         let c = sampling_cost(&[cost(2000, 0), cost(2000, 500)], 400, None).unwrap();
-        assert_eq!(c.armed_per_s, None);
+        assert_eq!((c.armed_per_s, c.in_step), (None, None));
         // Under 20 ms: a tick more or less would swing it.
         let c = sampling_cost(&[cost(2000, 0), cost(2000, 19)], 4, Some(30)).unwrap();
         assert_eq!(c.armed_per_s, None);
