@@ -15,7 +15,8 @@
 # plain run; target <= 1.03) with its 95% moving-block bootstrap interval (neighbouring rounds
 # resampled together: they share the host's state) and the spread of the rounds, the
 # library-only ratio with its interval and CPU-time ratio, the whole command's ratio, the cost
-# the library measured itself, whether the program's output was the same, and "targets met:
+# the library measured itself (and the threads in step it kept that cost over, profile.json's
+# cost.in_step), whether the program's output was the same, and "targets met:
 # X of Y". The library-only run pays what `numalab profile` pays before the program starts:
 # on a virtual machine the first per-thread perf event after a second without one holds its
 # process 5-25 ms (the kernel turns on its context-switch hooks), which `numalab profile`'s own
@@ -77,7 +78,10 @@ with open(sys.argv[1], "wb") as f:
         f.write(line + b"\n" + (os.urandom(16).hex().encode() + b"\n" if r.random() < 0.1 else b""))
 PY
 
-# name|command (run in $work; its stdout is compared between plain and profiled)
+# name|command (run in $work, split into words, with no shell: a shell between
+# would load the library too, and a profile of two processes has no one
+# program's rate or threads in step; its stdout is compared between plain
+# and profiled)
 workloads=()
 case "$WORKLOAD" in truth|all) workloads+=("profile_truth, $(nproc) threads, $PASSES passes|./truth $PASSES") ;; esac
 case "$WORKLOAD" in xz|all) workloads+=("xz -T2 -6, $XZ_MIB MiB|xz -T2 -6 -c data") ;; esac
@@ -110,16 +114,18 @@ for w in "${workloads[@]}"; do
             # Wall and CPU (user + system) seconds of the run, by bash's
             # own `time` (the command's stderr goes nowhere).
             TIMEFORMAT='%R %U %S'
+            # $cmd unquoted on purpose: split into the program and its arguments.
+            # shellcheck disable=SC2086
             {
                 time case $mode in
-                    plain) (cd "$work" && sh -c "$cmd" > "$work/out.$mode" 2>/dev/null) ;;
-                    sampled) (cd "$work" && NUMALAB_PROFILE_OUT="$work/rec" LD_PRELOAD="$LIB" sh -c "$cmd" > "$work/out.$mode" 2>/dev/null) ;;
-                    profiled) (cd "$work" && "$BIN" profile -o "$work/prof" -- sh -c "$cmd" > "$work/out.$mode" 2>/dev/null) ;;
+                    plain) (cd "$work" && $cmd > "$work/out.$mode" 2>/dev/null) ;;
+                    sampled) (cd "$work" && NUMALAB_PROFILE_OUT="$work/rec" LD_PRELOAD="$LIB" $cmd > "$work/out.$mode" 2>/dev/null) ;;
+                    profiled) (cd "$work" && "$BIN" profile -o "$work/prof" -- $cmd > "$work/out.$mode" 2>/dev/null) ;;
                 esac
             } 2> "$work/time"
             read -r wall user sys < "$work/time"
             cpu=$(python3 -c "print($user + $sys)")
-            samples="0 0 0"
+            samples="0 0 0 0"
             if [ "$mode" = profiled ]; then
                 # Samples, and the share of CPU time the library measured
                 # it spent (its own estimate, beside the wall-clock ratio).
@@ -127,13 +133,13 @@ for w in "${workloads[@]}"; do
 import json, sys
 p = json.load(open(sys.argv[1]))
 c = p.get("cost") or {}
-print(p["samples"], "%.2f" % (c.get("estimated_percent") or 0), p.get("ran_for_s") or 0)
+print(p["samples"], "%.2f" % (c.get("estimated_percent") or 0), p.get("ran_for_s") or 0, c.get("in_step") or 0)
 PY
 )
             fi
             echo "$round $mode $wall $cpu $samples" >> "$work/times"
             # Each run on stderr as it ends: a run cut short keeps its rounds.
-            echo "round $round $mode: $wall s wall, $cpu s CPU, samples, cost and the program's time under the profile: $samples" >&2
+            echo "round $round $mode: $wall s wall, $cpu s CPU, samples, cost, the program's time under the profile and its threads in step: $samples" >&2
         done
         # Addresses (ASLR) and thread ids differ from run to run: compare the rest.
         same() { grep -av -e 0x -e 'thread [0-9]' "$1"; }
@@ -144,18 +150,19 @@ PY
     row=$(python3 - "$work/times" "$name" <<'PY'
 import random, statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-by_round, samples, est, ran = {}, [], [], {}
+by_round, samples, est, ran, steps = {}, [], [], {}, []
 same = True
 for row in rows:
     if row[1] == "differs":
         same = False
         continue
-    r, mode, wall, cpu, n, pct, ran_for = row
+    r, mode, wall, cpu, n, pct, ran_for, in_step = row
     by_round.setdefault(r, {})[mode] = (float(wall), float(cpu))
     if mode == "profiled":
         samples.append(int(n))
         est.append(float(pct))
         ran[r] = float(ran_for)
+        steps.append(float(in_step))
 if not all(ran.values()):
     sys.exit("profile.json has no ran_for_s: measure a numalab that writes it (profile schema 2.3)")
 # In the order they ran: the interval below resamples neighbours together.
@@ -210,7 +217,9 @@ elif lo > 1.03:
 else:
     verdict = "CANNOT TELL"
 word = {"MET": "yes", "MISSED": "no", "CANNOT TELL": "cannot tell"}[verdict]
-print(f"| {sys.argv[2]} | {med('plain'):.3f} | {statistics.median(ran.values()):.3f} | {ratio:.3f} | {lo:.3f}–{hi:.3f} | {min(wall):.3f}–{max(wall):.3f} | {statistics.median(alone):.3f} ({alo:.3f}–{ahi:.3f}) | {statistics.median(cpu):.3f} | {whole:.3f} | {int(statistics.median(samples))} | {statistics.median(est):.2f}% | {'yes' if same else 'NO'} | <= 1.03 | {word} |")
+# The threads in step the library kept its cost over (profile.json cost.in_step).
+step_note = " (%.1f in step)" % statistics.median(steps) if any(steps) else ""
+print(f"| {sys.argv[2]} | {med('plain'):.3f} | {statistics.median(ran.values()):.3f} | {ratio:.3f} | {lo:.3f}–{hi:.3f} | {min(wall):.3f}–{max(wall):.3f} | {statistics.median(alone):.3f} ({alo:.3f}–{ahi:.3f}) | {statistics.median(cpu):.3f} | {whole:.3f} | {int(statistics.median(samples))} | {statistics.median(est):.2f}%{step_note} | {'yes' if same else 'NO'} | <= 1.03 | {word} |")
 # Streaks beyond chance (lag-1 correlation above 2/sqrt(n), about a 5%
 # test): said under the table, since blocks of BLOCK rounds may be too
 # short for them.
