@@ -269,11 +269,8 @@ impl Controller {
         let t = totals();
         let (spent, small, words, program) = self.shares(&t, &self.last);
         self.last = t;
-        let (blocks, armed) = (program_blocks(), ARMED_TOTAL.load(SeqCst) as u64);
-        let ours = WAITS_PER_ARMED_PAGE.saturating_mul(armed.saturating_sub(self.armed_at));
-        let meetings = blocks.saturating_sub(self.blocks_at).saturating_sub(ours);
+        let meetings = self.meetings();
         self.follow_steps(program, wall, meetings);
-        (self.blocks_at, self.armed_at) = (blocks, armed);
         // From here the program's time is what the target is a share of:
         // its CPU time over the threads that run in step.
         let program = self.held(program);
@@ -320,6 +317,16 @@ impl Controller {
         );
         self.in_step = (self.in_step + k) / 2.0;
         IN_STEP_MILLI.store((self.in_step * 1000.0).round() as u64, SeqCst);
+    }
+
+    /// The program's waits since the last window that were no waits for
+    /// sampling ([`WAITS_PER_ARMED_PAGE`] a page armed meanwhile).
+    fn meetings(&mut self) -> u64 {
+        let (blocks, armed) = (program_blocks(), ARMED_TOTAL.load(SeqCst) as u64);
+        let ours = WAITS_PER_ARMED_PAGE.saturating_mul(armed.saturating_sub(self.armed_at));
+        let waits = blocks.saturating_sub(self.blocks_at);
+        (self.blocks_at, self.armed_at) = (blocks, armed);
+        waits.saturating_sub(ours)
     }
 
     /// The program's `program` ns of CPU time over the threads in step.

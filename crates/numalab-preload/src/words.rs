@@ -391,13 +391,9 @@ struct Usage {
 /// The calling thread's usage so far, by the system call itself: safe in
 /// the turn's signal handler.
 fn own_usage() -> Usage {
-    // SAFETY: getrusage writes one rusage.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_THREAD is the calling thread.
-    let r = unsafe { libc::syscall(libc::SYS_getrusage, libc::RUSAGE_THREAD, &mut ru) };
-    if r != 0 {
+    let Some(ru) = sys::usage(libc::RUSAGE_THREAD) else {
         return Usage::default();
-    }
+    };
     Usage {
         switches: (ru.ru_nvcsw as u64).saturating_add(ru.ru_nivcsw as u64),
         blocked: ru.ru_nvcsw as u64,

@@ -214,19 +214,21 @@ pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
-/// The voluntary context switches (a wait that blocked: a lock, a
-/// barrier, a read) of `who`: `RUSAGE_SELF`, every thread of the process,
-/// ended ones too; `RUSAGE_THREAD`, the calling thread. 0 when refused.
-pub fn voluntary_switches(who: i32) -> u64 {
+/// The usage of `who` so far, by the system call itself (safe in a
+/// signal handler): `RUSAGE_SELF`, every thread of the process, ended
+/// ones too; `RUSAGE_THREAD`, the calling thread. `None` when refused.
+pub fn usage(who: i32) -> Option<libc::rusage> {
     // SAFETY: getrusage writes one rusage into a zeroed one.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     let r = unsafe { libc::syscall(libc::SYS_getrusage, who, &mut ru) };
-    if r == 0 {
-        ru.ru_nvcsw as u64
-    } else {
-        0
-    }
+    (r == 0).then_some(ru)
+}
+
+/// The voluntary context switches (a wait that blocked: a lock, a
+/// barrier, a read) of `who` ([`usage`]); 0 when refused.
+pub fn voluntary_switches(who: i32) -> u64 {
+    usage(who).map_or(0, |ru| ru.ru_nvcsw as u64)
 }
 
 /// CPU time on `clock` (a thread's CPU-time clock), in ns.

@@ -747,10 +747,12 @@ fn in_step_over_run(costs: &[Cost]) -> Option<f64> {
         weighed += k * t;
         time += t;
     }
-    match (time > 0.0, costs.last()?.in_step_milli) {
-        (true, _) => Some(weighed / time),
-        (false, last) => last.map(|k| k as f64 / 1e3),
-    }
+    // In thousandths, as the records carry it (no float noise in the JSON).
+    let k = match (time > 0.0, costs.last()?.in_step_milli) {
+        (true, _) => weighed / time,
+        (false, last) => last? as f64 / 1e3,
+    };
+    Some((k * 1e3).round() / 1e3)
 }
 
 /// The shortest sampling time an armed rate is given for: over less, a
